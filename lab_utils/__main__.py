@@ -1,0 +1,77 @@
+"""Command line: python -m lab_utils {info,course,assign,bench}."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def cmd_info(args) -> int:
+    from . import hardware
+
+    hw = hardware.detect()
+    print(hw.describe())
+    print()
+    for world_size in (1, 2, 4):
+        print(hardware.plan(world_size, hw).describe())
+    return 0
+
+
+def cmd_course(args) -> int:
+    from . import course
+
+    return course.main_course(args.labs, args.out, args.cell_timeout)
+
+
+def cmd_assign(args) -> int:
+    from . import course
+
+    problems = course.assign(check=args.check)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        if args.check:
+            print("notebooks/ is out of date: run `python -m lab_utils assign` and commit the result", file=sys.stderr)
+        return 1
+    print("notebooks/ matches solutions/" if args.check else "wrote notebooks/ from solutions/")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from . import bench
+
+    if args.name == "overhead":
+        bench.print_overhead(bench.overhead(samples=args.samples, repeats=args.repeats))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m lab_utils", description="CNN Parallelism Lab helper")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="hardware report and the rank plan for 1, 2, 4 ranks").set_defaults(fn=cmd_info)
+    c = sub.add_parser("course", help="execute every solution notebook headless with papermill")
+    c.add_argument("--labs", help="comma-separated lab numbers, e.g. 00,01 (default: all)")
+    c.add_argument("--out", help="output folder (default: build/course)")
+    c.add_argument("--cell-timeout", type=int, default=300, help="seconds one cell may run (default: 300)")
+    c.set_defaults(fn=cmd_course)
+    a = sub.add_parser("assign", help="generate notebooks/ from solutions/")
+    a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ is out of date")
+    a.set_defaults(fn=cmd_assign)
+    b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
+    b.add_argument("name", choices=["overhead"])
+    b.add_argument("--samples", type=int, default=2048, help="samples per timed epoch")
+    b.add_argument("--repeats", type=int, default=7, help="timed epochs per loop (median reported)")
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

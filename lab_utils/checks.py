@@ -1,0 +1,100 @@
+"""Self-checks for the exercises: run the learner's code beside the reference and say pass or fail, with a hint."""
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+
+from . import measure, spec, train
+
+
+def report(name: str, passed: bool, hint: str = "") -> bool:
+    """Print one pass/fail line (with a hint on failure) and return `passed`."""
+    if passed:
+        print(f"PASS  {name}")
+    else:
+        print(f"FAIL  {name}" + (f"\n      hint: {hint}" if hint else ""))
+    return passed
+
+
+def _tiny_problem(seed: int = 0):
+    """A small model and batch shaped like the digits data."""
+    gen = torch.Generator().manual_seed(seed)
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed)
+    x = torch.rand(16, 1, 8, 8, generator=gen)
+    y = torch.randint(0, 10, (16,), generator=gen)
+    return model, x, y
+
+
+def check_train_step(learner_step) -> bool:
+    """Two steps of the learner's train_step must match the reference exactly (same model, batch, optimizer)."""
+    model_ref, x, y = _tiny_problem()
+    model_you = copy.deepcopy(model_ref)
+    opt_ref = torch.optim.SGD(model_ref.parameters(), lr=0.1, momentum=0.9)
+    opt_you = torch.optim.SGD(model_you.parameters(), lr=0.1, momentum=0.9)
+    before = [p.detach().clone() for p in model_you.parameters()]
+    for step in (1, 2):
+        loss_ref = train.train_step(model_ref, x, y, opt_ref)
+        loss_you = learner_step(model_you, x, y, opt_you)
+        same = all(torch.allclose(a, b, atol=1e-6) for a, b in zip(model_ref.parameters(), model_you.parameters()))
+        if all(torch.equal(a, b) for a, b in zip(before, model_you.parameters())):
+            return report("train_step", False, "the weights did not change: call optimizer.step() after loss.backward()")
+        if not same:
+            hint = ("step 1 matched but step 2 did not: gradients accumulate across steps, call optimizer.zero_grad() first"
+                    if step == 2 else "the weights differ from the reference after one step: compute "
+                    "loss = F.cross_entropy(model(x), y), then loss.backward(), then optimizer.step()")
+            return report("train_step", False, hint)
+        if loss_you is None or abs(float(loss_you) - float(loss_ref)) > 1e-6:
+            return report("train_step", False, f"return the batch loss (reference {float(loss_ref):.6f}, yours {loss_you!r})")
+    return report("train_step: weights and loss equal the reference after 2 steps", True)
+
+
+def check_throughput(learner_fn) -> bool:
+    """The learner's throughput(batch_size, step_times, warmup) must drop warm-up steps and use the median."""
+    cases = [
+        (32, [0.9, 0.3, 0.10, 0.11, 0.10, 0.12, 0.10], 2),
+        (64, [2.0, 0.20, 0.21, 0.90, 0.20], 1),  # a slow outlier: a mean would be pulled up
+    ]
+    for batch, times, warmup in cases:
+        expected = measure.throughput_from_step_times(batch, times, warmup)
+        got = learner_fn(batch, times, warmup)
+        if got is None or abs(float(got) - expected) > 1e-6 * expected:
+            mean_all = batch / (sum(times) / len(times))
+            hint = ("divide the batch size by the *median* of the step times after the warm-up steps "
+                    f"(expected {expected:.1f} samples/s, got {got!r})")
+            if got is not None and abs(float(got) - mean_all) < 1e-6 * mean_all:
+                hint = "you included the warm-up steps and used the mean: drop step_times[:warmup], then take the median"
+            return report("throughput", False, hint)
+    return report("throughput: warm-up excluded, median used", True)
+
+
+def check_top_self_cpu_op(answer: str, prof) -> bool:
+    """The answer must name the operator with the largest *self* CPU time in the profile."""
+    events = prof.key_averages()
+    expected = max(events, key=lambda e: e.self_cpu_time_total).key
+    by_total = max(events, key=lambda e: e.cpu_time_total).key
+    if answer == expected:
+        return report(f"profiler: {answer} has the largest self CPU time", True)
+    hint = "sort the table by self CPU time: prof.key_averages().table(sort_by='self_cpu_time_total')"
+    if answer == by_total:
+        hint = ("that is the largest *total* CPU time, which includes the operators it calls; "
+                "self CPU time counts only the operator's own work")
+    return report("profiler: top operator by self CPU time", False, hint)
+
+
+def check_median_timer(learner_timer) -> bool:
+    """The learner's timer(fn, warmup, repeats) must skip slow warm-up calls and return the median of the rest."""
+    durations = iter([0.08, 0.08] + [0.010, 0.012, 0.011, 0.030, 0.011])
+
+    def work():
+        time.sleep(next(durations, 0.010))
+
+    got = learner_timer(work, warmup=2, repeats=5)
+    expected = 0.011
+    if got is None:
+        return report("median timer", False, "return the median duration in seconds")
+    passed = abs(float(got) - expected) < 0.004
+    hint = (f"expected about {expected * 1e3:.0f} ms, got {float(got) * 1e3:.1f} ms: call fn() `warmup` times "
+            "without timing it, then time each of `repeats` calls and return statistics.median of them")
+    return report("median timer: warm-up skipped, median of repeats", passed, hint)

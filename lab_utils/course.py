@@ -1,0 +1,176 @@
+"""Generate student notebooks from the solutions, and run the course headless."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")'
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CELL_TIMEOUT_S = 300
+
+
+def solution_notebooks(solutions_dir=None) -> list[Path]:
+    """The lab notebooks in lab order (NN_name.ipynb)."""
+    folder = Path(solutions_dir) if solutions_dir else ROOT / "solutions"
+    return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def strip_solutions(source: str, where: str) -> str:
+    """Replace each BEGIN/END SOLUTION region of a code cell by an indented stub."""
+    out, inside, indent = [], False, ""
+    for number, line in enumerate(source.splitlines(), start=1):
+        marker = line.strip()
+        if marker == BEGIN:
+            if inside:
+                raise ValueError(f"{where}, line {number}: '{BEGIN}' inside another solution region; close it with '{END}' first")
+            inside, indent = True, line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}# YOUR CODE HERE")
+            out.append(f"{indent}{STUB}")
+        elif marker == END:
+            if not inside:
+                raise ValueError(f"{where}, line {number}: '{END}' without a matching '{BEGIN}'")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{where}: '{BEGIN}' is never closed; add '{END}' after the solution")
+    return "\n".join(out)
+
+
+def student_version(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """A copy of a solution notebook with solutions stubbed and every output removed."""
+    nb = nbformat.from_dict(nb)
+    nb.metadata.pop("papermill", None)
+    nb.metadata.pop("widgets", None)
+    for index, cell in enumerate(nb.cells):
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.source = strip_solutions(cell.source, f"{name}, cell {index}")
+            cell.outputs = []
+            cell.execution_count = None
+        elif BEGIN in cell.source:
+            raise ValueError(f"{name}, cell {index}: solution markers belong in code cells, not {cell.cell_type} cells")
+    return nb
+
+
+def assign(solutions_dir=None, notebooks_dir=None, *, check: bool = False) -> list[str]:
+    """Write notebooks/ from solutions/ (or, with check, list the files that differ); returns the problems."""
+    sources = solution_notebooks(solutions_dir)
+    target = Path(notebooks_dir) if notebooks_dir else ROOT / "notebooks"
+    problems = []
+    if not sources:
+        return [f"no solution notebooks (NN_name.ipynb) found in {solutions_dir or ROOT / 'solutions'}"]
+    for src in sources:
+        text = nbformat.writes(student_version(nbformat.read(src, as_version=4), src.name)) + "\n"
+        dest = target / src.name
+        if check:
+            if not dest.exists():
+                problems.append(f"{dest} is missing")
+            elif dest.read_text() != text:
+                problems.append(f"{dest} differs from what {src} generates")
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text)
+    extra = {p.name for p in target.glob("*.ipynb")} - {s.name for s in sources} if target.exists() else set()
+    problems += [f"{target / name} has no source in solutions/" for name in sorted(extra)]
+    return problems
+
+
+@dataclass
+class NotebookRun:
+    """Outcome of executing one notebook."""
+
+    name: str
+    seconds: float
+    error: str | None = None
+
+
+def _describe_failure(exc: Exception) -> str:
+    """Which cell failed and with what, from a papermill error."""
+    cell = getattr(exc, "exec_count", None) or getattr(exc, "cell_index", None)
+    ename, evalue = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+    where = f"cell {cell}" if cell is not None else "before any cell ran"
+    return f"{where}: {ename}: {evalue}".strip()
+
+
+def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S) -> NotebookRun:
+    """Execute one notebook with papermill into out_dir (working directory out_dir)."""
+    import papermill
+
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(str(src), str(out_dir / src.name), parameters=parameters, cwd=str(out_dir),
+                                   kernel_name="python3", execution_timeout=cell_timeout, progress_bar=False,
+                                   log_output=False, request_save_on_cell_execute=False)
+    except Exception as exc:  # papermill raises its own error types for failing cells and kernels
+        return NotebookRun(src.stem, time.perf_counter() - start, _describe_failure(exc))
+    return NotebookRun(src.stem, time.perf_counter() - start)
+
+
+def select(labs: str | None, sources: list[Path]) -> list[Path]:
+    """Filter notebooks by a comma-separated list of lab numbers ('00,01')."""
+    if not labs:
+        return sources
+    wanted = [s.strip().zfill(2) for s in labs.split(",") if s.strip()]
+    known = {p.name[:2]: p for p in sources}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise ValueError(f"unknown lab(s) {unknown}; this course has {sorted(known)}")
+    return [known[w] for w in wanted]
+
+
+def run_course(labs: str | None = None, out_dir=None, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S) -> list[NotebookRun]:
+    """Execute the chosen solution notebooks headless; results CSVs go to <out_dir>/results."""
+    out = Path(out_dir or ROOT / "build" / "course").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results"
+    runs = []
+    for src in select(labs, solution_notebooks()):
+        (results / f"lab{src.name[:2]}.csv").unlink(missing_ok=True)  # a course run starts its rows afresh
+        print(f"running {src.name} ...", flush=True)
+        run = run_notebook(src, out, {"results_dir": str(results)}, cell_timeout)
+        status = "ok" if run.error is None else f"FAILED at {run.error}"
+        print(f"  {src.name}: {run.seconds:.1f} s, {status}", flush=True)
+        runs.append(run)
+    return runs
+
+
+def summary(runs: list[NotebookRun], results: Path) -> str:
+    """Per-notebook times and the measured results rows, as text."""
+    from .measure import read_results
+
+    lines = ["", "notebook                          seconds  status"]
+    lines += [f"{r.name:<32} {r.seconds:8.1f}  {'ok' if r.error is None else 'FAILED: ' + r.error}" for r in runs]
+    lines.append(f"{'total':<32} {sum(r.seconds for r in runs):8.1f}")
+    if results.exists():
+        rows = read_results(results)
+        lines += ["", f"results in {results} ({len(rows)} rows):",
+                  f"{'lab':<4} {'framework':<10} {'strategy':<22} {'ranks':>5} {'batch':>6} {'accuracy':>8} {'samples/s':>10}"]
+        for row in rows:
+            acc = f"{row['accuracy']:8.2%}" if row["accuracy"] is not None else f"{'-':>8}"
+            lines.append(f"{row['lab']:<4} {row['framework']:<10} {row['strategy']:<22} {row['world_size']:5.0f} "
+                         f"{row['batch_size']:6.0f} {acc} {row['samples_per_s']:10.0f}")
+    return "\n".join(lines)
+
+
+def failures_message(runs: list[NotebookRun]) -> str:
+    """One line per failed notebook, naming it and the failing cell."""
+    return "\n".join(f"{r.name}.ipynb failed at {r.error}" for r in runs if r.error)
+
+
+def main_course(labs, out_dir, cell_timeout) -> int:
+    """CLI body of `course`: run, summarise, exit non-zero on any failure."""
+    out = Path(out_dir or ROOT / "build" / "course").resolve()
+    runs = run_course(labs, out, cell_timeout)
+    print(summary(runs, out / "results"))
+    failed = failures_message(runs)
+    if failed:
+        print("\n" + failed, file=sys.stderr)
+        return 1
+    return 0

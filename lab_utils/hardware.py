@@ -1,0 +1,153 @@
+"""What the machine has, and how ranks of a parallel job map onto it."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+from dataclasses import dataclass
+
+# More ranks than this many per core is a mistake, not an experiment.
+MAX_RANKS_PER_CORE = 4
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One CUDA device as torch sees it."""
+
+    index: int
+    name: str
+    memory_gib: float
+
+
+@dataclass(frozen=True)
+class HardwareReport:
+    """CPUs, GPUs and library versions of this machine."""
+
+    host: str
+    cpu_count: int
+    gpus: tuple[GPU, ...]
+    python_version: str
+    torch_version: str
+    tf_version: str
+
+    @property
+    def gpu_names(self) -> str:
+        """GPU names joined with '; ' (empty string when there is none)."""
+        return "; ".join(g.name for g in self.gpus)
+
+    def describe(self) -> str:
+        """A few lines a learner can read."""
+        lines = [
+            f"host:        {self.host}",
+            f"CPU cores:   {self.cpu_count} usable by this process",
+        ]
+        if self.gpus:
+            for g in self.gpus:
+                lines.append(f"GPU {g.index}:       {g.name}, {g.memory_gib:.1f} GiB")
+        else:
+            lines.append("GPUs:        none (CUDA not available to torch)")
+        lines += [
+            f"python:      {self.python_version}",
+            f"torch:       {self.torch_version}",
+            f"tensorflow:  {self.tf_version}",
+        ]
+        return "\n".join(lines)
+
+
+def usable_cpu_count() -> int:
+    """Cores this process may run on (respects affinity masks and containers' cpusets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def package_version(*names: str) -> str:
+    """Installed version of the first distribution found, without importing it."""
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
+def detect_gpus() -> tuple[GPU, ...]:
+    """CUDA devices visible to torch (empty on a CPU-only machine)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return ()
+    gpus = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        gpus.append(GPU(i, props.name, props.total_memory / 2**30))
+    return tuple(gpus)
+
+
+def detect() -> HardwareReport:
+    """Look at this machine once and report what it has."""
+    return HardwareReport(
+        host=socket.gethostname(),
+        cpu_count=usable_cpu_count(),
+        gpus=detect_gpus(),
+        python_version=platform.python_version(),
+        torch_version=package_version("torch"),
+        tf_version=package_version("tensorflow", "tensorflow-cpu"),
+    )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where each rank of a `world_size` job runs, over which backend, and why."""
+
+    world_size: int
+    backend: str
+    devices: tuple[str, ...]
+    threads_per_rank: int | None
+    reason: str
+
+    def device(self, rank: int) -> str:
+        """Device string ('cpu', 'cuda:0', ...) for one rank."""
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"rank {rank} is outside 0..{self.world_size - 1} for world_size={self.world_size}")
+        return self.devices[rank]
+
+    @property
+    def uses_gpus(self) -> bool:
+        """True when ranks run on CUDA devices."""
+        return self.devices[0].startswith("cuda")
+
+    def describe(self) -> str:
+        """The decision in words."""
+        placement = ", ".join(f"rank {r} -> {d}" for r, d in enumerate(self.devices))
+        threads = f"; {self.threads_per_rank} intra-op thread(s) per rank" if self.threads_per_rank else ""
+        return f"world_size={self.world_size}: backend {self.backend}{threads}\n  {placement}\n  why: {self.reason}"
+
+
+def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
+    """Map `world_size` ranks to devices: one GPU per rank (nccl), shared GPUs or CPU cores (gloo)."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive integer (number of ranks), got {world_size!r}")
+    hw = hardware or detect()
+    limit = MAX_RANKS_PER_CORE * hw.cpu_count
+    if world_size > limit:
+        raise ValueError(
+            f"world_size={world_size} is impossible here: every rank is a process and this machine has "
+            f"{hw.cpu_count} CPU core(s); use at most {limit} ranks (ideally <= {max(hw.cpu_count, len(hw.gpus))})."
+        )
+    n_gpus = len(hw.gpus)
+    if n_gpus >= world_size:
+        return Plan(world_size, "nccl", tuple(f"cuda:{r}" for r in range(world_size)), None,
+                    f"{n_gpus} GPU(s) for {world_size} rank(s): each rank owns one GPU, so NCCL (fastest GPU collectives).")
+    if n_gpus:
+        return Plan(world_size, "gloo", tuple(f"cuda:{r % n_gpus}" for r in range(world_size)), None,
+                    f"{world_size} ranks but only {n_gpus} GPU(s): ranks share GPUs round-robin. NCCL refuses two "
+                    "ranks on one GPU ('Duplicate GPU detected'), so gloo carries the collectives.")
+    reason = (f"no GPU: each rank is a CPU process with one intra-op thread, so {world_size} rank(s) use "
+              f"{world_size} of {hw.cpu_count} core(s); gloo is torch's CPU backend.")
+    if world_size > hw.cpu_count:
+        reason += (f" Warning: {world_size} ranks on {hw.cpu_count} core(s) are oversubscribed; they will run, "
+                   "correctly but slower than fewer ranks, so do not read speed from this run.")
+    return Plan(world_size, "gloo", ("cpu",) * world_size, 1, reason)

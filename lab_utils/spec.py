@@ -1,0 +1,174 @@
+"""A framework-neutral CNN description (a list of layer dicts), named presets, and the torch builder."""
+from __future__ import annotations
+
+import copy
+import math
+
+# Each layer is a dict with a "type" and that type's parameters; these are all the types and parameters.
+LAYER_PARAMS = {
+    "conv2d": {"filters": None, "kernel_size": 3, "stride": 1, "padding": "same", "activation": "relu"},
+    "maxpool2d": {"pool_size": 2},
+    "batchnorm": {},
+    "dropout": {"rate": 0.5},
+    "flatten": {},
+    "dense": {"units": None, "activation": "relu"},
+}
+ACTIVATIONS = (None, "relu")
+
+
+def conv2d(filters, kernel_size=3, stride=1, padding="same", activation="relu") -> dict:
+    """A 2-D convolution layer spec."""
+    return {"type": "conv2d", "filters": filters, "kernel_size": kernel_size, "stride": stride,
+            "padding": padding, "activation": activation}
+
+
+def maxpool2d(pool_size=2) -> dict:
+    """A max-pooling layer spec."""
+    return {"type": "maxpool2d", "pool_size": pool_size}
+
+
+def dense(units, activation="relu") -> dict:
+    """A fully connected layer spec."""
+    return {"type": "dense", "units": units, "activation": activation}
+
+
+def flatten() -> dict:
+    """Flatten (C, H, W) to a vector."""
+    return {"type": "flatten"}
+
+
+def cnn2d_2layer_fullconnected_2layer(num_classes: int = 10) -> list[dict]:
+    """The original material's small network: 2 conv + 2 fully connected layers."""
+    return [conv2d(16), maxpool2d(), conv2d(32), maxpool2d(), flatten(),
+            dense(64), dense(num_classes, activation=None)]
+
+
+def cnn2d_3layer_fullconnected_3layer(num_classes: int = 10) -> list[dict]:
+    """The original material's larger network: 3 conv + 3 fully connected layers."""
+    return [conv2d(16), maxpool2d(), conv2d(32), maxpool2d(), conv2d(64), maxpool2d(), flatten(),
+            dense(128), dense(64), dense(num_classes, activation=None)]
+
+
+PRESETS = {f.__name__: f for f in (cnn2d_2layer_fullconnected_2layer, cnn2d_3layer_fullconnected_3layer)}
+
+
+def preset(name: str, num_classes: int = 10) -> list[dict]:
+    """A named preset spec."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[name](num_classes)
+
+
+def validate(spec: list[dict]) -> list[dict]:
+    """Check every layer and fill in defaults; returns a new, complete spec."""
+    if not spec:
+        raise ValueError("a model spec needs at least one layer")
+    full = []
+    for i, layer in enumerate(spec):
+        kind = layer.get("type") if isinstance(layer, dict) else None
+        if kind not in LAYER_PARAMS:
+            raise ValueError(f"layer {i}: unknown type {kind!r}; known types: {sorted(LAYER_PARAMS)}")
+        unknown = set(layer) - set(LAYER_PARAMS[kind]) - {"type"}
+        if unknown:
+            raise ValueError(f"layer {i} ({kind}): unknown parameter(s) {sorted(unknown)}; allowed: {sorted(LAYER_PARAMS[kind])}")
+        params = {**LAYER_PARAMS[kind], **copy.deepcopy(layer)}
+        missing = [k for k, default in LAYER_PARAMS[kind].items() if default is None and params[k] is None]
+        if missing:
+            raise ValueError(f"layer {i} ({kind}): missing required parameter(s) {missing}")
+        if params.get("activation", None) not in ACTIVATIONS:
+            raise ValueError(f"layer {i} ({kind}): activation must be one of {ACTIVATIONS}, got {params['activation']!r}")
+        if kind == "conv2d" and params["padding"] not in ("same", "valid"):
+            raise ValueError(f"layer {i} (conv2d): padding must be 'same' or 'valid', got {params['padding']!r}")
+        if kind == "conv2d" and params["padding"] == "same" and (params["stride"] != 1 or params["kernel_size"] % 2 == 0):
+            raise ValueError(f"layer {i} (conv2d): padding='same' needs stride 1 and an odd kernel_size")
+        full.append(params)
+    return full
+
+
+def output_shapes(spec: list[dict], input_shape) -> list[tuple[int, ...]]:
+    """The output shape (without batch) after each layer, for an input of (C, H, W)."""
+    shape = tuple(input_shape)
+    shapes = []
+    for i, layer in enumerate(validate(spec)):
+        kind = layer["type"]
+        if kind in ("conv2d", "maxpool2d", "batchnorm") and len(shape) != 3:
+            raise ValueError(f"layer {i} ({kind}) needs a (C, H, W) input but gets {shape}; put it before 'flatten'")
+        if kind == "dense" and len(shape) != 1:
+            raise ValueError(f"layer {i} (dense) needs a flat input but gets {shape}; add a 'flatten' layer before it")
+        if kind == "conv2d":
+            c, h, w = shape
+            k, s = layer["kernel_size"], layer["stride"]
+            if layer["padding"] == "valid":
+                h, w = (h - k) // s + 1, (w - k) // s + 1
+            shape = (layer["filters"], h, w)
+        elif kind == "maxpool2d":
+            p = layer["pool_size"]
+            shape = (shape[0], shape[1] // p, shape[2] // p)
+        elif kind == "flatten":
+            shape = (math.prod(shape),)
+        elif kind == "dense":
+            shape = (layer["units"],)
+        if min(shape) < 1:
+            raise ValueError(f"layer {i} ({kind}) shrinks the input {tuple(input_shape)} to {shape}; "
+                             "use a larger image or fewer pooling layers")
+        shapes.append(shape)
+    return shapes
+
+
+def parameter_counts(spec: list[dict], input_shape) -> list[int]:
+    """Trainable parameters of each layer, computed from the spec alone."""
+    counts = []
+    shape = tuple(input_shape)
+    for layer, out in zip(validate(spec), output_shapes(spec, input_shape)):
+        kind = layer["type"]
+        if kind == "conv2d":
+            counts.append(layer["filters"] * (shape[0] * layer["kernel_size"] ** 2 + 1))
+        elif kind == "dense":
+            counts.append(layer["units"] * (shape[0] + 1))
+        elif kind == "batchnorm":
+            counts.append(2 * shape[0])
+        else:
+            counts.append(0)
+        shape = out
+    return counts
+
+
+def describe(spec: list[dict], input_shape) -> str:
+    """A table of layers, output shapes and parameter counts."""
+    full = validate(spec)
+    lines = [f"{'#':>2}  {'layer':<34} {'output':<14} {'params':>8}", f"{'':>2}  {'input':<34} {str(tuple(input_shape)):<14}"]
+    for i, (layer, shape, n) in enumerate(zip(full, output_shapes(spec, input_shape), parameter_counts(spec, input_shape))):
+        args = ", ".join(f"{k}={v}" for k, v in layer.items() if k != "type")
+        lines.append(f"{i:>2}  {layer['type'] + ('(' + args + ')' if args else ''):<34} {str(shape):<14} {n:>8,}")
+    lines.append(f"total trainable parameters: {sum(parameter_counts(spec, input_shape)):,}")
+    return "\n".join(lines)
+
+
+def build_torch(spec: list[dict], input_shape, *, seed: int | None = None):
+    """The spec as a torch.nn.Sequential; `seed` fixes the initial weights."""
+    import torch
+    from torch import nn
+
+    full = validate(spec)
+    shapes = [tuple(input_shape)] + output_shapes(spec, input_shape)
+    if seed is not None:
+        torch.manual_seed(seed)
+    modules = []
+    for layer, shape in zip(full, shapes):
+        kind = layer["type"]
+        if kind == "conv2d":
+            pad = layer["kernel_size"] // 2 if layer["padding"] == "same" else 0
+            modules.append(nn.Conv2d(shape[0], layer["filters"], layer["kernel_size"], layer["stride"], pad))
+        elif kind == "maxpool2d":
+            modules.append(nn.MaxPool2d(layer["pool_size"]))
+        elif kind == "batchnorm":
+            modules.append(nn.BatchNorm2d(shape[0]))
+        elif kind == "dropout":
+            modules.append(nn.Dropout(layer["rate"]))
+        elif kind == "flatten":
+            modules.append(nn.Flatten())
+        elif kind == "dense":
+            modules.append(nn.Linear(shape[0], layer["units"]))
+        if layer.get("activation") == "relu":
+            modules.append(nn.ReLU())
+    return nn.Sequential(*modules)
