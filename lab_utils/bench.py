@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import json
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
-from . import data, spec, train
+from . import data, measure, spec, train
 
 
 def _plain_epoch(model, loader, optimizer) -> None:
@@ -33,16 +31,10 @@ def overhead(*, samples: int = 2048, batch_size: int = 64, repeats: int = 7, see
     loops = {"plain": _plain_epoch, "lab_utils": _helper_epoch}
     models = {name: spec.build_torch(model_spec, (1, 28, 28), seed=seed) for name in loops}
     optimizers = {name: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for name, m in models.items()}
-    times = {name: [] for name in loops}
-    for name, loop in loops.items():  # warm-up, not timed
-        loop(models[name], loader, optimizers[name])
-    for r in range(repeats):
-        order = list(loops) if r % 2 == 0 else list(reversed(loops))  # interleave to cancel drift
-        for name in order:
-            start = time.perf_counter()
-            loops[name](models[name], loader, optimizers[name])
-            times[name].append(time.perf_counter() - start)
-    rate = {name: samples / statistics.median(t) for name, t in times.items()}
+    timings = measure.time_interleaved(
+        {name: (lambda name=name: loop(models[name], loader, optimizers[name])) for name, loop in loops.items()},
+        warmup=1, repeats=repeats)
+    rate = {name: measure.samples_per_second(samples, t.median) for name, t in timings.items()}
     return {"benchmark": "overhead", "samples_per_epoch": samples, "batch_size": batch_size, "repeats": repeats,
             "threads": torch.get_num_threads(), "plain_samples_per_s": round(rate["plain"], 1),
             "lab_utils_samples_per_s": round(rate["lab_utils"], 1),

@@ -3,19 +3,33 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 
 import torch
 
 from . import measure, spec, train
 
 
-def report(name: str, passed: bool, hint: str = "") -> bool:
-    """Print one pass/fail line (with a hint on failure) and return `passed`."""
-    if passed:
-        print(f"PASS  {name}")
-    else:
-        print(f"FAIL  {name}" + (f"\n      hint: {hint}" if hint else ""))
-    return passed
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of a self-check: true when passed; shows as a PASS/FAIL line (with a hint) in a notebook."""
+
+    name: str
+    passed: bool
+    hint: str = ""
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        if self.passed:
+            return f"PASS  {self.name}"
+        return f"FAIL  {self.name}" + (f"\n      hint: {self.hint}" if self.hint else "")
+
+
+def report(name: str, passed: bool, hint: str = "") -> CheckResult:
+    """The result of one check, with a hint shown only on failure."""
+    return CheckResult(name, bool(passed), "" if passed else hint)
 
 
 def _tiny_problem(seed: int = 0):
@@ -27,7 +41,7 @@ def _tiny_problem(seed: int = 0):
     return model, x, y
 
 
-def check_train_step(learner_step) -> bool:
+def check_train_step(learner_step) -> CheckResult:
     """Two steps of the learner's train_step must match the reference exactly (same model, batch, optimizer)."""
     model_ref, x, y = _tiny_problem()
     model_you = copy.deepcopy(model_ref)
@@ -50,7 +64,7 @@ def check_train_step(learner_step) -> bool:
     return report("train_step: weights and loss equal the reference after 2 steps", True)
 
 
-def check_throughput(learner_fn) -> bool:
+def check_throughput(learner_fn) -> CheckResult:
     """The learner's throughput(batch_size, step_times, warmup) must drop warm-up steps and use the median."""
     cases = [
         (32, [0.9, 0.3, 0.10, 0.11, 0.10, 0.12, 0.10], 2),
@@ -69,13 +83,13 @@ def check_throughput(learner_fn) -> bool:
     return report("throughput: warm-up excluded, median used", True)
 
 
-def check_top_self_cpu_op(answer: str, prof) -> bool:
+def check_top_self_cpu_op(answer: str, prof) -> CheckResult:
     """The answer must name the operator with the largest *self* CPU time in the profile."""
     events = prof.key_averages()
     expected = max(events, key=lambda e: e.self_cpu_time_total).key
     by_total = max(events, key=lambda e: e.cpu_time_total).key
     if answer == expected:
-        return report(f"profiler: {answer} has the largest self CPU time", True)
+        return report("profiler: top operator by self CPU time", True)
     hint = "sort the table by self CPU time: prof.key_averages().table(sort_by='self_cpu_time_total')"
     if answer == by_total:
         hint = ("that is the largest *total* CPU time, which includes the operators it calls; "
@@ -83,7 +97,7 @@ def check_top_self_cpu_op(answer: str, prof) -> bool:
     return report("profiler: top operator by self CPU time", False, hint)
 
 
-def check_median_timer(learner_timer) -> bool:
+def check_median_timer(learner_timer) -> CheckResult:
     """The learner's timer(fn, warmup, repeats) must skip slow warm-up calls and return the median of the rest."""
     durations = iter([0.08, 0.08] + [0.010, 0.012, 0.011, 0.030, 0.011])
 

@@ -65,6 +65,29 @@ def time_it(fn, *, warmup: int = 2, repeats: int = 5, device=None) -> Timing:
     return Timing(tuple(times), warmup)
 
 
+def time_interleaved(fns: dict, *, warmup: int = 1, repeats: int = 5, device=None, before: dict | None = None) -> dict:
+    """Time several candidates round-robin (order alternating each round) so drift hits all alike.
+
+    `before` maps a candidate to an untimed setup call made right before each of its runs.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    before = before or {}
+    names = list(fns)
+    times = {name: [] for name in names}
+    for round_ in range(warmup + repeats):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            if name in before:
+                before[name]()
+            synchronize(device)
+            start = time.perf_counter()
+            fns[name]()
+            synchronize(device)
+            if round_ >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: Timing(tuple(times[name]), warmup) for name in names}
+
+
 def samples_per_second(samples: int, seconds: float) -> float:
     """Throughput; refuses a non-positive duration instead of dividing by it."""
     if seconds <= 0:

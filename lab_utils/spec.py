@@ -136,11 +136,15 @@ def parameter_counts(spec: list[dict], input_shape) -> list[int]:
 def describe(spec: list[dict], input_shape) -> str:
     """A table of layers, output shapes and parameter counts."""
     full = validate(spec)
-    lines = [f"{'#':>2}  {'layer':<34} {'output':<14} {'params':>8}", f"{'':>2}  {'input':<34} {str(tuple(input_shape)):<14}"]
-    for i, (layer, shape, n) in enumerate(zip(full, output_shapes(spec, input_shape), parameter_counts(spec, input_shape))):
-        args = ", ".join(f"{k}={v}" for k, v in layer.items() if k != "type")
-        lines.append(f"{i:>2}  {layer['type'] + ('(' + args + ')' if args else ''):<34} {str(shape):<14} {n:>8,}")
-    lines.append(f"total trainable parameters: {sum(parameter_counts(spec, input_shape)):,}")
+    names = [layer["type"] + "(" + ", ".join(f"{k}={v}" for k, v in layer.items() if k != "type") + ")" for layer in full]
+    names = [n.replace("()", "") for n in names]
+    width = max(len(n) for n in names + ["layer"])
+    counts = parameter_counts(spec, input_shape)
+    lines = [f"{'#':>2}  {'layer':<{width}}  {'output':<13} {'params':>8}",
+             f"{'':>2}  {'input':<{width}}  {str(tuple(input_shape)):<13}"]
+    for i, (name, shape, n) in enumerate(zip(names, output_shapes(spec, input_shape), counts)):
+        lines.append(f"{i:>2}  {name:<{width}}  {str(shape):<13} {n:>8,}")
+    lines.append(f"total trainable parameters: {sum(counts):,}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,51 @@
+# CNN Parallelism Lab: `make course` runs every lab headless, `make test` runs the tests.
+# Both create .venv on first use. LAB_TARGET=cpu|gpu overrides the GPU detection (default: gpu when nvidia-smi sees one).
+# TORCH_INDEX passes extra pip options for torch, e.g. TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu".
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+LAB_TARGET ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+TORCH_INDEX ?=
+STAMP := $(VENV)/.installed-$(LAB_TARGET)
+PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
+LABS ?=
+
+.PHONY: env course test lab assign outputs bench info clean
+
+env: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@echo "setting up $(VENV) for $(LAB_TARGET) (torch 2.13.0, tensorflow 2.21.0) ..."
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet $(TORCH_INDEX) torch==2.13.0 $(PIP_QUIET)
+	$(PY) -m pip install --quiet -e ".[$(LAB_TARGET),dev]" $(PIP_QUIET)
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+course: env  ## execute every lab headless into build/course/ and print the summary
+	$(PY) -m lab_utils course --out build/course $(if $(LABS),--labs $(LABS))
+
+test: env  ## unit tests, the student-notebook drift check, and nbval on solutions/
+	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests solutions --nbval --nbval-current-env \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q
+
+lab: env  ## JupyterLab on the course with the venv's kernel
+	$(VENV)/bin/jupyter lab --notebook-dir=$(CURDIR)
+
+assign: env  ## regenerate notebooks/ from solutions/
+	$(PY) -m lab_utils assign
+
+outputs: env  ## re-execute solutions/ in place (refresh the committed outputs), then regenerate notebooks/
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace solutions/[0-9][0-9]_*.ipynb
+	$(PY) -m lab_utils assign
+
+bench: env  ## helper overhead benchmark
+	$(PY) -m lab_utils bench overhead
+
+info: env
+	$(PY) -m lab_utils info
+
+clean:
+	rm -rf build results

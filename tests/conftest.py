@@ -1,0 +1,9 @@
+"""Shared fixtures: results and datasets never touch the working tree during tests."""
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_results(tmp_path, monkeypatch):
+    """Every test writes results into its own temporary folder."""
+    monkeypatch.setenv("LAB_RESULTS_DIR", str(tmp_path / "results"))
+    return tmp_path / "results"

@@ -1,0 +1,70 @@
+import pytest
+import torch
+
+from lab_utils import spec
+
+
+@pytest.mark.parametrize("name", sorted(spec.PRESETS))
+@pytest.mark.parametrize("input_shape", [(1, 8, 8), (1, 28, 28), (3, 32, 32)])
+def test_presets_build_and_match_the_spec(name, input_shape):
+    layers = spec.preset(name, num_classes=7)
+    model = spec.build_torch(layers, input_shape, seed=0)
+    assert sum(p.numel() for p in model.parameters()) == sum(spec.parameter_counts(layers, input_shape))
+    assert model(torch.zeros(5, *input_shape)).shape == (5, 7)
+    assert spec.output_shapes(layers, input_shape)[-1] == (7,)
+
+
+def test_preset_layer_counts_match_their_names():
+    for name, convs, denses in [("cnn2d_2layer_fullconnected_2layer", 2, 2), ("cnn2d_3layer_fullconnected_3layer", 3, 3)]:
+        kinds = [layer["type"] for layer in spec.preset(name)]
+        assert kinds.count("conv2d") == convs and kinds.count("dense") == denses
+
+
+def test_valid_padding_batchnorm_and_dropout():
+    layers = [spec.conv2d(4, kernel_size=3, padding="valid"), {"type": "batchnorm"}, {"type": "dropout", "rate": 0.1},
+              spec.flatten(), spec.dense(3, activation=None)]
+    assert spec.output_shapes(layers, (2, 6, 6))[0] == (4, 4, 4)
+    model = spec.build_torch(layers, (2, 6, 6))
+    assert sum(p.numel() for p in model.parameters()) == sum(spec.parameter_counts(layers, (2, 6, 6)))
+
+
+def test_seed_fixes_initial_weights():
+    a = spec.build_torch(spec.preset("cnn2d_2layer_fullconnected_2layer"), (1, 8, 8), seed=1)
+    b = spec.build_torch(spec.preset("cnn2d_2layer_fullconnected_2layer"), (1, 8, 8), seed=1)
+    c = spec.build_torch(spec.preset("cnn2d_2layer_fullconnected_2layer"), (1, 8, 8), seed=2)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters()))
+
+
+@pytest.mark.parametrize("layers, message", [
+    ([], "at least one layer"),
+    ([{"type": "conv3d"}], "unknown type 'conv3d'"),
+    ([{"type": "conv2d", "filters": 4, "kernel": 3}], r"unknown parameter\(s\) \['kernel'\]"),
+    ([{"type": "conv2d"}], r"missing required parameter\(s\) \['filters'\]"),
+    ([spec.dense(4, activation="tanh")], "activation must be one of"),
+    ([spec.conv2d(4, padding="full")], "padding must be 'same' or 'valid'"),
+    ([spec.conv2d(4, kernel_size=2)], "needs stride 1 and an odd kernel_size"),
+])
+def test_invalid_specs_are_explained(layers, message):
+    with pytest.raises(ValueError, match=message):
+        spec.validate(layers)
+
+
+def test_shape_errors_say_how_to_fix():
+    with pytest.raises(ValueError, match="add a 'flatten' layer"):
+        spec.output_shapes([spec.dense(4)], (1, 8, 8))
+    with pytest.raises(ValueError, match="put it before 'flatten'"):
+        spec.output_shapes([spec.flatten(), spec.conv2d(4)], (1, 8, 8))
+    with pytest.raises(ValueError, match="shrinks the input"):
+        spec.output_shapes([spec.maxpool2d(), spec.maxpool2d(), spec.maxpool2d()], (1, 4, 4))
+
+
+def test_unknown_preset():
+    with pytest.raises(ValueError, match="unknown model preset 'resnet'"):
+        spec.preset("resnet")
+
+
+def test_describe_lists_every_layer_and_the_total():
+    text = spec.describe(spec.preset("cnn2d_2layer_fullconnected_2layer"), (1, 8, 8))
+    assert text.count("\n") == 2 + 7
+    assert "total trainable parameters: 13,706" in text
