@@ -37,6 +37,12 @@ def _is_number(cell: str) -> bool:
 
 def _parse_row(path: Path, line: int, row: list[str]) -> np.ndarray:
     """One CSV row as float64, or a ValueError naming the file, line and bad cell."""
+    try:
+        values = np.array(row, dtype=np.float64)  # fast path; the loop below finds the culprit
+        if np.isfinite(values).all():
+            return values
+    except ValueError:
+        pass
     values = np.empty(len(row), dtype=np.float64)
     for col, cell in enumerate(row, start=1):
         text = cell.strip()

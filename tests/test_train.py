@@ -69,3 +69,13 @@ def test_evaluate_restores_training_mode():
     model.train()
     loss, acc = train.evaluate(model, test)
     assert model.training and loss > 0 and 0 <= acc <= 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: fit's GPU path (cuda:0, synchronize) is not exercised")
+def test_fit_on_the_planned_gpu():
+    from lab_utils import hardware
+
+    device = hardware.plan(1).device(0)
+    model, loader, test = small_problem()
+    history = train.fit(model, loader, epochs=2, device=device, test_loader=test, progress=False)
+    assert next(model.parameters()).device.type == "cuda" and history.final_accuracy is not None

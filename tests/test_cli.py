@@ -1,0 +1,40 @@
+"""The command line, run as a learner or CI would run it."""
+import json
+import subprocess
+import sys
+
+
+def run(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "lab_utils", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_info_reports_hardware_and_plans():
+    result = run("info")
+    assert result.returncode == 0, result.stderr
+    assert "CPU cores" in result.stdout
+    for world_size in (1, 2, 4):
+        assert f"world_size={world_size}: backend" in result.stdout
+
+
+def test_bench_overhead_ends_with_a_json_line():
+    result = run("bench", "overhead", "--samples", "256", "--repeats", "1")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["benchmark"] == "overhead" and figures["ratio"] > 0
+    assert figures["ratio"] == round(figures["lab_utils_samples_per_s"] / figures["plain_samples_per_s"], 4)
+
+
+def test_assign_check_passes_on_the_committed_notebooks():
+    result = run("assign", "--check")
+    assert result.returncode == 0, result.stderr
+    assert "matches" in result.stdout
+
+
+def test_course_refuses_unknown_labs_with_a_clear_error(tmp_path):
+    result = run("course", "--labs", "42", "--out", str(tmp_path))
+    assert result.returncode == 2
+    assert "unknown lab(s) ['42']" in result.stderr
+
+
+def test_unknown_command_is_a_usage_error():
+    assert run("fly").returncode == 2
