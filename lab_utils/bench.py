@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import torch
 import torch.nn.functional as F
@@ -48,4 +49,45 @@ def print_overhead(result: dict) -> None:
     print(f"{'plain':<10} {result['plain_samples_per_s']:>10.1f}")
     print(f"{'lab_utils':<10} {result['lab_utils_samples_per_s']:>10.1f}")
     print(f"ratio lab_utils/plain = {result['ratio']:.3f} (1.0 means the helper costs nothing)")
+    print(json.dumps(result))
+
+
+def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 128, seed: int = 0) -> dict:
+    """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
+    from . import ddp as ddp_mod
+    from .launch import launch
+
+    cfg = ddp_mod.DDPConfig(model="cnn2d_3layer_fullconnected_3layer", dataset="synthetic", image_side=28,
+                            synthetic_samples=max(4096, global_batch * (steps + 1)), global_batch=global_batch,
+                            max_steps=steps, evaluate=False, seed=seed)
+    setups = {"1 rank x 1 thread": (1, 1), f"1 rank x {world_size} threads": (1, world_size),
+              f"{world_size} ranks x 1 thread": (world_size, 1)}
+    rates = {name: [] for name in setups}
+    for r in range(repeats):
+        for name in (list(setups) if r % 2 == 0 else reversed(list(setups))):
+            ranks, threads = setups[name]
+            rates[name].append(launch(ddp_mod.train_worker, ranks, args=([cfg],), threads=threads, timeout=300)[0][0]["samples_per_s"])
+    median = {name: statistics.median(v) for name, v in rates.items()}
+    check = ddp_mod.DDPConfig(max_steps=3, evaluate=False, return_weights=True, seed=seed)
+    ranks = launch(ddp_mod.train_worker, world_size, args=([check],), timeout=300)
+    reference = ddp_mod.baseline_weights(check, world_size, steps=3)
+    diff = max(float(abs(r[0]["weights"] - reference).max()) for r in ranks)
+    names = list(setups)
+    return {"benchmark": "ddp", "world_size": world_size, "global_batch": global_batch, "steps": steps,
+            "repeats": repeats, "model": cfg.model, **{f"samples_per_s[{n}]": round(median[n], 1) for n in names},
+            "speedup_vs_1x1": round(median[names[2]] / median[names[0]], 3),
+            "speedup_vs_1x2": round(median[names[2]] / median[names[1]], 3),
+            "weights_max_abs_diff": diff}
+
+
+def print_ddp(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    print(f"{'setup':<22} {'samples/s':>10}   ({result['model']}, global batch {result['global_batch']}, "
+          f"median step time of {result['steps']} steps, median of {result['repeats']} interleaved launches)")
+    for key, value in result.items():
+        if key.startswith("samples_per_s["):
+            print(f"{key[14:-1]:<22} {value:>10.1f}")
+    print(f"speedup of {result['world_size']} ranks: {result['speedup_vs_1x1']:.2f}x vs 1 thread, "
+          f"{result['speedup_vs_1x2']:.2f}x vs one process using {result['world_size']} threads")
+    print(f"DDP vs single process after 3 steps on the same global batches: max |weight diff| = {result['weights_max_abs_diff']:.2e}")
     print(json.dumps(result))

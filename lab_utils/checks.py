@@ -112,3 +112,68 @@ def check_median_timer(learner_timer) -> CheckResult:
     hint = (f"expected about {expected * 1e3:.0f} ms, got {float(got) * 1e3:.1f} ms: call fn() `warmup` times "
             "without timing it, then time each of `repeats` calls and return statistics.median of them")
     return report("median timer: warm-up skipped, median of repeats", passed, hint)
+
+
+def check_average_gradients(learner_fn, world_size: int = 2) -> CheckResult:
+    """Run the learner's average_gradients in real ranks (its source is sent over) and compare with DDP."""
+    import inspect
+    import textwrap
+
+    from . import ddp
+    from .launch import RankError, launch
+
+    try:
+        source = textwrap.dedent(inspect.getsource(learner_fn))
+    except (OSError, TypeError):
+        return report("average_gradients", False, "define average_gradients with def in a notebook cell")
+    try:
+        diffs = launch(ddp.manual_allreduce_worker, world_size, args=(source, learner_fn.__name__), timeout=120)
+    except RankError as err:
+        return report("average_gradients", False, f"a rank failed: {err.message}")
+    worst = max(diffs)
+    hint = (f"weights differ from DDP's by up to {worst:.2e}: all_reduce each p.grad (it sums by default), "
+            "then divide by world_size")
+    return report(f"average_gradients matches DDP on {world_size} ranks (max diff {'<= 1e-6' if worst <= 1e-6 else '> 1e-6'})",
+                  worst <= 1e-6, hint)
+
+
+def check_shard(learner_shard) -> CheckResult:
+    """The learner's shard(n, rank, world_size) must cover every index once, with balanced shares."""
+    for n, world_size in [(10, 2), (10, 3), (7, 4), (3, 5), (1000, 8)]:
+        shares = [list(learner_shard(n, r, world_size)) for r in range(world_size)]
+        flat = sorted(i for share in shares for i in share)
+        if flat != list(range(n)):
+            missing, repeated = set(range(n)) - set(flat), len(flat) - len(set(flat))
+            return report("shard", False, f"n={n}, world_size={world_size}: {len(missing)} index(es) missing and "
+                          f"{repeated} repeated; every index must land on exactly one rank")
+        sizes = [len(share) for share in shares]
+        if max(sizes) - min(sizes) > 1:
+            return report("shard", False, f"n={n}, world_size={world_size}: shard sizes {sizes}; they may differ by one at most")
+    return report("shard: every index on exactly one rank, sizes balanced", True)
+
+
+def check_epoch_loop(learner_run_epochs, learner_scaled_lr) -> CheckResult:
+    """The learner's loop must reshuffle each epoch (set_epoch) and scale the learning rate linearly."""
+    from . import data
+
+    dataset = data.to_dataset(*data.synthetic_images(32, image_shape=(1, 4, 4)))
+    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=0, shuffle=True, seed=0)
+    orders = []
+
+    class RecordingLoader:
+        def __iter__(self):
+            orders.append(list(sampler))
+            return iter(())
+
+    learner_run_epochs(sampler, RecordingLoader(), None, None, 3)
+    if len(orders) != 3:
+        return report("epoch loop", False, f"the loop ran {len(orders)} epochs instead of 3")
+    if orders[0] == orders[1] or orders[1] == orders[2]:
+        return report("epoch loop", False, "every epoch reads the data in the same order: call sampler.set_epoch(epoch) "
+                      "at the start of each epoch")
+    for base, world_size in [(0.05, 2), (0.1, 4), (0.01, 8)]:
+        got = learner_scaled_lr(base, world_size)
+        if got is None or abs(float(got) - base * world_size) > 1e-12:
+            return report("epoch loop", False, f"scaled_lr({base}, {world_size}) gave {got!r}: the global batch is "
+                          "world_size times larger, so scale the learning rate by world_size (linear scaling)")
+    return report("epoch loop: a new order every epoch, learning rate scaled linearly", True)

@@ -38,3 +38,11 @@ def test_course_refuses_unknown_labs_with_a_clear_error(tmp_path):
 
 def test_unknown_command_is_a_usage_error():
     assert run("fly").returncode == 2
+
+
+def test_bench_ddp_ends_with_a_json_line():
+    result = run("bench", "ddp", "--repeats", "1", "--steps", "4", timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"speedup_vs_1x1", "speedup_vs_1x2", "weights_max_abs_diff"} <= set(figures)
+    assert figures["weights_max_abs_diff"] <= 1e-5
