@@ -41,8 +41,9 @@ outputs: env  ## re-execute solutions/ in place (refresh the committed outputs),
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace solutions/[0-9][0-9]_*.ipynb
 	$(PY) -m lab_utils assign
 
-bench: env  ## helper overhead benchmark
+bench: env  ## benchmarks, each measured side by side in one run; the last line of each is JSON
 	$(PY) -m lab_utils bench overhead
+	$(PY) -m lab_utils bench ddp --world-size 2
 
 info: env
 	$(PY) -m lab_utils info

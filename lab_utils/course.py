@@ -151,11 +151,12 @@ def summary(runs: list[NotebookRun], results: Path) -> str:
     if results.exists():
         rows = read_results(results)
         lines += ["", f"results in {results} ({len(rows)} rows):",
-                  f"{'lab':<4} {'framework':<10} {'strategy':<22} {'ranks':>5} {'batch':>6} {'accuracy':>8} {'samples/s':>10}"]
+                  f"{'lab':<4} {'framework':<10} {'strategy':<22} {'ranks':>5} {'threads':>7} {'batch':>6} {'accuracy':>8} {'samples/s':>10}"]
         for row in rows:
             acc = f"{row['accuracy']:8.2%}" if row["accuracy"] is not None else f"{'-':>8}"
+            threads = f"{row['threads']:7.0f}" if row["threads"] is not None else f"{'-':>7}"
             lines.append(f"{row['lab']:<4} {row['framework']:<10} {row['strategy']:<22} {row['world_size']:5.0f} "
-                         f"{row['batch_size']:6.0f} {acc} {row['samples_per_s']:10.0f}")
+                         f"{threads} {row['batch_size']:6.0f} {acc} {row['samples_per_s']:10.0f}")
     return "\n".join(lines)
 
 
