@@ -52,7 +52,7 @@ def print_overhead(result: dict) -> None:
     print(json.dumps(result))
 
 
-def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 128, seed: int = 0) -> dict:
+def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
     from . import ddp as ddp_mod
     from .launch import launch
