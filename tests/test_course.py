@@ -97,3 +97,17 @@ def test_run_notebook_reports_the_failing_cell(tmp_path):
     assert "07_broken.ipynb failed at" in course.failures_message([run])
     executed = nbformat.read(tmp_path / "07_broken.ipynb", 4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+
+
+def test_summary_lists_times_failures_and_results(tmp_path):
+    from lab_utils import hardware, measure
+
+    hw = hardware.HardwareReport("h", 2, (), "3.11", "2.13.0", "-")
+    measure.write_result(measure.result_row(lab="01", framework="torch", strategy="single-device", world_size=1,
+                                            device="cpu", batch_size=64, samples_per_s=1000, wall_s=2, accuracy=0.9,
+                                            threads=2, hw=hw), tmp_path)
+    runs = [course.NotebookRun("00_setup", 3.5), course.NotebookRun("01_cnn", 7.0, "cell 4: ValueError: bad")]
+    text = course.summary(runs, tmp_path)
+    assert "00_setup" in text and "FAILED: cell 4: ValueError: bad" in text and "10.5" in text
+    assert "single-device" in text and "90.00%" in text
+    assert course.failures_message(runs) == "01_cnn.ipynb failed at cell 4: ValueError: bad"
