@@ -342,6 +342,7 @@ def whoami_worker(rank: int, world_size: int) -> dict:
     teardown()
     return {"rank": rank, "env": {k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR")},
             "threads": torch.get_num_threads(), "device": ctx.device, "backend": ctx.backend,
+            "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "sum_of_ranks": total.item(), "pid": os.getpid()}
 
 

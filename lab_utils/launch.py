@@ -65,6 +65,16 @@ def rank_environment(rank: int, world_size: int, port: int, threads: int | None,
     return env
 
 
+def core_sets(world_size: int, threads: int) -> list[set[int]] | None:
+    """Disjoint CPU cores for each rank (`threads` each), or None when they do not fit or the OS cannot pin."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if world_size * threads > len(cores):
+        return None
+    return [set(cores[r * threads:(r + 1) * threads]) for r in range(world_size)]
+
+
 def _exit_when_orphaned(parent_pid: int) -> None:
     """End this rank if the process that launched it dies (a restarted kernel must not leave ranks behind)."""
     while True:
@@ -73,10 +83,12 @@ def _exit_when_orphaned(parent_pid: int) -> None:
         time.sleep(1.0)
 
 
-def _rank_main(payload: bytes, rank: int, world_size: int, env: dict, threads, results, parent_pid: int) -> None:
+def _rank_main(payload: bytes, rank: int, world_size: int, env: dict, threads, cores, results, parent_pid: int) -> None:
     """Entry point of every spawned rank: set up, run the worker, report its value or its traceback."""
     os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
     os.environ.update(env)
+    if cores:
+        os.sched_setaffinity(0, cores)  # a CPU rank owns its cores, as a GPU rank owns its GPU
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
     results.put(("started", rank))
     try:
@@ -151,7 +163,7 @@ def _patched_environ(env: dict):
                 os.environ[k] = v
 
 
-def _run_once(payload, worker, world_size, port, threads, timeout):
+def _run_once(payload, worker, world_size, port, threads, cores, timeout):
     """Start the ranks, collect results or the first failure, and always stop every rank."""
     import torch.multiprocessing as mp
 
@@ -161,7 +173,9 @@ def _run_once(payload, worker, world_size, port, threads, timeout):
     try:
         for rank in range(world_size):
             env = rank_environment(rank, world_size, port, threads)
-            p = ctx.Process(target=_rank_main, args=(payload, rank, world_size, env, threads, results, os.getpid()),
+            rank_cores = cores[rank] if cores else None
+            p = ctx.Process(target=_rank_main,
+                            args=(payload, rank, world_size, env, threads, rank_cores, results, os.getpid()),
                             name=f"rank{rank}", daemon=True)
             with _patched_environ(env):
                 p.start()
@@ -218,17 +232,19 @@ def _collect(processes, results, worker, world_size, timeout):
 
 
 def launch(worker, world_size: int, args: tuple = (), timeout: float = 120.0, *, port: int | None = None,
-           threads: int | None = None) -> list:
+           threads: int | None = None, pin_cores: bool = True) -> list:
     """Run worker(rank, world_size, *args) in `world_size` spawned processes; return their values in rank order.
 
     Sets MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK and WORLD_SIZE like torchrun. `threads` is the intra-op thread
-    count per rank (default: from the hardware plan, 1 on a CPU-only machine). Raises RankError naming the rank
-    (with its traceback) when a rank fails, TimeoutError after `timeout` seconds; every rank is stopped either way.
+    count per rank (default: from the hardware plan, 1 on a CPU-only machine); on a CPU-only plan each rank is pinned
+    to its own cores when they fit (`pin_cores`). Raises RankError naming the rank (with its traceback) when a rank
+    fails, TimeoutError after `timeout` seconds; every rank is stopped either way.
     """
     plan = hardware.plan(world_size)
     if not timeout or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     threads = plan.threads_per_rank if threads is None else threads
+    cores = core_sets(world_size, threads or 1) if pin_cores and not plan.uses_gpus else None
     try:
         payload = pickle.dumps((worker, tuple(args)))
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
@@ -238,7 +254,7 @@ def launch(worker, world_size: int, args: tuple = (), timeout: float = 120.0, *,
     attempts = 1 if port else PORT_ATTEMPTS
     for attempt in range(1, attempts + 1):
         try:
-            return _run_once(payload, worker, world_size, port or free_port(), threads, timeout)
+            return _run_once(payload, worker, world_size, port or free_port(), threads, cores, timeout)
         except RankError as exc:
             if attempt == attempts or not any(s in exc.traceback_text for s in PORT_IN_USE):
                 raise

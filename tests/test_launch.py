@@ -25,6 +25,17 @@ def test_values_come_back_in_rank_order_with_torchrun_environment():
     assert all(v["env"]["WORLD_SIZE"] == "2" and v["env"]["MASTER_ADDR"] == "127.0.0.1" for v in values)
     assert all(v["sum_of_ranks"] == 1.0 for v in values)  # a real all_reduce happened
     assert all(v["backend"] == "gloo" and v["threads"] == 1 for v in values)  # CPU plan: one thread per rank
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert len(values[0]["cores"]) == 1 and values[0]["cores"] != values[1]["cores"]  # a core of its own
+
+
+def test_core_sets_are_disjoint_and_fit():
+    from lab_utils.launch import core_sets
+
+    n = len(os.sched_getaffinity(0))
+    sets = core_sets(n, 1)
+    assert len(sets) == n and set().union(*sets) == os.sched_getaffinity(0)
+    assert core_sets(n + 1, 1) is None and core_sets(1, n + 1) is None
 
 
 def test_a_raising_rank_is_named_with_its_traceback():
