@@ -83,14 +83,15 @@ def _exit_when_orphaned(parent_pid: int) -> None:
         time.sleep(1.0)
 
 
-def _rank_main(payload: bytes, rank: int, world_size: int, env: dict, threads, cores, results, parent_pid: int) -> None:
+def _rank_main(payload: bytes, rank: int, world_size: int, env: dict, threads, cores, results, started,
+               parent_pid: int) -> None:
     """Entry point of every spawned rank: set up, run the worker, report its value or its traceback."""
     os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
     os.environ.update(env)
     if cores:
         os.sched_setaffinity(0, cores)  # a CPU rank owns its cores, as a GPU rank owns its GPU
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
-    results.put(("started", rank))
+    started[rank] = 1  # shared memory, visible at once (a queued message could die with an os._exit)
     try:
         import torch
 
@@ -169,35 +170,34 @@ def _run_once(payload, worker, world_size, port, threads, cores, timeout):
 
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
+    started = ctx.Array("b", world_size, lock=False)
     processes = []
     try:
         for rank in range(world_size):
             env = rank_environment(rank, world_size, port, threads)
             rank_cores = cores[rank] if cores else None
             p = ctx.Process(target=_rank_main,
-                            args=(payload, rank, world_size, env, threads, rank_cores, results, os.getpid()),
+                            args=(payload, rank, world_size, env, threads, rank_cores, results, started, os.getpid()),
                             name=f"rank{rank}", daemon=True)
             with _patched_environ(env):
                 p.start()
             processes.append(p)
-        return _collect(processes, results, worker, world_size, timeout)
+        return _collect(processes, results, started, worker, world_size, timeout)
     finally:
         _stop(processes)
         results.close()
         results.join_thread()
 
 
-def _collect(processes, results, worker, world_size, timeout):
+def _collect(processes, results, started, worker, world_size, timeout):
     """Wait for every rank's value; raise on the first failure or at the deadline."""
     deadline = time.monotonic() + timeout
-    values, errors, exited_at, started = {}, [], {}, set()
+    values, errors, exited_at = {}, [], {}
     first_error_at = None
     while len(values) < world_size:
         with contextlib.suppress(queue.Empty):
             message = results.get(timeout=0.05)
-            if message[0] == "started":
-                started.add(message[1])
-            elif message[0] == "ok":
+            if message[0] == "ok":
                 values[message[1]] = pickle.loads(message[2])
             else:
                 errors.append(message[1:])
@@ -210,7 +210,7 @@ def _collect(processes, results, worker, world_size, timeout):
                 continue
             exited_at.setdefault(rank, now)
             if now - exited_at[rank] > EXIT_GRACE_S:
-                if rank not in started:
+                if not started[rank]:
                     raise RankError(rank, f"the process {describe_exit(p.exitcode)} while starting, before the worker "
                                     "ran. With the spawn start method each rank re-imports the main module: launch "
                                     "from a notebook, or from a script file guarded by if __name__ == '__main__' "
