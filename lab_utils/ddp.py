@@ -6,7 +6,7 @@ import os
 import statistics
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
