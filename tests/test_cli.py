@@ -21,7 +21,8 @@ def test_bench_overhead_ends_with_a_json_line():
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["benchmark"] == "overhead" and figures["ratio"] > 0
-    assert figures["ratio"] == round(figures["lab_utils_samples_per_s"] / figures["plain_samples_per_s"], 4)
+    # the JSON rounds the rates to 0.1 and the ratio to 1e-4, so recomputing it agrees only to about 1e-3
+    assert abs(figures["ratio"] - figures["lab_utils_samples_per_s"] / figures["plain_samples_per_s"]) < 1e-3
 
 
 def test_assign_check_passes_on_the_committed_notebooks():
