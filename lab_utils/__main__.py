@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .course import DEFAULT_CELL_TIMEOUT_S
+
 
 def cmd_info(args) -> int:
     from . import hardware
@@ -53,7 +55,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("course", help="execute every solution notebook headless with papermill")
     c.add_argument("--labs", help="comma-separated lab numbers, e.g. 00,01 (default: all)")
     c.add_argument("--out", help="output folder (default: build/course)")
-    c.add_argument("--cell-timeout", type=int, default=300, help="seconds one cell may run (default: 300)")
+    c.add_argument("--cell-timeout", type=int, default=DEFAULT_CELL_TIMEOUT_S,
+                   help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
     c.set_defaults(fn=cmd_course)
     a = sub.add_parser("assign", help="generate notebooks/ from solutions/")
     a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ is out of date")

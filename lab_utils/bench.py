@@ -60,7 +60,7 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
     cfg = ddp_mod.DDPConfig(model="cnn2d_3layer_fullconnected_3layer", dataset="synthetic", image_side=28,
                             synthetic_samples=max(4096, global_batch * (steps + 1)), global_batch=global_batch,
                             max_steps=steps, evaluate=False, seed=seed)
-    setups = {"1 rank x 1 thread": (1, 1), f"1 rank x {world_size} threads": (1, world_size),
+    setups = {"1 rank x 1 thread": (1, 1), f"1 rank x {world_size} threads": (1, world_size),  # (ranks, threads)
               f"{world_size} ranks x 1 thread": (world_size, 1)}
     rates = {name: [] for name in setups}
     for r in range(repeats):
@@ -74,7 +74,8 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
     diff = max(float(abs(r[0]["weights"] - reference).max()) for r in ranks)
     names = list(setups)
     return {"benchmark": "ddp", "world_size": world_size, "global_batch": global_batch, "steps": steps,
-            "repeats": repeats, "model": cfg.model, **{f"samples_per_s[{n}]": round(median[n], 1) for n in names},
+            "repeats": repeats, "model": cfg.model, "setups": {n: list(setups[n]) for n in names},
+            **{f"samples_per_s[{n}]": round(median[n], 1) for n in names},
             "speedup_vs_1x1": round(median[names[2]] / median[names[0]], 3),
             "speedup_vs_1x2": round(median[names[2]] / median[names[1]], 3),
             "weights_max_abs_diff": diff}

@@ -227,7 +227,7 @@ def run_ddp(ctx: RankContext, cfg: DDPConfig) -> dict:
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=cfg.scaled_lr(ctx.world_size), momentum=cfg.momentum)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, cfg, ctx.world_size))
     out = {"rank": ctx.rank, "label": cfg.label, "losses": [], "test_accuracy": [], "first_labels": [],
-           "step_seconds": [], "lr": []}
+           "step_seconds": []}
     step = 0
     for epoch in range(cfg.epochs):
         if sampler is not None and cfg.set_epoch:
@@ -247,7 +247,6 @@ def run_ddp(ctx: RankContext, cfg: DDPConfig) -> dict:
                 continue
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            out["lr"].append(optimizer.param_groups[0]["lr"])
             scheduler.step()
             out["losses"].append(loss.item() * cfg.accumulation)
             if ctx.device.startswith("cuda"):

@@ -225,9 +225,7 @@ def _collect(processes, results, started, worker, world_size, timeout):
                 "check that every rank makes the same collective calls, or raise the timeout if the work is just long.")
     if errors:
         rank, message, tb = min(errors, key=lambda e: 0 if "Can't get attribute" in e[2] else 1)
-        error = RankError(rank, message, tb, _hint_for(tb, worker))
-        error.other_errors = [e for e in errors if e[0] != rank]
-        raise error
+        raise RankError(rank, message, tb, _hint_for(tb, worker))
     return [values[r] for r in range(world_size)]
 
 

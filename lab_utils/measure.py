@@ -51,18 +51,7 @@ class Timing:
 
 def time_it(fn, *, warmup: int = 2, repeats: int = 5, device=None) -> Timing:
     """Call fn() `warmup` times untimed, then `repeats` times timed, synchronizing `device` around each."""
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return Timing(tuple(times), warmup)
+    return time_interleaved({"fn": fn}, warmup=warmup, repeats=repeats, device=device)["fn"]
 
 
 def time_interleaved(fns: dict, *, warmup: int = 1, repeats: int = 5, device=None, before: dict | None = None) -> dict:

@@ -47,3 +47,4 @@ def test_bench_ddp_ends_with_a_json_line():
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert {"speedup_vs_1x1", "speedup_vs_1x2", "weights_max_abs_diff"} <= set(figures)
     assert figures["weights_max_abs_diff"] <= 1e-5
+    assert figures["setups"] == {"1 rank x 1 thread": [1, 1], "1 rank x 2 threads": [1, 2], "2 ranks x 1 thread": [2, 1]}
