@@ -42,7 +42,7 @@ def cmd_bench(args) -> int:
     from . import bench
 
     if args.name == "overhead":
-        bench.print_overhead(bench.overhead(samples=args.samples, repeats=args.repeats or 7))
+        bench.print_overhead(bench.overhead(samples=args.samples, repeats=args.repeats or 15))
     elif args.name == "ddp":
         bench.print_ddp(bench.ddp(world_size=args.world_size, repeats=args.repeats or 3, steps=args.steps))
     return 0
@@ -63,8 +63,8 @@ def parser() -> argparse.ArgumentParser:
     a.set_defaults(fn=cmd_assign)
     b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
     b.add_argument("name", choices=["overhead", "ddp"])
-    b.add_argument("--samples", type=int, default=2048, help="overhead: samples per timed epoch")
-    b.add_argument("--repeats", type=int, help="timed repeats, median reported (overhead: 7 epochs; ddp: 3 launches)")
+    b.add_argument("--samples", type=int, default=4096, help="overhead: samples per timed epoch")
+    b.add_argument("--repeats", type=int, help="timed repeats, median reported (overhead: 15 epochs; ddp: 3 launches)")
     b.add_argument("--world-size", type=int, default=2, help="ddp: number of ranks")
     b.add_argument("--steps", type=int, default=20, help="ddp: optimizer steps per launch (first 3 not timed)")
     b.set_defaults(fn=cmd_bench)

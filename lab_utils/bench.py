@@ -24,7 +24,7 @@ def _helper_epoch(model, loader, optimizer) -> None:
     train.fit(model, loader, epochs=1, optimizer=optimizer, progress=False)
 
 
-def overhead(*, samples: int = 2048, batch_size: int = 64, repeats: int = 7, seed: int = 0) -> dict:
+def overhead(*, samples: int = 4096, batch_size: int = 64, repeats: int = 15, seed: int = 0) -> dict:
     """Samples/s of lab_utils' loop vs a plain loop on the same model, data and steps."""
     split = data.synthetic_split(samples, 1, image_shape=(1, 28, 28), seed=seed)
     loader = data.make_loader(data.to_dataset(split.x_train, split.y_train), batch_size, seed=seed)
