@@ -92,3 +92,53 @@ def print_ddp(result: dict) -> None:
           f"{result['speedup_vs_1x2']:.2f}x vs one process using {result['world_size']} threads")
     print(f"DDP vs single process after 3 steps on the same global batches: max |weight diff| = {result['weights_max_abs_diff']:.2e}")
     print(json.dumps(result))
+
+
+def dp(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, seed: int = 0) -> dict:
+    """Training steps of one device vs DataParallel over `n_devices`, interleaved, for each batch size."""
+    from . import dp as dp_mod
+
+    plan = dp_mod.plan_devices(n_devices)
+    single_plan = dp_mod.plan_devices(1)
+    model_spec = spec.cnn2d_3layer_fullconnected_3layer()
+    rows, phases = [], {}
+    for batch in batch_sizes:
+        x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
+        single = spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0])
+        single_opt = torch.optim.SGD(single.parameters(), lr=0.01)
+        with dp_mod.DataParallel(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
+            parallel_opt = torch.optim.SGD(parallel.model.parameters(), lr=0.01)
+            reports = []
+            timings = measure.time_interleaved({
+                "1 device": lambda: dp_mod.single_device_step(single, x, y, single_opt, threads=single_plan.threads_per_device),
+                f"{n_devices} devices": lambda: reports.append(parallel.step(x, y, parallel_opt)),
+            }, warmup=3, repeats=repeats, device=plan.devices[0])
+        one, many = (timings[k].median for k in timings)
+        rows.append({"batch_size": batch, "single_ms": round(one * 1e3, 3), "dp_ms": round(many * 1e3, 3),
+                     "speedup": round(one / many, 3)})
+        phases[batch] = {row: {k: round(v * 1e3, 3) for k, v in parts.items()}
+                         for row, parts in dp_mod.median_phase_seconds(reports[3:]).items()}
+    check = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
+    diff = dp_mod.gradient_difference(spec.build_torch(model_spec, (1, 28, 28), seed=seed), *check, plan)
+    main = rows[-1]
+    return {"benchmark": "dp", "n_devices": n_devices, "devices": [str(d) for d in plan.devices],
+            "backend": plan.backend, "threads_per_device": plan.threads_per_device,
+            "model": "cnn2d_3layer_fullconnected_3layer", "repeats": repeats, "by_batch": rows,
+            "phase_ms": phases, "grad_max_abs_diff": diff, "batch_size": main["batch_size"],
+            "speedup": main["speedup"], "speedup_small_batch": rows[0]["speedup"]}
+
+
+def print_dp(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    print(f"{'batch':>6} {'1 device ms':>12} {str(result['n_devices']) + ' devices ms':>13} {'speedup':>8}   "
+          f"({result['model']}, median of {result['repeats']} interleaved steps, backend {result['backend']}, "
+          f"devices {result['devices']})")
+    for row in result["by_batch"]:
+        print(f"{row['batch_size']:>6} {row['single_ms']:>12.2f} {row['dp_ms']:>13.2f} {row['speedup']:>7.2f}x")
+    for batch, table in result["phase_ms"].items():
+        print(f"phases at batch {batch} (median ms):")
+        for row, parts in table.items():
+            print(f"  {row:<18} " + "  ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+    print(f"DataParallel vs one device, same batch of {max(r['batch_size'] for r in result['by_batch'])}: "
+          f"max |grad diff| = {result['grad_max_abs_diff']:.2e}")
+    print(json.dumps(result))

@@ -177,3 +177,104 @@ def check_epoch_loop(learner_run_epochs, learner_scaled_lr) -> CheckResult:
             return report("epoch loop", False, f"scaled_lr({base}, {world_size}) gave {got!r}: the global batch is "
                           "world_size times larger, so scale the learning rate by world_size (linear scaling)")
     return report("epoch loop: a new order every epoch, learning rate scaled linearly", True)
+
+
+def check_scatter(learner_scatter) -> CheckResult:
+    """The learner's scatter(batch, devices) must give one chunk per device: in order, sizes differing by one at most."""
+    from . import dp
+
+    for n, k in [(8, 2), (10, 3), (10, 4), (7, 4), (5, 5)]:
+        batch = torch.arange(n * 2, dtype=torch.float32).reshape(n, 2)
+        devices = [torch.device("cpu")] * k
+        try:
+            got = list(learner_scatter(batch, devices))
+        except Exception as exc:  # the learner's code may raise anything
+            return report("scatter", False, f"scatter(batch of {n}, {k} devices) raised {type(exc).__name__}: {exc}")
+        expected = dp.scatter(batch, devices)
+        sizes = [len(c) for c in got]
+        if len(got) != k:
+            hint = f"batch of {n} over {k} devices gave {len(got)} chunks: return exactly one chunk per device"
+            if sizes == [len(c) for c in torch.chunk(batch, k)]:
+                hint += " (torch.chunk makes chunks of ceil(n/k) and may return fewer than k)"
+            return report("scatter", False, hint)
+        if sizes != [len(c) for c in expected]:
+            hint = (f"batch of {n} over {k} devices: sizes {sizes}, expected {[len(c) for c in expected]}: "
+                    "n // k each, plus one for the first n % k devices")
+            return report("scatter", False, hint)
+        if not all(torch.equal(a, b) for a, b in zip(got, expected)):
+            return report("scatter", False, "the chunks hold the wrong rows: chunk i must be the next consecutive rows "
+                          "of the batch, in order (use torch.split with the sizes)")
+    return report("scatter: one chunk per device, consecutive rows, sizes balanced (uneven batches too)", True)
+
+
+def check_gather(learner_gather) -> CheckResult:
+    """The learner's gather(outputs, device) must concatenate the outputs in device order on `device`."""
+    gen = torch.Generator().manual_seed(0)
+    outputs = [torch.randn(size, 10, generator=gen) for size in (4, 3, 3)]
+    try:
+        got = learner_gather(outputs, torch.device("cpu"))
+    except Exception as exc:
+        hint = f"gather raised {type(exc).__name__}: {exc}"
+        if "stack expects each tensor to be equal size" in str(exc):
+            hint = "torch.stack needs equal sizes and adds a dimension: concatenate along dim 0 with torch.cat"
+        return report("gather", False, hint)
+    expected = torch.cat(outputs)
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        return report("gather", False, f"expected one tensor of shape {tuple(expected.shape)} (all rows, in order), got {shape}")
+    if not torch.equal(got, expected):
+        return report("gather", False, "the rows are out of order: concatenate the outputs in device order")
+    return report("gather: outputs concatenated in device order", True)
+
+
+def check_reduce_gradients(learner_reduce) -> CheckResult:
+    """The learner's reduce_gradients(model, replicas) must add the replicas' gradients into the model's."""
+    from . import dp
+
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=0)
+    replicas = [copy.deepcopy(model) for _ in range(2)]
+    gen = torch.Generator().manual_seed(1)
+    for m in (model, *replicas):
+        for p in m.parameters():
+            p.grad = torch.randn(p.shape, generator=gen)
+    mine = copy.deepcopy(model)  # deepcopy leaves .grad behind: copy it over
+    own = [p.grad.clone() for p in model.parameters()]
+    for p, g in zip(mine.parameters(), own):
+        p.grad = g.clone()
+    try:
+        learner_reduce(mine, replicas)
+    except Exception as exc:
+        return report("reduce_gradients", False, f"reduce_gradients raised {type(exc).__name__}: {exc}")
+    dp.reduce_gradients(model, replicas)
+    got = [p.grad for p in mine.parameters()]
+    if all(g is not None and torch.allclose(g, e, atol=1e-6) for g, e in zip(got, (p.grad for p in model.parameters()))):
+        return report("reduce_gradients: replicas' gradients summed into device 0's model", True)
+    if all(g is not None and torch.allclose(g, o) for g, o in zip(got, own)):
+        return report("reduce_gradients", False, "the model's gradients did not change: add each replica's p.grad "
+                      "into the model's p.grad (in place, under torch.no_grad())")
+    mean = [(o + sum(r_p.grad for r_p in rp)) / 3 for o, *rp in zip(own, *(r.parameters() for r in replicas))]
+    if all(g is not None and torch.allclose(g, m, atol=1e-6) for g, m in zip(got, mean)):
+        return report("reduce_gradients", False, "you averaged: DataParallel sums. The loss was one mean over the whole "
+                      "gathered batch, so each replica's gradient is already its share of the total")
+    others = [sum(r_p.grad for r_p in rp) for rp in zip(*(r.parameters() for r in replicas))]
+    if all(g is not None and torch.allclose(g, o, atol=1e-6) for g, o in zip(got, others)):
+        return report("reduce_gradients", False, "device 0's own gradient was replaced: add the replicas' gradients to it")
+    return report("reduce_gradients", False, "expected model.grad + the sum of the replicas' grads for every parameter")
+
+
+def check_data_parallel_step(learner_scatter, learner_gather, learner_reduce) -> CheckResult:
+    """A real DataParallel step run with the learner's three phases must give the single-device gradients."""
+    from . import dp
+
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=0)
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.rand(15, 1, 8, 8, generator=gen), torch.randint(0, 10, (15,), generator=gen)
+    plan = dp.plan_devices(2)
+    try:
+        diff = dp.gradient_difference(model, x, y, plan, scatter_fn=learner_scatter, gather_fn=learner_gather,
+                                      reduce_fn=learner_reduce)
+    except Exception as exc:
+        return report("DataParallel step with your phases", False, f"the step raised {type(exc).__name__}: {exc}")
+    return report(f"DataParallel step with your phases equals one device on a batch of 15 (max diff "
+                  f"{'<= 1e-5' if diff <= 1e-5 else '> 1e-5'})", diff <= 1e-5,
+                  f"gradients differ from one device's by up to {diff:.2e}: run the three checks above first")

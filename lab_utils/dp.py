@@ -1,0 +1,390 @@
+"""Data parallelism inside one process, as nn.DataParallel does it, run for real and timed phase by phase.
+
+One training step: scatter the batch, replicate the model, run the replicas in parallel threads, gather the outputs
+on device 0, compute the loss there, run the backward passes in parallel, reduce the gradients onto device 0's
+model, update it. With two or more GPUs the phases are torch's own (`torch.nn.parallel.scatter`, `replicate`,
+`parallel_apply`, `gather`: what `nn.DataParallel.forward` calls); elsewhere this module runs the same phases
+itself, with one thread per "device": a CPU core, or a CUDA stream when the replicas share one GPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import hardware, measure
+from .plots import Interval
+
+COORDINATOR_PHASES = ("scatter", "replicate", "gather", "loss", "reduce", "update")
+PHASES = ("scatter", "replicate", "forward", "gather", "loss", "backward", "reduce", "update")
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int | None):
+    """Run the block with `n` intra-op threads in this thread (None: leave as is), then restore."""
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """Which devices the replicas run on, which implementation runs the phases, and why."""
+
+    devices: tuple[torch.device, ...]
+    backend: str  # "torch" (torch.nn.parallel on distinct GPUs) or "threads" (this module)
+    threads_per_device: int | None
+    reason: str
+
+    def describe(self) -> str:
+        names = ", ".join(f"device {i} -> {d}" for i, d in enumerate(self.devices))
+        return f"{len(self.devices)} device(s), backend {self.backend!r}\n  {names}\n  why: {self.reason}"
+
+
+def plan_devices(n_devices: int | None = None, hw: hardware.HardwareReport | None = None,
+                 backend: str = "auto") -> DevicePlan:
+    """Pick devices for `n_devices` replicas: distinct GPUs, else one shared GPU, else CPU cores."""
+    hw = hw or hardware.detect()
+    gpus = len(hw.gpus)
+    if n_devices is None:
+        n_devices = gpus if gpus >= 2 else 2
+    if isinstance(n_devices, bool) or not isinstance(n_devices, int) or n_devices < 1:
+        raise ValueError(f"n_devices must be a positive integer (number of replicas), got {n_devices!r}")
+    if backend not in ("auto", "torch", "threads"):
+        raise ValueError(f"backend must be 'auto', 'torch' or 'threads', got {backend!r}")
+    if gpus >= n_devices:
+        devices = tuple(torch.device("cuda", i) for i in range(n_devices))
+        chosen = "torch" if backend == "auto" and n_devices >= 2 else ("threads" if backend == "auto" else backend)
+        return DevicePlan(devices, chosen, None, f"{gpus} GPU(s): one replica per GPU, the phases are "
+                          + ("torch.nn.parallel's, as in nn.DataParallel." if chosen == "torch"
+                             else "this module's threads."))
+    if backend == "torch":
+        raise ValueError(f"backend 'torch' needs {n_devices} GPUs (torch.nn.parallel has no CPU implementation); "
+                         f"this machine has {gpus}. Use backend='threads' or 'auto'.")
+    if gpus:
+        return DevicePlan((torch.device("cuda", 0),) * n_devices, "threads", None,
+                          f"{n_devices} replicas but {gpus} GPU: the replicas share cuda:0, each thread on its own "
+                          "CUDA stream, so kernels can overlap but no work is added; read phase times, not speedup.")
+    limit = hardware.MAX_RANKS_PER_CORE * hw.cpu_count
+    if n_devices > limit:
+        raise ValueError(f"n_devices={n_devices} is impossible here: each device is a thread on a CPU core and this "
+                         f"machine has {hw.cpu_count}; use at most {limit} (ideally <= {hw.cpu_count}).")
+    reason = (f"no GPU: each device is a thread of this process with one intra-op thread, so {n_devices} device(s) "
+              f"use {n_devices} of {hw.cpu_count} core(s).")
+    if n_devices > hw.cpu_count:
+        reason += f" Warning: {n_devices} devices on {hw.cpu_count} core(s) are oversubscribed; do not read speed from it."
+    return DevicePlan((torch.device("cpu"),) * n_devices, "threads", 1, reason)
+
+
+# ---- the phases, one function each (the exercises re-implement scatter, gather and reduce_gradients) ----
+
+def split_sizes(n: int, parts: int) -> list[int]:
+    """Sizes of `parts` consecutive chunks of n samples that differ by one at most (the first n % parts get one more)."""
+    if parts < 1:
+        raise ValueError(f"need at least one device, got {parts}")
+    if n < parts:
+        raise ValueError(f"a batch of {n} sample(s) cannot be split across {parts} devices: every device needs at "
+                         f"least one sample. Use a batch of at least {parts}, or fewer devices.")
+    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
+def scatter(batch: torch.Tensor, devices) -> list[torch.Tensor]:
+    """Split `batch` along dim 0 into len(devices) consecutive chunks (sizes from split_sizes), chunk i on devices[i]."""
+    chunks = torch.split(batch, split_sizes(len(batch), len(devices)))
+    return [chunk.to(device, non_blocking=True) for chunk, device in zip(chunks, devices)]
+
+
+def gather(outputs, device) -> torch.Tensor:
+    """Concatenate the replicas' outputs, in device order, on `device`."""
+    return torch.cat([out.to(device) for out in outputs])
+
+
+@torch.no_grad()
+def reduce_gradients(model: nn.Module, replicas) -> None:
+    """Add every replica's gradients into `model`'s (a sum: the loss was a mean over the whole gathered batch)."""
+    for params in zip(model.parameters(), *(r.parameters() for r in replicas)):
+        target, others = params[0], [p.grad for p in params[1:] if p.grad is not None]
+        if not others:
+            continue
+        total = torch.stack([g.to(target.device) for g in others]).sum(0)
+        if target.grad is None:
+            target.grad = total
+        else:
+            target.grad.add_(total)
+
+
+@torch.no_grad()
+def copy_weights(source: nn.Module, replica: nn.Module) -> None:
+    """Overwrite the replica's parameters and buffers with the source's (the broadcast of `replicate`)."""
+    for dst, src in zip(replica.parameters(), source.parameters()):
+        dst.copy_(src, non_blocking=True)
+    for dst, src in zip(replica.buffers(), source.buffers()):
+        dst.copy_(src, non_blocking=True)
+
+
+def tensor_bytes(tensors) -> int:
+    """Bytes held by the tensors."""
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def transfer_bytes(model: nn.Module, input_chunks, output_chunks) -> dict:
+    """Bytes each device sends and receives in one step (device 0 is the source and the destination of everything)."""
+    weights = tensor_bytes(list(model.parameters()) + list(model.buffers()))
+    grads = tensor_bytes(p for p in model.parameters() if p.requires_grad)
+    moved = {0: {"sent": 0, "received": 0}}
+    for i, (x, out) in enumerate(zip(input_chunks, output_chunks)):
+        if i == 0:
+            continue
+        # to device i: its inputs, the weights, the gradient of its outputs; back to device 0: outputs, gradients
+        to_i = tensor_bytes([x]) + weights + tensor_bytes([out])
+        to_0 = tensor_bytes([out]) + grads
+        moved[i] = {"sent": to_0, "received": to_i}
+        moved[0]["sent"] += to_i
+        moved[0]["received"] += to_0
+    return moved
+
+
+@dataclass
+class StepReport:
+    """What one data-parallel step measured."""
+
+    loss: float
+    batch_size: int
+    chunk_sizes: list[int]
+    intervals: list[Interval]
+    bytes_moved: dict
+    peak_memory_bytes: dict | None = None  # per device, only when the replicas are on distinct GPUs
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return max(i.end_s for i in self.intervals) - min(i.start_s for i in self.intervals)
+
+    def busy_seconds(self) -> dict:
+        """Seconds each device spent working in this step."""
+        busy = {}
+        for i in self.intervals:
+            busy[i.row] = busy.get(i.row, 0.0) + i.seconds
+        return busy
+
+    def phase_seconds(self) -> dict:
+        """seconds[device row][phase] for this step."""
+        table = {}
+        for i in self.intervals:
+            table.setdefault(i.row, {}).setdefault(i.kind, 0.0)
+            table[i.row][i.kind] += i.seconds
+        return table
+
+
+def median_phase_seconds(reports) -> dict:
+    """Per device, the median over steps of each phase's seconds."""
+    tables = [r.phase_seconds() for r in reports]
+    rows = list(dict.fromkeys(row for t in tables for row in t))
+    return {row: {phase: statistics.median(t.get(row, {}).get(phase, 0.0) for t in tables)
+                  for phase in PHASES if any(phase in t.get(row, {}) for t in tables)} for row in rows}
+
+
+def row_name(index: int, device: torch.device) -> str:
+    """The timeline row of device `index`."""
+    return f"device {index} ({device})"
+
+
+class DataParallel:
+    """A model trained data-parallel over `plan.devices`; `step` runs and times the phases of one step."""
+
+    def __init__(self, model: nn.Module, plan: DevicePlan, loss_fn=F.cross_entropy, *,
+                 scatter_fn=scatter, gather_fn=gather, reduce_fn=reduce_gradients):
+        self.plan = plan
+        # the three phases are swappable so that learners can run their own in a real step
+        self.scatter_fn, self.gather_fn, self.reduce_fn = scatter_fn, gather_fn, reduce_fn
+        self.devices = list(plan.devices)
+        self.model = model.to(self.devices[0])
+        self.loss_fn = loss_fn
+        self.rows = [row_name(i, d) for i, d in enumerate(self.devices)]
+        self._pool = None
+        self._replicas = [self.model]
+        self._streams = [None] * len(self.devices)
+        if plan.backend == "threads":
+            # replica shells are built once; their weights are overwritten from device 0 every step
+            self._replicas += [copy.deepcopy(self.model).to(d) for d in self.devices[1:]]
+            threads = plan.threads_per_device
+            self._pool = ThreadPoolExecutor(len(self.devices), thread_name_prefix="dp-device",
+                                            initializer=(lambda: torch.set_num_threads(threads)) if threads else None)
+            if self.devices[0].type == "cuda":
+                self._streams = [torch.cuda.Stream(d) for d in self.devices]
+
+    def close(self) -> None:
+        """Stop the device threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _sync(self) -> None:
+        for d in dict.fromkeys(self.devices):
+            measure.synchronize(d)
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, optimizer=None) -> StepReport:
+        """One step on the full batch (x, y): gradients end up in self.model; optimizer.step() if one is given."""
+        if len(x) != len(y):
+            raise ValueError(f"inputs and labels differ in length: {len(x)} vs {len(y)}")
+        if self.plan.backend == "torch":
+            return self._step_torch(x, y, optimizer)
+        if self._pool is None:
+            raise RuntimeError("this DataParallel was closed; create a new one")
+        with intra_op_threads(self.plan.threads_per_device):
+            return self._step_threads(x, y, optimizer)
+
+    def _timed(self, intervals, t0, row, phase, fn, device=None):
+        start = time.perf_counter()
+        result = fn()
+        measure.synchronize(device)
+        intervals.append(Interval(row, phase, start - t0, time.perf_counter() - t0))
+        return result
+
+    def _on_device(self, i, t0, phase, fn):
+        """Run fn on device i's thread (and CUDA stream), timing it; returns (result, interval)."""
+        device, stream = self.devices[i], self._streams[i]
+        context = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+        with context:
+            if stream is not None:
+                stream.wait_stream(torch.cuda.default_stream(device))
+            start = time.perf_counter()
+            result = fn()
+            if stream is not None:
+                stream.synchronize()
+        return result, Interval(self.rows[i], phase, start - t0, time.perf_counter() - t0)
+
+    def _parallel(self, t0, phase, fns):
+        """Run one fn per device at once, each on its own thread; returns the results in device order."""
+        futures = [self._pool.submit(self._on_device, i, t0, phase, fn) for i, fn in enumerate(fns)]
+        done = [f.result() for f in futures]  # re-raises a replica's exception here
+        return [r for r, _ in done], [iv for _, iv in done]
+
+    def _step_threads(self, x, y, optimizer) -> StepReport:
+        dev0, row0, iv = self.devices[0], self.rows[0], []
+        self._reset_peak_memory()
+        self._sync()
+        t0 = time.perf_counter()
+        self.model.zero_grad(set_to_none=True)
+        for replica in self._replicas[1:]:
+            replica.zero_grad(set_to_none=True)
+        xs = self._timed(iv, t0, row0, "scatter", lambda: self.scatter_fn(x, self.devices), dev0)
+        self._timed(iv, t0, row0, "replicate", lambda: [copy_weights(self.model, r) for r in self._replicas[1:]], dev0)
+        outputs, spans = self._parallel(t0, "forward", [lambda r=r, xi=xi: r(xi) for r, xi in zip(self._replicas, xs)])
+        iv += spans
+        gathered = self._timed(iv, t0, row0, "gather", lambda: self.gather_fn([o.detach() for o in outputs], dev0), dev0)
+
+        def loss_and_output_grads():
+            gathered.requires_grad_(True)
+            loss = self.loss_fn(gathered, y.to(dev0))
+            loss.backward()
+            return loss.detach(), torch.split(gathered.grad, [len(o) for o in outputs])
+
+        loss, out_grads = self._timed(iv, t0, row0, "loss", loss_and_output_grads, dev0)
+        _, spans = self._parallel(t0, "backward", [lambda o=o, g=g: o.backward(g.to(o.device))
+                                                    for o, g in zip(outputs, out_grads)])
+        iv += spans
+        self._timed(iv, t0, row0, "reduce", lambda: self.reduce_fn(self.model, self._replicas[1:]), dev0)
+        if optimizer is not None:
+            self._timed(iv, t0, row0, "update", optimizer.step, dev0)
+        return StepReport(float(loss), len(x), [len(c) for c in xs], iv, transfer_bytes(self.model, xs, outputs),
+                          self._peak_memory())
+
+    def _step_torch(self, x, y, optimizer) -> StepReport:
+        from torch.nn.parallel import gather as torch_gather
+        from torch.nn.parallel import parallel_apply, replicate
+        from torch.nn.parallel import scatter as torch_scatter
+
+        ids = [d.index for d in self.devices]
+        dev0, row0, iv = self.devices[0], self.rows[0], []
+        self._reset_peak_memory()
+        self._sync()
+        t0 = time.perf_counter()
+        self.model.zero_grad(set_to_none=True)
+        x0 = x.to(dev0)
+
+        def everywhere(phase, fn):
+            start = time.perf_counter()
+            result = fn()
+            self._sync()
+            iv.extend(Interval(row, phase, start - t0, time.perf_counter() - t0) for row in self.rows[:len(xs)])
+            return result
+
+        xs = self._timed(iv, t0, row0, "scatter", lambda: torch_scatter(x0, ids), dev0)
+        self._sync()
+        replicas = everywhere("replicate", lambda: replicate(self.model, ids[:len(xs)]))
+        outputs = everywhere("forward", lambda: parallel_apply(replicas, [(xi,) for xi in xs]))
+        out = self._timed(iv, t0, row0, "gather", lambda: torch_gather(outputs, ids[0]), dev0)
+        loss = self._timed(iv, t0, row0, "loss", lambda: self.loss_fn(out, y.to(dev0)), dev0)
+        everywhere("backward", loss.backward)  # torch's reduce onto device 0 runs inside the backward pass
+        if optimizer is not None:
+            self._timed(iv, t0, row0, "update", optimizer.step, dev0)
+        return StepReport(float(loss), len(x), [len(c) for c in xs], iv, transfer_bytes(self.model, xs, outputs),
+                          self._peak_memory(), ["reduce is part of backward: torch sums the gradients onto device 0 "
+                                                "in the backward of replicate's broadcast"])
+
+    def _distinct_gpus(self) -> bool:
+        return self.devices[0].type == "cuda" and len(set(self.devices)) == len(self.devices)
+
+    def _reset_peak_memory(self) -> None:
+        if self._distinct_gpus():
+            for d in self.devices:
+                torch.cuda.reset_peak_memory_stats(d)
+
+    def _peak_memory(self) -> dict | None:
+        if not self._distinct_gpus():
+            return None
+        return {i: torch.cuda.max_memory_allocated(d) for i, d in enumerate(self.devices)}
+
+
+def single_device_step(model, x, y, optimizer=None, loss_fn=F.cross_entropy, threads: int | None = 1) -> float:
+    """The baseline: forward, loss, backward (and update) of the whole batch on the model's device."""
+    with intra_op_threads(threads):
+        model.zero_grad(set_to_none=True)
+        device = next(model.parameters()).device
+        loss = loss_fn(model(x.to(device)), y.to(device))
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+        measure.synchronize(device)
+    return float(loss.detach())
+
+
+def gradients(model: nn.Module) -> list[torch.Tensor]:
+    """Copies of the model's gradients, on the CPU."""
+    return [p.grad.detach().cpu().clone() for p in model.parameters() if p.grad is not None]
+
+
+def max_abs_diff(a, b) -> float:
+    """Largest absolute difference between two lists of tensors of the same shapes."""
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        raise ValueError("the two gradient lists differ in length or shapes: are they from the same model?")
+    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+
+
+def gradient_difference(model: nn.Module, x, y, plan: DevicePlan, loss_fn=F.cross_entropy, **phases) -> float:
+    """Max |gradient(DataParallel) - gradient(one device)| for one step on the same batch from the same weights."""
+    single = copy.deepcopy(model).to(plan.devices[0])
+    single_device_step(single, x, y, loss_fn=loss_fn, threads=None)
+    with DataParallel(copy.deepcopy(model), plan, loss_fn, **phases) as parallel:
+        parallel.step(x, y)
+        return max_abs_diff(gradients(parallel.model), gradients(single))

@@ -1,0 +1,78 @@
+"""Timeline (Gantt) and stacked-bar charts drawn from measured intervals."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One measured piece of work: on which row, which kind, when (seconds), and an optional bar label."""
+
+    row: str
+    kind: str
+    start_s: float
+    end_s: float
+    label: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return self.end_s - self.start_s
+
+
+def _colors(kinds) -> dict:
+    import matplotlib.pyplot as plt
+
+    palette = plt.get_cmap("tab10").colors
+    return {kind: palette[i % len(palette)] for i, kind in enumerate(kinds)}
+
+
+def gantt(intervals, ax=None, *, rows=None, title: str = "", unit: str = "ms", colors: dict | None = None):
+    """One row per `row`, one coloured bar per interval (colour by kind), labels on the bars; returns the axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    intervals = list(intervals)
+    if not intervals:
+        raise ValueError("nothing to draw: the timeline has no intervals")
+    scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
+    rows = list(rows or dict.fromkeys(i.row for i in intervals))
+    kinds = list(dict.fromkeys(i.kind for i in intervals))
+    colors = colors or _colors(kinds)
+    ax = ax or plt.subplots(figsize=(9, 0.6 + 0.5 * len(rows)))[1]
+    for i in intervals:
+        y = rows.index(i.row)
+        ax.broken_barh([(i.start_s * scale, i.seconds * scale)], (y - 0.4, 0.8), facecolors=colors[i.kind],
+                       edgecolor="white", linewidth=0.5)
+        if i.label:
+            ax.text((i.start_s + i.seconds / 2) * scale, y, i.label, ha="center", va="center", fontsize=7)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time ({unit})")
+    ax.legend(handles=[Patch(color=colors[k], label=k) for k in kinds], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def stacked_bars(seconds: dict, ax=None, *, title: str = "", unit: str = "ms"):
+    """seconds[row][kind] -> one horizontal stacked bar per row; returns the axes."""
+    import matplotlib.pyplot as plt
+
+    scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
+    rows = list(seconds)
+    kinds = list(dict.fromkeys(k for parts in seconds.values() for k in parts))
+    colors = _colors(kinds)
+    ax = ax or plt.subplots(figsize=(8, 0.6 + 0.5 * len(rows)))[1]
+    left = [0.0] * len(rows)
+    for kind in kinds:
+        widths = [seconds[r].get(kind, 0.0) * scale for r in rows]
+        ax.barh(range(len(rows)), widths, left=left, color=colors[kind], label=kind)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set_yticks(range(len(rows)), rows)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time ({unit})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
