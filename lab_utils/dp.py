@@ -378,7 +378,7 @@ def max_abs_diff(a, b) -> float:
     """Largest absolute difference between two lists of tensors of the same shapes."""
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
         raise ValueError("the two gradient lists differ in length or shapes: are they from the same model?")
-    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+    return max(float((x.detach() - y.detach()).abs().max()) for x, y in zip(a, b))
 
 
 def gradient_difference(model: nn.Module, x, y, plan: DevicePlan, loss_fn=F.cross_entropy, **phases) -> float:

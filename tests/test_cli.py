@@ -48,3 +48,16 @@ def test_bench_ddp_ends_with_a_json_line():
     assert {"speedup_vs_1x1", "speedup_vs_1x2", "weights_max_abs_diff"} <= set(figures)
     assert figures["weights_max_abs_diff"] <= 1e-5
     assert figures["setups"] == {"1 rank x 1 thread": [1, 1], "1 rank x 2 threads": [1, 2], "2 ranks x 1 thread": [2, 1]}
+
+
+def test_bench_dp_ends_with_a_json_line():
+    result = run("bench", "dp", "--repeats", "1", "--batch-sizes", "8,16")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["grad_max_abs_diff"] <= 1e-5 and figures["speedup"] > 0
+    assert [row["batch_size"] for row in figures["by_batch"]] == [8, 16] and figures["batch_size"] == 16
+
+
+def test_bench_dp_refuses_bad_batch_sizes():
+    result = run("bench", "dp", "--batch-sizes", "16,x")
+    assert result.returncode == 2 and "comma-separated integers" in result.stderr
