@@ -43,6 +43,7 @@ outputs: env  ## re-execute solutions/ in place (refresh the committed outputs),
 
 bench: env  ## benchmarks, each measured side by side in one run; the last line of each is JSON
 	$(PY) -m lab_utils bench overhead
+	$(PY) -m lab_utils bench dp --devices 2
 	$(PY) -m lab_utils bench ddp --world-size 2
 
 info: env
