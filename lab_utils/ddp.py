@@ -49,9 +49,16 @@ def setup(timeout_s: float = 60.0) -> RankContext:
     return RankContext(rank, world_size, device, plan.backend)
 
 
-def teardown() -> None:
-    """Leave the process group (safe to call twice)."""
+def teardown(*, wait_for_peers: bool = False) -> None:
+    """Leave the process group (safe to call twice); after a success, first wait until every rank is done.
+
+    Without the wait a rank that finishes early tears down its connections while a slower peer is still using
+    the group, and gloo may abort that peer (SIGABRT: connection closed by peer). After a failure, skip it:
+    the peers may be gone, and the barrier would only wait for its timeout.
+    """
     if dist.is_available() and dist.is_initialized():
+        if wait_for_peers:
+            dist.barrier()
         dist.destroy_process_group()
 
 
@@ -274,9 +281,12 @@ def train_worker(rank: int, world_size: int, configs, timeout_s: float = 120.0) 
     """Join the group once, train each configuration in turn, leave; returns one result per configuration."""
     ctx = setup(timeout_s=timeout_s)
     try:
-        return [run_ddp(ctx, cfg) for cfg in configs]
-    finally:
+        results = [run_ddp(ctx, cfg) for cfg in configs]
+    except BaseException:
         teardown()
+        raise
+    teardown(wait_for_peers=True)
+    return results
 
 
 def baseline_weights(cfg: DDPConfig, world_size: int, steps: int) -> np.ndarray:

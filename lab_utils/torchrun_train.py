@@ -18,8 +18,10 @@ def main(argv=None) -> None:
     ctx = ddp.setup(timeout_s=120)  # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT come from torchrun
     try:
         result = ddp.run_ddp(ctx, cfg)
-    finally:
+    except BaseException:
         ddp.teardown()
+        raise
+    ddp.teardown(wait_for_peers=True)
     if ctx.rank == 0:
         print(json.dumps({"world_size": ctx.world_size, "backend": ctx.backend, "device": ctx.device,
                           "test_accuracy": result["test_accuracy"], "samples_per_s": round(result["samples_per_s"], 1)}))

@@ -145,7 +145,8 @@ def test_the_same_training_runs_under_torchrun():
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
                "-m", "lab_utils.torchrun_train", "--epochs", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    # the ranks' own errors come first in stderr, torchrun's summary last: show both
+    assert done.returncode == 0, done.stderr[:3000] + "\n...\n" + done.stderr[-1500:]
     assert '"world_size": 2' in done.stdout.strip().splitlines()[-1]
 
 
