@@ -278,3 +278,80 @@ def check_data_parallel_step(learner_scatter, learner_gather, learner_reduce) ->
     return report(f"DataParallel step with your phases equals one device on a batch of 15 (max diff "
                   f"{'<= 1e-5' if diff <= 1e-5 else '> 1e-5'})", diff <= 1e-5,
                   f"gradients differ from one device's by up to {diff:.2e}: run the three checks above first")
+
+
+def check_gpipe_order(learner_order) -> CheckResult:
+    """The learner's gpipe_order(stages, micro_batches) must list, per stage, all forwards then all backwards."""
+    from . import pipeline as pl
+
+    for stages, micro in [(2, 4), (3, 2), (4, 8), (1, 3)]:
+        expected = [[str(op) for op in ops] for ops in pl.gpipe(stages, micro).ops]
+        try:
+            got = [[str(op) for op in ops] for ops in learner_order(stages, micro)]
+        except Exception as exc:
+            return report("GPipe order", False, f"gpipe_order({stages}, {micro}) raised {type(exc).__name__}: {exc}")
+        if got == expected:
+            continue
+        hint = f"gpipe_order({stages}, {micro}) gave {got[:2]}..., expected {expected[:2]}..."
+        if len(got) != stages:
+            hint = f"return one list per stage ({stages} lists), got {len(got)}"
+        elif got and sorted(got[0]) == sorted(expected[0]) and got[0][:micro] != expected[0][:micro]:
+            hint = ("GPipe runs every forward first (F0 ... F{M-1}), then every backward (B0 ... B{M-1}), "
+                    "the same on every stage; interleaving them is 1F1B")
+        return report("GPipe order", False, hint)
+    return report("GPipe order: all forwards, then all backwards, on every stage", True)
+
+
+def check_bubble_from_timeline(learner_bubble, timeline, stages: int) -> CheckResult:
+    """The learner's bubble(intervals, stages) must give idle / (stages x makespan), on a made-up and a measured timeline."""
+    from . import pipeline as pl
+    from .plots import Interval
+
+    made_up = [Interval("stage 0", "forward", 0, 1), Interval("stage 1", "forward", 1, 2),
+               Interval("stage 1", "backward", 2, 4), Interval("stage 0", "backward", 4, 6)]
+    for name, intervals, k in (("a made-up 2-stage timeline", made_up, 2), ("your measured timeline", timeline, stages)):
+        expected = pl.bubble_fraction(intervals, k)
+        try:
+            got = learner_bubble(list(intervals), k)
+        except Exception as exc:
+            return report("bubble from a timeline", False, f"raised {type(exc).__name__}: {exc}")
+        if got is not None and abs(float(got) - expected) <= 1e-9:
+            continue
+        hint = (f"on {name} expected {expected:.4f}, got {got!r}: makespan = last end - first start; "
+                "bubble = 1 - (sum of op durations) / (stages x makespan)")
+        if got is not None and abs(float(got) - (1 - expected)) <= 1e-9:
+            hint = "that is the busy share (utilisation); the bubble is the idle share: 1 minus it"
+        return report("bubble from a timeline", False, hint)
+    return report("bubble from a timeline: idle / (stages x makespan)", True)
+
+
+def check_best_split(learner_split) -> CheckResult:
+    """The learner's best_split(times, stages) must minimise the slowest stage over every contiguous split."""
+    import random
+
+    from . import pipeline as pl
+
+    rng = random.Random(0)
+    cases = [([5.0, 7.0, 7.0, 4.0, 0.1, 0.8, 0.1], 2), ([1, 1, 1, 1, 1, 1], 3), ([10, 1, 1, 1], 2), ([3, 3], 2)]
+    cases += [([round(rng.uniform(0.1, 9), 2) for _ in range(rng.randint(4, 9))], rng.randint(2, 4)) for _ in range(6)]
+    for times, stages in cases:
+        expected = pl.balanced_split(times, stages)
+        best = max(_stage_sums(times, expected))
+        try:
+            got = tuple(learner_split(list(times), stages))
+            slowest = max(_stage_sums(times, got))
+            pl.check_split([{"type": "flatten"}] * len(times), got)
+        except Exception as exc:
+            return report("best split", False, f"best_split({times}, {stages}) failed: {type(exc).__name__}: {exc}")
+        if len(got) != stages - 1:
+            return report("best split", False, f"{stages} stages need {stages - 1} split point(s), got {list(got)}")
+        if slowest > best + 1e-9:
+            return report("best split", False, f"times {times}, {stages} stages: your split {list(got)} has a slowest "
+                          f"stage of {slowest:.2f}, but {list(expected)} gets {best:.2f}: try every split "
+                          "(itertools.combinations(range(1, n), stages - 1)) and keep the one whose slowest stage is fastest")
+    return report("best split: the slowest stage is as fast as it can be", True)
+
+
+def _stage_sums(times, split):
+    bounds = [0, *split, len(times)]
+    return [sum(times[a:b]) for a, b in zip(bounds, bounds[1:])]

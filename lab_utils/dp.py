@@ -26,20 +26,6 @@ COORDINATOR_PHASES = ("scatter", "replicate", "gather", "loss", "reduce", "updat
 PHASES = ("scatter", "replicate", "forward", "gather", "loss", "backward", "reduce", "update")
 
 
-@contextlib.contextmanager
-def intra_op_threads(n: int | None):
-    """Run the block with `n` intra-op threads in this thread (None: leave as is), then restore."""
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 @dataclass(frozen=True)
 class DevicePlan:
     """Which devices the replicas run on, which implementation runs the phases, and why."""
@@ -250,7 +236,7 @@ class DataParallel:
             return self._step_torch(x, y, optimizer)
         if self._pool is None:
             raise RuntimeError("this DataParallel was closed; create a new one")
-        with intra_op_threads(self.plan.threads_per_device):
+        with measure.intra_op_threads(self.plan.threads_per_device):
             return self._step_threads(x, y, optimizer)
 
     def _timed(self, intervals, t0, row, phase, fn, device=None):
@@ -358,7 +344,7 @@ class DataParallel:
 
 def single_device_step(model, x, y, optimizer=None, loss_fn=F.cross_entropy, threads: int | None = 1) -> float:
     """The baseline: forward, loss, backward (and update) of the whole batch on the model's device."""
-    with intra_op_threads(threads):
+    with measure.intra_op_threads(threads):
         model.zero_grad(set_to_none=True)
         device = next(model.parameters()).device
         loss = loss_fn(model(x.to(device)), y.to(device))

@@ -1,6 +1,7 @@
 """Timers that warm up, synchronize and take medians; throughput; results CSV rows with hardware metadata."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import os
@@ -26,6 +27,22 @@ def synchronize(device=None) -> None:
 
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int | None):
+    """Run the block with `n` intra-op threads in this thread (None: leave as is), then restore."""
+    if n is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)

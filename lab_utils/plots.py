@@ -26,7 +26,8 @@ def _colors(kinds) -> dict:
     return {kind: palette[i % len(palette)] for i, kind in enumerate(kinds)}
 
 
-def gantt(intervals, ax=None, *, rows=None, title: str = "", unit: str = "ms", colors: dict | None = None):
+def gantt(intervals, ax=None, *, rows=None, title: str = "", unit: str = "ms", colors: dict | None = None,
+          xlabel: str | None = None):
     """One row per `row`, one coloured bar per interval (colour by kind), labels on the bars; returns the axes."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
@@ -47,7 +48,7 @@ def gantt(intervals, ax=None, *, rows=None, title: str = "", unit: str = "ms", c
             ax.text((i.start_s + i.seconds / 2) * scale, y, i.label, ha="center", va="center", fontsize=7)
     ax.set_yticks(range(len(rows)), rows)
     ax.invert_yaxis()
-    ax.set_xlabel(f"time ({unit})")
+    ax.set_xlabel(xlabel or f"time ({unit})")
     ax.legend(handles=[Patch(color=colors[k], label=k) for k in kinds], loc="upper left", bbox_to_anchor=(1.0, 1.0),
               fontsize=8)
     if title:

@@ -1,0 +1,549 @@
+"""Model parallel by layer split, and micro-batch pipelines (naive, GPipe, 1F1B) kept as data and run over real ranks.
+
+A schedule says, for each stage, the order of its operations: (forward | backward, micro-batch). The same object is
+checked (`check_schedule`), simulated into an ideal timeline (`simulate`), executed by ranks that exchange
+activations and gradients with send/recv (`pipeline_worker`), and drawn (`plots.gantt`).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from . import data, spec
+from .plots import Interval
+
+
+# ---- schedules as data -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a stage: the forward ("F") or backward ("B") pass of one micro-batch."""
+
+    kind: str
+    micro: int
+
+    def __str__(self) -> str:
+        return f"{self.kind}{self.micro}"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """For each of `stages` stages, the ordered operations over `micro_batches` micro-batches."""
+
+    name: str
+    stages: int
+    micro_batches: int
+    ops: tuple[tuple[Op, ...], ...]
+
+    @property
+    def theoretical_bubble(self) -> float:
+        """(K - 1) / (M + K - 1): the idle share of K stages over M micro-batches with equal stage times."""
+        return (self.stages - 1) / (self.micro_batches + self.stages - 1)
+
+    def describe(self) -> str:
+        return "\n".join(f"stage {s}: " + " ".join(str(op) for op in ops) for s, ops in enumerate(self.ops))
+
+
+def _check_sizes(stages: int, micro_batches: int) -> None:
+    for name, value in (("stages", stages), ("micro_batches", micro_batches)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def gpipe(stages: int, micro_batches: int) -> Schedule:
+    """GPipe: every stage runs all forwards, then all backwards."""
+    _check_sizes(stages, micro_batches)
+    ops = tuple(tuple(Op("F", m) for m in range(micro_batches)) + tuple(Op("B", m) for m in range(micro_batches))
+                for _ in range(stages))
+    return Schedule("gpipe", stages, micro_batches, ops)
+
+
+def naive(stages: int, micro_batches: int = 1) -> Schedule:
+    """The plain layer split: the whole batch as one micro-batch, forward through every stage, then backward."""
+    if micro_batches != 1:
+        raise ValueError(f"the naive split has no micro-batches (micro_batches=1), got {micro_batches}")
+    return Schedule("naive", stages, 1, gpipe(stages, 1).ops)
+
+
+def one_f_one_b(stages: int, micro_batches: int) -> Schedule:
+    """1F1B: stage s runs K - s - 1 warm-up forwards, then alternates one forward and one backward, then drains."""
+    _check_sizes(stages, micro_batches)
+    all_ops = []
+    for s in range(stages):
+        warmup = min(stages - s - 1, micro_batches)
+        ops = [Op("F", m) for m in range(warmup)]
+        for i in range(micro_batches - warmup):
+            ops += [Op("F", warmup + i), Op("B", i)]
+        ops += [Op("B", m) for m in range(micro_batches - warmup, micro_batches)]
+        all_ops.append(tuple(ops))
+    return Schedule("1f1b", stages, micro_batches, tuple(all_ops))
+
+
+SCHEDULES = {"naive": naive, "gpipe": gpipe, "1f1b": one_f_one_b}
+
+
+def make_schedule(name: str, stages: int, micro_batches: int) -> Schedule:
+    """A schedule by name: 'naive', 'gpipe' or '1f1b'."""
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown schedule {name!r}; choose one of {sorted(SCHEDULES)}")
+    return SCHEDULES[name](stages, micro_batches)
+
+
+def max_in_flight(schedule: Schedule) -> list[int]:
+    """Per stage, the most micro-batches whose forward ran and whose backward has not (activations held)."""
+    peaks = []
+    for ops in schedule.ops:
+        live = peak = 0
+        for op in ops:
+            live += 1 if op.kind == "F" else -1
+            peak = max(peak, live)
+        peaks.append(peak)
+    return peaks
+
+
+def simulate(schedule: Schedule, forward_s=1.0, backward_s=2.0) -> list[Interval]:
+    """The ideal timeline: each op starts when its stage is free and its input has arrived (no transfer cost).
+
+    forward_s / backward_s: seconds per micro-batch op, one number or one per stage. Raises ValueError when the
+    schedule deadlocks or is not a valid pipeline order.
+    """
+    check_schedule(schedule, deadlock=False)
+    k = schedule.stages
+    fwd = [forward_s] * k if np.isscalar(forward_s) else list(forward_s)
+    bwd = [backward_s] * k if np.isscalar(backward_s) else list(backward_s)
+    done: dict[tuple[int, str, int], float] = {}
+    free = [0.0] * k
+    position = [0] * k
+    intervals = []
+    while any(position[s] < len(schedule.ops[s]) for s in range(k)):
+        progressed = False
+        for s in range(k):
+            if position[s] == len(schedule.ops[s]):
+                continue
+            op = schedule.ops[s][position[s]]
+            if op.kind == "F":
+                needs = [(s - 1, "F", op.micro)] if s > 0 else []
+            else:
+                needs = [(s, "F", op.micro)] + ([(s + 1, "B", op.micro)] if s < k - 1 else [])
+            if any(n not in done for n in needs):
+                continue
+            start = max([free[s]] + [done[n] for n in needs])
+            end = start + (fwd[s] if op.kind == "F" else bwd[s])
+            intervals.append(Interval(f"stage {s}", "forward" if op.kind == "F" else "backward", start, end,
+                                      str(op.micro)))
+            done[(s, op.kind, op.micro)] = end
+            free[s], position[s], progressed = end, position[s] + 1, True
+        if not progressed:
+            stuck = {f"stage {s}": str(schedule.ops[s][position[s]]) for s in range(k) if position[s] < len(schedule.ops[s])}
+            raise ValueError(f"schedule {schedule.name!r} deadlocks: every stage waits for another ({stuck})")
+    return intervals
+
+
+def check_schedule(schedule: Schedule, *, deadlock: bool = True) -> None:
+    """Raise ValueError unless every stage runs each micro-batch's forward, then its backward, exactly once."""
+    if len(schedule.ops) != schedule.stages:
+        raise ValueError(f"schedule {schedule.name!r} lists {len(schedule.ops)} stages, expected {schedule.stages}")
+    expected = sorted((kind, m) for kind in "BF" for m in range(schedule.micro_batches))
+    for s, ops in enumerate(schedule.ops):
+        if sorted((op.kind, op.micro) for op in ops) != expected:
+            raise ValueError(f"stage {s} must run F and B of each micro-batch 0..{schedule.micro_batches - 1} "
+                             f"exactly once; it runs {' '.join(map(str, ops))}")
+        seen = set()
+        for op in ops:
+            if op.kind == "B" and op.micro not in seen:
+                raise ValueError(f"stage {s} runs B{op.micro} before F{op.micro}: a backward needs its forward")
+            seen.add(op.micro)
+    if deadlock:
+        simulate(schedule)
+
+
+def makespan(intervals) -> float:
+    """From the first start to the last end."""
+    intervals = list(intervals)
+    return max(i.end_s for i in intervals) - min(i.start_s for i in intervals)
+
+
+def bubble_fraction(intervals, stages: int) -> float:
+    """Idle time over stages x makespan."""
+    intervals = list(intervals)
+    busy = sum(i.seconds for i in intervals)
+    return 1.0 - busy / (stages * makespan(intervals))
+
+
+# ---- splitting the spec'd CNN into stages ------------------------------------------------------------------------
+
+def modules_per_layer(model_spec) -> list[int]:
+    """How many torch modules spec.build_torch makes for each spec layer (a layer plus its ReLU)."""
+    return [1 + (layer.get("activation") == "relu") for layer in spec.validate(model_spec)]
+
+
+def check_split(model_spec, split) -> tuple[int, ...]:
+    """`split` lists the spec-layer index where each stage after the first begins; returns it validated."""
+    n = len(spec.validate(model_spec))
+    split = tuple(split)
+    if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in split):
+        raise ValueError(f"split must list layer indices (integers), got {split!r}")
+    if list(split) != sorted(set(split)) or (split and (split[0] < 1 or split[-1] > n - 1)):
+        raise ValueError(f"split {list(split)} must be strictly increasing layer indices between 1 and {n - 1}: "
+                         f"stage s+1 starts at layer split[s] of the {n}-layer spec")
+    return tuple(int(i) for i in split)
+
+
+def stage_layers(model_spec, split) -> list[range]:
+    """The spec layers of each stage."""
+    bounds = [0, *check_split(model_spec, split), len(spec.validate(model_spec))]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def build_stage(model_spec, input_shape, split, stage: int, seed: int = 0) -> nn.Sequential:
+    """Stage `stage` of the spec'd model: the same weights as spec.build_torch(..., seed) has for those layers."""
+    layers = stage_layers(model_spec, split)
+    if not 0 <= stage < len(layers):
+        raise ValueError(f"stage {stage} does not exist: split {list(split)} makes {len(layers)} stages")
+    full = spec.build_torch(model_spec, input_shape, seed=seed)
+    starts = np.cumsum([0] + modules_per_layer(model_spec))
+    return full[int(starts[layers[stage].start]):int(starts[layers[stage].stop])]
+
+
+def stage_input_shape(model_spec, input_shape, split, stage: int) -> tuple[int, ...]:
+    """The shape (without batch) of the activation that enters `stage`."""
+    first = stage_layers(model_spec, split)[stage].start
+    return tuple(input_shape) if first == 0 else spec.output_shapes(model_spec, input_shape)[first - 1]
+
+
+def layer_times(model_spec, input_shape, batch_size: int = 64, repeats: int = 5, seed: int = 0,
+                threads: int | None = 1) -> list[float]:
+    """Measured seconds of forward + backward of each spec layer (median of repeats, `threads` intra-op threads)."""
+    from .measure import intra_op_threads, time_it
+
+    model = spec.build_torch(model_spec, input_shape, seed=seed)
+    starts = np.cumsum([0] + modules_per_layer(model_spec))
+    x = torch.from_numpy(data.synthetic_images(batch_size, image_shape=tuple(input_shape), seed=seed)[0])
+    times = []
+    for i in range(len(starts) - 1):
+        layer = model[int(starts[i]):int(starts[i + 1])]
+        inp = x.detach().requires_grad_(i > 0)  # the first layer's input is data: no gradient is computed for it
+
+        def step():
+            out = layer(inp)
+            out.backward(torch.ones_like(out))
+
+        with intra_op_threads(threads):
+            times.append(time_it(step, warmup=2, repeats=repeats).median)
+        with torch.no_grad():
+            x = layer(x)
+    return times
+
+
+def balanced_split(times, stages: int) -> tuple[int, ...]:
+    """The split into `stages` contiguous stages that minimises the slowest stage's total time."""
+    n = len(times)
+    if not 1 <= stages <= n:
+        raise ValueError(f"cannot split {n} layers into {stages} stages: each stage needs at least one layer")
+    best, best_split = math.inf, ()
+    for cut in itertools.combinations(range(1, n), stages - 1):
+        bounds = [0, *cut, n]
+        slowest = max(sum(times[a:b]) for a, b in zip(bounds, bounds[1:]))
+        if slowest < best - 1e-12:
+            best, best_split = slowest, cut
+    return tuple(best_split)
+
+
+def stage_shares(times, split) -> list[float]:
+    """Each stage's share of the total measured time."""
+    bounds = [0, *split, len(times)]
+    total = sum(times)
+    return [sum(times[a:b]) / total for a, b in zip(bounds, bounds[1:])]
+
+
+def micro_batch_size(batch_size: int, micro_batches: int) -> int:
+    """Samples per micro-batch; the batch must divide evenly (so every micro-batch weighs the same in the loss)."""
+    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
+        raise ValueError(f"micro_batches must be a positive integer, got {micro_batches!r}")
+    if batch_size % micro_batches:
+        lower, upper = batch_size - batch_size % micro_batches, batch_size - batch_size % micro_batches + micro_batches
+        raise ValueError(f"a batch of {batch_size} does not split into {micro_batches} equal micro-batches: use a batch "
+                         f"that is a multiple of {micro_batches} (e.g. {lower or upper} or {upper}), or a number of "
+                         f"micro-batches that divides {batch_size}")
+    return batch_size // micro_batches
+
+
+# ---- running a schedule over ranks -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """One pipeline configuration: the model, its split, the batch, and the schedule."""
+
+    label: str
+    schedule: str = "gpipe"  # naive | gpipe | 1f1b
+    micro_batches: int = 1
+    batch_size: int = 256
+    split: tuple[int, ...] = (5,)
+    model: str = "cnn2d_3layer_fullconnected_3layer"
+    image_side: int = 28
+    batchnorm: bool = False
+    library: bool = False  # run torch.distributed.pipelining's ScheduleGPipe / Schedule1F1B instead
+    return_grads: bool = False
+    seed: int = 0
+
+    def model_spec(self) -> list[dict]:
+        layers = spec.preset(self.model)
+        if self.batchnorm:  # a BatchNorm after every convolution
+            layers = [x for layer in layers for x in ([layer, {"type": "batchnorm"}] if layer["type"] == "conv2d" else [layer])]
+        return layers
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return (1, self.image_side, self.image_side)
+
+    def batch(self):
+        """The (images, labels) every configuration with this seed and size trains on."""
+        x, y = data.synthetic_images(self.batch_size, image_shape=self.input_shape, seed=self.seed)
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def _send(tensor, dst, device, pending):
+    """Start sending (isend: blocking sends would deadlock 1F1B, where neighbours send to each other at once)."""
+    payload = tensor.detach().contiguous()
+    if device.type == "cuda" and dist.get_backend() == "gloo":
+        payload = payload.cpu()
+    pending.append((dist.isend(payload, dst), payload))
+
+
+def _recv(shape, src, device):
+    on_cpu = device.type == "cuda" and dist.get_backend() == "gloo"
+    buffer = torch.empty(shape, device="cpu" if on_cpu else device)
+    dist.recv(buffer, src)
+    return buffer.to(device)
+
+
+def run_schedule(module, ops, rank, world_size, run: PipelineRun, device) -> dict:
+    """This rank's part of one step: its ops in order; returns timestamps, loss, outputs and activation bytes."""
+    first, last = rank == 0, rank == world_size - 1
+    m_size = micro_batch_size(run.batch_size, run.micro_batches)
+    x, y = run.batch()
+    in_shape = stage_input_shape(run.model_spec(), run.input_shape, run.split, rank)
+    module.zero_grad(set_to_none=True)
+    inputs, outputs, saved, pending, events = {}, {}, {}, [], []
+    live = peak = 0
+    loss_total, logits = 0.0, {}
+    for op in ops:
+        m = op.micro
+        if op.kind == "F":
+            if first:
+                inp = x[m * m_size:(m + 1) * m_size].to(device)
+            else:
+                inp = _recv((m_size, *in_shape), rank - 1, device).requires_grad_(True)
+            start, nbytes = time.perf_counter(), [0]
+
+            def pack(t, nbytes=nbytes):
+                nbytes[0] += t.numel() * t.element_size()
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                out = module(inp)
+                if last:
+                    logits[m] = out.detach()
+                    out = F.cross_entropy(out, y[m * m_size:(m + 1) * m_size].to(device)) / run.micro_batches
+            if not last:
+                _send(out, rank + 1, device, pending)
+            inputs[m], outputs[m], saved[m] = inp, out, nbytes[0]
+            live += nbytes[0]
+            peak = max(peak, live)
+        else:
+            grad = None if last else _recv(outputs[m].shape, rank + 1, device)
+            start = time.perf_counter()
+            outputs[m].backward(grad)
+            if last:
+                loss_total += float(outputs[m].detach())
+            if not first:
+                _send(inputs[m].grad, rank - 1, device, pending)
+            live -= saved.pop(m)
+            del inputs[m], outputs[m]
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        events.append((op.kind, m, start, time.perf_counter()))
+    for work, _ in pending:
+        work.wait()
+    return {"events": events, "loss": loss_total if last else None, "peak_activation_bytes": peak,
+            "logits": torch.cat([logits[m] for m in sorted(logits)]).cpu().numpy() if last else None}
+
+
+def library_schedule(module, rank, world_size, run: PipelineRun, device):
+    """torch.distributed.pipelining's ScheduleGPipe or Schedule1F1B over this rank's stage."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    classes = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+    if run.schedule not in classes:
+        raise ValueError(f"torch.distributed.pipelining runs 'gpipe' or '1f1b', not {run.schedule!r}")
+    micro_batch_size(run.batch_size, run.micro_batches)
+    stage = PipelineStage(module, rank, world_size, device)
+    return classes[run.schedule](stage, n_microbatches=run.micro_batches, loss_fn=F.cross_entropy)
+
+
+def _library_step(schedule, module, rank, world_size, run: PipelineRun, device):
+    """One step of a torch.distributed.pipelining schedule; returns (mean micro-batch loss or None, seconds)."""
+    x, y = run.batch()
+    module.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    losses = []
+    if rank == 0:
+        schedule.step(x.to(device))
+    elif rank == world_size - 1:
+        schedule.step(target=y.to(device), losses=losses)
+    else:
+        schedule.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    return (float(sum(float(v.detach()) for v in losses) / len(losses)) if losses else None), seconds
+
+
+def pipeline_worker(rank: int, world_size: int, runs, rounds: int = 3, warmup: int = 1,
+                    timeout_s: float = 120.0) -> list[dict]:
+    """Each round runs every configuration once (order alternating each round); returns one result per run."""
+    from . import ddp
+
+    ctx = ddp.setup(timeout_s=timeout_s)
+    device = torch.device(ctx.device)
+    try:
+        modules = [build_stage(r.model_spec(), r.input_shape, r.split, rank, seed=r.seed).to(device) for r in runs]
+        if len(stage_layers(runs[0].model_spec(), runs[0].split)) != world_size:
+            raise ValueError(f"split {list(runs[0].split)} makes {len(runs[0].split) + 1} stages but {world_size} "
+                             "ranks were launched: launch one rank per stage")
+        schedules = [library_schedule(m, rank, world_size, r, device) if r.library
+                     else make_schedule(r.schedule, world_size, r.micro_batches).ops[rank] for r, m in zip(runs, modules)]
+        results = [{"label": r.label, "rank": rank, "steps": [], "device": ctx.device, "backend": ctx.backend}
+                   for r in runs]
+        for round_ in range(warmup + rounds):
+            order = range(len(runs)) if round_ % 2 == 0 else reversed(range(len(runs)))
+            for i in order:
+                dist.barrier()
+                if runs[i].library:
+                    loss, seconds = _library_step(schedules[i], modules[i], rank, world_size, runs[i], device)
+                    step = {"loss": loss, "seconds": seconds}
+                else:
+                    step = run_schedule(modules[i], schedules[i], rank, world_size, runs[i], device)
+                if round_ >= warmup:
+                    results[i]["steps"].append(step)
+        for r, result, module in zip(runs, results, modules):
+            if r.return_grads:
+                result["grads"] = torch.cat([p.grad.detach().flatten().cpu() for p in module.parameters()]).numpy()
+            for step in result["steps"][:-1]:  # the outputs of one step are enough
+                step.pop("logits", None)
+    except BaseException:
+        ddp.teardown()
+        raise
+    ddp.teardown(wait_for_peers=True)
+    return results
+
+
+# ---- reading the ranks' results --------------------------------------------------------------------------------
+
+@dataclass
+class Measured:
+    """One configuration's measured steps, as timelines all ranks agree on."""
+
+    run: PipelineRun
+    stages: int
+    timelines: list[list[Interval]]  # per step, every stage's ops
+    peak_activation_bytes: list[int]  # per stage
+    loss: float | None
+    grads: np.ndarray | None = None
+    logits: np.ndarray | None = None
+    library_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def makespans(self) -> list[float]:
+        return [makespan(t) for t in self.timelines] if self.timelines else list(self.library_seconds)
+
+    @property
+    def makespan(self) -> float:
+        """Median over the timed steps."""
+        return statistics.median(self.makespans)
+
+    def typical(self) -> list[Interval]:
+        """The timeline of the median-makespan step."""
+        ordered = sorted(self.timelines, key=makespan)
+        return ordered[len(ordered) // 2]
+
+    @property
+    def bubble(self) -> float:
+        """Median measured bubble fraction over the timed steps."""
+        return statistics.median(bubble_fraction(t, self.stages) for t in self.timelines)
+
+
+def collect(runs, ranks) -> dict[str, Measured]:
+    """Turn pipeline_worker's per-rank results into one Measured per run label."""
+    stages = len(ranks)
+    measured = {}
+    for i, run in enumerate(runs):
+        per_rank = [rank_results[i] for rank_results in ranks]
+        last = per_rank[-1]
+        if run.library:
+            measured[run.label] = Measured(run, stages, [], [], last["steps"][-1]["loss"],
+                                           np.concatenate([r["grads"] for r in per_rank]) if run.return_grads else None,
+                                           library_seconds=[max(r["steps"][k]["seconds"] for r in per_rank)
+                                                            for k in range(len(last["steps"]))])
+            continue
+        timelines = []
+        for k in range(len(last["steps"])):
+            events = [(s, e) for s, r in enumerate(per_rank) for e in r["steps"][k]["events"]]
+            t0 = min(e[2] for _, e in events)
+            timelines.append([Interval(f"stage {s}", "forward" if kind == "F" else "backward", a - t0, b - t0, str(m))
+                              for s, (kind, m, a, b) in events])
+        measured[run.label] = Measured(
+            run, stages, timelines, [max(step["peak_activation_bytes"] for step in r["steps"]) for r in per_rank],
+            last["steps"][-1]["loss"], np.concatenate([r["grads"] for r in per_rank]) if run.return_grads else None,
+            last["steps"][-1]["logits"])
+    return measured
+
+
+def reference(run: PipelineRun):
+    """The unsplit model on the same batch: (loss, logits, flat gradients)."""
+    model = spec.build_torch(run.model_spec(), run.input_shape, seed=run.seed)
+    x, y = run.batch()
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters()]).numpy()
+    return float(loss.detach()), logits.detach().numpy(), grads
+
+
+def mean_op_seconds(intervals, stages: int) -> tuple[list[float], list[float]]:
+    """Per stage, the mean measured forward and backward op durations (to simulate the same schedule ideally)."""
+    fwd, bwd = [], []
+    for s in range(stages):
+        row = [i for i in intervals if i.row == f"stage {s}"]
+        fwd.append(statistics.mean(i.seconds for i in row if i.kind == "forward"))
+        bwd.append(statistics.mean(i.seconds for i in row if i.kind == "backward"))
+    return fwd, bwd
+
+
+def default_split(model_spec, input_shape, stages: int, batch_size: int = 128, seed: int = 0) -> tuple[int, ...]:
+    """The split that balances the layers' measured forward + backward times (one thread, in isolation)."""
+    return balanced_split(layer_times(model_spec, input_shape, batch_size=batch_size, seed=seed), stages)
+
+
+def run_pipelines(runs, stages: int, *, rounds: int = 3, warmup: int = 1, timeout: float = 300.0) -> dict[str, Measured]:
+    """Launch one rank per stage, run every configuration `rounds` times interleaved, return them measured."""
+    from .launch import launch
+
+    labels = [r.label for r in runs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"every run needs its own label, got {labels}")
+    for r in runs:
+        micro_batch_size(r.batch_size, r.micro_batches)
+        if len(stage_layers(r.model_spec(), r.split)) != stages:
+            raise ValueError(f"run {r.label!r}: split {list(r.split)} makes {len(r.split) + 1} stages, not {stages}")
+    ranks = launch(pipeline_worker, stages, args=(list(runs), rounds, warmup, timeout), timeout=timeout)
+    return collect(runs, ranks)
