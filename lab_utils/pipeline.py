@@ -162,6 +162,13 @@ def check_schedule(schedule: Schedule, *, deadlock: bool = True) -> None:
             if op.kind == "B" and op.micro not in seen:
                 raise ValueError(f"stage {s} runs B{op.micro} before F{op.micro}: a backward needs its forward")
             seen.add(op.micro)
+    for s in range(schedule.stages - 1):  # send/recv between neighbours is first in, first out
+        for kind, what in (("F", "activations"), ("B", "gradients")):
+            here = [op.micro for op in schedule.ops[s] if op.kind == kind]
+            there = [op.micro for op in schedule.ops[s + 1] if op.kind == kind]
+            if here != there:
+                raise ValueError(f"stages {s} and {s + 1} run their {kind} ops in different micro-batch orders "
+                                 f"({here} vs {there}): {what} arrive in the order they were sent")
     if deadlock:
         simulate(schedule)
 

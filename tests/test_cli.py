@@ -61,3 +61,12 @@ def test_bench_dp_ends_with_a_json_line():
 def test_bench_dp_refuses_bad_batch_sizes():
     result = run("bench", "dp", "--batch-sizes", "16,x")
     assert result.returncode == 2 and "comma-separated integers" in result.stderr
+
+
+def test_bench_pipeline_ends_with_a_json_line():
+    result = run("bench", "pipeline", "--batch-size", "64", "--repeats", "1", timeout=300)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"speedup_gpipe_m8_vs_naive", "bubble_abs_error_max", "grad_max_abs_diff"} <= set(figures)
+    assert figures["grad_max_abs_diff"] <= 1e-5
+    assert set(figures["configs"]) == {"naive", "gpipe M=2", "gpipe M=4", "gpipe M=8", "1f1b M=8"}

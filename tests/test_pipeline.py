@@ -1,0 +1,203 @@
+"""Pipeline schedules as data, the split, and the executor over real gloo ranks against the unsplit model."""
+import multiprocessing
+
+import numpy as np
+import pytest
+import torch
+
+from lab_utils import checks, pipeline as pl, spec, widgets
+from lab_utils.launch import RankError
+from lab_utils.plots import Interval
+
+SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
+
+
+@pytest.mark.parametrize("make", [pl.gpipe, pl.one_f_one_b])
+@pytest.mark.parametrize("stages, micro", [(1, 1), (2, 1), (2, 4), (3, 8), (4, 2), (4, 16)])
+def test_schedules_are_valid_pipeline_orders(make, stages, micro):
+    schedule = make(stages, micro)
+    pl.check_schedule(schedule)  # every F and B once per stage, F before B, no deadlock
+    for ops in schedule.ops:
+        assert [op.micro for op in ops if op.kind == "F"] == list(range(micro))  # stage order: inputs arrive in order
+
+
+@pytest.mark.parametrize("stages, micro", [(2, 4), (3, 8), (4, 16), (4, 2)])
+def test_1f1b_bounds_the_micro_batches_in_flight_and_gpipe_does_not(stages, micro):
+    assert pl.max_in_flight(pl.one_f_one_b(stages, micro)) == [min(stages - s, micro) for s in range(stages)]
+    assert pl.max_in_flight(pl.gpipe(stages, micro)) == [micro] * stages
+
+
+@pytest.mark.parametrize("stages, micro", [(2, 1), (2, 8), (3, 4), (4, 16)])
+def test_simulated_bubble_with_equal_stages_is_the_formula(stages, micro):
+    for make in (pl.gpipe, pl.one_f_one_b):
+        schedule = make(stages, micro)
+        timeline = pl.simulate(schedule, forward_s=1.0, backward_s=2.0)
+        assert pl.bubble_fraction(timeline, stages) == pytest.approx((stages - 1) / (micro + stages - 1))
+        assert pl.makespan(timeline) == pytest.approx((micro + stages - 1) * 3.0)
+
+
+def test_unequal_stage_times_make_the_bubble_larger_than_the_formula():
+    schedule = pl.gpipe(2, 8)
+    skewed = pl.simulate(schedule, forward_s=[1.5, 0.5], backward_s=[1.0, 3.0])  # equal totals, unequal phases
+    assert pl.bubble_fraction(skewed, 2) > schedule.theoretical_bubble + 0.05
+
+
+def test_broken_schedules_are_refused_with_the_reason():
+    good = pl.gpipe(2, 2)
+    backward_first = pl.Schedule("x", 2, 2, ((pl.Op("B", 0), pl.Op("F", 0), pl.Op("F", 1), pl.Op("B", 1)), good.ops[1]))
+    with pytest.raises(ValueError, match="B0 before F0"):
+        pl.check_schedule(backward_first)
+    missing = pl.Schedule("x", 2, 2, (good.ops[0][:-1], good.ops[1]))
+    with pytest.raises(ValueError, match="exactly once"):
+        pl.check_schedule(missing)
+    F, B = pl.Op("F", 0), pl.Op("B", 0)
+    F1, B1 = pl.Op("F", 1), pl.Op("B", 1)
+    deadlock = pl.Schedule("x", 2, 2, ((F, B, F1, B1), (F, F1, B, B1)))  # stage 0 waits for B0 before sending F1
+    with pytest.raises(ValueError, match="deadlocks"):
+        pl.check_schedule(deadlock)
+    out_of_order = pl.Schedule("x", 2, 2, ((F, F1, B, B1), (F1, F, B1, B)))
+    with pytest.raises(ValueError, match="different micro-batch orders"):
+        pl.check_schedule(out_of_order)
+
+
+def test_schedule_and_size_errors_say_what_to_do():
+    with pytest.raises(ValueError, match="unknown schedule 'zigzag'"):
+        pl.make_schedule("zigzag", 2, 4)
+    with pytest.raises(ValueError, match="no micro-batches"):
+        pl.make_schedule("naive", 2, 4)
+    with pytest.raises(ValueError, match="positive integer"):
+        pl.gpipe(0, 4)
+    with pytest.raises(ValueError, match=r"batch of 250 does not split into 8 equal micro-batches.*e\.g\. 248 or 256"):
+        pl.micro_batch_size(250, 8)
+    assert pl.micro_batch_size(256, 8) == 32
+
+
+def test_splits_are_checked_and_stages_compose_to_the_full_model():
+    model_spec = spec.cnn2d_3layer_fullconnected_3layer()
+    with pytest.raises(ValueError, match="strictly increasing"):
+        pl.check_split(model_spec, (4, 2))
+    with pytest.raises(ValueError, match="between 1 and 9"):
+        pl.check_split(model_spec, (10,))
+    x = torch.rand(4, 1, 28, 28)
+    full = spec.build_torch(model_spec, (1, 28, 28), seed=3)(x)
+    out = x
+    for s in range(3):
+        out = pl.build_stage(model_spec, (1, 28, 28), (2, 5), s, seed=3)(out)
+    assert torch.equal(out, full)
+    assert pl.stage_input_shape(model_spec, (1, 28, 28), (2, 5), 1) == (16, 14, 14)
+
+
+def test_balanced_split_minimises_the_slowest_stage():
+    assert pl.balanced_split([5, 7, 7, 4, 0.1, 0.8, 0.1], 2) == (2,)
+    assert pl.balanced_split([1, 1, 1, 1, 1, 1], 3) == (2, 4)
+    assert pl.balanced_split([10, 1, 1, 1], 2) == (1,)
+    assert pl.balanced_split([1, 2], 1) == ()
+    with pytest.raises(ValueError, match="each stage needs at least one layer"):
+        pl.balanced_split([1, 2], 3)
+
+
+def test_layer_times_are_measured_for_every_layer():
+    model_spec = spec.cnn2d_2layer_fullconnected_2layer()
+    times = pl.layer_times(model_spec, (1, 8, 8), batch_size=8, repeats=1)
+    assert len(times) == len(model_spec) and all(t > 0 for t in times)
+
+
+@pytest.fixture(scope="module")
+def executed():
+    """One launch of 2 ranks running every configuration the tests look at."""
+    runs = [pl.PipelineRun("naive", "naive", 1, return_grads=True, **SMALL),
+            pl.PipelineRun("gpipe", "gpipe", 4, return_grads=True, **SMALL),
+            pl.PipelineRun("1f1b", "1f1b", 4, return_grads=True, **SMALL),
+            pl.PipelineRun("library", "1f1b", 4, library=True, return_grads=True, **SMALL),
+            pl.PipelineRun("bn M=1", "gpipe", 1, batchnorm=True, return_grads=True, **SMALL),
+            pl.PipelineRun("bn M=4", "gpipe", 4, batchnorm=True, return_grads=True, **SMALL)]
+    measured = pl.run_pipelines(runs, 2, rounds=2, warmup=1, timeout=180)
+    assert multiprocessing.active_children() == []  # no rank outlives its launch
+    return runs, measured
+
+
+@pytest.mark.parametrize("label", ["naive", "gpipe", "1f1b", "library"])
+def test_pipelines_compute_what_the_unsplit_model_computes(executed, label):
+    runs, measured = executed
+    loss, logits, grads = pl.reference(runs[0])
+    m = measured[label]
+    assert np.abs(m.grads - grads).max() <= 1e-5
+    assert abs(m.loss - loss) <= 1e-5
+    if not m.run.library:
+        assert np.abs(m.logits - logits).max() <= 1e-5
+
+
+def test_every_op_is_timestamped_once_per_step(executed):
+    _, measured = executed
+    m = measured["1f1b"]
+    assert len(m.timelines) == 2
+    for timeline in m.timelines:
+        ops = sorted((i.row, i.kind, i.label) for i in timeline)
+        assert ops == sorted((f"stage {s}", k, str(mb)) for s in range(2) for k in ("forward", "backward") for mb in range(4))
+        assert min(i.start_s for i in timeline) == 0.0
+    assert 0.0 < m.bubble < 1.0
+
+
+def test_1f1b_holds_fewer_activations_than_gpipe_in_proportion_to_micro_batches_in_flight(executed):
+    _, measured = executed
+    gpipe, f1b = measured["gpipe"].peak_activation_bytes, measured["1f1b"].peak_activation_bytes
+    for s, (g, f) in enumerate(zip(gpipe, f1b)):
+        assert f * pl.max_in_flight(pl.gpipe(2, 4))[s] == g * pl.max_in_flight(pl.one_f_one_b(2, 4))[s]
+
+
+def test_batchnorm_statistics_per_micro_batch_change_the_gradients(executed):
+    runs, measured = executed
+    _, _, grads = pl.reference(runs[4])
+    assert np.abs(measured["bn M=1"].grads - grads).max() <= 1e-5
+    assert np.abs(measured["bn M=4"].grads - grads).max() > 1e-3
+
+
+def test_three_stages_on_two_cores_still_match_the_unsplit_model():
+    run = pl.PipelineRun("three", "1f1b", 4, batch_size=16, image_side=8, split=(2, 4), return_grads=True)
+    m = pl.run_pipelines([run], 3, rounds=1, warmup=0, timeout=180)["three"]
+    _, logits, grads = pl.reference(run)
+    assert np.abs(m.grads - grads).max() <= 1e-5 and np.abs(m.logits - logits).max() <= 1e-5
+
+
+def test_bad_configurations_fail_before_launching_or_name_the_rank():
+    with pytest.raises(ValueError, match="makes 2 stages, not 3"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3)
+    with pytest.raises(ValueError, match="does not split into 3 equal"):
+        pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2)
+    with pytest.raises(ValueError, match="its own label"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2)
+    with pytest.raises(RankError, match="runs 'gpipe' or '1f1b', not 'naive'"):
+        pl.run_pipelines([pl.PipelineRun("lib", "naive", 1, library=True, **SMALL)], 2, rounds=1, warmup=0, timeout=60)
+
+
+def test_exercise_checks_pass_the_reference_and_name_mistakes():
+    assert checks.check_gpipe_order(lambda k, m: pl.gpipe(k, m).ops)
+    interleaved = checks.check_gpipe_order(lambda k, m: pl.one_f_one_b(k, m).ops)
+    assert not interleaved and "1F1B" in interleaved.hint
+    timeline = pl.simulate(pl.gpipe(2, 4), [1.0, 1.2], [2.0, 1.5])
+    assert checks.check_bubble_from_timeline(pl.bubble_fraction, timeline, 2)
+    busy_share = checks.check_bubble_from_timeline(lambda i, k: 1 - pl.bubble_fraction(i, k), timeline, 2)
+    assert not busy_share and "1 minus" in busy_share.hint
+    assert checks.check_best_split(pl.balanced_split)
+    assert not checks.check_best_split(lambda times, k: tuple(range(1, k)))
+
+
+def test_gantt_charts_draw_ideal_and_measured_timelines(executed):
+    import matplotlib
+    matplotlib.use("Agg")
+    ax = widgets.draw_ideal(3, 4, "1f1b")
+    assert "theory (K-1)/(M+K-1) = 0.333" in ax.get_title()
+    ax = widgets.draw_measured(executed[1]["gpipe"])
+    assert "measured gpipe" in ax.get_title() and len(ax.get_yticklabels()) == 2
+    with pytest.raises(ValueError, match="no intervals"):
+        widgets.plots.gantt([])
+
+
+def test_the_explorer_builds_its_controls():
+    import matplotlib
+    matplotlib.use("Agg")
+    box = widgets.pipeline_explorer(layer_times=[1.0] * 7)
+    controls = box.children[0].children
+    assert [c.description for c in controls] == ["stages K", "micro-batches M", "schedule"]
+    controls[2].value = "naive"
+    assert controls[1].disabled
