@@ -45,6 +45,7 @@ bench: env  ## benchmarks, each measured side by side in one run; the last line 
 	$(PY) -m lab_utils bench overhead
 	$(PY) -m lab_utils bench dp --devices 2
 	$(PY) -m lab_utils bench ddp --world-size 2
+	$(PY) -m lab_utils bench pipeline
 
 info: env
 	$(PY) -m lab_utils info
