@@ -385,6 +385,14 @@ def run_schedule(module, ops, rank, world_size, run: PipelineRun, device) -> dic
             "logits": torch.cat([logits[m] for m in sorted(logits)]).cpu().numpy() if last else None}
 
 
+def library_unsupported(plan) -> str | None:
+    """Why torch.distributed.pipelining cannot run on this rank plan, or None when it can."""
+    if plan.uses_gpus and plan.backend == "gloo":
+        return ("the stages share GPUs over gloo, and torch.distributed.pipelining sends CUDA tensors directly, "
+                "which gloo's send/recv does not take; the hand-built pipeline copies through host memory instead")
+    return None
+
+
 def library_schedule(module, rank, world_size, run: PipelineRun, device):
     """torch.distributed.pipelining's ScheduleGPipe or Schedule1F1B over this rank's stage."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe

@@ -201,3 +201,13 @@ def test_the_explorer_builds_its_controls():
     assert [c.description for c in controls] == ["stages K", "micro-batches M", "schedule"]
     controls[2].value = "naive"
     assert controls[1].disabled
+
+
+def test_the_library_is_skipped_with_a_reason_only_where_gloo_would_carry_cuda_tensors():
+    from lab_utils import hardware
+
+    shared_gpu = hardware.plan(2, hardware.HardwareReport("ws", 8, (hardware.GPU(0, "G", 24.0),), "", "", ""))
+    cpu = hardware.plan(2, hardware.HardwareReport("laptop", 2, (), "", "", ""))
+    two_gpus = hardware.plan(2, hardware.HardwareReport("srv", 8, tuple(hardware.GPU(i, "G", 80.0) for i in range(2)), "", "", ""))
+    assert "share GPUs over gloo" in pl.library_unsupported(shared_gpu)
+    assert pl.library_unsupported(cpu) is None and pl.library_unsupported(two_gpus) is None
