@@ -176,3 +176,65 @@ def build_torch(spec: list[dict], input_shape, *, seed: int | None = None):
         if layer.get("activation") == "relu":
             modules.append(nn.ReLU())
     return nn.Sequential(*modules)
+
+
+def build_keras(spec: list[dict], input_shape, *, seed: int | None = None):
+    """The spec as a keras.Sequential with channels-last images: input (C, H, W) in torch's order becomes (H, W, C)."""
+    import keras
+
+    full = validate(spec)
+    output_shapes(spec, input_shape)  # the same shape errors as the torch builder
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    c, h, w = input_shape if len(input_shape) == 3 else (1, *input_shape)
+    layers = [keras.Input((h, w, c))]
+    for layer in full:
+        kind = layer["type"]
+        if kind == "conv2d":
+            layers.append(keras.layers.Conv2D(layer["filters"], layer["kernel_size"], strides=layer["stride"],
+                                              padding=layer["padding"], activation=layer["activation"]))
+        elif kind == "maxpool2d":
+            layers.append(keras.layers.MaxPooling2D(layer["pool_size"]))
+        elif kind == "batchnorm":
+            # torch's defaults: momentum 0.1 (keras counts the other way) and eps 1e-5
+            layers.append(keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-5))
+        elif kind == "dropout":
+            layers.append(keras.layers.Dropout(layer["rate"]))
+        elif kind == "flatten":
+            layers.append(keras.layers.Flatten())
+        elif kind == "dense":
+            layers.append(keras.layers.Dense(layer["units"], activation=layer["activation"]))
+    return keras.Sequential(layers)
+
+
+def copy_torch_weights_to_keras(torch_model, keras_model, spec: list[dict], input_shape) -> None:
+    """Give the Keras model the torch model's weights, so both compute the same function (channels-last aware)."""
+    import numpy as np
+
+    full = validate(spec)
+    shapes = [tuple(input_shape)] + output_shapes(spec, input_shape)
+    torch_layers = [m for m in torch_model if len(list(m.parameters())) or hasattr(m, "running_mean")]
+    keras_layers = [l for l in keras_model.layers if l.weights]
+    if len(torch_layers) != len(keras_layers):
+        raise ValueError(f"the models differ: {len(torch_layers)} torch layers with weights, {len(keras_layers)} Keras ones")
+    after_flatten = None
+    layer_iter = iter(zip(torch_layers, keras_layers))
+    for layer, shape in zip(full, shapes):
+        kind = layer["type"]
+        if kind == "flatten":
+            after_flatten = shape  # (C, H, W) before flattening
+            continue
+        if kind not in ("conv2d", "dense", "batchnorm"):
+            continue
+        t, k = next(layer_iter)
+        if kind == "conv2d":
+            k.set_weights([t.weight.detach().numpy().transpose(2, 3, 1, 0), t.bias.detach().numpy()])
+        elif kind == "batchnorm":
+            k.set_weights([t.weight.detach().numpy(), t.bias.detach().numpy(), t.running_mean.numpy(), t.running_var.numpy()])
+        else:
+            weight = t.weight.detach().numpy()  # (out, in)
+            if after_flatten is not None:  # torch flattened (C, H, W), Keras flattens (H, W, C)
+                c, h, w = after_flatten
+                weight = weight.reshape(-1, c, h, w).transpose(0, 2, 3, 1).reshape(weight.shape[0], -1)
+                after_flatten = None
+            k.set_weights([np.ascontiguousarray(weight.T), t.bias.detach().numpy()])
