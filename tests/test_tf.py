@@ -68,3 +68,35 @@ def test_configuring_after_tensorflow_started_says_to_restart_the_kernel():
 def test_device_counts_are_checked():
     with pytest.raises(ValueError, match="positive integer"):
         tf_distribute.configure_devices(0)
+
+
+def test_two_multiworker_workers_train_identical_weights_close_to_one_worker():
+    from lab_utils.tf_distribute import TFTrainConfig, launch_workers, train_worker
+
+    cfg = TFTrainConfig(steps=3, global_batch=32, image_side=8)
+    workers = launch_workers(train_worker, 2, args=(cfg,), timeout=240)
+    assert [w["replicas"] for w in workers] == [2, 2]
+    assert np.abs(workers[0]["weights"] - workers[1]["weights"]).max() <= 1e-6
+    single = launch_workers(train_worker, 1, args=(TFTrainConfig(steps=3, global_batch=32, image_side=8, multiworker=False),),
+                            timeout=240)[0]
+    assert np.abs(single["weights"] - workers[0]["weights"]).max() <= 1e-4  # same global batches, other sum order
+    assert single["losses"][0] == pytest.approx(workers[0]["losses"][0], abs=1e-5)
+
+
+def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
+    import multiprocessing
+
+    from lab_utils.launch import RankError
+    from lab_utils.tf_distribute import failing_worker, hanging_worker, launch_workers
+
+    with pytest.raises(RankError, match="worker 1 could not read its shard") as info:
+        launch_workers(failing_worker, 2, timeout=60)
+    assert info.value.rank == 1
+    with pytest.raises(TimeoutError):
+        launch_workers(hanging_worker, 2, timeout=20)
+    assert multiprocessing.active_children() == []
+
+
+def test_tf_config_names_every_worker_on_loopback():
+    config = tf_distribute.tf_config([1111, 2222], 1)
+    assert config == {"cluster": {"worker": ["127.0.0.1:1111", "127.0.0.1:2222"]}, "task": {"type": "worker", "index": 1}}
