@@ -45,6 +45,8 @@ def cmd_bench(args) -> int:
         bench.print_overhead(bench.overhead(samples=args.samples, repeats=args.repeats or 15))
     elif args.name == "ddp":
         bench.print_ddp(bench.ddp(world_size=args.world_size, repeats=args.repeats or 3, steps=args.steps))
+    elif args.name == "tf":
+        bench.print_tf(bench.tf(repeats=args.repeats or 3, steps=args.steps))
     elif args.name == "pipeline":
         bench.print_pipeline(bench.pipeline(batch_size=args.batch_size, repeats=args.repeats or 5))
     elif args.name == "dp":
@@ -76,11 +78,11 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ is out of date")
     a.set_defaults(fn=cmd_assign)
     b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
-    b.add_argument("name", choices=["overhead", "ddp", "dp", "pipeline"])
+    b.add_argument("name", choices=["overhead", "ddp", "dp", "pipeline", "tf"])
     b.add_argument("--samples", type=int, default=4096, help="overhead: samples per timed epoch")
-    b.add_argument("--repeats", type=int, help="timed repeats, median reported (overhead: 15 epochs; ddp: 3 launches; dp: 15 steps; pipeline: 5 steps)")
+    b.add_argument("--repeats", type=int, help="timed repeats, median reported (overhead: 15 epochs; ddp: 3 launches; dp: 15 steps; pipeline: 5 steps; tf: 3 launches)")
     b.add_argument("--world-size", type=int, default=2, help="ddp: number of ranks")
-    b.add_argument("--steps", type=int, default=20, help="ddp: optimizer steps per launch (first 3 not timed)")
+    b.add_argument("--steps", type=int, default=20, help="ddp, tf: optimizer steps per launch (first 3 not timed)")
     b.add_argument("--devices", type=int, default=2, help="dp: number of devices (replicas)")
     b.add_argument("--batch-sizes", type=_int_list, default=(16, 256),
                    help="dp: comma-separated batch sizes; the speedup is reported for the last (default: 16,256)")

@@ -208,3 +208,36 @@ def print_pipeline(result: dict) -> None:
           f"{result['bubble_abs_error_max']:.3f} (vs ideal* {result['bubble_abs_error_vs_ideal_max']:.3f}); "
           f"max |grad diff| vs the unsplit model {result['grad_max_abs_diff']:.2e}")
     print(json.dumps(result))
+
+
+def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 128, seed: int = 0) -> dict:
+    """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
+    from . import tf_distribute as tfd
+
+    setups = {"1 worker": (1, False), "2 workers": (2, True)}
+    rates, weights = {name: [] for name in setups}, None
+    for r in range(repeats):
+        for name in (list(setups) if r % 2 == 0 else reversed(list(setups))):
+            workers, multi = setups[name]
+            cfg = tfd.TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=multi)
+            results = tfd.launch_workers(tfd.train_worker, workers, args=(cfg,), timeout=300)
+            rates[name].append(global_batch / statistics.median(results[0]["step_seconds"][3:]))
+            if multi:
+                weights = [res["weights"] for res in results]
+    median = {name: statistics.median(v) for name, v in rates.items()}
+    return {"benchmark": "tf", "model": tfd.TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
+            "repeats": repeats, **{f"samples_per_s[{n}]": round(v, 1) for n, v in median.items()},
+            "speedup_multiworker": round(median["2 workers"] / median["1 worker"], 3),
+            "weights_max_abs_diff": float(np.abs(weights[0] - weights[1]).max())}
+
+
+def print_tf(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    print(f"{'setup':<10} {'samples/s':>10}   ({result['model']}, custom loop, global batch {result['global_batch']}, "
+          f"median step of {result['steps']} (first 3 not timed), median of {result['repeats']} interleaved launches)")
+    for key, value in result.items():
+        if key.startswith("samples_per_s["):
+            print(f"{key[14:-1]:<10} {value:>10.1f}")
+    print(f"2 MultiWorkerMirroredStrategy workers vs 1: {result['speedup_multiworker']:.2f}x; "
+          f"max |weight diff| between the workers {result['weights_max_abs_diff']:.1e}")
+    print(json.dumps(result))

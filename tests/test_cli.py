@@ -70,3 +70,10 @@ def test_bench_pipeline_ends_with_a_json_line():
     assert {"speedup_gpipe_m8_vs_naive", "bubble_abs_error_max", "grad_max_abs_diff"} <= set(figures)
     assert figures["grad_max_abs_diff"] <= 1e-5
     assert set(figures["configs"]) == {"naive", "gpipe M=2", "gpipe M=4", "gpipe M=8", "1f1b M=8"}
+
+
+def test_bench_tf_ends_with_a_json_line():
+    result = run("bench", "tf", "--repeats", "1", "--steps", "5", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["weights_max_abs_diff"] <= 1e-6 and figures["speedup_multiworker"] > 0
