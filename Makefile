@@ -46,6 +46,7 @@ bench: env  ## benchmarks, each measured side by side in one run; the last line 
 	$(PY) -m lab_utils bench dp --devices 2
 	$(PY) -m lab_utils bench ddp --world-size 2
 	$(PY) -m lab_utils bench pipeline
+	$(PY) -m lab_utils bench tf
 
 info: env
 	$(PY) -m lab_utils info
