@@ -25,6 +25,15 @@ def _helper_epoch(model, loader, optimizer) -> None:
     train.fit(model, loader, epochs=1, optimizer=optimizer, progress=False)
 
 
+def _interleaved_medians(setups: dict, repeats: int, run) -> dict:
+    """run(*setups[name]) for every setup, `repeats` rounds in alternating order; the median per setup."""
+    values = {name: [] for name in setups}
+    for r in range(repeats):
+        for name in (list(setups) if r % 2 == 0 else reversed(list(setups))):
+            values[name].append(run(*setups[name]))
+    return {name: statistics.median(v) for name, v in values.items()}
+
+
 def overhead(*, samples: int = 4096, batch_size: int = 64, repeats: int = 15, seed: int = 0) -> dict:
     """Samples/s of lab_utils' loop vs a plain loop on the same model, data and steps."""
     split = data.synthetic_split(samples, 1, image_shape=(1, 28, 28), seed=seed)
@@ -63,12 +72,8 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
                             max_steps=steps, evaluate=False, seed=seed)
     setups = {"1 rank x 1 thread": (1, 1), f"1 rank x {world_size} threads": (1, world_size),  # (ranks, threads)
               f"{world_size} ranks x 1 thread": (world_size, 1)}
-    rates = {name: [] for name in setups}
-    for r in range(repeats):
-        for name in (list(setups) if r % 2 == 0 else reversed(list(setups))):
-            ranks, threads = setups[name]
-            rates[name].append(launch(ddp_mod.train_worker, ranks, args=([cfg],), threads=threads, timeout=300)[0][0]["samples_per_s"])
-    median = {name: statistics.median(v) for name, v in rates.items()}
+    median = _interleaved_medians(setups, repeats, lambda ranks, threads: launch(
+        ddp_mod.train_worker, ranks, args=([cfg],), threads=threads, timeout=300)[0][0]["samples_per_s"])
     check = ddp_mod.DDPConfig(max_steps=3, evaluate=False, return_weights=True, seed=seed)
     ranks = launch(ddp_mod.train_worker, world_size, args=([check],), timeout=300)
     reference = ddp_mod.baseline_weights(check, world_size, steps=3)
@@ -215,16 +220,16 @@ def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 128, seed: int 
     from . import tf_distribute as tfd
 
     setups = {"1 worker": (1, False), "2 workers": (2, True)}
-    rates, weights = {name: [] for name in setups}, None
-    for r in range(repeats):
-        for name in (list(setups) if r % 2 == 0 else reversed(list(setups))):
-            workers, multi = setups[name]
-            cfg = tfd.TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=multi)
-            results = tfd.launch_workers(tfd.train_worker, workers, args=(cfg,), timeout=300)
-            rates[name].append(global_batch / statistics.median(results[0]["step_seconds"][3:]))
-            if multi:
-                weights = [res["weights"] for res in results]
-    median = {name: statistics.median(v) for name, v in rates.items()}
+    weights = []
+
+    def samples_per_s(workers, multi):
+        cfg = tfd.TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=multi)
+        results = tfd.launch_workers(tfd.train_worker, workers, args=(cfg,), timeout=300)
+        if multi:
+            weights[:] = [res["weights"] for res in results]
+        return global_batch / statistics.median(results[0]["step_seconds"][3:])
+
+    median = _interleaved_medians(setups, repeats, samples_per_s)
     return {"benchmark": "tf", "model": tfd.TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, **{f"samples_per_s[{n}]": round(v, 1) for n, v in median.items()},
             "speedup_multiworker": round(median["2 workers"] / median["1 worker"], 3),

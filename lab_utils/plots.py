@@ -19,7 +19,8 @@ class Interval:
         return self.end_s - self.start_s
 
 
-def _colors(kinds) -> dict:
+def kind_colors(kinds) -> dict:
+    """One tab10 colour per kind, in order."""
     import matplotlib.pyplot as plt
 
     palette = plt.get_cmap("tab10").colors
@@ -38,7 +39,7 @@ def gantt(intervals, ax=None, *, rows=None, title: str = "", unit: str = "ms", c
     scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
     rows = list(rows or dict.fromkeys(i.row for i in intervals))
     kinds = list(dict.fromkeys(i.kind for i in intervals))
-    colors = colors or _colors(kinds)
+    colors = colors or kind_colors(kinds)
     ax = ax or plt.subplots(figsize=(9, 0.6 + 0.5 * len(rows)))[1]
     for i in intervals:
         y = rows.index(i.row)
@@ -63,7 +64,7 @@ def stacked_bars(seconds: dict, ax=None, *, title: str = "", unit: str = "ms"):
     scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
     rows = list(seconds)
     kinds = list(dict.fromkeys(k for parts in seconds.values() for k in parts))
-    colors = _colors(kinds)
+    colors = kind_colors(kinds)
     ax = ax or plt.subplots(figsize=(8, 0.6 + 0.5 * len(rows)))[1]
     left = [0.0] * len(rows)
     for kind in kinds:

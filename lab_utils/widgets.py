@@ -4,17 +4,9 @@ from __future__ import annotations
 from . import pipeline as pl
 from . import plots
 
-PHASE_COLORS = None  # filled on first use so forward/backward keep their colours across charts
-
-
-def _colors():
-    global PHASE_COLORS
-    if PHASE_COLORS is None:
-        import matplotlib.pyplot as plt
-
-        blue, orange = plt.get_cmap("tab10").colors[:2]
-        PHASE_COLORS = {"forward": blue, "backward": orange}
-    return PHASE_COLORS
+def phase_colors() -> dict:
+    """Forward and backward keep the same colours in every chart."""
+    return plots.kind_colors(("forward", "backward"))
 
 
 def draw_ideal(stages: int, micro_batches: int, schedule: str, ax=None, forward_s=1.0, backward_s=2.0):
@@ -24,7 +16,7 @@ def draw_ideal(stages: int, micro_batches: int, schedule: str, ax=None, forward_
     title = (f"ideal {schedule}, K={stages}, M={micro_batches}: bubble {pl.bubble_fraction(intervals, stages):.3f} "
              f"(theory (K-1)/(M+K-1) = {sched.theoretical_bubble:.3f})")
     return plots.gantt(intervals, ax, rows=[f"stage {s}" for s in range(stages)], title=title, unit="s",
-                       colors=_colors(), xlabel="time (units: forward = 1, backward = 2)")
+                       colors=phase_colors(), xlabel="time (units: forward = 1, backward = 2)")
 
 
 def draw_measured(measured: pl.Measured, ax=None, title: str = ""):
@@ -34,7 +26,7 @@ def draw_measured(measured: pl.Measured, ax=None, title: str = ""):
     title = title or (f"measured {measured.run.label}: makespan {pl.makespan(timeline) * 1e3:.1f} ms, bubble "
                       f"{pl.bubble_fraction(timeline, measured.stages):.3f} (theory {sched.theoretical_bubble:.3f})")
     return plots.gantt(timeline, ax, rows=[f"stage {s}" for s in range(measured.stages)], title=title,
-                       colors=_colors())
+                       colors=phase_colors())
 
 
 def pipeline_explorer(model: str = "cnn2d_2layer_fullconnected_2layer", micro_batch_size: int = 32,
