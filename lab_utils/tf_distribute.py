@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 from dataclasses import dataclass
 
 from . import hardware
@@ -9,10 +11,37 @@ from . import hardware
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}  # 2: errors only (TF logs to stderr at import; nbval compares stderr)
 
 
+# TF 2.21 writes these to the C-level stderr while it imports, before its log level applies (absl is not set up yet)
+STARTUP_NOISE = ("WARNING: All log messages before absl::InitializeLog()", "port.cc:", "cpu_feature_guard.cc:",
+                 "To enable the following instructions:", "rebuild TensorFlow with the appropriate compiler flags")
+
+
 def quiet() -> None:
-    """Silence TensorFlow's start-up log lines; call before the first `import tensorflow`."""
+    """Silence TensorFlow's log lines below errors; call before the first `import tensorflow`."""
     for key, value in QUIET.items():
         os.environ.setdefault(key, value)
+
+
+def import_tensorflow():
+    """Import TensorFlow with its start-up log lines removed from stderr (anything else still shows); returns it."""
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    quiet()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            import tensorflow
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            lines = capture.read().decode(errors="replace").splitlines()
+    kept = [line for line in lines if not any(noise in line for noise in STARTUP_NOISE)]
+    if kept:
+        print("\n".join(kept), file=sys.stderr)
+    return tensorflow
 
 
 @dataclass(frozen=True)
@@ -27,9 +56,9 @@ class TFDevices:
         return f"{len(self.names)} device(s), {self.kind}: {', '.join(self.names)}\n  why: {self.reason}"
 
 
-ALREADY_INITIALISED = ("TensorFlow is already initialised in this process, so its devices can no longer be changed "
-                       "(TensorFlow raised: {error}). Restart the kernel and call "
-                       "lab_utils.tf_distribute.configure_devices(...) before anything else touches TensorFlow.")
+ALREADY_INITIALISED = ("TensorFlow is already initialised in this process, so its devices can no longer be changed. "
+                       "Restart the kernel and call lab_utils.tf_distribute.configure_devices(...) before anything "
+                       "else touches TensorFlow. (TensorFlow said: {error})")
 
 
 def configure_devices(n_devices: int = 2, *, gpu_memory_mb: int = 2048,
@@ -37,9 +66,8 @@ def configure_devices(n_devices: int = 2, *, gpu_memory_mb: int = 2048,
     """Make `n_devices` devices visible to tf.distribute: real GPUs, logical GPUs on one GPU, or logical CPUs."""
     if isinstance(n_devices, bool) or not isinstance(n_devices, int) or n_devices < 1:
         raise ValueError(f"n_devices must be a positive integer, got {n_devices!r}")
-    quiet()
-    import tensorflow as tf
-
+    tf = import_tensorflow()
+    tf.get_logger().setLevel("ERROR")  # e.g. the eager-MirroredStrategy performance warning
     hw = hw or hardware.detect()
     gpus = tf.config.list_physical_devices("GPU")
     try:
@@ -77,8 +105,11 @@ def _with_tf_config(rank: int, world_size: int, ports, worker, args, threads: in
     import json
 
     os.environ["TF_CONFIG"] = json.dumps(tf_config(ports, rank))
-    quiet()
-    import tensorflow as tf
+    # errors too: when a peer ends first, the collective runtime logs that it is gone; real failures still come
+    # back as Python exceptions through launch
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    tf = import_tensorflow()
+    tf.get_logger().setLevel("ERROR")
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
@@ -99,15 +130,37 @@ def launch_workers(worker, n_workers: int, args: tuple = (), timeout: float = 18
 
 @dataclass(frozen=True)
 class TFTrainConfig:
-    """A small custom-loop training run of the spec'd CNN on procedural images."""
+    """A small custom-loop training run of the spec'd CNN."""
 
     model: str = "cnn2d_2layer_fullconnected_2layer"
+    dataset: str = "synthetic"  # "synthetic" (procedural image_side x image_side images) or "digits"
     global_batch: int = 128
     steps: int = 20
     lr: float = 0.05
+    momentum: float = 0.9
     image_side: int = 28
     seed: int = 0
     multiworker: bool = True  # False: the default (single-device) strategy in the same loop
+
+
+def _train_test(cfg: TFTrainConfig):
+    """Channels-last train and test arrays for `cfg.dataset`."""
+    from . import data
+
+    if cfg.dataset == "digits":
+        split = data.load_digits_split()
+    elif cfg.dataset == "synthetic":
+        split = data.synthetic_split(cfg.global_batch * cfg.steps, 512,
+                                     image_shape=(1, cfg.image_side, cfg.image_side), seed=cfg.seed)
+    else:
+        raise ValueError(f"dataset must be 'digits' or 'synthetic', got {cfg.dataset!r}")
+    return (split.x_train.transpose(0, 2, 3, 1), split.y_train, split.x_test.transpose(0, 2, 3, 1), split.y_test)
+
+
+def channels_first(shape) -> tuple[int, int, int]:
+    """(H, W, C) as the spec's (C, H, W)."""
+    h, w, c = shape
+    return (c, h, w)
 
 
 def train_custom_loop(cfg: TFTrainConfig) -> dict:
@@ -117,18 +170,21 @@ def train_custom_loop(cfg: TFTrainConfig) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from . import data, spec
+    from . import spec
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if cfg.multiworker else tf.distribute.get_strategy()
-    n = cfg.global_batch * cfg.steps
-    x, y = data.synthetic_images(n, image_shape=(1, cfg.image_side, cfg.image_side), seed=cfg.seed)
-    dataset = tf.data.Dataset.from_tensor_slices((x.transpose(0, 2, 3, 1), y)).batch(cfg.global_batch)
+    x, y, x_test, y_test = _train_test(cfg)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    if cfg.dataset == "digits":  # the same shuffle on every worker (same seed), reshuffled each pass
+        dataset = dataset.shuffle(len(x), seed=cfg.seed).repeat()
     options = tf.data.Options()
+    # from_tensor_slices has no files to split, so shard by element (AUTO would warn, then do the same)
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    batches = iter(strategy.experimental_distribute_dataset(dataset.with_options(options)))
+    dataset = dataset.batch(cfg.global_batch, drop_remainder=True).with_options(options)
+    batches = iter(strategy.experimental_distribute_dataset(dataset))
     with strategy.scope():
-        model = spec.build_keras(spec.preset(cfg.model), (1, cfg.image_side, cfg.image_side), seed=cfg.seed)
-        optimizer = tf.keras.optimizers.SGD(cfg.lr)
+        model = spec.build_keras(spec.preset(cfg.model), channels_first(x.shape[1:]), seed=cfg.seed)
+        optimizer = tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
     def replica_step(images, labels):
@@ -142,14 +198,18 @@ def train_custom_loop(cfg: TFTrainConfig) -> dict:
     def step(batch):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=batch), axis=None)
 
-    losses, seconds = [], []
+    losses, seconds, first_labels = [], [], None
     for _ in range(cfg.steps):
+        batch = next(batches)
+        if first_labels is None:
+            first_labels = np.concatenate([t.numpy() for t in strategy.experimental_local_results(batch[1])])[:8]
         start = time.perf_counter()
-        losses.append(float(step(next(batches))))
+        losses.append(float(step(batch)))
         seconds.append(time.perf_counter() - start)
     weights = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
-    return {"losses": losses, "step_seconds": seconds, "weights": weights,
-            "replicas": strategy.num_replicas_in_sync}
+    logits = model.predict(x_test, batch_size=256, verbose=0)
+    return {"losses": losses, "step_seconds": seconds, "weights": weights, "replicas": strategy.num_replicas_in_sync,
+            "test_accuracy": float((logits.argmax(axis=1) == y_test).mean()), "first_labels": first_labels.tolist()}
 
 
 def train_worker(rank: int, world_size: int, cfg: TFTrainConfig) -> dict:
@@ -173,3 +233,60 @@ def hanging_worker(rank: int, world_size: int) -> int:
         return rank
     train_custom_loop(TFTrainConfig(steps=1, global_batch=8, image_side=8))
     return rank
+
+
+def _short_error(err: Exception) -> str:
+    """`Type: message` with any printed tensor values cut out."""
+    import re
+
+    text = re.sub(r"\(PerReplica:\{.*?\}\)", "(PerReplica:{...})", str(err), flags=re.S)
+    return f"{type(err).__name__}: {' '.join(text.split())[:400]}"
+
+
+def keras_fit_worker(rank: int, world_size: int, cfg: TFTrainConfig) -> dict:
+    """Try Keras's model.fit under MultiWorkerMirroredStrategy; returns the error it raises, or its history."""
+    import tensorflow as tf
+
+    from . import spec
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    x, y, _, _ = _train_test(cfg)
+    with strategy.scope():
+        model = spec.build_keras(spec.preset(cfg.model), channels_first(x.shape[1:]), seed=cfg.seed)
+        model.compile(optimizer=tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    try:
+        history = model.fit(x, y, batch_size=cfg.global_batch, epochs=1, verbose=0)
+    except Exception as err:  # noqa: BLE001 - the point is to report whatever Keras raises
+        return {"worker": rank, "error": _short_error(err)}
+    return {"worker": rank, "error": None, "loss": history.history["loss"]}
+
+
+def epoch_timer():
+    """A Keras callback whose `.seconds` lists each epoch's wall time (Keras is imported only when called)."""
+    import time
+
+    import keras
+
+    class EpochTimer(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.seconds = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds.append(time.perf_counter() - self._start)
+
+    return EpochTimer()
+
+
+def replica_weight_spread(model) -> float:
+    """The largest difference between the replicas' copies of any variable (0.0 when in sync)."""
+    import numpy as np
+
+    spread = 0.0
+    for variable in model.weights:
+        copies = [np.asarray(c) for c in getattr(getattr(variable, "value", variable), "values", [variable])]
+        spread = max([spread] + [float(np.abs(c - copies[0]).max()) for c in copies[1:]])
+    return spread

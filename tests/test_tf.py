@@ -100,3 +100,42 @@ def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
 def test_tf_config_names_every_worker_on_loopback():
     config = tf_distribute.tf_config([1111, 2222], 1)
     assert config == {"cluster": {"worker": ["127.0.0.1:1111", "127.0.0.1:2222"]}, "task": {"type": "worker", "index": 1}}
+
+
+def test_tensorflow_start_up_lines_are_filtered_and_other_stderr_kept(tmp_path):
+    fake = tmp_path / "tensorflow.py"
+    fake.write_text("import os\nos.write(2, b'WARNING: All log messages before absl::InitializeLog() is called\\n"
+                    "I0000 00:00:1.0 1 port.cc:153] oneDNN custom operations are on\\na real warning\\n')\n")
+    done = _python(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from lab_utils import tf_distribute
+        print(tf_distribute.import_tensorflow().__file__)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(fake)
+    assert done.stderr.strip() == "a real warning"
+
+
+def test_configuring_devices_prints_nothing_on_stderr():
+    done = _python("""
+        from lab_utils import tf_distribute
+        tf_distribute.configure_devices(2)
+        import tensorflow as tf
+        print(len(tf.config.list_logical_devices("CPU")))
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "2" and done.stderr == ""
+
+
+def test_keras_fit_cannot_drive_multiworker_strategy_so_the_lab_says_so():
+    # keras-team/keras#20585: when Keras learns this, lab 05's section 5 must change
+    from lab_utils.tf_distribute import TFTrainConfig, keras_fit_worker, launch_workers
+
+    workers = launch_workers(keras_fit_worker, 2, args=(TFTrainConfig(steps=2, global_batch=32, image_side=8),), timeout=240)
+    assert all(w["error"] and "PerReplica" in w["error"] for w in workers), workers
+
+
+def test_unknown_dataset_is_refused():
+    with pytest.raises(ValueError, match="'digits' or 'synthetic'"):
+        tf_distribute.train_custom_loop(tf_distribute.TFTrainConfig(dataset="mnist", multiworker=False))
