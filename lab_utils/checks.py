@@ -355,3 +355,71 @@ def check_best_split(learner_split) -> CheckResult:
 def _stage_sums(times, split):
     bounds = [0, *split, len(times)]
     return [sum(times[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+# --- lab 06: the scaling report ------------------------------------------------------------------------------------
+
+def check_speedup_efficiency(learner_fn) -> CheckResult:
+    """speedup_and_efficiency(row, baseline) gives samples/s over the baseline's, and that per unit of hardware."""
+    from . import report as scaling
+
+    cases = [({"samples_per_s": 300.0, "world_size": 2, "threads": 1}, {"samples_per_s": 200.0, "world_size": 1, "threads": 1}),
+             ({"samples_per_s": 900.0, "world_size": 4, "threads": 1}, {"samples_per_s": 300.0, "world_size": 1, "threads": 1}),
+             ({"samples_per_s": 500.0, "world_size": 1, "threads": 2}, {"samples_per_s": 400.0, "world_size": 1, "threads": 1})]
+    for row, base in cases:
+        compared = scaling.Compared(row, base)
+        expected = (compared.speedup, compared.efficiency)
+        try:
+            got = tuple(float(v) for v in learner_fn(dict(row), dict(base)))
+        except Exception as exc:
+            return report("speedup and efficiency", False, f"raised {type(exc).__name__}: {exc}")
+        if len(got) == 2 and all(abs(a - b) <= 1e-9 for a, b in zip(got, expected)):
+            continue
+        hint = (f"for {row} against {base} expected (speedup, efficiency) = ({expected[0]:.3f}, {expected[1]:.3f}), "
+                f"got {got}")
+        if len(got) == 2 and abs(got[0] - expected[0]) <= 1e-9:
+            hint += ": efficiency = speedup / (ranks x threads of the row over those of the baseline)"
+        elif len(got) == 2 and abs(got[0] - 1 / expected[0]) <= 1e-9:
+            hint += ": speedup = the row's samples/s over the baseline's, not the other way round"
+        return report("speedup and efficiency", False, hint)
+    return report("speedup and efficiency", True)
+
+
+def check_serial_fraction(learner_fit) -> CheckResult:
+    """fit_serial_fraction(points) recovers the serial fraction of Amdahl's law from (devices, speedup) pairs."""
+    from . import report as scaling
+
+    for s in (0.0, 0.1, 0.35):
+        points = [(n, float(scaling.amdahl_speedup(s, n))) for n in (2, 4, 8)]
+        try:
+            got = float(learner_fit(points))
+        except Exception as exc:
+            return report("serial fraction", False, f"raised {type(exc).__name__}: {exc}")
+        if abs(got - s) > 1e-6:
+            hint = f"speedups {[(n, round(v, 3)) for n, v in points]} come from s = {s}, you gave {got:.4f}"
+            if abs(got - (1 - s)) <= 1e-6:
+                hint += ": that is the parallel fraction; the serial fraction is 1 minus it"
+            return report("serial fraction", False, hint + ". Amdahl: 1/S = s + (1 - s)/N, linear in s")
+    noisy = [(2, 1.9), (4, 2.5), (8, 3.6)]
+    expected = scaling.fit_serial_fraction(noisy)
+    got = float(learner_fit(noisy))
+    if abs(got - expected) > 0.02:
+        return report("serial fraction", False, f"on noisy points {noisy} expected about {expected:.3f}, got {got:.3f}: "
+                       "fit all the points (least squares), not only the first")
+    return report("serial fraction: Amdahl's s from measured speedups", True)
+
+
+def check_predict_speedup(learner_predict) -> CheckResult:
+    """predict_speedup(s, n) is Amdahl's law."""
+    from . import report as scaling
+
+    for s, n in [(0.0, 4), (0.1, 4), (0.05, 8), (1.0, 4), (0.2, 1)]:
+        expected = float(scaling.amdahl_speedup(s, n))
+        try:
+            got = float(learner_predict(s, n))
+        except Exception as exc:
+            return report("predicted speedup", False, f"raised {type(exc).__name__}: {exc}")
+        if abs(got - expected) > 1e-9:
+            return report("predicted speedup", False, f"predict_speedup({s}, {n}) should be {expected:.4f}, got {got:.4f}: "
+                           "S(N) = 1 / (s + (1 - s) / N)")
+    return report("predicted speedup: Amdahl's law", True)

@@ -143,20 +143,15 @@ def run_course(labs: str | None = None, out_dir=None, cell_timeout: int = DEFAUL
 
 def summary(runs: list[NotebookRun], results: Path) -> str:
     """Per-notebook times and the measured results rows, as text."""
-    from .measure import read_results
-
     lines = ["", "notebook                          seconds  status"]
     lines += [f"{r.name:<32} {r.seconds:8.1f}  {'ok' if r.error is None else 'FAILED: ' + r.error}" for r in runs]
     lines.append(f"{'total':<32} {sum(r.seconds for r in runs):8.1f}")
-    if results.exists():
-        rows = read_results(results)
-        lines += ["", f"results in {results} ({len(rows)} rows):",
-                  f"{'lab':<4} {'framework':<10} {'strategy':<22} {'ranks':>5} {'threads':>7} {'batch':>6} {'accuracy':>8} {'samples/s':>10}"]
-        for row in rows:
-            acc = f"{row['accuracy']:8.2%}" if row["accuracy"] is not None else f"{'-':>8}"
-            threads = f"{row['threads']:7.0f}" if row["threads"] is not None else f"{'-':>7}"
-            lines.append(f"{row['lab']:<4} {row['framework']:<10} {row['strategy']:<22} {row['world_size']:5.0f} "
-                         f"{threads} {row['batch_size']:6.0f} {acc} {row['samples_per_s']:10.0f}")
+    if results.exists() and any(results.glob("*.csv")):
+        from .report import compare, latest, load, table
+
+        rows = latest(load(results))
+        lines += ["", f"the scaling report (lab 06's table) of the {len(rows)} configurations in {results}:",
+                  table(compare(rows))]
     return "\n".join(lines)
 
 

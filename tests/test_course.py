@@ -109,5 +109,5 @@ def test_summary_lists_times_failures_and_results(tmp_path):
     runs = [course.NotebookRun("00_setup", 3.5), course.NotebookRun("01_cnn", 7.0, "cell 4: ValueError: bad")]
     text = course.summary(runs, tmp_path)
     assert "00_setup" in text and "FAILED: cell 4: ValueError: bad" in text and "10.5" in text
-    assert "single-device" in text and "90.00%" in text
+    assert "single-device" in text and "90.0%" in text and "speedup" in text
     assert course.failures_message(runs) == "01_cnn.ipynb failed at cell 4: ValueError: bad"

@@ -1,0 +1,221 @@
+"""Lab 06's scaling report: every results row with its speedup, and simple models that project to more devices."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .measure import read_results
+
+
+def workload(row: dict) -> str:
+    """What was run, so rows of the same workload compare: the notes after the first '; ' (the part before varies)."""
+    notes = row.get("notes", "") or ""
+    return notes.split("; ", 1)[1] if "; " in notes else notes
+
+
+def load(*sources) -> list[dict]:
+    """Rows of every results CSV in the given folders or files; missing sources are skipped, bad files raise."""
+    rows = []
+    for source in sources:
+        if source is None or not Path(source).exists():
+            continue
+        for row in read_results(source):
+            row["source"] = str(source)
+            rows.append(row)
+    return rows
+
+
+def _key(row: dict) -> tuple:
+    return (row["host"], row["lab"], row["framework"], workload(row), row["batch_size"])
+
+
+def latest(rows: list[dict]) -> list[dict]:
+    """One row per configuration and machine: the newest (a lab run twice appends its rows twice)."""
+    newest = {}
+    for row in rows:
+        config = _key(row) + (row["strategy"], row["world_size"], row["threads"], row["notes"])
+        if config not in newest or row["timestamp"] >= newest[config]["timestamp"]:
+            newest[config] = row
+    return sorted(newest.values(), key=lambda r: (r["host"], r["lab"], r["framework"], workload(r), r["batch_size"],
+                                                  r["world_size"], r["strategy"]))
+
+
+def resources(row: dict) -> float:
+    """What a row ran on, in units of one single-thread device: ranks x threads per rank (threads unknown: 1)."""
+    return row["world_size"] * (row["threads"] or 1)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A results row beside its baseline: the same machine, lab, framework, workload and batch on one device."""
+
+    row: dict
+    baseline: dict | None
+    note: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        return self.row["samples_per_s"] / self.baseline["samples_per_s"] if self.baseline else None
+
+    @property
+    def efficiency(self) -> float | None:
+        """Speedup per unit of extra hardware (ranks x threads over the baseline's); None against a non-device baseline."""
+        if not self.baseline or self.note:
+            return None
+        return self.speedup / (resources(self.row) / resources(self.baseline))
+
+
+def _baseline_for(row: dict, group: list[dict]) -> tuple[dict | None, str]:
+    singles = [r for r in group if r["world_size"] == 1]
+    if row["world_size"] == 1:  # a one-device row is its own baseline, unless it used more threads than one
+        one_thread = [r for r in singles if r["threads"] == 1]
+        return (one_thread[0] if row["threads"] not in (None, 1) and one_thread else row), ""
+    for candidates in ([r for r in singles if r["threads"] == row["threads"]], [r for r in singles if r["threads"] == 1], singles):
+        if candidates:
+            return candidates[0], ""
+    naive = [r for r in group if r["strategy"] == "pipeline-naive"]
+    if naive:
+        return naive[0], "vs the naive split"
+    return None, "no one-device row for this workload"
+
+
+def compare(rows: list[dict]) -> list[Compared]:
+    """Each row with its baseline row (one device; threads as the row's when there is a choice)."""
+    groups = {}
+    for row in rows:
+        groups.setdefault(_key(row), []).append(row)
+    return [Compared(row, *_baseline_for(row, groups[_key(row)])) for row in rows]
+
+
+def table(compared: list[Compared], *, hosts: bool = False) -> str:
+    """The summary table as text: one line per row."""
+    header = (f"{'host':<12} " if hosts else "") + (f"{'lab':<4}{'framework':<10}{'strategy':<24}{'devices':>7}"
+                                                    f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'samples/s':>11}"
+                                                    f"{'speedup':>8}{'effic.':>7}")
+    lines = [header]
+    for c in compared:
+        r = c.row
+        acc = f"{r['accuracy']:9.1%}" if r["accuracy"] is not None else f"{'-':>9}"
+        threads = f"{r['threads']:8.0f}" if r["threads"] is not None else f"{'kernel':>8}"
+        speed = f"{c.speedup:8.2f}" if c.baseline else f"{'-':>8}"
+        speed += f"{c.efficiency:7.0%}" if c.efficiency is not None else f"{'-':>7}"
+        lines.append((f"{r['host'][:11]:<12} " if hosts else "") +
+                     f"{r['lab']:<4}{r['framework']:<10}{r['strategy'][:23]:<24}{r['world_size']:7.0f}{threads}"
+                     f"{r['batch_size']:6.0f}{acc}{r['samples_per_s']:11.0f}{speed}")
+    return "\n".join(lines)
+
+
+def summary(results_dir) -> str:
+    """Lab 06's table for one results folder (what `make course` prints at the end)."""
+    return table(compare(latest(load(results_dir))), hosts=False)
+
+
+# --- models of scaling ----------------------------------------------------------------------------------------
+
+def amdahl_speedup(serial_fraction: float, devices) -> np.ndarray | float:
+    """Amdahl's law: 1 / (s + (1 - s) / N)."""
+    n = np.asarray(devices, dtype=float)
+    return 1.0 / (serial_fraction + (1.0 - serial_fraction) / n)
+
+
+def fit_serial_fraction(points) -> float:
+    """The serial fraction s that best fits measured (devices, speedup) pairs (least squares on 1/speedup)."""
+    pairs = [(float(n), float(s)) for n, s in points if n > 1]
+    if not pairs:
+        raise ValueError("need at least one measurement with more than one device to fit a serial fraction")
+    # 1/S = s + (1 - s)/N = 1/N + s (1 - 1/N): linear in s
+    a = np.array([1 - 1 / n for n, _ in pairs])
+    b = np.array([1 / s - 1 / n for n, s in pairs])
+    return float(np.clip(a @ b / (a @ a), 0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class AllReduceFit:
+    """Ring all-reduce time t(bytes, N) = 2 (N - 1) latency + 2 (N - 1) / N x bytes / bus_bandwidth, fitted."""
+
+    latency_s: float
+    bus_bandwidth: float  # bytes/s
+
+    def seconds(self, nbytes: float, devices: int) -> float:
+        if devices < 2:
+            return 0.0
+        return 2 * (devices - 1) * self.latency_s + 2 * (devices - 1) / devices * nbytes / self.bus_bandwidth
+
+
+def bus_bandwidth(nbytes: float, seconds: float, devices: int) -> float:
+    """The bus bandwidth of one all-reduce: 2 (N - 1) / N x bytes / time (what each link carries, per second)."""
+    return 2 * (devices - 1) / devices * nbytes / seconds
+
+
+def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
+    """Latency and bus bandwidth from measured all-reduce times (least squares, both kept positive)."""
+    sizes, seconds = np.asarray(sizes, float), np.asarray(seconds, float)
+    if len(sizes) < 2:
+        raise ValueError("need all-reduce times for at least two message sizes")
+    steps = 2 * (devices - 1)
+    slope, intercept = np.polyfit(sizes * steps / devices, seconds, 1)
+    return AllReduceFit(max(intercept / steps, 0.0), 1.0 / max(slope, 1e-15))
+
+
+def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int) -> float:
+    """Compute + all-reduce model: one device takes compute_s; N devices take compute_s / N + the all-reduce."""
+    return compute_s / (compute_s / devices + fit.seconds(grad_bytes, devices))
+
+
+def gpipe_speedup(stages: int, micro_batches: int) -> float:
+    """Ideal GPipe speedup over one device for K balanced stages: K x (1 - bubble), bubble = (K-1)/(M+K-1)."""
+    return stages * (1 - (stages - 1) / (micro_batches + stages - 1))
+
+
+def parameter_bytes(model) -> int:
+    """Bytes of the gradients DDP all-reduces each step (one per trainable parameter)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeout_s: float = 60.0) -> dict:
+    """Time all_reduce of float32 tensors of the given byte sizes (median of repeats after 2 warm-ups) on this rank."""
+    import statistics
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from . import ddp
+
+    ctx = ddp.setup(timeout_s)
+    medians = []
+    try:
+        for nbytes in sizes:
+            tensor = torch.ones(max(1, int(nbytes) // 4), device=ctx.device)
+            times = []
+            for i in range(repeats + 2):
+                dist.barrier()
+                start = time.perf_counter()
+                dist.all_reduce(tensor)
+                if ctx.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                if i >= 2:
+                    times.append(time.perf_counter() - start)
+            medians.append(statistics.median(times))
+    except BaseException:
+        ddp.teardown()
+        raise
+    ddp.teardown(wait_for_peers=True)
+    return {"rank": rank, "backend": ctx.backend, "device": ctx.device, "sizes": [int(s) for s in sizes],
+            "seconds": medians}
+
+
+def noise_or_bug(reference, other, tolerance: float) -> str:
+    """'identical', 'floating-point noise' (max difference within tolerance) or 'a real difference'."""
+    diff = float(np.abs(np.asarray(reference, float) - np.asarray(other, float)).max())
+    if diff == 0.0:
+        return "identical"
+    return "floating-point noise" if diff <= tolerance else "a real difference"
+
+
+def log2_sizes(smallest: int, largest: int) -> list[int]:
+    """Powers of two from smallest to largest bytes."""
+    return [2 ** k for k in range(int(math.log2(smallest)), int(math.log2(largest)) + 1)]

@@ -1,0 +1,128 @@
+"""Lab 06's report: rows compared with the right baseline, scaling models that recover what they are fitted to."""
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from lab_utils import report
+from lab_utils.launch import launch
+
+FIXTURE = Path(__file__).parent / "fixtures" / "results_other_machine"
+
+
+def row(strategy, world_size, rate, *, threads=1, batch=256, lab="03", host="h", notes="x; the workload", ts="2026-01-01"):
+    return {"timestamp": ts, "lab": lab, "framework": "torch", "strategy": strategy, "world_size": float(world_size),
+            "threads": None if threads is None else float(threads), "batch_size": float(batch), "accuracy": None,
+            "samples_per_s": float(rate), "host": host, "notes": notes}
+
+
+def by_strategy(compared):
+    return {(c.row["strategy"], c.row["world_size"], c.row["threads"]): c for c in compared}
+
+
+def test_parallel_rows_are_compared_with_one_device_of_the_same_threads_workload_batch_and_machine():
+    rows = [row("single", 1, 100), row("single", 1, 150, threads=2), row("ddp", 2, 180),
+            row("ddp", 2, 999, batch=512), row("single", 1, 50, host="other"), row("ddp", 2, 90, host="other"),
+            row("ddp", 2, 70, notes="y; another workload")]
+    got = by_strategy(report.compare(rows))
+    ddp = next(c for c in report.compare(rows) if c.row is rows[2])
+    assert ddp.baseline is rows[0] and ddp.speedup == pytest.approx(1.8) and ddp.efficiency == pytest.approx(0.9)
+    two_threads = got[("single", 1, 2)]
+    assert two_threads.baseline is rows[0] and two_threads.efficiency == pytest.approx(0.75)
+    other = next(c for c in report.compare(rows) if c.row is rows[5])
+    assert other.baseline is rows[4] and other.speedup == pytest.approx(1.8)
+    for lonely in (rows[3], rows[6]):
+        c = next(c for c in report.compare(rows) if c.row is lonely)
+        assert c.baseline is None and c.speedup is None and "no one-device row" in c.note
+
+
+def test_pipelines_without_a_one_device_row_are_compared_with_the_naive_split_without_efficiency():
+    rows = [row("pipeline-naive", 2, 100, lab="04"), row("pipeline-gpipe M=8", 2, 150, lab="04")]
+    gpipe = report.compare(rows)[1]
+    assert gpipe.speedup == pytest.approx(1.5) and gpipe.efficiency is None and "naive" in gpipe.note
+
+
+def test_latest_keeps_the_newest_row_of_each_configuration():
+    old, new = row("ddp", 2, 1, ts="2026-01-01"), row("ddp", 2, 2, ts="2026-02-01")
+    other_config = row("ddp", 2, 3, notes="M=8; the workload")
+    assert {id(r) for r in report.latest([new, old, other_config])} == {id(new), id(other_config)}
+
+
+def test_the_table_says_what_it_could_not_compute():
+    text = report.table(report.compare([row("ddp", 2, 180), row("single", 1, 100)]))
+    lines = text.splitlines()
+    assert "speedup" in lines[0] and any("1.80" in l and "90%" in l for l in lines)
+    lonely = report.table(report.compare([row("ddp", 2, 180)]))
+    assert lonely.splitlines()[1].split()[-2:] == ["-", "-"]
+
+
+def test_load_skips_missing_folders_and_reads_another_machines_rows():
+    rows = report.load(FIXTURE, FIXTURE / "not-there", None)
+    assert {r["host"] for r in rows} == {"fixture-4gpu"} and len(rows) == 3
+    four = next(c for c in report.compare(rows) if c.row["world_size"] == 4)
+    assert four.speedup == pytest.approx(131000 / 41000)
+
+
+def test_a_malformed_results_file_names_file_line_and_column(tmp_path):
+    (tmp_path / "lab01.csv").write_text((FIXTURE / "lab03.csv").read_text().replace(",41000.0,", ",fast,"))
+    with pytest.raises(ValueError, match=r"lab01.csv, line 2: column 'samples_per_s' must be a number"):
+        report.load(tmp_path)
+
+
+@pytest.mark.parametrize("s", [0.0, 0.05, 0.3])
+def test_amdahl_fit_recovers_the_serial_fraction(s):
+    points = [(n, float(report.amdahl_speedup(s, n))) for n in (2, 4, 8)]
+    assert report.fit_serial_fraction(points) == pytest.approx(s, abs=1e-9)
+
+
+def test_amdahl_needs_a_parallel_point_and_stays_within_zero_and_one():
+    with pytest.raises(ValueError, match="more than one device"):
+        report.fit_serial_fraction([(1, 1.0)])
+    assert report.fit_serial_fraction([(2, 2.4)]) == 0.0  # superlinear: no serial part to find
+    assert report.amdahl_speedup(0.0, 8) == pytest.approx(8) and report.amdahl_speedup(1.0, 8) == pytest.approx(1)
+
+
+def test_allreduce_fit_recovers_latency_and_bandwidth():
+    truth = report.AllReduceFit(latency_s=50e-6, bus_bandwidth=2e9)
+    sizes = report.log2_sizes(1024, 2**24)
+    fit = report.fit_allreduce(sizes, [truth.seconds(n, 4) for n in sizes], 4)
+    assert fit.latency_s == pytest.approx(50e-6, rel=1e-6) and fit.bus_bandwidth == pytest.approx(2e9, rel=1e-6)
+    assert report.bus_bandwidth(2**20, truth.seconds(2**20, 2) - 2 * 50e-6, 2) == pytest.approx(2e9)
+    with pytest.raises(ValueError, match="two message sizes"):
+        report.fit_allreduce([1024], [1e-3], 2)
+
+
+def test_scaling_models_limits():
+    free = report.AllReduceFit(0.0, float("inf"))
+    assert report.data_parallel_speedup(1.0, 1e6, free, 4) == pytest.approx(4)
+    slow = report.AllReduceFit(0.0, 1e6)  # 1 MB/s: the all-reduce costs more than the compute saved
+    assert report.data_parallel_speedup(0.01, 1e6, slow, 2) < 1
+    assert report.gpipe_speedup(1, 8) == 1 and report.gpipe_speedup(2, 8) == pytest.approx(2 * (1 - 1 / 9))
+
+
+def test_noise_is_told_from_a_bug():
+    base = np.array([2.3, 1.5, 0.9])
+    assert report.noise_or_bug(base, base.copy(), 1e-4) == "identical"
+    assert report.noise_or_bug(base, base + 3e-7, 1e-4) == "floating-point noise"
+    assert report.noise_or_bug(base, base * 1.1, 1e-4) == "a real difference"
+
+
+def test_allreduce_benchmark_runs_on_two_gloo_ranks():
+    ranks = launch(report.allreduce_worker, 2, args=([1024, 65536], 3), timeout=60)
+    assert [r["rank"] for r in ranks] == [0, 1] and ranks[0]["backend"] == "gloo"
+    assert ranks[0]["sizes"] == [1024, 65536] and all(s > 0 for s in ranks[0]["seconds"])
+
+
+def test_lab06_runs_on_another_machines_results(tmp_path):
+    from lab_utils import course
+
+    src = Path(__file__).parent.parent / "solutions" / "06_scaling_report.ipynb"
+    params = {"results_dir": str(tmp_path / "none-here"), "extra_results": [str(FIXTURE)], "curve_steps": 3,
+              "allreduce_max_bytes": 4096, "allreduce_repeats": 2}
+    run = course.run_notebook(src, tmp_path, params, cell_timeout=120)
+    assert run.error is None, run.error
+    text = "".join(o.get("text", "") for c in nbformat.read(tmp_path / src.name, 4).cells if c.cell_type == "code"
+                   for o in c.outputs)
+    assert "3 rows from 1 machine(s): fixture-4gpu" in text and "3.20" in text  # 131000 / 41000 on 4 GPUs
+    assert "PASS  predicted speedup" in text
