@@ -92,7 +92,7 @@ def compare(rows: list[dict]) -> list[Compared]:
 
 def table(compared: list[Compared], *, hosts: bool = False) -> str:
     """The summary table as text: one line per row."""
-    header = (f"{'host':<12} " if hosts else "") + (f"{'lab':<4}{'framework':<10}{'strategy':<24}{'devices':>7}"
+    header = (f"{'host':<12} " if hosts else "") + (f"{'lab':<4}{'framework':<10}{'strategy':<28}{'devices':>7}"
                                                     f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'samples/s':>11}"
                                                     f"{'speedup':>8}{'effic.':>7}")
     lines = [header]
@@ -103,7 +103,7 @@ def table(compared: list[Compared], *, hosts: bool = False) -> str:
         speed = f"{c.speedup:8.2f}" if c.baseline else f"{'-':>8}"
         speed += f"{c.efficiency:7.0%}" if c.efficiency is not None else f"{'-':>7}"
         lines.append((f"{r['host'][:11]:<12} " if hosts else "") +
-                     f"{r['lab']:<4}{r['framework']:<10}{r['strategy'][:23]:<24}{r['world_size']:7.0f}{threads}"
+                     f"{r['lab']:<4}{r['framework']:<10}{r['strategy'][:27]:<28}{r['world_size']:7.0f}{threads}"
                      f"{r['batch_size']:6.0f}{acc}{r['samples_per_s']:11.0f}{speed}")
     return "\n".join(lines)
 

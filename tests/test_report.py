@@ -118,7 +118,7 @@ def test_lab06_runs_on_another_machines_results(tmp_path):
     from lab_utils import course
 
     src = Path(__file__).parent.parent / "solutions" / "06_scaling_report.ipynb"
-    params = {"results_dir": str(tmp_path / "none-here"), "extra_results": [str(FIXTURE)], "curve_steps": 3,
+    params = {"results_dir": str(tmp_path / "none-here"), "extra_results": [str(FIXTURE)], "curve_epochs": 1,
               "allreduce_max_bytes": 4096, "allreduce_repeats": 2}
     run = course.run_notebook(src, tmp_path, params, cell_timeout=120)
     assert run.error is None, run.error
