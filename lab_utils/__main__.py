@@ -1,4 +1,4 @@
-"""Command line: python -m lab_utils {info,course,assign,bench}."""
+"""Command line: python -m lab_utils {info,course,assign,bench,grade}."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +22,25 @@ def cmd_course(args) -> int:
     from . import course
 
     return course.main_course(args.labs, args.out, args.cell_timeout)
+
+
+def cmd_grade(args) -> int:
+    from pathlib import Path
+
+    from . import grade
+
+    missing = [p for p in args.submissions if not Path(p).is_file()]
+    if missing:
+        raise ValueError(f"no such submission file(s): {missing}")
+    if args.tests and not Path(args.tests).is_dir():
+        raise ValueError(f"--tests {args.tests}: not a folder of instructor test files (*.py)")
+    rows = grade.grade(args.submissions, args.lab, args.out, tests_dir=args.tests, timeout=args.timeout,
+                       cell_timeout=args.cell_timeout, jobs=args.jobs)
+    width = max(len(r.student) for r in rows)
+    for r in rows:
+        print(f"{r.student:<{width}}  {r.score:g}/{r.max_score:g}  {r.status}")
+    print(f"gradebook: {Path(args.out) / 'gradebook.csv'}")
+    return 0
 
 
 def cmd_assign(args) -> int:
@@ -88,6 +107,15 @@ def parser() -> argparse.ArgumentParser:
                    help="dp: comma-separated batch sizes; the speedup is reported for the last (default: 16,256)")
     b.add_argument("--batch-size", type=int, default=1024, help="pipeline: samples per step (a multiple of 8)")
     b.set_defaults(fn=cmd_bench)
+    g = sub.add_parser("grade", help="execute submitted notebooks and score them outside the student's kernel")
+    g.add_argument("--lab", required=True, help="lab number, e.g. 01")
+    g.add_argument("submissions", nargs="+", help="submitted .ipynb files (the file stem names the student)")
+    g.add_argument("--out", required=True, help="folder for gradebook.csv, feedback and executed notebooks")
+    g.add_argument("--tests", help="folder of instructor-only test files (*.py defining EXERCISES)")
+    g.add_argument("--timeout", type=float, default=600.0, help="seconds one whole notebook may run (default: 600)")
+    g.add_argument("--cell-timeout", type=float, default=120.0, help="seconds one cell may run before it is interrupted (default: 120)")
+    g.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time (default: 1)")
+    g.set_defaults(fn=cmd_grade)
     return p
 
 

@@ -316,8 +316,10 @@ def shard_indices(n: int, rank: int, world_size: int) -> list[int]:
     return list(range(start, start + base + (rank < extra)))
 
 
-def manual_allreduce_worker(rank: int, world_size: int, source: str, name: str, seed: int = 0) -> float:
-    """One step with the learner's gradient averaging (sent as source code) vs one DDP step; max weight difference."""
+def manual_allreduce_worker(rank: int, world_size: int, source: str, name: str, seed: int = 0,
+                            return_weights: bool = False):
+    """One step with the learner's gradient averaging (sent as source code) vs one DDP step; max weight difference
+    (or, with return_weights, the weights after the learner's step)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     ctx = setup(timeout_s=60)
@@ -335,6 +337,8 @@ def manual_allreduce_worker(rank: int, world_size: int, source: str, name: str, 
             if model is mine:
                 average(model, world_size)
             optimizer.step()
+        if return_weights:
+            return flat_weights(mine)
         return float(np.abs(flat_weights(mine) - flat_weights(reference.module)).max())
     finally:
         teardown()

@@ -80,33 +80,48 @@ def _flat(model) -> np.ndarray:
     return np.concatenate([np.asarray(v.numpy()).ravel() for v in model.trainable_variables])
 
 
-def check_replica_step(learner_step, strategy, global_batch: int = 32, seed: int = 0) -> CheckResult:
-    """One distributed step with the learner's replica_step equals one single-device step on the global batch."""
+def single_device_update(global_batch: int = 32, seed: int = 0) -> dict:
+    """The reference: one plain-SGD step of the seeded CNN on the whole batch on one device; its update and loss."""
     import tensorflow as tf
 
+    model, optimizer, x, y = _replica_step_problem(tf.distribute.get_strategy(), global_batch, seed)
+    start = _flat(model)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return {"update": (_flat(model) - start).tolist(), "loss": float(loss)}
+
+
+def distributed_update(learner_step, strategy, global_batch: int = 32, seed: int = 0) -> dict:
+    """The same step run by the learner's replica_step on every replica of `strategy`; its update and summed loss."""
+    import tensorflow as tf
+
+    model, optimizer, x, y = _replica_step_problem(strategy, global_batch, seed)
+    start = _flat(model)
+    batches = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch))
+    images, labels = next(iter(batches))
+
+    @tf.function
+    def step(a, b):
+        per_replica = strategy.run(lambda i, j: learner_step(model, optimizer, i, j, global_batch), args=(a, b))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    loss = float(step(images, labels))
+    return {"update": (_flat(model) - start).tolist(), "loss": loss}
+
+
+def check_replica_step(learner_step, strategy, global_batch: int = 32, seed: int = 0) -> CheckResult:
+    """One distributed step with the learner's replica_step equals one single-device step on the global batch."""
     replicas = strategy.num_replicas_in_sync
     if global_batch % replicas:
         raise ValueError(f"global_batch={global_batch} must be a multiple of the {replicas} replicas")
-    ref_model, ref_opt, x, y = _replica_step_problem(tf.distribute.get_strategy(), global_batch, seed)
-    start = _flat(ref_model)
-    with tf.GradientTape() as tape:
-        ref_loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, ref_model(x), from_logits=True))
-    ref_opt.apply_gradients(zip(tape.gradient(ref_loss, ref_model.trainable_variables), ref_model.trainable_variables))
-    ref_update = _flat(ref_model) - start
-
-    model, optimizer, _, _ = _replica_step_problem(strategy, global_batch, seed)
-    batches = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch))
-    images, labels = next(iter(batches))
+    reference = single_device_update(global_batch, seed)
+    ref_update, ref_loss = np.array(reference["update"]), reference["loss"]
     try:
-        @tf.function
-        def step(a, b):
-            per_replica = strategy.run(lambda i, j: learner_step(model, optimizer, i, j, global_batch), args=(a, b))
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-        loss = float(step(images, labels))
+        got = distributed_update(learner_step, strategy, global_batch, seed)
     except Exception as exc:
         return report("distributed train step", False, f"raised {type(exc).__name__}: {str(exc)[:300]}")
-    update = _flat(model) - start
+    update, loss = np.array(got["update"]), got["loss"]
     if not np.abs(update).max():
         return report("distributed train step", False, "the weights did not change: apply the gradients with "
                       "optimizer.apply_gradients(zip(grads, model.trainable_variables))")
@@ -119,7 +134,7 @@ def check_replica_step(learner_step, strategy, global_batch: int = 32, seed: int
             hint = (f"the update is {replicas}x too large: a per-replica mean (reduce_mean) is summed over {replicas} "
                     "replicas; divide by the global batch instead (tf.nn.compute_average_loss)")
         return report("distributed train step", False, hint)
-    if abs(loss - float(ref_loss)) > 1e-5:
+    if abs(loss - ref_loss) > 1e-5:
         return report("distributed train step", False, f"the weights are right but the summed loss is {loss:.4f}, "
-                      f"expected {float(ref_loss):.4f}: return the scaled loss (the one you differentiated)")
+                      f"expected {ref_loss:.4f}: return the scaled loss (the one you differentiated)")
     return report("distributed train step: loss scaled by the global batch, same update as one device", True)

@@ -122,7 +122,7 @@ def test_lab06_runs_on_another_machines_results(tmp_path):
               "allreduce_max_bytes": 4096, "allreduce_repeats": 2}
     run = course.run_notebook(src, tmp_path, params, cell_timeout=120)
     assert run.error is None, run.error
-    text = "".join(o.get("text", "") for c in nbformat.read(tmp_path / src.name, 4).cells if c.cell_type == "code"
-                   for o in c.outputs)
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                   for c in nbformat.read(tmp_path / src.name, 4).cells if c.cell_type == "code" for o in c.outputs)
     assert "3 rows from 1 machine(s): fixture-4gpu" in text and "3.20" in text  # 131000 / 41000 on 4 GPUs
     assert "PASS  predicted speedup" in text
