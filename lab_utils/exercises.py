@@ -90,7 +90,7 @@ def load_test_file(path) -> list[Exercise]:
 
 def _last_line(exc: BaseException) -> str:
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
-    return (text[-1] if text else type(exc).__name__)[:300]
+    return " ".join((text[-1] if text else type(exc).__name__).split())[:300]
 
 
 # --- comparison helpers (grader side) ------------------------------------------------------------------------------
