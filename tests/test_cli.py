@@ -77,3 +77,15 @@ def test_bench_tf_ends_with_a_json_line():
     assert result.returncode == 0, result.stderr[-2000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["weights_max_abs_diff"] <= 1e-6 and figures["speedup_multiworker"] > 0
+
+
+def test_grade_refuses_missing_files_and_runs_a_tiny_batch(tmp_path):
+    result = run("grade", "--lab", "06", str(tmp_path / "nobody.ipynb"), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "no such submission" in result.stderr
+    result = run("grade", "--lab", "06", __file__, "--out", str(tmp_path / "out"), "--tests", str(tmp_path / "none"))
+    assert result.returncode == 2 and "not a folder" in result.stderr
+    (tmp_path / "ann.ipynb").write_text("not a notebook")
+    result = run("grade", "--lab", "6", str(tmp_path / "ann.ipynb"), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "ann  0/3  invalid" in result.stdout
+    assert (tmp_path / "out" / "gradebook.csv").read_text().splitlines()[1].startswith("ann,06,0,3,invalid")
