@@ -65,7 +65,7 @@ def cmd_bench(args) -> int:
     elif args.name == "ddp":
         bench.print_ddp(bench.ddp(world_size=args.world_size, repeats=args.repeats or 3, steps=args.steps))
     elif args.name == "tf":
-        bench.print_tf(bench.tf(repeats=args.repeats or 3, steps=args.steps))
+        bench.print_tf(bench.tf(repeats=args.repeats or 3, steps=args.steps, global_batch=args.global_batch))
     elif args.name == "pipeline":
         bench.print_pipeline(bench.pipeline(batch_size=args.batch_size, repeats=args.repeats or 5))
     elif args.name == "dp":
@@ -106,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--batch-sizes", type=_int_list, default=(16, 256),
                    help="dp: comma-separated batch sizes; the speedup is reported for the last (default: 16,256)")
     b.add_argument("--batch-size", type=int, default=1024, help="pipeline: samples per step (a multiple of 8)")
+    b.add_argument("--global-batch", type=int, default=512, help="tf: samples per step over all workers (default: 512)")
     b.set_defaults(fn=cmd_bench)
     g = sub.add_parser("grade", help="execute submitted notebooks and score them outside the student's kernel")
     g.add_argument("--lab", required=True, help="lab number, e.g. 01")

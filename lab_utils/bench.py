@@ -215,7 +215,7 @@ def print_pipeline(result: dict) -> None:
     print(json.dumps(result))
 
 
-def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 128, seed: int = 0) -> dict:
+def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int = 0) -> dict:
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
     from . import tf_distribute as tfd
 
