@@ -62,6 +62,14 @@ def print_overhead(result: dict) -> None:
     print(json.dumps(result))
 
 
+def _print_rates(result: dict, width: int, what: str) -> None:
+    """The header and one line per `samples_per_s[setup]` entry of a benchmark result."""
+    print(f"{'setup':<{width}} {'samples/s':>10}   ({what})")
+    for key, value in result.items():
+        if key.startswith("samples_per_s["):
+            print(f"{key[len('samples_per_s['):-1]:<{width}} {value:>10.1f}")
+
+
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
     from . import ddp as ddp_mod
@@ -89,11 +97,8 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
 
 def print_ddp(result: dict) -> None:
     """The table, then the JSON line (last line of output)."""
-    print(f"{'setup':<22} {'samples/s':>10}   ({result['model']}, global batch {result['global_batch']}, "
-          f"median step time of {result['steps']} steps, median of {result['repeats']} interleaved launches)")
-    for key, value in result.items():
-        if key.startswith("samples_per_s["):
-            print(f"{key[14:-1]:<22} {value:>10.1f}")
+    _print_rates(result, 22, f"{result['model']}, global batch {result['global_batch']}, median step time of "
+                             f"{result['steps']} steps, median of {result['repeats']} interleaved launches")
     print(f"speedup of {result['world_size']} ranks: {result['speedup_vs_1x1']:.2f}x vs 1 thread, "
           f"{result['speedup_vs_1x2']:.2f}x vs one process using {result['world_size']} threads")
     print(f"DDP vs single process after 3 steps on the same global batches: max |weight diff| = {result['weights_max_abs_diff']:.2e}")
@@ -238,11 +243,8 @@ def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int 
 
 def print_tf(result: dict) -> None:
     """The table, then the JSON line (last line of output)."""
-    print(f"{'setup':<10} {'samples/s':>10}   ({result['model']}, custom loop, global batch {result['global_batch']}, "
-          f"median step of {result['steps']} (first 3 not timed), median of {result['repeats']} interleaved launches)")
-    for key, value in result.items():
-        if key.startswith("samples_per_s["):
-            print(f"{key[14:-1]:<10} {value:>10.1f}")
+    _print_rates(result, 10, f"{result['model']}, custom loop, global batch {result['global_batch']}, median step "
+                             f"of {result['steps']} (first 3 not timed), median of {result['repeats']} interleaved launches")
     print(f"2 MultiWorkerMirroredStrategy workers vs 1: {result['speedup_multiworker']:.2f}x; "
           f"max |weight diff| between the workers {result['weights_max_abs_diff']:.1e}")
     print(json.dumps(result))

@@ -147,11 +147,9 @@ def summary(runs: list[NotebookRun], results: Path) -> str:
     lines += [f"{r.name:<32} {r.seconds:8.1f}  {'ok' if r.error is None else 'FAILED: ' + r.error}" for r in runs]
     lines.append(f"{'total':<32} {sum(r.seconds for r in runs):8.1f}")
     if results.exists() and any(results.glob("*.csv")):
-        from .report import compare, latest, load, table
+        from .report import summary as report_summary
 
-        rows = latest(load(results))
-        lines += ["", f"the scaling report (lab 06's table) of the {len(rows)} configurations in {results}:",
-                  table(compare(rows))]
+        lines += ["", f"the scaling report (lab 06's table) of {results}:", report_summary(results)]
     return "\n".join(lines)
 
 

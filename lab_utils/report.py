@@ -61,11 +61,16 @@ class Compared:
         return self.row["samples_per_s"] / self.baseline["samples_per_s"] if self.baseline else None
 
     @property
+    def hardware_ratio(self) -> float | None:
+        """How much more hardware the row used than its baseline: ranks x threads over the baseline's."""
+        return resources(self.row) / resources(self.baseline) if self.baseline else None
+
+    @property
     def efficiency(self) -> float | None:
-        """Speedup per unit of extra hardware (ranks x threads over the baseline's); None against a non-device baseline."""
+        """Speedup per unit of extra hardware; None against a baseline that is not one device."""
         if not self.baseline or self.note:
             return None
-        return self.speedup / (resources(self.row) / resources(self.baseline))
+        return self.speedup / self.hardware_ratio
 
 
 def _baseline_for(row: dict, group: list[dict]) -> tuple[dict | None, str]:
@@ -109,8 +114,8 @@ def table(compared: list[Compared], *, hosts: bool = False) -> str:
 
 
 def summary(results_dir) -> str:
-    """Lab 06's table for one results folder (what `make course` prints at the end)."""
-    return table(compare(latest(load(results_dir))), hosts=False)
+    """Lab 06's table of the newest rows of one results folder (what `make course` prints at the end)."""
+    return table(compare(latest(load(results_dir))))
 
 
 # --- models of scaling ----------------------------------------------------------------------------------------

@@ -8,6 +8,13 @@ def run(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "lab_utils", *args], capture_output=True, text=True, timeout=timeout)
 
 
+def bench_figures(*args, timeout=300) -> dict:
+    """Run `python -m lab_utils bench ...`; it must succeed and end with a JSON line, returned parsed."""
+    result = run("bench", *args, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def test_info_reports_hardware_and_plans():
     result = run("info")
     assert result.returncode == 0, result.stderr
@@ -17,9 +24,7 @@ def test_info_reports_hardware_and_plans():
 
 
 def test_bench_overhead_ends_with_a_json_line():
-    result = run("bench", "overhead", "--samples", "256", "--repeats", "1")
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures = bench_figures("overhead", "--samples", "256", "--repeats", "1")
     assert figures["benchmark"] == "overhead" and figures["ratio"] > 0
     # the JSON rounds the rates to 0.1 and the ratio to 1e-4, so recomputing it agrees only to about 1e-3
     assert abs(figures["ratio"] - figures["lab_utils_samples_per_s"] / figures["plain_samples_per_s"]) < 1e-3
@@ -42,18 +47,14 @@ def test_unknown_command_is_a_usage_error():
 
 
 def test_bench_ddp_ends_with_a_json_line():
-    result = run("bench", "ddp", "--repeats", "1", "--steps", "4", timeout=300)
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures = bench_figures("ddp", "--repeats", "1", "--steps", "4")
     assert {"speedup_vs_1x1", "speedup_vs_1x2", "weights_max_abs_diff"} <= set(figures)
     assert figures["weights_max_abs_diff"] <= 1e-5
     assert figures["setups"] == {"1 rank x 1 thread": [1, 1], "1 rank x 2 threads": [1, 2], "2 ranks x 1 thread": [2, 1]}
 
 
 def test_bench_dp_ends_with_a_json_line():
-    result = run("bench", "dp", "--repeats", "1", "--batch-sizes", "8,16")
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures = bench_figures("dp", "--repeats", "1", "--batch-sizes", "8,16")
     assert figures["grad_max_abs_diff"] <= 1e-5 and figures["speedup"] > 0
     assert [row["batch_size"] for row in figures["by_batch"]] == [8, 16] and figures["batch_size"] == 16
 
@@ -64,18 +65,14 @@ def test_bench_dp_refuses_bad_batch_sizes():
 
 
 def test_bench_pipeline_ends_with_a_json_line():
-    result = run("bench", "pipeline", "--batch-size", "64", "--repeats", "1", timeout=300)
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures = bench_figures("pipeline", "--batch-size", "64", "--repeats", "1")
     assert {"speedup_gpipe_m8_vs_naive", "bubble_abs_error_max", "grad_max_abs_diff"} <= set(figures)
     assert figures["grad_max_abs_diff"] <= 1e-5
     assert set(figures["configs"]) == {"naive", "gpipe M=2", "gpipe M=4", "gpipe M=8", "1f1b M=8"}
 
 
 def test_bench_tf_ends_with_a_json_line():
-    result = run("bench", "tf", "--repeats", "1", "--steps", "5", timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures = bench_figures("tf", "--repeats", "1", "--steps", "5")
     assert figures["weights_max_abs_diff"] <= 1e-6 and figures["speedup_multiworker"] > 0
 
 
