@@ -26,11 +26,14 @@ def _helper_epoch(model, loader, optimizer) -> None:
 
 
 def _interleaved_medians(setups: dict, repeats: int, run) -> dict:
-    """run(*setups[name]) for every setup, `repeats` rounds in alternating order; the median per setup."""
+    """run(*setups[name]) for every setup, `repeats` rounds in alternating order; the median per setup
+    (per key and setup when run returns a dict of figures)."""
     values = {name: [] for name in setups}
     for r in range(repeats):
         for name in (list(setups) if r % 2 == 0 else reversed(list(setups))):
             values[name].append(run(*setups[name]))
+    if all(isinstance(v[0], dict) for v in values.values()):
+        return {name: {key: statistics.median(x[key] for x in v) for key in v[0]} for name, v in values.items()}
     return {name: statistics.median(v) for name, v in values.items()}
 
 
@@ -77,11 +80,17 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
 
     cfg = ddp_mod.DDPConfig(model="cnn2d_3layer_fullconnected_3layer", dataset="synthetic", image_side=28,
                             synthetic_samples=max(4096, global_batch * (steps + 1)), global_batch=global_batch,
-                            max_steps=steps, evaluate=False, seed=seed)
+                            max_steps=steps, evaluate=False, seed=seed, time_allreduces=True)
     setups = {"1 rank x 1 thread": (1, 1), f"1 rank x {world_size} threads": (1, world_size),  # (ranks, threads)
               f"{world_size} ranks x 1 thread": (world_size, 1)}
-    median = _interleaved_medians(setups, repeats, lambda ranks, threads: launch(
-        ddp_mod.train_worker, ranks, args=([cfg],), threads=threads, timeout=300)[0][0]["samples_per_s"])
+
+    def run(ranks, threads):
+        outs = [r[0] for r in launch(ddp_mod.train_worker, ranks, args=([cfg],), threads=threads, timeout=300)]
+        return {"samples_per_s": outs[0]["samples_per_s"], "step_ms": 1e3 * cfg.global_batch / outs[0]["samples_per_s"],
+                "allreduce_ms": statistics.mean(o["allreduce_ms"] for o in outs)}
+
+    figures = _interleaved_medians(setups, repeats, run)
+    median = {name: f["samples_per_s"] for name, f in figures.items()}
     check = ddp_mod.DDPConfig(max_steps=3, evaluate=False, return_weights=True, seed=seed)
     ranks = launch(ddp_mod.train_worker, world_size, args=([check],), timeout=300)
     reference = ddp_mod.baseline_weights(check, world_size, steps=3)
@@ -90,9 +99,22 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
     return {"benchmark": "ddp", "world_size": world_size, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, "model": cfg.model, "setups": {n: list(setups[n]) for n in names},
             **{f"samples_per_s[{n}]": round(median[n], 1) for n in names},
+            **{f"step_ms[{n}]": round(figures[n]["step_ms"], 2) for n in names},
+            **{f"allreduce_ms[{n}]": round(figures[n]["allreduce_ms"], 2) for n in names},
             "speedup_vs_1x1": round(median[names[2]] / median[names[0]], 3),
             "speedup_vs_1x2": round(median[names[2]] / median[names[1]], 3),
             "weights_max_abs_diff": diff}
+
+
+def ddp_time_split(result: dict) -> str:
+    """One sentence: where the multi-rank step's time went (compute vs all-reduce), against one process's step."""
+    n = result["world_size"]
+    many, threads = f"{n} ranks x 1 thread", f"1 rank x {n} threads"
+    step, comm = result[f"step_ms[{many}]"], result[f"allreduce_ms[{many}]"]
+    return (f"A {n}-rank step took {step:.1f} ms: {step - comm:.1f} ms outside the gradient all-reduce (data, forward, "
+            f"backward, update) and {comm:.1f} ms ({comm / step:.0%}) "
+            f"in it, waiting for the slower rank included; one process with {n} threads took "
+            f"{result[f'step_ms[{threads}]']:.1f} ms for the same global batch")
 
 
 def print_ddp(result: dict) -> None:
@@ -101,6 +123,7 @@ def print_ddp(result: dict) -> None:
                              f"{result['steps']} steps, median of {result['repeats']} interleaved launches")
     print(f"speedup of {result['world_size']} ranks: {result['speedup_vs_1x1']:.2f}x vs 1 thread, "
           f"{result['speedup_vs_1x2']:.2f}x vs one process using {result['world_size']} threads")
+    print(ddp_time_split(result))
     print(f"DDP vs single process after 3 steps on the same global batches: max |weight diff| = {result['weights_max_abs_diff']:.2e}")
     print(json.dumps(result))
 

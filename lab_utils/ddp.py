@@ -91,6 +91,7 @@ class DDPConfig:
     sync_buffers: bool = True             # DDP's forward_sync_buffers (called broadcast_buffers before torch 2.13)
     bucket_cap_mb: float = 25.0
     count_allreduces: bool = False        # register a comm hook that counts the all-reduce calls
+    time_allreduces: bool = False         # ... and times each one, waiting for the slower rank included
     evaluate: bool = True                 # rank 0 evaluates on the test set after each epoch
     return_weights: bool = False
     label: str = ""
@@ -190,13 +191,19 @@ def load_state_dict_tolerant(model: nn.Module, state_dict: dict) -> nn.Module:
 
 
 def _comm_hook(state: dict, bucket):
-    """All-reduce one gradient bucket, averaging or (the bug) summing, and count the call."""
+    """All-reduce one gradient bucket, averaging or (the bug) summing; count the call and time it to its result."""
     state["calls"] += 1
+    start = time.perf_counter()
     tensor = bucket.buffer()
     if state["mean"]:
         tensor.div_(state["world_size"])
     future = dist.all_reduce(tensor, async_op=True).get_future()
-    return future.then(lambda f: f.value()[0])
+
+    def done(f):
+        state["seconds"].append(time.perf_counter() - start)  # DDP waits for this before backward() returns
+        return f.value()[0]
+
+    return future.then(done)
 
 
 def lr_factor(step: int, cfg: DDPConfig, world_size: int) -> float:
@@ -222,8 +229,8 @@ def run_ddp(ctx: RankContext, cfg: DDPConfig) -> dict:
     model.to(ctx.device)
     ddp_model = DDP(model, device_ids=[ctx.device] if ctx.device.startswith("cuda") else None,
                     bucket_cap_mb=cfg.bucket_cap_mb, forward_sync_buffers=cfg.sync_buffers)
-    hook_state = {"calls": 0, "mean": cfg.grad_reduction == "mean", "world_size": ctx.world_size}
-    if cfg.count_allreduces or cfg.grad_reduction != "mean":
+    hook_state = {"calls": 0, "mean": cfg.grad_reduction == "mean", "world_size": ctx.world_size, "seconds": []}
+    if cfg.count_allreduces or cfg.time_allreduces or cfg.grad_reduction != "mean":
         if cfg.grad_reduction not in ("mean", "sum"):
             raise ValueError(f"grad_reduction must be 'mean' or 'sum', got {cfg.grad_reduction!r}")
         ddp_model.register_comm_hook(hook_state, _comm_hook)
@@ -234,7 +241,7 @@ def run_ddp(ctx: RankContext, cfg: DDPConfig) -> dict:
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=cfg.scaled_lr(ctx.world_size), momentum=cfg.momentum)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, cfg, ctx.world_size))
     out = {"rank": ctx.rank, "label": cfg.label, "losses": [], "test_accuracy": [], "first_labels": [],
-           "step_seconds": []}
+           "step_seconds": [], "allreduce_seconds": []}
     step = 0
     for epoch in range(cfg.epochs):
         if sampler is not None and cfg.set_epoch:
@@ -259,6 +266,9 @@ def run_ddp(ctx: RankContext, cfg: DDPConfig) -> dict:
             if ctx.device.startswith("cuda"):
                 torch.cuda.synchronize()
             out["step_seconds"].append(time.perf_counter() - start)
+            if cfg.time_allreduces:
+                out["allreduce_seconds"].append(sum(hook_state["seconds"]))  # this step's buckets
+            hook_state["seconds"].clear()
             micro, step = 0, step + 1
             start = time.perf_counter()
             if cfg.max_steps and len(out["losses"]) >= cfg.max_steps * (epoch + 1):
@@ -267,6 +277,8 @@ def run_ddp(ctx: RankContext, cfg: DDPConfig) -> dict:
             out["test_accuracy"].append(evaluate(ddp_model.module, DataLoader(test_set, batch_size=256), ctx.device)[1])
     kept = out["step_seconds"][3:] or out["step_seconds"]
     out["samples_per_s"] = cfg.global_batch / statistics.median(kept) if kept else None
+    timed = out["allreduce_seconds"][3:] or out["allreduce_seconds"]
+    out["allreduce_ms"] = statistics.median(timed) * 1e3 if timed else None
     out["allreduce_calls"] = hook_state["calls"]
     out["optimizer_steps"] = step
     out["state_dict_keys"] = list(ddp_model.state_dict())[:2]

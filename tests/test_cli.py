@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def run(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "lab_utils", *args], capture_output=True, text=True, timeout=timeout)
@@ -51,6 +53,10 @@ def test_bench_ddp_ends_with_a_json_line():
     assert {"speedup_vs_1x1", "speedup_vs_1x2", "weights_max_abs_diff"} <= set(figures)
     assert figures["weights_max_abs_diff"] <= 1e-5
     assert figures["setups"] == {"1 rank x 1 thread": [1, 1], "1 rank x 2 threads": [1, 2], "2 ranks x 1 thread": [2, 1]}
+    for setup in figures["setups"]:
+        step = figures[f"step_ms[{setup}]"]
+        assert step == pytest.approx(1e3 * figures["global_batch"] / figures[f"samples_per_s[{setup}]"], rel=1e-3)
+        assert 0 < figures[f"allreduce_ms[{setup}]"] < step
 
 
 def test_bench_dp_ends_with_a_json_line():

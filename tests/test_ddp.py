@@ -26,6 +26,7 @@ def traps():
         "bn": ddp.DDPConfig(batchnorm=True, max_steps=1, return_weights=True, **{**SHORT, "global_batch": 8}),
         "syncbn": ddp.DDPConfig(batchnorm=True, sync_bn=True, max_steps=1, return_weights=True, **{**SHORT, "global_batch": 8}),
         "small buckets": ddp.DDPConfig(bucket_cap_mb=0.01, max_steps=2, count_allreduces=True, **SHORT),
+        "timed": ddp.DDPConfig(accumulation=2, use_no_sync=False, max_steps=5, time_allreduces=True, **SHORT),
     }
     runs = launch(ddp.train_worker, 2, args=(list(configs.values()),), timeout=180)
     return configs, {name: [rank[i] for rank in runs] for i, name in enumerate(configs)}
@@ -75,6 +76,17 @@ def test_smaller_buckets_mean_more_all_reduces(traps):
     _, runs = traps
     small = runs["small buckets"][0]
     assert small["allreduce_calls"] / small["optimizer_steps"] > 1  # the default 25 MB bucket makes one call per step
+
+
+def test_all_reduce_time_is_measured_per_optimizer_step(traps):
+    _, runs = traps
+    for rank in runs["timed"]:
+        spans, steps = rank["allreduce_seconds"], rank["step_seconds"]
+        assert len(spans) == len(steps) == 5 and rank["allreduce_calls"] == 10  # two micro-batches, both synced
+        assert all(0 < span < step for span, step in zip(spans, steps))
+        assert rank["allreduce_ms"] == pytest.approx(1e3 * float(np.median(spans[3:])))
+    untimed = runs["small buckets"][0]
+    assert untimed["allreduce_seconds"] == [] and untimed["allreduce_ms"] is None
 
 
 def test_state_dict_prefix_helpers():
