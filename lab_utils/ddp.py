@@ -1,4 +1,6 @@
-"""DistributedDataParallel: process-group set-up from the hardware plan, and the workers lab 03 launches."""
+"""DistributedDataParallel helpers around lab 03's notebook worker: the CPU synchronised BatchNorm, the all-reduce
+timing hook, checkpoint keys, the single-process baseline on the same global batches, and a reference worker for
+benchmarks and checks."""
 from __future__ import annotations
 
 import contextlib
@@ -16,50 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
-from . import data, hardware, spec
-
-
-@dataclass(frozen=True)
-class RankContext:
-    """Who this process is in the job and where it computes."""
-
-    rank: int
-    world_size: int
-    device: str
-    backend: str
-
-
-def _env_int(name: str) -> int:
-    try:
-        return int(os.environ[name])
-    except KeyError:
-        raise RuntimeError(f"${name} is not set: start this worker with lab_utils.launch or torchrun, "
-                           "which set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT") from None
-
-
-def setup(timeout_s: float = 60.0) -> RankContext:
-    """Join the process group with the backend and device the hardware plan picks; collectives time out."""
-    rank, world_size = _env_int("RANK"), _env_int("WORLD_SIZE")
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    plan = hardware.plan(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
-    device = plan.device(local_rank)
-    if device.startswith("cuda"):
-        torch.cuda.set_device(device)
-    dist.init_process_group(plan.backend, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s))
-    return RankContext(rank, world_size, device, plan.backend)
-
-
-def teardown(*, wait_for_peers: bool = False) -> None:
-    """Leave the process group (safe to call twice); after a success, first wait until every rank is done.
-
-    Without the wait a rank that finishes early tears down its connections while a slower peer is still using
-    the group, and gloo may abort that peer (SIGABRT: connection closed by peer). After a failure, skip it:
-    the peers may be gone, and the barrier would only wait for its timeout.
-    """
-    if dist.is_available() and dist.is_initialized():
-        if wait_for_peers:
-            dist.barrier()
-        dist.destroy_process_group()
+from . import data, spec
+from .launch import RankContext, destroy_process_group, init_process_group, process_group
 
 
 # --- DDP training, configured as data ---------------------------------------------------------------------------
@@ -291,14 +251,8 @@ def run_ddp(ctx: RankContext, cfg: DDPConfig) -> dict:
 
 def train_worker(rank: int, world_size: int, configs, timeout_s: float = 120.0) -> list[dict]:
     """Join the group once, train each configuration in turn, leave; returns one result per configuration."""
-    ctx = setup(timeout_s=timeout_s)
-    try:
-        results = [run_ddp(ctx, cfg) for cfg in configs]
-    except BaseException:
-        teardown()
-        raise
-    teardown(wait_for_peers=True)
-    return results
+    with process_group(timeout_s) as ctx:
+        return [run_ddp(ctx, cfg) for cfg in configs]
 
 
 def baseline_weights(cfg: DDPConfig, world_size: int, steps: int) -> np.ndarray:
@@ -334,7 +288,7 @@ def manual_allreduce_worker(rank: int, world_size: int, source: str, name: str, 
     (or, with return_weights, the weights after the learner's step)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    ctx = setup(timeout_s=60)
+    ctx = init_process_group(timeout_s=60)
     try:
         namespace = {"dist": dist, "torch": torch}
         exec(compile(source, f"<your {name}>", "exec"), namespace)
@@ -353,7 +307,7 @@ def manual_allreduce_worker(rank: int, world_size: int, source: str, name: str, 
             return flat_weights(mine)
         return float(np.abs(flat_weights(mine) - flat_weights(reference.module)).max())
     finally:
-        teardown()
+        destroy_process_group()
 
 
 # --- small workers that show what the launcher does -------------------------------------------------------------
@@ -361,10 +315,10 @@ def manual_allreduce_worker(rank: int, world_size: int, source: str, name: str, 
 
 def whoami_worker(rank: int, world_size: int) -> dict:
     """Report the environment a rank sees, and a real all_reduce of the ranks' numbers."""
-    ctx = setup(timeout_s=30)
+    ctx = init_process_group(timeout_s=30)
     total = torch.tensor([float(rank)])
     dist.all_reduce(total)
-    teardown()
+    destroy_process_group()
     return {"rank": rank, "env": {k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR")},
             "threads": torch.get_num_threads(), "device": ctx.device, "backend": ctx.backend,
             "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -373,7 +327,7 @@ def whoami_worker(rank: int, world_size: int) -> dict:
 
 def failing_worker(rank: int, world_size: int, bad_rank: int = 1) -> int:
     """Rank `bad_rank` raises; the others would wait for it in a barrier."""
-    setup(timeout_s=60)
+    init_process_group(timeout_s=60)
     if rank == bad_rank:
         raise ValueError(f"rank {rank} found a bad batch")
     dist.barrier()
@@ -382,7 +336,7 @@ def failing_worker(rank: int, world_size: int, bad_rank: int = 1) -> int:
 
 def hanging_worker(rank: int, world_size: int) -> int:
     """Every rank but the last enters a barrier the last rank never reaches: a hang without the launcher's timeout."""
-    setup(timeout_s=600)
+    init_process_group(timeout_s=600)
     if rank != world_size - 1:
         dist.barrier()
     else:

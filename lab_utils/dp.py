@@ -19,7 +19,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import hardware, measure
+import json
+
+import numpy as np
+
+from . import data, hardware, measure, spec
 from .plots import Interval
 
 COORDINATOR_PHASES = ("scatter", "replicate", "gather", "loss", "reduce", "update")
@@ -374,3 +378,68 @@ def gradient_difference(model: nn.Module, x, y, plan: DevicePlan, loss_fn=F.cros
     with DataParallel(copy.deepcopy(model), plan, loss_fn, **phases) as parallel:
         parallel.step(x, y)
         return max_abs_diff(gradients(parallel.model), gradients(single))
+
+
+# ---- the comparison lab 02 and `bench dp` run ----------------------------------------------------------------
+
+def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, seed: int = 0) -> dict:
+    """Training steps of one device vs DataParallel over `n_devices`, interleaved, for each batch size.
+
+    On a CPU-only machine a third candidate runs too: one device whose single step may use `n_devices` intra-op
+    threads, which is what torch does without any data parallelism.
+    """
+
+    plan = plan_devices(n_devices)
+    single_plan = plan_devices(1)
+    model_spec = spec.cnn2d_3layer_fullconnected_3layer()
+    threads_name = f"1 device x {n_devices} threads" if single_plan.threads_per_device else None
+    rows, phases = [], {}
+    for batch in batch_sizes:
+        x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
+        singles = {n: spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0])
+                   for n in ("1 device", threads_name) if n}
+        optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.01) for n, m in singles.items()}
+        threads = {"1 device": single_plan.threads_per_device, threads_name: n_devices}
+        with DataParallel(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
+            parallel_opt = torch.optim.SGD(parallel.model.parameters(), lr=0.01)
+            reports = []
+            candidates = {n: (lambda n=n: single_device_step(singles[n], x, y, optimizers[n], threads=threads[n]))
+                          for n in singles}
+            candidates[f"{n_devices} devices"] = lambda: reports.append(parallel.step(x, y, parallel_opt))
+            timings = measure.time_interleaved(candidates, warmup=3, repeats=repeats, device=plan.devices[0])
+        ms = {n: round(t.median * 1e3, 3) for n, t in timings.items()}
+        one, many = ms["1 device"], ms[f"{n_devices} devices"]
+        row = {"batch_size": batch, "single_ms": one, "dp_ms": many, "speedup": round(one / many, 3)}
+        if threads_name:
+            row.update(threads_ms=ms[threads_name], speedup_vs_threads=round(ms[threads_name] / many, 3))
+        rows.append(row)
+        phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
+                         for r, parts in median_phase_seconds(reports[3:]).items()}
+    check = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
+    diff = gradient_difference(spec.build_torch(model_spec, (1, 28, 28), seed=seed), *check, plan)
+    main = rows[-1]
+    return {"benchmark": "dp", "n_devices": n_devices, "devices": [str(d) for d in plan.devices],
+            "backend": plan.backend, "threads_per_device": plan.threads_per_device,
+            "model": "cnn2d_3layer_fullconnected_3layer", "repeats": repeats, "by_batch": rows,
+            "phase_ms": phases, "grad_max_abs_diff": diff, "batch_size": main["batch_size"],
+            "speedup": main["speedup"], "speedup_small_batch": rows[0]["speedup"]}
+
+
+def print_sweep(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    n = result["n_devices"]
+    threads = "threads_ms" in result["by_batch"][0]
+    print(f"({result['model']}, one training step, median of {result['repeats']} interleaved steps; backend "
+          f"{result['backend']}, devices {result['devices']})")
+    print(f"{'batch':>6} {'1 device ms':>12}" + (f" {f'1 dev x {n} thr ms':>17}" if threads else "")
+          + f" {f'{n} devices ms':>13} {'speedup':>8}")
+    for row in result["by_batch"]:
+        print(f"{row['batch_size']:>6} {row['single_ms']:>12.2f}" + (f" {row['threads_ms']:>17.2f}" if threads else "")
+              + f" {row['dp_ms']:>13.2f} {row['speedup']:>7.2f}x")
+    for batch, table in result["phase_ms"].items():
+        print(f"phases at batch {batch} (median ms):")
+        for row, parts in table.items():
+            print(f"  {row:<18} " + "  ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+    print(f"DataParallel vs one device, same batch of {max(r['batch_size'] for r in result['by_batch'])}: "
+          f"max |grad diff| = {result['grad_max_abs_diff']:.2e}")
+    print(json.dumps(result))

@@ -151,3 +151,14 @@ def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
         reason += (f" Warning: {world_size} ranks on {hw.cpu_count} core(s) are oversubscribed; they will run, "
                    "correctly but slower than fewer ranks, so do not read speed from this run.")
     return Plan(world_size, "gloo", ("cpu",) * world_size, 1, reason)
+
+
+def rank_device() -> tuple[str, str]:
+    """(device, backend) for this rank, from LOCAL_RANK and LOCAL_WORLD_SIZE as a launcher or torchrun sets them."""
+    try:
+        local_rank = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
+    except KeyError:
+        raise RuntimeError("RANK and WORLD_SIZE are not set: start this worker with lab_utils.launch or torchrun") from None
+    local = plan(local_world)
+    return local.device(local_rank), local.backend

@@ -1,16 +1,20 @@
-"""Jupyter-safe process launcher: spawned ranks, free ports, timeouts, rank errors re-raised, nothing left running."""
+"""Jupyter-safe process launcher: spawned ranks, workers sent by value, free ports, timeouts, rank errors re-raised,
+nothing left running; and the process-group set-up every strategy's helper code shares."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import pickle
 import queue
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 
 from . import hardware
 
@@ -54,6 +58,70 @@ def to_plain(value):
     return value
 
 
+# ---- the process group, as every helper-side worker joins and leaves it ------------------------------------------
+
+@dataclass(frozen=True)
+class RankContext:
+    """Who this process is in the job and where it computes."""
+
+    rank: int
+    world_size: int
+    device: str
+    backend: str
+
+
+def _env_int(name: str) -> int:
+    try:
+        return int(os.environ[name])
+    except KeyError:
+        raise RuntimeError(f"${name} is not set: start this worker with lab_utils.launch or torchrun, "
+                           "which set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT") from None
+
+
+def init_process_group(timeout_s: float = 60.0) -> RankContext:
+    """Join the process group with the backend and device the hardware plan picks; collectives time out."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    rank, world_size = _env_int("RANK"), _env_int("WORLD_SIZE")
+    device, backend = hardware.rank_device()
+    if device.startswith("cuda"):
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout_s))
+    return RankContext(rank, world_size, device, backend)
+
+
+def destroy_process_group(*, wait_for_peers: bool = False) -> None:
+    """Leave the process group (safe to call twice); after a success, first wait until every rank is done.
+
+    Without the wait a rank that finishes early tears down its connections while a slower peer is still using
+    the group, and gloo may abort that peer (SIGABRT: connection closed by peer). After a failure, skip it:
+    the peers may be gone, and the barrier would only wait for its timeout.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        if wait_for_peers:
+            dist.barrier()
+        dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def process_group(timeout_s: float = 60.0):
+    """`with process_group() as ctx:` joins the group, and leaves it however the block ends."""
+    ctx = init_process_group(timeout_s)
+    try:
+        yield ctx
+    except BaseException:
+        destroy_process_group()
+        raise
+    destroy_process_group(wait_for_peers=True)
+
+
+# ---- what each rank runs -----------------------------------------------------------------------------------------
+
 def rank_environment(rank: int, world_size: int, port: int, threads: int | None, addr: str = LOOPBACK) -> dict:
     """The variables torchrun would set for this rank (plus thread and loopback settings)."""
     env = {"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
@@ -83,31 +151,35 @@ def _exit_when_orphaned(parent_pid: int) -> None:
         time.sleep(1.0)
 
 
-def _rank_main(payload: bytes, rank: int, world_size: int, env: dict, threads, cores, results, started,
-               parent_pid: int) -> None:
-    """Entry point of every spawned rank: set up, run the worker, report its value or its traceback."""
+def _rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: dict, threads, cores, results,
+               started, parent_pid: int) -> None:
+    """Entry point of every spawned rank: set up, run each job in turn, report the values or the traceback."""
     os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
     os.environ.update(env)
     if cores:
         os.sched_setaffinity(0, cores)  # a CPU rank owns its cores, as a GPU rank owns its GPU
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
     started[rank] = 1  # shared memory, visible at once (a queued message could die with an os._exit)
+    job = 0
     try:
         import torch
 
         if threads:
             torch.set_num_threads(threads)
-        worker, args = pickle.loads(payload)
-        value = worker(rank, world_size, *args)
-        results.put(("ok", rank, pickle.dumps(to_plain(value))))
+        if prepare is not None:
+            prepare()  # e.g. quiet TensorFlow's start-up, before unpickling a worker imports it
+        jobs = pickle.loads(payload)
+        values = []
+        for job, (worker, args) in enumerate(jobs):
+            os.environ["MASTER_PORT"] = str(ports[job])  # a fresh rendezvous for each job's process group
+            values.append(to_plain(worker(rank, world_size, *args)))
+            destroy_process_group(wait_for_peers=True)  # a worker that did not leave its group must not block the next
+        results.put(("ok", rank, pickle.dumps(values)))
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
-        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(), job))
     finally:
         with contextlib.suppress(Exception):
-            import torch.distributed as dist
-
-            if dist.is_available() and dist.is_initialized():
-                dist.destroy_process_group()
+            destroy_process_group()
         results.close()
         results.join_thread()  # flush the result to the pipe before the process ends
 
@@ -123,12 +195,12 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def _hint_for(traceback_text: str, worker) -> str:
+def _hint_for(traceback_text: str) -> str:
     """Explain the errors learners meet most often."""
-    if "Can't get attribute" in traceback_text or ("AttributeError" in traceback_text and worker.__module__ == "__main__"):
-        return ("the worker was defined in the notebook (module '__main__'). Spawned ranks are fresh Python processes "
-                "that import the worker by name, and a notebook's functions do not exist there. Put the worker in an "
-                "importable module (the course's workers live in lab_utils) and pass that function instead.")
+    if "Can't get attribute" in traceback_text or "No module named" in traceback_text:
+        return ("a fresh process could not import something the worker needs by name. Functions defined in the "
+                "notebook are sent by value and need no module; a module of your own must be importable from the "
+                "notebook's folder (or installed).")
     if any(s in traceback_text for s in PORT_IN_USE):
         return "another program took the rendezvous port; launch() retries with a new port when it picked the port itself."
     return ""
@@ -164,33 +236,35 @@ def _patched_environ(env: dict):
                 os.environ[k] = v
 
 
-def _run_once(payload, worker, world_size, port, threads, cores, timeout):
+def _run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout, extra_env):
     """Start the ranks, collect results or the first failure, and always stop every rank."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     started = ctx.Array("b", world_size, lock=False)
+    ports = [port] + [free_port() for _ in range(n_jobs - 1)]
     processes = []
     try:
         for rank in range(world_size):
-            env = rank_environment(rank, world_size, port, threads)
+            env = {**rank_environment(rank, world_size, port, threads), **extra_env[rank]}
             rank_cores = cores[rank] if cores else None
             p = ctx.Process(target=_rank_main,
-                            args=(payload, rank, world_size, env, threads, rank_cores, results, started, os.getpid()),
+                            args=(prepare, payload, ports, rank, world_size, env, threads, rank_cores, results,
+                                  started, os.getpid()),
                             name=f"rank{rank}", daemon=True)
             with _patched_environ(env):
                 p.start()
             processes.append(p)
-        return _collect(processes, results, started, worker, world_size, timeout)
+        return _collect(processes, results, started, world_size, timeout, n_jobs)
     finally:
         _stop(processes)
         results.close()
         results.join_thread()
 
 
-def _collect(processes, results, started, worker, world_size, timeout):
-    """Wait for every rank's value; raise on the first failure or at the deadline."""
+def _collect(processes, results, started, world_size, timeout, n_jobs):
+    """Wait for every rank's values; raise on the first failure or at the deadline."""
     deadline = time.monotonic() + timeout
     values, errors, exited_at = {}, [], {}
     first_error_at = None
@@ -224,35 +298,148 @@ def _collect(processes, results, started, worker, world_size, timeout):
                 "in a collective (barrier, all_reduce, init_process_group) for a peer that never comes waits forever; "
                 "check that every rank makes the same collective calls, or raise the timeout if the work is just long.")
     if errors:
-        rank, message, tb = min(errors, key=lambda e: 0 if "Can't get attribute" in e[2] else 1)
-        raise RankError(rank, message, tb, _hint_for(tb, worker))
+        # the rank whose own code failed first explains more than a peer that lost its connection to it
+        rank, message, tb, job = min(errors, key=lambda e: (0 if "Can't get attribute" in e[2] else 1,
+                                                            1 if "Connection closed by peer" in e[1] else 0))
+        where = f" (job {job} of {n_jobs})" if n_jobs > 1 else ""
+        raise RankError(rank, message + where, tb, _hint_for(tb))
     return [values[r] for r in range(world_size)]
 
 
-def launch(worker, world_size: int, args: tuple = (), timeout: float = 120.0, *, port: int | None = None,
-           threads: int | None = None, pin_cores: bool = True) -> list:
-    """Run worker(rank, world_size, *args) in `world_size` spawned processes; return their values in rank order.
+# ---- sending the worker by value ---------------------------------------------------------------------------------
 
-    Sets MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK and WORLD_SIZE like torchrun. `threads` is the intra-op thread
-    count per rank (default: from the hardware plan, 1 on a CPU-only machine); on a CPU-only plan each rank is pinned
-    to its own cores when they fit (`pin_cores`). Raises RankError naming the rank (with its traceback) when a rank
-    fails, TimeoutError after `timeout` seconds; every rank is stopped either way.
+UNSENDABLE_ADVICE = ("create it inside the worker instead, or pass what it stands for as a plain value "
+                     "(a path instead of an open file, tensor.cpu() instead of a CUDA tensor)")
+
+
+def _unsendable_reason(obj) -> str | None:
+    """Why `obj` must not travel to another process, or None."""
+    if isinstance(obj, io.IOBase) or type(obj).__name__ in ("TextIOWrapper", "BufferedReader", "BufferedWriter"):
+        return "an open file: a file handle belongs to this process"
+    if type(obj).__module__ == "_thread" or type(obj).__name__ in ("lock", "RLock", "Condition", "Event", "Semaphore"):
+        return f"a {type(obj).__name__}: a lock synchronises threads of this process only"
+    if type(obj).__module__ == "socket" or isinstance(obj, socket.socket):
+        return "a socket: a connection belongs to this process"
+    module = type(obj).__module__ or ""
+    if module.startswith("torch") and getattr(obj, "is_cuda", False):
+        return "a CUDA tensor: each rank owns its own device, and the kernel's GPU memory is not the rank's"
+    return None
+
+
+def _find_unsendable(value, path: str, depth: int = 0, seen=None):
+    """(path, reason) of the first object inside `value` that cannot be sent, or None."""
+    import inspect
+
+    seen = seen if seen is not None else set()
+    if depth > 6 or id(value) in seen:
+        return None
+    seen.add(id(value))
+    reason = _unsendable_reason(value)
+    if reason:
+        return path, reason
+    if isinstance(value, dict):
+        items = [(f"{path}[{k!r}]", v) for k, v in value.items()]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    elif inspect.isfunction(value):
+        try:
+            captured = inspect.getclosurevars(value)
+        except (TypeError, ValueError):
+            return None
+        items = [(name, v) for name, v in {**captured.globals, **captured.nonlocals}.items()
+                 if not inspect.ismodule(v)]
+    else:
+        return None
+    for where, item in items:
+        found = _find_unsendable(item, where, depth + 1, seen)
+        if found:
+            return found
+    return None
+
+
+def _serialise(jobs) -> bytes:
+    """The jobs, pickled by value (cloudpickle), so functions defined in a notebook reach the ranks."""
+    import cloudpickle
+
+    for i, (worker, args) in enumerate(jobs):
+        for what, value in ((getattr(worker, "__name__", "the worker"), worker), ("args", tuple(args))):
+            found = _find_unsendable(value, what)
+            if found:
+                where, reason = found
+                raise ValueError(f"cannot send {what} to the ranks: it uses {where}, {reason}. "
+                                 f"Fix: {UNSENDABLE_ADVICE}.")
+    try:
+        return cloudpickle.dumps(list(jobs))
+    except Exception as exc:  # cloudpickle raises several types for objects it cannot copy
+        raise ValueError(f"cannot send the worker or its args to another process ({type(exc).__name__}: {exc}). "
+                         f"Fix: {UNSENDABLE_ADVICE}.") from None
+
+
+def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | None = None, threads: int | None = None,
+                pin_cores: bool = True, env=None, prepare=None) -> list[list]:
+    """Run several jobs [(worker, args), ...] one after another in the same `world_size` ranks.
+
+    Each job gets a fresh MASTER_PORT, so each can init and destroy its own process group. Returns one list per
+    job with the workers' values in rank order. `timeout` covers all jobs together.
     """
+    jobs = [(worker, tuple(args)) for worker, args in jobs]
+    if not jobs:
+        raise ValueError("no jobs to run: pass a list of (worker, args) pairs")
     plan = hardware.plan(world_size)
     if not timeout or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if prepare is not None and getattr(prepare, "__module__", "__main__") == "__main__":
+        raise ValueError("prepare must be a function of an importable module (it runs before anything is unpickled)")
     threads = plan.threads_per_rank if threads is None else threads
     cores = core_sets(world_size, threads or 1) if pin_cores and not plan.uses_gpus else None
-    try:
-        payload = pickle.dumps((worker, tuple(args)))
-    except (pickle.PicklingError, AttributeError, TypeError) as exc:
-        raise ValueError(f"cannot send the worker or its args to another process ({exc}); the worker must be a "
-                         "function defined at the top level of an importable module, not a lambda or a nested "
-                         "function, and args must be picklable") from None
+    extra_env = [dict(env(rank) if callable(env) else (env or {})) for rank in range(world_size)]
+    payload = _serialise(jobs)
     attempts = 1 if port else PORT_ATTEMPTS
     for attempt in range(1, attempts + 1):
         try:
-            return _run_once(payload, worker, world_size, port or free_port(), threads, cores, timeout)
+            per_rank = _run_once(prepare, payload, len(jobs), world_size, port or free_port(), threads, cores,
+                                 timeout, extra_env)
+            return [[values[j] for values in per_rank] for j in range(len(jobs))]
         except RankError as exc:
             if attempt == attempts or not any(s in exc.traceback_text for s in PORT_IN_USE):
                 raise
+
+
+def launch(worker, world_size: int, args: tuple = (), timeout: float = 120.0, *, port: int | None = None,
+           threads: int | None = None, pin_cores: bool = True, env=None, prepare=None) -> list:
+    """Run worker(rank, world_size, *args) in `world_size` spawned processes; return their values in rank order.
+
+    The worker may be defined in a notebook: it is sent by value (cloudpickle). Sets MASTER_ADDR, MASTER_PORT, RANK,
+    LOCAL_RANK and WORLD_SIZE like torchrun, plus `env` (a dict, or a function of the rank returning one).
+    `threads` is the intra-op thread count per rank (default: from the hardware plan, 1 on a CPU-only machine); on a
+    CPU-only plan each rank is pinned to its own cores when they fit (`pin_cores`). Raises RankError naming the rank
+    (with its traceback) when a rank fails, TimeoutError after `timeout` seconds; every rank is stopped either way.
+    """
+    return launch_jobs([(worker, args)], world_size, timeout, port=port, threads=threads, pin_cores=pin_cores,
+                       env=env, prepare=prepare)[0]
+
+
+# ---- what a child process printed ---------------------------------------------------------------------------------
+
+class CapturedStderr:
+    """Text written to file descriptor 2 inside a `captured_stderr()` block (child processes included)."""
+
+    text: str = ""
+
+
+@contextlib.contextmanager
+def captured_stderr():
+    """Capture what this process and the processes it starts write to stderr (fd 2), e.g. a dying child's traceback."""
+    captured = CapturedStderr()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured.text = sink.read().decode(errors="replace")

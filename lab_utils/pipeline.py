@@ -426,11 +426,10 @@ def _library_step(schedule, module, rank, world_size, run: PipelineRun, device):
 def pipeline_worker(rank: int, world_size: int, runs, rounds: int = 3, warmup: int = 1,
                     timeout_s: float = 120.0) -> list[dict]:
     """Each round runs every configuration once (order alternating each round); returns one result per run."""
-    from . import ddp
+    from .launch import process_group
 
-    ctx = ddp.setup(timeout_s=timeout_s)
-    device = torch.device(ctx.device)
-    try:
+    with process_group(timeout_s) as ctx:
+        device = torch.device(ctx.device)
         modules = [build_stage(r.model_spec(), r.input_shape, r.split, rank, seed=r.seed).to(device) for r in runs]
         if len(stage_layers(runs[0].model_spec(), runs[0].split)) != world_size:
             raise ValueError(f"split {list(runs[0].split)} makes {len(runs[0].split) + 1} stages but {world_size} "
@@ -455,10 +454,6 @@ def pipeline_worker(rank: int, world_size: int, runs, rounds: int = 3, warmup: i
                 result["grads"] = torch.cat([p.grad.detach().flatten().cpu() for p in module.parameters()]).numpy()
             for step in result["steps"][:-1]:  # the outputs of one step are enough
                 step.pop("logits", None)
-    except BaseException:
-        ddp.teardown()
-        raise
-    ddp.teardown(wait_for_peers=True)
     return results
 
 

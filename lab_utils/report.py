@@ -188,11 +188,10 @@ def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeo
     import torch
     import torch.distributed as dist
 
-    from . import ddp
+    from .launch import process_group
 
-    ctx = ddp.setup(timeout_s)
     medians = []
-    try:
+    with process_group(timeout_s) as ctx:
         for nbytes in sizes:
             tensor = torch.ones(max(1, int(nbytes) // 4), device=ctx.device)
             times = []
@@ -205,10 +204,6 @@ def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeo
                 if i >= 2:
                     times.append(time.perf_counter() - start)
             medians.append(statistics.median(times))
-    except BaseException:
-        ddp.teardown()
-        raise
-    ddp.teardown(wait_for_peers=True)
     return {"rank": rank, "backend": ctx.backend, "device": ctx.device, "sizes": [int(s) for s in sizes],
             "seconds": medians}
 

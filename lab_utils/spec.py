@@ -148,15 +148,33 @@ def describe(spec: list[dict], input_shape) -> str:
     return "\n".join(lines)
 
 
-def build_torch(spec: list[dict], input_shape, *, seed: int | None = None):
-    """The spec as a torch.nn.Sequential; `seed` fixes the initial weights."""
+def init_weights(model, seed: int):
+    """Re-draw every conv and dense layer's weights as torch's default init does, from a private generator.
+
+    The same seed gives the same weights in any thread or process, and torch's global generator is left alone
+    (so two threads building models at once cannot interleave their draws).
+    """
     import torch
+    from torch import nn
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                # torch's reset_parameters: kaiming_uniform_(a=sqrt(5)) for the weight, U(-1/sqrt(fan_in), ...) for the bias
+                nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5), generator=generator)
+                if module.bias is not None:
+                    bound = 1 / math.sqrt(module.weight[0].numel())
+                    nn.init.uniform_(module.bias, -bound, bound, generator=generator)
+    return model
+
+
+def build_torch(spec: list[dict], input_shape, *, seed: int | None = None):
+    """The spec as a torch.nn.Sequential; `seed` fixes the initial weights (see init_weights)."""
     from torch import nn
 
     full = validate(spec)
     shapes = [tuple(input_shape)] + output_shapes(spec, input_shape)
-    if seed is not None:
-        torch.manual_seed(seed)
     modules = []
     for layer, shape in zip(full, shapes):
         kind = layer["type"]
@@ -175,7 +193,8 @@ def build_torch(spec: list[dict], input_shape, *, seed: int | None = None):
             modules.append(nn.Linear(shape[0], layer["units"]))
         if layer.get("activation") == "relu":
             modules.append(nn.ReLU())
-    return nn.Sequential(*modules)
+    model = nn.Sequential(*modules)
+    return init_weights(model, seed) if seed is not None else model
 
 
 def build_keras(spec: list[dict], input_shape, *, seed: int | None = None):

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import data, measure, spec, train
+from .. import data, measure, spec, train
 
 
 def _plain_epoch(model, loader, optimizer) -> None:
@@ -75,8 +75,8 @@ def _print_rates(result: dict, width: int, what: str) -> None:
 
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
-    from . import ddp as ddp_mod
-    from .launch import launch
+    from .. import ddp as ddp_mod
+    from ..launch import launch
 
     cfg = ddp_mod.DDPConfig(model="cnn2d_3layer_fullconnected_3layer", dataset="synthetic", image_side=28,
                             synthetic_samples=max(4096, global_batch * (steps + 1)), global_batch=global_batch,
@@ -127,74 +127,10 @@ def print_ddp(result: dict) -> None:
     print(json.dumps(result))
 
 
-def dp(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, seed: int = 0) -> dict:
-    """Training steps of one device vs DataParallel over `n_devices`, interleaved, for each batch size.
-
-    On a CPU-only machine a third candidate runs too: one device whose single step may use `n_devices` intra-op
-    threads, which is what torch does without any data parallelism.
-    """
-    from . import dp as dp_mod
-
-    plan = dp_mod.plan_devices(n_devices)
-    single_plan = dp_mod.plan_devices(1)
-    model_spec = spec.cnn2d_3layer_fullconnected_3layer()
-    threads_name = f"1 device x {n_devices} threads" if single_plan.threads_per_device else None
-    rows, phases = [], {}
-    for batch in batch_sizes:
-        x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
-        singles = {n: spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0])
-                   for n in ("1 device", threads_name) if n}
-        optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.01) for n, m in singles.items()}
-        threads = {"1 device": single_plan.threads_per_device, threads_name: n_devices}
-        with dp_mod.DataParallel(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
-            parallel_opt = torch.optim.SGD(parallel.model.parameters(), lr=0.01)
-            reports = []
-            candidates = {n: (lambda n=n: dp_mod.single_device_step(singles[n], x, y, optimizers[n], threads=threads[n]))
-                          for n in singles}
-            candidates[f"{n_devices} devices"] = lambda: reports.append(parallel.step(x, y, parallel_opt))
-            timings = measure.time_interleaved(candidates, warmup=3, repeats=repeats, device=plan.devices[0])
-        ms = {n: round(t.median * 1e3, 3) for n, t in timings.items()}
-        one, many = ms["1 device"], ms[f"{n_devices} devices"]
-        row = {"batch_size": batch, "single_ms": one, "dp_ms": many, "speedup": round(one / many, 3)}
-        if threads_name:
-            row.update(threads_ms=ms[threads_name], speedup_vs_threads=round(ms[threads_name] / many, 3))
-        rows.append(row)
-        phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
-                         for r, parts in dp_mod.median_phase_seconds(reports[3:]).items()}
-    check = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
-    diff = dp_mod.gradient_difference(spec.build_torch(model_spec, (1, 28, 28), seed=seed), *check, plan)
-    main = rows[-1]
-    return {"benchmark": "dp", "n_devices": n_devices, "devices": [str(d) for d in plan.devices],
-            "backend": plan.backend, "threads_per_device": plan.threads_per_device,
-            "model": "cnn2d_3layer_fullconnected_3layer", "repeats": repeats, "by_batch": rows,
-            "phase_ms": phases, "grad_max_abs_diff": diff, "batch_size": main["batch_size"],
-            "speedup": main["speedup"], "speedup_small_batch": rows[0]["speedup"]}
-
-
-def print_dp(result: dict) -> None:
-    """The table, then the JSON line (last line of output)."""
-    n = result["n_devices"]
-    threads = "threads_ms" in result["by_batch"][0]
-    print(f"({result['model']}, one training step, median of {result['repeats']} interleaved steps; backend "
-          f"{result['backend']}, devices {result['devices']})")
-    print(f"{'batch':>6} {'1 device ms':>12}" + (f" {f'1 dev x {n} thr ms':>17}" if threads else "")
-          + f" {f'{n} devices ms':>13} {'speedup':>8}")
-    for row in result["by_batch"]:
-        print(f"{row['batch_size']:>6} {row['single_ms']:>12.2f}" + (f" {row['threads_ms']:>17.2f}" if threads else "")
-              + f" {row['dp_ms']:>13.2f} {row['speedup']:>7.2f}x")
-    for batch, table in result["phase_ms"].items():
-        print(f"phases at batch {batch} (median ms):")
-        for row, parts in table.items():
-            print(f"  {row:<18} " + "  ".join(f"{k} {v:.2f}" for k, v in parts.items()))
-    print(f"DataParallel vs one device, same batch of {max(r['batch_size'] for r in result['by_batch'])}: "
-          f"max |grad diff| = {result['grad_max_abs_diff']:.2e}")
-    print(json.dumps(result))
-
-
 def pipeline(*, batch_size: int = 1024, repeats: int = 5, split=None, seed: int = 0,
              model: str = "cnn2d_2layer_fullconnected_2layer") -> dict:
     """2 stages: naive split, GPipe with M = 2, 4, 8 and 1F1B with M = 8, interleaved in one launch."""
-    from . import pipeline as pl
+    from .. import pipeline as pl
 
     model_spec = spec.preset(model)
     times = pl.layer_times(model_spec, (1, 28, 28), batch_size=128, seed=seed)
@@ -244,7 +180,7 @@ def print_pipeline(result: dict) -> None:
 
 def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int = 0) -> dict:
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
-    from . import tf_distribute as tfd
+    from .. import tf_distribute as tfd
 
     setups = {"1 worker": (1, False), "2 workers": (2, True)}
     weights = []

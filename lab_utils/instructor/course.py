@@ -10,7 +10,7 @@ import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")'
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CELL_TIMEOUT_S = 300
 
 
@@ -147,7 +147,7 @@ def summary(runs: list[NotebookRun], results: Path) -> str:
     lines += [f"{r.name:<32} {r.seconds:8.1f}  {'ok' if r.error is None else 'FAILED: ' + r.error}" for r in runs]
     lines.append(f"{'total':<32} {sum(r.seconds for r in runs):8.1f}")
     if results.exists() and any(results.glob("*.csv")):
-        from .report import summary as report_summary
+        from ..report import summary as report_summary
 
         lines += ["", f"the scaling report (lab 06's table) of {results}:", report_summary(results)]
     return "\n".join(lines)

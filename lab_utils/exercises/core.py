@@ -1,0 +1,167 @@
+"""One definition per exercise: the inputs, how to run an answer on them, the reference, and the judge.
+
+The same definition gives the learner's self-check (`check(answer)`, in the notebook, on fixed inputs) and the
+grader's probe and grade (inputs drawn per run; the answer runs in a fresh process, the reference and the judge in
+the grader). A judge names the classic wrong answers it recognises, as a hint, never as the answer.
+"""
+from __future__ import annotations
+
+import math
+import random
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+SELF_CHECK_SEED = 0
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded answer: `name` is the function the learner defines."""
+
+    lab: str
+    name: str
+    cases: Callable[[random.Random], Any]         # plain-data inputs drawn from a seeded generator
+    run: Callable[[Callable, Any], Any]           # (a function, inputs) -> plain data; beside the learner's code
+    expected: Callable[[Any], Any]                # inputs -> the right plain data; in the grader's own process
+    judge: Callable[[Any, Any, Any], tuple]       # (got, expected, inputs) -> (fraction of the points, message)
+    hint: str                                     # what to look at when it fails, without the answer
+    setup: str = ""                               # source run before the learner's definition in a probe process
+    points: float = 1.0
+    ranks: int = 0                                # > 0: the run launches this many real ranks
+
+    def score(self, got, inputs) -> tuple[float, str]:
+        """(fraction, message) for plain data `got` on `inputs`; any surprise in the data scores 0."""
+        try:
+            fraction, message = self.judge(got, self.expected(inputs), inputs)
+            fraction = float(fraction)
+        except Exception as exc:  # malformed data: wrong shape, wrong types
+            return 0.0, f"the answer has an unexpected form ({type(exc).__name__}: {str(exc)[:120]})"
+        if not math.isfinite(fraction):
+            return 0.0, f"the grade came out as {fraction!r}, counted as 0"
+        return min(max(fraction, 0.0), 1.0), message
+
+
+REGISTRY: dict[str, Exercise] = {}
+
+
+def register(*exercises: Exercise) -> None:
+    """Add exercises to the course's registry; names are unique across labs (the learner's `check(fn)` finds them)."""
+    for exercise in exercises:
+        if exercise.name in REGISTRY and REGISTRY[exercise.name] is not exercise:
+            raise ValueError(f"exercise {exercise.name!r} is defined twice (labs {REGISTRY[exercise.name].lab} "
+                             f"and {exercise.lab})")
+        REGISTRY[exercise.name] = exercise
+
+
+def for_lab(lab: str) -> list[Exercise]:
+    """The exercises of one lab, in the order they appear."""
+    return [e for e in REGISTRY.values() if e.lab == str(lab).zfill(2)]
+
+
+def get(name: str) -> Exercise:
+    """The exercise a learner's function of this name answers."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"no exercise is called {name!r}; exercises: {sorted(REGISTRY)}") from None
+
+
+# ---- plain data only: no pickles, no objects with home-made __eq__ -------------------------------------------------
+
+def to_plain(value, depth: int = 0):
+    """JSON-able data from numbers, strings, lists, dicts, numpy arrays and tensors; anything else raises TypeError."""
+    if depth > 20:
+        raise TypeError("answer nested too deeply")
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return to_plain(value.item(), depth + 1)
+    if isinstance(value, np.ndarray):
+        return to_plain(value.tolist(), depth + 1)
+    module = type(value).__module__ or ""
+    if module.startswith("torch") and type(value).__name__ in ("Tensor", "Parameter"):
+        return to_plain(value.detach().cpu().numpy(), depth + 1)
+    if module.startswith(("tensorflow", "keras")) and hasattr(value, "numpy") and "Tensor" in type(value).__name__:
+        return to_plain(np.asarray(value.numpy()), depth + 1)
+    if type(value) in (list, tuple):
+        return [to_plain(v, depth + 1) for v in value]
+    if type(value) is dict and all(type(k) is str for k in value):
+        return {k: to_plain(v, depth + 1) for k, v in value.items()}
+    raise TypeError(f"an answer of type {type(value).__name__} is not plain data (numbers, lists, arrays, tensors)")
+
+
+def close(got, expected, tol: float = 1e-6) -> bool:
+    """Nested equality with a relative numeric tolerance; plain data only."""
+    if isinstance(expected, (list, tuple)):
+        return isinstance(got, list) and len(got) == len(expected) and all(close(g, e, tol) for g, e in zip(got, expected))
+    if isinstance(expected, dict):
+        return isinstance(got, dict) and got.keys() == expected.keys() and all(close(got[k], expected[k], tol) for k in expected)
+    if isinstance(expected, bool) or isinstance(expected, str) or expected is None:
+        return type(got) is type(expected) and got == expected
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return False
+    return abs(got - expected) <= tol * max(1.0, abs(expected))
+
+
+def max_abs_diff(got, expected) -> float:
+    """Largest absolute difference between two nested lists of numbers of the same shape (inf when shapes differ)."""
+    try:
+        a, b = np.asarray(got, dtype=float), np.asarray(expected, dtype=float)
+    except (TypeError, ValueError):
+        return math.inf
+    if a.shape != b.shape:
+        return math.inf
+    return float(np.abs(a - b).max()) if a.size else 0.0
+
+
+def all_or_nothing(ok: bool, good: str, bad: str) -> tuple[float, str]:
+    return (1.0, good) if ok else (0.0, bad)
+
+
+def last_line(exc: BaseException) -> str:
+    """An exception as one short line."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
+    return " ".join((text[-1] if text else type(exc).__name__).split())[:300]
+
+
+# ---- the learner's self-check ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of a self-check: true when passed; shows as a PASS/FAIL line (with a hint) in a notebook."""
+
+    name: str
+    passed: bool
+    message: str = ""
+    details: dict = field(default_factory=dict, compare=False)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        head = f"{'PASS' if self.passed else 'FAIL'}  {self.name}"
+        return head + (f": {self.message}" if self.message else "")
+
+
+def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
+    """Run your function on the exercise's inputs and compare with the reference; PASS, or FAIL with a hint."""
+    name = getattr(answer, "__name__", None)
+    if not callable(answer) or name is None:
+        raise TypeError(f"check() takes the function you wrote (e.g. check(shard)), got {type(answer).__name__}")
+    exercise = get(name)
+    inputs = exercise.cases(random.Random(seed))
+    try:
+        got = to_plain(exercise.run(answer, inputs))
+    except NotImplementedError:
+        return CheckResult(name, False, "not written yet: replace the `raise NotImplementedError(...)` line")
+    except Exception as exc:  # the learner's code may raise anything
+        return CheckResult(name, False, f"your {name} raised {last_line(exc)}")
+    fraction, message = exercise.score(got, inputs)
+    if fraction < 1.0:
+        message += f". Hint: {exercise.hint}"
+    return CheckResult(name, fraction >= 1.0, message, {"fraction": fraction})

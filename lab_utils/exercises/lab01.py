@@ -1,0 +1,163 @@
+"""Lab 01: the training step, throughput from step times, reading a profile."""
+from __future__ import annotations
+
+import statistics
+
+from .core import Exercise, all_or_nothing, max_abs_diff, register
+
+
+def tiny_problem(seed: int):
+    """A small seeded CNN and a batch shaped like the digits (private generators: thread-safe)."""
+    import torch
+
+    from .. import spec
+
+    gen = torch.Generator().manual_seed(seed)
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed)
+    x = torch.rand(16, 1, 8, 8, generator=gen)
+    y = torch.randint(0, 10, (16,), generator=gen)
+    return model, x, y
+
+
+def flat_weights(model) -> list[float]:
+    import torch
+
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
+
+
+# ---- train_step ------------------------------------------------------------------------------------------------
+
+def _train_cases(rng):
+    return {"seed": rng.randrange(10**6), "lr": rng.choice([0.05, 0.1, 0.2]), "momentum": rng.choice([0.0, 0.9])}
+
+
+def _train_run(train_step, case, steps: int = 2):
+    import torch
+
+    model, x, y = tiny_problem(case["seed"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"], momentum=case["momentum"])
+    before = flat_weights(model)
+    losses, weights = [], []
+    for _ in range(steps):
+        loss = train_step(model, x, y, optimizer)
+        losses.append(None if loss is None else float(loss))
+        weights.append(flat_weights(model))
+    return {"before": before, "weights": weights, "losses": losses}
+
+
+def _train_expected(case):
+    from ..train import train_step
+
+    return _train_run(train_step, case)
+
+
+def _train_judge(got, expected, case):
+    if max_abs_diff(got["weights"][0], got["before"]) == 0:
+        return 0.0, "the weights did not change: call optimizer.step() after loss.backward()"
+    if max_abs_diff(got["weights"][0], expected["weights"][0]) > 1e-5:
+        return 0.0, ("after one step the weights differ from the reference: loss = F.cross_entropy(model(x), y), "
+                     "then loss.backward(), then optimizer.step()")
+    if max_abs_diff(got["weights"][1], expected["weights"][1]) > 1e-5:
+        return 0.0, ("the first step is right, the second is not: gradients add up across backward() calls, so "
+                     "zero them (optimizer.zero_grad()) before each backward")
+    if any(g is None for g in got["losses"]) or max_abs_diff(got["losses"], expected["losses"]) > 1e-5:
+        return 0.5, "the weights are right, but return the batch loss (a number) computed before the update"
+    return 1.0, "weights and loss equal the reference after two steps"
+
+
+TRAIN_STEP = Exercise("01", "train_step", _train_cases, _train_run, _train_expected, _train_judge,
+                      "forward, loss, zero the old gradients, backward, step; return the loss",
+                      setup="import torch\nimport torch.nn.functional as F")
+
+
+# ---- throughput ---------------------------------------------------------------------------------------------------
+
+def _throughput_cases(rng):
+    cases = []
+    for _ in range(3):
+        warmup, n = rng.randint(1, 3), rng.randint(5, 9)
+        times = [round(rng.uniform(0.3, 1.0), 4) for _ in range(warmup)] + [round(rng.uniform(0.04, 0.06), 4) for _ in range(n)]
+        times[warmup + rng.randrange(n)] = round(rng.uniform(0.2, 0.5), 4)  # one slow step
+        cases.append({"batch_size": rng.choice([16, 32, 64, 128, 256]), "step_times": times, "warmup": warmup})
+    return cases
+
+
+def _throughput_run(throughput, cases):
+    return [throughput(c["batch_size"], list(c["step_times"]), c["warmup"]) for c in cases]
+
+
+def _throughput_expected(cases):
+    return [c["batch_size"] / statistics.median(c["step_times"][c["warmup"]:]) for c in cases]
+
+
+def _throughput_judge(got, expected, cases):
+    for g, e, c in zip(got, expected, cases):
+        if g is None or not isinstance(g, (int, float)):
+            return 0.0, "return samples per second, a number"
+        if abs(g - e) <= 1e-6 * e:
+            continue
+        b, t, w = c["batch_size"], c["step_times"], c["warmup"]
+        known = {"the mean step time (one slow step pulls it down)": b / statistics.mean(t[w:]),
+                 "the warm-up steps are included: drop step_times[:warmup]": b / statistics.median(t),
+                 "the mean of all steps, warm-up included": b / statistics.mean(t),
+                 "seconds per sample: it is samples per second, batch / time": statistics.median(t[w:]) / b,
+                 "the median of the per-step rates; the rate is the batch over the median step time (the two differ "
+                 "for an even number of steps)": statistics.median(b / x for x in t[w:])}
+        for what, value in known.items():
+            if abs(g - value) <= 1e-6 * abs(value):
+                return 0.0, f"that is {what}"
+        return 0.0, f"expected {e:.1f} samples/s for batch {b}, got {g:.1f}"
+    return 1.0, "warm-up dropped, median step time used"
+
+
+THROUGHPUT = Exercise("01", "throughput", _throughput_cases, _throughput_run, _throughput_expected, _throughput_judge,
+                      "drop the warm-up steps, then divide the batch size by the median step time",
+                      setup="import statistics")
+
+
+# ---- the top operator of a profile --------------------------------------------------------------------------------
+
+def _profile_cases(rng):
+    return {"seed": rng.randrange(10**6), "batch": rng.choice([32, 64, 128])}
+
+
+def profile_of(case):
+    """A torch.profiler profile of a few training steps of the tiny CNN."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    model, x, y = tiny_problem(case["seed"])
+    x = x.repeat(case["batch"] // 16, 1, 1, 1)
+    y = y.repeat(case["batch"] // 16)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            model.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+    return prof
+
+
+def _profile_run(top_self_cpu_op, case):
+    prof = profile_of(case)
+    table = [[e.key, float(e.self_cpu_time_total), float(e.cpu_time_total)] for e in prof.key_averages()]
+    return {"answer": top_self_cpu_op(prof), "table": table}
+
+
+def _profile_judge(got, expected, case):
+    table = got["table"]
+    if not table:
+        return 0.0, "the profile is empty"
+    by_self = max(table, key=lambda row: row[1])[0]
+    by_total = max(table, key=lambda row: row[2])[0]
+    if got["answer"] == by_self:
+        return 1.0, "the operator with the largest self CPU time"
+    if got["answer"] == by_total:
+        return 0.0, ("that is the largest *total* CPU time, which includes the operators it calls; self CPU time "
+                     "counts only the operator's own work")
+    return all_or_nothing(False, "", "return the name (key) of the operator with the largest self CPU time")
+
+
+TOP_OP = Exercise("01", "top_self_cpu_op", _profile_cases, _profile_run, lambda case: None, _profile_judge,
+                  "sort prof.key_averages() by self_cpu_time_total and return the first key")
+
+register(TRAIN_STEP, THROUGHPUT, TOP_OP)

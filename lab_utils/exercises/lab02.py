@@ -1,0 +1,151 @@
+"""Lab 02: DataParallel's scatter, gather and gradient reduce."""
+from __future__ import annotations
+
+from .core import Exercise, close, max_abs_diff, register
+
+
+# ---- scatter ------------------------------------------------------------------------------------------------------
+
+def _scatter_cases(rng):
+    cases = [(rng.randint(2, 6) * k + rng.randint(1, k - 1), k) for k in (2, 3, 4, 5)]  # uneven on purpose
+    return cases + [(k, k) for k in (rng.randint(2, 5),)] + [(rng.randint(2, 5) * 4, 4)]
+
+
+def _scatter_run(scatter, cases):
+    import torch
+
+    out = []
+    for n, k in cases:
+        batch = torch.arange(n * 3, dtype=torch.float32).reshape(n, 3)
+        out.append([c.tolist() for c in scatter(batch, [torch.device("cpu")] * k)])
+    return out
+
+
+def _scatter_expected(cases):
+    from .. import dp
+
+    return _scatter_run(dp.scatter, cases)
+
+
+def _scatter_judge(got, expected, cases):
+    for g, e, (n, k) in zip(got, expected, cases):
+        if close(g, e):
+            continue
+        sizes, right = [len(c) for c in g], [len(c) for c in e]
+        if len(g) != k:
+            hint = f"a batch of {n} over {k} devices gave {len(g)} chunks: return exactly one chunk per device"
+            if sizes == [min(-(-n // k), n - i * -(-n // k)) for i in range(len(g))]:
+                hint += " (torch.chunk makes chunks of ceil(n/k) and may return fewer than k)"
+            return 0.0, hint
+        if sum(sizes) != n:
+            return 0.0, f"a batch of {n} over {k} devices: the chunks hold {sum(sizes)} rows; the remainder n % k is dropped or repeated"
+        if sizes != right:
+            return 0.0, f"a batch of {n} over {k} devices: sizes {sizes}; they must differ by one at most, the first n % k one larger"
+        return 0.0, "the chunks hold the wrong rows: chunk i holds the next consecutive rows of the batch, in order"
+    return 1.0, "one chunk per device, consecutive rows, sizes balanced (uneven batches too)"
+
+
+SCATTER = Exercise("02", "scatter", _scatter_cases, _scatter_run, _scatter_expected, _scatter_judge,
+                   "one chunk per device, consecutive rows, sizes differing by one at most", setup="import torch")
+
+
+# ---- gather -------------------------------------------------------------------------------------------------------
+
+def _gather_cases(rng):
+    return {"seed": rng.randrange(10**6), "sizes": [rng.randint(1, 6) for _ in range(rng.randint(2, 4))]}
+
+
+def _gather_inputs(case):
+    import torch
+
+    gen = torch.Generator().manual_seed(case["seed"])
+    return [torch.randn(size, 4, generator=gen) for size in case["sizes"]]
+
+
+def _gather_run(gather, case):
+    import torch
+
+    out = gather(_gather_inputs(case), torch.device("cpu"))
+    return {"type": type(out).__name__, "value": out}
+
+
+def _gather_expected(case):
+    import torch
+
+    return {"type": "Tensor", "value": torch.cat(_gather_inputs(case)).tolist()}
+
+
+def _gather_judge(got, expected, case):
+    if got["type"] != "Tensor":
+        return 0.0, f"return one tensor with every output's rows, got a {got['type']}"
+    if close(got["value"], expected["value"]):
+        return 1.0, "outputs concatenated in device order"
+    if max_abs_diff(got["value"], expected["value"]) == float("inf"):
+        return 0.0, "the tensor has the wrong shape: concatenate along dim 0 (torch.cat), do not stack"
+    return 0.0, "the rows are out of order: concatenate the outputs in device order"
+
+
+GATHER = Exercise("02", "gather", _gather_cases, _gather_run, _gather_expected, _gather_judge,
+                  "concatenate along the batch dimension, in device order", setup="import torch")
+
+
+# ---- reduce_gradients ---------------------------------------------------------------------------------------------
+
+def _reduce_cases(rng):
+    return {"seed": rng.randrange(10**6), "replicas": rng.randint(1, 3)}
+
+
+def _reduce_problem(case):
+    import copy
+
+    import torch
+
+    from .. import spec
+
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=case["seed"])
+    replicas = [copy.deepcopy(model) for _ in range(case["replicas"])]
+    gen = torch.Generator().manual_seed(case["seed"])
+    for m in (model, *replicas):
+        for p in m.parameters():
+            p.grad = torch.randn(p.shape, generator=gen)
+    return model, replicas
+
+
+def _flat_grads(model):
+    import torch
+
+    return torch.cat([p.grad.flatten() for p in model.parameters()]).tolist()
+
+
+def _reduce_run(reduce_gradients, case):
+    model, replicas = _reduce_problem(case)
+    reduce_gradients(model, replicas)
+    return _flat_grads(model)
+
+
+def _reduce_expected(case):
+    from .. import dp
+
+    return _reduce_run(dp.reduce_gradients, case)
+
+
+def _reduce_judge(got, expected, case):
+    if close(got, expected, 1e-5):
+        return 1.0, "replicas' gradients summed into device 0's model"
+    model, replicas = _reduce_problem(case)
+    own, others = _flat_grads(model), [_flat_grads(r) for r in replicas]
+    n = len(replicas) + 1
+    guesses = {"the model's gradients did not change: add each replica's p.grad into the model's p.grad": own,
+               "you averaged: DataParallel sums (the loss was one mean over the whole gathered batch, so each "
+               "replica's gradient is already its share)": [sum(v) / n for v in zip(own, *others)],
+               "device 0's own gradient was replaced: add the replicas' gradients to it": [sum(v) for v in zip(*others)]}
+    for what, value in guesses.items():
+        if close(got, value, 1e-5):
+            return 0.0, what
+    return 0.0, "expected the model's gradient plus the sum of the replicas' gradients, for every parameter"
+
+
+REDUCE = Exercise("02", "reduce_gradients", _reduce_cases, _reduce_run, _reduce_expected, _reduce_judge,
+                  "add (not average) every replica's gradient into the model's", setup="import torch")
+
+register(SCATTER, GATHER, REDUCE)

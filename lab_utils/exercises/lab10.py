@@ -1,0 +1,111 @@
+"""Lab 10: speedup and efficiency, Amdahl's serial fraction, a prediction."""
+from __future__ import annotations
+
+from .core import Exercise, register
+
+
+# ---- speedup and efficiency ----------------------------------------------------------------------------------------
+
+def _speedup_cases(rng):
+    cases = []
+    for _ in range(5):
+        base = {"samples_per_s": round(rng.uniform(100, 1000), 2), "world_size": 1, "threads": rng.choice([1, 2])}
+        row = {"samples_per_s": round(rng.uniform(100, 4000), 2), "world_size": rng.choice([2, 4, 8]),
+               "threads": rng.choice([1, 2])}
+        cases.append([row, base])
+    return cases
+
+
+def _speedup_run(speedup_and_efficiency, cases):
+    return [[float(v) for v in speedup_and_efficiency(dict(row), dict(base))] for row, base in cases]
+
+
+def _speedup_expected(cases):
+    from .. import report
+
+    return [[report.Compared(row, base).speedup, report.Compared(row, base).efficiency] for row, base in cases]
+
+
+def _speedup_judge(got, expected, cases):
+    for g, e, (row, base) in zip(got, expected, cases):
+        if len(g) != 2:
+            return 0.0, "return two numbers: (speedup, efficiency)"
+        if abs(g[0] - e[0]) > 1e-9 * e[0]:
+            if abs(g[0] - 1 / e[0]) <= 1e-9 / e[0]:
+                return 0.0, "speedup is the row's samples/s over the baseline's, not the other way round"
+            return 0.0, f"the speedup of {row} over {base} should be {e[0]:.3f}, got {g[0]:.3f}"
+        if abs(g[1] - e[1]) > 1e-9 * e[1]:
+            if abs(g[1] - e[0] / row["world_size"]) <= 1e-9:
+                return 0.0, "efficiency divides by the extra hardware: ranks x threads of the row over the baseline's, not ranks alone"
+            return 0.0, "efficiency = speedup / (ranks x threads of the row over those of the baseline)"
+    return 1.0, "speedup and efficiency right"
+
+
+SPEEDUP = Exercise("10", "speedup_and_efficiency", _speedup_cases, _speedup_run, _speedup_expected, _speedup_judge,
+                   "efficiency divides the speedup by the extra hardware (ranks x threads)")
+
+
+# ---- Amdahl's serial fraction ---------------------------------------------------------------------------------------
+
+def _serial_cases(rng):
+    s = rng.uniform(0.02, 0.4)
+    return [[n, 1 / (s + (1 - s) / n) * rng.uniform(0.95, 1.05)] for n in (2, 4, 8, 16)]
+
+
+def _serial_run(fit_serial_fraction, points):
+    return float(fit_serial_fraction([tuple(p) for p in points]))
+
+
+def _serial_expected(points):
+    from .. import report
+
+    return report.fit_serial_fraction(points)
+
+
+def _serial_judge(got, expected, points):
+    from .. import report
+
+    if abs(got - expected) <= 1e-3:
+        return 1.0, "serial fraction fitted to every point"
+    if abs(got - (1 - expected)) <= 1e-3:
+        return 0.0, "that is the parallel fraction; the serial fraction is 1 minus it"
+    n, s = points[0]
+    one_point = (1 / s - 1 / n) / (1 - 1 / n)
+    if abs(got - one_point) <= 1e-3:
+        return 0.0, "that fits the first point only: least squares over all the points"
+    return 0.0, "Amdahl: 1/S = s + (1 - s)/N is linear in s; fit s to all points by least squares"
+
+
+SERIAL = Exercise("10", "fit_serial_fraction", _serial_cases, _serial_run, _serial_expected, _serial_judge,
+                  "1/S = 1/N + s (1 - 1/N) is linear in s: least squares over all points", setup="import numpy as np")
+
+
+# ---- predicting a speedup --------------------------------------------------------------------------------------------
+
+def _predict_cases(rng):
+    return [[round(rng.uniform(0, 0.5), 3), rng.choice([2, 3, 4, 8, 16])] for _ in range(4)] + [[0.0, 5], [1.0, 4]]
+
+
+def _predict_run(predict_speedup, cases):
+    return [float(predict_speedup(s, n)) for s, n in cases]
+
+
+def _predict_expected(cases):
+    from .. import report
+
+    return [float(report.amdahl_speedup(s, n)) for s, n in cases]
+
+
+def _predict_judge(got, expected, cases):
+    for g, e, (s, n) in zip(got, expected, cases):
+        if abs(g - e) > 1e-9 * e:
+            if abs(g - (s + (1 - s) / n)) <= 1e-9:
+                return 0.0, "that is 1/S: the speedup is its inverse"
+            return 0.0, f"predict_speedup({s}, {n}) should be {e:.4f}, got {g:.4f}: S(N) = 1 / (s + (1 - s) / N)"
+    return 1.0, "Amdahl's law"
+
+
+PREDICT = Exercise("10", "predict_speedup", _predict_cases, _predict_run, _predict_expected, _predict_judge,
+                   "Amdahl: S(N) = 1 / (s + (1 - s) / N)")
+
+register(SPEEDUP, SERIAL, PREDICT)

@@ -1,0 +1,1 @@
+"""Instructor tooling, not imported by the labs: run the course headless, grade submissions, benchmarks."""
