@@ -1,9 +1,12 @@
-"""Timers that warm up, synchronize and take medians; throughput; results CSV rows with hardware metadata."""
+"""Timers that warm up, synchronize and take medians; throughput; plausibility flags; results records (CSV rows
+with hardware metadata)."""
 from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import datetime as _dt
+import math
 import os
 import statistics
 import time
@@ -11,15 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import hardware
-
-RESULT_COLUMNS = (
-    "timestamp", "lab", "framework", "strategy", "world_size", "device", "batch_size", "epochs",
-    "accuracy", "samples_per_s", "wall_s", "threads", "host", "cpu_count", "gpu_names",
-    "torch_version", "tf_version", "python_version", "notes",
-)
-NUMERIC_COLUMNS = ("world_size", "batch_size", "epochs", "accuracy", "samples_per_s", "wall_s", "threads", "cpu_count")
-OPTIONAL_NUMERIC = ("accuracy", "epochs", "threads")  # may be left empty when not measured
-
 
 def synchronize(device=None) -> None:
     """Wait for queued GPU work on `device` (no-op on CPU), so a timer measures work, not launches."""
@@ -110,74 +104,185 @@ def throughput_from_step_times(batch_size: int, step_times, warmup: int) -> floa
 
 
 def results_dir(path=None) -> Path:
-    """Where results CSVs go: `path`, else $LAB_RESULTS_DIR, else results/ at the course root."""
+    """Where results CSVs go: `path`, else $LAB_RESULTS_DIR, else results/ in the working directory (beside the notebook)."""
     if path:
         return Path(path)
     override = os.environ.get("LAB_RESULTS_DIR")
-    return Path(override) if override else Path(__file__).resolve().parent.parent / "results"
+    return Path(override) if override else Path.cwd() / "results"
 
 
-def hardware_metadata(hw: hardware.HardwareReport | None = None) -> dict:
-    """The columns of a results row that describe this machine."""
-    hw = hw or hardware.detect()
-    return {"host": hw.host, "cpu_count": hw.cpu_count, "gpu_names": hw.gpu_names, "torch_version": hw.torch_version,
-            "tf_version": hw.tf_version, "python_version": hw.python_version}
+# ---- plausibility: a number that cannot be right is said so, next to it --------------------------------------------
+
+MAX_EFFICIENCY = 1.05
+MIN_SPEEDUP = 0.5
+MAX_SPREAD = 0.25
+BASELINE_FACTOR = 2.0
 
 
-def result_row(*, lab: str, framework: str, strategy: str, world_size: int, device: str, batch_size: int,
-               samples_per_s: float, wall_s: float, accuracy: float | None = None, epochs: int | None = None,
-               threads: int | None = None, notes: str = "", hw: hardware.HardwareReport | None = None) -> dict:
-    """One results row: what ran, what was measured, and on which machine."""
-    row = {"timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "lab": lab,
-           "framework": framework, "strategy": strategy, "world_size": world_size, "device": device,
-           "batch_size": batch_size, "epochs": "" if epochs is None else epochs,
-           "accuracy": "" if accuracy is None else round(float(accuracy), 6),
-           "samples_per_s": round(float(samples_per_s), 3), "wall_s": round(float(wall_s), 4),
-           "threads": "" if threads is None else threads, "notes": notes}
-    row.update(hardware_metadata(hw))
-    return {c: row[c] for c in RESULT_COLUMNS}
+def plausibility(*, speedup: float | None = None, devices: float | None = None, spread: float | None = None,
+                 baseline_rate: float | None = None, reference_rate: float | None = None,
+                 other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
+    """Warnings (with the likely cause) for figures that cannot be right; an empty list when nothing is suspect.
+
+    speedup over a one-device baseline with `devices` devices; spread = (max - min) / median of the repeats;
+    baseline_rate against reference_rate, the same machine's lab 01 rate on the same workload.
+    """
+    flags = []
+    if other_framework:
+        flags.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
+    if oversubscribed:
+        flags.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
+    if speedup is not None and devices:
+        if speedup / devices > MAX_EFFICIENCY:
+            flags.append(f"efficiency {speedup / devices:.0%} is above 100 %: the baseline was slowed (noise, another "
+                         "job, another framework in its process) or the runs did different work")
+        if speedup < MIN_SPEEDUP:
+            flags.append(f"speedup {speedup:.2f}x is below {MIN_SPEEDUP}x: oversubscribed cores, a hang-and-retry, "
+                         "or a machine busy with something else")
+    if spread is not None and spread > MAX_SPREAD:
+        flags.append(f"repeats spread by {spread:.0%} of the median: a noisy machine; rerun, or read the median only")
+    if baseline_rate and reference_rate and not 1 / BASELINE_FACTOR <= baseline_rate / reference_rate <= BASELINE_FACTOR:
+        flags.append(f"baseline {baseline_rate:,.0f} samples/s is {baseline_rate / reference_rate:.2f}x lab 01's "
+                     f"{reference_rate:,.0f} on the same workload: another framework or job held the cores")
+    return flags
 
 
-def write_result(row: dict, directory=None) -> Path:
-    """Append a row to <results dir>/lab<lab>.csv, writing the header when the file is new."""
-    missing = [c for c in RESULT_COLUMNS if c not in row]
-    if missing:
-        raise ValueError(f"results row lacks column(s) {missing}; build it with result_row(...)")
-    path = results_dir(directory) / f"lab{row['lab']}.csv"
+def flagged(text: str, flags) -> str:
+    """A figure's text with its warnings after it (`text  [!] warning; warning`), or the text alone."""
+    flags = list(flags)
+    return f"{text}  [!] {'; '.join(flags)}" if flags else text
+
+
+# ---- results: one record per measured configuration ---------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """Where a result was measured."""
+
+    host: str
+    cpu_count: int
+    gpu_names: str
+    torch_version: str
+    tf_version: str
+    python_version: str
+
+    @classmethod
+    def here(cls, hw: hardware.HardwareReport | None = None) -> "Machine":
+        hw = hw or hardware.detect()
+        return cls(hw.host, hw.cpu_count, hw.gpu_names, hw.torch_version, hw.tf_version, hw.python_version)
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """One measured configuration: what ran, what was measured, and on which machine (a row of results/labNN.csv).
+
+    Rows of one `workload` (on one machine, lab, framework and batch size) are compared with each other; `variant`
+    names what differs between them. samples_per_s is samples per second of the median optimizer step, warm-up
+    excluded (or, where `workload` says so, of whole epochs).
+    """
+
+    lab: str
+    framework: str
+    strategy: str
+    world_size: int
+    device: str
+    batch_size: int
+    samples_per_s: float
+    wall_s: float
+    workload: str
+    variant: str = ""
+    accuracy: float | None = None
+    epochs: int | None = None
+    threads: int | None = None
+    repeats: int | None = None
+    spread: float | None = None
+    flags: str = ""
+    machine: Machine | None = None
+    timestamp: str = ""
+
+    def stamped(self, hw: hardware.HardwareReport | None = None) -> "Result":
+        """This result with the machine and the time filled in."""
+        return dataclasses.replace(self, machine=self.machine or Machine.here(hw),
+                                   timestamp=self.timestamp or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def resources(self) -> float:
+        """Devices used, in units of one single-thread device: ranks x threads per rank (threads unknown: 1)."""
+        return self.world_size * (self.threads or 1)
+
+
+RESULT_COLUMNS = ("timestamp", "lab", "framework", "strategy", "variant", "workload", "world_size", "device",
+                  "batch_size", "epochs", "accuracy", "samples_per_s", "wall_s", "threads", "repeats", "spread", "flags",
+                  "host", "cpu_count", "gpu_names", "torch_version", "tf_version", "python_version")
+_INTS = ("world_size", "batch_size", "epochs", "threads", "repeats", "cpu_count")
+_FLOATS = ("accuracy", "samples_per_s", "wall_s", "spread")
+_REQUIRED = ("world_size", "batch_size", "samples_per_s", "wall_s", "cpu_count")
+_MACHINE = tuple(f.name for f in dataclasses.fields(Machine))
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.1f}"
+    return str(value)
+
+
+def write_result(result: Result, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
+    """Append one result to <results dir>/lab<lab>.csv (header written when the file is new); returns the path."""
+    if not isinstance(result, Result):
+        raise TypeError(f"write_result takes a measure.Result, got {type(result).__name__}")
+    if not math.isfinite(result.samples_per_s) or result.samples_per_s <= 0:
+        raise ValueError(f"samples_per_s must be a positive number, got {result.samples_per_s!r}")
+    result = result.stamped(hw)
+    values = {**{f.name: getattr(result, f.name) for f in dataclasses.fields(Result) if f.name != "machine"},
+              **dataclasses.asdict(result.machine)}
+    path = results_dir(directory) / f"lab{result.lab}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists() or path.stat().st_size == 0
     with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=RESULT_COLUMNS, extrasaction="raise", lineterminator="\n")
+        writer = csv.writer(handle, lineterminator="\n")
         if new:
-            writer.writeheader()
-        writer.writerow({c: row[c] for c in RESULT_COLUMNS})
+            writer.writerow(RESULT_COLUMNS)
+        writer.writerow([_cell(values[c]) for c in RESULT_COLUMNS])
     return path
 
 
-def read_results(source) -> list[dict]:
-    """Rows of one results CSV, or of every *.csv in a folder, validated; numbers come back as floats."""
+def _parse_row(path: Path, line: int, record: dict) -> Result:
+    parsed = {}
+    for column in RESULT_COLUMNS:
+        text = (record.get(column) or "").strip()
+        if column in _INTS + _FLOATS:
+            if not text:
+                if column in _REQUIRED:
+                    raise ValueError(f"{path}, line {line}: column {column!r} is empty; it must be a number")
+                parsed[column] = None
+                continue
+            try:
+                number = float(text)
+            except ValueError:
+                raise ValueError(f"{path}, line {line}: column {column!r} must be a number, got {text!r}") from None
+            parsed[column] = int(number) if column in _INTS else number
+        else:
+            parsed[column] = text
+    machine = Machine(**{k: parsed.pop(k) for k in _MACHINE})
+    return Result(**parsed, machine=machine)
+
+
+def read_results(source) -> list[Result]:
+    """The results in one CSV, or in every *.csv of a folder, validated; a bad file is named with its line."""
     source = Path(source)
     paths = sorted(source.glob("*.csv")) if source.is_dir() else [source]
-    rows = []
+    results = []
     for path in paths:
         with path.open(newline="") as handle:
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
             missing = [c for c in RESULT_COLUMNS if c not in header]
             if missing:
-                raise ValueError(f"{path}, line 1: not a results CSV, header lacks column(s) {missing}")
+                raise ValueError(f"{path}, line 1: not a results CSV of this course, header lacks column(s) {missing}")
             for record in reader:
-                line = reader.line_num
                 if None in record or any(v is None for v in record.values()):
-                    raise ValueError(f"{path}, line {line}: ragged row, expected {len(header)} columns")
-                for col in NUMERIC_COLUMNS:
-                    text = record[col].strip()
-                    if not text and col in OPTIONAL_NUMERIC:
-                        record[col] = None
-                        continue
-                    try:
-                        record[col] = float(text)
-                    except ValueError:
-                        raise ValueError(f"{path}, line {line}: column {col!r} must be a number, got {text!r}") from None
-                rows.append(record)
-    return rows
+                    raise ValueError(f"{path}, line {reader.line_num}: ragged row, expected {len(header)} columns")
+                results.append(_parse_row(path, reader.line_num, record))
+    return results

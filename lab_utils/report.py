@@ -1,4 +1,5 @@
-"""Lab 06's scaling report: every results row with its speedup, and simple models that project to more devices."""
+"""The scaling report (lab 10): every result with its speedup, plausibility flags, and simple models that project to
+more devices."""
 from __future__ import annotations
 
 import math
@@ -7,63 +8,49 @@ from pathlib import Path
 
 import numpy as np
 
-from .measure import read_results
+from .measure import Result, plausibility, read_results
 
 
-def workload(row: dict) -> str:
-    """What was run, so rows of the same workload compare: the notes after the first '; ' (the part before varies)."""
-    notes = row.get("notes", "") or ""
-    return notes.split("; ", 1)[1] if "; " in notes else notes
-
-
-def load(*sources) -> list[dict]:
-    """Rows of every results CSV in the given folders or files; missing sources are skipped, bad files raise."""
+def load(*sources) -> list[Result]:
+    """Results of every results CSV in the given folders or files; missing sources are skipped, bad files raise."""
     rows = []
     for source in sources:
         if source is None or not Path(source).exists():
             continue
-        for row in read_results(source):
-            row["source"] = str(source)
-            rows.append(row)
+        rows += read_results(source)
     return rows
 
 
-def _key(row: dict) -> tuple:
-    return (row["host"], row["lab"], row["framework"], workload(row), row["batch_size"])
+def _key(row: Result) -> tuple:
+    return (row.machine.host if row.machine else "", row.lab, row.framework, row.workload, row.batch_size)
 
 
-def latest(rows: list[dict]) -> list[dict]:
+def latest(rows: list[Result]) -> list[Result]:
     """One row per configuration and machine: the newest (a lab run twice appends its rows twice)."""
     newest = {}
     for row in rows:
-        config = _key(row) + (row["strategy"], row["world_size"], row["threads"], row["notes"])
-        if config not in newest or row["timestamp"] >= newest[config]["timestamp"]:
+        config = _key(row) + (row.strategy, row.variant, row.world_size, row.threads)
+        if config not in newest or row.timestamp >= newest[config].timestamp:
             newest[config] = row
-    return sorted(newest.values(), key=lambda r: (r["host"], r["lab"], r["framework"], workload(r), r["batch_size"],
-                                                  r["world_size"], r["strategy"]))
-
-
-def resources(row: dict) -> float:
-    """What a row ran on, in units of one single-thread device: ranks x threads per rank (threads unknown: 1)."""
-    return row["world_size"] * (row["threads"] or 1)
+    return sorted(newest.values(), key=lambda r: _key(r) + (r.world_size, r.strategy, r.variant))
 
 
 @dataclass(frozen=True)
 class Compared:
-    """A results row beside its baseline: the same machine, lab, framework, workload and batch on one device."""
+    """A result beside its baseline: the same machine, lab, framework, workload and batch on one device."""
 
-    row: dict
-    baseline: dict | None
+    row: Result
+    baseline: Result | None
     note: str = ""
 
     @property
     def speedup(self) -> float | None:
-        return self.row["samples_per_s"] / self.baseline["samples_per_s"] if self.baseline else None
+        return self.row.samples_per_s / self.baseline.samples_per_s if self.baseline else None
 
     @property
     def hardware_ratio(self) -> float | None:
         """How much more hardware the row used than its baseline: ranks x threads over the baseline's."""
-        return resources(self.row) / resources(self.baseline) if self.baseline else None
+        return self.row.resources / self.baseline.resources if self.baseline else None
 
     @property
     def efficiency(self) -> float | None:
@@ -72,22 +59,32 @@ class Compared:
             return None
         return self.speedup / self.hardware_ratio
 
+    @property
+    def flags(self) -> list[str]:
+        """What is implausible about this row: its own recorded flags, and its speedup against the baseline."""
+        own = [f for f in self.row.flags.split("; ") if f]
+        if self.efficiency is None or self.row is self.baseline:
+            return own
+        cores = self.row.machine.cpu_count if self.row.machine else None
+        oversubscribed = bool(cores) and not self.row.machine.gpu_names and self.row.resources > cores
+        return own + plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed)
 
-def _baseline_for(row: dict, group: list[dict]) -> tuple[dict | None, str]:
-    singles = [r for r in group if r["world_size"] == 1]
-    if row["world_size"] == 1:  # a one-device row is its own baseline, unless it used more threads than one
-        one_thread = [r for r in singles if r["threads"] == 1]
-        return (one_thread[0] if row["threads"] not in (None, 1) and one_thread else row), ""
-    for candidates in ([r for r in singles if r["threads"] == row["threads"]], [r for r in singles if r["threads"] == 1], singles):
+
+def _baseline_for(row: Result, group: list[Result]) -> tuple[Result | None, str]:
+    singles = [r for r in group if r.world_size == 1]
+    if row.world_size == 1:  # a one-device row is its own baseline, unless it used more threads than one
+        one_thread = [r for r in singles if r.threads == 1]
+        return (one_thread[0] if row.threads not in (None, 1) and one_thread else row), ""
+    for candidates in ([r for r in singles if r.threads == row.threads], [r for r in singles if r.threads == 1], singles):
         if candidates:
             return candidates[0], ""
-    naive = [r for r in group if r["strategy"] == "pipeline-naive"]
+    naive = [r for r in group if r.strategy == "pipeline-naive"]
     if naive:
         return naive[0], "vs the naive split"
     return None, "no one-device row for this workload"
 
 
-def compare(rows: list[dict]) -> list[Compared]:
+def compare(rows: list[Result]) -> list[Compared]:
     """Each row with its baseline row (one device; threads as the row's when there is a choice)."""
     groups = {}
     for row in rows:
@@ -96,25 +93,28 @@ def compare(rows: list[dict]) -> list[Compared]:
 
 
 def table(compared: list[Compared], *, hosts: bool = False) -> str:
-    """The summary table as text: one line per row."""
-    header = (f"{'host':<12} " if hosts else "") + (f"{'lab':<4}{'framework':<10}{'strategy':<28}{'devices':>7}"
+    """The summary table as text: one line per row, its plausibility warnings on the line below it."""
+    header = (f"{'host':<12} " if hosts else "") + (f"{'lab':<4}{'framework':<10}{'strategy':<30}{'devices':>7}"
                                                     f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'samples/s':>11}"
                                                     f"{'speedup':>8}{'effic.':>7}")
     lines = [header]
     for c in compared:
         r = c.row
-        acc = f"{r['accuracy']:9.1%}" if r["accuracy"] is not None else f"{'-':>9}"
-        threads = f"{r['threads']:8.0f}" if r["threads"] is not None else f"{'kernel':>8}"
+        name = r.strategy + (f" {r.variant}" if r.variant else "")
+        acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
+        threads = f"{r.threads:8d}" if r.threads is not None else f"{'kernel':>8}"
         speed = f"{c.speedup:8.2f}" if c.baseline else f"{'-':>8}"
         speed += f"{c.efficiency:7.0%}" if c.efficiency is not None else f"{'-':>7}"
-        lines.append((f"{r['host'][:11]:<12} " if hosts else "") +
-                     f"{r['lab']:<4}{r['framework']:<10}{r['strategy'][:27]:<28}{r['world_size']:7.0f}{threads}"
-                     f"{r['batch_size']:6.0f}{acc}{r['samples_per_s']:11.0f}{speed}")
+        host = (r.machine.host if r.machine else "")[:11]
+        lines.append((f"{host:<12} " if hosts else "") +
+                     f"{r.lab:<4}{r.framework:<10}{name[:29]:<30}{r.world_size:7d}{threads}"
+                     f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}")
+        lines += [f"      [!] {flag}" for flag in c.flags]
     return "\n".join(lines)
 
 
 def summary(results_dir) -> str:
-    """Lab 06's table of the newest rows of one results folder (what `make course` prints at the end)."""
+    """The scaling report's table of the newest rows of one results folder (what `make course` prints at the end)."""
     return table(compare(latest(load(results_dir))))
 
 
