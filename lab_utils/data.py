@@ -20,6 +20,20 @@ class Split(NamedTuple):
     x_test: np.ndarray
     y_test: np.ndarray
 
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(C, H, W) of one image."""
+        return tuple(self.x_train.shape[1:])
+
+    @property
+    def num_classes(self) -> int:
+        """Classes the labels use (the largest label + 1)."""
+        return int(max(self.y_train.max(), self.y_test.max())) + 1
+
+    def datasets(self):
+        """(train, test) torch TensorDatasets over the arrays."""
+        return to_dataset(self.x_train, self.y_train), to_dataset(self.x_test, self.y_test)
+
 
 def datasets_dir() -> Path:
     """The course's datasets/ folder ($LAB_DATASETS_DIR overrides)."""
@@ -182,6 +196,21 @@ def synthetic_split(n_train: int, n_test: int, *, image_shape=(1, 28, 28), num_c
     """A train/test split of `synthetic_images` sharing the same class patterns."""
     x, y = synthetic_images(n_train + n_test, image_shape=image_shape, num_classes=num_classes, seed=seed)
     return Split(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
+
+
+def load_split(source: dict) -> Split:
+    """A split from plain data that can travel to a rank: {"kind": "digits"} (optionally "n_train": the first n
+    training images only) or {"kind": "synthetic", "n_train": ..., "n_test": ..., "side": 28, "seed": 0}."""
+    kind = source.get("kind") if isinstance(source, dict) else None
+    if kind == "digits":
+        split = load_digits_split(source.get("directory"))
+        n = source.get("n_train")
+        return split._replace(x_train=split.x_train[:n], y_train=split.y_train[:n]) if n else split
+    if kind == "synthetic":
+        side = source.get("side", 28)
+        return synthetic_split(source["n_train"], source.get("n_test", 256), image_shape=(1, side, side),
+                               seed=source.get("seed", 0))
+    raise ValueError(f"a data source is a dict with kind 'digits' or 'synthetic', got {source!r}")
 
 
 def to_dataset(images: np.ndarray, labels: np.ndarray):

@@ -103,6 +103,33 @@ def throughput_from_step_times(batch_size: int, step_times, warmup: int) -> floa
     return samples_per_second(batch_size, statistics.median(kept))
 
 
+class StepTimer:
+    """Times a loop's steps: call tick() at the end of each; the median step, warm-up excluded, gives samples/s."""
+
+    def __init__(self, device=None, warmup: int = 3):
+        self.device, self.warmup, self.seconds = device, warmup, []
+        self._last = time.perf_counter()
+
+    def tick(self) -> None:
+        synchronize(self.device)
+        now = time.perf_counter()
+        self.seconds.append(now - self._last)
+        self._last = now
+
+    def _kept(self) -> list[float]:
+        return self.seconds[self.warmup:] or self.seconds
+
+    def samples_per_s(self, batch_size: int) -> float | None:
+        """batch_size over the median step time (the first `warmup` steps are not counted); None before any step."""
+        kept = self._kept()
+        return samples_per_second(batch_size, statistics.median(kept)) if kept else None
+
+    def spread(self) -> float | None:
+        """(max - min) / median of the counted steps."""
+        kept = self._kept()
+        return Timing(tuple(kept), self.warmup).spread if kept else None
+
+
 def results_dir(path=None) -> Path:
     """Where results CSVs go: `path`, else $LAB_RESULTS_DIR, else results/ in the working directory (beside the notebook)."""
     if path:

@@ -78,3 +78,32 @@ def stacked_bars(seconds: dict, ax=None, *, title: str = "", unit: str = "ms"):
     if title:
         ax.set_title(title)
     return ax
+
+
+def rank_tensors(before, after, *, title: str = "", ax=None):
+    """What each rank holds before and after a collective: one row per rank, each tensor drawn as numbered cells."""
+    import matplotlib.pyplot as plt
+
+    before, after = [list(map(float, t)) for t in before], [list(map(float, t)) for t in after]
+    ranks, width = len(before), max(len(t) for t in before + after)
+    ax = ax or plt.subplots(figsize=(1.2 + 0.9 * 2 * width, 0.5 + 0.6 * ranks))[1]
+    values = [v for t in before + after for v in t]
+    low, high = min(values), max(values)
+    cmap = plt.get_cmap("Blues")
+    for column, tensors in enumerate((before, after)):
+        left = column * (width + 1.5)
+        for rank, tensor in enumerate(tensors):
+            for i, v in enumerate(tensor):
+                shade = 0.15 + 0.6 * ((v - low) / (high - low) if high > low else 0.5)
+                ax.add_patch(plt.Rectangle((left + i, -rank - 0.4), 0.95, 0.8, color=cmap(shade)))
+                ax.text(left + i + 0.47, -rank, f"{v:g}", ha="center", va="center", fontsize=8)
+        ax.text(left + width / 2, 0.75, ("before" if column == 0 else "after"), ha="center", fontsize=9)
+    ax.set_yticks([-r for r in range(ranks)], [f"rank {r}" for r in range(ranks)])
+    ax.set_xticks([])
+    ax.set_xlim(-0.2, 2 * width + 1.7)
+    ax.set_ylim(-ranks + 0.4, 1.1)
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

@@ -49,6 +49,11 @@ def cnn2d_3layer_fullconnected_3layer(num_classes: int = 10) -> list[dict]:
             dense(128), dense(64), dense(num_classes, activation=None)]
 
 
+def with_batchnorm(layers: list[dict]) -> list[dict]:
+    """The same layers with a BatchNorm after every convolution."""
+    return [x for layer in layers for x in ([layer, {"type": "batchnorm"}] if layer["type"] == "conv2d" else [layer])]
+
+
 PRESETS = {f.__name__: f for f in (cnn2d_2layer_fullconnected_2layer, cnn2d_3layer_fullconnected_3layer)}
 
 

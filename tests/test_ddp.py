@@ -1,168 +1,124 @@
-"""DDP in real gloo ranks on loopback: equivalence with one process, and each trap's effect."""
-import subprocess
-import sys
-
+"""lab_utils.ddp in real gloo ranks: the reference recipe equals one process, the timed hook, BatchNorm, checkpoints."""
 import numpy as np
 import pytest
 import torch
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler
 
-from lab_utils import checks, ddp
-from lab_utils.launch import free_port, launch
+from lab_utils import data, ddp, spec
+from lab_utils.launch import launch, launch_jobs, process_group
+from lab_utils.train import train_step
 
-SHORT = dict(global_batch=32, evaluate=False, seed=0)
+CFG = dict(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=2,
+           per_rank_batch=16, lr=0.05, seed=3, evaluate=False)
+
+
+def one_process(cfg, world_size):
+    """No DDP: the global batches of a world_size-rank run, the same learning rate."""
+    split = data.load_split(cfg["data"])
+    train_set = split.datasets()[0]
+    model = spec.build_torch(cfg["layers"], split.image_shape, seed=cfg["seed"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"] * world_size, momentum=0.9)
+    sampler = DistributedSampler(train_set, 1, 0, shuffle=True, seed=cfg["seed"], drop_last=True)
+    for epoch in range(cfg["epochs"]):
+        sampler.set_epoch(epoch)
+        for x, y in DataLoader(train_set, batch_size=cfg["per_rank_batch"] * world_size, sampler=sampler, drop_last=True):
+            train_step(model, x, y, optimizer)
+    return ddp.flat_weights(model)
 
 
 @pytest.fixture(scope="module")
-def traps():
-    """One launch of 2 ranks training every configuration the tests look at."""
-    configs = {
-        "mean": ddp.DDPConfig(max_steps=3, return_weights=True, **SHORT),
-        "sum": ddp.DDPConfig(max_steps=1, grad_reduction="sum", return_weights=True, **SHORT),
-        "mean1": ddp.DDPConfig(max_steps=1, return_weights=True, **SHORT),
-        "no sampler": ddp.DDPConfig(use_sampler=False, epochs=2, max_steps=1, **SHORT),
-        "no set_epoch": ddp.DDPConfig(set_epoch=False, epochs=2, max_steps=1, **SHORT),
-        "no_sync": ddp.DDPConfig(accumulation=2, max_steps=2, count_allreduces=True, return_weights=True, **SHORT),
-        "sync": ddp.DDPConfig(accumulation=2, use_no_sync=False, max_steps=2, count_allreduces=True, return_weights=True, **SHORT),
-        "bn": ddp.DDPConfig(batchnorm=True, max_steps=1, return_weights=True, **{**SHORT, "global_batch": 8}),
-        "syncbn": ddp.DDPConfig(batchnorm=True, sync_bn=True, max_steps=1, return_weights=True, **{**SHORT, "global_batch": 8}),
-        "small buckets": ddp.DDPConfig(bucket_cap_mb=0.01, max_steps=2, count_allreduces=True, **SHORT),
-        "timed": ddp.DDPConfig(accumulation=2, use_no_sync=False, max_steps=5, time_allreduces=True, **SHORT),
-    }
-    runs = launch(ddp.train_worker, 2, args=(list(configs.values()),), timeout=180)
-    return configs, {name: [rank[i] for rank in runs] for i, name in enumerate(configs)}
+def runs():
+    jobs = [(ddp.reference_worker, (CFG,)), (ddp.reference_worker, (dict(CFG, epochs=1, sum_gradients=True),)),
+            (ddp.reference_worker, (dict(CFG, epochs=1),))]
+    return launch_jobs(jobs, 2, timeout=240)
 
 
-def test_ddp_equals_single_process_on_the_global_batch(traps):
-    configs, runs = traps
-    single = ddp.baseline_weights(configs["mean"], 2, steps=3)
-    assert all(np.abs(r["weights"] - single).max() <= 1e-5 for r in runs["mean"])
+def test_the_reference_recipe_equals_one_process_on_the_global_batch(runs):
+    reference = one_process(CFG, 2)
+    assert all(np.abs(r["weights"] - reference).max() <= 1e-5 for r in runs[0])
+    assert runs[0][0]["samples_per_s"] > 0 and runs[0][0]["allreduce_ms"] > 0
 
 
-def test_summed_gradients_take_world_size_times_the_step(traps):
-    configs, runs = traps
-    start = ddp.flat_weights(ddp.build_model(configs["sum"], (1, 8, 8)))
-    ratio = np.linalg.norm(runs["sum"][0]["weights"] - start) / np.linalg.norm(runs["mean1"][0]["weights"] - start)
-    assert ratio == pytest.approx(2.0, rel=1e-4)
+def test_summed_gradients_move_further_than_averaged_ones(runs):
+    start = ddp.flat_weights(spec.build_torch(CFG["layers"], (1, 8, 8), seed=CFG["seed"]))
+    summed, averaged = (np.linalg.norm(r[0]["weights"] - start) for r in (runs[1], runs[2]))
+    assert summed > 1.3 * averaged
 
 
-def test_without_a_sampler_ranks_read_the_same_data(traps):
-    _, runs = traps
-    assert runs["no sampler"][0]["first_labels"][0] == runs["no sampler"][1]["first_labels"][0]
-    assert runs["mean"][0]["first_labels"][0] != runs["mean"][1]["first_labels"][0]
+def timer_worker(rank, world_size, steps):
+    """DDP with the timed hook: calls and per-step times, against the step times."""
+    import time
+
+    with process_group(30):
+        model = nn.parallel.DistributedDataParallel(nn.Linear(64, 64))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        timer = ddp.AllReduceTimer(model, optimizer)
+        step_seconds = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            model(torch.ones(4, 64)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            step_seconds.append(time.perf_counter() - start)
+        plain = nn.Linear(2, 2)
+        untimed = ddp.AllReduceTimer(plain, torch.optim.SGD(plain.parameters(), lr=0.1))
+        return {"calls": timer.calls, "per_step": timer.seconds_per_step, "steps": step_seconds,
+                "weights": model.module.weight.detach(), "plain_calls": untimed.calls}
 
 
-def test_without_set_epoch_every_epoch_repeats_the_order(traps):
-    _, runs = traps
-    firsts = runs["no set_epoch"][0]["first_labels"]
-    assert firsts[0] == firsts[1]
+def test_the_timed_hook_averages_and_times_one_figure_per_step():
+    ranks = launch(timer_worker, 2, args=(5,), timeout=60)
+    for r in ranks:
+        assert r["calls"] == 5 and len(r["per_step"]) == 5 and r["plain_calls"] == 0
+        assert all(0 < c < s for c, s in zip(r["per_step"], r["steps"]))
+    assert np.array_equal(ranks[0]["weights"], ranks[1]["weights"])
 
 
-def test_no_sync_skips_all_reduces_with_the_same_result(traps):
-    _, runs = traps
-    a, b = runs["no_sync"][0], runs["sync"][0]
-    assert a["allreduce_calls"] == 2 and b["allreduce_calls"] == 4
-    assert np.abs(a["weights"] - b["weights"]).max() <= 1e-5
+def test_linear_warmup_ramps_from_one_devices_rate():
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.4)
+    scheduler = ddp.linear_warmup(optimizer, 4, 3)
+    rates = []
+    for _ in range(5):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert rates == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.4])
+    assert ddp.linear_warmup(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.4), 4, 0).get_last_lr() == [0.4]
 
 
-def test_synchronised_batchnorm_restores_equivalence_on_cpu(traps):
-    configs, runs = traps
-    single = ddp.baseline_weights(configs["bn"], 2, steps=1)
-    assert max(np.abs(r["weights"] - single).max() for r in runs["syncbn"]) <= 1e-5
-    assert max(np.abs(r["weights"] - single).max() for r in runs["bn"]) > 1e-3
-    assert runs["syncbn"][0]["bn_running_mean"] == pytest.approx(runs["syncbn"][1]["bn_running_mean"])
+def bn_worker(rank, world_size, x):
+    """A forward and backward of AllReduceBatchNorm2d on this rank's half of x."""
+    with process_group(30):
+        layer = ddp.convert_sync_batchnorm(nn.Sequential(nn.BatchNorm2d(3)), "cpu")[0]
+        half = torch.tensor(x[rank * 4:(rank + 1) * 4], requires_grad=True)
+        out = layer(half)
+        (out * torch.arange(out.numel()).reshape(out.shape)).sum().backward()
+        return {"type": type(layer).__name__, "out": out.detach(), "grad": half.grad, "mean": layer.running_mean,
+                "var": layer.running_var}
 
 
-def test_smaller_buckets_mean_more_all_reduces(traps):
-    _, runs = traps
-    small = runs["small buckets"][0]
-    assert small["allreduce_calls"] / small["optimizer_steps"] > 1  # the default 25 MB bucket makes one call per step
+def test_allreduce_batchnorm_equals_batchnorm_on_the_global_batch():
+    x = torch.randn(8, 3, 2, 2, generator=torch.Generator().manual_seed(0))
+    ranks = launch(bn_worker, 2, args=(x.numpy(),), timeout=60)
+    reference = nn.BatchNorm2d(3)
+    xr = x.clone().requires_grad_(True)
+    out = reference(xr)
+    weights = torch.cat([torch.arange(out[:4].numel()).reshape(out[:4].shape)] * 2)
+    (out * weights).sum().backward()
+    assert ranks[0]["type"] == "AllReduceBatchNorm2d"
+    assert np.allclose(np.concatenate([r["out"] for r in ranks]), out.detach().numpy(), atol=1e-5)
+    assert np.allclose(np.concatenate([r["grad"] for r in ranks]), xr.grad.numpy(), atol=1e-4)
+    assert np.allclose(ranks[0]["mean"], reference.running_mean.numpy(), atol=1e-6)
+    assert np.allclose(ranks[0]["var"], reference.running_var.numpy(), atol=1e-5)
 
 
-def test_all_reduce_time_is_measured_per_optimizer_step(traps):
-    _, runs = traps
-    for rank in runs["timed"]:
-        spans, steps = rank["allreduce_seconds"], rank["step_seconds"]
-        assert len(spans) == len(steps) == 5 and rank["allreduce_calls"] == 10  # two micro-batches, both synced
-        assert all(0 < span < step for span, step in zip(spans, steps))
-        assert rank["allreduce_ms"] == pytest.approx(1e3 * float(np.median(spans[3:])))
-    untimed = runs["small buckets"][0]
-    assert untimed["allreduce_seconds"] == [] and untimed["allreduce_ms"] is None
-
-
-def test_state_dict_prefix_helpers():
-    model = ddp.build_model(ddp.DDPConfig(), (1, 8, 8))
+def test_checkpoint_keys_and_running_mean():
+    model = spec.build_torch(spec.with_batchnorm(spec.cnn2d_2layer_fullconnected_2layer()), (1, 8, 8), seed=0)
     prefixed = {"module." + k: v for k, v in model.state_dict().items()}
-    assert ddp.strip_module_prefix(prefixed).keys() == model.state_dict().keys()
-    ddp.load_state_dict_tolerant(model, prefixed)
-    ddp.load_state_dict_tolerant(model, model.state_dict())
-
-
-def test_config_errors_are_explained():
-    with pytest.raises(ValueError, match="does not split evenly over 3 ranks"):
-        ddp.DDPConfig(global_batch=64).per_rank_batch(3)
-    with pytest.raises(ValueError, match="lr_scaling must be"):
-        ddp.DDPConfig(lr_scaling="sqrt").scaled_lr(2)
-    with pytest.raises(ValueError, match="dataset must be"):
-        ddp.datasets_for(ddp.DDPConfig(dataset="mnist"))
-    assert ddp.lr_factor(0, ddp.DDPConfig(lr_scaling="linear", warmup_steps=4), 2) == 0.5
-    assert ddp.lr_factor(4, ddp.DDPConfig(lr_scaling="linear", warmup_steps=4), 2) == 1.0
-
-
-@pytest.mark.parametrize("n, world_size", [(10, 3), (7, 4), (2, 5), (100, 1)])
-def test_shard_indices_cover_everything_once(n, world_size):
-    shares = [ddp.shard_indices(n, r, world_size) for r in range(world_size)]
-    assert sorted(i for s in shares for i in s) == list(range(n))
-    assert max(map(len, shares)) - min(map(len, shares)) <= 1
-
-
-def test_setup_outside_a_launcher_says_how_to_start(monkeypatch):
-    monkeypatch.delenv("RANK", raising=False)
-    with pytest.raises(RuntimeError, match="start this worker with lab_utils.launch or torchrun"):
-        ddp.setup()
-
-
-def test_exercise_checks_pass_references_and_fail_bugs():
-    def average_gradients(model, world_size):
-        for p in model.parameters():
-            dist.all_reduce(p.grad)
-            p.grad /= world_size
-
-    def summing(model, world_size):
-        for p in model.parameters():
-            dist.all_reduce(p.grad)
-
-    assert checks.check_average_gradients(average_gradients)
-    result = checks.check_average_gradients(summing)
-    assert not result and "divide by world_size" in result.hint
-    assert checks.check_shard(ddp.shard_indices)
-    assert not checks.check_shard(lambda n, rank, ws: list(range(n)))
-
-    def run_epochs(sampler, loader, model, optimizer, epochs):
-        for epoch in range(epochs):
-            sampler.set_epoch(epoch)
-            for _ in loader:
-                pass
-
-    def broken_run_epochs(sampler, loader, model, optimizer, epochs):
-        for epoch in range(epochs):
-            for _ in loader:
-                pass
-
-    assert checks.check_epoch_loop(run_epochs, lambda lr, ws: lr * ws)
-    assert "set_epoch" in checks.check_epoch_loop(broken_run_epochs, lambda lr, ws: lr * ws).hint
-    assert "linear scaling" in checks.check_epoch_loop(run_epochs, lambda lr, ws: lr).hint
-
-
-def test_the_same_training_runs_under_torchrun():
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
-               "-m", "lab_utils.torchrun_train", "--epochs", "1"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    # the ranks' own errors come first in stderr, torchrun's summary last: show both
-    assert done.returncode == 0, done.stderr[:3000] + "\n...\n" + done.stderr[-1500:]
-    assert '"world_size": 2' in done.stdout.strip().splitlines()[-1]
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: ranks sharing a GPU over gloo are not exercised")
-def test_ranks_share_the_gpu_over_gloo():
-    ranks = launch(ddp.whoami_worker, 2, timeout=120)
-    assert all(r["device"].startswith("cuda") for r in ranks)
+    assert list(ddp.strip_module_prefix(prefixed)) == list(model.state_dict())
+    fresh = spec.build_torch(spec.with_batchnorm(spec.cnn2d_2layer_fullconnected_2layer()), (1, 8, 8), seed=1)
+    ddp.load_state_dict_tolerant(fresh, prefixed)
+    assert np.array_equal(ddp.flat_weights(fresh), ddp.flat_weights(model))
+    assert ddp.bn_running_mean(model) == [0.0] * 16
+    assert ddp.bn_running_mean(spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8))) is None

@@ -1,12 +1,15 @@
 """Every promise of lab_utils.launch, on real spawned processes over gloo on loopback."""
 import os
 import socket
+import threading
 import time
 
 import pytest
+import torch
 
-from lab_utils import ddp, launch as launch_mod
-from lab_utils.launch import RankError, launch
+import workers
+from lab_utils import launch as launch_mod
+from lab_utils.launch import RankError, launch, launch_jobs
 
 
 def alive(pid: int) -> bool:
@@ -15,11 +18,11 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     with open(f"/proc/{pid}/stat") as f:
-        return f.read().split()[2] != "Z"
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_values_come_back_in_rank_order_with_torchrun_environment():
-    values = launch(ddp.whoami_worker, 2, timeout=60)
+    values = launch(workers.whoami_worker, 2, timeout=60)
     assert [v["rank"] for v in values] == [0, 1]
     assert [v["env"]["RANK"] for v in values] == ["0", "1"]
     assert all(v["env"]["WORLD_SIZE"] == "2" and v["env"]["MASTER_ADDR"] == "127.0.0.1" for v in values)
@@ -29,19 +32,36 @@ def test_values_come_back_in_rank_order_with_torchrun_environment():
         assert len(values[0]["cores"]) == 1 and values[0]["cores"] != values[1]["cores"]  # a core of its own
 
 
-def test_core_sets_are_disjoint_and_fit():
-    from lab_utils.launch import core_sets
+def test_a_function_defined_in_the_test_module_namespace_travels_by_value():
+    scale = 3.0  # captured by the closure: sent along with the function
 
-    n = len(os.sched_getaffinity(0))
-    sets = core_sets(n, 1)
-    assert len(sets) == n and set().union(*sets) == os.sched_getaffinity(0)
-    assert core_sets(n + 1, 1) is None and core_sets(1, n + 1) is None
+    def notebook_like(rank, world_size, offset):
+        import torch.distributed as dist
+
+        with launch_mod.process_group(30):
+            t = torch.tensor([rank * scale + offset])
+            dist.all_reduce(t)
+            return t.item()
+
+    notebook_like.__module__ = "__main__"  # as if defined in a notebook cell: no module to import it from
+    assert launch(notebook_like, 2, args=(1.0,), timeout=60) == [5.0, 5.0]
+
+
+def test_jobs_run_in_the_same_ranks_each_with_a_fresh_port():
+    first, second = launch_jobs([(workers.whoami_worker, ()), (workers.whoami_worker, ())], 2, timeout=60)
+    assert [v["rank"] for v in first] == [0, 1] and [v["sum_of_ranks"] for v in second] == [1.0, 1.0]
+    assert first[0]["port"] != second[0]["port"]
+
+
+def test_a_failing_job_is_named():
+    with pytest.raises(RankError, match=r"rank 1 failed: ValueError: rank 1 found a bad batch \(job 1 of 2\)"):
+        launch_jobs([(workers.whoami_worker, ()), (workers.failing_worker, (1,))], 2, timeout=60)
 
 
 def test_a_raising_rank_is_named_with_its_traceback():
     start = time.monotonic()
     with pytest.raises(RankError) as info:
-        launch(ddp.failing_worker, 2, args=(1,), timeout=60)
+        launch(workers.failing_worker, 2, args=(1,), timeout=60)
     assert info.value.rank == 1
     assert "ValueError: rank 1 found a bad batch" in str(info.value)
     assert "Traceback" in info.value.traceback_text and "failing_worker" in info.value.traceback_text
@@ -51,13 +71,18 @@ def test_a_raising_rank_is_named_with_its_traceback():
 def test_a_hanging_rank_times_out_and_everything_stops():
     start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"did not finish within 8 s"):
-        launch(ddp.hanging_worker, 2, timeout=8)
+        launch(workers.hanging_worker, 2, timeout=8)
     assert time.monotonic() - start < 8 + 6
 
 
 def test_a_rank_that_exits_without_an_exception_is_named():
     with pytest.raises(RankError, match=r"rank 1 failed: the process exited with code 3 without raising"):
-        launch(ddp.exiting_worker, 2, args=(3,), timeout=60)
+        launch(workers.exiting_worker, 2, args=(3,), timeout=60)
+
+
+def test_a_killed_rank_is_named_with_the_signal():
+    with pytest.raises(RankError, match=r"rank 0 failed: the process was killed by signal SIGKILL"):
+        launch(workers.exiting_worker, 1, args=(-9,), timeout=60)
 
 
 def test_a_taken_port_is_retried(monkeypatch):
@@ -68,65 +93,88 @@ def test_a_taken_port_is_retried(monkeypatch):
         ports = iter([busy])
         real = launch_mod.free_port
         monkeypatch.setattr(launch_mod, "free_port", lambda host="127.0.0.1": next(ports, None) or real(host))
-        values = launch(ddp.whoami_worker, 2, timeout=60)
+        values = launch(workers.whoami_worker, 2, timeout=60)
     assert [v["rank"] for v in values] == [0, 1]
 
 
-def test_a_given_busy_port_fails_with_an_explanation():
+def test_a_given_busy_port_fails_naming_the_address():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        with pytest.raises((RankError, TimeoutError)) as info:
-            launch(ddp.whoami_worker, 2, timeout=30, port=taken.getsockname()[1])
-    if isinstance(info.value, RankError):
-        assert "port" in str(info.value).lower() or "address" in str(info.value).lower()
+        with pytest.raises(RankError, match="EADDRINUSE|Address already in use"):
+            launch(workers.whoami_worker, 2, timeout=30, port=taken.getsockname()[1])
 
 
-def test_grandchildren_do_not_outlive_the_launch():
-    pids = launch(ddp.children_worker, 1, timeout=30)
+@pytest.mark.parametrize("worker", [workers.children_worker, workers.daemon_worker])
+def test_grandchildren_do_not_outlive_the_launch_even_in_a_session_of_their_own(worker):
+    pids = launch(worker, 2, timeout=30)
     time.sleep(0.2)
-    assert not alive(pids[0])
+    assert [alive(p) for p in pids] == [False, False]
 
 
-def test_notebook_defined_worker_gets_an_explanation():
-    import __main__
+def test_grandchildren_do_not_outlive_a_failed_launch():
+    pids = []
 
-    def worker(rank, world_size):
-        return rank
+    def starts_then_fails(rank, world_size):
+        import subprocess
 
-    worker.__module__, worker.__qualname__ = "__main__", "notebook_only_worker"
-    __main__.notebook_only_worker = worker  # picklable here, missing in the spawned process
-    try:
-        with pytest.raises(RankError) as info:
-            launch(worker, 1, timeout=60)
-    finally:
-        del __main__.notebook_only_worker
-    assert "Can't get attribute 'notebook_only_worker'" in str(info.value)
-    assert "importable module" in info.value.hint
+        child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        with open(f"/tmp/lab-launch-test-{os.getppid()}-{rank}", "w") as f:
+            f.write(str(child.pid))
+        raise RuntimeError("failed after starting a child")
+
+    starts_then_fails.__module__ = "__main__"
+    with pytest.raises(RankError):
+        launch(starts_then_fails, 2, timeout=30)
+    for rank in range(2):
+        path = f"/tmp/lab-launch-test-{os.getpid()}-{rank}"
+        with open(path) as f:
+            pids.append(int(f.read()))
+        os.unlink(path)
+    time.sleep(0.2)
+    assert [alive(p) for p in pids] == [False, False]
 
 
-def test_a_killed_rank_is_named_with_the_signal():
-    with pytest.raises(RankError, match=r"rank 0 failed: the process was killed by signal SIGKILL"):
-        launch(ddp.exiting_worker, 1, args=(-9,), timeout=60)
+def test_unsendable_objects_are_named_before_any_rank_starts():
+    lock = threading.Lock()
+
+    def uses_lock(rank, world_size):
+        with lock:
+            return rank
+
+    with pytest.raises(ValueError, match=r"cannot send uses_lock to the ranks: it uses lock, a lock"):
+        launch(uses_lock, 1)
+    with open(__file__) as handle:
+        with pytest.raises(ValueError, match=r"it uses args\[0\], an open file"):
+            launch(workers.whoami_worker, 1, args=(handle,))
 
 
-def test_unpicklable_worker_and_bad_arguments_are_refused_before_spawning():
-    with pytest.raises(ValueError, match="top level of an importable module"):
-        launch(lambda rank, ws: rank, 1)
+def test_bad_arguments_are_refused_before_spawning():
     with pytest.raises(ValueError, match="world_size must be a positive integer"):
-        launch(ddp.whoami_worker, 0)
+        launch(workers.whoami_worker, 0)
     with pytest.raises(ValueError, match="timeout must be a positive number"):
-        launch(ddp.whoami_worker, 1, timeout=0)
+        launch(workers.whoami_worker, 1, timeout=0)
+    with pytest.raises(ValueError, match="no jobs to run"):
+        launch_jobs([], 1)
+
+
+def test_captured_stderr_holds_what_a_child_process_wrote():
+    import subprocess
+    import sys
+
+    with launch_mod.captured_stderr() as captured:
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('from the child')"])
+    assert "from the child" in captured.text
 
 
 def test_ten_launches_leave_no_processes_and_no_descriptors():
     import psutil
 
     me = psutil.Process()
-    launch(ddp.whoami_worker, 1, timeout=60)  # warm-up: first-use imports and threads
+    launch(workers.whoami_worker, 1, timeout=60)  # warm-up: first-use imports and threads
     fds = me.num_fds()
     for _ in range(10):
-        launch(ddp.whoami_worker, 2, timeout=60)
+        launch(workers.whoami_worker, 2, timeout=60)
     leftovers = [p for p in me.children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
     assert leftovers == []  # multiprocessing's one shared resource tracker is not a rank
     assert me.num_fds() <= fds + 2

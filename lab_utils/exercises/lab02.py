@@ -27,16 +27,25 @@ def _scatter_expected(cases):
     return _scatter_run(dp.scatter, cases)
 
 
+def _chunk_sizes(n: int, k: int) -> list[int]:
+    """The sizes Tensor.chunk(k) gives a batch of n: chunks of ceil(n/k), the last smaller, maybe fewer than k."""
+    size, sizes = -(-n // k), []
+    while n > 0:
+        sizes.append(min(size, n))
+        n -= size
+    return sizes
+
+
 def _scatter_judge(got, expected, cases):
     for g, e, (n, k) in zip(got, expected, cases):
         if close(g, e):
             continue
         sizes, right = [len(c) for c in g], [len(c) for c in e]
+        if sizes == _chunk_sizes(n, k):
+            return 0.0, (f"a batch of {n} over {k} devices gave sizes {sizes}: that is torch.chunk, which makes chunks of "
+                         "ceil(n/k) and can leave a device with less work or none")
         if len(g) != k:
-            hint = f"a batch of {n} over {k} devices gave {len(g)} chunks: return exactly one chunk per device"
-            if sizes == [min(-(-n // k), n - i * -(-n // k)) for i in range(len(g))]:
-                hint += " (torch.chunk makes chunks of ceil(n/k) and may return fewer than k)"
-            return 0.0, hint
+            return 0.0, f"a batch of {n} over {k} devices gave {len(g)} chunks: return exactly one chunk per device"
         if sum(sizes) != n:
             return 0.0, f"a batch of {n} over {k} devices: the chunks hold {sum(sizes)} rows; the remainder n % k is dropped or repeated"
         if sizes != right:

@@ -189,3 +189,48 @@ SCALED_LR = Exercise("03", "scaled_lr", _lr_cases, _lr_run, lambda cases: [b * n
                      "the global batch grows with world_size; so does the learning rate (linear scaling)")
 
 register(AVERAGE_GRADIENTS, SHARD, RUN_EPOCHS, SCALED_LR)
+
+
+# ---- a metric over all ranks, run in real ranks --------------------------------------------------------------------
+
+def _mean_cases(rng):
+    counts = [rng.randint(1, 50) for _ in range(2)]
+    return {"totals": [round(rng.uniform(0.5, 3.0) * c, 4) for c in counts], "counts": counts}
+
+
+def metric_worker(rank, world_size, global_mean, case):
+    """Each rank calls the learner's global_mean on its own (total, count)."""
+    from ..launch import process_group
+
+    with process_group(timeout_s=60):
+        return float(global_mean(case["totals"][rank], case["counts"][rank]))
+
+
+def _mean_run(global_mean, case):
+    from ..launch import launch
+
+    return launch(metric_worker, len(case["counts"]), args=(global_mean, case), timeout=120)
+
+
+def _mean_judge(got, expected, case):
+    totals, counts = case["totals"], case["counts"]
+    if all(abs(g - expected) <= 1e-9 * abs(expected) for g in got):
+        return 1.0, "the same mean over every rank's samples, on every rank"
+    guesses = {"each rank returned its own mean: all_reduce the sum and the count first":
+               [t / c for t, c in zip(totals, counts)],
+               "that is the sum of the totals: divide by the summed count": [sum(totals)] * len(got),
+               "that is the mean of the ranks' means: ranks that saw more samples must weigh more (sum totals and "
+               "counts, then divide)": [sum(t / c for t, c in zip(totals, counts)) / len(counts)] * len(got),
+               "that divides the summed totals by world_size, not by the number of samples":
+               [sum(totals) / len(counts)] * len(got)}
+    for what, value in guesses.items():
+        if all(abs(g - v) <= 1e-9 * max(1.0, abs(v)) for g, v in zip(got, value)):
+            return 0.0, what
+    return 0.0, f"the ranks returned {got}; expected {expected:.6g} on every rank"
+
+
+GLOBAL_MEAN = Exercise("03", "global_mean", _mean_cases, _mean_run,
+                       lambda case: sum(case["totals"]) / sum(case["counts"]), _mean_judge,
+                       "all_reduce the total and the count (sums), then divide one by the other", setup=SETUP, ranks=2)
+
+register(GLOBAL_MEAN)

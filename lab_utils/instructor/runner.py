@@ -11,30 +11,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from ..launch import descendants
 
 PR_SET_CHILD_SUBREAPER = 36
 TIMED_OUT = 124
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below `root` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def kill_descendants() -> int:

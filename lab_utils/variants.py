@@ -1,0 +1,53 @@
+"""Edit a function you wrote in the notebook, the way you would edit the cell, and get the edited copy to run.
+
+`variant(ddp_worker, {"sampler.set_epoch(epoch)": "pass"}, name="no set_epoch")` prints the changed lines as a
+small diff and returns a new function built from the edited source; the original is unchanged. Each old text must
+occur exactly once, so an edit cannot silently miss its line.
+"""
+from __future__ import annotations
+
+import difflib
+import inspect
+import linecache
+import sys
+import textwrap
+
+
+def source_of(fn) -> str:
+    """The source of a function defined in a notebook cell or a file (dedented)."""
+    text = getattr(fn, "__variant_source__", None)
+    if text is None:
+        try:
+            text = inspect.getsource(fn)
+        except (OSError, TypeError):
+            raise ValueError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: define it with def in a "
+                             "notebook cell or a file") from None
+    return textwrap.dedent(text)
+
+
+def diff(old: str, new: str, *, context: int = 0) -> str:
+    """The changed lines of `old` -> `new` as a unified diff without the header lines."""
+    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=context)
+    return "\n".join(line for line in lines if not line.startswith(("---", "+++", "@@")))
+
+
+def variant(fn, edits: dict, *, name: str, show: bool = True):
+    """A copy of `fn` (a function or a class) with each `old` text of `edits` replaced by its `new` text; prints the diff when `show`."""
+    original = source_of(fn)
+    edited = original
+    for old, new in edits.items():
+        count = edited.count(old)
+        if count != 1:
+            raise ValueError(f"{name}: the text {old!r} occurs {count} times in {fn.__name__}; quote exactly one "
+                             "place (add more of its line)")
+        edited = edited.replace(old, new)
+    filename = f"<{fn.__name__}, edited: {name}>"
+    linecache.cache[filename] = (len(edited), None, edited.splitlines(True), filename)  # tracebacks show its lines
+    namespace = dict(getattr(fn, "__globals__", None) or vars(sys.modules[fn.__module__]))
+    exec(compile(edited, filename, "exec"), namespace)
+    copy = namespace[fn.__name__]
+    copy.__variant_source__ = edited
+    copy.__variant_name__ = name
+    if show:
+        print(f"{fn.__name__}, edited ({name}):\n{textwrap.indent(diff(original, edited), '  ')}")
+    return copy

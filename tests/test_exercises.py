@@ -1,0 +1,500 @@
+"""Every exercise (labs 00-04 and 10): the solution passes its self-check and gets full marks on the grader's inputs;
+each wrong answer a learner would plausibly write fails the self-check and scores 0 — one test per wrong answer."""
+import itertools
+import math
+import random
+import statistics
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from lab_utils import exercises
+from lab_utils.exercises import check, to_plain
+
+
+def named(name):
+    """Give a test answer the name the learner's function would have."""
+    def rename(fn):
+        fn.__name__ = fn.__qualname__ = name
+        return fn
+    return rename
+
+
+def grade(fn, seed=12345):
+    """What the grader would give `fn`, on inputs drawn with `seed` (run here, judged as the grader judges)."""
+    exercise = exercises.get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+
+
+# ---- lab 00 ---------------------------------------------------------------------------------------------------------
+
+@named("median_time")
+def median_time(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return statistics.median(times)
+
+
+def _timed(fn, n, clock):
+    times = []
+    for _ in range(n):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return times
+
+
+@named("median_time")
+def median_time_mean(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    return statistics.mean(_timed(fn, repeats, clock))
+
+
+@named("median_time")
+def median_time_times_warmup(fn, warmup, repeats, clock=time.perf_counter):
+    return statistics.median(_timed(fn, warmup + repeats, clock))
+
+
+@named("median_time")
+def median_time_minimum(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    return min(_timed(fn, repeats, clock))
+
+
+@named("median_time")
+def median_time_no_warmup_calls(fn, warmup, repeats, clock=time.perf_counter):
+    return statistics.median(_timed(fn, repeats, clock))
+
+
+@named("median_time")
+def median_time_milliseconds(fn, warmup, repeats, clock=time.perf_counter):
+    return 1e3 * median_time(fn, warmup, repeats, clock)
+
+
+# ---- lab 01 ---------------------------------------------------------------------------------------------------------
+
+@named("train_step")
+def train_step(model, x, y, optimizer):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+@named("train_step")
+def train_step_no_zero_grad(model, x, y, optimizer):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+@named("train_step")
+def train_step_no_step(model, x, y, optimizer):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.detach()
+
+
+@named("train_step")
+def train_step_summed_loss(model, x, y, optimizer):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y, reduction="sum")
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+@named("throughput")
+def throughput(batch_size, step_times, warmup):
+    return batch_size / statistics.median(step_times[warmup:])
+
+
+@named("throughput")
+def throughput_mean(batch_size, step_times, warmup):
+    return batch_size / statistics.mean(step_times[warmup:])
+
+
+@named("throughput")
+def throughput_with_warmup(batch_size, step_times, warmup):
+    return batch_size / statistics.median(step_times)
+
+
+@named("throughput")
+def throughput_seconds_per_sample(batch_size, step_times, warmup):
+    return statistics.median(step_times[warmup:]) / batch_size
+
+
+@named("top_self_cpu_op")
+def top_self_cpu_op(prof):
+    return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
+
+
+@named("top_self_cpu_op")
+def top_self_cpu_op_total(prof):
+    return max(prof.key_averages(), key=lambda e: e.cpu_time_total).key
+
+
+# ---- lab 02 ---------------------------------------------------------------------------------------------------------
+
+@named("scatter")
+def scatter(batch, devices):
+    n, k = len(batch), len(devices)
+    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    return [c.to(d) for c, d in zip(torch.split(batch, sizes), devices)]
+
+
+@named("scatter")
+def scatter_chunk(batch, devices):
+    return [c.to(d) for c, d in zip(batch.chunk(len(devices)), devices)]
+
+
+@named("scatter")
+def scatter_drop_remainder(batch, devices):
+    size = len(batch) // len(devices)
+    return [batch[i * size:(i + 1) * size].to(d) for i, d in enumerate(devices)]
+
+
+@named("scatter")
+def scatter_interleaved(batch, devices):
+    return [batch[i::len(devices)].to(d) for i, d in enumerate(devices)]
+
+
+@named("gather")
+def gather(outputs, device):
+    return torch.cat([o.to(device) for o in outputs])
+
+
+@named("gather")
+def gather_stack(outputs, device):
+    return torch.stack([o[:1] for o in outputs]).to(device)
+
+
+@named("gather")
+def gather_reversed(outputs, device):
+    return torch.cat([o.to(device) for o in reversed(outputs)])
+
+
+@named("reduce_gradients")
+def reduce_gradients(model, replicas):
+    with torch.no_grad():
+        for p, *others in zip(model.parameters(), *(r.parameters() for r in replicas)):
+            for o in others:
+                p.grad += o.grad
+
+
+@named("reduce_gradients")
+def reduce_gradients_mean(model, replicas):
+    with torch.no_grad():
+        for p, *others in zip(model.parameters(), *(r.parameters() for r in replicas)):
+            p.grad = (p.grad + sum(o.grad for o in others)) / (len(others) + 1)
+
+
+@named("reduce_gradients")
+def reduce_gradients_replace(model, replicas):
+    with torch.no_grad():
+        for p, *others in zip(model.parameters(), *(r.parameters() for r in replicas)):
+            p.grad = sum(o.grad for o in others)
+
+
+# ---- lab 03 ---------------------------------------------------------------------------------------------------------
+
+@named("average_gradients")
+def average_gradients(model, world_size):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= world_size
+
+
+@named("average_gradients")
+def average_gradients_summed(model, world_size):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+
+
+@named("average_gradients")
+def average_gradients_local(model, world_size):
+    for p in model.parameters():
+        p.grad /= world_size
+
+
+@named("global_mean")
+def global_mean(total, count):
+    both = torch.tensor([float(total), float(count)], dtype=torch.float64)
+    dist.all_reduce(both)
+    return (both[0] / both[1]).item()
+
+
+@named("global_mean")
+def global_mean_local(total, count):
+    return total / count
+
+
+@named("global_mean")
+def global_mean_of_means(total, count):
+    mean = torch.tensor([total / count], dtype=torch.float64)
+    dist.all_reduce(mean)
+    return (mean / dist.get_world_size()).item()
+
+
+@named("global_mean")
+def global_mean_summed(total, count):
+    t = torch.tensor([float(total)], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.item()
+
+
+@named("shard")
+def shard(n, rank, world_size):
+    return list(range(rank, n, world_size))
+
+
+@named("shard")
+def shard_drop_remainder(n, rank, world_size):
+    size = n // world_size
+    return list(range(rank * size, (rank + 1) * size))
+
+
+@named("shard")
+def shard_last_takes_the_rest(n, rank, world_size):
+    size = n // world_size
+    return list(range(rank * size, n if rank == world_size - 1 else (rank + 1) * size))
+
+
+@named("run_epochs")
+def run_epochs(sampler, loader, model, optimizer, epochs):
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for _ in loader:
+            pass
+
+
+@named("run_epochs")
+def run_epochs_no_set_epoch(sampler, loader, model, optimizer, epochs):
+    for _ in range(epochs):
+        for _ in loader:
+            pass
+
+
+@named("run_epochs")
+def run_epochs_after_the_loop(sampler, loader, model, optimizer, epochs):
+    for epoch in range(epochs):
+        for _ in loader:
+            pass
+        sampler.set_epoch(epoch)
+
+
+@named("scaled_lr")
+def scaled_lr(base_lr, world_size):
+    return base_lr * world_size
+
+
+@named("scaled_lr")
+def scaled_lr_unchanged(base_lr, world_size):
+    return base_lr
+
+
+@named("scaled_lr")
+def scaled_lr_divided(base_lr, world_size):
+    return base_lr / world_size
+
+
+# ---- lab 04 ---------------------------------------------------------------------------------------------------------
+
+@named("gpipe_order")
+def gpipe_order(stages, micro_batches):
+    return [[f"F{m}" for m in range(micro_batches)] + [f"B{m}" for m in range(micro_batches)] for _ in range(stages)]
+
+
+@named("gpipe_order")
+def gpipe_order_interleaved(stages, micro_batches):
+    return [[op for m in range(micro_batches) for op in (f"F{m}", f"B{m}")] for _ in range(stages)]
+
+
+@named("gpipe_order")
+def gpipe_order_one_list(stages, micro_batches):
+    return [f"F{m}" for m in range(micro_batches)] + [f"B{m}" for m in range(micro_batches)]
+
+
+@named("bubble")
+def bubble(intervals, stages):
+    span = max(i.end_s for i in intervals) - min(i.start_s for i in intervals)
+    return 1 - sum(i.end_s - i.start_s for i in intervals) / (stages * span)
+
+
+@named("bubble")
+def bubble_busy_share(intervals, stages):
+    span = max(i.end_s for i in intervals) - min(i.start_s for i in intervals)
+    return sum(i.end_s - i.start_s for i in intervals) / (stages * span)
+
+
+@named("bubble")
+def bubble_from_zero(intervals, stages):
+    return 1 - sum(i.end_s - i.start_s for i in intervals) / (stages * max(i.end_s for i in intervals))
+
+
+def _slowest(times, cut):
+    bounds = [0, *cut, len(times)]
+    return max(sum(times[a:b]) for a, b in zip(bounds, bounds[1:]))
+
+
+@named("best_split")
+def best_split(times, stages):
+    return min(itertools.combinations(range(1, len(times)), stages - 1), key=lambda cut: _slowest(times, cut))
+
+
+@named("best_split")
+def best_split_by_count(times, stages):
+    return [round(len(times) * s / stages) for s in range(1, stages)]
+
+
+# ---- lab 10 ---------------------------------------------------------------------------------------------------------
+
+@named("speedup_and_efficiency")
+def speedup_and_efficiency(row, baseline):
+    speedup = row["samples_per_s"] / baseline["samples_per_s"]
+    return speedup, speedup / (row["world_size"] * row["threads"] / (baseline["world_size"] * baseline["threads"]))
+
+
+@named("speedup_and_efficiency")
+def speedup_inverted(row, baseline):
+    speedup = baseline["samples_per_s"] / row["samples_per_s"]
+    return speedup, speedup / row["world_size"]
+
+
+@named("speedup_and_efficiency")
+def efficiency_by_ranks_only(row, baseline):
+    speedup = row["samples_per_s"] / baseline["samples_per_s"]
+    return speedup, speedup / row["world_size"]
+
+
+@named("fit_serial_fraction")
+def fit_serial_fraction(points):
+    a = [1 - 1 / n for n, _ in points]
+    b = [1 / s - 1 / n for n, s in points]
+    return min(max(sum(x * y for x, y in zip(a, b)) / sum(x * x for x in a), 0.0), 1.0)
+
+
+@named("fit_serial_fraction")
+def parallel_fraction(points):
+    return 1 - fit_serial_fraction(points)
+
+
+@named("fit_serial_fraction")
+def first_point_only(points):
+    n, s = points[0]
+    return (1 / s - 1 / n) / (1 - 1 / n)
+
+
+@named("predict_speedup")
+def predict_speedup(s, n):
+    return 1 / (s + (1 - s) / n)
+
+
+@named("predict_speedup")
+def predict_inverse(s, n):
+    return s + (1 - s) / n
+
+
+@named("predict_speedup")
+def predict_linear(s, n):
+    return n * (1 - s)
+
+
+SOLUTIONS = [median_time, train_step, throughput, top_self_cpu_op, scatter, gather, reduce_gradients, average_gradients,
+             global_mean, shard, run_epochs, scaled_lr, gpipe_order, bubble, best_split, speedup_and_efficiency,
+             fit_serial_fraction, predict_speedup]
+WRONG = [median_time_mean, median_time_times_warmup, median_time_minimum, median_time_no_warmup_calls,
+         median_time_milliseconds, train_step_no_zero_grad, train_step_no_step, train_step_summed_loss,
+         throughput_mean, throughput_with_warmup, throughput_seconds_per_sample, top_self_cpu_op_total, scatter_chunk,
+         scatter_drop_remainder, scatter_interleaved, gather_stack, gather_reversed, reduce_gradients_mean,
+         reduce_gradients_replace, average_gradients_summed, average_gradients_local, global_mean_local,
+         global_mean_of_means, global_mean_summed, shard_drop_remainder, shard_last_takes_the_rest,
+         run_epochs_no_set_epoch, run_epochs_after_the_loop, scaled_lr_unchanged, scaled_lr_divided,
+         gpipe_order_interleaved, gpipe_order_one_list, bubble_busy_share, bubble_from_zero, best_split_by_count,
+         speedup_inverted, efficiency_by_ranks_only, parallel_fraction, first_point_only, predict_inverse,
+         predict_linear]
+IDS = lambda fn: f"{fn.__name__}-{fn.__code__.co_name}"  # noqa: E731
+
+
+def test_every_exercise_of_these_labs_has_a_solution_here():
+    covered = {fn.__name__ for fn in SOLUTIONS}
+    assert {e.name for e in exercises.REGISTRY.values() if e.lab != "05"} <= covered
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=IDS)
+def test_the_solution_passes_the_self_check_and_gets_full_marks(solution):
+    result = check(solution)
+    assert result.passed, result
+    for seed in (1, 2):
+        fraction, message = grade(solution, seed)
+        assert fraction == 1.0, message
+
+
+@pytest.mark.parametrize("wrong", WRONG, ids=IDS)
+def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong):
+    result = check(wrong)
+    assert not result.passed
+    assert "Hint:" in result.message
+    fraction, message = grade(wrong)
+    assert fraction == 0.0, message
+
+
+def test_the_self_check_names_the_mistake():
+    assert "mean" in check(median_time_mean).message
+    assert "warm-up" in check(median_time_times_warmup).message
+    assert "zero" in check(train_step_no_zero_grad).message
+    assert "torch.chunk" in check(scatter_chunk).message
+    assert "averaged" in check(reduce_gradients_mean).message
+    assert "too large" in check(average_gradients_summed).message
+    assert "own mean" in check(global_mean_local).message
+    assert "set_epoch" in check(run_epochs_no_set_epoch).message
+    assert "1F1B" in check(gpipe_order_interleaved).message or "order" in check(gpipe_order_interleaved).message
+    assert "busy share" in check(bubble_busy_share).message
+    assert "parallel fraction" in check(parallel_fraction).message
+
+
+def test_a_stub_is_reported_as_not_written_yet():
+    @named("shard")
+    def stub(n, rank, world_size):
+        raise NotImplementedError("Exercise: write your solution here")
+
+    result = check(stub)
+    assert not result.passed and "not written yet" in result.message
+
+
+def test_partial_credit_for_a_right_update_without_the_loss():
+    @named("train_step")
+    def no_loss(model, x, y, optimizer):
+        train_step(model, x, y, optimizer)
+
+    fraction, message = grade(no_loss)
+    assert fraction == 0.5 and "return the batch loss" in message
+
+
+def test_scores_are_finite_and_clamped():
+    exercise = exercises.get("scaled_lr")
+    inputs = exercise.cases(random.Random(0))
+    assert exercise.score(["not", "numbers"], inputs)[0] == 0.0
+    odd = exercises.Exercise("99", "odd", lambda r: 0, lambda f, i: 0, lambda i: 0, lambda g, e, i: (math.nan, "nan"), "")
+    assert odd.score(0, 0) == (0.0, "the grade came out as nan, counted as 0")
+
+
+def test_check_refuses_what_is_not_a_function():
+    with pytest.raises(TypeError, match="takes the function you wrote"):
+        check(42)
+    with pytest.raises(ValueError, match="no exercise is called"):
+        check(lambda: None)

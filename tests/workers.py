@@ -1,0 +1,58 @@
+"""Small workers the launcher's tests start in real ranks (importable, so they are sent by reference)."""
+import os
+import subprocess
+import time
+
+import torch
+import torch.distributed as dist
+
+from lab_utils.launch import process_group
+
+
+def whoami_worker(rank, world_size):
+    """The environment a rank sees, and a real all_reduce of the ranks' numbers."""
+    with process_group(30) as ctx:
+        total = torch.tensor([float(rank)])
+        dist.all_reduce(total)
+        return {"rank": rank, "env": {k: os.environ[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR")},
+                "threads": torch.get_num_threads(), "device": ctx.device, "backend": ctx.backend,
+                "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                "sum_of_ranks": total.item(), "port": os.environ["MASTER_PORT"]}
+
+
+def failing_worker(rank, world_size, bad_rank=1):
+    """Rank `bad_rank` raises; the others would wait for it in a barrier."""
+    with process_group(60):
+        if rank == bad_rank:
+            raise ValueError(f"rank {rank} found a bad batch")
+        dist.barrier()
+        return rank
+
+
+def hanging_worker(rank, world_size):
+    """Every rank but the last waits in a barrier the last rank never reaches."""
+    with process_group(600):
+        if rank == world_size - 1:
+            time.sleep(600)
+        dist.barrier()
+        return rank
+
+
+def exiting_worker(rank, world_size, code=3):
+    """The last rank leaves with os._exit(code), or kills itself with signal -code: no Python exception."""
+    if rank == world_size - 1:
+        if code < 0:
+            os.kill(os.getpid(), -code)
+        os._exit(code)
+    time.sleep(30)
+    return rank
+
+
+def children_worker(rank, world_size):
+    """Start a grandchild that would outlive the rank; return its pid."""
+    return subprocess.Popen(["sleep", "300"]).pid
+
+
+def daemon_worker(rank, world_size):
+    """Start a grandchild in a session of its own (escaping the rank's process group); return its pid."""
+    return subprocess.Popen(["sleep", "300"], start_new_session=True).pid
