@@ -2,7 +2,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from lab_utils import course
+from lab_utils.instructor import course
 
 
 def test_strip_solutions_keeps_indentation_and_surrounding_code():
@@ -103,9 +103,9 @@ def test_summary_lists_times_failures_and_results(tmp_path):
     from lab_utils import hardware, measure
 
     hw = hardware.HardwareReport("h", 2, (), "3.11", "2.13.0", "-")
-    measure.write_result(measure.result_row(lab="01", framework="torch", strategy="single-device", world_size=1,
-                                            device="cpu", batch_size=64, samples_per_s=1000, wall_s=2, accuracy=0.9,
-                                            threads=2, hw=hw), tmp_path)
+    measure.write_result(measure.Result(lab="01", framework="torch", strategy="single-device", world_size=1,
+                                        device="cpu", batch_size=64, samples_per_s=1000, wall_s=2, accuracy=0.9,
+                                        threads=2, workload="digits"), tmp_path, hw)
     runs = [course.NotebookRun("00_setup", 3.5), course.NotebookRun("01_cnn", 7.0, "cell 4: ValueError: bad")]
     text = course.summary(runs, tmp_path)
     assert "00_setup" in text and "FAILED: cell 4: ValueError: bad" in text and "10.5" in text

@@ -51,52 +51,76 @@ def test_synchronize_on_cpu_is_a_no_op():
     measure.synchronize(None)
 
 
-def row(**overrides):
+def result(**overrides):
     args = dict(lab="01", framework="torch", strategy="single-device", world_size=1, device="cpu", batch_size=64,
-                samples_per_s=1234.5678, wall_s=1.5, accuracy=0.95, epochs=3, threads=1, hw=HW)
+                samples_per_s=1234.5678, wall_s=1.5, accuracy=0.95, epochs=3, threads=1, workload="digits, cnn")
     args.update(overrides)
-    return measure.result_row(**args)
+    return measure.Result(**args)
 
 
-def test_result_row_carries_hardware_and_all_columns():
-    r = row()
-    assert tuple(r) == measure.RESULT_COLUMNS
-    assert r["host"] == "h" and r["cpu_count"] == 2 and r["tf_version"] == "2.21.0"
-
-
-def test_write_and_read_results(isolated_results):
-    path = measure.write_result(row())
-    measure.write_result(row(strategy="ddp", world_size=2, accuracy=None, epochs=None))
+def test_write_and_read_results_with_the_machine(isolated_results):
+    path = measure.write_result(result(), hw=HW)
+    measure.write_result(result(strategy="ddp", world_size=2, accuracy=None, epochs=None, variant="2 ranks"), hw=HW)
     assert path == isolated_results / "lab01.csv"
-    assert path.read_text().count("timestamp") == 1  # one header
     rows = measure.read_results(isolated_results)
-    assert [r["strategy"] for r in rows] == ["single-device", "ddp"]
-    assert rows[0]["samples_per_s"] == pytest.approx(1234.568) and rows[1]["accuracy"] is None
+    assert [r.strategy for r in rows] == ["single-device", "ddp"]
+    assert rows[0].samples_per_s == pytest.approx(1234.57, rel=1e-5) and rows[0].machine.host == "h"
+    assert rows[1].accuracy is None and rows[1].epochs is None and rows[1].variant == "2 ranks"
+    assert rows[0].timestamp and rows[0].resources == 1 and rows[1].resources == 2
+    with path.open() as handle:
+        assert tuple(next(csv.reader(handle))) == measure.RESULT_COLUMNS
 
 
-def test_write_result_rejects_incomplete_rows(tmp_path):
-    with pytest.raises(ValueError, match="lacks column"):
+def test_results_go_beside_the_notebook_unless_told_otherwise(tmp_path, monkeypatch):
+    monkeypatch.delenv("LAB_RESULTS_DIR")
+    monkeypatch.chdir(tmp_path)
+    assert measure.results_dir() == tmp_path / "results"
+    monkeypatch.setenv("LAB_RESULTS_DIR", str(tmp_path / "elsewhere"))
+    assert measure.results_dir() == tmp_path / "elsewhere" and measure.results_dir("x") == measure.Path("x")
+
+
+def test_write_result_refuses_what_is_not_a_measurement(tmp_path):
+    with pytest.raises(TypeError, match="takes a measure.Result"):
         measure.write_result({"lab": "01"}, tmp_path)
+    with pytest.raises(ValueError, match="samples_per_s must be a positive number"):
+        measure.write_result(result(samples_per_s=float("nan")), tmp_path, HW)
 
 
 def test_read_results_explains_malformed_files(tmp_path):
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match=r"other.csv, line 1: not a results CSV"):
         measure.read_results(tmp_path / "other.csv")
-    good = measure.write_result(row(), tmp_path / "r")
-    lines = good.read_text().splitlines()
+    good = measure.write_result(result(), tmp_path / "r", HW)
     bad = tmp_path / "bad.csv"
-    bad.write_text("\n".join([lines[0], lines[1].replace("1234.568", "fast")]) + "\n")
+    bad.write_text(good.read_text().replace(",1234.57,", ",fast,"))
     with pytest.raises(ValueError, match=r"bad.csv, line 2: column 'samples_per_s' must be a number, got 'fast'"):
         measure.read_results(bad)
-    bad.write_text("\n".join([lines[0], lines[1].rsplit(",", 3)[0]]) + "\n")
-    with pytest.raises(ValueError, match="line 2: ragged row"):
+    bad.write_text(good.read_text().strip() + ",extra\n")
+    with pytest.raises(ValueError, match=r"line 2: ragged row"):
         measure.read_results(bad)
 
 
-def test_results_dir_resolution(monkeypatch, tmp_path):
-    assert measure.results_dir(tmp_path) == tmp_path
-    monkeypatch.setenv("LAB_RESULTS_DIR", str(tmp_path / "x"))
-    assert measure.results_dir() == tmp_path / "x"
-    monkeypatch.delenv("LAB_RESULTS_DIR")
-    assert measure.results_dir().name == "results"
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(speedup=2.3, devices=2), "efficiency 115% is above 100 %"),
+    (dict(speedup=0.4, devices=2), "below 0.5x"),
+    (dict(spread=0.4), "spread by 40%"),
+    (dict(baseline_rate=900, reference_rate=30000), "0.03x lab 01's"),
+    (dict(other_framework="TensorFlow"), "where TensorFlow also ran"),
+    (dict(oversubscribed=True), "oversubscribed"),
+])
+def test_implausible_figures_are_flagged_with_a_cause(kwargs, says):
+    flags = measure.plausibility(**kwargs)
+    assert len(flags) == 1 and says in flags[0]
+    assert measure.flagged("x", flags).startswith("x  [!] ")
+
+
+def test_plausible_figures_are_not_flagged():
+    assert measure.plausibility(speedup=1.8, devices=2, spread=0.1, baseline_rate=30000, reference_rate=33000) == []
+    assert measure.flagged("x", []) == "x"
+
+
+def test_step_timer_drops_warmup_and_takes_the_median():
+    timer = measure.StepTimer(warmup=1)
+    timer.seconds = [5.0, 0.1, 0.3, 0.1]
+    assert timer.samples_per_s(10) == pytest.approx(100) and timer.spread() == pytest.approx(2.0)
+    assert measure.StepTimer().samples_per_s(10) is None

@@ -1,4 +1,5 @@
-"""Lab 06's report: rows compared with the right baseline, scaling models that recover what they are fitted to."""
+"""The scaling report (lab 10): rows compared with the right baseline, implausible rows flagged, scaling models that
+recover what they are fitted to."""
 from pathlib import Path
 
 import nbformat
@@ -7,24 +8,26 @@ import pytest
 
 from lab_utils import report
 from lab_utils.launch import launch
+from lab_utils.measure import Machine, Result
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_other_machine"
 
 
-def row(strategy, world_size, rate, *, threads=1, batch=256, lab="03", host="h", notes="x; the workload", ts="2026-01-01"):
-    return {"timestamp": ts, "lab": lab, "framework": "torch", "strategy": strategy, "world_size": float(world_size),
-            "threads": None if threads is None else float(threads), "batch_size": float(batch), "accuracy": None,
-            "samples_per_s": float(rate), "host": host, "notes": notes}
+def row(strategy, world_size, rate, *, threads=1, batch=256, lab="03", host="h", workload="the workload", variant="",
+        ts="2026-01-01", cpus=8, flags=""):
+    return Result(lab=lab, framework="torch", strategy=strategy, world_size=world_size, device="cpu", batch_size=batch,
+                  samples_per_s=float(rate), wall_s=batch / rate, workload=workload, variant=variant, threads=threads,
+                  flags=flags, machine=Machine(host, cpus, "", "2.13", "2.21", "3.11"), timestamp=ts)
 
 
 def by_strategy(compared):
-    return {(c.row["strategy"], c.row["world_size"], c.row["threads"]): c for c in compared}
+    return {(c.row.strategy, c.row.world_size, c.row.threads): c for c in compared}
 
 
 def test_parallel_rows_are_compared_with_one_device_of_the_same_threads_workload_batch_and_machine():
     rows = [row("single", 1, 100), row("single", 1, 150, threads=2), row("ddp", 2, 180),
             row("ddp", 2, 999, batch=512), row("single", 1, 50, host="other"), row("ddp", 2, 90, host="other"),
-            row("ddp", 2, 70, notes="y; another workload")]
+            row("ddp", 2, 70, workload="another workload")]
     got = by_strategy(report.compare(rows))
     ddp = next(c for c in report.compare(rows) if c.row is rows[2])
     assert ddp.baseline is rows[0] and ddp.speedup == pytest.approx(1.8) and ddp.efficiency == pytest.approx(0.9)
@@ -45,8 +48,17 @@ def test_pipelines_without_a_one_device_row_are_compared_with_the_naive_split_wi
 
 def test_latest_keeps_the_newest_row_of_each_configuration():
     old, new = row("ddp", 2, 1, ts="2026-01-01"), row("ddp", 2, 2, ts="2026-02-01")
-    other_config = row("ddp", 2, 3, notes="M=8; the workload")
+    other_config = row("ddp", 2, 3, variant="M=8")
     assert {id(r) for r in report.latest([new, old, other_config])} == {id(new), id(other_config)}
+
+
+def test_implausible_rows_are_flagged_under_them_in_the_table():
+    rows = [row("single", 1, 100), row("ddp", 2, 230), row("ddp", 4, 410, cpus=2), row("ddp", 3, 40, flags="noisy")]
+    flags = {c.row.world_size: c.flags for c in report.compare(rows)}
+    assert "above 100 %" in flags[2][0] and flags[1] == []
+    assert any("oversubscribed" in f for f in flags[4]) and "noisy" in flags[3] and any("below 0.5x" in f for f in flags[3])
+    text = report.table(report.compare(rows))
+    assert "[!] efficiency 115% is above 100 %" in text
 
 
 def test_the_table_says_what_it_could_not_compute():
@@ -59,8 +71,8 @@ def test_the_table_says_what_it_could_not_compute():
 
 def test_load_skips_missing_folders_and_reads_another_machines_rows():
     rows = report.load(FIXTURE, FIXTURE / "not-there", None)
-    assert {r["host"] for r in rows} == {"fixture-4gpu"} and len(rows) == 3
-    four = next(c for c in report.compare(rows) if c.row["world_size"] == 4)
+    assert {r.machine.host for r in rows} == {"fixture-4gpu"} and len(rows) == 3
+    four = next(c for c in report.compare(rows) if c.row.world_size == 4)
     assert four.speedup == pytest.approx(131000 / 41000)
 
 
@@ -114,10 +126,10 @@ def test_allreduce_benchmark_runs_on_two_gloo_ranks():
     assert ranks[0]["sizes"] == [1024, 65536] and all(s > 0 for s in ranks[0]["seconds"])
 
 
-def test_lab06_runs_on_another_machines_results(tmp_path):
-    from lab_utils import course
+def test_lab10_runs_on_another_machines_results(tmp_path):
+    from lab_utils.instructor import course
 
-    src = Path(__file__).parent.parent / "solutions" / "06_scaling_report.ipynb"
+    src = Path(__file__).parent.parent / "solutions" / "10_scaling_report.ipynb"
     params = {"results_dir": str(tmp_path / "none-here"), "extra_results": [str(FIXTURE)], "curve_epochs": 1,
               "allreduce_max_bytes": 4096, "allreduce_repeats": 2}
     run = course.run_notebook(src, tmp_path, params, cell_timeout=120)

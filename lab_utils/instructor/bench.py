@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -23,18 +24,6 @@ def _plain_epoch(model, loader, optimizer) -> None:
 def _helper_epoch(model, loader, optimizer) -> None:
     """One epoch through lab_utils.train.fit (progress bar off, no evaluation)."""
     train.fit(model, loader, epochs=1, optimizer=optimizer, progress=False)
-
-
-def _interleaved_medians(setups: dict, repeats: int, run) -> dict:
-    """run(*setups[name]) for every setup, `repeats` rounds in alternating order; the median per setup
-    (per key and setup when run returns a dict of figures)."""
-    values = {name: [] for name in setups}
-    for r in range(repeats):
-        for name in (list(setups) if r % 2 == 0 else reversed(list(setups))):
-            values[name].append(run(*setups[name]))
-    if all(isinstance(v[0], dict) for v in values.values()):
-        return {name: {key: statistics.median(x[key] for x in v) for key in v[0]} for name, v in values.items()}
-    return {name: statistics.median(v) for name, v in values.items()}
 
 
 def overhead(*, samples: int = 4096, batch_size: int = 64, repeats: int = 15, seed: int = 0) -> dict:
@@ -65,12 +54,45 @@ def print_overhead(result: dict) -> None:
     print(json.dumps(result))
 
 
-def _print_rates(result: dict, width: int, what: str) -> None:
-    """The header and one line per `samples_per_s[setup]` entry of a benchmark result."""
-    print(f"{'setup':<{width}} {'samples/s':>10}   ({what})")
-    for key, value in result.items():
-        if key.startswith("samples_per_s["):
-            print(f"{key[len('samples_per_s['):-1]:<{width}} {value:>10.1f}")
+@dataclass(frozen=True)
+class Setup:
+    """One way of running the same training: how many ranks, and how many threads each."""
+
+    name: str
+    ranks: int
+    threads: int
+
+
+@dataclass
+class SetupFigures:
+    """What one setup measured over the interleaved repeats."""
+
+    setup: Setup
+    samples_per_s: list[float] = field(default_factory=list)
+    allreduce_ms: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.samples_per_s)
+
+    @property
+    def spread(self) -> float:
+        return (max(self.samples_per_s) - min(self.samples_per_s)) / self.rate
+
+    def as_json(self, global_batch: int) -> dict:
+        return {"name": self.setup.name, "ranks": self.setup.ranks, "threads": self.setup.threads,
+                "samples_per_s": round(self.rate, 1), "spread": round(self.spread, 3),
+                "step_ms": round(1e3 * global_batch / self.rate, 2),
+                "allreduce_ms": round(statistics.median(self.allreduce_ms), 2) if self.allreduce_ms else None}
+
+
+def _interleaved(setups, repeats: int, run) -> list[SetupFigures]:
+    """run(setup, figures) for every setup, `repeats` rounds in alternating order."""
+    figures = [SetupFigures(s) for s in setups]
+    for r in range(repeats):
+        for f in (figures if r % 2 == 0 else reversed(figures)):
+            run(f.setup, f)
+    return figures
 
 
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
@@ -78,52 +100,45 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
     from .. import ddp as ddp_mod
     from ..launch import launch
 
-    cfg = ddp_mod.DDPConfig(model="cnn2d_3layer_fullconnected_3layer", dataset="synthetic", image_side=28,
-                            synthetic_samples=max(4096, global_batch * (steps + 1)), global_batch=global_batch,
-                            max_steps=steps, evaluate=False, seed=seed, time_allreduces=True)
-    setups = {"1 rank x 1 thread": (1, 1), f"1 rank x {world_size} threads": (1, world_size),  # (ranks, threads)
-              f"{world_size} ranks x 1 thread": (world_size, 1)}
+    cfg = dict(data={"kind": "synthetic", "n_train": global_batch * (steps + 1), "n_test": 64, "side": 28, "seed": seed},
+               layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, lr=0.01, seed=seed, evaluate=False)
+    setups = [Setup("1 rank x 1 thread", 1, 1), Setup(f"1 rank x {world_size} threads", 1, world_size),
+              Setup(f"{world_size} ranks x 1 thread", world_size, 1)]
 
-    def run(ranks, threads):
-        outs = [r[0] for r in launch(ddp_mod.train_worker, ranks, args=([cfg],), threads=threads, timeout=300)]
-        return {"samples_per_s": outs[0]["samples_per_s"], "allreduce_ms": statistics.mean(o["allreduce_ms"] for o in outs)}
+    def run(setup, figures):
+        ranks = launch(ddp_mod.reference_worker, setup.ranks, args=(dict(cfg, per_rank_batch=global_batch // setup.ranks),),
+                       threads=setup.threads, timeout=300)
+        figures.samples_per_s.append(ranks[0]["samples_per_s"])
+        if setup.ranks > 1:
+            figures.allreduce_ms.append(statistics.mean(r["allreduce_ms"] for r in ranks))
 
-    figures = _interleaved_medians(setups, repeats, run)
-    median = {name: f["samples_per_s"] for name, f in figures.items()}
-    check = ddp_mod.DDPConfig(max_steps=3, evaluate=False, return_weights=True, seed=seed)
-    ranks = launch(ddp_mod.train_worker, world_size, args=([check],), timeout=300)
-    reference = ddp_mod.baseline_weights(check, world_size, steps=3)
-    diff = max(float(abs(r[0]["weights"] - reference).max()) for r in ranks)
-    names = list(setups)
+    one, threaded, many = _interleaved(setups, repeats, run)
+    check = dict(cfg, data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(),
+                 per_rank_batch=16)
+    ranks = launch(ddp_mod.reference_worker, world_size, args=(check,), timeout=300)
+    reference = launch(ddp_mod.reference_worker, 1, args=(dict(check, per_rank_batch=16 * world_size,
+                                                                  lr=check["lr"] * world_size),), timeout=300)[0]
+    diff = max(float(abs(r["weights"] - reference["weights"]).max()) for r in ranks)
     return {"benchmark": "ddp", "world_size": world_size, "global_batch": global_batch, "steps": steps,
-            "repeats": repeats, "model": cfg.model, "setups": {n: list(setups[n]) for n in names},
-            **{f"samples_per_s[{n}]": round(median[n], 1) for n in names},
-            **{f"step_ms[{n}]": round(1e3 * global_batch / median[n], 2) for n in names},
-            **{f"allreduce_ms[{n}]": round(figures[n]["allreduce_ms"], 2) for n in names},
-            "speedup_vs_1x1": round(median[names[2]] / median[names[0]], 3),
-            "speedup_vs_1x2": round(median[names[2]] / median[names[1]], 3),
-            "weights_max_abs_diff": diff}
-
-
-def ddp_time_split(result: dict) -> str:
-    """One sentence: where the multi-rank step's time went (compute vs all-reduce), against one process's step."""
-    n = result["world_size"]
-    many, threads = f"{n} ranks x 1 thread", f"1 rank x {n} threads"
-    step, comm = result[f"step_ms[{many}]"], result[f"allreduce_ms[{many}]"]
-    return (f"A {n}-rank step took {step:.1f} ms: {step - comm:.1f} ms outside the gradient all-reduce (data, forward, "
-            f"backward, update) and {comm:.1f} ms ({comm / step:.0%}) "
-            f"in it, waiting for the slower rank included; one process with {n} threads took "
-            f"{result[f'step_ms[{threads}]']:.1f} ms for the same global batch")
+            "repeats": repeats, "model": "cnn2d_3layer_fullconnected_3layer",
+            "setups": [f.as_json(global_batch) for f in (one, threaded, many)],
+            "speedup_vs_1x1": round(many.rate / one.rate, 3), "speedup_vs_1x2": round(many.rate / threaded.rate, 3),
+            "weights_max_abs_diff": diff,
+            "flags": measure.plausibility(speedup=many.rate / one.rate, devices=world_size,
+                                          spread=max(f.spread for f in (one, threaded, many)))}
 
 
 def print_ddp(result: dict) -> None:
     """The table, then the JSON line (last line of output)."""
-    _print_rates(result, 22, f"{result['model']}, global batch {result['global_batch']}, median step time of "
-                             f"{result['steps']} steps, median of {result['repeats']} interleaved launches")
-    print(f"speedup of {result['world_size']} ranks: {result['speedup_vs_1x1']:.2f}x vs 1 thread, "
-          f"{result['speedup_vs_1x2']:.2f}x vs one process using {result['world_size']} threads")
-    print(ddp_time_split(result))
-    print(f"DDP vs single process after 3 steps on the same global batches: max |weight diff| = {result['weights_max_abs_diff']:.2e}")
+    print(f"{'setup':<22} {'samples/s':>10} {'spread':>7} {'step ms':>8} {'all-reduce ms':>14}   ({result['model']}, global "
+          f"batch {result['global_batch']}, median step of {result['steps']}, median of {result['repeats']} interleaved launches)")
+    for s in result["setups"]:
+        comm = f"{s['allreduce_ms']:.2f}" if s["allreduce_ms"] is not None else "-"
+        print(f"{s['name']:<22} {s['samples_per_s']:>10.1f} {s['spread']:>6.0%} {s['step_ms']:>8.2f} {comm:>14}")
+    print(measure.flagged(f"speedup of {result['world_size']} ranks: {result['speedup_vs_1x1']:.2f}x vs 1 thread, "
+                          f"{result['speedup_vs_1x2']:.2f}x vs one process using {result['world_size']} threads",
+                          result["flags"]))
+    print(f"DDP vs one process on the same global batches: max |weight diff| = {result['weights_max_abs_diff']:.2e}")
     print(json.dumps(result))
 
 
@@ -182,27 +197,29 @@ def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int 
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
     from .. import tf_distribute as tfd
 
-    setups = {"1 worker": (1, False), "2 workers": (2, True)}
     weights = []
 
-    def samples_per_s(workers, multi):
-        cfg = tfd.TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=multi)
-        results = tfd.launch_workers(tfd.train_worker, workers, args=(cfg,), timeout=300)
-        if multi:
+    def run(setup, figures):
+        cfg = tfd.TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=setup.ranks > 1)
+        results = tfd.launch_workers(tfd.train_worker, setup.ranks, args=(cfg,), timeout=300)
+        if setup.ranks > 1:
             weights[:] = [res["weights"] for res in results]
-        return global_batch / statistics.median(results[0]["step_seconds"][3:])
+        figures.samples_per_s.append(global_batch / statistics.median(results[0]["step_seconds"][3:]))
 
-    median = _interleaved_medians(setups, repeats, samples_per_s)
+    one, two = _interleaved([Setup("1 worker", 1, 1), Setup("2 workers", 2, 1)], repeats, run)
     return {"benchmark": "tf", "model": tfd.TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
-            "repeats": repeats, **{f"samples_per_s[{n}]": round(v, 1) for n, v in median.items()},
-            "speedup_multiworker": round(median["2 workers"] / median["1 worker"], 3),
-            "weights_max_abs_diff": float(np.abs(weights[0] - weights[1]).max())}
+            "repeats": repeats, "setups": [f.as_json(global_batch) for f in (one, two)],
+            "speedup_multiworker": round(two.rate / one.rate, 3),
+            "weights_max_abs_diff": float(np.abs(weights[0] - weights[1]).max()),
+            "flags": measure.plausibility(speedup=two.rate / one.rate, devices=2, spread=max(one.spread, two.spread))}
 
 
 def print_tf(result: dict) -> None:
     """The table, then the JSON line (last line of output)."""
-    _print_rates(result, 10, f"{result['model']}, custom loop, global batch {result['global_batch']}, median step "
-                             f"of {result['steps']} (first 3 not timed), median of {result['repeats']} interleaved launches")
-    print(f"2 MultiWorkerMirroredStrategy workers vs 1: {result['speedup_multiworker']:.2f}x; "
-          f"max |weight diff| between the workers {result['weights_max_abs_diff']:.1e}")
+    print(f"{'setup':<10} {'samples/s':>10} {'spread':>7}   ({result['model']}, custom loop, global batch "
+          f"{result['global_batch']}, median step of {result['steps']}, median of {result['repeats']} interleaved launches)")
+    for s in result["setups"]:
+        print(f"{s['name']:<10} {s['samples_per_s']:>10.1f} {s['spread']:>6.0%}")
+    print(measure.flagged(f"2 MultiWorkerMirroredStrategy workers vs 1: {result['speedup_multiworker']:.2f}x; max |weight "
+                          f"diff| between the workers {result['weights_max_abs_diff']:.1e}", result["flags"]))
     print(json.dumps(result))
