@@ -376,8 +376,8 @@ def _unsendable_reason(obj) -> str | None:
         return f"a {type(obj).__name__}: a lock synchronises threads of this process only"
     if type(obj).__module__ == "socket" or isinstance(obj, socket.socket):
         return "a socket: a connection belongs to this process"
-    module = type(obj).__module__ or ""
-    if module.startswith("torch") and getattr(obj, "is_cuda", False):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor) and obj.is_cuda:
         return "a CUDA tensor: each rank owns its own device, and the kernel's GPU memory is not the rank's"
     return None
 

@@ -1,17 +1,28 @@
-"""The grader: scores come from exported data judged outside the kernel; bad submissions never stop the batch."""
+"""The grader: broken, noisy and hostile submissions, graded together with --jobs 2.
+
+Scores come from probes that run only the learner's definition on inputs drawn per run, judged in the grader; each
+submission runs in its own sandbox. Every stub scores 0, every correct classmate keeps full marks, the gradebook is a
+regular file with one row per submission, nothing is left running.
+"""
 import csv
+import hashlib
+import os
+import random
 import subprocess
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from lab_utils import exercises, grade
+from lab_utils import exercises
+from lab_utils.exercises import to_plain
+from lab_utils.instructor import extract, grade, sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
-
 SPEEDUP = '''
 def speedup_and_efficiency(row, baseline):
     speedup = row["samples_per_s"] / baseline["samples_per_s"]
@@ -30,212 +41,376 @@ PREDICT = '''
 def predict_speedup(serial_fraction, devices):
     return 1.0 / (serial_fraction + (1.0 - serial_fraction) / devices)
 '''
-MARKER = "lab_grader_test_marker_3141"  # a leftover process carries it on its command line
+STUBS = '''
+def speedup_and_efficiency(row, baseline):
+    raise NotImplementedError("Exercise")
+
+def fit_serial_fraction(points):
+    raise NotImplementedError("Exercise")
+
+def predict_speedup(serial_fraction, devices):
+    raise NotImplementedError("Exercise")
+'''
+MARKER = "lab_grader_test_marker_3141"  # a process left behind carries it on its command line
+SECRET = "instructor_secret_2718"
 
 
 def notebook(*cells) -> nbformat.NotebookNode:
     params = new_code_cell("seed = 0\nresults_dir = None")
     params.metadata["tags"] = ["parameters"]
-    nb = new_notebook(cells=[new_markdown_cell("# a lab 06 submission"), params] + [new_code_cell(textwrap.dedent(c)) for c in cells])
+    nb = new_notebook(cells=[new_markdown_cell("# a lab 10 submission"), params] + [new_code_cell(textwrap.dedent(c)) for c in cells])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
 
 
-SUBMISSIONS = {
-    "correct": notebook(SPEEDUP, SERIAL, PREDICT),
-    "loops_forever": notebook("while True:\n    pass", SPEEDUP, SERIAL, PREDICT),
-    "calls_sys_exit": notebook(SPEEDUP, "import sys\nsys.exit(1)", SERIAL, PREDICT),
-    "calls_os_exit": notebook(SPEEDUP, "import os\nos._exit(0)", SERIAL, PREDICT),
-    "kills_its_kernel": notebook(SPEEDUP, SERIAL, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", PREDICT),
-    "deleted_a_cell": notebook(SPEEDUP, PREDICT),
-    "first_raises": notebook("def speedup_and_efficiency(row, baseline):\n    raise NotImplementedError", SERIAL, PREDICT),
-    "forges": notebook(
-        """
-        class Always:
-            def __eq__(self, other): return True
-            def __float__(self): return 1.0
-        def speedup_and_efficiency(row, baseline):
-            return Always(), Always()
-        """,
-        "def fit_serial_fraction(points):\n    return 0.5\npassed = True\nprint('PASS  serial fraction')",
-        """
-        from lab_utils import checks
-        checks.check_predict_speedup = lambda fn: 'PASS  predicted speedup'
-        def predict_speedup(s, n):
-            return n
-        print(checks.check_predict_speedup(predict_speedup))
-        """),
-    "prints_megabytes": notebook(SPEEDUP, "print('x' * 3_000_000)", SERIAL, PREDICT),
-    "warns_on_stderr": notebook("import sys, warnings\nwarnings.warn('careful')\nsys.stderr.write('noise\\n' * 100)",
-                                SPEEDUP, SERIAL, PREDICT),
-    "leaves_processes": notebook(SPEEDUP, SERIAL, PREDICT, f"""
-        import subprocess
-        subprocess.Popen(['sleep', '300', '{MARKER}'], start_new_session=True)
-        subprocess.Popen(['sh', '-c', 'sleep 301 {MARKER} &'])
-        """),
-}
-
-HIDDEN_TEST = '''
+HIDDEN_TEST = f'''
 from lab_utils.exercises import Exercise
 
-def _probe(fn, ns):
-    return fn(0.5, 64)
+# {SECRET}: an instructor test the students must not read
+def _cases(rng):
+    return [rng.uniform(0.05, 0.5), rng.choice([64, 128, 256])]
 
-def _grade(value):
-    expected = 1 / (0.5 + 0.5 / 64)
-    return (1.0, "right at 64 devices") if abs(value - expected) < 1e-9 else (0.0, "wrong at 64 devices")
+def _run(fn, case):
+    return float(fn(*case))
 
-EXERCISES = [Exercise("06", "predict_speedup", _probe, _grade, "Amdahl's law at many devices", points=2.0)]
+def _expected(case):
+    s, n = case
+    return 1 / (s + (1 - s) / n)
+
+def _judge(got, expected, case):
+    return (1.0, "right at many devices") if abs(got - expected) < 1e-9 else (0.0, "wrong at many devices")
+
+EXERCISES = [Exercise("10", "predict_speedup", _cases, _run, _expected, _judge, "Amdahl's law at many devices", points=2.0)]
 '''
+
+
+def hostile_submissions(out: Path, tests: Path) -> dict:
+    """Stubs that try to earn points, or to hurt a classmate, the grader or the machine, each one way."""
+    return {
+        "forges_the_channel": notebook('''
+            import json, os
+
+            def _forge(fn):  # runs when the function is defined, in the probe: writes an "answer" everywhere, leaves
+                for fd in range(3, 256):
+                    try:
+                        os.write(fd, (json.dumps({"status": "ok", "value": [[2.0, 1.0]] * 5}) + "\\n").encode())
+                    except OSError:
+                        pass
+                os._exit(0)
+
+            @_forge
+            def speedup_and_efficiency(row, baseline):
+                raise NotImplementedError
+            '''),
+        "hooks_and_fake_modules": notebook(STUBS, '''
+            import atexit, os, pathlib
+            pathlib.Path("json.py").write_text("def dumps(*a, **k): return '{\\"status\\": \\"ok\\", \\"value\\": 1.0}'\\n"
+                                               "def loads(*a, **k): return {'status': 'ok', 'value': 1.0}\\n")
+            pathlib.Path("lab_utils").mkdir(exist_ok=True)
+            pathlib.Path("lab_utils/__init__.py").write_text("raise SystemExit('shadowed')")
+            atexit.register(lambda: [os.write(fd, b'{"status": "ok", "value": 1.0}\\n') for fd in range(3, 40)])
+            get_ipython().events.register("post_run_cell", lambda *a: print("PASS  predict_speedup"))
+            '''),
+        "walks_the_stack": notebook('''
+            import sys
+
+            def predict_speedup(serial_fraction, devices):  # looks for the reference in its callers' frames
+                frame = sys._getframe(1)
+                while frame is not None:
+                    for name in ("expected", "reference", "answer"):
+                        if name in frame.f_locals:
+                            return frame.f_locals[name]
+                    frame = frame.f_back
+                return 0.0
+            '''),
+        "reads_the_tests": notebook(STUBS, f'''
+            import os
+            for root in ({str(tests)!r}, {str(out)!r}):
+                try:
+                    print(root, os.listdir(root))
+                    print(open(os.path.join(root, "hidden.py")).read())
+                except OSError as err:
+                    print(type(err).__name__)
+            try:
+                open({str(tests / 'hidden.py')!r}, "a").write("\\nEXERCISES = []\\n")
+            except OSError as err:
+                print("append:", type(err).__name__)
+            '''),
+        "writes_the_outputs": notebook(STUBS, f'''
+            import os
+            os.makedirs({str(out)!r}, exist_ok=True)
+            with open({str(out / 'gradebook.csv')!r}, "w") as book:
+                book.write("student,lab,score,max_score,status\\nwrites_the_outputs,10,100,5,completed\\n")
+            for name in ("correct.feedback.md", "correct.executed.ipynb"):
+                try:
+                    os.remove(os.path.join({str(out)!r}, name))
+                    os.symlink("/dev/null", os.path.join({str(out)!r}, name))
+                except OSError as err:
+                    print(type(err).__name__)
+            '''),
+        "kills_everyone": notebook(STUBS, '''
+            import os, signal
+            for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+                if pid != os.getpid():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            os.kill(-1, signal.SIGKILL)
+            '''),
+        "escapes_the_sweep": notebook(STUBS, f'''
+            import subprocess
+            subprocess.Popen(["sh", "-c", "exec -a {MARKER} sleep 300"], start_new_session=True)
+            subprocess.Popen(["sh", "-c", "(setsid sh -c 'exec -a {MARKER} sleep 301' &)"])
+            '''),
+        "writes_the_course": notebook(STUBS, f'''
+            for path in ({str(ROOT / 'lab_utils' / 'exercises' / 'lab10.py')!r}, {str(ROOT / 'lab_utils' / '__init__.py')!r}):
+                try:
+                    open(path, "a").write("\\nraise SystemExit\\n")
+                except OSError as err:
+                    print(type(err).__name__)
+            '''),
+        "plants_a_fifo": notebook(STUBS, '''
+            import os
+            for name in ("executed.ipynb", "submission.ipynb"):
+                try:
+                    os.remove(name)
+                except OSError:
+                    pass
+                os.mkfifo(name)
+            '''),
+        "floods_every_output": notebook(STUBS, '''
+            from IPython.display import HTML, display
+            display(HTML("<b>x</b>" * 300_000))
+            "y" * 2_000_000
+            '''),
+    }
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("submissions")
-    paths = []
-    for name, nb in SUBMISSIONS.items():
-        nbformat.write(nb, folder / f"{name}.ipynb")
-        paths.append(folder / f"{name}.ipynb")
-    (folder / "not_a_notebook.ipynb").write_text("{this is not json")
-    paths.append(folder / "not_a_notebook.ipynb")
     tests = tmp_path_factory.mktemp("instructor_tests")
     (tests / "hidden.py").write_text(HIDDEN_TEST)
     out = tmp_path_factory.mktemp("graded")
-    # a student who knows where the gradebook and the instructor tests are: reads the tests, writes the gradebook
-    nbformat.write(notebook(SPEEDUP, SERIAL, PREDICT, f"""
-        print(open({str(tests / 'hidden.py')!r}).read())
-        with open({str(out / 'gradebook.csv')!r}, 'w') as book:
-            book.write('student,lab,score,max_score,status\\ntampers,06,100,5,completed\\n')
-        import lab_utils.exercises as ex
-        ex.close = lambda got, expected, tol=0: True
-        """), folder / "tampers.ipynb")
-    paths.append(folder / "tampers.ipynb")
-    rows = grade.grade(paths, "06", out, tests_dir=tests, timeout=90, cell_timeout=8, jobs=2)
-    return {r.student: r for r in rows}, out
+    # symlinks and a FIFO left in the output folder (by anyone, before the run): replaced, never followed
+    victim = tmp_path_factory.mktemp("victim") / "important.txt"
+    victim.write_text("keep me")
+    (out / "gradebook.csv").symlink_to(victim)
+    os.mkfifo(out / "correct.executed.ipynb")
+    submissions = {
+        "correct": notebook(SPEEDUP, SERIAL, PREDICT),
+        "also_correct": notebook(SERIAL, SPEEDUP, PREDICT, "print('x' * 100)"),
+        "stub": notebook(STUBS),
+        "loops_forever": notebook("while True:\n    pass", SPEEDUP, SERIAL, PREDICT),
+        "calls_sys_exit": notebook(SPEEDUP, "import sys\nsys.exit(1)", SERIAL, PREDICT),
+        "kills_its_kernel": notebook(SPEEDUP, SERIAL, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", PREDICT),
+        "partial": notebook(SPEEDUP, '''
+            def fit_serial_fraction(points):
+                raise NotImplementedError
+
+            def predict_speedup(serial_fraction, devices):
+                return 1.0 / (serial_fraction + (1.0 - serial_fraction) / devices) if devices < 50 else devices
+            '''),
+        **hostile_submissions(out, tests),
+    }
+    paths = []
+    for name, nb in submissions.items():
+        nbformat.write(nb, folder / f"{name}.ipynb")
+        paths.append(folder / f"{name}.ipynb")
+    (folder / "not_a_notebook.ipynb").write_text("{this is not json")
+    no_params = notebook(SPEEDUP)
+    del no_params.cells[1].metadata["tags"]
+    nbformat.write(no_params, folder / "no_parameters.ipynb")
+    paths += [folder / "not_a_notebook.ipynb", folder / "no_parameters.ipynb"]
+    course = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (ROOT / "lab_utils").rglob("*.py")}
+    lines = []
+    start = time.monotonic()
+    rows = grade.grade(paths, "10", out, tests_dir=tests, timeout=60, cell_timeout=10, jobs=2, say=lines.append)
+    return {"rows": {r.student: r for r in rows}, "out": out, "tests": tests, "victim": victim, "order": list(submissions),
+            "course": course, "said": lines, "seconds": time.monotonic() - start}
 
 
-def score(graded, name):
-    return {s.name: s.points for s in graded[0][name].scores}
+def points(graded, name):
+    return {s.name: s.points for s in graded["rows"][name].scores}
 
 
-def test_a_correct_submission_gets_every_point_including_the_hidden_test(graded):
-    row = graded[0]["correct"]
-    assert row.status == "completed" and row.score == row.max_score == 5  # 3 built-in + a 2-point instructor test
+FULL = {"speedup_and_efficiency": 1, "fit_serial_fraction": 1, "predict_speedup": 1, "predict_speedup (instructor test)": 2}
 
 
-def test_reading_the_tests_and_writing_the_gradebook_changes_no_grade(graded):
-    assert graded[0]["tampers"].score == 5 and graded[0]["tampers"].status == "completed"
-    assert score(graded, "forges")["predict_speedup"] == 0
+def test_correct_classmates_get_every_point_including_the_hidden_test(graded):
+    for name in ("correct", "also_correct"):
+        row = graded["rows"][name]
+        assert row.status == "completed" and points(graded, name) == FULL, row.scores
 
 
-def test_every_submission_has_one_gradebook_row_whatever_happened(graded):
-    rows, out = graded
-    with (out / "gradebook.csv").open() as handle:
+@pytest.mark.parametrize("name", ["stub", "forges_the_channel", "hooks_and_fake_modules", "walks_the_stack",
+                                  "reads_the_tests", "writes_the_outputs", "kills_everyone", "escapes_the_sweep",
+                                  "writes_the_course", "plants_a_fifo", "floods_every_output"])
+def test_every_stub_scores_zero_whatever_it_tries(graded, name):
+    row = graded["rows"][name]
+    assert row.score == 0, [(s.name, s.points, s.message) for s in row.scores]
+    assert row.max_score == 5
+
+
+def test_a_forged_or_doubled_answer_is_refused(graded):
+    forged = graded["rows"]["forges_the_channel"].scores[0]
+    assert forged.points == 0 and ("could not be used" in forged.message or "form" in forged.message or "Hint" in forged.message)
+
+
+def test_the_gradebook_is_a_fresh_regular_file_with_one_row_per_submission(graded):
+    out = graded["out"]
+    book_path = out / "gradebook.csv"
+    assert book_path.is_file() and not book_path.is_symlink()
+    assert graded["victim"].read_text() == "keep me"
+    with book_path.open() as handle:
         book = list(csv.DictReader(handle))
-    assert [r["student"] for r in book] == list(SUBMISSIONS) + ["not_a_notebook", "tampers"]
-    assert {"student", "lab", "score", "max_score", "status"} <= set(book[0])
+    assert [r["student"] for r in book] == graded["order"] + ["not_a_notebook", "no_parameters"]
     assert all(r["status"] in grade.STATUSES for r in book)
-    assert next(r for r in book if r["student"] == "tampers")["score"] == "5"  # what the notebook wrote was replaced
+    assert next(r for r in book if r["student"] == "writes_the_outputs")["score"] == "0"
+    for name in ("correct.feedback.md", "correct.executed.ipynb"):
+        assert (out / name).is_file() and not (out / name).is_symlink() and (out / name).stat().st_size > 0
 
 
-def test_an_infinite_loop_is_interrupted_and_later_answers_still_count(graded):
-    row = graded[0]["loops_forever"]
-    assert row.status == "timeout" and row.score == 5
+def test_hidden_tests_stay_hidden_and_untouched(graded):
+    out = graded["out"]
+    assert "EXERCISES = []" not in (graded["tests"] / "hidden.py").read_text()
+    for path in out.iterdir():
+        assert SECRET not in path.read_text(errors="replace"), path.name
+    executed = (out / "reads_the_tests.executed.ipynb").read_text()
+    assert "FileNotFoundError" in executed or "[]" in executed
 
 
-def test_sys_exit_is_an_error_in_one_cell_only(graded):
-    row = graded[0]["calls_sys_exit"]
-    assert row.status == "error" and row.score == 5
-
-
-@pytest.mark.parametrize("name", ["calls_os_exit", "kills_its_kernel"])
-def test_a_dead_kernel_keeps_the_answers_exported_before_it_died(graded, name):
-    row = graded[0][name]
-    assert row.status == "kernel_died"
-    points = score(graded, name)
-    assert points["speedup_and_efficiency"] == 1 and points["predict_speedup"] == 0
-    assert "did not run to the end" in row.scores[2].message or "not defined" in row.scores[2].message
-
-
-def test_a_deleted_exercise_scores_zero_with_a_reason_and_the_rest_counts(graded):
-    row = graded[0]["deleted_a_cell"]
-    assert score(graded, "deleted_a_cell") == {"speedup_and_efficiency": 1, "fit_serial_fraction": 0, "predict_speedup": 1,
-                                               "predict_speedup (instructor test)": 2}
-    assert "not defined" in next(s for s in row.scores if s.name == "fit_serial_fraction").message
-
-
-def test_an_exercise_that_raises_does_not_cost_the_later_ones(graded):
-    assert score(graded, "first_raises") == {"speedup_and_efficiency": 0, "fit_serial_fraction": 1, "predict_speedup": 1,
-                                             "predict_speedup (instructor test)": 2}
-    assert "NotImplementedError" in graded[0]["first_raises"].scores[0].message
-
-
-def test_forged_answers_flags_and_patched_checks_earn_nothing(graded):
-    row = graded[0]["forges"]
-    assert row.score == 0
-    assert "not plain data" in row.scores[0].message
-    assert "Hint:" in row.scores[1].message
-
-
-def test_megabytes_of_output_and_warnings_cost_nothing(graded, tmp_path):
-    rows, out = graded
-    assert rows["prints_megabytes"].score == 5 and rows["warns_on_stderr"].score == 5
-    executed = nbformat.read(out / "prints_megabytes.executed.ipynb", 4)
-    longest = max(len(o.get("text", "")) for c in executed.cells if c.cell_type == "code" for o in c.outputs)
-    assert longest < grade.MAX_OUTPUT_CHARS + 100
-
-
-def test_the_student_never_sees_the_grader_cells_or_the_instructor_tests(graded):
-    _, out = graded
-    for name in SUBMISSIONS:  # ("tampers" printed the tests itself)
-        written = (out / f"{name}.executed.ipynb").read_text() if (out / f"{name}.executed.ipynb").exists() else ""
-        feedback = (out / f"{name}.feedback.md").read_text()
-        for text in (written, feedback):
-            assert "abs(value - expected)" not in text and "export_named" not in text and "hidden.py" not in text
-
-
-def test_processes_a_submission_leaves_behind_are_killed(graded):
+def test_nothing_is_left_running(graded):
     alive = subprocess.run(["pgrep", "-f", MARKER], capture_output=True, text=True).stdout.split()
     assert alive == []
 
 
-def test_a_file_that_is_not_a_notebook_is_invalid_with_a_reason(graded):
-    row = graded[0]["not_a_notebook"]
-    assert row.status == "invalid" and row.score == 0 and "not a readable notebook" in row.message
+def test_the_course_is_unchanged(graded):
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in graded["course"]} == graded["course"]
 
 
-def test_to_plain_refuses_objects_and_keeps_data():
-    class Always:
-        def __eq__(self, other):
-            return True
-
-    with pytest.raises(TypeError, match="not plain data"):
-        exercises.to_plain([1, Always()])
-    import numpy as np
-    import torch
-
-    assert exercises.to_plain({"a": (np.float32(1.5), torch.tensor([1, 2]))}) == {"a": [1.5, [1, 2]]}
+def test_an_infinite_loop_is_interrupted_and_the_answers_still_count(graded):
+    row = graded["rows"]["loops_forever"]
+    assert row.status == "timeout" and points(graded, "loops_forever") == FULL
 
 
-def test_close_compares_plain_data_only():
-    assert exercises.close([1.0, [2.0]], [1.0 + 1e-9, [2.0]])
-    assert not exercises.close(True, 1.0) and not exercises.close("1", 1.0) and not exercises.close([1.0], [1.0, 2.0])
+def test_a_failing_or_dying_notebook_keeps_its_answers(graded):
+    assert graded["rows"]["calls_sys_exit"].status == "error" and points(graded, "calls_sys_exit") == FULL
+    assert graded["rows"]["kills_its_kernel"].status == "kernel_died" and points(graded, "kills_its_kernel") == FULL
 
 
-def test_prepare_exports_after_the_defining_cell_or_at_the_end():
-    nb = notebook("x = 1", SPEEDUP, "y = 2")
-    prepared = grade.prepare(nb, "06", grade.exercises_for("06"), Path("/tmp/e"), "tok")
-    sources = [c.source for c in prepared.cells]
-    defining = next(i for i, src in enumerate(sources) if src.lstrip().startswith("def speedup_and_efficiency"))
-    assert "export_named('06', 'speedup_and_efficiency'" in sources[defining + 1]
-    assert sources[defining + 2] == "y = 2"  # the exercises defined nowhere are exported at the end
-    assert "'fit_serial_fraction'" in sources[-2] and "'predict_speedup'" in sources[-1]
-    assert all("raises-exception" in c.metadata["tags"] for c in prepared.cells if c.cell_type == "code")
+def test_partial_answers_get_partial_and_fractional_credit(graded):
+    got = points(graded, "partial")
+    assert got == {"speedup_and_efficiency": 1, "fit_serial_fraction": 0, "predict_speedup": 1,
+                   "predict_speedup (instructor test)": 0}
+    assert "stub" in next(s.message for s in graded["rows"]["partial"].scores if s.name == "fit_serial_fraction")
 
 
-def test_duplicate_student_names_and_unknown_labs_are_refused(tmp_path):
+def test_every_output_type_is_cut_to_the_limit(graded):
+    executed = nbformat.read(graded["out"] / "floods_every_output.executed.ipynb", 4)
+    for cell in executed.cells:
+        for output in cell.get("outputs", []):
+            for value in list(output.get("data", {}).values()) + [output.get("text", "")]:
+                assert len(str(value)) < grade.MAX_OUTPUT_CHARS + 200
+
+
+def test_invalid_files_are_named_with_a_reason(graded):
+    assert graded["rows"]["not_a_notebook"].status == "invalid"
+    assert "not a readable notebook" in graded["rows"]["not_a_notebook"].message
+    assert "no cell tagged 'parameters'" in graded["rows"]["no_parameters"].message
+
+
+def test_the_grader_says_what_the_sandbox_promises(graded):
+    assert graded["said"] and graded["said"][0].startswith("sandbox:")
+
+
+# ---- pieces of the grader, without running notebooks ------------------------------------------------------------------
+
+def test_a_probe_runs_only_the_definition_not_the_rest_of_the_cell():
+    cells = ["import os\nx = os.system('echo hi')", "import numpy as np\nK = 3\n\ndef helper(v):\n    return v * K\n",
+             "print('side effect')\nwith open('f', 'w'):\n    pass\n\ndef shard(n, rank, world_size):\n    return helper(n)\n"]
+    source = extract.definition(cells, "shard")
+    assert "def shard" in source and "def helper" in source and "K = 3" not in source  # K lives in another cell
+    assert "print" not in source and "open(" not in source and "os.system" not in source
+    assert extract.definition(cells, "missing") is None
+    assert extract.definition(["def f(:"], "f") is None
+
+
+def test_references_are_thread_safe_and_deterministic():
+    """Two correct answers scored concurrently, 50 times each, always get full marks."""
+    names = ["train_step", "reduce_gradients", "scatter", "fit_serial_fraction"]
+    from test_exercises import fit_serial_fraction, reduce_gradients, scatter, train_step
+
+    fns = dict(zip(names, [train_step, reduce_gradients, scatter, fit_serial_fraction]))
+    answers = []
+    for name in names:
+        exercise = exercises.get(name)
+        for seed in range(3):
+            inputs = exercise.cases(random.Random(seed))
+            answers.append((exercise, to_plain(exercise.run(fns[name], inputs)), inputs))
+    failures = []
+
+    def score_all():
+        for _ in range(50):
+            for exercise, got, inputs in answers:
+                fraction, message = grade.score(grade.Item(exercise), {"status": "ok", "value": got}, inputs).points, ""
+                if fraction != exercise.points:
+                    failures.append(exercise.name)
+
+    threads = [threading.Thread(target=score_all) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_a_nan_grade_counts_as_zero_with_a_message():
+    weird = exercises.Exercise("10", "weird", lambda rng: 0, lambda fn, i: 0, lambda i: 0,
+                               lambda got, expected, i: (float("nan"), "?"), "a hint")
+    scored = grade.score(grade.Item(weird), {"status": "ok", "value": 0}, 0)
+    assert scored.points == 0 and "counted as 0" in scored.message
+
+
+def test_without_a_sandbox_the_grader_says_what_it_cannot_promise(monkeypatch):
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    isolation = sandbox.detect()
+    assert isolation.bubblewrap is None
+    text = isolation.describe()
+    assert "NOT complete" in text and "bubblewrap is not installed" in text and "apt-get install bubblewrap" in text
+
+
+def test_reading_what_a_submission_left_refuses_links_fifos_and_huge_files(tmp_path):
+    regular, link, fifo, big = tmp_path / "a", tmp_path / "b", tmp_path / "c", tmp_path / "d"
+    regular.write_bytes(b"data")
+    link.symlink_to(regular)
+    os.mkfifo(fifo)
+    big.write_bytes(b"x" * 100)
+    assert grade.read_regular(regular, 10) == b"data"
+    assert grade.read_regular(link, 10) is None and grade.read_regular(fifo, 10) is None
+    assert grade.read_regular(big, 10) is None
+
+
+def test_duplicate_names_unknown_labs_and_an_output_folder_holding_the_course_are_refused(tmp_path):
     a, b = tmp_path / "x" / "ann.ipynb", tmp_path / "y" / "ann.ipynb"
     with pytest.raises(ValueError, match="same student"):
-        grade.grade([a, b], "06", tmp_path / "out")
+        grade.grade([a, b], "10", tmp_path / "out")
     with pytest.raises(ValueError, match="no graded exercises"):
         grade.grade([a], "42", tmp_path / "out")
+    with pytest.raises(ValueError, match="contains the course"):
+        grade.grade([a], "10", ROOT.parent)
+
+
+def test_the_whole_run_limit_stops_a_notebook_and_everything_it_started(tmp_path):
+    nbformat.write(notebook(SPEEDUP, f"""
+        import subprocess, time
+        subprocess.Popen(["sh", "-c", "exec -a {MARKER}-timeout sleep 300"], start_new_session=True)
+        time.sleep(300)
+        """), tmp_path / "slow.ipynb")
+    start = time.monotonic()
+    row = grade.grade([tmp_path / "slow.ipynb"], "10", tmp_path / "out", timeout=20, cell_timeout=300, say=lambda s: None)[0]
+    assert row.status == "timeout" and "longer than 20 s" in row.message
+    assert time.monotonic() - start < 20 + 60  # the run was cut at 20 s; the probes took the rest
+    assert points({"rows": {"slow": row}}, "slow")["speedup_and_efficiency"] == 1
+    assert subprocess.run(["pgrep", "-f", f"{MARKER}-timeout"], capture_output=True, text=True).stdout.split() == []

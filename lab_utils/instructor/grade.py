@@ -46,11 +46,14 @@ import json, sys
 import papermill
 from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
-prepared, executed, params, cell_timeout = sys.argv[1:5]
+prepared, executed, params, cell_timeout, root = sys.argv[1:6]
+sys.path.insert(0, root)
+from lab_utils.instructor.course import quiet_kernel_manager
 try:
     papermill.execute_notebook(prepared, executed, parameters=json.loads(params), kernel_name="python3",
                                execution_timeout=float(cell_timeout), interrupt_on_timeout=True, progress_bar=False,
-                               log_output=False, request_save_on_cell_execute=True)
+                               log_output=False, request_save_on_cell_execute=True,
+                               kernel_manager_class=quiet_kernel_manager())
 except PapermillExecutionError:
     pass  # a cell raised: expected with partial answers; every cell still ran
 except DeadKernelError as exc:
@@ -88,7 +91,7 @@ class Graded:
 
 
 @dataclass(frozen=True)
-class Graded_Exercise:
+class Item:
     """An exercise to grade, and where it came from (None: built in)."""
 
     exercise: ex.Exercise
@@ -116,12 +119,12 @@ def load_test_file(path) -> list[ex.Exercise]:
     return exercises
 
 
-def exercises_for(lab: str, tests_dir=None) -> list[Graded_Exercise]:
+def exercises_for(lab: str, tests_dir=None) -> list[Item]:
     """Built-in exercises of the lab, then the instructor's (with the file each came from)."""
-    chosen = [Graded_Exercise(e) for e in ex.for_lab(lab)]
+    chosen = [Item(e) for e in ex.for_lab(lab)]
     if tests_dir:
         for path in sorted(Path(tests_dir).glob("*.py")):
-            chosen += [Graded_Exercise(e, str(path.resolve())) for e in load_test_file(path) if e.lab == lab]
+            chosen += [Item(e, str(path.resolve())) for e in load_test_file(path) if e.lab == lab]
     return chosen
 
 
@@ -180,33 +183,37 @@ def _declared_parameters(nb) -> set[str]:
     return set(re.findall(r"^([A-Za-z_]\w*)\s*=", cell.source, flags=re.M))
 
 
-def _python(box: sandbox.Sandbox, code_args: list[str], timeout: float) -> list[str]:
-    """A Python command; where no sandbox kills the whole tree, a subreaper runner wraps it."""
-    command = [sys.executable, *code_args]
+def _python(box: sandbox.Sandbox, code: str, args: list[str], timeout: float) -> list[str]:
+    """`python -I -c code args`: isolated (neither the working directory nor PYTHON* variables are on its path, so a
+    module planted beside it is never imported); where no sandbox kills the whole tree, a subreaper runner wraps it."""
+    command = [sys.executable, "-I", "-c", code, *args]
     if box.isolation.bubblewrap:
         return command
-    return [sys.executable, "-m", "lab_utils.instructor.runner", str(timeout), "--", *command]
+    runner = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from lab_utils.instructor.runner import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-I", "-c", runner, str(timeout), "--", *command]
 
 
 def execute(nb, box: sandbox.Sandbox, params: dict, *, cell_timeout: float, timeout: float) -> tuple[str, str, nbformat.NotebookNode | None]:
     """Run the whole notebook in the sandbox; returns (status, message, executed notebook or None)."""
-    work = box.scratch / "run"
+    work, home = box.scratch / "run", box.scratch / "home"
     work.mkdir()
+    home.mkdir()
     prepared, executed = work / "submission.ipynb", work / "executed.ipynb"
     for cell in nb.cells:  # every cell may fail without stopping the run
         if cell.cell_type == "code":
             cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != "raises-exception"] + ["raises-exception"]
     nbformat.write(nb, prepared)
     with open(box.scratch / "papermill.stderr", "wb") as stderr_file:
-        process = box.popen(_python(box, ["-c", PAPERMILL, str(prepared), str(executed), json.dumps(params),
-                                          str(cell_timeout)], timeout),
-                            cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr_file)
+        process = box.popen(_python(box, PAPERMILL, [str(prepared), str(executed), json.dumps(params), str(cell_timeout),
+                                                     str(ROOT)], timeout),
+                            cwd=work, home=home, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr_file)
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             code = None
         box.kill_all()
     tail = (read_regular(box.scratch / "papermill.stderr", 2**30) or b"")[-4000:].decode(errors="replace")
+    tail = "\n".join(line for line in tail.splitlines() if "WARNING" not in line)
     raw = read_regular(executed, MAX_NOTEBOOK_BYTES)
     try:
         result = nbformat.reads(raw.decode(), as_version=4) if raw else None
@@ -226,7 +233,7 @@ def execute(nb, box: sandbox.Sandbox, params: dict, *, cell_timeout: float, time
     return ("error" if errors else "completed"), "", result
 
 
-def probe(item: Graded_Exercise, definition: str | None, inputs, box: sandbox.Sandbox, timeout: float) -> dict:
+def probe(item: Item, definition: str | None, inputs, box: sandbox.Sandbox, timeout: float) -> dict:
     """Run one exercise on the learner's definition in a fresh process in the sandbox; exactly one answer, or why not."""
     exercise = item.exercise
     if definition is None:
@@ -236,13 +243,12 @@ def probe(item: Graded_Exercise, definition: str | None, inputs, box: sandbox.Sa
         import cloudpickle
 
         request["pickled"] = base64.b64encode(cloudpickle.dumps(exercise)).decode()
-    home = box.scratch / f"probe-{exercise.name}"
-    home.mkdir()
+    home = Path(tempfile.mkdtemp(prefix="probe-", dir=box.scratch))  # made now: nothing the notebook left is in it
     read_end, write_end = os.pipe()
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
             "from lab_utils.instructor.probe import main; main(int(sys.argv[2]))")
     try:
-        process = box.popen(_python(box, ["-c", code, str(ROOT), str(write_end)], timeout), cwd=home,
+        process = box.popen(_python(box, code, [str(ROOT), str(write_end)], timeout), cwd=home, home=home,
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             pass_fds=(write_end,))
     finally:
@@ -292,7 +298,7 @@ def _drain(fd: int, chunks: list) -> None:
         os.close(fd)
 
 
-def score(item: Graded_Exercise, record: dict, inputs) -> ExerciseScore:
+def score(item: Item, record: dict, inputs) -> ExerciseScore:
     """Points for one probe's answer, judged here against the reference."""
     exercise = item.exercise
     if record.get("status") != "ok":
@@ -307,7 +313,7 @@ def score(item: Graded_Exercise, record: dict, inputs) -> ExerciseScore:
     return ExerciseScore(item.label, round(fraction * exercise.points, 3), exercise.points, message)
 
 
-def grade_one(path: Path, lab: str, chosen: list[Graded_Exercise], isolation: sandbox.Isolation, *, scratch: Path,
+def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isolation, *, scratch: Path,
               hidden: list[Path], timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random) -> Graded:
     """Execute and probe one submission in its own sandbox; whatever happens, return a Graded row."""
     student = Path(path).stem

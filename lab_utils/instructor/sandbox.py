@@ -141,17 +141,14 @@ class Sandbox:
                     resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
         return setup
 
-    def popen(self, argv: list[str], *, cwd: Path, **kwargs) -> subprocess.Popen:
-        """Start `argv` inside the sandbox, in a session of its own."""
+    def popen(self, argv: list[str], *, cwd: Path, home: Path, **kwargs) -> subprocess.Popen:
+        """Start `argv` inside the sandbox, in a session of its own, with `home` as its HOME."""
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("LAB_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_", "TF_CONFIG", "JPY_"))}
-        home = self.scratch / "home"
-        home.mkdir(exist_ok=True)
-        env.update(HOME=str(home), TMPDIR="/tmp" if self.isolation.bubblewrap else str(self.scratch / "tmp"),
+               if not k.startswith(("LAB_", "MASTER_", "RANK", "WORLD_SIZE", "LOCAL_", "TF_CONFIG", "JPY_", "PYTHON"))}
+        env.update(HOME=str(home), TMPDIR="/tmp" if self.isolation.bubblewrap else str(home),
                    MPLCONFIGDIR=str(home / ".mpl"), IPYTHONDIR=str(home / ".ipython"),
                    JUPYTER_RUNTIME_DIR=str(home / ".jupyter-runtime"), JUPYTER_DATA_DIR=str(home / ".jupyter"),
                    PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg", **self.env)
-        (self.scratch / "tmp").mkdir(exist_ok=True)
         process = subprocess.Popen(self.command(argv, cwd), cwd=cwd, env=env, preexec_fn=self._preexec(), **kwargs)
         self._processes.append(process)
         return process
