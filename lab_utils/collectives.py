@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -86,13 +85,15 @@ def draw_collectives(states: dict):
     import matplotlib.pyplot as plt
 
     world_size = len(next(iter(states.values()))["before"])
-    widths = {when: max(len(np.ravel(t)) for state in states.values() for t in state[when]) for when in ("before", "after")}
+    widths = {when: max(len(np.ravel(t)) for state in states.values() for t in state[when])
+              for when in ("before", "after")}
     fig, axes = plt.subplots(len(states), 2, figsize=(10, 0.4 + 0.5 * (world_size + 1) * len(states)), squeeze=False,
                              gridspec_kw={"width_ratios": [widths["before"], widths["after"]]})
     for row, (name, state) in enumerate(states.items()):
         for col, when in enumerate(("before", "after")):
             _draw_tensors(axes[row][col], state[when], world_size, f"{name}: {when}", width=widths[when])
-    fig.suptitle("cell colour: the rank whose value it holds (mixed: partial sums; green: every rank's sum)", fontsize=9)
+    fig.suptitle("cell colour: the rank whose value it holds (mixed: partial sums; green: every rank's sum)",
+                 fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -200,7 +201,8 @@ def pipeline_traffic(batch_size: int, seed: int, device, *, model: str = "cnn2d_
     rank, world_size = dist.get_rank(), dist.get_world_size()
     run = pipeline.PipelineRun("gpipe", "gpipe", micro_batches, batch_size, tuple(split), model, seed=seed)
     if len(pipeline.stage_layers(run.model_spec(), run.split)) != world_size:
-        raise ValueError(f"split {list(split)} makes {len(split) + 1} stages, but {world_size} ranks run: one stage per rank")
+        raise ValueError(f"split {list(split)} makes {len(split) + 1} stages, but {world_size} ranks run: "
+                         "one stage per rank")
     stage = pipeline.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=seed).to(device)
     with count_traffic() as traffic:
         pipeline.run_schedule(stage, pipeline.gpipe(world_size, micro_batches).ops[rank], rank, world_size, run,
@@ -221,9 +223,10 @@ class SplitLayer:
 
     def describe(self) -> str:
         if not self.how:
-            return f"layer {self.index} ({self.kind}): not split; " + NOT_SPLIT.get(self.kind, "runs whole on every rank")
+            return f"layer {self.index} ({self.kind}): not split; {NOT_SPLIT.get(self.kind, 'runs whole on every rank')}"
         unit = "channels" if self.kind == "conv2d" else "features"
-        return f"layer {self.index} ({self.kind}): split by {self.how}, {self.size} {unit}, valid world sizes {divisors(self.size)}"
+        return (f"layer {self.index} ({self.kind}): split by {self.how}, {self.size} {unit}, "
+                f"valid world sizes {divisors(self.size)}")
 
 
 NOT_SPLIT = {"maxpool2d": "it works channel by channel, so each rank pools its own channels",
@@ -260,6 +263,8 @@ def check_tensor_parallel(model_spec, input_shape, world_size: int) -> list[Spli
         raise ValueError(f"world_size must be a positive integer (number of ranks), got {world_size!r}")
     plan = tensor_parallel_plan(model_spec, input_shape)
     split = [layer for layer in plan if layer.how]
+    if not split:
+        return plan
     valid = [d for d in divisors(min(layer.size for layer in split)) if all(l.size % d == 0 for l in split)]
     for layer in split:
         unit = "channels" if layer.kind == "conv2d" else "features"
@@ -488,7 +493,8 @@ def _tp_mlp_diff(device, seed: int) -> float:
     mlp = spec.init_weights(nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10)), seed)
     x = torch.randn(6, 32, generator=torch.Generator().manual_seed(seed))
     mlp(x).square().sum().backward()
-    fc1, fc2 = shard_linear(mlp[0], rank, world_size, 0).to(device), shard_linear(mlp[2], rank, world_size, 1).to(device)
+    fc1 = shard_linear(mlp[0], rank, world_size, 0).to(device)
+    fc2 = shard_linear(mlp[2], rank, world_size, 1).to(device)
     xd = x.to(device)
     y = SumOverRanks.apply(fc2(F.relu(fc1(CopyToRanks.apply(xd))))) + mlp[2].bias.detach().to(device)
     y.square().sum().backward()
@@ -540,7 +546,8 @@ def _ring_diff(comm_device, seed: int, sizes=(1, 13, 1001)) -> float:
 
 
 def _ring_vs_library(nbytes: int, repeats: int, comm_device) -> dict:
-    """Seconds of each repeat of the ring and of dist.all_reduce on `nbytes` of float32, interleaved, after a barrier."""
+    """Seconds of each repeat of the ring and of dist.all_reduce on `nbytes` of float32, interleaved, each after a
+    barrier."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
     start = torch.randn(max(1, nbytes // 4), generator=torch.Generator().manual_seed(rank)).to(comm_device)
     ring, library = start.clone(), start.clone()
@@ -557,7 +564,8 @@ def _ring_vs_library(nbytes: int, repeats: int, comm_device) -> dict:
 
 def reference_worker(rank: int, world_size: int, nbytes: int, repeats: int, train_steps: int, seed: int = 0,
                      timeout_s: float = 60.0) -> dict:
-    """Every reference check of the lab on this rank: ring timing beside gloo's, ring and tensor-parallel differences."""
+    """Every reference check of the lab on this rank: the ring timed beside the library's all-reduce; the ring's and the
+    tensor-parallel layers' differences from unsplit computations."""
     from .launch import process_group
 
     with process_group(timeout_s) as ctx:
@@ -621,8 +629,10 @@ GPU_TOLERANCES = {"ring_max_abs_diff": 1e-9, "tp_conv_max_abs_diff": 1e-4, "tp_m
 
 def gpu_check() -> dict[str, str]:
     """On a GPU: the ring and the tensor-parallel layers on 2 ranks, against the unsplit layers computed on the CPU."""
-    names = {"ring_max_abs_diff": "ring all-reduce on the GPU ranks", "tp_conv_max_abs_diff": "tensor-parallel conv on the GPU",
-             "tp_mlp_max_abs_diff": "column/row classifier on the GPU", "tp_cnn_weights_max_abs_diff": "tensor-parallel CNN training on the GPU"}
+    names = {"ring_max_abs_diff": "ring all-reduce on the GPU ranks",
+             "tp_conv_max_abs_diff": "tensor-parallel conv on the GPU",
+             "tp_mlp_max_abs_diff": "column/row classifier on the GPU",
+             "tp_cnn_weights_max_abs_diff": "tensor-parallel CNN training on the GPU"}
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in names.values()}
     from .launch import launch
@@ -631,6 +641,7 @@ def gpu_check() -> dict[str, str]:
     results = {}
     for key, name in names.items():
         worst = max(r[key] for r in ranks)
+        where = f"{ranks[0]['backend']}, {ranks[0]['device']}"
         results[name] = ("passed" if worst <= GPU_TOLERANCES[key] else
-                         f"failed: max |GPU - CPU| = {worst:.2e} > {GPU_TOLERANCES[key]:g} ({ranks[0]['backend']}, {ranks[0]['device']})")
+                         f"failed: max |GPU - CPU| = {worst:.2e} > {GPU_TOLERANCES[key]:g} ({where})")
     return results

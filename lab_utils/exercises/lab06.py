@@ -97,17 +97,18 @@ def ring_exercise_worker(rank, world_size, ring_step, case):
     from ..collectives import ring_all_reduce
     from ..launch import process_group
 
-    with process_group(timeout_s=DEADLOCK_TIMEOUT_S):
+    with process_group(timeout_s=DEADLOCK_TIMEOUT_S) as ctx:
+        device = ctx.device if ctx.backend == "nccl" else "cpu"  # gloo sends and receives CPU tensors
         guard = _RingGuard(rank, world_size)
         step = guard.step(ring_step)
         try:
             with guard.installed():
-                chunks = _probe_chunks(rank, world_size)
+                chunks = [c.to(device) for c in _probe_chunks(rank, world_size)]
                 received = step(chunks, rank, (rank - 1) % world_size, rank, world_size)
                 probe = {"received": [float(v) for v in received.reshape(-1)],
                          "own_after": [float(v) for v in chunks[(rank - 1) % world_size]]}
-                results = [ring_all_reduce(_ring_input(case["seed"], rank, n), rank, world_size, step).tolist()
-                           for n in case["sizes"]]
+                results = [ring_all_reduce(_ring_input(case["seed"], rank, n).to(device), rank, world_size,
+                                           step).tolist() for n in case["sizes"]]
         except RuntimeError as exc:
             if "Timed out" in str(exc):
                 raise RuntimeError(f"deadlock: rank {rank} waited {DEADLOCK_TIMEOUT_S} s in a send that no receive "
@@ -232,8 +233,9 @@ def _split_judge(got, expected, cases):
         n, c_out = case["world_size"], case["out_channels"]
         where = f"{c_out} filters over {n} ranks"
         if "error" in g:
-            return 0.0, (f"{where}: splitting, or running a shard on the full input, failed ({g['error']}). An output-channel split "
-                         "keeps every input channel: slice dim 0 of the weight (the filters), not dim 1")
+            return 0.0, (f"{where}: splitting, or running a shard on the full input, failed ({g['error']}). An "
+                         "output-channel split keeps every input channel: slice dim 0 of the weight (the filters), "
+                         "not dim 1")
         if g["channels"] == [c_out] * n:
             return 0.0, f"{where}: every rank kept all {c_out} filters; rank r keeps only its block of {c_out // n}"
         if g["channels"] != [c_out // n] * n:
@@ -246,7 +248,8 @@ def _split_judge(got, expected, cases):
                 return 0.0, (f"{where}: the right filters, in the wrong order ({order}): rank r owns the contiguous "
                              f"block of filters r*{c_out // n} ... (r+1)*{c_out // n}-1, so that concatenating the "
                              "ranks' outputs gives the unsplit layer's channel order")
-            return 0.0, f"{where}: the concatenated outputs differ from the unsplit layer's by up to {max_abs_diff(g['output'], e['output']):.2e}"
+            return 0.0, (f"{where}: the concatenated outputs differ from the unsplit layer's by up to "
+                         f"{max_abs_diff(g['output'], e['output']):.2e}")
         if any(p != e["parameters"] for p in g["parameters"]):
             return 0.0, (f"{where}: each shard should be a module owning its {c_out // n} filters and biases as "
                          f"trainable parameters ({e['parameters']} numbers), got {g['parameters']}")
@@ -279,8 +282,8 @@ def row_exercise_worker(rank, world_size, row_parallel_forward, case):
     from ..collectives import block
     from ..launch import process_group
 
-    with process_group(timeout_s=30):
-        x, weight, bias = _row_problem(case)
+    with process_group(timeout_s=30) as ctx:
+        x, weight, bias = (t.to(ctx.device) for t in _row_problem(case))
         mine = block(case["in_features"], rank, world_size)
         y = row_parallel_forward(x[:, mine].contiguous(), weight[:, mine].contiguous(), bias.clone())
         return y.detach().tolist()
@@ -296,8 +299,8 @@ def _row_expected(case, world_size: int = 2):
     from ..collectives import block
 
     x, weight, bias = _row_problem(case)
-    partial = [(x[:, block(case["in_features"], r, world_size)] @ weight[:, block(case["in_features"], r, world_size)].T)
-               for r in range(world_size)]
+    blocks = [block(case["in_features"], r, world_size) for r in range(world_size)]
+    partial = [x[:, mine] @ weight[:, mine].T for mine in blocks]
     return {"output": (x @ weight.T + bias).tolist(), "partial": [(p + bias).tolist() for p in partial],
             "bias": bias.tolist()}
 
@@ -318,7 +321,8 @@ def _row_judge(got, expected, case):
     if all(max_abs_diff(g, want - bias) <= 1e-5 for g in got):
         return 0.0, "the bias is missing: add it once, after the all_reduce"
     if all(min(max_abs_diff(g, (want - bias) / n + bias), max_abs_diff(g, want / n)) <= 1e-5 for g in got):
-        return 0.0, "that is the average over the ranks: the partial products must be summed (ReduceOp.SUM, the default)"
+        return 0.0, ("that is the average over the ranks: the partial products must be summed (ReduceOp.SUM, the "
+                     "default)")
     if not all(close(g, got[0], 1e-6) for g in got):
         return 0.0, "the ranks ended with different outputs: after the all_reduce every rank holds the same sum"
     return 0.0, f"the output differs from the unsplit layer's by up to {max(max_abs_diff(g, want) for g in got):.2e}"
