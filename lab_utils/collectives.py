@@ -613,10 +613,11 @@ def print_bench(result: dict) -> None:
     n, mib = result["world_size"], result["nbytes"] / 2**20
     print(f"all-reduce of {mib:g} MiB over {n} ranks ({result['backend']}), median of {result['repeats']} interleaved "
           "repeats (spread = (max - min) / median)")
-    print(f"  hand-built ring  {result['ring_ms']:8.3f} ms  (spread {result['ring_spread']:.2f})")
-    print(f"  gloo all_reduce  {result['library_ms']:8.3f} ms  (spread {result['library_spread']:.2f})")
-    print(f"  ring_vs_library = gloo time / ring time = {result['ring_vs_library']:.3f} (target >= 0.7)")
-    print(f"  bus bandwidth of gloo's all-reduce: 2 (N-1)/N x bytes / time = {result['busbw_gbps']:.3f} GB/s")
+    for label, key in (("hand-built ring", "ring"), (f"{result['backend']} all_reduce", "library")):
+        line = f"  {label:<16} {result[key + '_ms']:8.3f} ms  (spread {result[key + '_spread']:.2f})"
+        print(measure.flagged(line, measure.plausibility(spread=result[key + "_spread"])))
+    print(f"  ring_vs_library = {result['backend']} time / ring time = {result['ring_vs_library']:.3f} (target >= 0.7)")
+    print(f"  bus bandwidth of {result['backend']}'s all-reduce: 2 (N-1)/N x bytes / time = {result['busbw_gbps']:.3f} GB/s")
     for key in DIFF_KEYS:
         target = 1e-4 if key == "tp_cnn_weights_max_abs_diff" else 1e-5
         print(f"  {key:<28} {result[key]:.2e}  (target <= {target:g})")
