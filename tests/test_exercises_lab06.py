@@ -1,0 +1,208 @@
+"""Lab 06's exercises: the solutions pass and score 1; each plausible wrong answer fails and scores 0."""
+import random
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from lab_utils.exercises import check, get, to_plain
+
+
+def score(fn):
+    exercise = get(fn.__name__)
+    inputs = exercise.cases(random.Random(7))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+
+
+def assert_wrong(fn, *words):
+    result = check(fn)
+    assert not result and repr(result).startswith("FAIL"), result
+    for word in words:
+        assert word in result.message, result.message
+    return result
+
+
+# ---- ring_step ------------------------------------------------------------------------------------------------------
+
+def ring_step(chunks, send_index, recv_index, rank, world_size):
+    request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+    incoming = torch.empty_like(chunks[recv_index])
+    dist.recv(incoming, (rank - 1) % world_size)
+    request.wait()
+    return incoming
+
+
+def test_ring_step_solution_passes_and_scores_full():
+    assert check(ring_step)
+    assert score(ring_step)[0] == 1.0
+
+
+def test_ring_step_blocking_send_is_named_a_deadlock():
+    def ring_step(chunks, send_index, recv_index, rank, world_size):
+        dist.send(chunks[send_index], (rank + 1) % world_size)
+        incoming = torch.empty_like(chunks[recv_index])
+        dist.recv(incoming, (rank - 1) % world_size)
+        return incoming
+    assert_wrong(ring_step, "deadlock", "isend")
+
+
+def test_ring_step_buffer_sized_like_the_sent_chunk_is_refused():
+    def ring_step(chunks, send_index, recv_index, rank, world_size):
+        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+        incoming = torch.empty_like(chunks[send_index])
+        dist.recv(incoming, (rank - 1) % world_size)
+        request.wait()
+        return incoming
+    assert_wrong(ring_step, "chunks[recv_index]", "match")
+
+
+def test_ring_step_wrong_direction_is_refused():
+    def ring_step(chunks, send_index, recv_index, rank, world_size):
+        request = dist.isend(chunks[send_index], (rank - 1) % world_size)
+        incoming = torch.empty_like(chunks[recv_index])
+        dist.recv(incoming, (rank + 1) % world_size)
+        request.wait()
+        return incoming
+    assert_wrong(ring_step, "right")
+
+
+def test_ring_step_returning_the_own_chunk_fails():
+    def ring_step(chunks, send_index, recv_index, rank, world_size):
+        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+        incoming = torch.empty_like(chunks[recv_index])
+        dist.recv(incoming, (rank - 1) % world_size)
+        request.wait()
+        return chunks[recv_index]
+    assert_wrong(ring_step, "own")
+    assert score(ring_step)[0] == 0.0
+
+
+def test_ring_step_adding_itself_fails():
+    def ring_step(chunks, send_index, recv_index, rank, world_size):
+        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+        incoming = torch.empty_like(chunks[recv_index])
+        dist.recv(incoming, (rank - 1) % world_size)
+        request.wait()
+        return chunks[recv_index] + incoming
+    assert_wrong(ring_step, "added")
+    assert score(ring_step)[0] == 0.0
+
+
+def test_ring_step_receiving_into_the_own_chunk_fails():
+    def ring_step(chunks, send_index, recv_index, rank, world_size):
+        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+        dist.recv(chunks[recv_index], (rank - 1) % world_size)
+        request.wait()
+        return chunks[recv_index]
+    assert_wrong(ring_step, "new buffer")
+    assert score(ring_step)[0] == 0.0
+
+
+# ---- split_output_channels --------------------------------------------------------------------------------------------
+
+def split_output_channels(conv, rank, world_size):
+    per = conv.out_channels // world_size
+    part = nn.Conv2d(conv.in_channels, per, conv.kernel_size, conv.stride, conv.padding)
+    with torch.no_grad():
+        part.weight.copy_(conv.weight[rank * per:(rank + 1) * per])
+        part.bias.copy_(conv.bias[rank * per:(rank + 1) * per])
+    return part
+
+
+def test_split_output_channels_solution_passes_and_scores_full():
+    assert check(split_output_channels)
+    assert score(split_output_channels)[0] == 1.0
+
+
+def test_split_output_channels_by_input_channels_fails():
+    def split_output_channels(conv, rank, world_size):
+        per = conv.in_channels // world_size or 1
+        part = nn.Conv2d(per, conv.out_channels, conv.kernel_size, conv.stride, conv.padding)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[:, rank * per:(rank + 1) * per])
+            part.bias.copy_(conv.bias)
+        return part
+    assert_wrong(split_output_channels)
+    assert score(split_output_channels)[0] == 0.0
+
+
+def test_split_output_channels_interleaved_fails_with_the_order_named():
+    def split_output_channels(conv, rank, world_size):
+        part = nn.Conv2d(conv.in_channels, conv.out_channels // world_size, conv.kernel_size, conv.stride, conv.padding)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[rank::world_size])
+            part.bias.copy_(conv.bias[rank::world_size])
+        return part
+    assert_wrong(split_output_channels, "order")
+    assert score(split_output_channels)[0] == 0.0
+
+
+def test_split_output_channels_without_bias_fails():
+    def split_output_channels(conv, rank, world_size):
+        per = conv.out_channels // world_size
+        part = nn.Conv2d(conv.in_channels, per, conv.kernel_size, conv.stride, conv.padding, bias=False)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[rank * per:(rank + 1) * per])
+        return part
+    assert_wrong(split_output_channels, "bias")
+    assert score(split_output_channels)[0] == 0.0
+
+
+def test_split_output_channels_whole_layer_fails():
+    def split_output_channels(conv, rank, world_size):
+        return conv
+    assert_wrong(split_output_channels, "all")
+    assert score(split_output_channels)[0] == 0.0
+
+
+# ---- row_parallel_forward ---------------------------------------------------------------------------------------------
+
+def row_parallel_forward(x_shard, weight_shard, bias):
+    partial = x_shard @ weight_shard.T
+    dist.all_reduce(partial)
+    return partial + bias
+
+
+def test_row_parallel_forward_solution_passes_and_scores_full():
+    assert check(row_parallel_forward)
+    assert score(row_parallel_forward)[0] == 1.0
+
+
+def test_row_parallel_forward_without_all_reduce_fails():
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        return x_shard @ weight_shard.T + bias
+    assert_wrong(row_parallel_forward, "partial")
+    assert score(row_parallel_forward)[0] == 0.0
+
+
+def test_row_parallel_forward_bias_on_every_rank_fails():
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        y = x_shard @ weight_shard.T + bias
+        dist.all_reduce(y)
+        return y
+    assert_wrong(row_parallel_forward, "bias counts")
+    assert score(row_parallel_forward)[0] == 0.0
+
+
+def test_row_parallel_forward_average_fails():
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        partial = x_shard @ weight_shard.T
+        dist.all_reduce(partial, op=dist.ReduceOp.AVG)
+        return partial + bias
+    assert_wrong(row_parallel_forward, "average")
+    assert score(row_parallel_forward)[0] == 0.0
+
+
+def test_row_parallel_forward_without_bias_fails():
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        partial = x_shard @ weight_shard.T
+        dist.all_reduce(partial)
+        return partial
+    assert_wrong(row_parallel_forward, "bias is missing")
+    assert score(row_parallel_forward)[0] == 0.0
+
+
+@pytest.mark.parametrize("name", ["ring_step", "split_output_channels", "row_parallel_forward"])
+def test_lab06_exercises_are_registered(name):
+    assert get(name).lab == "06"
