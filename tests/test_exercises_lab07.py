@@ -99,6 +99,11 @@ def step(old: str = "", new: str = ""):
     return learner(STEP.replace(old, new) if old else STEP, "sharded_step")
 
 
+def test_sharded_step_stub_is_not_written_yet():
+    result = check(step("    for p in params:", "    raise NotImplementedError('Exercise')\n    for p in params:"))
+    assert not result.passed and "not written yet" in result.message
+
+
 def test_sharded_step_solution_passes():
     assert check(step()).passed
     assert score(step()) == 1.0

@@ -131,12 +131,17 @@ def sharded_worker(rank, world_size, sharded_step, case):
 
 
 def _sharded_run(sharded_step, case, world_size: int = 2):
-    from ..launch import launch
+    from ..launch import RankError, launch
     from ..memory import assign_owners
 
     model = _sharded_problem(case, world_size)[0]
     sizes = [p.numel() for p in model.parameters()]
-    ranks = launch(sharded_worker, world_size, args=(sharded_step, case), timeout=120)
+    try:
+        ranks = launch(sharded_worker, world_size, args=(sharded_step, case), timeout=120)
+    except RankError as err:
+        if err.message.startswith("NotImplementedError"):  # the stub, raised in a rank: not written yet
+            raise NotImplementedError(err.message) from None
+        raise
     return {"before": _flat(model), "sizes": sizes, "owners": assign_owners(sizes, world_size),
             "ranks": [r["weights"] for r in ranks], "optimizer_bytes": [r["optimizer_bytes"] for r in ranks]}
 
