@@ -59,7 +59,7 @@ def cmd_assign(args) -> int:
 
 def cmd_bench(args) -> int:
     from . import bench
-    from .. import dp
+    from .. import dp, memory
 
     if args.name == "overhead":
         bench.print_overhead(bench.overhead(samples=args.samples, repeats=args.repeats or 15))
@@ -74,6 +74,8 @@ def cmd_bench(args) -> int:
     elif args.name == "collectives":
         from .. import collectives
         collectives.print_bench(collectives.bench(world_size=args.world_size, repeats=args.repeats or 9))
+    elif args.name == "memory":
+        memory.print_bench(memory.bench(world_size=args.world_size, repeats=args.repeats or 5))
     return 0
 
 
@@ -101,10 +103,10 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ is out of date")
     a.set_defaults(fn=cmd_assign)
     b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
-    b.add_argument("name", choices=["overhead", "ddp", "dp", "pipeline", "tf", "collectives"])
+    b.add_argument("name", choices=["overhead", "ddp", "dp", "pipeline", "tf", "collectives", "memory"])
     b.add_argument("--samples", type=int, default=4096, help="overhead: samples per timed epoch")
-    b.add_argument("--repeats", type=int, help="timed repeats, median reported (overhead: 15 epochs; ddp: 3 launches; dp: 15 steps; pipeline: 5 steps; tf: 3 launches)")
-    b.add_argument("--world-size", type=int, default=2, help="ddp: number of ranks")
+    b.add_argument("--repeats", type=int, help="timed repeats, median reported (overhead: 15 epochs; ddp: 3 launches; dp: 15 steps; pipeline: 5 steps; tf: 3 launches; memory: 5 checkpointing steps)")
+    b.add_argument("--world-size", type=int, default=2, help="ddp, memory: number of ranks")
     b.add_argument("--steps", type=int, default=20, help="ddp, tf: optimizer steps per launch (first 3 not timed)")
     b.add_argument("--devices", type=int, default=2, help="dp: number of devices (replicas)")
     b.add_argument("--batch-sizes", type=_int_list, default=(16, 256),

@@ -1,0 +1,584 @@
+"""Lab 07's room: where a rank's memory goes, counted exactly from tensors (parameters, gradients, optimizer state,
+saved activations), the per-strategy formulas, stacked bars per rank, bytes sent by collectives, the mixed-precision
+dtype a device supports, and reference DDP / ZeRO-1 / FSDP2 workers for `bench memory` and `gpu_check`."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import itertools
+import json
+import math
+import statistics
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from . import measure, plots, spec
+
+MIB = 2**20
+KINDS = ("parameters", "gradients", "optimizer", "activations")
+STATE_NUMBERS = {"sgd": 0, "momentum": 1, "adam": 2}  # optimizer state numbers kept per parameter
+SHARDED = {"ddp": (), "zero1": ("optimizer",), "zero2": ("optimizer", "gradients"),
+           "zero3": ("optimizer", "gradients", "parameters")}  # what each strategy splits across the ranks
+INPUT_SHAPE = (1, 28, 28)
+
+
+def wide_cnn(num_classes: int = 10) -> list[dict]:
+    """The course CNN with 4x the channels and a 1024-unit classifier: a model whose parameters matter."""
+    return [spec.conv2d(64), spec.maxpool2d(), spec.conv2d(128), spec.maxpool2d(), spec.flatten(),
+            spec.dense(1024), spec.dense(num_classes, activation=None)]
+
+
+# ---- bytes held, counted from the tensors themselves ----------------------------------------------------------------
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a tensor: the local shard of a DTensor (FSDP2), the tensor itself otherwise."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def storage_bytes(tensors) -> int:
+    """Bytes of the storages behind `tensors`, each storage once (views share their base's storage)."""
+    storages = {}
+    for t in tensors:
+        s = local(t).untyped_storage()
+        storages[(str(s.device), s.data_ptr())] = s.nbytes()
+    return sum(storages.values())
+
+
+def optimizer_state_bytes(optimizer) -> int:
+    """Bytes of every tensor the optimizer keeps (momentum buffers, Adam's two moments and step counters)."""
+    return storage_bytes(v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v))
+
+
+def held_bytes(model, optimizer) -> dict[str, int]:
+    """Parameters, gradients and optimizer state this process holds for `model`, in bytes."""
+    params = list(model.parameters())
+    return {"parameters": storage_bytes(params),
+            "gradients": storage_bytes(p.grad for p in params if p.grad is not None),
+            "optimizer": optimizer_state_bytes(optimizer)}
+
+
+def full_weights(model) -> torch.Tensor:
+    """Every parameter, whole (an FSDP shard is gathered), as one flat CPU tensor."""
+    return torch.cat([(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().float().cpu().flatten()
+                      for p in model.parameters()])
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The byte range [start, end) a tensor's elements occupy in its storage."""
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    elements = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + elements * t.element_size()
+
+
+def _union_bytes(spans) -> int:
+    """Bytes covered by a set of [start, end) ranges, overlaps counted once."""
+    total, reach = 0, None
+    for start, end in sorted(spans):
+        if reach is None or start >= reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
+class SavedActivations:
+    """`with SavedActivations(model) as saved:` counts the bytes autograd keeps for the backward pass inside the
+    block (`saved.bytes`): every byte once (a view and its base share bytes), the model's parameters left out
+    (they are counted as parameters). Everything saved is kept until backward, so this is the forward's peak."""
+
+    def __init__(self, model: nn.Module | None = None):
+        self.model = model
+        self._spans: dict[tuple, set] = {}
+        self._hooks = None
+
+    def _parameter_storages(self) -> set:
+        params = self.model.parameters() if self.model is not None else ()
+        return {local(p).untyped_storage().data_ptr() for p in params}  # FSDP swaps parameters during forward
+
+    def _pack(self, tensor):
+        storage = local(tensor).untyped_storage()
+        if storage.data_ptr() not in self._parameter_storages():
+            self._spans.setdefault((str(storage.device), storage.data_ptr()), set()).add(_span(local(tensor)))
+        return tensor
+
+    def __enter__(self) -> "SavedActivations":
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+    @property
+    def bytes(self) -> int:
+        return sum(_union_bytes(spans) for spans in self._spans.values())
+
+
+# ---- the formulas ----------------------------------------------------------------------------------------------------
+
+def shard_size(n_params: int, world_size: int) -> int:
+    """Numbers per rank when n_params are split evenly: rounded up, the last shard padded with zeros."""
+    if n_params < 1 or world_size < 1:
+        raise ValueError(f"need n_params >= 1 and world_size >= 1, got {n_params} and {world_size}")
+    return math.ceil(n_params / world_size)
+
+
+def padding(n_params: int, world_size: int) -> int:
+    """Zeros added so that n_params split into world_size equal shards."""
+    return shard_size(n_params, world_size) * world_size - n_params
+
+
+def per_rank_bytes(n_params: int, world_size: int, strategy: str = "ddp", optimizer: str = "adam", *,
+                   mixed: bool = False) -> dict[str, int]:
+    """Bytes of parameters, gradients and optimizer state on each rank.
+
+    fp32: 4 bytes per parameter, per gradient and per optimizer state number (SGD 0, momentum 1, Adam 2).
+    mixed: 2-byte parameters and gradients, and the optimizer also keeps an fp32 master copy (4 bytes).
+    Adam mixed under DDP is the Ultra-Scale Playbook's 2 + 2 + 12 = 16 bytes per parameter. A sharded part
+    holds shard_size(n_params, world_size) numbers on each rank (padded).
+    """
+    if strategy not in SHARDED:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {sorted(SHARDED)} (FSDP shards like zero3)")
+    if optimizer not in STATE_NUMBERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {sorted(STATE_NUMBERS)}")
+    each = {"parameters": 2 if mixed else 4, "gradients": 2 if mixed else 4,
+            "optimizer": 4 * STATE_NUMBERS[optimizer] + (4 if mixed else 0)}
+    shard = shard_size(n_params, world_size)
+    return {kind: b * (shard if kind in SHARDED[strategy] else n_params) for kind, b in each.items()}
+
+
+def parameter_count(model_spec, input_shape=INPUT_SHAPE) -> int:
+    """Psi: the trainable parameters of a spec."""
+    return sum(spec.parameter_counts(model_spec, input_shape))
+
+
+def draw_per_rank(per_rank: dict, ax=None, *, title: str = ""):
+    """per_rank[row][kind] -> bytes: one stacked bar per row (a rank of a strategy), in MiB; returns the axes."""
+    mib = {row: {kind: parts.get(kind, 0) / MIB for kind in KINDS} for row, parts in per_rank.items()}
+    ax = plots.stacked_bars(mib, ax, title=title, unit="s")  # plots' scale 1: the values are already MiB
+    ax.set_xlabel("MiB held by the rank")
+    return ax
+
+
+# ---- flat buffers and ownership, for sharded optimizers ------------------------------------------------------------
+
+@dataclass
+class FlatParameters:
+    """A model's parameters and gradients as views into two flat buffers, padded to split into equal shards."""
+
+    params: torch.Tensor
+    grads: torch.Tensor
+    numel: int
+    world_size: int
+
+    @property
+    def shard_size(self) -> int:
+        return len(self.params) // self.world_size
+
+    @property
+    def padding(self) -> int:
+        return len(self.params) - self.numel
+
+    def shard(self, rank: int) -> slice:
+        """The slice of the flat buffers rank `rank` owns."""
+        return slice(rank * self.shard_size, (rank + 1) * self.shard_size)
+
+
+def flatten(model: nn.Module, world_size: int) -> FlatParameters:
+    """Make every parameter and its gradient a view into one flat buffer each (as DDP's buckets and FSDP do).
+
+    The buffers are padded with zeros to a multiple of world_size; backward then accumulates straight into the
+    flat gradient buffer (clear it with `.zero_()`, never set the gradients to None).
+    """
+    params = list(model.parameters())
+    numel = sum(p.numel() for p in params)
+    size = shard_size(numel, world_size) * world_size
+    first = params[0]
+    flat = FlatParameters(torch.zeros(size, dtype=first.dtype, device=first.device),
+                          torch.zeros(size, dtype=first.dtype, device=first.device), numel, world_size)
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            n = p.numel()
+            flat.params[offset:offset + n].copy_(p.flatten())
+            p.data = flat.params[offset:offset + n].view_as(p)
+            p.grad = flat.grads[offset:offset + n].view_as(p)
+            offset += n
+    return flat
+
+
+def assign_owners(sizes, world_size: int) -> list[int]:
+    """Give each parameter tensor to one rank: largest first, to the rank owning the fewest numbers so far
+    (how torch's ZeroRedundancyOptimizer balances whole tensors)."""
+    load = [0] * world_size
+    owners = [0] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        owners[i] = min(range(world_size), key=lambda r: (load[r], r))
+        load[owners[i]] += sizes[i]
+    return owners
+
+
+# ---- bytes sent by collectives ---------------------------------------------------------------------------------------
+
+COLLECTIVES = {  # torch.distributed function -> (name, the argument whose size is the buffer)
+    "all_reduce": ("all-reduce", "tensor"),
+    "all_gather_single": ("all-gather", "output_tensor"),
+    "reduce_scatter_single": ("reduce-scatter", "input"),
+    "broadcast": ("broadcast", "tensor"),
+    "reduce": ("reduce", "tensor"),
+}
+# A ring all-reduce is a reduce-scatter then an all-gather: it moves the buffer twice, the others once.
+RING_PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "broadcast": 1, "reduce": 1}
+
+
+class CommCounter:
+    """Counts the collectives called through torch.distributed inside `with counter.phase(name):` blocks.
+
+    Each record is (phase, collective, buffer bytes); the buffer is the whole tensor the collective fills or
+    reads (the gathered output, the scattered input). DDP's built-in all-reduce runs in C++: register
+    `default_hooks.allreduce_hook` (the same arithmetic, through dist.all_reduce) for it to be counted.
+    """
+
+    def __init__(self):
+        self.records: list[tuple[str, str, int]] = []
+
+    def _counting(self, phase: str, fn):
+        name, argument = COLLECTIVES[fn.__name__]
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def counted(*args, **kwargs):
+            tensor = local(signature.bind(*args, **kwargs).arguments[argument])
+            self.records.append((phase, name, tensor.numel() * tensor.element_size()))
+            return fn(*args, **kwargs)
+
+        return counted
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Count the collectives this process calls inside the block under `name`."""
+        import torch.distributed as dist
+
+        originals = {fn: getattr(dist, fn) for fn in COLLECTIVES}
+        for fn, original in originals.items():
+            setattr(dist, fn, self._counting(name, original))
+        try:
+            yield self
+        finally:
+            for fn, original in originals.items():
+                setattr(dist, fn, original)
+
+    def table(self, steps: int = 1) -> dict[str, dict]:
+        """{"phase collective": {"calls": calls in all `steps`, "bytes": buffer bytes per step}}, in the order first
+        seen (DDP, for one, regroups its buckets after the first step, so calls per step may vary)."""
+        rows = {}
+        for phase, name, nbytes in self.records:
+            row = rows.setdefault(f"{phase} {name}", {"calls": 0, "bytes": 0.0})
+            row["calls"] += 1
+            row["bytes"] += nbytes / steps
+        return rows
+
+    def ring_bytes(self, steps: int = 1) -> float:
+        """Buffer bytes per step weighted by the ring passes (all-reduce counts twice): in units of Psi x bytes,
+        DDP's rule is 2 and FSDP's 3. Each rank sends (N-1)/N of this."""
+        return sum(RING_PASSES[name] * nbytes for _, name, nbytes in self.records) / steps
+
+
+# ---- mixed precision -------------------------------------------------------------------------------------------------
+
+AMP_CHOICES = ("auto", "bfloat16", "float16")
+
+
+def _cpu_has_float16() -> bool:
+    """True when the CPU computes float16 natively (AMX-FP16); otherwise torch emulates it, slower than fp32."""
+    probe = getattr(torch.cpu, "_is_amx_fp16_supported", None)
+    return bool(probe and probe())
+
+
+def amp_dtype(device_type: str, requested: str = "auto", *, gpu_capability: tuple[int, int] | None = None):
+    """The autocast dtype for `device_type`, or a ValueError naming the alternative when the hardware lacks it.
+
+    auto: bfloat16 on a CPU (float32's exponent range, no GradScaler needed), float16 on a GPU (fast on every GPU
+    with tensor cores; needs a GradScaler). `gpu_capability` overrides the detected compute capability.
+    """
+    if requested not in AMP_CHOICES:
+        raise ValueError(f"amp_dtype={requested!r}: autocast computes in a 16-bit float; choose one of {AMP_CHOICES}")
+    if device_type not in ("cpu", "cuda"):
+        raise ValueError(f"device_type must be 'cpu' or 'cuda', got {device_type!r}")
+    if requested == "auto":
+        return torch.bfloat16 if device_type == "cpu" else torch.float16
+    dtype = getattr(torch, requested)
+    if device_type == "cpu" and dtype == torch.float16 and not _cpu_has_float16():
+        raise ValueError("amp_dtype='float16' on this CPU: it has no float16 arithmetic (AMX-FP16), so torch would "
+                         "emulate float16, slower than float32. Use amp_dtype='bfloat16' (float32's exponent range, "
+                         "no GradScaler needed).")
+    if device_type == "cuda" and dtype == torch.bfloat16:
+        major, minor = gpu_capability or torch.cuda.get_device_capability()
+        if major < 8:
+            raise ValueError(f"amp_dtype='bfloat16' on a GPU of compute capability {major}.{minor}: bfloat16 "
+                             "arithmetic needs 8.0 (Ampere) or newer. Use amp_dtype='float16' with a GradScaler.")
+    return dtype
+
+
+# ---- activation checkpointing ----------------------------------------------------------------------------------------
+
+def layer_blocks(model: nn.Sequential) -> list[nn.Sequential]:
+    """The model cut before every layer with weights: [conv, relu, pool], [conv, relu, pool, flatten], ..."""
+    starts = [i for i, m in enumerate(model) if any(True for _ in m.parameters(recurse=False))]
+    bounds = [0, *starts[1:], len(model)]
+    return [model[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def block_names(model: nn.Sequential) -> list[str]:
+    """'conv 1', 'conv 2', 'dense 1', ... for the blocks of layer_blocks(model)."""
+    count = {"conv": 0, "dense": 0}
+    names = []
+    for block in layer_blocks(model):
+        kind = "conv" if any(isinstance(m, nn.Conv2d) for m in block) else "dense"
+        count[kind] += 1
+        names.append(f"{kind} {count[kind]}")
+    return names
+
+
+def forward_checkpointed(blocks, x, chosen):
+    """Run the blocks in turn; those in `chosen` keep only their input and recompute the rest during backward."""
+    from torch.utils.checkpoint import checkpoint
+
+    for i, block in enumerate(blocks):
+        x = checkpoint(block, x, use_reentrant=False) if i in chosen else block(x)
+    return x
+
+
+def cheapest_checkpoints(freed, extra, total: float, budget: float) -> list[int] | None:
+    """The blocks to checkpoint so that total - sum(freed) fits `budget` with the least extra time (None: nothing
+    fits). Every subset is tried: a few blocks only."""
+    best = None
+    for k in range(len(freed) + 1):
+        for chosen in itertools.combinations(range(len(freed)), k):
+            if total - sum(freed[i] for i in chosen) <= budget:
+                cost = sum(extra[i] for i in chosen)
+                if best is None or cost < best[0] - 1e-12:
+                    best = (cost, list(chosen))
+    return None if best is None else best[1]
+
+
+# ---- reference strategies, for the benchmark and the GPU check ----------------------------------------------------
+
+def _batches(job: dict, rank: int, world_size: int):
+    """(x, y) of this rank for each step: its slice of a seeded global batch."""
+    gen = torch.Generator().manual_seed(job["seed"] + 1)
+    per_rank = job["batch_per_rank"]
+    for _ in range(job["steps"]):
+        x = torch.rand(world_size * per_rank, *INPUT_SHAPE, generator=gen)
+        y = torch.randint(0, 10, (world_size * per_rank,), generator=gen)
+        yield x[rank * per_rank:(rank + 1) * per_rank].clone(), y[rank * per_rank:(rank + 1) * per_rank].clone()
+
+
+def reference_worker(rank: int, world_size: int, job: dict) -> dict:
+    """Adam steps with job["strategy"] in ("ddp", "zero1", "fsdp"): the weights, the bytes held, the bytes sent."""
+    import gc
+
+    from .launch import process_group
+
+    with process_group(60) as ctx:
+        device = torch.device(ctx.device if ctx.backend == "nccl" else "cpu")  # gloo + FSDP: a CPU mesh (#132471)
+        report = _reference_steps(rank, world_size, device, job)
+        gc.collect()  # the run's DDP / FSDP objects go before their group does: freed after it, they can hang
+        return report
+
+
+def _reference_steps(rank: int, world_size: int, device, job: dict) -> dict:
+    """The training steps of reference_worker, in a process group already joined."""
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    model = spec.build_torch(job["spec"], INPUT_SHAPE, seed=job["seed"]).to(device)
+    comm, flat = CommCounter(), None
+    if job["strategy"] == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(model, gradient_as_bucket_view=True)
+        model.register_comm_hook(None, default_hooks.allreduce_hook)
+        optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])
+    elif job["strategy"] == "zero1":
+        flat = flatten(model, world_size)
+        shard = nn.Parameter(flat.params[flat.shard(rank)])
+        optimizer = torch.optim.Adam([shard], lr=job["lr"])
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mesh = init_device_mesh(device.type, (world_size,))
+        policy = MixedPrecisionPolicy(param_dtype=job.get("param_dtype"), reduce_dtype=torch.float32)
+        for layer in model:
+            if any(True for _ in layer.parameters()):
+                fully_shard(layer, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])
+    for x, y in _batches(job, rank, world_size):
+        if flat is not None:
+            flat.grads.zero_()
+        else:
+            optimizer.zero_grad(set_to_none=False)
+        with comm.phase("forward"):
+            loss = F.cross_entropy(model(x.to(device)), y.to(device))
+        with comm.phase("backward"):
+            loss.backward()
+        with comm.phase("step"):
+            if flat is not None:
+                shard.grad = torch.empty_like(shard)
+                dist.reduce_scatter_single(shard.grad, flat.grads, op=dist.ReduceOp.SUM)
+                shard.grad /= world_size
+            optimizer.step()
+            if flat is not None:
+                shard.grad = None
+                dist.all_gather_single(flat.params, shard.detach().clone())
+    return {"weights": full_weights(model), "bytes": held_bytes(model, optimizer),
+            "ring_bytes": comm.ring_bytes(job["steps"]), "comm": comm.table(job["steps"]),
+            "padding": flat.padding if flat is not None else 0}
+
+
+def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict:
+    """Saved activation bytes and fwd+bwd time with every block checkpointed, against none."""
+    import torch.nn.functional as F
+
+    model = spec.build_torch(model_spec, INPUT_SHAPE, seed=seed)
+    blocks = layer_blocks(model)
+    gen = torch.Generator().manual_seed(seed)
+    x, y = torch.rand(batch, *INPUT_SHAPE, generator=gen), torch.randint(0, 10, (batch,), generator=gen)
+    choices = {"none": (), "all": tuple(range(len(blocks)))}
+
+    def step(chosen):
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(forward_checkpointed(blocks, x, chosen), y).backward()
+
+    saved = {}
+    for name, chosen in choices.items():
+        with SavedActivations(model) as counter:
+            loss = F.cross_entropy(forward_checkpointed(blocks, x, chosen), y)
+        loss.backward()
+        saved[name] = counter.bytes
+    timing = measure.time_interleaved({n: functools.partial(step, c) for n, c in choices.items()},
+                                      warmup=1, repeats=repeats)
+    ratios = [a / b for a, b in zip(timing["all"].times, timing["none"].times)]
+    return {"checkpoint_activation_bytes_ratio": round(saved["all"] / saved["none"], 4),
+            "checkpoint_time_ratio": round(timing["all"].median / timing["none"].median, 3),
+            "checkpoint_time_ratio_spread": round((max(ratios) - min(ratios)) / statistics.median(ratios), 3)}
+
+
+def bench(*, world_size: int = 2, repeats: int = 5, steps: int = 4, batch_per_rank: int = 16, seed: int = 0) -> dict:
+    """DDP, hand-built ZeRO-1 and FSDP2 (Adam, the wide CNN) in one launch; activation checkpointing in-process."""
+    from .launch import launch_jobs
+
+    model_spec = wide_cnn()
+    jobs = [dict(strategy=s, spec=model_spec, seed=seed, steps=steps, batch_per_rank=batch_per_rank, lr=1e-3)
+            for s in ("ddp", "zero1", "fsdp")]
+    ddp, zero1, fsdp = launch_jobs([(reference_worker, (job,)) for job in jobs], world_size, timeout=300)
+
+    def most(runs, kind):
+        return max(r["bytes"][kind] for r in runs)
+
+    def diff(runs):
+        return max(float(abs(r["weights"] - d["weights"]).max()) for r, d in zip(runs, ddp))
+
+    figures = {"benchmark": "memory", "world_size": world_size, "model": "wide CNN (memory.wide_cnn)",
+               "parameters": parameter_count(model_spec), "steps": steps, "batch_per_rank": batch_per_rank,
+               "repeats": repeats,
+               "zero1_optimizer_bytes_ratio": round(most(zero1, "optimizer") / most(ddp, "optimizer"), 4),
+               "fsdp_param_bytes_ratio": round(most(fsdp, "parameters") / most(ddp, "parameters"), 4),
+               "fsdp_optimizer_bytes_ratio": round(most(fsdp, "optimizer") / most(ddp, "optimizer"), 4),
+               "fsdp_vs_ddp_ring_bytes_ratio": round(fsdp[0]["ring_bytes"] / ddp[0]["ring_bytes"], 4),
+               "zero1_vs_ddp_max_abs_diff": diff(zero1), "fsdp_vs_ddp_max_abs_diff": diff(fsdp),
+               **_checkpoint_figures(spec.cnn2d_2layer_fullconnected_2layer(), 64, repeats, seed)}
+    figures["spread"] = {k: 0.0 for k in figures if k.endswith(("_ratio", "_diff"))} | \
+        {"checkpoint_time_ratio": figures.pop("checkpoint_time_ratio_spread")}
+    return figures
+
+
+def print_bench(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    n = result["world_size"]
+    print(f"{result['model']}, {result['parameters']:,} parameters, Adam, {n} ranks, {result['steps']} steps of "
+          f"{result['batch_per_rank']} images per rank (bytes are exact counts; they have no spread)")
+    print(f"ZeRO-1 optimizer state per rank / DDP's     {result['zero1_optimizer_bytes_ratio']:.3f}   (1/N = {1 / n:.3f})")
+    print(f"FSDP2 parameters per rank / DDP's           {result['fsdp_param_bytes_ratio']:.3f}")
+    print(f"FSDP2 optimizer state per rank / DDP's      {result['fsdp_optimizer_bytes_ratio']:.3f}")
+    print(f"FSDP2 bytes sent / DDP's (ring passes)      {result['fsdp_vs_ddp_ring_bytes_ratio']:.3f}   (rule: 3 Psi / 2 Psi = 1.5)")
+    print(f"max |weights - DDP's|: ZeRO-1 {result['zero1_vs_ddp_max_abs_diff']:.1e}, FSDP2 {result['fsdp_vs_ddp_max_abs_diff']:.1e}")
+    print(f"course CNN, batch 64, every block checkpointed: activation bytes x{result['checkpoint_activation_bytes_ratio']:.3f}, "
+          f"fwd+bwd time x{result['checkpoint_time_ratio']:.2f} (median of {result['repeats']} interleaved, spread "
+          f"{result['spread']['checkpoint_time_ratio']:.0%})")
+    print(json.dumps(result))
+
+
+# ---- the GPU check -----------------------------------------------------------------------------------------------------
+
+def _accumulation_update(device, dtype, scaler_enabled: bool, seed: int = 0) -> torch.Tensor:
+    """The weight change of one SGD step over 4 micro-batches under autocast(dtype) with a GradScaler."""
+    import torch.nn.functional as F
+
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), INPUT_SHAPE, seed=seed).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler(device.type, enabled=scaler_enabled)
+    gen = torch.Generator().manual_seed(seed)
+    x, y = torch.rand(64, *INPUT_SHAPE, generator=gen), torch.randint(0, 10, (64,), generator=gen)
+    before = full_weights(model)
+    for xm, ym in zip(x.chunk(4), y.chunk(4)):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = F.cross_entropy(model(xm.to(device)), ym.to(device)) / 4
+        scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return full_weights(model) - before
+
+
+def _gpu_activations(device) -> tuple[int, int, int]:
+    """(saved bytes counted on the CPU, counted on the GPU, bytes the GPU allocator holds after the forward)."""
+    import torch.nn.functional as F
+
+    counts = []
+    for where in (torch.device("cpu"), device):
+        model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), INPUT_SHAPE, seed=0).to(where)
+        x, y = torch.rand(64, *INPUT_SHAPE, device=where), torch.randint(0, 10, (64,), device=where)
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        with SavedActivations(model) as saved:
+            loss = F.cross_entropy(model(x), y)
+        torch.cuda.synchronize(device)
+        counts.append((saved.bytes, torch.cuda.memory_allocated(device) - before))
+        loss.backward()
+    return counts[0][0], counts[1][0], counts[1][1]
+
+
+def _verdict(ok: bool, reason: str) -> str:
+    return "passed" if ok else f"failed: {reason}"
+
+
+def gpu_check() -> dict[str, str]:
+    """Lab 07's core on a GPU, against the CPU: activation counting, fp16 + GradScaler accumulation, FSDP2 vs DDP."""
+    if not torch.cuda.is_available():
+        return {"memory": "skipped: no GPU"}
+    from .launch import launch_jobs
+
+    device = torch.device("cuda:0")
+    results = {}
+    cpu_bytes, gpu_bytes, allocated = _gpu_activations(device)
+    results["saved activations: GPU count equals CPU count"] = _verdict(
+        gpu_bytes == cpu_bytes, f"{gpu_bytes} bytes on the GPU, {cpu_bytes} on the CPU")
+    results["saved activations: the allocator holds them"] = _verdict(
+        gpu_bytes <= allocated <= 1.1 * gpu_bytes + 2**20, f"counted {gpu_bytes} bytes, allocator grew by {allocated}")
+    reference = _accumulation_update(torch.device("cpu"), None, False)
+    update = _accumulation_update(device, torch.float16, True).cpu()
+    error = float((update - reference).norm() / reference.norm())
+    results["fp16 autocast + GradScaler, 4 micro-batches"] = _verdict(error < 0.05, f"update differs by {error:.1%}")
+    jobs = [dict(strategy=s, spec=spec.cnn2d_2layer_fullconnected_2layer(), seed=0, steps=3, batch_per_rank=8, lr=1e-3)
+            for s in ("ddp", "fsdp")]
+    ddp, fsdp = launch_jobs([(reference_worker, (job,)) for job in jobs], 2, timeout=120)
+    diff = max(float(abs(f["weights"] - d["weights"]).max()) for f, d in zip(fsdp, ddp))
+    results["FSDP2 with an explicit mesh on a CUDA machine vs DDP"] = _verdict(diff <= 1e-4, f"max |diff| {diff:.1e}")
+    return results

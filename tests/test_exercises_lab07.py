@@ -1,0 +1,197 @@
+"""Lab 07's exercises: the solutions pass and score 1; each plausible wrong answer fails its check and scores 0."""
+import random
+import textwrap
+
+import pytest
+
+from lab_utils.exercises import check, get, to_plain
+
+
+def learner(source: str, name: str):
+    """A function defined as the grader's probe defines it: the exercise's set-up, then the learner's source."""
+    namespace = {"__name__": "__learner__"}
+    exec(get(name).setup, namespace)
+    exec(textwrap.dedent(source), namespace)
+    return namespace[name]
+
+
+def score(fn, seed: int = 7) -> float:
+    exercise = get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)[0]
+
+
+def fails(fn, words: str):
+    result = check(fn)
+    assert not result.passed and words in result.message, result.message
+    assert score(fn) == 0.0
+
+
+# ---- memory_per_rank ------------------------------------------------------------------------------------------------
+
+FORMULA = """
+def memory_per_rank(n_params, world_size, strategy, optimizer):
+    shard = -(-n_params // world_size)
+    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
+    sharded = {"ddp": (), "zero1": ("optimizer",), "zero2": ("optimizer", "gradients"),
+               "zero3": ("optimizer", "gradients", "parameters")}[strategy]
+    numbers = {kind: shard if kind in sharded else n_params for kind in ("parameters", "gradients", "optimizer")}
+    return {"parameters": 4 * numbers["parameters"], "gradients": 4 * numbers["gradients"],
+            "optimizer": 4 * STATES * numbers["optimizer"]}
+"""
+
+
+def formula(**replace):
+    source = FORMULA.replace("STATES", replace.pop("states", "states"))
+    for old, new in replace.items():
+        source = source.replace(old, new)
+    return learner(source, "memory_per_rank")
+
+
+def test_memory_per_rank_solution_passes():
+    assert check(formula()).passed
+    assert score(formula()) == 1.0
+
+
+def test_memory_per_rank_counting_numbers_not_bytes_fails():
+    fails(formula(**{'"parameters": 4 *': '"parameters":', '"gradients": 4 *': '"gradients":', "4 * states": "states"}),
+          "not bytes")
+
+
+def test_memory_per_rank_adam_with_one_state_fails():
+    fails(formula(**{'"adam": 2': '"adam": 1'}), "two numbers per parameter")
+
+
+def test_memory_per_rank_momentum_without_state_fails():
+    fails(formula(**{'"momentum": 1': '"momentum": 0'}), "one velocity")
+
+
+def test_memory_per_rank_shard_rounded_down_fails():
+    fails(formula(**{"-(-n_params // world_size)": "n_params // world_size"}), "rounded down")
+
+
+def test_memory_per_rank_fractional_shard_fails():
+    fails(formula(**{"-(-n_params // world_size)": "n_params / world_size"}), "whole number")
+
+
+def test_memory_per_rank_zero1_sharding_gradients_fails():
+    fails(formula(**{'"zero1": ("optimizer",)': '"zero1": ("optimizer", "gradients")'}), "zero1 shards the optimizer")
+
+
+def test_memory_per_rank_unsharded_optimizer_fails():
+    fails(formula(**{'"zero1": ("optimizer",)': '"zero1": ()'}), "each rank keeps 1/")
+
+
+# ---- sharded_step (2 real ranks per check) --------------------------------------------------------------------------
+
+STEP = """
+def sharded_step(params, owners, optimizer, world_size):
+    for p in params:
+        dist.all_reduce(p.grad)
+        p.grad /= world_size
+    optimizer.step()
+    for p, owner in zip(params, owners):
+        dist.broadcast(p.data, src=owner)
+"""
+
+
+def step(old: str = "", new: str = ""):
+    return learner(STEP.replace(old, new) if old else STEP, "sharded_step")
+
+
+def test_sharded_step_stub_is_not_written_yet():
+    result = check(step("    for p in params:", "    raise NotImplementedError('Exercise')\n    for p in params:"))
+    assert not result.passed and "not written yet" in result.message
+
+
+def test_sharded_step_solution_passes():
+    assert check(step()).passed
+    assert score(step()) == 1.0
+
+
+def test_sharded_step_with_reduce_to_the_owner_passes():
+    assert check(step("for p in params:\n        dist.all_reduce(p.grad)",
+                      "for p, owner in zip(params, owners):\n        dist.reduce(p.grad, dst=owner)")).passed
+
+
+def test_sharded_step_summed_gradients_fails():
+    fails(step("        p.grad /= world_size\n", ""), "divide by world_size")
+
+
+def test_sharded_step_without_broadcast_fails():
+    fails(step("    for p, owner in zip(params, owners):\n        dist.broadcast(p.data, src=owner)\n", ""),
+          "different weights")
+
+
+def test_sharded_step_broadcast_from_rank_0_fails():
+    fails(step("src=owner", "src=0"), "never changed")
+
+
+def test_sharded_step_without_averaging_fails():
+    fails(step("        dist.all_reduce(p.grad)\n        p.grad /= world_size\n", "        pass\n"), "averaged over all ranks")
+
+
+# ---- choose_checkpoints ----------------------------------------------------------------------------------------------
+
+CHOOSE = """
+def choose_checkpoints(freed, extra, total, budget):
+    best = None
+    for k in range(len(freed) + 1):
+        for chosen in itertools.combinations(range(len(freed)), k):
+            if total - sum(freed[i] for i in chosen) <= budget:
+                cost = sum(extra[i] for i in chosen)
+                if best is None or cost < best[0]:
+                    best = (cost, list(chosen))
+    return None if best is None else best[1]
+"""
+
+GREEDY = """
+def choose_checkpoints(freed, extra, total, budget):
+    chosen, held = [], total
+    for i in sorted(range(len(freed)), key=lambda i: -freed[i]):
+        if held <= budget:
+            break
+        chosen.append(i)
+        held -= freed[i]
+    return chosen if held <= budget else None
+"""
+
+EVERYTHING = """
+def choose_checkpoints(freed, extra, total, budget):
+    if total <= budget:
+        return []
+    return list(range(len(freed))) if total - sum(freed) <= budget else None
+"""
+
+
+def test_choose_checkpoints_solution_passes():
+    assert check(learner(CHOOSE, "choose_checkpoints")).passed
+    assert score(learner(CHOOSE, "choose_checkpoints")) == 1.0
+
+
+def test_choose_checkpoints_greedy_by_bytes_fails():
+    fails(learner(GREEDY, "choose_checkpoints"), "free the most bytes first")
+
+
+def test_choose_checkpoints_everything_fails():
+    fails(learner(EVERYTHING, "choose_checkpoints"), "recomputes more than needed")
+
+
+def test_choose_checkpoints_ignoring_the_budget_check_fails():
+    fails(learner(CHOOSE.replace("total - sum(freed[i] for i in chosen) <= budget", "sum(freed[i] for i in chosen) <= budget"),
+                  "choose_checkpoints"), "over the budget")
+
+
+def test_choose_checkpoints_checkpointing_when_it_already_fits_fails():
+    fails(learner(CHOOSE.replace("range(len(freed) + 1)", "range(1, len(freed) + 1)"), "choose_checkpoints"),
+          "checkpoint nothing")
+
+
+def test_choose_checkpoints_never_returning_none_fails():
+    fails(learner(CHOOSE.replace("return None if best is None else best[1]", "return [] if best is None else best[1]"),
+                  "choose_checkpoints"), "return None when nothing fits")
+
+
+@pytest.mark.parametrize("name", ["memory_per_rank", "sharded_step", "choose_checkpoints"])
+def test_exercises_are_registered_for_lab_07(name):
+    assert get(name).lab == "07"
