@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(LAB_TARGET)
 PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
 LABS ?=
 
-.PHONY: env course test lab assign outputs bench info clean
+.PHONY: env course test lab assign outputs bench info gpu-check clean
 
 env: $(STAMP)
 
@@ -50,6 +50,9 @@ bench: env  ## benchmarks, each measured side by side in one run; the last line 
 
 info: env
 	$(PY) -m lab_utils info
+
+gpu-check: env  ## every GPU branch of the course against its CPU result; each check is skipped without a GPU
+	$(PY) -m lab_utils gpu-check
 
 clean:
 	rm -rf build results

@@ -93,3 +93,27 @@ def test_grade_refuses_missing_files_and_runs_a_tiny_batch(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "ann  0/3  invalid" in result.stdout and "sandbox:" in result.stdout
     assert (tmp_path / "out" / "gradebook.csv").read_text().splitlines()[1].startswith("ann,10,0,3,invalid")
+
+
+def test_gpu_check_without_a_gpu_skips_every_check_and_succeeds():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: gpu-check really runs there")
+    result = run("gpu-check")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["gpus"] == [] and len(report["checks"]) == 9
+    assert all(v.startswith("skipped: no GPU") for v in report["checks"].values())
+    quick = json.loads(run("gpu-check", "--quick").stdout.strip().splitlines()[-1])
+    assert set(quick["checks"]) == {"lab 01", "lab 03", "lab 05", "lab 09"}
+
+
+def test_gpu_check_reports_a_broken_check_as_failed(monkeypatch):
+    from lab_utils import hardware
+    from lab_utils.instructor import gpu_check
+
+    assert gpu_check.run_module("json", 30, False)["json"].startswith("failed: AttributeError")
+    four = hardware.HardwareReport("h", 8, tuple(hardware.GPU(i, "g", 80.0) for i in range(4)), "3.11", "2.13", "-")
+    monkeypatch.setattr(hardware, "detect", lambda: four)
+    assert gpu_check.plan_check(4) == "passed"

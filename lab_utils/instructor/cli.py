@@ -43,6 +43,12 @@ def cmd_grade(args) -> int:
     return 0
 
 
+def cmd_gpu_check(args) -> int:
+    from . import gpu_check
+
+    return gpu_check.main(quick=args.quick)
+
+
 def cmd_assign(args) -> int:
     from . import course
 
@@ -114,6 +120,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--batch-size", type=int, default=1024, help="pipeline: samples per step (a multiple of 8)")
     b.add_argument("--global-batch", type=int, default=512, help="tf: samples per step over all workers (default: 512)")
     b.set_defaults(fn=cmd_bench)
+    gc = sub.add_parser("gpu-check", help="run every GPU branch of the course against its CPU result (skipped without a GPU)")
+    gc.add_argument("--quick", action="store_true", help="only labs 01, 03, 05 and 09 (about 2 minutes on one GPU)")
+    gc.set_defaults(fn=cmd_gpu_check)
     g = sub.add_parser("grade", help="execute submitted notebooks and score them outside the student's kernel")
     g.add_argument("--lab", required=True, help="lab number, e.g. 01")
     g.add_argument("submissions", nargs="+", help="submitted .ipynb files (the file stem names the student)")
