@@ -37,9 +37,8 @@ lab: env  ## JupyterLab on the course with the venv's kernel
 assign: env  ## regenerate notebooks/ from solutions/
 	$(PY) -m lab_utils assign
 
-outputs: env  ## re-execute solutions/ in place (refresh the committed outputs), then regenerate notebooks/
-	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace solutions/[0-9][0-9]_*.ipynb
-	$(PY) -m lab_utils assign
+outputs: env  ## re-execute solutions/ in place as one run in course order, write the measured run times, regenerate notebooks/
+	$(PY) -m lab_utils outputs $(if $(LABS),--labs $(LABS))
 
 bench: env  ## benchmarks, each measured side by side in one run; the last line of each is JSON
 	$(PY) -m lab_utils bench overhead

@@ -313,3 +313,20 @@ def read_results(source) -> list[Result]:
                     raise ValueError(f"{path}, line {reader.line_num}: ragged row, expected {len(header)} columns")
                 results.append(_parse_row(path, reader.line_num, record))
     return results
+
+
+def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
+    """Write results (one or many) to the results CSVs; returns the table of what was written, as the labs print it.
+
+    The table's format is fixed: the scaling report and the course's consistency test read it back.
+    """
+    results = [results] if isinstance(results, Result) else list(results)
+    paths = {write_result(r, directory, hw).name for r in results}
+    lines = [f"{'lab':<4}{'strategy':<22}{'variant':<30}{'ranks':>6}{'threads':>8}{'batch':>7}{'samples/s':>12}"]
+    for r in results:
+        threads = "-" if r.threads is None else str(r.threads)
+        lines.append(f"{r.lab:<4}{r.strategy[:21]:<22}{r.variant[:29]:<30}{r.world_size:>6}{threads:>8}{r.batch_size:>7}"
+                     f"{r.samples_per_s:>12.1f}")
+        lines += [f"    [!] {flag}" for flag in r.flags.split("; ") if flag]
+    lines.append(f"wrote {len(results)} row(s) to {', '.join(sorted(paths))} in the results folder")
+    return "\n".join(lines)

@@ -111,3 +111,18 @@ def test_summary_lists_times_failures_and_results(tmp_path):
     assert "00_setup" in text and "FAILED: cell 4: ValueError: bad" in text and "10.5" in text
     assert "single-device" in text and "90.0%" in text and "speedup" in text
     assert course.failures_message(runs) == "01_cnn.ipynb failed at cell 4: ValueError: bad"
+
+
+def test_run_times_in_the_readme_and_headers_come_from_the_committed_run():
+    times = course.run_times()
+    assert set(times) == {p.name[:2] for p in course.solution_notebooks()}, "run `make outputs`"
+    assert course.update_run_times(times, check=True) == []
+
+
+def test_run_times_are_written_where_they_disagree(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("| lab | you learn | 2-core CPU | GPU |\n|---|---|---|---|\n| 00 setup | things | 9 s | not measured |\n")
+    problems = course.update_run_times({"00": 4.4}, column="gpu", readme=readme)
+    assert problems == ["README course map, lab 00: gpu time says 'not measured', the run took 4 s"]
+    assert "| 00 setup | things | 9 s | 4 s |" in readme.read_text()
+    assert course.update_run_times({"00": 4.4}, column="gpu", check=True, readme=readme) == []

@@ -43,6 +43,25 @@ def cmd_grade(args) -> int:
     return 0
 
 
+def cmd_outputs(args) -> int:
+    from . import course
+
+    return course.outputs(args.labs, args.cell_timeout)
+
+
+def cmd_run_times(args) -> int:
+    from . import course
+
+    times = course.run_times(args.source)
+    problems = course.update_run_times(times, column=args.column, check=args.check)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if args.check and problems:
+        return 1
+    print("run times agree with the measured run" if args.check else f"wrote {len(times)} run time(s) ({args.column})")
+    return 0
+
+
 def cmd_gpu_check(args) -> int:
     from . import gpu_check
 
@@ -105,6 +124,15 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cell-timeout", type=int, default=DEFAULT_CELL_TIMEOUT_S,
                    help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
     c.set_defaults(fn=cmd_course)
+    o = sub.add_parser("outputs", help="re-execute the solutions in place as one run, in course order (committed outputs)")
+    o.add_argument("--labs", help="comma-separated lab numbers (default: all)")
+    o.add_argument("--cell-timeout", type=int, default=DEFAULT_CELL_TIMEOUT_S)
+    o.set_defaults(fn=cmd_outputs)
+    t = sub.add_parser("run-times", help="write (or --check) the measured per-lab times into the README and headers")
+    t.add_argument("--source", help="folder of executed notebooks (default: solutions/; e.g. build/course after make course)")
+    t.add_argument("--column", choices=["cpu", "gpu"], default="cpu", help="README course map column to fill")
+    t.add_argument("--check", action="store_true", help="only compare; exit 1 when they disagree")
+    t.set_defaults(fn=cmd_run_times)
     a = sub.add_parser("assign", help="generate notebooks/ from solutions/")
     a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ is out of date")
     a.set_defaults(fn=cmd_assign)

@@ -1,6 +1,7 @@
 """Generate student notebooks from the solutions, and run the course headless."""
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -117,13 +118,14 @@ def quiet_kernel_manager():
     return IPCKernelManager
 
 
-def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S) -> NotebookRun:
-    """Execute one notebook with papermill into out_dir (working directory out_dir)."""
+def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
+                 output: Path | None = None) -> NotebookRun:
+    """Execute one notebook with papermill (working directory out_dir) into `output` (default: out_dir/src.name)."""
     import papermill
 
     start = time.perf_counter()
     try:
-        papermill.execute_notebook(str(src), str(out_dir / src.name), parameters=parameters, cwd=str(out_dir),
+        papermill.execute_notebook(str(src), str(output or out_dir / src.name), parameters=parameters, cwd=str(out_dir),
                                    kernel_name="python3", execution_timeout=cell_timeout, progress_bar=False,
                                    log_output=False, request_save_on_cell_execute=False,
                                    kernel_manager_class=quiet_kernel_manager())
@@ -187,3 +189,91 @@ def main_course(labs, out_dir, cell_timeout) -> int:
         print("\n" + failed, file=sys.stderr)
         return 1
     return 0
+
+
+# ---- committed outputs: one run of every lab, in course order --------------------------------------------------------
+
+RUN_TIME = re.compile(r"\*\*Run time:\*\* about [^.\n]*? on a 2-core CPU")
+MAP_ROW = re.compile(r"^\| (\d\d) [^|]*\|[^|]*\| ([^|]*) \| ([^|]*) \|$", re.M)
+
+
+def run_times(folder=None) -> dict[str, float]:
+    """Seconds each executed notebook of `folder` took (papermill's record, kernel start included), by lab number."""
+    times = {}
+    for path in solution_notebooks(folder):
+        duration = nbformat.read(path, as_version=4).metadata.get("papermill", {}).get("duration")
+        if duration is not None:
+            times[path.name[:2]] = float(duration)
+    return times
+
+
+def _about(seconds: float) -> str:
+    return f"{round(seconds)} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def update_run_times(times: dict[str, float], *, column: str = "cpu", check: bool = False, readme=None) -> list[str]:
+    """Write the measured times into the README's course map (`column` cpu or gpu) and, for cpu, each lab's header;
+    with check, only list where they disagree."""
+    readme = Path(readme or ROOT / "README.md")
+    problems, text = [], readme.read_text()
+
+    def row(match):
+        lab, cpu, gpu = match.group(1), match.group(2), match.group(3)
+        if lab not in times:
+            return match.group(0)
+        want = _about(times[lab])
+        have = cpu if column == "cpu" else gpu
+        if have.strip() != want:
+            problems.append(f"README course map, lab {lab}: {column} time says {have.strip()!r}, the run took {want}")
+        cells = match.group(0).split(" | ")
+        cells[-2 if column == "cpu" else -1] = want + ("" if column == "cpu" else " |")
+        return " | ".join(cells)
+
+    new_text = MAP_ROW.sub(row, text)
+    rows = {m[0] for m in MAP_ROW.findall(text)}
+    problems += [f"README course map has no row for lab {lab}" for lab in sorted(set(times) - rows)]
+    if column == "cpu":
+        for path in solution_notebooks():
+            lab = path.name[:2]
+            if lab not in times:
+                continue
+            nb = nbformat.read(path, as_version=4)
+            want = f"**Run time:** about {_about(times[lab])} on a 2-core CPU"
+            found = RUN_TIME.search(nb.cells[0].source)
+            if not found:
+                problems.append(f"{path.name}: the first cell has no '**Run time:** about ... on a 2-core CPU'")
+            elif found.group(0) != want:
+                problems.append(f"{path.name}: header says {found.group(0)!r}, the run took {_about(times[lab])}")
+                if not check:
+                    nb.cells[0].source = RUN_TIME.sub(want, nb.cells[0].source)
+                    nbformat.write(nb, path)
+    if not check and new_text != text:
+        readme.write_text(new_text)
+    return problems
+
+
+def outputs(labs: str | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S) -> int:
+    """Re-execute the solutions in place, in course order, as one run (results in build/outputs/results, which the
+    scaling report reads), write the measured times into the README and headers, and regenerate notebooks/."""
+    import os
+    import shutil
+
+    out = ROOT / "build" / "outputs"
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "results").mkdir(parents=True)
+    os.environ["LAB_RESULTS_DIR"] = str(out / "results")
+    failed = []
+    for src in select(labs, solution_notebooks()):
+        print(f"running {src.name} ...", flush=True)
+        run = run_notebook(src, out, {}, cell_timeout, output=src)
+        print(f"  {src.name}: {run.seconds:.1f} s, {'ok' if run.error is None else 'FAILED at ' + run.error}", flush=True)
+        if run.error:
+            failed.append(run)
+    if failed:
+        print("\n" + failures_message(failed), file=sys.stderr)
+        return 1
+    update_run_times(run_times())
+    problems = assign()
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0

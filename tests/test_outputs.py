@@ -1,0 +1,75 @@
+"""The committed outputs: one run of the labs in order, clean of the build machine's details, and the scaling report's
+table showing exactly the figures the source labs printed."""
+import re
+import socket
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lab_utils.instructor import course
+
+ROOT = Path(__file__).resolve().parent.parent
+LEAKS = {
+    "an absolute path": re.compile(r"(?<![\w.~])/(?:tmp|home|root|work|Users|private|var/folders|opt)/"),
+    "a process id": re.compile(r"\bpid[ =:]+\d+", re.I),
+    "a port number": re.compile(r"\bport[ =:]+\d{4,5}\b", re.I),
+    "a date": re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"),
+    "a clock time": re.compile(r"\b[0-2]\d:[0-5]\d:[0-5]\d\b"),
+    "a host name": re.compile(rf"\b{re.escape(socket.gethostname())}\b"),
+}
+
+
+def outputs(path):
+    """(cell index, output) of every committed output."""
+    nb = nbformat.read(path, 4)
+    return [(i, o) for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+def text_of(output) -> str:
+    parts = [output.get("text", "")] + output.get("traceback", [])
+    parts += [v for k, v in output.get("data", {}).items() if k.startswith("text/") and k != "text/html"]
+    return "".join("".join(p) if isinstance(p, list) else str(p) for p in parts)
+
+
+@pytest.mark.parametrize("path", course.solution_notebooks(), ids=lambda p: p.name)
+def test_committed_outputs_show_no_build_machine_details_and_no_stderr(path):
+    problems = []
+    for index, output in outputs(path):
+        if output.get("name") == "stderr":
+            problems.append(f"cell {index}: output on stderr: {text_of(output)[:120]!r}")
+        text = text_of(output)
+        for what, pattern in LEAKS.items():
+            found = pattern.search(text)
+            if found:
+                problems.append(f"cell {index}: {what}: {text[max(0, found.start() - 40):found.end() + 20]!r}")
+    assert problems == []
+
+
+RECORD_ROW = re.compile(r"^(\d\d) +.*? +(\d+) +(\d+|-) +(\d+) +(\d+\.\d)$")
+REPORT_ROW = re.compile(r"^(\d\d) +\S+ +.*? +(\d+) +(\d+|kernel) +(\d+) +(?:[\d.]+%|-) +(\d+) ")
+
+
+def printed_rows(path, pattern) -> set:
+    """(lab, ranks, threads, batch, samples/s rounded) of every results row a notebook printed."""
+    rows = set()
+    for _, output in outputs(path):
+        for line in text_of(output).splitlines():
+            m = pattern.match(line.strip())
+            if m:
+                lab, ranks, threads, batch, rate = m.groups()
+                rows.add((lab, int(ranks), None if threads in ("-", "kernel") else int(threads), int(batch),
+                          round(float(rate))))
+    return rows
+
+
+def test_the_scaling_report_shows_exactly_what_the_labs_printed():
+    notebooks = course.solution_notebooks()
+    report = next(p for p in notebooks if "scaling_report" in p.name)
+    shown = printed_rows(report, REPORT_ROW)
+    assert shown, "the committed scaling report shows no results table: run `make outputs`"
+    recorded = set().union(*(printed_rows(p, RECORD_ROW) for p in notebooks if p != report))
+    unmatched = sorted(row for row in shown
+                       if not any(row[:4] == r[:4] and abs(row[4] - r[4]) <= 1 for r in recorded))
+    assert unmatched == [], ("rows of the scaling report that no lab printed in the same committed run "
+                             "(lab, ranks, threads, batch, samples/s): run `make outputs`")
