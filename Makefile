@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(LAB_TARGET)
 PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
 LABS ?=
 
-.PHONY: env course test lab assign outputs bench info gpu-check clean
+.PHONY: env course test test-browser lab assign outputs bench info gpu-check clean
 
 env: $(STAMP)
 
@@ -30,6 +30,11 @@ course: env  ## execute every lab headless into build/course/ and print the summ
 test: env  ## unit tests, the student-notebook drift check, and nbval on solutions/
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests solutions --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q
+
+test-browser: env  ## JupyterLab in headless Chromium: lab 04's explorer and lab 01's progress bar, as a learner sees them
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+		echo "make test-browser needs headless Chromium and its driver: apt-get install chromium chromium-driver (Debian)"; exit 2; }
+	$(PY) -m pytest tests/browser_lab.py -p no:cacheprovider -q
 
 lab: env  ## JupyterLab on the course with the venv's kernel
 	$(VENV)/bin/jupyter lab --notebook-dir=$(CURDIR)
