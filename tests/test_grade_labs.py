@@ -1,13 +1,15 @@
-"""Every lab with exercises: its solution scores full marks, its student notebook (stubs) scores 0 — both graded."""
+"""Every lab with exercises: its solution scores full marks, its student notebook (stubs) scores 0 — probes only
+(the whole-notebook run is covered by test_grade.py and by nbval, which executes every solution once)."""
 import shutil
 from pathlib import Path
 
 import pytest
 
-from lab_utils import course, exercises, grade
+from lab_utils import exercises
+from lab_utils.instructor import course, grade
 
 ROOT = Path(__file__).resolve().parent.parent
-LABS = sorted({e.lab for e in exercises.BUILT_IN})
+LABS = sorted({e.lab for e in exercises.REGISTRY.values()})
 
 
 def test_every_lab_with_exercises_is_graded():
@@ -21,9 +23,9 @@ def test_the_solution_scores_full_marks_and_the_student_version_zero(lab, tmp_pa
     shutil.copy(ROOT / "solutions" / name, tmp_path / "solution.ipynb")
     shutil.copy(ROOT / "notebooks" / name, tmp_path / "student.ipynb")
     rows = {r.student: r for r in grade.grade([tmp_path / "solution.ipynb", tmp_path / "student.ipynb"], lab,
-                                               tmp_path / "out", timeout=400, jobs=2)}
+                                               tmp_path / "out", jobs=2, execute_notebooks=False, say=lambda s: None)}
     solution, student = rows["solution"], rows["student"]
-    assert solution.status == "completed" and solution.score == solution.max_score > 0, solution.scores
-    assert student.score == 0 and student.status in ("completed", "error")
-    assert all("NotImplementedError" in s.message or "not defined" in s.message for s in student.scores)
-    assert (tmp_path / "out" / "student.executed.ipynb").exists() and (tmp_path / "out" / "gradebook.csv").exists()
+    assert solution.score == solution.max_score > 0, [(s.name, s.points, s.message) for s in solution.scores]
+    assert student.score == 0
+    assert all("stub" in s.message for s in student.scores), [s.message for s in student.scores]
+    assert (tmp_path / "out" / "gradebook.csv").exists()

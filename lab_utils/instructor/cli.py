@@ -35,7 +35,7 @@ def cmd_grade(args) -> int:
     if args.tests and not Path(args.tests).is_dir():
         raise ValueError(f"--tests {args.tests}: not a folder of instructor test files (*.py)")
     rows = grade.grade(args.submissions, args.lab, args.out, tests_dir=args.tests, timeout=args.timeout,
-                       cell_timeout=args.cell_timeout, jobs=args.jobs)
+                       cell_timeout=args.cell_timeout, jobs=args.jobs, execute_notebooks=not args.probes_only)
     width = max(len(r.student) for r in rows)
     for r in rows:
         print(f"{r.student:<{width}}  {r.score:g}/{r.max_score:g}  {r.status}")
@@ -159,6 +159,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--timeout", type=float, default=600.0, help="seconds one whole notebook may run (default: 600)")
     g.add_argument("--cell-timeout", type=float, default=120.0, help="seconds one cell may run before it is interrupted (default: 120)")
     g.add_argument("--jobs", type=int, default=1, help="submissions graded at the same time (default: 1)")
+    g.add_argument("--probes-only", action="store_true",
+                   help="score the exercises without running each whole notebook (faster; no executed copy or run status)")
     g.set_defaults(fn=cmd_grade)
     return p
 

@@ -314,7 +314,8 @@ def score(item: Item, record: dict, inputs) -> ExerciseScore:
 
 
 def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isolation, *, scratch: Path,
-              hidden: list[Path], timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random) -> Graded:
+              hidden: list[Path], timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random,
+              execute_notebook: bool = True) -> Graded:
     """Execute and probe one submission in its own sandbox; whatever happens, return a Graded row."""
     student = Path(path).stem
     start = time.monotonic()
@@ -341,7 +342,8 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isola
         params["results_dir"] = str(home / "run" / "results")
     env = {"PYTHONPATH": str(ROOT)}
     with sandbox.Sandbox(isolation, home, hidden, limits, env) as box:
-        status, message, executed = execute(nb, box, params, cell_timeout=cell_timeout, timeout=timeout)
+        status, message, executed = (execute(nb, box, params, cell_timeout=cell_timeout, timeout=timeout)
+                                     if execute_notebook else ("completed", "probes only: the notebook was not run", None))
         scores = []
         for item in chosen:
             inputs = item.exercise.cases(random.Random(rng.randrange(2**63)))
@@ -354,8 +356,11 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isola
 
 
 def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, cell_timeout: float = 120.0,
-          jobs: int = 1, limits: sandbox.Limits | None = None, seed: int | None = None, say=print) -> list[Graded]:
-    """Grade every submission (`jobs` at a time), then write the gradebook, feedback and executed notebooks."""
+          jobs: int = 1, limits: sandbox.Limits | None = None, seed: int | None = None, say=print,
+          execute_notebooks: bool = True) -> list[Graded]:
+    """Grade every submission (`jobs` at a time), then write the gradebook, feedback and executed notebooks.
+
+    With execute_notebooks=False only the probes run (faster; no executed notebook and no run status)."""
     lab = str(lab).zfill(2)
     if not ex.for_lab(lab) and not tests_dir:
         raise ValueError(f"lab {lab} has no graded exercises; labs with exercises: "
@@ -395,7 +400,8 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
                 return Graded(stem, lab, "invalid", 0.0, "not a regular notebook file",
                               [ExerciseScore(c.label, 0.0, c.exercise.points, "not a regular notebook file") for c in chosen])
             row = grade_one(copy, lab, chosen, isolation, scratch=scratch, hidden=hidden, timeout=timeout,
-                            cell_timeout=cell_timeout, limits=limits or sandbox.Limits(), rng=random.Random(seeds[index]))
+                            cell_timeout=cell_timeout, limits=limits or sandbox.Limits(), rng=random.Random(seeds[index]),
+                            execute_notebook=execute_notebooks)
             row.student = stem
             return row
         except Exception as exc:  # a grader bug must not cost the rest of the batch
