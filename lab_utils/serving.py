@@ -634,7 +634,7 @@ def _bench(repeats, duration_s, width, image_side, max_batch, pool_requests, com
             with torch.inference_mode():
                 compiled(xb)
             result["compile_first_call_s"] = round(time.perf_counter() - start, 2)
-            result["compile_cache"] = "fresh (cold start)" if fresh_cache else "torch's default (may be warm)"
+            result["compile_cache"] = "fresh: a cold start" if fresh_cache else "torch's default: may hold earlier compiles"
         candidates["compiled"] = lambda: compiled(xb)
     with torch.inference_mode():
         timings = measure.time_interleaved(candidates, warmup=2, repeats=max(5, 2 * repeats + 1))
@@ -656,7 +656,7 @@ def print_bench(result: dict) -> None:
     """The table, then the JSON line (last line of output)."""
     print(f"{result['model']}, {result['image_side']}x{result['image_side']} images, {result['threads']} threads, "
           f"medians of {result['repeats']} interleaved repeats (spread = (max - min) / median)")
-    print(f"batch-1 serving sustains about {result['batch1_capacity_rps']:.0f} requests/s (1 / batch-1 latency); "
+    print(f"batch-1 serving sustains about {result['batch1_capacity_rps']:.0f} requests/s (1 / its fastest batch-1 forward); "
           f"offered load {result['offered_rps']:.0f}/s")
     s = result["spread"]
     print(f"  batch-1 serving     {result['throughput_rps[batch-1]']:8.0f} req/s  p99 {result['p99_ms[batch-1]']:8.1f} ms"
