@@ -521,7 +521,8 @@ def compiled_graphs() -> int:
 def compile_unavailable() -> str | None:
     """Why torch.compile cannot run here (its CPU code generator needs a C++ compiler), or None."""
     if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-        return "torch.compile's CPU backend (inductor) generates C++ and needs a C++ compiler (g++ or clang++); none is installed"
+        return ("torch.compile's CPU backend (inductor) generates C++ and needs a C++ compiler (g++ or clang++); "
+                "none is installed")
     return None
 
 
@@ -660,10 +661,10 @@ def print_bench(result: dict) -> None:
     print(f"batch-1 serving sustains about {result['batch1_capacity_rps']:.0f} requests/s (1 / its fastest batch-1 forward); "
           f"offered load {result['offered_rps']:.0f}/s")
     s = result["spread"]
-    print(f"  batch-1 serving     {result['throughput_rps[batch-1]']:8.0f} req/s  p99 {result['p99_ms[batch-1]']:8.1f} ms"
-          + ("  (saturated)" if result["batch1_saturated"] else ""))
-    print(f"  max_wait=5 ms       {result['throughput_rps[max_wait=5]']:8.0f} req/s  p99 {result['p99_ms[max_wait=5]']:8.1f} ms"
-          + ("  (saturated)" if result["dynamic_saturated"] else ""))
+    for name, label, saturated in (("batch-1", "batch-1 serving", "batch1_saturated"),
+                                   ("max_wait=5", "max_wait=5 ms", "dynamic_saturated")):
+        print(f"  {label:<18}{result[f'throughput_rps[{name}]']:8.0f} req/s  p99 {result[f'p99_ms[{name}]']:8.1f} ms"
+              + ("  (saturated)" if result[saturated] else ""))
     print(f"  dynamic vs batch-1: {result['dynamic_vs_batch1_throughput']:.2f}x (spread {s['dynamic_vs_batch1_throughput']:.0%})")
     print(f"  model workers: 1 -> {result['throughput_rps[1 worker]']:.0f} req/s, 2 -> {result['throughput_rps[2 workers]']:.0f}"
           f" req/s: {result['two_workers_vs_one']:.2f}x (spread {s['two_workers_vs_one']:.0%})")
@@ -702,8 +703,9 @@ def gpu_check(width: int = 512) -> dict[str, str]:
         x = images.cuda()
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16):
             half = gpu_model(x).float().cpu()
-        agree = float((half.argmax(1) == expected.argmax(1)).float().mean())
-        results[names[1]] = "passed" if agree >= 0.98 else f"failed: fp16 and fp32 agree on {agree:.0%} of the classes"
+        relative = float((half - expected).abs().max() / expected.abs().max())
+        results[names[1]] = ("passed" if relative <= 2e-2 else
+                             f"failed: fp16 differs from fp32 by {relative:.1%} of the largest logit")
         static_x = x.clone()
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
