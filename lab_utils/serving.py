@@ -109,8 +109,8 @@ def run_load(batcher, arrivals, images, *, label: str = "", bad: dict | None = N
     Each request carries one image (cycling through `images`; `bad` maps a request index to a replacement image)
     and is time-stamped with its *scheduled* arrival, so a late load generator shows up as latency, as it would
     for a real client. After the last arrival the batcher gets `drain_s` seconds to answer what is queued, then
-    `stop` is set; what is still unanswered is counted as unanswered. `offered_rps` labels the run (default: the
-    arrivals' own rate; None for a burst).
+    `stop` is set; what is still unanswered is counted as unanswered. `offered_rps` labels the run with the rate
+    that was asked for (default: the arrivals' own rate; None for a burst).
     """
     if not callable(batcher):
         raise TypeError(f"batcher must be a function batcher(requests, stop), got {type(batcher).__name__}")
@@ -142,10 +142,9 @@ def run_load(batcher, arrivals, images, *, label: str = "", bad: dict | None = N
     if thread.is_alive():
         raise TimeoutError(f"the batcher did not return within {stop_timeout_s:g} s after `stop` was set: its loop must "
                            "check stop.is_set() and must not block forever (use a timeout when it waits on the queue)")
-    if offered_rps is None and arrivals[-1] > 0:
-        offered_rps = len(arrivals) / arrivals[-1]
-    return LoadRun(label, made, start, time.perf_counter(), offered_rps, statistics.median(lags), max(lags),
-                   errors[0] if errors else None)
+    arrived_rps = len(arrivals) / arrivals[-1] if arrivals[-1] > 0 else None
+    return LoadRun(label, made, start, time.perf_counter(), offered_rps or arrived_rps, arrived_rps,
+                   statistics.median(lags), max(lags), errors[0] if errors else None)
 
 
 # ---- what a run measured --------------------------------------------------------------------------------------------
@@ -164,7 +163,8 @@ class LoadSummary:
     """One load run in numbers: offered and achieved load, latency percentiles (ms), batch sizes, what went wrong."""
 
     label: str
-    offered_rps: float | None
+    offered_rps: float | None  # the rate asked for
+    arrived_rps: float | None  # the rate at which requests really arrived (a Poisson count varies around the rate)
     achieved_rps: float
     requests: int
     answered: int
@@ -181,7 +181,7 @@ class LoadSummary:
     def saturated(self) -> bool:
         """True when the server did not keep up: the achieved load fell short of the offered one, or more than a
         few requests were still unanswered when the run stopped."""
-        behind = self.offered_rps is not None and self.achieved_rps < SATURATED_SHARE * self.offered_rps
+        behind = self.arrived_rps is not None and self.achieved_rps < SATURATED_SHARE * self.arrived_rps
         return behind or self.unanswered > (1 - SATURATED_SHARE) * self.requests
 
     def text(self) -> str:
@@ -204,6 +204,7 @@ class LoadRun:
     start_s: float
     end_s: float
     offered_rps: float | None
+    arrived_rps: float | None
     lag_median_s: float
     lag_max_s: float
     batcher_error: str | None
@@ -218,8 +219,8 @@ class LoadRun:
         p50, p95, p99 = latency_percentiles([r.arrival_s for r in reqs], [r.done_s for r in reqs], self.end_s)
         batches = [r.batch_size for r in ok]
         mean_batch = len(batches) / sum(1 / b for b in batches) if batches else 0.0  # per batch, not per request
-        return LoadSummary(self.label, self.offered_rps, len(ok) / (last - self.start_s), len(reqs), len(ok), failed,
-                           unanswered, p50, p95, p99, mean_batch, 1e3 * self.lag_median_s,
+        return LoadSummary(self.label, self.offered_rps, self.arrived_rps, len(ok) / (last - self.start_s), len(reqs),
+                           len(ok), failed, unanswered, p50, p95, p99, mean_batch, 1e3 * self.lag_median_s,
                            self.batcher_error.strip().splitlines()[-1] if self.batcher_error else None)
 
 
@@ -243,6 +244,7 @@ class LoadStats:
     label: str
     load: str
     offered_rps: float | None
+    arrived_rps: float | None
     achieved_rps: float
     p50_ms: float
     p95_ms: float
@@ -257,7 +259,8 @@ class LoadStats:
     @classmethod
     def of(cls, label: str, load: str, runs) -> "LoadStats":
         med = lambda name: statistics.median(getattr(r, name) for r in runs)  # noqa: E731
-        return cls(label, load, runs[0].offered_rps, med("achieved_rps"), med("p50_ms"),
+        arrived = med("arrived_rps") if runs[0].arrived_rps else None
+        return cls(label, load, runs[0].offered_rps, arrived, med("achieved_rps"), med("p50_ms"),
                    med("p95_ms"), med("p99_ms"), med("mean_batch"), any(r.saturated for r in runs), len(runs),
                    spread(r.achieved_rps for r in runs), spread(r.p99_ms for r in runs), tuple(runs))
 
@@ -376,7 +379,7 @@ def make_batcher(run_batch, max_batch: int, max_wait_ms: float, image_shape=DEFA
 
 
 def choose_max_wait(rows, budget_ms: float, keep_up: float = 0.95):
-    """The largest max_wait_ms whose p99 fits the budget while the server keeps up with the offered load, or None."""
+    """The largest max_wait_ms whose p99 fits the budget while the server keeps up with the load, or None."""
     fits = [r["max_wait_ms"] for r in rows
             if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= keep_up * r["offered_rps"]]
     return max(fits) if fits else None
