@@ -82,25 +82,26 @@ def cmd_assign(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
-    from . import bench
-    from .. import dp, memory
+# bench name -> (module, function, printer, the CLI options it takes, default repeats)
+BENCHES = {
+    "overhead": ("lab_utils.instructor.bench", "overhead", "print_overhead", ("samples",), 15),
+    "dp": ("lab_utils.dp", "sweep", "print_sweep", ("n_devices", "batch_sizes"), 15),
+    "ddp": ("lab_utils.instructor.bench", "ddp", "print_ddp", ("world_size", "steps"), 3),
+    "pipeline": ("lab_utils.instructor.bench", "pipeline", "print_pipeline", ("batch_size",), 5),
+    "tf": ("lab_utils.instructor.bench", "tf", "print_tf", ("steps", "global_batch"), 3),
+    "collectives": ("lab_utils.collectives", "bench", "print_bench", ("world_size",), 9),
+    "memory": ("lab_utils.memory", "bench", "print_bench", ("world_size",), 5),
+    "inference": ("lab_utils.serving", "bench", "print_bench", (), 3),
+}
 
-    if args.name == "overhead":
-        bench.print_overhead(bench.overhead(samples=args.samples, repeats=args.repeats or 15))
-    elif args.name == "ddp":
-        bench.print_ddp(bench.ddp(world_size=args.world_size, repeats=args.repeats or 3, steps=args.steps))
-    elif args.name == "tf":
-        bench.print_tf(bench.tf(repeats=args.repeats or 3, steps=args.steps, global_batch=args.global_batch))
-    elif args.name == "pipeline":
-        bench.print_pipeline(bench.pipeline(batch_size=args.batch_size, repeats=args.repeats or 5))
-    elif args.name == "dp":
-        dp.print_sweep(dp.sweep(n_devices=args.devices, batch_sizes=args.batch_sizes, repeats=args.repeats or 15))
-    elif args.name == "collectives":
-        from .. import collectives
-        collectives.print_bench(collectives.bench(world_size=args.world_size, repeats=args.repeats or 9))
-    elif args.name == "memory":
-        memory.print_bench(memory.bench(world_size=args.world_size, repeats=args.repeats or 5))
+
+def cmd_bench(args) -> int:
+    import importlib
+
+    module, measure, show, options, repeats = BENCHES[args.name]
+    module = importlib.import_module(module)
+    kwargs = {name: getattr(args, name) for name in options}
+    getattr(module, show)(getattr(module, measure)(repeats=args.repeats or repeats, **kwargs))
     return 0
 
 
@@ -137,12 +138,13 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ is out of date")
     a.set_defaults(fn=cmd_assign)
     b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
-    b.add_argument("name", choices=["overhead", "ddp", "dp", "pipeline", "tf", "collectives", "memory"])
+    b.add_argument("name", choices=sorted(BENCHES))
     b.add_argument("--samples", type=int, default=4096, help="overhead: samples per timed epoch")
-    b.add_argument("--repeats", type=int, help="timed repeats, median reported (overhead: 15 epochs; ddp: 3 launches; dp: 15 steps; pipeline: 5 steps; tf: 3 launches; memory: 5 checkpointing steps)")
-    b.add_argument("--world-size", type=int, default=2, help="ddp, memory: number of ranks")
+    b.add_argument("--repeats", type=int, help="timed repeats, median reported (default: " +
+                   ", ".join(f"{name} {spec[4]}" for name, spec in sorted(BENCHES.items())) + ")")
+    b.add_argument("--world-size", type=int, default=2, help="ddp, collectives, memory: number of ranks")
     b.add_argument("--steps", type=int, default=20, help="ddp, tf: optimizer steps per launch (first 3 not timed)")
-    b.add_argument("--devices", type=int, default=2, help="dp: number of devices (replicas)")
+    b.add_argument("--devices", dest="n_devices", type=int, default=2, help="dp: number of devices (replicas)")
     b.add_argument("--batch-sizes", type=_int_list, default=(16, 256),
                    help="dp: comma-separated batch sizes; the speedup is reported for the last (default: 16,256)")
     b.add_argument("--batch-size", type=int, default=1024, help="pipeline: samples per step (a multiple of 8)")

@@ -1,0 +1,729 @@
+"""Around lab 09's dynamic batcher: requests with timestamps, a Poisson load generator, latency percentiles,
+interleaved load runs, reference implementations (batcher, worker pool) for the checks, tests and `bench inference`,
+torch.compile helpers, plots, and gpu_check."""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import queue
+import random
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from . import measure, spec
+
+DEFAULT_SHAPE = (1, 28, 28)
+SATURATED_SHARE = 0.9  # a run that answered less than this share of its offered load did not keep up
+LATE_GENERATOR_MS = 1.0  # a load generator whose median delay is above this did not offer the load it was asked to
+
+
+def wide_head_cnn(width: int = 2048, num_classes: int = 10) -> list[dict]:
+    """The course CNN's two conv layers with a wide classifier head (two dense layers of `width`, as in AlexNet/VGG)."""
+    return [spec.conv2d(16), spec.maxpool2d(), spec.conv2d(32), spec.maxpool2d(), spec.flatten(),
+            spec.dense(width), spec.dense(width), spec.dense(num_classes, activation=None)]
+
+
+def build_model(width: int = 2048, image_shape=DEFAULT_SHAPE, seed: int = 0, device: str = "cpu"):
+    """The wide-head CNN in eval mode on `device`; the same seed gives the same weights in every process."""
+    return spec.build_torch(wide_head_cnn(width), image_shape, seed=seed).eval().to(device)
+
+
+def request_images(n: int = 256, image_shape=DEFAULT_SHAPE, seed: int = 0):
+    """`n` procedural images as one float32 tensor (N, C, H, W); requests take one image each."""
+    import torch
+
+    from . import data
+
+    return torch.from_numpy(data.synthetic_images(n, image_shape=image_shape, seed=seed)[0])
+
+
+# ---- requests and the load generator ------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Request:
+    """One inference request: one image, when it arrived, and once answered: when, with what (or which error)."""
+
+    id: int
+    image: object
+    arrival_s: float
+    done_s: float | None = None
+    output: object = None
+    error: str | None = None
+    batch_size: int = 0
+
+    def answer(self, output, now_s: float, batch_size: int) -> None:
+        """Record the model's output for this request, answered at `now_s` in a batch of `batch_size`."""
+        self.output, self.batch_size, self.done_s = output, batch_size, now_s
+
+    def fail(self, message: str, now_s: float) -> None:
+        """Answer this request with an error instead of an output."""
+        self.error, self.done_s = message, now_s
+
+
+def poisson_arrivals(rate_rps: float, duration_s: float, seed: int = 0) -> list[float]:
+    """Arrival times (s from the start) of a Poisson process: independent requests at `rate_rps` on average."""
+    if not rate_rps > 0 or not duration_s > 0:
+        raise ValueError(f"need a positive rate and duration, got rate_rps={rate_rps!r}, duration_s={duration_s!r}")
+    rng, times = random.Random(seed), []
+    t = rng.expovariate(rate_rps)
+    while t < duration_s:
+        times.append(t)
+        t += rng.expovariate(rate_rps)
+    if not times:
+        raise ValueError(f"{rate_rps} requests/s for {duration_s} s gave no request; raise the rate or the duration")
+    return times
+
+
+def burst(n: int) -> list[float]:
+    """`n` requests that all arrive at once: an offered load above any server's capacity."""
+    if n < 1:
+        raise ValueError(f"a burst needs at least one request, got n={n}")
+    return [0.0] * n
+
+
+def _capture_errors(batcher, requests, stop, errors: list) -> None:
+    """Thread body: run the batcher; keep its exception (with traceback) instead of printing it to stderr."""
+    try:
+        batcher(requests, stop)
+    except BaseException:  # the batcher is the learner's code: whatever it raises is the result
+        errors.append(traceback.format_exc())
+
+
+def _next_unanswered(requests, start: int) -> int:
+    while start < len(requests) and requests[start].done_s is not None:
+        start += 1
+    return start
+
+
+def run_load(batcher, arrivals, images, *, label: str = "", bad: dict | None = None, drain_s: float = 0.3,
+             stop_timeout_s: float = 10.0, offered_rps: float | None = None) -> "LoadRun":
+    """Start `batcher(requests, stop)` in a thread, send it one request per arrival time, and record what happens.
+
+    Each request carries one image (cycling through `images`; `bad` maps a request index to a replacement image)
+    and is time-stamped with its *scheduled* arrival, so a late load generator shows up as latency, as it would
+    for a real client. After the last arrival the batcher gets `drain_s` seconds to answer what is queued, then
+    `stop` is set; what is still unanswered is counted as unanswered. `offered_rps` labels the run with the rate
+    that was asked for (default: the arrivals' own rate; None for a burst).
+    """
+    if not callable(batcher):
+        raise TypeError(f"batcher must be a function batcher(requests, stop), got {type(batcher).__name__}")
+    if not len(arrivals) or not len(images):
+        raise ValueError(f"need at least one arrival and one image, got {len(arrivals)} and {len(images)}")
+    bad = bad or {}
+    requests, stop, errors, made = queue.Queue(), threading.Event(), [], []
+    thread = threading.Thread(target=_capture_errors, args=(batcher, requests, stop, errors), name="batcher", daemon=True)
+    thread.start()
+    lags = []
+    start = time.perf_counter()
+    for i, offset in enumerate(arrivals):
+        target = start + offset
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        lags.append(time.perf_counter() - target)
+        request = Request(i, bad.get(i, images[i % len(images)]), target)
+        made.append(request)
+        requests.put(request)
+    deadline, waiting = time.perf_counter() + drain_s, 0
+    while time.perf_counter() < deadline and thread.is_alive():
+        waiting = _next_unanswered(made, waiting)
+        if waiting == len(made):
+            break
+        time.sleep(0.002)
+    stop.set()
+    thread.join(stop_timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(f"the batcher did not return within {stop_timeout_s:g} s after `stop` was set: its loop must "
+                           "check stop.is_set() and must not block forever (use a timeout when it waits on the queue)")
+    arrived_rps = len(arrivals) / arrivals[-1] if arrivals[-1] > 0 else None
+    return LoadRun(label, made, start, time.perf_counter(), offered_rps or arrived_rps, arrived_rps,
+                   statistics.median(lags), max(lags), errors[0] if errors else None)
+
+
+# ---- what a run measured --------------------------------------------------------------------------------------------
+
+def latency_percentiles(arrivals_s, done_s, end_s: float, percentiles=(50, 95, 99)) -> list[float]:
+    """Latency percentiles in ms, nearest rank; a request never answered (done None) counts as waiting until end_s."""
+    if not len(arrivals_s) or len(arrivals_s) != len(done_s):
+        raise ValueError(f"need one done time per arrival, got {len(arrivals_s)} arrivals and {len(done_s)} done times")
+    latencies = sorted((end_s if d is None else d) - a for a, d in zip(arrivals_s, done_s))
+    n = len(latencies)
+    return [1e3 * latencies[max(0, math.ceil(p / 100 * n) - 1)] for p in percentiles]
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """One load run in numbers: offered and achieved load, latency percentiles (ms), batch sizes, what went wrong."""
+
+    label: str
+    offered_rps: float | None  # the rate asked for
+    arrived_rps: float | None  # the rate at which requests really arrived (a Poisson count varies around the rate)
+    achieved_rps: float
+    requests: int
+    answered: int
+    failed: int
+    unanswered: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_batch: float
+    lag_ms: float
+    batcher_error: str | None = None
+
+    @property
+    def saturated(self) -> bool:
+        """True when the server did not keep up: the achieved load fell short of the offered one, or more than a
+        few requests were still unanswered when the run stopped."""
+        behind = self.arrived_rps is not None and self.achieved_rps < SATURATED_SHARE * self.arrived_rps
+        return behind or self.unanswered > (1 - SATURATED_SHARE) * self.requests
+
+    def text(self) -> str:
+        """One line for a table."""
+        offered = f"{self.offered_rps:7.0f}" if self.offered_rps else "  burst"
+        more = ">=" if self.unanswered else "  "
+        line = (f"{self.label:<16} offered {offered}/s  achieved {self.achieved_rps:7.0f}/s  p50 {more}{self.p50_ms:7.1f}  "
+                f"p95 {more}{self.p95_ms:7.1f}  p99 {more}{self.p99_ms:7.1f} ms  mean batch {self.mean_batch:5.1f}")
+        if self.unanswered or self.failed:
+            line += f"  ({self.unanswered} unanswered, {self.failed} errors)"
+        return line
+
+
+@dataclass
+class LoadRun:
+    """Everything one run_load recorded."""
+
+    label: str
+    requests: list
+    start_s: float
+    end_s: float
+    offered_rps: float | None
+    arrived_rps: float | None
+    lag_median_s: float
+    lag_max_s: float
+    batcher_error: str | None
+
+    def summary(self) -> LoadSummary:
+        """Achieved requests/s (answered without error, over start -> last answer), percentiles, batch sizes."""
+        reqs = self.requests
+        ok = [r for r in reqs if r.done_s is not None and r.error is None]
+        failed = sum(r.error is not None for r in reqs)
+        unanswered = sum(r.done_s is None for r in reqs)
+        last = self.end_s if unanswered else max(r.done_s for r in reqs)
+        p50, p95, p99 = latency_percentiles([r.arrival_s for r in reqs], [r.done_s for r in reqs], self.end_s)
+        batches = [r.batch_size for r in ok]
+        mean_batch = len(batches) / sum(1 / b for b in batches) if batches else 0.0  # per batch, not per request
+        return LoadSummary(self.label, self.offered_rps, self.arrived_rps, len(ok) / (last - self.start_s), len(reqs),
+                           len(ok), failed, unanswered, p50, p95, p99, mean_batch, 1e3 * self.lag_median_s,
+                           self.batcher_error.strip().splitlines()[-1] if self.batcher_error else None)
+
+
+def spread(values) -> float:
+    """(max - min) / median of repeated measurements (0 for one value)."""
+    values = list(values)
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / middle if middle else 0.0
+
+
+def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
+    """Speedup of `fast` over `slow` from repeats timed side by side: median of the per-round ratios, their spread."""
+    ratios = [s / f for s, f in zip(slow.times, fast.times)]
+    return statistics.median(ratios), spread(ratios)
+
+
+@dataclass(frozen=True)
+class LoadStats:
+    """Medians over interleaved repeats of one (server, load) pair, and how far the repeats spread."""
+
+    label: str
+    load: str
+    offered_rps: float | None
+    arrived_rps: float | None
+    achieved_rps: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_batch: float
+    saturated: bool
+    rounds: int
+    spread_rps: float
+    spread_p99: float
+    runs: tuple = field(repr=False, default=())
+
+    @classmethod
+    def of(cls, label: str, load: str, runs) -> "LoadStats":
+        med = lambda name: statistics.median(getattr(r, name) for r in runs)  # noqa: E731
+        arrived = med("arrived_rps") if runs[0].arrived_rps else None
+        return cls(label, load, runs[0].offered_rps, arrived, med("achieved_rps"), med("p50_ms"),
+                   med("p95_ms"), med("p99_ms"), med("mean_batch"), any(r.saturated for r in runs), len(runs),
+                   spread(r.achieved_rps for r in runs), spread(r.p99_ms for r in runs), tuple(runs))
+
+    @property
+    def flags(self) -> list[str]:
+        """Warnings about these figures: noisy repeats, a load generator that fell behind its schedule."""
+        flags = measure.plausibility(spread=self.spread_rps)
+        lag = max((r.lag_ms for r in self.runs), default=0.0)
+        if lag > LATE_GENERATOR_MS:
+            flags.append(f"the load generator sent requests {lag:.1f} ms late (median): the machine is busy, and that "
+                         "delay counts as latency")
+        return flags
+
+    def text(self) -> str:
+        """One line for a table; >= marks a percentile that is a lower bound (requests were left unanswered)."""
+        bound = ">=" if any(r.unanswered for r in self.runs) else "  "
+        return measure.flagged(
+            f"{self.label:<14} {self.load:<5} offered {self.offered_rps or 0:7.0f}/s  achieved {self.achieved_rps:7.0f}/s "
+            f"(spread {self.spread_rps:4.0%})  p50 {bound}{self.p50_ms:6.1f}  p95 {bound}{self.p95_ms:6.1f}  "
+            f"p99 {bound}{self.p99_ms:6.1f} ms "
+            f"(spread {self.spread_p99:4.0%})  batch {self.mean_batch:5.1f}" + ("  SATURATED" if self.saturated else ""),
+            self.flags)
+
+
+def interleaved_loads(batchers: dict, loads_rps: dict, *, images, rounds: int = 2, duration_s: float = 0.6,
+                      seed: int = 0, drain_s: float = 0.3) -> dict:
+    """Every batcher at every offered load, `rounds` times, order alternating each round; the same arrival times
+    for every batcher within a round. Returns {(batcher label, load label): LoadStats}."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    pairs = [(b, l) for l in loads_rps for b in batchers]
+    runs = {pair: [] for pair in pairs}
+    for round_ in range(rounds):
+        for b, l in (pairs if round_ % 2 == 0 else reversed(pairs)):
+            arrivals = poisson_arrivals(loads_rps[l], duration_s, seed=seed + round_)
+            runs[(b, l)].append(run_load(batchers[b], arrivals, images, label=b, drain_s=drain_s,
+                                         offered_rps=loads_rps[l]).summary())
+    return {pair: LoadStats.of(pair[0], pair[1], r) for pair, r in runs.items()}
+
+
+# ---- reference implementations (the lab writes its own in the notebook) --------------------------------------------
+
+def collect(first, requests, max_batch: int, max_wait_s: float) -> list:
+    """The flush rule: `first` plus whatever the queue gives, until the batch holds max_batch requests or max_wait_s
+    has passed since collecting began (max_wait_s = 0: only what is already waiting)."""
+    batch = [first]
+    deadline = time.perf_counter() + max_wait_s
+    while len(batch) < max_batch:
+        remaining = deadline - time.perf_counter()
+        try:
+            batch.append(requests.get(timeout=remaining) if remaining > 0 else requests.get_nowait())
+        except queue.Empty:
+            break
+    return batch
+
+
+def request_problem(image, image_shape=DEFAULT_SHAPE, dtype=None) -> str | None:
+    """Why `image` cannot join a batch (wrong type, shape or dtype), or None."""
+    import torch
+
+    dtype = dtype or torch.float32
+    if not isinstance(image, torch.Tensor):
+        return f"expected a torch.Tensor image, got {type(image).__name__}"
+    if tuple(image.shape) != tuple(image_shape):
+        return f"expected an image of shape {tuple(image_shape)}, got {tuple(image.shape)}"
+    if image.dtype != dtype:
+        return f"expected dtype {dtype}, got {image.dtype}"
+    return None
+
+
+def batcher_loop(requests, stop, run_batch, *, max_batch: int, max_wait_s: float, image_shape=DEFAULT_SHAPE,
+                 collect=collect) -> None:
+    """Until `stop` is set: take a request, collect a batch, answer malformed requests with an error, run the rest."""
+    while not stop.is_set():
+        try:
+            first = requests.get(timeout=0.01)
+        except queue.Empty:
+            continue
+        good = []
+        for r in collect(first, requests, max_batch, max_wait_s):
+            problem = request_problem(r.image, image_shape)
+            if problem:
+                r.fail(problem, time.perf_counter())
+            else:
+                good.append(r)
+        if good:
+            try:
+                run_batch(good)
+            except Exception as exc:  # one failing batch must not stop the server
+                now = time.perf_counter()
+                for r in good:
+                    r.fail(f"{type(exc).__name__}: {exc}", now)
+
+
+def local_runner(model, device: str = "cpu"):
+    """run_batch for batcher_loop: one forward pass in this thread, then answer each request."""
+    import torch
+
+    def run_batch(batch):
+        x = torch.stack([r.image for r in batch]).to(device)
+        with torch.inference_mode():
+            out = model(x).float().cpu()
+        now = time.perf_counter()
+        for r, o in zip(batch, out):
+            r.answer(o, now, len(batch))
+
+    return run_batch
+
+
+def make_batcher(run_batch, max_batch: int, max_wait_ms: float, image_shape=DEFAULT_SHAPE):
+    """batcher(requests, stop) for run_load: the reference loop with these settings."""
+    def batcher(requests, stop):
+        batcher_loop(requests, stop, run_batch, max_batch=max_batch, max_wait_s=max_wait_ms / 1e3,
+                     image_shape=image_shape)
+    return batcher
+
+
+def choose_max_wait(rows, budget_ms: float, keep_up: float = 0.95):
+    """The largest max_wait_ms whose p99 fits the budget while the server keeps up with the load, or None."""
+    fits = [r["max_wait_ms"] for r in rows
+            if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= keep_up * r["offered_rps"]]
+    return max(fits) if fits else None
+
+
+# ---- data-parallel inference: one batcher feeding model workers in other processes --------------------------------
+
+STOP = -1  # the batch size that tells a worker to return
+
+
+def model_worker(model, image_shape) -> int:
+    """Worker rank: receive a batch size and a batch from rank 0, answer with the logits; until told to stop."""
+    import torch
+    import torch.distributed as dist
+
+    header, served = torch.zeros(1, dtype=torch.int64), 0
+    while True:
+        dist.recv(header, src=0)
+        n = int(header)
+        if n == STOP:
+            return served
+        x = torch.empty(n, *image_shape)
+        dist.recv(x, src=0)
+        with torch.inference_mode():
+            dist.send(model(x).contiguous(), dst=0)
+        served += 1
+
+
+class WorkerPool:
+    """Rank 0's side of the worker ranks: run_batch sends a batch to an idle worker; a thread per worker answers."""
+
+    def __init__(self, workers, num_classes: int = 10):
+        self.free, self.num_classes = queue.Queue(), num_classes
+        self.in_flight = {w: queue.Queue() for w in workers}
+        self.threads = [threading.Thread(target=self._receive, args=(w,), daemon=True) for w in workers]
+        for w in workers:
+            self.free.put(w)
+        for t in self.threads:
+            t.start()
+
+    def run_batch(self, batch) -> None:
+        import torch
+        import torch.distributed as dist
+
+        worker = self.free.get()  # wait for an idle worker
+        dist.send(torch.tensor([len(batch)]), dst=worker)
+        dist.send(torch.stack([r.image for r in batch]), dst=worker)
+        self.in_flight[worker].put(batch)
+
+    def _receive(self, worker) -> None:
+        import torch
+        import torch.distributed as dist
+
+        while (batch := self.in_flight[worker].get()) is not None:
+            out = torch.empty(len(batch), self.num_classes)
+            dist.recv(out, src=worker)
+            now = time.perf_counter()
+            for r, o in zip(batch, out):
+                r.answer(o, now, len(batch))
+            self.free.put(worker)
+
+    def close(self) -> None:
+        """Wait for the batches in flight, then end the answering threads."""
+        for q in self.in_flight.values():
+            q.put(None)
+        for t in self.threads:
+            t.join()
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """One launch: rank 0 serves bursts of requests with 1 worker and with all workers, interleaved, after a
+    warm-up round."""
+
+    width: int = 2048
+    image_side: int = 28
+    seed: int = 0
+    requests: int = 1500
+    max_batch: int = 64
+    max_wait_ms: float = 5.0
+    rounds: int = 2
+    check_outputs: int = 32
+
+
+def pool_job(rank: int, world_size: int, cfg: PoolConfig) -> dict:
+    """Reference data-parallel serving (bench and tests): rank 0 batches, ranks 1.. run the model."""
+    import torch
+    import torch.distributed as dist
+
+    from .launch import process_group
+
+    shape = (1, cfg.image_side, cfg.image_side)
+    with process_group(timeout_s=120):
+        if rank > 0:
+            return {"served": model_worker(build_model(cfg.width, shape, cfg.seed), shape)}
+        images = request_images(256, shape, cfg.seed)
+        setups = {"1 worker": [1], f"{world_size - 1} workers": list(range(1, world_size))}
+        rates, outputs = {name: [] for name in setups}, None
+        for round_ in range(cfg.rounds + 1):  # round 0 warms every worker up and is not counted
+            for name in (list(setups) if round_ % 2 == 0 else reversed(list(setups))):
+                pool = WorkerPool(setups[name])
+                run = run_load(make_batcher(pool.run_batch, cfg.max_batch, cfg.max_wait_ms, shape), burst(cfg.requests),
+                               images, label=name, drain_s=60)
+                pool.close()
+                summary = run.summary()
+                if summary.unanswered or summary.failed:
+                    raise RuntimeError(f"{name}: {summary.text()}; batcher error: {summary.batcher_error}")
+                if round_ > 0:
+                    rates[name].append(summary.achieved_rps)
+                outputs = outputs if outputs is not None else [r.output.tolist() for r in run.requests[:cfg.check_outputs]]
+        for w in range(1, world_size):
+            dist.send(torch.tensor([STOP]), dst=w)
+        return {"rates": rates, "outputs": outputs}
+
+
+# ---- torch.compile helpers --------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def fresh_compile_cache():
+    """torch.compile's on-disk cache in a new, empty folder for the block (a cold start, as on a fresh server);
+    the folder is removed afterwards. Yields the folder."""
+    folder = tempfile.mkdtemp(prefix="lab09-inductor-")
+    saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    try:
+        yield folder
+    finally:
+        if saved is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def compiled_graphs() -> int:
+    """How many graphs torch.compile has compiled in this process so far (recompilations included)."""
+    from torch._dynamo.utils import counters  # no public counter exists; this is what torch's own tests read
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def compile_unavailable() -> str | None:
+    """Why torch.compile cannot run here (its CPU code generator needs a C++ compiler), or None."""
+    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        return ("torch.compile's CPU backend (inductor) generates C++ and needs a C++ compiler (g++ or clang++); "
+                "none is installed")
+    return None
+
+
+# ---- plots ------------------------------------------------------------------------------------------------------------
+
+def plot_batch_sweep(batch_sizes, seconds, axes=None, title: str = ""):
+    """Latency per batch and samples/s against the batch size (two panels); returns the axes."""
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    axes = axes if axes is not None else plt.subplots(1, 2, figsize=(10, 3.4))[1]
+    axes[0].plot(batch_sizes, [s * 1e3 for s in seconds], "o-")
+    axes[0].set_ylabel("latency of one batch (ms)")
+    axes[1].plot(batch_sizes, [b / s for b, s in zip(batch_sizes, seconds)], "o-", color="tab:green")
+    axes[1].set_ylabel("throughput (samples/s)")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+    axes[0].set_yscale("log")
+    axes[0].yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    if title:
+        axes[0].figure.suptitle(title)
+    return axes
+
+
+def plot_latency_throughput(stats: dict, ax=None, percentile: str = "p99"):
+    """One curve per server: the chosen latency percentile against achieved throughput, one point per offered load."""
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    ax = ax or plt.subplots(figsize=(6.5, 4))[1]
+    servers = list(dict.fromkeys(label for label, _ in stats))
+    for label in servers:
+        points = sorted((s for (b, _), s in stats.items() if b == label), key=lambda s: s.offered_rps or 0)
+        ax.plot([s.achieved_rps for s in points], [getattr(s, f"{percentile}_ms") for s in points], "o-", label=label)
+        for s in points:
+            if s.saturated:
+                ax.plot(s.achieved_rps, getattr(s, f"{percentile}_ms"), "x", color="black", ms=10)
+    for offered in sorted({round(s.offered_rps) for s in stats.values() if s.offered_rps}):
+        ax.axvline(offered, color="grey", lw=0.8, ls=":")
+        ax.annotate(f"offered {offered}/s", (offered, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
+                    rotation=90, ha="right", va="top", color="grey")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel("achieved throughput (requests/s)")
+    ax.set_ylabel(f"{percentile} latency (ms)")
+    ax.set_title(f"{percentile} latency against throughput (x: saturated)")
+    ax.legend(fontsize=8)
+    return ax
+
+
+# ---- bench inference ---------------------------------------------------------------------------------------------------
+
+def bench(*, repeats: int = 3, duration_s: float = 0.8, width: int = 2048, image_side: int = 28, max_batch: int = 64,
+          pool_requests: int = 1500, threads: int = 1, compile_model: bool = True, fresh_cache: bool = True,
+          seed: int = 0) -> dict:
+    """Dynamic batching vs batch-1 serving, 2 model workers vs 1, torch.compile and bf16 against eager; the
+    in-process model uses `threads` intra-op threads (one core, as each worker process; the load generator needs
+    another)."""
+    with measure.intra_op_threads(threads):
+        return _bench(repeats, duration_s, width, image_side, max_batch, pool_requests, compile_model, fresh_cache, seed)
+
+
+def _bench(repeats, duration_s, width, image_side, max_batch, pool_requests, compile_model, fresh_cache, seed) -> dict:
+    import torch
+
+    from .launch import launch
+
+    shape = (1, image_side, image_side)
+    model, images = build_model(width, shape, seed), request_images(256, shape, seed)
+    x1, xb = images[:1], images[:max_batch].contiguous()
+    with torch.inference_mode():
+        base = measure.time_interleaved({"1": lambda: model(x1), "b": lambda: model(xb)}, warmup=2, repeats=7)
+    batch1_capacity, batched_capacity = 1 / min(base["1"].times), max_batch / min(base["b"].times)  # the most they serve
+    offered = min(3.5 * batch1_capacity, 0.8 * batched_capacity)  # above what batch-1 serving sustains, below batching's
+    servers = {"batch-1": make_batcher(local_runner(model), 1, 0, shape),
+               "max_wait=5": make_batcher(local_runner(model), max_batch, 5, shape)}
+    stats = interleaved_loads(servers, {"high": offered}, images=images, rounds=repeats, duration_s=duration_s, seed=seed)
+    b1, dyn = stats[("batch-1", "high")], stats[("max_wait=5", "high")]
+    ratios = [d.achieved_rps / b.achieved_rps for d, b in zip(dyn.runs, b1.runs)]
+
+    cfg = PoolConfig(width=width, image_side=image_side, seed=seed, requests=pool_requests, max_batch=max_batch,
+                     rounds=repeats)
+    pool = launch(pool_job, 3, args=(cfg,), timeout=300, pin_cores=False)[0]
+    one, two = pool["rates"]["1 worker"], pool["rates"]["2 workers"]
+    pool_ratios = [b / a for a, b in zip(one, two)]
+
+    result = {"benchmark": "inference", "model": f"wide_head_cnn(width={width})", "image_side": image_side,
+              "threads": torch.get_num_threads(), "repeats": repeats, "max_batch": max_batch,
+              "batch1_capacity_rps": round(batch1_capacity, 1), "offered_rps": round(offered, 1),
+              "throughput_rps[batch-1]": round(b1.achieved_rps, 1), "throughput_rps[max_wait=5]": round(dyn.achieved_rps, 1),
+              "dynamic_vs_batch1_throughput": round(statistics.median(ratios), 3),
+              "p99_ms[max_wait=5]": round(dyn.p99_ms, 2), "p99_ms[batch-1]": round(b1.p99_ms, 2),
+              "batch1_saturated": b1.saturated, "dynamic_saturated": dyn.saturated,
+              "throughput_rps[1 worker]": round(statistics.median(one), 1),
+              "throughput_rps[2 workers]": round(statistics.median(two), 1),
+              "two_workers_vs_one": round(statistics.median(pool_ratios), 3)}
+    spreads = {"dynamic_vs_batch1_throughput": spread(ratios), "p99_ms[max_wait=5]": dyn.spread_p99,
+               "two_workers_vs_one": spread(pool_ratios)}
+
+    candidates = {"eager": lambda: model(xb)}
+
+    def bf16():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(xb)
+    candidates["bf16"] = bf16
+    if compile_model and not compile_unavailable():
+        with fresh_compile_cache() if fresh_cache else contextlib.nullcontext():
+            compiled = torch.compile(model, dynamic=False)
+            start = time.perf_counter()
+            with torch.inference_mode():
+                compiled(xb)
+            result["compile_first_call_s"] = round(time.perf_counter() - start, 2)
+            result["compile_cache"] = "fresh: a cold start" if fresh_cache else "torch's default: may hold earlier compiles"
+        candidates["compiled"] = lambda: compiled(xb)
+    with torch.inference_mode():
+        timings = measure.time_interleaved(candidates, warmup=2, repeats=max(5, 2 * repeats + 1))
+    result["bf16_speedup"], spreads["bf16_speedup"] = paired_speedup(timings["eager"], timings["bf16"])
+    if "compiled" in timings:
+        result["compile_speedup"], spreads["compile_speedup"] = paired_speedup(timings["eager"], timings["compiled"])
+    else:
+        result["compile_speedup"], spreads["compile_speedup"] = None, None
+        result["compile_skipped"] = compile_unavailable() or "compile_model=False"
+    for key in ("bf16_speedup", "compile_speedup"):
+        result[key] = round(result[key], 3) if result[key] is not None else None
+    result["spread"] = {k: (round(v, 3) if v is not None else None) for k, v in spreads.items()}
+    result["flags"] = measure.plausibility(speedup=result["two_workers_vs_one"], devices=2,
+                                           spread=max(v for v in spreads.values() if v is not None))
+    return result
+
+
+def print_bench(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    print(f"{result['model']}, {result['image_side']}x{result['image_side']} images, {result['threads']} threads, "
+          f"medians of {result['repeats']} interleaved repeats (spread = (max - min) / median)")
+    print(f"batch-1 serving sustains about {result['batch1_capacity_rps']:.0f} requests/s (1 / its fastest batch-1 forward); "
+          f"offered load {result['offered_rps']:.0f}/s")
+    s = result["spread"]
+    for name, label, saturated in (("batch-1", "batch-1 serving", "batch1_saturated"),
+                                   ("max_wait=5", "max_wait=5 ms", "dynamic_saturated")):
+        print(f"  {label:<18}{result[f'throughput_rps[{name}]']:8.0f} req/s  p99 {result[f'p99_ms[{name}]']:8.1f} ms"
+              + ("  (saturated)" if result[saturated] else ""))
+    print(f"  dynamic vs batch-1: {result['dynamic_vs_batch1_throughput']:.2f}x (spread {s['dynamic_vs_batch1_throughput']:.0%})")
+    print(f"  model workers: 1 -> {result['throughput_rps[1 worker]']:.0f} req/s, 2 -> {result['throughput_rps[2 workers]']:.0f}"
+          f" req/s: {result['two_workers_vs_one']:.2f}x (spread {s['two_workers_vs_one']:.0%})")
+    if result["compile_speedup"] is not None:
+        print(f"  torch.compile: first call {result['compile_first_call_s']:.1f} s ({result['compile_cache']}), "
+              f"steady state {result['compile_speedup']:.2f}x eager (spread {s['compile_speedup']:.0%})")
+    else:
+        print(f"  torch.compile: not run ({result['compile_skipped']})")
+    print(f"  bf16 autocast: {result['bf16_speedup']:.2f}x eager fp32 (spread {s['bf16_speedup']:.0%})")
+    for flag in result["flags"]:
+        print(f"  [!] {flag}")
+    print(json.dumps(result))
+
+
+# ---- GPU ---------------------------------------------------------------------------------------------------------------
+
+def gpu_check(width: int = 512) -> dict[str, str]:
+    """On a GPU: the reference batcher, fp16 autocast and a CUDA graph replay, each against the CPU model."""
+    import torch
+
+    names = ("dynamic batcher on the GPU", "fp16 autocast", "CUDA graph replay")
+    if not torch.cuda.is_available():
+        return {name: "skipped: no GPU" for name in names}
+    results = {}
+    cpu_model, images = build_model(width), request_images(128)
+    with torch.inference_mode():
+        expected = cpu_model(images)
+    gpu_model = build_model(width, device="cuda")
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False  # compare fp32 with fp32
+    try:
+        run = run_load(make_batcher(local_runner(gpu_model, "cuda"), 32, 2), burst(len(images)), images, drain_s=20)
+        got = torch.stack([r.output for r in run.requests])
+        diff = float((got - expected).abs().max())
+        results[names[0]] = "passed" if diff <= 1e-4 else f"failed: max |GPU - CPU| = {diff:.1e} > 1e-4"
+        x = images.cuda()
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16):
+            half = gpu_model(x).float().cpu()
+        relative = float((half - expected).abs().max() / expected.abs().max())
+        results[names[1]] = ("passed" if relative <= 2e-2 else
+                             f"failed: fp16 differs from fp32 by {relative:.1%} of the largest logit")
+        static_x = x.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.inference_mode():
+            with torch.cuda.stream(stream):
+                for _ in range(3):
+                    gpu_model(static_x)  # warm up on a side stream before capture, as torch's docs advise
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_y = gpu_model(static_x)
+            static_x.copy_(x)
+            graph.replay()
+            diff = float((static_y.cpu() - expected).abs().max())
+        results[names[2]] = "passed" if diff <= 1e-4 else f"failed: max |replay - CPU| = {diff:.1e} > 1e-4"
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+    return results
