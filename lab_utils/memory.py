@@ -380,15 +380,11 @@ def _batches(job: dict, rank: int, world_size: int):
 
 def reference_worker(rank: int, world_size: int, job: dict) -> dict:
     """Adam steps with job["strategy"] in ("ddp", "zero1", "fsdp"): the weights, the bytes held, the bytes sent."""
-    import gc
-
     from .launch import process_group
 
     with process_group(60) as ctx:
         device = torch.device(ctx.device if ctx.backend == "nccl" else "cpu")  # gloo + FSDP: a CPU mesh (#132471)
-        report = _reference_steps(rank, world_size, device, job)
-        gc.collect()  # the run's DDP / FSDP objects go before their group does: freed after it, they can hang
-        return report
+        return _reference_steps(rank, world_size, device, job)
 
 
 def _reference_steps(rank: int, world_size: int, device, job: dict) -> dict:
