@@ -71,6 +71,9 @@ def cmd_bench(args) -> int:
         bench.print_pipeline(bench.pipeline(batch_size=args.batch_size, repeats=args.repeats or 5))
     elif args.name == "dp":
         dp.print_sweep(dp.sweep(n_devices=args.devices, batch_sizes=args.batch_sizes, repeats=args.repeats or 15))
+    elif args.name == "async":
+        from .. import asynchronous
+        asynchronous.print_bench(asynchronous.bench(repeats=args.repeats or 3))
     return 0
 
 
@@ -98,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ is out of date")
     a.set_defaults(fn=cmd_assign)
     b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
-    b.add_argument("name", choices=["overhead", "ddp", "dp", "pipeline", "tf"])
+    b.add_argument("name", choices=["overhead", "ddp", "dp", "pipeline", "tf", "async"])
     b.add_argument("--samples", type=int, default=4096, help="overhead: samples per timed epoch")
     b.add_argument("--repeats", type=int, help="timed repeats, median reported (overhead: 15 epochs; ddp: 3 launches; dp: 15 steps; pipeline: 5 steps; tf: 3 launches)")
     b.add_argument("--world-size", type=int, default=2, help="ddp: number of ranks")
