@@ -230,14 +230,11 @@ def _serve(n_workers: int, cfg: PSConfig, average_step) -> dict:
         waiting[worker] = (computed_on, gradient)
         if cfg.mode == "sync" and len(waiting) < n_workers:
             continue
-        if cfg.mode == "sync":
-            average_step(weights, optimizer, {w: g for w, (_, g) in waiting.items()})
-        else:
-            optimizer.param_groups[0]["lr"] = damped_lr(base_lr, version - computed_on) if cfg.damped else base_lr
-            weights.grad = gradient
-            optimizer.step()
+        staleness = {w: version - v for w, (v, _) in waiting.items()}
+        optimizer.param_groups[0]["lr"] = damped_lr(base_lr, staleness[worker]) if cfg.damped else base_lr
+        average_step(weights, optimizer, {w: g for w, (_, g) in waiting.items()})  # async: the average of one
         for w in sorted(waiting):
-            record.applied(w, waiting[w][0], version - waiting[w][0], weights)
+            record.applied(w, waiting[w][0], staleness[w], weights)
         version += 1
         if record.count < cfg.gradients:
             for w in sorted(waiting):
@@ -285,7 +282,8 @@ def _work(rank: int, n_workers: int, cfg: PSConfig, device: str, die_after: int 
 def ps_worker(rank: int, world_size: int, cfg: PSConfig, average_step=None, die_after: int | None = None) -> dict:
     """The reference parameter server (rank 0) and its workers (ranks 1..world_size-1), gloo point-to-point.
 
-    `average_step(weights, optimizer, {worker: gradient})` is the synchronous update (an exercise plugs in here);
+    `average_step(weights, optimizer, {worker: gradient})` is the update (an exercise plugs in here; in async mode
+    the dict holds one gradient);
     with `die_after`, the last worker's process ends abruptly after that many gradients (a crash, for tests).
     """
     device, _ = hardware.rank_device()

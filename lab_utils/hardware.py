@@ -154,10 +154,14 @@ def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
 
 
 def rank_device() -> tuple[str, str]:
-    """(device, backend) for this rank, from LOCAL_RANK and LOCAL_WORLD_SIZE as a launcher or torchrun sets them."""
+    """(device, backend) for this rank, from LOCAL_RANK and LOCAL_WORLD_SIZE as a launcher or torchrun sets them.
+
+    With LAB_ONE_HOST set (several simulated nodes on one machine), every rank of the job is placed on this host.
+    """
+    one_host = bool(os.environ.get("LAB_ONE_HOST"))
     try:
-        local_rank = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
+        local_rank = int(os.environ["RANK"] if one_host else os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+        local_world = int(os.environ["WORLD_SIZE"] if one_host else os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
     except KeyError:
         raise RuntimeError("RANK and WORLD_SIZE are not set: start this worker with lab_utils.launch or torchrun") from None
     local = plan(local_world)

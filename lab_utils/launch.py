@@ -120,6 +120,34 @@ def process_group(timeout_s: float = 60.0):
     destroy_process_group(wait_for_peers=True)
 
 
+_HELD_GROUPS: list = []
+
+
+def hold_process_groups() -> None:
+    """Keep every destroyed default process group alive until this process ends.
+
+    DDP's reducer holds the process group too. If it drops the last reference after destroy_process_group (when the
+    worker returns), the group's destructor joins gloo's threads while holding the GIL, and a gloo thread that needs
+    the GIL to free a tensor never finishes: the rank hangs at random (see pytorch/pytorch#75097). Held here, the
+    group is never destroyed inside a job; the launcher kills the rank when all its jobs are done.
+    """
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
+    original = distributed_c10d.destroy_process_group
+    if getattr(original, "__wrapped_by_lab__", False):
+        return
+
+    def destroy_process_group(group=None):
+        if group is None and dist.is_initialized():
+            _HELD_GROUPS.append(distributed_c10d._get_default_group())
+        return original(group)
+
+    destroy_process_group.__wrapped_by_lab__ = True
+    destroy_process_group.__doc__ = original.__doc__
+    dist.destroy_process_group = distributed_c10d.destroy_process_group = destroy_process_group
+
+
 # ---- what each rank runs -----------------------------------------------------------------------------------------
 
 def rank_environment(rank: int, world_size: int, port: int, threads: int | None, addr: str = LOOPBACK) -> dict:
@@ -166,6 +194,7 @@ def _rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: 
 
         if threads:
             torch.set_num_threads(threads)
+        hold_process_groups()
         if prepare is not None:
             prepare()  # e.g. quiet TensorFlow's start-up, before unpickling a worker imports it
         jobs = pickle.loads(payload)
@@ -178,10 +207,10 @@ def _rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: 
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
         results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(), job))
     finally:
-        with contextlib.suppress(Exception):
-            destroy_process_group()
         results.close()
-        results.join_thread()  # flush the result to the pipe before the process ends
+        results.join_thread()  # flush the result to the pipe
+    while True:  # stay, so that whatever this rank started is still its descendant when the launcher ends them all
+        time.sleep(60)
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -206,13 +235,40 @@ def _hint_for(traceback_text: str) -> str:
     return ""
 
 
+def descendants(root: int) -> list[int]:
+    """Every live process below `root`, children first (from /proc; empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as handle:
+                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def _stop(processes) -> None:
-    """End every rank and whatever it started: SIGKILL to each rank's process group, then reap."""
+    """End every rank and whatever it started (daemonised descendants too), then reap."""
     for p in processes:
         if p.pid is None:
             continue
+        for pid in [p.pid] + descendants(p.pid):  # SIGKILL stops each where it is: none can start another
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        for pid in descendants(p.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(p.pid, signal.SIGKILL)  # the group outlives the rank when the rank left children
+            os.killpg(p.pid, signal.SIGKILL)  # the rank's own group
         with contextlib.suppress(ProcessLookupError):
             if p.exitcode is None:
                 p.kill()
@@ -429,11 +485,18 @@ class CapturedStderr:
 
 @contextlib.contextmanager
 def captured_stderr():
-    """Capture what this process and the processes it starts write to stderr (fd 2), e.g. a dying child's traceback."""
+    """Capture what this process and the processes it starts write to stderr (fd 2 and sys.stderr), e.g. a dying
+    child's traceback."""
+    import logging
+
     captured = CapturedStderr()
     sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
+    saved, python_level = os.dup(2), io.StringIO()
+    handlers = [h for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+                for h in getattr(logger, "handlers", []) if isinstance(h, logging.StreamHandler)
+                and h.stream in (sys.stderr, sys.__stderr__)]
+    streams = [h.setStream(python_level) for h in handlers]  # logging that was set up to write to stderr
+    with tempfile.TemporaryFile() as sink, contextlib.redirect_stderr(python_level):
         os.dup2(sink.fileno(), 2)
         try:
             yield captured
@@ -441,5 +504,7 @@ def captured_stderr():
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
+            for handler, stream in zip(handlers, streams):
+                handler.setStream(stream)
             sink.seek(0)
-            captured.text = sink.read().decode(errors="replace")
+            captured.text = python_level.getvalue() + sink.read().decode(errors="replace")
