@@ -587,6 +587,8 @@ def hogwild_result(values: list, cfg: PSConfig) -> dict:
     watcher, trainers = values[0], values[1:]
     end = max(t["seconds"] for t in trainers)
     (warm_done, warm_s), snapshots = watcher["warm"], watcher["snapshots"]
+    if warm_done >= watcher["total"]:  # the run ended before the watcher saw the warm-up end: time all of it
+        warm_done, warm_s = 0, 0.0
     return {"config": cfg, "weights": watcher["weights"], "seconds": end,
             "samples_per_s": (watcher["total"] - warm_done) * cfg.batch_size / (end - warm_s),
             "snapshot_samples": [s for s, _, _ in snapshots], "snapshot_seconds": [t for _, t, _ in snapshots],
