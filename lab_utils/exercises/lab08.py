@@ -86,7 +86,8 @@ MISTAKES = {
 def _average_judge(got, expected, case):
     diff = max_abs_diff(got, expected)
     if diff <= SYNC_TOLERANCE:
-        return 1.0, f"{case['updates']} synchronous updates equal one process on the global batch (max diff {diff:.1e})"
+        return 1.0, (f"{case['updates']} synchronous updates equal one process on the global batch within "
+                     f"{SYNC_TOLERANCE:g}")
     for rule, message in MISTAKES.items():
         if max_abs_diff(got, wrong_update_weights(case, rule).tolist()) <= SYNC_TOLERANCE:
             return 0.0, message
