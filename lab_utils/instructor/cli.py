@@ -91,6 +91,7 @@ BENCHES = {
     "tf": ("lab_utils.instructor.bench", "tf", "print_tf", ("steps", "global_batch"), 3),
     "collectives": ("lab_utils.collectives", "bench", "print_bench", ("world_size",), 9),
     "memory": ("lab_utils.memory", "bench", "print_bench", ("world_size",), 5),
+    "async": ("lab_utils.asynchronous", "bench", "print_bench", (), 3),
     "inference": ("lab_utils.serving", "bench", "print_bench", (), 3),
 }
 

@@ -1,0 +1,618 @@
+"""Lab 08 helpers around the notebook's parameter server and Hogwild processes: data shards, the straggler's sleep,
+what a server records while it runs (staleness, times, weight snapshots), a reference parameter server (for the
+exercises, the tests, the bench and gpu_check), the single-process baseline, handing a shared-memory model to
+launched ranks, accuracy curves, plots, `bench async` and gpu_check."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import queue
+import statistics
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from . import data, hardware, measure, spec
+
+MODEL = "cnn2d_2layer_fullconnected_2layer"
+STOP = -1.0  # a version no weights carry: "stop" from the server, "done" from a worker
+MODES = ("sync", "async")
+
+
+# ---- one run, as data ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PSConfig:
+    """One parameter-server run: the server applies `gradients` worker gradients in all, then every rank stops."""
+
+    mode: str = "sync"              # "sync": average one gradient of every worker per update; "async": apply each
+    gradients: int = 240            # gradients the server applies (sync: a multiple of the number of workers)
+    batch_size: int = 32            # samples per gradient (one worker's batch)
+    lr: float = 0.1                 # learning rate of a synchronous update (global batch n_workers x batch_size)
+    momentum: float = 0.9
+    straggler_factor: float = 1.0   # the last worker takes this many times its compute time per gradient
+    damped: bool = False            # async: each gradient's learning rate divided by (1 + its staleness)
+    snapshot_every: int = 16        # keep a copy of the weights every this many applied gradients
+    warmup: int = 8                 # first gradients left out of the throughput
+    seed: int = 0
+    dataset: str = "digits"         # "digits" (8x8 handwritten digits) or "synthetic" (28x28 procedural images)
+    timeout_s: float = 60.0         # the longest the server waits for a gradient
+    label: str = ""
+
+    def validate(self, n_workers: int) -> "PSConfig":
+        """Raise, before any rank starts, on settings that cannot run; return self."""
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+            raise ValueError(f"a parameter server needs at least one worker (n_workers >= 1), got {n_workers!r}")
+        if self.gradients < 1 or self.batch_size < 1 or self.snapshot_every < 1:
+            raise ValueError(f"gradients, batch_size and snapshot_every must be positive, got {self.gradients}, "
+                             f"{self.batch_size} and {self.snapshot_every}")
+        if self.mode == "sync" and self.gradients % n_workers:
+            raise ValueError(f"a synchronous update uses one gradient of every worker: gradients={self.gradients} "
+                             f"must be a multiple of n_workers={n_workers}")
+        if self.warmup < 0 or self.gradients - self.warmup < 2 * n_workers:
+            raise ValueError(f"warmup={self.warmup} leaves too little to time: keep 0 <= warmup and gradients - "
+                             f"warmup >= 2 x n_workers ({2 * n_workers})")
+        if self.straggler_factor < 1:
+            raise ValueError(f"straggler_factor={self.straggler_factor} must be >= 1 (1: no straggler)")
+        if self.dataset not in ("digits", "synthetic"):
+            raise ValueError(f"dataset must be 'digits' or 'synthetic', got {self.dataset!r}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
+        return self
+
+    @property
+    def name(self) -> str:
+        """A short label: the mode, damping and straggler factor."""
+        return self.label or f"{self.mode}{' damped' if self.damped else ''} x{self.straggler_factor:g}"
+
+
+# ---- data: one shard per worker, its k-th batch, and the global batch one process sees ----------------------------
+
+@functools.lru_cache(maxsize=4)
+def load_split(dataset: str = "digits", seed: int = 0) -> data.Split:
+    """The train/test split every rank builds for itself (the same in every process; read once per process)."""
+    if dataset == "digits":
+        return data.load_digits_split()
+    return data.synthetic_split(4096, 512, image_shape=(1, 28, 28), seed=seed)
+
+
+def input_shape(split: data.Split) -> tuple[int, int, int]:
+    """(C, H, W) of the split's images."""
+    return tuple(int(s) for s in split.x_train.shape[1:])
+
+
+def worker_batch(split: data.Split, worker: int, n_workers: int, step: int, batch_size: int):
+    """Worker `worker` (1..n_workers) owns rows worker-1, worker-1+n_workers, ...; its `step`-th batch wraps around."""
+    shard = np.arange(worker - 1, len(split.x_train), n_workers)
+    rows = shard[(step * batch_size + np.arange(batch_size)) % len(shard)]
+    return torch.from_numpy(split.x_train[rows]), torch.from_numpy(split.y_train[rows])
+
+
+def global_batch(split: data.Split, n_workers: int, step: int, batch_size: int):
+    """The `step`-th batch of every worker, in rank order: what one process sees for one synchronous update."""
+    parts = [worker_batch(split, w, n_workers, step, batch_size) for w in range(1, n_workers + 1)]
+    return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+
+
+def build_model(split: data.Split, seed: int | None = None):
+    """The course CNN for the split's images (seeded weights when `seed` is given)."""
+    return spec.build_torch(spec.preset(MODEL), input_shape(split), seed=seed)
+
+
+def initial_weights(split: data.Split, seed: int) -> torch.Tensor:
+    """The CNN's seeded initial weights as one flat vector (the server's copy of the model)."""
+    return parameters_to_vector(build_model(split, seed).parameters()).detach()
+
+
+def straggle(compute_s: float, factor: float) -> float:
+    """Sleep (factor - 1) x compute_s, so that this gradient takes `factor` times its compute; returns the sleep.
+
+    A sleep holds no core: the straggler's extra time is wall time only, like a worker waiting on a slow disk or
+    sharing its machine with another job.
+    """
+    extra = max(0.0, (factor - 1.0) * compute_s)
+    if extra:
+        time.sleep(extra)
+    return extra
+
+
+# ---- what a server measures while it runs ----------------------------------------------------------------------
+
+class RunRecord:
+    """A server's measurements: each applied gradient's worker, staleness and time, weight snapshots, throughput."""
+
+    def __init__(self, cfg: PSConfig):
+        self.cfg = cfg
+        self.start = time.perf_counter()
+        self.log = []            # (worker, version it was computed on, staleness, seconds since the start)
+        self.snapshots = []      # (samples applied, seconds, flat weights)
+        self.warm = (0, 0.0) if cfg.warmup == 0 else None  # (gradients applied, seconds) when the warm-up ended
+
+    @property
+    def count(self) -> int:
+        """Gradients applied so far."""
+        return len(self.log)
+
+    def applied(self, worker: int, computed_on: int, staleness: int, weights: torch.Tensor) -> None:
+        """Note one applied gradient (after the update, so a snapshot holds the new weights)."""
+        now = time.perf_counter() - self.start
+        self.log.append((worker, computed_on, staleness, now))
+        if self.count % self.cfg.snapshot_every == 0:
+            self.snapshots.append((self.count * self.cfg.batch_size, now, weights.detach().clone()))
+        if self.warm is None and self.count >= self.cfg.warmup:
+            self.warm = (self.count, now)
+
+    def result(self, weights: torch.Tensor) -> dict:
+        """Plain results: final weights, samples/s after the warm-up, the log and the snapshots."""
+        end = self.log[-1][3]
+        return {"weights": weights.detach().clone(), "seconds": end,
+                "samples_per_s": (self.count - self.warm[0]) * self.cfg.batch_size / (end - self.warm[1]),
+                "order": [w for w, *_ in self.log], "computed_on": [v for _, v, _, _ in self.log],
+                "staleness": [s for _, _, s, _ in self.log],
+                "snapshot_samples": [s for s, _, _ in self.snapshots],
+                "snapshot_seconds": [t for _, t, _ in self.snapshots],
+                "snapshots": torch.stack([w for *_, w in self.snapshots]) if self.snapshots else torch.empty(0)}
+
+
+# ---- the reference parameter server (the notebook writes its own) -----------------------------------------------
+
+def reference_average_step(weights, optimizer, gradients: dict) -> None:
+    """Average the workers' flat gradients (summed in rank order: the result never depends on arrival), step."""
+    weights.grad = sum(gradients[w] for w in sorted(gradients)) / len(gradients)
+    optimizer.step()
+
+
+def damped_lr(base_lr: float, staleness: int) -> float:
+    """A gradient computed `staleness` versions ago gets 1 / (1 + staleness) of the learning rate."""
+    return base_lr / (1 + staleness)
+
+
+def _send(dst: int, version: float, values: torch.Tensor) -> None:
+    """One message: the version, then the values (weights or a gradient), float32 on the CPU; names a dead peer."""
+    try:
+        dist.send(torch.cat([torch.tensor([float(version)]), values.detach().cpu()]), dst=dst)
+    except RuntimeError as exc:
+        raise RuntimeError(f"rank {dst} is gone (sending to it failed: {' '.join(str(exc).split())[:200]})") from None
+
+
+def _listen(worker: int, n_values: int, inbox: queue.Queue) -> None:
+    """Receive one worker's gradients into the inbox until it says "done"; report a broken connection, not raise."""
+    message = torch.empty(1 + n_values)
+    try:
+        while True:
+            dist.recv(message, src=worker)
+            if message[0].item() == STOP:
+                return
+            inbox.put((worker, int(message[0].item()), message[1:].clone()))
+    except Exception as exc:  # noqa: BLE001 - the server names the worker and stops the run
+        inbox.put((worker, None, " ".join(str(exc).split())[:300]))
+
+
+def _next_gradient(inbox: queue.Queue, computing, timeout_s: float):
+    """The next (worker, version, gradient) to arrive; raises naming the worker whose connection broke, or the
+    workers that owe a gradient when none arrives within timeout_s."""
+    try:
+        worker, version, payload = inbox.get(timeout=timeout_s)
+    except queue.Empty:
+        raise TimeoutError(f"no gradient arrived within {timeout_s:g} s; worker(s) {sorted(computing)} owe one") from None
+    if version is None:
+        raise RuntimeError(f"rank {worker} is gone (its connection broke: {payload}); the server stops the run "
+                           "instead of waiting for a gradient that will never come")
+    return worker, version, payload
+
+
+def _serve(n_workers: int, cfg: PSConfig, average_step) -> dict:
+    split = load_split(cfg.dataset, cfg.seed)
+    weights = torch.nn.Parameter(initial_weights(split, cfg.seed))
+    base_lr = cfg.lr if cfg.mode == "sync" else cfg.lr / n_workers  # async: a batch n_workers times smaller
+    optimizer = torch.optim.SGD([weights], lr=base_lr, momentum=cfg.momentum)
+    inbox, workers = queue.Queue(), range(1, n_workers + 1)
+    listeners = [threading.Thread(target=_listen, args=(w, weights.numel(), inbox), daemon=True) for w in workers]
+    for listener in listeners:
+        listener.start()
+    record, version, waiting = RunRecord(cfg), 0, {}
+    for w in workers:
+        _send(w, version, weights)
+    computing = set(workers)
+    while record.count < cfg.gradients:
+        worker, computed_on, gradient = _next_gradient(inbox, computing, cfg.timeout_s)
+        computing.discard(worker)
+        waiting[worker] = (computed_on, gradient)
+        if cfg.mode == "sync" and len(waiting) < n_workers:
+            continue
+        staleness = {w: version - v for w, (v, _) in waiting.items()}
+        optimizer.param_groups[0]["lr"] = damped_lr(base_lr, staleness[worker]) if cfg.damped else base_lr
+        average_step(weights, optimizer, {w: g for w, (_, g) in waiting.items()})  # async: the average of one
+        for w in sorted(waiting):
+            record.applied(w, waiting[w][0], staleness[w], weights)
+        version += 1
+        if record.count < cfg.gradients:
+            for w in sorted(waiting):
+                _send(w, version, weights)
+                computing.add(w)
+        waiting = {}
+    for w in sorted(set(workers) - computing):
+        _send(w, STOP, weights)
+    while computing:  # gradients still on their way when the run ended: received, not applied
+        worker, _, _ = _next_gradient(inbox, computing, cfg.timeout_s)
+        computing.discard(worker)
+        _send(worker, STOP, weights)
+    for listener in listeners:
+        listener.join()
+    return record.result(weights)
+
+
+def _work(rank: int, n_workers: int, cfg: PSConfig, device: str, die_after: int | None = None) -> dict:
+    split = load_split(cfg.dataset, cfg.seed)
+    model = build_model(split).to(device)
+    message = torch.empty(1 + sum(p.numel() for p in model.parameters()))
+    factor = cfg.straggler_factor if rank == n_workers else 1.0
+    compute, step = [], 0
+    while True:
+        dist.recv(message, src=0)
+        version = message[0].item()
+        if version == STOP:
+            break
+        vector_to_parameters(message[1:].to(device), model.parameters())
+        started = time.perf_counter()
+        x, y = worker_batch(split, rank, n_workers, step, cfg.batch_size)
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x.to(device)), y.to(device)).backward()
+        gradient = parameters_to_vector([p.grad for p in model.parameters()]).cpu()
+        compute.append(time.perf_counter() - started)
+        straggle(compute[-1], factor)
+        _send(0, version, gradient)
+        step += 1
+        if step == die_after:
+            os._exit(7)  # no exception, no goodbye: as if the machine lost power
+    _send(0, STOP, torch.zeros(message.numel() - 1))
+    return {"gradients": step, "compute_ms": 1e3 * statistics.median(compute) if compute else 0.0}
+
+
+def ps_worker(rank: int, world_size: int, configs, average_step=None, die_after: int | None = None) -> list:
+    """The reference parameter server (rank 0) and its workers (ranks 1..world_size-1), gloo point-to-point: each
+    config in turn, in one process group (a new group per run would cost start-up time and threads).
+
+    `average_step(weights, optimizer, {worker: gradient})` is the update (an exercise plugs in here; in async mode
+    the dict holds one gradient); with `die_after`, the last worker's process ends abruptly after that many
+    gradients (a crash, for tests).
+    """
+    device, _ = hardware.rank_device()
+    dist.init_process_group("gloo", timeout=timedelta(seconds=max(c.timeout_s for c in configs)))
+    n_workers, results = world_size - 1, []
+    for cfg in configs:
+        if rank == 0:
+            results.append(_serve(n_workers, cfg, average_step or reference_average_step))
+        else:
+            results.append(_work(rank, n_workers, cfg, device, die_after if rank == n_workers else None))
+        dist.barrier()  # the next run starts when every rank is done with this one
+    dist.destroy_process_group()
+    return results
+
+
+def run(configs, n_workers: int = 2, timeout_s: float = 180.0, average_step=None, die_after: int | None = None) -> list:
+    """Every config in turn in one launch of n_workers + 1 ranks; returns each run's server result, with `config`
+    and the workers' results (`workers`) added."""
+    from .launch import launch
+
+    configs = [c.validate(n_workers) for c in configs]
+    per_rank = launch(ps_worker, n_workers + 1, args=(configs, average_step, die_after), timeout=timeout_s)
+    return [dict(server, config=c, workers=list(workers)) for c, server, *workers in zip(configs, *per_rank)]
+
+
+def single_process_weights(cfg: PSConfig, n_workers: int, updates: int) -> np.ndarray:
+    """One process, `updates` SGD steps on the global batches a synchronous run averages over; flat weights."""
+    split = load_split(cfg.dataset, cfg.seed)
+    model = build_model(split, cfg.seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    for step in range(updates):
+        x, y = global_batch(split, n_workers, step, cfg.batch_size)
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    return parameters_to_vector(model.parameters()).detach().numpy()
+
+
+# ---- staleness -----------------------------------------------------------------------------------------------------
+
+def staleness_from_order(order) -> list[int]:
+    """Staleness of each gradient of an asynchronous run, from the order in which the workers' gradients were applied.
+
+    Every worker first pulls version 0; after its gradient is applied it pulls the version that update made.
+    """
+    version, pulled, staleness = 0, {}, []
+    for worker in order:
+        staleness.append(version - pulled.get(worker, 0))
+        version += 1
+        pulled[worker] = version
+    return staleness
+
+
+def staleness_by_worker(result: dict) -> dict[int, float]:
+    """Mean staleness of each worker's applied gradients."""
+    order, staleness = np.asarray(result["order"]), np.asarray(result["staleness"], dtype=float)
+    return {int(w): float(staleness[order == w].mean()) for w in np.unique(order)}
+
+
+# ---- handing shared memory to launched ranks (Hogwild) ----------------------------------------------------------
+
+_SHARED: dict = {}
+
+
+class ShareWithRanks:
+    """A `prepare` for lab_utils.launch that hands objects in shared memory to every rank: `shared(name)` there.
+
+    launch starts each rank with torch.multiprocessing and passes `prepare` to it the way multiprocessing passes a
+    process's arguments: a tensor in shared memory (`module.share_memory()`, `tensor.share_memory_()`) arrives as
+    a handle to the same memory, not as a copy, so what one rank writes every rank (and this process) sees.
+    """
+
+    def __init__(self, **objects):
+        for name, obj in objects.items():
+            tensors = list(obj.parameters()) if isinstance(obj, torch.nn.Module) else [obj]
+            if not all(isinstance(t, torch.Tensor) and (t.is_shared() or t.is_cuda) for t in tensors):
+                raise ValueError(f"{name} is not in shared memory: call {name}.share_memory() (a module) or "
+                                 f"{name}.share_memory_() (a tensor) first, or every rank gets a copy of its own")
+        self.objects = objects
+
+    def __call__(self) -> None:
+        _SHARED.update(self.objects)
+
+
+def shared(name: str):
+    """In a rank started with prepare=ShareWithRanks(name=...): that object, in the memory every rank shares."""
+    try:
+        return _SHARED[name]
+    except KeyError:
+        raise RuntimeError(f"nothing called {name!r} was shared with this rank: launch with "
+                           f"prepare=asynchronous.ShareWithRanks({name}=...)") from None
+
+
+# ---- accuracy ---------------------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def accuracy_of(flat_weights, split: data.Split, model=None) -> float:
+    """Test accuracy of the course CNN holding these flat weights."""
+    model = model or build_model(split, seed=0)
+    vector_to_parameters(torch.as_tensor(np.asarray(flat_weights)).clone(), model.parameters())
+    logits = model(torch.from_numpy(split.x_test))
+    return float((logits.argmax(1) == torch.from_numpy(split.y_test)).float().mean())
+
+
+def accuracy_curve(result: dict, split: data.Split) -> dict:
+    """{'samples', 'seconds', 'accuracy'} at each weight snapshot a run kept."""
+    model = build_model(split, seed=0)
+    return {"samples": list(result["snapshot_samples"]), "seconds": list(result["snapshot_seconds"]),
+            "accuracy": [accuracy_of(w, split, model) for w in result["snapshots"]]}
+
+
+def first_reaching(curve: dict, target: float):
+    """(samples, seconds) at the first snapshot with accuracy >= target, or None."""
+    for samples, seconds, accuracy in zip(curve["samples"], curve["seconds"], curve["accuracy"]):
+        if accuracy >= target:
+            return samples, seconds
+    return None
+
+
+# ---- plots -----------------------------------------------------------------------------------------------------------
+
+def plot_accuracy(curves: dict, title: str = ""):
+    """Accuracy against samples processed (left) and against wall time (right), one line per run."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
+    for label, c in curves.items():
+        axes[0].plot(c["samples"], c["accuracy"], marker=".", label=label)
+        axes[1].plot(c["seconds"], c["accuracy"], marker=".", label=label)
+    axes[0].set_xlabel("samples processed")
+    axes[1].set_xlabel("wall time (s)")
+    axes[0].set_ylabel("test accuracy")
+    axes[1].legend(fontsize=8, loc="lower right")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_staleness(results: dict, title: str = "staleness of the applied gradients"):
+    """One histogram per run (label -> server result): how many versions old each applied gradient was, stacked by
+    the worker that computed it."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(3.1 * len(results), 2.8), sharey=True, squeeze=False)
+    for ax, (label, result) in zip(axes[0], results.items()):
+        order, staleness = np.asarray(result["order"]), np.asarray(result["staleness"])
+        values, bottom = np.arange(staleness.max() + 1), np.zeros(staleness.max() + 1)
+        for worker in np.unique(order):
+            counts = np.bincount(staleness[order == worker], minlength=len(values))
+            ax.bar(values, counts, bottom=bottom, width=0.8, label=f"worker {worker}")
+            bottom += counts
+        ax.set_title(f"{label}\nmean {staleness.mean():.2f}", fontsize=9)
+        ax.set_xlabel("staleness (versions)")
+    axes[0][0].set_ylabel("gradients")
+    axes[0][-1].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_throughput(factors, rates: dict, ranges: dict | None = None):
+    """Samples/s against the straggler factor, one line per mode; shaded: min..max of the repeats."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.3))
+    for mode, values in rates.items():
+        ax.plot(factors, values, marker="o", label=mode)
+        if ranges and mode in ranges:
+            lo, hi = zip(*ranges[mode])
+            ax.fill_between(factors, lo, hi, alpha=0.2)
+    ax.set_xlabel("straggler factor (the slow worker takes k x its compute time)")
+    ax.set_ylabel("samples/s applied by the server")
+    ax.set_xticks(list(factors))
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+# ---- medians of interleaved runs ---------------------------------------------------------------------------------
+
+def rates_by_setting(runs) -> dict:
+    """{(mode, straggler factor): [samples/s of each repeat]} for plain (not damped) runs with a label-free config."""
+    rates = {}
+    for r in runs:
+        c = r["config"]
+        if not c.damped and not c.label:
+            rates.setdefault((c.mode, c.straggler_factor), []).append(r["samples_per_s"])
+    return rates
+
+
+def spread(values) -> float:
+    """(max - min) / median."""
+    values = list(values)
+    return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else 0.0
+
+
+def interleaved(configs_per_round, repeats: int) -> list:
+    """`repeats` rounds of the configs, every other round in reverse order (drift hits every setting alike)."""
+    rounds = []
+    for r in range(repeats):
+        rounds += list(configs_per_round) if r % 2 == 0 else list(reversed(configs_per_round))
+    return rounds
+
+
+# ---- bench async ------------------------------------------------------------------------------------------------------
+
+def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 240, batch_size: int = 32,
+          factors=(1, 2, 4), seed: int = 0, timeout_s: float = 600.0) -> dict:
+    """Sync vs async throughput at each straggler factor (runs interleaved in one launch), sync vs one process,
+    sync determinism and async staleness."""
+    base = PSConfig(gradients=gradients, batch_size=batch_size, seed=seed)
+    check = replace(base, mode="sync", gradients=10 * n_workers, warmup=0, label="check")
+    per_round = [replace(base, mode=m, straggler_factor=float(f)) for f in factors for m in MODES]
+    runs = run([check] + interleaved(per_round, repeats), n_workers, timeout_s)
+    single = single_process_weights(check, n_workers, check.gradients // n_workers)
+    rates = rates_by_setting(runs[1:])
+    syncs = [r["weights"] for r in runs[1:] if r["config"].mode == "sync"]
+    result = {"benchmark": "async", "n_workers": n_workers, "repeats": repeats, "gradients": gradients,
+              "batch_size": batch_size, "dataset": base.dataset, "model": MODEL}
+    for f in factors:
+        sync, asyn = rates[("sync", float(f))], rates[("async", float(f))]
+        ratios = [a / s for a, s in zip(asyn, sync)]
+        result[f"samples_per_s[sync, straggler={f}]"] = round(statistics.median(sync), 1)
+        result[f"samples_per_s[async, straggler={f}]"] = round(statistics.median(asyn), 1)
+        result[f"async_vs_sync_throughput[straggler={f}]"] = round(statistics.median(asyn) / statistics.median(sync), 3)
+        result[f"async_vs_sync_throughput_spread[straggler={f}]"] = round(spread(ratios), 3)
+    staleness = {f: [s for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f
+                     for s in r["staleness"]] for f in map(float, factors)}
+    result.update({
+        "sync_vs_single_max_abs_diff": float(np.abs(runs[0]["weights"] - single).max()),
+        "sync_deterministic": bool(all(np.array_equal(w, syncs[0]) for w in syncs)),
+        "async_staleness_mean": round(float(np.mean([s for v in staleness.values() for s in v])), 3),
+        **{f"async_staleness_mean[straggler={f:g}]": round(float(np.mean(v)), 3) for f, v in staleness.items()},
+        "server_shares_a_core": n_workers + 1 > hardware.usable_cpu_count() and not hardware.detect_gpus(),
+    })
+    return result
+
+
+def print_bench(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    factors = [k[len("async_vs_sync_throughput[straggler="):-1] for k in result if k.startswith("async_vs_sync_throughput[")]
+    print(f"{result['n_workers']} workers + 1 server, {result['model']} on {result['dataset']}, batch "
+          f"{result['batch_size']} per gradient, {result['gradients']} gradients per run, median of "
+          f"{result['repeats']} interleaved runs")
+    print(f"{'straggler':>9} {'sync samples/s':>15} {'async samples/s':>16} {'async/sync':>11} {'spread':>7} {'staleness':>10}")
+    for f in factors:
+        ratio = result[f"async_vs_sync_throughput[straggler={f}]"]
+        flags = measure.plausibility(spread=result[f"async_vs_sync_throughput_spread[straggler={f}]"])
+        print(measure.flagged(f"{f:>9} {result[f'samples_per_s[sync, straggler={f}]']:>15.1f} "
+                              f"{result[f'samples_per_s[async, straggler={f}]']:>16.1f} {ratio:>10.2f}x "
+                              f"{result[f'async_vs_sync_throughput_spread[straggler={f}]']:>7.2f} "
+                              f"{result[f'async_staleness_mean[straggler={f}]']:>10.2f}", flags))
+    if result["server_shares_a_core"]:
+        print(f"note: {result['n_workers'] + 1} processes on {hardware.usable_cpu_count()} cores: the server shares a "
+              "core with a worker (it mostly waits for messages; the straggler's sleep holds no core)")
+    print(f"sync vs one process on the global batch: max |weight diff| {result['sync_vs_single_max_abs_diff']:.1e}; "
+          f"every sync run gave identical weights: {result['sync_deterministic']}")
+    print(json.dumps(result))
+
+
+# ---- the lab's core on a GPU -----------------------------------------------------------------------------------------
+
+def gpu_check() -> dict[str, str]:
+    """The synchronous parameter server with its workers on the GPU, against one CPU process on the global batch."""
+    name = "parameter server (sync, workers on GPU) vs one CPU process"
+    if not torch.cuda.is_available():
+        return {name: "skipped: no GPU"}
+    cfg = PSConfig(mode="sync", gradients=10, warmup=0)
+    try:
+        server = run([cfg], n_workers=2, timeout_s=120)[0]
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return {name: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+    diff = float(np.abs(server["weights"] - single_process_weights(cfg, 2, 5)).max())
+    return {name: "passed" if diff <= 1e-4 else f"failed: max |weight diff| {diff:.1e} > 1e-4"}
+
+
+# ---- Hogwild: what the watching rank records --------------------------------------------------------------------
+
+def watch(model, progress, cfg: PSConfig, start: float, poll_s: float = 0.001) -> dict:
+    """Rank 0 of a Hogwild run: read the shared progress counters every `poll_s`; copy the shared weights each time
+    another cfg.snapshot_every gradients are done (what RunRecord does for a server); return when all are done."""
+    total = (cfg.gradients // progress.numel()) * progress.numel()
+    snapshots, warm, due = [], (0, 0.0) if cfg.warmup == 0 else None, cfg.snapshot_every
+    while True:
+        done, now = int(progress.sum()), time.perf_counter() - start
+        if warm is None and done >= cfg.warmup:
+            warm = (done, now)
+        if done >= due:
+            snapshots.append((done * cfg.batch_size, now, parameters_to_vector(model.parameters()).detach().clone()))
+            due = (done // cfg.snapshot_every + 1) * cfg.snapshot_every
+        if done >= total:
+            return {"warm": warm, "total": total, "snapshots": snapshots}
+        time.sleep(poll_s)
+
+
+def hogwild_result(values: list, cfg: PSConfig) -> dict:
+    """One Hogwild run's ranks' values (rank 0 watched, the others trained) as a server-like result."""
+    watcher, trainers = values[0], values[1:]
+    end = max(t["seconds"] for t in trainers)
+    (warm_done, warm_s), snapshots = watcher["warm"], watcher["snapshots"]
+    if warm_done >= watcher["total"]:  # the run ended before the watcher saw the warm-up end: time all of it
+        warm_done, warm_s = 0, 0.0
+    return {"config": cfg, "weights": watcher["weights"], "seconds": end,
+            "samples_per_s": (watcher["total"] - warm_done) * cfg.batch_size / (end - warm_s),
+            "snapshot_samples": [s for s, _, _ in snapshots], "snapshot_seconds": [t for _, t, _ in snapshots],
+            "snapshots": np.stack([w for *_, w in snapshots]) if snapshots else np.empty(0)}
+
+
+# ---- TensorFlow: an in-process cluster -------------------------------------------------------------------------------
+
+def tf_in_process_cluster(n_workers: int = 2, n_ps: int = 1):
+    """Start `n_workers` worker and `n_ps` parameter-server gRPC servers in this process, on free loopback ports;
+    returns the cluster resolver a ParameterServerStrategy takes. Call in a process of its own (TF, not torch)."""
+    from . import tf_distribute
+    from .launch import free_port
+
+    tf = tf_distribute.import_tensorflow()
+    # gRPC's worker cache polls with 64 threads per task by default: hundreds of threads in one process, more than
+    # a grading sandbox allows; a few are plenty on loopback
+    for variable in ("TF_GRPC_WORKER_CACHE_QUEUES", "TF_GRPC_WORKER_CACHE_THREADS"):
+        os.environ.setdefault(variable, "2")
+    cluster = tf.train.ClusterSpec({"worker": [f"localhost:{free_port()}" for _ in range(n_workers)],
+                                    "ps": [f"localhost:{free_port()}" for _ in range(n_ps)]})
+    # one intra-op thread per task; inter-op threads for every task, or the tasks of one process can wait forever
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=n_workers + n_ps)
+    for job, count in (("worker", n_workers), ("ps", n_ps)):
+        for index in range(count):
+            tf.distribute.Server(cluster, job_name=job, task_index=index, config=config, protocol="grpc", start=True)
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")

@@ -1,0 +1,198 @@
+"""Lab 08: the server's synchronous averaging step (in real ranks), staleness from version counters, the learning
+rate for a stale gradient."""
+from __future__ import annotations
+
+from .core import Exercise, close, max_abs_diff, register
+
+SETUP = "import torch"
+SYNC_TOLERANCE = 1e-5
+
+
+# ---- average_and_apply: the synchronous server's update, run in a real parameter server ---------------------------
+
+def _average_cases(rng):
+    return {"seed": rng.randrange(10**6), "updates": rng.randint(3, 4), "batch_size": rng.choice([8, 16]),
+            "lr": rng.choice([0.05, 0.1]), "momentum": 0.9}  # with momentum, every classic mistake leaves its own trace
+
+
+def _config(case):
+    from ..asynchronous import PSConfig
+
+    return PSConfig(mode="sync", gradients=2 * case["updates"], batch_size=case["batch_size"], lr=case["lr"],
+                    momentum=case["momentum"], seed=case["seed"], warmup=0, timeout_s=60)
+
+
+def _average_run(average_and_apply, case):
+    """A synchronous run of the reference parameter server (1 server + 2 workers) whose update is yours."""
+    from .. import asynchronous
+
+    server = asynchronous.run([_config(case)], n_workers=2, timeout_s=120, average_step=average_and_apply)[0]
+    return server["weights"]
+
+
+def _average_expected(case):
+    from .. import asynchronous
+
+    return asynchronous.single_process_weights(_config(case), 2, case["updates"]).tolist()
+
+
+def wrong_update_weights(case, rule: str):
+    """The weights a synchronous server ends with when its update follows `rule` (a classic mistake)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+    from .. import asynchronous
+
+    cfg = _config(case)
+    split = asynchronous.load_split(cfg.dataset, cfg.seed)
+    weights = torch.nn.Parameter(asynchronous.initial_weights(split, cfg.seed))
+    optimizer = torch.optim.SGD([weights], lr=cfg.lr, momentum=cfg.momentum)
+    model = asynchronous.build_model(split, seed=0)
+    for step in range(case["updates"]):
+        grads = {}
+        for w in (1, 2):
+            vector_to_parameters(weights.detach().clone(), model.parameters())
+            model.zero_grad()
+            x, y = asynchronous.worker_batch(split, w, 2, step, cfg.batch_size)
+            F.cross_entropy(model(x), y).backward()
+            grads[w] = parameters_to_vector([p.grad for p in model.parameters()]).detach()
+        mean = (grads[1] + grads[2]) / 2
+        if rule == "no_step":
+            continue
+        if rule == "each":
+            for w in (1, 2):
+                weights.grad = grads[w]
+                optimizer.step()
+            continue
+        weights.grad = {"sum": grads[1] + grads[2], "first": grads[1], "last": grads[2],
+                        "accumulate": mean if weights.grad is None else weights.grad + mean}[rule]
+        optimizer.step()
+    return weights.detach().numpy()
+
+
+MISTAKES = {
+    "sum": "the update is the SUM of the workers' gradients: divide by the number of workers (a sum acts like a "
+           "learning rate n_workers times larger)",
+    "first": "only one worker's gradient (the lowest rank) was applied: average over every worker in `gradients`",
+    "last": "only one worker's gradient (the last) was applied: average over every worker in `gradients`",
+    "each": "you stepped once per gradient: that is the asynchronous server; average first, then ONE optimizer step",
+    "accumulate": "the gradients pile up from one update to the next: set weights.grad to the average (=), do not "
+                  "add it to the previous update's gradient",
+    "no_step": "the weights never changed: after setting weights.grad, call optimizer.step()",
+}
+
+
+def _average_judge(got, expected, case):
+    diff = max_abs_diff(got, expected)
+    if diff <= SYNC_TOLERANCE:
+        return 1.0, (f"{case['updates']} synchronous updates equal one process on the global batch within "
+                     f"{SYNC_TOLERANCE:g}")
+    for rule, message in MISTAKES.items():
+        if max_abs_diff(got, wrong_update_weights(case, rule).tolist()) <= SYNC_TOLERANCE:
+            return 0.0, message
+    return 0.0, (f"after {case['updates']} updates the weights differ from one process on the global batch by up to "
+                 f"{diff:.1e}: weights.grad = the mean of the workers' gradients, then optimizer.step()")
+
+
+AVERAGE_AND_APPLY = Exercise("08", "average_and_apply", _average_cases, _average_run, _average_expected,
+                             _average_judge, "weights.grad = the mean of the gradients (in rank order), then one "
+                             "optimizer.step()", setup=SETUP, ranks=3)
+
+
+# ---- staleness_from_order ------------------------------------------------------------------------------------------
+
+def _staleness_cases(rng):
+    cases = [[1, 2, 1, 2, 1, 2], [1, 1, 1, 2, 1, 1, 1, 2]]
+    for _ in range(5):
+        n = rng.randint(2, 4)
+        cases.append([rng.randint(1, n) for _ in range(rng.randint(8, 25))])
+    return cases
+
+
+def _staleness_run(staleness_from_order, cases):
+    return [[int(s) for s in staleness_from_order(list(order))] for order in cases]
+
+
+def _staleness_expected(cases):
+    from ..asynchronous import staleness_from_order
+
+    return [staleness_from_order(order) for order in cases]
+
+
+def _never_pulled(order):
+    return list(range(len(order)))
+
+
+def _pulled_before_update(order):
+    version, pulled, out = 0, {}, []
+    for w in order:
+        out.append(version - pulled.get(w, 0))
+        pulled[w] = version
+        version += 1
+    return out
+
+
+def _staleness_judge(got, expected, cases):
+    for g, e, order in zip(got, expected, cases):
+        if g == e:
+            continue
+        if len(g) != len(order):
+            return 0.0, f"return one staleness per applied gradient: {len(order)} for an order of {len(order)}, got {len(g)}"
+        if g == [s + 1 for s in e]:
+            return 0.0, ("every value is one too large: compute the staleness BEFORE the version counter moves on "
+                         "(a gradient computed on the weights the server still holds has staleness 0)")
+        if g == _never_pulled(order):
+            return 0.0, ("that counts every update since the start: after its gradient is applied, a worker pulls the "
+                         "new weights, so remember the version each worker pulled last")
+        if g == _pulled_before_update(order):
+            return 0.0, ("a worker pulls the weights its own update produced: record the version AFTER the counter "
+                         "moved on, not before")
+        return 0.0, f"for the order {order} expected {e}, got {g}"
+    return 1.0, "staleness = the server's version now - the version the worker pulled"
+
+
+STALENESS_FROM_ORDER = Exercise("08", "staleness_from_order", _staleness_cases, _staleness_run, _staleness_expected,
+                                _staleness_judge, "keep the server's version and, per worker, the version it pulled "
+                                "last; staleness = version now - version pulled")
+
+
+# ---- damped_lr ---------------------------------------------------------------------------------------------------
+
+def _lr_cases(rng):
+    return [[rng.choice([0.01, 0.05, 0.1]), s] for s in [0, 1, 2, 4] + [rng.randint(3, 12) for _ in range(3)]]
+
+
+def _lr_run(damped_lr, cases):
+    out = []
+    for base, staleness in cases:
+        try:
+            out.append(float(damped_lr(base, staleness)))
+        except ZeroDivisionError:
+            out.append("ZeroDivisionError")
+    return out
+
+
+def _lr_judge(got, expected, cases):
+    if "ZeroDivisionError" in got:
+        return 0.0, ("staleness 0 divides by zero: a fresh gradient (staleness 0) gets the full learning rate, "
+                     "so divide by 1 + staleness")
+    for g, e, (base, s) in zip(got, expected, cases):
+        if close(g, e, 1e-9):
+            continue
+        if close(g, base, 1e-9):
+            return 0.0, f"damped_lr({base}, {s}) returned the base rate: a stale gradient must get a smaller step"
+        if close(g, base * (1 + s), 1e-9):
+            return 0.0, "that grows with staleness: the older the gradient, the SMALLER its learning rate"
+        if close(g, base / (1 + s) ** 2, 1e-9):
+            return 0.0, "that damps with the square of (1 + staleness): divide by (1 + staleness) once"
+        if s and close(g, base / s, 1e-9):
+            return 0.0, "dividing by the staleness itself over-weights gradients of staleness 1: divide by 1 + staleness"
+        return 0.0, f"damped_lr({base}, {s}) should be {e:g}, got {g:g}"
+    return 1.0, "base_lr / (1 + staleness)"
+
+
+DAMPED_LR = Exercise("08", "damped_lr", _lr_cases, _lr_run, lambda cases: [b / (1 + s) for b, s in cases], _lr_judge,
+                     "a fresh gradient (staleness 0) gets base_lr; one that is s versions old gets base_lr / (1 + s)")
+
+register(AVERAGE_AND_APPLY, STALENESS_FROM_ORDER, DAMPED_LR)

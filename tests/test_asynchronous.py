@@ -1,0 +1,265 @@
+"""Lab 08's helpers and the reference parameter server, on real spawned processes over gloo on loopback."""
+import json
+import multiprocessing
+import os
+import time
+from dataclasses import replace
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import torch
+
+from lab_utils import asynchronous as A
+from lab_utils.launch import RankError, launch
+
+BASE = A.PSConfig(gradients=40, warmup=4, timeout_s=30)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def descendants() -> set[int]:
+    """Pids of every living process below this one."""
+    children, found = {}, set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    todo = [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return {pid for pid in found if alive(pid)}
+
+
+# ---- settings are checked before any process starts ---------------------------------------------------------------
+
+@pytest.mark.parametrize("cfg, words", [
+    (replace(BASE, mode="semi"), "mode must be"),
+    (replace(BASE, gradients=41), "multiple of n_workers"),
+    (replace(BASE, warmup=38), "too little to time"),
+    (replace(BASE, straggler_factor=0.5), ">= 1"),
+    (replace(BASE, dataset="mnist"), "dataset must be"),
+])
+def test_bad_settings_fail_before_any_rank_starts(cfg, words):
+    before = descendants()
+    with pytest.raises(ValueError, match=words):
+        A.run([cfg], n_workers=2)
+    assert descendants() <= before
+
+
+def test_a_parameter_server_needs_a_worker():
+    with pytest.raises(ValueError, match="at least one worker"):
+        BASE.validate(0)
+
+
+# ---- the reference parameter server -----------------------------------------------------------------------------
+
+def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_staleness():
+    sync = replace(BASE, mode="sync", warmup=0)
+    asyn = replace(BASE, mode="async", straggler_factor=3.0)
+    first, second, run_async = A.run([sync, sync, asyn], n_workers=2)
+    reference = A.single_process_weights(sync, 2, sync.gradients // 2)
+    assert np.abs(first["weights"] - reference).max() <= 1e-5
+    assert np.array_equal(first["weights"], second["weights"])
+    assert first["staleness"] == [0] * sync.gradients and first["order"][:4] == [1, 2, 1, 2]
+    assert len(run_async["order"]) == asyn.gradients
+    assert run_async["staleness"] == A.staleness_from_order(run_async["order"])
+    assert run_async["samples_per_s"] > 0 and run_async["snapshot_samples"][0] == asyn.snapshot_every * asyn.batch_size
+    computed = sum(w["gradients"] for w in run_async["workers"])
+    assert asyn.gradients <= computed <= asyn.gradients + 1  # a gradient still on its way at the end is not applied
+
+
+def test_async_with_one_worker_is_plain_sgd():
+    cfg = replace(BASE, mode="async", gradients=12, warmup=0, lr=0.05)
+    server = A.run([cfg], n_workers=1)[0]
+    assert set(server["staleness"]) == {0}
+    assert np.abs(server["weights"] - A.single_process_weights(cfg, 1, 12)).max() <= 1e-5
+
+
+def test_a_worker_that_dies_mid_run_stops_the_run_naming_it_and_nothing_is_left_running():
+    before = descendants()
+    start = time.monotonic()
+    with pytest.raises(RankError) as info:
+        A.run([replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], n_workers=2, timeout_s=60, die_after=5)
+    assert time.monotonic() - start < 20 + 10  # within the server's timeout (and launch's start-up)
+    assert info.value.rank == 0 and "rank 2 is gone" in str(info.value)
+    assert descendants() <= before and not multiprocessing.active_children()
+
+
+def test_an_error_in_the_servers_update_is_reported_from_the_server():
+    def bad_average(weights, optimizer, gradients):
+        raise ValueError("the server's update broke")
+
+    with pytest.raises(RankError) as info:
+        A.run([replace(BASE, mode="sync")], n_workers=2, timeout_s=60, average_step=bad_average)
+    assert info.value.rank == 0 and "the server's update broke" in str(info.value)
+
+
+def test_a_silent_worker_times_out_naming_the_workers_that_owe_a_gradient():
+    before = descendants()
+    with pytest.raises(RankError) as info:
+        launch(silent_worker_job, 3, args=(replace(BASE, timeout_s=3),), timeout=60)
+    assert "no gradient arrived within 3 s" in str(info.value) and "[1, 2]" in str(info.value)
+    assert descendants() <= before
+
+
+def silent_worker_job(rank, world_size, cfg):
+    """The reference server, with workers that receive their weights and then never answer."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+    if rank == 0:
+        return A._serve(world_size - 1, cfg, A.reference_average_step)
+    dist.recv(torch.empty(1 + sum(p.numel() for p in A.build_model(A.load_split()).parameters())), src=0)
+    time.sleep(30)
+
+
+# ---- staleness and the learning rate -------------------------------------------------------------------------------
+
+def test_staleness_from_order():
+    assert A.staleness_from_order([1, 2, 1, 2]) == [0, 1, 1, 1]
+    assert A.staleness_from_order([1, 1, 1, 2]) == [0, 0, 0, 3]
+    assert A.staleness_from_order([]) == []
+
+
+def test_damped_lr_and_staleness_by_worker():
+    assert A.damped_lr(0.1, 0) == 0.1 and A.damped_lr(0.1, 4) == pytest.approx(0.02)
+    assert A.staleness_by_worker({"order": [1, 1, 2], "staleness": [0, 1, 2]}) == {1: 0.5, 2: 2.0}
+
+
+def test_straggle_sleeps_the_extra_time():
+    start = time.perf_counter()
+    assert A.straggle(0.05, 3.0) == pytest.approx(0.1)
+    assert time.perf_counter() - start >= 0.1
+    assert A.straggle(0.05, 1.0) == 0.0
+
+
+def test_worker_batches_are_disjoint_shards_and_the_global_batch_is_them_in_rank_order():
+    split = A.load_split()
+    x1, y1 = A.worker_batch(split, 1, 2, 0, 8)
+    x2, y2 = A.worker_batch(split, 2, 2, 0, 8)
+    xg, yg = A.global_batch(split, 2, 0, 8)
+    assert torch.equal(xg, torch.cat([x1, x2])) and torch.equal(yg, torch.cat([y1, y2]))
+    assert torch.equal(x1[0], torch.from_numpy(split.x_train[0])) and torch.equal(x2[0], torch.from_numpy(split.x_train[1]))
+    shard = len(range(0, len(split.x_train), 2))
+    assert torch.equal(A.worker_batch(split, 1, 2, shard, 1)[0], x1[:1])  # wraps around its shard
+
+
+# ---- Hogwild: shared memory handed to the ranks --------------------------------------------------------------------
+
+def test_share_with_ranks_refuses_what_is_not_shared():
+    with pytest.raises(ValueError, match="share_memory"):
+        A.ShareWithRanks(model=torch.nn.Linear(2, 2))
+    with pytest.raises(RuntimeError, match="ShareWithRanks"):
+        A.shared("nothing")
+
+
+def add_rank_worker(rank, world_size):
+    """Each rank adds rank + 1 to its own entry of the shared tensor and reports whether it is shared."""
+    counts = A.shared("counts")
+    counts[rank] += rank + 1
+    return counts.is_shared()
+
+
+def test_ranks_write_into_the_memory_this_process_shares():
+    counts = torch.zeros(3).share_memory_()
+    assert launch(add_rank_worker, 3, prepare=A.ShareWithRanks(counts=counts), timeout=60) == [True] * 3
+    assert counts.tolist() == [1.0, 2.0, 3.0]
+
+
+def hogwild_worker(rank, world_size, cfg):
+    """A minimal Hogwild run: rank 0 watches, the others train the shared model without a lock."""
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+    model, progress = A.shared("model"), A.shared("progress")
+    split = A.load_split()
+    if rank:
+        optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr / (world_size - 1))
+    dist.barrier()
+    start = time.perf_counter()
+    if rank == 0:
+        result = A.watch(model, progress, cfg, start)
+    else:
+        for step in range(cfg.gradients // (world_size - 1)):
+            x, y = A.worker_batch(split, rank, world_size - 1, step, cfg.batch_size)
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            progress[rank - 1] = step + 1
+        result = {"seconds": time.perf_counter() - start}
+    dist.barrier()
+    if rank == 0:
+        result["weights"] = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    dist.destroy_process_group()
+    return result
+
+
+def test_hogwild_processes_train_the_shared_model_and_the_watcher_records_it():
+    split = A.load_split()
+    model = A.build_model(split, seed=0)
+    model.share_memory()
+    progress = torch.zeros(2, dtype=torch.int64).share_memory_()
+    before = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    cfg = replace(BASE, snapshot_every=8)
+    values = launch(hogwild_worker, 3, args=(cfg,), prepare=A.ShareWithRanks(model=model, progress=progress), timeout=60)
+    result = A.hogwild_result(values, cfg)
+    after = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+    assert progress.tolist() == [20, 20] and not torch.equal(before, after)
+    assert np.array_equal(result["weights"], after.numpy())  # the watcher saw the memory this process sees
+    assert result["snapshot_samples"][-1] == 40 * cfg.batch_size and result["samples_per_s"] > 0
+    assert len(A.accuracy_curve(result, split)["accuracy"]) == len(result["snapshot_samples"])
+
+
+# ---- bench, gpu_check, plots ----------------------------------------------------------------------------------------
+
+def test_bench_with_tiny_sizes_prints_the_figures_as_json(capsys):
+    result = A.bench(repeats=1, gradients=40, factors=(1, 4))
+    A.print_bench(result)
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("async_vs_sync_throughput[straggler=1]", "async_vs_sync_throughput[straggler=4]",
+                "async_vs_sync_throughput_spread[straggler=4]", "sync_vs_single_max_abs_diff", "sync_deterministic",
+                "async_staleness_mean"):
+        assert key in figures
+    assert figures["sync_deterministic"] is True and figures["sync_vs_single_max_abs_diff"] <= 1e-5
+
+
+def test_the_cli_runs_bench_async(monkeypatch, capsys):
+    from lab_utils.instructor import cli
+
+    real = A.bench
+    monkeypatch.setattr(A, "bench", lambda **kw: real(**kw, gradients=40, factors=(1, 2, 4)))
+    assert cli.main(["bench", "async", "--repeats", "1"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {f"async_vs_sync_throughput[straggler={f}]" for f in (1, 2, 4)} <= set(figures)
+
+
+def test_gpu_check_is_skipped_without_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: gpu_check runs for real")
+    assert A.gpu_check() == {"parameter server (sync, workers on GPU) vs one CPU process": "skipped: no GPU"}
+
+
+def test_plots_draw_from_results():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    result = {"order": [1, 2, 1, 2], "staleness": [0, 1, 1, 1], "snapshot_samples": [1, 2],
+              "snapshot_seconds": [0.1, 0.2]}
+    assert A.plot_staleness({"run": result}).axes
+    assert A.plot_accuracy({"run": {"samples": [1, 2], "seconds": [0.1, 0.2], "accuracy": [0.1, 0.5]}}).axes
+    assert A.plot_throughput([1, 2], {"sync": [3.0, 2.0]}, {"sync": [(2.5, 3.5), (1.5, 2.5)]}).axes

@@ -1,0 +1,136 @@
+"""Lab 08's exercises: each solution passes its self-check and scores 1; each classic wrong answer fails and scores 0."""
+import random
+
+import pytest
+
+from lab_utils.exercises import check, get, to_plain
+
+
+def score(fn, seed=1):
+    exercise = get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+
+
+def assert_right(fn):
+    result = check(fn)
+    assert result, result
+    assert score(fn)[0] == 1.0
+
+
+def assert_wrong(fn, words):
+    result = check(fn)
+    assert not result and words in result.message, result
+    assert score(fn)[0] == 0.0
+
+
+# ---- average_and_apply (runs a real 3-rank parameter server per check) -------------------------------------------
+
+def test_average_and_apply_solution():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = sum(gradients[w] for w in sorted(gradients)) / len(gradients)
+        optimizer.step()
+    assert_right(average_and_apply)
+
+
+def test_average_and_apply_sum():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = sum(gradients.values())
+        optimizer.step()
+    assert_wrong(average_and_apply, "SUM")
+
+
+def test_average_and_apply_one_worker():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = gradients[min(gradients)]
+        optimizer.step()
+    assert_wrong(average_and_apply, "only one worker")
+
+
+def test_average_and_apply_steps_per_gradient():
+    def average_and_apply(weights, optimizer, gradients):
+        for w in sorted(gradients):
+            weights.grad = gradients[w]
+            optimizer.step()
+    assert_wrong(average_and_apply, "once per gradient")
+
+
+def test_average_and_apply_accumulates():
+    def average_and_apply(weights, optimizer, gradients):
+        mean = sum(gradients.values()) / len(gradients)
+        weights.grad = mean if weights.grad is None else weights.grad + mean
+        optimizer.step()
+    assert_wrong(average_and_apply, "pile up")
+
+
+def test_average_and_apply_no_step():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = sum(gradients.values()) / len(gradients)
+    assert_wrong(average_and_apply, "never changed")
+
+
+# ---- staleness_from_order ------------------------------------------------------------------------------------------
+
+def test_staleness_solution():
+    def staleness_from_order(order):
+        version, pulled, out = 0, {}, []
+        for worker in order:
+            out.append(version - pulled.get(worker, 0))
+            version += 1
+            pulled[worker] = version
+        return out
+    assert_right(staleness_from_order)
+
+
+def test_staleness_off_by_one():
+    def staleness_from_order(order):
+        version, pulled, out = 0, {}, []
+        for worker in order:
+            version += 1
+            out.append(version - pulled.get(worker, 0))
+            pulled[worker] = version
+        return out
+    assert_wrong(staleness_from_order, "one too large")
+
+
+def test_staleness_never_pulled():
+    def staleness_from_order(order):
+        return [version for version, _ in enumerate(order)]
+    assert_wrong(staleness_from_order, "since the start")
+
+
+def test_staleness_pulled_before_update():
+    def staleness_from_order(order):
+        version, pulled, out = 0, {}, []
+        for worker in order:
+            out.append(version - pulled.get(worker, 0))
+            pulled[worker] = version
+            version += 1
+        return out
+    assert_wrong(staleness_from_order, "AFTER the counter")
+
+
+# ---- damped_lr -----------------------------------------------------------------------------------------------------
+
+def test_damped_lr_solution():
+    def damped_lr(base_lr, staleness):
+        return base_lr / (1 + staleness)
+    assert_right(damped_lr)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda base_lr, staleness: base_lr, "base rate"),
+    (lambda base_lr, staleness: base_lr / staleness, "divides by zero"),
+    (lambda base_lr, staleness: base_lr * (1 + staleness), "grows with staleness"),
+    (lambda base_lr, staleness: base_lr / (1 + staleness) ** 2, "square"),
+], ids=["ignores staleness", "divides by staleness", "multiplies", "squares"])
+def test_damped_lr_wrong(wrong, words):
+    wrong.__name__ = "damped_lr"
+    assert_wrong(wrong, words)
+
+
+def test_exercises_are_registered_for_lab_08():
+    from lab_utils.exercises import for_lab
+
+    assert [e.name for e in for_lab("08")] == ["average_and_apply", "staleness_from_order", "damped_lr"]
+    assert get("average_and_apply").ranks == 3
