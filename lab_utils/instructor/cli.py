@@ -58,7 +58,7 @@ def cmd_assign(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from . import bench
+    from . import bench, bench_pipeline
     from .. import dp
 
     if args.name == "overhead":
@@ -68,7 +68,7 @@ def cmd_bench(args) -> int:
     elif args.name == "tf":
         bench.print_tf(bench.tf(repeats=args.repeats or 3, steps=args.steps, global_batch=args.global_batch))
     elif args.name == "pipeline":
-        bench.print_pipeline(bench.pipeline(batch_size=args.batch_size, repeats=args.repeats or 5))
+        bench_pipeline.print_pipeline(bench_pipeline.pipeline(batch_size=args.batch_size, repeats=args.repeats or 5))
     elif args.name == "dp":
         dp.print_sweep(dp.sweep(n_devices=args.devices, batch_sizes=args.batch_sizes, repeats=args.repeats or 15))
     return 0
