@@ -365,15 +365,20 @@ class StageContext:
                    labels=list(y.to(device).split(size)) if rank == stages - 1 else [])
 
 
+def stage_input(ctx: StageContext, micro: int) -> torch.Tensor:
+    """Micro-batch `micro`'s input of this stage: the images on the first stage; elsewhere the previous stage's
+    activations, received, as a tensor that requires a gradient (backward then gives the one to send back)."""
+    if ctx.first:
+        return ctx.inputs[micro]
+    x = torch.empty(ctx.in_shape, device=ctx.wire)
+    dist.recv(x, src=ctx.rank - 1)
+    return x.to(ctx.device).requires_grad_()
+
+
 def forward_op(ctx: StageContext, micro: int) -> None:
     """Reference forward op (the answer key): receive the activations (or take the images), run the stage, send
     the result on (or, on the last stage, turn it into this micro-batch's share of the loss)."""
-    if ctx.first:
-        x = ctx.inputs[micro]
-    else:
-        x = torch.empty(ctx.in_shape, device=ctx.wire)
-        dist.recv(x, src=ctx.rank - 1)
-        x = x.to(ctx.device).requires_grad_()
+    x = stage_input(ctx, micro)
     out = ctx.stage(x)
     if ctx.last:
         ctx.logits[micro] = out.detach()
@@ -400,12 +405,7 @@ def backward_op(ctx: StageContext, micro: int) -> None:
 def recompute_forward_op(ctx: StageContext, micro: int) -> None:
     """Forward op that keeps no activations: only the stage's input is kept, and the backward op (lab 04's exercise,
     recompute_backward_op) runs the stage again."""
-    if ctx.first:
-        x = ctx.inputs[micro]
-    else:
-        x = torch.empty(ctx.in_shape, device=ctx.wire)
-        dist.recv(x, src=ctx.rank - 1)
-        x = x.to(ctx.device).requires_grad_()
+    x = stage_input(ctx, micro)
     with torch.no_grad():
         out = ctx.stage(x)
     if ctx.last:

@@ -270,6 +270,16 @@ def test_the_explorer_builds_its_controls():
     assert controls[1].disabled
 
 
+def test_the_explorer_runs_the_ops_it_is_given():
+    import matplotlib
+    matplotlib.use("Agg")
+    box = widgets.pipeline_explorer(failing_forward, layer_times=[1.0] * 7)
+    button, status = box.children[1].children
+    box.children[0].children[1].value = 2
+    button.click()
+    assert "failed" in status.value and "cannot run micro-batch 0" in status.value
+
+
 def test_the_library_is_skipped_with_a_reason_only_where_gloo_would_carry_cuda_tensors():
     from lab_utils import hardware
 
