@@ -665,6 +665,8 @@ def run_pipelines(runs, stages: int, forward_op=forward_op, backward_op=backward
     reference ops unless given), return them measured. `group_timeout` bounds each send, recv and barrier."""
     from .launch import launch
 
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or warmup < 0:
+        raise ValueError(f"need rounds >= 1 timed steps and warmup >= 0, got rounds={rounds!r}, warmup={warmup!r}")
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
         raise ValueError(f"every run needs its own label, got {labels}")

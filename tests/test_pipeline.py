@@ -235,6 +235,8 @@ def test_bad_configurations_fail_before_launching_or_name_the_rank():
         pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3)
     with pytest.raises(ValueError, match="does not split into 3 equal"):
         pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2)
+    with pytest.raises(ValueError, match="need rounds >= 1"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, rounds=0)
     with pytest.raises(ValueError, match="its own label"):
         pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2)
     with pytest.raises(RankError, match="runs 'gpipe' or '1f1b', not 'naive'"):
