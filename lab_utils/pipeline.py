@@ -1,11 +1,15 @@
 """Model parallel by layer split, and micro-batch pipelines (naive, GPipe, 1F1B) kept as data and run over real ranks.
 
 A schedule says, for each stage, the order of its operations: (forward | backward, micro-batch). The same object is
-checked (`check_schedule`), simulated into an ideal timeline (`simulate`), executed by ranks that exchange
-activations and gradients with send/recv (`pipeline_worker`), and drawn (`plots.gantt`).
+checked (`check_schedule`), simulated into an ideal timeline (`simulate`), executed by ranks that call a stage's
+forward and backward ops (`run_schedule`), and drawn (`widgets`). The ops — receive, compute, send — are the lesson:
+lab 04's notebook defines them; `forward_op` / `backward_op` here are the answer key for benchmarks, tests and the
+grader. Around them this module keeps what is not the lesson: the stage's context, timestamps, activation-memory
+accounting, interleaved rounds, splitting the model, and torch.distributed.pipelining beside the hand-built ops.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import statistics
@@ -19,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import data, spec
+from .measure import synchronize
 from .plots import Interval
 
 
@@ -48,6 +53,10 @@ class Schedule:
     def theoretical_bubble(self) -> float:
         """(K - 1) / (M + K - 1): the idle share of K stages over M micro-batches with equal stage times."""
         return (self.stages - 1) / (self.micro_batches + self.stages - 1)
+
+    def stage_ops(self, stage: int) -> tuple[Op, ...]:
+        """The ops of one stage, in order."""
+        return self.ops[stage]
 
     def describe(self) -> str:
         return "\n".join(f"stage {s}: " + " ".join(str(op) for op in ops) for s, ops in enumerate(self.ops))
@@ -284,7 +293,7 @@ def micro_batch_size(batch_size: int, micro_batches: int) -> int:
     return batch_size // micro_batches
 
 
-# ---- running a schedule over ranks -------------------------------------------------------------------------------
+# ---- one configuration, and the stage's context ------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class PipelineRun:
@@ -298,15 +307,12 @@ class PipelineRun:
     model: str = "cnn2d_3layer_fullconnected_3layer"
     image_side: int = 28
     batchnorm: bool = False
-    library: bool = False  # run torch.distributed.pipelining's ScheduleGPipe / Schedule1F1B instead
-    return_grads: bool = False
+    library: bool = False  # run torch.distributed.pipelining's ScheduleGPipe / Schedule1F1B instead of the ops
     seed: int = 0
 
     def model_spec(self) -> list[dict]:
         layers = spec.preset(self.model)
-        if self.batchnorm:  # a BatchNorm after every convolution
-            layers = [x for layer in layers for x in ([layer, {"type": "batchnorm"}] if layer["type"] == "conv2d" else [layer])]
-        return layers
+        return spec.with_batchnorm(layers) if self.batchnorm else layers
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
@@ -318,78 +324,172 @@ class PipelineRun:
         return torch.from_numpy(x), torch.from_numpy(y)
 
 
-def _send(tensor, dst, device, pending):
-    """Start sending (isend: blocking sends would deadlock 1F1B, where neighbours send to each other at once)."""
-    payload = tensor.detach().contiguous()
-    if device.type == "cuda" and dist.get_backend() == "gloo":
-        payload = payload.cpu()
-    pending.append((dist.isend(payload, dst), payload))
+# ---- a stage's context, and the ops that run a schedule (lab 04's notebook holds the lesson's copy) ---------------
+
+@dataclass
+class StageContext:
+    """What one pipeline stage knows during one step, and what it keeps between its ops."""
+
+    rank: int
+    stages: int
+    stage: nn.Module                # this rank's layers
+    device: torch.device
+    wire: torch.device              # where messages leave from and arrive: `device`, or host memory when gloo links GPUs
+    micro_batches: int
+    in_shape: tuple[int, ...]       # the shape of a received activation, micro-batch first (not used on the first stage)
+    inputs: list = field(default_factory=list)   # first stage: the images, one tensor per micro-batch
+    labels: list = field(default_factory=list)   # last stage: the labels, one tensor per micro-batch
+    saved: dict = field(default_factory=dict)    # micro-batch -> what its backward needs
+    pending: list = field(default_factory=list)  # sends started (isend) and not yet known to be delivered
+    logits: dict = field(default_factory=dict)   # last stage: micro-batch -> the model's outputs
+
+    @property
+    def first(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def last(self) -> bool:
+        return self.rank == self.stages - 1
+
+    @classmethod
+    def for_run(cls, run: "PipelineRun", stage: nn.Module, rank: int, stages: int, device, backend: str,
+                batch=None) -> "StageContext":
+        """A fresh context for one step of `run` on stage `rank` (the batch is run.batch() unless given)."""
+        device = torch.device(device)
+        wire = torch.device("cpu") if device.type == "cuda" and backend == "gloo" else device  # gloo sends host memory
+        size = micro_batch_size(run.batch_size, run.micro_batches)
+        x, y = batch if batch is not None else run.batch()
+        return cls(rank, stages, stage, device, wire, run.micro_batches,
+                   (size, *stage_input_shape(run.model_spec(), run.input_shape, run.split, rank)),
+                   inputs=list(x.to(device).split(size)) if rank == 0 else [],
+                   labels=list(y.to(device).split(size)) if rank == stages - 1 else [])
 
 
-def _recv(shape, src, device):
-    on_cpu = device.type == "cuda" and dist.get_backend() == "gloo"
-    buffer = torch.empty(shape, device="cpu" if on_cpu else device)
-    dist.recv(buffer, src)
-    return buffer.to(device)
+def stage_input(ctx: StageContext, micro: int) -> torch.Tensor:
+    """Micro-batch `micro`'s input of this stage: the images on the first stage; elsewhere the previous stage's
+    activations, received, as a tensor that requires a gradient (backward then gives the one to send back)."""
+    if ctx.first:
+        return ctx.inputs[micro]
+    x = torch.empty(ctx.in_shape, device=ctx.wire)
+    dist.recv(x, src=ctx.rank - 1)
+    return x.to(ctx.device).requires_grad_()
 
 
-def run_schedule(module, ops, rank, world_size, run: PipelineRun, device) -> dict:
-    """This rank's part of one step: its ops in order; returns timestamps, loss, outputs and activation bytes."""
-    first, last = rank == 0, rank == world_size - 1
-    m_size = micro_batch_size(run.batch_size, run.micro_batches)
-    x, y = run.batch()
-    in_shape = stage_input_shape(run.model_spec(), run.input_shape, run.split, rank)
-    module.zero_grad(set_to_none=True)
-    inputs, outputs, saved, pending, events = {}, {}, {}, [], []
-    live = peak = 0
-    loss_total, logits = 0.0, {}
-    for op in ops:
-        m = op.micro
-        if op.kind == "F":
-            if first:
-                inp = x[m * m_size:(m + 1) * m_size].to(device)
-            else:
-                inp = _recv((m_size, *in_shape), rank - 1, device).requires_grad_(True)
-            start, nbytes = time.perf_counter(), [0]
+def forward_op(ctx: StageContext, micro: int) -> None:
+    """Reference forward op (the answer key): receive the activations (or take the images), run the stage, send
+    the result on (or, on the last stage, turn it into this micro-batch's share of the loss)."""
+    x = stage_input(ctx, micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        ctx.logits[micro] = out.detach()
+        out = F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches
+    else:
+        ctx.pending.append(dist.isend(out.detach().to(ctx.wire), dst=ctx.rank + 1))
+    ctx.saved[micro] = (x, out)
 
-            def pack(t, nbytes=nbytes):
-                nbytes[0] += t.numel() * t.element_size()
-                return t
 
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                out = module(inp)
-                if last:
-                    logits[m] = out.detach()
-                    out = F.cross_entropy(out, y[m * m_size:(m + 1) * m_size].to(device)) / run.micro_batches
-            if not last:
-                _send(out, rank + 1, device, pending)
-            inputs[m], outputs[m], saved[m] = inp, out, nbytes[0]
-            live += nbytes[0]
-            peak = max(peak, live)
-        else:
-            grad = None if last else _recv(outputs[m].shape, rank + 1, device)
+def backward_op(ctx: StageContext, micro: int) -> None:
+    """Reference backward op: receive the gradient of the stage's output (or start from the loss), backward, send
+    the gradient of the stage's input back."""
+    x, out = ctx.saved.pop(micro)
+    if ctx.last:
+        out.backward()
+    else:
+        grad = torch.empty(out.shape, device=ctx.wire)
+        dist.recv(grad, src=ctx.rank + 1)
+        out.backward(grad.to(ctx.device))
+    if not ctx.first:
+        ctx.pending.append(dist.isend(x.grad.to(ctx.wire), dst=ctx.rank - 1))
+
+
+def recompute_forward_op(ctx: StageContext, micro: int) -> None:
+    """Forward op that keeps no activations: only the stage's input is kept, and the backward op (lab 04's exercise,
+    recompute_backward_op) runs the stage again."""
+    x = stage_input(ctx, micro)
+    with torch.no_grad():
+        out = ctx.stage(x)
+    if ctx.last:
+        ctx.logits[micro] = out
+    else:
+        ctx.pending.append(dist.isend(out.to(ctx.wire), dst=ctx.rank + 1))
+    ctx.saved[micro] = x
+
+
+class _ComputeClock:
+    """When the stage starts computing inside an op: at its forward, or when the gradient of its output arrives in
+    backward (a blocking recv before that is waiting, not work, and must not count as busy time)."""
+
+    def __init__(self, stage: nn.Module):
+        self.started = None
+        self._handles = [stage.register_forward_pre_hook(lambda module, args: self.mark()),
+                         stage.register_forward_hook(self._watch_output)]
+
+    def mark(self, *_):
+        if self.started is None:
+            self.started = time.perf_counter()
+
+    def _watch_output(self, module, args, output):
+        if isinstance(output, torch.Tensor) and output.requires_grad:
+            output.register_hook(self.mark)
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+
+class _SavedBytes:
+    """Bytes of the tensors autograd saves for backward inside a block (parameters and repeats not counted)."""
+
+    def __init__(self, stage: nn.Module):
+        self._params = {p.data_ptr() for p in stage.parameters()}
+        self.seen: dict = {}
+
+    def pack(self, tensor):
+        key = (tensor.data_ptr(), tensor.numel())
+        if tensor.data_ptr() not in self._params:
+            self.seen[key] = tensor.numel() * tensor.element_size()
+        return tensor
+
+    @property
+    def total(self) -> int:
+        return sum(self.seen.values())
+
+
+def run_schedule(ctx: StageContext, ops, forward_op=forward_op, backward_op=backward_op) -> dict:
+    """Run this stage's ops in order with the given op functions, then wait for every send to be delivered.
+
+    Around each op it records what is not the lesson: when the stage computed (the op's end, and its compute start
+    from _ComputeClock), and the activation bytes held between ops (saved in a forward, released by its backward).
+    """
+    clock, held, live, peak, events = _ComputeClock(ctx.stage), {}, 0, 0, []
+    try:
+        for op in ops:
+            saved, clock.started = _SavedBytes(ctx.stage), None
             start = time.perf_counter()
-            outputs[m].backward(grad)
-            if last:
-                loss_total += float(outputs[m].detach())
-            if not first:
-                _send(inputs[m].grad, rank - 1, device, pending)
-            live -= saved.pop(m)
-            del inputs[m], outputs[m]
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        events.append((op.kind, m, start, time.perf_counter()))
-    for work, _ in pending:
-        work.wait()
-    return {"events": events, "loss": loss_total if last else None, "peak_activation_bytes": peak,
-            "logits": torch.cat([logits[m] for m in sorted(logits)]).cpu().numpy() if last else None}
+            with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
+                (forward_op if op.kind == "F" else backward_op)(ctx, op.micro)
+            synchronize(ctx.device)
+            events.append((op.kind, op.micro, clock.started or start, time.perf_counter()))
+            if op.kind == "F":
+                held[op.micro] = saved.total
+                live += held[op.micro]
+                peak = max(peak, live)
+            else:
+                live -= held.pop(op.micro, 0)
+        for work in ctx.pending:
+            work.wait()
+    finally:
+        clock.remove()
+    return {"events": events, "peak_activation_bytes": peak}
 
+
+# ---- torch.distributed.pipelining, beside the hand-built ops -------------------------------------------------------
 
 def library_unsupported(plan) -> str | None:
     """Why torch.distributed.pipelining cannot run on this rank plan, or None when it can."""
     if plan.uses_gpus and plan.backend == "gloo":
         return ("the stages share GPUs over gloo, and torch.distributed.pipelining sends CUDA tensors directly, "
-                "which gloo's send/recv does not take; the hand-built pipeline copies through host memory instead")
+                "which gloo's send/recv does not take; the hand-built ops send through host memory instead")
     return None
 
 
@@ -405,55 +505,53 @@ def library_schedule(module, rank, world_size, run: PipelineRun, device):
     return classes[run.schedule](stage, n_microbatches=run.micro_batches, loss_fn=F.cross_entropy)
 
 
-def _library_step(schedule, module, rank, world_size, run: PipelineRun, device):
-    """One step of a torch.distributed.pipelining schedule; returns (mean micro-batch loss or None, seconds)."""
-    x, y = run.batch()
-    module.zero_grad(set_to_none=True)
+def _library_step(schedule, rank, world_size, batch, device) -> dict:
+    """One step of a torch.distributed.pipelining schedule: its seconds (no per-op timeline)."""
+    x, y = batch
     start = time.perf_counter()
-    losses = []
     if rank == 0:
         schedule.step(x.to(device))
     elif rank == world_size - 1:
-        schedule.step(target=y.to(device), losses=losses)
+        schedule.step(target=y.to(device))
     else:
         schedule.step()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
-    return (float(sum(float(v.detach()) for v in losses) / len(losses)) if losses else None), seconds
+    synchronize(device)
+    return {"seconds": time.perf_counter() - start}
 
 
-def pipeline_worker(rank: int, world_size: int, runs, rounds: int = 3, warmup: int = 1,
-                    timeout_s: float = 120.0) -> list[dict]:
-    """Each round runs every configuration once (order alternating each round); returns one result per run."""
+# ---- running configurations over ranks ---------------------------------------------------------------------------
+
+def pipeline_worker(rank: int, world_size: int, runs, forward_op=forward_op, backward_op=backward_op,
+                    rounds: int = 3, warmup: int = 1, timeout_s: float = 60.0) -> list[dict]:
+    """One stage of every configuration: each round runs every configuration once (order alternating each round)
+    with the given ops; returns, per configuration, this stage's timed steps, gradients and (last stage) outputs."""
     from .launch import process_group
 
     with process_group(timeout_s) as ctx:
         device = torch.device(ctx.device)
-        modules = [build_stage(r.model_spec(), r.input_shape, r.split, rank, seed=r.seed).to(device) for r in runs]
         if len(stage_layers(runs[0].model_spec(), runs[0].split)) != world_size:
             raise ValueError(f"split {list(runs[0].split)} makes {len(runs[0].split) + 1} stages but {world_size} "
                              "ranks were launched: launch one rank per stage")
+        modules = [build_stage(r.model_spec(), r.input_shape, r.split, rank, seed=r.seed).to(device) for r in runs]
+        batches = [r.batch() for r in runs]
         schedules = [library_schedule(m, rank, world_size, r, device) if r.library
                      else make_schedule(r.schedule, world_size, r.micro_batches).ops[rank] for r, m in zip(runs, modules)]
-        results = [{"label": r.label, "rank": rank, "steps": [], "device": ctx.device, "backend": ctx.backend}
-                   for r in runs]
+        results = [{"label": r.label, "steps": [], "device": ctx.device, "backend": ctx.backend} for r in runs]
         for round_ in range(warmup + rounds):
-            order = range(len(runs)) if round_ % 2 == 0 else reversed(range(len(runs)))
-            for i in order:
-                dist.barrier()
+            for i in range(len(runs)) if round_ % 2 == 0 else reversed(range(len(runs))):
+                modules[i].zero_grad(set_to_none=True)
+                dist.barrier()  # every stage starts the step together
                 if runs[i].library:
-                    loss, seconds = _library_step(schedules[i], modules[i], rank, world_size, runs[i], device)
-                    step = {"loss": loss, "seconds": seconds}
+                    step = _library_step(schedules[i], rank, world_size, batches[i], device)
                 else:
-                    step = run_schedule(modules[i], schedules[i], rank, world_size, runs[i], device)
+                    stage_ctx = StageContext.for_run(runs[i], modules[i], rank, world_size, device, ctx.backend, batches[i])
+                    step = run_schedule(stage_ctx, schedules[i], forward_op, backward_op)
+                    if stage_ctx.last:
+                        results[i]["logits"] = torch.cat([stage_ctx.logits[m] for m in range(runs[i].micro_batches)])
                 if round_ >= warmup:
                     results[i]["steps"].append(step)
-        for r, result, module in zip(runs, results, modules):
-            if r.return_grads:
-                result["grads"] = torch.cat([p.grad.detach().flatten().cpu() for p in module.parameters()]).numpy()
-            for step in result["steps"][:-1]:  # the outputs of one step are enough
-                step.pop("logits", None)
+        for result, module in zip(results, modules):
+            result["grads"] = torch.cat([p.grad.detach().flatten().cpu() for p in module.parameters()])
     return results
 
 
@@ -461,35 +559,53 @@ def pipeline_worker(rank: int, world_size: int, runs, rounds: int = 3, warmup: i
 
 @dataclass
 class Measured:
-    """One configuration's measured steps, as timelines all ranks agree on."""
+    """One configuration's measured steps, as timelines all stages agree on."""
 
     run: PipelineRun
     stages: int
-    timelines: list[list[Interval]]  # per step, every stage's ops
-    peak_activation_bytes: list[int]  # per stage
-    loss: float | None
-    grads: np.ndarray | None = None
-    logits: np.ndarray | None = None
-    library_seconds: list[float] = field(default_factory=list)
+    timelines: list[list[Interval]]  # per timed step, every stage's ops (empty for the library)
+    peak_activation_bytes: list[int]  # per stage, the most held between ops in any step
+    stage_grads: list[np.ndarray]     # per stage, its parameters' gradients after the last step
+    logits: np.ndarray | None = None  # the last stage's outputs of the last step (hand-built ops only)
+    step_seconds: list[float] = field(default_factory=list)  # the library's steps (no per-op timeline)
 
     @property
     def makespans(self) -> list[float]:
-        return [makespan(t) for t in self.timelines] if self.timelines else list(self.library_seconds)
+        return [makespan(t) for t in self.timelines] if self.timelines else list(self.step_seconds)
 
     @property
     def makespan(self) -> float:
-        """Median over the timed steps."""
-        return statistics.median(self.makespans)
+        """The median step's makespan (the lower median: a step that was measured, the one typical() draws)."""
+        return statistics.median_low(self.makespans)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the steps' makespans."""
+        spans = self.makespans
+        return (max(spans) - min(spans)) / self.makespan
 
     def typical(self) -> list[Interval]:
-        """The timeline of the median-makespan step."""
-        ordered = sorted(self.timelines, key=makespan)
-        return ordered[len(ordered) // 2]
+        """The timeline of the median step: every figure printed about one step comes from this one."""
+        return next(t for t in self.timelines if makespan(t) == self.makespan)
 
     @property
     def bubble(self) -> float:
-        """Median measured bubble fraction over the timed steps."""
-        return statistics.median(bubble_fraction(t, self.stages) for t in self.timelines)
+        """The bubble fraction of the median step (typical())."""
+        return bubble_fraction(self.typical(), self.stages)
+
+    @property
+    def bubbles(self) -> list[float]:
+        """The bubble fraction of every timed step."""
+        return [bubble_fraction(t, self.stages) for t in self.timelines]
+
+    @property
+    def grads(self) -> np.ndarray:
+        """Every stage's gradients in the unsplit model's parameter order."""
+        return np.concatenate(self.stage_grads)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.run.batch_size / self.makespan
 
 
 def collect(runs, ranks) -> dict[str, Measured]:
@@ -498,28 +614,26 @@ def collect(runs, ranks) -> dict[str, Measured]:
     measured = {}
     for i, run in enumerate(runs):
         per_rank = [rank_results[i] for rank_results in ranks]
-        last = per_rank[-1]
+        steps = len(per_rank[-1]["steps"])
+        grads = [np.asarray(r["grads"]) for r in per_rank]
         if run.library:
-            measured[run.label] = Measured(run, stages, [], [], last["steps"][-1]["loss"],
-                                           np.concatenate([r["grads"] for r in per_rank]) if run.return_grads else None,
-                                           library_seconds=[max(r["steps"][k]["seconds"] for r in per_rank)
-                                                            for k in range(len(last["steps"]))])
+            seconds = [max(r["steps"][k]["seconds"] for r in per_rank) for k in range(steps)]
+            measured[run.label] = Measured(run, stages, [], [], grads, step_seconds=seconds)
             continue
         timelines = []
-        for k in range(len(last["steps"])):
+        for k in range(steps):
             events = [(s, e) for s, r in enumerate(per_rank) for e in r["steps"][k]["events"]]
             t0 = min(e[2] for _, e in events)
             timelines.append([Interval(f"stage {s}", "forward" if kind == "F" else "backward", a - t0, b - t0, str(m))
                               for s, (kind, m, a, b) in events])
-        measured[run.label] = Measured(
-            run, stages, timelines, [max(step["peak_activation_bytes"] for step in r["steps"]) for r in per_rank],
-            last["steps"][-1]["loss"], np.concatenate([r["grads"] for r in per_rank]) if run.return_grads else None,
-            last["steps"][-1]["logits"])
+        measured[run.label] = Measured(run, stages, timelines,
+                                       [max(step["peak_activation_bytes"] for step in r["steps"]) for r in per_rank],
+                                       grads, np.asarray(per_rank[-1]["logits"]))
     return measured
 
 
 def reference(run: PipelineRun):
-    """The unsplit model on the same batch: (loss, logits, flat gradients)."""
+    """The unsplit model on the same batch, on this process's CPU: (loss, logits, flat gradients)."""
     model = spec.build_torch(run.model_spec(), run.input_shape, seed=run.seed)
     x, y = run.batch()
     logits = model(x)
@@ -539,15 +653,20 @@ def mean_op_seconds(intervals, stages: int) -> tuple[list[float], list[float]]:
     return fwd, bwd
 
 
-def default_split(model_spec, input_shape, stages: int, batch_size: int = 128, seed: int = 0) -> tuple[int, ...]:
-    """The split that balances the layers' measured forward + backward times (one thread, in isolation)."""
-    return balanced_split(layer_times(model_spec, input_shape, batch_size=batch_size, seed=seed), stages)
+def ideal_bubble(measured: Measured) -> float:
+    """The bubble of the same schedule simulated with the median step's measured op times (no transfer cost)."""
+    schedule = make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
+    return bubble_fraction(simulate(schedule, *mean_op_seconds(measured.typical(), measured.stages)), measured.stages)
 
 
-def run_pipelines(runs, stages: int, *, rounds: int = 3, warmup: int = 1, timeout: float = 300.0) -> dict[str, Measured]:
-    """Launch one rank per stage, run every configuration `rounds` times interleaved, return them measured."""
+def run_pipelines(runs, stages: int, forward_op=forward_op, backward_op=backward_op, *, rounds: int = 3,
+                  warmup: int = 1, timeout: float = 300.0, group_timeout: float = 60.0) -> dict[str, Measured]:
+    """Launch one rank per stage, run every configuration `rounds` times interleaved with the given ops (the
+    reference ops unless given), return them measured. `group_timeout` bounds each send, recv and barrier."""
     from .launch import launch
 
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or warmup < 0:
+        raise ValueError(f"need rounds >= 1 timed steps and warmup >= 0, got rounds={rounds!r}, warmup={warmup!r}")
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
         raise ValueError(f"every run needs its own label, got {labels}")
@@ -555,5 +674,42 @@ def run_pipelines(runs, stages: int, *, rounds: int = 3, warmup: int = 1, timeou
         micro_batch_size(r.batch_size, r.micro_batches)
         if len(stage_layers(r.model_spec(), r.split)) != stages:
             raise ValueError(f"run {r.label!r}: split {list(r.split)} makes {len(r.split) + 1} stages, not {stages}")
-    ranks = launch(pipeline_worker, stages, args=(list(runs), rounds, warmup, timeout), timeout=timeout)
+    ranks = launch(pipeline_worker, stages, args=(list(runs), forward_op, backward_op, rounds, warmup, group_timeout),
+                   timeout=timeout)
     return collect(runs, ranks)
+
+
+# ---- the same pipeline on a GPU -------------------------------------------------------------------------------------
+
+GPU_TOLERANCE = 2e-3  # relative to the largest reference gradient: cuDNN may convolve in TF32 (10-bit mantissa)
+
+
+def _compared(measured: Measured, logits, grads) -> str:
+    """'passed', or 'failed: <what differs>' against the CPU reference."""
+    scale = float(np.abs(grads).max())
+    diff = float(np.abs(measured.grads - grads).max())
+    if diff > GPU_TOLERANCE * scale:
+        return f"failed: max |gradient difference| {diff:.1e} > {GPU_TOLERANCE * scale:.1e}"
+    if logits is not None and float(np.abs(measured.logits - logits).max()) > GPU_TOLERANCE * float(np.abs(logits).max()):
+        return "failed: the outputs differ from the CPU reference"
+    return "passed"
+
+
+def gpu_check() -> dict[str, str]:
+    """Two stages on CUDA — the reference ops (1F1B) and torch.distributed.pipelining where it can run — against the
+    unsplit model on the CPU."""
+    hand, library = "pipeline: hand-built 1F1B stages on CUDA", "pipeline: torch.distributed.pipelining on CUDA"
+    if not torch.cuda.is_available():
+        return {hand: "skipped: no GPU", library: "skipped: no GPU"}
+    from . import hardware
+
+    run = PipelineRun("hand-built", "1f1b", 4, batch_size=64, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
+    reason = library_unsupported(hardware.plan(2))
+    runs = [run] + ([] if reason else [dataclasses.replace(run, label="library", library=True)])
+    try:
+        measured = run_pipelines(runs, 2, rounds=1, warmup=1, timeout=120)
+    except Exception as exc:  # report it, whatever it is: this is a check, not a lab
+        return {hand: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", library: "failed: not run"}
+    _, logits, grads = reference(run)
+    return {hand: _compared(measured["hand-built"], logits, grads),
+            library: f"skipped: {reason}" if reason else _compared(measured["library"], None, grads)}

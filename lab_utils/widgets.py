@@ -4,6 +4,7 @@ from __future__ import annotations
 from . import pipeline as pl
 from . import plots
 
+
 def phase_colors() -> dict:
     """Forward and backward keep the same colours in every chart."""
     return plots.kind_colors(("forward", "backward"))
@@ -20,18 +21,20 @@ def draw_ideal(stages: int, micro_batches: int, schedule: str, ax=None, forward_
 
 
 def draw_measured(measured: pl.Measured, ax=None, title: str = ""):
-    """The Gantt chart of a measured step (the median one), with its bubble next to the theory."""
-    timeline = measured.typical()
+    """The Gantt chart of the median step (typical()), titled with that step's makespan and bubble (the figures
+    Measured.makespan and Measured.bubble print), next to the theory."""
     sched = pl.make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
-    title = title or (f"measured {measured.run.label}: makespan {pl.makespan(timeline) * 1e3:.1f} ms, bubble "
-                      f"{pl.bubble_fraction(timeline, measured.stages):.3f} (theory {sched.theoretical_bubble:.3f})")
-    return plots.gantt(timeline, ax, rows=[f"stage {s}" for s in range(measured.stages)], title=title,
+    title = title or (f"measured {measured.run.label} (median step): makespan {measured.makespan * 1e3:.1f} ms, "
+                      f"bubble {measured.bubble:.3f} (theory {sched.theoretical_bubble:.3f})")
+    return plots.gantt(measured.typical(), ax, rows=[f"stage {s}" for s in range(measured.stages)], title=title,
                        colors=phase_colors())
 
 
-def pipeline_explorer(model: str = "cnn2d_2layer_fullconnected_2layer", micro_batch_size: int = 32,
+def pipeline_explorer(forward_op=pl.forward_op, backward_op=pl.backward_op, *,
+                      model: str = "cnn2d_2layer_fullconnected_2layer", micro_batch_size: int = 32,
                       max_stages: int = 4, layer_times=None, timeout: float = 120.0):
-    """Sliders for K and M and a schedule choice redraw the ideal chart; a button runs the real pipeline."""
+    """Sliders for K and M and a schedule choice redraw the ideal chart; a button runs the real pipeline with the
+    given forward and backward ops (your notebook's, or the reference ones)."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
     from IPython.display import display
@@ -69,7 +72,8 @@ def pipeline_explorer(model: str = "cnn2d_2layer_fullconnected_2layer", micro_ba
         config = pl.PipelineRun("explorer", schedule.value, micro, micro_batch_size * micro, split, model=model)
         status.value = f"running {k.value} rank(s), split before layers {list(split)}, batch {config.batch_size} ..."
         try:
-            measured[key] = pl.run_pipelines([config], k.value, rounds=1, warmup=1, timeout=timeout)["explorer"]
+            measured[key] = pl.run_pipelines([config], k.value, forward_op, backward_op, rounds=1, warmup=1,
+                                             timeout=timeout)["explorer"]
             status.value = f"measured: K={k.value}, M={micro}, {schedule.value}, batch {config.batch_size}"
         except Exception as exc:  # show it in the widget instead of losing it in a callback
             status.value = f"<b>failed</b>: {type(exc).__name__}: {str(exc)[:500]}"

@@ -1,7 +1,84 @@
-"""Lab 04: the GPipe order, the bubble of a timeline, the best split."""
+"""Lab 04: a stage's backward op with recomputation, run in real ranks; the GPipe order, the bubble of a timeline,
+the best split."""
 from __future__ import annotations
 
-from .core import Exercise, close, register
+from .core import Exercise, max_abs_diff, register
+
+SETUP = "import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F"
+GROUP_TIMEOUT_S = 10  # a send or recv that waits longer than this is a deadlock, not a slow machine
+
+
+# ---- recompute_backward_op, run in real ranks -------------------------------------------------------------------------
+
+def _recompute_cases(rng):
+    return {"seed": rng.randrange(10**6), "schedule": rng.choice(["1f1b", "gpipe"]), "micro_batches": rng.choice([2, 4]),
+            "per_micro": rng.choice([2, 3])}
+
+
+def _recompute_problem(case):
+    """Three stages of the small course CNN on 8x8 images: first, middle and last stage all take part."""
+    from .. import pipeline as pl
+
+    return pl.PipelineRun("exercise", case["schedule"], case["micro_batches"], case["micro_batches"] * case["per_micro"],
+                          split=(2, 5), model="cnn2d_2layer_fullconnected_2layer", image_side=8, seed=case["seed"])
+
+
+def _recompute_run(recompute_backward_op, case):
+    from .. import pipeline as pl
+    from ..launch import RankError
+
+    run = _recompute_problem(case)
+    try:
+        measured = pl.run_pipelines([run], 3, pl.recompute_forward_op, recompute_backward_op, rounds=1, warmup=0,
+                                    timeout=120, group_timeout=GROUP_TIMEOUT_S)[run.label]
+    except RankError as exc:
+        if exc.message.startswith("NotImplementedError"):
+            raise NotImplementedError(exc.message) from None
+        if "Timed out" in exc.message or "timed out" in exc.message:
+            raise RuntimeError(f"the stages waited for each other for {GROUP_TIMEOUT_S} s (a deadlock): every dist.recv "
+                               "needs the neighbour's matching send, and the first stage sends no gradient back") from None
+        why = (" (the recomputation must build autograd's graph: run the stage outside torch.no_grad())"
+               if "does not require grad" in exc.message else "")
+        raise RuntimeError(f"rank {exc.rank} failed: {exc.message.splitlines()[0][:300]}{why}") from None
+    return {"grads": [g.tolist() for g in measured.stage_grads], "logits": measured.logits.tolist()}
+
+
+def _recompute_expected(case):
+    from .. import pipeline as pl
+
+    _, logits, grads = pl.reference(_recompute_problem(case))
+    return {"grads": grads.tolist(), "logits": logits.tolist()}
+
+
+def _recompute_judge(got, expected, case):
+    import numpy as np
+
+    blocks = [np.asarray(g, dtype=float) for g in got["grads"]]
+    flat, right = np.concatenate(blocks), np.asarray(expected["grads"], dtype=float)
+    if flat.shape != right.shape:
+        return 0.0, f"the stages returned {flat.size} gradient values, the model has {right.size}"
+    if max_abs_diff(got["logits"], expected["logits"]) > 1e-5:
+        return 0.0, "the last stage's outputs changed: the forward op is given, leave ctx.logits as it is"
+    if max_abs_diff(flat, right) <= 1e-5:
+        return 1.0, "every stage's gradients and the outputs equal the unsplit model's (within 1e-5)"
+    m = case["micro_batches"]
+    ratio = float(flat @ right / (right @ right))
+    if abs(ratio - m) < 0.05 * m:
+        return 0.0, (f"every gradient is {m}x too large with {m} micro-batches: the last stage's recomputed loss is one "
+                     "micro-batch's share of the batch's mean loss, so divide it by ctx.micro_batches")
+    wrong = [s for s, (b, r) in enumerate(zip(blocks, np.split(right, np.cumsum([len(b) for b in blocks])[:-1])))
+             if max_abs_diff(b, r) > 1e-5]
+    if len(wrong) < len(blocks) and len(blocks) - 1 not in wrong:
+        return 0.0, (f"the last stage's gradients are right but stage(s) {wrong} are not: run backward with the "
+                     "received gradient as it arrived (it already belongs to the batch's mean loss), and send back x.grad")
+    return 0.0, (f"the gradients of stage(s) {wrong} differ from the unsplit model's by up to {max_abs_diff(flat, right):.1e}: "
+                 "the last stage starts backward from its recomputed loss; the others from the received gradient")
+
+
+RECOMPUTE_BACKWARD_OP = Exercise(
+    "04", "recompute_backward_op", _recompute_cases, _recompute_run, _recompute_expected, _recompute_judge,
+    "run the stage again on the saved input; backward from the loss share (last stage) or from the received "
+    "gradient; send x.grad back (all but the first stage)", setup=SETUP, ranks=3)
 
 
 # ---- the GPipe order ------------------------------------------------------------------------------------------------
@@ -130,4 +207,4 @@ BEST_SPLIT = Exercise("04", "best_split", _split_cases, _split_run, _split_expec
                       "try every contiguous split and keep the one whose slowest stage is fastest",
                       setup="import itertools")
 
-register(GPIPE_ORDER, BUBBLE, BEST_SPLIT)
+register(RECOMPUTE_BACKWARD_OP, GPIPE_ORDER, BUBBLE, BEST_SPLIT)

@@ -87,7 +87,7 @@ BENCHES = {
     "overhead": ("lab_utils.instructor.bench", "overhead", "print_overhead", ("samples",), 15),
     "dp": ("lab_utils.dp", "sweep", "print_sweep", ("n_devices", "batch_sizes"), 15),
     "ddp": ("lab_utils.instructor.bench", "ddp", "print_ddp", ("world_size", "steps"), 3),
-    "pipeline": ("lab_utils.instructor.bench", "pipeline", "print_pipeline", ("batch_size",), 5),
+    "pipeline": ("lab_utils.instructor.bench_pipeline", "pipeline", "print_pipeline", ("batch_size",), 5),
     "tf": ("lab_utils.instructor.bench", "tf", "print_tf", ("steps", "global_batch"), 3),
     "collectives": ("lab_utils.collectives", "bench", "print_bench", ("world_size",), 9),
     "memory": ("lab_utils.memory", "bench", "print_bench", ("world_size",), 5),

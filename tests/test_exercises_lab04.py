@@ -1,0 +1,145 @@
+"""Lab 04's in-rank exercise (recompute_backward_op on three real gloo ranks): the solution passes its self-check and
+gets full marks; each plausible wrong answer fails the self-check and scores 0. (gpipe_order, bubble and best_split
+are covered in test_exercises.py.)"""
+import random
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from lab_utils import exercises
+from lab_utils.exercises import check, to_plain
+
+
+def named(fn):
+    fn.__name__ = fn.__qualname__ = "recompute_backward_op"
+    return fn
+
+
+def grade(fn, seed=12345):
+    """What the grader would give `fn` on inputs drawn with `seed`; an answer that raises scores 0, as in the grader."""
+    exercise = exercises.get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    try:
+        return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+    except Exception as exc:  # the grader records an error and no points
+        return 0.0, f"raised {type(exc).__name__}: {exc}"
+
+
+def _recv_grad(ctx, out):
+    grad = torch.empty(out.shape, device=ctx.wire)
+    dist.recv(grad, src=ctx.rank + 1)
+    return grad.to(ctx.device)
+
+
+def _send_input_grad(ctx, x):
+    if not ctx.first:
+        ctx.pending.append(dist.isend(x.grad.to(ctx.wire), dst=ctx.rank - 1))
+
+
+@named
+def recompute_backward_op(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    _send_input_grad(ctx, x)
+
+
+@named
+def loss_not_divided(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        F.cross_entropy(out, ctx.labels[micro]).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    _send_input_grad(ctx, x)
+
+
+@named
+def backward_from_the_logits(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    out.backward(torch.ones_like(out) if ctx.last else _recv_grad(ctx, out))
+    _send_input_grad(ctx, x)
+
+
+@named
+def received_gradient_divided_again(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out) / ctx.micro_batches)
+    _send_input_grad(ctx, x)
+
+
+@named
+def recomputed_without_autograd(ctx, micro):
+    x = ctx.saved.pop(micro)
+    with torch.no_grad():
+        out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    _send_input_grad(ctx, x)
+
+
+@named
+def two_stage_branches(ctx, micro):
+    """Right on two stages: the last stage sends back, the first receives; a middle stage never sends."""
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+        _send_input_grad(ctx, x)
+    else:
+        out.backward(_recv_grad(ctx, out))
+
+
+@named
+def no_recv(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(torch.ones_like(out))
+    _send_input_grad(ctx, x)
+
+
+def test_the_solution_passes_the_self_check_and_gets_full_marks():
+    result = check(recompute_backward_op)
+    assert result.passed, result
+    fraction, message = grade(recompute_backward_op)
+    assert fraction == 1.0, message
+
+
+@pytest.mark.parametrize("wrong, named_mistake", [
+    (loss_not_divided, "too large"),
+    (backward_from_the_logits, "recomputed loss"),
+    (received_gradient_divided_again, "as it arrived"),
+    (recomputed_without_autograd, "outside torch.no_grad()"),
+    (two_stage_branches, "deadlock"),
+    (no_recv, "deadlock"),
+], ids=lambda v: getattr(v, "__code__", None) and v.__code__.co_name or "")
+def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong, named_mistake):
+    result = check(wrong)
+    assert not result.passed and named_mistake in result.message, result.message
+    fraction, message = grade(wrong)
+    assert fraction == 0.0, message
+
+
+def test_a_stub_is_reported_as_not_written_yet():
+    @named
+    def stub(ctx, micro):
+        raise NotImplementedError("Exercise: write your solution here")
+
+    result = check(stub)
+    assert not result.passed and "not written yet" in result.message
