@@ -81,11 +81,16 @@ def _image_shape(path: Path, line: int, n_pixels: int, image_shape) -> tuple[int
                 f"{path}, line {line}: rows have {n_pixels} pixels, which is not a square image; "
                 "pass image_shape=(channels, height, width)")
         return (1, side, side)
-    shape = tuple(int(s) for s in image_shape)
+    try:
+        shape = () if isinstance(image_shape, str) else tuple(int(s) for s in image_shape)
+        whole = all(int(s) == s for s in image_shape)
+    except (TypeError, ValueError):
+        shape, whole = (), False
     if len(shape) == 2:
         shape = (1, *shape)
-    if len(shape) != 3 or min(shape) < 1:
-        raise ValueError(f"image_shape must be (height, width) or (channels, height, width), got {image_shape!r}")
+    if len(shape) != 3 or min(shape) < 1 or not whole:
+        raise ValueError(f"image_shape must be (height, width) or (channels, height, width) in whole numbers, got "
+                         f"{image_shape!r} (with papermill, pass it as YAML: -y 'image_shape: [28, 28]')")
     if math.prod(shape) != n_pixels:
         raise ValueError(
             f"{path}, line {line}: image_shape {shape} needs {math.prod(shape)} pixels "

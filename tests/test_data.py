@@ -65,8 +65,10 @@ def test_malformed_csv_names_file_line_and_problem(tmp_path, case, text, kwargs,
 def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="label_column must be 'last' or 'first'"):
         data.load_csv(write(tmp_path, "1,0\n"), label_column="middle")
-    with pytest.raises(ValueError, match="image_shape must be"):
-        data.load_csv(write(tmp_path, "1,2,3,4,0\n"), image_shape=(1, 1, 2, 2))
+    for bad in [(1, 1, 2, 2), "[2, 2]", 4, (2, 2.5), (0, 4), ("a", 2)]:
+        with pytest.raises(ValueError, match=r"image_shape must be \(height, width\) or \(channels, height, width\)"):
+            data.load_csv(write(tmp_path, "1,2,3,4,0\n"), image_shape=bad)
+    assert data.load_csv(write(tmp_path, "1,2,3,4,0\n"), image_shape=[2, 2.0])[0].shape == (1, 1, 2, 2)
     with pytest.raises(FileNotFoundError, match="no such CSV file"):
         data.load_csv(tmp_path / "missing.csv")
 
