@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import os
 from pathlib import Path
@@ -9,16 +10,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-DIGITS_MAX_PIXEL = 16.0  # scikit-learn's digits use 17 grey levels, 0..16
-
 
 class Split(NamedTuple):
-    """Train and test arrays: images (N, C, H, W) float32, labels (N,) int64."""
+    """Train and test arrays: images (N, C, H, W) float32, labels (N,) int64; `scaling` says how the pixels were
+    brought to [0, 1]."""
 
     x_train: np.ndarray
     y_train: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
+    scaling: str = ""
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -80,11 +81,16 @@ def _image_shape(path: Path, line: int, n_pixels: int, image_shape) -> tuple[int
                 f"{path}, line {line}: rows have {n_pixels} pixels, which is not a square image; "
                 "pass image_shape=(channels, height, width)")
         return (1, side, side)
-    shape = tuple(int(s) for s in image_shape)
+    try:
+        shape = () if isinstance(image_shape, str) else tuple(int(s) for s in image_shape)
+        whole = all(int(s) == s for s in image_shape)
+    except (TypeError, ValueError):
+        shape, whole = (), False
     if len(shape) == 2:
         shape = (1, *shape)
-    if len(shape) != 3 or min(shape) < 1:
-        raise ValueError(f"image_shape must be (height, width) or (channels, height, width), got {image_shape!r}")
+    if len(shape) != 3 or min(shape) < 1 or not whole:
+        raise ValueError(f"image_shape must be (height, width) or (channels, height, width) in whole numbers, got "
+                         f"{image_shape!r} (with papermill, pass it as YAML: -y 'image_shape: [28, 28]')")
     if math.prod(shape) != n_pixels:
         raise ValueError(
             f"{path}, line {line}: image_shape {shape} needs {math.prod(shape)} pixels "
@@ -92,49 +98,112 @@ def _image_shape(path: Path, line: int, n_pixels: int, image_shape) -> tuple[int
     return shape
 
 
-def load_csv(path, *, label_column: str = "last", image_shape=None) -> tuple[np.ndarray, np.ndarray]:
-    """Read a pixel CSV (one sample per row; label last or first; optional header) into images and labels."""
+def _data_rows(handle):
+    """(line number, cells) of every data row: blank lines skipped, a first line without any number taken as a header
+    (yielded as line 0, so that its width is known)."""
+    for line, row in enumerate(csv.reader(handle), start=1):
+        if not row or all(not c.strip() for c in row):
+            continue  # blank lines, e.g. a trailing newline
+        if line == 1 and not any(_is_number(c) for c in row):
+            yield 0, row
+            continue
+        yield line, row
+
+
+def _parsed_rows(path: Path, rows, label_column: str, width: int | None):
+    """Validate and parse (line, cells) rows into (line, float64 values); `width` is the header's, if any."""
+    for line, row in rows:
+        width = width or len(row)
+        if len(row) != width:
+            raise ValueError(f"{path}, line {line}: ragged row with {len(row)} columns, expected {width} like the rows above")
+        if width < 2:
+            raise ValueError(f"{path}, line {line}: a row needs at least one pixel and a label, found {width} column(s)")
+        values = _parse_row(path, line, row)
+        label = values[-1] if label_column == "last" else values[0]
+        if label < 0 or label != int(label):
+            raise ValueError(f"{path}, line {line}: label {label:g} must be a non-negative integer class index "
+                             f"(label_column={label_column!r}; is the label in the other column?)")
+        yield line, values
+
+
+def _open_csv(path, label_column: str):
+    """The file, opened, after checking the arguments (a clear error for a wrong path or label_column)."""
     if label_column not in ("last", "first"):
         raise ValueError(f"label_column must be 'last' or 'first', got {label_column!r}")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such CSV file (working directory is {Path.cwd()})")
-    rows: list[np.ndarray] = []
-    width = None
-    first_data_line = None
-    with path.open(newline="") as handle:
-        for line, row in enumerate(csv.reader(handle), start=1):
-            if not row or all(not c.strip() for c in row):
-                continue  # blank lines, e.g. a trailing newline
-            if width is None and line == 1 and not any(_is_number(c) for c in row):
-                width = len(row)  # a header row: only its width matters
-                continue
-            if width is None:
-                width = len(row)
-            if len(row) != width:
-                raise ValueError(f"{path}, line {line}: ragged row with {len(row)} columns, expected {width} like the rows above")
-            if width < 2:
-                raise ValueError(f"{path}, line {line}: a row needs at least one pixel and a label, found {width} column(s)")
-            first_data_line = first_data_line or line
-            values = _parse_row(path, line, row)
-            label = values[-1] if label_column == "last" else values[0]
-            if label < 0 or label != int(label):
-                raise ValueError(f"{path}, line {line}: label {label:g} must be a non-negative integer class index "
-                                 f"(label_column={label_column!r}; is the label in the other column?)")
-            rows.append(values)
-    if not rows:
-        raise ValueError(f"{path}, line 1: the file is empty (no data rows); expected one sample per row")
-    table = np.stack(rows)
+    return path, path.open(newline="")
+
+
+def _header_and_rows(handle):
+    """(header width or None, iterator over the data rows)."""
+    rows = _data_rows(handle)
+    first = next(rows, None)
+    if first is None:
+        return None, iter(())
+    if first[0] == 0:
+        return len(first[1]), rows
+    return None, itertools.chain([first], rows)
+
+
+def _to_arrays(path: Path, parsed: list, label_column: str, image_shape, empty: str) -> tuple[np.ndarray, np.ndarray]:
+    """Images (N, C, H, W) float32 and labels (N,) int64 from parsed rows."""
+    if not parsed:
+        raise ValueError(f"{path}, line 1: {empty}")
+    table = np.stack([values for _, values in parsed])
     if label_column == "last":
         pixels, labels = table[:, :-1], table[:, -1]
     else:
         pixels, labels = table[:, 1:], table[:, 0]
-    shape = _image_shape(path, first_data_line, pixels.shape[1], image_shape)
+    shape = _image_shape(path, parsed[0][0], pixels.shape[1], image_shape)
     return pixels.reshape(len(table), *shape).astype(np.float32), labels.astype(np.int64)
 
 
-def write_csv(path, images: np.ndarray, labels: np.ndarray, *, header: bool = True) -> Path:
-    """Write images and labels as a pixel CSV (label in the last column)."""
+def load_csv(path, *, label_column: str = "last", image_shape=None) -> tuple[np.ndarray, np.ndarray]:
+    """Read a pixel CSV (one sample per row; label last or first; optional header) into images and labels."""
+    path, handle = _open_csv(path, label_column)
+    with handle:
+        width, rows = _header_and_rows(handle)
+        parsed = list(_parsed_rows(path, rows, label_column, width))
+    return _to_arrays(path, parsed, label_column, image_shape, "the file is empty (no data rows); expected one sample per row")
+
+
+def csv_row_count(path) -> int:
+    """Number of data rows of a pixel CSV (header and blank lines not counted), streamed without parsing."""
+    path, handle = _open_csv(path, "last")
+    with handle:
+        return sum(1 for _ in _header_and_rows(handle)[1])
+
+
+def read_csv_rows(path, start: int, stop: int, *, label_column: str = "last", image_shape=None) -> tuple[np.ndarray, np.ndarray]:
+    """Data rows start..stop-1 (0-based, header not counted) of a pixel CSV, streamed: rows before `start` are skipped
+    unparsed and reading ends at `stop`, so a worker holds only its own rows. Same arrays as load_csv(...)[start:stop]."""
+    if isinstance(start, bool) or isinstance(stop, bool) or not 0 <= int(start) < int(stop):
+        raise ValueError(f"need 0 <= start < stop (data rows, 0-based, header not counted), got start={start!r}, stop={stop!r}")
+    path, handle = _open_csv(path, label_column)
+    with handle:
+        width, rows = _header_and_rows(handle)
+        parsed = list(_parsed_rows(path, itertools.islice(rows, int(start), int(stop)), label_column, width))
+    return _to_arrays(path, parsed, label_column, image_shape,
+                      f"no data rows in {start}..{stop - 1}; the file has fewer than {start + 1} (see csv_row_count)")
+
+
+def row_range(n_rows: int, rank: int, world_size: int) -> tuple[int, int]:
+    """(start, stop) of rank's contiguous share of n_rows: the shares never overlap, cover every row, and differ in
+    size by one at most (the first n_rows % world_size ranks take one more)."""
+    if world_size < 1 or not 0 <= rank < world_size or n_rows < 0:
+        raise ValueError(f"need n_rows >= 0, world_size >= 1 and 0 <= rank < world_size, "
+                         f"got n_rows={n_rows}, rank={rank}, world_size={world_size}")
+    share, extra = divmod(n_rows, world_size)
+    start = rank * share + min(rank, extra)
+    return start, start + share + (rank < extra)
+
+
+def write_csv(path, images: np.ndarray, labels: np.ndarray, *, header: bool = True, label_column: str = "last") -> Path:
+    """Write images and labels as a pixel CSV, the label in the last (or first) column."""
+    if label_column not in ("last", "first"):
+        raise ValueError(f"label_column must be 'last' or 'first', got {label_column!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     flat = images.reshape(len(images), -1)
@@ -142,10 +211,11 @@ def write_csv(path, images: np.ndarray, labels: np.ndarray, *, header: bool = Tr
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         if header:
-            writer.writerow([f"pixel{i}" for i in range(flat.shape[1])] + ["label"])
+            names = [f"pixel{i}" for i in range(flat.shape[1])]
+            writer.writerow(names + ["label"] if label_column == "last" else ["label"] + names)
         for pixels, label in zip(flat, labels):
             cells = [str(int(p)) for p in pixels] if integral else [f"{p:.6g}" for p in pixels]
-            writer.writerow(cells + [str(int(label))])
+            writer.writerow(cells + [str(int(label))] if label_column == "last" else [str(int(label))] + cells)
     return path
 
 
@@ -161,12 +231,43 @@ def write_digits_csv(out_dir=None, *, test_fraction: float = 0.2, seed: int = 0)
     return write_csv(out / "train.csv", x_tr, y_tr), write_csv(out / "test.csv", x_te, y_te)
 
 
-def load_digits_split(directory=None) -> Split:
-    """The course's digits CSVs, pixels scaled to [0, 1]."""
+def digits_csvs(directory=None) -> tuple[Path, Path]:
+    """Paths of the course's built-in digits CSVs (train, test)."""
     folder = Path(directory) if directory else datasets_dir() / "digits"
-    x_tr, y_tr = load_csv(folder / "train.csv")
-    x_te, y_te = load_csv(folder / "test.csv")
-    return Split(x_tr / DIGITS_MAX_PIXEL, y_tr, x_te / DIGITS_MAX_PIXEL, y_te)
+    return folder / "train.csv", folder / "test.csv"
+
+
+def pixel_scale(train_pixels: np.ndarray, pixel_max=None, *, source: str = "the training file") -> tuple[float, str]:
+    """(divisor, rule in words) that brings pixels to [0, 1]: `pixel_max` when given, else the largest pixel of the
+    training data (test data are divided by the same number)."""
+    largest = float(np.abs(train_pixels).max()) if train_pixels.size else 0.0
+    if pixel_max is not None:
+        if isinstance(pixel_max, bool) or not isinstance(pixel_max, (int, float)) or not math.isfinite(pixel_max) or pixel_max <= 0:
+            raise ValueError(f"pixel_max must be a positive number (the value of a white pixel, e.g. 255), got {pixel_max!r}")
+        rule = f"pixels divided by {pixel_max:g} (pixel_max, as set)"
+        if largest > pixel_max:
+            rule += f"; note: {source} has pixels up to {largest:g}, above pixel_max, so they end above 1"
+        return float(pixel_max), rule
+    if largest == 0:
+        raise ValueError(f"every pixel of {source} is 0: there is nothing to learn and nothing to scale by; "
+                         "check the file (or its label_column)")
+    return largest, f"pixels divided by {largest:g}, the largest pixel of {source} (set pixel_max to choose another)"
+
+
+def load_csv_split(train_csv, test_csv, *, label_column: str = "last", image_shape=None, pixel_max=None) -> Split:
+    """A train/test split from two pixel CSVs, pixels scaled to [0, 1] by one rule (see pixel_scale) for both."""
+    x_tr, y_tr = load_csv(train_csv, label_column=label_column, image_shape=image_shape)
+    x_te, y_te = load_csv(test_csv, label_column=label_column, image_shape=image_shape)
+    if x_te.shape[1:] != x_tr.shape[1:]:
+        raise ValueError(f"{test_csv}: images of shape {x_te.shape[1:]}, but {train_csv} has {x_tr.shape[1:]}; "
+                         "train and test files must have the same number of pixel columns")
+    divisor, rule = pixel_scale(x_tr, pixel_max, source=Path(train_csv).name)
+    return Split(x_tr / divisor, y_tr, x_te / divisor, y_te, rule)
+
+
+def load_digits_split(directory=None) -> Split:
+    """The course's digits CSVs (8x8, grey levels 0..16), pixels scaled to [0, 1]."""
+    return load_csv_split(*digits_csvs(directory))
 
 
 def synthetic_images(n: int, *, image_shape=(1, 28, 28), num_classes: int = 10, seed: int = 0,
@@ -195,22 +296,38 @@ def synthetic_images(n: int, *, image_shape=(1, 28, 28), num_classes: int = 10, 
 def synthetic_split(n_train: int, n_test: int, *, image_shape=(1, 28, 28), num_classes: int = 10, seed: int = 0) -> Split:
     """A train/test split of `synthetic_images` sharing the same class patterns."""
     x, y = synthetic_images(n_train + n_test, image_shape=image_shape, num_classes=num_classes, seed=seed)
-    return Split(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
+    return Split(x[:n_train], y[:n_train], x[n_train:], y[n_train:], "generated in [0, 1]: not scaled")
 
 
 def load_split(source: dict) -> Split:
-    """A split from plain data that can travel to a rank: {"kind": "digits"} (optionally "n_train": the first n
-    training images only) or {"kind": "synthetic", "n_train": ..., "n_test": ..., "side": 28, "seed": 0}."""
+    """A split from plain data that can travel to a rank:
+    {"kind": "digits"} (optionally "n_train": the first n training images only);
+    {"kind": "csv", "train": path, "test": path} with optional "label_column", "image_shape", "pixel_max"
+    (train None: the built-in digits; see load_csv_split);
+    {"kind": "synthetic", "n_train": ..., "n_test": ..., "side": 28, "seed": 0}."""
     kind = source.get("kind") if isinstance(source, dict) else None
     if kind == "digits":
         split = load_digits_split(source.get("directory"))
         n = source.get("n_train")
         return split._replace(x_train=split.x_train[:n], y_train=split.y_train[:n]) if n else split
+    if kind == "csv":
+        unknown = set(source) - {"kind", "train", "test", "label_column", "image_shape", "pixel_max"}
+        if unknown:
+            raise ValueError(f"a csv data source takes train, test, label_column, image_shape, pixel_max; "
+                             f"unknown key(s) {sorted(unknown)}")
+        if source.get("train") is None:
+            if source.get("test") is not None:
+                raise ValueError("a csv data source with a test file needs its train file too (train is None)")
+            return load_digits_split()
+        if source.get("test") is None:
+            raise ValueError(f"a csv data source needs a test file beside train={source['train']!r}")
+        return load_csv_split(source["train"], source["test"], label_column=source.get("label_column", "last"),
+                              image_shape=source.get("image_shape"), pixel_max=source.get("pixel_max"))
     if kind == "synthetic":
         side = source.get("side", 28)
         return synthetic_split(source["n_train"], source.get("n_test", 256), image_shape=(1, side, side),
                                seed=source.get("seed", 0))
-    raise ValueError(f"a data source is a dict with kind 'digits' or 'synthetic', got {source!r}")
+    raise ValueError(f"a data source is a dict with kind 'digits', 'csv' or 'synthetic', got {source!r}")
 
 
 def to_dataset(images: np.ndarray, labels: np.ndarray):

@@ -90,8 +90,11 @@ def validate(spec: list[dict]) -> list[dict]:
     return full
 
 
-def output_shapes(spec: list[dict], input_shape) -> list[tuple[int, ...]]:
-    """The output shape (without batch) after each layer, for an input of (C, H, W)."""
+class _Shrunk(ValueError):
+    """A layer shrinks the input to nothing."""
+
+
+def _shapes(spec: list[dict], input_shape) -> list[tuple[int, ...]]:
     shape = tuple(input_shape)
     shapes = []
     for i, layer in enumerate(validate(spec)):
@@ -114,10 +117,31 @@ def output_shapes(spec: list[dict], input_shape) -> list[tuple[int, ...]]:
         elif kind == "dense":
             shape = (layer["units"],)
         if min(shape) < 1:
-            raise ValueError(f"layer {i} ({kind}) shrinks the input {tuple(input_shape)} to {shape}; "
-                             "use a larger image or fewer pooling layers")
+            raise _Shrunk(f"layer {i} ({kind}) shrinks the input {tuple(input_shape)} to {shape}")
         shapes.append(shape)
     return shapes
+
+
+def min_image_side(spec: list[dict], channels: int = 1, limit: int = 4096) -> int:
+    """The smallest height (= width) of image the spec can take: its poolings and valid convolutions must leave at
+    least one pixel."""
+    for side in range(1, limit + 1):
+        try:
+            _shapes(spec, (channels, side, side))
+            return side
+        except _Shrunk:
+            continue
+    raise ValueError(f"the spec takes no square image up to {limit}x{limit}")
+
+
+def output_shapes(spec: list[dict], input_shape) -> list[tuple[int, ...]]:
+    """The output shape (without batch) after each layer, for an input of (C, H, W)."""
+    try:
+        return _shapes(spec, input_shape)
+    except _Shrunk as err:
+        side = min_image_side(spec, tuple(input_shape)[0])
+        raise ValueError(f"{err}: this model needs images of at least {side}x{side} pixels; use larger images, "
+                         "or a model with fewer pooling layers") from None
 
 
 def parameter_counts(spec: list[dict], input_shape) -> list[int]:

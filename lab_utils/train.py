@@ -1,8 +1,11 @@
-"""The single-device training loop: seeded, with a progress bar, evaluation and a history."""
+"""The single-device training loop (seeded, timed step by step, with a progress bar), evaluation, a profiler without
+its log noise, and lab 01's GPU check."""
 from __future__ import annotations
 
+import contextlib
 import random
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -10,7 +13,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import data, measure, spec
 from .measure import samples_per_second, synchronize
+
+WARMUP_STEPS = 3  # optimizer steps at the start of a run that the training rate leaves out
 
 
 def seed_everything(seed: int) -> None:
@@ -47,21 +53,29 @@ def evaluate(model, loader, device="cpu", loss_fn=F.cross_entropy) -> tuple[floa
 
 @dataclass
 class EpochStats:
-    """What one epoch measured."""
+    """What one epoch measured; epoch_samples_per_s is the whole epoch's rate (loading, steps, no evaluation)."""
 
     epoch: int
     train_loss: float
     seconds: float
-    samples_per_s: float
+    epoch_samples_per_s: float
     test_loss: float | None = None
     test_accuracy: float | None = None
 
 
 @dataclass
 class History:
-    """Per-epoch statistics of one training run."""
+    """One training run: per-epoch statistics, and the duration of every full-batch optimizer step.
+
+    A step's duration runs from the end of the previous step (or the start of its epoch) to the end of this one, so
+    it includes fetching the batch, as measure.StepTimer counts it in the parallel labs.
+    """
 
     epochs: list[EpochStats] = field(default_factory=list)
+    step_seconds: list[float] = field(default_factory=list)
+    steps_per_epoch: list[int] = field(default_factory=list)  # how many of step_seconds each epoch added
+    batch_size: int = 0
+    warmup_steps: int = WARMUP_STEPS
 
     @property
     def final_accuracy(self) -> float | None:
@@ -73,43 +87,110 @@ class History:
 
     @property
     def samples_per_s(self) -> float:
-        """Median epoch throughput, the first (warm-up) epoch excluded when there are several."""
+        """The course's training rate: batch size over the median optimizer step, the first warm-up steps excluded."""
+        return measure.throughput_from_step_times(self.batch_size, self.step_seconds, self.warmup_steps)
+
+    @property
+    def timed_steps(self) -> int:
+        """Steps behind samples_per_s (warm-up excluded)."""
+        return max(len(self.step_seconds) - self.warmup_steps, 0)
+
+    def epoch_step_medians(self) -> list[float]:
+        """Each epoch's median step duration (warm-up steps excluded): one repeat of the same work per epoch."""
+        medians, start = [], 0
+        for count in self.steps_per_epoch:
+            kept = self.step_seconds[max(start, self.warmup_steps):start + count]
+            medians += [statistics.median(kept)] if kept else []
+            start += count
+        return medians
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the epochs' median steps: how much the rate moved between repeats of the same work
+        (single slow steps, which any busy machine has, do not count); 0 with one epoch."""
+        medians = self.epoch_step_medians()
+        return measure.Timing(tuple(medians), self.warmup_steps).spread if medians else 0.0
+
+    @property
+    def epoch_samples_per_s(self) -> float:
+        """Median whole-epoch rate, the first epoch excluded when there are several (an epoch rate, not the course's
+        step rate)."""
         kept = self.epochs[1:] if len(self.epochs) > 1 else self.epochs
-        return statistics.median(e.samples_per_s for e in kept)
+        return statistics.median(e.epoch_samples_per_s for e in kept)
 
     def table(self) -> str:
         """One line per epoch."""
-        lines = [f"{'epoch':>5} {'train loss':>10} {'test loss':>9} {'test acc':>8} {'seconds':>8} {'samples/s':>10}"]
+        lines = [f"{'epoch':>5} {'train loss':>10} {'test loss':>9} {'test acc':>8} {'seconds':>8} {'epoch samples/s':>16}"]
         for e in self.epochs:
             tl = f"{e.test_loss:9.4f}" if e.test_loss is not None else f"{'-':>9}"
             ta = f"{e.test_accuracy:8.2%}" if e.test_accuracy is not None else f"{'-':>8}"
-            lines.append(f"{e.epoch:>5} {e.train_loss:10.4f} {tl} {ta} {e.seconds:8.3f} {e.samples_per_s:10.0f}")
+            lines.append(f"{e.epoch:>5} {e.train_loss:10.4f} {tl} {ta} {e.seconds:8.3f} {e.epoch_samples_per_s:16.0f}")
         return "\n".join(lines)
+
+
+def _in_jupyter_kernel() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def progress_bar(total: int, desc: str, *, disable: bool = False):
+    """A tqdm bar. In a Jupyter kernel with ipywidgets: tqdm's widget, whose text form (what papermill saves and what a
+    renderer without widgets shows) becomes the finished bar when it closes. Elsewhere: a text bar on stdout."""
+    from tqdm.std import tqdm as text_bar
+
+    if disable or not _in_jupyter_kernel():
+        return text_bar(total=total, desc=desc, disable=disable, file=sys.stdout, mininterval=0.5)
+    try:
+        from tqdm.notebook import IProgress
+        from tqdm.notebook import tqdm as widget_bar
+    except ImportError:
+        IProgress = None
+    if IProgress is None:  # ipywidgets missing: the text bar, finished on its last line
+        return text_bar(total=total, desc=desc, file=sys.stdout, mininterval=0.5)
+    from IPython.display import display
+
+    class FinishedTextBar(widget_bar):
+        """tqdm's widget, displayed with an id so that closing it refreshes its text form."""
+
+        def close(self):
+            if self.disable:  # closed already: tqdm closes a bar again when it is garbage-collected
+                return
+            super().close()
+            self.display_handle.update(self.container)
+
+    bar = FinishedTextBar(total=total, desc=desc, display=False, mininterval=0.5)
+    bar.display_handle = display(bar.container, display_id=True)
+    return bar
 
 
 def fit(model, train_loader, *, epochs: int, lr: float = 0.05, momentum: float = 0.9, device="cpu",
         test_loader=None, seed: int = 0, optimizer=None, step=train_step, progress: bool = True) -> History:
-    """Train `model` for `epochs` with SGD (or `optimizer`), evaluating after each epoch; returns a History."""
-    from tqdm.auto import tqdm
-
+    """Train `model` for `epochs` with SGD (or `optimizer`), timing every step and evaluating after each epoch."""
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     seed_everything(seed)
     model.to(device).train()
     optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
-    history = History()
-    bar = tqdm(total=epochs * len(train_loader), disable=not progress, desc="training", mininterval=0.5)
+    history = History(batch_size=train_loader.batch_size or 0)
+    bar = progress_bar(epochs * len(train_loader), "training", disable=not progress)
     for epoch in range(1, epochs + 1):
-        running, samples = torch.zeros((), device=device), 0
+        running, samples, sizes = torch.zeros((), device=device), 0, []
         synchronize(device)
         start = time.perf_counter()
+        timer = measure.StepTimer(device, warmup=0)
         for x, y in train_loader:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             running += step(model, x, y, optimizer) * len(y)
+            timer.tick()
             samples += len(y)
+            sizes.append(len(y))
             bar.update()
-        synchronize(device)
         seconds = time.perf_counter() - start
+        history.batch_size = history.batch_size or sizes[0]
+        full = [s for s, n in zip(timer.seconds, sizes) if n == history.batch_size]
+        history.step_seconds += full
+        history.steps_per_epoch.append(len(full))
         stats = EpochStats(epoch, running.item() / samples, seconds, samples_per_second(samples, seconds))
         if test_loader is not None:
             stats.test_loss, stats.test_accuracy = evaluate(model, test_loader, device)
@@ -117,3 +198,104 @@ def fit(model, train_loader, *, epochs: int, lr: float = 0.05, momentum: float =
         history.epochs.append(stats)
     bar.close()
     return history
+
+
+PROFILER_LOG_PREFIXES = ("USDT:", "STAGE:")
+
+
+@contextlib.contextmanager
+def quiet_profile(**kwargs):
+    """torch.profiler.profile(**kwargs) without the profiler's own log lines ('USDT:' and 'STAGE:' lines with a date
+    and a pid, which its C++ part writes to stderr); anything else written to stderr passes through."""
+    from torch.profiler import profile
+
+    from .launch import captured_stderr
+
+    written = None
+    try:
+        with captured_stderr() as written, profile(**kwargs) as prof:
+            yield prof
+    finally:
+        rest = [line for line in (written.text if written else "").splitlines()
+                if not line.startswith(PROFILER_LOG_PREFIXES)]
+        if rest:
+            print("\n".join(rest), file=sys.stderr)
+
+
+# ---- lab 01 on a GPU ----------------------------------------------------------------------------------------------
+
+GPU_CHECKS = ("training on cuda:0 equals the CPU", "pin_memory + non_blocking copies", "timing without synchronize")
+
+
+@contextlib.contextmanager
+def _full_float32():
+    """Convolutions and matmuls in full float32 on the GPU (TF32 off), so CPU and GPU results can be compared."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def _check_training(steps: int, tolerance: float) -> str:
+    split = data.synthetic_split(steps * 32, 64, image_shape=(1, 16, 16), num_classes=4, seed=0)
+    weights = {}
+    with _full_float32():
+        for device in ("cpu", "cuda:0"):
+            model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(4), (1, 16, 16), seed=0)
+            loader = data.make_loader(data.to_dataset(split.x_train, split.y_train), 32, seed=0)
+            fit(model, loader, epochs=1, device=device, progress=False)
+            weights[device] = torch.cat([p.detach().flatten().cpu() for p in model.parameters()])
+    diff = (weights["cpu"] - weights["cuda:0"]).abs().max().item()
+    verdict = "passed" if diff <= tolerance else "failed"
+    return f"{verdict}: max |weight difference| {diff:.1e} after {steps} SGD steps (tolerance {tolerance:g})"
+
+
+def _check_pinned_copy(repeats: int = 20) -> str:
+    batch = torch.rand(256, 3, 64, 64)  # a typical image batch, 12.6 MB
+    pinned = batch.pin_memory()
+    timings = measure.time_interleaved({"pageable, blocking": lambda: batch.to("cuda:0"),
+                                        "pinned, non_blocking": lambda: pinned.to("cuda:0", non_blocking=True)},
+                                       warmup=2, repeats=repeats, device="cuda:0")
+    rates = ", ".join(f"{name} {batch.nbytes / t.median / 1e9:.1f} GB/s (spread {t.spread:.0%})" for name, t in timings.items())
+    if not torch.equal(pinned.to("cuda:0", non_blocking=True).cpu(), batch):
+        return f"failed: the pinned, non-blocking copy differs from the batch; {rates}"
+    return f"passed: copies equal; host to cuda:0, median of {repeats} interleaved copies of 12.6 MB: {rates}"
+
+
+def _check_synchronize(repeats: int = 5) -> str:
+    a = torch.rand(4096, 4096, device="cuda:0")
+
+    def work():
+        for _ in range(10):
+            a @ a
+
+    synced = measure.time_it(work, warmup=1, repeats=repeats, device="cuda:0").median
+    unsynced = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        work()  # the timer stops when the kernels are queued, not when they have run
+        unsynced.append(time.perf_counter() - start)
+        torch.cuda.synchronize()
+    without = statistics.median(unsynced)
+    numbers = (f"ten 4096x4096 matmuls: {without * 1e3:.3f} ms without synchronize (the launches only), "
+               f"{synced * 1e3:.3f} ms with it (the work), medians of {repeats}")
+    return ("passed: " if without < 0.5 * synced else "failed: no gap between the two timings; ") + numbers
+
+
+def gpu_check(steps: int = 5, tolerance: float = 1e-4) -> dict[str, str]:
+    """Lab 01 on cuda:0: `steps` SGD steps equal a CPU run within `tolerance`; pinned, non-blocking host-to-GPU copies
+    measured against pageable ones; the missing-synchronize trap measured. Each check: "passed: ..." or "failed: ..."
+    with its numbers; "skipped: no GPU" without CUDA."""
+    if not torch.cuda.is_available():
+        return {name: "skipped: no GPU" for name in GPU_CHECKS}
+    checks = (lambda: _check_training(steps, tolerance), _check_pinned_copy, _check_synchronize)
+    results = {}
+    for name, run in zip(GPU_CHECKS, checks):
+        try:
+            results[name] = run()
+        except Exception as exc:  # report every check, whatever one of them hits
+            results[name] = f"failed: {type(exc).__name__}: {exc}"
+    return results

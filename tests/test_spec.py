@@ -59,6 +59,20 @@ def test_shape_errors_say_how_to_fix():
         spec.output_shapes([spec.maxpool2d(), spec.maxpool2d(), spec.maxpool2d()], (1, 4, 4))
 
 
+@pytest.mark.parametrize("name, side", [("cnn2d_2layer_fullconnected_2layer", 4), ("cnn2d_3layer_fullconnected_3layer", 8)])
+def test_too_small_images_are_refused_naming_the_smallest_the_model_takes(name, side):
+    layers = spec.preset(name, num_classes=4)
+    assert spec.min_image_side(layers) == side
+    spec.build_torch(layers, (1, side, side))
+    with pytest.raises(ValueError, match=rf"shrinks the input \(1, {side - 1}, {side - 1}\).*this model needs images "
+                                         rf"of at least {side}x{side} pixels; use larger images, or a model with fewer"):
+        spec.build_torch(layers, (1, side - 1, side - 1))
+
+
+def test_valid_convolutions_count_in_the_smallest_side():
+    assert spec.min_image_side([spec.conv2d(4, kernel_size=5, padding="valid"), spec.maxpool2d()]) == 6
+
+
 def test_unknown_preset():
     with pytest.raises(ValueError, match="unknown model preset 'resnet'"):
         spec.preset("resnet")

@@ -36,7 +36,90 @@ def test_fit_learns_and_records_history():
     assert history.epochs[-1].train_loss < history.epochs[0].train_loss
     assert history.final_accuracy > 0.5  # chance is 0.1
     assert history.samples_per_s > 0 and history.train_seconds > 0
-    assert "test acc" in history.table()
+    assert "test acc" in history.table() and "epoch samples/s" in history.table()
+
+
+def test_fit_times_every_full_batch_step():
+    model, loader, _ = small_problem(n=200)  # batches of 32: 6 full ones and one of 8 per epoch
+    history = train.fit(model, loader, epochs=3, progress=False)
+    assert history.batch_size == 32 and history.steps_per_epoch == [6, 6, 6] and len(history.step_seconds) == 18
+    assert all(t > 0 for t in history.step_seconds)
+    assert history.timed_steps == 18 - train.WARMUP_STEPS
+
+
+def history_of(step_seconds, steps_per_epoch, batch_size=10):
+    epochs = [train.EpochStats(i + 1, 1.0, 1.0, rate) for i, rate in enumerate([50.0, 100.0, 300.0][:len(steps_per_epoch)])]
+    return train.History(epochs, list(step_seconds), list(steps_per_epoch), batch_size, warmup_steps=2)
+
+
+def test_the_training_rate_is_the_median_step_warm_up_excluded():
+    history = history_of([9, 9, 0.05, 0.2, 0.05, 5, 0.05, 0.05], [4, 4])
+    assert history.samples_per_s == pytest.approx(10 / 0.05)  # median of the 6 steps after the 2 warm-up ones
+    assert history.epoch_samples_per_s == 100.0  # the second epoch's whole-epoch rate: the first epoch is left out
+
+
+def test_the_spread_compares_the_epochs_median_steps():
+    history = history_of([9, 9, 0.1, 0.1, 0.1, 0.1, 0.1, 8, 0.2, 0.2, 0.2, 0.2], [4, 4, 4])
+    assert history.epoch_step_medians() == pytest.approx([0.1, 0.1, 0.2])  # the outlier 8 moves no median
+    assert history.spread == pytest.approx((0.2 - 0.1) / 0.1)
+    assert history_of([9, 9, 0.1, 0.3], [4]).spread == 0.0  # one epoch: one repeat
+
+
+def test_the_progress_bar_outside_jupyter_is_a_finished_text_bar_on_stdout(capsys):
+    model, loader, _ = small_problem(n=64)
+    train.fit(model, loader, epochs=2, progress=True)
+    out, err = capsys.readouterr()
+    assert "training: 100%" in out and "4/4" in out and err == ""
+
+
+def test_in_jupyter_the_bar_is_a_widget_whose_text_form_becomes_the_finished_bar(monkeypatch):
+    import IPython.display
+
+    shown = []
+
+    class Handle:
+        def update(self, obj):
+            shown.append(repr(obj))
+
+    def fake_display(obj, display_id=None):
+        shown.append(repr(obj))
+        return Handle()
+
+    monkeypatch.setattr(train, "_in_jupyter_kernel", lambda: True)
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    bar = train.progress_bar(4, "training")
+    for _ in range(4):
+        bar.update()
+    bar.close()
+    assert type(bar).__name__ == "FinishedTextBar" and len(shown) == 2
+    assert "training:   0%" in shown[0] and "training: 100%" in shown[1] and "4/4" in shown[1]
+    bar.close()  # tqdm closes a bar again when it is garbage-collected: nothing more is shown, nothing raises
+    assert len(shown) == 2
+
+
+def test_quiet_profile_drops_the_profilers_log_lines_only(capfd):
+    import sys
+
+    from torch.profiler import ProfilerActivity
+
+    with train.quiet_profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.ones(8).sum()
+        print("a real warning", file=sys.stderr)
+    assert any(e.key == "aten::sum" for e in prof.key_averages())
+    err = capfd.readouterr().err
+    assert "a real warning" in err and "USDT" not in err and "STAGE" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the checks run (see the test below)")
+def test_gpu_check_without_cuda_says_skipped():
+    assert train.gpu_check() == {name: "skipped: no GPU" for name in train.GPU_CHECKS}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: lab 01's GPU check cannot run")
+def test_gpu_check_on_a_gpu_passes():
+    results = train.gpu_check()
+    assert list(results) == list(train.GPU_CHECKS)
+    assert all(verdict.startswith("passed") for verdict in results.values()), results
 
 
 def test_fit_is_deterministic_for_a_seed():

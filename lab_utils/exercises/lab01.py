@@ -123,14 +123,15 @@ def _profile_cases(rng):
 
 def profile_of(case):
     """A torch.profiler profile of a few training steps of the tiny CNN."""
-    import torch
     import torch.nn.functional as F
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
+
+    from ..train import quiet_profile
 
     model, x, y = tiny_problem(case["seed"])
     x = x.repeat(case["batch"] // 16, 1, 1, 1)
     y = y.repeat(case["batch"] // 16)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with quiet_profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(3):
             model.zero_grad()
             F.cross_entropy(model(x), y).backward()
