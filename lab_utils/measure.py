@@ -150,6 +150,7 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None, 
                  baseline_rate: float | None = None, reference_rate: float | None = None,
                  other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
     """Warnings (with the likely cause) for figures that cannot be right; an empty list when nothing is suspect.
+    A warning never contains "; ", which joins several of them in a results row's `flags`.
 
     speedup over a one-device baseline with `devices` devices; spread = (max - min) / median of the repeats;
     baseline_rate against reference_rate, the same machine's lab 01 rate on the same workload.
@@ -167,7 +168,7 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None, 
             flags.append(f"speedup {speedup:.2f}x is below {MIN_SPEEDUP}x: oversubscribed cores, a hang-and-retry, "
                          "or a machine busy with something else")
     if spread is not None and spread > MAX_SPREAD:
-        flags.append(f"repeats spread by {spread:.0%} of the median: a noisy machine; rerun, or read the median only")
+        flags.append(f"repeats spread by {spread:.0%} of the median: a noisy machine (rerun, or read the median only)")
     if baseline_rate and reference_rate and not 1 / BASELINE_FACTOR <= baseline_rate / reference_rate <= BASELINE_FACTOR:
         flags.append(f"baseline {baseline_rate:,.0f} samples/s is {baseline_rate / reference_rate:.2f}x lab 01's "
                      f"{reference_rate:,.0f} on the same workload: another framework or job held the cores")
@@ -313,6 +314,19 @@ def read_results(source) -> list[Result]:
                     raise ValueError(f"{path}, line {reader.line_num}: ragged row, expected {len(header)} columns")
                 results.append(_parse_row(path, reader.line_num, record))
     return results
+
+
+SPEED_TEST = "speed test: cnn2d_3layer_fullconnected_3layer, synthetic 28x28, median step"  # labs 01 and 03 share it
+
+
+def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=None) -> float | None:
+    """The newest samples/s that `lab` recorded on this machine for this workload and variant (None if it has not run)."""
+    path = results_dir(directory) / f"lab{lab}.csv"
+    if not path.exists():
+        return None
+    host = hardware.detect().host
+    rows = [r for r in read_results(path) if r.workload == workload and r.variant == variant and r.machine.host == host]
+    return max(rows, key=lambda r: r.timestamp).samples_per_s if rows else None
 
 
 def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
