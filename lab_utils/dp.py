@@ -5,6 +5,9 @@ on device 0, compute the loss there, run the backward passes in parallel, reduce
 model, update it. With two or more GPUs the phases are torch's own (`torch.nn.parallel.scatter`, `replicate`,
 `parallel_apply`, `gather`: what `nn.DataParallel.forward` calls); elsewhere this module runs the same phases
 itself, with one thread per "device": a CPU core, or a CUDA stream when the replicas share one GPU.
+
+Also here: `sweep`, one device against DataParallel for several batch sizes as typed results (lab 02, `bench dp`),
+and `gpu_check`, the same step on the GPU(s) against the CPU.
 """
 from __future__ import annotations
 
