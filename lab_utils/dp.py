@@ -5,11 +5,15 @@ on device 0, compute the loss there, run the backward passes in parallel, reduce
 model, update it. With two or more GPUs the phases are torch's own (`torch.nn.parallel.scatter`, `replicate`,
 `parallel_apply`, `gather`: what `nn.DataParallel.forward` calls); elsewhere this module runs the same phases
 itself, with one thread per "device": a CPU core, or a CUDA stream when the replicas share one GPU.
+
+Also here: `sweep`, one device against DataParallel for several batch sizes as typed results (lab 02, `bench dp`),
+and `gpu_check`, the same step on the GPU(s) against the CPU.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,10 +22,6 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-import json
-
-import numpy as np
 
 from . import data, hardware, measure, spec
 from .plots import Interval
@@ -162,6 +162,10 @@ class StepReport:
     @property
     def seconds(self) -> float:
         return max(i.end_s for i in self.intervals) - min(i.start_s for i in self.intervals)
+
+    def device0_alone_seconds(self) -> float:
+        """Seconds device 0 worked while the other devices waited: scatter, replicate, gather, loss, reduce, update."""
+        return sum(i.seconds for i in self.intervals if i.kind in COORDINATOR_PHASES and i.row == self.intervals[0].row)
 
     def busy_seconds(self) -> dict:
         """Seconds each device spent working in this step."""
@@ -382,64 +386,198 @@ def gradient_difference(model: nn.Module, x, y, plan: DevicePlan, loss_fn=F.cros
 
 # ---- the comparison lab 02 and `bench dp` run ----------------------------------------------------------------
 
-def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, seed: int = 0) -> dict:
+SWEEP_WORKLOAD = "sweep: cnn2d_3layer_fullconnected_3layer, synthetic 28x28, one training step in one process"
+ONE_DEVICE = "1 device"
+
+
+def threaded_name(n_devices: int) -> str:
+    """The sweep's candidate that gives one device's step `n_devices` intra-op threads."""
+    return f"1 device x {n_devices} threads"
+
+
+def dp_name(n_devices: int) -> str:
+    """The sweep's DataParallel candidate."""
+    return f"DataParallel, {n_devices} devices"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What `sweep` measured: one result per candidate and batch size, device 0's phases, the gradient check."""
+
+    plan: DevicePlan
+    repeats: int
+    results: tuple[measure.Result, ...]
+    phase_ms: dict  # batch size -> device row -> phase -> median ms
+    grad_max_abs_diff: float
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.plan.devices)
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return list(dict.fromkeys(r.batch_size for r in self.results))
+
+    def result(self, batch_size: int, variant: str) -> measure.Result:
+        """The row of one candidate (ONE_DEVICE, threaded_name(n) or dp_name(n)) at one batch size."""
+        for r in self.results:
+            if r.batch_size == batch_size and r.variant == variant:
+                return r
+        raise KeyError(f"no result {variant!r} at batch {batch_size}")
+
+    def speedup(self, batch_size: int, variant: str) -> float:
+        """A candidate's samples/s over one device's (one thread on a CPU), at the same batch."""
+        return self.result(batch_size, variant).samples_per_s / self.result(batch_size, ONE_DEVICE).samples_per_s
+
+    def as_json(self) -> dict:
+        """The figures of `bench dp`, each with its spread and flags."""
+        n, rows = self.n_devices, []
+        for batch in self.batch_sizes:
+            one, many = self.result(batch, ONE_DEVICE), self.result(batch, dp_name(n))
+            row = {"batch_size": batch, "single_ms": round(one.wall_s * 1e3, 3), "single_spread": round(one.spread, 3),
+                   "dp_ms": round(many.wall_s * 1e3, 3), "dp_spread": round(many.spread, 3),
+                   "speedup": round(self.speedup(batch, dp_name(n)), 3), "flags": many.flags}
+            if self.plan.threads_per_device:
+                threads = self.result(batch, threaded_name(n))
+                row.update(threads_ms=round(threads.wall_s * 1e3, 3), threads_spread=round(threads.spread, 3),
+                           speedup_vs_threads=round(threads.wall_s / many.wall_s, 3))
+            rows.append(row)
+        return {"benchmark": "dp", "n_devices": n, "devices": [str(d) for d in self.plan.devices],
+                "backend": self.plan.backend, "threads_per_device": self.plan.threads_per_device,
+                "model": "cnn2d_3layer_fullconnected_3layer", "repeats": self.repeats, "by_batch": rows,
+                "phase_ms": self.phase_ms, "grad_max_abs_diff": self.grad_max_abs_diff,
+                "batch_size": rows[-1]["batch_size"], "speedup": rows[-1]["speedup"],
+                "speedup_small_batch": rows[0]["speedup"], "flags": rows[-1]["flags"]}
+
+
+def _sweep_result(variant, strategy, world_size, threads, batch, timing, baseline, device, hw) -> measure.Result:
+    """One candidate's row, flagged when its figures cannot be right."""
+    resources = world_size * (threads or 1)
+    speedup = baseline.median / timing.median if resources > 1 else None
+    flags = measure.plausibility(speedup=speedup, devices=resources, spread=timing.spread,
+                                 oversubscribed=not hw.gpus and resources > hw.cpu_count)
+    return measure.Result(lab="02", framework="torch", strategy=strategy, variant=variant, workload=SWEEP_WORKLOAD,
+                          world_size=world_size, device=str(device), batch_size=batch,
+                          samples_per_s=measure.samples_per_second(batch, timing.median), wall_s=timing.median,
+                          threads=threads, repeats=len(timing.times), spread=timing.spread, flags="; ".join(flags))
+
+
+def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
+          hw: hardware.HardwareReport | None = None) -> Sweep:
     """Training steps of one device vs DataParallel over `n_devices`, interleaved, for each batch size.
 
     On a CPU-only machine a third candidate runs too: one device whose single step may use `n_devices` intra-op
     threads, which is what torch does without any data parallelism.
     """
-
-    plan = plan_devices(n_devices)
-    single_plan = plan_devices(1)
+    hw = hw or hardware.detect()
+    plan, single_plan = plan_devices(n_devices, hw), plan_devices(1, hw)
     model_spec = spec.cnn2d_3layer_fullconnected_3layer()
-    threads_name = f"1 device x {n_devices} threads" if single_plan.threads_per_device else None
-    rows, phases = [], {}
+    singles = {ONE_DEVICE: single_plan.threads_per_device}  # threads: 1 on a CPU, None (torch's choice) on a GPU
+    if single_plan.threads_per_device:
+        singles[threaded_name(n_devices)] = n_devices
+    many = dp_name(n_devices)
+    results, phases = [], {}
     for batch in batch_sizes:
         x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
-        singles = {n: spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0])
-                   for n in ("1 device", threads_name) if n}
-        optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.01) for n, m in singles.items()}
-        threads = {"1 device": single_plan.threads_per_device, threads_name: n_devices}
+        models = {n: spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0]) for n in singles}
+        optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.01) for n, m in models.items()}
         with DataParallel(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
             parallel_opt = torch.optim.SGD(parallel.model.parameters(), lr=0.01)
             reports = []
-            candidates = {n: (lambda n=n: single_device_step(singles[n], x, y, optimizers[n], threads=threads[n]))
+            candidates = {n: (lambda n=n: single_device_step(models[n], x, y, optimizers[n], threads=singles[n]))
                           for n in singles}
-            candidates[f"{n_devices} devices"] = lambda: reports.append(parallel.step(x, y, parallel_opt))
-            timings = measure.time_interleaved(candidates, warmup=3, repeats=repeats, device=plan.devices[0])
-        ms = {n: round(t.median * 1e3, 3) for n, t in timings.items()}
-        one, many = ms["1 device"], ms[f"{n_devices} devices"]
-        row = {"batch_size": batch, "single_ms": one, "dp_ms": many, "speedup": round(one / many, 3)}
-        if threads_name:
-            row.update(threads_ms=ms[threads_name], speedup_vs_threads=round(ms[threads_name] / many, 3))
-        rows.append(row)
+            candidates[many] = lambda: reports.append(parallel.step(x, y, parallel_opt))
+            timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0])
+        base = timings[ONE_DEVICE]
+        results += [_sweep_result(n, "single", 1, threads, batch, timings[n], base, single_plan.devices[0], hw)
+                    for n, threads in singles.items()]
+        results.append(_sweep_result(many, "dp", n_devices, plan.threads_per_device, batch, timings[many], base,
+                                     plan.devices[0], hw))
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
-                         for r, parts in median_phase_seconds(reports[3:]).items()}
+                         for r, parts in median_phase_seconds(reports[warmup:]).items()}
     check = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
     diff = gradient_difference(spec.build_torch(model_spec, (1, 28, 28), seed=seed), *check, plan)
-    main = rows[-1]
-    return {"benchmark": "dp", "n_devices": n_devices, "devices": [str(d) for d in plan.devices],
-            "backend": plan.backend, "threads_per_device": plan.threads_per_device,
-            "model": "cnn2d_3layer_fullconnected_3layer", "repeats": repeats, "by_batch": rows,
-            "phase_ms": phases, "grad_max_abs_diff": diff, "batch_size": main["batch_size"],
-            "speedup": main["speedup"], "speedup_small_batch": rows[0]["speedup"]}
+    return Sweep(plan, repeats, tuple(results), phases, diff)
 
 
-def print_sweep(result: dict) -> None:
-    """The table, then the JSON line (last line of output)."""
-    n = result["n_devices"]
-    threads = "threads_ms" in result["by_batch"][0]
-    print(f"({result['model']}, one training step, median of {result['repeats']} interleaved steps; backend "
-          f"{result['backend']}, devices {result['devices']})")
-    print(f"{'batch':>6} {'1 device ms':>12}" + (f" {f'1 dev x {n} thr ms':>17}" if threads else "")
-          + f" {f'{n} devices ms':>13} {'speedup':>8}")
-    for row in result["by_batch"]:
-        print(f"{row['batch_size']:>6} {row['single_ms']:>12.2f}" + (f" {row['threads_ms']:>17.2f}" if threads else "")
-              + f" {row['dp_ms']:>13.2f} {row['speedup']:>7.2f}x")
-    for batch, table in result["phase_ms"].items():
-        print(f"phases at batch {batch} (median ms):")
-        for row, parts in table.items():
-            print(f"  {row:<18} " + "  ".join(f"{k} {v:.2f}" for k, v in parts.items()))
-    print(f"DataParallel vs one device, same batch of {max(r['batch_size'] for r in result['by_batch'])}: "
-          f"max |grad diff| = {result['grad_max_abs_diff']:.2e}")
-    print(json.dumps(result))
+def print_sweep(result: Sweep, *, phases: bool = True, json_line: bool = True) -> None:
+    """The table (each figure with its spread, warnings under it), then the JSON line (last line of output)."""
+    n = result.n_devices
+    print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
+          f"backend {result.plan.backend}, devices {[str(d) for d in result.plan.devices]})")
+    print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}")
+    for batch in result.batch_sizes:
+        for r in (x for x in result.results if x.batch_size == batch):
+            speedup = result.speedup(batch, r.variant)
+            print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{speedup:8.2f}x")
+            if r.flags:
+                print(f"{'':>8}[!] {r.flags}")
+    if phases:
+        for batch, table in result.phase_ms.items():
+            print(f"phases at batch {batch} (median ms):")
+            for row, parts in table.items():
+                print(f"  {row:<18} " + "  ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+    print(f"DataParallel vs one device, same batch of {max(result.batch_sizes)}: "
+          f"max |grad diff| = {result.grad_max_abs_diff:.2e}")
+    if json_line:
+        print(json.dumps(result.as_json()))
+
+
+# ---- the GPU check ---------------------------------------------------------------------------------------------
+
+GPU_TOLERANCE = 1e-4
+
+
+def _gpu_gradient_check(step, model, reference) -> str:
+    """'passed', or 'failed: ...' when the gradients `step(model)` returns differ from the CPU reference."""
+    try:
+        grads = step(model)
+    except Exception as exc:  # report any failure on the GPU as a failed check, with its cause
+        return f"failed: {type(exc).__name__}: {exc}"
+    diff = max_abs_diff(grads, reference)
+    return "passed" if diff <= GPU_TOLERANCE else f"failed: max |gradient - CPU| = {diff:.2e} > {GPU_TOLERANCE}"
+
+
+def gpu_check() -> dict[str, str]:
+    """Lab 02's step on the GPU(s) against one CPU device's gradients (same weights, same batch).
+
+    Checks: replicas sharing cuda:0 (this module's threads, one CUDA stream each); with two or more GPUs, torch's own
+    scatter/replicate/parallel_apply/gather phases and nn.DataParallel itself.
+    """
+    names = ("DataParallel step, 2 replicas sharing cuda:0", "DataParallel step, torch.nn.parallel phases on every GPU",
+             "nn.DataParallel on every GPU")
+    if not torch.cuda.is_available():
+        return {name: "skipped: no GPU" for name in names}
+    gpus = torch.cuda.device_count()
+    model = spec.build_torch(spec.cnn2d_3layer_fullconnected_3layer(), (1, 28, 28), seed=0)
+    x, y = (torch.from_numpy(a) for a in data.synthetic_images(64, image_shape=(1, 28, 28), seed=1))
+    cpu = copy.deepcopy(model)
+    single_device_step(cpu, x, y, threads=None)
+    reference = gradients(cpu)
+
+    def our_step(plan):
+        def step(m):
+            with DataParallel(m, plan) as parallel:
+                parallel.step(x, y)
+                return gradients(parallel.model)
+        return step
+
+    def wrapper_step(m):
+        wrapped = nn.DataParallel(m.cuda())
+        F.cross_entropy(wrapped(x.cuda()), y.cuda()).backward()
+        return gradients(m)
+
+    shared = DevicePlan((torch.device("cuda", 0),) * 2, "threads", None, "gpu_check: replicas sharing cuda:0")
+    steps = {names[0]: our_step(shared)}
+    if gpus >= 2:
+        steps[names[1]] = our_step(plan_devices(gpus, backend="torch"))
+        steps[names[2]] = wrapper_step
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False  # TF32 convolutions round to 10 bits: compare float32 with float32
+    try:
+        out = {name: _gpu_gradient_check(step, copy.deepcopy(model), reference) for name, step in steps.items()}
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    for name in names[1:]:
+        out.setdefault(name, f"skipped: needs 2 GPUs, this machine has {gpus}")
+    return out

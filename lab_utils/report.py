@@ -61,13 +61,23 @@ class Compared:
 
     @property
     def flags(self) -> list[str]:
-        """What is implausible about this row: its own recorded flags, and its speedup against the baseline."""
-        own = [f for f in self.row.flags.split("; ") if f]
+        """What is implausible about this row: its own recorded flags (one line, as recorded), then its speedup's
+        (those not recorded already)."""
+        own = [self.row.flags] if self.row.flags else []
+        return own + [f for f in self._speedup_flags() if f not in self.row.flags]
+
+    @property
+    def implausible(self) -> bool:
+        """True when the speedup itself cannot be right; a row flagged only for noisy repeats is not."""
+        noise_only = self.row.flags in ("", "; ".join(plausibility(spread=self.row.spread)))
+        return bool(self._speedup_flags()) or not noise_only
+
+    def _speedup_flags(self) -> list[str]:
         if self.efficiency is None or self.row is self.baseline:
-            return own
+            return []
         cores = self.row.machine.cpu_count if self.row.machine else None
         oversubscribed = bool(cores) and not self.row.machine.gpu_names and self.row.resources > cores
-        return own + plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed)
+        return plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed)
 
 
 def _baseline_for(row: Result, group: list[Result]) -> tuple[Result | None, str]:
@@ -92,21 +102,30 @@ def compare(rows: list[Result]) -> list[Compared]:
     return [Compared(row, *_baseline_for(row, groups[_key(row)])) for row in rows]
 
 
-def table(compared: list[Compared], *, hosts: bool = False) -> str:
-    """The summary table as text: one line per row, its plausibility warnings on the line below it."""
-    header = (f"{'host':<12} " if hosts else "") + (f"{'lab':<4}{'framework':<10}{'strategy':<30}{'devices':>7}"
-                                                    f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'samples/s':>11}"
-                                                    f"{'speedup':>8}{'effic.':>7}")
-    lines = [header]
+def host_name(row: Result, this_host: str | None = None) -> str:
+    """The machine a row was measured on; 'this machine' for `this_host` (no host name of yours in a table)."""
+    host = row.machine.host if row.machine else ""
+    return "this machine" if this_host and host == this_host else host
+
+
+def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None) -> str:
+    """The summary table as text: a line naming each workload, then one line per row, its plausibility warnings on
+    the lines below it."""
+    header = (f"{'machine':<13}" if hosts else "") + (f"{'lab':<4}{'framework':<10}{'strategy':<30}{'devices':>7}"
+                                                     f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'samples/s':>11}"
+                                                     f"{'speedup':>8}{'effic.':>7}")
+    lines, workload = [header], None
     for c in compared:
         r = c.row
+        if (host_name(r), r.lab, r.workload) != workload:
+            workload = (host_name(r), r.lab, r.workload)
+            lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}")
         name = r.strategy + (f" {r.variant}" if r.variant else "")
         acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
-        threads = f"{r.threads:8d}" if r.threads is not None else f"{'kernel':>8}"
+        threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
         speed = f"{c.speedup:8.2f}" if c.baseline else f"{'-':>8}"
         speed += f"{c.efficiency:7.0%}" if c.efficiency is not None else f"{'-':>7}"
-        host = (r.machine.host if r.machine else "")[:11]
-        lines.append((f"{host:<12} " if hosts else "") +
+        lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<10}{name[:29]:<30}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}")
         lines += [f"      [!] {flag}" for flag in c.flags]
@@ -116,6 +135,31 @@ def table(compared: list[Compared], *, hosts: bool = False) -> str:
 def summary(results_dir) -> str:
     """The scaling report's table of the newest rows of one results folder (what `make course` prints at the end)."""
     return table(compare(latest(load(results_dir))))
+
+
+DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")
+
+
+def amdahl_rows(compared: list[Compared], strategies=DATA_PARALLEL) -> tuple[dict[str, list[Compared]], list[Compared]]:
+    """Per machine, the data-parallel rows an Amdahl fit may use; and the implausible rows it passed over.
+
+    One row per lab, strategy, device count and threads: the plausible one with the largest batch, where data
+    parallelism is used in practice (small batches are where it loses by design, lab 02). Only rows with a one-device
+    baseline. An implausible row with a larger batch than the one chosen is returned as left out.
+    """
+    groups = {}
+    for c in compared:
+        if c.row.strategy in strategies and c.efficiency is not None and c.hardware_ratio > 1:
+            key = (host_name(c.row), c.row.lab, c.row.strategy, c.row.world_size, c.row.threads)
+            groups.setdefault(key, []).append(c)
+    per_machine, left_out = {}, []
+    for (host, *_), group in groups.items():
+        for c in sorted(group, key=lambda c: -c.row.batch_size):
+            if not c.implausible:
+                per_machine.setdefault(host, []).append(c)
+                break
+            left_out.append(c)
+    return per_machine, left_out
 
 
 # --- models of scaling ----------------------------------------------------------------------------------------

@@ -60,9 +60,12 @@ def test_bench_ddp_ends_with_a_json_line():
 
 
 def test_bench_dp_ends_with_a_json_line():
-    figures = bench_figures("dp", "--repeats", "1", "--batch-sizes", "8,16")
-    assert figures["grad_max_abs_diff"] <= 1e-5 and figures["speedup"] > 0
+    figures = bench_figures("dp", "--repeats", "2", "--batch-sizes", "8,16")
+    assert figures["grad_max_abs_diff"] <= 1e-5 and figures["speedup"] > 0 and isinstance(figures["flags"], str)
     assert [row["batch_size"] for row in figures["by_batch"]] == [8, 16] and figures["batch_size"] == 16
+    for row in figures["by_batch"]:
+        assert row["speedup"] == pytest.approx(row["single_ms"] / row["dp_ms"], rel=1e-2)
+        assert row["single_spread"] >= 0 and row["dp_spread"] >= 0
 
 
 def test_bench_dp_refuses_bad_batch_sizes():

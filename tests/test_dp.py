@@ -1,4 +1,5 @@
-"""DataParallel's phases run for real: split rules, equivalence with one device, concurrency, errors."""
+"""DataParallel's phases run for real: split rules, equivalence with one device, concurrency, errors; the sweep's
+typed results; the GPU check."""
 import copy
 import threading
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from lab_utils import checks, dp, hardware, spec
+from lab_utils import dp, hardware, measure, spec
 
 CPU_ONLY = hardware.HardwareReport("laptop", 2, (), "3.11", "2.13.0", "2.21.0")
 ONE_GPU = hardware.HardwareReport("ws", 8, (hardware.GPU(0, "G", 24.0),), "3.11", "2.13.0", "2.21.0")
@@ -178,30 +179,49 @@ def test_nn_data_parallel_on_a_cpu_only_machine_is_the_plain_module():
     assert wrapped.device_ids == [] and seen == [8]
 
 
-def test_reference_phases_pass_their_own_checks_and_an_averaging_reduce_fails():
-    assert checks.check_scatter(dp.scatter) and checks.check_gather(dp.gather)
-    assert checks.check_reduce_gradients(dp.reduce_gradients)
-    assert checks.check_data_parallel_step(dp.scatter, dp.gather, dp.reduce_gradients)
-
-    @torch.no_grad()
-    def averaging(model, replicas):
-        for p, *others in zip(model.parameters(), *(r.parameters() for r in replicas)):
-            p.grad = (p.grad + sum(o.grad for o in others)) / (len(others) + 1)
-
-    result = checks.check_reduce_gradients(averaging)
-    assert not result and "you averaged" in result.hint
-    assert not checks.check_data_parallel_step(dp.scatter, dp.gather, averaging)
+def test_device_zero_alone_is_the_time_of_its_serial_phases():
+    model, x, y = problem(32)
+    with dp.DataParallel(model, dp.plan_devices(2, CPU_ONLY)) as parallel:
+        report = parallel.step(x, y, torch.optim.SGD(model.parameters(), lr=0.1))
+    serial = sum(i.seconds for i in report.intervals if i.row == parallel.rows[0] and i.kind in dp.COORDINATOR_PHASES)
+    assert report.device0_alone_seconds() == pytest.approx(serial) and 0 < serial < report.seconds
 
 
-def test_checks_name_the_usual_mistakes():
-    chunked = checks.check_scatter(lambda batch, devices: list(torch.chunk(batch, len(devices))))
-    assert not chunked and "expected [4, 3, 3]" in chunked.hint
-    stacked = checks.check_gather(lambda outputs, device: torch.stack(outputs))
-    assert not stacked and "torch.cat" in stacked.hint
-    reversed_ = checks.check_gather(lambda outputs, device: torch.cat(outputs[::-1]))
-    assert not reversed_ and "out of order" in reversed_.hint
-    untouched = checks.check_reduce_gradients(lambda model, replicas: None)
-    assert not untouched and "did not change" in untouched.hint
+def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
+    sweep = dp.sweep(n_devices=2, batch_sizes=(4, 6), repeats=2, warmup=1, hw=CPU_ONLY)
+    assert sweep.batch_sizes == [4, 6] and len(sweep.results) == 6 and sweep.grad_max_abs_diff <= 1e-5
+    assert all(isinstance(r, measure.Result) and r.lab == "02" and r.workload == dp.SWEEP_WORKLOAD for r in sweep.results)
+    many = sweep.result(6, dp.dp_name(2))
+    assert (many.strategy, many.world_size, many.threads, many.repeats) == ("dp", 2, 1, 2)
+    assert sweep.result(6, dp.threaded_name(2)).threads == 2 and sweep.result(6, dp.ONE_DEVICE).threads == 1
+    assert sweep.speedup(6, dp.dp_name(2)) == pytest.approx(sweep.result(6, dp.ONE_DEVICE).wall_s / many.wall_s)
+    assert many.samples_per_s == pytest.approx(6 / many.wall_s) and many.spread >= 0
+    figures = sweep.as_json()
+    assert figures["batch_size"] == 6 and figures["speedup"] == round(sweep.speedup(6, dp.dp_name(2)), 3)
+    assert {"single_spread", "dp_spread", "threads_spread", "flags"} <= set(figures["by_batch"][0])
+    assert set(figures["phase_ms"][6]) == {"device 0 (cpu)", "device 1 (cpu)"}
+    with pytest.raises(KeyError, match="no result"):
+        sweep.result(5, dp.ONE_DEVICE)
+
+
+def test_sweep_rows_more_devices_than_cores_are_flagged_oversubscribed():
+    one_core = hardware.HardwareReport("tiny", 1, (), "3.11", "2.13.0", "-")
+    sweep = dp.sweep(n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=one_core)
+    assert "oversubscribed" in sweep.result(4, dp.dp_name(2)).flags
+    assert "oversubscribed" not in sweep.result(4, dp.ONE_DEVICE).flags
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the check runs instead")
+def test_the_gpu_check_says_it_skipped_without_a_gpu():
+    result = dp.gpu_check()
+    assert len(result) == 3 and set(result.values()) == {"skipped: no GPU"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: runs lab 02's step on this machine's GPU(s)")
+def test_the_gpu_check_passes_or_skips_with_a_reason():
+    result = dp.gpu_check()
+    assert result["DataParallel step, 2 replicas sharing cuda:0"] == "passed", result
+    assert all(v == "passed" or v.startswith("skipped: needs 2 GPUs") for v in result.values()), result
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: runs DataParallel on this machine's GPU(s)")

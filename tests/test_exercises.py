@@ -363,22 +363,32 @@ def best_split_by_count(times, stages):
 
 # ---- lab 10 ---------------------------------------------------------------------------------------------------------
 
+def hardware(row):
+    return row.world_size * (row.threads or 1)
+
+
 @named("speedup_and_efficiency")
 def speedup_and_efficiency(row, baseline):
-    speedup = row["samples_per_s"] / baseline["samples_per_s"]
-    return speedup, speedup / (row["world_size"] * row["threads"] / (baseline["world_size"] * baseline["threads"]))
+    speedup = row.samples_per_s / baseline.samples_per_s
+    return speedup, speedup / (hardware(row) / hardware(baseline))
 
 
 @named("speedup_and_efficiency")
 def speedup_inverted(row, baseline):
-    speedup = baseline["samples_per_s"] / row["samples_per_s"]
-    return speedup, speedup / row["world_size"]
+    speedup = baseline.samples_per_s / row.samples_per_s
+    return speedup, speedup / row.world_size
 
 
 @named("speedup_and_efficiency")
 def efficiency_by_ranks_only(row, baseline):
-    speedup = row["samples_per_s"] / baseline["samples_per_s"]
-    return speedup, speedup / row["world_size"]
+    speedup = row.samples_per_s / baseline.samples_per_s
+    return speedup, speedup / row.world_size
+
+
+@named("speedup_and_efficiency")
+def efficiency_ignores_the_baselines_threads(row, baseline):
+    speedup = row.samples_per_s / baseline.samples_per_s
+    return speedup, speedup / hardware(row)
 
 
 @named("fit_serial_fraction")
@@ -425,8 +435,8 @@ WRONG = [median_time_mean, median_time_times_warmup, median_time_minimum, median
          global_mean_of_means, global_mean_summed, shard_drop_remainder, shard_last_takes_the_rest,
          run_epochs_no_set_epoch, run_epochs_after_the_loop, scaled_lr_unchanged, scaled_lr_divided,
          gpipe_order_interleaved, gpipe_order_one_list, bubble_busy_share, bubble_from_zero, best_split_by_count,
-         speedup_inverted, efficiency_by_ranks_only, parallel_fraction, first_point_only, predict_inverse,
-         predict_linear]
+         speedup_inverted, efficiency_by_ranks_only, efficiency_ignores_the_baselines_threads, parallel_fraction,
+         first_point_only, predict_inverse, predict_linear]
 IDS = lambda fn: f"{fn.__name__}-{fn.__code__.co_name}"  # noqa: E731
 
 
@@ -468,6 +478,8 @@ def test_the_self_check_names_the_mistake():
     assert "1F1B" in check(gpipe_order_interleaved).message or "order" in check(gpipe_order_interleaved).message
     assert "busy share" in check(bubble_busy_share).message
     assert "parallel fraction" in check(parallel_fraction).message
+    assert "not ranks alone" in check(efficiency_by_ranks_only).message
+    assert "the baseline used" in check(efficiency_ignores_the_baselines_threads).message
 
 
 def test_a_stub_is_reported_as_not_written_yet():

@@ -6,7 +6,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from lab_utils import report
+from lab_utils import measure, report
 from lab_utils.launch import launch
 from lab_utils.measure import Machine, Result
 
@@ -61,12 +61,47 @@ def test_implausible_rows_are_flagged_under_them_in_the_table():
     assert "[!] efficiency 115% is above 100 %" in text
 
 
+def test_recorded_flags_are_shown_as_recorded_and_not_repeated():
+    too_fast = measure.plausibility(speedup=2.3, devices=2)[0]
+    rows = [row("single", 1, 100), row("ddp", 2, 230, flags=f"{too_fast}; repeats spread; rerun")]
+    flags = report.compare(rows)[1].flags
+    assert flags == [f"{too_fast}; repeats spread; rerun"]
+
+
+def test_a_row_flagged_for_noise_only_is_plausible_and_other_flags_are_not():
+    noise = "; ".join(measure.plausibility(spread=0.6))
+    base = row("single", 1, 100)
+    noisy, framework = Result(**{**vars(row("ddp", 2, 180)), "spread": 0.6, "flags": noise}), row("ddp", 2, 180, flags="TF ran")
+    compared = {c.row.flags: c for c in report.compare([base, noisy, framework])}
+    assert not compared[noise].implausible and compared["TF ran"].implausible
+    assert report.compare([base, row("ddp", 2, 230)])[1].implausible  # efficiency 115 %
+
+
+def test_amdahl_rows_take_the_largest_plausible_batch_per_machine_and_say_what_they_left_out():
+    rows = [row("single", 1, 100, batch=b) for b in (64, 256, 512)] + [
+        row("ddp", 2, 150, batch=64), row("ddp", 2, 180, batch=256), row("ddp", 2, 250, batch=512),  # 512: 125 %
+        row("single", 1, 100, lab="04"), row("pipeline-gpipe", 2, 150, lab="04"),
+        row("single", 1, 50, host="other"), row("ddp", 4, 160, host="other"), row("ddp", 2, 90, host="other", batch=8)]
+    per_machine, left_out = report.amdahl_rows(report.compare(rows))
+    assert {host: [(c.row.world_size, c.row.batch_size) for c in chosen] for host, chosen in per_machine.items()} == {
+        "h": [(2, 256)], "other": [(4, 256)]}
+    assert [(c.row.batch_size, c.row.samples_per_s) for c in left_out] == [(512, 250.0)]
+
+
+def test_the_table_names_each_workload_and_this_machine_without_its_host_name():
+    rows = [row("single", 1, 100), row("ddp", 2, 180), row("single", 1, 50, host="lab-gpu"), row("ddp", 2, 95, host="lab-gpu")]
+    text = report.table(report.compare(report.latest(rows)), hosts=True, this_host="h")
+    assert text.count("workload: the workload") == 2 and "this machine" in text and "lab-gpu" in text
+    assert not any(line.startswith("h ") for line in text.splitlines())
+
+
 def test_the_table_says_what_it_could_not_compute():
     text = report.table(report.compare([row("ddp", 2, 180), row("single", 1, 100)]))
     lines = text.splitlines()
     assert "speedup" in lines[0] and any("1.80" in l and "90%" in l for l in lines)
+    assert lines[1] == "03  workload: the workload"
     lonely = report.table(report.compare([row("ddp", 2, 180)]))
-    assert lonely.splitlines()[1].split()[-2:] == ["-", "-"]
+    assert lonely.splitlines()[2].split()[-2:] == ["-", "-"]
 
 
 def test_load_skips_missing_folders_and_reads_another_machines_rows():
@@ -137,4 +172,4 @@ def test_lab10_runs_on_another_machines_results(tmp_path):
     text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
                    for c in nbformat.read(tmp_path / src.name, 4).cells if c.cell_type == "code" for o in c.outputs)
     assert "3 rows from 1 machine(s): fixture-4gpu" in text and "3.20" in text  # 131000 / 41000 on 4 GPUs
-    assert "PASS  predicted speedup" in text
+    assert "PASS  predict_speedup" in text

@@ -7,44 +7,69 @@ from .core import Exercise, register
 # ---- speedup and efficiency ----------------------------------------------------------------------------------------
 
 def _speedup_cases(rng):
-    cases = []
-    for _ in range(5):
-        base = {"samples_per_s": round(rng.uniform(100, 1000), 2), "world_size": 1, "threads": rng.choice([1, 2])}
+    fixed = [  # each tells one classic mistake from the right answer
+        [{"samples_per_s": 3000.0, "world_size": 4, "threads": 2}, {"samples_per_s": 1000.0, "world_size": 1, "threads": 1}],
+        [{"samples_per_s": 1500.0, "world_size": 2, "threads": 2}, {"samples_per_s": 1000.0, "world_size": 1, "threads": 2}],
+        [{"samples_per_s": 1800.0, "world_size": 2, "threads": None}, {"samples_per_s": 1000.0, "world_size": 1, "threads": None}],
+    ]
+    drawn = []
+    for _ in range(4):
+        base = {"samples_per_s": round(rng.uniform(100, 1000), 2), "world_size": 1, "threads": rng.choice([1, 2, None])}
         row = {"samples_per_s": round(rng.uniform(100, 4000), 2), "world_size": rng.choice([2, 4, 8]),
-               "threads": rng.choice([1, 2])}
-        cases.append([row, base])
-    return cases
+               "threads": rng.choice([1, 2, None])}
+        drawn.append([row, base])
+    return fixed + drawn
+
+
+def _as_result(fields: dict):
+    """A results row (measure.Result) from the plain-data fields of a case."""
+    from ..measure import Result
+
+    return Result(lab="10", framework="torch", strategy="ddp" if fields["world_size"] > 1 else "single",
+                  world_size=fields["world_size"], device="cpu", batch_size=256, samples_per_s=fields["samples_per_s"],
+                  wall_s=256 / fields["samples_per_s"], workload="exercise", threads=fields["threads"])
 
 
 def _speedup_run(speedup_and_efficiency, cases):
-    return [[float(v) for v in speedup_and_efficiency(dict(row), dict(base))] for row, base in cases]
+    return [[float(v) for v in speedup_and_efficiency(_as_result(row), _as_result(base))] for row, base in cases]
+
+
+def _hardware(fields: dict) -> float:
+    return fields["world_size"] * (fields["threads"] or 1)
 
 
 def _speedup_expected(cases):
     out = []
     for row, base in cases:  # as report.Compared does for results
         speedup = row["samples_per_s"] / base["samples_per_s"]
-        out.append([speedup, speedup / (row["world_size"] * row["threads"] / (base["world_size"] * base["threads"]))])
+        out.append([speedup, speedup / (_hardware(row) / _hardware(base))])
     return out
 
 
 def _speedup_judge(got, expected, cases):
+    def near(a, b):
+        return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
     for g, e, (row, base) in zip(got, expected, cases):
         if len(g) != 2:
             return 0.0, "return two numbers: (speedup, efficiency)"
-        if abs(g[0] - e[0]) > 1e-9 * e[0]:
-            if abs(g[0] - 1 / e[0]) <= 1e-9 / e[0]:
+        if not near(g[0], e[0]):
+            if near(g[0], 1 / e[0]):
                 return 0.0, "speedup is the row's samples/s over the baseline's, not the other way round"
             return 0.0, f"the speedup of {row} over {base} should be {e[0]:.3f}, got {g[0]:.3f}"
-        if abs(g[1] - e[1]) > 1e-9 * e[1]:
-            if abs(g[1] - e[0] / row["world_size"]) <= 1e-9:
-                return 0.0, "efficiency divides by the extra hardware: ranks x threads of the row over the baseline's, not ranks alone"
+        if not near(g[1], e[1]):
+            if near(g[1], e[0] / row["world_size"]):
+                return 0.0, "efficiency divides by the extra hardware: ranks x threads of the row, not ranks alone"
+            if near(g[1], e[0] / _hardware(row)):
+                return 0.0, ("efficiency divides by the row's hardware over the baseline's: the baseline used "
+                             f"{_hardware(base):g} thread(s) too")
             return 0.0, "efficiency = speedup / (ranks x threads of the row over those of the baseline)"
     return 1.0, "speedup and efficiency right"
 
 
 SPEEDUP = Exercise("10", "speedup_and_efficiency", _speedup_cases, _speedup_run, _speedup_expected, _speedup_judge,
-                   "efficiency divides the speedup by the extra hardware (ranks x threads)")
+                   "efficiency divides the speedup by the extra hardware: ranks x threads (threads None counts as 1), "
+                   "the row's over the baseline's")
 
 
 # ---- Amdahl's serial fraction ---------------------------------------------------------------------------------------
