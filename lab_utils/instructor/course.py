@@ -170,7 +170,7 @@ def summary(runs: list[NotebookRun], results: Path) -> str:
     if results.exists() and any(results.glob("*.csv")):
         from ..report import summary as report_summary
 
-        lines += ["", f"the scaling report (lab 06's table) of {results}:", report_summary(results)]
+        lines += ["", f"the scaling report (lab 10's table) of {results}:", report_summary(results)]
     return "\n".join(lines)
 
 

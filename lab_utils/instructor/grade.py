@@ -42,7 +42,9 @@ FAST_PARAMETERS = {"seed": 0, "epochs": 2, "lr_epochs": 2, "scaling_steps": 5, "
                    "allreduce_max_bytes": 2**16, "speed_steps": 5, "speed_global_batch": 128, "world_size": 2,
                    "n_devices": 2, "n_workers": 2, "stages": 2, "train_steps": 2, "train_epochs": 2, "steps": 2,
                    "gradients": 80, "tf_steps": 40, "straggler_factors": [1, 4], "run_s": 0.25, "pool_requests": 600,
-                   "fresh_compile_cache": False, "batch_sweep": [1, 8, 64], "timing_steps": 3, "timing_repeats": 3}
+                   "fresh_compile_cache": False, "batch_sweep": [1, 8, 64], "timing_steps": 3, "timing_repeats": 3,
+                   "sweep_batches": [8, 16], "hotspot_devices": [1, 2], "hotspot_batch": 16, "compare_steps": 1,
+                   "timed_steps": 2, "warmup_steps": 1}
 PAPERMILL = """
 import json, sys
 import papermill
