@@ -126,3 +126,28 @@ def test_run_times_are_written_where_they_disagree(tmp_path):
     assert problems == ["README course map, lab 00: gpu time says 'not measured', the run took 4 s"]
     assert "| 00 setup | things | 9 s | 4 s |" in readme.read_text()
     assert course.update_run_times({"00": 4.4}, column="gpu", check=True, readme=readme) == []
+
+
+def code_of(lab: str) -> str:
+    """The code a learner reads in a lab's solution: its code cells."""
+    path = next(p for p in course.solution_notebooks() if p.name.startswith(lab))
+    return "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("lab, needed", [
+    ("03", ["dist.init_process_group(", "DistributedSampler(", ".set_epoch(", "DDP(", "dist.destroy_process_group("]),
+    ("04", ["dist.recv(", "isend("]),
+    ("05", ["strategy.run("]),
+    ("06", ["dist.send(", "dist.recv("]),
+])
+def test_the_parallel_code_is_in_the_notebook(lab, needed):
+    code = code_of(lab)
+    assert [n for n in needed if n not in code] == []
+
+
+def test_every_lab_walks_data_model_strategy_measure_in_order():
+    for path in course.solution_notebooks():
+        headings = [line for c in nbformat.read(path, 4).cells if c.cell_type == "markdown"
+                    for line in c.source.splitlines() if line.startswith("## ")]
+        found = [next((i for i, h in enumerate(headings) if step in h), None) for step in ("Data", "Model", "Strategy", "Measure")]
+        assert None not in found and found == sorted(found), f"{path.name}: {headings}"
