@@ -1,4 +1,5 @@
-"""Lab 05: the per-replica batch, reading a PerReplica value, the distributed train step (TensorFlow imported lazily)."""
+"""Lab 05: the per-replica batch, reading a PerReplica value, the replica step run in MultiWorkerMirroredStrategy
+worker processes (TensorFlow imported lazily)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +7,7 @@ import numpy as np
 from .core import Exercise, close, max_abs_diff, register
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
-         "import tensorflow as tf\nimport numpy as np")
+         "import keras\nimport numpy as np\nimport tensorflow as tf")
 _SHAPE = (1, 8, 8)  # the digits' (C, H, W)
 
 
@@ -140,8 +141,10 @@ def distributed_update(replica_step, strategy, global_batch: int, seed: int) -> 
 
     model, optimizer, x, y = _step_problem(strategy, global_batch, seed)
     start = _flat(model)
-    batches = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch))
-    images, labels = next(iter(batches))
+    options = tf.data.Options()  # workers shard the global batch by element (in-memory arrays have no files to split)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch).with_options(options)
+    images, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
 
     @tf.function
     def step(a, b):
@@ -152,18 +155,40 @@ def distributed_update(replica_step, strategy, global_batch: int, seed: int) -> 
     return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
 
 
+def replica_step_worker(rank: int, world_size: int, replica_step, case: dict) -> dict:
+    """A MultiWorkerMirroredStrategy worker (TF_CONFIG set by the launcher): one step with the learner's replica step."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    return distributed_update(replica_step, strategy, case["per_replica"] * world_size, case["seed"])
+
+
+WORKERS = 2
+
+
 def _step_cases(rng):
     return {"seed": rng.randrange(10**6), "per_replica": rng.choice([6, 8, 12])}
 
 
+def step_answer(workers: list[dict]) -> dict:
+    """What the judge sees of one run of the workers: worker 0's update and loss, and how far the others differ."""
+    updates = [np.array(w["update"]) for w in workers]
+    return {**workers[0], "workers_differ_by": max(float(np.abs(u - updates[0]).max()) for u in updates)}
+
+
 def _step_run(replica_step, case):
-    strategy = mirrored_strategy()
-    return distributed_update(replica_step, strategy, case["per_replica"] * strategy.num_replicas_in_sync, case["seed"])
+    from ..tf_distribute import launch_workers
+
+    return step_answer(launch_workers(replica_step_worker, WORKERS, args=(replica_step, case), timeout=180))
 
 
 def _step_judge(got, expected, case):
     reference = single_device_update(case["per_replica"] * got["replicas"], case["seed"])
     update, right = np.array(got["update"]), np.array(reference["update"])
+    if got["replicas"] != WORKERS:
+        return 0.0, f"expected {WORKERS} replicas in sync (one per worker), got {got['replicas']}"
+    if got["workers_differ_by"] > 1e-6:
+        return 0.0, "the workers ended with different weights: apply the gradients inside the replica step"
     if not np.abs(update).max():
         return 0.0, "the weights did not change: apply the gradients with optimizer.apply_gradients(...)"
     if max_abs_diff(update, right) > 1e-5:
@@ -175,10 +200,10 @@ def _step_judge(got, expected, case):
                      "GLOBAL batch, tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)")
     if abs(got["loss"] - reference["loss"]) > 1e-5:
         return 0.5, "the update is right; return the scaled loss (the one you differentiated)"
-    return 1.0, "loss scaled by the global batch: the same update as one device"
+    return 1.0, f"loss scaled by the global batch: {WORKERS} workers make the same update as one device"
 
 
 REPLICA_STEP = Exercise("05", "replica_step", _step_cases, _step_run, lambda case: None, _step_judge,
-                        "scale the per-example losses by the global batch size", setup=SETUP)
+                        "scale the per-example losses by the global batch size", setup=SETUP, ranks=WORKERS)
 
 register(PER_REPLICA_BATCH, LOCAL_VALUES, REPLICA_STEP)
