@@ -285,3 +285,18 @@ def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
 def test_unknown_dataset_is_refused():
     with pytest.raises(ValueError, match="'digits' or 'synthetic'"):
         tf_distribute.train_custom_loop(tf_distribute.TFTrainConfig(dataset="mnist", multiworker=False))
+
+
+def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
+    """gpu_check's core, run on logical CPUs here: a MirroredStrategy step over 2 devices equals one device's."""
+    done = _python("""
+        import numpy as np
+        from lab_utils import tf_distribute
+        devices = tf_distribute.configure_devices(2)
+        import tensorflow as tf
+        mirrored = tf_distribute._one_step_update(tf, tf.distribute.MirroredStrategy(list(devices.names)))
+        single = tf_distribute._one_step_update(tf, tf.distribute.OneDeviceStrategy("/cpu:0"))
+        print(float(np.abs(mirrored).max()) > 0, float(np.abs(mirrored - single).max()) <= tf_distribute.GPU_TOLERANCE)
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["True", "True"]
