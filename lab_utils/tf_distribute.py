@@ -268,6 +268,79 @@ def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: i
                   timeout=timeout, threads=threads, pin_cores=False, env=env, prepare=prepare)
 
 
+# ---- one step, checked: the reference replica step and one-device reference (exercise, gpu_check) -------------
+
+DIGITS_SHAPE = (1, 8, 8)  # (C, H, W)
+
+
+def reference_replica_step(model, optimizer, images, labels, global_batch):
+    """One replica's share of a step: per-example cross-entropy scaled by the GLOBAL batch, gradients applied."""
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        per_example = tf.keras.losses.sparse_categorical_crossentropy(labels, model(images, training=True),
+                                                                      from_logits=True)
+        loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+
+def _step_problem(strategy, global_batch: int, seed: int):
+    """A seeded digits CNN (the torch builder's weights, copied) and plain SGD made in the strategy's scope; a batch."""
+    import numpy as np
+    import tensorflow as tf
+
+    from . import spec
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((global_batch, *DIGITS_SHAPE[1:], DIGITS_SHAPE[0]), dtype=np.float32)
+    y = rng.integers(0, 10, global_batch)
+    layers = spec.cnn2d_2layer_fullconnected_2layer()
+    with strategy.scope():
+        model = spec.build_keras(layers, DIGITS_SHAPE)
+        spec.copy_torch_weights_to_keras(spec.build_torch(layers, DIGITS_SHAPE, seed=seed), model, layers, DIGITS_SHAPE)
+        optimizer = tf.keras.optimizers.SGD(0.1)
+    return model, optimizer, x, y
+
+
+def _flat(model):
+    import numpy as np
+
+    return np.concatenate([np.asarray(v.numpy()).ravel() for v in model.trainable_variables])
+
+
+def single_device_update(global_batch: int, seed: int) -> dict:
+    """The reference: one plain-SGD step of the seeded CNN on the whole batch on one device; its update and loss."""
+    import tensorflow as tf
+
+    model, optimizer, x, y = _step_problem(tf.distribute.get_strategy(), global_batch, seed)
+    start = _flat(model)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return {"update": (_flat(model) - start).tolist(), "loss": float(loss)}
+
+
+def one_step_update(replica_step, strategy, global_batch: int, seed: int) -> dict:
+    """The same step run by `replica_step` on every replica of `strategy`; its update and summed loss."""
+    import tensorflow as tf
+
+    model, optimizer, x, y = _step_problem(strategy, global_batch, seed)
+    start = _flat(model)
+    options = tf.data.Options()  # workers shard the global batch by element (in-memory arrays have no files to split)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch).with_options(options)
+    images, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
+
+    @tf.function
+    def step(a, b):
+        per_replica = strategy.run(lambda i, j: replica_step(model, optimizer, i, j, global_batch), args=(a, b))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    loss = float(step(images, labels))
+    return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
+
+
 # ---- a reference custom loop, for bench tf and the tests ----------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -327,14 +400,9 @@ def train_custom_loop(cfg: TFTrainConfig) -> dict:
     with strategy.scope():
         model = spec.build_keras(spec.preset(cfg.model), channels_first(x.shape[1:]), seed=cfg.seed)
         optimizer = tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
     def replica_step(images, labels):
-        with tf.GradientTape() as tape:
-            per_example = loss_fn(labels, model(images, training=True))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=cfg.global_batch)
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-        return loss
+        return reference_replica_step(model, optimizer, images, labels, cfg.global_batch)
 
     @tf.function
     def step(batch):
@@ -402,39 +470,13 @@ def _gpu_check_here() -> dict[str, str]:
     tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)] * 2)
     logical = [d.name for d in tf.config.list_logical_devices("GPU")]
     result[GPU_CHECKS[1]] = "passed" if len(logical) == 2 else f"failed: TensorFlow made {len(logical)} logical GPUs"
-    updates = {}
-    for where, strategy in (("gpu", tf.distribute.MirroredStrategy(logical)),
-                            ("cpu", tf.distribute.OneDeviceStrategy("/cpu:0"))):
-        updates[where] = _one_step_update(tf, strategy)
+    updates = {where: np.array(one_step_update(reference_replica_step, strategy, 64, seed=0)["update"])
+               for where, strategy in (("gpu", tf.distribute.MirroredStrategy(logical)),
+                                       ("cpu", tf.distribute.OneDeviceStrategy("/cpu:0")))}
     worst = float(np.abs(updates["gpu"] - updates["cpu"]).max())
     result[GPU_CHECKS[2]] = ("passed" if worst <= GPU_TOLERANCE else
                              f"failed: max |GPU update - CPU update| = {worst:.2e} > {GPU_TOLERANCE:g}")
     return result
-
-
-def _one_step_update(tf, strategy, global_batch: int = 64, seed: int = 0):
-    """The weight update of one plain-SGD step of the digits CNN on one batch of random images, under `strategy`."""
-    import numpy as np
-
-    from . import spec
-
-    rng = np.random.default_rng(seed)
-    x, y = rng.random((global_batch, 8, 8, 1), dtype=np.float32), rng.integers(0, 10, global_batch)
-    with strategy.scope():
-        model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed)
-        optimizer = tf.keras.optimizers.SGD(0.1)
-    before = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-
-    def replica_step(images, labels):
-        with tf.GradientTape() as tape:
-            loss = tf.nn.compute_average_loss(loss_fn(labels, model(images, training=True)), global_batch_size=global_batch)
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-
-    batch = next(iter(strategy.experimental_distribute_dataset(
-        tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch))))
-    tf.function(lambda b: strategy.run(replica_step, args=b))(batch)
-    return np.concatenate([v.numpy().ravel() for v in model.trainable_variables]) - before
 
 
 def gpu_check() -> dict[str, str]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tf_distribute import one_step_update, single_device_update
 from .core import Exercise, close, max_abs_diff, register
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
          "import keras\nimport numpy as np\nimport tensorflow as tf")
-_SHAPE = (1, 8, 8)  # the digits' (C, H, W)
 
 
 def mirrored_strategy():
@@ -102,65 +102,12 @@ LOCAL_VALUES = Exercise("05", "local_values", _local_cases, _local_run, lambda c
 
 # ---- the distributed train step --------------------------------------------------------------------------------------
 
-def _step_problem(strategy, global_batch: int, seed: int):
-    """A seeded model (the torch builder's weights, copied) and optimizer made in the strategy's scope, and one batch."""
-    import tensorflow as tf
-
-    from .. import spec
-
-    rng = np.random.default_rng(seed)
-    x = rng.random((global_batch, *_SHAPE[1:], _SHAPE[0]), dtype=np.float32)
-    y = rng.integers(0, 10, global_batch)
-    layers = spec.cnn2d_2layer_fullconnected_2layer()
-    with strategy.scope():
-        model = spec.build_keras(layers, _SHAPE)
-        spec.copy_torch_weights_to_keras(spec.build_torch(layers, _SHAPE, seed=seed), model, layers, _SHAPE)
-        optimizer = tf.keras.optimizers.SGD(0.1)
-    return model, optimizer, x, y
-
-
-def _flat(model) -> np.ndarray:
-    return np.concatenate([np.asarray(v.numpy()).ravel() for v in model.trainable_variables])
-
-
-def single_device_update(global_batch: int, seed: int) -> dict:
-    """The reference: one plain-SGD step of the seeded CNN on the whole batch on one device; its update and loss."""
-    import tensorflow as tf
-
-    model, optimizer, x, y = _step_problem(tf.distribute.get_strategy(), global_batch, seed)
-    start = _flat(model)
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-    return {"update": (_flat(model) - start).tolist(), "loss": float(loss)}
-
-
-def distributed_update(replica_step, strategy, global_batch: int, seed: int) -> dict:
-    """The same step run by `replica_step` on every replica of `strategy`; its update and summed loss."""
-    import tensorflow as tf
-
-    model, optimizer, x, y = _step_problem(strategy, global_batch, seed)
-    start = _flat(model)
-    options = tf.data.Options()  # workers shard the global batch by element (in-memory arrays have no files to split)
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch).with_options(options)
-    images, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
-
-    @tf.function
-    def step(a, b):
-        per_replica = strategy.run(lambda i, j: replica_step(model, optimizer, i, j, global_batch), args=(a, b))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-    loss = float(step(images, labels))
-    return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
-
-
 def replica_step_worker(rank: int, world_size: int, replica_step, case: dict) -> dict:
     """A MultiWorkerMirroredStrategy worker (TF_CONFIG set by the launcher): one step with the learner's replica step."""
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    return distributed_update(replica_step, strategy, case["per_replica"] * world_size, case["seed"])
+    return one_step_update(replica_step, strategy, case["per_replica"] * world_size, case["seed"])
 
 
 WORKERS = 2
