@@ -45,7 +45,7 @@ def import_tensorflow():
         print("\n".join(kept), file=sys.stderr)
     import logging
 
-    tensorflow.get_logger().setLevel("ERROR")  # e.g. the eager-MirroredStrategy performance warning
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # e.g. the eager-MirroredStrategy performance warning
     logging.getLogger("absl").setLevel(logging.ERROR)  # e.g. "Enabling collective ops after program startup"
     return tensorflow
 
