@@ -148,15 +148,12 @@ def _together(rank: int, world_size: int, worker, args, timeout_s: float):
     see its first collective aborted ("Delete called on non-empty BufRendezvous"); a gloo barrier keeps them in step.
     """
     import gc
-    from datetime import timedelta
 
-    import torch.distributed as dist
+    from .launch import process_group
 
-    dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
-    value = worker(rank, world_size, *args)
-    gc.collect()  # the strategy and its collective state go now, on every worker, before the barrier
-    dist.barrier()
-    dist.destroy_process_group()
+    with process_group(timeout_s):  # leaving it waits for every worker
+        value = worker(rank, world_size, *args)
+        gc.collect()  # the strategy and its collective state go now, on every worker, before the wait
     return value
 
 
@@ -221,26 +218,27 @@ def _turns_worker(rank: int, world_size: int, payloads, repeats: int, steps_per_
                   timeout_s: float) -> dict:
     """Build this process's step functions, then time them only on its turn; the others wait in a barrier."""
     import time
-    from datetime import timedelta
 
     import cloudpickle
     import torch
     import torch.distributed as dist
 
+    from .launch import process_group
+
     builders = cloudpickle.loads(payloads[rank])  # only this process's builders: a torch process never sees TF's
     steps = {name: build() for name, build in builders.items()}
     times, turns = {name: [] for name in steps}, []
-    dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))  # used only to take turns
-    for r in range(repeats + 1):  # the first round is the warm-up
-        for turn in (range(world_size) if r % 2 == 0 else reversed(range(world_size))):
-            if turn == rank:
-                start = time.time()
-                done = interleaved_steps(steps, repeats=1, steps_per_repeat=steps_per_repeat if r else warmup, warmup=0)
-                turns.append((start, time.time()))
-                for name in steps:
-                    times[name] += done[name] if r else []
-            dist.barrier()
-    dist.destroy_process_group()
+    with process_group(timeout_s):  # used only to take turns
+        for r in range(repeats + 1):  # the first round is the warm-up
+            for turn in (range(world_size) if r % 2 == 0 else reversed(range(world_size))):
+                if turn == rank:
+                    start = time.time()
+                    done = interleaved_steps(steps, repeats=1, steps_per_repeat=steps_per_repeat if r else warmup,
+                                             warmup=0)
+                    turns.append((start, time.time()))
+                    for name in steps:
+                        times[name] += done[name] if r else []
+                dist.barrier()
     return {"times": times, "turns": turns, "tensorflow_imported": "tensorflow" in sys.modules,
             "threads": torch.get_num_threads()}
 
