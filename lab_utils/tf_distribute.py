@@ -1,15 +1,17 @@
-"""TensorFlow set-up for tf.distribute: quiet logs, devices configured before TF initialises, the strategy's devices."""
+"""TensorFlow around lab 05's lesson: a quiet start-up, devices configured before TensorFlow initialises, worker
+processes with their TF_CONFIG, frameworks timed in processes of their own, step rates, a reference custom loop
+(for `bench tf` and the tests) and the GPU check."""
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 from dataclasses import dataclass
 
-from . import hardware
+from . import hardware, measure
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}  # 2: errors only (TF logs to stderr at import; nbval compares stderr)
-
 
 # TF 2.21 writes these to the C-level stderr while it imports, before its log level applies (absl is not set up yet)
 STARTUP_NOISE = ("WARNING: All log messages before absl::InitializeLog()", "port.cc:", "cpu_feature_guard.cc:",
@@ -41,6 +43,10 @@ def import_tensorflow():
     kept = [line for line in lines if not any(noise in line for noise in STARTUP_NOISE)]
     if kept:
         print("\n".join(kept), file=sys.stderr)
+    import logging
+
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # e.g. the eager-MirroredStrategy performance warning
+    logging.getLogger("absl").setLevel(logging.ERROR)  # e.g. "Enabling collective ops after program startup"
     return tensorflow
 
 
@@ -67,7 +73,6 @@ def configure_devices(n_devices: int = 2, *, gpu_memory_mb: int = 2048,
     if isinstance(n_devices, bool) or not isinstance(n_devices, int) or n_devices < 1:
         raise ValueError(f"n_devices must be a positive integer, got {n_devices!r}")
     tf = import_tensorflow()
-    tf.get_logger().setLevel("ERROR")  # e.g. the eager-MirroredStrategy performance warning
     hw = hw or hardware.detect()
     gpus = tf.config.list_physical_devices("GPU")
     try:
@@ -93,40 +98,248 @@ def configure_devices(n_devices: int = 2, *, gpu_memory_mb: int = 2048,
     return TFDevices(names, kind, reason)
 
 
-# ---- MultiWorkerMirroredStrategy over local worker processes ----------------------------------------------------
+# ---- launched processes that run TensorFlow -----------------------------------------------------------------------
+
+TF_PROCESS = "LAB_TENSORFLOW"  # "1" in a launched process that runs TensorFlow
+TF_THREADS = "LAB_TF_THREADS"  # the size of its thread pools (unset: TensorFlow's default, all cores)
+
+
+def prepare() -> None:
+    """Runs in a launched process before its worker is unpickled (launch's `prepare`): a TensorFlow process
+    ($LAB_TENSORFLOW=1) imports TensorFlow quietly and sizes its thread pools ($LAB_TF_THREADS); another never
+    imports it."""
+    if os.environ.get(TF_PROCESS) != "1":
+        return
+    tf = import_tensorflow()
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)  # workers sharing a GPU take only what they use
+    threads = int(os.environ.get(TF_THREADS) or 0)
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+
 
 def tf_config(ports, index: int, host: str = "127.0.0.1") -> dict:
     """The TF_CONFIG of worker `index` in a cluster of local workers listening on `ports`."""
     return {"cluster": {"worker": [f"{host}:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
 
 
-def _with_tf_config(rank: int, world_size: int, ports, worker, args, threads: int):
-    """Runs in each spawned worker: set TF_CONFIG and TF's thread pools, then call the real worker."""
+def worker_environment(ports, threads: int | None, gpus: int = 0):
+    """The variables of each worker (a function of its rank, for launch's `env`): TF_CONFIG, TensorFlow on, quiet."""
     import json
 
-    os.environ["TF_CONFIG"] = json.dumps(tf_config(ports, rank))
-    # errors too: when a peer ends first, the collective runtime logs that it is gone; real failures still come
-    # back as Python exceptions through launch
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    tf = import_tensorflow()
-    tf.get_logger().setLevel("ERROR")
+    def env(rank: int) -> dict:
+        # errors too: when a peer ends first, the collective runtime logs that it is gone; real failures still come
+        # back as Python exceptions through launch
+        values = {"TF_CONFIG": json.dumps(tf_config(ports, rank)), TF_PROCESS: "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+        if threads:
+            values[TF_THREADS] = str(threads)
+        if gpus:
+            values["CUDA_VISIBLE_DEVICES"] = str(rank % gpus)
+        return values
 
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    return worker(rank, world_size, *args)
+    return env
+
+
+def _together(rank: int, world_size: int, worker, args, timeout_s: float):
+    """Run one job of a worker, then wait until every worker has finished it and dropped its strategy.
+
+    A worker that builds the next job's MultiWorkerMirroredStrategy while a peer still holds the previous one can
+    see its first collective aborted ("Delete called on non-empty BufRendezvous"); a gloo barrier keeps them in step.
+    """
+    import gc
+
+    from .launch import process_group
+
+    with process_group(timeout_s):  # leaving it waits for every worker
+        value = worker(rank, world_size, *args)
+        gc.collect()  # the strategy and its collective state go now, on every worker, before the wait
+    return value
+
+
+def launch_worker_jobs(jobs, n_workers: int, timeout: float = 180.0, threads: int = 1) -> list[list]:
+    """Run several jobs [(worker, args), ...] one after another in the same `n_workers` TensorFlow worker processes.
+
+    Each process gets its TF_CONFIG (the cluster on free loopback ports, and its own index) and imports TensorFlow
+    quietly before any worker is unpickled. lab_utils.launch does the process handling: a failing worker is re-raised
+    here with its index and traceback, a hung one is killed at `timeout`, nothing is left running.
+    """
+    from .launch import free_port, launch_jobs
+
+    hw = hardware.detect()
+    env = worker_environment([free_port() for _ in range(n_workers)], threads, len(hw.gpus))
+    together = [(_together, (worker, tuple(args), timeout)) for worker, args in jobs]
+    return launch_jobs(together, n_workers, timeout, threads=threads, env=env, prepare=prepare)
 
 
 def launch_workers(worker, n_workers: int, args: tuple = (), timeout: float = 180.0, threads: int = 1) -> list:
-    """Start `n_workers` TF worker processes with their TF_CONFIG on free loopback ports; returns their results.
+    """Run worker(index, n_workers, *args) in `n_workers` TensorFlow worker processes (see launch_worker_jobs)."""
+    return launch_worker_jobs([(worker, args)], n_workers, timeout, threads)[0]
 
-    lab_utils.launch does the process handling: a failing worker is re-raised here with its id and traceback, a
-    hung one is killed at `timeout`, nothing is left running.
+
+# ---- step rates: one definition ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepRate:
+    """Samples per second of the median optimizer step over all repeats (warm-up excluded), and how far the
+    repeats' own median steps spread: (max - min) / median."""
+
+    samples_per_s: float
+    spread: float
+    repeats: int
+    steps: int
+
+
+def step_rate(batch_size: int, repeats) -> StepRate:
+    """The rate of `batch_size`-sample steps from each repeat's step times in seconds (warm-up already left out)."""
+    repeats = [list(r) for r in repeats if len(r)]
+    if not repeats:
+        raise ValueError("no step times: time at least one step after the warm-up")
+    medians = [statistics.median(r) for r in repeats]
+    middle = statistics.median(medians)
+    return StepRate(measure.samples_per_second(batch_size, statistics.median([t for r in repeats for t in r])),
+                    (max(medians) - min(medians)) / middle, len(repeats), sum(len(r) for r in repeats))
+
+
+def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmup: int = 2) -> dict[str, list]:
+    """Each repeat: `steps_per_repeat` rounds of one call of every step function, the order alternating each round
+    (measure.time_interleaved); `warmup` calls of each first, untimed. Returns each one's step times per repeat."""
+    times = {name: [] for name in steps}
+    for r in range(repeats):
+        timings = measure.time_interleaved(steps, warmup=warmup if r == 0 else 0, repeats=steps_per_repeat)
+        for name, timing in timings.items():
+            times[name].append(list(timing.times))
+    return times
+
+
+# ---- frameworks side by side, each in a process of its own, taking turns ------------------------------------------
+
+def _turns_worker(rank: int, world_size: int, payloads, repeats: int, steps_per_repeat: int, warmup: int,
+                  timeout_s: float) -> dict:
+    """Build this process's step functions, then time them only on its turn; the others wait in a barrier."""
+    import time
+
+    import cloudpickle
+    import torch
+    import torch.distributed as dist
+
+    from .launch import process_group
+
+    builders = cloudpickle.loads(payloads[rank])  # only this process's builders: a torch process never sees TF's
+    steps = {name: build() for name, build in builders.items()}
+    times, turns = {name: [] for name in steps}, []
+    with process_group(timeout_s):  # used only to take turns
+        for r in range(repeats + 1):  # the first round is the warm-up
+            for turn in (range(world_size) if r % 2 == 0 else reversed(range(world_size))):
+                if turn == rank:
+                    start = time.time()
+                    done = interleaved_steps(steps, repeats=1, steps_per_repeat=steps_per_repeat if r else warmup,
+                                             warmup=0)
+                    turns.append((start, time.time()))
+                    for name in steps:
+                        times[name] += done[name] if r else []
+                dist.barrier()
+    return {"times": times, "turns": turns, "tensorflow_imported": "tensorflow" in sys.modules,
+            "threads": torch.get_num_threads()}
+
+
+def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: int = 4, steps_per_repeat: int = 20,
+               warmup: int = 5, threads: int | None = None, timeout: float = 180.0) -> list[dict]:
+    """Time step functions in several processes that never run at the same time.
+
+    `processes[i]` maps names to builders: functions without arguments, called once in process i, each returning a
+    step function (no arguments, one optimizer step). Each round every process runs its steps in turn, the order of
+    the processes alternating; the first round is warm-up. A process with `uses_tensorflow` False never imports
+    TensorFlow (its builders are unpickled there only). Returns per process: each step's times per repeat, the
+    wall-clock (start, end) of each of its turns, whether TensorFlow was imported there, torch's thread count there.
     """
-    from .launch import free_port, launch
+    import cloudpickle
 
-    ports = [free_port() for _ in range(n_workers)]
-    return launch(_with_tf_config, n_workers, args=(ports, worker, tuple(args), threads), timeout=timeout, threads=threads)
+    from .launch import launch
 
+    if len(processes) != len(uses_tensorflow):
+        raise ValueError(f"{len(processes)} processes but {len(uses_tensorflow)} uses_tensorflow flags; give one each")
+    threads = threads or hardware.usable_cpu_count()
+    payloads = [cloudpickle.dumps(builders) for builders in processes]
+    env = lambda rank: {TF_PROCESS: "1"} if uses_tensorflow[rank] else {}
+    return launch(_turns_worker, len(processes), args=(payloads, repeats, steps_per_repeat, warmup, timeout),
+                  timeout=timeout, threads=threads, pin_cores=False, env=env, prepare=prepare)
+
+
+# ---- one step, checked: the reference replica step and one-device reference (exercise, gpu_check) -------------
+
+DIGITS_SHAPE = (1, 8, 8)  # (C, H, W)
+
+
+def reference_replica_step(model, optimizer, images, labels, global_batch):
+    """One replica's share of a step: per-example cross-entropy scaled by the GLOBAL batch, gradients applied."""
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        per_example = tf.keras.losses.sparse_categorical_crossentropy(labels, model(images, training=True),
+                                                                      from_logits=True)
+        loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+
+
+def _step_problem(strategy, global_batch: int, seed: int):
+    """A seeded digits CNN (the torch builder's weights, copied) and plain SGD made in the strategy's scope; a batch."""
+    import numpy as np
+    import tensorflow as tf
+
+    from . import spec
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((global_batch, *DIGITS_SHAPE[1:], DIGITS_SHAPE[0]), dtype=np.float32)
+    y = rng.integers(0, 10, global_batch)
+    layers = spec.cnn2d_2layer_fullconnected_2layer()
+    with strategy.scope():
+        model = spec.build_keras(layers, DIGITS_SHAPE)
+        spec.copy_torch_weights_to_keras(spec.build_torch(layers, DIGITS_SHAPE, seed=seed), model, layers, DIGITS_SHAPE)
+        optimizer = tf.keras.optimizers.SGD(0.1)
+    return model, optimizer, x, y
+
+
+def _flat(model):
+    import numpy as np
+
+    return np.concatenate([np.asarray(v.numpy()).ravel() for v in model.trainable_variables])
+
+
+def single_device_update(global_batch: int, seed: int) -> dict:
+    """The reference: one plain-SGD step of the seeded CNN on the whole batch on one device; its update and loss."""
+    import tensorflow as tf
+
+    model, optimizer, x, y = _step_problem(tf.distribute.get_strategy(), global_batch, seed)
+    start = _flat(model)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return {"update": (_flat(model) - start).tolist(), "loss": float(loss)}
+
+
+def one_step_update(replica_step, strategy, global_batch: int, seed: int) -> dict:
+    """The same step run by `replica_step` on every replica of `strategy`; its update and summed loss."""
+    import tensorflow as tf
+
+    model, optimizer, x, y = _step_problem(strategy, global_batch, seed)
+    start = _flat(model)
+    options = tf.data.Options()  # workers shard the global batch by element (in-memory arrays have no files to split)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch).with_options(options)
+    images, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
+
+    @tf.function
+    def step(a, b):
+        per_replica = strategy.run(lambda i, j: replica_step(model, optimizer, i, j, global_batch), args=(a, b))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    loss = float(step(images, labels))
+    return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
+
+
+# ---- a reference custom loop, for bench tf and the tests ----------------------------------------------------------
 
 @dataclass(frozen=True)
 class TFTrainConfig:
@@ -185,100 +398,29 @@ def train_custom_loop(cfg: TFTrainConfig) -> dict:
     with strategy.scope():
         model = spec.build_keras(spec.preset(cfg.model), channels_first(x.shape[1:]), seed=cfg.seed)
         optimizer = tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
     def replica_step(images, labels):
-        with tf.GradientTape() as tape:
-            per_example = loss_fn(labels, model(images, training=True))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=cfg.global_batch)
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-        return loss
+        return reference_replica_step(model, optimizer, images, labels, cfg.global_batch)
 
     @tf.function
     def step(batch):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=batch), axis=None)
 
-    losses, seconds, first_labels = [], [], None
+    losses, seconds = [], []
     for _ in range(cfg.steps):
         batch = next(batches)
-        if first_labels is None:
-            first_labels = np.concatenate([t.numpy() for t in strategy.experimental_local_results(batch[1])])[:8]
         start = time.perf_counter()
         losses.append(float(step(batch)))
         seconds.append(time.perf_counter() - start)
     weights = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
     logits = model.predict(x_test, batch_size=256, verbose=0)
     return {"losses": losses, "step_seconds": seconds, "weights": weights, "replicas": strategy.num_replicas_in_sync,
-            "test_accuracy": float((logits.argmax(axis=1) == y_test).mean()), "first_labels": first_labels.tolist()}
+            "test_accuracy": float((logits.argmax(axis=1) == y_test).mean())}
 
 
 def train_worker(rank: int, world_size: int, cfg: TFTrainConfig) -> dict:
-    """One MultiWorkerMirroredStrategy worker of launch_workers: the custom loop, then its results."""
+    """One worker of launch_workers running the reference custom loop; its results."""
     return {"worker": rank, **train_custom_loop(cfg)}
-
-
-def failing_worker(rank: int, world_size: int) -> int:
-    """Worker 1 raises before joining the cluster."""
-    if rank == 1:
-        raise ValueError(f"worker {rank} could not read its shard")
-    return rank
-
-
-def hanging_worker(rank: int, world_size: int) -> int:
-    """Worker 0 builds the cluster strategy and runs a collective; the other never joins, so worker 0 waits."""
-    import time
-
-    if rank != 0:
-        time.sleep(600)
-        return rank
-    train_custom_loop(TFTrainConfig(steps=1, global_batch=8, image_side=8))
-    return rank
-
-
-def _short_error(err: Exception) -> str:
-    """`Type: message` with any printed tensor values cut out."""
-    import re
-
-    text = re.sub(r"\(PerReplica:\{.*?\}\)", "(PerReplica:{...})", str(err), flags=re.S)
-    return f"{type(err).__name__}: {' '.join(text.split())[:400]}"
-
-
-def keras_fit_worker(rank: int, world_size: int, cfg: TFTrainConfig) -> dict:
-    """Try Keras's model.fit under MultiWorkerMirroredStrategy; returns the error it raises, or its history."""
-    import tensorflow as tf
-
-    from . import spec
-
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    x, y, _, _ = _train_test(cfg)
-    with strategy.scope():
-        model = spec.build_keras(spec.preset(cfg.model), channels_first(x.shape[1:]), seed=cfg.seed)
-        model.compile(optimizer=tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    try:
-        history = model.fit(x, y, batch_size=cfg.global_batch, epochs=1, verbose=0)
-    except Exception as err:  # noqa: BLE001 - the point is to report whatever Keras raises
-        return {"worker": rank, "error": _short_error(err)}
-    return {"worker": rank, "error": None, "loss": history.history["loss"]}
-
-
-def epoch_timer():
-    """A Keras callback whose `.seconds` lists each epoch's wall time (Keras is imported only when called)."""
-    import time
-
-    import keras
-
-    class EpochTimer(keras.callbacks.Callback):
-        def on_train_begin(self, logs=None):
-            self.seconds = []
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self._start = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            self.seconds.append(time.perf_counter() - self._start)
-
-    return EpochTimer()
 
 
 def replica_weight_spread(model) -> float:
@@ -290,3 +432,66 @@ def replica_weight_spread(model) -> float:
         copies = [np.asarray(c) for c in getattr(getattr(variable, "value", variable), "values", [variable])]
         spread = max([spread] + [float(np.abs(c - copies[0]).max()) for c in copies[1:]])
     return spread
+
+
+# ---- the GPU check ------------------------------------------------------------------------------------------------
+
+GPU_CHECKS = ("tensorflow sees the GPU", "2 logical GPUs", "MirroredStrategy step on the GPU")
+GPU_TOLERANCE = 1e-4  # float32 convolutions on a GPU (TF32 off) against the CPU, after one SGD step
+
+
+def _cuda_present() -> bool:
+    """Whether this machine has an NVIDIA GPU (asked without importing TensorFlow or initialising CUDA)."""
+    import shutil
+    import subprocess
+
+    if os.path.isdir("/proc/driver/nvidia/gpus") and os.listdir("/proc/driver/nvidia/gpus"):
+        return True
+    if shutil.which("nvidia-smi") is None:
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30).returncode == 0
+
+
+def _gpu_check_here() -> dict[str, str]:
+    """In a fresh process: split GPU 0 into 2 logical GPUs, one MirroredStrategy step, compared with the CPU."""
+    import numpy as np
+
+    tf = import_tensorflow()
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        reason = ("failed: a GPU is present but TensorFlow sees none (the CPU-only tensorflow-cpu wheel? "
+                  "install tensorflow[and-cuda])")
+        return dict.fromkeys(GPU_CHECKS, reason)
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    result = {GPU_CHECKS[0]: "passed"}
+    tf.config.set_visible_devices(gpus[:1], "GPU")
+    tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)] * 2)
+    logical = [d.name for d in tf.config.list_logical_devices("GPU")]
+    result[GPU_CHECKS[1]] = "passed" if len(logical) == 2 else f"failed: TensorFlow made {len(logical)} logical GPUs"
+    updates = {where: np.array(one_step_update(reference_replica_step, strategy, 64, seed=0)["update"])
+               for where, strategy in (("gpu", tf.distribute.MirroredStrategy(logical)),
+                                       ("cpu", tf.distribute.OneDeviceStrategy("/cpu:0")))}
+    worst = float(np.abs(updates["gpu"] - updates["cpu"]).max())
+    result[GPU_CHECKS[2]] = ("passed" if worst <= GPU_TOLERANCE else
+                             f"failed: max |GPU update - CPU update| = {worst:.2e} > {GPU_TOLERANCE:g}")
+    return result
+
+
+def gpu_check() -> dict[str, str]:
+    """On a GPU: TensorFlow sees it, splits it into 2 logical GPUs, and a MirroredStrategy step over them equals the
+    same step on the CPU. Runs in a fresh process, so the caller's process stays free of TensorFlow."""
+    import json
+    import subprocess
+
+    if not _cuda_present():
+        return dict.fromkeys(GPU_CHECKS, "skipped: no GPU")
+    code = "import json; from lab_utils import tf_distribute; print(json.dumps(tf_distribute._gpu_check_here()))"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    except subprocess.TimeoutExpired:
+        return dict.fromkeys(GPU_CHECKS, "failed: the check did not finish within 180 s")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return dict.fromkeys(GPU_CHECKS, f"failed: the check process exited with code {done.returncode}: {last[:200]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

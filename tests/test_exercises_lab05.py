@@ -1,5 +1,9 @@
 """Lab 05's exercises in a TensorFlow process of their own (2 logical CPU replicas): the solutions pass and get full
-marks; each plausible wrong answer fails its self-check and scores 0 (or the partial credit named)."""
+marks; each plausible wrong answer fails its self-check and scores 0 (or the partial credit named).
+
+The replica step runs in 2 MultiWorkerMirroredStrategy worker processes. Its solution goes through `check` and the
+grader's path (`run`, then `score`); its wrong answers run as jobs of one worker launch and are scored by the same
+judge (and the classic one also through `check`), to keep the test to a few launches."""
 import json
 import subprocess
 import sys
@@ -11,9 +15,10 @@ SCRIPT = textwrap.dedent('''
     import json, random
     from lab_utils import tf_distribute
     tf_distribute.configure_devices(2)
+    import keras
     import tensorflow as tf
     from lab_utils import exercises
-    from lab_utils.exercises import check, to_plain
+    from lab_utils.exercises import check, lab05, to_plain
 
     def as_(name):
         def rename(fn):
@@ -51,39 +56,54 @@ SCRIPT = textwrap.dedent('''
     def local_reversed(strategy, value):
         return [t.numpy() for t in reversed(strategy.experimental_local_results(value))]
 
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-
     def step(scale):
         def replica_step(model, optimizer, images, labels, global_batch):
+            loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
             with tf.GradientTape() as tape:
                 per_example = loss_fn(labels, model(images, training=True))
                 if scale == "global":
                     loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-                elif scale == "mean":
+                elif scale == "mean":                      # a mean over this replica's slice
                     loss = tf.reduce_mean(per_example)
-                else:
+                elif scale == "sum":                       # no scaling at all
                     loss = tf.reduce_sum(per_example)
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+                else:                                      # "mean / global": scaled twice
+                    loss = tf.reduce_mean(per_example) / global_batch
+            if scale != "no apply":
+                optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
             return loss
-        return replica_step
+        return as_("replica_step")(replica_step)
+
+    def graded(fn, seed=99):
+        exercise = exercises.get(fn.__name__)
+        inputs = exercise.cases(random.Random(seed))
+        return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)[0]
 
     results = {}
     for label, fn in [("batch ok", batch_ok), ("batch float", batch_float), ("batch times", batch_times),
                       ("batch no error", batch_no_error), ("local ok", local_ok), ("local tensors", local_tensors),
-                      ("local reversed", local_reversed), ("step ok", as_("replica_step")(step("global"))),
-                      ("step mean", as_("replica_step")(step("mean"))), ("step sum", as_("replica_step")(step("sum")))]:
-        exercise = exercises.get(fn.__name__)
-        inputs = exercise.cases(random.Random(99))
+                      ("local reversed", local_reversed), ("step ok", step("global"))]:
         result = check(fn)
-        results[label] = {"passed": result.passed, "message": result.message,
-                          "grade": exercise.score(to_plain(exercise.run(fn, inputs)), inputs)[0]}
+        results[label] = {"passed": result.passed, "message": result.message, "grade": graded(fn)}
+    result = check(step("mean"))
+    results["step mean, self-check"] = {"passed": result.passed, "message": result.message}
+
+    wrong = {"step mean": step("mean"), "step sum": step("sum"), "step no apply": step("no apply"),
+             "step mean / global": step("mean / global")}
+    exercise = exercises.get("replica_step")
+    case = exercise.cases(random.Random(99))
+    runs = tf_distribute.launch_worker_jobs([(lab05.replica_step_worker, (fn, case)) for fn in wrong.values()],
+                                            lab05.WORKERS, timeout=300)
+    for label, workers in zip(wrong, runs):
+        fraction, message = exercise.score(to_plain(lab05.step_answer(workers)), case)
+        results[label] = {"passed": fraction >= 1.0, "message": message, "grade": fraction}
     print(json.dumps(results))
 ''')
 
 
 @pytest.fixture(scope="module")
 def results():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -96,7 +116,13 @@ def test_solutions_pass_and_get_full_marks(results, label):
 @pytest.mark.parametrize("label, grade, says", [
     ("batch float", 0.0, "return an int"), ("batch times", 0.0, "not multiplied"),
     ("batch no error", 0.5, "raise ValueError"), ("local tensors", 0.5, ".numpy()"),
-    ("local reversed", 0.0, "replica order"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch")])
+    ("local reversed", 0.0, "replica order"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
+    ("step no apply", 0.0, "did not change"), ("step mean / global", 0.0, "GLOBAL batch")])
 def test_wrong_answers_fail_with_their_hint(results, label, grade, says):
-    assert not results[label]["passed"] and results[label]["grade"] == grade
+    assert not results[label]["passed"] and results[label]["grade"] == grade, results[label]
     assert says in results[label]["message"], results[label]["message"]
+
+
+def test_the_self_check_runs_the_replica_step_on_workers_and_names_the_per_replica_mean(results):
+    outcome = results["step mean, self-check"]
+    assert not outcome["passed"] and "2x too large" in outcome["message"] and "Hint:" in outcome["message"]

@@ -1,6 +1,8 @@
 """TensorFlow: the Keras builder matches the torch one; devices are configured before TF initialises, or a clear error."""
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -39,8 +41,16 @@ def test_keras_builder_refuses_what_the_torch_builder_refuses():
         spec.build_keras([spec.conv2d(4), spec.dense(3)], (1, 8, 8))
 
 
-def _python(code):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+def _python(code, script=False):
+    """Run code in a fresh Python (as a script file when it launches processes, which re-import the main module)."""
+    code = textwrap.dedent(code)
+    if not script:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "main.py")
+        with open(path, "w") as handle:
+            handle.write(code)
+        return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
 
 
 def test_logical_cpu_devices_are_made_before_tensorflow_starts():
@@ -83,18 +93,57 @@ def test_two_multiworker_workers_train_identical_weights_close_to_one_worker():
     assert single["losses"][0] == pytest.approx(workers[0]["losses"][0], abs=1e-5)
 
 
+def test_jobs_of_one_launch_each_build_their_strategy_and_train_in_step():
+    """Three jobs in the same worker processes, each with a new MultiWorkerMirroredStrategy (a model broadcast from
+    worker 0, an all-reduce): without the launcher keeping the workers in step, a later job's first collective can
+    be aborted by what a peer still holds of the previous one."""
+    from lab_utils.tf_distribute import launch_worker_jobs
+
+    def cluster_job(rank, world_size, seed):
+        import tensorflow as tf
+
+        from lab_utils import spec
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed + rank)
+        total = strategy.reduce("SUM", strategy.run(lambda: tf.constant(float(rank + 1))), axis=None)
+        return {"replicas": strategy.num_replicas_in_sync, "sum": float(total),
+                "first_weight": float(model.trainable_variables[0].numpy().ravel()[0])}
+
+    runs = launch_worker_jobs([(cluster_job, (seed,)) for seed in (0, 1, 2)], 2, timeout=300)
+    for workers in runs:
+        assert [w["replicas"] for w in workers] == [2, 2] and [w["sum"] for w in workers] == [3.0, 3.0]
+        assert workers[0]["first_weight"] == workers[1]["first_weight"]  # worker 0's initial weights, broadcast
+
+
 def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
-    import multiprocessing
+    import psutil
 
     from lab_utils.launch import RankError
-    from lab_utils.tf_distribute import failing_worker, hanging_worker, launch_workers
+    from lab_utils.tf_distribute import TFTrainConfig, launch_workers, train_custom_loop
+
+    def failing_worker(rank, world_size):
+        if rank == 1:
+            raise ValueError(f"worker {rank} could not read its shard")
+        return rank
+
+    def hanging_worker(rank, world_size):
+        """Worker 0 builds the cluster strategy and waits for a peer that never joins."""
+        import time
+
+        if rank != 0:
+            time.sleep(600)
+        train_custom_loop(TFTrainConfig(steps=1, global_batch=8, image_side=8))
+        return rank
 
     with pytest.raises(RankError, match="worker 1 could not read its shard") as info:
         launch_workers(failing_worker, 2, timeout=60)
     assert info.value.rank == 1
     with pytest.raises(TimeoutError):
         launch_workers(hanging_worker, 2, timeout=20)
-    assert multiprocessing.active_children() == []
+    leftovers = [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
+    assert leftovers == []  # multiprocessing's one shared resource tracker is not a worker
 
 
 def test_tf_config_names_every_worker_on_loopback():
@@ -129,13 +178,128 @@ def test_configuring_devices_prints_nothing_on_stderr():
 
 
 def test_keras_fit_cannot_drive_multiworker_strategy_so_the_lab_says_so():
-    # keras-team/keras#20585: when Keras learns this, lab 05's section 5 must change
-    from lab_utils.tf_distribute import TFTrainConfig, keras_fit_worker, launch_workers
+    # keras-team/keras#20585: when Keras learns this, lab 05's section 4 must change
+    from lab_utils.tf_distribute import launch_workers
 
-    workers = launch_workers(keras_fit_worker, 2, args=(TFTrainConfig(steps=2, global_batch=32, image_side=8),), timeout=240)
-    assert all(w["error"] and "PerReplica" in w["error"] for w in workers), workers
+    def fit_worker(rank, world_size):
+        import numpy as np
+        import tensorflow as tf
+
+        from lab_utils import spec
+
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=0)
+            model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        try:
+            model.fit(np.zeros((64, 8, 8, 1), np.float32), np.zeros(64, np.int64), batch_size=32, epochs=1, verbose=0)
+        except ValueError as err:
+            return str(err)[:200]
+        return None
+
+    errors = launch_workers(fit_worker, 2, timeout=240)
+    assert all(error and "PerReplica" in error for error in errors), errors
+
+
+def test_workers_start_quietly():
+    done = _python("""
+        from lab_utils import tf_distribute
+
+        def worker(rank, world_size):
+            import tensorflow as tf
+            strategy = tf.distribute.MultiWorkerMirroredStrategy()
+            return float(strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None))
+
+        if __name__ == "__main__":
+            print(tf_distribute.launch_workers(worker, 2, timeout=240))
+    """, script=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["[2.0,", "2.0]"] and done.stderr == ""
+
+
+def test_take_turns_never_overlaps_and_keeps_tensorflow_out_of_the_torch_process():
+    from lab_utils.tf_distribute import take_turns
+
+    def torch_builder():
+        import torch
+
+        x = torch.ones(64, 64)
+        return lambda: x @ x
+
+    def tf_builder():
+        import tensorflow as tf
+
+        x = tf.ones((64, 64))
+        return lambda: tf.matmul(x, x).numpy()
+
+    processes = take_turns([{"torch": torch_builder}, {"tf": tf_builder, "torch here": torch_builder}],
+                           uses_tensorflow=[False, True], repeats=3, steps_per_repeat=4, warmup=2, timeout=180)
+    assert [p["tensorflow_imported"] for p in processes] == [False, True]
+    assert [len(p["times"][name]) for p in processes for name in p["times"]] == [3, 3, 3]
+    assert all(len(repeat) == 4 for p in processes for times in p["times"].values() for repeat in times)
+    turns = sorted((start, end, rank) for rank, p in enumerate(processes) for start, end in p["turns"])
+    assert [rank for _, _, rank in turns] == [0, 1, 1, 0, 0, 1, 1, 0]  # warm-up, then the order alternates
+    assert all(end <= next_start for (_, end, _), (next_start, _, _) in zip(turns, turns[1:]))
+
+
+def test_take_turns_wants_one_flag_per_process():
+    from lab_utils.tf_distribute import take_turns
+
+    with pytest.raises(ValueError, match="one each"):
+        take_turns([{}, {}], uses_tensorflow=[False])
+
+
+def test_step_rate_is_the_median_step_and_the_spread_of_the_repeats():
+    rate = tf_distribute.step_rate(10, [[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])
+    assert (rate.samples_per_s, rate.spread, rate.repeats, rate.steps) == (5.0, 0.0, 2, 6)
+    rate = tf_distribute.step_rate(10, [[1.0], [2.0], [4.0]])
+    assert rate.samples_per_s == 5.0 and rate.spread == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="no step times"):
+        tf_distribute.step_rate(10, [[], []])
+
+
+def test_interleaved_steps_alternate_and_leave_the_warm_up_out():
+    calls = []
+    times = tf_distribute.interleaved_steps({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                                            repeats=2, steps_per_repeat=2, warmup=1)
+    assert calls == ["a", "b", "b", "a", "a", "b", "a", "b", "b", "a"]
+    assert [len(r) for r in times["a"]] == [2, 2] and [len(r) for r in times["b"]] == [2, 2]
+
+
+def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
+    done = _python("""
+        import sys
+        from lab_utils import tf_distribute
+        result = tf_distribute.gpu_check()
+        print(sorted(set(result.values())), "tensorflow" in sys.modules)
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    values, imported = done.stdout.strip().rsplit(" ", 1)
+    assert imported == "False"
+    if not tf_distribute._cuda_present():
+        assert values == "['skipped: no GPU']"
+    else:
+        assert values == "['passed']", values
 
 
 def test_unknown_dataset_is_refused():
     with pytest.raises(ValueError, match="'digits' or 'synthetic'"):
         tf_distribute.train_custom_loop(tf_distribute.TFTrainConfig(dataset="mnist", multiworker=False))
+
+
+def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
+    """gpu_check's core, run on logical CPUs here: a MirroredStrategy step over 2 devices equals one device's."""
+    done = _python("""
+        import numpy as np
+        from lab_utils import tf_distribute
+        devices = tf_distribute.configure_devices(2)
+        import tensorflow as tf
+        step = tf_distribute.reference_replica_step
+        mirrored = tf_distribute.one_step_update(step, tf.distribute.MirroredStrategy(list(devices.names)), 64, 0)
+        single = tf_distribute.one_step_update(step, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0)
+        reference = tf_distribute.single_device_update(64, 0)
+        gap = max(np.abs(np.array(u["update"]) - reference["update"]).max() for u in (mirrored, single))
+        print(np.abs(reference["update"]).max() > 0, gap <= tf_distribute.GPU_TOLERANCE)
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["True", "True"]

@@ -1,13 +1,14 @@
-"""Lab 05: the per-replica batch, reading a PerReplica value, the distributed train step (TensorFlow imported lazily)."""
+"""Lab 05: the per-replica batch, reading a PerReplica value, the replica step run in MultiWorkerMirroredStrategy
+worker processes (TensorFlow imported lazily)."""
 from __future__ import annotations
 
 import numpy as np
 
+from ..tf_distribute import one_step_update, single_device_update
 from .core import Exercise, close, max_abs_diff, register
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
-         "import tensorflow as tf\nimport numpy as np")
-_SHAPE = (1, 8, 8)  # the digits' (C, H, W)
+         "import keras\nimport numpy as np\nimport tensorflow as tf")
 
 
 def mirrored_strategy():
@@ -101,69 +102,46 @@ LOCAL_VALUES = Exercise("05", "local_values", _local_cases, _local_run, lambda c
 
 # ---- the distributed train step --------------------------------------------------------------------------------------
 
-def _step_problem(strategy, global_batch: int, seed: int):
-    """A seeded model (the torch builder's weights, copied) and optimizer made in the strategy's scope, and one batch."""
+def replica_step_worker(rank: int, world_size: int, replica_step, case: dict) -> dict:
+    """A MultiWorkerMirroredStrategy worker (TF_CONFIG set by the launcher): one step with the learner's replica step."""
     import tensorflow as tf
 
-    from .. import spec
-
-    rng = np.random.default_rng(seed)
-    x = rng.random((global_batch, *_SHAPE[1:], _SHAPE[0]), dtype=np.float32)
-    y = rng.integers(0, 10, global_batch)
-    layers = spec.cnn2d_2layer_fullconnected_2layer()
-    with strategy.scope():
-        model = spec.build_keras(layers, _SHAPE)
-        spec.copy_torch_weights_to_keras(spec.build_torch(layers, _SHAPE, seed=seed), model, layers, _SHAPE)
-        optimizer = tf.keras.optimizers.SGD(0.1)
-    return model, optimizer, x, y
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    return one_step_update(replica_step, strategy, case["per_replica"] * world_size, case["seed"])
 
 
-def _flat(model) -> np.ndarray:
-    return np.concatenate([np.asarray(v.numpy()).ravel() for v in model.trainable_variables])
-
-
-def single_device_update(global_batch: int, seed: int) -> dict:
-    """The reference: one plain-SGD step of the seeded CNN on the whole batch on one device; its update and loss."""
-    import tensorflow as tf
-
-    model, optimizer, x, y = _step_problem(tf.distribute.get_strategy(), global_batch, seed)
-    start = _flat(model)
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-    return {"update": (_flat(model) - start).tolist(), "loss": float(loss)}
-
-
-def distributed_update(replica_step, strategy, global_batch: int, seed: int) -> dict:
-    """The same step run by `replica_step` on every replica of `strategy`; its update and summed loss."""
-    import tensorflow as tf
-
-    model, optimizer, x, y = _step_problem(strategy, global_batch, seed)
-    start = _flat(model)
-    batches = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch))
-    images, labels = next(iter(batches))
-
-    @tf.function
-    def step(a, b):
-        per_replica = strategy.run(lambda i, j: replica_step(model, optimizer, i, j, global_batch), args=(a, b))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-    loss = float(step(images, labels))
-    return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
+WORKERS = 2
 
 
 def _step_cases(rng):
     return {"seed": rng.randrange(10**6), "per_replica": rng.choice([6, 8, 12])}
 
 
+def step_answer(workers: list[dict]) -> dict:
+    """What the judge sees of one run of the workers: worker 0's update and loss, and how far the others differ."""
+    updates = [np.array(w["update"]) for w in workers]
+    return {**workers[0], "workers_differ_by": max(float(np.abs(u - updates[0]).max()) for u in updates)}
+
+
 def _step_run(replica_step, case):
-    strategy = mirrored_strategy()
-    return distributed_update(replica_step, strategy, case["per_replica"] * strategy.num_replicas_in_sync, case["seed"])
+    from ..launch import RankError
+    from ..tf_distribute import launch_workers
+
+    try:
+        return step_answer(launch_workers(replica_step_worker, WORKERS, args=(replica_step, case), timeout=180))
+    except RankError as err:
+        if err.message.startswith("NotImplementedError"):  # the stub, raised in a worker: say so as the stub
+            raise NotImplementedError(err.message) from None
+        raise
 
 
 def _step_judge(got, expected, case):
     reference = single_device_update(case["per_replica"] * got["replicas"], case["seed"])
     update, right = np.array(got["update"]), np.array(reference["update"])
+    if got["replicas"] != WORKERS:
+        return 0.0, f"expected {WORKERS} replicas in sync (one per worker), got {got['replicas']}"
+    if got["workers_differ_by"] > 1e-6:
+        return 0.0, "the workers ended with different weights: apply the gradients inside the replica step"
     if not np.abs(update).max():
         return 0.0, "the weights did not change: apply the gradients with optimizer.apply_gradients(...)"
     if max_abs_diff(update, right) > 1e-5:
@@ -175,10 +153,10 @@ def _step_judge(got, expected, case):
                      "GLOBAL batch, tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)")
     if abs(got["loss"] - reference["loss"]) > 1e-5:
         return 0.5, "the update is right; return the scaled loss (the one you differentiated)"
-    return 1.0, "loss scaled by the global batch: the same update as one device"
+    return 1.0, f"loss scaled by the global batch: {WORKERS} workers make the same update as one device"
 
 
 REPLICA_STEP = Exercise("05", "replica_step", _step_cases, _step_run, lambda case: None, _step_judge,
-                        "scale the per-example losses by the global batch size", setup=SETUP)
+                        "scale the per-example losses by the global batch size", setup=SETUP, ranks=WORKERS)
 
 register(PER_REPLICA_BATCH, LOCAL_VALUES, REPLICA_STEP)

@@ -153,7 +153,7 @@ def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int 
         results = tfd.launch_workers(tfd.train_worker, setup.ranks, args=(cfg,), timeout=300)
         if setup.ranks > 1:
             weights[:] = [res["weights"] for res in results]
-        figures.samples_per_s.append(global_batch / statistics.median(results[0]["step_seconds"][3:]))
+        figures.samples_per_s.append(tfd.step_rate(global_batch, [results[0]["step_seconds"][3:]]).samples_per_s)
 
     one, two = _interleaved([Setup("1 worker", 1, 1), Setup("2 workers", 2, 1)], repeats, run)
     return {"benchmark": "tf", "model": tfd.TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
