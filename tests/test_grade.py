@@ -25,8 +25,8 @@ from lab_utils.instructor import extract, grade, sandbox
 ROOT = Path(__file__).resolve().parent.parent
 SPEEDUP = '''
 def speedup_and_efficiency(row, baseline):
-    speedup = row["samples_per_s"] / baseline["samples_per_s"]
-    ratio = (row["world_size"] * (row["threads"] or 1)) / (baseline["world_size"] * (baseline["threads"] or 1))
+    speedup = row.samples_per_s / baseline.samples_per_s
+    ratio = (row.world_size * (row.threads or 1)) / (baseline.world_size * (baseline.threads or 1))
     return speedup, speedup / ratio
 '''
 SERIAL = '''

@@ -123,6 +123,11 @@ def all_or_nothing(ok: bool, good: str, bad: str) -> tuple[float, str]:
     return (1.0, good) if ok else (0.0, bad)
 
 
+def is_stub(exc: BaseException) -> bool:
+    """True when an exercise's stub raised: NotImplementedError here, or in a rank that ran the learner's code."""
+    return isinstance(exc, NotImplementedError) or "NotImplementedError" in getattr(exc, "message", "")
+
+
 def last_line(exc: BaseException) -> str:
     """An exception as one short line."""
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
@@ -157,9 +162,9 @@ def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
     inputs = exercise.cases(random.Random(seed))
     try:
         got = to_plain(exercise.run(answer, inputs))
-    except NotImplementedError:
-        return CheckResult(name, False, "not written yet: replace the `raise NotImplementedError(...)` line")
     except Exception as exc:  # the learner's code may raise anything
+        if is_stub(exc):
+            return CheckResult(name, False, "not written yet: replace the `raise NotImplementedError(...)` line")
         return CheckResult(name, False, f"your {name} raised {last_line(exc)}")
     fraction, message = exercise.score(got, inputs)
     if fraction < 1.0:

@@ -44,7 +44,7 @@ FAST_PARAMETERS = {"seed": 0, "epochs": 2, "lr_epochs": 2, "scaling_steps": 5, "
                    "gradients": 80, "tf_steps": 40, "straggler_factors": [1, 4], "run_s": 0.25, "pool_requests": 600,
                    "fresh_compile_cache": False, "batch_sweep": [1, 8, 64], "timing_steps": 3, "timing_repeats": 3,
                    "sweep_batches": [8, 16], "hotspot_devices": [1, 2], "hotspot_batch": 16, "compare_steps": 1,
-                   "timed_steps": 2, "warmup_steps": 1}
+                   "timed_steps": 2, "warmup_steps": 1, "steps_per_repeat": 3}
 PAPERMILL = """
 import json, sys
 import papermill

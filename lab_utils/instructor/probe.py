@@ -26,7 +26,7 @@ def _exercise(request):
 
 def answer(request: dict) -> dict:
     """Run the exercise; the learner's code may raise anything, or return what is not plain data."""
-    from ..exercises.core import last_line, to_plain
+    from ..exercises.core import is_stub, last_line, to_plain
 
     name = request["name"]
     try:
@@ -37,10 +37,12 @@ def answer(request: dict) -> dict:
         if not callable(namespace.get(name)):
             return {"status": "missing", "error": f"{name} is not defined as a function"}
         value = to_plain(exercise.run(namespace[name], request["inputs"]))
-    except NotImplementedError:
-        return {"status": "missing", "error": f"{name} is still the exercise stub (raises NotImplementedError)"}
-    except TypeError as exc:
-        return {"status": "invalid" if "not plain data" in str(exc) else "error", "error": last_line(exc)}
+    except Exception as exc:
+        if is_stub(exc):
+            return {"status": "missing", "error": f"{name} is still the exercise stub (raises NotImplementedError)"}
+        if isinstance(exc, TypeError) and "not plain data" in str(exc):
+            return {"status": "invalid", "error": last_line(exc)}
+        return {"status": "error", "error": last_line(exc)}
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too
         return {"status": "error", "error": last_line(exc)}
     return {"status": "ok", "value": value}

@@ -26,7 +26,7 @@ class Limits:
     """What one submission may use at once."""
 
     memory_bytes: int = 8 * 2**30
-    processes: int = 256
+    processes: int = 1024  # processes and threads: a TensorFlow worker alone runs about 115 threads
     file_bytes: int = 256 * 2**20  # the largest file it may write
 
 
