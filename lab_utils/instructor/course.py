@@ -100,22 +100,8 @@ def _describe_failure(exc: Exception) -> str:
     return f"{where}: {ename}: {evalue}".strip()
 
 
-def quiet_kernel_manager():
-    """A jupyter_client KernelManager over local IPC sockets instead of TCP: nothing listens on the network, and
-    ipykernel has no reason to warn that its TCP traffic is unencrypted."""
-    import tempfile
-    import uuid
-
-    from jupyter_client.manager import KernelManager
-
-    class IPCKernelManager(KernelManager):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.transport = "ipc"
-            # the socket files (removed at shutdown) go to the temporary folder, not to the notebook's folder
-            self.ip = str(Path(tempfile.gettempdir()) / f"lab-kernel-{uuid.uuid4().hex[:12]}")
-
-    return IPCKernelManager
+# ipykernel warns on every start that its TCP traffic is unencrypted (it is local); errors still show
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 
 
 def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
@@ -127,8 +113,7 @@ def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: int =
     try:
         papermill.execute_notebook(str(src), str(output or out_dir / src.name), parameters=parameters, cwd=str(out_dir),
                                    kernel_name="python3", execution_timeout=cell_timeout, progress_bar=False,
-                                   log_output=False, request_save_on_cell_execute=False,
-                                   kernel_manager_class=quiet_kernel_manager())
+                                   log_output=False, request_save_on_cell_execute=False, extra_arguments=QUIET_KERNEL)
     except Exception as exc:  # papermill raises its own error types for failing cells and kernels
         return NotebookRun(src.stem, time.perf_counter() - start, _describe_failure(exc))
     return NotebookRun(src.stem, time.perf_counter() - start)

@@ -52,12 +52,11 @@ from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
 prepared, executed, params, cell_timeout, root = sys.argv[1:6]
 sys.path.insert(0, root)
-from lab_utils.instructor.course import quiet_kernel_manager
+from lab_utils.instructor.course import QUIET_KERNEL
 try:
     papermill.execute_notebook(prepared, executed, parameters=json.loads(params), kernel_name="python3",
                                execution_timeout=float(cell_timeout), interrupt_on_timeout=True, progress_bar=False,
-                               log_output=False, request_save_on_cell_execute=True,
-                               kernel_manager_class=quiet_kernel_manager())
+                               log_output=False, request_save_on_cell_execute=True, extra_arguments=QUIET_KERNEL)
 except PapermillExecutionError:
     pass  # a cell raised: expected with partial answers; every cell still ran
 except DeadKernelError as exc:
