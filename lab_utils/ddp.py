@@ -77,12 +77,6 @@ def strip_module_prefix(state_dict: dict) -> dict:
     return {k.removeprefix("module."): v for k, v in state_dict.items()}
 
 
-def load_state_dict_tolerant(model: nn.Module, state_dict: dict) -> nn.Module:
-    """Load a checkpoint saved from a DDP model or a plain one into a plain model."""
-    model.load_state_dict(strip_module_prefix(state_dict))
-    return model
-
-
 class AllReduceTimer:
     """DDP's gradient averaging as a communication hook that also counts and times each bucket's all-reduce.
 
