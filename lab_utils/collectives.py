@@ -157,11 +157,11 @@ class Traffic:
         return out
 
 
-def _payload(name: str, args, kwargs, world_size: int) -> int:
-    """The full tensor's bytes of one call (see ring_bytes_sent)."""
-    first = args[0] if args else next(iter(kwargs.values()))
+def _payload(name: str, arguments: dict, world_size: int) -> int:
+    """The full tensor's bytes of one call (see ring_bytes_sent), from its bound arguments."""
     if name == "all_gather":
-        return args[1].nbytes * world_size if len(args) > 1 else kwargs["tensor"].nbytes * world_size
+        return arguments["tensor"].nbytes * world_size
+    first = next(iter(arguments.values()))
     if name == "reduce_scatter":
         return first.nbytes * world_size
     return first.nbytes  # all_reduce, all_gather_into_tensor (the output), send, isend
@@ -176,21 +176,9 @@ def count_traffic():
     """Count the bytes this rank sends through torch.distributed's Python calls in the block (DDP's Python comm
     hooks included; DTensor's internal collectives are not seen). Yields a Traffic."""
     traffic = Traffic(dist.get_world_size())
-    originals = {name: getattr(dist, name) for name in COUNTED}
-
-    def counted(name):
-        def call(*args, **kwargs):
-            traffic.record(COUNTED[name], _payload(name, args, kwargs, traffic.world_size))
-            return originals[name](*args, **kwargs)
-        return call
-
-    for name in COUNTED:
-        setattr(dist, name, counted(name))
-    try:
+    with measure.collective_calls(COUNTED, lambda name, arguments: traffic.record(
+            COUNTED[name], _payload(name, arguments, traffic.world_size))):
         yield traffic
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
 
 
 def pipeline_traffic(batch_size: int, seed: int, device, *, model: str = "cnn2d_2layer_fullconnected_2layer",

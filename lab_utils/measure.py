@@ -88,6 +88,36 @@ def time_interleaved(fns: dict, *, warmup: int = 1, repeats: int = 5, device=Non
     return {name: Timing(tuple(times[name]), warmup) for name in names}
 
 
+@contextlib.contextmanager
+def collective_calls(names, record):
+    """Inside the block, each torch.distributed function named in `names` first calls record(name, arguments) with
+    its bound arguments (by parameter name), then does its work: how the labs count the bytes they send."""
+    import functools
+    import inspect
+
+    import torch.distributed as dist
+
+    originals = {name: getattr(dist, name) for name in names}
+
+    def watched(name, fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            record(name, signature.bind(*args, **kwargs).arguments)
+            return fn(*args, **kwargs)
+
+        return call
+
+    for name, fn in originals.items():
+        setattr(dist, name, watched(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(dist, name, fn)
+
+
 def samples_per_second(samples: int, seconds: float) -> float:
     """Throughput; refuses a non-positive duration instead of dividing by it."""
     if seconds <= 0:

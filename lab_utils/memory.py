@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import itertools
 import json
 import math
@@ -246,31 +245,16 @@ class CommCounter:
     def __init__(self):
         self.records: list[tuple[str, str, int]] = []
 
-    def _counting(self, phase: str, fn):
-        name, argument = COLLECTIVES[fn.__name__]
-        signature = inspect.signature(fn)
-
-        @functools.wraps(fn)
-        def counted(*args, **kwargs):
-            tensor = local(signature.bind(*args, **kwargs).arguments[argument])
-            self.records.append((phase, name, tensor.numel() * tensor.element_size()))
-            return fn(*args, **kwargs)
-
-        return counted
-
     @contextlib.contextmanager
     def phase(self, name: str):
         """Count the collectives this process calls inside the block under `name`."""
-        import torch.distributed as dist
+        def record(fn, arguments):
+            label, argument = COLLECTIVES[fn]
+            tensor = local(arguments[argument])
+            self.records.append((name, label, tensor.numel() * tensor.element_size()))
 
-        originals = {fn: getattr(dist, fn) for fn in COLLECTIVES}
-        for fn, original in originals.items():
-            setattr(dist, fn, self._counting(name, original))
-        try:
+        with measure.collective_calls(COLLECTIVES, record):
             yield self
-        finally:
-            for fn, original in originals.items():
-                setattr(dist, fn, original)
 
     def table(self, steps: int = 1) -> dict[str, dict]:
         """{"phase collective": {"calls": calls in all `steps`, "bytes": buffer bytes per step}}, in the order first
