@@ -41,7 +41,9 @@ class DevicePlan:
 
     def describe(self) -> str:
         names = ", ".join(f"device {i} -> {d}" for i, d in enumerate(self.devices))
-        return f"{len(self.devices)} device(s), backend {self.backend!r}\n  {names}\n  why: {self.reason}"
+        runs = ("torch.nn.parallel's scatter/replicate/parallel_apply/gather" if self.backend == "torch"
+                else "lab_utils.dp's own phases, one thread per device")
+        return f"{len(self.devices)} device(s), phases run by {runs}\n  {names}\n  why: {self.reason}"
 
 
 def plan_devices(n_devices: int | None = None, hw: hardware.HardwareReport | None = None,

@@ -161,11 +161,16 @@ def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
     exercise = get(name)
     inputs = exercise.cases(random.Random(seed))
     try:
-        got = to_plain(exercise.run(answer, inputs))
+        raw = exercise.run(answer, inputs)
     except Exception as exc:  # the learner's code may raise anything
         if is_stub(exc):
             return CheckResult(name, False, "not written yet: replace the `raise NotImplementedError(...)` line")
-        return CheckResult(name, False, f"your {name} raised {last_line(exc)}")
+        return CheckResult(name, False, f"your {name} raised {last_line(exc)}. Hint: {exercise.hint}")
+    try:
+        got = to_plain(raw)
+    except TypeError as exc:
+        return CheckResult(name, False, f"your {name} returned {str(exc).split(' is not')[0].replace('an answer of', 'something of')}, "
+                                        f"not plain data (numbers, strings, lists, arrays). Hint: {exercise.hint}")
     fraction, message = exercise.score(got, inputs)
     if fraction < 1.0:
         message += f". Hint: {exercise.hint}"

@@ -38,11 +38,13 @@ def _train_run(train_step, case, steps: int = 2):
     optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"], momentum=case["momentum"])
     before = flat_weights(model)
     losses, weights = [], []
+    attached = False
     for _ in range(steps):
         loss = train_step(model, x, y, optimizer)
-        losses.append(None if loss is None else float(loss))
+        attached = attached or bool(getattr(loss, "requires_grad", False))
+        losses.append(None if loss is None else float(loss.detach() if hasattr(loss, "detach") else loss))
         weights.append(flat_weights(model))
-    return {"before": before, "weights": weights, "losses": losses}
+    return {"before": before, "weights": weights, "losses": losses, "attached": attached}
 
 
 def _train_expected(case):
@@ -53,7 +55,8 @@ def _train_expected(case):
 
 def _train_judge(got, expected, case):
     if max_abs_diff(got["weights"][0], got["before"]) == 0:
-        return 0.0, "the weights did not change: call optimizer.step() after loss.backward()"
+        return 0.0, ("the weights did not change: call optimizer.step() after loss.backward(), and zero the gradients "
+                     "before the backward pass (zeroing them between backward() and step() throws them away)")
     if max_abs_diff(got["weights"][0], expected["weights"][0]) > 1e-5:
         return 0.0, ("after one step the weights differ from the reference: loss = F.cross_entropy(model(x), y), "
                      "then loss.backward(), then optimizer.step()")
@@ -62,6 +65,9 @@ def _train_judge(got, expected, case):
                      "zero them (optimizer.zero_grad()) before each backward")
     if any(g is None for g in got["losses"]) or max_abs_diff(got["losses"], expected["losses"]) > 1e-5:
         return 0.5, "the weights are right, but return the batch loss (a number) computed before the update"
+    if got.get("attached"):
+        return 0.5, ("the weights are right, but the returned loss is still attached to the graph: return loss.detach(), "
+                     "or every step's graph stays in memory for as long as you keep the loss")
     return 1.0, "weights and loss equal the reference after two steps"
 
 
@@ -98,9 +104,9 @@ def _throughput_judge(got, expected, cases):
             continue
         b, t, w = c["batch_size"], c["step_times"], c["warmup"]
         known = {"the mean step time (one slow step pulls it down)": b / statistics.mean(t[w:]),
-                 "the warm-up steps are included: drop step_times[:warmup]": b / statistics.median(t),
+                 "the median of every step, warm-up included: drop step_times[:warmup]": b / statistics.median(t),
                  "the mean of all steps, warm-up included": b / statistics.mean(t),
-                 "seconds per sample: it is samples per second, batch / time": statistics.median(t[w:]) / b,
+                 "seconds per sample: the rate is samples per second, batch / time": statistics.median(t[w:]) / b,
                  "the median of the per-step rates; the rate is the batch over the median step time (the two differ "
                  "for an even number of steps)": statistics.median(b / x for x in t[w:])}
         for what, value in known.items():
@@ -159,6 +165,6 @@ def _profile_judge(got, expected, case):
 
 
 TOP_OP = Exercise("01", "top_self_cpu_op", _profile_cases, _profile_run, lambda case: None, _profile_judge,
-                  "sort prof.key_averages() by self_cpu_time_total and return the first key")
+                  "take the entry of prof.key_averages() with the largest self_cpu_time_total and return its .key (a string)")
 
 register(TRAIN_STEP, THROUGHPUT, TOP_OP)

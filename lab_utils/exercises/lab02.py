@@ -41,6 +41,9 @@ def _scatter_judge(got, expected, cases):
         if close(g, e):
             continue
         sizes, right = [len(c) for c in g], [len(c) for c in e]
+        if sizes == right:
+            return 0.0, ("the sizes are right but the chunks hold the wrong rows: chunk i holds the next consecutive rows "
+                         "of the batch, in order (not every k-th row)")
         if sizes == _chunk_sizes(n, k):
             return 0.0, (f"a batch of {n} over {k} devices gave sizes {sizes}: that is torch.chunk, which makes chunks of "
                          "ceil(n/k) and can leave a device with less work or none")
@@ -48,9 +51,8 @@ def _scatter_judge(got, expected, cases):
             return 0.0, f"a batch of {n} over {k} devices gave {len(g)} chunks: return exactly one chunk per device"
         if sum(sizes) != n:
             return 0.0, f"a batch of {n} over {k} devices: the chunks hold {sum(sizes)} rows; the remainder n % k is dropped or repeated"
-        if sizes != right:
-            return 0.0, f"a batch of {n} over {k} devices: sizes {sizes}; they must differ by one at most, the first n % k one larger"
-        return 0.0, "the chunks hold the wrong rows: chunk i holds the next consecutive rows of the batch, in order"
+        return 0.0, (f"a batch of {n} over {k} devices: sizes {sizes}, expected {right}: the n % k extra rows go to the "
+                     "first devices, one each")
     return 1.0, "one chunk per device, consecutive rows, sizes balanced (uneven batches too)"
 
 
