@@ -513,3 +513,27 @@ def test_check_refuses_what_is_not_a_function():
         check(42)
     with pytest.raises(ValueError, match="no exercise is called"):
         check(lambda: None)
+
+
+def test_a_loss_still_attached_to_the_graph_gets_half_marks():
+    @named("train_step")
+    def attached(model, x, y, optimizer):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    fraction, message = grade(attached)
+    assert fraction == 0.5 and "loss.detach()" in message
+
+
+def test_hints_name_rows_out_of_order_and_a_non_string_answer():
+    assert "consecutive rows" in check(scatter_interleaved).message
+
+    @named("top_self_cpu_op")
+    def returns_the_event(prof):
+        return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total)
+
+    result = check(returns_the_event)
+    assert not result.passed and "not plain data" in result.message and ".key" in result.message
