@@ -38,8 +38,7 @@ class HardwareReport:
 
     def describe(self) -> str:
         """A few lines a learner can read."""
-        lines = [
-            f"host:        {self.host}",
+        lines = [  # the host name stays in the CSV metadata, not in notebook outputs
             f"CPU cores:   {self.cpu_count} usable by this process",
         ]
         if self.gpus:
