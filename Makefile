@@ -51,6 +51,10 @@ bench: env  ## benchmarks, each measured side by side in one run; the last line 
 	$(PY) -m lab_utils bench ddp --world-size 2
 	$(PY) -m lab_utils bench pipeline
 	$(PY) -m lab_utils bench tf
+	$(PY) -m lab_utils bench collectives
+	$(PY) -m lab_utils bench memory
+	$(PY) -m lab_utils bench async
+	$(PY) -m lab_utils bench inference
 
 info: env
 	$(PY) -m lab_utils info
