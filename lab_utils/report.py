@@ -249,10 +249,10 @@ def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s
     if ratio > SUPERLINEAR_MARGIN * work:
         return [f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the images: more "
                 "than proportional, so one of the two medians is off (a busy machine, or the larger batch spilled out "
-                "of the cache); ratios built on them are suspect"]
+                "of the cache) and ratios built on them are suspect"]
     if ratio < 1:
         return [f"batch {large_batch} took less time than batch {small_batch}: more work cannot take less time, so one "
-                "of the two medians is off (a busy machine); ratios built on them are suspect"]
+                "of the two medians is off (a busy machine) and ratios built on them are suspect"]
     return []
 
 
@@ -262,7 +262,7 @@ def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0
     if low > 0 and high / low > factor:
         return [f"the same gradients' all-reduce took {alone_s * 1e3:.2f} ms alone and {in_step_s * 1e3:.2f} ms in the "
                 f"DDP step, {high / low:.1f}x apart: a small message costs scheduling delays, not bandwidth, and on a "
-                "busy machine a descheduled rank keeps the other waiting for milliseconds; neither ratio can be "
+                "busy machine a descheduled rank keeps the other waiting for milliseconds, so neither ratio can be "
                 "trusted until both agree (rerun on a quiet machine)"]
     return []
 
