@@ -360,17 +360,25 @@ def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=No
 
 
 def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
-    """Write results (one or many) to the results CSVs; returns the table of what was written, as the labs print it.
+    """Write results (one or many) to the results CSVs; returns the table of what was written, as the labs print it:
+    the rows of each workload under a line naming it (rows are compared only within a workload), names never cut.
 
-    The table's format is fixed: the scaling report and the course's consistency test read it back.
+    The row lines' format is fixed: the course's consistency test reads them back.
     """
     results = [results] if isinstance(results, Result) else list(results)
     paths = {write_result(r, directory, hw).name for r in results}
-    lines = [f"{'lab':<4}{'strategy':<22}{'variant':<30}{'ranks':>6}{'threads':>8}{'batch':>7}{'samples/s':>12}"]
-    for r in results:
-        threads = "-" if r.threads is None else str(r.threads)
-        lines.append(f"{r.lab:<4}{r.strategy[:21]:<22}{r.variant[:29]:<30}{r.world_size:>6}{threads:>8}{r.batch_size:>7}"
-                     f"{r.samples_per_s:>12.1f}")
-        lines += [f"    [!] {flag}" for flag in r.flags.split("; ") if flag]
-    lines.append(f"wrote {len(results)} row(s) to {', '.join(sorted(paths))} in the results folder")
+    strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
+    variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
+    lines = [f"{'lab':<4}{'strategy':<{strategy_w}}{'variant':<{variant_w}}{'ranks':>6}{'threads':>8}{'batch':>7}"
+             f"{'samples/s':>12}"]
+    workloads = list(dict.fromkeys(r.workload for r in results))
+    for workload in workloads:
+        lines.append(f"    workload: {workload}")
+        for r in (r for r in results if r.workload == workload):
+            threads = "-" if r.threads is None else str(r.threads)
+            lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
+                         f"{r.batch_size:>7}{r.samples_per_s:>12.1f}")
+            lines += [f"    [!] {flag}" for flag in r.flags.split("; ") if flag]
+    lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "
+                 "results folder")
     return "\n".join(lines)

@@ -44,6 +44,11 @@ class Compared:
     note: str = ""
 
     @property
+    def is_baseline(self) -> bool:
+        """True for a row that is its own baseline (one device): its speedup of 1 says nothing."""
+        return self.row is self.baseline
+
+    @property
     def speedup(self) -> float | None:
         return self.row.samples_per_s / self.baseline.samples_per_s if self.baseline else None
 
@@ -73,7 +78,7 @@ class Compared:
         return bool(self._speedup_flags()) or not noise_only
 
     def _speedup_flags(self) -> list[str]:
-        if self.efficiency is None or self.row is self.baseline:
+        if self.efficiency is None or self.is_baseline:
             return []
         cores = self.row.machine.cpu_count if self.row.machine else None
         oversubscribed = bool(cores) and not self.row.machine.gpu_names and self.row.resources > cores
@@ -109,24 +114,27 @@ def host_name(row: Result, this_host: str | None = None) -> str:
 
 
 def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None) -> str:
-    """The summary table as text: a line naming each workload, then one line per row, its plausibility warnings on
-    the lines below it."""
-    header = (f"{'machine':<13}" if hosts else "") + (f"{'lab':<4}{'framework':<10}{'strategy':<30}{'devices':>7}"
+    """The summary table as text: a line naming each workload, then one line per row (names never cut), its
+    plausibility warnings on the lines below it. A row that is its own baseline shows '-' as speedup and efficiency."""
+    names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
+    name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
+    framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
+    header = (f"{'machine':<13}" if hosts else "") + (f"{'lab':<4}{'framework':<{framework_w}}"
+                                                     f"{'strategy, variant':<{name_w}}{'devices':>7}"
                                                      f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'samples/s':>11}"
                                                      f"{'speedup':>8}{'effic.':>7}")
     lines, workload = [header], None
-    for c in compared:
+    for c, name in zip(compared, names):
         r = c.row
         if (host_name(r), r.lab, r.workload) != workload:
             workload = (host_name(r), r.lab, r.workload)
             lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}")
-        name = r.strategy + (f" {r.variant}" if r.variant else "")
         acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
-        speed = f"{c.speedup:8.2f}" if c.baseline else f"{'-':>8}"
-        speed += f"{c.efficiency:7.0%}" if c.efficiency is not None else f"{'-':>7}"
+        speed = f"{c.speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}"
+        speed += f"{c.efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
-                     f"{r.lab:<4}{r.framework:<10}{name[:29]:<30}{r.world_size:7d}{threads}"
+                     f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}")
         lines += [f"      [!] {flag}" for flag in c.flags]
     return "\n".join(lines)
@@ -135,6 +143,15 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
 def summary(results_dir) -> str:
     """The scaling report's table of the newest rows of one results folder (what `make course` prints at the end)."""
     return table(compare(latest(load(results_dir))))
+
+
+RECORDING_LABS = tuple(f"{n:02d}" for n in range(10))  # labs 00-09 each record results rows; lab 10 reads them
+
+
+def labs_without_rows(rows: list[Result]) -> list[str]:
+    """The labs that record results but have no row here yet (not run, or run with another results folder)."""
+    have = {r.lab for r in rows}
+    return [lab for lab in RECORDING_LABS if lab not in have]
 
 
 DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")
@@ -209,6 +226,47 @@ def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
     return AllReduceFit(max(intercept / steps, 0.0), 1.0 / max(slope, 1e-15))
 
 
+def allreduce_flags(sizes, seconds, spreads) -> list[list[str]]:
+    """Per message size, what makes its median doubtful: noisy repeats, or a larger message that took less than half
+    its time (more bytes cannot take less time on the same link: the machine was busy)."""
+    flags = []
+    for i, (nbytes, s, spread) in enumerate(zip(sizes, seconds, spreads)):
+        row = plausibility(spread=spread)
+        faster = next(((m, t) for m, t in zip(sizes[i + 1:], seconds[i + 1:]) if t < s / 2), None)
+        if faster:
+            row.append(f"took over twice as long as the larger {faster[0]:,}-byte message ({faster[1] * 1e3:.3f} ms): "
+                       "more bytes cannot take less time, so a rank was kept waiting (a busy machine)")
+        flags.append(row)
+    return flags
+
+
+SUPERLINEAR_MARGIN = 1.2  # a batch k times larger may take up to 1.2 k times longer before it is flagged
+
+
+def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float) -> list[str]:
+    """A warning when a larger batch took far more than proportionally longer than a smaller one, or less time."""
+    ratio, work = large_s / small_s, large_batch / small_batch
+    if ratio > SUPERLINEAR_MARGIN * work:
+        return [f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the images: more "
+                "than proportional, so one of the two medians is off (a busy machine, or the larger batch spilled out "
+                "of the cache) and ratios built on them are suspect"]
+    if ratio < 1:
+        return [f"batch {large_batch} took less time than batch {small_batch}: more work cannot take less time, so one "
+                "of the two medians is off (a busy machine) and ratios built on them are suspect"]
+    return []
+
+
+def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0) -> list[str]:
+    """A warning when the same all-reduce, timed alone and inside a DDP step, differs by more than `factor`."""
+    high, low = max(alone_s, in_step_s), min(alone_s, in_step_s)
+    if low > 0 and high / low > factor:
+        return [f"the same gradients' all-reduce took {alone_s * 1e3:.2f} ms alone and {in_step_s * 1e3:.2f} ms in the "
+                f"DDP step, {high / low:.1f}x apart: a small message costs scheduling delays, not bandwidth, and on a "
+                "busy machine a descheduled rank keeps the other waiting for milliseconds, so neither ratio can be "
+                "trusted until both agree (rerun on a quiet machine)"]
+    return []
+
+
 def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int) -> float:
     """Compute + all-reduce model: one device takes compute_s; N devices take compute_s / N + the all-reduce."""
     return compute_s / (compute_s / devices + fit.seconds(grad_bytes, devices))
@@ -225,7 +283,8 @@ def parameter_bytes(model) -> int:
 
 
 def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeout_s: float = 60.0) -> dict:
-    """Time all_reduce of float32 tensors of the given byte sizes (median of repeats after 2 warm-ups) on this rank."""
+    """Time all_reduce of float32 tensors of the given byte sizes on this rank: per size the median of `repeats`
+    (each after a barrier, 2 warm-ups excluded) and their spread, (max - min) / median."""
     import statistics
     import time
 
@@ -234,7 +293,7 @@ def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeo
 
     from .launch import process_group
 
-    medians = []
+    medians, spreads = [], []
     with process_group(timeout_s) as ctx:
         for nbytes in sizes:
             tensor = torch.ones(max(1, int(nbytes) // 4), device=ctx.device)
@@ -248,8 +307,9 @@ def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeo
                 if i >= 2:
                     times.append(time.perf_counter() - start)
             medians.append(statistics.median(times))
+            spreads.append((max(times) - min(times)) / medians[-1] if medians[-1] else 0.0)
     return {"rank": rank, "backend": ctx.backend, "device": ctx.device, "sizes": [int(s) for s in sizes],
-            "seconds": medians}
+            "seconds": medians, "spreads": spreads}
 
 
 def noise_or_bug(reference, other, tolerance: float) -> str:

@@ -514,11 +514,14 @@ def fresh_compile_cache():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def compiled_graphs() -> int:
-    """How many graphs torch.compile has compiled in this process so far (recompilations included)."""
+def compile_counts() -> dict[str, int]:
+    """What torch.compile has done in this process so far: graphs traced (recompilations included), and of their
+    generated code how much was generated anew and how much was loaded from the on-disk cache."""
     from torch._dynamo.utils import counters  # no public counter exists; this is what torch's own tests read
 
-    return int(counters["stats"]["unique_graphs"])
+    return {"graphs": int(counters["stats"]["unique_graphs"]),
+            "generated": int(counters["inductor"]["fxgraph_cache_miss"]),
+            "from_cache": int(counters["inductor"]["fxgraph_cache_hit"])}
 
 
 def compile_unavailable() -> str | None:

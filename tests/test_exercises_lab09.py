@@ -242,6 +242,27 @@ def test_choose_max_wait_never_none_fails():
     assert fails(choose_max_wait, "return None")
 
 
+def test_choose_max_wait_last_fitting_row_in_list_order_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return fits[-1] if fits else None
+    assert fails(choose_max_wait, "last row that fits")
+
+
+def test_choose_max_wait_first_fitting_row_in_list_order_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return fits[0] if fits else None
+    assert fails(choose_max_wait, "first row that fits")
+
+
+def test_choose_max_wait_returning_the_row_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return max(fits, key=lambda r: r["max_wait_ms"]) if fits else None
+    assert fails(choose_max_wait, "whole row")
+
+
 @pytest.mark.parametrize("name", ["collect", "latency_percentiles", "choose_max_wait"])
 def test_stubs_fail(name):
     def stub(*args):

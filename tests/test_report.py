@@ -104,6 +104,71 @@ def test_the_table_says_what_it_could_not_compute():
     assert lonely.splitlines()[2].split()[-2:] == ["-", "-"]
 
 
+def test_a_row_that_is_its_own_baseline_shows_no_speedup():
+    rows = [row("forward", 1, 100, variant="eager"), row("forward", 1, 180, variant="bf16"), row("ddp", 2, 150)]
+    lines = report.table(report.compare(rows)).splitlines()
+    eager, bf16, ddp = (next(l for l in lines if name in l) for name in ("eager", "bf16", "ddp"))
+    assert eager.split()[-2:] == ["-", "-"] and bf16.split()[-2:] == ["-", "-"]
+    assert ddp.split()[-2:] == ["1.50", "75%"]
+
+
+def test_the_table_cuts_no_name_and_keeps_framework_and_strategy_apart():
+    long = "parameter-server-async straggler x4, staleness bound 8"
+    rows = [Result(**{**vars(row("tf-inference", 1, 100)), "framework": "tensorflow"}), row(long, 1, 50, lab="08")]
+    text = report.table(report.compare(rows))
+    assert long in text and "tensorflow  tf-inference" in text
+
+
+def test_a_lab_09_like_results_set_compares_the_two_workers_with_one_worker():
+    rows = [row("forward", 1, 1844, batch=64, lab="09", workload="forward modes", variant="inference_mode"),
+            row("serving-workers", 1, 2500, batch=64, lab="09", workload="serving workers", variant="1 model worker"),
+            row("serving-workers", 2, 3281, batch=64, lab="09", workload="serving workers", variant="2 model workers")]
+    two = next(c for c in report.compare(rows) if c.row.world_size == 2)
+    assert two.baseline is rows[1] and two.speedup == pytest.approx(3281 / 2500)
+
+
+def test_the_labs_without_rows_are_named():
+    assert report.labs_without_rows([row("single", 1, 100, lab="02"), row("ddp", 2, 100, lab="09")]) == [
+        "00", "01", "03", "04", "05", "06", "07", "08"]
+
+
+def test_allreduce_rows_are_flagged_for_noise_and_for_more_bytes_in_less_time():
+    sizes, seconds, spreads = [1024, 2048, 4096, 8192], [1e-4, 3.8e-3, 1.8e-4, 2e-4], [0.1, 0.1, 0.6, 0.1]
+    flags = report.allreduce_flags(sizes, seconds, spreads)
+    assert flags[0] == [] and flags[3] == []
+    assert "larger 4,096-byte message" in flags[1][0] and "spread by 60%" in flags[2][0]
+
+
+def test_a_superlinear_or_shrinking_batch_time_is_flagged():
+    assert report.batch_time_flags(128, 21.3e-3, 256, 57.7e-3)[0].startswith("batch 256 took 2.7x")
+    assert "less time" in report.batch_time_flags(32, 1.0e-3, 64, 0.9e-3)[0]
+    assert report.batch_time_flags(128, 20e-3, 256, 42e-3) == [] and report.batch_time_flags(32, 1e-3, 64, 1.3e-3) == []
+
+
+def test_report_flags_can_be_joined_into_a_results_row():
+    flags = (report.batch_time_flags(128, 21.3e-3, 256, 57.7e-3) + report.batch_time_flags(32, 1.0e-3, 64, 0.9e-3)
+             + report.allreduce_disagreement(2.69e-3, 0.37e-3) + report.allreduce_flags([1024, 2048], [1e-3, 1e-4], [1.0, 0.1])[0])
+    assert len(flags) == 5 and not any("; " in flag for flag in flags)
+
+
+def test_the_same_allreduce_alone_and_in_the_step_is_flagged_when_far_apart():
+    assert "7.3x apart" in report.allreduce_disagreement(2.69e-3, 0.37e-3)[0]
+    assert report.allreduce_disagreement(0.5e-3, 0.37e-3) == []
+
+
+def test_record_prints_each_workload_once_above_its_rows_and_cuts_no_name(tmp_path):
+    from lab_utils import hardware
+
+    long = "max_wait=20ms, high load, with a long variant name"
+    rows = [row("forward", 1, 100, lab="09", workload="forward modes", variant="eager"),
+            row("serving", 1, 200, lab="09", workload="serving, low load", variant=long),
+            row("forward", 1, 120, lab="09", workload="forward modes", variant="bf16")]
+    text = measure.record(rows, tmp_path, hardware.detect())
+    lines = text.splitlines()
+    assert lines[1] == "    workload: forward modes" and "bf16" in lines[3] and lines[4] == "    workload: serving, low load"
+    assert long in lines[5] and "2 workload(s)" in lines[-1] and len(measure.read_results(tmp_path)) == 3
+
+
 def test_load_skips_missing_folders_and_reads_another_machines_rows():
     rows = report.load(FIXTURE, FIXTURE / "not-there", None)
     assert {r.machine.host for r in rows} == {"fixture-4gpu"} and len(rows) == 3

@@ -202,7 +202,25 @@ def test_fresh_compile_cache_is_a_new_folder_removed_afterwards():
     with serving.fresh_compile_cache() as folder:
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == folder and os.path.isdir(folder) and not os.listdir(folder)
     assert not os.path.exists(folder) and os.environ.get("TORCHINDUCTOR_CACHE_DIR") == before
-    assert isinstance(serving.compiled_graphs(), int)
+
+
+@pytest.mark.skipif(serving.compile_unavailable() is not None, reason="torch.compile needs a C++ compiler")
+def test_compile_counts_tell_code_generated_from_code_loaded_from_the_disk_cache():
+    model, x = serving.build_model(16, (1, 8, 8)), torch.zeros(2, 1, 8, 8)
+
+    def compiled_call():
+        before = serving.compile_counts()
+        with torch.inference_mode():
+            torch.compile(model, dynamic=False)(x)
+        return {k: v - before[k] for k, v in serving.compile_counts().items()}
+
+    with serving.fresh_compile_cache():
+        cold = compiled_call()
+        torch._dynamo.reset()  # a restarted server: the graph is traced again, its code is on disk
+        warm = compiled_call()
+    torch._dynamo.reset()
+    assert cold == {"graphs": 1, "generated": 1, "from_cache": 0}
+    assert warm == {"graphs": 1, "generated": 0, "from_cache": 1}
 
 
 def test_gpu_check_says_why_it_skips_without_a_gpu():

@@ -222,18 +222,24 @@ def _budget_cases(rng):
     behind = [_row(0, load, load * 0.99, 6.0, 14.0), _row(5, load, load * 0.99, 9.0, 18.0),
               _row(20, load, load * 0.6, 12.0, 19.0)]  # fell behind: served 60 % of the load
     p50_trap = [_row(0, load, load, 3.0, 9.0), _row(5, load, load, 8.0, 16.0), _row(20, load, load, 15.0, 60.0)]
-    return [{"rows": normal, "budget_ms": 25.0},
+    for rows in (behind, p50_trap):
+        rng.shuffle(rows)
+    # rows come in no particular order: here the largest fitting max_wait_ms is neither last (largest first) nor
+    # first (smallest first) among the rows that fit
+    descending = sorted(normal, key=lambda r: -r["max_wait_ms"])
+    return [{"rows": descending, "budget_ms": 25.0},
+            {"rows": normal, "budget_ms": 25.0},
             {"rows": boundary, "budget_ms": boundary[2]["p99_ms"]},  # exactly on the budget still fits
             {"rows": behind, "budget_ms": 20.0},
             {"rows": p50_trap, "budget_ms": 20.0},
-            {"rows": normal, "budget_ms": 5.0}]  # nothing fits
+            {"rows": descending, "budget_ms": 5.0}]  # nothing fits
 
 
 def _budget_run(choose_max_wait, cases):
     out = []
     for c in cases:
         value = choose_max_wait([dict(r) for r in c["rows"]], c["budget_ms"])
-        out.append(None if value is None else float(value))
+        out.append(value if value is None or isinstance(value, dict) else float(value))  # a dict: the judge says why
     return out
 
 
@@ -252,6 +258,10 @@ def _keeps_up(r) -> bool:
     return r["achieved_rps"] >= 0.95 * r["offered_rps"]
 
 
+def _fitting_in_list_order(rows, budget_ms) -> list:
+    return [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and _keeps_up(r)]
+
+
 # the wrong rules a learner plausibly writes, and what to say about each
 _BUDGET_MISTAKES = (
     (lambda rows, b: _largest(rows, lambda r: r["p99_ms"] < b and _keeps_up(r)),
@@ -266,10 +276,19 @@ _BUDGET_MISTAKES = (
      "achieved_rps >= 0.95 x offered_rps"),
     (lambda rows, b: max(r["max_wait_ms"] for r in rows),
      "you chose the largest max_wait_ms without looking at the budget"),
+    (lambda rows, b: (_fitting_in_list_order(rows, b) or [None])[-1],
+     "you took the last row that fits, in the order of the list; the rows come in no particular order: take the "
+     "largest max_wait_ms among the rows that fit"),
+    (lambda rows, b: (_fitting_in_list_order(rows, b) or [None])[0],
+     "you took the first row that fits, in the order of the list; the rows come in no particular order: take the "
+     "largest max_wait_ms among the rows that fit"),
 )
 
 
 def _budget_judge(got, expected, cases):
+    if any(isinstance(g, dict) for g in got):
+        return 0.0, ("you returned a whole row (a dict); return the chosen row's max_wait_ms, a number (or None when "
+                     "no row fits)")
     if all(g == e for g, e in zip(got, expected)):
         return 1.0, "the largest max_wait_ms whose p99 fits the budget while keeping up with the load"
     for rule, message in _BUDGET_MISTAKES:
@@ -283,7 +302,7 @@ def _budget_judge(got, expected, cases):
 
 CHOOSE_MAX_WAIT = Exercise(
     "09", "choose_max_wait", _budget_cases, _budget_run, _budget_expected, _budget_judge,
-    "keep the rows with p99_ms <= budget and achieved_rps >= 0.95 x offered_rps; return the largest max_wait_ms "
-    "among them, or None", setup=SETUP)
+    "keep the rows with p99_ms <= budget and achieved_rps >= 0.95 x offered_rps (in any order); return the largest "
+    "max_wait_ms among them, a number, or None", setup=SETUP)
 
 register(COLLECT, LATENCY_PERCENTILES, CHOOSE_MAX_WAIT)

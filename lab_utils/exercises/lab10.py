@@ -54,10 +54,15 @@ def _speedup_judge(got, expected, cases):
         if len(g) != 2:
             return 0.0, "return two numbers: (speedup, efficiency)"
         if not near(g[0], e[0]):
+            if near(g[0], 100 * e[0]):
+                return 0.0, "the speedup is a ratio (1.8 for 1.8x), not a percentage: leave out the factor 100"
             if near(g[0], 1 / e[0]):
                 return 0.0, "speedup is the row's samples/s over the baseline's, not the other way round"
             return 0.0, f"the speedup of {row} over {base} should be {e[0]:.3f}, got {g[0]:.3f}"
         if not near(g[1], e[1]):
+            if near(g[1], 100 * e[1]):
+                return 0.0, ("efficiency is a fraction (0.9 for 90 %, 1.0 for perfect scaling), not a percentage: "
+                             "leave out the factor 100")
             if near(g[1], e[0] / row["world_size"]):
                 return 0.0, "efficiency divides by the extra hardware: ranks x threads of the row, not ranks alone"
             if near(g[1], e[0] / _hardware(row)):
@@ -69,7 +74,7 @@ def _speedup_judge(got, expected, cases):
 
 SPEEDUP = Exercise("10", "speedup_and_efficiency", _speedup_cases, _speedup_run, _speedup_expected, _speedup_judge,
                    "efficiency divides the speedup by the extra hardware: ranks x threads (threads None counts as 1), "
-                   "the row's over the baseline's")
+                   "the row's over the baseline's; both are plain ratios (efficiency 0.9, not 90)")
 
 
 # ---- Amdahl's serial fraction ---------------------------------------------------------------------------------------
