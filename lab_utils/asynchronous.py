@@ -183,7 +183,7 @@ def _send(dst: int, version: float, values: torch.Tensor) -> None:
     try:
         dist.send(torch.cat([torch.tensor([float(version)]), values.detach().cpu()]), dst=dst)
     except RuntimeError as exc:
-        raise RuntimeError(f"rank {dst} is gone (sending to it failed: {short_error(exc)})") from None
+        raise RuntimeError(f"rank {dst} is gone (sending to it failed: {short_error(exc, sentences=2)})") from None
 
 
 def _listen(worker: int, n_values: int, inbox: queue.Queue) -> None:
@@ -196,7 +196,7 @@ def _listen(worker: int, n_values: int, inbox: queue.Queue) -> None:
                 return
             inbox.put((worker, int(message[0].item()), message[1:].clone()))
     except Exception as exc:  # noqa: BLE001 - the server names the worker and stops the run
-        inbox.put((worker, None, short_error(exc)))
+        inbox.put((worker, None, short_error(exc, sentences=2)))
 
 
 def _next_gradient(inbox: queue.Queue, computing, timeout_s: float):

@@ -35,9 +35,12 @@ def sanitized(text: str) -> str:
     return NETWORK_ADDRESS.sub("", SOURCE_LOCATION.sub("", text))
 
 
-def short_error(error, limit: int = 200) -> str:
-    """An exception (or a text) as one line for a message: sanitized, whitespace collapsed, cut at a word."""
+def short_error(error, limit: int = 200, sentences: int | None = None) -> str:
+    """An exception (or a text) as one line for a message: sanitized, whitespace collapsed, at most `sentences`
+    sentences (None: all), cut at a word."""
     text = " ".join(sanitized(str(error)).split())
+    if sentences:
+        text = " ".join(re.split(r"(?<=[.!?]) ", text)[:sentences])
     return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
 
 

@@ -91,6 +91,7 @@ def test_gloo_messages_lose_build_paths_and_network_addresses_and_are_cut_at_a_w
     assert launch_mod.sanitized("connect to [localhost]:29500 or 127.0.0.1:80 or [::1]:8080") == "connect to or or"
     assert "pair.cc" not in launch_mod.short_error(raw) and "5336" not in launch_mod.short_error(raw)
     assert launch_mod.short_error("word " * 30, 22) == "word word word word…"
+    assert launch_mod.short_error(raw, sentences=1) == "RuntimeError: rank 2 is gone (sending to it failed: Connection closed by peer."
 
 
 def test_a_rank_that_exits_without_an_exception_is_named():
