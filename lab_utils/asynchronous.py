@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from . import data, hardware, measure, spec
+from .launch import short_error
 
 MODEL = "cnn2d_2layer_fullconnected_2layer"
 STOP = -1.0  # a version no weights carry: "stop" from the server, "done" from a worker
@@ -182,7 +183,7 @@ def _send(dst: int, version: float, values: torch.Tensor) -> None:
     try:
         dist.send(torch.cat([torch.tensor([float(version)]), values.detach().cpu()]), dst=dst)
     except RuntimeError as exc:
-        raise RuntimeError(f"rank {dst} is gone (sending to it failed: {' '.join(str(exc).split())[:200]})") from None
+        raise RuntimeError(f"rank {dst} is gone (sending to it failed: {short_error(exc, sentences=2)})") from None
 
 
 def _listen(worker: int, n_values: int, inbox: queue.Queue) -> None:
@@ -195,7 +196,7 @@ def _listen(worker: int, n_values: int, inbox: queue.Queue) -> None:
                 return
             inbox.put((worker, int(message[0].item()), message[1:].clone()))
     except Exception as exc:  # noqa: BLE001 - the server names the worker and stops the run
-        inbox.put((worker, None, " ".join(str(exc).split())[:300]))
+        inbox.put((worker, None, short_error(exc, sentences=2)))
 
 
 def _next_gradient(inbox: queue.Queue, computing, timeout_s: float):
@@ -279,35 +280,55 @@ def _work(rank: int, n_workers: int, cfg: PSConfig, device: str, die_after: int 
     return {"gradients": step, "compute_ms": 1e3 * statistics.median(compute) if compute else 0.0}
 
 
-def ps_worker(rank: int, world_size: int, configs, average_step=None, die_after: int | None = None) -> list:
+def pin_server_beside_worker_1(rank: int, world_size: int) -> None:
+    """When a CPU machine has fewer cores than ranks (launch then pins none): worker w runs on core (w - 1) mod
+    cores and the server (rank 0) on worker 1's core, so that the same worker shares the server's core in every run."""
+    if not hasattr(os, "sched_setaffinity") or hardware.rank_device()[0] != "cpu":
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    if 1 < len(cores) < world_size:  # one core: launch pinned this rank already (or there is nothing to share out)
+        os.sched_setaffinity(0, {cores[max(rank - 1, 0) % len(cores)]})
+
+
+def ps_worker(rank: int, world_size: int, configs, average_step=None, die_after: int | None = None,
+              workers=None) -> list:
     """The reference parameter server (rank 0) and its workers (ranks 1..world_size-1), gloo point-to-point: each
     config in turn, in one process group (a new group per run would cost start-up time and threads).
 
     `average_step(weights, optimizer, {worker: gradient})` is the update (an exercise plugs in here; in async mode
-    the dict holds one gradient); with `die_after`, the last worker's process ends abruptly after that many
-    gradients (a crash, for tests).
+    the dict holds one gradient); `workers[i]`: how many workers take part in run i (default all; the other ranks
+    sit it out); with `die_after`, the last worker's process ends abruptly after that many gradients (a crash, for
+    tests).
     """
     device, _ = hardware.rank_device()
+    pin_server_beside_worker_1(rank, world_size)
     dist.init_process_group("gloo", timeout=timedelta(seconds=max(c.timeout_s for c in configs)))
-    n_workers, results = world_size - 1, []
-    for cfg in configs:
+    results = []
+    for cfg, n_workers in zip(configs, workers or [world_size - 1] * len(configs)):
         if rank == 0:
             results.append(_serve(n_workers, cfg, average_step or reference_average_step))
-        else:
+        elif rank <= n_workers:
             results.append(_work(rank, n_workers, cfg, device, die_after if rank == n_workers else None))
+        else:
+            results.append(None)
         dist.barrier()  # the next run starts when every rank is done with this one
     dist.destroy_process_group()
     return results
 
 
-def run(configs, n_workers: int = 2, timeout_s: float = 180.0, average_step=None, die_after: int | None = None) -> list:
-    """Every config in turn in one launch of n_workers + 1 ranks; returns each run's server result, with `config`
-    and the workers' results (`workers`) added."""
+def run(configs, n_workers=2, timeout_s: float = 180.0, average_step=None, die_after: int | None = None) -> list:
+    """Every config in turn in one launch of 1 + the most workers; `n_workers`: how many workers run each config (one
+    number for all, or one per config). Returns each run's server result, with `config` and the workers' results
+    (`workers`) added."""
     from .launch import launch
 
-    configs = [c.validate(n_workers) for c in configs]
-    per_rank = launch(ps_worker, n_workers + 1, args=(configs, average_step, die_after), timeout=timeout_s)
-    return [dict(server, config=c, workers=list(workers)) for c, server, *workers in zip(configs, *per_rank)]
+    counts = list(n_workers) if isinstance(n_workers, (list, tuple)) else [n_workers] * len(configs)
+    if len(counts) != len(configs):
+        raise ValueError(f"n_workers gives {len(counts)} worker counts for {len(configs)} configs: give one per config")
+    configs = [c.validate(n) for c, n in zip(configs, counts)]
+    per_rank = launch(ps_worker, max(counts) + 1, args=(configs, average_step, die_after, counts), timeout=timeout_s)
+    return [dict(server, config=c, workers=[w for w in workers if w is not None])
+            for c, server, *workers in zip(configs, *per_rank)]
 
 
 def single_process_weights(cfg: PSConfig, n_workers: int, updates: int) -> np.ndarray:
@@ -394,6 +415,21 @@ def accuracy_curve(result: dict, split: data.Split) -> dict:
     model = build_model(split, seed=0)
     return {"samples": list(result["snapshot_samples"]), "seconds": list(result["snapshot_seconds"]),
             "accuracy": [accuracy_of(w, split, model) for w in result["snapshots"]]}
+
+
+def diverged(accuracy: float, num_classes: int = 10) -> bool:
+    """True for a final accuracy below twice chance: the run diverged (or never learned), it did not just lag."""
+    return accuracy < 2 / num_classes
+
+
+def divergence_flags(accuracies, num_classes: int = 10) -> list[str]:
+    """A warning naming the runs of a setting that diverged (final accuracy near chance), or none."""
+    accuracies = list(accuracies)
+    bad = [a for a in accuracies if diverged(a, num_classes)]
+    if not bad:
+        return []
+    return [f"{len(bad)} of {len(accuracies)} runs diverged (final accuracy {', '.join(f'{a:.0%}' for a in bad)}, "
+            f"chance is {1 / num_classes:.0%}): stale gradients with momentum can throw the weights off"]
 
 
 def first_reaching(curve: dict, target: float):
@@ -540,8 +576,8 @@ def print_bench(result: dict) -> None:
                               f"{result[f'async_vs_sync_throughput_spread[straggler={f}]']:>7.2f} "
                               f"{result[f'async_staleness_mean[straggler={f}]']:>10.2f}", flags))
     if result["server_shares_a_core"]:
-        print(f"note: {result['n_workers'] + 1} processes on {hardware.usable_cpu_count()} cores: the server shares a "
-              "core with a worker (it mostly waits for messages; the straggler's sleep holds no core)")
+        print(f"note: {result['n_workers'] + 1} processes on {hardware.usable_cpu_count()} cores: the server shares "
+              "worker 1's core (it mostly waits for messages; the straggler's sleep holds no core)")
     print(f"sync vs one process on the global batch: max |weight diff| {result['sync_vs_single_max_abs_diff']:.1e}; "
           f"every sync run gave identical weights: {result['sync_deterministic']}")
     print(json.dumps(result))

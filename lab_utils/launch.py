@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 import queue
+import re
 import signal
 import socket
 import sys
@@ -23,12 +24,31 @@ PORT_ATTEMPTS = 3
 EXIT_GRACE_S = 2.0  # how long a rank that exited may take to deliver its result
 ERROR_GRACE_S = 0.5  # after a first error, how long to collect the other ranks' errors
 PORT_IN_USE = ("Address already in use", "EADDRINUSE", "errno: 98")
+# what a gloo or c10d error names that means nothing to a learner and must not reach a notebook's output:
+SOURCE_LOCATION = re.compile(r"\[[^\[\]\s]*\.(?:cc|cpp|cu|h|hpp):\d+\]\s*")  # [/build/path/pair.cc:553]
+NETWORK_ADDRESS = re.compile(r"\s*(?:\[[\w.:]*\]|\b\d{1,3}(?:\.\d{1,3}){3}|\blocalhost):\d{1,5}\b")  # [127.0.0.1]:5336
+TIMED_OUT = ("Timed out waiting", "timed out", "Timeout waiting")
+
+
+def sanitized(text: str) -> str:
+    """The text without the build paths and network addresses (host:port) that gloo and c10d errors carry."""
+    return NETWORK_ADDRESS.sub("", SOURCE_LOCATION.sub("", text))
+
+
+def short_error(error, limit: int = 200, sentences: int | None = None) -> str:
+    """An exception (or a text) as one line for a message: sanitized, whitespace collapsed, at most `sentences`
+    sentences (None: all), cut at a word."""
+    text = " ".join(sanitized(str(error)).split())
+    if sentences:
+        text = " ".join(re.split(r"(?<=[.!?]) ", text)[:sentences])
+    return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 class RankError(RuntimeError):
-    """A rank of a launched job failed; carries the rank and its traceback text."""
+    """A rank of a launched job failed; carries the rank and its traceback text (the message sanitized)."""
 
     def __init__(self, rank: int, message: str, traceback_text: str = "", hint: str = ""):
+        message = sanitized(message)
         self.rank, self.message, self.traceback_text, self.hint = rank, message, traceback_text, hint
         text = f"rank {rank} failed: {message}"
         if hint:
@@ -233,6 +253,10 @@ def _hint_for(traceback_text: str) -> str:
                 "notebook's folder (or installed).")
     if any(s in traceback_text for s in PORT_IN_USE):
         return "another program took the rendezvous port; launch() retries with a new port when it picked the port itself."
+    if any(s in traceback_text for s in TIMED_OUT):
+        return ("a collective or a send/recv waited for a peer that never made the matching call. Every rank must call "
+                "every collective (broadcast, reduce, all_reduce, barrier...) in the same order, also the ranks that "
+                "only receive; every send needs its recv on the peer.")
     return ""
 
 

@@ -92,6 +92,7 @@ class SavedActivations:
     def __init__(self, model: nn.Module | None = None):
         self.model = model
         self._spans: dict[tuple, set] = {}
+        self._dtypes: dict[tuple, str] = {}  # each storage's element type (as its first saved tensor has it)
         self._hooks = None
 
     def _parameter_storages(self) -> set:
@@ -101,7 +102,9 @@ class SavedActivations:
     def _pack(self, tensor):
         storage = local(tensor).untyped_storage()
         if storage.data_ptr() not in self._parameter_storages():
-            self._spans.setdefault((str(storage.device), storage.data_ptr()), set()).add(_span(local(tensor)))
+            key = (str(storage.device), storage.data_ptr())
+            self._spans.setdefault(key, set()).add(_span(local(tensor)))
+            self._dtypes.setdefault(key, str(tensor.dtype).removeprefix("torch."))
         return tensor
 
     def __enter__(self) -> "SavedActivations":
@@ -115,6 +118,14 @@ class SavedActivations:
     @property
     def bytes(self) -> int:
         return sum(_union_bytes(spans) for spans in self._spans.values())
+
+    @property
+    def bytes_by_dtype(self) -> dict[str, int]:
+        """The same bytes, by element type ('float32', 'bfloat16', 'int64', ...), largest first."""
+        totals: dict[str, int] = {}
+        for key, spans in self._spans.items():
+            totals[self._dtypes[key]] = totals.get(self._dtypes[key], 0) + _union_bytes(spans)
+        return dict(sorted(totals.items(), key=lambda item: -item[1]))
 
 
 # ---- the formulas ----------------------------------------------------------------------------------------------------

@@ -82,6 +82,38 @@ def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_stal
     assert asyn.gradients <= computed <= asyn.gradients + 1  # a gradient still on its way at the end is not applied
 
 
+def test_one_launch_runs_each_config_with_its_own_number_of_workers():
+    sync3, sync2 = replace(BASE, mode="sync", gradients=12, warmup=0), replace(BASE, mode="sync", gradients=8, warmup=0)
+    three, two = A.run([sync3, sync2], n_workers=[3, 2])
+    assert sorted(set(three["order"])) == [1, 2, 3] and sorted(set(two["order"])) == [1, 2]
+    assert len(three["workers"]) == 3 and len(two["workers"]) == 2  # the rank that sat a run out returns nothing
+    assert np.abs(two["weights"] - A.single_process_weights(sync2, 2, 4)).max() <= 1e-5
+    with pytest.raises(ValueError, match="one per config"):
+        A.run([sync3, sync2], n_workers=[3])
+
+
+def pinned_cores(rank, world_size):
+    A.pin_server_beside_worker_1(rank, world_size)
+    return sorted(os.sched_getaffinity(0))
+
+
+def test_when_ranks_outnumber_the_cores_the_server_shares_worker_1s_core():
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("one core: every rank shares it")
+    ranks = launch(pinned_cores, len(cores) + 1, timeout=60)
+    assert ranks[0] == ranks[1] and len(ranks[0]) == 1  # the server beside worker 1
+    assert [r[0] for r in ranks[1:]] == cores  # worker w on core w - 1
+    fitting = launch(pinned_cores, 2, timeout=60)  # ranks that fit: launch's core of its own each, left alone
+    assert fitting[0] != fitting[1] and all(len(c) == 1 for c in fitting)
+
+
+def test_a_run_near_chance_is_flagged_as_diverged():
+    assert A.divergence_flags([0.93, 0.88]) == []
+    flags = A.divergence_flags(iter([0.60, 0.103, 0.85]))
+    assert len(flags) == 1 and "1 of 3 runs diverged" in flags[0] and "10%" in flags[0] and "; " not in flags[0]
+
+
 def test_async_with_one_worker_is_plain_sgd():
     cfg = replace(BASE, mode="async", gradients=12, warmup=0, lr=0.05)
     server = A.run([cfg], n_workers=1)[0]

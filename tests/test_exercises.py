@@ -537,3 +537,14 @@ def test_hints_name_rows_out_of_order_and_a_non_string_answer():
 
     result = check(returns_the_event)
     assert not result.passed and "not plain data" in result.message and ".key" in result.message
+
+
+def test_a_failed_rank_is_reported_by_its_own_message_and_hint_not_its_traceback_cut_mid_word():
+    from lab_utils.exercises.core import last_line
+    from lab_utils.launch import RankError
+
+    error = RankError(1, "RuntimeError: [/build/gloo/pair.cc:553] Timed out waiting 60000ms for recv", "Traceback ...\n"
+                      "RuntimeError: [/build/gloo/pair.cc:553] Timed out waiting 60000ms for recv", hint="every rank " * 60)
+    line = last_line(error)
+    assert line.startswith("RuntimeError: Timed out waiting 60000ms for recv (in rank 1); why: every rank")
+    assert "/build" not in line and len(line) <= 400 and line.endswith("rank…")

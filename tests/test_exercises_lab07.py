@@ -131,6 +131,19 @@ def test_sharded_step_without_averaging_fails():
     fails(step("        dist.all_reduce(p.grad)\n        p.grad /= world_size\n", "        pass\n"), "averaged over all ranks")
 
 
+def test_sharded_step_broadcast_only_by_the_owner_fails_fast_naming_the_deadlock():
+    import time
+
+    start = time.monotonic()
+    owner_only = step("    for p, owner in zip(params, owners):\n        dist.broadcast(p.data, src=owner)\n",
+                      "    for p, owner in zip(params, owners):\n        if owner == dist.get_rank():\n"
+                      "            dist.broadcast(p.data, src=owner)\n")
+    result = check(owner_only)
+    assert not result.passed and "every rank must call every collective" in result.message, result.message
+    assert "/" not in result.message.split("Hint:")[0] and "127.0.0.1" not in result.message  # no build path, no address
+    assert time.monotonic() - start < 60  # the group's short timeout, not a minute per collective
+
+
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------
 
 CHOOSE = """
@@ -180,6 +193,10 @@ def test_choose_checkpoints_everything_fails():
 def test_choose_checkpoints_ignoring_the_budget_check_fails():
     fails(learner(CHOOSE.replace("total - sum(freed[i] for i in chosen) <= budget", "sum(freed[i] for i in chosen) <= budget"),
                   "choose_checkpoints"), "over the budget")
+
+
+def test_choose_checkpoints_strictly_under_the_budget_fails():
+    fails(learner(CHOOSE.replace("<= budget", "< budget"), "choose_checkpoints"), "not <")
 
 
 def test_choose_checkpoints_checkpointing_when_it_already_fits_fails():

@@ -2,6 +2,7 @@
 import random
 
 import pytest
+import torch
 
 from lab_utils.exercises import check, get, to_plain
 
@@ -24,7 +25,7 @@ def assert_wrong(fn, words):
     assert score(fn)[0] == 0.0
 
 
-# ---- average_and_apply (runs a real 3-rank parameter server per check) -------------------------------------------
+# ---- average_and_apply (one launch of a real parameter server per check: 3, then 4 workers) ---------------------
 
 def test_average_and_apply_solution():
     def average_and_apply(weights, optimizer, gradients):
@@ -67,6 +68,26 @@ def test_average_and_apply_no_step():
     def average_and_apply(weights, optimizer, gradients):
         weights.grad = sum(gradients.values()) / len(gradients)
     assert_wrong(average_and_apply, "never changed")
+
+
+def test_average_and_apply_divides_by_a_fixed_two():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = sum(gradients[w] for w in sorted(gradients)) / 2  # the notebook's 2 workers, hard-coded
+        optimizer.step()
+    assert_wrong(average_and_apply, "fixed 2")
+
+
+def test_average_and_apply_updates_the_weights_by_hand():
+    def average_and_apply(weights, optimizer, gradients):
+        with torch.no_grad():
+            weights -= optimizer.param_groups[0]["lr"] * sum(gradients.values()) / len(gradients)
+    assert_wrong(average_and_apply, "updated them yourself")
+
+
+def test_average_and_apply_updates_the_weights_by_hand_with_the_notebooks_lr():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.data -= 0.1 * sum(gradients.values()) / len(gradients)
+    assert_wrong(average_and_apply, "updated them yourself")
 
 
 # ---- staleness_from_order ------------------------------------------------------------------------------------------
@@ -133,4 +154,4 @@ def test_exercises_are_registered_for_lab_08():
     from lab_utils.exercises import for_lab
 
     assert [e.name for e in for_lab("08")] == ["average_and_apply", "staleness_from_order", "damped_lr"]
-    assert get("average_and_apply").ranks == 3
+    assert get("average_and_apply").ranks == 5  # one launch: a server and up to 4 workers

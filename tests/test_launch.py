@@ -75,6 +75,25 @@ def test_a_hanging_rank_times_out_and_everything_stops():
     assert time.monotonic() - start < 8 + 6
 
 
+def test_a_collective_only_one_rank_calls_times_out_with_the_rule_and_no_build_path_or_address():
+    with pytest.raises(RankError) as info:
+        launch(workers.owner_only_broadcast_worker, 2, timeout=60)
+    assert "every rank must call every collective" in info.value.hint.lower()
+    assert "/" not in info.value.message and "127.0.0.1" not in info.value.message, info.value.message
+
+
+def test_gloo_messages_lose_build_paths_and_network_addresses_and_are_cut_at_a_word():
+    raw = ("RuntimeError: rank 2 is gone (sending to it failed: [/__w/pytorch/third_party/gloo/gloo/transport/tcp/"
+           "pair.cc:553] Connection closed by peer [127.0.0.1]:5336. This is typically caused by a remote worker "
+           "crashing.)")
+    assert RankError(0, raw).message == ("RuntimeError: rank 2 is gone (sending to it failed: Connection closed by "
+                                         "peer. This is typically caused by a remote worker crashing.)")
+    assert launch_mod.sanitized("connect to [localhost]:29500 or 127.0.0.1:80 or [::1]:8080") == "connect to or or"
+    assert "pair.cc" not in launch_mod.short_error(raw) and "5336" not in launch_mod.short_error(raw)
+    assert launch_mod.short_error("word " * 30, 22) == "word word word word…"
+    assert launch_mod.short_error(raw, sentences=1) == "RuntimeError: rank 2 is gone (sending to it failed: Connection closed by peer."
+
+
 def test_a_rank_that_exits_without_an_exception_is_named():
     with pytest.raises(RankError, match=r"rank 1 failed: the process exited with code 3 without raising"):
         launch(workers.exiting_worker, 2, args=(3,), timeout=60)

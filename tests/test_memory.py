@@ -58,6 +58,17 @@ def test_saved_activations_count_each_byte_once_and_leave_parameters_out():
     assert without_model.bytes == 160 + 400  # with no model to exclude, the weight counts too
 
 
+def test_saved_activations_by_dtype_add_up_and_show_what_autocast_leaves_wide():
+    model = course((1, 28, 28))
+    x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
+    with memory.SavedActivations(model) as saved, torch.autocast("cpu", dtype=torch.bfloat16):
+        F.cross_entropy(model(x), y)
+    by_dtype = saved.bytes_by_dtype
+    assert sum(by_dtype.values()) == saved.bytes and list(by_dtype)[0] == "bfloat16"
+    assert by_dtype["int64"] >= 8 * 8 * 16 * 14 * 14  # max pooling's indices: 8 bytes each, whatever the precision
+    assert 0 < by_dtype["float32"] < 1024  # the loss's log-softmax (and the mean's scalar) stay float32
+
+
 def test_saved_activations_count_only_the_bytes_of_a_slice():
     big = torch.rand(100, 10)
     weight = torch.rand(10, 10, requires_grad=True)

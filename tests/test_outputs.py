@@ -14,6 +14,8 @@ LEAKS = {
     "an absolute path": re.compile(r"(?<![\w.~])/(?:tmp|home|root|work|Users|private|var/folders|opt)/"),
     "a process id": re.compile(r"\bpid[ =:]+\d+", re.I),
     "a port number": re.compile(r"\bport[ =:]+\d{4,5}\b", re.I),
+    "a peer's address and port (a gloo error)": re.compile(r"\[[\w.:]+\]:\d{2,5}\b"),
+    "a build path (a gloo error)": re.compile(r"/__w/|third_party/gloo"),
     "a date": re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"),
     "a clock time": re.compile(r"\b[0-2]\d:[0-5]\d:[0-5]\d\b"),
     "a host name": re.compile(rf"\b{re.escape(socket.gethostname())}\b|\bhost(?:name)?: +\S+", re.I),

@@ -56,3 +56,11 @@ def children_worker(rank, world_size):
 def daemon_worker(rank, world_size):
     """Start a grandchild in a session of its own (escaping the rank's process group); return its pid."""
     return subprocess.Popen(["sleep", "300"], start_new_session=True).pid
+
+
+def owner_only_broadcast_worker(rank, world_size):
+    """Only rank 0 calls the broadcast (the others skip it): rank 0 waits for receivers that never come."""
+    with process_group(3):
+        if rank == 0:
+            dist.broadcast(torch.ones(4), src=0)
+        return rank

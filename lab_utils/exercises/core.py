@@ -129,9 +129,15 @@ def is_stub(exc: BaseException) -> bool:
 
 
 def last_line(exc: BaseException) -> str:
-    """An exception as one short line."""
+    """An exception as one short line, cut at a word; a failed rank's (RankError) is its own message and the
+    launcher's explanation, not the last line of its traceback."""
+    from ..launch import short_error
+
+    if hasattr(exc, "rank") and hasattr(exc, "message"):
+        hint = getattr(exc, "hint", "")
+        return short_error(f"{exc.message} (in rank {exc.rank})" + (f"; why: {hint}" if hint else ""), 400)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
-    return " ".join((text[-1] if text else type(exc).__name__).split())[:300]
+    return short_error(text[-1] if text else type(exc).__name__, 300)
 
 
 # ---- the learner's self-check ----------------------------------------------------------------------------------

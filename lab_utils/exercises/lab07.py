@@ -5,6 +5,7 @@ from __future__ import annotations
 from .core import Exercise, max_abs_diff, register
 
 KEYS = ("parameters", "gradients", "optimizer")
+GROUP_TIMEOUT_S = 15  # a collective waits this long for a peer: two steps of a tiny CNN take well under a second
 
 
 # ---- memory_per_rank ------------------------------------------------------------------------------------------------
@@ -116,7 +117,7 @@ def sharded_worker(rank, world_size, sharded_step, case):
     from ..launch import process_group
     from ..memory import assign_owners, optimizer_state_bytes
 
-    with process_group(timeout_s=60):
+    with process_group(timeout_s=GROUP_TIMEOUT_S):
         model, x, y = _sharded_problem(case, world_size)
         params = list(model.parameters())
         owners = assign_owners([p.numel() for p in params], world_size)
@@ -141,6 +142,11 @@ def _sharded_run(sharded_step, case, world_size: int = 2):
     except RankError as err:
         if err.message.startswith("NotImplementedError"):  # the stub, raised in a rank: not written yet
             raise NotImplementedError(err.message) from None
+        if "Timed out" in err.message or "timed out" in err.message:
+            raise RuntimeError(f"a collective waited {GROUP_TIMEOUT_S} s for a rank that never called it (a deadlock): "
+                               "every rank must call every collective, in the same order: dist.broadcast(p.data, "
+                               "src=owner) runs on every rank (the owner sends, the others receive), and so does "
+                               "dist.reduce or dist.all_reduce") from None
         raise
     return {"before": _flat(model), "sizes": sizes, "owners": assign_owners(sizes, world_size),
             "ranks": [r["weights"] for r in ranks], "optimizer_bytes": [r["optimizer_bytes"] for r in ranks]}
@@ -189,18 +195,20 @@ def _sharded_judge(got, expected, case):
 
 SHARDED_STEP = Exercise("07", "sharded_step", _sharded_cases, _sharded_run, _sharded_expected, _sharded_judge,
                         "average every gradient over the ranks, step (the optimizer holds only this rank's "
-                        "parameters), then broadcast each parameter from its owner",
+                        "parameters), then broadcast each parameter from its owner; every rank calls every "
+                        "collective, the owner and the receivers alike",
                         setup="import torch\nimport torch.distributed as dist", ranks=2)
 
 
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------
 
 def _budget_cases(rng):
-    cases = [  # greedy by bytes freed fails; greedy by bytes per second fails; nothing needed; nothing fits
+    cases = [  # greedy by bytes freed fails; greedy by bytes per second fails; nothing needed; nothing fits; exact fit
         {"freed": [60, 50, 50], "extra": [10.0, 6.0, 6.0], "total": 200, "budget": 100},
         {"freed": [50, 40, 40], "extra": [5.0, 4.5, 4.5], "total": 150, "budget": 70},
         {"freed": [30, 20], "extra": [1.0, 1.0], "total": 100, "budget": 120},
         {"freed": [10, 20, 5], "extra": [1.0, 2.0, 0.5], "total": 100, "budget": 50},
+        {"freed": [30, 20], "extra": [1.0, 5.0], "total": 100, "budget": 70},  # block 0 brings it exactly to the budget
     ]
     for _ in range(4):
         k = rng.randint(3, 6)
@@ -235,7 +243,22 @@ def _greedy_by_freed(c):
     return sorted(chosen)
 
 
+def _cheapest_strictly_under(c):
+    """The cheapest set that keeps strictly fewer bytes than the budget (the `<` instead of `<=` mistake), or None."""
+    import itertools
+
+    fits = [list(s) for k in range(len(c["freed"]) + 1) for s in itertools.combinations(range(len(c["freed"])), k)
+            if c["total"] - sum(c["freed"][i] for i in s) < c["budget"]]
+    return min(fits, key=lambda s: sum(c["extra"][i] for i in s)) if fits else None
+
+
+STRICT = ("a set that brings the bytes exactly to the budget fits too: the budget is the most you may keep, so "
+          "compare with <=, not <")
+
+
 def _budget_judge(got, expected, cases):
+    if got != expected and got == [_cheapest_strictly_under(c) for c in cases]:
+        return 0.0, STRICT
     for g, e, c in zip(got, expected, cases):
         if e is None:
             if g is not None:

@@ -10,63 +10,79 @@ SYNC_TOLERANCE = 1e-5
 
 # ---- average_and_apply: the synchronous server's update, run in a real parameter server ---------------------------
 
+WORKER_COUNTS = (3, 4)  # not the notebook's 2: an average that divides by a fixed number fails one of them
+
+
 def _average_cases(rng):
     return {"seed": rng.randrange(10**6), "updates": rng.randint(3, 4), "batch_size": rng.choice([8, 16]),
-            "lr": rng.choice([0.05, 0.1]), "momentum": 0.9}  # with momentum, every classic mistake leaves its own trace
+            "lr": rng.choice([0.05, 0.1]), "momentum": 0.9,  # with momentum, every classic mistake leaves its own trace
+            "workers": list(WORKER_COUNTS)}
 
 
-def _config(case):
+def _config(case, n_workers):
     from ..asynchronous import PSConfig
 
-    return PSConfig(mode="sync", gradients=2 * case["updates"], batch_size=case["batch_size"], lr=case["lr"],
+    return PSConfig(mode="sync", gradients=n_workers * case["updates"], batch_size=case["batch_size"], lr=case["lr"],
                     momentum=case["momentum"], seed=case["seed"], warmup=0, timeout_s=60)
 
 
 def _average_run(average_and_apply, case):
-    """A synchronous run of the reference parameter server (1 server + 2 workers) whose update is yours."""
+    """One launch: a synchronous run of the reference parameter server with each number of workers, your update."""
     from .. import asynchronous
 
-    server = asynchronous.run([_config(case)], n_workers=2, timeout_s=120, average_step=average_and_apply)[0]
-    return server["weights"]
+    configs = [_config(case, n) for n in case["workers"]]
+    servers = asynchronous.run(configs, n_workers=case["workers"], timeout_s=120, average_step=average_and_apply)
+    return [server["weights"] for server in servers]
 
 
 def _average_expected(case):
     from .. import asynchronous
 
-    return asynchronous.single_process_weights(_config(case), 2, case["updates"]).tolist()
+    return [asynchronous.single_process_weights(_config(case, n), n, case["updates"]).tolist() for n in case["workers"]]
 
 
-def wrong_update_weights(case, rule: str):
-    """The weights a synchronous server ends with when its update follows `rule` (a classic mistake)."""
+def wrong_update_weights(case, n_workers: int, rule: str):
+    """The weights a synchronous server of n_workers ends with when its update follows `rule` (a classic mistake):
+    "sum", "first", "last", "each", "accumulate", "no_step", "manual at LR" (weights -= LR x mean, no optimizer)
+    or "divide by K" (the sum divided by a fixed K)."""
     import torch
     import torch.nn.functional as F
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
     from .. import asynchronous
 
-    cfg = _config(case)
+    cfg = _config(case, n_workers)
     split = asynchronous.load_split(cfg.dataset, cfg.seed)
     weights = torch.nn.Parameter(asynchronous.initial_weights(split, cfg.seed))
     optimizer = torch.optim.SGD([weights], lr=cfg.lr, momentum=cfg.momentum)
     model = asynchronous.build_model(split, seed=0)
+    workers = range(1, n_workers + 1)
     for step in range(case["updates"]):
         grads = {}
-        for w in (1, 2):
+        for w in workers:
             vector_to_parameters(weights.detach().clone(), model.parameters())
             model.zero_grad()
-            x, y = asynchronous.worker_batch(split, w, 2, step, cfg.batch_size)
+            x, y = asynchronous.worker_batch(split, w, n_workers, step, cfg.batch_size)
             F.cross_entropy(model(x), y).backward()
             grads[w] = parameters_to_vector([p.grad for p in model.parameters()]).detach()
-        mean = (grads[1] + grads[2]) / 2
+        total = sum(grads[w] for w in workers)
+        mean = total / n_workers
         if rule == "no_step":
             continue
+        if rule.startswith("manual at "):
+            with torch.no_grad():
+                weights -= float(rule.removeprefix("manual at ")) * mean
+            continue
         if rule == "each":
-            for w in (1, 2):
+            for w in workers:
                 weights.grad = grads[w]
                 optimizer.step()
             continue
-        weights.grad = {"sum": grads[1] + grads[2], "first": grads[1], "last": grads[2],
-                        "accumulate": mean if weights.grad is None else weights.grad + mean}[rule]
+        if rule.startswith("divide by "):
+            weights.grad = total / int(rule.removeprefix("divide by "))
+        else:
+            weights.grad = {"sum": total, "first": grads[1], "last": grads[n_workers],
+                            "accumulate": mean if weights.grad is None else weights.grad + mean}[rule]
         optimizer.step()
     return weights.detach().numpy()
 
@@ -81,23 +97,40 @@ MISTAKES = {
                   "add it to the previous update's gradient",
     "no_step": "the weights never changed: after setting weights.grad, call optimizer.step()",
 }
+MANUAL = ("the weights moved by a learning rate x the average, without momentum: you updated them yourself. The "
+          "server's optimizer holds the momentum and the learning rate the server sets: set weights.grad and call "
+          "optimizer.step()")
+
+
+def _mistakes(case, n_workers: int) -> dict:
+    """Every rule wrong_update_weights knows, with its message, for a run of n_workers."""
+    fixed = {f"divide by {k}": (f"the sum was divided by a fixed {k}, but this run has {n_workers} workers: divide by "
+                                "len(gradients)") for k in (2, 3, 4, 8) if k != n_workers}
+    manual = {f"manual at {lr:g}": MANUAL for lr in sorted({case["lr"], 0.05, 0.1})}  # the case's, or the notebook's
+    return {**MISTAKES, **fixed, **manual}
 
 
 def _average_judge(got, expected, case):
-    diff = max_abs_diff(got, expected)
-    if diff <= SYNC_TOLERANCE:
-        return 1.0, (f"{case['updates']} synchronous updates equal one process on the global batch within "
-                     f"{SYNC_TOLERANCE:g}")
-    for rule, message in MISTAKES.items():
-        if max_abs_diff(got, wrong_update_weights(case, rule).tolist()) <= SYNC_TOLERANCE:
-            return 0.0, message
-    return 0.0, (f"after {case['updates']} updates the weights differ from one process on the global batch by up to "
-                 f"{diff:.1e}: weights.grad = the mean of the workers' gradients, then optimizer.step()")
+    if not isinstance(got, list) or len(got) != len(case["workers"]):
+        return 0.0, f"expected the weights of {len(case['workers'])} runs, got something else"
+    for weights, right, n_workers in zip(got, expected, case["workers"]):
+        diff = max_abs_diff(weights, right)
+        if diff <= SYNC_TOLERANCE:
+            continue
+        for rule, message in _mistakes(case, n_workers).items():
+            if max_abs_diff(weights, wrong_update_weights(case, n_workers, rule).tolist()) <= SYNC_TOLERANCE:
+                return 0.0, f"with {n_workers} workers: {message}"
+        return 0.0, (f"with {n_workers} workers, after {case['updates']} updates the weights differ from one process "
+                     f"on the global batch by up to {diff:.1e}: weights.grad = the mean of the workers' gradients, "
+                     "then optimizer.step()")
+    return 1.0, (f"{case['updates']} synchronous updates with {' and with '.join(map(str, case['workers']))} workers "
+                 f"equal one process on the global batch within {SYNC_TOLERANCE:g}")
 
 
 AVERAGE_AND_APPLY = Exercise("08", "average_and_apply", _average_cases, _average_run, _average_expected,
-                             _average_judge, "weights.grad = the mean of the gradients (in rank order), then one "
-                             "optimizer.step()", setup=SETUP, ranks=3)
+                             _average_judge, "weights.grad = the mean of the gradients (summed in rank order, divided "
+                             "by how many there are), then one optimizer.step()", setup=SETUP,
+                             ranks=1 + max(WORKER_COUNTS))
 
 
 # ---- staleness_from_order ------------------------------------------------------------------------------------------
