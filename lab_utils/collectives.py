@@ -192,9 +192,9 @@ def pipeline_traffic(batch_size: int, seed: int, device, *, model: str = "cnn2d_
         raise ValueError(f"split {list(split)} makes {len(split) + 1} stages, but {world_size} ranks run: "
                          "one stage per rank")
     stage = pipeline.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=seed).to(device)
+    ctx = pipeline.StageContext.for_run(run, stage, rank, world_size, device, dist.get_backend())
     with count_traffic() as traffic:
-        pipeline.run_schedule(stage, pipeline.gpipe(world_size, micro_batches).ops[rank], rank, world_size, run,
-                              torch.device(device))
+        pipeline.run_schedule(ctx, pipeline.gpipe(world_size, micro_batches).ops[rank])
     return traffic.by_collective()
 
 

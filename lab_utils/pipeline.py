@@ -236,28 +236,39 @@ def stage_input_shape(model_spec, input_shape, split, stage: int) -> tuple[int, 
     return tuple(input_shape) if first == 0 else spec.output_shapes(model_spec, input_shape)[first - 1]
 
 
-def layer_times(model_spec, input_shape, batch_size: int = 64, repeats: int = 5, seed: int = 0,
-                threads: int | None = 1) -> list[float]:
-    """Measured seconds of forward + backward of each spec layer (median of repeats, `threads` intra-op threads)."""
-    from .measure import intra_op_threads, time_it
+def _forward_backward(layer: nn.Module, inp: torch.Tensor):
+    """One forward and backward pass of `layer` on `inp` (a gradient of ones), as a function to time."""
+    def step():
+        out = layer(inp)
+        out.backward(torch.ones_like(out))
+    return step
+
+
+def layer_timings(model_spec, input_shape, batch_size: int = 64, repeats: int = 5, seed: int = 0,
+                  threads: int | None = 1) -> list:
+    """The measured forward + backward of each spec layer (measure.Timing: the repeats, median and spread), the
+    layers timed round-robin so that drift on a busy machine hits all of them alike; `threads` intra-op threads."""
+    from .measure import intra_op_threads, time_interleaved
 
     model = spec.build_torch(model_spec, input_shape, seed=seed)
     starts = np.cumsum([0] + modules_per_layer(model_spec))
     x = torch.from_numpy(data.synthetic_images(batch_size, image_shape=tuple(input_shape), seed=seed)[0])
-    times = []
+    steps = {}
     for i in range(len(starts) - 1):
         layer = model[int(starts[i]):int(starts[i + 1])]
-        inp = x.detach().requires_grad_(i > 0)  # the first layer's input is data: no gradient is computed for it
-
-        def step():
-            out = layer(inp)
-            out.backward(torch.ones_like(out))
-
-        with intra_op_threads(threads):
-            times.append(time_it(step, warmup=2, repeats=repeats).median)
+        # the first layer's input is data: no gradient is computed for it
+        steps[i] = _forward_backward(layer, x.detach().requires_grad_(i > 0))
         with torch.no_grad():
             x = layer(x)
-    return times
+    with intra_op_threads(threads):
+        timings = time_interleaved(steps, warmup=2, repeats=repeats)
+    return [timings[i] for i in range(len(steps))]
+
+
+def layer_times(model_spec, input_shape, batch_size: int = 64, repeats: int = 5, seed: int = 0,
+                threads: int | None = 1) -> list[float]:
+    """Measured seconds of forward + backward of each spec layer (the medians of layer_timings)."""
+    return [t.median for t in layer_timings(model_spec, input_shape, batch_size, repeats, seed, threads)]
 
 
 def balanced_split(times, stages: int) -> tuple[int, ...]:

@@ -87,6 +87,20 @@ def test_count_traffic_counts_what_a_rank_sends_and_the_ring_sums():
     assert all(np.array_equal(r["ring"], np.arange(7.0) * 3) for r in ranks)
 
 
+def pipeline_traffic_worker(rank, world_size, batch_size):
+    with process_group(30) as ctx:
+        return collectives.pipeline_traffic(batch_size, 0, ctx.device, split=(2,), micro_batches=4)
+
+
+def test_pipeline_traffic_counts_one_activation_send_forward_and_one_gradient_send_back_per_micro_batch():
+    from lab_utils import pipeline
+
+    ranks = launch(pipeline_traffic_worker, 2, args=(16,), timeout=60)
+    boundary = pipeline.stage_input_shape(COURSE_CNN, SHAPE, (2,), 1)
+    message = 4 * int(np.prod(boundary)) * 4  # a micro-batch of 4 images, float32
+    assert ranks[0] == ranks[1] == {"send": [4, 4.0 * message]}
+
+
 def test_bench_reports_every_figure_with_tiny_sizes():
     result = collectives.bench(nbytes=1 << 16, repeats=2, train_steps=1, timeout_s=120)
     for key in ("ring_vs_library", "ring_vs_library_spread", "busbw_gbps", "busbw_spread", "ring_ms", "library_ms",

@@ -1,6 +1,7 @@
 """Lab 04's in-rank exercise (recompute_backward_op on three real gloo ranks): the solution passes its self-check and
 gets full marks; each plausible wrong answer fails the self-check and scores 0. (gpipe_order, bubble and best_split
-are covered in test_exercises.py.)"""
+are covered in test_exercises.py; best_split's wrong answers found later are here.)"""
+import itertools
 import random
 
 import pytest
@@ -114,6 +115,29 @@ def no_recv(ctx, micro):
     _send_input_grad(ctx, x)
 
 
+@named
+def grad_to_the_next_stage(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    if not ctx.first:
+        ctx.pending.append(dist.isend(x.grad.to(ctx.wire), dst=ctx.rank + 1))
+
+
+@named
+def loss_from_the_kept_logits(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(ctx.logits[micro], ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    _send_input_grad(ctx, x)
+
+
 def test_the_solution_passes_the_self_check_and_gets_full_marks():
     result = check(recompute_backward_op)
     assert result.passed, result
@@ -128,6 +152,8 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
     (recomputed_without_autograd, "outside torch.no_grad()"),
     (two_stage_branches, "deadlock"),
     (no_recv, "deadlock"),
+    (grad_to_the_next_stage, "the previous one (rank"),
+    (loss_from_the_kept_logits, "from the stage's new output"),
 ], ids=lambda v: getattr(v, "__code__", None) and v.__code__.co_name or "")
 def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong, named_mistake):
     result = check(wrong)
@@ -143,3 +169,25 @@ def test_a_stub_is_reported_as_not_written_yet():
 
     result = check(stub)
     assert not result.passed and "not written yet" in result.message
+
+
+def _stage_sums(times, cut):
+    bounds = [0, *cut, len(times)]
+    return [sum(times[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def best_split_even_squares(times, stages):
+    """Makes the stage times as even as possible by the sum of squares: the same as the slowest stage on 2 stages only."""
+    cuts = itertools.combinations(range(1, len(times)), stages - 1)
+    return list(min(cuts, key=lambda cut: sum(t * t for t in _stage_sums(times, cut))))
+
+
+best_split_even_squares.__name__ = best_split_even_squares.__qualname__ = "best_split"
+
+
+def test_best_split_by_the_sum_of_squares_fails_the_self_check_and_scores_zero():
+    result = check(best_split_even_squares)
+    assert not result.passed and "sum of squares" in result.message, result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(best_split_even_squares, seed)
+        assert fraction == 0.0, message

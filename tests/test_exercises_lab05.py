@@ -61,7 +61,9 @@ SCRIPT = textwrap.dedent('''
             loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
             with tf.GradientTape() as tape:
                 per_example = loss_fn(labels, model(images, training=True))
-                if scale == "global":
+                if scale == "keras default":               # Keras 3: mean over the slice / num_replicas_in_sync
+                    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, model(images))
+                elif scale == "global":
                     loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
                 elif scale == "mean":                      # a mean over this replica's slice
                     loss = tf.reduce_mean(per_example)
@@ -89,7 +91,7 @@ SCRIPT = textwrap.dedent('''
     results["step mean, self-check"] = {"passed": result.passed, "message": result.message}
 
     wrong = {"step mean": step("mean"), "step sum": step("sum"), "step no apply": step("no apply"),
-             "step mean / global": step("mean / global")}
+             "step mean / global": step("mean / global"), "step keras default": step("keras default")}
     exercise = exercises.get("replica_step")
     case = exercise.cases(random.Random(99))
     runs = tf_distribute.launch_worker_jobs([(lab05.replica_step_worker, (fn, case)) for fn in wrong.values()],
@@ -126,3 +128,9 @@ def test_wrong_answers_fail_with_their_hint(results, label, grade, says):
 def test_the_self_check_runs_the_replica_step_on_workers_and_names_the_per_replica_mean(results):
     outcome = results["step mean, self-check"]
     assert not outcome["passed"] and "2x too large" in outcome["message"] and "Hint:" in outcome["message"]
+
+
+def test_keras_own_loss_with_its_default_reduction_is_right_inside_a_strategy(results):
+    """Keras 3 divides a loss object's mean by num_replicas_in_sync inside a replica: the same as compute_average_loss."""
+    outcome = results["step keras default"]
+    assert outcome["passed"] and outcome["grade"] == 1.0, outcome

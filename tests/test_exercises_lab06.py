@@ -23,90 +23,132 @@ def assert_wrong(fn, *words):
     return result
 
 
-# ---- ring_step ------------------------------------------------------------------------------------------------------
+# ---- my_ring_step -----------------------------------------------------------------------------------------------------
 
-def ring_step(chunks, send_index, recv_index, rank, world_size):
-    request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+def my_ring_step(chunks, send_index, recv_index, rank, world_size):
     incoming = torch.empty_like(chunks[recv_index])
-    dist.recv(incoming, (rank - 1) % world_size)
-    request.wait()
+    receiving = dist.irecv(incoming, (rank - 1) % world_size)
+    sending = dist.isend(chunks[send_index], (rank + 1) % world_size)
+    receiving.wait()
+    sending.wait()
     return incoming
 
 
-def test_ring_step_solution_passes_and_scores_full():
-    assert check(ring_step)
-    assert score(ring_step)[0] == 1.0
+def test_my_ring_step_solution_passes_and_scores_full():
+    assert check(my_ring_step)
+    assert score(my_ring_step)[0] == 1.0
 
 
-def test_ring_step_blocking_send_is_named_a_deadlock():
-    def ring_step(chunks, send_index, recv_index, rank, world_size):
+def test_my_ring_step_send_first_then_irecv_also_passes():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
+        sending = dist.isend(chunks[send_index], (rank + 1) % world_size)
+        incoming = torch.empty_like(chunks[recv_index])
+        dist.irecv(incoming, (rank - 1) % world_size).wait()
+        sending.wait()
+        return incoming
+    assert check(my_ring_step)
+
+
+def test_my_ring_step_the_lessons_blocking_recv_is_not_the_exercise():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):  # the lesson's ring_step, copied
+        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+        incoming = torch.empty_like(chunks[recv_index])
+        dist.recv(incoming, (rank - 1) % world_size)
+        request.wait()
+        return incoming
+    assert_wrong(my_ring_step, "dist.irecv")
+    assert score(my_ring_step)[0] == 0.0
+
+
+def test_my_ring_step_blocking_send_is_named_a_deadlock():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
         dist.send(chunks[send_index], (rank + 1) % world_size)
         incoming = torch.empty_like(chunks[recv_index])
         dist.recv(incoming, (rank - 1) % world_size)
         return incoming
-    assert_wrong(ring_step, "deadlock", "isend")
+    assert_wrong(my_ring_step, "deadlock", "isend")
 
 
-def test_ring_step_buffer_sized_like_the_sent_chunk_is_refused():
-    def ring_step(chunks, send_index, recv_index, rank, world_size):
-        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+def test_my_ring_step_isend_never_waited_is_named():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
+        incoming = torch.empty_like(chunks[recv_index])
+        receiving = dist.irecv(incoming, (rank - 1) % world_size)
+        dist.isend(chunks[send_index], (rank + 1) % world_size)
+        receiving.wait()
+        return incoming
+    assert_wrong(my_ring_step, "without waiting for its dist.isend")
+
+
+def test_my_ring_step_irecv_never_waited_is_named():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
+        incoming = torch.empty_like(chunks[recv_index])
+        dist.irecv(incoming, (rank - 1) % world_size)
+        dist.isend(chunks[send_index], (rank + 1) % world_size).wait()
+        return incoming
+    result = assert_wrong(my_ring_step, "without waiting for its dist.irecv")
+    assert "/" not in result.message.split("Hint:")[0].replace("(rank - 1) % world_size", ""), result.message
+
+
+def test_my_ring_step_buffer_sized_like_the_sent_chunk_is_refused():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
         incoming = torch.empty_like(chunks[send_index])
-        dist.recv(incoming, (rank - 1) % world_size)
-        request.wait()
+        receiving = dist.irecv(incoming, (rank - 1) % world_size)
+        dist.isend(chunks[send_index], (rank + 1) % world_size).wait()
+        receiving.wait()
         return incoming
-    assert_wrong(ring_step, "chunks[recv_index]", "match")
+    assert_wrong(my_ring_step, "chunks[recv_index]", "match")
 
 
-def test_ring_step_wrong_direction_is_refused():
-    def ring_step(chunks, send_index, recv_index, rank, world_size):
-        request = dist.isend(chunks[send_index], (rank - 1) % world_size)
+def test_my_ring_step_wrong_direction_is_refused():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
         incoming = torch.empty_like(chunks[recv_index])
-        dist.recv(incoming, (rank + 1) % world_size)
-        request.wait()
+        receiving = dist.irecv(incoming, (rank + 1) % world_size)
+        dist.isend(chunks[send_index], (rank - 1) % world_size).wait()
+        receiving.wait()
         return incoming
-    assert_wrong(ring_step, "right")
+    assert_wrong(my_ring_step, "left neighbour")
 
 
-def test_ring_step_returning_the_own_chunk_fails():
-    def ring_step(chunks, send_index, recv_index, rank, world_size):
-        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+def test_my_ring_step_returning_the_own_chunk_fails():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
         incoming = torch.empty_like(chunks[recv_index])
-        dist.recv(incoming, (rank - 1) % world_size)
-        request.wait()
+        receiving = dist.irecv(incoming, (rank - 1) % world_size)
+        dist.isend(chunks[send_index], (rank + 1) % world_size).wait()
+        receiving.wait()
         return chunks[recv_index]
-    assert_wrong(ring_step, "own")
-    assert score(ring_step)[0] == 0.0
+    assert_wrong(my_ring_step, "own")
+    assert score(my_ring_step)[0] == 0.0
 
 
-def test_ring_step_adding_itself_fails():
-    def ring_step(chunks, send_index, recv_index, rank, world_size):
-        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
+def test_my_ring_step_adding_itself_fails():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
         incoming = torch.empty_like(chunks[recv_index])
-        dist.recv(incoming, (rank - 1) % world_size)
-        request.wait()
+        receiving = dist.irecv(incoming, (rank - 1) % world_size)
+        dist.isend(chunks[send_index], (rank + 1) % world_size).wait()
+        receiving.wait()
         return chunks[recv_index] + incoming
-    assert_wrong(ring_step, "added")
-    assert score(ring_step)[0] == 0.0
+    assert_wrong(my_ring_step, "added")
+    assert score(my_ring_step)[0] == 0.0
 
 
-def test_ring_step_receiving_into_the_own_chunk_fails():
-    def ring_step(chunks, send_index, recv_index, rank, world_size):
-        request = dist.isend(chunks[send_index], (rank + 1) % world_size)
-        dist.recv(chunks[recv_index], (rank - 1) % world_size)
-        request.wait()
+def test_my_ring_step_receiving_into_the_own_chunk_fails():
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
+        receiving = dist.irecv(chunks[recv_index], (rank - 1) % world_size)
+        dist.isend(chunks[send_index], (rank + 1) % world_size).wait()
+        receiving.wait()
         return chunks[recv_index]
-    assert_wrong(ring_step, "new buffer")
-    assert score(ring_step)[0] == 0.0
+    assert_wrong(my_ring_step, "new buffer")
+    assert score(my_ring_step)[0] == 0.0
 
 
 # ---- split_output_channels --------------------------------------------------------------------------------------------
 
 def split_output_channels(conv, rank, world_size):
-    per = conv.out_channels // world_size
-    part = nn.Conv2d(conv.in_channels, per, conv.kernel_size, conv.stride, conv.padding)
+    mine = torch.arange(conv.out_channels).tensor_split(world_size)[rank]
+    part = nn.Conv2d(conv.in_channels, len(mine), conv.kernel_size, conv.stride, conv.padding)
     with torch.no_grad():
-        part.weight.copy_(conv.weight[rank * per:(rank + 1) * per])
-        part.bias.copy_(conv.bias[rank * per:(rank + 1) * per])
+        part.weight.copy_(conv.weight[mine])
+        part.bias.copy_(conv.bias[mine])
     return part
 
 
@@ -129,7 +171,8 @@ def test_split_output_channels_by_input_channels_fails():
 
 def test_split_output_channels_interleaved_fails_with_the_order_named():
     def split_output_channels(conv, rank, world_size):
-        part = nn.Conv2d(conv.in_channels, conv.out_channels // world_size, conv.kernel_size, conv.stride, conv.padding)
+        part = nn.Conv2d(conv.in_channels, len(range(rank, conv.out_channels, world_size)), conv.kernel_size,
+                         conv.stride, conv.padding)
         with torch.no_grad():
             part.weight.copy_(conv.weight[rank::world_size])
             part.bias.copy_(conv.bias[rank::world_size])
@@ -140,12 +183,72 @@ def test_split_output_channels_interleaved_fails_with_the_order_named():
 
 def test_split_output_channels_without_bias_fails():
     def split_output_channels(conv, rank, world_size):
-        per = conv.out_channels // world_size
-        part = nn.Conv2d(conv.in_channels, per, conv.kernel_size, conv.stride, conv.padding, bias=False)
+        mine = torch.arange(conv.out_channels).tensor_split(world_size)[rank]
+        part = nn.Conv2d(conv.in_channels, len(mine), conv.kernel_size, conv.stride, conv.padding, bias=False)
         with torch.no_grad():
-            part.weight.copy_(conv.weight[rank * per:(rank + 1) * per])
+            part.weight.copy_(conv.weight[mine])
         return part
     assert_wrong(split_output_channels, "bias")
+    assert score(split_output_channels)[0] == 0.0
+
+
+def test_split_output_channels_even_blocks_lose_the_remainder():
+    def split_output_channels(conv, rank, world_size):  # the lesson's split_conv(conv, rank, world_size, 0)
+        per = conv.out_channels // world_size
+        part = nn.Conv2d(conv.in_channels, per, conv.kernel_size, conv.stride, conv.padding)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[rank * per:(rank + 1) * per])
+            part.bias.copy_(conv.bias[rank * per:(rank + 1) * per])
+        return part
+    assert_wrong(split_output_channels, "lost", "tensor_split")
+    assert score(split_output_channels)[0] == 0.0
+
+
+def test_split_output_channels_last_rank_taking_the_rest_fails():
+    def split_output_channels(conv, rank, world_size):
+        per = conv.out_channels // world_size
+        end = conv.out_channels if rank == world_size - 1 else (rank + 1) * per
+        part = nn.Conv2d(conv.in_channels, end - rank * per, conv.kernel_size, conv.stride, conv.padding)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[rank * per:end])
+            part.bias.copy_(conv.bias[rank * per:end])
+        return part
+    assert_wrong(split_output_channels, "first ranks")
+    assert score(split_output_channels)[0] == 0.0
+
+
+def test_split_output_channels_random_bias_left_is_named():
+    def split_output_channels(conv, rank, world_size):
+        mine = torch.arange(conv.out_channels).tensor_split(world_size)[rank]
+        part = nn.Conv2d(conv.in_channels, len(mine), conv.kernel_size, conv.stride, conv.padding)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[mine])
+        return part
+    assert_wrong(split_output_channels, "random biases")
+    assert score(split_output_channels)[0] == 0.0
+
+
+def test_split_output_channels_without_padding_is_named():
+    def split_output_channels(conv, rank, world_size):
+        mine = torch.arange(conv.out_channels).tensor_split(world_size)[rank]
+        part = nn.Conv2d(conv.in_channels, len(mine), conv.kernel_size, conv.stride)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[mine])
+            part.bias.copy_(conv.bias[mine])
+        return part
+    assert_wrong(split_output_channels, "stride and padding")
+    assert score(split_output_channels)[0] == 0.0
+
+
+def test_split_output_channels_without_stride_is_named():
+    def split_output_channels(conv, rank, world_size):
+        mine = torch.arange(conv.out_channels).tensor_split(world_size)[rank]
+        part = nn.Conv2d(conv.in_channels, len(mine), conv.kernel_size, padding=conv.padding)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[mine])
+            part.bias.copy_(conv.bias[mine])
+        return part
+    assert_wrong(split_output_channels, "stride and padding")
     assert score(split_output_channels)[0] == 0.0
 
 
@@ -203,6 +306,6 @@ def test_row_parallel_forward_without_bias_fails():
     assert score(row_parallel_forward)[0] == 0.0
 
 
-@pytest.mark.parametrize("name", ["ring_step", "split_output_channels", "row_parallel_forward"])
+@pytest.mark.parametrize("name", ["my_ring_step", "split_output_channels", "row_parallel_forward"])
 def test_lab06_exercises_are_registered(name):
     assert get(name).lab == "06"

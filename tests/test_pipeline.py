@@ -99,6 +99,8 @@ def test_layer_times_are_measured_for_every_layer():
     model_spec = spec.cnn2d_2layer_fullconnected_2layer()
     times = pl.layer_times(model_spec, (1, 8, 8), batch_size=8, repeats=1)
     assert len(times) == len(model_spec) and all(t > 0 for t in times)
+    timings = pl.layer_timings(model_spec, (1, 8, 8), batch_size=8, repeats=3)
+    assert [len(t.times) for t in timings] == [3] * len(model_spec) and all(t.spread >= 0 for t in timings)
 
 
 def test_a_stage_context_holds_this_stages_share_of_the_batch_and_where_messages_travel():

@@ -23,23 +23,60 @@ def _recompute_problem(case):
                           split=(2, 5), model="cnn2d_2layer_fullconnected_2layer", image_side=8, seed=case["seed"])
 
 
+def _watched(backward_op):
+    """The learner's op, run with its sends checked (the gradient of a stage's input goes back to the stage before)
+    and, when backward finds no autograd history, a message that says which tensor had none."""
+    import torch
+
+    from ..measure import collective_calls
+
+    def op(ctx, micro):
+        def check_destination(name, arguments):
+            dst = arguments.get("dst", arguments.get("group_dst"))
+            if ctx.first:
+                raise ValueError(f"stage 0 sent a tensor to rank {dst} in its backward op: the first stage's input is "
+                                 "the images, it sends no gradient back")
+            if dst != ctx.rank - 1:
+                raise ValueError(f"stage {ctx.rank} sent the gradient of its input to rank {dst}: it goes back to the "
+                                 f"stage that sent that input, the previous one (rank {ctx.rank - 1})")
+
+        grad_modes = []  # torch.is_grad_enabled() at each run of the stage inside the op
+        hook = ctx.stage.register_forward_hook(lambda module, args, output: grad_modes.append(torch.is_grad_enabled()))
+        try:
+            with collective_calls(("send", "isend"), check_destination):
+                backward_op(ctx, micro)
+        except RuntimeError as exc:
+            if "does not require grad" not in str(exc):
+                raise
+            if any(grad_modes):
+                why = ("the loss was computed from a tensor without it (like ctx.logits, kept by the forward op "
+                       "under torch.no_grad()): compute the loss from the stage's new output")
+            elif grad_modes:
+                why = "the stage ran again under torch.no_grad(): run it outside torch.no_grad()"
+            else:
+                why = "the stage did not run again, and ctx.logits has none: run the stage on the saved input"
+            raise RuntimeError(f"backward found no autograd history: {why}") from None
+        finally:
+            hook.remove()
+
+    return op
+
+
 def _recompute_run(recompute_backward_op, case):
     from .. import pipeline as pl
     from ..launch import RankError
 
     run = _recompute_problem(case)
     try:
-        measured = pl.run_pipelines([run], 3, pl.recompute_forward_op, recompute_backward_op, rounds=1, warmup=0,
-                                    timeout=120, group_timeout=GROUP_TIMEOUT_S)[run.label]
+        measured = pl.run_pipelines([run], 3, pl.recompute_forward_op, _watched(recompute_backward_op), rounds=1,
+                                    warmup=0, timeout=120, group_timeout=GROUP_TIMEOUT_S)[run.label]
     except RankError as exc:
         if exc.message.startswith("NotImplementedError"):
             raise NotImplementedError(exc.message) from None
         if "Timed out" in exc.message or "timed out" in exc.message:
             raise RuntimeError(f"the stages waited for each other for {GROUP_TIMEOUT_S} s (a deadlock): every dist.recv "
                                "needs the neighbour's matching send, and the first stage sends no gradient back") from None
-        why = (" (the recomputation must build autograd's graph: run the stage outside torch.no_grad())"
-               if "does not require grad" in exc.message else "")
-        raise RuntimeError(f"rank {exc.rank} failed: {exc.message.splitlines()[0][:300]}{why}") from None
+        raise RuntimeError(f"rank {exc.rank} failed: {exc.message.splitlines()[0][:400]}") from None
     return {"grads": [g.tolist() for g in measured.stage_grads], "logits": measured.logits.tolist()}
 
 
@@ -172,8 +209,19 @@ def stage_sums(times, split) -> list[float]:
     return [sum(times[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
+def _splits(layers: int, stages: int):
+    import itertools
+
+    return [list(cut) for cut in itertools.combinations(range(1, layers), stages - 1)]
+
+
+def _squares(times, split) -> float:
+    return sum(t * t for t in stage_sums(times, split))
+
+
 def _split_cases(rng):
-    cases = [[[5.0, 7.0, 7.0, 4.0, 0.1, 0.8, 0.1], 2], [[10.0, 1.0, 1.0, 1.0], 2]]
+    cases = [[[5.0, 7.0, 7.0, 4.0, 0.1, 0.8, 0.1], 2], [[10.0, 1.0, 1.0, 1.0], 2],
+             [[6.0, 2.0, 8.0, 1.0], 3]]  # balanced by squares: 6 | 2 | 9 (slowest 9); by the slowest stage: 8 | 8 | 1
     return cases + [[[round(rng.uniform(0.1, 9), 2) for _ in range(rng.randint(4, 8))], rng.randint(2, 4)] for _ in range(6)]
 
 
@@ -198,6 +246,10 @@ def _split_judge(got, expected, cases):
             even = [round(len(times) * s / stages) for s in range(1, stages)]
             if g == even:
                 return 0.0, "that splits by layer count; balance the measured times instead"
+            if g == min(_splits(len(times), stages), key=lambda c: _squares(times, c)):
+                return 0.0, (f"times {times}, {stages} stages: your split makes the stage times as even as possible "
+                             f"(smallest sum of squares), and its slowest stage takes {yours:.2f}; a pipeline runs at "
+                             f"the pace of its slowest stage, and a split exists whose slowest takes {best:.2f}")
             return 0.0, (f"times {times}, {stages} stages: your split's slowest stage takes {yours:.2f}, but a split "
                          f"exists whose slowest stage takes {best:.2f}: try every split")
     return 1.0, "the slowest stage is as fast as it can be"

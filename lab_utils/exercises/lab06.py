@@ -1,5 +1,6 @@
-"""Lab 06: the ring all-reduce's send/receive step (in 3 real ranks), the output-channel split of a convolution, the
-row-parallel layer's forward (in 2 real ranks)."""
+"""Lab 06: the ring all-reduce's send/receive step with both transfers non-blocking (in 3 real ranks), the
+output-channel split of a convolution into blocks that need not be equal, the row-parallel layer's forward (in 2 real
+ranks)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +11,7 @@ SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\ni
 DEADLOCK_TIMEOUT_S = 10  # a ring step that deadlocks is stopped after this long
 
 
-# ---- ring_step, run in 3 real ranks ---------------------------------------------------------------------------------
+# ---- my_ring_step, run in 3 real ranks ------------------------------------------------------------------------------
 
 def _ring_cases(rng):
     sizes = [rng.randint(1, 5), rng.randint(7, 40), rng.randint(1000, 3000)]
@@ -34,20 +35,49 @@ def _probe_chunks(rank: int, world_size: int):
     return [torch.full((i + 2,), _probe_value(rank, i), dtype=torch.float64) for i in range(world_size)]
 
 
+class _Request:
+    """A request returned by isend / irecv inside the step, with whether it was waited for."""
+
+    def __init__(self, name: str, work):
+        self.name, self.work, self.waited = name, work, False
+
+    def wait(self, *args, **kwargs):
+        self.waited = True
+        return self.work.wait(*args, **kwargs)
+
+    def __getattr__(self, attribute):
+        return getattr(self.work, attribute)
+
+
 class _RingGuard:
     """Checks every send and receive of a ring step against the ring's rules; raises with the reason, in Python,
-    before gloo would abort the process on a size mismatch or wait forever on a wrong neighbour."""
+    before gloo would abort the process on a size mismatch or wait forever on a wrong neighbour or a request that
+    nobody waits for. Records which of send, isend, recv, irecv the step called."""
 
     def __init__(self, rank: int, world_size: int):
         self.rank, self.world_size = rank, world_size
         self.right, self.left = (rank + 1) % world_size, (rank - 1) % world_size
         self.chunks, self.send_index, self.recv_index = None, 0, 0
+        self.used, self.requests = set(), []
 
     def step(self, ring_step):
         def guarded(chunks, send_index, recv_index, rank, world_size):
-            self.chunks, self.send_index, self.recv_index = chunks, send_index, recv_index
-            return ring_step(chunks, send_index, recv_index, rank, world_size)
+            self.chunks, self.send_index, self.recv_index, self.requests = chunks, send_index, recv_index, []
+            incoming = ring_step(chunks, send_index, recv_index, rank, world_size)
+            self.check_waited()
+            return incoming
         return guarded
+
+    def check_waited(self):
+        names = {request.name for request in self.requests if not request.waited}
+        if "irecv" in names:
+            raise ValueError(f"rank {self.rank} returned from the step without waiting for its dist.irecv: irecv only "
+                             "starts the receive, so the buffer may not hold the data yet. Keep its request and call "
+                             ".wait() on it before returning the buffer")
+        if "isend" in names:
+            raise ValueError(f"rank {self.rank} returned from the step without waiting for its dist.isend: the send "
+                             "may still be reading chunks[send_index], which the ring changes next, and gloo needs "
+                             "every request waited for. Keep its request and call .wait() on it before returning")
 
     def check_send(self, tensor, dst):
         if dst != self.right:
@@ -78,7 +108,12 @@ class _RingGuard:
             def call(tensor, *args, **kwargs):
                 peer = args[0] if args else kwargs.get("dst", kwargs.get("src"))
                 check(tensor, peer)
-                return originals[name](tensor, *args, **kwargs)
+                self.used.add(name)
+                result = originals[name](tensor, *args, **kwargs)
+                if name in ("isend", "irecv"):
+                    result = _Request(name, result)
+                    self.requests.append(result)
+                return result
             return call
 
         for name in ("send", "isend"):
@@ -109,6 +144,7 @@ def ring_exercise_worker(rank, world_size, ring_step, case):
                          "own_after": [float(v) for v in chunks[(rank - 1) % world_size]]}
                 results = [ring_all_reduce(_ring_input(case["seed"], rank, n).to(device), rank, world_size,
                                            step).tolist() for n in case["sizes"]]
+                probe["used"] = sorted(guard.used)
         except RuntimeError as exc:
             if "Timed out" in str(exc):
                 raise RuntimeError(f"deadlock: rank {rank} waited {DEADLOCK_TIMEOUT_S} s in a send that no receive "
@@ -147,6 +183,11 @@ def _ring_judge(got, expected, case):
             return 0.0, (f"rank {rank} received {received[:3]}... where its left neighbour (rank {left}) sent its "
                          f"chunk {left}: send chunks[send_index] right, receive from the left")
     for rank, result in enumerate(got):
+        used = result["probe"].get("used", [])
+        if "irecv" not in used:
+            return 0.0, (f"rank {rank}'s step receives with {' and '.join(u for u in used if 'recv' in u) or 'nothing'}"
+                         ": this exercise asks for the receive started with dist.irecv (non-blocking), posted before "
+                         "the isend, and both requests waited for")
         for n, mine, want in zip(case["sizes"], result["results"], expected):
             if max_abs_diff(mine, want) > 1e-9:
                 return 0.0, (f"with your step the ring's result on rank {rank} (n={n}) differs from the sum of every "
@@ -155,20 +196,26 @@ def _ring_judge(got, expected, case):
                  "(not multiples of the world size)")
 
 
-RING_STEP = Exercise("06", "ring_step", _ring_cases, _ring_run, _ring_expected, _ring_judge,
-                     "isend chunks[send_index] to (rank + 1) % world_size, recv from (rank - 1) % world_size into a "
-                     "new buffer shaped like chunks[recv_index], wait for the send, return the buffer",
-                     setup=SETUP, ranks=3)
+MY_RING_STEP = Exercise("06", "my_ring_step", _ring_cases, _ring_run, _ring_expected, _ring_judge,
+                        "irecv from (rank - 1) % world_size into a new buffer shaped like chunks[recv_index], isend "
+                        "chunks[send_index] to (rank + 1) % world_size, wait for both requests, return the buffer",
+                        setup=SETUP, ranks=3)
 
 
 # ---- split_output_channels ------------------------------------------------------------------------------------------
 
 def _split_cases(rng):
-    cases = []
-    for world_size in (2, 4, 3):
-        cases.append({"seed": rng.randrange(10**6), "world_size": world_size, "in_channels": rng.choice([2, 3, 4]),
-                      "out_channels": world_size * rng.randint(1, 3), "kernel": rng.choice([1, 3])})
-    return cases
+    fixed = [{"world_size": 2, "in_channels": 3, "out_channels": 4, "kernel": 3, "stride": 1},   # even, padded
+             {"world_size": 3, "in_channels": 2, "out_channels": 7, "kernel": 3, "stride": 2}]   # 3 + 2 + 2, strided
+    drawn = [{"world_size": n, "in_channels": rng.choice([2, 3, 4]),
+              "out_channels": n * rng.randint(1, 3) + rng.randint(0, n - 1), "kernel": rng.choice([1, 3]),
+              "stride": rng.choice([1, 2])} for n in (2, 4, 3)]
+    return [dict(case, seed=rng.randrange(10**6)) for case in fixed + drawn]
+
+
+def block_sizes(channels: int, world_size: int) -> list[int]:
+    """torch.tensor_split's block sizes: the first channels % world_size blocks one larger."""
+    return [channels // world_size + (r < channels % world_size) for r in range(world_size)]
 
 
 def _split_problem(case):
@@ -178,7 +225,7 @@ def _split_problem(case):
     from .. import spec
 
     conv = spec.init_weights(nn.Conv2d(case["in_channels"], case["out_channels"], case["kernel"],
-                                       padding=case["kernel"] // 2), case["seed"])
+                                       stride=case.get("stride", 1), padding=case["kernel"] // 2), case["seed"])
     x = torch.randn(2, case["in_channels"], 5, 5, generator=torch.Generator().manual_seed(case["seed"]))
     return conv, x
 
@@ -198,10 +245,13 @@ def _split_run(split_output_channels, cases):
         except Exception as exc:  # the learner's split may fail, or its module on the full input
             out.append({"error": last_line(exc)})
             continue
+        four_d = all(o.dim() == 4 for o in outputs)
         out.append({"channels": [int(o.shape[1]) for o in outputs],
+                    "spatial": [list(o.shape[2:]) for o in outputs] if four_d else None,
                     "parameters": [sum(p.numel() for p in s.parameters() if p.requires_grad)
                                    if isinstance(s, torch.nn.Module) else 0 for s in shards],
-                    "output": torch.cat(outputs, dim=1).tolist() if outputs[0].dim() == 4 else None})
+                    "output": torch.cat(outputs, dim=1).tolist()
+                    if four_d and len({tuple(o.shape[2:]) for o in outputs}) == 1 else None})
     return out
 
 
@@ -213,9 +263,10 @@ def _split_expected(cases):
         conv, x = _split_problem(case)
         with torch.no_grad():
             y = conv(x)
+        per_filter = conv.weight[0].numel() + 1  # its weights and its bias
         out.append({"output": y.tolist(), "without_bias": (y - conv.bias.view(1, -1, 1, 1)).tolist(),
-                    "parameters": conv.weight[:case["out_channels"] // case["world_size"]].numel()
-                    + case["out_channels"] // case["world_size"]})
+                    "spatial": list(y.shape[2:]),
+                    "parameters": [per_filter * c for c in block_sizes(case["out_channels"], case["world_size"])]})
     return out
 
 
@@ -228,37 +279,63 @@ def _channel_order(got, want):
             for i in range(got.shape[1])]
 
 
+def _off_by_a_constant_per_channel(got, want) -> bool:
+    """The outputs differ, but by one number per channel: the filters are right and the biases are not."""
+    import numpy as np
+
+    diff = np.asarray(got) - np.asarray(want)
+    per_channel = diff.transpose(1, 0, 2, 3).reshape(diff.shape[1], -1)
+    return bool(np.abs(per_channel - per_channel[:, :1]).max() <= 1e-5)
+
+
 def _split_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         n, c_out = case["world_size"], case["out_channels"]
+        sizes = block_sizes(c_out, n)
         where = f"{c_out} filters over {n} ranks"
         if "error" in g:
             return 0.0, (f"{where}: splitting, or running a shard on the full input, failed ({g['error']}). An "
                          "output-channel split keeps every input channel: slice dim 0 of the weight (the filters), "
                          "not dim 1")
         if g["channels"] == [c_out] * n:
-            return 0.0, f"{where}: every rank kept all {c_out} filters; rank r keeps only its block of {c_out // n}"
-        if g["channels"] != [c_out // n] * n:
-            return 0.0, f"{where}: the ranks' shards have {g['channels']} output channels; each owns {c_out // n}"
-        if max_abs_diff(g["output"], e["without_bias"]) <= 1e-5 and max_abs_diff(g["output"], e["output"]) > 1e-5:
-            return 0.0, f"{where}: the biases are missing; each filter's bias goes with the filter (slice the bias too)"
+            return 0.0, f"{where}: every rank kept all {c_out} filters; rank r keeps only its block of them"
+        if g["channels"] != sizes:
+            if sorted(g["channels"]) == sorted(sizes):
+                return 0.0, (f"{where}: blocks of {g['channels']} filters; torch.tensor_split gives the extra filters "
+                             f"to the first ranks: {sizes}")
+            if sum(g["channels"]) < c_out:
+                return 0.0, (f"{where}: the ranks own {sum(g['channels'])} filters in all ({g['channels']}), so "
+                             f"{c_out - sum(g['channels'])} filter(s) are lost: the first {c_out % n} rank(s) take "
+                             f"one more, as torch.tensor_split does ({sizes})")
+            return 0.0, f"{where}: the ranks' shards have {g['channels']} output channels; expected {sizes}"
+        if g["spatial"] is None or any(shape != e["spatial"] for shape in g["spatial"]):
+            return 0.0, (f"{where}: the shards' outputs are {g['spatial'][0] if g['spatial'] else 'not images'} "
+                         f"where the unsplit layer's are {e['spatial']}: give the new Conv2d conv's kernel_size, "
+                         "stride and padding")
         if max_abs_diff(g["output"], e["output"]) > 1e-5:
+            if max_abs_diff(g["output"], e["without_bias"]) <= 1e-5:
+                return 0.0, f"{where}: the biases are missing; each filter's bias goes with the filter (slice the bias too)"
+            if _off_by_a_constant_per_channel(g["output"], e["output"]):
+                return 0.0, (f"{where}: the filters are right, the biases are not: a new nn.Conv2d starts with random "
+                             "biases; copy conv's biases of this rank's filters into it")
             order = _channel_order(g["output"], e["output"])
             if None not in order and sorted(order) == list(range(c_out)):
-                return 0.0, (f"{where}: the right filters, in the wrong order ({order}): rank r owns the contiguous "
-                             f"block of filters r*{c_out // n} ... (r+1)*{c_out // n}-1, so that concatenating the "
-                             "ranks' outputs gives the unsplit layer's channel order")
+                return 0.0, (f"{where}: the right filters, in the wrong order ({order}): rank r owns a contiguous "
+                             "block of filters, so that concatenating the ranks' outputs gives the unsplit layer's "
+                             "channel order")
             return 0.0, (f"{where}: the concatenated outputs differ from the unsplit layer's by up to "
                          f"{max_abs_diff(g['output'], e['output']):.2e}")
-        if any(p != e["parameters"] for p in g["parameters"]):
-            return 0.0, (f"{where}: each shard should be a module owning its {c_out // n} filters and biases as "
-                         f"trainable parameters ({e['parameters']} numbers), got {g['parameters']}")
-    return 1.0, "each rank's filters, in order: the outputs concatenated over the ranks equal the unsplit layer's"
+        if g["parameters"] != e["parameters"]:
+            return 0.0, (f"{where}: each shard should be a module owning its filters and their biases as trainable "
+                         f"parameters ({e['parameters']} numbers), got {g['parameters']}")
+    return 1.0, ("each rank's block of filters, in order, the first ranks one more when they do not divide: the "
+                 "outputs concatenated over the ranks equal the unsplit layer's")
 
 
 SPLIT_OUTPUT_CHANNELS = Exercise("06", "split_output_channels", _split_cases, _split_run, _split_expected, _split_judge,
-                                 "a new nn.Conv2d with every input channel and out_channels // world_size filters: "
-                                 "rank r's contiguous block of weight rows and biases", setup=SETUP)
+                                 "a new nn.Conv2d with every input channel, conv's kernel_size, stride and padding, "
+                                 "and rank r's block of filters and biases, sized as torch.tensor_split sizes them",
+                                 setup=SETUP)
 
 
 # ---- row_parallel_forward, run in 2 real ranks ----------------------------------------------------------------------
@@ -332,4 +409,4 @@ ROW_PARALLEL_FORWARD = Exercise("06", "row_parallel_forward", _row_cases, _row_r
                                 "multiply your block of inputs by your block of weight columns, all_reduce the "
                                 "partial sums (SUM), then add the bias once", setup=SETUP, ranks=2)
 
-register(RING_STEP, SPLIT_OUTPUT_CHANNELS, ROW_PARALLEL_FORWARD)
+register(MY_RING_STEP, SPLIT_OUTPUT_CHANNELS, ROW_PARALLEL_FORWARD)
