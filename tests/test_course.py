@@ -121,10 +121,15 @@ def test_run_times_in_the_readme_and_headers_come_from_the_committed_run():
 
 def test_run_times_are_written_where_they_disagree(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text("| lab | you learn | 2-core CPU | GPU |\n|---|---|---|---|\n| 00 setup | things | 9 s | not measured |\n")
+    other_table = "## On your hardware\n\n| lab | CPU | one GPU | many |\n|---|---|---|---|\n| 00 | cores | a GPU | GPUs |\n"
+    readme.write_text("## Course map\n\n| lab | you learn | 2-core CPU | GPU |\n|---|---|---|---|\n"
+                      "| 00 setup | things | 9 s | not measured |\n\n" + other_table)
     problems = course.update_run_times({"00": 4.4}, column="gpu", readme=readme)
     assert problems == ["README course map, lab 00: gpu time says 'not measured', the run took 4 s"]
     assert "| 00 setup | things | 9 s | 4 s |" in readme.read_text()
+    assert readme.read_text().endswith(other_table), "a table outside the course map was rewritten"
+    course.update_run_times({"00": 5.2}, readme=readme)
+    assert "| 00 setup | things | 5 s | 4 s |" in readme.read_text() and readme.read_text().endswith(other_table)
     assert course.update_run_times({"00": 4.4}, column="gpu", check=True, readme=readme) == []
 
 

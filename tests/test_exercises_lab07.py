@@ -24,7 +24,8 @@ def score(fn, seed: int = 7) -> float:
 def fails(fn, words: str):
     result = check(fn)
     assert not result.passed and words in result.message, result.message
-    assert score(fn) == 0.0
+    # the grader's judge: on the self-check's own draw for an in-rank answer (one launch, not two)
+    assert (result.details.get("fraction", 0.0) if get(fn.__name__).ranks else score(fn)) == 0.0
 
 
 # ---- memory_per_rank ------------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ def assert_right(fn):
 def assert_wrong(fn, words):
     result = check(fn)
     assert not result and words in result.message, result
-    assert score(fn)[0] == 0.0
+    # the grader's judge: on the self-check's own draw for an in-rank answer (one launch, not two)
+    assert (result.details.get("fraction", 0.0) if get(fn.__name__).ranks else score(fn)[0]) == 0.0
 
 
 # ---- average_and_apply (one launch of a real parameter server per check: 3, then 4 workers) ---------------------

@@ -178,8 +178,9 @@ def main_course(labs, out_dir, cell_timeout) -> int:
 
 # ---- committed outputs: one run of every lab, in course order --------------------------------------------------------
 
-RUN_TIME = re.compile(r"\*\*Run time:\*\* about [^.\n]*? on a 2-core CPU")
+RUN_TIME = re.compile(r"\*\*Run time:\*\*\s+about\s+\S+\s+(?:s|min)\s+on\s+a\s+2-core\s+CPU")  # may wrap lines
 MAP_ROW = re.compile(r"^\| (\d\d) [^|]*\|[^|]*\| ([^|]*) \| ([^|]*) \|$", re.M)
+COURSE_MAP = re.compile(r"^## Course map\n.*?(?=^## |\Z)", re.M | re.S)  # the only table whose rows get times
 
 
 def run_times(folder=None) -> dict[str, float]:
@@ -214,8 +215,12 @@ def update_run_times(times: dict[str, float], *, column: str = "cpu", check: boo
         cells[-2 if column == "cpu" else -1] = want + ("" if column == "cpu" else " |")
         return " | ".join(cells)
 
-    new_text = MAP_ROW.sub(row, text)
-    rows = {m[0] for m in MAP_ROW.findall(text)}
+    course_map = COURSE_MAP.search(text)
+    if not course_map:
+        return [f"{readme.name} has no '## Course map' section"]
+    section = course_map.group(0)
+    new_text = text.replace(section, MAP_ROW.sub(row, section), 1)
+    rows = {m[0] for m in MAP_ROW.findall(section)}
     problems += [f"README course map has no row for lab {lab}" for lab in sorted(set(times) - rows)]
     if column == "cpu":
         for path in solution_notebooks():
