@@ -128,8 +128,12 @@ def test_run_times_are_written_where_they_disagree(tmp_path):
     assert problems == ["README course map, lab 00: gpu time says 'not measured', the run took 4 s"]
     assert "| 00 setup | things | 9 s | 4 s |" in readme.read_text()
     assert readme.read_text().endswith(other_table), "a table outside the course map was rewritten"
-    course.update_run_times({"00": 5.2}, readme=readme)
+    header = tmp_path / "00_setup.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "# Lab 00\n\n**Run time:** about\n9 s on a 2-core CPU.")]), header)
+    course.update_run_times({"00": 5.2}, readme=readme, notebooks=[header])
     assert "| 00 setup | things | 5 s | 4 s |" in readme.read_text() and readme.read_text().endswith(other_table)
+    assert "**Run time:** about 5 s on a 2-core CPU." in nbformat.read(header, 4).cells[0].source
     assert course.update_run_times({"00": 4.4}, column="gpu", check=True, readme=readme) == []
 
 

@@ -9,6 +9,7 @@ import hashlib
 import os
 import random
 import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -382,6 +383,25 @@ def test_without_a_sandbox_the_grader_says_what_it_cannot_promise(monkeypatch):
     assert isolation.bubblewrap is None
     text = isolation.describe()
     assert "NOT complete" in text and "bubblewrap is not installed" in text and "apt-get install bubblewrap" in text
+
+
+def test_a_course_cloned_under_tmp_stays_readable_and_read_only_while_the_rest_of_tmp_is_emptied(tmp_path,
+                                                                                                   monkeypatch):
+    isolation = sandbox.detect()
+    if not isolation.bubblewrap:
+        pytest.skip("no sandbox can be made here: " + isolation.describe())
+    course, neighbour, scratch = tmp_path / "course", tmp_path / "classmate.ipynb", tmp_path / "scratch"
+    course.mkdir(), scratch.mkdir()
+    (course / "lab.txt").write_text("course file")
+    neighbour.write_text("secret")
+    monkeypatch.setattr(sandbox, "COURSE", course)
+    script = (f"import pathlib; c = pathlib.Path({str(course)!r}); print(c.joinpath('lab.txt').read_text()); "
+              f"print(pathlib.Path({str(neighbour)!r}).exists())\n"
+              "try:\n    c.joinpath('new.txt').write_text('x'); print('written')\nexcept OSError: print('read-only')")
+    with sandbox.Sandbox(isolation, scratch) as box:
+        done = box.popen([sys.executable, "-c", script], cwd=scratch, home=scratch, stdout=subprocess.PIPE, text=True)
+        out, _ = done.communicate(timeout=60)
+    assert out.split() == ["course", "file", "False", "read-only"]
 
 
 def test_reading_what_a_submission_left_refuses_links_fifos_and_huge_files(tmp_path):

@@ -197,10 +197,12 @@ def _about(seconds: float) -> str:
     return f"{round(seconds)} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-def update_run_times(times: dict[str, float], *, column: str = "cpu", check: bool = False, readme=None) -> list[str]:
-    """Write the measured times into the README's course map (`column` cpu or gpu) and, for cpu, each lab's header;
-    with check, only list where they disagree."""
+def update_run_times(times: dict[str, float], *, column: str = "cpu", check: bool = False, readme=None,
+                     notebooks=None) -> list[str]:
+    """Write the measured times into the README's course map (`column` cpu or gpu) and, for cpu, the header of each
+    of `notebooks` (default: the solutions); with check, only list where they disagree."""
     readme = Path(readme or ROOT / "README.md")
+    notebooks = solution_notebooks() if notebooks is None else notebooks
     problems, text = [], readme.read_text()
 
     def row(match):
@@ -223,7 +225,7 @@ def update_run_times(times: dict[str, float], *, column: str = "cpu", check: boo
     rows = {m[0] for m in MAP_ROW.findall(section)}
     problems += [f"README course map has no row for lab {lab}" for lab in sorted(set(times) - rows)]
     if column == "cpu":
-        for path in solution_notebooks():
+        for path in notebooks:
             lab = path.name[:2]
             if lab not in times:
                 continue

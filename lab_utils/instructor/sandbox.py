@@ -12,13 +12,24 @@ import os
 import resource
 import shutil
 import signal
+import site
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
+COURSE = Path(__file__).resolve().parents[2]
+EMPTIED = ("/tmp", "/dev/shm", "/run")  # each submission gets fresh, empty ones
+
+
+def kept_under_emptied_folders() -> list[Path]:
+    """The course and the Python it runs on, where they lie in a folder the sandbox empties (a clone in /tmp)."""
+    needed = {COURSE, Path(sys.prefix), Path(sys.base_prefix), *map(Path, site.getsitepackages())}
+    inside = {p.resolve() for p in needed if p.exists() and any(p.resolve().is_relative_to(e) for e in EMPTIED)}
+    return sorted(p for p in inside if not any(p != q and p.is_relative_to(q) for q in inside))
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,9 @@ class Sandbox:
         if not self.isolation.bubblewrap:
             return list(argv)
         wrapped = [self.isolation.bubblewrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                   "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
+                   *(arg for folder in EMPTIED for arg in ("--tmpfs", folder))]
+        for path in kept_under_emptied_folders():
+            wrapped += ["--ro-bind", str(path), str(path)]
         for path in self.hidden:
             if path.is_dir():
                 wrapped += ["--tmpfs", str(path)]
