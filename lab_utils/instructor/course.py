@@ -100,8 +100,10 @@ def _describe_failure(exc: Exception) -> str:
     return f"{where}: {ename}: {evalue}".strip()
 
 
-# ipykernel warns on every start that its TCP traffic is unencrypted (it is local); errors still show
-QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
+# ipykernel warns on every start that its TCP traffic is unencrypted (it is local), and asyncio may log "Task was
+# destroyed but it is pending!" when a kernel that ran TensorFlow shuts down; the cells' own errors still show
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR",
+                "--IPKernelApp.exec_lines=import logging as _logging; _logging.getLogger('asyncio').setLevel(50)"]
 
 
 def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
