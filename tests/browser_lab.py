@@ -47,7 +47,7 @@ def lab(tmp_path_factory):
     server = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}",
                                "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
                                f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-                               "--ServerApp.port_retries=0"],
+                               "--ServerApp.port_retries=0", "--ServerApp.allow_root=True"],  # CI runs as root
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                               env={**os.environ, "JUPYTER_RUNTIME_DIR": str(root / "runtime")})
     try:
@@ -179,7 +179,7 @@ def test_lab04_explorer_redraws_and_runs_for_real(lab):
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", slider(driver, "stages K"))
     shot(driver, "lab04-explorer-before")
     assert explorer_redraws(driver, "micro-batches M", 8), "moving the micro-batches slider did not redraw the chart"
-    assert explorer_redraws(driver, "stages K", 3), "moving the stages slider did not redraw the chart"
+    assert explorer_redraws(driver, "stages K", 1), "moving the stages slider did not redraw the chart"  # max: the cores
     shot(driver, "lab04-explorer-after-sliders")
     set_slider(driver, "stages K", 2)
     before = chart_source(driver)
@@ -194,13 +194,32 @@ def test_lab04_explorer_redraws_and_runs_for_real(lab):
     assert console_errors(driver) == []
 
 
+def scroll_to_cell(driver, text: str) -> None:
+    """Bring the first cell whose source contains `text` into view (JupyterLab renders only the cells near the view)."""
+    found = js(driver, """
+        const nb = window.jupyterapp.shell.currentWidget.content;
+        for (let i = 0; i < nb.model.cells.length; i++) {
+            if (nb.model.cells.get(i).sharedModel.getSource().includes(arguments[0])) {
+                nb.activeCellIndex = i;
+                nb.scrollToItem(i, 'center');
+                return true;
+            }
+        }
+        return false;""", text)
+    assert found, f"no cell contains {text!r}"
+
+
 def test_lab01_progress_bar_renders_and_finishes(lab):
     driver = lab["driver"]
     open_and_run_all(lab, "notebooks/01_single_device_cnn.ipynb")
-    bars = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, ".widget-progress"), 30, "a progress bar widget")
-    labels = " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".widget-html-content"))
-    assert "100%" in labels, f"the progress bar did not reach 100 %: {labels[:300]!r}"
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", bars[0])
+    scroll_to_cell(driver, "history = train.fit(")
+    find_bars = lambda: driver.find_elements(By.CSS_SELECTOR, ".widget-hprogress, .widget-progress")  # noqa: E731
+    wait_for(find_bars, 30, "a progress bar widget")
+    labels = lambda: " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".widget-html-content"))  # noqa: E731
+    with contextlib.suppress(AssertionError):  # the kernel goes idle before the page has applied its last widget update
+        wait_for(lambda: "100%" in labels(), 15, "the bar's last update")
+    assert "100%" in labels(), f"the progress bar did not reach 100 %: {labels()[:300]!r}"
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", find_bars()[0])  # redrawn: found anew
     shot(driver, "lab01-progress-bar")
     assert kernel_errors(driver) == []
     assert console_errors(driver) == []
