@@ -11,37 +11,16 @@ import pytest
 import torch
 
 from lab_utils import asynchronous as A
+from lab_utils import launch as launch_mod
 from lab_utils.launch import RankError, launch
+from workers import alive
 
 BASE = A.PSConfig(gradients=40, warmup=4, timeout_s=30)
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split()[2] != "Z"
-
-
 def descendants() -> set[int]:
     """Pids of every living process below this one."""
-    children, found = {}, set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    todo = [os.getpid()]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return {pid for pid in found if alive(pid)}
+    return {pid for pid in launch_mod.descendants(os.getpid()) if alive(pid)}
 
 
 # ---- settings are checked before any process starts ---------------------------------------------------------------

@@ -8,17 +8,9 @@ import pytest
 import torch
 
 import workers
+from workers import alive
 from lab_utils import launch as launch_mod
 from lab_utils.launch import RankError, launch, launch_jobs
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_values_come_back_in_rank_order_with_torchrun_environment():

@@ -9,6 +9,16 @@ import torch.distributed as dist
 from lab_utils.launch import process_group
 
 
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (used by the tests that count leftover processes)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def whoami_worker(rank, world_size):
     """The environment a rank sees, and a real all_reduce of the ranks' numbers."""
     with process_group(30) as ctx:

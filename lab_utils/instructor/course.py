@@ -267,7 +267,8 @@ def outputs(labs: str | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S)
         print("\n" + failures_message(failed), file=sys.stderr)
         return 1
     update_run_times(run_times())
-    problems = assign()
+    problems = update_run_times(run_times(), check=True)  # what writing could not mend (a header without the line)
+    problems += assign()
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
