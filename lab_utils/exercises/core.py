@@ -31,16 +31,23 @@ class Exercise:
     setup: str = ""                               # source run before the learner's definition in a probe process
     points: float = 1.0
     ranks: int = 0                                # > 0: the run launches this many real ranks
+    shape: Callable[[Any, Any], Any] | None = None  # (reference, inputs) -> the answer's shape, where the reference is
+                                                    # only part of the answer (one rank's weights); ANY: not checked
 
     def score(self, got, inputs) -> tuple[float, str]:
-        """(fraction, message) for plain data `got` on `inputs`; any surprise in the data scores 0."""
+        """(fraction, message) for plain data `got` on `inputs`; any surprise in the data scores 0, and so does an
+        answer whose shape differs from the reference's (a shorter list, missing keys, "nan" for a number),
+        whatever the judge says."""
         try:
-            fraction, message = self.judge(got, self.expected(inputs), inputs)
+            expected = self.expected(inputs)
+            fraction, message = self.judge(got, expected, inputs)
             fraction = float(fraction)
         except Exception as exc:  # malformed data: wrong shape, wrong types
             return 0.0, f"the answer has an unexpected form ({type(exc).__name__}: {str(exc)[:120]})"
         if not math.isfinite(fraction):
             return 0.0, f"the grade came out as {fraction!r}, counted as 0"
+        if fraction > 0 and not conforms(got, self.shape(expected, inputs) if self.shape else expected):
+            return 0.0, "the answer's shape differs from the reference's (a missing item, a missing key, or not a number)"
         return min(max(fraction, 0.0), 1.0), message
 
 
@@ -108,15 +115,53 @@ def close(got, expected, tol: float = 1e-6) -> bool:
     return abs(got - expected) <= tol * max(1.0, abs(expected))
 
 
+def is_number(value) -> bool:
+    """A finite int or float (not a bool, not a string such as "nan")."""
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _numbers(value) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "biuf"
+    if isinstance(value, (list, tuple)):
+        return all(_numbers(v) for v in value)
+    return is_number(value) or type(value) is bool or isinstance(value, (np.integer, np.floating)) and math.isfinite(value)
+
+
 def max_abs_diff(got, expected) -> float:
-    """Largest absolute difference between two nested lists of numbers of the same shape (inf when shapes differ)."""
+    """Largest absolute difference between two nested lists of finite numbers of the same shape; inf when the shapes
+    differ or anything is not a finite number (so NaN never passes a tolerance)."""
+    if not (_numbers(got) and _numbers(expected)):
+        return math.inf
     try:
         a, b = np.asarray(got, dtype=float), np.asarray(expected, dtype=float)
     except (TypeError, ValueError):
         return math.inf
-    if a.shape != b.shape:
+    if a.shape != b.shape or not (np.isfinite(a).all() and np.isfinite(b).all()):
         return math.inf
     return float(np.abs(a - b).max()) if a.size else 0.0
+
+
+class _Any:
+    def __repr__(self):
+        return "ANY"
+
+
+ANY = _Any()  # in an answer's shape: any value
+
+
+def conforms(got, expected) -> bool:
+    """True when `got` has the reference's shape: lists of the same lengths, dicts with the same keys, a number where
+    the reference has a number (None is left to the judge, which may give partial credit for it)."""
+    if expected is ANY:
+        return True
+    if isinstance(expected, (list, tuple)):
+        return isinstance(got, list) and len(got) == len(expected) and all(conforms(g, e) for g, e in zip(got, expected))
+    if isinstance(expected, dict):
+        return isinstance(got, dict) and got.keys() == expected.keys() and all(conforms(got[k], expected[k]) for k in expected)
+    if type(expected) in (int, float) and got is not None:
+        return is_number(got)
+    return True
 
 
 def all_or_nothing(ok: bool, good: str, bad: str) -> tuple[float, str]:

@@ -123,48 +123,69 @@ THROUGHPUT = Exercise("01", "throughput", _throughput_cases, _throughput_run, _t
 
 # ---- the top operator of a profile --------------------------------------------------------------------------------
 
+OPERATORS = ["aten::convolution", "aten::mkldnn_convolution", "aten::addmm", "aten::max_pool2d_with_indices",
+             "aten::relu", "aten::threshold_backward", "aten::convolution_backward", "aten::mm", "aten::add_",
+             "aten::log_softmax", "aten::nll_loss", "aten::copy_", "aten::t", "aten::empty", "AddmmBackward0",
+             "ConvolutionBackward0"]
+
+
 def _profile_cases(rng):
-    return {"seed": rng.randrange(10**6), "batch": rng.choice([32, 64, 128])}
+    """Three made-up profiles (so the answer is known): a different top operator by self time in each, never the
+    top by total time."""
+    cases, tops = [], rng.sample(OPERATORS, 3)
+    for top in tops:
+        names = [top] + rng.sample([o for o in OPERATORS if o != top], rng.randint(4, 8))
+        rows = {n: round(rng.uniform(10, 500), 3) for n in names}
+        rows[top] = round(max(rows.values()) * rng.uniform(1.2, 2.0), 3)
+        totals = {n: round(v + rng.uniform(0, 100), 3) for n, v in rows.items()}
+        parent = rng.choice(names[1:])  # an operator that calls others: the largest total, not the largest self
+        totals[parent] = round(sum(rows.values()) + rng.uniform(1, 50), 3)
+        table = [[n, rows[n], totals[n], rng.randint(1, 30)] for n in names]
+        rng.shuffle(table)
+        cases.append(table)
+    return cases
 
 
-def profile_of(case):
-    """A torch.profiler profile of a few training steps of the tiny CNN."""
-    import torch.nn.functional as F
-    from torch.profiler import ProfilerActivity
+class MadeUpProfile:
+    """Stands in for a torch.profiler profile: key_averages() gives torch's own event averages, with given times."""
 
-    from ..train import quiet_profile
+    def __init__(self, table):
+        self.table = table
 
-    model, x, y = tiny_problem(case["seed"])
-    x = x.repeat(case["batch"] // 16, 1, 1, 1)
-    y = y.repeat(case["batch"] // 16)
-    with quiet_profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(3):
-            model.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-    return prof
+    def key_averages(self, *args, **kwargs):
+        from torch.autograd.profiler_util import EventList, FunctionEventAvg
 
-
-def _profile_run(top_self_cpu_op, case):
-    prof = profile_of(case)
-    table = [[e.key, float(e.self_cpu_time_total), float(e.cpu_time_total)] for e in prof.key_averages()]
-    return {"answer": top_self_cpu_op(prof), "table": table}
+        events = EventList()
+        for key, self_us, total_us, count in self.table:
+            event = FunctionEventAvg()
+            event.key, event.count = key, count
+            event.self_cpu_time_total, event.cpu_time_total = self_us, total_us
+            events.append(event)
+        return events
 
 
-def _profile_judge(got, expected, case):
-    table = got["table"]
-    if not table:
-        return 0.0, "the profile is empty"
-    by_self = max(table, key=lambda row: row[1])[0]
-    by_total = max(table, key=lambda row: row[2])[0]
-    if got["answer"] == by_self:
-        return 1.0, "the operator with the largest self CPU time"
-    if got["answer"] == by_total:
-        return 0.0, ("that is the largest *total* CPU time, which includes the operators it calls; self CPU time "
-                     "counts only the operator's own work")
-    return all_or_nothing(False, "", "return the name (key) of the operator with the largest self CPU time")
+def _profile_run(top_self_cpu_op, cases):
+    return [top_self_cpu_op(MadeUpProfile(table)) for table in cases]
 
 
-TOP_OP = Exercise("01", "top_self_cpu_op", _profile_cases, _profile_run, lambda case: None, _profile_judge,
+def _profile_expected(cases):
+    return [max(table, key=lambda row: row[1])[0] for table in cases]
+
+
+def _profile_judge(got, expected, cases):
+    for g, e, table in zip(got, expected, cases):
+        if g == e:
+            continue
+        if g == max(table, key=lambda row: row[2])[0]:
+            return 0.0, ("that is the largest *total* CPU time, which includes the operators it calls; self CPU time "
+                         "counts only the operator's own work")
+        if not isinstance(g, str):
+            return 0.0, f"return the operator's name (its .key, a string), not {type(g).__name__}"
+        return 0.0, f"{g!r} is not the operator with the largest self CPU time in that profile"
+    return 1.0, "the operator with the largest self CPU time, in every profile"
+
+
+TOP_OP = Exercise("01", "top_self_cpu_op", _profile_cases, _profile_run, _profile_expected, _profile_judge,
                   "take the entry of prof.key_averages() with the largest self_cpu_time_total and return its .key (a string)")
 
 register(TRAIN_STEP, THROUGHPUT, TOP_OP)

@@ -84,7 +84,7 @@ def _average_judge(got, expected, case):
 
 AVERAGE_GRADIENTS = Exercise("03", "average_gradients", _average_cases, _average_run, _average_expected,
                              _average_judge, "all_reduce each gradient (a sum), then divide by world_size",
-                             setup=SETUP, ranks=2)
+                             setup=SETUP, ranks=2, shape=lambda weights, case: {"before": weights, "ranks": [weights] * 2})
 
 
 # ---- shard ----------------------------------------------------------------------------------------------------------
@@ -233,6 +233,7 @@ def _mean_judge(got, expected, case):
 
 GLOBAL_MEAN = Exercise("03", "global_mean", _mean_cases, _mean_run,
                        lambda case: sum(case["totals"]) / sum(case["counts"]), _mean_judge,
-                       "all_reduce the total and the count (sums), then divide one by the other", setup=SETUP, ranks=2)
+                       "all_reduce the total and the count (sums), then divide one by the other", setup=SETUP, ranks=2,
+                       shape=lambda mean, case: [mean] * len(case["counts"]))
 
 register(GLOBAL_MEAN)

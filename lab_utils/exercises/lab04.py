@@ -2,7 +2,7 @@
 the best split."""
 from __future__ import annotations
 
-from .core import Exercise, max_abs_diff, register
+from .core import ANY, Exercise, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F"
 GROUP_TIMEOUT_S = 10  # a send or recv that waits longer than this is a deadlock, not a slow machine
@@ -115,7 +115,8 @@ def _recompute_judge(got, expected, case):
 RECOMPUTE_BACKWARD_OP = Exercise(
     "04", "recompute_backward_op", _recompute_cases, _recompute_run, _recompute_expected, _recompute_judge,
     "run the stage again on the saved input; backward from the loss share (last stage) or from the received "
-    "gradient; send x.grad back (all but the first stage)", setup=SETUP, ranks=3)
+    "gradient; send x.grad back (all but the first stage)", setup=SETUP, ranks=3,
+    shape=lambda right, case: {"grads": [ANY] * 3, "logits": right["logits"]})
 
 
 # ---- the GPipe order ------------------------------------------------------------------------------------------------

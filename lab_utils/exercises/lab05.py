@@ -41,22 +41,27 @@ def _batch_run(per_replica_batch, case):
     return {"values": values, "types": [type(v).__name__ for v in values], "uneven": uneven}
 
 
+def _batch_expected(case):
+    return {"values": [g // r for g, r in case["even"]], "types": ["int"] * len(case["even"]),
+            "uneven": "ValueError naming both numbers"}
+
+
 def _batch_judge(got, expected, case):
-    right = [g // r for g, r in case["even"]]
+    right = expected["values"]
     if got["values"] != right:
         if got["values"] == [g * r for g, r in case["even"]]:
             return 0.0, "the global batch is split over the replicas, not multiplied"
         return 0.0, f"per_replica_batch should give {right}, got {got['values']}"
-    if any(t != "int" for t in got["types"]):
+    if got["types"] != expected["types"]:
         return 0.0, "return an int (integer division //): a batch size is a count"
     if got["uneven"] == "no error":
         return 0.5, f"per_replica_batch{tuple(case['uneven'])} does not split evenly: raise ValueError saying so"
-    if got["uneven"] != "ValueError naming both numbers":
+    if got["uneven"] != expected["uneven"]:
         return 0.5, "raise a ValueError whose message names the global batch and the replica count"
     return 1.0, "global / replicas, uneven batches refused"
 
 
-PER_REPLICA_BATCH = Exercise("05", "per_replica_batch", _batch_cases, _batch_run, lambda case: None, _batch_judge,
+PER_REPLICA_BATCH = Exercise("05", "per_replica_batch", _batch_cases, _batch_run, _batch_expected, _batch_judge,
                              "integer division, and a ValueError (naming both numbers) when the batch does not split")
 
 
@@ -82,21 +87,29 @@ def _local_run(local_values, case):
             "values": [np.asarray(v).tolist() for v in got]}
 
 
+REPLICAS = 2  # the probe's set-up configures two devices
+
+
+def _local_expected(case):
+    values = [[r * case["scale"] + case["offset"]] * case["size"] for r in range(REPLICAS)]
+    return {"replicas": REPLICAS, "type": "list", "types": ["ndarray"] * REPLICAS, "values": values}
+
+
 def _local_judge(got, expected, case):
     if got["type"] != "list":
         return 0.0, (f"return a list (one entry per replica), got {got['type']}: "
                      "strategy.experimental_local_results(value) gives the per-replica tensors")
-    right = [[r * case["scale"] + case["offset"]] * case["size"] for r in range(got["replicas"])]
-    if len(got["values"]) != len(right):
+    right = expected["values"]
+    if got["replicas"] != expected["replicas"] or len(got["values"]) != len(right):
         return 0.0, f"expected {len(right)} values (one per replica), got {len(got['values'])}"
     if not close(got["values"], right, 1e-6):
         return 0.0, "the values are not the replicas' own values, in replica order"
-    if any(t != "ndarray" for t in got["types"]):
+    if got["types"] != expected["types"]:
         return 0.5, "the values are right: convert each tensor to numpy with .numpy()"
     return 1.0, "one numpy array per replica, in replica order"
 
 
-LOCAL_VALUES = Exercise("05", "local_values", _local_cases, _local_run, lambda case: None, _local_judge,
+LOCAL_VALUES = Exercise("05", "local_values", _local_cases, _local_run, _local_expected, _local_judge,
                         "strategy.experimental_local_results, then .numpy() on each", setup=SETUP)
 
 
@@ -135,9 +148,15 @@ def _step_run(replica_step, case):
         raise
 
 
+def _step_expected(case):
+    """One device, one step on the whole global batch (WORKERS replicas' worth)."""
+    return {**single_device_update(case["per_replica"] * WORKERS, case["seed"]), "replicas": WORKERS,
+            "workers_differ_by": 0.0}
+
+
 def _step_judge(got, expected, case):
-    reference = single_device_update(case["per_replica"] * got["replicas"], case["seed"])
-    update, right = np.array(got["update"]), np.array(reference["update"])
+    reference = expected
+    update, right = np.array(got["update"], dtype=float), np.array(reference["update"])
     if got["replicas"] != WORKERS:
         return 0.0, f"expected {WORKERS} replicas in sync (one per worker), got {got['replicas']}"
     if got["workers_differ_by"] > 1e-6:
@@ -156,7 +175,7 @@ def _step_judge(got, expected, case):
     return 1.0, f"loss scaled by the global batch: {WORKERS} workers make the same update as one device"
 
 
-REPLICA_STEP = Exercise("05", "replica_step", _step_cases, _step_run, lambda case: None, _step_judge,
+REPLICA_STEP = Exercise("05", "replica_step", _step_cases, _step_run, _step_expected, _step_judge,
                         "scale the per-example losses by the global batch size", setup=SETUP, ranks=WORKERS)
 
 register(PER_REPLICA_BATCH, LOCAL_VALUES, REPLICA_STEP)

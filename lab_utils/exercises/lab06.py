@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .core import Exercise, close, last_line, max_abs_diff, register
+from .core import ANY, Exercise, close, last_line, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\nimport torch.nn.functional as F"
 DEADLOCK_TIMEOUT_S = 10  # a ring step that deadlocks is stopped after this long
@@ -199,7 +199,8 @@ def _ring_judge(got, expected, case):
 MY_RING_STEP = Exercise("06", "my_ring_step", _ring_cases, _ring_run, _ring_expected, _ring_judge,
                         "irecv from (rank - 1) % world_size into a new buffer shaped like chunks[recv_index], isend "
                         "chunks[send_index] to (rank + 1) % world_size, wait for both requests, return the buffer",
-                        setup=SETUP, ranks=3)
+                        setup=SETUP, ranks=3,
+                        shape=lambda sums, case: [{"probe": ANY, "results": sums}] * case["world_size"])
 
 
 # ---- split_output_channels ------------------------------------------------------------------------------------------
@@ -335,7 +336,9 @@ def _split_judge(got, expected, cases):
 SPLIT_OUTPUT_CHANNELS = Exercise("06", "split_output_channels", _split_cases, _split_run, _split_expected, _split_judge,
                                  "a new nn.Conv2d with every input channel, conv's kernel_size, stride and padding, "
                                  "and rank r's block of filters and biases, sized as torch.tensor_split sizes them",
-                                 setup=SETUP)
+                                 setup=SETUP, shape=lambda right, cases: [
+                                     {"channels": ANY, "spatial": ANY, "parameters": ANY, "output": r["output"]}
+                                     for r in right])
 
 
 # ---- row_parallel_forward, run in 2 real ranks ----------------------------------------------------------------------
@@ -407,6 +410,7 @@ def _row_judge(got, expected, case):
 
 ROW_PARALLEL_FORWARD = Exercise("06", "row_parallel_forward", _row_cases, _row_run, _row_expected, _row_judge,
                                 "multiply your block of inputs by your block of weight columns, all_reduce the "
-                                "partial sums (SUM), then add the bias once", setup=SETUP, ranks=2)
+                                "partial sums (SUM), then add the bias once", setup=SETUP, ranks=2,
+                                shape=lambda right, case: [right["output"]] * 2)
 
 register(MY_RING_STEP, SPLIT_OUTPUT_CHANNELS, ROW_PARALLEL_FORWARD)

@@ -2,7 +2,7 @@
 checkpoint under a memory budget."""
 from __future__ import annotations
 
-from .core import Exercise, max_abs_diff, register
+from .core import ANY, Exercise, max_abs_diff, register
 
 KEYS = ("parameters", "gradients", "optimizer")
 GROUP_TIMEOUT_S = 15  # a collective waits this long for a peer: two steps of a tiny CNN take well under a second
@@ -197,7 +197,9 @@ SHARDED_STEP = Exercise("07", "sharded_step", _sharded_cases, _sharded_run, _sha
                         "average every gradient over the ranks, step (the optimizer holds only this rank's "
                         "parameters), then broadcast each parameter from its owner; every rank calls every "
                         "collective, the owner and the receivers alike",
-                        setup="import torch\nimport torch.distributed as dist", ranks=2)
+                        setup="import torch\nimport torch.distributed as dist", ranks=2,
+                        shape=lambda weights, case: {"before": weights, "sizes": ANY, "owners": ANY,
+                                                     "ranks": [weights] * 2, "optimizer_bytes": ANY})
 
 
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------

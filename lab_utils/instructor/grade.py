@@ -28,12 +28,12 @@ import nbformat
 
 from .. import exercises as ex
 from . import extract, sandbox
+from .probe import MAX_ANSWER_BYTES, parse_answer
 
 ROOT = Path(__file__).resolve().parents[2]
-GRADEBOOK_COLUMNS = ("student", "lab", "score", "max_score", "status", "seconds", "message")
+GRADEBOOK_COLUMNS = ("student", "lab", "score", "max_score", "status", "seconds", "message", "sandbox")
 STATUSES = ("completed", "error", "timeout", "kernel_died", "invalid")
 MAX_OUTPUT_CHARS = 20_000  # per output, in the executed notebook handed back
-MAX_ANSWER_BYTES = 16 * 2**20
 MAX_NOTEBOOK_BYTES = 64 * 2**20
 PROBE_TIMEOUT_S = 120.0
 # small, fast settings for every lab (only those a notebook declares are injected)
@@ -63,7 +63,12 @@ except DeadKernelError as exc:
     print("KERNEL DIED:", exc, file=sys.stderr)
     sys.exit(3)
 """
-_SCORING = threading.Lock()  # references are computed one at a time: identical whatever --jobs says
+_SCORING = threading.Lock()
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox here, and the instructor did not accept grading without one."""
+  # references are computed one at a time: identical whatever --jobs says
 
 
 @dataclass
@@ -83,6 +88,7 @@ class Graded:
     message: str = ""
     scores: list[ExerciseScore] = field(default_factory=list)
     executed: nbformat.NotebookNode | None = None
+    sandbox: str = ""
 
     @property
     def score(self) -> float:
@@ -236,28 +242,32 @@ def execute(nb, box: sandbox.Sandbox, params: dict, *, cell_timeout: float, time
     return ("error" if errors else "completed"), "", result
 
 
+def run_spec(exercise: ex.Exercise, source: str | None) -> dict:
+    """How the probe finds the exercise's `run`, and nothing else of it: by name for a built-in exercise, pickled by
+    value (the function and the globals it uses) for an instructor test."""
+    if source is None:
+        return {"module": exercise.run.__module__, "qualname": exercise.run.__qualname__}
+    import cloudpickle
+
+    return {"pickled": base64.b64encode(cloudpickle.dumps(exercise.run)).decode()}
+
+
+PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from lab_utils.instructor.probe import main; main()")
+
+
 def probe(item: Item, definition: str | None, inputs, box: sandbox.Sandbox, timeout: float) -> dict:
     """Run one exercise on the learner's definition in a fresh process in the sandbox; exactly one answer, or why not."""
     exercise = item.exercise
     if definition is None:
         return {"status": "missing", "error": f"no cell defines {exercise.name}"}
-    request = {"name": exercise.name, "definition": definition, "inputs": inputs}
-    if item.source:
-        import cloudpickle
-
-        request["pickled"] = base64.b64encode(cloudpickle.dumps(exercise)).decode()
+    request = {"name": exercise.name, "definition": definition, "inputs": inputs, "setup": exercise.setup,
+               "run": run_spec(exercise, item.source)}
     home = Path(tempfile.mkdtemp(prefix="probe-", dir=box.scratch))  # made now: nothing the notebook left is in it
-    read_end, write_end = os.pipe()
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "from lab_utils.instructor.probe import main; main(int(sys.argv[2]))")
-    try:
-        process = box.popen(_python(box, code, [str(ROOT), str(write_end)], timeout), cwd=home, home=home,
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            pass_fds=(write_end,))
-    finally:
-        os.close(write_end)
+    process = box.popen(_python(box, PROBE, [str(ROOT)], timeout), cwd=home, home=home,
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     chunks: list[bytes] = []
-    reader = threading.Thread(target=_drain, args=(read_end, chunks), daemon=True)
+    reader = threading.Thread(target=_drain, args=(process.stdout, chunks), daemon=True)
     reader.start()
     try:
         process.stdin.write((json.dumps(request) + "\n").encode())
@@ -271,34 +281,24 @@ def probe(item: Item, definition: str | None, inputs, box: sandbox.Sandbox, time
         timed_out = True
     box.kill_all()
     reader.join(timeout=5)
-    data = b"".join(chunks)
     if timed_out:
         return {"status": "error", "error": f"it ran longer than {timeout:g} s"}
-    lines = data.splitlines()
-    if len(data) > MAX_ANSWER_BYTES:
-        return {"status": "invalid", "error": "the answer is too large"}
-    if len(lines) != 1:
-        return {"status": "invalid" if lines else "error",
-                "error": "no answer came back (the process ended early)" if not lines else "more than one answer came back"}
-    try:
-        record = json.loads(lines[0])
-    except ValueError:
-        return {"status": "invalid", "error": "the answer is not valid data"}
-    return record if isinstance(record, dict) and record.get("status") in ("ok", "missing", "invalid", "error") \
-        else {"status": "invalid", "error": "the answer is not valid data"}
+    if box.exceeded:
+        return {"status": "error", "error": box.exceeded}
+    return parse_answer(b"".join(chunks))
 
 
-def _drain(fd: int, chunks: list) -> None:
+def _drain(stream, chunks: list) -> None:
     total = 0
     try:
         while total <= MAX_ANSWER_BYTES:
-            chunk = os.read(fd, 65536)
+            chunk = stream.read1(65536)
             if not chunk:
                 break
             total += len(chunk)
             chunks.append(chunk)
     finally:
-        os.close(fd)
+        stream.close()
 
 
 def score(item: Item, record: dict, inputs) -> ExerciseScore:
@@ -317,7 +317,7 @@ def score(item: Item, record: dict, inputs) -> ExerciseScore:
 
 
 def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isolation, *, scratch: Path,
-              hidden: list[Path], timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random,
+              timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random,
               execute_notebook: bool = True) -> Graded:
     """Execute and probe one submission in its own sandbox; whatever happens, return a Graded row."""
     student = Path(path).stem
@@ -344,9 +344,11 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isola
     if "results_dir" in declared:
         params["results_dir"] = str(home / "run" / "results")
     env = {"PYTHONPATH": str(ROOT)}
-    with sandbox.Sandbox(isolation, home, hidden, limits, env) as box:
+    with sandbox.Sandbox(isolation, home, limits, env) as box:
         status, message, executed = (execute(nb, box, params, cell_timeout=cell_timeout, timeout=timeout)
                                      if execute_notebook else ("completed", "probes only: the notebook was not run", None))
+        if box.exceeded:
+            status, message = "error", f"stopped: {box.exceeded}"
         scores = []
         for item in chosen:
             inputs = item.exercise.cases(random.Random(rng.randrange(2**63)))
@@ -355,15 +357,17 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isola
             scores.append(score(item, record, inputs))
     shutil.rmtree(home, ignore_errors=True)
     return Graded(student, lab, status, time.monotonic() - start, message, scores,
-                  clean_for_student(executed) if executed is not None else None)
+                  clean_for_student(executed) if executed is not None else None, isolation.row_note)
 
 
 def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, cell_timeout: float = 120.0,
           jobs: int = 1, limits: sandbox.Limits | None = None, seed: int | None = None, say=print,
-          execute_notebooks: bool = True) -> list[Graded]:
+          execute_notebooks: bool = True, unsandboxed: bool = False,
+          isolation: sandbox.Isolation | None = None) -> list[Graded]:
     """Grade every submission (`jobs` at a time), then write the gradebook, feedback and executed notebooks.
 
-    With execute_notebooks=False only the probes run (faster; no executed notebook and no run status)."""
+    With execute_notebooks=False only the probes run (faster; no executed notebook and no run status). Where no
+    sandbox can be made, grading is refused unless `unsandboxed` accepts the risk (then every row says so)."""
     lab = str(lab).zfill(2)
     if not ex.for_lab(lab) and not tests_dir:
         raise ValueError(f"lab {lab} has no graded exercises; labs with exercises: "
@@ -380,11 +384,19 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
             raise ValueError(f"{what} {folder} contains the course: choose a folder of its own (it is hidden from submissions)")
     chosen = exercises_for(lab, tests_dir)  # instructor tests are loaded once, here, before any submission runs
     _import_references(chosen)
-    isolation = sandbox.detect()
+    isolation = isolation or sandbox.detect()
     say(isolation.describe())
+    if not isolation.complete and not unsandboxed:
+        raise SandboxUnavailable("no sandbox can be made on this machine, so a submission could read the instructor "
+                                 "tests and other submissions: install bubblewrap (Debian: apt-get install bubblewrap), "
+                                 "or pass --unsandboxed to grade anyway with that risk written in every gradebook row")
+    if isolation.one_at_a_time and jobs > 1:
+        say(f"grading one submission at a time, not {jobs}: this machine has no per-submission process limit "
+            "(no writable cgroups), so a fork bomb would starve a classmate graded beside it")
+        jobs = 1
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="lab-grader-"))
-    hidden = [out_dir, scratch] + ([Path(tests_dir).resolve()] if tests_dir else []) + [p.resolve() for p in paths]
+    scratch.chmod(0o711)  # a sandbox reaches its own folder (random name) and lists no one else's
     rng = random.Random(seed if seed is not None else secrets.randbits(64))
     seeds = [rng.randrange(2**63) for _ in paths]
     copies = []
@@ -402,7 +414,7 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
             if not copy.exists():
                 return Graded(stem, lab, "invalid", 0.0, "not a regular notebook file",
                               [ExerciseScore(c.label, 0.0, c.exercise.points, "not a regular notebook file") for c in chosen])
-            row = grade_one(copy, lab, chosen, isolation, scratch=scratch, hidden=hidden, timeout=timeout,
+            row = grade_one(copy, lab, chosen, isolation, scratch=scratch, timeout=timeout,
                             cell_timeout=cell_timeout, limits=limits or sandbox.Limits(), rng=random.Random(seeds[index]),
                             execute_notebook=execute_notebooks)
             row.student = stem
@@ -419,6 +431,8 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
             rows = list(pool.map(one, range(len(paths))))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    for row in rows:
+        row.sandbox = isolation.row_note
     write_outputs(rows, out_dir)
     return rows
 
@@ -453,7 +467,8 @@ def write_outputs(rows: list[Graded], out_dir: Path) -> None:
     writer = csv.writer(book, lineterminator="\n")
     writer.writerow(GRADEBOOK_COLUMNS)
     for r in rows:
-        writer.writerow([r.student, r.lab, f"{r.score:g}", f"{r.max_score:g}", r.status, f"{r.seconds:.1f}", r.message])
+        writer.writerow([r.student, r.lab, f"{r.score:g}", f"{r.max_score:g}", r.status, f"{r.seconds:.1f}", r.message,
+                         r.sandbox])
     write_fresh(out_dir / "gradebook.csv", book.getvalue())
     for row in rows:
         write_fresh(out_dir / f"{row.student}.feedback.md", feedback(row))

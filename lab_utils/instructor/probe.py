@@ -1,27 +1,38 @@
-"""Inside a grader's probe process: run one exercise on the learner's definition and send back one answer.
+"""Inside a grader's probe process: run one exercise's `run` on the learner's definition and send back one answer.
 
-The grader starts this in a fresh sandboxed process with a request on stdin (the exercise, its trusted set-up, the
-learner's definition, the inputs drawn for this run) and reads exactly one answer from the pipe whose write end it
-passed to this process.
-Nothing here is secret: the inputs are the learner's function's own arguments, and the reference answer is never
-in this process.
+The grader starts this in a fresh sandboxed process with a request on stdin: the exercise's `run` (by module and name,
+or pickled by value for an instructor test), its set-up, the learner's definition and the inputs drawn for this run.
+Never the reference, the judge or the Exercise object: those stay in the grader.
+
+Two processes, so that the learner's code cannot reach the answer channel (this process's stdout): this one reads
+the request, forks a child that closes every descriptor but a private result pipe and only then imports or runs
+anything, and forwards what the child sends after checking it is one answer of plain data. This process is not
+dumpable, so the child cannot open /proc/PID/fd of it either (and the sandbox's seccomp filter refuses ptrace).
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
 
+MAX_ANSWER_BYTES = 16 * 2**20
+MAX_DEPTH = 24
+PR_SET_DUMPABLE = 4
 
-def _exercise(request):
-    if request.get("pickled"):
+
+def _load_run(spec: dict):
+    if "pickled" in spec:
+        import base64
+
         import cloudpickle
 
-        return cloudpickle.loads(base64.b64decode(request["pickled"]))
-    from .. import exercises
+        return cloudpickle.loads(base64.b64decode(spec["pickled"]))
+    import importlib
 
-    return exercises.get(request["name"])
+    module = importlib.import_module(spec["module"])
+    if not module.__name__.startswith("lab_utils."):
+        raise ValueError("a built-in exercise's run lives in lab_utils")
+    return getattr(module, spec["qualname"])
 
 
 def answer(request: dict) -> dict:
@@ -30,13 +41,13 @@ def answer(request: dict) -> dict:
 
     name = request["name"]
     try:
-        exercise = _exercise(request)
+        run = _load_run(request["run"])
         namespace = {"__name__": "__learner__", "__builtins__": __builtins__}
-        exec(compile(exercise.setup or "", "<lab set-up>", "exec"), namespace)
+        exec(compile(request.get("setup") or "", "<lab set-up>", "exec"), namespace)
         exec(compile(request["definition"], "<your notebook>", "exec"), namespace)
         if not callable(namespace.get(name)):
             return {"status": "missing", "error": f"{name} is not defined as a function"}
-        value = to_plain(exercise.run(namespace[name], request["inputs"]))
+        value = to_plain(run(namespace[name], request["inputs"]))
     except Exception as exc:
         if is_stub(exc):
             return {"status": "missing", "error": f"{name} is still the exercise stub (raises NotImplementedError)"}
@@ -48,14 +59,81 @@ def answer(request: dict) -> dict:
     return {"status": "ok", "value": value}
 
 
-def main(channel: int) -> None:
-    request = json.loads(sys.stdin.readline())
-    record = answer(request)
-    data = (json.dumps(record) + "\n").encode()
+def depth(value, limit: int = MAX_DEPTH) -> int:
+    """How deeply lists and dicts nest in `value` (stops counting past `limit`), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, level)
+            if level > limit:
+                return level
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def parse_answer(data: bytes) -> dict:
+    """One answer record from raw bytes, or a record saying why it cannot be used. Never raises."""
+    lines = data.splitlines()
+    if len(data) > MAX_ANSWER_BYTES:
+        return {"status": "invalid", "error": "the answer is too large"}
+    if len(lines) != 1:
+        return {"status": "invalid" if lines else "error",
+                "error": "more than one answer came back" if lines else "no answer came back (the process ended early)"}
+    try:
+        record = json.loads(lines[0], parse_constant=lambda name: name)  # NaN/Infinity stay strings: never numbers
+    except (ValueError, RecursionError):
+        return {"status": "invalid", "error": "the answer is not valid data (or nested too deeply)"}
+    if not isinstance(record, dict) or record.get("status") not in ("ok", "missing", "invalid", "error") \
+            or set(record) - {"status", "value", "error"}:
+        return {"status": "invalid", "error": "the answer is not valid data"}
+    if depth(record.get("value")) > MAX_DEPTH:
+        return {"status": "invalid", "error": f"the answer nests lists or dicts more than {MAX_DEPTH} deep"}
+    if record["status"] != "ok":
+        return {"status": record["status"], "error": str(record.get("error", ""))[:500]}
+    return {"status": "ok", "value": record.get("value")}
+
+
+def _child(request: dict, result_fd: int) -> None:
+    """The learner's side: nothing but the result pipe is open; one record, then exit without finalisers."""
+    try:
+        data = (json.dumps(answer(request)) + "\n").encode()
+    except BaseException as exc:  # json of a value that is not plain after all
+        data = (json.dumps({"status": "invalid", "error": type(exc).__name__}) + "\n").encode()
     while data:
-        data = data[os.write(channel, data):]
-    os._exit(0)  # no atexit hooks, no finalisers of the learner's objects
+        data = data[os.write(result_fd, data):]
+    os._exit(0)
+
+
+def main() -> None:
+    import ctypes
+
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    request = json.loads(sys.stdin.readline())
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        keep = os.dup2(write_end, 3, inheritable=False) if write_end != 3 else 3
+        os.closerange(4, 1 << 16)
+        _child(request, keep)
+    os.close(write_end)
+    chunks, total = [], 0
+    while total <= MAX_ANSWER_BYTES:
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    data = (json.dumps(parse_answer(b"".join(chunks))) + "\n").encode()
+    while data:
+        data = data[os.write(1, data):]
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main()

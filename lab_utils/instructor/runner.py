@@ -15,6 +15,7 @@ import time
 from ..launch import descendants
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
 TIMED_OUT = 124
 
 
@@ -48,7 +49,9 @@ def main(argv: list[str]) -> int:
         return 2
     timeout = float(argv[0])
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # it holds the probe's answer pipe: no /proc/PID/fd for the learner
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: descendants that leave the tree cannot be found, the rest still are
     child = subprocess.Popen(argv[2:])
