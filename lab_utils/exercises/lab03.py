@@ -1,7 +1,7 @@
 """Lab 03: gradient averaging in real ranks, sharding, the epoch loop, the learning rate for N ranks."""
 from __future__ import annotations
 
-from .core import Exercise, close, max_abs_diff, register
+from .core import ANY, Exercise, close, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom lab_utils.train import train_step"
 
@@ -110,7 +110,7 @@ def _shard_judge(got, expected, cases):
     return 1.0, "every index on exactly one rank, sizes balanced"
 
 
-SHARD = Exercise("03", "shard", _shard_cases, _shard_run, lambda cases: None, _shard_judge,
+SHARD = Exercise("03", "shard", _shard_cases, _shard_run, lambda cases: [[ANY] * w for _, w in cases], _shard_judge,
                  "every index on exactly one rank, shares differing by one at most")
 
 
@@ -195,8 +195,11 @@ register(AVERAGE_GRADIENTS, SHARD, RUN_EPOCHS, SCALED_LR)
 # ---- a metric over all ranks, run in real ranks --------------------------------------------------------------------
 
 def _mean_cases(rng):
-    counts = [rng.randint(1, 50) for _ in range(2)]
-    return {"totals": [round(rng.uniform(0.5, 3.0) * c, 4) for c in counts], "counts": counts}
+    """Two ranks with different counts and clearly different means, so that the mean of the means, the sum, or one
+    rank's own mean is never the global mean."""
+    counts = rng.sample(range(1, 51), 2)
+    means = [rng.uniform(0.5, 1.5), rng.uniform(2.0, 3.0)]
+    return {"totals": [round(m * c, 4) for m, c in zip(means, counts)], "counts": counts}
 
 
 def metric_worker(rank, world_size, global_mean, case):

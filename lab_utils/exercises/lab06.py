@@ -174,7 +174,7 @@ def _ring_judge(got, expected, case):
         if received and all(v == own + sent for v in received):
             return 0.0, ("the step added the incoming chunk into this rank's own: return what arrived; the ring adds "
                          "it (reduce-scatter) or copies it (all-gather) itself")
-        if any(v != own for v in own_after):
+        if len(own_after) != left + 2 or any(v != own for v in own_after):
             return 0.0, (f"rank {rank}'s own chunk {left} changed during the step: receive into a new buffer "
                          "(torch.empty_like), not into chunks[recv_index], whose values the ring still needs")
         if received and all(v == own for v in received):
@@ -188,6 +188,9 @@ def _ring_judge(got, expected, case):
             return 0.0, (f"rank {rank}'s step receives with {' and '.join(u for u in used if 'recv' in u) or 'nothing'}"
                          ": this exercise asks for the receive started with dist.irecv (non-blocking), posted before "
                          "the isend, and both requests waited for")
+        if "isend" not in used:
+            return 0.0, (f"rank {rank}'s step sends with {' and '.join(u for u in used if 'send' in u) or 'nothing'}: "
+                         "start the send with dist.isend (non-blocking) and wait for its request")
         for n, mine, want in zip(case["sizes"], result["results"], expected):
             if max_abs_diff(mine, want) > 1e-9:
                 return 0.0, (f"with your step the ring's result on rank {rank} (n={n}) differs from the sum of every "
@@ -337,8 +340,9 @@ SPLIT_OUTPUT_CHANNELS = Exercise("06", "split_output_channels", _split_cases, _s
                                  "a new nn.Conv2d with every input channel, conv's kernel_size, stride and padding, "
                                  "and rank r's block of filters and biases, sized as torch.tensor_split sizes them",
                                  setup=SETUP, shape=lambda right, cases: [
-                                     {"channels": ANY, "spatial": ANY, "parameters": ANY, "output": r["output"]}
-                                     for r in right])
+                                     {"channels": [ANY] * c["world_size"], "spatial": [ANY] * c["world_size"],
+                                      "parameters": [ANY] * c["world_size"], "output": r["output"]}
+                                     for r, c in zip(right, cases)])
 
 
 # ---- row_parallel_forward, run in 2 real ranks ----------------------------------------------------------------------

@@ -176,6 +176,8 @@ def _sharded_judge(got, expected, case):
         return 0.0, ("the ranks ended with different weights: after optimizer.step(), every rank must receive each "
                      "parameter from its owner (dist.broadcast(p.data, src=owner))")
     diff = max_abs_diff(ranks[0], right)
+    if diff <= 1e-5 and (sum(got["sizes"]) != len(right) or len(got["owners"]) != len(got["sizes"])):
+        return 0.0, "the parameter sizes and owners do not describe the model"
     if diff <= 1e-5:
         return 1.0, "every rank equals one process on the global batch (within 1e-5)"
     bounds = np.cumsum([0, *got["sizes"]])
@@ -199,7 +201,7 @@ SHARDED_STEP = Exercise("07", "sharded_step", _sharded_cases, _sharded_run, _sha
                         "collective, the owner and the receivers alike",
                         setup="import torch\nimport torch.distributed as dist", ranks=2,
                         shape=lambda weights, case: {"before": weights, "sizes": ANY, "owners": ANY,
-                                                     "ranks": [weights] * 2, "optimizer_bytes": ANY})
+                                                     "ranks": [weights] * 2, "optimizer_bytes": [ANY] * 2})
 
 
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------

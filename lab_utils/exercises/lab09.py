@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .core import Exercise, register
+from .core import ANY, Exercise, register
 
 SETUP = "import math\nimport queue\nimport time\nimport numpy as np"
 
@@ -67,8 +67,14 @@ def _collect_run(collect, cases):
     return [_collect_one(collect, case) for case in cases]
 
 
+def _collect_expected(cases):
+    """The batch each case must give (requests 0, 1, 2, ... in order), or None where arrivals race the deadline."""
+    return [{"full": list(range(c["max_batch"])), "deadline": list(range(c.get("queued", 0) + 1)), "stream": None,
+             "zero": list(range(min(c.get("queued", 0) + 1, c["max_batch"])))}[c["kind"]] for c in cases]
+
+
 def _collect_judge(got, expected, cases):
-    for g, case in zip(got, cases):
+    for g, right, case in zip(got, expected, cases):
         kind, wait, size = case["kind"], case["max_wait_s"], case["max_batch"]
         if not g["in_time"]:
             return 0.0, (f"collect did not return within {COLLECT_PATIENCE_S:g} s when fewer than max_batch requests "
@@ -107,7 +113,9 @@ def _collect_judge(got, expected, cases):
                 return 0.0, (f"requests arrived every {case['every_s'] * 1e3:.0f} ms and the batch grew to {len(ids)} "
                              f"in {elapsed:.2f} s with max_wait_s={wait}: the deadline moved with every request; "
                              "count max_wait_s from the start of collecting, once")
-        elif kind == "zero":
+        if right is not None and ids != right:
+            return 0.0, f"the batch holds requests {ids}; expected {right}"
+        if kind == "zero":
             if elapsed > 0.2:
                 return 0.0, f"with max_wait_s=0 collect took {elapsed:.2f} s: take what is waiting, do not wait"
             if len(ids) != case["queued"] + 1:
@@ -116,9 +124,10 @@ def _collect_judge(got, expected, cases):
     return 1.0, "flushes at max_batch at once, or at the deadline counted from the start; max_wait_s=0 takes what waits"
 
 
-COLLECT = Exercise("09", "collect", _collect_cases, _collect_run, lambda cases: None, _collect_judge,
+COLLECT = Exercise("09", "collect", _collect_cases, _collect_run, _collect_expected, _collect_judge,
                    "take requests until the batch holds max_batch or a deadline set once (start + max_wait_s) "
-                   "passes; a queue.get timeout must never be negative", setup=SETUP)
+                   "passes; a queue.get timeout must never be negative", setup=SETUP,
+                   shape=lambda right, cases: [dict.fromkeys(("ids", "error", "elapsed_s", "in_time"), ANY)] * len(cases))
 
 
 # ---- latency percentiles from timestamps ------------------------------------------------------------------------------
