@@ -1,5 +1,6 @@
 """Every lab with exercises: its solution scores full marks, its student notebook (stubs) scores 0 — probes only
-(the whole-notebook run is covered by test_grade.py and by nbval, which executes every solution once)."""
+(the whole-notebook run is covered by test_grade.py and by nbval, which executes every solution once). In the sandbox
+where bubblewrap works, without one (and said so in every row) where it does not: grading is right either way."""
 import shutil
 from pathlib import Path
 
@@ -23,7 +24,8 @@ def test_the_solution_scores_full_marks_and_the_student_version_zero(lab, tmp_pa
     shutil.copy(ROOT / "solutions" / name, tmp_path / "solution.ipynb")
     shutil.copy(ROOT / "notebooks" / name, tmp_path / "student.ipynb")
     rows = {r.student: r for r in grade.grade([tmp_path / "solution.ipynb", tmp_path / "student.ipynb"], lab,
-                                               tmp_path / "out", jobs=2, execute_notebooks=False, say=lambda s: None)}
+                                               tmp_path / "out", jobs=2, execute_notebooks=False, unsandboxed=True,
+                                               say=lambda s: None)}
     solution, student = rows["solution"], rows["student"]
     assert solution.score == solution.max_score > 0, [(s.name, s.points, s.message) for s in solution.scores]
     assert student.score == 0
