@@ -513,18 +513,12 @@ def rates_by_setting(runs) -> dict:
     return rates
 
 
-def spread(values) -> float:
-    """(max - min) / median."""
-    values = list(values)
-    return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else 0.0
+spread = measure.spread  # the course's one rule
 
 
 def interleaved(configs_per_round, repeats: int) -> list:
-    """`repeats` rounds of the configs, every other round in reverse order (drift hits every setting alike)."""
-    rounds = []
-    for r in range(repeats):
-        rounds += list(configs_per_round) if r % 2 == 0 else list(reversed(configs_per_round))
-    return rounds
+    """`repeats` rounds of the configs, every other round in reverse order (measure.alternating_rounds)."""
+    return measure.alternating_rounds(configs_per_round, repeats)
 
 
 # ---- bench async ------------------------------------------------------------------------------------------------------

@@ -459,7 +459,7 @@ def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict
     ratios = [a / b for a, b in zip(timing["all"].times, timing["none"].times)]
     return {"checkpoint_activation_bytes_ratio": round(saved["all"] / saved["none"], 4),
             "checkpoint_time_ratio": round(timing["all"].median / timing["none"].median, 3),
-            "checkpoint_time_ratio_spread": round((max(ratios) - min(ratios)) / statistics.median(ratios), 3)}
+            "checkpoint_time_ratio_spread": round(measure.spread(ratios), 3)}
 
 
 def bench(*, world_size: int = 2, repeats: int = 5, steps: int = 4, batch_per_rank: int = 16, seed: int = 0) -> dict:
