@@ -254,6 +254,7 @@ def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
 
 
 SUPERLINEAR_MARGIN = 1.2  # a batch k times larger may take up to 1.2 k times longer before it is flagged
+LESS_TIME_TOLERANCE = 0.1  # ... and up to 10 % less time (two medians that close are one time, within the noise)
 
 
 def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float) -> list[str]:
@@ -263,7 +264,8 @@ def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s
         return [f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the images: more "
                 "than proportional, so one of the two medians is off (a busy machine, or the larger batch spilled out "
                 "of the cache) and ratios built on them are suspect"]
-    return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images")
+    return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images",
+                                         tolerance=LESS_TIME_TOLERANCE)
 
 
 def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0) -> list[str]:
