@@ -165,20 +165,32 @@ class Verdict:
 
 
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
-           confidence: float = CONFIDENCE, unit: str = "x") -> Verdict:
+           confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None) -> Verdict:
     """The verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
 
     The rule: with at least MIN_PAIRS pairs, 'holds' when the whole range (ratio_range at `confidence`) lies above
     1 and the median ratio is at least 1 + min_effect; 'reversed' when the whole range lies below 1 and the median
     is at most 1 / (1 + min_effect); otherwise 'not distinguishable here'. Noise that makes the pairs cross 1 gives
-    'not distinguishable here', never a confident answer either way."""
+    'not distinguishable here', never a confident answer either way.
+
+    no_worse_than (a fraction, e.g. 0.10): the claim is that A costs no more than B (theory predicts the same time,
+    e.g. two orders of the same work), not that A wins. Then 'holds' when the whole range lies above
+    1 / (1 + no_worse_than) (A at most that much worse in every plausible reading, a win included); 'reversed' when
+    the whole range lies below 1 and the median is at most 1 / (1 + no_worse_than) (A clearly worse); otherwise
+    'not distinguishable here'."""
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
         raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
     verdict = UNDECIDED
-    if len(ratios) >= MIN_PAIRS:
+    if len(ratios) >= MIN_PAIRS and no_worse_than is not None:
+        floor = 1 / (1 + no_worse_than)
+        if low > floor:
+            verdict = HOLDS
+        elif high < 1 and middle <= floor:
+            verdict = REVERSED
+    elif len(ratios) >= MIN_PAIRS:
         if low > 1 and middle >= 1 + min_effect:
             verdict = HOLDS
         elif high < 1 and middle <= 1 / (1 + min_effect):
@@ -187,18 +199,21 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
 
 
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
-            min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE) -> Verdict:
+            min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
+            no_worse_than: float | None = None) -> Verdict:
     """Decide whether A beats B as theory predicts, from paired repeats (round i of A beside round i of B, run
     interleaved: time_interleaved, alternating_rounds).
 
     a, b: times (lower is better) or, with higher_is_better, rates. Each pair gives A's advantage over B
     (b / a for times, a / b for rates), so a ratio above 1 means A won that round; the verdict follows `decide`.
-    `expected` names the prediction in words (e.g. "DDP faster than DataParallel")."""
+    `expected` names the prediction in words (e.g. "DDP faster than DataParallel"); no_worse_than makes it a claim
+    that A costs no more than B within that fraction (see decide)."""
     a, b = list(getattr(a, "times", a)), list(getattr(b, "times", b))
     if len(a) != len(b):
         raise ValueError(f"paired repeats need as many of A as of B, got {len(a)} and {len(b)}")
     ratios = [x / y for x, y in zip(a, b)] if higher_is_better else [y / x for x, y in zip(a, b)]
-    return decide(ratios, claim=claim, expected=expected, lab=lab, min_effect=min_effect, confidence=confidence)
+    return decide(ratios, claim=claim, expected=expected, lab=lab, min_effect=min_effect, confidence=confidence,
+                  no_worse_than=no_worse_than)
 
 
 @contextlib.contextmanager

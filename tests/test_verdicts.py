@@ -87,3 +87,18 @@ def test_verdicts_csv_has_the_fingerprint(tmp_path):
 def test_a_verdict_needs_its_lab_to_be_recorded(tmp_path):
     with pytest.raises(ValueError, match="lab"):
         measure.verdict([1.0] * 5, [2.0] * 5, claim="c", expected="e").record(tmp_path, HW)
+
+
+def test_no_worse_than_claims():
+    same = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+    v = measure.verdict(same, [1.0] * 6, claim="1F1B vs GPipe", expected="1F1B no slower", no_worse_than=0.10)
+    assert v.verdict == "holds"  # equal times: the claim of no extra cost holds (a directional claim would not)
+    assert measure.verdict(same, [1.0] * 6, claim="c", expected="A faster").verdict == "not distinguishable here"
+    assert measure.verdict([0.8] * 6, [1.0] * 6, claim="c", expected="A no slower",
+                           no_worse_than=0.10).verdict == "holds"  # A faster is no slower
+    slow = measure.verdict([1.5] * 6, [1.0] * 6, claim="c", expected="A no slower", no_worse_than=0.10)
+    assert slow.verdict == "reversed" and "[!]" in str(slow)
+    crossing = measure.verdict([1.0, 1.3, 0.9, 1.25, 1.0, 1.3], [1.0] * 6, claim="c", expected="A no slower",
+                               no_worse_than=0.10)
+    assert crossing.verdict == "not distinguishable here"
+    assert measure.verdict([1.0] * 4, [1.0] * 4, claim="c", expected="e", no_worse_than=0.1).verdict != "holds"
