@@ -115,16 +115,64 @@ def initial_weights(split: data.Split, seed: int) -> torch.Tensor:
     return parameters_to_vector(build_model(split, seed).parameters()).detach()
 
 
-def straggle(compute_s: float, factor: float) -> float:
-    """Sleep (factor - 1) x compute_s, so that this gradient takes `factor` times its compute; returns the sleep.
-
-    A sleep holds no core: the straggler's extra time is wall time only, like a worker waiting on a slow disk or
-    sharing its machine with another job.
-    """
-    extra = max(0.0, (factor - 1.0) * compute_s)
+def straggle(busy_s: float, factor: float) -> float:
+    """Sleep (factor - 1) x busy_s, so that work that kept this worker busy for busy_s takes `factor` times as
+    long; returns the sleep. A sleep holds no core: the straggler's extra time is wall time only, like a worker
+    waiting on a slow disk or sharing its machine with another job."""
+    extra = max(0.0, (factor - 1.0) * busy_s)
     if extra:
         time.sleep(extra)
     return extra
+
+
+class Straggler:
+    """Makes a worker's whole iteration — pull, compute and push — `factor` times as long, not just its compute.
+
+    Call before_push(compute_s) right before each push. It measures the worker's busy time per iteration (the
+    time since the previous call, less the sleep it added then: the push, the pull with its wait for the server,
+    and the compute) and sleeps (factor - 1) x the median of those so far; before the first one is known, the
+    compute time stands in. `slowdown` is the measured result: median (busy + sleep) / median busy.
+    """
+
+    def __init__(self, factor: float):
+        self.factor, self.busy, self.slept, self._mark = float(factor), [], [], None
+
+    def before_push(self, compute_s: float) -> float:
+        now = time.perf_counter()
+        if self._mark is not None:
+            self.busy.append(now - self._mark - self.slept[-1])
+        base = statistics.median(self.busy) if self.busy else compute_s
+        self.slept.append(straggle(base, self.factor) if self.factor > 1 else 0.0)
+        self._mark = now
+        return self.slept[-1]
+
+    @property
+    def slowdown(self) -> float:
+        """Measured: an iteration's median wall time (sleep included) over its median busy time (1.0 unknown)."""
+        pairs = list(zip(self.busy, self.slept[1:]))  # busy[i] ran between sleeps i and i + 1
+        if not pairs:
+            return 1.0
+        return statistics.median(b + s for b, s in pairs) / statistics.median(b for b, _ in pairs)
+
+
+def compute_share(result: dict) -> float:
+    """In one run, the first worker's median compute time per gradient over its mean iteration time (run time over
+    its gradients): how much of an iteration is compute rather than messaging and waiting."""
+    order, workers = list(result["order"]), result.get("workers") or []
+    if not workers or not order.count(1) or not result["seconds"]:
+        return float("nan")
+    return workers[0]["compute_ms"] / 1e3 / (result["seconds"] / order.count(1))
+
+
+def effective_slowdown(result: dict, straggler: int) -> float:
+    """From an asynchronous run: how many gradients each other worker had applied per straggler gradient (the
+    slowdown as the server saw it: it also holds how much slower the other workers were, e.g. worker 1 sharing the
+    server's core); nan when the straggler had none applied."""
+    order = list(result["order"])
+    others = [w for w in set(order) if w != straggler]
+    if not order.count(straggler) or not others:
+        return float("nan")
+    return statistics.mean(order.count(w) for w in others) / order.count(straggler)
 
 
 # ---- what a server measures while it runs ----------------------------------------------------------------------
@@ -257,7 +305,7 @@ def _work(rank: int, n_workers: int, cfg: PSConfig, device: str, die_after: int 
     split = load_split(cfg.dataset, cfg.seed)
     model = build_model(split).to(device)
     message = torch.empty(1 + sum(p.numel() for p in model.parameters()))
-    factor = cfg.straggler_factor if rank == n_workers else 1.0
+    straggler = Straggler(cfg.straggler_factor if rank == n_workers else 1.0)
     compute, step = [], 0
     while True:
         dist.recv(message, src=0)
@@ -271,13 +319,14 @@ def _work(rank: int, n_workers: int, cfg: PSConfig, device: str, die_after: int 
         F.cross_entropy(model(x.to(device)), y.to(device)).backward()
         gradient = parameters_to_vector([p.grad for p in model.parameters()]).cpu()
         compute.append(time.perf_counter() - started)
-        straggle(compute[-1], factor)
+        straggler.before_push(compute[-1])
         _send(0, version, gradient)
         step += 1
         if step == die_after:
             os._exit(7)  # no exception, no goodbye: as if the machine lost power
     _send(0, STOP, torch.zeros(message.numel() - 1))
-    return {"gradients": step, "compute_ms": 1e3 * statistics.median(compute) if compute else 0.0}
+    return {"gradients": step, "compute_ms": 1e3 * statistics.median(compute) if compute else 0.0,
+            "slowdown": straggler.slowdown}
 
 
 def pin_server_beside_worker_1(rank: int, world_size: int) -> None:
@@ -513,23 +562,17 @@ def rates_by_setting(runs) -> dict:
     return rates
 
 
-def spread(values) -> float:
-    """(max - min) / median."""
-    values = list(values)
-    return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else 0.0
+spread = measure.spread  # the course's one rule
 
 
 def interleaved(configs_per_round, repeats: int) -> list:
-    """`repeats` rounds of the configs, every other round in reverse order (drift hits every setting alike)."""
-    rounds = []
-    for r in range(repeats):
-        rounds += list(configs_per_round) if r % 2 == 0 else list(reversed(configs_per_round))
-    return rounds
+    """`repeats` rounds of the configs, every other round in reverse order (measure.alternating_rounds)."""
+    return measure.alternating_rounds(configs_per_round, repeats)
 
 
 # ---- bench async ------------------------------------------------------------------------------------------------------
 
-def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 240, batch_size: int = 32,
+def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_size: int = 256,
           factors=(1, 2, 4), seed: int = 0, timeout_s: float = 600.0) -> dict:
     """Sync vs async throughput at each straggler factor (runs interleaved in one launch), sync vs one process,
     sync determinism and async staleness."""
@@ -549,6 +592,13 @@ def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 240, batch_s
         result[f"samples_per_s[async, straggler={f}]"] = round(statistics.median(asyn), 1)
         result[f"async_vs_sync_throughput[straggler={f}]"] = round(statistics.median(asyn) / statistics.median(sync), 3)
         result[f"async_vs_sync_throughput_spread[straggler={f}]"] = round(spread(ratios), 3)
+        async_runs = [r for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f]
+        result[f"effective_slowdown[straggler={f}]"] = round(statistics.median(
+            r["workers"][-1]["slowdown"] for r in async_runs + [r for r in runs[1:] if r["config"].mode == "sync"
+                                                                 and r["config"].straggler_factor == f]), 3)
+        result[f"gradient_ratio[straggler={f}]"] = round(statistics.median(
+            effective_slowdown(r, n_workers) for r in async_runs), 3)
+        result[f"compute_share[straggler={f}]"] = round(statistics.median(compute_share(r) for r in async_runs), 3)
     staleness = {f: [s for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f
                      for s in r["staleness"]] for f in map(float, factors)}
     result.update({
@@ -567,14 +617,21 @@ def print_bench(result: dict) -> None:
     print(f"{result['n_workers']} workers + 1 server, {result['model']} on {result['dataset']}, batch "
           f"{result['batch_size']} per gradient, {result['gradients']} gradients per run, median of "
           f"{result['repeats']} interleaved runs")
-    print(f"{'straggler':>9} {'sync samples/s':>15} {'async samples/s':>16} {'async/sync':>11} {'spread':>7} {'staleness':>10}")
+    print(f"{'straggler':>9} {'effective':>9} {'sync grad/s':>12} {'async grad/s':>13} {'async/sync':>11} "
+          f"{'spread':>7} {'staleness':>10} {'compute share':>14}")
     for f in factors:
         ratio = result[f"async_vs_sync_throughput[straggler={f}]"]
-        flags = measure.plausibility(spread=result[f"async_vs_sync_throughput_spread[straggler={f}]"])
-        print(measure.flagged(f"{f:>9} {result[f'samples_per_s[sync, straggler={f}]']:>15.1f} "
-                              f"{result[f'samples_per_s[async, straggler={f}]']:>16.1f} {ratio:>10.2f}x "
-                              f"{result[f'async_vs_sync_throughput_spread[straggler={f}]']:>7.2f} "
-                              f"{result[f'async_staleness_mean[straggler={f}]']:>10.2f}", flags))
+        print(f"{f:>9} {result[f'effective_slowdown[straggler={f}]']:>8.2f}x "
+              f"{result[f'samples_per_s[sync, straggler={f}]'] / result['batch_size']:>12.1f} "
+              f"{result[f'samples_per_s[async, straggler={f}]'] / result['batch_size']:>13.1f} {ratio:>10.2f}x "
+              f"{result[f'async_vs_sync_throughput_spread[straggler={f}]']:>6.0%} "
+              f"{result[f'async_staleness_mean[straggler={f}]']:>10.2f} {result[f'compute_share[straggler={f}]']:>13.0%}")
+    print("effective: the straggler's measured slowdown over its whole pull-compute-push (its iteration's wall time "
+          "over the time it was busy pulling, computing and pushing); compute share: worker 1's compute time over its "
+          "iteration time in the async runs (the rest is messaging and waiting for the server, which shares its core)")
+    noise = measure.noise_line(result[f"async_vs_sync_throughput_spread[straggler={f}]"] for f in factors)
+    if noise:
+        print(noise)
     if result["server_shares_a_core"]:
         print(f"note: {result['n_workers'] + 1} processes on {hardware.usable_cpu_count()} cores: the server shares "
               "worker 1's core (it mostly waits for messages; the straggler's sleep holds no core)")

@@ -18,6 +18,7 @@ class GPU:
     index: int
     name: str
     memory_gib: float
+    capability: str = ""  # CUDA compute capability, e.g. "9.0" (bf16 needs >= 8.0)
 
 
 @dataclass(frozen=True)
@@ -30,20 +31,40 @@ class HardwareReport:
     python_version: str
     torch_version: str
     tf_version: str
+    cpu_model: str = ""
+    physical_cores: int = 0  # 0: unknown
+    cpu_features: str = ""  # space-separated, the subset of FEATURES this CPU has
+    memory_gib: float = 0.0  # 0: unknown
 
     @property
     def gpu_names(self) -> str:
         """GPU names joined with '; ' (empty string when there is none)."""
         return "; ".join(g.name for g in self.gpus)
 
+    @property
+    def native_bf16(self) -> bool:
+        """True when the CPU computes bfloat16 in hardware (avx512_bf16 or AMX); without it torch emulates bf16 with
+        float32 instructions plus conversions, which is slower than plain float32."""
+        return bool(set(self.cpu_features.split()) & NATIVE_BF16)
+
+    def fingerprint(self) -> str:
+        """The machine in lines a learner can read (and results rows record): CPU, cores, features, memory, GPUs."""
+        cores = f"{self.physical_cores} physical, " if self.physical_cores else ""
+        lines = [f"CPU model:   {self.cpu_model or 'unknown'}",
+                 f"CPU cores:   {cores}{self.cpu_count} usable by this process",
+                 f"CPU features (those that matter here): {self.cpu_features or 'none of ' + ' '.join(FEATURES)}",
+                 f"bf16 on CPU: {'native (avx512_bf16 / AMX)' if self.native_bf16 else 'emulated (no avx512_bf16, no AMX)'}"]
+        if self.memory_gib:
+            lines.append(f"memory:      {self.memory_gib:.1f} GiB")
+        return "\n".join(lines)
+
     def describe(self) -> str:
         """A few lines a learner can read."""
-        lines = [  # the host name stays in the CSV metadata, not in notebook outputs
-            f"CPU cores:   {self.cpu_count} usable by this process",
-        ]
+        lines = [self.fingerprint()]  # the host name stays in the CSV metadata, not in notebook outputs
         if self.gpus:
             for g in self.gpus:
-                lines.append(f"GPU {g.index}:       {g.name}, {g.memory_gib:.1f} GiB")
+                capability = f", compute capability {g.capability}" if g.capability else ""
+                lines.append(f"GPU {g.index}:       {g.name}, {g.memory_gib:.1f} GiB{capability}")
         else:
             lines.append("GPUs:        none (CUDA not available to torch)")
         lines += [
@@ -52,6 +73,49 @@ class HardwareReport:
             f"tensorflow:  {self.tf_version}",
         ]
         return "\n".join(lines)
+
+
+# Instruction-set features that change what is fast on a CPU: vector width (avx2, avx512f), native bfloat16
+# (avx512_bf16, amx_bf16) and the AMX tile unit, fp16 conversions and dot products.
+FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+NATIVE_BF16 = {"avx512_bf16", "amx_bf16"}
+
+
+def cpu_info(text: str | None = None) -> dict:
+    """{'cpu_model', 'physical_cores', 'cpu_features'} from /proc/cpuinfo (`text` to parse given text; empty values
+    where the file is missing, as on macOS and Windows)."""
+    if text is None:
+        try:
+            text = open("/proc/cpuinfo").read()
+        except OSError:
+            return {"cpu_model": platform.processor() or platform.machine(), "physical_cores": 0, "cpu_features": ""}
+    model, flags, cores = "", set(), set()
+    physical = core = None
+    for line in text.splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "model name" and not model:
+            model = " ".join(value.split())
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+        elif key == "physical id":
+            physical = value
+        elif key == "core id":
+            core = value
+        elif not line.strip() and core is not None:
+            cores.add((physical, core))
+            physical = core = None
+    if core is not None:
+        cores.add((physical, core))
+    return {"cpu_model": model, "physical_cores": len(cores),
+            "cpu_features": " ".join(f for f in FEATURES if f in flags)}
+
+
+def memory_gib() -> float:
+    """Total memory in GiB (0 when unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return 0.0
 
 
 def usable_cpu_count() -> int:
@@ -81,7 +145,7 @@ def detect_gpus() -> tuple[GPU, ...]:
     gpus = []
     for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
-        gpus.append(GPU(i, props.name, props.total_memory / 2**30))
+        gpus.append(GPU(i, props.name, props.total_memory / 2**30, f"{props.major}.{props.minor}"))
     return tuple(gpus)
 
 
@@ -94,6 +158,8 @@ def detect() -> HardwareReport:
         python_version=platform.python_version(),
         torch_version=package_version("torch"),
         tf_version=package_version("tensorflow", "tensorflow-cpu"),
+        memory_gib=memory_gib(),
+        **cpu_info(),
     )
 
 

@@ -1,5 +1,5 @@
-"""Timers that warm up, synchronize and take medians; throughput; plausibility flags; results records (CSV rows
-with hardware metadata)."""
+"""Timers that warm up, synchronize and take medians; the one spread; verdicts on paired repeats; throughput;
+plausibility flags; results records (CSV rows with the machine's fingerprint)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hardware
+from . import flags, hardware
 
 def synchronize(device=None) -> None:
     """Wait for queued GPU work on `device` (no-op on CPU), so a timer measures work, not launches."""
@@ -39,6 +39,27 @@ def intra_op_threads(n: int | None):
         torch.set_num_threads(before)
 
 
+# ---- spread: the one rule ----------------------------------------------------------------------------------------
+
+def spread(values) -> float:
+    """How far repeats of one measurement scatter: (max - min) / median, a fraction (0.25 is 25 %).
+
+    The one rule of the course, for times, rates and ratios alike: fewer than two values, or a median of zero,
+    give 0.0 (nothing to compare)."""
+    values = [float(v) for v in values]
+    if len(values) < 2:
+        return 0.0
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / abs(middle) if middle else 0.0
+
+
+def alternating_rounds(items, rounds: int) -> list:
+    """`rounds` rounds of `items`, every other round in reverse order (A B, B A, A B, ...): slow drift of the
+    machine then hits every item alike, and round r's runs of A and B form one pair."""
+    items = list(items)
+    return [item for r in range(rounds) for item in (items if r % 2 == 0 else items[::-1])]
+
+
 @dataclass(frozen=True)
 class Timing:
     """Seconds of each timed repeat (warm-up runs excluded) and summary statistics."""
@@ -52,8 +73,8 @@ class Timing:
 
     @property
     def spread(self) -> float:
-        """(max - min) / median: how noisy the repeats were."""
-        return (max(self.times) - min(self.times)) / self.median if self.median else 0.0
+        """measure.spread of the repeats: how noisy they were."""
+        return spread(self.times)
 
     def __str__(self) -> str:
         return (f"median {self.median * 1e3:.3f} ms over {len(self.times)} repeats "
@@ -75,17 +96,124 @@ def time_interleaved(fns: dict, *, warmup: int = 1, repeats: int = 5, device=Non
     before = before or {}
     names = list(fns)
     times = {name: [] for name in names}
-    for round_ in range(warmup + repeats):
-        for name in names if round_ % 2 == 0 else reversed(names):
-            if name in before:
-                before[name]()
-            synchronize(device)
-            start = time.perf_counter()
-            fns[name]()
-            synchronize(device)
-            if round_ >= warmup:
-                times[name].append(time.perf_counter() - start)
+    for i, name in enumerate(alternating_rounds(names, warmup + repeats)):
+        if name in before:
+            before[name]()
+        synchronize(device)
+        start = time.perf_counter()
+        fns[name]()
+        synchronize(device)
+        if i // len(names) >= warmup:
+            times[name].append(time.perf_counter() - start)
     return {name: Timing(tuple(times[name]), warmup) for name in names}
+
+
+# ---- verdicts: what the run decided, not what the prose assumed ----------------------------------------------------
+
+HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
+MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
+MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the range is their min..max at 93.75 %)
+CONFIDENCE = 0.90
+
+
+def _binomial_tail(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+
+
+def ratio_range(ratios, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(low, high, coverage): a distribution-free range for the median of paired ratios (the sign test's order
+    statistics of the log-ratios). With n pairs the range runs from the k-th smallest to the k-th largest ratio, k
+    the largest with 2 P(Binomial(n, 1/2) <= k - 1) <= 1 - confidence; coverage is its true confidence. It assumes
+    only that each round's ratio is independent of the others, not how the noise is shaped. Too few pairs for
+    `confidence`: the whole min..max, with its (lower) coverage."""
+    ordered = sorted(float(r) for r in ratios)
+    n = len(ordered)
+    if not n:
+        raise ValueError("need at least one paired ratio")
+    k = 1
+    while k < n // 2 and 2 * _binomial_tail(k, n) <= 1 - confidence:
+        k += 1
+    return ordered[k - 1], ordered[n - k], 1 - 2 * _binomial_tail(k - 1, n)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A comparison decided by the run that measured it: `ratio` is the median of the paired ratios, [low, high] its
+    range (measure.ratio_range), `verdict` one of 'holds', 'reversed', 'not distinguishable here'."""
+
+    claim: str  # short id of what is compared, e.g. "DDP vs DataParallel"
+    expected: str  # what theory predicts, in words, e.g. "DDP faster"
+    ratio: float  # > 1 is the expected direction
+    low: float
+    high: float
+    verdict: str
+    repeats: int
+    unit: str = "x"
+    lab: str = ""
+
+    def __str__(self) -> str:
+        text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f} over "
+                f"{self.repeats} paired repeats; theory: {self.expected}) -> {self.verdict}")
+        return flagged(text, flags.reverses_theory(self))
+
+    def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
+        """Append this verdict to <results dir>/verdicts.csv (see write_verdict); returns self, so that
+        `print(measure.verdict(...).record())` prints it and writes it."""
+        write_verdict(self, directory, hw)
+        return self
+
+
+def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
+           confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None) -> Verdict:
+    """The verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
+
+    The rule: with at least MIN_PAIRS pairs, 'holds' when the whole range (ratio_range at `confidence`) lies above
+    1 and the median ratio is at least 1 + min_effect; 'reversed' when the whole range lies below 1 and the median
+    is at most 1 / (1 + min_effect); otherwise 'not distinguishable here'. Noise that makes the pairs cross 1 gives
+    'not distinguishable here', never a confident answer either way.
+
+    no_worse_than (a fraction, e.g. 0.10): the claim is that A costs no more than B (theory predicts the same time,
+    e.g. two orders of the same work), not that A wins. Then 'holds' when the whole range lies above
+    1 / (1 + no_worse_than) (A at most that much worse in every plausible reading, a win included); 'reversed' when
+    the whole range lies below 1 and the median is at most 1 / (1 + no_worse_than) (A clearly worse); otherwise
+    'not distinguishable here'."""
+    ratios = [float(r) for r in ratios]
+    if any(not math.isfinite(r) or r <= 0 for r in ratios):
+        raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
+    low, high, _ = ratio_range(ratios, confidence)
+    middle = statistics.median(ratios)
+    verdict = UNDECIDED
+    if len(ratios) >= MIN_PAIRS and no_worse_than is not None:
+        floor = 1 / (1 + no_worse_than)
+        if low > floor:
+            verdict = HOLDS
+        elif high < 1 and middle <= floor:
+            verdict = REVERSED
+    elif len(ratios) >= MIN_PAIRS:
+        if low > 1 and middle >= 1 + min_effect:
+            verdict = HOLDS
+        elif high < 1 and middle <= 1 / (1 + min_effect):
+            verdict = REVERSED
+    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab)
+
+
+def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
+            min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
+            no_worse_than: float | None = None) -> Verdict:
+    """Decide whether A beats B as theory predicts, from paired repeats (round i of A beside round i of B, run
+    interleaved: time_interleaved, alternating_rounds).
+
+    a, b: times (lower is better) or, with higher_is_better, rates. Each pair gives A's advantage over B
+    (b / a for times, a / b for rates), so a ratio above 1 means A won that round; the verdict follows `decide`.
+    `expected` names the prediction in words (e.g. "DDP faster than DataParallel"); no_worse_than makes it a claim
+    that A costs no more than B within that fraction (see decide)."""
+    a, b = list(getattr(a, "times", a)), list(getattr(b, "times", b))
+    if len(a) != len(b):
+        raise ValueError(f"paired repeats need as many of A as of B, got {len(a)} and {len(b)}")
+    ratios = [x / y for x, y in zip(a, b)] if higher_is_better else [y / x for x, y in zip(a, b)]
+    return decide(ratios, claim=claim, expected=expected, lab=lab, min_effect=min_effect, confidence=confidence,
+                  no_worse_than=no_worse_than)
 
 
 @contextlib.contextmanager
@@ -155,9 +283,9 @@ class StepTimer:
         return samples_per_second(batch_size, statistics.median(kept)) if kept else None
 
     def spread(self) -> float | None:
-        """(max - min) / median of the counted steps."""
+        """measure.spread of the counted steps."""
         kept = self._kept()
-        return Timing(tuple(kept), self.warmup).spread if kept else None
+        return spread(kept) if kept else None
 
 
 def results_dir(path=None) -> Path:
@@ -170,39 +298,36 @@ def results_dir(path=None) -> Path:
 
 # ---- plausibility: a number that cannot be right is said so, next to it --------------------------------------------
 
-MAX_EFFICIENCY = 1.05
-MIN_SPEEDUP = 0.5
-MAX_SPREAD = 0.25
+MAX_SPREAD = flags.NOISY_SPREAD  # repeats spread more than this: the table's noise line counts the median
 BASELINE_FACTOR = 2.0
 
 
 def plausibility(*, speedup: float | None = None, devices: float | None = None, spread: float | None = None,
                  baseline_rate: float | None = None, reference_rate: float | None = None,
                  other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
-    """Warnings (with the likely cause) for figures that cannot be right; an empty list when nothing is suspect.
-    A warning never contains "; ", which joins several of them in a results row's `flags`.
+    """Warnings (with the likely cause) for figures that cannot be right or cannot be read as speed; an empty list
+    when nothing is suspect. A warning never contains "; ", which joins several of them in a results row's `flags`.
 
-    speedup over a one-device baseline with `devices` devices; spread = (max - min) / median of the repeats;
-    baseline_rate against reference_rate, the same machine's lab 01 rate on the same workload.
+    speedup over a one-device baseline with `devices` devices (flags.above_device_count); baseline_rate against
+    reference_rate, the same machine's lab 01 rate on the same workload (more than BASELINE_FACTOR apart: they
+    contradict each other). `spread` is accepted and never flagged on its own: noise is one line per table
+    (noise_line), not a warning per figure.
     """
-    flags = []
+    warnings = []
     if other_framework:
-        flags.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
+        warnings.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
     if oversubscribed:
-        flags.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
-    if speedup is not None and devices:
-        if speedup / devices > MAX_EFFICIENCY:
-            flags.append(f"efficiency {speedup / devices:.0%} is above 100 %: the baseline was slowed (noise, another "
-                         "job, another framework in its process) or the runs did different work")
-        if speedup < MIN_SPEEDUP:
-            flags.append(f"speedup {speedup:.2f}x is below {MIN_SPEEDUP}x: oversubscribed cores, a hang-and-retry, "
-                         "or a machine busy with something else")
-    if spread is not None and spread > MAX_SPREAD:
-        flags.append(f"repeats spread by {spread:.0%} of the median: a noisy machine (rerun, or read the median only)")
+        warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
+    warnings += flags.above_device_count(speedup, devices)
     if baseline_rate and reference_rate and not 1 / BASELINE_FACTOR <= baseline_rate / reference_rate <= BASELINE_FACTOR:
-        flags.append(f"baseline {baseline_rate:,.0f} samples/s is {baseline_rate / reference_rate:.2f}x lab 01's "
-                     f"{reference_rate:,.0f} on the same workload: another framework or job held the cores")
-    return flags
+        warnings.append(f"baseline {baseline_rate:,.0f} samples/s is {baseline_rate / reference_rate:.2f}x lab 01's "
+                        f"{reference_rate:,.0f} on the same workload: another framework or job held the cores")
+    return warnings
+
+
+def noise_line(spreads, what: str = "medians") -> str:
+    """The table's one line about noise (flags.noise_line): '' when no median came from scattered repeats."""
+    return flags.noise_line(spreads, what)
 
 
 def flagged(text: str, flags) -> str:
@@ -223,11 +348,19 @@ class Machine:
     torch_version: str
     tf_version: str
     python_version: str
+    cpu_model: str = ""
+    cpu_features: str = ""  # space-separated (hardware.FEATURES this CPU has)
 
     @classmethod
     def here(cls, hw: hardware.HardwareReport | None = None) -> "Machine":
         hw = hw or hardware.detect()
-        return cls(hw.host, hw.cpu_count, hw.gpu_names, hw.torch_version, hw.tf_version, hw.python_version)
+        return cls(hw.host, hw.cpu_count, hw.gpu_names, hw.torch_version, hw.tf_version, hw.python_version,
+                   hw.cpu_model, hw.cpu_features)
+
+    @property
+    def fingerprint(self) -> tuple:
+        """What makes two machines' rows comparable: host, CPU model and instruction-set features, GPUs."""
+        return (self.host, self.cpu_model, self.cpu_features, self.gpu_names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,7 +404,9 @@ class Result:
 
 RESULT_COLUMNS = ("timestamp", "lab", "framework", "strategy", "variant", "workload", "world_size", "device",
                   "batch_size", "epochs", "accuracy", "samples_per_s", "wall_s", "threads", "repeats", "spread", "flags",
-                  "host", "cpu_count", "gpu_names", "torch_version", "tf_version", "python_version")
+                  "host", "cpu_count", "gpu_names", "torch_version", "tf_version", "python_version", "cpu_model",
+                  "cpu_features")
+_OPTIONAL = ("cpu_model", "cpu_features")  # absent from rows written before the fingerprint: read as 
 _INTS = ("world_size", "batch_size", "epochs", "threads", "repeats", "cpu_count")
 _FLOATS = ("accuracy", "samples_per_s", "wall_s", "spread")
 _REQUIRED = ("world_size", "batch_size", "samples_per_s", "wall_s", "cpu_count")
@@ -286,6 +421,42 @@ def _cell(value) -> str:
     return str(value)
 
 
+VERDICTS_CSV = "verdicts.csv"
+VERDICT_COLUMNS = ("timestamp", "lab", "claim", "expected", "ratio", "low", "high", "verdict", "repeats",
+                   "host", "cpu_model", "cpu_features", "cpu_count", "gpu_names", "torch_version", "tf_version",
+                   "python_version")
+
+
+def _append(path: Path, columns, values: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        if new:
+            writer.writerow(columns)
+        writer.writerow([_cell(values.get(c)) for c in columns])
+    return path
+
+
+def write_verdict(verdict: "Verdict", directory=None, hw: hardware.HardwareReport | None = None) -> Path:
+    """Append one verdict to <results dir>/verdicts.csv with the machine's fingerprint; returns the path."""
+    values = {**dataclasses.asdict(verdict), **dataclasses.asdict(Machine.here(hw)),
+              "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    if not values["lab"]:
+        raise ValueError(f"verdict {verdict.claim!r} names no lab: pass lab='NN' to measure.verdict")
+    return _append(results_dir(directory) / VERDICTS_CSV, VERDICT_COLUMNS, values)
+
+
+def read_verdicts(source) -> list[dict]:
+    """The rows of a verdicts.csv (or of the one in a results folder), as dicts of strings."""
+    source = Path(source)
+    path = source / VERDICTS_CSV if source.is_dir() else source
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
 def write_result(result: Result, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
     """Append one result to <results dir>/lab<lab>.csv (header written when the file is new); returns the path."""
     if not isinstance(result, Result):
@@ -295,15 +466,7 @@ def write_result(result: Result, directory=None, hw: hardware.HardwareReport | N
     result = result.stamped(hw)
     values = {**{f.name: getattr(result, f.name) for f in dataclasses.fields(Result) if f.name != "machine"},
               **dataclasses.asdict(result.machine)}
-    path = results_dir(directory) / f"lab{result.lab}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists() or path.stat().st_size == 0
-    with path.open("a", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        if new:
-            writer.writerow(RESULT_COLUMNS)
-        writer.writerow([_cell(values[c]) for c in RESULT_COLUMNS])
-    return path
+    return _append(results_dir(directory) / f"lab{result.lab}.csv", RESULT_COLUMNS, values)
 
 
 def _parse_row(path: Path, line: int, record: dict) -> Result:
@@ -330,13 +493,13 @@ def _parse_row(path: Path, line: int, record: dict) -> Result:
 def read_results(source) -> list[Result]:
     """The results in one CSV, or in every *.csv of a folder, validated; a bad file is named with its line."""
     source = Path(source)
-    paths = sorted(source.glob("*.csv")) if source.is_dir() else [source]
+    paths = sorted(p for p in source.glob("*.csv") if p.name != VERDICTS_CSV) if source.is_dir() else [source]
     results = []
     for path in paths:
         with path.open(newline="") as handle:
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
-            missing = [c for c in RESULT_COLUMNS if c not in header]
+            missing = [c for c in RESULT_COLUMNS if c not in header and c not in _OPTIONAL]
             if missing:
                 raise ValueError(f"{path}, line 1: not a results CSV of this course, header lacks column(s) {missing}")
             for record in reader:
@@ -379,6 +542,8 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
                          f"{r.batch_size:>7}{r.samples_per_s:>12.1f}")
             lines += [f"    [!] {flag}" for flag in r.flags.split("; ") if flag]
+    noise = noise_line([r.spread for r in results])
+    lines += [noise] if noise else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "
                  "results folder")
     return "\n".join(lines)

@@ -294,11 +294,32 @@ def _cpu_has_float16() -> bool:
     return bool(probe and probe())
 
 
+def cpu_bf16_native(features: str | None = None) -> bool:
+    """True when this CPU computes bfloat16 in hardware (avx512_bf16 or AMX-BF16, from hardware.cpu_info, or the
+    space-separated `features` given); without it torch emulates bfloat16 with float32 instructions plus
+    conversions, slower than plain float32."""
+    from . import hardware
+
+    features = hardware.cpu_info()["cpu_features"] if features is None else features
+    return bool(set(features.split()) & hardware.NATIVE_BF16)
+
+
+def amp_note(device_type: str, dtype, features: str | None = None) -> str:
+    """One line on what autocast to `dtype` can buy on this hardware: on a CPU without native bfloat16 it is
+    emulated, so the lab measures its cost instead of recommending it; '' when there is nothing to say."""
+    if device_type == "cpu" and dtype == torch.bfloat16 and not cpu_bf16_native(features):
+        return ("this CPU has no native bfloat16 (no avx512_bf16, no AMX-BF16): torch emulates it, so here bf16 "
+                "shows the mechanics of mixed precision and what emulation costs, not a speed-up; float32 is the "
+                "faster choice on this machine")
+    return ""
+
+
 def amp_dtype(device_type: str, requested: str = "auto", *, gpu_capability: tuple[int, int] | None = None):
     """The autocast dtype for `device_type`, or a ValueError naming the alternative when the hardware lacks it.
 
-    auto: bfloat16 on a CPU (float32's exponent range, no GradScaler needed), float16 on a GPU (fast on every GPU
-    with tensor cores; needs a GradScaler). `gpu_capability` overrides the detected compute capability.
+    auto: bfloat16 on a CPU (float32's exponent range, no GradScaler needed; native only with avx512_bf16 or AMX,
+    otherwise emulated: amp_note says so), float16 on a GPU (fast on every GPU with tensor cores; needs a
+    GradScaler). `gpu_capability` overrides the detected compute capability.
     """
     if requested not in AMP_CHOICES:
         raise ValueError(f"amp_dtype={requested!r}: autocast computes in a 16-bit float; choose one of {AMP_CHOICES}")
@@ -308,9 +329,11 @@ def amp_dtype(device_type: str, requested: str = "auto", *, gpu_capability: tupl
         return torch.bfloat16 if device_type == "cpu" else torch.float16
     dtype = getattr(torch, requested)
     if device_type == "cpu" and dtype == torch.float16 and not _cpu_has_float16():
+        bf16 = ("no GradScaler needed" if cpu_bf16_native() else
+                "no GradScaler needed; emulated on this CPU too, so slower than float32: use it to learn the mechanics")
         raise ValueError("amp_dtype='float16' on this CPU: it has no float16 arithmetic (AMX-FP16), so torch would "
-                         "emulate float16, slower than float32. Use amp_dtype='bfloat16' (float32's exponent range, "
-                         "no GradScaler needed).")
+                         f"emulate float16, slower than float32. Use amp_dtype='bfloat16' (float32's exponent range, "
+                         f"{bf16}).")
     if device_type == "cuda" and dtype == torch.bfloat16:
         major, minor = gpu_capability or torch.cuda.get_device_capability()
         if major < 8:
@@ -459,7 +482,7 @@ def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict
     ratios = [a / b for a, b in zip(timing["all"].times, timing["none"].times)]
     return {"checkpoint_activation_bytes_ratio": round(saved["all"] / saved["none"], 4),
             "checkpoint_time_ratio": round(timing["all"].median / timing["none"].median, 3),
-            "checkpoint_time_ratio_spread": round((max(ratios) - min(ratios)) / statistics.median(ratios), 3)}
+            "checkpoint_time_ratio_spread": round(measure.spread(ratios), 3)}
 
 
 def bench(*, world_size: int = 2, repeats: int = 5, steps: int = 4, batch_per_rank: int = 16, seed: int = 0) -> dict:

@@ -591,9 +591,10 @@ class Measured:
 
     @property
     def spread(self) -> float:
-        """(max - min) / median of the steps' makespans."""
-        spans = self.makespans
-        return (max(spans) - min(spans)) / self.makespan
+        """measure.spread of the steps' makespans."""
+        from .measure import spread
+
+        return spread(self.makespans)
 
     def typical(self) -> list[Interval]:
         """The timeline of the median step: every figure printed about one step comes from this one."""

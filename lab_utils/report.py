@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .measure import Result, plausibility, read_results
+from . import flags as detectors
+from .measure import Result, noise_line, plausibility, read_results
 
 
 def load(*sources) -> list[Result]:
@@ -22,7 +23,9 @@ def load(*sources) -> list[Result]:
 
 
 def _key(row: Result) -> tuple:
-    return (row.machine.host if row.machine else "", row.lab, row.framework, row.workload, row.batch_size)
+    """Rows are compared only within one key: one machine (its whole fingerprint), lab, framework, workload, batch."""
+    machine = row.machine.fingerprint if row.machine else ("",)
+    return (*machine, row.lab, row.framework, row.workload, row.batch_size)
 
 
 def latest(rows: list[Result]) -> list[Result]:
@@ -73,9 +76,10 @@ class Compared:
 
     @property
     def implausible(self) -> bool:
-        """True when the speedup itself cannot be right; a row flagged only for noisy repeats is not."""
-        noise_only = self.row.flags in ("", "; ".join(plausibility(spread=self.row.spread)))
-        return bool(self._speedup_flags()) or not noise_only
+        """True when the row carries a flag (lab_utils.flags' detectors, or one recorded with it); rows written before
+        noise became one line per table may carry a 'repeats spread by' note, which is noise, not a flag."""
+        recorded = [f for f in self.row.flags.split("; ") if f and not f.startswith("repeats spread by")]
+        return bool(self._speedup_flags()) or bool(recorded)
 
     def _speedup_flags(self) -> list[str]:
         if self.efficiency is None or self.is_baseline:
@@ -137,7 +141,8 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}")
         lines += [f"      [!] {flag}" for flag in c.flags]
-    return "\n".join(lines)
+    noise = noise_line([c.row.spread for c in compared], "rows' medians")
+    return "\n".join(lines + ([noise] if noise else []))
 
 
 def summary(results_dir) -> str:
@@ -200,10 +205,21 @@ def fit_serial_fraction(points) -> float:
 
 @dataclass(frozen=True)
 class AllReduceFit:
-    """Ring all-reduce time t(bytes, N) = 2 (N - 1) latency + 2 (N - 1) / N x bytes / bus_bandwidth, fitted."""
+    """Ring all-reduce time t(bytes, N) = 2 (N - 1) latency + 2 (N - 1) / N x bytes / bus_bandwidth, fitted.
+
+    A fit whose time per byte came out zero or negative has no bandwidth to report: bus_bandwidth is then infinite
+    (the measured per-byte cost is below the noise) and `flags` says why (lab_utils.flags.degenerate_fit)."""
 
     latency_s: float
     bus_bandwidth: float  # bytes/s
+    flags: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """'alpha = ... us, B = ... GB/s', or the refusal when the fit is degenerate."""
+        alpha = f"alpha = {self.latency_s * 1e6:8.1f} us"
+        if self.flags:
+            return f"{alpha}, B = not measurable here  [!] {'; '.join(self.flags)}"
+        return f"{alpha}, B = {self.bus_bandwidth / 1e9:6.2f} GB/s"
 
     def seconds(self, nbytes: float, devices: int) -> float:
         if devices < 2:
@@ -223,24 +239,22 @@ def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
         raise ValueError("need all-reduce times for at least two message sizes")
     steps = 2 * (devices - 1)
     slope, intercept = np.polyfit(sizes * steps / devices, seconds, 1)
-    return AllReduceFit(max(intercept / steps, 0.0), 1.0 / max(slope, 1e-15))
+    warnings = tuple(detectors.degenerate_fit(float(slope)))
+    return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
 
 
-def allreduce_flags(sizes, seconds, spreads) -> list[list[str]]:
-    """Per message size, what makes its median doubtful: noisy repeats, or a larger message that took less than half
-    its time (more bytes cannot take less time on the same link: the machine was busy)."""
-    flags = []
-    for i, (nbytes, s, spread) in enumerate(zip(sizes, seconds, spreads)):
-        row = plausibility(spread=spread)
+def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
+    """Per message size, what makes its median impossible: a larger message that took less than half its time (more
+    bytes cannot take less time on the same link: flags.more_work_less_time). Noise is the table's noise line."""
+    result = []
+    for i, (nbytes, s) in enumerate(zip(sizes, seconds)):
         faster = next(((m, t) for m, t in zip(sizes[i + 1:], seconds[i + 1:]) if t < s / 2), None)
-        if faster:
-            row.append(f"took over twice as long as the larger {faster[0]:,}-byte message ({faster[1] * 1e3:.3f} ms): "
-                       "more bytes cannot take less time, so a rank was kept waiting (a busy machine)")
-        flags.append(row)
-    return flags
+        result.append(detectors.more_work_less_time(nbytes, s, *faster, what="bytes", tolerance=0.5) if faster else [])
+    return result
 
 
 SUPERLINEAR_MARGIN = 1.2  # a batch k times larger may take up to 1.2 k times longer before it is flagged
+LESS_TIME_TOLERANCE = 0.1  # ... and up to 10 % less time (two medians that close are one time, within the noise)
 
 
 def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float) -> list[str]:
@@ -250,10 +264,8 @@ def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s
         return [f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the images: more "
                 "than proportional, so one of the two medians is off (a busy machine, or the larger batch spilled out "
                 "of the cache) and ratios built on them are suspect"]
-    if ratio < 1:
-        return [f"batch {large_batch} took less time than batch {small_batch}: more work cannot take less time, so one "
-                "of the two medians is off (a busy machine) and ratios built on them are suspect"]
-    return []
+    return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images",
+                                         tolerance=LESS_TIME_TOLERANCE)
 
 
 def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0) -> list[str]:
@@ -292,6 +304,7 @@ def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeo
     import torch.distributed as dist
 
     from .launch import process_group
+    from .measure import spread
 
     medians, spreads = [], []
     with process_group(timeout_s) as ctx:
@@ -307,7 +320,7 @@ def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeo
                 if i >= 2:
                     times.append(time.perf_counter() - start)
             medians.append(statistics.median(times))
-            spreads.append((max(times) - min(times)) / medians[-1] if medians[-1] else 0.0)
+            spreads.append(spread(times))
     return {"rank": rank, "backend": ctx.backend, "device": ctx.device, "sizes": [int(s) for s in sizes],
             "seconds": medians, "spreads": spreads}
 

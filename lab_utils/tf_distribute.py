@@ -182,7 +182,7 @@ def launch_workers(worker, n_workers: int, args: tuple = (), timeout: float = 18
 @dataclass(frozen=True)
 class StepRate:
     """Samples per second of the median optimizer step over all repeats (warm-up excluded), and how far the
-    repeats' own median steps spread: (max - min) / median."""
+    repeats' own median steps spread (measure.spread)."""
 
     samples_per_s: float
     spread: float
@@ -196,9 +196,8 @@ def step_rate(batch_size: int, repeats) -> StepRate:
     if not repeats:
         raise ValueError("no step times: time at least one step after the warm-up")
     medians = [statistics.median(r) for r in repeats]
-    middle = statistics.median(medians)
     return StepRate(measure.samples_per_second(batch_size, statistics.median([t for r in repeats for t in r])),
-                    (max(medians) - min(medians)) / middle, len(repeats), sum(len(r) for r in repeats))
+                    measure.spread(medians), len(repeats), sum(len(r) for r in repeats))
 
 
 def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmup: int = 2) -> dict[str, list]:

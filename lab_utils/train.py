@@ -109,7 +109,7 @@ class History:
         """(max - min) / median of the epochs' median steps: how much the rate moved between repeats of the same work
         (single slow steps, which any busy machine has, do not count); 0 with one epoch."""
         medians = self.epoch_step_medians()
-        return measure.Timing(tuple(medians), self.warmup_steps).spread if medians else 0.0
+        return measure.spread(medians)
 
     @property
     def epoch_samples_per_s(self) -> float:

@@ -274,3 +274,12 @@ def test_plots_draw_from_results():
     assert A.plot_staleness({"run": result}).axes
     assert A.plot_accuracy({"run": {"samples": [1, 2], "seconds": [0.1, 0.2], "accuracy": [0.1, 0.5]}}).axes
     assert A.plot_throughput([1, 2], {"sync": [3.0, 2.0]}, {"sync": [(2.5, 3.5), (1.5, 2.5)]}).axes
+
+
+def test_straggler_slows_the_whole_iteration_not_just_the_compute():
+    straggler = A.Straggler(3.0)
+    for _ in range(4):
+        time.sleep(0.02)  # pull + compute + push: 20 ms busy, of which only 5 ms is "compute"
+        straggler.before_push(0.005)
+    assert straggler.slowdown == pytest.approx(3.0, rel=0.15)
+    assert A.Straggler(1.0).before_push(0.01) == 0.0

@@ -240,3 +240,10 @@ def test_bench_memory_ends_with_a_json_line():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: gpu_check runs for real")
 def test_gpu_check_says_it_skipped_without_a_gpu():
     assert memory.gpu_check() == {"memory": "skipped: no GPU"}
+
+
+def test_amp_note_says_bfloat16_is_emulated_on_a_cpu_without_native_bf16():
+    assert "emulates" in memory.amp_note("cpu", torch.bfloat16, features="avx2 fma")
+    assert memory.amp_note("cpu", torch.bfloat16, features="avx2 avx512f avx512_bf16") == ""
+    assert memory.amp_note("cuda", torch.float16, features="avx2") == ""
+    assert memory.cpu_bf16_native("amx_tile amx_bf16") and not memory.cpu_bf16_native("avx2 avx512f")

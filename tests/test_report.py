@@ -56,9 +56,9 @@ def test_implausible_rows_are_flagged_under_them_in_the_table():
     rows = [row("single", 1, 100), row("ddp", 2, 230), row("ddp", 4, 410, cpus=2), row("ddp", 3, 40, flags="noisy")]
     flags = {c.row.world_size: c.flags for c in report.compare(rows)}
     assert "above 100 %" in flags[2][0] and flags[1] == []
-    assert any("oversubscribed" in f for f in flags[4]) and "noisy" in flags[3] and any("below 0.5x" in f for f in flags[3])
+    assert any("oversubscribed" in f for f in flags[4]) and flags[3] == ["noisy"]  # slow is no flag, impossible is
     text = report.table(report.compare(rows))
-    assert "[!] efficiency 115% is above 100 %" in text
+    assert "[!] speedup 2.30x on 2x the hardware is efficiency 115%, above 100 %" in text
 
 
 def test_recorded_flags_are_shown_as_recorded_and_not_repeated():
@@ -69,7 +69,7 @@ def test_recorded_flags_are_shown_as_recorded_and_not_repeated():
 
 
 def test_a_row_flagged_for_noise_only_is_plausible_and_other_flags_are_not():
-    noise = "; ".join(measure.plausibility(spread=0.6))
+    noise = "repeats spread by 60% of the median: a noisy machine (rerun, or read the median only)"  # older rows
     base = row("single", 1, 100)
     noisy, framework = Result(**{**vars(row("ddp", 2, 180)), "spread": 0.6, "flags": noise}), row("ddp", 2, 180, flags="TF ran")
     compared = {c.row.flags: c for c in report.compare([base, noisy, framework])}
@@ -132,23 +132,25 @@ def test_the_labs_without_rows_are_named():
         "00", "01", "03", "04", "05", "06", "07", "08"]
 
 
-def test_allreduce_rows_are_flagged_for_noise_and_for_more_bytes_in_less_time():
+def test_allreduce_rows_are_flagged_for_more_bytes_in_less_time_and_noise_is_one_line():
     sizes, seconds, spreads = [1024, 2048, 4096, 8192], [1e-4, 3.8e-3, 1.8e-4, 2e-4], [0.1, 0.1, 0.6, 0.1]
     flags = report.allreduce_flags(sizes, seconds, spreads)
-    assert flags[0] == [] and flags[3] == []
-    assert "larger 4,096-byte message" in flags[1][0] and "spread by 60%" in flags[2][0]
+    assert flags[0] == [] and flags[2] == [] and flags[3] == []
+    assert "4096 bytes took less time" in flags[1][0]
+    assert measure.noise_line(spreads).startswith("noise: 1 of 4 medians")
 
 
 def test_a_superlinear_or_shrinking_batch_time_is_flagged():
     assert report.batch_time_flags(128, 21.3e-3, 256, 57.7e-3)[0].startswith("batch 256 took 2.7x")
-    assert "less time" in report.batch_time_flags(32, 1.0e-3, 64, 0.9e-3)[0]
+    assert "less time" in report.batch_time_flags(32, 1.0e-3, 64, 0.8e-3)[0]
+    assert report.batch_time_flags(60, 33.8e-3, 64, 31.9e-3) == []  # 6 % less: within the noise, not impossible
     assert report.batch_time_flags(128, 20e-3, 256, 42e-3) == [] and report.batch_time_flags(32, 1e-3, 64, 1.3e-3) == []
 
 
 def test_report_flags_can_be_joined_into_a_results_row():
-    flags = (report.batch_time_flags(128, 21.3e-3, 256, 57.7e-3) + report.batch_time_flags(32, 1.0e-3, 64, 0.9e-3)
+    flags = (report.batch_time_flags(128, 21.3e-3, 256, 57.7e-3) + report.batch_time_flags(32, 1.0e-3, 64, 0.8e-3)
              + report.allreduce_disagreement(2.69e-3, 0.37e-3) + report.allreduce_flags([1024, 2048], [1e-3, 1e-4], [1.0, 0.1])[0])
-    assert len(flags) == 5 and not any("; " in flag for flag in flags)
+    assert len(flags) == 4 and not any("; " in flag for flag in flags)
 
 
 def test_the_same_allreduce_alone_and_in_the_step_is_flagged_when_far_apart():

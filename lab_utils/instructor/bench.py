@@ -77,7 +77,7 @@ class SetupFigures:
 
     @property
     def spread(self) -> float:
-        return (max(self.samples_per_s) - min(self.samples_per_s)) / self.rate
+        return measure.spread(self.samples_per_s)
 
     def as_json(self, global_batch: int) -> dict:
         return {"name": self.setup.name, "ranks": self.setup.ranks, "threads": self.setup.threads,

@@ -1,0 +1,104 @@
+"""The verdict rule: paired repeats decide a comparison; noise gives 'not distinguishable here', never a confident
+wrong answer."""
+import csv
+import random
+
+import pytest
+
+from lab_utils import hardware, measure
+
+HW = hardware.HardwareReport("h", 2, (), "3.11", "2.13.0", "2.21.0", cpu_model="Test CPU", physical_cores=2,
+                             cpu_features="avx2 fma")
+
+
+def test_spread_is_one_rule():
+    assert measure.spread([1.0, 2.0, 3.0]) == pytest.approx(1.0)
+    assert measure.spread([5.0]) == 0.0 and measure.spread([]) == 0.0
+    assert measure.spread([0.0, 0.0, 0.0]) == 0.0
+    assert measure.Timing((1.0, 2.0, 3.0), 0).spread == measure.spread([1.0, 2.0, 3.0])
+
+
+def test_alternating_rounds():
+    assert measure.alternating_rounds("AB", 3) == list("ABBAAB")
+
+
+def test_clear_win_holds_and_clear_loss_is_reversed():
+    a = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0]
+    b = [2 * t for t in a]  # B twice as slow in every round
+    v = measure.verdict(a, b, claim="A vs B", expected="A faster")
+    assert v.verdict == "holds" and v.ratio == pytest.approx(2.0) and v.low > 1
+    w = measure.verdict(b, a, claim="B vs A", expected="B faster")
+    assert w.verdict == "reversed" and w.high < 1
+    assert "[!]" in str(w) and "[!]" not in str(v)
+
+
+def test_rates_are_oriented_the_other_way():
+    assert measure.verdict([200.0] * 5, [100.0] * 5, claim="c", expected="A faster",
+                           higher_is_better=True).verdict == "holds"
+
+
+def test_pairs_that_cross_are_not_distinguishable():
+    a = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    b = [1.3, 0.8, 1.4, 0.7, 1.2, 0.9, 1.35]  # B sometimes slower, sometimes faster
+    v = measure.verdict(a, b, claim="crossing", expected="A faster")
+    assert v.verdict == "not distinguishable here" and v.low < 1 < v.high
+
+
+def test_too_few_pairs_or_too_small_an_effect_decide_nothing():
+    assert measure.verdict([1.0] * 3, [2.0] * 3, claim="c", expected="A faster").verdict == "not distinguishable here"
+    assert measure.verdict([1.0] * 9, [1.02] * 9, claim="c", expected="A faster").verdict == "not distinguishable here"
+
+
+def test_pure_noise_is_almost_never_a_confident_answer():
+    rng = random.Random(0)
+    decided = 0
+    for _ in range(400):
+        a = [rng.lognormvariate(0, 0.3) for _ in range(7)]
+        b = [rng.lognormvariate(0, 0.3) for _ in range(7)]
+        decided += measure.verdict(a, b, claim="noise", expected="A faster").verdict != "not distinguishable here"
+    assert decided / 400 < 0.05  # the range covers the median at >= 90 %, and each side needs the whole range
+
+
+def test_range_is_order_statistics_of_the_sign_test():
+    low, high, coverage = measure.ratio_range([5, 1, 4, 2, 3])
+    assert (low, high) == (1, 5) and coverage == pytest.approx(1 - 2 / 32)
+    low, high, coverage = measure.ratio_range(range(1, 10))  # n=9: second smallest to second largest
+    assert (low, high) == (2, 8) and coverage >= 0.9
+
+
+def test_unpaired_repeats_are_refused():
+    with pytest.raises(ValueError, match="paired"):
+        measure.verdict([1.0, 2.0], [1.0], claim="c", expected="e")
+
+
+def test_verdicts_csv_has_the_fingerprint(tmp_path):
+    v = measure.verdict([1.0] * 5, [2.0] * 5, claim="A vs B", expected="A faster", lab="02")
+    assert v.record(tmp_path, HW) is v
+    measure.decide([0.5] * 5, claim="C vs D", expected="C faster", lab="02").record(tmp_path, HW)
+    rows = list(csv.DictReader((tmp_path / "verdicts.csv").open()))
+    assert [r["verdict"] for r in rows] == ["holds", "reversed"]
+    assert rows[0]["lab"] == "02" and rows[0]["cpu_model"] == "Test CPU" and rows[0]["cpu_features"] == "avx2 fma"
+    for column in ("claim", "expected", "ratio", "low", "high", "repeats"):
+        assert rows[0][column]
+    assert measure.read_results(tmp_path) == []  # verdicts.csv is not a results CSV
+    assert len(measure.read_verdicts(tmp_path)) == 2
+
+
+def test_a_verdict_needs_its_lab_to_be_recorded(tmp_path):
+    with pytest.raises(ValueError, match="lab"):
+        measure.verdict([1.0] * 5, [2.0] * 5, claim="c", expected="e").record(tmp_path, HW)
+
+
+def test_no_worse_than_claims():
+    same = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+    v = measure.verdict(same, [1.0] * 6, claim="1F1B vs GPipe", expected="1F1B no slower", no_worse_than=0.10)
+    assert v.verdict == "holds"  # equal times: the claim of no extra cost holds (a directional claim would not)
+    assert measure.verdict(same, [1.0] * 6, claim="c", expected="A faster").verdict == "not distinguishable here"
+    assert measure.verdict([0.8] * 6, [1.0] * 6, claim="c", expected="A no slower",
+                           no_worse_than=0.10).verdict == "holds"  # A faster is no slower
+    slow = measure.verdict([1.5] * 6, [1.0] * 6, claim="c", expected="A no slower", no_worse_than=0.10)
+    assert slow.verdict == "reversed" and "[!]" in str(slow)
+    crossing = measure.verdict([1.0, 1.3, 0.9, 1.25, 1.0, 1.3], [1.0] * 6, claim="c", expected="A no slower",
+                               no_worse_than=0.10)
+    assert crossing.verdict == "not distinguishable here"
+    assert measure.verdict([1.0] * 4, [1.0] * 4, claim="c", expected="e", no_worse_than=0.1).verdict != "holds"
