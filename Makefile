@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed-$(LAB_TARGET)
 PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
 LABS ?=
 
-.PHONY: env course test test-browser lab assign outputs bench info gpu-check clean
+.PHONY: env course test test-browser lab assign outputs bench info gpu-check cluster cluster-down clean
 
 env: $(STAMP)
 
@@ -58,6 +58,12 @@ bench: env  ## benchmarks, each measured side by side in one run; the last line 
 
 info: env
 	$(PY) -m lab_utils info
+
+cluster: env  ## a real Slurm cluster on this machine for lab 11 (root; Debian's slurm-wlm and munge)
+	$(PY) -m lab_utils cluster up
+
+cluster-down: env  ## stop exactly what `make cluster` started
+	$(PY) -m lab_utils cluster down
 
 gpu-check: env  ## every GPU branch of the course against its CPU result; each check is skipped without a GPU
 	$(PY) -m lab_utils gpu-check

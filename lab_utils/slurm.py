@@ -254,10 +254,16 @@ def executor(folder, *, nodes: int = 1, tasks_per_node: int = 1, gpus_per_node: 
     return ex
 
 
-def log_tail(path, lines: int = 8) -> str:
-    """The last lines of a job's log ('(no log yet)' when it does not exist)."""
+def log_tail(path, lines: int = 8, folder=None) -> str:
+    """The last lines of a job's log ('(no log yet)' when it does not exist), without submitit's time stamps, with
+    `folder` shown by its name and this machine's host name as <host>."""
     with contextlib.suppress(OSError):
-        return "\n".join(Path(path).read_text(errors="replace").rstrip().splitlines()[-lines:])
+        text = Path(path).read_text(errors="replace").rstrip()
+        text = re.sub(r" \(\d{4}-\d\d-\d\d [\d:,]+\)", "", text)
+        if folder is not None:
+            text = text.replace(str(Path(folder).resolve()), Path(folder).name).replace(str(folder), Path(folder).name)
+        text = re.sub(rf"\b{re.escape(socket.gethostname())}\b", "<host>", text)
+        return "\n".join(text.splitlines()[-lines:])
     return "(no log yet)"
 
 
@@ -332,3 +338,90 @@ def exit_now(code: int = 0) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+@dataclass(frozen=True)
+class TorchEnvironment:
+    """What torchrun would set, derived from what Slurm set for this task."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+
+    def export(self) -> dict:
+        env = {"RANK": str(self.rank), "WORLD_SIZE": str(self.world_size), "LOCAL_RANK": str(self.local_rank),
+               "LOCAL_WORLD_SIZE": str(self.local_world_size), "MASTER_ADDR": self.master_addr,
+               "MASTER_PORT": str(self.master_port)}
+        if self.master_addr.startswith("127.") and sys.platform.startswith("linux"):
+            env["GLOO_SOCKET_IFNAME"] = "lo"  # every node is this machine: keep gloo on the loopback
+        os.environ.update(env)
+        return env
+
+
+def torch_environment(folder) -> TorchEnvironment:
+    """RANK = SLURM_PROCID, WORLD_SIZE = SLURM_NTASKS, LOCAL_RANK = SLURM_LOCALID, LOCAL_WORLD_SIZE = tasks per node,
+    MASTER_ADDR = the first node's address, MASTER_PORT = a port free there (chosen by task 0, shared via `folder`)."""
+    world_size = int(os.environ["SLURM_NTASKS"])
+    return TorchEnvironment(rank=int(os.environ["SLURM_PROCID"]), world_size=world_size,
+                            local_rank=int(os.environ["SLURM_LOCALID"]),
+                            local_world_size=world_size // int(os.environ["SLURM_NNODES"]),
+                            master_addr=first_node_address(), master_port=shared_free_port(folder))
+
+
+SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_PROCID",
+                   "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_CPUS_PER_TASK")
+
+
+def task(worker, cfg, folder) -> dict:
+    """One Slurm task of a submitit job: the torch variables from Slurm's, this task's cores, then
+    worker(rank, world_size, cfg); returns the worker's values plus what the task saw and when it first stepped."""
+    from .launch import hold_process_groups
+
+    env = torch_environment(folder).export()
+    placed = place_task()
+    clock = FirstStep()
+    hold_process_groups()  # as lab 03's torchrun script: no gloo teardown hang when the task ends
+    out = worker(int(env["RANK"]), int(env["WORLD_SIZE"]), cfg)
+    return {**out, "slurm": {k: os.environ.get(k, "") for k in SLURM_VARIABLES}, "torch": env, "placed": placed,
+            "first_step_at": clock.at}
+
+
+def launched(worker, cfg) -> callable:
+    """worker wrapped for lab_utils.launch, also returning the wall-clock time of its first optimizer step."""
+    def timed(rank, world_size, cfg):
+        clock = FirstStep()
+        return {**worker(rank, world_size, cfg), "first_step_at": clock.at}
+
+    return timed
+
+
+def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0,
+                 say=print) -> dict:
+    """The same worker and settings on `ex`'s Slurm nodes and with lab_utils.launch on `world_size` local ranks,
+    alternating, `repeats` times each: seconds from submission (or launch) to the first optimizer step, and the
+    steady steps per second (median step, warm-up excluded) of each run."""
+    import numpy as np
+
+    from .launch import launch
+
+    batch = cfg["per_rank_batch"] * world_size
+    runs = {"slurm": [], "launch": []}
+    for _ in range(repeats):
+        start = time.time()
+        job = ex.submit(task, worker, cfg, str(folder))
+        wait(job.job_id, timeout, say=lambda *_: None)
+        out = job.results()[0]
+        runs["slurm"].append((out["first_step_at"] - start, out["samples_per_s"] / batch))
+        start = time.time()
+        out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout)[0]
+        runs["launch"].append((out["first_step_at"] - start, out["samples_per_s"] / batch))
+    result = {}
+    for name, values in runs.items():
+        first, steps = zip(*values)
+        result[name] = {"first_step_s": float(np.median(first)), "steps_per_s": float(np.median(steps)),
+                        "steps_per_s_runs": [round(s, 3) for s in steps], "first_step_s_runs": [round(f, 2) for f in first]}
+    result["slurm_vs_local_steps"] = result["slurm"]["steps_per_s"] / result["launch"]["steps_per_s"]
+    return result

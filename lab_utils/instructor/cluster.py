@@ -40,8 +40,8 @@ def refusal(euid: int | None = None, which=shutil.which) -> str | None:
                       if which(program) is None and which(program, path="/usr/sbin:/usr/bin:/sbin:/bin") is None})
     euid = os.geteuid() if euid is None else euid
     if euid != 0:
-        return ("make cluster needs root (it starts munged, slurmctld and two slurmd daemons): run it as root, e.g. "
-                "`sudo make cluster`; on a real Slurm cluster you need none of this, run lab 11 there")
+        return ("make cluster needs root (it starts munged, slurmctld and two slurmd daemons): run it as root "
+                "(`sudo make cluster`); on a real Slurm cluster you need none of this, run lab 11 there")
     if missing:
         return (f"make cluster needs Debian's {' and '.join(missing)} package(s): `apt-get install -y slurm-wlm munge` "
                 "(as root), then run it again")
@@ -219,8 +219,8 @@ def up(path=None, timeout: float = UP_TIMEOUT_S, say=print) -> Layout:
         raise RuntimeError(reason)
     lay = layout(path)
     running = daemons(lay)
-    if all(running.values()) and all(s == "idle" or s.startswith(("idle", "mix", "alloc"))
-                                     for s in node_states(lay).values()) and len(node_states(lay)) == len(NODES):
+    states = node_states(lay) if all(running.values()) else {}
+    if len(states) == len(NODES) and not any(s.endswith("*") or s.startswith(("down", "drain")) for s in states.values()):
         say(f"the cluster already runs (state in {lay.root}): {describe(lay, running)}")
         return lay
     if any(running.values()):
