@@ -25,6 +25,7 @@ LOCAL_CLUSTER_DIR = Path("/var/tmp/lab-cluster")  # where `python -m lab_utils c
 DONE_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                "BOOT_FAIL", "DEADLINE")
 COMMAND_TIMEOUT_S = 20.0
+POLL_WHILE_TIMING_S = 1.0  # `scontrol` polls while a job is timed: each one costs CPU the job's ranks share
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,67 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
     return "\n".join(lines)
 
 
+def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "lab11-restart", nodes: int = 2,
+                   tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1,
+                   time_limit: str = "00:05:00", partition: str | None = None, account: str | None = None,
+                   output: str = "slurm-%j.out", python: str = sys.executable, one_host: bool = False) -> str:
+    """An sbatch script that runs `python_file args` as one srun step of `nodes x tasks_per_node` tasks (rank =
+    SLURM_PROCID) and, when a task dies, starts a fresh step — new processes, a new rendezvous port — up to `attempts`
+    times in the same allocation; the program must resume from its checkpoint."""
+    if not isinstance(attempts, int) or attempts < 1:
+        raise ValueError(f"attempts must be a positive integer, got {attempts!r}")
+    head = batch_script(python_file, args, job_name=job_name, nodes=nodes, tasks_per_node=tasks_per_node,
+                        gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task, time_limit=time_limit,
+                        partition=partition, account=account, output=output, python=python, one_host=one_host)
+    head = head[:head.index("\n# the rendezvous:")]
+    procs = gpus_per_node or tasks_per_node
+    gpu = gpus_per_node > 0
+    head = head.replace("#SBATCH --ntasks-per-node=1             # one Slurm task per node: the torchrun agent, which "
+                        "starts the node's processes",
+                        f"#SBATCH --ntasks-per-node={procs:<15}# one Slurm task per process (on GPU nodes: one per GPU)")
+    head = re.sub(r"#SBATCH --cpus-per-task=\d+ *#[^\n]*", f"#SBATCH --cpus-per-task={cpus_per_task:<17}# cores per process", head)
+    head = head.replace("set -euo pipefail", "set -uo pipefail  # no -e: a failed step is what the loop below handles")
+    bind = "--cpu-bind=cores " if gpu or cpus_per_task > 1 else ""
+    port = (f"$({shlex.quote(python)} -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); "
+            "print(s.getsockname()[1])')")
+    lines = [head.rstrip(), "",
+             "# every task's rendezvous: the first node of the allocation (this script runs there)",
+             'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+             "export MASTER_ADDR=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')",
+             f"export OMP_NUM_THREADS={cpus_per_task}"]
+    if one_host:
+        lines += ["export LAB_ONE_HOST=1                  # every node of the course's local cluster is this machine: "
+                  "ranks share its cores",
+                  "export GLOO_SOCKET_IFNAME=lo           # ... and gloo stays on the loopback"]
+    if gpu:
+        lines.append("export NCCL_DEBUG=WARN                  # NCCL carries the collectives between GPUs")
+    lines += ["",
+              "# the restart: a fresh srun step (new processes, a new port) in the same allocation, at most "
+              f"{attempts} attempts",
+              f"for attempt in $(seq 1 {attempts}); do",
+              f"  export MASTER_PORT={port}",
+              '  echo "attempt $attempt: srun step of $SLURM_NNODES node(s), rendezvous on $head_node"',
+              "  # --kill-on-bad-exit: when one task dies, Slurm ends the step's other tasks (no rank waits forever)",
+              f'  srun --nodes="$SLURM_NNODES" --ntasks-per-node={procs} --kill-on-bad-exit=1 {bind}\\',
+              f"    {shlex.quote(python)} " + " ".join(shlex.quote(str(a)) for a in (python_file, *args)),
+              "  status=$?",
+              '  if [ "$status" -eq 0 ]; then echo "attempt $attempt completed"; exit 0; fi',
+              '  echo "attempt $attempt failed (exit status $status): a fresh step resumes from the last checkpoint"',
+              "done",
+              "exit 1", ""]
+    return "\n".join(lines)
+
+
+def rank_from_slurm() -> dict:
+    """Inside an srun task: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE from SLURM_PROCID, SLURM_NTASKS,
+    SLURM_LOCALID and the tasks per node (MASTER_ADDR/PORT come from the batch script); set and returned."""
+    world_size = int(os.environ["SLURM_NTASKS"])
+    env = {"RANK": os.environ["SLURM_PROCID"], "WORLD_SIZE": str(world_size), "LOCAL_RANK": os.environ["SLURM_LOCALID"],
+           "LOCAL_WORLD_SIZE": str(world_size // int(os.environ["SLURM_NNODES"]))}
+    os.environ.update(env)
+    return env
+
+
 # ---- submitting and waiting ----------------------------------------------------------------------------------------
 
 def sbatch(script_path, *extra: str, cwd=None) -> int:
@@ -260,6 +322,7 @@ def log_tail(path, lines: int = 8, folder=None) -> str:
     with contextlib.suppress(OSError):
         text = Path(path).read_text(errors="replace").rstrip()
         text = re.sub(r" \(\d{4}-\d\d-\d\d [\d:,]+\)", "", text)
+        text = re.sub(r" AT \d{4}-\d\d-\d\dT[\d:]+", "", text)  # slurmstepd's "CANCELLED AT <date>T<time>"
         if folder is not None:
             text = text.replace(str(Path(folder).resolve()), Path(folder).name).replace(str(folder), Path(folder).name)
         text = re.sub(rf"\b{re.escape(socket.gethostname())}\b", "<host>", text)
@@ -412,7 +475,7 @@ def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats:
     for _ in range(repeats):
         start = time.time()
         job = ex.submit(task, worker, cfg, str(folder))
-        wait(job.job_id, timeout, say=lambda *_: None)
+        wait(job.job_id, timeout, say=lambda *_: None, poll=POLL_WHILE_TIMING_S)
         out = job.results()[0]
         runs["slurm"].append((out["first_step_at"] - start, out["samples_per_s"] / batch))
         start = time.time()

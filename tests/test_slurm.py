@@ -103,3 +103,103 @@ def test_lab03_worker_from_the_notebook_trains_like_lab03(tmp_path):
     got = launch(worker, 2, args=(cfg,), timeout=120)
     want = launch(ddp.reference_worker, 2, args=(dict(cfg, evaluate=False),), timeout=120)
     assert abs(got[0]["weights"] - want[0]["weights"]).max() <= 1e-6
+
+
+# ---- part 3: the node failure, resumed by a fresh srun step --------------------------------------------------------
+
+def test_restart_script_starts_a_fresh_srun_step_per_attempt():
+    script = slurm.restart_script("resumable.py", ['{"a": 1}'], attempts=3, nodes=2, one_host=True, python="python")
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    assert "set -e" not in script.replace("set -euo", "")  # a failed step must reach the loop
+    loop = script[script.index("for attempt in $(seq 1 3); do"):]
+    assert "export MASTER_PORT=" in loop  # a fresh port per attempt
+    assert re.search(r'^  srun --nodes="\$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \\\n    python '
+                     r"resumable.py '\{\"a\": 1\}'$", loop, re.M)
+    assert "torch.distributed.run" not in script and "exit 0" in loop and loop.rstrip().endswith("exit 1")
+    assert re.search(r"^export GLOO_SOCKET_IFNAME=lo\b", script, re.M) and re.search(r"^export LAB_ONE_HOST=1", script, re.M)
+    assert re.search(r"^export MASTER_ADDR=", script, re.M)
+    gpu = slurm.restart_script("resumable.py", gpus_per_node=4, cpus_per_task=8, python="python")
+    assert re.search(r"^#SBATCH --gres=gpu:4\b", gpu, re.M) and re.search(r"^#SBATCH --ntasks-per-node=4\b", gpu, re.M)
+    assert "--cpu-bind=cores" in gpu and "GLOO_SOCKET_IFNAME" not in gpu
+    with pytest.raises(ValueError):
+        slurm.restart_script("resumable.py", attempts=0)
+
+
+def test_rank_from_slurm(monkeypatch):
+    for k, v in {"SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NNODES": "2"}.items():
+        monkeypatch.setenv(k, v)
+    assert slurm.rank_from_slurm() == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    assert os.environ["RANK"] == "3"
+
+
+def lab11_resumable_worker():
+    """Lab 11's resumable worker, as its notebook's cell defines it (imports and def), sent by value."""
+    import nbformat
+
+    nb = nbformat.read(lessons.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    cell = next(c.source for c in nb.cells if c.cell_type == "code" and "def resumable_worker(" in c.source)
+    namespace = {"__name__": "lesson_lab11"}
+    exec(compile(cell, "<lab 11>", "exec"), namespace)
+    return namespace["resumable_worker"], namespace["imports"], cell[cell.index("def resumable_worker("):]
+
+
+def fault_cfg(folder, **kw):
+    from lab_utils import spec
+
+    return dict(data={"kind": "digits", "n_train": 512}, layers=spec.cnn2d_2layer_fullconnected_2layer(10),
+                per_rank_batch=16, lr=0.05, seed=0, timeout_s=30, steps=10, fail_at_step=7, checkpoint_every=3,
+                checkpoint=str(folder / "checkpoint.pt"), progress=str(folder), **kw)
+
+
+def uninterrupted_weights(worker, cfg):
+    from lab_utils.launch import launch
+
+    return launch(worker, 2, args=(dict(cfg, checkpoint_every=0, checkpoint="", progress="", fail_at_step=None),),
+                  timeout=120)[0]["weights"]
+
+
+def test_a_killed_rank_resumes_from_the_checkpoint_to_the_uninterrupted_weights(tmp_path):
+    """Lab 11's fault run without Slurm: the first launch loses rank 1 after step 7, the second resumes from step 6."""
+    import json
+
+    import numpy as np
+
+    from lab_utils.launch import RankError, launch
+
+    worker, _, _ = lab11_resumable_worker()
+    cfg = fault_cfg(tmp_path)
+    with pytest.raises(RankError):  # rank 1 killed, or rank 0 losing its peer: whichever the launcher sees first
+        launch(worker, 2, args=(cfg,), timeout=120)
+    resumed = launch(worker, 2, args=(cfg,), timeout=120)
+    attempts = [json.loads((tmp_path / f"attempt-{a}.json").read_text()) for a in range(2)]
+    assert attempts[0]["step"] == 7 and attempts[1]["resumed_from"] == 6 and resumed[0]["steps_here"] == 4
+    assert float(np.abs(resumed[0]["weights"] - uninterrupted_weights(worker, cfg)).max()) <= 1e-6
+
+
+@pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_weights(tmp_path):
+    """For real on the cluster (`make cluster`): one job, a task killed, the second srun step resumes; equal weights."""
+    import json
+
+    import numpy as np
+
+    worker, imports, source = lab11_resumable_worker()
+    main = ("\n\nif __name__ == '__main__':\n    from lab_utils import slurm\n    from lab_utils.launch import "
+            "hold_process_groups\n    env = slurm.rank_from_slurm()\n    slurm.place_task()\n    hold_process_groups()\n"
+            "    cfg = json.loads(sys.argv[1])\n    out = resumable_worker(int(env['RANK']), int(env['WORLD_SIZE']), cfg)\n"
+            "    if env['RANK'] == '0':\n        np.save(Path(cfg['progress']) / 'weights.npy', out['weights'])\n"
+            "    slurm.exit_now()\n")
+    (tmp_path / "resumable.py").write_text(imports + "\n\n" + source + main)
+    cfg = fault_cfg(tmp_path)
+    cluster = slurm.find()
+    script = slurm.restart_script(tmp_path / "resumable.py", [json.dumps(cfg)], nodes=2, time_limit="3",
+                                  output=str(tmp_path / "job.out"), one_host=cluster.one_host)
+    (tmp_path / "job.sbatch").write_text(script)
+    final = slurm.wait(slurm.sbatch(tmp_path / "job.sbatch"), 120, say=lambda line: None)
+    log = slurm.log_tail(tmp_path / "job.out", 20)
+    assert final[0]["JobState"] == "COMPLETED", log
+    assert "attempt 1 failed" in log and "attempt 2 completed" in log, log
+    attempts = [json.loads((tmp_path / f"attempt-{a}.json").read_text()) for a in range(2)]
+    assert attempts[0]["step"] == 7 and attempts[1]["resumed_from"] == 6
+    diff = float(np.abs(np.load(tmp_path / "weights.npy") - uninterrupted_weights(worker, cfg)).max())
+    assert diff <= 1e-6
