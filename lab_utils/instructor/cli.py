@@ -99,6 +99,7 @@ BENCHES = {
     "memory": ("lab_utils.memory", "bench", "print_bench", ("world_size",), 5),
     "async": ("lab_utils.asynchronous", "bench", "print_bench", (), 3),
     "inference": ("lab_utils.serving", "bench", "print_bench", (), 3),
+    "cluster": ("lab_utils.instructor.bench", "cluster", "print_cluster", (), 3),
 }
 
 
