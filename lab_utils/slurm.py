@@ -330,6 +330,13 @@ def log_tail(path, lines: int = 8, folder=None) -> str:
     return "(no log yet)"
 
 
+def shown(text: str, folder) -> str:
+    """A script as the notebook prints it: `folder` by its name, this interpreter as `python` (the file on disk keeps
+    the absolute paths every node needs)."""
+    for path in (str(Path(folder).resolve()), str(folder)):
+        text = text.replace(path, Path(folder).name)
+    return text.replace(sys.executable, "python")
+
 # ---- inside a task -------------------------------------------------------------------------------------------------
 
 def first_node_address() -> str:

@@ -203,3 +203,9 @@ def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_wei
     assert attempts[0]["step"] == 7 and attempts[1]["resumed_from"] == 6
     diff = float(np.abs(np.load(tmp_path / "weights.npy") - uninterrupted_weights(worker, cfg)).max())
     assert diff <= 1e-6
+
+
+def test_shown_hides_the_folder_and_the_interpreter(tmp_path):
+    text = slurm.batch_script(tmp_path / "train.py", output=str(tmp_path / "x-%j.out"))
+    got = slurm.shown(text, tmp_path)
+    assert str(tmp_path) not in got and sys.executable not in got and f"{tmp_path.name}/train.py" in got
