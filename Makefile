@@ -11,8 +11,13 @@ TORCH_INDEX ?=
 STAMP := $(VENV)/.installed-$(LAB_TARGET)
 PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
 LABS ?=
+.DEFAULT_GOAL := env
 
-.PHONY: env course test test-browser lab assign outputs bench info gpu-check clean
+.PHONY: help env course test test-browser lab assign outputs bench info gpu-check cluster cluster-down clean
+
+help:  ## this list of targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | \
+		while IFS=$$'\t' read -r target text; do printf '  make %-14s %s\n' "$$target" "$$text"; done
 
 env: $(STAMP)
 
@@ -45,7 +50,7 @@ assign: env  ## regenerate notebooks/ from solutions/
 outputs: env  ## re-execute solutions/ in place as one run in course order, write the measured run times, regenerate notebooks/
 	$(PY) -m lab_utils outputs $(if $(LABS),--labs $(LABS))
 
-bench: env  ## benchmarks, each measured side by side in one run; the last line of each is JSON
+bench: env  ## benchmarks, each measured side by side in one run; the last line of each is JSON (cluster: after make cluster)
 	$(PY) -m lab_utils bench overhead
 	$(PY) -m lab_utils bench dp --devices 2
 	$(PY) -m lab_utils bench ddp --world-size 2
@@ -55,12 +60,19 @@ bench: env  ## benchmarks, each measured side by side in one run; the last line 
 	$(PY) -m lab_utils bench memory
 	$(PY) -m lab_utils bench async
 	$(PY) -m lab_utils bench inference
+	$(PY) -m lab_utils bench cluster
 
-info: env
+info: env  ## this machine's hardware and the rank plan for 1, 2, 4 ranks
 	$(PY) -m lab_utils info
+
+cluster: env  ## a real Slurm cluster on this machine for lab 11 (root; Debian's slurm-wlm and munge)
+	$(PY) -m lab_utils cluster up
+
+cluster-down: env  ## stop exactly what `make cluster` started
+	$(PY) -m lab_utils cluster down
 
 gpu-check: env  ## every GPU branch of the course against its CPU result; each check is skipped without a GPU
 	$(PY) -m lab_utils gpu-check
 
-clean:
+clean:  ## remove build/ and results/
 	rm -rf build results

@@ -172,3 +172,52 @@ def print_tf(result: dict) -> None:
     print(measure.flagged(f"2 MultiWorkerMirroredStrategy workers vs 1: {result['speedup_multiworker']:.2f}x; max |weight "
                           f"diff| between the workers {result['weights_max_abs_diff']:.1e}", result["flags"]))
     print(json.dumps(result))
+
+
+def cluster(*, repeats: int = 3, nodes: int = 2, seed: int = 0) -> dict:
+    """Lab 11's measure: lab 03's DDP worker (from its notebook) on `nodes` Slurm nodes via submitit vs
+    lab_utils.launch with as many ranks, alternating: seconds from submission to the first optimizer step, and
+    steady steps/s. Needs a Slurm cluster (`make cluster`); without one the result says it was skipped."""
+    import time
+
+    from .. import lessons, slurm
+
+    found = slurm.find()
+    if found is None:
+        return {"benchmark": "cluster", "skipped": slurm.SKIPPED}
+    worker = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb"), "ddp_worker").function
+    cfg = dict(data={"kind": "synthetic", "n_train": 128 * 13, "n_test": 64, "side": 28},
+               layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, per_rank_batch=128 // nodes, lr=0.05,
+               warmup_steps=0, accumulation=1, seed=seed, timeout_s=60, checkpoint=None)
+    folder = measure.results_dir(None) / "slurm" / "bench"
+    folder.mkdir(parents=True, exist_ok=True)
+    ex = slurm.executor(folder / "submitit", nodes=nodes, job_name="lab11-bench",
+                        setup=["export LAB_ONE_HOST=1"] if found.one_host else [])
+    start = time.time()
+    speed = slurm.side_by_side(worker, cfg, ex, folder, world_size=nodes, repeats=repeats, timeout=180)
+    return {"benchmark": "cluster", "nodes": nodes, "global_batch": 128, "model": "cnn2d_3layer_fullconnected_3layer",
+            "repeats": repeats, "one_host": found.one_host,
+            "submit_to_first_step_s": round(speed["slurm"]["first_step_s"], 2),
+            "launch_to_first_step_s": round(speed["launch"]["first_step_s"], 2),
+            "slurm_steps_per_s": round(speed["slurm"]["steps_per_s"], 2),
+            "launch_steps_per_s": round(speed["launch"]["steps_per_s"], 2),
+            "slurm_steps_per_s_runs": speed["slurm"]["steps_per_s_runs"],
+            "launch_steps_per_s_runs": speed["launch"]["steps_per_s_runs"],
+            "slurm_vs_local_steps": round(speed["slurm_vs_local_steps"], 3), "target": 0.9,
+            "wall_s": round(time.time() - start, 1)}
+
+
+def print_cluster(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    if "skipped" in result:
+        print(result["skipped"])
+    else:
+        print(f"{'':<18}{'submission to first step':>26}{'steps/s':>9}   (lab 03's worker, {result['model']}, global "
+              f"batch {result['global_batch']}, median of {result['repeats']} alternating runs)")
+        print(f"{str(result['nodes']) + ' Slurm nodes':<18}{result['submit_to_first_step_s']:>24.1f} s"
+              f"{result['slurm_steps_per_s']:>9.2f}   {result['slurm_steps_per_s_runs']}")
+        print(f"{'launch, ' + str(result['nodes']) + ' ranks':<18}{result['launch_to_first_step_s']:>24.1f} s"
+              f"{result['launch_steps_per_s']:>9.2f}   {result['launch_steps_per_s_runs']}")
+        print(f"steady steps/s on Slurm / with launch: {result['slurm_vs_local_steps']:.2f} (target >= "
+              f"{result['target']}: the scheduler should cost start-up only)")
+    print(json.dumps(result))

@@ -1,4 +1,4 @@
-"""Command line: python -m lab_utils {info,course,assign,bench,grade}."""
+"""Command line: python -m lab_utils {info,course,assign,bench,grade,cluster}."""
 from __future__ import annotations
 
 import argparse
@@ -42,6 +42,12 @@ def cmd_grade(args) -> int:
         print(f"{r.student:<{width}}  {r.score:g}/{r.max_score:g}  {r.status}")
     print(f"gradebook: {Path(args.out) / 'gradebook.csv'}")
     return 0
+
+
+def cmd_cluster(args) -> int:
+    from . import cluster
+
+    return cluster.main(args.action, args.state_dir)
 
 
 def cmd_outputs(args) -> int:
@@ -94,6 +100,7 @@ BENCHES = {
     "memory": ("lab_utils.memory", "bench", "print_bench", ("world_size",), 5),
     "async": ("lab_utils.asynchronous", "bench", "print_bench", (), 3),
     "inference": ("lab_utils.serving", "bench", "print_bench", (), 3),
+    "cluster": ("lab_utils.instructor.bench", "cluster", "print_cluster", (), 3),
 }
 
 
@@ -155,6 +162,11 @@ def parser() -> argparse.ArgumentParser:
     gc = sub.add_parser("gpu-check", help="run every GPU branch of the course against its CPU result (skipped without a GPU)")
     gc.add_argument("--quick", action="store_true", help="only labs 01, 03, 05 and 09 (about 2 minutes on one GPU)")
     gc.set_defaults(fn=cmd_gpu_check)
+    cl = sub.add_parser("cluster", help="a real Slurm cluster on this machine for lab 11 (root; Debian's slurm-wlm and munge)")
+    cl.add_argument("action", choices=["up", "status", "down"])
+    cl.add_argument("--state-dir", help="folder for its configuration, keys, logs and pid files "
+                    "(default: $LAB_CLUSTER_DIR or /var/tmp/lab-cluster)")
+    cl.set_defaults(fn=cmd_cluster)
     g = sub.add_parser("grade", help="execute submitted notebooks and score them outside the student's kernel")
     g.add_argument("--lab", required=True, help="lab number, e.g. 01")
     g.add_argument("submissions", nargs="+", help="submitted .ipynb files (the file stem names the student)")
