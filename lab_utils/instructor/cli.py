@@ -36,7 +36,8 @@ def cmd_grade(args) -> int:
         raise ValueError(f"--tests {args.tests}: not a folder of instructor test files (*.py)")
     rows = grade.grade(args.submissions, args.lab, args.out, tests_dir=args.tests, timeout=args.timeout,
                        cell_timeout=args.cell_timeout, jobs=args.jobs, execute_notebooks=not args.probes_only,
-                       unsandboxed=args.unsandboxed)
+                       unsandboxed=args.unsandboxed,
+                       slurm={"partition": args.partition} if args.slurm else None)
     width = max(len(r.student) for r in rows)
     for r in rows:
         print(f"{r.student:<{width}}  {r.score:g}/{r.max_score:g}  {r.status}")
@@ -180,6 +181,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--unsandboxed", action="store_true",
                    help="grade even where no sandbox can be made (no bubblewrap): submissions can then read the "
                         "instructor tests and each other; every gradebook row says so")
+    g.add_argument("--slurm", action="store_true",
+                   help="run each submission as one task of a Slurm job array (in its sandbox on the node); scored here")
+    g.add_argument("--partition", help="with --slurm: the partition to submit to (default: the cluster's default)")
     g.set_defaults(fn=cmd_grade)
     return p
 

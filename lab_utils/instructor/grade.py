@@ -32,7 +32,7 @@ from .probe import MAX_ANSWER_BYTES, parse_answer
 
 ROOT = Path(__file__).resolve().parents[2]
 GRADEBOOK_COLUMNS = ("student", "lab", "score", "max_score", "status", "seconds", "message", "sandbox")
-STATUSES = ("completed", "error", "timeout", "kernel_died", "invalid")
+STATUSES = ("completed", "error", "timeout", "kernel_died", "invalid", "lost")
 MAX_OUTPUT_CHARS = 20_000  # per output, in the executed notebook handed back
 MAX_NOTEBOOK_BYTES = 64 * 2**20
 PROBE_TIMEOUT_S = 120.0
@@ -256,13 +256,19 @@ PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from lab_utils.instructor.probe import main; main()")
 
 
-def probe(item: Item, definition: str | None, inputs, box: sandbox.Sandbox, timeout: float) -> dict:
-    """Run one exercise on the learner's definition in a fresh process in the sandbox; exactly one answer, or why not."""
+def probe_request(item: Item, definition: str | None, inputs) -> dict:
+    """What a probe receives for one exercise: plain data and the `run` spec, nothing of the reference or judge."""
     exercise = item.exercise
     if definition is None:
-        return {"status": "missing", "error": f"no cell defines {exercise.name}"}
-    request = {"name": exercise.name, "definition": definition, "inputs": inputs, "setup": exercise.setup,
-               "run": run_spec(exercise, item.source)}
+        return {"name": exercise.name, "missing": f"no cell defines {exercise.name}"}
+    return {"name": exercise.name, "definition": definition, "inputs": inputs, "setup": exercise.setup,
+            "run": run_spec(exercise, item.source)}
+
+
+def probe(request: dict, box: sandbox.Sandbox, timeout: float) -> dict:
+    """Run one exercise on the learner's definition in a fresh process in the sandbox; exactly one answer, or why not."""
+    if "missing" in request:
+        return {"status": "missing", "error": request["missing"]}
     home = Path(tempfile.mkdtemp(prefix="probe-", dir=box.scratch))  # made now: nothing the notebook left is in it
     process = box.popen(_python(box, PROBE, [str(ROOT)], timeout), cwd=home, home=home,
                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -316,16 +322,15 @@ def score(item: Item, record: dict, inputs) -> ExerciseScore:
     return ExerciseScore(item.label, round(fraction * exercise.points, 3), exercise.points, message)
 
 
-def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isolation, *, scratch: Path,
-              timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random,
-              execute_notebook: bool = True) -> Graded:
-    """Execute and probe one submission in its own sandbox; whatever happens, return a Graded row."""
+def prepare(path: Path, lab: str, chosen: list[Item], rng: random.Random, *, timeout: float, cell_timeout: float,
+            execute_notebook: bool = True) -> tuple[Graded | None, dict | None, list]:
+    """Read one submission and draw its inputs: (a row when it is not a lab notebook, else None; the job a sandbox
+    runs, as plain data; the inputs, which stay here for scoring)."""
     student = Path(path).stem
-    start = time.monotonic()
 
-    def invalid(why: str) -> Graded:
-        return Graded(student, lab, "invalid", time.monotonic() - start, why,
-                      [ExerciseScore(c.label, 0.0, c.exercise.points, why) for c in chosen])
+    def invalid(why: str) -> tuple:
+        return Graded(student, lab, "invalid", 0.0, why,
+                      [ExerciseScore(c.label, 0.0, c.exercise.points, why) for c in chosen]), None, []
 
     raw = read_regular(Path(path), MAX_NOTEBOOK_BYTES)
     if raw is None:
@@ -339,35 +344,66 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isola
         return invalid("the notebook has no cell tagged 'parameters': submit the lab's notebook, not another file")
     cells = [c.source for c in nb.cells if c.cell_type == "code"]
     declared = _declared_parameters(nb)
-    params = {k: v for k, v in FAST_PARAMETERS.items() if k in declared}
-    home = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_-]', '_', student)[:40]}-", dir=scratch))
-    if "results_dir" in declared:
+    inputs = [item.exercise.cases(random.Random(rng.randrange(2**63))) for item in chosen]
+    requests = [probe_request(item, extract.definition(cells, item.exercise.name), x) for item, x in zip(chosen, inputs)]
+    job = {"student": student, "lab": lab, "notebook": nbformat.writes(nb), "execute": execute_notebook,
+           "parameters": {k: v for k, v in FAST_PARAMETERS.items() if k in declared},
+           "results_dir": "results_dir" in declared, "requests": requests, "timeout": timeout,
+           "cell_timeout": cell_timeout}
+    return None, job, inputs
+
+
+def run_job(job: dict, isolation: sandbox.Isolation, scratch: Path, limits: sandbox.Limits) -> dict:
+    """The part of grading that runs the submission, in its own sandbox (here, or on a cluster node): the whole
+    notebook, then one probe per exercise. Returns plain data: status, message, executed notebook, answer records."""
+    home = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_-]', '_', job['student'])[:40]}-", dir=scratch))
+    params = dict(job["parameters"])
+    if job["results_dir"]:
         params["results_dir"] = str(home / "run" / "results")
-    env = {"PYTHONPATH": str(ROOT)}
-    with sandbox.Sandbox(isolation, home, limits, env) as box:
-        status, message, executed = (execute(nb, box, params, cell_timeout=cell_timeout, timeout=timeout)
-                                     if execute_notebook else ("completed", "probes only: the notebook was not run", None))
-        if box.exceeded:
-            status, message = "error", f"stopped: {box.exceeded}"
-        scores = []
-        for item in chosen:
-            inputs = item.exercise.cases(random.Random(rng.randrange(2**63)))
-            record = probe(item, extract.definition(cells, item.exercise.name), inputs, box,
-                           max(PROBE_TIMEOUT_S, cell_timeout))
-            scores.append(score(item, record, inputs))
-    shutil.rmtree(home, ignore_errors=True)
-    return Graded(student, lab, status, time.monotonic() - start, message, scores,
-                  clean_for_student(executed) if executed is not None else None, isolation.row_note)
+    nb = nbformat.reads(job["notebook"], as_version=4)
+    try:
+        with sandbox.Sandbox(isolation, home, limits, {"PYTHONPATH": str(ROOT)}) as box:
+            status, message, executed = (execute(nb, box, params, cell_timeout=job["cell_timeout"], timeout=job["timeout"])
+                                         if job["execute"] else ("completed", "probes only: the notebook was not run", None))
+            if box.exceeded:
+                status, message = "error", f"stopped: {box.exceeded}"
+            records = [probe(request, box, max(PROBE_TIMEOUT_S, job["cell_timeout"])) for request in job["requests"]]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return {"status": status, "message": message, "records": records, "sandbox": isolation.row_note,
+            "executed": nbformat.writes(clean_for_student(executed)) if executed is not None else None}
+
+
+def finish(job: dict, result: dict, chosen: list[Item], inputs: list, seconds: float) -> Graded:
+    """Score a job's answers here, in the grader, against references computed here."""
+    scores = [score(item, record, x) for item, record, x in zip(chosen, result["records"], inputs)]
+    executed = nbformat.reads(result["executed"], as_version=4) if result.get("executed") else None
+    return Graded(job["student"], job["lab"], result["status"], seconds, result["message"], scores, executed,
+                  result.get("sandbox", ""))
+
+
+def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isolation, *, scratch: Path,
+              timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random,
+              execute_notebook: bool = True) -> Graded:
+    """Execute and probe one submission in its own sandbox; whatever happens, return a Graded row."""
+    start = time.monotonic()
+    row, job, inputs = prepare(path, lab, chosen, rng, timeout=timeout, cell_timeout=cell_timeout,
+                               execute_notebook=execute_notebook)
+    if row is not None:
+        return row
+    return finish(job, run_job(job, isolation, scratch, limits), chosen, inputs, time.monotonic() - start)
 
 
 def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, cell_timeout: float = 120.0,
           jobs: int = 1, limits: sandbox.Limits | None = None, seed: int | None = None, say=print,
           execute_notebooks: bool = True, unsandboxed: bool = False,
-          isolation: sandbox.Isolation | None = None) -> list[Graded]:
+          isolation: sandbox.Isolation | None = None, slurm: dict | None = None) -> list[Graded]:
     """Grade every submission (`jobs` at a time), then write the gradebook, feedback and executed notebooks.
 
     With execute_notebooks=False only the probes run (faster; no executed notebook and no run status). Where no
-    sandbox can be made, grading is refused unless `unsandboxed` accepts the risk (then every row says so)."""
+    sandbox can be made, grading is refused unless `unsandboxed` accepts the risk (then every row says so).
+    With `slurm` (a dict: partition, retries, folder, on_submit) each submission runs as one task of a job array on the
+    cluster's nodes, in its sandbox there, and is scored here exactly as locally."""
     lab = str(lab).zfill(2)
     if not ex.for_lab(lab) and not tests_dir:
         raise ValueError(f"lab {lab} has no graded exercises; labs with exercises: "
@@ -427,13 +463,62 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
                           [ExerciseScore(c.label, 0.0, c.exercise.points, "not graded") for c in chosen])
 
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            rows = list(pool.map(one, range(len(paths))))
+        if slurm is not None:
+            rows = _on_slurm(copies, lab, chosen, seeds, slurm, timeout=timeout, cell_timeout=cell_timeout,
+                             execute_notebooks=execute_notebooks, unsandboxed=unsandboxed, say=say)
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                rows = list(pool.map(one, range(len(paths))))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for row in rows:
-        row.sandbox = isolation.row_note
+        row.sandbox = row.sandbox or isolation.row_note
     write_outputs(rows, out_dir)
+    return rows
+
+
+def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeout, execute_notebooks, unsandboxed,
+              say) -> list[Graded]:
+    """Every submission's sandboxed run as a task of a job array; scored here; a lost task gets a row."""
+    from . import grade_slurm
+
+    start = time.monotonic()
+    prepared = []
+    for (stem, copy), seed in zip(copies, seeds):
+        if not copy.exists():
+            prepared.append((Graded(stem, lab, "invalid", 0.0, "not a regular notebook file",
+                                    [ExerciseScore(c.label, 0.0, c.exercise.points, "not a regular notebook file")
+                                     for c in chosen]), None, None))
+            continue
+        row, job, inputs = prepare(copy, lab, chosen, random.Random(seed), timeout=timeout, cell_timeout=cell_timeout,
+                                   execute_notebook=execute_notebooks)
+        if job is not None:
+            job["student"] = stem
+        if row is not None:
+            row.student = stem
+        prepared.append((row, job, inputs))
+    jobs = [job for _, job, _ in prepared if job is not None]
+    folder = Path(options.get("folder") or tempfile.mkdtemp(prefix="lab-grader-slurm-", dir=Path.cwd()))
+    try:
+        results = iter(grade_slurm.run_on_slurm(jobs, folder, partition=options.get("partition"),
+                                                retries=options.get("retries", 1), unsandboxed=unsandboxed,
+                                                timeout=options.get("timeout", max(600.0, 3 * timeout)), say=say,
+                                                on_submit=options.get("on_submit")))
+        rows = []
+        for row, job, inputs in prepared:
+            if job is None:
+                rows.append(row)
+                continue
+            result = next(results)
+            if result is None:
+                why = "its Slurm task was lost twice (node failure or cancelled): grade it again"
+                rows.append(Graded(job["student"], lab, grade_slurm.LOST, 0.0, why,
+                                   [ExerciseScore(c.label, 0.0, c.exercise.points, why) for c in chosen]))
+            else:
+                rows.append(finish(job, result, chosen, inputs, time.monotonic() - start))
+    finally:
+        if not options.get("folder"):
+            shutil.rmtree(folder, ignore_errors=True)
     return rows
 
 

@@ -1,0 +1,85 @@
+"""grade --slurm: each submission's sandboxed run is a task of a job array on the cluster's nodes; scored in the
+grader. The gradebook equals local grading of the same submissions; a task killed mid-run is retried once, and a task
+lost twice still gets a row. Runs where a Slurm cluster answers (CI: `make cluster` as root); skipped elsewhere."""
+import threading
+import time
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from lab_utils import slurm
+from lab_utils.instructor import grade, sandbox
+from test_grade import HONEST, HONEST_IMPORTS, PREDICT, SERIAL, SPEEDUP, STUBS, notebook
+
+pytestmark = pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+
+
+def submissions(folder):
+    made = {"correct": notebook(SPEEDUP, SERIAL, PREDICT), "also_correct": notebook(SERIAL, PREDICT, SPEEDUP),
+            "honest_names": notebook(HONEST_IMPORTS, HONEST), "stub": notebook(STUBS),
+            "partial": notebook(SPEEDUP, "def fit_serial_fraction(points):\n    raise NotImplementedError"),
+            "crashes": notebook(SPEEDUP, "import os\nos._exit(1)", SERIAL, PREDICT),
+            "calls_sys_exit": notebook(SPEEDUP, "import sys\nsys.exit(1)", SERIAL, PREDICT),
+            "wrong": notebook("def predict_speedup(serial_fraction, devices):\n    return devices")}
+    paths = []
+    for name, nb in made.items():
+        nbformat.write(nb, folder / f"{name}.ipynb")
+        paths.append(folder / f"{name}.ipynb")
+    (folder / "not_a_notebook.ipynb").write_text("{this is not json")
+    no_params = notebook(SPEEDUP)
+    no_params.cells[1].metadata["tags"] = []
+    nbformat.write(no_params, folder / "no_parameters.ipynb")
+    return paths + [folder / "not_a_notebook.ipynb", folder / "no_parameters.ipynb"]
+
+
+def summary(rows):
+    return [(r.student, r.score, r.max_score, r.status, [(s.name, s.points) for s in r.scores]) for r in rows]
+
+
+def test_grading_on_slurm_gives_the_local_gradebook(tmp_path):
+    if not sandbox.detect().complete:
+        pytest.skip("no sandbox on this machine")
+    paths = submissions(tmp_path)
+    said = []
+    on_slurm = grade.grade(paths, "10", tmp_path / "slurm-out", timeout=60, cell_timeout=10, seed=7,
+                           slurm={}, say=said.append)
+    local = grade.grade(paths, "10", tmp_path / "local-out", timeout=60, cell_timeout=10, seed=7, jobs=2,
+                        say=lambda s: None)
+    assert len(on_slurm) == 10 and summary(on_slurm) == summary(local)
+    assert any("job array" in line for line in said)
+    assert all(r.sandbox.startswith("sandboxed") for r in on_slurm if r.status != "invalid")
+    assert (tmp_path / "slurm-out" / "gradebook.csv").read_text().count("\n") == 11
+
+
+def _kill_first_task_once(seen):
+    def on_submit(job_id, attempt):
+        if attempt == 0:
+            def kill():
+                for _ in range(300):  # cancel task 0 once it runs
+                    if any(j.get("ArrayTaskId") == "0" and j.get("JobState") == "RUNNING" for j in slurm.job_info(job_id)):
+                        slurm.cancel(f"{job_id}_0")
+                        seen.append(job_id)
+                        return
+                    time.sleep(0.2)
+            threading.Thread(target=kill, daemon=True).start()
+    return on_submit
+
+
+def test_a_task_killed_mid_run_is_retried_once_and_a_lost_one_still_gets_a_row(tmp_path):
+    if not sandbox.detect().complete:
+        pytest.skip("no sandbox on this machine")
+    nb = notebook(SPEEDUP, SERIAL, PREDICT)
+    nb.cells.append(new_code_cell("import time\ntime.sleep(3)"))  # long enough to be killed while it runs
+    nbformat.write(nb, tmp_path / "correct.ipynb")
+    nbformat.write(notebook(STUBS), tmp_path / "stub.ipynb")
+    paths = [tmp_path / "correct.ipynb", tmp_path / "stub.ipynb"]
+    killed = []
+    rows = grade.grade(paths, "10", tmp_path / "retried", timeout=60, cell_timeout=10, seed=3, say=lambda s: None,
+                       slurm={"retries": 1, "on_submit": _kill_first_task_once(killed)})
+    assert killed and [(r.student, r.score, r.status) for r in rows] == [("correct", 3, "completed"), ("stub", 0, "completed")]
+    killed.clear()
+    rows = grade.grade(paths, "10", tmp_path / "lost", timeout=60, cell_timeout=10, seed=3, say=lambda s: None,
+                       slurm={"retries": 0, "on_submit": _kill_first_task_once(killed)})
+    assert killed and [(r.student, r.status) for r in rows] == [("correct", "lost"), ("stub", "completed")]
+    assert "lost" in rows[0].message and rows[0].max_score == 3
