@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import data, hardware, measure, spec
+from . import flags as detectors
 from .plots import Interval
 
 COORDINATOR_PHASES = ("scatter", "replicate", "gather", "loss", "reduce", "update")
@@ -512,8 +513,10 @@ def print_sweep(result: Sweep, *, phases: bool = True, json_line: bool = True) -
         for r in (x for x in result.results if x.batch_size == batch):
             speedup = result.speedup(batch, r.variant)
             print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{speedup:8.2f}x")
-            if r.flags:
-                print(f"{'':>8}[!] {r.flags}")
+            for flag in detectors.impossible(r.flags):
+                print(f"{'':>8}[!] {flag}")
+            for note in detectors.notes(r.flags):
+                print(f"{'':>8}note: {note}")
     if phases:
         for batch, table in result.phase_ms.items():
             print(f"phases at batch {batch} (median ms):")

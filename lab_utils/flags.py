@@ -6,6 +6,9 @@ saturates, a verdict that reverses theory. Each detector returns a list of warni
 a warning never contains "; ", which joins several of them in a results row's `flags`.
 
 Noise is not a flag: a table gets one line, `noise_line`, saying how many of its medians come from scattered repeats.
+Every other warning (oversubscribed cores, another framework in the process, a run that diverged, a load generator
+that fell behind) is a note: printed as plain text beside its figure, never as `[!]`. `impossible` tells the two apart
+by the phrase each detector puts in its warning (MARKERS), so recorded rows read back by lab 10 are judged the same way.
 """
 from __future__ import annotations
 
@@ -13,12 +16,21 @@ import math
 
 NOISY_SPREAD = 0.25  # repeats spread more than this (max - min over the median) are "noisy"
 
+# The phrase each detector's warning carries: a warning holding one of them is an impossible figure ([!]).
+ABOVE_100 = "above 100 %"
+NO_FIT = "can be read from this fit"
+LESS_TIME = "cannot take less time"
+SATURATED = "requests/s offered: saturated"
+REVERSED = "reversed here: theory predicts"
+CONTRADICT = "these two figures contradict each other"
+MARKERS = (ABOVE_100, NO_FIT, LESS_TIME, SATURATED, REVERSED, CONTRADICT)
+
 
 def above_device_count(speedup: float | None, devices: float | None) -> list[str]:
     """A speedup above the number of devices it used (efficiency above 100 %): impossible for the same work."""
     if speedup is None or not devices or speedup <= devices:
         return []
-    return [f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {speedup / devices:.0%}, above 100 %: "
+    return [f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {speedup / devices:.0%}, {ABOVE_100}: "
             "impossible for the same work, so the baseline was slowed (noise, another job, another framework in its "
             "process) or the runs did different work"]
 
@@ -29,7 +41,7 @@ def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[str]:
         return []
     shown = "not a number" if slope is None or not math.isfinite(slope) else f"{slope:.3g} s/byte"
     return [f"the fitted time per byte is {shown}: larger messages did not take longer here (noise swamped the "
-            f"per-byte cost), so no {what} can be read from this fit; fit on larger messages or rerun on a quiet machine"]
+            f"per-byte cost), so no {what} {NO_FIT}; fit on larger messages or rerun on a quiet machine"]
 
 
 def more_work_less_time(small_work: float, small_s: float, large_work: float, large_s: float, *,
@@ -39,7 +51,7 @@ def more_work_less_time(small_work: float, small_s: float, large_work: float, la
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
     return [f"{large_work:g} {what} took less time ({large_s * 1e3:.3g} ms) than {small_work:g} "
-            f"({small_s * 1e3:.3g} ms): more work cannot take less time, so one of the two medians is off (a busy "
+            f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off (a busy "
             "machine) and ratios built on them are suspect"]
 
 
@@ -48,7 +60,7 @@ def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) 
     queue's, not the server's."""
     if offered_rps <= 0 or answered_rps >= keep_up * offered_rps:
         return []
-    return [f"answered {answered_rps:,.0f} of {offered_rps:,.0f} requests/s offered: saturated, the queue grows and "
+    return [f"answered {answered_rps:,.0f} of {offered_rps:,.0f} {SATURATED}, the queue grows and "
             "its latency is waiting, not serving"]
 
 
@@ -56,8 +68,60 @@ def reverses_theory(verdict) -> list[str]:
     """A measure.Verdict whose paired repeats clearly point against what theory predicts."""
     if getattr(verdict, "verdict", None) != "reversed":
         return []
-    return [f"'{verdict.claim}' reversed here: theory predicts {verdict.expected}, and every plausible ratio of "
+    return [f"'{verdict.claim}' {REVERSED} {verdict.expected}, and every plausible ratio of "
             "these paired repeats says the opposite; find what this machine does differently before trusting either"]
+
+
+def contradicts_reference(rate: float | None, reference: float | None, *, factor: float = 2.0,
+                          what: str = "baseline", reference_name: str = "lab 01's") -> list[str]:
+    """A rate more than `factor` apart from the same machine's reference rate on the same workload: the two
+    measurements of one thing contradict each other."""
+    if not rate or not reference or 1 / factor <= rate / reference <= factor:
+        return []
+    return [f"{what} {rate:,.0f} samples/s is {rate / reference:.2f}x {reference_name} {reference:,.0f} on the same "
+            f"workload: {CONTRADICT} (another framework or job held the cores)"]
+
+
+def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str = "the same quantity",
+             first: str = "alone", second: str = "in the step", why: str = "") -> list[str]:
+    """The same quantity timed two ways, more than `factor` apart: the two figures contradict each other."""
+    high, low = max(first_s, second_s), min(first_s, second_s)
+    if low <= 0 or high / low <= factor:
+        return []
+    return [f"{what} took {first_s * 1e3:.2f} ms {first} and {second_s * 1e3:.2f} ms {second}, {high / low:.1f}x apart: "
+            f"{CONTRADICT}{why}"]
+
+
+def is_impossible(warning: str) -> bool:
+    """True for a warning made by one of this module's detectors (an impossible or contradictory figure)."""
+    return any(marker in warning for marker in MARKERS)
+
+
+def impossible(warnings) -> list[str]:
+    """The warnings that are detector flags; `warnings` is a list, or a results row's `flags` ("; "-joined)."""
+    return [w for w in _split(warnings) if is_impossible(w)]
+
+
+def notes(warnings) -> list[str]:
+    """The other warnings: plain notes (no `[!]`), except the per-figure noise notes of older rows, which the table's
+    noise line replaces."""
+    return [w for w in _split(warnings) if not is_impossible(w) and not w.startswith("repeats spread by")]
+
+
+def _split(warnings) -> list[str]:
+    """Single warnings from a list of them, a results row's `flags`, or a list holding "; "-joined ones."""
+    warnings = [warnings] if isinstance(warnings, str) else list(warnings or [])
+    return [w for joined in warnings for w in str(joined).split("; ") if w]
+
+
+def one_line(per_row, names, what: str = "rows") -> list[str]:
+    """One warning for a table whose rows `names` carry detector flags `per_row` (lists): the rows named, the first
+    flag said in full (the others are like it), so a noisy table gets one `[!]` line, not one per row."""
+    hit = [(name, impossible(f)) for name, f in zip(names, per_row) if impossible(f)]
+    if not hit:
+        return []
+    more = f" (and {len(hit) - 1} more like it)" if len(hit) > 1 else ""
+    return [f"{what} {', '.join(str(n) for n, _ in hit)} (marked *): {hit[0][1][0]}{more}"]
 
 
 def noise_line(spreads, what: str = "medians") -> str:

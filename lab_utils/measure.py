@@ -309,9 +309,11 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None, 
     when nothing is suspect. A warning never contains "; ", which joins several of them in a results row's `flags`.
 
     speedup over a one-device baseline with `devices` devices (flags.above_device_count); baseline_rate against
-    reference_rate, the same machine's lab 01 rate on the same workload (more than BASELINE_FACTOR apart: they
-    contradict each other). `spread` is accepted and never flagged on its own: noise is one line per table
-    (noise_line), not a warning per figure.
+    reference_rate, the same machine's lab 01 rate on the same workload (flags.contradicts_reference: more than
+    BASELINE_FACTOR apart). Those are flags (`[!]`). `other_framework` and `oversubscribed` give notes: they are
+    recorded with the row (lab 10 leaves such rows out of its fits) but printed as plain text, never `[!]`, because
+    nothing about the figure is impossible (flags.notes). `spread` is accepted and never warned about: noise is one
+    line per table (noise_line), not a warning per figure.
     """
     warnings = []
     if other_framework:
@@ -319,9 +321,7 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None, 
     if oversubscribed:
         warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
     warnings += flags.above_device_count(speedup, devices)
-    if baseline_rate and reference_rate and not 1 / BASELINE_FACTOR <= baseline_rate / reference_rate <= BASELINE_FACTOR:
-        warnings.append(f"baseline {baseline_rate:,.0f} samples/s is {baseline_rate / reference_rate:.2f}x lab 01's "
-                        f"{reference_rate:,.0f} on the same workload: another framework or job held the cores")
+    warnings += flags.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
     return warnings
 
 
@@ -330,10 +330,13 @@ def noise_line(spreads, what: str = "medians") -> str:
     return flags.noise_line(spreads, what)
 
 
-def flagged(text: str, flags) -> str:
-    """A figure's text with its warnings after it (`text  [!] warning; warning`), or the text alone."""
-    flags = list(flags)
-    return f"{text}  [!] {'; '.join(flags)}" if flags else text
+def flagged(text: str, warnings) -> str:
+    """A figure's text with its warnings after it: the detector flags as `text  [!] flag; flag`, the other warnings
+    as a plain `(note: ...)` (flags.impossible / flags.notes); the text alone when there are none."""
+    warnings = list(warnings)
+    bad, notes = flags.impossible(warnings), flags.notes(warnings)
+    text += f"  (note: {'; '.join(notes)})" if notes else ""
+    return f"{text}  [!] {'; '.join(bad)}" if bad else text
 
 
 # ---- results: one record per measured configuration ---------------------------------------------------------------
@@ -541,7 +544,8 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
             threads = "-" if r.threads is None else str(r.threads)
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
                          f"{r.batch_size:>7}{r.samples_per_s:>12.1f}")
-            lines += [f"    [!] {flag}" for flag in r.flags.split("; ") if flag]
+            lines += [f"    [!] {flag}" for flag in flags.impossible(r.flags)]
+            lines += [f"    note: {note}" for note in flags.notes(r.flags)]
     noise = noise_line([r.spread for r in results])
     lines += [noise] if noise else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "

@@ -69,17 +69,24 @@ class Compared:
 
     @property
     def flags(self) -> list[str]:
-        """What is implausible about this row: its own recorded flags (one line, as recorded), then its speedup's
-        (those not recorded already)."""
-        own = [self.row.flags] if self.row.flags else []
-        return own + [f for f in self._speedup_flags() if f not in self.row.flags]
+        """What is impossible about this row (lab_utils.flags' detectors only, each once): the detector flags its lab
+        recorded with it, then its speedup's, recomputed here (those not recorded already)."""
+        own = detectors.impossible(self.row.flags)
+        return own + [f for f in detectors.impossible(self._speedup_flags()) if f not in own]
+
+    @property
+    def notes(self) -> list[str]:
+        """What else was recorded or found about this row (oversubscribed cores, another framework in the process, a
+        run that diverged, a saturated server): printed as plain notes, never `[!]`."""
+        own = detectors.notes(self.row.flags)
+        return own + [f for f in detectors.notes(self._speedup_flags()) if f not in own]
 
     @property
     def implausible(self) -> bool:
-        """True when the row carries a flag (lab_utils.flags' detectors, or one recorded with it); rows written before
-        noise became one line per table may carry a 'repeats spread by' note, which is noise, not a flag."""
-        recorded = [f for f in self.row.flags.split("; ") if f and not f.startswith("repeats spread by")]
-        return bool(self._speedup_flags()) or bool(recorded)
+        """True when the row carries a flag, or a note that makes it no speed measurement (oversubscribed cores,
+        another framework in the process...): the best-result line and the Amdahl fit skip it. Rows written before
+        noise became one line per table may carry a 'repeats spread by' note, which is noise, neither."""
+        return bool(self.flags) or bool(self.notes)
 
     def _speedup_flags(self) -> list[str]:
         if self.efficiency is None or self.is_baseline:
@@ -141,6 +148,7 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}")
         lines += [f"      [!] {flag}" for flag in c.flags]
+        lines += [f"      note: {note}" for note in c.notes]
     noise = noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
 
@@ -270,13 +278,11 @@ def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s
 
 def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0) -> list[str]:
     """A warning when the same all-reduce, timed alone and inside a DDP step, differs by more than `factor`."""
-    high, low = max(alone_s, in_step_s), min(alone_s, in_step_s)
-    if low > 0 and high / low > factor:
-        return [f"the same gradients' all-reduce took {alone_s * 1e3:.2f} ms alone and {in_step_s * 1e3:.2f} ms in the "
-                f"DDP step, {high / low:.1f}x apart: a small message costs scheduling delays, not bandwidth, and on a "
-                "busy machine a descheduled rank keeps the other waiting for milliseconds, so neither ratio can be "
-                "trusted until both agree (rerun on a quiet machine)"]
-    return []
+    return detectors.disagree(alone_s, in_step_s, factor=factor, what="the same gradients' all-reduce",
+                              second="in the DDP step",
+                              why=" (a small message costs scheduling delays, not bandwidth, and on a busy machine a "
+                                  "descheduled rank keeps the other waiting for milliseconds, so neither ratio can be "
+                                  "trusted until both agree: rerun on a quiet machine)")
 
 
 def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int) -> float:

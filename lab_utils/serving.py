@@ -17,6 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from . import flags as detectors
 from . import measure, spec
 
 DEFAULT_SHAPE = (1, 28, 28)
@@ -676,8 +677,10 @@ def print_bench(result: dict) -> None:
     else:
         print(f"  torch.compile: not run ({result['compile_skipped']})")
     print(f"  bf16 autocast: {result['bf16_speedup']:.2f}x eager fp32 (spread {s['bf16_speedup']:.0%})")
-    for flag in result["flags"]:
+    for flag in detectors.impossible(result["flags"]):
         print(f"  [!] {flag}")
+    for note in detectors.notes(result["flags"]):
+        print(f"  note: {note}")
     print(json.dumps(result))
 
 

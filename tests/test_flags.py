@@ -52,3 +52,41 @@ def test_noise_is_one_line_per_table():
     assert line.startswith("noise: 2 of 4 medians spread more than 25 %") and "read the medians only" in line
     assert flags.noise_line([0.1, 0.2]) == ""
     assert flags.count("a\n  [!] x\nb [!] y\n") == 2
+
+
+def test_contradicting_figures():
+    assert "contradict each other" in flags.contradicts_reference(900, 30000)[0]
+    assert not flags.contradicts_reference(30000, 33000) and not flags.contradicts_reference(None, 33000)
+    assert "7.3x apart" in flags.disagree(2.69e-3, 0.37e-3)[0] and not flags.disagree(0.5e-3, 0.37e-3)
+
+
+def test_only_detector_warnings_are_flags_the_rest_are_plain_notes():
+    impossible = (flags.above_device_count(2.2, 2) + flags.degenerate_fit(-1.0) + flags.more_work_less_time(1, 2, 2, 1)
+                  + flags.saturated(200, 100) + flags.contradicts_reference(900, 30000) + flags.disagree(3, 1)
+                  + flags.reverses_theory(measure.decide([0.5] * 5, claim="c", expected="A faster")))
+    assert len(impossible) == 7 and all(flags.is_impossible(w) for w in impossible)
+    caveats = measure.plausibility(oversubscribed=True, other_framework="TensorFlow") + [
+        "saturated", "2 of 3 runs diverged", "the load generator sent requests 600 ms late (median)"]
+    assert not any(flags.is_impossible(w) for w in caveats)
+    row_flags = "; ".join(caveats[:1] + impossible[:1] + ["repeats spread by 40% of the median: noisy"])
+    assert flags.impossible(row_flags) == impossible[:1] and flags.notes(row_flags) == caveats[:1]
+    text = measure.flagged("fig", caveats)
+    assert "[!]" not in text and "(note: " in text
+    assert measure.flagged("fig", caveats + impossible[:1]).count("[!]") == 1
+
+
+def test_a_table_of_impossible_rows_gets_one_flag_line():
+    per_row = [[], flags.more_work_less_time(2048, 3e-3, 16384, 2e-4), [], flags.more_work_less_time(4096, 3e-3, 16384, 2e-4)]
+    line = flags.one_line(per_row, ["1,024", "2,048", "3,072", "4,096"], "sizes")
+    assert len(line) == 1 and line[0].startswith("sizes 2,048, 4,096 (marked *)") and flags.is_impossible(line[0])
+    assert flags.one_line([[], []], ["a", "b"]) == []
+
+
+def test_the_record_table_flags_only_impossible_rows():
+    row = dict(lab="09", framework="torch", strategy="serving", variant="batch-1", workload="w", world_size=1,
+               device="cpu", batch_size=1, samples_per_s=100.0, wall_s=1.0, repeats=3, spread=0.5)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        text = measure.record([measure.Result(**row, flags="saturated"),
+                               measure.Result(**{**row, "variant": "x"}, flags=flags.saturated(200, 100)[0])], d)
+    assert text.count("[!]") == 1 and "note: saturated" in text and "noise: 2 of 2" in text

@@ -104,13 +104,22 @@ def test_read_results_explains_malformed_files(tmp_path):
     (dict(speedup=2.3, devices=2), "efficiency 115%, above 100 %"),
     (dict(speedup=2.01, devices=2), "efficiency 100%, above 100 %"),  # any efficiency above 100 % is impossible
     (dict(baseline_rate=900, reference_rate=30000), "0.03x lab 01's"),
-    (dict(other_framework="TensorFlow"), "where TensorFlow also ran"),
-    (dict(oversubscribed=True), "oversubscribed"),
 ])
 def test_implausible_figures_are_flagged_with_a_cause(kwargs, says):
     flags = measure.plausibility(**kwargs)
     assert len(flags) == 1 and says in flags[0]
     assert measure.flagged("x", flags).startswith("x  [!] ")
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(other_framework="TensorFlow"), "where TensorFlow also ran"),
+    (dict(oversubscribed=True), "oversubscribed"),
+])
+def test_caveats_are_recorded_but_printed_as_notes_not_flags(kwargs, says):
+    warnings = measure.plausibility(**kwargs)
+    assert len(warnings) == 1 and says in warnings[0]
+    assert measure.flagged("x", warnings) == f"x  (note: {warnings[0]})"  # nothing impossible: no [!]
+    assert measure.flagged("x", warnings + measure.plausibility(speedup=2.3, devices=2)).count("[!]") == 1
 
 
 def test_plausible_figures_are_not_flagged():

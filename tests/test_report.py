@@ -54,18 +54,23 @@ def test_latest_keeps_the_newest_row_of_each_configuration():
 
 def test_implausible_rows_are_flagged_under_them_in_the_table():
     rows = [row("single", 1, 100), row("ddp", 2, 230), row("ddp", 4, 410, cpus=2), row("ddp", 3, 40, flags="noisy")]
-    flags = {c.row.world_size: c.flags for c in report.compare(rows)}
+    compared = {c.row.world_size: c for c in report.compare(rows)}
+    flags = {n: c.flags for n, c in compared.items()}
     assert "above 100 %" in flags[2][0] and flags[1] == []
-    assert any("oversubscribed" in f for f in flags[4]) and flags[3] == ["noisy"]  # slow is no flag, impossible is
+    assert "efficiency 102%" in flags[4][0] and any("oversubscribed" in n for n in compared[4].notes)  # a note, not [!]
+    assert flags[3] == [] and compared[3].notes == ["noisy"]  # slow is no flag, impossible is
+    assert compared[4].implausible and compared[3].implausible  # still left out of the best result and the fit
     text = report.table(report.compare(rows))
     assert "[!] speedup 2.30x on 2x the hardware is efficiency 115%, above 100 %" in text
+    assert text.count("[!]") == 2 and "note: more ranks or threads than cores" in text
 
 
 def test_recorded_flags_are_shown_as_recorded_and_not_repeated():
     too_fast = measure.plausibility(speedup=2.3, devices=2)[0]
     rows = [row("single", 1, 100), row("ddp", 2, 230, flags=f"{too_fast}; repeats spread; rerun")]
-    flags = report.compare(rows)[1].flags
-    assert flags == [f"{too_fast}; repeats spread; rerun"]
+    compared = report.compare(rows)[1]
+    assert compared.flags == [too_fast]  # once, though recorded and recomputed; the rest are notes
+    assert compared.notes == ["repeats spread", "rerun"]  # plain notes, no [!]
 
 
 def test_a_row_flagged_for_noise_only_is_plausible_and_other_flags_are_not():
