@@ -116,7 +116,11 @@ def test_gpu_check_reports_a_broken_check_as_failed(monkeypatch):
     from lab_utils import hardware
     from lab_utils.instructor import gpu_check
 
-    assert gpu_check.run_module("json", 30, False)["json"].startswith("failed: AttributeError")
+    import json as json_module
+
+    # a registered function that raises (json.loads needs an argument): the fresh process reports it as a failure
+    verdict = gpu_check.run_check(json_module.loads, 30, False)
+    assert verdict["json.loads"].startswith("failed: TypeError"), verdict
     four = hardware.HardwareReport("h", 8, tuple(hardware.GPU(i, "g", 80.0) for i in range(4)), "3.11", "2.13", "-")
     monkeypatch.setattr(hardware, "detect", lambda: four)
     assert gpu_check.plan_check(4) == "passed"
