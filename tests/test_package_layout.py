@@ -1,7 +1,13 @@
 """The learner's modules hold only what a lab imports: benchmarks and GPU checks live under lab_utils/instructor/ and
-are registered there as functions."""
+are registered there as functions; the package's discovery (and a wheel built from it) carries every subpackage."""
 import ast
+import os
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lab_utils"
@@ -59,3 +65,39 @@ def test_benchmarks_and_gpu_checks_are_registered_as_functions():
                for c in gpu_check.CHECKS)
     assert not hasattr(gpu_check, "RUN_ONE")
 
+
+def test_package_discovery_includes_every_subpackage():
+    from setuptools import find_packages
+
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = set(find_packages(str(ROOT), include=find["include"]))
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert {"lab_utils", "lab_utils.exercises", "lab_utils.instructor", "lab_utils.instructor.bench",
+            "lab_utils.instructor.gpu"} <= packages
+    assert on_disk <= packages
+
+
+@pytest.mark.timeout(240)
+def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
+    """The wheel, installed into a folder of its own (not the editable checkout), imports every subpackage and
+    answers `python -m lab_utils info`; the dependencies come from this environment."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True, timeout=180)
+    if built.returncode != 0 and "No module named" in built.stderr:
+        pytest.skip(f"cannot build a wheel here: {built.stderr.strip().splitlines()[-1]}")
+    assert built.returncode == 0, built.stderr
+    wheel = next((tmp_path / "dist").glob("cnn_parallelism_lab-*.whl"))
+    target = tmp_path / "site"
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+                                str(wheel)], capture_output=True, text=True, timeout=120)
+    assert installed.returncode == 0, installed.stderr
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    code = ("import lab_utils, lab_utils.exercises, lab_utils.instructor.bench, lab_utils.instructor.gpu_check; "
+            "print(lab_utils.__file__)")
+    where = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                           timeout=120)
+    assert where.returncode == 0, where.stderr
+    assert where.stdout.strip().startswith(str(target)), where.stdout
+    info = subprocess.run([sys.executable, "-m", "lab_utils", "info"], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=120)
+    assert info.returncode == 0 and "rank" in info.stdout.lower(), info.stderr

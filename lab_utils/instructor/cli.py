@@ -1,4 +1,4 @@
-"""Command line: python -m lab_utils {info,course,assign,bench,grade,cluster}."""
+"""Command line: python -m lab_utils {info,course,outputs,run-times,assign,bench,gpu-check,cluster,grade}."""
 from __future__ import annotations
 
 import argparse
@@ -116,12 +116,13 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("course", help="execute every solution notebook headless with papermill")
     c.add_argument("--labs", help="comma-separated lab numbers, e.g. 00,01 (default: all)")
     c.add_argument("--out", help="output folder (default: build/course)")
-    c.add_argument("--cell-timeout", type=int, default=DEFAULT_CELL_TIMEOUT_S,
+    c.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S,
                    help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
     c.set_defaults(fn=cmd_course)
     o = sub.add_parser("outputs", help="re-execute the solutions in place as one run, in course order (committed outputs)")
     o.add_argument("--labs", help="comma-separated lab numbers (default: all)")
-    o.add_argument("--cell-timeout", type=int, default=DEFAULT_CELL_TIMEOUT_S)
+    o.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S,
+                   help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
     o.set_defaults(fn=cmd_outputs)
     t = sub.add_parser("run-times", help="write (or --check) the measured per-lab times into the README and headers")
     t.add_argument("--source", help="folder of executed notebooks (default: solutions/; e.g. build/course after make course)")
