@@ -152,3 +152,15 @@ def test_make_help_lists_every_target_and_gpu_check_passes_quick():
            for quick in ("", "1", "0")}
     assert "gpu-check --quick" in dry["1"]
     assert "gpu-check" in dry[""] and "--quick" not in dry[""] and "--quick" not in dry["0"]
+
+
+def test_a_registered_gpu_check_runs_in_a_fresh_process_of_its_own():
+    import torch
+
+    from lab_utils.instructor import gpu_check
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the check really runs there (make gpu-check)")
+    lab01 = next(c for c in gpu_check.CHECKS if c.lab == "01")
+    verdicts = gpu_check.run_check(lab01.run, 120, quick=True)
+    assert len(verdicts) == 3 and set(verdicts.values()) == {"skipped: no GPU"}, verdicts

@@ -1,4 +1,5 @@
 """TensorFlow: the Keras builder matches the torch one; devices are configured before TF initialises, or a clear error."""
+import json
 import os
 import subprocess
 import sys
@@ -305,3 +306,16 @@ def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
     """)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["True", "True"]
+
+
+def test_the_gpu_checks_fresh_process_answers_in_json():
+    """What lab 05's gpu_check starts on a GPU machine (python -m lab_utils.instructor.gpu.tf_distribute), run here:
+    without a GPU TensorFlow sees none, and each check says so."""
+    if gpu_tf._cuda_present():
+        pytest.skip("a GPU is here: test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips runs it for real")
+    done = subprocess.run([sys.executable, "-m", "lab_utils.instructor.gpu.tf_distribute"], capture_output=True,
+                          text=True, timeout=180, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdicts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert list(verdicts) == list(gpu_tf.GPU_CHECKS)
+    assert all(v.startswith("failed: a GPU is present but TensorFlow sees none") for v in verdicts.values())
