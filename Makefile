@@ -11,6 +11,7 @@ TORCH_INDEX ?=
 STAMP := $(VENV)/.installed-$(LAB_TARGET)
 PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
 LABS ?=
+QUICK ?=
 .DEFAULT_GOAL := env
 
 .PHONY: help env course test test-browser lab assign outputs bench info gpu-check cluster cluster-down clean
@@ -71,8 +72,8 @@ cluster: env  ## a real Slurm cluster on this machine for lab 11 (root; Debian's
 cluster-down: env  ## stop exactly what `make cluster` started
 	$(PY) -m lab_utils cluster down
 
-gpu-check: env  ## every GPU branch of the course against its CPU result; each check is skipped without a GPU
-	$(PY) -m lab_utils gpu-check
+gpu-check: env  ## every GPU branch of the course against its CPU result (QUICK=1: labs 01, 03, 05, 09); skipped without a GPU
+	$(PY) -m lab_utils gpu-check $(if $(filter-out 0,$(QUICK)),--quick)
 
 clean:  ## remove build/ and results/
 	rm -rf build results

@@ -1,17 +1,16 @@
 """Lab 08 helpers around the notebook's parameter server and Hogwild processes: data shards, the straggler's sleep,
 what a server records while it runs (staleness, times, weight snapshots), a reference parameter server (for the
-exercises, the tests, the bench and gpu_check), the single-process baseline, handing a shared-memory model to
-launched ranks, accuracy curves, plots, `bench async` and gpu_check."""
+exercises, the tests and the instructor's benchmark and GPU check), the single-process baseline, handing a
+shared-memory model to launched ranks, accuracy curves and plots."""
 from __future__ import annotations
 
 import functools
-import json
 import os
 import queue
 import statistics
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
@@ -568,92 +567,6 @@ spread = measure.spread  # the course's one rule
 def interleaved(configs_per_round, repeats: int) -> list:
     """`repeats` rounds of the configs, every other round in reverse order (measure.alternating_rounds)."""
     return measure.alternating_rounds(configs_per_round, repeats)
-
-
-# ---- bench async ------------------------------------------------------------------------------------------------------
-
-def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_size: int = 256,
-          factors=(1, 2, 4), seed: int = 0, timeout_s: float = 600.0) -> dict:
-    """Sync vs async throughput at each straggler factor (runs interleaved in one launch), sync vs one process,
-    sync determinism and async staleness."""
-    base = PSConfig(gradients=gradients, batch_size=batch_size, seed=seed)
-    check = replace(base, mode="sync", gradients=10 * n_workers, warmup=0, label="check")
-    per_round = [replace(base, mode=m, straggler_factor=float(f)) for f in factors for m in MODES]
-    runs = run([check] + interleaved(per_round, repeats), n_workers, timeout_s)
-    single = single_process_weights(check, n_workers, check.gradients // n_workers)
-    rates = rates_by_setting(runs[1:])
-    syncs = [r["weights"] for r in runs[1:] if r["config"].mode == "sync"]
-    result = {"benchmark": "async", "n_workers": n_workers, "repeats": repeats, "gradients": gradients,
-              "batch_size": batch_size, "dataset": base.dataset, "model": MODEL}
-    for f in factors:
-        sync, asyn = rates[("sync", float(f))], rates[("async", float(f))]
-        ratios = [a / s for a, s in zip(asyn, sync)]
-        result[f"samples_per_s[sync, straggler={f}]"] = round(statistics.median(sync), 1)
-        result[f"samples_per_s[async, straggler={f}]"] = round(statistics.median(asyn), 1)
-        result[f"async_vs_sync_throughput[straggler={f}]"] = round(statistics.median(asyn) / statistics.median(sync), 3)
-        result[f"async_vs_sync_throughput_spread[straggler={f}]"] = round(spread(ratios), 3)
-        async_runs = [r for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f]
-        result[f"effective_slowdown[straggler={f}]"] = round(statistics.median(
-            r["workers"][-1]["slowdown"] for r in async_runs + [r for r in runs[1:] if r["config"].mode == "sync"
-                                                                 and r["config"].straggler_factor == f]), 3)
-        result[f"gradient_ratio[straggler={f}]"] = round(statistics.median(
-            effective_slowdown(r, n_workers) for r in async_runs), 3)
-        result[f"compute_share[straggler={f}]"] = round(statistics.median(compute_share(r) for r in async_runs), 3)
-    staleness = {f: [s for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f
-                     for s in r["staleness"]] for f in map(float, factors)}
-    result.update({
-        "sync_vs_single_max_abs_diff": float(np.abs(runs[0]["weights"] - single).max()),
-        "sync_deterministic": bool(all(np.array_equal(w, syncs[0]) for w in syncs)),
-        "async_staleness_mean": round(float(np.mean([s for v in staleness.values() for s in v])), 3),
-        **{f"async_staleness_mean[straggler={f:g}]": round(float(np.mean(v)), 3) for f, v in staleness.items()},
-        "server_shares_a_core": n_workers + 1 > hardware.usable_cpu_count() and not hardware.detect_gpus(),
-    })
-    return result
-
-
-def print_bench(result: dict) -> None:
-    """The table, then the JSON line (last line of output)."""
-    factors = [k[len("async_vs_sync_throughput[straggler="):-1] for k in result if k.startswith("async_vs_sync_throughput[")]
-    print(f"{result['n_workers']} workers + 1 server, {result['model']} on {result['dataset']}, batch "
-          f"{result['batch_size']} per gradient, {result['gradients']} gradients per run, median of "
-          f"{result['repeats']} interleaved runs")
-    print(f"{'straggler':>9} {'effective':>9} {'sync grad/s':>12} {'async grad/s':>13} {'async/sync':>11} "
-          f"{'spread':>7} {'staleness':>10} {'compute share':>14}")
-    for f in factors:
-        ratio = result[f"async_vs_sync_throughput[straggler={f}]"]
-        print(f"{f:>9} {result[f'effective_slowdown[straggler={f}]']:>8.2f}x "
-              f"{result[f'samples_per_s[sync, straggler={f}]'] / result['batch_size']:>12.1f} "
-              f"{result[f'samples_per_s[async, straggler={f}]'] / result['batch_size']:>13.1f} {ratio:>10.2f}x "
-              f"{result[f'async_vs_sync_throughput_spread[straggler={f}]']:>6.0%} "
-              f"{result[f'async_staleness_mean[straggler={f}]']:>10.2f} {result[f'compute_share[straggler={f}]']:>13.0%}")
-    print("effective: the straggler's measured slowdown over its whole pull-compute-push (its iteration's wall time "
-          "over the time it was busy pulling, computing and pushing); compute share: worker 1's compute time over its "
-          "iteration time in the async runs (the rest is messaging and waiting for the server, which shares its core)")
-    noise = measure.noise_line(result[f"async_vs_sync_throughput_spread[straggler={f}]"] for f in factors)
-    if noise:
-        print(noise)
-    if result["server_shares_a_core"]:
-        print(f"note: {result['n_workers'] + 1} processes on {hardware.usable_cpu_count()} cores: the server shares "
-              "worker 1's core (it mostly waits for messages; the straggler's sleep holds no core)")
-    print(f"sync vs one process on the global batch: max |weight diff| {result['sync_vs_single_max_abs_diff']:.1e}; "
-          f"every sync run gave identical weights: {result['sync_deterministic']}")
-    print(json.dumps(result))
-
-
-# ---- the lab's core on a GPU -----------------------------------------------------------------------------------------
-
-def gpu_check() -> dict[str, str]:
-    """The synchronous parameter server with its workers on the GPU, against one CPU process on the global batch."""
-    name = "parameter server (sync, workers on GPU) vs one CPU process"
-    if not torch.cuda.is_available():
-        return {name: "skipped: no GPU"}
-    cfg = PSConfig(mode="sync", gradients=10, warmup=0)
-    try:
-        server = run([cfg], n_workers=2, timeout_s=120)[0]
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        return {name: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
-    diff = float(np.abs(server["weights"] - single_process_weights(cfg, 2, 5)).max())
-    return {name: "passed" if diff <= 1e-4 else f"failed: max |weight diff| {diff:.1e} > 1e-4"}
 
 
 # ---- Hogwild: what the watching rank records --------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Lab 06's room: collectives drawn from the ranks' own tensors, bytes on the wire, the tensor-parallel plan of the
 course CNN (bad splits refused before any rank starts), reference implementations of the ring all-reduce and of the
-tensor-parallel layers (for the benchmark, the grader and the GPU check), `bench collectives` and `gpu_check`.
+tensor-parallel layers (for the grader, and the benchmark and GPU check under lab_utils/instructor/).
 
 The lesson's versions of the ring and of the split layers are written in the notebook; these are the references.
 """
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
-import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +16,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from . import measure, report, spec
+from . import measure, spec
 
 RING_BYTES = 4 << 20  # the benchmark's message: 4 MiB of float32
 
@@ -565,70 +563,3 @@ def reference_worker(rank: int, world_size: int, nbytes: int, repeats: int, trai
                 "ring_max_abs_diff": _ring_diff(comm_device, seed), "tp_conv_max_abs_diff": _tp_conv_diff(device, seed),
                 "tp_mlp_max_abs_diff": _tp_mlp_diff(device, seed),
                 "tp_cnn_weights_max_abs_diff": _tp_cnn_diff(device, train_steps, seed)}
-
-
-_spread = measure.spread  # the course's one rule
-
-
-DIFF_KEYS = ("ring_max_abs_diff", "tp_conv_max_abs_diff", "tp_mlp_max_abs_diff", "tp_cnn_weights_max_abs_diff")
-
-
-def bench(*, nbytes: int = RING_BYTES, repeats: int = 9, train_steps: int = 3, world_size: int = 2, seed: int = 0,
-          timeout_s: float = 300.0) -> dict:
-    """The hand-built ring against gloo's all-reduce (medians of interleaved repeats; a repeat lasts until the slower
-    rank is done) and the tensor-parallel layers against unsplit ones, in one launch."""
-    from .launch import launch
-
-    ranks = launch(reference_worker, world_size, args=(nbytes, repeats, train_steps, seed, timeout_s / 2),
-                   timeout=timeout_s)
-    ring = np.max([r["ring"] for r in ranks], axis=0)  # a repeat ends when its slowest rank is done
-    library = np.max([r["library"] for r in ranks], axis=0)
-    busbw = [report.bus_bandwidth(nbytes, t, world_size) / 1e9 for t in library]
-    return {"benchmark": "collectives", "world_size": world_size, "backend": ranks[0]["backend"],
-            "device": ranks[0]["device"], "nbytes": nbytes, "repeats": repeats,
-            "ring_ms": round(1e3 * statistics.median(ring), 3), "ring_spread": round(_spread(ring), 3),
-            "library_ms": round(1e3 * statistics.median(library), 3), "library_spread": round(_spread(library), 3),
-            "ring_vs_library": round(statistics.median(library) / statistics.median(ring), 3),
-            "ring_vs_library_spread": round(_spread(library / ring), 3),
-            "busbw_gbps": round(statistics.median(busbw), 3), "busbw_spread": round(_spread(busbw), 3),
-            **{key: max(r[key] for r in ranks) for key in DIFF_KEYS}}
-
-
-def print_bench(result: dict) -> None:
-    """The table, then the JSON line (last line of output)."""
-    n, mib = result["world_size"], result["nbytes"] / 2**20
-    print(f"all-reduce of {mib:g} MiB over {n} ranks ({result['backend']}), median of {result['repeats']} interleaved "
-          "repeats (spread = (max - min) / median)")
-    for label, key in (("hand-built ring", "ring"), (f"{result['backend']} all_reduce", "library")):
-        line = f"  {label:<16} {result[key + '_ms']:8.3f} ms  (spread {result[key + '_spread']:.2f})"
-        print(measure.flagged(line, measure.plausibility(spread=result[key + "_spread"])))
-    print(f"  ring_vs_library = {result['backend']} time / ring time = {result['ring_vs_library']:.3f} (target >= 0.7)")
-    print(f"  bus bandwidth of {result['backend']}'s all-reduce: 2 (N-1)/N x bytes / time = {result['busbw_gbps']:.3f} GB/s")
-    for key in DIFF_KEYS:
-        target = 1e-4 if key == "tp_cnn_weights_max_abs_diff" else 1e-5
-        print(f"  {key:<28} {result[key]:.2e}  (target <= {target:g})")
-    print(json.dumps(result))
-
-
-GPU_TOLERANCES = {"ring_max_abs_diff": 1e-9, "tp_conv_max_abs_diff": 1e-4, "tp_mlp_max_abs_diff": 1e-4,
-                  "tp_cnn_weights_max_abs_diff": 1e-3}
-
-
-def gpu_check() -> dict[str, str]:
-    """On a GPU: the ring and the tensor-parallel layers on 2 ranks, against the unsplit layers computed on the CPU."""
-    names = {"ring_max_abs_diff": "ring all-reduce on the GPU ranks",
-             "tp_conv_max_abs_diff": "tensor-parallel conv on the GPU",
-             "tp_mlp_max_abs_diff": "column/row classifier on the GPU",
-             "tp_cnn_weights_max_abs_diff": "tensor-parallel CNN training on the GPU"}
-    if not torch.cuda.is_available():
-        return {name: "skipped: no GPU" for name in names.values()}
-    from .launch import launch
-
-    ranks = launch(reference_worker, 2, args=(1 << 20, 3, 2, 0, 60.0), timeout=180)
-    results = {}
-    for key, name in names.items():
-        worst = max(r[key] for r in ranks)
-        where = f"{ranks[0]['backend']}, {ranks[0]['device']}"
-        results[name] = ("passed" if worst <= GPU_TOLERANCES[key] else
-                         f"failed: max |GPU - CPU| = {worst:.2e} > {GPU_TOLERANCES[key]:g} ({where})")
-    return results

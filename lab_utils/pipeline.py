@@ -689,39 +689,3 @@ def run_pipelines(runs, stages: int, forward_op=forward_op, backward_op=backward
     ranks = launch(pipeline_worker, stages, args=(list(runs), forward_op, backward_op, rounds, warmup, group_timeout),
                    timeout=timeout)
     return collect(runs, ranks)
-
-
-# ---- the same pipeline on a GPU -------------------------------------------------------------------------------------
-
-GPU_TOLERANCE = 2e-3  # relative to the largest reference gradient: cuDNN may convolve in TF32 (10-bit mantissa)
-
-
-def _compared(measured: Measured, logits, grads) -> str:
-    """'passed', or 'failed: <what differs>' against the CPU reference."""
-    scale = float(np.abs(grads).max())
-    diff = float(np.abs(measured.grads - grads).max())
-    if diff > GPU_TOLERANCE * scale:
-        return f"failed: max |gradient difference| {diff:.1e} > {GPU_TOLERANCE * scale:.1e}"
-    if logits is not None and float(np.abs(measured.logits - logits).max()) > GPU_TOLERANCE * float(np.abs(logits).max()):
-        return "failed: the outputs differ from the CPU reference"
-    return "passed"
-
-
-def gpu_check() -> dict[str, str]:
-    """Two stages on CUDA — the reference ops (1F1B) and torch.distributed.pipelining where it can run — against the
-    unsplit model on the CPU."""
-    hand, library = "pipeline: hand-built 1F1B stages on CUDA", "pipeline: torch.distributed.pipelining on CUDA"
-    if not torch.cuda.is_available():
-        return {hand: "skipped: no GPU", library: "skipped: no GPU"}
-    from . import hardware
-
-    run = PipelineRun("hand-built", "1f1b", 4, batch_size=64, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
-    reason = library_unsupported(hardware.plan(2))
-    runs = [run] + ([] if reason else [dataclasses.replace(run, label="library", library=True)])
-    try:
-        measured = run_pipelines(runs, 2, rounds=1, warmup=1, timeout=120)
-    except Exception as exc:  # report it, whatever it is: this is a check, not a lab
-        return {hand: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", library: "failed: not run"}
-    _, logits, grads = reference(run)
-    return {hand: _compared(measured["hand-built"], logits, grads),
-            library: f"skipped: {reason}" if reason else _compared(measured["library"], None, grads)}

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from lab_utils import asynchronous as A
+from lab_utils.instructor.bench import asynchronous as bench_async
+from lab_utils.instructor.gpu import asynchronous as gpu_async
 from lab_utils import launch as launch_mod
 from lab_utils.launch import RankError, launch
 from workers import alive
@@ -239,8 +241,8 @@ def test_hogwild_processes_train_the_shared_model_and_the_watcher_records_it():
 # ---- bench, gpu_check, plots ----------------------------------------------------------------------------------------
 
 def test_bench_with_tiny_sizes_prints_the_figures_as_json(capsys):
-    result = A.bench(repeats=1, gradients=40, factors=(1, 4))
-    A.print_bench(result)
+    result = bench_async.bench(repeats=1, gradients=40, factors=(1, 4))
+    bench_async.print_bench(result)
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     for key in ("async_vs_sync_throughput[straggler=1]", "async_vs_sync_throughput[straggler=4]",
                 "async_vs_sync_throughput_spread[straggler=4]", "sync_vs_single_max_abs_diff", "sync_deterministic",
@@ -252,8 +254,13 @@ def test_bench_with_tiny_sizes_prints_the_figures_as_json(capsys):
 def test_the_cli_runs_bench_async(monkeypatch, capsys):
     from lab_utils.instructor import cli
 
-    real = A.bench
-    monkeypatch.setattr(A, "bench", lambda **kw: real(**kw, gradients=40, factors=(1, 2, 4)))
+    from dataclasses import replace as replaced
+
+    from lab_utils.instructor.bench import BENCHES
+
+    real = BENCHES["async"]
+    monkeypatch.setitem(BENCHES, "async", replaced(real, measure=lambda **kw: real.measure(**kw, gradients=40,
+                                                                                          factors=(1, 2, 4))))
     assert cli.main(["bench", "async", "--repeats", "1"]) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {f"async_vs_sync_throughput[straggler={f}]" for f in (1, 2, 4)} <= set(figures)
@@ -262,7 +269,7 @@ def test_the_cli_runs_bench_async(monkeypatch, capsys):
 def test_gpu_check_is_skipped_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: gpu_check runs for real")
-    assert A.gpu_check() == {"parameter server (sync, workers on GPU) vs one CPU process": "skipped: no GPU"}
+    assert gpu_async.gpu_check() == {"parameter server (sync, workers on GPU) vs one CPU process": "skipped: no GPU"}
 
 
 def test_plots_draw_from_results():

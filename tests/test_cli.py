@@ -116,7 +116,51 @@ def test_gpu_check_reports_a_broken_check_as_failed(monkeypatch):
     from lab_utils import hardware
     from lab_utils.instructor import gpu_check
 
-    assert gpu_check.run_module("json", 30, False)["json"].startswith("failed: AttributeError")
+    import json as json_module
+
+    # a registered function that raises (json.loads needs an argument): the fresh process reports it as a failure
+    verdict = gpu_check.run_check(json_module.loads, 30, False)
+    assert verdict["json.loads"].startswith("failed: TypeError"), verdict
     four = hardware.HardwareReport("h", 8, tuple(hardware.GPU(i, "g", 80.0) for i in range(4)), "3.11", "2.13", "-")
     monkeypatch.setattr(hardware, "detect", lambda: four)
     assert gpu_check.plan_check(4) == "passed"
+
+
+def test_the_docstring_names_every_subcommand_and_both_cell_timeouts_are_seconds_as_floats():
+    from lab_utils.instructor import cli
+
+    commands = cli.parser()._subparsers._group_actions[0].choices
+    named = cli.__doc__.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert sorted(named) == sorted(commands)
+    for argv in (["course", "--cell-timeout", "2.5"], ["outputs", "--cell-timeout", "2.5"],
+                 ["grade", "--lab", "01", "x.ipynb", "--out", "o", "--cell-timeout", "2.5"]):
+        assert cli.parser().parse_args(argv).cell_timeout == 2.5
+
+
+def test_make_help_lists_every_target_and_gpu_check_passes_quick():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    makefile = (root / "Makefile").read_text()
+    phony = next(line for line in makefile.splitlines() if line.startswith(".PHONY:")).split()[1:]
+    shown = subprocess.run(["make", "-s", "help"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    listed = {line.split()[1] for line in shown.stdout.splitlines() if line.strip().startswith("make ")}
+    assert set(phony) - {"env"} <= listed
+    dry = {quick: subprocess.run(["make", "-n", "gpu-check", "STAMP=Makefile"] + ([f"QUICK={quick}"] if quick else []),
+                                 cwd=root, capture_output=True, text=True, timeout=60).stdout
+           for quick in ("", "1", "0")}
+    assert "gpu-check --quick" in dry["1"]
+    assert "gpu-check" in dry[""] and "--quick" not in dry[""] and "--quick" not in dry["0"]
+
+
+def test_a_registered_gpu_check_runs_in_a_fresh_process_of_its_own():
+    import torch
+
+    from lab_utils.instructor import gpu_check
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the check really runs there (make gpu-check)")
+    lab01 = next(c for c in gpu_check.CHECKS if c.lab == "01")
+    verdicts = gpu_check.run_check(lab01.run, 120, quick=True)
+    assert len(verdicts) == 3 and set(verdicts.values()) == {"skipped: no GPU"}, verdicts

@@ -9,6 +9,8 @@ import torch.distributed as dist
 
 from lab_utils import collectives, spec
 from lab_utils.instructor import cli
+from lab_utils.instructor.bench import collectives as bench_collectives
+from lab_utils.instructor.gpu import collectives as gpu_collectives
 from lab_utils.launch import launch, process_group
 
 matplotlib.use("Agg")
@@ -102,9 +104,9 @@ def test_pipeline_traffic_counts_one_activation_send_forward_and_one_gradient_se
 
 
 def test_bench_reports_every_figure_with_tiny_sizes():
-    result = collectives.bench(nbytes=1 << 16, repeats=2, train_steps=1, timeout_s=120)
+    result = bench_collectives.bench(nbytes=1 << 16, repeats=2, train_steps=1, timeout_s=120)
     for key in ("ring_vs_library", "ring_vs_library_spread", "busbw_gbps", "busbw_spread", "ring_ms", "library_ms",
-                *collectives.DIFF_KEYS):
+                *bench_collectives.DIFF_KEYS):
         assert key in result
     assert result["tp_conv_max_abs_diff"] <= 1e-5 and result["tp_mlp_max_abs_diff"] <= 1e-5
     assert result["tp_cnn_weights_max_abs_diff"] <= 1e-4 and result["ring_max_abs_diff"] <= 1e-9
@@ -119,4 +121,4 @@ def test_bench_is_on_the_command_line():
 def test_gpu_check_says_why_it_skips():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the check runs for real in the GPU job")
-    assert set(collectives.gpu_check().values()) == {"skipped: no GPU"}
+    assert set(gpu_collectives.gpu_check().values()) == {"skipped: no GPU"}

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from lab_utils import dp, hardware, measure, spec
+from lab_utils.instructor.gpu import data_parallel as gpu_dp
 
 CPU_ONLY = hardware.HardwareReport("laptop", 2, (), "3.11", "2.13.0", "2.21.0")
 ONE_GPU = hardware.HardwareReport("ws", 8, (hardware.GPU(0, "G", 24.0),), "3.11", "2.13.0", "2.21.0")
@@ -213,13 +214,13 @@ def test_sweep_rows_more_devices_than_cores_are_flagged_oversubscribed():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the check runs instead")
 def test_the_gpu_check_says_it_skipped_without_a_gpu():
-    result = dp.gpu_check()
+    result = gpu_dp.gpu_check()
     assert len(result) == 3 and set(result.values()) == {"skipped: no GPU"}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: runs lab 02's step on this machine's GPU(s)")
 def test_the_gpu_check_passes_or_skips_with_a_reason():
-    result = dp.gpu_check()
+    result = gpu_dp.gpu_check()
     assert result["DataParallel step, 2 replicas sharing cuda:0"] == "passed", result
     assert all(v == "passed" or v.startswith("skipped: needs 2 GPUs") for v in result.values()), result
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import memory, spec
+from lab_utils.instructor.gpu import memory as gpu_memory
 from lab_utils.launch import launch, launch_jobs
 
 SMALL = (1, 8, 8)
@@ -239,7 +240,7 @@ def test_bench_memory_ends_with_a_json_line():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: gpu_check runs for real")
 def test_gpu_check_says_it_skipped_without_a_gpu():
-    assert memory.gpu_check() == {"memory": "skipped: no GPU"}
+    assert gpu_memory.gpu_check() == {"memory": "skipped: no GPU"}
 
 
 def test_amp_note_says_bfloat16_is_emulated_on_a_cpu_without_native_bf16():

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lab_utils import pipeline as pl, spec, widgets
+from lab_utils.instructor.gpu import pipeline as gpu_pipeline
 from lab_utils.launch import RankError, descendants
 
 SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
@@ -250,7 +251,7 @@ def test_bad_configurations_fail_before_launching_or_name_the_rank():
 def test_gpu_check_says_why_it_skipped_without_cuda():
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: gpu_check runs for real (see the GPU checks)")
-    assert set(pl.gpu_check().values()) == {"skipped: no GPU"} and len(pl.gpu_check()) == 2
+    assert set(gpu_pipeline.gpu_check().values()) == {"skipped: no GPU"} and len(gpu_pipeline.gpu_check()) == 2
 
 
 def test_gantt_charts_draw_ideal_and_measured_timelines(executed):

@@ -11,6 +11,8 @@ import torch
 
 from lab_utils import measure, serving
 from lab_utils.instructor import cli
+from lab_utils.instructor.bench import serving as bench_serving
+from lab_utils.instructor.gpu import serving as gpu_serving
 from lab_utils.launch import RankError, launch
 
 SHAPE = (1, 8, 8)
@@ -226,16 +228,16 @@ def test_compile_counts_tell_code_generated_from_code_loaded_from_the_disk_cache
 def test_gpu_check_says_why_it_skips_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: gpu_check runs for real")
-    assert set(serving.gpu_check().values()) == {"skipped: no GPU"}
+    assert set(gpu_serving.gpu_check().values()) == {"skipped: no GPU"}
 
 
 def test_bench_inference_reports_every_figure_with_its_spread(capsys):
-    result = serving.bench(repeats=1, duration_s=0.2, width=64, image_side=8, max_batch=16, pool_requests=200,
+    result = bench_serving.bench(repeats=1, duration_s=0.2, width=64, image_side=8, max_batch=16, pool_requests=200,
                            fresh_cache=False)
     keys = ("dynamic_vs_batch1_throughput", "p99_ms[max_wait=5]", "two_workers_vs_one", "compile_speedup", "bf16_speedup")
     assert all(k in result for k in keys) and all(k in result["spread"] for k in keys)
     assert result["benchmark"] == "inference" and result["threads"] == 1
-    serving.print_bench(result)
+    bench_serving.print_bench(result)
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == json.loads(json.dumps(result))
 
 

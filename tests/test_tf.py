@@ -1,4 +1,5 @@
 """TensorFlow: the Keras builder matches the torch one; devices are configured before TF initialises, or a clear error."""
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from lab_utils import spec, tf_distribute
+from lab_utils.instructor.gpu import tf_distribute as gpu_tf
 
 tf_distribute.quiet()
 keras = pytest.importorskip("keras")
@@ -269,14 +271,14 @@ def test_interleaved_steps_alternate_and_leave_the_warm_up_out():
 def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
     done = _python("""
         import sys
-        from lab_utils import tf_distribute
+        from lab_utils.instructor.gpu import tf_distribute
         result = tf_distribute.gpu_check()
         print(sorted(set(result.values())), "tensorflow" in sys.modules)
     """)
     assert done.returncode == 0, done.stderr[-2000:]
     values, imported = done.stdout.strip().rsplit(" ", 1)
     assert imported == "False"
-    if not tf_distribute._cuda_present():
+    if not gpu_tf._cuda_present():
         assert values == "['skipped: no GPU']"
     else:
         assert values == "['passed']", values
@@ -292,6 +294,7 @@ def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
     done = _python("""
         import numpy as np
         from lab_utils import tf_distribute
+        from lab_utils.instructor.gpu.tf_distribute import GPU_TOLERANCE
         devices = tf_distribute.configure_devices(2)
         import tensorflow as tf
         step = tf_distribute.reference_replica_step
@@ -299,7 +302,20 @@ def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
         single = tf_distribute.one_step_update(step, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0)
         reference = tf_distribute.single_device_update(64, 0)
         gap = max(np.abs(np.array(u["update"]) - reference["update"]).max() for u in (mirrored, single))
-        print(np.abs(reference["update"]).max() > 0, gap <= tf_distribute.GPU_TOLERANCE)
+        print(np.abs(reference["update"]).max() > 0, gap <= GPU_TOLERANCE)
     """)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["True", "True"]
+
+
+def test_the_gpu_checks_fresh_process_answers_in_json():
+    """What lab 05's gpu_check starts on a GPU machine (python -m lab_utils.instructor.gpu.tf_distribute), run here:
+    without a GPU TensorFlow sees none, and each check says so."""
+    if gpu_tf._cuda_present():
+        pytest.skip("a GPU is here: test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips runs it for real")
+    done = subprocess.run([sys.executable, "-m", "lab_utils.instructor.gpu.tf_distribute"], capture_output=True,
+                          text=True, timeout=180, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdicts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert list(verdicts) == list(gpu_tf.GPU_CHECKS)
+    assert all(v.startswith("failed: a GPU is present but TensorFlow sees none") for v in verdicts.values())

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from lab_utils import data, spec, train
+from lab_utils.instructor.gpu import train as gpu_train
 
 
 def small_problem(n=256, seed=0):
@@ -112,13 +113,13 @@ def test_quiet_profile_drops_the_profilers_log_lines_only(capfd):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the checks run (see the test below)")
 def test_gpu_check_without_cuda_says_skipped():
-    assert train.gpu_check() == {name: "skipped: no GPU" for name in train.GPU_CHECKS}
+    assert gpu_train.gpu_check() == {name: "skipped: no GPU" for name in gpu_train.GPU_CHECKS}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here: lab 01's GPU check cannot run")
 def test_gpu_check_on_a_gpu_passes():
-    results = train.gpu_check()
-    assert list(results) == list(train.GPU_CHECKS)
+    results = gpu_train.gpu_check()
+    assert list(results) == list(gpu_train.GPU_CHECKS)
     assert all(verdict.startswith("passed") for verdict in results.values()), results
 
 

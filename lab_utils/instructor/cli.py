@@ -1,4 +1,4 @@
-"""Command line: python -m lab_utils {info,course,assign,bench,grade,cluster}."""
+"""Command line: python -m lab_utils {info,course,outputs,run-times,assign,bench,gpu-check,cluster,grade}."""
 from __future__ import annotations
 
 import argparse
@@ -90,28 +90,10 @@ def cmd_assign(args) -> int:
     return 0
 
 
-# bench name -> (module, function, printer, the CLI options it takes, default repeats)
-BENCHES = {
-    "overhead": ("lab_utils.instructor.bench", "overhead", "print_overhead", ("samples",), 15),
-    "dp": ("lab_utils.dp", "sweep", "print_sweep", ("n_devices", "batch_sizes"), 15),
-    "ddp": ("lab_utils.instructor.bench", "ddp", "print_ddp", ("world_size", "steps"), 3),
-    "pipeline": ("lab_utils.instructor.bench_pipeline", "pipeline", "print_pipeline", ("batch_size",), 5),
-    "tf": ("lab_utils.instructor.bench", "tf", "print_tf", ("steps", "global_batch"), 3),
-    "collectives": ("lab_utils.collectives", "bench", "print_bench", ("world_size",), 9),
-    "memory": ("lab_utils.memory", "bench", "print_bench", ("world_size",), 5),
-    "async": ("lab_utils.asynchronous", "bench", "print_bench", (), 3),
-    "inference": ("lab_utils.serving", "bench", "print_bench", (), 3),
-    "cluster": ("lab_utils.instructor.bench", "cluster", "print_cluster", (), 3),
-}
-
-
 def cmd_bench(args) -> int:
-    import importlib
+    from .bench import BENCHES
 
-    module, measure, show, options, repeats = BENCHES[args.name]
-    module = importlib.import_module(module)
-    kwargs = {name: getattr(args, name) for name in options}
-    getattr(module, show)(getattr(module, measure)(repeats=args.repeats or repeats, **kwargs))
+    BENCHES[args.name].run(args.repeats, vars(args))
     return 0
 
 
@@ -126,18 +108,21 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .bench import BENCHES
+
     p = argparse.ArgumentParser(prog="python -m lab_utils", description="CNN Parallelism Lab helper")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="hardware report and the rank plan for 1, 2, 4 ranks").set_defaults(fn=cmd_info)
     c = sub.add_parser("course", help="execute every solution notebook headless with papermill")
     c.add_argument("--labs", help="comma-separated lab numbers, e.g. 00,01 (default: all)")
     c.add_argument("--out", help="output folder (default: build/course)")
-    c.add_argument("--cell-timeout", type=int, default=DEFAULT_CELL_TIMEOUT_S,
+    c.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S,
                    help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
     c.set_defaults(fn=cmd_course)
     o = sub.add_parser("outputs", help="re-execute the solutions in place as one run, in course order (committed outputs)")
     o.add_argument("--labs", help="comma-separated lab numbers (default: all)")
-    o.add_argument("--cell-timeout", type=int, default=DEFAULT_CELL_TIMEOUT_S)
+    o.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S,
+                   help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
     o.set_defaults(fn=cmd_outputs)
     t = sub.add_parser("run-times", help="write (or --check) the measured per-lab times into the README and headers")
     t.add_argument("--source", help="folder of executed notebooks (default: solutions/; e.g. build/course after make course)")
@@ -151,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=sorted(BENCHES))
     b.add_argument("--samples", type=int, default=4096, help="overhead: samples per timed epoch")
     b.add_argument("--repeats", type=int, help="timed repeats, median reported (default: " +
-                   ", ".join(f"{name} {spec[4]}" for name, spec in sorted(BENCHES.items())) + ")")
+                   ", ".join(f"{name} {bench.repeats}" for name, bench in sorted(BENCHES.items())) + ")")
     b.add_argument("--world-size", type=int, default=2, help="ddp, collectives, memory: number of ranks")
     b.add_argument("--steps", type=int, default=20, help="ddp, tf: optimizer steps per launch (first 3 not timed)")
     b.add_argument("--devices", dest="n_devices", type=int, default=2, help="dp: number of devices (replicas)")

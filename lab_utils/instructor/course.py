@@ -106,7 +106,7 @@ QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR",
                 "--IPKernelApp.exec_lines=import logging as _logging; _logging.getLogger('asyncio').setLevel(50)"]
 
 
-def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S,
+def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S,
                  output: Path | None = None) -> NotebookRun:
     """Execute one notebook with papermill (working directory out_dir) into `output` (default: out_dir/src.name)."""
     import papermill
@@ -133,7 +133,7 @@ def select(labs: str | None, sources: list[Path]) -> list[Path]:
     return [known[w] for w in wanted]
 
 
-def run_course(labs: str | None = None, out_dir=None, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S) -> list[NotebookRun]:
+def run_course(labs: str | None = None, out_dir=None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S) -> list[NotebookRun]:
     """Execute the chosen solution notebooks headless; results CSVs go to <out_dir>/results."""
     out = Path(out_dir or ROOT / "build" / "course").resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -246,7 +246,7 @@ def update_run_times(times: dict[str, float], *, column: str = "cpu", check: boo
     return problems
 
 
-def outputs(labs: str | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT_S) -> int:
+def outputs(labs: str | None = None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S) -> int:
     """Re-execute the solutions in place, in course order, as one run (results in build/outputs/results, which the
     scaling report reads), write the measured times into the README and headers, and regenerate notebooks/."""
     import os

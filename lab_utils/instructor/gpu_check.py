@@ -1,28 +1,42 @@
 """`python -m lab_utils gpu-check`: run every GPU branch of the course, each compared with its CPU result.
 
-Each lab's room module has a `gpu_check()` that returns {check: "passed" | "failed: <reason>" | "skipped: <why>"}
-(and may add figures under "figures"). Here each one runs in a process of its own, with a time limit, so that one
-hanging or crashing check (or TensorFlow's start-up) cannot take the others with it. Without a GPU nothing is started
-and every check reports "skipped: no GPU".
+Each lab's check is a `gpu_check()` in lab_utils.instructor.gpu.<area>, registered in CHECKS below as the function
+itself; it returns {check: "passed" | "failed: <reason>" | "skipped: <why>"} (and may add figures under "figures").
+Here each one runs in a process of its own, with a time limit, so that one hanging or crashing check (or
+TensorFlow's start-up) cannot take the others with it. Without a GPU nothing is started and every check reports
+"skipped: no GPU".
 """
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
+
+from .gpu import asynchronous, collectives, data_parallel, ddp, memory, pipeline, serving, tf_distribute, train
 
 ROOT = Path(__file__).resolve().parents[2]
-# (lab, module whose gpu_check() runs, seconds it may take)
-CHECKS = [("01", "lab_utils.train", 60), ("02", "lab_utils.dp", 60), ("03", "lab_utils.ddp", 90),
-          ("04", "lab_utils.pipeline", 60), ("05", "lab_utils.tf_distribute", 90), ("06", "lab_utils.collectives", 60),
-          ("07", "lab_utils.memory", 60), ("08", "lab_utils.asynchronous", 60), ("09", "lab_utils.serving", 90)]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One lab's GPU check: the function, and the seconds it may take."""
+
+    lab: str
+    run: Callable[..., dict]
+    limit_s: float
+
+
+CHECKS = [Check("01", train.gpu_check, 60), Check("02", data_parallel.gpu_check, 60), Check("03", ddp.gpu_check, 90),
+          Check("04", pipeline.gpu_check, 60), Check("05", tf_distribute.gpu_check, 90),
+          Check("06", collectives.gpu_check, 60), Check("07", memory.gpu_check, 60),
+          Check("08", asynchronous.gpu_check, 60), Check("09", serving.gpu_check, 90)]
 QUICK = {"01", "03", "05", "09"}
-RUN_ONE = ("import importlib, inspect, json, sys; sys.path.insert(0, sys.argv[1]); "
-           "fn = importlib.import_module(sys.argv[2]).gpu_check; "
-           "kw = {'quick': sys.argv[3] == '1'} if 'quick' in inspect.signature(fn).parameters else {}; "
-           "print('GPU-CHECK ' + json.dumps(fn(**kw)))")
 
 
 def gpus() -> list[str]:
@@ -44,17 +58,19 @@ def plan_check(n_gpus: int) -> str:
     return "passed"
 
 
-def run_module(module: str, limit: float, quick: bool) -> dict:
-    """One module's gpu_check() in a fresh process; a crash, a hang or a missing function is reported as a failure."""
+def run_check(fn: Callable[..., dict], limit: float, quick: bool) -> dict:
+    """fn() in a fresh process (this module run with fn's module and name); a crash, a hang or an exception is reported
+    as a failure."""
+    name = f"{fn.__module__}.{fn.__qualname__}"
     try:
-        done = subprocess.run([sys.executable, "-c", RUN_ONE, str(ROOT), module, "1" if quick else "0"],
-                              capture_output=True, text=True, timeout=limit)
+        done = subprocess.run([sys.executable, "-m", __name__, fn.__module__, fn.__qualname__, "1" if quick else "0"],
+                              capture_output=True, text=True, timeout=limit, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        return {module: f"failed: no answer within {limit:g} s"}
+        return {name: f"failed: no answer within {limit:g} s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("GPU-CHECK ")]
     if done.returncode != 0 or not lines:
         last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-        return {module: f"failed: {last[:300]}"}
+        return {name: f"failed: {last[:300]}"}
     return json.loads(lines[-1][len("GPU-CHECK "):])
 
 
@@ -65,13 +81,14 @@ def check_all(quick: bool = False, names=None) -> dict:
     results, figures = {}, {}
     if present:
         results["lab 00: hardware plan"] = plan_check(len(present))
-    for lab, module, limit in CHECKS:
+    for check in CHECKS:
+        lab = check.lab
         if quick and lab not in QUICK:
             continue
         if not present:
             results[f"lab {lab}"] = "skipped: no GPU (torch.cuda.is_available() is False)"
             continue
-        verdicts = run_module(module, limit, quick)
+        verdicts = run_check(check.run, check.limit_s, quick)
         figures.update({f"lab {lab}: {k}": v for k, v in verdicts.pop("figures", {}).items()})
         results.update({f"lab {lab}: {k}": v for k, v in verdicts.items()})
     return {"gpus": present, "quick": quick, "seconds": round(time.monotonic() - start, 1), "checks": results,
@@ -89,3 +106,11 @@ def main(quick: bool = False) -> int:
         print(f"  {name}: {value}")
     print(json.dumps(report))
     return 1 if any(v.startswith("failed") for v in report["checks"].values()) else 0
+
+
+if __name__ == "__main__":  # the fresh process of run_check: python -m lab_utils.instructor.gpu_check MODULE NAME QUICK
+    fn = importlib.import_module(sys.argv[1])
+    for part in sys.argv[2].split("."):
+        fn = getattr(fn, part)
+    kw = {"quick": sys.argv[3] == "1"} if "quick" in inspect.signature(fn).parameters else {}
+    print("GPU-CHECK " + json.dumps(fn(**kw)))

@@ -1,4 +1,4 @@
-"""Benchmarks run side by side in one process: medians of interleaved repeats, warm-up excluded."""
+"""Benchmarks of lessons 00, 03, 05 and 11 run side by side in one process: medians of interleaved repeats, warm-up excluded."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import data, measure, spec, train
+from ... import data, measure, spec, train
 
 
 def _plain_epoch(model, loader, optimizer) -> None:
@@ -97,8 +97,8 @@ def _interleaved(setups, repeats: int, run) -> list[SetupFigures]:
 
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
-    from .. import ddp as ddp_mod
-    from ..launch import launch
+    from ... import ddp as ddp_mod
+    from ...launch import launch
 
     cfg = dict(data={"kind": "synthetic", "n_train": global_batch * (steps + 1), "n_test": 64, "side": 28, "seed": seed},
                layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, lr=0.01, seed=seed, evaluate=False)
@@ -144,7 +144,7 @@ def print_ddp(result: dict) -> None:
 
 def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int = 0) -> dict:
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
-    from .. import tf_distribute as tfd
+    from ... import tf_distribute as tfd
 
     weights = []
 
@@ -180,7 +180,7 @@ def cluster(*, repeats: int = 3, nodes: int = 2, seed: int = 0) -> dict:
     steady steps/s. Needs a Slurm cluster (`make cluster`); without one the result says it was skipped."""
     import time
 
-    from .. import lessons, slurm
+    from ... import lessons, slurm
 
     found = slurm.find()
     if found is None:

@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 
-from .. import measure, spec
-from .. import pipeline as pl
+from ... import measure, spec
+from ... import pipeline as pl
 
 
 def _row(m: pl.Measured) -> dict:

@@ -1,0 +1,84 @@
+"""`bench async`: lab 08's synchronous and asynchronous parameter servers, interleaved.
+
+Moved from lab_utils/asynchronous.py: the learner's module holds only what a lab imports."""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+
+import numpy as np
+
+from ... import hardware, measure
+from ...asynchronous import (MODEL, MODES, PSConfig, compute_share, effective_slowdown, interleaved, rates_by_setting,
+                             run, single_process_weights, spread)
+
+
+# ---- bench async ------------------------------------------------------------------------------------------------------
+
+def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_size: int = 256,
+          factors=(1, 2, 4), seed: int = 0, timeout_s: float = 600.0) -> dict:
+    """Sync vs async throughput at each straggler factor (runs interleaved in one launch), sync vs one process,
+    sync determinism and async staleness."""
+    base = PSConfig(gradients=gradients, batch_size=batch_size, seed=seed)
+    check = replace(base, mode="sync", gradients=10 * n_workers, warmup=0, label="check")
+    per_round = [replace(base, mode=m, straggler_factor=float(f)) for f in factors for m in MODES]
+    runs = run([check] + interleaved(per_round, repeats), n_workers, timeout_s)
+    single = single_process_weights(check, n_workers, check.gradients // n_workers)
+    rates = rates_by_setting(runs[1:])
+    syncs = [r["weights"] for r in runs[1:] if r["config"].mode == "sync"]
+    result = {"benchmark": "async", "n_workers": n_workers, "repeats": repeats, "gradients": gradients,
+              "batch_size": batch_size, "dataset": base.dataset, "model": MODEL}
+    for f in factors:
+        sync, asyn = rates[("sync", float(f))], rates[("async", float(f))]
+        ratios = [a / s for a, s in zip(asyn, sync)]
+        result[f"samples_per_s[sync, straggler={f}]"] = round(statistics.median(sync), 1)
+        result[f"samples_per_s[async, straggler={f}]"] = round(statistics.median(asyn), 1)
+        result[f"async_vs_sync_throughput[straggler={f}]"] = round(statistics.median(asyn) / statistics.median(sync), 3)
+        result[f"async_vs_sync_throughput_spread[straggler={f}]"] = round(spread(ratios), 3)
+        async_runs = [r for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f]
+        result[f"effective_slowdown[straggler={f}]"] = round(statistics.median(
+            r["workers"][-1]["slowdown"] for r in async_runs + [r for r in runs[1:] if r["config"].mode == "sync"
+                                                                 and r["config"].straggler_factor == f]), 3)
+        result[f"gradient_ratio[straggler={f}]"] = round(statistics.median(
+            effective_slowdown(r, n_workers) for r in async_runs), 3)
+        result[f"compute_share[straggler={f}]"] = round(statistics.median(compute_share(r) for r in async_runs), 3)
+    staleness = {f: [s for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f
+                     for s in r["staleness"]] for f in map(float, factors)}
+    result.update({
+        "sync_vs_single_max_abs_diff": float(np.abs(runs[0]["weights"] - single).max()),
+        "sync_deterministic": bool(all(np.array_equal(w, syncs[0]) for w in syncs)),
+        "async_staleness_mean": round(float(np.mean([s for v in staleness.values() for s in v])), 3),
+        **{f"async_staleness_mean[straggler={f:g}]": round(float(np.mean(v)), 3) for f, v in staleness.items()},
+        "server_shares_a_core": n_workers + 1 > hardware.usable_cpu_count() and not hardware.detect_gpus(),
+    })
+    return result
+
+
+def print_bench(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    factors = [k[len("async_vs_sync_throughput[straggler="):-1] for k in result if k.startswith("async_vs_sync_throughput[")]
+    print(f"{result['n_workers']} workers + 1 server, {result['model']} on {result['dataset']}, batch "
+          f"{result['batch_size']} per gradient, {result['gradients']} gradients per run, median of "
+          f"{result['repeats']} interleaved runs")
+    print(f"{'straggler':>9} {'effective':>9} {'sync grad/s':>12} {'async grad/s':>13} {'async/sync':>11} "
+          f"{'spread':>7} {'staleness':>10} {'compute share':>14}")
+    for f in factors:
+        ratio = result[f"async_vs_sync_throughput[straggler={f}]"]
+        print(f"{f:>9} {result[f'effective_slowdown[straggler={f}]']:>8.2f}x "
+              f"{result[f'samples_per_s[sync, straggler={f}]'] / result['batch_size']:>12.1f} "
+              f"{result[f'samples_per_s[async, straggler={f}]'] / result['batch_size']:>13.1f} {ratio:>10.2f}x "
+              f"{result[f'async_vs_sync_throughput_spread[straggler={f}]']:>6.0%} "
+              f"{result[f'async_staleness_mean[straggler={f}]']:>10.2f} {result[f'compute_share[straggler={f}]']:>13.0%}")
+    print("effective: the straggler's measured slowdown over its whole pull-compute-push (its iteration's wall time "
+          "over the time it was busy pulling, computing and pushing); compute share: worker 1's compute time over its "
+          "iteration time in the async runs (the rest is messaging and waiting for the server, which shares its core)")
+    noise = measure.noise_line(result[f"async_vs_sync_throughput_spread[straggler={f}]"] for f in factors)
+    if noise:
+        print(noise)
+    if result["server_shares_a_core"]:
+        print(f"note: {result['n_workers'] + 1} processes on {hardware.usable_cpu_count()} cores: the server shares "
+              "worker 1's core (it mostly waits for messages; the straggler's sleep holds no core)")
+    print(f"sync vs one process on the global batch: max |weight diff| {result['sync_vs_single_max_abs_diff']:.1e}; "
+          f"every sync run gave identical weights: {result['sync_deterministic']}")
+    print(json.dumps(result))

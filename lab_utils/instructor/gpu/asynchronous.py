@@ -1,0 +1,25 @@
+"""Lab 08 on a GPU: the synchronous parameter server against one CPU process.
+
+Moved from lab_utils/asynchronous.py: the learner's module holds only what a lab imports."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...asynchronous import PSConfig, run, single_process_weights
+
+
+# ---- the lab's core on a GPU -----------------------------------------------------------------------------------------
+
+def gpu_check() -> dict[str, str]:
+    """The synchronous parameter server with its workers on the GPU, against one CPU process on the global batch."""
+    name = "parameter server (sync, workers on GPU) vs one CPU process"
+    if not torch.cuda.is_available():
+        return {name: "skipped: no GPU"}
+    cfg = PSConfig(mode="sync", gradients=10, warmup=0)
+    try:
+        server = run([cfg], n_workers=2, timeout_s=120)[0]
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return {name: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+    diff = float(np.abs(server["weights"] - single_process_weights(cfg, 2, 5)).max())
+    return {name: "passed" if diff <= 1e-4 else f"failed: max |weight diff| {diff:.1e} > 1e-4"}

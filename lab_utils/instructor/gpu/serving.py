@@ -1,0 +1,53 @@
+"""Lab 09 on a GPU: the batcher, fp16 autocast and a CUDA graph replay against the CPU model.
+
+Moved from lab_utils/serving.py: the learner's module holds only what a lab imports."""
+from __future__ import annotations
+
+from ...serving import build_model, burst, local_runner, make_batcher, request_images, run_load
+
+
+# ---- GPU ---------------------------------------------------------------------------------------------------------------
+
+def gpu_check(width: int = 512) -> dict[str, str]:
+    """On a GPU: the reference batcher, fp16 autocast and a CUDA graph replay, each against the CPU model."""
+    import torch
+
+    names = ("dynamic batcher on the GPU", "fp16 autocast", "CUDA graph replay")
+    if not torch.cuda.is_available():
+        return {name: "skipped: no GPU" for name in names}
+    results = {}
+    cpu_model, images = build_model(width), request_images(128)
+    with torch.inference_mode():
+        expected = cpu_model(images)
+    gpu_model = build_model(width, device="cuda")
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False  # compare fp32 with fp32
+    try:
+        run = run_load(make_batcher(local_runner(gpu_model, "cuda"), 32, 2), burst(len(images)), images, drain_s=20)
+        got = torch.stack([r.output for r in run.requests])
+        diff = float((got - expected).abs().max())
+        results[names[0]] = "passed" if diff <= 1e-4 else f"failed: max |GPU - CPU| = {diff:.1e} > 1e-4"
+        x = images.cuda()
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16):
+            half = gpu_model(x).float().cpu()
+        relative = float((half - expected).abs().max() / expected.abs().max())
+        results[names[1]] = ("passed" if relative <= 2e-2 else
+                             f"failed: fp16 differs from fp32 by {relative:.1%} of the largest logit")
+        static_x = x.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.inference_mode():
+            with torch.cuda.stream(stream):
+                for _ in range(3):
+                    gpu_model(static_x)  # warm up on a side stream before capture, as torch's docs advise
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_y = gpu_model(static_x)
+            static_x.copy_(x)
+            graph.replay()
+            diff = float((static_y.cpu() - expected).abs().max())
+        results[names[2]] = "passed" if diff <= 1e-4 else f"failed: max |replay - CPU| = {diff:.1e} > 1e-4"
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+    return results
