@@ -16,7 +16,6 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from . import flags as detectors
 from . import measure, spec
 
 DEFAULT_SHAPE = (1, 28, 28)

@@ -144,7 +144,7 @@ def _bubblewrap_works(isolation: Isolation) -> str:
             with Sandbox(isolation, scratch) as box:
                 process = box.popen([sys.executable, "-I", "-c", "print('ok')"], cwd=scratch, home=scratch,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-                out, err = process.communicate(timeout=30)
+                out, err = process.communicate(timeout=60)
         except (OSError, subprocess.SubprocessError) as exc:
             return str(exc)
         if out.strip() == b"ok":
@@ -161,6 +161,8 @@ def detect(use_bubblewrap: bool = True) -> Isolation:
     why = "bubblewrap is not installed (Debian: apt-get install bubblewrap)"
     if bwrap and seccomp.supported():
         failure = _bubblewrap_works(Isolation(bwrap, cgroups, as_root, False))
+        if failure:  # once more: a machine under load can be slow to start the first Python
+            failure = _bubblewrap_works(Isolation(bwrap, cgroups, as_root, False))
         if not failure:
             return Isolation(bwrap, cgroups, as_root, False)
         why = f"bubblewrap is installed but cannot make a sandbox here ({failure[:200]})"
