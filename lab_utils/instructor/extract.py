@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import symtable
+import threading
 
 BINDING = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
            ast.AnnAssign, ast.AugAssign)
@@ -62,8 +63,16 @@ def _parse(source: str):
         return []
 
 
+_PARSING = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST constructor recursion depth mismatch")
+
+
 def definition(cells: list[str], name: str) -> str | None:
     """Source that defines `name` as the learner wrote it, with what it uses (module docstring), or None."""
+    with _PARSING:
+        return _definition(cells, name)
+
+
+def _definition(cells: list[str], name: str) -> str | None:
     statements = [(i, node) for i, body in enumerate(_parse(c) for c in cells) for node in body]
     defining = [k for k, (_, node) in enumerate(statements)
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign))
