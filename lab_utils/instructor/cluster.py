@@ -144,7 +144,7 @@ def _alive(pid: int, program: str, conf_hint: str) -> bool:
 
 
 def _read_pid(path: Path) -> int | None:
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, IndexError):  # IndexError: the daemon has not written it yet
         return int(path.read_text().split()[0])
     return None
 
