@@ -34,8 +34,7 @@ from pathlib import Path
 
 from . import seccomp
 
-CGROUP_V1 = Path("/sys/fs/cgroup")
-CGROUP_V2 = Path("/sys/fs/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")  # v1 controllers below it (pids/, memory/), or the v2 hierarchy itself
 COURSE = Path(__file__).resolve().parents[2]
 COURSE_PARTS = ("lab_utils", "datasets", "notebooks")  # what a submission may read of the course; never solutions/, tests/
 EMPTIED = ("/tmp", "/dev/shm", "/run", "/var/tmp")  # each submission gets fresh, empty ones
@@ -100,8 +99,8 @@ def _cgroups_writable() -> str | None:
     if os.geteuid() != 0:
         return None
     name = f"lab-grader-probe-{os.getpid()}"
-    v1 = [CGROUP_V1 / c / name for c in ("pids", "memory")]
-    if all((CGROUP_V1 / c).is_dir() for c in ("pids", "memory")):
+    v1 = [CGROUP_ROOT / c / name for c in ("pids", "memory")]
+    if all((CGROUP_ROOT / c).is_dir() for c in ("pids", "memory")):
         try:
             for p in v1:
                 p.mkdir()
@@ -112,17 +111,17 @@ def _cgroups_writable() -> str | None:
             for p in v1:
                 with contextlib.suppress(OSError):
                     p.rmdir()
-    if (CGROUP_V2 / "cgroup.controllers").exists():
-        controllers = set((CGROUP_V2 / "cgroup.subtree_control").read_text().split())
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        controllers = set((CGROUP_ROOT / "cgroup.subtree_control").read_text().split())
         if {"pids", "memory"} <= controllers:
             try:
-                (CGROUP_V2 / name).mkdir()
+                (CGROUP_ROOT / name).mkdir()
                 return "v2"
             except OSError:
                 pass
             finally:
                 with contextlib.suppress(OSError):
-                    (CGROUP_V2 / name).rmdir()
+                    (CGROUP_ROOT / name).rmdir()
     return None
 
 
@@ -256,12 +255,12 @@ class Sandbox:
             name = f"lab-grader-{uuid.uuid4().hex[:12]}"
             for controller, setting, value in (("pids", "pids.max", self.limits.processes),
                                                ("memory", "memory.limit_in_bytes", self.limits.memory_bytes)):
-                path = CGROUP_V1 / controller / name
+                path = CGROUP_ROOT / controller / name
                 path.mkdir()
                 (path / setting).write_text(str(value))
                 self._cgroups.append(path)
         elif self.isolation.cgroups == "v2":
-            path = CGROUP_V2 / f"lab-grader-{uuid.uuid4().hex[:12]}"
+            path = CGROUP_ROOT / f"lab-grader-{uuid.uuid4().hex[:12]}"
             path.mkdir()
             (path / "pids.max").write_text(str(self.limits.processes))
             (path / "memory.max").write_text(str(self.limits.memory_bytes))
@@ -270,7 +269,7 @@ class Sandbox:
 
     # -- the command ---------------------------------------------------------------------------------------------
 
-    def _tree(self, cwd: Path) -> list[str]:
+    def _tree(self) -> list[str]:
         """bubblewrap arguments that build the sandbox's root from a minimal tree."""
         args = ["--ro-bind", "/usr", "/usr"]
         for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -312,7 +311,7 @@ class Sandbox:
             wrapped += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         else:
             wrapped += ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid()), "--cap-drop", "ALL"]
-        wrapped += self._tree(cwd)
+        wrapped += self._tree()
         if seccomp_fd is not None:
             wrapped += ["--seccomp", str(seccomp_fd)]
         if self.uid is not None:
