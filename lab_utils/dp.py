@@ -512,11 +512,13 @@ def print_sweep(result: Sweep, *, phases: bool = True, json_line: bool = True) -
     for batch in result.batch_sizes:
         for r in (x for x in result.results if x.batch_size == batch):
             speedup = result.speedup(batch, r.variant)
-            print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{speedup:8.2f}x")
-            for flag in detectors.impossible(r.flags):
-                print(f"{'':>8}[!] {flag}")
+            print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{speedup:8.2f}x"
+                  f"{detectors.marked(r.flags)}")
             for note in detectors.notes(r.flags):
                 print(f"{'':>8}note: {note}")
+    names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
+    for line in detectors.table_lines([r.flags for r in result.results], names):
+        print(line)
     if phases:
         for batch, table in result.phase_ms.items():
             print(f"phases at batch {batch} (median ms):")

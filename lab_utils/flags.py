@@ -114,14 +114,53 @@ def _split(warnings) -> list[str]:
     return [w for joined in warnings for w in str(joined).split("; ") if w]
 
 
+_said: set[str] = set()  # the flags already printed in full in this process (a notebook's kernel)
+AS_ABOVE = "flagged above"
+
+
+def first_time(warnings) -> list[str]:
+    """The detector flags among `warnings` not yet said in this process, remembered as said from now on: a figure
+    that appears again (a summary line, the record table) points back to its `[!]` instead of repeating it."""
+    new = [w for w in dict.fromkeys(impossible(warnings)) if w not in _said]
+    _said.update(new)
+    return new
+
+
+def forget() -> None:
+    """Forget which flags were said (a new notebook run, or a test)."""
+    _said.clear()
+
+
+def _kinds(per_row, names, what: str) -> list[tuple[list[str], str]]:
+    """Per kind of impossible figure (MARKERS) among the rows: (its flags, the one line that names its rows)."""
+    kinds = []
+    for marker in MARKERS:
+        rows = [(name, [w for w in impossible(warnings) if marker in w]) for name, warnings in zip(names, per_row)]
+        rows = [(name, said) for name, said in rows if said]
+        if rows:
+            more = f" (and {len(rows) - 1} more like it)" if len(rows) > 1 else ""
+            kinds.append(([w for _, said in rows for w in said],
+                          f"{what} {', '.join(str(n) for n, _ in rows)} (marked *): {rows[0][1][0]}{more}"))
+    return kinds
+
+
 def one_line(per_row, names, what: str = "rows") -> list[str]:
-    """One warning for a table whose rows `names` carry detector flags `per_row` (lists): the rows named, the first
-    flag said in full (the others are like it), so a noisy table gets one `[!]` line, not one per row."""
-    hit = [(name, impossible(f)) for name, f in zip(names, per_row) if impossible(f)]
-    if not hit:
-        return []
-    more = f" (and {len(hit) - 1} more like it)" if len(hit) > 1 else ""
-    return [f"{what} {', '.join(str(n) for n, _ in hit)} (marked *): {hit[0][1][0]}{more}"]
+    """The flag lines of a table whose rows `names` carry warnings `per_row` (lists, or "; "-joined rows' flags): one
+    line per kind of impossible figure (MARKERS), naming its rows (marked * in the table) and saying the first such
+    flag in full, so a noisy table gets one `[!]` line per kind of problem, not one per row."""
+    return [line for _, line in _kinds(per_row, names, what)]
+
+
+def table_lines(per_row, names, what: str = "rows") -> list[str]:
+    """What a table prints under its rows about their flags: one_line's lines as `[!] ...`, except that a kind whose
+    flags were all said before in this process gets a plain line pointing back to them (first_time)."""
+    return [f"[!] {line}" if first_time(said) else f"{line.split(' (marked *)')[0]} (marked *): {AS_ABOVE}"
+            for said, line in _kinds(per_row, names, what)]
+
+
+def marked(flagged_row) -> str:
+    """' *' for a table row that carries a detector flag (its `[!]` is said once, under the table), else ''."""
+    return " *" if impossible(flagged_row) else ""
 
 
 def noise_line(spreads, what: str = "medians") -> str:

@@ -332,11 +332,27 @@ def noise_line(spreads, what: str = "medians") -> str:
 
 def flagged(text: str, warnings) -> str:
     """A figure's text with its warnings after it: the detector flags as `text  [!] flag; flag`, the other warnings
-    as a plain `(note: ...)` (flags.impossible / flags.notes); the text alone when there are none."""
+    as a plain `(note: ...)` (flags.impossible / flags.notes); the text alone when there are none. A flag already said
+    in this process is not repeated: the text says "(flagged above)" instead (flags.first_time)."""
     warnings = list(warnings)
     bad, notes = flags.impossible(warnings), flags.notes(warnings)
     text += f"  (note: {'; '.join(notes)})" if notes else ""
-    return f"{text}  [!] {'; '.join(bad)}" if bad else text
+    new = flags.first_time(bad)
+    text += f"  ({flags.AS_ABOVE})" if len(new) < len(set(bad)) else ""
+    return f"{text}  [!] {'; '.join(new)}" if new else text
+
+
+def table_row(text: str, warnings) -> str:
+    """A table row: its text, its notes, and ' *' when it carries a detector flag; the flags themselves are said once
+    under the table (flag_lines), not on every row."""
+    notes = flags.notes(list(warnings))
+    return text + (f"  (note: {'; '.join(notes)})" if notes else "") + flags.marked(list(warnings))
+
+
+def flag_lines(per_row, names, what: str = "rows") -> list[str]:
+    """The lines under a table of rows `names` with warnings `per_row`: one `[!]` per kind of impossible figure
+    (flags.table_lines)."""
+    return flags.table_lines([list(w) for w in per_row], names, what)
 
 
 # ---- results: one record per measured configuration ---------------------------------------------------------------
@@ -366,13 +382,21 @@ class Machine:
         return (self.host, self.cpu_model, self.cpu_features, self.gpu_names)
 
 
+TRAINING = "training samples/s"  # samples through a whole optimizer step (forward, backward, update)
+FORWARD = "forward samples/s"  # samples through a forward pass only (inference)
+APPLIED = "samples/s in gradients applied"  # a parameter server: gradients it applied per second x their batch
+ANSWERED = "requests answered/s"  # a server: requests answered per second (each one sample)
+RATES = (TRAINING, FORWARD, APPLIED, ANSWERED)
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     """One measured configuration: what ran, what was measured, and on which machine (a row of results/labNN.csv).
 
     Rows of one `workload` (on one machine, lab, framework and batch size) are compared with each other; `variant`
     names what differs between them. samples_per_s is samples per second of the median optimizer step, warm-up
-    excluded (or, where `workload` says so, of whole epochs).
+    excluded (or, where `workload` says so, of whole epochs); `rate` says which samples are counted (RATES): a
+    training step's, a forward pass's, those in the gradients a parameter server applied, or requests answered.
     """
 
     lab: str
@@ -391,6 +415,7 @@ class Result:
     repeats: int | None = None
     spread: float | None = None
     flags: str = ""
+    rate: str = "training samples/s"
     machine: Machine | None = None
     timestamp: str = ""
 
@@ -406,10 +431,10 @@ class Result:
 
 
 RESULT_COLUMNS = ("timestamp", "lab", "framework", "strategy", "variant", "workload", "world_size", "device",
-                  "batch_size", "epochs", "accuracy", "samples_per_s", "wall_s", "threads", "repeats", "spread", "flags",
-                  "host", "cpu_count", "gpu_names", "torch_version", "tf_version", "python_version", "cpu_model",
+                  "batch_size", "epochs", "accuracy", "samples_per_s", "rate", "wall_s", "threads", "repeats", "spread",
+                  "flags", "host", "cpu_count", "gpu_names", "torch_version", "tf_version", "python_version", "cpu_model",
                   "cpu_features")
-_OPTIONAL = ("cpu_model", "cpu_features")  # absent from rows written before the fingerprint: read as 
+_OPTIONAL = ("cpu_model", "cpu_features", "rate")  # absent from rows written before them: read as ""
 _INTS = ("world_size", "batch_size", "epochs", "threads", "repeats", "cpu_count")
 _FLOATS = ("accuracy", "samples_per_s", "wall_s", "spread")
 _REQUIRED = ("world_size", "batch_size", "samples_per_s", "wall_s", "cpu_count")
@@ -433,12 +458,28 @@ VERDICT_COLUMNS = ("timestamp", "lab", "claim", "expected", "ratio", "low", "hig
 def _append(path: Path, columns, values: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        _upgrade_header(path, columns)
     with path.open("a", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         if new:
             writer.writerow(columns)
         writer.writerow([_cell(values.get(c)) for c in columns])
     return path
+
+
+def _upgrade_header(path: Path, columns) -> None:
+    """Rewrite a CSV written with an older header under `columns` (a column it lacked is left empty), so that rows
+    appended now line up with it."""
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) == tuple(columns):
+            return
+        rows = list(reader)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[row.get(c) or "" for c in columns] for row in rows])
 
 
 def write_verdict(verdict: "Verdict", directory=None, hw: hardware.HardwareReport | None = None) -> Path:
@@ -464,6 +505,8 @@ def write_result(result: Result, directory=None, hw: hardware.HardwareReport | N
     """Append one result to <results dir>/lab<lab>.csv (header written when the file is new); returns the path."""
     if not isinstance(result, Result):
         raise TypeError(f"write_result takes a measure.Result, got {type(result).__name__}")
+    if result.rate not in RATES:
+        raise ValueError(f"rate must be one of {RATES} (what samples_per_s counts), got {result.rate!r}")
     if not math.isfinite(result.samples_per_s) or result.samples_per_s <= 0:
         raise ValueError(f"samples_per_s must be a positive number, got {result.samples_per_s!r}")
     result = result.stamped(hw)
@@ -536,16 +579,17 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
     variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
     lines = [f"{'lab':<4}{'strategy':<{strategy_w}}{'variant':<{variant_w}}{'ranks':>6}{'threads':>8}{'batch':>7}"
-             f"{'samples/s':>12}"]
-    workloads = list(dict.fromkeys(r.workload for r in results))
-    for workload in workloads:
-        lines.append(f"    workload: {workload}")
-        for r in (r for r in results if r.workload == workload):
+             f"{'rate':>12}"]
+    workloads = list(dict.fromkeys((r.workload, r.rate) for r in results))
+    for workload, rate in workloads:
+        lines.append(f"    workload: {workload}  (rate: {rate})")
+        for r in (r for r in results if (r.workload, r.rate) == (workload, rate)):
             threads = "-" if r.threads is None else str(r.threads)
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
-                         f"{r.batch_size:>7}{r.samples_per_s:>12.1f}")
-            lines += [f"    [!] {flag}" for flag in flags.impossible(r.flags)]
+                         f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{flags.marked(r.flags)}")
             lines += [f"    note: {note}" for note in flags.notes(r.flags)]
+    names = [f"{r.strategy} {r.variant}".strip() for r in results]
+    lines += flags.table_lines([r.flags for r in results], names)
     noise = noise_line([r.spread for r in results])
     lines += [noise] if noise else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "

@@ -23,9 +23,10 @@ def load(*sources) -> list[Result]:
 
 
 def _key(row: Result) -> tuple:
-    """Rows are compared only within one key: one machine (its whole fingerprint), lab, framework, workload, batch."""
+    """Rows are compared only within one key: one machine (its whole fingerprint), lab, framework, workload, what its
+    rate counts, batch."""
     machine = row.machine.fingerprint if row.machine else ("",)
-    return (*machine, row.lab, row.framework, row.workload, row.batch_size)
+    return (*machine, row.lab, row.framework, row.workload, row.rate, row.batch_size)
 
 
 def latest(rows: list[Result]) -> list[Result]:
@@ -132,23 +133,25 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
     framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
     header = (f"{'machine':<13}" if hosts else "") + (f"{'lab':<4}{'framework':<{framework_w}}"
                                                      f"{'strategy, variant':<{name_w}}{'devices':>7}"
-                                                     f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'samples/s':>11}"
+                                                     f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'rate':>11}"
                                                      f"{'speedup':>8}{'effic.':>7}")
     lines, workload = [header], None
     for c, name in zip(compared, names):
         r = c.row
-        if (host_name(r), r.lab, r.workload) != workload:
-            workload = (host_name(r), r.lab, r.workload)
-            lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}")
+        if (host_name(r), r.lab, r.workload, r.rate) != workload:
+            workload = (host_name(r), r.lab, r.workload, r.rate)
+            lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}"
+                         + (f"  (rate: {r.rate})" if r.rate else ""))
         acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
         speed = f"{c.speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}"
         speed += f"{c.efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
-                     f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}")
-        lines += [f"      [!] {flag}" for flag in c.flags]
+                     f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}{detectors.marked(c.flags)}")
         lines += [f"      note: {note}" for note in c.notes]
+    lines += detectors.table_lines([c.flags for c in compared],
+                                   [f"{c.row.lab} {n} x{c.row.world_size}" for c, n in zip(compared, names)])
     noise = noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
 

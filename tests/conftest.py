@@ -7,3 +7,10 @@ def isolated_results(tmp_path, monkeypatch):
     """Every test writes results into its own temporary folder."""
     monkeypatch.setenv("LAB_RESULTS_DIR", str(tmp_path / "results"))
     return tmp_path / "results"
+
+
+@pytest.fixture(autouse=True)
+def flags_not_yet_said():
+    """Each test starts with no [!] said before it (lab_utils.flags remembers what a process has printed)."""
+    from lab_utils import flags
+    flags.forget()

@@ -82,6 +82,18 @@ def test_a_table_of_impossible_rows_gets_one_flag_line():
     assert flags.one_line([[], []], ["a", "b"]) == []
 
 
+def test_two_kinds_of_impossible_rows_get_one_line_each_and_the_rows_a_star():
+    above = flags.above_device_count(2.1, 2)
+    less = flags.more_work_less_time(2, 5e-3, 4, 4e-3, what="images")
+    per_row = [above, [], less, above + less, "; ".join(above)]
+    lines = flags.one_line(per_row, ["a", "b", "c", "d", "e"])
+    assert len(lines) == 2
+    assert lines[0].startswith("rows a, d, e (marked *)") and "2 more like it" in lines[0] and flags.ABOVE_100 in lines[0]
+    assert lines[1].startswith("rows c, d (marked *)") and flags.LESS_TIME in lines[1]
+    assert [flags.marked(f) for f in per_row] == [" *", "", " *", " *", " *"]
+    assert flags.marked(["more ranks or threads than cores: oversubscribed"]) == ""
+
+
 def test_the_record_table_flags_only_impossible_rows():
     row = dict(lab="09", framework="torch", strategy="serving", variant="batch-1", workload="w", world_size=1,
                device="cpu", batch_size=1, samples_per_s=100.0, wall_s=1.0, repeats=3, spread=0.5)
@@ -90,3 +102,17 @@ def test_the_record_table_flags_only_impossible_rows():
         text = measure.record([measure.Result(**row, flags="saturated"),
                                measure.Result(**{**row, "variant": "x"}, flags=flags.saturated(200, 100)[0])], d)
     assert text.count("[!]") == 1 and "note: saturated" in text and "noise: 2 of 2" in text
+
+
+def test_a_flag_is_said_in_full_once_and_points_back_after():
+    flags.forget()
+    above = flags.above_device_count(2.1, 2)
+    first = measure.flagged("speedup 2.10x", above)
+    again = measure.flagged("summary: 2.10x", above)
+    assert first.count("[!]") == 1 and "[!]" not in again and flags.AS_ABOVE in again
+    table = flags.table_lines([above, []], ["2 ranks", "1 rank"])
+    assert table == [f"rows 2 ranks (marked *): {flags.AS_ABOVE}"]
+    other = flags.more_work_less_time(2, 5e-3, 4, 4e-3, what="images")
+    assert flags.table_lines([other], ["batch 4"])[0].startswith("[!] rows batch 4 (marked *)")
+    flags.forget()
+    assert measure.flagged("speedup 2.10x", above).count("[!]") == 1

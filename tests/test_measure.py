@@ -132,3 +132,22 @@ def test_step_timer_drops_warmup_and_takes_the_median():
     timer.seconds = [5.0, 0.1, 0.3, 0.1]
     assert timer.samples_per_s(10) == pytest.approx(100) and timer.spread() == pytest.approx(2.0)
     assert measure.StepTimer().samples_per_s(10) is None
+
+
+def test_a_rate_says_what_it_counts_and_an_old_csv_gains_the_column(tmp_path):
+    import csv
+    row = dict(lab="09", framework="torch", strategy="serving", variant="batch-1", workload="w", world_size=1,
+               device="cpu", batch_size=1, samples_per_s=100.0, wall_s=1.0)
+    with pytest.raises(ValueError, match="rate must be one of"):
+        measure.write_result(measure.Result(**row, rate="samples/s"), tmp_path)
+    old_columns = [c for c in measure.RESULT_COLUMNS if c not in ("rate", "cpu_model", "cpu_features")]
+    path = tmp_path / "lab09.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(old_columns)
+        writer.writerow(["2026-01-01T00:00:00+00:00", "09", "torch", "serving", "old", "w", "1", "cpu", "1", "", "",
+                         "50", "1", "", "", "", "", "h", "2", "", "2", "2", "3.11"])
+    measure.write_result(measure.Result(**row, rate=measure.ANSWERED), tmp_path)
+    old, new = measure.read_results(path)
+    assert (old.variant, old.rate, old.samples_per_s) == ("old", "", 50.0)
+    assert (new.rate, new.samples_per_s) == (measure.ANSWERED, 100.0) and new.machine.cpu_model is not None

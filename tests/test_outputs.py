@@ -48,7 +48,7 @@ def test_committed_outputs_show_no_build_machine_details_and_no_stderr(path):
     assert problems == []
 
 
-RECORD_ROW = re.compile(r"^(\d\d) +.*? +(\d+) +(\d+|-) +(\d+) +(\d+\.\d)$")
+RECORD_ROW = re.compile(r"^(\d\d) +.*? +(\d+) +(\d+|-) +(\d+) +(\d+\.\d)(?: \*)?$")
 REPORT_ROW = re.compile(r"^(\d\d) +\S+ +.*? +(\d+) +(\d+|kernel) +(\d+) +(?:[\d.]+%|-) +(\d+) ")
 
 

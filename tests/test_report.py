@@ -61,8 +61,10 @@ def test_implausible_rows_are_flagged_under_them_in_the_table():
     assert flags[3] == [] and compared[3].notes == ["noisy"]  # slow is no flag, impossible is
     assert compared[4].implausible and compared[3].implausible  # still left out of the best result and the fit
     text = report.table(report.compare(rows))
-    assert "[!] speedup 2.30x on 2x the hardware is efficiency 115%, above 100 %" in text
-    assert text.count("[!]") == 2 and "note: more ranks or threads than cores" in text
+    assert "[!] rows 03 ddp x2, 03 ddp x4 (marked *): speedup 2.30x on 2x the hardware is efficiency 115%, above 100 %" in text
+    assert "(and 1 more like it)" in text  # both rows above 100 %: one [!] line for the table
+    assert text.count("[!]") == 1 and "note: more ranks or threads than cores" in text
+    assert sum(line.endswith(" *") for line in text.splitlines()) == 2
 
 
 def test_recorded_flags_are_shown_as_recorded_and_not_repeated():
@@ -104,7 +106,7 @@ def test_the_table_says_what_it_could_not_compute():
     text = report.table(report.compare([row("ddp", 2, 180), row("single", 1, 100)]))
     lines = text.splitlines()
     assert "speedup" in lines[0] and any("1.80" in l and "90%" in l for l in lines)
-    assert lines[1] == "03  workload: the workload"
+    assert lines[1] == "03  workload: the workload  (rate: training samples/s)"
     lonely = report.table(report.compare([row("ddp", 2, 180)]))
     assert lonely.splitlines()[2].split()[-2:] == ["-", "-"]
 
@@ -172,7 +174,8 @@ def test_record_prints_each_workload_once_above_its_rows_and_cuts_no_name(tmp_pa
             row("forward", 1, 120, lab="09", workload="forward modes", variant="bf16")]
     text = measure.record(rows, tmp_path, hardware.detect())
     lines = text.splitlines()
-    assert lines[1] == "    workload: forward modes" and "bf16" in lines[3] and lines[4] == "    workload: serving, low load"
+    assert lines[1] == "    workload: forward modes  (rate: training samples/s)" and "bf16" in lines[3]
+    assert lines[4] == "    workload: serving, low load  (rate: training samples/s)"
     assert long in lines[5] and "2 workload(s)" in lines[-1] and len(measure.read_results(tmp_path)) == 3
 
 
@@ -245,3 +248,12 @@ def test_lab10_runs_on_another_machines_results(tmp_path):
                    for c in nbformat.read(tmp_path / src.name, 4).cells if c.cell_type == "code" for o in c.outputs)
     assert "3 rows from 1 machine(s): fixture-4gpu" in text and "3.20" in text  # 131000 / 41000 on 4 GPUs
     assert "PASS  predict_speedup" in text
+
+
+def test_rows_that_count_different_samples_are_never_compared():
+    import dataclasses
+    forward = [dataclasses.replace(r, rate=measure.FORWARD) for r in (row("single", 1, 400), row("ddp", 2, 700))]
+    compared = report.compare([row("single", 1, 100), row("ddp", 2, 180)] + forward)
+    assert [round(c.speedup, 2) for c in compared if not c.is_baseline] == [1.8, 1.75]
+    text = report.table(compared)
+    assert "(rate: forward samples/s)" in text and "(rate: training samples/s)" in text
