@@ -119,6 +119,23 @@ def compare(rows: list[Result]) -> list[Compared]:
     return [Compared(row, *_baseline_for(row, groups[_key(row)])) for row in rows]
 
 
+def across_labs(rows: list[Result]) -> list[Compared]:
+    """The rows of each workload that more than one lab recorded on one machine, each against the first lab's
+    one-process, one-thread row: where lab 03's DDP ranks meet lab 01's one process on the same speed test."""
+    groups = {}
+    for row in rows:
+        machine = row.machine.fingerprint if row.machine else ("",)
+        groups.setdefault((*machine, row.framework, row.workload, row.rate, row.batch_size), []).append(row)
+    shared = []
+    for group in groups.values():
+        if len({r.lab for r in group}) < 2:
+            continue
+        group = sorted(group, key=lambda r: (r.lab, r.world_size, r.threads or 1))
+        base = next((r for r in group if r.world_size == 1 and (r.threads or 1) == 1), None)
+        shared += [Compared(r, base, "" if base else "no one-device row for this workload") for r in group]
+    return shared
+
+
 def host_name(row: Result, this_host: str | None = None) -> str:
     """The machine a row was measured on; 'this machine' for `this_host` (no host name of yours in a table)."""
     host = row.machine.host if row.machine else ""
@@ -244,12 +261,16 @@ def bus_bandwidth(nbytes: float, seconds: float, devices: int) -> float:
 
 
 def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
-    """Latency and bus bandwidth from measured all-reduce times (least squares, both kept positive)."""
+    """Latency and bus bandwidth from measured all-reduce times: least squares on relative errors (each size weighs by
+    1 / its time), so that the small sizes, where the latency term dominates, set alpha, and the large ones, where the
+    bytes dominate, set the bandwidth; an unweighted fit lets the largest sizes' noise decide alpha."""
     sizes, seconds = np.asarray(sizes, float), np.asarray(seconds, float)
     if len(sizes) < 2:
         raise ValueError("need all-reduce times for at least two message sizes")
+    if np.any(seconds <= 0):
+        raise ValueError(f"all-reduce times must be positive, got {seconds.tolist()}")
     steps = 2 * (devices - 1)
-    slope, intercept = np.polyfit(sizes * steps / devices, seconds, 1)
+    slope, intercept = np.polyfit(sizes * steps / devices, seconds, 1, w=1 / seconds)
     warnings = tuple(detectors.degenerate_fit(float(slope)))
     return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
 

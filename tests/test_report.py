@@ -257,3 +257,28 @@ def test_rows_that_count_different_samples_are_never_compared():
     assert [round(c.speedup, 2) for c in compared if not c.is_baseline] == [1.8, 1.75]
     text = report.table(compared)
     assert "(rate: forward samples/s)" in text and "(rate: training samples/s)" in text
+
+
+def test_a_workload_two_labs_recorded_meets_in_one_comparison():
+    rows = [row("single-process", 1, 100, lab="01", workload="speed"), row("single-process", 1, 190, lab="01",
+                                                                          workload="speed", threads=2),
+            row("ddp", 2, 150, lab="03", workload="speed"), row("single-process", 1, 98, lab="03", workload="speed"),
+            row("ddp", 2, 150, lab="03", workload="lab 03 only"), row("single", 1, 90, lab="03", workload="lab 03 only"),
+            row("ddp", 2, 150, lab="03", workload="speed", host="other")]
+    shared = report.across_labs(rows)
+    assert {c.row.workload for c in shared} == {"speed"} and all(c.row.machine.host == "h" for c in shared)
+    base = shared[0].baseline
+    assert (base.lab, base.threads, base.samples_per_s) == ("01", 1, 100.0) and all(c.baseline is base for c in shared)
+    ddp = next(c for c in shared if c.row.strategy == "ddp")
+    assert ddp.speedup == 1.5 and ddp.efficiency == 0.75
+    assert report.across_labs(rows[4:6]) == []
+
+
+def test_the_allreduce_fit_reads_alpha_from_small_sizes_and_bandwidth_from_large_ones():
+    truth = report.AllReduceFit(50e-6, 2e9)
+    sizes = [4096 * 4 ** k for k in range(8)]  # 4 KiB .. 64 MiB: latency, then bytes, dominate
+    noisy = [truth.seconds(n, 2) * (1.05 if i % 2 else 0.95) for i, n in enumerate(sizes)]  # +-5 % on every median
+    fit = report.fit_allreduce(sizes, noisy, 2)
+    assert abs(fit.latency_s / 50e-6 - 1) < 0.1 and abs(fit.bus_bandwidth / 2e9 - 1) < 0.1 and not fit.flags
+    with pytest.raises(ValueError, match="must be positive"):
+        report.fit_allreduce([1024, 2048], [1e-3, 0.0], 2)
