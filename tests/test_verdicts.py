@@ -102,3 +102,25 @@ def test_no_worse_than_claims():
                                no_worse_than=0.10)
     assert crossing.verdict == "not distinguishable here"
     assert measure.verdict([1.0] * 4, [1.0] * 4, claim="c", expected="e", no_worse_than=0.1).verdict != "holds"
+
+
+def test_runs_whose_verdicts_hold_and_reverse_are_told_apart(tmp_path):
+    from lab_utils.instructor import stability
+
+    def run(name, ratios_by_claim):
+        folder = tmp_path / name / "results"
+        for claim, ratios in ratios_by_claim.items():
+            measure.decide(ratios, claim=claim, expected="A faster", lab="02").record(folder)
+        return folder
+
+    win, loss, cross = [1.3, 1.4, 1.35, 1.5, 1.32], [0.7, 0.75, 0.72, 0.71, 0.74], [0.9, 1.2, 0.95, 1.1, 1.0]
+    one = run("one", {"A vs B": win, "C vs D": win})
+    two = run("two", {"A vs B": cross, "C vs D": loss})
+    three = run("three", {"A vs B": loss})
+    assert stability.main([str(one), str(two)]) == 1  # C vs D: holds, then reversed
+    claims = {c.claim: c for c in stability.compare([one, two, three])}
+    assert claims["A vs B"].contradicts and not stability.compare([one, two])[0].contradicts  # A vs B: holds, n.d.
+    assert claims["C vs D"].runs[2] is None
+    text = stability.table(list(claims.values()), ["one", "two", "three"])
+    assert "2 contradicted" in text and "n.d. " in text
+    assert stability.main([str(one)]) == 2
