@@ -25,7 +25,6 @@ LOCAL_CLUSTER_DIR = Path("/var/tmp/lab-cluster")  # where `python -m lab_utils c
 DONE_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                "BOOT_FAIL", "DEADLINE")
 COMMAND_TIMEOUT_S = 20.0
-POLL_WHILE_TIMING_S = 1.0  # `scontrol` polls while a job is timed: each one costs CPU the job's ranks share
 
 
 @dataclass(frozen=True)
@@ -297,6 +296,27 @@ def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
         time.sleep(poll)
 
 
+def wait_for_results(job, timeout: float, *, check_every: float = 10.0, poll: float = 0.2) -> None:
+    """Wait until every task of a submitit `job` has written its result file: a file-system check every `poll` s,
+    and a scheduler query (`scontrol`) only every `check_every` s, to notice a job that ended without results. Used
+    while the job's steps are timed: each `scontrol` costs CPU that the job's ranks share on a small machine."""
+    deadline, asked = time.monotonic() + timeout, time.monotonic()
+    results = [job.task(i).paths.result_pickle for i in range(job.num_tasks)] if job.num_tasks > 1 else \
+        [job.paths.result_pickle]
+    while not all(path.exists() for path in results):
+        now = time.monotonic()
+        if now > deadline:
+            cancel(job.job_id)
+            raise TimeoutError(f"Slurm job {job.job_id} wrote no results within {timeout:g} s, so it was cancelled "
+                               "(see its log; a pending job waits for free nodes: `squeue`)")
+        if now - asked > check_every:
+            asked = now
+            jobs = job_info(job.job_id)
+            if jobs and all(j.get("JobState") in DONE_STATES for j in jobs):
+                return  # ended without (all) results: job.results() raises the task's error
+        time.sleep(poll)
+
+
 def executor(folder, *, nodes: int = 1, tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1,
              time_limit_min: int = 5, partition: str | None = None, account: str | None = None,
              job_name: str = "lab11", setup=(), array_parallelism: int | None = None):
@@ -484,7 +504,7 @@ def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats:
     for _ in range(repeats):
         start = time.time()
         job = ex.submit(task, worker, cfg, str(folder))
-        wait(job.job_id, timeout, say=lambda *_: None, poll=POLL_WHILE_TIMING_S)
+        wait_for_results(job, timeout)
         out = job.results()[0]
         runs["slurm"].append((out["first_step_at"] - start, out["samples_per_s"] / batch))
         start = time.time()
