@@ -1,9 +1,8 @@
 """DistributedDataParallel helpers around lab 03's notebook worker: the CPU synchronised BatchNorm, the timed
-all-reduce hook, the learning-rate warm-up, checkpoint keys, and a reference worker (the same recipe, kept as the
-answer key for benchmarks, the grader and the scaling report)."""
+all-reduce hook, the learning-rate warm-up, checkpoint keys. The worker itself is the notebook's (`ddp_worker`, cell
+tagged `lesson`); benchmarks, GPU checks and tests run it as generated into lab_utils.lessons.lab03."""
 from __future__ import annotations
 
-import contextlib
 import statistics
 import time
 import warnings
@@ -11,11 +10,7 @@ import warnings
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, DistributedSampler
-
-from . import data, hardware, measure, spec
 
 
 def flat_weights(model: nn.Module) -> np.ndarray:
@@ -125,45 +120,3 @@ def linear_warmup(optimizer, world_size: int, steps: int):
         return 1.0 if not steps or step >= steps else start + (1.0 - start) * step / steps
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-@torch.no_grad()
-def accuracy(model: nn.Module, dataset, device: str = "cpu") -> float:
-    """Test accuracy of `model` on a whole dataset (evaluation mode, then back)."""
-    from .train import evaluate
-
-    return evaluate(model, DataLoader(dataset, batch_size=512), device)[1]
-
-
-def reference_worker(rank: int, world_size: int, cfg: dict) -> dict:
-    """The lab 03 recipe as helper code (answer key): DDP training configured by the same cfg dict as the notebook's
-    worker; cfg["sum_gradients"] switches on the summed-gradients bug for the scaling report's noise-or-bug demo."""
-    from .launch import process_group
-
-    with process_group(cfg.get("timeout_s", 120)) as ctx:
-        split = data.load_split(cfg["data"])
-        train_set, test_set = split.datasets()
-        model = convert_sync_batchnorm(spec.build_torch(cfg["layers"], split.image_shape, seed=cfg["seed"]), ctx.device)
-        model.to(ctx.device)
-        ddp_model = nn.parallel.DistributedDataParallel(model, device_ids=[ctx.device] if ctx.device.startswith("cuda") else None)
-        sampler = DistributedSampler(train_set, world_size, rank, shuffle=True, seed=cfg["seed"], drop_last=True)
-        loader = DataLoader(train_set, batch_size=cfg["per_rank_batch"], sampler=sampler, drop_last=True)
-        optimizer = torch.optim.SGD(ddp_model.parameters(), lr=cfg["lr"] * world_size, momentum=0.9)
-        warmup = linear_warmup(optimizer, world_size, cfg.get("warmup_steps", 0))
-        allreduce = AllReduceTimer(ddp_model, optimizer, average=not cfg.get("sum_gradients", False))
-        timer, losses, accuracies = measure.StepTimer(ctx.device), [], []
-        for epoch in range(cfg["epochs"]):
-            sampler.set_epoch(epoch)
-            for x, y in loader:
-                loss = F.cross_entropy(ddp_model(x.to(ctx.device)), y.to(ctx.device))
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad()
-                warmup.step()
-                timer.tick()
-                losses.append(loss.item())
-            if cfg.get("evaluate", True) and rank == 0:
-                accuracies.append(accuracy(model, test_set, ctx.device))
-        return {"losses": losses, "accuracy": accuracies, "weights": flat_weights(model),
-                "samples_per_s": timer.samples_per_s(cfg["per_rank_batch"] * world_size),
-                "step_spread": timer.spread(), "allreduce_ms": allreduce.median_ms()}

@@ -3,9 +3,10 @@
 A schedule says, for each stage, the order of its operations: (forward | backward, micro-batch). The same object is
 checked (`check_schedule`), simulated into an ideal timeline (`simulate`), executed by ranks that call a stage's
 forward and backward ops (`run_schedule`), and drawn (`widgets`). The ops — receive, compute, send — are the lesson:
-lab 04's notebook defines them; `forward_op` / `backward_op` here are the answer key for benchmarks, tests and the
-grader. Around them this module keeps what is not the lesson: the stage's context, timestamps, activation-memory
-accounting, interleaved rounds, splitting the model, and torch.distributed.pipelining beside the hand-built ops.
+lab 04's notebook defines them (cells tagged `lesson`, exported into lab_utils.lessons.lab04, which benchmarks,
+GPU checks and tests pass in). Around them this module keeps what is not the lesson: the stage's context,
+timestamps, activation-memory accounting, interleaved rounds, splitting the model, and torch.distributed.pipelining
+beside the hand-built ops.
 """
 from __future__ import annotations
 
@@ -335,7 +336,7 @@ class PipelineRun:
         return torch.from_numpy(x), torch.from_numpy(y)
 
 
-# ---- a stage's context, and the ops that run a schedule (lab 04's notebook holds the lesson's copy) ---------------
+# ---- a stage's context (the ops that run a schedule are lab 04's lesson: lab_utils.lessons.lab04) ---------------
 
 @dataclass
 class StageContext:
@@ -384,33 +385,6 @@ def stage_input(ctx: StageContext, micro: int) -> torch.Tensor:
     x = torch.empty(ctx.in_shape, device=ctx.wire)
     dist.recv(x, src=ctx.rank - 1)
     return x.to(ctx.device).requires_grad_()
-
-
-def forward_op(ctx: StageContext, micro: int) -> None:
-    """Reference forward op (the answer key): receive the activations (or take the images), run the stage, send
-    the result on (or, on the last stage, turn it into this micro-batch's share of the loss)."""
-    x = stage_input(ctx, micro)
-    out = ctx.stage(x)
-    if ctx.last:
-        ctx.logits[micro] = out.detach()
-        out = F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches
-    else:
-        ctx.pending.append(dist.isend(out.detach().to(ctx.wire), dst=ctx.rank + 1))
-    ctx.saved[micro] = (x, out)
-
-
-def backward_op(ctx: StageContext, micro: int) -> None:
-    """Reference backward op: receive the gradient of the stage's output (or start from the loss), backward, send
-    the gradient of the stage's input back."""
-    x, out = ctx.saved.pop(micro)
-    if ctx.last:
-        out.backward()
-    else:
-        grad = torch.empty(out.shape, device=ctx.wire)
-        dist.recv(grad, src=ctx.rank + 1)
-        out.backward(grad.to(ctx.device))
-    if not ctx.first:
-        ctx.pending.append(dist.isend(x.grad.to(ctx.wire), dst=ctx.rank - 1))
 
 
 def recompute_forward_op(ctx: StageContext, micro: int) -> None:
@@ -466,7 +440,7 @@ class _SavedBytes:
         return sum(self.seen.values())
 
 
-def run_schedule(ctx: StageContext, ops, forward_op=forward_op, backward_op=backward_op) -> dict:
+def run_schedule(ctx: StageContext, ops, forward_op, backward_op) -> dict:
     """Run this stage's ops in order with the given op functions, then wait for every send to be delivered.
 
     Around each op it records what is not the lesson: when the stage computed (the op's end, and its compute start
@@ -532,8 +506,8 @@ def _library_step(schedule, rank, world_size, batch, device) -> dict:
 
 # ---- running configurations over ranks ---------------------------------------------------------------------------
 
-def pipeline_worker(rank: int, world_size: int, runs, forward_op=forward_op, backward_op=backward_op,
-                    rounds: int = 3, warmup: int = 1, timeout_s: float = 60.0) -> list[dict]:
+def pipeline_worker(rank: int, world_size: int, runs, forward_op, backward_op, rounds: int = 3, warmup: int = 1,
+                    timeout_s: float = 60.0) -> list[dict]:
     """One stage of every configuration: each round runs every configuration once (order alternating each round)
     with the given ops; returns, per configuration, this stage's timed steps, gradients and (last stage) outputs."""
     from .launch import process_group
@@ -671,10 +645,10 @@ def ideal_bubble(measured: Measured) -> float:
     return bubble_fraction(simulate(schedule, *mean_op_seconds(measured.typical(), measured.stages)), measured.stages)
 
 
-def run_pipelines(runs, stages: int, forward_op=forward_op, backward_op=backward_op, *, rounds: int = 3,
-                  warmup: int = 1, timeout: float = 300.0, group_timeout: float = 60.0) -> dict[str, Measured]:
+def run_pipelines(runs, stages: int, forward_op, backward_op, *, rounds: int = 3, warmup: int = 1,
+                  timeout: float = 300.0, group_timeout: float = 60.0) -> dict[str, Measured]:
     """Launch one rank per stage, run every configuration `rounds` times interleaved with the given ops (the
-    reference ops unless given), return them measured. `group_timeout` bounds each send, recv and barrier."""
+    notebook's; instructor code passes lab 04's, lab_utils.lessons.lab04), return them measured. `group_timeout` bounds each send, recv and barrier."""
     from .launch import launch
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or warmup < 0:

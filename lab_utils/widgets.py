@@ -30,11 +30,11 @@ def draw_measured(measured: pl.Measured, ax=None, title: str = ""):
                        colors=phase_colors())
 
 
-def pipeline_explorer(forward_op=pl.forward_op, backward_op=pl.backward_op, *,
+def pipeline_explorer(forward_op, backward_op, *,
                       model: str = "cnn2d_2layer_fullconnected_2layer", micro_batch_size: int = 32,
                       max_stages: int = 4, layer_times=None, timeout: float = 120.0):
     """Sliders for K and M and a schedule choice redraw the ideal chart; a button runs the real pipeline with the
-    given forward and backward ops (your notebook's, or the reference ones)."""
+    given forward and backward ops (your notebook's)."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
     from IPython.display import display

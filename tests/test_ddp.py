@@ -1,4 +1,5 @@
-"""lab_utils.ddp in real gloo ranks: the reference recipe equals one process, the timed hook, BatchNorm, checkpoints."""
+"""lab_utils.ddp in real gloo ranks: lab 03's worker (generated from its notebook) equals one process, the timed
+hook, BatchNorm, checkpoints."""
 import numpy as np
 import pytest
 import torch
@@ -7,10 +8,16 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from lab_utils import data, ddp, spec
 from lab_utils.launch import launch, launch_jobs, process_group
+from lab_utils.lessons.lab03 import ddp_worker
 from lab_utils.train import train_step
+from lab_utils.variants import variant
 
 CFG = dict(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=2,
-           per_rank_batch=16, lr=0.05, seed=3, evaluate=False)
+           per_rank_batch=16, lr=0.05, seed=3, warmup_steps=0, accumulation=1, timeout_s=120, checkpoint=None)
+# lab 03's summed-gradients bug as an edit of its worker: the timed hook all-reduces without dividing
+summing_worker = variant(ddp_worker, {"ddp.AllReduceTimer(ddp_model, optimizer)":
+                                      "ddp.AllReduceTimer(ddp_model, optimizer, average=False)"},
+                         name="summed gradients", show=False)
 
 
 def one_process(cfg, world_size):
@@ -29,12 +36,11 @@ def one_process(cfg, world_size):
 
 @pytest.fixture(scope="module")
 def runs():
-    jobs = [(ddp.reference_worker, (CFG,)), (ddp.reference_worker, (dict(CFG, epochs=1, sum_gradients=True),)),
-            (ddp.reference_worker, (dict(CFG, epochs=1),))]
+    jobs = [(ddp_worker, (CFG,)), (summing_worker, (dict(CFG, epochs=1),)), (ddp_worker, (dict(CFG, epochs=1),))]
     return launch_jobs(jobs, 2, timeout=240)
 
 
-def test_the_reference_recipe_equals_one_process_on_the_global_batch(runs):
+def test_the_lessons_worker_equals_one_process_on_the_global_batch(runs):
     reference = one_process(CFG, 2)
     assert all(np.abs(r["weights"] - reference).max() <= 1e-5 for r in runs[0])
     assert runs[0][0]["samples_per_s"] > 0 and runs[0][0]["allreduce_ms"] > 0

@@ -73,7 +73,7 @@ def test_package_discovery_includes_every_subpackage():
     packages = set(find_packages(str(ROOT), include=find["include"]))
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
     assert {"lab_utils", "lab_utils.exercises", "lab_utils.instructor", "lab_utils.instructor.bench",
-            "lab_utils.instructor.gpu"} <= packages
+            "lab_utils.instructor.gpu", "lab_utils.lessons"} <= packages
     assert on_disk <= packages
 
 
@@ -93,7 +93,7 @@ def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
     assert installed.returncode == 0, installed.stderr
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = ("import lab_utils, lab_utils.exercises, lab_utils.instructor.bench, lab_utils.instructor.gpu_check; "
-            "print(lab_utils.__file__)")
+            "import lab_utils.lessons.lab03, lab_utils.lessons.lab04; print(lab_utils.__file__)")
     where = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
                            timeout=120)
     assert where.returncode == 0, where.stderr
@@ -101,3 +101,62 @@ def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
     info = subprocess.run([sys.executable, "-m", "lab_utils", "info"], capture_output=True, text=True, cwd=tmp_path,
                           env=env, timeout=120)
     assert info.returncode == 0 and "rank" in info.stdout.lower(), info.stderr
+
+
+# ---- lesson code: generated from the notebooks, never copied by hand ---------------------------------------------
+
+# Names a lesson cell defines that lab_utils also defines for another purpose (not a copy of the lesson). Each entry
+# says why; keep it short.
+NOT_COPIES: dict[str, set[str]] = {
+    # "name": {"file.py"},  # why it is not a copy of the lesson
+}
+
+
+def lesson_functions() -> dict[str, str]:
+    """Every function and class the solutions' lesson cells define -> the notebook that defines it."""
+    import nbformat
+
+    from lab_utils.instructor import course, export
+
+    return {name: path.name for path in course.solution_notebooks()
+            for name in export.defined_functions(nbformat.read(path, 4))}
+
+
+def definitions_outside_lessons() -> list[tuple[str, str, int]]:
+    """(name, file relative to lab_utils/, line) of every function and class lab_utils defines outside lessons/."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "lessons":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found.append((node.name, str(relative), node.lineno))
+    return found
+
+
+def test_no_hand_copy_of_a_lesson_function_in_lab_utils():
+    lessons = lesson_functions()
+    assert {"ddp_worker", "forward_op", "backward_op"} <= set(lessons)
+    copies = [f"lab_utils/{where}:{line} defines {name}, which {lessons[name]} defines in a lesson cell"
+              for name, where, line in definitions_outside_lessons()
+              if name in lessons and where not in NOT_COPIES.get(name, set())]
+    assert copies == [], ("a hand copy of lesson code (import it from lab_utils.lessons.labNN instead, or, for a real "
+                          "name collision, add it to NOT_COPIES with the reason):\n" + "\n".join(copies))
+
+
+def test_learner_modules_do_not_import_generated_lessons():
+    """lab_utils/*.py (what the labs import) never imports lab_utils.lessons.labNN: the lesson's code stays visible in
+    its notebook; only instructor code, tests and benchmarks run the generated copy. (The loader in
+    lab_utils/lessons/__init__.py, which reads a learner's notebook, is not a generated module.)"""
+    found = []
+    for path in learner_modules() + sorted((PACKAGE / "exercises").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if "lessons.lab" in a.name]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                generated = "lessons.lab" in module or (module.split(".")[-1] == "lessons" and
+                                                         any(a.name.startswith("lab") for a in node.names))
+                found += [f"{path.name}:{node.lineno} imports from {'.' * node.level}{module}"] if generated else []
+    assert found == [], "a learner module imports a generated lesson module:\n" + "\n".join(found)

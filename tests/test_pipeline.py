@@ -8,6 +8,7 @@ import torch
 from lab_utils import pipeline as pl, spec, widgets
 from lab_utils.instructor.gpu import pipeline as gpu_pipeline
 from lab_utils.launch import RankError, descendants
+from lab_utils.lessons.lab04 import backward_op, forward_op  # lab 04's ops, generated from its notebook
 
 SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
 
@@ -127,7 +128,7 @@ def executed():
             pl.PipelineRun("library", "1f1b", 4, library=True, **SMALL),
             pl.PipelineRun("bn M=1", "gpipe", 1, batchnorm=True, **SMALL),
             pl.PipelineRun("bn M=4", "gpipe", 4, batchnorm=True, **SMALL)]
-    measured = pl.run_pipelines(runs, 2, rounds=3, warmup=1, timeout=180)
+    measured = pl.run_pipelines(runs, 2, forward_op, backward_op, rounds=3, warmup=1, timeout=180)
     return runs, measured
 
 
@@ -235,17 +236,18 @@ def failing_forward(ctx, micro):
 
 def test_bad_configurations_fail_before_launching_or_name_the_rank():
     with pytest.raises(ValueError, match="makes 2 stages, not 3"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3, forward_op, backward_op)
     with pytest.raises(ValueError, match="does not split into 3 equal"):
-        pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2)
+        pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2, forward_op, backward_op)
     with pytest.raises(ValueError, match="need rounds >= 1"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, rounds=0)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, forward_op, backward_op, rounds=0)
     with pytest.raises(ValueError, match="its own label"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2, forward_op, backward_op)
     with pytest.raises(RankError, match="runs 'gpipe' or '1f1b', not 'naive'"):
-        pl.run_pipelines([pl.PipelineRun("lib", "naive", 1, library=True, **SMALL)], 2, rounds=1, warmup=0, timeout=60)
+        pl.run_pipelines([pl.PipelineRun("lib", "naive", 1, library=True, **SMALL)], 2, forward_op, backward_op, rounds=1,
+                         warmup=0, timeout=60)
     with pytest.raises(RankError, match=r"rank \d failed: ValueError: stage \d cannot run micro-batch 0"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, failing_forward, rounds=1, warmup=0, timeout=60)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, failing_forward, backward_op, rounds=1, warmup=0, timeout=60)
 
 
 def test_gpu_check_says_why_it_skipped_without_cuda():
@@ -268,7 +270,7 @@ def test_gantt_charts_draw_ideal_and_measured_timelines(executed):
 def test_the_explorer_builds_its_controls():
     import matplotlib
     matplotlib.use("Agg")
-    box = widgets.pipeline_explorer(layer_times=[1.0] * 7)
+    box = widgets.pipeline_explorer(forward_op, backward_op, layer_times=[1.0] * 7)
     controls = box.children[0].children
     assert [c.description for c in controls] == ["stages K", "micro-batches M", "schedule"]
     controls[2].value = "naive"
@@ -278,7 +280,7 @@ def test_the_explorer_builds_its_controls():
 def test_the_explorer_runs_the_ops_it_is_given():
     import matplotlib
     matplotlib.use("Agg")
-    box = widgets.pipeline_explorer(failing_forward, layer_times=[1.0] * 7)
+    box = widgets.pipeline_explorer(failing_forward, backward_op, layer_times=[1.0] * 7)
     button, status = box.children[1].children
     box.children[0].children[1].value = 2
     button.click()

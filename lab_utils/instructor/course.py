@@ -12,6 +12,7 @@ import nbformat
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")'
 ROOT = Path(__file__).resolve().parents[2]
+LESSONS = ROOT / "lab_utils" / "lessons"  # generated lesson modules, one per lab with cells tagged `lesson`
 DEFAULT_CELL_TIMEOUT_S = 300
 
 
@@ -60,8 +61,12 @@ def student_version(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNo
     return nb
 
 
-def assign(solutions_dir=None, notebooks_dir=None, *, check: bool = False) -> list[str]:
-    """Write notebooks/ from solutions/ (or, with check, list the files that differ); returns the problems."""
+def assign(solutions_dir=None, notebooks_dir=None, *, check: bool = False, lessons_dir=None) -> list[str]:
+    """Write notebooks/ from solutions/ and the lesson modules lab_utils/lessons/labNN.py from the solutions' cells
+    tagged `lesson` (or, with check, list the files that differ); returns the problems. With a solutions_dir of its
+    own, lesson modules are written only where lessons_dir says."""
+    from .export import export_lessons
+
     sources = solution_notebooks(solutions_dir)
     target = Path(notebooks_dir) if notebooks_dir else ROOT / "notebooks"
     problems = []
@@ -80,6 +85,10 @@ def assign(solutions_dir=None, notebooks_dir=None, *, check: bool = False) -> li
             dest.write_text(text)
     extra = {p.name for p in target.glob("*.ipynb")} - {s.name for s in sources} if target.exists() else set()
     problems += [f"{target / name} has no source in solutions/" for name in sorted(extra)]
+    if lessons_dir is None and solutions_dir is None:
+        lessons_dir = LESSONS
+    if lessons_dir is not None:
+        problems += export_lessons(sources, Path(lessons_dir), check=check, root=ROOT)
     return problems
 
 

@@ -97,16 +97,17 @@ def _interleaved(setups, repeats: int, run) -> list[SetupFigures]:
 
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
-    from ... import ddp as ddp_mod
     from ...launch import launch
+    from ...lessons.lab03 import ddp_worker  # lab 03's worker, generated from its notebook
 
     cfg = dict(data={"kind": "synthetic", "n_train": global_batch * (steps + 1), "n_test": 64, "side": 28, "seed": seed},
-               layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, lr=0.01, seed=seed, evaluate=False)
+               layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, lr=0.01, seed=seed, warmup_steps=0,
+               accumulation=1, timeout_s=240, checkpoint=None)
     setups = [Setup("1 rank x 1 thread", 1, 1), Setup(f"1 rank x {world_size} threads", 1, world_size),
               Setup(f"{world_size} ranks x 1 thread", world_size, 1)]
 
     def run(setup, figures):
-        ranks = launch(ddp_mod.reference_worker, setup.ranks, args=(dict(cfg, per_rank_batch=global_batch // setup.ranks),),
+        ranks = launch(ddp_worker, setup.ranks, args=(dict(cfg, per_rank_batch=global_batch // setup.ranks),),
                        threads=setup.threads, timeout=300)
         figures.samples_per_s.append(ranks[0]["samples_per_s"])
         if setup.ranks > 1:
@@ -115,9 +116,9 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
     one, threaded, many = _interleaved(setups, repeats, run)
     check = dict(cfg, data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(),
                  per_rank_batch=16)
-    ranks = launch(ddp_mod.reference_worker, world_size, args=(check,), timeout=300)
-    reference = launch(ddp_mod.reference_worker, 1, args=(dict(check, per_rank_batch=16 * world_size,
-                                                                  lr=check["lr"] * world_size),), timeout=300)[0]
+    ranks = launch(ddp_worker, world_size, args=(check,), timeout=300)
+    reference = launch(ddp_worker, 1, args=(dict(check, per_rank_batch=16 * world_size, lr=check["lr"] * world_size),),
+                       timeout=300)[0]
     diff = max(float(abs(r["weights"] - reference["weights"]).max()) for r in ranks)
     return {"benchmark": "ddp", "world_size": world_size, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, "model": "cnn2d_3layer_fullconnected_3layer",

@@ -28,18 +28,19 @@ def _compared(measured: Measured, logits, grads) -> str:
 
 
 def gpu_check() -> dict[str, str]:
-    """Two stages on CUDA — the reference ops (1F1B) and torch.distributed.pipelining where it can run — against the
+    """Two stages on CUDA — lab 04's ops (1F1B) and torch.distributed.pipelining where it can run — against the
     unsplit model on the CPU."""
     hand, library = "pipeline: hand-built 1F1B stages on CUDA", "pipeline: torch.distributed.pipelining on CUDA"
     if not torch.cuda.is_available():
         return {hand: "skipped: no GPU", library: "skipped: no GPU"}
     from ... import hardware
+    from ...lessons.lab04 import backward_op, forward_op  # lab 04's ops, generated from its notebook
 
     run = PipelineRun("hand-built", "1f1b", 4, batch_size=64, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
     reason = library_unsupported(hardware.plan(2))
     runs = [run] + ([] if reason else [dataclasses.replace(run, label="library", library=True)])
     try:
-        measured = run_pipelines(runs, 2, rounds=1, warmup=1, timeout=120)
+        measured = run_pipelines(runs, 2, forward_op, backward_op, rounds=1, warmup=1, timeout=120)
     except Exception as exc:  # report it, whatever it is: this is a check, not a lab
         return {hand: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", library: "failed: not run"}
     _, logits, grads = reference(run)
