@@ -12,6 +12,8 @@ STAMP := $(VENV)/.installed-$(LAB_TARGET)
 PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
 LABS ?=
 QUICK ?=
+# pytest-xdist workers for make test; each test file (or notebook) stays on one worker
+TEST_WORKERS ?= 2
 .DEFAULT_GOAL := env
 
 .PHONY: help env course test test-browser lab assign outputs bench info gpu-check cluster cluster-down clean
@@ -33,9 +35,10 @@ $(STAMP): pyproject.toml
 course: env  ## execute every lab headless into build/course/ and print the summary
 	$(PY) -m lab_utils course --out build/course $(if $(LABS),--labs $(LABS))
 
-test: env  ## unit tests, the student-notebook drift check, and nbval on solutions/
+test: env  ## unit tests, the student-notebook drift check, and nbval on solutions/ (TEST_WORKERS=1: one at a time)
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests solutions --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q
+		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q \
+		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 test-browser: env  ## JupyterLab in headless Chromium: lab 04's explorer and lab 01's progress bar, as a learner sees them
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
