@@ -1,14 +1,13 @@
 """Lab 08 helpers around the notebook's parameter server and Hogwild processes: data shards, the straggler's sleep,
-what a server records while it runs (staleness, times, weight snapshots), a reference parameter server (for the
-exercises, the tests and the instructor's benchmark and GPU check), the single-process baseline, handing a
-shared-memory model to launched ranks, accuracy curves and plots."""
+what a server records while it runs (staleness, times, weight snapshots), the launch of the notebook's server and
+workers (`run`, given lab 08's serve and work: lab_utils.lessons.lab08 for the exercises, the tests and the instructor's
+benchmark and GPU check), the single-process baseline, handing a shared-memory model to launched ranks, accuracy curves
+and plots."""
 from __future__ import annotations
 
 import functools
 import os
-import queue
 import statistics
-import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,10 +19,8 @@ import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from . import data, hardware, measure, spec
-from .launch import short_error
 
 MODEL = "cnn2d_2layer_fullconnected_2layer"
-STOP = -1.0  # a version no weights carry: "stop" from the server, "done" from a worker
 MODES = ("sync", "async")
 
 
@@ -212,120 +209,11 @@ class RunRecord:
                 "snapshots": torch.stack([w for *_, w in self.snapshots]) if self.snapshots else torch.empty(0)}
 
 
-# ---- the reference parameter server (the notebook writes its own) -----------------------------------------------
-
-def reference_average_step(weights, optimizer, gradients: dict) -> None:
-    """Average the workers' flat gradients (summed in rank order: the result never depends on arrival), step."""
-    weights.grad = sum(gradients[w] for w in sorted(gradients)) / len(gradients)
-    optimizer.step()
-
+# ---- the parameter server's launch: lab 08's serve and work (its notebook's), on ranks --------------------------
 
 def damped_lr(base_lr: float, staleness: int) -> float:
     """A gradient computed `staleness` versions ago gets 1 / (1 + staleness) of the learning rate."""
     return base_lr / (1 + staleness)
-
-
-def _send(dst: int, version: float, values: torch.Tensor) -> None:
-    """One message: the version, then the values (weights or a gradient), float32 on the CPU; names a dead peer."""
-    try:
-        dist.send(torch.cat([torch.tensor([float(version)]), values.detach().cpu()]), dst=dst)
-    except RuntimeError as exc:
-        raise RuntimeError(f"rank {dst} is gone (sending to it failed: {short_error(exc, sentences=2)})") from None
-
-
-def _listen(worker: int, n_values: int, inbox: queue.Queue) -> None:
-    """Receive one worker's gradients into the inbox until it says "done"; report a broken connection, not raise."""
-    message = torch.empty(1 + n_values)
-    try:
-        while True:
-            dist.recv(message, src=worker)
-            if message[0].item() == STOP:
-                return
-            inbox.put((worker, int(message[0].item()), message[1:].clone()))
-    except Exception as exc:  # noqa: BLE001 - the server names the worker and stops the run
-        inbox.put((worker, None, short_error(exc, sentences=2)))
-
-
-def _next_gradient(inbox: queue.Queue, computing, timeout_s: float):
-    """The next (worker, version, gradient) to arrive; raises naming the worker whose connection broke, or the
-    workers that owe a gradient when none arrives within timeout_s."""
-    try:
-        worker, version, payload = inbox.get(timeout=timeout_s)
-    except queue.Empty:
-        raise TimeoutError(f"no gradient arrived within {timeout_s:g} s; worker(s) {sorted(computing)} owe one") from None
-    if version is None:
-        raise RuntimeError(f"rank {worker} is gone (its connection broke: {payload}); the server stops the run "
-                           "instead of waiting for a gradient that will never come")
-    return worker, version, payload
-
-
-def _serve(n_workers: int, cfg: PSConfig, average_step) -> dict:
-    split = load_split(cfg.dataset, cfg.seed)
-    weights = torch.nn.Parameter(initial_weights(split, cfg.seed))
-    base_lr = cfg.lr if cfg.mode == "sync" else cfg.lr / n_workers  # async: a batch n_workers times smaller
-    optimizer = torch.optim.SGD([weights], lr=base_lr, momentum=cfg.momentum)
-    inbox, workers = queue.Queue(), range(1, n_workers + 1)
-    listeners = [threading.Thread(target=_listen, args=(w, weights.numel(), inbox), daemon=True) for w in workers]
-    for listener in listeners:
-        listener.start()
-    record, version, waiting = RunRecord(cfg), 0, {}
-    for w in workers:
-        _send(w, version, weights)
-    computing = set(workers)
-    while record.count < cfg.gradients:
-        worker, computed_on, gradient = _next_gradient(inbox, computing, cfg.timeout_s)
-        computing.discard(worker)
-        waiting[worker] = (computed_on, gradient)
-        if cfg.mode == "sync" and len(waiting) < n_workers:
-            continue
-        staleness = {w: version - v for w, (v, _) in waiting.items()}
-        optimizer.param_groups[0]["lr"] = damped_lr(base_lr, staleness[worker]) if cfg.damped else base_lr
-        average_step(weights, optimizer, {w: g for w, (_, g) in waiting.items()})  # async: the average of one
-        for w in sorted(waiting):
-            record.applied(w, waiting[w][0], staleness[w], weights)
-        version += 1
-        if record.count < cfg.gradients:
-            for w in sorted(waiting):
-                _send(w, version, weights)
-                computing.add(w)
-        waiting = {}
-    for w in sorted(set(workers) - computing):
-        _send(w, STOP, weights)
-    while computing:  # gradients still on their way when the run ended: received, not applied
-        worker, _, _ = _next_gradient(inbox, computing, cfg.timeout_s)
-        computing.discard(worker)
-        _send(worker, STOP, weights)
-    for listener in listeners:
-        listener.join()
-    return record.result(weights)
-
-
-def _work(rank: int, n_workers: int, cfg: PSConfig, device: str, die_after: int | None = None) -> dict:
-    split = load_split(cfg.dataset, cfg.seed)
-    model = build_model(split).to(device)
-    message = torch.empty(1 + sum(p.numel() for p in model.parameters()))
-    straggler = Straggler(cfg.straggler_factor if rank == n_workers else 1.0)
-    compute, step = [], 0
-    while True:
-        dist.recv(message, src=0)
-        version = message[0].item()
-        if version == STOP:
-            break
-        vector_to_parameters(message[1:].to(device), model.parameters())
-        started = time.perf_counter()
-        x, y = worker_batch(split, rank, n_workers, step, cfg.batch_size)
-        model.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x.to(device)), y.to(device)).backward()
-        gradient = parameters_to_vector([p.grad for p in model.parameters()]).cpu()
-        compute.append(time.perf_counter() - started)
-        straggler.before_push(compute[-1])
-        _send(0, version, gradient)
-        step += 1
-        if step == die_after:
-            os._exit(7)  # no exception, no goodbye: as if the machine lost power
-    _send(0, STOP, torch.zeros(message.numel() - 1))
-    return {"gradients": step, "compute_ms": 1e3 * statistics.median(compute) if compute else 0.0,
-            "slowdown": straggler.slowdown}
 
 
 def pin_server_beside_worker_1(rank: int, world_size: int) -> None:
@@ -338,25 +226,21 @@ def pin_server_beside_worker_1(rank: int, world_size: int) -> None:
         os.sched_setaffinity(0, {cores[max(rank - 1, 0) % len(cores)]})
 
 
-def ps_worker(rank: int, world_size: int, configs, average_step=None, die_after: int | None = None,
-              workers=None) -> list:
-    """The reference parameter server (rank 0) and its workers (ranks 1..world_size-1), gloo point-to-point: each
-    config in turn, in one process group (a new group per run would cost start-up time and threads).
-
-    `average_step(weights, optimizer, {worker: gradient})` is the update (an exercise plugs in here; in async mode
-    the dict holds one gradient); `workers[i]`: how many workers take part in run i (default all; the other ranks
-    sit it out); with `die_after`, the last worker's process ends abruptly after that many gradients (a crash, for
-    tests).
-    """
+def ps_worker(rank: int, world_size: int, configs, serve, work, workers=None) -> list:
+    """Lab 08's parameter server (`serve(n_workers, cfg)` on rank 0) and its workers (`work(rank, n_workers, cfg,
+    device)` on ranks 1..world_size-1), gloo point-to-point: each config in turn, in one process group (a new group per
+    run would cost start-up time and threads). The functions are the notebook's (lab_utils.lessons.lab08, or an edit
+    of them made with lab_utils.variants); `workers[i]`: how many workers take part in run i (default all; the other
+    ranks sit it out)."""
     device, _ = hardware.rank_device()
     pin_server_beside_worker_1(rank, world_size)
     dist.init_process_group("gloo", timeout=timedelta(seconds=max(c.timeout_s for c in configs)))
     results = []
     for cfg, n_workers in zip(configs, workers or [world_size - 1] * len(configs)):
         if rank == 0:
-            results.append(_serve(n_workers, cfg, average_step or reference_average_step))
+            results.append(serve(n_workers, cfg))
         elif rank <= n_workers:
-            results.append(_work(rank, n_workers, cfg, device, die_after if rank == n_workers else None))
+            results.append(work(rank, n_workers, cfg, device))
         else:
             results.append(None)
         dist.barrier()  # the next run starts when every rank is done with this one
@@ -364,17 +248,17 @@ def ps_worker(rank: int, world_size: int, configs, average_step=None, die_after:
     return results
 
 
-def run(configs, n_workers=2, timeout_s: float = 180.0, average_step=None, die_after: int | None = None) -> list:
-    """Every config in turn in one launch of 1 + the most workers; `n_workers`: how many workers run each config (one
-    number for all, or one per config). Returns each run's server result, with `config` and the workers' results
-    (`workers`) added."""
+def run(configs, serve, work, n_workers=2, timeout_s: float = 180.0) -> list:
+    """Every config in turn in one launch of 1 + the most workers, with the given server and worker functions (lab
+    08's); `n_workers`: how many workers run each config (one number for all, or one per config). Returns each run's
+    server result, with `config` and the workers' results (`workers`) added."""
     from .launch import launch
 
     counts = list(n_workers) if isinstance(n_workers, (list, tuple)) else [n_workers] * len(configs)
     if len(counts) != len(configs):
         raise ValueError(f"n_workers gives {len(counts)} worker counts for {len(configs)} configs: give one per config")
     configs = [c.validate(n) for c, n in zip(configs, counts)]
-    per_rank = launch(ps_worker, max(counts) + 1, args=(configs, average_step, die_after, counts), timeout=timeout_s)
+    per_rank = launch(ps_worker, max(counts) + 1, args=(configs, serve, work, counts), timeout=timeout_s)
     return [dict(server, config=c, workers=[w for w in workers if w is not None])
             for c, server, *workers in zip(configs, *per_rank)]
 

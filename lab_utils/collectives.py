@@ -1,20 +1,18 @@
 """Lab 06's room: collectives drawn from the ranks' own tensors, bytes on the wire, the tensor-parallel plan of the
-course CNN (bad splits refused before any rank starts), reference implementations of the ring all-reduce and of the
-tensor-parallel layers (for the grader, and the benchmark and GPU check under lab_utils/instructor/).
+course CNN (bad splits refused before any rank starts), the course batch and the unsplit CNN trained on it.
 
-The lesson's versions of the ring and of the split layers are written in the notebook; these are the references.
+The ring all-reduce and the tensor-parallel layers are written in the notebook (its cells tagged `lesson`, exported to
+lab_utils.lessons.lab06, which the grader, the benchmark and the GPU check run); none is copied here.
 """
 from __future__ import annotations
 
 import contextlib
-import copy
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import nn
 
 from . import measure, spec
 
@@ -180,9 +178,17 @@ def count_traffic():
 
 
 def pipeline_traffic(batch_size: int, seed: int, device, *, model: str = "cnn2d_2layer_fullconnected_2layer",
-                     split=(2,), micro_batches: int = 4) -> dict:
-    """What this rank sends in one step of Lab 04's GPipe pipeline (one stage per rank), counted as it is sent."""
-    from . import pipeline
+                     split=(2,), micro_batches: int = 4, forward_op=None, backward_op=None) -> dict:
+    """What this rank sends in one step of Lab 04's GPipe pipeline (one stage per rank), counted as it is sent.
+
+    The ops default to Lab 04's forward_op and backward_op as its notebook defines them (the learner's copy beside
+    this notebook, else the course's solution)."""
+    from . import lessons, pipeline
+
+    if forward_op is None or backward_op is None:
+        lab04 = lessons.notebook_path("04_model_parallel_pipeline.ipynb")
+        forward_op = forward_op or lessons.from_notebook(lab04, "forward_op").function
+        backward_op = backward_op or lessons.from_notebook(lab04, "backward_op").function
 
     rank, world_size = dist.get_rank(), dist.get_world_size()
     run = pipeline.PipelineRun("gpipe", "gpipe", micro_batches, batch_size, tuple(split), model, seed=seed)
@@ -192,7 +198,7 @@ def pipeline_traffic(batch_size: int, seed: int, device, *, model: str = "cnn2d_
     stage = pipeline.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=seed).to(device)
     ctx = pipeline.StageContext.for_run(run, stage, rank, world_size, device, dist.get_backend())
     with count_traffic() as traffic:
-        pipeline.run_schedule(ctx, pipeline.gpipe(world_size, micro_batches).ops[rank])
+        pipeline.run_schedule(ctx, pipeline.gpipe(world_size, micro_batches).ops[rank], forward_op, backward_op)
     return traffic.by_collective()
 
 
@@ -265,159 +271,7 @@ def check_tensor_parallel(model_spec, input_shape, world_size: int) -> list[Spli
     return plan
 
 
-# ---- reference implementations (for the benchmark, the grader and the GPU check) -----------------------------------
-
-def ring_step(chunks, send_index: int, recv_index: int, rank: int, world_size: int):
-    """Send chunks[send_index] to the right neighbour; return the chunk the left neighbour sends (sized like
-    chunks[recv_index]: gloo needs the receive buffer to match what is sent)."""
-    request = dist.isend(chunks[send_index], (rank + 1) % world_size)  # a blocking send would wait for a neighbour
-    incoming = torch.empty_like(chunks[recv_index])                    # that is itself waiting to send: deadlock
-    dist.recv(incoming, (rank - 1) % world_size)
-    request.wait()
-    return incoming
-
-
-def ring_all_reduce(tensor, rank: int, world_size: int, step=ring_step):
-    """Sum a contiguous `tensor` over the ranks in place: N - 1 reduce-scatter steps, then N - 1 all-gather steps.
-
-    `step(chunks, send_index, recv_index, rank, world_size)` moves one chunk (the grader plugs a learner's in here).
-    """
-    chunks = torch.tensor_split(tensor.view(-1), world_size)
-    for s in range(world_size - 1):
-        send, recv = (rank - s) % world_size, (rank - s - 1) % world_size
-        chunks[recv].add_(step(chunks, send, recv, rank, world_size))
-    for s in range(world_size - 1):
-        send, recv = (rank + 1 - s) % world_size, (rank - s) % world_size
-        chunks[recv].copy_(step(chunks, send, recv, rank, world_size))
-    return tensor
-
-
-class CopyToRanks(torch.autograd.Function):
-    """Megatron's f: identity forward; backward all-reduces the gradient (each rank holds a partial one)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad)
-        return grad
-
-
-class SumOverRanks(torch.autograd.Function):
-    """Megatron's g: all-reduce forward (the partial sums); identity backward."""
-
-    @staticmethod
-    def forward(ctx, x):
-        x = x.contiguous().clone()
-        dist.all_reduce(x)
-        return x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad
-
-
-class GatherChannels(torch.autograd.Function):
-    """All-gather along dim 1 forward; backward keeps this rank's block of the gradient."""
-
-    @staticmethod
-    def forward(ctx, x):
-        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
-        dist.all_gather(parts, x.contiguous())
-        ctx.block = x.shape[1]
-        return torch.cat(parts, dim=1)
-
-    @staticmethod
-    def backward(ctx, grad):
-        rank = dist.get_rank()
-        return grad[:, rank * ctx.block:(rank + 1) * ctx.block].contiguous()
-
-
-class SplitChannels(torch.autograd.Function):
-    """Keep this rank's block of dim 1 forward; backward all-gathers the gradient blocks."""
-
-    @staticmethod
-    def forward(ctx, x):
-        rank, world_size = dist.get_rank(), dist.get_world_size()
-        block = x.shape[1] // world_size
-        return x[:, rank * block:(rank + 1) * block].contiguous()
-
-    @staticmethod
-    def backward(ctx, grad):
-        parts = [torch.empty_like(grad) for _ in range(dist.get_world_size())]
-        dist.all_gather(parts, grad.contiguous())
-        return torch.cat(parts, dim=1)
-
-
-def block(size: int, rank: int, world_size: int) -> slice:
-    """This rank's contiguous block of `size` channels or features."""
-    per = size // world_size
-    return slice(rank * per, (rank + 1) * per)
-
-
-def shard_conv(conv: nn.Conv2d, rank: int, world_size: int, dim: int) -> nn.Conv2d:
-    """dim 0: this rank's filters (and their biases); dim 1: its input channels (no bias: added once after the sum)."""
-    out_c, in_c = conv.out_channels, conv.in_channels
-    part = nn.Conv2d(in_c if dim == 0 else in_c // world_size, out_c // world_size if dim == 0 else out_c,
-                     conv.kernel_size, conv.stride, conv.padding, bias=dim == 0, device=conv.weight.device,
-                     dtype=conv.weight.dtype)
-    with torch.no_grad():
-        mine = block(out_c if dim == 0 else in_c, rank, world_size)
-        part.weight.copy_(conv.weight[mine] if dim == 0 else conv.weight[:, mine])
-        if dim == 0:
-            part.bias.copy_(conv.bias[mine])
-    return part
-
-
-def shard_linear(linear: nn.Linear, rank: int, world_size: int, dim: int) -> nn.Linear:
-    """dim 0 (column parallel): this rank's output features; dim 1 (row parallel): its input features, no bias."""
-    out_f, in_f = linear.out_features, linear.in_features
-    part = nn.Linear(in_f if dim == 0 else in_f // world_size, out_f // world_size if dim == 0 else out_f,
-                     bias=dim == 0, device=linear.weight.device, dtype=linear.weight.dtype)
-    with torch.no_grad():
-        mine = block(out_f if dim == 0 else in_f, rank, world_size)
-        part.weight.copy_(linear.weight[mine] if dim == 0 else linear.weight[:, mine])
-        if dim == 0:
-            part.bias.copy_(linear.bias[mine])
-    return part
-
-
-class TensorParallelCNN(nn.Module):
-    """The 2-conv / 2-dense course CNN split over the ranks: convolutions by output channels (all-gathered after
-    pooling), then the column/row pair of dense layers (one all-reduce forward, one backward)."""
-
-    def __init__(self, full: nn.Sequential, rank: int, world_size: int):
-        super().__init__()
-        convs = [m for m in full if isinstance(m, nn.Conv2d)]
-        fc1, fc2 = [m for m in full if isinstance(m, nn.Linear)]
-        self.convs = nn.ModuleList(shard_conv(c, rank, world_size, 0) for c in convs)
-        self.fc1, self.fc2 = shard_linear(fc1, rank, world_size, 0), shard_linear(fc2, rank, world_size, 1)
-        self.fc2_bias = nn.Parameter(fc2.bias.detach().clone())
-
-    def forward(self, x):
-        for i, conv in enumerate(self.convs):
-            x = CopyToRanks.apply(x) if i else x  # the images need no gradient
-            x = GatherChannels.apply(F.max_pool2d(F.relu(conv(x)), 2))
-        h = F.relu(self.fc1(CopyToRanks.apply(x.flatten(1))))
-        return SumOverRanks.apply(self.fc2(h)) + self.fc2_bias
-
-
-def gather_cnn_state(model: TensorParallelCNN) -> list:
-    """The full model's parameters, in spec.build_torch's order, rebuilt from every rank's shards."""
-    def gathered(t, dim):
-        parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-        dist.all_gather(parts, t.detach().contiguous())
-        return torch.cat(parts, dim=dim)
-
-    state = []
-    for conv in model.convs:
-        state += [gathered(conv.weight, 0), gathered(conv.bias, 0)]
-    return state + [gathered(model.fc1.weight, 0), gathered(model.fc1.bias, 0), gathered(model.fc2.weight, 1),
-                    model.fc2_bias.detach()]
-
+# ---- the course batch, and the unsplit CNN trained on it ------------------------------------------------------
 
 def course_batch(batch_size: int, seed: int, step: int = 0, image_side: int = 28):
     """The procedural images and labels of one training step (the same on every rank)."""
@@ -440,126 +294,3 @@ def single_device_training(model_spec, input_shape, batch_size: int, steps: int,
         optimizer.step()
         losses.append(float(loss.detach()))
     return [p.detach() for p in model.parameters()], losses
-
-
-def _max_diff(a, b) -> float:
-    return max(float((x.detach().cpu().double() - y.detach().cpu().double()).abs().max()) for x, y in zip(a, b))
-
-
-def _tp_conv_diff(device, seed: int) -> float:
-    """Both conv splits against the unsplit conv: outputs, weight and input gradients (max |difference|)."""
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    gen = torch.Generator().manual_seed(seed)
-    conv = spec.init_weights(nn.Conv2d(8, 8, 3, padding=1), seed)
-    x, grad_y = torch.randn(4, 8, 10, 10, generator=gen), torch.randn(4, 8, 10, 10, generator=gen)
-    x_ref = x.clone().requires_grad_(True)
-    y_ref = conv(x_ref)
-    y_ref.backward(grad_y)
-    diffs = []
-    for dim in (0, 1):
-        part = shard_conv(conv, rank, world_size, dim).to(device)
-        xi = x.to(device, copy=True).requires_grad_(True)
-        if dim == 0:
-            y = GatherChannels.apply(part(CopyToRanks.apply(xi)))
-        else:
-            y = SumOverRanks.apply(part(SplitChannels.apply(xi))) + conv.bias.detach().to(device).view(1, -1, 1, 1)
-        y.backward(grad_y.to(device))
-        mine = block(8, rank, world_size)
-        weight_ref = conv.weight.grad[mine] if dim == 0 else conv.weight.grad[:, mine]
-        diffs.append(_max_diff([y, xi.grad, part.weight.grad], [y_ref, x_ref.grad, weight_ref]))
-    return max(diffs)
-
-
-def _tp_mlp_diff(device, seed: int) -> float:
-    """The column/row pair, by hand and with torch.distributed.tensor.parallel, against the unsplit MLP."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    mlp = spec.init_weights(nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10)), seed)
-    x = torch.randn(6, 32, generator=torch.Generator().manual_seed(seed))
-    mlp(x).square().sum().backward()
-    fc1 = shard_linear(mlp[0], rank, world_size, 0).to(device)
-    fc2 = shard_linear(mlp[2], rank, world_size, 1).to(device)
-    xd = x.to(device)
-    y = SumOverRanks.apply(fc2(F.relu(fc1(CopyToRanks.apply(xd))))) + mlp[2].bias.detach().to(device)
-    y.square().sum().backward()
-    rows, cols = block(16, rank, world_size), block(16, rank, world_size)
-    by_hand = _max_diff([y, fc1.weight.grad, fc2.weight.grad],
-                        [mlp(x), mlp[0].weight.grad[rows], mlp[2].weight.grad[:, cols]])
-    mesh_device = "cuda" if str(device).startswith("cuda") and dist.get_backend() == "nccl" else "cpu"
-    library = parallelize_module(_fresh(mlp, mesh_device), init_device_mesh(mesh_device, (world_size,)),
-                                 {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    y_lib = library(x.to(mesh_device))
-    y_lib.square().sum().backward()
-    with_library = _max_diff([y_lib, library[0].weight.grad.full_tensor(), library[2].weight.grad.full_tensor()],
-                             [mlp(x), mlp[0].weight.grad, mlp[2].weight.grad])
-    return max(by_hand, with_library)
-
-
-def _fresh(module: nn.Module, device) -> nn.Module:
-    """A copy of `module` on `device` without gradients."""
-    twin = copy.deepcopy(module).to(device)
-    twin.zero_grad(set_to_none=True)
-    return twin
-
-
-def _tp_cnn_diff(device, steps: int, seed: int, batch_size: int = 32, lr: float = 0.05) -> float:
-    """The course CNN trained tensor-parallel against the unsplit one trained on one device: max |weight difference|."""
-    model_spec, input_shape = spec.cnn2d_2layer_fullconnected_2layer(), (1, 28, 28)
-    model = TensorParallelCNN(spec.build_torch(model_spec, input_shape, seed=seed), dist.get_rank(),
-                              dist.get_world_size()).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    for step in range(steps):
-        x, y = course_batch(batch_size, seed, step)
-        optimizer.zero_grad()
-        F.cross_entropy(model(x.to(device)), y.to(device)).backward()
-        optimizer.step()
-    reference, _ = single_device_training(model_spec, input_shape, batch_size, steps, lr, seed)
-    return _max_diff(gather_cnn_state(model), reference)
-
-
-def _ring_diff(comm_device, seed: int, sizes=(1, 13, 1001)) -> float:
-    """The reference ring against the float64 sum of every rank's tensor, on sizes the world size does not divide."""
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    worst = 0.0
-    for n in sizes:
-        inputs = [torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(seed + 7919 * r + n))
-                  for r in range(world_size)]
-        result = ring_all_reduce(inputs[rank].clone().to(comm_device), rank, world_size)
-        worst = max(worst, _max_diff([result], [sum(inputs)]))
-    return worst
-
-
-def _ring_vs_library(nbytes: int, repeats: int, comm_device) -> dict:
-    """Seconds of each repeat of the ring and of dist.all_reduce on `nbytes` of float32, interleaved, each after a
-    barrier."""
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    start = torch.randn(max(1, nbytes // 4), generator=torch.Generator().manual_seed(rank)).to(comm_device)
-    ring, library = start.clone(), start.clone()
-
-    def reset(tensor):
-        return lambda: (tensor.copy_(start), dist.barrier())
-
-    timings = measure.time_interleaved({"ring": lambda: ring_all_reduce(ring, rank, world_size),
-                                        "library": lambda: dist.all_reduce(library)},
-                                       warmup=2, repeats=repeats, device=comm_device,
-                                       before={"ring": reset(ring), "library": reset(library)})
-    return {name: list(t.times) for name, t in timings.items()}
-
-
-def reference_worker(rank: int, world_size: int, nbytes: int, repeats: int, train_steps: int, seed: int = 0,
-                     timeout_s: float = 60.0) -> dict:
-    """Every reference check of the lab on this rank: the ring timed beside the library's all-reduce; the ring's and the
-    tensor-parallel layers' differences from unsplit computations."""
-    from .launch import process_group
-
-    with process_group(timeout_s) as ctx:
-        device = torch.device(ctx.device)
-        if device.type == "cuda":  # compare full float32 arithmetic, not TF32
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-        comm_device = device if ctx.backend == "nccl" else torch.device("cpu")  # gloo's send/recv take CPU tensors
-        return {"backend": ctx.backend, "device": ctx.device, **_ring_vs_library(nbytes, repeats, comm_device),
-                "ring_max_abs_diff": _ring_diff(comm_device, seed), "tp_conv_max_abs_diff": _tp_conv_diff(device, seed),
-                "tp_mlp_max_abs_diff": _tp_mlp_diff(device, seed),
-                "tp_cnn_weights_max_abs_diff": _tp_cnn_diff(device, train_steps, seed)}

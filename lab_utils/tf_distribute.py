@@ -1,6 +1,6 @@
 """TensorFlow around lab 05's lesson: a quiet start-up, devices configured before TensorFlow initialises, worker
-processes with their TF_CONFIG, frameworks timed in processes of their own, step rates, a reference custom loop
-(for `bench tf` and the tests)."""
+processes with their TF_CONFIG, frameworks timed in processes of their own, step rates, one step checked against one
+device. The distributed train step itself is the notebook's (make_train_step, exported to lab_utils.lessons.lab05)."""
 from __future__ import annotations
 
 import os
@@ -265,21 +265,9 @@ def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: i
                   timeout=timeout, threads=threads, pin_cores=False, env=env, prepare=prepare)
 
 
-# ---- one step, checked: the reference replica step and one-device reference (exercise, gpu_check) -------------
+# ---- one step, checked: a replica step (or lab 05's make_train_step) against one device (exercise, gpu_check) --
 
 DIGITS_SHAPE = (1, 8, 8)  # (C, H, W)
-
-
-def reference_replica_step(model, optimizer, images, labels, global_batch):
-    """One replica's share of a step: per-example cross-entropy scaled by the GLOBAL batch, gradients applied."""
-    import tensorflow as tf
-
-    with tf.GradientTape() as tape:
-        per_example = tf.keras.losses.sparse_categorical_crossentropy(labels, model(images, training=True),
-                                                                      from_logits=True)
-        loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-    return loss
 
 
 def _step_problem(strategy, global_batch: int, seed: int):
@@ -318,8 +306,9 @@ def single_device_update(global_batch: int, seed: int) -> dict:
     return {"update": (_flat(model) - start).tolist(), "loss": float(loss)}
 
 
-def one_step_update(replica_step, strategy, global_batch: int, seed: int) -> dict:
-    """The same step run by `replica_step` on every replica of `strategy`; its update and summed loss."""
+def one_step_update(replica_step, strategy, global_batch: int, seed: int, *, make_train_step=None) -> dict:
+    """The same step run by `replica_step(model, optimizer, images, labels, global_batch)` on every replica of
+    `strategy` (or, given make_train_step instead, the step it makes: lab 05's); its update and summed loss."""
     import tensorflow as tf
 
     model, optimizer, x, y = _step_problem(strategy, global_batch, seed)
@@ -328,6 +317,9 @@ def one_step_update(replica_step, strategy, global_batch: int, seed: int) -> dic
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch).with_options(options)
     images, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
+    if make_train_step is not None:
+        loss = float(make_train_step(strategy, model, optimizer, global_batch)((images, labels)))
+        return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
 
     @tf.function
     def step(a, b):
@@ -336,90 +328,6 @@ def one_step_update(replica_step, strategy, global_batch: int, seed: int) -> dic
 
     loss = float(step(images, labels))
     return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
-
-
-# ---- a reference custom loop, for bench tf and the tests ----------------------------------------------------------
-
-@dataclass(frozen=True)
-class TFTrainConfig:
-    """A small custom-loop training run of the spec'd CNN."""
-
-    model: str = "cnn2d_2layer_fullconnected_2layer"
-    dataset: str = "synthetic"  # "synthetic" (procedural image_side x image_side images) or "digits"
-    global_batch: int = 128
-    steps: int = 20
-    lr: float = 0.05
-    momentum: float = 0.9
-    image_side: int = 28
-    seed: int = 0
-    multiworker: bool = True  # False: the default (single-device) strategy in the same loop
-
-
-def _train_test(cfg: TFTrainConfig):
-    """Channels-last train and test arrays for `cfg.dataset`."""
-    from . import data
-
-    if cfg.dataset == "digits":
-        split = data.load_digits_split()
-    elif cfg.dataset == "synthetic":
-        split = data.synthetic_split(cfg.global_batch * cfg.steps, 512,
-                                     image_shape=(1, cfg.image_side, cfg.image_side), seed=cfg.seed)
-    else:
-        raise ValueError(f"dataset must be 'digits' or 'synthetic', got {cfg.dataset!r}")
-    return (split.x_train.transpose(0, 2, 3, 1), split.y_train, split.x_test.transpose(0, 2, 3, 1), split.y_test)
-
-
-def channels_first(shape) -> tuple[int, int, int]:
-    """(H, W, C) as the spec's (C, H, W)."""
-    h, w, c = shape
-    return (c, h, w)
-
-
-def train_custom_loop(cfg: TFTrainConfig) -> dict:
-    """Train `cfg.steps` steps with strategy.run and compute_average_loss; returns losses, weights, step times."""
-    import time
-
-    import numpy as np
-    import tensorflow as tf
-
-    from . import spec
-
-    strategy = tf.distribute.MultiWorkerMirroredStrategy() if cfg.multiworker else tf.distribute.get_strategy()
-    x, y, x_test, y_test = _train_test(cfg)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y))
-    if cfg.dataset == "digits":  # the same shuffle on every worker (same seed), reshuffled each pass
-        dataset = dataset.shuffle(len(x), seed=cfg.seed).repeat()
-    options = tf.data.Options()
-    # from_tensor_slices has no files to split, so shard by element (AUTO would warn, then do the same)
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    dataset = dataset.batch(cfg.global_batch, drop_remainder=True).with_options(options)
-    batches = iter(strategy.experimental_distribute_dataset(dataset))
-    with strategy.scope():
-        model = spec.build_keras(spec.preset(cfg.model), channels_first(x.shape[1:]), seed=cfg.seed)
-        optimizer = tf.keras.optimizers.SGD(cfg.lr, momentum=cfg.momentum)
-
-    def replica_step(images, labels):
-        return reference_replica_step(model, optimizer, images, labels, cfg.global_batch)
-
-    @tf.function
-    def step(batch):
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=batch), axis=None)
-
-    losses, seconds = [], []
-    for _ in range(cfg.steps):
-        batch = next(batches)
-        start = time.perf_counter()
-        losses.append(float(step(batch)))
-        seconds.append(time.perf_counter() - start)
-    weights = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
-    logits = model.predict(x_test, batch_size=256, verbose=0)
-    return {"losses": losses, "step_seconds": seconds, "weights": weights, "replicas": strategy.num_replicas_in_sync,
-            "test_accuracy": float((logits.argmax(axis=1) == y_test).mean())}
-
-
-def train_worker(rank: int, world_size: int, cfg: TFTrainConfig) -> dict:
-    """One worker of launch_workers running the reference custom loop; its results."""
-    return {"worker": rank, **train_custom_loop(cfg)}
 
 
 def replica_weight_spread(model) -> float:

@@ -1,4 +1,5 @@
-"""Lab 08's helpers and the reference parameter server, on real spawned processes over gloo on loopback."""
+"""Lab 08's helpers and its notebook's parameter server (lab_utils.lessons.lab08), on real spawned processes over gloo
+on loopback."""
 import json
 import multiprocessing
 import os
@@ -14,10 +15,22 @@ from lab_utils import asynchronous as A
 from lab_utils.instructor.bench import asynchronous as bench_async
 from lab_utils.instructor.gpu import asynchronous as gpu_async
 from lab_utils import launch as launch_mod
+from lab_utils.exercises.lab08 import serve_with
 from lab_utils.launch import RankError, launch
+from lab_utils.lessons.lab08 import serve, work  # lab 08's, generated from its notebook
+from lab_utils.variants import variant
 from workers import alive
 
 BASE = A.PSConfig(gradients=40, warmup=4, timeout_s=30)
+
+
+def dying_work(die_after):
+    """Lab 08's worker, edited: the last worker's process ends abruptly after `die_after` gradients (a crash)."""
+    edited = variant(work, {"        step += 1\n": "        step += 1\n        if rank == n_workers and step == die_after:\n"
+                                                 "            os._exit(7)  # no exception, no goodbye: as if the machine lost power\n"},
+                     name="dies", show=False)
+    edited.__globals__.update(os=os, die_after=die_after)
+    return edited
 
 
 def descendants() -> set[int]:
@@ -37,7 +50,7 @@ def descendants() -> set[int]:
 def test_bad_settings_fail_before_any_rank_starts(cfg, words):
     before = descendants()
     with pytest.raises(ValueError, match=words):
-        A.run([cfg], n_workers=2)
+        A.run([cfg], serve, work, n_workers=2)
     assert descendants() <= before
 
 
@@ -46,12 +59,12 @@ def test_a_parameter_server_needs_a_worker():
         BASE.validate(0)
 
 
-# ---- the reference parameter server -----------------------------------------------------------------------------
+# ---- lab 08's parameter server -----------------------------------------------------------------------------------
 
 def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_staleness():
     sync = replace(BASE, mode="sync", warmup=0)
     asyn = replace(BASE, mode="async", straggler_factor=3.0)
-    first, second, run_async = A.run([sync, sync, asyn], n_workers=2)
+    first, second, run_async = A.run([sync, sync, asyn], serve, work, n_workers=2)
     reference = A.single_process_weights(sync, 2, sync.gradients // 2)
     assert np.abs(first["weights"] - reference).max() <= 1e-5
     assert np.array_equal(first["weights"], second["weights"])
@@ -65,12 +78,12 @@ def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_stal
 
 def test_one_launch_runs_each_config_with_its_own_number_of_workers():
     sync3, sync2 = replace(BASE, mode="sync", gradients=12, warmup=0), replace(BASE, mode="sync", gradients=8, warmup=0)
-    three, two = A.run([sync3, sync2], n_workers=[3, 2])
+    three, two = A.run([sync3, sync2], serve, work, n_workers=[3, 2])
     assert sorted(set(three["order"])) == [1, 2, 3] and sorted(set(two["order"])) == [1, 2]
     assert len(three["workers"]) == 3 and len(two["workers"]) == 2  # the rank that sat a run out returns nothing
     assert np.abs(two["weights"] - A.single_process_weights(sync2, 2, 4)).max() <= 1e-5
     with pytest.raises(ValueError, match="one per config"):
-        A.run([sync3, sync2], n_workers=[3])
+        A.run([sync3, sync2], serve, work, n_workers=[3])
 
 
 def pinned_cores(rank, world_size):
@@ -97,7 +110,7 @@ def test_a_run_near_chance_is_flagged_as_diverged():
 
 def test_async_with_one_worker_is_plain_sgd():
     cfg = replace(BASE, mode="async", gradients=12, warmup=0, lr=0.05)
-    server = A.run([cfg], n_workers=1)[0]
+    server = A.run([cfg], serve, work, n_workers=1)[0]
     assert set(server["staleness"]) == {0}
     assert np.abs(server["weights"] - A.single_process_weights(cfg, 1, 12)).max() <= 1e-5
 
@@ -106,7 +119,8 @@ def test_a_worker_that_dies_mid_run_stops_the_run_naming_it_and_nothing_is_left_
     before = descendants()
     start = time.monotonic()
     with pytest.raises(RankError) as info:
-        A.run([replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], n_workers=2, timeout_s=60, die_after=5)
+        A.run([replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], serve, dying_work(5), n_workers=2,
+              timeout_s=60)
     assert time.monotonic() - start < 20 + 10  # within the server's timeout (and launch's start-up)
     assert info.value.rank == 0 and "rank 2 is gone" in str(info.value)
     assert descendants() <= before and not multiprocessing.active_children()
@@ -117,7 +131,7 @@ def test_an_error_in_the_servers_update_is_reported_from_the_server():
         raise ValueError("the server's update broke")
 
     with pytest.raises(RankError) as info:
-        A.run([replace(BASE, mode="sync")], n_workers=2, timeout_s=60, average_step=bad_average)
+        A.run([replace(BASE, mode="sync")], serve_with(bad_average), work, n_workers=2, timeout_s=60)
     assert info.value.rank == 0 and "the server's update broke" in str(info.value)
 
 
@@ -125,17 +139,17 @@ def test_a_silent_worker_times_out_naming_the_workers_that_owe_a_gradient():
     before = descendants()
     with pytest.raises(RankError) as info:
         launch(silent_worker_job, 3, args=(replace(BASE, timeout_s=3),), timeout=60)
-    assert "no gradient arrived within 3 s" in str(info.value) and "[1, 2]" in str(info.value)
+    assert "no gradient within 3 s" in str(info.value) and "[1, 2]" in str(info.value)
     assert descendants() <= before
 
 
 def silent_worker_job(rank, world_size, cfg):
-    """The reference server, with workers that receive their weights and then never answer."""
+    """Lab 08's server, with workers that receive their weights and then never answer."""
     import torch.distributed as dist
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=30))
     if rank == 0:
-        return A._serve(world_size - 1, cfg, A.reference_average_step)
+        return serve(world_size - 1, cfg)
     dist.recv(torch.empty(1 + sum(p.numel() for p in A.build_model(A.load_split()).parameters())), src=0)
     time.sleep(30)
 

@@ -1,4 +1,4 @@
-"""Lab 06's room: drawing from real tensors, bytes on the wire, the tensor-parallel plan, the references, the bench."""
+"""Lab 06's room: drawing from real tensors, bytes on the wire, the tensor-parallel plan; the bench of lab 06's lesson code."""
 import json
 
 import matplotlib
@@ -12,6 +12,7 @@ from lab_utils.instructor import cli
 from lab_utils.instructor.bench import collectives as bench_collectives
 from lab_utils.instructor.gpu import collectives as gpu_collectives
 from lab_utils.launch import launch, process_group
+from lab_utils.lessons.lab06 import ring_all_reduce, ring_step  # lab 06's ring, generated from its notebook
 
 matplotlib.use("Agg")
 COURSE_CNN, SHAPE = spec.cnn2d_2layer_fullconnected_2layer(), (1, 28, 28)
@@ -78,7 +79,7 @@ def traffic_worker(rank, world_size):
             request = dist.isend(torch.ones(5), (rank + 1) % world_size)
             dist.recv(torch.empty(5), (rank - 1) % world_size)
             request.wait()
-        ring = collectives.ring_all_reduce(torch.arange(7.0) * (rank + 1), rank, world_size)
+        ring = ring_all_reduce(torch.arange(7.0) * (rank + 1), rank, world_size, ring_step)
         return {"sent": traffic.sent, "by": traffic.by_collective(), "ring": ring, "restored": dist.all_reduce is not None}
 
 

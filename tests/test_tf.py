@@ -83,7 +83,8 @@ def test_device_counts_are_checked():
 
 
 def test_two_multiworker_workers_train_identical_weights_close_to_one_worker():
-    from lab_utils.tf_distribute import TFTrainConfig, launch_workers, train_worker
+    from lab_utils.instructor.tf_training import TFTrainConfig, train_worker
+    from lab_utils.tf_distribute import launch_workers
 
     cfg = TFTrainConfig(steps=3, global_batch=32, image_side=8)
     workers = launch_workers(train_worker, 2, args=(cfg,), timeout=240)
@@ -123,7 +124,8 @@ def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
     import psutil
 
     from lab_utils.launch import RankError
-    from lab_utils.tf_distribute import TFTrainConfig, launch_workers, train_custom_loop
+    from lab_utils.instructor.tf_training import TFTrainConfig, train_custom_loop
+    from lab_utils.tf_distribute import launch_workers
 
     def failing_worker(rank, world_size):
         if rank == 1:
@@ -285,8 +287,10 @@ def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
 
 
 def test_unknown_dataset_is_refused():
+    from lab_utils.instructor.tf_training import TFTrainConfig, train_custom_loop
+
     with pytest.raises(ValueError, match="'digits' or 'synthetic'"):
-        tf_distribute.train_custom_loop(tf_distribute.TFTrainConfig(dataset="mnist", multiworker=False))
+        train_custom_loop(TFTrainConfig(dataset="mnist", multiworker=False))
 
 
 def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
@@ -297,9 +301,10 @@ def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
         from lab_utils.instructor.gpu.tf_distribute import GPU_TOLERANCE
         devices = tf_distribute.configure_devices(2)
         import tensorflow as tf
-        step = tf_distribute.reference_replica_step
-        mirrored = tf_distribute.one_step_update(step, tf.distribute.MirroredStrategy(list(devices.names)), 64, 0)
-        single = tf_distribute.one_step_update(step, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0)
+        from lab_utils.lessons.lab05 import make_train_step
+        step = dict(make_train_step=make_train_step)
+        mirrored = tf_distribute.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names)), 64, 0, **step)
+        single = tf_distribute.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
         reference = tf_distribute.single_device_update(64, 0)
         gap = max(np.abs(np.array(u["update"]) - reference["update"]).max() for u in (mirrored, single))
         print(np.abs(reference["update"]).max() > 0, gap <= GPU_TOLERANCE)

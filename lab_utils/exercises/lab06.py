@@ -129,7 +129,7 @@ class _RingGuard:
 
 def ring_exercise_worker(rank, world_size, ring_step, case):
     """One probe exchange (chunks whose values name their rank and index), then the ring on each size."""
-    from ..collectives import ring_all_reduce
+    from ..lessons.lab06 import ring_all_reduce  # lab 06's ring, generated from its notebook
     from ..launch import process_group
 
     with process_group(timeout_s=DEADLOCK_TIMEOUT_S) as ctx:
@@ -363,7 +363,7 @@ def _row_problem(case):
 
 def row_exercise_worker(rank, world_size, row_parallel_forward, case):
     """This rank's block of input features and of weight columns, through the learner's forward."""
-    from ..collectives import block
+    from ..lessons.lab06 import block
     from ..launch import process_group
 
     with process_group(timeout_s=30) as ctx:
@@ -380,7 +380,7 @@ def _row_run(row_parallel_forward, case, world_size: int = 2):
 
 
 def _row_expected(case, world_size: int = 2):
-    from ..collectives import block
+    from ..lessons.lab06 import block
 
     x, weight, bias = _row_problem(case)
     blocks = [block(case["in_features"], r, world_size) for r in range(world_size)]

@@ -26,12 +26,29 @@ def _config(case, n_workers):
                     momentum=case["momentum"], seed=case["seed"], warmup=0, timeout_s=60)
 
 
+AVERAGE_LINES = ("        weights.grad = sum(waiting[w][1] for w in sorted(waiting)) / len(waiting)  # async: the average of one\n"
+                 "        optimizer.step()\n")
+
+
+def serve_with(average_step):
+    """Lab 08's serve (lab_utils.lessons.lab08, generated from its notebook), its update replaced by
+    `average_step(weights, optimizer, {worker: gradient})`: the edit the exercise asks for, made to the lesson's code."""
+    from ..lessons.lab08 import serve
+    from ..variants import variant
+
+    edited = variant(serve, {AVERAGE_LINES: "        average_step(weights, optimizer, {w: g for w, (_, g) in waiting.items()})\n"},
+                     name="the update is average_step", show=False)
+    edited.__globals__["average_step"] = average_step
+    return edited
+
+
 def _average_run(average_and_apply, case):
-    """One launch: a synchronous run of the reference parameter server with each number of workers, your update."""
+    """One launch: a synchronous run of lab 08's parameter server with each number of workers, your update."""
     from .. import asynchronous
+    from ..lessons.lab08 import work
 
     configs = [_config(case, n) for n in case["workers"]]
-    servers = asynchronous.run(configs, n_workers=case["workers"], timeout_s=120, average_step=average_and_apply)
+    servers = asynchronous.run(configs, serve_with(average_and_apply), work, n_workers=case["workers"], timeout_s=120)
     return [server["weights"] for server in servers]
 
 

@@ -1,6 +1,7 @@
 """`bench async`: lab 08's synchronous and asynchronous parameter servers, interleaved.
 
-Moved from lab_utils/asynchronous.py: the learner's module holds only what a lab imports."""
+The server and its workers are lab 08's serve and work (lab_utils.lessons.lab08, generated from its notebook),
+imported inside bench(): `assign` starts without the generated modules."""
 from __future__ import annotations
 
 import json
@@ -23,7 +24,9 @@ def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_si
     base = PSConfig(gradients=gradients, batch_size=batch_size, seed=seed)
     check = replace(base, mode="sync", gradients=10 * n_workers, warmup=0, label="check")
     per_round = [replace(base, mode=m, straggler_factor=float(f)) for f in factors for m in MODES]
-    runs = run([check] + interleaved(per_round, repeats), n_workers, timeout_s)
+    from ...lessons.lab08 import serve, work  # lab 08's, generated from its notebook
+
+    runs = run([check] + interleaved(per_round, repeats), serve, work, n_workers, timeout_s)
     single = single_process_weights(check, n_workers, check.gradients // n_workers)
     rates = rates_by_setting(runs[1:])
     syncs = [r["weights"] for r in runs[1:] if r["config"].mode == "sync"]

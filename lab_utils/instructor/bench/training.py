@@ -146,18 +146,19 @@ def print_ddp(result: dict) -> None:
 def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int = 0) -> dict:
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
     from ... import tf_distribute as tfd
+    from ..tf_training import TFTrainConfig, train_worker  # lab 05's make_train_step in a custom loop
 
     weights = []
 
     def run(setup, figures):
-        cfg = tfd.TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=setup.ranks > 1)
-        results = tfd.launch_workers(tfd.train_worker, setup.ranks, args=(cfg,), timeout=300)
+        cfg = TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=setup.ranks > 1)
+        results = tfd.launch_workers(train_worker, setup.ranks, args=(cfg,), timeout=300)
         if setup.ranks > 1:
             weights[:] = [res["weights"] for res in results]
         figures.samples_per_s.append(tfd.step_rate(global_batch, [results[0]["step_seconds"][3:]]).samples_per_s)
 
     one, two = _interleaved([Setup("1 worker", 1, 1), Setup("2 workers", 2, 1)], repeats, run)
-    return {"benchmark": "tf", "model": tfd.TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
+    return {"benchmark": "tf", "model": TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, "setups": [f.as_json(global_batch) for f in (one, two)],
             "speedup_multiworker": round(two.rate / one.rate, 3),
             "weights_max_abs_diff": float(np.abs(weights[0] - weights[1]).max()),

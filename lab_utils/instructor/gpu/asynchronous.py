@@ -1,6 +1,6 @@
 """Lab 08 on a GPU: the synchronous parameter server against one CPU process.
 
-Moved from lab_utils/asynchronous.py: the learner's module holds only what a lab imports."""
+The server and its workers are lab 08's serve and work (lab_utils.lessons.lab08, generated from its notebook)."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,9 +16,11 @@ def gpu_check() -> dict[str, str]:
     name = "parameter server (sync, workers on GPU) vs one CPU process"
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU"}
+    from ...lessons.lab08 import serve, work  # lab 08's, generated from its notebook
+
     cfg = PSConfig(mode="sync", gradients=10, warmup=0)
     try:
-        server = run([cfg], n_workers=2, timeout_s=120)[0]
+        server = run([cfg], serve, work, n_workers=2, timeout_s=120)[0]
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return {name: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
     diff = float(np.abs(server["weights"] - single_process_weights(cfg, 2, 5)).max())

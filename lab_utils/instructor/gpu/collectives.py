@@ -1,11 +1,11 @@
 """Lab 06 on a GPU: the ring and the tensor-parallel layers against the CPU.
 
-Moved from lab_utils/collectives.py: the learner's module holds only what a lab imports."""
+The ring and the layers are lab 06's lesson code (lab_utils.lessons.lab06); the worker is the benchmark's."""
 from __future__ import annotations
 
 import torch
 
-from ...collectives import reference_worker
+from ..bench.collectives import reference_worker
 
 
 GPU_TOLERANCES = {"ring_max_abs_diff": 1e-9, "tp_conv_max_abs_diff": 1e-4, "tp_mlp_max_abs_diff": 1e-4,

@@ -1,12 +1,13 @@
 """Lab 05 on a GPU: TensorFlow's MirroredStrategy step on 2 logical GPUs against the CPU.
 
-Moved from lab_utils/tf_distribute.py: the learner's module holds only what a lab imports."""
+The step is lab 05's make_train_step (lab_utils.lessons.lab05, generated from its notebook), imported in the fresh
+process once TensorFlow's devices are set."""
 from __future__ import annotations
 
 import os
 import sys
 
-from ...tf_distribute import import_tensorflow, one_step_update, reference_replica_step
+from ...tf_distribute import import_tensorflow, one_step_update
 
 
 # ---- the GPU check ------------------------------------------------------------------------------------------------
@@ -43,7 +44,9 @@ def _gpu_check_here() -> dict[str, str]:
     tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)] * 2)
     logical = [d.name for d in tf.config.list_logical_devices("GPU")]
     result[GPU_CHECKS[1]] = "passed" if len(logical) == 2 else f"failed: TensorFlow made {len(logical)} logical GPUs"
-    updates = {where: np.array(one_step_update(reference_replica_step, strategy, 64, seed=0)["update"])
+    from ...lessons.lab05 import make_train_step  # imports TensorFlow: after its devices are set
+
+    updates = {where: np.array(one_step_update(None, strategy, 64, seed=0, make_train_step=make_train_step)["update"])
                for where, strategy in (("gpu", tf.distribute.MirroredStrategy(logical)),
                                        ("cpu", tf.distribute.OneDeviceStrategy("/cpu:0")))}
     worst = float(np.abs(updates["gpu"] - updates["cpu"]).max())
