@@ -75,3 +75,13 @@ def test_the_scaling_report_shows_exactly_what_the_labs_printed():
                        if not any(row[:4] == r[:4] and abs(row[4] - r[4]) <= 1 for r in recorded))
     assert unmatched == [], ("rows of the scaling report that no lab printed in the same committed run "
                              "(lab, ranks, threads, batch, samples/s): run `make outputs`")
+
+
+@pytest.mark.parametrize("path", course.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_nbval_reads_a_tag_not_a_comment_line(path):
+    """A cell whose output varies carries the cell tag nbval-ignore-output (hidden from the learner), not a comment."""
+    cells = nbformat.read(path, as_version=4).cells
+    commented = [i for i, c in enumerate(cells) if c.cell_type == "code" and "NBVAL_" in c.source]
+    assert commented == [], f"{path.name}: cells {commented} mark nbval with a comment; use the cell tag"
+    tagged = [c for c in cells if "nbval-ignore-output" in c.metadata.get("tags", [])]
+    assert all(c.cell_type == "code" for c in tagged)
