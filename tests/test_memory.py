@@ -196,13 +196,16 @@ def test_comm_counter_counts_the_buffers_of_collectives_inside_phases():
     assert ranks[0]["ring"] == 2 * 40 + 32 + 32
 
 
-def test_reference_strategies_equal_ddp_and_shard_memory_with_padding():
-    """3 ranks (oversubscribed on 2 cores: correct, slow): the course CNN's count does not split evenly."""
-    jobs = [dict(strategy=s, spec=spec.cnn2d_2layer_fullconnected_2layer(), seed=0, steps=2, batch_per_rank=4, lr=1e-3)
-            for s in ("ddp", "zero1", "fsdp")]
-    ddp, zero1, fsdp = launch_jobs([(memory.reference_worker, (job,)) for job in jobs], 3, timeout=240)
-    psi = memory.parameter_count(jobs[0]["spec"])
-    initial = memory.full_weights(spec.build_torch(jobs[0]["spec"], memory.INPUT_SHAPE, seed=0))
+def test_lab07_strategies_equal_ddp_and_shard_memory_with_padding():
+    """Lab 07's workers (lab_utils.lessons.lab07), 3 ranks (oversubscribed on 2 cores: correct, slow): the course
+    CNN's count does not split evenly."""
+    from lab_utils.instructor.bench.memory import strategy_jobs
+
+    model_spec = spec.cnn2d_2layer_fullconnected_2layer()
+    jobs = strategy_jobs(("ddp", "zero1", "fsdp"), model_spec, world_size=3, steps=2, batch_per_rank=4)
+    ddp, zero1, fsdp = launch_jobs(jobs, 3, timeout=240)
+    psi = memory.parameter_count(model_spec)
+    initial = memory.full_weights(spec.build_torch(model_spec, memory.INPUT_SHAPE, seed=0))
     assert float(abs(ddp[0]["weights"] - initial.numpy()).max()) > 1e-4
     assert all(float(abs(z["weights"] - d["weights"]).max()) <= 1e-5 for z, d in zip(zero1, ddp))
     assert all(float(abs(f["weights"] - d["weights"]).max()) <= 1e-4 for f, d in zip(fsdp, ddp))
