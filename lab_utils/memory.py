@@ -4,9 +4,7 @@ dtype a device supports. (Lab 07's DDP / ZeRO-1 / FSDP2 workers are its notebook
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
-import statistics
 from dataclasses import dataclass
 
 import torch
@@ -360,23 +358,3 @@ def block_names(model: nn.Sequential) -> list[str]:
     return names
 
 
-def forward_checkpointed(blocks, x, chosen):
-    """Run the blocks in turn; those in `chosen` keep only their input and recompute the rest during backward."""
-    from torch.utils.checkpoint import checkpoint
-
-    for i, block in enumerate(blocks):
-        x = checkpoint(block, x, use_reentrant=False) if i in chosen else block(x)
-    return x
-
-
-def cheapest_checkpoints(freed, extra, total: float, budget: float) -> list[int] | None:
-    """The blocks to checkpoint so that total - sum(freed) fits `budget` with the least extra time (None: nothing
-    fits). Every subset is tried: a few blocks only."""
-    best = None
-    for k in range(len(freed) + 1):
-        for chosen in itertools.combinations(range(len(freed)), k):
-            if total - sum(freed[i] for i in chosen) <= budget:
-                cost = sum(extra[i] for i in chosen)
-                if best is None or cost < best[0] - 1e-12:
-                    best = (cost, list(chosen))
-    return None if best is None else best[1]

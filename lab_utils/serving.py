@@ -226,12 +226,6 @@ class LoadRun:
 spread = measure.spread  # the course's one rule
 
 
-def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
-    """Speedup of `fast` over `slow` from repeats timed side by side: median of the per-round ratios, their spread."""
-    ratios = [s / f for s, f in zip(slow.times, fast.times)]
-    return statistics.median(ratios), spread(ratios)
-
-
 @dataclass(frozen=True)
 class LoadStats:
     """Medians over interleaved repeats of one (server, load) pair, and how far the repeats spread."""
@@ -310,13 +304,6 @@ def collect(first, requests, max_batch: int, max_wait_s: float) -> list:
         except queue.Empty:
             break
     return batch
-
-
-def choose_max_wait(rows, budget_ms: float, keep_up: float = 0.95):
-    """The largest max_wait_ms whose p99 fits the budget while the server keeps up with the load, or None."""
-    fits = [r["max_wait_ms"] for r in rows
-            if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= keep_up * r["offered_rps"]]
-    return max(fits) if fits else None
 
 
 # ---- torch.compile helpers --------------------------------------------------------------------------------------------

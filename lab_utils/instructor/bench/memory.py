@@ -10,7 +10,16 @@ import json
 import torch
 
 from ... import measure, spec
-from ...memory import INPUT_SHAPE, SavedActivations, forward_checkpointed, layer_blocks, parameter_count, wide_cnn
+from ...memory import INPUT_SHAPE, SavedActivations, layer_blocks, parameter_count, wide_cnn
+
+
+def forward_checkpointed(blocks, x, chosen):
+    """Run the blocks in turn; those in `chosen` keep only their input and recompute the rest during backward."""
+    from torch.utils.checkpoint import checkpoint
+
+    for i, block in enumerate(blocks):
+        x = checkpoint(block, x, use_reentrant=False) if i in chosen else block(x)
+    return x
 
 
 def strategy_jobs(strategies, model_spec, *, world_size: int, steps: int, batch_per_rank: int, seed: int = 0,

@@ -13,7 +13,13 @@ import time
 from ... import flags as detectors
 from ... import measure
 from ...serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
-                        paired_speedup, request_images, spread)
+                        request_images, spread)
+
+
+def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
+    """Speedup of `fast` over `slow` from repeats timed side by side: median of the per-round ratios, their spread."""
+    ratios = [s / f for s, f in zip(slow.times, fast.times)]
+    return statistics.median(ratios), spread(ratios)
 
 
 # ---- lab 09's batcher and worker pool, set up for the bench, the GPU check and the tests ---------------------------------
