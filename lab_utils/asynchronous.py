@@ -1,8 +1,8 @@
 """Lab 08 helpers around the notebook's parameter server and Hogwild processes: data shards, the straggler's sleep,
-what a server records while it runs (staleness, times, weight snapshots), the launch of the notebook's server and
-workers (`run`, given lab 08's serve and work: lab_utils.lessons.lab08 for the exercises, the tests and the instructor's
-benchmark and GPU check), the single-process baseline, handing a shared-memory model to launched ranks, accuracy curves
-and plots."""
+what a server records while it runs (staleness, times, weight snapshots), the pinning of the notebook's server
+beside worker 1, the single-process baseline, handing a shared-memory model to launched ranks, accuracy curves and
+plots. (The launch of lab 08's server and workers for the instructor's benchmark, GPU check, exercise check and tests
+is lab_utils.instructor.bench.asynchronous.run.)"""
 from __future__ import annotations
 
 import functools
@@ -10,11 +10,9 @@ import os
 import statistics
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
@@ -151,26 +149,6 @@ class Straggler:
         return statistics.median(b + s for b, s in pairs) / statistics.median(b for b, _ in pairs)
 
 
-def compute_share(result: dict) -> float:
-    """In one run, the first worker's median compute time per gradient over its mean iteration time (run time over
-    its gradients): how much of an iteration is compute rather than messaging and waiting."""
-    order, workers = list(result["order"]), result.get("workers") or []
-    if not workers or not order.count(1) or not result["seconds"]:
-        return float("nan")
-    return workers[0]["compute_ms"] / 1e3 / (result["seconds"] / order.count(1))
-
-
-def effective_slowdown(result: dict, straggler: int) -> float:
-    """From an asynchronous run: how many gradients each other worker had applied per straggler gradient (the
-    slowdown as the server saw it: it also holds how much slower the other workers were, e.g. worker 1 sharing the
-    server's core); nan when the straggler had none applied."""
-    order = list(result["order"])
-    others = [w for w in set(order) if w != straggler]
-    if not order.count(straggler) or not others:
-        return float("nan")
-    return statistics.mean(order.count(w) for w in others) / order.count(straggler)
-
-
 # ---- what a server measures while it runs ----------------------------------------------------------------------
 
 class RunRecord:
@@ -209,12 +187,7 @@ class RunRecord:
                 "snapshots": torch.stack([w for *_, w in self.snapshots]) if self.snapshots else torch.empty(0)}
 
 
-# ---- the parameter server's launch: lab 08's serve and work (its notebook's), on ranks --------------------------
-
-def damped_lr(base_lr: float, staleness: int) -> float:
-    """A gradient computed `staleness` versions ago gets 1 / (1 + staleness) of the learning rate."""
-    return base_lr / (1 + staleness)
-
+# ---- the parameter server's ranks, the single-process baseline ------------------------------------------------
 
 def pin_server_beside_worker_1(rank: int, world_size: int) -> None:
     """When a CPU machine has fewer cores than ranks (launch then pins none): worker w runs on core (w - 1) mod
@@ -224,43 +197,6 @@ def pin_server_beside_worker_1(rank: int, world_size: int) -> None:
     cores = sorted(os.sched_getaffinity(0))
     if 1 < len(cores) < world_size:  # one core: launch pinned this rank already (or there is nothing to share out)
         os.sched_setaffinity(0, {cores[max(rank - 1, 0) % len(cores)]})
-
-
-def ps_worker(rank: int, world_size: int, configs, serve, work, workers=None) -> list:
-    """Lab 08's parameter server (`serve(n_workers, cfg)` on rank 0) and its workers (`work(rank, n_workers, cfg,
-    device)` on ranks 1..world_size-1), gloo point-to-point: each config in turn, in one process group (a new group per
-    run would cost start-up time and threads). The functions are the notebook's (lab_utils.lessons.lab08, or an edit
-    of them made with lab_utils.variants); `workers[i]`: how many workers take part in run i (default all; the other
-    ranks sit it out)."""
-    device, _ = hardware.rank_device()
-    pin_server_beside_worker_1(rank, world_size)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=max(c.timeout_s for c in configs)))
-    results = []
-    for cfg, n_workers in zip(configs, workers or [world_size - 1] * len(configs)):
-        if rank == 0:
-            results.append(serve(n_workers, cfg))
-        elif rank <= n_workers:
-            results.append(work(rank, n_workers, cfg, device))
-        else:
-            results.append(None)
-        dist.barrier()  # the next run starts when every rank is done with this one
-    dist.destroy_process_group()
-    return results
-
-
-def run(configs, serve, work, n_workers=2, timeout_s: float = 180.0) -> list:
-    """Every config in turn in one launch of 1 + the most workers, with the given server and worker functions (lab
-    08's); `n_workers`: how many workers run each config (one number for all, or one per config). Returns each run's
-    server result, with `config` and the workers' results (`workers`) added."""
-    from .launch import launch
-
-    counts = list(n_workers) if isinstance(n_workers, (list, tuple)) else [n_workers] * len(configs)
-    if len(counts) != len(configs):
-        raise ValueError(f"n_workers gives {len(counts)} worker counts for {len(configs)} configs: give one per config")
-    configs = [c.validate(n) for c, n in zip(configs, counts)]
-    per_rank = launch(ps_worker, max(counts) + 1, args=(configs, serve, work, counts), timeout=timeout_s)
-    return [dict(server, config=c, workers=[w for w in workers if w is not None])
-            for c, server, *workers in zip(configs, *per_rank)]
 
 
 def single_process_weights(cfg: PSConfig, n_workers: int, updates: int) -> np.ndarray:
@@ -277,19 +213,6 @@ def single_process_weights(cfg: PSConfig, n_workers: int, updates: int) -> np.nd
 
 
 # ---- staleness -----------------------------------------------------------------------------------------------------
-
-def staleness_from_order(order) -> list[int]:
-    """Staleness of each gradient of an asynchronous run, from the order in which the workers' gradients were applied.
-
-    Every worker first pulls version 0; after its gradient is applied it pulls the version that update made.
-    """
-    version, pulled, staleness = 0, {}, []
-    for worker in order:
-        staleness.append(version - pulled.get(worker, 0))
-        version += 1
-        pulled[worker] = version
-    return staleness
-
 
 def staleness_by_worker(result: dict) -> dict[int, float]:
     """Mean staleness of each worker's applied gradients."""
@@ -434,16 +357,6 @@ def plot_throughput(factors, rates: dict, ranges: dict | None = None):
 
 
 # ---- medians of interleaved runs ---------------------------------------------------------------------------------
-
-def rates_by_setting(runs) -> dict:
-    """{(mode, straggler factor): [samples/s of each repeat]} for plain (not damped) runs with a label-free config."""
-    rates = {}
-    for r in runs:
-        c = r["config"]
-        if not c.damped and not c.label:
-            rates.setdefault((c.mode, c.straggler_factor), []).append(r["samples_per_s"])
-    return rates
-
 
 spread = measure.spread  # the course's one rule
 

@@ -16,9 +16,6 @@ import torch.nn.functional as F
 
 from . import measure, spec
 
-RING_BYTES = 4 << 20  # the benchmark's message: 4 MiB of float32
-
-
 # ---- drawing collectives from the ranks' tensors -------------------------------------------------------------------
 
 def contributors(value) -> list[int]:

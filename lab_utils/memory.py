@@ -1,12 +1,10 @@
 """Lab 07's room: where a rank's memory goes, counted exactly from tensors (parameters, gradients, optimizer state,
 saved activations), the per-strategy formulas, stacked bars per rank, bytes sent by collectives, the mixed-precision
-dtype a device supports, and reference DDP / ZeRO-1 / FSDP2 workers (for the instructor's benchmark and GPU check)."""
+dtype a device supports. (Lab 07's DDP / ZeRO-1 / FSDP2 workers are its notebook's: lab_utils.lessons.lab07.)"""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
-import statistics
 from dataclasses import dataclass
 
 import torch
@@ -360,96 +358,3 @@ def block_names(model: nn.Sequential) -> list[str]:
     return names
 
 
-def forward_checkpointed(blocks, x, chosen):
-    """Run the blocks in turn; those in `chosen` keep only their input and recompute the rest during backward."""
-    from torch.utils.checkpoint import checkpoint
-
-    for i, block in enumerate(blocks):
-        x = checkpoint(block, x, use_reentrant=False) if i in chosen else block(x)
-    return x
-
-
-def cheapest_checkpoints(freed, extra, total: float, budget: float) -> list[int] | None:
-    """The blocks to checkpoint so that total - sum(freed) fits `budget` with the least extra time (None: nothing
-    fits). Every subset is tried: a few blocks only."""
-    best = None
-    for k in range(len(freed) + 1):
-        for chosen in itertools.combinations(range(len(freed)), k):
-            if total - sum(freed[i] for i in chosen) <= budget:
-                cost = sum(extra[i] for i in chosen)
-                if best is None or cost < best[0] - 1e-12:
-                    best = (cost, list(chosen))
-    return None if best is None else best[1]
-
-
-# ---- reference strategies, for the benchmark and the GPU check ----------------------------------------------------
-
-def _batches(job: dict, rank: int, world_size: int):
-    """(x, y) of this rank for each step: its slice of a seeded global batch."""
-    gen = torch.Generator().manual_seed(job["seed"] + 1)
-    per_rank = job["batch_per_rank"]
-    for _ in range(job["steps"]):
-        x = torch.rand(world_size * per_rank, *INPUT_SHAPE, generator=gen)
-        y = torch.randint(0, 10, (world_size * per_rank,), generator=gen)
-        yield x[rank * per_rank:(rank + 1) * per_rank].clone(), y[rank * per_rank:(rank + 1) * per_rank].clone()
-
-
-def reference_worker(rank: int, world_size: int, job: dict) -> dict:
-    """Adam steps with job["strategy"] in ("ddp", "zero1", "fsdp"): the weights, the bytes held, the bytes sent."""
-    from .launch import process_group
-
-    with process_group(60) as ctx:
-        device = torch.device(ctx.device if ctx.backend == "nccl" else "cpu")  # gloo + FSDP: a CPU mesh (#132471)
-        return _reference_steps(rank, world_size, device, job)
-
-
-def _reference_steps(rank: int, world_size: int, device, job: dict) -> dict:
-    """The training steps of reference_worker, in a process group already joined."""
-    import torch.distributed as dist
-    import torch.nn.functional as F
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-    model = spec.build_torch(job["spec"], INPUT_SHAPE, seed=job["seed"]).to(device)
-    comm, flat = CommCounter(), None
-    if job["strategy"] == "ddp":
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        model = DDP(model, gradient_as_bucket_view=True)
-        model.register_comm_hook(None, default_hooks.allreduce_hook)
-        optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])
-    elif job["strategy"] == "zero1":
-        flat = flatten(model, world_size)
-        shard = nn.Parameter(flat.params[flat.shard(rank)])
-        optimizer = torch.optim.Adam([shard], lr=job["lr"])
-    else:
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-        mesh = init_device_mesh(device.type, (world_size,))
-        policy = MixedPrecisionPolicy(param_dtype=job.get("param_dtype"), reduce_dtype=torch.float32)
-        for layer in model:
-            if any(True for _ in layer.parameters()):
-                fully_shard(layer, mesh=mesh, mp_policy=policy)
-        fully_shard(model, mesh=mesh, mp_policy=policy)
-        optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])
-    for x, y in _batches(job, rank, world_size):
-        if flat is not None:
-            flat.grads.zero_()
-        else:
-            optimizer.zero_grad(set_to_none=False)
-        with comm.phase("forward"):
-            loss = F.cross_entropy(model(x.to(device)), y.to(device))
-        with comm.phase("backward"):
-            loss.backward()
-        with comm.phase("step"):
-            if flat is not None:
-                shard.grad = torch.empty_like(shard)
-                dist.reduce_scatter_single(shard.grad, flat.grads, op=dist.ReduceOp.SUM)
-                shard.grad /= world_size
-            optimizer.step()
-            if flat is not None:
-                shard.grad = None
-                dist.all_gather_single(flat.params, shard.detach().clone())
-    return {"weights": full_weights(model), "bytes": held_bytes(model, optimizer),
-            "ring_bytes": comm.ring_bytes(job["steps"]), "comm": comm.table(job["steps"]),
-            "padding": flat.padding if flat is not None else 0}

@@ -226,12 +226,6 @@ class LoadRun:
 spread = measure.spread  # the course's one rule
 
 
-def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
-    """Speedup of `fast` over `slow` from repeats timed side by side: median of the per-round ratios, their spread."""
-    ratios = [s / f for s, f in zip(slow.times, fast.times)]
-    return statistics.median(ratios), spread(ratios)
-
-
 @dataclass(frozen=True)
 class LoadStats:
     """Medians over interleaved repeats of one (server, load) pair, and how far the repeats spread."""
@@ -296,7 +290,7 @@ def interleaved_loads(batchers: dict, loads_rps: dict, *, images, rounds: int = 
     return {pair: LoadStats.of(pair[0], pair[1], r) for pair, r in runs.items()}
 
 
-# ---- reference implementations (the lab writes its own in the notebook) --------------------------------------------
+# ---- reference solutions of lab 09's exercises (the batcher and the worker pool are its notebook's: lessons.lab09) --
 
 def collect(first, requests, max_batch: int, max_wait_s: float) -> list:
     """The flush rule: `first` plus whatever the queue gives, until the batch holds max_batch requests or max_wait_s
@@ -310,184 +304,6 @@ def collect(first, requests, max_batch: int, max_wait_s: float) -> list:
         except queue.Empty:
             break
     return batch
-
-
-def request_problem(image, image_shape=DEFAULT_SHAPE, dtype=None) -> str | None:
-    """Why `image` cannot join a batch (wrong type, shape or dtype), or None."""
-    import torch
-
-    dtype = dtype or torch.float32
-    if not isinstance(image, torch.Tensor):
-        return f"expected a torch.Tensor image, got {type(image).__name__}"
-    if tuple(image.shape) != tuple(image_shape):
-        return f"expected an image of shape {tuple(image_shape)}, got {tuple(image.shape)}"
-    if image.dtype != dtype:
-        return f"expected dtype {dtype}, got {image.dtype}"
-    return None
-
-
-def batcher_loop(requests, stop, run_batch, *, max_batch: int, max_wait_s: float, image_shape=DEFAULT_SHAPE,
-                 collect=collect) -> None:
-    """Until `stop` is set: take a request, collect a batch, answer malformed requests with an error, run the rest."""
-    while not stop.is_set():
-        try:
-            first = requests.get(timeout=0.01)
-        except queue.Empty:
-            continue
-        good = []
-        for r in collect(first, requests, max_batch, max_wait_s):
-            problem = request_problem(r.image, image_shape)
-            if problem:
-                r.fail(problem, time.perf_counter())
-            else:
-                good.append(r)
-        if good:
-            try:
-                run_batch(good)
-            except Exception as exc:  # one failing batch must not stop the server
-                now = time.perf_counter()
-                for r in good:
-                    r.fail(f"{type(exc).__name__}: {exc}", now)
-
-
-def local_runner(model, device: str = "cpu"):
-    """run_batch for batcher_loop: one forward pass in this thread, then answer each request."""
-    import torch
-
-    def run_batch(batch):
-        x = torch.stack([r.image for r in batch]).to(device)
-        with torch.inference_mode():
-            out = model(x).float().cpu()
-        now = time.perf_counter()
-        for r, o in zip(batch, out):
-            r.answer(o, now, len(batch))
-
-    return run_batch
-
-
-def make_batcher(run_batch, max_batch: int, max_wait_ms: float, image_shape=DEFAULT_SHAPE):
-    """batcher(requests, stop) for run_load: the reference loop with these settings."""
-    def batcher(requests, stop):
-        batcher_loop(requests, stop, run_batch, max_batch=max_batch, max_wait_s=max_wait_ms / 1e3,
-                     image_shape=image_shape)
-    return batcher
-
-
-def choose_max_wait(rows, budget_ms: float, keep_up: float = 0.95):
-    """The largest max_wait_ms whose p99 fits the budget while the server keeps up with the load, or None."""
-    fits = [r["max_wait_ms"] for r in rows
-            if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= keep_up * r["offered_rps"]]
-    return max(fits) if fits else None
-
-
-# ---- data-parallel inference: one batcher feeding model workers in other processes --------------------------------
-
-STOP = -1  # the batch size that tells a worker to return
-
-
-def model_worker(model, image_shape) -> int:
-    """Worker rank: receive a batch size and a batch from rank 0, answer with the logits; until told to stop."""
-    import torch
-    import torch.distributed as dist
-
-    header, served = torch.zeros(1, dtype=torch.int64), 0
-    while True:
-        dist.recv(header, src=0)
-        n = int(header)
-        if n == STOP:
-            return served
-        x = torch.empty(n, *image_shape)
-        dist.recv(x, src=0)
-        with torch.inference_mode():
-            dist.send(model(x).contiguous(), dst=0)
-        served += 1
-
-
-class WorkerPool:
-    """Rank 0's side of the worker ranks: run_batch sends a batch to an idle worker; a thread per worker answers."""
-
-    def __init__(self, workers, num_classes: int = 10):
-        self.free, self.num_classes = queue.Queue(), num_classes
-        self.in_flight = {w: queue.Queue() for w in workers}
-        self.threads = [threading.Thread(target=self._receive, args=(w,), daemon=True) for w in workers]
-        for w in workers:
-            self.free.put(w)
-        for t in self.threads:
-            t.start()
-
-    def run_batch(self, batch) -> None:
-        import torch
-        import torch.distributed as dist
-
-        worker = self.free.get()  # wait for an idle worker
-        dist.send(torch.tensor([len(batch)]), dst=worker)
-        dist.send(torch.stack([r.image for r in batch]), dst=worker)
-        self.in_flight[worker].put(batch)
-
-    def _receive(self, worker) -> None:
-        import torch
-        import torch.distributed as dist
-
-        while (batch := self.in_flight[worker].get()) is not None:
-            out = torch.empty(len(batch), self.num_classes)
-            dist.recv(out, src=worker)
-            now = time.perf_counter()
-            for r, o in zip(batch, out):
-                r.answer(o, now, len(batch))
-            self.free.put(worker)
-
-    def close(self) -> None:
-        """Wait for the batches in flight, then end the answering threads."""
-        for q in self.in_flight.values():
-            q.put(None)
-        for t in self.threads:
-            t.join()
-
-
-@dataclass(frozen=True)
-class PoolConfig:
-    """One launch: rank 0 serves bursts of requests with 1 worker and with all workers, interleaved, after a
-    warm-up round."""
-
-    width: int = 2048
-    image_side: int = 28
-    seed: int = 0
-    requests: int = 1500
-    max_batch: int = 64
-    max_wait_ms: float = 5.0
-    rounds: int = 2
-    check_outputs: int = 32
-
-
-def pool_job(rank: int, world_size: int, cfg: PoolConfig) -> dict:
-    """Reference data-parallel serving (bench and tests): rank 0 batches, ranks 1.. run the model."""
-    import torch
-    import torch.distributed as dist
-
-    from .launch import process_group
-
-    shape = (1, cfg.image_side, cfg.image_side)
-    with process_group(timeout_s=120):
-        if rank > 0:
-            return {"served": model_worker(build_model(cfg.width, shape, cfg.seed), shape)}
-        images = request_images(256, shape, cfg.seed)
-        setups = {"1 worker": [1], f"{world_size - 1} workers": list(range(1, world_size))}
-        rates, outputs = {name: [] for name in setups}, None
-        for round_ in range(cfg.rounds + 1):  # round 0 warms every worker up and is not counted
-            for name in (list(setups) if round_ % 2 == 0 else reversed(list(setups))):
-                pool = WorkerPool(setups[name])
-                run = run_load(make_batcher(pool.run_batch, cfg.max_batch, cfg.max_wait_ms, shape), burst(cfg.requests),
-                               images, label=name, drain_s=60)
-                pool.close()
-                summary = run.summary()
-                if summary.unanswered or summary.failed:
-                    raise RuntimeError(f"{name}: {summary.text()}; batcher error: {summary.batcher_error}")
-                if round_ > 0:
-                    rates[name].append(summary.achieved_rps)
-                outputs = outputs if outputs is not None else [r.output.tolist() for r in run.requests[:cfg.check_outputs]]
-        for w in range(1, world_size):
-            dist.send(torch.tensor([STOP]), dst=w)
-        return {"rates": rates, "outputs": outputs}
 
 
 # ---- torch.compile helpers --------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from lab_utils import asynchronous as A
+from lab_utils.instructor import references
 from lab_utils.instructor.bench import asynchronous as bench_async
 from lab_utils.instructor.gpu import asynchronous as gpu_async
 from lab_utils import launch as launch_mod
@@ -50,7 +51,7 @@ def descendants() -> set[int]:
 def test_bad_settings_fail_before_any_rank_starts(cfg, words):
     before = descendants()
     with pytest.raises(ValueError, match=words):
-        A.run([cfg], serve, work, n_workers=2)
+        bench_async.run([cfg], serve, work, n_workers=2)
     assert descendants() <= before
 
 
@@ -64,13 +65,13 @@ def test_a_parameter_server_needs_a_worker():
 def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_staleness():
     sync = replace(BASE, mode="sync", warmup=0)
     asyn = replace(BASE, mode="async", straggler_factor=3.0)
-    first, second, run_async = A.run([sync, sync, asyn], serve, work, n_workers=2)
+    first, second, run_async = bench_async.run([sync, sync, asyn], serve, work, n_workers=2)
     reference = A.single_process_weights(sync, 2, sync.gradients // 2)
     assert np.abs(first["weights"] - reference).max() <= 1e-5
     assert np.array_equal(first["weights"], second["weights"])
     assert first["staleness"] == [0] * sync.gradients and first["order"][:4] == [1, 2, 1, 2]
     assert len(run_async["order"]) == asyn.gradients
-    assert run_async["staleness"] == A.staleness_from_order(run_async["order"])
+    assert run_async["staleness"] == references.staleness_from_order(run_async["order"])
     assert run_async["samples_per_s"] > 0 and run_async["snapshot_samples"][0] == asyn.snapshot_every * asyn.batch_size
     computed = sum(w["gradients"] for w in run_async["workers"])
     assert asyn.gradients <= computed <= asyn.gradients + 1  # a gradient still on its way at the end is not applied
@@ -78,12 +79,12 @@ def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_stal
 
 def test_one_launch_runs_each_config_with_its_own_number_of_workers():
     sync3, sync2 = replace(BASE, mode="sync", gradients=12, warmup=0), replace(BASE, mode="sync", gradients=8, warmup=0)
-    three, two = A.run([sync3, sync2], serve, work, n_workers=[3, 2])
+    three, two = bench_async.run([sync3, sync2], serve, work, n_workers=[3, 2])
     assert sorted(set(three["order"])) == [1, 2, 3] and sorted(set(two["order"])) == [1, 2]
     assert len(three["workers"]) == 3 and len(two["workers"]) == 2  # the rank that sat a run out returns nothing
     assert np.abs(two["weights"] - A.single_process_weights(sync2, 2, 4)).max() <= 1e-5
     with pytest.raises(ValueError, match="one per config"):
-        A.run([sync3, sync2], serve, work, n_workers=[3])
+        bench_async.run([sync3, sync2], serve, work, n_workers=[3])
 
 
 def pinned_cores(rank, world_size):
@@ -110,7 +111,7 @@ def test_a_run_near_chance_is_flagged_as_diverged():
 
 def test_async_with_one_worker_is_plain_sgd():
     cfg = replace(BASE, mode="async", gradients=12, warmup=0, lr=0.05)
-    server = A.run([cfg], serve, work, n_workers=1)[0]
+    server = bench_async.run([cfg], serve, work, n_workers=1)[0]
     assert set(server["staleness"]) == {0}
     assert np.abs(server["weights"] - A.single_process_weights(cfg, 1, 12)).max() <= 1e-5
 
@@ -119,7 +120,7 @@ def test_a_worker_that_dies_mid_run_stops_the_run_naming_it_and_nothing_is_left_
     before = descendants()
     start = time.monotonic()
     with pytest.raises(RankError) as info:
-        A.run([replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], serve, dying_work(5), n_workers=2,
+        bench_async.run([replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], serve, dying_work(5), n_workers=2,
               timeout_s=60)
     assert time.monotonic() - start < 20 + 10  # within the server's timeout (and launch's start-up)
     assert info.value.rank == 0 and "rank 2 is gone" in str(info.value)
@@ -131,7 +132,7 @@ def test_an_error_in_the_servers_update_is_reported_from_the_server():
         raise ValueError("the server's update broke")
 
     with pytest.raises(RankError) as info:
-        A.run([replace(BASE, mode="sync")], serve_with(bad_average), work, n_workers=2, timeout_s=60)
+        bench_async.run([replace(BASE, mode="sync")], serve_with(bad_average), work, n_workers=2, timeout_s=60)
     assert info.value.rank == 0 and "the server's update broke" in str(info.value)
 
 
@@ -157,13 +158,13 @@ def silent_worker_job(rank, world_size, cfg):
 # ---- staleness and the learning rate -------------------------------------------------------------------------------
 
 def test_staleness_from_order():
-    assert A.staleness_from_order([1, 2, 1, 2]) == [0, 1, 1, 1]
-    assert A.staleness_from_order([1, 1, 1, 2]) == [0, 0, 0, 3]
-    assert A.staleness_from_order([]) == []
+    assert references.staleness_from_order([1, 2, 1, 2]) == [0, 1, 1, 1]
+    assert references.staleness_from_order([1, 1, 1, 2]) == [0, 0, 0, 3]
+    assert references.staleness_from_order([]) == []
 
 
 def test_damped_lr_and_staleness_by_worker():
-    assert A.damped_lr(0.1, 0) == 0.1 and A.damped_lr(0.1, 4) == pytest.approx(0.02)
+    assert references.damped_lr(0.1, 0) == 0.1 and references.damped_lr(0.1, 4) == pytest.approx(0.02)
     assert A.staleness_by_worker({"order": [1, 1, 2], "staleness": [0, 1, 2]}) == {1: 0.5, 2: 2.0}
 
 

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from lab_utils import data
+from lab_utils.instructor import datasets
 
 
 def write(tmp_path, text, name="d.csv"):
@@ -75,13 +76,13 @@ def test_bad_arguments(tmp_path):
 
 def test_write_then_load_round_trip(tmp_path):
     images = np.arange(2 * 9, dtype=np.float32).reshape(2, 1, 3, 3)
-    path = data.write_csv(tmp_path / "r.csv", images, np.array([4, 1]))
+    path = datasets.write_csv(tmp_path / "r.csv", images, np.array([4, 1]))
     x, y = data.load_csv(path)
     assert np.array_equal(x, images) and y.tolist() == [4, 1]
 
 
 def test_committed_digits_are_reproducible(tmp_path):
-    train, test = data.write_digits_csv(tmp_path)
+    train, test = datasets.write_digits_csv(tmp_path)
     committed = data.datasets_dir() / "digits"
     assert train.read_bytes() == (committed / "train.csv").read_bytes()
     assert test.read_bytes() == (committed / "test.csv").read_bytes()
@@ -133,12 +134,12 @@ def test_adapters_check_lengths_and_batch_size():
 
 def test_write_csv_with_the_label_first(tmp_path):
     images = np.arange(2 * 4, dtype=np.float32).reshape(2, 1, 2, 2)
-    path = data.write_csv(tmp_path / "first.csv", images, np.array([3, 1]), label_column="first")
+    path = datasets.write_csv(tmp_path / "first.csv", images, np.array([3, 1]), label_column="first")
     assert path.read_text().splitlines()[:2] == ["label,pixel0,pixel1,pixel2,pixel3", "3,0,1,2,3"]
     x, y = data.load_csv(path, label_column="first")
     assert np.array_equal(x, images) and y.tolist() == [3, 1]
     with pytest.raises(ValueError, match="label_column must be 'last' or 'first'"):
-        data.write_csv(tmp_path / "bad.csv", images, np.array([3, 1]), label_column="middle")
+        datasets.write_csv(tmp_path / "bad.csv", images, np.array([3, 1]), label_column="middle")
 
 
 # ---- reading a row range by streaming ------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def test_write_csv_with_the_label_first(tmp_path):
 def numbered_csv(tmp_path, n=11, *, label_column="last", header=True):
     """n 2x2 images whose pixels identify their row, labels row % 3; with blank lines in the middle and at the end."""
     images = np.arange(n * 4, dtype=np.float32).reshape(n, 1, 2, 2)
-    path = data.write_csv(tmp_path / "rows.csv", images, np.arange(n) % 3, header=header, label_column=label_column)
+    path = datasets.write_csv(tmp_path / "rows.csv", images, np.arange(n) % 3, header=header, label_column=label_column)
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[:4] + [""] + lines[4:]) + "\n\n")
     return path
@@ -227,8 +228,8 @@ def test_an_all_black_training_file_is_refused():
 
 def write_split(tmp_path, test_pixels=None):
     x = np.array([[[[0, 10], [20, 40]]], [[[40, 0], [0, 0]]]], dtype=np.float32)
-    train = data.write_csv(tmp_path / "train.csv", x, np.array([0, 1]), label_column="first")
-    test = data.write_csv(tmp_path / "test.csv", x[:1] * 2 if test_pixels is None else test_pixels, np.array([1]),
+    train = datasets.write_csv(tmp_path / "train.csv", x, np.array([0, 1]), label_column="first")
+    test = datasets.write_csv(tmp_path / "test.csv", x[:1] * 2 if test_pixels is None else test_pixels, np.array([1]),
                           label_column="first")
     return train, test, x
 

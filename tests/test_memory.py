@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import memory, spec
+from lab_utils.instructor import references
+from lab_utils.instructor.bench import memory as bench_memory
 from lab_utils.instructor.gpu import memory as gpu_memory
 from lab_utils.launch import launch, launch_jobs
 
@@ -90,7 +92,7 @@ def test_checkpointing_every_block_keeps_only_each_block_input():
     counts = {}
     for chosen in ((), tuple(range(len(blocks)))):
         with memory.SavedActivations(model) as saved:
-            loss = F.cross_entropy(memory.forward_checkpointed(blocks, x, chosen), y)
+            loss = F.cross_entropy(bench_memory.forward_checkpointed(blocks, x, chosen), y)
         loss.backward()
         counts[chosen] = saved.bytes
     with memory.SavedActivations() as loss_only:
@@ -148,9 +150,9 @@ def test_assign_owners_gives_the_largest_tensors_to_the_least_loaded_rank():
 
 
 def test_cheapest_checkpoints_fits_the_budget_at_the_least_extra_time():
-    assert memory.cheapest_checkpoints([60, 50, 50], [10.0, 6.0, 6.0], 200, 100) == [1, 2]
-    assert memory.cheapest_checkpoints([30, 20], [1.0, 1.0], 100, 120) == []
-    assert memory.cheapest_checkpoints([10, 20], [1.0, 1.0], 100, 50) is None
+    assert references.cheapest_checkpoints([60, 50, 50], [10.0, 6.0, 6.0], 200, 100) == [1, 2]
+    assert references.cheapest_checkpoints([30, 20], [1.0, 1.0], 100, 120) == []
+    assert references.cheapest_checkpoints([10, 20], [1.0, 1.0], 100, 50) is None
 
 
 # ---- mixed precision ----------------------------------------------------------------------------------------------------
@@ -196,13 +198,16 @@ def test_comm_counter_counts_the_buffers_of_collectives_inside_phases():
     assert ranks[0]["ring"] == 2 * 40 + 32 + 32
 
 
-def test_reference_strategies_equal_ddp_and_shard_memory_with_padding():
-    """3 ranks (oversubscribed on 2 cores: correct, slow): the course CNN's count does not split evenly."""
-    jobs = [dict(strategy=s, spec=spec.cnn2d_2layer_fullconnected_2layer(), seed=0, steps=2, batch_per_rank=4, lr=1e-3)
-            for s in ("ddp", "zero1", "fsdp")]
-    ddp, zero1, fsdp = launch_jobs([(memory.reference_worker, (job,)) for job in jobs], 3, timeout=240)
-    psi = memory.parameter_count(jobs[0]["spec"])
-    initial = memory.full_weights(spec.build_torch(jobs[0]["spec"], memory.INPUT_SHAPE, seed=0))
+def test_lab07_strategies_equal_ddp_and_shard_memory_with_padding():
+    """Lab 07's workers (lab_utils.lessons.lab07), 3 ranks (oversubscribed on 2 cores: correct, slow): the course
+    CNN's count does not split evenly."""
+    from lab_utils.instructor.bench.memory import strategy_jobs
+
+    model_spec = spec.cnn2d_2layer_fullconnected_2layer()
+    jobs = strategy_jobs(("ddp", "zero1", "fsdp"), model_spec, world_size=3, steps=2, batch_per_rank=4)
+    ddp, zero1, fsdp = launch_jobs(jobs, 3, timeout=240)
+    psi = memory.parameter_count(model_spec)
+    initial = memory.full_weights(spec.build_torch(model_spec, memory.INPUT_SHAPE, seed=0))
     assert float(abs(ddp[0]["weights"] - initial.numpy()).max()) > 1e-4
     assert all(float(abs(z["weights"] - d["weights"]).max()) <= 1e-5 for z, d in zip(zero1, ddp))
     assert all(float(abs(f["weights"] - d["weights"]).max()) <= 1e-4 for f, d in zip(fsdp, ddp))

@@ -6,7 +6,7 @@ import nbformat
 import numpy as np
 
 from lab_utils import data, measure
-from lab_utils.instructor import course
+from lab_utils.instructor import course, datasets
 
 LAB01 = Path(__file__).resolve().parent.parent / "solutions" / "01_single_device_cnn.ipynb"
 
@@ -14,8 +14,8 @@ LAB01 = Path(__file__).resolve().parent.parent / "solutions" / "01_single_device
 def own_csvs(folder: Path) -> tuple[Path, Path]:
     """12x12 images of 4 classes with 0-255 grey levels, the label first, as a learner's own files might be."""
     split = data.synthetic_split(600, 200, image_shape=(1, 12, 12), num_classes=4, seed=1)
-    train = data.write_csv(folder / "train.csv", np.round(split.x_train * 255), split.y_train, label_column="first")
-    test = data.write_csv(folder / "test.csv", np.round(split.x_test * 255), split.y_test, label_column="first")
+    train = datasets.write_csv(folder / "train.csv", np.round(split.x_train * 255), split.y_train, label_column="first")
+    test = datasets.write_csv(folder / "test.csv", np.round(split.x_test * 255), split.y_test, label_column="first")
     return train, test
 
 

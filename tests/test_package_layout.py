@@ -93,7 +93,8 @@ def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
     assert installed.returncode == 0, installed.stderr
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = ("import lab_utils, lab_utils.exercises, lab_utils.instructor.bench, lab_utils.instructor.gpu_check; "
-            "import lab_utils.lessons.lab03, lab_utils.lessons.lab04, lab_utils.lessons.lab06, lab_utils.lessons.lab08; print(lab_utils.__file__)")
+            "import lab_utils.lessons.lab03, lab_utils.lessons.lab04, lab_utils.lessons.lab06, lab_utils.lessons.lab07, "
+            "lab_utils.lessons.lab08, lab_utils.lessons.lab09; print(lab_utils.__file__)")
     where = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
                            timeout=120)
     assert where.returncode == 0, where.stderr
@@ -139,7 +140,8 @@ def definitions_outside_lessons() -> list[tuple[str, str, int]]:
 def test_no_hand_copy_of_a_lesson_function_in_lab_utils():
     lessons = lesson_functions()
     assert {"ddp_worker", "forward_op", "backward_op", "ring_all_reduce", "split_conv", "TensorParallelCNN",
-            "make_train_step", "serve", "work", "hogwild"} <= set(lessons)
+            "make_train_step", "serve", "work", "hogwild", "zero1_worker", "fsdp_worker", "batcher",
+            "Dispatcher", "serving_job"} <= set(lessons)
     copies = [f"lab_utils/{where}:{line} defines {name}, which {lessons[name]} defines in a lesson cell"
               for name, where, line in definitions_outside_lessons()
               if name in lessons and where not in NOT_COPIES.get(name, set())]

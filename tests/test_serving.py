@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lab_utils import measure, serving
-from lab_utils.instructor import cli
+from lab_utils.instructor import cli, references
 from lab_utils.instructor.bench import serving as bench_serving
 from lab_utils.instructor.gpu import serving as gpu_serving
 from lab_utils.launch import RankError, launch
@@ -73,9 +73,9 @@ def test_collect_flushes_at_max_batch_at_once_and_takes_only_waiting_requests_wi
     assert time.perf_counter() - start >= 0.05
 
 
-def test_reference_batcher_answers_every_request_with_the_models_output(small):
+def test_lab09_batcher_answers_every_request_with_the_models_output(small):
     model, images = small
-    batcher = serving.make_batcher(serving.local_runner(model), 8, 2, SHAPE)
+    batcher = bench_serving.make_batcher(bench_serving.local_runner(model), 8, 2, SHAPE)
     run = serving.run_load(batcher, serving.poisson_arrivals(2000, 0.2, seed=0), images)
     summary = run.summary()
     assert summary.answered == summary.requests and not summary.failed and run.batcher_error is None
@@ -86,7 +86,7 @@ def test_reference_batcher_answers_every_request_with_the_models_output(small):
 def test_a_malformed_request_gets_an_error_alone_and_the_batcher_keeps_serving(small):
     model, images = small
     bad = {3: torch.rand(3, 8, 8), 7: torch.rand(SHAPE, dtype=torch.float64), 11: "not an image"}
-    batcher = serving.make_batcher(serving.local_runner(model), 16, 5, SHAPE)
+    batcher = bench_serving.make_batcher(bench_serving.local_runner(model), 16, 5, SHAPE)
     run = serving.run_load(batcher, serving.burst(40), images, bad=bad, drain_s=5)
     errors = {r.id: r.error for r in run.requests if r.error}
     assert set(errors) == set(bad)
@@ -97,14 +97,14 @@ def test_a_malformed_request_gets_an_error_alone_and_the_batcher_keeps_serving(s
 
 def test_a_failing_forward_answers_its_batch_with_the_error_and_serving_goes_on(small):
     model, images = small
-    runner = serving.local_runner(model)
+    runner = bench_serving.local_runner(model)
 
     def flaky(batch):
         if any(r.id == 5 for r in batch):
             raise RuntimeError("out of memory")
         runner(batch)
 
-    run = serving.run_load(serving.make_batcher(flaky, 4, 0, SHAPE), serving.burst(20), images, drain_s=5)
+    run = serving.run_load(bench_serving.make_batcher(flaky, 4, 0, SHAPE), serving.burst(20), images, drain_s=5)
     failed = [r for r in run.requests if r.error]
     assert failed and any(r.id == 5 for r in failed) and all("out of memory" in r.error for r in failed)
     assert len(failed) <= 4 and run.summary().answered == 20 - len(failed)
@@ -144,8 +144,8 @@ def test_batch_1_serving_saturates_where_dynamic_batching_keeps_up(small):
         for r in batch:
             r.answer(0, now, len(batch))
 
-    servers = {"batch-1": serving.make_batcher(slow_forward, 1, 0, SHAPE),
-               "dynamic": serving.make_batcher(slow_forward, 32, 2, SHAPE)}
+    servers = {"batch-1": bench_serving.make_batcher(slow_forward, 1, 0, SHAPE),
+               "dynamic": bench_serving.make_batcher(slow_forward, 32, 2, SHAPE)}
     stats = serving.interleaved_loads(servers, {"high": 1000}, images=images, rounds=1, duration_s=0.3, drain_s=0.1)
     assert stats[("batch-1", "high")].saturated and not stats[("dynamic", "high")].saturated
     assert stats[("dynamic", "high")].achieved_rps > 2 * stats[("batch-1", "high")].achieved_rps
@@ -154,26 +154,25 @@ def test_batch_1_serving_saturates_where_dynamic_batching_keeps_up(small):
 def test_choose_max_wait_takes_the_largest_setting_within_budget_that_keeps_up():
     rows = [{"max_wait_ms": w, "offered_rps": 100, "achieved_rps": a, "p50_ms": 1, "p99_ms": p}
             for w, a, p in ((0, 100, 10), (5, 99, 20), (20, 50, 15), (50, 100, 40))]
-    assert serving.choose_max_wait(rows, 20) == 5
-    assert serving.choose_max_wait(rows, 5) is None
+    assert references.choose_max_wait(rows, 20) == 5
+    assert references.choose_max_wait(rows, 5) is None
 
 
 def test_two_model_workers_answer_like_the_model(small):
-    cfg = serving.PoolConfig(width=64, image_side=8, seed=1, requests=200, rounds=1, check_outputs=16)
-    values = launch(serving.pool_job, 3, args=(cfg,), timeout=120, pin_cores=False)
-    rank0 = values[0]
-    assert set(rank0["rates"]) == {"1 worker", "2 workers"} and all(len(v) == 1 for v in rank0["rates"].values())
+    """Lab 09's serving_job (lab_utils.lessons.lab09): rank 0 batches, ranks 1 and 2 run the model."""
+    rank0 = bench_serving.pool_run(width=64, image_side=8, seed=1, requests=200, rounds=1, timeout_s=120)
+    assert all(len(rank0[name]) == 1 and rank0[name][0].answered == 200 for name in ("1 worker", "2 workers"))
     model = serving.build_model(64, SHAPE, seed=1)
     images = serving.request_images(256, SHAPE, seed=1)
     with torch.inference_mode():
-        expected = model(images[:16])
-    assert torch.allclose(torch.tensor(rank0["outputs"]), expected, rtol=1e-4, atol=1e-6)
-    assert all(v["served"] > 0 for v in values[1:])
+        expected = model(images[torch.tensor(rank0["ids"]) % len(images)])
+    assert torch.allclose(torch.as_tensor(rank0["outputs"]), expected, rtol=1e-4, atol=1e-6)
 
 
 def dying_worker_job(rank, world_size):
-    """Rank 0 batches for worker 1, whose model fails on its second batch."""
+    """Rank 0 batches for worker 1 (lab 09's model_worker and Dispatcher), whose model fails on its second batch."""
     from lab_utils.launch import process_group
+    from lab_utils.lessons.lab09 import Dispatcher, model_worker
 
     calls = []
 
@@ -185,10 +184,10 @@ def dying_worker_job(rank, world_size):
 
     with process_group(timeout_s=30):
         if rank == 1:
-            return serving.model_worker(model, SHAPE)
-        pool = serving.WorkerPool([1])
+            return model_worker(model, "cpu", SHAPE)
+        pool = Dispatcher([1])
         images = serving.request_images(16, SHAPE)
-        serving.run_load(serving.make_batcher(pool.run_batch, 4, 0, SHAPE), serving.burst(40), images, drain_s=60)
+        serving.run_load(bench_serving.make_batcher(pool.run_batch, 4, 0, SHAPE), serving.burst(40), images, drain_s=60)
         return "finished"
 
 

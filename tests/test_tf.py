@@ -298,14 +298,15 @@ def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
     done = _python("""
         import numpy as np
         from lab_utils import tf_distribute
+        from lab_utils.instructor import tf_one_step
         from lab_utils.instructor.gpu.tf_distribute import GPU_TOLERANCE
         devices = tf_distribute.configure_devices(2)
         import tensorflow as tf
         from lab_utils.lessons.lab05 import make_train_step
         step = dict(make_train_step=make_train_step)
-        mirrored = tf_distribute.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names)), 64, 0, **step)
-        single = tf_distribute.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
-        reference = tf_distribute.single_device_update(64, 0)
+        mirrored = tf_one_step.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names)), 64, 0, **step)
+        single = tf_one_step.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
+        reference = tf_one_step.single_device_update(64, 0)
         gap = max(np.abs(np.array(u["update"]) - reference["update"]).max() for u in (mirrored, single))
         print(np.abs(reference["update"]).max() > 0, gap <= GPU_TOLERANCE)
     """)

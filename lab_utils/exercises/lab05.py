@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tf_distribute import one_step_update, single_device_update
+from ..instructor.tf_one_step import one_step_update, single_device_update
 from .core import Exercise, close, max_abs_diff, register
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"

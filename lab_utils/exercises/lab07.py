@@ -232,7 +232,7 @@ def _budget_run(choose_checkpoints, cases):
 
 
 def _budget_expected(cases):
-    from ..memory import cheapest_checkpoints
+    from ..instructor.references import cheapest_checkpoints
 
     return [cheapest_checkpoints(c["freed"], c["extra"], c["total"], c["budget"]) for c in cases]
 

@@ -44,11 +44,11 @@ def serve_with(average_step):
 
 def _average_run(average_and_apply, case):
     """One launch: a synchronous run of lab 08's parameter server with each number of workers, your update."""
-    from .. import asynchronous
+    from ..instructor.bench.asynchronous import run
     from ..lessons.lab08 import work
 
     configs = [_config(case, n) for n in case["workers"]]
-    servers = asynchronous.run(configs, serve_with(average_and_apply), work, n_workers=case["workers"], timeout_s=120)
+    servers = run(configs, serve_with(average_and_apply), work, n_workers=case["workers"], timeout_s=120)
     return [server["weights"] for server in servers]
 
 
@@ -165,7 +165,7 @@ def _staleness_run(staleness_from_order, cases):
 
 
 def _staleness_expected(cases):
-    from ..asynchronous import staleness_from_order
+    from ..instructor.references import staleness_from_order
 
     return [staleness_from_order(order) for order in cases]
 

@@ -253,9 +253,9 @@ def _budget_run(choose_max_wait, cases):
 
 
 def _budget_expected(cases):
-    from .. import serving
+    from ..instructor.references import choose_max_wait
 
-    return [serving.choose_max_wait(c["rows"], c["budget_ms"]) for c in cases]
+    return [choose_max_wait(c["rows"], c["budget_ms"]) for c in cases]
 
 
 def _largest(rows, keep) -> float | None:

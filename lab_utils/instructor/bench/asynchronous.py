@@ -1,18 +1,91 @@
 """`bench async`: lab 08's synchronous and asynchronous parameter servers, interleaved.
 
 The server and its workers are lab 08's serve and work (lab_utils.lessons.lab08, generated from its notebook),
-imported inside bench(): `assign` starts without the generated modules."""
+imported inside bench(): `assign` starts without the generated modules. `run` launches them (for the bench, the GPU
+check, the exercise check and the tests); moved from lab_utils/asynchronous.py, which holds only what a lab imports."""
 from __future__ import annotations
 
 import json
 import statistics
 from dataclasses import replace
+from datetime import timedelta
 
 import numpy as np
+import torch.distributed as dist
 
 from ... import hardware, measure
-from ...asynchronous import (MODEL, MODES, PSConfig, compute_share, effective_slowdown, interleaved, rates_by_setting,
-                             run, single_process_weights, spread)
+from ...asynchronous import (MODEL, MODES, PSConfig, interleaved, pin_server_beside_worker_1, single_process_weights,
+                             spread)
+
+
+# ---- the parameter server's launch: lab 08's serve and work (its notebook's), on ranks --------------------------
+
+def ps_worker(rank: int, world_size: int, configs, serve, work, workers=None) -> list:
+    """Lab 08's parameter server (`serve(n_workers, cfg)` on rank 0) and its workers (`work(rank, n_workers, cfg,
+    device)` on ranks 1..world_size-1), gloo point-to-point: each config in turn, in one process group (a new group per
+    run would cost start-up time and threads). The functions are the notebook's (lab_utils.lessons.lab08, or an edit
+    of them made with lab_utils.variants); `workers[i]`: how many workers take part in run i (default all; the other
+    ranks sit it out)."""
+    device, _ = hardware.rank_device()
+    pin_server_beside_worker_1(rank, world_size)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=max(c.timeout_s for c in configs)))
+    results = []
+    for cfg, n_workers in zip(configs, workers or [world_size - 1] * len(configs)):
+        if rank == 0:
+            results.append(serve(n_workers, cfg))
+        elif rank <= n_workers:
+            results.append(work(rank, n_workers, cfg, device))
+        else:
+            results.append(None)
+        dist.barrier()  # the next run starts when every rank is done with this one
+    dist.destroy_process_group()
+    return results
+
+
+def run(configs, serve, work, n_workers=2, timeout_s: float = 180.0) -> list:
+    """Every config in turn in one launch of 1 + the most workers, with the given server and worker functions (lab
+    08's); `n_workers`: how many workers run each config (one number for all, or one per config). Returns each run's
+    server result, with `config` and the workers' results (`workers`) added."""
+    from ...launch import launch
+
+    counts = list(n_workers) if isinstance(n_workers, (list, tuple)) else [n_workers] * len(configs)
+    if len(counts) != len(configs):
+        raise ValueError(f"n_workers gives {len(counts)} worker counts for {len(configs)} configs: give one per config")
+    configs = [c.validate(n) for c, n in zip(configs, counts)]
+    per_rank = launch(ps_worker, max(counts) + 1, args=(configs, serve, work, counts), timeout=timeout_s)
+    return [dict(server, config=c, workers=[w for w in workers if w is not None])
+            for c, server, *workers in zip(configs, *per_rank)]
+
+
+def compute_share(result: dict) -> float:
+    """In one run, the first worker's median compute time per gradient over its mean iteration time (run time over
+    its gradients): how much of an iteration is compute rather than messaging and waiting."""
+    order, workers = list(result["order"]), result.get("workers") or []
+    if not workers or not order.count(1) or not result["seconds"]:
+        return float("nan")
+    return workers[0]["compute_ms"] / 1e3 / (result["seconds"] / order.count(1))
+
+
+def effective_slowdown(result: dict, straggler: int) -> float:
+    """From an asynchronous run: how many gradients each other worker had applied per straggler gradient (the
+    slowdown as the server saw it: it also holds how much slower the other workers were, e.g. worker 1 sharing the
+    server's core); nan when the straggler had none applied."""
+    order = list(result["order"])
+    others = [w for w in set(order) if w != straggler]
+    if not order.count(straggler) or not others:
+        return float("nan")
+    return statistics.mean(order.count(w) for w in others) / order.count(straggler)
+
+
+def rates_by_setting(runs) -> dict:
+    """{(mode, straggler factor): [samples/s of each repeat]} for plain (not damped) runs with a label-free config."""
+    rates = {}
+    for r in runs:
+        c = r["config"]
+        if not c.damped and not c.label:
+            rates.setdefault((c.mode, c.straggler_factor), []).append(r["samples_per_s"])
+    return rates
+
 
 
 # ---- bench async ------------------------------------------------------------------------------------------------------

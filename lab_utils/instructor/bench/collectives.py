@@ -15,7 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ... import measure, report, spec
-from ...collectives import RING_BYTES, course_batch, single_device_training
+from ...collectives import course_batch, single_device_training
+
+RING_BYTES = 4 << 20  # the benchmark's message: 4 MiB of float32
 
 
 _spread = measure.spread  # the course's one rule

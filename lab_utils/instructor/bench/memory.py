@@ -1,6 +1,7 @@
 """`bench memory`: lab 07's DDP, ZeRO-1 and FSDP2 in one launch, and activation checkpointing.
 
-Moved from lab_utils/memory.py: the learner's module holds only what a lab imports."""
+The DDP, ZeRO-1 and FSDP2 workers are lab 07's (lab_utils.lessons.lab07, generated from its notebook), imported
+inside the functions that launch them: `assign` starts without the generated modules."""
 from __future__ import annotations
 
 import functools
@@ -9,8 +10,31 @@ import json
 import torch
 
 from ... import measure, spec
-from ...memory import (INPUT_SHAPE, SavedActivations, forward_checkpointed, layer_blocks, parameter_count,
-                       reference_worker, wide_cnn)
+from ...memory import INPUT_SHAPE, SavedActivations, layer_blocks, parameter_count, wide_cnn
+
+
+def forward_checkpointed(blocks, x, chosen):
+    """Run the blocks in turn; those in `chosen` keep only their input and recompute the rest during backward."""
+    from torch.utils.checkpoint import checkpoint
+
+    for i, block in enumerate(blocks):
+        x = checkpoint(block, x, use_reentrant=False) if i in chosen else block(x)
+    return x
+
+
+def strategy_jobs(strategies, model_spec, *, world_size: int, steps: int, batch_per_rank: int, seed: int = 0,
+                  lr: float = 1e-3, param_dtype=None) -> list:
+    """launch_jobs' (worker, (job,)) for each of `strategies` ("ddp", "zero1", "fsdp"): lab 07's workers, Adam steps on
+    one seeded set of images (each step's global batch is world_size x batch_per_rank of them, rank r's slice r)."""
+    from ...lessons import lab07
+
+    workers = {"ddp": lab07.ddp_worker, "zero1": lab07.zero1_worker, "fsdp": lab07.fsdp_worker}
+    gen = torch.Generator().manual_seed(seed + 1)
+    n = steps * world_size * batch_per_rank
+    job = dict(seed=seed, steps=steps, per_rank=batch_per_rank, lr=lr, input_shape=INPUT_SHAPE, spec=model_spec,
+               x=torch.rand(n, *INPUT_SHAPE, generator=gen), y=torch.randint(0, 10, (n,), generator=gen),
+               param_dtype=param_dtype)
+    return [(workers[s], (job,)) for s in strategies]
 
 
 def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict:
@@ -46,9 +70,9 @@ def bench(*, world_size: int = 2, repeats: int = 5, steps: int = 4, batch_per_ra
     from ...launch import launch_jobs
 
     model_spec = wide_cnn()
-    jobs = [dict(strategy=s, spec=model_spec, seed=seed, steps=steps, batch_per_rank=batch_per_rank, lr=1e-3)
-            for s in ("ddp", "zero1", "fsdp")]
-    ddp, zero1, fsdp = launch_jobs([(reference_worker, (job,)) for job in jobs], world_size, timeout=300)
+    jobs = strategy_jobs(("ddp", "zero1", "fsdp"), model_spec, world_size=world_size, steps=steps,
+                         batch_per_rank=batch_per_rank, seed=seed)
+    ddp, zero1, fsdp = launch_jobs(jobs, world_size, timeout=300)
 
     def most(runs, kind):
         return max(r["bytes"][kind] for r in runs)

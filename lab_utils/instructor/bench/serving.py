@@ -1,17 +1,69 @@
 """`bench inference`: lab 09's dynamic batching, worker pool, torch.compile and bf16.
 
-Moved from lab_utils/serving.py: the learner's module holds only what a lab imports."""
+The batcher, the model workers and their dispatcher are lab 09's (lab_utils.lessons.lab09, generated from its
+notebook), imported inside the functions that run them: `assign` starts without the generated modules."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import statistics
 import time
 
 from ... import flags as detectors
 from ... import measure
-from ...serving import (PoolConfig, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
-                        local_runner, make_batcher, paired_speedup, pool_job, request_images, spread)
+from ...serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
+                        request_images, spread)
+
+
+def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
+    """Speedup of `fast` over `slow` from repeats timed side by side: median of the per-round ratios, their spread."""
+    ratios = [s / f for s, f in zip(slow.times, fast.times)]
+    return statistics.median(ratios), spread(ratios)
+
+
+# ---- lab 09's batcher and worker pool, set up for the bench, the GPU check and the tests ---------------------------------
+
+def local_runner(model, device: str = "cpu"):
+    """run_batch for the batcher: one forward pass in this thread, then answer each request."""
+    import torch
+
+    def run_batch(batch):
+        x = torch.stack([r.image for r in batch]).to(device)
+        with torch.inference_mode():
+            out = model(x).float().cpu()
+        now = time.perf_counter()
+        for r, o in zip(batch, out):
+            r.answer(o, now, len(batch))
+
+    return run_batch
+
+
+def make_batcher(run_batch, max_batch: int, max_wait_ms: float, image_shape=DEFAULT_SHAPE):
+    """batcher(requests, stop) for run_load: lab 09's batcher with these settings."""
+    from ...lessons.lab09 import batcher
+
+    return functools.partial(batcher, run_batch=run_batch, max_batch=max_batch, max_wait_s=max_wait_ms / 1e3,
+                             input_shape=tuple(image_shape))
+
+
+def pool_run(*, width: int = 2048, image_side: int = 28, seed: int = 0, requests: int = 1500, max_batch: int = 64,
+             rounds: int = 2, timeout_s: float = 300) -> dict:
+    """Lab 09's serving_job on 3 processes (rank 0 batches, ranks 1 and 2 run the model): rank 0's result, its
+    {"1 worker": [LoadSummary per round], "2 workers": [...], "ids": ..., "outputs": ...}. A round with a failed or
+    unanswered request is an error."""
+    from ...launch import launch
+    from ...lessons.lab09 import batcher, serving_job
+
+    shape = (1, image_side, image_side)
+    cfg = dict(head_width=width, input_shape=shape, seed=seed, max_batch=max_batch, timeout_s=60)
+    rank0 = launch(serving_job, 3, args=(batcher, request_images(256, shape, seed), rounds, requests, cfg),
+                   timeout=timeout_s, pin_cores=False)[0]
+    for name in ("1 worker", "2 workers"):
+        for summary in rank0[name]:
+            if summary.unanswered or summary.failed:
+                raise RuntimeError(f"{name}: {summary.text()}; batcher error: {summary.batcher_error}")
+    return rank0
 
 
 # ---- bench inference ---------------------------------------------------------------------------------------------------
@@ -29,8 +81,6 @@ def bench(*, repeats: int = 3, duration_s: float = 0.8, width: int = 2048, image
 def _bench(repeats, duration_s, width, image_side, max_batch, pool_requests, compile_model, fresh_cache, seed) -> dict:
     import torch
 
-    from ...launch import launch
-
     shape = (1, image_side, image_side)
     model, images = build_model(width, shape, seed), request_images(256, shape, seed)
     x1, xb = images[:1], images[:max_batch].contiguous()
@@ -44,10 +94,9 @@ def _bench(repeats, duration_s, width, image_side, max_batch, pool_requests, com
     b1, dyn = stats[("batch-1", "high")], stats[("max_wait=5", "high")]
     ratios = [d.achieved_rps / b.achieved_rps for d, b in zip(dyn.runs, b1.runs)]
 
-    cfg = PoolConfig(width=width, image_side=image_side, seed=seed, requests=pool_requests, max_batch=max_batch,
-                     rounds=repeats)
-    pool = launch(pool_job, 3, args=(cfg,), timeout=300, pin_cores=False)[0]
-    one, two = pool["rates"]["1 worker"], pool["rates"]["2 workers"]
+    pool = pool_run(width=width, image_side=image_side, seed=seed, requests=pool_requests, max_batch=max_batch,
+                    rounds=repeats)
+    one, two = ([s.achieved_rps for s in pool[name]] for name in ("1 worker", "2 workers"))
     pool_ratios = [b / a for a, b in zip(one, two)]
 
     result = {"benchmark": "inference", "model": f"wide_head_cnn(width={width})", "image_side": image_side,

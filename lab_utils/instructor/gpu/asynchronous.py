@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...asynchronous import PSConfig, run, single_process_weights
+from ...asynchronous import PSConfig, single_process_weights
+from ..bench.asynchronous import run
 
 
 # ---- the lab's core on a GPU -----------------------------------------------------------------------------------------

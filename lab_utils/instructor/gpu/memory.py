@@ -1,12 +1,13 @@
 """Lab 07 on a GPU: activation counting, fp16 + GradScaler accumulation, FSDP2 vs DDP.
 
-Moved from lab_utils/memory.py: the learner's module holds only what a lab imports."""
+FSDP2 and DDP are lab 07's workers (lab_utils.lessons.lab07, generated from its notebook), through the bench's
+strategy_jobs."""
 from __future__ import annotations
 
 import torch
 
 from ... import spec
-from ...memory import INPUT_SHAPE, SavedActivations, full_weights, reference_worker
+from ...memory import INPUT_SHAPE, SavedActivations, full_weights
 
 
 # ---- the GPU check -----------------------------------------------------------------------------------------------------
@@ -69,9 +70,11 @@ def gpu_check() -> dict[str, str]:
     update = _accumulation_update(device, torch.float16, True).cpu()
     error = float((update - reference).norm() / reference.norm())
     results["fp16 autocast + GradScaler, 4 micro-batches"] = _verdict(error < 0.05, f"update differs by {error:.1%}")
-    jobs = [dict(strategy=s, spec=spec.cnn2d_2layer_fullconnected_2layer(), seed=0, steps=3, batch_per_rank=8, lr=1e-3)
-            for s in ("ddp", "fsdp")]
-    ddp, fsdp = launch_jobs([(reference_worker, (job,)) for job in jobs], 2, timeout=120)
+    from ..bench.memory import strategy_jobs
+
+    jobs = strategy_jobs(("ddp", "fsdp"), spec.cnn2d_2layer_fullconnected_2layer(), world_size=2, steps=3,
+                         batch_per_rank=8)
+    ddp, fsdp = launch_jobs(jobs, 2, timeout=120)
     diff = max(float(abs(f["weights"] - d["weights"]).max()) for f, d in zip(fsdp, ddp))
     results["FSDP2 with an explicit mesh on a CUDA machine vs DDP"] = _verdict(diff <= 1e-4, f"max |diff| {diff:.1e}")
     return results

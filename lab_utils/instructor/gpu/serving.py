@@ -1,15 +1,16 @@
 """Lab 09 on a GPU: the batcher, fp16 autocast and a CUDA graph replay against the CPU model.
 
-Moved from lab_utils/serving.py: the learner's module holds only what a lab imports."""
+The batcher is lab 09's (lab_utils.lessons.lab09), through the bench's make_batcher."""
 from __future__ import annotations
 
-from ...serving import build_model, burst, local_runner, make_batcher, request_images, run_load
+from ...serving import build_model, burst, request_images, run_load
+from ..bench.serving import local_runner, make_batcher
 
 
 # ---- GPU ---------------------------------------------------------------------------------------------------------------
 
 def gpu_check(width: int = 512) -> dict[str, str]:
-    """On a GPU: the reference batcher, fp16 autocast and a CUDA graph replay, each against the CPU model."""
+    """On a GPU: lab 09's batcher, fp16 autocast and a CUDA graph replay, each against the CPU model."""
     import torch
 
     names = ("dynamic batcher on the GPU", "fp16 autocast", "CUDA graph replay")

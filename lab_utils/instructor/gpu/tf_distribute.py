@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ...tf_distribute import import_tensorflow, one_step_update
+from ...tf_distribute import import_tensorflow
+from ..tf_one_step import one_step_update
 
 
 # ---- the GPU check ------------------------------------------------------------------------------------------------
