@@ -33,5 +33,5 @@ BENCHES: dict[str, Bench] = {
     "memory": Bench(memory.bench, memory.print_bench, ("world_size",), 5),
     "async": Bench(asynchronous.bench, asynchronous.print_bench, (), 3),
     "inference": Bench(serving.bench, serving.print_bench, (), 3),
-    "cluster": Bench(training.cluster, training.print_cluster, (), 3),
+    "cluster": Bench(training.cluster, training.print_cluster, (), 5),
 }

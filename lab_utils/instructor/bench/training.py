@@ -176,7 +176,7 @@ def print_tf(result: dict) -> None:
     print(json.dumps(result))
 
 
-def cluster(*, repeats: int = 3, nodes: int = 2, seed: int = 0) -> dict:
+def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0) -> dict:
     """Lab 11's measure: lab 03's DDP worker (from its notebook) on `nodes` Slurm nodes via submitit vs
     lab_utils.launch with as many ranks, alternating: seconds from submission to the first optimizer step, and
     steady steps/s. Needs a Slurm cluster (`make cluster`); without one the result says it was skipped."""
@@ -188,7 +188,8 @@ def cluster(*, repeats: int = 3, nodes: int = 2, seed: int = 0) -> dict:
     if found is None:
         return {"benchmark": "cluster", "skipped": slurm.SKIPPED}
     worker = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb"), "ddp_worker").function
-    cfg = dict(data={"kind": "synthetic", "n_train": 128 * 13, "n_test": 64, "side": 28},
+    # steps: enough that the steady rate is a median of about a second of training per run, not of a few jittery steps
+    cfg = dict(data={"kind": "synthetic", "n_train": 128 * (steps + 1), "n_test": 64, "side": 28},
                layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, per_rank_batch=128 // nodes, lr=0.05,
                warmup_steps=0, accumulation=1, seed=seed, timeout_s=60, checkpoint=None)
     folder = measure.results_dir(None) / "slurm" / "bench"
@@ -197,7 +198,7 @@ def cluster(*, repeats: int = 3, nodes: int = 2, seed: int = 0) -> dict:
                         setup=["export LAB_ONE_HOST=1"] if found.one_host else [])
     start = time.time()
     speed = slurm.side_by_side(worker, cfg, ex, folder, world_size=nodes, repeats=repeats, timeout=180)
-    return {"benchmark": "cluster", "nodes": nodes, "global_batch": 128, "model": "cnn2d_3layer_fullconnected_3layer",
+    return {"benchmark": "cluster", "nodes": nodes, "global_batch": 128, "steps": steps, "model": "cnn2d_3layer_fullconnected_3layer",
             "repeats": repeats, "one_host": found.one_host,
             "submit_to_first_step_s": round(speed["slurm"]["first_step_s"], 2),
             "launch_to_first_step_s": round(speed["launch"]["first_step_s"], 2),
