@@ -234,3 +234,18 @@ def test_waiting_for_a_timed_job_stats_files_and_asks_the_scheduler_rarely(tmp_p
     with pytest.raises(TimeoutError, match="wrote no results within 0.3 s, so it was cancelled"):
         slurm.wait_for_results(SlurmJob(folder=str(tmp_path), job_id="9", tasks=(0,)), timeout=0.3, check_every=0.1)
     assert cancelled == ["9"]
+
+
+def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypatch, tmp_path):
+    from lab_utils.instructor.bench import training
+
+    with monkeypatch.context() as m:
+        m.setattr(slurm, "find", lambda: None)
+        assert training.cluster(repeats=1) == {"benchmark": "cluster", "skipped": slurm.SKIPPED}
+    if slurm.find() is None:
+        pytest.skip("no Slurm cluster here (make cluster): the measuring half needs one")
+    figures = training.cluster(repeats=1, steps=4)
+    assert figures["steps"] == 4 and len(figures["slurm_steps_per_s_runs"]) == 1
+    assert figures["slurm_vs_local_steps"] == pytest.approx(figures["slurm_steps_per_s"] / figures["launch_steps_per_s"],
+                                                            rel=0.01)
+    assert 0 < figures["submit_to_first_step_s"] < 120
