@@ -36,7 +36,7 @@ course: env  ## execute every lab headless into build/course/ and print the summ
 	$(PY) -m lab_utils course --out build/course $(if $(LABS),--labs $(LABS))
 
 test: env  ## unit tests, the student-notebook drift check, and nbval on solutions/ (TEST_WORKERS=1: one at a time)
-	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests solutions --nbval --nbval-current-env \
+	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest solutions tests --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q \
 		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
