@@ -26,6 +26,9 @@ from lab_utils import exercises
 from lab_utils.exercises import to_plain
 from lab_utils.instructor import extract, grade, sandbox
 
+# the hostile suite grades 27 notebooks in one module fixture: 160-200 s on a busy 2-core machine, more under load
+pytestmark = pytest.mark.timeout(900)
+
 ROOT = Path(__file__).resolve().parent.parent
 # a unix socket of the instructor's, outside /tmp (in the course's build folder; where that is not writable, as an
 # unprivileged grader, in the grader's temporary folder)
