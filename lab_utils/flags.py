@@ -131,8 +131,8 @@ def forget() -> None:
     _said.clear()
 
 
-def _kinds(per_row, names, what: str) -> list[tuple[list[str], str]]:
-    """Per kind of impossible figure (MARKERS) among the rows: (its flags, the one line that names its rows)."""
+def _kinds(per_row, names, what: str) -> list[tuple[list[str], str, str]]:
+    """Per kind of impossible figure (MARKERS) among the rows: (its flags, the rows it names, its first flag in full)."""
     kinds = []
     for marker in MARKERS:
         rows = [(name, [w for w in impossible(warnings) if marker in w]) for name, warnings in zip(names, per_row)]
@@ -140,7 +140,7 @@ def _kinds(per_row, names, what: str) -> list[tuple[list[str], str]]:
         if rows:
             more = f" (and {len(rows) - 1} more like it)" if len(rows) > 1 else ""
             kinds.append(([w for _, said in rows for w in said],
-                          f"{what} {', '.join(str(n) for n, _ in rows)} (marked *): {rows[0][1][0]}{more}"))
+                          f"{what} {', '.join(str(n) for n, _ in rows)} (marked *)", f"{rows[0][1][0]}{more}"))
     return kinds
 
 
@@ -148,14 +148,14 @@ def one_line(per_row, names, what: str = "rows") -> list[str]:
     """The flag lines of a table whose rows `names` carry warnings `per_row` (lists, or "; "-joined rows' flags): one
     line per kind of impossible figure (MARKERS), naming its rows (marked * in the table) and saying the first such
     flag in full, so a noisy table gets one `[!]` line per kind of problem, not one per row."""
-    return [line for _, line in _kinds(per_row, names, what)]
+    return [f"{head}: {flag}" for _, head, flag in _kinds(per_row, names, what)]
 
 
 def table_lines(per_row, names, what: str = "rows") -> list[str]:
     """What a table prints under its rows about their flags: one_line's lines as `[!] ...`, except that a kind whose
     flags were all said before in this process gets a plain line pointing back to them (first_time)."""
-    return [f"[!] {line}" if first_time(said) else f"{line.split(' (marked *)')[0]} (marked *): {AS_ABOVE}"
-            for said, line in _kinds(per_row, names, what)]
+    return [f"[!] {head}: {flag}" if first_time(said) else f"{head}: {AS_ABOVE}"
+            for said, head, flag in _kinds(per_row, names, what)]
 
 
 def marked(flagged_row) -> str:

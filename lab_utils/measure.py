@@ -345,14 +345,14 @@ def flagged(text: str, warnings) -> str:
 def table_row(text: str, warnings) -> str:
     """A table row: its text, its notes, and ' *' when it carries a detector flag; the flags themselves are said once
     under the table (flag_lines), not on every row."""
-    notes = flags.notes(list(warnings))
-    return text + (f"  (note: {'; '.join(notes)})" if notes else "") + flags.marked(list(warnings))
+    notes = flags.notes(warnings)
+    return text + (f"  (note: {'; '.join(notes)})" if notes else "") + flags.marked(warnings)
 
 
 def flag_lines(per_row, names, what: str = "rows") -> list[str]:
     """The lines under a table of rows `names` with warnings `per_row`: one `[!]` per kind of impossible figure
     (flags.table_lines)."""
-    return flags.table_lines([list(w) for w in per_row], names, what)
+    return flags.table_lines(list(per_row), names, what)
 
 
 # ---- results: one record per measured configuration ---------------------------------------------------------------
