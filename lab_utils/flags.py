@@ -22,8 +22,9 @@ NO_FIT = "can be read from this fit"
 LESS_TIME = "cannot take less time"
 SATURATED = "requests/s offered: saturated"
 REVERSED = "reversed here: theory predicts"
+FLIPPED = "holds in one run and reversed in another"
 CONTRADICT = "these two figures contradict each other"
-MARKERS = (ABOVE_100, NO_FIT, LESS_TIME, SATURATED, REVERSED, CONTRADICT)
+MARKERS = (ABOVE_100, NO_FIT, LESS_TIME, SATURATED, REVERSED, FLIPPED, CONTRADICT)
 
 
 def above_device_count(speedup: float | None, devices: float | None) -> list[str]:
@@ -70,6 +71,16 @@ def reverses_theory(verdict) -> list[str]:
         return []
     return [f"'{verdict.claim}' {REVERSED} {verdict.expected}, and every plausible ratio of "
             "these paired repeats says the opposite; find what this machine does differently before trusting either"]
+
+
+def flipped(verdicts) -> list[str]:
+    """One claim's verdicts from several runs on one machine (strings, or rows with a 'verdict'): 'holds' in one and
+    'reversed' in another means this machine's noise, not the claim, decides the answer."""
+    said = {v if isinstance(v, str) else v["verdict"] for v in verdicts}
+    if not {"holds", "reversed"} <= said:
+        return []
+    return [f"this claim {FLIPPED} on this machine: its noise, not the claim, decides the answer here; "
+            "trust neither run's verdict"]
 
 
 def contradicts_reference(rate: float | None, reference: float | None, *, factor: float = 2.0,

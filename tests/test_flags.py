@@ -47,6 +47,15 @@ def test_reverses_theory():
     assert flags.reverses_theory(reversed_) and not flags.reverses_theory(holds)
 
 
+def test_a_claim_that_holds_in_one_run_and_reverses_in_another_is_flagged():
+    warnings = flags.flipped(["holds", "not distinguishable here", "reversed"])
+    assert len(warnings) == 1 and flags.is_impossible(warnings[0])
+    assert flags.flipped([{"verdict": "reversed"}, {"verdict": "holds"}])
+    assert not flags.flipped(["holds", "holds", "not distinguishable here"])
+    assert not flags.flipped(["reversed", "not distinguishable here"])
+    assert not flags.flipped([])
+
+
 def test_noise_is_one_line_per_table():
     line = flags.noise_line([0.1, 0.3, 0.5, None, 0.2])
     assert line.startswith("noise: 2 of 4 medians spread more than 25 %") and "read the medians only" in line
