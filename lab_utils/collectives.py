@@ -1,5 +1,5 @@
-"""Lab 06's room: collectives drawn from the ranks' own tensors, bytes on the wire, the tensor-parallel plan of the
-course CNN (bad splits refused before any rank starts), the course batch and the unsplit CNN trained on it.
+"""Lab 06's collectives: drawn from the ranks' own tensors, and the bytes they put on the wire (lab_utils.tensor_parallel
+holds the lab's tensor-parallel plan).
 
 The ring all-reduce and the tensor-parallel layers are written in the notebook (its cells tagged `lesson`, exported to
 lab_utils.lessons.lab06, which the grader, the benchmark and the GPU check run); none is copied here.
@@ -7,14 +7,13 @@ lab_utils.lessons.lab06, which the grader, the benchmark and the GPU check run);
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
-from . import measure, spec
+from . import measure
 
 # ---- drawing collectives from the ranks' tensors -------------------------------------------------------------------
 
@@ -111,66 +110,113 @@ def draw_ring_trace(traces, titles):
     return fig
 
 
-# ---- bytes on the wire ----------------------------------------------------------------------------------------------
+# ---- bytes on the wire: one counter, one vocabulary (lab 06's tensor parallel, lab 07's DDP / ZeRO / FSDP) -----------
+
+# A ring all-reduce is a reduce-scatter then an all-gather: it moves the buffer twice, the others once.
+RING_PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "broadcast": 1, "reduce": 1, "send": 1}
+
 
 def ring_bytes_sent(collective: str, nbytes: float, world_size: int) -> float:
-    """Bytes each rank sends when a ring carries the collective; nbytes is the full tensor (the all-reduced tensor,
+    """Bytes each rank sends when a ring carries the collective; nbytes is the full buffer (the all-reduced tensor,
     the gathered output, the scattered input; a point-to-point message itself).
 
-    all_reduce: 2 (N - 1) / N x S;  all_gather, reduce_scatter: (N - 1) / N x S;  send: S.
+    all-reduce: 2 (N - 1) / N x S;  all-gather, reduce-scatter, broadcast, reduce: (N - 1) / N x S;  send: S.
     """
-    n = world_size
-    factors = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n, "send": 1.0}
-    if collective not in factors:
-        raise ValueError(f"unknown collective {collective!r}; known: {sorted(factors)}")
-    return factors[collective] * nbytes
+    if collective not in RING_PASSES:
+        raise ValueError(f"unknown collective {collective!r}; known: {sorted(RING_PASSES)}")
+    if collective == "send":
+        return float(nbytes)
+    return RING_PASSES[collective] * (world_size - 1) / world_size * nbytes
 
 
-@dataclass
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a tensor: the local shard of a DTensor (FSDP2), the tensor itself otherwise."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def _bytes(tensor) -> int:
+    tensor = local(tensor)
+    return tensor.numel() * tensor.element_size()
+
+
+# torch.distributed function -> (collective, the full buffer's bytes from its bound arguments and the world size)
+COUNTED = {
+    "all_reduce": ("all-reduce", lambda a, n: _bytes(a["tensor"])),
+    "all_gather": ("all-gather", lambda a, n: _bytes(a["tensor"]) * n),
+    "all_gather_into_tensor": ("all-gather", lambda a, n: _bytes(a["output_tensor"])),
+    "all_gather_single": ("all-gather", lambda a, n: _bytes(a["output_tensor"])),
+    "reduce_scatter": ("reduce-scatter", lambda a, n: _bytes(a["output"]) * n),
+    "reduce_scatter_tensor": ("reduce-scatter", lambda a, n: _bytes(a["input"])),
+    "reduce_scatter_single": ("reduce-scatter", lambda a, n: _bytes(a["input"])),
+    "broadcast": ("broadcast", lambda a, n: _bytes(a["tensor"])),
+    "reduce": ("reduce", lambda a, n: _bytes(a["tensor"])),
+    "send": ("send", lambda a, n: _bytes(a["tensor"])),
+    "isend": ("send", lambda a, n: _bytes(a["tensor"])),
+}
+
+
+class Call(NamedTuple):
+    """One counted call: the phase it ran in, the collective, its full buffer's bytes."""
+
+    phase: str
+    collective: str
+    nbytes: int
+
+
 class Traffic:
-    """What this rank sent through torch.distributed inside a `count_traffic()` block."""
+    """The collectives this rank calls through torch.distributed's Python functions inside `with traffic.phase(name):`
+    blocks (count_traffic() is one block). DDP's built-in all-reduce runs in C++: register a Python comm hook
+    (`default_hooks.allreduce_hook`, the same arithmetic through dist.all_reduce) for it to be counted; DTensor's
+    internal collectives are not seen."""
 
-    world_size: int
-    calls: list = field(default_factory=list)  # (collective, full tensor bytes, bytes this rank sent)
+    def __init__(self):
+        self.calls: list[Call] = []
 
-    def record(self, collective: str, nbytes: int) -> None:
-        self.calls.append((collective, int(nbytes), ring_bytes_sent(collective, nbytes, self.world_size)))
+    @contextlib.contextmanager
+    def phase(self, name: str = ""):
+        """Count the collectives this process calls inside the block under `name`."""
+        def record(function, arguments):
+            collective, buffer_bytes = COUNTED[function]
+            self.calls.append(Call(name, collective, int(buffer_bytes(arguments, dist.get_world_size()))))
+
+        with measure.collective_calls(COUNTED, record):
+            yield self
 
     @property
     def sent(self) -> float:
-        """Bytes this rank sent, as a ring algorithm sends them."""
-        return sum(sent for *_, sent in self.calls)
+        """Bytes this rank sent, as a ring algorithm sends them (ring_bytes_sent)."""
+        world_size = dist.get_world_size()
+        return sum(ring_bytes_sent(c.collective, c.nbytes, world_size) for c in self.calls)
 
     def by_collective(self) -> dict:
-        """{collective: [calls, bytes sent]}."""
+        """{collective: [calls, bytes this rank sent]}."""
         out = {}
-        for name, _, sent in self.calls:
-            calls, total = out.get(name, (0, 0.0))
-            out[name] = [calls + 1, total + sent]
+        for c in self.calls:
+            calls, total = out.get(c.collective, (0, 0.0))
+            out[c.collective] = [calls + 1, total + ring_bytes_sent(c.collective, c.nbytes, dist.get_world_size())]
         return out
 
+    def table(self, steps: int = 1) -> dict[str, dict]:
+        """{"phase collective": {"calls": calls in all `steps`, "bytes": buffer bytes per step}}, in the order first
+        seen (DDP, for one, regroups its buckets after the first step, so calls per step may vary)."""
+        rows = {}
+        for c in self.calls:
+            row = rows.setdefault(f"{c.phase} {c.collective}".strip(), {"calls": 0, "bytes": 0.0})
+            row["calls"] += 1
+            row["bytes"] += c.nbytes / steps
+        return rows
 
-def _payload(name: str, arguments: dict, world_size: int) -> int:
-    """The full tensor's bytes of one call (see ring_bytes_sent), from its bound arguments."""
-    if name == "all_gather":
-        return arguments["tensor"].nbytes * world_size
-    first = next(iter(arguments.values()))
-    if name == "reduce_scatter":
-        return first.nbytes * world_size
-    return first.nbytes  # all_reduce, all_gather_into_tensor (the output), send, isend
-
-
-COUNTED = {"all_reduce": "all_reduce", "all_gather": "all_gather", "all_gather_into_tensor": "all_gather",
-           "reduce_scatter": "reduce_scatter", "send": "send", "isend": "send"}
+    def ring_bytes(self, steps: int = 1) -> float:
+        """Buffer bytes per step weighted by the ring passes (all-reduce counts twice): in units of Psi x bytes,
+        DDP's rule is 2 and FSDP's 3. Each rank sends (N-1)/N of this."""
+        return sum(RING_PASSES[c.collective] * c.nbytes for c in self.calls) / steps
 
 
 @contextlib.contextmanager
 def count_traffic():
-    """Count the bytes this rank sends through torch.distributed's Python calls in the block (DDP's Python comm
-    hooks included; DTensor's internal collectives are not seen). Yields a Traffic."""
-    traffic = Traffic(dist.get_world_size())
-    with measure.collective_calls(COUNTED, lambda name, arguments: traffic.record(
-            COUNTED[name], _payload(name, arguments, traffic.world_size))):
+    """Count the bytes this rank sends through torch.distributed's Python calls in the block. Yields a Traffic."""
+    traffic = Traffic()
+    with traffic.phase():
         yield traffic
 
 
@@ -197,97 +243,3 @@ def pipeline_traffic(batch_size: int, seed: int, device, *, model: str = "cnn2d_
     with count_traffic() as traffic:
         pipeline.run_schedule(ctx, pipeline.gpipe(world_size, micro_batches).ops[rank], forward_op, backward_op)
     return traffic.by_collective()
-
-
-# ---- the tensor-parallel plan of the course CNN ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SplitLayer:
-    """How one layer of the spec'd CNN is split over the ranks, and the size that must divide evenly."""
-
-    index: int
-    kind: str
-    how: str   # "output channels" | "columns" | "rows" | "" (not split)
-    size: int  # channels or features split over the ranks (0: not split)
-
-    def describe(self) -> str:
-        if not self.how:
-            return f"layer {self.index} ({self.kind}): not split; {NOT_SPLIT.get(self.kind, 'runs whole on every rank')}"
-        unit = "channels" if self.kind == "conv2d" else "features"
-        return (f"layer {self.index} ({self.kind}): split by {self.how}, {self.size} {unit}, "
-                f"valid world sizes {divisors(self.size)}")
-
-
-NOT_SPLIT = {"maxpool2d": "it works channel by channel, so each rank pools its own channels",
-             "flatten": "each rank flattens the all-gathered channels"}
-
-
-def divisors(n: int) -> list[int]:
-    """Every world size that splits n evenly."""
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def tensor_parallel_plan(model_spec, input_shape) -> list[SplitLayer]:
-    """Convolutions split by output channels; dense layers in column/row pairs (a last unpaired one stays whole)."""
-    layers = spec.validate(model_spec)
-    shapes = [tuple(input_shape)] + spec.output_shapes(model_spec, input_shape)
-    dense = [i for i, layer in enumerate(layers) if layer["type"] == "dense"]
-    paired = dense[:len(dense) // 2 * 2]
-    plan = []
-    for i, layer in enumerate(layers):
-        if layer["type"] == "conv2d":
-            plan.append(SplitLayer(i, "conv2d", "output channels", layer["filters"]))
-        elif i in paired and paired.index(i) % 2 == 0:
-            plan.append(SplitLayer(i, "dense", "columns", layer["units"]))
-        elif i in paired:
-            plan.append(SplitLayer(i, "dense", "rows", shapes[i][0]))
-        else:
-            plan.append(SplitLayer(i, layer["type"], "", 0))
-    return plan
-
-
-def check_tensor_parallel(model_spec, input_shape, world_size: int) -> list[SplitLayer]:
-    """The plan, or a ValueError naming the layer that cannot be split over `world_size` ranks and the valid sizes."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive integer (number of ranks), got {world_size!r}")
-    plan = tensor_parallel_plan(model_spec, input_shape)
-    split = [layer for layer in plan if layer.how]
-    if not split:
-        return plan
-    valid = [d for d in divisors(min(layer.size for layer in split)) if all(l.size % d == 0 for l in split)]
-    for layer in split:
-        unit = "channels" if layer.kind == "conv2d" else "features"
-        if world_size > layer.size:
-            raise ValueError(f"world_size={world_size} is larger than layer {layer.index} ({layer.kind})'s {layer.size} "
-                             f"{unit}: some ranks would own none of them. World sizes that split every layer of this "
-                             f"model: {valid}")
-        if layer.size % world_size:
-            raise ValueError(f"layer {layer.index} ({layer.kind}, split by {layer.how}) has {layer.size} {unit}, which "
-                             f"do not split evenly over {world_size} ranks (valid for this layer: "
-                             f"{divisors(layer.size)}). World sizes that split every layer of this model: {valid}")
-    return plan
-
-
-# ---- the course batch, and the unsplit CNN trained on it ------------------------------------------------------
-
-def course_batch(batch_size: int, seed: int, step: int = 0, image_side: int = 28):
-    """The procedural images and labels of one training step (the same on every rank)."""
-    from . import data
-
-    x, y = data.synthetic_images(batch_size, image_shape=(1, image_side, image_side), seed=seed * 1000 + step)
-    return torch.from_numpy(x), torch.from_numpy(y)
-
-
-def single_device_training(model_spec, input_shape, batch_size: int, steps: int, lr: float, seed: int):
-    """The unsplit CNN trained with SGD on the same batches: its parameters and per-step losses."""
-    model = spec.build_torch(model_spec, input_shape, seed=seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for step in range(steps):
-        x, y = course_batch(batch_size, seed, step, input_shape[-1])
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    return [p.detach() for p in model.parameters()], losses

@@ -1,16 +1,16 @@
 """Lab 07's room: where a rank's memory goes, counted exactly from tensors (parameters, gradients, optimizer state,
-saved activations), the per-strategy formulas, stacked bars per rank, bytes sent by collectives, the mixed-precision
+saved activations), the per-strategy formulas, stacked bars per rank, the mixed-precision
 dtype a device supports. (Lab 07's DDP / ZeRO-1 / FSDP2 workers are its notebook's: lab_utils.lessons.lab07.)"""
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from . import measure, plots, spec
+from . import plots, spec
+from .collectives import local
 
 MIB = 2**20
 KINDS = ("parameters", "gradients", "optimizer", "activations")
@@ -27,11 +27,6 @@ def wide_cnn(num_classes: int = 10) -> list[dict]:
 
 
 # ---- bytes held, counted from the tensors themselves ----------------------------------------------------------------
-
-def local(tensor: torch.Tensor) -> torch.Tensor:
-    """This rank's part of a tensor: the local shard of a DTensor (FSDP2), the tensor itself otherwise."""
-    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
-
 
 def storage_bytes(tensors) -> int:
     """Bytes of the storages behind `tensors`, each storage once (views share their base's storage)."""
@@ -226,57 +221,6 @@ def assign_owners(sizes, world_size: int) -> list[int]:
         owners[i] = min(range(world_size), key=lambda r: (load[r], r))
         load[owners[i]] += sizes[i]
     return owners
-
-
-# ---- bytes sent by collectives ---------------------------------------------------------------------------------------
-
-COLLECTIVES = {  # torch.distributed function -> (name, the argument whose size is the buffer)
-    "all_reduce": ("all-reduce", "tensor"),
-    "all_gather_single": ("all-gather", "output_tensor"),
-    "reduce_scatter_single": ("reduce-scatter", "input"),
-    "broadcast": ("broadcast", "tensor"),
-    "reduce": ("reduce", "tensor"),
-}
-# A ring all-reduce is a reduce-scatter then an all-gather: it moves the buffer twice, the others once.
-RING_PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "broadcast": 1, "reduce": 1}
-
-
-class CommCounter:
-    """Counts the collectives called through torch.distributed inside `with counter.phase(name):` blocks.
-
-    Each record is (phase, collective, buffer bytes); the buffer is the whole tensor the collective fills or
-    reads (the gathered output, the scattered input). DDP's built-in all-reduce runs in C++: register
-    `default_hooks.allreduce_hook` (the same arithmetic, through dist.all_reduce) for it to be counted.
-    """
-
-    def __init__(self):
-        self.records: list[tuple[str, str, int]] = []
-
-    @contextlib.contextmanager
-    def phase(self, name: str):
-        """Count the collectives this process calls inside the block under `name`."""
-        def record(fn, arguments):
-            label, argument = COLLECTIVES[fn]
-            tensor = local(arguments[argument])
-            self.records.append((name, label, tensor.numel() * tensor.element_size()))
-
-        with measure.collective_calls(COLLECTIVES, record):
-            yield self
-
-    def table(self, steps: int = 1) -> dict[str, dict]:
-        """{"phase collective": {"calls": calls in all `steps`, "bytes": buffer bytes per step}}, in the order first
-        seen (DDP, for one, regroups its buckets after the first step, so calls per step may vary)."""
-        rows = {}
-        for phase, name, nbytes in self.records:
-            row = rows.setdefault(f"{phase} {name}", {"calls": 0, "bytes": 0.0})
-            row["calls"] += 1
-            row["bytes"] += nbytes / steps
-        return rows
-
-    def ring_bytes(self, steps: int = 1) -> float:
-        """Buffer bytes per step weighted by the ring passes (all-reduce counts twice): in units of Psi x bytes,
-        DDP's rule is 2 and FSDP's 3. Each rank sends (N-1)/N of this."""
-        return sum(RING_PASSES[name] * nbytes for _, name, nbytes in self.records) / steps
 
 
 # ---- mixed precision -------------------------------------------------------------------------------------------------

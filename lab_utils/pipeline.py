@@ -2,7 +2,7 @@
 
 A schedule says, for each stage, the order of its operations: (forward | backward, micro-batch). The same object is
 checked (`check_schedule`), simulated into an ideal timeline (`simulate`), executed by ranks that call a stage's
-forward and backward ops (`run_schedule`), and drawn (`widgets`). The ops — receive, compute, send — are the lesson:
+forward and backward ops (`run_schedule`), and drawn (`pipeline_explorer`). The ops — receive, compute, send — are the lesson:
 lab 04's notebook defines them (cells tagged `lesson`, exported into lab_utils.lessons.lab04, which benchmarks,
 GPU checks and tests pass in). Around them this module keeps what is not the lesson: the stage's context,
 timestamps, activation-memory accounting, interleaved rounds, splitting the model, and torch.distributed.pipelining

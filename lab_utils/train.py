@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import data, measure
+from . import measure
 from .measure import samples_per_second, synchronize
 
 WARMUP_STEPS = 3  # optimizer steps at the start of a run that the training rate leaves out

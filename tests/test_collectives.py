@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from lab_utils import collectives, spec
+from lab_utils import collectives, spec, tensor_parallel
 from lab_utils.instructor import cli
 from lab_utils.instructor.bench import collectives as bench_collectives
 from lab_utils.instructor.gpu import collectives as gpu_collectives
@@ -41,33 +41,33 @@ def test_drawings_are_made_from_the_tensors():
 
 
 def test_ring_bytes_follow_the_formulas():
-    assert collectives.ring_bytes_sent("all_reduce", 1000, 4) == 1500
-    assert collectives.ring_bytes_sent("all_gather", 1000, 4) == 750
-    assert collectives.ring_bytes_sent("reduce_scatter", 1000, 2) == 500
+    assert collectives.ring_bytes_sent("all-reduce", 1000, 4) == 1500
+    assert collectives.ring_bytes_sent("all-gather", 1000, 4) == 750
+    assert collectives.ring_bytes_sent("reduce-scatter", 1000, 2) == 500
     assert collectives.ring_bytes_sent("send", 1000, 8) == 1000
     with pytest.raises(ValueError, match="unknown collective"):
         collectives.ring_bytes_sent("gossip", 1, 2)
 
 
 def test_the_course_cnn_plan_splits_every_layer_with_weights():
-    plan = collectives.tensor_parallel_plan(COURSE_CNN, SHAPE)
+    plan = tensor_parallel.tensor_parallel_plan(COURSE_CNN, SHAPE)
     assert [(p.how, p.size) for p in plan if p.how] == [("output channels", 16), ("output channels", 32),
                                                          ("columns", 64), ("rows", 64)]
-    assert collectives.check_tensor_parallel(COURSE_CNN, SHAPE, 4) == plan
-    unpaired = collectives.tensor_parallel_plan(spec.cnn2d_3layer_fullconnected_3layer(), SHAPE)
+    assert tensor_parallel.check_tensor_parallel(COURSE_CNN, SHAPE, 4) == plan
+    unpaired = tensor_parallel.tensor_parallel_plan(spec.cnn2d_3layer_fullconnected_3layer(), SHAPE)
     assert [p.how for p in unpaired if p.kind == "dense"] == ["columns", "rows", ""]
 
 
 def test_a_split_that_does_not_divide_names_the_layer_and_the_valid_sizes():
     with pytest.raises(ValueError, match=r"layer 0 \(conv2d.*16 channels.*3 ranks.*\[1, 2, 4, 8, 16\]"):
-        collectives.check_tensor_parallel(COURSE_CNN, SHAPE, 3)
+        tensor_parallel.check_tensor_parallel(COURSE_CNN, SHAPE, 3)
 
 
 def test_more_ranks_than_channels_is_refused():
     with pytest.raises(ValueError, match="world_size=32 is larger than layer 0"):
-        collectives.check_tensor_parallel(COURSE_CNN, SHAPE, 32)
+        tensor_parallel.check_tensor_parallel(COURSE_CNN, SHAPE, 32)
     with pytest.raises(ValueError, match="positive integer"):
-        collectives.check_tensor_parallel(COURSE_CNN, SHAPE, 0)
+        tensor_parallel.check_tensor_parallel(COURSE_CNN, SHAPE, 0)
 
 
 def traffic_worker(rank, world_size):
@@ -86,8 +86,30 @@ def traffic_worker(rank, world_size):
 def test_count_traffic_counts_what_a_rank_sends_and_the_ring_sums():
     ranks = launch(traffic_worker, 2, timeout=60)
     assert ranks[0]["sent"] == 400 + 40 + 20
-    assert ranks[0]["by"] == {"all_reduce": [1, 400.0], "all_gather": [1, 40.0], "send": [1, 20.0]}
+    assert ranks[0]["by"] == {"all-reduce": [1, 400.0], "all-gather": [1, 40.0], "send": [1, 20.0]}
     assert all(np.array_equal(r["ring"], np.arange(7.0) * 3) for r in ranks)
+
+
+def test_traffic_counts_the_buffers_of_collectives_inside_phases_and_ring_passes():
+    def worker(rank, world_size):
+        import torch.distributed as dist
+
+        from lab_utils.launch import process_group
+
+        with process_group(30):
+            comm = collectives.Traffic()
+            dist.all_reduce(torch.ones(10))  # outside any phase: not counted
+            with comm.phase("a"):
+                dist.all_reduce(torch.ones(10))
+                dist.all_gather_single(torch.empty(8), torch.ones(4))
+            with comm.phase("b"):
+                dist.reduce_scatter_single(torch.empty(4), torch.ones(8))
+            return {"table": comm.table(), "ring": comm.ring_bytes(), "restored": dist.all_reduce.__name__}
+
+    ranks = launch(worker, 2, timeout=60)
+    assert ranks[0]["table"] == {"a all-reduce": {"calls": 1, "bytes": 40}, "a all-gather": {"calls": 1, "bytes": 32},
+                                 "b reduce-scatter": {"calls": 1, "bytes": 32}}
+    assert ranks[0]["ring"] == 2 * 40 + 32 + 32
 
 
 def pipeline_traffic_worker(rank, world_size, batch_size):

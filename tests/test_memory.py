@@ -176,28 +176,6 @@ def test_amp_dtype_refuses_what_the_hardware_lacks_and_names_the_alternative(mon
 
 # ---- in real ranks ----------------------------------------------------------------------------------------------------------
 
-def test_comm_counter_counts_the_buffers_of_collectives_inside_phases():
-    def worker(rank, world_size):
-        import torch.distributed as dist
-
-        from lab_utils.launch import process_group
-
-        with process_group(30):
-            comm = memory.CommCounter()
-            dist.all_reduce(torch.ones(10))  # outside any phase: not counted
-            with comm.phase("a"):
-                dist.all_reduce(torch.ones(10))
-                dist.all_gather_single(torch.empty(8), torch.ones(4))
-            with comm.phase("b"):
-                dist.reduce_scatter_single(torch.empty(4), torch.ones(8))
-            return {"table": comm.table(), "ring": comm.ring_bytes(), "restored": dist.all_reduce.__name__}
-
-    ranks = launch(worker, 2, timeout=60)
-    assert ranks[0]["table"] == {"a all-reduce": {"calls": 1, "bytes": 40}, "a all-gather": {"calls": 1, "bytes": 32},
-                                 "b reduce-scatter": {"calls": 1, "bytes": 32}}
-    assert ranks[0]["ring"] == 2 * 40 + 32 + 32
-
-
 def test_lab07_strategies_equal_ddp_and_shard_memory_with_padding():
     """Lab 07's workers (lab_utils.lessons.lab07), 3 ranks (oversubscribed on 2 cores: correct, slow): the course
     CNN's count does not split evenly."""

@@ -48,6 +48,23 @@ def test_committed_outputs_show_no_build_machine_details_and_no_stderr(path):
     assert problems == []
 
 
+@pytest.mark.parametrize("path", course.solution_notebooks(), ids=lambda p: p.name)
+def test_committed_notebooks_name_no_build_machine_folder_in_their_metadata(path):
+    record = nbformat.read(path, 4).metadata.get("papermill", {})
+    assert not [value for value in (record.get("input_path"), record.get("output_path"))
+                if value and LEAKS["an absolute path"].search(value)]
+
+
+def test_papermill_paths_are_made_relative_to_the_repository(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"input_path": str(course.ROOT / "solutions" / "x.ipynb"), "output_path": "y.ipynb"}
+    path = tmp_path / "x.ipynb"
+    nbformat.write(nb, path)
+    course.relative_papermill_paths(path)
+    record = nbformat.read(path, 4).metadata["papermill"]
+    assert (record["input_path"], record["output_path"]) == ("solutions/x.ipynb", "y.ipynb")
+
+
 RECORD_ROW = re.compile(r"^(\d\d) +.*? +(\d+) +(\d+|-) +(\d+) +(\d+\.\d)(?: \*)?$")
 REPORT_ROW = re.compile(r"^(\d\d) +\S+ +.*? +(\d+) +(\d+|kernel) +(\d+) +(?:[\d.]+%|-) +(\d+) ")
 

@@ -56,7 +56,7 @@ def test_the_check_catches_what_it_is_meant_to(tmp_path):
 
 def test_benchmarks_and_gpu_checks_are_registered_as_functions():
     from lab_utils.instructor import cli, gpu_check
-    from lab_utils.instructor.bench import BENCHES
+    from lab_utils.instructor.bench.registry import BENCHES
 
     assert all(callable(b.measure) and callable(b.show) for b in BENCHES.values())
     assert set(cli.parser()._subparsers._group_actions[0].choices["bench"]._actions[1].choices) == set(BENCHES)

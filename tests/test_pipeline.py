@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from lab_utils import pipeline as pl, spec, widgets
+from lab_utils import pipeline as pl, spec, pipeline_explorer
 from lab_utils.instructor.gpu import pipeline as gpu_pipeline
 from lab_utils.launch import RankError, descendants
 from lab_utils.lessons.lab04 import backward_op, forward_op  # lab 04's ops, generated from its notebook
@@ -180,7 +180,7 @@ def test_the_median_step_gives_every_figure_printed_about_a_step(executed):
     m = measured["1f1b"]
     assert m.makespan in m.makespans and pl.makespan(m.typical()) == m.makespan
     assert m.bubble == pl.bubble_fraction(m.typical(), 2) and min(m.bubbles) <= m.bubble <= max(m.bubbles)
-    assert f"bubble {m.bubble:.3f}" in widgets.draw_measured(m).get_title()
+    assert f"bubble {m.bubble:.3f}" in pipeline_explorer.draw_measured(m).get_title()
     assert m.spread == (max(m.makespans) - min(m.makespans)) / m.makespan
 
 
@@ -259,18 +259,18 @@ def test_gpu_check_says_why_it_skipped_without_cuda():
 def test_gantt_charts_draw_ideal_and_measured_timelines(executed):
     import matplotlib
     matplotlib.use("Agg")
-    ax = widgets.draw_ideal(3, 4, "1f1b")
+    ax = pipeline_explorer.draw_ideal(3, 4, "1f1b")
     assert "theory (K-1)/(M+K-1) = 0.333" in ax.get_title()
-    ax = widgets.draw_measured(executed[1]["gpipe"])
+    ax = pipeline_explorer.draw_measured(executed[1]["gpipe"])
     assert "measured gpipe (median step)" in ax.get_title() and len(ax.get_yticklabels()) == 2
     with pytest.raises(ValueError, match="no intervals"):
-        widgets.plots.gantt([])
+        pipeline_explorer.plots.gantt([])
 
 
 def test_the_explorer_builds_its_controls():
     import matplotlib
     matplotlib.use("Agg")
-    box = widgets.pipeline_explorer(forward_op, backward_op, layer_times=[1.0] * 7)
+    box = pipeline_explorer.pipeline_explorer(forward_op, backward_op, layer_times=[1.0] * 7)
     controls = box.children[0].children
     assert [c.description for c in controls] == ["stages K", "micro-batches M", "schedule"]
     controls[2].value = "naive"
@@ -280,7 +280,7 @@ def test_the_explorer_builds_its_controls():
 def test_the_explorer_runs_the_ops_it_is_given():
     import matplotlib
     matplotlib.use("Agg")
-    box = widgets.pipeline_explorer(failing_forward, backward_op, layer_times=[1.0] * 7)
+    box = pipeline_explorer.pipeline_explorer(failing_forward, backward_op, layer_times=[1.0] * 7)
     button, status = box.children[1].children
     box.children[0].children[1].value = 2
     button.click()

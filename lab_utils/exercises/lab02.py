@@ -22,9 +22,9 @@ def _scatter_run(scatter, cases):
 
 
 def _scatter_expected(cases):
-    from .. import dp
+    from .. import data_parallel
 
-    return _scatter_run(dp.scatter, cases)
+    return _scatter_run(data_parallel.scatter, cases)
 
 
 def _chunk_sizes(n: int, k: int) -> list[int]:
@@ -135,9 +135,9 @@ def _reduce_run(reduce_gradients, case):
 
 
 def _reduce_expected(case):
-    from .. import dp
+    from .. import data_parallel
 
-    return _reduce_run(dp.reduce_gradients, case)
+    return _reduce_run(data_parallel.reduce_gradients, case)
 
 
 def _reduce_judge(got, expected, case):

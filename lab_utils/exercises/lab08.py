@@ -20,7 +20,7 @@ def _average_cases(rng):
 
 
 def _config(case, n_workers):
-    from ..asynchronous import PSConfig
+    from ..parameter_server import PSConfig
 
     return PSConfig(mode="sync", gradients=n_workers * case["updates"], batch_size=case["batch_size"], lr=case["lr"],
                     momentum=case["momentum"], seed=case["seed"], warmup=0, timeout_s=60)
@@ -44,7 +44,7 @@ def serve_with(average_step):
 
 def _average_run(average_and_apply, case):
     """One launch: a synchronous run of lab 08's parameter server with each number of workers, your update."""
-    from ..instructor.bench.asynchronous import run
+    from ..instructor.bench.parameter_server import run
     from ..lessons.lab08 import work
 
     configs = [_config(case, n) for n in case["workers"]]
@@ -53,9 +53,9 @@ def _average_run(average_and_apply, case):
 
 
 def _average_expected(case):
-    from .. import asynchronous
+    from .. import parameter_server
 
-    return [asynchronous.single_process_weights(_config(case, n), n, case["updates"]).tolist() for n in case["workers"]]
+    return [parameter_server.single_process_weights(_config(case, n), n, case["updates"]).tolist() for n in case["workers"]]
 
 
 def wrong_update_weights(case, n_workers: int, rule: str):
@@ -66,20 +66,20 @@ def wrong_update_weights(case, n_workers: int, rule: str):
     import torch.nn.functional as F
     from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-    from .. import asynchronous
+    from .. import parameter_server
 
     cfg = _config(case, n_workers)
-    split = asynchronous.load_split(cfg.dataset, cfg.seed)
-    weights = torch.nn.Parameter(asynchronous.initial_weights(split, cfg.seed))
+    split = parameter_server.load_split(cfg.dataset, cfg.seed)
+    weights = torch.nn.Parameter(parameter_server.initial_weights(split, cfg.seed))
     optimizer = torch.optim.SGD([weights], lr=cfg.lr, momentum=cfg.momentum)
-    model = asynchronous.build_model(split, seed=0)
+    model = parameter_server.build_model(split, seed=0)
     workers = range(1, n_workers + 1)
     for step in range(case["updates"]):
         grads = {}
         for w in workers:
             vector_to_parameters(weights.detach().clone(), model.parameters())
             model.zero_grad()
-            x, y = asynchronous.worker_batch(split, w, n_workers, step, cfg.batch_size)
+            x, y = parameter_server.worker_batch(split, w, n_workers, step, cfg.batch_size)
             F.cross_entropy(model(x), y).backward()
             grads[w] = parameters_to_vector([p.grad for p in model.parameters()]).detach()
         total = sum(grads[w] for w in workers)

@@ -93,7 +93,7 @@ def cmd_assign(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import BENCHES
+    from .bench.registry import BENCHES
 
     BENCHES[args.name].run(args.repeats, vars(args))
     return 0
@@ -110,7 +110,7 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .bench import BENCHES
+    from .bench.registry import BENCHES
 
     p = argparse.ArgumentParser(prog="python -m lab_utils", description="CNN Parallelism Lab helper")
     sub = p.add_subparsers(dest="command", required=True)

@@ -1,6 +1,7 @@
 """Generate student notebooks from the solutions, and run the course headless."""
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -255,10 +256,20 @@ def update_run_times(times: dict[str, float], *, column: str = "cpu", check: boo
     return problems
 
 
+def relative_papermill_paths(path: Path) -> None:
+    """Papermill's record of a notebook run names its input and output by absolute path: make them relative to the
+    repository, so a committed notebook names no build machine's folders."""
+    nb = nbformat.read(path, as_version=4)
+    record = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if record.get(key) and Path(record[key]).is_absolute():
+            record[key] = os.path.relpath(record[key], ROOT)
+    nbformat.write(nb, path)
+
+
 def outputs(labs: str | None = None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S) -> int:
     """Re-execute the solutions in place, in course order, as one run (results in build/outputs/results, which the
     scaling report reads), write the measured times into the README and headers, and regenerate notebooks/."""
-    import os
     import shutil
 
     out = ROOT / "build" / "outputs"
@@ -269,6 +280,7 @@ def outputs(labs: str | None = None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_
     for src in select(labs, solution_notebooks()):
         print(f"running {src.name} ...", flush=True)
         run = run_notebook(src, out, {}, cell_timeout, output=src)
+        relative_papermill_paths(src)
         print(f"  {src.name}: {run.seconds:.1f} s, {'ok' if run.error is None else 'FAILED at ' + run.error}", flush=True)
         if run.error:
             failed.append(run)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .gpu import asynchronous, collectives, data_parallel, ddp, memory, pipeline, serving, tf_distribute, train
+from .gpu import collectives, data_parallel, ddp, memory, parameter_server, pipeline, serving, tf_distribute, train
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,7 @@ class Check:
 CHECKS = [Check("01", train.gpu_check, 60), Check("02", data_parallel.gpu_check, 60), Check("03", ddp.gpu_check, 90),
           Check("04", pipeline.gpu_check, 60), Check("05", tf_distribute.gpu_check, 90),
           Check("06", collectives.gpu_check, 60), Check("07", memory.gpu_check, 60),
-          Check("08", asynchronous.gpu_check, 60), Check("09", serving.gpu_check, 90)]
+          Check("08", parameter_server.gpu_check, 60), Check("09", serving.gpu_check, 90)]
 QUICK = {"01", "03", "05", "09"}
 
 

@@ -524,7 +524,7 @@ def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeou
 
 def _import_references(chosen) -> None:
     """Import, before any submission runs, every course module a reference may need (never lazily afterwards)."""
-    from .. import data, dp, pipeline, report, spec, train  # noqa: F401
+    from .. import data, data_parallel, pipeline, report, spec, train  # noqa: F401
     if any(c.exercise.lab == "05" for c in chosen):
         from .. import tf_distribute
 

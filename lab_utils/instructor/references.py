@@ -1,7 +1,7 @@
 """Reference answers of lab exercises that no lab imports (the notebooks define their own): the exercise checks
 (lab_utils/exercises/) and the tests compare against them.
 
-Moved from the learner modules (asynchronous, memory, serving): those hold only what a lab imports."""
+Moved from the learner modules (parameter_server, memory, serving): those hold only what a lab imports."""
 from __future__ import annotations
 
 import itertools

@@ -15,8 +15,6 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
-
 COURSE = Path(__file__).resolve().parents[2]
 
 
@@ -54,6 +52,8 @@ def notebook_path(name: str, beside=".") -> Path:
 def from_notebook(path, name: str) -> Lesson:
     """The last top-level definition of function `name` in the notebook at `path`, run with the notebook's imports
     that it uses, in a namespace of its own (so it is sent to other processes by value, like a notebook function)."""
+    import nbformat  # here, not at the top: every rank that runs a generated lesson imports this package
+
     nb = nbformat.read(str(path), as_version=4)
     sources = {i: "\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in c.source.splitlines())
                for i, c in enumerate(nb.cells) if c.cell_type == "code"}

@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
-from lab_utils import hardware, memory, spec
+from lab_utils import collectives, hardware, memory, spec
 
 __all__ = ['join_group', 'leave_group', 'micro_batch', 'rank_report', 'ddp_worker', 'zero1_worker', 'fsdp_worker']
 
@@ -54,7 +54,7 @@ def ddp_worker(rank, world_size, job):
     model = DDP(spec.build_torch(job["spec"], job["input_shape"], seed=job["seed"]).to(device), gradient_as_bucket_view=True)
     model.register_comm_hook(None, default_hooks.allreduce_hook)  # DDP's arithmetic, via dist.all_reduce: counted
     optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])
-    comm = memory.CommCounter()
+    comm = collectives.Traffic()
     for step in range(job["steps"]):
         x, y = (t.to(device) for t in micro_batch(job["x"], job["y"], step, 0, rank, world_size, job["per_rank"]))
         optimizer.zero_grad(set_to_none=False)
@@ -75,7 +75,7 @@ def zero1_worker(rank, world_size, job):
     flat = memory.flatten(model, world_size)                 # parameters and gradients: views into padded flat buffers
     shard = torch.nn.Parameter(flat.params[flat.shard(rank)])  # a view: updating it updates the model
     optimizer = torch.optim.Adam([shard], lr=job["lr"])      # Adam's state for Psi / N numbers
-    comm = memory.CommCounter()
+    comm = collectives.Traffic()
     for step in range(job["steps"]):
         x, y = (t.to(device) for t in micro_batch(job["x"], job["y"], step, 0, rank, world_size, job["per_rank"]))
         flat.grads.zero_()
@@ -112,7 +112,7 @@ def fsdp_worker(rank, world_size, job):
             fully_shard(layer, mesh=mesh, mp_policy=policy)  # one all-gather unit per layer with weights
     fully_shard(model, mesh=mesh, mp_policy=policy)
     optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])  # steps on this rank's shards
-    comm = memory.CommCounter()
+    comm = collectives.Traffic()
     for step in range(job["steps"]):
         x, y = (t.to(device) for t in micro_batch(job["x"], job["y"], step, 0, rank, world_size, job["per_rank"]))
         optimizer.zero_grad(set_to_none=False)

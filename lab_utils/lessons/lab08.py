@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
-from lab_utils import asynchronous, hardware
+from lab_utils import parameter_server, hardware
 from lab_utils.launch import short_error
 
 __all__ = ['send', 'work', 'listen', 'next_gradient', 'serve', 'hogwild', 'run_all']
@@ -34,10 +34,10 @@ def send(dst, version, values):
 
 def work(rank, n_workers, cfg, device):
     """A worker: pull weights, compute a gradient on the next batch of its shard, push it; until told to stop."""
-    split = asynchronous.load_split(cfg.dataset, cfg.seed)     # the data: every process reads its own copy
-    model = asynchronous.build_model(split).to(device)
+    split = parameter_server.load_split(cfg.dataset, cfg.seed)     # the data: every process reads its own copy
+    model = parameter_server.build_model(split).to(device)
     message = torch.empty(1 + sum(p.numel() for p in model.parameters()))
-    straggler = asynchronous.Straggler(cfg.straggler_factor if rank == n_workers else 1.0)  # the last worker
+    straggler = parameter_server.Straggler(cfg.straggler_factor if rank == n_workers else 1.0)  # the last worker
     step, compute_s = 0, []
     while True:
         dist.recv(message, src=0)                                  # pull: [version, weights...]
@@ -46,7 +46,7 @@ def work(rank, n_workers, cfg, device):
             break
         vector_to_parameters(message[1:].to(device), model.parameters())
         started = time.perf_counter()
-        x, y = asynchronous.worker_batch(split, rank, n_workers, step, cfg.batch_size)
+        x, y = parameter_server.worker_batch(split, rank, n_workers, step, cfg.batch_size)
         model.zero_grad(set_to_none=True)
         F.cross_entropy(model(x.to(device)), y.to(device)).backward()
         gradient = parameters_to_vector([p.grad for p in model.parameters()]).cpu()
@@ -86,15 +86,15 @@ def next_gradient(inbox, computing, timeout_s):
 
 def serve(n_workers, cfg):
     """The server: weights and optimizer as one flat vector, a version counter, one listening thread per worker."""
-    split = asynchronous.load_split(cfg.dataset, cfg.seed)
-    weights = torch.nn.Parameter(asynchronous.initial_weights(split, cfg.seed))
+    split = parameter_server.load_split(cfg.dataset, cfg.seed)
+    weights = torch.nn.Parameter(parameter_server.initial_weights(split, cfg.seed))
     base_lr = cfg.lr if cfg.mode == "sync" else cfg.lr / n_workers
     optimizer = torch.optim.SGD([weights], lr=base_lr, momentum=cfg.momentum)
     inbox, workers = queue.Queue(), range(1, n_workers + 1)
     listeners = [threading.Thread(target=listen, args=(w, weights.numel(), inbox)) for w in workers]
     for listener in listeners:
         listener.start()
-    record = asynchronous.RunRecord(cfg)          # measurement only: staleness, times, weight snapshots
+    record = parameter_server.RunRecord(cfg)          # measurement only: staleness, times, weight snapshots
     version, waiting = 0, {}                      # waiting: worker -> (version computed on, gradient)
     for w in workers:
         send(w, version, weights)
@@ -132,12 +132,12 @@ def serve(n_workers, cfg):
 
 def hogwild(rank, world_size, cfg):
     """One Hogwild run: ranks 1..n train the shared model, rank 0 watches (the process group: two barriers only)."""
-    model, progress = asynchronous.shared("model"), asynchronous.shared("progress")
-    split = asynchronous.load_split(cfg.dataset, cfg.seed)
+    model, progress = parameter_server.shared("model"), parameter_server.shared("progress")
+    split = parameter_server.load_split(cfg.dataset, cfg.seed)
     n_workers = world_size - 1
     if rank == 0:
         with torch.no_grad():                     # in place: the memory stays shared
-            for p, p0 in zip(model.parameters(), asynchronous.build_model(split, cfg.seed).parameters()):
+            for p, p0 in zip(model.parameters(), parameter_server.build_model(split, cfg.seed).parameters()):
                 p.copy_(p0)
         progress.zero_()
     else:                                         # built before the clock starts: a process's first optimizer is slow
@@ -145,10 +145,10 @@ def hogwild(rank, world_size, cfg):
     dist.barrier()                                # everyone starts together
     start = time.perf_counter()
     if rank == 0:
-        result = asynchronous.watch(model, progress, cfg, start)
+        result = parameter_server.watch(model, progress, cfg, start)
     else:
         for step in range(cfg.gradients // n_workers):
-            x, y = asynchronous.worker_batch(split, rank, n_workers, step, cfg.batch_size)
+            x, y = parameter_server.worker_batch(split, rank, n_workers, step, cfg.batch_size)
             optimizer.zero_grad()
             F.cross_entropy(model(x), y).backward()
             optimizer.step()                      # writes the shared weights; no lock, the others keep going
@@ -165,7 +165,7 @@ def hogwild(rank, world_size, cfg):
 def run_all(rank, world_size, configs, worker=work):
     """Every run of `configs` in turn, in one process group: this rank's role in each (server, worker, Hogwild)."""
     device, _ = hardware.rank_device()
-    asynchronous.pin_server_beside_worker_1(rank, world_size)   # more processes than cores: worker 1 hosts the server
+    parameter_server.pin_server_beside_worker_1(rank, world_size)   # more processes than cores: worker 1 hosts the server
     dist.init_process_group("gloo", timeout=timedelta(seconds=max(cfg.timeout_s for cfg in configs)))
     n_workers, results = world_size - 1, []
     for cfg in configs:

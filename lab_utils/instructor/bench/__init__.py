@@ -1,37 +1,3 @@
 """`python -m lab_utils bench NAME`: each benchmark is a function that measures and one that prints the result (the
-JSON line last), registered below by the function objects themselves. One module per area; none is imported by a lab."""
-from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Callable
-
-from ... import dp
-from . import asynchronous, collectives, memory, pipeline, serving, training
-
-
-@dataclass(frozen=True)
-class Bench:
-    """One benchmark: measure(repeats=..., **options) -> dict, then show(that dict)."""
-
-    measure: Callable[..., object]
-    show: Callable[[object], None]
-    options: tuple[str, ...] = ()  # the CLI options it takes, by their argparse dest
-    repeats: int = 3  # default timed repeats
-
-    def run(self, repeats: int | None, options: dict) -> None:
-        """Measure with `repeats` (None: the default) and the options this benchmark takes out of `options`, then show."""
-        self.show(self.measure(repeats=repeats or self.repeats, **{k: options[k] for k in self.options}))
-
-
-BENCHES: dict[str, Bench] = {
-    "overhead": Bench(training.overhead, training.print_overhead, ("samples",), 15),
-    "dp": Bench(dp.sweep, dp.print_sweep, ("n_devices", "batch_sizes"), 15),  # lab 02 runs the same sweep
-    "ddp": Bench(training.ddp, training.print_ddp, ("world_size", "steps"), 3),
-    "pipeline": Bench(pipeline.pipeline, pipeline.print_pipeline, ("batch_size",), 5),
-    "tf": Bench(training.tf, training.print_tf, ("steps", "global_batch"), 3),
-    "collectives": Bench(collectives.bench, collectives.print_bench, ("world_size",), 9),
-    "memory": Bench(memory.bench, memory.print_bench, ("world_size",), 5),
-    "async": Bench(asynchronous.bench, asynchronous.print_bench, (), 3),
-    "inference": Bench(serving.bench, serving.print_bench, (), 3),
-    "cluster": Bench(training.cluster, training.print_cluster, (), 5),
-}
+JSON line last), registered by the function objects themselves in registry.py. One module per area; none is imported
+by a lab."""

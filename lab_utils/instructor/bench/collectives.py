@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ... import measure, report, spec
-from ...collectives import course_batch, single_device_training
+from ...tensor_parallel import course_batch, single_device_training
 
 RING_BYTES = 4 << 20  # the benchmark's message: 4 MiB of float32
 

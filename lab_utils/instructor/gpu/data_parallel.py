@@ -1,6 +1,6 @@
 """Lab 02 on a GPU: the DataParallel step against one CPU device's gradients.
 
-Moved from lab_utils/dp.py: the learner's module holds only what a lab imports."""
+Moved from lab_utils/data_parallel.py: the learner's module holds only what a lab imports."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ... import data, spec
-from ...dp import DataParallel, DevicePlan, gradients, max_abs_diff, plan_devices, single_device_step
+from ...data_parallel import DataParallel, DevicePlan, gradients, max_abs_diff, plan_devices, single_device_step
 
 
 # ---- the GPU check ---------------------------------------------------------------------------------------------

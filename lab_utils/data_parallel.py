@@ -43,7 +43,7 @@ class DevicePlan:
     def describe(self) -> str:
         names = ", ".join(f"device {i} -> {d}" for i, d in enumerate(self.devices))
         runs = ("torch.nn.parallel's scatter/replicate/parallel_apply/gather" if self.backend == "torch"
-                else "lab_utils.dp's own phases, one thread per device")
+                else "lab_utils.data_parallel's own phases, one thread per device")
         return f"{len(self.devices)} device(s), phases run by {runs}\n  {names}\n  why: {self.reason}"
 
 

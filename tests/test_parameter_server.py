@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from lab_utils import asynchronous as A
+from lab_utils import parameter_server as A
 from lab_utils.instructor import references
-from lab_utils.instructor.bench import asynchronous as bench_async
-from lab_utils.instructor.gpu import asynchronous as gpu_async
+from lab_utils.instructor.bench import parameter_server as bench_async
+from lab_utils.instructor.gpu import parameter_server as gpu_async
 from lab_utils import launch as launch_mod
 from lab_utils.exercises.lab08 import serve_with
 from lab_utils.launch import RankError, launch
@@ -271,7 +271,7 @@ def test_the_cli_runs_bench_async(monkeypatch, capsys):
 
     from dataclasses import replace as replaced
 
-    from lab_utils.instructor.bench import BENCHES
+    from lab_utils.instructor.bench.registry import BENCHES
 
     real = BENCHES["async"]
     monkeypatch.setitem(BENCHES, "async", replaced(real, measure=lambda **kw: real.measure(**kw, gradients=40,

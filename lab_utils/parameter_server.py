@@ -2,7 +2,7 @@
 what a server records while it runs (staleness, times, weight snapshots), the pinning of the notebook's server
 beside worker 1, the single-process baseline, handing a shared-memory model to launched ranks, accuracy curves and
 plots. (The launch of lab 08's server and workers for the instructor's benchmark, GPU check, exercise check and tests
-is lab_utils.instructor.bench.asynchronous.run.)"""
+is lab_utils.instructor.bench.parameter_server.run.)"""
 from __future__ import annotations
 
 import functools
@@ -251,7 +251,7 @@ def shared(name: str):
         return _SHARED[name]
     except KeyError:
         raise RuntimeError(f"nothing called {name!r} was shared with this rank: launch with "
-                           f"prepare=asynchronous.ShareWithRanks({name}=...)") from None
+                           f"prepare=parameter_server.ShareWithRanks({name}=...)") from None
 
 
 # ---- accuracy ---------------------------------------------------------------------------------------------------------

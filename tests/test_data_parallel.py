@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from lab_utils import dp, hardware, measure, spec
+from lab_utils import data_parallel, hardware, measure, spec
 from lab_utils.instructor.gpu import data_parallel as gpu_dp
 
 CPU_ONLY = hardware.HardwareReport("laptop", 2, (), "3.11", "2.13.0", "2.21.0")
@@ -23,19 +23,19 @@ def problem(n, seed=0):
 
 @pytest.mark.parametrize("n, parts, sizes", [(8, 2, [4, 4]), (10, 3, [4, 3, 3]), (10, 4, [3, 3, 2, 2]), (5, 5, [1] * 5)])
 def test_split_sizes_differ_by_one_at_most_and_cover_the_batch(n, parts, sizes):
-    assert dp.split_sizes(n, parts) == sizes
+    assert data_parallel.split_sizes(n, parts) == sizes
 
 
 def test_a_batch_smaller_than_the_devices_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"batch of 3 sample\(s\) cannot be split across 4 devices.*at least 4"):
-        dp.split_sizes(3, 4)
+        data_parallel.split_sizes(3, 4)
 
 
 def test_scatter_keeps_rows_in_order_and_gather_undoes_it():
     batch = torch.arange(20.0).reshape(10, 2)
-    chunks = dp.scatter(batch, ["cpu"] * 3)
+    chunks = data_parallel.scatter(batch, ["cpu"] * 3)
     assert [len(c) for c in chunks] == [4, 3, 3]
-    assert torch.equal(dp.gather(chunks, "cpu"), batch)
+    assert torch.equal(data_parallel.gather(chunks, "cpu"), batch)
 
 
 def test_reduce_gradients_sums_into_device_zero_and_skips_unused_parameters():
@@ -44,7 +44,7 @@ def test_reduce_gradients_sums_into_device_zero_and_skips_unused_parameters():
     model.weight.grad = torch.ones(2, 2)
     for k, r in enumerate(replicas, start=1):
         r.weight.grad = torch.full((2, 2), float(k))
-    dp.reduce_gradients(model, replicas)
+    data_parallel.reduce_gradients(model, replicas)
     assert torch.equal(model.weight.grad, torch.full((2, 2), 4.0))
     assert model.bias.grad is None
 
@@ -52,28 +52,28 @@ def test_reduce_gradients_sums_into_device_zero_and_skips_unused_parameters():
 @pytest.mark.parametrize("n, devices", [(32, 2), (31, 2), (10, 3)])
 def test_data_parallel_gradients_equal_one_device_even_for_uneven_batches(n, devices):
     model, x, y = problem(n)
-    assert dp.gradient_difference(model, x, y, dp.plan_devices(devices, CPU_ONLY)) <= 1e-5
+    assert data_parallel.gradient_difference(model, x, y, data_parallel.plan_devices(devices, CPU_ONLY)) <= 1e-5
 
 
 def test_training_steps_refresh_the_replicas_so_weights_track_one_device():
     model, x, y = problem(24)
     single = copy.deepcopy(model)
     single_opt = torch.optim.SGD(single.parameters(), lr=0.1, momentum=0.9)
-    with dp.DataParallel(copy.deepcopy(model), dp.plan_devices(2, CPU_ONLY)) as parallel:
+    with data_parallel.DataParallel(copy.deepcopy(model), data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         opt = torch.optim.SGD(parallel.model.parameters(), lr=0.1, momentum=0.9)
         for _ in range(3):
             loss = parallel.step(x, y, opt).loss
-            single_loss = dp.single_device_step(single, x, y, single_opt)
+            single_loss = data_parallel.single_device_step(single, x, y, single_opt)
             assert abs(loss - single_loss) < 1e-5
-        assert dp.max_abs_diff(list(parallel.model.parameters()), list(single.parameters())) <= 1e-5
+        assert data_parallel.max_abs_diff(list(parallel.model.parameters()), list(single.parameters())) <= 1e-5
 
 
 def test_each_step_reports_every_phase_on_the_right_devices():
     model, x, y = problem(16)
-    with dp.DataParallel(model, dp.plan_devices(2, CPU_ONLY)) as parallel:
+    with data_parallel.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         report = parallel.step(x, y, torch.optim.SGD(model.parameters(), lr=0.1))
     phases = report.phase_seconds()
-    assert set(phases[parallel.rows[0]]) == set(dp.PHASES)
+    assert set(phases[parallel.rows[0]]) == set(data_parallel.PHASES)
     assert set(phases[parallel.rows[1]]) == {"forward", "backward"}
     assert report.chunk_sizes == [8, 8]
     assert all(i.end_s >= i.start_s >= 0 for i in report.intervals)
@@ -82,7 +82,7 @@ def test_each_step_reports_every_phase_on_the_right_devices():
 
 def test_device_zero_moves_what_every_other_device_moves_combined():
     model, x, y = problem(10)
-    with dp.DataParallel(model, dp.plan_devices(3, hardware.HardwareReport("h", 4, (), "", "", ""))) as parallel:
+    with data_parallel.DataParallel(model, data_parallel.plan_devices(3, hardware.HardwareReport("h", 4, (), "", "", ""))) as parallel:
         moved = parallel.step(x, y).bytes_moved
     weights = sum(p.numel() * 4 for p in model.parameters())
     # device 2 receives 3 images of 8x8, the weights, and the gradient of its 3 x 10 outputs
@@ -114,7 +114,7 @@ class Rendezvous(nn.Module):
 
 def test_replicas_run_at_the_same_time_on_separate_threads():
     model = Rendezvous(2)
-    with dp.DataParallel(model, dp.plan_devices(2, CPU_ONLY)) as parallel:
+    with data_parallel.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         parallel.step(torch.rand(6, 4), torch.randint(0, 2, (6,)))  # a serial run would break the barrier
 
 
@@ -130,14 +130,14 @@ class FailsOnSmallChunks(nn.Module):
 
 
 def test_an_error_in_a_replica_is_raised_in_the_caller():
-    with dp.DataParallel(FailsOnSmallChunks(), dp.plan_devices(2, CPU_ONLY)) as parallel:
+    with data_parallel.DataParallel(FailsOnSmallChunks(), data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         with pytest.raises(RuntimeError, match="replica got 2 rows"):
             parallel.step(torch.rand(5, 4), torch.randint(0, 2, (5,)))
 
 
 def test_bad_inputs_get_clear_errors():
     model, x, y = problem(8)
-    parallel = dp.DataParallel(model, dp.plan_devices(2, CPU_ONLY))
+    parallel = data_parallel.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY))
     with pytest.raises(ValueError, match="differ in length: 8 vs 7"):
         parallel.step(x, y[:7])
     parallel.close()
@@ -148,25 +148,25 @@ def test_bad_inputs_get_clear_errors():
 @pytest.mark.parametrize("bad", [0, -1, True, 2.0, "2"])
 def test_impossible_device_counts_are_refused(bad):
     with pytest.raises(ValueError, match="positive integer"):
-        dp.plan_devices(bad, CPU_ONLY)
+        data_parallel.plan_devices(bad, CPU_ONLY)
 
 
 def test_too_many_cpu_devices_are_refused_and_more_than_cores_warn():
     with pytest.raises(ValueError, match="impossible here"):
-        dp.plan_devices(9, CPU_ONLY)
-    assert "oversubscribed" in dp.plan_devices(3, CPU_ONLY).reason
+        data_parallel.plan_devices(9, CPU_ONLY)
+    assert "oversubscribed" in data_parallel.plan_devices(3, CPU_ONLY).reason
 
 
 def test_device_plans_follow_the_hardware():
-    cpu = dp.plan_devices(None, CPU_ONLY)
+    cpu = data_parallel.plan_devices(None, CPU_ONLY)
     assert cpu.backend == "threads" and cpu.devices == (torch.device("cpu"),) * 2 and cpu.threads_per_device == 1
-    shared = dp.plan_devices(3, ONE_GPU)
+    shared = data_parallel.plan_devices(3, ONE_GPU)
     assert shared.devices == (torch.device("cuda", 0),) * 3 and "share cuda:0" in shared.reason
-    many = dp.plan_devices(None, FOUR_GPUS)
+    many = data_parallel.plan_devices(None, FOUR_GPUS)
     assert many.backend == "torch" and many.devices == tuple(torch.device("cuda", i) for i in range(4))
-    assert dp.plan_devices(2, FOUR_GPUS, backend="threads").backend == "threads"
+    assert data_parallel.plan_devices(2, FOUR_GPUS, backend="threads").backend == "threads"
     with pytest.raises(ValueError, match="needs 2 GPUs"):
-        dp.plan_devices(2, CPU_ONLY, backend="torch")
+        data_parallel.plan_devices(2, CPU_ONLY, backend="torch")
 
 
 def test_nn_data_parallel_on_a_cpu_only_machine_is_the_plain_module():
@@ -182,34 +182,34 @@ def test_nn_data_parallel_on_a_cpu_only_machine_is_the_plain_module():
 
 def test_device_zero_alone_is_the_time_of_its_serial_phases():
     model, x, y = problem(32)
-    with dp.DataParallel(model, dp.plan_devices(2, CPU_ONLY)) as parallel:
+    with data_parallel.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         report = parallel.step(x, y, torch.optim.SGD(model.parameters(), lr=0.1))
-    serial = sum(i.seconds for i in report.intervals if i.row == parallel.rows[0] and i.kind in dp.COORDINATOR_PHASES)
+    serial = sum(i.seconds for i in report.intervals if i.row == parallel.rows[0] and i.kind in data_parallel.COORDINATOR_PHASES)
     assert report.device0_alone_seconds() == pytest.approx(serial) and 0 < serial < report.seconds
 
 
 def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
-    sweep = dp.sweep(n_devices=2, batch_sizes=(4, 6), repeats=2, warmup=1, hw=CPU_ONLY)
+    sweep = data_parallel.sweep(n_devices=2, batch_sizes=(4, 6), repeats=2, warmup=1, hw=CPU_ONLY)
     assert sweep.batch_sizes == [4, 6] and len(sweep.results) == 6 and sweep.grad_max_abs_diff <= 1e-5
-    assert all(isinstance(r, measure.Result) and r.lab == "02" and r.workload == dp.SWEEP_WORKLOAD for r in sweep.results)
-    many = sweep.result(6, dp.dp_name(2))
+    assert all(isinstance(r, measure.Result) and r.lab == "02" and r.workload == data_parallel.SWEEP_WORKLOAD for r in sweep.results)
+    many = sweep.result(6, data_parallel.dp_name(2))
     assert (many.strategy, many.world_size, many.threads, many.repeats) == ("dp", 2, 1, 2)
-    assert sweep.result(6, dp.threaded_name(2)).threads == 2 and sweep.result(6, dp.ONE_DEVICE).threads == 1
-    assert sweep.speedup(6, dp.dp_name(2)) == pytest.approx(sweep.result(6, dp.ONE_DEVICE).wall_s / many.wall_s)
+    assert sweep.result(6, data_parallel.threaded_name(2)).threads == 2 and sweep.result(6, data_parallel.ONE_DEVICE).threads == 1
+    assert sweep.speedup(6, data_parallel.dp_name(2)) == pytest.approx(sweep.result(6, data_parallel.ONE_DEVICE).wall_s / many.wall_s)
     assert many.samples_per_s == pytest.approx(6 / many.wall_s) and many.spread >= 0
     figures = sweep.as_json()
-    assert figures["batch_size"] == 6 and figures["speedup"] == round(sweep.speedup(6, dp.dp_name(2)), 3)
+    assert figures["batch_size"] == 6 and figures["speedup"] == round(sweep.speedup(6, data_parallel.dp_name(2)), 3)
     assert {"single_spread", "dp_spread", "threads_spread", "flags"} <= set(figures["by_batch"][0])
     assert set(figures["phase_ms"][6]) == {"device 0 (cpu)", "device 1 (cpu)"}
     with pytest.raises(KeyError, match="no result"):
-        sweep.result(5, dp.ONE_DEVICE)
+        sweep.result(5, data_parallel.ONE_DEVICE)
 
 
 def test_sweep_rows_more_devices_than_cores_are_flagged_oversubscribed():
     one_core = hardware.HardwareReport("tiny", 1, (), "3.11", "2.13.0", "-")
-    sweep = dp.sweep(n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=one_core)
-    assert "oversubscribed" in sweep.result(4, dp.dp_name(2)).flags
-    assert "oversubscribed" not in sweep.result(4, dp.ONE_DEVICE).flags
+    sweep = data_parallel.sweep(n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=one_core)
+    assert "oversubscribed" in sweep.result(4, data_parallel.dp_name(2)).flags
+    assert "oversubscribed" not in sweep.result(4, data_parallel.ONE_DEVICE).flags
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the check runs instead")
@@ -227,11 +227,11 @@ def test_the_gpu_check_passes_or_skips_with_a_reason():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: runs DataParallel on this machine's GPU(s)")
 def test_on_gpus_data_parallel_uses_them_and_matches_one_device():
-    plan = dp.plan_devices(2)
+    plan = data_parallel.plan_devices(2)
     assert all(d.type == "cuda" for d in plan.devices)
     model, x, y = problem(64)
-    assert dp.gradient_difference(model, x, y, plan) <= 1e-4  # TF32/cuDNN may reorder sums
-    with dp.DataParallel(model, plan) as parallel:
+    assert data_parallel.gradient_difference(model, x, y, plan) <= 1e-4  # TF32/cuDNN may reorder sums
+    with data_parallel.DataParallel(model, plan) as parallel:
         report = parallel.step(x, y)
     assert report.chunk_sizes == [32, 32]
     if torch.cuda.device_count() >= 2:

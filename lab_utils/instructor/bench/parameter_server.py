@@ -2,7 +2,7 @@
 
 The server and its workers are lab 08's serve and work (lab_utils.lessons.lab08, generated from its notebook),
 imported inside bench(): `assign` starts without the generated modules. `run` launches them (for the bench, the GPU
-check, the exercise check and the tests); moved from lab_utils/asynchronous.py, which holds only what a lab imports."""
+check, the exercise check and the tests); moved from lab_utils/parameter_server.py, which holds only what a lab imports."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ import numpy as np
 import torch.distributed as dist
 
 from ... import hardware, measure
-from ...asynchronous import (MODEL, MODES, PSConfig, interleaved, pin_server_beside_worker_1, single_process_weights,
+from ...parameter_server import (MODEL, MODES, PSConfig, interleaved, pin_server_beside_worker_1, single_process_weights,
                              spread)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...asynchronous import PSConfig, single_process_weights
-from ..bench.asynchronous import run
+from ...parameter_server import PSConfig, single_process_weights
+from ..bench.parameter_server import run
 
 
 # ---- the lab's core on a GPU -----------------------------------------------------------------------------------------
