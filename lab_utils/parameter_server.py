@@ -358,7 +358,6 @@ def plot_throughput(factors, rates: dict, ranges: dict | None = None):
 
 # ---- medians of interleaved runs ---------------------------------------------------------------------------------
 
-spread = measure.spread  # the course's one rule
 
 
 def interleaved(configs_per_round, repeats: int) -> list:

@@ -223,7 +223,6 @@ class LoadRun:
                            self.batcher_error.strip().splitlines()[-1] if self.batcher_error else None)
 
 
-spread = measure.spread  # the course's one rule
 
 
 @dataclass(frozen=True)
@@ -251,7 +250,7 @@ class LoadStats:
         arrived = med("arrived_rps") if runs[0].arrived_rps else None
         return cls(label, load, runs[0].offered_rps, arrived, med("achieved_rps"), med("p50_ms"),
                    med("p95_ms"), med("p99_ms"), med("mean_batch"), any(r.saturated for r in runs), len(runs),
-                   spread(r.achieved_rps for r in runs), spread(r.p99_ms for r in runs), tuple(runs))
+                   measure.spread(r.achieved_rps for r in runs), measure.spread(r.p99_ms for r in runs), tuple(runs))
 
     @property
     def flags(self) -> list[str]:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from lab_utils import pipeline as pl, spec, pipeline_explorer
+from lab_utils import pipeline as pl, pipeline_explorer, spec
 from lab_utils.instructor.gpu import pipeline as gpu_pipeline
 from lab_utils.launch import RankError, descendants
 from lab_utils.lessons.lab04 import backward_op, forward_op  # lab 04's ops, generated from its notebook

@@ -14,8 +14,7 @@ import numpy as np
 import torch.distributed as dist
 
 from ... import hardware, measure
-from ...parameter_server import (MODEL, MODES, PSConfig, interleaved, pin_server_beside_worker_1, single_process_weights,
-                             spread)
+from ...parameter_server import MODEL, MODES, PSConfig, interleaved, pin_server_beside_worker_1, single_process_weights
 
 
 # ---- the parameter server's launch: lab 08's serve and work (its notebook's), on ranks --------------------------
@@ -111,7 +110,7 @@ def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_si
         result[f"samples_per_s[sync, straggler={f}]"] = round(statistics.median(sync), 1)
         result[f"samples_per_s[async, straggler={f}]"] = round(statistics.median(asyn), 1)
         result[f"async_vs_sync_throughput[straggler={f}]"] = round(statistics.median(asyn) / statistics.median(sync), 3)
-        result[f"async_vs_sync_throughput_spread[straggler={f}]"] = round(spread(ratios), 3)
+        result[f"async_vs_sync_throughput_spread[straggler={f}]"] = round(measure.spread(ratios), 3)
         async_runs = [r for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f]
         result[f"effective_slowdown[straggler={f}]"] = round(statistics.median(
             r["workers"][-1]["slowdown"] for r in async_runs + [r for r in runs[1:] if r["config"].mode == "sync"

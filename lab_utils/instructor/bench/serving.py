@@ -13,13 +13,13 @@ import time
 from ... import flags as detectors
 from ... import measure
 from ...serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
-                        request_images, spread)
+                        request_images)
 
 
 def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
     """Speedup of `fast` over `slow` from repeats timed side by side: median of the per-round ratios, their spread."""
     ratios = [s / f for s, f in zip(slow.times, fast.times)]
-    return statistics.median(ratios), spread(ratios)
+    return statistics.median(ratios), measure.spread(ratios)
 
 
 # ---- lab 09's batcher and worker pool, set up for the bench, the GPU check and the tests ---------------------------------
@@ -109,8 +109,8 @@ def _bench(repeats, duration_s, width, image_side, max_batch, pool_requests, com
               "throughput_rps[1 worker]": round(statistics.median(one), 1),
               "throughput_rps[2 workers]": round(statistics.median(two), 1),
               "two_workers_vs_one": round(statistics.median(pool_ratios), 3)}
-    spreads = {"dynamic_vs_batch1_throughput": spread(ratios), "p99_ms[max_wait=5]": dyn.spread_p99,
-               "two_workers_vs_one": spread(pool_ratios)}
+    spreads = {"dynamic_vs_batch1_throughput": measure.spread(ratios), "p99_ms[max_wait=5]": dyn.spread_p99,
+               "two_workers_vs_one": measure.spread(pool_ratios)}
 
     candidates = {"eager": lambda: model(xb)}
 
