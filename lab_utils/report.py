@@ -46,6 +46,7 @@ class Compared:
     row: Result
     baseline: Result | None
     note: str = ""
+    across: bool = False  # the baseline is another lab's row, measured minutes apart (across_labs), not interleaved
 
     @property
     def is_baseline(self) -> bool:
@@ -92,9 +93,20 @@ class Compared:
     def _speedup_flags(self) -> list[str]:
         if self.efficiency is None or self.is_baseline:
             return []
+        if self.across and self.row.lab != self.baseline.lab:  # two moments: only a gap beyond their noise contradicts
+            if self.efficiency <= CROSS_LAB_FACTOR:
+                return []
+            return detectors.contradicts_reference(self.row.samples_per_s / self.hardware_ratio,
+                                                   self.baseline.samples_per_s, factor=CROSS_LAB_FACTOR,
+                                                   what=f"lab {self.row.lab}'s rate per unit of hardware",
+                                                   reference_name=f"lab {self.baseline.lab}'s one-thread rate")
         cores = self.row.machine.cpu_count if self.row.machine else None
         oversubscribed = bool(cores) and not self.row.machine.gpu_names and self.row.resources > cores
         return plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed)
+
+
+CROSS_LAB_FACTOR = 2.0  # two labs' measurements of one workload, minutes apart: more than 2x per unit of hardware
+#                         contradicts (as flags.contradicts_reference); less is their noise, not an impossible speedup
 
 
 def _baseline_for(row: Result, group: list[Result]) -> tuple[Result | None, str]:
@@ -132,7 +144,7 @@ def across_labs(rows: list[Result]) -> list[Compared]:
             continue
         group = sorted(group, key=lambda r: (r.lab, r.world_size, r.threads or 1))
         base = next((r for r in group if r.world_size == 1 and (r.threads or 1) == 1), None)
-        shared += [Compared(r, base, "" if base else "no one-device row for this workload") for r in group]
+        shared += [Compared(r, base, "" if base else "no one-device row for this workload", across=True) for r in group]
     return shared
 
 

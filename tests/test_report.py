@@ -6,6 +6,7 @@ import nbformat
 import numpy as np
 import pytest
 
+from lab_utils import flags as detectors
 from lab_utils import measure, report
 from lab_utils.launch import launch
 from lab_utils.measure import Machine, Result
@@ -272,6 +273,19 @@ def test_a_workload_two_labs_recorded_meets_in_one_comparison():
     ddp = next(c for c in shared if c.row.strategy == "ddp")
     assert ddp.speedup == 1.5 and ddp.efficiency == 0.75
     assert report.across_labs(rows[4:6]) == []
+
+
+def test_two_labs_minutes_apart_are_flagged_only_beyond_their_noise():
+    def shared(lab03_rate):
+        rows = [row("single-process", 1, 100, lab="01", workload="speed"),
+                row("single-process", 1, lab03_rate, lab="03", workload="speed")]
+        return next(c for c in report.across_labs(rows) if c.row.lab == "03")
+
+    assert shared(110).efficiency == 1.1 and shared(110).flags == []  # the same process, another moment: noise
+    flagged = shared(250).flags
+    assert len(flagged) == 1 and detectors.is_impossible(flagged[0]) and "lab 01's" in flagged[0]
+    same_lab = report.compare([row("single-process", 1, 100, lab="03"), row("ddp", 2, 250, lab="03")])
+    assert same_lab[1].flags  # within one lab, interleaved: efficiency above 100 % stays impossible
 
 
 def test_the_allreduce_fit_reads_alpha_from_small_sizes_and_bandwidth_from_large_ones():
