@@ -223,7 +223,8 @@ def _rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: 
             os.environ["MASTER_PORT"] = str(ports[job])  # a fresh rendezvous for each job's process group
             values.append(to_plain(worker(rank, world_size, *args)))
             destroy_process_group(wait_for_peers=True)  # a worker that did not leave its group must not block the next
-            _HELD_GROUPS.clear()  # the job's objects are gone: its groups can go (their threads with them)
+            # the held groups stay until the launcher ends this rank: destroying one here joins gloo's threads while
+            # holding the GIL, the very hang hold_process_groups avoids (a rank stuck here never joins the next job)
         results.put(("ok", rank, pickle.dumps(values)))
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
         results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(), job))
