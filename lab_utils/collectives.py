@@ -156,11 +156,17 @@ COUNTED = {
 
 
 class Call(NamedTuple):
-    """One counted call: the phase it ran in, the collective, its full buffer's bytes."""
+    """One counted call: the phase it ran in, the collective, its full buffer's bytes, the group's size."""
 
     phase: str
     collective: str
     nbytes: int
+    world_size: int
+
+    @property
+    def sent(self) -> float:
+        """Bytes this rank sent for it, as a ring algorithm sends them (ring_bytes_sent)."""
+        return ring_bytes_sent(self.collective, self.nbytes, self.world_size)
 
 
 class Traffic:
@@ -177,7 +183,8 @@ class Traffic:
         """Count the collectives this process calls inside the block under `name`."""
         def record(function, arguments):
             collective, buffer_bytes = COUNTED[function]
-            self.calls.append(Call(name, collective, int(buffer_bytes(arguments, dist.get_world_size()))))
+            world_size = dist.get_world_size()
+            self.calls.append(Call(name, collective, int(buffer_bytes(arguments, world_size)), world_size))
 
         with measure.collective_calls(COUNTED, record):
             yield self
@@ -185,15 +192,14 @@ class Traffic:
     @property
     def sent(self) -> float:
         """Bytes this rank sent, as a ring algorithm sends them (ring_bytes_sent)."""
-        world_size = dist.get_world_size()
-        return sum(ring_bytes_sent(c.collective, c.nbytes, world_size) for c in self.calls)
+        return sum(c.sent for c in self.calls)
 
     def by_collective(self) -> dict:
         """{collective: [calls, bytes this rank sent]}."""
         out = {}
         for c in self.calls:
             calls, total = out.get(c.collective, (0, 0.0))
-            out[c.collective] = [calls + 1, total + ring_bytes_sent(c.collective, c.nbytes, dist.get_world_size())]
+            out[c.collective] = [calls + 1, total + c.sent]
         return out
 
     def table(self, steps: int = 1) -> dict[str, dict]:

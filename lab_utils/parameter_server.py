@@ -358,8 +358,6 @@ def plot_throughput(factors, rates: dict, ranges: dict | None = None):
 
 # ---- medians of interleaved runs ---------------------------------------------------------------------------------
 
-
-
 def interleaved(configs_per_round, repeats: int) -> list:
     """`repeats` rounds of the configs, every other round in reverse order (measure.alternating_rounds)."""
     return measure.alternating_rounds(configs_per_round, repeats)

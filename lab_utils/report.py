@@ -46,7 +46,6 @@ class Compared:
     row: Result
     baseline: Result | None
     note: str = ""
-    across: bool = False  # the baseline is another lab's row, measured minutes apart (across_labs), not interleaved
 
     @property
     def is_baseline(self) -> bool:
@@ -93,7 +92,8 @@ class Compared:
     def _speedup_flags(self) -> list[str]:
         if self.efficiency is None or self.is_baseline:
             return []
-        if self.across and self.row.lab != self.baseline.lab:  # two moments: only a gap beyond their noise contradicts
+        if self.row.lab != self.baseline.lab:  # another lab's baseline (across_labs), minutes apart, not interleaved:
+            #                                   only a gap beyond their noise contradicts
             if self.efficiency <= CROSS_LAB_FACTOR:
                 return []
             return detectors.contradicts_reference(self.row.samples_per_s / self.hardware_ratio,
@@ -144,7 +144,7 @@ def across_labs(rows: list[Result]) -> list[Compared]:
             continue
         group = sorted(group, key=lambda r: (r.lab, r.world_size, r.threads or 1))
         base = next((r for r in group if r.world_size == 1 and (r.threads or 1) == 1), None)
-        shared += [Compared(r, base, "" if base else "no one-device row for this workload", across=True) for r in group]
+        shared += [Compared(r, base, "" if base else "no one-device row for this workload") for r in group]
     return shared
 
 

@@ -223,8 +223,6 @@ class LoadRun:
                            self.batcher_error.strip().splitlines()[-1] if self.batcher_error else None)
 
 
-
-
 @dataclass(frozen=True)
 class LoadStats:
     """Medians over interleaved repeats of one (server, load) pair, and how far the repeats spread."""
