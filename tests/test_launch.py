@@ -130,8 +130,15 @@ def test_grandchildren_do_not_outlive_a_failed_launch():
         import subprocess
 
         child = subprocess.Popen(["sleep", "300"], start_new_session=True)
-        with open(f"/tmp/lab-launch-test-{os.getppid()}-{rank}", "w") as f:
+        mine = f"/tmp/lab-launch-test-{os.getppid()}-{rank}"
+        with open(mine + ".part", "w") as f:
             f.write(str(child.pid))
+        os.rename(mine + ".part", mine)
+        # both ranks record their child before either fails: the first failure ends the other rank at once
+        others = [f"/tmp/lab-launch-test-{os.getppid()}-{r}" for r in range(world_size)]
+        deadline = time.monotonic() + 20
+        while not all(os.path.exists(p) for p in others) and time.monotonic() < deadline:
+            time.sleep(0.01)
         raise RuntimeError("failed after starting a child")
 
     starts_then_fails.__module__ = "__main__"
