@@ -48,6 +48,16 @@ def test_unknown_command_is_a_usage_error():
     assert run("fly").returncode == 2
 
 
+def test_a_command_other_than_bench_starts_without_torch_or_nbformat():
+    probe = ("import sys\nfrom lab_utils.instructor import cli\n"
+             "for argv in (['fly'], ['course', '--cell-timeout', 'x'], ['bench', 'dp', '--batch-sizes', 'x']):\n"
+             "    try:\n        cli.main(argv)\n    except SystemExit:\n        pass\n"
+             "    print(argv[0], sorted(m for m in ('torch', 'nbformat', 'tensorflow') if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    # bench imports its registry to list the benchmarks (and torch with it); the others import nothing heavy
+    assert result.stdout.splitlines() == ["fly []", "course []", "bench ['torch']"], result.stderr[-2000:]
+
+
 def test_bench_ddp_ends_with_a_json_line():
     figures = bench_figures("ddp", "--repeats", "1", "--steps", "4")
     assert {"speedup_vs_1x1", "speedup_vs_1x2", "weights_max_abs_diff", "flags"} <= set(figures)

@@ -109,8 +109,13 @@ def _int_list(text: str) -> tuple[int, ...]:
     return values
 
 
-def parser() -> argparse.ArgumentParser:
-    from .bench.registry import BENCHES
+def parser(with_benches: bool = True) -> argparse.ArgumentParser:
+    """The CLI's parser; with_benches=False leaves the benchmark names out, so that any other command starts without
+    importing torch and every benchmark module."""
+    if with_benches:
+        from .bench.registry import BENCHES
+    else:
+        BENCHES = {}
 
     p = argparse.ArgumentParser(prog="python -m lab_utils", description="CNN Parallelism Lab helper")
     sub = p.add_subparsers(dest="command", required=True)
@@ -135,7 +140,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ or lab_utils/lessons/ is out of date")
     a.set_defaults(fn=cmd_assign)
     b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
-    b.add_argument("name", choices=sorted(BENCHES))
+    b.add_argument("name", choices=sorted(BENCHES) or None)
     b.add_argument("--samples", type=int, default=4096, help="overhead: samples per timed epoch")
     b.add_argument("--repeats", type=int, help="timed repeats, median reported (default: " +
                    ", ".join(f"{name} {bench.repeats}" for name, bench in sorted(BENCHES.items())) + ")")
@@ -176,7 +181,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser(with_benches=argv[:1] == ["bench"]).parse_args(argv)
     try:
         return args.fn(args)
     except ValueError as exc:

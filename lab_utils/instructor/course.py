@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")'
@@ -47,6 +46,8 @@ def strip_solutions(source: str, where: str) -> str:
 
 def student_version(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
     """A copy of a solution notebook with solutions stubbed and every output removed."""
+    import nbformat
+
     nb = nbformat.from_dict(nb)
     nb.metadata.pop("papermill", None)
     nb.metadata.pop("widgets", None)
@@ -66,6 +67,8 @@ def assign(solutions_dir=None, notebooks_dir=None, *, check: bool = False, lesso
     """Write notebooks/ from solutions/ and the lesson modules lab_utils/lessons/labNN.py from the solutions' cells
     tagged `lesson` (or, with check, list the files that differ); returns the problems. With a solutions_dir of its
     own, lesson modules are written only where lessons_dir says."""
+    import nbformat
+
     from .export import export_lessons
 
     sources = solution_notebooks(solutions_dir)
@@ -197,6 +200,8 @@ COURSE_MAP = re.compile(r"^## Course map\n.*?(?=^## |\Z)", re.M | re.S)  # the o
 
 def run_times(folder=None) -> dict[str, float]:
     """Seconds each executed notebook of `folder` took (papermill's record, kernel start included), by lab number."""
+    import nbformat
+
     times = {}
     for path in solution_notebooks(folder):
         duration = nbformat.read(path, as_version=4).metadata.get("papermill", {}).get("duration")
@@ -213,6 +218,8 @@ def update_run_times(times: dict[str, float], *, column: str = "cpu", check: boo
                      notebooks=None) -> list[str]:
     """Write the measured times into the README's course map (`column` cpu or gpu) and, for cpu, the header of each
     of `notebooks` (default: the solutions); with check, only list where they disagree."""
+    import nbformat
+
     readme = Path(readme or ROOT / "README.md")
     notebooks = solution_notebooks() if notebooks is None else notebooks
     problems, text = [], readme.read_text()
@@ -259,6 +266,8 @@ def update_run_times(times: dict[str, float], *, column: str = "cpu", check: boo
 def relative_papermill_paths(path: Path) -> None:
     """Papermill's record of a notebook run names its input and output by absolute path: make them relative to the
     repository, so a committed notebook names no build machine's folders."""
+    import nbformat
+
     nb = nbformat.read(path, as_version=4)
     record = nb.metadata.get("papermill", {})
     for key in ("input_path", "output_path"):
