@@ -12,8 +12,8 @@ STAMP := $(VENV)/.installed-$(LAB_TARGET)
 PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
 LABS ?=
 QUICK ?=
-# pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Three on two cores: the tests
-# spend much of their time starting processes and waiting on timeouts (1138 s against 1285 s with two, 2026-12-02)
+# pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Three even on two cores: the
+# tests spend much of their time starting processes and waiting on planned timeouts
 TEST_WORKERS ?= 3
 .DEFAULT_GOAL := env
 
