@@ -9,6 +9,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from lab_utils import hardware
+from lab_utils.launch import short_error
 
 __all__ = ['blocking_step', 'ring_all_reduce', 'deadlock_worker', 'ring_step', 'ring_check_worker', 'CopyToRanks', 'SumOverRanks', 'GatherChannels', 'SplitChannels', 'block', 'split_conv', 'split_linear', 'ParallelClassifier', 'TensorParallelCNN']
 
@@ -46,7 +47,7 @@ def deadlock_worker(rank, world_size, wait_s):
         ring_all_reduce(torch.ones(8), rank, world_size, blocking_step)
         outcome = "finished"
     except RuntimeError as err:
-        outcome = "gave up: " + str(err).split("] ")[-1]
+        outcome = "gave up: " + short_error(err, sentences=1)  # gloo's words, without its build path and peer address
     dist.destroy_process_group()
     return outcome
 
