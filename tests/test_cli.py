@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from lab_utils.instructor import sandbox
+
 
 def run(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "lab_utils", *args], capture_output=True, text=True, timeout=timeout)
@@ -102,7 +104,11 @@ def test_grade_refuses_missing_files_and_runs_a_tiny_batch(tmp_path):
     result = run("grade", "--lab", "10", __file__, "--out", str(tmp_path / "out"), "--tests", str(tmp_path / "none"))
     assert result.returncode == 2 and "not a folder" in result.stderr
     (tmp_path / "ann.ipynb").write_text("not a notebook")
-    result = run("grade", "--lab", "10", str(tmp_path / "ann.ipynb"), "--out", str(tmp_path / "out"))
+    args = ("grade", "--lab", "10", str(tmp_path / "ann.ipynb"), "--out", str(tmp_path / "out"))
+    result = run(*args)
+    if not sandbox.detect().complete:  # a machine without bubblewrap: refused, and told how to grade anyway
+        assert result.returncode == 2 and "--unsandboxed" in result.stderr and "bubblewrap" in result.stderr
+        result = run(*args, "--unsandboxed")
     assert result.returncode == 0, result.stderr
     assert "ann  0/3  invalid" in result.stdout and "sandbox:" in result.stdout
     assert (tmp_path / "out" / "gradebook.csv").read_text().splitlines()[1].startswith("ann,10,0,3,invalid")
