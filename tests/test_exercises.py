@@ -553,3 +553,22 @@ def test_a_failed_rank_is_reported_by_its_own_message_and_hint_not_its_traceback
     line = last_line(error)
     assert line.startswith("RuntimeError: Timed out waiting 60000ms for recv (in rank 1); why: every rank")
     assert "/build" not in line and len(line) <= 400 and line.endswith("rank…")
+
+
+def test_the_reference_is_computed_once_per_inputs_and_a_judge_cannot_change_it():
+    calls = []
+
+    def expected(inputs):
+        calls.append(inputs)
+        return [inputs["n"], inputs["n"] + 1]
+
+    def judge(got, reference, inputs):
+        if got == "vandal":
+            reference[0] = -1
+        return float(got == reference), ""
+
+    exercise = exercises.core.Exercise("99", "cache_probe", lambda rng: {"n": rng.randint(0, 9)}, None, expected,
+                                       judge, "")
+    assert [exercise.score(got, {"n": 3})[0] for got in ([3, 4], "vandal", [3, 4], [3, 4])] == [1.0, 0.0, 1.0, 1.0]
+    assert exercise.score([5, 6], {"n": 5})[0] == 1.0 and exercise.score([3, 4], {"n": 4})[0] == 0.0
+    assert calls == [{"n": 3}, {"n": 5}, {"n": 4}]

@@ -532,6 +532,21 @@ def test_a_probe_gets_the_notebooks_imports_and_module_level_values_it_uses():
     assert float(namespace["f"](torch.zeros(2, 3), torch.tensor([0, 1]))) > 0
 
 
+def test_a_stub_is_recognised_before_any_set_up_runs_and_a_started_answer_is_not_a_stub():
+    from lab_utils.instructor.probe import answer, only_raises_not_implemented
+
+    stub = 'def f(x):\n    """Doc."""\n    raise NotImplementedError("Exercise: write your solution here")\n'
+    assert only_raises_not_implemented(stub, "f") and only_raises_not_implemented("def f():\n    raise NotImplementedError", "f")
+    for started in ('def f(x):\n    y = x\n    raise NotImplementedError\n',
+                    'def f(x):\n    if x:\n        raise NotImplementedError\n    return 1\n',
+                    stub + 'def f(x):\n    return x\n', 'def g(x):\n    raise NotImplementedError\n', 'def f(:'):
+        assert not only_raises_not_implemented(started, "f"), started
+    # a set-up that would fail (or start TensorFlow) never runs for a stub
+    reply = answer({"name": "f", "definition": stub, "setup": "raise SystemExit('the set-up ran')", "inputs": 1,
+                    "run": {"module": "lab_utils.exercises.core", "qualname": "to_plain"}})
+    assert reply == {"status": "missing", "error": "f is still the exercise stub (raises NotImplementedError)"}
+
+
 def test_references_are_thread_safe_and_deterministic():
     """Two correct answers scored concurrently, 50 times each, always get full marks."""
     names = ["train_step", "reduce_gradients", "scatter", "fit_serial_fraction"]

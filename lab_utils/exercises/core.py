@@ -6,8 +6,11 @@ the grader). A judge names the classic wrong answers it recognises, as a hint, n
 """
 from __future__ import annotations
 
+import copy
+import json
 import math
 import random
+import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,7 +42,7 @@ class Exercise:
         answer whose shape differs from the reference's (a shorter list, missing keys, "nan" for a number),
         whatever the judge says."""
         try:
-            expected = self.expected(inputs)
+            expected = self.reference(inputs)
             fraction, message = self.judge(got, expected, inputs)
             fraction = float(fraction)
         except Exception as exc:  # malformed data: wrong shape, wrong types
@@ -50,6 +53,23 @@ class Exercise:
             return 0.0, "the answer's shape differs from the reference's (a missing item, a missing key, or not a number)"
         return min(max(fraction, 0.0), 1.0), message
 
+    def reference(self, inputs):
+        """`expected(inputs)`, computed once per inputs in this process (grading a class, every answer is judged
+        against the same reference); a copy, so that a judge cannot change the next answer's reference."""
+        key = (self.name, json.dumps(inputs, sort_keys=True, default=repr))
+        with _REFERENCES_LOCK:
+            value = _REFERENCES.get(key, _REFERENCES)  # the dict itself: not computed yet
+        if value is _REFERENCES:
+            value = self.expected(inputs)  # outside the lock: other exercises' references go on meanwhile
+            with _REFERENCES_LOCK:
+                if len(_REFERENCES) >= 64:
+                    _REFERENCES.pop(next(iter(_REFERENCES)))
+                _REFERENCES[key] = value
+        return copy.deepcopy(value)
+
+
+_REFERENCES: dict[tuple[str, str], Any] = {}
+_REFERENCES_LOCK = threading.Lock()
 
 REGISTRY: dict[str, Exercise] = {}
 

@@ -2,6 +2,9 @@
 rate for a stale gradient."""
 from __future__ import annotations
 
+import functools
+import json
+
 from .core import Exercise, close, max_abs_diff, register
 
 SETUP = "import torch"
@@ -104,6 +107,12 @@ def wrong_update_weights(case, n_workers: int, rule: str):
     return weights.detach().numpy()
 
 
+@functools.lru_cache(maxsize=256)
+def _wrong_weights(case_json: str, n_workers: int, rule: str) -> tuple:
+    """wrong_update_weights, once per case (the judge tries every rule on each answer it does not accept)."""
+    return tuple(wrong_update_weights(json.loads(case_json), n_workers, rule).tolist())
+
+
 MISTAKES = {
     "sum": "the update is the SUM of the workers' gradients: divide by the number of workers (a sum acts like a "
            "learning rate n_workers times larger)",
@@ -135,7 +144,7 @@ def _average_judge(got, expected, case):
         if diff <= SYNC_TOLERANCE:
             continue
         for rule, message in _mistakes(case, n_workers).items():
-            if max_abs_diff(weights, wrong_update_weights(case, n_workers, rule).tolist()) <= SYNC_TOLERANCE:
+            if max_abs_diff(weights, _wrong_weights(json.dumps(case, sort_keys=True), n_workers, rule)) <= SYNC_TOLERANCE:
                 return 0.0, f"with {n_workers} workers: {message}"
         return 0.0, (f"with {n_workers} workers, after {case['updates']} updates the weights differ from one process "
                      f"on the global batch by up to {diff:.1e}: weights.grad = the mean of the workers' gradients, "
