@@ -83,20 +83,6 @@ def test_device_counts_are_checked():
         tf_distribute.configure_devices(0)
 
 
-def test_two_multiworker_workers_train_identical_weights_close_to_one_worker():
-    from lab_utils.instructor.tf_training import TFTrainConfig, train_worker
-    from lab_utils.tf_distribute import launch_workers
-
-    cfg = TFTrainConfig(steps=3, global_batch=32, image_side=8)
-    workers = launch_workers(train_worker, 2, args=(cfg,), timeout=240)
-    assert [w["replicas"] for w in workers] == [2, 2]
-    assert np.abs(workers[0]["weights"] - workers[1]["weights"]).max() <= 1e-6
-    single = launch_workers(train_worker, 1, args=(TFTrainConfig(steps=3, global_batch=32, image_side=8, multiworker=False),),
-                            timeout=240)[0]
-    assert np.abs(single["weights"] - workers[0]["weights"]).max() <= 1e-4  # same global batches, other sum order
-    assert single["losses"][0] == pytest.approx(workers[0]["losses"][0], abs=1e-5)
-
-
 def test_jobs_of_one_launch_each_build_their_strategy_and_train_in_step():
     """Three jobs in the same worker processes, each with a new MultiWorkerMirroredStrategy (a model broadcast from
     worker 0, an all-reduce): without the launcher keeping the workers in step, a later job's first collective can
@@ -146,7 +132,7 @@ def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
         launch_workers(failing_worker, 2, timeout=60)
     assert info.value.rank == 1
     with pytest.raises(TimeoutError):
-        launch_workers(hanging_worker, 2, timeout=20)
+        launch_workers(hanging_worker, 2, timeout=12)
     leftovers = [p for p in psutil.Process().children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
     assert leftovers == []  # multiprocessing's one shared resource tracker is not a worker
 
