@@ -193,6 +193,26 @@ def is_stub(exc: BaseException) -> bool:
     return isinstance(exc, NotImplementedError) or "NotImplementedError" in getattr(exc, "message", "")
 
 
+def only_raises_not_implemented(definition: str, name: str) -> bool:
+    """True when the definition of `name` is a stub: undecorated, a docstring at most, then `raise NotImplementedError`."""
+    import ast
+
+    try:
+        tree = ast.parse(definition)
+    except SyntaxError:
+        return False
+    for node in reversed(tree.body):  # the last definition is the one that runs
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            if node.decorator_list:  # a decorator may put another function (or anything) in its place: run it
+                return False
+            body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) \
+                else node.body
+            raised = body[0].exc if len(body) == 1 and isinstance(body[0], ast.Raise) else None
+            raised = raised.func if isinstance(raised, ast.Call) else raised
+            return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+    return False
+
+
 def last_line(exc: BaseException) -> str:
     """An exception as one short line, cut at a word; a failed rank's (RankError) is its own message and the
     launcher's explanation, not the last line of its traceback."""
@@ -224,12 +244,25 @@ class CheckResult:
         return head + (f": {self.message}" if self.message else "")
 
 
+def _unwritten(answer, name: str) -> bool:
+    """The function is still its stub, as far as its source (when Python has it) shows."""
+    import inspect
+    import textwrap
+
+    try:
+        return only_raises_not_implemented(textwrap.dedent(inspect.getsource(answer)), name)
+    except (OSError, TypeError):
+        return False
+
+
 def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
     """Run your function on the exercise's inputs and compare with the reference; PASS, or FAIL with a hint."""
     name = getattr(answer, "__name__", None)
     if not callable(answer) or name is None:
         raise TypeError(f"check() takes the function you wrote (e.g. check(shard)), got {type(answer).__name__}")
     exercise = get(name)
+    if _unwritten(answer, name):  # at once, without starting ranks that would each raise it
+        return CheckResult(name, False, "not written yet: replace the `raise NotImplementedError(...)` line")
     inputs = exercise.cases(random.Random(seed))
     try:
         raw = exercise.run(answer, inputs)

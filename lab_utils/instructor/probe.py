@@ -35,27 +35,9 @@ def _load_run(spec: dict):
     return getattr(module, spec["qualname"])
 
 
-def only_raises_not_implemented(definition: str, name: str) -> bool:
-    """True when the definition of `name` is a stub: a docstring at most, then `raise NotImplementedError(...)`."""
-    import ast
-
-    try:
-        tree = ast.parse(definition)
-    except SyntaxError:
-        return False
-    for node in reversed(tree.body):  # the last definition is the one that runs
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant) \
-                else node.body
-            raised = body[0].exc if len(body) == 1 and isinstance(body[0], ast.Raise) else None
-            raised = raised.func if isinstance(raised, ast.Call) else raised
-            return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
-    return False
-
-
 def answer(request: dict) -> dict:
     """Run the exercise; the learner's code may raise anything, or return what is not plain data."""
-    from ..exercises.core import is_stub, last_line, to_plain
+    from ..exercises.core import is_stub, last_line, only_raises_not_implemented, to_plain
 
     name = request["name"]
     if only_raises_not_implemented(request["definition"] or "", name):  # the stub: no set-up, no ranks to start
