@@ -572,3 +572,5 @@ def test_the_reference_is_computed_once_per_inputs_and_a_judge_cannot_change_it(
     assert [exercise.score(got, {"n": 3})[0] for got in ([3, 4], "vandal", [3, 4], [3, 4])] == [1.0, 0.0, 1.0, 1.0]
     assert exercise.score([5, 6], {"n": 5})[0] == 1.0 and exercise.score([3, 4], {"n": 4})[0] == 0.0
     assert calls == [{"n": 3}, {"n": 5}, {"n": 4}]
+    import numpy as np  # inputs that are not plain data are never cached (a repr could elide the middle of an array)
+    assert [exercise.score([7, 8], {"n": np.int64(7)})[0] for _ in range(2)] == [1.0, 1.0] and len(calls) == 5

@@ -56,7 +56,10 @@ class Exercise:
     def reference(self, inputs):
         """`expected(inputs)`, computed once per inputs in this process (grading a class, every answer is judged
         against the same reference); a copy, so that a judge cannot change the next answer's reference."""
-        key = (self.name, json.dumps(inputs, sort_keys=True, default=repr))
+        try:
+            key = (self.name, json.dumps(inputs, sort_keys=True))
+        except (TypeError, ValueError):  # not plain data (a repr could elide an array's middle): not cached
+            return self.expected(inputs)
         with _REFERENCES_LOCK:
             value = _REFERENCES.get(key, _REFERENCES)  # the dict itself: not computed yet
         if value is _REFERENCES:
