@@ -95,7 +95,9 @@ def test_bench_pipeline_ends_with_a_json_line():
 def test_bench_tf_ends_with_a_json_line():
     figures = bench_figures("tf", "--repeats", "1", "--steps", "5", "--global-batch", "64")
     assert figures["weights_max_abs_diff"] <= 1e-6 and figures["speedup_multiworker"] > 0  # the workers stay equal
+    assert figures["replicas_in_sync"] == [2, 2]  # each worker is one replica of one strategy, not a worker alone
     assert figures["weights_vs_one_worker"] <= 1e-4  # = one worker on the same global batches, in another sum order
+    assert figures["first_loss_vs_one_worker"] <= 1e-5
     assert [s["name"] for s in figures["setups"]] == ["1 worker", "2 workers"]
 
 

@@ -247,6 +247,9 @@ class CheckResult:
         return head + (f": {self.message}" if self.message else "")
 
 
+NOT_WRITTEN = "not written yet: replace the `raise NotImplementedError(...)` line"
+
+
 def _unwritten(answer, name: str) -> bool:
     """The function is still its stub, as far as its source (when Python has it) shows."""
     import inspect
@@ -265,13 +268,13 @@ def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
         raise TypeError(f"check() takes the function you wrote (e.g. check(shard)), got {type(answer).__name__}")
     exercise = get(name)
     if _unwritten(answer, name):  # at once, without starting ranks that would each raise it
-        return CheckResult(name, False, "not written yet: replace the `raise NotImplementedError(...)` line")
+        return CheckResult(name, False, NOT_WRITTEN)
     inputs = exercise.cases(random.Random(seed))
     try:
         raw = exercise.run(answer, inputs)
     except Exception as exc:  # the learner's code may raise anything
         if is_stub(exc):
-            return CheckResult(name, False, "not written yet: replace the `raise NotImplementedError(...)` line")
+            return CheckResult(name, False, NOT_WRITTEN)
         return CheckResult(name, False, f"your {name} raised {last_line(exc)}. Hint: {exercise.hint}")
     try:
         got = to_plain(raw)

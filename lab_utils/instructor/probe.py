@@ -40,8 +40,9 @@ def answer(request: dict) -> dict:
     from ..exercises.core import is_stub, last_line, only_raises_not_implemented, to_plain
 
     name = request["name"]
-    if only_raises_not_implemented(request["definition"] or "", name):  # the stub: no set-up, no ranks to start
-        return {"status": "missing", "error": f"{name} is still the exercise stub (raises NotImplementedError)"}
+    stub = {"status": "missing", "error": f"{name} is still the exercise stub (raises NotImplementedError)"}
+    if only_raises_not_implemented(request["definition"] or "", name):  # no set-up to run, no ranks to start
+        return stub
     try:
         run = _load_run(request["run"])
         namespace = {"__name__": "__learner__", "__builtins__": __builtins__}
@@ -52,7 +53,7 @@ def answer(request: dict) -> dict:
         value = to_plain(run(namespace[name], request["inputs"]))
     except Exception as exc:
         if is_stub(exc):
-            return {"status": "missing", "error": f"{name} is still the exercise stub (raises NotImplementedError)"}
+            return stub
         if isinstance(exc, TypeError) and "not plain data" in str(exc):
             return {"status": "invalid", "error": last_line(exc)}
         return {"status": "error", "error": last_line(exc)}

@@ -148,20 +148,22 @@ def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int 
     from ... import tf_distribute as tfd
     from ..tf_training import TFTrainConfig, train_worker  # lab 05's make_train_step in a custom loop
 
-    weights = {}  # ranks -> every worker's weights (the same global batches: one worker must end where two do)
+    runs = {}  # ranks -> every worker's results of the last run (the same global batches: one worker must end where two do)
 
     def run(setup, figures):
         cfg = TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=setup.ranks > 1)
         results = tfd.launch_workers(train_worker, setup.ranks, args=(cfg,), timeout=300)
-        weights[setup.ranks] = [res["weights"] for res in results]
+        runs[setup.ranks] = results
         figures.samples_per_s.append(tfd.step_rate(global_batch, [results[0]["step_seconds"][3:]]).samples_per_s)
 
     one, two = _interleaved([Setup("1 worker", 1, 1), Setup("2 workers", 2, 1)], repeats, run)
     return {"benchmark": "tf", "model": TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, "setups": [f.as_json(global_batch) for f in (one, two)],
             "speedup_multiworker": round(two.rate / one.rate, 3),
-            "weights_max_abs_diff": float(np.abs(weights[2][0] - weights[2][1]).max()),
-            "weights_vs_one_worker": float(np.abs(weights[2][0] - weights[1][0]).max()),
+            "replicas_in_sync": [w["replicas"] for w in runs[2]],
+            "weights_max_abs_diff": float(np.abs(runs[2][0]["weights"] - runs[2][1]["weights"]).max()),
+            "weights_vs_one_worker": float(np.abs(runs[2][0]["weights"] - runs[1][0]["weights"]).max()),
+            "first_loss_vs_one_worker": abs(runs[2][0]["losses"][0] - runs[1][0]["losses"][0]),
             "flags": measure.plausibility(speedup=two.rate / one.rate, devices=2, spread=max(one.spread, two.spread))}
 
 
