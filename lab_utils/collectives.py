@@ -1,9 +1,6 @@
-"""Lab 06's collectives: drawn from the ranks' own tensors, and the bytes they put on the wire (lab_utils.tensor_parallel
-holds the lab's tensor-parallel plan).
-
-The ring all-reduce and the tensor-parallel layers are written in the notebook (its cells tagged `lesson`, exported to
-lab_utils.lessons.lab06, which the grader, the benchmark and the GPU check run); none is copied here.
-"""
+"""Lab 06's collectives, drawn from the ranks' own tensors, and the bytes they put on the wire.
+The ring all-reduce and tensor-parallel layers are the notebook's (lab_utils.lessons.lab06), not copied here; the
+lab's tensor-parallel plan is lab_utils.tensor_parallel."""
 from __future__ import annotations
 
 import contextlib
@@ -73,7 +70,7 @@ def _draw_tensors(ax, tensors, world_size: int, title: str, boundaries=(), width
 
 
 def draw_collectives(states: dict):
-    """states[name] = {"before": per-rank tensors, "after": per-rank tensors}: one row of two panels per collective."""
+    """states[name] = {"before": per-rank tensors, "after": ...}: a figure, one row of two panels per collective."""
     import matplotlib.pyplot as plt
 
     world_size = len(next(iter(states.values()))["before"])
@@ -117,11 +114,8 @@ RING_PASSES = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "broadcast
 
 
 def ring_bytes_sent(collective: str, nbytes: float, world_size: int) -> float:
-    """Bytes each rank sends when a ring carries the collective; nbytes is the full buffer (the all-reduced tensor,
-    the gathered output, the scattered input; a point-to-point message itself).
-
-    all-reduce: 2 (N - 1) / N x S;  all-gather, reduce-scatter, broadcast, reduce: (N - 1) / N x S;  send: S.
-    """
+    """Bytes each rank sends when a ring carries `collective` over a full buffer of `nbytes` bytes."""
+    # nbytes: the all-reduced tensor, the gathered output, the scattered input; a point-to-point message itself
     if collective not in RING_PASSES:
         raise ValueError(f"unknown collective {collective!r}; known: {sorted(RING_PASSES)}")
     if collective == "send":
@@ -170,10 +164,7 @@ class Call(NamedTuple):
 
 
 class Traffic:
-    """The collectives this rank calls through torch.distributed's Python functions inside `with traffic.phase(name):`
-    blocks (count_traffic() is one block). DDP's built-in all-reduce runs in C++: register a Python comm hook
-    (`default_hooks.allreduce_hook`, the same arithmetic through dist.all_reduce) for it to be counted; DTensor's
-    internal collectives are not seen."""
+    """The collectives this rank calls through torch.distributed's Python functions in `with traffic.phase(name):`."""
 
     def __init__(self):
         self.calls: list[Call] = []
@@ -186,6 +177,8 @@ class Traffic:
             world_size = dist.get_world_size()
             self.calls.append(Call(name, collective, int(buffer_bytes(arguments, world_size)), world_size))
 
+        # only Python calls are seen: DDP's C++ all-reduce is counted only through a Python comm hook
+        # (default_hooks.allreduce_hook); DTensor's internal collectives are not seen
         with measure.collective_calls(COUNTED, record):
             yield self
 
@@ -203,8 +196,8 @@ class Traffic:
         return out
 
     def table(self, steps: int = 1) -> dict[str, dict]:
-        """{"phase collective": {"calls": calls in all `steps`, "bytes": buffer bytes per step}}, in the order first
-        seen (DDP, for one, regroups its buckets after the first step, so calls per step may vary)."""
+        """{"phase collective": {"calls": calls in all `steps`, "bytes": buffer bytes per step}}, first seen first."""
+        # calls are a total: per step they may vary (DDP, for one, regroups its buckets after the first step)
         rows = {}
         for c in self.calls:
             row = rows.setdefault(f"{c.phase} {c.collective}".strip(), {"calls": 0, "bytes": 0.0})
@@ -213,8 +206,7 @@ class Traffic:
         return rows
 
     def ring_bytes(self, steps: int = 1) -> float:
-        """Buffer bytes per step weighted by the ring passes (all-reduce counts twice): in units of Psi x bytes,
-        DDP's rule is 2 and FSDP's 3. Each rank sends (N-1)/N of this."""
+        """Buffer bytes per step times ring passes (in Psi x bytes: DDP 2, FSDP 3); each rank sends (N-1)/N of it."""
         return sum(RING_PASSES[c.collective] * c.nbytes for c in self.calls) / steps
 
 
@@ -228,12 +220,10 @@ def count_traffic():
 
 def pipeline_traffic(batch_size: int, seed: int, device, *, model: str = "cnn2d_2layer_fullconnected_2layer",
                      split=(2,), micro_batches: int = 4, forward_op=None, backward_op=None) -> dict:
-    """What this rank sends in one step of Lab 04's GPipe pipeline (one stage per rank), counted as it is sent.
-
-    The ops default to Lab 04's forward_op and backward_op as its notebook defines them (the learner's copy beside
-    this notebook, else the course's solution)."""
+    """Traffic.by_collective() of this rank for one step of Lab 04's GPipe pipeline, one stage per rank."""
     from . import lessons, pipeline
 
+    # default ops: Lab 04's notebook's (the learner's copy beside this notebook, else the course's solution)
     if forward_op is None or backward_op is None:
         lab04 = lessons.notebook_path("04_model_parallel_pipeline.ipynb")
         forward_op = forward_op or lessons.from_notebook(lab04, "forward_op").function

@@ -12,8 +12,7 @@ import numpy as np
 
 
 class Split(NamedTuple):
-    """Train and test arrays: images (N, C, H, W) float32, labels (N,) int64; `scaling` says how the pixels were
-    brought to [0, 1]."""
+    """Train/test images (N, C, H, W) float32 and labels (N,) int64; `scaling`: how pixels were brought to [0, 1]."""
 
     x_train: np.ndarray
     y_train: np.ndarray
@@ -99,13 +98,12 @@ def _image_shape(path: Path, line: int, n_pixels: int, image_shape) -> tuple[int
 
 
 def _data_rows(handle):
-    """(line number, cells) of every data row: blank lines skipped, a first line without any number taken as a header
-    (yielded as line 0, so that its width is known)."""
+    """(line number, cells) of every non-blank row; a first line without any number is a header, yielded as line 0."""
     for line, row in enumerate(csv.reader(handle), start=1):
         if not row or all(not c.strip() for c in row):
             continue  # blank lines, e.g. a trailing newline
         if line == 1 and not any(_is_number(c) for c in row):
-            yield 0, row
+            yield 0, row  # the header: its width is what the data rows must match
             continue
         yield line, row
 
@@ -177,8 +175,7 @@ def csv_row_count(path) -> int:
 
 
 def read_csv_rows(path, start: int, stop: int, *, label_column: str = "last", image_shape=None) -> tuple[np.ndarray, np.ndarray]:
-    """Data rows start..stop-1 (0-based, header not counted) of a pixel CSV, streamed: rows before `start` are skipped
-    unparsed and reading ends at `stop`, so a worker holds only its own rows. Same arrays as load_csv(...)[start:stop]."""
+    """Data rows start..stop-1 (0-based) of a pixel CSV, parsing only those; same as load_csv(...)[start:stop]."""
     if isinstance(start, bool) or isinstance(stop, bool) or not 0 <= int(start) < int(stop):
         raise ValueError(f"need 0 <= start < stop (data rows, 0-based, header not counted), got start={start!r}, stop={stop!r}")
     path, handle = _open_csv(path, label_column)
@@ -190,13 +187,12 @@ def read_csv_rows(path, start: int, stop: int, *, label_column: str = "last", im
 
 
 def row_range(n_rows: int, rank: int, world_size: int) -> tuple[int, int]:
-    """(start, stop) of rank's contiguous share of n_rows: the shares never overlap, cover every row, and differ in
-    size by one at most (the first n_rows % world_size ranks take one more)."""
+    """(start, stop) of rank's contiguous share of n_rows; shares cover every row once and differ by one at most."""
     if world_size < 1 or not 0 <= rank < world_size or n_rows < 0:
         raise ValueError(f"need n_rows >= 0, world_size >= 1 and 0 <= rank < world_size, "
                          f"got n_rows={n_rows}, rank={rank}, world_size={world_size}")
     share, extra = divmod(n_rows, world_size)
-    start = rank * share + min(rank, extra)
+    start = rank * share + min(rank, extra)  # the first `extra` ranks take one row more
     return start, start + share + (rank < extra)
 
 
@@ -207,8 +203,7 @@ def digits_csvs(directory=None) -> tuple[Path, Path]:
 
 
 def pixel_scale(train_pixels: np.ndarray, pixel_max=None, *, source: str = "the training file") -> tuple[float, str]:
-    """(divisor, rule in words) that brings pixels to [0, 1]: `pixel_max` when given, else the largest pixel of the
-    training data (test data are divided by the same number)."""
+    """(divisor, rule in words) bringing pixels to [0, 1]: `pixel_max` when given, else the largest training pixel."""
     largest = float(np.abs(train_pixels).max()) if train_pixels.size else 0.0
     if pixel_max is not None:
         if isinstance(pixel_max, bool) or not isinstance(pixel_max, (int, float)) or not math.isfinite(pixel_max) or pixel_max <= 0:
@@ -269,11 +264,7 @@ def synthetic_split(n_train: int, n_test: int, *, image_shape=(1, 28, 28), num_c
 
 
 def load_split(source: dict) -> Split:
-    """A split from plain data that can travel to a rank:
-    {"kind": "digits"} (optionally "n_train": the first n training images only);
-    {"kind": "csv", "train": path, "test": path} with optional "label_column", "image_shape", "pixel_max"
-    (train None: the built-in digits; see load_csv_split);
-    {"kind": "synthetic", "n_train": ..., "n_test": ..., "side": 28, "seed": 0}."""
+    """A Split from a plain dict that can travel to a rank: kind "digits", "csv" (train None: digits), "synthetic"."""
     kind = source.get("kind") if isinstance(source, dict) else None
     if kind == "digits":
         split = load_digits_split(source.get("directory"))

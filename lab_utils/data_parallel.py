@@ -1,14 +1,6 @@
 """Data parallelism inside one process, as nn.DataParallel does it, run for real and timed phase by phase.
 
-One training step: scatter the batch, replicate the model, run the replicas in parallel threads, gather the outputs
-on device 0, compute the loss there, run the backward passes in parallel, reduce the gradients onto device 0's
-model, update it. With two or more GPUs the phases are torch's own (`torch.nn.parallel.scatter`, `replicate`,
-`parallel_apply`, `gather`: what `nn.DataParallel.forward` calls); elsewhere this module runs the same phases
-itself, with one thread per "device": a CPU core, or a CUDA stream when the replicas share one GPU.
-
-Also here: `sweep`, one device against DataParallel for several batch sizes as typed results (lab 02, `bench dp`),
-and (in lab_utils/instructor/gpu) the same step on the GPU(s) against the CPU.
-"""
+On 2+ GPUs the phases are torch.nn.parallel's; elsewhere this module's, one thread per CPU core or CUDA stream."""
 from __future__ import annotations
 
 import contextlib
@@ -85,7 +77,7 @@ def plan_devices(n_devices: int | None = None, hw: hardware.HardwareReport | Non
 # ---- the phases, one function each (the exercises re-implement scatter, gather and reduce_gradients) ----
 
 def split_sizes(n: int, parts: int) -> list[int]:
-    """Sizes of `parts` consecutive chunks of n samples that differ by one at most (the first n % parts get one more)."""
+    """Sizes of `parts` chunks of n samples, differing by one at most: the first n % parts get one more."""
     if parts < 1:
         raise ValueError(f"need at least one device, got {parts}")
     if n < parts:
@@ -95,7 +87,7 @@ def split_sizes(n: int, parts: int) -> list[int]:
 
 
 def scatter(batch: torch.Tensor, devices) -> list[torch.Tensor]:
-    """Split `batch` along dim 0 into len(devices) consecutive chunks (sizes from split_sizes), chunk i on devices[i]."""
+    """Split `batch` along dim 0 into consecutive chunks (sizes from split_sizes), chunk i on devices[i]."""
     chunks = torch.split(batch, split_sizes(len(batch), len(devices)))
     return [chunk.to(device, non_blocking=True) for chunk, device in zip(chunks, devices)]
 
@@ -167,7 +159,7 @@ class StepReport:
         return max(i.end_s for i in self.intervals) - min(i.start_s for i in self.intervals)
 
     def device0_alone_seconds(self) -> float:
-        """Seconds device 0 worked while the other devices waited: scatter, replicate, gather, loss, reduce, update."""
+        """Seconds device 0 worked while the others waited (scatter, replicate, gather, loss, reduce, update)."""
         return sum(i.seconds for i in self.intervals if i.kind in COORDINATOR_PHASES and i.row == self.intervals[0].row)
 
     def busy_seconds(self) -> dict:
@@ -467,15 +459,12 @@ def _sweep_result(variant, strategy, world_size, threads, batch, timing, baselin
 
 def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
           hw: hardware.HardwareReport | None = None) -> Sweep:
-    """Training steps of one device vs DataParallel over `n_devices`, interleaved, for each batch size.
-
-    On a CPU-only machine a third candidate runs too: one device whose single step may use `n_devices` intra-op
-    threads, which is what torch does without any data parallelism.
-    """
+    """Time interleaved steps of one device vs DataParallel over `n_devices`, for each batch size; returns a Sweep."""
     hw = hw or hardware.detect()
     plan, single_plan = plan_devices(n_devices, hw), plan_devices(1, hw)
     model_spec = spec.cnn2d_3layer_fullconnected_3layer()
     singles = {ONE_DEVICE: single_plan.threads_per_device}  # threads: 1 on a CPU, None (torch's choice) on a GPU
+    # on a CPU also one device with `n_devices` intra-op threads: what torch does without data parallelism
     if single_plan.threads_per_device:
         singles[threaded_name(n_devices)] = n_devices
     many = dp_name(n_devices)

@@ -25,16 +25,12 @@ def bn_running_mean(model: nn.Module) -> list[float] | None:
 
 
 class AllReduceBatchNorm2d(nn.BatchNorm2d):
-    """BatchNorm whose training statistics cover the global batch: torch's SyncBatchNorm for CPU processes.
-
-    nn.SyncBatchNorm refuses CPU modules ("SyncBatchNorm layers only work with GPU modules"); this layer all-reduces
-    the per-channel sums with torch.distributed.nn's differentiable all_reduce, so gradients flow across ranks too.
-    """
+    """BatchNorm whose training statistics span the global batch, for CPU processes (nn.SyncBatchNorm is GPU-only)."""
 
     def forward(self, x):
         if not self.training:
             return super().forward(x)
-        from torch.distributed.nn.functional import all_reduce
+        from torch.distributed.nn.functional import all_reduce  # differentiable: gradients flow across ranks too
 
         channels = x.shape[1]
         count = torch.full((1,), x.numel() / channels, dtype=x.dtype, device=x.device)
@@ -73,23 +69,18 @@ def strip_module_prefix(state_dict: dict) -> dict:
 
 
 class AllReduceTimer:
-    """DDP's gradient averaging as a communication hook that also counts and times each bucket's all-reduce.
-
-    `AllReduceTimer(ddp_model, optimizer)` registers it. Each all-reduce is timed from "bucket ready" to its averaged
-    result, which includes waiting for the slower rank; `seconds_per_step` sums the buckets of each optimizer step.
-    A model that is not wrapped in DDP has no such hook: nothing is counted or timed.
-    """
+    """DDP's gradient averaging as a communication hook that also counts and times each bucket's all-reduce."""
 
     def __init__(self, ddp_model, optimizer, *, average: bool = True):
         self.average, self.calls, self._pending, self.seconds_per_step = average, 0, [], []
-        if isinstance(ddp_model, nn.parallel.DistributedDataParallel):
+        if isinstance(ddp_model, nn.parallel.DistributedDataParallel):  # else nothing is counted or timed
             ddp_model.register_comm_hook(self, AllReduceTimer._hook)
         optimizer.register_step_post_hook(lambda *args: self._step_done())
 
     @staticmethod
     def _hook(self, bucket):
         self.calls += 1
-        start = time.perf_counter()
+        start = time.perf_counter()  # from bucket ready to averaged result: includes waiting for the slower rank
         grads = bucket.buffer()
         if self.average:
             grads.div_(dist.get_world_size())
@@ -113,7 +104,7 @@ class AllReduceTimer:
 
 
 def linear_warmup(optimizer, world_size: int, steps: int):
-    """A scheduler that ramps the learning rate from 1/world_size of its value (one device's) to all of it in `steps`."""
+    """A scheduler ramping the learning rate from 1/world_size of its value (one device's) to all of it in `steps`."""
     start = 1.0 / world_size
 
     def factor(step: int) -> float:

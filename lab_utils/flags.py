@@ -1,22 +1,14 @@
-"""The detectors behind every `[!]`: one definition of each figure that cannot be right, and of the noise line.
-
-A `[!]` is kept for a figure that is impossible or contradicts another one: a speedup above the device count
-(efficiency above 100 %), a bandwidth or rate from a degenerate fit, more work taking less time, a setting that
-saturates, a verdict that reverses theory. Each detector returns a list of warnings (empty when the figure is sound);
-a warning never contains "; ", which joins several of them in a results row's `flags`.
-
-Noise is not a flag: a table gets one line, `noise_line`, saying how many of its medians come from scattered repeats.
-Every other warning (oversubscribed cores, another framework in the process, a run that diverged, a load generator
-that fell behind) is a note: printed as plain text beside its figure, never as `[!]`. `impossible` tells the two apart
-by the phrase each detector puts in its warning (MARKERS), so recorded rows read back by lab 10 are judged the same way.
-"""
+"""The detectors behind every `[!]` (a figure that is impossible or contradicts another), each returning a list of
+warnings, empty when sound; a warning never contains "; ", which joins several in a results row's `flags`. Noise is
+one line per table (noise_line); every other warning is a note, printed as plain text, never `[!]`."""
 from __future__ import annotations
 
 import math
 
 NOISY_SPREAD = 0.25  # repeats spread more than this (max - min over the median) are "noisy"
 
-# The phrase each detector's warning carries: a warning holding one of them is an impossible figure ([!]).
+# The phrase each detector's warning carries: a warning holding one of them is an impossible figure ([!]), so that
+# recorded rows read back by lab 10 are judged the same way.
 ABOVE_100 = "above 100 %"
 NO_FIT = "can be read from this fit"
 LESS_TIME = "cannot take less time"
@@ -47,8 +39,7 @@ def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[str]:
 
 def more_work_less_time(small_work: float, small_s: float, large_work: float, large_s: float, *,
                         what: str = "work", tolerance: float = 0.0) -> list[str]:
-    """More work (large_work > small_work) that took less time, by more than `tolerance` (a fraction of the smaller
-    work's time): impossible on the same hardware, so one of the two medians is off."""
+    """More work that took less time, by more than `tolerance` (a fraction of small_s): one of the medians is off."""
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
     return [f"{large_work:g} {what} took less time ({large_s * 1e3:.3g} ms) than {small_work:g} "
@@ -57,8 +48,7 @@ def more_work_less_time(small_work: float, small_s: float, large_work: float, la
 
 
 def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[str]:
-    """A server that answered less than `keep_up` of the load offered to it: requests pile up, latency is the
-    queue's, not the server's."""
+    """A server that answered less than `keep_up` of the load offered: requests pile up, latency is the queue's."""
     if offered_rps <= 0 or answered_rps >= keep_up * offered_rps:
         return []
     return [f"answered {answered_rps:,.0f} of {offered_rps:,.0f} {SATURATED}, the queue grows and "
@@ -74,8 +64,7 @@ def reverses_theory(verdict) -> list[str]:
 
 
 def flipped(verdicts) -> list[str]:
-    """One claim's verdicts from several runs on one machine (strings, or rows with a 'verdict'): 'holds' in one and
-    'reversed' in another means this machine's noise, not the claim, decides the answer."""
+    """One claim's verdicts on one machine (strings, or rows with 'verdict') saying both 'holds' and 'reversed'."""
     said = {v if isinstance(v, str) else v["verdict"] for v in verdicts}
     if not {"holds", "reversed"} <= said:
         return []
@@ -85,8 +74,7 @@ def flipped(verdicts) -> list[str]:
 
 def contradicts_reference(rate: float | None, reference: float | None, *, factor: float = 2.0,
                           what: str = "baseline", reference_name: str = "lab 01's") -> list[str]:
-    """A rate more than `factor` apart from the same machine's reference rate on the same workload: the two
-    measurements of one thing contradict each other."""
+    """A rate more than `factor` off the same machine's reference rate on the same workload: they contradict."""
     if not rate or not reference or 1 / factor <= rate / reference <= factor:
         return []
     return [f"{what} {rate:,.0f} samples/s is {rate / reference:.2f}x {reference_name} {reference:,.0f} on the same "
@@ -114,8 +102,7 @@ def impossible(warnings) -> list[str]:
 
 
 def notes(warnings) -> list[str]:
-    """The other warnings: plain notes (no `[!]`), except the per-figure noise notes of older rows, which the table's
-    noise line replaces."""
+    """The other warnings (plain notes), except older rows' per-figure noise notes, which the noise line replaces."""
     return [w for w in _split(warnings) if not is_impossible(w) and not w.startswith("repeats spread by")]
 
 
@@ -130,8 +117,7 @@ AS_ABOVE = "flagged above"
 
 
 def first_time(warnings) -> list[str]:
-    """The detector flags among `warnings` not yet said in this process, remembered as said from now on: a figure
-    that appears again (a summary line, the record table) points back to its `[!]` instead of repeating it."""
+    """The detector flags in `warnings` not yet said in this process, now counted as said (a repeat points back)."""
     new = [w for w in dict.fromkeys(impossible(warnings)) if w not in _said]
     _said.update(new)
     return new
@@ -143,7 +129,7 @@ def forget() -> None:
 
 
 def _kinds(per_row, names, what: str) -> list[tuple[list[str], str, str]]:
-    """Per kind of impossible figure (MARKERS) among the rows: (its flags, the rows it names, its first flag in full)."""
+    """Per kind of impossible figure (MARKERS) in the rows: (its flags, the rows it names, its first flag in full)."""
     kinds = []
     for marker in MARKERS:
         rows = [(name, [w for w in impossible(warnings) if marker in w]) for name, warnings in zip(names, per_row)]
@@ -156,15 +142,12 @@ def _kinds(per_row, names, what: str) -> list[tuple[list[str], str, str]]:
 
 
 def one_line(per_row, names, what: str = "rows") -> list[str]:
-    """The flag lines of a table whose rows `names` carry warnings `per_row` (lists, or "; "-joined rows' flags): one
-    line per kind of impossible figure (MARKERS), naming its rows (marked * in the table) and saying the first such
-    flag in full, so a noisy table gets one `[!]` line per kind of problem, not one per row."""
+    """A table's flag lines, one per kind of impossible figure (MARKERS): its rows (of `names`), its first flag."""
     return [f"{head}: {flag}" for _, head, flag in _kinds(per_row, names, what)]
 
 
 def table_lines(per_row, names, what: str = "rows") -> list[str]:
-    """What a table prints under its rows about their flags: one_line's lines as `[!] ...`, except that a kind whose
-    flags were all said before in this process gets a plain line pointing back to them (first_time)."""
+    """one_line's lines as `[!] ...`; a kind whose flags were all said before in this process points back instead."""
     return [f"[!] {head}: {flag}" if first_time(said) else f"{head}: {AS_ABOVE}"
             for said, head, flag in _kinds(per_row, names, what)]
 
@@ -175,8 +158,7 @@ def marked(flagged_row) -> str:
 
 
 def noise_line(spreads, what: str = "medians") -> str:
-    """One line for a table: how many of its `what` come from repeats spread more than NOISY_SPREAD (None and NaN
-    spreads are not counted); '' when none did."""
+    """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none."""
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
     noisy = sum(s > NOISY_SPREAD for s in counted)
     if not noisy:

@@ -43,8 +43,7 @@ class HardwareReport:
 
     @property
     def native_bf16(self) -> bool:
-        """True when the CPU computes bfloat16 in hardware (avx512_bf16 or AMX); without it torch emulates bf16 with
-        float32 instructions plus conversions, which is slower than plain float32."""
+        """True when the CPU does bfloat16 in hardware (avx512_bf16 or AMX); emulated bf16 is slower than float32."""
         return bool(set(self.cpu_features.split()) & NATIVE_BF16)
 
     def fingerprint(self) -> str:
@@ -82,12 +81,11 @@ NATIVE_BF16 = {"avx512_bf16", "amx_bf16"}
 
 
 def cpu_info(text: str | None = None) -> dict:
-    """{'cpu_model', 'physical_cores', 'cpu_features'} from /proc/cpuinfo (`text` to parse given text; empty values
-    where the file is missing, as on macOS and Windows)."""
+    """{'cpu_model', 'physical_cores', 'cpu_features'} parsed from `text`, else from /proc/cpuinfo."""
     if text is None:
         try:
             text = open("/proc/cpuinfo").read()
-        except OSError:
+        except OSError:  # no /proc/cpuinfo (macOS, Windows): 0 cores, no features
             return {"cpu_model": platform.processor() or platform.machine(), "physical_cores": 0, "cpu_features": ""}
     model, flags, cores = "", set(), set()
     physical = core = None
@@ -219,11 +217,8 @@ def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
 
 
 def rank_device() -> tuple[str, str]:
-    """(device, backend) for this rank, from LOCAL_RANK and LOCAL_WORLD_SIZE as a launcher or torchrun sets them.
-
-    With LAB_ONE_HOST set (several simulated nodes on one machine), every rank of the job is placed on this host.
-    """
-    one_host = bool(os.environ.get("LAB_ONE_HOST"))
+    """(device, backend) for this rank, from LOCAL_RANK and LOCAL_WORLD_SIZE as a launcher or torchrun sets them."""
+    one_host = bool(os.environ.get("LAB_ONE_HOST"))  # simulated nodes on one machine: the whole job is placed here
     try:
         local_rank = int(os.environ["RANK"] if one_host else os.environ.get("LOCAL_RANK", os.environ["RANK"]))
         local_world = int(os.environ["WORLD_SIZE"] if one_host else os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))

@@ -36,8 +36,7 @@ def sanitized(text: str) -> str:
 
 
 def short_error(error, limit: int = 200, sentences: int | None = None) -> str:
-    """An exception (or a text) as one line for a message: sanitized, whitespace collapsed, at most `sentences`
-    sentences (None: all), cut at a word."""
+    """`error` as one sanitized line: first `sentences` sentences (None: all), at most `limit` chars cut at a word."""
     text = " ".join(sanitized(str(error)).split())
     if sentences:
         text = " ".join(re.split(r"(?<=[.!?]) ", text)[:sentences])
@@ -114,15 +113,12 @@ def init_process_group(timeout_s: float = 60.0) -> RankContext:
 
 
 def destroy_process_group(*, wait_for_peers: bool = False) -> None:
-    """Leave the process group (safe to call twice); after a success, first wait until every rank is done.
-
-    Without the wait a rank that finishes early tears down its connections while a slower peer is still using
-    the group, and gloo may abort that peer (SIGABRT: connection closed by peer). After a failure, skip it:
-    the peers may be gone, and the barrier would only wait for its timeout.
-    """
+    """Leave the process group (safe twice); wait_for_peers (use only after a success) first waits for every rank."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        # without the barrier gloo may abort a slower peer still using the group (SIGABRT: connection closed by peer);
+        # after a failure, skip it: the peers may be gone, and it would only wait for its timeout
         if wait_for_peers:
             dist.barrier()
         dist.destroy_process_group()
@@ -144,13 +140,7 @@ _HELD_GROUPS: list = []
 
 
 def hold_process_groups() -> None:
-    """Keep every destroyed default process group alive until this process ends.
-
-    DDP's reducer holds the process group too. If it drops the last reference after destroy_process_group (when the
-    worker returns), the group's destructor joins gloo's threads while holding the GIL, and a gloo thread that needs
-    the GIL to free a tensor never finishes: the rank hangs at random (see pytorch/pytorch#75097). Held here, the
-    group is never destroyed inside a job; the launcher kills the rank when all its jobs are done.
-    """
+    """Keep each destroyed default process group alive until the process ends (works around pytorch/pytorch#75097)."""
     import torch.distributed as dist
     from torch.distributed import distributed_c10d
 
@@ -160,6 +150,8 @@ def hold_process_groups() -> None:
 
     def destroy_process_group(group=None):
         if group is None and dist.is_initialized():
+            # DDP's reducer may drop the group's last reference later; its destructor then joins gloo's threads while
+            # holding the GIL and the rank hangs at random (pytorch/pytorch#75097); the launcher kills the rank later
             _HELD_GROUPS.append(distributed_c10d._get_default_group())
         return original(group)
 
@@ -459,11 +451,7 @@ def _serialise(jobs) -> bytes:
 
 def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | None = None, threads: int | None = None,
                 pin_cores: bool = True, env=None, prepare=None) -> list[list]:
-    """Run several jobs [(worker, args), ...] one after another in the same `world_size` ranks.
-
-    Each job gets a fresh MASTER_PORT, so each can init and destroy its own process group. Returns one list per
-    job with the workers' values in rank order. `timeout` covers all jobs together.
-    """
+    """Run jobs [(worker, args), ...] in turn in the same ranks (`timeout` for all); per job, values in rank order."""
     jobs = [(worker, tuple(args)) for worker, args in jobs]
     if not jobs:
         raise ValueError("no jobs to run: pass a list of (worker, args) pairs")
@@ -489,14 +477,8 @@ def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | No
 
 def launch(worker, world_size: int, args: tuple = (), timeout: float = 120.0, *, port: int | None = None,
            threads: int | None = None, pin_cores: bool = True, env=None, prepare=None) -> list:
-    """Run worker(rank, world_size, *args) in `world_size` spawned processes; return their values in rank order.
-
-    The worker may be defined in a notebook: it is sent by value (cloudpickle). Sets MASTER_ADDR, MASTER_PORT, RANK,
-    LOCAL_RANK and WORLD_SIZE like torchrun, plus `env` (a dict, or a function of the rank returning one).
-    `threads` is the intra-op thread count per rank (default: from the hardware plan, 1 on a CPU-only machine); on a
-    CPU-only plan each rank is pinned to its own cores when they fit (`pin_cores`). Raises RankError naming the rank
-    (with its traceback) when a rank fails, TimeoutError after `timeout` seconds; every rank is stopped either way.
-    """
+    """Run worker(rank, world_size, *args) in `world_size` spawned ranks; returns their values in rank order."""
+    # raises RankError (the rank, its traceback) or TimeoutError after `timeout` s; every rank is stopped either way
     return launch_jobs([(worker, args)], world_size, timeout, port=port, threads=threads, pin_cores=pin_cores,
                        env=env, prepare=prepare)[0]
 
@@ -511,8 +493,7 @@ class CapturedStderr:
 
 @contextlib.contextmanager
 def captured_stderr():
-    """Capture what this process and the processes it starts write to stderr (fd 2 and sys.stderr), e.g. a dying
-    child's traceback."""
+    """Capture what this process and its children write to stderr (fd 2 and sys.stderr), e.g. a child's traceback."""
     import logging
 
     captured = CapturedStderr()

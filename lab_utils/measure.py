@@ -42,10 +42,7 @@ def intra_op_threads(n: int | None):
 # ---- spread: the one rule ----------------------------------------------------------------------------------------
 
 def spread(values) -> float:
-    """How far repeats of one measurement scatter: (max - min) / median, a fraction (0.25 is 25 %).
-
-    The one rule of the course, for times, rates and ratios alike: fewer than two values, or a median of zero,
-    give 0.0 (nothing to compare)."""
+    """How far repeats scatter: (max - min) / median, a fraction (0.25 is 25 %); 0.0 for < 2 values or median 0."""
     values = [float(v) for v in values]
     if len(values) < 2:
         return 0.0
@@ -54,8 +51,7 @@ def spread(values) -> float:
 
 
 def alternating_rounds(items, rounds: int) -> list:
-    """`rounds` rounds of `items`, every other round in reverse order (A B, B A, A B, ...): slow drift of the
-    machine then hits every item alike, and round r's runs of A and B form one pair."""
+    """`rounds` rounds of `items`, every other one reversed (A B, B A, A B, ...) so slow drift hits all alike."""
     items = list(items)
     return [item for r in range(rounds) for item in (items if r % 2 == 0 else items[::-1])]
 
@@ -87,10 +83,7 @@ def time_it(fn, *, warmup: int = 2, repeats: int = 5, device=None) -> Timing:
 
 
 def time_interleaved(fns: dict, *, warmup: int = 1, repeats: int = 5, device=None, before: dict | None = None) -> dict:
-    """Time several candidates round-robin (order alternating each round) so drift hits all alike.
-
-    `before` maps a candidate to an untimed setup call made right before each of its runs.
-    """
+    """{name: Timing} of `fns` run in alternating rounds; `before[name]()` runs untimed right before each run."""
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     before = before or {}
@@ -122,16 +115,14 @@ def _binomial_tail(k: int, n: int) -> float:
 
 
 def ratio_range(ratios, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    """(low, high, coverage): a distribution-free range for the median of paired ratios (the sign test's order
-    statistics of the log-ratios). With n pairs the range runs from the k-th smallest to the k-th largest ratio, k
-    the largest with 2 P(Binomial(n, 1/2) <= k - 1) <= 1 - confidence; coverage is its true confidence. It assumes
-    only that each round's ratio is independent of the others, not how the noise is shaped. Too few pairs for
-    `confidence`: the whole min..max, with its (lower) coverage."""
+    """(low, high, coverage): sign-test range for the median of paired ratios; too few pairs give min..max."""
     ordered = sorted(float(r) for r in ratios)
     n = len(ordered)
     if not n:
         raise ValueError("need at least one paired ratio")
     k = 1
+    # k-th smallest..k-th largest, k the largest with 2 P(Binomial(n, 1/2) <= k - 1) <= 1 - confidence; coverage is
+    # its true confidence. Distribution-free: assumes only that the rounds' ratios are independent
     while k < n // 2 and 2 * _binomial_tail(k, n) <= 1 - confidence:
         k += 1
     return ordered[k - 1], ordered[n - k], 1 - 2 * _binomial_tail(k - 1, n)
@@ -139,8 +130,7 @@ def ratio_range(ratios, confidence: float = CONFIDENCE) -> tuple[float, float, f
 
 @dataclass(frozen=True)
 class Verdict:
-    """A comparison decided by the run that measured it: `ratio` is the median of the paired ratios, [low, high] its
-    range (measure.ratio_range), `verdict` one of 'holds', 'reversed', 'not distinguishable here'."""
+    """A decided claim: median paired `ratio`, its ratio_range [low, high], `verdict` HOLDS, REVERSED or UNDECIDED."""
 
     claim: str  # short id of what is compared, e.g. "DDP vs DataParallel"
     expected: str  # what theory predicts, in words, e.g. "DDP faster"
@@ -158,32 +148,22 @@ class Verdict:
         return flagged(text, flags.reverses_theory(self))
 
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
-        """Append this verdict to <results dir>/verdicts.csv (see write_verdict); returns self, so that
-        `print(measure.verdict(...).record())` prints it and writes it."""
+        """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
         write_verdict(self, directory, hw)
         return self
 
 
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None) -> Verdict:
-    """The verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
-
-    The rule: with at least MIN_PAIRS pairs, 'holds' when the whole range (ratio_range at `confidence`) lies above
-    1 and the median ratio is at least 1 + min_effect; 'reversed' when the whole range lies below 1 and the median
-    is at most 1 / (1 + min_effect); otherwise 'not distinguishable here'. Noise that makes the pairs cross 1 gives
-    'not distinguishable here', never a confident answer either way.
-
-    no_worse_than (a fraction, e.g. 0.10): the claim is that A costs no more than B (theory predicts the same time,
-    e.g. two orders of the same work), not that A wins. Then 'holds' when the whole range lies above
-    1 / (1 + no_worse_than) (A at most that much worse in every plausible reading, a win included); 'reversed' when
-    the whole range lies below 1 and the median is at most 1 / (1 + no_worse_than) (A clearly worse); otherwise
-    'not distinguishable here'."""
+    """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words)."""
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
         raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
     verdict = UNDECIDED
+    # no_worse_than (a fraction): the claim is that A costs at most that much more than B (same work, e.g. two
+    # orders of it), not that A wins; a win counts as holding
     if len(ratios) >= MIN_PAIRS and no_worse_than is not None:
         floor = 1 / (1 + no_worse_than)
         if low > floor:
@@ -201,16 +181,11 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
             no_worse_than: float | None = None) -> Verdict:
-    """Decide whether A beats B as theory predicts, from paired repeats (round i of A beside round i of B, run
-    interleaved: time_interleaved, alternating_rounds).
-
-    a, b: times (lower is better) or, with higher_is_better, rates. Each pair gives A's advantage over B
-    (b / a for times, a / b for rates), so a ratio above 1 means A won that round; the verdict follows `decide`.
-    `expected` names the prediction in words (e.g. "DDP faster than DataParallel"); no_worse_than makes it a claim
-    that A costs no more than B within that fraction (see decide)."""
+    """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     a, b = list(getattr(a, "times", a)), list(getattr(b, "times", b))
     if len(a) != len(b):
         raise ValueError(f"paired repeats need as many of A as of B, got {len(a)} and {len(b)}")
+    # pair i is round i of A beside round i of B, run interleaved (time_interleaved, alternating_rounds)
     ratios = [x / y for x, y in zip(a, b)] if higher_is_better else [y / x for x, y in zip(a, b)]
     return decide(ratios, claim=claim, expected=expected, lab=lab, min_effect=min_effect, confidence=confidence,
                   no_worse_than=no_worse_than)
@@ -218,8 +193,7 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
 
 @contextlib.contextmanager
 def collective_calls(names, record):
-    """Inside the block, each torch.distributed function named in `names` first calls record(name, arguments) with
-    its bound arguments (by parameter name), then does its work: how the labs count the bytes they send."""
+    """In the block, each torch.distributed function in `names` calls record(name, bound args) before its work."""
     import functools
     import inspect
 
@@ -289,7 +263,7 @@ class StepTimer:
 
 
 def results_dir(path=None) -> Path:
-    """Where results CSVs go: `path`, else $LAB_RESULTS_DIR, else results/ in the working directory (beside the notebook)."""
+    """Where results CSVs go: `path`, else $LAB_RESULTS_DIR, else results/ in the working directory."""
     if path:
         return Path(path)
     override = os.environ.get("LAB_RESULTS_DIR")
@@ -305,22 +279,16 @@ BASELINE_FACTOR = 2.0
 def plausibility(*, speedup: float | None = None, devices: float | None = None, spread: float | None = None,
                  baseline_rate: float | None = None, reference_rate: float | None = None,
                  other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
-    """Warnings (with the likely cause) for figures that cannot be right or cannot be read as speed; an empty list
-    when nothing is suspect. A warning never contains "; ", which joins several of them in a results row's `flags`.
-
-    speedup over a one-device baseline with `devices` devices (flags.above_device_count); baseline_rate against
-    reference_rate, the same machine's lab 01 rate on the same workload (flags.contradicts_reference: more than
-    BASELINE_FACTOR apart). Those are flags (`[!]`). `other_framework` and `oversubscribed` give notes: they are
-    recorded with the row (lab 10 leaves such rows out of its fits) but printed as plain text, never `[!]`, because
-    nothing about the figure is impossible (flags.notes). `spread` is accepted and never warned about: noise is one
-    line per table (noise_line), not a warning per figure.
-    """
+    """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect."""
+    # `spread` is never warned about: noise is one line per table (noise_line). No warning may contain "; ".
     warnings = []
+    # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
     if other_framework:
         warnings.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
     if oversubscribed:
         warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
     warnings += flags.above_device_count(speedup, devices)
+    # reference_rate: this machine's lab 01 rate on the same workload
     warnings += flags.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
     return warnings
 
@@ -331,9 +299,7 @@ def noise_line(spreads, what: str = "medians") -> str:
 
 
 def flagged(text: str, warnings) -> str:
-    """A figure's text with its warnings after it: the detector flags as `text  [!] flag; flag`, the other warnings
-    as a plain `(note: ...)` (flags.impossible / flags.notes); the text alone when there are none. A flag already said
-    in this process is not repeated: the text says "(flagged above)" instead (flags.first_time)."""
+    """`text`, its notes as `(note: ...)`, then new flags as `[!] ...`; flags said before: "(flagged above)"."""
     warnings = list(warnings)
     bad, notes = flags.impossible(warnings), flags.notes(warnings)
     text += f"  (note: {'; '.join(notes)})" if notes else ""
@@ -343,15 +309,13 @@ def flagged(text: str, warnings) -> str:
 
 
 def table_row(text: str, warnings) -> str:
-    """A table row: its text, its notes, and ' *' when it carries a detector flag; the flags themselves are said once
-    under the table (flag_lines), not on every row."""
+    """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table)."""
     notes = flags.notes(warnings)
     return text + (f"  (note: {'; '.join(notes)})" if notes else "") + flags.marked(warnings)
 
 
 def flag_lines(per_row, names, what: str = "rows") -> list[str]:
-    """The lines under a table of rows `names` with warnings `per_row`: one `[!]` per kind of impossible figure
-    (flags.table_lines)."""
+    """The lines under a table of rows `names` with warnings `per_row`: one per kind of impossible figure."""
     return flags.table_lines(list(per_row), names, what)
 
 
@@ -391,13 +355,7 @@ RATES = (TRAINING, FORWARD, APPLIED, ANSWERED)
 
 @dataclasses.dataclass(frozen=True)
 class Result:
-    """One measured configuration: what ran, what was measured, and on which machine (a row of results/labNN.csv).
-
-    Rows of one `workload` (on one machine, lab, framework and batch size) are compared with each other; `variant`
-    names what differs between them. samples_per_s is samples per second of the median optimizer step, warm-up
-    excluded (or, where `workload` says so, of whole epochs); `rate` says which samples are counted (RATES): a
-    training step's, a forward pass's, those in the gradients a parameter server applied, or requests answered.
-    """
+    """One measured configuration and its machine (a row of results/labNN.csv); rows compare within one `workload`."""
 
     lab: str
     framework: str
@@ -405,17 +363,17 @@ class Result:
     world_size: int
     device: str
     batch_size: int
-    samples_per_s: float
+    samples_per_s: float  # of the median optimizer step, warm-up excluded (or of whole epochs, if `workload` says so)
     wall_s: float
     workload: str
-    variant: str = ""
+    variant: str = ""  # what differs between the rows of one workload
     accuracy: float | None = None
     epochs: int | None = None
     threads: int | None = None
     repeats: int | None = None
     spread: float | None = None
     flags: str = ""
-    rate: str = "training samples/s"
+    rate: str = "training samples/s"  # which samples samples_per_s counts (RATES)
     machine: Machine | None = None
     timestamp: str = ""
 
@@ -469,8 +427,7 @@ def _append(path: Path, columns, values: dict) -> Path:
 
 
 def _upgrade_header(path: Path, columns) -> None:
-    """Rewrite a CSV written with an older header under `columns` (a column it lacked is left empty), so that rows
-    appended now line up with it."""
+    """Rewrite a CSV with an older header under `columns` (columns it lacked left empty), so appended rows line up."""
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
         if tuple(reader.fieldnames or ()) == tuple(columns):
@@ -559,7 +516,7 @@ SPEED_TEST = "speed test: cnn2d_3layer_fullconnected_3layer, synthetic 28x28, me
 
 
 def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=None) -> float | None:
-    """The newest samples/s that `lab` recorded on this machine for this workload and variant (None if it has not run)."""
+    """The newest samples/s `lab` recorded on this machine for this workload and variant; None if it has not run."""
     path = results_dir(directory) / f"lab{lab}.csv"
     if not path.exists():
         return None
@@ -569,11 +526,7 @@ def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=No
 
 
 def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
-    """Write results (one or many) to the results CSVs; returns the table of what was written, as the labs print it:
-    the rows of each workload under a line naming it (rows are compared only within a workload), names never cut.
-
-    The row lines' format is fixed: the course's consistency test reads them back.
-    """
+    """Write results (one or many) to the results CSVs; returns their table by workload, as the labs print it."""
     results = [results] if isinstance(results, Result) else list(results)
     paths = {write_result(r, directory, hw).name for r in results}
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
@@ -585,6 +538,7 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
         lines.append(f"    workload: {workload}  (rate: {rate})")
         for r in (r for r in results if (r.workload, r.rate) == (workload, rate)):
             threads = "-" if r.threads is None else str(r.threads)
+            # this row format is fixed: the course's consistency test reads it back
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
                          f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{flags.marked(r.flags)}")
             lines += [f"    note: {note}" for note in flags.notes(r.flags)]

@@ -76,9 +76,7 @@ def _union_bytes(spans) -> int:
 
 
 class SavedActivations:
-    """`with SavedActivations(model) as saved:` counts the bytes autograd keeps for the backward pass inside the
-    block (`saved.bytes`): every byte once (a view and its base share bytes), the model's parameters left out
-    (they are counted as parameters). Everything saved is kept until backward, so this is the forward's peak."""
+    """In `with SavedActivations(model) as saved:`, `saved.bytes` counts the bytes autograd keeps for backward."""
 
     def __init__(self, model: nn.Module | None = None):
         self.model = model
@@ -92,6 +90,7 @@ class SavedActivations:
 
     def _pack(self, tensor):
         storage = local(tensor).untyped_storage()
+        # the model's parameters are counted as parameters, not as activations
         if storage.data_ptr() not in self._parameter_storages():
             key = (str(storage.device), storage.data_ptr())
             self._spans.setdefault(key, set()).add(_span(local(tensor)))
@@ -108,6 +107,7 @@ class SavedActivations:
 
     @property
     def bytes(self) -> int:
+        # each byte once (a view shares its base's); all is kept until backward, so this is the forward's peak
         return sum(_union_bytes(spans) for spans in self._spans.values())
 
     @property
@@ -135,17 +135,13 @@ def padding(n_params: int, world_size: int) -> int:
 
 def per_rank_bytes(n_params: int, world_size: int, strategy: str = "ddp", optimizer: str = "adam", *,
                    mixed: bool = False) -> dict[str, int]:
-    """Bytes of parameters, gradients and optimizer state on each rank.
-
-    fp32: 4 bytes per parameter, per gradient and per optimizer state number (SGD 0, momentum 1, Adam 2).
-    mixed: 2-byte parameters and gradients, and the optimizer also keeps an fp32 master copy (4 bytes).
-    Adam mixed under DDP is the Ultra-Scale Playbook's 2 + 2 + 12 = 16 bytes per parameter. A sharded part
-    holds shard_size(n_params, world_size) numbers on each rank (padded).
-    """
+    """Bytes of parameters, gradients and optimizer state on each rank; a sharded kind holds shard_size numbers."""
     if strategy not in SHARDED:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {sorted(SHARDED)} (FSDP shards like zero3)")
     if optimizer not in STATE_NUMBERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {sorted(STATE_NUMBERS)}")
+    # mixed: 2-byte parameters and gradients, plus an fp32 master copy in the optimizer; Adam mixed under DDP is
+    # the Ultra-Scale Playbook's 2 + 2 + 12 = 16 bytes per parameter
     each = {"parameters": 2 if mixed else 4, "gradients": 2 if mixed else 4,
             "optimizer": 4 * STATE_NUMBERS[optimizer] + (4 if mixed else 0)}
     shard = shard_size(n_params, world_size)
@@ -190,11 +186,7 @@ class FlatParameters:
 
 
 def flatten(model: nn.Module, world_size: int) -> FlatParameters:
-    """Make every parameter and its gradient a view into one flat buffer each (as DDP's buckets and FSDP do).
-
-    The buffers are padded with zeros to a multiple of world_size; backward then accumulates straight into the
-    flat gradient buffer (clear it with `.zero_()`, never set the gradients to None).
-    """
+    """Make parameters and gradients views into zero-padded flat buffers; clear grads with .zero_(), never to None."""
     params = list(model.parameters())
     numel = sum(p.numel() for p in params)
     size = shard_size(numel, world_size) * world_size
@@ -207,14 +199,13 @@ def flatten(model: nn.Module, world_size: int) -> FlatParameters:
             n = p.numel()
             flat.params[offset:offset + n].copy_(p.flatten())
             p.data = flat.params[offset:offset + n].view_as(p)
-            p.grad = flat.grads[offset:offset + n].view_as(p)
+            p.grad = flat.grads[offset:offset + n].view_as(p)  # backward accumulates into the flat buffer
             offset += n
     return flat
 
 
 def assign_owners(sizes, world_size: int) -> list[int]:
-    """Give each parameter tensor to one rank: largest first, to the rank owning the fewest numbers so far
-    (how torch's ZeroRedundancyOptimizer balances whole tensors)."""
+    """Owner rank of each parameter tensor: largest first, to the least-loaded rank (as ZeroRedundancyOptimizer)."""
     load = [0] * world_size
     owners = [0] * len(sizes)
     for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
@@ -235,9 +226,7 @@ def _cpu_has_float16() -> bool:
 
 
 def cpu_bf16_native(features: str | None = None) -> bool:
-    """True when this CPU computes bfloat16 in hardware (avx512_bf16 or AMX-BF16, from hardware.cpu_info, or the
-    space-separated `features` given); without it torch emulates bfloat16 with float32 instructions plus
-    conversions, slower than plain float32."""
+    """True when this CPU (or the space-separated `features`) has bfloat16 in hardware: avx512_bf16 or AMX-BF16."""
     from . import hardware
 
     features = hardware.cpu_info()["cpu_features"] if features is None else features
@@ -245,8 +234,7 @@ def cpu_bf16_native(features: str | None = None) -> bool:
 
 
 def amp_note(device_type: str, dtype, features: str | None = None) -> str:
-    """One line on what autocast to `dtype` can buy on this hardware: on a CPU without native bfloat16 it is
-    emulated, so the lab measures its cost instead of recommending it; '' when there is nothing to say."""
+    """One line on what autocast to `dtype` buys here (a CPU may emulate bfloat16); '' when nothing to say."""
     if device_type == "cpu" and dtype == torch.bfloat16 and not cpu_bf16_native(features):
         return ("this CPU has no native bfloat16 (no avx512_bf16, no AMX-BF16): torch emulates it, so here bf16 "
                 "shows the mechanics of mixed precision and what emulation costs, not a speed-up; float32 is the "
@@ -255,16 +243,13 @@ def amp_note(device_type: str, dtype, features: str | None = None) -> str:
 
 
 def amp_dtype(device_type: str, requested: str = "auto", *, gpu_capability: tuple[int, int] | None = None):
-    """The autocast dtype for `device_type`, or a ValueError naming the alternative when the hardware lacks it.
-
-    auto: bfloat16 on a CPU (float32's exponent range, no GradScaler needed; native only with avx512_bf16 or AMX,
-    otherwise emulated: amp_note says so), float16 on a GPU (fast on every GPU with tensor cores; needs a
-    GradScaler). `gpu_capability` overrides the detected compute capability.
-    """
+    """The autocast dtype for `device_type`, or a ValueError naming the alternative when the hardware lacks it."""
     if requested not in AMP_CHOICES:
         raise ValueError(f"amp_dtype={requested!r}: autocast computes in a 16-bit float; choose one of {AMP_CHOICES}")
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f"device_type must be 'cpu' or 'cuda', got {device_type!r}")
+    # auto: bfloat16 on a CPU (float32's exponent range, no GradScaler; emulated without avx512_bf16/AMX), float16
+    # on a GPU (fast on every GPU with tensor cores; needs a GradScaler)
     if requested == "auto":
         return torch.bfloat16 if device_type == "cpu" else torch.float16
     dtype = getattr(torch, requested)

@@ -1,8 +1,6 @@
-"""Lab 08 helpers around the notebook's parameter server and Hogwild processes: data shards, the straggler's sleep,
-what a server records while it runs (staleness, times, weight snapshots), the pinning of the notebook's server
-beside worker 1, the single-process baseline, handing a shared-memory model to launched ranks, accuracy curves and
-plots. (The launch of lab 08's server and workers for the instructor's benchmark, GPU check, exercise check and tests
-is lab_utils.instructor.bench.parameter_server.run.)"""
+"""Lab 08 helpers around the notebook's parameter server and Hogwild processes: data shards, the straggler, run
+records, core pinning, the single-process baseline, shared memory for launched ranks, accuracy curves and plots.
+(Lab 08's launch for benchmark, checks and tests: lab_utils.instructor.bench.parameter_server.run.)"""
 from __future__ import annotations
 
 import functools
@@ -87,7 +85,7 @@ def input_shape(split: data.Split) -> tuple[int, int, int]:
 
 
 def worker_batch(split: data.Split, worker: int, n_workers: int, step: int, batch_size: int):
-    """Worker `worker` (1..n_workers) owns rows worker-1, worker-1+n_workers, ...; its `step`-th batch wraps around."""
+    """(x, y) of worker `worker`'s `step`-th batch from its rows worker-1, worker-1+n_workers, ... (wraps around)."""
     shard = np.arange(worker - 1, len(split.x_train), n_workers)
     rows = shard[(step * batch_size + np.arange(batch_size)) % len(shard)]
     return torch.from_numpy(split.x_train[rows]), torch.from_numpy(split.y_train[rows])
@@ -110,23 +108,16 @@ def initial_weights(split: data.Split, seed: int) -> torch.Tensor:
 
 
 def straggle(busy_s: float, factor: float) -> float:
-    """Sleep (factor - 1) x busy_s, so that work that kept this worker busy for busy_s takes `factor` times as
-    long; returns the sleep. A sleep holds no core: the straggler's extra time is wall time only, like a worker
-    waiting on a slow disk or sharing its machine with another job."""
+    """Sleep (factor - 1) x busy_s, so that busy_s of work takes `factor` times as long; returns the sleep (s)."""
     extra = max(0.0, (factor - 1.0) * busy_s)
     if extra:
+        # a sleep holds no core: wall time only, like a worker waiting on a slow disk or sharing its machine
         time.sleep(extra)
     return extra
 
 
 class Straggler:
-    """Makes a worker's whole iteration — pull, compute and push — `factor` times as long, not just its compute.
-
-    Call before_push(compute_s) right before each push. It measures the worker's busy time per iteration (the
-    time since the previous call, less the sleep it added then: the push, the pull with its wait for the server,
-    and the compute) and sleeps (factor - 1) x the median of those so far; before the first one is known, the
-    compute time stands in. `slowdown` is the measured result: median (busy + sleep) / median busy.
-    """
+    """Stretches a worker's whole iteration (pull, compute, push) by `factor`; call before_push before each push."""
 
     def __init__(self, factor: float):
         self.factor, self.busy, self.slept, self._mark = float(factor), [], [], None
@@ -134,8 +125,9 @@ class Straggler:
     def before_push(self, compute_s: float) -> float:
         now = time.perf_counter()
         if self._mark is not None:
+            # busy: the time since the previous call less its sleep (the push, the pull with its wait, the compute)
             self.busy.append(now - self._mark - self.slept[-1])
-        base = statistics.median(self.busy) if self.busy else compute_s
+        base = statistics.median(self.busy) if self.busy else compute_s  # compute_s until a busy time is known
         self.slept.append(straggle(base, self.factor) if self.factor > 1 else 0.0)
         self._mark = now
         return self.slept[-1]
@@ -190,11 +182,11 @@ class RunRecord:
 # ---- the parameter server's ranks, the single-process baseline ------------------------------------------------
 
 def pin_server_beside_worker_1(rank: int, world_size: int) -> None:
-    """When a CPU machine has fewer cores than ranks (launch then pins none): worker w runs on core (w - 1) mod
-    cores and the server (rank 0) on worker 1's core, so that the same worker shares the server's core in every run."""
+    """With fewer CPU cores than ranks, pin worker w to core (w - 1) mod cores, the server (rank 0) to worker 1's."""
     if not hasattr(os, "sched_setaffinity") or hardware.rank_device()[0] != "cpu":
         return
     cores = sorted(os.sched_getaffinity(0))
+    # launch pins none when ranks outnumber cores; the server beside worker 1: the same worker shares it every run
     if 1 < len(cores) < world_size:  # one core: launch pinned this rank already (or there is nothing to share out)
         os.sched_setaffinity(0, {cores[max(rank - 1, 0) % len(cores)]})
 
@@ -226,12 +218,7 @@ _SHARED: dict = {}
 
 
 class ShareWithRanks:
-    """A `prepare` for lab_utils.launch that hands objects in shared memory to every rank: `shared(name)` there.
-
-    launch starts each rank with torch.multiprocessing and passes `prepare` to it the way multiprocessing passes a
-    process's arguments: a tensor in shared memory (`module.share_memory()`, `tensor.share_memory_()`) arrives as
-    a handle to the same memory, not as a copy, so what one rank writes every rank (and this process) sees.
-    """
+    """A `prepare` for lab_utils.launch that hands objects in shared memory to every rank: `shared(name)` there."""
 
     def __init__(self, **objects):
         for name, obj in objects.items():
@@ -242,6 +229,7 @@ class ShareWithRanks:
         self.objects = objects
 
     def __call__(self) -> None:
+        # launch pickles `prepare` like a process argument: a shared tensor arrives as a handle to the same memory
         _SHARED.update(self.objects)
 
 
@@ -316,8 +304,7 @@ def plot_accuracy(curves: dict, title: str = ""):
 
 
 def plot_staleness(results: dict, title: str = "staleness of the applied gradients"):
-    """One histogram per run (label -> server result): how many versions old each applied gradient was, stacked by
-    the worker that computed it."""
+    """Per run (label -> server result), a histogram of the applied gradients' staleness, stacked by worker."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(3.1 * len(results), 2.8), sharey=True, squeeze=False)
@@ -366,8 +353,7 @@ def interleaved(configs_per_round, repeats: int) -> list:
 # ---- Hogwild: what the watching rank records --------------------------------------------------------------------
 
 def watch(model, progress, cfg: PSConfig, start: float, poll_s: float = 0.001) -> dict:
-    """Rank 0 of a Hogwild run: read the shared progress counters every `poll_s`; copy the shared weights each time
-    another cfg.snapshot_every gradients are done (what RunRecord does for a server); return when all are done."""
+    """Hogwild rank 0: poll `progress`, snapshot the weights every cfg.snapshot_every gradients until all are done."""
     total = (cfg.gradients // progress.numel()) * progress.numel()
     snapshots, warm, due = [], (0, 0.0) if cfg.warmup == 0 else None, cfg.snapshot_every
     while True:
@@ -398,8 +384,7 @@ def hogwild_result(values: list, cfg: PSConfig) -> dict:
 # ---- TensorFlow: an in-process cluster -------------------------------------------------------------------------------
 
 def tf_in_process_cluster(n_workers: int = 2, n_ps: int = 1):
-    """Start `n_workers` worker and `n_ps` parameter-server gRPC servers in this process, on free loopback ports;
-    returns the cluster resolver a ParameterServerStrategy takes. Call in a process of its own (TF, not torch)."""
+    """Start `n_workers` worker and `n_ps` ps TF servers in this TF-only process; returns their cluster resolver."""
     from . import tf_distribute
     from .launch import free_port
 

@@ -377,29 +377,6 @@ class StageContext:
                    labels=list(y.to(device).split(size)) if rank == stages - 1 else [])
 
 
-def stage_input(ctx: StageContext, micro: int) -> torch.Tensor:
-    """Micro-batch `micro`'s input of this stage: the images on the first stage; elsewhere the previous stage's
-    activations, received, as a tensor that requires a gradient (backward then gives the one to send back)."""
-    if ctx.first:
-        return ctx.inputs[micro]
-    x = torch.empty(ctx.in_shape, device=ctx.wire)
-    dist.recv(x, src=ctx.rank - 1)
-    return x.to(ctx.device).requires_grad_()
-
-
-def recompute_forward_op(ctx: StageContext, micro: int) -> None:
-    """Forward op that keeps no activations: only the stage's input is kept, and the backward op (lab 04's exercise,
-    recompute_backward_op) runs the stage again."""
-    x = stage_input(ctx, micro)
-    with torch.no_grad():
-        out = ctx.stage(x)
-    if ctx.last:
-        ctx.logits[micro] = out
-    else:
-        ctx.pending.append(dist.isend(out.to(ctx.wire), dst=ctx.rank + 1))
-    ctx.saved[micro] = x
-
-
 class _ComputeClock:
     """When the stage starts computing inside an op: at its forward, or when the gradient of its output arrives in
     backward (a blocking recv before that is waiting, not work, and must not count as busy time)."""

@@ -21,8 +21,7 @@ def draw_ideal(stages: int, micro_batches: int, schedule: str, ax=None, forward_
 
 
 def draw_measured(measured: pl.Measured, ax=None, title: str = ""):
-    """The Gantt chart of the median step (typical()), titled with that step's makespan and bubble (the figures
-    Measured.makespan and Measured.bubble print), next to the theory."""
+    """The Gantt chart of the median step (typical()), titled with Measured.makespan and .bubble beside the theory."""
     sched = pl.make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
     title = title or (f"measured {measured.run.label} (median step): makespan {measured.makespan * 1e3:.1f} ms, "
                       f"bubble {measured.bubble:.3f} (theory {sched.theoretical_bubble:.3f})")
@@ -33,8 +32,7 @@ def draw_measured(measured: pl.Measured, ax=None, title: str = ""):
 def pipeline_explorer(forward_op, backward_op, *,
                       model: str = "cnn2d_2layer_fullconnected_2layer", micro_batch_size: int = 32,
                       max_stages: int = 4, layer_times=None, timeout: float = 120.0):
-    """Sliders for K and M and a schedule choice redraw the ideal chart; a button runs the real pipeline with the
-    given forward and backward ops (your notebook's)."""
+    """Sliders for K, M and schedule redraw the ideal chart; a button runs the real pipeline with the given ops."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
     from IPython.display import display

@@ -23,8 +23,7 @@ def load(*sources) -> list[Result]:
 
 
 def _key(row: Result) -> tuple:
-    """Rows are compared only within one key: one machine (its whole fingerprint), lab, framework, workload, what its
-    rate counts, batch."""
+    """Rows compare only within one key: machine fingerprint, lab, framework, workload, rate and batch size."""
     machine = row.machine.fingerprint if row.machine else ("",)
     return (*machine, row.lab, row.framework, row.workload, row.rate, row.batch_size)
 
@@ -70,23 +69,19 @@ class Compared:
 
     @property
     def flags(self) -> list[str]:
-        """What is impossible about this row (lab_utils.flags' detectors only, each once): the detector flags its lab
-        recorded with it, then its speedup's, recomputed here (those not recorded already)."""
+        """This row's detector flags, each once: those its lab recorded, then its speedup's, recomputed here."""
         own = detectors.impossible(self.row.flags)
         return own + [f for f in detectors.impossible(self._speedup_flags()) if f not in own]
 
     @property
     def notes(self) -> list[str]:
-        """What else was recorded or found about this row (oversubscribed cores, another framework in the process, a
-        run that diverged, a saturated server): printed as plain notes, never `[!]`."""
+        """This row's other warnings (oversubscribed cores, another framework, ...): plain notes, never `[!]`."""
         own = detectors.notes(self.row.flags)
         return own + [f for f in detectors.notes(self._speedup_flags()) if f not in own]
 
     @property
     def implausible(self) -> bool:
-        """True when the row carries a flag, or a note that makes it no speed measurement (oversubscribed cores,
-        another framework in the process...): the best-result line and the Amdahl fit skip it. Rows written before
-        noise became one line per table may carry a 'repeats spread by' note, which is noise, neither."""
+        """True for a row with a flag or a note (no speed measurement): best-result line and Amdahl fit skip it."""
         return bool(self.flags) or bool(self.notes)
 
     def _speedup_flags(self) -> list[str]:
@@ -132,8 +127,7 @@ def compare(rows: list[Result]) -> list[Compared]:
 
 
 def across_labs(rows: list[Result]) -> list[Compared]:
-    """The rows of each workload that more than one lab recorded on one machine, each against the first lab's
-    one-process, one-thread row: where lab 03's DDP ranks meet lab 01's one process on the same speed test."""
+    """Rows of workloads several labs recorded on one machine, each against the first lab's one-rank, 1-thread row."""
     groups = {}
     for row in rows:
         machine = row.machine.fingerprint if row.machine else ("",)
@@ -155,8 +149,7 @@ def host_name(row: Result, this_host: str | None = None) -> str:
 
 
 def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None) -> str:
-    """The summary table as text: a line naming each workload, then one line per row (names never cut), its
-    plausibility warnings on the lines below it. A row that is its own baseline shows '-' as speedup and efficiency."""
+    """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'."""
     names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
     name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
     framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
@@ -203,12 +196,7 @@ DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")
 
 
 def amdahl_rows(compared: list[Compared], strategies=DATA_PARALLEL) -> tuple[dict[str, list[Compared]], list[Compared]]:
-    """Per machine, the data-parallel rows an Amdahl fit may use; and the implausible rows it passed over.
-
-    One row per lab, strategy, device count and threads: the plausible one with the largest batch, where data
-    parallelism is used in practice (small batches are where it loses by design, lab 02). Only rows with a one-device
-    baseline. An implausible row with a larger batch than the one chosen is returned as left out.
-    """
+    """Per machine, the data-parallel rows an Amdahl fit may use; and the implausible rows it passed over."""
     groups = {}
     for c in compared:
         if c.row.strategy in strategies and c.efficiency is not None and c.hardware_ratio > 1:
@@ -216,6 +204,8 @@ def amdahl_rows(compared: list[Compared], strategies=DATA_PARALLEL) -> tuple[dic
             groups.setdefault(key, []).append(c)
     per_machine, left_out = {}, []
     for (host, *_), group in groups.items():
+        # per group the plausible row with the largest batch, where data parallelism is used in practice (small
+        # batches are where it loses by design, lab 02)
         for c in sorted(group, key=lambda c: -c.row.batch_size):
             if not c.implausible:
                 per_machine.setdefault(host, []).append(c)
@@ -245,13 +235,10 @@ def fit_serial_fraction(points) -> float:
 
 @dataclass(frozen=True)
 class AllReduceFit:
-    """Ring all-reduce time t(bytes, N) = 2 (N - 1) latency + 2 (N - 1) / N x bytes / bus_bandwidth, fitted.
-
-    A fit whose time per byte came out zero or negative has no bandwidth to report: bus_bandwidth is then infinite
-    (the measured per-byte cost is below the noise) and `flags` says why (lab_utils.flags.degenerate_fit)."""
+    """Fitted ring all-reduce time t(bytes, N) = 2 (N - 1) latency + 2 (N - 1) / N x bytes / bus_bandwidth."""
 
     latency_s: float
-    bus_bandwidth: float  # bytes/s
+    bus_bandwidth: float  # bytes/s; inf when the fitted time per byte is not a positive number (`flags` says why)
     flags: tuple[str, ...] = ()
 
     def describe(self) -> str:
@@ -273,23 +260,23 @@ def bus_bandwidth(nbytes: float, seconds: float, devices: int) -> float:
 
 
 def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
-    """Latency and bus bandwidth from measured all-reduce times: least squares on relative errors (each size weighs by
-    1 / its time), so that the small sizes, where the latency term dominates, set alpha, and the large ones, where the
-    bytes dominate, set the bandwidth; an unweighted fit lets the largest sizes' noise decide alpha."""
+    """Latency and bus bandwidth fitted to all-reduce times of message `sizes` on `devices` ranks."""
     sizes, seconds = np.asarray(sizes, float), np.asarray(seconds, float)
     if len(sizes) < 2:
         raise ValueError("need all-reduce times for at least two message sizes")
     if np.any(seconds <= 0):
         raise ValueError(f"all-reduce times must be positive, got {seconds.tolist()}")
     steps = 2 * (devices - 1)
+    # least squares on relative errors (w=1/time): small sizes set alpha, large ones the bandwidth; unweighted, the
+    # largest sizes' noise would decide alpha
     slope, intercept = np.polyfit(sizes * steps / devices, seconds, 1, w=1 / seconds)
     warnings = tuple(detectors.degenerate_fit(float(slope)))
     return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
 
 
 def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
-    """Per message size, what makes its median impossible: a larger message that took less than half its time (more
-    bytes cannot take less time on the same link: flags.more_work_less_time). Noise is the table's noise line."""
+    """Per message size, its flags: a larger message that took less than half its time (flags.more_work_less_time)."""
+    # `spreads` is not used: noise is the table's noise line, not a flag
     result = []
     for i, (nbytes, s) in enumerate(zip(sizes, seconds)):
         faster = next(((m, t) for m, t in zip(sizes[i + 1:], seconds[i + 1:]) if t < s / 2), None)
@@ -337,8 +324,7 @@ def parameter_bytes(model) -> int:
 
 
 def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeout_s: float = 60.0) -> dict:
-    """Time all_reduce of float32 tensors of the given byte sizes on this rank: per size the median of `repeats`
-    (each after a barrier, 2 warm-ups excluded) and their spread, (max - min) / median."""
+    """Time all_reduce of float32 tensors of byte `sizes` on this rank: per size, median of `repeats` and spread."""
     import statistics
     import time
 

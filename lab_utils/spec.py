@@ -123,8 +123,7 @@ def _shapes(spec: list[dict], input_shape) -> list[tuple[int, ...]]:
 
 
 def min_image_side(spec: list[dict], channels: int = 1, limit: int = 4096) -> int:
-    """The smallest height (= width) of image the spec can take: its poolings and valid convolutions must leave at
-    least one pixel."""
+    """The smallest square image side the spec takes (its poolings and valid convolutions leave >= 1 pixel)."""
     for side in range(1, limit + 1):
         try:
             _shapes(spec, (channels, side, side))
@@ -178,15 +177,11 @@ def describe(spec: list[dict], input_shape) -> str:
 
 
 def init_weights(model, seed: int):
-    """Re-draw every conv and dense layer's weights as torch's default init does, from a private generator.
-
-    The same seed gives the same weights in any thread or process, and torch's global generator is left alone
-    (so two threads building models at once cannot interleave their draws).
-    """
+    """Re-draw conv and dense weights as torch's default init does; one `seed` gives the same weights anywhere."""
     import torch
     from torch import nn
 
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)  # not the global one: concurrent builds cannot interleave draws
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, (nn.Conv2d, nn.Linear)):
@@ -227,7 +222,7 @@ def build_torch(spec: list[dict], input_shape, *, seed: int | None = None):
 
 
 def build_keras(spec: list[dict], input_shape, *, seed: int | None = None):
-    """The spec as a keras.Sequential with channels-last images: input (C, H, W) in torch's order becomes (H, W, C)."""
+    """The spec as a keras.Sequential, channels-last: input_shape (C, H, W) in torch's order becomes (H, W, C)."""
     import keras
 
     full = validate(spec)

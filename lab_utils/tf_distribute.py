@@ -105,9 +105,8 @@ TF_THREADS = "LAB_TF_THREADS"  # the size of its thread pools (unset: TensorFlow
 
 
 def prepare() -> None:
-    """Runs in a launched process before its worker is unpickled (launch's `prepare`): a TensorFlow process
-    ($LAB_TENSORFLOW=1) imports TensorFlow quietly and sizes its thread pools ($LAB_TF_THREADS); another never
-    imports it."""
+    """launch's `prepare`: in a TensorFlow process ($LAB_TENSORFLOW=1), import TensorFlow quietly, size its pools."""
+    # runs before the worker is unpickled; a process that is not TensorFlow's never imports it
     if os.environ.get(TF_PROCESS) != "1":
         return
     tf = import_tensorflow()
@@ -142,15 +141,13 @@ def worker_environment(ports, threads: int | None, gpus: int = 0):
 
 
 def _together(rank: int, world_size: int, worker, args, timeout_s: float):
-    """Run one job of a worker, then wait until every worker has finished it and dropped its strategy.
-
-    A worker that builds the next job's MultiWorkerMirroredStrategy while a peer still holds the previous one can
-    see its first collective aborted ("Delete called on non-empty BufRendezvous"); a gloo barrier keeps them in step.
-    """
+    """Run one job of a worker, then wait until every worker has finished it and dropped its strategy."""
     import gc
 
     from .launch import process_group
 
+    # a worker building the next MultiWorkerMirroredStrategy while a peer holds the last one can see its first
+    # collective aborted ("Delete called on non-empty BufRendezvous"): this gloo barrier keeps them in step
     with process_group(timeout_s):  # leaving it waits for every worker
         value = worker(rank, world_size, *args)
         gc.collect()  # the strategy and its collective state go now, on every worker, before the wait
@@ -158,12 +155,7 @@ def _together(rank: int, world_size: int, worker, args, timeout_s: float):
 
 
 def launch_worker_jobs(jobs, n_workers: int, timeout: float = 180.0, threads: int = 1) -> list[list]:
-    """Run several jobs [(worker, args), ...] one after another in the same `n_workers` TensorFlow worker processes.
-
-    Each process gets its TF_CONFIG (the cluster on free loopback ports, and its own index) and imports TensorFlow
-    quietly before any worker is unpickled. lab_utils.launch does the process handling: a failing worker is re-raised
-    here with its index and traceback, a hung one is killed at `timeout`, nothing is left running.
-    """
+    """Run jobs [(worker, args), ...] in turn in the same `n_workers` TF processes; per job, values in rank order."""
     from .launch import free_port, launch_jobs
 
     hw = hardware.detect()
@@ -181,8 +173,7 @@ def launch_workers(worker, n_workers: int, args: tuple = (), timeout: float = 18
 
 @dataclass(frozen=True)
 class StepRate:
-    """Samples per second of the median optimizer step over all repeats (warm-up excluded), and how far the
-    repeats' own median steps spread (measure.spread)."""
+    """Samples/s of the median step over all repeats (warm-up excluded), and the spread of the repeats' medians."""
 
     samples_per_s: float
     spread: float
@@ -201,8 +192,7 @@ def step_rate(batch_size: int, repeats) -> StepRate:
 
 
 def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmup: int = 2) -> dict[str, list]:
-    """Each repeat: `steps_per_repeat` rounds of one call of every step function, the order alternating each round
-    (measure.time_interleaved); `warmup` calls of each first, untimed. Returns each one's step times per repeat."""
+    """Each step's times per repeat of `steps_per_repeat` interleaved rounds, after `warmup` untimed calls of each."""
     times = {name: [] for name in steps}
     for r in range(repeats):
         timings = measure.time_interleaved(steps, warmup=warmup if r == 0 else 0, repeats=steps_per_repeat)
@@ -244,14 +234,7 @@ def _turns_worker(rank: int, world_size: int, payloads, repeats: int, steps_per_
 
 def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: int = 4, steps_per_repeat: int = 20,
                warmup: int = 5, threads: int | None = None, timeout: float = 180.0) -> list[dict]:
-    """Time step functions in several processes that never run at the same time.
-
-    `processes[i]` maps names to builders: functions without arguments, called once in process i, each returning a
-    step function (no arguments, one optimizer step). Each round every process runs its steps in turn, the order of
-    the processes alternating; the first round is warm-up. A process with `uses_tensorflow` False never imports
-    TensorFlow (its builders are unpickled there only). Returns per process: each step's times per repeat, the
-    wall-clock (start, end) of each of its turns, whether TensorFlow was imported there, torch's thread count there.
-    """
+    """Time the step functions each process builds, one process at a time; per process, a dict of times and turns."""
     import cloudpickle
 
     from .launch import launch
@@ -259,8 +242,10 @@ def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: i
     if len(processes) != len(uses_tensorflow):
         raise ValueError(f"{len(processes)} processes but {len(uses_tensorflow)} uses_tensorflow flags; give one each")
     threads = threads or hardware.usable_cpu_count()
+    # processes[i]: name -> builder, called once in process i, returning a step function (one optimizer step)
     payloads = [cloudpickle.dumps(builders) for builders in processes]
     env = lambda rank: {TF_PROCESS: "1"} if uses_tensorflow[rank] else {}
+    # per process: each step's times per repeat, its turns' (start, end), whether TF was imported, torch's threads
     return launch(_turns_worker, len(processes), args=(payloads, repeats, steps_per_repeat, warmup, timeout),
                   timeout=timeout, threads=threads, pin_cores=False, env=env, prepare=prepare)
 

@@ -65,11 +65,7 @@ class EpochStats:
 
 @dataclass
 class History:
-    """One training run: per-epoch statistics, and the duration of every full-batch optimizer step.
-
-    A step's duration runs from the end of the previous step (or the start of its epoch) to the end of this one, so
-    it includes fetching the batch, as measure.StepTimer counts it in the parallel labs.
-    """
+    """One training run: per-epoch statistics and every full-batch optimizer step's duration, batch fetch included."""
 
     epochs: list[EpochStats] = field(default_factory=list)
     step_seconds: list[float] = field(default_factory=list)
@@ -106,15 +102,13 @@ class History:
 
     @property
     def spread(self) -> float:
-        """(max - min) / median of the epochs' median steps: how much the rate moved between repeats of the same work
-        (single slow steps, which any busy machine has, do not count); 0 with one epoch."""
-        medians = self.epoch_step_medians()
+        """How much the rate moved between epochs: spread of their median steps (a fraction; 0 with one epoch)."""
+        medians = self.epoch_step_medians()  # medians: single slow steps, which any busy machine has, do not count
         return measure.spread(medians)
 
     @property
     def epoch_samples_per_s(self) -> float:
-        """Median whole-epoch rate, the first epoch excluded when there are several (an epoch rate, not the course's
-        step rate)."""
+        """Median whole-epoch samples/s, the first epoch excluded when there are several (not the step rate)."""
         kept = self.epochs[1:] if len(self.epochs) > 1 else self.epochs
         return statistics.median(e.epoch_samples_per_s for e in kept)
 
@@ -135,8 +129,7 @@ def _in_jupyter_kernel() -> bool:
 
 
 def progress_bar(total: int, desc: str, *, disable: bool = False):
-    """A tqdm bar. In a Jupyter kernel with ipywidgets: tqdm's widget, whose text form (what papermill saves and what a
-    renderer without widgets shows) becomes the finished bar when it closes. Elsewhere: a text bar on stdout."""
+    """A tqdm bar: tqdm's widget in a Jupyter kernel with ipywidgets, else a text bar on stdout."""
     from tqdm.std import tqdm as text_bar
 
     if disable or not _in_jupyter_kernel():
@@ -151,7 +144,7 @@ def progress_bar(total: int, desc: str, *, disable: bool = False):
     from IPython.display import display
 
     class FinishedTextBar(widget_bar):
-        """tqdm's widget, displayed with an id so that closing it refreshes its text form."""
+        """tqdm's widget, displayed with an id so that closing it refreshes its text form (what papermill saves)."""
 
         def close(self):
             if self.disable:  # closed already: tqdm closes a bar again when it is garbage-collected
@@ -182,7 +175,7 @@ def fit(model, train_loader, *, epochs: int, lr: float = 0.05, momentum: float =
         for x, y in train_loader:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             running += step(model, x, y, optimizer) * len(y)
-            timer.tick()
+            timer.tick()  # timed from the previous tick, batch fetch included, as in the parallel labs
             samples += len(y)
             sizes.append(len(y))
             bar.update()
@@ -205,8 +198,7 @@ PROFILER_LOG_PREFIXES = ("USDT:", "STAGE:")
 
 @contextlib.contextmanager
 def quiet_profile(**kwargs):
-    """torch.profiler.profile(**kwargs) without the profiler's own log lines ('USDT:' and 'STAGE:' lines with a date
-    and a pid, which its C++ part writes to stderr); anything else written to stderr passes through."""
+    """torch.profiler.profile(**kwargs) without the 'USDT:'/'STAGE:' lines its C++ part logs; other stderr is kept."""
     from torch.profiler import profile
 
     from .launch import captured_stderr

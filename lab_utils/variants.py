@@ -1,9 +1,6 @@
-"""Edit a function you wrote in the notebook, the way you would edit the cell, and get the edited copy to run.
-
-`variant(ddp_worker, {"sampler.set_epoch(epoch)": "pass"}, name="no set_epoch")` prints the changed lines as a
-small diff and returns a new function built from the edited source; the original is unchanged. Each old text must
-occur exactly once, so an edit cannot silently miss its line.
-"""
+"""Edit a function you wrote in the notebook, as you would edit the cell, and run the edited copy:
+`variant(ddp_worker, {"sampler.set_epoch(epoch)": "pass"}, name="no set_epoch")` prints the diff and returns a new
+function, the original unchanged. Each old text must occur exactly once, so an edit cannot silently miss its line."""
 from __future__ import annotations
 
 import difflib
@@ -32,7 +29,7 @@ def diff(old: str, new: str, *, context: int = 0) -> str:
 
 
 def variant(fn, edits: dict, *, name: str, show: bool = True):
-    """A copy of `fn` (a function or a class) with each `old` text of `edits` replaced by its `new` text; prints the diff when `show`."""
+    """A copy of `fn` (function or class) with each edit's old text replaced by the new; prints the diff if `show`."""
     original = source_of(fn)
     edited = original
     for old, new in edits.items():

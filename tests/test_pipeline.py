@@ -8,7 +8,7 @@ import torch
 from lab_utils import pipeline as pl, pipeline_explorer, spec
 from lab_utils.instructor.gpu import pipeline as gpu_pipeline
 from lab_utils.launch import RankError, descendants
-from lab_utils.lessons.lab04 import backward_op, forward_op  # lab 04's ops, generated from its notebook
+from lab_utils.lessons.lab04 import backward_op, forward_op, recompute_forward_op  # lab 04's ops, from its notebook
 
 SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
 
@@ -210,7 +210,7 @@ def test_batchnorm_statistics_per_micro_batch_change_the_gradients(executed):
 def test_the_ops_are_arguments_three_stages_with_recomputation_match_the_unsplit_model():
     run = pl.PipelineRun("three", "1f1b", 4, batch_size=16, image_side=8, split=(2, 5),
                          model="cnn2d_2layer_fullconnected_2layer")
-    m = pl.run_pipelines([run], 3, pl.recompute_forward_op, recompute_backward, rounds=1, warmup=0, timeout=180)["three"]
+    m = pl.run_pipelines([run], 3, recompute_forward_op, recompute_backward, rounds=1, warmup=0, timeout=180)["three"]
     _, logits, grads = pl.reference(run)
     assert np.abs(m.grads - grads).max() <= 1e-5 and np.abs(m.logits - logits).max() <= 1e-5
     assert m.peak_activation_bytes == [0, 0, 0]  # nothing autograd saves is held between ops

@@ -1,4 +1,5 @@
-"""lab_utils.slurm's batch-script writer and helpers (no Slurm needed), and lessons.from_notebook."""
+"""Lab 11's batch-script writers and Slurm-to-torch translation (its lesson cells), lab_utils.slurm's helpers
+(no Slurm needed), and lessons.from_notebook."""
 import os
 import re
 import subprocess
@@ -7,6 +8,7 @@ import sys
 import pytest
 
 from lab_utils import lessons, slurm
+from lab_utils.lessons import lab11
 
 
 def srun_and_torchrun(script: str) -> str:
@@ -16,7 +18,7 @@ def srun_and_torchrun(script: str) -> str:
 
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_cpu_script_starts_one_torchrun_agent_per_node_with_c10d_on_the_first_node(nodes):
-    script = slurm.batch_script("train.py", ["--epochs", "2"], nodes=nodes, tasks_per_node=2, cpus_per_task=1,
+    script = lab11.batch_script("train.py", ["--epochs", "2"], nodes=nodes, tasks_per_node=2, cpus_per_task=1,
                                 time_limit="5", partition="lab", python="python")
     assert f"#SBATCH --nodes={nodes}\n" in script
     assert re.search(r"^#SBATCH --ntasks-per-node=1\b", script, re.M)
@@ -34,7 +36,7 @@ def test_cpu_script_starts_one_torchrun_agent_per_node_with_c10d_on_the_first_no
 
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_gpu_script_asks_for_gpus_one_process_each_with_cores_bound_and_nccl(nodes):
-    script = slurm.batch_script("train.py", nodes=nodes, gpus_per_node=4, cpus_per_task=8, python="python")
+    script = lab11.batch_script("train.py", nodes=nodes, gpus_per_node=4, cpus_per_task=8, python="python")
     assert f"#SBATCH --nodes={nodes}\n" in script
     assert re.search(r"^#SBATCH --gres=gpu:4\b", script, re.M)
     assert re.search(r"^#SBATCH --cpus-per-task=32\b", script, re.M)
@@ -44,12 +46,12 @@ def test_gpu_script_asks_for_gpus_one_process_each_with_cores_bound_and_nccl(nod
 
 
 def test_script_is_valid_bash_and_refuses_nonsense():
-    script = slurm.batch_script("my train.py", ["{\"a\": 1}"], max_restarts=1, one_host=True)
+    script = lab11.batch_script("my train.py", ["{\"a\": 1}"], max_restarts=1, one_host=True)
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     assert "--max-restarts=1" in script and "'my train.py'" in script and "export LAB_ONE_HOST=1" in script
     for bad in (dict(nodes=0), dict(tasks_per_node=-1), dict(gpus_per_node=-2), dict(cpus_per_task=1.5)):
         with pytest.raises(ValueError):
-            slurm.batch_script("train.py", **bad)
+            lab11.batch_script("train.py", **bad)
 
 
 def test_log_tail_hides_time_stamps_folders_and_the_host(tmp_path):
@@ -67,7 +69,7 @@ def test_torch_environment_from_slurm_variables(tmp_path, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     (tmp_path / "port-77").write_text("23456")  # what task 0 wrote
-    got = slurm.torch_environment(tmp_path)
+    got = lab11.torch_environment(tmp_path)
     assert (got.rank, got.world_size, got.local_rank, got.local_world_size, got.master_addr, got.master_port) == \
         (3, 4, 1, 2, "10.0.0.7", 23456)
     monkeypatch.setenv("SLURM_PROCID", "0")
@@ -110,7 +112,7 @@ def test_lab03_worker_from_the_notebook_trains_like_lab03(tmp_path):
 # ---- part 3: the node failure, resumed by a fresh srun step --------------------------------------------------------
 
 def test_restart_script_starts_a_fresh_srun_step_per_attempt():
-    script = slurm.restart_script("resumable.py", ['{"a": 1}'], attempts=3, nodes=2, one_host=True, python="python")
+    script = lab11.restart_script("resumable.py", ['{"a": 1}'], attempts=3, nodes=2, one_host=True, python="python")
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     assert "set -e" not in script.replace("set -euo", "")  # a failed step must reach the loop
     loop = script[script.index("for attempt in $(seq 1 3); do"):]
@@ -120,17 +122,17 @@ def test_restart_script_starts_a_fresh_srun_step_per_attempt():
     assert "torch.distributed.run" not in script and "exit 0" in loop and loop.rstrip().endswith("exit 1")
     assert re.search(r"^export GLOO_SOCKET_IFNAME=lo\b", script, re.M) and re.search(r"^export LAB_ONE_HOST=1", script, re.M)
     assert re.search(r"^export MASTER_ADDR=", script, re.M)
-    gpu = slurm.restart_script("resumable.py", gpus_per_node=4, cpus_per_task=8, python="python")
+    gpu = lab11.restart_script("resumable.py", gpus_per_node=4, cpus_per_task=8, python="python")
     assert re.search(r"^#SBATCH --gres=gpu:4\b", gpu, re.M) and re.search(r"^#SBATCH --ntasks-per-node=4\b", gpu, re.M)
     assert "--cpu-bind=cores" in gpu and "GLOO_SOCKET_IFNAME" not in gpu
     with pytest.raises(ValueError):
-        slurm.restart_script("resumable.py", attempts=0)
+        lab11.restart_script("resumable.py", attempts=0)
 
 
 def test_rank_from_slurm(monkeypatch):
     for k, v in {"SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NNODES": "2"}.items():
         monkeypatch.setenv(k, v)
-    assert slurm.rank_from_slurm() == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    assert lab11.rank_from_slurm() == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
     assert os.environ["RANK"] == "3"
 
 
@@ -181,20 +183,21 @@ def test_a_killed_rank_resumes_from_the_checkpoint_to_the_uninterrupted_weights(
 @pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
 def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_weights(tmp_path):
     """For real on the cluster (`make cluster`): one job, a task killed, the second srun step resumes; equal weights."""
+    import inspect
     import json
 
     import numpy as np
 
     worker, imports, source = lab11_resumable_worker()
     main = ("\n\nif __name__ == '__main__':\n    from lab_utils import slurm\n    from lab_utils.launch import "
-            "hold_process_groups\n    env = slurm.rank_from_slurm()\n    slurm.place_task()\n    hold_process_groups()\n"
+            "hold_process_groups\n    env = lab11.rank_from_slurm()\n    slurm.place_task()\n    hold_process_groups()\n"
             "    cfg = json.loads(sys.argv[1])\n    out = resumable_worker(int(env['RANK']), int(env['WORLD_SIZE']), cfg)\n"
             "    if env['RANK'] == '0':\n        np.save(Path(cfg['progress']) / 'weights.npy', out['weights'])\n"
             "    slurm.exit_now()\n")
-    (tmp_path / "resumable.py").write_text(imports + "\n\n" + source + main)
+    (tmp_path / "resumable.py").write_text(imports + "\n\n" + source + "\n\n" + inspect.getsource(lab11.rank_from_slurm) + main)
     cfg = fault_cfg(tmp_path)
     cluster = slurm.find()
-    script = slurm.restart_script(tmp_path / "resumable.py", [json.dumps(cfg)], nodes=2, time_limit="3",
+    script = lab11.restart_script(tmp_path / "resumable.py", [json.dumps(cfg)], nodes=2, time_limit="3",
                                   output=str(tmp_path / "job.out"), one_host=cluster.one_host)
     (tmp_path / "job.sbatch").write_text(script)
     final = slurm.wait(slurm.sbatch(tmp_path / "job.sbatch"), 120, say=lambda line: None)
@@ -208,7 +211,7 @@ def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_wei
 
 
 def test_shown_hides_the_folder_and_the_interpreter(tmp_path):
-    text = slurm.batch_script(tmp_path / "train.py", output=str(tmp_path / "x-%j.out"))
+    text = lab11.batch_script(tmp_path / "train.py", output=str(tmp_path / "x-%j.out"))
     got = slurm.shown(text, tmp_path)
     assert str(tmp_path) not in got and sys.executable not in got and f"{tmp_path.name}/train.py" in got
 

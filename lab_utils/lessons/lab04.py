@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from lab_utils import hardware
 from lab_utils import pipeline as pl
 
-__all__ = ['forward_op', 'backward_op', 'stage_worker']
+__all__ = ['forward_op', 'backward_op', 'stage_worker', 'stage_input', 'recompute_forward_op']
 
 
 # ---- solutions/04_model_parallel_pipeline.ipynb, cell 12 (id 50b2ca9e) ---------------------------------------------
@@ -70,3 +70,26 @@ def stage_worker(rank, world_size, run, forward_op, backward_op, timeout_s):
     dist.barrier()                                   # leave together
     dist.destroy_process_group()
     return out
+
+
+# ---- solutions/04_model_parallel_pipeline.ipynb, cell 51 (id 275d6b60) ---------------------------------------------
+
+def stage_input(ctx, micro):
+    """Micro-batch `micro`'s input: the images on the first stage, else the received activations (with a gradient)."""
+    if ctx.first:
+        return ctx.inputs[micro]
+    x = torch.empty(ctx.in_shape, device=ctx.wire)
+    dist.recv(x, src=ctx.rank - 1)
+    return x.to(ctx.device).requires_grad_()
+
+
+def recompute_forward_op(ctx, micro):
+    """Forward op that keeps only the stage's input: the backward op runs the stage again."""
+    x = stage_input(ctx, micro)
+    with torch.no_grad():                            # no autograd: no activations kept
+        out = ctx.stage(x)
+    if ctx.last:
+        ctx.logits[micro] = out
+    else:
+        ctx.pending.append(dist.isend(out.to(ctx.wire), dst=ctx.rank + 1))
+    ctx.saved[micro] = x                             # all this micro-batch's backward op gets

@@ -186,6 +186,7 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     import time
 
     from ... import lessons, slurm
+    from ...lessons import lab11
 
     found = slurm.find()
     if found is None:
@@ -200,7 +201,7 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     ex = slurm.executor(folder / "submitit", nodes=nodes, job_name="lab11-bench",
                         setup=["export LAB_ONE_HOST=1"] if found.one_host else [])
     start = time.time()
-    speed = slurm.side_by_side(worker, cfg, ex, folder, world_size=nodes, repeats=repeats, timeout=180)
+    speed = lab11.side_by_side(worker, cfg, ex, folder, world_size=nodes, repeats=repeats, timeout=180)
     return {"benchmark": "cluster", "nodes": nodes, "global_batch": 128, "steps": steps, "model": "cnn2d_3layer_fullconnected_3layer",
             "repeats": repeats, "one_host": found.one_host,
             "submit_to_first_step_s": round(speed["slurm"]["first_step_s"], 2),
