@@ -1,14 +1,9 @@
-"""Data parallelism inside one process, as nn.DataParallel does it, run for real and timed phase by phase.
-
-On 2+ GPUs the phases are torch.nn.parallel's; elsewhere this module's, one thread per CPU core or CUDA stream."""
+"""Around lab 02's DataParallel (its notebook's class, lab_utils.lessons.lab02): devices for the replicas, the phases
+the exercises write (scatter, gather, reduce_gradients), a step's report, and the sweep against one device."""
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
 import statistics
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import torch
@@ -28,14 +23,14 @@ class DevicePlan:
     """Which devices the replicas run on, which implementation runs the phases, and why."""
 
     devices: tuple[torch.device, ...]
-    backend: str  # "torch" (torch.nn.parallel on distinct GPUs) or "threads" (this module)
+    backend: str  # "torch" (torch.nn.parallel on distinct GPUs) or "threads" (lab 02's DataParallel, one thread per device)
     threads_per_device: int | None
     reason: str
 
     def describe(self) -> str:
         names = ", ".join(f"device {i} -> {d}" for i, d in enumerate(self.devices))
         runs = ("torch.nn.parallel's scatter/replicate/parallel_apply/gather" if self.backend == "torch"
-                else "lab_utils.data_parallel's own phases, one thread per device")
+                else "DataParallel's own phases, one thread per device")
         return f"{len(self.devices)} device(s), phases run by {runs}\n  {names}\n  why: {self.reason}"
 
 
@@ -55,7 +50,7 @@ def plan_devices(n_devices: int | None = None, hw: hardware.HardwareReport | Non
         chosen = "torch" if backend == "auto" and n_devices >= 2 else ("threads" if backend == "auto" else backend)
         return DevicePlan(devices, chosen, None, f"{gpus} GPU(s): one replica per GPU, the phases are "
                           + ("torch.nn.parallel's, as in nn.DataParallel." if chosen == "torch"
-                             else "this module's threads."))
+                             else "DataParallel's own threads."))
     if backend == "torch":
         raise ValueError(f"backend 'torch' needs {n_devices} GPUs (torch.nn.parallel has no CPU implementation); "
                          f"this machine has {gpus}. Use backend='threads' or 'auto'.")
@@ -109,15 +104,6 @@ def reduce_gradients(model: nn.Module, replicas) -> None:
             target.grad = total
         else:
             target.grad.add_(total)
-
-
-@torch.no_grad()
-def copy_weights(source: nn.Module, replica: nn.Module) -> None:
-    """Overwrite the replica's parameters and buffers with the source's (the broadcast of `replicate`)."""
-    for dst, src in zip(replica.parameters(), source.parameters()):
-        dst.copy_(src, non_blocking=True)
-    for dst, src in zip(replica.buffers(), source.buffers()):
-        dst.copy_(src, non_blocking=True)
 
 
 def tensor_bytes(tensors) -> int:
@@ -186,165 +172,6 @@ def median_phase_seconds(reports) -> dict:
                   for phase in PHASES if any(phase in t.get(row, {}) for t in tables)} for row in rows}
 
 
-def row_name(index: int, device: torch.device) -> str:
-    """The timeline row of device `index`."""
-    return f"device {index} ({device})"
-
-
-class DataParallel:
-    """A model trained data-parallel over `plan.devices`; `step` runs and times the phases of one step."""
-
-    def __init__(self, model: nn.Module, plan: DevicePlan, loss_fn=F.cross_entropy, *,
-                 scatter_fn=scatter, gather_fn=gather, reduce_fn=reduce_gradients):
-        self.plan = plan
-        # the three phases are swappable so that learners can run their own in a real step
-        self.scatter_fn, self.gather_fn, self.reduce_fn = scatter_fn, gather_fn, reduce_fn
-        self.devices = list(plan.devices)
-        self.model = model.to(self.devices[0])
-        self.loss_fn = loss_fn
-        self.rows = [row_name(i, d) for i, d in enumerate(self.devices)]
-        self._pool = None
-        self._replicas = [self.model]
-        self._streams = [None] * len(self.devices)
-        if plan.backend == "threads":
-            # replica shells are built once; their weights are overwritten from device 0 every step
-            self._replicas += [copy.deepcopy(self.model).to(d) for d in self.devices[1:]]
-            threads = plan.threads_per_device
-            self._pool = ThreadPoolExecutor(len(self.devices), thread_name_prefix="dp-device",
-                                            initializer=(lambda: torch.set_num_threads(threads)) if threads else None)
-            if self.devices[0].type == "cuda":
-                self._streams = [torch.cuda.Stream(d) for d in self.devices]
-
-    def close(self) -> None:
-        """Stop the device threads."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _sync(self) -> None:
-        for d in dict.fromkeys(self.devices):
-            measure.synchronize(d)
-
-    def step(self, x: torch.Tensor, y: torch.Tensor, optimizer=None) -> StepReport:
-        """One step on the full batch (x, y): gradients end up in self.model; optimizer.step() if one is given."""
-        if len(x) != len(y):
-            raise ValueError(f"inputs and labels differ in length: {len(x)} vs {len(y)}")
-        if self.plan.backend == "torch":
-            return self._step_torch(x, y, optimizer)
-        if self._pool is None:
-            raise RuntimeError("this DataParallel was closed; create a new one")
-        with measure.intra_op_threads(self.plan.threads_per_device):
-            return self._step_threads(x, y, optimizer)
-
-    def _timed(self, intervals, t0, row, phase, fn, device=None):
-        start = time.perf_counter()
-        result = fn()
-        measure.synchronize(device)
-        intervals.append(Interval(row, phase, start - t0, time.perf_counter() - t0))
-        return result
-
-    def _on_device(self, i, t0, phase, fn):
-        """Run fn on device i's thread (and CUDA stream), timing it; returns (result, interval)."""
-        device, stream = self.devices[i], self._streams[i]
-        context = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
-        with context:
-            if stream is not None:
-                stream.wait_stream(torch.cuda.default_stream(device))
-            start = time.perf_counter()
-            result = fn()
-            if stream is not None:
-                stream.synchronize()
-        return result, Interval(self.rows[i], phase, start - t0, time.perf_counter() - t0)
-
-    def _parallel(self, t0, phase, fns):
-        """Run one fn per device at once, each on its own thread; returns the results in device order."""
-        futures = [self._pool.submit(self._on_device, i, t0, phase, fn) for i, fn in enumerate(fns)]
-        done = [f.result() for f in futures]  # re-raises a replica's exception here
-        return [r for r, _ in done], [iv for _, iv in done]
-
-    def _step_threads(self, x, y, optimizer) -> StepReport:
-        dev0, row0, iv = self.devices[0], self.rows[0], []
-        self._reset_peak_memory()
-        self._sync()
-        t0 = time.perf_counter()
-        self.model.zero_grad(set_to_none=True)
-        for replica in self._replicas[1:]:
-            replica.zero_grad(set_to_none=True)
-        xs = self._timed(iv, t0, row0, "scatter", lambda: self.scatter_fn(x, self.devices), dev0)
-        self._timed(iv, t0, row0, "replicate", lambda: [copy_weights(self.model, r) for r in self._replicas[1:]], dev0)
-        outputs, spans = self._parallel(t0, "forward", [lambda r=r, xi=xi: r(xi) for r, xi in zip(self._replicas, xs)])
-        iv += spans
-        gathered = self._timed(iv, t0, row0, "gather", lambda: self.gather_fn([o.detach() for o in outputs], dev0), dev0)
-
-        def loss_and_output_grads():
-            gathered.requires_grad_(True)
-            loss = self.loss_fn(gathered, y.to(dev0))
-            loss.backward()
-            return loss.detach(), torch.split(gathered.grad, [len(o) for o in outputs])
-
-        loss, out_grads = self._timed(iv, t0, row0, "loss", loss_and_output_grads, dev0)
-        _, spans = self._parallel(t0, "backward", [lambda o=o, g=g: o.backward(g.to(o.device))
-                                                    for o, g in zip(outputs, out_grads)])
-        iv += spans
-        self._timed(iv, t0, row0, "reduce", lambda: self.reduce_fn(self.model, self._replicas[1:]), dev0)
-        if optimizer is not None:
-            self._timed(iv, t0, row0, "update", optimizer.step, dev0)
-        return StepReport(float(loss), len(x), [len(c) for c in xs], iv, transfer_bytes(self.model, xs, outputs),
-                          self._peak_memory())
-
-    def _step_torch(self, x, y, optimizer) -> StepReport:
-        from torch.nn.parallel import gather as torch_gather
-        from torch.nn.parallel import parallel_apply, replicate
-        from torch.nn.parallel import scatter as torch_scatter
-
-        ids = [d.index for d in self.devices]
-        dev0, row0, iv = self.devices[0], self.rows[0], []
-        self._reset_peak_memory()
-        self._sync()
-        t0 = time.perf_counter()
-        self.model.zero_grad(set_to_none=True)
-        x0 = x.to(dev0)
-
-        def everywhere(phase, fn):
-            start = time.perf_counter()
-            result = fn()
-            self._sync()
-            iv.extend(Interval(row, phase, start - t0, time.perf_counter() - t0) for row in self.rows[:len(xs)])
-            return result
-
-        xs = self._timed(iv, t0, row0, "scatter", lambda: torch_scatter(x0, ids), dev0)
-        self._sync()
-        replicas = everywhere("replicate", lambda: replicate(self.model, ids[:len(xs)]))
-        outputs = everywhere("forward", lambda: parallel_apply(replicas, [(xi,) for xi in xs]))
-        out = self._timed(iv, t0, row0, "gather", lambda: torch_gather(outputs, ids[0]), dev0)
-        loss = self._timed(iv, t0, row0, "loss", lambda: self.loss_fn(out, y.to(dev0)), dev0)
-        everywhere("backward", loss.backward)  # torch's reduce onto device 0 runs inside the backward pass
-        if optimizer is not None:
-            self._timed(iv, t0, row0, "update", optimizer.step, dev0)
-        return StepReport(float(loss), len(x), [len(c) for c in xs], iv, transfer_bytes(self.model, xs, outputs),
-                          self._peak_memory(), ["reduce is part of backward: torch sums the gradients onto device 0 "
-                                                "in the backward of replicate's broadcast"])
-
-    def _distinct_gpus(self) -> bool:
-        return self.devices[0].type == "cuda" and len(set(self.devices)) == len(self.devices)
-
-    def _reset_peak_memory(self) -> None:
-        if self._distinct_gpus():
-            for d in self.devices:
-                torch.cuda.reset_peak_memory_stats(d)
-
-    def _peak_memory(self) -> dict | None:
-        if not self._distinct_gpus():
-            return None
-        return {i: torch.cuda.max_memory_allocated(d) for i, d in enumerate(self.devices)}
-
-
 def single_device_step(model, x, y, optimizer=None, loss_fn=F.cross_entropy, threads: int | None = 1) -> float:
     """The baseline: forward, loss, backward (and update) of the whole batch on the model's device."""
     with measure.intra_op_threads(threads):
@@ -368,15 +195,6 @@ def max_abs_diff(a, b) -> float:
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
         raise ValueError("the two gradient lists differ in length or shapes: are they from the same model?")
     return max(float((x.detach() - y.detach()).abs().max()) for x, y in zip(a, b))
-
-
-def gradient_difference(model: nn.Module, x, y, plan: DevicePlan, loss_fn=F.cross_entropy, **phases) -> float:
-    """Max |gradient(DataParallel) - gradient(one device)| for one step on the same batch from the same weights."""
-    single = copy.deepcopy(model).to(plan.devices[0])
-    single_device_step(single, x, y, loss_fn=loss_fn, threads=None)
-    with DataParallel(copy.deepcopy(model), plan, loss_fn, **phases) as parallel:
-        parallel.step(x, y)
-        return max_abs_diff(gradients(parallel.model), gradients(single))
 
 
 # ---- the comparison lab 02 and `bench dp` run ----------------------------------------------------------------
@@ -457,7 +275,7 @@ def _sweep_result(variant, strategy, world_size, threads, batch, timing, baselin
                           threads=threads, repeats=len(timing.times), spread=timing.spread, flags="; ".join(flags))
 
 
-def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
+def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
           hw: hardware.HardwareReport | None = None) -> Sweep:
     """Time interleaved steps of one device vs DataParallel over `n_devices`, for each batch size; returns a Sweep."""
     hw = hw or hardware.detect()
@@ -473,7 +291,7 @@ def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmu
         x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
         models = {n: spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0]) for n in singles}
         optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.01) for n, m in models.items()}
-        with DataParallel(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
+        with parallel_class(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
             parallel_opt = torch.optim.SGD(parallel.model.parameters(), lr=0.01)
             reports = []
             candidates = {n: (lambda n=n: single_device_step(models[n], x, y, optimizers[n], threads=singles[n]))
@@ -487,8 +305,12 @@ def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmu
                                      plan.devices[0], hw))
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
                          for r, parts in median_phase_seconds(reports[warmup:]).items()}
-    check = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
-    diff = gradient_difference(spec.build_torch(model_spec, (1, 28, 28), seed=seed), *check, plan)
+    x, y = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
+    single = spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(plan.devices[0])
+    single_device_step(single, x, y, threads=None)
+    with parallel_class(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:  # the same weights
+        parallel.step(x, y)
+        diff = max_abs_diff(gradients(parallel.model), gradients(single))
     return Sweep(plan, repeats, tuple(results), phases, diff)
 
 

@@ -24,7 +24,7 @@ LATE_GENERATOR_MS = 1.0  # a load generator whose median delay is above this did
 
 
 def wide_head_cnn(width: int = 2048, num_classes: int = 10) -> list[dict]:
-    """The course CNN's two conv layers with a wide classifier head (two dense layers of `width`, as in AlexNet/VGG)."""
+    """The course CNN's two conv layers with a wide head: two dense layers of `width` (as in AlexNet/VGG)."""
     return [spec.conv2d(16), spec.maxpool2d(), spec.conv2d(32), spec.maxpool2d(), spec.flatten(),
             spec.dense(width), spec.dense(width), spec.dense(num_classes, activation=None)]
 
@@ -103,14 +103,7 @@ def _next_unanswered(requests, start: int) -> int:
 
 def run_load(batcher, arrivals, images, *, label: str = "", bad: dict | None = None, drain_s: float = 0.3,
              stop_timeout_s: float = 10.0, offered_rps: float | None = None) -> "LoadRun":
-    """Start `batcher(requests, stop)` in a thread, send it one request per arrival time, and record what happens.
-
-    Each request carries one image (cycling through `images`; `bad` maps a request index to a replacement image)
-    and is time-stamped with its *scheduled* arrival, so a late load generator shows up as latency, as it would
-    for a real client. After the last arrival the batcher gets `drain_s` seconds to answer what is queued, then
-    `stop` is set; what is still unanswered is counted as unanswered. `offered_rps` labels the run with the rate
-    that was asked for (default: the arrivals' own rate; None for a burst).
-    """
+    """Run `batcher(requests, stop)` in a thread, send it one request per arrival time; returns what it recorded."""
     if not callable(batcher):
         raise TypeError(f"batcher must be a function batcher(requests, stop), got {type(batcher).__name__}")
     if not len(arrivals) or not len(images):
@@ -127,9 +120,12 @@ def run_load(batcher, arrivals, images, *, label: str = "", bad: dict | None = N
         if delay > 0:
             time.sleep(delay)
         lags.append(time.perf_counter() - target)
+        # stamped with its scheduled arrival, so a late load generator shows up as latency, as for a real client;
+        # `bad` maps a request index to a replacement image
         request = Request(i, bad.get(i, images[i % len(images)]), target)
         made.append(request)
         requests.put(request)
+    # `drain_s` to answer what is queued, then `stop`: what is left counts as unanswered
     deadline, waiting = time.perf_counter() + drain_s, 0
     while time.perf_counter() < deadline and thread.is_alive():
         waiting = _next_unanswered(made, waiting)
@@ -141,6 +137,7 @@ def run_load(batcher, arrivals, images, *, label: str = "", bad: dict | None = N
     if thread.is_alive():
         raise TimeoutError(f"the batcher did not return within {stop_timeout_s:g} s after `stop` was set: its loop must "
                            "check stop.is_set() and must not block forever (use a timeout when it waits on the queue)")
+    # None for a burst (every arrival at 0); `offered_rps` labels the run with the rate asked for, if given
     arrived_rps = len(arrivals) / arrivals[-1] if arrivals[-1] > 0 else None
     return LoadRun(label, made, start, time.perf_counter(), offered_rps or arrived_rps, arrived_rps,
                    statistics.median(lags), max(lags), errors[0] if errors else None)
@@ -178,8 +175,7 @@ class LoadSummary:
 
     @property
     def saturated(self) -> bool:
-        """True when the server did not keep up: the achieved load fell short of the offered one, or more than a
-        few requests were still unanswered when the run stopped."""
+        """True when the server did not keep up: achieved load short of the arrived one, or many left unanswered."""
         behind = self.arrived_rps is not None and self.achieved_rps < SATURATED_SHARE * self.arrived_rps
         return behind or self.unanswered > (1 - SATURATED_SHARE) * self.requests
 
@@ -273,14 +269,15 @@ class LoadStats:
 
 def interleaved_loads(batchers: dict, loads_rps: dict, *, images, rounds: int = 2, duration_s: float = 0.6,
                       seed: int = 0, drain_s: float = 0.3) -> dict:
-    """Every batcher at every offered load, `rounds` times, order alternating each round; the same arrival times
-    for every batcher within a round. Returns {(batcher label, load label): LoadStats}."""
+    """Every batcher at every offered load, `rounds` times; returns {(batcher label, load label): LoadStats}."""
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     pairs = [(b, l) for l in loads_rps for b in batchers]
     runs = {pair: [] for pair in pairs}
     for round_ in range(rounds):
+        # order reversed every other round, so no batcher always runs first
         for b, l in (pairs if round_ % 2 == 0 else reversed(pairs)):
+            # one seed per round: every batcher gets the same arrival times within a round
             arrivals = poisson_arrivals(loads_rps[l], duration_s, seed=seed + round_)
             runs[(b, l)].append(run_load(batchers[b], arrivals, images, label=b, drain_s=drain_s,
                                          offered_rps=loads_rps[l]).summary())
@@ -290,13 +287,12 @@ def interleaved_loads(batchers: dict, loads_rps: dict, *, images, rounds: int = 
 # ---- reference solutions of lab 09's exercises (the batcher and the worker pool are its notebook's: lessons.lab09) --
 
 def collect(first, requests, max_batch: int, max_wait_s: float) -> list:
-    """The flush rule: `first` plus whatever the queue gives, until the batch holds max_batch requests or max_wait_s
-    has passed since collecting began (max_wait_s = 0: only what is already waiting)."""
+    """The flush rule: `first` plus queued requests until max_batch are held or max_wait_s has passed; the batch."""
     batch = [first]
     deadline = time.perf_counter() + max_wait_s
     while len(batch) < max_batch:
         remaining = deadline - time.perf_counter()
-        try:
+        try:  # max_wait_s = 0 (or time up): take only what is already waiting
             batch.append(requests.get(timeout=remaining) if remaining > 0 else requests.get_nowait())
         except queue.Empty:
             break
@@ -307,8 +303,7 @@ def collect(first, requests, max_batch: int, max_wait_s: float) -> list:
 
 @contextlib.contextmanager
 def fresh_compile_cache():
-    """torch.compile's on-disk cache in a new, empty folder for the block (a cold start, as on a fresh server);
-    the folder is removed afterwards. Yields the folder."""
+    """torch.compile's on-disk cache in a new, empty folder for the block (a cold start); yields the folder."""
     folder = tempfile.mkdtemp(prefix="lab09-inductor-")
     saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
@@ -323,11 +318,10 @@ def fresh_compile_cache():
 
 
 def compile_counts() -> dict[str, int]:
-    """What torch.compile has done in this process so far: graphs traced (recompilations included), and of their
-    generated code how much was generated anew and how much was loaded from the on-disk cache."""
+    """torch.compile's work in this process so far: graphs traced, code generated anew, code loaded from the cache."""
     from torch._dynamo.utils import counters  # no public counter exists; this is what torch's own tests read
 
-    return {"graphs": int(counters["stats"]["unique_graphs"]),
+    return {"graphs": int(counters["stats"]["unique_graphs"]),  # recompilations included
             "generated": int(counters["inductor"]["fxgraph_cache_miss"]),
             "from_cache": int(counters["inductor"]["fxgraph_cache_hit"])}
 

@@ -73,8 +73,7 @@ def _sinfo(conf: str | None) -> str | None:
 
 
 def find() -> Cluster | None:
-    """The Slurm cluster `sinfo` reaches (a real one, or the course's local one, whose SLURM_CONF is then set for this
-    process and the commands it runs); None when there is none."""
+    """The Slurm cluster `sinfo` reaches, a real one or the course's local one; None when there is none."""
     if shutil.which("sinfo") is None:
         return None
     conf = os.environ.get("SLURM_CONF")
@@ -84,7 +83,7 @@ def find() -> Cluster | None:
         conf = str(local)
         out = _sinfo(conf)
         if out is not None:
-            os.environ["SLURM_CONF"] = conf
+            os.environ["SLURM_CONF"] = conf  # so this process and the Slurm commands it runs reach the local cluster
     if out is None:
         return None
     nodes, partitions, default = {}, [], None
@@ -142,8 +141,7 @@ def cancel(job_id) -> None:
 
 
 def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
-    """Wait until every task of the job has ended, saying each change of state (job id, state, nodes); cancel it
-    and raise TimeoutError after `timeout` seconds. Returns the final `scontrol` records."""
+    """Wait for every task of the job to end, saying each change of state; returns the final `scontrol` records."""
     deadline = time.monotonic() + timeout
     seen = {}
     while True:
@@ -168,9 +166,7 @@ def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
 
 
 def wait_for_results(job, timeout: float, *, check_every: float = 10.0, poll: float = 0.2) -> None:
-    """Wait until every task of a submitit `job` has written its result file: a file-system check every `poll` s,
-    and a scheduler query (`scontrol`) only every `check_every` s, to notice a job that ended without results. Used
-    while the job's steps are timed: each `scontrol` costs CPU that the job's ranks share on a small machine."""
+    """Wait until every task of a submitit `job` wrote its result file or the job ended; cancel it on timeout."""
     deadline, asked = time.monotonic() + timeout, time.monotonic()
     results = [job.task(i).paths.result_pickle for i in range(job.num_tasks)] if job.num_tasks > 1 else \
         [job.paths.result_pickle]
@@ -180,6 +176,7 @@ def wait_for_results(job, timeout: float, *, check_every: float = 10.0, poll: fl
             cancel(job.job_id)
             raise TimeoutError(f"Slurm job {job.job_id} wrote no results within {timeout:g} s, so it was cancelled "
                                "(see its log; a pending job waits for free nodes: `squeue`)")
+        # `scontrol` only every `check_every` s: the job's steps are timed, and it costs CPU that its ranks share
         if now - asked > check_every:
             asked = now
             jobs = job_info(job.job_id)
@@ -210,8 +207,7 @@ def executor(folder, *, nodes: int = 1, tasks_per_node: int = 1, gpus_per_node: 
 
 
 def log_tail(path, lines: int = 8, folder=None) -> str:
-    """The last lines of a job's log ('(no log yet)' when it does not exist), without submitit's time stamps, with
-    `folder` shown by its name and this machine's host name as <host>."""
+    """The last `lines` of a job's log, without submitit's time stamps, `folder` by its name, this host as <host>."""
     with contextlib.suppress(OSError):
         text = Path(path).read_text(errors="replace").rstrip()
         text = re.sub(r" \(\d{4}-\d\d-\d\d [\d:,]+\)", "", text)
@@ -224,11 +220,10 @@ def log_tail(path, lines: int = 8, folder=None) -> str:
 
 
 def shown(text: str, folder) -> str:
-    """A script as the notebook prints it: `folder` by its name, this interpreter as `python` (the file on disk keeps
-    the absolute paths every node needs)."""
+    """A script as the notebook prints it: `folder` by its name, this interpreter as `python`."""
     for path in (str(Path(folder).resolve()), str(folder)):
         text = text.replace(path, Path(folder).name)
-    return text.replace(sys.executable, "python")
+    return text.replace(sys.executable, "python")  # display only: the file on disk keeps the paths every node needs
 
 # ---- inside a task -------------------------------------------------------------------------------------------------
 
@@ -240,14 +235,13 @@ def first_node_address() -> str:
 
 
 def shared_free_port(folder, timeout: float = 60.0) -> int:
-    """A port free on the first node, the same in every task of this job: task 0 (which runs there) picks it and
-    writes it to `folder` (seen by every node); the others read it."""
+    """A port free on the first node, the same in every task of this job: task 0 picks it, the others read it."""
     path = Path(folder) / f"port-{os.environ['SLURM_JOB_ID']}"
-    if os.environ.get("SLURM_PROCID") == "0":
+    if os.environ.get("SLURM_PROCID") == "0":  # task 0 runs on the first node; `folder` must be seen by every node
         with socket.socket() as s:
             s.bind(("", 0))
             port = s.getsockname()[1]
-        path.with_suffix(".tmp").write_text(str(port))
+        path.with_suffix(".tmp").write_text(str(port))  # then renamed: a reader never sees a half-written file
         os.replace(path.with_suffix(".tmp"), path)
         return port
     deadline = time.monotonic() + timeout
@@ -260,12 +254,13 @@ def shared_free_port(folder, timeout: float = 60.0) -> int:
 
 
 def place_task() -> str:
-    """Intra-op threads = SLURM_CPUS_PER_TASK; on the course's local cluster (LAB_ONE_HOST), where every node is
-    this machine and Slurm cannot bind, pin this process to cores of its own (as lab_utils.launch pins ranks)."""
+    """Set intra-op threads to SLURM_CPUS_PER_TASK, pin to own cores on the local cluster; returns what it did."""
     import torch
 
     threads = int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))
     torch.set_num_threads(threads)
+    # on the course's local cluster (LAB_ONE_HOST) every node is this machine and Slurm cannot bind: pin each task
+    # to cores of its own, as lab_utils.launch pins ranks
     if not os.environ.get("LAB_ONE_HOST") or not hasattr(os, "sched_setaffinity"):
         return f"{threads} thread(s)"
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0])
@@ -280,8 +275,7 @@ def place_task() -> str:
 
 
 class FirstStep:
-    """Records the wall-clock time (time.time()) of the first optimizer step in this process, of any optimizer:
-    `clock = FirstStep()` before training, `clock.at` after."""
+    """Records in `.at` the time.time() of this process's first optimizer step, of any optimizer."""
 
     def __init__(self):
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -296,11 +290,10 @@ class FirstStep:
 
 
 def exit_now(code: int = 0) -> None:
-    """Leave the process at once, output flushed: a task whose DDP process group is held (launch.hold_process_groups)
-    must not reach the interpreter's clean-up, where gloo's teardown can hang."""
+    """Leave the process at once with `code`, output flushed, skipping the interpreter's clean-up."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    os._exit(code)  # with a DDP process group held (launch.hold_process_groups), gloo's teardown can hang
 
 
 SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_PROCID",

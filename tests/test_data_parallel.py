@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from lab_utils import data_parallel, hardware, measure, spec
+from lab_utils.lessons import lab02  # lab 02's DataParallel, generated from its notebook
 from lab_utils.instructor.gpu import data_parallel as gpu_dp
 
 CPU_ONLY = hardware.HardwareReport("laptop", 2, (), "3.11", "2.13.0", "2.21.0")
@@ -52,14 +53,14 @@ def test_reduce_gradients_sums_into_device_zero_and_skips_unused_parameters():
 @pytest.mark.parametrize("n, devices", [(32, 2), (31, 2), (10, 3)])
 def test_data_parallel_gradients_equal_one_device_even_for_uneven_batches(n, devices):
     model, x, y = problem(n)
-    assert data_parallel.gradient_difference(model, x, y, data_parallel.plan_devices(devices, CPU_ONLY)) <= 1e-5
+    assert lab02.gradient_difference(model, x, y, data_parallel.plan_devices(devices, CPU_ONLY)) <= 1e-5
 
 
 def test_training_steps_refresh_the_replicas_so_weights_track_one_device():
     model, x, y = problem(24)
     single = copy.deepcopy(model)
     single_opt = torch.optim.SGD(single.parameters(), lr=0.1, momentum=0.9)
-    with data_parallel.DataParallel(copy.deepcopy(model), data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+    with lab02.DataParallel(copy.deepcopy(model), data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         opt = torch.optim.SGD(parallel.model.parameters(), lr=0.1, momentum=0.9)
         for _ in range(3):
             loss = parallel.step(x, y, opt).loss
@@ -70,7 +71,7 @@ def test_training_steps_refresh_the_replicas_so_weights_track_one_device():
 
 def test_each_step_reports_every_phase_on_the_right_devices():
     model, x, y = problem(16)
-    with data_parallel.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+    with lab02.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         report = parallel.step(x, y, torch.optim.SGD(model.parameters(), lr=0.1))
     phases = report.phase_seconds()
     assert set(phases[parallel.rows[0]]) == set(data_parallel.PHASES)
@@ -82,7 +83,7 @@ def test_each_step_reports_every_phase_on_the_right_devices():
 
 def test_device_zero_moves_what_every_other_device_moves_combined():
     model, x, y = problem(10)
-    with data_parallel.DataParallel(model, data_parallel.plan_devices(3, hardware.HardwareReport("h", 4, (), "", "", ""))) as parallel:
+    with lab02.DataParallel(model, data_parallel.plan_devices(3, hardware.HardwareReport("h", 4, (), "", "", ""))) as parallel:
         moved = parallel.step(x, y).bytes_moved
     weights = sum(p.numel() * 4 for p in model.parameters())
     # device 2 receives 3 images of 8x8, the weights, and the gradient of its 3 x 10 outputs
@@ -114,7 +115,7 @@ class Rendezvous(nn.Module):
 
 def test_replicas_run_at_the_same_time_on_separate_threads():
     model = Rendezvous(2)
-    with data_parallel.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+    with lab02.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         parallel.step(torch.rand(6, 4), torch.randint(0, 2, (6,)))  # a serial run would break the barrier
 
 
@@ -130,14 +131,14 @@ class FailsOnSmallChunks(nn.Module):
 
 
 def test_an_error_in_a_replica_is_raised_in_the_caller():
-    with data_parallel.DataParallel(FailsOnSmallChunks(), data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+    with lab02.DataParallel(FailsOnSmallChunks(), data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         with pytest.raises(RuntimeError, match="replica got 2 rows"):
             parallel.step(torch.rand(5, 4), torch.randint(0, 2, (5,)))
 
 
 def test_bad_inputs_get_clear_errors():
     model, x, y = problem(8)
-    parallel = data_parallel.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY))
+    parallel = lab02.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY))
     with pytest.raises(ValueError, match="differ in length: 8 vs 7"):
         parallel.step(x, y[:7])
     parallel.close()
@@ -182,14 +183,14 @@ def test_nn_data_parallel_on_a_cpu_only_machine_is_the_plain_module():
 
 def test_device_zero_alone_is_the_time_of_its_serial_phases():
     model, x, y = problem(32)
-    with data_parallel.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+    with lab02.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
         report = parallel.step(x, y, torch.optim.SGD(model.parameters(), lr=0.1))
     serial = sum(i.seconds for i in report.intervals if i.row == parallel.rows[0] and i.kind in data_parallel.COORDINATOR_PHASES)
     assert report.device0_alone_seconds() == pytest.approx(serial) and 0 < serial < report.seconds
 
 
 def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
-    sweep = data_parallel.sweep(n_devices=2, batch_sizes=(4, 6), repeats=2, warmup=1, hw=CPU_ONLY)
+    sweep = data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(4, 6), repeats=2, warmup=1, hw=CPU_ONLY)
     assert sweep.batch_sizes == [4, 6] and len(sweep.results) == 6 and sweep.grad_max_abs_diff <= 1e-5
     assert all(isinstance(r, measure.Result) and r.lab == "02" and r.workload == data_parallel.SWEEP_WORKLOAD for r in sweep.results)
     many = sweep.result(6, data_parallel.dp_name(2))
@@ -207,7 +208,7 @@ def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
 
 def test_sweep_rows_more_devices_than_cores_are_flagged_oversubscribed():
     one_core = hardware.HardwareReport("tiny", 1, (), "3.11", "2.13.0", "-")
-    sweep = data_parallel.sweep(n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=one_core)
+    sweep = data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=one_core)
     assert "oversubscribed" in sweep.result(4, data_parallel.dp_name(2)).flags
     assert "oversubscribed" not in sweep.result(4, data_parallel.ONE_DEVICE).flags
 
@@ -230,8 +231,8 @@ def test_on_gpus_data_parallel_uses_them_and_matches_one_device():
     plan = data_parallel.plan_devices(2)
     assert all(d.type == "cuda" for d in plan.devices)
     model, x, y = problem(64)
-    assert data_parallel.gradient_difference(model, x, y, plan) <= 1e-4  # TF32/cuDNN may reorder sums
-    with data_parallel.DataParallel(model, plan) as parallel:
+    assert lab02.gradient_difference(model, x, y, plan) <= 1e-4  # TF32/cuDNN may reorder sums
+    with lab02.DataParallel(model, plan) as parallel:
         report = parallel.step(x, y)
     assert report.chunk_sizes == [32, 32]
     if torch.cuda.device_count() >= 2:
