@@ -4,7 +4,6 @@ dtype a device supports. (Lab 07's DDP / ZeRO-1 / FSDP2 workers are its notebook
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -162,47 +161,6 @@ def draw_per_rank(per_rank: dict, ax=None, *, title: str = ""):
 
 
 # ---- flat buffers and ownership, for sharded optimizers ------------------------------------------------------------
-
-@dataclass
-class FlatParameters:
-    """A model's parameters and gradients as views into two flat buffers, padded to split into equal shards."""
-
-    params: torch.Tensor
-    grads: torch.Tensor
-    numel: int
-    world_size: int
-
-    @property
-    def shard_size(self) -> int:
-        return len(self.params) // self.world_size
-
-    @property
-    def padding(self) -> int:
-        return len(self.params) - self.numel
-
-    def shard(self, rank: int) -> slice:
-        """The slice of the flat buffers rank `rank` owns."""
-        return slice(rank * self.shard_size, (rank + 1) * self.shard_size)
-
-
-def flatten(model: nn.Module, world_size: int) -> FlatParameters:
-    """Make parameters and gradients views into zero-padded flat buffers; clear grads with .zero_(), never to None."""
-    params = list(model.parameters())
-    numel = sum(p.numel() for p in params)
-    size = shard_size(numel, world_size) * world_size
-    first = params[0]
-    flat = FlatParameters(torch.zeros(size, dtype=first.dtype, device=first.device),
-                          torch.zeros(size, dtype=first.dtype, device=first.device), numel, world_size)
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            n = p.numel()
-            flat.params[offset:offset + n].copy_(p.flatten())
-            p.data = flat.params[offset:offset + n].view_as(p)
-            p.grad = flat.grads[offset:offset + n].view_as(p)  # backward accumulates into the flat buffer
-            offset += n
-    return flat
-
 
 def assign_owners(sizes, world_size: int) -> list[int]:
     """Owner rank of each parameter tensor: largest first, to the least-loaded rank (as ZeroRedundancyOptimizer)."""

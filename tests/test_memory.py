@@ -14,6 +14,7 @@ from lab_utils.instructor import references
 from lab_utils.instructor.bench import memory as bench_memory
 from lab_utils.instructor.gpu import memory as gpu_memory
 from lab_utils.launch import launch, launch_jobs
+from lab_utils.lessons import lab07  # lab 07's flat buffers, from its notebook
 
 SMALL = (1, 8, 8)
 
@@ -132,7 +133,7 @@ def test_per_rank_bytes_refuse_bad_input(args, words):
 
 def test_flatten_makes_parameters_and_gradients_views_into_padded_buffers():
     model, reference = course(), course()
-    flat = memory.flatten(model, 3)
+    flat = lab07.flat_buffers(model, 3)
     assert flat.padding == memory.padding(flat.numel, 3) and len(flat.params) % 3 == 0
     assert all(p.untyped_storage().data_ptr() == flat.params.untyped_storage().data_ptr() for p in model.parameters())
     x, y = torch.rand(4, *SMALL), torch.tensor([0, 1, 2, 3])
