@@ -2,7 +2,6 @@
 the exercises write (scatter, gather, reduce_gradients), a step's report, and the sweep against one device."""
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 
@@ -242,26 +241,6 @@ class Sweep:
         """A candidate's samples/s over one device's (one thread on a CPU), at the same batch."""
         return self.result(batch_size, variant).samples_per_s / self.result(batch_size, ONE_DEVICE).samples_per_s
 
-    def as_json(self) -> dict:
-        """The figures of `bench dp`, each with its spread and flags."""
-        n, rows = self.n_devices, []
-        for batch in self.batch_sizes:
-            one, many = self.result(batch, ONE_DEVICE), self.result(batch, dp_name(n))
-            row = {"batch_size": batch, "single_ms": round(one.wall_s * 1e3, 3), "single_spread": round(one.spread, 3),
-                   "dp_ms": round(many.wall_s * 1e3, 3), "dp_spread": round(many.spread, 3),
-                   "speedup": round(self.speedup(batch, dp_name(n)), 3), "flags": many.flags}
-            if self.plan.threads_per_device:
-                threads = self.result(batch, threaded_name(n))
-                row.update(threads_ms=round(threads.wall_s * 1e3, 3), threads_spread=round(threads.spread, 3),
-                           speedup_vs_threads=round(threads.wall_s / many.wall_s, 3))
-            rows.append(row)
-        return {"benchmark": "dp", "n_devices": n, "devices": [str(d) for d in self.plan.devices],
-                "backend": self.plan.backend, "threads_per_device": self.plan.threads_per_device,
-                "model": "cnn2d_3layer_fullconnected_3layer", "repeats": self.repeats, "by_batch": rows,
-                "phase_ms": self.phase_ms, "grad_max_abs_diff": self.grad_max_abs_diff,
-                "batch_size": rows[-1]["batch_size"], "speedup": rows[-1]["speedup"],
-                "speedup_small_batch": rows[0]["speedup"], "flags": rows[-1]["flags"]}
-
 
 def _sweep_result(variant, strategy, world_size, threads, batch, timing, baseline, device, hw) -> measure.Result:
     """One candidate's row, flagged when its figures cannot be right."""
@@ -314,8 +293,8 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     return Sweep(plan, repeats, tuple(results), phases, diff)
 
 
-def print_sweep(result: Sweep, *, phases: bool = True, json_line: bool = True) -> None:
-    """The table (each figure with its spread, warnings under it), then the JSON line (last line of output)."""
+def print_sweep(result: Sweep) -> None:
+    """The sweep's table, each figure with its spread, warnings under it, then the gradient check."""
     n = result.n_devices
     print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
           f"backend {result.plan.backend}, devices {[str(d) for d in result.plan.devices]})")
@@ -330,12 +309,5 @@ def print_sweep(result: Sweep, *, phases: bool = True, json_line: bool = True) -
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
     for line in detectors.table_lines([r.flags for r in result.results], names):
         print(line)
-    if phases:
-        for batch, table in result.phase_ms.items():
-            print(f"phases at batch {batch} (median ms):")
-            for row, parts in table.items():
-                print(f"  {row:<18} " + "  ".join(f"{k} {v:.2f}" for k, v in parts.items()))
     print(f"DataParallel vs one device, same batch of {max(result.batch_sizes)}: "
           f"max |grad diff| = {result.grad_max_abs_diff:.2e}")
-    if json_line:
-        print(json.dumps(result.as_json()))

@@ -9,6 +9,7 @@ import torch.nn as nn
 
 from lab_utils import data_parallel, hardware, measure, spec
 from lab_utils.lessons import lab02  # lab 02's DataParallel, generated from its notebook
+from lab_utils.instructor.bench import data_parallel as bench_dp
 from lab_utils.instructor.gpu import data_parallel as gpu_dp
 
 CPU_ONLY = hardware.HardwareReport("laptop", 2, (), "3.11", "2.13.0", "2.21.0")
@@ -198,7 +199,7 @@ def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
     assert sweep.result(6, data_parallel.threaded_name(2)).threads == 2 and sweep.result(6, data_parallel.ONE_DEVICE).threads == 1
     assert sweep.speedup(6, data_parallel.dp_name(2)) == pytest.approx(sweep.result(6, data_parallel.ONE_DEVICE).wall_s / many.wall_s)
     assert many.samples_per_s == pytest.approx(6 / many.wall_s) and many.spread >= 0
-    figures = sweep.as_json()
+    figures = bench_dp.figures(sweep)
     assert figures["batch_size"] == 6 and figures["speedup"] == round(sweep.speedup(6, data_parallel.dp_name(2)), 3)
     assert {"single_spread", "dp_spread", "threads_spread", "flags"} <= set(figures["by_batch"][0])
     assert set(figures["phase_ms"][6]) == {"device 0 (cpu)", "device 1 (cpu)"}

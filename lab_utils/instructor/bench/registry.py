@@ -2,13 +2,10 @@
 package's __init__: a rank that runs one benchmark's worker imports only that benchmark's module."""
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable
 
-from ... import data_parallel
-from ...lessons import lab02
-from . import collectives, memory, parameter_server, pipeline, serving, training
+from . import collectives, data_parallel, memory, parameter_server, pipeline, serving, training
 
 
 @dataclass(frozen=True)
@@ -27,9 +24,7 @@ class Bench:
 
 BENCHES: dict[str, Bench] = {
     "overhead": Bench(training.overhead, training.print_overhead, ("samples",), 15),
-    # lab 02 runs the same sweep of its notebook's DataParallel
-    "dp": Bench(functools.partial(data_parallel.sweep, lab02.DataParallel), data_parallel.print_sweep,
-                ("n_devices", "batch_sizes"), 15),
+    "dp": Bench(data_parallel.sweep, data_parallel.show, ("n_devices", "batch_sizes"), 15),  # lab 02's sweep
     "ddp": Bench(training.ddp, training.print_ddp, ("world_size", "steps"), 3),
     "pipeline": Bench(pipeline.pipeline, pipeline.print_pipeline, ("batch_size",), 5),
     "tf": Bench(training.tf, training.print_tf, ("steps", "global_batch"), 3),
