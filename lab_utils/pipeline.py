@@ -319,7 +319,6 @@ class PipelineRun:
     model: str = "cnn2d_3layer_fullconnected_3layer"
     image_side: int = 28
     batchnorm: bool = False
-    library: bool = False  # run torch.distributed.pipelining's ScheduleGPipe / Schedule1F1B instead of the ops
     seed: int = 0
 
     def model_spec(self) -> list[dict]:
@@ -445,66 +444,40 @@ def run_schedule(ctx: StageContext, ops, forward_op, backward_op) -> dict:
     return {"events": events, "peak_activation_bytes": peak}
 
 
-# ---- torch.distributed.pipelining, beside the hand-built ops -------------------------------------------------------
-
-def library_unsupported(plan) -> str | None:
-    """Why torch.distributed.pipelining cannot run on this rank plan, or None when it can."""
-    if plan.uses_gpus and plan.backend == "gloo":
-        return ("the stages share GPUs over gloo, and torch.distributed.pipelining sends CUDA tensors directly, "
-                "which gloo's send/recv does not take; the hand-built ops send through host memory instead")
-    return None
-
-
-def library_schedule(module, rank, world_size, run: PipelineRun, device):
-    """torch.distributed.pipelining's ScheduleGPipe or Schedule1F1B over this rank's stage."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
-    classes = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
-    if run.schedule not in classes:
-        raise ValueError(f"torch.distributed.pipelining runs 'gpipe' or '1f1b', not {run.schedule!r}")
-    micro_batch_size(run.batch_size, run.micro_batches)
-    stage = PipelineStage(module, rank, world_size, device)
-    return classes[run.schedule](stage, n_microbatches=run.micro_batches, loss_fn=F.cross_entropy)
-
-
-def _library_step(schedule, rank, world_size, batch, device) -> dict:
-    """One step of a torch.distributed.pipelining schedule: its seconds (no per-op timeline)."""
-    x, y = batch
-    start = time.perf_counter()
-    if rank == 0:
-        schedule.step(x.to(device))
-    elif rank == world_size - 1:
-        schedule.step(target=y.to(device))
-    else:
-        schedule.step()
-    synchronize(device)
-    return {"seconds": time.perf_counter() - start}
-
-
 # ---- running configurations over ranks ---------------------------------------------------------------------------
 
+def _library_step(library_ops, schedule, rank: int, world_size: int, batch, device) -> dict:
+    """One step of a library schedule (lab 04's library_step), as one timed event of this stage."""
+    x, y = batch
+    start = time.perf_counter()
+    library_ops[1](schedule, rank, world_size, x.to(device), y.to(device))
+    synchronize(device)
+    return {"events": [("S", 0, start, time.perf_counter())], "peak_activation_bytes": 0}
+
+
 def pipeline_worker(rank: int, world_size: int, runs, forward_op, backward_op, rounds: int = 3, warmup: int = 1,
-                    timeout_s: float = 60.0) -> list[dict]:
-    """One stage of every configuration: each round runs every configuration once (order alternating each round)
-    with the given ops; returns, per configuration, this stage's timed steps, gradients and (last stage) outputs."""
+                    timeout_s: float = 60.0, library_runs=(), library_ops=None) -> list[dict]:
+    """One stage of every run, each round in alternating order: `runs` with the given ops, then `library_runs` with
+    library_ops = (library_schedule, library_step); per run, this stage's timed steps, gradients, last outputs."""
     from .launch import process_group
 
+    everything, hand = list(runs) + list(library_runs), len(runs)
     with process_group(timeout_s) as ctx:
         device = torch.device(ctx.device)
-        if len(stage_layers(runs[0].model_spec(), runs[0].split)) != world_size:
-            raise ValueError(f"split {list(runs[0].split)} makes {len(runs[0].split) + 1} stages but {world_size} "
-                             "ranks were launched: launch one rank per stage")
-        modules = [build_stage(r.model_spec(), r.input_shape, r.split, rank, seed=r.seed).to(device) for r in runs]
-        batches = [r.batch() for r in runs]
-        schedules = [library_schedule(m, rank, world_size, r, device) if r.library
-                     else make_schedule(r.schedule, world_size, r.micro_batches).ops[rank] for r, m in zip(runs, modules)]
-        results = [{"label": r.label, "steps": [], "device": ctx.device, "backend": ctx.backend} for r in runs]
+        if len(stage_layers(everything[0].model_spec(), everything[0].split)) != world_size:
+            raise ValueError(f"split {list(everything[0].split)} makes {len(everything[0].split) + 1} stages but "
+                             f"{world_size} ranks were launched: launch one rank per stage")
+        modules = [build_stage(r.model_spec(), r.input_shape, r.split, rank, seed=r.seed).to(device) for r in everything]
+        batches = [r.batch() for r in everything]
+        schedules = [make_schedule(r.schedule, world_size, r.micro_batches).ops[rank] for r in runs]
+        schedules += [library_ops[0](m, rank, world_size, r, device) for r, m in zip(library_runs, modules[hand:])]
+        results = [{"label": r.label, "steps": [], "device": ctx.device, "backend": ctx.backend} for r in everything]
         for round_ in range(warmup + rounds):
-            for i in range(len(runs)) if round_ % 2 == 0 else reversed(range(len(runs))):
+            for i in range(len(everything)) if round_ % 2 == 0 else reversed(range(len(everything))):
                 modules[i].zero_grad(set_to_none=True)
                 dist.barrier()  # every stage starts the step together
-                if runs[i].library:
-                    step = _library_step(schedules[i], rank, world_size, batches[i], device)
+                if i >= hand:
+                    step = _library_step(library_ops, schedules[i], rank, world_size, batches[i], device)
                 else:
                     stage_ctx = StageContext.for_run(runs[i], modules[i], rank, world_size, device, ctx.backend, batches[i])
                     step = run_schedule(stage_ctx, schedules[i], forward_op, backward_op)
@@ -519,21 +492,23 @@ def pipeline_worker(rank: int, world_size: int, runs, forward_op, backward_op, r
 
 # ---- reading the ranks' results --------------------------------------------------------------------------------
 
+KINDS = {"F": "forward", "B": "backward", "S": "step"}  # "step": a library step, timed whole (no per-op timeline)
+
+
 @dataclass
 class Measured:
     """One configuration's measured steps, as timelines all stages agree on."""
 
     run: PipelineRun
     stages: int
-    timelines: list[list[Interval]]  # per timed step, every stage's ops (empty for the library)
+    timelines: list[list[Interval]]  # per timed step, every stage's ops (a library step: one interval per stage)
     peak_activation_bytes: list[int]  # per stage, the most held between ops in any step
     stage_grads: list[np.ndarray]     # per stage, its parameters' gradients after the last step
     logits: np.ndarray | None = None  # the last stage's outputs of the last step (hand-built ops only)
-    step_seconds: list[float] = field(default_factory=list)  # the library's steps (no per-op timeline)
 
     @property
     def makespans(self) -> list[float]:
-        return [makespan(t) for t in self.timelines] if self.timelines else list(self.step_seconds)
+        return [makespan(t) for t in self.timelines]
 
     @property
     def makespan(self) -> float:
@@ -577,21 +552,16 @@ def collect(runs, ranks) -> dict[str, Measured]:
     measured = {}
     for i, run in enumerate(runs):
         per_rank = [rank_results[i] for rank_results in ranks]
-        steps = len(per_rank[-1]["steps"])
-        grads = [np.asarray(r["grads"]) for r in per_rank]
-        if run.library:
-            seconds = [max(r["steps"][k]["seconds"] for r in per_rank) for k in range(steps)]
-            measured[run.label] = Measured(run, stages, [], [], grads, step_seconds=seconds)
-            continue
         timelines = []
-        for k in range(steps):
+        for k in range(len(per_rank[-1]["steps"])):
             events = [(s, e) for s, r in enumerate(per_rank) for e in r["steps"][k]["events"]]
             t0 = min(e[2] for _, e in events)
-            timelines.append([Interval(f"stage {s}", "forward" if kind == "F" else "backward", a - t0, b - t0, str(m))
-                              for s, (kind, m, a, b) in events])
+            timelines.append([Interval(f"stage {s}", KINDS[kind], a - t0, b - t0, str(m)) for s, (kind, m, a, b) in events])
+        logits = per_rank[-1].get("logits")
         measured[run.label] = Measured(run, stages, timelines,
                                        [max(step["peak_activation_bytes"] for step in r["steps"]) for r in per_rank],
-                                       grads, np.asarray(per_rank[-1]["logits"]))
+                                       [np.asarray(r["grads"]) for r in per_rank],
+                                       None if logits is None else np.asarray(logits))
     return measured
 
 
@@ -622,21 +592,24 @@ def ideal_bubble(measured: Measured) -> float:
     return bubble_fraction(simulate(schedule, *mean_op_seconds(measured.typical(), measured.stages)), measured.stages)
 
 
-def run_pipelines(runs, stages: int, forward_op, backward_op, *, rounds: int = 3, warmup: int = 1,
-                  timeout: float = 300.0, group_timeout: float = 60.0) -> dict[str, Measured]:
-    """Launch one rank per stage, run every configuration `rounds` times interleaved with the given ops (the
-    notebook's; instructor code passes lab 04's, lab_utils.lessons.lab04), return them measured. `group_timeout` bounds each send, recv and barrier."""
+def run_pipelines(runs, stages: int, forward_op, backward_op, *, library_runs=(), library_ops=None, rounds: int = 3,
+                  warmup: int = 1, timeout: float = 300.0, group_timeout: float = 60.0) -> dict[str, Measured]:
+    """Launch one rank per stage; run every configuration `rounds` times interleaved, `runs` with the given ops and
+    `library_runs` with library_ops; return them measured. `group_timeout` bounds each send, recv and barrier."""
     from .launch import launch
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or warmup < 0:
         raise ValueError(f"need rounds >= 1 timed steps and warmup >= 0, got rounds={rounds!r}, warmup={warmup!r}")
-    labels = [r.label for r in runs]
+    everything = list(runs) + list(library_runs)
+    labels = [r.label for r in everything]
     if len(set(labels)) != len(labels):
         raise ValueError(f"every run needs its own label, got {labels}")
-    for r in runs:
+    if library_runs and library_ops is None:
+        raise ValueError("library_runs need library_ops=(library_schedule, library_step): lab 04's, or your own")
+    for r in everything:
         micro_batch_size(r.batch_size, r.micro_batches)
         if len(stage_layers(r.model_spec(), r.split)) != stages:
             raise ValueError(f"run {r.label!r}: split {list(r.split)} makes {len(r.split) + 1} stages, not {stages}")
-    ranks = launch(pipeline_worker, stages, args=(list(runs), forward_op, backward_op, rounds, warmup, group_timeout),
-                   timeout=timeout)
-    return collect(runs, ranks)
+    ranks = launch(pipeline_worker, stages, timeout=timeout,
+                   args=(list(runs), forward_op, backward_op, rounds, warmup, group_timeout, list(library_runs), library_ops))
+    return collect(everything, ranks)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from lab_utils import hardware
 from lab_utils import pipeline as pl
 
-__all__ = ['forward_op', 'backward_op', 'stage_worker', 'stage_input', 'recompute_forward_op']
+__all__ = ['forward_op', 'backward_op', 'stage_worker', 'library_unsupported', 'library_schedule', 'library_step', 'stage_input', 'recompute_forward_op']
 
 
 # ---- solutions/04_model_parallel_pipeline.ipynb, cell 12 (id 50b2ca9e) ---------------------------------------------
@@ -70,6 +70,38 @@ def stage_worker(rank, world_size, run, forward_op, backward_op, timeout_s):
     dist.barrier()                                   # leave together
     dist.destroy_process_group()
     return out
+
+
+# ---- solutions/04_model_parallel_pipeline.ipynb, cell 32 (id 00170285) ---------------------------------------------
+
+def library_unsupported(plan):
+    """Why torch.distributed.pipelining cannot run on this rank plan, or None when it can."""
+    if plan.uses_gpus and plan.backend == "gloo":
+        return ("the stages share GPUs over gloo, and torch.distributed.pipelining sends CUDA tensors directly, "
+                "which gloo's send/recv does not take; the hand-built ops send through host memory instead")
+    return None
+
+
+def library_schedule(module, rank, world_size, run, device):
+    """torch.distributed.pipelining's ScheduleGPipe or Schedule1F1B over this rank's stage."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    classes = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
+    if run.schedule not in classes:
+        raise ValueError(f"torch.distributed.pipelining runs 'gpipe' or '1f1b', not {run.schedule!r}")
+    pl.micro_batch_size(run.batch_size, run.micro_batches)  # the batch must split into equal micro-batches
+    stage = PipelineStage(module, rank, world_size, device)  # this rank's layers, on the default process group
+    return classes[run.schedule](stage, n_microbatches=run.micro_batches, loss_fn=F.cross_entropy)
+
+
+def library_step(schedule, rank, world_size, x, y):
+    """One training step: the first stage feeds the images, the last the labels, the others pass activations on."""
+    if rank == 0:
+        schedule.step(x)
+    elif rank == world_size - 1:
+        schedule.step(target=y)
+    else:
+        schedule.step()
 
 
 # ---- solutions/04_model_parallel_pipeline.ipynb, cell 51 (id 275d6b60) ---------------------------------------------

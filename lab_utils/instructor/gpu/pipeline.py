@@ -3,12 +3,10 @@
 Moved from lab_utils/pipeline.py: the learner's module holds only what a lab imports."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import torch
 
-from ...pipeline import Measured, PipelineRun, library_unsupported, reference, run_pipelines
+from ...pipeline import Measured, PipelineRun, reference, run_pipelines
 
 
 # ---- the same pipeline on a GPU -------------------------------------------------------------------------------------
@@ -34,13 +32,14 @@ def gpu_check() -> dict[str, str]:
     if not torch.cuda.is_available():
         return {hand: "skipped: no GPU", library: "skipped: no GPU"}
     from ... import hardware
-    from ...lessons.lab04 import backward_op, forward_op  # lab 04's ops, generated from its notebook
+    from ...lessons.lab04 import backward_op, forward_op, library_schedule, library_step, library_unsupported
 
     run = PipelineRun("hand-built", "1f1b", 4, batch_size=64, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
     reason = library_unsupported(hardware.plan(2))
-    runs = [run] + ([] if reason else [dataclasses.replace(run, label="library", library=True)])
+    library = [] if reason else [PipelineRun("library", "1f1b", 4, batch_size=64, split=(2,), model=run.model)]
     try:
-        measured = run_pipelines(runs, 2, forward_op, backward_op, rounds=1, warmup=1, timeout=120)
+        measured = run_pipelines([run], 2, forward_op, backward_op, library_runs=library, rounds=1, warmup=1,
+                                 library_ops=(library_schedule, library_step), timeout=120)
     except Exception as exc:  # report it, whatever it is: this is a check, not a lab
         return {hand: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", library: "failed: not run"}
     _, logits, grads = reference(run)
