@@ -323,36 +323,6 @@ def parameter_bytes(model) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
-def allreduce_worker(rank: int, world_size: int, sizes, repeats: int = 10, timeout_s: float = 60.0) -> dict:
-    """Time all_reduce of float32 tensors of byte `sizes` on this rank: per size, median of `repeats` and spread."""
-    import statistics
-    import time
-
-    import torch
-    import torch.distributed as dist
-
-    from .launch import process_group
-    from .measure import spread
-
-    medians, spreads = [], []
-    with process_group(timeout_s) as ctx:
-        for nbytes in sizes:
-            tensor = torch.ones(max(1, int(nbytes) // 4), device=ctx.device)
-            times = []
-            for i in range(repeats + 2):
-                dist.barrier()
-                start = time.perf_counter()
-                dist.all_reduce(tensor)
-                if ctx.device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                if i >= 2:
-                    times.append(time.perf_counter() - start)
-            medians.append(statistics.median(times))
-            spreads.append(spread(times))
-    return {"rank": rank, "backend": ctx.backend, "device": ctx.device, "sizes": [int(s) for s in sizes],
-            "seconds": medians, "spreads": spreads}
-
-
 def noise_or_bug(reference, other, tolerance: float) -> str:
     """'identical', 'floating-point noise' (max difference within tolerance) or 'a real difference'."""
     diff = float(np.abs(np.asarray(reference, float) - np.asarray(other, float)).max())
