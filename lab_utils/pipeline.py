@@ -1,13 +1,7 @@
-"""Model parallel by layer split, and micro-batch pipelines (naive, GPipe, 1F1B) kept as data and run over real ranks.
-
-A schedule says, for each stage, the order of its operations: (forward | backward, micro-batch). The same object is
-checked (`check_schedule`), simulated into an ideal timeline (`simulate`), executed by ranks that call a stage's
-forward and backward ops (`run_schedule`), and drawn (`pipeline_explorer`). The ops — receive, compute, send — are the lesson:
-lab 04's notebook defines them (cells tagged `lesson`, exported into lab_utils.lessons.lab04, which benchmarks,
-GPU checks and tests pass in). Around them this module keeps what is not the lesson: the stage's context,
-timestamps, activation-memory accounting, interleaved rounds, splitting the model, and torch.distributed.pipelining
-beside the hand-built ops.
-"""
+"""Layer-split model parallelism and micro-batch pipelines (naive, GPipe, 1F1B), kept as data and run over real ranks.
+The ops, and the library's schedule and step, are lab 04's notebook lesson code, exported to lab_utils.lessons.lab04;
+around them this module keeps schedules as data, splitting the model, the stage's context, timing and activation
+accounting, and running configurations over ranks."""
 from __future__ import annotations
 
 import dataclasses
@@ -121,11 +115,7 @@ def max_in_flight(schedule: Schedule) -> list[int]:
 
 
 def simulate(schedule: Schedule, forward_s=1.0, backward_s=2.0) -> list[Interval]:
-    """The ideal timeline: each op starts when its stage is free and its input has arrived (no transfer cost).
-
-    forward_s / backward_s: seconds per micro-batch op, one number or one per stage. Raises ValueError when the
-    schedule deadlocks or is not a valid pipeline order.
-    """
+    """Ideal timeline, no transfer cost; forward_s/backward_s: scalar or per stage. Raises on bad order, deadlock."""
     check_schedule(schedule, deadlock=False)
     k = schedule.stages
     fwd = [forward_s] * k if np.isscalar(forward_s) else list(forward_s)
@@ -247,8 +237,7 @@ def _forward_backward(layer: nn.Module, inp: torch.Tensor):
 
 def layer_timings(model_spec, input_shape, batch_size: int = 64, repeats: int = 5, seed: int = 0,
                   threads: int | None = 1) -> list:
-    """The measured forward + backward of each spec layer (measure.Timing: the repeats, median and spread), the
-    layers timed round-robin so that drift on a busy machine hits all of them alike; `threads` intra-op threads."""
+    """The measured forward + backward (measure.Timing) of each spec layer, with `threads` intra-op threads."""
     from .measure import intra_op_threads, time_interleaved
 
     model = spec.build_torch(model_spec, input_shape, seed=seed)
@@ -262,6 +251,7 @@ def layer_timings(model_spec, input_shape, batch_size: int = 64, repeats: int = 
         with torch.no_grad():
             x = layer(x)
     with intra_op_threads(threads):
+        # round-robin, so that drift on a busy machine hits every layer alike
         timings = time_interleaved(steps, warmup=2, repeats=repeats)
     return [timings[i] for i in range(len(steps))]
 
@@ -377,8 +367,7 @@ class StageContext:
 
 
 class _ComputeClock:
-    """When the stage starts computing inside an op: at its forward, or when the gradient of its output arrives in
-    backward (a blocking recv before that is waiting, not work, and must not count as busy time)."""
+    """When the stage starts computing in an op: at its forward, or in backward when its output's gradient arrives."""
 
     def __init__(self, stage: nn.Module):
         self.started = None
@@ -391,6 +380,7 @@ class _ComputeClock:
 
     def _watch_output(self, module, args, output):
         if isinstance(output, torch.Tensor) and output.requires_grad:
+            # the blocking recv before this gradient is waiting, not work: it must not count as busy time
             output.register_hook(self.mark)
 
     def remove(self) -> None:
@@ -417,11 +407,7 @@ class _SavedBytes:
 
 
 def run_schedule(ctx: StageContext, ops, forward_op, backward_op) -> dict:
-    """Run this stage's ops in order with the given op functions, then wait for every send to be delivered.
-
-    Around each op it records what is not the lesson: when the stage computed (the op's end, and its compute start
-    from _ComputeClock), and the activation bytes held between ops (saved in a forward, released by its backward).
-    """
+    """Run this stage's ops, then await its sends; returns each op's compute start and end, peak activation bytes."""
     clock, held, live, peak, events = _ComputeClock(ctx.stage), {}, 0, 0, []
     try:
         for op in ops:
@@ -457,8 +443,7 @@ def _library_step(library_ops, schedule, rank: int, world_size: int, batch, devi
 
 def pipeline_worker(rank: int, world_size: int, runs, forward_op, backward_op, rounds: int = 3, warmup: int = 1,
                     timeout_s: float = 60.0, library_runs=(), library_ops=None) -> list[dict]:
-    """One stage of every run, each round in alternating order: `runs` with the given ops, then `library_runs` with
-    library_ops = (library_schedule, library_step); per run, this stage's timed steps, gradients, last outputs."""
+    """This rank's stage of `runs` and `library_runs`, each round; per run: timed steps, gradients, last outputs."""
     from .launch import process_group
 
     everything, hand = list(runs) + list(library_runs), len(runs)
@@ -594,8 +579,7 @@ def ideal_bubble(measured: Measured) -> float:
 
 def run_pipelines(runs, stages: int, forward_op, backward_op, *, library_runs=(), library_ops=None, rounds: int = 3,
                   warmup: int = 1, timeout: float = 300.0, group_timeout: float = 60.0) -> dict[str, Measured]:
-    """Launch one rank per stage; run every configuration `rounds` times interleaved, `runs` with the given ops and
-    `library_runs` with library_ops; return them measured. `group_timeout` bounds each send, recv and barrier."""
+    """Run every configuration `rounds` times interleaved over one rank per stage; returns label -> Measured."""
     from .launch import launch
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or warmup < 0:
@@ -610,6 +594,7 @@ def run_pipelines(runs, stages: int, forward_op, backward_op, *, library_runs=()
         micro_batch_size(r.batch_size, r.micro_batches)
         if len(stage_layers(r.model_spec(), r.split)) != stages:
             raise ValueError(f"run {r.label!r}: split {list(r.split)} makes {len(r.split) + 1} stages, not {stages}")
+    # group_timeout bounds each send, recv and barrier; timeout bounds the whole launch
     ranks = launch(pipeline_worker, stages, timeout=timeout,
                    args=(list(runs), forward_op, backward_op, rounds, warmup, group_timeout, list(library_runs), library_ops))
     return collect(everything, ranks)
