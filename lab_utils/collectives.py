@@ -216,26 +216,3 @@ def count_traffic():
     traffic = Traffic()
     with traffic.phase():
         yield traffic
-
-
-def pipeline_traffic(batch_size: int, seed: int, device, *, model: str = "cnn2d_2layer_fullconnected_2layer",
-                     split=(2,), micro_batches: int = 4, forward_op=None, backward_op=None) -> dict:
-    """Traffic.by_collective() of this rank for one step of Lab 04's GPipe pipeline, one stage per rank."""
-    from . import lessons, pipeline
-
-    # default ops: Lab 04's notebook's (the learner's copy beside this notebook, else the course's solution)
-    if forward_op is None or backward_op is None:
-        lab04 = lessons.notebook_path("04_model_parallel_pipeline.ipynb")
-        forward_op = forward_op or lessons.from_notebook(lab04, "forward_op").function
-        backward_op = backward_op or lessons.from_notebook(lab04, "backward_op").function
-
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    run = pipeline.PipelineRun("gpipe", "gpipe", micro_batches, batch_size, tuple(split), model, seed=seed)
-    if len(pipeline.stage_layers(run.model_spec(), run.split)) != world_size:
-        raise ValueError(f"split {list(split)} makes {len(split) + 1} stages, but {world_size} ranks run: "
-                         "one stage per rank")
-    stage = pipeline.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=seed).to(device)
-    ctx = pipeline.StageContext.for_run(run, stage, rank, world_size, device, dist.get_backend())
-    with count_traffic() as traffic:
-        pipeline.run_schedule(ctx, pipeline.gpipe(world_size, micro_batches).ops[rank], forward_op, backward_op)
-    return traffic.by_collective()

@@ -192,28 +192,6 @@ def labs_without_rows(rows: list[Result]) -> list[str]:
     return [lab for lab in RECORDING_LABS if lab not in have]
 
 
-DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")
-
-
-def amdahl_rows(compared: list[Compared], strategies=DATA_PARALLEL) -> tuple[dict[str, list[Compared]], list[Compared]]:
-    """Per machine, the data-parallel rows an Amdahl fit may use; and the implausible rows it passed over."""
-    groups = {}
-    for c in compared:
-        if c.row.strategy in strategies and c.efficiency is not None and c.hardware_ratio > 1:
-            key = (host_name(c.row), c.row.lab, c.row.strategy, c.row.world_size, c.row.threads)
-            groups.setdefault(key, []).append(c)
-    per_machine, left_out = {}, []
-    for (host, *_), group in groups.items():
-        # per group the plausible row with the largest batch, where data parallelism is used in practice (small
-        # batches are where it loses by design, lab 02)
-        for c in sorted(group, key=lambda c: -c.row.batch_size):
-            if not c.implausible:
-                per_machine.setdefault(host, []).append(c)
-                break
-            left_out.append(c)
-    return per_machine, left_out
-
-
 # --- models of scaling ----------------------------------------------------------------------------------------
 
 def amdahl_speedup(serial_fraction: float, devices) -> np.ndarray | float:

@@ -12,7 +12,7 @@ from lab_utils.instructor import cli
 from lab_utils.instructor.bench import collectives as bench_collectives
 from lab_utils.instructor.gpu import collectives as gpu_collectives
 from lab_utils.launch import launch, process_group
-from lab_utils.lessons.lab06 import ring_all_reduce, ring_step  # lab 06's ring, generated from its notebook
+from lab_utils.lessons.lab06 import pipeline_traffic, ring_all_reduce, ring_step  # lab 06's, from its notebook
 
 matplotlib.use("Agg")
 COURSE_CNN, SHAPE = spec.cnn2d_2layer_fullconnected_2layer(), (1, 28, 28)
@@ -114,7 +114,7 @@ def test_traffic_counts_the_buffers_of_collectives_inside_phases_and_ring_passes
 
 def pipeline_traffic_worker(rank, world_size, batch_size):
     with process_group(30) as ctx:
-        return collectives.pipeline_traffic(batch_size, 0, ctx.device, split=(2,), micro_batches=4)
+        return pipeline_traffic(batch_size, 0, ctx.device, split=(2,), micro_batches=4)
 
 
 def test_pipeline_traffic_counts_one_activation_send_forward_and_one_gradient_send_back_per_micro_batch():

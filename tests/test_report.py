@@ -9,7 +9,7 @@ import pytest
 from lab_utils import flags as detectors
 from lab_utils import measure, report
 from lab_utils.launch import launch
-from lab_utils.lessons.lab10 import allreduce_worker  # lab 10's, generated from its notebook
+from lab_utils.lessons.lab10 import allreduce_worker, amdahl_rows  # lab 10's, generated from its notebook
 from lab_utils.measure import Machine, Result
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_other_machine"
@@ -91,7 +91,7 @@ def test_amdahl_rows_take_the_largest_plausible_batch_per_machine_and_say_what_t
         row("ddp", 2, 150, batch=64), row("ddp", 2, 180, batch=256), row("ddp", 2, 250, batch=512),  # 512: 125 %
         row("single", 1, 100, lab="04"), row("pipeline-gpipe", 2, 150, lab="04"),
         row("single", 1, 50, host="other"), row("ddp", 4, 160, host="other"), row("ddp", 2, 90, host="other", batch=8)]
-    per_machine, left_out = report.amdahl_rows(report.compare(rows))
+    per_machine, left_out = amdahl_rows(report.compare(rows))
     assert {host: [(c.row.world_size, c.row.batch_size) for c in chosen] for host, chosen in per_machine.items()} == {
         "h": [(2, 256)], "other": [(4, 256)]}
     assert [(c.row.batch_size, c.row.samples_per_s) for c in left_out] == [(512, 250.0)]

@@ -8,10 +8,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from lab_utils import hardware
+from lab_utils import collectives, hardware, lessons, pipeline
 from lab_utils.launch import short_error
 
-__all__ = ['blocking_step', 'ring_all_reduce', 'deadlock_worker', 'ring_step', 'ring_check_worker', 'CopyToRanks', 'SumOverRanks', 'GatherChannels', 'SplitChannels', 'block', 'split_conv', 'split_linear', 'ParallelClassifier', 'TensorParallelCNN']
+__all__ = ['blocking_step', 'ring_all_reduce', 'deadlock_worker', 'ring_step', 'ring_check_worker', 'CopyToRanks', 'SumOverRanks', 'GatherChannels', 'SplitChannels', 'block', 'split_conv', 'split_linear', 'ParallelClassifier', 'TensorParallelCNN', 'pipeline_traffic']
 
 
 # ---- solutions/06_collectives_tensor_parallel.ipynb, cell 10 (id 63ea974f) -----------------------------------------
@@ -205,3 +205,20 @@ class TensorParallelCNN(nn.Module):
         x = GatherChannels.apply(F.max_pool2d(F.relu(self.conv1(images)), 2))
         x = GatherChannels.apply(F.max_pool2d(F.relu(self.conv2(CopyToRanks.apply(x))), 2))
         return self.classifier(x.flatten(1))
+
+
+# ---- solutions/06_collectives_tensor_parallel.ipynb, cell 46 (id 0e5ca5e0) -----------------------------------------
+
+def pipeline_traffic(batch_size, seed, device, *, model="cnn2d_2layer_fullconnected_2layer", split=(2,),
+                     micro_batches=4):
+    """What this rank sends in one GPipe step of Lab 04's pipeline, one stage per rank, with Lab 04's ops."""
+    lab04 = lessons.notebook_path("04_model_parallel_pipeline.ipynb")  # your Lab 04 here, else the solution
+    forward_op = lessons.from_notebook(lab04, "forward_op").function
+    backward_op = lessons.from_notebook(lab04, "backward_op").function
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    run = pipeline.PipelineRun("gpipe", "gpipe", micro_batches, batch_size, tuple(split), model, seed=seed)
+    stage = pipeline.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=seed).to(device)
+    ctx = pipeline.StageContext.for_run(run, stage, rank, world_size, device, dist.get_backend())
+    with collectives.count_traffic() as traffic:
+        pipeline.run_schedule(ctx, pipeline.gpipe(world_size, micro_batches).ops[rank], forward_op, backward_op)
+    return traffic.by_collective()

@@ -7,10 +7,10 @@ import statistics
 import time
 import torch
 import torch.distributed as dist
-from lab_utils import measure
+from lab_utils import measure, report
 from lab_utils.launch import process_group
 
-__all__ = ['allreduce_worker']
+__all__ = ['allreduce_worker', 'amdahl_rows']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 14 (id d37f68c4) ------------------------------------------------------
@@ -34,3 +34,25 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
             spreads.append(measure.spread(times))
     return {"rank": rank, "backend": ctx.backend, "device": ctx.device, "sizes": [int(s) for s in sizes],
             "seconds": medians, "spreads": spreads}
+
+
+# ---- solutions/10_scaling_report.ipynb, cell 24 (id f657a4f5) ------------------------------------------------------
+
+DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")  # the strategies Amdahl's fit reads
+
+
+def amdahl_rows(compared, strategies=DATA_PARALLEL):
+    """Per machine, the data-parallel rows an Amdahl fit may use; and the implausible rows it passed over."""
+    groups = {}
+    for c in compared:
+        if c.row.strategy in strategies and c.efficiency is not None and c.hardware_ratio > 1:
+            key = (report.host_name(c.row), c.row.lab, c.row.strategy, c.row.world_size, c.row.threads)
+            groups.setdefault(key, []).append(c)
+    per_machine, left_out = {}, []
+    for (host, *_), group in groups.items():
+        for c in sorted(group, key=lambda c: -c.row.batch_size):  # the largest batch first: how data parallel is used
+            if not c.implausible:
+                per_machine.setdefault(host, []).append(c)     # one row per group: the largest plausible batch
+                break
+            left_out.append(c)
+    return per_machine, left_out
