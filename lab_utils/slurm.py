@@ -97,7 +97,7 @@ def find() -> Cluster | None:
     return Cluster(conf, tuple(partitions), default or (partitions[0] if partitions else None), tuple(nodes.values()))
 
 
-def _run(cmd: list[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
+def command(cmd: list[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
     """Run a Slurm command; its output, or a RuntimeError naming the command and what it said."""
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -113,7 +113,7 @@ def _run(cmd: list[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
 
 def sbatch(script_path, *extra: str, cwd=None) -> int:
     """Submit a batch script; its job id."""
-    out = _run(["sbatch", "--parsable", *extra, str(script_path)] if cwd is None else
+    out = command(["sbatch", "--parsable", *extra, str(script_path)] if cwd is None else
                ["sbatch", "--parsable", f"--chdir={cwd}", *extra, str(script_path)])
     return int(out.strip().split(";")[0])
 
@@ -121,7 +121,7 @@ def sbatch(script_path, *extra: str, cwd=None) -> int:
 def job_info(job_id) -> list[dict]:
     """`scontrol show job` of a job (one dict per array task), [] once Slurm has forgotten it."""
     try:
-        out = _run(["scontrol", "show", "job", "-o", str(job_id)])
+        out = command(["scontrol", "show", "job", "-o", str(job_id)])
     except RuntimeError as exc:
         if "Invalid job id" in str(exc):
             return []
@@ -137,7 +137,7 @@ def job_info(job_id) -> list[dict]:
 def cancel(job_id) -> None:
     """Cancel a job (all its array tasks); no error when it has ended."""
     with contextlib.suppress(RuntimeError):
-        _run(["scancel", str(job_id)])
+        command(["scancel", str(job_id)])
 
 
 def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
@@ -226,32 +226,6 @@ def shown(text: str, folder) -> str:
     return text.replace(sys.executable, "python")  # display only: the file on disk keeps the paths every node needs
 
 # ---- inside a task -------------------------------------------------------------------------------------------------
-
-def first_node_address() -> str:
-    """The address of the job's first node (Slurm's NodeAddr: its host name on most clusters)."""
-    first = _run(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]]).split()[0]
-    found = re.search(r"\bNodeAddr=(\S+)", _run(["scontrol", "show", "node", "-o", first]))
-    return found.group(1) if found else first
-
-
-def shared_free_port(folder, timeout: float = 60.0) -> int:
-    """A port free on the first node, the same in every task of this job: task 0 picks it, the others read it."""
-    path = Path(folder) / f"port-{os.environ['SLURM_JOB_ID']}"
-    if os.environ.get("SLURM_PROCID") == "0":  # task 0 runs on the first node; `folder` must be seen by every node
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        path.with_suffix(".tmp").write_text(str(port))  # then renamed: a reader never sees a half-written file
-        os.replace(path.with_suffix(".tmp"), path)
-        return port
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"task 0 of job {os.environ['SLURM_JOB_ID']} wrote no port to {path} within {timeout:g} s: "
-                               "is that folder on a file system every node shares?")
-        time.sleep(0.05)
-    return int(path.read_text())
-
 
 def place_task() -> str:
     """Set intra-op threads to SLURM_CPUS_PER_TASK, pin to own cores on the local cluster; returns what it did."""

@@ -64,7 +64,7 @@ def test_log_tail_hides_time_stamps_folders_and_the_host(tmp_path):
 
 
 def test_torch_environment_from_slurm_variables(tmp_path, monkeypatch):
-    monkeypatch.setattr(slurm, "first_node_address", lambda: "10.0.0.7")
+    monkeypatch.setattr(lab11, "first_node_address", lambda: "10.0.0.7")
     env = {"SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NNODES": "2", "SLURM_JOB_ID": "77"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -73,7 +73,7 @@ def test_torch_environment_from_slurm_variables(tmp_path, monkeypatch):
     assert (got.rank, got.world_size, got.local_rank, got.local_world_size, got.master_addr, got.master_port) == \
         (3, 4, 1, 2, "10.0.0.7", 23456)
     monkeypatch.setenv("SLURM_PROCID", "0")
-    port = slurm.shared_free_port(tmp_path)
+    port = lab11.shared_free_port(tmp_path)
     assert (tmp_path / "port-77").read_text() == str(port) and port != 23456
 
 
