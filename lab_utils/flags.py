@@ -130,7 +130,7 @@ def forget() -> None:
 
 def _kinds(per_row, names, what: str) -> list[tuple[list[str], str, str]]:
     """Per kind of impossible figure (MARKERS) in the rows: (its flags, the rows it names, its first flag in full)."""
-    kinds = []
+    kinds, per_row = [], list(per_row)
     for marker in MARKERS:
         rows = [(name, [w for w in impossible(warnings) if marker in w]) for name, warnings in zip(names, per_row)]
         rows = [(name, said) for name, said in rows if said]

@@ -280,7 +280,7 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None, 
                  baseline_rate: float | None = None, reference_rate: float | None = None,
                  other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
     """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect."""
-    # `spread` is never warned about: noise is one line per table (noise_line). No warning may contain "; ".
+    # `spread` is never warned about: noise is one line per table (flags.noise_line). No warning may contain "; ".
     warnings = []
     # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
     if other_framework:
@@ -291,11 +291,6 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None, 
     # reference_rate: this machine's lab 01 rate on the same workload
     warnings += flags.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
     return warnings
-
-
-def noise_line(spreads, what: str = "medians") -> str:
-    """The table's one line about noise (flags.noise_line): '' when no median came from scattered repeats."""
-    return flags.noise_line(spreads, what)
 
 
 def flagged(text: str, warnings) -> str:
@@ -312,11 +307,6 @@ def table_row(text: str, warnings) -> str:
     """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table)."""
     notes = flags.notes(warnings)
     return text + (f"  (note: {'; '.join(notes)})" if notes else "") + flags.marked(warnings)
-
-
-def flag_lines(per_row, names, what: str = "rows") -> list[str]:
-    """The lines under a table of rows `names` with warnings `per_row`: one per kind of impossible figure."""
-    return flags.table_lines(list(per_row), names, what)
 
 
 # ---- results: one record per measured configuration ---------------------------------------------------------------
@@ -544,7 +534,7 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
             lines += [f"    note: {note}" for note in flags.notes(r.flags)]
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
     lines += flags.table_lines([r.flags for r in results], names)
-    noise = noise_line([r.spread for r in results])
+    noise = flags.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "
                  "results folder")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from . import flags as detectors
-from .measure import Result, noise_line, plausibility, read_results
+from .measure import Result, plausibility, read_results
 
 
 def load(*sources) -> list[Result]:
@@ -174,7 +174,7 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         lines += [f"      note: {note}" for note in c.notes]
     lines += detectors.table_lines([c.flags for c in compared],
                                    [f"{c.row.lab} {n} x{c.row.world_size}" for c, n in zip(compared, names)])
-    noise = noise_line([c.row.spread for c in compared], "rows' medians")
+    noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
 
 

@@ -185,27 +185,6 @@ def wait_for_results(job, timeout: float, *, check_every: float = 10.0, poll: fl
         time.sleep(poll)
 
 
-def executor(folder, *, nodes: int = 1, tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1,
-             time_limit_min: int = 5, partition: str | None = None, account: str | None = None,
-             job_name: str = "lab11", setup=(), array_parallelism: int | None = None):
-    """A submitit executor for this cluster (its pickles and logs in `folder`, which every node must see)."""
-    import submitit
-
-    ex = submitit.SlurmExecutor(folder=str(folder), python=sys.executable)
-    params = dict(job_name=job_name, nodes=nodes, ntasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
-                  time=time_limit_min, setup=list(setup), signal_delay_s=10, stderr_to_stdout=True)
-    if gpus_per_node:
-        params["gpus_per_node"] = gpus_per_node
-    if partition:
-        params["partition"] = partition
-    if account:
-        params["account"] = account
-    if array_parallelism:
-        params["array_parallelism"] = array_parallelism
-    ex.update_parameters(**params)
-    return ex
-
-
 def log_tail(path, lines: int = 8, folder=None) -> str:
     """The last `lines` of a job's log, without submitit's time stamps, `folder` by its name, this host as <host>."""
     with contextlib.suppress(OSError):
@@ -246,21 +225,6 @@ def place_task() -> str:
         os.sched_setaffinity(0, set(mine))
         return f"{threads} thread(s) on core(s) {mine}"
     return f"{threads} thread(s), not pinned ({len(cores)} cores for more tasks)"
-
-
-class FirstStep:
-    """Records in `.at` the time.time() of this process's first optimizer step, of any optimizer."""
-
-    def __init__(self):
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-
-        self.at: float | None = None
-        self._handle = register_optimizer_step_post_hook(self._hook)
-
-    def _hook(self, optimizer, args, kwargs):
-        if self.at is None:
-            self.at = time.time()
-            self._handle.remove()
 
 
 def exit_now(code: int = 0) -> None:

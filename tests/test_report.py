@@ -146,7 +146,7 @@ def test_allreduce_rows_are_flagged_for_more_bytes_in_less_time_and_noise_is_one
     flags = report.allreduce_flags(sizes, seconds, spreads)
     assert flags[0] == [] and flags[2] == [] and flags[3] == []
     assert "4096 bytes took less time" in flags[1][0]
-    assert measure.noise_line(spreads).startswith("noise: 1 of 4 medians")
+    assert detectors.noise_line(spreads).startswith("noise: 1 of 4 medians")
 
 
 def test_a_superlinear_or_shrinking_batch_time_is_flagged():

@@ -12,10 +12,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
+import submitit
+from torch.optim.optimizer import register_optimizer_step_post_hook
 from lab_utils import slurm
 from lab_utils.launch import hold_process_groups, launch
 
-__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'task', 'batch_script', 'restart_script', 'rank_from_slurm', 'launched', 'side_by_side']
+__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'batch_script', 'restart_script', 'rank_from_slurm', 'launched', 'side_by_side']
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 8 (id 0890b942) ---------------------------------------------
@@ -81,15 +83,41 @@ def torch_environment(folder) -> TorchEnvironment:
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 10 (id 8193715e) --------------------------------------------
 
+class FirstStep:
+    """Records in `.at` the time.time() of this process's first optimizer step, of any optimizer."""
+
+    def __init__(self):
+        self.at = None
+        self._handle = register_optimizer_step_post_hook(self._hook)  # called after every optimizer.step()
+
+    def _hook(self, optimizer, args, kwargs):
+        if self.at is None:
+            self.at = time.time()
+            self._handle.remove()
+
+
 def task(worker, cfg, folder) -> dict:
     """One Slurm task: torch's variables from Slurm's, this task's cores, then worker(rank, world_size, cfg)."""
     env = torch_environment(folder).export()
     placed = slurm.place_task()
-    clock = slurm.FirstStep()
+    clock = FirstStep()
     hold_process_groups()  # as lab 03's torchrun script: no gloo teardown hang when the task ends
     out = worker(int(env["RANK"]), int(env["WORLD_SIZE"]), cfg)
     return {**out, "slurm": {k: os.environ.get(k, "") for k in slurm.SLURM_VARIABLES}, "torch": env, "placed": placed,
             "first_step_at": clock.at}
+
+
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 12 (id e546d005) --------------------------------------------
+
+def submitit_executor(folder, *, nodes=1, tasks_per_node=1, gpus_per_node=0, cpus_per_task=1, time_limit_min=5,
+                      partition=None, account=None, job_name="lab11", setup=()):
+    """What every job of this executor asks Slurm for; its pickles and logs go to `folder`, which every node sees."""
+    ex = submitit.SlurmExecutor(folder=str(folder), python=sys.executable)  # the nodes run this Python
+    optional = {"gpus_per_node": gpus_per_node, "partition": partition, "account": account}
+    ex.update_parameters(job_name=job_name, nodes=nodes, ntasks_per_node=tasks_per_node, cpus_per_task=cpus_per_task,
+                         time=time_limit_min, setup=list(setup), signal_delay_s=10, stderr_to_stdout=True,
+                         **{k: v for k, v in optional.items() if v})  # unset: the cluster's default
+    return ex
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 17 (id 0e541425) --------------------------------------------
@@ -223,7 +251,7 @@ def rank_from_slurm() -> dict:
 def launched(worker, cfg) -> callable:
     """worker wrapped for lab_utils.launch, also returning the wall-clock time of its first optimizer step."""
     def timed(rank, world_size, cfg):
-        clock = slurm.FirstStep()
+        clock = FirstStep()
         return {**worker(rank, world_size, cfg), "first_step_at": clock.at}
 
     return timed

@@ -198,8 +198,8 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
                warmup_steps=0, accumulation=1, seed=seed, timeout_s=60, checkpoint=None)
     folder = measure.results_dir(None) / "slurm" / "bench"
     folder.mkdir(parents=True, exist_ok=True)
-    ex = slurm.executor(folder / "submitit", nodes=nodes, job_name="lab11-bench",
-                        setup=["export LAB_ONE_HOST=1"] if found.one_host else [])
+    ex = lab11.submitit_executor(folder / "submitit", nodes=nodes, job_name="lab11-bench",
+                                 setup=["export LAB_ONE_HOST=1"] if found.one_host else [])
     start = time.time()
     speed = lab11.side_by_side(worker, cfg, ex, folder, world_size=nodes, repeats=repeats, timeout=180)
     return {"benchmark": "cluster", "nodes": nodes, "global_batch": 128, "steps": steps, "model": "cnn2d_3layer_fullconnected_3layer",
