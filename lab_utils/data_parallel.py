@@ -29,7 +29,7 @@ class DevicePlan:
     def describe(self) -> str:
         names = ", ".join(f"device {i} -> {d}" for i, d in enumerate(self.devices))
         runs = ("torch.nn.parallel's scatter/replicate/parallel_apply/gather" if self.backend == "torch"
-                else "DataParallel's own phases, one thread per device")
+                else "lab 02's DataParallel class, one thread per device")
         return f"{len(self.devices)} device(s), phases run by {runs}\n  {names}\n  why: {self.reason}"
 
 

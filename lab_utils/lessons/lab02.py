@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from lab_utils import data_parallel, measure
 from lab_utils.plots import Interval
 
-__all__ = ['copy_weights', 'DataParallel', 'gradient_difference']
+__all__ = ['copy_weights', 'DataParallel', '_StepTimer', 'gradient_difference']
 
 
 # ---- solutions/02_data_parallel.ipynb, cell 12 (id 9c9e4929) -------------------------------------------------------
@@ -31,24 +31,14 @@ class DataParallel:
 
     def __init__(self, model, plan, loss_fn=F.cross_entropy, *, scatter_fn=data_parallel.scatter,
                  gather_fn=data_parallel.gather, reduce_fn=data_parallel.reduce_gradients):
-        self.plan = plan
-        # the three phases are swappable so that learners can run their own in a real step
+        self.plan, self.loss_fn, self.devices = plan, loss_fn, list(plan.devices)
+        # the three phases are swappable so that you can run your own in a real step (the exercises)
         self.scatter_fn, self.gather_fn, self.reduce_fn = scatter_fn, gather_fn, reduce_fn
-        self.devices = list(plan.devices)
-        self.model = model.to(self.devices[0])
-        self.loss_fn = loss_fn
-        self.rows = [f"device {i} ({d})" for i, d in enumerate(self.devices)]  # the timeline's rows
-        self._pool = None
+        self.model = model.to(self.devices[0])       # device 0's replica: the one the optimizer updates
         self._replicas = [self.model]
-        self._streams = [None] * len(self.devices)
-        if plan.backend == "threads":
-            # replica shells are built once; their weights are overwritten from device 0 every step
+        if plan.backend == "threads":                # the other replicas: built once, their weights copied every step
             self._replicas += [copy.deepcopy(self.model).to(d) for d in self.devices[1:]]
-            threads = plan.threads_per_device
-            self._pool = ThreadPoolExecutor(len(self.devices), thread_name_prefix="dp-device",
-                                            initializer=(lambda: torch.set_num_threads(threads)) if threads else None)
-            if self.devices[0].type == "cuda":
-                self._streams = [torch.cuda.Stream(d) for d in self.devices]
+        self._start_threads()
 
     def step(self, x, y, optimizer=None):
         """One step on the full batch (x, y): gradients end up in self.model; optimizer.step() if one is given."""
@@ -62,74 +52,66 @@ class DataParallel:
             return self._step_threads(x, y, optimizer)
 
     def _step_threads(self, x, y, optimizer):
-        """The phases, run by this class: one thread per device."""
-        dev0, row0, iv = self.devices[0], self.rows[0], []
-        self._reset_peak_memory()
-        self._sync()
-        t0 = time.perf_counter()
-        self.model.zero_grad(set_to_none=True)
-        for replica in self._replicas[1:]:
+        """The phases, one line each: device 0 alone, except forward and backward (every device, in parallel)."""
+        timer = self._timer()
+        phase, everywhere, dev0 = timer.phase, timer.everywhere, self.devices[0]
+        for replica in self._replicas:
             replica.zero_grad(set_to_none=True)
-        xs = self._timed(iv, t0, row0, "scatter", lambda: self.scatter_fn(x, self.devices), dev0)
-        self._timed(iv, t0, row0, "replicate", lambda: [copy_weights(self.model, r) for r in self._replicas[1:]], dev0)
-        outputs, spans = self._parallel(t0, "forward", [lambda r=r, xi=xi: r(xi) for r, xi in zip(self._replicas, xs)])
-        iv += spans
-        gathered = self._timed(iv, t0, row0, "gather", lambda: self.gather_fn([o.detach() for o in outputs], dev0), dev0)
-
-        def loss_and_output_grads():
-            gathered.requires_grad_(True)
-            loss = self.loss_fn(gathered, y.to(dev0))
-            loss.backward()
-            return loss.detach(), torch.split(gathered.grad, [len(o) for o in outputs])
-
-        loss, out_grads = self._timed(iv, t0, row0, "loss", loss_and_output_grads, dev0)
-        _, spans = self._parallel(t0, "backward", [lambda o=o, g=g: o.backward(g.to(o.device))
-                                                    for o, g in zip(outputs, out_grads)])
-        iv += spans
-        self._timed(iv, t0, row0, "reduce", lambda: self.reduce_fn(self.model, self._replicas[1:]), dev0)
+        xs = phase("scatter", lambda: self.scatter_fn(x, self.devices))
+        phase("replicate", lambda: [copy_weights(self.model, r) for r in self._replicas[1:]])
+        outputs = everywhere("forward", [lambda r=r, xi=xi: r(xi) for r, xi in zip(self._replicas, xs)])
+        # detached: device 0's loss stops at the gathered outputs; each replica's own backward resumes from its slice
+        # of the outputs' gradient
+        gathered = phase("gather", lambda: self.gather_fn([o.detach() for o in outputs], dev0)).requires_grad_(True)
+        loss = phase("loss", lambda: self._loss_backward(gathered, y.to(dev0)))
+        output_grads = torch.split(gathered.grad, [len(o) for o in outputs])
+        everywhere("backward", [lambda o=o, g=g: o.backward(g.to(o.device)) for o, g in zip(outputs, output_grads)])
+        phase("reduce", lambda: self.reduce_fn(self.model, self._replicas[1:]))
         if optimizer is not None:
-            self._timed(iv, t0, row0, "update", optimizer.step, dev0)
-        moved = data_parallel.transfer_bytes(self.model, xs, outputs)
-        return data_parallel.StepReport(float(loss), len(x), [len(c) for c in xs], iv, moved, self._peak_memory())
+            phase("update", optimizer.step)
+        return timer.report(loss, x, xs, outputs)
+
+    def _loss_backward(self, out, y):
+        """One loss over the whole batch, and its gradient with respect to the outputs."""
+        loss = self.loss_fn(out, y)
+        loss.backward()
+        return loss.detach()
+
+    # ---- the GPU path (two or more GPUs): torch.nn.parallel's phases, what nn.DataParallel.forward calls ----------
 
     def _step_torch(self, x, y, optimizer):
-        """The phases, run by torch.nn.parallel (what nn.DataParallel.forward calls): two or more GPUs."""
-        from torch.nn.parallel import gather as torch_gather
-        from torch.nn.parallel import parallel_apply, replicate
-        from torch.nn.parallel import scatter as torch_scatter
+        """The same phases on distinct GPUs, run by torch.nn.parallel (it does not run on a CPU)."""
+        from torch.nn.parallel import gather, parallel_apply, replicate, scatter
 
-        ids = [d.index for d in self.devices]
-        dev0, row0, iv = self.devices[0], self.rows[0], []
-        self._reset_peak_memory()
-        self._sync()
-        t0 = time.perf_counter()
+        ids, dev0 = [d.index for d in self.devices], self.devices[0]
+        timer = self._timer()
+        phase, on_all = timer.phase, timer.on_all
         self.model.zero_grad(set_to_none=True)
-        x0 = x.to(dev0)
-
-        def everywhere(phase, fn):
-            start = time.perf_counter()
-            result = fn()
-            self._sync()
-            iv.extend(Interval(row, phase, start - t0, time.perf_counter() - t0) for row in self.rows[:len(xs)])
-            return result
-
-        xs = self._timed(iv, t0, row0, "scatter", lambda: torch_scatter(x0, ids), dev0)
-        self._sync()
-        replicas = everywhere("replicate", lambda: replicate(self.model, ids[:len(xs)]))
-        outputs = everywhere("forward", lambda: parallel_apply(replicas, [(xi,) for xi in xs]))
-        out = self._timed(iv, t0, row0, "gather", lambda: torch_gather(outputs, ids[0]), dev0)
-        loss = self._timed(iv, t0, row0, "loss", lambda: self.loss_fn(out, y.to(dev0)), dev0)
-        everywhere("backward", loss.backward)  # torch's reduce onto device 0 runs inside the backward pass
+        xs = phase("scatter", lambda: scatter(x.to(dev0), ids))
+        timer.sync()                                 # every chunk has arrived on its GPU
+        replicas = on_all("replicate", lambda: replicate(self.model, ids[:len(xs)]), len(xs))
+        outputs = on_all("forward", lambda: parallel_apply(replicas, [(xi,) for xi in xs]), len(xs))
+        out = phase("gather", lambda: gather(outputs, ids[0]))
+        loss = phase("loss", lambda: self.loss_fn(out, y.to(dev0)))
+        on_all("backward", loss.backward, len(xs))  # torch's reduce onto device 0 runs inside this backward
         if optimizer is not None:
-            self._timed(iv, t0, row0, "update", optimizer.step, dev0)
-        moved = data_parallel.transfer_bytes(self.model, xs, outputs)
-        return data_parallel.StepReport(float(loss), len(x), [len(c) for c in xs], iv, moved, self._peak_memory(),
-                                        ["reduce is part of backward: torch sums the gradients onto device 0 in the "
-                                         "backward of replicate's broadcast"])
+            phase("update", optimizer.step)
+        return timer.report(loss.detach(), x, xs, outputs, ["reduce is part of backward: torch sums the gradients "
+                                                            "onto device 0 in the backward of replicate's broadcast"])
 
-    # ---- plumbing: one thread (and CUDA stream) per device, each phase timed -------------------------------------
+    # ---- plumbing: one thread (and CUDA stream) per device, each phase timed --------------------------------------
 
-    def close(self) -> None:
+    def _start_threads(self):
+        self.rows = [f"device {i} ({d})" for i, d in enumerate(self.devices)]  # the timeline's rows
+        self._pool, self._streams = None, [None] * len(self.devices)
+        if self.plan.backend == "threads":
+            threads = self.plan.threads_per_device
+            self._pool = ThreadPoolExecutor(len(self.devices), thread_name_prefix="dp-device",
+                                            initializer=(lambda: torch.set_num_threads(threads)) if threads else None)
+            if self.devices[0].type == "cuda":
+                self._streams = [torch.cuda.Stream(d) for d in self.devices]
+
+    def close(self):
         """Stop the device threads."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
@@ -141,48 +123,72 @@ class DataParallel:
     def __exit__(self, *exc):
         self.close()
 
-    def _sync(self) -> None:
-        for d in dict.fromkeys(self.devices):
-            measure.synchronize(d)
+    def _timer(self):
+        return _StepTimer(self)
 
-    def _timed(self, intervals, t0, row, phase, fn, device=None):
-        start = time.perf_counter()
-        result = fn()
-        measure.synchronize(device)
-        intervals.append(Interval(row, phase, start - t0, time.perf_counter() - t0))
-        return result
-
-    def _on_device(self, i, t0, phase, fn):
+    def _on_device(self, i, t0, name, fn):
         """Run fn on device i's thread (and CUDA stream), timing it; returns (result, interval)."""
         device, stream = self.devices[i], self._streams[i]
-        context = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
-        with context:
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             if stream is not None:
                 stream.wait_stream(torch.cuda.default_stream(device))
             start = time.perf_counter()
             result = fn()
             if stream is not None:
                 stream.synchronize()
-        return result, Interval(self.rows[i], phase, start - t0, time.perf_counter() - t0)
+        return result, Interval(self.rows[i], name, start - t0, time.perf_counter() - t0)
 
-    def _parallel(self, t0, phase, fns):
-        """Run one fn per device at once, each on its own thread; returns the results in device order."""
-        futures = [self._pool.submit(self._on_device, i, t0, phase, fn) for i, fn in enumerate(fns)]
-        done = [f.result() for f in futures]  # re-raises a replica's exception here
-        return [r for r, _ in done], [iv for _, iv in done]
-
-    def _distinct_gpus(self) -> bool:
+    def _distinct_gpus(self):
         return self.devices[0].type == "cuda" and len(set(self.devices)) == len(self.devices)
 
-    def _reset_peak_memory(self) -> None:
-        if self._distinct_gpus():
-            for d in self.devices:
-                torch.cuda.reset_peak_memory_stats(d)
 
-    def _peak_memory(self) -> dict | None:
-        if not self._distinct_gpus():
-            return None
-        return {i: torch.cuda.max_memory_allocated(d) for i, d in enumerate(self.devices)}
+class _StepTimer:
+    """The timeline of one step of `dp`: phases on device 0, phases on every device at once."""
+
+    def __init__(self, dp):
+        self.dp, self.intervals = dp, []
+        if dp._distinct_gpus():
+            for d in dp.devices:
+                torch.cuda.reset_peak_memory_stats(d)
+        self.sync()
+        self.t0 = time.perf_counter()
+
+    def sync(self):
+        """Wait for every device's queued work."""
+        for d in dict.fromkeys(self.dp.devices):
+            measure.synchronize(d)
+
+    def phase(self, name, fn):
+        """fn() on device 0, timed."""
+        start = time.perf_counter()
+        result = fn()
+        measure.synchronize(self.dp.devices[0])
+        self.intervals.append(Interval(self.dp.rows[0], name, start - self.t0, time.perf_counter() - self.t0))
+        return result
+
+    def everywhere(self, name, fns):
+        """One fn per device at once, each on its device's thread; their results in device order."""
+        futures = [self.dp._pool.submit(self.dp._on_device, i, self.t0, name, fn) for i, fn in enumerate(fns)]
+        done = [f.result() for f in futures]  # re-raises a replica's exception here
+        self.intervals += [interval for _, interval in done]
+        return [result for result, _ in done]
+
+    def on_all(self, name, fn, n_devices):
+        """fn(), which works on the first n_devices devices itself (torch.nn.parallel), timed on each of them."""
+        start = time.perf_counter()
+        result = fn()
+        self.sync()
+        self.intervals += [Interval(row, name, start - self.t0, time.perf_counter() - self.t0)
+                           for row in self.dp.rows[:n_devices]]
+        return result
+
+    def report(self, loss, x, xs, outputs, notes=()):
+        """What the step measured (data_parallel.StepReport)."""
+        peak = ({i: torch.cuda.max_memory_allocated(d) for i, d in enumerate(self.dp.devices)}
+                if self.dp._distinct_gpus() else None)
+        moved = data_parallel.transfer_bytes(self.dp.model, xs, outputs)
+        return data_parallel.StepReport(float(loss), len(x), [len(c) for c in xs], self.intervals, moved, peak,
+                                        list(notes))
 
 
 # ---- solutions/02_data_parallel.ipynb, cell 15 (id 63658de7) -------------------------------------------------------
