@@ -91,6 +91,7 @@ def library_schedule(module, rank, world_size, run, device):
         raise ValueError(f"torch.distributed.pipelining runs 'gpipe' or '1f1b', not {run.schedule!r}")
     pl.micro_batch_size(run.batch_size, run.micro_batches)  # the batch must split into equal micro-batches
     stage = PipelineStage(module, rank, world_size, device)  # this rank's layers, on the default process group
+    # each micro-batch's own mean loss: unlike your ops, no / M here, the schedule scales the gradients by 1 / M itself
     return classes[run.schedule](stage, n_microbatches=run.micro_batches, loss_fn=F.cross_entropy)
 
 

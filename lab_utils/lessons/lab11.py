@@ -48,6 +48,8 @@ def shared_free_port(folder, timeout=60.0):
     return int(path.read_text())
 
 
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 10 (id 4e9cf7b6) --------------------------------------------
+
 @dataclass(frozen=True)
 class TorchEnvironment:
     """What torchrun would set, derived from what Slurm set for this task."""
@@ -81,7 +83,7 @@ def torch_environment(folder) -> TorchEnvironment:
                             master_port=shared_free_port(folder))
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 10 (id 8193715e) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 12 (id 8193715e) --------------------------------------------
 
 class FirstStep:
     """Records in `.at` the time.time() of this process's first optimizer step, of any optimizer."""
@@ -107,7 +109,7 @@ def task(worker, cfg, folder) -> dict:
             "first_step_at": clock.at}
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 12 (id e546d005) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 14 (id e546d005) --------------------------------------------
 
 def submitit_executor(folder, *, nodes=1, tasks_per_node=1, gpus_per_node=0, cpus_per_task=1, time_limit_min=5,
                       partition=None, account=None, job_name="lab11", setup=()):
@@ -120,7 +122,7 @@ def submitit_executor(folder, *, nodes=1, tasks_per_node=1, gpus_per_node=0, cpu
     return ex
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 17 (id 0e541425) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 19 (id 0e541425) --------------------------------------------
 
 def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: int = 2, tasks_per_node: int = 1,
                  gpus_per_node: int = 0, cpus_per_task: int = 1, time_limit: str = "00:05:00",
@@ -183,7 +185,7 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
     return "\n".join(lines)
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 25 (id bc440cad) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 27 (id bc440cad) --------------------------------------------
 
 def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "lab11-restart", nodes: int = 2,
                    tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1,
@@ -236,6 +238,8 @@ def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "
     return "\n".join(lines)
 
 
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 29 (id 7e02b942) --------------------------------------------
+
 def rank_from_slurm() -> dict:
     """Inside an srun task: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE from SLURM_PROCID, SLURM_NTASKS,
     SLURM_LOCALID and the tasks per node (MASTER_ADDR/PORT come from the batch script); set and returned."""
@@ -246,7 +250,7 @@ def rank_from_slurm() -> dict:
     return env
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 33 (id f1fa47cb) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 37 (id f1fa47cb) --------------------------------------------
 
 def launched(worker, cfg) -> callable:
     """worker wrapped for lab_utils.launch, also returning the wall-clock time of its first optimizer step."""
