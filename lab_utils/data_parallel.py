@@ -214,13 +214,12 @@ def dp_name(n_devices: int) -> str:
 
 @dataclass(frozen=True)
 class Sweep:
-    """What `sweep` measured: one result per candidate and batch size, device 0's phases, the gradient check."""
+    """What `sweep` measured: one result per candidate and batch size, and each device's median phases."""
 
     plan: DevicePlan
     repeats: int
     results: tuple[measure.Result, ...]
     phase_ms: dict  # batch size -> device row -> phase -> median ms
-    grad_max_abs_diff: float
 
     @property
     def n_devices(self) -> int:
@@ -284,17 +283,11 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
                                      plan.devices[0], hw))
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
                          for r, parts in median_phase_seconds(reports[warmup:]).items()}
-    x, y = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
-    single = spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(plan.devices[0])
-    single_device_step(single, x, y, threads=None)
-    with parallel_class(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:  # the same weights
-        parallel.step(x, y)
-        diff = max_abs_diff(gradients(parallel.model), gradients(single))
-    return Sweep(plan, repeats, tuple(results), phases, diff)
+    return Sweep(plan, repeats, tuple(results), phases)
 
 
 def print_sweep(result: Sweep) -> None:
-    """The sweep's table, each figure with its spread, warnings under it, then the gradient check."""
+    """The sweep's table, each figure with its spread, and the warnings under it."""
     n = result.n_devices
     print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
           f"backend {result.plan.backend}, devices {[str(d) for d in result.plan.devices]})")
@@ -309,5 +302,3 @@ def print_sweep(result: Sweep) -> None:
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
     for line in detectors.table_lines([r.flags for r in result.results], names):
         print(line)
-    print(f"DataParallel vs one device, same batch of {max(result.batch_sizes)}: "
-          f"max |grad diff| = {result.grad_max_abs_diff:.2e}")

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import data, spec
-from .measure import synchronize
+from .measure import alternating_rounds, synchronize
 from .plots import Interval
 
 
@@ -432,17 +432,17 @@ def run_schedule(ctx: StageContext, ops, forward_op, backward_op) -> dict:
 
 # ---- running configurations over ranks ---------------------------------------------------------------------------
 
-def _library_step(library_ops, schedule, rank: int, world_size: int, batch, device) -> dict:
+def _library_step(library_step, schedule, rank: int, world_size: int, batch, device) -> dict:
     """One step of a library schedule (lab 04's library_step), as one timed event of this stage."""
     x, y = batch
     start = time.perf_counter()
-    library_ops[1](schedule, rank, world_size, x.to(device), y.to(device))
+    library_step(schedule, rank, world_size, x.to(device), y.to(device))
     synchronize(device)
-    return {"events": [("S", 0, start, time.perf_counter())], "peak_activation_bytes": 0}
+    return {"events": [("S", 0, start, time.perf_counter())], "peak_activation_bytes": None}  # not measured
 
 
 def pipeline_worker(rank: int, world_size: int, runs, forward_op, backward_op, rounds: int = 3, warmup: int = 1,
-                    timeout_s: float = 60.0, library_runs=(), library_ops=None) -> list[dict]:
+                    timeout_s: float = 60.0, library_runs=(), library_schedule=None, library_step=None) -> list[dict]:
     """This rank's stage of `runs` and `library_runs`, each round; per run: timed steps, gradients, last outputs."""
     from .launch import process_group
 
@@ -455,21 +455,21 @@ def pipeline_worker(rank: int, world_size: int, runs, forward_op, backward_op, r
         modules = [build_stage(r.model_spec(), r.input_shape, r.split, rank, seed=r.seed).to(device) for r in everything]
         batches = [r.batch() for r in everything]
         schedules = [make_schedule(r.schedule, world_size, r.micro_batches).ops[rank] for r in runs]
-        schedules += [library_ops[0](m, rank, world_size, r, device) for r, m in zip(library_runs, modules[hand:])]
+        schedules += [library_schedule(m, rank, world_size, r, device) for r, m in zip(library_runs, modules[hand:])]
         results = [{"label": r.label, "steps": [], "device": ctx.device, "backend": ctx.backend} for r in everything]
-        for round_ in range(warmup + rounds):
-            for i in range(len(everything)) if round_ % 2 == 0 else reversed(range(len(everything))):
-                modules[i].zero_grad(set_to_none=True)
-                dist.barrier()  # every stage starts the step together
-                if i >= hand:
-                    step = _library_step(library_ops, schedules[i], rank, world_size, batches[i], device)
-                else:
-                    stage_ctx = StageContext.for_run(runs[i], modules[i], rank, world_size, device, ctx.backend, batches[i])
-                    step = run_schedule(stage_ctx, schedules[i], forward_op, backward_op)
-                    if stage_ctx.last:
-                        results[i]["logits"] = torch.cat([stage_ctx.logits[m] for m in range(runs[i].micro_batches)])
-                if round_ >= warmup:
-                    results[i]["steps"].append(step)
+        order = alternating_rounds(range(len(everything)), warmup + rounds)
+        for n, i in enumerate(order):
+            modules[i].zero_grad(set_to_none=True)
+            dist.barrier()  # every stage starts the step together
+            if i >= hand:
+                step = _library_step(library_step, schedules[i], rank, world_size, batches[i], device)
+            else:
+                stage_ctx = StageContext.for_run(runs[i], modules[i], rank, world_size, device, ctx.backend, batches[i])
+                step = run_schedule(stage_ctx, schedules[i], forward_op, backward_op)
+                if stage_ctx.last:
+                    results[i]["logits"] = torch.cat([stage_ctx.logits[m] for m in range(runs[i].micro_batches)])
+            if n >= warmup * len(everything):  # past the warm-up rounds
+                results[i]["steps"].append(step)
         for result, module in zip(results, modules):
             result["grads"] = torch.cat([p.grad.detach().flatten().cpu() for p in module.parameters()])
     return results
@@ -487,7 +487,7 @@ class Measured:
     run: PipelineRun
     stages: int
     timelines: list[list[Interval]]  # per timed step, every stage's ops (a library step: one interval per stage)
-    peak_activation_bytes: list[int]  # per stage, the most held between ops in any step
+    peak_activation_bytes: list[int] | None  # per stage, the most held between ops in any step (library: not measured)
     stage_grads: list[np.ndarray]     # per stage, its parameters' gradients after the last step
     logits: np.ndarray | None = None  # the last stage's outputs of the last step (hand-built ops only)
 
@@ -514,11 +514,14 @@ class Measured:
     @property
     def bubble(self) -> float:
         """The bubble fraction of the median step (typical())."""
-        return bubble_fraction(self.typical(), self.stages)
+        return self.bubbles[self.makespans.index(self.makespan)]
 
     @property
     def bubbles(self) -> list[float]:
-        """The bubble fraction of every timed step."""
+        """The bubble fraction of every timed step; a library step, timed whole, has none."""
+        if any(i.kind == KINDS["S"] for t in self.timelines for i in t):
+            raise ValueError(f"{self.run.label!r} ran the library's schedule, timed as one step per stage: it has no "
+                             "per-op timeline, so no bubble (the hand-built ops' runs have one)")
         return [bubble_fraction(t, self.stages) for t in self.timelines]
 
     @property
@@ -543,8 +546,9 @@ def collect(runs, ranks) -> dict[str, Measured]:
             t0 = min(e[2] for _, e in events)
             timelines.append([Interval(f"stage {s}", KINDS[kind], a - t0, b - t0, str(m)) for s, (kind, m, a, b) in events])
         logits = per_rank[-1].get("logits")
+        peaks = [[step["peak_activation_bytes"] for step in r["steps"]] for r in per_rank]
         measured[run.label] = Measured(run, stages, timelines,
-                                       [max(step["peak_activation_bytes"] for step in r["steps"]) for r in per_rank],
+                                       None if None in peaks[0] else [max(p) for p in peaks],
                                        [np.asarray(r["grads"]) for r in per_rank],
                                        None if logits is None else np.asarray(logits))
     return measured
@@ -577,7 +581,8 @@ def ideal_bubble(measured: Measured) -> float:
     return bubble_fraction(simulate(schedule, *mean_op_seconds(measured.typical(), measured.stages)), measured.stages)
 
 
-def run_pipelines(runs, stages: int, forward_op, backward_op, *, library_runs=(), library_ops=None, rounds: int = 3,
+def run_pipelines(runs, stages: int, forward_op, backward_op, *, library_runs=(), library_schedule=None,
+                  library_step=None, rounds: int = 3,
                   warmup: int = 1, timeout: float = 300.0, group_timeout: float = 60.0) -> dict[str, Measured]:
     """Run every configuration `rounds` times interleaved over one rank per stage; returns label -> Measured."""
     from .launch import launch
@@ -588,13 +593,14 @@ def run_pipelines(runs, stages: int, forward_op, backward_op, *, library_runs=()
     labels = [r.label for r in everything]
     if len(set(labels)) != len(labels):
         raise ValueError(f"every run needs its own label, got {labels}")
-    if library_runs and library_ops is None:
-        raise ValueError("library_runs need library_ops=(library_schedule, library_step): lab 04's, or your own")
+    if library_runs and (library_schedule is None or library_step is None):
+        raise ValueError("library_runs need library_schedule= and library_step=: lab 04's, or your own")
     for r in everything:
         micro_batch_size(r.batch_size, r.micro_batches)
         if len(stage_layers(r.model_spec(), r.split)) != stages:
             raise ValueError(f"run {r.label!r}: split {list(r.split)} makes {len(r.split) + 1} stages, not {stages}")
     # group_timeout bounds each send, recv and barrier; timeout bounds the whole launch
     ranks = launch(pipeline_worker, stages, timeout=timeout,
-                   args=(list(runs), forward_op, backward_op, rounds, warmup, group_timeout, list(library_runs), library_ops))
+                   args=(list(runs), forward_op, backward_op, rounds, warmup, group_timeout, list(library_runs),
+                         library_schedule, library_step))
     return collect(everything, ranks)

@@ -129,8 +129,8 @@ def executed():
             pl.PipelineRun("bn M=1", "gpipe", 1, batchnorm=True, **SMALL),
             pl.PipelineRun("bn M=4", "gpipe", 4, batchnorm=True, **SMALL)]
     library = [pl.PipelineRun("library", "1f1b", 4, **SMALL)]
-    measured = pl.run_pipelines(runs, 2, forward_op, backward_op, library_runs=library,
-                                library_ops=(library_schedule, library_step), rounds=3, warmup=1, timeout=180)
+    measured = pl.run_pipelines(runs, 2, forward_op, backward_op, library_runs=library, library_schedule=library_schedule,
+                                library_step=library_step, rounds=3, warmup=1, timeout=180)
     return runs, measured
 
 
@@ -162,6 +162,15 @@ def test_every_op_is_timestamped_once_per_step(executed):
         assert ops == sorted((f"stage {s}", k, str(mb)) for s in range(2) for k in ("forward", "backward") for mb in range(4))
         assert min(i.start_s for i in timeline) == 0.0
     assert 0.0 < m.bubble < 1.0
+
+
+def test_a_library_step_is_timed_whole_and_claims_no_bubble_or_activations(executed):
+    _, measured = executed
+    m = measured["library"]
+    assert len(m.timelines) == 3 and all(sorted(i.row for i in t) == ["stage 0", "stage 1"] for t in m.timelines)
+    assert m.makespan > 0 and m.peak_activation_bytes is None
+    with pytest.raises(ValueError, match="no per-op timeline, so no bubble"):
+        m.bubble
 
 
 def test_waiting_in_a_recv_is_not_counted_as_work(executed):
@@ -247,8 +256,8 @@ def test_bad_configurations_fail_before_launching_or_name_the_rank():
         pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2, forward_op, backward_op)
     with pytest.raises(RankError, match="runs 'gpipe' or '1f1b', not 'naive'"):
         pl.run_pipelines([], 2, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "naive", 1, **SMALL)],
-                         library_ops=(library_schedule, library_step), rounds=1, warmup=0, timeout=60)
-    with pytest.raises(ValueError, match="library_ops"):
+                         library_schedule=library_schedule, library_step=library_step, rounds=1, warmup=0, timeout=60)
+    with pytest.raises(ValueError, match="library_schedule= and library_step="):
         pl.run_pipelines([], 2, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "gpipe", 2, **SMALL)])
     with pytest.raises(RankError, match=r"rank \d failed: ValueError: stage \d cannot run micro-batch 0"):
         pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, failing_forward, backward_op, rounds=1, warmup=0, timeout=60)

@@ -87,7 +87,7 @@ class DataParallel:
         timer = self._timer()
         phase, on_all = timer.phase, timer.on_all
         self.model.zero_grad(set_to_none=True)
-        xs = phase("scatter", lambda: scatter(x.to(dev0), ids))
+        xs = phase("scatter", lambda: scatter(x, ids))
         timer.sync()                                 # every chunk has arrived on its GPU
         replicas = on_all("replicate", lambda: replicate(self.model, ids[:len(xs)]), len(xs))
         outputs = on_all("forward", lambda: parallel_apply(replicas, [(xi,) for xi in xs]), len(xs))

@@ -3,18 +3,36 @@ from __future__ import annotations
 
 import json
 
-from ... import data_parallel
+from dataclasses import dataclass
+
+import torch
+
+from ... import data, data_parallel, hardware, spec
 from ...data_parallel import ONE_DEVICE, Sweep, dp_name, threaded_name
-from ...lessons.lab02 import DataParallel
 
 
-def sweep(**options) -> Sweep:
-    """data_parallel.sweep of lab 02's DataParallel, as the notebook runs it."""
-    return data_parallel.sweep(DataParallel, **options)
+@dataclass(frozen=True)
+class Measured:
+    """Lab 02's sweep and its gradient check (DataParallel vs one device on the largest batch)."""
+
+    sweep: Sweep
+    grad_max_abs_diff: float
 
 
-def figures(result: Sweep) -> dict:
+def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), seed: int = 0, hw=None, **options) -> Measured:
+    """data_parallel.sweep of lab 02's DataParallel, as the notebook runs it, then lab 02's gradient_difference."""
+    from ...lessons.lab02 import DataParallel, gradient_difference  # imported here: `assign` starts without it
+
+    hw = hw or hardware.detect()
+    result = data_parallel.sweep(DataParallel, n_devices=n_devices, batch_sizes=batch_sizes, seed=seed, hw=hw, **options)
+    x, y = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
+    model = spec.build_torch(spec.cnn2d_3layer_fullconnected_3layer(), (1, 28, 28), seed=seed)
+    return Measured(result, gradient_difference(model, x, y, result.plan))
+
+
+def figures(measured: Measured) -> dict:
     """The figures of `bench dp`, each with its spread and flags."""
+    result = measured.sweep
     n, rows = result.n_devices, []
     for batch in result.batch_sizes:
         one, many = result.result(batch, ONE_DEVICE), result.result(batch, dp_name(n))
@@ -29,16 +47,18 @@ def figures(result: Sweep) -> dict:
     return {"benchmark": "dp", "n_devices": n, "devices": [str(d) for d in result.plan.devices],
             "backend": result.plan.backend, "threads_per_device": result.plan.threads_per_device,
             "model": "cnn2d_3layer_fullconnected_3layer", "repeats": result.repeats, "by_batch": rows,
-            "phase_ms": result.phase_ms, "grad_max_abs_diff": result.grad_max_abs_diff,
+            "phase_ms": result.phase_ms, "grad_max_abs_diff": measured.grad_max_abs_diff,
             "batch_size": rows[-1]["batch_size"], "speedup": rows[-1]["speedup"],
             "speedup_small_batch": rows[0]["speedup"], "flags": rows[-1]["flags"]}
 
 
-def show(result: Sweep) -> None:
-    """Lab 02's table, each batch's phases, then the JSON line (the last line of output)."""
-    data_parallel.print_sweep(result)
-    for batch, table in result.phase_ms.items():
+def show(measured: Measured) -> None:
+    """Lab 02's table, each batch's phases, the gradient check, then the JSON line (the last line of output)."""
+    data_parallel.print_sweep(measured.sweep)
+    for batch, table in measured.sweep.phase_ms.items():
         print(f"phases at batch {batch} (median ms):")
         for row, parts in table.items():
             print(f"  {row:<18} " + "  ".join(f"{k} {v:.2f}" for k, v in parts.items()))
-    print(json.dumps(figures(result)))
+    print(f"DataParallel vs one device, same batch of {max(measured.sweep.batch_sizes)}: "
+          f"max |grad diff| = {measured.grad_max_abs_diff:.2e}")
+    print(json.dumps(figures(measured)))

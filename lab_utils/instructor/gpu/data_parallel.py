@@ -11,7 +11,6 @@ import torch.nn.functional as F
 
 from ... import data, spec
 from ...data_parallel import DevicePlan, gradients, max_abs_diff, plan_devices, single_device_step
-from ...lessons.lab02 import DataParallel  # lab 02's class, generated from its notebook
 
 
 # ---- the GPU check ---------------------------------------------------------------------------------------------
@@ -30,15 +29,14 @@ def _gpu_gradient_check(step, model, reference) -> str:
 
 
 def gpu_check() -> dict[str, str]:
-    """Lab 02's step on the GPU(s) against one CPU device's gradients (same weights, same batch).
-
-    Checks: replicas sharing cuda:0 (this module's threads, one CUDA stream each); with two or more GPUs, torch's own
-    scatter/replicate/parallel_apply/gather phases and nn.DataParallel itself.
-    """
+    """Lab 02's step against one CPU device's gradients: replicas sharing cuda:0 (a CUDA stream each), and with two or
+    more GPUs torch.nn.parallel's phases and nn.DataParallel itself."""
     names = ("DataParallel step, 2 replicas sharing cuda:0", "DataParallel step, torch.nn.parallel phases on every GPU",
              "nn.DataParallel on every GPU")
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in names}
+    from ...lessons.lab02 import DataParallel  # lab 02's class, generated from its notebook; `assign` starts without it
+
     gpus = torch.cuda.device_count()
     model = spec.build_torch(spec.cnn2d_3layer_fullconnected_3layer(), (1, 28, 28), seed=0)
     x, y = (torch.from_numpy(a) for a in data.synthetic_images(64, image_shape=(1, 28, 28), seed=1))

@@ -36,10 +36,10 @@ def gpu_check() -> dict[str, str]:
 
     run = PipelineRun("hand-built", "1f1b", 4, batch_size=64, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
     reason = library_unsupported(hardware.plan(2))
-    library = [] if reason else [PipelineRun("library", "1f1b", 4, batch_size=64, split=(2,), model=run.model)]
+    library_runs = [] if reason else [PipelineRun("library", "1f1b", 4, batch_size=64, split=(2,), model=run.model)]
     try:
-        measured = run_pipelines([run], 2, forward_op, backward_op, library_runs=library, rounds=1, warmup=1,
-                                 library_ops=(library_schedule, library_step), timeout=120)
+        measured = run_pipelines([run], 2, forward_op, backward_op, library_runs=library_runs, rounds=1, warmup=1,
+                                 library_schedule=library_schedule, library_step=library_step, timeout=120)
     except Exception as exc:  # report it, whatever it is: this is a check, not a lab
         return {hand: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", library: "failed: not run"}
     _, logits, grads = reference(run)
