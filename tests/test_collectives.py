@@ -126,6 +126,13 @@ def test_pipeline_traffic_counts_one_activation_send_forward_and_one_gradient_se
     assert ranks[0] == ranks[1] == {"send": [4, 4.0 * message]}
 
 
+def test_pipeline_traffic_on_more_ranks_than_stages_says_one_stage_per_rank():
+    from lab_utils.launch import RankError
+
+    with pytest.raises(RankError, match="makes 2 stages, but 3 ranks run: one stage per rank"):
+        launch(pipeline_traffic_worker, 3, args=(16,), timeout=60)
+
+
 def test_bench_reports_every_figure_with_tiny_sizes():
     result = bench_collectives.bench(nbytes=1 << 16, repeats=2, train_steps=1, timeout_s=120)
     for key in ("ring_vs_library", "ring_vs_library_spread", "busbw_gbps", "busbw_spread", "ring_ms", "library_ms",

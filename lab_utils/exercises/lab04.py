@@ -78,8 +78,9 @@ def _recompute_run(recompute_backward_op, case):
             raise RuntimeError(f"the stages waited for each other for {GROUP_TIMEOUT_S} s (a deadlock): every dist.recv "
                                "needs the neighbour's matching send, and the first stage sends no gradient back") from None
         if exc.rank == 0 and "'NoneType' object has no attribute" in exc.message:
-            raise RuntimeError("rank 0 failed on x.grad, which is None there: the first stage's input is the images, "
-                               "which need no gradient, so stage 0 sends nothing back (if not ctx.first)") from None
+            raise RuntimeError("rank 0 failed, likely on x.grad, which is None there: the first stage's input is the "
+                               "images, which need no gradient, so stage 0 sends nothing back (if not ctx.first). It "
+                               f"said: {exc.message.splitlines()[0][:300]}") from None
         raise RuntimeError(f"rank {exc.rank} failed: {exc.message.splitlines()[0][:400]}") from None
     return {"grads": [g.tolist() for g in measured.stage_grads], "logits": measured.logits.tolist()}
 
