@@ -128,6 +128,17 @@ def grad_to_the_next_stage(ctx, micro):
 
 
 @named
+def grad_sent_from_the_first_stage_too(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    ctx.pending.append(dist.isend(x.grad.to(ctx.wire), dst=ctx.rank - 1))  # stage 0's x (the images) has no grad
+
+
+@named
 def loss_from_the_kept_logits(ctx, micro):
     x = ctx.saved.pop(micro)
     out = ctx.stage(x)
@@ -154,6 +165,7 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
     (no_recv, "deadlock"),
     (grad_to_the_next_stage, "the previous one (rank"),
     (loss_from_the_kept_logits, "from the stage's new output"),
+    (grad_sent_from_the_first_stage_too, "rank 0 failed, likely on x.grad"),
 ], ids=lambda v: getattr(v, "__code__", None) and v.__code__.co_name or "")
 def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong, named_mistake):
     result = check(wrong)
