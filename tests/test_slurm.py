@@ -19,11 +19,11 @@ def srun_and_torchrun(script: str) -> str:
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_cpu_script_starts_one_torchrun_agent_per_node_with_c10d_on_the_first_node(nodes):
     script = lab11.batch_script("train.py", ["--epochs", "2"], nodes=nodes, tasks_per_node=2, cpus_per_task=1,
-                                time_limit="5", partition="lab", python="python")
+                                time_limit_min=5, partition="lab", python="python")
     assert f"#SBATCH --nodes={nodes}\n" in script
     assert re.search(r"^#SBATCH --ntasks-per-node=1\b", script, re.M)
     assert re.search(r"^#SBATCH --cpus-per-task=2\b", script, re.M)  # two processes of one core each per node
-    assert "#SBATCH --partition=lab" in script and "#SBATCH --time=5" in script
+    assert "#SBATCH --partition=lab" in script and "#SBATCH --time=00:05:00" in script
     assert not re.search(r"^#SBATCH --gres", script, re.M) and re.search(r"^##SBATCH --gres=gpu:N", script, re.M)
     line = " ".join(srun_and_torchrun(script).split())
     assert line.startswith('srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 python -m torch.distributed.run')
@@ -49,9 +49,13 @@ def test_script_is_valid_bash_and_refuses_nonsense():
     script = lab11.batch_script("my train.py", ["{\"a\": 1}"], max_restarts=1, one_host=True)
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     assert "--max-restarts=1" in script and "'my train.py'" in script and "export LAB_ONE_HOST=1" in script
-    for bad in (dict(nodes=0), dict(tasks_per_node=-1), dict(gpus_per_node=-2), dict(cpus_per_task=1.5)):
+    for bad in (dict(nodes=0), dict(tasks_per_node=-1), dict(gpus_per_node=-2), dict(cpus_per_task=1.5),
+                dict(time_limit_min=0), dict(time_limit_min="5")):
         with pytest.raises(ValueError):
             lab11.batch_script("train.py", **bad)
+        with pytest.raises(ValueError):
+            lab11.restart_script("train.py", **bad)
+    assert lab11.slurm_time(90) == "01:30:00" and "#SBATCH --time=01:30:00" in lab11.batch_script("t.py", time_limit_min=90)
 
 
 def test_log_tail_hides_time_stamps_folders_and_the_host(tmp_path):
@@ -197,7 +201,7 @@ def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_wei
     (tmp_path / "resumable.py").write_text(imports + "\n\n" + source + "\n\n" + inspect.getsource(lab11.rank_from_slurm) + main)
     cfg = fault_cfg(tmp_path)
     cluster = slurm.find()
-    script = lab11.restart_script(tmp_path / "resumable.py", [json.dumps(cfg)], nodes=2, time_limit="3",
+    script = lab11.restart_script(tmp_path / "resumable.py", [json.dumps(cfg)], nodes=2, time_limit_min=3,
                                   output=str(tmp_path / "job.out"), one_host=cluster.one_host)
     (tmp_path / "job.sbatch").write_text(script)
     final = slurm.wait(slurm.sbatch(tmp_path / "job.sbatch"), 120, say=lambda line: None)

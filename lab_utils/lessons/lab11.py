@@ -7,17 +7,17 @@ import os
 import re
 import shlex
 import socket
+import statistics
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-import numpy as np
 import submitit
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from lab_utils import slurm
+from lab_utils import measure, slurm
 from lab_utils.launch import hold_process_groups, launch
 
-__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'batch_script', 'restart_script', 'rank_from_slurm', 'launched', 'side_by_side']
+__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'free_port', 'batch_script', 'restart_script', 'rank_from_slurm', 'launched', 'side_by_side']
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 8 (id 0890b942) ---------------------------------------------
@@ -124,46 +124,70 @@ def submitit_executor(folder, *, nodes=1, tasks_per_node=1, gpus_per_node=0, cpu
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 19 (id 0e541425) --------------------------------------------
 
-def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: int = 2, tasks_per_node: int = 1,
-                 gpus_per_node: int = 0, cpus_per_task: int = 1, time_limit: str = "00:05:00",
-                 partition: str | None = None, account: str | None = None, output: str = "slurm-%j.out",
-                 python: str = sys.executable, max_restarts: int = 0, one_host: bool = False) -> str:
-    """An sbatch script: `srun` starts one `torchrun` agent per node (c10d rendezvous on the first node), and each
-    agent starts `tasks_per_node` processes (with GPUs: one per GPU) running `python_file args`."""
+def slurm_time(minutes: int) -> str:
+    """A time limit as Slurm's HH:MM:SS (a bare number is minutes to Slurm, but reads like seconds)."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or minutes < 1:
+        raise ValueError(f"a time limit is a whole number of minutes >= 1, got {minutes!r}")
+    return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+
+
+def check_sizes(nodes, tasks_per_node, cpus_per_task, gpus_per_node):
+    """A ValueError unless nodes, tasks and cores are positive integers and GPUs 0 (CPU nodes) or more."""
     for name, value in (("nodes", nodes), ("tasks_per_node", tasks_per_node), ("cpus_per_task", cpus_per_task)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if not isinstance(gpus_per_node, int) or gpus_per_node < 0:
         raise ValueError(f"gpus_per_node must be 0 (CPU) or a positive integer, got {gpus_per_node!r}")
+
+
+def sbatch_lines(**options) -> list[str]:
+    """`#SBATCH --name=value` lines from name=value or name=(value, comment); a None value is left out."""
+    lines = []
+    for name, value in options.items():
+        value, comment = value if isinstance(value, tuple) else (value, "")
+        if value is not None:
+            line = f"#SBATCH --{name.replace('_', '-')}={value}"
+            lines.append(f"{line:<39} # {comment}" if comment else line)
+    return lines
+
+
+def gres(gpus_per_node):
+    """The --gres request for `gpus_per_node` GPUs, with its comment; None on CPU nodes."""
+    return (f"gpu:{gpus_per_node}", f"{gpus_per_node} GPU(s) per node: one process per GPU") if gpus_per_node else None
+
+
+def free_port(python) -> str:
+    """A shell command substitution that prints a port free on the node it runs on."""
+    return (f"$({shlex.quote(python)} -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); "
+            "print(s.getsockname()[1])')")
+
+
+def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: int = 2, tasks_per_node: int = 1,
+                 gpus_per_node: int = 0, cpus_per_task: int = 1, time_limit_min: int = 5,
+                 partition: str | None = None, account: str | None = None, output: str = "slurm-%j.out",
+                 python: str = sys.executable, max_restarts: int = 0, one_host: bool = False) -> str:
+    """An sbatch script: `srun` starts one `torchrun` agent per node (c10d rendezvous on the first node), and each
+    agent starts `tasks_per_node` processes (with GPUs: one per GPU) running `python_file args`."""
+    check_sizes(nodes, tasks_per_node, cpus_per_task, gpus_per_node)
     procs = gpus_per_node or tasks_per_node  # one process per GPU on a GPU node
-    gpu = gpus_per_node > 0
-    lines = ["#!/bin/bash",
-             f"#SBATCH --job-name={job_name}",
-             f"#SBATCH --nodes={nodes}",
-             "#SBATCH --ntasks-per-node=1             # one Slurm task per node: the torchrun agent, which starts "
-             "the node's processes",
-             f"#SBATCH --cpus-per-task={cpus_per_task * procs:<14}# cores for those {procs} process(es): "
-             f"{cpus_per_task} each"]
-    if gpu:
-        lines.append(f"#SBATCH --gres=gpu:{gpus_per_node:<20}# {gpus_per_node} GPU(s) per node: one process per GPU")
-    else:
-        lines.append("##SBATCH --gres=gpu:N                 # on a GPU cluster: N GPUs per node, one process per GPU "
+    lines = ["#!/bin/bash", *sbatch_lines(
+        job_name=job_name, nodes=nodes,
+        ntasks_per_node=(1, "one Slurm task per node: the torchrun agent, which starts the node's processes"),
+        cpus_per_task=(cpus_per_task * procs, f"cores for those {procs} process(es): {cpus_per_task} each"),
+        gres=gres(gpus_per_node), time=slurm_time(time_limit_min), partition=partition, account=account,
+        output=output)]
+    if not gpus_per_node:
+        lines.append(f"{'##SBATCH --gres=gpu:N':<39} # on a GPU cluster: N GPUs per node, one process per GPU "
                      "(gpus_per_node=N)")
-    lines.append(f"#SBATCH --time={time_limit}")
-    if partition:
-        lines.append(f"#SBATCH --partition={partition}")
-    if account:
-        lines.append(f"#SBATCH --account={account}")
-    lines += [f"#SBATCH --output={output}", "", "set -euo pipefail", "",
+    lines += ["", "set -euo pipefail", "",
               "# the rendezvous: the first node of the allocation (this script runs there), on a port free there",
               'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
               "head_addr=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')"
               "  # its host name on most clusters",
-              f"port=$({shlex.quote(python)} -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); "
-              "print(s.getsockname()[1])')",
+              f"port={free_port(python)}",
               f"export OMP_NUM_THREADS={cpus_per_task}             # intra-op threads per process: its share of "
               "the cores"]
-    if gpu:
+    if gpus_per_node:
         lines += ["export NCCL_DEBUG=WARN                  # NCCL carries the collectives between GPUs (the backend "
                   "lab_utils.hardware picks when each process owns a GPU)",
                   "# export NCCL_SOCKET_IFNAME=ib0        # the interface NCCL uses between nodes, where it guesses wrong"]
@@ -173,7 +197,7 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
     if one_host:
         lines.append("export LAB_ONE_HOST=1                  # every node of the course's local cluster is this "
                      "machine: ranks share its cores and GPUs")
-    bind = "--cpu-bind=cores " if gpu or cpus_per_task > 1 else ""
+    bind = "--cpu-bind=cores " if gpus_per_node or cpus_per_task > 1 else ""
     lines += ["",
               "# one agent per node; --kill-on-bad-exit: a failed node ends the whole step",
               f'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 {bind}\\',
@@ -188,44 +212,38 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 27 (id bc440cad) --------------------------------------------
 
 def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "lab11-restart", nodes: int = 2,
-                   tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1,
-                   time_limit: str = "00:05:00", partition: str | None = None, account: str | None = None,
-                   output: str = "slurm-%j.out", python: str = sys.executable, one_host: bool = False) -> str:
-    """An sbatch script that runs `python_file args` as one srun step of `nodes x tasks_per_node` tasks (rank =
-    SLURM_PROCID) and, when a task dies, starts a fresh step — new processes, a new rendezvous port — up to `attempts`
-    times in the same allocation; the program must resume from its checkpoint."""
+                   tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1, time_limit_min: int = 5,
+                   partition: str | None = None, account: str | None = None, output: str = "slurm-%j.out",
+                   python: str = sys.executable, one_host: bool = False) -> str:
+    """An sbatch script: one srun step of a task per process runs `python_file args`; when a task dies, a fresh step
+    (new processes, a new port) in the same allocation, `attempts` at most; the program resumes from its checkpoint."""
+    check_sizes(nodes, tasks_per_node, cpus_per_task, gpus_per_node)
     if not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"attempts must be a positive integer, got {attempts!r}")
-    head = batch_script(python_file, args, job_name=job_name, nodes=nodes, tasks_per_node=tasks_per_node,
-                        gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task, time_limit=time_limit,
-                        partition=partition, account=account, output=output, python=python, one_host=one_host)
-    head = head[:head.index("\n# the rendezvous:")]
-    procs = gpus_per_node or tasks_per_node
-    gpu = gpus_per_node > 0
-    head = head.replace("#SBATCH --ntasks-per-node=1             # one Slurm task per node: the torchrun agent, which "
-                        "starts the node's processes",
-                        f"#SBATCH --ntasks-per-node={procs:<15}# one Slurm task per process (on GPU nodes: one per GPU)")
-    head = re.sub(r"#SBATCH --cpus-per-task=\d+ *#[^\n]*", f"#SBATCH --cpus-per-task={cpus_per_task:<17}# cores per process", head)
-    head = head.replace("set -euo pipefail", "set -uo pipefail  # no -e: a failed step is what the loop below handles")
-    bind = "--cpu-bind=cores " if gpu or cpus_per_task > 1 else ""
-    port = (f"$({shlex.quote(python)} -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); "
-            "print(s.getsockname()[1])')")
-    lines = [head.rstrip(), "",
-             "# every task's rendezvous: the first node of the allocation (this script runs there)",
-             'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-             "export MASTER_ADDR=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')",
-             f"export OMP_NUM_THREADS={cpus_per_task}"]
+    procs = gpus_per_node or tasks_per_node  # one process per GPU on a GPU node
+    lines = ["#!/bin/bash", *sbatch_lines(
+        job_name=job_name, nodes=nodes,
+        ntasks_per_node=(procs, "one Slurm task per process (on GPU nodes: one per GPU)"),
+        cpus_per_task=(cpus_per_task, "cores per process"),
+        gres=gres(gpus_per_node), time=slurm_time(time_limit_min), partition=partition, account=account,
+        output=output),
+        "", "set -uo pipefail  # no -e: a failed step is what the loop below handles", "",
+        "# every task's rendezvous: the first node of the allocation (this script runs there)",
+        'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "export MASTER_ADDR=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')",
+        f"export OMP_NUM_THREADS={cpus_per_task}"]
     if one_host:
         lines += ["export LAB_ONE_HOST=1                  # every node of the course's local cluster is this machine: "
                   "ranks share its cores",
                   "export GLOO_SOCKET_IFNAME=lo           # ... and gloo stays on the loopback"]
-    if gpu:
+    if gpus_per_node:
         lines.append("export NCCL_DEBUG=WARN                  # NCCL carries the collectives between GPUs")
+    bind = "--cpu-bind=cores " if gpus_per_node or cpus_per_task > 1 else ""
     lines += ["",
-              "# the restart: a fresh srun step (new processes, a new port) in the same allocation, at most "
-              f"{attempts} attempts",
+              f"# the restart: a fresh srun step (new processes, a new port) in the same allocation, at most {attempts} "
+              "attempts",
               f"for attempt in $(seq 1 {attempts}); do",
-              f"  export MASTER_PORT={port}",
+              f"  export MASTER_PORT={free_port(python)}",
               '  echo "attempt $attempt: srun step of $SLURM_NNODES node(s), rendezvous on $head_node"',
               "  # --kill-on-bad-exit: when one task dies, Slurm ends the step's other tasks (no rank waits forever)",
               f'  srun --nodes="$SLURM_NNODES" --ntasks-per-node={procs} --kill-on-bad-exit=1 {bind}\\',
@@ -262,23 +280,24 @@ def launched(worker, cfg) -> callable:
 
 
 def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0) -> dict:
-    """worker on `ex`'s Slurm nodes and with launch on `world_size` ranks, alternating `repeats` times: medians of
-    the seconds from submission (or launch) to the first optimizer step, and of the steady steps per second."""
+    """worker on `ex`'s Slurm nodes and with launch on `world_size` ranks, `repeats` each in alternating order: per path
+    the runs, medians and spreads of the seconds to the first optimizer step and of the steady steps per second."""
     batch = cfg["per_rank_batch"] * world_size
     runs = {"slurm": [], "launch": []}
-    for _ in range(repeats):
+    for path in measure.alternating_rounds(runs, repeats):  # slurm, launch, launch, slurm, ...
         start = time.time()
-        job = ex.submit(task, worker, cfg, str(folder))
-        slurm.wait_for_results(job, timeout)
-        out = job.results()[0]
-        runs["slurm"].append((out["first_step_at"] - start, out["samples_per_s"] / batch))
-        start = time.time()
-        out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout)[0]
-        runs["launch"].append((out["first_step_at"] - start, out["samples_per_s"] / batch))
+        if path == "slurm":
+            job = ex.submit(task, worker, cfg, str(folder))
+            slurm.wait_for_results(job, timeout)
+            out = job.results()[0]
+        else:
+            out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout)[0]
+        runs[path].append((out["first_step_at"] - start, out["samples_per_s"] / batch))
     result = {}
-    for name, values in runs.items():
+    for path, values in runs.items():
         first, steps = zip(*values)
-        result[name] = {"first_step_s": float(np.median(first)), "steps_per_s": float(np.median(steps)),
-                        "steps_per_s_runs": [round(s, 3) for s in steps], "first_step_s_runs": [round(f, 2) for f in first]}
+        result[path] = {"first_step_s": statistics.median(first), "first_step_spread": measure.spread(first),
+                        "first_step_s_runs": [round(f, 2) for f in first], "steps_per_s": statistics.median(steps),
+                        "steps_spread": measure.spread(steps), "steps_per_s_runs": [round(s, 3) for s in steps]}
     result["slurm_vs_local_steps"] = result["slurm"]["steps_per_s"] / result["launch"]["steps_per_s"]
     return result
