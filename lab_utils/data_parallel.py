@@ -147,13 +147,6 @@ class StepReport:
         """Seconds device 0 worked while the others waited (scatter, replicate, gather, loss, reduce, update)."""
         return sum(i.seconds for i in self.intervals if i.kind in COORDINATOR_PHASES and i.row == self.intervals[0].row)
 
-    def busy_seconds(self) -> dict:
-        """Seconds each device spent working in this step."""
-        busy = {}
-        for i in self.intervals:
-            busy[i.row] = busy.get(i.row, 0.0) + i.seconds
-        return busy
-
     def phase_seconds(self) -> dict:
         """seconds[device row][phase] for this step."""
         table = {}

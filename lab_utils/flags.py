@@ -1,6 +1,7 @@
 """The detectors behind every `[!]` (a figure that is impossible or contradicts another), each returning a list of
 warnings, empty when sound; a warning never contains "; ", which joins several in a results row's `flags`. Noise is
-one line per table (noise_line); every other warning is a note, printed as plain text, never `[!]`."""
+one line per table (noise_line); warnings that are neither (oversubscribed cores, ...) are notes, printed as plain
+text, never `[!]`."""
 from __future__ import annotations
 
 import math

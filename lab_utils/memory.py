@@ -160,7 +160,7 @@ def draw_per_rank(per_rank: dict, ax=None, *, title: str = ""):
     return ax
 
 
-# ---- flat buffers and ownership, for sharded optimizers ------------------------------------------------------------
+# ---- who owns which parameters, for sharded optimizers -------------------------------------------------------------
 
 def assign_owners(sizes, world_size: int) -> list[int]:
     """Owner rank of each parameter tensor: largest first, to the least-loaded rank (as ZeroRedundancyOptimizer)."""

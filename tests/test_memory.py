@@ -131,7 +131,7 @@ def test_per_rank_bytes_refuse_bad_input(args, words):
 
 # ---- flat shards and owners ----------------------------------------------------------------------------------------------
 
-def test_flatten_makes_parameters_and_gradients_views_into_padded_buffers():
+def test_flat_buffers_make_parameters_and_gradients_views_into_padded_buffers():
     model, reference = course(), course()
     flat = lab07.flat_buffers(model, 3)
     assert flat.padding == memory.padding(flat.numel, 3) and len(flat.params) % 3 == 0
