@@ -17,7 +17,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from lab_utils import measure, slurm
 from lab_utils.launch import hold_process_groups, launch
 
-__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'free_port', 'batch_script', 'restart_script', 'rank_from_slurm', 'launched', 'side_by_side']
+__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'free_port_command', 'batch_script', 'restart_script', 'rank_from_slurm', 'launched', 'side_by_side']
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 8 (id 0890b942) ---------------------------------------------
@@ -156,7 +156,7 @@ def gres(gpus_per_node):
     return (f"gpu:{gpus_per_node}", f"{gpus_per_node} GPU(s) per node: one process per GPU") if gpus_per_node else None
 
 
-def free_port(python) -> str:
+def free_port_command(python) -> str:
     """A shell command substitution that prints a port free on the node it runs on."""
     return (f"$({shlex.quote(python)} -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); "
             "print(s.getsockname()[1])')")
@@ -184,7 +184,7 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
               'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
               "head_addr=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')"
               "  # its host name on most clusters",
-              f"port={free_port(python)}",
+              f"port={free_port_command(python)}",
               f"export OMP_NUM_THREADS={cpus_per_task}             # intra-op threads per process: its share of "
               "the cores"]
     if gpus_per_node:
@@ -243,7 +243,7 @@ def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "
               f"# the restart: a fresh srun step (new processes, a new port) in the same allocation, at most {attempts} "
               "attempts",
               f"for attempt in $(seq 1 {attempts}); do",
-              f"  export MASTER_PORT={free_port(python)}",
+              f"  export MASTER_PORT={free_port_command(python)}",
               '  echo "attempt $attempt: srun step of $SLURM_NNODES node(s), rendezvous on $head_node"',
               "  # --kill-on-bad-exit: when one task dies, Slurm ends the step's other tasks (no rank waits forever)",
               f'  srun --nodes="$SLURM_NNODES" --ntasks-per-node={procs} --kill-on-bad-exit=1 {bind}\\',
