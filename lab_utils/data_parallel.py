@@ -238,7 +238,7 @@ def _sweep_result(variant, strategy, world_size, threads, batch, timing, baselin
     """One candidate's row, flagged when its figures cannot be right."""
     resources = world_size * (threads or 1)
     speedup = baseline.median / timing.median if resources > 1 else None
-    flags = measure.plausibility(speedup=speedup, devices=resources, spread=timing.spread,
+    flags = measure.plausibility(speedup=speedup, devices=resources,
                                  oversubscribed=not hw.gpus and resources > hw.cpu_count)
     return measure.Result(lab="02", framework="torch", strategy=strategy, variant=variant, workload=SWEEP_WORKLOAD,
                           world_size=world_size, device=str(device), batch_size=batch,

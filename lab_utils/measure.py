@@ -276,11 +276,11 @@ MAX_SPREAD = flags.NOISY_SPREAD  # repeats spread more than this: the table's no
 BASELINE_FACTOR = 2.0
 
 
-def plausibility(*, speedup: float | None = None, devices: float | None = None, spread: float | None = None,
+def plausibility(*, speedup: float | None = None, devices: float | None = None,
                  baseline_rate: float | None = None, reference_rate: float | None = None,
                  other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
     """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect."""
-    # `spread` is never warned about: noise is one line per table (flags.noise_line). No warning may contain "; ".
+    # no spread here: noise is one line per table (flags.noise_line), not a warning. No warning may contain "; ".
     warnings = []
     # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
     if other_framework:

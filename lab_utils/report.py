@@ -252,9 +252,8 @@ def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
     return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
 
 
-def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
+def allreduce_flags(sizes, seconds) -> list[list[str]]:
     """Per message size, its flags: a larger message that took less than half its time (flags.more_work_less_time)."""
-    # `spreads` is not used: noise is the table's noise line, not a flag
     result = []
     for i, (nbytes, s) in enumerate(zip(sizes, seconds)):
         faster = next(((m, t) for m, t in zip(sizes[i + 1:], seconds[i + 1:]) if t < s / 2), None)

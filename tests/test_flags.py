@@ -1,6 +1,8 @@
 """Each `[!]` detector: a planted impossible figure is flagged, a sound one is not."""
 import math
 
+import pytest
+
 from lab_utils import flags, measure, report
 
 
@@ -11,8 +13,10 @@ def test_speedup_above_device_count():
     assert measure.plausibility(speedup=2.05, devices=2)
 
 
-def test_a_slow_speedup_or_noise_is_not_a_flag():
-    assert measure.plausibility(speedup=0.4, devices=2, spread=0.9) == []
+def test_a_slow_speedup_is_not_a_flag_and_noise_is_no_warning_at_all():
+    assert measure.plausibility(speedup=0.4, devices=2) == []
+    with pytest.raises(TypeError):
+        measure.plausibility(spread=0.9)  # noise is one line per table (flags.noise_line), not a warning
 
 
 def test_degenerate_fit():

@@ -123,7 +123,7 @@ def test_caveats_are_recorded_but_printed_as_notes_not_flags(kwargs, says):
 
 
 def test_plausible_figures_are_not_flagged():
-    assert measure.plausibility(speedup=1.8, devices=2, spread=0.1, baseline_rate=30000, reference_rate=33000) == []
+    assert measure.plausibility(speedup=1.8, devices=2, baseline_rate=30000, reference_rate=33000) == []
     assert measure.flagged("x", []) == "x"
 
 

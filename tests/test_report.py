@@ -143,7 +143,7 @@ def test_the_labs_without_rows_are_named():
 
 def test_allreduce_rows_are_flagged_for_more_bytes_in_less_time_and_noise_is_one_line():
     sizes, seconds, spreads = [1024, 2048, 4096, 8192], [1e-4, 3.8e-3, 1.8e-4, 2e-4], [0.1, 0.1, 0.6, 0.1]
-    flags = report.allreduce_flags(sizes, seconds, spreads)
+    flags = report.allreduce_flags(sizes, seconds)
     assert flags[0] == [] and flags[2] == [] and flags[3] == []
     assert "4096 bytes took less time" in flags[1][0]
     assert detectors.noise_line(spreads).startswith("noise: 1 of 4 medians")
@@ -158,7 +158,7 @@ def test_a_superlinear_or_shrinking_batch_time_is_flagged():
 
 def test_report_flags_can_be_joined_into_a_results_row():
     flags = (report.batch_time_flags(128, 21.3e-3, 256, 57.7e-3) + report.batch_time_flags(32, 1.0e-3, 64, 0.8e-3)
-             + report.allreduce_disagreement(2.69e-3, 0.37e-3) + report.allreduce_flags([1024, 2048], [1e-3, 1e-4], [1.0, 0.1])[0])
+             + report.allreduce_disagreement(2.69e-3, 0.37e-3) + report.allreduce_flags([1024, 2048], [1e-3, 1e-4])[0])
     assert len(flags) == 4 and not any("; " in flag for flag in flags)
 
 
