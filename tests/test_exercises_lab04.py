@@ -115,26 +115,27 @@ def no_recv(ctx, micro):
     _send_input_grad(ctx, x)
 
 
-@named
-def grad_to_the_next_stage(ctx, micro):
+def _backward_of_the_stage(ctx, micro):
+    """The right answer's recomputation and backward, without its send; returns the stage's input."""
     x = ctx.saved.pop(micro)
     out = ctx.stage(x)
     if ctx.last:
         (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
     else:
         out.backward(_recv_grad(ctx, out))
+    return x
+
+
+@named
+def grad_to_the_next_stage(ctx, micro):
+    x = _backward_of_the_stage(ctx, micro)
     if not ctx.first:
         ctx.pending.append(dist.isend(x.grad.to(ctx.wire), dst=ctx.rank + 1))
 
 
 @named
 def grad_sent_from_the_first_stage_too(ctx, micro):
-    x = ctx.saved.pop(micro)
-    out = ctx.stage(x)
-    if ctx.last:
-        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
-    else:
-        out.backward(_recv_grad(ctx, out))
+    x = _backward_of_the_stage(ctx, micro)
     ctx.pending.append(dist.isend(x.grad.to(ctx.wire), dst=ctx.rank - 1))  # stage 0's x (the images) has no grad
 
 
