@@ -77,6 +77,54 @@ def test_every_lab_has_a_parameters_cell_and_results_dir():
         assert "results_dir" in tagged[0].source and "seed" in tagged[0].source
 
 
+def test_test_size_parameters_are_declared_by_their_lab_and_keep_their_types():
+    """course.TEST_PARAMETERS (what nbval and `course --size test` append) only shrinks parameters the lab declares,
+    with values of the declared type, and parameter_lines writes them as Python that gives the same values."""
+    labs = {path.name[:2]: path for path in course.solution_notebooks()}
+    assert set(course.TEST_PARAMETERS) <= set(labs)
+    for lab, overrides in course.TEST_PARAMETERS.items():
+        params = next(c for c in nbformat.read(labs[lab], 4).cells if "parameters" in c.metadata.get("tags", []))
+        declared = {}
+        exec(params.source, {}, declared)
+        for name, value in overrides.items():
+            assert name in declared, f"lab {lab}'s parameters cell declares no {name!r}"
+            assert type(value) is type(declared[name]), (lab, name, value, declared[name])
+        injected = dict(declared)
+        exec(course.parameter_lines(overrides, "test size"), {}, injected)
+        assert injected == {**declared, **overrides}
+
+
+def test_nbval_runs_the_labs_with_their_test_parameters(pytester):
+    """The pytest plugin appends a lab's test-size parameters to the parameters cell nbval runs; --lab-size full
+    leaves the notebook's own defaults."""
+    cell = nbformat.v4.new_code_cell("seed = 0\ntimed_steps = 8\nprint(timed_steps)")
+    cell.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, pytester.path / "02_demo.ipynb")
+    pytester.makeconftest("""
+import nbval.plugin
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        print("SOURCE", repr(item.cell.source))
+""")
+    source = cell.source
+    for size, want in (("test", source + "\n" + course.parameter_lines(course.TEST_PARAMETERS["02"], "test size")),
+                       ("full", source)):
+        result = pytester.runpytest_subprocess("--nbval-lax", "--collect-only", "-s", f"--lab-size={size}",
+                                               "-p", "no:cacheprovider", "-p", "lab_utils.instructor.pytest_plugin",
+                                               "02_demo.ipynb")
+        assert [line for line in result.outlines if line.startswith("SOURCE")] == [f"SOURCE {want!r}"], result.outlines
+
+
+def test_the_slowest_files_named_first_exist():
+    from lab_utils.instructor.pytest_plugin import SLOWEST_FIRST
+
+    assert len(set(SLOWEST_FIRST)) == len(SLOWEST_FIRST)
+    assert [name for name in SLOWEST_FIRST if not (course.ROOT / name).is_file()] == []
+
+
 def test_select_labs():
     sources = course.solution_notebooks()
     assert [p.name[:2] for p in course.select("1,00", sources)] == ["01", "00"]

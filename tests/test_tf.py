@@ -55,16 +55,35 @@ def _python(code, script=False):
         return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
 
 
-def test_logical_cpu_devices_are_made_before_tensorflow_starts_and_nothing_is_printed_on_stderr():
-    done = _python("""
+@pytest.fixture(scope="module")
+def configured_first():
+    """One fresh Python that makes 3 logical CPU devices before TensorFlow starts, then runs the GPU check's step on
+    2 of them (MirroredStrategy) and on one device: what two tests judge, from one TensorFlow start."""
+    return _python("""
+        import numpy as np
         from lab_utils import tf_distribute
         devices = tf_distribute.configure_devices(3)
         import tensorflow as tf
         print(devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU")))
         print(len(tf.distribute.MirroredStrategy(devices.names).extended.worker_devices))
+        from lab_utils.instructor import tf_one_step
+        from lab_utils.instructor.gpu.tf_distribute import GPU_TOLERANCE
+        from lab_utils.lessons.lab05 import make_train_step
+        step = dict(make_train_step=make_train_step)
+        mirrored = tf_one_step.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names[:2])), 64, 0,
+                                               **step)
+        single = tf_one_step.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
+        reference = tf_one_step.single_device_update(64, 0)
+        gap = max(np.abs(np.array(u["update"]) - reference["update"]).max() for u in (mirrored, single))
+        print("step:", np.abs(reference["update"]).max() > 0, gap <= GPU_TOLERANCE)
     """)
+
+
+def test_logical_cpu_devices_are_made_before_tensorflow_starts_and_nothing_is_printed_on_stderr(configured_first):
+    done = configured_first
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-4:] == ["logical-cpu", "3", "3", "3"] and done.stderr == ""
+    assert done.stdout.splitlines()[0].split()[-3:] == ["logical-cpu", "3", "3"]
+    assert done.stdout.splitlines()[1].split()[-1] == "3" and done.stderr == ""
 
 
 def test_configuring_after_tensorflow_started_says_to_restart_the_kernel():
@@ -83,25 +102,70 @@ def test_device_counts_are_checked():
         tf_distribute.configure_devices(0)
 
 
-def test_jobs_of_one_launch_each_build_their_strategy_and_train_in_step():
+WORKER_JOBS = """
+import json
+from lab_utils import tf_distribute
+
+
+def cluster_job(rank, world_size, seed):
+    import tensorflow as tf
+
+    from lab_utils import spec
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed + rank)
+    total = strategy.reduce("SUM", strategy.run(lambda: tf.constant(float(rank + 1))), axis=None)
+    return {"replicas": strategy.num_replicas_in_sync, "sum": float(total),
+            "first_weight": float(model.trainable_variables[0].numpy().ravel()[0])}
+
+
+def fit_worker(rank, world_size):
+    import numpy as np
+    import tensorflow as tf
+
+    from lab_utils import spec
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=0)
+        model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    try:
+        model.fit(np.zeros((64, 8, 8, 1), np.float32), np.zeros(64, np.int64), batch_size=32, epochs=1, verbose=0)
+    except ValueError as err:
+        return str(err)[:200]
+    return None
+
+
+def quiet_worker(rank, world_size):
+    import tensorflow as tf
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    return float(strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None))
+
+
+if __name__ == "__main__":
+    jobs = [(quiet_worker, ())] + [(cluster_job, (seed,)) for seed in (0, 1, 2)] + [(fit_worker, ())]
+    runs = tf_distribute.launch_worker_jobs(jobs, 2, timeout=300)
+    print(runs[0])
+    print(json.dumps(runs[1:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def worker_jobs():
+    """One script (a fresh Python, as a learner's would be) that launches 2 TensorFlow workers once, with five jobs:
+    a sum (the quiet start: the script's stderr is judged), three cluster jobs, and Keras fit."""
+    done = _python(WORKER_JOBS, script=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    quiet, jobs = done.stdout.strip().splitlines()[-2:]
+    return {"quiet": quiet, "stderr": done.stderr, "jobs": json.loads(jobs)}
+
+
+def test_jobs_of_one_launch_each_build_their_strategy_and_train_in_step(worker_jobs):
     """Three jobs in the same worker processes, each with a new MultiWorkerMirroredStrategy (a model broadcast from
     worker 0, an all-reduce): without the launcher keeping the workers in step, a later job's first collective can
     be aborted by what a peer still holds of the previous one."""
-    from lab_utils.tf_distribute import launch_worker_jobs
-
-    def cluster_job(rank, world_size, seed):
-        import tensorflow as tf
-
-        from lab_utils import spec
-
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed + rank)
-        total = strategy.reduce("SUM", strategy.run(lambda: tf.constant(float(rank + 1))), axis=None)
-        return {"replicas": strategy.num_replicas_in_sync, "sum": float(total),
-                "first_weight": float(model.trainable_variables[0].numpy().ravel()[0])}
-
-    runs = launch_worker_jobs([(cluster_job, (seed,)) for seed in (0, 1, 2)], 2, timeout=300)
+    runs = worker_jobs["jobs"][:3]
     for workers in runs:
         assert [w["replicas"] for w in workers] == [2, 2] and [w["sum"] for w in workers] == [3.0, 3.0]
         assert workers[0]["first_weight"] == workers[1]["first_weight"]  # worker 0's initial weights, broadcast
@@ -157,44 +221,14 @@ def test_tensorflow_start_up_lines_are_filtered_and_other_stderr_kept(tmp_path):
     assert done.stderr.strip() == "a real warning"
 
 
-def test_keras_fit_cannot_drive_multiworker_strategy_so_the_lab_says_so():
+def test_keras_fit_cannot_drive_multiworker_strategy_so_the_lab_says_so(worker_jobs):
     # keras-team/keras#20585: when Keras learns this, lab 05's section 4 must change
-    from lab_utils.tf_distribute import launch_workers
-
-    def fit_worker(rank, world_size):
-        import numpy as np
-        import tensorflow as tf
-
-        from lab_utils import spec
-
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        with strategy.scope():
-            model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=0)
-            model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        try:
-            model.fit(np.zeros((64, 8, 8, 1), np.float32), np.zeros(64, np.int64), batch_size=32, epochs=1, verbose=0)
-        except ValueError as err:
-            return str(err)[:200]
-        return None
-
-    errors = launch_workers(fit_worker, 2, timeout=240)
+    errors = worker_jobs["jobs"][3]
     assert all(error and "PerReplica" in error for error in errors), errors
 
 
-def test_workers_start_quietly():
-    done = _python("""
-        from lab_utils import tf_distribute
-
-        def worker(rank, world_size):
-            import tensorflow as tf
-            strategy = tf.distribute.MultiWorkerMirroredStrategy()
-            return float(strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None))
-
-        if __name__ == "__main__":
-            print(tf_distribute.launch_workers(worker, 2, timeout=240))
-    """, script=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-2:] == ["[2.0,", "2.0]"] and done.stderr == ""
+def test_workers_start_quietly(worker_jobs):
+    assert worker_jobs["quiet"].split()[-2:] == ["[2.0,", "2.0]"] and worker_jobs["stderr"] == ""
 
 
 def test_take_turns_never_overlaps_and_keeps_tensorflow_out_of_the_torch_process():
@@ -269,25 +303,11 @@ def test_unknown_dataset_is_refused():
         train_custom_loop(TFTrainConfig(dataset="mnist", multiworker=False))
 
 
-def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device():
+def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device(configured_first):
     """gpu_check's core, run on logical CPUs here: a MirroredStrategy step over 2 devices equals one device's."""
-    done = _python("""
-        import numpy as np
-        from lab_utils import tf_distribute
-        from lab_utils.instructor import tf_one_step
-        from lab_utils.instructor.gpu.tf_distribute import GPU_TOLERANCE
-        devices = tf_distribute.configure_devices(2)
-        import tensorflow as tf
-        from lab_utils.lessons.lab05 import make_train_step
-        step = dict(make_train_step=make_train_step)
-        mirrored = tf_one_step.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names)), 64, 0, **step)
-        single = tf_one_step.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
-        reference = tf_one_step.single_device_update(64, 0)
-        gap = max(np.abs(np.array(u["update"]) - reference["update"]).max() for u in (mirrored, single))
-        print(np.abs(reference["update"]).max() > 0, gap <= GPU_TOLERANCE)
-    """)
+    done = configured_first
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-2:] == ["True", "True"]
+    assert done.stdout.split()[-3:] == ["step:", "True", "True"]
 
 
 def test_the_gpu_checks_fresh_process_answers_in_json():

@@ -21,7 +21,7 @@ def cmd_info(args) -> int:
 def cmd_course(args) -> int:
     from . import course
 
-    return course.main_course(args.labs, args.out, args.cell_timeout)
+    return course.main_course(args.labs, args.out, args.cell_timeout, args.size)
 
 
 def cmd_grade(args) -> int:
@@ -123,6 +123,8 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     c = sub.add_parser("course", help="execute every solution notebook headless with papermill")
     c.add_argument("--labs", help="comma-separated lab numbers, e.g. 00,01 (default: all)")
     c.add_argument("--out", help="output folder (default: build/course)")
+    c.add_argument("--size", choices=["full", "test"], default="full",
+                   help="full: each lab's own parameters; test: the smaller sizes make test runs (fewer repeats)")
     c.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S,
                    help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
     c.set_defaults(fn=cmd_course)

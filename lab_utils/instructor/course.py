@@ -16,6 +16,29 @@ LESSONS = ROOT / "lab_utils" / "lessons"  # generated lesson modules, one per la
 DEFAULT_CELL_TIMEOUT_S = 300
 
 
+# What `make test` (nbval) and `course --size test` append to each lab's parameters cell: fewer repeats, steps and
+# sizes where they change no checked output (the compared cells give the same text at either size)
+TEST_PARAMETERS = {
+    "00": {"timing_repeats": 3},
+    "01": {"timing_steps": 3},
+    "02": {"timed_steps": 2, "sweep_batches": [8, 64]},
+    "03": {"lr_epochs": 2, "speed_steps": 5},
+    "04": {"rounds": 2},
+    "05": {"repeats": 1, "steps_per_repeat": 3, "speed_steps": 2},
+    "06": {"allreduce_max_bytes": 1 << 16, "allreduce_repeats": 3, "repeats": 3},
+    "07": {"repeats": 3},
+    "08": {"tf_steps": 40},
+    "09": {"repeats": 3, "batch_sweep": [1, 8, 64, 512], "rounds": 1, "pool_requests": 600, "run_s": 0.25},
+    "10": {"allreduce_repeats": 3, "allreduce_max_bytes": 1 << 18},
+    "11": {"speed_repeats": 1},
+}
+
+
+def parameter_lines(parameters: dict, comment: str) -> str:
+    """Python assignments of `parameters` under a comment line, as papermill injects them."""
+    return "".join([f"# {comment}\n"] + [f"{name} = {value!r}\n" for name, value in parameters.items()])
+
+
 def solution_notebooks(solutions_dir=None) -> list[Path]:
     """The lab notebooks in lab order (NN_name.ipynb)."""
     folder = Path(solutions_dir) if solutions_dir else ROOT / "solutions"
@@ -146,8 +169,10 @@ def select(labs: str | None, sources: list[Path]) -> list[Path]:
     return [known[w] for w in wanted]
 
 
-def run_course(labs: str | None = None, out_dir=None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S) -> list[NotebookRun]:
-    """Execute the chosen solution notebooks headless; results CSVs go to <out_dir>/results."""
+def run_course(labs: str | None = None, out_dir=None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S,
+               size: str = "full") -> list[NotebookRun]:
+    """Execute the chosen solution notebooks headless (size "test": with TEST_PARAMETERS); results CSVs go to
+    <out_dir>/results."""
     out = Path(out_dir or ROOT / "build" / "course").resolve()
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results"
@@ -155,7 +180,8 @@ def run_course(labs: str | None = None, out_dir=None, cell_timeout: float = DEFA
     for src in select(labs, solution_notebooks()):
         (results / f"lab{src.name[:2]}.csv").unlink(missing_ok=True)  # a course run starts its rows afresh
         print(f"running {src.name} ...", flush=True)
-        run = run_notebook(src, out, {"results_dir": str(results)}, cell_timeout)
+        sized = TEST_PARAMETERS.get(src.name[:2], {}) if size == "test" else {}
+        run = run_notebook(src, out, {**sized, "results_dir": str(results)}, cell_timeout)
         status = "ok" if run.error is None else f"FAILED at {run.error}"
         print(f"  {src.name}: {run.seconds:.1f} s, {status}", flush=True)
         runs.append(run)
@@ -179,10 +205,10 @@ def failures_message(runs: list[NotebookRun]) -> str:
     return "\n".join(f"{r.name}.ipynb failed at {r.error}" for r in runs if r.error)
 
 
-def main_course(labs, out_dir, cell_timeout) -> int:
+def main_course(labs, out_dir, cell_timeout, size: str = "full") -> int:
     """CLI body of `course`: run, summarise, exit non-zero on any failure."""
     out = Path(out_dir or ROOT / "build" / "course").resolve()
-    runs = run_course(labs, out, cell_timeout)
+    runs = run_course(labs, out, cell_timeout, size)
     print(summary(runs, out / "results"))
     failed = failures_message(runs)
     if failed:
