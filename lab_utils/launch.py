@@ -1,4 +1,4 @@
-"""Jupyter-safe process launcher: spawned ranks, workers sent by value, free ports, timeouts, rank errors re-raised,
+"""Jupyter-safe process launcher: rank processes, workers sent by value, free ports, timeouts, rank errors re-raised,
 nothing left running; and the process-group set-up every strategy's helper code shares."""
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ PORT_IN_USE = ("Address already in use", "EADDRINUSE", "errno: 98")
 SOURCE_LOCATION = re.compile(r"\[[^\[\]\s]*\.(?:cc|cpp|cu|h|hpp):\d+\]\s*")  # [/build/path/pair.cc:553]
 NETWORK_ADDRESS = re.compile(r"\s*(?:\[[\w.:]*\]|\b\d{1,3}(?:\.\d{1,3}){3}|\blocalhost):\d{1,5}\b")  # [127.0.0.1]:5336
 TIMED_OUT = ("Timed out waiting", "timed out", "Timeout waiting")
+# what a CPU machine's fork server imports once, so that each rank forked from it starts in a fraction of a second
+# (torch._dynamo: the first optimizer a process builds imports it, about as long as importing torch)
+FORK_SERVER_PRELOAD = ["torch", "torch._dynamo", "torch.distributed", "lab_utils.launch"]
 
 
 def sanitized(text: str) -> str:
@@ -183,22 +186,52 @@ def core_sets(world_size: int, threads: int) -> list[set[int]] | None:
     return [set(cores[r * threads:(r + 1) * threads]) for r in range(world_size)]
 
 
-def _exit_when_orphaned(parent_pid: int) -> None:
-    """End this rank if the process that launched it dies (a restarted kernel must not leave ranks behind)."""
+def start_method(uses_gpus: bool) -> str:
+    """How ranks start: forked from a fork server that has imported torch once (CPU machines), or as fresh
+    interpreters (GPU machines: nothing may fork a process that could have touched CUDA)."""
+    return "spawn" if uses_gpus else "forkserver"
+
+
+def _started_at(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot, from /proc), so that a reused pid is not taken for it."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started_at: str | None) -> bool:
+    """True while process `pid` (started at `started_at`, where /proc tells) exists."""
+    if started_at is not None:
+        return _started_at(pid) == started_at
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _exit_when_orphaned(launcher_pid: int, started_at: str | None) -> None:
+    """End this rank if the process that launched it dies (a restarted kernel must not leave ranks behind); the
+    launcher is not the rank's parent when the rank was forked by the fork server."""
     while True:
-        if os.getppid() != parent_pid:
+        if not _alive(launcher_pid, started_at):
             os._exit(1)
         time.sleep(1.0)
 
 
 def _rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: dict, threads, cores, results,
-               started, parent_pid: int) -> None:
-    """Entry point of every spawned rank: set up, run each job in turn, report the values or the traceback."""
+               started, launcher: tuple) -> None:
+    """Entry point of every rank: set up, run each job in turn, report the values or the traceback."""
     os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
+    os.environ.clear()  # the launcher's environment as it is now (a forked rank inherits the fork server's)
     os.environ.update(env)
     if cores:
         os.sched_setaffinity(0, cores)  # a CPU rank owns its cores, as a GPU rank owns its GPU
-    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+    threading.Thread(target=_exit_when_orphaned, args=launcher, daemon=True).start()
     started[rank] = 1  # shared memory, visible at once (a queued message could die with an os._exit)
     job = 0
     try:
@@ -292,7 +325,12 @@ def _stop(processes) -> None:
                 p.kill()
     for p in processes:
         p.join(timeout=5)
-        p.close()
+        if p.exitcode is None:  # not reaped yet (a loaded machine): kill once more and wait again
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p.pid, signal.SIGKILL)
+            p.join(timeout=10)
+        if p.exitcode is not None:  # close() refuses a running process, and must not bury the launch's own error
+            p.close()
 
 
 @contextlib.contextmanager
@@ -310,22 +348,49 @@ def _patched_environ(env: dict):
                 os.environ[k] = v
 
 
-def _run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout, extra_env):
-    """Start the ranks, collect results or the first failure, and always stop every rank."""
+def _context(method: str):
+    """The multiprocessing context ranks start from; the fork server preloads torch when it first starts."""
     import torch.multiprocessing as mp
 
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(FORK_SERVER_PRELOAD)
+    return ctx
+
+
+def fork_server_pid() -> int | None:
+    """The pid of this process's fork server (ranks of CPU launches are forked from it), or None before one started.
+    It holds no rank state, port or device, and ends with this process, like multiprocessing's resource tracker."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    return pid if pid and _alive(pid, None) else None
+
+
+def own_helpers() -> set[int]:
+    """Pids of this process's multiprocessing helpers, the fork server and the resource tracker: neither is a rank,
+    neither holds a port or a device, and both end with this process."""
+    from multiprocessing import resource_tracker
+
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    return {pid for pid in (fork_server_pid(), tracker) if pid}
+
+
+def _run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout, extra_env, method):
+    """Start the ranks, collect results or the first failure, and always stop every rank."""
+    ctx = _context(method)
     results = ctx.Queue()
     started = ctx.Array("b", world_size, lock=False)
     ports = [port] + [free_port() for _ in range(n_jobs - 1)]
+    launcher = (os.getpid(), _started_at(os.getpid()))
     processes = []
     try:
         for rank in range(world_size):
-            env = {**rank_environment(rank, world_size, port, threads), **extra_env[rank]}
+            env = {**os.environ, **rank_environment(rank, world_size, port, threads), **extra_env[rank]}
             rank_cores = cores[rank] if cores else None
             p = ctx.Process(target=_rank_main,
                             args=(prepare, payload, ports, rank, world_size, env, threads, rank_cores, results,
-                                  started, os.getpid()),
+                                  started, launcher),
                             name=f"rank{rank}", daemon=True)
             with _patched_environ(env):
                 p.start()
@@ -360,9 +425,9 @@ def _collect(processes, results, started, world_size, timeout, n_jobs):
             if now - exited_at[rank] > EXIT_GRACE_S:
                 if not started[rank]:
                     raise RankError(rank, f"the process {describe_exit(p.exitcode)} while starting, before the worker "
-                                    "ran. With the spawn start method each rank re-imports the main module: launch "
-                                    "from a notebook, or from a script file guarded by if __name__ == '__main__' "
-                                    "(not from stdin); its traceback, if any, went to the console that started Python")
+                                    "ran. Each rank re-imports the main module: launch from a notebook, or from a "
+                                    "script file guarded by if __name__ == '__main__' (not from stdin); its "
+                                    "traceback, if any, went to the console that started Python")
                 raise RankError(rank, f"the process {describe_exit(p.exitcode)} without raising a Python exception "
                                 "(os._exit, a crash in native code, the out-of-memory killer, or a kill by hand)")
         if now > deadline and not errors:
@@ -468,7 +533,7 @@ def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | No
     for attempt in range(1, attempts + 1):
         try:
             per_rank = _run_once(prepare, payload, len(jobs), world_size, port or free_port(), threads, cores,
-                                 timeout, extra_env)
+                                 timeout, extra_env, start_method(plan.uses_gpus))
             return [[values[j] for values in per_rank] for j in range(len(jobs))]
         except RankError as exc:
             if attempt == attempts or not any(s in exc.traceback_text for s in PORT_IN_USE):
@@ -477,7 +542,7 @@ def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | No
 
 def launch(worker, world_size: int, args: tuple = (), timeout: float = 120.0, *, port: int | None = None,
            threads: int | None = None, pin_cores: bool = True, env=None, prepare=None) -> list:
-    """Run worker(rank, world_size, *args) in `world_size` spawned ranks; returns their values in rank order."""
+    """Run worker(rank, world_size, *args) in `world_size` new rank processes; returns their values in rank order."""
     # raises RankError (the rank, its traceback) or TimeoutError after `timeout` s; every rank is stopped either way
     return launch_jobs([(worker, args)], world_size, timeout, port=port, threads=threads, pin_cores=pin_cores,
                        env=env, prepare=prepare)[0]

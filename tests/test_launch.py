@@ -1,4 +1,4 @@
-"""Every promise of lab_utils.launch, on real spawned processes over gloo on loopback."""
+"""Every promise of lab_utils.launch, on real rank processes over gloo on loopback."""
 import os
 import socket
 import threading
@@ -22,6 +22,70 @@ def test_values_come_back_in_rank_order_with_torchrun_environment():
     assert all(v["backend"] == "gloo" and v["threads"] == 1 for v in values)  # CPU plan: one thread per rank
     if len(os.sched_getaffinity(0)) >= 2:
         assert len(values[0]["cores"]) == 1 and values[0]["cores"] != values[1]["cores"]  # a core of its own
+
+
+def test_ranks_start_from_a_fork_server_on_cpus_and_see_the_launchers_environment_as_it_is_now(monkeypatch, tmp_path):
+    assert launch_mod.start_method(uses_gpus=True) == "spawn"  # nothing may fork a process that could hold CUDA
+    assert launch_mod.start_method(uses_gpus=False) == "forkserver"
+
+    def sees(rank, world_size):
+        import sys
+
+        return {"late": os.environ.get("LAB_SET_AFTER_THE_SERVER"), "cwd": os.getcwd(), "path": sys.path[0],
+                "torch_preloaded": "torch._dynamo" in sys.modules, "parent": os.getppid()}
+
+    launch(workers.whoami_worker, 1, timeout=60)  # the fork server is up before anything below changes
+    monkeypatch.setenv("LAB_SET_AFTER_THE_SERVER", "yes")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    start = time.monotonic()
+    values = launch(sees, 2, timeout=60)
+    assert [v["late"] for v in values] == ["yes", "yes"] and {v["cwd"] for v in values} == {str(tmp_path)}
+    assert {v["path"] for v in values} == {str(tmp_path)}
+    server = launch_mod.fork_server_pid()
+    assert server and {v["parent"] for v in values} == {server} and all(v["torch_preloaded"] for v in values)
+    assert server in launch_mod.own_helpers()
+    print(f"a 2-rank launch from the warm fork server took {time.monotonic() - start:.2f} s")
+
+
+ORPHANS = """
+import os, sys, time
+from lab_utils.launch import launch
+
+
+def sleeper(rank, world_size, folder):
+    with open(os.path.join(folder, f"rank{rank}"), "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(300)
+
+
+if __name__ == "__main__":
+    launch(sleeper, 2, args=(sys.argv[1],), timeout=300)
+"""
+
+
+def test_ranks_end_when_the_launcher_is_killed(tmp_path):
+    """A killed kernel (SIGKILL: no clean-up runs) must not leave its ranks behind, though their parent is the
+    fork server and not the kernel."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "launcher.py"
+    script.write_text(ORPHANS)
+    launcher = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("rank*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = [int(p.read_text()) for p in sorted(tmp_path.glob("rank*"))]
+        assert len(pids) == 2 and all(alive(p) for p in pids)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [alive(p) for p in pids] == [False, False]
 
 
 def test_a_function_defined_in_the_test_module_namespace_travels_by_value():
@@ -123,19 +187,20 @@ def test_grandchildren_do_not_outlive_the_launch_even_in_a_session_of_their_own(
     assert [alive(p) for p in pids] == [False, False]
 
 
-def test_grandchildren_do_not_outlive_a_failed_launch():
+def test_grandchildren_do_not_outlive_a_failed_launch(tmp_path):
     pids = []
+    folder = str(tmp_path)
 
     def starts_then_fails(rank, world_size):
         import subprocess
 
         child = subprocess.Popen(["sleep", "300"], start_new_session=True)
-        mine = f"/tmp/lab-launch-test-{os.getppid()}-{rank}"
+        mine = f"{folder}/lab-launch-test-{rank}"
         with open(mine + ".part", "w") as f:
             f.write(str(child.pid))
         os.rename(mine + ".part", mine)
         # both ranks record their child before either fails: the first failure ends the other rank at once
-        others = [f"/tmp/lab-launch-test-{os.getppid()}-{r}" for r in range(world_size)]
+        others = [f"{folder}/lab-launch-test-{r}" for r in range(world_size)]
         deadline = time.monotonic() + 20
         while not all(os.path.exists(p) for p in others) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -145,7 +210,7 @@ def test_grandchildren_do_not_outlive_a_failed_launch():
     with pytest.raises(RankError):
         launch(starts_then_fails, 2, timeout=30)
     for rank in range(2):
-        path = f"/tmp/lab-launch-test-{os.getpid()}-{rank}"
+        path = f"{folder}/lab-launch-test-{rank}"
         with open(path) as f:
             pids.append(int(f.read()))
         os.unlink(path)
@@ -193,6 +258,6 @@ def test_six_launches_leave_no_processes_and_no_descriptors():
     fds = me.num_fds()
     for _ in range(6):  # a descriptor leaked per launch would exceed the slack of 2
         launch(workers.whoami_worker, 2, timeout=60)
-    leftovers = [p for p in me.children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
-    assert leftovers == []  # multiprocessing's one shared resource tracker is not a rank
+    leftovers = [p for p in me.children(recursive=True) if p.pid not in launch_mod.own_helpers()]
+    assert leftovers == []  # multiprocessing's fork server and resource tracker are not ranks
     assert me.num_fds() <= fds + 2

@@ -35,8 +35,8 @@ def dying_work(die_after):
 
 
 def descendants() -> set[int]:
-    """Pids of every living process below this one."""
-    return {pid for pid in launch_mod.descendants(os.getpid()) if alive(pid)}
+    """Pids of every living process below this one, but for multiprocessing's fork server and resource tracker."""
+    return {pid for pid in launch_mod.descendants(os.getpid()) if alive(pid)} - launch_mod.own_helpers()
 
 
 # ---- settings are checked before any process starts ---------------------------------------------------------------
