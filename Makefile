@@ -17,7 +17,7 @@ QUICK ?=
 TEST_WORKERS ?= 3
 .DEFAULT_GOAL := env
 
-.PHONY: help env course test test-browser lab assign outputs bench info gpu-check cluster cluster-down clean
+.PHONY: help env course test test-fast test-browser lab assign outputs bench info gpu-check cluster cluster-down clean
 
 help:  ## this list of targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | \
@@ -39,6 +39,10 @@ course: env  ## execute every lab headless into build/course/ and print the summ
 test: env  ## unit tests, the student-notebook drift check, and nbval on solutions/ (TEST_WORKERS=1: one at a time)
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest solutions tests --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q \
+		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+
+test-fast: env  ## the inner loop (a few minutes): unit tests, assign --check and the judges; no notebook, no test marked slow
+	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests -m "not slow" -p no:cacheprovider -q \
 		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 test-browser: env  ## JupyterLab in headless Chromium: lab 04's explorer and lab 01's progress bar, as a learner sees them

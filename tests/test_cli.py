@@ -27,6 +27,7 @@ def test_info_reports_hardware_and_plans():
         assert f"world_size={world_size}: backend" in result.stdout
 
 
+@pytest.mark.slow
 def test_bench_overhead_ends_with_a_json_line():
     figures = bench_figures("overhead", "--samples", "256", "--repeats", "1")
     assert figures["benchmark"] == "overhead" and figures["ratio"] > 0
@@ -50,6 +51,7 @@ def test_unknown_command_is_a_usage_error():
     assert run("fly").returncode == 2
 
 
+@pytest.mark.slow
 def test_a_command_other_than_bench_starts_without_torch_or_nbformat():
     probe = ("import sys\nfrom lab_utils.instructor import cli\n"
              "for argv in (['fly'], ['course', '--cell-timeout', 'x'], ['bench', 'dp', '--batch-sizes', 'x']):\n"
@@ -60,6 +62,7 @@ def test_a_command_other_than_bench_starts_without_torch_or_nbformat():
     assert result.stdout.splitlines() == ["fly []", "course []", "bench ['torch']"], result.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_bench_ddp_ends_with_a_json_line():
     figures = bench_figures("ddp", "--repeats", "1", "--steps", "4")
     assert {"speedup_vs_1x1", "speedup_vs_1x2", "weights_max_abs_diff", "flags"} <= set(figures)
@@ -71,6 +74,7 @@ def test_bench_ddp_ends_with_a_json_line():
         assert s["allreduce_ms"] is None if s["ranks"] == 1 else 0 < s["allreduce_ms"] < s["step_ms"]
 
 
+@pytest.mark.slow
 def test_bench_dp_ends_with_a_json_line():
     figures = bench_figures("dp", "--repeats", "2", "--batch-sizes", "8,16")
     assert figures["grad_max_abs_diff"] <= 1e-5 and figures["speedup"] > 0 and isinstance(figures["flags"], str)
@@ -85,6 +89,7 @@ def test_bench_dp_refuses_bad_batch_sizes():
     assert result.returncode == 2 and "comma-separated integers" in result.stderr
 
 
+@pytest.mark.slow
 def test_bench_pipeline_ends_with_a_json_line():
     figures = bench_figures("pipeline", "--batch-size", "64", "--repeats", "1")
     assert {"speedup_gpipe_m8_vs_naive", "bubble_abs_error_max", "grad_max_abs_diff"} <= set(figures)
@@ -92,6 +97,7 @@ def test_bench_pipeline_ends_with_a_json_line():
     assert set(figures["configs"]) == {"naive", "gpipe M=2", "gpipe M=4", "gpipe M=8", "1f1b M=8"}
 
 
+@pytest.mark.slow
 def test_bench_tf_ends_with_a_json_line():
     figures = bench_figures("tf", "--repeats", "1", "--steps", "5", "--global-batch", "64")
     assert figures["weights_max_abs_diff"] <= 1e-6 and figures["speedup_multiworker"] > 0  # the workers stay equal
@@ -101,6 +107,7 @@ def test_bench_tf_ends_with_a_json_line():
     assert [s["name"] for s in figures["setups"]] == ["1 worker", "2 workers"]
 
 
+@pytest.mark.slow
 def test_grade_refuses_missing_files_and_runs_a_tiny_batch(tmp_path):
     result = run("grade", "--lab", "10", str(tmp_path / "nobody.ipynb"), "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and "no such submission" in result.stderr
@@ -117,6 +124,7 @@ def test_grade_refuses_missing_files_and_runs_a_tiny_batch(tmp_path):
     assert (tmp_path / "out" / "gradebook.csv").read_text().splitlines()[1].startswith("ann,10,0,3,invalid")
 
 
+@pytest.mark.slow
 def test_gpu_check_without_a_gpu_skips_every_check_and_succeeds():
     import torch
 
@@ -131,6 +139,7 @@ def test_gpu_check_without_a_gpu_skips_every_check_and_succeeds():
     assert set(quick["checks"]) == {"lab 01", "lab 03", "lab 05", "lab 09"}
 
 
+@pytest.mark.slow
 def test_gpu_check_reports_a_broken_check_as_failed(monkeypatch):
     from lab_utils import hardware
     from lab_utils.instructor import gpu_check
@@ -174,6 +183,7 @@ def test_make_help_lists_every_target_and_gpu_check_passes_quick():
     assert "gpu-check" in dry[""] and "--quick" not in dry[""] and "--quick" not in dry["0"]
 
 
+@pytest.mark.slow
 def test_a_registered_gpu_check_runs_in_a_fresh_process_of_its_own():
     import torch
 

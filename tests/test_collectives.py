@@ -126,6 +126,7 @@ def test_pipeline_traffic_counts_one_activation_send_forward_and_one_gradient_se
     assert ranks[0] == ranks[1] == {"send": [4, 4.0 * message]}
 
 
+@pytest.mark.slow
 def test_pipeline_traffic_on_more_ranks_than_stages_says_one_stage_per_rank():
     from lab_utils.launch import RankError
 

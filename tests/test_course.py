@@ -94,6 +94,7 @@ def test_test_size_parameters_are_declared_by_their_lab_and_keep_their_types():
         assert injected == {**declared, **overrides}
 
 
+@pytest.mark.slow
 def test_nbval_runs_the_labs_with_their_test_parameters(pytester):
     """The pytest plugin appends a lab's test-size parameters to the parameters cell nbval runs; --lab-size full
     leaves the notebook's own defaults."""
@@ -271,6 +272,7 @@ def test_a_lesson_that_reads_a_computed_value_is_refused(tmp_path):
     assert any("data_size (used in cell 2; bound by running cell 1)" in p for p in problems), problems
 
 
+@pytest.mark.slow
 def test_generated_lesson_modules_import_without_side_effects():
     import subprocess
     import sys

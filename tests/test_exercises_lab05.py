@@ -110,6 +110,7 @@ def results():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", ["batch ok", "local ok", "step ok"])
 def test_solutions_pass_and_get_full_marks(results, label):
     assert results[label]["passed"] and results[label]["grade"] == 1.0, results[label]
@@ -120,16 +121,19 @@ def test_solutions_pass_and_get_full_marks(results, label):
     ("batch no error", 0.5, "raise ValueError"), ("local tensors", 0.5, ".numpy()"),
     ("local reversed", 0.0, "replica order"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
     ("step no apply", 0.0, "did not change"), ("step mean / global", 0.0, "GLOBAL batch")])
+@pytest.mark.slow
 def test_wrong_answers_fail_with_their_hint(results, label, grade, says):
     assert not results[label]["passed"] and results[label]["grade"] == grade, results[label]
     assert says in results[label]["message"], results[label]["message"]
 
 
+@pytest.mark.slow
 def test_the_self_check_runs_the_replica_step_on_workers_and_names_the_per_replica_mean(results):
     outcome = results["step mean, self-check"]
     assert not outcome["passed"] and "2x too large" in outcome["message"] and "Hint:" in outcome["message"]
 
 
+@pytest.mark.slow
 def test_keras_own_loss_with_its_default_reduction_is_right_inside_a_strategy(results):
     """Keras 3 divides a loss object's mean by num_replicas_in_sync inside a replica: the same as compute_average_loss."""
     outcome = results["step keras default"]

@@ -64,6 +64,7 @@ def test_my_ring_step_the_lessons_blocking_recv_is_not_the_exercise():
     assert judged(assert_wrong(my_ring_step, "dist.irecv")) == 0.0
 
 
+@pytest.mark.slow
 def test_my_ring_step_blocking_send_is_named_a_deadlock():
     def my_ring_step(chunks, send_index, recv_index, rank, world_size):
         dist.send(chunks[send_index], (rank + 1) % world_size)

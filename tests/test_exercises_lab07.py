@@ -132,6 +132,7 @@ def test_sharded_step_without_averaging_fails():
     fails(step("        dist.all_reduce(p.grad)\n        p.grad /= world_size\n", "        pass\n"), "averaged over all ranks")
 
 
+@pytest.mark.slow
 def test_sharded_step_broadcast_only_by_the_owner_fails_fast_naming_the_deadlock():
     import time
 

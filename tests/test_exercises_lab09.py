@@ -59,6 +59,7 @@ def test_collect_with_a_deadline_reset_by_every_request_fails():
     assert fails(collect, "deadline moved")
 
 
+@pytest.mark.slow
 def test_collect_that_waits_for_a_full_batch_fails():
     def collect(first, requests, max_batch, max_wait_s):
         batch = [first]
@@ -106,6 +107,7 @@ def test_collect_with_a_negative_timeout_fails():
     assert fails(collect, "never a negative timeout")
 
 
+@pytest.mark.slow
 def test_collect_that_waits_although_the_batch_is_full_fails():
     def collect(first, requests, max_batch, max_wait_s):
         batch = [first]

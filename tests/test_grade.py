@@ -28,7 +28,7 @@ from lab_utils.instructor import extract, grade, sandbox
 
 # the hostile suite grades 27 notebooks in one module fixture, 3 at a time: about 130 s on a quiet 2-core machine (three
 # of them wait out the 60 s whole-run limit), more under load
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # the hostile suite: make test-fast leaves it out
 
 ROOT = Path(__file__).resolve().parent.parent
 # a unix socket of the instructor's, outside /tmp (in the course's build folder; where that is not writable, as an

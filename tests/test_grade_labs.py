@@ -18,6 +18,7 @@ def test_every_lab_with_exercises_is_graded():
     assert with_markers == set(LABS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lab", LABS)
 def test_the_solution_scores_full_marks_and_the_student_version_zero(lab, tmp_path):
     name = next(p.name for p in course.solution_notebooks() if p.name.startswith(lab))

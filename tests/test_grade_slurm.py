@@ -37,6 +37,7 @@ def summary(rows):
     return [(r.student, r.score, r.max_score, r.status, [(s.name, s.points) for s in r.scores]) for r in rows]
 
 
+@pytest.mark.slow
 def test_grading_on_slurm_gives_the_local_gradebook(tmp_path):
     if not sandbox.detect().complete:
         pytest.skip("no sandbox on this machine")
@@ -66,6 +67,7 @@ def _kill_first_task_once(seen):
     return on_submit
 
 
+@pytest.mark.slow
 def test_a_task_killed_mid_run_is_retried_once_and_a_lost_one_still_gets_a_row(tmp_path):
     if not sandbox.detect().complete:
         pytest.skip("no sandbox on this machine")

@@ -64,6 +64,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_ranks_end_when_the_launcher_is_killed(tmp_path):
     """A killed kernel (SIGKILL: no clean-up runs) must not leave its ranks behind, though their parent is the
     fork server and not the kernel."""
@@ -124,6 +125,7 @@ def test_a_raising_rank_is_named_with_its_traceback():
     assert time.monotonic() - start < 30  # the waiting rank 0 was stopped, not waited for
 
 
+@pytest.mark.slow
 def test_a_hanging_rank_times_out_and_everything_stops():
     start = time.monotonic()
     with pytest.raises(TimeoutError, match=r"did not finish within 8 s"):
@@ -131,6 +133,7 @@ def test_a_hanging_rank_times_out_and_everything_stops():
     assert time.monotonic() - start < 8 + 6
 
 
+@pytest.mark.slow
 def test_a_collective_only_one_rank_calls_times_out_with_the_rule_and_no_build_path_or_address():
     with pytest.raises(RankError) as info:
         launch(workers.owner_only_broadcast_worker, 2, timeout=60)

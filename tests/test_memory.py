@@ -211,6 +211,7 @@ def test_draw_per_rank_draws_one_stacked_bar_per_row():
     assert max(p.get_x() + p.get_width() for p in ax.patches) == pytest.approx(3.0)
 
 
+@pytest.mark.slow
 def test_bench_memory_ends_with_a_json_line():
     result = subprocess.run([sys.executable, "-m", "lab_utils", "bench", "memory", "--repeats", "1"],
                             capture_output=True, text=True, timeout=300)

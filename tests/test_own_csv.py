@@ -4,6 +4,7 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+import pytest
 
 from lab_utils import data, measure
 from lab_utils.instructor import course, datasets
@@ -27,6 +28,7 @@ def text_of(output) -> str:
     return output.get("text", "") + output.get("data", {}).get("text/plain", "")
 
 
+@pytest.mark.slow
 def test_lab01_trains_on_a_generated_csv_to_its_target(tmp_path):
     train, test = own_csvs(tmp_path / "data")
     results = tmp_path / "results"

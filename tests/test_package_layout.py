@@ -77,6 +77,7 @@ def test_package_discovery_includes_every_subpackage():
     assert on_disk <= packages
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
     """The wheel, installed into a folder of its own (not the editable checkout), imports every subpackage and

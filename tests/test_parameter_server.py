@@ -136,6 +136,7 @@ def test_an_error_in_the_servers_update_is_reported_from_the_server():
     assert info.value.rank == 0 and "the server's update broke" in str(info.value)
 
 
+@pytest.mark.slow
 def test_a_silent_worker_times_out_naming_the_workers_that_owe_a_gradient():
     before = descendants()
     with pytest.raises(RankError) as info:
@@ -255,6 +256,7 @@ def test_hogwild_processes_train_the_shared_model_and_the_watcher_records_it():
 
 # ---- bench, gpu_check, plots ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_bench_with_tiny_sizes_prints_the_figures_as_json(capsys):
     result = bench_async.bench(repeats=1, gradients=40, factors=(1, 4))
     bench_async.print_bench(result)
@@ -266,6 +268,7 @@ def test_bench_with_tiny_sizes_prints_the_figures_as_json(capsys):
     assert figures["sync_deterministic"] is True and figures["sync_vs_single_max_abs_diff"] <= 1e-5
 
 
+@pytest.mark.slow
 def test_the_cli_runs_bench_async(monkeypatch, capsys):
     from lab_utils.instructor import cli
 

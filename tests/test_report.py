@@ -238,6 +238,7 @@ def test_allreduce_benchmark_runs_on_two_gloo_ranks():
     assert ranks[0]["sizes"] == [1024, 65536] and all(s > 0 for s in ranks[0]["seconds"])
 
 
+@pytest.mark.slow
 def test_lab10_runs_on_another_machines_results(tmp_path):
     from lab_utils.instructor import course
 

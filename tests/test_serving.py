@@ -205,6 +205,7 @@ def test_fresh_compile_cache_is_a_new_folder_removed_afterwards():
     assert not os.path.exists(folder) and os.environ.get("TORCHINDUCTOR_CACHE_DIR") == before
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(serving.compile_unavailable() is not None, reason="torch.compile needs a C++ compiler")
 def test_compile_counts_tell_code_generated_from_code_loaded_from_the_disk_cache():
     model, x = serving.build_model(16, (1, 8, 8)), torch.zeros(2, 1, 8, 8)
@@ -230,6 +231,7 @@ def test_gpu_check_says_why_it_skips_without_a_gpu():
     assert set(gpu_serving.gpu_check().values()) == {"skipped: no GPU"}
 
 
+@pytest.mark.slow
 def test_bench_inference_reports_every_figure_with_its_spread(capsys):
     result = bench_serving.bench(repeats=1, duration_s=0.2, width=64, image_side=8, max_batch=16, pool_requests=200,
                            fresh_cache=False)

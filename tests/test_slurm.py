@@ -166,6 +166,7 @@ def uninterrupted_weights(worker, cfg):
                   timeout=120)[0]["weights"]
 
 
+@pytest.mark.slow
 def test_a_killed_rank_resumes_from_the_checkpoint_to_the_uninterrupted_weights(tmp_path):
     """Lab 11's fault run without Slurm: the first launch loses rank 1 after step 7, the second resumes from step 6."""
     import json
@@ -184,6 +185,7 @@ def test_a_killed_rank_resumes_from_the_checkpoint_to_the_uninterrupted_weights(
     assert float(np.abs(resumed[0]["weights"] - uninterrupted_weights(worker, cfg)).max()) <= 1e-6
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
 def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_weights(tmp_path):
     """For real on the cluster (`make cluster`): one job, a task killed, the second srun step resumes; equal weights."""
@@ -243,6 +245,7 @@ def test_waiting_for_a_timed_job_stats_files_and_asks_the_scheduler_rarely(tmp_p
     assert cancelled == ["9"]
 
 
+@pytest.mark.slow
 def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypatch, tmp_path):
     from lab_utils.instructor.bench import training
 

@@ -79,6 +79,7 @@ def configured_first():
     """)
 
 
+@pytest.mark.slow
 def test_logical_cpu_devices_are_made_before_tensorflow_starts_and_nothing_is_printed_on_stderr(configured_first):
     done = configured_first
     assert done.returncode == 0, done.stderr[-2000:]
@@ -86,6 +87,7 @@ def test_logical_cpu_devices_are_made_before_tensorflow_starts_and_nothing_is_pr
     assert done.stdout.splitlines()[1].split()[-1] == "3" and done.stderr == ""
 
 
+@pytest.mark.slow
 def test_configuring_after_tensorflow_started_says_to_restart_the_kernel():
     done = _python("""
         import tensorflow as tf
@@ -161,6 +163,7 @@ def worker_jobs():
     return {"quiet": quiet, "stderr": done.stderr, "jobs": json.loads(jobs)}
 
 
+@pytest.mark.slow
 def test_jobs_of_one_launch_each_build_their_strategy_and_train_in_step(worker_jobs):
     """Three jobs in the same worker processes, each with a new MultiWorkerMirroredStrategy (a model broadcast from
     worker 0, an all-reduce): without the launcher keeping the workers in step, a later job's first collective can
@@ -171,6 +174,7 @@ def test_jobs_of_one_launch_each_build_their_strategy_and_train_in_step(worker_j
         assert workers[0]["first_weight"] == workers[1]["first_weight"]  # worker 0's initial weights, broadcast
 
 
+@pytest.mark.slow
 def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
     import psutil
 
@@ -223,16 +227,19 @@ def test_tensorflow_start_up_lines_are_filtered_and_other_stderr_kept(tmp_path):
     assert done.stderr.strip() == "a real warning"
 
 
+@pytest.mark.slow
 def test_keras_fit_cannot_drive_multiworker_strategy_so_the_lab_says_so(worker_jobs):
     # keras-team/keras#20585: when Keras learns this, lab 05's section 4 must change
     errors = worker_jobs["jobs"][3]
     assert all(error and "PerReplica" in error for error in errors), errors
 
 
+@pytest.mark.slow
 def test_workers_start_quietly(worker_jobs):
     assert worker_jobs["quiet"].split()[-2:] == ["[2.0,", "2.0]"] and worker_jobs["stderr"] == ""
 
 
+@pytest.mark.slow
 def test_take_turns_never_overlaps_and_keeps_tensorflow_out_of_the_torch_process():
     from lab_utils.tf_distribute import take_turns
 
@@ -282,6 +289,7 @@ def test_interleaved_steps_alternate_and_leave_the_warm_up_out():
     assert [len(r) for r in times["a"]] == [2, 2] and [len(r) for r in times["b"]] == [2, 2]
 
 
+@pytest.mark.slow
 def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
     done = _python("""
         import sys
@@ -305,6 +313,7 @@ def test_unknown_dataset_is_refused():
         train_custom_loop(TFTrainConfig(dataset="mnist", multiworker=False))
 
 
+@pytest.mark.slow
 def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device(configured_first):
     """gpu_check's core, run on logical CPUs here: a MirroredStrategy step over 2 devices equals one device's."""
     done = configured_first
@@ -312,6 +321,7 @@ def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device(con
     assert done.stdout.split()[-3:] == ["step:", "True", "True"]
 
 
+@pytest.mark.slow
 def test_the_gpu_checks_fresh_process_answers_in_json():
     """What lab 05's gpu_check starts on a GPU machine (python -m lab_utils.instructor.gpu.tf_distribute), run here:
     without a GPU TensorFlow sees none, and each check says so."""
