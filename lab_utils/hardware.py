@@ -226,3 +226,42 @@ def rank_device() -> tuple[str, str]:
         raise RuntimeError("RANK and WORLD_SIZE are not set: start this worker with lab_utils.launch or torchrun") from None
     local = plan(local_world)
     return local.device(local_rank), local.backend
+
+
+# ---- how long things may take here: timeouts sized from this machine's measured speed ---------------------------------
+
+REFERENCE_WORK_S = 0.009  # REFERENCE_WORK's median time on the course's 2-core reference machine, quiet
+MAX_SLOWNESS = 10.0  # a machine measured slower than this is still given at most 10x the reference's timeouts
+
+
+def _reference_work() -> float:
+    """Seconds of 20 products of 256 x 256 matrices on one thread (what a busy or slow machine takes longer for)."""
+    import time
+
+    import torch
+
+    a = torch.ones(256, 256)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        start = time.perf_counter()
+        for _ in range(20):
+            a @ a
+        return time.perf_counter() - start
+    finally:
+        torch.set_num_threads(before)
+
+
+def slowness(repeats: int = 5) -> float:
+    """How many times slower than the reference machine this one computes now (median of `repeats`, after a warm-up),
+    between 1 and MAX_SLOWNESS: a busy machine measures slower, as it runs."""
+    import statistics
+
+    _reference_work()
+    measured = statistics.median(_reference_work() for _ in range(repeats)) / REFERENCE_WORK_S
+    return min(max(measured, 1.0), MAX_SLOWNESS)
+
+
+def launch_timeout(reference_s: float = 120.0) -> float:
+    """Seconds a launch may run here: `reference_s` (what it may take on the reference machine) times slowness()."""
+    return round(reference_s * slowness())

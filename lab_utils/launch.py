@@ -17,7 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from . import hardware
+from . import conditions, hardware
 
 LOOPBACK = "127.0.0.1"
 PORT_ATTEMPTS = 3
@@ -532,8 +532,9 @@ def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | No
     attempts = 1 if port else PORT_ATTEMPTS
     for attempt in range(1, attempts + 1):
         try:
-            per_rank = _run_once(prepare, payload, len(jobs), world_size, port or free_port(), threads, cores,
-                                 timeout, extra_env, start_method(plan.uses_gpus))
+            with conditions.measuring():  # ranks often time themselves: what else ran meanwhile is reported with them
+                per_rank = _run_once(prepare, payload, len(jobs), world_size, port or free_port(), threads, cores,
+                                     timeout, extra_env, start_method(plan.uses_gpus))
             return [[values[j] for values in per_rank] for j in range(len(jobs))]
         except RankError as exc:
             if attempt == attempts or not any(s in exc.traceback_text for s in PORT_IN_USE):

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import flags, hardware
+from . import conditions, flags, hardware
 
 def synchronize(device=None) -> None:
     """Wait for queued GPU work on `device` (no-op on CPU), so a timer measures work, not launches."""
@@ -89,6 +89,12 @@ def time_interleaved(fns: dict, *, warmup: int = 1, repeats: int = 5, device=Non
     before = before or {}
     names = list(fns)
     times = {name: [] for name in names}
+    with conditions.measuring():
+        _run_interleaved(fns, names, times, warmup, repeats, device, before)
+    return {name: Timing(tuple(times[name]), warmup) for name in names}
+
+
+def _run_interleaved(fns, names, times, warmup, repeats, device, before) -> None:
     for i, name in enumerate(alternating_rounds(names, warmup + repeats)):
         if name in before:
             before[name]()
@@ -98,7 +104,6 @@ def time_interleaved(fns: dict, *, warmup: int = 1, repeats: int = 5, device=Non
         synchronize(device)
         if i // len(names) >= warmup:
             times[name].append(time.perf_counter() - start)
-    return {name: Timing(tuple(times[name]), warmup) for name in names}
 
 
 # ---- verdicts: what the run decided, not what the prose assumed ----------------------------------------------------
@@ -141,11 +146,12 @@ class Verdict:
     repeats: int
     unit: str = "x"
     lab: str = ""
+    notes: str = ""  # e.g. that the machine was busy while the repeats ran
 
     def __str__(self) -> str:
         text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f} over "
                 f"{self.repeats} paired repeats; theory: {self.expected}) -> {self.verdict}")
-        return flagged(text, flags.reverses_theory(self))
+        return flagged(text, flags.reverses_theory(self) + [n for n in self.notes.split("; ") if n])
 
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
         """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
@@ -175,7 +181,9 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = HOLDS
         elif high < 1 and middle <= 1 / (1 + min_effect):
             verdict = REVERSED
-    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab)
+    load = conditions.taken()  # the measurements since the lab last recorded its rows
+    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab,
+                   "; ".join(load.note()) if load else "")
 
 
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
@@ -398,7 +406,7 @@ def _cell(value) -> str:
 
 
 VERDICTS_CSV = "verdicts.csv"
-VERDICT_COLUMNS = ("timestamp", "lab", "claim", "expected", "ratio", "low", "high", "verdict", "repeats",
+VERDICT_COLUMNS = ("timestamp", "lab", "claim", "expected", "ratio", "low", "high", "verdict", "repeats", "notes",
                    "host", "cpu_model", "cpu_features", "cpu_count", "gpu_names", "torch_version", "tf_version",
                    "python_version")
 
@@ -518,6 +526,9 @@ def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=No
 def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
     """Write results (one or many) to the results CSVs; returns their table by workload, as the labs print it."""
     results = [results] if isinstance(results, Result) else list(results)
+    load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
+    if load and load.busy:
+        results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *load.note()) if f])) for r in results]
     paths = {write_result(r, directory, hw).name for r in results}
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
     variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
@@ -531,11 +542,12 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
             # this row format is fixed: the course's consistency test reads it back
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
                          f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{flags.marked(r.flags)}")
-            lines += [f"    note: {note}" for note in flags.notes(r.flags)]
+            lines += [f"    note: {note}" for note in flags.notes(r.flags) if not (load and note in load.note())]
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
     lines += flags.table_lines([r.flags for r in results], names)
     noise = flags.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
+    lines += [load.line()] if load and load.busy else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "
                  "results folder")
     return "\n".join(lines)

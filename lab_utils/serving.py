@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from . import measure, spec
+from . import conditions, measure, spec
 
 DEFAULT_SHAPE = (1, 28, 28)
 SATURATED_SHARE = 0.9  # a run that answered less than this share of its offered load did not keep up
@@ -108,7 +108,11 @@ def run_load(batcher, arrivals, images, *, label: str = "", bad: dict | None = N
         raise TypeError(f"batcher must be a function batcher(requests, stop), got {type(batcher).__name__}")
     if not len(arrivals) or not len(images):
         raise ValueError(f"need at least one arrival and one image, got {len(arrivals)} and {len(images)}")
-    bad = bad or {}
+    with conditions.measuring():  # what else ran meanwhile is reported with the served rates
+        return _run_load(batcher, arrivals, images, label, bad or {}, drain_s, stop_timeout_s, offered_rps)
+
+
+def _run_load(batcher, arrivals, images, label, bad, drain_s, stop_timeout_s, offered_rps) -> "LoadRun":
     requests, stop, errors, made = queue.Queue(), threading.Event(), [], []
     thread = threading.Thread(target=_capture_errors, args=(batcher, requests, stop, errors), name="batcher", daemon=True)
     thread.start()

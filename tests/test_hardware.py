@@ -74,3 +74,16 @@ def test_detect_reports_this_machine():
 
 def test_package_version_of_missing_package():
     assert hardware.package_version("surely-not-installed-package-xyz") == "not installed"
+
+
+def test_launch_timeouts_grow_with_how_slowly_this_machine_computes(monkeypatch):
+    from lab_utils import hardware
+
+    real = hardware.slowness(repeats=3)
+    assert 1.0 <= real <= hardware.MAX_SLOWNESS
+    monkeypatch.setattr(hardware, "_reference_work", lambda: 3 * hardware.REFERENCE_WORK_S)
+    assert hardware.slowness() == 3.0 and hardware.launch_timeout(120) == 360
+    monkeypatch.setattr(hardware, "_reference_work", lambda: 100 * hardware.REFERENCE_WORK_S)
+    assert hardware.launch_timeout(120) == 120 * hardware.MAX_SLOWNESS  # capped: a stuck rank is still stopped
+    monkeypatch.setattr(hardware, "_reference_work", lambda: 0.1 * hardware.REFERENCE_WORK_S)
+    assert hardware.launch_timeout(120) == 120  # a faster machine keeps the reference's timeouts
