@@ -162,6 +162,9 @@ def hold_process_groups() -> None:
 
 # ---- what each rank runs -----------------------------------------------------------------------------------------
 
+OWN_SESSION = "LAB_RANK_OWN_SESSION"  # in a rank's env: start it in a session (and process group) of its own
+
+
 def rank_environment(rank: int, world_size: int, port: int, threads: int | None, addr: str = LOOPBACK) -> dict:
     """The variables torchrun would set for this rank (plus thread and loopback settings)."""
     env = {"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
@@ -194,7 +197,10 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 def _rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: dict, threads, cores, results,
                started, parent_pid: int) -> None:
     """Entry point of every spawned rank: set up, run each job in turn, report the values or the traceback."""
-    os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
+    if env.get(OWN_SESSION):  # a session of its own, as slurmstepd starts a Slurm task (lab 11 measures the difference)
+        os.setsid()
+    else:
+        os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
     os.environ.update(env)
     if cores:
         os.sched_setaffinity(0, cores)  # a CPU rank owns its cores, as a GPU rank owns its GPU

@@ -199,10 +199,65 @@ def log_tail(path, lines: int = 8, folder=None) -> str:
 
 
 def shown(text: str, folder) -> str:
-    """A script as the notebook prints it: `folder` by its name, this interpreter as `python`."""
+    """A script as the notebook prints it: `folder` by its name, this interpreter as `python`, its folder as .venv/bin."""
     for path in (str(Path(folder).resolve()), str(folder)):
         text = text.replace(path, Path(folder).name)
-    return text.replace(sys.executable, "python")  # display only: the file on disk keeps the paths every node needs
+    return text.replace(sys.executable, "python").replace(str(Path(sys.executable).parent), ".venv/bin")  # display only: the file on disk keeps the paths every node needs
+
+def accounting() -> str | None:
+    """None when sacct reads this cluster's job records; else why not, in one sentence."""
+    try:
+        command(["sacct", "-n", "-X", "-j", "1"])
+    except RuntimeError as exc:
+        if "disabled" in str(exc):
+            return ("sacct: this cluster keeps no job records (accounting storage is disabled: `make cluster` starts "
+                    "slurmdbd where Debian's mariadb-server and slurmdbd are installed)")
+        return f"sacct does not answer here: {exc}"
+    return None
+
+
+def sacct_states(job_ids) -> dict[str, str]:
+    """The job lines' states in sacct (the last record of a requeued job), job id -> state."""
+    out = command(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(map(str, job_ids))])
+    return {job: state.split()[0] for job, state in (line.split("|") for line in out.splitlines() if "|" in line)}
+
+
+def settled(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, str]:
+    """Wait until sacct records every job as ended (slurmdbd lags a moment behind slurmctld); their states."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = sacct_states(job_ids)
+        if all(states.get(str(j), "").startswith(DONE_STATES) for j in job_ids) or time.monotonic() > deadline:
+            return states
+        time.sleep(poll)
+
+
+def wait_for_state(job_id, states, timeout: float, poll: float = 0.2) -> dict:
+    """Wait until the job's scontrol record is in one of `states` (e.g. PENDING after a requeue); the record."""
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = job_info(job_id)
+        if jobs and jobs[0].get("JobState") in states:
+            return jobs[0]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} did not reach {'/'.join(states)} within {timeout:g} s "
+                               f"(state: {jobs[0].get('JobState') if jobs else 'gone'})")
+        time.sleep(poll)
+
+
+def wait_for_file(path, timeout: float, *, at_least: int | None = None, poll: float = 0.1) -> str:
+    """Wait until a file exists (and, with `at_least`, holds a number >= it); its text."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            text = Path(path).read_text()
+            if at_least is None or int(text.strip() or -1) >= at_least:
+                return text
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{Path(path).name} did not appear{'' if at_least is None else ' (or not reach ' + str(at_least) + ')'} "
+                               f"within {timeout:g} s: read the job's log")
+        time.sleep(poll)
+
 
 # ---- inside a task -------------------------------------------------------------------------------------------------
 
