@@ -534,7 +534,7 @@ READ_SCHEDULER = Exercise(
     "11", "read_scheduler", _scheduler_cases, _scheduler_run, _scheduler_expected, _scheduler_judge,
     "one answer per job (JobID without a dot); its State is the first word; a PENDING job's Reason decides: "
     "Resources/Priority/Dependency -> 'wait', PartitionTimeLimit -> 'fix the request', DependencyNeverSatisfied -> "
-    "'fix the dependency'; TIMEOUT -> 'more time', OUT_OF_MEMORY -> 'more memory', NODE_FAIL -> 'resubmit', FAILED -> "
+    "'fix the dependency'; RUNNING -> 'wait'; TIMEOUT -> 'more time', OUT_OF_MEMORY -> 'more memory', NODE_FAIL -> 'resubmit', FAILED -> "
     "'read the log'")
 
 register(RANK_FROM_SLURM, SBATCH_HEADER, TRAIN_RESUMABLE, READ_SCHEDULER)
