@@ -258,3 +258,39 @@ def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypat
     assert figures["slurm_vs_local_steps"] == pytest.approx(figures["slurm_steps_per_s"] / figures["launch_steps_per_s"],
                                                             rel=0.01)
     assert 0 < figures["submit_to_first_step_s"] < 120
+
+
+# ---- lab 11's scripts activate the course's environment; the helpers its by-hand cells wait with --------------------
+
+def test_scripts_activate_the_environment_and_pass_cores_to_srun():
+    for make in (lab11.batch_script, lab11.restart_script):
+        script = make("train.py", activate="/opt/venv/bin/activate", python="python")
+        assert re.search(r"^source /opt/venv/bin/activate$", script, re.M), script
+        assert script.index("source /opt/venv") < script.index("srun ")
+        assert re.search(r"^export SRUN_CPUS_PER_TASK=\$SLURM_CPUS_PER_TASK\b", script, re.M)
+        assert "module load" in script and subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+        assert "source " not in make("train.py", python="python")  # no environment named: none activated
+
+
+def test_waiting_for_a_job_file_and_its_number(tmp_path):
+    import threading
+
+    path = tmp_path / "progress"
+    threading.Timer(0.2, lambda: path.write_text("3")).start()
+    assert slurm.wait_for_file(path, 5) == "3"
+    threading.Timer(0.2, lambda: path.write_text("9")).start()
+    assert slurm.wait_for_file(path, 5, at_least=8) == "9"
+    with pytest.raises(TimeoutError, match="did not appear .or not reach 100."):
+        slurm.wait_for_file(path, 0.3, at_least=100)
+
+
+@pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+def test_sacct_reads_the_cluster_records_or_says_why_not():
+    reason = slurm.accounting()
+    if reason is not None:
+        assert reason.startswith("sacct") and ("disabled" in reason or "does not answer" in reason)
+        pytest.skip(reason)
+    out = slurm.command(["sbatch", "--parsable", "--time=1", "--output=/dev/null", "--wrap", "exit 3"])
+    job = out.strip().split(";")[0]
+    slurm.wait(job, 60, say=lambda line: None)
+    assert slurm.settled([job]) == {job: "FAILED"}
