@@ -232,6 +232,25 @@ def settled(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, str]
         time.sleep(poll)
 
 
+def _seconds(text: str) -> float:
+    """sacct's [D-][HH:]MM:SS[.mmm] as seconds."""
+    days, _, rest = text.rpartition("-")
+    return (float(days) * 86400 if days else 0.0) + sum(float(x) * 60 ** i for i, x in enumerate(reversed(rest.split(":"))))
+
+
+def usage(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, tuple[float, float, int]]:
+    """job id -> (elapsed s, CPU s, CPUs) from sacct, once the CPU time of every job is recorded (it arrives after the
+    job's end state): what `seff` divides."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = command(["sacct", "-n", "-X", "-P", "-o", "JobID,Elapsed,TotalCPU,AllocCPUS", "-j", ",".join(map(str, job_ids))])
+        found = {job: (_seconds(elapsed), _seconds(cpu), int(cpus)) for job, elapsed, cpu, cpus in
+                 (line.split("|") for line in out.splitlines() if line.count("|") == 3)}
+        if (len(found) == len(job_ids) and all(v[1] > 0 for v in found.values())) or time.monotonic() > deadline:
+            return found
+        time.sleep(poll)
+
+
 def wait_for_state(job_id, states, timeout: float, poll: float = 0.2) -> dict:
     """Wait until the job's scontrol record is in one of `states` (e.g. PENDING after a requeue); the record."""
     deadline = time.monotonic() + timeout

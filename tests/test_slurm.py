@@ -294,3 +294,8 @@ def test_sacct_reads_the_cluster_records_or_says_why_not():
     job = out.strip().split(";")[0]
     slurm.wait(job, 60, say=lambda line: None)
     assert slurm.settled([job]) == {job: "FAILED"}
+
+
+def test_sacct_durations_read_as_seconds():
+    assert slurm._seconds("00:03.004") == pytest.approx(3.004) and slurm._seconds("01:02:03") == 3723
+    assert slurm._seconds("1-00:00:01") == 86401 and slurm._seconds("00:00:00") == 0
