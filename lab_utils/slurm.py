@@ -243,9 +243,10 @@ def usage(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, tuple[
     job's end state): what `seff` divides."""
     deadline = time.monotonic() + timeout
     while True:
-        out = command(["sacct", "-n", "-X", "-P", "-o", "JobID,Elapsed,TotalCPU,AllocCPUS", "-j", ",".join(map(str, job_ids))])
+        # without -X: the job's own line then sums its steps' CPU time (with -X it is the allocation's alone, 0)
+        out = command(["sacct", "-n", "-P", "-o", "JobID,Elapsed,TotalCPU,AllocCPUS", "-j", ",".join(map(str, job_ids))])
         found = {job: (_seconds(elapsed), _seconds(cpu), int(cpus)) for job, elapsed, cpu, cpus in
-                 (line.split("|") for line in out.splitlines() if line.count("|") == 3)}
+                 (line.split("|") for line in out.splitlines() if line.count("|") == 3) if "." not in job}
         if (len(found) == len(job_ids) and all(v[1] > 0 for v in found.values())) or time.monotonic() > deadline:
             return found
         time.sleep(poll)
