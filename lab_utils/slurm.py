@@ -265,6 +265,21 @@ def wait_for_state(job_id, states, timeout: float, poll: float = 0.2) -> dict:
         time.sleep(poll)
 
 
+def node_done(node: str, job_id, timeout: float, poll: float = 0.2) -> None:
+    """Wait until `node` no longer cleans up after job `job_id` (not COMPLETING, the job's epilog and kills done), and
+    the job's reason is set: a requeued job released before that can start while its last run is still being killed,
+    and fail at once."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = re.search(r"\bState=(\S+)", command(["scontrol", "show", "node", "-o", node]))
+        record = job_info(job_id)
+        if state and "COMPLETING" not in state.group(1) and record and record[0].get("Reason") not in (None, "None"):
+            time.sleep(1.0)  # slurmd's own bookkeeping of the killed step, which scontrol does not show
+            return
+        time.sleep(poll)
+    raise TimeoutError(f"node {node} still cleaning up after job {job_id} after {timeout:g} s")
+
+
 def wait_for_file(path, timeout: float, *, at_least: int | None = None, poll: float = 0.1) -> str:
     """Wait until a file exists (and, with `at_least`, holds a number >= it); its text."""
     deadline = time.monotonic() + timeout
