@@ -74,10 +74,10 @@ bench: env  ## benchmarks, each measured side by side in one run; the last line 
 info: env  ## this machine's hardware and the rank plan for 1, 2, 4 ranks
 	$(PY) -m lab_utils info
 
-cluster: env  ## a real Slurm cluster on this machine for lab 11 (root; Debian's slurm-wlm and munge)
+cluster: env  ## a real Slurm cluster on this machine for lab 11 (root; Debian's slurm-wlm and munge; accounting with mariadb-server and slurmdbd)
 	$(PY) -m lab_utils cluster up
 
-cluster-down: env  ## stop exactly what `make cluster` started
+cluster-down: env  ## stop exactly what `make cluster` started, its accounting database included
 	$(PY) -m lab_utils cluster down
 
 gpu-check: env  ## every GPU branch of the course against its CPU result (QUICK=1: labs 01, 03, 05, 09); skipped without a GPU

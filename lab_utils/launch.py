@@ -165,6 +165,9 @@ def hold_process_groups() -> None:
 
 # ---- what each rank runs -----------------------------------------------------------------------------------------
 
+OWN_SESSION = "LAB_RANK_OWN_SESSION"  # in a rank's env: start it in a session (and process group) of its own
+
+
 def rank_environment(rank: int, world_size: int, port: int, threads: int | None, addr: str = LOOPBACK) -> dict:
     """The variables torchrun would set for this rank (plus thread and loopback settings)."""
     env = {"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
@@ -226,7 +229,10 @@ def _exit_when_orphaned(launcher_pid: int, started_at: str | None) -> None:
 def _rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: dict, threads, cores, results,
                started, launcher: tuple) -> None:
     """Entry point of every rank: set up, run each job in turn, report the values or the traceback."""
-    os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
+    if env.get(OWN_SESSION):  # a session of its own, as slurmstepd starts a Slurm task (lab 11 measures the difference)
+        os.setsid()
+    else:
+        os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
     os.environ.clear()  # the launcher's environment as it is now (a forked rank inherits the fork server's)
     os.environ.update(env)
     if cores:

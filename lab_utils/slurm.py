@@ -199,10 +199,100 @@ def log_tail(path, lines: int = 8, folder=None) -> str:
 
 
 def shown(text: str, folder) -> str:
-    """A script as the notebook prints it: `folder` by its name, this interpreter as `python`."""
+    """A script as the notebook prints it: `folder` by its name, this interpreter as `python`, its folder as .venv/bin."""
     for path in (str(Path(folder).resolve()), str(folder)):
         text = text.replace(path, Path(folder).name)
-    return text.replace(sys.executable, "python")  # display only: the file on disk keeps the paths every node needs
+    return text.replace(sys.executable, "python").replace(str(Path(sys.executable).parent), ".venv/bin")  # display only: the file on disk keeps the paths every node needs
+
+def accounting() -> str | None:
+    """None when sacct reads this cluster's job records; else why not, in one sentence."""
+    try:
+        command(["sacct", "-n", "-X", "-j", "1"])
+    except RuntimeError as exc:
+        if "disabled" in str(exc):
+            return ("sacct: this cluster keeps no job records (accounting storage is disabled: `make cluster` starts "
+                    "slurmdbd where Debian's mariadb-server and slurmdbd are installed)")
+        return f"sacct does not answer here: {exc}"
+    return None
+
+
+def sacct_states(job_ids) -> dict[str, str]:
+    """The job lines' states in sacct (the last record of a requeued job), job id -> state."""
+    out = command(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(map(str, job_ids))])
+    return {job: state.split()[0] for job, state in (line.split("|") for line in out.splitlines() if "|" in line)}
+
+
+def settled(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, str]:
+    """Wait until sacct records every job as ended (slurmdbd lags a moment behind slurmctld); their states."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = sacct_states(job_ids)
+        if all(states.get(str(j), "").startswith(DONE_STATES) for j in job_ids) or time.monotonic() > deadline:
+            return states
+        time.sleep(poll)
+
+
+def _seconds(text: str) -> float:
+    """sacct's [D-][HH:]MM:SS[.mmm] as seconds."""
+    days, _, rest = text.rpartition("-")
+    return (float(days) * 86400 if days else 0.0) + sum(float(x) * 60 ** i for i, x in enumerate(reversed(rest.split(":"))))
+
+
+def usage(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, tuple[float, float, int]]:
+    """job id -> (elapsed s, CPU s, CPUs) from sacct, once the CPU time of every job is recorded (it arrives after the
+    job's end state): what `seff` divides."""
+    deadline = time.monotonic() + timeout
+    while True:
+        # without -X: the job's own line then sums its steps' CPU time (with -X it is the allocation's alone, 0)
+        out = command(["sacct", "-n", "-P", "-o", "JobID,Elapsed,TotalCPU,AllocCPUS", "-j", ",".join(map(str, job_ids))])
+        found = {job: (_seconds(elapsed), _seconds(cpu), int(cpus)) for job, elapsed, cpu, cpus in
+                 (line.split("|") for line in out.splitlines() if line.count("|") == 3) if "." not in job}
+        if (len(found) == len(job_ids) and all(v[1] > 0 for v in found.values())) or time.monotonic() > deadline:
+            return found
+        time.sleep(poll)
+
+
+def wait_for_state(job_id, states, timeout: float, poll: float = 0.2) -> dict:
+    """Wait until the job's scontrol record is in one of `states` (e.g. PENDING after a requeue); the record."""
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = job_info(job_id)
+        if jobs and jobs[0].get("JobState") in states:
+            return jobs[0]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} did not reach {'/'.join(states)} within {timeout:g} s "
+                               f"(state: {jobs[0].get('JobState') if jobs else 'gone'})")
+        time.sleep(poll)
+
+
+def node_done(node: str, job_id, timeout: float, poll: float = 0.2) -> None:
+    """Wait until `node` no longer cleans up after job `job_id` (not COMPLETING, the job's epilog and kills done), and
+    the job's reason is set: a requeued job released before that can start while its last run is still being killed,
+    and fail at once."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = re.search(r"\bState=(\S+)", command(["scontrol", "show", "node", "-o", node]))
+        record = job_info(job_id)
+        if state and "COMPLETING" not in state.group(1) and record and record[0].get("Reason") not in (None, "None"):
+            time.sleep(1.0)  # slurmd's own bookkeeping of the killed step, which scontrol does not show
+            return
+        time.sleep(poll)
+    raise TimeoutError(f"node {node} still cleaning up after job {job_id} after {timeout:g} s")
+
+
+def wait_for_file(path, timeout: float, *, at_least: int | None = None, poll: float = 0.1) -> str:
+    """Wait until a file exists (and, with `at_least`, holds a number >= it); its text."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            text = Path(path).read_text()
+            if at_least is None or int(text.strip() or -1) >= at_least:
+                return text
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{Path(path).name} did not appear{'' if at_least is None else ' (or not reach ' + str(at_least) + ')'} "
+                               f"within {timeout:g} s: read the job's log")
+        time.sleep(poll)
+
 
 # ---- inside a task -------------------------------------------------------------------------------------------------
 
@@ -236,3 +326,54 @@ def exit_now(code: int = 0) -> None:
 
 SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_PROCID",
                    "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_CPUS_PER_TASK")
+
+
+# ---- the resume exercise's small problem (lab 11): the same model, batches and step wherever it runs -----------------
+
+@contextlib.contextmanager
+def one_thread():
+    """torch on one intra-op thread inside the block, as many as before after it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def resume_problem(seed: int = 0):
+    """A small seeded model and its SGD optimizer with momentum (its state must be saved too)."""
+    import torch
+
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def resume_batch(step: int):
+    """The batch of training step `step` (0, 1, ...): the same for a given step in every run."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1000 + step)
+    return torch.randn(16, 6, generator=gen), torch.randint(0, 3, (16,), generator=gen)
+
+
+def resume_step(model, optimizer, batch) -> float:
+    """One optimizer step on `batch`; its loss."""
+    import torch.nn.functional as F
+
+    x, y = batch
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return float(loss.detach())
+
+
+def flat_weights(model) -> list[float]:
+    """Every parameter, flattened into one list."""
+    import torch
+
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()

@@ -264,3 +264,17 @@ def test_six_launches_leave_no_processes_and_no_descriptors():
     leftovers = [p for p in me.children(recursive=True) if p.pid not in launch_mod.own_helpers()]
     assert leftovers == []  # multiprocessing's fork server and resource tracker are not ranks
     assert me.num_fds() <= fds + 2
+
+
+def _session_and_group(rank, world_size):
+    import os
+
+    return [os.getsid(0) == os.getpid(), os.getpgid(0) == os.getpid()]
+
+
+def test_a_rank_in_a_session_of_its_own_on_request():
+    """lab 11's bench: launch's ranks share the launcher's session, unless asked to start one each (as Slurm's tasks)."""
+    from lab_utils.launch import OWN_SESSION, launch
+
+    assert launch(_session_and_group, 2, timeout=60) == [[False, True], [False, True]]
+    assert launch(_session_and_group, 2, timeout=60, env={OWN_SESSION: "1"}) == [[True, True], [True, True]]

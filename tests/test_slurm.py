@@ -136,7 +136,7 @@ def test_restart_script_starts_a_fresh_srun_step_per_attempt():
 def test_rank_from_slurm(monkeypatch):
     for k, v in {"SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NNODES": "2"}.items():
         monkeypatch.setenv(k, v)
-    assert lab11.rank_from_slurm() == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    assert lab11.ranks_from_slurm() == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
     assert os.environ["RANK"] == "3"
 
 
@@ -196,11 +196,11 @@ def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_wei
 
     worker, imports, source = lab11_resumable_worker()
     main = ("\n\nif __name__ == '__main__':\n    from lab_utils import slurm\n    from lab_utils.launch import "
-            "hold_process_groups\n    env = rank_from_slurm()\n    slurm.place_task()\n    hold_process_groups()\n"
+            "hold_process_groups\n    env = ranks_from_slurm()\n    slurm.place_task()\n    hold_process_groups()\n"
             "    cfg = json.loads(sys.argv[1])\n    out = resumable_worker(int(env['RANK']), int(env['WORLD_SIZE']), cfg)\n"
             "    if env['RANK'] == '0':\n        np.save(Path(cfg['progress']) / 'weights.npy', out['weights'])\n"
             "    slurm.exit_now()\n")
-    (tmp_path / "resumable.py").write_text(imports + "\n\n" + source + "\n\n" + inspect.getsource(lab11.rank_from_slurm) + main)
+    (tmp_path / "resumable.py").write_text(imports + "\n\n" + source + "\n\n" + inspect.getsource(lab11.ranks_from_slurm) + main)
     cfg = fault_cfg(tmp_path)
     cluster = slurm.find()
     script = lab11.restart_script(tmp_path / "resumable.py", [json.dumps(cfg)], nodes=2, time_limit_min=3,
@@ -256,6 +256,49 @@ def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypat
         pytest.skip("no Slurm cluster here (make cluster): the measuring half needs one")
     figures = training.cluster(repeats=1, steps=4)
     assert figures["steps"] == 4 and len(figures["slurm_steps_per_s_runs"]) == 1
+    assert len(figures["own_session_steps_per_s_runs"]) == 1 and len(figures["verdicts"]) == 3
+    assert all(v["verdict"] == "not distinguishable here" for v in figures["verdicts"])  # one pair decides nothing
     assert figures["slurm_vs_local_steps"] == pytest.approx(figures["slurm_steps_per_s"] / figures["launch_steps_per_s"],
                                                             rel=0.01)
     assert 0 < figures["submit_to_first_step_s"] < 120
+
+
+# ---- lab 11's scripts activate the course's environment; the helpers its by-hand cells wait with --------------------
+
+def test_scripts_activate_the_environment_and_pass_cores_to_srun():
+    for make in (lab11.batch_script, lab11.restart_script):
+        script = make("train.py", activate="/opt/venv/bin/activate", python="python")
+        assert re.search(r"^source /opt/venv/bin/activate$", script, re.M), script
+        assert script.index("source /opt/venv") < script.index("srun ")
+        assert re.search(r"^export SRUN_CPUS_PER_TASK=\$SLURM_CPUS_PER_TASK\b", script, re.M)
+        assert "module load" in script and subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+        assert "source " not in make("train.py", python="python")  # no environment named: none activated
+
+
+def test_waiting_for_a_job_file_and_its_number(tmp_path):
+    import threading
+
+    path = tmp_path / "progress"
+    threading.Timer(0.2, lambda: path.write_text("3")).start()
+    assert slurm.wait_for_file(path, 5) == "3"
+    threading.Timer(0.2, lambda: path.write_text("9")).start()
+    assert slurm.wait_for_file(path, 5, at_least=8) == "9"
+    with pytest.raises(TimeoutError, match="did not appear .or not reach 100."):
+        slurm.wait_for_file(path, 0.3, at_least=100)
+
+
+@pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+def test_sacct_reads_the_cluster_records_or_says_why_not():
+    reason = slurm.accounting()
+    if reason is not None:
+        assert reason.startswith("sacct") and ("disabled" in reason or "does not answer" in reason)
+        pytest.skip(reason)
+    out = slurm.command(["sbatch", "--parsable", "--time=1", "--output=/dev/null", "--wrap", "exit 3"])
+    job = out.strip().split(";")[0]
+    slurm.wait(job, 60, say=lambda line: None)
+    assert slurm.settled([job]) == {job: "FAILED"}
+
+
+def test_sacct_durations_read_as_seconds():
+    assert slurm._seconds("00:03.004") == pytest.approx(3.004) and slurm._seconds("01:02:03") == 3723
+    assert slurm._seconds("1-00:00:01") == 86401 and slurm._seconds("00:00:00") == 0

@@ -48,7 +48,7 @@ def cmd_grade(args) -> int:
 def cmd_cluster(args) -> int:
     from . import cluster
 
-    return cluster.main(args.action, args.state_dir)
+    return cluster.main(args.action, args.state_dir, accounting=not args.no_accounting)
 
 
 def cmd_outputs(args) -> int:
@@ -161,6 +161,8 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     cl.add_argument("action", choices=["up", "status", "down"])
     cl.add_argument("--state-dir", help="folder for its configuration, keys, logs and pid files "
                     "(default: $LAB_CLUSTER_DIR or /var/tmp/lab-cluster)")
+    cl.add_argument("--no-accounting", action="store_true",
+                    help="up: without slurmdbd and its database (sacct then has no records)")
     cl.set_defaults(fn=cmd_cluster)
     g = sub.add_parser("grade", help="execute submitted notebooks and score them outside the student's kernel")
     g.add_argument("--lab", required=True, help="lab number, e.g. 01")

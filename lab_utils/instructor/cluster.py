@@ -1,10 +1,13 @@
 """A real Slurm cluster on this machine, for lab 11 and CI: `python -m lab_utils cluster up|status|down`.
 
 `up` writes its own slurm.conf and munge key into a state folder (default /var/tmp/lab-cluster, or
-$LAB_CLUSTER_DIR), then starts one munged, one slurmctld and two slurmd (`slurmd -N node1`, `-N node2`: Slurm's
-multiple-slurmd mode, one host standing in for two nodes, each with its own port, spool and share of the cores), and
-waits until `sinfo` shows both nodes idle. `down` cancels the cluster's jobs and stops exactly the processes whose pid
-files it wrote (checked against their command lines), nothing else. Needs root and Debian's slurm-wlm and munge.
+$LAB_CLUSTER_DIR), then starts one munged, the accounting (a MariaDB server and slurmdbd, cluster_db.py: where Debian's
+mariadb-server and slurmdbd are installed), one slurmctld and three slurmd (`slurmd -N node1`, `-N node2`, `-N node3`:
+Slurm's multiple-slurmd mode, one host standing in for several nodes, each with its own port and spool). node1 and
+node2 share the cores and form the partition `lab`; node3 is the partition `short`, whose time limit is one minute
+(lab 11's wall-time and pending demos; its jobs only sleep). It waits until `sinfo` shows every node idle. `down`
+cancels the cluster's jobs and stops exactly the processes whose pid files it wrote (checked against their command
+lines), the database included, nothing else. Needs root and Debian's slurm-wlm and munge.
 """
 from __future__ import annotations
 
@@ -19,10 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..launch import free_port
+from . import cluster_db
 
 DEFAULT_DIR = Path("/var/tmp/lab-cluster")
-NODES = ("node1", "node2")
+COMPUTE = ("node1", "node2")  # partition `lab`: they split this machine's cores
+SHORT = "node3"  # partition `short`: one CPU, a time limit of one minute, for jobs that sleep
+NODES = (*COMPUTE, SHORT)
 PARTITION = "lab"
+SHORT_PARTITION = "short"
+SHORT_MEMORY_MB = 512
 PROGRAMS = {"munged": "munge", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "sinfo": "slurm-wlm",
             "sbatch": "slurm-wlm", "scontrol": "slurm-wlm"}
 UP_TIMEOUT_S = 60.0
@@ -79,19 +87,26 @@ class Layout:
 
 
 def layout(path=None) -> Layout:
-    """The cores split between the two nodes (at least one each) and half the memory, split too."""
+    """The cores split between the two compute nodes (at least one each) and half the memory, split too."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
     pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
     memory_mb = pages * page_size // 2**20
-    return Layout(state_dir(path), max(1, cores // len(NODES)), max(256, memory_mb // (2 * len(NODES))))
+    return Layout(state_dir(path), max(1, cores // len(COMPUTE)), max(256, memory_mb // (2 * len(COMPUTE))))
 
 
-def slurm_conf(lay: Layout, host: str, ctld_port: int, node_ports: list[int]) -> str:
-    """The cluster's slurm.conf: one controller and the nodes on this host, no accounting database, no cgroups."""
+def slurm_conf(lay: Layout, host: str, ctld_port: int, node_ports: list[int], dbd_port: int | None = None) -> str:
+    """The cluster's slurm.conf: one controller and the nodes on this host, accounting through slurmdbd on `dbd_port`
+    (None: no accounting), no cgroups."""
     r = lay.root
     nodes = "\n".join(
-        f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs={lay.cpus_per_node} "
-        f"RealMemory={lay.memory_mb_per_node} State=UNKNOWN" for name, port in zip(NODES, node_ports))
+        f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} "
+        + (f"CPUs=1 RealMemory={SHORT_MEMORY_MB}" if name == SHORT else
+           f"CPUs={lay.cpus_per_node} RealMemory={lay.memory_mb_per_node}") + " State=UNKNOWN"
+        for name, port in zip(NODES, node_ports))
+    accounting = (f"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=127.0.0.1\n"
+                  f"AccountingStoragePort={dbd_port}\nAccountingStoragePass={lay.socket}\n"
+                  "AccountingStorageEnforce=associations,limits,qos"
+                  if dbd_port else "AccountingStorageType=accounting_storage/none")
     return f"""# written by `python -m lab_utils cluster up` (lab 11): a Slurm cluster of {len(NODES)} nodes on this one host
 ClusterName=lab
 SlurmctldHost={host}(127.0.0.1)
@@ -113,10 +128,14 @@ PlugStackConfig={r}/plugstack.conf
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+# memory: without cgroups, the tasks' memory is read from /proc (every 30 s, or --acctg-freq) and a step above its
+# --mem is killed (OUT_OF_MEMORY)
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=30
+JobAcctGatherParams=OverMemoryKill
+{accounting}
 JobCompType=jobcomp/none
 MpiDefault=none
 ReturnToService=2
@@ -128,19 +147,22 @@ KillWait=5
 MinJobAge=600
 SchedulerParameters=sched_interval=1
 {nodes}
-PartitionName={PARTITION} Nodes={','.join(NODES)} Default=YES MaxTime=60 State=UP
+PartitionName={PARTITION} Nodes={','.join(COMPUTE)} Default=YES MaxTime=60 State=UP
+PartitionName={SHORT_PARTITION} Nodes={SHORT} MaxTime=1 State=UP
 """
 
 
 def _alive(pid: int, program: str, conf_hint: str) -> bool:
-    """True when `pid` runs `program` with this cluster's configuration or socket on its command line."""
+    """True when `pid` runs `program` with this cluster's configuration or socket on its command line (slurmdbd,
+    which takes no path: in its environment)."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if program == "slurmdbd" else []
     except OSError:
         return False
     state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] if argv else "X"
     return (state != "Z" and bool(argv) and os.path.basename(argv[0].decode()) == program
-            and any(conf_hint in a.decode() for a in argv))
+            and any(conf_hint in a.decode(errors="replace") for a in argv + environ))
 
 
 def _read_pid(path: Path) -> int | None:
@@ -149,12 +171,25 @@ def _read_pid(path: Path) -> int | None:
     return None
 
 
+def accounting_on(lay: Layout) -> bool:
+    """True when this cluster's slurm.conf sends accounting to slurmdbd."""
+    with contextlib.suppress(OSError):
+        return "accounting_storage/slurmdbd" in lay.conf.read_text()
+    return False
+
+
+def _program_and_hint(lay: Layout, daemon: str) -> tuple[str, str]:
+    """The program a daemon runs, and a string its command line (or environment) holds for this cluster only."""
+    if daemon in NODES:
+        return "slurmd", str(lay.conf)
+    return daemon, {"munged": str(lay.socket), "mariadbd": str(lay.root / "db")}.get(daemon, str(lay.conf))
+
+
 def daemons(lay: Layout) -> dict[str, int | None]:
     """Each daemon of this cluster -> its pid while it runs (from its pid file, checked), else None."""
     found = {}
-    for daemon in ("munged", "slurmctld", *NODES):
-        program = "slurmd" if daemon in NODES else daemon
-        hint = str(lay.socket) if daemon == "munged" else str(lay.conf)
+    for daemon in ("munged", *(("mariadbd", "slurmdbd") if accounting_on(lay) else ()), "slurmctld", *NODES):
+        program, hint = _program_and_hint(lay, daemon)
         pid = _read_pid(lay.pid_file(daemon))
         found[daemon] = pid if pid and _alive(pid, program, hint) else None
     return found
@@ -189,18 +224,27 @@ def _tail(path: Path, lines: int = 5) -> str:
     return "(no log)"
 
 
-def _start(cmd, lay: Layout, daemon: str, what: str) -> int:
-    """Run a daemon's start command (it forks and writes its pid file); its pid once the file names a live process."""
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=client_env(lay))
-    program = "slurmd" if daemon in NODES else daemon
-    hint = str(lay.socket) if daemon == "munged" else str(lay.conf)
-    deadline = time.monotonic() + 15
+def _start(cmd, lay: Layout, daemon: str, what: str, background: bool = False) -> int:
+    """Run a daemon's start command (it forks and writes its pid file; `background`: it stays in the foreground, so
+    it runs in a session of its own); its pid once the file names a live process."""
+    program, hint = _program_and_hint(lay, daemon)
+    if background:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=client_env(lay), start_new_session=True)
+        done = None
+    else:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=client_env(lay))
+    deadline = time.monotonic() + cluster_db.START_TIMEOUT_S
     while time.monotonic() < deadline:
         pid = _read_pid(lay.pid_file(daemon))
         if pid and _alive(pid, program, hint):
             return pid
+        if background and proc.poll() is not None:
+            break
         time.sleep(0.1)
-    raise RuntimeError(f"{what} did not start (exit {done.returncode}): {done.stderr.strip()}\n"
+    exit_code = done.returncode if done else proc.poll()
+    said = done.stderr.strip() if done else ""
+    raise RuntimeError(f"{what} did not start (exit {exit_code}): {said}\n"
                        f"its log {lay.log_file(daemon)} ends with:\n{_tail(lay.log_file(daemon))}")
 
 
@@ -212,8 +256,52 @@ def _write_key(path: Path) -> None:
             handle.write(os.urandom(128))
 
 
-def up(path=None, timeout: float = UP_TIMEOUT_S, say=print) -> Layout:
-    """Start the cluster (harmless when it already runs); returns its layout. Raises RuntimeError with the reason."""
+def accounting_refusal(euid: int | None = None) -> str | None:
+    """Why this cluster runs without accounting (None when it can have it)."""
+    lacking = cluster_db.missing()
+    if lacking:
+        return (f"no accounting: Debian's {' and '.join(lacking)} not installed (`apt-get install -y mariadb-server "
+                "slurmdbd`), so sacct and seff have no records; everything else works")
+    return None
+
+
+def _start_accounting(lay: Layout, host: str, say) -> int:
+    """The database (made the first time) and slurmdbd; slurmdbd's port."""
+    db = cluster_db.Database(lay.root)
+    cluster_db.install(db, say=say)
+    db_port, dbd_port = free_port(), free_port()
+    pid = _start(cluster_db.mariadbd_command(db, db_port), lay, "mariadbd", "mariadbd (accounting database)",
+                 background=True)
+    cluster_db.wait_for_sql(db, lambda: _alive(pid, "mariadbd", str(lay.root / "db")))
+    cluster_db.grant(db)
+    fd = os.open(db.dbd_conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # slurmdbd refuses a readable one
+    with os.fdopen(fd, "w") as handle:
+        handle.write(cluster_db.dbd_conf(db, host, dbd_port, db_port, lay.socket))
+    os.chmod(db.dbd_conf, 0o600)
+    _start([cluster_db.program("slurmdbd")], lay, "slurmdbd", "slurmdbd")
+    _wait_for_dbd(lay, dbd_port)
+    return dbd_port
+
+
+def _wait_for_dbd(lay: Layout, port: int, timeout: float = cluster_db.START_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"slurmdbd did not listen on port {port} within {timeout:g} s; its log ends with:\n"
+                       f"{_tail(lay.log_file('slurmdbd'))}")
+
+
+def _users() -> list[str]:
+    """Who submits jobs here: root, and the user behind sudo."""
+    sudo = os.environ.get("SUDO_USER")
+    return ["root"] + ([sudo] if sudo and sudo != "root" else [])
+
+
+def up(path=None, timeout: float = UP_TIMEOUT_S, say=print, accounting: bool = True) -> Layout:
+    """Start the cluster (harmless when it already runs), with accounting where this machine has its packages and
+    `accounting` is true; returns its layout. Raises RuntimeError with the reason."""
     reason = refusal()
     if reason:
         raise RuntimeError(reason)
@@ -226,13 +314,21 @@ def up(path=None, timeout: float = UP_TIMEOUT_S, say=print) -> Layout:
     if any(running.values()):
         say("part of the cluster runs: stopping it first")
         down(path, say=lambda *_: None)
+    try:
+        return _up(lay, timeout, say, accounting)
+    except BaseException:
+        down(path, say=lambda *_: None)  # nothing half-started is left running
+        raise
+
+
+def _up(lay: Layout, timeout: float, say, accounting: bool) -> Layout:
+    started = time.monotonic()
     for sub in ("ctld", "spool", "run", "log"):
         (lay.root / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(lay.root, 0o755)
     for node in NODES:
         (lay.root / "spool" / node).mkdir(exist_ok=True)
     host = socket.gethostname().split(".")[0]
-    lay.conf.write_text(slurm_conf(lay, host, free_port(), [free_port() for _ in NODES]))
     (lay.root / "plugstack.conf").write_text("")
     munge = lay.root / "munge"
     _write_key(munge / "munge.key")
@@ -240,6 +336,18 @@ def up(path=None, timeout: float = UP_TIMEOUT_S, say=print) -> Layout:
     _start([_program("munged"), f"--socket={lay.socket}", f"--key-file={munge / 'munge.key'}",
             f"--pid-file={lay.pid_file('munged')}", f"--log-file={lay.log_file('munged')}",
             f"--seed-file={munge / 'munged.seed'}", "--force"], lay, "munged", "munged")
+    no_accounting = "no accounting: `cluster up --no-accounting`" if not accounting else accounting_refusal()
+    dbd_port = None
+    ctld_port, node_ports = free_port(), [free_port() for _ in NODES]
+    if no_accounting is None:
+        lay.conf.write_text(slurm_conf(lay, host, ctld_port, node_ports, dbd_port=1))  # slurmdbd reads its dir
+        dbd_port = _start_accounting(lay, host, say)
+    lay.conf.write_text(slurm_conf(lay, host, ctld_port, node_ports, dbd_port=dbd_port))
+    if dbd_port:
+        marker = cluster_db.Database(lay.root).ready_marker
+        if not marker.exists():
+            cluster_db.register(client_env(lay), "lab", _users(), say=say)
+            marker.write_text("the cluster, its account and QOS are in the database\n")
     _start([_program("slurmctld"), "-f", str(lay.conf), "-i"], lay, "slurmctld", "slurmctld")
     for node in NODES:
         _start([_program("slurmd"), "-f", str(lay.conf), "-N", node], lay, node, f"slurmd -N {node}")
@@ -256,9 +364,12 @@ def up(path=None, timeout: float = UP_TIMEOUT_S, say=print) -> Layout:
                 if s.startswith(("down", "drain")):
                     _run([_program("scontrol"), "update", f"NodeName={node}", "State=RESUME"], lay, check=False)
         time.sleep(0.3)
-    say(f"started a Slurm cluster on this machine (state in {lay.root}): {describe(lay, daemons(lay))}")
-    say(f"nodes {', '.join(NODES)}: {lay.cpus_per_node} CPU(s) and {lay.memory_mb_per_node} MB each, partition "
-        f"'{PARTITION}'; to use it from a shell: export SLURM_CONF={lay.conf}")
+    say(f"started a Slurm cluster on this machine in {time.monotonic() - started:.1f} s (state in {lay.root}): "
+        f"{describe(lay, daemons(lay))}")
+    say(f"nodes {', '.join(COMPUTE)}: {lay.cpus_per_node} CPU(s) and {lay.memory_mb_per_node} MB each, partition "
+        f"'{PARTITION}'; node {SHORT}: 1 CPU, partition '{SHORT_PARTITION}' (time limit 1 minute); "
+        f"to use it from a shell: export SLURM_CONF={lay.conf}")
+    say("accounting: slurmdbd over MariaDB (sacct works)" if dbd_port else f"{no_accounting}")
     return lay
 
 
@@ -305,12 +416,11 @@ def down(path=None, say=print) -> list[str]:
             while time.monotonic() < deadline and _run([_program("squeue"), "-h", "-o", "%i"], lay, check=False).stdout.strip():
                 time.sleep(0.3)
     stopped = []
-    for daemon in (*NODES, "slurmctld", "munged"):
-        pid = running[daemon]
+    for daemon in (*NODES, "slurmctld", "slurmdbd", "mariadbd", "munged"):
+        pid = running.get(daemon)
         if pid is None:
             continue
-        program = "slurmd" if daemon in NODES else daemon
-        hint = str(lay.socket) if daemon == "munged" else str(lay.conf)
+        program, hint = _program_and_hint(lay, daemon)
         children = descendants_of(pid) if daemon in NODES else []
         _stop_pid(pid, program, hint)
         for child in children:  # a job step's slurmstepd that outlived its slurmd
@@ -328,11 +438,11 @@ def descendants_of(pid: int) -> list[int]:
     return descendants(pid)
 
 
-def main(action: str, path=None) -> int:
+def main(action: str, path=None, accounting: bool = True) -> int:
     """CLI body of `cluster up|status|down`."""
     try:
         if action == "up":
-            up(path)
+            up(path, accounting=accounting)
             return 0
         if action == "down":
             down(path)

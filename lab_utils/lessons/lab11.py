@@ -17,10 +17,10 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from lab_utils import measure, slurm
 from lab_utils.launch import hold_process_groups, launch
 
-__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'free_port_command', 'batch_script', 'restart_script', 'rank_from_slurm', 'launched', 'side_by_side']
+__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'launched', 'side_by_side']
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 8 (id 0890b942) ---------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 17 (id 0890b942) --------------------------------------------
 
 def first_node_address():
     """The address Slurm knows the job's first node by (its NodeAddr: the host name on most clusters)."""
@@ -48,7 +48,7 @@ def shared_free_port(folder, timeout=60.0):
     return int(path.read_text())
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 10 (id 4e9cf7b6) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 19 (id 4e9cf7b6) --------------------------------------------
 
 @dataclass(frozen=True)
 class TorchEnvironment:
@@ -83,7 +83,7 @@ def torch_environment(folder) -> TorchEnvironment:
                             master_port=shared_free_port(folder))
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 12 (id 8193715e) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 21 (id 8193715e) --------------------------------------------
 
 class FirstStep:
     """Records in `.at` the time.time() of this process's first optimizer step, of any optimizer."""
@@ -100,16 +100,17 @@ class FirstStep:
 
 def task(worker, cfg, folder) -> dict:
     """One Slurm task: torch's variables from Slurm's, this task's cores, then worker(rank, world_size, cfg)."""
+    entered = time.time()
     env = torch_environment(folder).export()
     placed = slurm.place_task()
     clock = FirstStep()
     hold_process_groups()  # as lab 03's torchrun script: no gloo teardown hang when the task ends
     out = worker(int(env["RANK"]), int(env["WORLD_SIZE"]), cfg)
     return {**out, "slurm": {k: os.environ.get(k, "") for k in slurm.SLURM_VARIABLES}, "torch": env, "placed": placed,
-            "first_step_at": clock.at}
+            "entered_at": entered, "first_step_at": clock.at}
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 14 (id e546d005) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 23 (id e546d005) --------------------------------------------
 
 def submitit_executor(folder, *, nodes=1, tasks_per_node=1, gpus_per_node=0, cpus_per_task=1, time_limit_min=5,
                       partition=None, account=None, job_name="lab11", setup=()):
@@ -122,7 +123,7 @@ def submitit_executor(folder, *, nodes=1, tasks_per_node=1, gpus_per_node=0, cpu
     return ex
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 19 (id 0e541425) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 28 (id 0e541425) --------------------------------------------
 
 def slurm_time(minutes: int) -> str:
     """A time limit as Slurm's HH:MM:SS (a bare number is minutes to Slurm, but reads like seconds)."""
@@ -156,6 +157,14 @@ def gres(gpus_per_node):
     return (f"gpu:{gpus_per_node}", f"{gpus_per_node} GPU(s) per node: one process per GPU") if gpus_per_node else None
 
 
+def environment(activate) -> list[str]:
+    """The lines that put your own software on the nodes' PATH: modules (where the cluster has them), your venv."""
+    if not activate:
+        return []
+    return ["# your software on the nodes: on a cluster with environment modules, `module load ...` comes first",
+            f"source {shlex.quote(str(activate))}", ""]
+
+
 def free_port_command(python) -> str:
     """A shell command substitution that prints a port free on the node it runs on."""
     return (f"$({shlex.quote(python)} -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); "
@@ -165,9 +174,11 @@ def free_port_command(python) -> str:
 def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: int = 2, tasks_per_node: int = 1,
                  gpus_per_node: int = 0, cpus_per_task: int = 1, time_limit_min: int = 5,
                  partition: str | None = None, account: str | None = None, output: str = "slurm-%j.out",
-                 python: str = sys.executable, max_restarts: int = 0, one_host: bool = False) -> str:
+                 python: str = sys.executable, max_restarts: int = 0, one_host: bool = False,
+                 activate: str | None = None) -> str:
     """An sbatch script: `srun` starts one `torchrun` agent per node (c10d rendezvous on the first node), and each
-    agent starts `tasks_per_node` processes (with GPUs: one per GPU) running `python_file args`."""
+    agent starts `tasks_per_node` processes (with GPUs: one per GPU) running `python_file args`; `activate`: the
+    environment's activate script, sourced first (then `python` is the environment's)."""
     check_sizes(nodes, tasks_per_node, cpus_per_task, gpus_per_node)
     procs = gpus_per_node or tasks_per_node  # one process per GPU on a GPU node
     lines = ["#!/bin/bash", *sbatch_lines(
@@ -179,14 +190,16 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
     if not gpus_per_node:
         lines.append(f"{'##SBATCH --gres=gpu:N':<39} # on a GPU cluster: N GPUs per node, one process per GPU "
                      "(gpus_per_node=N)")
-    lines += ["", "set -euo pipefail", "",
+    lines += ["", "set -euo pipefail", "", *environment(activate),
               "# the rendezvous: the first node of the allocation (this script runs there), on a port free there",
               'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
               "head_addr=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')"
               "  # its host name on most clusters",
               f"port={free_port_command(python)}",
               f"export OMP_NUM_THREADS={cpus_per_task}             # intra-op threads per process: its share of "
-              "the cores"]
+              "the cores",
+              "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun does not take --cpus-per-task from sbatch "
+              "(Slurm >= 22.05)"]
     if gpus_per_node:
         lines += ["export NCCL_DEBUG=WARN                  # NCCL carries the collectives between GPUs (the backend "
                   "lab_utils.hardware picks when each process owns a GPU)",
@@ -209,12 +222,12 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
     return "\n".join(lines)
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 27 (id bc440cad) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 36 (id bc440cad) --------------------------------------------
 
 def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "lab11-restart", nodes: int = 2,
                    tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1, time_limit_min: int = 5,
                    partition: str | None = None, account: str | None = None, output: str = "slurm-%j.out",
-                   python: str = sys.executable, one_host: bool = False) -> str:
+                   python: str = sys.executable, one_host: bool = False, activate: str | None = None) -> str:
     """An sbatch script: one srun step of a task per process runs `python_file args`; when a task dies, a fresh step
     (new processes, a new port) in the same allocation, `attempts` at most; the program resumes from its checkpoint."""
     check_sizes(nodes, tasks_per_node, cpus_per_task, gpus_per_node)
@@ -227,11 +240,12 @@ def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "
         cpus_per_task=(cpus_per_task, "cores per process"),
         gres=gres(gpus_per_node), time=slurm_time(time_limit_min), partition=partition, account=account,
         output=output),
-        "", "set -uo pipefail  # no -e: a failed step is what the loop below handles", "",
+        "", "set -uo pipefail  # no -e: a failed step is what the loop below handles", "", *environment(activate),
         "# every task's rendezvous: the first node of the allocation (this script runs there)",
         'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export MASTER_ADDR=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')",
-        f"export OMP_NUM_THREADS={cpus_per_task}"]
+        f"export OMP_NUM_THREADS={cpus_per_task}",
+        "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun does not take --cpus-per-task from sbatch"]
     if one_host:
         lines += ["export LAB_ONE_HOST=1                  # every node of the course's local cluster is this machine: "
                   "ranks share its cores",
@@ -256,9 +270,9 @@ def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "
     return "\n".join(lines)
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 29 (id 7e02b942) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 38 (id 7e02b942) --------------------------------------------
 
-def rank_from_slurm() -> dict:
+def ranks_from_slurm() -> dict:
     """Inside an srun task: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE from SLURM_PROCID, SLURM_NTASKS,
     SLURM_LOCALID and the tasks per node (MASTER_ADDR/PORT come from the batch script); set and returned."""
     world_size = int(os.environ["SLURM_NTASKS"])
@@ -268,20 +282,22 @@ def rank_from_slurm() -> dict:
     return env
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 37 (id f1fa47cb) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 62 (id f1fa47cb) --------------------------------------------
 
 def launched(worker, cfg) -> callable:
     """worker wrapped for lab_utils.launch, also returning the wall-clock time of its first optimizer step."""
     def timed(rank, world_size, cfg):
+        entered = time.time()
         clock = FirstStep()
-        return {**worker(rank, world_size, cfg), "first_step_at": clock.at}
+        return {**worker(rank, world_size, cfg), "entered_at": entered, "first_step_at": clock.at}
 
     return timed
 
 
 def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0) -> dict:
     """worker on `ex`'s Slurm nodes and with launch on `world_size` ranks, `repeats` each in alternating order: per path
-    the runs, medians and spreads of the seconds to the first optimizer step and of the steady steps per second."""
+    the runs, medians and spreads of the seconds to the first optimizer step (and to the worker's start) and of the
+    steady steps per second; run i of one path and run i of the other are a pair."""
     batch = cfg["per_rank_batch"] * world_size
     runs = {"slurm": [], "launch": []}
     for path in measure.alternating_rounds(runs, repeats):  # slurm, launch, launch, slurm, ...
@@ -292,12 +308,13 @@ def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats:
             out = job.results()[0]
         else:
             out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout)[0]
-        runs[path].append((out["first_step_at"] - start, out["samples_per_s"] / batch))
+        runs[path].append((out["first_step_at"] - start, out["entered_at"] - start, out["samples_per_s"] / batch))
     result = {}
     for path, values in runs.items():
-        first, steps = zip(*values)
+        first, entered, steps = zip(*values)
         result[path] = {"first_step_s": statistics.median(first), "first_step_spread": measure.spread(first),
-                        "first_step_s_runs": [round(f, 2) for f in first], "steps_per_s": statistics.median(steps),
-                        "steps_spread": measure.spread(steps), "steps_per_s_runs": [round(s, 3) for s in steps]}
+                        "first_step_s_runs": [round(f, 2) for f in first], "to_worker_s": statistics.median(entered),
+                        "steps_per_s": statistics.median(steps), "steps_spread": measure.spread(steps),
+                        "steps_per_s_runs": [round(s, 3) for s in steps], "steps_per_s_all": list(steps)}
     result["slurm_vs_local_steps"] = result["slurm"]["steps_per_s"] / result["launch"]["steps_per_s"]
     return result

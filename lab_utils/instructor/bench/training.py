@@ -180,11 +180,15 @@ def print_tf(result: dict) -> None:
 
 def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0) -> dict:
     """Lab 11's measure: lab 03's DDP worker (from its notebook) on `nodes` Slurm nodes via submitit vs
-    lab_utils.launch with as many ranks, alternating: seconds from submission to the first optimizer step, and
-    steady steps/s. Needs a Slurm cluster (`make cluster`); without one the result says it was skipped."""
+    lab_utils.launch with as many ranks, and vs launch with each rank in a session of its own (as slurmstepd starts
+    Slurm's tasks: the suspected cause of a slower Slurm on one shared machine), interleaved: seconds from
+    submission to the first optimizer step, steady steps/s, and the verdicts. Needs a Slurm cluster (`make
+    cluster`); without one the result says it was skipped."""
+    import statistics
     import time
 
     from ... import lessons, slurm
+    from ...launch import OWN_SESSION, launch
     from ...lessons import lab11
 
     found = slurm.find()
@@ -199,31 +203,57 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     folder.mkdir(parents=True, exist_ok=True)
     ex = lab11.submitit_executor(folder / "submitit", nodes=nodes, job_name="lab11-bench",
                                  setup=["export LAB_ONE_HOST=1"] if found.one_host else [])
-    start = time.time()
-    speed = lab11.side_by_side(worker, cfg, ex, folder, world_size=nodes, repeats=repeats, timeout=180)
+    paths = ("slurm", "launch", "launch, a session per rank")
+    runs = {path: [] for path in paths}
+    begin = time.time()
+    for path in measure.alternating_rounds(paths, repeats):
+        start = time.time()
+        if path == "slurm":
+            job = ex.submit(lab11.task, worker, cfg, str(folder))
+            slurm.wait_for_results(job, 180)
+            out = job.results()[0]
+        else:
+            env = {OWN_SESSION: "1"} if path != "launch" else None
+            out = launch(lab11.launched(worker, cfg), nodes, args=(cfg,), timeout=180, env=env)[0]
+        runs[path].append((out["first_step_at"] - start, out["samples_per_s"] / 128))
+    first = {p: [r[0] for r in runs[p]] for p in paths}
+    rate = {p: [r[1] for r in runs[p]] for p in paths}
+
+    def no_worse(a, b, claim):
+        return measure.verdict(rate[a], rate[b], claim=claim, higher_is_better=True, no_worse_than=0.10, lab="11",
+                               expected=f"{a} no more than 10 % slower than {b}")
+
+    verdicts = [no_worse("slurm", "launch", "Slurm vs launch, steady steps/s"),
+                no_worse("slurm", "launch, a session per rank", "Slurm vs launch with a session per rank, steady steps/s"),
+                no_worse("launch, a session per rank", "launch", "a session per rank vs one session, steady steps/s")]
     return {"benchmark": "cluster", "nodes": nodes, "global_batch": 128, "steps": steps, "model": "cnn2d_3layer_fullconnected_3layer",
             "repeats": repeats, "one_host": found.one_host,
-            "submit_to_first_step_s": round(speed["slurm"]["first_step_s"], 2),
-            "launch_to_first_step_s": round(speed["launch"]["first_step_s"], 2),
-            "slurm_steps_per_s": round(speed["slurm"]["steps_per_s"], 2),
-            "launch_steps_per_s": round(speed["launch"]["steps_per_s"], 2),
-            "slurm_steps_per_s_runs": speed["slurm"]["steps_per_s_runs"],
-            "launch_steps_per_s_runs": speed["launch"]["steps_per_s_runs"],
-            "slurm_vs_local_steps": round(speed["slurm_vs_local_steps"], 3), "target": 0.9,
-            "wall_s": round(time.time() - start, 1)}
+            "submit_to_first_step_s": round(statistics.median(first["slurm"]), 2),
+            "launch_to_first_step_s": round(statistics.median(first["launch"]), 2),
+            "slurm_steps_per_s": round(statistics.median(rate["slurm"]), 2),
+            "launch_steps_per_s": round(statistics.median(rate["launch"]), 2),
+            "own_session_steps_per_s": round(statistics.median(rate["launch, a session per rank"]), 2),
+            "slurm_steps_per_s_runs": [round(r, 3) for r in rate["slurm"]],
+            "launch_steps_per_s_runs": [round(r, 3) for r in rate["launch"]],
+            "own_session_steps_per_s_runs": [round(r, 3) for r in rate["launch, a session per rank"]],
+            "slurm_vs_local_steps": round(statistics.median(rate["slurm"]) / statistics.median(rate["launch"]), 3),
+            "target": 0.9, "verdicts": [{"claim": v.claim, "ratio": round(v.ratio, 3), "low": round(v.low, 3),
+                                         "high": round(v.high, 3), "verdict": v.verdict, "text": str(v)} for v in verdicts],
+            "wall_s": round(time.time() - begin, 1)}
 
 
 def print_cluster(result: dict) -> None:
-    """The table, then the JSON line (last line of output)."""
+    """The table, the verdicts, then the JSON line (last line of output)."""
     if "skipped" in result:
         print(result["skipped"])
     else:
-        print(f"{'':<18}{'submission to first step':>26}{'steps/s':>9}   (lab 03's worker, {result['model']}, global "
-              f"batch {result['global_batch']}, median of {result['repeats']} alternating runs)")
-        print(f"{str(result['nodes']) + ' Slurm nodes':<18}{result['submit_to_first_step_s']:>24.1f} s"
-              f"{result['slurm_steps_per_s']:>9.2f}   {result['slurm_steps_per_s_runs']}")
-        print(f"{'launch, ' + str(result['nodes']) + ' ranks':<18}{result['launch_to_first_step_s']:>24.1f} s"
-              f"{result['launch_steps_per_s']:>9.2f}   {result['launch_steps_per_s_runs']}")
-        print(f"steady steps/s on Slurm / with launch: {result['slurm_vs_local_steps']:.2f} (target >= "
-              f"{result['target']}: the scheduler should cost start-up only)")
+        print(f"{'':<28}{'steps/s':>9}   (lab 03's worker, {result['model']}, global batch {result['global_batch']}, "
+              f"median of {result['repeats']} interleaved runs each)")
+        for label, key in ((f"{result['nodes']} Slurm nodes", "slurm"), (f"launch, {result['nodes']} ranks", "launch"),
+                           ("launch, a session per rank", "own_session")):
+            print(f"{label:<28}{result[key + '_steps_per_s']:>9.2f}   {result[key + '_steps_per_s_runs']}")
+        print(f"submission to first step: {result['submit_to_first_step_s']:.1f} s on Slurm, "
+              f"{result['launch_to_first_step_s']:.1f} s with launch")
+        for v in result["verdicts"]:
+            print(v["text"])
     print(json.dumps(result))
