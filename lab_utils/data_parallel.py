@@ -213,6 +213,7 @@ class Sweep:
     repeats: int
     results: tuple[measure.Result, ...]
     phase_ms: dict  # batch size -> device row -> phase -> median ms
+    timings: dict = field(default_factory=dict)  # batch size -> candidate -> measure.Timing (its interleaved repeats)
 
     @property
     def n_devices(self) -> int:
@@ -257,7 +258,7 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     if single_plan.threads_per_device:
         singles[threaded_name(n_devices)] = n_devices
     many = dp_name(n_devices)
-    results, phases = [], {}
+    results, phases, all_timings = [], {}, {}
     for batch in batch_sizes:
         x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
         models = {n: spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0]) for n in singles}
@@ -270,13 +271,14 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
             candidates[many] = lambda: reports.append(parallel.step(x, y, parallel_opt))
             timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0])
         base = timings[ONE_DEVICE]
+        all_timings[batch] = timings
         results += [_sweep_result(n, "single", 1, threads, batch, timings[n], base, single_plan.devices[0], hw)
                     for n, threads in singles.items()]
         results.append(_sweep_result(many, "dp", n_devices, plan.threads_per_device, batch, timings[many], base,
                                      plan.devices[0], hw))
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
                          for r, parts in median_phase_seconds(reports[warmup:]).items()}
-    return Sweep(plan, repeats, tuple(results), phases)
+    return Sweep(plan, repeats, tuple(results), phases, all_timings)
 
 
 def print_sweep(result: Sweep) -> None:

@@ -38,11 +38,18 @@ def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[str]:
             f"per-byte cost), so no {what} {NO_FIT}; fit on larger messages or rerun on a quiet machine"]
 
 
+LESS_TIME_TOLERANCE = 0.10  # more work may take up to 10 % less time before it is flagged (two such medians are one)
+
+
 def more_work_less_time(small_work: float, small_s: float, large_work: float, large_s: float, *,
-                        what: str = "work", tolerance: float = 0.0) -> list[str]:
-    """More work that took less time, by more than `tolerance` (a fraction of small_s): one of the medians is off."""
+                        what: str = "work", tolerance: float = LESS_TIME_TOLERANCE, small_spread: float | None = None,
+                        large_spread: float | None = None) -> list[str]:
+    """More work that took less time, by more than `tolerance` (a fraction of small_s) and, where the spreads of the
+    repeats are given, beyond them (each median +- half its spread): one of the medians is off."""
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
+    if large_s * (1 + (large_spread or 0.0) / 2) >= small_s * (1 - (small_spread or 0.0) / 2):
+        return []  # the repeats of the two overlap: noise, not a contradiction
     return [f"{large_work:g} {what} took less time ({large_s * 1e3:.3g} ms) than {small_work:g} "
             f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off (a busy "
             "machine) and ratios built on them are suspect"]
@@ -90,6 +97,26 @@ def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str 
         return []
     return [f"{what} took {first_s * 1e3:.2f} ms {first} and {second_s * 1e3:.2f} ms {second}, {high / low:.1f}x apart: "
             f"{CONTRADICT}{why}"]
+
+
+TWICE_TOLERANCE = 0.10  # two medians of one quantity within 10 % of each other agree, whatever their spreads
+
+
+def measured_twice(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
+                   what: str, first_name: str, second_name: str, unit: str = "samples/s",
+                   tolerance: float = TWICE_TOLERANCE) -> list[str]:
+    """One quantity measured twice in one run: a flag when the two medians are further apart than the spreads of
+    their repeats allow (each median +- half its spread) and more than `tolerance` apart."""
+    if not first or not second or first <= 0 or second <= 0:
+        return []
+    reach = [(v * (1 - (s or 0.0) / 2), v * (1 + (s or 0.0) / 2)) for v, s in ((first, first_spread),
+                                                                               (second, second_spread))]
+    ratio = max(first, second) / min(first, second)
+    if ratio <= 1 + tolerance or (reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1]):
+        return []
+    return [f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
+            f"{second_name}, {ratio:.2f}x apart, more than the spreads of their repeats allow: {CONTRADICT} (the "
+            "machine was busy during one of them, or they do not measure the same thing)"]
 
 
 def is_impossible(warning: str) -> bool:

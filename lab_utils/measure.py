@@ -149,8 +149,8 @@ class Verdict:
     notes: str = ""  # e.g. that the machine was busy while the repeats ran
 
     def __str__(self) -> str:
-        text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f} over "
-                f"{self.repeats} paired repeats; theory: {self.expected}) -> {self.verdict}")
+        text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} (above 1 means {self.expected}; range "
+                f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, flags.reverses_theory(self) + [n for n in self.notes.split("; ") if n])
 
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
@@ -523,12 +523,51 @@ def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=No
     return max(rows, key=lambda r: r.timestamp).samples_per_s if rows else None
 
 
+SAME_RUN_S = 6 * 3600  # rows of another lab this recent, on this machine, count as measured in the same run
+
+
+def _same_quantity(row: Result) -> tuple:
+    """What two rows must share to be one quantity measured twice: machine, workload, rate and configuration."""
+    machine = row.machine.fingerprint if row.machine else ()
+    return (*machine, row.workload, row.rate, row.framework, row.strategy, row.variant, row.world_size, row.threads,
+            row.batch_size)
+
+
+def measured_before(row: Result, directory=None, earlier=()) -> list[str]:
+    """Flags for `row` against the same quantity recorded by another lab of this run, or among `earlier` rows of
+    the same lab (flags.measured_twice); rows with notes (another framework in the process, oversubscribed cores, a
+    busy machine) are not compared."""
+    row = row.stamped()
+    folder = results_dir(directory)
+    if flags.notes(row.flags):
+        return []
+    now = _dt.datetime.fromisoformat(row.timestamp)
+    others = [o for o in (read_results(folder) if folder.exists() else []) if o.lab != row.lab] + list(earlier)
+    said = []
+    for other in others:
+        if _same_quantity(other) != _same_quantity(row) or flags.notes(other.flags):
+            continue
+        with contextlib.suppress(ValueError):
+            if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
+                continue
+        first = f"lab {other.lab}" if other.lab != row.lab else f"its {other.variant or other.strategy} row"
+        said += flags.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
+                                     what=f"{row.strategy} {row.variant}".strip(), first_name=first,
+                                     second_name=f"lab {row.lab}" if other.lab != row.lab else "this one",
+                                     unit=row.rate)
+    return list(dict.fromkeys(said))
+
+
 def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
-    """Write results (one or many) to the results CSVs; returns their table by workload, as the labs print it."""
+    """Write results (one or many) to the results CSVs; returns their table by workload, as the labs print it. A row
+    that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV."""
     results = [results] if isinstance(results, Result) else list(results)
     load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
     if load and load.busy:
         results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *load.note()) if f])) for r in results]
+    results = [r.stamped(hw) for r in results]
+    results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *measured_before(r, directory, results[:i]))
+                                                      if f])) for i, r in enumerate(results)]
     paths = {write_result(r, directory, hw).name for r in results}
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
     variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2

@@ -265,6 +265,28 @@ def diverged(accuracy: float, num_classes: int = 10) -> bool:
     return accuracy < 2 / num_classes
 
 
+def rank_correlation(xs, ys) -> float:
+    """Spearman's rank correlation of two equally long sequences (ties share their mean rank); nan for fewer than 3."""
+    xs, ys = np.asarray(list(xs), float), np.asarray(list(ys), float)
+    if len(xs) != len(ys):
+        raise ValueError(f"need as many x as y values, got {len(xs)} and {len(ys)}")
+    if len(xs) < 3:
+        return float("nan")
+
+    def ranks(v):
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v), dtype=float)
+        for value in np.unique(v):  # ties: the mean of their ranks
+            r[v == value] = r[v == value].mean()
+        return r
+
+    rx, ry = ranks(xs), ranks(ys)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
 def divergence_flags(accuracies, num_classes: int = 10) -> list[str]:
     """A warning naming the runs of a setting that diverged (final accuracy near chance), or none."""
     accuracies = list(accuracies)

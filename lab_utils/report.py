@@ -88,20 +88,17 @@ class Compared:
         if self.efficiency is None or self.is_baseline:
             return []
         if self.row.lab != self.baseline.lab:  # another lab's baseline (across_labs), minutes apart, not interleaved:
-            #                                   only a gap beyond their noise contradicts
-            if self.efficiency <= CROSS_LAB_FACTOR:
+            #                                   faster than its baseline per unit of hardware beyond both spreads
+            if self.efficiency <= 1:
                 return []
-            return detectors.contradicts_reference(self.row.samples_per_s / self.hardware_ratio,
-                                                   self.baseline.samples_per_s, factor=CROSS_LAB_FACTOR,
-                                                   what=f"lab {self.row.lab}'s rate per unit of hardware",
-                                                   reference_name=f"lab {self.baseline.lab}'s one-thread rate")
+            return detectors.measured_twice(self.baseline.samples_per_s, self.baseline.spread,
+                                            self.row.samples_per_s / self.hardware_ratio, self.row.spread,
+                                            what="the rate per unit of hardware", unit=self.row.rate,
+                                            first_name=f"lab {self.baseline.lab}'s one-thread row",
+                                            second_name=f"lab {self.row.lab}'s {self.row.strategy} row")
         cores = self.row.machine.cpu_count if self.row.machine else None
         oversubscribed = bool(cores) and not self.row.machine.gpu_names and self.row.resources > cores
         return plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed)
-
-
-CROSS_LAB_FACTOR = 2.0  # two labs' measurements of one workload, minutes apart: more than 2x per unit of hardware
-#                         contradicts (as flags.contradicts_reference); less is their noise, not an impossible speedup
 
 
 def _baseline_for(row: Result, group: list[Result]) -> tuple[Result | None, str]:
@@ -201,14 +198,52 @@ def amdahl_speedup(serial_fraction: float, devices) -> np.ndarray | float:
 
 
 def fit_serial_fraction(points) -> float:
-    """The serial fraction s that best fits measured (devices, speedup) pairs (least squares on 1/speedup)."""
+    """The serial fraction s that best fits measured (devices, speedup) pairs (least squares on 1/speedup); noisy
+    rows, or rows slower than one device, can give s outside 0..1, which no machine has (serial_fit says so)."""
     pairs = [(float(n), float(s)) for n, s in points if n > 1]
     if not pairs:
         raise ValueError("need at least one measurement with more than one device to fit a serial fraction")
     # 1/S = s + (1 - s)/N = 1/N + s (1 - 1/N): linear in s
     a = np.array([1 - 1 / n for n, _ in pairs])
     b = np.array([1 / s - 1 / n for n, s in pairs])
-    return float(np.clip(a @ b / (a @ a), 0.0, 1.0))
+    return float(a @ b / (a @ a))
+
+
+@dataclass(frozen=True)
+class SerialFit:
+    """Amdahl's serial fraction fitted to rows (least squares), and each row's own: the spread of the per-row values
+    gives the projections their range; a fit outside 0..1 hit a bound that no machine has and projects nothing."""
+
+    serial_fraction: float
+    per_row: tuple[float, ...]
+
+    @property
+    def at_bound(self) -> bool:
+        """True when the fit fell outside 0..1: the rows contradict Amdahl's law, so it projects nothing."""
+        return not 0.0 <= self.serial_fraction <= 1.0
+
+    def projection(self, devices: int) -> tuple[float, float, float] | None:
+        """(low, fitted, high) speedup on `devices`, the range from the rows' own serial fractions; None at a bound."""
+        if self.at_bound:
+            return None
+        low_s, high_s = (min(max(v, 0.0), 1.0) for v in (max(self.per_row), min(self.per_row)))
+        return (float(amdahl_speedup(low_s, devices)), float(amdahl_speedup(self.serial_fraction, devices)),
+                float(amdahl_speedup(high_s, devices)))
+
+    def describe(self) -> str:
+        """The fitted value with the rows' range, or why no projection follows from it."""
+        rows = f"rows' own {min(self.per_row):.3f} to {max(self.per_row):.3f}"
+        if self.at_bound:
+            side = "above 1: slower than one device" if self.serial_fraction > 1 else "below 0: faster than linear"
+            return (f"s = {self.serial_fraction:.3f} ({rows}) is outside 0..1 ({side}), the bound no machine "
+                    "passes: these rows contradict Amdahl's law, so nothing is projected from them")
+        return f"s = {self.serial_fraction:.3f} ({rows})"
+
+
+def serial_fit(points) -> SerialFit:
+    """fit_serial_fraction over (devices, speedup) pairs, with each pair's own serial fraction beside it."""
+    pairs = [(float(n), float(s)) for n, s in points if n > 1]
+    return SerialFit(fit_serial_fraction(pairs), tuple((1 / s - 1 / n) / (1 - 1 / n) for n, s in pairs))
 
 
 @dataclass(frozen=True)
@@ -219,12 +254,31 @@ class AllReduceFit:
     bus_bandwidth: float  # bytes/s; inf when the fitted time per byte is not a positive number (`flags` says why)
     flags: tuple[str, ...] = ()
 
-    def describe(self) -> str:
-        """'alpha = ... us, B = ... GB/s', or the refusal when the fit is degenerate."""
+    def describe(self, devices: int | None = None) -> str:
+        """'alpha = ... us, B = ... GB/s' (and, given the ranks, the size where each term dominates), or the refusal
+        when the fit is degenerate."""
         alpha = f"alpha = {self.latency_s * 1e6:8.1f} us"
         if self.flags:
             return f"{alpha}, B = not measurable here  [!] {'; '.join(self.flags)}"
-        return f"{alpha}, B = {self.bus_bandwidth / 1e9:6.2f} GB/s"
+        text = f"{alpha}, B = {self.bus_bandwidth / 1e9:6.2f} GB/s"
+        if devices and devices > 1 and self.latency_s > 0:
+            text += (f"; latency dominates below {self.crossover_bytes(devices) / 1024:,.0f} KiB, bandwidth above "
+                     f"(N alpha B, N = {devices})")
+        return text
+
+    def crossover_bytes(self, devices: int) -> float:
+        """The message size at which the two terms are equal: 2 (N - 1) alpha = 2 (N - 1) / N x bytes / B."""
+        return devices * self.latency_s * self.bus_bandwidth
+
+    def contradictions(self, sizes, seconds, devices: int) -> list[str]:
+        """A fit whose latency term alone exceeds a measured all-reduce (by 10 %) contradicts the data it came from."""
+        floor = 2 * (devices - 1) * self.latency_s
+        fastest = min(float(t) for t in seconds)
+        if floor <= 1.1 * fastest:
+            return []
+        return [f"the fitted latency alone, 2 (N - 1) alpha = {floor * 1e3:.3g} ms, is longer than a measured all-reduce "
+                f"({fastest * 1e3:.3g} ms): {detectors.CONTRADICT} (a few slow medians pulled the fit, so read it as an "
+                "order of magnitude)"]
 
     def seconds(self, nbytes: float, devices: int) -> float:
         if devices < 2:
@@ -252,17 +306,63 @@ def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
     return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
 
 
-def allreduce_flags(sizes, seconds) -> list[list[str]]:
-    """Per message size, its flags: a larger message that took less than half its time (flags.more_work_less_time)."""
+ALLREDUCE_JSON = "allreduce.json"  # lab 06's all-reduce sweep, which lab 10 reuses (one measurement, one fit)
+SWEEP_MAX_AGE_S = 6 * 3600
+
+
+def save_allreduce(lab: str, sizes, seconds, spreads, devices: int, backend: str, directory=None) -> Path:
+    """Keep an all-reduce sweep (message bytes, median seconds, spreads) in the results folder for another lab."""
+    import datetime as _dt
+    import json
+
+    from .measure import Machine, results_dir
+
+    path = results_dir(directory) / ALLREDUCE_JSON
+    path.parent.mkdir(parents=True, exist_ok=True)
+    machine = Machine.here()
+    sweeps = [s for s in (json.loads(path.read_text()) if path.exists() else [])
+              if not (s["lab"] == lab and s["host"] == machine.host)]
+    sweeps.append({"lab": lab, "host": machine.host, "cpu_model": machine.cpu_model, "backend": backend,
+                   "devices": devices, "sizes": [int(n) for n in sizes], "seconds": [float(t) for t in seconds],
+                   "spreads": [float(v) for v in spreads],
+                   "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+    path.write_text(json.dumps(sweeps, indent=1))
+    return path
+
+
+def recent_allreduce(devices: int, backend: str, directory=None, max_age_s: float = SWEEP_MAX_AGE_S) -> dict | None:
+    """The newest all-reduce sweep of this machine with these ranks and backend, if it is recent enough; else None."""
+    import datetime as _dt
+    import json
+
+    from .measure import Machine, results_dir
+
+    path = results_dir(directory) / ALLREDUCE_JSON
+    if not path.exists():
+        return None
+    machine, now = Machine.here(), _dt.datetime.now(_dt.timezone.utc)
+    fits = [s for s in json.loads(path.read_text()) if s["host"] == machine.host and s["cpu_model"] == machine.cpu_model
+            and s["devices"] == devices and s["backend"] == backend
+            and (now - _dt.datetime.fromisoformat(s["timestamp"])).total_seconds() <= max_age_s]
+    return max(fits, key=lambda s: s["timestamp"]) if fits else None
+
+
+def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
+    """Per message size, its flags: a larger message that took less time beyond the noise (flags.more_work_less_time,
+    the one rule every lab applies to more work in less time)."""
+    spreads = list(spreads) if spreads is not None else [None] * len(sizes)
     result = []
-    for i, (nbytes, s) in enumerate(zip(sizes, seconds)):
-        faster = next(((m, t) for m, t in zip(sizes[i + 1:], seconds[i + 1:]) if t < s / 2), None)
-        result.append(detectors.more_work_less_time(nbytes, s, *faster, what="bytes", tolerance=0.5) if faster else [])
+    for i, (nbytes, s, spread) in enumerate(zip(sizes, seconds, spreads)):
+        said = []
+        for m, t, sp in zip(sizes[i + 1:], seconds[i + 1:], spreads[i + 1:]):
+            said = detectors.more_work_less_time(nbytes, s, m, t, what="bytes", small_spread=spread, large_spread=sp)
+            if said:
+                break
+        result.append(said)
     return result
 
 
 SUPERLINEAR_MARGIN = 1.2  # a batch k times larger may take up to 1.2 k times longer before it is flagged
-LESS_TIME_TOLERANCE = 0.1  # ... and up to 10 % less time (two medians that close are one time, within the noise)
 
 
 def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float) -> list[str]:
@@ -272,8 +372,7 @@ def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s
         return [f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the images: more "
                 "than proportional, so one of the two medians is off (a busy machine, or the larger batch spilled out "
                 "of the cache) and ratios built on them are suspect"]
-    return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images",
-                                         tolerance=LESS_TIME_TOLERANCE)
+    return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images")
 
 
 def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0) -> list[str]:

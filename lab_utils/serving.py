@@ -264,7 +264,8 @@ class LoadStats:
         """One line for a table; >= marks a percentile that is a lower bound (requests were left unanswered)."""
         bound = ">=" if any(r.unanswered for r in self.runs) else "  "
         return measure.flagged(
-            f"{self.label:<14} {self.load:<5} offered {self.offered_rps or 0:7.0f}/s  achieved {self.achieved_rps:7.0f}/s "
+            f"{self.label:<14} {self.load:<5} offered {self.offered_rps or 0:7.0f}/s  arrived {self.arrived_rps or 0:7.0f}/s  "
+            f"achieved {self.achieved_rps:7.0f}/s "
             f"(spread {self.spread_rps:4.0%})  p50 {bound}{self.p50_ms:6.1f}  p95 {bound}{self.p95_ms:6.1f}  "
             f"p99 {bound}{self.p99_ms:6.1f} ms "
             f"(spread {self.spread_p99:4.0%})  batch {self.mean_batch:5.1f}" + ("  SATURATED" if self.saturated else ""),

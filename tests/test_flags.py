@@ -129,3 +129,18 @@ def test_a_flag_is_said_in_full_once_and_points_back_after():
     assert flags.table_lines([other], ["batch 4"])[0].startswith("[!] rows batch 4 (marked *)")
     flags.forget()
     assert measure.flagged("speedup 2.10x", above).count("[!]") == 1
+
+
+def test_one_quantity_measured_twice_is_flagged_only_beyond_both_spreads():
+    from lab_utils import flags
+
+    assert flags.measured_twice(100.0, 0.05, 108.0, 0.05, what="x", first_name="lab 01", second_name="lab 03") == []
+    # 1.5x apart, spreads of 5 %: the ranges 97.5-102.5 and 146-154 do not meet
+    said = flags.measured_twice(100.0, 0.05, 150.0, 0.05, what="1 process x 1 thread", first_name="lab 01",
+                                second_name="lab 03")
+    assert len(said) == 1 and flags.is_impossible(said[0]) and "1.50x apart" in said[0] and "; " not in said[0]
+    assert "lab 01" in said[0] and "lab 03" in said[0]
+    # the same 1.5x, but repeats that spread 60 % each: their ranges meet (70-130 and 105-195), nothing said
+    assert flags.measured_twice(100.0, 0.6, 150.0, 0.6, what="x", first_name="a", second_name="b") == []
+    assert flags.measured_twice(100.0, None, 150.0, None, what="x", first_name="a", second_name="b")
+    assert flags.measured_twice(0.0, None, 150.0, None, what="x", first_name="a", second_name="b") == []

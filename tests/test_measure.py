@@ -151,3 +151,23 @@ def test_a_rate_says_what_it_counts_and_an_old_csv_gains_the_column(tmp_path):
     old, new = measure.read_results(path)
     assert (old.variant, old.rate, old.samples_per_s) == ("old", "", 50.0)
     assert (new.rate, new.samples_per_s) == (measure.ANSWERED, 100.0) and new.machine.cpu_model is not None
+
+
+def test_a_row_another_lab_measured_in_this_run_is_compared_with_it(isolated_results, monkeypatch):
+    from lab_utils import conditions
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)  # a quiet machine: no busy note on the rows
+    row = dict(framework="torch", strategy="single-process", variant="1 process x 1 thread", world_size=1,
+               device="cpu", batch_size=256, wall_s=0.1, threads=1, workload="speed test", spread=0.05)
+    measure.record(measure.Result(lab="01", samples_per_s=3000.0, **row))
+    agreeing = measure.record(measure.Result(lab="03", samples_per_s=3100.0, **row))
+    assert "[!]" not in agreeing
+    text = measure.record(measure.Result(lab="03", samples_per_s=4500.0, **row))
+    assert "[!]" in text and "measured twice in this run" in text and "lab 01" in text
+    newest = measure.read_results(isolated_results / "lab03.csv")[-1]
+    assert "measured twice in this run" in newest.flags  # the flag reaches the CSV as it reached the screen
+    # another configuration (2 threads), or a row with a note, is not the same quantity
+    other = measure.record(measure.Result(lab="03", samples_per_s=9000.0, **dict(row, threads=2)))
+    noted = measure.record(measure.Result(lab="05", samples_per_s=9000.0, flags="measured in a process where "
+                                          "TensorFlow also ran: its threads compete for the cores", **row))
+    assert "measured twice" not in other and "measured twice" not in noted

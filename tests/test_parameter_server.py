@@ -1,5 +1,6 @@
 """Lab 08's helpers and its notebook's parameter server (lab_utils.lessons.lab08), on real spawned processes over gloo
 on loopback."""
+import math
 import json
 import multiprocessing
 import os
@@ -308,3 +309,15 @@ def test_straggler_slows_the_whole_iteration_not_just_the_compute():
         straggler.before_push(0.005)
     assert straggler.slowdown == pytest.approx(3.0, rel=0.15)
     assert A.Straggler(1.0).before_push(0.01) == 0.0
+
+
+def test_rank_correlation_is_spearmans():
+    from lab_utils.parameter_server import rank_correlation
+
+    assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert rank_correlation([1, 2, 3, 4], [9, 5, 2, 1]) == pytest.approx(-1.0)
+    assert rank_correlation([1, 2, 3, 4], [1, 100, 2, 3]) == pytest.approx(0.4)  # ranks, not values
+    assert rank_correlation([1, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486832980505138)  # ties share a rank
+    assert math.isnan(rank_correlation([1, 2], [3, 4])) and math.isnan(rank_correlation([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(ValueError, match="as many"):
+        rank_correlation([1, 2, 3], [1, 2])

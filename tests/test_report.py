@@ -201,9 +201,18 @@ def test_amdahl_fit_recovers_the_serial_fraction(s):
 
 
 def test_amdahl_needs_a_parallel_point_and_stays_within_zero_and_one():
+    """The least-squares value is reported as it is; outside 0..1 the fit says it hit the bound and projects nothing."""
     with pytest.raises(ValueError, match="more than one device"):
         report.fit_serial_fraction([(1, 1.0)])
-    assert report.fit_serial_fraction([(2, 2.4)]) == 0.0  # superlinear: no serial part to find
+    assert report.fit_serial_fraction([(2, 2.4)]) == pytest.approx(-1 / 6)  # superlinear: below the bound 0
+    superlinear = report.serial_fit([(2, 2.4)])
+    assert superlinear.at_bound and superlinear.projection(8) is None and "outside 0..1" in superlinear.describe()
+    slower = report.serial_fit([(2, 0.8), (2, 0.9)])  # slower than one device: above the bound 1
+    assert slower.at_bound and slower.serial_fraction > 1 and "slower than one device" in slower.describe()
+    fine = report.serial_fit([(2, 1.8), (2, 1.6)])
+    low, mid, high = fine.projection(8)
+    assert not fine.at_bound and low < mid < high and mid == pytest.approx(report.amdahl_speedup(fine.serial_fraction, 8))
+    assert high == pytest.approx(report.amdahl_speedup(min(fine.per_row), 8))  # the row with the least serial part
     assert report.amdahl_speedup(0.0, 8) == pytest.approx(8) and report.amdahl_speedup(1.0, 8) == pytest.approx(1)
 
 
@@ -298,3 +307,25 @@ def test_the_allreduce_fit_reads_alpha_from_small_sizes_and_bandwidth_from_large
     assert abs(fit.latency_s / 50e-6 - 1) < 0.1 and abs(fit.bus_bandwidth / 2e9 - 1) < 0.1 and not fit.flags
     with pytest.raises(ValueError, match="must be positive"):
         report.fit_allreduce([1024, 2048], [1e-3, 0.0], 2)
+
+
+def test_the_allreduce_fit_names_where_each_term_dominates_and_a_latency_its_data_contradict():
+    fit = report.AllReduceFit(50e-6, 2e9)
+    crossover = fit.crossover_bytes(2)
+    assert crossover == pytest.approx(2 * 50e-6 * 2e9)
+    latency_term, bandwidth_term = 2 * 50e-6, 2 * 1 / 2 * crossover / 2e9
+    assert latency_term == pytest.approx(bandwidth_term)  # the two terms are equal there
+    assert f"{crossover / 1024:,.0f} KiB" in fit.describe(2) and "latency dominates below" in fit.describe(2)
+    assert fit.contradictions([4096, 8192], [0.2e-3, 0.3e-3], 2) == []
+    said = report.AllReduceFit(1e-3, 2e9).contradictions([4096, 8192], [0.85e-3, 1.9e-3], 2)
+    assert len(said) == 1 and detectors.is_impossible(said[0]) and "0.85 ms" in said[0] and "; " not in said[0]
+
+
+def test_an_allreduce_sweep_is_kept_for_the_next_lab_of_this_machine(isolated_results):
+    assert report.recent_allreduce(2, "gloo") is None
+    report.save_allreduce("06", [4096, 16384], [1e-4, 2e-4], [0.1, 0.2], 2, "gloo")
+    report.save_allreduce("06", [4096, 16384], [3e-4, 4e-4], [0.1, 0.2], 2, "gloo")  # a rerun replaces lab 06's
+    sweep = report.recent_allreduce(2, "gloo")
+    assert sweep["lab"] == "06" and sweep["sizes"] == [4096, 16384] and sweep["seconds"] == [3e-4, 4e-4]
+    assert report.recent_allreduce(3, "gloo") is None and report.recent_allreduce(2, "nccl") is None
+    assert report.recent_allreduce(2, "gloo", max_age_s=-1) is None  # too old to count as this run's
