@@ -208,8 +208,8 @@ def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
         return Plan(world_size, "gloo", tuple(f"cuda:{r % n_gpus}" for r in range(world_size)), None,
                     f"{world_size} ranks but only {n_gpus} GPU(s): ranks share GPUs round-robin. NCCL refuses two "
                     "ranks on one GPU ('Duplicate GPU detected'), so gloo carries the collectives.")
-    reason = (f"no GPU: each rank is a CPU process with one intra-op thread (lab_utils.launch pins it to a core of "
-              f"its own), so {world_size} rank(s) use {world_size} of {hw.cpu_count} core(s); gloo is torch's CPU backend.")
+    reason = (f"no GPU: each rank is a CPU process with one intra-op thread (the operating system spreads them over the "
+              f"cores), so {world_size} rank(s) use {world_size} of {hw.cpu_count} core(s); gloo is torch's CPU backend.")
     if world_size > hw.cpu_count:
         reason += (f" Warning: {world_size} ranks on {hw.cpu_count} core(s) are oversubscribed; they will run, "
                    "correctly but slower than fewer ranks, so do not read speed from this run.")

@@ -186,8 +186,8 @@ def pin_server_beside_worker_1(rank: int, world_size: int) -> None:
     if not hasattr(os, "sched_setaffinity") or hardware.rank_device()[0] != "cpu":
         return
     cores = sorted(os.sched_getaffinity(0))
-    # launch pins none when ranks outnumber cores; the server beside worker 1: the same worker shares it every run
-    if 1 < len(cores) < world_size:  # one core: launch pinned this rank already (or there is nothing to share out)
+    # the server beside worker 1: the same worker shares its core every run
+    if 1 < len(cores) < world_size:  # ranks that fit the cores are left to the operating system, as launch leaves them
         os.sched_setaffinity(0, {cores[max(rank - 1, 0) % len(cores)]})
 
 

@@ -20,8 +20,10 @@ def test_values_come_back_in_rank_order_with_torchrun_environment():
     assert all(v["env"]["WORLD_SIZE"] == "2" and v["env"]["MASTER_ADDR"] == "127.0.0.1" for v in values)
     assert all(v["sum_of_ranks"] == 1.0 for v in values)  # a real all_reduce happened
     assert all(v["backend"] == "gloo" and v["threads"] == 1 for v in values)  # CPU plan: one thread per rank
-    if len(os.sched_getaffinity(0)) >= 2:
-        assert len(values[0]["cores"]) == 1 and values[0]["cores"] != values[1]["cores"]  # a core of its own
+    if len(os.sched_getaffinity(0)) >= 2:  # not pinned: gloo's message thread must not share the rank's one core
+        assert values[0]["cores"] == values[1]["cores"] == sorted(os.sched_getaffinity(0))
+        pinned = launch(workers.whoami_worker, 2, timeout=60, pin_cores=True)  # asked for: a core of its own each
+        assert len(pinned[0]["cores"]) == 1 and pinned[0]["cores"] != pinned[1]["cores"]
 
 
 def test_ranks_start_from_a_fork_server_on_cpus_and_see_the_launchers_environment_as_it_is_now(monkeypatch, tmp_path):
