@@ -99,7 +99,8 @@ def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str 
             f"{CONTRADICT}{why}"]
 
 
-TWICE_TOLERANCE = 0.10  # two medians of one quantity within 10 % of each other agree, whatever their spreads
+TWICE_TOLERANCE = 0.25  # two medians of one quantity measured minutes apart agree within 25 %, whatever their
+#                          spreads (the repeats of each scatter less than two runs minutes apart do)
 
 
 def measured_twice(first: float, first_spread: float | None, second: float, second_spread: float | None, *,

@@ -111,6 +111,8 @@ def _run_interleaved(fns, names, times, warmup, repeats, device, before) -> None
 HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
 MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
 MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the range is their min..max at 93.75 %)
+RESOLVE = 3.0  # a tolerance this many times the pairs' scatter (half their range, relative) can be told apart
+MAX_RESTATED = 0.30  # a no-worse-than claim is restated up to this tolerance; pairs that cannot tell that decide nothing
 CONFIDENCE = 0.90
 
 
@@ -131,6 +133,13 @@ def ratio_range(ratios, confidence: float = CONFIDENCE) -> tuple[float, float, f
     while k < n // 2 and 2 * _binomial_tail(k, n) <= 1 - confidence:
         k += 1
     return ordered[k - 1], ordered[n - k], 1 - 2 * _binomial_tail(k - 1, n)
+
+
+def scatter(ratios, confidence: float = CONFIDENCE) -> float:
+    """How far paired ratios scatter: half their ratio_range over their median (0.08: +-8 %); an effect smaller than
+    RESOLVE times this cannot be told apart from these pairs."""
+    low, high, _ = ratio_range(ratios, confidence)
+    return (high - low) / (2 * statistics.median(float(r) for r in ratios))
 
 
 @dataclass(frozen=True)
@@ -167,12 +176,22 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
-    verdict = UNDECIDED
+    verdict, notes = UNDECIDED, []
     # no_worse_than (a fraction): the claim is that A costs at most that much more than B (same work, e.g. two
-    # orders of it), not that A wins; a win counts as holding
+    # orders of it), not that A wins; a win counts as holding. A tolerance smaller than RESOLVE x the pairs' own
+    # scatter cannot be told apart here: the claim is restated as the tolerance these pairs can resolve, and says so
     if len(ratios) >= MIN_PAIRS and no_worse_than is not None:
-        floor = 1 / (1 + no_worse_than)
-        if low > floor:
+        spread_of_pairs = scatter(ratios, confidence)
+        tolerance = max(no_worse_than, RESOLVE * spread_of_pairs)
+        if tolerance > no_worse_than:
+            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.0%}, so this machine can tell a cost of "
+                         f"{tolerance:.0%} and more, not {no_worse_than:.0%}: the claim tested is 'no worse by more than "
+                         f"{tolerance:.0%}'")
+        floor = 1 / (1 + tolerance)
+        if tolerance > MAX_RESTATED:  # a claim this weak says nothing: the pairs cannot decide
+            notes[-1] = (f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
+                         f"{tolerance:.0%} here, so no verdict")
+        elif low > floor:
             verdict = HOLDS
         elif high < 1 and middle <= floor:
             verdict = REVERSED
@@ -182,8 +201,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         elif high < 1 and middle <= 1 / (1 + min_effect):
             verdict = REVERSED
     load = conditions.taken()  # the measurements since the lab last recorded its rows
-    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab,
-                   "; ".join(load.note()) if load else "")
+    notes += load.note() if load else []
+    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "; ".join(notes))
 
 
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",

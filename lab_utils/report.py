@@ -376,12 +376,14 @@ def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s
 
 
 def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0) -> list[str]:
-    """A warning when the same all-reduce, timed alone and inside a DDP step, differs by more than `factor`."""
+    """A warning when the same all-reduce was faster inside a DDP step than alone, by more than `factor`: in the step
+    it also waits for the slower rank, so it can take longer than alone, never much less."""
+    if in_step_s <= 0 or alone_s / in_step_s <= factor:
+        return []
     return detectors.disagree(alone_s, in_step_s, factor=factor, what="the same gradients' all-reduce",
                               second="in the DDP step",
-                              why=" (a small message costs scheduling delays, not bandwidth, and on a busy machine a "
-                                  "descheduled rank keeps the other waiting for milliseconds, so neither ratio can be "
-                                  "trusted until both agree: rerun on a quiet machine)")
+                              why=" (in the step it also waits for the slower rank, so it cannot be faster than alone: "
+                                  "one of the two was disturbed, rerun on a quiet machine)")
 
 
 def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int) -> float:

@@ -165,6 +165,7 @@ def test_report_flags_can_be_joined_into_a_results_row():
 def test_the_same_allreduce_alone_and_in_the_step_is_flagged_when_far_apart():
     assert "7.3x apart" in report.allreduce_disagreement(2.69e-3, 0.37e-3)[0]
     assert report.allreduce_disagreement(0.5e-3, 0.37e-3) == []
+    assert report.allreduce_disagreement(0.37e-3, 2.69e-3) == []  # in the step it also waits for the slower rank
 
 
 def test_record_prints_each_workload_once_above_its_rows_and_cuts_no_name(tmp_path):

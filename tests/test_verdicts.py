@@ -124,3 +124,21 @@ def test_runs_whose_verdicts_hold_and_reverse_are_told_apart(tmp_path):
     text = stability.table(list(claims.values()), ["one", "two", "three"])
     assert "2 contradicted" in text and "n.d. " in text
     assert stability.main([str(one)]) == 2
+
+
+def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
+    tight = [1.0, 0.99, 1.01, 1.0, 0.995]
+    assert measure.decide(tight, claim="c", expected="e", no_worse_than=0.10).notes == ""  # resolvable: as claimed
+    noisy = [0.91, 0.97, 1.07, 0.99, 0.95]  # scatter (1.07 - 0.91) / 2 / 0.97 = 8 %: it can tell 25 %, not 10 %
+    said = measure.decide(noisy, claim="c", expected="e", no_worse_than=0.10)
+    assert said.verdict == measure.HOLDS and "restated" in said.notes and "25%" in said.notes
+    assert "restated" in str(said) and "; " not in said.notes
+    as_claimed = measure.decide(noisy, claim="c", expected="e", no_worse_than=0.30)  # coarse enough already
+    assert as_claimed.verdict == measure.HOLDS and as_claimed.notes == ""
+    worse = measure.decide([0.5, 0.55, 0.6, 0.52, 0.58], claim="c", expected="e", no_worse_than=0.10)
+    assert worse.verdict == measure.REVERSED  # twice as slow is beyond any tolerance these pairs could resolve
+
+
+def test_scatter_is_half_the_pairs_range_over_their_median():
+    assert measure.scatter([1.0, 1.0, 1.0, 1.0, 1.0]) == 0.0
+    assert measure.scatter([0.9, 1.0, 1.1, 1.0, 1.0]) == pytest.approx(0.1)
