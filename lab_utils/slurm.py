@@ -202,7 +202,9 @@ def shown(text: str, folder) -> str:
     """A script as the notebook prints it: `folder` by its name, this interpreter as `python`, its folder as .venv/bin."""
     for path in (str(Path(folder).resolve()), str(folder)):
         text = text.replace(path, Path(folder).name)
-    return text.replace(sys.executable, "python").replace(str(Path(sys.executable).parent), ".venv/bin")  # display only: the file on disk keeps the paths every node needs
+    text = text.replace(sys.executable, "python").replace(str(Path(sys.executable).parent), ".venv/bin")
+    return text.replace(sys.prefix, ".venv")  # display only: the file on disk keeps the paths every node needs
+
 
 def accounting() -> str | None:
     """None when sacct reads this cluster's job records; else why not, in one sentence."""
@@ -232,8 +234,8 @@ def settled(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, str]
         time.sleep(poll)
 
 
-def _seconds(text: str) -> float:
-    """sacct's [D-][HH:]MM:SS[.mmm] as seconds."""
+def seconds(text: str) -> float:
+    """sacct's or scontrol's [D-][HH:]MM:SS[.mmm] as seconds."""
     days, _, rest = text.rpartition("-")
     return (float(days) * 86400 if days else 0.0) + sum(float(x) * 60 ** i for i, x in enumerate(reversed(rest.split(":"))))
 
@@ -245,7 +247,7 @@ def usage(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, tuple[
     while True:
         # without -X: the job's own line then sums its steps' CPU time (with -X it is the allocation's alone, 0)
         out = command(["sacct", "-n", "-P", "-o", "JobID,Elapsed,TotalCPU,AllocCPUS", "-j", ",".join(map(str, job_ids))])
-        found = {job: (_seconds(elapsed), _seconds(cpu), int(cpus)) for job, elapsed, cpu, cpus in
+        found = {job: (seconds(elapsed), seconds(cpu), int(cpus)) for job, elapsed, cpu, cpus in
                  (line.split("|") for line in out.splitlines() if line.count("|") == 3) if "." not in job}
         if (len(found) == len(job_ids) and all(v[1] > 0 for v in found.values())) or time.monotonic() > deadline:
             return found

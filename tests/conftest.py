@@ -14,3 +14,10 @@ def flags_not_yet_said():
     """Each test starts with no [!] said before it (lab_utils.flags remembers what a process has printed)."""
     from lab_utils import flags
     flags.forget()
+
+
+@pytest.fixture(autouse=True)
+def no_load_from_earlier_tests():
+    """Each test starts with no measuring window of an earlier test (lab_utils.conditions sums them until taken)."""
+    from lab_utils import conditions
+    conditions.taken(reset=True)

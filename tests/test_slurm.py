@@ -220,6 +220,8 @@ def test_shown_hides_the_folder_and_the_interpreter(tmp_path):
     text = lab11.batch_script(tmp_path / "train.py", output=str(tmp_path / "x-%j.out"))
     got = slurm.shown(text, tmp_path)
     assert str(tmp_path) not in got and sys.executable not in got and f"{tmp_path.name}/train.py" in got
+    on_a_node = slurm.shown(f"0: node1 task 0 of 2 python in {sys.prefix}\n", tmp_path)
+    assert on_a_node == "0: node1 task 0 of 2 python in .venv\n"
 
 
 def test_waiting_for_a_timed_job_stats_files_and_asks_the_scheduler_rarely(tmp_path, monkeypatch):
@@ -300,5 +302,5 @@ def test_sacct_reads_the_cluster_records_or_says_why_not():
 
 
 def test_sacct_durations_read_as_seconds():
-    assert slurm._seconds("00:03.004") == pytest.approx(3.004) and slurm._seconds("01:02:03") == 3723
-    assert slurm._seconds("1-00:00:01") == 86401 and slurm._seconds("00:00:00") == 0
+    assert slurm.seconds("00:03.004") == pytest.approx(3.004) and slurm.seconds("01:02:03") == 3723
+    assert slurm.seconds("1-00:00:01") == 86401 and slurm.seconds("00:00:00") == 0
