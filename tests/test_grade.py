@@ -664,7 +664,7 @@ def test_a_course_cloned_under_tmp_stays_readable_and_read_only_while_the_rest_o
               f"print(pathlib.Path({str(neighbour)!r}).exists(), c.joinpath('solutions').exists())\n"
               "try:\n    c.joinpath('lab_utils/new.txt').write_text('x'); print('written')\nexcept OSError: print('read-only')")
     with sandbox.Sandbox(isolation, scratch) as box:
-        done = box.popen([sys.executable, "-c", script], cwd=scratch, home=scratch, stdout=subprocess.PIPE, text=True)
+        done = box.popen([sys.executable, "-c", script], workdir="run", stdout=subprocess.PIPE, text=True)
         out, _ = done.communicate(timeout=60)
     assert out.split() == ["course", "file", "False", "False", "read-only"]
 
