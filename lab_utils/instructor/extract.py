@@ -2,11 +2,12 @@
 notebook's self-check (`check(name)`) ran.
 
 Every code cell is read as IPython reads it (magics, `!` commands and `?` help become `get_ipython()` calls; the body
-of `%%time` and `%%capture` runs as code). The last definition of the name before its self-check is the one graded.
-The probe runs that function, and every top-level statement before the self-check that binds a name the definition
-uses, directly or through what it uses: imports (`np` from the notebook's import cell), star imports, helper functions
-and classes (also those defined after the exercise's cell), and module-level values (`LOSS = nn.CrossEntropyLoss()`),
-each the last binding before the self-check, in notebook order. Statements that bind nothing it uses (a training run,
+of `%%time` and `%%capture` runs as code). The notebook's last definition of the name is the one graded, as the
+kernel had it at the self-check that follows it: the probe runs that function, and every top-level statement before
+that self-check that binds a name the definition uses, directly or through what it uses: imports (`np` from the
+notebook's import cell), star imports, helper functions and classes (also those defined after the exercise's cell),
+and module-level values (`LOSS = nn.CrossEntropyLoss()`), each the last binding before the self-check, in notebook
+order. Statements that bind nothing it uses (a training run,
 a print, a loop) are the rest of the notebook and are left out. A notebook without a self-check for the name is read
 to its end.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_NOTEBOOK_BYTES = 64 * 2**20
-MAX_CODE_CHARS = 2 * 2**20  # all code cells together; the course's largest solution has 40,000 characters
+MAX_CODE_CHARS = 2**20  # all code cells together; the course's largest solution has 40,000 characters
 CHILD_MEMORY_BYTES = 3 * 2**30
 CHILD_CPU_S = 120
 CHILD_TIMEOUT_S = 180.0
@@ -46,7 +47,7 @@ def as_python(source: str) -> str:
     """A cell's source as IPython runs it: IPython syntax turned into plain Python calls."""
     lines = source.splitlines()
     first = lines[0].strip() if lines else ""
-    if first.startswith("%%") and first[2:].split()[:1] in ([m] for m in BODY_MAGICS):
+    if first.startswith("%%") and first[2:].split()[:1] in [[magic] for magic in BODY_MAGICS]:
         return as_python("\n".join(lines[1:]))
     if "%" not in source and "!" not in source and "?" not in source:
         return source
@@ -62,7 +63,7 @@ def _parse(source: str) -> list:
     """The cell's top-level statements, or [] when it is not valid Python (nor IPython): the kernel bound nothing."""
     try:
         return ast.parse(as_python(source)).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, RecursionError):  # out of memory is not "binds nothing": the child fails
         return []
 
 
@@ -135,9 +136,9 @@ def _definition(statements: list, name: str) -> str | None:
     defining = [k for k, node in enumerate(statements) if isinstance(node, DEFINING) and name in _targets(node)]
     if not defining:
         return None
-    end = next((k for k, node in enumerate(statements) if k > defining[0] and _calls_check(node, name)),
-               len(statements))  # the self-check: the kernel's state when it ran is what is graded
-    home = max(k for k in defining if k < end)
+    home = defining[-1]
+    end = next((k for k, node in enumerate(statements) if k > home and _calls_check(node, name)),
+               len(statements))  # its self-check: the kernel's state when it ran is what is graded
     binders: dict[str, list[int]] = {}
     for k, node in enumerate(statements[:end]):
         if k != home and isinstance(node, BINDING + BLOCKS):
@@ -315,7 +316,7 @@ def _limit_child():
 
 def in_child(request: dict, raw: bytes, timeout: float = CHILD_TIMEOUT_S) -> dict:
     """Run `main` on a notebook's bytes in a child with memory, CPU and time limits: its answer, or {"invalid": why}."""
-    limits = (f"{CHILD_MEMORY_BYTES // 2**30} GiB of memory, {CHILD_CPU_S} s of CPU")
+    limits = f"{CHILD_MEMORY_BYTES // 2**20} MiB of memory, {CHILD_CPU_S} s of CPU"
     try:
         done = subprocess.run([sys.executable, "-I", "-c", CHILD, str(ROOT)], input=json.dumps(request).encode() + b"\n" + raw,
                               capture_output=True, timeout=timeout, preexec_fn=_limit_child)

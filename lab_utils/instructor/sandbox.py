@@ -9,10 +9,10 @@ also runs under a dedicated unprivileged uid of its own, so the per-user process
 sandboxes cannot signal each other; as an ordinary user, in a user namespace. The command is the namespace's pid 1
 (not dumpable), so no process of the submission can open its descriptors (the answer channel) through /proc.
 
-Disk: the only writable place is one size-limited tmpfs at /tmp (/var/tmp and /dev/shm point into it; the working
-folder is in it), so the kernel counts everything the submission writes, deleted-but-open files included, and frees
-it when the sandbox's last process ends: nothing of it is left on the machine's disk. Files come in and out through
-pipes. CPU: with a writable cgroup cpu controller (as root) each sandbox gets at most its share (`Limits.cpus`, a
+Disk: all it can write is two size-limited tmpfs that share the limit, /tmp (its working folders; /var/tmp points
+into it) and /dev/shm; the root and /dev are read-only. So the kernel counts everything the submission writes,
+deleted-but-open files included, and frees it when the sandbox's last process ends: nothing of it is left on the
+machine's disk. Files come in and out through pipes. CPU: with a writable cgroup cpu controller (as root) each sandbox gets at most its share (`Limits.cpus`, a
 quota) and its CPU time is counted (`cpu_seconds`); elsewhere the grader grades one submission at a time and each
 process gets an RLIMIT_CPU. Processes and memory: cgroups where writable, else rlimits. Where processes or CPU cannot
 be limited per sandbox, `Isolation.one_at_a_time` says the grader must grade one at a time, and why.
@@ -44,9 +44,7 @@ from . import seccomp
 CGROUP_ROOT = Path("/sys/fs/cgroup")  # v1 controllers below it (pids/, memory/, cpu/), or the v2 hierarchy itself
 COURSE = Path(__file__).resolve().parents[2]
 COURSE_PARTS = ("lab_utils", "datasets", "notebooks")  # what a submission may read of the course; never solutions/, tests/
-WRITABLE = Path("/tmp")  # inside bubblewrap: the one writable filesystem (a size-limited tmpfs)
-POINTING_IN = {"/var/tmp": "/tmp", "/dev/shm": "/tmp/.shm"}  # other places programs write to, inside the one tmpfs
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+WRITABLE = Path("/tmp")  # inside bubblewrap: where its working folders are (a size-limited tmpfs)
 SANDBOX_UIDS = range(1_600_000_000, 1_600_000_000 + 2**24)  # dedicated ids for submissions when the grader is root
 INSIDE_NAME = "learner"
 # variables a submission inherits from the grader's environment: thread counts and hardware choices, nothing else
@@ -118,7 +116,7 @@ class Isolation:
             who = "a dedicated unprivileged uid per submission" if self.as_root else "your uid in a user namespace"
             cpu = "a CPU share per submission (cgroup quota)" if self.cpu else "RLIMIT_CPU per process"
             return ("sandbox: bubblewrap (minimal read-only tree; pid, mount, network, ipc namespaces; no capabilities, "
-                    f"seccomp; {who}); disk: one size-limited tmpfs; limits by "
+                    f"seccomp; {who}); disk: size-limited tmpfs only; limits by "
                     + (f"cgroups {self.cgroups}" if self.cgroups else "rlimits") + f"; {cpu}"
                     + (f"; one submission at a time: {self.why_one_at_a_time}" if self.one_at_a_time else ""))
         return "sandbox: NOT complete on this machine:\n" + "\n".join(f"  - {m}" for m in self.missing)
@@ -402,24 +400,18 @@ class Sandbox:
                 args += ["--symlink", os.readlink(path), str(path)]
             elif path.is_dir():
                 args += ["--ro-bind", str(path), str(path)]
-        args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--perms", "0755", "--dir", "/dev"]
-        for device in DEVICES:
-            if Path("/dev", device).exists():
-                args += ["--dev-bind", f"/dev/{device}", f"/dev/{device}"]
-        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                             ("stderr", "/proc/self/fd/2")):
-            args += ["--symlink", target, f"/dev/{name}"]
+        args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
         gpu = sorted(Path("/dev").glob("nvidia*"))
         for device in gpu:  # a GPU machine: the devices, and the driver's view of them in /sys
             args += ["--dev-bind", str(device), str(device)]
         if gpu:
             args += ["--ro-bind", "/sys", "/sys"]
-        # the one writable filesystem, and the usual places to write pointing into it
-        args += ["--perms", "1777", "--size", str(self.limits.disk_bytes), "--tmpfs", str(WRITABLE)]
-        for link, target in POINTING_IN.items():
-            if target != str(WRITABLE):
-                args += ["--perms", "1777", "--dir", target]
-            args += ["--perms", "0755", "--dir", str(Path(link).parent), "--symlink", target, link]
+        # what it can write: two size-limited tmpfs that share the disk limit (/dev/shm a quarter, /tmp the rest:
+        # /var/tmp points into it, and its working folders are in it); /dev and the root are read-only
+        shm = self.limits.disk_bytes // 4
+        args += ["--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+                 "--perms", "1777", "--size", str(self.limits.disk_bytes - shm), "--tmpfs", str(WRITABLE),
+                 "--perms", "0755", "--dir", "/var", "--symlink", str(WRITABLE), "/var/tmp"]
         if self.uid is None:  # in a user namespace the folder is made here; as root, by the dropped uid (DROP)
             args += ["--perms", "0700", "--dir", str(workdir)]
         system = [Path(p) for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64")]
