@@ -121,6 +121,7 @@ class Item:
 
     exercise: ex.Exercise
     source: str | None = None
+    blocked: str = ""  # why it cannot run on this machine ('' when it can)
 
     @property
     def label(self) -> str:
@@ -169,15 +170,18 @@ def missing_here(need: str) -> str:
             from .. import slurm
 
             _MACHINE[need] = "" if slurm.find() is not None else \
-                "it needs a Slurm cluster, and none answers here (make cluster, or grade on the cluster)"
+                "it needs a Slurm cluster, and none answers here"
         else:
             _MACHINE[need] = f"it needs {need!r}, which the grader does not know how to provide"
     return _MACHINE[need]
 
 
-def blocked_reason(exercise: ex.Exercise) -> str:
-    """Why this exercise cannot run on this machine, or ''."""
-    return "; ".join(filter(None, (missing_here(need) for need in exercise.requires)))
+def blocked_reason(exercise: ex.Exercise, isolation: sandbox.Isolation) -> str:
+    """Why this exercise cannot run on this machine (in its sandbox), or ''."""
+    reasons = [missing_here(need) for need in exercise.requires]
+    if "slurm" in exercise.requires and not reasons[exercise.requires.index("slurm")] and isolation.complete:
+        reasons.append("it needs a Slurm cluster, which a sandboxed probe cannot reach (it has no network)")
+    return "; ".join(filter(None, reasons))
 
 
 # ---- reading what a submission left, safely -----------------------------------------------------------------------
@@ -342,9 +346,8 @@ def run_spec(exercise: ex.Exercise, source: str | None) -> dict:
 def probe_request(item: Item, definition: str | None, inputs) -> dict:
     """What a probe receives for one exercise: plain data and the `run` spec, nothing of the reference or judge."""
     exercise = item.exercise
-    blocked = blocked_reason(exercise)
-    if blocked:
-        return {"name": exercise.name, "blocked": f"not graded on this machine: {blocked}"}
+    if item.blocked:
+        return {"name": exercise.name, "blocked": f"not graded on this machine: {item.blocked}"}
     if definition is None:
         return {"name": exercise.name, "missing": f"no cell defines {exercise.name}"}
     return {"name": exercise.name, "definition": definition, "inputs": inputs, "setup": exercise.setup,
@@ -527,9 +530,10 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
     limits = limits or sandbox.Limits()
     if limits.cpus is None and isolation.cpu:
         limits = dataclasses.replace(limits, cpus=round(usable_cpu_count() / max(1, jobs), 3))
+    chosen = [dataclasses.replace(item, blocked=blocked_reason(item.exercise, isolation)) for item in chosen]
     for item in chosen:
-        if blocked_reason(item.exercise):
-            say(f"{item.label} is blocked on this machine: {blocked_reason(item.exercise)}")
+        if item.blocked:
+            say(f"{item.label} is blocked on this machine: {item.blocked}")
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="lab-grader-"))
     scratch.chmod(0o711)  # without bubblewrap a sandbox reaches its own folder (random name) and lists no one else's

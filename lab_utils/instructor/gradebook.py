@@ -285,8 +285,12 @@ def write_outputs(rows: list[Graded], out_dir: Path, labels: list[str], lab: str
         write_fresh(out_dir / LMS[lms], text)
     for row in rows if fresh is None else fresh:
         write_fresh(out_dir / f"{row.student}.feedback.md", feedback(row))
+        executed = out_dir / f"{row.student}.executed.ipynb"
         if row.executed is not None:
-            write_fresh(out_dir / f"{row.student}.executed.ipynb", row.executed)
+            write_fresh(executed, row.executed)
+        elif fresh is not None:  # regraded without a run: an earlier run's notebook would not match its feedback
+            with contextlib.suppress(FileNotFoundError):
+                executed.unlink()
     return notes
 
 
