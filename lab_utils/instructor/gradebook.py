@@ -19,7 +19,8 @@ from pathlib import Path
 
 GRADEBOOK_COLUMNS = ("student", "lab", "score", "max_score", "status", "seconds", "message", "sandbox")
 EXERCISE_COLUMNS = ("student", "exercise", "points", "max", "message", "status")
-SUMMARY_COLUMNS = ("exercise", "max", "graded", "mean", "full_marks", "zero", "blocked", "top_hint", "top_hint_count")
+SUMMARY_COLUMNS = ("exercise", "max", "graded", "mean", "full_marks", "zero", "not_written", "blocked", "top_hint",
+                   "top_hint_count")
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "Section")
 LMS = {"canvas": "canvas.csv"}
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # OWASP's list of what makes a spreadsheet cell a formula
@@ -125,21 +126,28 @@ def hint_of(message: str) -> str:
     return re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "#", text)[:300]
 
 
+def not_written(message: str) -> bool:
+    """The result of an exercise the student did not write (its stub, or no definition at all)."""
+    return "is still the exercise stub" in message or message.startswith("no cell defines")
+
+
 def exercise_stats(rows: list[Graded], labels: list[str]) -> list[dict]:
-    """Per exercise, over the graded submissions: mean points, share with full marks, share with 0, the most frequent
-    mistake and its count; hardest first (lowest mean share of the points)."""
+    """Per exercise, over the graded submissions: mean points, share with full marks, share with 0, how many did not
+    write it, the most frequent mistake of those who did and its count; hardest first (lowest mean share)."""
     graded = [r for r in rows if r.status not in NOT_GRADED]
     stats = []
     for label in labels:
         results = [s for r in graded for s in r.scores if s.name == label]
         counted = [s for s in results if s.counted]
-        top = collections.Counter(hint_of(s.message) for s in counted if s.points < s.max_points).most_common(1)
+        unwritten = sum(not_written(s.message) for s in counted)
+        top = collections.Counter(hint_of(s.message) for s in counted
+                                  if s.points < s.max_points and not not_written(s.message)).most_common(1)
         maximum = counted[0].max_points if counted else (results[0].max_points if results else 0.0)
         mean = statistics.fmean(s.points for s in counted) if counted else None
         stats.append({"exercise": label, "max": maximum, "graded": len(counted), "mean": mean,
                       "full_marks": sum(s.points >= s.max_points for s in counted) / len(counted) if counted else None,
                       "zero": sum(s.points == 0 for s in counted) / len(counted) if counted else None,
-                      "blocked": len(results) - len(counted), "top_hint": top[0][0] if top else "",
+                      "not_written": unwritten, "blocked": len(results) - len(counted), "top_hint": top[0][0] if top else "",
                       "top_hint_count": top[0][1] if top else 0})
     return sorted(stats, key=lambda s: (s["mean"] is None, (s["mean"] / s["max"]) if s["mean"] is not None and s["max"] else 1.0))
 
@@ -152,7 +160,8 @@ def summary_csv(stats: list[dict]) -> str:
     return _csv(SUMMARY_COLUMNS, [[s["exercise"], _points(s["max"]), s["graded"],
                                    "" if s["mean"] is None else f"{s['mean']:.3g}",
                                    "" if s["full_marks"] is None else f"{s['full_marks']:.3f}",
-                                   "" if s["zero"] is None else f"{s['zero']:.3f}", s["blocked"], s["top_hint"],
+                                   "" if s["zero"] is None else f"{s['zero']:.3f}", s["not_written"], s["blocked"],
+                                   s["top_hint"],
                                    s["top_hint_count"]] for s in stats])
 
 
@@ -167,14 +176,15 @@ def summary_md(rows: list[Graded], stats: list[dict], lab: str, histogram: str |
     lines = [f"# Lab {lab}: the class at a glance", "",
              f"{len(rows)} submission(s), {len(graded)} graded ({len(rows) - len(graded)} not: invalid or lost, listed "
              f"below and left out of the table); written {when}.", "",
-             "## Where the class struggled", "", "Hardest first. Mean points, share with full marks, share with 0, and "
-             "the most frequent mistake (numbers shown as #) with how many made it.", "",
-             "| exercise | mean / max | full marks | 0 points | most frequent mistake | count |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "## Where the class struggled", "", "Hardest first. Mean points, share with full marks, share with 0, how "
+             "many did not write it (the stub, or no definition), and the most frequent mistake of those who did "
+             "(numbers shown as #) with how many made it.", "",
+             "| exercise | mean / max | full marks | 0 points | not written | most frequent mistake | count |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for s in stats:
         mean = "blocked" if s["mean"] is None else f"{s['mean']:.2f} / {s['max']:g}"
         lines.append(f"| {_md(s['exercise'])} | {mean} | {_share(s['full_marks'])} | {_share(s['zero'])} | "
-                     f"{_md(s['top_hint']) or '—'} | {s['top_hint_count'] or ''} |")
+                     f"{s['not_written']} | {_md(s['top_hint']) or '—'} | {s['top_hint_count'] or ''} |")
     blocked = [s for s in stats if s["blocked"]]
     if blocked:
         lines += ["", "Blocked (not graded on this machine, counted neither way): "
