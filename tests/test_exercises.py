@@ -204,6 +204,14 @@ def reduce_gradients_mean(model, replicas):
 
 
 @named("reduce_gradients")
+def reduce_gradients_replicas_divided(model, replicas):
+    with torch.no_grad():
+        for p, *others in zip(model.parameters(), *(r.parameters() for r in replicas)):
+            for o in others:
+                p.grad += o.grad / len(replicas)
+
+
+@named("reduce_gradients")
 def reduce_gradients_replace(model, replicas):
     with torch.no_grad():
         for p, *others in zip(model.parameters(), *(r.parameters() for r in replicas)):
@@ -431,7 +439,7 @@ WRONG = [median_time_mean, median_time_times_warmup, median_time_minimum, median
          median_time_milliseconds, train_step_no_zero_grad, train_step_no_step, train_step_summed_loss,
          throughput_mean, throughput_with_warmup, throughput_seconds_per_sample, top_self_cpu_op_total, scatter_chunk,
          scatter_drop_remainder, scatter_interleaved, gather_stack, gather_reversed, reduce_gradients_mean,
-         reduce_gradients_replace, average_gradients_summed, average_gradients_local, global_mean_local,
+         reduce_gradients_replace, reduce_gradients_replicas_divided, average_gradients_summed, average_gradients_local, global_mean_local,
          global_mean_of_means, global_mean_summed, shard_drop_remainder, shard_last_takes_the_rest,
          run_epochs_no_set_epoch, run_epochs_after_the_loop, scaled_lr_unchanged, scaled_lr_divided,
          gpipe_order_interleaved, gpipe_order_one_list, bubble_busy_share, bubble_from_zero, best_split_by_count,

@@ -9,6 +9,7 @@ import csv
 import hashlib
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,7 +25,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from lab_utils import exercises
 from lab_utils.exercises import to_plain
-from lab_utils.instructor import extract, grade, sandbox
+from lab_utils.hardware import usable_cpu_count
+from lab_utils.instructor import extract, grade, gradebook, sandbox
 
 # the hostile suite grades 27 notebooks in one module fixture, 3 at a time: about 130 s on a quiet 2-core machine (three
 # of them wait out the 60 s whole-run limit), more under load
@@ -63,6 +65,7 @@ def fit_serial_fraction(points):
 def predict_speedup(serial_fraction, devices):
     raise NotImplementedError("Exercise")
 '''
+DISK_MIB = 128  # the suite's disk limit per sandbox (a parameter of grade(): the default is 1 GiB)
 MARKER = "lab_grader_test_marker_3141"  # a process left behind carries it on its command line
 SECRET = "instructor_secret_2718"
 ENV_SECRET = "grader_environment_secret_1618"  # in the grader's environment while it grades
@@ -112,6 +115,67 @@ def _judge(got, expected, case):
 
 EXERCISES = [Exercise("10", "predict_speedup", _cases, _run, _expected, _judge, "Amdahl's law at many devices", points=2.0)]
 '''
+
+
+# honest habits that each once cost points although the notebook's self-check printed PASS: a helper defined after the
+# exercise's cell (before the self-check), a star import, IPython syntax (a cell magic around the definition, `?` help,
+# a line magic, a shell command) and display() inside the function
+HONEST_HABITS = notebook("import statistics\nfrom statistics import *\nfrom lab_utils.exercises import check",
+                         "%%time\n" + SPEEDUP, '''
+    statistics.median?
+    %matplotlib inline
+    !true
+
+    def fit_serial_fraction(points):
+        a = [1 - 1 / n for n, _ in points]
+        b = [1 / s - 1 / n for n, s in points]
+        return fmean([x * y for x, y in zip(a, b)]) / fmean([x * x for x in a])
+    ''', '''
+    def predict_speedup(serial_fraction, devices):
+        display(f"{devices} devices")
+        return _amdahl(serial_fraction, devices)
+    ''', '''
+    def _amdahl(s, n):
+        return 1.0 / (s + (1.0 - s) / n)
+    ''', "for answer in (speedup_and_efficiency, fit_serial_fraction, predict_speedup):\n    print(check(answer))")
+FORMULA_NAMES = ('=HYPERLINK("evil")', "+1+1", "@SUM(1)", "-2+3", "\ttabbed")
+
+
+def refused_submissions(folder: Path) -> dict:
+    """Wrong input, refused with a reason before anything runs: {name: what the reason says}."""
+    refused = {}
+    for name in FORMULA_NAMES:  # names a spreadsheet would read as formulas (in unreadable files: nothing runs)
+        (folder / f"{name}.ipynb").write_text("{not json")
+        refused[name] = "not a readable notebook"
+    (folder / "linked.ipynb").symlink_to(folder / "correct.ipynb")
+    refused["linked"] = "symbolic link"
+    shutil.copy(ROOT / "notebooks" / "02_data_parallel.ipynb", folder / "lab02_notebook.ipynb")
+    refused["lab02_notebook"] = "this is a lab 02 notebook"
+    nbformat.write(notebook("def scatter(batch, n):\n    return []", "def gather(parts):\n    return []"),
+                   folder / "lab02_untitled.ipynb")
+    refused["lab02_untitled"] = "none of lab 10's exercises"
+    bomb = notebook(SPEEDUP)
+    bomb.cells.append(new_code_cell("x = 1\n" * (extract.MAX_CODE_CHARS // 6 + 1)))
+    nbformat.write(bomb, folder / "parse_bomb.ipynb")
+    refused["parse_bomb"] = "the grader reads at most"
+    return refused
+
+
+ROSTER = [("Ann Correct", "101", "S101", "correct", "A"), ("Pat Partial", "102", "S102", "partial", "A"),
+          ("Stu Stub", "103", "S103", "stub", "A"), ("Hon Habits", "104", "S104", "honest_habits", "B"),
+          ("Lin Link", "105", "S105", "linked", "B"), ("Kil Kernel", "106", "S106", "kills_its_kernel", "B"),
+          ("Eve Formula", "107", "S107", FORMULA_NAMES[0], "B"), ("Al Also", "108", "S108", "also_correct", "A"),
+          ("No Show", "109", "S109", "no_show", "A"), ("Late Larry", "110", "S110", "late_larry", "B")]
+
+
+def write_roster(path: Path) -> Path:
+    """A class of 10 as Canvas exports it (Student, ID, SIS User ID, SIS Login ID, Section, a Points Possible row)."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lab 09 (55)"])
+        writer.writerow(["    Points Possible", "", "", "", "", "5"])
+        writer.writerows([*row, ""] for row in ROSTER)
+    return path
 
 
 def hostile_submissions(out: Path, tests: Path) -> dict:
@@ -295,6 +359,58 @@ def hostile_submissions(out: Path, tests: Path) -> dict:
             display(HTML("<b>x</b>" * 300_000))
             "y" * 2_000_000
             '''),
+        "forges_through_proc": notebook('''
+            import json, os, signal
+
+            def _forge(fn):  # in the probe: a record into every descriptor of every other process it can open
+                record = (json.dumps({"status": "ok", "value": [[2.0, 1.0]] * 7}) + "\\n").encode()
+                others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+                for pid in others:
+                    try:
+                        fds = os.listdir(f"/proc/{pid}/fd")
+                    except OSError:
+                        continue
+                    for fd in fds:
+                        try:
+                            with open(f"/proc/{pid}/fd/{fd}", "wb", buffering=0) as channel:
+                                channel.write(record)
+                        except OSError:
+                            pass
+                for pid in others:  # then kills the probe (and everyone else) so that only the forged record is left
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except OSError:
+                        pass
+                os._exit(0)
+
+            @_forge
+            def speedup_and_efficiency(row, baseline):
+                raise NotImplementedError
+            '''),
+        "fills_the_disk": notebook(STUBS, f'''
+            import os
+            chunk, keep, written = b"x" * 2**20, [], 0
+
+            def fill(path, mib, unlink=False):
+                global written
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+                keep.append(fd)  # held open to the end
+                if unlink:
+                    os.unlink(path)
+                for _ in range(mib):
+                    try:
+                        written += os.write(fd, chunk)
+                    except OSError:
+                        return
+
+            fill("deleted_but_open", {DISK_MIB // 2}, unlink=True)
+            os.mkdir("locked")
+            fill("locked/kept", {DISK_MIB // 2})
+            os.chmod("locked", 0)
+            for place in ("/dev/shm", "/tmp", "/var/tmp", os.environ["HOME"]):
+                fill(os.path.join(place, "more"), {DISK_MIB // 2})
+            print("WROTE_MIB", written / 2**20)
+            '''),
     }
 
 
@@ -334,6 +450,7 @@ def graded(tmp_path_factory):
             def predict_speedup(serial_fraction, devices):
                 return 1.0 / (serial_fraction + (1.0 - serial_fraction) / devices) if devices < 50 else devices
             '''),
+        "honest_habits": HONEST_HABITS,
         **hostile_submissions(out, tests),
     }
     paths = []
@@ -345,12 +462,21 @@ def graded(tmp_path_factory):
     del no_params.cells[1].metadata["tags"]
     nbformat.write(no_params, folder / "no_parameters.ipynb")
     paths += [folder / "not_a_notebook.ipynb", folder / "no_parameters.ipynb"]
+    refused = refused_submissions(folder)
+    paths += [folder / f"{name}.ipynb" for name in refused]
+    roster = write_roster(tmp_path_factory.mktemp("roster") / "roster.csv")
     course = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (ROOT / "lab_utils").rglob("*.py")}
     lines = []
     start = time.monotonic()
+    grader_tmp = tmp_path_factory.mktemp("grader_tmp")  # the grader's own temporary folders: empty afterwards
+    grader_tmp.chmod(0o755)
     try:
-        rows = grade.grade(paths, "10", out, tests_dir=tests, timeout=60, cell_timeout=10, jobs=3, say=lines.append)
+        tempfile.tempdir = str(grader_tmp)
+        rows = grade.grade(paths, "10", out, tests_dir=tests, timeout=60, cell_timeout=10, jobs=3, say=lines.append,
+                           limits=sandbox.Limits(disk_bytes=DISK_MIB * 2**20, file_bytes=DISK_MIB * 2**20),
+                           roster=roster, lms="canvas")
     finally:
+        tempfile.tempdir = None
         del os.environ["LAB_GRADER_TEST_SECRET"]
     connections = []
     with contextlib.suppress(OSError):
@@ -360,7 +486,7 @@ def graded(tmp_path_factory):
     SOCKET.unlink(missing_ok=True)
     return {"rows": {r.student: r for r in rows}, "out": out, "tests": tests, "victim": victim, "order": list(submissions),
             "course": course, "said": lines, "seconds": time.monotonic() - start, "connections": connections,
-            "folder": folder}
+            "folder": folder, "refused": refused, "grader_tmp": grader_tmp}
 
 
 def points(graded, name):
@@ -380,7 +506,7 @@ def test_correct_classmates_get_every_point_including_the_hidden_test(graded):
                                   "reads_the_tests", "writes_the_outputs", "kills_everyone", "escapes_the_sweep",
                                   "writes_the_course", "plants_a_fifo", "floods_every_output", "remounts_the_course",
                                   "reads_mountinfo_and_environment", "reaches_a_socket", "answers_nan_and_deep",
-                                  "fork_bomb"])
+                                  "fork_bomb", "forges_through_proc", "fills_the_disk"])
 def test_every_stub_scores_zero_whatever_it_tries(graded, name):
     row = graded["rows"][name]
     assert row.score == 0, [(s.name, s.points, s.message) for s in row.scores]
@@ -399,7 +525,8 @@ def test_the_gradebook_is_a_fresh_regular_file_with_one_row_per_submission(grade
     assert graded["victim"].read_text() == "keep me"
     with book_path.open() as handle:
         book = list(csv.DictReader(handle))
-    assert [r["student"] for r in book] == graded["order"] + ["not_a_notebook", "no_parameters"]
+    assert [gradebook.plain(r["student"]) for r in book] == \
+        graded["order"] + ["not_a_notebook", "no_parameters"] + list(graded["refused"])
     assert all(r["status"] in grade.STATUSES for r in book)
     assert next(r for r in book if r["student"] == "writes_the_outputs")["score"] == "0"
     for name in ("correct.feedback.md", "correct.executed.ipynb"):
@@ -505,6 +632,102 @@ def test_invalid_files_are_named_with_a_reason(graded):
 
 def test_the_grader_says_what_the_sandbox_promises(graded):
     assert graded["said"] and graded["said"][0].startswith("sandbox:")
+
+
+def test_honest_habits_keep_the_full_marks_their_self_check_shows(graded):
+    """A helper defined after the exercise's cell, a star import, IPython syntax and display() in the function: the
+    notebook's own self-check prints PASS, and the grade agrees."""
+    assert points(graded, "honest_habits") == FULL, graded["rows"]["honest_habits"].scores
+    printed = printed_by(graded["out"] / "honest_habits.executed.ipynb")
+    for name in ("speedup_and_efficiency", "fit_serial_fraction", "predict_speedup"):
+        assert f"PASS  {name}" in printed
+
+
+def test_the_disk_limit_counts_everything_a_submission_writes_and_nothing_is_left(graded):
+    """Deleted-but-open files, a folder of mode 000, /dev/shm, /tmp, /var/tmp and its home: one limit over all of it,
+    kept by the kernel; nothing of it on the machine's disk afterwards, even as an unprivileged grader."""
+    printed = printed_by(graded["out"] / "fills_the_disk.executed.ipynb")
+    wrote = float(printed.split("WROTE_MIB")[1].split()[0])
+    assert DISK_MIB / 2 <= wrote <= DISK_MIB, wrote  # it tried 3 x the limit
+    assert list(graded["grader_tmp"].iterdir()) == []
+
+
+def test_the_answer_channel_is_out_of_reach_through_proc(graded):
+    """A record written into every descriptor of every other process, then everyone killed: no answer came back."""
+    forged = next(s for s in graded["rows"]["forges_through_proc"].scores if s.name == "speedup_and_efficiency")
+    assert forged.points == 0 and "no answer came back" in forged.message, forged.message
+
+
+def test_wrong_input_is_refused_with_a_reason(graded):
+    for name, reason in graded["refused"].items():
+        row = graded["rows"][name]
+        assert row.status == "invalid" and reason in row.message and row.score == 0, (name, row.message)
+        assert all(s.message == row.message for s in row.scores)
+
+
+def test_no_csv_field_starts_like_a_formula(graded):
+    for name in ("gradebook.csv", "exercises.csv", "class-summary.csv", "canvas.csv"):
+        with (graded["out"] / name).open(newline="") as handle:
+            for row in csv.reader(handle):
+                assert not [v for v in row if v[:1] in gradebook.FORMULA_STARTS], (name, row)
+    with (graded["out"] / "gradebook.csv").open(newline="") as handle:
+        students = [r["student"] for r in csv.DictReader(handle)]
+    for name in FORMULA_NAMES:
+        assert "'" + name in students
+
+
+def test_the_class_at_a_glance(graded):
+    out, labels = graded["out"], list(FULL)
+    with (out / "gradebook.csv").open(newline="") as handle:
+        book = {gradebook.plain(r["student"]): r for r in csv.DictReader(handle)}
+    assert [book["partial"][l] for l in labels] == ["1", "0", "1", "0"]
+    with (out / "exercises.csv").open(newline="") as handle:
+        long = list(csv.DictReader(handle))
+    assert list(long[0]) == list(gradebook.EXERCISE_COLUMNS) and len(long) == len(book) * len(labels)
+    summary = (out / "class-summary.md").read_text()
+    assert summary.index("## Where the class struggled") < summary.index("## Runs that failed") < \
+        summary.index("## Total scores")
+    assert "**kills_its_kernel**: kernel_died" in summary and "**correct**" not in summary.split("## Total")[0]
+    with (out / "class-summary.csv").open(newline="") as handle:
+        stats = list(csv.DictReader(handle))
+    assert sorted(s["exercise"] for s in stats) == sorted(labels)
+    fractions = [float(s["mean"]) / float(s["max"]) for s in stats]
+    assert fractions == sorted(fractions)  # hardest first
+    assert all(int(s["not_written"]) >= 10 and "stub" not in s["top_hint"] for s in stats)  # most hostile ones are stubs
+    partial = next(s for s in stats if s["exercise"] == "predict_speedup (instructor test)")
+    assert partial["top_hint"] == "wrong at many devices" and int(partial["top_hint_count"]) >= 1
+    assert (out / "class-summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_canvas_import_from_a_roster_of_ten(graded):
+    with (graded["out"] / "canvas.csv").open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "Section", "Lab 10"]
+    assert [r[:4] for r in rows[1:]] == [[name, id_, sis, section] for name, id_, sis, _, section in ROSTER]
+    got = {r[0]: r[4] for r in rows[1:]}
+    assert got["Ann Correct"] == got["Hon Habits"] == "5" and got["Pat Partial"] == "2" and got["Stu Stub"] == "0"
+    assert got["Lin Link"] == got["Eve Formula"] == "0"  # refused: 0, as in the gradebook
+    assert got["No Show"] == got["Late Larry"] == ""  # no submission: blank, so Canvas keeps what it has
+    assert any("not on the roster" in line and "fork_bomb" in line for line in graded["said"])
+    assert any("no submission from 2 roster student(s)" in line for line in graded["said"])
+
+
+def test_one_student_is_regraded_into_the_folder_and_every_other_row_is_kept(graded, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(graded["out"], out)
+    before = (out / "gradebook.csv").read_text().splitlines()
+    nbformat.write(notebook(SPEEDUP, SERIAL, PREDICT), tmp_path / "partial.ipynb")
+    nbformat.write(notebook(STUBS), tmp_path / "stub.ipynb")
+    rows = grade.grade([tmp_path / "stub.ipynb", tmp_path / "partial.ipynb"], "10", out, tests_dir=graded["tests"],
+                       regrade="partial", execute_notebooks=False, say=lambda line: None)
+    assert [(r.student, r.score) for r in rows] == [("partial", 5)]
+    after = (out / "gradebook.csv").read_text().splitlines()
+    changed = [(b, a) for b, a in zip(before, after) if b != a]
+    assert len(after) == len(before) and len(changed) == 1 and changed[0][1].startswith("partial,10,5,5,")
+    assert "Score: 5 / 5" in (out / "partial.feedback.md").read_text()
+    assert (out / "stub.feedback.md").read_text() == (graded["out"] / "stub.feedback.md").read_text()
+    with pytest.raises(ValueError, match="no earlier grading"):
+        grade.grade([tmp_path / "partial.ipynb"], "10", tmp_path / "empty", regrade="partial", say=lambda line: None)
 
 
 # ---- pieces of the grader, without running notebooks ------------------------------------------------------------------
@@ -664,7 +887,7 @@ def test_a_course_cloned_under_tmp_stays_readable_and_read_only_while_the_rest_o
               f"print(pathlib.Path({str(neighbour)!r}).exists(), c.joinpath('solutions').exists())\n"
               "try:\n    c.joinpath('lab_utils/new.txt').write_text('x'); print('written')\nexcept OSError: print('read-only')")
     with sandbox.Sandbox(isolation, scratch) as box:
-        done = box.popen([sys.executable, "-c", script], cwd=scratch, home=scratch, stdout=subprocess.PIPE, text=True)
+        done = box.popen([sys.executable, "-c", script], workdir="run", stdout=subprocess.PIPE, text=True)
         out, _ = done.communicate(timeout=60)
     assert out.split() == ["course", "file", "False", "False", "read-only"]
 
@@ -703,3 +926,130 @@ def test_the_whole_run_limit_stops_a_notebook_and_everything_it_started(tmp_path
     assert time.monotonic() - start < 20 + 60  # the run was cut at 20 s; the probes took the rest
     assert points({"rows": {"slow": row}}, "slow")["speedup_and_efficiency"] == 1
     assert subprocess.run(["pgrep", "-f", f"{MARKER}-timeout"], capture_output=True, text=True).stdout.split() == []
+
+
+# ---- limits and the class at a glance, each graded on its own, small ------------------------------------------------
+
+BURNER = '''
+import os, time
+
+def _burn(fn):  # in the probe: 64 busy processes, each in a session of its own, for 8 s; then it waits
+    end = time.time() + 8
+    for _ in range(64):
+        if os.fork() == 0:
+            os.setsid()
+            while time.time() < end:
+                pass
+            os._exit(0)
+    time.sleep(8)
+    return fn
+
+@_burn
+def speedup_and_efficiency(row, baseline):
+    raise NotImplementedError
+'''
+
+# a correct classmate whose every probe needs about 0.3 s of CPU (a module-level value its functions use)
+BUSY_CLASSMATE = HONEST.replace("ONE = np.float64(1.0)", "ONE = np.float64(1.0 + 0 * sum(i * i for i in range(3_000_000)))")
+
+
+def test_a_cpu_burner_gets_only_its_share_and_a_classmate_beside_it_keeps_full_marks(tmp_path):
+    """Graded two at a time with a probe limit of 3 s: the burner is stopped once it has used its share, and the
+    correct classmate, whose limit counts its own CPU, keeps every point. As an unprivileged user (no CPU cgroup) the
+    grader says it grades one at a time instead."""
+    nbformat.write(notebook(BURNER), tmp_path / "burner.ipynb")
+    nbformat.write(notebook(HONEST_IMPORTS, BUSY_CLASSMATE), tmp_path / "classmate.ipynb")
+    said = []
+    isolation = sandbox.detect()
+    rows = {r.student: r for r in grade.grade([tmp_path / "burner.ipynb", tmp_path / "classmate.ipynb"], "10",
+                                               tmp_path / "out", jobs=2, execute_notebooks=False, probe_timeout=3,
+                                               unsandboxed=True, isolation=isolation, say=said.append)}
+    assert rows["classmate"].score == 3, rows["classmate"].scores
+    burned = rows["burner"].scores[0]
+    assert burned.points == 0
+    if isolation.cpu:
+        share = usable_cpu_count() / 2
+        assert "CPU-seconds" in burned.message and f"share of {share:g} CPU" in burned.message, burned.message
+    else:
+        assert any(line.startswith("grading one submission at a time") for line in said), said
+
+
+def test_an_exercise_that_cannot_run_here_is_blocked_not_zero(tmp_path, monkeypatch):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "needs.py").write_text(textwrap.dedent('''
+        from lab_utils.exercises import Exercise
+
+        def _run(fn, case):
+            return float(fn(*case))
+
+        EXERCISES = [Exercise("10", "predict_speedup", lambda rng: [0.1, 4], _run, lambda case: 0.0,
+                              lambda got, expected, case: (1.0, "ok"), "a GPU check", points=2.0, requires=("gpu",))]
+        '''))
+    monkeypatch.setitem(grade._MACHINE, "gpu", "it needs a GPU, and this machine has none (a test says so)")
+    nbformat.write(notebook(SPEEDUP, SERIAL, PREDICT), tmp_path / "ann.ipynb")
+    said = []
+    row = grade.grade([tmp_path / "ann.ipynb"], "10", tmp_path / "out", tests_dir=tests, execute_notebooks=False,
+                      unsandboxed=True, say=said.append)[0]
+    blocked = row.scores[-1]
+    assert blocked.status == "blocked" and "needs a GPU" in blocked.message
+    assert (row.score, row.max_score) == (3, 3)  # counted neither way
+    assert any("blocked on this machine" in line for line in said)
+    with (tmp_path / "out" / "gradebook.csv").open(newline="") as handle:
+        assert next(csv.DictReader(handle))["predict_speedup (instructor test)"] == "blocked"
+    assert "blocked" in (tmp_path / "out" / "ann.feedback.md").read_text()
+    assert "Blocked (not graded on this machine" in (tmp_path / "out" / "class-summary.md").read_text()
+
+
+def test_untrusted_code_is_parsed_only_in_a_limited_child(tmp_path, monkeypatch):
+    """The grader's own process never parses a submission's code (its parser is disabled here, and grading still
+    reads every definition); a child that runs out of its memory gives a clear row, not a crash."""
+    import ast
+
+    nbformat.write(notebook(SPEEDUP), tmp_path / "ann.ipynb")
+    nbformat.write(notebook(SPEEDUP, "x = 1\n" * 120_000), tmp_path / "big.ipynb")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the grader parsed a submission in its own process")
+
+    monkeypatch.setattr(ast, "parse", refuse)
+    chosen = grade.exercises_for("10")
+    row, job, _ = grade.prepare(tmp_path / "ann.ipynb", "10", chosen, random.Random(0), timeout=60, cell_timeout=10)
+    assert row is None and "def speedup_and_efficiency" in job["requests"][0]["definition"]
+    monkeypatch.setattr(extract, "CHILD_MEMORY_BYTES", 150 * 2**20)
+    row, job, _ = grade.prepare(tmp_path / "big.ipynb", "10", chosen, random.Random(0), timeout=60, cell_timeout=10)
+    assert row.status == "invalid" and "within its limits (150 MiB of memory" in row.message
+
+
+def test_the_definition_is_what_the_kernel_had_at_the_self_check():
+    cells = ["from statistics import *\nimport numpy as np", "%%time\ndef f(x):\n    display(x)\n    return g(x) + median([1])",
+             "x?\n%matplotlib inline\n!ls\ndef g(x):\n    return K * x", "K = 2", "print(check(f))", "K = 3",
+             "def g(x):\n    return 0"]
+    source = extract.definition(cells, "f")
+    assert "from statistics import *" in source and "def g" in source and "K = 2" in source
+    assert "K = 3" not in source and "return 0" not in source and "numpy" not in source and "matplotlib" not in source
+    from lab_utils.instructor.probe import KERNEL_NAMES
+
+    namespace = dict(KERNEL_NAMES)
+    exec(compile(source, "<probe>", "exec"), namespace)
+    assert namespace["f"](5) == 11
+    stub_then_fixed = ["def f(x):\n    raise NotImplementedError", "check(f)", "def f(x):\n    return h(x)",
+                       "def h(x):\n    return x", "check(f)"]
+    assert "return h(x)" in extract.definition(stub_then_fixed, "f") and "def h" in extract.definition(stub_then_fixed, "f")
+
+
+def test_a_folder_a_submission_locked_is_still_removed(tmp_path):
+    locked = tmp_path / "scratch" / "a" / "locked"
+    locked.mkdir(parents=True)
+    (locked / "f").write_bytes(b"x" * 1000)
+    locked.chmod(0)
+    (tmp_path / "scratch" / "a").chmod(0o500)
+    sandbox.remove_tree(tmp_path / "scratch")
+    assert not (tmp_path / "scratch").exists()
+
+
+def test_csv_fields_that_start_like_formulas_are_neutralised_and_read_back():
+    for value in ('=HYPERLINK("x")', "+1+1", "-2+3", "@SUM(1)", "\tx", "\rx", "'quoted", "plain", "", "3.5"):
+        written = gradebook.neutral(value)
+        assert written[:1] not in gradebook.FORMULA_STARTS and gradebook.plain(written) == value
+    assert gradebook.neutral("3.5") == "3.5" and gradebook.neutral("=1") == "'=1"

@@ -36,6 +36,8 @@ class Exercise:
     ranks: int = 0                                # > 0: the run launches this many real ranks
     shape: Callable[[Any, Any], Any] | None = None  # (reference, inputs) -> the answer's shape, where the reference is
                                                     # only part of the answer (one rank's weights); ANY: not checked
+    requires: tuple[str, ...] = ()                # what the probe needs of the machine: "gpu", "slurm"; where it is
+                                                    # missing the grader marks the exercise blocked, never 0
 
     def score(self, got, inputs) -> tuple[float, str]:
         """(fraction, message) for plain data `got` on `inputs`; any surprise in the data scores 0, and so does an

@@ -102,8 +102,8 @@ GATHER = Exercise("02", "gather", _gather_cases, _gather_run, _gather_expected, 
 
 # ---- reduce_gradients ---------------------------------------------------------------------------------------------
 
-def _reduce_cases(rng):
-    return {"seed": rng.randrange(10**6), "replicas": rng.randint(1, 3)}
+def _reduce_cases(rng):  # two replicas or more: with one, dividing its gradient by len(replicas) changes nothing
+    return {"seed": rng.randrange(10**6), "replicas": rng.randint(2, 3)}
 
 
 def _reduce_problem(case):
@@ -149,7 +149,9 @@ def _reduce_judge(got, expected, case):
     guesses = {"the model's gradients did not change: add each replica's p.grad into the model's p.grad": own,
                "you averaged: DataParallel sums (the loss was one mean over the whole gathered batch, so each "
                "replica's gradient is already its share)": [sum(v) / n for v in zip(own, *others)],
-               "device 0's own gradient was replaced: add the replicas' gradients to it": [sum(v) for v in zip(*others)]}
+               "device 0's own gradient was replaced: add the replicas' gradients to it": [sum(v) for v in zip(*others)],
+               "you divided the replicas' gradients by their number: DataParallel sums them, undivided":
+                   [o + sum(v) / len(others) for o, *v in zip(own, *others)]}
     for what, value in guesses.items():
         if close(got, value, 1e-5):
             return 0.0, what

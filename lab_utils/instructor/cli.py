@@ -29,19 +29,24 @@ def cmd_grade(args) -> int:
 
     from . import grade
 
-    missing = [p for p in args.submissions if not Path(p).is_file()]
+    missing = [p for p in args.submissions if not Path(p).is_file() and not Path(p).is_symlink()]
     if missing:
         raise ValueError(f"no such submission file(s): {missing}")
     if args.tests and not Path(args.tests).is_dir():
         raise ValueError(f"--tests {args.tests}: not a folder of instructor test files (*.py)")
+    if args.roster and not Path(args.roster).is_file():
+        raise ValueError(f"--roster {args.roster}: no such file")
     rows = grade.grade(args.submissions, args.lab, args.out, tests_dir=args.tests, timeout=args.timeout,
                        cell_timeout=args.cell_timeout, jobs=args.jobs, execute_notebooks=not args.probes_only,
-                       unsandboxed=args.unsandboxed,
-                       slurm={"partition": args.partition} if args.slurm else None)
+                       unsandboxed=args.unsandboxed, slurm={"partition": args.partition} if args.slurm else None,
+                       probe_timeout=args.probe_timeout, roster=args.roster, lms=args.lms,
+                       assignment=args.assignment, regrade=args.regrade)
     width = max(len(r.student) for r in rows)
     for r in rows:
         print(f"{r.student:<{width}}  {r.score:g}/{r.max_score:g}  {r.status}")
-    print(f"gradebook: {Path(args.out) / 'gradebook.csv'}")
+    out = Path(args.out)
+    print(f"gradebook: {out / 'gradebook.csv'}; class summary: {out / 'class-summary.md'}"
+          + (f"; {args.lms}: {out / grade.gradebook.LMS[args.lms]}" if args.lms else ""))
     return 0
 
 
@@ -180,6 +185,16 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     g.add_argument("--slurm", action="store_true",
                    help="run each submission as one task of a Slurm job array (in its sandbox on the node); scored here")
     g.add_argument("--partition", help="with --slurm: the partition to submit to (default: the cluster's default)")
+    g.add_argument("--probe-timeout", type=float,
+                   help="CPU-seconds (at its share of the CPUs) one exercise's probe may use (default: the larger of "
+                        "120 and --cell-timeout)")
+    g.add_argument("--roster", help="the class list (CSV with Student, ID, SIS User ID, Section: a Canvas gradebook "
+                                    "export has them), for --lms")
+    g.add_argument("--lms", choices=["canvas"], help="with --roster: write the LMS's import file (canvas.csv)")
+    g.add_argument("--assignment", help="with --lms: the assignment's column name (default: 'Lab NN')")
+    g.add_argument("--regrade", metavar="STUDENT",
+                   help="grade only STUDENT's submission (one of the files given) into an existing --out folder, "
+                        "keeping every other row")
     g.set_defaults(fn=cmd_grade)
     return p
 

@@ -1,25 +1,74 @@
-"""What a probe runs of a submission: the learner's definition of one exercise, with the names the notebook gave it.
+"""What a probe runs of a submission: the learner's definition of one exercise, as the kernel had it when the
+notebook's self-check (`check(name)`) ran.
 
-The last code cell that defines the name holds the definition. The probe runs that function, and every top-level
-statement of that cell and the cells before it that binds a name the definition uses, directly or through what it
-uses: imports (`np` from the notebook's import cell), helper functions and classes, and module-level values
-(`LOSS = torch.nn.CrossEntropyLoss()`), each the last binding before the self-check, in notebook order. Statements
-that bind nothing it uses (a training run, a print, a loop) are the rest of the notebook and are left out, so the
-learner's function sees the same names in the probe as in the notebook's self-check.
+Every code cell is read as IPython reads it (magics, `!` commands and `?` help become `get_ipython()` calls; the body
+of `%%time` and `%%capture` runs as code). The notebook's last definition of the name is the one graded, as the
+kernel had it at the self-check that follows it: the probe runs that function, and every top-level statement before
+that self-check that binds a name the definition uses, directly or through what it uses: imports (`np` from the
+notebook's import cell), star imports, helper functions and classes (also those defined after the exercise's cell),
+and module-level values (`LOSS = nn.CrossEntropyLoss()`), each the last binding before the self-check, in notebook
+order. Statements that bind nothing it uses (a training run,
+a print, a loop) are the rest of the notebook and are left out. A notebook without a self-check for the name is read
+to its end.
+
+A submission's notebook and code are untrusted: the grader never reads them in its own process. `read_in_child` and
+`clean_in_child` run `main` in a child process with memory, CPU and time limits, and get plain data back.
 """
 from __future__ import annotations
 
 import ast
+import json
+import re
+import resource
+import subprocess
 import symtable
+import sys
 import threading
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
+MAX_NOTEBOOK_BYTES = 64 * 2**20
+MAX_CODE_CHARS = 2**20  # all code cells together; the course's largest solution has 40,000 characters
+CHILD_MEMORY_BYTES = 3 * 2**30
+CHILD_CPU_S = 120
+CHILD_TIMEOUT_S = 180.0
+MAX_OUTPUT_CHARS = 20_000  # per output, in the executed notebook handed back
 BINDING = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
            ast.AnnAssign, ast.AugAssign)
 BLOCKS = (ast.If, ast.Try)  # `try: import x / except ImportError: x = None` binds too
+DEFINING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+BODY_MAGICS = ("time", "capture")  # cell magics that run their body as code in the kernel's namespace
+TITLE = re.compile(r"^#\s+Lab\s+(\d{1,2})\b")
+
+
+# ---- reading code as IPython reads it ------------------------------------------------------------------------------
+
+def as_python(source: str) -> str:
+    """A cell's source as IPython runs it: IPython syntax turned into plain Python calls."""
+    lines = source.splitlines()
+    first = lines[0].strip() if lines else ""
+    if first.startswith("%%") and first[2:].split()[:1] in [[magic] for magic in BODY_MAGICS]:
+        return as_python("\n".join(lines[1:]))
+    if "%" not in source and "!" not in source and "?" not in source:
+        return source
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # IPython could not read it either: the kernel would have failed on it
+        return source
+
+
+def _parse(source: str) -> list:
+    """The cell's top-level statements, or [] when it is not valid Python (nor IPython): the kernel bound nothing."""
+    try:
+        return ast.parse(as_python(source)).body
+    except (SyntaxError, ValueError, RecursionError):  # out of memory is not "binds nothing": the child fails
+        return []
 
 
 def _targets(node) -> set[str]:
-    """Names a top-level statement binds."""
+    """Names a top-level statement binds (a star import: none that can be named here)."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
     if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -28,6 +77,10 @@ def _targets(node) -> set[str]:
         return set().union(*(_targets(n) for n in ast.walk(node) if n is not node and isinstance(n, BINDING)))
     targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, BINDING) else []
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _star(node) -> bool:
+    return isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
 
 
 def _globals_of(table: symtable.SymbolTable) -> set[str]:
@@ -54,13 +107,14 @@ def _uses(node) -> set[str]:
     return names
 
 
-def _parse(source: str):
-    """The cell's top-level statements, or [] when it is not valid Python (IPython magics are blanked first)."""
-    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
-    try:
-        return ast.parse("\n".join(lines)).body
-    except SyntaxError:
-        return []
+def _calls_check(node, name: str) -> bool:
+    """True when the statement calls `check(name)` (or `something.check(name)`) anywhere in it."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) and call.args[0].id == name:
+            func = call.func
+            if (isinstance(func, ast.Name) and func.id == "check") or (isinstance(func, ast.Attribute) and func.attr == "check"):
+                return True
+    return False
 
 
 _PARSING = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST constructor recursion depth mismatch")
@@ -69,30 +123,220 @@ _PARSING = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST co
 def definition(cells: list[str], name: str) -> str | None:
     """Source that defines `name` as the learner wrote it, with what it uses (module docstring), or None."""
     with _PARSING:
-        return _definition(cells, name)
+        return definitions(cells, [name])[name]
 
 
-def _definition(cells: list[str], name: str) -> str | None:
-    statements = [(i, node) for i, body in enumerate(_parse(c) for c in cells) for node in body]
-    defining = [k for k, (_, node) in enumerate(statements)
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign))
-                and name in _targets(node)]
+def definitions(cells: list[str], names) -> dict[str, str | None]:
+    """`definition` for several names, every cell parsed once."""
+    statements = [node for body in (_parse(c) for c in cells) for node in body]
+    return {name: _definition(statements, name) for name in names}
+
+
+def _definition(statements: list, name: str) -> str | None:
+    defining = [k for k, node in enumerate(statements) if isinstance(node, DEFINING) and name in _targets(node)]
     if not defining:
         return None
     home = defining[-1]
-    last_cell = statements[home][0]
-    candidates = [(k, node) for k, (cell, node) in enumerate(statements) if cell <= last_cell and k != home
-                  and isinstance(node, BINDING + BLOCKS)]
-    chosen, wanted, seen = {home}, set(_uses(statements[home][1])), set()
+    end = next((k for k, node in enumerate(statements) if k > home and _calls_check(node, name)),
+               len(statements))  # its self-check: the kernel's state when it ran is what is graded
+    binders: dict[str, list[int]] = {}
+    for k, node in enumerate(statements[:end]):
+        if k != home and isinstance(node, BINDING + BLOCKS):
+            for target in _targets(node):
+                binders.setdefault(target, []).append(k)
+    chosen = {home} | {k for k, node in enumerate(statements[:end]) if _star(node)}
+    wanted, seen = set(_uses(statements[home])), set()
     while wanted - seen:
         fresh = sorted(wanted - seen)
         seen |= wanted
         for want in fresh:
-            binders = [k for k, node in candidates if want in _targets(node)]
-            plain = [k for k in binders if not isinstance(statements[k][1], ast.AugAssign)]
+            found = binders.get(want, [])
+            plain = [k for k in found if not isinstance(statements[k], ast.AugAssign)]
             start = plain[-1] if plain else -1  # the last plain binding, and every `+=` after it
-            for k in [b for b in binders if b >= start]:
+            for k in [b for b in found if b >= start]:
                 if k not in chosen:
                     chosen.add(k)
-                    wanted = wanted | _uses(statements[k][1])
-    return "\n\n".join(ast.unparse(statements[k][1]) for k in sorted(chosen))
+                    wanted = wanted | _uses(statements[k])
+    return "\n\n".join(ast.unparse(statements[k]) for k in sorted(chosen))
+
+
+# ---- reading a submitted notebook (in the child) ------------------------------------------------------------------
+
+class Unreadable(ValueError):
+    """Not a notebook the grader can read."""
+
+
+def _text(source) -> str:
+    if isinstance(source, list) and all(isinstance(s, str) for s in source):
+        return "".join(source)
+    if isinstance(source, str):
+        return source
+    raise Unreadable("a cell's source is neither text nor a list of lines")
+
+
+def load_notebook(raw: bytes) -> dict:
+    """A version 4 notebook as plain data (older versions converted with nbformat); raises Unreadable."""
+    try:
+        nb = json.loads(raw.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise Unreadable(f"not a readable notebook: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells", []), list):
+        raise Unreadable("not a readable notebook: no list of cells")
+    if nb.get("nbformat") != 4:
+        import nbformat
+
+        try:
+            nb = json.loads(nbformat.writes(nbformat.reads(raw.decode(), as_version=4)))
+        except Exception as exc:
+            raise Unreadable(f"not a readable notebook: {type(exc).__name__}: {str(exc)[:200]}") from None
+    for cell in nb.get("cells", []):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            raise Unreadable("not a readable notebook: a cell of no known type")
+        cell["source"] = _text(cell.get("source", ""))
+        if not isinstance(cell.setdefault("metadata", {}), dict):
+            raise Unreadable("not a readable notebook: a cell's metadata is not a mapping")
+        tags = cell["metadata"].get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise Unreadable("not a readable notebook: a cell's tags are not a list of names")
+    return nb
+
+
+def _declared_parameters(source: str) -> list[str]:
+    return sorted(set(re.findall(r"^([A-Za-z_]\w*)\s*=", source, flags=re.M)))
+
+
+def title_lab(nb: dict) -> str | None:
+    """The lab number its title names ('# Lab 02 — ...'), or None."""
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown" and cell["source"].lstrip().startswith("#"):
+            found = TITLE.match(cell["source"].lstrip())
+            return found.group(1).zfill(2) if found else None
+    return None
+
+
+def read_submission(raw: bytes, names: list[str], known: list[str]) -> dict:
+    """What the grader needs of one submission, as plain data: the notebook to run (every code cell allowed to fail),
+    the parameters it declares, each exercise's definition, the lab its title names and which of the course's
+    exercise names it defines; or {"invalid": why}."""
+    try:
+        nb = load_notebook(raw)
+    except Unreadable as exc:
+        return {"invalid": str(exc)}
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    parameters = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
+    if not parameters:
+        return {"invalid": "the notebook has no cell tagged 'parameters': submit the lab's notebook, not another file"}
+    size = sum(len(c["source"]) for c in code)
+    if size > MAX_CODE_CHARS:
+        return {"invalid": f"its code cells hold {size:,} characters; the grader reads at most {MAX_CODE_CHARS:,} "
+                           "(the course's largest notebook has about 40,000)"}
+    sources = [c["source"] for c in code]
+    statements = [node for body in (_parse(s) for s in sources) for node in body]
+    defined = {t for node in statements if isinstance(node, DEFINING) for t in _targets(node)}
+    for cell in code:  # every cell may fail without stopping the run
+        cell["metadata"]["tags"] = [t for t in cell["metadata"].get("tags", []) if t != "raises-exception"] + ["raises-exception"]
+    return {"notebook": json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
+            "declared": _declared_parameters(parameters[0]["source"]),
+            "definitions": {name: _definition(statements, name) for name in names},
+            "title_lab": title_lab(nb), "defines": sorted(defined & set(known))}
+
+
+def _cut(text, limit: int = MAX_OUTPUT_CHARS) -> str:
+    text = "".join(text) if isinstance(text, list) else str(text)
+    return text if len(text) <= limit else text[:limit] + "\n[... output cut by the grader ...]\n"
+
+
+def clean_executed(raw: bytes) -> dict:
+    """The executed notebook with every output cut to the limit (images too large are dropped), and what its outputs
+    say: {"notebook", "errors", "interrupted", "first_error"}; or {"invalid": why}."""
+    try:
+        nb = load_notebook(raw)
+    except Unreadable as exc:
+        return {"invalid": str(exc)}
+    errors = interrupted = 0
+    first = ""
+    for number, cell in enumerate(nb["cells"], 1):
+        if cell["cell_type"] != "code":
+            continue
+        kept = []
+        outputs = cell.get("outputs", [])
+        for output in outputs if isinstance(outputs, list) else []:
+            if not isinstance(output, dict):
+                continue
+            kind = output.get("output_type")
+            if kind == "stream":
+                output["text"] = _cut(output.get("text", ""))
+            elif kind == "error":
+                errors += 1
+                interrupted += output.get("ename") == "KeyboardInterrupt"
+                first = first or f"cell {number}: {str(output.get('ename', ''))[:80]}: {str(output.get('evalue', ''))[:160]}"
+                output["ename"] = _cut(output.get("ename", ""), 200)
+                output["evalue"] = _cut(output.get("evalue", ""), 2000)
+                trace = output.get("traceback", [])
+                output["traceback"] = [_cut(line, 2000) for line in (trace if isinstance(trace, list) else [])[:50]]
+            elif kind in ("display_data", "execute_result"):
+                data = output.get("data", {})
+                if not isinstance(data, dict):
+                    output["data"] = data = {}
+                for mime in list(data):
+                    if mime.startswith("text/") or mime.endswith("json"):
+                        data[mime] = _cut(data[mime] if isinstance(data[mime], (str, list)) else json.dumps(data[mime]))
+                    elif len(str(data[mime])) > 4 * MAX_OUTPUT_CHARS:
+                        del data[mime]
+            kept.append(output)
+        cell["outputs"] = kept
+    return {"notebook": json.dumps(nb, indent=1, ensure_ascii=False) + "\n", "errors": errors,
+            "interrupted": interrupted, "first_error": first}
+
+
+# ---- the child, and the grader's side of it ------------------------------------------------------------------------
+
+def main() -> None:
+    """In the child: one request on stdin (a JSON line, then the notebook's bytes), one JSON answer on stdout."""
+    request = json.loads(sys.stdin.buffer.readline())
+    raw = sys.stdin.buffer.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(raw) > MAX_NOTEBOOK_BYTES:
+        answer = {"invalid": f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB"}
+    elif request["op"] == "read":
+        answer = read_submission(raw, request["names"], request["known"])
+    else:
+        answer = clean_executed(raw)
+    sys.stdout.write(json.dumps(answer))
+
+
+CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from lab_utils.instructor.extract import main; main()"
+
+
+def _limit_child():
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_CPU, (CHILD_CPU_S, CHILD_CPU_S))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def in_child(request: dict, raw: bytes, timeout: float = CHILD_TIMEOUT_S) -> dict:
+    """Run `main` on a notebook's bytes in a child with memory, CPU and time limits: its answer, or {"invalid": why}."""
+    limits = f"{CHILD_MEMORY_BYTES // 2**20} MiB of memory, {CHILD_CPU_S} s of CPU"
+    try:
+        done = subprocess.run([sys.executable, "-I", "-c", CHILD, str(ROOT)], input=json.dumps(request).encode() + b"\n" + raw,
+                              capture_output=True, timeout=timeout, preexec_fn=_limit_child)
+    except subprocess.TimeoutExpired:
+        return {"invalid": f"the grader could not read it within {timeout:g} s"}
+    if done.returncode != 0:
+        last = (done.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return {"invalid": f"the grader could not read it within its limits ({limits}): {last[:200]}"}
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        return {"invalid": "the grader could not read it (no answer from its reader)"}
+    return answer if isinstance(answer, dict) else {"invalid": "the grader could not read it"}
+
+
+def read_in_child(raw: bytes, names: list[str], known: list[str]) -> dict:
+    """`read_submission` in a limited child."""
+    return in_child({"op": "read", "names": list(names), "known": list(known)}, raw)
+
+
+def clean_in_child(raw: bytes) -> dict:
+    """`clean_executed` in a limited child."""
+    return in_child({"op": "clean"}, raw)

@@ -1,13 +1,13 @@
 """Grade submitted notebooks. Each submission runs in a sandbox of its own: once whole (papermill, for the executed
-notebook handed back and the run's status), then once per exercise in a fresh probe process that runs only the
-learner's definition and the lab's set-up, on inputs drawn for this run. Scores are computed here, in the grader's
-own process, against references computed here; outputs are written at the end, where no submission can reach."""
+notebook handed back and the run's status), then once per exercise in a fresh probe process that runs the learner's
+definition as the kernel had it at the notebook's self-check, with the lab's set-up, on inputs drawn for this run.
+Scores are computed here, in the grader's own process, against references computed here; the submission's notebook
+and code are only ever read in a limited child (`extract`); outputs are written at the end (`gradebook`), where no
+submission can reach."""
 from __future__ import annotations
 
 import base64
-import contextlib
-import csv
-import io
+import dataclasses
 import json
 import os
 import random
@@ -21,20 +21,18 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
-
 from .. import exercises as ex
-from . import extract, sandbox
+from ..hardware import usable_cpu_count
+from . import extract, gradebook, sandbox
+from .gradebook import ExerciseScore, Graded
+from .extract import MAX_NOTEBOOK_BYTES, MAX_OUTPUT_CHARS  # noqa: F401  (the limits, where the tests look for them)
 from .probe import MAX_ANSWER_BYTES, parse_answer
 
 ROOT = Path(__file__).resolve().parents[2]
-GRADEBOOK_COLUMNS = ("student", "lab", "score", "max_score", "status", "seconds", "message", "sandbox")
 STATUSES = ("completed", "error", "timeout", "kernel_died", "invalid", "lost")
-MAX_OUTPUT_CHARS = 20_000  # per output, in the executed notebook handed back
-MAX_NOTEBOOK_BYTES = 64 * 2**20
 PROBE_TIMEOUT_S = 120.0
 # small, fast settings for every lab (only those a notebook declares are injected)
 FAST_PARAMETERS = {"seed": 0, "epochs": 2, "lr_epochs": 2, "scaling_steps": 5, "rounds": 1, "small_micro_batches": [16],
@@ -45,58 +43,76 @@ FAST_PARAMETERS = {"seed": 0, "epochs": 2, "lr_epochs": 2, "scaling_steps": 5, "
                    "fresh_compile_cache": False, "batch_sweep": [1, 8, 64], "timing_steps": 3, "timing_repeats": 3,
                    "sweep_batches": [8, 16], "hotspot_devices": [1, 2], "hotspot_batch": 16, "compare_steps": 1,
                    "timed_steps": 2, "warmup_steps": 1, "steps_per_repeat": 3}
+# runs in the sandbox as its pid 1, not dumpable: the notebook comes in on stdin; papermill saves the executed notebook
+# after every cell into a file without a name (O_TMPFILE), which the kernel can neither find, replace nor block; the
+# driver stops the run at its deadline and sends back the last saved notebook on a descriptor the kernel does not have
 PAPERMILL = """
-import json, sys
+import ctypes, json, os, signal, sys, warnings
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+params, cell_timeout, root, limit, deadline = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+notebook = sys.stdin.buffer.read(limit + 1)
+back = os.dup(1)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+with open("submission.ipynb", "wb") as handle:
+    handle.write(notebook)
+try:
+    saved = os.open(os.environ.get("TMPDIR", "."), os.O_TMPFILE | os.O_RDWR, 0o600)
+except OSError:  # a filesystem without unnamed files: a named one, removed at once (still open here)
+    import tempfile
+    saved, name = tempfile.mkstemp(prefix=".executed-")
+    os.unlink(name)
+warnings.filterwarnings("ignore")  # papermill: an output path without .ipynb
+
+
+class Deadline(Exception):
+    pass
+
+
+def stop(*_):
+    raise Deadline()
+
+
+sys.path.insert(0, root)
 import papermill
 from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
-prepared, executed, params, cell_timeout, root = sys.argv[1:6]
-sys.path.insert(0, root)
 from lab_utils.instructor.course import QUIET_KERNEL
+code = 0
+signal.signal(signal.SIGALRM, stop)
+signal.setitimer(signal.ITIMER_REAL, deadline)
 try:
-    papermill.execute_notebook(prepared, executed, parameters=json.loads(params), kernel_name="python3",
-                               execution_timeout=float(cell_timeout), interrupt_on_timeout=True, progress_bar=False,
-                               log_output=False, request_save_on_cell_execute=True, extra_arguments=QUIET_KERNEL)
+    papermill.execute_notebook("submission.ipynb", f"/proc/self/fd/{saved}", parameters=json.loads(params),
+                               kernel_name="python3", execution_timeout=cell_timeout, interrupt_on_timeout=True,
+                               progress_bar=False, log_output=False, request_save_on_cell_execute=True,
+                               extra_arguments=QUIET_KERNEL)
 except PapermillExecutionError:
     pass  # a cell raised: expected with partial answers; every cell still ran
 except DeadKernelError as exc:
     print("KERNEL DIED:", exc, file=sys.stderr)
-    sys.exit(3)
+    code = 3
+except Deadline:
+    code = 124
+signal.setitimer(signal.ITIMER_REAL, 0)
+offset = 0
+while offset <= limit:
+    chunk = os.pread(saved, 1 << 20, offset)
+    if not chunk:
+        break
+    offset += len(chunk)
+    while chunk:
+        chunk = chunk[os.write(back, chunk):]
+os._exit(code)
 """
-_SCORING = threading.Lock()
+STOP_GRACE_S = 30.0  # after the driver's own deadline: time to stop the kernel and send the notebook back
+PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from lab_utils.instructor.probe import main; main()")
+_SCORING = threading.Lock()  # references are computed one at a time: identical whatever --jobs says
 
 
 class SandboxUnavailable(RuntimeError):
     """No sandbox here, and the instructor did not accept grading without one."""
-  # references are computed one at a time: identical whatever --jobs says
-
-
-@dataclass
-class ExerciseScore:
-    name: str
-    points: float
-    max_points: float
-    message: str
-
-
-@dataclass
-class Graded:
-    student: str
-    lab: str
-    status: str
-    seconds: float = 0.0
-    message: str = ""
-    scores: list[ExerciseScore] = field(default_factory=list)
-    executed: nbformat.NotebookNode | None = None
-    sandbox: str = ""
-
-    @property
-    def score(self) -> float:
-        return sum(s.points for s in self.scores)
-
-    @property
-    def max_score(self) -> float:
-        return sum(s.max_points for s in self.scores)
 
 
 @dataclass(frozen=True)
@@ -105,6 +121,7 @@ class Item:
 
     exercise: ex.Exercise
     source: str | None = None
+    blocked: str = ""  # why it cannot run on this machine ('' when it can)
 
     @property
     def label(self) -> str:
@@ -137,6 +154,36 @@ def exercises_for(lab: str, tests_dir=None) -> list[Item]:
     return chosen
 
 
+# ---- what this machine can run ---------------------------------------------------------------------------------
+
+_MACHINE: dict[str, str] = {}
+
+
+def missing_here(need: str) -> str:
+    """'' when this machine has `need` ("gpu", "slurm"), else why not (looked at once)."""
+    if need not in _MACHINE:
+        if need == "gpu":
+            found = shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True,
+                                                                   timeout=30).returncode == 0
+            _MACHINE[need] = "" if found else "it needs a GPU, and this machine has none (nvidia-smi sees no device)"
+        elif need == "slurm":
+            from .. import slurm
+
+            _MACHINE[need] = "" if slurm.find() is not None else \
+                "it needs a Slurm cluster, and none answers here"
+        else:
+            _MACHINE[need] = f"it needs {need!r}, which the grader does not know how to provide"
+    return _MACHINE[need]
+
+
+def blocked_reason(exercise: ex.Exercise, isolation: sandbox.Isolation) -> str:
+    """Why this exercise cannot run on this machine (in its sandbox), or ''."""
+    reasons = [missing_here(need) for need in exercise.requires]
+    if "slurm" in exercise.requires and not reasons[exercise.requires.index("slurm")] and isolation.complete:
+        reasons.append("it needs a Slurm cluster, which a sandboxed probe cannot reach (it has no network)")
+    return "; ".join(filter(None, reasons))
+
+
 # ---- reading what a submission left, safely -----------------------------------------------------------------------
 
 def read_regular(path: Path, limit: int) -> bytes | None:
@@ -155,42 +202,23 @@ def read_regular(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def _cut(text, limit: int = MAX_OUTPUT_CHARS):
-    text = "".join(text) if isinstance(text, list) else str(text)
-    return text if len(text) <= limit else text[:limit] + "\n[... output cut by the grader ...]\n"
-
-
-def clean_for_student(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The executed notebook with every output cut to the limit (images too large are dropped)."""
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        kept = []
-        for output in cell.get("outputs", []):
-            kind = output.get("output_type")
-            if kind == "stream":
-                output["text"] = _cut(output.get("text", ""))
-            elif kind == "error":
-                output["evalue"] = _cut(output.get("evalue", ""), 2000)
-                output["traceback"] = [_cut(line, 2000) for line in output.get("traceback", [])[:50]]
-            elif kind in ("display_data", "execute_result"):
-                data = output.get("data", {})
-                for mime in list(data):
-                    if mime.startswith("text/") or mime.endswith("json"):
-                        data[mime] = _cut(data[mime] if isinstance(data[mime], (str, list)) else json.dumps(data[mime]))
-                    elif len(str(data[mime])) > 4 * MAX_OUTPUT_CHARS:
-                        del data[mime]
-            kept.append(output)
-        cell["outputs"] = kept
-    return nb
+def why_unreadable(path: Path) -> str:
+    """Why a submission path is not a notebook file the grader reads ('' when it is one)."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return f"cannot be read ({type(exc).__name__})"
+    if stat.S_ISLNK(info.st_mode):
+        return (f"a symbolic link (to {os.readlink(path)}), not a file: the grader follows no links; "
+                "hand in (or copy) the notebook itself")
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file (a folder, a FIFO or a device)"
+    if info.st_size > MAX_NOTEBOOK_BYTES:
+        return f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB"
+    return ""
 
 
 # ---- running a submission --------------------------------------------------------------------------------------
-
-def _declared_parameters(nb) -> set[str]:
-    cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
-    return set(re.findall(r"^([A-Za-z_]\w*)\s*=", cell.source, flags=re.M))
-
 
 def _python(box: sandbox.Sandbox, code: str, args: list[str], timeout: float) -> list[str]:
     """`python -I -c code args`: isolated (neither the working directory nor PYTHON* variables are on its path, so a
@@ -202,32 +230,94 @@ def _python(box: sandbox.Sandbox, code: str, args: list[str], timeout: float) ->
     return [sys.executable, "-I", "-c", runner, str(timeout), "--", *command]
 
 
-def execute(nb, box: sandbox.Sandbox, params: dict, *, cell_timeout: float, timeout: float) -> tuple[str, str, nbformat.NotebookNode | None]:
-    """Run the whole notebook in the sandbox; returns (status, message, executed notebook or None)."""
-    work, home = box.scratch / "run", box.scratch / "home"
-    work.mkdir()
-    home.mkdir()
-    prepared, executed = work / "submission.ipynb", work / "executed.ipynb"
-    for cell in nb.cells:  # every cell may fail without stopping the run
-        if cell.cell_type == "code":
-            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != "raises-exception"] + ["raises-exception"]
-    nbformat.write(nb, prepared)
-    with open(box.scratch / "papermill.stderr", "wb") as stderr_file:
-        process = box.popen(_python(box, PAPERMILL, [str(prepared), str(executed), json.dumps(params), str(cell_timeout),
-                                                     str(ROOT)], timeout),
-                            cwd=work, home=home, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr_file)
+class _Exchange:
+    """A sandboxed process's pipes: what it is given on stdin, at most `out_limit` bytes of its stdout (more is
+    drained and dropped), the last bytes of its stderr."""
+
+    def __init__(self, process: subprocess.Popen, data: bytes, out_limit: int, tail: int = 8192):
+        self.out, self.err, self.overflow = bytearray(), bytearray(), False
+        self._threads = [threading.Thread(target=self._feed, args=(process.stdin, data), daemon=True),
+                         threading.Thread(target=self._drain, args=(process.stdout, out_limit), daemon=True)]
+        if process.stderr is not None:
+            self._threads.append(threading.Thread(target=self._tail, args=(process.stderr, tail), daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def _feed(stream, data: bytes) -> None:
         try:
-            code = process.wait(timeout=timeout)
+            stream.write(data)
+        except OSError:
+            pass  # it ended before reading everything
+        finally:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def _drain(self, stream, limit: int) -> None:
+        with stream:
+            while chunk := stream.read1(1 << 16):
+                if len(self.out) + len(chunk) > limit:
+                    self.overflow = True
+                else:
+                    self.out += chunk
+
+    def _tail(self, stream, keep: int) -> None:
+        with stream:
+            while chunk := stream.read1(1 << 16):
+                self.err = (self.err + chunk)[-keep:]
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+def _wait(process: subprocess.Popen, box: sandbox.Sandbox, timeout: float) -> str:
+    """Wait for `process`; '' when it ended in time, else why it was stopped. Where the sandbox's CPU time is counted,
+    the limit counts its own CPU at its share (a busy machine cannot cost it the limit): it is stopped once it has used
+    `timeout` seconds of its share, or after twice `timeout` of waiting (sleeping or blocked); elsewhere after
+    `timeout` seconds."""
+    start, used_before = time.monotonic(), box.cpu_seconds()
+    if used_before is None:
+        try:
+            process.wait(timeout=timeout)
+            return ""
         except subprocess.TimeoutExpired:
-            code = None
-        box.kill_all()
-    tail = (read_regular(box.scratch / "papermill.stderr", 2**30) or b"")[-4000:].decode(errors="replace")
-    tail = "\n".join(line for line in tail.splitlines() if "WARNING" not in line)
-    raw = read_regular(executed, MAX_NOTEBOOK_BYTES)
+            return f"it ran longer than {timeout:g} s"
+    share = box.limits.cpus or usable_cpu_count()
+    while True:
+        try:
+            process.wait(timeout=0.2)
+            return ""
+        except subprocess.TimeoutExpired:
+            pass
+        used = (box.cpu_seconds() or used_before) - used_before
+        if used >= timeout * share:
+            return (f"it used {used:.0f} CPU-seconds, more than {timeout:g} s at its share of {share:g} CPU(s) "
+                    "allows")
+        if time.monotonic() - start >= 2 * timeout:
+            return f"it ran longer than {2 * timeout:g} s (using only {used:.1f} CPU-seconds: it waited or slept)"
+
+
+def execute(notebook: str, box: sandbox.Sandbox, params: dict, *, cell_timeout: float,
+            timeout: float) -> tuple[str, str, str | None]:
+    """Run the whole notebook in the sandbox; returns (status, message, executed notebook as text, or None)."""
+    argv = _python(box, PAPERMILL, [json.dumps(params), str(cell_timeout), str(ROOT), str(MAX_NOTEBOOK_BYTES),
+                                    str(timeout)], timeout + STOP_GRACE_S)
+    process = box.popen(argv, workdir="run", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        cpu_seconds=(timeout + STOP_GRACE_S) * usable_cpu_count())
+    exchange = _Exchange(process, notebook.encode(), MAX_NOTEBOOK_BYTES)
     try:
-        result = nbformat.reads(raw.decode(), as_version=4) if raw else None
-    except Exception:  # a notebook the kernel left half-written, or one the submission replaced
-        result = None
+        code = process.wait(timeout=timeout + STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    box.kill_all()
+    exchange.join()
+    tail = bytes(exchange.err)[-4000:].decode(errors="replace")
+    tail = "\n".join(line for line in tail.splitlines() if "WARNING" not in line)
+    cleaned = extract.clean_in_child(bytes(exchange.out)) if exchange.out and not exchange.overflow else {}
+    result = cleaned.get("notebook")
     if code is None or code == 124:
         return "timeout", f"the notebook ran longer than {timeout:g} s and was stopped", result
     if code == 3 or "KERNEL DIED" in tail:
@@ -235,11 +325,12 @@ def execute(nb, box: sandbox.Sandbox, params: dict, *, cell_timeout: float, time
     if code != 0 or result is None:
         last = tail.strip().splitlines()[-1][:200] if tail.strip() else f"exit code {code}"
         return "kernel_died", f"execution stopped: {last}", result
-    errors = [o for c in result.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    timeouts = tail.count("Timeout waiting for execute reply") + sum(o.get("ename") == "KeyboardInterrupt" for o in errors)
+    timeouts = tail.count("Timeout waiting for execute reply") + cleaned["interrupted"]
     if timeouts:
         return "timeout", f"{timeouts} cell(s) ran longer than {cell_timeout:g} s and were interrupted", result
-    return ("error" if errors else "completed"), "", result
+    if cleaned["errors"]:
+        return "error", f"{cleaned['errors']} cell(s) raised; the first: {cleaned['first_error']}", result
+    return "completed", "", result
 
 
 def run_spec(exercise: ex.Exercise, source: str | None) -> dict:
@@ -252,64 +343,41 @@ def run_spec(exercise: ex.Exercise, source: str | None) -> dict:
     return {"pickled": base64.b64encode(cloudpickle.dumps(exercise.run)).decode()}
 
 
-PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); "
-         "from lab_utils.instructor.probe import main; main()")
-
-
 def probe_request(item: Item, definition: str | None, inputs) -> dict:
     """What a probe receives for one exercise: plain data and the `run` spec, nothing of the reference or judge."""
     exercise = item.exercise
+    if item.blocked:
+        return {"name": exercise.name, "blocked": f"not graded on this machine: {item.blocked}"}
     if definition is None:
         return {"name": exercise.name, "missing": f"no cell defines {exercise.name}"}
     return {"name": exercise.name, "definition": definition, "inputs": inputs, "setup": exercise.setup,
             "run": run_spec(exercise, item.source)}
 
 
-def probe(request: dict, box: sandbox.Sandbox, timeout: float) -> dict:
+def probe(request: dict, box: sandbox.Sandbox, timeout: float, workdir: str = "probe") -> dict:
     """Run one exercise on the learner's definition in a fresh process in the sandbox; exactly one answer, or why not."""
+    if "blocked" in request:
+        return {"status": "blocked", "error": request["blocked"]}
     if "missing" in request:
         return {"status": "missing", "error": request["missing"]}
-    home = Path(tempfile.mkdtemp(prefix="probe-", dir=box.scratch))  # made now: nothing the notebook left is in it
-    process = box.popen(_python(box, PROBE, [str(ROOT)], timeout), cwd=home, home=home,
-                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    chunks: list[bytes] = []
-    reader = threading.Thread(target=_drain, args=(process.stdout, chunks), daemon=True)
-    reader.start()
-    try:
-        process.stdin.write((json.dumps(request) + "\n").encode())
-        process.stdin.close()
-    except OSError:
-        pass  # the process died before reading its request: no answer will come
-    try:
-        process.wait(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    process = box.popen(_python(box, PROBE, [str(ROOT)], 2 * timeout), workdir=workdir, stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cpu_seconds=timeout * usable_cpu_count())
+    exchange = _Exchange(process, (json.dumps(request) + "\n").encode(), MAX_ANSWER_BYTES + 1)
+    stopped = _wait(process, box, timeout)
     box.kill_all()
-    reader.join(timeout=5)
-    if timed_out:
-        return {"status": "error", "error": f"it ran longer than {timeout:g} s"}
+    exchange.join()
+    if stopped:
+        return {"status": "error", "error": stopped}
     if box.exceeded:
         return {"status": "error", "error": box.exceeded}
-    return parse_answer(b"".join(chunks))
-
-
-def _drain(stream, chunks: list) -> None:
-    total = 0
-    try:
-        while total <= MAX_ANSWER_BYTES:
-            chunk = stream.read1(65536)
-            if not chunk:
-                break
-            total += len(chunk)
-            chunks.append(chunk)
-    finally:
-        stream.close()
+    return parse_answer(bytes(exchange.out))
 
 
 def score(item: Item, record: dict, inputs) -> ExerciseScore:
     """Points for one probe's answer, judged here against the reference."""
     exercise = item.exercise
+    if record.get("status") == "blocked":
+        return ExerciseScore(item.label, 0.0, exercise.points, record.get("error", "not graded here"), "blocked")
     if record.get("status") != "ok":
         what = {"missing": record.get("error") or f"{exercise.name} is not defined",
                 "invalid": f"the answer could not be used ({record.get('error', '')})"}.get(
@@ -322,34 +390,45 @@ def score(item: Item, record: dict, inputs) -> ExerciseScore:
     return ExerciseScore(item.label, round(fraction * exercise.points, 3), exercise.points, message)
 
 
+def _invalid(student: str, lab: str, chosen: list[Item], why: str) -> Graded:
+    return Graded(student, lab, "invalid", 0.0, why, [ExerciseScore(c.label, 0.0, c.exercise.points, why) for c in chosen])
+
+
+def _other_lab(lab: str, info: dict, chosen: list[Item]) -> str:
+    """Why the notebook is another lab's ('' when it is this lab's, or cannot be told)."""
+    if info.get("title_lab") and info["title_lab"] != lab:
+        return (f"this is a lab {info['title_lab']} notebook (its title says Lab {info['title_lab']}), not lab {lab}'s: "
+                "hand in the right notebook")
+    ours = {c.exercise.name for c in chosen}
+    theirs = sorted(n for n in info.get("defines", []) if n not in ours)
+    if theirs and not ours & set(info.get("defines", [])):
+        labs = sorted({ex.REGISTRY[n].lab for n in theirs if n in ex.REGISTRY})
+        return (f"it defines {', '.join(theirs[:4])} (lab {', '.join(labs)}) and none of lab {lab}'s exercises: "
+                "hand in the right notebook")
+    return ""
+
+
 def prepare(path: Path, lab: str, chosen: list[Item], rng: random.Random, *, timeout: float, cell_timeout: float,
-            execute_notebook: bool = True) -> tuple[Graded | None, dict | None, list]:
-    """Read one submission and draw its inputs: (a row when it is not a lab notebook, else None; the job a sandbox
-    runs, as plain data; the inputs, which stay here for scoring)."""
-    student = Path(path).stem
-
-    def invalid(why: str) -> tuple:
-        return Graded(student, lab, "invalid", 0.0, why,
-                      [ExerciseScore(c.label, 0.0, c.exercise.points, why) for c in chosen]), None, []
-
-    raw = read_regular(Path(path), MAX_NOTEBOOK_BYTES)
+            probe_timeout: float = PROBE_TIMEOUT_S, execute_notebook: bool = True,
+            student: str | None = None) -> tuple[Graded | None, dict | None, list]:
+    """Read one submission (in a limited child) and draw its inputs: (a row when it is not this lab's notebook, else
+    None; the job a sandbox runs, as plain data; the inputs, which stay here for scoring)."""
+    student = student or Path(path).stem
+    why = why_unreadable(Path(path))
+    raw = None if why else read_regular(Path(path), MAX_NOTEBOOK_BYTES)
     if raw is None:
-        return invalid(f"not a regular file of at most {MAX_NOTEBOOK_BYTES // 2**20} MiB")
-    try:
-        nb = nbformat.reads(raw.decode(), as_version=4)
-        nbformat.validate(nb)
-    except Exception as exc:  # not JSON, not a notebook
-        return invalid(f"not a readable notebook: {type(exc).__name__}: {str(exc)[:200]}")
-    if not any(c.cell_type == "code" and "parameters" in c.metadata.get("tags", []) for c in nb.cells):
-        return invalid("the notebook has no cell tagged 'parameters': submit the lab's notebook, not another file")
-    cells = [c.source for c in nb.cells if c.cell_type == "code"]
-    declared = _declared_parameters(nb)
+        return _invalid(student, lab, chosen, why or "not a regular notebook file"), None, []
+    info = extract.read_in_child(raw, [c.exercise.name for c in chosen], sorted(ex.REGISTRY))
+    why = info.get("invalid") or _other_lab(lab, info, chosen)
+    if why:
+        return _invalid(student, lab, chosen, why), None, []
+    declared = set(info["declared"])
     inputs = [item.exercise.cases(random.Random(rng.randrange(2**63))) for item in chosen]
-    requests = [probe_request(item, extract.definition(cells, item.exercise.name), x) for item, x in zip(chosen, inputs)]
-    job = {"student": student, "lab": lab, "notebook": nbformat.writes(nb), "execute": execute_notebook,
+    requests = [probe_request(item, info["definitions"].get(item.exercise.name), x) for item, x in zip(chosen, inputs)]
+    job = {"student": student, "lab": lab, "notebook": info["notebook"], "execute": execute_notebook,
            "parameters": {k: v for k, v in FAST_PARAMETERS.items() if k in declared},
            "results_dir": "results_dir" in declared, "requests": requests, "timeout": timeout,
-           "cell_timeout": cell_timeout}
+           "cell_timeout": cell_timeout, "probe_timeout": probe_timeout}
     return None, job, inputs
 
 
@@ -358,37 +437,38 @@ def run_job(job: dict, isolation: sandbox.Isolation, scratch: Path, limits: sand
     notebook, then one probe per exercise. Returns plain data: status, message, executed notebook, answer records."""
     home = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_-]', '_', job['student'])[:40]}-", dir=scratch))
     params = dict(job["parameters"])
-    if job["results_dir"]:
-        params["results_dir"] = str(home / "run" / "results")
-    nb = nbformat.reads(job["notebook"], as_version=4)
+    probe_timeout = job.get("probe_timeout") or max(PROBE_TIMEOUT_S, job["cell_timeout"])
     try:
         with sandbox.Sandbox(isolation, home, limits, {"PYTHONPATH": str(ROOT)}) as box:
-            status, message, executed = (execute(nb, box, params, cell_timeout=job["cell_timeout"], timeout=job["timeout"])
+            if job["results_dir"]:
+                params["results_dir"] = str(box.inside("run") / "results")
+            status, message, executed = (execute(job["notebook"], box, params, cell_timeout=job["cell_timeout"],
+                                                 timeout=job["timeout"])
                                          if job["execute"] else ("completed", "probes only: the notebook was not run", None))
             if box.exceeded:
                 status, message = "error", f"stopped: {box.exceeded}"
-            records = [probe(request, box, max(PROBE_TIMEOUT_S, job["cell_timeout"])) for request in job["requests"]]
+            records = [probe(request, box, probe_timeout, f"probe-{i}") for i, request in enumerate(job["requests"])]
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        sandbox.remove_tree(home)
     return {"status": status, "message": message, "records": records, "sandbox": isolation.row_note,
-            "executed": nbformat.writes(clean_for_student(executed)) if executed is not None else None}
+            "executed": executed}
 
 
 def finish(job: dict, result: dict, chosen: list[Item], inputs: list, seconds: float) -> Graded:
     """Score a job's answers here, in the grader, against references computed here."""
     scores = [score(item, record, x) for item, record, x in zip(chosen, result["records"], inputs)]
-    executed = nbformat.reads(result["executed"], as_version=4) if result.get("executed") else None
-    return Graded(job["student"], job["lab"], result["status"], seconds, result["message"], scores, executed,
-                  result.get("sandbox", ""))
+    return Graded(job["student"], job["lab"], result["status"], seconds, result["message"], scores,
+                  result.get("executed"), result.get("sandbox", ""))
 
 
 def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isolation, *, scratch: Path,
               timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random,
-              execute_notebook: bool = True) -> Graded:
+              execute_notebook: bool = True, probe_timeout: float = PROBE_TIMEOUT_S,
+              student: str | None = None) -> Graded:
     """Execute and probe one submission in its own sandbox; whatever happens, return a Graded row."""
     start = time.monotonic()
     row, job, inputs = prepare(path, lab, chosen, rng, timeout=timeout, cell_timeout=cell_timeout,
-                               execute_notebook=execute_notebook)
+                               probe_timeout=probe_timeout, execute_notebook=execute_notebook, student=student)
     if row is not None:
         return row
     return finish(job, run_job(job, isolation, scratch, limits), chosen, inputs, time.monotonic() - start)
@@ -397,13 +477,18 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isola
 def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, cell_timeout: float = 120.0,
           jobs: int = 1, limits: sandbox.Limits | None = None, seed: int | None = None, say=print,
           execute_notebooks: bool = True, unsandboxed: bool = False,
-          isolation: sandbox.Isolation | None = None, slurm: dict | None = None) -> list[Graded]:
-    """Grade every submission (`jobs` at a time), then write the gradebook, feedback and executed notebooks.
+          isolation: sandbox.Isolation | None = None, slurm: dict | None = None,
+          probe_timeout: float | None = None, roster=None, lms: str | None = None, assignment: str | None = None,
+          regrade: str | None = None) -> list[Graded]:
+    """Grade every submission (`jobs` at a time), then write the gradebook, the class summary, feedback and executed
+    notebooks (and, with a roster, the LMS's import file).
 
     With execute_notebooks=False only the probes run (faster; no executed notebook and no run status). Where no
     sandbox can be made, grading is refused unless `unsandboxed` accepts the risk (then every row says so).
     With `slurm` (a dict: partition, retries, folder, on_submit) each submission runs as one task of a job array on the
-    cluster's nodes, in its sandbox there, and is scored here exactly as locally."""
+    cluster's nodes, in its sandbox there, and is scored here exactly as locally. `probe_timeout`: seconds of its share
+    of the CPUs one exercise's probe may use (default max(120, cell_timeout)). `regrade`: grade only that student's
+    submission (one of `paths`) into an existing output folder, keeping every other row."""
     lab = str(lab).zfill(2)
     if not ex.for_lab(lab) and not tests_dir:
         raise ValueError(f"lab {lab} has no graded exercises; labs with exercises: "
@@ -418,6 +503,19 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
     for folder, what in ((out_dir, "--out"), (Path(tests_dir).resolve() if tests_dir else None, "--tests")):
         if folder is not None and (folder == ROOT or folder in ROOT.parents):
             raise ValueError(f"{what} {folder} contains the course: choose a folder of its own (it is hidden from submissions)")
+    if lms is not None and lms not in gradebook.LMS:
+        raise ValueError(f"--lms {lms}: known: {sorted(gradebook.LMS)}")
+    if (roster is None) != (lms is None):
+        raise ValueError("--roster and --lms go together: the roster names the LMS's students")
+    roster_rows = gradebook.read_roster(roster) if roster is not None else None
+    earlier = None
+    if regrade is not None:
+        if regrade not in stems:
+            raise ValueError(f"--regrade {regrade}: no submission {regrade}.ipynb among the files given")
+        earlier = gradebook.read_rows(out_dir)  # refuses a folder with no earlier grading in it
+        if {r.lab for r in earlier} - {lab}:
+            raise ValueError(f"--regrade: {out_dir} holds the grading of lab {earlier[0].lab}, not lab {lab}")
+        paths = [paths[stems.index(regrade)]]
     chosen = exercises_for(lab, tests_dir)  # instructor tests are loaded once, here, before any submission runs
     _import_references(chosen)
     isolation = isolation or sandbox.detect()
@@ -426,35 +524,39 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
         raise SandboxUnavailable("no sandbox can be made on this machine, so a submission could read the instructor "
                                  "tests and other submissions: install bubblewrap (Debian: apt-get install bubblewrap), "
                                  "or pass --unsandboxed to grade anyway with that risk written in every gradebook row")
-    if isolation.one_at_a_time and jobs > 1:
-        say(f"grading one submission at a time, not {jobs}: this machine has no per-submission process limit "
-            "(no writable cgroups), so a fork bomb would starve a classmate graded beside it")
+    if isolation.one_at_a_time and jobs > 1 and slurm is None:
+        say(f"grading one submission at a time, not {jobs}: {isolation.why_one_at_a_time}")
         jobs = 1
+    limits = limits or sandbox.Limits()
+    if limits.cpus is None and isolation.cpu:
+        limits = dataclasses.replace(limits, cpus=round(usable_cpu_count() / max(1, jobs), 3))
+    chosen = [dataclasses.replace(item, blocked=blocked_reason(item.exercise, isolation)) for item in chosen]
+    for item in chosen:
+        if item.blocked:
+            say(f"{item.label} is blocked on this machine: {item.blocked}")
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="lab-grader-"))
-    scratch.chmod(0o711)  # a sandbox reaches its own folder (random name) and lists no one else's
+    scratch.chmod(0o711)  # without bubblewrap a sandbox reaches its own folder (random name) and lists no one else's
     rng = random.Random(seed if seed is not None else secrets.randbits(64))
     seeds = [rng.randrange(2**63) for _ in paths]
     copies = []
-    for i, p in enumerate(paths):  # each submission runs from a private copy; the originals stay hidden
+    for i, p in enumerate(paths):  # each submission is read from a private copy; the originals are never run
         copy = scratch / f"submission-{i}.ipynb"
-        data = read_regular(p, MAX_NOTEBOOK_BYTES)
-        copy.write_bytes(data if data is not None else b"")
-        if data is None:
-            copy.unlink()
-        copies.append((p.stem, copy))
+        why = why_unreadable(p)
+        data = None if why else read_regular(p, MAX_NOTEBOOK_BYTES)
+        if data is not None:
+            copy.write_bytes(data)
+        copies.append((p.stem, copy, why or ("" if data is not None else "not a regular notebook file")))
 
     def one(index: int) -> Graded:
-        stem, copy = copies[index]
+        stem, copy, why = copies[index]
         try:
-            if not copy.exists():
-                return Graded(stem, lab, "invalid", 0.0, "not a regular notebook file",
-                              [ExerciseScore(c.label, 0.0, c.exercise.points, "not a regular notebook file") for c in chosen])
-            row = grade_one(copy, lab, chosen, isolation, scratch=scratch, timeout=timeout,
-                            cell_timeout=cell_timeout, limits=limits or sandbox.Limits(), rng=random.Random(seeds[index]),
-                            execute_notebook=execute_notebooks)
-            row.student = stem
-            return row
+            if why:
+                return _invalid(stem, lab, chosen, why)
+            return grade_one(copy, lab, chosen, isolation, scratch=scratch, timeout=timeout,
+                             cell_timeout=cell_timeout, limits=limits, rng=random.Random(seeds[index]),
+                             execute_notebook=execute_notebooks, student=stem,
+                             probe_timeout=probe_timeout or max(PROBE_TIMEOUT_S, cell_timeout))
         except Exception as exc:  # a grader bug must not cost the rest of the batch
             import traceback
 
@@ -465,37 +567,37 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
     try:
         if slurm is not None:
             rows = _on_slurm(copies, lab, chosen, seeds, slurm, timeout=timeout, cell_timeout=cell_timeout,
-                             execute_notebooks=execute_notebooks, unsandboxed=unsandboxed, say=say)
+                             execute_notebooks=execute_notebooks, unsandboxed=unsandboxed, say=say,
+                             probe_timeout=probe_timeout)
         else:
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                 rows = list(pool.map(one, range(len(paths))))
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        sandbox.remove_tree(scratch)
     for row in rows:
         row.sandbox = row.sandbox or isolation.row_note
-    write_outputs(rows, out_dir)
+    everyone = gradebook.merge(earlier, rows) if earlier is not None else rows
+    written = gradebook.write_outputs(everyone, out_dir, [c.label for c in chosen], lab, fresh=rows,
+                                      roster=roster_rows, lms=lms, assignment=assignment)
+    for line in written:
+        say(line)
     return rows
 
 
 def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeout, execute_notebooks, unsandboxed,
-              say) -> list[Graded]:
+              say, probe_timeout=None) -> list[Graded]:
     """Every submission's sandboxed run as a task of a job array; scored here; a lost task gets a row."""
     from . import grade_slurm
 
     start = time.monotonic()
     prepared = []
-    for (stem, copy), seed in zip(copies, seeds):
-        if not copy.exists():
-            prepared.append((Graded(stem, lab, "invalid", 0.0, "not a regular notebook file",
-                                    [ExerciseScore(c.label, 0.0, c.exercise.points, "not a regular notebook file")
-                                     for c in chosen]), None, None))
+    for (stem, copy, why), seed in zip(copies, seeds):
+        if why:
+            prepared.append((_invalid(stem, lab, chosen, why), None, None))
             continue
         row, job, inputs = prepare(copy, lab, chosen, random.Random(seed), timeout=timeout, cell_timeout=cell_timeout,
-                                   execute_notebook=execute_notebooks)
-        if job is not None:
-            job["student"] = stem
-        if row is not None:
-            row.student = stem
+                                   execute_notebook=execute_notebooks, student=stem,
+                                   probe_timeout=probe_timeout or max(PROBE_TIMEOUT_S, cell_timeout))
         prepared.append((row, job, inputs))
     jobs = [job for _, job, _ in prepared if job is not None]
     folder = Path(options.get("folder") or tempfile.mkdtemp(prefix="lab-grader-slurm-", dir=Path.cwd()))
@@ -529,41 +631,3 @@ def _import_references(chosen) -> None:
         from .. import tf_distribute
 
         tf_distribute.import_tensorflow()
-
-
-# ---- outputs: written once, at the end, as fresh files -----------------------------------------------------------
-
-def write_fresh(path: Path, text: str) -> None:
-    """Write a new file at `path`, replacing whatever is there (a symlink is replaced, never followed)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def write_outputs(rows: list[Graded], out_dir: Path) -> None:
-    """gradebook.csv, STUDENT.feedback.md and STUDENT.executed.ipynb, each created fresh."""
-    book = io.StringIO()
-    writer = csv.writer(book, lineterminator="\n")
-    writer.writerow(GRADEBOOK_COLUMNS)
-    for r in rows:
-        writer.writerow([r.student, r.lab, f"{r.score:g}", f"{r.max_score:g}", r.status, f"{r.seconds:.1f}", r.message,
-                         r.sandbox])
-    write_fresh(out_dir / "gradebook.csv", book.getvalue())
-    for row in rows:
-        write_fresh(out_dir / f"{row.student}.feedback.md", feedback(row))
-        if row.executed is not None:
-            write_fresh(out_dir / f"{row.student}.executed.ipynb", nbformat.writes(row.executed))
-
-
-def feedback(row: Graded) -> str:
-    """What the student reads: per exercise, points and a message."""
-    lines = [f"# Lab {row.lab}: {row.student}", "", f"Score: {row.score:g} / {row.max_score:g}",
-             f"Run: {row.status}" + (f" ({row.message})" if row.message else ""), ""]
-    lines += [f"- **{s.name}**: {s.points:g} / {s.max_points:g} — {s.message}" for s in row.scores]
-    return "\n".join(lines) + "\n"

@@ -91,9 +91,12 @@ def main(argv: list[str]) -> int:
     if not isolation.complete and not job.get("unsandboxed"):
         print("grade --slurm: no sandbox can be made on this node:", isolation.describe(), file=sys.stderr)
         return 3
-    with tempfile.TemporaryDirectory(prefix="lab-grader-") as scratch:
-        os.chmod(scratch, 0o711)
-        result = grade.run_job(job, isolation, Path(scratch), sandbox.Limits())
+    scratch = Path(tempfile.mkdtemp(prefix="lab-grader-"))
+    try:
+        scratch.chmod(0o711)
+        result = grade.run_job(job, isolation, scratch, sandbox.Limits())
+    finally:
+        sandbox.remove_tree(scratch)
     write_json(folder / f"result-{index}.json", result)
     return 0
 

@@ -7,7 +7,9 @@ Never the reference, the judge or the Exercise object: those stay in the grader.
 Two processes, so that the learner's code cannot reach the answer channel (this process's stdout): this one reads
 the request, forks a child that closes every descriptor but a private result pipe and only then imports or runs
 anything, and forwards what the child sends after checking it is one answer of plain data. This process is not
-dumpable, so the child cannot open /proc/PID/fd of it either (and the sandbox's seccomp filter refuses ptrace).
+dumpable, so the child cannot open /proc/PID/fd of it either (and the sandbox's seccomp filter refuses ptrace); in
+bubblewrap it is the namespace's pid 1, so no other process inside holds the channel, and signals from the learner's
+code do not reach it. The learner's code sees `display` and `get_ipython` as a notebook does.
 """
 from __future__ import annotations
 
@@ -18,6 +20,23 @@ import sys
 MAX_ANSWER_BYTES = 16 * 2**20
 MAX_DEPTH = 24
 PR_SET_DUMPABLE = 4
+
+
+def _display(*objects, **options):
+    """IPython's display, as a notebook has it without an import (here it shows nothing: no one reads it)."""
+    from IPython.display import display
+
+    return display(*objects, **options)
+
+
+def _get_ipython():
+    """A shell without a kernel, for the few statements that bind what `get_ipython()` returns."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.instance()
+
+
+KERNEL_NAMES = {"display": _display, "get_ipython": _get_ipython}  # what a notebook's code may use without importing
 
 
 def _load_run(spec: dict):
@@ -45,7 +64,7 @@ def answer(request: dict) -> dict:
         return stub
     try:
         run = _load_run(request["run"])
-        namespace = {"__name__": "__learner__", "__builtins__": __builtins__}
+        namespace = {"__name__": "__learner__", "__builtins__": __builtins__, **KERNEL_NAMES}
         exec(compile(request.get("setup") or "", "<lab set-up>", "exec"), namespace)
         exec(compile(request["definition"], "<your notebook>", "exec"), namespace)
         if not callable(namespace.get(name)):
