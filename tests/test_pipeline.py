@@ -1,5 +1,6 @@
 """Pipeline schedules as data, the split, the stage ops and the runner over real gloo ranks against the unsplit model."""
 import os
+import statistics
 
 import numpy as np
 import pytest
@@ -172,14 +173,20 @@ def test_a_library_step_is_timed_whole_and_claims_no_bubble_or_activations(execu
 
 
 def test_waiting_in_a_recv_is_not_counted_as_work(executed):
-    """Stage 1's forward of a micro-batch starts computing only once stage 0's forward of it has ended."""
+    """Stage 1's forward of a micro-batch starts computing only once stage 0's forward of it has ended.
+
+    Judged on the median step: stage 0 can be descheduled between its send and reading the clock (a busy machine),
+    while a recv counted as work would put stage 1's start before stage 0's end in every step."""
     _, measured = executed
     for label in ("naive", "gpipe", "1f1b"):
-        for timeline in measured[label].timelines:
-            at = {(i.row, i.kind, i.label): i for i in timeline}
-            for m in range(measured[label].run.micro_batches):
-                assert at[("stage 1", "forward", str(m))].start_s >= at[("stage 0", "forward", str(m))].end_s - 1e-4
-                assert at[("stage 0", "backward", str(m))].start_s >= at[("stage 1", "backward", str(m))].start_s
+        for m in range(measured[label].run.micro_batches):
+            gaps, order = [], []
+            for timeline in measured[label].timelines:
+                at = {(i.row, i.kind, i.label): i for i in timeline}
+                gaps.append(at[("stage 1", "forward", str(m))].start_s - at[("stage 0", "forward", str(m))].end_s)
+                order.append(at[("stage 0", "backward", str(m))].start_s >= at[("stage 1", "backward", str(m))].start_s)
+            assert statistics.median(gaps) >= -1e-4, (label, m, gaps)
+            assert all(order), (label, m)
 
 
 def test_the_median_step_gives_every_figure_printed_about_a_step(executed):

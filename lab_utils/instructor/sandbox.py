@@ -447,7 +447,7 @@ class Sandbox:
             return wrapped + ["--chdir", "/", "--", sys.executable, "-I", "-c", DROP, str(self.uid), str(workdir), *argv]
         return wrapped + ["--chdir", str(workdir), "--", *argv]
 
-    def environment(self, home: Path) -> dict:
+    def child_environment(self, home: Path) -> dict:
         """The environment a submission sees: built from an allow-list, never the grader's copied."""
         env = {k: os.environ[k] for k in PASSED_VARIABLES if k in os.environ}
         env.update(PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", HOME=str(home), USER=INSIDE_NAME,
@@ -501,7 +501,7 @@ class Sandbox:
         else:
             cwd = inside
         try:
-            process = subprocess.Popen(self.command(argv, inside, read_end), cwd=cwd, env=self.environment(inside),
+            process = subprocess.Popen(self.command(argv, inside, read_end), cwd=cwd, env=self.child_environment(inside),
                                        preexec_fn=self._preexec(None if self._cpu_usage else cpu_seconds),
                                        pass_fds=pass_fds, **kwargs)
         finally:
