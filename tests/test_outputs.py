@@ -16,9 +16,9 @@ LEAKS = {
     "a port number": re.compile(r"\bport[ =:]+\d{4,5}\b", re.I),
     "a peer's address and port (a gloo error)": re.compile(r"\[[\w.:]+\]:\d{2,5}\b"),
     "a build path (a gloo error)": re.compile(r"/__w/|third_party/|\.(?:cc|cpp):\d+"),
-    "a date": re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"),
+    "a date": re.compile(r"(?<!\d)20\d\d-[01]\d-[0-3]\d(?!\d)"),  # also inside an ISO time stamp (2026-12-03T18:04)
     # A Slurm time limit (--time=HH:MM:SS) is a duration the lesson asks for, not the run's clock.
-    "a clock time": re.compile(r"(?<!time=)\b[0-2]\d:[0-5]\d:[0-5]\d\b"),
+    "a clock time": re.compile(r"(?<!time=)(?<![\d:])[0-2]\d:[0-5]\d:[0-5]\d(?![\d:])"),
     "a host name": re.compile(rf"\b{re.escape(socket.gethostname())}\b|\bhost(?:name)?: +\S+", re.I),
 }
 
@@ -47,6 +47,17 @@ def test_committed_outputs_show_no_build_machine_details_and_no_stderr(path):
             if found:
                 problems.append(f"cell {index}: {what}: {text[max(0, found.start() - 40):found.end() + 20]!r}")
     assert problems == []
+
+
+def test_the_leak_detectors_catch_what_slurm_and_the_clock_print_and_spare_durations():
+    caught = {what for what, pattern in LEAKS.items()
+              for text in ("530 lab11-req+ REQUEUED 0:0 2026-12-03T18:04:02", "it is 17:52:05 now",
+                           "0: node1 task 0 of 2 python in /work/wt-lab11/.venv", "task 0 waits on port 10405")
+              if pattern.search(text)}
+    assert caught == {"a date", "a clock time", "an absolute path", "a port number"}
+    spared = ("#SBATCH --time=00:05:00", "524 overrun short 1 TIMEOUT 0:0 70", "TotalCPU 00:02.952",
+              "rendezvous at 127.0.0.1:10537", "python in .venv")
+    assert [t for t in spared for pattern in LEAKS.values() if pattern.search(t)] == []
 
 
 @pytest.mark.parametrize("path", course.solution_notebooks(), ids=lambda p: p.name)

@@ -135,6 +135,11 @@ def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
     assert "restated" in str(said) and "; " not in said.notes
     as_claimed = measure.decide(noisy, claim="c", expected="e", no_worse_than=0.30)  # coarse enough already
     assert as_claimed.verdict == measure.HOLDS and as_claimed.notes == ""
+    scattered_win = [2.1, 1.2, 2.0, 2.1, 1.3, 2.2, 2.07]  # lab 06's library all-reduce: 2x faster, pairs scatter 20 %+
+    won = measure.decide(scattered_win, claim="c", expected="e", no_worse_than=0.05)
+    assert won.low > 1 and won.verdict == measure.HOLDS and "above 1" in won.notes
+    scattered_tie = [0.7, 1.3, 1.0, 0.8, 1.25]
+    assert measure.decide(scattered_tie, claim="c", expected="e", no_worse_than=0.05).verdict == measure.UNDECIDED
     worse = measure.decide([0.5, 0.55, 0.6, 0.52, 0.58], claim="c", expected="e", no_worse_than=0.10)
     assert worse.verdict == measure.REVERSED  # twice as slow is beyond any tolerance these pairs could resolve
 
