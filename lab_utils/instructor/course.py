@@ -27,7 +27,7 @@ TEST_PARAMETERS = {
     "05": {"repeats": 1, "steps_per_repeat": 3, "speed_steps": 2},
     "06": {"allreduce_max_bytes": 1 << 16, "allreduce_repeats": 3, "repeats": 3},
     "07": {"repeats": 3},
-    "08": {"tf_steps": 40, "throughput_gradients": 32},
+    "08": {"tf_steps": 40, "gradients": 80, "throughput_batch": 64, "throughput_gradients": 16},
     "09": {"repeats": 3, "batch_sweep": [1, 8, 64, 512], "rounds": 1, "pool_requests": 600, "run_s": 0.25},
     "10": {"allreduce_repeats": 3, "allreduce_max_bytes": 1 << 18},
     "11": {"speed_repeats": 1},
