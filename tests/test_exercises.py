@@ -479,6 +479,12 @@ def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong):
     assert fraction == 0.0, message
 
 
+def test_torch_chunk_fails_scatter_under_every_seed():
+    """A grader draws its own cases: a class of 30 had one torch.chunk answer at full marks before every draw held a
+    batch that chunk splits unevenly."""
+    assert not any(check(scatter_chunk, seed=seed).passed for seed in range(40))
+
+
 def test_the_self_check_names_the_mistake():
     assert "mean" in check(median_time_mean).message
     assert "warm-up" in check(median_time_times_warmup).message

@@ -8,7 +8,9 @@ from .core import Exercise, close, max_abs_diff, register
 
 def _scatter_cases(rng):
     cases = [(rng.randint(2, 6) * k + rng.randint(1, k - 1), k) for k in (2, 3, 4, 5)]  # uneven on purpose
-    return cases + [(k, k) for k in (rng.randint(2, 5),)] + [(rng.randint(2, 5) * 4, 4)]
+    # 4a + 1 over 4 devices: torch.chunk's sizes (a + 1, a + 1, a + 1, a - 2) always differ from the balanced split
+    # (a + 1, a, a, a), while some draws above give chunk's sizes by chance (every n over 2 devices does)
+    return cases + [(k, k) for k in (rng.randint(2, 5),)] + [(rng.randint(2, 5) * 4, 4), (rng.randint(2, 6) * 4 + 1, 4)]
 
 
 def _scatter_run(scatter, cases):
