@@ -156,9 +156,12 @@ class Verdict:
     unit: str = "x"
     lab: str = ""
     notes: str = ""  # e.g. that the machine was busy while the repeats ran
+    holds_from: float | None = None  # a no-worse-than claim: it holds while the whole range lies above this ratio
 
     def __str__(self) -> str:
-        text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} (above 1 means {self.expected}; range "
+        meaning = (f"{self.expected}: it holds while the whole range lies above {self.holds_from:.2f}"
+                   if self.holds_from is not None else f"above 1 means {self.expected}")
+        text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
                 f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, flags.reverses_theory(self) + [n for n in self.notes.split("; ") if n])
 
@@ -176,7 +179,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
-    verdict, notes = UNDECIDED, []
+    verdict, notes, holds_from = UNDECIDED, [], None
     # no_worse_than (a fraction): the claim is that A costs at most that much more than B (same work, e.g. two
     # orders of it), not that A wins; a win counts as holding. A tolerance smaller than RESOLVE x the pairs' own
     # scatter cannot be told apart here: the claim is restated as the tolerance these pairs can resolve, and says so
@@ -188,6 +191,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
                          f"{tolerance:.0%} and more, not {no_worse_than:.0%}: the claim tested is 'no worse by more than "
                          f"{tolerance:.0%}'")
         floor = 1 / (1 + tolerance)
+        holds_from = 1.0 if tolerance > MAX_RESTATED else floor
         if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
             notes[-1] = (f"these pairs scatter by {spread_of_pairs:.0%}, too much to test a cost of {no_worse_than:.0%}, "
                          f"but the whole range lies above 1: no cost at all")
@@ -206,7 +210,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = REVERSED
     load = conditions.taken()  # the measurements since the lab last recorded its rows
     notes += load.note() if load else []
-    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "; ".join(notes))
+    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "; ".join(notes), holds_from)
 
 
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",

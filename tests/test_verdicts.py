@@ -133,6 +133,11 @@ def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
     said = measure.decide(noisy, claim="c", expected="e", no_worse_than=0.10)
     assert said.verdict == measure.HOLDS and "restated" in said.notes and "25%" in said.notes
     assert "restated" in str(said) and "; " not in said.notes
+    # a ratio below 1 can hold a no-worse-than claim: the line says from where, not "above 1 means"
+    assert said.holds_from == pytest.approx(1 / 1.25, abs=0.02) and "above 1 means" not in str(said)
+    assert f"holds while the whole range lies above {said.holds_from:.2f}" in str(said)
+    plain = measure.decide(tight, claim="c", expected="e")
+    assert plain.holds_from is None and "above 1 means e" in str(plain)
     as_claimed = measure.decide(noisy, claim="c", expected="e", no_worse_than=0.30)  # coarse enough already
     assert as_claimed.verdict == measure.HOLDS and as_claimed.notes == ""
     scattered_win = [2.1, 1.2, 2.0, 2.1, 1.3, 2.2, 2.07]  # lab 06's library all-reduce: 2x faster, pairs scatter 20 %+
