@@ -86,11 +86,6 @@ class Isolation:
         return self.bubblewrap is not None
 
     @property
-    def hard_disk_limit(self) -> bool:
-        """Everything a submission writes is counted by the kernel (else its folder is only watched)."""
-        return self.complete or self.mounts_tmpfs
-
-    @property
     def one_at_a_time(self) -> bool:
         """No per-sandbox process or CPU limit here: a fork bomb or a CPU burner would slow a classmate graded beside it."""
         return bool(self.why_one_at_a_time)
