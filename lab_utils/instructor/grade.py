@@ -41,7 +41,7 @@ FAST_PARAMETERS = {"seed": 0, "epochs": 2, "lr_epochs": 2, "scaling_steps": 5, "
                    "n_devices": 2, "n_workers": 2, "stages": 2, "train_steps": 2, "train_epochs": 2, "steps": 2,
                    "gradients": 80, "tf_steps": 40, "straggler_factors": [1, 4], "run_s": 0.25, "pool_requests": 600,
                    "fresh_compile_cache": False, "batch_sweep": [1, 8, 64], "timing_steps": 3, "timing_repeats": 3,
-                   "sweep_batches": [8, 16], "hotspot_devices": [1, 2], "hotspot_batch": 16, "compare_steps": 1,
+                   "sweep_batches": [8, 16], "hotspot_devices": [1, 2], "hotspot_batch": 16, "compare_steps": 1, "compare_rounds": 3,
                    "timed_steps": 2, "warmup_steps": 1, "steps_per_repeat": 3}
 # runs in the sandbox as its pid 1, not dumpable: the notebook comes in on stdin; papermill saves the executed notebook
 # after every cell into a file without a name (O_TMPFILE), which the kernel can neither find, replace nor block; the

@@ -306,6 +306,9 @@ def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats:
             job = ex.submit(task, worker, cfg, str(folder))
             slurm.wait_for_results(job, timeout)
             out = job.results()[0]
+            # the results arrive before the job's processes have exited: the next run must not share the cores
+            # with their shutdown, so wait until Slurm records the job as ended
+            slurm.wait(job.job_id, timeout, say=lambda line: None)
         else:
             out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout)[0]
         runs[path].append((out["first_step_at"] - start, out["entered_at"] - start, out["samples_per_s"] / batch))
