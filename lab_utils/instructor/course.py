@@ -21,7 +21,7 @@ DEFAULT_CELL_TIMEOUT_S = 300
 TEST_PARAMETERS = {
     "00": {"timing_repeats": 3},
     "01": {"timing_steps": 3},
-    "02": {"timed_steps": 2, "sweep_batches": [8, 64]},
+    "02": {"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5},
     "03": {"lr_epochs": 2, "speed_steps": 5},
     "04": {"rounds": 2},
     "05": {"repeats": 1, "steps_per_repeat": 3, "speed_steps": 2},
