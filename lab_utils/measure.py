@@ -186,6 +186,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     if len(ratios) >= MIN_PAIRS and no_worse_than is not None:
         spread_of_pairs = scatter(ratios, confidence)
         tolerance = max(no_worse_than, RESOLVE * spread_of_pairs)
+        if f"{tolerance:.0%}" == f"{no_worse_than:.0%}":  # a restatement that reads "10 %, not 10 %" restates nothing
+            tolerance = no_worse_than
         if tolerance > no_worse_than:
             notes.append(f"restated: these pairs scatter by {spread_of_pairs:.0%}, so this machine can tell a cost of "
                          f"{tolerance:.0%} and more, not {no_worse_than:.0%}: the claim tested is 'no worse by more than "

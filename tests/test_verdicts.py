@@ -129,6 +129,10 @@ def test_runs_whose_verdicts_hold_and_reverse_are_told_apart(tmp_path):
 def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
     tight = [1.0, 0.99, 1.01, 1.0, 0.995]
     assert measure.decide(tight, claim="c", expected="e", no_worse_than=0.10).notes == ""  # resolvable: as claimed
+    barely = [0.966, 1.0, 1.035, 1.0, 0.99]  # 3 x their scatter is 10.3 %: as claimed, not "10 % and more, not 10 %"
+    assert measure.scatter(barely) * measure.RESOLVE > 0.10
+    kept = measure.decide(barely, claim="c", expected="e", no_worse_than=0.10)
+    assert kept.notes == "" and kept.holds_from == pytest.approx(1 / 1.10)
     noisy = [0.91, 0.97, 1.07, 0.99, 0.95]  # scatter (1.07 - 0.91) / 2 / 0.97 = 8 %: it can tell 25 %, not 10 %
     said = measure.decide(noisy, claim="c", expected="e", no_worse_than=0.10)
     assert said.verdict == measure.HOLDS and "restated" in said.notes and "25%" in said.notes
