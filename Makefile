@@ -36,12 +36,14 @@ $(STAMP): pyproject.toml
 course: env  ## execute every lab headless into build/course/ and print the summary
 	$(PY) -m lab_utils course --out build/course $(if $(LABS),--labs $(LABS))
 
-test: env  ## unit tests, the student-notebook drift check, and nbval on solutions/ (TEST_WORKERS=1: one at a time)
+test: env  ## the type check, unit tests, the student-notebook drift check, and nbval on solutions/ (TEST_WORKERS=1: one at a time)
+	$(PY) -m mypy
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest solutions tests --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q \
 		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
-test-fast: env  ## the inner loop (a few minutes): unit tests, assign --check and the judges; no notebook, no test marked slow
+test-fast: env  ## the inner loop (a few minutes): the type check, unit tests, assign --check and the judges; no notebook, no test marked slow
+	$(PY) -m mypy
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests -m "not slow" -p no:cacheprovider -q \
 		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 

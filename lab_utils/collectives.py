@@ -189,6 +189,7 @@ class Traffic:
 
     def by_collective(self) -> dict:
         """{collective: [calls, bytes this rank sent]}."""
+        out: dict
         out = {}
         for c in self.calls:
             calls, total = out.get(c.collective, (0, 0.0))
@@ -198,6 +199,7 @@ class Traffic:
     def table(self, steps: int = 1) -> dict[str, dict]:
         """{"phase collective": {"calls": calls in all `steps`, "bytes": buffer bytes per step}}, first seen first."""
         # calls are a total: per step they may vary (DDP, for one, regroups its buckets after the first step)
+        rows: dict
         rows = {}
         for c in self.calls:
             row = rows.setdefault(f"{c.phase} {c.collective}".strip(), {"calls": 0, "bytes": 0.0})

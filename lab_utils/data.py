@@ -253,7 +253,7 @@ def synthetic_images(n: int, *, image_shape=(1, 28, 28), num_classes: int = 10, 
     images = np.empty((n, c, h, w), dtype=np.float32)
     for i, (label, dy, dx) in enumerate(zip(labels, *rng.integers(-shift, shift + 1, size=(2, n)))):
         images[i] = np.roll(templates[label], (dy, dx), axis=(1, 2))
-    images += rng.normal(0.0, noise, size=images.shape).astype(np.float32)
+    images += rng.normal(0.0, noise, size=images.shape).astype(np.float32)  # type: ignore[attr-defined]  # sized: an array
     return np.clip(images, 0.0, 1.0), labels.astype(np.int64)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -149,6 +150,7 @@ class StepReport:
 
     def phase_seconds(self) -> dict:
         """seconds[device row][phase] for this step."""
+        table: dict
         table = {}
         for i in self.intervals:
             table.setdefault(i.row, {}).setdefault(i.kind, 0.0)
@@ -266,8 +268,8 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
         with parallel_class(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
             parallel_opt = torch.optim.SGD(parallel.model.parameters(), lr=0.01)
             reports = []
-            candidates = {n: (lambda n=n: single_device_step(models[n], x, y, optimizers[n], threads=singles[n]))
-                          for n in singles}
+            candidates: dict[str, Callable[..., Any]] = {
+                n: (lambda n=n: single_device_step(models[n], x, y, optimizers[n], threads=singles[n])) for n in singles}
             candidates[many] = lambda: reports.append(parallel.step(x, y, parallel_opt))
             timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0])
         base = timings[ONE_DEVICE]

@@ -21,7 +21,7 @@ def flat_weights(model: nn.Module) -> np.ndarray:
 def bn_running_mean(model: nn.Module) -> list[float] | None:
     """The first BatchNorm layer's running mean (None without BatchNorm): what evaluation will normalise with."""
     bn = next((m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)), None)
-    return bn.running_mean.tolist() if bn is not None else None
+    return bn.running_mean.tolist() if bn is not None and bn.running_mean is not None else None
 
 
 class AllReduceBatchNorm2d(nn.BatchNorm2d):
@@ -40,6 +40,9 @@ class AllReduceBatchNorm2d(nn.BatchNorm2d):
         total = stats[-1]
         mean = stats[:channels] / total
         var = stats[channels:2 * channels] / total - mean * mean
+        # this layer always tracks running statistics with a momentum (nn.BatchNorm2d's defaults)
+        assert self.num_batches_tracked is not None and self.running_mean is not None
+        assert self.running_var is not None and self.momentum is not None
         with torch.no_grad():
             self.num_batches_tracked += 1
             self.running_mean.lerp_(mean.detach(), self.momentum)
@@ -72,6 +75,8 @@ class AllReduceTimer:
     """DDP's gradient averaging as a communication hook that also counts and times each bucket's all-reduce."""
 
     def __init__(self, ddp_model, optimizer, *, average: bool = True):
+        self._pending: list
+        self.seconds_per_step: list[float]
         self.average, self.calls, self._pending, self.seconds_per_step = average, 0, [], []
         if isinstance(ddp_model, nn.parallel.DistributedDataParallel):  # else nothing is counted or timed
             ddp_model.register_comm_hook(self, AllReduceTimer._hook)

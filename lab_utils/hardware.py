@@ -87,6 +87,7 @@ def cpu_info(text: str | None = None) -> dict:
             text = open("/proc/cpuinfo").read()
         except OSError:  # no /proc/cpuinfo (macOS, Windows): 0 cores, no features
             return {"cpu_model": platform.processor() or platform.machine(), "physical_cores": 0, "cpu_features": ""}
+    flags: set[str]
     model, flags, cores = "", set(), set()
     physical = core = None
     for line in text.splitlines():

@@ -158,7 +158,7 @@ def hold_process_groups() -> None:
             _HELD_GROUPS.append(distributed_c10d._get_default_group())
         return original(group)
 
-    destroy_process_group.__wrapped_by_lab__ = True
+    destroy_process_group.__wrapped_by_lab__ = True  # type: ignore[attr-defined]  # a function takes attributes
     destroy_process_group.__doc__ = original.__doc__
     dist.destroy_process_group = distributed_c10d.destroy_process_group = destroy_process_group
 
@@ -411,6 +411,8 @@ def _run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeou
 def _collect(processes, results, started, world_size, timeout, n_jobs):
     """Wait for every rank's values; raise on the first failure or at the deadline."""
     deadline = time.monotonic() + timeout
+    values: dict
+    exited_at: dict
     values, errors, exited_at = {}, [], {}
     first_error_at = None
     while len(values) < world_size:
@@ -547,6 +549,7 @@ def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | No
         except RankError as exc:
             if attempt == attempts or not any(s in exc.traceback_text for s in PORT_IN_USE):
                 raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def launch(worker, world_size: int, args: tuple = (), timeout: float = 120.0, *, port: int | None = None,

@@ -12,6 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import conditions, flags, hardware
 
@@ -88,6 +89,7 @@ def time_interleaved(fns: dict, *, warmup: int = 1, repeats: int = 5, device=Non
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     before = before or {}
     names = list(fns)
+    times: dict[str, list[float]]
     times = {name: [] for name in names}
     with conditions.measuring():
         _run_interleaved(fns, names, times, warmup, repeats, device, before)
@@ -276,6 +278,7 @@ class StepTimer:
     """Times a loop's steps: call tick() at the end of each; the median step, warm-up excluded, gives samples/s."""
 
     def __init__(self, device=None, warmup: int = 3):
+        self.seconds: list[float]
         self.device, self.warmup, self.seconds = device, warmup, []
         self._last = time.perf_counter()
 
@@ -494,13 +497,14 @@ def write_result(result: Result, directory=None, hw: hardware.HardwareReport | N
     if not math.isfinite(result.samples_per_s) or result.samples_per_s <= 0:
         raise ValueError(f"samples_per_s must be a positive number, got {result.samples_per_s!r}")
     result = result.stamped(hw)
+    assert result.machine is not None  # stamped() fills it in
     values = {**{f.name: getattr(result, f.name) for f in dataclasses.fields(Result) if f.name != "machine"},
               **dataclasses.asdict(result.machine)}
     return _append(results_dir(directory) / f"lab{result.lab}.csv", RESULT_COLUMNS, values)
 
 
 def _parse_row(path: Path, line: int, record: dict) -> Result:
-    parsed = {}
+    parsed: dict[str, Any] = {}
     for column in RESULT_COLUMNS:
         text = (record.get(column) or "").strip()
         if column in _INTS + _FLOATS:
@@ -548,7 +552,8 @@ def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=No
     if not path.exists():
         return None
     host = hardware.detect().host
-    rows = [r for r in read_results(path) if r.workload == workload and r.variant == variant and r.machine.host == host]
+    rows = [r for r in read_results(path)
+            if r.workload == workload and r.variant == variant and r.machine and r.machine.host == host]
     return max(rows, key=lambda r: r.timestamp).samples_per_s if rows else None
 
 

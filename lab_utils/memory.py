@@ -81,7 +81,7 @@ class SavedActivations:
         self.model = model
         self._spans: dict[tuple, set] = {}
         self._dtypes: dict[tuple, str] = {}  # each storage's element type (as its first saved tensor has it)
-        self._hooks = None
+        self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
 
     def _parameter_storages(self) -> set:
         params = self.model.parameters() if self.model is not None else ()
@@ -97,11 +97,12 @@ class SavedActivations:
         return tensor
 
     def __enter__(self) -> "SavedActivations":
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
-        self._hooks.__enter__()
+        self._hooks = hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+        hooks.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
+        assert self._hooks is not None  # set by __enter__
         self._hooks.__exit__(*exc)
 
     @property
@@ -231,7 +232,7 @@ def layer_blocks(model: nn.Sequential) -> list[nn.Sequential]:
     """The model cut before every layer with weights: [conv, relu, pool], [conv, relu, pool, flatten], ..."""
     starts = [i for i, m in enumerate(model) if any(True for _ in m.parameters(recurse=False))]
     bounds = [0, *starts[1:], len(model)]
-    return [model[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [model[a:b] for a, b in zip(bounds, bounds[1:])]  # type: ignore[misc]  # a slice of a Sequential is one
 
 
 def block_names(model: nn.Sequential) -> list[str]:

@@ -46,6 +46,7 @@ def pipeline_explorer(forward_op, backward_op, *,
     schedule = w.Dropdown(options=["gpipe", "1f1b", "naive"], value="gpipe", description="schedule")
     run = w.Button(description="run it for real", button_style="primary")
     status, chart = w.HTML(), w.Output()
+    measured: dict
     measured = {}
 
     def draw(*_):

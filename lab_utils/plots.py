@@ -23,7 +23,7 @@ def kind_colors(kinds) -> dict:
     """One tab10 colour per kind, in order."""
     import matplotlib.pyplot as plt
 
-    palette = plt.get_cmap("tab10").colors
+    palette = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # tab10 is a ListedColormap, which has them
     return {kind: palette[i % len(palette)] for i, kind in enumerate(kinds)}
 
 

@@ -30,6 +30,7 @@ def _key(row: Result) -> tuple:
 
 def latest(rows: list[Result]) -> list[Result]:
     """One row per configuration and machine: the newest (a lab run twice appends its rows twice)."""
+    newest: dict
     newest = {}
     for row in rows:
         config = _key(row) + (row.strategy, row.variant, row.world_size, row.threads)
@@ -65,7 +66,9 @@ class Compared:
         """Speedup per unit of extra hardware; None against a baseline that is not one device."""
         if not self.baseline or self.note:
             return None
-        return self.speedup / self.hardware_ratio
+        speedup, ratio = self.speedup, self.hardware_ratio
+        assert speedup is not None and ratio is not None  # both exist with a baseline
+        return speedup / ratio
 
     @property
     def flags(self) -> list[str]:
@@ -87,6 +90,7 @@ class Compared:
     def _speedup_flags(self) -> list[str]:
         if self.efficiency is None or self.is_baseline:
             return []
+        assert self.baseline is not None and self.hardware_ratio is not None  # efficiency is None without a baseline
         if self.row.lab != self.baseline.lab:  # another lab's baseline (across_labs), minutes apart, not interleaved:
             #                                   faster than its baseline per unit of hardware beyond both spreads
             if self.efficiency <= 1:
@@ -96,8 +100,9 @@ class Compared:
                                             what="the rate per unit of hardware", unit=self.row.rate,
                                             first_name=f"lab {self.baseline.lab}'s one-thread row",
                                             second_name=f"lab {self.row.lab}'s {self.row.strategy} row")
-        cores = self.row.machine.cpu_count if self.row.machine else None
-        oversubscribed = bool(cores) and not self.row.machine.gpu_names and self.row.resources > cores
+        machine = self.row.machine
+        cores = machine.cpu_count if machine else None
+        oversubscribed = bool(machine and cores and not machine.gpu_names and self.row.resources > cores)
         return plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed)
 
 
@@ -117,6 +122,7 @@ def _baseline_for(row: Result, group: list[Result]) -> tuple[Result | None, str]
 
 def compare(rows: list[Result]) -> list[Compared]:
     """Each row with its baseline row (one device; threads as the row's when there is a choice)."""
+    groups: dict
     groups = {}
     for row in rows:
         groups.setdefault(_key(row), []).append(row)
@@ -125,6 +131,7 @@ def compare(rows: list[Result]) -> list[Compared]:
 
 def across_labs(rows: list[Result]) -> list[Compared]:
     """Rows of workloads several labs recorded on one machine, each against the first lab's one-rank, 1-thread row."""
+    groups: dict
     groups = {}
     for row in rows:
         machine = row.machine.fingerprint if row.machine else ("",)

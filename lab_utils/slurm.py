@@ -86,6 +86,7 @@ def find() -> Cluster | None:
             os.environ["SLURM_CONF"] = conf  # so this process and the Slurm commands it runs reach the local cluster
     if out is None:
         return None
+    nodes: dict[str, Node]
     nodes, partitions, default = {}, [], None
     for line in out.splitlines():
         name, partition, state, cpus, memory, gres, host, address = line.split("|")
@@ -143,6 +144,7 @@ def cancel(job_id) -> None:
 def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
     """Wait for every task of the job to end, saying each change of state; returns the final `scontrol` records."""
     deadline = time.monotonic() + timeout
+    seen: dict
     seen = {}
     while True:
         jobs = job_info(job_id)

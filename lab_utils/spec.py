@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 # Each layer is a dict with a "type" and that type's parameters; these are all the types and parameters.
-LAYER_PARAMS = {
+LAYER_PARAMS: dict[str, dict[str, Any]] = {
     "conv2d": {"filters": None, "kernel_size": 3, "stride": 1, "padding": "same", "activation": "relu"},
     "maxpool2d": {"pool_size": 2},
     "batchnorm": {},
@@ -199,7 +200,7 @@ def build_torch(spec: list[dict], input_shape, *, seed: int | None = None):
 
     full = validate(spec)
     shapes = [tuple(input_shape)] + output_shapes(spec, input_shape)
-    modules = []
+    modules: list[nn.Module] = []
     for layer, shape in zip(full, shapes):
         kind = layer["type"]
         if kind == "conv2d":

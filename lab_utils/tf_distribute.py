@@ -193,7 +193,7 @@ def step_rate(batch_size: int, repeats) -> StepRate:
 
 def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmup: int = 2) -> dict[str, list]:
     """Each step's times per repeat of `steps_per_repeat` interleaved rounds, after `warmup` untimed calls of each."""
-    times = {name: [] for name in steps}
+    times: dict[str, list[list[float]]] = {name: [] for name in steps}
     for r in range(repeats):
         timings = measure.time_interleaved(steps, warmup=warmup if r == 0 else 0, repeats=steps_per_repeat)
         for name, timing in timings.items():
@@ -216,6 +216,7 @@ def _turns_worker(rank: int, world_size: int, payloads, repeats: int, steps_per_
 
     builders = cloudpickle.loads(payloads[rank])  # only this process's builders: a torch process never sees TF's
     steps = {name: build() for name, build in builders.items()}
+    times: dict[str, list]
     times, turns = {name: [] for name in steps}, []
     with process_group(timeout_s):  # used only to take turns
         for r in range(repeats + 1):  # the first round is the warm-up

@@ -57,6 +57,9 @@ class _RingGuard:
     def __init__(self, rank: int, world_size: int):
         self.rank, self.world_size = rank, world_size
         self.right, self.left = (rank + 1) % world_size, (rank - 1) % world_size
+        self.chunks: list | None
+        self.used: set[str]
+        self.requests: list
         self.chunks, self.send_index, self.recv_index = None, 0, 0
         self.used, self.requests = set(), []
 
@@ -83,6 +86,7 @@ class _RingGuard:
         if dst != self.right:
             raise ValueError(f"rank {self.rank} sends to rank {dst}: in this ring every rank sends to its right "
                              f"neighbour, (rank + 1) % world_size = {self.right}")
+        assert self.chunks is not None  # set by step() before the learner's ring step runs
         want = self.chunks[self.send_index].numel()
         if tensor.numel() != want:
             raise ValueError(f"rank {self.rank} sends {tensor.numel()} element(s), but chunks[send_index] = "
@@ -92,6 +96,7 @@ class _RingGuard:
         if src != self.left:
             raise ValueError(f"rank {self.rank} receives from rank {src}: in this ring every rank receives from its "
                              f"left neighbour, (rank - 1) % world_size = {self.left}")
+        assert self.chunks is not None  # set by step() before the learner's ring step runs
         want = self.chunks[self.recv_index].numel()
         if tensor.numel() != want:
             raise ValueError(f"rank {self.rank} receives into a buffer of {tensor.numel()} element(s), but its left "
@@ -140,7 +145,7 @@ def ring_exercise_worker(rank, world_size, ring_step, case):
             with guard.installed():
                 chunks = [c.to(device) for c in _probe_chunks(rank, world_size)]
                 received = step(chunks, rank, (rank - 1) % world_size, rank, world_size)
-                probe = {"received": [float(v) for v in received.reshape(-1)],
+                probe: dict[str, list] = {"received": [float(v) for v in received.reshape(-1)],
                          "own_after": [float(v) for v in chunks[(rank - 1) % world_size]]}
                 results = [ring_all_reduce(_ring_input(case["seed"], rank, n).to(device), rank, world_size,
                                            step).tolist() for n in case["sizes"]]
@@ -237,7 +242,7 @@ def _split_problem(case):
 def _split_run(split_output_channels, cases):
     import torch
 
-    out = []
+    out: list[dict] = []
     for case in cases:
         conv, x = _split_problem(case)
         try:

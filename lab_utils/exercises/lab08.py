@@ -73,7 +73,7 @@ def wrong_update_weights(case, n_workers: int, rule: str):
 
     cfg = _config(case, n_workers)
     split = parameter_server.load_split(cfg.dataset, cfg.seed)
-    weights = torch.nn.Parameter(parameter_server.initial_weights(split, cfg.seed))
+    weights: torch.Tensor = torch.nn.Parameter(parameter_server.initial_weights(split, cfg.seed))
     optimizer = torch.optim.SGD([weights], lr=cfg.lr, momentum=cfg.momentum)
     model = parameter_server.build_model(split, seed=0)
     workers = range(1, n_workers + 1)
@@ -85,7 +85,7 @@ def wrong_update_weights(case, n_workers: int, rule: str):
             x, y = parameter_server.worker_batch(split, w, n_workers, step, cfg.batch_size)
             F.cross_entropy(model(x), y).backward()
             grads[w] = parameters_to_vector([p.grad for p in model.parameters()]).detach()
-        total = sum(grads[w] for w in workers)
+        total: torch.Tensor = sum(grads[w] for w in workers)  # type: ignore[assignment]  # 0 + tensors: a tensor
         mean = total / n_workers
         if rule == "no_step":
             continue
@@ -184,6 +184,7 @@ def _never_pulled(order):
 
 
 def _pulled_before_update(order):
+    pulled: dict[int, int]
     version, pulled, out = 0, {}, []
     for w in order:
         out.append(version - pulled.get(w, 0))
@@ -223,7 +224,7 @@ def _lr_cases(rng):
 
 
 def _lr_run(damped_lr, cases):
-    out = []
+    out: list[float | str] = []
     for base, staleness in cases:
         try:
             out.append(float(damped_lr(base, staleness)))

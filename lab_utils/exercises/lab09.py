@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+from typing import Any
+
 from .core import ANY, Exercise, register
 
 SETUP = "import math\nimport queue\nimport time\nimport numpy as np"
@@ -34,6 +36,8 @@ def _collect_one(collect, case) -> dict:
     import threading
     import time
 
+    requests: queue.Queue[int]
+    box: dict[str, Any]
     requests, box = queue.Queue(), {}
     for i in range(1, case.get("queued", 0) + 1):
         requests.put(i)

@@ -98,14 +98,14 @@ StorageLoc={DATABASE}
 
 
 def mariadbd_command(db: Database, port: int) -> list[str]:
-    return [program("mariadbd"), "--no-defaults", f"--datadir={db.datadir}", f"--socket={db.socket}",
+    return [program("mariadbd") or "mariadbd", "--no-defaults", f"--datadir={db.datadir}", f"--socket={db.socket}",
             f"--pid-file={db.pid_file('mariadbd')}", f"--log-error={db.log_file('mariadbd')}", f"--port={port}",
             "--bind-address=127.0.0.1", "--skip-name-resolve", "--user=root", "--skip-log-bin",
             "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--max-connections=40"]
 
 
 def sql(db: Database, statement: str, timeout: float = 30.0) -> str:
-    done = subprocess.run([program("mariadb"), "--no-defaults", f"--socket={db.socket}", "-u", "root", "-N", "-e",
+    done = subprocess.run([program("mariadb") or "mariadb", "--no-defaults", f"--socket={db.socket}", "-u", "root", "-N", "-e",
                            statement], capture_output=True, text=True, timeout=timeout)
     if done.returncode:
         raise RuntimeError(f"mariadb: {done.stderr.strip()}")
@@ -119,7 +119,7 @@ def install(db: Database, say=print) -> float:
     start = time.monotonic()
     shutil.rmtree(db.datadir, ignore_errors=True)  # a half-made one from an interrupted first start
     db.datadir.mkdir(parents=True)
-    done = subprocess.run([program("mariadb-install-db"), "--no-defaults", f"--datadir={db.datadir}", "--user=root",
+    done = subprocess.run([program("mariadb-install-db") or "mariadb-install-db", "--no-defaults", f"--datadir={db.datadir}", "--user=root",
                            "--auth-root-authentication-method=socket", "--skip-test-db"],
                           capture_output=True, text=True, timeout=300)
     if done.returncode:
@@ -152,7 +152,7 @@ def grant(db: Database) -> None:
 def register(env: dict, cluster_name: str, users, say=print) -> None:
     """The cluster, the course's account with `users`, and the QOS of lab 11's pending demo (sacctmgr, idempotent)."""
     def sacctmgr(*args):
-        done = subprocess.run([program("sacctmgr"), "-i", *args], capture_output=True, text=True, timeout=30, env=env)
+        done = subprocess.run([program("sacctmgr") or "sacctmgr", "-i", *args], capture_output=True, text=True, timeout=30, env=env)
         out = (done.stdout + done.stderr).strip()
         if done.returncode and "Nothing new added" not in out and "already exists" not in out:
             raise RuntimeError(f"sacctmgr {' '.join(args)}: {out}")

@@ -7,6 +7,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import nbformat
 
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -18,7 +22,7 @@ DEFAULT_CELL_TIMEOUT_S = 300
 
 # What `make test` (nbval) and `course --size test` append to each lab's parameters cell: fewer repeats, steps and
 # sizes where they change no checked output (the compared cells give the same text at either size)
-TEST_PARAMETERS = {
+TEST_PARAMETERS: dict[str, dict[str, Any]] = {
     "00": {"timing_repeats": 3},
     "01": {"timing_steps": 3},
     "02": {"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5},

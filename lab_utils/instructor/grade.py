@@ -135,6 +135,7 @@ def load_test_file(path) -> list[ex.Exercise]:
     import cloudpickle
 
     spec = importlib.util.spec_from_file_location(f"instructor_tests_{abs(hash(str(path)))}", path)
+    assert spec is not None and spec.loader is not None  # a file path always gives both
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -381,7 +382,7 @@ def score(item: Item, record: dict, inputs) -> ExerciseScore:
     if record.get("status") != "ok":
         what = {"missing": record.get("error") or f"{exercise.name} is not defined",
                 "invalid": f"the answer could not be used ({record.get('error', '')})"}.get(
-                    record.get("status"), f"running your {exercise.name} failed: {record.get('error', 'an error')}")
+                    str(record.get("status")), f"running your {exercise.name} failed: {record.get('error', 'an error')}")
         return ExerciseScore(item.label, 0.0, exercise.points, what)
     with _SCORING:
         fraction, message = exercise.score(record["value"], inputs)
@@ -471,6 +472,7 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isola
                                probe_timeout=probe_timeout, execute_notebook=execute_notebook, student=student)
     if row is not None:
         return row
+    assert job is not None  # prepare gives a row or a job
     return finish(job, run_job(job, isolation, scratch, limits), chosen, inputs, time.monotonic() - start)
 
 
@@ -590,7 +592,7 @@ def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeou
     from . import grade_slurm
 
     start = time.monotonic()
-    prepared = []
+    prepared: list[tuple] = []  # (row, job, inputs): a row, or a job to run
     for (stem, copy, why), seed in zip(copies, seeds):
         if why:
             prepared.append((_invalid(stem, lab, chosen, why), None, None))

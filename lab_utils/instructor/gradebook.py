@@ -289,6 +289,7 @@ def write_outputs(rows: list[Graded], out_dir: Path, labels: list[str], lab: str
         write_fresh(out_dir / "class-summary.png", png)
     write_fresh(out_dir / "class-summary.csv", summary_csv(stats))
     write_fresh(out_dir / "class-summary.md", summary_md(rows, stats, lab, "class-summary.png" if png else None))
+    notes: list[str]
     notes = []
     if roster is not None and lms == "canvas":
         text, notes = canvas_csv(rows, roster, assignment or f"Lab {lab}")

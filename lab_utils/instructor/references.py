@@ -29,6 +29,7 @@ def staleness_from_order(order) -> list[int]:
 
     Every worker first pulls version 0; after its gradient is applied it pulls the version that update made.
     """
+    pulled: dict
     version, pulled, staleness = 0, {}, []
     for worker in order:
         staleness.append(version - pulled.get(worker, 0))

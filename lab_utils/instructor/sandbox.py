@@ -471,6 +471,7 @@ class Sandbox:
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
             if not cgroups:
                 resource.setrlimit(resource.RLIMIT_DATA, (limits.memory_bytes, limits.memory_bytes))
+                assert nproc is not None  # set above without cgroups
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
             if install is not None and uid is None:
                 install()  # with a uid to drop to, the filter would refuse the drop: it is loaded after it (DROP)
@@ -491,6 +492,7 @@ class Sandbox:
             pass_fds = (*pass_fds, read_end)
         elif self.uid is not None and seccomp.supported():
             argv = [sys.executable, "-I", "-c", _SECCOMP_THEN_EXEC, *argv]
+        cwd: str | Path
         if self.isolation.bubblewrap or self.uid is not None:
             cwd = "/"  # bubblewrap, or DROP, enters the folder
         else:

@@ -91,5 +91,5 @@ def installer():
         if prctl(_PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0 or \
                 prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "could not load the sandbox's seccomp filter")
-    install.keep = (table, prog)  # the filter must outlive the call
+    install.keep = (table, prog)  # type: ignore[attr-defined]  # the filter must outlive the call; functions take attributes
     return install

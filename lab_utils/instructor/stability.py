@@ -34,6 +34,7 @@ class Claim:
 
 def newest_per_claim(rows: list[dict]) -> dict:
     """(lab, claim) -> the newest row of that claim in one verdicts.csv (a lab run twice appends twice)."""
+    newest: dict
     newest = {}
     for row in rows:
         key = (row["lab"], row["claim"])

@@ -14,6 +14,7 @@ import ast
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 COURSE = Path(__file__).resolve().parents[2]
 
@@ -74,6 +75,7 @@ def from_notebook(path, name: str) -> Lesson:
                 if keep:
                     imports.append(ast.unparse(type(stmt)(**{**stmt.__dict__, "names": keep})))
     source, imports_text = ast.get_source_segment(sources[cell], node), "\n".join(imports)
-    namespace = {"__name__": f"lesson_{Path(path).stem}"}  # no such module: cloudpickle sends the function by value
+    assert source is not None  # node was parsed from this very text
+    namespace: dict[str, Any] = {"__name__": f"lesson_{Path(path).stem}"}  # no such module: cloudpickle sends the function by value
     exec(compile(imports_text + "\n\n" + source, f"<{Path(path).name}, cell {cell}>", "exec"), namespace)
     return Lesson(namespace[name], source, imports_text, Path(path).resolve(), cell)

@@ -36,11 +36,13 @@ def figures(measured: Measured) -> dict:
     n, rows = result.n_devices, []
     for batch in result.batch_sizes:
         one, many = result.result(batch, ONE_DEVICE), result.result(batch, dp_name(n))
+        assert one.spread is not None and many.spread is not None  # the sweep times every row it keeps
         row = {"batch_size": batch, "single_ms": round(one.wall_s * 1e3, 3), "single_spread": round(one.spread, 3),
                "dp_ms": round(many.wall_s * 1e3, 3), "dp_spread": round(many.spread, 3),
                "speedup": round(result.speedup(batch, dp_name(n)), 3), "flags": many.flags}
         if result.plan.threads_per_device:
             threads = result.result(batch, threaded_name(n))
+            assert threads.spread is not None
             row.update(threads_ms=round(threads.wall_s * 1e3, 3), threads_spread=round(threads.spread, 3),
                        speedup_vs_threads=round(threads.wall_s / many.wall_s, 3))
         rows.append(row)

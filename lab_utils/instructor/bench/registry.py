@@ -3,7 +3,7 @@ package's __init__: a rank that runs one benchmark's worker imports only that be
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from . import collectives, data_parallel, memory, parameter_server, pipeline, serving, training
 
@@ -13,7 +13,7 @@ class Bench:
     """One benchmark: measure(repeats=..., **options) -> dict, then show(that dict)."""
 
     measure: Callable[..., object]
-    show: Callable[[object], None]
+    show: Callable[[Any], None]
     options: tuple[str, ...] = ()  # the CLI options it takes, by their argparse dest
     repeats: int = 3  # default timed repeats
 

@@ -114,7 +114,7 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
             figures.allreduce_ms.append(statistics.mean(r["allreduce_ms"] for r in ranks))
 
     one, threaded, many = _interleaved(setups, repeats, run)
-    check = dict(cfg, data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(),
+    check: dict = dict(cfg, data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(),
                  per_rank_batch=16)
     ranks = launch(ddp_worker, world_size, args=(check,), timeout=300)
     reference = launch(ddp_worker, 1, args=(dict(check, per_rank_batch=16 * world_size, lr=check["lr"] * world_size),),
@@ -204,7 +204,7 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     ex = lab11.submitit_executor(folder / "submitit", nodes=nodes, job_name="lab11-bench",
                                  setup=["export LAB_ONE_HOST=1"] if found.one_host else [])
     paths = ("slurm", "launch", "launch, a session per rank")
-    runs = {path: [] for path in paths}
+    runs: dict[str, list] = {path: [] for path in paths}
     begin = time.time()
     for path in measure.alternating_rounds(paths, repeats):
         start = time.time()

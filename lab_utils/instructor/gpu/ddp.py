@@ -17,7 +17,7 @@ def gpu_check(quick: bool = False) -> dict:
 
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in ("2 ranks sharing a GPU (gloo)", "NCCL, one rank per GPU", "SyncBatchNorm")}
-    cfg = dict(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=1,
+    cfg: dict = dict(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=1,
                per_rank_batch=16, lr=0.05, seed=0, warmup_steps=0, accumulation=1, timeout_s=100, checkpoint=None)
     bn = dict(cfg, layers=spec.with_batchnorm(cfg["layers"]), per_rank_batch=4, data={"kind": "digits", "n_train": 32})
     cpu = {"CUDA_VISIBLE_DEVICES": ""}
