@@ -1,6 +1,7 @@
 """Lab 08 helpers around the notebook's parameter server and Hogwild processes: data shards, the straggler, run
-records, core pinning, the single-process baseline, shared memory for launched ranks, accuracy curves and plots.
-(Lab 08's launch for benchmark, checks and tests: lab_utils.instructor.bench.parameter_server.run.)"""
+records, core pinning, the single-process baseline, shared memory for launched ranks, accuracy curves and plots;
+`run` launches the notebook's run_all (lab_utils.lessons.lab08, passed in) for the benchmark, the GPU check, the
+exercise check and the tests."""
 from __future__ import annotations
 
 import functools
@@ -202,6 +203,44 @@ def single_process_weights(cfg: PSConfig, n_workers: int, updates: int) -> np.nd
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
     return parameters_to_vector(model.parameters()).detach().numpy()
+
+
+# ---- lab 08's run_all, launched for the benchmark, the GPU check, the exercise check and the tests -------------------
+
+class _Seated:
+    """Lab 08's server or worker for a launch whose runs take different numbers of workers: at its i-th call (run i)
+    it passes seats[i] as the number of workers, and a worker rank above that sits the run out (returns None)."""
+
+    def __init__(self, fn, seats, server: bool):
+        self.fn, self.seats, self.server, self.calls = fn, list(seats), server, 0
+
+    def __call__(self, *args):
+        seats, self.calls = self.seats[self.calls], self.calls + 1
+        if self.server:  # serve(n_workers, cfg)
+            return self.fn(seats, args[1])
+        rank, _, cfg, device = args  # work(rank, n_workers, cfg, device)
+        return self.fn(rank, seats, cfg, device) if rank <= seats else None
+
+
+def run(run_all, configs, serve, work, n_workers=2, timeout_s: float = 180.0) -> list:
+    """Every config in turn, in one launch of lab 08's run_all (lab_utils.lessons.lab08, generated from its notebook,
+    passed in: a module the labs import never imports the generated lessons) with this server and worker (its serve
+    and work, or edits of them made with lab_utils.variants); `n_workers`: how many workers run each config (one
+    number for all, or one per config). Returns each run's server result, with `config` and the workers' results
+    (`workers`) added."""
+    from .launch import launch
+
+    counts = list(n_workers) if isinstance(n_workers, (list, tuple)) else [n_workers] * len(configs)
+    if len(counts) != len(configs):
+        raise ValueError(f"n_workers gives {len(counts)} worker counts for {len(configs)} configs: give one per config")
+    configs = [c.validate(n) for c, n in zip(configs, counts)]
+    if any(c.label == "hogwild" for c in configs):
+        raise ValueError("run launches parameter servers only: a Hogwild run needs the notebook's shared memory")
+    if len(set(counts)) > 1:
+        serve, work = _Seated(serve, counts, server=True), _Seated(work, counts, server=False)
+    per_rank = launch(run_all, max(counts) + 1, args=(configs, work, serve), timeout=timeout_s)
+    return [dict(server, config=c, workers=[w for w in workers if w is not None])
+            for c, server, *workers in zip(configs, *per_rank)]
 
 
 # ---- staleness -----------------------------------------------------------------------------------------------------

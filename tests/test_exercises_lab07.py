@@ -4,7 +4,9 @@ import textwrap
 
 import pytest
 
-from lab_utils.exercises import check, get, to_plain
+from lab_utils.exercises import check, get, lab07, to_plain
+from lab_utils.variants import source_of
+from test_judges import solution_source
 
 
 def learner(source: str, name: str):
@@ -13,6 +15,14 @@ def learner(source: str, name: str):
     exec(get(name).setup, namespace)
     exec(textwrap.dedent(source), namespace)
     return namespace[name]
+
+
+def edited(source: str, name: str, edits: dict):
+    """`source` with each old text (found exactly once) replaced by the new, defined as the grader's probe would."""
+    for old, new in edits.items():
+        assert source.count(old) == 1, f"{old!r} occurs {source.count(old)} times"
+        source = source.replace(old, new)
+    return learner(source, name)
 
 
 def score(fn, seed: int = 7) -> float:
@@ -30,23 +40,11 @@ def fails(fn, words: str):
 
 # ---- memory_per_rank ------------------------------------------------------------------------------------------------
 
-FORMULA = """
-def memory_per_rank(n_params, world_size, strategy, optimizer):
-    shard = -(-n_params // world_size)
-    states = {"sgd": 0, "momentum": 1, "adam": 2}[optimizer]
-    sharded = {"ddp": (), "zero1": ("optimizer",), "zero2": ("optimizer", "gradients"),
-               "zero3": ("optimizer", "gradients", "parameters")}[strategy]
-    numbers = {kind: shard if kind in sharded else n_params for kind in ("parameters", "gradients", "optimizer")}
-    return {"parameters": 4 * numbers["parameters"], "gradients": 4 * numbers["gradients"],
-            "optimizer": 4 * STATES * numbers["optimizer"]}
-"""
+FORMULA = solution_source(get("memory_per_rank"))  # the solution notebook's
 
 
 def formula(**replace):
-    source = FORMULA.replace("STATES", replace.pop("states", "states"))
-    for old, new in replace.items():
-        source = source.replace(old, new)
-    return learner(source, "memory_per_rank")
+    return edited(FORMULA, "memory_per_rank", replace)
 
 
 def test_memory_per_rank_solution_passes():
@@ -85,23 +83,16 @@ def test_memory_per_rank_unsharded_optimizer_fails():
 
 # ---- sharded_step (2 real ranks per check) --------------------------------------------------------------------------
 
-STEP = """
-def sharded_step(params, owners, optimizer, world_size):
-    for p in params:
-        dist.all_reduce(p.grad)
-        p.grad /= world_size
-    optimizer.step()
-    for p, owner in zip(params, owners):
-        dist.broadcast(p.data, src=owner)
-"""
+STEP = solution_source(get("sharded_step"))  # the solution notebook's: reduce to the owner
+REDUCE = "        dist.reduce(p.grad, dst=owner)"
 
 
 def step(old: str = "", new: str = ""):
-    return learner(STEP.replace(old, new) if old else STEP, "sharded_step")
+    return edited(STEP, "sharded_step", {old: new} if old else {})
 
 
 def test_sharded_step_stub_is_not_written_yet():
-    result = check(step("    for p in params:", "    raise NotImplementedError('Exercise')\n    for p in params:"))
+    result = check(step(REDUCE, "        raise NotImplementedError('Exercise')\n" + REDUCE))
     assert not result.passed and "not written yet" in result.message
 
 
@@ -110,9 +101,8 @@ def test_sharded_step_solution_passes():
     assert score(step()) == 1.0
 
 
-def test_sharded_step_with_reduce_to_the_owner_passes():
-    assert check(step("for p in params:\n        dist.all_reduce(p.grad)",
-                      "for p, owner in zip(params, owners):\n        dist.reduce(p.grad, dst=owner)")).passed
+def test_sharded_step_with_all_reduce_passes():
+    assert check(step(REDUCE, "        dist.all_reduce(p.grad)")).passed
 
 
 def test_sharded_step_summed_gradients_fails():
@@ -120,7 +110,7 @@ def test_sharded_step_summed_gradients_fails():
 
 
 def test_sharded_step_without_broadcast_fails():
-    fails(step("    for p, owner in zip(params, owners):\n        dist.broadcast(p.data, src=owner)\n", ""),
+    fails(step("    for p, owner in zip(params, owners):\n        dist.broadcast(p.data, src=owner)", ""),
           "different weights")
 
 
@@ -129,7 +119,8 @@ def test_sharded_step_broadcast_from_rank_0_fails():
 
 
 def test_sharded_step_without_averaging_fails():
-    fails(step("        dist.all_reduce(p.grad)\n        p.grad /= world_size\n", "        pass\n"), "averaged over all ranks")
+    fails(edited(STEP, "sharded_step", {REDUCE: "        pass  #", "        p.grad /= world_size\n": ""}),
+          "averaged over all ranks")
 
 
 @pytest.mark.slow
@@ -137,9 +128,8 @@ def test_sharded_step_broadcast_only_by_the_owner_fails_fast_naming_the_deadlock
     import time
 
     start = time.monotonic()
-    owner_only = step("    for p, owner in zip(params, owners):\n        dist.broadcast(p.data, src=owner)\n",
-                      "    for p, owner in zip(params, owners):\n        if owner == dist.get_rank():\n"
-                      "            dist.broadcast(p.data, src=owner)\n")
+    owner_only = step("        dist.broadcast(p.data, src=owner)",
+                      "        if owner == dist.get_rank():\n            dist.broadcast(p.data, src=owner)")
     result = check(owner_only)
     assert not result.passed and "every rank must call every collective" in result.message, result.message
     assert "/" not in result.message.split("Hint:")[0] and "127.0.0.1" not in result.message  # no build path, no address
@@ -148,17 +138,7 @@ def test_sharded_step_broadcast_only_by_the_owner_fails_fast_naming_the_deadlock
 
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------
 
-CHOOSE = """
-def choose_checkpoints(freed, extra, total, budget):
-    best = None
-    for k in range(len(freed) + 1):
-        for chosen in itertools.combinations(range(len(freed)), k):
-            if total - sum(freed[i] for i in chosen) <= budget:
-                cost = sum(extra[i] for i in chosen)
-                if best is None or cost < best[0]:
-                    best = (cost, list(chosen))
-    return None if best is None else best[1]
-"""
+CHOOSE = source_of(lab07.choose_checkpoints)  # the reference
 
 GREEDY = """
 def choose_checkpoints(freed, extra, total, budget):

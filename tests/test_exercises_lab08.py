@@ -4,7 +4,9 @@ import random
 import pytest
 import torch
 
-from lab_utils.exercises import check, get, to_plain
+from lab_utils.exercises import check, get, lab08, to_plain
+from lab_utils.variants import variant
+from test_judges import solution_function
 
 
 def score(fn, seed=1):
@@ -29,10 +31,7 @@ def assert_wrong(fn, words):
 # ---- average_and_apply (one launch of a real parameter server per check: 3, then 4 workers) ---------------------
 
 def test_average_and_apply_solution():
-    def average_and_apply(weights, optimizer, gradients):
-        weights.grad = sum(gradients[w] for w in sorted(gradients)) / len(gradients)
-        optimizer.step()
-    assert_right(average_and_apply)
+    assert_right(solution_function(get("average_and_apply")))  # the solution notebook's
 
 
 def test_average_and_apply_sum():
@@ -93,26 +92,19 @@ def test_average_and_apply_updates_the_weights_by_hand_with_the_notebooks_lr():
 
 # ---- staleness_from_order ------------------------------------------------------------------------------------------
 
+def staleness_edited(edits, name):
+    """The reference staleness_from_order, edited as a learner might get it wrong."""
+    return variant(lab08.staleness_from_order, edits, name=name, show=False)
+
+
 def test_staleness_solution():
-    def staleness_from_order(order):
-        version, pulled, out = 0, {}, []
-        for worker in order:
-            out.append(version - pulled.get(worker, 0))
-            version += 1
-            pulled[worker] = version
-        return out
-    assert_right(staleness_from_order)
+    assert_right(lab08.staleness_from_order)
 
 
 def test_staleness_off_by_one():
-    def staleness_from_order(order):
-        version, pulled, out = 0, {}, []
-        for worker in order:
-            version += 1
-            out.append(version - pulled.get(worker, 0))
-            pulled[worker] = version
-        return out
-    assert_wrong(staleness_from_order, "one too large")
+    assert_wrong(staleness_edited({"        staleness.append(version - pulled.get(worker, 0))\n        version += 1\n":
+                                   "        version += 1\n        staleness.append(version - pulled.get(worker, 0))\n"},
+                                  "counted after the update"), "one too large")
 
 
 def test_staleness_never_pulled():
@@ -122,22 +114,15 @@ def test_staleness_never_pulled():
 
 
 def test_staleness_pulled_before_update():
-    def staleness_from_order(order):
-        version, pulled, out = 0, {}, []
-        for worker in order:
-            out.append(version - pulled.get(worker, 0))
-            pulled[worker] = version
-            version += 1
-        return out
-    assert_wrong(staleness_from_order, "AFTER the counter")
+    assert_wrong(staleness_edited({"        version += 1\n        pulled[worker] = version\n":
+                                   "        pulled[worker] = version\n        version += 1\n"},
+                                  "pulled before the update"), "AFTER the counter")
 
 
 # ---- damped_lr -----------------------------------------------------------------------------------------------------
 
 def test_damped_lr_solution():
-    def damped_lr(base_lr, staleness):
-        return base_lr / (1 + staleness)
-    assert_right(damped_lr)
+    assert_right(lab08.damped_lr)
 
 
 @pytest.mark.parametrize("wrong, words", [

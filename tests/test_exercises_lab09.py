@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from lab_utils import exercises
-from lab_utils.exercises import check
+from lab_utils.exercises import check, lab09
+from test_judges import solution_function
 
 
 def score(fn, seed: int = 7) -> float:
@@ -28,23 +29,11 @@ def fails(fn, words: str) -> bool:
 
 # ---- collect ------------------------------------------------------------------------------------------------------------
 
-def collect(first, requests, max_batch, max_wait_s):
-    batch = [first]
-    deadline = time.perf_counter() + max_wait_s
-    while len(batch) < max_batch:
-        remaining = deadline - time.perf_counter()
-        try:
-            batch.append(requests.get(timeout=remaining) if remaining > 0 else requests.get_nowait())
-        except queue.Empty:
-            break
-    return batch
-
-
-COLLECT_SOLUTION = collect
+COLLECT_SOLUTION = solution_function(exercises.get("collect"))  # the solution notebook's
 
 
 def test_collect_solution_passes():
-    assert passes(collect)
+    assert passes(COLLECT_SOLUTION)
 
 
 def test_collect_with_a_deadline_reset_by_every_request_fails():
@@ -131,16 +120,11 @@ def test_collect_that_drops_first_fails():
 
 # ---- latency_percentiles ------------------------------------------------------------------------------------------------
 
-def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
-    latencies = sorted((end_s if d is None else d) - a for a, d in zip(arrivals_s, done_s))
-    return [1e3 * latencies[max(0, math.ceil(p / 100 * len(latencies)) - 1)] for p in percentiles]
-
-
-PERCENTILES_SOLUTION = latency_percentiles
+PERCENTILES_SOLUTION = solution_function(exercises.get("latency_percentiles"))  # the solution notebook's
 
 
 def test_latency_percentiles_solution_passes():
-    assert passes(latency_percentiles)
+    assert passes(PERCENTILES_SOLUTION)
 
 
 def test_latency_percentiles_with_numpy_passes():
@@ -194,14 +178,8 @@ def test_latency_percentiles_mean_fails():
 
 # ---- choose_max_wait ----------------------------------------------------------------------------------------------------
 
-def choose_max_wait(rows, budget_ms):
-    fits = [r["max_wait_ms"] for r in rows
-            if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
-    return max(fits) if fits else None
-
-
 def test_choose_max_wait_solution_passes():
-    assert passes(choose_max_wait)
+    assert passes(lab09.choose_max_wait)  # the reference
 
 
 def test_choose_max_wait_strict_comparison_fails():

@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from lab_utils import parameter_server as A
-from lab_utils.instructor import references
+from lab_utils.exercises import lab08 as references
 from lab_utils.instructor.bench import parameter_server as bench_async
 from lab_utils.instructor.gpu import parameter_server as gpu_async
 from lab_utils import launch as launch_mod
 from lab_utils.exercises.lab08 import serve_with
 from lab_utils.launch import RankError, launch
-from lab_utils.lessons.lab08 import serve, work  # lab 08's, generated from its notebook
+from lab_utils.lessons.lab08 import run_all, serve, work  # lab 08's, generated from its notebook
 from lab_utils.variants import variant
 from workers import alive
 
@@ -52,7 +52,7 @@ def descendants() -> set[int]:
 def test_bad_settings_fail_before_any_rank_starts(cfg, words):
     before = descendants()
     with pytest.raises(ValueError, match=words):
-        bench_async.run([cfg], serve, work, n_workers=2)
+        A.run(run_all, [cfg], serve, work, n_workers=2)
     assert descendants() <= before
 
 
@@ -66,7 +66,7 @@ def test_a_parameter_server_needs_a_worker():
 def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_staleness():
     sync = replace(BASE, mode="sync", warmup=0)
     asyn = replace(BASE, mode="async", straggler_factor=3.0)
-    first, second, run_async = bench_async.run([sync, sync, asyn], serve, work, n_workers=2)
+    first, second, run_async = A.run(run_all, [sync, sync, asyn], serve, work, n_workers=2)
     reference = A.single_process_weights(sync, 2, sync.gradients // 2)
     assert np.abs(first["weights"] - reference).max() <= 1e-5
     assert np.array_equal(first["weights"], second["weights"])
@@ -80,12 +80,12 @@ def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_stal
 
 def test_one_launch_runs_each_config_with_its_own_number_of_workers():
     sync3, sync2 = replace(BASE, mode="sync", gradients=12, warmup=0), replace(BASE, mode="sync", gradients=8, warmup=0)
-    three, two = bench_async.run([sync3, sync2], serve, work, n_workers=[3, 2])
+    three, two = A.run(run_all, [sync3, sync2], serve, work, n_workers=[3, 2])
     assert sorted(set(three["order"])) == [1, 2, 3] and sorted(set(two["order"])) == [1, 2]
     assert len(three["workers"]) == 3 and len(two["workers"]) == 2  # the rank that sat a run out returns nothing
     assert np.abs(two["weights"] - A.single_process_weights(sync2, 2, 4)).max() <= 1e-5
     with pytest.raises(ValueError, match="one per config"):
-        bench_async.run([sync3, sync2], serve, work, n_workers=[3])
+        A.run(run_all, [sync3, sync2], serve, work, n_workers=[3])
 
 
 def pinned_cores(rank, world_size):
@@ -112,7 +112,7 @@ def test_a_run_near_chance_is_flagged_as_diverged():
 
 def test_async_with_one_worker_is_plain_sgd():
     cfg = replace(BASE, mode="async", gradients=12, warmup=0, lr=0.05)
-    server = bench_async.run([cfg], serve, work, n_workers=1)[0]
+    server = A.run(run_all, [cfg], serve, work, n_workers=1)[0]
     assert set(server["staleness"]) == {0}
     assert np.abs(server["weights"] - A.single_process_weights(cfg, 1, 12)).max() <= 1e-5
 
@@ -121,8 +121,8 @@ def test_a_worker_that_dies_mid_run_stops_the_run_naming_it_and_nothing_is_left_
     before = descendants()
     start = time.monotonic()
     with pytest.raises(RankError) as info:
-        bench_async.run([replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], serve, dying_work(5), n_workers=2,
-              timeout_s=60)
+        A.run(run_all, [replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], serve, dying_work(5),
+              n_workers=2, timeout_s=60)
     assert time.monotonic() - start < 20 + 10  # within the server's timeout (and launch's start-up)
     assert info.value.rank == 0 and "rank 2 is gone" in str(info.value)
     assert descendants() <= before and not multiprocessing.active_children()
@@ -133,7 +133,7 @@ def test_an_error_in_the_servers_update_is_reported_from_the_server():
         raise ValueError("the server's update broke")
 
     with pytest.raises(RankError) as info:
-        bench_async.run([replace(BASE, mode="sync")], serve_with(bad_average), work, n_workers=2, timeout_s=60)
+        A.run(run_all, [replace(BASE, mode="sync")], serve_with(bad_average), work, n_workers=2, timeout_s=60)
     assert info.value.rank == 0 and "the server's update broke" in str(info.value)
 
 

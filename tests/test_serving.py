@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from lab_utils import measure, serving
-from lab_utils.instructor import cli, references
+from lab_utils.exercises import lab09 as references
+from lab_utils.instructor import cli
 from lab_utils.instructor.bench import serving as bench_serving
 from lab_utils.instructor.gpu import serving as gpu_serving
 from lab_utils.launch import RankError, launch

@@ -47,11 +47,11 @@ def serve_with(average_step):
 
 def _average_run(average_and_apply, case):
     """One launch: a synchronous run of lab 08's parameter server with each number of workers, your update."""
-    from ..instructor.bench.parameter_server import run
-    from ..lessons.lab08 import work
+    from ..lessons.lab08 import run_all, work
+    from ..parameter_server import run
 
     configs = [_config(case, n) for n in case["workers"]]
-    servers = run(configs, serve_with(average_and_apply), work, n_workers=case["workers"], timeout_s=120)
+    servers = run(run_all, configs, serve_with(average_and_apply), work, n_workers=case["workers"], timeout_s=120)
     return [server["weights"] for server in servers]
 
 
@@ -161,6 +161,18 @@ AVERAGE_AND_APPLY = Exercise("08", "average_and_apply", _average_cases, _average
 
 # ---- staleness_from_order ------------------------------------------------------------------------------------------
 
+def staleness_from_order(order) -> list[int]:
+    """The reference: staleness of each gradient of an asynchronous run, from the order in which the workers'
+    gradients were applied. Every worker first pulls version 0; after its gradient is applied it pulls the version
+    that update made."""
+    version, pulled, staleness = 0, {}, []
+    for worker in order:
+        staleness.append(version - pulled.get(worker, 0))
+        version += 1
+        pulled[worker] = version
+    return staleness
+
+
 def _staleness_cases(rng):
     cases = [[1, 2, 1, 2, 1, 2], [1, 1, 1, 2, 1, 1, 1, 2]]
     for _ in range(5):
@@ -174,8 +186,6 @@ def _staleness_run(staleness_from_order, cases):
 
 
 def _staleness_expected(cases):
-    from ..instructor.references import staleness_from_order
-
     return [staleness_from_order(order) for order in cases]
 
 
@@ -219,6 +229,11 @@ STALENESS_FROM_ORDER = Exercise("08", "staleness_from_order", _staleness_cases, 
 
 # ---- damped_lr ---------------------------------------------------------------------------------------------------
 
+def damped_lr(base_lr: float, staleness: int) -> float:
+    """The reference: a gradient computed `staleness` versions ago gets 1 / (1 + staleness) of the learning rate."""
+    return base_lr / (1 + staleness)
+
+
 def _lr_cases(rng):
     return [[rng.choice([0.01, 0.05, 0.1]), s] for s in [0, 1, 2, 4] + [rng.randint(3, 12) for _ in range(3)]]
 
@@ -252,7 +267,7 @@ def _lr_judge(got, expected, cases):
     return 1.0, "base_lr / (1 + staleness)"
 
 
-DAMPED_LR = Exercise("08", "damped_lr", _lr_cases, _lr_run, lambda cases: [b / (1 + s) for b, s in cases], _lr_judge,
+DAMPED_LR = Exercise("08", "damped_lr", _lr_cases, _lr_run, lambda cases: [damped_lr(b, s) for b, s in cases], _lr_judge,
                      "a fresh gradient (staleness 0) gets base_lr; one that is s versions old gets base_lr / (1 + s)")
 
 register(AVERAGE_AND_APPLY, STALENESS_FROM_ORDER, DAMPED_LR)

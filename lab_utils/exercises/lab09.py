@@ -256,9 +256,15 @@ def _budget_run(choose_max_wait, cases):
     return out
 
 
-def _budget_expected(cases):
-    from ..instructor.references import choose_max_wait
+def choose_max_wait(rows, budget_ms: float, keep_up: float = 0.95):
+    """The reference: the largest max_wait_ms whose p99 fits the budget while the server keeps up with the load, or
+    None."""
+    fits = [r["max_wait_ms"] for r in rows
+            if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= keep_up * r["offered_rps"]]
+    return max(fits) if fits else None
 
+
+def _budget_expected(cases):
     return [choose_max_wait(c["rows"], c["budget_ms"]) for c in cases]
 
 

@@ -162,7 +162,7 @@ def hogwild(rank, world_size, cfg):
 
 # ---- solutions/08_sync_async.ipynb, cell 14 (id 0c595461) ----------------------------------------------------------
 
-def run_all(rank, world_size, configs, worker=work):
+def run_all(rank, world_size, configs, worker=work, server=serve):
     """Every run of `configs` in turn, in one process group: this rank's role in each (server, worker, Hogwild)."""
     device, _ = hardware.rank_device()
     parameter_server.pin_server_beside_worker_1(rank, world_size)   # more processes than cores: worker 1 hosts the server
@@ -172,7 +172,7 @@ def run_all(rank, world_size, configs, worker=work):
         if cfg.label == "hogwild":
             results.append(hogwild(rank, world_size, cfg))
         elif rank == 0:
-            results.append(serve(n_workers, cfg))
+            results.append(server(n_workers, cfg))
         else:
             results.append(worker(rank, n_workers, cfg, device))
         dist.barrier()                            # the next run starts when every rank is done with this one

@@ -12,7 +12,29 @@ import torch
 import torch.distributed as dist
 from lab_utils import hardware, serving
 
-__all__ = ['request_problem', 'batcher', 'model_worker', 'Dispatcher', 'serving_job']
+__all__ = ['answer_batch', 'first_batcher', 'request_problem', 'batcher', 'model_worker', 'Dispatcher', 'serving_job']
+
+
+# ---- solutions/09_inference_throughput.ipynb, cell 13 (id ec4ee9de) ------------------------------------------------
+
+def answer_batch(batch, model, device):
+    """One forward pass of `model` on `device` for the whole batch; each request gets its own row of the output."""
+    x = torch.stack([r.image for r in batch]).to(device)
+    with torch.inference_mode():
+        out = model(x).float().cpu()
+    now = time.perf_counter()
+    for r, row in zip(batch, out):
+        r.answer(row, now, len(batch))
+
+
+def first_batcher(requests, stop, run_batch, max_batch, max_wait_s):
+    """Until stop is set: take a request, collect a batch around it, run the batch."""
+    while not stop.is_set():
+        try:
+            first = requests.get(timeout=0.01)  # wake up now and then to look at stop
+        except queue.Empty:
+            continue
+        run_batch(serving.collect(first, requests, max_batch, max_wait_s))
 
 
 # ---- solutions/09_inference_throughput.ipynb, cell 18 (id 3a722d3e) ------------------------------------------------

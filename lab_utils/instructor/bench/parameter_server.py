@@ -1,60 +1,20 @@
 """`bench async`: lab 08's synchronous and asynchronous parameter servers, interleaved.
 
-The server and its workers are lab 08's serve and work (lab_utils.lessons.lab08, generated from its notebook),
-imported inside bench(): `assign` starts without the generated modules. `run` launches them (for the bench, the GPU
-check, the exercise check and the tests); moved from lab_utils/parameter_server.py, which holds only what a lab imports."""
+The runs are lab 08's run_all, serve and work (lab_utils.lessons.lab08, generated from its notebook), launched by
+lab_utils.parameter_server.run; the lesson is imported inside bench(): `assign` starts without the generated modules."""
 from __future__ import annotations
 
 import json
 import statistics
 from dataclasses import replace
-from datetime import timedelta
 
 import numpy as np
-import torch.distributed as dist
 
 from ... import flags, hardware, measure
-from ...parameter_server import MODEL, MODES, PSConfig, interleaved, pin_server_beside_worker_1, single_process_weights
+from ...parameter_server import MODEL, MODES, PSConfig, interleaved, run, single_process_weights
 
 
-# ---- the parameter server's launch: lab 08's serve and work (its notebook's), on ranks --------------------------
-
-def ps_worker(rank: int, world_size: int, configs, serve, work, workers=None) -> list:
-    """Lab 08's parameter server (`serve(n_workers, cfg)` on rank 0) and its workers (`work(rank, n_workers, cfg,
-    device)` on ranks 1..world_size-1), gloo point-to-point: each config in turn, in one process group (a new group per
-    run would cost start-up time and threads). The functions are the notebook's (lab_utils.lessons.lab08, or an edit
-    of them made with lab_utils.variants); `workers[i]`: how many workers take part in run i (default all; the other
-    ranks sit it out)."""
-    device, _ = hardware.rank_device()
-    pin_server_beside_worker_1(rank, world_size)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=max(c.timeout_s for c in configs)))
-    results = []
-    for cfg, n_workers in zip(configs, workers or [world_size - 1] * len(configs)):
-        if rank == 0:
-            results.append(serve(n_workers, cfg))
-        elif rank <= n_workers:
-            results.append(work(rank, n_workers, cfg, device))
-        else:
-            results.append(None)
-        dist.barrier()  # the next run starts when every rank is done with this one
-    dist.destroy_process_group()
-    return results
-
-
-def run(configs, serve, work, n_workers=2, timeout_s: float = 180.0) -> list:
-    """Every config in turn in one launch of 1 + the most workers, with the given server and worker functions (lab
-    08's); `n_workers`: how many workers run each config (one number for all, or one per config). Returns each run's
-    server result, with `config` and the workers' results (`workers`) added."""
-    from ...launch import launch
-
-    counts = list(n_workers) if isinstance(n_workers, (list, tuple)) else [n_workers] * len(configs)
-    if len(counts) != len(configs):
-        raise ValueError(f"n_workers gives {len(counts)} worker counts for {len(configs)} configs: give one per config")
-    configs = [c.validate(n) for c, n in zip(configs, counts)]
-    per_rank = launch(ps_worker, max(counts) + 1, args=(configs, serve, work, counts), timeout=timeout_s)
-    return [dict(server, config=c, workers=[w for w in workers if w is not None])
-            for c, server, *workers in zip(configs, *per_rank)]
-
+# ---- reading the runs ------------------------------------------------------------------------------------------------
 
 def compute_share(result: dict) -> float:
     """In one run, the first worker's median compute time per gradient over its mean iteration time (run time over
@@ -96,9 +56,9 @@ def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_si
     base = PSConfig(gradients=gradients, batch_size=batch_size, seed=seed)
     check = replace(base, mode="sync", gradients=10 * n_workers, warmup=0, label="check")
     per_round = [replace(base, mode=m, straggler_factor=float(f)) for f in factors for m in MODES]
-    from ...lessons.lab08 import serve, work  # lab 08's, generated from its notebook
+    from ...lessons.lab08 import run_all, serve, work  # lab 08's, generated from its notebook
 
-    runs = run([check] + interleaved(per_round, repeats), serve, work, n_workers, timeout_s)
+    runs = run(run_all, [check] + interleaved(per_round, repeats), serve, work, n_workers, timeout_s)
     single = single_process_weights(check, n_workers, check.gradients // n_workers)
     rates = rates_by_setting(runs[1:])
     syncs = [r["weights"] for r in runs[1:] if r["config"].mode == "sync"]

@@ -1,7 +1,7 @@
 """`bench inference`: lab 09's dynamic batching, worker pool, torch.compile and bf16.
 
-The batcher, the model workers and their dispatcher are lab 09's (lab_utils.lessons.lab09, generated from its
-notebook), imported inside the functions that run them: `assign` starts without the generated modules."""
+The batcher, its forward pass, the model workers and their dispatcher are lab 09's (lab_utils.lessons.lab09, generated
+from its notebook), imported inside the functions that run them: `assign` starts without the generated modules."""
 from __future__ import annotations
 
 import contextlib
@@ -25,18 +25,10 @@ def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, f
 # ---- lab 09's batcher and worker pool, set up for the bench, the GPU check and the tests ---------------------------------
 
 def local_runner(model, device: str = "cpu"):
-    """run_batch for the batcher: one forward pass in this thread, then answer each request."""
-    import torch
+    """run_batch for the batcher: lab 09's answer_batch on this model (one forward pass in the batcher's thread)."""
+    from ...lessons.lab09 import answer_batch
 
-    def run_batch(batch):
-        x = torch.stack([r.image for r in batch]).to(device)
-        with torch.inference_mode():
-            out = model(x).float().cpu()
-        now = time.perf_counter()
-        for r, o in zip(batch, out):
-            r.answer(o, now, len(batch))
-
-    return run_batch
+    return functools.partial(answer_batch, model=model, device=device)
 
 
 def make_batcher(run_batch, max_batch: int, max_wait_ms: float, image_shape=DEFAULT_SHAPE):

@@ -1,13 +1,12 @@
 """Lab 08 on a GPU: the synchronous parameter server against one CPU process.
 
-The server and its workers are lab 08's serve and work (lab_utils.lessons.lab08, generated from its notebook)."""
+The runs are lab 08's run_all, serve and work (lab_utils.lessons.lab08, generated from its notebook)."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from ...parameter_server import PSConfig, single_process_weights
-from ..bench.parameter_server import run
+from ...parameter_server import PSConfig, run, single_process_weights
 
 
 # ---- the lab's core on a GPU -----------------------------------------------------------------------------------------
@@ -17,11 +16,11 @@ def gpu_check() -> dict[str, str]:
     name = "parameter server (sync, workers on GPU) vs one CPU process"
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU"}
-    from ...lessons.lab08 import serve, work  # lab 08's, generated from its notebook
+    from ...lessons.lab08 import run_all, serve, work  # lab 08's, generated from its notebook
 
     cfg = PSConfig(mode="sync", gradients=10, warmup=0)
     try:
-        server = run([cfg], serve, work, n_workers=2, timeout_s=120)[0]
+        server = run(run_all, [cfg], serve, work, n_workers=2, timeout_s=120)[0]
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return {name: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
     diff = float(np.abs(server["weights"] - single_process_weights(cfg, 2, 5)).max())

@@ -1,6 +1,7 @@
 """Lab 09 on a GPU: the batcher, fp16 autocast and a CUDA graph replay against the CPU model.
 
-The batcher is lab 09's (lab_utils.lessons.lab09), through the bench's make_batcher."""
+The batcher and its forward pass are lab 09's (lab_utils.lessons.lab09), through the bench's make_batcher and
+local_runner."""
 from __future__ import annotations
 
 from ...serving import build_model, burst, request_images, run_load
