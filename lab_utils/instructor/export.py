@@ -14,7 +14,7 @@ import ast
 import builtins
 from pathlib import Path
 
-from .extract import _parse, _targets, _uses
+from .submission_reader import _parse, _targets, _uses
 
 TAG = "lesson"
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
