@@ -6,6 +6,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from .process_tree import descendants
+
 BUSY_SHARE = 0.10  # other programs (or steal) took more than this share of the machine: its speeds are not quiet speeds
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -75,8 +77,6 @@ def _process_seconds(pid: int, with_children: bool) -> float:
 def _own_seconds() -> float:
     """CPU seconds of this process and every process below it, those that ended included (their parent reaped
     them: this process, or the fork server ranks start from)."""
-    from .launch import descendants
-
     me = os.getpid()
     return sum(_process_seconds(pid, True) for pid in [me] + descendants(me))
 

@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import data, hardware, measure, spec
-from . import flags as detectors
+from . import detectors
 from .plots import Interval
 
 COORDINATOR_PHASES = ("scatter", "replicate", "gather", "loss", "reduce", "update")

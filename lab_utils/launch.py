@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass
 
 from . import conditions, hardware
+from .process_tree import descendants
 
 LOOPBACK = "127.0.0.1"
 PORT_ATTEMPTS = 3
@@ -290,27 +291,6 @@ def _hint_for(traceback_text: str) -> str:
                 "every collective (broadcast, reduce, all_reduce, barrier...) in the same order, also the ranks that "
                 "only receive; every send needs its recv on the peer.")
     return ""
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below `root`, children first (from /proc; empty where there is no /proc)."""
-    children: dict[int, list[int]] = {}
-    with contextlib.suppress(OSError):
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat") as handle:
-                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _stop(processes) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import conditions, flags, hardware
+from . import conditions, detectors, hardware
 
 def synchronize(device=None) -> None:
     """Wait for queued GPU work on `device` (no-op on CPU), so a timer measures work, not launches."""
@@ -165,7 +165,7 @@ class Verdict:
                    if self.holds_from is not None else f"above 1 means {self.expected}")
         text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
                 f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
-        return flagged(text, flags.reverses_theory(self) + [n for n in self.notes.split("; ") if n])
+        return flagged(text, detectors.reverses_theory(self) + [n for n in self.notes.split("; ") if n])
 
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
         """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
@@ -312,7 +312,7 @@ def results_dir(path=None) -> Path:
 
 # ---- plausibility: a number that cannot be right is said so, next to it --------------------------------------------
 
-MAX_SPREAD = flags.NOISY_SPREAD  # repeats spread more than this: the table's noise line counts the median
+MAX_SPREAD = detectors.NOISY_SPREAD  # repeats spread more than this: the table's noise line counts the median
 BASELINE_FACTOR = 2.0
 
 
@@ -320,33 +320,33 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None,
                  baseline_rate: float | None = None, reference_rate: float | None = None,
                  other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
     """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect."""
-    # no spread here: noise is one line per table (flags.noise_line), not a warning. No warning may contain "; ".
+    # no spread here: noise is one line per table (detectors.noise_line), not a warning. No warning may contain "; ".
     warnings = []
     # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
     if other_framework:
         warnings.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
     if oversubscribed:
         warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
-    warnings += flags.above_device_count(speedup, devices)
+    warnings += detectors.above_device_count(speedup, devices)
     # reference_rate: this machine's lab 01 rate on the same workload
-    warnings += flags.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
+    warnings += detectors.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
     return warnings
 
 
 def flagged(text: str, warnings) -> str:
     """`text`, its notes as `(note: ...)`, then new flags as `[!] ...`; flags said before: "(flagged above)"."""
     warnings = list(warnings)
-    bad, notes = flags.impossible(warnings), flags.notes(warnings)
+    bad, notes = detectors.impossible(warnings), detectors.notes(warnings)
     text += f"  (note: {'; '.join(notes)})" if notes else ""
-    new = flags.first_time(bad)
-    text += f"  ({flags.AS_ABOVE})" if len(new) < len(set(bad)) else ""
+    new = detectors.first_time(bad)
+    text += f"  ({detectors.AS_ABOVE})" if len(new) < len(set(bad)) else ""
     return f"{text}  [!] {'; '.join(new)}" if new else text
 
 
 def table_row(text: str, warnings) -> str:
     """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table)."""
-    notes = flags.notes(warnings)
-    return text + (f"  (note: {'; '.join(notes)})" if notes else "") + flags.marked(warnings)
+    notes = detectors.notes(warnings)
+    return text + (f"  (note: {'; '.join(notes)})" if notes else "") + detectors.marked(warnings)
 
 
 # ---- results: one record per measured configuration ---------------------------------------------------------------
@@ -569,26 +569,26 @@ def _same_quantity(row: Result) -> tuple:
 
 def measured_before(row: Result, directory=None, earlier=()) -> list[str]:
     """Flags for `row` against the same quantity recorded by another lab of this run, or among `earlier` rows of
-    the same lab (flags.measured_twice); rows with notes (another framework in the process, oversubscribed cores, a
+    the same lab (detectors.measured_twice); rows with notes (another framework in the process, oversubscribed cores, a
     busy machine) are not compared."""
     row = row.stamped()
     folder = results_dir(directory)
-    if flags.notes(row.flags):
+    if detectors.notes(row.flags):
         return []
     now = _dt.datetime.fromisoformat(row.timestamp)
     others = [o for o in (read_results(folder) if folder.exists() else []) if o.lab != row.lab] + list(earlier)
     said = []
     for other in others:
-        if _same_quantity(other) != _same_quantity(row) or flags.notes(other.flags):
+        if _same_quantity(other) != _same_quantity(row) or detectors.notes(other.flags):
             continue
         with contextlib.suppress(ValueError):
             if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
                 continue
         first = f"lab {other.lab}" if other.lab != row.lab else f"its {other.variant or other.strategy} row"
-        said += flags.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
-                                     what=f"{row.strategy} {row.variant}".strip(), first_name=first,
-                                     second_name=f"lab {row.lab}" if other.lab != row.lab else "this one",
-                                     unit=row.rate)
+        said += detectors.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
+                                         what=f"{row.strategy} {row.variant}".strip(), first_name=first,
+                                         second_name=f"lab {row.lab}" if other.lab != row.lab else "this one",
+                                         unit=row.rate)
     return list(dict.fromkeys(said))
 
 
@@ -614,11 +614,11 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
             threads = "-" if r.threads is None else str(r.threads)
             # this row format is fixed: the course's consistency test reads it back
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
-                         f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{flags.marked(r.flags)}")
-            lines += [f"    note: {note}" for note in flags.notes(r.flags) if not (load and note in load.note())]
+                         f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{detectors.marked(r.flags)}")
+            lines += [f"    note: {note}" for note in detectors.notes(r.flags) if not (load and note in load.note())]
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
-    lines += flags.table_lines([r.flags for r in results], names)
-    noise = flags.noise_line([r.spread for r in results])
+    lines += detectors.table_lines([r.flags for r in results], names)
+    noise = detectors.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
     lines += [load.line()] if load and load.busy else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "

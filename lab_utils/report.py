@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import flags as detectors
+from . import detectors
 from .measure import Result, plausibility, read_results
 
 
@@ -355,7 +355,7 @@ def recent_allreduce(devices: int, backend: str, directory=None, max_age_s: floa
 
 
 def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
-    """Per message size, its flags: a larger message that took less time beyond the noise (flags.more_work_less_time,
+    """Per message size, its flags: a larger message that took less time beyond the noise (detectors.more_work_less_time,
     the one rule every lab applies to more work in less time)."""
     spreads = list(spreads) if spreads is not None else [None] * len(sizes)
     result = []

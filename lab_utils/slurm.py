@@ -200,7 +200,7 @@ def log_tail(path, lines: int = 8, folder=None) -> str:
     return "(no log yet)"
 
 
-def shown(text: str, folder) -> str:
+def without_machine_paths(text: str, folder) -> str:
     """A script as the notebook prints it: `folder` by its name, this interpreter as `python`, its folder as .venv/bin."""
     for path in (str(Path(folder).resolve()), str(folder)):
         text = text.replace(path, Path(folder).name)

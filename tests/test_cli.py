@@ -142,16 +142,16 @@ def test_gpu_check_without_a_gpu_skips_every_check_and_succeeds():
 @pytest.mark.slow
 def test_gpu_check_reports_a_broken_check_as_failed(monkeypatch):
     from lab_utils import hardware
-    from lab_utils.instructor import gpu_check
+    from lab_utils.instructor.gpu import registry as gpu_registry
 
     import json as json_module
 
     # a registered function that raises (json.loads needs an argument): the fresh process reports it as a failure
-    verdict = gpu_check.run_check(json_module.loads, 30, False)
+    verdict = gpu_registry.run_check(json_module.loads, 30, False)
     assert verdict["json.loads"].startswith("failed: TypeError"), verdict
     four = hardware.HardwareReport("h", 8, tuple(hardware.GPU(i, "g", 80.0) for i in range(4)), "3.11", "2.13", "-")
     monkeypatch.setattr(hardware, "detect", lambda: four)
-    assert gpu_check.plan_check(4) == "passed"
+    assert gpu_registry.plan_check(4) == "passed"
 
 
 def test_the_docstring_names_every_subcommand_and_both_cell_timeouts_are_seconds_as_floats():
@@ -187,10 +187,10 @@ def test_make_help_lists_every_target_and_gpu_check_passes_quick():
 def test_a_registered_gpu_check_runs_in_a_fresh_process_of_its_own():
     import torch
 
-    from lab_utils.instructor import gpu_check
+    from lab_utils.instructor.gpu import registry as gpu_registry
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the check really runs there (make gpu-check)")
-    lab01 = next(c for c in gpu_check.CHECKS if c.lab == "01")
-    verdicts = gpu_check.run_check(lab01.run, 120, quick=True)
+    lab01 = next(c for c in gpu_registry.CHECKS if c.lab == "01")
+    verdicts = gpu_registry.run_check(lab01.run, 120, quick=True)
     assert len(verdicts) == 3 and set(verdicts.values()) == {"skipped: no GPU"}, verdicts

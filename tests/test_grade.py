@@ -26,7 +26,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from lab_utils import exercises
 from lab_utils.exercises import to_plain
 from lab_utils.hardware import usable_cpu_count
-from lab_utils.instructor import extract, grade, gradebook, sandbox
+from lab_utils.instructor import grade, gradebook, sandbox, submission_reader
 
 # the hostile suite grades 27 notebooks in one module fixture, 3 at a time: about 130 s on a quiet 2-core machine (three
 # of them wait out the 60 s whole-run limit), more under load
@@ -155,7 +155,7 @@ def refused_submissions(folder: Path) -> dict:
                    folder / "lab02_untitled.ipynb")
     refused["lab02_untitled"] = "none of lab 10's exercises"
     bomb = notebook(SPEEDUP)
-    bomb.cells.append(new_code_cell("x = 1\n" * (extract.MAX_CODE_CHARS // 6 + 1)))
+    bomb.cells.append(new_code_cell("x = 1\n" * (submission_reader.MAX_CODE_CHARS // 6 + 1)))
     nbformat.write(bomb, folder / "parse_bomb.ipynb")
     refused["parse_bomb"] = "the grader reads at most"
     return refused
@@ -735,19 +735,19 @@ def test_one_student_is_regraded_into_the_folder_and_every_other_row_is_kept(gra
 def test_a_probe_runs_only_the_definition_not_the_rest_of_the_cell():
     cells = ["import os\nx = os.system('echo hi')", "import numpy as np\nK = 3\n\ndef helper(v):\n    return v * K\n",
              "print('side effect')\nwith open('f', 'w'):\n    pass\n\ndef shard(n, rank, world_size):\n    return helper(n)\n"]
-    source = extract.definition(cells, "shard")
+    source = submission_reader.definition(cells, "shard")
     assert "def shard" in source and "def helper" in source and "K = 3" in source  # the notebook's K, used by helper
     assert "print" not in source and "open(" not in source and "os.system" not in source
     assert "import os" not in source and "numpy" not in source  # imports the definition does not use stay out
-    assert extract.definition(cells, "missing") is None
-    assert extract.definition(["def f(:"], "f") is None
+    assert submission_reader.definition(cells, "missing") is None
+    assert submission_reader.definition(["def f(:"], "f") is None
 
 
 def test_a_probe_gets_the_notebooks_imports_and_module_level_values_it_uses():
     cells = ["import numpy as np\nimport torch", "LOSS = torch.nn.CrossEntropyLoss()\nmodel = train_for_an_hour()",
              "def helper(x):\n    model = 1\n    return np.median(x)",
              "def f(x, y):\n    return LOSS(x, y) + helper(x)"]
-    source = extract.definition(cells, "f")
+    source = submission_reader.definition(cells, "f")
     assert "import numpy as np" in source and "import torch" in source and "LOSS = torch" in source
     assert "train_for_an_hour" not in source  # helper's local `model` is not the notebook's
     namespace = {}
@@ -1016,7 +1016,7 @@ def test_untrusted_code_is_parsed_only_in_a_limited_child(tmp_path, monkeypatch)
     chosen = grade.exercises_for("10")
     row, job, _ = grade.prepare(tmp_path / "ann.ipynb", "10", chosen, random.Random(0), timeout=60, cell_timeout=10)
     assert row is None and "def speedup_and_efficiency" in job["requests"][0]["definition"]
-    monkeypatch.setattr(extract, "CHILD_MEMORY_BYTES", 150 * 2**20)
+    monkeypatch.setattr(submission_reader, "CHILD_MEMORY_BYTES", 150 * 2**20)
     row, job, _ = grade.prepare(tmp_path / "big.ipynb", "10", chosen, random.Random(0), timeout=60, cell_timeout=10)
     assert row.status == "invalid" and "within its limits (150 MiB of memory" in row.message
 
@@ -1025,7 +1025,7 @@ def test_the_definition_is_what_the_kernel_had_at_the_self_check():
     cells = ["from statistics import *\nimport numpy as np", "%%time\ndef f(x):\n    display(x)\n    return g(x) + median([1])",
              "x?\n%matplotlib inline\n!ls\ndef g(x):\n    return K * x", "K = 2", "print(check(f))", "K = 3",
              "def g(x):\n    return 0"]
-    source = extract.definition(cells, "f")
+    source = submission_reader.definition(cells, "f")
     assert "from statistics import *" in source and "def g" in source and "K = 2" in source
     assert "K = 3" not in source and "return 0" not in source and "numpy" not in source and "matplotlib" not in source
     from lab_utils.instructor.probe import KERNEL_NAMES
@@ -1035,7 +1035,7 @@ def test_the_definition_is_what_the_kernel_had_at_the_self_check():
     assert namespace["f"](5) == 11
     stub_then_fixed = ["def f(x):\n    raise NotImplementedError", "check(f)", "def f(x):\n    return h(x)",
                        "def h(x):\n    return x", "check(f)"]
-    assert "return h(x)" in extract.definition(stub_then_fixed, "f") and "def h" in extract.definition(stub_then_fixed, "f")
+    assert "return h(x)" in submission_reader.definition(stub_then_fixed, "f") and "def h" in submission_reader.definition(stub_then_fixed, "f")
 
 
 def test_a_folder_a_submission_locked_is_still_removed(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from lab_utils import exercises
 from lab_utils.exercises import to_plain
-from lab_utils.instructor import course, extract
+from lab_utils.instructor import course, submission_reader
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = (1, 2)  # the constant and common-string forgeries need two draws to differ
@@ -33,7 +33,7 @@ def solution_function(exercise):
     cells = [c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
     namespace = {"__name__": "__learner__"}
     exec(compile(exercise.setup or "", "<set-up>", "exec"), namespace)
-    exec(compile(extract.definition(cells, exercise.name), "<solution>", "exec"), namespace)
+    exec(compile(submission_reader.definition(cells, exercise.name), "<solution>", "exec"), namespace)
     return namespace[exercise.name]
 
 

@@ -1,5 +1,7 @@
-"""The learner's modules hold only what a lab imports: benchmarks and GPU checks live under lab_utils/instructor/ and
-are registered there as functions; the package's discovery (and a wheel built from it) carries every subpackage."""
+"""The package's layout. Arrows run one way: learner modules (lab_utils/*.py and the generated lab_utils/lessons/) <-
+exercises (lab_utils/exercises/) <- instructor (lab_utils/instructor/), with no import cycle anywhere; benchmarks and
+GPU checks live under lab_utils/instructor/ and are registered there as functions; the package's discovery (and a
+wheel built from it) carries every subpackage."""
 import ast
 import os
 import subprocess
@@ -54,16 +56,159 @@ def test_the_check_catches_what_it_is_meant_to(tmp_path):
     assert len(found) == 7, found
 
 
+# ---- arrows: learner modules <- exercises <- instructor, no cycles ----------------------------------------------
+
+LAYERS = ("learner module", "exercises module", "instructor module")
+# Imports against the arrows that other branches of issue 40 remove (references and the parameter server, typed once
+# outside instructor/). The lead empties this list after merging those branches; never add to it.
+KNOWN_WRONG_WAY = {
+    ("exercises/lab07.py", "lab_utils.instructor.references"),
+    ("exercises/lab08.py", "lab_utils.instructor.bench.parameter_server"),
+    ("exercises/lab08.py", "lab_utils.instructor.references"),
+    ("exercises/lab09.py", "lab_utils.instructor.references"),
+}
+
+
+def module_names(package: Path) -> dict[str, Path]:
+    """Every module of the package (a package by its __init__.py), dotted name -> file."""
+    names = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def imported_modules(module: str, path: Path, modules) -> dict[str, int]:
+    """The package's modules that `module` imports, anywhere in it (inside functions too) -> the first line."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    top = module.split(".")[0]
+    found: dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            source = (base + ("." + node.module if node.module else "")) if node.level else (node.module or "")
+            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target not in modules and "." in target:
+                target = target.rpartition(".")[0]  # lab_utils.spec.build_torch -> lab_utils.spec
+            if target in modules and target != module and target.split(".")[0] == top:
+                found.setdefault(target, node.lineno)
+    return found
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, dict[str, int]]:
+    """module -> {module it imports: line}, over every folder of the package."""
+    modules = module_names(package)
+    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
+
+
+def layer(module: str) -> int:
+    """0 learner module, 1 exercises, 2 instructor (with __main__.py: `python -m lab_utils` is the instructor's CLI)."""
+    parts = module.split(".")[1:2]
+    return {"exercises": 1, "instructor": 2, "__main__": 2}.get(parts[0] if parts else "", 0)
+
+
+def wrong_way(graph) -> list[tuple[str, str, int]]:
+    """(importing module, imported module, line) of each import from a lower layer into a higher one."""
+    return [(module, target, line) for module, targets in graph.items() for target, line in targets.items()
+            if layer(target) > layer(module)]
+
+
+def cycles(graph) -> list[list[str]]:
+    """The import cycles: each strongly connected set of two or more modules (Tarjan's algorithm), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, {}):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            members = []
+            while not members or members[-1] != node:
+                members.append(stack.pop())
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def _file(module: str, package: Path = PACKAGE) -> str:
+    return str(module_names(package)[module].relative_to(package))
+
+
+def test_imports_run_one_way_learner_modules_then_exercises_then_instructor():
+    graph = import_graph()
+    assert len(graph) > 80 and {layer(m) for m in graph} == {0, 1, 2}
+    found = {(_file(m), t): f"lab_utils/{_file(m)}:{line} ({LAYERS[layer(m)]}) imports {t} ({LAYERS[layer(t)]})"
+             for m, t, line in wrong_way(graph)}
+    assert sorted(found.keys() - KNOWN_WRONG_WAY) == [], (
+        "an import against the arrows (learner modules <- exercises <- instructor): move what it needs down a layer:\n"
+        + "\n".join(found[k] for k in sorted(found.keys() - KNOWN_WRONG_WAY)))
+    assert sorted(KNOWN_WRONG_WAY - found.keys()) == [], "fixed: remove these from KNOWN_WRONG_WAY"
+
+
+def test_no_import_cycle_anywhere_in_the_package():
+    graph = import_graph()
+    for file, target in KNOWN_WRONG_WAY:  # they go with their branch's merge; a cycle through them is theirs
+        graph[next(m for m in graph if _file(m) == file)].pop(target, None)
+    found = cycles(graph)
+    said = [" <-> ".join(c) + ": " + ", ".join(f"{m} imports {t} (line {graph[m][t]})" for m in c for t in graph[m]
+                                                if t in c) for c in found]
+    assert found == [], "import cycles (move what both need into a third module):\n" + "\n".join(said)
+
+
+def test_the_arrow_and_cycle_checks_catch_what_they_are_meant_to(tmp_path):
+    package = tmp_path / "pkg"
+    for folder in ("", "exercises", "instructor", "instructor/gpu", "lessons"):
+        (package / folder).mkdir(parents=True, exist_ok=True)
+        (package / folder / "__init__.py").write_text("")
+    files = {
+        "a.py": "from . import b\n\n\ndef f():\n    from .exercises import lab02  # inside a function: counted\n",
+        "b.py": "import pkg.a.f\n",  # a <-> b
+        "lessons/lab01.py": "from ..instructor.gpu import check\n",
+        "exercises/lab01.py": "from .. import a\nfrom ..instructor import grade\n",
+        "exercises/lab02.py": "import numpy\n",
+        "instructor/grade.py": "from ..exercises.lab01 import x\n",  # exercises.lab01 <-> instructor.grade
+        "instructor/gpu/check.py": "import os\n\n\ndef run():\n    from ... import lessons\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    graph = import_graph(package)
+    assert sorted((_file(m, package), t, line) for m, t, line in wrong_way(graph)) == [
+        ("a.py", "pkg.exercises.lab02", 5), ("exercises/lab01.py", "pkg.instructor.grade", 2),
+        ("lessons/lab01.py", "pkg.instructor.gpu.check", 1)]
+    assert cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.exercises.lab01", "pkg.instructor.grade"]]
+    assert graph["pkg.instructor.gpu.check"] == {"pkg.lessons": 5}
+
+
 def test_benchmarks_and_gpu_checks_are_registered_as_functions():
-    from lab_utils.instructor import cli, gpu_check
+    from lab_utils.instructor import cli
     from lab_utils.instructor.bench.registry import BENCHES
+    from lab_utils.instructor.gpu import registry as gpu_registry
 
     assert all(callable(b.measure) and callable(b.show) for b in BENCHES.values())
     assert set(cli.parser()._subparsers._group_actions[0].choices["bench"]._actions[1].choices) == set(BENCHES)
-    assert [c.lab for c in gpu_check.CHECKS] == [f"{n:02d}" for n in range(1, 10)]
+    assert [c.lab for c in gpu_registry.CHECKS] == [f"{n:02d}" for n in range(1, 10)]
     assert all(c.run.__name__ == "gpu_check" and c.run.__module__.startswith("lab_utils.instructor.gpu.")
-               for c in gpu_check.CHECKS)
-    assert not hasattr(gpu_check, "RUN_ONE")
+               for c in gpu_registry.CHECKS)
+    assert not hasattr(gpu_registry, "RUN_ONE")
 
 
 def test_package_discovery_includes_every_subpackage():
@@ -93,7 +238,7 @@ def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
                                 str(wheel)], capture_output=True, text=True, timeout=120)
     assert installed.returncode == 0, installed.stderr
     env = {**os.environ, "PYTHONPATH": str(target)}
-    code = ("import lab_utils, lab_utils.exercises, lab_utils.instructor.bench, lab_utils.instructor.gpu_check; "
+    code = ("import lab_utils, lab_utils.exercises, lab_utils.instructor.bench, lab_utils.instructor.gpu.registry; "
             "import lab_utils.lessons.lab03, lab_utils.lessons.lab04, lab_utils.lessons.lab06, lab_utils.lessons.lab07, "
             "lab_utils.lessons.lab08, lab_utils.lessons.lab09; print(lab_utils.__file__)")
     where = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,

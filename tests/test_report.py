@@ -6,7 +6,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from lab_utils import flags as detectors
+from lab_utils import detectors
 from lab_utils import measure, report
 from lab_utils.launch import launch
 from lab_utils.lessons.lab10 import allreduce_worker, amdahl_rows  # lab 10's, generated from its notebook

@@ -216,11 +216,11 @@ def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_wei
     assert diff <= 1e-6
 
 
-def test_shown_hides_the_folder_and_the_interpreter(tmp_path):
+def test_without_machine_paths_hides_the_folder_and_the_interpreter(tmp_path):
     text = lab11.batch_script(tmp_path / "train.py", output=str(tmp_path / "x-%j.out"))
-    got = slurm.shown(text, tmp_path)
+    got = slurm.without_machine_paths(text, tmp_path)
     assert str(tmp_path) not in got and sys.executable not in got and f"{tmp_path.name}/train.py" in got
-    on_a_node = slurm.shown(f"0: node1 task 0 of 2 python in {sys.prefix}\n", tmp_path)
+    on_a_node = slurm.without_machine_paths(f"0: node1 task 0 of 2 python in {sys.prefix}\n", tmp_path)
     assert on_a_node == "0: node1 task 0 of 2 python in .venv\n"
 
 

@@ -66,14 +66,13 @@ def configured_first():
         import tensorflow as tf
         print(devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU")))
         print(len(tf.distribute.MirroredStrategy(devices.names).extended.worker_devices))
-        from lab_utils.instructor import tf_one_step
+        from lab_utils.exercises import lab05
         from lab_utils.instructor.gpu.tf_distribute import GPU_TOLERANCE
         from lab_utils.lessons.lab05 import make_train_step
         step = dict(make_train_step=make_train_step)
-        mirrored = tf_one_step.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names[:2])), 64, 0,
-                                               **step)
-        single = tf_one_step.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
-        reference = tf_one_step.single_device_update(64, 0)
+        mirrored = lab05.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names[:2])), 64, 0, **step)
+        single = lab05.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
+        reference = lab05.single_device_update(64, 0)
         gap = max(np.abs(np.array(u["update"]) - reference["update"]).max() for u in (mirrored, single))
         print("step:", np.abs(reference["update"]).max() > 0, gap <= GPU_TOLERANCE)
     """)

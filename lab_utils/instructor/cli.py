@@ -76,9 +76,9 @@ def cmd_run_times(args) -> int:
 
 
 def cmd_gpu_check(args) -> int:
-    from . import gpu_check
+    from .gpu import registry
 
-    return gpu_check.main(quick=args.quick)
+    return registry.main(quick=args.quick)
 
 
 def cmd_assign(args) -> int:

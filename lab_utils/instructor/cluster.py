@@ -433,7 +433,7 @@ def down(path=None, say=print) -> list[str]:
 
 
 def descendants_of(pid: int) -> list[int]:
-    from ..launch import descendants
+    from ..process_tree import descendants
 
     return descendants(pid)
 

@@ -1,7 +1,7 @@
 """Grading a class on a Slurm cluster: each submission's sandboxed run (the whole notebook, then its probes) is one
 task of a job array on the nodes; the answers come back as plain data and are scored in the grader's own process,
-exactly as locally (`grade.run_job` is the same code). A task lost with its node is retried once; a task lost twice
-gets a row with status `lost`, never a missing row.
+exactly as locally (`sandboxed_run.run_job` is the same code). A task lost with its node is retried once; a task lost
+twice gets a row with status `lost`, never a missing row.
 
 What a task receives (`job-N.json` in a folder the nodes share): the notebook, the parameters, and per exercise the
 probe request (the learner's definition, the drawn inputs, the exercise's `run`) — never a reference, a judge, the
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import slurm
 from . import sandbox
+from .sandboxed_run import run_job
 
 ROOT = Path(__file__).resolve().parents[2]
 LOST = "lost"
@@ -83,8 +84,6 @@ def run_on_slurm(jobs: list[dict], folder: Path, *, partition: str | None = None
 
 def main(argv: list[str]) -> int:
     """One array task: run job INDEX in a sandbox on this node, write its result beside it."""
-    from . import grade
-
     folder, index = Path(argv[0]), int(argv[1])
     job = json.loads((folder / f"job-{index}.json").read_text())
     isolation = sandbox.detect()
@@ -94,7 +93,7 @@ def main(argv: list[str]) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="lab-grader-"))
     try:
         scratch.chmod(0o711)
-        result = grade.run_job(job, isolation, scratch, sandbox.Limits())
+        result = run_job(job, isolation, scratch, sandbox.Limits())
     finally:
         sandbox.remove_tree(scratch)
     write_json(folder / f"result-{index}.json", result)

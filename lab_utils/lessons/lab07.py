@@ -12,7 +12,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from lab_utils import collectives, hardware, memory, spec
 
-__all__ = ['join_group', 'leave_group', 'micro_batch', 'FlatParameters', 'flat_buffers', 'rank_report', 'ddp_worker', 'zero1_worker', 'fsdp_worker']
+__all__ = ['join_group', 'leave_group', 'micro_batch', 'FlatParameters', 'flat_buffers', 'rank_report', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker']
 
 
 # ---- solutions/07_memory_sharding.ipynb, cell 4 (id 509f91b4) ------------------------------------------------------
@@ -92,7 +92,7 @@ def rank_report(model, optimizer, comm, saved, steps):
             "comm": comm.table(steps), "ring_bytes": comm.ring_bytes(steps)}
 
 
-def ddp_worker(rank, world_size, job):
+def ddp_baseline_worker(rank, world_size, job):
     "Adam steps under DDP."
     device = join_group()
     model = DDP(spec.build_torch(job["spec"], job["input_shape"], seed=job["seed"]).to(device), gradient_as_bucket_view=True)

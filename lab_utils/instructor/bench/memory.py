@@ -28,7 +28,7 @@ def strategy_jobs(strategies, model_spec, *, world_size: int, steps: int, batch_
     one seeded set of images (each step's global batch is world_size x batch_per_rank of them, rank r's slice r)."""
     from ...lessons import lab07
 
-    workers = {"ddp": lab07.ddp_worker, "zero1": lab07.zero1_worker, "fsdp": lab07.fsdp_worker}
+    workers = {"ddp": lab07.ddp_baseline_worker, "zero1": lab07.zero1_worker, "fsdp": lab07.fsdp_worker}
     gen = torch.Generator().manual_seed(seed + 1)
     n = steps * world_size * batch_per_rank
     job = dict(seed=seed, steps=steps, per_rank=batch_per_rank, lr=lr, input_shape=INPUT_SHAPE, spec=model_spec,

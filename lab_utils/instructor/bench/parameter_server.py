@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ... import flags, hardware, measure
+from ... import detectors, hardware, measure
 from ...parameter_server import MODEL, MODES, PSConfig, interleaved, run, single_process_weights
 
 
@@ -108,7 +108,7 @@ def print_bench(result: dict) -> None:
     print("effective: the straggler's measured slowdown over its whole pull-compute-push (its iteration's wall time "
           "over the time it was busy pulling, computing and pushing); compute share: worker 1's compute time over its "
           "iteration time in the async runs (the rest is messaging and waiting for the server, which shares its core)")
-    noise = flags.noise_line(result[f"async_vs_sync_throughput_spread[straggler={f}]"] for f in factors)
+    noise = detectors.noise_line(result[f"async_vs_sync_throughput_spread[straggler={f}]"] for f in factors)
     if noise:
         print(noise)
     if result["server_shares_a_core"]:

@@ -10,7 +10,7 @@ import json
 import statistics
 import time
 
-from ... import flags as detectors
+from ... import detectors
 from ... import measure
 from ...serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
                         request_images)

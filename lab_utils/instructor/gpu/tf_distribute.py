@@ -8,7 +8,7 @@ import os
 import sys
 
 from ...tf_distribute import import_tensorflow
-from ..tf_one_step import one_step_update
+from ...exercises.lab05 import one_step_update
 
 
 # ---- the GPU check ------------------------------------------------------------------------------------------------

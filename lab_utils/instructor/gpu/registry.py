@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .gpu import collectives, data_parallel, ddp, memory, parameter_server, pipeline, serving, tf_distribute, train
+from . import collectives, data_parallel, ddp, memory, parameter_server, pipeline, serving, tf_distribute, train
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def gpus() -> list[str]:
 
 def plan_check(n_gpus: int) -> str:
     """One rank per GPU goes over NCCL on distinct GPUs; more ranks than GPUs share them over gloo."""
-    from .. import hardware
+    from ... import hardware
 
     own, shared = hardware.plan(n_gpus), hardware.plan(n_gpus + 1)
     if own.backend != "nccl" or len(set(own.devices)) != n_gpus:
@@ -108,7 +108,7 @@ def main(quick: bool = False) -> int:
     return 1 if any(v.startswith("failed") for v in report["checks"].values()) else 0
 
 
-if __name__ == "__main__":  # the fresh process of run_check: python -m lab_utils.instructor.gpu_check MODULE NAME QUICK
+if __name__ == "__main__":  # the fresh process of run_check: python -m lab_utils.instructor.gpu.registry MODULE NAME QUICK
     fn = importlib.import_module(sys.argv[1])
     for part in sys.argv[2].split("."):
         fn = getattr(fn, part)

@@ -304,7 +304,7 @@ def main() -> None:
     sys.stdout.write(json.dumps(answer))
 
 
-CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from lab_utils.instructor.extract import main; main()"
+CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from lab_utils.instructor.submission_reader import main; main()"
 
 
 def _limit_child():

@@ -1,0 +1,241 @@
+"""A submission's sandboxed run, the part of grading that runs untrusted code: the whole notebook (papermill, for
+the executed notebook handed back and the run's status), then one probe per exercise, each in a fresh process. Takes
+a job and returns plain data; runs in the grader's process (lab_utils.instructor.grade) or as a Slurm array task on a
+node (lab_utils.instructor.grade_slurm), the same code either way."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ..hardware import usable_cpu_count
+from . import sandbox, submission_reader
+from .probe import MAX_ANSWER_BYTES, parse_answer
+from .submission_reader import MAX_NOTEBOOK_BYTES
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE_TIMEOUT_S = 120.0
+# runs in the sandbox as its pid 1, not dumpable: the notebook comes in on stdin; papermill saves the executed notebook
+# after every cell into a file without a name (O_TMPFILE), which the kernel can neither find, replace nor block; the
+# driver stops the run at its deadline and sends back the last saved notebook on a descriptor the kernel does not have
+PAPERMILL = """
+import ctypes, json, os, signal, sys, warnings
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+params, cell_timeout, root, limit, deadline = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+notebook = sys.stdin.buffer.read(limit + 1)
+back = os.dup(1)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+with open("submission.ipynb", "wb") as handle:
+    handle.write(notebook)
+try:
+    saved = os.open(os.environ.get("TMPDIR", "."), os.O_TMPFILE | os.O_RDWR, 0o600)
+except OSError:  # a filesystem without unnamed files: a named one, removed at once (still open here)
+    import tempfile
+    saved, name = tempfile.mkstemp(prefix=".executed-")
+    os.unlink(name)
+warnings.filterwarnings("ignore")  # papermill: an output path without .ipynb
+
+
+class Deadline(Exception):
+    pass
+
+
+def stop(*_):
+    raise Deadline()
+
+
+sys.path.insert(0, root)
+import papermill
+from nbclient.exceptions import DeadKernelError
+from papermill.exceptions import PapermillExecutionError
+from lab_utils.instructor.course import QUIET_KERNEL
+code = 0
+signal.signal(signal.SIGALRM, stop)
+signal.setitimer(signal.ITIMER_REAL, deadline)
+try:
+    papermill.execute_notebook("submission.ipynb", f"/proc/self/fd/{saved}", parameters=json.loads(params),
+                               kernel_name="python3", execution_timeout=cell_timeout, interrupt_on_timeout=True,
+                               progress_bar=False, log_output=False, request_save_on_cell_execute=True,
+                               extra_arguments=QUIET_KERNEL)
+except PapermillExecutionError:
+    pass  # a cell raised: expected with partial answers; every cell still ran
+except DeadKernelError as exc:
+    print("KERNEL DIED:", exc, file=sys.stderr)
+    code = 3
+except Deadline:
+    code = 124
+signal.setitimer(signal.ITIMER_REAL, 0)
+offset = 0
+while offset <= limit:
+    chunk = os.pread(saved, 1 << 20, offset)
+    if not chunk:
+        break
+    offset += len(chunk)
+    while chunk:
+        chunk = chunk[os.write(back, chunk):]
+os._exit(code)
+"""
+STOP_GRACE_S = 30.0  # after the driver's own deadline: time to stop the kernel and send the notebook back
+PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); "
+         "from lab_utils.instructor.probe import main; main()")
+
+
+def _python(box: sandbox.Sandbox, code: str, args: list[str], timeout: float) -> list[str]:
+    """`python -I -c code args`: isolated (neither the working directory nor PYTHON* variables are on its path, so a
+    module planted beside it is never imported); where no sandbox kills the whole tree, a subreaper wraps it."""
+    command = [sys.executable, "-I", "-c", code, *args]
+    if box.isolation.bubblewrap:
+        return command
+    subreaper = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from lab_utils.instructor.subreaper import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-I", "-c", subreaper, str(timeout), "--", *command]
+
+
+class _Exchange:
+    """A sandboxed process's pipes: what it is given on stdin, at most `out_limit` bytes of its stdout (more is
+    drained and dropped), the last bytes of its stderr."""
+
+    def __init__(self, process: subprocess.Popen, data: bytes, out_limit: int, tail: int = 8192):
+        self.out, self.err, self.overflow = bytearray(), bytearray(), False
+        self._threads = [threading.Thread(target=self._feed, args=(process.stdin, data), daemon=True),
+                         threading.Thread(target=self._drain, args=(process.stdout, out_limit), daemon=True)]
+        if process.stderr is not None:
+            self._threads.append(threading.Thread(target=self._tail, args=(process.stderr, tail), daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def _feed(stream, data: bytes) -> None:
+        try:
+            stream.write(data)
+        except OSError:
+            pass  # it ended before reading everything
+        finally:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def _drain(self, stream, limit: int) -> None:
+        with stream:
+            while chunk := stream.read1(1 << 16):
+                if len(self.out) + len(chunk) > limit:
+                    self.overflow = True
+                else:
+                    self.out += chunk
+
+    def _tail(self, stream, keep: int) -> None:
+        with stream:
+            while chunk := stream.read1(1 << 16):
+                self.err = (self.err + chunk)[-keep:]
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+def _wait(process: subprocess.Popen, box: sandbox.Sandbox, timeout: float) -> str:
+    """Wait for `process`; '' when it ended in time, else why it was stopped. Where the sandbox's CPU time is counted,
+    the limit counts its own CPU at its share (a busy machine cannot cost it the limit): it is stopped once it has used
+    `timeout` seconds of its share, or after twice `timeout` of waiting (sleeping or blocked); elsewhere after
+    `timeout` seconds."""
+    start, used_before = time.monotonic(), box.cpu_seconds()
+    if used_before is None:
+        try:
+            process.wait(timeout=timeout)
+            return ""
+        except subprocess.TimeoutExpired:
+            return f"it ran longer than {timeout:g} s"
+    share = box.limits.cpus or usable_cpu_count()
+    while True:
+        try:
+            process.wait(timeout=0.2)
+            return ""
+        except subprocess.TimeoutExpired:
+            pass
+        used = (box.cpu_seconds() or used_before) - used_before
+        if used >= timeout * share:
+            return (f"it used {used:.0f} CPU-seconds, more than {timeout:g} s at its share of {share:g} CPU(s) "
+                    "allows")
+        if time.monotonic() - start >= 2 * timeout:
+            return f"it ran longer than {2 * timeout:g} s (using only {used:.1f} CPU-seconds: it waited or slept)"
+
+
+def execute(notebook: str, box: sandbox.Sandbox, params: dict, *, cell_timeout: float,
+            timeout: float) -> tuple[str, str, str | None]:
+    """Run the whole notebook in the sandbox; returns (status, message, executed notebook as text, or None)."""
+    argv = _python(box, PAPERMILL, [json.dumps(params), str(cell_timeout), str(ROOT), str(MAX_NOTEBOOK_BYTES),
+                                    str(timeout)], timeout + STOP_GRACE_S)
+    process = box.popen(argv, workdir="run", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        cpu_seconds=(timeout + STOP_GRACE_S) * usable_cpu_count())
+    exchange = _Exchange(process, notebook.encode(), MAX_NOTEBOOK_BYTES)
+    try:
+        code = process.wait(timeout=timeout + STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    box.kill_all()
+    exchange.join()
+    tail = bytes(exchange.err)[-4000:].decode(errors="replace")
+    tail = "\n".join(line for line in tail.splitlines() if "WARNING" not in line)
+    cleaned = submission_reader.clean_in_child(bytes(exchange.out)) if exchange.out and not exchange.overflow else {}
+    result = cleaned.get("notebook")
+    if code is None or code == 124:
+        return "timeout", f"the notebook ran longer than {timeout:g} s and was stopped", result
+    if code == 3 or "KERNEL DIED" in tail:
+        return "kernel_died", "the kernel died (os._exit, a crash or out of memory)", result
+    if code != 0 or result is None:
+        last = tail.strip().splitlines()[-1][:200] if tail.strip() else f"exit code {code}"
+        return "kernel_died", f"execution stopped: {last}", result
+    timeouts = tail.count("Timeout waiting for execute reply") + cleaned["interrupted"]
+    if timeouts:
+        return "timeout", f"{timeouts} cell(s) ran longer than {cell_timeout:g} s and were interrupted", result
+    if cleaned["errors"]:
+        return "error", f"{cleaned['errors']} cell(s) raised; the first: {cleaned['first_error']}", result
+    return "completed", "", result
+
+
+def probe(request: dict, box: sandbox.Sandbox, timeout: float, workdir: str = "probe") -> dict:
+    """Run one exercise on the learner's definition in a fresh process in the sandbox; exactly one answer, or why not."""
+    if "blocked" in request:
+        return {"status": "blocked", "error": request["blocked"]}
+    if "missing" in request:
+        return {"status": "missing", "error": request["missing"]}
+    process = box.popen(_python(box, PROBE, [str(ROOT)], 2 * timeout), workdir=workdir, stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cpu_seconds=timeout * usable_cpu_count())
+    exchange = _Exchange(process, (json.dumps(request) + "\n").encode(), MAX_ANSWER_BYTES + 1)
+    stopped = _wait(process, box, timeout)
+    box.kill_all()
+    exchange.join()
+    if stopped:
+        return {"status": "error", "error": stopped}
+    if box.exceeded:
+        return {"status": "error", "error": box.exceeded}
+    return parse_answer(bytes(exchange.out))
+
+
+def run_job(job: dict, isolation: sandbox.Isolation, scratch: Path, limits: sandbox.Limits) -> dict:
+    """The part of grading that runs the submission, in its own sandbox (here, or on a cluster node): the whole
+    notebook, then one probe per exercise. Returns plain data: status, message, executed notebook, answer records."""
+    home = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_-]', '_', job['student'])[:40]}-", dir=scratch))
+    params = dict(job["parameters"])
+    probe_timeout = job.get("probe_timeout") or max(PROBE_TIMEOUT_S, job["cell_timeout"])
+    try:
+        with sandbox.Sandbox(isolation, home, limits, {"PYTHONPATH": str(ROOT)}) as box:
+            if job["results_dir"]:
+                params["results_dir"] = str(box.inside("run") / "results")
+            status, message, executed = (execute(job["notebook"], box, params, cell_timeout=job["cell_timeout"],
+                                                 timeout=job["timeout"])
+                                         if job["execute"] else ("completed", "probes only: the notebook was not run", None))
+            if box.exceeded:
+                status, message = "error", f"stopped: {box.exceeded}"
+            records = [probe(request, box, probe_timeout, f"probe-{i}") for i, request in enumerate(job["requests"])]
+    finally:
+        sandbox.remove_tree(home)
+    return {"status": status, "message": message, "records": records, "sandbox": isolation.row_note,
+            "executed": executed}

@@ -1,0 +1,149 @@
+"""Each `[!]` detector: a planted impossible figure is flagged, a sound one is not."""
+import math
+
+import pytest
+
+from lab_utils import detectors, measure, report
+
+
+def test_speedup_above_device_count():
+    assert detectors.above_device_count(2.05, 2)  # 102 %: impossible for the same work
+    assert not detectors.above_device_count(1.8, 2)
+    assert not detectors.above_device_count(None, 2)
+    assert measure.plausibility(speedup=2.05, devices=2)
+
+
+def test_a_slow_speedup_is_not_a_flag_and_noise_is_no_warning_at_all():
+    assert measure.plausibility(speedup=0.4, devices=2) == []
+    with pytest.raises(TypeError):
+        measure.plausibility(spread=0.9)  # noise is one line per table (detectors.noise_line), not a warning
+
+
+def test_degenerate_fit():
+    assert detectors.degenerate_fit(-1e-12) and detectors.degenerate_fit(0.0) and detectors.degenerate_fit(float("nan"))
+    assert not detectors.degenerate_fit(1e-10)
+
+
+def test_allreduce_fit_refuses_a_negative_slope():
+    sizes = [4096, 65536, 1 << 20]
+    fit = report.fit_allreduce(sizes, [6.2e-3, 5e-3, 3.7e-3], 2)  # larger messages faster: no bandwidth here
+    assert fit.flags and math.isinf(fit.bus_bandwidth) and "not measurable" in fit.describe()
+    truth = report.AllReduceFit(50e-6, 2e9)
+    sound = report.fit_allreduce(sizes, [truth.seconds(n, 2) for n in sizes], 2)
+    assert not sound.flags and "GB/s" in sound.describe()
+
+
+def test_more_work_less_time():
+    assert detectors.more_work_less_time(1, 2e-3, 2, 1e-3)
+    assert not detectors.more_work_less_time(1, 1e-3, 2, 1.5e-3)
+    assert not detectors.more_work_less_time(1, 1e-3, 2, 0.99e-3, tolerance=0.05)  # within the tolerance
+    assert report.batch_time_flags(1, 2e-3, 2, 1e-3)
+
+
+def test_saturated():
+    assert detectors.saturated(200, 120)
+    assert not detectors.saturated(200, 198)
+
+
+def test_reverses_theory():
+    reversed_ = measure.decide([0.5] * 5, claim="c", expected="A faster")
+    holds = measure.decide([2.0] * 5, claim="c", expected="A faster")
+    assert detectors.reverses_theory(reversed_) and not detectors.reverses_theory(holds)
+
+
+def test_a_claim_that_holds_in_one_run_and_reverses_in_another_is_flagged():
+    warnings = detectors.flipped(["holds", "not distinguishable here", "reversed"])
+    assert len(warnings) == 1 and detectors.is_impossible(warnings[0])
+    assert detectors.flipped([{"verdict": "reversed"}, {"verdict": "holds"}])
+    assert not detectors.flipped(["holds", "holds", "not distinguishable here"])
+    assert not detectors.flipped(["reversed", "not distinguishable here"])
+    assert not detectors.flipped([])
+
+
+def test_noise_is_one_line_per_table():
+    line = detectors.noise_line([0.1, 0.3, 0.5, None, 0.2])
+    assert line.startswith("noise: 2 of 4 medians spread more than 25 %") and "read the medians only" in line
+    assert detectors.noise_line([0.1, 0.2]) == ""
+    assert detectors.count("a\n  [!] x\nb [!] y\n") == 2
+
+
+def test_contradicting_figures():
+    assert "contradict each other" in detectors.contradicts_reference(900, 30000)[0]
+    assert not detectors.contradicts_reference(30000, 33000) and not detectors.contradicts_reference(None, 33000)
+    assert "7.3x apart" in detectors.disagree(2.69e-3, 0.37e-3)[0] and not detectors.disagree(0.5e-3, 0.37e-3)
+
+
+def test_only_detector_warnings_are_flags_the_rest_are_plain_notes():
+    impossible = (detectors.above_device_count(2.2, 2) + detectors.degenerate_fit(-1.0)
+                  + detectors.more_work_less_time(1, 2, 2, 1) + detectors.saturated(200, 100)
+                  + detectors.contradicts_reference(900, 30000) + detectors.disagree(3, 1)
+                  + detectors.reverses_theory(measure.decide([0.5] * 5, claim="c", expected="A faster")))
+    assert len(impossible) == 7 and all(detectors.is_impossible(w) for w in impossible)
+    caveats = measure.plausibility(oversubscribed=True, other_framework="TensorFlow") + [
+        "saturated", "2 of 3 runs diverged", "the load generator sent requests 600 ms late (median)"]
+    assert not any(detectors.is_impossible(w) for w in caveats)
+    row_flags = "; ".join(caveats[:1] + impossible[:1] + ["repeats spread by 40% of the median: noisy"])
+    assert detectors.impossible(row_flags) == impossible[:1] and detectors.notes(row_flags) == caveats[:1]
+    text = measure.flagged("fig", caveats)
+    assert "[!]" not in text and "(note: " in text
+    assert measure.flagged("fig", caveats + impossible[:1]).count("[!]") == 1
+
+
+def test_a_table_of_impossible_rows_gets_one_flag_line():
+    per_row = [[], detectors.more_work_less_time(2048, 3e-3, 16384, 2e-4), [],
+               detectors.more_work_less_time(4096, 3e-3, 16384, 2e-4)]
+    line = detectors.one_line(per_row, ["1,024", "2,048", "3,072", "4,096"], "sizes")
+    assert len(line) == 1 and line[0].startswith("sizes 2,048, 4,096 (marked *)") and detectors.is_impossible(line[0])
+    assert detectors.one_line([[], []], ["a", "b"]) == []
+
+
+def test_two_kinds_of_impossible_rows_get_one_line_each_and_the_rows_a_star():
+    above = detectors.above_device_count(2.1, 2)
+    less = detectors.more_work_less_time(2, 5e-3, 4, 4e-3, what="images")
+    per_row = [above, [], less, above + less, "; ".join(above)]
+    lines = detectors.one_line(per_row, ["a", "b", "c", "d", "e"])
+    assert len(lines) == 2
+    assert lines[0].startswith("rows a, d, e (marked *)") and "2 more like it" in lines[0]
+    assert detectors.ABOVE_100 in lines[0]
+    assert lines[1].startswith("rows c, d (marked *)") and detectors.LESS_TIME in lines[1]
+    assert [detectors.marked(f) for f in per_row] == [" *", "", " *", " *", " *"]
+    assert detectors.marked(["more ranks or threads than cores: oversubscribed"]) == ""
+
+
+def test_the_record_table_flags_only_impossible_rows():
+    row = dict(lab="09", framework="torch", strategy="serving", variant="batch-1", workload="w", world_size=1,
+               device="cpu", batch_size=1, samples_per_s=100.0, wall_s=1.0, repeats=3, spread=0.5)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        text = measure.record([measure.Result(**row, flags="saturated"),
+                               measure.Result(**{**row, "variant": "x"}, flags=detectors.saturated(200, 100)[0])], d)
+    assert text.count("[!]") == 1 and "note: saturated" in text and "noise: 2 of 2" in text
+
+
+def test_a_flag_is_said_in_full_once_and_points_back_after():
+    detectors.forget()
+    above = detectors.above_device_count(2.1, 2)
+    first = measure.flagged("speedup 2.10x", above)
+    again = measure.flagged("summary: 2.10x", above)
+    assert first.count("[!]") == 1 and "[!]" not in again and detectors.AS_ABOVE in again
+    table = detectors.table_lines([above, []], ["2 ranks", "1 rank"])
+    assert table == [f"rows 2 ranks (marked *): {detectors.AS_ABOVE}"]
+    other = detectors.more_work_less_time(2, 5e-3, 4, 4e-3, what="images")
+    assert detectors.table_lines([other], ["batch 4"])[0].startswith("[!] rows batch 4 (marked *)")
+    detectors.forget()
+    assert measure.flagged("speedup 2.10x", above).count("[!]") == 1
+
+
+def test_one_quantity_measured_twice_is_flagged_only_beyond_both_spreads():
+    from lab_utils import detectors
+
+    assert detectors.measured_twice(100.0, 0.05, 108.0, 0.05, what="x", first_name="lab 01", second_name="lab 03") == []
+    # 1.5x apart, spreads of 5 %: the ranges 97.5-102.5 and 146-154 do not meet
+    said = detectors.measured_twice(100.0, 0.05, 150.0, 0.05, what="1 process x 1 thread", first_name="lab 01",
+                                    second_name="lab 03")
+    assert len(said) == 1 and detectors.is_impossible(said[0]) and "1.50x apart" in said[0] and "; " not in said[0]
+    assert "lab 01" in said[0] and "lab 03" in said[0]
+    # the same 1.5x, but repeats that spread 60 % each: their ranges meet (70-130 and 105-195), nothing said
+    assert detectors.measured_twice(100.0, 0.6, 150.0, 0.6, what="x", first_name="a", second_name="b") == []
+    assert detectors.measured_twice(100.0, None, 150.0, None, what="x", first_name="a", second_name="b")
+    assert detectors.measured_twice(0.0, None, 150.0, None, what="x", first_name="a", second_name="b") == []
