@@ -61,17 +61,8 @@ assign: env  ## regenerate notebooks/ from solutions/
 outputs: env  ## re-execute solutions/ in place as one run in course order, write the measured run times, regenerate notebooks/
 	$(PY) -m lab_utils outputs $(if $(LABS),--labs $(LABS))
 
-bench: env  ## benchmarks, each measured side by side in one run; the last line of each is JSON (cluster: after make cluster)
-	$(PY) -m lab_utils bench overhead
-	$(PY) -m lab_utils bench dp --devices 2
-	$(PY) -m lab_utils bench ddp --world-size 2
-	$(PY) -m lab_utils bench pipeline
-	$(PY) -m lab_utils bench tf
-	$(PY) -m lab_utils bench collectives
-	$(PY) -m lab_utils bench memory
-	$(PY) -m lab_utils bench async
-	$(PY) -m lab_utils bench inference
-	$(PY) -m lab_utils bench cluster
+bench: env  ## every benchmark the labs declare, in lab order, each in a process of its own; the last line of each is JSON (cluster: after make cluster)
+	names=$$($(PY) -m lab_utils bench --list); for name in $$names; do $(PY) -m lab_utils bench $$name; done
 
 info: env  ## this machine's hardware and the rank plan for 1, 2, 4 ranks
 	$(PY) -m lab_utils info

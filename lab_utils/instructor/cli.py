@@ -1,4 +1,4 @@
-"""Command line: python -m lab_utils {info,course,outputs,run-times,assign,bench,gpu-check,cluster,grade}."""
+"""Command line: python -m lab_utils {info,labs,course,outputs,run-times,assign,bench,gpu-check,cluster,grade}."""
 from __future__ import annotations
 
 import argparse
@@ -15,6 +15,14 @@ def cmd_info(args) -> int:
     print()
     for world_size in (1, 2, 4):
         print(hardware.plan(world_size, hw).describe())
+    return 0
+
+
+def cmd_labs(args) -> int:
+    from . import labs
+
+    chosen = [labs.find(n) for n in args.labs.split(",")] if args.labs else labs.all_labs()
+    print("\n\n".join(lab.describe() for lab in chosen))
     return 0
 
 
@@ -76,9 +84,17 @@ def cmd_run_times(args) -> int:
 
 
 def cmd_gpu_check(args) -> int:
+    from . import labs
     from .gpu import registry
 
-    return registry.main(quick=args.quick)
+    only = None
+    if args.labs:
+        only = {labs.find(n).number for n in args.labs.split(",")}
+        without = sorted(n for n in only if labs.declared(n).gpu_check is None)
+        if without:
+            raise ValueError(f"lab(s) {', '.join(without)} declare no GPU check; labs with one: "
+                             f"{', '.join(lab for lab, _ in labs.gpu_checks())}")
+    return registry.main(quick=args.quick, only=only)
 
 
 def cmd_assign(args) -> int:
@@ -100,6 +116,11 @@ def cmd_assign(args) -> int:
 def cmd_bench(args) -> int:
     from .bench.registry import BENCHES
 
+    if args.list:
+        print("\n".join(BENCHES))
+        return 0
+    if args.name is None:
+        raise ValueError(f"name a benchmark: {', '.join(BENCHES)} (or --list)")
     BENCHES[args.name].run(args.repeats, vars(args))
     return 0
 
@@ -122,9 +143,16 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     else:
         BENCHES = {}
 
+    from .labs import gpu_checks
+
+    quick = ", ".join(lab for lab, check in gpu_checks() if check.quick)
     p = argparse.ArgumentParser(prog="python -m lab_utils", description="CNN Parallelism Lab helper")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="hardware report and the rank plan for 1, 2, 4 ranks").set_defaults(fn=cmd_info)
+    n = sub.add_parser("labs", help="each lab's pieces, found by its number: notebooks, lesson module, exercises, "
+                                    "the modules it imports, test size, benchmarks, GPU check")
+    n.add_argument("labs", nargs="?", help="comma-separated lab numbers, e.g. 09 (default: all)")
+    n.set_defaults(fn=cmd_labs)
     c = sub.add_parser("course", help="execute every solution notebook headless with papermill")
     c.add_argument("--labs", help="comma-separated lab numbers, e.g. 00,01 (default: all)")
     c.add_argument("--out", help="output folder (default: build/course)")
@@ -147,7 +175,8 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ or lab_utils/lessons/ is out of date")
     a.set_defaults(fn=cmd_assign)
     b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
-    b.add_argument("name", choices=sorted(BENCHES) or None)
+    b.add_argument("name", nargs="?", choices=sorted(BENCHES) or None)
+    b.add_argument("--list", action="store_true", help="print the benchmarks' names, one a line, in lab order")
     b.add_argument("--samples", type=int, default=4096, help="overhead: samples per timed epoch")
     b.add_argument("--repeats", type=int, help="timed repeats, median reported (default: " +
                    ", ".join(f"{name} {bench.repeats}" for name, bench in sorted(BENCHES.items())) + ")")
@@ -160,7 +189,8 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     b.add_argument("--global-batch", type=int, default=512, help="tf: samples per step over all workers (default: 512)")
     b.set_defaults(fn=cmd_bench)
     gc = sub.add_parser("gpu-check", help="run every GPU branch of the course against its CPU result (skipped without a GPU)")
-    gc.add_argument("--quick", action="store_true", help="only labs 01, 03, 05 and 09 (about 2 minutes on one GPU)")
+    gc.add_argument("--quick", action="store_true", help=f"only labs {quick} (about 2 minutes on one GPU)")
+    gc.add_argument("--labs", help="comma-separated lab numbers, e.g. 04,09 (default: every lab with a GPU check)")
     gc.set_defaults(fn=cmd_gpu_check)
     cl = sub.add_parser("cluster", help="a real Slurm cluster on this machine for lab 11 (root; Debian's slurm-wlm and munge)")
     cl.add_argument("action", choices=["up", "status", "down"])

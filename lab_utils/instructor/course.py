@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import nbformat
 
+from .labs import DECLARED, declared, solution_notebooks
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")'
@@ -21,32 +22,14 @@ DEFAULT_CELL_TIMEOUT_S = 300
 
 
 # What `make test` (nbval) and `course --size test` append to each lab's parameters cell: fewer repeats, steps and
-# sizes where they change no checked output (the compared cells give the same text at either size)
-TEST_PARAMETERS: dict[str, dict[str, Any]] = {
-    "00": {"timing_repeats": 3},
-    "01": {"timing_steps": 3},
-    "02": {"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5},
-    "03": {"lr_epochs": 2, "speed_steps": 5},
-    "04": {"rounds": 2},
-    "05": {"repeats": 1, "steps_per_repeat": 3, "speed_steps": 2},
-    "06": {"allreduce_max_bytes": 1 << 16, "allreduce_repeats": 3, "repeats": 3},
-    "07": {"repeats": 3},
-    "08": {"tf_steps": 40, "gradients": 80, "throughput_batch": 64, "throughput_gradients": 16},
-    "09": {"repeats": 3, "batch_sweep": [1, 8, 64, 512], "rounds": 1, "pool_requests": 600, "run_s": 0.25},
-    "10": {"allreduce_repeats": 3, "allreduce_max_bytes": 1 << 18},
-    "11": {"speed_repeats": 1},
-}
+# sizes where they change no checked output (the compared cells give the same text at either size). Each lab declares
+# its own in labs.DECLARED; this is the same, by lab number
+TEST_PARAMETERS: dict[str, dict[str, Any]] = {lab: d.test_size for lab, d in sorted(DECLARED.items()) if d.test_size}
 
 
 def parameter_lines(parameters: dict, comment: str) -> str:
     """Python assignments of `parameters` under a comment line, as papermill injects them."""
     return "".join([f"# {comment}\n"] + [f"{name} = {value!r}\n" for name, value in parameters.items()])
-
-
-def solution_notebooks(solutions_dir=None) -> list[Path]:
-    """The lab notebooks in lab order (NN_name.ipynb)."""
-    folder = Path(solutions_dir) if solutions_dir else ROOT / "solutions"
-    return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
 
 
 def strip_solutions(source: str, where: str) -> str:
@@ -184,7 +167,7 @@ def run_course(labs: str | None = None, out_dir=None, cell_timeout: float = DEFA
     for src in select(labs, solution_notebooks()):
         (results / f"lab{src.name[:2]}.csv").unlink(missing_ok=True)  # a course run starts its rows afresh
         print(f"running {src.name} ...", flush=True)
-        sized = TEST_PARAMETERS.get(src.name[:2], {}) if size == "test" else {}
+        sized = declared(src.name[:2]).test_size if size == "test" else {}
         run = run_notebook(src, out, {**sized, "results_dir": str(results)}, cell_timeout)
         status = "ok" if run.error is None else f"FAILED at {run.error}"
         print(f"  {src.name}: {run.seconds:.1f} s, {status}", flush=True)

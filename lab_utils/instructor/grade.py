@@ -26,6 +26,7 @@ from .. import exercises as ex
 from ..hardware import usable_cpu_count
 from . import gradebook, sandbox, submission_reader
 from .gradebook import ExerciseScore, Graded
+from .labs import declared as declared_by
 from .sandboxed_run import PROBE_TIMEOUT_S, run_job
 from .submission_reader import MAX_NOTEBOOK_BYTES, MAX_OUTPUT_CHARS  # noqa: F401  (the limits, where tests look)
 
@@ -407,7 +408,7 @@ def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeou
 def _import_references(chosen) -> None:
     """Import, before any submission runs, every course module a reference may need (never lazily afterwards)."""
     from .. import data, data_parallel, pipeline, report, spec, train  # noqa: F401
-    if any(c.exercise.lab == "05" for c in chosen):
+    if any(declared_by(c.exercise.lab).tensorflow for c in chosen):  # TensorFlow starts before any submission runs
         from .. import tf_distribute
 
         tf_distribute.import_tensorflow()

@@ -19,7 +19,7 @@ SLOWEST_FIRST = (
 
 def pytest_addoption(parser):
     parser.addoption("--lab-size", choices=("test", "full"), default="test",
-                     help="nbval: run each lab with course.TEST_PARAMETERS appended to its parameters cell (test: "
+                     help="nbval: run each lab with its declared test size (labs.DECLARED) appended to its parameters cell (test: "
                           "fewer repeats and steps, the same checked outputs) or with the notebook's defaults (full)")
 
 
@@ -36,12 +36,13 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_rank)
     if config.getoption("--lab-size") == "full":
         return
-    from .course import TEST_PARAMETERS, parameter_lines
+    from .course import parameter_lines
+    from .labs import declared
 
     for item in items:
         cell = getattr(item, "cell", None)  # an nbval notebook cell
         if cell is None or "parameters" not in cell.metadata.get("tags", []):
             continue
-        overrides = TEST_PARAMETERS.get(Path(str(item.fspath)).name[:2])
+        overrides = declared(Path(str(item.fspath)).name[:2]).test_size
         if overrides:
             cell.source = cell.source.rstrip("\n") + "\n" + parameter_lines(overrides, "test size")

@@ -1,7 +1,7 @@
 """`python -m lab_utils gpu-check`: run every GPU branch of the course, each compared with its CPU result.
 
-Each lab's check is a `gpu_check()` in lab_utils.instructor.gpu.<area>, registered in CHECKS below as the function
-itself; it returns {check: "passed" | "failed: <reason>" | "skipped: <why>"} (and may add figures under "figures").
+Each lab's check is a `gpu_check()` in lab_utils.instructor.gpu.<area>, which the lab declares in
+lab_utils.instructor.labs (CHECKS below holds the functions themselves); it returns {check: "passed" | "failed: <reason>" | "skipped: <why>"} (and may add figures under "figures").
 Here each one runs in a process of its own, with a time limit, so that one hanging or crashing check (or
 TensorFlow's start-up) cannot take the others with it. Without a GPU nothing is started and every check reports
 "skipped: no GPU".
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import collectives, data_parallel, ddp, memory, parameter_server, pipeline, serving, tf_distribute, train
+from .. import labs
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -32,11 +32,9 @@ class Check:
     limit_s: float
 
 
-CHECKS = [Check("01", train.gpu_check, 60), Check("02", data_parallel.gpu_check, 60), Check("03", ddp.gpu_check, 90),
-          Check("04", pipeline.gpu_check, 60), Check("05", tf_distribute.gpu_check, 90),
-          Check("06", collectives.gpu_check, 60), Check("07", memory.gpu_check, 60),
-          Check("08", parameter_server.gpu_check, 60), Check("09", serving.gpu_check, 90)]
-QUICK = {"01", "03", "05", "09"}
+CHECKS = [Check(lab, importlib.import_module(f"{__package__}.{check.module}").gpu_check, check.limit_s)
+          for lab, check in labs.gpu_checks()]
+QUICK = {lab for lab, check in labs.gpu_checks() if check.quick}
 
 
 def gpus() -> list[str]:
@@ -74,8 +72,9 @@ def run_check(fn: Callable[..., dict], limit: float, quick: bool) -> dict:
     return json.loads(lines[-1][len("GPU-CHECK "):])
 
 
-def check_all(quick: bool = False, names=None) -> dict:
-    """Every check's verdict, plus the GPUs seen and the seconds it took."""
+def check_all(quick: bool = False, names=None, only=None) -> dict:
+    """Every check's verdict (or only those of the labs numbered in `only`), plus the GPUs seen and the seconds it
+    took."""
     start = time.monotonic()
     present = gpus() if names is None else names
     results, figures = {}, {}
@@ -83,7 +82,7 @@ def check_all(quick: bool = False, names=None) -> dict:
         results["lab 00: hardware plan"] = plan_check(len(present))
     for check in CHECKS:
         lab = check.lab
-        if quick and lab not in QUICK:
+        if (quick and lab not in QUICK) or (only is not None and lab not in only):
             continue
         if not present:
             results[f"lab {lab}"] = "skipped: no GPU (torch.cuda.is_available() is False)"
@@ -95,9 +94,9 @@ def check_all(quick: bool = False, names=None) -> dict:
             "figures": figures}
 
 
-def main(quick: bool = False) -> int:
+def main(quick: bool = False, only=None) -> int:
     """Print a table, then the JSON line; non-zero exit when a check failed."""
-    report = check_all(quick)
+    report = check_all(quick, only=only)
     print(f"GPUs: {', '.join(report['gpus']) or 'none'}")
     width = max((len(k) for k in report["checks"]), default=10)
     for name, verdict in report["checks"].items():
