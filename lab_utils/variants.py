@@ -15,7 +15,9 @@ def _class_source(cls) -> str | None:
     """A class's source, found through its methods' code (inspect.getsource needs a module file; a notebook has none)."""
     for member in vars(cls).values():
         code = getattr(getattr(member, "__func__", member), "__code__", None)
-        lines = linecache.getlines(code.co_filename) if code else []
+        if code is None:
+            continue
+        lines = linecache.getlines(code.co_filename)
         try:
             tree = ast.parse("".join(lines))
         except SyntaxError:  # a cell with a magic

@@ -165,7 +165,7 @@ def staleness_from_order(order) -> list[int]:
     """The reference: staleness of each gradient of an asynchronous run, from the order in which the workers'
     gradients were applied. Every worker first pulls version 0; after its gradient is applied it pulls the version
     that update made."""
-    version, pulled, staleness = 0, {}, []
+    version, pulled, staleness = 0, dict[int, int](), list[int]()
     for worker in order:
         staleness.append(version - pulled.get(worker, 0))
         version += 1
