@@ -3,6 +3,7 @@
 function, the original unchanged. Each old text must occur exactly once, so an edit cannot silently miss its line."""
 from __future__ import annotations
 
+import ast
 import difflib
 import inspect
 import linecache
@@ -10,15 +11,34 @@ import sys
 import textwrap
 
 
+def _class_source(cls) -> str | None:
+    """A class's source, found through its methods' code (inspect.getsource needs a module file; a notebook has none)."""
+    for member in vars(cls).values():
+        code = getattr(getattr(member, "__func__", member), "__code__", None)
+        lines = linecache.getlines(code.co_filename) if code else []
+        try:
+            tree = ast.parse("".join(lines))
+        except SyntaxError:  # a cell with a magic
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == cls.__name__ and \
+                    node.lineno <= code.co_firstlineno <= node.end_lineno:
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                return "".join(lines[first - 1:node.end_lineno])
+    return None
+
+
 def source_of(fn) -> str:
-    """The source of a function defined in a notebook cell or a file (dedented)."""
+    """The source of a function or class defined in a notebook cell or a file (dedented)."""
     text = getattr(fn, "__variant_source__", None)
     if text is None:
         try:
             text = inspect.getsource(fn)
         except (OSError, TypeError):
-            raise ValueError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: define it with def in a "
-                             "notebook cell or a file") from None
+            text = _class_source(fn) if isinstance(fn, type) else None
+        if text is None:
+            raise ValueError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: define it with def or class "
+                             "in a notebook cell or a file")
     return textwrap.dedent(text)
 
 

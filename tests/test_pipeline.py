@@ -5,12 +5,13 @@ import statistics
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 
 from lab_utils import pipeline as pl, pipeline_explorer, spec
 from lab_utils.instructor.gpu import pipeline as gpu_pipeline
 from lab_utils.launch import RankError, descendants
 from lab_utils.lessons.lab04 import (backward_op, forward_op, library_schedule, library_step,  # lab 04's, from
-                                     library_unsupported, recompute_forward_op)  # its notebook
+                                     library_unsupported, recompute_forward_op, stage_step)  # its notebook
 
 SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
 
@@ -130,8 +131,8 @@ def executed():
             pl.PipelineRun("bn M=1", "gpipe", 1, batchnorm=True, **SMALL),
             pl.PipelineRun("bn M=4", "gpipe", 4, batchnorm=True, **SMALL)]
     library = [pl.PipelineRun("library", "1f1b", 4, **SMALL)]
-    measured = pl.run_pipelines(runs, 2, forward_op, backward_op, library_runs=library, library_schedule=library_schedule,
-                                library_step=library_step, rounds=3, warmup=1, timeout=180)
+    measured = pl.run_pipelines(runs, 2, stage_step, forward_op, backward_op, library_runs=library,
+                                library_schedule=library_schedule, library_step=library_step, rounds=3, warmup=1, timeout=180)
     return runs, measured
 
 
@@ -209,7 +210,7 @@ def test_1f1b_holds_fewer_activations_than_gpipe_in_proportion_to_micro_batches_
 
 def test_activation_bytes_count_saved_activations_not_parameters():
     stage = pl.build_stage(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), (5,), 1)  # two dense layers
-    saved = pl._SavedBytes(stage)
+    saved = pl.SavedBytes(stage)
     x = torch.rand(4, 128, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
         stage(x).sum().backward()
@@ -226,7 +227,8 @@ def test_batchnorm_statistics_per_micro_batch_change_the_gradients(executed):
 def test_the_ops_are_arguments_three_stages_with_recomputation_match_the_unsplit_model():
     run = pl.PipelineRun("three", "1f1b", 4, batch_size=16, image_side=8, split=(2, 5),
                          model="cnn2d_2layer_fullconnected_2layer")
-    m = pl.run_pipelines([run], 3, recompute_forward_op, recompute_backward, rounds=1, warmup=0, timeout=180)["three"]
+    m = pl.run_pipelines([run], 3, stage_step, recompute_forward_op, recompute_backward, rounds=1, warmup=0,
+                         timeout=180)["three"]
     _, logits, grads = pl.reference(run)
     assert np.abs(m.grads - grads).max() <= 1e-5 and np.abs(m.logits - logits).max() <= 1e-5
     assert m.peak_activation_bytes == [0, 0, 0]  # nothing autograd saves is held between ops
@@ -240,10 +242,10 @@ def recompute_backward(ctx, micro):
         (torch.nn.functional.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
     else:
         grad = torch.empty(out.shape)
-        pl.dist.recv(grad, src=ctx.rank + 1)
+        dist.recv(grad, src=ctx.rank + 1)
         out.backward(grad)
     if not ctx.first:
-        ctx.pending.append(pl.dist.isend(x.grad, dst=ctx.rank - 1))
+        ctx.pending.append(dist.isend(x.grad, dst=ctx.rank - 1))
 
 
 def failing_forward(ctx, micro):
@@ -252,20 +254,20 @@ def failing_forward(ctx, micro):
 
 def test_bad_configurations_fail_before_launching_or_name_the_rank():
     with pytest.raises(ValueError, match="makes 2 stages, not 3"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3, forward_op, backward_op)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3, stage_step, forward_op, backward_op)
     with pytest.raises(ValueError, match="does not split into 3 equal"):
-        pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2, forward_op, backward_op)
+        pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2, stage_step, forward_op, backward_op)
     with pytest.raises(ValueError, match="need rounds >= 1"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, forward_op, backward_op, rounds=0)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, stage_step, forward_op, backward_op, rounds=0)
     with pytest.raises(ValueError, match="its own label"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2, forward_op, backward_op)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2, stage_step, forward_op, backward_op)
     with pytest.raises(RankError, match="runs 'gpipe' or '1f1b', not 'naive'"):
-        pl.run_pipelines([], 2, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "naive", 1, **SMALL)],
+        pl.run_pipelines([], 2, stage_step, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "naive", 1, **SMALL)],
                          library_schedule=library_schedule, library_step=library_step, rounds=1, warmup=0, timeout=60)
     with pytest.raises(ValueError, match="library_schedule= and library_step="):
-        pl.run_pipelines([], 2, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "gpipe", 2, **SMALL)])
+        pl.run_pipelines([], 2, stage_step, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "gpipe", 2, **SMALL)])
     with pytest.raises(RankError, match=r"rank \d failed: ValueError: stage \d cannot run micro-batch 0"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, failing_forward, backward_op, rounds=1, warmup=0, timeout=60)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, stage_step, failing_forward, backward_op, rounds=1, warmup=0, timeout=60)
 
 
 def test_gpu_check_says_why_it_skipped_without_cuda():
@@ -288,7 +290,7 @@ def test_gantt_charts_draw_ideal_and_measured_timelines(executed):
 def test_the_explorer_builds_its_controls():
     import matplotlib
     matplotlib.use("Agg")
-    box = pipeline_explorer.pipeline_explorer(forward_op, backward_op, layer_times=[1.0] * 7)
+    box = pipeline_explorer.pipeline_explorer(stage_step, forward_op, backward_op, layer_times=[1.0] * 7)
     controls = box.children[0].children
     assert [c.description for c in controls] == ["stages K", "micro-batches M", "schedule"]
     controls[2].value = "naive"
@@ -298,7 +300,7 @@ def test_the_explorer_builds_its_controls():
 def test_the_explorer_runs_the_ops_it_is_given():
     import matplotlib
     matplotlib.use("Agg")
-    box = pipeline_explorer.pipeline_explorer(failing_forward, backward_op, layer_times=[1.0] * 7)
+    box = pipeline_explorer.pipeline_explorer(stage_step, failing_forward, backward_op, layer_times=[1.0] * 7)
     button, status = box.children[1].children
     box.children[0].children[1].value = 2
     button.click()

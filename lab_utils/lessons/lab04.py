@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from lab_utils import hardware
 from lab_utils import pipeline as pl
 
-__all__ = ['forward_op', 'backward_op', 'stage_worker', 'library_unsupported', 'library_schedule', 'library_step', 'stage_input', 'recompute_forward_op']
+__all__ = ['forward_op', 'backward_op', 'stage_step', 'stage_worker', 'library_unsupported', 'library_schedule', 'library_step', 'stage_input', 'recompute_forward_op']
 
 
 # ---- solutions/04_model_parallel_pipeline.ipynb, cell 12 (id 50b2ca9e) ---------------------------------------------
@@ -49,6 +49,17 @@ def backward_op(ctx, micro):
 
 # ---- solutions/04_model_parallel_pipeline.ipynb, cell 16 (id 96cc1b65) ---------------------------------------------
 
+def stage_step(ctx, ops, forward_op, backward_op):
+    """One training step of this stage: its ops in the schedule's order, then wait until its sends are delivered."""
+    for op in ops:
+        if op.kind == "F":
+            forward_op(ctx, op.micro)
+        else:
+            backward_op(ctx, op.micro)
+    for work in ctx.pending:                         # every isend delivered before the step ends
+        work.wait()
+
+
 def stage_worker(rank, world_size, run, forward_op, backward_op, timeout_s):
     """One pipeline stage: join the group, build this rank's layers, run one step of run's schedule, leave."""
     device, backend = hardware.rank_device()
@@ -58,13 +69,7 @@ def stage_worker(rank, world_size, run, forward_op, backward_op, timeout_s):
     stage = pl.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=run.seed).to(device)
     ctx = pl.StageContext.for_run(run, stage, rank, world_size, device, backend)
     schedule = pl.make_schedule(run.schedule, world_size, run.micro_batches)
-    for op in schedule.stage_ops(rank):              # this stage's ops, in the schedule's order
-        if op.kind == "F":
-            forward_op(ctx, op.micro)
-        else:
-            backward_op(ctx, op.micro)
-    for work in ctx.pending:                         # every isend delivered before we leave
-        work.wait()
+    stage_step(ctx, schedule.stage_ops(rank), forward_op, backward_op)  # this stage's ops, in the schedule's order
     out = {"grads": torch.cat([p.grad.flatten() for p in stage.parameters()]),
            "logits": torch.cat([ctx.logits[m] for m in range(run.micro_batches)]) if ctx.last else None}
     dist.barrier()                                   # leave together

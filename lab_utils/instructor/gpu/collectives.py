@@ -1,11 +1,11 @@
 """Lab 06 on a GPU: the ring and the tensor-parallel layers against the CPU.
 
-The ring and the layers are lab 06's lesson code (lab_utils.lessons.lab06); the worker is the benchmark's."""
+The workers are lab 06's lesson code (lab_utils.lessons.lab06), run as the benchmark runs them."""
 from __future__ import annotations
 
 import torch
 
-from ..bench.collectives import reference_worker
+from ..bench.collectives import lesson_checks
 
 
 GPU_TOLERANCES = {"ring_max_abs_diff": 1e-9, "tp_conv_max_abs_diff": 1e-4, "tp_mlp_max_abs_diff": 1e-4,
@@ -20,13 +20,11 @@ def gpu_check() -> dict[str, str]:
              "tp_cnn_weights_max_abs_diff": "tensor-parallel CNN training on the GPU"}
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in names.values()}
-    from ...launch import launch
-
-    ranks = launch(reference_worker, 2, args=(1 << 20, 3, 2, 0, 60.0), timeout=180)
+    checks = lesson_checks(2, 1 << 20, 3, 2, 0, 180.0)
     results = {}
     for key, name in names.items():
-        worst = max(r[key] for r in ranks)
-        where = f"{ranks[0]['backend']}, {ranks[0]['device']}"
+        worst = checks[key]
+        where = f"{checks['backend']}, {checks['device']}"
         results[name] = ("passed" if worst <= GPU_TOLERANCES[key] else
                          f"failed: max |GPU - CPU| = {worst:.2e} > {GPU_TOLERANCES[key]:g} ({where})")
     return results
