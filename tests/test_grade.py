@@ -758,7 +758,7 @@ def test_a_probe_gets_the_notebooks_imports_and_module_level_values_it_uses():
 
 def test_a_stub_is_recognised_before_any_set_up_runs_and_a_started_answer_is_not_a_stub():
     from lab_utils.exercises.core import only_raises_not_implemented
-    from lab_utils.instructor.probe import answer
+    from lab_utils.instructor.grading.probe import answer
 
     stub = 'def f(x):\n    """Doc."""\n    raise NotImplementedError("Exercise: write your solution here")\n'
     assert only_raises_not_implemented(stub, "f") and only_raises_not_implemented("def f():\n    raise NotImplementedError", "f")
@@ -1028,7 +1028,7 @@ def test_the_definition_is_what_the_kernel_had_at_the_self_check():
     source = submission_reader.definition(cells, "f")
     assert "from statistics import *" in source and "def g" in source and "K = 2" in source
     assert "K = 3" not in source and "return 0" not in source and "numpy" not in source and "matplotlib" not in source
-    from lab_utils.instructor.probe import KERNEL_NAMES
+    from lab_utils.instructor.grading.probe import KERNEL_NAMES
 
     namespace = dict(KERNEL_NAMES)
     exec(compile(source, "<probe>", "exec"), namespace)
