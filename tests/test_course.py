@@ -81,10 +81,10 @@ def test_every_lab_has_a_parameters_cell_and_results_dir():
 def test_test_size_parameters_are_declared_by_their_lab_and_keep_their_types():
     """headless.TEST_PARAMETERS (what nbval and `course --size test` append) only shrinks parameters the lab declares,
     with values of the declared type, and parameter_lines writes them as Python that gives the same values."""
-    labs = {path.name[:2]: path for path in labs.solution_notebooks()}
-    assert set(headless.TEST_PARAMETERS) <= set(labs)
+    notebooks = {path.name[:2]: path for path in labs.solution_notebooks()}
+    assert set(headless.TEST_PARAMETERS) <= set(notebooks)
     for lab, overrides in headless.TEST_PARAMETERS.items():
-        params = next(c for c in nbformat.read(labs[lab], 4).cells if "parameters" in c.metadata.get("tags", []))
+        params = next(c for c in nbformat.read(notebooks[lab], 4).cells if "parameters" in c.metadata.get("tags", []))
         declared = {}
         exec(params.source, {}, declared)
         for name, value in overrides.items():
