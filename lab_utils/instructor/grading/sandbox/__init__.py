@@ -19,4 +19,7 @@ be limited per sandbox, `Isolation.one_at_a_time` says the grader must grade one
 
 Without bubblewrap (or with one that fails here), `detect()` says what is not promised; the grader then refuses
 unless the instructor accepts the risk, and grades correctly with the risk written in every row.
+
+Rooms: isolation.py (Limits, Isolation: what is promised), machine.py (`detect`), jail.py (`Sandbox`), bubblewrap.py
+(its command line and minimal tree), cgroups.py, host.py (uids, processes, tmpfs mounts, cleanup), seccomp.py.
 """
