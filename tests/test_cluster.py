@@ -7,21 +7,21 @@ import time
 
 import pytest
 
-from lab_utils.instructor import cluster
+from lab_utils.instructor.cluster import local
 
-REASON = cluster.refusal()
+REASON = local.refusal()
 
 
 def test_refuses_without_root_in_one_sentence_saying_what_to_do():
-    text = cluster.refusal(euid=1000, which=lambda *a, **k: "/usr/bin/x")
+    text = local.refusal(euid=1000, which=lambda *a, **k: "/usr/bin/x")
     assert "needs root" in text and "sudo make cluster" in text and "real Slurm cluster" in text and text.count(". ") == 0
-    text = cluster.refusal(euid=0, which=lambda *a, **k: None)
+    text = local.refusal(euid=0, which=lambda *a, **k: None)
     assert "apt-get install -y slurm-wlm munge" in text and "munge" in text and "slurm-wlm" in text
-    assert cluster.refusal(euid=0, which=lambda *a, **k: "/usr/sbin/x") is None
+    assert local.refusal(euid=0, which=lambda *a, **k: "/usr/sbin/x") is None
 
 
 def test_cli_refuses_with_exit_2_when_it_cannot_run(monkeypatch, capsys):
-    monkeypatch.setattr(cluster, "refusal", lambda: "make cluster needs root (simulated)")
+    monkeypatch.setattr(local, "refusal", lambda: "make cluster needs root (simulated)")
     from lab_utils.instructor import cli
 
     assert cli.main(["cluster", "up", "--state-dir", "/nonexistent/x"]) == 2
@@ -29,37 +29,37 @@ def test_cli_refuses_with_exit_2_when_it_cannot_run(monkeypatch, capsys):
 
 
 def test_the_configuration_splits_the_cores_and_declares_memory(tmp_path):
-    lay = cluster.Layout(tmp_path, 3, 2048)
-    conf = cluster.slurm_conf(lay, "host", 7000, [7001, 7002, 7003])
+    lay = local.Layout(tmp_path, 3, 2048)
+    conf = local.slurm_conf(lay, "host", 7000, [7001, 7002, 7003])
     assert "NodeName=node1 NodeHostname=host NodeAddr=127.0.0.1 Port=7001 CPUs=3 RealMemory=2048" in conf
     assert "NodeName=node2 NodeHostname=host NodeAddr=127.0.0.1 Port=7002 CPUs=3 RealMemory=2048" in conf
-    assert f"NodeName=node3 NodeHostname=host NodeAddr=127.0.0.1 Port=7003 CPUs=1 RealMemory={cluster.SHORT_MEMORY_MB}" in conf
+    assert f"NodeName=node3 NodeHostname=host NodeAddr=127.0.0.1 Port=7003 CPUs=1 RealMemory={local.SHORT_MEMORY_MB}" in conf
     assert "PartitionName=lab Nodes=node1,node2 Default=YES" in conf and "PartitionName=short Nodes=node3 MaxTime=1" in conf
     assert f"AuthInfo=socket={tmp_path}/munge/munge.socket" in conf and "SlurmctldPort=7000" in conf
     assert f"StateSaveLocation={tmp_path}/ctld" in conf and "/etc/" not in conf
     assert "AccountingStorageType=accounting_storage/none" in conf and "JobAcctGatherParams=OverMemoryKill" in conf
-    with_db = cluster.slurm_conf(lay, "host", 7000, [7001, 7002, 7003], dbd_port=7004)
+    with_db = local.slurm_conf(lay, "host", 7000, [7001, 7002, 7003], dbd_port=7004)
     assert "AccountingStorageType=accounting_storage/slurmdbd" in with_db and "AccountingStoragePort=7004" in with_db
     assert f"AccountingStoragePass={tmp_path}/munge/munge.socket" in with_db
 
 
 def test_accounting_files_stay_in_the_state_folder_and_listen_on_loopback(tmp_path):
-    from lab_utils.instructor import cluster_db
+    from lab_utils.instructor.cluster import database
 
-    db = cluster_db.Database(tmp_path)
-    conf = cluster_db.dbd_conf(db, "host", 7005, 7006, tmp_path / "munge" / "munge.socket")
+    db = database.Database(tmp_path)
+    conf = database.dbd_conf(db, "host", 7005, 7006, tmp_path / "munge" / "munge.socket")
     assert "DbdAddr=127.0.0.1" in conf and "StorageHost=127.0.0.1" in conf and "StoragePort=7006" in conf
-    assert f"StoragePass={cluster_db.password(db)}" in conf and (db.password_file.stat().st_mode & 0o077) == 0
-    command = cluster_db.mariadbd_command(db, 7006)
+    assert f"StoragePass={database.password(db)}" in conf and (db.password_file.stat().st_mode & 0o077) == 0
+    command = database.mariadbd_command(db, 7006)
     assert "--bind-address=127.0.0.1" in command and f"--datadir={db.datadir}" in command
     assert all(str(tmp_path) in a for a in command if a.startswith(("--datadir", "--socket", "--pid-file", "--log-error")))
 
 
 def test_without_mariadb_and_slurmdbd_the_cluster_says_it_has_no_accounting(monkeypatch):
-    from lab_utils.instructor import cluster_db
+    from lab_utils.instructor.cluster import database
 
-    monkeypatch.setattr(cluster_db, "program", lambda name: None)
-    text = cluster.accounting_refusal()
+    monkeypatch.setattr(database, "program", lambda name: None)
+    text = local.accounting_refusal()
     assert text.startswith("no accounting") and "apt-get install -y mariadb-server slurmdbd" in text and "sacct" in text
 
 
@@ -80,20 +80,20 @@ def _processes_of(state) -> set[int]:
 @pytest.mark.skipif(REASON is not None, reason=f"needs root and slurm-wlm/munge: {REASON}")
 def test_up_status_up_again_down(tmp_path):
     state = tmp_path / "c"  # a second cluster of its own: the course's cluster (if up) must stay untouched
-    other = cluster.daemons(cluster.layout())
+    other = local.daemons(local.layout())
     said = []
     try:
-        cluster.up(state, say=said.append)
-        running = cluster.daemons(cluster.layout(state))
+        local.up(state, say=said.append)
+        running = local.daemons(local.layout(state))
         assert all(running.values()), running
         assert any("started a Slurm cluster" in line for line in said)
-        assert cluster.node_states(cluster.layout(state)) == {"node1": "idle", "node2": "idle", "node3": "idle"}
-        assert cluster.status(state, say=said.append)
-        env = cluster.client_env(cluster.layout(state))
+        assert local.node_states(local.layout(state)) == {"node1": "idle", "node2": "idle", "node3": "idle"}
+        assert local.status(state, say=said.append)
+        env = local.client_env(local.layout(state))
         out = subprocess.run(["srun", "-N2", "-n2", "--time=1", "printenv", "SLURMD_NODENAME"], capture_output=True,
                              text=True, env=env, timeout=60)
         assert sorted(out.stdout.split()) == ["node1", "node2"], out.stderr
-        if cluster.accounting_refusal() is None:  # the step is in the database: sacct reads it back
+        if local.accounting_refusal() is None:  # the step is in the database: sacct reads it back
             for _ in range(50):
                 done = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobName,State"], capture_output=True,
                                       text=True, env=env, timeout=30)
@@ -101,13 +101,13 @@ def test_up_status_up_again_down(tmp_path):
                     break
                 time.sleep(0.2)
             assert "printenv|COMPLETED" in done.stdout, done.stdout + done.stderr
-        cluster.up(state, say=said.append)  # twice: harmless, the same processes
-        assert "already runs" in said[-1] and cluster.daemons(cluster.layout(state)) == running
+        local.up(state, say=said.append)  # twice: harmless, the same processes
+        assert "already runs" in said[-1] and local.daemons(local.layout(state)) == running
     finally:
-        stopped = cluster.down(state, say=said.append)
-    assert len(stopped) == len(cluster.NODES) + 2 + 2 * (cluster.accounting_refusal() is None)  # + db, slurmdbd
-    assert not any(cluster.daemons(cluster.layout(state)).values())
+        stopped = local.down(state, say=said.append)
+    assert len(stopped) == len(local.NODES) + 2 + 2 * (local.accounting_refusal() is None)  # + db, slurmdbd
+    assert not any(local.daemons(local.layout(state)).values())
     assert _processes_of(state) == set(), "a process of the stopped cluster is still running"
-    assert not cluster.status(state, say=said.append) and "no cluster" in said[-1]
-    assert cluster.daemons(cluster.layout()) == other, "down stopped something that was not its own"
-    assert cluster.down(state, say=said.append) == [] and "nothing to stop" in said[-1]
+    assert not local.status(state, say=said.append) and "no cluster" in said[-1]
+    assert local.daemons(local.layout()) == other, "down stopped something that was not its own"
+    assert local.down(state, say=said.append) == [] and "nothing to stop" in said[-1]

@@ -2,13 +2,14 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from lab_utils.instructor import course
+from lab_utils.instructor import labs
+from lab_utils.instructor.course import assign, committed_outputs, headless
 
 
 def test_strip_solutions_keeps_indentation_and_surrounding_code():
     source = "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n\nprint(f)"
-    out = course.strip_solutions(source, "nb")
-    assert out.splitlines() == ["def f(x):", "    # YOUR CODE HERE", f"    {course.STUB}", "", "print(f)"]
+    out = assign.strip_solutions(source, "nb")
+    assert out.splitlines() == ["def f(x):", "    # YOUR CODE HERE", f"    {assign.STUB}", "", "print(f)"]
     assert "x + 1" not in out
 
 
@@ -19,7 +20,7 @@ def test_strip_solutions_keeps_indentation_and_surrounding_code():
 ])
 def test_broken_markers_are_reported(source, message):
     with pytest.raises(ValueError, match=message):
-        course.strip_solutions(source, "lab.ipynb, cell 3")
+        assign.strip_solutions(source, "lab.ipynb, cell 3")
 
 
 def make_solution(folder, name="00_demo.ipynb", body="x = 1"):
@@ -35,7 +36,7 @@ def make_solution(folder, name="00_demo.ipynb", body="x = 1"):
 
 def test_student_version_has_stubs_and_no_outputs(tmp_path):
     nb = nbformat.read(make_solution(tmp_path), 4)
-    student = course.student_version(nb, "demo")
+    student = assign.student_version(nb, "demo")
     code = student.cells[1]
     assert code.outputs == [] and code.execution_count is None and "papermill" not in code.metadata
     assert "NotImplementedError" in code.source and "x = 1" not in code.source
@@ -45,32 +46,32 @@ def test_student_version_has_stubs_and_no_outputs(tmp_path):
 def test_markers_in_markdown_are_refused():
     nb = new_notebook(cells=[new_markdown_cell("### BEGIN SOLUTION")])
     with pytest.raises(ValueError, match="belong in code cells"):
-        course.student_version(nb, "demo")
+        assign.student_version(nb, "demo")
 
 
 def test_assign_writes_and_check_detects_drift(tmp_path):
     solutions, notebooks = tmp_path / "solutions", tmp_path / "notebooks"
     make_solution(solutions)
-    assert course.assign(solutions, notebooks, check=True) == [f"{notebooks / '00_demo.ipynb'} is missing"]
-    assert course.assign(solutions, notebooks) == []
-    assert course.assign(solutions, notebooks, check=True) == []
+    assert assign.assign(solutions, notebooks, check=True) == [f"{notebooks / '00_demo.ipynb'} is missing"]
+    assert assign.assign(solutions, notebooks) == []
+    assert assign.assign(solutions, notebooks, check=True) == []
     make_solution(solutions, body="x = 2  # changed")
     nb = nbformat.read(solutions / "00_demo.ipynb", 4)
     nb.cells[0].source = "# Demo, edited"
     nbformat.write(nb, solutions / "00_demo.ipynb")
-    assert "differs from what" in course.assign(solutions, notebooks, check=True)[0]
+    assert "differs from what" in assign.assign(solutions, notebooks, check=True)[0]
     (notebooks / "99_orphan.ipynb").write_text("{}")
-    course.assign(solutions, notebooks)
-    assert course.assign(solutions, notebooks, check=True) == [f"{notebooks / '99_orphan.ipynb'} has no source in solutions/"]
+    assign.assign(solutions, notebooks)
+    assert assign.assign(solutions, notebooks, check=True) == [f"{notebooks / '99_orphan.ipynb'} has no source in solutions/"]
 
 
 def test_committed_student_notebooks_match_solutions():
-    problems = course.assign(check=True)
+    problems = assign.assign(check=True)
     assert problems == [], "run `python -m lab_utils assign` and commit notebooks/:\n" + "\n".join(problems)
 
 
 def test_every_lab_has_a_parameters_cell_and_results_dir():
-    for path in course.solution_notebooks():
+    for path in labs.solution_notebooks():
         nb = nbformat.read(path, 4)
         tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
         assert len(tagged) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
@@ -78,19 +79,19 @@ def test_every_lab_has_a_parameters_cell_and_results_dir():
 
 
 def test_test_size_parameters_are_declared_by_their_lab_and_keep_their_types():
-    """course.TEST_PARAMETERS (what nbval and `course --size test` append) only shrinks parameters the lab declares,
+    """headless.TEST_PARAMETERS (what nbval and `course --size test` append) only shrinks parameters the lab declares,
     with values of the declared type, and parameter_lines writes them as Python that gives the same values."""
-    labs = {path.name[:2]: path for path in course.solution_notebooks()}
-    assert set(course.TEST_PARAMETERS) <= set(labs)
-    for lab, overrides in course.TEST_PARAMETERS.items():
-        params = next(c for c in nbformat.read(labs[lab], 4).cells if "parameters" in c.metadata.get("tags", []))
+    notebooks = {path.name[:2]: path for path in labs.solution_notebooks()}
+    assert set(headless.TEST_PARAMETERS) <= set(notebooks)
+    for lab, overrides in headless.TEST_PARAMETERS.items():
+        params = next(c for c in nbformat.read(notebooks[lab], 4).cells if "parameters" in c.metadata.get("tags", []))
         declared = {}
         exec(params.source, {}, declared)
         for name, value in overrides.items():
             assert name in declared, f"lab {lab}'s parameters cell declares no {name!r}"
             assert type(value) is type(declared[name]), (lab, name, value, declared[name])
         injected = dict(declared)
-        exec(course.parameter_lines(overrides, "test size"), {}, injected)
+        exec(headless.parameter_lines(overrides, "test size"), {}, injected)
         assert injected == {**declared, **overrides}
 
 
@@ -111,7 +112,7 @@ def pytest_collection_modifyitems(items):
         print("SOURCE", repr(item.cell.source))
 """)
     source = cell.source
-    for size, want in (("test", source + "\n" + course.parameter_lines(course.TEST_PARAMETERS["02"], "test size")),
+    for size, want in (("test", source + "\n" + headless.parameter_lines(headless.TEST_PARAMETERS["02"], "test size")),
                        ("full", source)):
         result = pytester.runpytest_subprocess("--nbval-lax", "--collect-only", "-s", f"--lab-size={size}",
                                                "-p", "no:cacheprovider", "-p", "lab_utils.instructor.pytest_plugin",
@@ -123,15 +124,15 @@ def test_the_slowest_files_named_first_exist():
     from lab_utils.instructor.pytest_plugin import SLOWEST_FIRST
 
     assert len(set(SLOWEST_FIRST)) == len(SLOWEST_FIRST)
-    assert [name for name in SLOWEST_FIRST if not (course.ROOT / name).is_file()] == []
+    assert [name for name in SLOWEST_FIRST if not (labs.ROOT / name).is_file()] == []
 
 
 def test_select_labs():
-    sources = course.solution_notebooks()
-    assert [p.name[:2] for p in course.select("1,00", sources)] == ["01", "00"]
-    assert course.select(None, sources) == sources
+    sources = labs.solution_notebooks()
+    assert [p.name[:2] for p in headless.select("1,00", sources)] == ["01", "00"]
+    assert headless.select(None, sources) == sources
     with pytest.raises(ValueError, match=r"unknown lab\(s\) \['42'\]"):
-        course.select("42", sources)
+        headless.select("42", sources)
 
 
 def test_run_notebook_reports_the_failing_cell(tmp_path):
@@ -141,9 +142,9 @@ def test_run_notebook_reports_the_failing_cell(tmp_path):
     src = tmp_path / "src" / "07_broken.ipynb"
     src.parent.mkdir()
     nbformat.write(nb, src)
-    run = course.run_notebook(src, tmp_path, {"results_dir": str(tmp_path)}, cell_timeout=60)
+    run = headless.run_notebook(src, tmp_path, {"results_dir": str(tmp_path)}, cell_timeout=60)
     assert run.error is not None and "ZeroDivisionError" in run.error and "cell" in run.error
-    assert "07_broken.ipynb failed at" in course.failures_message([run])
+    assert "07_broken.ipynb failed at" in headless.failures_message([run])
     executed = nbformat.read(tmp_path / "07_broken.ipynb", 4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
 
@@ -155,17 +156,17 @@ def test_summary_lists_times_failures_and_results(tmp_path):
     measure.write_result(measure.Result(lab="01", framework="torch", strategy="single-device", world_size=1,
                                         device="cpu", batch_size=64, samples_per_s=1000, wall_s=2, accuracy=0.9,
                                         threads=2, workload="digits"), tmp_path, hw)
-    runs = [course.NotebookRun("00_setup", 3.5), course.NotebookRun("01_cnn", 7.0, "cell 4: ValueError: bad")]
-    text = course.summary(runs, tmp_path)
+    runs = [headless.NotebookRun("00_setup", 3.5), headless.NotebookRun("01_cnn", 7.0, "cell 4: ValueError: bad")]
+    text = headless.summary(runs, tmp_path)
     assert "00_setup" in text and "FAILED: cell 4: ValueError: bad" in text and "10.5" in text
     assert "single-device" in text and "90.0%" in text and "speedup" in text
-    assert course.failures_message(runs) == "01_cnn.ipynb failed at cell 4: ValueError: bad"
+    assert headless.failures_message(runs) == "01_cnn.ipynb failed at cell 4: ValueError: bad"
 
 
 def test_run_times_in_the_readme_and_headers_come_from_the_committed_run():
-    times = course.run_times()
-    assert set(times) == {p.name[:2] for p in course.solution_notebooks()}, "run `make outputs`"
-    assert course.update_run_times(times, check=True) == []
+    times = committed_outputs.run_times()
+    assert set(times) == {p.name[:2] for p in labs.solution_notebooks()}, "run `make outputs`"
+    assert committed_outputs.update_run_times(times, check=True) == []
 
 
 def test_run_times_are_written_where_they_disagree(tmp_path):
@@ -173,22 +174,22 @@ def test_run_times_are_written_where_they_disagree(tmp_path):
     other_table = "## On your hardware\n\n| lab | CPU | one GPU | many |\n|---|---|---|---|\n| 00 | cores | a GPU | GPUs |\n"
     readme.write_text("## Course map\n\n| lab | you learn | 2-core CPU | GPU |\n|---|---|---|---|\n"
                       "| 00 setup | things | 9 s | not measured |\n\n" + other_table)
-    problems = course.update_run_times({"00": 4.4}, column="gpu", readme=readme)
+    problems = committed_outputs.update_run_times({"00": 4.4}, column="gpu", readme=readme)
     assert problems == ["README course map, lab 00: gpu time says 'not measured', the run took 4 s"]
     assert "| 00 setup | things | 9 s | 4 s |" in readme.read_text()
     assert readme.read_text().endswith(other_table), "a table outside the course map was rewritten"
     header = tmp_path / "00_setup.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
         "# Lab 00\n\n**Run time:** about\n9 s on a 2-core CPU.")]), header)
-    course.update_run_times({"00": 5.2}, readme=readme, notebooks=[header])
+    committed_outputs.update_run_times({"00": 5.2}, readme=readme, notebooks=[header])
     assert "| 00 setup | things | 5 s | 4 s |" in readme.read_text() and readme.read_text().endswith(other_table)
     assert "**Run time:** about 5 s on a 2-core CPU." in nbformat.read(header, 4).cells[0].source
-    assert course.update_run_times({"00": 4.4}, column="gpu", check=True, readme=readme) == []
+    assert committed_outputs.update_run_times({"00": 4.4}, column="gpu", check=True, readme=readme) == []
 
 
 def code_of(lab: str) -> str:
     """The code a learner reads in a lab's solution: its code cells."""
-    path = next(p for p in course.solution_notebooks() if p.name.startswith(lab))
+    path = next(p for p in labs.solution_notebooks() if p.name.startswith(lab))
     return "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
 
 
@@ -204,7 +205,7 @@ def test_the_parallel_code_is_in_the_notebook(lab, needed):
 
 
 def test_every_lab_walks_data_model_strategy_measure_in_order():
-    for path in course.solution_notebooks():
+    for path in labs.solution_notebooks():
         headings = [line for c in nbformat.read(path, 4).cells if c.cell_type == "markdown"
                     for line in c.source.splitlines() if line.startswith("## ")]
         found = [next((i for i, h in enumerate(headings) if step in h), None) for step in ("Data", "Model", "Strategy", "Measure")]
@@ -231,9 +232,9 @@ def test_assign_exports_lesson_cells_and_check_detects_a_one_line_edit(tmp_path)
     lessons.mkdir()
     make_lesson(solutions)
     make_solution(solutions)  # 00_demo: no lesson cell, no module
-    assert course.assign(solutions, notebooks, lessons_dir=lessons, check=True) == [
+    assert assign.assign(solutions, notebooks, lessons_dir=lessons, check=True) == [
         f"{notebooks / '00_demo.ipynb'} is missing", f"{notebooks / '03_demo.ipynb'} is missing", f"{lessons / 'lab03.py'} is missing"]
-    assert course.assign(solutions, notebooks, lessons_dir=lessons) == []
+    assert assign.assign(solutions, notebooks, lessons_dir=lessons) == []
     assert sorted(p.name for p in lessons.iterdir()) == ["lab03.py"]
     text = (lessons / "lab03.py").read_text()
     assert "GENERATED by `python -m lab_utils assign`" in text and "Do not edit" in text
@@ -244,22 +245,22 @@ def test_assign_exports_lesson_cells_and_check_detects_a_one_line_edit(tmp_path)
     exec(compile(text, "lab03.py", "exec"), namespace)
     assert namespace["root"](9) == 4.0 and namespace["__all__"] == ["root"]
     assert "lesson" in nbformat.read(notebooks / "03_demo.ipynb", 4).cells[2].metadata["tags"]  # kept for the learner
-    assert course.assign(solutions, notebooks, lessons_dir=lessons, check=True) == []
+    assert assign.assign(solutions, notebooks, lessons_dir=lessons, check=True) == []
     # a one-line edit of the lesson cell, not re-exported: the check fails, naming the module
     path = solutions / "03_demo.ipynb"
     nb = nbformat.read(path, 4)
     nb.cells[2].source = nb.cells[2].source.replace("np.sqrt(x) + OFFSET", "np.sqrt(x) + 2 * OFFSET")
     nbformat.write(nb, path)
-    problems = course.assign(solutions, notebooks, lessons_dir=lessons, check=True)
+    problems = assign.assign(solutions, notebooks, lessons_dir=lessons, check=True)
     assert f"{lessons / 'lab03.py'} differs from what the lesson cells of {path} export" in problems
-    course.assign(solutions, notebooks, lessons_dir=lessons)
+    assign.assign(solutions, notebooks, lessons_dir=lessons)
     assert "np.sqrt(x) + 2 * OFFSET" in (lessons / "lab03.py").read_text()
     # a module no notebook generates any more is reported, then removed
     nb.cells[2].metadata["tags"] = []
     nbformat.write(nb, path)
-    assert course.assign(solutions, notebooks, lessons_dir=lessons, check=True)[-1] == (
+    assert assign.assign(solutions, notebooks, lessons_dir=lessons, check=True)[-1] == (
         f"{lessons / 'lab03.py'} is generated from no notebook's lesson cells")
-    course.assign(solutions, notebooks, lessons_dir=lessons)
+    assign.assign(solutions, notebooks, lessons_dir=lessons)
     assert not (lessons / "lab03.py").exists()
 
 
@@ -268,7 +269,7 @@ def test_a_lesson_that_reads_a_computed_value_is_refused(tmp_path):
     nb = nbformat.read(tmp_path / "03_demo.ipynb", 4)
     nb.cells[1].source += "\ndata_size = len(json.dumps({}))"
     nbformat.write(nb, tmp_path / "03_demo.ipynb")
-    problems = course.assign(tmp_path, tmp_path / "notebooks", lessons_dir=tmp_path / "lessons", check=True)
+    problems = assign.assign(tmp_path, tmp_path / "notebooks", lessons_dir=tmp_path / "lessons", check=True)
     assert any("data_size (used in cell 2; bound by running cell 1)" in p for p in problems), problems
 
 
@@ -277,9 +278,9 @@ def test_generated_lesson_modules_import_without_side_effects():
     import subprocess
     import sys
 
-    modules = sorted(p.stem for p in course.LESSONS.glob("lab[0-9][0-9].py"))
+    modules = sorted(p.stem for p in assign.LESSONS.glob("lab[0-9][0-9].py"))
     assert "lab03" in modules
     code = "; ".join(f"import lab_utils.lessons.{m}" for m in modules)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
-                          cwd=course.ROOT)
+                          cwd=labs.ROOT)
     assert done.returncode == 0 and done.stdout == "", done.stderr[-2000:]

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from lab_utils import data
-from lab_utils.instructor import datasets
+from lab_utils.instructor.course import datasets
 
 
 def write(tmp_path, text, name="d.csv"):

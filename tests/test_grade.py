@@ -26,7 +26,9 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from lab_utils import exercises
 from lab_utils.exercises import to_plain
 from lab_utils.hardware import usable_cpu_count
-from lab_utils.instructor import grade, gradebook, sandbox, submission_reader
+from lab_utils.instructor.grading import grade, gradebook, submission_reader
+from lab_utils.instructor.grading.sandbox import bubblewrap, host, jail, machine
+from lab_utils.instructor.grading.sandbox.isolation import Limits
 
 # the hostile suite grades 27 notebooks in one module fixture, 3 at a time: about 130 s on a quiet 2-core machine (three
 # of them wait out the 60 s whole-run limit), more under load
@@ -416,7 +418,7 @@ def hostile_submissions(out: Path, tests: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    isolation = sandbox.detect()
+    isolation = machine.detect()
     if not isolation.bubblewrap:
         pytest.skip("the hostile-submission suite needs the sandbox: " + isolation.describe())
     SOCKET.parent.mkdir(exist_ok=True)
@@ -473,7 +475,7 @@ def graded(tmp_path_factory):
     try:
         tempfile.tempdir = str(grader_tmp)
         rows = grade.grade(paths, "10", out, tests_dir=tests, timeout=60, cell_timeout=10, jobs=3, say=lines.append,
-                           limits=sandbox.Limits(disk_bytes=DISK_MIB * 2**20, file_bytes=DISK_MIB * 2**20),
+                           limits=Limits(disk_bytes=DISK_MIB * 2**20, file_bytes=DISK_MIB * 2**20),
                            roster=roster, lms="canvas")
     finally:
         tempfile.tempdir = None
@@ -545,9 +547,9 @@ def test_hidden_tests_stay_hidden_and_untouched(graded):
 def test_nothing_is_left_running(graded):
     alive = subprocess.run(["pgrep", "-f", MARKER], capture_output=True, text=True).stdout.split()
     assert alive == []
-    assert [pid for uid in sandbox.SANDBOX_UIDS[:1] for pid in sandbox.processes_of(uid)] == []
+    assert [pid for uid in host.SANDBOX_UIDS[:1] for pid in host.processes_of(uid)] == []
     leftovers = [p for p in Path("/proc").glob("[0-9]*/status")
-                 if any(line.startswith("Uid:") and int(line.split()[1]) in sandbox.SANDBOX_UIDS
+                 if any(line.startswith("Uid:") and int(line.split()[1]) in host.SANDBOX_UIDS
                         for line in _read(p).splitlines())]
     assert leftovers == []
 
@@ -758,7 +760,7 @@ def test_a_probe_gets_the_notebooks_imports_and_module_level_values_it_uses():
 
 def test_a_stub_is_recognised_before_any_set_up_runs_and_a_started_answer_is_not_a_stub():
     from lab_utils.exercises.core import only_raises_not_implemented
-    from lab_utils.instructor.probe import answer
+    from lab_utils.instructor.grading.probe import answer
 
     stub = 'def f(x):\n    """Doc."""\n    raise NotImplementedError("Exercise: write your solution here")\n'
     assert only_raises_not_implemented(stub, "f") and only_raises_not_implemented("def f():\n    raise NotImplementedError", "f")
@@ -813,8 +815,8 @@ def test_a_nan_grade_counts_as_zero_with_a_message():
 
 
 def test_without_a_sandbox_the_grader_says_what_it_cannot_promise(monkeypatch):
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
-    isolation = sandbox.detect()
+    monkeypatch.setattr(machine.shutil, "which", lambda name: None)
+    isolation = machine.detect()
     assert isolation.bubblewrap is None
     text = isolation.describe()
     assert "NOT complete" in text and "bubblewrap is not installed" in text and "apt-get install bubblewrap" in text
@@ -824,8 +826,8 @@ def test_a_bubblewrap_that_fails_is_no_sandbox(monkeypatch, tmp_path):
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(fake))
-    isolation = sandbox.detect()
+    monkeypatch.setattr(machine.shutil, "which", lambda name: str(fake))
+    isolation = machine.detect()
     assert not isolation.complete and "cannot make a sandbox here" in isolation.describe()
 
 
@@ -836,7 +838,7 @@ def test_without_a_sandbox_grading_is_refused_unless_the_risk_is_accepted_and_th
     nbformat.write(notebook(HONEST_IMPORTS, HONEST), tmp_path / "honest_names.ipynb")
     nbformat.write(notebook(STUBS), tmp_path / "stub.ipynb")
     paths = [tmp_path / f"{n}.ipynb" for n in ("correct", "honest_names", "stub")]
-    none = sandbox.detect(use_bubblewrap=False)
+    none = machine.detect(use_bubblewrap=False)
     with pytest.raises(grade.SandboxUnavailable, match="--unsandboxed"):
         grade.grade(paths, "10", tmp_path / "out", isolation=none, say=lambda s: None)
     said = []
@@ -850,7 +852,7 @@ def test_without_a_sandbox_grading_is_refused_unless_the_risk_is_accepted_and_th
 
 
 def test_the_seccomp_filter_refuses_escapes_and_allows_threads_forks_and_spawn():
-    from lab_utils.instructor import seccomp
+    from lab_utils.instructor.grading.sandbox import seccomp
 
     if not seccomp.supported():
         pytest.skip("no seccomp filter for this processor")
@@ -873,7 +875,7 @@ def test_the_seccomp_filter_refuses_escapes_and_allows_threads_forks_and_spawn()
 
 def test_a_course_cloned_under_tmp_stays_readable_and_read_only_while_the_rest_of_tmp_is_emptied(tmp_path,
                                                                                                    monkeypatch):
-    isolation = sandbox.detect()
+    isolation = machine.detect()
     if not isolation.bubblewrap:
         pytest.skip("no sandbox can be made here: " + isolation.describe())
     course, neighbour, scratch = tmp_path / "course", tmp_path / "classmate.ipynb", tmp_path / "scratch"
@@ -882,11 +884,11 @@ def test_a_course_cloned_under_tmp_stays_readable_and_read_only_while_the_rest_o
     (course / "solutions" / "answers.txt").write_text("answers")
     tmp_path.chmod(0o755)
     neighbour.write_text("secret")
-    monkeypatch.setattr(sandbox, "COURSE", course)
+    monkeypatch.setattr(bubblewrap, "COURSE", course)
     script = (f"import pathlib; c = pathlib.Path({str(course)!r}); print(c.joinpath('lab_utils/lab.txt').read_text()); "
               f"print(pathlib.Path({str(neighbour)!r}).exists(), c.joinpath('solutions').exists())\n"
               "try:\n    c.joinpath('lab_utils/new.txt').write_text('x'); print('written')\nexcept OSError: print('read-only')")
-    with sandbox.Sandbox(isolation, scratch) as box:
+    with jail.Sandbox(isolation, scratch) as box:
         done = box.popen([sys.executable, "-c", script], workdir="run", stdout=subprocess.PIPE, text=True)
         out, _ = done.communicate(timeout=60)
     assert out.split() == ["course", "file", "False", "False", "read-only"]
@@ -960,7 +962,7 @@ def test_a_cpu_burner_gets_only_its_share_and_a_classmate_beside_it_keeps_full_m
     nbformat.write(notebook(BURNER), tmp_path / "burner.ipynb")
     nbformat.write(notebook(HONEST_IMPORTS, BUSY_CLASSMATE), tmp_path / "classmate.ipynb")
     said = []
-    isolation = sandbox.detect()
+    isolation = machine.detect()
     rows = {r.student: r for r in grade.grade([tmp_path / "burner.ipynb", tmp_path / "classmate.ipynb"], "10",
                                                tmp_path / "out", jobs=2, execute_notebooks=False, probe_timeout=3,
                                                unsandboxed=True, isolation=isolation, say=said.append)}
@@ -1028,7 +1030,7 @@ def test_the_definition_is_what_the_kernel_had_at_the_self_check():
     source = submission_reader.definition(cells, "f")
     assert "from statistics import *" in source and "def g" in source and "K = 2" in source
     assert "K = 3" not in source and "return 0" not in source and "numpy" not in source and "matplotlib" not in source
-    from lab_utils.instructor.probe import KERNEL_NAMES
+    from lab_utils.instructor.grading.probe import KERNEL_NAMES
 
     namespace = dict(KERNEL_NAMES)
     exec(compile(source, "<probe>", "exec"), namespace)
@@ -1044,7 +1046,7 @@ def test_a_folder_a_submission_locked_is_still_removed(tmp_path):
     (locked / "f").write_bytes(b"x" * 1000)
     locked.chmod(0)
     (tmp_path / "scratch" / "a").chmod(0o500)
-    sandbox.remove_tree(tmp_path / "scratch")
+    host.remove_tree(tmp_path / "scratch")
     assert not (tmp_path / "scratch").exists()
 
 

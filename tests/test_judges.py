@@ -12,7 +12,8 @@ import pytest
 
 from lab_utils import exercises
 from lab_utils.exercises import to_plain
-from lab_utils.instructor import course, submission_reader
+from lab_utils.instructor import labs
+from lab_utils.instructor.grading import submission_reader
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = (1, 2)  # the constant and common-string forgeries need two draws to differ
@@ -29,7 +30,7 @@ def solution_function(exercise):
     """The learner's function as the solution notebook defines it, with the names the notebook gave it."""
     import nbformat
 
-    path = next(p for p in course.solution_notebooks() if p.name.startswith(exercise.lab))
+    path = next(p for p in labs.solution_notebooks() if p.name.startswith(exercise.lab))
     cells = [c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
     namespace = {"__name__": "__learner__"}
     exec(compile(exercise.setup or "", "<set-up>", "exec"), namespace)
@@ -43,7 +44,7 @@ def solution_source(exercise) -> str:
 
     import nbformat
 
-    path = next(p for p in course.solution_notebooks() if p.name.startswith(exercise.lab))
+    path = next(p for p in labs.solution_notebooks() if p.name.startswith(exercise.lab))
     for cell in nbformat.read(path, 4).cells:
         if cell.cell_type == "code" and f"def {exercise.name}(" in cell.source:
             for node in ast.parse(cell.source).body:

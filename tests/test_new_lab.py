@@ -16,7 +16,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from lab_utils import exercises
-from lab_utils.instructor import course, labs
+from lab_utils.instructor import labs
+from lab_utils.instructor.course import headless
 from lab_utils.instructor.gpu import registry as gpu_check
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def test_the_registries_are_derived_from_the_declarations_and_the_files():
     assert [(c.lab, c.run.__module__, c.limit_s) for c in gpu_check.CHECKS] == \
         [(lab, f"lab_utils.instructor.gpu.{c.module}", c.limit_s) for lab, c in labs.gpu_checks()]
     assert gpu_check.QUICK == {"01", "03", "05", "09"}
-    assert course.TEST_PARAMETERS == {lab: d.test_size for lab, d in labs.DECLARED.items() if d.test_size}
+    assert headless.TEST_PARAMETERS == {lab: d.test_size for lab, d in labs.DECLARED.items() if d.test_size}
     with_exercises = {lab.number for lab in labs.all_labs() if lab.exercises}
     assert {e.lab for e in exercises.REGISTRY.values()} == with_exercises
     assert [lab for lab, d in labs.DECLARED.items() if d.tensorflow] == ["05"]

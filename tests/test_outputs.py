@@ -7,7 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lab_utils.instructor import course
+from lab_utils.instructor import labs
+from lab_utils.instructor.course import committed_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 LEAKS = {
@@ -35,7 +36,7 @@ def text_of(output) -> str:
     return "".join("".join(p) if isinstance(p, list) else str(p) for p in parts)
 
 
-@pytest.mark.parametrize("path", course.solution_notebooks(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name)
 def test_committed_outputs_show_no_build_machine_details_and_no_stderr(path):
     problems = []
     for index, output in outputs(path):
@@ -60,7 +61,7 @@ def test_the_leak_detectors_catch_what_slurm_and_the_clock_print_and_spare_durat
     assert [t for t in spared for pattern in LEAKS.values() if pattern.search(t)] == []
 
 
-@pytest.mark.parametrize("path", course.solution_notebooks(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name)
 def test_committed_notebooks_name_no_build_machine_folder_in_their_metadata(path):
     record = nbformat.read(path, 4).metadata.get("papermill", {})
     assert not [value for value in (record.get("input_path"), record.get("output_path"))
@@ -69,10 +70,10 @@ def test_committed_notebooks_name_no_build_machine_folder_in_their_metadata(path
 
 def test_papermill_paths_are_made_relative_to_the_repository(tmp_path):
     nb = nbformat.v4.new_notebook()
-    nb.metadata["papermill"] = {"input_path": str(course.ROOT / "solutions" / "x.ipynb"), "output_path": "y.ipynb"}
+    nb.metadata["papermill"] = {"input_path": str(labs.ROOT / "solutions" / "x.ipynb"), "output_path": "y.ipynb"}
     path = tmp_path / "x.ipynb"
     nbformat.write(nb, path)
-    course.relative_papermill_paths(path)
+    committed_outputs.relative_papermill_paths(path)
     record = nbformat.read(path, 4).metadata["papermill"]
     assert (record["input_path"], record["output_path"]) == ("solutions/x.ipynb", "y.ipynb")
 
@@ -95,7 +96,7 @@ def printed_rows(path, pattern) -> set:
 
 
 def test_the_scaling_report_shows_exactly_what_the_labs_printed():
-    notebooks = course.solution_notebooks()
+    notebooks = labs.solution_notebooks()
     report = next(p for p in notebooks if "scaling_report" in p.name)
     shown = printed_rows(report, REPORT_ROW)
     assert shown, "the committed scaling report shows no results table: run `make outputs`"
@@ -106,7 +107,7 @@ def test_the_scaling_report_shows_exactly_what_the_labs_printed():
                              "(lab, ranks, threads, batch, samples/s): run `make outputs`")
 
 
-@pytest.mark.parametrize("path", course.solution_notebooks(), ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
 def test_nbval_reads_a_tag_not_a_comment_line(path):
     """A cell whose output varies carries the cell tag nbval-ignore-output (hidden from the learner), not a comment."""
     cells = nbformat.read(path, as_version=4).cells

@@ -192,6 +192,37 @@ def test_the_arrow_and_cycle_checks_catch_what_they_are_meant_to(tmp_path):
     assert graph["pkg.instructor.gpu.check"] == {"pkg.lessons": 5}
 
 
+# ---- instructor/: a room per idea, the root holds what they share -----------------------------------------------
+
+INSTRUCTOR = "lab_utils.instructor"
+ENTRY_POINTS = {f"{INSTRUCTOR}.cli", f"{INSTRUCTOR}.pytest_plugin"}  # `python -m lab_utils`, pyproject's addopts
+
+
+def instructor_room(module: str) -> str:
+    """The subpackage of instructor/ a module lives in (bench, course, grading, ...), or "" at instructor/'s root."""
+    if not module.startswith(INSTRUCTOR + "."):
+        return ""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 or (PACKAGE / "instructor" / parts[2]).is_dir() else ""
+
+
+def test_instructor_root_holds_only_entry_points_and_what_its_rooms_share():
+    graph = import_graph()
+    root = sorted(m for m in graph if m.startswith(INSTRUCTOR + ".") and not instructor_room(m))
+    assert set(ENTRY_POINTS) <= set(root)
+    users = {m: {instructor_room(i) for i, targets in graph.items() if m in targets and instructor_room(i)}
+             for m in root if m not in ENTRY_POINTS}
+    unshared = [f"{m} is used by {sorted(rooms) or 'no room'}" for m, rooms in users.items() if len(rooms) < 2]
+    assert unshared == [], "a module at instructor/'s root that no two rooms share (move it into its room):\n" + \
+        "\n".join(unshared)
+    upward = [f"{m} imports {t}" for m in root if m not in ENTRY_POINTS for t in graph[m] if instructor_room(t)]
+    upward += [f"{m} imports {t}" for m, targets in graph.items() for t in targets
+               if t in ENTRY_POINTS and m != "lab_utils.__main__"]
+    assert upward == [], "instructor/'s shared modules import no room, and only __main__ imports an entry point:\n" + \
+        "\n".join(upward)
+    assert {"bench", "cluster", "course", "gpu", "grading"} <= {instructor_room(m) for m in graph}
+
+
 def test_benchmarks_and_gpu_checks_are_registered_as_functions():
     from lab_utils.instructor import cli
     from lab_utils.instructor.bench.registry import BENCHES
@@ -212,7 +243,8 @@ def test_package_discovery_includes_every_subpackage():
     packages = set(find_packages(str(ROOT), include=find["include"]))
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
     assert {"lab_utils", "lab_utils.exercises", "lab_utils.instructor", "lab_utils.instructor.bench",
-            "lab_utils.instructor.gpu", "lab_utils.lessons"} <= packages
+            "lab_utils.instructor.gpu", "lab_utils.instructor.grading", "lab_utils.instructor.grading.sandbox",
+            "lab_utils.instructor.course", "lab_utils.instructor.cluster", "lab_utils.lessons"} <= packages
     assert on_disk <= packages
 
 
@@ -258,9 +290,10 @@ def lesson_functions() -> dict[str, str]:
     """Every function and class the solutions' lesson cells define -> the notebook that defines it."""
     import nbformat
 
-    from lab_utils.instructor import course, export
+    from lab_utils.instructor import labs
+    from lab_utils.instructor.course import export
 
-    return {name: path.name for path in course.solution_notebooks()
+    return {name: path.name for path in labs.solution_notebooks()
             for name in export.defined_functions(nbformat.read(path, 4))}
 
 

@@ -250,12 +250,12 @@ def test_allreduce_benchmark_runs_on_two_gloo_ranks():
 
 @pytest.mark.slow
 def test_lab10_runs_on_another_machines_results(tmp_path):
-    from lab_utils.instructor import course
+    from lab_utils.instructor.course import headless
 
     src = Path(__file__).parent.parent / "solutions" / "10_scaling_report.ipynb"
     params = {"results_dir": str(tmp_path / "none-here"), "extra_results": [str(FIXTURE)], "curve_epochs": 1,
               "allreduce_max_bytes": 4096, "allreduce_repeats": 2}
-    run = course.run_notebook(src, tmp_path, params, cell_timeout=120)
+    run = headless.run_notebook(src, tmp_path, params, cell_timeout=120)
     assert run.error is None, run.error
     text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
                    for c in nbformat.read(tmp_path / src.name, 4).cells if c.cell_type == "code" for o in c.outputs)

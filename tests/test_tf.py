@@ -178,7 +178,7 @@ def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
     import psutil
 
     from lab_utils.launch import RankError
-    from lab_utils.instructor.tf_training import TFTrainConfig, train_custom_loop
+    from lab_utils.instructor.bench.tf_training import TFTrainConfig, train_custom_loop
     from lab_utils.tf_distribute import launch_workers
 
     def failing_worker(rank, world_size):
@@ -306,7 +306,7 @@ def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
 
 
 def test_unknown_dataset_is_refused():
-    from lab_utils.instructor.tf_training import TFTrainConfig, train_custom_loop
+    from lab_utils.instructor.bench.tf_training import TFTrainConfig, train_custom_loop
 
     with pytest.raises(ValueError, match="'digits' or 'synthetic'"):
         train_custom_loop(TFTrainConfig(dataset="mnist", multiworker=False))

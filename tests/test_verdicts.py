@@ -105,7 +105,7 @@ def test_no_worse_than_claims():
 
 
 def test_runs_whose_verdicts_hold_and_reverse_are_told_apart(tmp_path):
-    from lab_utils.instructor import stability
+    from lab_utils.instructor.course import stability
 
     def run(name, ratios_by_claim):
         folder = tmp_path / name / "results"

@@ -1,5 +1,5 @@
 """The course's exercises, one definition each: `check(your_function)` is the learner's self-check; the grader
-(lab_utils.instructor.grade) runs the same definitions on inputs drawn per run. Lab NN's are in labNN.py, each
+(lab_utils.instructor.grading.grade) runs the same definitions on inputs drawn per run. Lab NN's are in labNN.py, each
 imported here (every labNN module of this folder: a new lab's file needs no line here) to register its exercises."""
 import importlib
 import pkgutil

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .course import DEFAULT_CELL_TIMEOUT_S
+from .course.headless import DEFAULT_CELL_TIMEOUT_S
 
 
 def cmd_info(args) -> int:
@@ -27,15 +27,15 @@ def cmd_labs(args) -> int:
 
 
 def cmd_course(args) -> int:
-    from . import course
+    from .course import headless
 
-    return course.main_course(args.labs, args.out, args.cell_timeout, args.size)
+    return headless.main_course(args.labs, args.out, args.cell_timeout, args.size)
 
 
 def cmd_grade(args) -> int:
     from pathlib import Path
 
-    from . import grade
+    from .grading import grade
 
     missing = [p for p in args.submissions if not Path(p).is_file() and not Path(p).is_symlink()]
     if missing:
@@ -59,22 +59,22 @@ def cmd_grade(args) -> int:
 
 
 def cmd_cluster(args) -> int:
-    from . import cluster
+    from .cluster import local
 
-    return cluster.main(args.action, args.state_dir, accounting=not args.no_accounting)
+    return local.main(args.action, args.state_dir, accounting=not args.no_accounting)
 
 
 def cmd_outputs(args) -> int:
-    from . import course
+    from .course import committed_outputs
 
-    return course.outputs(args.labs, args.cell_timeout)
+    return committed_outputs.outputs(args.labs, args.cell_timeout)
 
 
 def cmd_run_times(args) -> int:
-    from . import course
+    from .course import committed_outputs
 
-    times = course.run_times(args.source)
-    problems = course.update_run_times(times, column=args.column, check=args.check)
+    times = committed_outputs.run_times(args.source)
+    problems = committed_outputs.update_run_times(times, column=args.column, check=args.check)
     for problem in problems:
         print(problem, file=sys.stderr)
     if args.check and problems:
@@ -98,9 +98,9 @@ def cmd_gpu_check(args) -> int:
 
 
 def cmd_assign(args) -> int:
-    from . import course
+    from .course.assign import assign
 
-    problems = course.assign(check=args.check)
+    problems = assign(check=args.check)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:

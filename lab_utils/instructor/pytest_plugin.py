@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_rank)
     if config.getoption("--lab-size") == "full":
         return
-    from .course import parameter_lines
+    from .course.headless import parameter_lines
     from .labs import declared
 
     for item in items:

@@ -145,7 +145,7 @@ def print_ddp(result: dict) -> None:
 def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int = 0) -> dict:
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
     from ... import tf_distribute as tfd
-    from ..tf_training import TFTrainConfig, train_worker  # lab 05's make_train_step in a custom loop
+    from .tf_training import TFTrainConfig, train_worker  # lab 05's make_train_step in a custom loop
 
     runs = {}  # ranks -> every worker's results of the last run (the same global batches: one worker must end where two do)
 

@@ -15,7 +15,7 @@ import builtins
 from pathlib import Path
 from typing import Any
 
-from .submission_reader import _parse, _targets, _uses
+from ..grading.submission_reader import _parse, _targets, _uses
 
 TAG = "lesson"
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

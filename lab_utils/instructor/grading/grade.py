@@ -22,15 +22,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import exercises as ex
-from ..hardware import usable_cpu_count
-from . import gradebook, sandbox, submission_reader
+from ... import exercises as ex
+from ...hardware import usable_cpu_count
+from . import gradebook, submission_reader
 from .gradebook import ExerciseScore, Graded
-from .labs import declared as declared_by
+from .sandbox.host import remove_tree
+from .sandbox.isolation import Isolation, Limits
+from .sandbox.machine import detect
+from ..labs import declared as declared_by
 from .sandboxed_run import PROBE_TIMEOUT_S, run_job
 from .submission_reader import MAX_NOTEBOOK_BYTES, MAX_OUTPUT_CHARS  # noqa: F401  (the limits, where tests look)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STATUSES = ("completed", "error", "timeout", "kernel_died", "invalid", "lost")
 # small, fast settings for every lab (only those a notebook declares are injected)
 FAST_PARAMETERS = {"seed": 0, "epochs": 2, "lr_epochs": 2, "scaling_steps": 5, "rounds": 1, "small_micro_batches": [16],
@@ -101,7 +104,7 @@ def missing_here(need: str) -> str:
                                                                    timeout=30).returncode == 0
             _MACHINE[need] = "" if found else "it needs a GPU, and this machine has none (nvidia-smi sees no device)"
         elif need == "slurm":
-            from .. import slurm
+            from ... import slurm
 
             _MACHINE[need] = "" if slurm.find() is not None else \
                 "it needs a Slurm cluster, and none answers here"
@@ -110,7 +113,7 @@ def missing_here(need: str) -> str:
     return _MACHINE[need]
 
 
-def blocked_reason(exercise: ex.Exercise, isolation: sandbox.Isolation) -> str:
+def blocked_reason(exercise: ex.Exercise, isolation: Isolation) -> str:
     """Why this exercise cannot run on this machine (in its sandbox), or ''."""
     reasons = [missing_here(need) for need in exercise.requires]
     if "slurm" in exercise.requires and not reasons[exercise.requires.index("slurm")] and isolation.complete:
@@ -241,8 +244,8 @@ def finish(job: dict, result: dict, chosen: list[Item], inputs: list, seconds: f
                   result.get("executed"), result.get("sandbox", ""))
 
 
-def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isolation, *, scratch: Path,
-              timeout: float, cell_timeout: float, limits: sandbox.Limits, rng: random.Random,
+def grade_one(path: Path, lab: str, chosen: list[Item], isolation: Isolation, *, scratch: Path,
+              timeout: float, cell_timeout: float, limits: Limits, rng: random.Random,
               execute_notebook: bool = True, probe_timeout: float = PROBE_TIMEOUT_S,
               student: str | None = None) -> Graded:
     """Execute and probe one submission in its own sandbox; whatever happens, return a Graded row."""
@@ -256,9 +259,9 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: sandbox.Isola
 
 
 def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, cell_timeout: float = 120.0,
-          jobs: int = 1, limits: sandbox.Limits | None = None, seed: int | None = None, say=print,
+          jobs: int = 1, limits: Limits | None = None, seed: int | None = None, say=print,
           execute_notebooks: bool = True, unsandboxed: bool = False,
-          isolation: sandbox.Isolation | None = None, slurm: dict | None = None,
+          isolation: Isolation | None = None, slurm: dict | None = None,
           probe_timeout: float | None = None, roster=None, lms: str | None = None, assignment: str | None = None,
           regrade: str | None = None) -> list[Graded]:
     """Grade every submission (`jobs` at a time), then write the gradebook, the class summary, feedback and executed
@@ -299,7 +302,7 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
         paths = [paths[stems.index(regrade)]]
     chosen = exercises_for(lab, tests_dir)  # instructor tests are loaded once, here, before any submission runs
     _import_references(chosen)
-    isolation = isolation or sandbox.detect()
+    isolation = isolation or detect()
     say(isolation.describe())
     if not isolation.complete and not unsandboxed:
         raise SandboxUnavailable("no sandbox can be made on this machine, so a submission could read the instructor "
@@ -308,7 +311,7 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
     if isolation.one_at_a_time and jobs > 1 and slurm is None:
         say(f"grading one submission at a time, not {jobs}: {isolation.why_one_at_a_time}")
         jobs = 1
-    limits = limits or sandbox.Limits()
+    limits = limits or Limits()
     if limits.cpus is None and isolation.cpu:
         limits = dataclasses.replace(limits, cpus=round(usable_cpu_count() / max(1, jobs), 3))
     chosen = [dataclasses.replace(item, blocked=blocked_reason(item.exercise, isolation)) for item in chosen]
@@ -354,7 +357,7 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                 rows = list(pool.map(one, range(len(paths))))
     finally:
-        sandbox.remove_tree(scratch)
+        remove_tree(scratch)
     for row in rows:
         row.sandbox = row.sandbox or isolation.row_note
     everyone = gradebook.merge(earlier, rows) if earlier is not None else rows
@@ -407,8 +410,8 @@ def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeou
 
 def _import_references(chosen) -> None:
     """Import, before any submission runs, every course module a reference may need (never lazily afterwards)."""
-    from .. import data, data_parallel, pipeline, report, spec, train  # noqa: F401
+    from ... import data, data_parallel, pipeline, report, spec, train  # noqa: F401
     if any(declared_by(c.exercise.lab).tensorflow for c in chosen):  # TensorFlow starts before any submission runs
-        from .. import tf_distribute
+        from ... import tf_distribute
 
         tf_distribute.import_tensorflow()

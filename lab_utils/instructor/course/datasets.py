@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import data
+from ... import data
 
 
 def write_csv(path, images: np.ndarray, labels: np.ndarray, *, header: bool = True, label_column: str = "last") -> Path:

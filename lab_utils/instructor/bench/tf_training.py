@@ -25,7 +25,7 @@ class TFTrainConfig:
 
 def _train_test(cfg: TFTrainConfig):
     """Channels-last train and test arrays for `cfg.dataset`."""
-    from .. import data
+    from ... import data
 
     if cfg.dataset == "digits":
         split = data.load_digits_split()
@@ -50,8 +50,8 @@ def train_custom_loop(cfg: TFTrainConfig) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from .. import spec
-    from ..lessons.lab05 import make_train_step  # lab 05's step, generated from its notebook (imports TensorFlow)
+    from ... import spec
+    from ...lessons.lab05 import make_train_step  # lab 05's step, generated from its notebook (imports TensorFlow)
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if cfg.multiworker else tf.distribute.get_strategy()
     x, y, x_test, y_test = _train_test(cfg)

@@ -1,7 +1,7 @@
 """A real Slurm cluster on this machine, for lab 11 and CI: `python -m lab_utils cluster up|status|down`.
 
 `up` writes its own slurm.conf and munge key into a state folder (default /var/tmp/lab-cluster, or
-$LAB_CLUSTER_DIR), then starts one munged, the accounting (a MariaDB server and slurmdbd, cluster_db.py: where Debian's
+$LAB_CLUSTER_DIR), then starts one munged, the accounting (a MariaDB server and slurmdbd, database.py: where Debian's
 mariadb-server and slurmdbd are installed), one slurmctld and three slurmd (`slurmd -N node1`, `-N node2`, `-N node3`:
 Slurm's multiple-slurmd mode, one host standing in for several nodes, each with its own port and spool). node1 and
 node2 share the cores and form the partition `lab`; node3 is the partition `short`, whose time limit is one minute
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..launch import free_port
-from . import cluster_db
+from ...launch import free_port
+from . import database
 
 DEFAULT_DIR = Path("/var/tmp/lab-cluster")
 COMPUTE = ("node1", "node2")  # partition `lab`: they split this machine's cores
@@ -234,7 +234,7 @@ def _start(cmd, lay: Layout, daemon: str, what: str, background: bool = False) -
         done = None
     else:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=client_env(lay))
-    deadline = time.monotonic() + cluster_db.START_TIMEOUT_S
+    deadline = time.monotonic() + database.START_TIMEOUT_S
     while time.monotonic() < deadline:
         pid = _read_pid(lay.pid_file(daemon))
         if pid and _alive(pid, program, hint):
@@ -258,7 +258,7 @@ def _write_key(path: Path) -> None:
 
 def accounting_refusal(euid: int | None = None) -> str | None:
     """Why this cluster runs without accounting (None when it can have it)."""
-    lacking = cluster_db.missing()
+    lacking = database.missing()
     if lacking:
         return (f"no accounting: Debian's {' and '.join(lacking)} not installed (`apt-get install -y mariadb-server "
                 "slurmdbd`), so sacct and seff have no records; everything else works")
@@ -267,23 +267,23 @@ def accounting_refusal(euid: int | None = None) -> str | None:
 
 def _start_accounting(lay: Layout, host: str, say) -> int:
     """The database (made the first time) and slurmdbd; slurmdbd's port."""
-    db = cluster_db.Database(lay.root)
-    cluster_db.install(db, say=say)
+    db = database.Database(lay.root)
+    database.install(db, say=say)
     db_port, dbd_port = free_port(), free_port()
-    pid = _start(cluster_db.mariadbd_command(db, db_port), lay, "mariadbd", "mariadbd (accounting database)",
+    pid = _start(database.mariadbd_command(db, db_port), lay, "mariadbd", "mariadbd (accounting database)",
                  background=True)
-    cluster_db.wait_for_sql(db, lambda: _alive(pid, "mariadbd", str(lay.root / "db")))
-    cluster_db.grant(db)
+    database.wait_for_sql(db, lambda: _alive(pid, "mariadbd", str(lay.root / "db")))
+    database.grant(db)
     fd = os.open(db.dbd_conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # slurmdbd refuses a readable one
     with os.fdopen(fd, "w") as handle:
-        handle.write(cluster_db.dbd_conf(db, host, dbd_port, db_port, lay.socket))
+        handle.write(database.dbd_conf(db, host, dbd_port, db_port, lay.socket))
     os.chmod(db.dbd_conf, 0o600)
-    _start([cluster_db.program("slurmdbd")], lay, "slurmdbd", "slurmdbd")
+    _start([database.program("slurmdbd")], lay, "slurmdbd", "slurmdbd")
     _wait_for_dbd(lay, dbd_port)
     return dbd_port
 
 
-def _wait_for_dbd(lay: Layout, port: int, timeout: float = cluster_db.START_TIMEOUT_S) -> None:
+def _wait_for_dbd(lay: Layout, port: int, timeout: float = database.START_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -344,9 +344,9 @@ def _up(lay: Layout, timeout: float, say, accounting: bool) -> Layout:
         dbd_port = _start_accounting(lay, host, say)
     lay.conf.write_text(slurm_conf(lay, host, ctld_port, node_ports, dbd_port=dbd_port))
     if dbd_port:
-        marker = cluster_db.Database(lay.root).ready_marker
+        marker = database.Database(lay.root).ready_marker
         if not marker.exists():
-            cluster_db.register(client_env(lay), "lab", _users(), say=say)
+            database.register(client_env(lay), "lab", _users(), say=say)
             marker.write_text("the cluster, its account and QOS are in the database\n")
     _start([_program("slurmctld"), "-f", str(lay.conf), "-i"], lay, "slurmctld", "slurmctld")
     for node in NODES:
@@ -433,7 +433,7 @@ def down(path=None, say=print) -> list[str]:
 
 
 def descendants_of(pid: int) -> list[int]:
-    from ..process_tree import descendants
+    from ...process_tree import descendants
 
     return descendants(pid)
 

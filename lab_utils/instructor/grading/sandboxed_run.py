@@ -1,7 +1,7 @@
 """A submission's sandboxed run, the part of grading that runs untrusted code: the whole notebook (papermill, for
 the executed notebook handed back and the run's status), then one probe per exercise, each in a fresh process. Takes
-a job and returns plain data; runs in the grader's process (lab_utils.instructor.grade) or as a Slurm array task on a
-node (lab_utils.instructor.grade_slurm), the same code either way."""
+a job and returns plain data; runs in the grader's process (lab_utils.instructor.grading.grade) or as a Slurm array task on a
+node (lab_utils.instructor.grading.grade_slurm), the same code either way."""
 from __future__ import annotations
 
 import json
@@ -13,12 +13,15 @@ import threading
 import time
 from pathlib import Path
 
-from ..hardware import usable_cpu_count
-from . import sandbox, submission_reader
+from ...hardware import usable_cpu_count
+from . import submission_reader
 from .probe import MAX_ANSWER_BYTES, parse_answer
+from .sandbox.host import remove_tree
+from .sandbox.isolation import Isolation, Limits
+from .sandbox.jail import Sandbox
 from .submission_reader import MAX_NOTEBOOK_BYTES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROBE_TIMEOUT_S = 120.0
 # runs in the sandbox as its pid 1, not dumpable: the notebook comes in on stdin; papermill saves the executed notebook
 # after every cell into a file without a name (O_TMPFILE), which the kernel can neither find, replace nor block; the
@@ -55,7 +58,7 @@ sys.path.insert(0, root)
 import papermill
 from nbclient.exceptions import DeadKernelError
 from papermill.exceptions import PapermillExecutionError
-from lab_utils.instructor.course import QUIET_KERNEL
+from lab_utils.instructor.course.headless import QUIET_KERNEL
 code = 0
 signal.signal(signal.SIGALRM, stop)
 signal.setitimer(signal.ITIMER_REAL, deadline)
@@ -84,16 +87,16 @@ os._exit(code)
 """
 STOP_GRACE_S = 30.0  # after the driver's own deadline: time to stop the kernel and send the notebook back
 PROBE = ("import sys; sys.path.insert(0, sys.argv[1]); "
-         "from lab_utils.instructor.probe import main; main()")
+         "from lab_utils.instructor.grading.probe import main; main()")
 
 
-def _python(box: sandbox.Sandbox, code: str, args: list[str], timeout: float) -> list[str]:
+def _python(box: Sandbox, code: str, args: list[str], timeout: float) -> list[str]:
     """`python -I -c code args`: isolated (neither the working directory nor PYTHON* variables are on its path, so a
     module planted beside it is never imported); where no sandbox kills the whole tree, a subreaper wraps it."""
     command = [sys.executable, "-I", "-c", code, *args]
     if box.isolation.bubblewrap:
         return command
-    subreaper = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from lab_utils.instructor.subreaper import main; sys.exit(main(sys.argv[1:]))"
+    subreaper = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from lab_utils.instructor.grading.subreaper import main; sys.exit(main(sys.argv[1:]))"
     return [sys.executable, "-I", "-c", subreaper, str(timeout), "--", *command]
 
 
@@ -140,7 +143,7 @@ class _Exchange:
             thread.join(timeout=5)
 
 
-def _wait(process: subprocess.Popen, box: sandbox.Sandbox, timeout: float) -> str:
+def _wait(process: subprocess.Popen, box: Sandbox, timeout: float) -> str:
     """Wait for `process`; '' when it ended in time, else why it was stopped. Where the sandbox's CPU time is counted,
     the limit counts its own CPU at its share (a busy machine cannot cost it the limit): it is stopped once it has used
     `timeout` seconds of its share, or after twice `timeout` of waiting (sleeping or blocked); elsewhere after
@@ -167,7 +170,7 @@ def _wait(process: subprocess.Popen, box: sandbox.Sandbox, timeout: float) -> st
             return f"it ran longer than {2 * timeout:g} s (using only {used:.1f} CPU-seconds: it waited or slept)"
 
 
-def execute(notebook: str, box: sandbox.Sandbox, params: dict, *, cell_timeout: float,
+def execute(notebook: str, box: Sandbox, params: dict, *, cell_timeout: float,
             timeout: float) -> tuple[str, str, str | None]:
     """Run the whole notebook in the sandbox; returns (status, message, executed notebook as text, or None)."""
     argv = _python(box, PAPERMILL, [json.dumps(params), str(cell_timeout), str(ROOT), str(MAX_NOTEBOOK_BYTES),
@@ -200,7 +203,7 @@ def execute(notebook: str, box: sandbox.Sandbox, params: dict, *, cell_timeout: 
     return "completed", "", result
 
 
-def probe(request: dict, box: sandbox.Sandbox, timeout: float, workdir: str = "probe") -> dict:
+def probe(request: dict, box: Sandbox, timeout: float, workdir: str = "probe") -> dict:
     """Run one exercise on the learner's definition in a fresh process in the sandbox; exactly one answer, or why not."""
     if "blocked" in request:
         return {"status": "blocked", "error": request["blocked"]}
@@ -219,14 +222,14 @@ def probe(request: dict, box: sandbox.Sandbox, timeout: float, workdir: str = "p
     return parse_answer(bytes(exchange.out))
 
 
-def run_job(job: dict, isolation: sandbox.Isolation, scratch: Path, limits: sandbox.Limits) -> dict:
+def run_job(job: dict, isolation: Isolation, scratch: Path, limits: Limits) -> dict:
     """The part of grading that runs the submission, in its own sandbox (here, or on a cluster node): the whole
     notebook, then one probe per exercise. Returns plain data: status, message, executed notebook, answer records."""
     home = Path(tempfile.mkdtemp(prefix=f"{re.sub(r'[^A-Za-z0-9_-]', '_', job['student'])[:40]}-", dir=scratch))
     params = dict(job["parameters"])
     probe_timeout = job.get("probe_timeout") or max(PROBE_TIMEOUT_S, job["cell_timeout"])
     try:
-        with sandbox.Sandbox(isolation, home, limits, {"PYTHONPATH": str(ROOT)}) as box:
+        with Sandbox(isolation, home, limits, {"PYTHONPATH": str(ROOT)}) as box:
             if job["results_dir"]:
                 params["results_dir"] = str(box.inside("run") / "results")
             status, message, executed = (execute(job["notebook"], box, params, cell_timeout=job["cell_timeout"],
@@ -236,6 +239,6 @@ def run_job(job: dict, isolation: sandbox.Isolation, scratch: Path, limits: sand
                 status, message = "error", f"stopped: {box.exceeded}"
             records = [probe(request, box, probe_timeout, f"probe-{i}") for i, request in enumerate(job["requests"])]
     finally:
-        sandbox.remove_tree(home)
+        remove_tree(home)
     return {"status": status, "message": message, "records": records, "sandbox": isolation.row_note,
             "executed": executed}

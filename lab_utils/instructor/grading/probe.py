@@ -56,7 +56,7 @@ def _load_run(spec: dict):
 
 def answer(request: dict) -> dict:
     """Run the exercise; the learner's code may raise anything, or return what is not plain data."""
-    from ..exercises.core import is_stub, last_line, only_raises_not_implemented, to_plain
+    from ...exercises.core import is_stub, last_line, only_raises_not_implemented, to_plain
 
     name = request["name"]
     stub = {"status": "missing", "error": f"{name} is still the exercise stub (raises NotImplementedError)"}

@@ -1,7 +1,7 @@
 """Run a command, and afterwards kill every process it started, daemonised ones included (this process is a Linux
 child subreaper, so orphans are handed to it). The grader wraps commands in it where no sandbox kills them.
 
-Usage: python -m lab_utils.instructor.subreaper TIMEOUT_S -- COMMAND...   (exit status: the command's, or 124 on timeout)
+Usage: python -m lab_utils.instructor.grading.subreaper TIMEOUT_S -- COMMAND...   (exit status: the command's, or 124 on timeout)
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from ..process_tree import descendants
+from ...process_tree import descendants
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4

@@ -1,6 +1,6 @@
 """Do the course's conclusions hold from run to run? Several runs' verdicts.csv, claim by claim.
 
-    python -m lab_utils.instructor.stability build/run1/results build/run2/results ...
+    python -m lab_utils.instructor.course.stability build/run1/results build/run2/results ...
 
 Each argument is a results folder (or a verdicts.csv). For every (lab, claim) the table shows each run's verdict
 and ratio; a claim that is 'holds' in one run and 'reversed' in another is a contradiction, and the command exits 1.
@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import measure
+from ... import measure
 
 SHORT = {measure.HOLDS: "holds", measure.REVERSED: "REVERSED", measure.UNDECIDED: "n.d."}
 

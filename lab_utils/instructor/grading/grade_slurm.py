@@ -7,7 +7,7 @@ What a task receives (`job-N.json` in a folder the nodes share): the notebook, t
 probe request (the learner's definition, the drawn inputs, the exercise's `run`) — never a reference, a judge, the
 instructor test files or the output folder.
 
-    python -m lab_utils.instructor.grade_slurm FOLDER INDEX     (what each array task runs)
+    python -m lab_utils.instructor.grading.grade_slurm FOLDER INDEX     (what each array task runs)
 """
 from __future__ import annotations
 
@@ -18,11 +18,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import slurm
-from . import sandbox
+from ... import slurm
+from .sandbox.host import remove_tree
+from .sandbox.isolation import Limits
+from .sandbox.machine import detect
 from .sandboxed_run import run_job
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LOST = "lost"
 
 
@@ -42,7 +44,7 @@ def array_script(folder: Path, indices: list[int], *, partition: str | None, tim
     if partition:
         lines.append(f"#SBATCH --partition={partition}")
     lines.append(f"exec {shlex.quote(sys.executable)} -I -c 'import sys; sys.path.insert(0, sys.argv[1]); "
-                 "from lab_utils.instructor.grade_slurm import main; sys.exit(main(sys.argv[2:]))' "
+                 "from lab_utils.instructor.grading.grade_slurm import main; sys.exit(main(sys.argv[2:]))' "
                  f"{shlex.quote(str(ROOT))} {shlex.quote(str(folder))} \"$SLURM_ARRAY_TASK_ID\"")
     return "\n".join(lines) + "\n"
 
@@ -86,16 +88,16 @@ def main(argv: list[str]) -> int:
     """One array task: run job INDEX in a sandbox on this node, write its result beside it."""
     folder, index = Path(argv[0]), int(argv[1])
     job = json.loads((folder / f"job-{index}.json").read_text())
-    isolation = sandbox.detect()
+    isolation = detect()
     if not isolation.complete and not job.get("unsandboxed"):
         print("grade --slurm: no sandbox can be made on this node:", isolation.describe(), file=sys.stderr)
         return 3
     scratch = Path(tempfile.mkdtemp(prefix="lab-grader-"))
     try:
         scratch.chmod(0o711)
-        result = run_job(job, isolation, scratch, sandbox.Limits())
+        result = run_job(job, isolation, scratch, Limits())
     finally:
-        sandbox.remove_tree(scratch)
+        remove_tree(scratch)
     write_json(folder / f"result-{index}.json", result)
     return 0
 

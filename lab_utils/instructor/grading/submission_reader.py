@@ -26,7 +26,7 @@ import sys
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MAX_NOTEBOOK_BYTES = 64 * 2**20
 MAX_CODE_CHARS = 2**20  # all code cells together; the course's largest solution has 40,000 characters
 CHILD_MEMORY_BYTES = 3 * 2**30
@@ -304,7 +304,7 @@ def main() -> None:
     sys.stdout.write(json.dumps(answer))
 
 
-CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from lab_utils.instructor.submission_reader import main; main()"
+CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from lab_utils.instructor.grading.submission_reader import main; main()"
 
 
 def _limit_child():

@@ -1,0 +1,122 @@
+"""Run the course headless: each chosen solution notebook executed by papermill, at full or test size, with a summary
+of times and results (`python -m lab_utils course`)."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..labs import DECLARED, ROOT, declared, solution_notebooks
+
+DEFAULT_CELL_TIMEOUT_S = 300
+
+
+# What `make test` (nbval) and `course --size test` append to each lab's parameters cell: fewer repeats, steps and
+# sizes where they change no checked output (the compared cells give the same text at either size). Each lab declares
+# its own in labs.DECLARED; this is the same, by lab number
+TEST_PARAMETERS: dict[str, dict[str, Any]] = {lab: d.test_size for lab, d in sorted(DECLARED.items()) if d.test_size}
+
+
+def parameter_lines(parameters: dict, comment: str) -> str:
+    """Python assignments of `parameters` under a comment line, as papermill injects them."""
+    return "".join([f"# {comment}\n"] + [f"{name} = {value!r}\n" for name, value in parameters.items()])
+
+
+@dataclass
+class NotebookRun:
+    """Outcome of executing one notebook."""
+
+    name: str
+    seconds: float
+    error: str | None = None
+
+
+def _describe_failure(exc: Exception) -> str:
+    """Which cell failed and with what, from a papermill error."""
+    cell = getattr(exc, "exec_count", None) or getattr(exc, "cell_index", None)
+    ename, evalue = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+    where = f"cell {cell}" if cell is not None else "before any cell ran"
+    return f"{where}: {ename}: {evalue}".strip()
+
+
+# ipykernel warns on every start that its TCP traffic is unencrypted (it is local), and asyncio may log "Task was
+# destroyed but it is pending!" when a kernel that ran TensorFlow shuts down; the cells' own errors still show
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR",
+                "--IPKernelApp.exec_lines=import logging as _logging; _logging.getLogger('asyncio').setLevel(50)"]
+
+
+def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S,
+                 output: Path | None = None) -> NotebookRun:
+    """Execute one notebook with papermill (working directory out_dir) into `output` (default: out_dir/src.name)."""
+    import papermill
+
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(str(src), str(output or out_dir / src.name), parameters=parameters, cwd=str(out_dir),
+                                   kernel_name="python3", execution_timeout=cell_timeout, progress_bar=False,
+                                   log_output=False, request_save_on_cell_execute=False, extra_arguments=QUIET_KERNEL)
+    except Exception as exc:  # papermill raises its own error types for failing cells and kernels
+        return NotebookRun(src.stem, time.perf_counter() - start, _describe_failure(exc))
+    return NotebookRun(src.stem, time.perf_counter() - start)
+
+
+def select(labs: str | None, sources: list[Path]) -> list[Path]:
+    """Filter notebooks by a comma-separated list of lab numbers ('00,01')."""
+    if not labs:
+        return sources
+    wanted = [s.strip().zfill(2) for s in labs.split(",") if s.strip()]
+    known = {p.name[:2]: p for p in sources}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise ValueError(f"unknown lab(s) {unknown}; this course has {sorted(known)}")
+    return [known[w] for w in wanted]
+
+
+def run_course(labs: str | None = None, out_dir=None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S,
+               size: str = "full") -> list[NotebookRun]:
+    """Execute the chosen solution notebooks headless (size "test": with TEST_PARAMETERS); results CSVs go to
+    <out_dir>/results."""
+    out = Path(out_dir or ROOT / "build" / "course").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results"
+    runs = []
+    for src in select(labs, solution_notebooks()):
+        (results / f"lab{src.name[:2]}.csv").unlink(missing_ok=True)  # a course run starts its rows afresh
+        print(f"running {src.name} ...", flush=True)
+        sized = declared(src.name[:2]).test_size if size == "test" else {}
+        run = run_notebook(src, out, {**sized, "results_dir": str(results)}, cell_timeout)
+        status = "ok" if run.error is None else f"FAILED at {run.error}"
+        print(f"  {src.name}: {run.seconds:.1f} s, {status}", flush=True)
+        runs.append(run)
+    return runs
+
+
+def summary(runs: list[NotebookRun], results: Path) -> str:
+    """Per-notebook times and the measured results rows, as text."""
+    lines = ["", "notebook                          seconds  status"]
+    lines += [f"{r.name:<32} {r.seconds:8.1f}  {'ok' if r.error is None else 'FAILED: ' + r.error}" for r in runs]
+    lines.append(f"{'total':<32} {sum(r.seconds for r in runs):8.1f}")
+    if results.exists() and any(results.glob("*.csv")):
+        from ...report import summary as report_summary
+
+        lines += ["", f"the scaling report (lab 10's table) of {results}:", report_summary(results)]
+    return "\n".join(lines)
+
+
+def failures_message(runs: list[NotebookRun]) -> str:
+    """One line per failed notebook, naming it and the failing cell."""
+    return "\n".join(f"{r.name}.ipynb failed at {r.error}" for r in runs if r.error)
+
+
+def main_course(labs, out_dir, cell_timeout, size: str = "full") -> int:
+    """CLI body of `course`: run, summarise, exit non-zero on any failure."""
+    out = Path(out_dir or ROOT / "build" / "course").resolve()
+    runs = run_course(labs, out, cell_timeout, size)
+    print(summary(runs, out / "results"))
+    failed = failures_message(runs)
+    if failed:
+        print("\n" + failed, file=sys.stderr)
+        return 1
+    return 0
