@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import data, hardware, measure, spec
+from . import compare, data, hardware, measure, spec
 from . import detectors
 from .plots import Interval
 from .tensors import tensor_bytes  # lab 02's notebook calls it as data_parallel.tensor_bytes
@@ -184,7 +184,7 @@ def max_abs_diff(a, b) -> float:
     """Largest absolute difference between two lists of tensors of the same shapes."""
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
         raise ValueError("the two gradient lists differ in length or shapes: are they from the same model?")
-    return max(float((x.detach() - y.detach()).abs().max()) for x, y in zip(a, b))
+    return max(compare.max_abs_diff(x, y) for x, y in zip(a, b))
 
 
 # ---- the comparison lab 02 and `bench dp` run ----------------------------------------------------------------
