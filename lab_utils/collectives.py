@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from . import measure
+from .tensors import tensor_bytes
 
 # ---- drawing collectives from the ranks' tensors -------------------------------------------------------------------
 
@@ -123,29 +124,19 @@ def ring_bytes_sent(collective: str, nbytes: float, world_size: int) -> float:
     return RING_PASSES[collective] * (world_size - 1) / world_size * nbytes
 
 
-def local(tensor: torch.Tensor) -> torch.Tensor:
-    """This rank's part of a tensor: the local shard of a DTensor (FSDP2), the tensor itself otherwise."""
-    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
-
-
-def _bytes(tensor) -> int:
-    tensor = local(tensor)
-    return tensor.numel() * tensor.element_size()
-
-
 # torch.distributed function -> (collective, the full buffer's bytes from its bound arguments and the world size)
 COUNTED = {
-    "all_reduce": ("all-reduce", lambda a, n: _bytes(a["tensor"])),
-    "all_gather": ("all-gather", lambda a, n: _bytes(a["tensor"]) * n),
-    "all_gather_into_tensor": ("all-gather", lambda a, n: _bytes(a["output_tensor"])),
-    "all_gather_single": ("all-gather", lambda a, n: _bytes(a["output_tensor"])),
-    "reduce_scatter": ("reduce-scatter", lambda a, n: _bytes(a["output"]) * n),
-    "reduce_scatter_tensor": ("reduce-scatter", lambda a, n: _bytes(a["input"])),
-    "reduce_scatter_single": ("reduce-scatter", lambda a, n: _bytes(a["input"])),
-    "broadcast": ("broadcast", lambda a, n: _bytes(a["tensor"])),
-    "reduce": ("reduce", lambda a, n: _bytes(a["tensor"])),
-    "send": ("send", lambda a, n: _bytes(a["tensor"])),
-    "isend": ("send", lambda a, n: _bytes(a["tensor"])),
+    "all_reduce": ("all-reduce", lambda a, n: tensor_bytes(a["tensor"])),
+    "all_gather": ("all-gather", lambda a, n: tensor_bytes(a["tensor"]) * n),
+    "all_gather_into_tensor": ("all-gather", lambda a, n: tensor_bytes(a["output_tensor"])),
+    "all_gather_single": ("all-gather", lambda a, n: tensor_bytes(a["output_tensor"])),
+    "reduce_scatter": ("reduce-scatter", lambda a, n: tensor_bytes(a["output"]) * n),
+    "reduce_scatter_tensor": ("reduce-scatter", lambda a, n: tensor_bytes(a["input"])),
+    "reduce_scatter_single": ("reduce-scatter", lambda a, n: tensor_bytes(a["input"])),
+    "broadcast": ("broadcast", lambda a, n: tensor_bytes(a["tensor"])),
+    "reduce": ("reduce", lambda a, n: tensor_bytes(a["tensor"])),
+    "send": ("send", lambda a, n: tensor_bytes(a["tensor"])),
+    "isend": ("send", lambda a, n: tensor_bytes(a["tensor"])),
 }
 
 

@@ -10,9 +10,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import data, hardware, measure, spec
+from . import compare, data, hardware, measure, spec
 from . import detectors
 from .plots import Interval
+from .tensors import tensor_bytes  # lab 02's notebook calls it as data_parallel.tensor_bytes
 
 COORDINATOR_PHASES = ("scatter", "replicate", "gather", "loss", "reduce", "update")
 PHASES = ("scatter", "replicate", "forward", "gather", "loss", "backward", "reduce", "update")
@@ -106,11 +107,6 @@ def reduce_gradients(model: nn.Module, replicas) -> None:
             target.grad.add_(total)
 
 
-def tensor_bytes(tensors) -> int:
-    """Bytes held by the tensors."""
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
 def transfer_bytes(model: nn.Module, input_chunks, output_chunks) -> dict:
     """Bytes each device sends and receives in one step (device 0 is the source and the destination of everything)."""
     weights = tensor_bytes(list(model.parameters()) + list(model.buffers()))
@@ -188,7 +184,7 @@ def max_abs_diff(a, b) -> float:
     """Largest absolute difference between two lists of tensors of the same shapes."""
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
         raise ValueError("the two gradient lists differ in length or shapes: are they from the same model?")
-    return max(float((x.detach() - y.detach()).abs().max()) for x, y in zip(a, b))
+    return max(compare.max_abs_diff(x, y) for x, y in zip(a, b))
 
 
 # ---- the comparison lab 02 and `bench dp` run ----------------------------------------------------------------

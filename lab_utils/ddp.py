@@ -12,10 +12,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from . import tensors
+
 
 def flat_weights(model: nn.Module) -> np.ndarray:
-    """All parameters in one vector."""
-    return torch.cat([p.detach().flatten().cpu() for p in model.parameters()]).numpy()
+    """All parameters in one numpy vector."""
+    return tensors.flat_weights(model).numpy()
 
 
 def bn_running_mean(model: nn.Module) -> list[float] | None:

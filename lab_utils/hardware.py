@@ -217,6 +217,13 @@ def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
     return Plan(world_size, "gloo", ("cpu",) * world_size, 1, reason)
 
 
+def show_plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
+    """plan(world_size, hardware), printed as a lab's set-up cell shows it."""
+    chosen = plan(world_size, hardware)
+    print(chosen.describe())
+    return chosen
+
+
 def rank_device() -> tuple[str, str]:
     """(device, backend) for this rank, from LOCAL_RANK and LOCAL_WORLD_SIZE as a launcher or torchrun sets them."""
     one_host = bool(os.environ.get("LAB_ONE_HOST"))  # simulated nodes on one machine: the whole job is placed here
@@ -266,3 +273,12 @@ def slowness(repeats: int = 5) -> float:
 def launch_timeout(reference_s: float = 120.0) -> float:
     """Seconds a launch may run here: `reference_s` (what it may take on the reference machine) times slowness()."""
     return round(reference_s * slowness())
+
+
+def launch_limit(timeout_s: float | None, reference_s: float = 120.0) -> float:
+    """A lab's `timeout_s` parameter, or when None launch_timeout(reference_s) (sized from how fast this machine
+    computes now: a slow or busy machine gets longer); prints the limit every launch of the lab runs under."""
+    if timeout_s is None:
+        timeout_s = launch_timeout(reference_s)
+    print(f"every launch may run up to {timeout_s:g} s")
+    return timeout_s

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from . import plots, spec
-from .collectives import local
+from .tensors import local
 
 MIB = 2**20
 KINDS = ("parameters", "gradients", "optimizer", "activations")

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
+from torch.nn.utils import vector_to_parameters
 
-from . import data, hardware, measure, spec
+from . import data, hardware, measure, spec, tensors
 
 MODEL = "cnn2d_2layer_fullconnected_2layer"
 MODES = ("sync", "async")
@@ -105,7 +105,7 @@ def build_model(split: data.Split, seed: int | None = None):
 
 def initial_weights(split: data.Split, seed: int) -> torch.Tensor:
     """The CNN's seeded initial weights as one flat vector (the server's copy of the model)."""
-    return parameters_to_vector(build_model(split, seed).parameters()).detach()
+    return tensors.flat_weights(build_model(split, seed))
 
 
 def straggle(busy_s: float, factor: float) -> float:
@@ -202,7 +202,7 @@ def single_process_weights(cfg: PSConfig, n_workers: int, updates: int) -> np.nd
         optimizer.zero_grad()
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
-    return parameters_to_vector(model.parameters()).detach().numpy()
+    return tensors.flat_weights(model).numpy()
 
 
 # ---- lab 08's run_all, launched for the benchmark, the GPU check, the exercise check and the tests -------------------
@@ -422,7 +422,7 @@ def watch(model, progress, cfg: PSConfig, start: float, poll_s: float = 0.001) -
         if warm is None and done >= cfg.warmup:
             warm = (done, now)
         if done >= due:
-            snapshots.append((done * cfg.batch_size, now, parameters_to_vector(model.parameters()).detach().clone()))
+            snapshots.append((done * cfg.batch_size, now, tensors.flat_weights(model)))
             due = (done // cfg.snapshot_every + 1) * cfg.snapshot_every
         if done >= total:
             return {"warm": warm, "total": total, "snapshots": snapshots}

@@ -405,7 +405,9 @@ def gpipe_speedup(stages: int, micro_batches: int) -> float:
 
 def parameter_bytes(model) -> int:
     """Bytes of the gradients DDP all-reduces each step (one per trainable parameter)."""
-    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    from .tensors import tensor_bytes  # torch only when a model is measured
+
+    return tensor_bytes(p for p in model.parameters() if p.requires_grad)
 
 
 def noise_or_bug(reference, other, tolerance: float) -> str:

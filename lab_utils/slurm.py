@@ -378,6 +378,6 @@ def resume_step(model, optimizer, batch) -> float:
 
 def flat_weights(model) -> list[float]:
     """Every parameter, flattened into one list."""
-    import torch
+    from . import tensors
 
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
+    return tensors.flat_weights(model).tolist()

@@ -87,3 +87,14 @@ def test_launch_timeouts_grow_with_how_slowly_this_machine_computes(monkeypatch)
     assert hardware.launch_timeout(120) == 120 * hardware.MAX_SLOWNESS  # capped: a stuck rank is still stopped
     monkeypatch.setattr(hardware, "_reference_work", lambda: 0.1 * hardware.REFERENCE_WORK_S)
     assert hardware.launch_timeout(120) == 120  # a faster machine keeps the reference's timeouts
+
+
+def test_a_labs_set_up_prints_its_plan_and_the_launch_limit(monkeypatch, capsys):
+    from lab_utils import hardware
+
+    hw = hardware.detect()
+    assert hardware.show_plan(2, hw) == hardware.plan(2, hw)
+    assert capsys.readouterr().out == hardware.plan(2, hw).describe() + "\n"
+    assert hardware.launch_limit(45) == 45 and capsys.readouterr().out == "every launch may run up to 45 s\n"
+    monkeypatch.setattr(hardware, "slowness", lambda: 1.5)
+    assert hardware.launch_limit(None, 180) == 270 and capsys.readouterr().out == "every launch may run up to 270 s\n"

@@ -172,7 +172,8 @@ def test_a_taken_port_is_retried(monkeypatch):
         busy = taken.getsockname()[1]
         ports = iter([busy])
         real = launch_mod.free_port
-        monkeypatch.setattr(launch_mod, "free_port", lambda host="127.0.0.1": next(ports, None) or real(host))
+        # launch_jobs picks its port in the room it lives in
+        monkeypatch.setattr("lab_utils.launch.jobs.free_port", lambda host="127.0.0.1": next(ports, None) or real(host))
         values = launch(workers.whoami_worker, 2, timeout=60)
     assert [v["rank"] for v in values] == [0, 1]
 

@@ -16,7 +16,7 @@ from lab_utils import parameter_server as A
 from lab_utils.exercises import lab08 as references
 from lab_utils.instructor.bench import parameter_server as bench_async
 from lab_utils.instructor.gpu import parameter_server as gpu_async
-from lab_utils import launch as launch_mod
+from lab_utils import launch as launch_mod, process_tree
 from lab_utils.exercises.lab08 import serve_with
 from lab_utils.launch import RankError, launch
 from lab_utils.lessons.lab08 import run_all, serve, work  # lab 08's, generated from its notebook
@@ -37,7 +37,7 @@ def dying_work(die_after):
 
 def descendants() -> set[int]:
     """Pids of every living process below this one, but for multiprocessing's fork server and resource tracker."""
-    return {pid for pid in launch_mod.descendants(os.getpid()) if alive(pid)} - launch_mod.own_helpers()
+    return {pid for pid in process_tree.descendants(os.getpid()) if alive(pid)} - launch_mod.own_helpers()
 
 
 # ---- settings are checked before any process starts ---------------------------------------------------------------

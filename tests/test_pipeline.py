@@ -7,11 +7,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from lab_utils import pipeline as pl, pipeline_explorer, spec
+from lab_utils import memory, pipeline as pl, pipeline_explorer, spec
 from lab_utils.instructor.gpu import pipeline as gpu_pipeline
-from lab_utils.launch import RankError, descendants
+from lab_utils.launch import RankError
 from lab_utils.lessons.lab04 import (backward_op, forward_op, library_schedule, library_step,  # lab 04's, from
                                      library_unsupported, recompute_forward_op, stage_step)  # its notebook
+from lab_utils.process_tree import descendants
 
 SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
 
@@ -210,11 +211,10 @@ def test_1f1b_holds_fewer_activations_than_gpipe_in_proportion_to_micro_batches_
 
 def test_activation_bytes_count_saved_activations_not_parameters():
     stage = pl.build_stage(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), (5,), 1)  # two dense layers
-    saved = pl.SavedBytes(stage)
     x = torch.rand(4, 128, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
+    with memory.SavedActivations(stage) as saved:  # what the op watch counts with
         stage(x).sum().backward()
-    assert saved.total == (4 * 128 + 4 * 64) * 4  # the two inputs of the dense layers; the ReLU output is one of them
+    assert saved.bytes == (4 * 128 + 4 * 64) * 4  # the two inputs of the dense layers; the ReLU output is one of them
 
 
 def test_batchnorm_statistics_per_micro_batch_change_the_gradients(executed):

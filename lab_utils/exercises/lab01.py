@@ -19,12 +19,6 @@ def tiny_problem(seed: int):
     return model, x, y
 
 
-def flat_weights(model) -> list[float]:
-    import torch
-
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
-
-
 # ---- train_step ------------------------------------------------------------------------------------------------
 
 def _train_cases(rng):
@@ -34,16 +28,18 @@ def _train_cases(rng):
 def _train_run(train_step, case, steps: int = 2):
     import torch
 
+    from .. import tensors
+
     model, x, y = tiny_problem(case["seed"])
     optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"], momentum=case["momentum"])
-    before = flat_weights(model)
+    before = tensors.flat_weights(model).tolist()
     losses, weights = [], []
     attached = False
     for _ in range(steps):
         loss = train_step(model, x, y, optimizer)
         attached = attached or bool(getattr(loss, "requires_grad", False))
         losses.append(None if loss is None else float(loss.detach() if hasattr(loss, "detach") else loss))
-        weights.append(flat_weights(model))
+        weights.append(tensors.flat_weights(model).tolist())
     return {"before": before, "weights": weights, "losses": losses, "attached": attached}
 
 

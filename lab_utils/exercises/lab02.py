@@ -125,9 +125,9 @@ def _reduce_problem(case):
 
 
 def _flat_grads(model):
-    import torch
+    from .. import tensors
 
-    return torch.cat([p.grad.flatten() for p in model.parameters()]).tolist()
+    return tensors.flat_grads(model).tolist()
 
 
 def _reduce_run(reduce_gradients, case):

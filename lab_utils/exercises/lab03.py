@@ -29,6 +29,7 @@ def averaging_worker(rank, world_size, average_gradients, case):
     import torch
     import torch.nn.functional as F
 
+    from .. import tensors
     from ..launch import process_group
 
     with process_group(timeout_s=60):
@@ -37,7 +38,7 @@ def averaging_worker(rank, world_size, average_gradients, case):
         F.cross_entropy(model(x[mine]), y[mine]).backward()
         average_gradients(model, world_size)
         torch.optim.SGD(model.parameters(), lr=case["lr"]).step()
-        return torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
+        return tensors.flat_weights(model).tolist()
 
 
 def _average_run(average_gradients, case, world_size: int = 2):
@@ -48,9 +49,9 @@ def _average_run(average_gradients, case, world_size: int = 2):
 
 
 def _flat(model):
-    import torch
+    from .. import tensors
 
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
+    return tensors.flat_weights(model).tolist()
 
 
 def _average_expected(case, world_size: int = 2):

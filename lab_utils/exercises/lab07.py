@@ -106,9 +106,9 @@ def _sharded_problem(case, world_size):
 
 
 def _flat(model):
-    import torch
+    from .. import tensors
 
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
+    return tensors.flat_weights(model).tolist()
 
 
 def sharded_worker(rank, world_size, sharded_step, case):

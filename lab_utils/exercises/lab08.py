@@ -67,9 +67,9 @@ def wrong_update_weights(case, n_workers: int, rule: str):
     or "divide by K" (the sum divided by a fixed K)."""
     import torch
     import torch.nn.functional as F
-    from torch.nn.utils import parameters_to_vector, vector_to_parameters
+    from torch.nn.utils import vector_to_parameters
 
-    from .. import parameter_server
+    from .. import parameter_server, tensors
 
     cfg = _config(case, n_workers)
     split = parameter_server.load_split(cfg.dataset, cfg.seed)
@@ -84,7 +84,7 @@ def wrong_update_weights(case, n_workers: int, rule: str):
             model.zero_grad()
             x, y = parameter_server.worker_batch(split, w, n_workers, step, cfg.batch_size)
             F.cross_entropy(model(x), y).backward()
-            grads[w] = parameters_to_vector([p.grad for p in model.parameters()]).detach()
+            grads[w] = tensors.flat_grads(model)
         total: torch.Tensor = sum(grads[w] for w in workers)  # type: ignore[assignment]  # 0 + tensors: a tensor
         mean = total / n_workers
         if rule == "no_step":

@@ -7,7 +7,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from lab_utils import hardware
+from lab_utils import hardware, tensors
 from lab_utils import pipeline as pl
 
 __all__ = ['forward_op', 'backward_op', 'stage_step', 'stage_worker', 'library_unsupported', 'library_schedule', 'library_step', 'stage_input', 'recompute_forward_op']
@@ -70,7 +70,7 @@ def stage_worker(rank, world_size, run, forward_op, backward_op, timeout_s):
     ctx = pl.StageContext.for_run(run, stage, rank, world_size, device, backend)
     schedule = pl.make_schedule(run.schedule, world_size, run.micro_batches)
     stage_step(ctx, schedule.stage_ops(rank), forward_op, backward_op)  # this stage's ops, in the schedule's order
-    out = {"grads": torch.cat([p.grad.flatten() for p in stage.parameters()]),
+    out = {"grads": tensors.flat_grads(stage),
            "logits": torch.cat([ctx.logits[m] for m in range(run.micro_batches)]) if ctx.last else None}
     dist.barrier()                                   # leave together
     dist.destroy_process_group()

@@ -19,9 +19,9 @@ from .schedules import (SCHEDULES, Op, Schedule, bubble_fraction, check_schedule
 from .split import (balanced_split, build_stage, check_split, layer_timings, layer_times, modules_per_layer,
                     stage_input_shape, stage_layers, stage_shares)
 from .stage import PipelineRun, StageContext, micro_batch_size
-from .watch import OpWatch, SavedBytes, watched_step
+from .watch import OpWatch, watched_step
 
-__all__ = ["KINDS", "SCHEDULES", "Measured", "Op", "OpWatch", "PipelineRun", "SavedBytes", "Schedule", "StageContext",
+__all__ = ["KINDS", "SCHEDULES", "Measured", "Op", "OpWatch", "PipelineRun", "Schedule", "StageContext",
            "balanced_split", "bubble_fraction", "build_stage", "check_schedule", "check_split", "collect", "gpipe",
            "ideal_bubble", "layer_timings", "layer_times", "make_schedule", "makespan", "max_in_flight",
            "mean_op_seconds", "micro_batch_size", "modules_per_layer", "naive", "one_f_one_b", "pipeline_worker",

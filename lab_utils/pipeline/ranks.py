@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 
 from ..measure import alternating_rounds, synchronize
+from ..tensors import flat_grads
 from .results import Measured, collect
 from .schedules import make_schedule
 from .split import build_stage, stage_layers
@@ -55,7 +56,7 @@ def pipeline_worker(rank: int, world_size: int, runs, stage_step, forward_op, ba
             if n >= warmup * len(everything):  # past the warm-up rounds
                 results[i]["steps"].append(step)
         for result, module in zip(results, modules):
-            result["grads"] = torch.cat([p.grad.detach().flatten().cpu() for p in module.parameters()])
+            result["grads"] = flat_grads(module)
     return results
 
 

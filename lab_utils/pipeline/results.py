@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from .. import spec
 from ..plots import Interval
+from ..tensors import flat_grads
 from .schedules import bubble_fraction, make_schedule, makespan, simulate
 from .stage import PipelineRun
 
@@ -99,7 +100,7 @@ def reference(run: PipelineRun):
     logits = model(x)
     loss = F.cross_entropy(logits, y)
     loss.backward()
-    grads = torch.cat([p.grad.flatten() for p in model.parameters()]).numpy()
+    grads = flat_grads(model).numpy()
     return float(loss.detach()), logits.detach().numpy(), grads
 
 

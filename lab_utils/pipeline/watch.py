@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ..measure import synchronize
+from ..memory import SavedActivations
 
 
 class _ComputeClock:
@@ -32,24 +33,6 @@ class _ComputeClock:
             handle.remove()
 
 
-class SavedBytes:
-    """Bytes of the tensors autograd saves for backward inside a block (parameters and repeats not counted)."""
-
-    def __init__(self, stage: nn.Module):
-        self._params = {p.data_ptr() for p in stage.parameters()}
-        self.seen: dict = {}
-
-    def pack(self, tensor):
-        key = (tensor.data_ptr(), tensor.numel())
-        if tensor.data_ptr() not in self._params:
-            self.seen[key] = tensor.numel() * tensor.element_size()
-        return tensor
-
-    @property
-    def total(self) -> int:
-        return sum(self.seen.values())
-
-
 class OpWatch:
     """Wraps a stage's forward and backward ops: each call is timed and its saved activations counted."""
 
@@ -63,15 +46,15 @@ class OpWatch:
     def watched(self, op, kind: str):
         """`op` (a forward op if kind is "F", a backward op if "B"), recording each call as one event."""
         def run(ctx, micro):
-            saved, self._clock.started = SavedBytes(ctx.stage), None
+            saved, self._clock.started = SavedActivations(ctx.stage), None
             start = time.perf_counter()
-            with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
+            with saved:
                 op(ctx, micro)
             synchronize(ctx.device)
             self.events.append((kind, micro, self._clock.started or start, time.perf_counter()))
             if kind == "F":
-                self._held[micro] = saved.total
-                self._live += saved.total
+                self._held[micro] = saved.bytes
+                self._live += saved.bytes
                 self.peak_activation_bytes = max(self.peak_activation_bytes, self._live)
             else:
                 self._live -= self._held.pop(micro, 0)

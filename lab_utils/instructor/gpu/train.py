@@ -10,6 +10,7 @@ import time
 import torch
 
 from ... import data, measure, spec
+from ...tensors import flat_weights
 from ...train import fit
 
 
@@ -37,7 +38,7 @@ def _check_training(steps: int, tolerance: float) -> str:
             model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(4), (1, 16, 16), seed=0)
             loader = data.make_loader(data.to_dataset(split.x_train, split.y_train), 32, seed=0)
             fit(model, loader, epochs=1, device=device, progress=False)
-            weights[device] = torch.cat([p.detach().flatten().cpu() for p in model.parameters()])
+            weights[device] = flat_weights(model)
     diff = (weights["cpu"] - weights["cuda:0"]).abs().max().item()
     verdict = "passed" if diff <= tolerance else "failed"
     return f"{verdict}: max |weight difference| {diff:.1e} after {steps} SGD steps (tolerance {tolerance:g})"

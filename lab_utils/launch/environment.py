@@ -1,0 +1,53 @@
+"""What a rank is given to start with: the variables torchrun would set, a free rendezvous port, cores of its own."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+
+LOOPBACK = "127.0.0.1"
+OWN_SESSION = "LAB_RANK_OWN_SESSION"  # in a rank's env: start it in a session (and process group) of its own
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def rank_environment(rank: int, world_size: int, port: int, threads: int | None, addr: str = LOOPBACK) -> dict:
+    """The variables torchrun would set for this rank (plus thread and loopback settings)."""
+    env = {"MASTER_ADDR": addr, "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
+           "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(world_size)}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    if addr == LOOPBACK and sys.platform.startswith("linux"):
+        env["GLOO_SOCKET_IFNAME"] = "lo"  # keep gloo on loopback even when the hostname resolves elsewhere
+    return env
+
+
+def core_sets(world_size: int, threads: int) -> list[set[int]] | None:
+    """Disjoint CPU cores for each rank (`threads` each), or None when they do not fit or the OS cannot pin."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if world_size * threads > len(cores):
+        return None
+    return [set(cores[r * threads:(r + 1) * threads]) for r in range(world_size)]
+
+
+@contextlib.contextmanager
+def patched_environ(env: dict):
+    """Set variables while a child starts (spawned children copy the parent's environment), then restore."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

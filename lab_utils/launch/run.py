@@ -1,0 +1,116 @@
+"""One run of the ranks: start them, collect every rank's values or the first failure, and always stop every rank
+and whatever it started."""
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import queue
+import signal
+import time
+
+from ..process_tree import descendants
+from .environment import free_port, patched_environ, rank_environment
+from .errors import RankError, describe_exit, hint_for
+from .rank import rank_main, started_at
+from .start import context
+
+EXIT_GRACE_S = 2.0  # how long a rank that exited may take to deliver its result
+ERROR_GRACE_S = 0.5  # after a first error, how long to collect the other ranks' errors
+
+
+def stop(processes) -> None:
+    """End every rank and whatever it started (daemonised descendants too), then reap."""
+    for p in processes:
+        if p.pid is None:
+            continue
+        for pid in [p.pid] + descendants(p.pid):  # SIGKILL stops each where it is: none can start another
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        for pid in descendants(p.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)  # the rank's own group
+        with contextlib.suppress(ProcessLookupError):
+            if p.exitcode is None:
+                p.kill()
+    for p in processes:
+        p.join(timeout=5)
+        if p.exitcode is None:  # not reaped yet (a loaded machine): kill once more and wait again
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p.pid, signal.SIGKILL)
+            p.join(timeout=10)
+        if p.exitcode is not None:  # close() refuses a running process, and must not bury the launch's own error
+            p.close()
+
+
+def run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout, extra_env, method):
+    """Start the ranks, collect results or the first failure, and always stop every rank."""
+    ctx = context(method)
+    results = ctx.Queue()
+    started = ctx.Array("b", world_size, lock=False)
+    ports = [port] + [free_port() for _ in range(n_jobs - 1)]
+    launcher = (os.getpid(), started_at(os.getpid()))
+    processes = []
+    try:
+        for rank in range(world_size):
+            env = {**os.environ, **rank_environment(rank, world_size, port, threads), **extra_env[rank]}
+            rank_cores = cores[rank] if cores else None
+            p = ctx.Process(target=rank_main,
+                            args=(prepare, payload, ports, rank, world_size, env, threads, rank_cores, results,
+                                  started, launcher),
+                            name=f"rank{rank}", daemon=True)
+            with patched_environ(env):
+                p.start()
+            processes.append(p)
+        return _collect(processes, results, started, world_size, timeout, n_jobs)
+    finally:
+        stop(processes)
+        results.close()
+        results.join_thread()
+
+
+def _collect(processes, results, started, world_size, timeout, n_jobs):
+    """Wait for every rank's values; raise on the first failure or at the deadline."""
+    deadline = time.monotonic() + timeout
+    values: dict
+    exited_at: dict
+    values, errors, exited_at = {}, [], {}
+    first_error_at = None
+    while len(values) < world_size:
+        with contextlib.suppress(queue.Empty):
+            message = results.get(timeout=0.05)
+            if message[0] == "ok":
+                values[message[1]] = pickle.loads(message[2])
+            else:
+                errors.append(message[1:])
+                first_error_at = first_error_at or time.monotonic()
+        now = time.monotonic()
+        if first_error_at and now - first_error_at > ERROR_GRACE_S:
+            break
+        for rank, p in enumerate(processes):
+            if rank in values or p.exitcode is None or any(e[0] == rank for e in errors):
+                continue
+            exited_at.setdefault(rank, now)
+            if now - exited_at[rank] > EXIT_GRACE_S:
+                if not started[rank]:
+                    raise RankError(rank, f"the process {describe_exit(p.exitcode)} while starting, before the worker "
+                                    "ran. Each rank re-imports the main module: launch from a notebook, or from a "
+                                    "script file guarded by if __name__ == '__main__' (not from stdin); its "
+                                    "traceback, if any, went to the console that started Python")
+                raise RankError(rank, f"the process {describe_exit(p.exitcode)} without raising a Python exception "
+                                "(os._exit, a crash in native code, the out-of-memory killer, or a kill by hand)")
+        if now > deadline and not errors:
+            pending = [r for r in range(world_size) if r not in values]
+            raise TimeoutError(
+                f"rank(s) {pending} did not finish within {timeout:g} s, so every rank was stopped. A rank that waits "
+                "in a collective (barrier, all_reduce, init_process_group) for a peer that never comes waits forever; "
+                "check that every rank makes the same collective calls, or raise the timeout if the work is just long.")
+    if errors:
+        # the rank whose own code failed first explains more than a peer that lost its connection to it
+        rank, message, tb, job = min(errors, key=lambda e: (0 if "Can't get attribute" in e[2] else 1,
+                                                            1 if "Connection closed by peer" in e[1] else 0))
+        where = f" (job {job} of {n_jobs})" if n_jobs > 1 else ""
+        raise RankError(rank, message + where, tb, hint_for(tb))
+    return [values[r] for r in range(world_size)]

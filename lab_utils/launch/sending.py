@@ -1,0 +1,73 @@
+"""Sending the worker by value: notebook functions are pickled with cloudpickle, and what cannot travel to another
+process (open files, locks, sockets, CUDA tensors) is named before anything starts."""
+from __future__ import annotations
+
+import io
+import socket
+import sys
+
+UNSENDABLE_ADVICE = ("create it inside the worker instead, or pass what it stands for as a plain value "
+                     "(a path instead of an open file, tensor.cpu() instead of a CUDA tensor)")
+
+
+def _unsendable_reason(obj) -> str | None:
+    """Why `obj` must not travel to another process, or None."""
+    if isinstance(obj, io.IOBase) or type(obj).__name__ in ("TextIOWrapper", "BufferedReader", "BufferedWriter"):
+        return "an open file: a file handle belongs to this process"
+    if type(obj).__module__ == "_thread" or type(obj).__name__ in ("lock", "RLock", "Condition", "Event", "Semaphore"):
+        return f"a {type(obj).__name__}: a lock synchronises threads of this process only"
+    if type(obj).__module__ == "socket" or isinstance(obj, socket.socket):
+        return "a socket: a connection belongs to this process"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor) and obj.is_cuda:
+        return "a CUDA tensor: each rank owns its own device, and the kernel's GPU memory is not the rank's"
+    return None
+
+
+def _find_unsendable(value, path: str, depth: int = 0, seen=None):
+    """(path, reason) of the first object inside `value` that cannot be sent, or None."""
+    import inspect
+
+    seen = seen if seen is not None else set()
+    if depth > 6 or id(value) in seen:
+        return None
+    seen.add(id(value))
+    reason = _unsendable_reason(value)
+    if reason:
+        return path, reason
+    if isinstance(value, dict):
+        items = [(f"{path}[{k!r}]", v) for k, v in value.items()]
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    elif inspect.isfunction(value):
+        try:
+            captured = inspect.getclosurevars(value)
+        except (TypeError, ValueError):
+            return None
+        items = [(name, v) for name, v in {**captured.globals, **captured.nonlocals}.items()
+                 if not inspect.ismodule(v)]
+    else:
+        return None
+    for where, item in items:
+        found = _find_unsendable(item, where, depth + 1, seen)
+        if found:
+            return found
+    return None
+
+
+def serialise(jobs) -> bytes:
+    """The jobs, pickled by value (cloudpickle), so functions defined in a notebook reach the ranks."""
+    import cloudpickle
+
+    for i, (worker, args) in enumerate(jobs):
+        for what, value in ((getattr(worker, "__name__", "the worker"), worker), ("args", tuple(args))):
+            found = _find_unsendable(value, what)
+            if found:
+                where, reason = found
+                raise ValueError(f"cannot send {what} to the ranks: it uses {where}, {reason}. "
+                                 f"Fix: {UNSENDABLE_ADVICE}.")
+    try:
+        return cloudpickle.dumps(list(jobs))
+    except Exception as exc:  # cloudpickle raises several types for objects it cannot copy
+        raise ValueError(f"cannot send the worker or its args to another process ({type(exc).__name__}: {exc}). "
+                         f"Fix: {UNSENDABLE_ADVICE}.") from None
