@@ -141,6 +141,14 @@ def _split(warnings) -> list[str]:
     return [w for joined in warnings for w in str(joined).split("; ") if w]
 
 
+FLAG = "[!]"  # what marks an impossible figure wherever the course prints one
+
+
+def flag_text(*warnings: str) -> str:
+    """How impossible figures are printed: `[!] ` and the warnings joined by '; '."""
+    return f"{FLAG} {'; '.join(warnings)}"
+
+
 _said: set[str] = set()  # the flags already printed in full in this process (a notebook's kernel)
 AS_ABOVE = "flagged above"
 
@@ -177,7 +185,7 @@ def one_line(per_row, names, what: str = "rows") -> list[str]:
 
 def table_lines(per_row, names, what: str = "rows") -> list[str]:
     """one_line's lines as `[!] ...`; a kind whose flags were all said before in this process points back instead."""
-    return [f"[!] {head}: {flag}" if first_time(said) else f"{head}: {AS_ABOVE}"
+    return [flag_text(f"{head}: {flag}") if first_time(said) else f"{head}: {AS_ABOVE}"
             for said, head, flag in _kinds(per_row, names, what)]
 
 
@@ -198,4 +206,4 @@ def noise_line(spreads, what: str = "medians") -> str:
 
 def count(text: str) -> int:
     """How many `[!]` lines a printed text holds (the course aims at no more than 3 per lab on a quiet machine)."""
-    return sum("[!]" in line for line in str(text).splitlines())
+    return sum(FLAG in line for line in str(text).splitlines())

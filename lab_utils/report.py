@@ -266,7 +266,7 @@ class AllReduceFit:
         when the fit is degenerate."""
         alpha = f"alpha = {self.latency_s * 1e6:8.1f} us"
         if self.flags:
-            return f"{alpha}, B = not measurable here  [!] {'; '.join(self.flags)}"
+            return f"{alpha}, B = not measurable here  {detectors.flag_text(*self.flags)}"
         text = f"{alpha}, B = {self.bus_bandwidth / 1e9:6.2f} GB/s"
         if devices and devices > 1 and self.latency_s > 0:
             text += (f"; latency dominates below {self.crossover_bytes(devices) / 1024:,.0f} KiB, bandwidth above "

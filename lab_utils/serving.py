@@ -279,13 +279,11 @@ def interleaved_loads(batchers: dict, loads_rps: dict, *, images, rounds: int = 
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     pairs = [(b, l) for l in loads_rps for b in batchers]
     runs = {pair: [] for pair in pairs}
-    for round_ in range(rounds):
-        # order reversed every other round, so no batcher always runs first
-        for b, l in (pairs if round_ % 2 == 0 else reversed(pairs)):
-            # one seed per round: every batcher gets the same arrival times within a round
-            arrivals = poisson_arrivals(loads_rps[l], duration_s, seed=seed + round_)
-            runs[(b, l)].append(run_load(batchers[b], arrivals, images, label=b, drain_s=drain_s,
-                                         offered_rps=loads_rps[l]).summary())
+    for round_, (b, l) in measure.numbered_rounds(pairs, rounds):  # no batcher always runs first
+        # one seed per round: every batcher gets the same arrival times within a round
+        arrivals = poisson_arrivals(loads_rps[l], duration_s, seed=seed + round_)
+        runs[(b, l)].append(run_load(batchers[b], arrivals, images, label=b, drain_s=drain_s,
+                                     offered_rps=loads_rps[l]).summary())
     return {pair: LoadStats.of(pair[0], pair[1], r) for pair, r in runs.items()}
 
 

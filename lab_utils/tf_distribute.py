@@ -219,16 +219,14 @@ def _turns_worker(rank: int, world_size: int, payloads, repeats: int, steps_per_
     times: dict[str, list]
     times, turns = {name: [] for name in steps}, []
     with process_group(timeout_s):  # used only to take turns
-        for r in range(repeats + 1):  # the first round is the warm-up
-            for turn in (range(world_size) if r % 2 == 0 else reversed(range(world_size))):
-                if turn == rank:
-                    start = time.time()
-                    done = interleaved_steps(steps, repeats=1, steps_per_repeat=steps_per_repeat if r else warmup,
-                                             warmup=0)
-                    turns.append((start, time.time()))
-                    for name in steps:
-                        times[name] += done[name] if r else []
-                dist.barrier()
+        for r, turn in measure.numbered_rounds(range(world_size), repeats + 1):  # the first round is the warm-up
+            if turn == rank:
+                start = time.time()
+                done = interleaved_steps(steps, repeats=1, steps_per_repeat=steps_per_repeat if r else warmup, warmup=0)
+                turns.append((start, time.time()))
+                for name in steps:
+                    times[name] += done[name] if r else []
+            dist.barrier()
     return {"times": times, "turns": turns, "tensorflow_imported": "tensorflow" in sys.modules,
             "threads": torch.get_num_threads()}
 

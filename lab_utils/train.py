@@ -109,8 +109,7 @@ class History:
     @property
     def epoch_samples_per_s(self) -> float:
         """Median whole-epoch samples/s, the first epoch excluded when there are several (not the step rate)."""
-        kept = self.epochs[1:] if len(self.epochs) > 1 else self.epochs
-        return statistics.median(e.epoch_samples_per_s for e in kept)
+        return measure.median_after_warmup([e.epoch_samples_per_s for e in self.epochs], 1)
 
     def table(self) -> str:
         """One line per epoch."""

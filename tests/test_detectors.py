@@ -130,6 +130,7 @@ def test_a_flag_is_said_in_full_once_and_points_back_after():
     assert table == [f"rows 2 ranks (marked *): {detectors.AS_ABOVE}"]
     other = detectors.more_work_less_time(2, 5e-3, 4, 4e-3, what="images")
     assert detectors.table_lines([other], ["batch 4"])[0].startswith("[!] rows batch 4 (marked *)")
+    assert detectors.flag_text("a", "b") == "[!] a; b" and detectors.count(f"x\n{detectors.flag_text('a')}") == 1
     detectors.forget()
     assert measure.flagged("speedup 2.10x", above).count("[!]") == 1
 

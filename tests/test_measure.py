@@ -1,5 +1,6 @@
 import csv
 import time
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +47,13 @@ def test_throughput_helpers():
         measure.throughput_from_step_times(10, [1.0, 2.0], warmup=2)
 
 
+def test_median_after_warmup_keeps_all_when_the_warmup_would_leave_none():
+    assert measure.median_after_warmup([9.0, 1.0, 2.0, 100.0], 1) == 2.0
+    assert measure.median_after_warmup([9.0, 1.0], 2) == 5.0
+    with pytest.raises(ValueError):
+        measure.median_after_warmup([], 0)
+
+
 def test_synchronize_on_cpu_is_a_no_op():
     measure.synchronize("cpu")
     measure.synchronize(None)
@@ -76,7 +84,7 @@ def test_results_go_beside_the_notebook_unless_told_otherwise(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert measure.results_dir() == tmp_path / "results"
     monkeypatch.setenv("LAB_RESULTS_DIR", str(tmp_path / "elsewhere"))
-    assert measure.results_dir() == tmp_path / "elsewhere" and measure.results_dir("x") == measure.Path("x")
+    assert measure.results_dir() == tmp_path / "elsewhere" and measure.results_dir("x") == Path("x")
 
 
 def test_write_result_refuses_what_is_not_a_measurement(tmp_path):

@@ -20,6 +20,15 @@ def test_spread_is_one_rule():
 
 def test_alternating_rounds():
     assert measure.alternating_rounds("AB", 3) == list("ABBAAB")
+    assert measure.numbered_rounds({"A": 1, "B": 2}, 2) == [(0, "A"), (0, "B"), (1, "B"), (1, "A")]
+
+
+def test_paired_ratios_are_a_advantage_over_b_in_each_pair():
+    assert measure.paired_ratios([1.0, 2.0], [2.0, 3.0]) == [2.0, 1.5]  # times: B's over A's
+    assert measure.paired_ratios([4.0, 3.0], [2.0, 3.0], higher_is_better=True) == [2.0, 1.0]  # rates: A's over B's
+    assert measure.paired_ratios(measure.Timing((1.0,), 0), measure.Timing((3.0,), 0)) == [3.0]
+    with pytest.raises(ValueError, match="as many of A as of B"):
+        measure.paired_ratios([1.0], [1.0, 2.0])
 
 
 def test_clear_win_holds_and_clear_loss_is_reversed():

@@ -10,7 +10,7 @@ import time
 from datetime import timedelta
 import torch
 import torch.distributed as dist
-from lab_utils import hardware, serving
+from lab_utils import hardware, measure, serving
 
 __all__ = ['answer_batch', 'first_batcher', 'request_problem', 'batcher', 'model_worker', 'Dispatcher', 'serving_job']
 
@@ -137,15 +137,14 @@ def serving_job(rank, world_size, batcher, images, rounds, n_requests, cfg):
     else:
         setups = {"1 worker": [1], f"{world_size - 1} workers": list(range(1, world_size))}
         result = {name: [] for name in setups}
-        for round_ in range(rounds + 1):  # round 0 warms every worker up and is not counted
-            for name in (list(setups) if round_ % 2 == 0 else reversed(list(setups))):
-                pool = Dispatcher(setups[name])
-                serve = functools.partial(batcher, run_batch=pool.run_batch, max_batch=cfg["max_batch"], max_wait_s=0.005,
-                                          input_shape=cfg["input_shape"])
-                run = serving.run_load(serve, serving.burst(n_requests), images, drain_s=cfg["timeout_s"])
-                pool.close()
-                if round_ > 0:
-                    result[name].append(run.summary())
+        for round_, name in measure.numbered_rounds(setups, rounds + 1):  # round 0 warms every worker up, not counted
+            pool = Dispatcher(setups[name])
+            serve = functools.partial(batcher, run_batch=pool.run_batch, max_batch=cfg["max_batch"], max_wait_s=0.005,
+                                      input_shape=cfg["input_shape"])
+            run = serving.run_load(serve, serving.burst(n_requests), images, drain_s=cfg["timeout_s"])
+            pool.close()
+            if round_ > 0:
+                result[name].append(run.summary())
         result["ids"] = [r.id for r in run.requests[:32]]
         result["outputs"] = torch.stack([r.output for r in run.requests[:32]])
         for worker in range(1, world_size):

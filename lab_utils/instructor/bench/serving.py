@@ -18,7 +18,7 @@ from ...serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_c
 
 def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
     """Speedup of `fast` over `slow` from repeats timed side by side: median of the per-round ratios, their spread."""
-    ratios = [s / f for s, f in zip(slow.times, fast.times)]
+    ratios = measure.paired_ratios(fast, slow)
     return statistics.median(ratios), measure.spread(ratios)
 
 
@@ -84,12 +84,13 @@ def _bench(repeats, duration_s, width, image_side, max_batch, pool_requests, com
                "max_wait=5": make_batcher(local_runner(model), max_batch, 5, shape)}
     stats = interleaved_loads(servers, {"high": offered}, images=images, rounds=repeats, duration_s=duration_s, seed=seed)
     b1, dyn = stats[("batch-1", "high")], stats[("max_wait=5", "high")]
-    ratios = [d.achieved_rps / b.achieved_rps for d, b in zip(dyn.runs, b1.runs)]
+    ratios = measure.paired_ratios([d.achieved_rps for d in dyn.runs], [b.achieved_rps for b in b1.runs],
+                                   higher_is_better=True)
 
     pool = pool_run(width=width, image_side=image_side, seed=seed, requests=pool_requests, max_batch=max_batch,
                     rounds=repeats)
     one, two = ([s.achieved_rps for s in pool[name]] for name in ("1 worker", "2 workers"))
-    pool_ratios = [b / a for a, b in zip(one, two)]
+    pool_ratios = measure.paired_ratios(two, one, higher_is_better=True)
 
     result = {"benchmark": "inference", "model": f"wide_head_cnn(width={width})", "image_side": image_side,
               "threads": torch.get_num_threads(), "repeats": repeats, "max_batch": max_batch,
@@ -155,7 +156,7 @@ def print_bench(result: dict) -> None:
         print(f"  torch.compile: not run ({result['compile_skipped']})")
     print(f"  bf16 autocast: {result['bf16_speedup']:.2f}x eager fp32 (spread {s['bf16_speedup']:.0%})")
     for flag in detectors.impossible(result["flags"]):
-        print(f"  [!] {flag}")
+        print(f"  {detectors.flag_text(flag)}")
     for note in detectors.notes(result["flags"]):
         print(f"  note: {note}")
     print(json.dumps(result))

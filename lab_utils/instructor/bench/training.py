@@ -89,9 +89,8 @@ class SetupFigures:
 def _interleaved(setups, repeats: int, run) -> list[SetupFigures]:
     """run(setup, figures) for every setup, `repeats` rounds in alternating order."""
     figures = [SetupFigures(s) for s in setups]
-    for r in range(repeats):
-        for f in (figures if r % 2 == 0 else reversed(figures)):
-            run(f.setup, f)
+    for f in measure.alternating_rounds(figures, repeats):
+        run(f.setup, f)
     return figures
 
 

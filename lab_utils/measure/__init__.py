@@ -1,0 +1,29 @@
+"""Measuring: `from lab_utils import measure`, then measure.X for any name below. One room per idea:
+
+- timing: timers that warm up, synchronize and take medians; the one spread; alternating rounds
+- throughput: samples/s from a duration or a timed loop's median step
+- verdicts: what paired repeats decide (holds, reversed, not distinguishable here), recorded in verdicts.csv
+- plausible: the [!] flags and notes beside a number that cannot be right
+- results_csv: the results CSVs' rows, with the machine's fingerprint, written and read back
+- results_table: recording a lab's rows, compared with the same quantity measured earlier in the run
+- watch: which torch.distributed collectives a run called
+"""
+from .plausible import BASELINE_FACTOR, MAX_SPREAD, flagged, plausibility, table_row
+from .results_csv import (ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS, VERDICTS_CSV,
+                          Machine, Result, read_results, read_verdicts, results_dir, write_result)
+from .results_table import SAME_RUN_S, SPEED_TEST, measured_before, record, reference_rate
+from .throughput import StepTimer, samples_per_second, throughput_from_step_times
+from .timing import (Timing, after_warmup, alternating_rounds, intra_op_threads, median_after_warmup, numbered_rounds,
+                     spread, synchronize, time_interleaved, time_it)
+from .verdicts import (CONFIDENCE, HOLDS, MAX_RESTATED, MIN_EFFECT, MIN_PAIRS, RESOLVE, REVERSED, UNDECIDED, Verdict,
+                       decide, paired_ratios, ratio_range, scatter, verdict, write_verdict)
+from .watch import collective_calls
+
+__all__ = ["ANSWERED", "APPLIED", "BASELINE_FACTOR", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED", "MAX_SPREAD",
+           "MIN_EFFECT", "MIN_PAIRS", "RATES", "RESOLVE", "RESULT_COLUMNS", "REVERSED", "SAME_RUN_S", "SPEED_TEST",
+           "TRAINING", "UNDECIDED", "VERDICTS_CSV", "VERDICT_COLUMNS", "Machine", "Result", "StepTimer", "Timing",
+           "Verdict", "after_warmup", "alternating_rounds", "collective_calls", "decide", "flagged", "intra_op_threads",
+           "measured_before", "median_after_warmup", "numbered_rounds", "paired_ratios", "plausibility", "ratio_range",
+           "read_results", "read_verdicts", "record", "reference_rate", "results_dir", "samples_per_second", "scatter",
+           "spread", "synchronize", "table_row", "throughput_from_step_times", "time_interleaved", "time_it", "verdict",
+           "write_result", "write_verdict"]

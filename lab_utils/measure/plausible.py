@@ -1,0 +1,40 @@
+"""Plausibility: a number that cannot be right is said so, next to it ([!] flags and notes)."""
+from __future__ import annotations
+
+from .. import detectors
+
+MAX_SPREAD = detectors.NOISY_SPREAD  # repeats spread more than this: the table's noise line counts the median
+BASELINE_FACTOR = 2.0
+
+
+def plausibility(*, speedup: float | None = None, devices: float | None = None,
+                 baseline_rate: float | None = None, reference_rate: float | None = None,
+                 other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
+    """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect."""
+    # no spread here: noise is one line per table (detectors.noise_line), not a warning. No warning may contain "; ".
+    warnings = []
+    # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
+    if other_framework:
+        warnings.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
+    if oversubscribed:
+        warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
+    warnings += detectors.above_device_count(speedup, devices)
+    # reference_rate: this machine's lab 01 rate on the same workload
+    warnings += detectors.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
+    return warnings
+
+
+def flagged(text: str, warnings) -> str:
+    """`text`, its notes as `(note: ...)`, then new flags as `[!] ...`; flags said before: "(flagged above)"."""
+    warnings = list(warnings)
+    bad, notes = detectors.impossible(warnings), detectors.notes(warnings)
+    text += f"  (note: {'; '.join(notes)})" if notes else ""
+    new = detectors.first_time(bad)
+    text += f"  ({detectors.AS_ABOVE})" if len(new) < len(set(bad)) else ""
+    return f"{text}  {detectors.flag_text(*new)}" if new else text
+
+
+def table_row(text: str, warnings) -> str:
+    """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table)."""
+    notes = detectors.notes(warnings)
+    return text + (f"  (note: {'; '.join(notes)})" if notes else "") + detectors.marked(warnings)

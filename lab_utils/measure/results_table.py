@@ -1,0 +1,92 @@
+"""Recording a lab's rows: each compared with the same quantity measured earlier in the run, written to the results
+CSVs and shown as the labs print them; the reference rate another lab recorded."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+
+from .. import conditions, detectors, hardware
+from .results_csv import Result, read_results, results_dir, write_result
+
+SPEED_TEST = "speed test: cnn2d_3layer_fullconnected_3layer, synthetic 28x28, median step"  # labs 01 and 03 share it
+
+
+def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=None) -> float | None:
+    """The newest samples/s `lab` recorded on this machine for this workload and variant; None if it has not run."""
+    path = results_dir(directory) / f"lab{lab}.csv"
+    if not path.exists():
+        return None
+    host = hardware.detect().host
+    rows = [r for r in read_results(path)
+            if r.workload == workload and r.variant == variant and r.machine and r.machine.host == host]
+    return max(rows, key=lambda r: r.timestamp).samples_per_s if rows else None
+
+
+SAME_RUN_S = 6 * 3600  # rows of another lab this recent, on this machine, count as measured in the same run
+
+
+def _same_quantity(row: Result) -> tuple:
+    """What two rows must share to be one quantity measured twice: machine, workload, rate and configuration."""
+    machine = row.machine.fingerprint if row.machine else ()
+    return (*machine, row.workload, row.rate, row.framework, row.strategy, row.variant, row.world_size, row.threads,
+            row.batch_size)
+
+
+def measured_before(row: Result, directory=None, earlier=()) -> list[str]:
+    """Flags for `row` against the same quantity recorded by another lab of this run, or among `earlier` rows of
+    the same lab (detectors.measured_twice); rows with notes (another framework in the process, oversubscribed cores, a
+    busy machine) are not compared."""
+    row = row.stamped()
+    folder = results_dir(directory)
+    if detectors.notes(row.flags):
+        return []
+    now = _dt.datetime.fromisoformat(row.timestamp)
+    others = [o for o in (read_results(folder) if folder.exists() else []) if o.lab != row.lab] + list(earlier)
+    said = []
+    for other in others:
+        if _same_quantity(other) != _same_quantity(row) or detectors.notes(other.flags):
+            continue
+        with contextlib.suppress(ValueError):
+            if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
+                continue
+        first = f"lab {other.lab}" if other.lab != row.lab else f"its {other.variant or other.strategy} row"
+        said += detectors.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
+                                         what=f"{row.strategy} {row.variant}".strip(), first_name=first,
+                                         second_name=f"lab {row.lab}" if other.lab != row.lab else "this one",
+                                         unit=row.rate)
+    return list(dict.fromkeys(said))
+
+
+def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
+    """Write results (one or many) to the results CSVs; returns their table by workload, as the labs print it. A row
+    that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV."""
+    results = [results] if isinstance(results, Result) else list(results)
+    load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
+    if load and load.busy:
+        results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *load.note()) if f])) for r in results]
+    results = [r.stamped(hw) for r in results]
+    results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *measured_before(r, directory, results[:i]))
+                                                      if f])) for i, r in enumerate(results)]
+    paths = {write_result(r, directory, hw).name for r in results}
+    strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
+    variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
+    lines = [f"{'lab':<4}{'strategy':<{strategy_w}}{'variant':<{variant_w}}{'ranks':>6}{'threads':>8}{'batch':>7}"
+             f"{'rate':>12}"]
+    workloads = list(dict.fromkeys((r.workload, r.rate) for r in results))
+    for workload, rate in workloads:
+        lines.append(f"    workload: {workload}  (rate: {rate})")
+        for r in (r for r in results if (r.workload, r.rate) == (workload, rate)):
+            threads = "-" if r.threads is None else str(r.threads)
+            # this row format is fixed: the course's consistency test reads it back
+            lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
+                         f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{detectors.marked(r.flags)}")
+            lines += [f"    note: {note}" for note in detectors.notes(r.flags) if not (load and note in load.note())]
+    names = [f"{r.strategy} {r.variant}".strip() for r in results]
+    lines += detectors.table_lines([r.flags for r in results], names)
+    noise = detectors.noise_line([r.spread for r in results])
+    lines += [noise] if noise else []
+    lines += [load.line()] if load and load.busy else []
+    lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "
+                 "results folder")
+    return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""Verdicts on paired repeats: what the run decided, not what the prose assumed (recorded in verdicts.csv)."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import conditions, detectors, hardware
+from .plausible import flagged
+from .results_csv import VERDICT_COLUMNS, VERDICTS_CSV, Machine, append_row, results_dir
+
+HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
+MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
+MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the range is their min..max at 93.75 %)
+RESOLVE = 3.0  # a tolerance this many times the pairs' scatter (half their range, relative) can be told apart
+MAX_RESTATED = 0.30  # a no-worse-than claim is restated up to this tolerance; pairs that cannot tell that decide nothing
+CONFIDENCE = 0.90
+
+
+def paired_ratios(a, b, *, higher_is_better: bool = False) -> list[float]:
+    """A's advantage over B in each pair of repeats a, b (Timings or lists): times, or rates with higher_is_better
+    (> 1: A won)."""
+    a, b = list(getattr(a, "times", a)), list(getattr(b, "times", b))
+    if len(a) != len(b):
+        raise ValueError(f"paired repeats need as many of A as of B, got {len(a)} and {len(b)}")
+    # pair i is round i of A beside round i of B, run interleaved (time_interleaved, alternating_rounds)
+    return [x / y for x, y in zip(a, b)] if higher_is_better else [y / x for x, y in zip(a, b)]
+
+
+def _binomial_tail(k: int, n: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+
+
+def ratio_range(ratios, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(low, high, coverage): sign-test range for the median of paired ratios; too few pairs give min..max."""
+    ordered = sorted(float(r) for r in ratios)
+    n = len(ordered)
+    if not n:
+        raise ValueError("need at least one paired ratio")
+    k = 1
+    # k-th smallest..k-th largest, k the largest with 2 P(Binomial(n, 1/2) <= k - 1) <= 1 - confidence; coverage is
+    # its true confidence. Distribution-free: assumes only that the rounds' ratios are independent
+    while k < n // 2 and 2 * _binomial_tail(k, n) <= 1 - confidence:
+        k += 1
+    return ordered[k - 1], ordered[n - k], 1 - 2 * _binomial_tail(k - 1, n)
+
+
+def scatter(ratios, confidence: float = CONFIDENCE) -> float:
+    """How far paired ratios scatter: half their ratio_range over their median (0.08: +-8 %); an effect smaller than
+    RESOLVE times this cannot be told apart from these pairs."""
+    low, high, _ = ratio_range(ratios, confidence)
+    return (high - low) / (2 * statistics.median(float(r) for r in ratios))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A decided claim: median paired `ratio`, its ratio_range [low, high], `verdict` HOLDS, REVERSED or UNDECIDED."""
+
+    claim: str  # short id of what is compared, e.g. "DDP vs DataParallel"
+    expected: str  # what theory predicts, in words, e.g. "DDP faster"
+    ratio: float  # > 1 is the expected direction
+    low: float
+    high: float
+    verdict: str
+    repeats: int
+    unit: str = "x"
+    lab: str = ""
+    notes: str = ""  # e.g. that the machine was busy while the repeats ran
+    holds_from: float | None = None  # a no-worse-than claim: it holds while the whole range lies above this ratio
+
+    def __str__(self) -> str:
+        meaning = (f"{self.expected}: it holds while the whole range lies above {self.holds_from:.2f}"
+                   if self.holds_from is not None else f"above 1 means {self.expected}")
+        text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
+                f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
+        return flagged(text, detectors.reverses_theory(self) + [n for n in self.notes.split("; ") if n])
+
+    def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
+        """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
+        write_verdict(self, directory, hw)
+        return self
+
+
+def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
+           confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None) -> Verdict:
+    """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words)."""
+    ratios = [float(r) for r in ratios]
+    if any(not math.isfinite(r) or r <= 0 for r in ratios):
+        raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
+    low, high, _ = ratio_range(ratios, confidence)
+    middle = statistics.median(ratios)
+    verdict, notes, holds_from = UNDECIDED, [], None
+    # no_worse_than (a fraction): the claim is that A costs at most that much more than B (same work, e.g. two
+    # orders of it), not that A wins; a win counts as holding. A tolerance smaller than RESOLVE x the pairs' own
+    # scatter cannot be told apart here: the claim is restated as the tolerance these pairs can resolve, and says so
+    if len(ratios) >= MIN_PAIRS and no_worse_than is not None:
+        spread_of_pairs = scatter(ratios, confidence)
+        tolerance = max(no_worse_than, RESOLVE * spread_of_pairs)
+        if f"{tolerance:.0%}" == f"{no_worse_than:.0%}":  # a restatement that reads "10 %, not 10 %" restates nothing
+            tolerance = no_worse_than
+        if tolerance > no_worse_than:
+            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.0%}, so this machine can tell a cost of "
+                         f"{tolerance:.0%} and more, not {no_worse_than:.0%}: the claim tested is 'no worse by more than "
+                         f"{tolerance:.0%}'")
+        floor = 1 / (1 + tolerance)
+        holds_from = 1.0 if tolerance > MAX_RESTATED else floor
+        if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
+            notes[-1] = (f"these pairs scatter by {spread_of_pairs:.0%}, too much to test a cost of {no_worse_than:.0%}, "
+                         f"but the whole range lies above 1: no cost at all")
+            verdict = HOLDS
+        elif tolerance > MAX_RESTATED:  # a claim this weak says nothing: the pairs cannot decide
+            notes[-1] = (f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
+                         f"{tolerance:.0%} here, so no verdict")
+        elif low > floor:
+            verdict = HOLDS
+        elif high < 1 and middle <= floor:
+            verdict = REVERSED
+    elif len(ratios) >= MIN_PAIRS:
+        if low > 1 and middle >= 1 + min_effect:
+            verdict = HOLDS
+        elif high < 1 and middle <= 1 / (1 + min_effect):
+            verdict = REVERSED
+    load = conditions.taken()  # the measurements since the lab last recorded its rows
+    notes += load.note() if load else []
+    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "; ".join(notes), holds_from)
+
+
+def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
+            min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
+            no_worse_than: float | None = None) -> Verdict:
+    """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
+    return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
+                  min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than)
+
+
+def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
+    """Append one verdict to <results dir>/verdicts.csv with the machine's fingerprint; returns the path."""
+    values = {**dataclasses.asdict(verdict), **dataclasses.asdict(Machine.here(hw)),
+              "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    if not values["lab"]:
+        raise ValueError(f"verdict {verdict.claim!r} names no lab: pass lab='NN' to measure.verdict")
+    return append_row(results_dir(directory) / VERDICTS_CSV, VERDICT_COLUMNS, values)
