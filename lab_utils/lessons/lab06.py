@@ -64,14 +64,14 @@ def ring_step(chunks, send_index, recv_index, rank, world_size):
     return incoming
 
 
-def ring_check_worker(rank, world_size, sizes, seed):
+def ring_check_worker(rank, world_size, sizes, seed, dtype=torch.float32):
     """The ring and dist.all_reduce on the same random tensors, against the float64 sum of every rank's tensor."""
     device, backend = hardware.rank_device()
     dist.init_process_group(backend, timeout=timedelta(seconds=60))
     comm = device if backend == "nccl" else "cpu"  # gloo's send/recv take CPU tensors
     worst = {"ring vs exact": 0.0, "dist.all_reduce vs exact": 0.0, "ring vs dist.all_reduce": 0.0}
     for n in sizes:
-        inputs = [torch.randn(n, generator=torch.Generator().manual_seed(seed + 1000 * r + n))
+        inputs = [torch.randn(n, generator=torch.Generator().manual_seed(seed + 1000 * r + n), dtype=dtype)
                   for r in range(world_size)]
         exact = sum(x.double() for x in inputs)  # any rank can draw every rank's tensor: the float64 reference
         ours = ring_all_reduce(inputs[rank].clone().to(comm), rank, world_size, ring_step).cpu()
