@@ -2,7 +2,8 @@
 
 The workers are lab 06's lesson code (lab_utils.lessons.lab06, generated from its notebook): the ring timed beside the
 library (timing_worker), the ring against the exact sum (ring_check_worker), both splits of a convolution (conv_worker),
-the tensor-parallel CNN trained (tp_train_worker); they are imported inside the functions that run them: `assign` starts without the generated modules."""
+the tensor-parallel CNN trained (tp_train_worker); they are imported inside the functions that run them: `assign`
+starts without the generated modules."""
 from __future__ import annotations
 
 import copy
