@@ -199,7 +199,7 @@ def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
     assert sweep.result(6, data_parallel.threaded_name(2)).threads == 2 and sweep.result(6, data_parallel.ONE_DEVICE).threads == 1
     assert sweep.speedup(6, data_parallel.dp_name(2)) == pytest.approx(sweep.result(6, data_parallel.ONE_DEVICE).wall_s / many.wall_s)
     assert many.samples_per_s == pytest.approx(6 / many.wall_s) and many.spread >= 0
-    figures = bench_dp.figures(bench_dp.Measured(sweep, 1e-9))
+    figures = bench_dp.figures(bench_dp.SweepAndGradCheck(sweep, 1e-9))
     assert figures["batch_size"] == 6 and figures["grad_max_abs_diff"] == 1e-9 and figures["speedup"] == round(sweep.speedup(6, data_parallel.dp_name(2)), 3)
     assert {"single_spread", "dp_spread", "threads_spread", "flags"} <= set(figures["by_batch"][0])
     assert set(figures["phase_ms"][6]) == {"device 0 (cpu)", "device 1 (cpu)"}

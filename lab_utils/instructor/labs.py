@@ -54,7 +54,7 @@ DECLARED: dict[str, Declared] = {
                    (Benchmark("overhead", "training.overhead", "training.print_overhead", ("samples",), 15),),
                    GpuCheck("train", 60, quick=True)),
     "02": Declared({"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5},
-                   (Benchmark("dp", "data_parallel.sweep", "data_parallel.show", ("n_devices", "batch_sizes"), 15),),
+                   (Benchmark("dp", "data_parallel.bench", "data_parallel.print_bench", ("n_devices", "batch_sizes"), 15),),
                    GpuCheck("data_parallel", 60)),
     "03": Declared({"lr_epochs": 2, "speed_steps": 5},
                    (Benchmark("ddp", "training.ddp", "training.print_ddp", ("world_size", "steps"), 3),),

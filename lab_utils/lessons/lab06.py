@@ -12,7 +12,7 @@ from torch import nn
 from lab_utils import collectives, hardware, lessons, measure, pipeline, spec, tensor_parallel
 from lab_utils.launch import short_error
 
-__all__ = ['blocking_step', 'ring_all_reduce', 'deadlock_worker', 'ring_step', 'ring_check_worker', 'CopyToRanks', 'SumOverRanks', 'GatherChannels', 'SplitChannels', 'block', 'split_conv', 'conv_problem', 'conv_worker', 'split_linear', 'ParallelClassifier', 'TensorParallelCNN', 'tp_train_worker', 'unshard', 'timing_worker', 'pipeline_traffic']
+__all__ = ['blocking_step', 'ring_all_reduce', 'deadlock_worker', 'ring_step', 'ring_check_worker', 'CopyToRanks', 'SumOverRanks', 'GatherChannels', 'SplitChannels', 'block', 'copy_block', 'split_conv', 'conv_problem', 'conv_worker', 'split_linear', 'ParallelClassifier', 'TensorParallelCNN', 'tp_train_worker', 'unshard', 'timing_worker', 'pipeline_traffic']
 
 
 # ---- solutions/06_collectives_tensor_parallel.ipynb, cell 10 (id 63ea974f) -----------------------------------------
@@ -64,14 +64,14 @@ def ring_step(chunks, send_index, recv_index, rank, world_size):
     return incoming
 
 
-def ring_check_worker(rank, world_size, sizes, seed):
+def ring_check_worker(rank, world_size, sizes, seed, dtype=torch.float32):
     """The ring and dist.all_reduce on the same random tensors, against the float64 sum of every rank's tensor."""
     device, backend = hardware.rank_device()
     dist.init_process_group(backend, timeout=timedelta(seconds=60))
     comm = device if backend == "nccl" else "cpu"  # gloo's send/recv take CPU tensors
     worst = {"ring vs exact": 0.0, "dist.all_reduce vs exact": 0.0, "ring vs dist.all_reduce": 0.0}
     for n in sizes:
-        inputs = [torch.randn(n, generator=torch.Generator().manual_seed(seed + 1000 * r + n))
+        inputs = [torch.randn(n, generator=torch.Generator().manual_seed(seed + 1000 * r + n), dtype=dtype)
                   for r in range(world_size)]
         exact = sum(x.double() for x in inputs)  # any rank can draw every rank's tensor: the float64 reference
         ours = ring_all_reduce(inputs[rank].clone().to(comm), rank, world_size, ring_step).cpu()
@@ -150,17 +150,22 @@ def block(size, rank, world_size):
     return slice(rank * per, (rank + 1) * per)
 
 
+@torch.no_grad()
+def copy_block(layer, part, rank, world_size, dim):
+    """Fill `part` with this rank's block of `layer`'s weights along dim (0: outputs and their biases; 1: inputs)."""
+    mine = block(layer.weight.shape[dim], rank, world_size)
+    part.weight.copy_(layer.weight[mine] if dim == 0 else layer.weight[:, mine])
+    if dim == 0:
+        part.bias.copy_(layer.bias[mine])
+    return part
+
+
 def split_conv(conv, rank, world_size, dim):
     """dim 0: this rank's filters and their biases; dim 1: its input channels, no bias (added once, after the sum)."""
     out_c, in_c = conv.out_channels, conv.in_channels
     part = nn.Conv2d(in_c if dim == 0 else in_c // world_size, out_c // world_size if dim == 0 else out_c,
                      conv.kernel_size, conv.stride, conv.padding, bias=dim == 0, dtype=conv.weight.dtype)
-    with torch.no_grad():
-        mine = block(out_c if dim == 0 else in_c, rank, world_size)
-        part.weight.copy_(conv.weight[mine] if dim == 0 else conv.weight[:, mine])
-        if dim == 0:
-            part.bias.copy_(conv.bias[mine])
-    return part
+    return copy_block(conv, part, rank, world_size, dim)
 
 
 # ---- solutions/06_collectives_tensor_parallel.ipynb, cell 21 (id dba70b19) -----------------------------------------
@@ -205,12 +210,7 @@ def split_linear(linear, rank, world_size, dim):
     out_f, in_f = linear.out_features, linear.in_features
     part = nn.Linear(in_f if dim == 0 else in_f // world_size, out_f // world_size if dim == 0 else out_f,
                      bias=dim == 0, dtype=linear.weight.dtype)
-    with torch.no_grad():
-        mine = block(out_f if dim == 0 else in_f, rank, world_size)
-        part.weight.copy_(linear.weight[mine] if dim == 0 else linear.weight[:, mine])
-        if dim == 0:
-            part.bias.copy_(linear.bias[mine])
-    return part
+    return copy_block(linear, part, rank, world_size, dim)
 
 
 class ParallelClassifier(nn.Module):

@@ -13,7 +13,7 @@ lab_utils.lessons.lab04); around them this package keeps one idea per module:
 from __future__ import annotations
 
 from .ranks import pipeline_worker, run_pipelines
-from .results import KINDS, Measured, collect, ideal_bubble, mean_op_seconds, reference
+from .results import KINDS, Measured, ideal_bubble, mean_op_seconds, measured_by_label, reference
 from .schedules import (SCHEDULES, Op, Schedule, bubble_fraction, check_schedule, gpipe, make_schedule, makespan,
                         max_in_flight, naive, one_f_one_b, simulate)
 from .split import (balanced_split, build_stage, check_split, layer_timings, layer_times, modules_per_layer,
@@ -22,8 +22,8 @@ from .stage import PipelineRun, StageContext, micro_batch_size
 from .watch import OpWatch, watched_step
 
 __all__ = ["KINDS", "SCHEDULES", "Measured", "Op", "OpWatch", "PipelineRun", "Schedule", "StageContext",
-           "balanced_split", "bubble_fraction", "build_stage", "check_schedule", "check_split", "collect", "gpipe",
-           "ideal_bubble", "layer_timings", "layer_times", "make_schedule", "makespan", "max_in_flight",
-           "mean_op_seconds", "micro_batch_size", "modules_per_layer", "naive", "one_f_one_b", "pipeline_worker",
+           "balanced_split", "bubble_fraction", "build_stage", "check_schedule", "check_split", "gpipe", "ideal_bubble",
+           "layer_timings", "layer_times", "make_schedule", "makespan", "max_in_flight", "mean_op_seconds",
+           "measured_by_label", "micro_batch_size", "modules_per_layer", "naive", "one_f_one_b", "pipeline_worker",
            "reference", "run_pipelines", "simulate", "stage_input_shape", "stage_layers", "stage_shares",
            "watched_step"]

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from ..measure import alternating_rounds, synchronize
 from ..tensors import flat_grads
-from .results import Measured, collect
+from .results import Measured, measured_by_label
 from .schedules import make_schedule
 from .split import build_stage, stage_layers
 from .stage import StageContext, micro_batch_size
@@ -83,4 +83,4 @@ def run_pipelines(runs, stages: int, stage_step, forward_op, backward_op, *, lib
     ranks = launch(pipeline_worker, stages, timeout=timeout,
                    args=(list(runs), stage_step, forward_op, backward_op, rounds, warmup, group_timeout,
                          list(library_runs), library_schedule, library_step))
-    return collect(everything, ranks)
+    return measured_by_label(everything, ranks)

@@ -73,7 +73,7 @@ class Measured:
         return self.run.batch_size / self.makespan
 
 
-def collect(runs, ranks) -> dict[str, Measured]:
+def measured_by_label(runs, ranks) -> dict[str, Measured]:
     """Turn pipeline_worker's per-rank results into one Measured per run label."""
     stages = len(ranks)
     measured = {}

@@ -1,8 +1,9 @@
 """`bench collectives`: lab 06's hand-built ring against the library's all-reduce, and the tensor-parallel layers.
 
 The workers are lab 06's lesson code (lab_utils.lessons.lab06, generated from its notebook): the ring timed beside the
-library (timing_worker), both splits of a convolution (conv_worker), the tensor-parallel CNN trained (tp_train_worker);
-they are imported inside the functions that run them: `assign` starts without the generated modules."""
+library (timing_worker), the ring against the exact sum (ring_check_worker), both splits of a convolution (conv_worker),
+the tensor-parallel CNN trained (tp_train_worker); they are imported inside the functions that run them: `assign`
+starts without the generated modules."""
 from __future__ import annotations
 
 import copy
@@ -20,6 +21,7 @@ from ...tensor_parallel import single_device_training
 RING_BYTES = 4 << 20  # the benchmark's message: 4 MiB of float32
 MODEL, INPUT_SHAPE = "cnn2d_2layer_fullconnected_2layer", (1, 28, 28)  # lab 06's CNN
 TP_BATCH, TP_LR = 32, 0.05  # the tensor-parallel training check: images per step, SGD learning rate
+RING_SIZES = (1, 13, 1001)  # the ring's check: sizes the world size does not divide, in float64
 DIFF_KEYS = ("ring_max_abs_diff", "tp_conv_max_abs_diff", "tp_mlp_max_abs_diff", "tp_cnn_weights_max_abs_diff")
 
 
@@ -35,8 +37,9 @@ def lesson_checks(world_size: int, nbytes: int, repeats: int, train_steps: int, 
     from ...lessons import lab06
 
     model_spec = spec.preset(MODEL)
-    timing, conv, trained, checked = launch_jobs(
+    timing, ring, conv, trained, checked = launch_jobs(
         [(lab06.timing_worker, ([nbytes], repeats)),
+         (lab06.ring_check_worker, (RING_SIZES, seed, torch.float64)),
          (lab06.conv_worker, (model_spec, INPUT_SHAPE, seed)),
          (lab06.tp_train_worker, (model_spec, INPUT_SHAPE, train_steps, TP_BATCH, TP_LR, seed)),
          (reference_worker, (seed, timeout_s / 2))],
@@ -44,7 +47,7 @@ def lesson_checks(world_size: int, nbytes: int, repeats: int, train_steps: int, 
     reference, _ = single_device_training(model_spec, INPUT_SHAPE, TP_BATCH, train_steps, TP_LR, seed)
     return {"backend": checked[0]["backend"], "device": checked[0]["device"],
             **{name: np.max([r[nbytes][name] for r in timing], axis=0) for name in ("ring", "library")},
-            "ring_max_abs_diff": max(r["ring_max_abs_diff"] for r in checked),
+            "ring_max_abs_diff": max(r["worst"]["ring vs exact"] for r in ring),
             "tp_conv_max_abs_diff": _conv_diff(conv, model_spec, seed),
             "tp_mlp_max_abs_diff": max(r["tp_mlp_max_abs_diff"] for r in checked),
             "tp_cnn_weights_max_abs_diff": _max_diff(lab06.unshard([r["shards"] for r in trained]), reference)}
@@ -114,7 +117,7 @@ def _tp_mlp_diff(device, seed: int) -> float:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    from ...lessons.lab06 import ParallelClassifier
+    from ...lessons.lab06 import ParallelClassifier, block
 
     rank, world_size = dist.get_rank(), dist.get_world_size()
     mlp = spec.init_weights(nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10)), seed)
@@ -123,7 +126,7 @@ def _tp_mlp_diff(device, seed: int) -> float:
     pair = ParallelClassifier(mlp[0], mlp[2], rank, world_size).to(device)  # the lesson's column/row pair
     y = pair(x.to(device))
     y.square().sum().backward()
-    mine = slice(rank * 16 // world_size, (rank + 1) * 16 // world_size)
+    mine = block(16, rank, world_size)  # this rank's hidden features
     by_hand = _max_diff([y, pair.fc1.weight.grad, pair.fc2.weight.grad],
                         [mlp(x), mlp[0].weight.grad[mine], mlp[2].weight.grad[:, mine]])
     mesh_device = "cuda" if str(device).startswith("cuda") and dist.get_backend() == "nccl" else "cpu"
@@ -143,27 +146,11 @@ def _fresh(module: nn.Module, device) -> nn.Module:
     return twin
 
 
-def _ring_diff(comm_device, seed: int, sizes=(1, 13, 1001)) -> float:
-    """The reference ring against the float64 sum of every rank's tensor, on sizes the world size does not divide."""
-    from ...lessons.lab06 import ring_all_reduce, ring_step
-
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    worst = 0.0
-    for n in sizes:
-        inputs = [torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(seed + 7919 * r + n))
-                  for r in range(world_size)]
-        result = ring_all_reduce(inputs[rank].clone().to(comm_device), rank, world_size, ring_step)
-        worst = max(worst, _max_diff([result], [sum(inputs)]))
-    return worst
-
-
 def reference_worker(rank: int, world_size: int, seed: int = 0, timeout_s: float = 60.0) -> dict:
-    """The checks without a worker of the notebook's own: the ring on float64 tensors against their exact sum, and the
-    column/row classifier (by hand and with the library) against the unsplit one."""
+    """The check without a worker of the notebook's own: the column/row classifier (by hand and with the library)
+    against the unsplit one."""
     from ...launch import process_group
 
     with process_group(timeout_s) as ctx:
-        device = torch.device(ctx.device)
-        comm_device = device if ctx.backend == "nccl" else torch.device("cpu")  # gloo's send/recv take CPU tensors
-        return {"backend": ctx.backend, "device": ctx.device, "ring_max_abs_diff": _ring_diff(comm_device, seed),
-                "tp_mlp_max_abs_diff": _tp_mlp_diff(device, seed)}
+        return {"backend": ctx.backend, "device": ctx.device,
+                "tp_mlp_max_abs_diff": _tp_mlp_diff(torch.device(ctx.device), seed)}

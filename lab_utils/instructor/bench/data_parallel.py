@@ -12,14 +12,14 @@ from ...data_parallel import ONE_DEVICE, Sweep, dp_name, threaded_name
 
 
 @dataclass(frozen=True)
-class Measured:
+class SweepAndGradCheck:
     """Lab 02's sweep and its gradient check (DataParallel vs one device on the largest batch)."""
 
     sweep: Sweep
     grad_max_abs_diff: float
 
 
-def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), seed: int = 0, hw=None, **options) -> Measured:
+def bench(*, n_devices: int = 2, batch_sizes=(16, 256), seed: int = 0, hw=None, **options) -> SweepAndGradCheck:
     """data_parallel.sweep of lab 02's DataParallel, as the notebook runs it, then lab 02's gradient_difference."""
     from ...lessons.lab02 import DataParallel, gradient_difference  # imported here: `assign` starts without it
 
@@ -27,10 +27,10 @@ def sweep(*, n_devices: int = 2, batch_sizes=(16, 256), seed: int = 0, hw=None, 
     result = data_parallel.sweep(DataParallel, n_devices=n_devices, batch_sizes=batch_sizes, seed=seed, hw=hw, **options)
     x, y = (torch.from_numpy(a) for a in data.synthetic_images(max(batch_sizes), image_shape=(1, 28, 28), seed=seed + 1))
     model = spec.build_torch(spec.cnn2d_3layer_fullconnected_3layer(), (1, 28, 28), seed=seed)
-    return Measured(result, gradient_difference(model, x, y, result.plan))
+    return SweepAndGradCheck(result, gradient_difference(model, x, y, result.plan))
 
 
-def figures(measured: Measured) -> dict:
+def figures(measured: SweepAndGradCheck) -> dict:
     """The figures of `bench dp`, each with its spread and flags."""
     result = measured.sweep
     n, rows = result.n_devices, []
@@ -54,7 +54,7 @@ def figures(measured: Measured) -> dict:
             "speedup_small_batch": rows[0]["speedup"], "flags": rows[-1]["flags"]}
 
 
-def show(measured: Measured) -> None:
+def print_bench(measured: SweepAndGradCheck) -> None:
     """Lab 02's table, each batch's phases, the gradient check, then the JSON line (the last line of output)."""
     data_parallel.print_sweep(measured.sweep)
     for batch, table in measured.sweep.phase_ms.items():
