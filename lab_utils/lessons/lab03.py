@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from lab_utils import data, ddp, hardware, measure, spec
 from lab_utils.train import evaluate
 
-__all__ = ['ddp_worker']
+__all__ = ['ddp_worker', 'scaled_lr']
 
 
 # ---- solutions/03_ddp.ipynb, cell 23 (id 783763d0) -----------------------------------------------------------------
@@ -70,3 +70,10 @@ def ddp_worker(rank, world_size, cfg):
     dist.barrier()
     dist.destroy_process_group()
     return out
+
+
+# ---- solutions/03_ddp.ipynb, cell 75 (id cc8182b5) -----------------------------------------------------------------
+
+def scaled_lr(base_lr, world_size):
+    """Learning rate for world_size ranks, from the single-device one (linear scaling)."""
+    return base_lr * world_size
