@@ -295,11 +295,11 @@ def launched(worker, cfg) -> callable:
     return timed
 
 
-def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0) -> dict:
+def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0) -> dict:
     """worker on `ex`'s Slurm nodes and with launch on `world_size` ranks, `repeats` each in alternating order: per path
     the runs, medians and spreads of the seconds to the first optimizer step (and to the worker's start) and of the
     steady steps per second; run i of one path and run i of the other are a pair."""
-    batch = cfg["per_rank_batch"] * world_size
+    batch = cfg.per_rank_batch * world_size
     runs = {"slurm": [], "launch": []}
     for path in measure.alternating_rounds(runs, repeats):  # slurm, launch, launch, slurm, ...
         start = time.time()
