@@ -290,7 +290,8 @@ def test_exercise_references_come_from_the_solutions_lesson_cells():
                for path in course.solution_notebooks()}
     for lab, name in [("01", "throughput"), ("03", "scaled_lr"), ("07", "choose_checkpoints"),
                       ("08", "staleness_from_order"), ("08", "damped_lr"), ("09", "choose_max_wait"),
-                      ("11", "sbatch_header"), ("11", "train_resumable")]:
+                      ("10", "speedup_and_efficiency"), ("11", "sbatch_header"),
+                      ("11", "train_resumable")]:
         assert name in lessons[lab], f"lab {lab}'s {name} is no lesson"
 
 
