@@ -1,5 +1,7 @@
 """lab_utils.ddp in real gloo ranks: lab 03's worker (generated from its notebook) equals one process, the timed
 hook, BatchNorm, checkpoints."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -8,12 +10,12 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from lab_utils import data, ddp, spec
 from lab_utils.launch import launch, launch_jobs, process_group
-from lab_utils.lessons.lab03 import ddp_worker
+from lab_utils.lessons.lab03 import DDPConfig, ddp_worker
 from lab_utils.train import train_step
 from lab_utils.variants import variant
 
-CFG = dict(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=2,
-           per_rank_batch=16, lr=0.05, seed=3, warmup_steps=0, accumulation=1, timeout_s=120, checkpoint=None)
+CFG = DDPConfig(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=2,
+                per_rank_batch=16, lr=0.05, seed=3, warmup_steps=0, accumulation=1, timeout_s=120, checkpoint=None)
 # lab 03's summed-gradients bug as an edit of its worker: the timed hook all-reduces without dividing
 summing_worker = variant(ddp_worker, {"ddp.AllReduceTimer(ddp_model, optimizer)":
                                       "ddp.AllReduceTimer(ddp_model, optimizer, average=False)"},
@@ -22,21 +24,21 @@ summing_worker = variant(ddp_worker, {"ddp.AllReduceTimer(ddp_model, optimizer)"
 
 def one_process(cfg, world_size):
     """No DDP: the global batches of a world_size-rank run, the same learning rate."""
-    split = data.load_split(cfg["data"])
+    split = data.load_split(cfg.data)
     train_set = split.datasets()[0]
-    model = spec.build_torch(cfg["layers"], split.image_shape, seed=cfg["seed"])
-    optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"] * world_size, momentum=0.9)
-    sampler = DistributedSampler(train_set, 1, 0, shuffle=True, seed=cfg["seed"], drop_last=True)
-    for epoch in range(cfg["epochs"]):
+    model = spec.build_torch(cfg.layers, split.image_shape, seed=cfg.seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr * world_size, momentum=0.9)
+    sampler = DistributedSampler(train_set, 1, 0, shuffle=True, seed=cfg.seed, drop_last=True)
+    for epoch in range(cfg.epochs):
         sampler.set_epoch(epoch)
-        for x, y in DataLoader(train_set, batch_size=cfg["per_rank_batch"] * world_size, sampler=sampler, drop_last=True):
+        for x, y in DataLoader(train_set, batch_size=cfg.per_rank_batch * world_size, sampler=sampler, drop_last=True):
             train_step(model, x, y, optimizer)
     return ddp.flat_weights(model)
 
 
 @pytest.fixture(scope="module")
 def runs():
-    jobs = [(ddp_worker, (CFG,)), (summing_worker, (dict(CFG, epochs=1),)), (ddp_worker, (dict(CFG, epochs=1),))]
+    jobs = [(ddp_worker, (CFG,)), (summing_worker, (replace(CFG, epochs=1),)), (ddp_worker, (replace(CFG, epochs=1),))]
     return launch_jobs(jobs, 2, timeout=240)
 
 
@@ -47,7 +49,7 @@ def test_the_lessons_worker_equals_one_process_on_the_global_batch(runs):
 
 
 def test_summed_gradients_move_further_than_averaged_ones(runs):
-    start = ddp.flat_weights(spec.build_torch(CFG["layers"], (1, 8, 8), seed=CFG["seed"]))
+    start = ddp.flat_weights(spec.build_torch(CFG.layers, (1, 8, 8), seed=CFG.seed))
     summed, averaged = (np.linalg.norm(r[0]["weights"] - start) for r in (runs[1], runs[2]))
     assert summed > 1.3 * averaged
 

@@ -5,6 +5,7 @@ import textwrap
 import pytest
 
 from lab_utils.exercises import check, get, lab07, to_plain
+from lab_utils.lessons import lab07 as lesson07
 from lab_utils.variants import source_of
 from test_judges import solution_source
 
@@ -138,7 +139,7 @@ def test_sharded_step_broadcast_only_by_the_owner_fails_fast_naming_the_deadlock
 
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------
 
-CHOOSE = source_of(lab07.choose_checkpoints)  # the reference
+CHOOSE = source_of(lesson07.choose_checkpoints)  # the solution's, the reference
 
 GREEDY = """
 def choose_checkpoints(freed, extra, total, budget):

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from lab_utils.exercises import check, get, lab08, to_plain
+from lab_utils.lessons import lab08 as lesson08
 from lab_utils.variants import variant
 from test_judges import solution_function
 
@@ -94,11 +95,11 @@ def test_average_and_apply_updates_the_weights_by_hand_with_the_notebooks_lr():
 
 def staleness_edited(edits, name):
     """The reference staleness_from_order, edited as a learner might get it wrong."""
-    return variant(lab08.staleness_from_order, edits, name=name, show=False)
+    return variant(lesson08.staleness_from_order, edits, name=name, show=False)
 
 
 def test_staleness_solution():
-    assert_right(lab08.staleness_from_order)
+    assert_right(lesson08.staleness_from_order)
 
 
 def test_staleness_off_by_one():
@@ -122,7 +123,7 @@ def test_staleness_pulled_before_update():
 # ---- damped_lr -----------------------------------------------------------------------------------------------------
 
 def test_damped_lr_solution():
-    assert_right(lab08.damped_lr)
+    assert_right(lesson08.damped_lr)
 
 
 @pytest.mark.parametrize("wrong, words", [

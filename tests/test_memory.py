@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import memory, spec
-from lab_utils.exercises import lab07 as references
 from lab_utils.instructor.bench import memory as bench_memory
 from lab_utils.instructor.gpu import memory as gpu_memory
 from lab_utils.launch import launch, launch_jobs
@@ -151,9 +150,9 @@ def test_assign_owners_gives_the_largest_tensors_to_the_least_loaded_rank():
 
 
 def test_cheapest_checkpoints_fits_the_budget_at_the_least_extra_time():
-    assert references.choose_checkpoints([60, 50, 50], [10.0, 6.0, 6.0], 200, 100) == [1, 2]
-    assert references.choose_checkpoints([30, 20], [1.0, 1.0], 100, 120) == []
-    assert references.choose_checkpoints([10, 20], [1.0, 1.0], 100, 50) is None
+    assert lab07.choose_checkpoints([60, 50, 50], [10.0, 6.0, 6.0], 200, 100) == [1, 2]
+    assert lab07.choose_checkpoints([30, 20], [1.0, 1.0], 100, 120) == []
+    assert lab07.choose_checkpoints([10, 20], [1.0, 1.0], 100, 50) is None
 
 
 # ---- mixed precision ----------------------------------------------------------------------------------------------------

@@ -13,13 +13,12 @@ import pytest
 import torch
 
 from lab_utils import parameter_server as A
-from lab_utils.exercises import lab08 as references
 from lab_utils.instructor.bench import parameter_server as bench_async
 from lab_utils.instructor.gpu import parameter_server as gpu_async
 from lab_utils import launch as launch_mod, process_tree
 from lab_utils.exercises.lab08 import serve_with
 from lab_utils.launch import RankError, launch
-from lab_utils.lessons.lab08 import run_all, serve, work  # lab 08's, generated from its notebook
+from lab_utils.lessons.lab08 import damped_lr, run_all, serve, staleness_from_order, work  # lab 08's, generated from its notebook
 from lab_utils.variants import variant
 from workers import alive
 
@@ -72,7 +71,7 @@ def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_stal
     assert np.array_equal(first["weights"], second["weights"])
     assert first["staleness"] == [0] * sync.gradients and first["order"][:4] == [1, 2, 1, 2]
     assert len(run_async["order"]) == asyn.gradients
-    assert run_async["staleness"] == references.staleness_from_order(run_async["order"])
+    assert run_async["staleness"] == staleness_from_order(run_async["order"])
     assert run_async["samples_per_s"] > 0 and run_async["snapshot_samples"][0] == asyn.snapshot_every * asyn.batch_size
     computed = sum(w["gradients"] for w in run_async["workers"])
     assert asyn.gradients <= computed <= asyn.gradients + 1  # a gradient still on its way at the end is not applied
@@ -160,13 +159,13 @@ def silent_worker_job(rank, world_size, cfg):
 # ---- staleness and the learning rate -------------------------------------------------------------------------------
 
 def test_staleness_from_order():
-    assert references.staleness_from_order([1, 2, 1, 2]) == [0, 1, 1, 1]
-    assert references.staleness_from_order([1, 1, 1, 2]) == [0, 0, 0, 3]
-    assert references.staleness_from_order([]) == []
+    assert staleness_from_order([1, 2, 1, 2]) == [0, 1, 1, 1]
+    assert staleness_from_order([1, 1, 1, 2]) == [0, 0, 0, 3]
+    assert staleness_from_order([]) == []
 
 
 def test_damped_lr_and_staleness_by_worker():
-    assert references.damped_lr(0.1, 0) == 0.1 and references.damped_lr(0.1, 4) == pytest.approx(0.02)
+    assert damped_lr(0.1, 0) == 0.1 and damped_lr(0.1, 4) == pytest.approx(0.02)
     assert A.staleness_by_worker({"order": [1, 1, 2], "staleness": [0, 1, 2]}) == {1: 0.5, 2: 2.0}
 
 

@@ -102,12 +102,13 @@ def test_lab03_worker_comes_from_its_notebook_and_travels_by_value():
 def test_lab03_worker_from_the_notebook_trains_like_lab03(tmp_path):
     from lab_utils import spec
     from lab_utils.launch import launch
-    from lab_utils.lessons.lab03 import ddp_worker  # the generated module: the same cell, imported, not read
+    from lab_utils.lessons.lab03 import DDPConfig, ddp_worker  # the generated module: the same cell, imported, not read
 
     worker = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker").function
     assert worker is not ddp_worker and worker.__module__ != ddp_worker.__module__
-    cfg = dict(data={"kind": "digits", "n_train": 128}, layers=spec.cnn2d_2layer_fullconnected_2layer(10), epochs=1,
-               per_rank_batch=16, lr=0.05, warmup_steps=0, accumulation=1, seed=0, timeout_s=60, checkpoint=None)
+    cfg = DDPConfig(data={"kind": "digits", "n_train": 128}, layers=spec.cnn2d_2layer_fullconnected_2layer(10),
+                    epochs=1, per_rank_batch=16, lr=0.05, warmup_steps=0, accumulation=1, seed=0, timeout_s=60,
+                    checkpoint=None)
     got = launch(worker, 2, args=(cfg,), timeout=120)
     want = launch(ddp_worker, 2, args=(cfg,), timeout=120)
     assert abs(got[0]["weights"] - want[0]["weights"]).max() <= 1e-6

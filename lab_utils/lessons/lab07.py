@@ -12,7 +12,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from lab_utils import collectives, hardware, memory, spec
 
-__all__ = ['join_group', 'leave_group', 'micro_batch', 'FlatParameters', 'flat_buffers', 'rank_report', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker']
+__all__ = ['join_group', 'leave_group', 'micro_batch', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker']
 
 
 # ---- solutions/07_memory_sharding.ipynb, cell 4 (id 509f91b4) ------------------------------------------------------
@@ -92,22 +92,38 @@ def rank_report(model, optimizer, comm, saved, steps):
             "comm": comm.table(steps), "ring_bytes": comm.ring_bytes(steps)}
 
 
+@dataclass(frozen=True)
+class StrategyJob:
+    """One run of a strategy worker: `steps` Adam steps of the model `spec` on images x, labels y (each step's global
+    batch is world_size x per_rank of them, rank r's slice r); FSDP's parameters in param_dtype (None: float32)."""
+
+    spec: list
+    input_shape: tuple
+    x: torch.Tensor
+    y: torch.Tensor
+    steps: int
+    per_rank: int
+    lr: float
+    seed: int
+    param_dtype: torch.dtype | None = None
+
+
 def ddp_baseline_worker(rank, world_size, job):
     "Adam steps under DDP."
     device = join_group()
-    model = DDP(spec.build_torch(job["spec"], job["input_shape"], seed=job["seed"]).to(device), gradient_as_bucket_view=True)
+    model = DDP(spec.build_torch(job.spec, job.input_shape, seed=job.seed).to(device), gradient_as_bucket_view=True)
     model.register_comm_hook(None, default_hooks.allreduce_hook)  # DDP's arithmetic, via dist.all_reduce: counted
-    optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=job.lr)
     comm = collectives.Traffic()
-    for step in range(job["steps"]):
-        x, y = (t.to(device) for t in micro_batch(job["x"], job["y"], step, 0, rank, world_size, job["per_rank"]))
+    for step in range(job.steps):
+        x, y = (t.to(device) for t in micro_batch(job.x, job.y, step, 0, rank, world_size, job.per_rank))
         optimizer.zero_grad(set_to_none=False)
         with comm.phase("forward"), memory.SavedActivations(model) as saved:
             loss = F.cross_entropy(model(x), y)
         with comm.phase("backward"):
             loss.backward()                                  # gradients all-reduced, bucket by bucket
         optimizer.step()
-    report = rank_report(model, optimizer, comm, saved, job["steps"])
+    report = rank_report(model, optimizer, comm, saved, job.steps)
     leave_group()
     return report
 
@@ -115,13 +131,13 @@ def ddp_baseline_worker(rank, world_size, job):
 def zero1_worker(rank, world_size, job):
     "Adam steps with ZeRO-1: this rank's optimizer holds the state of its shard of the parameters only."
     device = join_group()
-    model = spec.build_torch(job["spec"], job["input_shape"], seed=job["seed"]).to(device)
+    model = spec.build_torch(job.spec, job.input_shape, seed=job.seed).to(device)
     flat = flat_buffers(model, world_size)                   # parameters and gradients: views into padded flat buffers
     shard = torch.nn.Parameter(flat.params[flat.shard(rank)])  # a view: updating it updates the model
-    optimizer = torch.optim.Adam([shard], lr=job["lr"])      # Adam's state for Psi / N numbers
+    optimizer = torch.optim.Adam([shard], lr=job.lr)      # Adam's state for Psi / N numbers
     comm = collectives.Traffic()
-    for step in range(job["steps"]):
-        x, y = (t.to(device) for t in micro_batch(job["x"], job["y"], step, 0, rank, world_size, job["per_rank"]))
+    for step in range(job.steps):
+        x, y = (t.to(device) for t in micro_batch(job.x, job.y, step, 0, rank, world_size, job.per_rank))
         flat.grads.zero_()
         with comm.phase("forward"), memory.SavedActivations(model) as saved:
             loss = F.cross_entropy(model(x), y)
@@ -134,7 +150,7 @@ def zero1_worker(rank, world_size, job):
             optimizer.step()                                 # updates my shard only
             shard.grad = None
             dist.all_gather_single(flat.params, shard.detach().clone())  # every rank gets every new shard
-    report = rank_report(model, optimizer, comm, saved, job["steps"])
+    report = rank_report(model, optimizer, comm, saved, job.steps)
     report["padding"] = flat.padding
     leave_group()
     return report
@@ -149,22 +165,22 @@ def fsdp_worker(rank, world_size, job):
 
     device = join_group()
     mesh = init_device_mesh(device.type, (world_size,))     # explicit, always (pytorch/pytorch#132471)
-    model = spec.build_torch(job["spec"], job["input_shape"], seed=job["seed"]).to(device)
-    policy = MixedPrecisionPolicy(param_dtype=job["param_dtype"], reduce_dtype=torch.float32)
+    model = spec.build_torch(job.spec, job.input_shape, seed=job.seed).to(device)
+    policy = MixedPrecisionPolicy(param_dtype=job.param_dtype, reduce_dtype=torch.float32)
     for layer in model:
         if any(True for _ in layer.parameters()):
             fully_shard(layer, mesh=mesh, mp_policy=policy)  # one all-gather unit per layer with weights
     fully_shard(model, mesh=mesh, mp_policy=policy)
-    optimizer = torch.optim.Adam(model.parameters(), lr=job["lr"])  # steps on this rank's shards
+    optimizer = torch.optim.Adam(model.parameters(), lr=job.lr)  # steps on this rank's shards
     comm = collectives.Traffic()
-    for step in range(job["steps"]):
-        x, y = (t.to(device) for t in micro_batch(job["x"], job["y"], step, 0, rank, world_size, job["per_rank"]))
+    for step in range(job.steps):
+        x, y = (t.to(device) for t in micro_batch(job.x, job.y, step, 0, rank, world_size, job.per_rank))
         optimizer.zero_grad(set_to_none=False)
         with comm.phase("forward"), memory.SavedActivations(model) as saved:
             loss = F.cross_entropy(model(x), y)              # all-gathers each layer, then frees it
         with comm.phase("backward"):
             loss.backward()                                  # all-gathers again, reduce-scatters the gradients
         optimizer.step()
-    report = rank_report(model, optimizer, comm, saved, job["steps"])
+    report = rank_report(model, optimizer, comm, saved, job.steps)
     leave_group()
     return report

@@ -15,7 +15,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from lab_utils import hardware, parameter_server
 from lab_utils.launch import short_error
 
-__all__ = ['send', 'work', 'listen', 'next_gradient', 'serve', 'hogwild', 'run_all']
+__all__ = ['send', 'work', 'listen', 'next_gradient', 'serve', 'hogwild', 'run_all', 'staleness_from_order', 'damped_lr']
 
 
 # ---- solutions/08_sync_async.ipynb, cell 8 (id 477b3a2d) -----------------------------------------------------------
@@ -178,3 +178,22 @@ def run_all(rank, world_size, configs, worker=work, server=serve):
         dist.barrier()                            # the next run starts when every rank is done with this one
     dist.destroy_process_group()
     return results
+
+
+# ---- solutions/08_sync_async.ipynb, cell 42 (id 47187d3a) ----------------------------------------------------------
+
+def staleness_from_order(order):
+    """The staleness of each applied gradient, from the order of the workers that sent them."""
+    version, pulled, staleness = 0, {}, []
+    for worker in order:
+        staleness.append(version - pulled.get(worker, 0))
+        version += 1
+        pulled[worker] = version
+    return staleness
+
+
+# ---- solutions/08_sync_async.ipynb, cell 46 (id 3314b46f) ----------------------------------------------------------
+
+def damped_lr(base_lr, staleness):
+    """The learning rate for a gradient this many versions old."""
+    return base_lr / (1 + staleness)

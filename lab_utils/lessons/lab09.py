@@ -7,12 +7,13 @@ import functools
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 import torch
 import torch.distributed as dist
 from lab_utils import hardware, measure, serving
 
-__all__ = ['answer_batch', 'first_batcher', 'request_problem', 'batcher', 'model_worker', 'Dispatcher', 'serving_job']
+__all__ = ['answer_batch', 'first_batcher', 'request_problem', 'batcher', 'model_worker', 'Dispatcher', 'PoolConfig', 'serving_job']
 
 
 # ---- solutions/09_inference_throughput.ipynb, cell 13 (id ec4ee9de) ------------------------------------------------
@@ -126,22 +127,34 @@ class Dispatcher:
             t.join()
 
 
+@dataclass(frozen=True)
+class PoolConfig:
+    """The worker pool's run: its model (serving.build_model's head width, input shape and seed), rank 0's largest
+    batch, and how long a load waits for its last answers."""
+
+    head_width: int
+    input_shape: tuple
+    seed: int
+    max_batch: int
+    timeout_s: float
+
+
 def serving_job(rank, world_size, batcher, images, rounds, n_requests, cfg):
     """Rank 0: load generator and batcher, with 1 worker and with all workers in turn; ranks 1, 2, ...: workers."""
     device, _ = hardware.rank_device()
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))  # the messages are CPU tensors: gloo on any machine
     result = None
     if rank > 0:
-        model_worker(serving.build_model(cfg["head_width"], cfg["input_shape"], cfg["seed"], device), device,
-                     cfg["input_shape"])
+        model_worker(serving.build_model(cfg.head_width, cfg.input_shape, cfg.seed, device), device,
+                     cfg.input_shape)
     else:
         setups = {"1 worker": [1], f"{world_size - 1} workers": list(range(1, world_size))}
         result = {name: [] for name in setups}
         for round_, name in measure.numbered_rounds(setups, rounds + 1):  # round 0 warms every worker up, not counted
             pool = Dispatcher(setups[name])
-            serve = functools.partial(batcher, run_batch=pool.run_batch, max_batch=cfg["max_batch"], max_wait_s=0.005,
-                                      input_shape=cfg["input_shape"])
-            run = serving.run_load(serve, serving.burst(n_requests), images, drain_s=cfg["timeout_s"])
+            serve = functools.partial(batcher, run_batch=pool.run_batch, max_batch=cfg.max_batch, max_wait_s=0.005,
+                                      input_shape=cfg.input_shape)
+            run = serving.run_load(serve, serving.burst(n_requests), images, drain_s=cfg.timeout_s)
             pool.close()
             if round_ > 0:
                 result[name].append(run.summary())

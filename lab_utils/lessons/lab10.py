@@ -10,7 +10,7 @@ import torch.distributed as dist
 from lab_utils import measure, report
 from lab_utils.launch import process_group
 
-__all__ = ['allreduce_worker', 'amdahl_rows']
+__all__ = ['allreduce_worker', 'amdahl_rows', 'speedup_and_efficiency']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 14 (id d37f68c4) ------------------------------------------------------
@@ -56,3 +56,12 @@ def amdahl_rows(compared, strategies=DATA_PARALLEL):
                 break
             left_out.append(c)
     return per_machine, left_out
+
+
+# ---- solutions/10_scaling_report.ipynb, cell 27 (id d8620f29) ------------------------------------------------------
+
+def speedup_and_efficiency(row, baseline):
+    """(speedup, efficiency) of a results row against its one-device baseline row."""
+    speedup = row.samples_per_s / baseline.samples_per_s
+    hardware_ratio = (row.world_size * (row.threads or 1)) / (baseline.world_size * (baseline.threads or 1))
+    return speedup, speedup / hardware_ratio

@@ -12,12 +12,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+import torch
 import submitit
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from lab_utils import measure, slurm
 from lab_utils.launch import hold_process_groups, launch
 
-__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'launched', 'side_by_side']
+__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'launched', 'side_by_side', 'sbatch_header', 'train_resumable', 'read_scheduler']
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 17 (id 0890b942) --------------------------------------------
@@ -294,11 +295,11 @@ def launched(worker, cfg) -> callable:
     return timed
 
 
-def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0) -> dict:
+def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0) -> dict:
     """worker on `ex`'s Slurm nodes and with launch on `world_size` ranks, `repeats` each in alternating order: per path
     the runs, medians and spreads of the seconds to the first optimizer step (and to the worker's start) and of the
     steady steps per second; run i of one path and run i of the other are a pair."""
-    batch = cfg["per_rank_batch"] * world_size
+    batch = cfg.per_rank_batch * world_size
     runs = {"slurm": [], "launch": []}
     for path in measure.alternating_rounds(runs, repeats):  # slurm, launch, launch, slurm, ...
         start = time.time()
@@ -321,3 +322,60 @@ def side_by_side(worker, cfg: dict, ex, folder, *, world_size: int = 2, repeats:
                         "steps_per_s_runs": [round(s, 3) for s in steps], "steps_per_s_all": list(steps)}
     result["slurm_vs_local_steps"] = result["slurm"]["steps_per_s"] / result["launch"]["steps_per_s"]
     return result
+
+
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 70 (id l11-ex2) ---------------------------------------------
+
+def sbatch_header(request):
+    """#SBATCH lines for a job: nodes, tasks and cores per node, memory per node, time limit, GPUs per node."""
+    days, minutes = divmod(request["minutes"], 60 * 24)
+    limit = (f"{days}-" if days else "") + f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+    lines = [f"#SBATCH --job-name={request['job_name']}",
+             f"#SBATCH --nodes={request['nodes']}",
+             f"#SBATCH --ntasks-per-node={request['tasks_per_node']}",
+             f"#SBATCH --cpus-per-task={request['cpus_per_task']}",
+             f"#SBATCH --mem={request['mem_gb']}G",
+             f"#SBATCH --time={limit}"]
+    if request["gpus_per_node"]:
+        lines.append(f"#SBATCH --gres=gpu:{request['gpus_per_node']}")
+    return "\n".join(lines)
+
+
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 73 (id l11-ex3) ---------------------------------------------
+
+def train_resumable(steps, every, path, stop_at=None):
+    """Train the resume problem for `steps` steps, checkpointing every `every` steps and resuming from `path`."""
+    model, optimizer = slurm.resume_problem()
+    step = 0
+    if os.path.exists(path):
+        state = torch.load(path)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step = state["step"]
+    ran = 0
+    while step < steps:
+        slurm.resume_step(model, optimizer, slurm.resume_batch(step))
+        step, ran = step + 1, ran + 1
+        if step % every == 0:
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, path + ".tmp")
+            os.replace(path + ".tmp", path)
+        if step == stop_at:
+            break
+    return {"weights": slurm.flat_weights(model), "ran": ran}
+
+
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 76 (id l11-ex4) ---------------------------------------------
+
+def read_scheduler(text):
+    """{job id: what to do} from sacct's parsable lines."""
+    ended = {"COMPLETED": "done", "TIMEOUT": "more time", "OUT_OF_MEMORY": "more memory", "NODE_FAIL": "resubmit",
+             "FAILED": "read the log", "CANCELLED": "cancelled", "RUNNING": "wait"}
+    never = {"PartitionTimeLimit": "fix the request", "DependencyNeverSatisfied": "fix the dependency"}
+    verdicts = {}
+    for line in text.splitlines()[1:]:
+        job_id, name, state, exit_code, reason = line.split("|")
+        if "." in job_id:
+            continue  # a step: the job's own line says how the job went
+        state = state.split()[0]  # "CANCELLED by 0"
+        verdicts[job_id] = never.get(reason, "wait") if state == "PENDING" else ended.get(state, "read the log")
+    return verdicts

@@ -31,9 +31,9 @@ def strategy_jobs(strategies, model_spec, *, world_size: int, steps: int, batch_
     workers = {"ddp": lab07.ddp_baseline_worker, "zero1": lab07.zero1_worker, "fsdp": lab07.fsdp_worker}
     gen = torch.Generator().manual_seed(seed + 1)
     n = steps * world_size * batch_per_rank
-    job = dict(seed=seed, steps=steps, per_rank=batch_per_rank, lr=lr, input_shape=INPUT_SHAPE, spec=model_spec,
-               x=torch.rand(n, *INPUT_SHAPE, generator=gen), y=torch.randint(0, 10, (n,), generator=gen),
-               param_dtype=param_dtype)
+    job = lab07.StrategyJob(model_spec, INPUT_SHAPE, torch.rand(n, *INPUT_SHAPE, generator=gen),
+                            torch.randint(0, 10, (n,), generator=gen), steps=steps, per_rank=batch_per_rank, lr=lr,
+                            seed=seed, param_dtype=param_dtype)
     return [(workers[s], (job,)) for s in strategies]
 
 

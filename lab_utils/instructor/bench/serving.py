@@ -45,10 +45,10 @@ def pool_run(*, width: int = 2048, image_side: int = 28, seed: int = 0, requests
     {"1 worker": [LoadSummary per round], "2 workers": [...], "ids": ..., "outputs": ...}. A round with a failed or
     unanswered request is an error."""
     from ...launch import launch
-    from ...lessons.lab09 import batcher, serving_job
+    from ...lessons.lab09 import PoolConfig, batcher, serving_job
 
     shape = (1, image_side, image_side)
-    cfg = dict(head_width=width, input_shape=shape, seed=seed, max_batch=max_batch, timeout_s=60)
+    cfg = PoolConfig(width, shape, seed, max_batch, timeout_s=60)
     rank0 = launch(serving_job, 3, args=(batcher, request_images(256, shape, seed), rounds, requests, cfg),
                    timeout=timeout_s, pin_cores=False)[0]
     for name in ("1 worker", "2 workers"):

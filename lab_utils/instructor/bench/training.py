@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -97,26 +97,27 @@ def _interleaved(setups, repeats: int, run) -> list[SetupFigures]:
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
     from ...launch import launch
-    from ...lessons.lab03 import ddp_worker  # lab 03's worker, generated from its notebook
+    from ...lessons.lab03 import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
 
-    cfg = dict(data={"kind": "synthetic", "n_train": global_batch * (steps + 1), "n_test": 64, "side": 28, "seed": seed},
-               layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, lr=0.01, seed=seed, warmup_steps=0,
-               accumulation=1, timeout_s=240, checkpoint=None)
+    synthetic = {"kind": "synthetic", "n_train": global_batch * (steps + 1), "n_test": 64, "side": 28, "seed": seed}
+    cfg = DDPConfig(data=synthetic, layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1,
+                    per_rank_batch=global_batch, lr=0.01, seed=seed, warmup_steps=0, accumulation=1, timeout_s=240,
+                    checkpoint=None)  # per_rank_batch: each setup splits the global batch over its ranks
     setups = [Setup("1 rank x 1 thread", 1, 1), Setup(f"1 rank x {world_size} threads", 1, world_size),
               Setup(f"{world_size} ranks x 1 thread", world_size, 1)]
 
     def run(setup, figures):
-        ranks = launch(ddp_worker, setup.ranks, args=(dict(cfg, per_rank_batch=global_batch // setup.ranks),),
+        ranks = launch(ddp_worker, setup.ranks, args=(replace(cfg, per_rank_batch=global_batch // setup.ranks),),
                        threads=setup.threads, timeout=300)
         figures.samples_per_s.append(ranks[0]["samples_per_s"])
         if setup.ranks > 1:
             figures.allreduce_ms.append(statistics.mean(r["allreduce_ms"] for r in ranks))
 
     one, threaded, many = _interleaved(setups, repeats, run)
-    check: dict = dict(cfg, data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(),
-                 per_rank_batch=16)
+    check = replace(cfg, data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(),
+                    per_rank_batch=16)
     ranks = launch(ddp_worker, world_size, args=(check,), timeout=300)
-    reference = launch(ddp_worker, 1, args=(dict(check, per_rank_batch=16 * world_size, lr=check["lr"] * world_size),),
+    reference = launch(ddp_worker, 1, args=(replace(check, per_rank_batch=16 * world_size, lr=check.lr * world_size),),
                        timeout=300)[0]
     diff = max(float(abs(r["weights"] - reference["weights"]).max()) for r in ranks)
     return {"benchmark": "ddp", "world_size": world_size, "global_batch": global_batch, "steps": steps,
@@ -189,15 +190,16 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     from ... import lessons, slurm
     from ...launch import OWN_SESSION, launch
     from ...lessons import lab11
+    from ...lessons.lab03 import DDPConfig
 
     found = slurm.find()
     if found is None:
         return {"benchmark": "cluster", "skipped": slurm.SKIPPED}
     worker = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb"), "ddp_worker").function
     # steps: enough that the steady rate is a median of about a second of training per run, not of a few jittery steps
-    cfg = dict(data={"kind": "synthetic", "n_train": 128 * (steps + 1), "n_test": 64, "side": 28},
-               layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, per_rank_batch=128 // nodes, lr=0.05,
-               warmup_steps=0, accumulation=1, seed=seed, timeout_s=60, checkpoint=None)
+    cfg = DDPConfig(data={"kind": "synthetic", "n_train": 128 * (steps + 1), "n_test": 64, "side": 28},
+                    layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, per_rank_batch=128 // nodes, lr=0.05,
+                    warmup_steps=0, accumulation=1, seed=seed, timeout_s=60, checkpoint=None)
     folder = measure.results_dir(None) / "slurm" / "bench"
     folder.mkdir(parents=True, exist_ok=True)
     ex = lab11.submitit_executor(folder / "submitit", nodes=nodes, job_name="lab11-bench",

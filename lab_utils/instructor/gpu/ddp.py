@@ -3,6 +3,8 @@
 Moved from lab_utils/ddp.py: the learner's module holds only what a lab imports."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -13,13 +15,13 @@ def gpu_check(quick: bool = False) -> dict:
     """DDP on the GPU(s) against the same training on CPU ranks: 2 ranks sharing cuda:0 over gloo, NCCL with one rank
     per GPU where there are 2, and nn.SyncBatchNorm; each equal to the CPU run within 1e-4."""
     from ...launch import launch
-    from ...lessons.lab03 import ddp_worker  # lab 03's worker, generated from its notebook
+    from ...lessons.lab03 import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
 
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in ("2 ranks sharing a GPU (gloo)", "NCCL, one rank per GPU", "SyncBatchNorm")}
-    cfg: dict = dict(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=1,
-               per_rank_batch=16, lr=0.05, seed=0, warmup_steps=0, accumulation=1, timeout_s=100, checkpoint=None)
-    bn = dict(cfg, layers=spec.with_batchnorm(cfg["layers"]), per_rank_batch=4, data={"kind": "digits", "n_train": 32})
+    cfg = DDPConfig(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(),
+                    epochs=1, per_rank_batch=16, lr=0.05, seed=0, warmup_steps=0, accumulation=1, timeout_s=100, checkpoint=None)
+    bn = replace(cfg, layers=spec.with_batchnorm(cfg.layers), per_rank_batch=4, data={"kind": "digits", "n_train": 32})
     cpu = {"CUDA_VISIBLE_DEVICES": ""}
     results, figures = {}, {}
 
