@@ -12,7 +12,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from lab_utils import collectives, hardware, memory, spec
 
-__all__ = ['join_group', 'leave_group', 'micro_batch', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker']
+__all__ = ['join_group', 'leave_group', 'micro_batch', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker', 'choose_checkpoints']
 
 
 # ---- solutions/07_memory_sharding.ipynb, cell 4 (id 509f91b4) ------------------------------------------------------
@@ -184,3 +184,20 @@ def fsdp_worker(rank, world_size, job):
     report = rank_report(model, optimizer, comm, saved, job.steps)
     leave_group()
     return report
+
+
+# ---- solutions/07_memory_sharding.ipynb, cell 68 (id 0336df6e) -----------------------------------------------------
+
+import itertools
+
+
+def choose_checkpoints(freed, extra, total, budget):
+    "The cheapest set of blocks to checkpoint for the activations to fit `budget`, or None."
+    best = None
+    for k in range(len(freed) + 1):
+        for chosen in itertools.combinations(range(len(freed)), k):
+            if total - sum(freed[i] for i in chosen) <= budget:
+                cost = sum(extra[i] for i in chosen)
+                if best is None or cost < best[0]:
+                    best = (cost, list(chosen))
+    return None if best is None else best[1]

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from lab_utils import hardware, measure, serving
 
-__all__ = ['answer_batch', 'first_batcher', 'request_problem', 'batcher', 'model_worker', 'Dispatcher', 'PoolConfig', 'serving_job']
+__all__ = ['answer_batch', 'first_batcher', 'request_problem', 'batcher', 'model_worker', 'Dispatcher', 'PoolConfig', 'serving_job', 'choose_max_wait']
 
 
 # ---- solutions/09_inference_throughput.ipynb, cell 13 (id ec4ee9de) ------------------------------------------------
@@ -164,3 +164,12 @@ def serving_job(rank, world_size, batcher, images, rounds, n_requests, cfg):
             dist.send(torch.tensor([STOP]), dst=worker)
     dist.destroy_process_group()
     return result
+
+
+# ---- solutions/09_inference_throughput.ipynb, cell 48 (id 53869665) ------------------------------------------------
+
+def choose_max_wait(rows, budget_ms):
+    """The largest max_wait_ms that meets the p99 budget and keeps up, or None."""
+    fits = [r["max_wait_ms"] for r in rows
+            if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+    return max(fits) if fits else None
