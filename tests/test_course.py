@@ -270,7 +270,7 @@ def test_an_exercise_solution_in_a_lesson_cell_is_exported_whole_and_stripped_fo
     solutions, notebooks, lessons = tmp_path / "solutions", tmp_path / "notebooks", tmp_path / "lessons"
     lessons.mkdir()
     path = make_lesson(solutions, body="    ### BEGIN SOLUTION\n    return np.sqrt(x) + OFFSET\n    ### END SOLUTION")
-    assert course.assign(solutions, notebooks, lessons_dir=lessons) == []
+    assert assign.assign(solutions, notebooks, lessons_dir=lessons) == []
     text = (lessons / "lab03.py").read_text()
     assert "return np.sqrt(x) + OFFSET" in text and "SOLUTION" not in text
     student = nbformat.read(notebooks / "03_demo.ipynb", 4).cells[2].source
@@ -278,17 +278,17 @@ def test_an_exercise_solution_in_a_lesson_cell_is_exported_whole_and_stripped_fo
     nb = nbformat.read(path, 4)
     nb.cells[2].source = nb.cells[2].source.replace("np.sqrt(x) + OFFSET", "np.sqrt(x) - OFFSET")
     nbformat.write(nb, path)
-    assert f"{lessons / 'lab03.py'} differs from what the lesson cells of {path} export" in course.assign(
+    assert f"{lessons / 'lab03.py'} differs from what the lesson cells of {path} export" in assign.assign(
         solutions, notebooks, lessons_dir=lessons, check=True)
 
 
 def test_exercise_references_come_from_the_solutions_lesson_cells():
     """The exercises whose reference is the solution's code import it from lab_utils.lessons (generated from the
     solution's cell), so no exercise module types a solution again (test_package_layout finds a copy by its name)."""
-    from lab_utils.instructor import export
+    from lab_utils.instructor.course import export
 
     lessons = {path.name[:2]: set(export.defined_functions(nbformat.read(path, 4)))
-               for path in course.solution_notebooks()}
+               for path in labs.solution_notebooks()}
     for lab, name in [("01", "throughput"), ("03", "scaled_lr"), ("07", "choose_checkpoints"),
                       ("08", "staleness_from_order"), ("08", "damped_lr"), ("09", "choose_max_wait"),
                       ("10", "speedup_and_efficiency"), ("11", "sbatch_header"),
