@@ -3,7 +3,6 @@ all-reduce hook, the learning-rate warm-up, checkpoint keys. The worker itself i
 tagged `lesson`); benchmarks, GPU checks and tests run it as generated into lab_utils.lessons.lab03."""
 from __future__ import annotations
 
-import statistics
 import time
 import warnings
 
@@ -12,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from . import tensors
+from . import measure, tensors
 
 
 def flat_weights(model: nn.Module) -> np.ndarray:
@@ -106,8 +105,7 @@ class AllReduceTimer:
             self._pending.clear()
 
     def median_ms(self, warmup: int = 3) -> float | None:
-        kept = self.seconds_per_step[warmup:] or self.seconds_per_step
-        return statistics.median(kept) * 1e3 if kept else None
+        return measure.median_after_warmup(self.seconds_per_step, warmup) * 1e3 if self.seconds_per_step else None
 
 
 def linear_warmup(optimizer, world_size: int, steps: int):

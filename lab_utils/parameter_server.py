@@ -82,7 +82,8 @@ def load_split(dataset: str = "digits", seed: int = 0) -> data.Split:
 
 def input_shape(split: data.Split) -> tuple[int, int, int]:
     """(C, H, W) of the split's images."""
-    return tuple(int(s) for s in split.x_train.shape[1:])
+    channels, height, width = (int(s) for s in split.x_train.shape[1:])
+    return channels, height, width
 
 
 def worker_batch(split: data.Split, worker: int, n_workers: int, step: int, batch_size: int):
@@ -121,7 +122,10 @@ class Straggler:
     """Stretches a worker's whole iteration (pull, compute, push) by `factor`; call before_push before each push."""
 
     def __init__(self, factor: float):
-        self.factor, self.busy, self.slept, self._mark = float(factor), [], [], None
+        self.factor = float(factor)
+        self.busy: list[float] = []
+        self.slept: list[float] = []
+        self._mark: float | None = None
 
     def before_push(self, compute_s: float) -> float:
         now = time.perf_counter()
@@ -150,9 +154,9 @@ class RunRecord:
     def __init__(self, cfg: PSConfig):
         self.cfg = cfg
         self.start = time.perf_counter()
-        self.log = []            # (worker, version it was computed on, staleness, seconds since the start)
-        self.snapshots = []      # (samples applied, seconds, flat weights)
-        self.warm = (0, 0.0) if cfg.warmup == 0 else None  # (gradients applied, seconds) when the warm-up ended
+        self.log: list[tuple[int, int, int, float]] = []  # (worker, version it was computed on, staleness, seconds since the start)
+        self.snapshots: list[tuple[int, float, torch.Tensor]] = []  # (samples applied, seconds, flat weights)
+        self.warm: tuple[int, float] | None = (0, 0.0) if cfg.warmup == 0 else None  # (gradients applied, seconds) when the warm-up ended
 
     @property
     def count(self) -> int:
@@ -170,6 +174,9 @@ class RunRecord:
 
     def result(self, weights: torch.Tensor) -> dict:
         """Plain results: final weights, samples/s after the warm-up, the log and the snapshots."""
+        if self.warm is None:
+            raise RuntimeError(f"the run applied {self.count} gradients, no more than its warm-up of {self.cfg.warmup}: "
+                               "give it more steps or a shorter warm-up")
         end = self.log[-1][3]
         return {"weights": weights.detach().clone(), "seconds": end,
                 "samples_per_s": (self.count - self.warm[0]) * self.cfg.batch_size / (end - self.warm[1]),

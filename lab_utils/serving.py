@@ -113,7 +113,8 @@ def run_load(batcher, arrivals, images, *, label: str = "", bad: dict | None = N
 
 
 def _run_load(batcher, arrivals, images, label, bad, drain_s, stop_timeout_s, offered_rps) -> "LoadRun":
-    requests, stop, errors, made = queue.Queue(), threading.Event(), [], []
+    requests: queue.Queue = queue.Queue()
+    stop, errors, made = threading.Event(), list[str](), []
     thread = threading.Thread(target=_capture_errors, args=(batcher, requests, stop, errors), name="batcher", daemon=True)
     thread.start()
     lags = []
@@ -278,7 +279,7 @@ def interleaved_loads(batchers: dict, loads_rps: dict, *, images, rounds: int = 
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     pairs = [(b, l) for l in loads_rps for b in batchers]
-    runs = {pair: [] for pair in pairs}
+    runs: dict[tuple, list] = {pair: [] for pair in pairs}
     for round_, (b, l) in measure.numbered_rounds(pairs, rounds):  # no batcher always runs first
         # one seed per round: every batcher gets the same arrival times within a round
         arrivals = poisson_arrivals(loads_rps[l], duration_s, seed=seed + round_)

@@ -56,7 +56,7 @@ def ddp_worker(rank, world_size, cfg):
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=cfg.lr * world_size, momentum=0.9)
     warmup = ddp.linear_warmup(optimizer, world_size, cfg.warmup_steps)
     allreduce, timer = ddp.AllReduceTimer(ddp_model, optimizer), measure.StepTimer(device)
-    out = {"first_labels": [], "loss": [], "accuracy": []}
+    out: dict = {"first_labels": [], "loss": [], "accuracy": []}
     for epoch in range(cfg.epochs):
         sampler.set_epoch(epoch)
         totals = torch.zeros(2)  # this rank's (sum of losses, number of samples) this epoch

@@ -73,7 +73,7 @@ def ring_check_worker(rank, world_size, sizes, seed, dtype=torch.float32):
     for n in sizes:
         inputs = [torch.randn(n, generator=torch.Generator().manual_seed(seed + 1000 * r + n), dtype=dtype)
                   for r in range(world_size)]
-        exact = sum(x.double() for x in inputs)  # any rank can draw every rank's tensor: the float64 reference
+        exact = torch.stack(inputs).double().sum(0)  # any rank can draw every rank's tensor: the float64 reference
         ours = ring_all_reduce(inputs[rank].clone().to(comm), rank, world_size, ring_step).cpu()
         theirs = inputs[rank].clone().to(comm)
         dist.all_reduce(theirs)

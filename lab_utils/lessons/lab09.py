@@ -143,7 +143,7 @@ def serving_job(rank, world_size, batcher, images, rounds, n_requests, cfg):
     """Rank 0: load generator and batcher, with 1 worker and with all workers in turn; ranks 1, 2, ...: workers."""
     device, _ = hardware.rank_device()
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))  # the messages are CPU tensors: gloo on any machine
-    result = None
+    result: dict | None = None
     if rank > 0:
         model_worker(serving.build_model(cfg.head_width, cfg.input_shape, cfg.seed, device), device,
                      cfg.input_shape)

@@ -285,7 +285,7 @@ def ranks_from_slurm() -> dict:
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 62 (id f1fa47cb) --------------------------------------------
 
-def launched(worker, cfg) -> callable:
+def launched(worker, cfg):
     """worker wrapped for lab_utils.launch, also returning the wall-clock time of its first optimizer step."""
     def timed(rank, world_size, cfg):
         entered = time.time()

@@ -103,8 +103,8 @@ def simulate(schedule: Schedule, forward_s=1.0, backward_s=2.0) -> list[Interval
     """Ideal timeline, no transfer cost; forward_s/backward_s: scalar or per stage. Raises on bad order, deadlock."""
     check_schedule(schedule, deadlock=False)
     k = schedule.stages
-    fwd = [forward_s] * k if np.isscalar(forward_s) else list(forward_s)
-    bwd = [backward_s] * k if np.isscalar(backward_s) else list(backward_s)
+    fwd: list[float] = np.broadcast_to(np.asarray(forward_s, dtype=float), (k,)).tolist()
+    bwd: list[float] = np.broadcast_to(np.asarray(backward_s, dtype=float), (k,)).tolist()
     done: dict[tuple[int, str, int], float] = {}
     free = [0.0] * k
     position = [0] * k

@@ -90,7 +90,7 @@ def balanced_split(times, stages: int) -> tuple[int, ...]:
     n = len(times)
     if not 1 <= stages <= n:
         raise ValueError(f"cannot split {n} layers into {stages} stages: each stage needs at least one layer")
-    best, best_split = math.inf, ()
+    best, best_split = math.inf, tuple[int, ...]()
     for cut in itertools.combinations(range(1, n), stages - 1):
         bounds = [0, *cut, n]
         slowest = max(sum(times[a:b]) for a, b in zip(bounds, bounds[1:]))

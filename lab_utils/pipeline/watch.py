@@ -15,7 +15,7 @@ class _ComputeClock:
     """When the stage starts computing in an op: at its forward, or in backward when its output's gradient arrives."""
 
     def __init__(self, stage: nn.Module):
-        self.started = None
+        self.started: float | None = None
         self._handles = [stage.register_forward_pre_hook(lambda module, args: self.mark()),
                          stage.register_forward_hook(self._watch_output)]
 

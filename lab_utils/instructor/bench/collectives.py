@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import statistics
+from typing import cast
 
 import numpy as np
 import torch
@@ -115,6 +116,7 @@ def _conv_diff(conv_ranks, model_spec, seed: int) -> float:
 def _tp_mlp_diff(device, seed: int) -> float:
     """The column/row pair, by hand and with torch.distributed.tensor.parallel, against the unsplit MLP."""
     from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     from ...lessons.lab06 import ParallelClassifier, block
@@ -130,11 +132,12 @@ def _tp_mlp_diff(device, seed: int) -> float:
     by_hand = _max_diff([y, pair.fc1.weight.grad, pair.fc2.weight.grad],
                         [mlp(x), mlp[0].weight.grad[mine], mlp[2].weight.grad[:, mine]])
     mesh_device = "cuda" if str(device).startswith("cuda") and dist.get_backend() == "nccl" else "cpu"
-    library = parallelize_module(_fresh(mlp, mesh_device), init_device_mesh(mesh_device, (world_size,)),
-                                 {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    library = cast(nn.Sequential, parallelize_module(_fresh(mlp, mesh_device), init_device_mesh(mesh_device, (world_size,)),
+                                                     {"0": ColwiseParallel(), "2": RowwiseParallel()}))
     y_lib = library(x.to(mesh_device))
     y_lib.square().sum().backward()
-    with_library = _max_diff([y_lib, library[0].weight.grad.full_tensor(), library[2].weight.grad.full_tensor()],
+    lib_grads = [cast(DTensor, library[i].weight.grad).full_tensor() for i in (0, 2)]
+    with_library = _max_diff([y_lib, *lib_grads],
                              [mlp(x), mlp[0].weight.grad, mlp[2].weight.grad])
     return max(by_hand, with_library)
 

@@ -38,7 +38,7 @@ def effective_slowdown(result: dict, straggler: int) -> float:
 
 def rates_by_setting(runs) -> dict:
     """{(mode, straggler factor): [samples/s of each repeat]} for plain (not damped) runs with a label-free config."""
-    rates = {}
+    rates: dict[tuple, list[float]] = {}
     for r in runs:
         c = r["config"]
         if not c.damped and not c.label:

@@ -19,7 +19,7 @@ def _row(m: pl.Measured) -> dict:
             "bubble_ideal_same_op_times": round(pl.ideal_bubble(m), 4),
             "busy_ms_per_stage": [round(sum(i.seconds for i in m.typical() if i.row == f"stage {s}") * 1e3, 1)
                                   for s in range(m.stages)],
-            "peak_activation_mb_per_stage": [round(b / 1e6, 2) for b in m.peak_activation_bytes]}
+            "peak_activation_mb_per_stage": [round(b / 1e6, 2) for b in m.peak_activation_bytes or []]}
 
 
 def pipeline(*, batch_size: int = 1024, repeats: int = 5, split=None, seed: int = 0,

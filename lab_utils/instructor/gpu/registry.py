@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .. import labs
 
@@ -108,7 +108,7 @@ def main(quick: bool = False, only=None) -> int:
 
 
 if __name__ == "__main__":  # the fresh process of run_check: python -m lab_utils.instructor.gpu.registry MODULE NAME QUICK
-    fn = importlib.import_module(sys.argv[1])
+    fn: Any = importlib.import_module(sys.argv[1])
     for part in sys.argv[2].split("."):
         fn = getattr(fn, part)
     kw = {"quick": sys.argv[3] == "1"} if "quick" in inspect.signature(fn).parameters else {}

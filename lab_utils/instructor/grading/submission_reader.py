@@ -75,7 +75,7 @@ def _targets(node) -> set[str]:
         return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
     if isinstance(node, BLOCKS):
         return set().union(*(_targets(n) for n in ast.walk(node) if n is not node and isinstance(n, BINDING)))
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, BINDING) else []
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
@@ -145,7 +145,7 @@ def _definition(statements: list, name: str) -> str | None:
             for target in _targets(node):
                 binders.setdefault(target, []).append(k)
     chosen = {home} | {k for k, node in enumerate(statements[:end]) if _star(node)}
-    wanted, seen = set(_uses(statements[home])), set()
+    wanted, seen = set(_uses(statements[home])), set[str]()
     while wanted - seen:
         fresh = sorted(wanted - seen)
         seen |= wanted
