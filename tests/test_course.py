@@ -285,6 +285,7 @@ def test_an_exercise_solution_in_a_lesson_cell_is_exported_whole_and_stripped_fo
 def test_exercise_references_come_from_the_solutions_lesson_cells():
     """The exercises whose reference is the solution's code import it from lab_utils.lessons (generated from the
     solution's cell), so no exercise module types a solution again (test_package_layout finds a copy by its name)."""
+    from lab_utils import exercises
     from lab_utils.instructor.course import export
 
     lessons = {path.name[:2]: set(export.defined_functions(nbformat.read(path, 4)))
@@ -294,6 +295,8 @@ def test_exercise_references_come_from_the_solutions_lesson_cells():
                       ("10", "speedup_and_efficiency"), ("11", "sbatch_header"),
                       ("11", "train_resumable")]:
         assert name in lessons[lab], f"lab {lab}'s {name} is no lesson"
+        if name != "train_resumable":  # its reference runs the lesson's function twice: stopped, then resumed
+            assert exercises.get(name).expected == exercises.FROM_LESSON, f"{name}'s reference is typed again"
 
 
 def test_a_lesson_that_reads_a_computed_value_is_refused(tmp_path):

@@ -5,9 +5,10 @@ import importlib
 import pkgutil
 import re
 
-from .core import REGISTRY, CheckResult, Exercise, check, close, for_lab, get, max_abs_diff, to_plain
+from .core import FROM_LESSON, REGISTRY, CheckResult, Exercise, check, close, for_lab, get, max_abs_diff, to_plain
 
 for _name in sorted(m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"lab\d\d", m.name)):
     importlib.import_module(f"{__name__}.{_name}")  # in lab order
 
-__all__ = ["REGISTRY", "CheckResult", "Exercise", "check", "close", "for_lab", "get", "max_abs_diff", "to_plain"]
+__all__ = ["FROM_LESSON", "REGISTRY", "CheckResult", "Exercise", "check", "close", "for_lab", "get", "max_abs_diff",
+           "to_plain"]

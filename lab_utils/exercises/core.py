@@ -7,6 +7,7 @@ the grader). A judge names the classic wrong answers it recognises, as a hint, n
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import math
 import random
@@ -20,6 +21,7 @@ import numpy as np
 from ..compare import is_number, max_abs_diff  # noqa: F401  # the labs' checks import max_abs_diff from here
 
 SELF_CHECK_SEED = 0
+FROM_LESSON = "from the solution's lesson cell"  # an Exercise's expected: run the solution's function
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,8 @@ class Exercise:
     name: str
     cases: Callable[[random.Random], Any]         # plain-data inputs drawn from a seeded generator
     run: Callable[[Callable, Any], Any]           # (a function, inputs) -> plain data; beside the learner's code
-    expected: Callable[[Any], Any]                # inputs -> the right plain data; in the grader's own process
+    expected: Callable[[Any], Any] | str          # inputs -> the right plain data; in the grader's own process.
+                                                    # FROM_LESSON: `run` on the solution's own function of this name
     judge: Callable[[Any, Any, Any], tuple]       # (got, expected, inputs) -> (fraction of the points, message)
     hint: str                                     # what to look at when it fails, without the answer
     setup: str = ""                               # source run before the learner's definition in a probe process
@@ -63,16 +66,23 @@ class Exercise:
         try:
             key = (self.name, json.dumps(inputs, sort_keys=True))
         except (TypeError, ValueError):  # not plain data (a repr could elide an array's middle): not cached
-            return self.expected(inputs)
+            return self._expected(inputs)
         with _REFERENCES_LOCK:
             value = _REFERENCES.get(key, _REFERENCES)  # the dict itself: not computed yet
         if value is _REFERENCES:
-            value = self.expected(inputs)  # outside the lock: other exercises' references go on meanwhile
+            value = self._expected(inputs)  # outside the lock: other exercises' references go on meanwhile
             with _REFERENCES_LOCK:
                 if len(_REFERENCES) >= 64:
                     _REFERENCES.pop(next(iter(_REFERENCES)))
                 _REFERENCES[key] = value
         return copy.deepcopy(value)
+
+    def _expected(self, inputs):
+        if callable(self.expected):
+            return self.expected(inputs)
+        # the module assign generates from the solution's lesson cell, imported when first needed (assign starts
+        # without it)
+        return self.run(getattr(importlib.import_module(f"lab_utils.lessons.lab{self.lab}"), self.name), inputs)
 
 
 _REFERENCES: dict[tuple[str, str], Any] = {}
