@@ -55,6 +55,16 @@ def more_work_less_time(small_work: float, small_s: float, large_work: float, la
             "machine) and ratios built on them are suspect"]
 
 
+def part_longer_than_whole(part_s: float, whole_s: float, *, part: str, whole: str, part_spread: float | None = None,
+                           whole_spread: float | None = None) -> list[str]:
+    """A part (one block's forward) whose median took longer than a whole that contains it (the full step), beyond
+    their spreads (each median +- half its spread): one of the two medians is off."""
+    if part_s * (1 - (part_spread or 0.0) / 2) <= whole_s * (1 + (whole_spread or 0.0) / 2):
+        return []
+    return [f"{part} took {part_s * 1e3:.3g} ms, longer than {whole} ({whole_s * 1e3:.3g} ms), which contains it: the "
+            f"whole does more work and {LESS_TIME}, so one of the two medians is off (a busy machine)"]
+
+
 def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[str]:
     """A server that answered less than `keep_up` of the load offered: requests pile up, latency is the queue's."""
     if offered_rps <= 0 or answered_rps >= keep_up * offered_rps:

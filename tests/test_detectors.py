@@ -40,6 +40,14 @@ def test_more_work_less_time():
     assert report.batch_time_flags(1, 2e-3, 2, 1e-3)
 
 
+def test_part_longer_than_whole():
+    flags = detectors.part_longer_than_whole(3e-3, 2e-3, part="a forward", whole="the step")
+    assert flags and detectors.impossible(flags) == flags and "; " not in flags[0]
+    assert not detectors.part_longer_than_whole(1e-3, 2e-3, part="a forward", whole="the step")
+    # medians 10 % apart whose repeats overlap (spreads 30 %): noise, not a contradiction
+    assert not detectors.part_longer_than_whole(2.2e-3, 2e-3, part="a", whole="b", part_spread=0.3, whole_spread=0.3)
+
+
 def test_saturated():
     assert detectors.saturated(200, 120)
     assert not detectors.saturated(200, 198)

@@ -148,6 +148,13 @@ def test_latency_percentiles_dropping_unanswered_fails():
     assert fails(latency_percentiles, "never answered")
 
 
+def test_latency_percentiles_dropping_unanswered_with_numpy_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = [(d - a) * 1e3 for a, d in zip(arrivals_s, done_s) if d is not None]
+        return [float(np.percentile(latencies, p)) for p in percentiles]
+    assert fails(latency_percentiles, "never answered")
+
+
 def test_latency_percentiles_sorting_arrivals_and_dones_apart_fails():
     def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
         done = sorted(end_s if d is None else d for d in done_s)

@@ -174,10 +174,13 @@ def _percentile_expected(cases):
     return [[_nearest_rank(_latencies(c), p) for p in c["percentiles"]] for c in cases]
 
 
-def _linear(case) -> list[float]:
+def _accepted(values, percentiles) -> list[list[float]]:
+    """The percentiles of sorted `values` by each accepted method: nearest rank, numpy's default (linear), and
+    nearest rank with p / 100 * n a hair above an integer."""
     import numpy as np
 
-    return [float(v) for v in np.percentile(_latencies(case), case["percentiles"])]
+    return [[_nearest_rank(values, p) for p in percentiles], [float(v) for v in np.percentile(values, percentiles)],
+            [values[max(0, math.ceil(p / 100 * len(values)) - 1)] for p in percentiles]]
 
 
 def _same(got, want) -> bool:
@@ -188,15 +191,12 @@ def _percentile_judge(got, expected, cases):
     for g, e, c in zip(got, expected, cases):
         if len(g) != len(c["percentiles"]):
             return 0.0, f"return one latency per requested percentile ({len(c['percentiles'])}), got {len(g)}"
-        values = _latencies(c)
-        # accepted: nearest rank, numpy's default (linear), and nearest rank with p / 100 * n a hair above an integer
-        float_rank = [values[max(0, math.ceil(p / 100 * len(values)) - 1)] for p in c["percentiles"]]
-        if _same(g, e) or _same(g, _linear(c)) or _same(g, float_rank):
+        values, ps = _latencies(c), c["percentiles"]
+        if _same(g, e) or any(_same(g, method) for method in _accepted(values, ps)):
             continue
-        ps = c["percentiles"]
         if _same(g, [v / 1e3 for v in e]):
             return 0.0, "your latencies are 1000x too small: return milliseconds, not seconds"
-        if _same(g, [_nearest_rank(_latencies(c, drop_missing=True), p) for p in ps]):
+        if any(_same(g, method) for method in _accepted(_latencies(c, drop_missing=True), ps)):
             return 0.0, ("you left out the requests that were never answered (done is None): count each as waiting "
                          "until end_s; dropping them hides exactly the slowest requests")
         if _same(g, [_nearest_rank(_latencies(c, pair=False), p) for p in ps]):
