@@ -1,13 +1,11 @@
 """Lab 11's exercises: the solution passes; each plausible wrong answer fails the self-check with its own hint and
 scores 0 in the grader (partial credit only for read_scheduler, never full)."""
-import os
 import random
 
-import torch
-
-from lab_utils import exercises, slurm
+from lab_utils import exercises
 from lab_utils.exercises import check, to_plain
 from lab_utils.exercises.lab11 import expand_nodelist, memory_mb, parse_sbatch, slurm_minutes
+from test_judges import solution_function, solution_source
 
 
 def score(fn, seed: int = 7) -> float:
@@ -139,59 +137,32 @@ def test_sbatch_header_wrong_answers_fail_with_their_hint():
 
 # ---- train_resumable ------------------------------------------------------------------------------------------------
 
-def train_resumable(steps, every, path, stop_at=None):
-    model, optimizer = slurm.resume_problem()
-    step = 0
-    if os.path.exists(path):
-        state = torch.load(path)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        step = state["step"]
-    ran = 0
-    while step < steps:
-        slurm.resume_step(model, optimizer, slurm.resume_batch(step))
-        step, ran = step + 1, ran + 1
-        if step % every == 0:
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, path + ".tmp")
-            os.replace(path + ".tmp", path)
-        if step == stop_at:
-            break
-    return {"weights": slurm.flat_weights(model), "ran": ran}
+RESUME = exercises.get("train_resumable")
+train_resumable = solution_function(RESUME)  # the solution notebook's
+
+
+def resume_edit(edits: dict):
+    """The solution's train_resumable with each `old` text of its source replaced by `new`: a learner's wrong answer."""
+    source = solution_source(RESUME)
+    for old, new in edits.items():
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    namespace: dict = {}
+    exec(RESUME.setup, namespace)
+    exec(compile(source, "<wrong answer>", "exec"), namespace)
+    return namespace["train_resumable"]
 
 
 def test_train_resumable_solution_passes():
     assert check(train_resumable) and score(train_resumable) == 1.0
 
 
-def variant(*, momentum=True, step_count=True, batch_of_step=True, load=True, save_every_step=False):
-    def train_resumable(steps, every, path, stop_at=None):
-        model, optimizer = slurm.resume_problem()
-        step = 0
-        if load and os.path.exists(path):
-            state = torch.load(path)
-            model.load_state_dict(state["model"])
-            if momentum:
-                optimizer.load_state_dict(state["optimizer"])
-            if step_count:
-                step = state["step"]
-        ran = 0
-        while step < steps:
-            slurm.resume_step(model, optimizer, slurm.resume_batch(step if batch_of_step else ran))
-            step, ran = step + 1, ran + 1
-            if save_every_step or step % every == 0:
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, path)
-            if step == stop_at:
-                break
-        return {"weights": slurm.flat_weights(model), "ran": ran}
-    return train_resumable
-
-
 def test_train_resumable_wrong_answers_fail_with_their_hint():
-    assert fails(variant(momentum=False), "momentum")
-    assert fails(variant(step_count=False), "from step 0")
-    assert fails(variant(load=False), "from step 0")
-    assert fails(variant(batch_of_step=False), "data order")
-    assert fails(variant(save_every_step=True), "last checkpoint")
+    assert fails(resume_edit({'optimizer.load_state_dict(state["optimizer"])': "pass"}), "momentum")
+    assert fails(resume_edit({'step = state["step"]': "pass"}), "from step 0")
+    assert fails(resume_edit({"if os.path.exists(path):": "if False:"}), "from step 0")
+    assert fails(resume_edit({"slurm.resume_batch(step)": "slurm.resume_batch(ran)"}), "data order")
+    assert fails(resume_edit({"if step % every == 0:": "if True:"}), "last checkpoint")
 
 
 # ---- read_scheduler -------------------------------------------------------------------------------------------------
