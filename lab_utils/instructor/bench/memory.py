@@ -59,7 +59,7 @@ def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict
         saved[name] = counter.bytes
     timing = measure.time_interleaved({n: functools.partial(step, c) for n, c in choices.items()},
                                       warmup=1, repeats=repeats)
-    ratios = [a / b for a, b in zip(timing["all"].times, timing["none"].times)]
+    ratios = measure.paired_ratios(timing["none"], timing["all"])  # all / none, round by round
     return {"checkpoint_activation_bytes_ratio": round(saved["all"] / saved["none"], 4),
             "checkpoint_time_ratio": round(timing["all"].median / timing["none"].median, 3),
             "checkpoint_time_ratio_spread": round(measure.spread(ratios), 3)}

@@ -66,7 +66,7 @@ def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_si
               "batch_size": batch_size, "dataset": base.dataset, "model": MODEL}
     for f in factors:
         sync, asyn = rates[("sync", float(f))], rates[("async", float(f))]
-        ratios = [a / s for a, s in zip(asyn, sync)]
+        ratios = measure.paired_ratios(asyn, sync, higher_is_better=True)
         result[f"samples_per_s[sync, straggler={f}]"] = round(statistics.median(sync), 1)
         result[f"samples_per_s[async, straggler={f}]"] = round(statistics.median(asyn), 1)
         result[f"async_vs_sync_throughput[straggler={f}]"] = round(statistics.median(asyn) / statistics.median(sync), 3)
