@@ -134,6 +134,17 @@ def test_pipeline_traffic_on_more_ranks_than_stages_says_one_stage_per_rank():
         launch(pipeline_traffic_worker, 3, args=(16,), timeout=60)
 
 
+def test_lab06_conv_worker_names_the_collective_of_each_pass():
+    """Lab 06's table of a split convolution's traffic: each pass names the collective it ran (a Call is indexed by
+    name: its first field is the phase, not the collective)."""
+    from lab_utils.lessons.lab06 import conv_worker
+
+    ranks = launch(conv_worker, 2, args=(spec.preset(bench_collectives.MODEL), bench_collectives.INPUT_SHAPE, 0),
+                   timeout=60)
+    named = {split: (ranks[0][split]["forward"][1], ranks[0][split]["backward"][1]) for split in ranks[0]}
+    assert named == {"output channels": ("all-gather", "all-reduce"), "input channels": ("all-reduce", "all-gather")}
+
+
 def test_bench_reports_every_figure_with_tiny_sizes():
     result = bench_collectives.bench(nbytes=1 << 16, repeats=2, train_steps=1, timeout_s=120)
     for key in ("ring_vs_library", "ring_vs_library_spread", "busbw_gbps", "busbw_spread", "ring_ms", "library_ms",

@@ -143,11 +143,12 @@ def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
     kept = measure.decide(barely, claim="c", expected="e", no_worse_than=0.10)
     assert kept.notes == "" and kept.holds_from == pytest.approx(1 / 1.10)
     noisy = [0.91, 0.97, 1.07, 0.99, 0.95]  # scatter (1.07 - 0.91) / 2 / 0.97 = 8 %: it can tell 25 %, not 10 %
-    said = measure.decide(noisy, claim="c", expected="e", no_worse_than=0.10)
+    said = measure.decide(noisy, claim="A vs B", expected="e", no_worse_than=0.10)
     assert said.verdict == measure.HOLDS and "restated" in said.notes and "25%" in said.notes
     assert "restated" in str(said) and "; " not in said.notes
-    # a ratio below 1 can hold a no-worse-than claim: the line says from where, not "above 1 means"
+    # a ratio below 1 can hold a no-worse-than claim: the line says from where, and which side a ratio above 1 favours
     assert said.holds_from == pytest.approx(1 / 1.25, abs=0.02) and "above 1 means" not in str(said)
+    assert "above 1 favours A;" in str(said)
     assert f"holds while the whole range lies above {said.holds_from:.2f}" in str(said)
     plain = measure.decide(tight, claim="c", expected="e")
     assert plain.holds_from is None and "above 1 means e" in str(plain)

@@ -197,7 +197,7 @@ def conv_worker(rank, world_size, model_spec, input_shape, seed):
             y.backward(grad_y.to(device))
         out[name] = {"y": y.detach(), "x_grad": xi.grad, "w_grad": part.weight.grad,
                      "b_grad": part.bias.grad if dim == 0 else None,
-                     "forward": [forward_bytes, traffic.calls[0][0]],
+                     "forward": [forward_bytes, traffic.calls[0].collective],
                      "backward": [traffic.sent - forward_bytes, traffic.calls[-1].collective]}
     dist.destroy_process_group()
     return out

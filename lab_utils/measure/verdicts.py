@@ -73,8 +73,9 @@ class Verdict:
     holds_from: float | None = None  # a no-worse-than claim: it holds while the whole range lies above this ratio
 
     def __str__(self) -> str:
-        meaning = (f"{self.expected}: it holds while the whole range lies above {self.holds_from:.2f}"
-                   if self.holds_from is not None else f"above 1 means {self.expected}")
+        first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
+        meaning = (f"above 1 favours {first}; {self.expected}: it holds while the whole range lies above "
+                   f"{self.holds_from:.2f}" if self.holds_from is not None else f"above 1 means {self.expected}")
         text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
                 f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, detectors.reverses_theory(self) + [n for n in self.notes.split("; ") if n])
