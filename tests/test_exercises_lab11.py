@@ -163,6 +163,8 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert fails(resume_edit({"if os.path.exists(path):": "if False:"}), "from step 0")
     assert fails(resume_edit({"slurm.resume_batch(step)": "slurm.resume_batch(ran)"}), "data order")
     assert fails(resume_edit({"if step % every == 0:": "if True:"}), "last checkpoint")
+    assert fails(resume_edit({'path + ".tmp")\n            os.replace(path + ".tmp", path)': "path)"}), "os.replace")
+    assert fails(resume_edit({'"ran": ran}': '"ran": step}'}), "instead of the steps this call ran")
 
 
 # ---- read_scheduler -------------------------------------------------------------------------------------------------

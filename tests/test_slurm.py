@@ -97,6 +97,16 @@ def test_lab03_worker_comes_from_its_notebook_and_travels_by_value():
     assert b"DistributedSampler" in cloudpickle.dumps(lesson.function)  # by value: its code travels with it
     with pytest.raises(LookupError, match="defines no function 'nothing_here'"):
         lessons.from_notebook(lesson.notebook, "nothing_here")
+    assert "ddp_worker from the course's solutions/03_ddp.ipynb, cell " in lesson.describe()
+
+
+def test_a_learners_copy_beside_the_notebook_is_taken_and_named(tmp_path):
+    import shutil
+
+    shutil.copy(lessons.notebook_path("03_ddp.ipynb", beside="/nonexistent"), tmp_path / "03_ddp.ipynb")
+    lesson = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker")
+    assert lesson.notebook.parent == tmp_path.resolve()
+    assert "ddp_worker from 03_ddp.ipynb beside this notebook, cell " in lesson.describe()
 
 
 def test_lab03_worker_from_the_notebook_trains_like_lab03(tmp_path):

@@ -2,6 +2,7 @@
 scheduler's answer."""
 from __future__ import annotations
 
+import contextlib
 import re
 
 from .core import Exercise, FROM_LESSON, max_abs_diff, register
@@ -292,14 +293,33 @@ def _resume_runs(train_resumable, cases):
 
     out = []
     for case in cases:
-        with tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as folder, _saves_recorded() as written:
             path = str(Path(folder) / "checkpoint.pt")
             first = train_resumable(case["steps"], case["every"], path, stop_at=case["stop_at"])
             second = train_resumable(case["steps"], case["every"], path)
             fresh = train_resumable(case["steps"], case["every"], str(Path(folder) / "other.pt"))
         out.append({"first_ran": int(first["ran"]), "resumed_ran": int(second["ran"]),
-                    "weights": [float(w) for w in second["weights"]], "uninterrupted": [float(w) for w in fresh["weights"]]})
+                    "weights": [float(w) for w in second["weights"]], "uninterrupted": [float(w) for w in fresh["weights"]],
+                    "saved_in_place": path in written})
     return out
+
+
+@contextlib.contextmanager
+def _saves_recorded():
+    """The paths torch.save writes to while inside (a file object counts by its name)."""
+    import torch
+
+    original, written = torch.save, []
+
+    def recording(obj, f, *args, **kwargs):
+        written.append(str(getattr(f, "name", f)))
+        return original(obj, f, *args, **kwargs)
+
+    torch.save = recording
+    try:
+        yield written
+    finally:
+        torch.save = original
 
 
 # the plausible wrong answers the judge names: edits of the solution's train_resumable
@@ -335,7 +355,7 @@ def _resume_references(cases):
     for case in cases:
         second = _resume_variant(case)
         out.append({"first_ran": case["stop_at"], "resumed_ran": second["ran"], "weights": second["weights"],
-                    "uninterrupted": _resume_variant(dict(case, stop_at=None))["weights"]})
+                    "uninterrupted": _resume_variant(dict(case, stop_at=None))["weights"], "saved_in_place": False})
     return out
 
 
@@ -355,8 +375,9 @@ def _resume_judge(got, expected, cases):
             return 0.0, f"with stop_at={case['stop_at']} the first job must stop after that step, it ran {g['first_ran']}"
         last_checkpoint = case["stop_at"] // case["every"] * case["every"]
         if g["resumed_ran"] == case["steps"]:
-            return 0.0, ("the resumed job ran every step again from step 0: load the checkpoint's weights, momentum "
-                         "AND step count, and continue from that step")
+            return 0.0, (f"the resumed job says it ran all {case['steps']} steps: either it ran every step again from "
+                         "step 0 (load the checkpoint's weights, momentum AND step count, and continue from that "
+                         "step), or `ran` is the step reached instead of the steps this call ran")
         if g["resumed_ran"] == case["steps"] - case["stop_at"]:
             return 0.0, (f"the resumed job started at step {case['stop_at']}, where the first one died: it can only "
                          f"know step {last_checkpoint}, the last checkpoint (save every `every` steps, when step % every == 0)")
@@ -364,6 +385,10 @@ def _resume_judge(got, expected, cases):
             return 0.0, (f"the resumed job should start at the last checkpoint (step {last_checkpoint}) and run "
                          f"{e['resumed_ran']} steps; it ran {g['resumed_ran']}")
         if max_abs_diff(g["weights"], e["weights"]) <= 1e-6:
+            if g["saved_in_place"]:
+                return 0.0, ("the checkpoint is written straight to `path`: a job killed while writing leaves a "
+                             "truncated file the requeued job cannot load. Save to path + '.tmp', then "
+                             "os.replace(path + '.tmp', path)")
             continue
         if max_abs_diff(g["weights"], _one_thread(_resume_variant, case, "keep_momentum")["weights"]) <= 1e-6:
             return 0.0, ("the weights are right but the momentum is not: save and load optimizer.state_dict() too "

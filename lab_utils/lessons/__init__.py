@@ -39,7 +39,10 @@ class Lesson:
     cell: int
 
     def describe(self) -> str:
-        return f"{self.function.__name__} from {self.notebook.name}, cell {self.cell} (its last definition there)"
+        solutions = (COURSE / "solutions").resolve()
+        where = (f"the course's solutions/{self.notebook.name}" if self.notebook.resolve().parent == solutions
+                 else f"{self.notebook.name} beside this notebook")
+        return f"{self.function.__name__} from {where}, cell {self.cell} (its last definition there)"
 
 
 def notebook_path(name: str, beside=".") -> Path:
