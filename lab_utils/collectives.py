@@ -7,7 +7,6 @@ import contextlib
 from typing import NamedTuple
 
 import numpy as np
-import torch
 import torch.distributed as dist
 
 from . import measure

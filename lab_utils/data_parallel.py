@@ -408,7 +408,6 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
 
 def print_sweep(result: Sweep) -> None:
     """The sweep's table, each figure with its spread, and the warnings under it."""
-    n = result.n_devices
     print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
           f"backend {result.plan.backend}, devices {[str(d) for d in result.plan.devices]})")
     print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}")

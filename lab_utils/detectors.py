@@ -38,6 +38,11 @@ def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[str]:
             f"per-byte cost), so no {what} {NO_FIT}; fit on larger messages or rerun on a quiet machine"]
 
 
+def _apart(longer_s: float, longer_spread: float | None, shorter_s: float, shorter_spread: float | None) -> bool:
+    """`longer_s` above `shorter_s` beyond their repeats: each median +- half its spread (None: 0) do not overlap."""
+    return longer_s * (1 - (longer_spread or 0.0) / 2) > shorter_s * (1 + (shorter_spread or 0.0) / 2)
+
+
 LESS_TIME_TOLERANCE = 0.10  # more work may take up to 10 % less time before it is flagged (two such medians are one)
 
 
@@ -48,7 +53,7 @@ def more_work_less_time(small_work: float, small_s: float, large_work: float, la
     repeats are given, beyond them (each median +- half its spread): one of the medians is off."""
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
-    if large_s * (1 + (large_spread or 0.0) / 2) >= small_s * (1 - (small_spread or 0.0) / 2):
+    if not _apart(small_s, small_spread, large_s, large_spread):
         return []  # the repeats of the two overlap: noise, not a contradiction
     return [f"{large_work:g} {what} took less time ({large_s * 1e3:.3g} ms) than {small_work:g} "
             f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off (a busy "
@@ -59,7 +64,7 @@ def part_longer_than_whole(part_s: float, whole_s: float, *, part: str, whole: s
                            whole_spread: float | None = None) -> list[str]:
     """A part (one block's forward) whose median took longer than a whole that contains it (the full step), beyond
     their spreads (each median +- half its spread): one of the two medians is off."""
-    if part_s * (1 - (part_spread or 0.0) / 2) <= whole_s * (1 + (whole_spread or 0.0) / 2):
+    if not _apart(part_s, part_spread, whole_s, whole_spread):
         return []
     return [f"{part} took {part_s * 1e3:.3g} ms, longer than {whole} ({whole_s * 1e3:.3g} ms), which contains it: the "
             f"whole does more work and {LESS_TIME}, so one of the two medians is off (a busy machine)"]

@@ -1,7 +1,6 @@
 """The local Slurm cluster's lifecycle: up, status, up twice, down — for real where this runs as root with slurm-wlm
 and munge installed (CI), skipped with the reason elsewhere; the refusal without root, simulated, everywhere."""
 import os
-import shutil
 import subprocess
 import time
 

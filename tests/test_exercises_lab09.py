@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lab_utils import exercises
-from lab_utils.exercises import check, lab09
+from lab_utils.exercises import check
 from lab_utils.lessons import lab09 as lesson09
 from test_judges import solution_function
 

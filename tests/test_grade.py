@@ -795,7 +795,7 @@ def test_references_are_thread_safe_and_deterministic():
             if i % 10 == 0:  # the grader computes a reference once per inputs: now and then, afresh in both threads
                 exercises.core._REFERENCES.clear()
             for exercise, got, inputs in answers:
-                fraction, message = grade.score(grade.Item(exercise), {"status": "ok", "value": got}, inputs).points, ""
+                fraction = grade.score(grade.Item(exercise), {"status": "ok", "value": got}, inputs).points
                 if fraction != exercise.points:
                     failures.append(exercise.name)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 
-from .core import Exercise, FROM_LESSON, all_or_nothing, max_abs_diff, register
+from .core import Exercise, FROM_LESSON, max_abs_diff, register
 
 
 def tiny_problem(seed: int):

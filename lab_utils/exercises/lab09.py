@@ -192,7 +192,7 @@ def _percentile_judge(got, expected, cases):
         if len(g) != len(c["percentiles"]):
             return 0.0, f"return one latency per requested percentile ({len(c['percentiles'])}), got {len(g)}"
         values, ps = _latencies(c), c["percentiles"]
-        if _same(g, e) or any(_same(g, method) for method in _accepted(values, ps)):
+        if any(_same(g, method) for method in _accepted(values, ps)):  # the first is the reference, e
             continue
         if _same(g, [v / 1e3 for v in e]):
             return 0.0, "your latencies are 1000x too small: return milliseconds, not seconds"

@@ -87,8 +87,6 @@ def _serial_expected(points):
 
 
 def _serial_judge(got, expected, points):
-    from .. import report
-
     if abs(got - expected) <= 1e-3:
         return 1.0, "serial fraction fitted to every point"
     if abs(got - (1 - expected)) <= 1e-3:

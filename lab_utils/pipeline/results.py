@@ -6,7 +6,6 @@ import statistics
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 import torch.nn.functional as F
 
 from .. import spec
