@@ -588,3 +588,17 @@ def test_the_reference_is_computed_once_per_inputs_and_a_judge_cannot_change_it(
     assert calls == [{"n": 3}, {"n": 5}, {"n": 4}]
     import numpy as np  # inputs that are not plain data are never cached (a repr could elide the middle of an array)
     assert [exercise.score([7, 8], {"n": np.int64(7)})[0] for _ in range(2)] == [1.0, 1.0] and len(calls) == 5
+
+
+def test_check_prints_its_line_even_when_a_print_follows_it_in_the_cell(capsys):
+    """A learner's `check(f)` followed by `print(...)` in one cell: the PASS/FAIL line is printed, once."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns["check"] = check
+    shell.user_ns["wrong"] = median_time_mean
+    shell.run_cell("check(wrong)\nprint('after')")
+    shell.run_cell("check(wrong)")  # the cell's last expression: printed by check, not displayed a second time
+    printed = capsys.readouterr().out
+    assert printed.count("FAIL  median_time") == 2, printed
+    assert "after" in printed

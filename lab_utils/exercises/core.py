@@ -233,6 +233,9 @@ class CheckResult:
         head = f"{'PASS' if self.passed else 'FAIL'}  {self.name}"
         return head + (f": {self.message}" if self.message else "")
 
+    def _ipython_display_(self) -> None:
+        """Nothing more: check() has printed this line already (a cell's last expression would print it twice)."""
+
 
 NOT_WRITTEN = "not written yet: replace the `raise NotImplementedError(...)` line"
 
@@ -249,7 +252,17 @@ def _unwritten(answer, name: str) -> bool:
 
 
 def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
-    """Run your function on the exercise's inputs and compare with the reference; PASS, or FAIL with a hint."""
+    """Run your function on the exercise's inputs and compare with the reference; prints PASS, or FAIL with a hint.
+
+    It prints whatever follows it in the cell (a result shown only as a cell's last expression would vanish behind a
+    later print), and returns the result for code that wants it."""
+    result = _checked(answer, seed)
+    print(repr(result))
+    return result
+
+
+def _checked(answer, seed: int) -> CheckResult:
+    """check()'s outcome, not printed."""
     name = getattr(answer, "__name__", None)
     if not callable(answer) or name is None:
         raise TypeError(f"check() takes the function you wrote (e.g. check(shard)), got {type(answer).__name__}")
