@@ -149,6 +149,29 @@ def test_run_notebook_reports_the_failing_cell(tmp_path):
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
 
 
+def test_a_cell_that_times_out_is_named_and_the_notebook_as_far_as_it_ran_is_kept(tmp_path):
+    nb = new_notebook(cells=[new_code_cell("results_dir = None", metadata={"tags": ["parameters"]}),
+                             new_code_cell("print('fine')"), new_code_cell("import time\ntime.sleep(60)"),
+                             new_code_cell("print('never')")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src = tmp_path / "src" / "07_slow.ipynb"
+    src.parent.mkdir()
+    nbformat.write(nb, src)
+    run = headless.run_notebook(src, tmp_path, {"results_dir": str(tmp_path)}, cell_timeout=3)
+    assert run.error is not None and "CellTimeoutError" in run.error, run.error
+    assert "cell 3 (code cell 4, starting `import time`)" in run.error and "3 s" in run.error, run.error  # injected cell
+    executed = nbformat.read(tmp_path / "07_slow.ipynb", 4)
+    assert "fine" in "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
+
+
+def test_the_default_cell_timeout_scales_with_how_slow_the_machine_is_now(monkeypatch):
+    from lab_utils import hardware
+
+    monkeypatch.setattr(hardware, "slowness", lambda repeats=5: 3.0)
+    assert headless.cell_limit(None) == 3 * headless.DEFAULT_CELL_TIMEOUT_S
+    assert headless.cell_limit(42) == 42
+
+
 def test_summary_lists_times_failures_and_results(tmp_path):
     from lab_utils import hardware, measure
 

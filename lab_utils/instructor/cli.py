@@ -158,13 +158,15 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     c.add_argument("--out", help="output folder (default: build/course)")
     c.add_argument("--size", choices=["full", "test"], default="full",
                    help="full: each lab's own parameters; test: the smaller sizes make test runs (fewer repeats)")
-    c.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S,
-                   help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
+    c.add_argument("--cell-timeout", type=float, default=None,
+                   help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S} times how much slower than the "
+                        "course's reference machine this one computes now, at most 10x)")
     c.set_defaults(fn=cmd_course)
     o = sub.add_parser("outputs", help="re-execute the solutions in place as one run, in course order (committed outputs)")
     o.add_argument("--labs", help="comma-separated lab numbers (default: all)")
-    o.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S,
-                   help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S})")
+    o.add_argument("--cell-timeout", type=float, default=None,
+                   help=f"seconds one cell may run (default: {DEFAULT_CELL_TIMEOUT_S} times how much slower than the "
+                        "course's reference machine this one computes now, at most 10x)")
     o.set_defaults(fn=cmd_outputs)
     t = sub.add_parser("run-times", help="write (or --check) the measured per-lab times into the README and headers")
     t.add_argument("--source", help="folder of executed notebooks (default: solutions/; e.g. build/course after make course)")

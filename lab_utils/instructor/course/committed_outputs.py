@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..labs import ROOT, solution_notebooks
 from .assign import assign
-from .headless import DEFAULT_CELL_TIMEOUT_S, failures_message, run_notebook, select
+from .headless import failures_message, run_notebook, select
 
 RUN_TIME = re.compile(r"\*\*Run time:\*\*\s+about\s+\S+\s+(?:s|min)\s+on\s+a\s+2-core\s+CPU")  # may wrap lines
 MAP_ROW = re.compile(r"^\| (\d\d) [^|]*\|[^|]*\| ([^|]*) \| ([^|]*) \|$", re.M)
@@ -94,7 +94,7 @@ def relative_papermill_paths(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def outputs(labs: str | None = None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S) -> int:
+def outputs(labs: str | None = None, cell_timeout: float | None = None) -> int:
     """Re-execute the solutions in place, in course order, as one run (results in build/outputs/results, which the
     scaling report reads), write the measured times into the README and headers, and regenerate notebooks/."""
     import shutil

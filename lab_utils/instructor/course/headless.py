@@ -10,7 +10,7 @@ from typing import Any
 
 from ..labs import DECLARED, ROOT, declared, solution_notebooks
 
-DEFAULT_CELL_TIMEOUT_S = 300
+DEFAULT_CELL_TIMEOUT_S = 300  # seconds one cell may take on the course's reference machine; scaled by slowness()
 
 
 # What `make test` (nbval) and `course --size test` append to each lab's parameters cell: fewer repeats, steps and
@@ -33,8 +33,39 @@ class NotebookRun:
     error: str | None = None
 
 
-def _describe_failure(exc: Exception) -> str:
-    """Which cell failed and with what, from a papermill error."""
+def cell_limit(cell_timeout: float | None) -> float:
+    """Seconds one cell may run: `cell_timeout` as given, or (None) DEFAULT_CELL_TIMEOUT_S scaled like the launches'
+    timeouts by how fast this machine computes now, so a busy machine does not fail a lab a quiet one finishes."""
+    if cell_timeout is not None:
+        return cell_timeout
+    from ... import hardware
+
+    return hardware.launch_timeout(DEFAULT_CELL_TIMEOUT_S)
+
+
+def _running_cell(executed: Path) -> str:
+    """'cell N (code cell K, starting `first line`)' for the last cell papermill started in `executed`, or ''."""
+    try:
+        import nbformat
+
+        nb = nbformat.read(executed, as_version=4)
+    except Exception:  # not written (papermill failed before its first save) or unreadable: nothing to name
+        return ""
+    started = [(index, cell) for index, cell in enumerate(nb.cells) if cell.metadata.get("papermill", {}).get("start_time")]
+    if not started:
+        return ""
+    index, cell = started[-1]  # the last cell that started: the one interrupted at the timeout
+    code = sum(c.cell_type == "code" for c in nb.cells[:index + 1])
+    first = next((line for line in cell.source.splitlines() if line.strip()), "")[:60]
+    return f"cell {index} (code cell {code}, starting `{first}`)"
+
+
+def _describe_failure(exc: Exception, executed: Path, cell_timeout: float) -> str:
+    """Which cell failed and with what, from a papermill error (a timeout: the cell left running in `executed`)."""
+    if isinstance(exc, TimeoutError):  # nbclient's CellTimeoutError carries no cell number
+        where = _running_cell(executed) or "a cell"
+        return (f"{where}: CellTimeoutError: it ran past the cell timeout of {cell_timeout:g} s; the notebook as far as "
+                f"it ran is {executed.name}; give more with --cell-timeout")
     cell = getattr(exc, "exec_count", None) or getattr(exc, "cell_index", None)
     ename, evalue = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
     where = f"cell {cell}" if cell is not None else "before any cell ran"
@@ -47,18 +78,22 @@ QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR",
                 "--IPKernelApp.exec_lines=import logging as _logging; _logging.getLogger('asyncio').setLevel(50)"]
 
 
-def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S,
+def run_notebook(src: Path, out_dir: Path, parameters: dict, cell_timeout: float | None = None,
                  output: Path | None = None) -> NotebookRun:
-    """Execute one notebook with papermill (working directory out_dir) into `output` (default: out_dir/src.name)."""
+    """Execute one notebook with papermill (working directory out_dir) into `output` (default: out_dir/src.name);
+    `cell_timeout` None: cell_limit()'s scaled default. The notebook is saved as each cell runs, so a cell that times
+    out leaves the notebook as far as it ran."""
     import papermill
 
+    limit = cell_limit(cell_timeout)
+    executed = Path(output or out_dir / src.name)
     start = time.perf_counter()
     try:
-        papermill.execute_notebook(str(src), str(output or out_dir / src.name), parameters=parameters, cwd=str(out_dir),
-                                   kernel_name="python3", execution_timeout=cell_timeout, progress_bar=False,
-                                   log_output=False, request_save_on_cell_execute=False, extra_arguments=QUIET_KERNEL)
+        papermill.execute_notebook(str(src), str(executed), parameters=parameters, cwd=str(out_dir),
+                                   kernel_name="python3", execution_timeout=limit, progress_bar=False,
+                                   log_output=False, request_save_on_cell_execute=True, extra_arguments=QUIET_KERNEL)
     except Exception as exc:  # papermill raises its own error types for failing cells and kernels
-        return NotebookRun(src.stem, time.perf_counter() - start, _describe_failure(exc))
+        return NotebookRun(src.stem, time.perf_counter() - start, _describe_failure(exc, executed, limit))
     return NotebookRun(src.stem, time.perf_counter() - start)
 
 
@@ -74,7 +109,7 @@ def select(labs: str | None, sources: list[Path]) -> list[Path]:
     return [known[w] for w in wanted]
 
 
-def run_course(labs: str | None = None, out_dir=None, cell_timeout: float = DEFAULT_CELL_TIMEOUT_S,
+def run_course(labs: str | None = None, out_dir=None, cell_timeout: float | None = None,
                size: str = "full") -> list[NotebookRun]:
     """Execute the chosen solution notebooks headless (size "test": with TEST_PARAMETERS); results CSVs go to
     <out_dir>/results."""
