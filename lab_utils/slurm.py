@@ -56,28 +56,51 @@ class Cluster:
         where = (f" (the course's local cluster, every node on this machine; SLURM_CONF names its {Path(self.conf).name})"
                  if self.one_host and self.conf else " (the course's local cluster, every node on this machine)"
                  if self.one_host else "")
-        return f"Slurm: partitions {', '.join(self.partitions)} (default {self.default_partition}); nodes {nodes}{where}"
+        terminal = ("\nin a terminal, Slurm's commands find this cluster only after `export SLURM_CONF=...`: "
+                    "`python -m lab_utils cluster status` prints the line to paste" if self.one_host and self.conf else "")
+        return f"Slurm: partitions {', '.join(self.partitions)} (default {self.default_partition}); nodes {nodes}{where}{terminal}"
 
 
 def _slurm_env(conf: str | None = None) -> dict:
     return {**os.environ, **({"SLURM_CONF": conf} if conf else {})}
 
 
-def _sinfo(conf: str | None) -> str | None:
+def _sinfo(conf: str | None, said: list[str] | None = None) -> str | None:
+    """sinfo's node lines with SLURM_CONF=`conf`, or None (what sinfo said then appended to `said`)."""
     try:
         done = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%P|%t|%c|%m|%G|%n|%o"], capture_output=True, text=True,
                               timeout=COMMAND_TIMEOUT_S, env=_slurm_env(conf))
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        if said is not None:
+            said.append(type(exc).__name__)
         return None
-    return done.stdout if done.returncode == 0 and done.stdout.strip() else None
+    if done.returncode == 0 and done.stdout.strip():
+        return done.stdout
+    if said is not None:
+        said.append((done.stderr or done.stdout).strip().splitlines()[-1:][0] if (done.stderr or done.stdout).strip()
+                    else f"exit status {done.returncode}, no nodes")
+    return None
+
+
+def wrong_conf_message(conf: str, said: str) -> str:
+    """What to tell a learner whose SLURM_CONF does not lead sinfo to a cluster."""
+    missing = "" if Path(conf).exists() else " (no such file)"
+    return (f"no Slurm reached: the environment variable SLURM_CONF is set to {conf}{missing}, and sinfo said: {said}. "
+            "Unset it (`%env SLURM_CONF=` in a cell, `unset SLURM_CONF` in a terminal) to use the course's local "
+            "cluster, or set it to your cluster's slurm.conf")
 
 
 def find() -> Cluster | None:
-    """The Slurm cluster `sinfo` reaches, a real one or the course's local one; None when there is none."""
+    """The Slurm cluster `sinfo` reaches, a real one or the course's local one; None when there is none (printing why
+    when SLURM_CONF is set and sinfo reaches nothing with it)."""
     if shutil.which("sinfo") is None:
         return None
     conf = os.environ.get("SLURM_CONF")
-    out = _sinfo(conf)
+    said: list[str] = []
+    out = _sinfo(conf, said)
+    if out is None and conf:  # a learner's wrong SLURM_CONF would otherwise read as "no Slurm here"
+        print(wrong_conf_message(conf, said[-1] if said else "nothing"))
+        return None
     local = LOCAL_CLUSTER_DIR / "slurm.conf"
     if out is None and not conf and local.exists():
         conf = str(local)

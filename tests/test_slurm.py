@@ -87,6 +87,18 @@ def test_no_slurm_here_gives_none(monkeypatch, tmp_path):
     assert slurm.SKIPPED == "skipped: no Slurm here (make cluster needs root; on a cluster, run this lab there)"
 
 
+def test_a_wrong_slurm_conf_is_named_instead_of_no_slurm_here(monkeypatch, tmp_path, capsys):
+    fake = tmp_path / "sinfo"
+    fake.write_text("#!/bin/sh\necho 'sinfo: error: s_p_parse_file: unable to read \"$SLURM_CONF\"' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere.conf"))
+    assert slurm.find() is None
+    said = capsys.readouterr().out
+    assert "SLURM_CONF is set to" in said and "nowhere.conf (no such file)" in said and "unable to read" in said, said
+    assert "Unset it" in said
+
+
 def test_lab03_worker_comes_from_its_notebook_and_travels_by_value():
     import cloudpickle
 
