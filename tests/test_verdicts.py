@@ -135,6 +135,28 @@ def test_runs_whose_verdicts_hold_and_reverse_are_told_apart(tmp_path):
     assert stability.main([str(one)]) == 2
 
 
+def test_stability_shows_ranges_keeps_a_restated_claim_apart_and_marks_ranges_that_do_not_overlap(tmp_path):
+    from lab_utils.instructor.course import stability
+
+    def run(name, ratios, **claim):
+        folder = tmp_path / name / "results"
+        measure.decide(ratios, claim="A vs B", expected="A no slower", lab="05", **claim).record(folder)
+        return folder
+
+    quiet_one = run("one", [1.10, 1.12, 1.11, 1.13, 1.12, 1.14, 1.11, 1.12], no_worse_than=0.10)
+    quiet_two = run("two", [1.20, 1.22, 1.25, 1.21, 1.24, 1.23, 1.26, 1.22], no_worse_than=0.10)
+    busy = run("busy", [1.0, 1.12, 0.96, 1.06, 1.10, 0.98, 1.03, 1.08], no_worse_than=0.10)
+    assert "restated" in measure.read_verdicts(busy)[-1]["notes"]  # the busy run tested a weaker claim
+    claims = stability.compare([quiet_one, quiet_two, busy])
+    plain = next(c for c in claims if c.claim == "A vs B")
+    restated = next(c for c in claims if c.claim.startswith("A vs B (restated: no worse by more than"))
+    assert plain.runs[2] is None and restated.runs[:2] == (None, None)  # not the same "holds"
+    assert plain.ranges_apart and not restated.ranges_apart
+    text = stability.table(claims, ["one", "two", "busy"])
+    assert "[1.1" in text and "ranges do not overlap" in text, text
+    assert "1 with ranges that do not overlap" in text
+
+
 def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
     tight = [1.0, 0.99, 1.01, 1.0, 0.995]
     assert measure.decide(tight, claim="c", expected="e", no_worse_than=0.10).notes == ""  # resolvable: as claimed

@@ -2,12 +2,15 @@
 
     python -m lab_utils.instructor.course.stability build/run1/results build/run2/results ...
 
-Each argument is a results folder (or a verdicts.csv). For every (lab, claim) the table shows each run's verdict
-and ratio; a claim that is 'holds' in one run and 'reversed' in another is a contradiction, and the command exits 1.
-'not distinguishable here' beside either is no contradiction: it is what noise is allowed to say.
+Each argument is a results folder (or a verdicts.csv). For every (lab, claim tested) the table shows each run's
+verdict, ratio and range; a claim that is 'holds' in one run and 'reversed' in another is a contradiction, and the
+command exits 1. 'not distinguishable here' beside either is no contradiction: it is what noise is allowed to say.
+A claim a noisy run restated to a weaker tolerance ('no worse by more than 29 %') is another claim, on a line of its
+own. Two runs whose ranges do not overlap are marked: each range promised to hold the ratio, and one of them did not.
 """
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +22,8 @@ SHORT = {measure.HOLDS: "holds", measure.REVERSED: "REVERSED", measure.UNDECIDED
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim's verdicts across runs: per run (verdict, ratio), or None where that run did not decide it."""
+    """One claim's verdicts across runs: per run (verdict, ratio, low, high), or None where that run did not decide
+    it."""
 
     lab: str
     claim: str
@@ -31,13 +35,28 @@ class Claim:
         said = {run[0] for run in self.runs if run}
         return {measure.HOLDS, measure.REVERSED} <= said
 
+    @property
+    def ranges_apart(self) -> bool:
+        """True when two runs' ranges of the ratio do not overlap."""
+        ranges = [(run[2], run[3]) for run in self.runs if run]
+        return bool(ranges) and max(low for low, _ in ranges) > min(high for _, high in ranges)
+
+
+RESTATED = re.compile(r"the claim tested is '([^']+)'")
+
+
+def claim_tested(row: dict) -> str:
+    """The row's claim, with the weaker claim its run tested instead when it restated it."""
+    restated = RESTATED.search(row.get("notes") or "")
+    return f"{row['claim']} (restated: {restated.group(1)})" if restated else row["claim"]
+
 
 def newest_per_claim(rows: list[dict]) -> dict:
     """(lab, claim) -> the newest row of that claim in one verdicts.csv (a lab run twice appends twice)."""
     newest: dict
     newest = {}
     for row in rows:
-        key = (row["lab"], row["claim"])
+        key = (row["lab"], claim_tested(row))
         if key not in newest or row["timestamp"] >= newest[key]["timestamp"]:
             newest[key] = row
     return newest
@@ -47,22 +66,29 @@ def compare(sources) -> list[Claim]:
     """Every claim any of the runs decided, in lab order, with each run's (verdict, ratio) or None."""
     runs = [newest_per_claim(measure.read_verdicts(source)) for source in sources]
     keys = sorted({key for run in runs for key in run})
-    return [Claim(lab, claim, tuple((run[(lab, claim)]["verdict"], float(run[(lab, claim)]["ratio"]))
-                                    if (lab, claim) in run else None for run in runs))
+    def cell(row: dict) -> tuple:
+        return row["verdict"], float(row["ratio"]), float(row["low"]), float(row["high"])
+
+    return [Claim(lab, claim, tuple(cell(run[(lab, claim)]) if (lab, claim) in run else None for run in runs))
             for lab, claim in keys]
 
 
 def table(claims: list[Claim], names) -> str:
-    """The claims as text: one line per claim, a column per run."""
+    """The claims as text: one line per claim tested, a column per run (verdict, ratio and its range)."""
     width = max([len("lab claim")] + [len(c.lab) + 1 + len(c.claim) for c in claims]) + 2
-    lines = [f"{'lab claim':<{width}}" + "".join(f"{name:>18}" for name in names)]
+    column = 28
+    lines = [f"{'lab claim':<{width}}" + "".join(f"{name:>{column}}" for name in names)]
     for c in claims:
-        cells = "".join(f"{(SHORT[r[0]] + f' {r[1]:.2f}x') if r else '-':>18}" for r in c.runs)
-        lines.append(f"{c.lab + ' ' + c.claim:<{width}}{cells}" + ("   <- holds in one run, reversed in another"
-                                                                    if c.contradicts else ""))
+        cells = "".join(f"{(SHORT.get(r[0], r[0]) + f' {r[1]:.2f}x [{r[2]:.2f}-{r[3]:.2f}]') if r else '-':>{column}}"
+                        for r in c.runs)
+        marks = (["holds in one run, reversed in another"] if c.contradicts else []) + \
+                (["the runs' ranges do not overlap"] if c.ranges_apart else [])
+        lines.append(f"{c.lab + ' ' + c.claim:<{width}}{cells}" + (f"   <- {'; '.join(marks)}" if marks else ""))
     bad = sum(c.contradicts for c in claims)
+    apart = sum(c.ranges_apart for c in claims)
     lines.append(f"{len(claims)} claims over {len(names)} runs: {bad} contradicted (holds in one run, reversed in "
-                 "another)")
+                 f"another); {apart} with ranges that do not overlap (the range is {measure.CONFIDENCE:.0%} of one "
+                 "run's pairs: a machine that changed between runs moves it)")
     return "\n".join(lines)
 
 
