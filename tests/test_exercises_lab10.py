@@ -42,3 +42,23 @@ def test_speedup_as_a_percentage_fails():
         speedup = row.samples_per_s / baseline.samples_per_s
         return 100 * speedup, speedup / (hardware(row) / hardware(baseline))
     assert fails(speedup_and_efficiency, "not a percentage")
+
+
+def test_fit_serial_fraction_mistakes_each_get_their_own_hint():
+    import numpy as np
+    from scipy.optimize import curve_fit
+
+    def fit_serial_fraction(points):  # the mean of each point's own s
+        return float(np.mean([(1 / s - 1 / n) / (1 - 1 / n) for n, s in points]))
+    assert fails(fit_serial_fraction, "averages each point's own s")
+
+    def fit_serial_fraction(points):  # a free slope and intercept
+        slope, intercept = np.polyfit([1 / n for n, _ in points], [1 / s for _, s in points], 1)
+        return float(intercept)
+    assert fails(fit_serial_fraction, "free slope")
+
+    def fit_serial_fraction(points):  # least squares on S, not 1/S
+        ns, speedups = zip(*points)
+        (s,), _ = curve_fit(lambda n, s: 1 / (s + (1 - s) / n), np.array(ns, float), np.array(speedups, float), p0=[0.1])
+        return float(s)
+    assert fails(fit_serial_fraction, "speedups S themselves")

@@ -86,15 +86,35 @@ def _serial_expected(points):
     return report.fit_serial_fraction(points)
 
 
+def _fit_on_speedups(points) -> float:
+    """The s that least squares on S itself gives (the plausible mistake: curve-fitting the speedups, not 1/S)."""
+    import numpy as np
+
+    grid = np.linspace(-0.5, 1.5, 20001)
+    errors = [sum((speedup - 1 / (s + (1 - s) / n)) ** 2 for n, speedup in points) for s in grid]
+    return float(grid[int(np.argmin(errors))])
+
+
 def _serial_judge(got, expected, points):
+    import numpy as np
+
     if abs(got - expected) <= 1e-3:
         return 1.0, "serial fraction fitted to every point"
     if abs(got - (1 - expected)) <= 1e-3:
         return 0.0, "that is the parallel fraction; the serial fraction is 1 minus it"
-    n, s = points[0]
-    one_point = (1 / s - 1 / n) / (1 - 1 / n)
-    if abs(got - one_point) <= 1e-3:
+    per_point = [(1 / s - 1 / n) / (1 - 1 / n) for n, s in points]
+    if abs(got - per_point[0]) <= 1e-3:
         return 0.0, "that fits the first point only: least squares over all the points"
+    if abs(got - float(np.mean(per_point))) <= 1e-3 or abs(got - float(np.median(per_point))) <= 1e-3:
+        return 0.0, ("that averages each point's own s: least squares weighs a point by how much its N says about s "
+                     "((1 - 1/N)^2), so fit one s to all the points at once")
+    slope, intercept = np.polyfit([1 / n for n, _ in points], [1 / s for _, s in points], 1)
+    if abs(got - intercept) <= 2e-3 or abs(got - (1 - slope)) <= 2e-3:
+        return 0.0, ("that fits a line 1/S = a + b/N with a free slope; Amdahl ties them (a = s, b = 1 - s): one "
+                     "unknown, so fit s alone to 1/S - 1/N = s (1 - 1/N)")
+    if abs(got - _fit_on_speedups(points)) <= 2e-3:
+        return 0.0, ("that fits the speedups S themselves; Amdahl is linear in 1/S, not in S: least squares on "
+                     "1/S - 1/N = s (1 - 1/N)")
     return 0.0, "Amdahl: 1/S = s + (1 - s)/N is linear in s; fit s to all points by least squares"
 
 
