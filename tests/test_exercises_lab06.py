@@ -304,6 +304,15 @@ def test_row_parallel_forward_without_bias_fails():
     assert judged(assert_wrong(row_parallel_forward, "bias is missing")) == 0.0
 
 
+def test_row_parallel_forward_all_gather_is_named():
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        partial = x_shard @ weight_shard.T
+        pieces = [torch.empty_like(partial) for _ in range(dist.get_world_size())]
+        dist.all_gather(pieces, partial)
+        return torch.cat(pieces, dim=1)
+    assert judged(assert_wrong(row_parallel_forward, "all_gather", "SUM")) == 0.0
+
+
 @pytest.mark.parametrize("name", ["my_ring_step", "split_output_channels", "row_parallel_forward"])
 def test_lab06_exercises_are_registered(name):
     assert get(name).lab == "06"

@@ -401,6 +401,15 @@ def _row_judge(got, expected, case):
     want, bias = np.asarray(expected["output"]), np.asarray(expected["bias"])
     if all(max_abs_diff(g, want) <= 1e-5 for g in got):
         return 1.0, "every rank holds the unsplit layer's output"
+    shapes = {np.shape(g) for g in got}
+    if shapes != {want.shape}:
+        side_by_side = {(want.shape[0], n * want.shape[1]), (n * want.shape[0], want.shape[1])}
+        if shapes <= side_by_side:
+            return 0.0, (f"each rank returned shape {sorted(shapes)[0]}, the layer's output is {want.shape}: that "
+                         "gathers the partial products side by side (all_gather). In a row-parallel layer each rank's "
+                         "partial product is a piece of a SUM over the input features: all_reduce them (SUM); "
+                         "all_gather is the column-parallel layer's step")
+        return 0.0, f"each rank returned shape {sorted(shapes)[0]}, the layer's output is {want.shape}"
     if all(max_abs_diff(g, p) <= 1e-5 for g, p in zip(got, expected["partial"])):
         return 0.0, ("each rank returned only its own partial product: all_reduce the partial sums over the ranks "
                      "before adding the bias")
