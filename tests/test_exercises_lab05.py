@@ -58,12 +58,12 @@ SCRIPT = textwrap.dedent('''
 
     def step(scale):
         def replica_step(model, optimizer, images, labels, global_batch):
-            loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+            loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=scale != "no logits", reduction="none")
             with tf.GradientTape() as tape:
                 per_example = loss_fn(labels, model(images, training=True))
                 if scale == "keras default":               # Keras 3: mean over the slice / num_replicas_in_sync
                     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, model(images))
-                elif scale == "global":
+                elif scale in ("global", "no logits"):
                     loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
                 elif scale == "mean":                      # a mean over this replica's slice
                     loss = tf.reduce_mean(per_example)
@@ -91,7 +91,8 @@ SCRIPT = textwrap.dedent('''
     results["step mean, self-check"] = {"passed": result.passed, "message": result.message}
 
     wrong = {"step mean": step("mean"), "step sum": step("sum"), "step no apply": step("no apply"),
-             "step mean / global": step("mean / global"), "step keras default": step("keras default")}
+             "step mean / global": step("mean / global"), "step keras default": step("keras default"),
+             "step no logits": step("no logits")}
     exercise = exercises.get("replica_step")
     case = exercise.cases(random.Random(99))
     runs = tf_distribute.launch_worker_jobs([(lab05.replica_step_worker, (fn, case)) for fn in wrong.values()],
@@ -120,7 +121,8 @@ def test_solutions_pass_and_get_full_marks(results, label):
     ("batch float", 0.0, "return an int"), ("batch times", 0.0, "not multiplied"),
     ("batch no error", 0.5, "raise ValueError"), ("local tensors", 0.5, ".numpy()"),
     ("local reversed", 0.0, "replica order"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
-    ("step no apply", 0.0, "did not change"), ("step mean / global", 0.0, "GLOBAL batch")])
+    ("step no apply", 0.0, "did not change"), ("step mean / global", 0.0, "GLOBAL batch"),
+    ("step no logits", 0.0, "from_logits=True")])
 @pytest.mark.slow
 def test_wrong_answers_fail_with_their_hint(results, label, grade, says):
     assert not results[label]["passed"] and results[label]["grade"] == grade, results[label]

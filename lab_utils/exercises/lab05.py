@@ -227,6 +227,11 @@ def _step_judge(got, expected, case):
         return 0.0, "the weights did not change: apply the gradients with optimizer.apply_gradients(...)"
     if max_abs_diff(update, right) > 1e-5:
         ratio = float(update @ right / (right @ right))
+        cosine = float(update @ right / (np.linalg.norm(update) * np.linalg.norm(right)))
+        if cosine < 0.999:  # not a matter of scale: another loss function was differentiated
+            return 0.0, (f"the update points elsewhere than one device's (cosine {cosine:.3f}), so this is not a "
+                         "matter of scaling: the loss itself is another function. The CNN returns logits, so the "
+                         "per-example loss needs from_logits=True, as on one device")
         if abs(ratio - got["replicas"]) < 0.05:
             return 0.0, (f"the update is {got['replicas']}x too large: a per-replica mean (reduce_mean) is summed over "
                          f"{got['replicas']} replicas; divide by the global batch (tf.nn.compute_average_loss)")
