@@ -150,6 +150,13 @@ def loss_from_the_kept_logits(ctx, micro):
     _send_input_grad(ctx, x)
 
 
+@named
+def blocking_send(ctx, micro):
+    x = _backward_of_the_stage(ctx, micro)
+    if not ctx.first:
+        dist.send(x.grad.to(ctx.wire), dst=ctx.rank - 1)
+
+
 def test_the_solution_passes_the_self_check_and_gets_full_marks():
     result = check(recompute_backward_op)
     assert result.passed, result
@@ -162,7 +169,8 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
     (backward_from_the_logits, "recomputed loss"),
     (received_gradient_divided_again, "as it arrived"),
     (recomputed_without_autograd, "outside torch.no_grad()"),
-    (two_stage_branches, "deadlock"),
+    (two_stage_branches, "stage 1 sent no gradient back"),
+    (blocking_send, "blocking dist.send"),
     (no_recv, "deadlock"),
     (grad_to_the_next_stage, "the previous one (rank"),
     (loss_from_the_kept_logits, "from the stage's new output"),
@@ -203,3 +211,12 @@ def test_best_split_by_the_sum_of_squares_fails_the_self_check_and_scores_zero()
     for seed in (1, 2, 3):
         fraction, message = grade(best_split_even_squares, seed)
         assert fraction == 0.0, message
+
+
+def test_best_split_off_by_one_is_named():
+    def best_split(times, stages):
+        cuts = itertools.combinations(range(1, len(times)), stages - 1)
+        best = min(cuts, key=lambda cut: max(_stage_sums(times, cut)))
+        return [i - 1 for i in best]  # the index of the last layer of each stage, not the first of the next
+    result = check(best_split)
+    assert not result.passed and "one off the best split" in result.message, result.message

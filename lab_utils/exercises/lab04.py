@@ -31,8 +31,16 @@ def _watched(backward_op):
     from ..measure import collective_calls
 
     def op(ctx, micro):
+        sends = []
+
         def check_destination(name, arguments):
             dst = arguments.get("dst", arguments.get("group_dst"))
+            sends.append(dst)
+            if name == "send":
+                raise ValueError(f"stage {ctx.rank} sent the gradient back with a blocking dist.send: under 1F1B the "
+                                 "stage before may be blocked sending you its next activation at that moment, and two "
+                                 "blocking sends wait for each other forever (the deadlock this lab ran live); send "
+                                 "with dist.isend and keep its request in ctx.pending")
             if ctx.first:
                 raise ValueError(f"stage 0 sent a tensor to rank {dst} in its backward op: the first stage's input is "
                                  "the images, it sends no gradient back")
@@ -45,6 +53,10 @@ def _watched(backward_op):
         try:
             with collective_calls(("send", "isend"), check_destination):
                 backward_op(ctx, micro)
+            if not ctx.first and not sends:  # the stage before would wait in dist.recv until the group's timeout
+                raise ValueError(f"stage {ctx.rank} sent no gradient back in its backward op: every stage but the "
+                                 "first sends the gradient of its input (x.grad) to the stage before it, which waits "
+                                 "for it in dist.recv")
         except RuntimeError as exc:
             if "does not require grad" not in str(exc):
                 raise
@@ -76,7 +88,8 @@ def _recompute_run(recompute_backward_op, case):
             raise NotImplementedError(exc.message) from None
         if "Timed out" in exc.message or "timed out" in exc.message:
             raise RuntimeError(f"the stages waited for each other for {GROUP_TIMEOUT_S} s (a deadlock): every dist.recv "
-                               "needs the neighbour's matching send, and the first stage sends no gradient back") from None
+                               "needs its neighbour's matching send (a gradient received that nobody sends, or sent "
+                               "that nobody receives)") from None
         if exc.rank == 0 and "'NoneType' object has no attribute" in exc.message:
             raise RuntimeError("rank 0 failed, likely on x.grad, which is None there: the first stage's input is the "
                                "images, which need no gradient, so stage 0 sends nothing back (if not ctx.first). It "
@@ -244,6 +257,10 @@ def _split_expected(cases):
 
 def _split_judge(got, expected, cases):
     for g, e, (times, stages) in zip(got, expected, cases):
+        if g != e and len(g) == len(e) and any(all(i + shift == j for i, j in zip(g, e)) for shift in (1, -1)):
+            return 0.0, (f"times {times}, {stages} stages: your split points {g} are each one off the best split {e}: a "
+                         "split point i starts the next stage AT layer i (the stages are times[:i], times[i:...]); "
+                         "check how your search turns the best split into the indices it returns")
         valid = len(g) == stages - 1 and g == sorted(set(g)) and all(0 < i < len(times) for i in g)
         if not valid:
             return 0.0, (f"{stages} stages over {len(times)} layers need {stages - 1} increasing split point(s) "
