@@ -602,3 +602,17 @@ def test_check_prints_its_line_even_when_a_print_follows_it_in_the_cell(capsys):
     printed = capsys.readouterr().out
     assert printed.count("FAIL  median_time") == 2, printed
     assert "after" in printed
+
+
+def test_gather_that_never_moves_the_outputs_to_the_device_fails_even_on_a_cpu():
+    @named("gather")
+    def gather(outputs, device):
+        return torch.cat(outputs)  # each output stays on the device that computed it
+
+    @named("gather")
+    def gather_moved_after(outputs, device):
+        return torch.cat(outputs).to(device)
+
+    for wrong in (gather, gather_moved_after):
+        result = check(wrong)
+        assert not result.passed and "two devices" in result.message and "out.to(device)" in result.message, result

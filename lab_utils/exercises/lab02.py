@@ -75,11 +75,43 @@ def _gather_inputs(case):
     return [torch.randn(size, 4, generator=gen) for size in case["sizes"]]
 
 
+def _on_devices(outputs):
+    """The outputs marked as living on devices 0, 1, ... (on a CPU every device is the CPU, so without the marks a
+    gather that forgets `.to(device)` would pass): an op that mixes two marks raises as torch does for two devices,
+    and a move (.to, .cpu, .cuda) gives a plain tensor on the target."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    class OnDevice(torch.Tensor):
+        label = ""
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            with torch._C.DisableTorchFunctionSubclass():
+                if func in (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda):
+                    return func(*args, **kwargs).as_subclass(torch.Tensor)
+                labels = sorted({a.label for a in tree_flatten((args, kwargs))[0] if isinstance(a, OnDevice)})
+                if len(labels) > 1:
+                    raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
+                                       f"devices, {labels[0]} and {labels[1]} (each output is still on the device "
+                                       "that computed it)")
+                return func(*args, **kwargs)
+
+    marked = []
+    for index, out in enumerate(outputs):
+        tensor = out.as_subclass(OnDevice)
+        tensor.label = f"device {index}"
+        marked.append(tensor)
+    return marked
+
+
 def _gather_run(gather, case):
     import torch
 
-    out = gather(_gather_inputs(case), torch.device("cpu"))
-    return {"type": type(out).__name__, "value": out}
+    out = gather(_on_devices(_gather_inputs(case)), torch.device("cpu"))
+    return {"type": "Tensor" if isinstance(out, torch.Tensor) else type(out).__name__,
+            "value": out.as_subclass(torch.Tensor) if isinstance(out, torch.Tensor) else out}
 
 
 def _gather_expected(case):
@@ -99,7 +131,9 @@ def _gather_judge(got, expected, case):
 
 
 GATHER = Exercise("02", "gather", _gather_cases, _gather_run, _gather_expected, _gather_judge,
-                  "concatenate along the batch dimension, in device order", setup="import torch")
+                  "move each output to `device` (out.to(device)), then concatenate along the batch dimension, in "
+                  "device order (on a CPU the check marks each output with the device that computed it, so a missing "
+                  "move fails here as it would on GPUs)", setup="import torch")
 
 
 # ---- reduce_gradients ---------------------------------------------------------------------------------------------
