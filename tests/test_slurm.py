@@ -81,6 +81,21 @@ def test_torch_environment_from_slurm_variables(tmp_path, monkeypatch):
     assert (tmp_path / "port-77").read_text() == str(port) and port != 23456
 
 
+def test_a_task_leaves_no_port_file_behind(tmp_path, monkeypatch):
+    """Task 0 shares the rendezvous port through a file; once the worker has run, the file is removed (they piled up)."""
+    monkeypatch.setattr(lab11, "first_node_address", lambda: "127.0.0.1")
+    monkeypatch.setattr(lab11, "hold_process_groups", lambda: None)
+    monkeypatch.setattr(lab11.slurm, "place_task", lambda: {})
+    for k, v in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NNODES": "1",
+                 "SLURM_JOB_ID": "78"}.items():
+        monkeypatch.setenv(k, v)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"):
+        monkeypatch.setenv(k, "")  # export() sets them: restored after the test
+    seen = []
+    out = lab11.task(lambda rank, world, cfg: seen.append((tmp_path / "port-78").exists()) or {"done": True}, None, tmp_path)
+    assert out["done"] and seen == [True] and not (tmp_path / "port-78").exists()
+
+
 def test_no_slurm_here_gives_none(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo
     assert slurm.find() is None

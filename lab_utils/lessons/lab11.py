@@ -106,7 +106,11 @@ def task(worker, cfg, folder) -> dict:
     placed = slurm.place_task()
     clock = FirstStep()
     hold_process_groups()  # as lab 03's torchrun script: no gloo teardown hang when the task ends
-    out = worker(int(env["RANK"]), int(env["WORLD_SIZE"]), cfg)
+    try:
+        out = worker(int(env["RANK"]), int(env["WORLD_SIZE"]), cfg)
+    finally:  # every task has read the port by now (they all joined the group): task 0 removes its file
+        if env["RANK"] == "0":
+            (Path(folder) / f"port-{os.environ['SLURM_JOB_ID']}").unlink(missing_ok=True)
     return {**out, "slurm": {k: os.environ.get(k, "") for k in slurm.SLURM_VARIABLES}, "torch": env, "placed": placed,
             "entered_at": entered, "first_step_at": clock.at}
 
