@@ -249,12 +249,35 @@ def sacct_states(job_ids) -> dict[str, str]:
     return {job: state.split()[0] for job, state in (line.split("|") for line in out.splitlines() if "|" in line)}
 
 
+def controller_names(job_ids) -> dict[str, str]:
+    """job id -> its name as slurmctld knows it (while it remembers the job: MinJobAge, 5 minutes by default)."""
+    names = {}
+    for job in job_ids:
+        try:
+            found = re.search(r"\bJobName=(\S+)", command(["scontrol", "show", "job", "-o", str(job)]))
+        except RuntimeError:  # forgotten already: sacct's name is the only one
+            continue
+        if found:
+            names[str(job)] = found.group(1)
+    return names
+
+
+def sacct_names(job_ids) -> dict[str, str]:
+    """job id -> the job's name in sacct."""
+    out = command(["sacct", "-n", "-X", "-P", "-o", "JobID,JobName", "-j", ",".join(map(str, job_ids))])
+    return {job: name for job, name in (line.split("|", 1) for line in out.splitlines() if "|" in line)}
+
+
 def settled(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, str]:
-    """Wait until sacct records every job as ended (slurmdbd lags a moment behind slurmctld); their states."""
+    """Wait until sacct records every job as ended, under its own name (slurmdbd lags a moment behind slurmctld,
+    and until it has the job's full record sacct may show a placeholder name such as 'allocation'); their states."""
     deadline = time.monotonic() + timeout
+    names = controller_names(job_ids)
     while True:
         states = sacct_states(job_ids)
-        if all(states.get(str(j), "").startswith(DONE_STATES) for j in job_ids) or time.monotonic() > deadline:
+        ended = all(states.get(str(j), "").startswith(DONE_STATES) for j in job_ids)
+        recorded = sacct_names(job_ids) if ended and names else {}
+        if (ended and all(recorded.get(job) == name for job, name in names.items())) or time.monotonic() > deadline:
             return states
         time.sleep(poll)
 

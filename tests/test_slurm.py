@@ -339,6 +339,23 @@ def test_sacct_reads_the_cluster_records_or_says_why_not():
     assert slurm.settled([job]) == {job: "FAILED"}
 
 
+def test_settled_waits_for_sacct_to_record_the_jobs_own_name(monkeypatch):
+    """Before slurmdbd has a job's full record, sacct may name it 'allocation': settled waits for the real name."""
+    names = iter(["5|allocation", "5|allocation", "5|hello"])
+
+    def fake(cmd, timeout=None):
+        if cmd[:2] == ["scontrol", "show"]:
+            return "JobId=5 JobName=hello UserId=root(0) JobState=COMPLETED"
+        if "JobID,State" in cmd:
+            return "5|COMPLETED"
+        return next(names)
+
+    monkeypatch.setattr(slurm, "command", fake)
+    assert slurm.settled(["5"], poll=0.01) == {"5": "COMPLETED"}
+    with pytest.raises(StopIteration):
+        next(names)  # it read the names until the real one came
+
+
 def test_sacct_durations_read_as_seconds():
     assert slurm.seconds("00:03.004") == pytest.approx(3.004) and slurm.seconds("01:02:03") == 3723
     assert slurm.seconds("1-00:00:01") == 86401 and slurm.seconds("00:00:00") == 0
