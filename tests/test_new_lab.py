@@ -56,7 +56,7 @@ def test_the_registries_are_derived_from_the_declarations_and_the_files():
     from lab_utils.instructor.bench.registry import BENCHES
 
     assert [(b.lab, name) for name, b in BENCHES.items()] == [(lab, b.name) for lab, b in labs.benchmarks()]
-    assert list(BENCHES) == ["overhead", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async", "inference",
+    assert list(BENCHES) == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async", "inference",
                              "cluster"]  # what `make bench` ran before it asked `bench --list`
     assert BENCHES["inference"].measure.__module__ == "lab_utils.instructor.bench.serving"
     assert [(c.lab, c.run.__module__, c.limit_s) for c in gpu_check.CHECKS] == \
