@@ -238,3 +238,14 @@ def test_ranks_wait_passively_unless_the_user_chose_a_policy(monkeypatch):
     assert rank_environment(0, 2, 1234, 1)["OMP_WAIT_POLICY"] == "PASSIVE"
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert "OMP_WAIT_POLICY" not in rank_environment(0, 2, 1234, 1)  # the launcher's environment carries ACTIVE
+
+
+def test_rows_and_verdicts_measured_under_a_throttling_quota_say_so(monkeypatch, isolated_results):
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: THROTTLED)
+    verdict = measure.verdict([1.0] * 5, [2.0] * 5, claim="A vs B", expected="A faster", lab="00")
+    assert THROTTLED.cause() in verdict.notes
+    row = measure.Result(lab="00", framework="torch", strategy="single-device", world_size=1, device="cpu",
+                         batch_size=8, samples_per_s=100.0, wall_s=0.08, workload="w")
+    text = measure.record([row])
+    assert THROTTLED.line() in text and "cgroup quota" in text
+    assert all(THROTTLED.note()[0] in r.flags for r in measure.read_results(isolated_results))
