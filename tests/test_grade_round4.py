@@ -141,7 +141,8 @@ def _book(out: Path) -> dict:
 def test_a_class_with_odd_inputs_is_graded_whole(odd_class):
     done, out = odd_class["done"], odd_class["out"]
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
-    done.stdout.decode("utf-8")  # what it printed is UTF-8 (a name that is not prints as its escape)
+    printed = done.stdout.decode("utf-8")  # what it printed is UTF-8 (a name that is not prints as its escape)
+    assert f"its files are {gradebook.file_name(LONG_NAME)}.*" in printed and gradebook.clean(NOT_UTF8) in printed
     book = _book(out)
     assert len(book) == len(odd_class["paths"])
     escaped = gradebook.clean(NOT_UTF8)

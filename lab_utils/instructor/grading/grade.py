@@ -279,10 +279,10 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
     With `slurm` (a dict: partition, retries, folder, on_submit) each submission runs as one task of a job array on the
     cluster's nodes, in its sandbox there, and is scored here exactly as locally. `probe_timeout`: seconds of its share
     of the CPUs one exercise's probe may use (default max(120, cell_timeout)). `regrade`: grade only that student's
-    submission (one of `paths`) into an existing output folder, keeping every other row; it is refused where the folder was
-graded on other exercises or instructor tests (recorded in grading-settings.json). `roster_column`: the roster's
-column that names the submission files (default: Submission, else SIS Login ID). Writers of one output folder take
-turns (a lock file)."""
+    submission (one of `paths`) into an existing output folder, keeping every other row; refused where the folder was
+    graded on other exercises or instructor tests (recorded in grading-settings.json). `roster_column`: the roster's
+    column that names the submission files (default: Submission, else SIS Login ID). Writers of one output folder take
+    turns (a lock file)."""
     lab = str(lab).zfill(2)
     if not ex.for_lab(lab) and not tests_dir:
         raise ValueError(f"lab {lab} has no graded exercises; labs with exercises: "
@@ -303,7 +303,7 @@ turns (a lock file)."""
     roster_rows = gradebook.read_roster(roster) if roster is not None else None
     column = gradebook.roster_column(roster_rows, roster_column) if roster_rows is not None else "SIS Login ID"
     chosen = exercises_for(lab, tests_dir)  # instructor tests are loaded once, here, before any submission runs
-    settings = grading_settings(lab, chosen, tests_dir, execute_notebooks=execute_notebooks, timeout=timeout,
+    settings = grading_settings(lab, chosen, execute_notebooks=execute_notebooks, timeout=timeout,
                                 cell_timeout=cell_timeout, probe_timeout=probe_timeout, unsandboxed=unsandboxed)
     if regrade is not None:
         if regrade not in stems:
@@ -385,6 +385,9 @@ turns (a lock file)."""
             gradebook.write_fresh(out_dir / SETTINGS_FILE, json.dumps(settings, indent=1) + "\n")
     for line in written:
         say(line)
+    for row in rows:
+        if gradebook.file_name(row.student) != row.student:
+            say(f"{row.student}: its name cannot be a file name, so its files are {gradebook.file_name(row.student)}.*")
     return rows
 
 
@@ -408,7 +411,7 @@ def check_private_folders(out_dir: Path, tests_dir, roster) -> None:
                              f"(e.g. {ROOT.parent / ('grading' if what != '--tests' else 'hidden_tests')})")
 
 
-def grading_settings(lab: str, chosen: list[Item], tests_dir, **options) -> dict:
+def grading_settings(lab: str, chosen: list[Item], **options) -> dict:
     """What a class was graded with: the lab, the exercises with their maxima, the instructor test files (name and
     content digest), and the run's options."""
     tests = {}
@@ -416,10 +419,9 @@ def grading_settings(lab: str, chosen: list[Item], tests_dir, **options) -> dict
         if item.source:
             tests[Path(item.source).name] = hashlib.sha256(Path(item.source).read_bytes()).hexdigest()[:16]
     return {"lab": lab, "exercises": {c.label: c.exercise.points for c in chosen}, "tests": tests,
-            **{k: v for k, v in options.items()}}
+            **options}
 
 
-SCORED_SETTINGS = ("lab", "exercises", "tests")  # what makes rows add up with each other: a regrade must match them
 _SETTING_NAMES = {"execute_notebooks": "--probes-only", "timeout": "--timeout", "cell_timeout": "--cell-timeout",
                   "probe_timeout": "--probe-timeout", "unsandboxed": "--unsandboxed"}
 
