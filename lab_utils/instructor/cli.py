@@ -48,10 +48,11 @@ def cmd_grade(args) -> int:
                        cell_timeout=args.cell_timeout, jobs=args.jobs, execute_notebooks=not args.probes_only,
                        unsandboxed=args.unsandboxed, slurm={"partition": args.partition} if args.slurm else None,
                        probe_timeout=args.probe_timeout, roster=args.roster, lms=args.lms,
-                       assignment=args.assignment, regrade=args.regrade)
-    width = max(len(r.student) for r in rows)
-    for r in rows:
-        print(f"{r.student:<{width}}  {r.score:g}/{r.max_score:g}  {r.status}")
+                       assignment=args.assignment, regrade=args.regrade, roster_column=args.roster_column)
+    names = [grade.gradebook.clean(r.student) for r in rows]  # a file name that is not UTF-8 prints as its escape
+    width = max(map(len, names))
+    for name, r in zip(names, rows):
+        print(f"{name:<{width}}  {r.score:g}/{r.max_score:g}  {r.status}")
     out = Path(args.out)
     print(f"gradebook: {out / 'gradebook.csv'}; class summary: {out / 'class-summary.md'}"
           + (f"; {args.lms}: {out / grade.gradebook.LMS[args.lms]}" if args.lms else ""))
@@ -222,6 +223,8 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
                         "120 and --cell-timeout)")
     g.add_argument("--roster", help="the class list (CSV with Student, ID, SIS User ID, Section: a Canvas gradebook "
                                     "export has them), for --lms")
+    g.add_argument("--roster-column", help="with --roster: the roster column whose values name the submission files "
+                                           "(default: Submission, else SIS Login ID); one submission, one row")
     g.add_argument("--lms", choices=["canvas"], help="with --roster: write the LMS's import file (canvas.csv)")
     g.add_argument("--assignment", help="with --lms: the assignment's column name (default: 'Lab NN')")
     g.add_argument("--regrade", metavar="STUDENT",

@@ -7,7 +7,11 @@ notebook and code are only ever read in a limited child (`submission_reader`); o
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
+import fcntl
+import hashlib
+import json
 import os
 import random
 import secrets
@@ -26,6 +30,7 @@ from ... import exercises as ex
 from ...hardware import usable_cpu_count
 from . import gradebook, submission_reader
 from .gradebook import ExerciseScore, Graded
+from .sandbox.bubblewrap import mounted_folders
 from .sandbox.host import remove_tree
 from .sandbox.isolation import Isolation, Limits
 from .sandbox.machine import detect
@@ -44,6 +49,8 @@ FAST_PARAMETERS = {"seed": 0, "epochs": 2, "lr_epochs": 2, "scaling_steps": 5, "
                    "fresh_compile_cache": False, "batch_sweep": [1, 8, 64], "timing_steps": 3, "timing_repeats": 3,
                    "sweep_batches": [8, 16], "hotspot_devices": [1, 2], "hotspot_batch": 16, "compare_steps": 1, "compare_rounds": 3,
                    "timed_steps": 2, "warmup_steps": 1, "steps_per_repeat": 3}
+SETTINGS_FILE = "grading-settings.json"  # in --out: what the class was graded with, for --regrade to compare
+LOCK_FILE = ".grading.lock"  # in --out: held while a grading reads and writes the folder (flock)
 _SCORING = threading.Lock()  # references are computed one at a time: identical whatever --jobs says
 
 
@@ -263,7 +270,7 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
           execute_notebooks: bool = True, unsandboxed: bool = False,
           isolation: Isolation | None = None, slurm: dict | None = None,
           probe_timeout: float | None = None, roster=None, lms: str | None = None, assignment: str | None = None,
-          regrade: str | None = None) -> list[Graded]:
+          regrade: str | None = None, roster_column: str | None = None) -> list[Graded]:
     """Grade every submission (`jobs` at a time), then write the gradebook, the class summary, feedback and executed
     notebooks (and, with a roster, the LMS's import file).
 
@@ -272,7 +279,10 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
     With `slurm` (a dict: partition, retries, folder, on_submit) each submission runs as one task of a job array on the
     cluster's nodes, in its sandbox there, and is scored here exactly as locally. `probe_timeout`: seconds of its share
     of the CPUs one exercise's probe may use (default max(120, cell_timeout)). `regrade`: grade only that student's
-    submission (one of `paths`) into an existing output folder, keeping every other row."""
+    submission (one of `paths`) into an existing output folder, keeping every other row; refused where the folder was
+    graded on other exercises or instructor tests (recorded in grading-settings.json). `roster_column`: the roster's
+    column that names the submission files (default: Submission, else SIS Login ID). Writers of one output folder take
+    turns (a lock file)."""
     lab = str(lab).zfill(2)
     if not ex.for_lab(lab) and not tests_dir:
         raise ValueError(f"lab {lab} has no graded exercises; labs with exercises: "
@@ -284,23 +294,26 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
         raise ValueError(f"two submissions would be graded as the same student {repeated}: the file name (without "
                          ".ipynb) names the student, so rename them")
     out_dir = Path(out_dir).resolve()
-    for folder, what in ((out_dir, "--out"), (Path(tests_dir).resolve() if tests_dir else None, "--tests")):
-        if folder is not None and (folder == ROOT or folder in ROOT.parents):
-            raise ValueError(f"{what} {folder} contains the course: choose a folder of its own (it is hidden from submissions)")
+    check_private_folders(out_dir, tests_dir, roster)
     if lms is not None and lms not in gradebook.LMS:
         raise ValueError(f"--lms {lms}: known: {sorted(gradebook.LMS)}")
     if (roster is None) != (lms is None):
         raise ValueError("--roster and --lms go together: the roster names the LMS's students")
+    say = _clean_lines(say)
     roster_rows = gradebook.read_roster(roster) if roster is not None else None
-    earlier = None
+    column = gradebook.roster_column(roster_rows, roster_column) if roster_rows is not None else "SIS Login ID"
+    chosen = exercises_for(lab, tests_dir)  # instructor tests are loaded once, here, before any submission runs
+    settings = grading_settings(lab, chosen, execute_notebooks=execute_notebooks, timeout=timeout,
+                                cell_timeout=cell_timeout, probe_timeout=probe_timeout, unsandboxed=unsandboxed)
     if regrade is not None:
         if regrade not in stems:
             raise ValueError(f"--regrade {regrade}: no submission {regrade}.ipynb among the files given")
-        earlier = gradebook.read_rows(out_dir)  # refuses a folder with no earlier grading in it
-        if {r.lab for r in earlier} - {lab}:
-            raise ValueError(f"--regrade: {out_dir} holds the grading of lab {earlier[0].lab}, not lab {lab}")
+        for line in check_regrade(out_dir, gradebook.read_rows(out_dir), settings):  # refuses what would not add up
+            say(line)
         paths = [paths[stems.index(regrade)]]
-    chosen = exercises_for(lab, tests_dir)  # instructor tests are loaded once, here, before any submission runs
+    if roster_rows is not None:
+        earlier_names = [r.student for r in gradebook.read_rows(out_dir)] if regrade is not None else []
+        gradebook.check_roster(roster_rows, column, {*stems, *earlier_names}, declared=roster_column is not None)
     _import_references(chosen)
     isolation = isolation or detect()
     say(isolation.describe())
@@ -360,12 +373,106 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
         remove_tree(scratch)
     for row in rows:
         row.sandbox = row.sandbox or isolation.row_note
-    everyone = gradebook.merge(earlier, rows) if earlier is not None else rows
-    written = gradebook.write_outputs(everyone, out_dir, [c.label for c in chosen], lab, fresh=rows,
-                                      roster=roster_rows, lms=lms, assignment=assignment)
+    with locked(out_dir):  # a regrade beside another reads the rows the other wrote, never a copy from before it
+        everyone = rows
+        if regrade is not None:
+            earlier = gradebook.read_rows(out_dir)
+            check_regrade(out_dir, earlier, settings)  # the folder may have been graded again meanwhile
+            everyone = gradebook.merge(earlier, rows)
+        written = gradebook.write_outputs(everyone, out_dir, [c.label for c in chosen], lab, fresh=rows,
+                                          roster=roster_rows, lms=lms, assignment=assignment, roster_column=column)
+        if regrade is None:
+            gradebook.write_fresh(out_dir / SETTINGS_FILE, json.dumps(settings, indent=1) + "\n")
     for line in written:
         say(line)
+    for row in rows:
+        if gradebook.file_name(row.student) != row.student:
+            say(f"{row.student}: its name cannot be a file name, so its files are {gradebook.file_name(row.student)}.*")
     return rows
+
+
+# ---- the folders the instructor names, and what a regrade must match ------------------------------------------------
+
+def check_private_folders(out_dir: Path, tests_dir, roster) -> None:
+    """Refuse an output folder, a tests folder or a roster that a submission could see: inside a folder every sandbox
+    mounts (the course's lab_utils, datasets and notebooks, the Python, /usr, /etc, ...), or holding the course."""
+    mounted = mounted_folders()
+    for given, what in ((out_dir, "--out"), (tests_dir, "--tests"), (roster, "--roster")):
+        if given is None:
+            continue
+        folder = Path(given).resolve()
+        if folder == ROOT or folder in ROOT.parents:
+            raise ValueError(f"{what} {folder} contains the course: choose a folder of its own (it is hidden from "
+                             "submissions)")
+        inside = next((m for m in mounted if folder == m or folder.is_relative_to(m)), None)
+        if inside is not None:
+            raise ValueError(f"{what} {folder} lies in {inside}, which every sandbox mounts, so a submission could "
+                             f"read it: put it in a folder of its own outside the course and the system folders "
+                             f"(e.g. {ROOT.parent / ('grading' if what != '--tests' else 'hidden_tests')})")
+
+
+def grading_settings(lab: str, chosen: list[Item], **options) -> dict:
+    """What a class was graded with: the lab, the exercises with their maxima, the instructor test files (name and
+    content digest), and the run's options."""
+    tests = {}
+    for item in chosen:
+        if item.source:
+            tests[Path(item.source).name] = hashlib.sha256(Path(item.source).read_bytes()).hexdigest()[:16]
+    return {"lab": lab, "exercises": {c.label: c.exercise.points for c in chosen}, "tests": tests,
+            **options}
+
+
+_SETTING_NAMES = {"execute_notebooks": "--probes-only", "timeout": "--timeout", "cell_timeout": "--cell-timeout",
+                  "probe_timeout": "--probe-timeout", "unsandboxed": "--unsandboxed"}
+
+
+def check_regrade(out_dir: Path, earlier: list[Graded], settings: dict) -> list[str]:
+    """Refuse a regrade whose rows would not add up with the folder's (another lab, other exercises or maxima, other
+    instructor tests); lines saying which of the run's other options differ (the regraded row is scored alike)."""
+    labs = {r.lab for r in earlier}
+    if labs - {settings["lab"]}:
+        raise ValueError(f"--regrade: {out_dir} holds the grading of lab {sorted(labs)[0]}, not lab {settings['lab']}")
+    path = out_dir / SETTINGS_FILE
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        recorded = {"lab": settings["lab"], "exercises": gradebook.exercise_maxima(earlier), "tests": None}
+    differ = []
+    if recorded.get("exercises") != settings["exercises"]:
+        had, has = recorded.get("exercises") or {}, settings["exercises"]
+        differ.append(f"the exercises: the folder has {_listed(had)}, this run {_listed(has)}")
+    if recorded.get("tests") is not None and recorded.get("tests") != settings["tests"]:
+        differ.append(f"--tests: the folder was graded with {_listed(recorded['tests']) or 'no instructor tests'}, "
+                      f"this run with {_listed(settings['tests']) or 'none'}")
+    if differ:
+        raise ValueError(f"--regrade into {out_dir}: its gradebook would no longer add up, because "
+                         + "; ".join(differ) + ". Regrade with the settings the class was graded with (see "
+                         f"{SETTINGS_FILE} there), or grade the whole class again into a new folder")
+    return [f"--regrade: {name} differs from the folder's grading ({key} {recorded[key]!r} there, "
+            f"{settings.get(key)!r} now); "
+            "the regraded row is scored on the same exercises"
+            for key, name in _SETTING_NAMES.items() if key in recorded and recorded[key] != settings.get(key)]
+
+
+def _listed(mapping: dict) -> str:
+    return ", ".join(f"{k} ({v})" for k, v in sorted(mapping.items()))
+
+
+@contextlib.contextmanager
+def locked(out_dir: Path):
+    """Hold the output folder's lock (fcntl.flock): one grading at a time reads and writes it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _clean_lines(say):
+    """`say`, for lines that may hold learner-controlled text (any string prints)."""
+    return lambda line: say(gradebook.clean(line))
 
 
 def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeout, execute_notebooks, unsandboxed,

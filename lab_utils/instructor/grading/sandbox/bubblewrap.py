@@ -32,6 +32,27 @@ def _outermost(paths) -> list[Path]:
     return kept
 
 
+SYSTEM = tuple(Path(p) for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"))
+
+
+def gpu_devices() -> list[Path]:
+    return sorted(Path("/dev").glob("nvidia*"))
+
+
+def course_reads() -> list[Path]:
+    """The course's folders and the Python a sandbox reads (outside the system folders), outermost only."""
+    course = [COURSE / part for part in COURSE_PARTS if (COURSE / part).exists()]
+    return [p for p in _outermost(python_paths() + course) if not any(p.is_relative_to(s) for s in SYSTEM)]
+
+
+def mounted_folders() -> list[Path]:
+    """Every host folder a sandbox sees (read-only), as the host names it: what `tree` binds, the one list the grader
+    checks its own folders against (the instructor tests, the output folder and the roster must lie elsewhere)."""
+    system = [p for p in SYSTEM if p.exists()]
+    return sorted({*system, *(p.resolve() for p in system), *course_reads(),
+                   *((Path("/sys"),) if gpu_devices() else ())})
+
+
 def tree(workdir: Path, disk_bytes: int, uid: int | None) -> list[str]:
     """bubblewrap arguments that build the sandbox's root from a minimal tree."""
     args = ["--ro-bind", "/usr", "/usr"]
@@ -42,7 +63,7 @@ def tree(workdir: Path, disk_bytes: int, uid: int | None) -> list[str]:
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
     args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev"]
-    gpu = sorted(Path("/dev").glob("nvidia*"))
+    gpu = gpu_devices()
     for device in gpu:  # a GPU machine: the devices, and the driver's view of them in /sys
         args += ["--dev-bind", str(device), str(device)]
     if gpu:
@@ -55,10 +76,8 @@ def tree(workdir: Path, disk_bytes: int, uid: int | None) -> list[str]:
              "--perms", "0755", "--dir", "/var", "--symlink", str(WRITABLE), "/var/tmp"]
     if uid is None:  # in a user namespace the folder is made here; as root, by the dropped uid (DROP)
         args += ["--perms", "0700", "--dir", str(workdir)]
-    system = [Path(p) for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64")]
-    course = [COURSE / part for part in COURSE_PARTS if (COURSE / part).exists()]
-    reads = [p for p in _outermost(python_paths() + course) if not any(p.is_relative_to(s) for s in system)]
-    made = {Path("/"), *system, WRITABLE, Path("/dev"), Path("/proc"), Path("/var")}
+    reads = course_reads()
+    made = {Path("/"), *SYSTEM, WRITABLE, Path("/dev"), Path("/proc"), Path("/var")}
     for path in reads:
         for parent in reversed(path.parents):
             if parent not in made and not any(parent.is_relative_to(r) for r in reads if r != path):

@@ -45,9 +45,9 @@ def processes_of(uid: int) -> list[int]:
     return [pid for pid, real in _real_uids() if real == uid]
 
 
-def mount_tmpfs(target: Path, size: int, uid: int) -> bool:
+def mount_tmpfs(target: Path, size: int, uid: int, files: int) -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
-    options = f"size={size},mode=0700,uid={uid},gid={uid}".encode()
+    options = f"size={size},nr_inodes={files},mode=0700,uid={uid},gid={uid}".encode()
     return libc.mount(b"tmpfs", str(target).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0
 
 
@@ -55,12 +55,36 @@ def unmount(target: Path) -> None:
     ctypes.CDLL(None, use_errno=True).umount2(str(target).encode(), _MNT_DETACH)
 
 
-def folder_bytes(folder: Path) -> int:
-    total = 0
+def folder_bytes(folder: Path) -> tuple[int, int]:
+    """(bytes, file entries) under `folder`."""
+    total, entries = 0, 0
     for root, dirs, files in os.walk(folder):
+        entries += len(dirs) + len(files)
         for name in files:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total, entries
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids whose parent is `pid`."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat_file.parent.name))
+    return found
+
+
+def inodes_used(pid: int, folders) -> int | None:
+    """File entries in use on the filesystems at `folders`, as process `pid` sees them (None where it cannot be told)."""
+    total = 0
+    for folder in folders:
+        try:
+            info = os.statvfs(f"/proc/{pid}/root{folder}")
+        except OSError:
+            return None
+        total += info.f_files - info.f_ffree
     return total
 
 

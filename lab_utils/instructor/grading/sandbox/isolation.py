@@ -12,6 +12,7 @@ class Limits:
     processes: int = 1024  # processes and threads: a TensorFlow worker alone runs about 115 threads
     file_bytes: int = 256 * 2**20  # the largest file it may write
     disk_bytes: int = 1 * 2**30  # everything it writes: /tmp, /var/tmp, /dev/shm and its folders, one filesystem
+    files: int = 65_536  # file entries (files, folders, links: tmpfs inodes) it may make; each costs host memory
     cpus: float | None = None  # its share of the CPUs (a cgroup quota); None: no quota, usage still counted
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from . import bubblewrap, cgroups, seccomp
 from .bubblewrap import WRITABLE
-from .host import DROP, folder_bytes, free_uid, mount_tmpfs, processes_of, sweep_shared_folders, unmount
+from .host import (DROP, children_of, folder_bytes, free_uid, inodes_used, mount_tmpfs, processes_of,
+                   sweep_shared_folders, unmount)
 from .isolation import Isolation, Limits
 
 INSIDE_NAME = "learner"
@@ -58,11 +59,13 @@ class Sandbox:
             self.close()
             raise
         if not self.isolation.bubblewrap and self.isolation.mounts_tmpfs and self.uid is not None:
-            self._mounted = mount_tmpfs(self.scratch, self.limits.disk_bytes, self.uid)
+            self._mounted = mount_tmpfs(self.scratch, self.limits.disk_bytes, self.uid, self.limits.files)
         if not self.isolation.bubblewrap and self.uid is not None and not self._mounted:
             os.chown(self.scratch, self.uid, self.uid)  # DROP makes its folders in it, as the sandbox's uid
         if not self.isolation.bubblewrap and not self._mounted:
             threading.Thread(target=self._watch_disk, daemon=True).start()  # the fallback: a watched folder
+        if self.isolation.bubblewrap:  # bubblewrap sizes its tmpfs but cannot bound their inodes: they are watched
+            threading.Thread(target=self._watch_files, daemon=True).start()
 
     def cpu_seconds(self) -> float | None:
         """CPU time every process of this sandbox used so far, or None where it is not counted (no cpu cgroup)."""
@@ -152,10 +155,31 @@ class Sandbox:
 
     def _watch_disk(self) -> None:
         while not self._stop.wait(0.5):
-            used = folder_bytes(self.scratch)
+            used, entries = folder_bytes(self.scratch)
             if used > self.limits.disk_bytes:
                 self.exceeded = f"it wrote more than {self.limits.disk_bytes // 2**20} MiB to its folder"
                 self.kill_all()
+            elif entries > self.limits.files:
+                self.exceeded = self._too_many_files()
+                self.kill_all()
+
+    def _too_many_files(self) -> str:
+        return (f"it made more than {self.limits.files} files and folders (each costs the machine memory, "
+                "whatever its size)")
+
+    def _watch_files(self) -> None:
+        """With bubblewrap: the file entries on the sandbox's two tmpfs, seen through its first process's root."""
+        inner: dict[int, list[int]] = {}  # bubblewrap's pid -> its child's: the command, in the sandbox's namespaces
+        while not self._stop.wait(0.5):
+            for process in list(self._processes):
+                if process.poll() is not None:
+                    continue
+                inside = inner.get(process.pid) or children_of(process.pid)
+                inner[process.pid] = inside
+                used = inodes_used(inside[0], (WRITABLE, Path("/dev/shm"))) if inside else None
+                if used is not None and used > self.limits.files:
+                    self.exceeded = self._too_many_files()
+                    self.kill_all()
 
     def kill_all(self) -> None:
         """SIGKILL everything that runs in the sandbox, and wait until it is gone."""

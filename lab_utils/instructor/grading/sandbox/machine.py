@@ -19,7 +19,7 @@ def _can_mount_tmpfs() -> bool:
     if os.geteuid() != 0:
         return False
     with tempfile.TemporaryDirectory(prefix="lab-grader-mount-") as folder:
-        if not mount_tmpfs(Path(folder), 2**20, 0):
+        if not mount_tmpfs(Path(folder), 2**20, 0, 64):
             return False
         unmount(Path(folder))
         return True

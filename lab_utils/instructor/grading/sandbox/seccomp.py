@@ -1,5 +1,6 @@
 """A seccomp filter for graded submissions: the usual escapes (mounts, ptrace, keyrings, bpf, new namespaces, kernel
-modules, io_uring) fail with EPERM; everything a lab needs is allowed.
+modules, io_uring) fail with EPERM; setting an extended attribute fails with ENOTSUP (as on a filesystem without them:
+xattrs are stored beside a file's bytes, and the disk limit counts bytes); everything a lab needs is allowed.
 
 The filter is a classic BPF program built here (no libseccomp needed): `program()` gives the bytes bubblewrap's
 `--seccomp FD` reads, `install()` loads it into the calling process (where no bubblewrap runs).
@@ -21,7 +22,8 @@ _X86_64 = (0xC000003E, {
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
     "mount_setattr": 442, "syslog": 103, "settimeofday": 164, "clock_settime": 227, "adjtimex": 159,
     "clock_adjtime": 305, "pidfd_getfd": 438, "kcmp": 312, "iopl": 172, "ioperm": 173, "io_uring_setup": 425,
-    "io_uring_enter": 426, "io_uring_register": 427, "clone": 56, "clone3": 435})
+    "io_uring_enter": 426, "io_uring_register": 427, "clone": 56, "clone3": 435,
+    "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463})
 _AARCH64 = (0xC00000B7, {
     "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "ptrace": 117, "process_vm_readv": 270,
     "process_vm_writev": 271, "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280, "unshare": 97,
@@ -31,8 +33,10 @@ _AARCH64 = (0xC00000B7, {
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
     "mount_setattr": 442, "syslog": 116, "settimeofday": 170, "clock_settime": 112, "adjtimex": 171,
     "clock_adjtime": 266, "pidfd_getfd": 438, "kcmp": 272, "io_uring_setup": 425, "io_uring_enter": 426,
-    "io_uring_register": 427, "clone": 220, "clone3": 435})
+    "io_uring_register": 427, "clone": 220, "clone3": 435,
+    "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463})
 ARCHES = {"x86_64": _X86_64, "amd64": _X86_64, "aarch64": _AARCH64, "arm64": _AARCH64}
+NO_XATTRS = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat")  # ENOTSUP: what copy tools take as "no xattrs here"
 NEW_NAMESPACES = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -52,7 +56,7 @@ def instructions() -> list[tuple]:
     """The filter as (code, jt, jf, k) tuples."""
     arch, numbers = ARCHES[platform.machine().lower()]
     deny = _RET, _ERRNO | errno.EPERM
-    denied = [n for name, n in numbers.items() if name not in ("clone", "clone3")]
+    denied = [n for name, n in numbers.items() if name not in ("clone", "clone3", *NO_XATTRS)]
     prog = [_op(_LD_W_ABS, 4), _op(_JEQ, arch, 1, 0), _op(*deny), _op(_LD_W_ABS, 0)]
     if arch == _X86_64[0]:
         prog += [_op(_JGE, 0x40000000, 0, 1), _op(*deny)]  # the x32 ABI: another way to reach the same calls
@@ -60,6 +64,8 @@ def instructions() -> list[tuple]:
     prog += [_op(_JEQ, numbers["clone3"], 0, 1), _op(_RET, _ERRNO | errno.ENOSYS)]
     for number in denied:
         prog += [_op(_JEQ, number, 0, 1), _op(*deny)]
+    for name in NO_XATTRS:
+        prog += [_op(_JEQ, numbers[name], 0, 1), _op(_RET, _ERRNO | errno.ENOTSUP)]
     # clone: allowed unless its flags (the low word of the first argument) ask for a new namespace
     return prog + [_op(_JEQ, numbers["clone"], 1, 0), _op(_RET, _ALLOW),
                    _op(_LD_W_ABS, 16), _op(_JSET, NEW_NAMESPACES, 0, 1), _op(*deny), _op(_RET, _ALLOW)]
