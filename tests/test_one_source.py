@@ -22,7 +22,6 @@ MAY_OPEN_GROUPS = ("lab_utils/lessons/", "lab_utils/launch/", "lab_utils/exercis
 PENDING = {
     "lab_utils/pipeline/ranks.py:pipeline_worker": "lab 04's stage_worker (a measuring stage_worker: rounds, watched "
                                                    "steps, the library's schedule)",
-    "lab_utils/instructor/bench/tf_training.py:train_worker": "lab 05's mwms_worker (cell 31), with step times",
     # not in the issue's nine: launchers' own wrappers, a gloo group used only to take turns and to leave together;
     # they belong with lab_utils/launch/ (the issue's item 4 moves files)
     "lab_utils/tf_distribute.py:_together": "lab_utils/launch/ (a launcher's wrapper, not a lesson)",

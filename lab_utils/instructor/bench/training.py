@@ -142,21 +142,27 @@ def print_ddp(result: dict) -> None:
     print(json.dumps(result))
 
 
+TF_MODEL = "cnn2d_2layer_fullconnected_2layer"  # bench tf's CNN
+
+
 def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int = 0) -> dict:
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
     from ... import tf_distribute as tfd
-    from .tf_training import TFTrainConfig, train_worker  # lab 05's make_train_step in a custom loop
 
+    tfd.import_tensorflow()  # quietly: lab 05's module imports TensorFlow
+    from ...lessons.lab05 import mwms_worker  # lab 05's worker, generated from its notebook
+
+    cfg = {"data": {"kind": "synthetic", "n_train": global_batch * steps, "n_test": 512, "side": 28, "seed": seed},
+           "model": TF_MODEL, "global_batch": global_batch, "lr": 0.05, "seed": seed, "steps": steps}
     runs = {}  # ranks -> every worker's results of the last run (the same global batches: one worker must end where two do)
 
     def run(setup, figures):
-        cfg = TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=setup.ranks > 1)
-        results = tfd.launch_workers(train_worker, setup.ranks, args=(cfg,), timeout=300)
+        results = tfd.launch_workers(mwms_worker, setup.ranks, args=(cfg,), timeout=300)
         runs[setup.ranks] = results
         figures.samples_per_s.append(tfd.step_rate(global_batch, [results[0]["step_seconds"][3:]]).samples_per_s)
 
     one, two = _interleaved([Setup("1 worker", 1, 1), Setup("2 workers", 2, 1)], repeats, run)
-    return {"benchmark": "tf", "model": TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
+    return {"benchmark": "tf", "model": TF_MODEL, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, "setups": [f.as_json(global_batch) for f in (one, two)],
             "speedup_multiworker": round(two.rate / one.rate, 3),
             "replicas_in_sync": [w["replicas"] for w in runs[2]],
