@@ -235,3 +235,35 @@ def test_the_scans_catch_what_they_are_meant_to(tmp_path):
 def test_the_replaced_workers_are_lessons(worker):
     module, _, name = worker.rpartition(".")
     assert name in lesson_names()[module]
+
+
+# ---- one home per idea: a public name is defined once in lab_utils ---------------------------------------------------
+
+# names every module of a kind defines, by design: a benchmark's bench and print_bench, a GPU check's gpu_check, a
+# script's main
+PROTOCOL = {"bench", "print_bench", "gpu_check", "main"}
+# public names still defined in two modules (issue 47, item 2), each to get one home; the list may only shrink
+TWICE = {"build_model", "command", "compare", "describe", "detect", "find", "flat_weights", "load_split",
+         "max_abs_diff", "prepare", "program", "register", "scatter", "summary", "table"}
+
+
+def public_definitions() -> dict[str, list[str]]:
+    """Public module-level function and class name -> the modules of lab_utils that define it. The generated lessons
+    are left out: they are the notebooks' code, each lab's module a namespace of its own (lab05.flat_weights reads a
+    Keras model), and the core never imports a lesson by name."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if LESSONS in path.parents:
+            continue
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                found.setdefault(node.name, []).append(_rel(path))
+    return found
+
+
+def test_no_public_name_is_defined_twice_in_lab_utils():
+    twice = {name: where for name, where in public_definitions().items() if len(where) > 1 and name not in PROTOCOL}
+    new = {name: where for name, where in twice.items() if name not in TWICE}
+    assert new == {}, ("a public name defined in two modules of lab_utils: give the idea one home (import it from "
+                       "there) or a name that says how the two differ")
+    assert sorted(TWICE - set(twice)) == [], "these names have one home now: take them off TWICE"

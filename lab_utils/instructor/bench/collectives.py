@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ... import hardware, measure, report, spec
+from ...compare import max_abs_diff
 from ...tensor_parallel import course_batch, single_device_training
 
 RING_BYTES = 4 << 20  # the benchmark's message: 4 MiB of float32
@@ -87,9 +88,8 @@ def print_bench(result: dict) -> None:
 # ---- lab 06's lesson code against unsplit computations (bench and GPU check) ---------------------------------
 
 def _max_diff(a, b) -> float:
-    """The largest |x - y| over pairs of tensors or arrays."""
-    return max(float((torch.as_tensor(x).detach().cpu().double() - torch.as_tensor(y).detach().cpu().double()).abs().max())
-               for x, y in zip(a, b))
+    """The largest max_abs_diff over pairs of tensors or arrays."""
+    return max(max_abs_diff(x, y) for x, y in zip(a, b))
 
 
 def _conv_diff(conv_ranks, model_spec, seed: int) -> float:

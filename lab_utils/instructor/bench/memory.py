@@ -10,6 +10,7 @@ import json
 import torch
 
 from ... import measure, spec
+from ...compare import max_abs_diff
 from ...memory import INPUT_SHAPE, SavedActivations, layer_blocks, parameter_count, wide_cnn
 
 
@@ -71,7 +72,7 @@ def bench(*, world_size: int = 2, repeats: int = 5, steps: int = 4, batch_per_ra
         return max(r["bytes"][kind] for r in runs)
 
     def diff(runs):
-        return max(float(abs(r["weights"] - d["weights"]).max()) for r, d in zip(runs, ddp))
+        return max(max_abs_diff(r["weights"], d["weights"]) for r, d in zip(runs, ddp))
 
     figures = {"benchmark": "memory", "world_size": world_size, "model": "wide CNN (memory.wide_cnn)",
                "parameters": parameter_count(model_spec), "steps": steps, "batch_per_rank": batch_per_rank,

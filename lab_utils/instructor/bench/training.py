@@ -5,11 +5,11 @@ import json
 import statistics
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ... import data, measure, spec, train
+from ...compare import max_abs_diff
 
 
 def _plain_epoch(model, loader, optimizer) -> None:
@@ -119,7 +119,7 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
     ranks = launch(ddp_worker, world_size, args=(check,), timeout=300)
     reference = launch(ddp_worker, 1, args=(replace(check, per_rank_batch=16 * world_size, lr=check.lr * world_size),),
                        timeout=300)[0]
-    diff = max(float(abs(r["weights"] - reference["weights"]).max()) for r in ranks)
+    diff = max(max_abs_diff(r["weights"], reference["weights"]) for r in ranks)
     return {"benchmark": "ddp", "world_size": world_size, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, "model": "cnn2d_3layer_fullconnected_3layer",
             "setups": [f.as_json(global_batch) for f in (one, threaded, many)],
@@ -166,8 +166,8 @@ def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int 
             "repeats": repeats, "setups": [f.as_json(global_batch) for f in (one, two)],
             "speedup_multiworker": round(two.rate / one.rate, 3),
             "replicas_in_sync": [w["replicas"] for w in runs[2]],
-            "weights_max_abs_diff": float(np.abs(runs[2][0]["weights"] - runs[2][1]["weights"]).max()),
-            "weights_vs_one_worker": float(np.abs(runs[2][0]["weights"] - runs[1][0]["weights"]).max()),
+            "weights_max_abs_diff": max_abs_diff(runs[2][0]["weights"], runs[2][1]["weights"]),
+            "weights_vs_one_worker": max_abs_diff(runs[2][0]["weights"], runs[1][0]["weights"]),
             "first_loss_vs_one_worker": abs(runs[2][0]["losses"][0] - runs[1][0]["losses"][0]),
             "flags": measure.plausibility(speedup=two.rate / one.rate, devices=2)}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from ... import spec
+from ...compare import max_abs_diff
 from ...memory import INPUT_SHAPE, SavedActivations
 from ...tensors import flat_weights
 
@@ -73,6 +74,6 @@ def gpu_check() -> dict[str, str]:
     jobs = strategy_jobs(("ddp", "fsdp"), spec.cnn2d_2layer_fullconnected_2layer(), world_size=2, steps=3,
                          batch_per_rank=8)
     ddp, fsdp = launch_jobs(jobs, 2, timeout=120)
-    diff = max(float(abs(f["weights"] - d["weights"]).max()) for f, d in zip(fsdp, ddp))
+    diff = max(max_abs_diff(f["weights"], d["weights"]) for f, d in zip(fsdp, ddp))
     results["FSDP2 with an explicit mesh on a CUDA machine vs DDP"] = _verdict(diff <= 1e-4, f"max |diff| {diff:.1e}")
     return results
