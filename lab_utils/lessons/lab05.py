@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 from lab_utils import data, spec
 
-__all__ = ['channels_last', 'make_train_step', 'flat_weights', 'mwms_worker']
+__all__ = ['channels_last', 'make_train_step', 'keras_flat_weights', 'mwms_worker']
 
 
 # ---- solutions/05_tf_distribute.ipynb, cell 6 (id f988ad9f) --------------------------------------------------------
@@ -43,7 +43,7 @@ def make_train_step(strategy, model, optimizer, global_batch):
 
 # ---- solutions/05_tf_distribute.ipynb, cell 16 (id l05-flat-weights) -----------------------------------------------
 
-def flat_weights(model):
+def keras_flat_weights(model):
     "Every trainable variable of a Keras model in one flat numpy vector."
     return np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
 
@@ -77,6 +77,6 @@ def mwms_worker(rank, world_size, cfg):
         losses.append(float(train_step(batch)))  # float(): waits for the step to finish
         seconds.append(time.perf_counter() - start)
     logits = model(channels_last(split.x_test), training=False).numpy()  # evaluated locally, no collectives
-    return {"replicas": strategy.num_replicas_in_sync, "losses": losses, "weights": flat_weights(model),
+    return {"replicas": strategy.num_replicas_in_sync, "losses": losses, "weights": keras_flat_weights(model),
             "first_labels": first_labels, "accuracy": float((logits.argmax(axis=1) == split.y_test).mean()),
             "step_seconds": seconds}
