@@ -231,8 +231,13 @@ def test_the_scans_catch_what_they_are_meant_to(tmp_path):
                                      "lab_utils.lessons.lab07.amp_worker", "my_worker (not a lesson)"]
 
 
-@pytest.mark.parametrize("worker", ["lab_utils.lessons.lab07.amp_worker", "lab_utils.lessons.lab06.classifier_worker"])
-def test_the_replaced_workers_are_lessons(worker):
+# the lesson functions that replaced the second implementations (issue 47)
+@pytest.mark.parametrize("worker", [
+    "lab_utils.lessons.lab05.mwms_worker", "lab_utils.lessons.lab06.classifier_worker",
+    "lab_utils.lessons.lab07.amp_worker", "lab_utils.lessons.lab07.accumulate",
+    "lab_utils.lessons.lab07.forward_with_checkpoints", "lab_utils.lessons.lab11.side_by_side",
+    "lab_utils.lessons.lab11.read_scheduler"])
+def test_the_replacing_functions_are_lessons(worker):
     module, _, name = worker.rpartition(".")
     assert name in lesson_names()[module]
 
@@ -249,8 +254,8 @@ TWICE = {"build_model", "command", "compare", "describe", "detect", "find", "fla
 
 def public_definitions() -> dict[str, list[str]]:
     """Public module-level function and class name -> the modules of lab_utils that define it. The generated lessons
-    are left out: they are the notebooks' code, each lab's module a namespace of its own (lab05.flat_weights reads a
-    Keras model), and the core never imports a lesson by name."""
+    are left out: they are the notebooks' code, each lab's module a namespace of its own (lab05.keras_flat_weights
+    reads a Keras model), and the core never imports a lesson by name."""
     found: dict[str, list[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         if LESSONS in path.parents:
