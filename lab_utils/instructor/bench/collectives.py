@@ -111,8 +111,8 @@ def _conv_diff(conv_ranks, model_spec, seed: int) -> float:
 
 
 def _classifier_diff(classifier_ranks, model_spec, seed: int, batch: int) -> float:
-    """classifier_worker's column/row classifier, by hand and with torch.distributed.tensor.parallel, against the unsplit
-    one: outputs, input gradients, both weights' gradients (the hand-built shards put back together)."""
+    """classifier_worker's column/row classifier, by hand and with torch.distributed.tensor.parallel, against the
+    unsplit one: outputs, input gradients, both weights' gradients (the hand-built shards put back together)."""
     import torch.nn.functional as F
 
     full = spec.build_torch(model_spec, INPUT_SHAPE, seed=seed)
