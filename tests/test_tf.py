@@ -178,7 +178,6 @@ def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
     import psutil
 
     from lab_utils.launch import RankError
-    from lab_utils.instructor.bench.tf_training import TFTrainConfig, train_custom_loop
     from lab_utils.tf_distribute import launch_workers
 
     def failing_worker(rank, world_size):
@@ -190,9 +189,13 @@ def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
         """Worker 0 builds the cluster strategy and waits for a peer that never joins."""
         import time
 
+        from lab_utils.lessons.lab05 import mwms_worker
+
         if rank != 0:
             time.sleep(600)
-        train_custom_loop(TFTrainConfig(steps=1, global_batch=8, image_side=8))
+        mwms_worker(rank, world_size, {"data": {"kind": "synthetic", "n_train": 16, "n_test": 8, "side": 8},
+                                       "model": "cnn2d_2layer_fullconnected_2layer", "global_batch": 8, "lr": 0.05,
+                                       "seed": 0, "steps": 1})
         return rank
 
     with pytest.raises(RankError, match="worker 1 could not read its shard") as info:
@@ -303,13 +306,6 @@ def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
         assert values == "['skipped: no GPU']"
     else:
         assert values == "['passed']", values
-
-
-def test_unknown_dataset_is_refused():
-    from lab_utils.instructor.bench.tf_training import TFTrainConfig, train_custom_loop
-
-    with pytest.raises(ValueError, match="'digits' or 'synthetic'"):
-        train_custom_loop(TFTrainConfig(dataset="mnist", multiworker=False))
 
 
 @pytest.mark.slow

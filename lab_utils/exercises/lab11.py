@@ -411,12 +411,6 @@ TRAIN_RESUMABLE = Exercise(
 
 ACTIONS = ("done", "wait", "fix the request", "fix the dependency", "more time", "more memory", "resubmit",
            "read the log", "cancelled")
-_PENDING = {"Resources": "wait", "Priority": "wait", "Dependency": "wait", "BeginTime": "wait",
-            "QOSMaxJobsPerUserLimit": "wait", "DependencyNeverSatisfied": "fix the dependency",
-            "PartitionTimeLimit": "fix the request", "PartitionNodeLimit": "fix the request",
-            "QOSMaxWallDurationPerJobLimit": "fix the request", "InvalidAccount": "fix the request"}
-_ENDED = {"COMPLETED": "done", "TIMEOUT": "more time", "OUT_OF_MEMORY": "more memory", "NODE_FAIL": "resubmit",
-          "FAILED": "read the log", "CANCELLED": "cancelled", "RUNNING": "wait", "REQUEUED": "wait"}
 # a job's own line and its steps' lines, as sacct prints them (-P: '|' between the fields)
 _STEPS = {"COMPLETED": [("batch", "COMPLETED", "0:0"), ("extern", "COMPLETED", "0:0")],
           "TIMEOUT": [("batch", "CANCELLED", "0:15"), ("extern", "COMPLETED", "0:0"), ("0", "CANCELLED", "0:15")],
@@ -454,23 +448,8 @@ def _scheduler_cases(rng):
     return cases
 
 
-def reference_read_scheduler(text: str) -> dict:
-    verdicts = {}
-    for line in text.splitlines()[1:]:
-        job_id, _, state, _, reason = line.split("|")
-        if "." in job_id:
-            continue  # a step's line: the job's own line says how the job ended
-        state = state.split()[0]  # "CANCELLED by 0"
-        verdicts[job_id] = _PENDING.get(reason, "wait") if state == "PENDING" else _ENDED.get(state, "read the log")
-    return verdicts
-
-
 def _scheduler_run(read_scheduler, cases):
     return [dict(read_scheduler(text)) for text in cases]
-
-
-def _scheduler_expected(cases):
-    return [reference_read_scheduler(text) for text in cases]
 
 
 def _last_line_reading(text: str) -> dict:
@@ -479,7 +458,9 @@ def _last_line_reading(text: str) -> dict:
     for line in text.splitlines()[1:]:
         job_id, rest = line.split("|", 1)
         last[job_id.split(".")[0]] = f"{job_id.split('.')[0]}|{rest}"
-    return reference_read_scheduler("JobID|JobName|State|ExitCode|Reason\n" + "\n".join(last.values()))
+    from ..lessons.lab11 import read_scheduler  # the lesson's reading, of the last lines only
+
+    return read_scheduler("JobID|JobName|State|ExitCode|Reason\n" + "\n".join(last.values()))
 
 
 def _scheduler_judge(got, expected, cases):
@@ -523,7 +504,7 @@ def _scheduler_judge(got, expected, cases):
 
 
 READ_SCHEDULER = Exercise(
-    "11", "read_scheduler", _scheduler_cases, _scheduler_run, _scheduler_expected, _scheduler_judge,
+    "11", "read_scheduler", _scheduler_cases, _scheduler_run, FROM_LESSON, _scheduler_judge,
     "one answer per job (JobID without a dot); its State is the first word; a PENDING job's Reason decides: "
     "Resources/Priority/Dependency -> 'wait', PartitionTimeLimit -> 'fix the request', DependencyNeverSatisfied -> "
     "'fix the dependency'; RUNNING -> 'wait'; TIMEOUT -> 'more time', OUT_OF_MEMORY -> 'more memory', NODE_FAIL -> 'resubmit', FAILED -> "

@@ -299,12 +299,15 @@ def launched(worker, cfg):
     return timed
 
 
-def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0) -> dict:
+def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int = 2, timeout: float = 180.0,
+                 more_launches=None) -> dict:
     """worker on `ex`'s Slurm nodes and with launch on `world_size` ranks, `repeats` each in alternating order: per path
     the runs, medians and spreads of the seconds to the first optimizer step (and to the worker's start) and of the
-    steady steps per second; run i of one path and run i of the other are a pair."""
+    steady steps per second; run i of one path and run i of the other are a pair. more_launches: {name: environment
+    variables}, more launch paths whose ranks get these variables."""
     batch = cfg.per_rank_batch * world_size
-    runs = {"slurm": [], "launch": []}
+    environments = {"launch": None, **(more_launches or {})}  # each launch path: the ranks' extra variables
+    runs = {"slurm": [], **{name: [] for name in environments}}
     for path in measure.alternating_rounds(runs, repeats):  # slurm, launch, launch, slurm, ...
         start = time.time()
         if path == "slurm":
@@ -315,7 +318,7 @@ def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int =
             # with their shutdown, so wait until Slurm records the job as ended
             slurm.wait(job.job_id, timeout, say=lambda line: None)
         else:
-            out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout)[0]
+            out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout, env=environments[path])[0]
         runs[path].append((out["first_step_at"] - start, out["entered_at"] - start, out["samples_per_s"] / batch))
     result = {}
     for path, values in runs.items():

@@ -6,18 +6,15 @@ the tensor-parallel CNN trained (tp_train_worker); they are imported inside the 
 starts without the generated modules."""
 from __future__ import annotations
 
-import copy
 import json
 import statistics
-from typing import cast
 
 import numpy as np
 import torch
-import torch.distributed as dist
-from torch import nn
 
-from ... import measure, report, spec
-from ...tensor_parallel import single_device_training
+from ... import hardware, measure, report, spec
+from ...compare import max_abs_diff
+from ...tensor_parallel import course_batch, single_device_training
 
 RING_BYTES = 4 << 20  # the benchmark's message: 4 MiB of float32
 MODEL, INPUT_SHAPE = "cnn2d_2layer_fullconnected_2layer", (1, 28, 28)  # lab 06's CNN
@@ -38,19 +35,20 @@ def lesson_checks(world_size: int, nbytes: int, repeats: int, train_steps: int, 
     from ...lessons import lab06
 
     model_spec = spec.preset(MODEL)
-    timing, ring, conv, trained, checked = launch_jobs(
+    timing, ring, conv, trained, classifier = launch_jobs(
         [(lab06.timing_worker, ([nbytes], repeats)),
          (lab06.ring_check_worker, (RING_SIZES, seed, torch.float64)),
          (lab06.conv_worker, (model_spec, INPUT_SHAPE, seed)),
          (lab06.tp_train_worker, (model_spec, INPUT_SHAPE, train_steps, TP_BATCH, TP_LR, seed)),
-         (reference_worker, (seed, timeout_s / 2))],
+         (lab06.classifier_worker, (model_spec, INPUT_SHAPE, seed, TP_BATCH, {"by hand": lab06.SumOverRanks}))],
         world_size, timeout=timeout_s, prepare=full_float32)
     reference, _ = single_device_training(model_spec, INPUT_SHAPE, TP_BATCH, train_steps, TP_LR, seed)
-    return {"backend": checked[0]["backend"], "device": checked[0]["device"],
+    ranks = hardware.plan(world_size)  # where the ranks ran: what hardware.rank_device told each of them
+    return {"backend": ranks.backend, "device": ranks.devices[0],
             **{name: np.max([r[nbytes][name] for r in timing], axis=0) for name in ("ring", "library")},
             "ring_max_abs_diff": max(r["worst"]["ring vs exact"] for r in ring),
             "tp_conv_max_abs_diff": _conv_diff(conv, model_spec, seed),
-            "tp_mlp_max_abs_diff": max(r["tp_mlp_max_abs_diff"] for r in checked),
+            "tp_mlp_max_abs_diff": _classifier_diff(classifier, model_spec, seed, TP_BATCH),
             "tp_cnn_weights_max_abs_diff": _max_diff(lab06.unshard([r["shards"] for r in trained]), reference)}
 
 
@@ -90,9 +88,8 @@ def print_bench(result: dict) -> None:
 # ---- lab 06's lesson code against unsplit computations (bench and GPU check) ---------------------------------
 
 def _max_diff(a, b) -> float:
-    """The largest |x - y| over pairs of tensors or arrays."""
-    return max(float((torch.as_tensor(x).detach().cpu().double() - torch.as_tensor(y).detach().cpu().double()).abs().max())
-               for x, y in zip(a, b))
+    """The largest max_abs_diff over pairs of tensors or arrays."""
+    return max(max_abs_diff(x, y) for x, y in zip(a, b))
 
 
 def _conv_diff(conv_ranks, model_spec, seed: int) -> float:
@@ -113,47 +110,22 @@ def _conv_diff(conv_ranks, model_spec, seed: int) -> float:
     return worst
 
 
-def _tp_mlp_diff(device, seed: int) -> float:
-    """The column/row pair, by hand and with torch.distributed.tensor.parallel, against the unsplit MLP."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+def _classifier_diff(classifier_ranks, model_spec, seed: int, batch: int) -> float:
+    """classifier_worker's column/row classifier, by hand and with torch.distributed.tensor.parallel, against the
+    unsplit one: outputs, input gradients, both weights' gradients (the hand-built shards put back together)."""
+    import torch.nn.functional as F
 
-    from ...lessons.lab06 import ParallelClassifier, block
-
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    mlp = spec.init_weights(nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10)), seed)
-    x = torch.randn(6, 32, generator=torch.Generator().manual_seed(seed))
-    mlp(x).square().sum().backward()
-    pair = ParallelClassifier(mlp[0], mlp[2], rank, world_size).to(device)  # the lesson's column/row pair
-    y = pair(x.to(device))
-    y.square().sum().backward()
-    mine = block(16, rank, world_size)  # this rank's hidden features
-    by_hand = _max_diff([y, pair.fc1.weight.grad, pair.fc2.weight.grad],
-                        [mlp(x), mlp[0].weight.grad[mine], mlp[2].weight.grad[:, mine]])
-    mesh_device = "cuda" if str(device).startswith("cuda") and dist.get_backend() == "nccl" else "cpu"
-    library = cast(nn.Sequential, parallelize_module(_fresh(mlp, mesh_device), init_device_mesh(mesh_device, (world_size,)),
-                                                     {"0": ColwiseParallel(), "2": RowwiseParallel()}))
-    y_lib = library(x.to(mesh_device))
-    y_lib.square().sum().backward()
-    lib_grads = [cast(DTensor, library[i].weight.grad).full_tensor() for i in (0, 2)]
-    with_library = _max_diff([y_lib, *lib_grads],
-                             [mlp(x), mlp[0].weight.grad, mlp[2].weight.grad])
-    return max(by_hand, with_library)
-
-
-def _fresh(module: nn.Module, device) -> nn.Module:
-    """A copy of `module` on `device` without gradients."""
-    twin = copy.deepcopy(module).to(device)
-    twin.zero_grad(set_to_none=True)
-    return twin
-
-
-def reference_worker(rank: int, world_size: int, seed: int = 0, timeout_s: float = 60.0) -> dict:
-    """The check without a worker of the notebook's own: the column/row classifier (by hand and with the library)
-    against the unsplit one."""
-    from ...launch import process_group
-
-    with process_group(timeout_s) as ctx:
-        return {"backend": ctx.backend, "device": ctx.device,
-                "tp_mlp_max_abs_diff": _tp_mlp_diff(torch.device(ctx.device), seed)}
+    full = spec.build_torch(model_spec, INPUT_SHAPE, seed=seed)
+    images, labels = course_batch(batch, seed)
+    features = full[:7](images).detach().requires_grad_(True)
+    logits = full[7:](features)
+    F.cross_entropy(logits, labels).backward()
+    worst = 0.0
+    for name, shards in (("by hand", True), ("torch.distributed.tensor.parallel", False)):
+        got = [r[name] for r in classifier_ranks]
+        fc1 = np.concatenate([g["fc1"] for g in got], axis=0) if shards else got[0]["fc1"]
+        fc2 = np.concatenate([g["fc2"] for g in got], axis=1) if shards else got[0]["fc2"]
+        worst = max(worst, _max_diff([g["logits"] for g in got] + [g["x_grad"] for g in got] + [fc1, fc2],
+                                     [logits] * len(got) + [features.grad] * len(got) +
+                                     [full[7].weight.grad, full[9].weight.grad]))
+    return worst

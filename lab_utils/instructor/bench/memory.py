@@ -1,7 +1,7 @@
 """`bench memory`: lab 07's DDP, ZeRO-1 and FSDP2 in one launch, and activation checkpointing.
 
-The DDP, ZeRO-1 and FSDP2 workers are lab 07's (lab_utils.lessons.lab07, generated from its notebook), imported
-inside the functions that launch them: `assign` starts without the generated modules."""
+The DDP, ZeRO-1 and FSDP2 workers and forward_with_checkpoints are lab 07's (lab_utils.lessons.lab07, generated from
+its notebook), imported inside the functions that use them: `assign` starts without the generated modules."""
 from __future__ import annotations
 
 import functools
@@ -10,16 +10,8 @@ import json
 import torch
 
 from ... import measure, spec
+from ...compare import max_abs_diff
 from ...memory import INPUT_SHAPE, SavedActivations, layer_blocks, parameter_count, wide_cnn
-
-
-def forward_checkpointed(blocks, x, chosen):
-    """Run the blocks in turn; those in `chosen` keep only their input and recompute the rest during backward."""
-    from torch.utils.checkpoint import checkpoint
-
-    for i, block in enumerate(blocks):
-        x = checkpoint(block, x, use_reentrant=False) if i in chosen else block(x)
-    return x
 
 
 def strategy_jobs(strategies, model_spec, *, world_size: int, steps: int, batch_per_rank: int, seed: int = 0,
@@ -41,6 +33,8 @@ def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict
     """Saved activation bytes and fwd+bwd time with every block checkpointed, against none."""
     import torch.nn.functional as F
 
+    from ...lessons.lab07 import forward_with_checkpoints
+
     model = spec.build_torch(model_spec, INPUT_SHAPE, seed=seed)
     blocks = layer_blocks(model)
     gen = torch.Generator().manual_seed(seed)
@@ -49,12 +43,12 @@ def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict
 
     def step(chosen):
         model.zero_grad(set_to_none=True)
-        F.cross_entropy(forward_checkpointed(blocks, x, chosen), y).backward()
+        F.cross_entropy(forward_with_checkpoints(blocks, x, chosen), y).backward()
 
     saved = {}
     for name, chosen in choices.items():
         with SavedActivations(model) as counter:
-            loss = F.cross_entropy(forward_checkpointed(blocks, x, chosen), y)
+            loss = F.cross_entropy(forward_with_checkpoints(blocks, x, chosen), y)
         loss.backward()
         saved[name] = counter.bytes
     timing = measure.time_interleaved({n: functools.partial(step, c) for n, c in choices.items()},
@@ -78,7 +72,7 @@ def bench(*, world_size: int = 2, repeats: int = 5, steps: int = 4, batch_per_ra
         return max(r["bytes"][kind] for r in runs)
 
     def diff(runs):
-        return max(float(abs(r["weights"] - d["weights"]).max()) for r, d in zip(runs, ddp))
+        return max(max_abs_diff(r["weights"], d["weights"]) for r, d in zip(runs, ddp))
 
     figures = {"benchmark": "memory", "world_size": world_size, "model": "wide CNN (memory.wide_cnn)",
                "parameters": parameter_count(model_spec), "steps": steps, "batch_per_rank": batch_per_rank,

@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from ... import detectors, hardware, measure
+from ...compare import max_abs_diff
 from ...parameter_server import MODEL, MODES, PSConfig, interleaved, run, single_process_weights
 
 
@@ -81,7 +82,7 @@ def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_si
     staleness = {f: [s for r in runs[1:] if r["config"].mode == "async" and r["config"].straggler_factor == f
                      for s in r["staleness"]] for f in map(float, factors)}
     result.update({
-        "sync_vs_single_max_abs_diff": float(np.abs(runs[0]["weights"] - single).max()),
+        "sync_vs_single_max_abs_diff": max_abs_diff(runs[0]["weights"], single),
         "sync_deterministic": bool(all(np.array_equal(w, syncs[0]) for w in syncs)),
         "async_staleness_mean": round(float(np.mean([s for v in staleness.values() for s in v])), 3),
         **{f"async_staleness_mean[straggler={f:g}]": round(float(np.mean(v)), 3) for f, v in staleness.items()},

@@ -5,11 +5,11 @@ import json
 import statistics
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ... import data, measure, spec, train
+from ...compare import max_abs_diff
 
 
 def _plain_epoch(model, loader, optimizer) -> None:
@@ -119,7 +119,7 @@ def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch:
     ranks = launch(ddp_worker, world_size, args=(check,), timeout=300)
     reference = launch(ddp_worker, 1, args=(replace(check, per_rank_batch=16 * world_size, lr=check.lr * world_size),),
                        timeout=300)[0]
-    diff = max(float(abs(r["weights"] - reference["weights"]).max()) for r in ranks)
+    diff = max(max_abs_diff(r["weights"], reference["weights"]) for r in ranks)
     return {"benchmark": "ddp", "world_size": world_size, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, "model": "cnn2d_3layer_fullconnected_3layer",
             "setups": [f.as_json(global_batch) for f in (one, threaded, many)],
@@ -142,26 +142,32 @@ def print_ddp(result: dict) -> None:
     print(json.dumps(result))
 
 
+TF_MODEL = "cnn2d_2layer_fullconnected_2layer"  # bench tf's CNN
+
+
 def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int = 0) -> dict:
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
     from ... import tf_distribute as tfd
-    from .tf_training import TFTrainConfig, train_worker  # lab 05's make_train_step in a custom loop
 
+    tfd.import_tensorflow()  # quietly: lab 05's module imports TensorFlow
+    from ...lessons.lab05 import mwms_worker  # lab 05's worker, generated from its notebook
+
+    cfg = {"data": {"kind": "synthetic", "n_train": global_batch * steps, "n_test": 512, "side": 28, "seed": seed},
+           "model": TF_MODEL, "global_batch": global_batch, "lr": 0.05, "seed": seed, "steps": steps}
     runs = {}  # ranks -> every worker's results of the last run (the same global batches: one worker must end where two do)
 
     def run(setup, figures):
-        cfg = TFTrainConfig(steps=steps, global_batch=global_batch, seed=seed, multiworker=setup.ranks > 1)
-        results = tfd.launch_workers(train_worker, setup.ranks, args=(cfg,), timeout=300)
+        results = tfd.launch_workers(mwms_worker, setup.ranks, args=(cfg,), timeout=300)
         runs[setup.ranks] = results
         figures.samples_per_s.append(tfd.step_rate(global_batch, [results[0]["step_seconds"][3:]]).samples_per_s)
 
     one, two = _interleaved([Setup("1 worker", 1, 1), Setup("2 workers", 2, 1)], repeats, run)
-    return {"benchmark": "tf", "model": TFTrainConfig.model, "global_batch": global_batch, "steps": steps,
+    return {"benchmark": "tf", "model": TF_MODEL, "global_batch": global_batch, "steps": steps,
             "repeats": repeats, "setups": [f.as_json(global_batch) for f in (one, two)],
             "speedup_multiworker": round(two.rate / one.rate, 3),
             "replicas_in_sync": [w["replicas"] for w in runs[2]],
-            "weights_max_abs_diff": float(np.abs(runs[2][0]["weights"] - runs[2][1]["weights"]).max()),
-            "weights_vs_one_worker": float(np.abs(runs[2][0]["weights"] - runs[1][0]["weights"]).max()),
+            "weights_max_abs_diff": max_abs_diff(runs[2][0]["weights"], runs[2][1]["weights"]),
+            "weights_vs_one_worker": max_abs_diff(runs[2][0]["weights"], runs[1][0]["weights"]),
             "first_loss_vs_one_worker": abs(runs[2][0]["losses"][0] - runs[1][0]["losses"][0]),
             "flags": measure.plausibility(speedup=two.rate / one.rate, devices=2)}
 
@@ -184,11 +190,10 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     Slurm's tasks: the suspected cause of a slower Slurm on one shared machine), interleaved: seconds from
     submission to the first optimizer step, steady steps/s, and the verdicts. Needs a Slurm cluster (`make
     cluster`); without one the result says it was skipped."""
-    import statistics
     import time
 
     from ... import lessons, slurm
-    from ...launch import OWN_SESSION, launch
+    from ...launch import OWN_SESSION
     from ...lessons import lab11
     from ...lessons.lab03 import DDPConfig
 
@@ -204,40 +209,31 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     folder.mkdir(parents=True, exist_ok=True)
     ex = lab11.submitit_executor(folder / "submitit", nodes=nodes, job_name="lab11-bench",
                                  setup=["export LAB_ONE_HOST=1"] if found.one_host else [])
-    paths = ("slurm", "launch", "launch, a session per rank")
-    runs: dict[str, list] = {path: [] for path in paths}
+    own = "launch, a session per rank"
     begin = time.time()
-    for path in measure.alternating_rounds(paths, repeats):
-        start = time.time()
-        if path == "slurm":
-            job = ex.submit(lab11.task, worker, cfg, str(folder))
-            slurm.wait_for_results(job, 180)
-            out = job.results()[0]
-        else:
-            env = {OWN_SESSION: "1"} if path != "launch" else None
-            out = launch(lab11.launched(worker, cfg), nodes, args=(cfg,), timeout=180, env=env)[0]
-        runs[path].append((out["first_step_at"] - start, out["samples_per_s"] / 128))
-    first = {p: [r[0] for r in runs[p]] for p in paths}
-    rate = {p: [r[1] for r in runs[p]] for p in paths}
+    # lab 11's measure, with a third path: launch with each rank in a session of its own
+    speed = lab11.side_by_side(worker, cfg, ex, folder, world_size=nodes, repeats=repeats, timeout=180,
+                               more_launches={own: {OWN_SESSION: "1"}})
+    rate = {p: speed[p]["steps_per_s_all"] for p in ("slurm", "launch", own)}
 
     def no_worse(a, b, claim):
         return measure.verdict(rate[a], rate[b], claim=claim, higher_is_better=True, no_worse_than=0.10, lab="11",
                                expected=f"{a} no more than 10 % slower than {b}")
 
     verdicts = [no_worse("slurm", "launch", "Slurm vs launch, steady steps/s"),
-                no_worse("slurm", "launch, a session per rank", "Slurm vs launch with a session per rank, steady steps/s"),
-                no_worse("launch, a session per rank", "launch", "a session per rank vs one session, steady steps/s")]
+                no_worse("slurm", own, "Slurm vs launch with a session per rank, steady steps/s"),
+                no_worse(own, "launch", "a session per rank vs one session, steady steps/s")]
     return {"benchmark": "cluster", "nodes": nodes, "global_batch": 128, "steps": steps, "model": "cnn2d_3layer_fullconnected_3layer",
             "repeats": repeats, "one_host": found.one_host,
-            "submit_to_first_step_s": round(statistics.median(first["slurm"]), 2),
-            "launch_to_first_step_s": round(statistics.median(first["launch"]), 2),
-            "slurm_steps_per_s": round(statistics.median(rate["slurm"]), 2),
-            "launch_steps_per_s": round(statistics.median(rate["launch"]), 2),
-            "own_session_steps_per_s": round(statistics.median(rate["launch, a session per rank"]), 2),
-            "slurm_steps_per_s_runs": [round(r, 3) for r in rate["slurm"]],
-            "launch_steps_per_s_runs": [round(r, 3) for r in rate["launch"]],
-            "own_session_steps_per_s_runs": [round(r, 3) for r in rate["launch, a session per rank"]],
-            "slurm_vs_local_steps": round(statistics.median(rate["slurm"]) / statistics.median(rate["launch"]), 3),
+            "submit_to_first_step_s": round(speed["slurm"]["first_step_s"], 2),
+            "launch_to_first_step_s": round(speed["launch"]["first_step_s"], 2),
+            "slurm_steps_per_s": round(speed["slurm"]["steps_per_s"], 2),
+            "launch_steps_per_s": round(speed["launch"]["steps_per_s"], 2),
+            "own_session_steps_per_s": round(speed[own]["steps_per_s"], 2),
+            "slurm_steps_per_s_runs": speed["slurm"]["steps_per_s_runs"],
+            "launch_steps_per_s_runs": speed["launch"]["steps_per_s_runs"],
+            "own_session_steps_per_s_runs": speed[own]["steps_per_s_runs"],
+            "slurm_vs_local_steps": round(speed["slurm_vs_local_steps"], 3),
             "target": 0.9, "verdicts": [{"claim": v.claim, "ratio": round(v.ratio, 3), "low": round(v.low, 3),
                                          "high": round(v.high, 3), "verdict": v.verdict, "text": str(v)} for v in verdicts],
             "wall_s": round(time.time() - begin, 1)}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import torch
 
 from ... import spec
+from ...compare import max_abs_diff
 
 
 def gpu_check(quick: bool = False) -> dict:
@@ -28,7 +28,7 @@ def gpu_check(quick: bool = False) -> dict:
     def compare(name, config, gpu_env, ranks=2):
         on_cpu = launch(ddp_worker, ranks, args=(config,), env=cpu, timeout=120)
         on_gpu = launch(ddp_worker, ranks, args=(config,), env=gpu_env, timeout=120)
-        diff = max(float(np.abs(g["weights"] - c["weights"]).max()) for g, c in zip(on_gpu, on_cpu))
+        diff = max(max_abs_diff(g["weights"], c["weights"]) for g, c in zip(on_gpu, on_cpu))
         figures[f"{name}: max |gpu - cpu|"] = diff
         figures[f"{name}: samples/s"] = on_gpu[0]["samples_per_s"]
         results[name] = "passed" if diff <= 1e-4 else f"failed: weights differ from the CPU run by {diff:.1e}"

@@ -1,34 +1,34 @@
 """Lab 07 on a GPU: activation counting, fp16 + GradScaler accumulation, FSDP2 vs DDP.
 
-FSDP2 and DDP are lab 07's workers (lab_utils.lessons.lab07, generated from its notebook), through the bench's
-strategy_jobs."""
+The accumulation runs lab 07's amp_worker and accumulate; FSDP2 and DDP are lab 07's workers, through the bench's
+strategy_jobs (all lab_utils.lessons.lab07, generated from its notebook)."""
 from __future__ import annotations
 
 import torch
 
 from ... import spec
-from ...memory import INPUT_SHAPE, SavedActivations, full_weights
+from ...compare import max_abs_diff
+from ...memory import INPUT_SHAPE, SavedActivations
+from ...tensors import flat_weights
+
+_DIGITS = (1, 8, 8)  # amp_worker's images: lab 01's digits
 
 
 # ---- the GPU check -----------------------------------------------------------------------------------------------------
 
-def _accumulation_update(device, dtype, scaler_enabled: bool, seed: int = 0) -> torch.Tensor:
-    """The weight change of one SGD step over 4 micro-batches under autocast(dtype) with a GradScaler."""
-    import torch.nn.functional as F
+def _accumulation_updates(dtypes, seed: int = 0) -> list[torch.Tensor]:
+    """The weight change of one SGD step over 4 micro-batches, per autocast dtype of `dtypes` (None: float32): lab 07's
+    amp_worker running its `accumulate` (autocast, GradScaler, DDP's no_sync) on one rank."""
+    from ...launch import launch_jobs
+    from ...lessons import lab07
 
-    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), INPUT_SHAPE, seed=seed).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler(device.type, enabled=scaler_enabled)
     gen = torch.Generator().manual_seed(seed)
-    x, y = torch.rand(64, *INPUT_SHAPE, generator=gen), torch.randint(0, 10, (64,), generator=gen)
-    before = full_weights(model)
-    for xm, ym in zip(x.chunk(4), y.chunk(4)):
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            loss = F.cross_entropy(model(xm.to(device)), ym.to(device)) / 4
-        scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
-    return full_weights(model) - before
+    x, y = torch.rand(64, *_DIGITS, generator=gen).numpy(), torch.randint(0, 10, (64,), generator=gen).numpy()
+    before = flat_weights(spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), _DIGITS, seed=seed))
+    jobs = [(lab07.amp_worker, (lab07.accumulate, lab07.AmpJob(x, y, steps=1, dtype=dtype, per_rank=16,
+                                                               micro=[0, 1, 2, 3], lr=0.1, seed=seed)))
+            for dtype in dtypes]
+    return [torch.as_tensor(runs[0]["weights"]) - before for runs in launch_jobs(jobs, 1, timeout=120)]
 
 
 def _gpu_activations(device) -> tuple[int, int, int]:
@@ -66,8 +66,7 @@ def gpu_check() -> dict[str, str]:
         gpu_bytes == cpu_bytes, f"{gpu_bytes} bytes on the GPU, {cpu_bytes} on the CPU")
     results["saved activations: the allocator holds them"] = _verdict(
         gpu_bytes <= allocated <= 1.1 * gpu_bytes + 2**20, f"counted {gpu_bytes} bytes, allocator grew by {allocated}")
-    reference = _accumulation_update(torch.device("cpu"), None, False)
-    update = _accumulation_update(device, torch.float16, True).cpu()
+    reference, update = _accumulation_updates((None, torch.float16))
     error = float((update - reference).norm() / reference.norm())
     results["fp16 autocast + GradScaler, 4 micro-batches"] = _verdict(error < 0.05, f"update differs by {error:.1%}")
     from ..bench.memory import strategy_jobs
@@ -75,6 +74,6 @@ def gpu_check() -> dict[str, str]:
     jobs = strategy_jobs(("ddp", "fsdp"), spec.cnn2d_2layer_fullconnected_2layer(), world_size=2, steps=3,
                          batch_per_rank=8)
     ddp, fsdp = launch_jobs(jobs, 2, timeout=120)
-    diff = max(float(abs(f["weights"] - d["weights"]).max()) for f, d in zip(fsdp, ddp))
+    diff = max(max_abs_diff(f["weights"], d["weights"]) for f, d in zip(fsdp, ddp))
     results["FSDP2 with an explicit mesh on a CUDA machine vs DDP"] = _verdict(diff <= 1e-4, f"max |diff| {diff:.1e}")
     return results

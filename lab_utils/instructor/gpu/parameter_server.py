@@ -3,9 +3,9 @@
 The runs are lab 08's run_all, serve and work (lab_utils.lessons.lab08, generated from its notebook)."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
+from ...compare import max_abs_diff
 from ...parameter_server import PSConfig, run, single_process_weights
 
 
@@ -23,5 +23,5 @@ def gpu_check() -> dict[str, str]:
         server = run(run_all, [cfg], serve, work, n_workers=2, timeout_s=120)[0]
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return {name: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
-    diff = float(np.abs(server["weights"] - single_process_weights(cfg, 2, 5)).max())
+    diff = max_abs_diff(server["weights"], single_process_weights(cfg, 2, 5))
     return {name: "passed" if diff <= 1e-4 else f"failed: max |weight diff| {diff:.1e} > 1e-4"}

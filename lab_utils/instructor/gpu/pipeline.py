@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ...compare import max_abs_diff
 from ...pipeline import Measured, PipelineRun, reference, run_pipelines
 
 
@@ -17,10 +18,10 @@ GPU_TOLERANCE = 2e-3  # relative to the largest reference gradient: cuDNN may co
 def _compared(measured: Measured, logits, grads) -> str:
     """'passed', or 'failed: <what differs>' against the CPU reference."""
     scale = float(np.abs(grads).max())
-    diff = float(np.abs(measured.grads - grads).max())
+    diff = max_abs_diff(measured.grads, grads)
     if diff > GPU_TOLERANCE * scale:
         return f"failed: max |gradient difference| {diff:.1e} > {GPU_TOLERANCE * scale:.1e}"
-    if logits is not None and float(np.abs(measured.logits - logits).max()) > GPU_TOLERANCE * float(np.abs(logits).max()):
+    if logits is not None and max_abs_diff(measured.logits, logits) > GPU_TOLERANCE * float(np.abs(logits).max()):
         return "failed: the outputs differ from the CPU reference"
     return "passed"
 

@@ -4,6 +4,7 @@ The batcher and its forward pass are lab 09's (lab_utils.lessons.lab09), through
 local_runner."""
 from __future__ import annotations
 
+from ...compare import max_abs_diff
 from ...serving import build_model, burst, request_images, run_load
 from ..bench.serving import local_runner, make_batcher
 
@@ -27,12 +28,12 @@ def gpu_check(width: int = 512) -> dict[str, str]:
     try:
         run = run_load(make_batcher(local_runner(gpu_model, "cuda"), 32, 2), burst(len(images)), images, drain_s=20)
         got = torch.stack([r.output for r in run.requests])
-        diff = float((got - expected).abs().max())
+        diff = max_abs_diff(got, expected)
         results[names[0]] = "passed" if diff <= 1e-4 else f"failed: max |GPU - CPU| = {diff:.1e} > 1e-4"
         x = images.cuda()
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16):
             half = gpu_model(x).float().cpu()
-        relative = float((half - expected).abs().max() / expected.abs().max())
+        relative = max_abs_diff(half, expected) / float(expected.abs().max())
         results[names[1]] = ("passed" if relative <= 2e-2 else
                              f"failed: fp16 differs from fp32 by {relative:.1%} of the largest logit")
         static_x = x.clone()
@@ -48,7 +49,7 @@ def gpu_check(width: int = 512) -> dict[str, str]:
                 static_y = gpu_model(static_x)
             static_x.copy_(x)
             graph.replay()
-            diff = float((static_y.cpu() - expected).abs().max())
+            diff = max_abs_diff(static_y, expected)
         results[names[2]] = "passed" if diff <= 1e-4 else f"failed: max |replay - CPU| = {diff:.1e} > 1e-4"
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32

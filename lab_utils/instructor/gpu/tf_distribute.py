@@ -8,6 +8,7 @@ import os
 import sys
 
 from ...tf_distribute import import_tensorflow
+from ...compare import max_abs_diff
 from ...exercises.lab05 import one_step_update
 
 
@@ -50,7 +51,7 @@ def _gpu_check_here() -> dict[str, str]:
     updates = {where: np.array(one_step_update(None, strategy, 64, seed=0, make_train_step=make_train_step)["update"])
                for where, strategy in (("gpu", tf.distribute.MirroredStrategy(logical)),
                                        ("cpu", tf.distribute.OneDeviceStrategy("/cpu:0")))}
-    worst = float(np.abs(updates["gpu"] - updates["cpu"]).max())
+    worst = max_abs_diff(updates["gpu"], updates["cpu"])
     result[GPU_CHECKS[2]] = ("passed" if worst <= GPU_TOLERANCE else
                              f"failed: max |GPU update - CPU update| = {worst:.2e} > {GPU_TOLERANCE:g}")
     return result

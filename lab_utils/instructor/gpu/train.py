@@ -10,6 +10,7 @@ import time
 import torch
 
 from ... import data, measure, spec
+from ...compare import max_abs_diff
 from ...tensors import flat_weights
 from ...train import fit
 
@@ -39,7 +40,7 @@ def _check_training(steps: int, tolerance: float) -> str:
             loader = data.make_loader(data.to_dataset(split.x_train, split.y_train), 32, seed=0)
             fit(model, loader, epochs=1, device=device, progress=False)
             weights[device] = flat_weights(model)
-    diff = (weights["cpu"] - weights["cuda:0"]).abs().max().item()
+    diff = max_abs_diff(weights["cpu"], weights["cuda:0"])
     verdict = "passed" if diff <= tolerance else "failed"
     return f"{verdict}: max |weight difference| {diff:.1e} after {steps} SGD steps (tolerance {tolerance:g})"
 
