@@ -218,10 +218,12 @@ def test_two_learners_run_labs_00_and_03_at_once_each_under_its_quota_and_down_l
         where = lines[0]
         assert f"/lab-classroom/{name}\n" in where["cgroup"], where["cgroup"]  # the kernel runs in the learner's group
         assert where["uid"] != 0
-        for run in lines[1:]:
+        ran = {run["notebook"]: run for run in lines[1:]}
+        for run in ran.values():
             print(f"{name}: {run['notebook']} in {run['seconds']} s")
-            assert run["rc"] == 0, f"{name}: {run['notebook']} failed:\n{run['stderr']}"
         assert int(throttling[name]["nr_periods"]) > 0  # the quota applied to what the learner ran
+        assert ran[lab00]["rc"] == 0, f"{name}: {lab00} failed:\n{ran[lab00]['stderr']}"
         assert "CPU cores:" in texts[name][lab00]  # what lab 00 printed before the quota was read
+        assert ran[lab03]["rc"] == 0, f"{name}: {lab03} failed:\n{ran[lab03]['stderr']}"
         assert "CPU this notebook may use: 1.0 CPU: cgroup quota" in texts[name][lab00]
         assert "cgroup quota" in texts[name][lab03] or "cpu_limit" in texts[name][lab03]
