@@ -99,6 +99,41 @@ def test_blocked_folders_are_the_ones_others_cannot_search(tmp_path):
         shut.chmod(0o755)
 
 
+def test_the_spawner_joins_the_learners_group_before_it_drops_root(monkeypatch):
+    pytest.importorskip("jupyterhub")
+    from lab_utils.instructor.classroom import spawner
+
+    calls = []
+
+    class Group:
+        def __init__(self, name):
+            self.name = name
+
+        @classmethod
+        def for_user(cls, name):
+            return cls(name)
+
+        def create(self, cpu_limit, mem_limit):
+            calls.append(("create", self.name, cpu_limit, mem_limit))
+
+        def join(self):
+            calls.append(("join", self.name))
+
+    monkeypatch.setattr(spawner, "LearnerGroup", Group)
+    monkeypatch.setattr(spawner.LocalProcessSpawner, "make_preexec_fn",
+                        lambda self, name: lambda: calls.append(("setuid", name)))
+    preexec = spawner.CgroupSpawner(cpu_limit=1.5, mem_limit="3G").make_preexec_fn("ada")
+    assert calls == [("create", "ada", 1.5, 3 * 1024**3)]
+    preexec()
+    assert calls[1:] == [("join", "ada"), ("setuid", "ada")]
+    with pytest.raises(ValueError, match="cpu_limit"):
+        spawner.CgroupSpawner().make_preexec_fn("ada")
+
+
+def test_down_without_a_classroom_removes_nothing(tmp_path):
+    assert local.down(tmp_path) == []
+
+
 # ---- the class, for real -------------------------------------------------------------------------------------------
 
 def _why_not_here() -> str | None:

@@ -67,7 +67,10 @@ def refusal() -> str | None:
         probe = parent.parent / f"{PARENT}-probe-{os.getpid()}"
         try:
             probe.mkdir()
-            ok = (probe / ("cpu.max" if controller == "" else f"{controller}.stat")).exists()
+            if controller == "":  # v2: create() hands cpu and memory down, if the group above has them
+                ok = {"cpu", "memory"} <= set((parent.parent / "cgroup.controllers").read_text().split())
+            else:
+                ok = (probe / f"{controller}.stat").exists()
         except OSError as exc:
             return f"cannot create a cgroup under {parent.parent} ({exc.strerror}): per-learner limits need root and a writable cgroup {controller or 'v2'} controller"
         finally:
