@@ -11,13 +11,16 @@ TORCH_INDEX ?=
 STAMP := $(VENV)/.installed-$(LAB_TARGET)
 PIP_QUIET := 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
 LABS ?=
+N ?= 2
+CPU_LIMIT ?= 1
+MEM_LIMIT ?= 3G
 QUICK ?=
 # pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Three even on two cores: the
 # tests spend much of their time starting processes and waiting on planned timeouts
 TEST_WORKERS ?= 3
 .DEFAULT_GOAL := env
 
-.PHONY: help env course test test-fast test-browser lab assign outputs bench info gpu-check cluster cluster-down clean
+.PHONY: help env course test test-fast test-browser lab assign outputs bench info gpu-check cluster cluster-down classroom classroom-down clean
 
 help:  ## this list of targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | \
@@ -72,6 +75,13 @@ cluster: env  ## a real Slurm cluster on this machine for lab 11 (root; Debian's
 
 cluster-down: env  ## stop exactly what `make cluster` started, its accounting database included
 	$(PY) -m lab_utils cluster down
+
+classroom: env  ## a real JupyterHub here for N learner accounts (N=2 CPU_LIMIT=1 MEM_LIMIT=3G), each server in its own cgroup (root; Node and npm)
+	$(PY) -c "import jupyterhub" 2>/dev/null || $(PY) -m pip install --quiet -e ".[classroom]" $(PIP_QUIET)
+	$(PY) -m lab_utils classroom up --learners $(N) --cpu-limit $(CPU_LIMIT) --mem-limit $(MEM_LIMIT)
+
+classroom-down: env  ## stop exactly what `make classroom` started and remove its accounts, homes, group and cgroups
+	$(PY) -m lab_utils classroom down
 
 gpu-check: env  ## every GPU branch of the course against its CPU result (QUICK=1: labs 01, 03, 05, 09); skipped without a GPU
 	$(PY) -m lab_utils gpu-check $(if $(filter-out 0,$(QUICK)),--quick)

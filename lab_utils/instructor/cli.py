@@ -1,4 +1,4 @@
-"""Command line: python -m lab_utils {info,labs,course,outputs,run-times,assign,bench,gpu-check,cluster,grade}."""
+"""Command line: python -m lab_utils {info,labs,course,outputs,run-times,assign,bench,gpu-check,cluster,classroom,grade}."""
 from __future__ import annotations
 
 import argparse
@@ -63,6 +63,16 @@ def cmd_cluster(args) -> int:
     from .cluster import local
 
     return local.main(args.action, args.state_dir, accounting=not args.no_accounting)
+
+
+def cmd_classroom(args) -> int:
+    from .classroom import local
+
+    try:
+        return local.main(args.action, args.learners, args.cpu_limit, args.mem_limit, args.state_dir)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def cmd_outputs(args) -> int:
@@ -202,6 +212,15 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     cl.add_argument("--no-accounting", action="store_true",
                     help="up: without slurmdbd and its database (sacct then has no records)")
     cl.set_defaults(fn=cmd_cluster)
+    cr = sub.add_parser("classroom", help="a real JupyterHub on this machine for N local learner accounts, each "
+                        "server under its own cgroup CPU quota and memory limit (root; Node and npm for its proxy)")
+    cr.add_argument("action", choices=["up", "down"])
+    cr.add_argument("-n", "--learners", type=int, default=2, help="up: number of learner accounts (default: 2)")
+    cr.add_argument("--cpu-limit", type=float, default=1.0,
+                    help="up: CPUs of time each learner's server may use, a cgroup quota (default: 1)")
+    cr.add_argument("--mem-limit", default="3G", help="up: memory each learner's server may use (default: 3G)")
+    cr.add_argument("--state-dir", help="folder for its configuration, state and log (default: build/classroom)")
+    cr.set_defaults(fn=cmd_classroom)
     g = sub.add_parser("grade", help="execute submitted notebooks and score them outside the student's kernel")
     g.add_argument("--lab", required=True, help="lab number, e.g. 01")
     g.add_argument("submissions", nargs="+", help="submitted .ipynb files (the file stem names the student)")
