@@ -245,8 +245,8 @@ def test_the_replacing_functions_are_lessons(worker):
 # ---- one home per idea: a public name is defined once in lab_utils ---------------------------------------------------
 
 # names every module of a kind defines, by design: a benchmark's bench and print_bench, a GPU check's gpu_check, a
-# script's main
-PROTOCOL = {"bench", "print_bench", "gpu_check", "main"}
+# script's main, a service's up, down and refusal (the local Slurm cluster, the classroom hub)
+PROTOCOL = {"bench", "print_bench", "gpu_check", "main", "up", "down", "refusal"}
 # public names still defined in two modules (issue 47, item 2), each to get one home; the list may only shrink
 TWICE = {"build_model", "command", "compare", "describe", "detect", "find", "flat_weights", "load_split",
          "max_abs_diff", "prepare", "program", "register", "scatter", "summary", "table"}

@@ -14,7 +14,7 @@ USER_OBJ, GROUP_OBJ, GROUP, MASK, OTHER = 0x01, 0x04, 0x08, 0x10, 0x20
 UNDEFINED = 0xFFFFFFFF
 
 
-def python_paths() -> list[Path]:
+def interpreter_paths() -> list[Path]:
     """The interpreter, its venv and its standard library, as written and resolved."""
     exe = Path(sys.executable)
     return [exe, exe.resolve(), Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]

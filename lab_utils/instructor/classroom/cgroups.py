@@ -57,7 +57,7 @@ def parents() -> dict[str, Path]:
     return {c: mounts[c] / own.get(c, "/").lstrip("/") / PARENT for c in ("cpu", "memory")}
 
 
-def refusal() -> str | None:
+def controller_refusal() -> str | None:
     """Why per-learner groups cannot be made here (None when they can): a writable cpu and memory controller."""
     try:
         found = parents()

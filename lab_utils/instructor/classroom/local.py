@@ -49,7 +49,7 @@ def refusal(euid: int | None = None) -> str | None:
         return f"make classroom needs {', '.join(missing)} (Debian's passwd and util-linux packages)"
     if not any(Path(d, "npm").exists() for d in os.environ.get("PATH", "").split(os.pathsep)):
         return "make classroom needs Node and npm for the hub's proxy: `apt-get install -y nodejs npm` (as root)"
-    return cgroups.refusal()
+    return cgroups.controller_refusal()
 
 
 def _save(state_file: Path, state: dict) -> None:
@@ -91,7 +91,7 @@ def up(n: int, cpu_limit: float, mem_limit: str, state_dir: Path = DEFAULT_STATE
         accounts.create_group(GROUP)
         state["group"] = GROUP
         _save(state_file, state)
-        for folder in access.blocked_folders(access.python_paths()):
+        for folder in access.blocked_folders(access.interpreter_paths()):
             mode = access.grant_search(folder, accounts.grp.getgrnam(GROUP).gr_gid)
             state["granted"].append([str(folder), mode])
             _save(state_file, state)
