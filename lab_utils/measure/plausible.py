@@ -21,10 +21,10 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None,
         warnings.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
     if oversubscribed:
         warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
-    warnings += detectors.above_device_count(speedup, devices)
+    if speedup is not None and devices and speedup > devices:  # name what slowed the runs when the window saw it
+        warnings += detectors.above_device_count(speedup, devices, measured_cause())
     # reference_rate: this machine's lab 01 rate on the same workload
     warnings += detectors.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
-
     if threads and speedup is not None and speedup < 1 / threads:  # they waited: name for what, where it was measured
         warnings += detectors.more_threads_slower(speedup, threads, cause=measured_cause())
     return warnings
