@@ -173,15 +173,15 @@ def as_result(text: str, workers: int | None = None, load: "conditions.Load | No
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:
-    """A verdict's note naming the conditions it was measured under (CPU quota, throttled share, others' CPU), when
-    anything but a quiet, unlimited machine; [] otherwise."""
-    if load is None or not (load.busy or load.quota_cpus is not None):
+    """A verdict's notes naming the conditions it was measured under (others' CPU and steal when busy, the CPU quota
+    and its throttled share when there is one); [] on a quiet machine without a quota."""
+    if load is None:
         return []
-    parts = [f"other programs used {load.others:.1f} and steal {load.steal:.1f} of {load.cores} cores"]
-    if load.quota_cpus is not None:
-        parts.insert(0, f"{load.quota_source} {hardware.cpus_text(load.quota_cpus)}, throttled in "
-                        f"{load.throttled_share * 100:.0f} % of its periods")
-    return [f"measured under: {', '.join(parts)}"]
+    notes = load.note()  # busy: others' CPU and steal; throttled: the quota and its throttled share
+    if load.quota_cpus is not None and not load.throttled:
+        notes.append(f"measured under a {load.quota_source} of {hardware.cpus_text(load.quota_cpus)}, throttled in "
+                     f"{load.throttled_share * 100:.0f} % of its periods")
+    return notes
 
 
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
