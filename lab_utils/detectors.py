@@ -78,8 +78,9 @@ SAME_WORK_LIMIT = 1.25  # the same work one way beats the other way by more than
 
 
 def same_work_faster(verdict, limit: float = SAME_WORK_LIMIT) -> list[str]:
-    """A no-worse-than verdict (the same work, two ways: a launcher, an order) whose whole range lies above `limit`:
-    a way of starting the same work cannot make it that much faster, so one of the two was slowed."""
+    """A no-worse-than verdict on the same work started two ways (a launcher, a scheduler: measure.verdict's
+    same_work) whose whole range lies above `limit`: a way of starting it cannot make it that much faster, so the
+    other was slowed."""
     if getattr(verdict, "holds_from", None) is None or getattr(verdict, "low", 0.0) <= limit:
         return []
     return [f"'{verdict.claim}': {verdict.ratio:.2f}x, the whole range above {limit:.2f}, {SAME_WORK}: the claim is "

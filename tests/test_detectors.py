@@ -204,12 +204,16 @@ def test_lab_11_slurm_148x_faster_than_launch_is_no_cost_claim_that_holds():
     # "Slurm vs launch": the same work, two launchers; 1.48x faster with the whole range above 1 read "holds ... no
     # cost at all"
     v = measure.decide([1.40, 1.45, 1.48, 1.50, 1.55, 1.47, 1.52, 1.46], claim="Slurm vs launch, steady steps/s",
-                       expected="Slurm no more than 10 % slower than launch", no_worse_than=0.10, lab="11")
+                       expected="Slurm no more than 10 % slower than launch", no_worse_than=0.10, lab="11",
+                       same_work=True)
     assert detectors.same_work_faster(v) and v.verdict == measure.CANNOT_SEE and "no cost" not in v.verdict
     detectors.forget()
     text = str(v)
     assert measure.CANNOT_SEE in text and detectors.FLAG in text and detectors.SAME_WORK in text
     sound = measure.decide([1.02, 1.05, 1.03, 1.08, 1.04], claim="Slurm vs launch", expected="Slurm no more than 10 % "
-                           "slower", no_worse_than=0.10, lab="11")
+                           "slower", no_worse_than=0.10, lab="11", same_work=True)
     assert not detectors.same_work_faster(sound) and sound.verdict == measure.HOLDS
     assert not detectors.same_work_faster(measure.decide([1.5] * 5, claim="c", expected="A faster"))  # a speed claim
+    # DDP 1.5x DataParallel: two strategies, not one started two ways; a win is theirs to have, no flag
+    ddp = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP no slower", no_worse_than=0.2)
+    assert ddp.verdict == measure.HOLDS and detectors.FLAG not in str(ddp)

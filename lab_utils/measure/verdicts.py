@@ -75,6 +75,7 @@ class Verdict:
     notes: str = ""  # e.g. that the machine was busy while the repeats ran
     holds_from: float | None = None  # a no-worse-than claim: it holds while the whole range lies above this ratio
     reason: str = ""  # CANNOT_SEE: why these conditions cannot show the claim (also the first of the notes)
+    same_work: bool = False  # A and B do the same work the same way, started differently (a launcher): no big win
 
     def __str__(self) -> str:
         first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
@@ -88,7 +89,8 @@ class Verdict:
         else:
             text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
                     f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
-        return flagged(text, detectors.reverses_theory(self) + detectors.same_work_faster(self) + notes)
+        return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
+                       + notes)
 
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
         """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
@@ -98,10 +100,12 @@ class Verdict:
 
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
-           workers: int | None = None, timed: bool = True) -> Verdict:
+           workers: int | None = None, timed: bool = True, same_work: bool = False) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workers` (> 1): the claim is that N ranks or threads beat one; `timed`: the ratios are speeds or times, which a
-    busy machine or a CPU quota can make unreadable (CANNOT_SEE, with its reason; accuracies are not timed)."""
+    busy machine or a CPU quota can make unreadable (CANNOT_SEE, with its reason; accuracies are not timed);
+    `same_work`: A and B run the same work the same way, started differently (a launcher, a scheduler), so a
+    no-worse-than claim that A wins by far cannot be read either (detectors.same_work_faster)."""
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
         raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
@@ -139,9 +143,10 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         elif high < 1 and middle <= 1 / (1 + min_effect):
             verdict = REVERSED
     load = run_conditions()
-    decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from)
+    decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
+                      same_work=same_work)
     reason = unreadable(workers, load) if timed else None
-    if reason is None and detectors.same_work_faster(decided):
+    if reason is None and same_work and detectors.same_work_faster(decided):
         reason = (f"the same work ran {middle:.2f}x faster one way, which no way of running it can do: the other way "
                   "was slowed, so no cost can be read from these pairs")
     if reason is not None:
@@ -186,11 +191,12 @@ def condition_notes(load: "conditions.Load | None") -> list[str]:
 
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
-            no_worse_than: float | None = None, workers: int | None = None, timed: bool = True) -> Verdict:
+            no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
+            same_work: bool = False) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
-                  timed=timed)
+                  timed=timed, same_work=same_work)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
