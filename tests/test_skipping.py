@@ -55,7 +55,8 @@ def test_a_part_that_times_out_costs_that_part_only_and_names_timeout_s(capsys):
     parts = [[0.0], [60.0], [0.0, 0.0]]
     done = launch_parts(parts_worker, 1, parts, timeout=8, runs_of_part=len)
     assert done.finished == [0, 2] and done.values[0] == [[0.0]] and done.values[2] == [[0.0, 0.0]]
-    assert "part 2 of 3" in done.why() and "`timeout_s`" in done.why() and "timeout_s = 16" in done.why()
+    assert done.why().startswith("part 2 of 3: did not finish within 8 s, the parameter `timeout_s`")
+    assert "timeout_s = 16" in done.why()
     out = capsys.readouterr().out
     assert "part 1/3: 1 runs" in out and "1 of 4 runs done" in out and "TIMED OUT" in out and "3 of 4 runs done" in out
 
@@ -63,5 +64,14 @@ def test_a_part_that_times_out_costs_that_part_only_and_names_timeout_s(capsys):
 @pytest.mark.slow
 def test_a_failing_rank_stops_the_parts_after_it_and_surfaces_its_traceback(capsys):
     done = launch_parts(part_failing_worker, 1, [[1], [-1], [2]], timeout=60)
-    assert done.finished == [0] and "a bad run in [-1]" in done.why() and "not run: an earlier part failed" in done.why()
+    assert done.finished == [0] and "a bad run in [-1]" in done.why()
+    assert "part 3 of 3: not run: an earlier part failed" in done.why()
     assert "Traceback" in capsys.readouterr().out or "ValueError" in done.why()
+
+
+def test_parts_stopped_for_one_reason_say_it_once():
+    from lab_utils.launch.parts import Parts
+
+    done = Parts([None, [1], None], {0: "did not finish within 4 s", 2: "did not finish within 4 s"})
+    assert done.finished == [1] and done.why() == "parts 1, 3 of 3: did not finish within 4 s"
+    assert Parts([[1]], {}).why() is None

@@ -26,7 +26,11 @@ class Parts:
         """Why some parts did not finish, in one line; None when every part did."""
         if not self.failures:
             return None
-        return "; ".join(f"part {i + 1} of {len(self.values)}: {line}" for i, line in self.failures.items())
+        by_line: dict = {}  # the same reason once, with every part it stopped
+        for i, line in self.failures.items():
+            by_line.setdefault(line, []).append(i + 1)
+        return "; ".join(f"part{'s' if len(parts) > 1 else ''} {', '.join(map(str, parts))} of {len(self.values)}: "
+                         f"{line}" for line, parts in by_line.items())
 
 
 def launch_parts(worker, world_size: int, parts, *, timeout: float, timeout_name: str = "timeout_s",
