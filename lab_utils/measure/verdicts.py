@@ -61,7 +61,8 @@ def scatter(ratios, confidence: float = CONFIDENCE) -> float:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A decided claim: median paired `ratio`, its ratio_range [low, high], `verdict` HOLDS, REVERSED or UNDECIDED."""
+    """A decided claim: median paired `ratio`, its ratio_range [low, high], `verdict` HOLDS, REVERSED, UNDECIDED or
+    CANNOT_SEE (then `reason` says why the measured conditions rule it out)."""
 
     claim: str  # short id of what is compared, e.g. "DDP vs DataParallel"
     expected: str  # what theory predicts, in words, e.g. "DDP faster"
