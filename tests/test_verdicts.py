@@ -222,3 +222,36 @@ def test_a_verdict_names_a_quota_that_did_not_throttle_too(monkeypatch):
     under(monkeypatch, calm_quota, cpus=4.0, source="cgroup quota")
     v = measure.decide([1.5] * 6, claim="2 ranks vs 1", expected="2 ranks faster", lab="03", workers=2)
     assert v.verdict == measure.HOLDS and v.notes == "measured under a cgroup quota of 4.0 CPUs, throttled in 0 % of its periods"
+
+
+@pytest.mark.slow
+def test_under_a_real_one_cpu_quota_a_two_rank_verdict_cannot_be_seen_here():
+    """As root on cgroup v1: in a group with a 1-CPU quota (JupyterHub's cpu_limit: 1), a 2-workers verdict and its
+    summary line say why the comparison cannot be seen here, naming the quota."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    top = Path("/sys/fs/cgroup/cpu")
+    if os.geteuid() != 0 or not (top / "cpu.stat").exists() or not os.access(top, os.W_OK):
+        pytest.skip("needs root and a writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+    if hardware.cpu_budget().cpus < 2:
+        pytest.skip("this process has less than 2 CPUs already: the quota would not be what limits it")
+    group = top / f"lab_test_verdict_{os.getpid()}"
+    group.mkdir()
+    code = ("from lab_utils import measure\n"
+            "v = measure.decide([0.92, 0.90, 0.93, 0.91, 0.94], claim='2 DDP ranks vs 1 thread', lab='03', workers=2,\n"
+            "                   expected='2 ranks faster')\n"
+            "print(v.verdict)\nprint(v.reason)\nprint(measure.as_result('0.92x one thread', workers=2))")
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text("100000")
+        procs = group / "cgroup.procs"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                             preexec_fn=lambda: procs.write_text(str(os.getpid())))
+    finally:
+        group.rmdir()
+    verdict, reason, line = out.stdout.splitlines()
+    assert verdict == measure.CANNOT_SEE and reason.startswith("this notebook may use 1.0 CPU (cgroup quota)"), out.stdout
+    assert line.startswith("not measurable here: this notebook may use 1.0 CPU (cgroup quota)") and "0.92x" in line
