@@ -255,3 +255,9 @@ def test_under_a_real_one_cpu_quota_a_two_rank_verdict_cannot_be_seen_here():
     verdict, reason, line = out.stdout.splitlines()
     assert verdict == measure.CANNOT_SEE and reason.startswith("this notebook may use 1.0 CPU (cgroup quota)"), out.stdout
     assert line.startswith("not measurable here: this notebook may use 1.0 CPU (cgroup quota)") and "0.92x" in line
+
+
+def test_too_few_pairs_decide_nothing_whatever_the_conditions(monkeypatch):
+    under(monkeypatch, BUSY)
+    v = measure.decide([0.9], claim="Slurm vs launch", expected="no slower", no_worse_than=0.1, workers=2)
+    assert v.verdict == measure.UNDECIDED and "other programs used 1.7" in v.notes  # undecided, its condition noted

@@ -146,7 +146,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     load = run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work)
-    reason = unreadable(workers, load) if timed else None
+    reason = unreadable(workers, load) if timed and len(ratios) >= MIN_PAIRS else None  # fewer decide nothing anyway
     if reason is None and same_work and detectors.same_work_faster(decided):
         reason = (f"the same work ran {middle:.2f}x faster one way, which no way of running it can do: the other way "
                   "was slowed, so no cost can be read from these pairs")
