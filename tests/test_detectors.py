@@ -217,3 +217,9 @@ def test_lab_11_slurm_148x_faster_than_launch_is_no_cost_claim_that_holds():
     # DDP 1.5x DataParallel: two strategies, not one started two ways; a win is theirs to have, no flag
     ddp = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP no slower", no_worse_than=0.2)
     assert ddp.verdict == measure.HOLDS and detectors.FLAG not in str(ddp)
+
+
+def test_a_summary_built_on_two_rows_says_their_common_note_once():
+    note = "more ranks or threads than cores: oversubscribed, so this is no speed measurement"
+    line = measure.flagged("2 DDP ranks 1.11x one thread, 4.44x one process with 2 threads", [note, note])
+    assert line.count(note) == 1

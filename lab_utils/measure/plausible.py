@@ -39,7 +39,7 @@ def measured_cause() -> str | None:
 def flagged(text: str, warnings) -> str:
     """`text`, its notes as `(note: ...)`, then new flags as `[!] ...`; flags said before: "(flagged above)"."""
     warnings = list(warnings)
-    bad, notes = detectors.impossible(warnings), detectors.notes(warnings)
+    bad, notes = detectors.impossible(warnings), list(dict.fromkeys(detectors.notes(warnings)))  # each note once
     text += f"  (note: {'; '.join(notes)})" if notes else ""
     new = detectors.first_time(bad)
     text += f"  ({detectors.AS_ABOVE})" if len(new) < len(set(bad)) else ""
