@@ -220,3 +220,38 @@ def taken(reset: bool = False) -> Load | None:
     return Load(seconds, windows[0].cores, mean("own"), mean("others"), mean("steal"),
                 quota.quota_cpus if quota else None, mean("throttled_share") if quota else 0.0,
                 quota.quota_source if quota else "cgroup quota")
+
+
+# ---- intra-op threads that fit the CPU left free by classmates ------------------------------------------------------
+
+FREE_SLACK = 0.25  # others' use below a quarter of a core (a browser, the Jupyter server) does not cost a thread
+
+
+def _free(seconds: float, budget: hardware.CpuBudget) -> tuple[int, Load | None]:
+    first = sample()
+    time.sleep(seconds)
+    last = sample()
+    if first is None or last is None:  # no /proc: the budget is all there is to go by
+        return budget.whole(), None
+    load = between(first, last)
+    mask = next((s.cpus for s in budget.sources if s.name == hardware.MASK), float(load.cores))
+    free = min(mask, load.cores) - load.others - load.steal
+    return max(1, min(budget.whole(), math.floor(free + FREE_SLACK))), load
+
+
+def free_cpus(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) -> int:
+    """Whole CPUs free for this process now: its cores minus what other programs used over `seconds` (read from
+    /proc/stat), rounded down (FREE_SLACK forgiven), at least 1, at most its budget (cpu_budget().whole())."""
+    return _free(seconds, budget or hardware.cpu_budget())[0]
+
+
+def fit_threads(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) -> str:
+    """Set torch's intra-op threads to free_cpus() (a thread whose core another program holds makes every parallel
+    operation wait for it); returns the decision in words."""
+    import torch
+
+    budget = budget or hardware.cpu_budget()
+    threads, load = _free(seconds, budget)
+    torch.set_num_threads(threads)
+    others = f", other programs used {load.others + load.steal:.1f} of {load.cores} cores" if load else ""
+    return f"torch intra-op threads: {threads} (this notebook may use {budget.describe()}{others})"

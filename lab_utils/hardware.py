@@ -285,8 +285,8 @@ def _quota_source(root: Path, notes: list[str]) -> CpuSource | None:
             where = "" if level == 0 else " (set on a parent group)"
             best = CpuSource(QUOTA, quota[0] / quota[1], f"cgroup quota {quota[0]}/{quota[1]} us{where}")
     if groups and best is None:
-        notes.append(f"no cgroup CPU quota (cgroup v{version}, {'cpu.max' if version == 2 else 'cpu.cfs_quota_us'} "
-                     "of this process's group and its parents: none set or 'max'): assumed none")
+        read = "cpu.max is 'max'" if version == 2 else "cpu.cfs_quota_us is -1"
+        notes.append(f"no cgroup CPU quota: {read} (or absent) in this process's cgroup (v{version}) and its parents")
     return best
 
 
