@@ -4,7 +4,7 @@ From the files: lab NN is solutions/NN_name.ipynb; its student copy notebooks/NN
 lab_utils/lessons/labNN.py are generated from it by `assign`; its exercises are lab_utils/exercises/labNN.py; the
 learner modules it uses are the ones its notebook imports. What no file says is declared once, in DECLARED below: the
 parameters its test-size run shrinks, its benchmarks and its GPU check. `course`, `grade`, `bench`, `gpu-check` and
-the nbval plugin look a lab up here; the README's "Adding a lab" says what a new lab adds.
+the nbval plugin look a lab up here; "Adding a lab" in lab_utils/instructor/README.md says what a new lab adds.
 """
 from __future__ import annotations
 
