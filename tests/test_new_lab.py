@@ -1,5 +1,5 @@
-"""A lab's pieces are found by its number, and a new lab is added by the recipe "Adding a lab" (lab_utils/instructor/README.md): a lab 99,
-scaffolded in a temporary copy of the course, goes through assign, course, grade, the benchmarks and the GPU checks
+"""A lab's pieces are found by its number, and a new lab is added by the recipe "Adding a lab"
+(lab_utils/instructor/README.md): a lab 99, scaffolded in a temporary copy of the course, goes through assign, course, grade, the benchmarks and the GPU checks
 without a line changed anywhere but its own files and its row in labs.DECLARED."""
 import csv
 import json
