@@ -1,18 +1,24 @@
 """What a probe runs of a submission: the learner's definition of one exercise, as the kernel had it when the
 notebook's self-check (`check(name)`) ran.
 
-Every code cell is read as IPython reads it (magics, `!` commands and `?` help become `get_ipython()` calls; the body
-of `%%time` and `%%capture` runs as code). The notebook's last definition of the name is the one graded, as the
-kernel had it at the self-check that follows it: the probe runs that function, and every top-level statement before
-that self-check that binds a name the definition uses, directly or through what it uses: imports (`np` from the
-notebook's import cell), star imports, helper functions and classes (also those defined after the exercise's cell),
-and module-level values (`LOSS = nn.CrossEntropyLoss()`), each the last binding before the self-check, in notebook
-order. Statements that bind nothing it uses (a training run,
-a print, a loop) are the rest of the notebook and are left out. A notebook without a self-check for the name is read
-to its end.
+The probe replays, in the sandbox, the part of the kernel's history that made that definition. Every code cell is read
+as IPython reads it, with IPython's own input transformers: leading empty lines dropped, the common indentation and
+`>>> `/`... ` prompts removed, magics (on any line), `!` commands and `?` help turned into `get_ipython()` calls; the
+body of `%%time` and `%%capture` runs as code. The graded definition is the one the name's last self-check saw (a `def`
+after that check, a fix not checked again, wins; a value bound to the name after it, `throughput = 64 / 0.05`, does
+not); with no self-check, the last `def`. The probe runs it with every top-level statement before its self-check that
+binds a name it uses, directly or through what it uses: imports (`np` from the import cell, also inside `if`, `try`,
+`with` and loops), star imports, helper functions and classes (also those defined after the exercise's cell) and
+module-level values (`LOSS = nn.CrossEntropyLoss()`), each the last binding before the self-check, then every later
+statement before it that completed that object (`LOSS.label_smoothing = 0.0`, `SETTINGS['skip'] = True`, `n += 1`,
+`SORT.update(...)` on a value), and every `%%writefile` (the probe's folder is on `sys.path`, as the kernel's is), in
+notebook order. Statements that bind nothing it uses (a training run, a print) are the rest of the notebook and are
+left out. A notebook without a self-check for the name is read to its end.
 
 A submission's notebook and code are untrusted: the grader never reads them in its own process. `read_in_child` and
-`clean_in_child` run `main` in a child process with memory, CPU and time limits, and get plain data back.
+`clean_in_child` run `main` in a child process with memory, CPU and time limits, and get plain data back; it reads in
+a thread with a large stack and recursion limit, so a deeply nested expression the kernel compiled (a sum of hundreds
+of terms) is read too.
 """
 from __future__ import annotations
 
@@ -65,10 +71,10 @@ def _cell_magic(node) -> tuple[str, str, str] | None:
     """(magic, its line, its body) when the statement is `get_ipython().run_cell_magic(...)` with literal arguments."""
     call = node.value if isinstance(node, ast.Expr) else None
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic"
-            and len(call.args) == 3 and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args)):
+            and len(call.args) == 3):
         return None
-    magic, line, body = (a.value for a in call.args)
-    return magic, line, body
+    texts = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return (texts[0], texts[1], texts[2]) if len(texts) == 3 else None
 
 
 def _parse(source: str) -> list:
