@@ -1219,3 +1219,17 @@ def test_submissions_are_readable_by_the_grader_alone_while_they_are_graded(hone
     assert [(p, oct(mode)) for p, (mode, other) in seen.items() if other] == []
     assert honest_lab01["as_nobody"] & set(seen) == set()
     assert [p for p in top.iterdir() if p.name.startswith("lab-grader-")] == []
+
+
+def test_a_slurm_jobs_files_are_the_graders_alone(tmp_path):
+    """A job file holds a submission: written 0600 whatever the umask, also over an earlier one."""
+    from lab_utils.instructor.grading.grade_slurm import write_json
+
+    previous = os.umask(0o022)
+    try:
+        for value in (1, 2):
+            write_json(tmp_path / "job-0.json", {"notebook": value})
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "job-0.json").stat().st_mode) == 0o600
+    assert (tmp_path / "job-0.json").read_text() == '{"notebook": 2}' and sorted(tmp_path.iterdir()) == [tmp_path / "job-0.json"]
