@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -1055,3 +1056,180 @@ def test_csv_fields_that_start_like_formulas_are_neutralised_and_read_back():
         written = gradebook.neutral(value)
         assert written[:1] not in gradebook.FORMULA_STARTS and gradebook.plain(written) == value
     assert gradebook.neutral("3.5") == "3.5" and gradebook.neutral("=1") == "'=1"
+
+
+# ---- honest lab 01 notebooks, each run as IPython runs cells, graded as the kernel had them at their self-check ----
+
+TRAIN_STEP = '''import torch.nn.functional as F
+
+def train_step(model, x, y, optimizer):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+'''
+THROUGHPUT = '''import statistics
+
+def throughput(batch_size, step_times, warmup):
+    return batch_size / statistics.median(step_times[warmup:])
+'''
+TOP_OP = '''def top_self_cpu_op(prof):
+    return max(prof.key_averages(), key=lambda event: event.self_cpu_time_total).key
+'''
+
+
+def lab01(*cells) -> nbformat.NotebookNode:
+    """A lab 01 notebook of these cells, exactly as given (no dedent: the layout is what is tested)."""
+    params = new_code_cell("seed = 0")
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[new_markdown_cell("# Lab 01 — an honest submission"), params,
+                             new_code_cell("from lab_utils.exercises import check")] + [new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+# a sum of 600 terms: it nests 600 deep, past what printing it back (ast.unparse) manages at Python's default
+# recursion limit (about 350), within what the kernel compiles (IPython compiles an AST: about 900 here, not 1,000)
+DEEP_TERMS = 600
+HONEST_LAB01 = {
+    "rebound_and_mutated": lab01(
+        "from torch.nn import CrossEntropyLoss\nLOSS = CrossEntropyLoss(label_smoothing=0.3)",
+        "LOSS.label_smoothing = 0.0  # no smoothing after all",
+        "def train_step(model, x, y, optimizer):\n    optimizer.zero_grad()\n    loss = LOSS(model(x), y)\n"
+        "    loss.backward()\n    optimizer.step()\n    return loss.detach()",
+        "check(train_step)", THROUGHPUT, "check(throughput)",
+        "batch_size = 64\nthroughput = batch_size / 0.05\nprint(f'{throughput:.0f} samples/s')",
+        "SORT = {}", "SORT.update(key=lambda event: event.self_cpu_time_total)",
+        "def top_self_cpu_op(prof):\n    return max(prof.key_averages(), **SORT).key", "check(top_self_cpu_op)"),
+    "ipython_layout": lab01(
+        textwrap.indent(TRAIN_STEP, "    "), "check(train_step)",
+        ">>> import statistics\n>>> def throughput(batch_size, step_times, warmup):\n"
+        "...     return batch_size / statistics.median(step_times[warmup:])\n", "check(throughput)",
+        "\n%%time\n" + TOP_OP, "check(top_self_cpu_op)"),
+    "blocks_files_deep": lab01(
+        TRAIN_STEP.replace("    optimizer.zero_grad()\n", "    optimizer.zero_grad()\n    scale = 1" + " + 0" * (DEEP_TERMS - 1) + "\n")
+        .replace("loss = F", "loss = scale * F"), "check(train_step)",
+        "%%writefile rates.py\ndef samples_per_s(batch_size, seconds):\n    return batch_size / seconds\n",
+        "import contextlib\nimport rates\n\nwith contextlib.suppress(ImportError):\n    from statistics import median",
+        "def throughput(batch_size, step_times, warmup):\n    return rates.samples_per_s(batch_size, median(step_times[warmup:]))",
+        "check(throughput)",
+        "SETTINGS = {'by': 'cpu_time_total'}", "SETTINGS['by'] = 'self_cpu_time_total'",
+        "def top_self_cpu_op(prof):\n    return max(prof.key_averages(), key=lambda event: getattr(event, SETTINGS['by'])).key",
+        "check(top_self_cpu_op)"),
+}
+# each way IPython runs a cell that once cost the point its self-check shows: (notebook, exercise)
+HONEST_CASES = {"a_later_value_reuses_the_name": ("rebound_and_mutated", "throughput"),
+                "an_attribute_set_after_the_assignment": ("rebound_and_mutated", "train_step"),
+                "a_method_call_completes_the_object": ("rebound_and_mutated", "top_self_cpu_op"),
+                "a_cell_indented_by_four_spaces": ("ipython_layout", "train_step"),
+                "a_function_pasted_with_prompts": ("ipython_layout", "throughput"),
+                "an_empty_line_then_a_cell_magic": ("ipython_layout", "top_self_cpu_op"),
+                "an_import_in_a_with_block_and_a_written_module": ("blocks_files_deep", "throughput"),
+                "an_item_set_after_the_assignment": ("blocks_files_deep", "top_self_cpu_op"),
+                "a_long_sum": ("blocks_files_deep", "train_step")}
+
+
+def _who_can_read(root: Path) -> list[tuple[str, int, bool]]:
+    """Everything under `root`: (path, mode, whether another uid could read it by its modes: every folder above it
+    searchable by others, and it readable by others)."""
+    found, stack = [], [(root, True)]
+    while stack:
+        folder, reachable = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            found.append((entry.path, mode, reachable and bool(mode & 0o004)))
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((Path(entry.path), reachable and bool(mode & 0o001)))
+    return found
+
+
+def _readable_as_nobody(paths: list[str]) -> list[str]:
+    """Which of `paths` the unprivileged uid can open (root only; asked of the kernel, as that uid)."""
+    code = ("import os, sys\nfor p in sys.argv[1:]:\n    try:\n        os.listdir(p) if os.path.isdir(p) else "
+            "open(p, 'rb').close()\n        print(p)\n    except OSError:\n        pass")
+    done = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", sys.executable, "-I",
+                           "-c", code, *paths], capture_output=True, text=True, timeout=60)
+    return done.stdout.split("\n")[:-1]
+
+
+@pytest.fixture(scope="module")
+def honest_lab01(tmp_path_factory):
+    """The honest lab 01 notebooks, run whole (the kernel's own PASS lines) and graded; what the grader's temporary
+    folder held, and who could read it, looked at while each probe ran."""
+    from lab_utils.instructor.grading import sandboxed_run
+
+    folder = tmp_path_factory.mktemp("honest_lab01")
+    paths = []
+    for name, nb in HONEST_LAB01.items():
+        nbformat.write(nb, folder / f"{name}.ipynb")
+        paths.append(folder / f"{name}.ipynb")
+    grader_tmp = tmp_path_factory.mktemp("honest_grader_tmp")
+    grader_tmp.chmod(0o1777)  # like /tmp
+    seen: dict[str, tuple[int, bool]] = {}
+    as_nobody: set[str] = set()
+    real_probe = sandboxed_run.probe
+
+    def looking_probe(*args, **kwargs):
+        now = _who_can_read(grader_tmp)
+        seen.update({path: (mode, other) for path, mode, other in now})
+        if os.geteuid() == 0:
+            as_nobody.update(_readable_as_nobody([path for path, _, _ in now]))
+        return real_probe(*args, **kwargs)
+
+    isolation = machine.detect()
+    out = tmp_path_factory.mktemp("honest_graded")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sandboxed_run, "probe", looking_probe)
+        patch.setattr(tempfile, "tempdir", str(grader_tmp))
+        rows = grade.grade(paths, "01", out, timeout=120, cell_timeout=60, jobs=3, say=lambda s: None,
+                           isolation=isolation, unsandboxed=not isolation.complete)
+    return {"rows": {r.student: r for r in rows}, "out": out, "seen": seen, "as_nobody": as_nobody,
+            "grader_tmp": grader_tmp}
+
+
+@pytest.mark.parametrize("case", sorted(HONEST_CASES))
+def test_an_honest_notebook_is_graded_as_the_kernel_had_it_at_its_self_check(honest_lab01, case):
+    """The notebook's own self-check prints PASS in the kernel (the executed copy shows it), and the grade agrees."""
+    notebook_name, exercise = HONEST_CASES[case]
+    row = honest_lab01["rows"][notebook_name]
+    scores = {s.name: (s.points, s.max_points, s.message) for s in row.scores}
+    assert scores[exercise][0] == scores[exercise][1] == 1, scores[exercise]
+    assert f"PASS  {exercise}" in printed_by(honest_lab01["out"] / f"{notebook_name}.executed.ipynb")
+    assert row.score == row.max_score == 3, scores
+
+
+def test_submissions_are_readable_by_the_grader_alone_while_they_are_graded(honest_lab01):
+    """While it grades, the grader's temporary folder holds its top folder (0711: searchable, not listable), the
+    submissions' copies (0600, in a 0700 folder) and each sandbox's folder (0700): nothing in it another uid can open
+    — by the modes, and, as root, asked of the kernel as uid 65534."""
+    top = honest_lab01["grader_tmp"]
+    seen = {p: v for p, v in honest_lab01["seen"].items()  # the grader's (not a library's cache, torchinductor_USER)
+            if Path(p).relative_to(top).parts[0].startswith("lab-grader-")}
+    copies = [p for p in seen if Path(p).name.startswith("submission-") and p.endswith(".ipynb")]
+    assert len(copies) == len(HONEST_LAB01), sorted(seen)
+    for path in copies:
+        assert stat.S_IMODE(seen[path][0]) == 0o600, (path, oct(seen[path][0]))
+    own = [p for p in seen if len(Path(p).relative_to(top).parts) <= 2]  # its folder, the copies' and the sandboxes'
+    assert {stat.S_IMODE(seen[p][0]) for p in own} <= {0o700, 0o711}, {p: oct(seen[p][0]) for p in own}
+    assert [(p, oct(mode)) for p, (mode, other) in seen.items() if other] == []
+    assert honest_lab01["as_nobody"] & set(seen) == set()
+    assert [p for p in top.iterdir() if p.name.startswith("lab-grader-")] == []
+
+
+def test_a_slurm_jobs_files_are_the_graders_alone(tmp_path):
+    """A job file holds a submission: written 0600 whatever the umask, also over an earlier one."""
+    from lab_utils.instructor.grading.grade_slurm import write_json
+
+    previous = os.umask(0o022)
+    try:
+        for value in (1, 2):
+            write_json(tmp_path / "job-0.json", {"notebook": value})
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "job-0.json").stat().st_mode) == 0o600
+    assert (tmp_path / "job-0.json").read_text() == '{"notebook": 2}' and sorted(tmp_path.iterdir()) == [tmp_path / "job-0.json"]

@@ -146,6 +146,13 @@ def read_regular(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
+def write_private(path: Path, data: bytes) -> None:
+    """A new file readable by the grader alone (mode 0600 from its creation, whatever the umask)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
 def why_unreadable(path: Path) -> str:
     """Why a submission path is not a notebook file the grader reads ('' when it is one)."""
     try:
@@ -334,15 +341,17 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
     out_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="lab-grader-"))
     scratch.chmod(0o711)  # without bubblewrap a sandbox reaches its own folder (random name) and lists no one else's
+    private = scratch / "submissions"
+    private.mkdir(mode=0o700)  # the copies: the grader's alone (neither classmates on the machine nor a sandbox)
     rng = random.Random(seed if seed is not None else secrets.randbits(64))
     seeds = [rng.randrange(2**63) for _ in paths]
     copies = []
     for i, p in enumerate(paths):  # each submission is read from a private copy; the originals are never run
-        copy = scratch / f"submission-{i}.ipynb"
+        copy = private / f"submission-{i}.ipynb"
         why = why_unreadable(p)
         data = None if why else read_regular(p, MAX_NOTEBOOK_BYTES)
         if data is not None:
-            copy.write_bytes(data)
+            write_private(copy, data)
         copies.append((p.stem, copy, why or ("" if data is not None else "not a regular notebook file")))
 
     def one(index: int) -> Graded:

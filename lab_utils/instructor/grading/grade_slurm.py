@@ -31,7 +31,10 @@ LOST = "lost"
 def write_json(path: Path, data) -> None:
     """Write `path` whole or not at all (a reader never sees half a file)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)  # a submission: the grader's alone
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(data))
     os.replace(tmp, path)
 
 

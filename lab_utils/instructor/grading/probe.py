@@ -9,7 +9,8 @@ the request, forks a child that closes every descriptor but a private result pip
 anything, and forwards what the child sends after checking it is one answer of plain data. This process is not
 dumpable, so the child cannot open /proc/PID/fd of it either (and the sandbox's seccomp filter refuses ptrace); in
 bubblewrap it is the namespace's pid 1, so no other process inside holds the channel, and signals from the learner's
-code do not reach it. The learner's code sees `display` and `get_ipython` as a notebook does.
+code do not reach it. The learner's code sees `display` and `get_ipython` as a notebook does, and, as a kernel has it,
+its working folder on `sys.path` (where a replayed `%%writefile` puts a module).
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def answer(request: dict) -> dict:
         run = _load_run(request["run"])
         namespace = {"__name__": "__learner__", "__builtins__": __builtins__, **KERNEL_NAMES}
         exec(compile(request.get("setup") or "", "<lab set-up>", "exec"), namespace)
+        sys.path.insert(0, os.getcwd())  # as in a kernel: a module the notebook wrote (`%%writefile rates.py`) imports
         exec(compile(request["definition"], "<your notebook>", "exec"), namespace)
         if not callable(namespace.get(name)):
             return {"status": "missing", "error": f"{name} is not defined as a function"}

@@ -1,18 +1,24 @@
 """What a probe runs of a submission: the learner's definition of one exercise, as the kernel had it when the
 notebook's self-check (`check(name)`) ran.
 
-Every code cell is read as IPython reads it (magics, `!` commands and `?` help become `get_ipython()` calls; the body
-of `%%time` and `%%capture` runs as code). The notebook's last definition of the name is the one graded, as the
-kernel had it at the self-check that follows it: the probe runs that function, and every top-level statement before
-that self-check that binds a name the definition uses, directly or through what it uses: imports (`np` from the
-notebook's import cell), star imports, helper functions and classes (also those defined after the exercise's cell),
-and module-level values (`LOSS = nn.CrossEntropyLoss()`), each the last binding before the self-check, in notebook
-order. Statements that bind nothing it uses (a training run,
-a print, a loop) are the rest of the notebook and are left out. A notebook without a self-check for the name is read
-to its end.
+The probe replays, in the sandbox, the part of the kernel's history that made that definition. Every code cell is read
+as IPython reads it, with IPython's own input transformers: leading empty lines dropped, the common indentation and
+`>>> `/`... ` prompts removed, magics (on any line), `!` commands and `?` help turned into `get_ipython()` calls; the
+body of `%%time` and `%%capture` runs as code. The graded definition is the one the name's last self-check saw (a `def`
+after that check, a fix not checked again, wins; a value bound to the name after it, `throughput = 64 / 0.05`, does
+not); with no self-check, the last `def`. The probe runs it with every top-level statement before its self-check that
+binds a name it uses, directly or through what it uses: imports (`np` from the import cell, also inside `if`, `try`,
+`with` and loops), star imports, helper functions and classes (also those defined after the exercise's cell) and
+module-level values (`LOSS = nn.CrossEntropyLoss()`), each the last binding before the self-check, then every later
+statement before it that completed that object (`LOSS.label_smoothing = 0.0`, `SETTINGS['skip'] = True`, `n += 1`,
+`SORT.update(...)` on a value), and every `%%writefile` (the probe's folder is on `sys.path`, as the kernel's is), in
+notebook order. Statements that bind nothing it uses (a training run, a print) are the rest of the notebook and are
+left out. A notebook without a self-check for the name is read to its end.
 
 A submission's notebook and code are untrusted: the grader never reads them in its own process. `read_in_child` and
-`clean_in_child` run `main` in a child process with memory, CPU and time limits, and get plain data back.
+`clean_in_child` run `main` in a child process with memory, CPU and time limits, and get plain data back; it reads in
+a thread with a large stack and recursion limit, so a deeply nested expression the kernel compiled (a sum of hundreds
+of terms) is read too.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import resource
 import subprocess
 import symtable
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -33,9 +40,12 @@ CHILD_MEMORY_BYTES = 3 * 2**30
 CHILD_CPU_S = 120
 CHILD_TIMEOUT_S = 180.0
 MAX_OUTPUT_CHARS = 20_000  # per output, in the executed notebook handed back
+DEEP_STACK_BYTES = 512 * 2**20  # the reader's thread: room for DEEP_RECURSION frames, within CHILD_MEMORY_BYTES
+DEEP_RECURSION = 30_000  # the kernel compiles at most ~3,000 levels of nesting; printing one takes a few frames each
 BINDING = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
            ast.AnnAssign, ast.AugAssign)
-BLOCKS = (ast.If, ast.Try)  # `try: import x / except ImportError: x = None` binds too
+# `try: import x / except ImportError: x = None`, `with contextlib.suppress(ImportError): import x`: blocks bind too
+BLOCKS = (ast.If, ast.Try, ast.With, ast.For, ast.While, *([ast.TryStar] if hasattr(ast, "TryStar") else []))
 DEFINING = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
 BODY_MAGICS = ("time", "capture")  # cell magics that run their body as code in the kernel's namespace
 TITLE = re.compile(r"^#\s+Lab\s+(\d{1,2})\b")
@@ -44,39 +54,124 @@ TITLE = re.compile(r"^#\s+Lab\s+(\d{1,2})\b")
 # ---- reading code as IPython reads it ------------------------------------------------------------------------------
 
 def as_python(source: str) -> str:
-    """A cell's source as IPython runs it: IPython syntax turned into plain Python calls."""
-    lines = source.splitlines()
-    first = lines[0].strip() if lines else ""
-    if first.startswith("%%") and first[2:].split()[:1] in [[magic] for magic in BODY_MAGICS]:
-        return as_python("\n".join(lines[1:]))
-    if "%" not in source and "!" not in source and "?" not in source:
-        return source
-    from IPython.core.inputtransformer2 import TransformerManager
-
+    """A cell's source as IPython runs it: leading empty lines dropped, the common indentation and `>>> `/`... `
+    prompts removed, IPython syntax (magics on any line, `!` commands, `?` help) turned into plain Python calls —
+    IPython's own input transformers, where IPython is installed."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # no IPython: no kernel could have run the notebook's magics either
+        return textwrap.dedent(source)
     try:
         return TransformerManager().transform_cell(source)
     except Exception:  # IPython could not read it either: the kernel would have failed on it
         return source
 
 
+def _cell_magic(node) -> tuple[str, str, str] | None:
+    """(magic, its line, its body) when the statement is `get_ipython().run_cell_magic(...)` with literal arguments."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic"
+            and len(call.args) == 3):
+        return None
+    texts = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return (texts[0], texts[1], texts[2]) if len(texts) == 3 else None
+
+
 def _parse(source: str) -> list:
-    """The cell's top-level statements, or [] when it is not valid Python (nor IPython): the kernel bound nothing."""
-    try:
-        return ast.parse(as_python(source)).body
-    except (SyntaxError, ValueError, RecursionError):  # out of memory is not "binds nothing": the child fails
-        return []
+    """The cell's top-level statements as the kernel ran them, or [] when it is not valid Python (nor IPython): the
+    kernel bound nothing. The body of `%%time` and `%%capture` is code run in the notebook's namespace."""
+    statements, pending = [], [source]
+    while pending:
+        try:
+            body = ast.parse(as_python(pending.pop())).body
+        except (SyntaxError, ValueError, RecursionError):  # out of memory is not "binds nothing": the child fails
+            continue
+        magic = _cell_magic(body[0]) if len(body) == 1 else None
+        if magic is not None and magic[0] in BODY_MAGICS:
+            pending.append(magic[2])
+        else:
+            statements += body
+    return statements
+
+
+def _writes_file(node) -> bool:
+    """True for a `%%writefile` cell: the file it writes is part of what the kernel had (`import rates`)."""
+    magic = _cell_magic(node)
+    return magic is not None and magic[0] == "writefile"
+
+
+def _names_in(target) -> set[str]:
+    """Names a binding target rebinds (`a`, `a, *b`), not those an attribute or item target reads (`D[k] = v`)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_names_in(t) for t in target.elts))
+    if isinstance(target, ast.Starred):
+        return _names_in(target.value)
+    return set()
+
+
+def _root(expression) -> str | None:
+    """`LOSS` of `LOSS.label_smoothing`, `SETTINGS['x']` or `SORT.update`: the name whose object is reached."""
+    while isinstance(expression, (ast.Attribute, ast.Subscript)):
+        expression = expression.value
+    return expression.id if isinstance(expression, ast.Name) else None
+
+
+def _inner(node) -> list:
+    """The statements a block (a top-level `if`, `try`, `with` or loop) holds at any depth, not those in the body of a
+    function or class it defines."""
+    found, stack = [], list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        if isinstance(child, ast.expr):
+            continue
+        if isinstance(child, ast.stmt):
+            found.append(child)
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+        stack.extend(ast.iter_child_nodes(child))
+    return found
 
 
 def _targets(node) -> set[str]:
-    """Names a top-level statement binds (a star import: none that can be named here)."""
+    """Names a top-level statement (re)binds (a star import: none that can be named here)."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+    if isinstance(node, ast.Assign):
+        return set().union(*(_names_in(t) for t in node.targets))
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return _names_in(node.target)
     if isinstance(node, BLOCKS):
-        return set().union(*(_targets(n) for n in ast.walk(node) if n is not node and isinstance(n, BINDING)))
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
-    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        names = set().union(*(_names_in(n.target) for n in [node] if isinstance(n, (ast.For, ast.AsyncFor))))
+        names |= {n for item in getattr(node, "items", []) if item.optional_vars for n in _names_in(item.optional_vars)}
+        for inner in _inner(node):
+            if isinstance(inner, DEFINING + (ast.Import, ast.ImportFrom)):
+                names |= _targets(inner)
+        return names
+    return set()
+
+
+def _mutates(node, values: set[str]) -> set[str]:
+    """Names whose object a top-level statement changes without rebinding it: `LOSS.label_smoothing = 0.0`,
+    `SETTINGS['skip'] = True`, `total += 1`, `del D[k]`; and, for names bound to values (`values`, not modules or
+    functions, whose calls are mostly not changes), a method call `SORT.update(...)`."""
+    names: set[str] = set()
+    for inner in [node, *(_inner(node) if isinstance(node, BLOCKS) else [])]:
+        if isinstance(inner, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = inner.targets if isinstance(inner, (ast.Assign, ast.Delete)) else [inner.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, (ast.Attribute, ast.Subscript)) and _root(part):
+                        names.add(str(_root(part)))
+            if isinstance(inner, ast.AugAssign) and isinstance(inner.target, ast.Name):
+                names.add(inner.target.id)
+        elif isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call) \
+                and isinstance(inner.value.func, ast.Attribute) and _root(inner.value.func) in values:
+            names.add(str(_root(inner.value.func)))
+    return names
 
 
 def _star(node) -> bool:
@@ -117,6 +212,15 @@ def _calls_check(node, name: str) -> bool:
     return False
 
 
+def _is_function(node, name: str) -> bool:
+    """True when the statement defines `name` as a function by its syntax (`def`, `class`, `name = lambda ...`)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.Assign):
+        return isinstance(node.value, ast.Lambda) and name in _targets(node)
+    return isinstance(node, BLOCKS) and any(_is_function(n, name) for n in _inner(node))
+
+
 _PARSING = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST constructor recursion depth mismatch")
 
 
@@ -132,28 +236,46 @@ def definitions(cells: list[str], names) -> dict[str, str | None]:
     return {name: _definition(statements, name) for name in names}
 
 
-def _definition(statements: list, name: str) -> str | None:
-    defining = [k for k, node in enumerate(statements) if isinstance(node, DEFINING) and name in _targets(node)]
+def _graded_definition(statements: list, name: str) -> int | None:
+    """Which statement defines the graded `name`: the one its last self-check saw, unless a `def` of it follows that
+    check (a fix the learner did not check again); a value bound to the name after the check (`throughput = 64 /
+    0.05`) is not it. Without a self-check, the last `def` of it (else the last binding)."""
+    defining = [k for k, node in enumerate(statements) if isinstance(node, DEFINING + BLOCKS) and name in _targets(node)]
     if not defining:
         return None
-    home = defining[-1]
+    checks = [k for k, node in enumerate(statements) if _calls_check(node, name)]
+    last_check = checks[-1] if checks else -1
+    later = [k for k in defining if k > last_check and _is_function(statements[k], name)]
+    seen = [k for k in defining if k < last_check]
+    return later[-1] if later else seen[-1] if seen else defining[-1]
+
+
+def _definition(statements: list, name: str) -> str | None:
+    home = _graded_definition(statements, name)
+    if home is None:
+        return None
     end = next((k for k, node in enumerate(statements) if k > home and _calls_check(node, name)),
                len(statements))  # its self-check: the kernel's state when it ran is what is graded
+    before = statements[:end]
     binders: dict[str, list[int]] = {}
-    for k, node in enumerate(statements[:end]):
+    for k, node in enumerate(before):
         if k != home and isinstance(node, BINDING + BLOCKS):
             for target in _targets(node):
                 binders.setdefault(target, []).append(k)
-    chosen = {home} | {k for k, node in enumerate(statements[:end]) if _star(node)}
+    values = {t for node in before if isinstance(node, (ast.Assign, ast.AnnAssign) + BLOCKS) for t in _targets(node)}
+    changers: dict[str, list[int]] = {}
+    for k, node in enumerate(before):
+        for target in _mutates(node, values):
+            changers.setdefault(target, []).append(k)
+    chosen = {home} | {k for k, node in enumerate(before) if _star(node) or _writes_file(node)}
     wanted, seen = set(_uses(statements[home])), set[str]()
     while wanted - seen:
         fresh = sorted(wanted - seen)
         seen |= wanted
         for want in fresh:
-            found = binders.get(want, [])
-            plain = [k for k in found if not isinstance(statements[k], ast.AugAssign)]
-            start = plain[-1] if plain else -1  # the last plain binding, and every `+=` after it
-            for k in [b for b in found if b >= start]:
+            bound = binders.get(want, [])
+            start = bound[-1] if bound else -1  # the last binding, and every statement after it that changed it
+            for k in [b for b in bound + changers.get(want, []) if b >= start]:
                 if k not in chosen:
                     chosen.add(k)
                     wanted = wanted | _uses(statements[k])
@@ -291,6 +413,31 @@ def clean_executed(raw: bytes) -> dict:
 
 # ---- the child, and the grader's side of it ------------------------------------------------------------------------
 
+def deep(function, *args):
+    """`function(*args)` in a thread with a large stack and recursion limit, so that the deeply nested expressions
+    honest code holds (a 1,000-term sum: the kernel compiles it) parse and print here too. In the child only: the
+    recursion limit is the process's."""
+    result: dict = {}
+
+    def run():
+        try:
+            result["value"] = function(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            result["error"] = exc
+
+    previous = threading.stack_size(DEEP_STACK_BYTES)
+    sys.setrecursionlimit(DEEP_RECURSION)
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(previous)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
 def main() -> None:
     """In the child: one request on stdin (a JSON line, then the notebook's bytes), one JSON answer on stdout."""
     request = json.loads(sys.stdin.buffer.readline())
@@ -298,9 +445,9 @@ def main() -> None:
     if len(raw) > MAX_NOTEBOOK_BYTES:
         answer = {"invalid": f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB"}
     elif request["op"] == "read":
-        answer = read_submission(raw, request["names"], request["known"])
+        answer = deep(read_submission, raw, request["names"], request["known"])
     else:
-        answer = clean_executed(raw)
+        answer = deep(clean_executed, raw)
     sys.stdout.write(json.dumps(answer))
 
 

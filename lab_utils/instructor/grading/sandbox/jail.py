@@ -107,6 +107,7 @@ class Sandbox:
 
         def setup():
             os.setsid()
+            os.umask(0o077)  # what a submission writes (without bubblewrap: in the grader's folder) is its own alone
             for cgroup in own_cgroups:
                 (cgroup / "cgroup.procs").write_text(str(os.getpid()))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
