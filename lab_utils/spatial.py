@@ -171,7 +171,8 @@ class LibraryCheck:
             raise ValueError(f"{name}: a library result needs the unsplit model's output to be compared with")
         want = np.asarray(reference)
         got = np.asarray(result["gathered"])
-        diff, columns = None, ()
+        diff: float | None = None
+        columns: tuple[int, ...] = ()
         if got.shape == want.shape:
             error = np.abs(got - want).reshape(-1, want.shape[-1]) if want.ndim else np.abs(got - want).reshape(1, 1)
             diff = float(error.max()) if error.size else 0.0

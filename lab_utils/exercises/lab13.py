@@ -11,7 +11,7 @@ EXCHANGE_TIMEOUT_S = 10  # an exchange that waits for a message nobody sends is 
 # ---- my_halo_rows -------------------------------------------------------------------------------------------------
 
 def _rows_cases(rng):
-    fixed = [(3, 1, 1), (3, 1, 2), (5, 2, 1), (2, 0, 2), (1, 0, 1), (3, 0, 1), (7, 3, 2)]
+    fixed = [(3, 1, 1), (3, 1, 2), (5, 2, 1), (2, 0, 2), (1, 0, 1), (3, 0, 1), (7, 3, 2), (1, 0, 2)]
     drawn = [(k, rng.randint(0, k // 2), rng.choice([1, 2])) for k in (rng.choice([3, 5, 7]), rng.choice([3, 5]))]
     return [list(c) for c in fixed + drawn]
 
@@ -33,21 +33,22 @@ def _rows_judge(got, expected, cases):
         if g == e:
             continue
         where = f"kernel {k}, padding {p}, stride {s}: you gave {g}, "
+        if s > 1 and g == [p, k - 1 - p]:
+            return 0.0, where + ("right for stride 1; with stride s the slab's last output row starts s - 1 rows "
+                                 "earlier than its last input row")
         if g == [k // 2, k // 2]:
             return 0.0, where + ("k // 2 on each side holds only for a stride-1 convolution padded by k // 2: the rows "
                                  "above are the padding, the rows below shrink with the stride")
         if g == [p, p]:
             return 0.0, where + "the rows below are not the padding: count which input rows the last output row reads"
-        if g == [p, k - 1 - p]:
-            return 0.0, where + ("right for stride 1; with stride s the slab's last output row starts s - 1 rows "
-                                 "earlier than its last input row")
         if g == [p, k - p - s] and k - p - s < 0:
             return 0.0, where + "a negative row count: a slab never needs fewer than 0 rows"
         if g == [e[1], e[0]]:
             return 0.0, where + "above and below are swapped: the padding is what the first output row reads above"
         if g == [k - 1, k - 1]:
             return 0.0, where + "a kernel of k rows reaches k - 1 rows beyond its centre only in total, not per side"
-        return 0.0, where + f"expected {e}"
+        return 0.0, where + ("not the rows the slab's first and last output rows read beyond it: list the input rows "
+                             "each reads and count those outside the slab")
     return 1.0, "the rows above are the padding, the rows below k - p - s (never negative), for every case"
 
 
@@ -148,7 +149,8 @@ def _exchange_expected(cases):
                 bottom = p if rank == n - 1 else below
                 slab = images[:, :, start:stop]
                 # what a rank gets when its neighbours send the wrong end of their slabs
-                wrong_top = padded[:, :, :p] if rank == 0 else images[:, :, bounds[rank - 1][0]:bounds[rank - 1][0] + above]
+                above_start = bounds[rank - 1][0] if rank > 0 else 0
+                wrong_top = padded[:, :, :p] if rank == 0 else images[:, :, above_start:above_start + above]
                 wrong_bottom = padded[:, :, -p:] if rank == n - 1 else \
                     images[:, :, bounds[rank + 1][1] - below:bounds[rank + 1][1]]
                 per_rank[rank].append({"rows": [start, stop], "top": top, "bottom": bottom,
@@ -244,14 +246,15 @@ def _bytes_judge(got, expected, cases):
         if abs(g - e) <= 1e-9 * max(1.0, e):
             continue
         k, p, s, c, w, b, n, itemsize = case
-        where = f"kernel {k}, padding {p}, stride {s}, {c} channels, width {w}, batch {b}, {n} ranks, {itemsize} bytes: "
+        where = (f"kernel {k}, padding {p}, stride {s}, {c} channels, width {w}, batch {b}, {n} ranks, "
+                 f"{itemsize} bytes: ")
         per_border = 2 * (k // 2) * w * c * b * itemsize
         candidates = [
             (e / 2, "half the bytes: the backward pass sends every halo row's gradient back, as many bytes again"),
             (e * n / (n - 1), f"{n} ranks have {n - 1} borders between their slabs, not {n}"),
-            (e / (b * itemsize), "that counts numbers, per image: multiply by the batch and the bytes per number"),
             (e / b, "the halo carries those rows for every image of the batch"),
             (e / itemsize, "that counts numbers: multiply by the bytes per number (itemsize)"),
+            (e / (b * itemsize), "that counts numbers, per image: multiply by the batch and the bytes per number"),
             ((n - 1) * per_border, "2 (k // 2) rows per border holds for stride 1; the rows are padding + "
                                    "max(0, k - padding - stride), and the step has a backward pass too"),
             (2 * (n - 1) * per_border, "2 (k // 2) rows per border holds only for stride 1 and padding k // 2: the "
@@ -261,7 +264,9 @@ def _bytes_judge(got, expected, cases):
         for value, message in candidates:
             if abs(g - value) <= 1e-9 * max(1.0, value) and abs(value - e) > 1e-9 * max(1.0, e):
                 return 0.0, where + message
-        return 0.0, where + f"you gave {g:,.0f} bytes, expected {e:,.0f}"
+        return 0.0, where + (f"you gave {g:,.0f} bytes: count the rows each border carries (both ways), the "
+                             "numbers in a row (width x channels), the images, the bytes per number, the borders and "
+                             "the passes")
     return 1.0, "rows per border x width x channels x batch x bytes, over N - 1 borders, forward and backward"
 
 
