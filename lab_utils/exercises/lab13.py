@@ -172,6 +172,8 @@ def _entry_judge(g, e, where):
     import numpy as np
 
     start, stop = e["rows"]
+    if g.get("rows") != e["rows"]:
+        return 0.0, f"{where}: the answer covers rows {g.get('rows')}, not this rank's slab"
     want = np.asarray(e["haloed"])
     if _shape(g["haloed"]) != list(want.shape):
         return 0.0, (f"{where}: your result has shape {_shape(g['haloed'])}, expected {list(want.shape)}: the slab's "
