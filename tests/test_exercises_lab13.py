@@ -172,3 +172,47 @@ def test_halo_bytes_without_the_batch_fails():
         rows = padding + max(0, kernel - padding - stride)
         return 2 * (world_size - 1) * rows * width * channels * itemsize
     assert_wrong(halo_bytes_per_step, "batch")
+
+
+# ---- my_slab_bounds -------------------------------------------------------------------------------------------------
+
+def test_my_slab_bounds_solution_passes_and_scores_full():
+    def my_slab_bounds(height, rank, world_size, align):
+        share, extra = divmod(height // align, world_size)
+        start = align * (rank * share + min(rank, extra))
+        stop = height if rank == world_size - 1 else start + align * (share + (rank < extra))
+        return start, stop
+    assert check(my_slab_bounds)
+    assert score(my_slab_bounds)[0] == 1.0
+
+
+def test_my_slab_bounds_dropping_the_rows_left_over_fails():
+    def my_slab_bounds(height, rank, world_size, align):
+        per = height // world_size // align * align
+        return rank * per, (rank + 1) * per
+    assert_wrong(my_slab_bounds, "rows left over")
+
+
+def test_my_slab_bounds_unaligned_borders_fail():
+    def my_slab_bounds(height, rank, world_size, align):
+        share, extra = divmod(height, world_size)  # balanced rows, but borders anywhere
+        start = rank * share + min(rank, extra)
+        return start, start + share + (rank < extra)
+    assert_wrong(my_slab_bounds, "not a multiple")
+
+
+def test_my_slab_bounds_everything_extra_to_the_last_rank_fails():
+    def my_slab_bounds(height, rank, world_size, align):
+        per = height // align // world_size * align
+        return rank * per, height if rank == world_size - 1 else (rank + 1) * per
+    assert_wrong(my_slab_bounds, "differ by more than one")
+
+
+def test_my_slab_bounds_extras_to_the_last_ranks_fail():
+    def my_slab_bounds(height, rank, world_size, align):
+        share, extra = divmod(height // align, world_size)
+        first_extra = world_size - extra  # the extra blocks to the last ranks
+        start = align * (rank * share + max(0, rank - first_extra))
+        stop = height if rank == world_size - 1 else start + align * (share + (rank >= first_extra))
+        return start, stop
+    assert_wrong(my_slab_bounds, "first ranks")

@@ -1,5 +1,6 @@
 """Lab 13: the halo rows a convolution needs on a slab, the halo exchange in 2 and 3 real ranks (= the zero-padded
-whole image, and a convolution of it = the unsplit convolution), the halo bytes of one training step."""
+whole image, and a convolution of it = the unsplit convolution), the halo bytes of one training step, the slab split
+that balances rows when the height does not divide."""
 from __future__ import annotations
 
 from .core import ANY, Exercise, last_line, max_abs_diff, register
@@ -276,4 +277,49 @@ HALO_BYTES_PER_STEP = Exercise("13", "halo_bytes_per_step", _bytes_cases, _bytes
                                "each of the N - 1 borders carries the rows the two neighbours need, each row "
                                "width x channels numbers per image; the backward pass returns them")
 
-register(MY_HALO_ROWS, MY_EXCHANGE_HALO, HALO_BYTES_PER_STEP)
+
+# ---- my_slab_bounds --------------------------------------------------------------------------------------------------
+
+def _bounds_cases(rng):
+    fixed = [(45, 3, 4), (30, 2, 4), (62, 3, 4), (13, 3, 1), (100, 4, 8)]
+    drawn = [(rng.randint(20, 200), rng.randint(2, 5), rng.choice([1, 2, 4])) for _ in range(3)]
+    return [list(c) for c in fixed + drawn]
+
+
+def _bounds_run(my_slab_bounds, cases):
+    return [[[int(v) for v in my_slab_bounds(h, r, n, a)] for r in range(n)] for h, n, a in cases]
+
+
+def _bounds_expected(cases):
+    from ..lessons.lab13 import slab_bounds
+
+    return [[list(slab_bounds(h, r, n, a)) for r in range(n)] for h, n, a in cases]
+
+
+def _bounds_judge(got, expected, cases):
+    for g, e, (h, n, a) in zip(got, expected, cases):
+        if g == e:
+            continue
+        where = f"height {h}, {n} ranks, borders on multiples of {a}: you gave {g}; "
+        if g[0][0] != 0 or g[-1][1] != h:
+            return 0.0, where + (f"the slabs must cover rows 0 to {h}: the last rank also takes the rows left over "
+                                 "below the last whole block")
+        if any(x[1] != y[0] for x, y in zip(g, g[1:])):
+            return 0.0, where + "each slab must start where the one above it stops: no row twice, none missing"
+        if any(start % a for start, _ in g):
+            return 0.0, where + (f"a slab starts on a row that is not a multiple of {a}: a pooling window or a "
+                                 "stride-2 convolution's rows would be split between two ranks")
+        blocks = [(stop - start) // a for start, stop in g[:-1]] + [(g[-1][1] - g[-1][0]) // a]
+        if max(blocks) - min(blocks) > 1:
+            return 0.0, where + (f"the ranks hold {blocks} blocks of {a} rows: share the blocks so that no two ranks "
+                                 "differ by more than one (the extra ones to the first ranks)")
+        return 0.0, where + ("the extra blocks go to the first ranks, one each, as torch.tensor_split and "
+                             "data.row_range share them")
+    return 1.0, "every row once, borders on multiples of the alignment, blocks shared to within one, extras first"
+
+
+MY_SLAB_BOUNDS = Exercise("13", "my_slab_bounds", _bounds_cases, _bounds_run, _bounds_expected, _bounds_judge,
+                          "count whole blocks of `align` rows, give each rank blocks // world_size and the first "
+                          "blocks % world_size ranks one more; the last rank stops at the height")
+
+register(MY_HALO_ROWS, MY_EXCHANGE_HALO, HALO_BYTES_PER_STEP, MY_SLAB_BOUNDS)

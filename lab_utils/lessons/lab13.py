@@ -13,7 +13,7 @@ from lab_utils import measure, spatial
 __all__ = ['CourseCNN', 'slab_bounds', 'halo_rows', 'exchange_halo', 'return_halo_gradient', 'HaloExchange', 'slab_conv', 'SumOverSlabs', 'SumForEveryRank', 'slab_batch_norm', 'SpatialCNN', 'sum_slab_gradients', 'spatial_step_worker', 'speed_worker', 'activation_worker', 'dtensor_conv_worker']
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 7 (id b121ec50) --------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 7 (id 2e475bc6) --------------------------------------------------
 
 class CourseCNN(nn.Module):
     """Three 3x3 convolutions with BatchNorm, a max-pool and a stride-2 convolution, global mean, a classifier."""
@@ -33,7 +33,7 @@ class CourseCNN(nn.Module):
         return self.fc(x.mean((2, 3)))
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 11 (id 9b33b666) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 11 (id 5294c34a) -------------------------------------------------
 
 ALIGN = 4  # the CNN's strides multiplied (max-pool 2, conv2 2): slab borders on multiples of 4 rows
 
@@ -54,7 +54,7 @@ def halo_rows(kernel, padding, stride):
     return padding, max(0, kernel - padding - stride)
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 14 (id 0babd6b0) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 14 (id db0acd0a) -------------------------------------------------
 
 def exchange_halo(slab, above, below, padding, rank, world_size):
     """The slab with the neighbour above's last `above` rows on top and the neighbour below's first `below` rows
@@ -128,7 +128,7 @@ def slab_conv(conv, slab):
     return F.conv2d(x, conv.weight, conv.bias, conv.stride, (0, conv.padding[1]))
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 16 (id b706dc55) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 16 (id d36e971e) -------------------------------------------------
 
 class SumOverSlabs(torch.autograd.Function):
     """All-reduce forward; backward all-reduces the gradient too: every rank's slab used the total, so its
@@ -172,7 +172,7 @@ def slab_batch_norm(bn, x):
     return torch.addcmul((bn.bias - mean * scale).view(1, c, 1, 1), x, scale.view(1, c, 1, 1))  # x * scale + shift
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 18 (id 53692214) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 18 (id 68a12f49) -------------------------------------------------
 
 class SpatialCNN(nn.Module):
     """The unsplit CNN's own layers and weights, run on this rank's slab of rows."""
@@ -200,7 +200,7 @@ def sum_slab_gradients(model):
         g.copy_(summed.view_as(g))
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 19 (id d4aa9499) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 19 (id 0b876796) -------------------------------------------------
 
 def spatial_step_worker(rank, world_size, problems, seed, batch_norm=slab_batch_norm):
     """For each (images, labels): one forward and backward of the CNN on this rank's slab, in float64: logits,
@@ -226,7 +226,7 @@ def spatial_step_worker(rank, world_size, problems, seed, batch_norm=slab_batch_
     return out
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 29 (id bc772a33) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 29 (id 2bdeb624) -------------------------------------------------
 
 def speed_worker(rank, world_size, workloads, repeats, seed):
     """Per workload, one training step's forward and backward three ways, interleaved: spatial (every rank a slab of
@@ -282,7 +282,7 @@ def activation_worker(rank, world_size, images, seed):
     return kept["bytes"]
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 37 (id 7f53423b) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 37 (id 0792f7ec) -------------------------------------------------
 
 def dtensor_conv_worker(rank, world_size, x, weight, bias, timed_x, repeats):
     """F.conv2d on a DTensor sharded along the width (Shard(3)), weights replicated, padding 1: what it claims,
