@@ -128,6 +128,22 @@ def test_my_exchange_halo_without_the_image_edge_padding_fails():
     assert_wrong(my_exchange_halo, "shape", "zero rows at the image's own top and bottom edge")
 
 
+def test_my_exchange_halo_above_and_below_mixed_up_fails():
+    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+        n, c, _, w = slab.shape  # `below` rows from the neighbour above and `above` rows from the one below
+        top = slab.new_zeros(n, c, below if rank > 0 else padding, w)
+        bottom = slab.new_zeros(n, c, above if rank < world_size - 1 else padding, w)
+        requests = []
+        if rank > 0:
+            requests += [dist.irecv(top, rank - 1), dist.isend(slab[:, :, :above].contiguous(), rank - 1)]
+        if rank < world_size - 1:
+            requests += [dist.irecv(bottom, rank + 1), dist.isend(slab[:, :, -below:].contiguous(), rank + 1)]
+        for request in requests:
+            request.wait()
+        return torch.cat([top, slab, bottom], dim=2)
+    assert_wrong(my_exchange_halo, "shape", "`above` rows come from rank - 1")
+
+
 # ---- halo_bytes_per_step --------------------------------------------------------------------------------------------
 
 def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
@@ -172,6 +188,29 @@ def test_halo_bytes_without_the_batch_fails():
         rows = padding + max(0, kernel - padding - stride)
         return 2 * (world_size - 1) * rows * width * channels * itemsize
     assert_wrong(halo_bytes_per_step, "batch")
+
+
+def test_halo_bytes_fixed_four_bytes_per_number_is_named_as_such():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * (world_size - 1) * rows * width * channels * batch * 4  # float32 assumed
+    result = assert_wrong(halo_bytes_per_step, "itemsize", "not a fixed 4")
+    assert "half the bytes" not in result.message, result.message
+
+
+def test_halo_bytes_each_border_counted_twice_is_not_called_n_borders():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * 2 * (world_size - 1) * rows * width * channels * batch * itemsize  # both ways counted twice
+    result = assert_wrong(halo_bytes_per_step, "twice", "both ways")
+    assert "borders between" not in result.message, result.message
+
+
+def test_halo_bytes_padded_width_fails_and_says_so():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * (world_size - 1) * rows * (width + 2 * padding) * channels * batch * itemsize
+    assert_wrong(halo_bytes_per_step, "without the padding")
 
 
 # ---- my_slab_bounds -------------------------------------------------------------------------------------------------

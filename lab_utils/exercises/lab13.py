@@ -66,6 +66,10 @@ def _exchange_cases(rng):
         cases.append({"world_size": n, "height": height, "width": rng.randint(5, 9), "channels": rng.randint(1, 3),
                       "kernel": 3, "padding": 1, "stride": 1, "seed": rng.randrange(10**6)})
     cases.append(dict(cases[-1], kernel=5, padding=2, seed=rng.randrange(10**6)))
+    # stride 2, kernel 5, padding 2: 2 rows from above, 1 from below, so an answer that mixes up `above` and `below`
+    # fails (the stride-1 cases need as many rows on each side and cannot tell them apart); no side needs 0 rows,
+    # so a wrong-ends answer's slab[:, :, -below:] stays the rows it means, not the whole slab
+    cases += [dict(c, kernel=5, padding=2, stride=2, seed=rng.randrange(10**6)) for c in cases[:2]]
     return cases
 
 
@@ -77,15 +81,16 @@ def _exchange_problem(case):
 
     gen = torch.Generator().manual_seed(case["seed"])
     images = torch.randn(2, case["channels"], case["height"], case["width"], generator=gen, dtype=torch.float64)
-    conv = spec.init_weights(nn.Conv2d(case["channels"], 2, case["kernel"], padding=case["padding"]),
+    conv = spec.init_weights(nn.Conv2d(case["channels"], 2, case["kernel"], stride=case["stride"],
+                                       padding=case["padding"]),
                              case["seed"]).double()
     return images, conv
 
 
-def _rows_of(height: int, rank: int, world_size: int) -> tuple[int, int]:
+def _rows_of(height: int, rank: int, world_size: int, stride: int) -> tuple[int, int]:
     from ..lessons.lab13 import slab_bounds
 
-    return slab_bounds(height, rank, world_size)
+    return slab_bounds(height, rank, world_size, stride)  # borders on multiples of the stride, as halo_rows assumes
 
 
 def exchange_exercise_worker(rank, world_size, my_exchange_halo, cases):
@@ -101,7 +106,7 @@ def exchange_exercise_worker(rank, world_size, my_exchange_halo, cases):
             if case["world_size"] != world_size:
                 continue
             images, conv = _exchange_problem(case)
-            start, stop = _rows_of(case["height"], rank, world_size)
+            start, stop = _rows_of(case["height"], rank, world_size, case["stride"])
             above, below = halo_rows(case["kernel"], case["padding"], case["stride"])
             slab = images[:, :, start:stop].contiguous()
             try:
@@ -115,7 +120,8 @@ def exchange_exercise_worker(rank, world_size, my_exchange_halo, cases):
                 raise
             entry = {"rows": [start, stop], "haloed": haloed.detach().tolist(), "conv": None}
             try:
-                entry["conv"] = F.conv2d(haloed, conv.weight, conv.bias, 1, (0, case["padding"])).detach().tolist()
+                entry["conv"] = F.conv2d(haloed, conv.weight, conv.bias, case["stride"],
+                                         (0, case["padding"])).detach().tolist()
             except Exception:  # noqa: BLE001  # a wrongly shaped result cannot be convolved: conv stays None
                 pass
             out.append(entry)
@@ -144,7 +150,8 @@ def _exchange_expected(cases):
             above, below = halo_rows(case["kernel"], p, case["stride"])
             padded = F.pad(images, (0, 0, p, p))  # zero rows at the image's top and bottom only
             whole = conv(images)
-            bounds = [_rows_of(case["height"], r, n) for r in range(n)]
+            s = case["stride"]
+            bounds = [_rows_of(case["height"], r, n, s) for r in range(n)]
             for rank, (start, stop) in enumerate(bounds):
                 top = p if rank == 0 else above
                 bottom = p if rank == n - 1 else below
@@ -157,7 +164,7 @@ def _exchange_expected(cases):
                 per_rank[rank].append({"rows": [start, stop], "top": top, "bottom": bottom,
                                        "haloed": padded[:, :, p + start - top:p + stop + bottom].tolist(),
                                        "swapped": torch.cat([wrong_top, slab, wrong_bottom], 2).tolist(),
-                                       "conv": whole[:, :, start:stop].detach().tolist()})
+                                       "conv": whole[:, :, start // s:-(-stop // s)].detach().tolist()})
         out.append(per_rank)
     return out
 
@@ -179,7 +186,8 @@ def _entry_judge(g, e, where):
     if _shape(g["haloed"]) != list(want.shape):
         return 0.0, (f"{where}: your result has shape {_shape(g['haloed'])}, expected {list(want.shape)}: the slab's "
                      f"{stop - start} rows with {e['top']} row(s) on top and {e['bottom']} underneath (the "
-                     "neighbours' rows, or `padding` zero rows at the image's own top and bottom edge)")
+                     "neighbours' rows, or `padding` zero rows at the image's own top and bottom edge; `above` rows "
+                     "come from rank - 1, `below` rows from rank + 1)")
     mine = np.asarray(g["haloed"])
     if max_abs_diff(mine, want) <= 1e-9:
         if g.get("conv") is None or max_abs_diff(g["conv"], e["conv"]) > 1e-5:
@@ -225,7 +233,9 @@ MY_EXCHANGE_HALO = Exercise(
 # ---- halo_bytes_per_step -----------------------------------------------------------------------------------------
 
 def _bytes_cases(rng):
-    fixed = [(3, 1, 1, 8, 128, 1, 2, 4), (3, 1, 2, 16, 64, 4, 3, 4), (5, 2, 1, 3, 50, 2, 4, 8)]
+    # the first case has 3 ranks: on 2, counting N borders and counting each border's rows twice give the same number
+    fixed = [(3, 1, 1, 8, 128, 1, 3, 4), (3, 1, 1, 8, 128, 1, 2, 4), (3, 1, 2, 16, 64, 4, 3, 4),
+             (5, 2, 1, 3, 50, 2, 4, 8)]
     drawn = [(rng.choice([3, 5]), 1, rng.choice([1, 2]), rng.randint(1, 32), rng.randint(16, 512), rng.randint(1, 8),
               rng.randint(2, 8), rng.choice([2, 4, 8])) for _ in range(3)]
     return [list(c) for c in fixed + drawn]
@@ -252,9 +262,15 @@ def _bytes_judge(got, expected, cases):
         where = (f"kernel {k}, padding {p}, stride {s}, {c} channels, width {w}, batch {b}, {n} ranks, "
                  f"{itemsize} bytes: ")
         per_border = 2 * (k // 2) * w * c * b * itemsize
+        borders = f"{n - 1} border" + ("s" if n > 2 else "")
         candidates = [
+            # before "half": an answer that reaches a case whose itemsize is not 4 passed the 4-byte cases
+            (e * 4 / itemsize, f"the bytes per number are `itemsize` ({itemsize} here), not a fixed 4"),
             (e / 2, "half the bytes: the backward pass sends every halo row's gradient back, as many bytes again"),
-            (e * n / (n - 1), f"{n} ranks have {n - 1} borders between their slabs, not {n}"),
+            (e * n / (n - 1), f"{n} ranks have {borders} between their slabs, not {n}"),
+            (e * 2, "twice the bytes: above + below already counts the rows each border carries both ways; the "
+                    "factor 2 is the backward pass"),
+            (e * (w + 2 * p) / w, "the halo rows are the neighbour's own rows: `width` columns, without the padding"),
             (e / b, "the halo carries those rows for every image of the batch"),
             (e / itemsize, "that counts numbers: multiply by the bytes per number (itemsize)"),
             (e / (b * itemsize), "that counts numbers, per image: multiply by the batch and the bytes per number"),
