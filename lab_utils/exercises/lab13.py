@@ -327,8 +327,8 @@ def _bounds_judge(got, expected, cases):
                                  "stride-2 convolution's rows would be split between two ranks")
         blocks = [(stop - start) // a for start, stop in g[:-1]] + [(g[-1][1] - g[-1][0]) // a]
         if max(blocks) - min(blocks) > 1:
-            return 0.0, where + (f"the ranks hold {blocks} blocks of {a} rows: share the blocks so that no two ranks "
-                                 "differ by more than one (the extra ones to the first ranks)")
+            return 0.0, where + (f"the ranks hold {blocks} blocks of {a} row{'s' if a > 1 else ''}: share the blocks "
+                                 "so that no two ranks differ by more than one (the extra ones to the first ranks)")
         return 0.0, where + ("the extra blocks go to the first ranks, one each, as torch.tensor_split and "
                              "data.row_range share them")
     return 1.0, "every row once, borders on multiples of the alignment, blocks shared to within one, extras first"
