@@ -1,6 +1,7 @@
 """Lab 13's exercises: the solutions pass and score 1; each plausible wrong answer fails with its own message."""
 import random
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -142,6 +143,22 @@ def test_my_exchange_halo_above_and_below_mixed_up_fails():
             request.wait()
         return torch.cat([top, slab, bottom], dim=2)
     assert_wrong(my_exchange_halo, "shape", "`above` rows come from rank - 1")
+
+
+@pytest.mark.slow  # a planned timeout: the receive that is never waited for times out after EXCHANGE_TIMEOUT_S
+def test_my_exchange_halo_without_waiting_names_the_missing_wait():
+    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+        n, c, _, w = slab.shape
+        top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
+        bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
+        if rank > 0:
+            dist.irecv(top, rank - 1)
+            dist.isend(slab[:, :, :below].contiguous(), rank - 1)
+        if rank < world_size - 1:
+            dist.irecv(bottom, rank + 1)
+            dist.isend(slab[:, :, -above:].contiguous(), rank + 1)
+        return torch.cat([top, slab, bottom], dim=2)  # no request waited for
+    assert_wrong(my_exchange_halo, "never came", ".wait()")
 
 
 # ---- halo_bytes_per_step --------------------------------------------------------------------------------------------

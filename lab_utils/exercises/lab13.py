@@ -95,12 +95,26 @@ def _rows_of(height: int, rank: int, world_size: int, stride: int) -> tuple[int,
 
 def exchange_exercise_worker(rank, world_size, my_exchange_halo, cases):
     """Each case: this rank's slab through the learner's exchange, and the unsplit convolution's rows of it."""
+    out: list[dict] = []
+    try:  # a receive left unwaited times out later, in the next case or at the group's end: translate it there too
+        _exchange_cases_in_group(rank, world_size, my_exchange_halo, cases, out)
+    except RuntimeError as exc:
+        if "timed out" in str(exc).lower():
+            raise RuntimeError(f"rank {rank} waited {EXCHANGE_TIMEOUT_S} s for a message that never came: every "
+                               "irecv needs the neighbour's matching isend (rows going up are the slab's first rows, "
+                               "rows going down its last), and every request needs .wait() before its buffer is "
+                               "used") from None
+        raise
+    return out
+
+
+def _exchange_cases_in_group(rank, world_size, my_exchange_halo, cases, out):
+    """The worker's cases in one process group, each rank's entries appended to `out`."""
     import torch.nn.functional as F
 
     from ..lessons.lab13 import halo_rows
     from ..launch import process_group
 
-    out = []
     with process_group(timeout_s=EXCHANGE_TIMEOUT_S):
         for case in cases:
             if case["world_size"] != world_size:
@@ -109,15 +123,7 @@ def exchange_exercise_worker(rank, world_size, my_exchange_halo, cases):
             start, stop = _rows_of(case["height"], rank, world_size, case["stride"])
             above, below = halo_rows(case["kernel"], case["padding"], case["stride"])
             slab = images[:, :, start:stop].contiguous()
-            try:
-                haloed = my_exchange_halo(slab, above, below, case["padding"], rank, world_size)
-            except RuntimeError as exc:
-                if "Timed out" in str(exc) or "timed out" in str(exc):
-                    raise RuntimeError(f"rank {rank} waited {EXCHANGE_TIMEOUT_S} s for a message that never came: "
-                                       "every irecv needs the neighbour's matching isend (rows going up are the "
-                                       "slab's first rows, rows going down its last), and every request needs "
-                                       ".wait()") from None
-                raise
+            haloed = my_exchange_halo(slab, above, below, case["padding"], rank, world_size)
             entry = {"rows": [start, stop], "haloed": haloed.detach().tolist(), "conv": None}
             try:
                 entry["conv"] = F.conv2d(haloed, conv.weight, conv.bias, case["stride"],
@@ -125,7 +131,6 @@ def exchange_exercise_worker(rank, world_size, my_exchange_halo, cases):
             except Exception:  # noqa: BLE001  # a wrongly shaped result cannot be convolved: conv stays None
                 pass
             out.append(entry)
-    return out
 
 
 def _exchange_run(my_exchange_halo, cases):
