@@ -11,6 +11,7 @@ SLOWEST_FIRST = (
     "tests/test_exercises_lab05.py", "tests/test_exercises_lab06.py", "tests/test_parameter_server.py",
     "solutions/05_tf_distribute.ipynb", "tests/test_exercises_lab04.py", "tests/test_launch.py",
     "solutions/07_memory_sharding.ipynb", "solutions/06_collectives_tensor_parallel.ipynb",
+    "solutions/13_spatial_parallelism.ipynb", "tests/test_exercises_lab13.py",
     "solutions/09_inference_throughput.ipynb", "solutions/11_from_notebook_to_cluster.ipynb",
     "tests/test_grade_labs.py", "tests/test_exercises_lab07.py", "tests/test_exercises.py", "tests/test_slurm.py",
     "tests/test_grade_slurm.py", "tests/test_serving.py",

@@ -1,0 +1,274 @@
+"""Lab 13's exercises: the solutions pass and score 1; each plausible wrong answer fails with its own message."""
+import random
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from lab_utils.exercises import check, get, to_plain
+
+
+def score(fn):
+    exercise = get(fn.__name__)
+    inputs = exercise.cases(random.Random(7))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+
+
+def assert_wrong(fn, *words):
+    result = check(fn)
+    assert not result and repr(result).startswith("FAIL"), result
+    for word in words:
+        assert word in result.message, result.message
+    return result
+
+
+# ---- my_halo_rows ---------------------------------------------------------------------------------------------------
+
+def test_my_halo_rows_solution_passes_and_scores_full():
+    def my_halo_rows(kernel, padding, stride):
+        return padding, max(0, kernel - padding - stride)
+    assert check(my_halo_rows)
+    assert score(my_halo_rows)[0] == 1.0
+
+
+def test_my_halo_rows_k_half_on_each_side_fails():
+    def my_halo_rows(kernel, padding, stride):
+        return kernel // 2, kernel // 2
+    assert_wrong(my_halo_rows, "stride")
+    assert score(my_halo_rows)[0] == 0.0
+
+
+def test_my_halo_rows_ignoring_the_stride_fails():
+    def my_halo_rows(kernel, padding, stride):
+        return padding, kernel - 1 - padding
+    assert_wrong(my_halo_rows, "right for stride 1")
+
+
+def test_my_halo_rows_swapped_fails():
+    def my_halo_rows(kernel, padding, stride):
+        return max(0, kernel - padding - stride), padding
+    assert_wrong(my_halo_rows, "swapped")
+
+
+def test_my_halo_rows_negative_rows_fail():
+    def my_halo_rows(kernel, padding, stride):
+        return padding, kernel - padding - stride
+    assert_wrong(my_halo_rows, "negative")
+
+
+def test_my_halo_rows_padding_both_sides_fails():
+    def my_halo_rows(kernel, padding, stride):
+        return padding, padding
+    assert not check(my_halo_rows)
+
+
+# ---- my_exchange_halo, in 2 and 3 real ranks --------------------------------------------------------------------
+
+def my_exchange_halo(slab, above, below, padding, rank, world_size):
+    n, c, _, w = slab.shape
+    top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
+    bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
+    requests = []
+    if rank > 0:
+        requests.append(dist.irecv(top, rank - 1))
+        requests.append(dist.isend(slab[:, :, :below].contiguous(), rank - 1))
+    if rank < world_size - 1:
+        requests.append(dist.irecv(bottom, rank + 1))
+        requests.append(dist.isend(slab[:, :, -above:].contiguous(), rank + 1))
+    for request in requests:
+        request.wait()
+    return torch.cat([top, slab, bottom], dim=2)
+
+
+def test_my_exchange_halo_solution_passes_and_scores_full():
+    result = check(my_exchange_halo)
+    assert result, result
+    assert score(my_exchange_halo)[0] == 1.0
+
+
+def test_my_exchange_halo_wrong_ends_of_the_slab_fail():
+    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+        n, c, _, w = slab.shape
+        top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
+        bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
+        requests = []
+        if rank > 0:
+            requests.append(dist.irecv(top, rank - 1))
+            requests.append(dist.isend(slab[:, :, -below:].contiguous(), rank - 1))  # last rows up: wrong end
+        if rank < world_size - 1:
+            requests.append(dist.irecv(bottom, rank + 1))
+            requests.append(dist.isend(slab[:, :, :above].contiguous(), rank + 1))   # first rows down: wrong end
+        for request in requests:
+            request.wait()
+        return torch.cat([top, slab, bottom], dim=2)
+    assert_wrong(my_exchange_halo, "wrong end")
+
+
+def test_my_exchange_halo_zero_padding_between_slabs_fails():
+    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+        n, c, _, w = slab.shape  # every slab padded as if it were the whole image: no exchange
+        return torch.cat([slab.new_zeros(n, c, padding, w), slab, slab.new_zeros(n, c, padding, w)], dim=2)
+    assert_wrong(my_exchange_halo, "zeros where the neighbour below's first rows belong")
+
+
+def test_my_exchange_halo_without_the_image_edge_padding_fails():
+    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+        parts = [slab]
+        requests = []
+        if rank > 0:
+            top = torch.empty_like(slab[:, :, :above])
+            requests += [dist.irecv(top, rank - 1), dist.isend(slab[:, :, :below].contiguous(), rank - 1)]
+            parts.insert(0, top)
+        if rank < world_size - 1:
+            bottom = torch.empty_like(slab[:, :, :below])
+            requests += [dist.irecv(bottom, rank + 1), dist.isend(slab[:, :, -above:].contiguous(), rank + 1)]
+            parts.append(bottom)
+        for request in requests:
+            request.wait()
+        return torch.cat(parts, dim=2)
+    assert_wrong(my_exchange_halo, "shape", "zero rows at the image's own top and bottom edge")
+
+
+def test_my_exchange_halo_above_and_below_mixed_up_fails():
+    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+        n, c, _, w = slab.shape  # `below` rows from the neighbour above and `above` rows from the one below
+        top = slab.new_zeros(n, c, below if rank > 0 else padding, w)
+        bottom = slab.new_zeros(n, c, above if rank < world_size - 1 else padding, w)
+        requests = []
+        if rank > 0:
+            requests += [dist.irecv(top, rank - 1), dist.isend(slab[:, :, :above].contiguous(), rank - 1)]
+        if rank < world_size - 1:
+            requests += [dist.irecv(bottom, rank + 1), dist.isend(slab[:, :, -below:].contiguous(), rank + 1)]
+        for request in requests:
+            request.wait()
+        return torch.cat([top, slab, bottom], dim=2)
+    assert_wrong(my_exchange_halo, "shape", "`above` rows come from rank - 1")
+
+
+@pytest.mark.slow  # a planned timeout: the receive that is never waited for times out after EXCHANGE_TIMEOUT_S
+def test_my_exchange_halo_without_waiting_names_the_missing_wait():
+    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+        n, c, _, w = slab.shape
+        top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
+        bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
+        if rank > 0:
+            dist.irecv(top, rank - 1)
+            dist.isend(slab[:, :, :below].contiguous(), rank - 1)
+        if rank < world_size - 1:
+            dist.irecv(bottom, rank + 1)
+            dist.isend(slab[:, :, -above:].contiguous(), rank + 1)
+        return torch.cat([top, slab, bottom], dim=2)  # no request waited for
+    assert_wrong(my_exchange_halo, "never came", ".wait()")
+
+
+# ---- halo_bytes_per_step --------------------------------------------------------------------------------------------
+
+def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+    rows = padding + max(0, kernel - padding - stride)
+    return 2 * (world_size - 1) * rows * width * channels * batch * itemsize
+
+
+def test_halo_bytes_per_step_solution_passes_and_scores_full():
+    assert check(halo_bytes_per_step)
+    assert score(halo_bytes_per_step)[0] == 1.0
+
+
+def test_halo_bytes_forward_only_fails():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return (world_size - 1) * rows * width * channels * batch * itemsize
+    assert_wrong(halo_bytes_per_step, "backward")
+
+
+def test_halo_bytes_one_border_per_rank_fails():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * world_size * rows * width * channels * batch * itemsize
+    assert_wrong(halo_bytes_per_step, "borders")
+
+
+def test_halo_bytes_counting_numbers_fails():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * (world_size - 1) * rows * width * channels * batch
+    assert_wrong(halo_bytes_per_step, "itemsize")
+
+
+def test_halo_bytes_k_half_per_side_whatever_the_stride_fails():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        return 2 * (world_size - 1) * 2 * (kernel // 2) * width * channels * batch * itemsize
+    assert_wrong(halo_bytes_per_step, "stride")
+
+
+def test_halo_bytes_without_the_batch_fails():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * (world_size - 1) * rows * width * channels * itemsize
+    assert_wrong(halo_bytes_per_step, "batch")
+
+
+def test_halo_bytes_fixed_four_bytes_per_number_is_named_as_such():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * (world_size - 1) * rows * width * channels * batch * 4  # float32 assumed
+    result = assert_wrong(halo_bytes_per_step, "itemsize", "not a fixed 4")
+    assert "half the bytes" not in result.message, result.message
+
+
+def test_halo_bytes_each_border_counted_twice_is_not_called_n_borders():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * 2 * (world_size - 1) * rows * width * channels * batch * itemsize  # both ways counted twice
+    result = assert_wrong(halo_bytes_per_step, "twice", "both ways")
+    assert "borders between" not in result.message, result.message
+
+
+def test_halo_bytes_padded_width_fails_and_says_so():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * (world_size - 1) * rows * (width + 2 * padding) * channels * batch * itemsize
+    assert_wrong(halo_bytes_per_step, "without the padding")
+
+
+# ---- my_slab_bounds -------------------------------------------------------------------------------------------------
+
+def test_my_slab_bounds_solution_passes_and_scores_full():
+    def my_slab_bounds(height, rank, world_size, align):
+        share, extra = divmod(height // align, world_size)
+        start = align * (rank * share + min(rank, extra))
+        stop = height if rank == world_size - 1 else start + align * (share + (rank < extra))
+        return start, stop
+    assert check(my_slab_bounds)
+    assert score(my_slab_bounds)[0] == 1.0
+
+
+def test_my_slab_bounds_dropping_the_rows_left_over_fails():
+    def my_slab_bounds(height, rank, world_size, align):
+        per = height // world_size // align * align
+        return rank * per, (rank + 1) * per
+    assert_wrong(my_slab_bounds, "rows left over")
+
+
+def test_my_slab_bounds_unaligned_borders_fail():
+    def my_slab_bounds(height, rank, world_size, align):
+        share, extra = divmod(height, world_size)  # balanced rows, but borders anywhere
+        start = rank * share + min(rank, extra)
+        return start, start + share + (rank < extra)
+    assert_wrong(my_slab_bounds, "not a multiple")
+
+
+def test_my_slab_bounds_everything_extra_to_the_last_rank_fails():
+    def my_slab_bounds(height, rank, world_size, align):
+        per = height // align // world_size * align
+        return rank * per, height if rank == world_size - 1 else (rank + 1) * per
+    assert_wrong(my_slab_bounds, "differ by more than one")
+
+
+def test_my_slab_bounds_extras_to_the_last_ranks_fail():
+    def my_slab_bounds(height, rank, world_size, align):
+        share, extra = divmod(height // align, world_size)
+        first_extra = world_size - extra  # the extra blocks to the last ranks
+        start = align * (rank * share + max(0, rank - first_extra))
+        stop = height if rank == world_size - 1 else start + align * (share + (rank >= first_extra))
+        return start, stop
+    assert_wrong(my_slab_bounds, "first ranks")
