@@ -158,7 +158,15 @@ def test_my_exchange_halo_without_waiting_names_the_missing_wait():
             dist.irecv(bottom, rank + 1)
             dist.isend(slab[:, :, -above:].contiguous(), rank + 1)
         return torch.cat([top, slab, bottom], dim=2)  # no request waited for
-    assert_wrong(my_exchange_halo, "never came", ".wait()")
+    # the rows may, rarely, arrive before torch.cat copies the buffers: the answer is then right by luck, so the test
+    # asks for the named failure in one of three tries rather than in each
+    messages = []
+    for _ in range(3):
+        messages.append(check(my_exchange_halo).message)
+        if "never came" in messages[-1] and ".wait()" in messages[-1]:
+            break
+    else:
+        raise AssertionError(messages)
 
 
 # ---- halo_bytes_per_step --------------------------------------------------------------------------------------------
