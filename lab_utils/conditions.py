@@ -1,14 +1,19 @@
-"""What else used the machine while a lab measured: other programs' CPU time and the hypervisor's steal, from /proc."""
+"""What else used the machine while a lab measured: other programs' CPU time and the hypervisor's steal, from /proc,
+and how often the cgroup CPU quota stopped this process (throttling, from the group's cpu.stat)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from . import hardware
 from .process_tree import descendants
 
 BUSY_SHARE = 0.10  # other programs (or steal) took more than this share of the machine: its speeds are not quiet speeds
+THROTTLED_SHARE = 0.10  # the quota stopped this process in more than this share of the window's periods
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -20,37 +25,80 @@ class Sample:
     busy_s: float
     steal_s: float
     own_s: float
+    periods: int = 0  # the quota's periods so far (cpu.stat nr_periods) of the group whose quota limits this process
+    throttled: int = 0  # of them, those in which the quota stopped the group (nr_throttled)
+    throttled_s: float = 0.0  # seconds the group stood stopped (throttled_time ns, or throttled_usec)
+    quota_cpus: float | None = None  # that group's quota in CPUs (None: no quota)
+    quota_source: str = ""  # what limits this process's CPU time: "cgroup quota", "CPU_LIMIT", ...
 
 
 @dataclass(frozen=True)
 class Load:
     """CPU use between two samples, in cores: by this process and what it started (`own`), by every other program
-    (`others`), and stolen by the hypervisor (`steal`)."""
+    (`others`), and stolen by the hypervisor (`steal`); the CPU quota (`quota_cpus`, None: none) and the share of its
+    periods in which it stopped this process (`throttled_share`)."""
 
     seconds: float
     cores: int
     own: float
     others: float
     steal: float
+    quota_cpus: float | None = None
+    throttled_share: float = 0.0
+    quota_source: str = "cgroup quota"
 
     @property
     def busy(self) -> bool:
         """True when other programs or the hypervisor took more than BUSY_SHARE of the machine."""
         return (self.others + self.steal) > BUSY_SHARE * self.cores
 
+    @property
+    def throttled(self) -> bool:
+        """True when the CPU quota stopped this process in more than THROTTLED_SHARE of the window's periods."""
+        return self.quota_cpus is not None and self.throttled_share > THROTTLED_SHARE
+
+    def _throttling(self, workers: int | None) -> str:
+        assert self.quota_cpus is not None
+        wanted = max(2, workers or 2, math.ceil(self.quota_cpus + 1))
+        sharing = f"{workers} ranks share it" if workers and workers > 1 else "what runs in parallel shares it"
+        return (f"this notebook may use {hardware.cpus_text(self.quota_cpus)} ({self.quota_source}) and was "
+                f"throttled in {self.throttled_share * 100:.0f} % of the window: {sharing}: ask for cpu_limit >= {wanted} "
+                "or run 1 rank")
+
+    def cause(self, workers: int | None = None) -> str | None:
+        """One sentence naming why speeds in this window are not the machine's quiet speeds (a quota that throttled
+        this process, other programs' CPU, steal), None when the window was quiet; `workers`: ranks that shared it."""
+        causes = []
+        if self.throttled:
+            causes.append(self._throttling(workers))
+        if self.others > BUSY_SHARE * self.cores:
+            causes.append(f"other programs used {self.others:.1f} of {self.cores} cores")
+        if self.steal > BUSY_SHARE * self.cores or (self.busy and self.steal >= 0.05):
+            causes.append(f"the hypervisor stole {self.steal:.1f} of {self.cores} cores")
+        return ", and ".join(causes) or None
+
     def line(self) -> str:
         """One line for under a table of speeds."""
         text = (f"machine while measuring ({self.seconds:.0f} s): other programs used {self.others:.1f} of "
                 f"{self.cores} cores, the hypervisor stole {self.steal:.1f}")
-        if self.busy:
-            text += "; these speeds are a busy machine's, not its quiet speeds: rerun with nothing else running"
+        if self.quota_cpus is not None:
+            text += (f", this notebook's {self.quota_source} of {hardware.cpus_text(self.quota_cpus)} throttled it in "
+                     f"{self.throttled_share * 100:.0f} % of its periods")
+        cause = self.cause()
+        if cause:
+            text += f"; these speeds are not this machine's quiet speeds: {cause}"
+            text += ": rerun with nothing else running" if self.busy else ""
         return text
 
     def note(self) -> list[str]:
-        """A results-row note when the machine was busy, else nothing."""
-        if not self.busy:
-            return []
-        return [f"measured while other programs used {self.others:.1f} and steal {self.steal:.1f} of {self.cores} cores"]
+        """A results-row note when the machine was busy or the quota throttled this process, else nothing."""
+        parts = []
+        if self.busy:
+            parts.append(f"measured while other programs used {self.others:.1f} and steal {self.steal:.1f} of "
+                         f"{self.cores} cores")
+        if self.throttled:
+            parts.append(self._throttling(None))
+        return [", and ".join(parts)] if parts else []
 
 
 def _machine_seconds() -> tuple[float, float] | None:
@@ -81,12 +129,36 @@ def _own_seconds() -> float:
     return sum(_process_seconds(pid, True) for pid in [me] + descendants(me))
 
 
+def throttling(root: Path = Path("/")) -> tuple[int, int, float, float | None]:
+    """(periods, throttled periods, seconds throttled, quota in CPUs or None) of the cgroup whose quota limits this
+    process, from its cpu.stat (v1: throttled_time in ns, v2: throttled_usec); zeros where there is none."""
+    try:
+        found = hardware.quota_group(root)
+        if found is None:
+            return 0, 0, 0.0, None
+        version, group, quota = found
+        stat = dict(line.split()[:2] for line in (group / "cpu.stat").read_text().splitlines() if len(line.split()) >= 2)
+        seconds = int(stat.get("throttled_usec", 0)) / 1e6 if version == 2 else int(stat.get("throttled_time", 0)) / 1e9
+        return int(stat.get("nr_periods", 0)), int(stat.get("nr_throttled", 0)), seconds, quota
+    except (OSError, ValueError):  # no cpu.stat, or one this reader does not know: no throttling counted
+        return 0, 0, 0.0, None
+
+
+def _budget_limit() -> tuple[float | None, str]:
+    """(CPUs, source) of a quota, CPU_LIMIT or Slurm limit below the affinity mask, else (None, "")."""
+    budget = hardware.cpu_budget()
+    return (budget.cpus, budget.source) if budget.limited_by_quota else (None, "")
+
+
 def sample() -> Sample | None:
     """A reading now, or None where there is no /proc."""
     machine = _machine_seconds()
     if machine is None:
         return None
-    return Sample(time.time(), machine[0], machine[1], _own_seconds())
+    periods, throttled, throttled_s, quota = throttling()
+    limit, source = _budget_limit()
+    return Sample(time.time(), machine[0], machine[1], _own_seconds(), periods, throttled, throttled_s,
+                  limit if limit is not None else quota, source or ("cgroup quota" if quota is not None else ""))
 
 
 def between(first: Sample, last: Sample, cores: int | None = None) -> Load:
@@ -95,8 +167,29 @@ def between(first: Sample, last: Sample, cores: int | None = None) -> Load:
     cores = cores or os.cpu_count() or 1
     own = max(last.own_s - first.own_s, 0.0)
     busy = max(last.busy_s - first.busy_s, 0.0)
+    periods = last.periods - first.periods
+    share = max(last.throttled - first.throttled, 0) / periods if periods > 0 and last.quota_cpus is not None else 0.0
     return Load(seconds, cores, own / seconds, max(busy - own, 0.0) / seconds,
-                max(last.steal_s - first.steal_s, 0.0) / seconds)
+                max(last.steal_s - first.steal_s, 0.0) / seconds, last.quota_cpus, min(share, 1.0),
+                last.quota_source or "cgroup quota")
+
+
+def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load: Load | None = None) -> str | None:
+    """None when N parallel `workers` can beat 1 here, else why not: the CPU time this process may use (its
+    budget) or, given a measured `load`, what other programs left free."""
+    if workers < 2:
+        return None
+    budget = budget or hardware.cpu_budget()
+    if budget.cpus < 1.5:
+        share = "one CPU's time" if budget.cpus >= 1 - 1e-9 else f"the time of {hardware.cpus_text(budget.cpus)}"
+        return (f"this notebook may use {hardware.cpus_text(budget.cpus)} ({budget.source}): {workers} ranks "
+                f"share {share}, so they cannot beat one")
+    if load is not None:
+        free = min(budget.cpus, load.cores - load.others - load.steal)
+        if free < 1.5:
+            return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured: "
+                    f"{workers} ranks share the {max(free, 0):.1f} left, so they cannot beat one")
+    return None
 
 
 _WINDOWS: list[Load] = []  # the measuring windows since the last take()
@@ -123,4 +216,42 @@ def taken(reset: bool = False) -> Load | None:
         return None
     seconds = sum(w.seconds for w in windows)
     mean = lambda name: sum(getattr(w, name) * w.seconds for w in windows) / seconds  # noqa: E731
-    return Load(seconds, windows[0].cores, mean("own"), mean("others"), mean("steal"))
+    quota = next((w for w in reversed(windows) if w.quota_cpus is not None), None)
+    return Load(seconds, windows[0].cores, mean("own"), mean("others"), mean("steal"),
+                quota.quota_cpus if quota else None, mean("throttled_share") if quota else 0.0,
+                quota.quota_source if quota else "cgroup quota")
+
+
+# ---- intra-op threads that fit the CPU left free by classmates ------------------------------------------------------
+
+FREE_SLACK = 0.25  # others' use below a quarter of a core (a browser, the Jupyter server) does not cost a thread
+
+
+def _free(seconds: float, budget: hardware.CpuBudget) -> tuple[int, Load | None]:
+    first = sample()
+    time.sleep(seconds)
+    last = sample()
+    if first is None or last is None:  # no /proc: the budget is all there is to go by
+        return budget.whole(), None
+    load = between(first, last)
+    mask = next((s.cpus for s in budget.sources if s.name == hardware.MASK), float(load.cores))
+    free = min(mask, load.cores) - load.others - load.steal
+    return max(1, min(budget.whole(), math.floor(free + FREE_SLACK))), load
+
+
+def free_cpus(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) -> int:
+    """Whole CPUs free for this process now: its cores minus what other programs used over `seconds` (read from
+    /proc/stat), rounded down (FREE_SLACK forgiven), at least 1, at most its budget (cpu_budget().whole())."""
+    return _free(seconds, budget or hardware.cpu_budget())[0]
+
+
+def fit_threads(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) -> str:
+    """Set torch's intra-op threads to free_cpus() (a thread whose core another program holds makes every parallel
+    operation wait for it); returns the decision in words."""
+    import torch
+
+    budget = budget or hardware.cpu_budget()
+    threads, load = _free(seconds, budget)
+    torch.set_num_threads(threads)
+    others = f", other programs used {load.others + load.steal:.1f} of {load.cores} cores" if load else ""
+    return f"torch intra-op threads: {threads} (this notebook may use {budget.describe()}{others})"

@@ -20,13 +20,16 @@ CONTRADICT = "these two figures contradict each other"
 MARKERS = (ABOVE_100, NO_FIT, LESS_TIME, SATURATED, REVERSED, FLIPPED, CONTRADICT)
 
 
-def above_device_count(speedup: float | None, devices: float | None) -> list[str]:
-    """A speedup above the number of devices it used (efficiency above 100 %): impossible for the same work."""
+def above_device_count(speedup: float | None, devices: float | None, cause: str | None = None) -> list[str]:
+    """A speedup above the number of devices it used (efficiency above 100 %): impossible for the same work; `cause`:
+    what the measuring window saw slow the runs (a throttling quota, a busy machine: conditions.Load.cause())."""
     if speedup is None or not devices or speedup <= devices:
         return []
+    why = (f"the baseline was slowed: {cause.replace('; ', ', ')}" if cause else
+           "the baseline was slowed (noise, another job, another framework in its process) or the runs did "
+           "different work")
     return [f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {speedup / devices:.0%}, {ABOVE_100}: "
-            "impossible for the same work, so the baseline was slowed (noise, another job, another framework in its "
-            "process) or the runs did different work"]
+            f"impossible for the same work, so {why}"]
 
 
 def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[str]:

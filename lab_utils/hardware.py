@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import os
 import platform
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 # More ranks than this many per core is a mistake, not an experiment.
 MAX_RANKS_PER_CORE = 4
@@ -35,6 +37,7 @@ class HardwareReport:
     physical_cores: int = 0  # 0: unknown
     cpu_features: str = ""  # space-separated, the subset of FEATURES this CPU has
     memory_gib: float = 0.0  # 0: unknown
+    cpu_limit: str = ""  # CpuBudget.describe() when a quota, CPU_LIMIT or Slurm allows fewer CPUs than the cores
 
     @property
     def gpu_names(self) -> str:
@@ -50,7 +53,8 @@ class HardwareReport:
         """The machine in lines a learner can read (and results rows record): CPU, cores, features, memory, GPUs."""
         cores = f"{self.physical_cores} physical, " if self.physical_cores else ""
         lines = [f"CPU model:   {self.cpu_model or 'unknown'}",
-                 f"CPU cores:   {cores}{self.cpu_count} usable by this process",
+                 f"CPU cores:   {cores}{self.cpu_count} usable by this process"
+                 + (f" (its CPU time: {self.cpu_limit})" if self.cpu_limit else ""),
                  f"CPU features (those that matter here): {self.cpu_features or 'none of ' + ' '.join(FEATURES)}",
                  f"bf16 on CPU: {'native (avx512_bf16 / AMX)' if self.native_bf16 else 'emulated (no avx512_bf16, no AMX)'}"]
         if self.memory_gib:
@@ -117,12 +121,221 @@ def memory_gib() -> float:
         return 0.0
 
 
-def usable_cpu_count() -> int:
-    """Cores this process may run on (respects affinity masks and containers' cpusets)."""
+# ---- the CPU this process really has: affinity mask, cgroup quota, CPU_LIMIT, Slurm ---------------------------------
+
+@dataclass(frozen=True)
+class CpuSource:
+    """One limit on the CPU this process may use: where it was read, how many CPUs it allows, what was read."""
+
+    name: str  # "affinity mask", "cgroup quota", "CPU_LIMIT", "Slurm"
+    cpus: float
+    detail: str  # e.g. "cgroup quota 100000/100000 us"
+
+
+def cpus_text(cpus: float) -> str:
+    """CPUs in words: "1.0 CPU", "0.5 CPU", "2.0 CPUs" (at least one decimal, at most two)."""
+    text = f"{cpus:.2f}".rstrip("0")
+    return (f"{text}0" if text.endswith(".") else text) + (" CPU" if cpus <= 1 else " CPUs")
+
+
+@dataclass(frozen=True)
+class CpuBudget:
+    """The CPU time this process may use (the smallest of its sources), which source limits it, and what was read."""
+
+    cpus: float
+    source: str
+    sources: tuple[CpuSource, ...]
+    notes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """E.g. "1.0 CPU: cgroup quota 100000/100000 us; 2 cores in the affinity mask" (the limiting source first)."""
+        limiting = [s for s in self.sources if s.name == self.source][:1]
+        ordered = limiting + [s for s in self.sources if s not in limiting]
+        return f"{cpus_text(self.cpus)}: " + "; ".join(s.detail for s in ordered)
+
+    def whole(self) -> int:
+        """Ranks or threads to plan on this budget: the whole CPUs in it, at least 1."""
+        return max(1, math.floor(self.cpus + 1e-9))
+
+    @property
+    def limited_by_quota(self) -> bool:
+        """True when a quota, CPU_LIMIT or Slurm allows less than the cores of the affinity mask."""
+        mask = next((s.cpus for s in self.sources if s.name == MASK), None)
+        return any(s.name != MASK and (mask is None or s.cpus < mask) for s in self.sources)
+
+
+MASK, QUOTA, CPU_LIMIT, SLURM = "affinity mask", "cgroup quota", "CPU_LIMIT", "Slurm"
+
+
+def _affinity_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
         return os.cpu_count() or 1
+
+
+def _read(path: Path, notes: list[str]) -> str | None:
+    """The file's text, or None when it is absent; unreadable: None and a note."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        notes.append(f"could not read {path.name} ({err.strerror or err}): assumed no limit there")
+        return None
+
+
+def cpu_groups(root: Path = Path("/"), notes: list[str] | None = None) -> tuple[int, list[Path]]:
+    """(cgroup version, this process's cpu cgroup folders from its own group up to the root of the mounted
+    hierarchy); (0, []) where there is none (not Linux, no cpu controller mounted)."""
+    notes = [] if notes is None else notes
+    text = _read(root / "proc/self/cgroup", notes)
+    if not text:
+        return 0, []
+    v1_path: str | None = None
+    v2_path: str | None = None
+    for line in text.splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, where = rest.partition(":")
+        if number == "0" and controllers == "":
+            v2_path = where
+        elif "cpu" in controllers.split(","):
+            v1_path = where
+    version, path = (1, v1_path) if v1_path is not None else (2, v2_path)
+    if path is None:
+        return 0, []
+    mount_root, mount_point = _mount(root, version, notes)
+    relative = path[len(mount_root):] if path.startswith(mount_root) else path
+    top = root / mount_point.lstrip("/")
+    own = top / relative.strip("/")
+    groups = [own] + [parent for parent in own.parents if parent.is_relative_to(top)]
+    return version, groups
+
+
+def _mount(root: Path, version: int, notes: list[str]) -> tuple[str, str]:
+    """(root inside the hierarchy, mount point) of the v1 cpu controller or the v2 hierarchy, from mountinfo; the
+    usual places when mountinfo does not say."""
+    for line in (_read(root / "proc/self/mountinfo", notes) or "").splitlines():
+        fields = line.split()
+        if " - " not in line or len(fields) < 5:
+            continue
+        fstype, _, *options = line.split(" - ", 1)[1].split()
+        if version == 2 and fstype == "cgroup2":
+            return fields[3], fields[4]
+        if version == 1 and fstype == "cgroup" and options and "cpu" in options[-1].split(","):
+            return fields[3], fields[4]
+    if version == 2:
+        return "/", "/sys/fs/cgroup"
+    for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
+        if (root / "sys/fs/cgroup" / name).is_dir():
+            return "/", f"/sys/fs/cgroup/{name}"
+    return "/", "/sys/fs/cgroup/cpu"
+
+
+def _group_quota(version: int, group: Path, notes: list[str]) -> tuple[int, int] | None:
+    """(quota, period) in microseconds set on one group, None when it sets none (or it cannot be read: a note)."""
+    if version == 2:
+        text = _read(group / "cpu.max", notes)
+        if text is None:
+            return None
+        parts = text.split()
+        if parts[:1] == ["max"]:
+            return None
+        read = f"cpu.max {text.strip()!r}"
+    else:
+        quota_text = _read(group / "cpu.cfs_quota_us", notes)
+        period_text = _read(group / "cpu.cfs_period_us", notes)
+        if quota_text is None or period_text is None:
+            return None
+        if quota_text.strip() == "-1":
+            return None
+        parts = [quota_text.strip(), period_text.strip()]
+        read = f"cpu.cfs_quota_us {quota_text.strip()!r} / cpu.cfs_period_us {period_text.strip()!r}"
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+        if quota <= 0 or period <= 0:
+            raise ValueError
+    except (ValueError, IndexError):
+        notes.append(f"malformed cgroup {read}: assumed no quota there")
+        return None
+    return quota, period
+
+
+def quota_group(root: Path = Path("/"), notes: list[str] | None = None) -> tuple[int, Path, float | None] | None:
+    """(cgroup version, the folder whose quota limits this process (its own when none does), that quota in CPUs or
+    None); None where there is no cpu cgroup."""
+    notes = [] if notes is None else notes
+    version, groups = cpu_groups(root, notes)
+    if not groups:
+        return None
+    best: tuple[float, Path] | None = None
+    for group in groups:
+        quota = _group_quota(version, group, notes)
+        if quota and (best is None or quota[0] / quota[1] < best[0]):
+            best = quota[0] / quota[1], group
+    return (version, best[1], best[0]) if best else (version, groups[0], None)
+
+
+def _quota_source(root: Path, notes: list[str]) -> CpuSource | None:
+    version, groups = cpu_groups(root, notes)
+    best: CpuSource | None = None
+    for level, group in enumerate(groups):
+        quota = _group_quota(version, group, notes)
+        if quota and (best is None or quota[0] / quota[1] < best.cpus):
+            where = "" if level == 0 else " (set on a parent group)"
+            best = CpuSource(QUOTA, quota[0] / quota[1], f"cgroup quota {quota[0]}/{quota[1]} us{where}")
+    if groups and best is None:
+        read = "cpu.max is 'max'" if version == 2 else "cpu.cfs_quota_us is -1"
+        notes.append(f"no cgroup CPU quota: {read} (or absent) in this process's cgroup (v{version}) and its parents")
+    return best
+
+
+def _number(name: str, environ, notes: list[str]) -> float | None:
+    """A positive number of CPUs from environ[name]; absent: None; anything else: None and a note."""
+    text = environ.get(name)
+    if text is None or not text.strip():
+        return None
+    try:
+        value = float(text)
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError
+    except ValueError:
+        notes.append(f"{name}={text!r} is not a positive number of CPUs: ignored")
+        return None
+    return value
+
+
+def cpu_budget(root: Path = Path("/"), environ=None, mask_cores: int | None = None) -> CpuBudget:
+    """The CPU this process may use: the smallest of the affinity mask (or cpuset), the cgroup CPU quota (v1 or v2,
+    the smallest over its nested groups), CPU_LIMIT (JupyterHub's spawners export it) and, inside a Slurm
+    allocation, SLURM_CPUS_PER_TASK or SLURM_CPUS_ON_NODE. Never raises: what it could not read is in its notes."""
+    environ = os.environ if environ is None else environ
+    notes: list[str] = []
+    mask = _affinity_cores() if mask_cores is None else mask_cores
+    sources = [CpuSource(MASK, float(mask), f"{mask} core{'s' if mask != 1 else ''} in the affinity mask")]
+    try:
+        quota = _quota_source(Path(root), notes)
+    except (OSError, ValueError) as err:  # a cgroup tree stranger than any above: the mask still stands
+        notes.append(f"could not read the cgroup CPU quota ({err}): assumed none")
+        quota = None
+    if quota:
+        sources.append(quota)
+    limit = _number("CPU_LIMIT", environ, notes)
+    if limit is not None:
+        sources.append(CpuSource(CPU_LIMIT, limit, f"CPU_LIMIT={environ['CPU_LIMIT']} in the environment"))
+    if environ.get("SLURM_JOB_ID"):
+        for name in ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
+            cpus = _number(name, environ, notes)
+            if cpus is not None:
+                sources.append(CpuSource(SLURM, cpus, f"{name}={environ[name]} in Slurm job {environ['SLURM_JOB_ID']}"))
+                break
+    limiting = min(sources, key=lambda s: s.cpus)  # the first of equals: the mask before a quota as large
+    return CpuBudget(limiting.cpus, limiting.name, tuple(sources), tuple(notes))
+
+
+def usable_cpu_count() -> int:
+    """Whole CPUs this process may use: cpu_budget().whole() (affinity, cpuset, cgroup quota, CPU_LIMIT, Slurm)."""
+    return cpu_budget().whole()
 
 
 def package_version(*names: str) -> str:
@@ -150,9 +363,11 @@ def detect_gpus() -> tuple[GPU, ...]:
 
 def detect() -> HardwareReport:
     """Look at this machine once and report what it has."""
+    budget = cpu_budget()
     return HardwareReport(
         host=socket.gethostname(),
-        cpu_count=usable_cpu_count(),
+        cpu_count=budget.whole(),
+        cpu_limit=budget.describe() if budget.limited_by_quota else "",
         gpus=detect_gpus(),
         python_version=platform.python_version(),
         torch_version=package_version("torch"),

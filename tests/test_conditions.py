@@ -6,7 +6,9 @@ import time
 
 import pytest
 
-from lab_utils import conditions, measure
+from pathlib import Path
+
+from lab_utils import conditions, hardware, measure
 from lab_utils.conditions import Load, Sample
 
 
@@ -70,3 +72,180 @@ def test_launch_and_the_timers_count_as_measuring():
 
 def _rank(rank, world_size):
     return os.getpid()
+
+
+# ---- throttling by a CPU quota: measured from cpu.stat, named as the cause ----------------------------------------
+
+THROTTLED = Load(10.0, 2, 1.0, 0.0, 0.0, quota_cpus=1.0, throttled_share=0.71)
+QUOTA_1 = hardware.CpuBudget(1.0, "cgroup quota", (hardware.CpuSource("affinity mask", 2.0, "2 cores in the affinity mask"),
+                                                    hardware.CpuSource("cgroup quota", 1.0, "cgroup quota 100000/100000 us")))
+
+
+def test_a_throttled_window_names_the_quota_and_what_to_do():
+    assert THROTTLED.cause(workers=2) == ("this notebook may use 1.0 CPU (cgroup quota) and was throttled in 71 % of the "
+                                          "window: 2 ranks share it: ask for cpu_limit >= 2 or run 1 rank")
+    assert THROTTLED.cause().startswith("this notebook may use 1.0 CPU (cgroup quota) and was throttled in 71 %")
+    assert THROTTLED.cause() in THROTTLED.line() and "throttled it in 71 % of its periods" in THROTTLED.line()
+    assert THROTTLED.note() == [THROTTLED.cause()] and "; " not in THROTTLED.note()[0]
+    assert not THROTTLED.busy  # a quota is not other programs: only the cause and the note say it
+
+
+def test_a_quiet_window_has_no_cause_even_under_a_quota():
+    under_quota = Load(10.0, 2, 0.9, 0.0, 0.0, quota_cpus=1.0, throttled_share=0.02)
+    assert under_quota.cause() is None and under_quota.note() == []
+    assert "rerun" not in under_quota.line() and "not this machine's quiet speeds" not in under_quota.line()
+    assert Load(10.0, 2, 1.0, 0.0, 0.0).cause() is None
+
+
+def test_other_programs_and_steal_are_causes_too_and_add_up_with_throttling():
+    busy = Load(5.0, 2, 0.2, 1.7, 0.0)
+    assert busy.cause() == "other programs used 1.7 of 2 cores"
+    assert Load(5.0, 2, 0.2, 0.0, 0.5).cause() == "the hypervisor stole 0.5 of 2 cores"
+    both = Load(5.0, 2, 1.0, 1.2, 0.0, quota_cpus=1.0, throttled_share=0.5)
+    assert both.cause().startswith("this notebook may use 1.0 CPU") and "other programs used 1.2 of 2 cores" in both.cause()
+    assert len(both.note()) == 1 and "; " not in both.note()[0] and "throttled in 50 %" in both.note()[0]
+
+
+def test_between_counts_the_share_of_periods_throttled():
+    first = Sample(0.0, 0.0, 0.0, 0.0, periods=100, throttled=10, throttled_s=1.0, quota_cpus=1.0, quota_source="cgroup quota")
+    last = Sample(10.0, 10.0, 0.0, 9.0, periods=200, throttled=81, throttled_s=4.0, quota_cpus=1.0, quota_source="cgroup quota")
+    load = conditions.between(first, last, cores=2)
+    assert load.quota_cpus == 1.0 and load.throttled_share == pytest.approx(0.71) and load.throttled
+    no_quota = conditions.between(Sample(0.0, 0.0, 0.0, 0.0, periods=0), Sample(1.0, 1.0, 0.0, 1.0, periods=0), cores=2)
+    assert (no_quota.quota_cpus, no_quota.throttled_share, no_quota.cause()) == (None, 0.0, None)
+    conditions.taken(reset=True)
+    conditions._WINDOWS.extend([Load(1.0, 2, 1.0, 0.0, 0.0, 1.0, 0.0), Load(3.0, 2, 1.0, 0.0, 0.0, 1.0, 0.8)])
+    assert conditions.taken(reset=True).throttled_share == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("cgroup, stat_file, stat, seconds", [
+    ("1:cpu:/g\n", "sys/fs/cgroup/cpu/g/cpu.stat", "nr_periods 923\nnr_throttled 659\nthrottled_time 44000000000\n", 44.0),
+    ("0::/g\n", "sys/fs/cgroup/g/cpu.stat", "usage_usec 5\nnr_periods 923\nnr_throttled 659\nthrottled_usec 44000000\n", 44.0),
+])
+def test_throttling_reads_the_quota_groups_cpu_stat_v1_and_v2(tmp_path, cgroup, stat_file, stat, seconds):
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_text(cgroup)
+    group = (tmp_path / stat_file).parent
+    group.mkdir(parents=True)
+    (tmp_path / stat_file).write_text(stat)
+    if cgroup.startswith("0::"):
+        (group / "cpu.max").write_text("100000 100000\n")
+    else:
+        (group / "cpu.cfs_quota_us").write_text("100000\n")
+        (group / "cpu.cfs_period_us").write_text("100000\n")
+    assert conditions.throttling(tmp_path) == (923, 659, seconds, 1.0)
+    (tmp_path / stat_file).write_text("nr_periods lots\n")  # malformed: nothing counted, nothing raised
+    assert conditions.throttling(tmp_path) == (0, 0, 0.0, None)
+    assert conditions.throttling(tmp_path / "nowhere") == (0, 0, 0.0, None)
+
+
+def test_speedup_visible_says_why_n_workers_cannot_beat_one_here():
+    assert conditions.speedup_visible(2, QUOTA_1) == ("this notebook may use 1.0 CPU (cgroup quota): 2 ranks share one "
+                                                     "CPU's time, so they cannot beat one")
+    half = hardware.CpuBudget(0.5, "CPU_LIMIT", (hardware.CpuSource("CPU_LIMIT", 0.5, "CPU_LIMIT=0.5 in the environment"),))
+    assert "may use 0.5 CPU (CPU_LIMIT)" in conditions.speedup_visible(2, half)
+    two = hardware.CpuBudget(2.0, "affinity mask", (hardware.CpuSource("affinity mask", 2.0, "2 cores"),))
+    assert conditions.speedup_visible(2, two) is None and conditions.speedup_visible(1, QUOTA_1) is None
+    busy = Load(5.0, 2, 0.2, 1.7, 0.0)
+    assert conditions.speedup_visible(2, two, busy) == ("other programs used 1.7 of 2 cores while this measured: 2 ranks "
+                                                        "share the 0.3 left, so they cannot beat one")
+    assert conditions.speedup_visible(2, two, Load(5.0, 2, 1.9, 0.1, 0.0)) is None
+
+
+def test_an_impossible_speedup_names_the_quota_or_the_busy_machine_as_its_cause(monkeypatch):
+    from lab_utils import detectors
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: THROTTLED)
+    flags = measure.plausibility(speedup=3.42, devices=2)
+    assert len(flags) == 1 and detectors.ABOVE_100 in flags[0] and "noise" not in flags[0]
+    assert "the baseline was slowed: this notebook may use 1.0 CPU (cgroup quota) and was throttled in 71 %" in flags[0]
+    assert "; " not in flags[0] and "[!]" in measure.flagged("2 threads vs 1 thread: 3.42x", flags)
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: Load(5.0, 2, 0.3, 1.6, 0.0))
+    assert "the baseline was slowed: other programs used 1.6 of 2 cores" in measure.plausibility(speedup=3.4, devices=2)[0]
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: Load(5.0, 2, 1.9, 0.0, 0.0))
+    assert "(noise, another job" in measure.plausibility(speedup=3.4, devices=2)[0]  # quiet: the cause is unknown
+    assert measure.plausibility(speedup=1.8, devices=2) == []
+
+
+def test_the_real_quota_throttles_two_spinners_and_the_window_says_so(tmp_path):
+    """As root on cgroup v1: two spinning processes in a group with a 0.1-CPU quota are throttled, and a measuring
+    window inside that group reads the quota, the throttled share and names them as its cause."""
+    top = Path("/sys/fs/cgroup/cpu")
+    if os.geteuid() != 0 or not (top / "cpu.stat").exists() or not os.access(top, os.W_OK):
+        pytest.skip("needs root and a writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+    if hardware.cpu_budget().cpus < 2:
+        pytest.skip("this process has less than 2 CPUs already: the quota would not be what limits it")
+    group = top / f"lab_test_throttle_{os.getpid()}"
+    group.mkdir()
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 10: pass"  # ends by itself, whatever happens
+    code = (f"import subprocess, sys, time\nfrom lab_utils import conditions\nSPIN = {spin!r}\n"
+            "spin = [subprocess.Popen([sys.executable, '-c', SPIN]) for _ in range(2)]\n"
+            "time.sleep(0.3)\n"
+            "with conditions.measuring():\n    time.sleep(1.5)\n"
+            "[p.kill() for p in spin]\n[p.wait() for p in spin]\n"
+            "load = conditions.taken()\nprint(load.quota_cpus, load.quota_source, load.throttled_share, load.own, sep='|')\n"
+            "print(load.cause(workers=2))")
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text("10000")  # 0.1 CPU: throttled even when others load the machine
+        procs = group / "cgroup.procs"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                             preexec_fn=lambda: procs.write_text(str(os.getpid())))
+    finally:
+        group.rmdir()
+    first, cause = out.stdout.splitlines()
+    quota, source, share, own = first.split("|")
+    assert (quota, source) == ("0.1", "cgroup quota") and float(own) <= 0.2, out.stdout  # the quota holds the tree
+    if float(own) >= 0.08:  # the spinners got their CPU time (a machine loaded beyond 10 processes a core may not)
+        assert float(share) > 0.2 and cause.startswith("this notebook may use 0.1 CPU (cgroup quota) and was throttled")
+        assert "2 ranks share it: ask for cpu_limit >= 2 or run 1 rank" in cause
+
+
+# ---- graceful beside classmates: threads fitted to the CPU free at a lab's start, passive waiting in ranks ----------
+
+TWO_CORES = hardware.CpuBudget(2.0, "affinity mask", (hardware.CpuSource("affinity mask", 2.0, "2 cores in the affinity mask"),))
+
+
+@pytest.mark.parametrize("others, budget, free", [(0.1, TWO_CORES, 2), (1.0, TWO_CORES, 1), (0.3, TWO_CORES, 1),
+                                                  (2.5, TWO_CORES, 1), (0.0, QUOTA_1, 1)])
+def test_free_cpus_are_the_cores_minus_others_use_within_the_budget(monkeypatch, others, budget, free):
+    readings = iter([Sample(0.0, 0.0, 0.0, 0.0), Sample(1.0, others, 0.0, 0.0)])
+    monkeypatch.setattr(conditions, "sample", lambda: next(readings))
+    monkeypatch.setattr(conditions.os, "cpu_count", lambda: 2)
+    assert conditions.free_cpus(0.0, budget) == free
+
+
+def test_fit_threads_sets_torchs_intra_op_threads_and_says_why(monkeypatch):
+    import torch
+
+    readings = iter([Sample(0.0, 0.0, 0.0, 0.0), Sample(1.0, 1.0, 0.0, 0.0)])  # a classmate's burner: 1 of 2 cores
+    monkeypatch.setattr(conditions, "sample", lambda: next(readings))
+    monkeypatch.setattr(conditions.os, "cpu_count", lambda: 2)
+    before = torch.get_num_threads()
+    try:
+        said = conditions.fit_threads(0.0, TWO_CORES)
+        assert torch.get_num_threads() == 1
+        assert said == ("torch intra-op threads: 1 (this notebook may use 2.0 CPUs: 2 cores in the affinity mask, "
+                        "other programs used 1.0 of 2 cores)")
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_ranks_wait_passively_unless_the_user_chose_a_policy(monkeypatch):
+    from lab_utils.launch import rank_environment
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert rank_environment(0, 2, 1234, 1)["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert "OMP_WAIT_POLICY" not in rank_environment(0, 2, 1234, 1)  # the launcher's environment carries ACTIVE
+
+
+def test_rows_and_verdicts_measured_under_a_throttling_quota_say_so(monkeypatch, isolated_results):
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: THROTTLED)
+    verdict = measure.verdict([1.0] * 5, [2.0] * 5, claim="A vs B", expected="A faster", lab="00")
+    assert THROTTLED.cause() in verdict.notes
+    row = measure.Result(lab="00", framework="torch", strategy="single-device", world_size=1, device="cpu",
+                         batch_size=8, samples_per_s=100.0, wall_s=0.08, workload="w")
+    text = measure.record([row])
+    assert THROTTLED.line() in text and "cgroup quota" in text
+    assert all(THROTTLED.note()[0] in r.flags for r in measure.read_results(isolated_results))

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from lab_utils import hardware
@@ -98,3 +100,159 @@ def test_a_labs_set_up_prints_its_plan_and_the_launch_limit(monkeypatch, capsys)
     assert hardware.launch_limit(45) == 45 and capsys.readouterr().out == "every launch may run up to 45 s\n"
     monkeypatch.setattr(hardware, "slowness", lambda: 1.5)
     assert hardware.launch_limit(None, 180) == 270 and capsys.readouterr().out == "every launch may run up to 270 s\n"
+
+
+# ---- the CPU this process really has (cpu_budget) on fake /proc and /sys trees ------------------------------------
+
+def _tree(tmp_path, cgroup: str | None, files: dict, mountinfo: str | None = None):
+    """A fake root: proc/self/cgroup, proc/self/mountinfo and cgroup files (a value None makes a folder: unreadable)."""
+    if cgroup is not None:
+        (tmp_path / "proc/self").mkdir(parents=True)
+        (tmp_path / "proc/self/cgroup").write_text(cgroup)
+    if mountinfo is not None:
+        (tmp_path / "proc/self/mountinfo").write_text(mountinfo)
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if text is None:
+            path.mkdir()
+        else:
+            path.write_text(text)
+    return tmp_path
+
+
+def test_v2_nested_groups_take_the_smallest_quota_up_to_the_root(tmp_path):
+    root = _tree(tmp_path, "0::/hub/user/kernel\n", {"sys/fs/cgroup/hub/cpu.max": "300000 100000\n",
+                                                     "sys/fs/cgroup/hub/user/cpu.max": "100000 100000\n",
+                                                     "sys/fs/cgroup/hub/user/kernel/cpu.max": "max 100000\n",
+                                                     "sys/fs/cgroup/other/cpu.max": "10000 100000\n"})
+    budget = hardware.cpu_budget(root, environ={}, mask_cores=4)
+    assert (budget.cpus, budget.source, budget.whole(), budget.limited_by_quota) == (1.0, "cgroup quota", 1, True)
+    assert budget.describe() == ("1.0 CPU: cgroup quota 100000/100000 us (set on a parent group); "
+                                 "4 cores in the affinity mask")
+    assert budget.notes == ()
+
+
+def test_v1_follows_proc_self_cgroup_through_mountinfo_to_its_own_group(tmp_path):
+    mountinfo = ("31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
+                 "32 31 0:29 /docker /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n")
+    root = _tree(tmp_path, "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n",
+                 {"sys/fs/cgroup/cpu,cpuacct/abc/cpu.cfs_quota_us": "150000\n",
+                  "sys/fs/cgroup/cpu,cpuacct/abc/cpu.cfs_period_us": "100000\n",
+                  "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+                  "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, mountinfo)
+    budget = hardware.cpu_budget(root, environ={}, mask_cores=2)
+    assert (budget.cpus, budget.whole()) == (1.5, 1)
+    assert budget.describe() == "1.5 CPUs: cgroup quota 150000/100000 us; 2 cores in the affinity mask"
+    version, group, quota = hardware.quota_group(root)
+    assert (version, group, quota) == (1, root / "sys/fs/cgroup/cpu,cpuacct/abc", 1.5)
+
+
+def test_v1_without_mountinfo_uses_the_usual_mount_point(tmp_path):
+    root = _tree(tmp_path, "2:cpu:/lab\n", {"sys/fs/cgroup/cpu/lab/cpu.cfs_quota_us": "100000",
+                                             "sys/fs/cgroup/cpu/lab/cpu.cfs_period_us": "100000"})
+    budget = hardware.cpu_budget(root, environ={}, mask_cores=2)
+    assert budget.describe() == "1.0 CPU: cgroup quota 100000/100000 us; 2 cores in the affinity mask"
+    assert budget.source == "cgroup quota" and budget.limited_by_quota
+
+
+@pytest.mark.parametrize("files, said", [
+    ({"sys/fs/cgroup/k/cpu.max": "max 100000"}, "no cgroup CPU quota"),
+    ({"sys/fs/cgroup/k/cpu.max": "lots 100000"}, "malformed cgroup cpu.max 'lots 100000': assumed no quota"),
+    ({"sys/fs/cgroup/k/cpu.max": "0 100000"}, "malformed"),
+    ({"sys/fs/cgroup/k/cpu.max": ""}, "malformed"),
+    ({"sys/fs/cgroup/k/cpu.max": None}, "could not read cpu.max"),
+])
+def test_a_quota_of_max_a_malformed_or_unreadable_file_is_noted_and_the_mask_stands(tmp_path, files, said):
+    budget = hardware.cpu_budget(_tree(tmp_path, "0::/k\n", files), environ={}, mask_cores=2)
+    assert (budget.cpus, budget.source, budget.limited_by_quota) == (2.0, "affinity mask", False)
+    assert any(said in note for note in budget.notes), budget.notes
+
+
+def test_v1_malformed_quota_and_a_missing_period_are_survived(tmp_path):
+    root = _tree(tmp_path, "1:cpu:/a/b\n", {"sys/fs/cgroup/cpu/a/b/cpu.cfs_quota_us": "abc\n",
+                                             "sys/fs/cgroup/cpu/a/b/cpu.cfs_period_us": "100000\n",
+                                             "sys/fs/cgroup/cpu/a/cpu.cfs_quota_us": "50000\n"})
+    budget = hardware.cpu_budget(root, environ={}, mask_cores=2)
+    assert budget.cpus == 2.0 and any("malformed cgroup cpu.cfs_quota_us 'abc'" in n for n in budget.notes)
+
+
+def test_no_cgroup_files_at_all_leave_the_mask(tmp_path):
+    budget = hardware.cpu_budget(tmp_path, environ={}, mask_cores=3)
+    assert (budget.cpus, budget.whole(), budget.notes) == (3.0, 3, ())
+    assert budget.describe() == "3.0 CPUs: 3 cores in the affinity mask"
+
+
+def test_a_quota_above_the_cores_does_not_limit(tmp_path):
+    root = _tree(tmp_path, "0::/k\n", {"sys/fs/cgroup/k/cpu.max": "400000 100000"})
+    budget = hardware.cpu_budget(root, environ={}, mask_cores=2)
+    assert (budget.cpus, budget.source, budget.limited_by_quota) == (2.0, "affinity mask", False)
+    assert "cgroup quota 400000/100000 us" in budget.describe()
+
+
+@pytest.mark.parametrize("value, cpus, whole, noted", [("0.5", 0.5, 1, False), ("1", 1.0, 1, False),
+                                                       ("abc", 4.0, 4, True), ("0", 4.0, 4, True),
+                                                       ("-2", 4.0, 4, True), ("nan", 4.0, 4, True)])
+def test_cpu_limit_from_the_environment(tmp_path, value, cpus, whole, noted):
+    budget = hardware.cpu_budget(tmp_path, environ={"CPU_LIMIT": value}, mask_cores=4)
+    assert (budget.cpus, budget.whole()) == (cpus, whole)
+    assert budget.limited_by_quota == (not noted)
+    assert bool(budget.notes) == noted and (not noted or f"CPU_LIMIT={value!r}" in budget.notes[0])
+    if not noted:
+        assert budget.source == "CPU_LIMIT" and budget.describe().startswith(f"{cpus} CPU: CPU_LIMIT={value}")
+
+
+def test_slurm_counts_only_inside_an_allocation(tmp_path):
+    outside = hardware.cpu_budget(tmp_path, environ={"SLURM_CPUS_PER_TASK": "1"}, mask_cores=8)
+    assert outside.cpus == 8.0
+    per_task = hardware.cpu_budget(tmp_path, environ={"SLURM_JOB_ID": "7", "SLURM_CPUS_PER_TASK": "3",
+                                                      "SLURM_CPUS_ON_NODE": "6"}, mask_cores=8)
+    assert (per_task.cpus, per_task.source) == (3.0, "Slurm") and "SLURM_CPUS_PER_TASK=3" in per_task.describe()
+    on_node = hardware.cpu_budget(tmp_path, environ={"SLURM_JOB_ID": "7", "SLURM_CPUS_ON_NODE": "6"}, mask_cores=8)
+    assert on_node.cpus == 6.0 and "SLURM_CPUS_ON_NODE=6" in on_node.describe()
+    # the smallest of all wins, and the describe() puts it first
+    both = hardware.cpu_budget(tmp_path, environ={"SLURM_JOB_ID": "7", "SLURM_CPUS_ON_NODE": "6", "CPU_LIMIT": "2"},
+                               mask_cores=8)
+    assert both.source == "CPU_LIMIT" and both.describe().startswith("2.0 CPUs: CPU_LIMIT=2")
+
+
+QUOTA_1 = hardware.CpuBudget(1.0, "cgroup quota", (hardware.CpuSource("affinity mask", 2.0, "2 cores in the affinity mask"),
+                                                    hardware.CpuSource("cgroup quota", 1.0, "cgroup quota 100000/100000 us")))
+
+
+def test_the_rank_plan_and_the_fingerprint_follow_the_quota(monkeypatch):
+    monkeypatch.setattr(hardware, "cpu_budget", lambda *a, **k: QUOTA_1)
+    assert hardware.usable_cpu_count() == 1
+    hw = hardware.detect()
+    assert hw.cpu_count == 1 and "2 usable" not in hw.fingerprint()
+    assert "1 usable by this process (its CPU time: 1.0 CPU: cgroup quota 100000/100000 us" in hw.fingerprint()
+    assert "oversubscribed" in hardware.plan(2, hw).reason
+
+
+def test_the_real_v1_quota_of_a_child_cgroup(tmp_path):
+    """As root, on a cgroup v1 machine: a child python in a group with a 1-CPU quota reports 1.0 CPU, the quota."""
+    import os
+    import subprocess
+    import sys
+
+    top = Path("/sys/fs/cgroup/cpu")
+    if os.geteuid() != 0 or not (top / "cpu.cfs_quota_us").exists() or not os.access(top, os.W_OK):
+        pytest.skip("needs root and a writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+    if hardware.cpu_budget().cpus < 2:
+        pytest.skip("this process has less than 2 CPUs already: a 1-CPU quota would not be what limits it")
+    group = top / f"lab_test_{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text("100000")
+        procs = group / "cgroup.procs"
+        code = ("from lab_utils.hardware import cpu_budget\nb = cpu_budget()\n"
+                "print(b.cpus, b.source, b.limited_by_quota, sep='|')\nprint(b.describe())")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                             preexec_fn=lambda: procs.write_text(str(os.getpid())))
+        first, described = out.stdout.splitlines()
+        assert first == "1.0|cgroup quota|True"
+        assert described.startswith("1.0 CPU: cgroup quota 100000/100000 us")
+    finally:
+        group.rmdir()
+    assert not group.exists()

@@ -56,7 +56,7 @@ def test_the_registries_are_derived_from_the_declarations_and_the_files():
     from lab_utils.instructor.bench.registry import BENCHES
 
     assert [(b.lab, name) for name, b in BENCHES.items()] == [(lab, b.name) for lab, b in labs.benchmarks()]
-    assert list(BENCHES) == ["overhead", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async", "inference",
+    assert list(BENCHES) == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async", "inference",
                              "cluster"]  # what `make bench` ran before it asked `bench --list`
     assert BENCHES["inference"].measure.__module__ == "lab_utils.instructor.bench.serving"
     assert [(c.lab, c.run.__module__, c.limit_s) for c in gpu_check.CHECKS] == \
@@ -245,10 +245,10 @@ def test_a_new_lab_99_goes_through_assign_course_grade_bench_and_gpu_check(cours
             "print('CHECK', json.dumps(gpu_check.run_check(check.run, check.limit_s, quick=False)))\n"
             "cli.main(['gpu-check', '--labs', '99'])\n")
     out = in_copy(copy, "-c", code, timeout=180).stdout.splitlines()
-    assert out[:11] == ["overhead", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async", "inference",
-                        "cluster", "scaffold"], out
-    assert json.loads(out[11]) == {"benchmark": "scaffold", "repeats": 2, "median_s": json.loads(out[11])["median_s"]}
-    verdicts = json.loads(out[12].removeprefix("CHECK "))
+    assert out[:12] == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async",
+                        "inference", "cluster", "scaffold"], out
+    assert json.loads(out[12]) == {"benchmark": "scaffold", "repeats": 2, "median_s": json.loads(out[12])["median_s"]}
+    verdicts = json.loads(out[13].removeprefix("CHECK "))
     assert list(verdicts) == ["sum on cuda:0 = sum on the CPU"] and \
         verdicts["sum on cuda:0 = sum on the CPU"] in ("passed", "skipped: no GPU"), verdicts
     assert set(json.loads(out[-1])["checks"]) in ({"lab 99"}, {"lab 00: hardware plan", "lab 99: sum on cuda:0 = sum on "

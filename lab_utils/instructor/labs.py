@@ -51,7 +51,8 @@ class Declared:
 DECLARED: dict[str, Declared] = {
     "00": Declared({"timing_repeats": 3}),
     "01": Declared({"timing_steps": 3},
-                   (Benchmark("overhead", "training.overhead", "training.print_overhead", ("samples",), 15),),
+                   (Benchmark("overhead", "training.overhead", "training.print_overhead", ("samples",), 15),
+                    Benchmark("classmates", "classmates.measure_classmates", "classmates.show_classmates", ("steps",), 3)),
                    GpuCheck("train", 60, quick=True)),
     "02": Declared({"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5},
                    (Benchmark("dp", "data_parallel.bench", "data_parallel.print_bench", ("n_devices", "batch_sizes"), 15),),

@@ -23,6 +23,8 @@ def rank_environment(rank: int, world_size: int, port: int, threads: int | None,
            "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(world_size)}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
+    if "OMP_WAIT_POLICY" not in os.environ:  # read when torch loads (the fork server loads it in this environment)
+        env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle intra-op threads sleep instead of spinning on a core others need
     if addr == LOOPBACK and sys.platform.startswith("linux"):
         env["GLOO_SOCKET_IFNAME"] = "lo"  # keep gloo on loopback even when the hostname resolves elsewhere
     return env

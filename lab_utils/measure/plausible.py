@@ -1,7 +1,7 @@
 """Plausibility: a number that cannot be right is said so, next to it ([!] flags and notes)."""
 from __future__ import annotations
 
-from .. import detectors
+from .. import conditions, detectors
 
 MAX_SPREAD = detectors.NOISY_SPREAD  # repeats spread more than this: the table's noise line counts the median
 BASELINE_FACTOR = 2.0
@@ -18,7 +18,9 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None,
         warnings.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
     if oversubscribed:
         warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
-    warnings += detectors.above_device_count(speedup, devices)
+    if speedup is not None and devices and speedup > devices:  # name what slowed the runs when the window saw it
+        load = conditions.taken()
+        warnings += detectors.above_device_count(speedup, devices, load.cause() if load else None)
     # reference_rate: this machine's lab 01 rate on the same workload
     warnings += detectors.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
     return warnings

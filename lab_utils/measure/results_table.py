@@ -63,7 +63,7 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV."""
     results = [results] if isinstance(results, Result) else list(results)
     load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
-    if load and load.busy:
+    if load and load.note():  # a busy machine or a throttling quota
         results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *load.note()) if f])) for r in results]
     results = [r.stamped(hw) for r in results]
     results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *measured_before(r, directory, results[:i]))
@@ -86,7 +86,7 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     lines += detectors.table_lines([r.flags for r in results], names)
     noise = detectors.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
-    lines += [load.line()] if load and load.busy else []
+    lines += [load.line()] if load and load.note() else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "
                  "results folder")
     return "\n".join(lines)
