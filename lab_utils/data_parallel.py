@@ -365,7 +365,8 @@ def _sweep_result(variant, strategy, world_size, threads, batch, timing, baselin
     resources = world_size * (threads or 1)
     speedup = baseline.median / timing.median if resources > 1 else None
     flags = measure.plausibility(speedup=speedup, devices=resources,
-                                 oversubscribed=not hw.gpus and resources > hw.cpu_count)
+                                 oversubscribed=not hw.gpus and resources > hw.cpu_count,
+                                 threads=threads if world_size == 1 and (threads or 1) > 1 else None)
     return measure.Result(lab="02", framework="torch", strategy=strategy, variant=variant, workload=SWEEP_WORKLOAD,
                           world_size=world_size, device=str(device), batch_size=batch,
                           samples_per_s=measure.samples_per_second(batch, timing.median), wall_s=timing.median,
@@ -373,8 +374,9 @@ def _sweep_result(variant, strategy, world_size, threads, batch, timing, baselin
 
 
 def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
-          hw: hardware.HardwareReport | None = None) -> Sweep:
-    """Time interleaved steps of one device vs DataParallel over `n_devices`, for each batch size; returns a Sweep."""
+          hw: hardware.HardwareReport | None = None, progress: bool = True) -> Sweep:
+    """Time interleaved steps of one device vs DataParallel over `n_devices`, for each batch size; returns a Sweep.
+    `progress`: a line as each batch size is done (a busy machine can take minutes)."""
     hw = hw or hardware.detect()
     plan, single_plan = plan_devices(n_devices, hw), plan_devices(1, hw)
     model_spec = spec.cnn2d_3layer_fullconnected_3layer()
@@ -384,7 +386,8 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
         singles[threaded_name(n_devices)] = n_devices
     many = dp_name(n_devices)
     results, phases, all_timings = [], {}, {}
-    for batch in batch_sizes:
+    started = time.perf_counter()
+    for i, batch in enumerate(batch_sizes):
         x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
         models = {n: spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0]) for n in singles}
         optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.01) for n, m in models.items()}
@@ -403,6 +406,9 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
                                      plan.devices[0], hw))
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
                          for r, parts in median_phase_seconds(reports[warmup:]).items()}
+        if progress:
+            print(f"sweep: batch {batch} timed, {i + 1} of {len(batch_sizes)} batch sizes done "
+                  f"({time.perf_counter() - started:.0f} s so far)", flush=True)
     return Sweep(plan, repeats, tuple(results), phases, all_timings)
 
 

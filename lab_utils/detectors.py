@@ -17,7 +17,11 @@ SATURATED = "requests/s offered: saturated"
 REVERSED = "reversed here: theory predicts"
 FLIPPED = "holds in one run and reversed in another"
 CONTRADICT = "these two figures contradict each other"
-MARKERS = (ABOVE_100, NO_FIT, LESS_TIME, SATURATED, REVERSED, FLIPPED, CONTRADICT)
+WAITED = "more threads cannot cost that much"
+ABOVE_BOUND = "above its own upper bound"
+SAME_WORK = "faster on the same work"
+MARKERS = (ABOVE_100, NO_FIT, LESS_TIME, SATURATED, REVERSED, FLIPPED, CONTRADICT, WAITED, ABOVE_BOUND, SAME_WORK)
+NOISE_CAUSE = "noise, another job, another framework in its process"  # what slowed a figure when nothing was measured
 
 
 def above_device_count(speedup: float | None, devices: float | None, cause: str | None = None) -> list[str]:
@@ -30,6 +34,58 @@ def above_device_count(speedup: float | None, devices: float | None, cause: str 
            "different work")
     return [f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {speedup / devices:.0%}, {ABOVE_100}: "
             f"impossible for the same work, so {why}"]
+
+
+def _cause(cause: str | None) -> str:
+    """The measured cause in a flag (without its final period or any '; '), else the usual suspects."""
+    return cause.rstrip(".").replace("; ", ", ") if cause else NOISE_CAUSE
+
+
+def more_threads_slower(speedup: float | None, threads: float | None, *, cause: str | None = None,
+                        what: str = "one thread") -> list[str]:
+    """The same work on N intra-op threads below 1/N of one thread's speed: splitting work over threads costs at most
+    its coordination, never N times the whole; the threads waited for cores that something else held."""
+    if speedup is None or not threads or threads <= 1 or speedup >= 1 / threads:
+        return []
+    return [f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: {WAITED} (their "
+            f"coordination is far smaller than the work), so they waited for cores held elsewhere ({_cause(cause)}) "
+            "and ratios built on this figure are no speeds"]
+
+
+def above_bound(value: float, bound: float, *, what: str, bound_name: str, unit: str = "/s",
+                tolerance: float = 0.10) -> list[str]:
+    """A figure above an upper bound the same run measured for it (by more than `tolerance`): one of the two is off."""
+    if not bound or bound <= 0 or value <= bound * (1 + tolerance):
+        return []
+    return [f"{what} {value:,.4g}{unit} is {value / bound:.2f}x {bound_name} {bound:,.4g}{unit}, {ABOVE_BOUND}: one of "
+            "the two medians is off (a busy machine slowed the bound's measurement, or they measured different work)"]
+
+
+def outside_neighbours(value: float, neighbours, *, what: str, where: str, tolerance: float = 0.25) -> list[str]:
+    """A ratio beyond every ratio of the same comparison measured at neighbouring settings by more than `tolerance`
+    (a speedup at batch 256 far above those at batches 64 and 512): the two tables contradict each other."""
+    neighbours = [float(v) for v in neighbours if v and v > 0]
+    if not neighbours or value <= 0:
+        return []
+    low, high = min(neighbours), max(neighbours)
+    if low / (1 + tolerance) <= value <= high * (1 + tolerance):
+        return []
+    return [f"{what} {value:.2f}x {where}, against {low:.2f}-{high:.2f}x at the neighbouring settings: {CONTRADICT} "
+            "(one of the two tables was measured while the machine was busy)"]
+
+
+SAME_WORK_LIMIT = 1.25  # the same work one way beats the other way by more than this (whole range): not a cost claim
+
+
+def same_work_faster(verdict, limit: float = SAME_WORK_LIMIT) -> list[str]:
+    """A no-worse-than verdict on the same work started two ways (a launcher, a scheduler: measure.verdict's
+    same_work) whose whole range lies above `limit`: a way of starting it cannot make it that much faster, so the
+    other was slowed."""
+    if getattr(verdict, "holds_from", None) is None or getattr(verdict, "low", 0.0) <= limit:
+        return []
+    return [f"'{verdict.claim}': {verdict.ratio:.2f}x, the whole range above {limit:.2f}, {SAME_WORK}: the claim is "
+            "that one way costs little, and no way of running the same work makes it that much faster, so the other "
+            "way was slowed (a busy machine) and no cost can be read here"]
 
 
 def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[str]:

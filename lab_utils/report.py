@@ -84,8 +84,9 @@ class Compared:
 
     @property
     def implausible(self) -> bool:
-        """True for a row with a flag or a note (no speed measurement): best-result line and Amdahl fit skip it."""
-        return bool(self.flags) or bool(self.notes)
+        """True for a row with a detector flag (an impossible figure): the best-result line and Amdahl fit skip it. A
+        note (a busy machine, another framework, oversubscribed cores) is no implausibility: such rows stay, noted."""
+        return bool(self.flags)
 
     def _speedup_flags(self) -> list[str]:
         if self.efficiency is None or self.is_baseline:
@@ -382,15 +383,30 @@ def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s
     return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images")
 
 
-def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0) -> list[str]:
-    """A warning when the same all-reduce was faster inside a DDP step than alone, by more than `factor`: in the step
-    it also waits for the slower rank, so it can take longer than alone, never much less."""
-    if in_step_s <= 0 or alone_s / in_step_s <= factor:
+WAITED_FACTOR = 10.0  # the all-reduce in the step may take this many times its time alone (it waits for the slower
+#                       rank) before the step's figure is that rank's lateness, not communication
+
+
+def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0,
+                           waited_factor: float = WAITED_FACTOR) -> list[str]:
+    """A warning when the same all-reduce was faster inside a DDP step than alone, by more than `factor` (in the step
+    it also waits for the slower rank, so it can take longer than alone, never much less); or slower in the step by
+    more than `waited_factor`: then the step's figure measures how late the other rank was, not the communication."""
+    if in_step_s <= 0 or alone_s <= 0:
         return []
-    return detectors.disagree(alone_s, in_step_s, factor=factor, what="the same gradients' all-reduce",
-                              second="in the DDP step",
-                              why=" (in the step it also waits for the slower rank, so it cannot be faster than alone: "
-                                  "one of the two was disturbed, rerun on a quiet machine)")
+    if alone_s / in_step_s > factor:
+        return detectors.disagree(alone_s, in_step_s, factor=factor, what="the same gradients' all-reduce",
+                                  second="in the DDP step",
+                                  why=" (in the step it also waits for the slower rank, so it cannot be faster than "
+                                      "alone: one of the two was disturbed, rerun on a quiet machine)")
+    if in_step_s / alone_s > waited_factor:
+        return detectors.disagree(alone_s, in_step_s, factor=waited_factor, what="the same gradients' all-reduce",
+                                  second="in the DDP step",
+                                  why=f" (more than {waited_factor:g}x: in the step it waited for a rank that was "
+                                      "descheduled, so that figure is the other rank's lateness on a busy machine, "
+                                      "not communication, and a communication / compute ratio built on it says "
+                                      "nothing)")
+    return []
 
 
 def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int) -> float:

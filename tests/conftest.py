@@ -18,6 +18,9 @@ def flags_not_yet_said():
 
 @pytest.fixture(autouse=True)
 def no_load_from_earlier_tests():
-    """Each test starts with no measuring window of an earlier test (lab_utils.conditions sums them until taken)."""
+    """Each test starts with no measuring window of an earlier test (lab_utils.conditions sums them until taken), nor
+    the load an earlier test's record() read (summaries and verdicts fall back on it)."""
     from lab_utils import conditions
+    from lab_utils.measure import results_table
     conditions.taken(reset=True)
+    results_table.forget_recorded()

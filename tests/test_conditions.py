@@ -46,7 +46,7 @@ def test_measuring_windows_add_up_weighted_by_their_length():
 
 
 def test_a_busy_machine_is_noted_in_the_rows_the_table_and_the_verdicts(monkeypatch, isolated_results):
-    busy = Load(5.0, 2, 1.0, 1.2, 0.0)
+    busy = Load(5.0, 2, 1.0, 0.6, 0.0)  # busy, but under measure.UNREADABLE_SHARE: a verdict is still decided
     monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)
     verdict = measure.verdict([1.0] * 5, [2.0] * 5, claim="A vs B", expected="A faster", lab="00")
     assert verdict.notes == busy.note()[0] and busy.note()[0] in str(verdict)

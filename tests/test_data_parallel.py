@@ -238,3 +238,17 @@ def test_on_gpus_data_parallel_uses_them_and_matches_one_device():
     assert report.chunk_sizes == [32, 32]
     if torch.cuda.device_count() >= 2:
         assert plan.backend == "torch" and set(report.peak_memory_bytes) == {0, 1}
+
+
+def test_a_sweep_row_of_one_device_on_two_threads_at_005x_one_thread_is_flagged():
+    # issue 46, lab 02 on a busy machine: "1 device x 2 threads at 0.05x one device" was printed unflagged
+    from lab_utils import detectors
+
+    one, two = measure.Timing((0.010,) * 3, warmup=1), measure.Timing((0.200,) * 3, warmup=1)  # 0.05x
+    row = data_parallel._sweep_result(data_parallel.threaded_name(2), "single", 1, 2, 64, two, one, "cpu", CPU_ONLY)
+    assert detectors.WAITED in row.flags and detectors.impossible(row.flags)
+    fair = data_parallel._sweep_result(data_parallel.threaded_name(2), "single", 1, 2, 64,
+                                       measure.Timing((0.012,) * 3, warmup=1), one, "cpu", CPU_ONLY)  # 0.83x: slow only
+    assert not detectors.impossible(fair.flags)
+    dp = data_parallel._sweep_result(data_parallel.dp_name(2), "dp", 2, 1, 64, two, one, "cpu", CPU_ONLY)
+    assert detectors.WAITED not in dp.flags  # DataParallel's copies can cost that much: not the threads' rule

@@ -156,3 +156,70 @@ def test_one_quantity_measured_twice_is_flagged_only_beyond_both_spreads():
     assert detectors.measured_twice(100.0, 0.6, 150.0, 0.6, what="x", first_name="a", second_name="b") == []
     assert detectors.measured_twice(100.0, None, 150.0, None, what="x", first_name="a", second_name="b")
     assert detectors.measured_twice(0.0, None, 150.0, None, what="x", first_name="a", second_name="b") == []
+
+
+# --- issue 46: the load artefacts a busy machine printed as findings, each made here and flagged -----------------
+
+def test_lab_03_two_threads_at_a_quarter_of_one_thread_flag_the_summary_built_on_them():
+    # "2 DDP ranks 0.90x one thread, 3.95x one process with 2 threads": the 2 threads ran at 0.23x one thread
+    rates = {"1 process x 1 thread": 1000.0, "2 ranks, DDP": 900.0, "1 process x 2 threads": 230.0}
+    base = rates["1 process x 1 thread"]
+    flags = {name: measure.plausibility(speedup=rate / base, devices=2, threads=2 if "threads" in name else None)
+             for name, rate in rates.items() if name != "1 process x 1 thread"}
+    assert flags["2 ranks, DDP"] == []  # 0.90x for two ranks is slow, not impossible
+    said = flags["1 process x 2 threads"]
+    assert said and detectors.impossible(said) == said and "0.23x one thread" in said[0] and "; " not in said[0]
+    detectors.forget()
+    line = measure.flagged(f"2 DDP ranks {900 / base:.2f}x one thread, {900 / 230:.2f}x one process with 2 threads",
+                           flags["2 ranks, DDP"] + flags["1 process x 2 threads"])
+    assert "3.91x one process with 2 threads" in line and detectors.FLAG in line
+    assert not measure.plausibility(speedup=0.6, devices=2, threads=2)  # a slow split, not a wait
+
+
+def test_lab_02_one_device_on_two_threads_at_005x_is_flagged_with_the_measured_cause():
+    said = detectors.more_threads_slower(0.05, 2, cause="other programs used 1.7 of 2 cores",
+                                         what="one device on one thread")
+    assert said and "0.05x one device on one thread" in said[0] and "other programs used 1.7 of 2 cores" in said[0]
+    assert "noise" not in said[0]  # a measured cause replaces the usual suspects
+    assert "noise" in detectors.more_threads_slower(0.05, 2)[0]  # nothing measured: the usual suspects
+    assert not detectors.more_threads_slower(0.9, 2) and not detectors.more_threads_slower(0.3, 1)
+
+
+def test_lab_02_dataparallel_at_117x_against_068_077x_in_the_sweep_is_a_contradiction():
+    said = detectors.outside_neighbours(1.17, [0.68, 0.74, 0.77], what="DataParallel", where="at batch 256 (launched)")
+    assert said and detectors.CONTRADICT in said[0] and detectors.impossible(said) == said
+    assert not detectors.outside_neighbours(0.85, [0.68, 0.74, 0.77], what="DataParallel", where="at batch 256")
+    assert detectors.outside_neighbours(0.3, [0.68, 0.77], what="DataParallel", where="at batch 256")
+
+
+def test_lab_09_batch_1_serving_above_its_own_forward_bound_is_flagged():
+    # batch-1 serving answered 41 requests/s; the forward pass alone allows 28/s
+    said = detectors.above_bound(41, 28, what="batch-1 serving answered", bound_name="what the forward pass alone allows")
+    assert said and detectors.ABOVE_BOUND in said[0] and "1.46x" in said[0] and detectors.impossible(said) == said
+    assert not detectors.above_bound(29, 28, what="a", bound_name="b")  # within 10 %: the two medians' noise
+    assert not detectors.above_bound(20, 28, what="a", bound_name="b")
+
+
+def test_lab_11_slurm_148x_faster_than_launch_is_no_cost_claim_that_holds():
+    # "Slurm vs launch": the same work, two launchers; 1.48x faster with the whole range above 1 read "holds ... no
+    # cost at all"
+    v = measure.decide([1.40, 1.45, 1.48, 1.50, 1.55, 1.47, 1.52, 1.46], claim="Slurm vs launch, steady steps/s",
+                       expected="Slurm no more than 10 % slower than launch", no_worse_than=0.10, lab="11",
+                       same_work=True)
+    assert detectors.same_work_faster(v) and v.verdict == measure.CANNOT_SEE and "no cost" not in v.verdict
+    detectors.forget()
+    text = str(v)
+    assert measure.CANNOT_SEE in text and detectors.FLAG in text and detectors.SAME_WORK in text
+    sound = measure.decide([1.02, 1.05, 1.03, 1.08, 1.04], claim="Slurm vs launch", expected="Slurm no more than 10 % "
+                           "slower", no_worse_than=0.10, lab="11", same_work=True)
+    assert not detectors.same_work_faster(sound) and sound.verdict == measure.HOLDS
+    assert not detectors.same_work_faster(measure.decide([1.5] * 5, claim="c", expected="A faster"))  # a speed claim
+    # DDP 1.5x DataParallel: two strategies, not one started two ways; a win is theirs to have, no flag
+    ddp = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP no slower", no_worse_than=0.2)
+    assert ddp.verdict == measure.HOLDS and detectors.FLAG not in str(ddp)
+
+
+def test_a_summary_built_on_two_rows_says_their_common_note_once():
+    note = "more ranks or threads than cores: oversubscribed, so this is no speed measurement"
+    line = measure.flagged("2 DDP ranks 1.11x one thread, 4.44x one process with 2 threads", [note, note])
+    assert line.count(note) == 1

@@ -188,3 +188,98 @@ def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
 def test_scatter_is_half_the_pairs_range_over_their_median():
     assert measure.scatter([1.0, 1.0, 1.0, 1.0, 1.0]) == 0.0
     assert measure.scatter([0.9, 1.0, 1.1, 1.0, 1.0]) == pytest.approx(0.1)
+
+
+# --- issue 46: a CPU quota or a busy machine decides 'cannot be seen here', with its reason and its conditions -----
+
+from lab_utils import conditions, detectors  # noqa: E402
+from lab_utils.measure import verdicts  # noqa: E402
+
+QUOTA = conditions.Load(60.0, 2, own=1.0, others=0.1, steal=0.0, quota_cpus=1.0, throttled_share=0.71,
+                        quota_source="cgroup quota")
+BUSY = conditions.Load(60.0, 2, own=0.3, others=1.7, steal=0.0)
+QUIET = conditions.Load(60.0, 2, own=1.9, others=0.05, steal=0.0)
+
+
+def under(monkeypatch, load, cpus=2.0, source="affinity mask"):
+    monkeypatch.setattr(verdicts, "run_conditions", lambda: load)
+    monkeypatch.setattr(conditions.hardware, "cpu_budget", lambda: hardware.CpuBudget(cpus, source, ()))
+
+
+def test_two_ranks_under_a_one_cpu_quota_cannot_be_seen_here_never_reversed(monkeypatch, tmp_path):
+    under(monkeypatch, QUOTA, cpus=1.0, source="cgroup quota")
+    v = measure.decide([0.92, 0.90, 0.93, 0.91, 0.94], claim="2 DDP ranks vs 1 thread", expected="2 ranks faster",
+                       lab="03", workers=2)  # the ratios a 1-CPU quota gives: 0.92x
+    assert v.verdict == measure.CANNOT_SEE and "1.0 CPU (cgroup quota)" in v.reason and "2 ranks" in v.reason
+    assert v.notes.startswith(f"{measure.CANNOT_SEE}: ") and v.notes.endswith(QUOTA.note()[0])  # the condition kept
+    text = str(v)
+    assert "reversed" not in text and measure.CANNOT_SEE in text and "cgroup quota" in text
+    assert detectors.FLAG not in text  # not an impossible figure: the reason says why
+    row = measure.read_verdicts(measure.write_verdict(v, tmp_path))[-1]
+    assert row["verdict"] == measure.CANNOT_SEE and "1.0 CPU (cgroup quota) and was throttled in 71 %" in row["notes"]
+
+
+def test_a_busy_machine_makes_any_timed_comparison_not_measurable_and_an_accuracy_keeps_its_verdict(monkeypatch):
+    under(monkeypatch, BUSY)
+    v = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP faster", lab="02")
+    assert v.verdict == measure.CANNOT_SEE and "other programs used 1.7 of 2 cores" in v.reason
+    accuracy = measure.decide([1.01, 1.0, 1.02, 1.0, 1.01], claim="Hogwild vs sync, final accuracy", lab="08",
+                              expected="Hogwild within 5 %", no_worse_than=0.05, timed=False)
+    assert accuracy.verdict == measure.HOLDS and "other programs used 1.7" in accuracy.notes  # decided, noted
+    line = measure.as_result("2 DDP ranks 0.90x one thread")
+    assert line.startswith("not measurable here: other programs used 1.7 of 2 cores") and "0.90x" in line
+
+
+def test_on_a_quiet_unlimited_machine_verdicts_and_summaries_are_unchanged(monkeypatch):
+    under(monkeypatch, QUIET)
+    v = measure.decide([1.5] * 6, claim="2 ranks vs 1", expected="2 ranks faster", lab="03", workers=2)
+    assert v.verdict == measure.HOLDS and v.notes == "" and v.reason == ""
+    assert measure.as_result("1.50x", workers=2) == "1.50x"
+    under(monkeypatch, None)  # nothing measured at all: nothing to rule out
+    assert measure.decide([0.5] * 5, claim="c", expected="A faster", workers=2).verdict == measure.REVERSED
+
+
+def test_a_verdict_names_a_quota_that_did_not_throttle_too(monkeypatch):
+    calm_quota = conditions.Load(60.0, 2, own=0.5, others=0.0, steal=0.0, quota_cpus=4.0, throttled_share=0.0)
+    under(monkeypatch, calm_quota, cpus=4.0, source="cgroup quota")
+    v = measure.decide([1.5] * 6, claim="2 ranks vs 1", expected="2 ranks faster", lab="03", workers=2)
+    assert v.verdict == measure.HOLDS and v.notes == "measured under a cgroup quota of 4.0 CPUs, throttled in 0 % of its periods"
+
+
+@pytest.mark.slow
+def test_under_a_real_one_cpu_quota_a_two_rank_verdict_cannot_be_seen_here():
+    """As root on cgroup v1: in a group with a 1-CPU quota (JupyterHub's cpu_limit: 1), a 2-workers verdict and its
+    summary line say why the comparison cannot be seen here, naming the quota."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    top = Path("/sys/fs/cgroup/cpu")
+    if os.geteuid() != 0 or not (top / "cpu.stat").exists() or not os.access(top, os.W_OK):
+        pytest.skip("needs root and a writable cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+    if hardware.cpu_budget().cpus < 2:
+        pytest.skip("this process has less than 2 CPUs already: the quota would not be what limits it")
+    group = top / f"lab_test_verdict_{os.getpid()}"
+    group.mkdir()
+    code = ("from lab_utils import measure\n"
+            "v = measure.decide([0.92, 0.90, 0.93, 0.91, 0.94], claim='2 DDP ranks vs 1 thread', lab='03', workers=2,\n"
+            "                   expected='2 ranks faster')\n"
+            "print(v.verdict)\nprint(v.reason)\nprint(measure.as_result('0.92x one thread', workers=2))")
+    try:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text("100000")
+        procs = group / "cgroup.procs"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                             preexec_fn=lambda: procs.write_text(str(os.getpid())))
+    finally:
+        group.rmdir()
+    verdict, reason, line = out.stdout.splitlines()
+    assert verdict == measure.CANNOT_SEE and reason.startswith("this notebook may use 1.0 CPU (cgroup quota)"), out.stdout
+    assert line.startswith("not measurable here: this notebook may use 1.0 CPU (cgroup quota)") and "0.92x" in line
+
+
+def test_too_few_pairs_decide_nothing_whatever_the_conditions(monkeypatch):
+    under(monkeypatch, BUSY)
+    v = measure.decide([0.9], claim="Slurm vs launch", expected="no slower", no_worse_than=0.1, workers=2)
+    assert v.verdict == measure.UNDECIDED and "other programs used 1.7" in v.notes  # undecided, its condition noted

@@ -74,3 +74,19 @@ def owner_only_broadcast_worker(rank, world_size):
         if rank == 0:
             dist.broadcast(torch.ones(4), src=0)
         return rank
+
+
+def parts_worker(rank, world_size, part):
+    """A launch_parts part: each number of `part` is seconds to sleep (a long one outlasts the part's timeout)."""
+    import time
+
+    for seconds in part:
+        time.sleep(seconds)
+    return list(part)
+
+
+def part_failing_worker(rank, world_size, part):
+    """A launch_parts part whose rank 0 raises when the part holds a negative number."""
+    if rank == 0 and any(n < 0 for n in part):
+        raise ValueError(f"a bad run in {part}")
+    return list(part)

@@ -2,28 +2,33 @@
 
 - timing: timers that warm up, synchronize and take medians; the one spread; alternating rounds
 - throughput: samples/s from a duration or a timed loop's median step
-- verdicts: what paired repeats decide (holds, reversed, not distinguishable here), recorded in verdicts.csv
+- verdicts: what paired repeats decide (holds, reversed, not distinguishable here, cannot be seen here: a CPU quota or
+  a busy machine rules it out), recorded in verdicts.csv
 - plausible: the [!] flags and notes beside a number that cannot be right
 - results_csv: the results CSVs' rows, with the machine's fingerprint, written and read back
 - results_table: recording a lab's rows, compared with the same quantity measured earlier in the run
 - watch: which torch.distributed collectives a run called
 """
-from .plausible import BASELINE_FACTOR, MAX_SPREAD, flagged, plausibility, table_row
+from .plausible import BASELINE_FACTOR, MAX_SPREAD, flagged, measured_cause, plausibility, table_row
 from .results_csv import (ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS, VERDICTS_CSV,
                           Machine, Result, read_results, read_verdicts, results_dir, write_result)
-from .results_table import SAME_RUN_S, SPEED_TEST, measured_before, record, reference_rate
+from .results_table import (SAME_RUN_S, SPEED_TEST, last_recorded_load, measured_before, record, reference_rate,
+                            run_conditions)
 from .throughput import StepTimer, samples_per_second, throughput_from_step_times
 from .timing import (Timing, after_warmup, alternating_rounds, intra_op_threads, median_after_warmup, numbered_rounds,
                      spread, synchronize, time_interleaved, time_it)
-from .verdicts import (CONFIDENCE, HOLDS, MAX_RESTATED, MIN_EFFECT, MIN_PAIRS, RESOLVE, REVERSED, UNDECIDED, Verdict,
-                       decide, paired_ratios, ratio_range, scatter, verdict, write_verdict)
+from .verdicts import (CANNOT_SEE, CONFIDENCE, HOLDS, MAX_RESTATED, MIN_EFFECT, MIN_PAIRS, RESOLVE, REVERSED,
+                       UNDECIDED, UNREADABLE_SHARE, Verdict, as_result, condition_notes, decide, paired_ratios,
+                       ratio_range, scatter, unreadable, verdict, write_verdict)
 from .watch import collective_calls
 
-__all__ = ["ANSWERED", "APPLIED", "BASELINE_FACTOR", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED", "MAX_SPREAD",
-           "MIN_EFFECT", "MIN_PAIRS", "RATES", "RESOLVE", "RESULT_COLUMNS", "REVERSED", "SAME_RUN_S", "SPEED_TEST",
-           "TRAINING", "UNDECIDED", "VERDICTS_CSV", "VERDICT_COLUMNS", "Machine", "Result", "StepTimer", "Timing",
-           "Verdict", "after_warmup", "alternating_rounds", "collective_calls", "decide", "flagged", "intra_op_threads",
-           "measured_before", "median_after_warmup", "numbered_rounds", "paired_ratios", "plausibility", "ratio_range",
-           "read_results", "read_verdicts", "record", "reference_rate", "results_dir", "samples_per_second", "scatter",
-           "spread", "synchronize", "table_row", "throughput_from_step_times", "time_interleaved", "time_it", "verdict",
-           "write_result", "write_verdict"]
+__all__ = ["ANSWERED", "APPLIED", "BASELINE_FACTOR", "CANNOT_SEE", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED",
+           "MAX_SPREAD", "MIN_EFFECT", "MIN_PAIRS", "Machine", "RATES", "RESOLVE", "RESULT_COLUMNS", "REVERSED",
+           "Result", "SAME_RUN_S", "SPEED_TEST", "StepTimer", "TRAINING", "Timing", "UNDECIDED", "UNREADABLE_SHARE",
+           "VERDICTS_CSV", "VERDICT_COLUMNS", "Verdict", "after_warmup", "alternating_rounds", "as_result",
+           "collective_calls", "condition_notes", "decide", "flagged", "intra_op_threads", "last_recorded_load",
+           "measured_before", "measured_cause", "median_after_warmup", "numbered_rounds", "paired_ratios",
+           "plausibility", "ratio_range", "read_results", "read_verdicts", "record", "reference_rate", "results_dir",
+           "run_conditions", "samples_per_second", "scatter", "spread", "synchronize", "table_row",
+           "throughput_from_step_times", "time_interleaved", "time_it", "unreadable", "verdict", "write_result",
+           "write_verdict"]

@@ -1,7 +1,8 @@
 """Plausibility: a number that cannot be right is said so, next to it ([!] flags and notes)."""
 from __future__ import annotations
 
-from .. import conditions, detectors
+from .. import detectors
+from .results_table import run_conditions
 
 MAX_SPREAD = detectors.NOISY_SPREAD  # repeats spread more than this: the table's noise line counts the median
 BASELINE_FACTOR = 2.0
@@ -9,8 +10,10 @@ BASELINE_FACTOR = 2.0
 
 def plausibility(*, speedup: float | None = None, devices: float | None = None,
                  baseline_rate: float | None = None, reference_rate: float | None = None,
-                 other_framework: str | None = None, oversubscribed: bool = False) -> list[str]:
-    """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect."""
+                 other_framework: str | None = None, oversubscribed: bool = False,
+                 threads: float | None = None) -> list[str]:
+    """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect.
+    `threads`: the speedup is the same work on that many intra-op threads against one thread."""
     # no spread here: noise is one line per table (detectors.noise_line), not a warning. No warning may contain "; ".
     warnings = []
     # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
@@ -19,17 +22,24 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None,
     if oversubscribed:
         warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
     if speedup is not None and devices and speedup > devices:  # name what slowed the runs when the window saw it
-        load = conditions.taken()
-        warnings += detectors.above_device_count(speedup, devices, load.cause() if load else None)
+        warnings += detectors.above_device_count(speedup, devices, measured_cause())
     # reference_rate: this machine's lab 01 rate on the same workload
     warnings += detectors.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
+    if threads and speedup is not None and speedup < 1 / threads:  # they waited: name for what, where it was measured
+        warnings += detectors.more_threads_slower(speedup, threads, cause=measured_cause())
     return warnings
+
+
+def measured_cause() -> str | None:
+    """Why this run's speeds are not quiet speeds (a CPU quota, other programs, steal), as measured; None: quiet."""
+    load = run_conditions()
+    return load.cause() if load else None
 
 
 def flagged(text: str, warnings) -> str:
     """`text`, its notes as `(note: ...)`, then new flags as `[!] ...`; flags said before: "(flagged above)"."""
     warnings = list(warnings)
-    bad, notes = detectors.impossible(warnings), detectors.notes(warnings)
+    bad, notes = detectors.impossible(warnings), list(dict.fromkeys(detectors.notes(warnings)))  # each note once
     text += f"  (note: {'; '.join(notes)})" if notes else ""
     new = detectors.first_time(bad)
     text += f"  ({detectors.AS_ABOVE})" if len(new) < len(set(bad)) else ""

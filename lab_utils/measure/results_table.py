@@ -58,11 +58,31 @@ def measured_before(row: Result, directory=None, earlier=()) -> list[str]:
     return list(dict.fromkeys(said))
 
 
+_RECORDED: list = []  # the Load the last record() read (at most one): summaries printed after it still see it
+
+
+def last_recorded_load() -> "conditions.Load | None":
+    """The machine's Load over the measurements the last record() wrote (None: none yet, or no /proc)."""
+    return _RECORDED[-1] if _RECORDED else None
+
+
+def forget_recorded() -> None:
+    """Forget the last record()'s load (a new notebook run, or a test)."""
+    _RECORDED.clear()
+
+
+def run_conditions() -> "conditions.Load | None":
+    """The measuring windows since the lab last recorded its rows, else those its last record() read (a summary
+    printed after the record still names the conditions its figures were measured under)."""
+    return conditions.taken() or last_recorded_load()
+
+
 def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
     """Write results (one or many) to the results CSVs; returns their table by workload, as the labs print it. A row
     that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV."""
     results = [results] if isinstance(results, Result) else list(results)
     load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
+    _RECORDED[:] = [load] if load else []
     if load and load.note():  # a busy machine or a throttling quota
         results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *load.note()) if f])) for r in results]
     results = [r.stamped(hw) for r in results]

@@ -11,8 +11,11 @@ from pathlib import Path
 from .. import conditions, detectors, hardware
 from .plausible import flagged
 from .results_csv import VERDICT_COLUMNS, VERDICTS_CSV, Machine, append_row, results_dir
+from .results_table import run_conditions
 
 HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
+CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
+UNREADABLE_SHARE = 0.5  # other programs (and steal) took more than this share of the cores: no timing reads as a result
 MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
 MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the range is their min..max at 93.75 %)
 RESOLVE = 3.0  # a tolerance this many times the pairs' scatter (half their range, relative) can be told apart
@@ -58,7 +61,8 @@ def scatter(ratios, confidence: float = CONFIDENCE) -> float:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A decided claim: median paired `ratio`, its ratio_range [low, high], `verdict` HOLDS, REVERSED or UNDECIDED."""
+    """A decided claim: median paired `ratio`, its ratio_range [low, high], `verdict` HOLDS, REVERSED, UNDECIDED or
+    CANNOT_SEE (then `reason` says why the measured conditions rule it out)."""
 
     claim: str  # short id of what is compared, e.g. "DDP vs DataParallel"
     expected: str  # what theory predicts, in words, e.g. "DDP faster"
@@ -71,14 +75,23 @@ class Verdict:
     lab: str = ""
     notes: str = ""  # e.g. that the machine was busy while the repeats ran
     holds_from: float | None = None  # a no-worse-than claim: it holds while the whole range lies above this ratio
+    reason: str = ""  # CANNOT_SEE: why these conditions cannot show the claim (also the first of the notes)
+    same_work: bool = False  # A and B do the same work the same way, started differently (a launcher): no big win
 
     def __str__(self) -> str:
         first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
         meaning = (f"above 1 favours {first}; {self.expected}: it holds while the whole range lies above "
                    f"{self.holds_from:.2f}" if self.holds_from is not None else f"above 1 means {self.expected}")
-        text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
-                f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
-        return flagged(text, detectors.reverses_theory(self) + [n for n in self.notes.split("; ") if n])
+        notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
+        if self.verdict == CANNOT_SEE:  # the reason first; the ratio only as what these conditions gave, no result
+            text = (f"verdict, {self.claim} ({self.expected}): {CANNOT_SEE}: {self.reason} (these pairs gave "
+                    f"{self.ratio:.2f}{self.unit}, range {self.low:.2f}-{self.high:.2f} over {self.repeats}: the "
+                    "conditions', not the claim's)")
+        else:
+            text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
+                    f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
+        return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
+                       + notes)
 
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
         """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
@@ -87,8 +100,13 @@ class Verdict:
 
 
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
-           confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None) -> Verdict:
-    """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words)."""
+           confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
+           workers: int | None = None, timed: bool = True, same_work: bool = False) -> Verdict:
+    """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
+    `workers` (> 1): the claim is that N ranks or threads beat one; `timed`: the ratios are speeds or times, which a
+    busy machine or a CPU quota can make unreadable (CANNOT_SEE, with its reason; accuracies are not timed);
+    `same_work`: A and B run the same work the same way, started differently (a launcher, a scheduler), so a
+    no-worse-than claim that A wins by far cannot be read either (detectors.same_work_faster)."""
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
         raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
@@ -125,17 +143,61 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = HOLDS
         elif high < 1 and middle <= 1 / (1 + min_effect):
             verdict = REVERSED
-    load = conditions.taken()  # the measurements since the lab last recorded its rows
-    notes += load.note() if load else []
-    return Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "; ".join(notes), holds_from)
+    load = run_conditions()
+    decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
+                      same_work=same_work)
+    reason = unreadable(workers, load) if timed and len(ratios) >= MIN_PAIRS else None  # fewer decide nothing anyway
+    if reason is None and same_work and detectors.same_work_faster(decided):
+        reason = (f"the same work ran {middle:.2f}x faster one way, which no way of running it can do: the other way "
+                  "was slowed, so no cost can be read from these pairs")
+    if reason is not None:
+        verdict, notes = CANNOT_SEE, [f"{CANNOT_SEE}: {reason}"] + notes
+    notes += condition_notes(load)
+    return dataclasses.replace(decided, verdict=verdict, notes="; ".join(notes), reason=reason or "")
+
+
+def unreadable(workers: int | None = None, load: "conditions.Load | None" = None) -> str | None:
+    """Why a timed comparison cannot be read here, or None: `workers` (> 1: N ranks or threads against one) that this
+    CPU budget or what others left free cannot run side by side; or other programs (and steal) that took more than
+    UNREADABLE_SHARE of the cores while it was measured. `load` defaults to run_conditions()."""
+    load = load if load is not None else run_conditions()
+    if workers and workers > 1:
+        why = conditions.speedup_visible(workers, load=load)
+        if why:
+            return why
+    if load is not None and load.others + load.steal > UNREADABLE_SHARE * load.cores:
+        return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it was measured, so "
+                "its times are theirs as much as this comparison's: rerun with nothing else running")
+    return None
+
+
+def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None) -> str:
+    """A summary's measured figure as a result, or, where unreadable() rules it out, 'not measurable here: <why>'
+    with the figure kept only as what those conditions gave."""
+    why = unreadable(workers, load)
+    return text if why is None else f"not measurable here: {why} (measured, not a result: {text})"
+
+
+def condition_notes(load: "conditions.Load | None") -> list[str]:
+    """A verdict's notes naming the conditions it was measured under (others' CPU and steal when busy, the CPU quota
+    and its throttled share when there is one); [] on a quiet machine without a quota."""
+    if load is None:
+        return []
+    notes = load.note()  # busy: others' CPU and steal; throttled: the quota and its throttled share
+    if load.quota_cpus is not None and not load.throttled:
+        notes.append(f"measured under a {load.quota_source} of {hardware.cpus_text(load.quota_cpus)}, throttled in "
+                     f"{load.throttled_share * 100:.0f} % of its periods")
+    return notes
 
 
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
-            no_worse_than: float | None = None) -> Verdict:
+            no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
+            same_work: bool = False) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
-                  min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than)
+                  min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
+                  timed=timed, same_work=same_work)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:

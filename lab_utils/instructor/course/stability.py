@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ... import measure
 
-SHORT = {measure.HOLDS: "holds", measure.REVERSED: "REVERSED", measure.UNDECIDED: "n.d."}
+SHORT = {measure.HOLDS: "holds", measure.REVERSED: "REVERSED", measure.UNDECIDED: "n.d.",
+         measure.CANNOT_SEE: "not here"}
 
 
 @dataclass(frozen=True)
