@@ -356,14 +356,16 @@ class Sweep:
         raise KeyError(f"no result {variant!r} at batch {batch_size}")
 
     def speedup(self, batch_size: int, variant: str) -> float:
-        """A candidate's samples/s over one device's (one thread on a CPU), at the same batch."""
-        return self.result(batch_size, variant).samples_per_s / self.result(batch_size, ONE_DEVICE).samples_per_s
+        """A candidate's advantage over one device (one thread on a CPU) at the same batch: the median of their paired
+        ratios over the interleaved rounds, the figure a verdict on the two prints (measure.paired_median)."""
+        timings = self.timings[batch_size]
+        return measure.paired_median(timings[variant], timings[ONE_DEVICE])
 
 
 def _sweep_result(variant, strategy, world_size, threads, batch, timing, baseline, device, hw) -> measure.Result:
     """One candidate's row, flagged when its figures cannot be right."""
     resources = world_size * (threads or 1)
-    speedup = baseline.median / timing.median if resources > 1 else None
+    speedup = measure.paired_median(timing, baseline) if resources > 1 else None
     flags = measure.plausibility(speedup=speedup, devices=resources,
                                  oversubscribed=not hw.gpus and resources > hw.cpu_count,
                                  threads=threads if world_size == 1 and (threads or 1) > 1 else None)
@@ -424,6 +426,8 @@ def print_sweep(result: Sweep) -> None:
                   f"{detectors.marked(r.flags)}")
             for note in detectors.notes(r.flags):
                 print(f"{'':>8}note: {note}")
+    print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
+          "same round (a verdict's figure; a verdict that names one device first prints its inverse)")
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
     for line in detectors.table_lines([r.flags for r in result.results], names):
         print(line)

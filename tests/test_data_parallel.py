@@ -197,7 +197,10 @@ def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
     many = sweep.result(6, data_parallel.dp_name(2))
     assert (many.strategy, many.world_size, many.threads, many.repeats) == ("dp", 2, 1, 2)
     assert sweep.result(6, data_parallel.threaded_name(2)).threads == 2 and sweep.result(6, data_parallel.ONE_DEVICE).threads == 1
-    assert sweep.speedup(6, data_parallel.dp_name(2)) == pytest.approx(sweep.result(6, data_parallel.ONE_DEVICE).wall_s / many.wall_s)
+    # the table's speedup is the figure a verdict on the same pair prints (median of paired ratios), not medians' ratio
+    timings = sweep.timings[6]
+    assert sweep.speedup(6, data_parallel.dp_name(2)) == measure.verdict(
+        timings[data_parallel.dp_name(2)], timings[data_parallel.ONE_DEVICE], claim="c", expected="e", timed=False).ratio
     assert many.samples_per_s == pytest.approx(6 / many.wall_s) and many.spread >= 0
     figures = bench_dp.figures(bench_dp.SweepAndGradCheck(sweep, 1e-9))
     assert figures["batch_size"] == 6 and figures["grad_max_abs_diff"] == 1e-9 and figures["speedup"] == round(sweep.speedup(6, data_parallel.dp_name(2)), 3)

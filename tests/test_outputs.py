@@ -115,3 +115,87 @@ def test_nbval_reads_a_tag_not_a_comment_line(path):
     assert commented == [], f"{path.name}: cells {commented} mark nbval with a comment; use the cell tag"
     tagged = [c for c in cells if "nbval-ignore-output" in c.metadata.get("tags", [])]
     assert all(c.cell_type == "code" for c in tagged)
+
+
+# ---- one comparison, one figure: a table's ratio for a pair a verdict decides is the verdict's figure ----------------
+
+VERDICT_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?): (?P<ratio>\d+\.\d\d)x \(.*? over (?P<pairs>\d+) paired repeats\)")
+# a verdict the conditions rule out still prints the pairs' figure: "verdict, CLAIM (EXPECTED): cannot be seen here: ..."
+UNSEEN_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?): cannot be seen here: .*?these pairs gave (?P<ratio>\d+\.\d\d)x, "
+                         r"range \S+ over (?P<pairs>\d+):")
+FIGURE = r"(\d+\.\d\d)x"
+# claim of a verdict -> (how to find the table row of the same pair, in the same cell's output, and whether the row
+# states the pair the other way round: B's advantage over A)
+SAME_PAIR = {
+    "02": [(re.compile(r"one device vs (?P<candidate>.+), batch (?P<batch>\d+)$"),
+            lambda m: rf"^\s*{m['batch']}\s+{re.escape(m['candidate'])}\s+[\d.]+\s+\d+%\s+{FIGURE}", True)],
+    "06": [(re.compile(r"dist\.all_reduce vs the ring, (?P<kib>\d+) KiB$"),
+            lambda m: rf"^\s*{m['kib']} KiB\s+[\d.]+\s+\d+%\s+[\d.]+\s+\d+%\s+{FIGURE}", False)],
+    "08": [(re.compile(r"async vs sync, straggler x(?P<k>\d+)$"), lambda m: rf"^\s*{m['k']}\s+[\d.]+x.*?{FIGURE}\s+[\d.]+x", False),
+           (re.compile(r"sync vs async, no straggler$"), lambda m: rf"^\s*1\s+[\d.]+x.*?{FIGURE}\s+[\d.]+x", True)],
+    "09": [(re.compile(r"bf16 autocast vs fp32 forward$"), lambda m: rf"^bf16 autocast\s+\d+\s+[\d.]+\s+\d+%\s+{FIGURE} eager fp32", False),
+           (re.compile(r"batch (?P<n>\d+) unpadded vs padded to (?P<to>\d+) \(eager\)$"),
+            lambda m: rf"^batch {m['n']} padded to {m['to']}\s+\d+\s+[\d.]+\s+\d+%\s+{FIGURE} batch {m['n']}(?!\d)", True),
+           (re.compile(r"TF tf\.function vs eager$"), lambda m: rf"^TF tf\.function\s.*?: {FIGURE} eager(?!\w)", False)],
+}
+
+
+def agrees(table: float, verdict: float, inverse: bool) -> bool:
+    """Whether two printed figures (2 decimals) can be one median of paired ratios, the table's possibly inverted."""
+    if not inverse:
+        return table == verdict
+    # an odd number of pairs: the median of the inverses is the inverse of the median, up to both roundings
+    return 1 / (table + 0.005) - 0.005 <= verdict <= 1 / (table - 0.005) + 0.005
+
+
+def figure_conflicts(path, lab: str) -> tuple[list[str], int]:
+    """(the verdicts whose pair a table in the same cell's output states with another figure, how many were compared)."""
+    conflicts, compared = [], 0
+    for index, output in outputs(path):
+        lines = text_of(output).splitlines()
+        for line in lines:
+            v = VERDICT_LINE.match(line) or UNSEEN_LINE.match(line)
+            for claim, row_of, inverse in SAME_PAIR.get(lab, []) if v else []:
+                # an unseen verdict's claim is followed by " (expected)": try the claim before each " ("
+                m = next(filter(None, (claim.match(c) for c in [v["claim"]] + [
+                    v["claim"][:i] for i in range(len(v["claim"])) if v["claim"].startswith(" (", i)])), None)
+                if not m or (inverse and int(v["pairs"]) % 2 == 0):  # even pairs: a median of inverses may differ
+                    continue
+                rows = [r for r in (re.match(row_of(m), x.strip() if lab != "09" else x) for x in lines) if r]
+                for r in rows:
+                    compared += 1
+                    if not agrees(float(r[1]), float(v["ratio"]), inverse):
+                        conflicts.append(f"cell {index}: {v['claim']}: the table says {r[1]}x"
+                                         f"{' (the other way round)' if inverse else ''}, the verdict {v['ratio']}x")
+    return conflicts, compared
+
+
+def test_a_tables_figure_for_a_verdicts_pair_is_the_verdicts():
+    table = "   8  DataParallel, 2 devices        6.53     55%    {}x"
+    verdict = ("verdict, one device vs DataParallel, 2 devices, batch 8: 2.23x (above 1 means one device faster; "
+               "range 1.28-2.43 over 5 paired repeats) -> holds")
+    unseen = ("verdict, one device vs DataParallel, 2 devices, batch 8 (one device faster (a small batch's compute)): "
+              "cannot be seen here: other programs used 1.6 of 2 cores (these pairs gave 2.23x, range 0.41-2.26 over 5: "
+              "the conditions', not the claim's)")
+    for figure, conflicts in (("0.45", 0), ("0.46", 1)):  # 1 / 2.23 = 0.448; 0.46 is a ratio of medians
+        for line in (verdict, unseen):
+            cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout",
+                                                                             text=f"{table.format(figure)}\n{line}\n")])
+            assert [len(x) if isinstance(x, list) else x for x in figure_conflicts_of([cell], "02")] == [conflicts, 1]
+
+
+def figure_conflicts_of(cells, lab):
+    """figure_conflicts on a notebook made of these cells."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "nb.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+        return figure_conflicts(path, lab)
+
+
+@pytest.mark.parametrize("lab", sorted(SAME_PAIR))
+def test_committed_outputs_print_one_figure_per_comparison(lab):
+    path = next(p for p in labs.solution_notebooks() if p.name.startswith(lab))
+    conflicts, compared = figure_conflicts(path, lab)
+    assert compared, f"{path.name}: no verdict beside a table row of its pair found: did the table or claim change?"
+    assert conflicts == [], "a table and a verdict print two figures for one comparison: run `make outputs`"

@@ -2,6 +2,7 @@
 wrong answer."""
 import csv
 import random
+import statistics
 
 import pytest
 
@@ -29,6 +30,15 @@ def test_paired_ratios_are_a_advantage_over_b_in_each_pair():
     assert measure.paired_ratios(measure.Timing((1.0,), 0), measure.Timing((3.0,), 0)) == [3.0]
     with pytest.raises(ValueError, match="as many of A as of B"):
         measure.paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_a_tables_paired_median_is_the_verdicts_figure_not_the_ratio_of_medians():
+    a, b = [1.0, 1.0, 3.0, 3.0, 3.0], [2.0, 2.0, 2.0, 6.0, 6.0]  # medians 3 and 2 (1.50x); every pair says 2x or 0.67x
+    v = measure.verdict(a, b, claim="A vs B", expected="A faster", timed=False)
+    assert measure.paired_median(a, b) == v.ratio == 2.0 != statistics.median(b) / statistics.median(a)
+    # the other orientation of an odd number of pairs is the exact inverse: a table may print either, with its name
+    assert measure.paired_median(b, a) == 1 / v.ratio
+    assert measure.paired_median([200.0, 300.0, 90.0], [100.0] * 3, higher_is_better=True) == 2.0
 
 
 def test_clear_win_holds_and_clear_loss_is_reversed():

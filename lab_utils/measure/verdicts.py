@@ -33,6 +33,12 @@ def paired_ratios(a, b, *, higher_is_better: bool = False) -> list[float]:
     return [x / y for x, y in zip(a, b)] if higher_is_better else [y / x for x, y in zip(a, b)]
 
 
+def paired_median(a, b, *, higher_is_better: bool = False) -> float:
+    """The figure a verdict on paired repeats a, b prints: the median of paired_ratios (A's advantage over B). A
+    table that compares the same pair prints this, not the ratio of its two medians (each from other rounds)."""
+    return statistics.median(paired_ratios(a, b, higher_is_better=higher_is_better))
+
+
 def _binomial_tail(k: int, n: int) -> float:
     """P(X <= k) for X ~ Binomial(n, 1/2)."""
     return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
