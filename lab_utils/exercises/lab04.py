@@ -256,13 +256,18 @@ def _split_expected(cases):
 
 
 def _split_judge(got, expected, cases):
-    for g, e, (times, stages) in zip(got, expected, cases):
+    def one_off(g, e, times, stages):
         if g != e and len(g) == len(e) and any(all(i + shift == j for i, j in zip(g, e)) for shift in (1, -1)):
-            return 0.0, (f"times {times}, {stages} stages: your split points {g} are each one off the best split {e}: a "
-                         "split point i starts the next stage AT layer i (the stages are times[:i], times[i:...]); "
-                         "check how your search turns the best split into the indices it returns")
+            return (f"times {times}, {stages} stages: your split points {g} are each one off the best split {e}: a "
+                    "split point i starts the next stage AT layer i (the stages are times[:i], times[i:...]); "
+                    "check how your search turns the best split into the indices it returns")
+        return None
+
+    for g, e, (times, stages) in zip(got, expected, cases):
         valid = len(g) == stages - 1 and g == sorted(set(g)) and all(0 < i < len(times) for i in g)
         if not valid:
+            if one_off(g, e, times, stages):
+                return 0.0, one_off(g, e, times, stages)
             return 0.0, (f"{stages} stages over {len(times)} layers need {stages - 1} increasing split point(s) "
                          f"between 1 and {len(times) - 1}, got {g}")
         best, yours = max(stage_sums(times, e)), max(stage_sums(times, g))
@@ -274,6 +279,8 @@ def _split_judge(got, expected, cases):
                 return 0.0, (f"times {times}, {stages} stages: your split makes the stage times as even as possible "
                              f"(smallest sum of squares), and its slowest stage takes {yours:.2f}; a pipeline runs at "
                              f"the pace of its slowest stage, and a split exists whose slowest takes {best:.2f}")
+            if one_off(g, e, times, stages):
+                return 0.0, one_off(g, e, times, stages)
             return 0.0, (f"times {times}, {stages} stages: your split's slowest stage takes {yours:.2f}, but a split "
                          f"exists whose slowest stage takes {best:.2f}: try every split")
     return 1.0, "the slowest stage is as fast as it can be"
