@@ -29,11 +29,11 @@ def draw_measured(measured: pl.Measured, ax=None, title: str = ""):
                        colors=phase_colors())
 
 
-def pipeline_explorer(stage_step, forward_op, backward_op, *,
+def pipeline_explorer(stage_worker, forward_op, backward_op, *,
                       model: str = "cnn2d_2layer_fullconnected_2layer", micro_batch_size: int = 32,
                       max_stages: int = 4, layer_times=None, timeout: float = 120.0):
-    """Sliders for K, M and schedule redraw the ideal chart; a button runs the real pipeline with the given stage step
-    and ops."""
+    """Sliders for K, M and schedule redraw the ideal chart; a button runs the real pipeline with the given stage
+    worker and ops."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
     from IPython.display import display
@@ -72,7 +72,7 @@ def pipeline_explorer(stage_step, forward_op, backward_op, *,
         config = pl.PipelineRun("explorer", schedule.value, micro, micro_batch_size * micro, split, model=model)
         status.value = f"running {k.value} rank(s), split before layers {list(split)}, batch {config.batch_size} ..."
         try:
-            measured[key] = pl.run_pipelines([config], k.value, stage_step, forward_op, backward_op, rounds=1,
+            measured[key] = pl.run_pipelines([config], k.value, stage_worker, forward_op, backward_op, rounds=1,
                                              warmup=1, timeout=timeout)["explorer"]
             status.value = f"measured: K={k.value}, M={micro}, {schedule.value}, batch {config.batch_size}"
         except Exception as exc:  # show it in the widget instead of losing it in a callback

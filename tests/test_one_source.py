@@ -20,8 +20,6 @@ MAY_OPEN_GROUPS = ("lab_utils/lessons/", "lab_utils/launch/", "lab_utils/exercis
 
 # second implementations still to replace (issue 47, item 1): "path:function" -> what replaces it
 PENDING = {
-    "lab_utils/pipeline/ranks.py:pipeline_worker": "lab 04's stage_worker (a measuring stage_worker: rounds, watched "
-                                                   "steps, the library's schedule)",
     # not in the issue's nine: launchers' own wrappers, a gloo group used only to take turns and to leave together;
     # they belong with lab_utils/launch/ (the issue's item 4 moves files)
     "lab_utils/tf_distribute.py:_together": "lab_utils/launch/ (a launcher's wrapper, not a lesson)",
@@ -233,7 +231,7 @@ def test_the_scans_catch_what_they_are_meant_to(tmp_path):
 
 # the lesson functions that replaced the second implementations (issue 47)
 @pytest.mark.parametrize("worker", [
-    "lab_utils.lessons.lab05.mwms_worker", "lab_utils.lessons.lab06.classifier_worker",
+    "lab_utils.lessons.lab04.stage_worker", "lab_utils.lessons.lab05.mwms_worker", "lab_utils.lessons.lab06.classifier_worker",
     "lab_utils.lessons.lab07.amp_worker", "lab_utils.lessons.lab07.accumulate",
     "lab_utils.lessons.lab07.forward_with_checkpoints", "lab_utils.lessons.lab11.side_by_side",
     "lab_utils.lessons.lab11.read_scheduler"])

@@ -10,7 +10,7 @@ from lab_utils import memory, pipeline as pl, pipeline_explorer, spec
 from lab_utils.instructor.gpu import pipeline as gpu_pipeline
 from lab_utils.launch import RankError
 from lab_utils.lessons.lab04 import (backward_op, forward_op, library_schedule, library_step,  # lab 04's, from
-                                     library_unsupported, recompute_forward_op, stage_step)  # its notebook
+                                     library_unsupported, recompute_forward_op, stage_worker)  # its notebook
 from lab_utils.process_tree import descendants
 
 SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
@@ -131,7 +131,7 @@ def executed():
             pl.PipelineRun("bn M=1", "gpipe", 1, batchnorm=True, **SMALL),
             pl.PipelineRun("bn M=4", "gpipe", 4, batchnorm=True, **SMALL)]
     library = [pl.PipelineRun("library", "1f1b", 4, **SMALL)]
-    measured = pl.run_pipelines(runs, 2, stage_step, forward_op, backward_op, library_runs=library,
+    measured = pl.run_pipelines(runs, 2, stage_worker, forward_op, backward_op, library_runs=library,
                                 library_schedule=library_schedule, library_step=library_step, rounds=3, warmup=1, timeout=180)
     return runs, measured
 
@@ -248,7 +248,7 @@ def test_batchnorm_statistics_per_micro_batch_change_the_gradients(executed):
 def test_the_ops_are_arguments_three_stages_with_recomputation_match_the_unsplit_model():
     run = pl.PipelineRun("three", "1f1b", 4, batch_size=16, image_side=8, split=(2, 5),
                          model="cnn2d_2layer_fullconnected_2layer")
-    m = pl.run_pipelines([run], 3, stage_step, recompute_forward_op, recompute_backward, rounds=1, warmup=0,
+    m = pl.run_pipelines([run], 3, stage_worker, recompute_forward_op, recompute_backward, rounds=1, warmup=0,
                          timeout=180)["three"]
     _, logits, grads = pl.reference(run)
     assert np.abs(m.grads - grads).max() <= 1e-5 and np.abs(m.logits - logits).max() <= 1e-5
@@ -275,20 +275,38 @@ def failing_forward(ctx, micro):
 
 def test_bad_configurations_fail_before_launching_or_name_the_rank():
     with pytest.raises(ValueError, match="makes 2 stages, not 3"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3, stage_step, forward_op, backward_op)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3, stage_worker, forward_op, backward_op)
     with pytest.raises(ValueError, match="does not split into 3 equal"):
-        pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2, stage_step, forward_op, backward_op)
+        pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2, stage_worker, forward_op, backward_op)
     with pytest.raises(ValueError, match="need rounds >= 1"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, stage_step, forward_op, backward_op, rounds=0)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, stage_worker, forward_op, backward_op, rounds=0)
     with pytest.raises(ValueError, match="its own label"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2, stage_step, forward_op, backward_op)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2, stage_worker, forward_op, backward_op)
     with pytest.raises(RankError, match="runs 'gpipe' or '1f1b', not 'naive'"):
-        pl.run_pipelines([], 2, stage_step, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "naive", 1, **SMALL)],
+        pl.run_pipelines([], 2, stage_worker, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "naive", 1, **SMALL)],
                          library_schedule=library_schedule, library_step=library_step, rounds=1, warmup=0, timeout=60)
     with pytest.raises(ValueError, match="library_schedule= and library_step="):
-        pl.run_pipelines([], 2, stage_step, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "gpipe", 2, **SMALL)])
+        pl.run_pipelines([], 2, stage_worker, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "gpipe", 2, **SMALL)])
     with pytest.raises(RankError, match=r"rank \d failed: ValueError: stage \d cannot run micro-batch 0"):
-        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, stage_step, failing_forward, backward_op, rounds=1, warmup=0, timeout=60)
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, stage_worker, failing_forward, backward_op, rounds=1, warmup=0, timeout=60)
+
+
+def refusing_worker(rank, world_size, *args):
+    raise ValueError(f"rank {rank}: this stage worker was launched")
+
+
+def test_run_pipelines_launches_the_stage_worker_it_is_given():
+    """The measurements run the notebook's stage_worker (an edited one, too), not a copy of it."""
+    with pytest.raises(RankError, match="this stage worker was launched"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, refusing_worker, forward_op, backward_op, rounds=1, warmup=0,
+                         timeout=60)
+
+
+def test_rounds_alternate_the_runs_and_keep_only_the_steps_past_the_warm_up():
+    assert pl.ONE_STEP.order(3) == [0, 1, 2] and pl.ONE_STEP.measured(0) == {}
+    rounds = pl.Rounds(2, 1)
+    order = rounds.order(2)
+    assert sorted(order) == [0, 0, 0, 1, 1, 1] and order[:2] != order[2:4]  # A B, B A, ...
 
 
 def test_gpu_check_says_why_it_skipped_without_cuda():
@@ -311,7 +329,7 @@ def test_gantt_charts_draw_ideal_and_measured_timelines(executed):
 def test_the_explorer_builds_its_controls():
     import matplotlib
     matplotlib.use("Agg")
-    box = pipeline_explorer.pipeline_explorer(stage_step, forward_op, backward_op, layer_times=[1.0] * 7)
+    box = pipeline_explorer.pipeline_explorer(stage_worker, forward_op, backward_op, layer_times=[1.0] * 7)
     controls = box.children[0].children
     assert [c.description for c in controls] == ["stages K", "micro-batches M", "schedule"]
     controls[2].value = "naive"
@@ -321,7 +339,7 @@ def test_the_explorer_builds_its_controls():
 def test_the_explorer_runs_the_ops_it_is_given():
     import matplotlib
     matplotlib.use("Agg")
-    box = pipeline_explorer.pipeline_explorer(stage_step, failing_forward, backward_op, layer_times=[1.0] * 7)
+    box = pipeline_explorer.pipeline_explorer(stage_worker, failing_forward, backward_op, layer_times=[1.0] * 7)
     button, status = box.children[1].children
     box.children[0].children[1].value = 2
     button.click()

@@ -77,11 +77,11 @@ def _watched(backward_op):
 def _recompute_run(recompute_backward_op, case):
     from .. import pipeline as pl
     from ..launch import RankError
-    from ..lessons.lab04 import recompute_forward_op, stage_step  # lab 04's notebook gives the learner both
+    from ..lessons.lab04 import recompute_forward_op, stage_worker  # lab 04's notebook gives the learner both
 
     run = _recompute_problem(case)
     try:
-        measured = pl.run_pipelines([run], 3, stage_step, recompute_forward_op, _watched(recompute_backward_op),
+        measured = pl.run_pipelines([run], 3, stage_worker, recompute_forward_op, _watched(recompute_backward_op),
                                     rounds=1, warmup=0, timeout=120, group_timeout=GROUP_TIMEOUT_S)[run.label]
     except RankError as exc:
         if exc.message.startswith("NotImplementedError"):

@@ -60,18 +60,28 @@ def stage_step(ctx, ops, forward_op, backward_op):
         work.wait()
 
 
-def stage_worker(rank, world_size, run, forward_op, backward_op, timeout_s):
-    """One pipeline stage: join the group, build this rank's layers, run one step of run's schedule, leave."""
+def stage_worker(rank, world_size, runs, forward_op, backward_op, timeout_s, rounds=pl.ONE_STEP):
+    """One pipeline stage: join the group, build this rank's layers for each run, run each run's steps, leave.
+
+    `rounds` picks the steps and may watch them: one step of each run by default; pl.run_pipelines hands in rounds
+    that run every run many times, interleaved, and time each op."""
     device, backend = hardware.rank_device()
     if device.startswith("cuda"):
         torch.cuda.set_device(device)
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))  # every recv gives up after timeout_s
-    stage = pl.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=run.seed).to(device)
-    ctx = pl.StageContext.for_run(run, stage, rank, world_size, device, backend)
-    schedule = pl.make_schedule(run.schedule, world_size, run.micro_batches)
-    stage_step(ctx, schedule.stage_ops(rank), forward_op, backward_op)  # this stage's ops, in the schedule's order
-    out = {"grads": tensors.flat_grads(stage),
-           "logits": torch.cat([ctx.logits[m] for m in range(run.micro_batches)]) if ctx.last else None}
+    stages = [pl.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=run.seed).to(device)
+              for run in runs]
+    batches = [run.batch() for run in runs]
+    last = {}                                        # run -> the context of its last step
+    for i in rounds.order(len(runs)):
+        stages[i].zero_grad(set_to_none=True)        # the gradients of this step only
+        ctx = pl.StageContext.for_run(runs[i], stages[i], rank, world_size, device, backend, batches[i])
+        schedule = pl.make_schedule(runs[i].schedule, world_size, runs[i].micro_batches)
+        rounds.step(i, stage_step, ctx, schedule.stage_ops(rank), forward_op, backward_op)  # this stage's ops
+        last[i] = ctx
+    out = [{"grads": tensors.flat_grads(stage),
+            "logits": torch.cat([last[i].logits[m] for m in range(run.micro_batches)]) if last[i].logits else None,
+            **rounds.measured(i)} for i, (run, stage) in enumerate(zip(runs, stages))]
     dist.barrier()                                   # leave together
     dist.destroy_process_group()
     return out

@@ -73,7 +73,7 @@ class Measured:
 
 
 def measured_by_label(runs, ranks) -> dict[str, Measured]:
-    """Turn pipeline_worker's per-rank results into one Measured per run label."""
+    """Turn lab 04's stage_worker's per-rank results (measured in Rounds) into one Measured per run label."""
     stages = len(ranks)
     measured = {}
     for i, run in enumerate(runs):

@@ -1,4 +1,4 @@
-"""bench pipeline: 2 stages with lab 04's stage step and ops (lab_utils.lessons.lab04) — the naive split, GPipe
+"""bench pipeline: 2 stages with lab 04's stage worker, step and ops (lab_utils.lessons.lab04) — the naive split, GPipe
 with M = 2, 4, 8 and 1F1B with M = 8 — interleaved in one launch; medians of the timed steps, their spreads, and
 plausibility flags."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _row(m: pl.Measured) -> dict:
 def pipeline(*, batch_size: int = 1024, repeats: int = 5, split=None, seed: int = 0,
              model: str = "cnn2d_2layer_fullconnected_2layer") -> dict:
     """2 stages: naive split, GPipe with M = 2, 4, 8 and 1F1B with M = 8, interleaved in one launch."""
-    from ...lessons import lab04  # its stage step and ops, generated from its notebook (imported here: `assign` starts without it)
+    from ...lessons import lab04  # its stage worker and ops, generated from its notebook (imported here: `assign` starts without it)
 
     model_spec = spec.preset(model)
     times = pl.layer_times(model_spec, (1, 28, 28), batch_size=128, seed=seed)
@@ -33,7 +33,7 @@ def pipeline(*, batch_size: int = 1024, repeats: int = 5, split=None, seed: int 
     runs = [pl.PipelineRun("naive", "naive", 1, **common)]
     runs += [pl.PipelineRun(f"gpipe M={m}", "gpipe", m, **common) for m in (2, 4, 8)]
     runs += [pl.PipelineRun("1f1b M=8", "1f1b", 8, **common)]
-    measured = pl.run_pipelines(runs, 2, lab04.stage_step, lab04.forward_op, lab04.backward_op, rounds=repeats,
+    measured = pl.run_pipelines(runs, 2, lab04.stage_worker, lab04.forward_op, lab04.backward_op, rounds=repeats,
                                 warmup=1)
     _, _, grads = pl.reference(runs[0])
     rows = {label: _row(m) for label, m in measured.items()}

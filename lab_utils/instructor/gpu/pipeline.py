@@ -1,6 +1,6 @@
 """Lab 04 on a GPU: two pipeline stages on CUDA against the unsplit model on the CPU.
 
-The stage step and ops are lab 04's lesson code (lab_utils.lessons.lab04), as in the notebook's measurements."""
+The stage worker, step and ops are lab 04's lesson code (lab_utils.lessons.lab04), as in the notebook's measurements."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,13 +34,13 @@ def gpu_check() -> dict[str, str]:
         return {hand: "skipped: no GPU", library: "skipped: no GPU"}
     from ... import hardware
     from ...lessons.lab04 import (backward_op, forward_op, library_schedule, library_step, library_unsupported,
-                                   stage_step)
+                                   stage_worker)
 
     run = PipelineRun("hand-built", "1f1b", 4, batch_size=64, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
     reason = library_unsupported(hardware.plan(2))
     library_runs = [] if reason else [PipelineRun("library", "1f1b", 4, batch_size=64, split=(2,), model=run.model)]
     try:
-        measured = run_pipelines([run], 2, stage_step, forward_op, backward_op, library_runs=library_runs, rounds=1,
+        measured = run_pipelines([run], 2, stage_worker, forward_op, backward_op, library_runs=library_runs, rounds=1,
                                  warmup=1, library_schedule=library_schedule, library_step=library_step, timeout=120)
     except Exception as exc:  # report it, whatever it is: this is a check, not a lab
         return {hand: f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", library: "failed: not run"}
