@@ -1,0 +1,239 @@
+"""Lab 12: read a hang table; make ranks with uneven data finish as one process would (real ranks); find the
+parameter that gets no gradient."""
+from __future__ import annotations
+
+from .core import Exercise, register
+
+SETUP = ("import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F\n"
+         "from torch.distributed.algorithms import Join")
+
+
+# ---- read a hang table ------------------------------------------------------------------------------------------------
+
+def _table_cases(rng):
+    """Tables of 3 or 4 ranks where one rank went its own way: it skipped the collective the others wait in."""
+    cases = []
+    for _ in range(4):
+        world, odd = rng.choice([3, 4]), 0
+        odd = rng.randrange(world)
+        waited, now = rng.sample(["all_reduce", "broadcast", "all_gather", "reduce_scatter"], 1)[0], "barrier"
+        done, line_others, line_odd = rng.randint(2, 9), rng.randint(10, 30), rng.randint(31, 50)
+        cases.append({"world": world, "odd": odd, "waited": waited, "now": now, "done": done,
+                      "line_others": line_others, "line_odd": line_odd})
+    return cases
+
+
+def hang_table(case) -> str:
+    """The launcher's table for one case (built by the same code that prints it after a hang)."""
+    from ..launch import where
+
+    def call(seq, op, state, line):
+        return {"seq": seq, "op": op, "shapes": [[4]] if op != "barrier" else [], "dtype": "float32" if op != "barrier"
+                else "", "where": ("train.py", line, "step"), "state": state}
+
+    history = [call(s, "all_reduce", "completed", 5) for s in range(1, case["done"] + 1)]
+    seq = case["done"] + 1
+    reports = {r: {"calls": history + [call(seq, case["now"] if r == case["odd"] else case["waited"], "in progress",
+                                            case["line_odd"] if r == case["odd"] else case["line_others"])],
+                   "count": seq} for r in range(case["world"])}
+    return where.table(reports, {r: "running" for r in range(case["world"])})
+
+
+def _table_run(culprit, cases):
+    return [list(culprit(hang_table(case))) for case in cases]
+
+
+def _table_expected(cases):
+    return [[c["odd"], c["waited"], f"train.py:{c['line_odd']}"] for c in cases]
+
+
+def _table_judge(got, expected, cases):
+    for g, e, case in zip(got, expected, cases):
+        rank, op, line = g
+        if int(rank) != e[0]:
+            if int(rank) == 0 or int(rank) == case["world"] - 1:
+                return 0.0, (f"rank {rank} is one of the ranks that agree: the culprit is the one rank whose call "
+                             f"#{case['done'] + 1} differs from all the others'")
+            return 0.0, f"rank {rank} is not the rank whose call #{case['done'] + 1} differs from the others'"
+        if op == case["now"]:
+            return 0.0, (f"{op} is where the odd rank is now; the collective it skipped is the one every other rank "
+                         "waits in")
+        if op != e[1]:
+            return 0.0, f"{op!r}: name the collective the other ranks wait in, as the table spells it ({e[1]!r})"
+        if line == f"train.py:{case['line_others']}":
+            return 0.0, "that is the other ranks' line; the fix starts at the odd rank's line, where it went its own way"
+        if line != e[2]:
+            return 0.0, f"{line!r}: give the odd rank's line as the table writes it (file:line)"
+    return 1.0, "the odd rank, the collective it skipped and its line"
+
+
+HANG_CULPRIT = Exercise("12", "hang_culprit", _table_cases, _table_run, _table_expected, _table_judge,
+                        "read the 'first difference' line: which rank's call differs, what the others wait in, "
+                        "and where that rank is")
+
+
+# ---- uneven data, in real ranks ----------------------------------------------------------------------------------------
+
+def _uneven_cases(rng):
+    return {"seed": rng.randrange(10**6), "batch": rng.choice([4, 8]), "steps": rng.choice([2, 3]),
+            "lr": rng.choice([0.05, 0.1])}
+
+
+def _uneven_problem(case, world_size: int = 2):
+    """A seeded small model and each rank's batches: rank r has `steps` batches, the last rank one more."""
+    import torch
+
+    from .. import spec
+
+    gen = torch.Generator().manual_seed(case["seed"])
+    per_rank = [[(torch.rand(case["batch"], 1, 8, 8, generator=gen), torch.randint(0, 10, (case["batch"],), generator=gen))
+                 for _ in range(case["steps"] + (1 if r == world_size - 1 else 0))] for r in range(world_size)]
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=case["seed"])
+    return model, per_rank
+
+
+def uneven_worker(rank, world_size, train_all, case):
+    """train_all(ddp_model, my_batches, optimizer) on this rank's batches; the weights it ends with."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .. import tensors
+    from ..launch import process_group
+
+    with process_group(timeout_s=60):
+        model, per_rank = _uneven_problem(case, world_size)
+        ddp = DDP(model)
+        train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
+        return tensors.flat_weights(model).tolist()
+
+
+def _uneven_run(train_all, case, world_size: int = 2):
+    from ..launch import launch
+
+    return launch(uneven_worker, world_size, args=(train_all, case), timeout=25)
+
+
+def _one_process(case, lone_last_step: bool, halved: bool = False, world_size: int = 2):
+    """One process over the global batches (both ranks' batches together); the last rank's extra batch as one more
+    step (`halved`: its gradient divided by the world size, as Join's default does), or dropped."""
+    import torch
+    import torch.nn.functional as F
+
+    from .. import tensors
+
+    model, per_rank = _uneven_problem(case, world_size)
+    optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"])
+    steps = [(torch.cat([b[s][0] for b in per_rank]), torch.cat([b[s][1] for b in per_rank]), 1.0)
+             for s in range(case["steps"])]
+    if lone_last_step:
+        x, y = per_rank[-1][-1]
+        steps.append((x, y, 1.0 / world_size if halved else 1.0))
+    for x, y, scale in steps:
+        optimizer.zero_grad()
+        (F.cross_entropy(model(x), y) * scale).backward()
+        optimizer.step()
+    return tensors.flat_weights(model).tolist()
+
+
+def _uneven_expected(case):
+    return {"join": _one_process(case, True), "balanced": _one_process(case, False),
+            "join_divided": _one_process(case, True, halved=True)}
+
+
+def _uneven_judge(got, expected, case):
+    from .core import max_abs_diff
+
+    if any(max_abs_diff(r, got[0]) > 1e-6 for r in got):
+        return 0.0, ("the ranks ended with different weights: every step's gradients must be all-reduced (train the "
+                     "DDP model you were given, not model.module)")
+    for name, said in (("join", "Join: the extra batch is one more step, as one process would take it"),
+                       ("balanced", "balanced shards: every rank takes the same number of steps")):
+        if max_abs_diff(got[0], expected[name]) <= 1e-5:
+            return 1.0, f"equal to one process ({said})"
+    if max_abs_diff(got[0], expected["join_divided"]) <= 1e-5:
+        return 0.0, ("it finishes, but the last step's gradient was divided by the world size while only one rank "
+                     "had data: Join([model], divide_by_initial_world_size=False)")
+    return 0.0, (f"the weights differ from one process by up to {max_abs_diff(got[0], expected['join']):.1e}: each "
+                 "step must be one global batch (zero_grad, forward, backward, step) on every rank")
+
+
+TRAIN_ALL = Exercise("12", "train_all", _uneven_cases, _uneven_run, _uneven_expected, _uneven_judge,
+                     "the rank with fewer batches must keep answering the others' all-reduces (Join), or every rank "
+                     "must take the same number of steps", setup=SETUP, ranks=2,
+                     shape=lambda expected, case: [expected["join"]] * 2)
+
+
+# ---- the parameter that gets no gradient ---------------------------------------------------------------------------------
+
+LAYERS = ("stem", "left", "right", "head")
+
+
+def branchy_model(case):
+    """Four Linear layers; `unused` is built but never used in forward, `frozen` has requires_grad=False, `zeroed`'s
+    output is multiplied by 0 (its gradient exists and is zero)."""
+    import torch
+
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(case["seed"])
+            for name in LAYERS:
+                setattr(self, name, torch.nn.Linear(6, 6))
+            getattr(self, case["frozen"]).requires_grad_(False)
+
+        def forward(self, x):
+            out = 0
+            for name in LAYERS:
+                if name != case["unused"]:
+                    y = getattr(self, name)(x)
+                    out = out + (0 * y if name == case["zeroed"] else y)
+            return out
+
+    return Branchy()
+
+
+def _unused_cases(rng):
+    cases = []
+    for _ in range(4):
+        unused, frozen, zeroed = rng.sample(LAYERS, 3)
+        cases.append({"seed": rng.randrange(10**6), "unused": unused, "frozen": frozen, "zeroed": zeroed})
+    return cases
+
+
+def _unused_run(parameters_without_gradient, cases):
+    import torch
+
+    answers = []
+    for case in cases:
+        model = branchy_model(case)
+        x = torch.randn(3, 6, generator=torch.Generator().manual_seed(case["seed"]))
+        answers.append(sorted(str(n) for n in parameters_without_gradient(model, x)))
+    return answers
+
+
+def _unused_expected(cases):
+    return [sorted(f"{c['unused']}.{p}" for p in ("weight", "bias")) if c["unused"] != c["frozen"] else []
+            for c in cases]
+
+
+def _unused_judge(got, expected, cases):
+    for g, e, case in zip(got, expected, cases):
+        if g == e:
+            continue
+        if any(n.startswith(case["frozen"] + ".") for n in g):
+            return 0.0, (f"{case['frozen']} is frozen (requires_grad=False): DDP does not wait for it; list only "
+                         "parameters that require a gradient and got none")
+        if any(n.startswith(case["zeroed"] + ".") for n in g):
+            return 0.0, (f"{case['zeroed']}'s gradient is zero, but it exists (p.grad is not None): DDP's reducer got "
+                         "it; only a gradient that is None is missing")
+        if not g:
+            return 0.0, "nothing listed: run forward and backward first, then look for p.grad is None"
+        return 0.0, f"{g}: expected the names (as named_parameters gives them) of the parameters whose .grad is None"
+    return 1.0, "the parameters that need a gradient and get none"
+
+
+PARAMETERS_WITHOUT_GRADIENT = Exercise(
+    "12", "parameters_without_gradient", _unused_cases, _unused_run, _unused_expected, _unused_judge,
+    "one backward pass, then look at p.grad of every parameter that requires a gradient", setup=SETUP)
+
+register(HANG_CULPRIT, TRAIN_ALL, PARAMETERS_WITHOUT_GRADIENT)
