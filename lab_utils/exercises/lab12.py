@@ -79,7 +79,7 @@ def _uneven_cases(rng):
             "lr": rng.choice([0.05, 0.1])}
 
 
-def _uneven_problem(case, world_size: int = 2):
+def uneven_problem(case, world_size: int = 2):
     """A seeded small model and each rank's batches: rank r has `steps` batches, the last rank one more."""
     import torch
 
@@ -101,7 +101,7 @@ def uneven_worker(rank, world_size, train_all, case):
     from ..launch import process_group
 
     with process_group(timeout_s=60):
-        model, per_rank = _uneven_problem(case, world_size)
+        model, per_rank = uneven_problem(case, world_size)
         ddp = DDP(model)
         train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
         return tensors.flat_weights(model).tolist()
@@ -113,7 +113,7 @@ def _uneven_run(train_all, case, world_size: int = 2):
     return launch(uneven_worker, world_size, args=(train_all, case), timeout=25)
 
 
-def _one_process(case, lone_last_step: bool, halved: bool = False, world_size: int = 2):
+def one_process(case, lone_last_step: bool, halved: bool = False, world_size: int = 2):
     """One process over the global batches (both ranks' batches together); the last rank's extra batch as one more
     step (`halved`: its gradient divided by the world size, as Join's default does), or dropped."""
     import torch
@@ -121,7 +121,7 @@ def _one_process(case, lone_last_step: bool, halved: bool = False, world_size: i
 
     from .. import tensors
 
-    model, per_rank = _uneven_problem(case, world_size)
+    model, per_rank = uneven_problem(case, world_size)
     optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"])
     steps = [(torch.cat([b[s][0] for b in per_rank]), torch.cat([b[s][1] for b in per_rank]), 1.0)
              for s in range(case["steps"])]
@@ -136,8 +136,8 @@ def _one_process(case, lone_last_step: bool, halved: bool = False, world_size: i
 
 
 def _uneven_expected(case):
-    return {"join": _one_process(case, True), "balanced": _one_process(case, False),
-            "join_divided": _one_process(case, True, halved=True)}
+    return {"join": one_process(case, True), "balanced": one_process(case, False),
+            "join_divided": one_process(case, True, halved=True)}
 
 
 def _uneven_judge(got, expected, case):
