@@ -9,15 +9,15 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-from lab_utils.exercises.lab12 import branchy_model
+from lab_utils.debugging import branchy_model
 from lab_utils.launch import short_error
 
-__all__ = ['metric_worker', 'shapes_worker', 'unused_worker', 'dying_worker', 'late_worker']
+__all__ = ['metric_sum_worker', 'shapes_worker', 'unused_worker', 'dying_worker', 'late_worker']
 
 
 # ---- solutions/12_debugging_hangs.ipynb, cell 8 (id lab12-08) ------------------------------------------------------
 
-def metric_worker(rank, world_size, x, steps, per_rank_batch, skip):
+def metric_sum_worker(rank, world_size, x, steps, per_rank_batch, skip):
     dist.init_process_group("gloo", timeout=timedelta(seconds=600))  # the launch's timeout comes first
     sums = []
     for step in range(steps):
