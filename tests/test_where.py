@@ -90,3 +90,40 @@ def test_lab06s_ring_deadlock_prints_the_table():
     text = str(info.value)
     assert "every rank is in send #1 with matching calls so far" in text, text
     assert text.count("lab_utils/lessons/lab06.py:22") == 2, text
+
+
+def test_the_record_wraps_torch_distributed_notes_the_callers_line_and_state_and_comes_off(monkeypatch):
+    import torch
+    import torch.distributed as dist
+
+    from lab_utils.launch import record
+
+    original = dist.all_reduce
+    monkeypatch.setenv(record.ENABLED, "0")
+    assert record.install() is False and dist.all_reduce is original  # LAB_COLLECTIVE_RECORD=0: nothing wrapped
+    monkeypatch.delenv(record.ENABLED)
+    try:
+        assert record.install() is True and dist.all_reduce is not original
+        record.clear()
+        with pytest.raises((RuntimeError, ValueError)):  # no process group here: the call fails, and is recorded so
+            dist.all_reduce(torch.ones(3, dtype=torch.float64))
+        line = test_the_record_wraps_torch_distributed_notes_the_callers_line_and_state_and_comes_off.__code__
+        (call,) = record.snapshot()["calls"]
+        assert call["op"] == "all_reduce" and call["seq"] == 1 and call["shapes"] == [[3]] and call["dtype"] == "float64"
+        assert call["state"].startswith("failed") and call["where"][0] == line.co_filename
+        assert where.call_text(call) == "all_reduce #1 [3] float64"
+    finally:
+        record.uninstall()
+        record.clear()
+    assert dist.all_reduce is original
+
+
+def test_a_notebook_function_sent_by_value_keeps_its_cell_file_name():
+    import pickle
+
+    from lab_utils.launch import sending
+
+    namespace = {"__name__": "__notebook__"}  # not importable: cloudpickle sends it by value
+    exec(compile("def worker(rank, world_size):\n    return rank\n", "/tmp/ipykernel_1/123.py", "exec"), namespace)
+    (worker, args), = pickle.loads(sending.serialise([(namespace["worker"], ())]))
+    assert worker.__code__.co_filename == "/tmp/ipykernel_1/123.py" and worker(3, 4) == 3  # cloudpickle writes <dynamic-code>
