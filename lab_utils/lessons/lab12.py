@@ -8,11 +8,12 @@ import time
 from datetime import timedelta
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from lab_utils.debugging import branchy_model
 from lab_utils.launch import short_error
 
-__all__ = ['metric_sum_worker', 'shapes_worker', 'unused_worker', 'dying_worker', 'late_worker']
+__all__ = ['metric_sum_worker', 'shapes_worker', 'train_plain', 'train_balanced', 'unused_worker', 'dying_worker', 'late_worker']
 
 
 # ---- solutions/12_debugging_hangs.ipynb, cell 8 (id lab12-08) ------------------------------------------------------
@@ -42,7 +43,24 @@ def shapes_worker(rank, world_size, n, bug):
     return t.tolist()
 
 
-# ---- solutions/12_debugging_hangs.ipynb, cell 31 (id lab12-31) -----------------------------------------------------
+# ---- solutions/12_debugging_hangs.ipynb, cell 24 (id lab12-24) -----------------------------------------------------
+
+def train_plain(model, batches, optimizer):
+    for x, y in batches:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+# ---- solutions/12_debugging_hangs.ipynb, cell 27 (id lab12-27) -----------------------------------------------------
+
+def train_balanced(model, batches, optimizer):
+    steps = torch.tensor([len(batches)])
+    dist.all_reduce(steps, op=dist.ReduceOp.MIN)  # every rank takes the fewest steps any rank has
+    train_plain(model, batches[:int(steps)], optimizer)
+
+
+# ---- solutions/12_debugging_hangs.ipynb, cell 34 (id lab12-34) -----------------------------------------------------
 
 def unused_worker(rank, world_size, find_unused):
     dist.set_debug_level_from_env()
@@ -58,7 +76,7 @@ def unused_worker(rank, world_size, find_unused):
     return "finished"
 
 
-# ---- solutions/12_debugging_hangs.ipynb, cell 37 (id lab12-37) -----------------------------------------------------
+# ---- solutions/12_debugging_hangs.ipynb, cell 40 (id lab12-40) -----------------------------------------------------
 
 def dying_worker(rank, world_size):
     dist.init_process_group("gloo", timeout=timedelta(seconds=30))
