@@ -71,6 +71,7 @@ def test_reading_a_hang_table():
 
 @named("parameters_without_gradient")
 def unused_right(model, x):
+    model.zero_grad()
     model(x).sum().backward()
     return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
 
@@ -92,12 +93,36 @@ def unused_before_backward(model, x):
     return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is not None]
 
 
+@named("parameters_without_gradient")
+def unused_without_clearing(model, x):
+    model(x).sum().backward()
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
+@named("parameters_without_gradient")
+def unused_without_backward(model, x):
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
+@named("parameters_without_gradient")
+def unused_as_tensors(model, x):
+    model.zero_grad()
+    model(x).sum().backward()
+    return [p for p in model.parameters() if p.requires_grad and p.grad is None]
+
+
 def test_finding_the_parameter_without_gradient():
     assert grade(unused_right)[0] == 1.0
     assert grade(unused_with_frozen)[0] == 0.0 and "frozen" in grade(unused_with_frozen)[1]
     assert grade(unused_with_zero)[0] == 0.0 and "zero, but it exists" in grade(unused_with_zero)[1]
     assert grade(unused_before_backward) == (0.0, "nothing listed: run forward and backward first, then look for "
                                                   "p.grad is None")
+    score, message = grade(unused_without_clearing)
+    assert score == 0.0 and "gradients from an earlier step" in message
+    score, message = grade(unused_without_backward)
+    assert score == 0.0 and "before any backward" in message
+    assert grade(unused_as_tensors) == (0.0, "return the parameters' names (str, as named_parameters gives them), "
+                                             "not the tensors")
 
 
 def _step(model, optimizer, x, y):
@@ -139,7 +164,8 @@ def train_all_hangs(model, batches, optimizer):
 @pytest.mark.slow
 def test_uneven_data_in_real_ranks():
     assert grade(train_all_join)[0] == 1.0
-    assert grade(train_all_balanced)[0] == 1.0
+    score, message = grade(train_all_balanced)  # the lesson's fix, copied: it drops the batch the exercise keeps
+    assert score == 0.0 and "extra batch was dropped" in message
     score, message = grade(train_all_join_divided)
     assert score == 0.0 and "divide_by_initial_world_size=False" in message
     score, message = grade(train_all_hangs)

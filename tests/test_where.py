@@ -66,7 +66,7 @@ def test_a_rank_that_raised_comes_back_with_the_table_beside_its_traceback():
         launch(workers.failing_worker, 2, args=(1,), timeout=60)
     text = str(info.value)
     assert "rank 0 is in barrier #1 at tests/workers.py:38" in text, text
-    assert "rank 1 made no collective call and raised ValueError at tests/workers.py:37" in text, text
+    assert "rank 1 made no recorded collective call and raised ValueError at tests/workers.py:37" in text, text
     assert text.index("where each rank was") < text.index("--- traceback from rank 1")
 
 
@@ -77,7 +77,7 @@ def test_lab03s_hanging_worker_prints_the_table():
         launch(workers.hanging_worker, 2, timeout=6)  # lab 03's hanging_worker: the last rank never arrives
     text = str(info.value)
     assert "rank 0 is in barrier #1 at tests/workers.py:47" in text, text
-    assert "rank 1 made no collective call and is not in a collective, at tests/workers.py:46" in text, text
+    assert "rank 1 made no recorded collective call and is not in a collective, at tests/workers.py:46" in text, text
     assert time.monotonic() - start < 6 + 10
 
 

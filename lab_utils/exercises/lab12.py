@@ -81,10 +81,11 @@ def _uneven_judge(got, expected, case):
     if any(max_abs_diff(r, got[0]) > 1e-6 for r in got):
         return 0.0, ("the ranks ended with different weights: every step's gradients must be all-reduced (train the "
                      "DDP model you were given, not model.module)")
-    for name, said in (("join", "Join: the extra batch is one more step, as one process would take it"),
-                       ("balanced", "balanced shards: every rank takes the same number of steps")):
-        if max_abs_diff(got[0], expected[name]) <= 1e-5:
-            return 1.0, f"equal to one process ({said})"
+    if max_abs_diff(got[0], expected["join"]) <= 1e-5:
+        return 1.0, "equal to one process (Join: the extra batch is one more step, as one process would take it)"
+    if max_abs_diff(got[0], expected["balanced"]) <= 1e-5:
+        return 0.0, ("it finishes, but the extra batch was dropped (the lesson's balanced shards): keep every batch, "
+                     "wrap the loop in Join([model], divide_by_initial_world_size=False)")
     if max_abs_diff(got[0], expected["join_divided"]) <= 1e-5:
         return 0.0, ("it finishes, but the last step's gradient was divided by the world size while only one rank "
                      "had data: Join([model], divide_by_initial_world_size=False)")
@@ -93,8 +94,8 @@ def _uneven_judge(got, expected, case):
 
 
 TRAIN_ALL = Exercise("12", "train_all", _uneven_cases, _uneven_run, _uneven_expected, _uneven_judge,
-                     "the rank with fewer batches must keep answering the others' all-reduces (Join), or every rank "
-                     "must take the same number of steps", setup=SETUP, ranks=2,
+                     "the rank with fewer batches must keep answering the others' all-reduces until every rank is "
+                     "done (Join)", setup=SETUP, ranks=2,
                      shape=lambda expected, case: [expected["join"]] * 2)
 
 
@@ -105,7 +106,8 @@ def _unused_cases(rng):
     cases = []
     for _ in range(4):
         unused, frozen, zeroed = rng.sample(LAYERS, 3)
-        cases.append({"seed": rng.randrange(10**6), "unused": unused, "frozen": frozen, "zeroed": zeroed})
+        cases.append({"seed": rng.randrange(10**6), "unused": unused, "frozen": frozen, "zeroed": zeroed,
+                      "stale": len(cases) == 3})  # the last model comes with gradients left by an earlier step
     return cases
 
 
@@ -116,7 +118,12 @@ def _unused_run(parameters_without_gradient, cases):
     for case in cases:
         model = branchy_model(case)
         x = torch.randn(3, 6, generator=torch.Generator().manual_seed(case["seed"]))
-        answers.append(sorted(str(n) for n in parameters_without_gradient(model, x)))
+        if case.get("stale"):
+            for p in model.parameters():
+                if p.requires_grad:
+                    p.grad = torch.zeros_like(p)  # as zero_grad(set_to_none=False) leaves them
+        answers.append(sorted(n if isinstance(n, str) else f"<{type(n).__name__}>"
+                              for n in parameters_without_gradient(model, x)))
     return answers
 
 
@@ -129,6 +136,15 @@ def _unused_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         if g == e:
             continue
+        if any(n.startswith("<") for n in g):
+            return 0.0, "return the parameters' names (str, as named_parameters gives them), not the tensors"
+        used = [layer for layer in LAYERS if layer not in (case["unused"], case["frozen"], case["zeroed"])]
+        if any(n.split(".")[0] in used for n in g):
+            return 0.0, (f"{used[0]} gets a gradient, yet you listed it: p.grad is None before any backward; run one "
+                         "forward and backward on x first")
+        if not g and case.get("stale"):
+            return 0.0, ("nothing listed, but this model came with gradients from an earlier step: clear them first "
+                         "(model.zero_grad(set_to_none=True)), then one forward and backward")
         if any(n.startswith(case["frozen"] + ".") for n in g):
             return 0.0, (f"{case['frozen']} is frozen (requires_grad=False): DDP does not wait for it; list only "
                          "parameters that require a gradient and got none")

@@ -9,6 +9,7 @@ import time
 import traceback
 
 from .environment import OWN_SESSION
+from .stderr import send_stderr_to_capture
 from . import record
 from .group import destroy_process_group, hold_process_groups
 
@@ -79,6 +80,7 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
         os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
     os.environ.clear()  # the launcher's environment as it is now (a forked rank inherits the fork server's)
     os.environ.update(env)
+    send_stderr_to_capture(env)  # gloo's abort and c10d's C++ log lines go to fd 2
     if cores:
         os.sched_setaffinity(0, cores)  # a CPU rank owns its cores, as a GPU rank owns its GPU
     record.answer_when_asked(lambda report: results.put(("where", rank, report)))  # before any other thread starts

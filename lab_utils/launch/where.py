@@ -78,7 +78,8 @@ def _doing(rank: int, report, seq: int, state: str) -> str:
     now = (f"{state} at {place(report.get('line'))}" if state.startswith("raised")
            else f"is in {waiting['op']} #{waiting['seq']} at {place(waiting['where'])}" if waiting
            else f"is not in a collective, at {place(report.get('line'))}")
-    return f"rank {rank} finished #{last} and {now}" if last else f"rank {rank} made no collective call and {now}"
+    return (f"rank {rank} finished #{last} and {now}" if last
+            else f"rank {rank} made no recorded collective call and {now}")
 
 
 def first_difference(reports: dict, states: dict | None = None) -> str:
@@ -98,7 +99,8 @@ def first_difference(reports: dict, states: dict | None = None) -> str:
         if len(present) < len(calls):
             missing = sorted(r for r, c in calls.items() if c is None)
             why = (f"rank(s) {missing} never made call #{seq}: a rank skipped a collective the others made "
-                   "(a condition that holds on some ranks only), or has not reached it yet")
+                   "(a condition that holds on some ranks only), has not reached it yet, or waits in a call the "
+                   "record does not see (DDP's gradient all-reduce, in C++)")
         elif len({c["op"] for c in present}) > 1:
             why = "the ranks called different collectives"
         else:
