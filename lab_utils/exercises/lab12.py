@@ -103,7 +103,7 @@ TRAIN_ALL = Exercise("12", "train_all", _uneven_cases, _uneven_run, _uneven_expe
 
 
 def _unused_cases(rng):
-    cases = []
+    cases: list[dict] = []
     for _ in range(4):
         unused, frozen, zeroed = rng.sample(LAYERS, 3)
         cases.append({"seed": rng.randrange(10**6), "unused": unused, "frozen": frozen, "zeroed": zeroed,
