@@ -256,6 +256,21 @@ def test_captured_stderr_holds_what_a_child_process_wrote():
     assert "from the child" in captured.text
 
 
+def _writes_to_fd2(rank, world_size):
+    import os
+
+    os.write(2, f"rank {rank} wrote to fd 2\n".encode())
+    return rank
+
+
+def test_captured_stderr_holds_what_a_rank_forked_from_an_earlier_fork_server_wrote():
+    launch(workers.whoami_worker, 1, timeout=60)  # the fork server starts here, with this process's fd 2
+    with launch_mod.captured_stderr() as captured:
+        launch(_writes_to_fd2, 2, timeout=60)
+    assert "rank 0 wrote to fd 2" in captured.text and "rank 1 wrote to fd 2" in captured.text
+    assert launch_mod.stderr.STDERR_FILE not in os.environ
+
+
 def test_six_launches_leave_no_processes_and_no_descriptors():
     import psutil
 

@@ -40,7 +40,7 @@ def test_a_lab_is_found_by_its_number():
 
 def test_every_declaration_belongs_to_a_lab_and_names_what_exists():
     numbers = [lab.number for lab in labs.all_labs()]
-    assert numbers == [f"{n:02d}" for n in range(12)]
+    assert numbers == [f"{n:02d}" for n in range(14)]
     assert set(labs.DECLARED) <= set(numbers)
     names = [b.name for _, b in labs.benchmarks()]
     assert len(names) == len(set(names)), names
@@ -56,8 +56,8 @@ def test_the_registries_are_derived_from_the_declarations_and_the_files():
     from lab_utils.instructor.bench.registry import BENCHES
 
     assert [(b.lab, name) for name, b in BENCHES.items()] == [(lab, b.name) for lab, b in labs.benchmarks()]
-    assert list(BENCHES) == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async", "inference",
-                             "cluster"]  # what `make bench` ran before it asked `bench --list`
+    assert list(BENCHES) == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async",
+                             "inference", "cluster", "record"]  # what `make bench` ran before it asked `bench --list`
     assert BENCHES["inference"].measure.__module__ == "lab_utils.instructor.bench.serving"
     assert [(c.lab, c.run.__module__, c.limit_s) for c in gpu_check.CHECKS] == \
         [(lab, f"lab_utils.instructor.gpu.{c.module}", c.limit_s) for lab, c in labs.gpu_checks()]
@@ -245,10 +245,10 @@ def test_a_new_lab_99_goes_through_assign_course_grade_bench_and_gpu_check(cours
             "print('CHECK', json.dumps(gpu_check.run_check(check.run, check.limit_s, quick=False)))\n"
             "cli.main(['gpu-check', '--labs', '99'])\n")
     out = in_copy(copy, "-c", code, timeout=180).stdout.splitlines()
-    assert out[:12] == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async",
-                        "inference", "cluster", "scaffold"], out
-    assert json.loads(out[12]) == {"benchmark": "scaffold", "repeats": 2, "median_s": json.loads(out[12])["median_s"]}
-    verdicts = json.loads(out[13].removeprefix("CHECK "))
+    assert out[:13] == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async",
+                        "inference", "cluster", "record", "scaffold"], out
+    assert json.loads(out[13]) == {"benchmark": "scaffold", "repeats": 2, "median_s": json.loads(out[13])["median_s"]}
+    verdicts = json.loads(out[14].removeprefix("CHECK "))
     assert list(verdicts) == ["sum on cuda:0 = sum on the CPU"] and \
         verdicts["sum on cuda:0 = sum on the CPU"] in ("passed", "skipped: no GPU"), verdicts
     assert set(json.loads(out[-1])["checks"]) in ({"lab 99"}, {"lab 00: hardware plan", "lab 99: sum on cuda:0 = sum on "

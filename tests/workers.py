@@ -76,6 +76,27 @@ def owner_only_broadcast_worker(rank, world_size):
         return rank
 
 
+def skipping_worker(rank, world_size, skip_rank=1):
+    """Three all_reduces; rank `skip_rank` skips the third under a condition, then all meet in a barrier."""
+    with process_group(600):
+        t = torch.ones(4)
+        for step in range(3):
+            if not (rank == skip_rank and step == 2):
+                dist.all_reduce(t)  # the line the table names
+        dist.barrier()
+        return rank
+
+
+def mismatched_worker(rank, world_size):
+    """Rank 0 calls all_reduce where rank 1 calls broadcast (different collectives, the same sequence number)."""
+    with process_group(600):
+        dist.all_reduce(torch.ones(2))
+        if rank == 0:
+            dist.all_reduce(torch.ones(3))
+        else:
+            dist.broadcast(torch.ones(3), 1)
+        dist.barrier()
+        return rank
 def parts_worker(rank, world_size, part):
     """A launch_parts part: each number of `part` is seconds to sleep (a long one outlasts the part's timeout)."""
     import time

@@ -81,6 +81,8 @@ DECLARED: dict[str, Declared] = {
     "10": Declared({"allreduce_repeats": 3, "allreduce_max_bytes": 1 << 18}),
     "11": Declared({"speed_repeats": 1},
                    (Benchmark("cluster", "training.cluster", "training.print_cluster", (), 5),)),
+    "12": Declared({"repeats": 3},
+                   (Benchmark("record", "debugging.record_cost", "debugging.print_record_cost", ("world_size",), 9),)),
     "13": Declared({"large_side": 256, "repeats": 3}),
 }
 

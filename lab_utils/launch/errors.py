@@ -29,12 +29,15 @@ def short_error(error, limit: int = 200, sentences: int | None = None) -> str:
 class RankError(RuntimeError):
     """A rank of a launched job failed; carries the rank and its traceback text (the message sanitized)."""
 
-    def __init__(self, rank: int, message: str, traceback_text: str = "", hint: str = ""):
+    def __init__(self, rank: int, message: str, traceback_text: str = "", hint: str = "", where: str = ""):
         message = sanitized(message)
         self.rank, self.message, self.traceback_text, self.hint = rank, message, traceback_text, hint
+        self.where = where  # the table of where every rank was (lab_utils.launch.where), or ""
         text = f"rank {rank} failed: {message}"
         if hint:
             text += f"\n\nwhy: {hint}"
+        if where:
+            text += f"\n\nwhere each rank was (its record of collectives, kept by lab_utils):\n{where}"
         if traceback_text:
             text += f"\n\n--- traceback from rank {rank} ---\n{traceback_text.rstrip()}"
         super().__init__(text)

@@ -9,6 +9,8 @@ import time
 import traceback
 
 from .environment import OWN_SESSION
+from .stderr import send_stderr_to_capture
+from . import record
 from .group import destroy_process_group, hold_process_groups
 
 
@@ -56,6 +58,19 @@ def _exit_when_orphaned(launcher_pid: int, started: str | None) -> None:
         time.sleep(1.0)
 
 
+def _report(exc: BaseException) -> dict:
+    """The rank's record, with the learner's line where `exc` was raised."""
+    report = record.snapshot()
+    frame = None
+    tb = exc.__traceback__
+    while tb is not None:  # the innermost frame of the learner's code the exception passed through
+        if not record.library_file(tb.tb_frame.f_code.co_filename):
+            frame = (tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    report["line"] = frame
+    return report
+
+
 def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: dict, threads, cores, results,
               started, launcher: tuple) -> None:
     """Entry point of every rank: set up, run each job in turn, report the values or the traceback."""
@@ -65,8 +80,10 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
         os.setpgid(0, 0)  # own process group: the launcher can end this rank together with its children
     os.environ.clear()  # the launcher's environment as it is now (a forked rank inherits the fork server's)
     os.environ.update(env)
+    send_stderr_to_capture(env)  # gloo's abort and c10d's C++ log lines go to fd 2
     if cores:
         os.sched_setaffinity(0, cores)  # a CPU rank owns its cores, as a GPU rank owns its GPU
+    record.answer_when_asked(lambda report: results.put(("where", rank, report)))  # before any other thread starts
     threading.Thread(target=_exit_when_orphaned, args=launcher, daemon=True).start()
     started[rank] = 1  # shared memory, visible at once (a queued message could die with an os._exit)
     job = 0
@@ -76,11 +93,13 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
         if threads:
             torch.set_num_threads(threads)
         hold_process_groups()
+        record.install()  # every collective this rank makes is recorded: a hang's table says where it waits
         if prepare is not None:
             prepare()  # e.g. quiet TensorFlow's start-up, before unpickling a worker imports it
         jobs = pickle.loads(payload)
         values = []
         for job, (worker, args) in enumerate(jobs):
+            record.clear()  # each job's process group counts its calls from 1
             os.environ["MASTER_PORT"] = str(ports[job])  # a fresh rendezvous for each job's process group
             values.append(tensors_as_numpy(worker(rank, world_size, *args)))
             destroy_process_group(wait_for_peers=True)  # a worker that did not leave its group must not block the next
@@ -88,7 +107,7 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
             # holding the GIL, the very hang hold_process_groups avoids (a rank stuck here never joins the next job)
         results.put(("ok", rank, pickle.dumps(values)))
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
-        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(), job))
+        results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(), job, _report(exc)))
     finally:
         results.close()
         results.join_thread()  # flush the result to the pipe

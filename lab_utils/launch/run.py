@@ -12,11 +12,14 @@ import time
 from ..process_tree import descendants
 from .environment import free_port, patched_environ, rank_environment
 from .errors import RankError, describe_exit, hint_for
+from .record import ASK
 from .rank import rank_main, started_at
 from .start import context
+from .where import table
 
 EXIT_GRACE_S = 2.0  # how long a rank that exited may take to deliver its result
 ERROR_GRACE_S = 0.5  # after a first error, how long to collect the other ranks' errors
+ASK_S = 3.0  # how long the ranks have to say where they are, after a timeout or an error
 
 
 def stop(processes) -> None:
@@ -71,24 +74,50 @@ def run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout
         results.join_thread()
 
 
+def _ask_where(processes, pending) -> None:
+    """Ask each rank still running where it is (SIGUSR1: a thread of the rank answers on the results queue)."""
+    for rank in pending:
+        pid = processes[rank].pid
+        if pid is not None and processes[rank].exitcode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, ASK)
+
+
+def _states(world_size, values, errors, processes) -> dict:
+    """rank -> finished / raised ... / exited / running, for the table."""
+    raised = {e[0]: e[1].split(":")[0] for e in errors}
+    return {r: "finished" if r in values else f"raised {raised[r]}" if r in raised
+            else "exited" if processes[r].exitcode is not None else "running" for r in range(world_size)}
+
+
 def _collect(processes, results, started, world_size, timeout, n_jobs):
-    """Wait for every rank's values; raise on the first failure or at the deadline."""
+    """Wait for every rank's values; raise on the first failure or at the deadline, with where every rank was."""
     deadline = time.monotonic() + timeout
     values: dict
     exited_at: dict
-    values, errors, exited_at = {}, [], {}
-    first_error_at = None
+    values, errors, exited_at, reports = {}, [], {}, {}
+    first_error_at = asked_at = None
     while len(values) < world_size:
         with contextlib.suppress(queue.Empty):
             message = results.get(timeout=0.05)
             if message[0] == "ok":
                 values[message[1]] = pickle.loads(message[2])
+            elif message[0] == "where":
+                reports[message[1]] = message[2]
             else:
                 errors.append(message[1:])
+                reports[message[1]] = message[5] if len(message) > 5 else None
                 first_error_at = first_error_at or time.monotonic()
         now = time.monotonic()
-        if first_error_at and now - first_error_at > ERROR_GRACE_S:
-            break
+        pending = [r for r in range(world_size)
+                   if r not in values and r not in reports and started[r] and processes[r].exitcode is None]
+        if (first_error_at and now - first_error_at > ERROR_GRACE_S) or (now > deadline and not errors):
+            if asked_at is None:
+                asked_at = now
+                _ask_where(processes, pending)
+            if not pending or now - asked_at > ASK_S:
+                break
+            continue
         for rank, p in enumerate(processes):
             if rank in values or p.exitcode is None or any(e[0] == rank for e in errors):
                 continue
@@ -101,16 +130,18 @@ def _collect(processes, results, started, world_size, timeout, n_jobs):
                                     "traceback, if any, went to the console that started Python")
                 raise RankError(rank, f"the process {describe_exit(p.exitcode)} without raising a Python exception "
                                 "(os._exit, a crash in native code, the out-of-memory killer, or a kill by hand)")
-        if now > deadline and not errors:
-            pending = [r for r in range(world_size) if r not in values]
-            raise TimeoutError(
-                f"rank(s) {pending} did not finish within {timeout:g} s, so every rank was stopped. A rank that waits "
-                "in a collective (barrier, all_reduce, init_process_group) for a peer that never comes waits forever; "
-                "check that every rank makes the same collective calls, or raise the timeout if the work is just long.")
+    where = table(reports, _states(world_size, values, errors, processes)) if asked_at is not None else ""
     if errors:
         # the rank whose own code failed first explains more than a peer that lost its connection to it
         rank, message, tb, job = min(errors, key=lambda e: (0 if "Can't get attribute" in e[2] else 1,
-                                                            1 if "Connection closed by peer" in e[1] else 0))
-        where = f" (job {job} of {n_jobs})" if n_jobs > 1 else ""
-        raise RankError(rank, message + where, tb, hint_for(tb))
+                                                            1 if "Connection closed by peer" in e[1] else 0))[:4]
+        where_job = f" (job {job} of {n_jobs})" if n_jobs > 1 else ""
+        raise RankError(rank, message + where_job, tb, hint_for(tb), where)
+    if len(values) < world_size:
+        pending = [r for r in range(world_size) if r not in values]
+        raise TimeoutError(
+            f"rank(s) {pending} did not finish within {timeout:g} s, so every rank was stopped. A rank that waits "
+            "in a collective (barrier, all_reduce, init_process_group) for a peer that never comes waits forever; "
+            "check that every rank makes the same collective calls, or raise the timeout if the work is just long."
+            f"\n\nwhere each rank was (its record of collectives, kept by lab_utils):\n{where}")
     return [values[r] for r in range(world_size)]

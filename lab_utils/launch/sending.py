@@ -55,10 +55,33 @@ def _find_unsendable(value, path: str, depth: int = 0, seen=None):
     return None
 
 
-def serialise(jobs) -> bytes:
-    """The jobs, pickled by value (cloudpickle), so functions defined in a notebook reach the ranks."""
+def _code_keeping_filename(code):
+    """cloudpickle's reduction of a code object, with its file name kept (cloudpickle writes "<dynamic-code>"), so
+    that a hang's table can name the notebook cell a worker's line is in."""
     import cloudpickle
 
+    constructor, args = cloudpickle.cloudpickle._code_reduce(code)
+    return constructor, tuple(code.co_filename if a == "<dynamic-code>" else a for a in args)
+
+
+def _dumps(value) -> bytes:
+    """cloudpickle.dumps, keeping code objects' file names."""
+    import io
+    import types
+    from collections import ChainMap
+
+    import cloudpickle
+
+    class Pickler(cloudpickle.Pickler):
+        dispatch_table = ChainMap({types.CodeType: _code_keeping_filename}, cloudpickle.Pickler.dispatch_table)
+
+    buffer = io.BytesIO()
+    Pickler(buffer).dump(value)
+    return buffer.getvalue()
+
+
+def serialise(jobs) -> bytes:
+    """The jobs, pickled by value (cloudpickle), so functions defined in a notebook reach the ranks."""
     for i, (worker, args) in enumerate(jobs):
         for what, value in ((getattr(worker, "__name__", "the worker"), worker), ("args", tuple(args))):
             found = _find_unsendable(value, what)
@@ -67,7 +90,7 @@ def serialise(jobs) -> bytes:
                 raise ValueError(f"cannot send {what} to the ranks: it uses {where}, {reason}. "
                                  f"Fix: {UNSENDABLE_ADVICE}.")
     try:
-        return cloudpickle.dumps(list(jobs))
+        return _dumps(list(jobs))
     except Exception as exc:  # cloudpickle raises several types for objects it cannot copy
         raise ValueError(f"cannot send the worker or its args to another process ({type(exc).__name__}: {exc}). "
                          f"Fix: {UNSENDABLE_ADVICE}.") from None

@@ -7,6 +7,17 @@ import os
 import sys
 import tempfile
 
+STDERR_FILE = "LAB_UTILS_STDERR_FILE"  # where a rank sends its fd 2 inside a captured_stderr() block
+
+
+def send_stderr_to_capture(env: dict) -> None:
+    """In a rank: write fd 2 where the launcher's captured_stderr() block collects it, if one is open."""
+    if env.get(STDERR_FILE):
+        appending = os.open(env[STDERR_FILE], os.O_WRONLY | os.O_APPEND)
+        os.dup2(appending, 2)
+        os.close(appending)
+
+
 class CapturedStderr:
     """Text written to file descriptor 2 inside a `captured_stderr()` block (child processes included)."""
 
@@ -25,12 +36,20 @@ def captured_stderr():
                 for h in getattr(logger, "handlers", []) if isinstance(h, logging.StreamHandler)
                 and h.stream in (sys.stderr, sys.__stderr__)]
     streams = [h.setStream(python_level) for h in handlers]  # logging that was set up to write to stderr
-    with tempfile.TemporaryFile() as sink, contextlib.redirect_stderr(python_level):
-        os.dup2(sink.fileno(), 2)
+    with tempfile.NamedTemporaryFile() as sink, contextlib.redirect_stderr(python_level):
+        appending = os.open(sink.name, os.O_WRONLY | os.O_APPEND)  # this process and the ranks write to its end
+        os.dup2(appending, 2)
+        os.close(appending)
+        before = os.environ.get(STDERR_FILE)
+        os.environ[STDERR_FILE] = sink.name  # a rank forked from a fork server started earlier inherits its fd 2
         try:
             yield captured
         finally:
             sys.stderr.flush()
+            if before is None:
+                del os.environ[STDERR_FILE]
+            else:
+                os.environ[STDERR_FILE] = before
             os.dup2(saved, 2)
             os.close(saved)
             for handler, stream in zip(handlers, streams):

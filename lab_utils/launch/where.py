@@ -1,0 +1,133 @@
+"""The launcher's side of a hang or a failure: one table of where every rank was (from each rank's record of its
+collectives) and the first call where the ranks went different ways."""
+from __future__ import annotations
+
+import os
+
+from .record import POINT_TO_POINT
+
+
+def place(where) -> str:
+    """A learner's line in words: "Cell In[12], line 5" for a notebook cell, else "file.py:5" (no absolute path)."""
+    if not where:
+        return "-"
+    filename, line = where[0], where[1]
+    cell = _cell_number(filename)
+    if cell is not None:
+        return f"Cell In[{cell}], line {line}"
+    try:
+        shown = os.path.relpath(filename)
+    except ValueError:
+        shown = filename
+    if shown.startswith(".."):
+        shown = os.path.basename(filename)
+    return f"{shown}:{line}"
+
+
+def _cell_number(filename: str):
+    """The execution count of the notebook cell that compiled `filename` (ipykernel's cell files), or None."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename) if shell else None
+
+
+def call_text(call) -> str:
+    """`all_reduce #7 [[4]] float32`."""
+    if not call:
+        return "-"
+    shapes = " ".join(str(s) for s in call["shapes"]) if call["shapes"] else ""
+    return " ".join(p for p in (f"{call['op']} #{call['seq']}", shapes, call["dtype"]) if p)
+
+
+def _waiting_in(report):
+    """The call this rank is blocked in (the last one in progress), or None."""
+    calls = [c for c in report.get("calls", []) if c["state"] == "in progress" or c["state"].startswith("failed")]
+    return calls[-1] if calls else None
+
+
+def _last_completed(report):
+    calls = [c for c in report.get("calls", []) if c["state"] == "completed"]
+    return calls[-1] if calls else None
+
+
+def _learners_line(report) -> str:
+    call = _waiting_in(report)
+    return place(call["where"] if call and call["where"] else report.get("line"))
+
+
+def _key(call):
+    """What must match across ranks: the op, shapes and dtype (point-to-point calls pair a send with a recv)."""
+    if call["op"] in POINT_TO_POINT:
+        return ("point-to-point",)
+    return call["op"], str(call["shapes"]), call["dtype"]
+
+
+def _doing(rank: int, report, seq: int, state: str) -> str:
+    """What rank `rank` did at call #seq, in words."""
+    call = next((c for c in report.get("calls", []) if c["seq"] == seq), None)
+    if call is not None:
+        verb = "is in" if call["state"] == "in progress" else f"{call['state']}"
+        at = place(call["where"])
+        return (f"rank {rank} is in {call['op']} #{seq} at {at}" if verb == "is in"
+                else f"rank {rank} made {call['op']} #{seq} at {at} ({verb})")
+    last = report.get("count", 0)
+    waiting = _waiting_in(report)
+    now = (f"{state} at {place(report.get('line'))}" if state.startswith("raised")
+           else f"is in {waiting['op']} #{waiting['seq']} at {place(waiting['where'])}" if waiting
+           else f"is not in a collective, at {place(report.get('line'))}")
+    return (f"rank {rank} finished #{last} and {now}" if last
+            else f"rank {rank} made no recorded collective call and {now}")
+
+
+def first_difference(reports: dict, states: dict | None = None) -> str:
+    """The first sequence number where the ranks' calls differ, in words (or what they all wait in)."""
+    answered = {r: rep for r, rep in reports.items() if rep and "calls" in rep}
+    if len(answered) < 2:
+        return ""
+    seqs = sorted({c["seq"] for rep in answered.values() for c in rep["calls"]})
+    for seq in seqs:
+        calls = {r: next((c for c in rep["calls"] if c["seq"] == seq), None) for r, rep in answered.items()}
+        oldest = {r: min((c["seq"] for c in rep["calls"]), default=0) for r, rep in answered.items()}
+        if any(c is None and seq < oldest[r] for r, c in calls.items()):
+            continue  # older than what a rank keeps: nothing to compare
+        present = [c for c in calls.values() if c is not None]
+        if len(present) == len(calls) and len({_key(c) for c in present}) == 1:
+            continue
+        if len(present) < len(calls):
+            missing = sorted(r for r, c in calls.items() if c is None)
+            why = (f"rank(s) {missing} never made call #{seq}: a rank skipped a collective the others made "
+                   "(a condition that holds on some ranks only), has not reached it yet, or waits in a call the "
+                   "record does not see (DDP's gradient all-reduce, in C++)")
+        elif len({c["op"] for c in present}) > 1:
+            why = "the ranks called different collectives"
+        else:
+            why = "the ranks passed tensors of different shapes or dtypes to the same collective"
+        return "; ".join(_doing(r, answered[r], seq, (states or {}).get(r, "running")) for r in sorted(answered)) + ": " + why
+    waiting = {r: _waiting_in(rep) for r, rep in answered.items()}
+    if all(waiting.values()):
+        first = waiting[min(waiting)]
+        assert first is not None
+        return (f"every rank is in {first['op']} #{first['seq']} with matching calls so far: each waits for a peer "
+                "that is itself waiting (a send whose recv never comes), or the work is only slow")
+    return ""
+
+
+def table(reports: dict, states: dict) -> str:
+    """rank | state | the collective it waits in | the learner's line | its last completed collective; then the
+    first difference. reports: rank -> the rank's snapshot (or None when it did not answer)."""
+    rows = [("rank", "state", "waits in", "learner's line", "last completed")]
+    for rank in sorted(states):
+        report = reports.get(rank) or {}
+        waiting = _waiting_in(report)
+        state = states[rank]
+        if report and state == "running":
+            state = "in a collective" if waiting and waiting["state"] == "in progress" else "not in a collective"
+        rows.append((str(rank), state, call_text(waiting) if waiting and waiting["state"] == "in progress" else "-",
+                     _learners_line(report) if report else "-", call_text(_last_completed(report))))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    finding = first_difference({r: reports.get(r) for r in states}, states)
+    return "\n".join(lines + ([f"first difference: {finding}"] if finding else []))

@@ -1,0 +1,172 @@
+"""Lab 12's exercises: the right answers get full marks; each plausible wrong answer scores 0 with its message."""
+import random
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.distributed.algorithms import Join
+
+from lab_utils import exercises
+from lab_utils.exercises import to_plain
+
+
+def named(name):
+    def rename(fn):
+        fn.__name__ = fn.__qualname__ = name
+        return fn
+    return rename
+
+
+def grade(fn, seed=12345):
+    exercise = exercises.get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    try:
+        return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+    except Exception as exc:  # the grader records an error and no points
+        return 0.0, f"raised {type(exc).__name__}: {exc}"
+
+
+def _first_difference(text):
+    return text.split("first difference: ")[1]
+
+
+@named("hang_culprit")
+def culprit_right(text):
+    clauses = _first_difference(text).split(": ")[0].split("; ")
+    ops = [re.search(r"is in (\w+) #", c).group(1) for c in clauses]
+    odd = next(i for i, op in enumerate(ops) if ops.count(op) == 1)
+    waited = next(op for op in ops if ops.count(op) > 1)
+    return odd, waited, re.search(r" at (\S+)$", clauses[odd]).group(1)
+
+
+@named("hang_culprit")
+def culprit_rank_zero(text):
+    _, op, line = culprit_right(text)
+    return 0, op, line
+
+
+@named("hang_culprit")
+def culprit_its_own_op(text):
+    rank, _, line = culprit_right(text)
+    return rank, "barrier", line
+
+
+@named("hang_culprit")
+def culprit_others_line(text):
+    rank, op, _ = culprit_right(text)
+    other = _first_difference(text).split(": ")[0].split("; ")[(rank + 1) % 3]
+    return rank, op, re.search(r" at (\S+)$", other).group(1)
+
+
+def test_reading_a_hang_table():
+    assert grade(culprit_right)[0] == 1.0
+    assert "one of the ranks that agree" in grade(culprit_rank_zero)[1] or "not the rank" in grade(culprit_rank_zero)[1]
+    assert grade(culprit_rank_zero)[0] == 0.0
+    assert grade(culprit_its_own_op) == (0.0, "barrier is where the odd rank is now; the collective it skipped is the "
+                                              "one every other rank waits in")
+    score, message = grade(culprit_others_line)
+    assert score == 0.0 and "other ranks' line" in message
+
+
+@named("parameters_without_gradient")
+def unused_right(model, x):
+    model.zero_grad()
+    model(x).sum().backward()
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
+@named("parameters_without_gradient")
+def unused_with_frozen(model, x):
+    model(x).sum().backward()
+    return [n for n, p in model.named_parameters() if p.grad is None]
+
+
+@named("parameters_without_gradient")
+def unused_with_zero(model, x):
+    model(x).sum().backward()
+    return [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.any())]
+
+
+@named("parameters_without_gradient")
+def unused_before_backward(model, x):
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is not None]
+
+
+@named("parameters_without_gradient")
+def unused_without_clearing(model, x):
+    model(x).sum().backward()
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
+@named("parameters_without_gradient")
+def unused_without_backward(model, x):
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
+@named("parameters_without_gradient")
+def unused_as_tensors(model, x):
+    model.zero_grad()
+    model(x).sum().backward()
+    return [p for p in model.parameters() if p.requires_grad and p.grad is None]
+
+
+def test_finding_the_parameter_without_gradient():
+    assert grade(unused_right)[0] == 1.0
+    assert grade(unused_with_frozen)[0] == 0.0 and "frozen" in grade(unused_with_frozen)[1]
+    assert grade(unused_with_zero)[0] == 0.0 and "zero, but it exists" in grade(unused_with_zero)[1]
+    assert grade(unused_before_backward) == (0.0, "nothing listed: run forward and backward first, then look for "
+                                                  "p.grad is None")
+    score, message = grade(unused_without_clearing)
+    assert score == 0.0 and "gradients from an earlier step" in message
+    score, message = grade(unused_without_backward)
+    assert score == 0.0 and "before any backward" in message
+    assert grade(unused_as_tensors) == (0.0, "return the parameters' names (str, as named_parameters gives them), "
+                                             "not the tensors")
+
+
+def _step(model, optimizer, x, y):
+    optimizer.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    optimizer.step()
+
+
+@named("train_all")
+def train_all_join(model, batches, optimizer):
+    with Join([model], divide_by_initial_world_size=False):
+        for x, y in batches:
+            _step(model, optimizer, x, y)
+
+
+@named("train_all")
+def train_all_balanced(model, batches, optimizer):
+    import torch.distributed as dist
+
+    steps = torch.tensor([len(batches)])
+    dist.all_reduce(steps, op=dist.ReduceOp.MIN)
+    for x, y in batches[:int(steps)]:
+        _step(model, optimizer, x, y)
+
+
+@named("train_all")
+def train_all_join_divided(model, batches, optimizer):
+    with Join([model]):
+        for x, y in batches:
+            _step(model, optimizer, x, y)
+
+
+@named("train_all")
+def train_all_hangs(model, batches, optimizer):
+    for x, y in batches:
+        _step(model, optimizer, x, y)
+
+
+@pytest.mark.slow
+def test_uneven_data_in_real_ranks():
+    assert grade(train_all_join)[0] == 1.0
+    score, message = grade(train_all_balanced)  # the lesson's fix, copied: it drops the batch the exercise keeps
+    assert score == 0.0 and "extra batch was dropped" in message
+    score, message = grade(train_all_join_divided)
+    assert score == 0.0 and "divide_by_initial_world_size=False" in message
+    score, message = grade(train_all_hangs)
+    assert score == 0.0 and "did not finish" in message and "learner's line" in message

@@ -1,0 +1,129 @@
+"""The table a hang or a failure prints: each rank's record of collectives, and the first call where ranks differ."""
+import time
+
+import pytest
+
+from lab_utils.launch import RankError, launch, where
+
+import workers
+
+
+def call(seq, op, state="completed", shapes=((4,),), line=10):
+    return {"seq": seq, "op": op, "shapes": [list(s) for s in shapes], "dtype": "float32",
+            "where": ("tests/x.py", line, "w"), "state": state}
+
+
+def test_the_first_difference_names_different_collectives_at_the_same_number():
+    done = [call(1, "all_reduce"), call(2, "all_reduce")]
+    reports = {0: {"calls": done + [call(3, "all_reduce", "in progress", line=5)], "count": 3},
+               1: {"calls": done + [call(3, "barrier", "in progress", (), line=9)], "count": 3}}
+    text = where.table(reports, {0: "running", 1: "running"})
+    assert "rank 0 is in all_reduce #3 at tests/x.py:5; rank 1 is in barrier #3 at tests/x.py:9" in text
+    assert text.endswith("the ranks called different collectives")
+    assert "0 | in a collective | all_reduce #3 [4] float32 | tests/x.py:5 | all_reduce #2 [4] float32" in " ".join(
+        text.split())
+
+
+def test_the_first_difference_names_a_skipped_call_and_different_shapes():
+    skipped = {0: {"calls": [call(1, "all_reduce"), call(2, "all_reduce", "in progress")], "count": 2},
+               1: {"calls": [call(1, "all_reduce")], "count": 1, "line": ("tests/x.py", 20, "w")}}
+    text = where.first_difference(skipped)
+    assert "rank 1 finished #1 and is not in a collective, at tests/x.py:20" in text
+    assert "rank(s) [1] never made call #2" in text
+    shapes = {0: {"calls": [call(1, "all_reduce", "in progress", ((4,),))], "count": 1},
+              1: {"calls": [call(1, "all_reduce", "in progress", ((5,),))], "count": 1}}
+    assert where.first_difference(shapes).endswith("tensors of different shapes or dtypes to the same collective")
+
+
+def test_matching_calls_all_waiting_are_said_so_and_one_report_compares_nothing():
+    same = {r: {"calls": [call(1, "send", "in progress")], "count": 1} for r in (0, 1)}
+    assert where.first_difference(same).startswith("every rank is in send #1 with matching calls so far")
+    assert where.first_difference({0: same[0], 1: None}) == ""
+
+
+@pytest.mark.slow
+def test_a_rank_that_skips_a_collective_under_a_condition_is_named_with_its_line():
+    with pytest.raises(TimeoutError) as info:
+        launch(workers.skipping_worker, 2, timeout=6)
+    text = str(info.value)
+    assert "rank 0 is in all_reduce #3 at tests/workers.py:85" in text, text
+    assert "rank 1 is in barrier #3 at tests/workers.py:86" in text, text
+    assert "the ranks called different collectives" in text
+
+
+@pytest.mark.slow
+def test_mismatched_collectives_are_named_whether_gloo_hangs_or_fails():
+    with pytest.raises((TimeoutError, RankError)) as info:
+        launch(workers.mismatched_worker, 2, timeout=6)
+    text = str(info.value)
+    assert "all_reduce #2 [3] float32" in text and "broadcast #2" in text, text
+    assert "tests/workers.py:95" in text and "tests/workers.py:97" in text, text
+
+
+@pytest.mark.slow
+def test_a_rank_that_raised_comes_back_with_the_table_beside_its_traceback():
+    with pytest.raises(RankError) as info:
+        launch(workers.failing_worker, 2, args=(1,), timeout=60)
+    text = str(info.value)
+    assert "rank 0 is in barrier #1 at tests/workers.py:38" in text, text
+    assert "rank 1 made no recorded collective call and raised ValueError at tests/workers.py:37" in text, text
+    assert text.index("where each rank was") < text.index("--- traceback from rank 1")
+
+
+@pytest.mark.slow
+def test_lab03s_hanging_worker_prints_the_table():
+    start = time.monotonic()
+    with pytest.raises(TimeoutError) as info:
+        launch(workers.hanging_worker, 2, timeout=6)  # lab 03's hanging_worker: the last rank never arrives
+    text = str(info.value)
+    assert "rank 0 is in barrier #1 at tests/workers.py:47" in text, text
+    assert "rank 1 made no recorded collective call and is not in a collective, at tests/workers.py:46" in text, text
+    assert time.monotonic() - start < 6 + 10
+
+
+@pytest.mark.slow
+def test_lab06s_ring_deadlock_prints_the_table():
+    from lab_utils.lessons import lab06
+
+    with pytest.raises(TimeoutError) as info:
+        launch(lab06.deadlock_worker, 2, args=(60,), timeout=6)  # gloo's own timeout later than the launch's
+    text = str(info.value)
+    assert "every rank is in send #1 with matching calls so far" in text, text
+    assert text.count("lab_utils/lessons/lab06.py:22") == 2, text
+
+
+def test_the_record_wraps_torch_distributed_notes_the_callers_line_and_state_and_comes_off(monkeypatch):
+    import torch
+    import torch.distributed as dist
+
+    from lab_utils.launch import record
+
+    original = dist.all_reduce
+    monkeypatch.setenv(record.ENABLED, "0")
+    assert record.install() is False and dist.all_reduce is original  # LAB_COLLECTIVE_RECORD=0: nothing wrapped
+    monkeypatch.delenv(record.ENABLED)
+    try:
+        assert record.install() is True and dist.all_reduce is not original
+        record.clear()
+        with pytest.raises((RuntimeError, ValueError)):  # no process group here: the call fails, and is recorded so
+            dist.all_reduce(torch.ones(3, dtype=torch.float64))
+        line = test_the_record_wraps_torch_distributed_notes_the_callers_line_and_state_and_comes_off.__code__
+        (call,) = record.snapshot()["calls"]
+        assert call["op"] == "all_reduce" and call["seq"] == 1 and call["shapes"] == [[3]] and call["dtype"] == "float64"
+        assert call["state"].startswith("failed") and call["where"][0] == line.co_filename
+        assert where.call_text(call) == "all_reduce #1 [3] float64"
+    finally:
+        record.uninstall()
+        record.clear()
+    assert dist.all_reduce is original
+
+
+def test_a_notebook_function_sent_by_value_keeps_its_cell_file_name():
+    import pickle
+
+    from lab_utils.launch import sending
+
+    namespace = {"__name__": "__notebook__"}  # not importable: cloudpickle sends it by value
+    exec(compile("def worker(rank, world_size):\n    return rank\n", "/tmp/ipykernel_1/123.py", "exec"), namespace)
+    (worker, args), = pickle.loads(sending.serialise([(namespace["worker"], ())]))
+    assert worker.__code__.co_filename == "/tmp/ipykernel_1/123.py" and worker(3, 4) == 3  # cloudpickle writes <dynamic-code>
