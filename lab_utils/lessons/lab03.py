@@ -146,6 +146,8 @@ def bucket_worker(rank, world_size, layers, caps, per_rank_batch, rounds, timeou
                 torch.cuda.synchronize()
             start = time.perf_counter()
             loss.backward()  # returns once every bucket's all-reduce is done
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
             end = time.perf_counter()
             out[name].append({"start": start, "computed": max(grads_ready), "end": end,
                               "buckets": [dict(b) for b in log.buckets]})
