@@ -57,7 +57,7 @@ DECLARED: dict[str, Declared] = {
     "02": Declared({"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5},
                    (Benchmark("dp", "data_parallel.bench", "data_parallel.print_bench", ("n_devices", "batch_sizes"), 15),),
                    GpuCheck("data_parallel", 60)),
-    "03": Declared({"lr_epochs": 2, "speed_steps": 5},
+    "03": Declared({"lr_epochs": 2, "speed_steps": 5, "bucket_rounds": 6, "bucket_batch": 32},
                    (Benchmark("ddp", "training.ddp", "training.print_ddp", ("world_size", "steps"), 3),),
                    GpuCheck("ddp", 90, quick=True)),
     "04": Declared({"rounds": 2},
