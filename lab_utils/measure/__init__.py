@@ -10,8 +10,8 @@
 - watch: which torch.distributed collectives a run called
 """
 from .plausible import BASELINE_FACTOR, MAX_SPREAD, flagged, measured_cause, plausibility, table_row
-from .results_csv import (ALLREDUCES, ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS, VERDICTS_CSV,
-                          Machine, Result, read_results, read_verdicts, results_dir, write_result)
+from .results_csv import (ALLREDUCES, ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS,
+                          VERDICTS_CSV, Machine, Result, read_results, read_verdicts, results_dir, write_result)
 from .results_table import (SAME_RUN_S, SPEED_TEST, last_recorded_load, measured_before, record, reference_rate,
                             run_conditions)
 from .throughput import StepTimer, samples_per_second, throughput_from_step_times
