@@ -282,14 +282,19 @@ def test_lab10_runs_on_another_machines_results(tmp_path):
     from lab_utils.instructor.course import headless
 
     src = Path(__file__).parent.parent / "solutions" / "10_scaling_report.ipynb"
-    params = {"results_dir": str(tmp_path / "none-here"), "extra_results": [str(FIXTURE)], "curve_epochs": 1,
+    here = tmp_path / "here"  # a learner's path of labs 01 and 05 on machine "h", beside another machine's lab 03
+    write_rows(here, lab01_rows() + lab05_workers())
+    params = {"results_dir": str(here), "extra_results": [str(FIXTURE)], "curve_epochs": 1,
               "allreduce_max_bytes": 4096, "allreduce_repeats": 2}
     run = headless.run_notebook(src, tmp_path, params, cell_timeout=120)
     assert run.error is None, run.error
     text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
                    for c in nbformat.read(tmp_path / src.name, 4).cells if c.cell_type == "code" for o in c.outputs)
-    assert "3 rows from 1 machine(s): fixture-4gpu" in text and "3.20" in text  # 131000 / 41000 on 4 GPUs
+    assert "7 rows from 2 machine(s): fixture-4gpu, h" in text and "3.20" in text  # 131000 / 41000 on 4 GPUs
     assert "PASS  predict_speedup" in text
+    assert "Amdahl's fit lacks the rows of lab 02 (none in the results folder)" in text and "labs 02, 03" not in text
+    assert "h: 1 data-parallel row(s), of lab 05" in text and "your fit on h's rows: s = " in text  # lab 05's alone
+    assert "labs 01 and 03 have rows, but not both of the speed test on one machine" in text
 
 
 def test_rows_that_count_different_samples_are_never_compared():
