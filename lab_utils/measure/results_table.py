@@ -54,23 +54,36 @@ def _deliberate(a: Result, b: Result) -> bool:
     return a.lab == b.lab and a.workload == b.workload and (a.strategy, a.variant) != (b.strategy, b.variant)
 
 
+def _one_of_several(row: Result, siblings) -> bool:
+    """True when `row`'s lab recorded other variants of its very configuration and label (lab 07's checkpoint
+    choices, float32 and bfloat16): its variant is then a change the lab made, which only the same variant repeats."""
+    same = (row.lab, row.framework, row.workload, row.world_size, row.threads, row.batch_size, row.rate)
+    return any((s.lab, s.framework, s.workload, s.world_size, s.threads, s.batch_size, s.rate) == same
+               and (s.strategy, s.variant) != (row.strategy, row.variant) for s in siblings)
+
+
 def _named(row: Result, other: Result) -> str:
     """How a flag names `row` beside `other`: its lab, and its variant when the labs are one."""
     label = f"{row.strategy} {row.variant}".strip()
     return f"lab {row.lab}" + (f" ({label})" if row.lab != other.lab or label else "")
 
 
-def measured_before(row: Result, directory=None, earlier=()) -> list[str]:
+def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
     """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
     or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
-    flag shows its note."""
+    flag shows its note. `siblings`: every row the lab records with `row` (default `earlier`)."""
     row = row.stamped()
     folder = results_dir(directory)
     now = _dt.datetime.fromisoformat(row.timestamp)
-    others = [o for o in (read_results(folder) if folder.exists() else []) if o.lab != row.lab] + list(earlier)
+    recorded = [o for o in (read_results(folder) if folder.exists() else []) if o.lab != row.lab]
+    siblings = list(earlier) if siblings is None else list(siblings)
+    several = _one_of_several(row, siblings)
     said = []
-    for other in others:
+    for other in recorded + list(earlier):
         if measured_what(other) != measured_what(row) or _deliberate(other, row):
+            continue
+        if (several or _one_of_several(other, recorded + siblings)) and \
+                (other.strategy, other.variant) != (row.strategy, row.variant):
             continue
         with contextlib.suppress(ValueError):
             if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
@@ -111,8 +124,9 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     if load and load.note():  # a busy machine or a throttling quota
         results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *load.note()) if f])) for r in results]
     results = [r.stamped(hw) for r in results]
-    results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *measured_before(r, directory, results[:i]))
-                                                      if f])) for i, r in enumerate(results)]
+    results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *measured_before(r, directory, results[:i],
+                                                                                            results)) if f]))
+               for i, r in enumerate(results)]
     paths = {write_result(r, directory, hw).name for r in results}
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
     variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
