@@ -57,9 +57,10 @@ def _deliberate(a: Result, b: Result) -> bool:
 def _one_of_several(row: Result, siblings) -> bool:
     """True when `row`'s lab recorded other variants of its very configuration and label (lab 07's checkpoint
     choices, float32 and bfloat16): its variant is then a change the lab made, which only the same variant repeats."""
-    same = (row.lab, row.framework, row.workload, row.world_size, row.threads, row.batch_size, row.rate)
-    return any((s.lab, s.framework, s.workload, s.world_size, s.threads, s.batch_size, s.rate) == same
-               and (s.strategy, s.variant) != (row.strategy, row.variant) for s in siblings)
+    def config(r: Result) -> tuple:
+        return r.lab, r.workload, measured_what(r)
+
+    return any(config(s) == config(row) and (s.strategy, s.variant) != (row.strategy, row.variant) for s in siblings)
 
 
 def _named(row: Result, other: Result) -> str:
