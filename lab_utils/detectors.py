@@ -179,9 +179,10 @@ TWICE_TOLERANCE = 0.25  # two medians of one quantity measured minutes apart agr
 
 def measured_twice(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
                    what: str, first_name: str, second_name: str, unit: str = "samples/s",
-                   tolerance: float = TWICE_TOLERANCE) -> list[str]:
+                   tolerance: float = TWICE_TOLERANCE, notes=()) -> list[str]:
     """One quantity measured twice in one run: a flag when the two medians are further apart than the spreads of
-    their repeats allow (each median +- half its spread) and more than `tolerance` apart."""
+    their repeats allow (each median +- half its spread) and more than `tolerance` apart; `notes` (what was noted
+    about either measurement, e.g. a busy machine) are shown in the flag, as a possible cause."""
     if not first or not second or first <= 0 or second <= 0:
         return []
     reach = [(v * (1 - (s or 0.0) / 2), v * (1 + (s or 0.0) / 2)) for v, s in ((first, first_spread),
@@ -191,7 +192,8 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
         return []
     return [f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
             f"{second_name}, {ratio:.2f}x apart, more than the spreads of their repeats allow: {CONTRADICT} (the "
-            "machine was busy during one of them, or they do not measure the same thing)"]
+            "machine was busy during one of them, or they do not measure the same thing)"
+            + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", ")]
 
 
 def is_impossible(warning: str) -> bool:

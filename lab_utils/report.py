@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from . import detectors
-from .measure import Result, plausibility, read_results
+from .measure import SPEED_TEST, Result, plausibility, read_results
 
 
 def load(*sources) -> list[Result]:
@@ -195,6 +195,45 @@ def labs_without_rows(rows: list[Result]) -> list[str]:
     """The labs that record results but have no row here yet (not run, or run with another results folder)."""
     have = {r.lab for r in rows}
     return [lab for lab in RECORDING_LABS if lab not in have]
+
+
+DATA_PARALLEL_LABS = ("02", "03", "05")  # the labs that record data-parallel rows (Amdahl's fit reads them)
+SPEED_TEST_LABS = ("01", "03")  # the labs that time the speed test (measure.SPEED_TEST): one workload, two labs
+
+
+def lab_names(labs) -> str:
+    """'lab 02', 'labs 02 and 03', 'labs 01, 02 and 03'."""
+    labs = list(labs)
+    if len(labs) < 2:
+        return f"lab {''.join(labs)}"
+    return f"labs {', '.join(labs[:-1])} and {labs[-1]}"
+
+
+def lacking(rows: list[Result], labs, what: str) -> str:
+    """'' when each of `labs` has rows here; else a sentence naming exactly those without rows, which `what` lacks."""
+    have = {r.lab for r in rows}
+    missing = [lab for lab in labs if lab not in have]
+    if not missing:
+        return ""
+    return (f"{what} lacks the rows of {lab_names(missing)} (none in the results folder): run "
+            f"{'it' if len(missing) == 1 else 'them'} from this folder, or name their folder in extra_results, then "
+            "this notebook again")
+
+
+def speed_test(shared: list[Compared]) -> list[Compared]:
+    """The rows of across_labs that are the speed test (measure.SPEED_TEST), the comparison lab 10 describes."""
+    return [c for c in shared if c.row.workload == SPEED_TEST]
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percentage, with a decimal below 10 % (0.4 %, not 0 %)."""
+    return f"{fraction * 100:.1f} %" if abs(fraction) < 0.095 else f"{fraction * 100:.0f} %"
+
+
+def row_label(c: Compared) -> str:
+    """A row's name on a chart: lab, strategy, variant and batch, never cut; ' [!]' when flagged."""
+    name = f"{c.row.strategy} {c.row.variant}".strip()
+    return f"{c.row.lab} {name} b{c.row.batch_size}" + (" [!]" if c.flags else "")
 
 
 # --- models of scaling ----------------------------------------------------------------------------------------

@@ -174,8 +174,56 @@ def test_a_row_another_lab_measured_in_this_run_is_compared_with_it(isolated_res
     assert "[!]" in text and "measured twice in this run" in text and "lab 01" in text
     newest = measure.read_results(isolated_results / "lab03.csv")[-1]
     assert "measured twice in this run" in newest.flags  # the flag reaches the CSV as it reached the screen
-    # another configuration (2 threads), or a row with a note, is not the same quantity
+    # another configuration (2 threads) is not the same quantity; a row with a note is, and the flag shows the note
     other = measure.record(measure.Result(lab="03", samples_per_s=9000.0, **dict(row, threads=2)))
     noted = measure.record(measure.Result(lab="05", samples_per_s=9000.0, flags="measured in a process where "
                                           "TensorFlow also ran: its threads compete for the cores", **row))
-    assert "measured twice" not in other and "measured twice" not in noted
+    assert "measured twice" not in other
+    assert "measured twice" in noted and "noted then: lab 05 (single-process 1 process x 1 thread): measured in a " \
+        "process where TensorFlow also ran" in noted
+
+
+KERAS = dict(framework="keras", strategy="single-device", world_size=1, device="cpu", batch_size=64, wall_s=0.1,
+             threads=2, spread=0.05)
+
+
+def test_the_same_measurement_under_two_labels_is_compared(isolated_results, monkeypatch):
+    from lab_utils import conditions
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    digits = "digits 8x8, cnn2d_2layer_fullconnected_2layer: training run, median step"
+    in_kernel = measure.Result(lab="05", variant="one device", samples_per_s=30747.0, **KERAS,
+                               workload=digits + ", in one TensorFlow process (logical-cpu)")
+    own = measure.Result(lab="05", variant="keras (own process)", samples_per_s=18119.0, workload=digits, **KERAS,
+                         flags="measured while other programs used 1.6 and steal 0.0 of 2 cores")
+    torch_row = measure.Result(lab="05", variant="training run", samples_per_s=148.0, workload=digits,
+                               **dict(KERAS, framework="torch"))
+    text = measure.record([in_kernel, own, torch_row])
+    said = [r.flags for r in measure.read_results(isolated_results / "lab05.csv")]
+    assert "1.70x apart" in said[1] and "lab 05 (single-device one device)" in said[1]
+    assert "noted then: lab 05 (single-device keras (own process)): measured while other programs" in said[1]
+    assert "measured twice" not in said[0] + said[2]  # the first has nothing before it; torch is another framework
+    assert "[!]" in text
+    # a lab's own variants of one workload label are its comparison, not a repeat, under any other label either
+    lab07 = [measure.Result(lab="07", variant=v, samples_per_s=r, workload=w, **dict(KERAS, framework="torch"))
+             for v, r, w in (("float32", 460.0, "course CNN (28x28 synthetic), train step"),
+                             ("bfloat16 autocast", 430.0, "course CNN (28x28 synthetic), train step"),
+                             ("checkpoint none", 460.0, "course CNN (28x28 synthetic), fwd+bwd with checkpoints"),
+                             ("checkpoint all", 260.0, "course CNN (28x28 synthetic), fwd+bwd with checkpoints"))]
+    assert "measured twice" not in measure.record(lab07)
+
+
+def test_an_allreduce_from_the_fit_is_compared_with_the_one_measured(isolated_results, monkeypatch):
+    from lab_utils import conditions
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    course = dict(framework="torch", strategy="ddp", world_size=2, device="cpu", batch_size=256, threads=1,
+                  rate=measure.ALLREDUCES, spread=0.1)
+    measured = measure.Result(lab="03", variant="measured in the step", samples_per_s=1 / 2.7e-3, wall_s=2.7e-3,
+                              workload="gradient all-reduce, cnn2d_3layer_fullconnected_3layer, 28x28", **course)
+    fitted = measure.Result(lab="10", variant="", samples_per_s=1 / 0.72e-3, wall_s=0.72e-3,
+                            workload="course CNN all-reduce per step (28x28)", **course,
+                            flags="from the fit of the all-reduce sweep, not timed")
+    measure.record(measured)
+    text = measure.record(fitted)
+    assert "[!]" in text and "3.75x apart" in text and "noted then: lab 10 (ddp): from the fit" in text

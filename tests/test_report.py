@@ -282,14 +282,19 @@ def test_lab10_runs_on_another_machines_results(tmp_path):
     from lab_utils.instructor.course import headless
 
     src = Path(__file__).parent.parent / "solutions" / "10_scaling_report.ipynb"
-    params = {"results_dir": str(tmp_path / "none-here"), "extra_results": [str(FIXTURE)], "curve_epochs": 1,
+    here = tmp_path / "here"  # a learner's path of labs 01 and 05 on machine "h", beside another machine's lab 03
+    write_rows(here, lab01_rows() + lab05_workers())
+    params = {"results_dir": str(here), "extra_results": [str(FIXTURE)], "curve_epochs": 1,
               "allreduce_max_bytes": 4096, "allreduce_repeats": 2}
     run = headless.run_notebook(src, tmp_path, params, cell_timeout=120)
     assert run.error is None, run.error
     text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
                    for c in nbformat.read(tmp_path / src.name, 4).cells if c.cell_type == "code" for o in c.outputs)
-    assert "3 rows from 1 machine(s): fixture-4gpu" in text and "3.20" in text  # 131000 / 41000 on 4 GPUs
+    assert "7 rows from 2 machine(s): fixture-4gpu, h" in text and "3.20" in text  # 131000 / 41000 on 4 GPUs
     assert "PASS  predict_speedup" in text
+    assert "Amdahl's fit lacks the rows of lab 02 (none in the results folder)" in text and "labs 02, 03" not in text
+    assert "h: 1 data-parallel row(s), of lab 05" in text and "your fit on h's rows: s = " in text  # lab 05's alone
+    assert "labs 01 and 03 have rows, but not both of the speed test on one machine" in text
 
 
 def test_rows_that_count_different_samples_are_never_compared():
@@ -359,3 +364,57 @@ def test_an_allreduce_sweep_is_kept_for_the_next_lab_of_this_machine(isolated_re
     assert sweep["lab"] == "06" and sweep["sizes"] == [4096, 16384] and sweep["seconds"] == [3e-4, 4e-4]
     assert report.recent_allreduce(3, "gloo") is None and report.recent_allreduce(2, "nccl") is None
     assert report.recent_allreduce(2, "gloo", max_age_s=-1) is None  # too old to count as this run's
+
+
+def write_rows(folder, rows):
+    """Rows written to a results folder as the labs write them; the folder read back as lab 10 reads it."""
+    for r in rows:
+        measure.write_result(r, folder)
+    return report.latest(report.load(folder))
+
+
+def lab05_workers(**kw):
+    speed = "speed test: cnn2d_2layer_fullconnected_2layer, synthetic 28x28, median step"
+    return [row("single-worker", 1, 1892, lab="05", batch=512, workload=speed, variant="1 worker", **kw),
+            row("multi-worker", 2, 2380, lab="05", batch=512, workload=speed, variant="2 workers", **kw)]
+
+
+def lab01_rows():
+    return [row("single-process", 1, 1000, lab="01", workload=measure.SPEED_TEST, variant="1 process x 1 thread"),
+            row("single-process", 1, 1700, lab="01", workload=measure.SPEED_TEST, variant="1 process x 2 threads",
+                threads=2)]
+
+
+def test_each_section_names_exactly_the_labs_whose_rows_it_lacks(tmp_path):
+    rows = write_rows(tmp_path, lab01_rows() + lab05_workers())
+    said = report.lacking(rows, report.DATA_PARALLEL_LABS, "Amdahl's fit")
+    assert "labs 02 and 03 (none in the results folder)" in said and "05" not in said
+    said = report.lacking(rows, report.SPEED_TEST_LABS, "this comparison")
+    assert "lab 03 (none" in said and "01" not in said
+    assert report.lacking(rows, ("01", "05"), "x") == ""
+    assert report.lab_names(["01", "02", "03"]) == "labs 01, 02 and 03"
+
+
+def test_the_amdahl_exercises_run_on_one_labs_data_parallel_rows(tmp_path):
+    rows = write_rows(tmp_path, lab01_rows() + lab05_workers(flags="measured while other programs used 1.6 of 2 cores"))
+    per_machine, left_out = amdahl_rows(report.compare(rows))
+    chosen = per_machine["h"]
+    assert [(c.row.lab, c.row.strategy) for c in chosen] == [("05", "multi-worker")] and left_out == []
+    s = report.fit_serial_fraction([(c.hardware_ratio, c.speedup) for c in chosen])
+    assert s == pytest.approx(2 * 1892 / 2380 - 1)  # one point: 1/S = s + (1 - s)/2
+
+
+def test_a_section_whose_comparison_is_missing_shows_no_other_workload(tmp_path):
+    lab03_other = [row("single", 1, 90, lab="03", batch=512, workload=lab05_workers()[0].workload),
+                   row("ddp", 2, 150, lab="03", batch=512, workload=lab05_workers()[0].workload)]
+    rows = write_rows(tmp_path, lab01_rows() + lab05_workers() + lab03_other)
+    assert report.across_labs(rows) and report.speed_test(report.across_labs(rows)) == []  # shared, not the speed test
+    both = write_rows(tmp_path / "both", lab01_rows() + [row("ddp", 2, 1500, lab="03", workload=measure.SPEED_TEST)])
+    assert {c.row.lab for c in report.speed_test(report.across_labs(both))} == {"01", "03"}
+
+
+def test_small_percentages_keep_a_decimal_and_chart_labels_are_whole():
+    assert report.percent(0.004) == "0.4 %" and report.percent(0.03) == "3.0 %" and report.percent(0.27) == "27 %"
+    long = row("ddp", 2, 180, variant="gradient bucketing off, overlap on, batch per rank 128")
+    label = report.row_label(report.compare([row("single", 1, 100), long])[1])
+    assert label == "03 ddp gradient bucketing off, overlap on, batch per rank 128 b256"

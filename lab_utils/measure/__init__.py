@@ -10,8 +10,8 @@
 - watch: which torch.distributed collectives a run called
 """
 from .plausible import BASELINE_FACTOR, MAX_SPREAD, flagged, measured_cause, plausibility, table_row
-from .results_csv import (ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS, VERDICTS_CSV,
-                          Machine, Result, read_results, read_verdicts, results_dir, write_result)
+from .results_csv import (ALLREDUCES, ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS,
+                          VERDICTS_CSV, Machine, Result, read_results, read_verdicts, results_dir, write_result)
 from .results_table import (SAME_RUN_S, SPEED_TEST, last_recorded_load, measured_before, record, reference_rate,
                             run_conditions)
 from .throughput import StepTimer, samples_per_second, throughput_from_step_times
@@ -22,7 +22,7 @@ from .verdicts import (CANNOT_SEE, CONFIDENCE, HOLDS, MAX_RESTATED, MIN_EFFECT, 
                        paired_ratios, ratio_range, scatter, unreadable, verdict, write_verdict)
 from .watch import collective_calls
 
-__all__ = ["ANSWERED", "APPLIED", "BASELINE_FACTOR", "CANNOT_SEE", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED",
+__all__ = ["ALLREDUCES", "ANSWERED", "APPLIED", "BASELINE_FACTOR", "CANNOT_SEE", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED",
            "MAX_SPREAD", "MIN_EFFECT", "MIN_PAIRS", "Machine", "RATES", "RESOLVE", "RESULT_COLUMNS", "REVERSED",
            "Result", "SAME_RUN_S", "SPEED_TEST", "StepTimer", "TRAINING", "Timing", "UNDECIDED", "UNREADABLE_SHARE",
            "VERDICTS_CSV", "VERDICT_COLUMNS", "Verdict", "after_warmup", "alternating_rounds", "as_result",

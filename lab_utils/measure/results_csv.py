@@ -50,7 +50,8 @@ TRAINING = "training samples/s"  # samples through a whole optimizer step (forwa
 FORWARD = "forward samples/s"  # samples through a forward pass only (inference)
 APPLIED = "samples/s in gradients applied"  # a parameter server: gradients it applied per second x their batch
 ANSWERED = "requests answered/s"  # a server: requests answered per second (each one sample)
-RATES = (TRAINING, FORWARD, APPLIED, ANSWERED)
+ALLREDUCES = "gradient all-reduces/s"  # one model's gradients all-reduced over the ranks, per second (1 / the time)
+RATES = (TRAINING, FORWARD, APPLIED, ANSWERED, ALLREDUCES)
 
 
 @dataclasses.dataclass(frozen=True)

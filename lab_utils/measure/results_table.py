@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import re
 
 from .. import conditions, detectors, hardware
 from .results_csv import Result, read_results, results_dir, write_result
@@ -26,35 +27,73 @@ def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=No
 SAME_RUN_S = 6 * 3600  # rows of another lab this recent, on this machine, count as measured in the same run
 
 
-def _same_quantity(row: Result) -> tuple:
-    """What two rows must share to be one quantity measured twice: machine, workload, rate and configuration."""
+_MODEL = re.compile(r"cnn2d\w+|course CNN|digits CNN|wide CNN")
+_ALIASES = {"course CNN": "cnn2d_3layer_fullconnected_3layer", "digits CNN": "cnn2d_2layer_fullconnected_2layer"}
+_DATA = re.compile(r"digits|synthetic|procedural")
+_SIDE = re.compile(r"\d+x\d+")
+
+
+def measured_what(row: Result) -> tuple:
+    """What a row measured, whatever its labels say: machine, framework, model, data and image size (read from its
+    workload; the whole workload when it names no model), batch, ranks, threads, rate kind, and the parallel strategy
+    (one device has none: `single-device`, `single-worker` and `single-process` name the same thing)."""
     machine = row.machine.fingerprint if row.machine else ()
-    return (*machine, row.workload, row.rate, row.framework, row.strategy, row.variant, row.world_size, row.threads,
-            row.batch_size)
+    model = _MODEL.search(row.workload)
+    if model:
+        data, side = _DATA.search(row.workload), _SIDE.search(row.workload)
+        what: tuple = (_ALIASES.get(model.group(), model.group()), data.group() if data else "",
+                       side.group() if side else "")
+    else:
+        what = (row.workload,)
+    return (*machine, row.framework, *what, row.batch_size, row.world_size, row.threads, row.rate,
+            row.strategy if row.world_size > 1 else "")
 
 
-def measured_before(row: Result, directory=None, earlier=()) -> list[str]:
-    """Flags for `row` against the same quantity recorded by another lab of this run, or among `earlier` rows of
-    the same lab (detectors.measured_twice); rows with notes (another framework in the process, oversubscribed cores, a
-    busy machine) are not compared."""
+def _deliberate(a: Result, b: Result) -> bool:
+    """Two rows of one lab and one workload label with different variants: the lab's own comparison, not a repeat."""
+    return a.lab == b.lab and a.workload == b.workload and (a.strategy, a.variant) != (b.strategy, b.variant)
+
+
+def _one_of_several(row: Result, siblings) -> bool:
+    """True when `row`'s lab recorded other variants of its very configuration and label (lab 07's checkpoint
+    choices, float32 and bfloat16): its variant is then a change the lab made, which only the same variant repeats."""
+    def config(r: Result) -> tuple:
+        return r.lab, r.workload, measured_what(r)
+
+    return any(config(s) == config(row) and (s.strategy, s.variant) != (row.strategy, row.variant) for s in siblings)
+
+
+def _named(row: Result, other: Result) -> str:
+    """How a flag names `row` beside `other`: its lab, and its variant when the labs are one."""
+    label = f"{row.strategy} {row.variant}".strip()
+    return f"lab {row.lab}" + (f" ({label})" if row.lab != other.lab or label else "")
+
+
+def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
+    """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
+    or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
+    flag shows its note. `siblings`: every row the lab records with `row` (default `earlier`)."""
     row = row.stamped()
     folder = results_dir(directory)
-    if detectors.notes(row.flags):
-        return []
     now = _dt.datetime.fromisoformat(row.timestamp)
-    others = [o for o in (read_results(folder) if folder.exists() else []) if o.lab != row.lab] + list(earlier)
+    recorded = [o for o in (read_results(folder) if folder.exists() else []) if o.lab != row.lab]
+    siblings = list(earlier) if siblings is None else list(siblings)
+    several = _one_of_several(row, siblings)
     said = []
-    for other in others:
-        if _same_quantity(other) != _same_quantity(row) or detectors.notes(other.flags):
+    for other in recorded + list(earlier):
+        if measured_what(other) != measured_what(row) or _deliberate(other, row):
+            continue
+        if (several or _one_of_several(other, recorded + siblings)) and \
+                (other.strategy, other.variant) != (row.strategy, row.variant):
             continue
         with contextlib.suppress(ValueError):
             if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
                 continue
-        first = f"lab {other.lab}" if other.lab != row.lab else f"its {other.variant or other.strategy} row"
+        noted = [f"{_named(r, o)}: {n}" for r, o in ((other, row), (row, other)) for n in detectors.notes(r.flags)]
         said += detectors.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
-                                         what=f"{row.strategy} {row.variant}".strip(), first_name=first,
-                                         second_name=f"lab {row.lab}" if other.lab != row.lab else "this one",
-                                         unit=row.rate)
+                                         what=f"{row.workload}, batch {row.batch_size}, {row.world_size} rank(s)",
+                                         first_name=_named(other, row), second_name=_named(row, other),
+                                         unit=row.rate, notes=noted)
     return list(dict.fromkeys(said))
 
 
@@ -86,8 +125,9 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     if load and load.note():  # a busy machine or a throttling quota
         results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *load.note()) if f])) for r in results]
     results = [r.stamped(hw) for r in results]
-    results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *measured_before(r, directory, results[:i]))
-                                                      if f])) for i, r in enumerate(results)]
+    results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *measured_before(r, directory, results[:i],
+                                                                                            results)) if f]))
+               for i, r in enumerate(results)]
     paths = {write_result(r, directory, hw).name for r in results}
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
     variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
