@@ -595,10 +595,13 @@ def test_check_prints_its_line_even_when_a_print_follows_it_in_the_cell(capsys):
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    shell.user_ns["check"] = check
-    shell.user_ns["wrong"] = median_time_mean
-    shell.run_cell("check(wrong)\nprint('after')")
-    shell.run_cell("check(wrong)")  # the cell's last expression: printed by check, not displayed a second time
+    try:
+        shell.user_ns["check"] = check
+        shell.user_ns["wrong"] = median_time_mean
+        shell.run_cell("check(wrong)\nprint('after')")
+        shell.run_cell("check(wrong)")  # the cell's last expression: printed by check, not displayed a second time
+    finally:
+        InteractiveShell.clear_instance()  # later tests in this process expect no IPython
     printed = capsys.readouterr().out
     assert printed.count("FAIL  median_time") == 2, printed
     assert "after" in printed
