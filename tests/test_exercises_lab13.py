@@ -22,7 +22,7 @@ def assert_wrong(fn, *words):
     return result
 
 
-# ---- halo_rows ---------------------------------------------------------------------------------------------------
+# ---- halo_rows -------------------------------------------------------------------------------------------------------
 
 def test_halo_rows_solution_passes_and_scores_full():
     def halo_rows(kernel, padding, stride):
@@ -62,7 +62,7 @@ def test_halo_rows_padding_both_sides_fails():
     assert not check(halo_rows)
 
 
-# ---- exchange_halo, in 2 and 3 real ranks --------------------------------------------------------------------
+# ---- exchange_halo, in 2 and 3 real ranks ----------------------------------------------------------------------------
 
 def exchange_halo(slab, above, below, padding, rank, world_size):
     n, c, _, w = slab.shape
@@ -169,7 +169,7 @@ def test_exchange_halo_without_waiting_names_the_missing_wait():
         raise AssertionError(messages)
 
 
-# ---- halo_bytes_per_step --------------------------------------------------------------------------------------------
+# ---- halo_bytes_per_step ---------------------------------------------------------------------------------------------
 
 def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
     rows = padding + max(0, kernel - padding - stride)
@@ -238,7 +238,7 @@ def test_halo_bytes_padded_width_fails_and_says_so():
     assert_wrong(halo_bytes_per_step, "without the padding")
 
 
-# ---- slab_bounds -------------------------------------------------------------------------------------------------
+# ---- slab_bounds -----------------------------------------------------------------------------------------------------
 
 def test_slab_bounds_solution_passes_and_scores_full():
     def slab_bounds(height, rank, world_size, align):

@@ -9,7 +9,7 @@ SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\ni
 EXCHANGE_TIMEOUT_S = 10  # an exchange that waits for a message nobody sends is stopped after this long
 
 
-# ---- halo_rows ----------------------------------------------------------------------------------------------------
+# ---- halo_rows -------------------------------------------------------------------------------------------------------
 
 def _rows_cases(rng):
     fixed = [(3, 1, 1), (3, 1, 2), (5, 2, 1), (2, 0, 2), (1, 0, 1), (3, 0, 1), (7, 3, 2), (1, 0, 2)]
@@ -50,7 +50,7 @@ HALO_ROWS = Exercise("13", "halo_rows", _rows_cases, _rows_run, FROM_LESSON, _ro
                      "i*s - p + k - 1, with the slab's last input row at i*s + s - 1")
 
 
-# ---- exchange_halo, --- in 2 and 3 real ranks ------------------------------------------------------------------------
+# ---- exchange_halo, in 2 and 3 real ranks ----------------------------------------------------------------------------
 
 def _exchange_cases(rng):
     cases = []
@@ -227,7 +227,7 @@ EXCHANGE_HALO = Exercise(
                                 for run in right])
 
 
-# ---- halo_bytes_per_step -----------------------------------------------------------------------------------------
+# ---- halo_bytes_per_step ---------------------------------------------------------------------------------------------
 
 def _bytes_cases(rng):
     # the first case has 3 ranks: on 2, counting N borders and counting each border's rows twice give the same number
