@@ -22,49 +22,49 @@ def assert_wrong(fn, *words):
     return result
 
 
-# ---- my_halo_rows ---------------------------------------------------------------------------------------------------
+# ---- halo_rows -------------------------------------------------------------------------------------------------------
 
-def test_my_halo_rows_solution_passes_and_scores_full():
-    def my_halo_rows(kernel, padding, stride):
+def test_halo_rows_solution_passes_and_scores_full():
+    def halo_rows(kernel, padding, stride):
         return padding, max(0, kernel - padding - stride)
-    assert check(my_halo_rows)
-    assert score(my_halo_rows)[0] == 1.0
+    assert check(halo_rows)
+    assert score(halo_rows)[0] == 1.0
 
 
-def test_my_halo_rows_k_half_on_each_side_fails():
-    def my_halo_rows(kernel, padding, stride):
+def test_halo_rows_k_half_on_each_side_fails():
+    def halo_rows(kernel, padding, stride):
         return kernel // 2, kernel // 2
-    assert_wrong(my_halo_rows, "stride")
-    assert score(my_halo_rows)[0] == 0.0
+    assert_wrong(halo_rows, "stride")
+    assert score(halo_rows)[0] == 0.0
 
 
-def test_my_halo_rows_ignoring_the_stride_fails():
-    def my_halo_rows(kernel, padding, stride):
+def test_halo_rows_ignoring_the_stride_fails():
+    def halo_rows(kernel, padding, stride):
         return padding, kernel - 1 - padding
-    assert_wrong(my_halo_rows, "right for stride 1")
+    assert_wrong(halo_rows, "right for stride 1")
 
 
-def test_my_halo_rows_swapped_fails():
-    def my_halo_rows(kernel, padding, stride):
+def test_halo_rows_swapped_fails():
+    def halo_rows(kernel, padding, stride):
         return max(0, kernel - padding - stride), padding
-    assert_wrong(my_halo_rows, "swapped")
+    assert_wrong(halo_rows, "swapped")
 
 
-def test_my_halo_rows_negative_rows_fail():
-    def my_halo_rows(kernel, padding, stride):
+def test_halo_rows_negative_rows_fail():
+    def halo_rows(kernel, padding, stride):
         return padding, kernel - padding - stride
-    assert_wrong(my_halo_rows, "negative")
+    assert_wrong(halo_rows, "negative")
 
 
-def test_my_halo_rows_padding_both_sides_fails():
-    def my_halo_rows(kernel, padding, stride):
+def test_halo_rows_padding_both_sides_fails():
+    def halo_rows(kernel, padding, stride):
         return padding, padding
-    assert not check(my_halo_rows)
+    assert not check(halo_rows)
 
 
-# ---- my_exchange_halo, in 2 and 3 real ranks --------------------------------------------------------------------
+# ---- exchange_halo, in 2 and 3 real ranks ----------------------------------------------------------------------------
 
-def my_exchange_halo(slab, above, below, padding, rank, world_size):
+def exchange_halo(slab, above, below, padding, rank, world_size):
     n, c, _, w = slab.shape
     top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
     bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
@@ -80,14 +80,14 @@ def my_exchange_halo(slab, above, below, padding, rank, world_size):
     return torch.cat([top, slab, bottom], dim=2)
 
 
-def test_my_exchange_halo_solution_passes_and_scores_full():
-    result = check(my_exchange_halo)
+def test_exchange_halo_solution_passes_and_scores_full():
+    result = check(exchange_halo)
     assert result, result
-    assert score(my_exchange_halo)[0] == 1.0
+    assert score(exchange_halo)[0] == 1.0
 
 
-def test_my_exchange_halo_wrong_ends_of_the_slab_fail():
-    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+def test_exchange_halo_wrong_ends_of_the_slab_fail():
+    def exchange_halo(slab, above, below, padding, rank, world_size):
         n, c, _, w = slab.shape
         top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
         bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
@@ -101,18 +101,18 @@ def test_my_exchange_halo_wrong_ends_of_the_slab_fail():
         for request in requests:
             request.wait()
         return torch.cat([top, slab, bottom], dim=2)
-    assert_wrong(my_exchange_halo, "wrong end")
+    assert_wrong(exchange_halo, "wrong end")
 
 
-def test_my_exchange_halo_zero_padding_between_slabs_fails():
-    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+def test_exchange_halo_zero_padding_between_slabs_fails():
+    def exchange_halo(slab, above, below, padding, rank, world_size):
         n, c, _, w = slab.shape  # every slab padded as if it were the whole image: no exchange
         return torch.cat([slab.new_zeros(n, c, padding, w), slab, slab.new_zeros(n, c, padding, w)], dim=2)
-    assert_wrong(my_exchange_halo, "zeros where the neighbour below's first rows belong")
+    assert_wrong(exchange_halo, "zeros where the neighbour below's first rows belong")
 
 
-def test_my_exchange_halo_without_the_image_edge_padding_fails():
-    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+def test_exchange_halo_without_the_image_edge_padding_fails():
+    def exchange_halo(slab, above, below, padding, rank, world_size):
         parts = [slab]
         requests = []
         if rank > 0:
@@ -126,11 +126,11 @@ def test_my_exchange_halo_without_the_image_edge_padding_fails():
         for request in requests:
             request.wait()
         return torch.cat(parts, dim=2)
-    assert_wrong(my_exchange_halo, "shape", "zero rows at the image's own top and bottom edge")
+    assert_wrong(exchange_halo, "shape", "zero rows at the image's own top and bottom edge")
 
 
-def test_my_exchange_halo_above_and_below_mixed_up_fails():
-    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+def test_exchange_halo_above_and_below_mixed_up_fails():
+    def exchange_halo(slab, above, below, padding, rank, world_size):
         n, c, _, w = slab.shape  # `below` rows from the neighbour above and `above` rows from the one below
         top = slab.new_zeros(n, c, below if rank > 0 else padding, w)
         bottom = slab.new_zeros(n, c, above if rank < world_size - 1 else padding, w)
@@ -142,12 +142,12 @@ def test_my_exchange_halo_above_and_below_mixed_up_fails():
         for request in requests:
             request.wait()
         return torch.cat([top, slab, bottom], dim=2)
-    assert_wrong(my_exchange_halo, "shape", "`above` rows come from rank - 1")
+    assert_wrong(exchange_halo, "shape", "`above` rows come from rank - 1")
 
 
 @pytest.mark.slow  # a planned timeout: the receive that is never waited for times out after EXCHANGE_TIMEOUT_S
-def test_my_exchange_halo_without_waiting_names_the_missing_wait():
-    def my_exchange_halo(slab, above, below, padding, rank, world_size):
+def test_exchange_halo_without_waiting_names_the_missing_wait():
+    def exchange_halo(slab, above, below, padding, rank, world_size):
         n, c, _, w = slab.shape
         top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
         bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
@@ -162,14 +162,14 @@ def test_my_exchange_halo_without_waiting_names_the_missing_wait():
     # asks for the named failure in one of three tries rather than in each
     messages = []
     for _ in range(3):
-        messages.append(check(my_exchange_halo).message)
+        messages.append(check(exchange_halo).message)
         if "never came" in messages[-1] and ".wait()" in messages[-1]:
             break
     else:
         raise AssertionError(messages)
 
 
-# ---- halo_bytes_per_step --------------------------------------------------------------------------------------------
+# ---- halo_bytes_per_step ---------------------------------------------------------------------------------------------
 
 def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
     rows = padding + max(0, kernel - padding - stride)
@@ -238,45 +238,45 @@ def test_halo_bytes_padded_width_fails_and_says_so():
     assert_wrong(halo_bytes_per_step, "without the padding")
 
 
-# ---- my_slab_bounds -------------------------------------------------------------------------------------------------
+# ---- slab_bounds -----------------------------------------------------------------------------------------------------
 
-def test_my_slab_bounds_solution_passes_and_scores_full():
-    def my_slab_bounds(height, rank, world_size, align):
+def test_slab_bounds_solution_passes_and_scores_full():
+    def slab_bounds(height, rank, world_size, align):
         share, extra = divmod(height // align, world_size)
         start = align * (rank * share + min(rank, extra))
         stop = height if rank == world_size - 1 else start + align * (share + (rank < extra))
         return start, stop
-    assert check(my_slab_bounds)
-    assert score(my_slab_bounds)[0] == 1.0
+    assert check(slab_bounds)
+    assert score(slab_bounds)[0] == 1.0
 
 
-def test_my_slab_bounds_dropping_the_rows_left_over_fails():
-    def my_slab_bounds(height, rank, world_size, align):
+def test_slab_bounds_dropping_the_rows_left_over_fails():
+    def slab_bounds(height, rank, world_size, align):
         per = height // world_size // align * align
         return rank * per, (rank + 1) * per
-    assert_wrong(my_slab_bounds, "rows left over")
+    assert_wrong(slab_bounds, "rows left over")
 
 
-def test_my_slab_bounds_unaligned_borders_fail():
-    def my_slab_bounds(height, rank, world_size, align):
+def test_slab_bounds_unaligned_borders_fail():
+    def slab_bounds(height, rank, world_size, align):
         share, extra = divmod(height, world_size)  # balanced rows, but borders anywhere
         start = rank * share + min(rank, extra)
         return start, start + share + (rank < extra)
-    assert_wrong(my_slab_bounds, "not a multiple")
+    assert_wrong(slab_bounds, "not a multiple")
 
 
-def test_my_slab_bounds_everything_extra_to_the_last_rank_fails():
-    def my_slab_bounds(height, rank, world_size, align):
+def test_slab_bounds_everything_extra_to_the_last_rank_fails():
+    def slab_bounds(height, rank, world_size, align):
         per = height // align // world_size * align
         return rank * per, height if rank == world_size - 1 else (rank + 1) * per
-    assert_wrong(my_slab_bounds, "differ by more than one")
+    assert_wrong(slab_bounds, "differ by more than one")
 
 
-def test_my_slab_bounds_extras_to_the_last_ranks_fail():
-    def my_slab_bounds(height, rank, world_size, align):
+def test_slab_bounds_extras_to_the_last_ranks_fail():
+    def slab_bounds(height, rank, world_size, align):
         share, extra = divmod(height // align, world_size)
         first_extra = world_size - extra  # the extra blocks to the last ranks
         start = align * (rank * share + max(0, rank - first_extra))
         stop = height if rank == world_size - 1 else start + align * (share + (rank >= first_extra))
         return start, stop
-    assert_wrong(my_slab_bounds, "first ranks")
+    assert_wrong(slab_bounds, "first ranks")

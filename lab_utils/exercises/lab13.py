@@ -3,13 +3,13 @@ whole image, and a convolution of it = the unsplit convolution), the halo bytes 
 that balances rows when the height does not divide."""
 from __future__ import annotations
 
-from .core import ANY, Exercise, last_line, max_abs_diff, register
+from .core import ANY, Exercise, FROM_LESSON, last_line, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\nimport torch.nn.functional as F"
 EXCHANGE_TIMEOUT_S = 10  # an exchange that waits for a message nobody sends is stopped after this long
 
 
-# ---- my_halo_rows -------------------------------------------------------------------------------------------------
+# ---- halo_rows -------------------------------------------------------------------------------------------------------
 
 def _rows_cases(rng):
     fixed = [(3, 1, 1), (3, 1, 2), (5, 2, 1), (2, 0, 2), (1, 0, 1), (3, 0, 1), (7, 3, 2), (1, 0, 2)]
@@ -17,16 +17,8 @@ def _rows_cases(rng):
     return [list(c) for c in fixed + drawn]
 
 
-def _rows_run(my_halo_rows, cases):
-    return [[int(v) for v in my_halo_rows(k, p, s)] for k, p, s in cases]
-
-
-def _rows_reference(k: int, p: int, s: int) -> list[int]:
-    return [p, max(0, k - p - s)]
-
-
-def _rows_expected(cases):
-    return [_rows_reference(*c) for c in cases]
+def _rows_run(halo_rows, cases):
+    return [[int(v) for v in halo_rows(k, p, s)] for k, p, s in cases]
 
 
 def _rows_judge(got, expected, cases):
@@ -53,12 +45,12 @@ def _rows_judge(got, expected, cases):
     return 1.0, "the rows above are the padding, the rows below k - p - s (never negative), for every case"
 
 
-MY_HALO_ROWS = Exercise("13", "my_halo_rows", _rows_cases, _rows_run, _rows_expected, _rows_judge,
-                        "the first output row of the slab reads rows from i*s - p; the last one reads up to "
-                        "i*s - p + k - 1, with the slab's last input row at i*s + s - 1")
+HALO_ROWS = Exercise("13", "halo_rows", _rows_cases, _rows_run, FROM_LESSON, _rows_judge,
+                     "the first output row of the slab reads rows from i*s - p; the last one reads up to "
+                     "i*s - p + k - 1, with the slab's last input row at i*s + s - 1")
 
 
-# ---- my_exchange_halo, in 2 and 3 real ranks ------------------------------------------------------------------------
+# ---- exchange_halo, in 2 and 3 real ranks ----------------------------------------------------------------------------
 
 def _exchange_cases(rng):
     cases = []
@@ -93,11 +85,11 @@ def _rows_of(height: int, rank: int, world_size: int, stride: int) -> tuple[int,
     return slab_bounds(height, rank, world_size, stride)  # borders on multiples of the stride, as halo_rows assumes
 
 
-def exchange_exercise_worker(rank, world_size, my_exchange_halo, cases):
+def exchange_exercise_worker(rank, world_size, exchange_halo, cases):
     """Each case: this rank's slab through the learner's exchange, and the unsplit convolution's rows of it."""
     out: list[dict] = []
     try:  # a receive left unwaited times out later, in the next case or at the group's end: translate it there too
-        _exchange_cases_in_group(rank, world_size, my_exchange_halo, cases, out)
+        _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out)
     except RuntimeError as exc:
         if "timed out" in str(exc).lower():
             raise RuntimeError(f"rank {rank} waited {EXCHANGE_TIMEOUT_S} s for a message that never came: every "
@@ -108,7 +100,7 @@ def exchange_exercise_worker(rank, world_size, my_exchange_halo, cases):
     return out
 
 
-def _exchange_cases_in_group(rank, world_size, my_exchange_halo, cases, out):
+def _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out):
     """The worker's cases in one process group, each rank's entries appended to `out`."""
     import torch.nn.functional as F
 
@@ -123,7 +115,7 @@ def _exchange_cases_in_group(rank, world_size, my_exchange_halo, cases, out):
             start, stop = _rows_of(case["height"], rank, world_size, case["stride"])
             above, below = halo_rows(case["kernel"], case["padding"], case["stride"])
             slab = images[:, :, start:stop].contiguous()
-            haloed = my_exchange_halo(slab, above, below, case["padding"], rank, world_size)
+            haloed = exchange_halo(slab, above, below, case["padding"], rank, world_size)
             entry = {"rows": [start, stop], "haloed": haloed.detach().tolist(), "conv": None}
             try:
                 entry["conv"] = F.conv2d(haloed, conv.weight, conv.bias, case["stride"],
@@ -133,10 +125,10 @@ def _exchange_cases_in_group(rank, world_size, my_exchange_halo, cases, out):
             out.append(entry)
 
 
-def _exchange_run(my_exchange_halo, cases):
+def _exchange_run(exchange_halo, cases):
     from ..launch import launch
 
-    return [launch(exchange_exercise_worker, n, args=(my_exchange_halo, cases), timeout=60)
+    return [launch(exchange_exercise_worker, n, args=(exchange_halo, cases), timeout=60)
             for n in sorted({c["world_size"] for c in cases})]
 
 
@@ -226,8 +218,8 @@ def _exchange_judge(got, expected, cases):
                  "heights they do not divide; convolved, it equals the unsplit convolution within 1e-5")
 
 
-MY_EXCHANGE_HALO = Exercise(
-    "13", "my_exchange_halo", _exchange_cases, _exchange_run, _exchange_expected, _exchange_judge,
+EXCHANGE_HALO = Exercise(
+    "13", "exchange_halo", _exchange_cases, _exchange_run, _exchange_expected, _exchange_judge,
     "rank r: irecv `above` rows from r - 1 and `below` rows from r + 1 into new buffers; isend its first `below` rows "
     "to r - 1 and its last `above` rows to r + 1; wait for every request; zero rows (padding of them) only at the "
     "image's top and bottom", setup=SETUP, ranks=3,
@@ -235,7 +227,7 @@ MY_EXCHANGE_HALO = Exercise(
                                 for run in right])
 
 
-# ---- halo_bytes_per_step -----------------------------------------------------------------------------------------
+# ---- halo_bytes_per_step ---------------------------------------------------------------------------------------------
 
 def _bytes_cases(rng):
     # the first case has 3 ranks: on 2, counting N borders and counting each border's rows twice give the same number
@@ -248,15 +240,6 @@ def _bytes_cases(rng):
 
 def _bytes_run(halo_bytes_per_step, cases):
     return [float(halo_bytes_per_step(*c)) for c in cases]
-
-
-def _bytes_reference(k, p, s, c, w, b, n, itemsize) -> float:
-    rows = p + max(0, k - p - s)
-    return float(2 * (n - 1) * rows * w * c * b * itemsize)
-
-
-def _bytes_expected(cases):
-    return [_bytes_reference(*c) for c in cases]
 
 
 def _bytes_judge(got, expected, cases):
@@ -294,12 +277,12 @@ def _bytes_judge(got, expected, cases):
     return 1.0, "rows per border x width x channels x batch x bytes, over N - 1 borders, forward and backward"
 
 
-HALO_BYTES_PER_STEP = Exercise("13", "halo_bytes_per_step", _bytes_cases, _bytes_run, _bytes_expected, _bytes_judge,
+HALO_BYTES_PER_STEP = Exercise("13", "halo_bytes_per_step", _bytes_cases, _bytes_run, FROM_LESSON, _bytes_judge,
                                "each of the N - 1 borders carries the rows the two neighbours need, each row "
                                "width x channels numbers per image; the backward pass returns them")
 
 
-# ---- my_slab_bounds --------------------------------------------------------------------------------------------------
+# ---- slab_bounds -----------------------------------------------------------------------------------------------------
 
 def _bounds_cases(rng):
     fixed = [(45, 3, 4), (30, 2, 4), (62, 3, 4), (13, 3, 1), (100, 4, 8)]
@@ -307,14 +290,8 @@ def _bounds_cases(rng):
     return [list(c) for c in fixed + drawn]
 
 
-def _bounds_run(my_slab_bounds, cases):
-    return [[[int(v) for v in my_slab_bounds(h, r, n, a)] for r in range(n)] for h, n, a in cases]
-
-
-def _bounds_expected(cases):
-    from ..lessons.lab13 import slab_bounds
-
-    return [[list(slab_bounds(h, r, n, a)) for r in range(n)] for h, n, a in cases]
+def _bounds_run(slab_bounds, cases):
+    return [[[int(v) for v in slab_bounds(h, r, n, a)] for r in range(n)] for h, n, a in cases]
 
 
 def _bounds_judge(got, expected, cases):
@@ -339,8 +316,8 @@ def _bounds_judge(got, expected, cases):
     return 1.0, "every row once, borders on multiples of the alignment, blocks shared to within one, extras first"
 
 
-MY_SLAB_BOUNDS = Exercise("13", "my_slab_bounds", _bounds_cases, _bounds_run, _bounds_expected, _bounds_judge,
-                          "count whole blocks of `align` rows, give each rank blocks // world_size and the first "
-                          "blocks % world_size ranks one more; the last rank stops at the height")
+SLAB_BOUNDS = Exercise("13", "slab_bounds", _bounds_cases, _bounds_run, FROM_LESSON, _bounds_judge,
+                       "count whole blocks of `align` rows, give each rank blocks // world_size and the first "
+                       "blocks % world_size ranks one more; the last rank stops at the height")
 
-register(MY_HALO_ROWS, MY_EXCHANGE_HALO, HALO_BYTES_PER_STEP, MY_SLAB_BOUNDS)
+register(HALO_ROWS, SLAB_BOUNDS, EXCHANGE_HALO, HALO_BYTES_PER_STEP)

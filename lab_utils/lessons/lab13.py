@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from lab_utils import measure, spatial
 
-__all__ = ['CourseCNN', 'slab_bounds', 'halo_rows', 'exchange_halo', 'return_halo_gradient', 'HaloExchange', 'slab_conv', 'SumOverSlabs', 'SumForEveryRank', 'slab_batch_norm', 'SpatialCNN', 'sum_slab_gradients', 'spatial_step_worker', 'speed_worker', 'activation_worker', 'dtensor_conv_worker']
+__all__ = ['CourseCNN', 'halo_rows', 'slab_bounds', 'exchange_halo', 'return_halo_gradient', 'HaloExchange', 'slab_conv', 'SumOverSlabs', 'SumForEveryRank', 'slab_batch_norm', 'SpatialCNN', 'sum_slab_gradients', 'spatial_step_worker', 'halo_bytes_per_step', 'speed_worker', 'activation_worker', 'dtensor_conv_worker']
 
 
 # ---- solutions/13_spatial_parallelism.ipynb, cell 7 (id 2e475bc6) --------------------------------------------------
@@ -35,6 +35,14 @@ class CourseCNN(nn.Module):
 
 # ---- solutions/13_spatial_parallelism.ipynb, cell 11 (id 5294c34a) -------------------------------------------------
 
+def halo_rows(kernel, padding, stride):
+    """(rows needed from the neighbour above, rows needed from the neighbour below) by a convolution on a slab whose
+    first row and length are multiples of the stride."""
+    return padding, max(0, kernel - padding - stride)
+
+
+# ---- solutions/13_spatial_parallelism.ipynb, cell 14 (id 0de57004) -------------------------------------------------
+
 ALIGN = 4  # the CNN's strides multiplied (max-pool 2, conv2 2): slab borders on multiples of 4 rows
 
 
@@ -48,13 +56,7 @@ def slab_bounds(height, rank, world_size, align=1):
     return start, stop
 
 
-def halo_rows(kernel, padding, stride):
-    """(rows needed from the neighbour above, rows needed from the neighbour below) by a convolution on a slab whose
-    first row and length are multiples of the stride."""
-    return padding, max(0, kernel - padding - stride)
-
-
-# ---- solutions/13_spatial_parallelism.ipynb, cell 14 (id db0acd0a) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 19 (id 9e869687) -------------------------------------------------
 
 def exchange_halo(slab, above, below, padding, rank, world_size):
     """The slab with the neighbour above's last `above` rows on top and the neighbour below's first `below` rows
@@ -77,6 +79,8 @@ def exchange_halo(slab, above, below, padding, rank, world_size):
         request.wait()
     return torch.cat([top, slab, bottom], dim=2)
 
+
+# ---- solutions/13_spatial_parallelism.ipynb, cell 22 (id db0acd0a) -------------------------------------------------
 
 def return_halo_gradient(grad, above, below, padding, rank, world_size):
     """Backward of exchange_halo: the gradient of each halo row goes back to the rank that owns the row, which adds
@@ -128,7 +132,7 @@ def slab_conv(conv, slab):
     return F.conv2d(x, conv.weight, conv.bias, conv.stride, (0, conv.padding[1]))
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 16 (id d36e971e) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 24 (id d36e971e) -------------------------------------------------
 
 class SumOverSlabs(torch.autograd.Function):
     """All-reduce forward; backward all-reduces the gradient too: every rank's slab used the total, so its
@@ -172,7 +176,7 @@ def slab_batch_norm(bn, x):
     return torch.addcmul((bn.bias - mean * scale).view(1, c, 1, 1), x, scale.view(1, c, 1, 1))  # x * scale + shift
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 18 (id 68a12f49) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 26 (id 68a12f49) -------------------------------------------------
 
 class SpatialCNN(nn.Module):
     """The unsplit CNN's own layers and weights, run on this rank's slab of rows."""
@@ -200,7 +204,7 @@ def sum_slab_gradients(model):
         g.copy_(summed.view_as(g))
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 19 (id 0b876796) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 27 (id 0b876796) -------------------------------------------------
 
 def spatial_step_worker(rank, world_size, problems, seed, batch_norm=slab_batch_norm):
     """For each (images, labels): one forward and backward of the CNN on this rank's slab, in float64: logits,
@@ -226,7 +230,15 @@ def spatial_step_worker(rank, world_size, problems, seed, batch_norm=slab_batch_
     return out
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 29 (id 2bdeb624) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 35 (id ee19a5d2) -------------------------------------------------
+
+def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+    """Bytes of one convolution's halo messages, all ranks, forward and backward."""
+    above, below = halo_rows(kernel, padding, stride)  # each border carries above rows down, below rows up
+    return 2 * (world_size - 1) * (above + below) * width * channels * batch * itemsize
+
+
+# ---- solutions/13_spatial_parallelism.ipynb, cell 39 (id 2bdeb624) -------------------------------------------------
 
 def speed_worker(rank, world_size, workloads, repeats, seed):
     """Per workload, one training step's forward and backward three ways, interleaved: spatial (every rank a slab of
@@ -282,7 +294,7 @@ def activation_worker(rank, world_size, images, seed):
     return kept["bytes"]
 
 
-# ---- solutions/13_spatial_parallelism.ipynb, cell 37 (id 0792f7ec) -------------------------------------------------
+# ---- solutions/13_spatial_parallelism.ipynb, cell 47 (id 0792f7ec) -------------------------------------------------
 
 def dtensor_conv_worker(rank, world_size, x, weight, bias, timed_x, repeats):
     """F.conv2d on a DTensor sharded along the width (Shard(3)), weights replicated, padding 1: what it claims,
