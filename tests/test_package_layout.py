@@ -338,3 +338,14 @@ def test_learner_modules_do_not_import_generated_lessons():
                                                          any(a.name.startswith("lab") for a in node.names))
                 found += [f"{path.name}:{node.lineno} imports from {'.' * node.level}{module}"] if generated else []
     assert found == [], "a learner module imports a generated lesson module:\n" + "\n".join(found)
+
+
+def test_no_student_notebook_imports_instructor_code():
+    """Instructor code (grading, benchmarks, GPU checks) stays out of what a learner runs (issue 51)."""
+    import nbformat
+
+    from lab_utils.instructor import labs
+
+    for path in sorted((labs.ROOT / "notebooks").glob("*.ipynb")):
+        code = "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
+        assert "lab_utils.instructor" not in code and "from lab_utils import instructor" not in code, path.name
