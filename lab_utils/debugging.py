@@ -34,21 +34,6 @@ def uneven_problem(case, world_size: int = 2):
     return model, per_rank
 
 
-def uneven_worker(rank, world_size, train_all, case):
-    """train_all(ddp_model, my_batches, optimizer) on this rank's batches; the weights it ends with."""
-    import torch
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from . import tensors
-    from .launch import process_group
-
-    with process_group(timeout_s=60):
-        model, per_rank = uneven_problem(case, world_size)
-        ddp = DDP(model)
-        train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
-        return tensors.flat_weights(model).tolist()
-
-
 def one_process(case, lone_last_step: bool, halved: bool = False, world_size: int = 2):
     """One process over the global batches (both ranks' batches together); the last rank's extra batch as one more
     step (`halved`: its gradient divided by the world size, as Join's default does), or dropped."""

@@ -100,10 +100,10 @@ def test_the_record_wraps_torch_distributed_notes_the_callers_line_and_state_and
 
     original = dist.all_reduce
     monkeypatch.setenv(record.ENABLED, "0")
-    assert record.install() is False and dist.all_reduce is original  # LAB_COLLECTIVE_RECORD=0: nothing wrapped
+    assert record.start_recording() is False and dist.all_reduce is original  # LAB_COLLECTIVE_RECORD=0: nothing wrapped
     monkeypatch.delenv(record.ENABLED)
     try:
-        assert record.install() is True and dist.all_reduce is not original
+        assert record.start_recording() is True and dist.all_reduce is not original
         record.clear()
         with pytest.raises((RuntimeError, ValueError)):  # no process group here: the call fails, and is recorded so
             dist.all_reduce(torch.ones(3, dtype=torch.float64))
@@ -113,7 +113,7 @@ def test_the_record_wraps_torch_distributed_notes_the_callers_line_and_state_and
         assert call["state"].startswith("failed") and call["where"][0] == line.co_filename
         assert where.call_text(call) == "all_reduce #1 [3] float64"
     finally:
-        record.uninstall()
+        record.stop_recording()
         record.clear()
     assert dist.all_reduce is original
 

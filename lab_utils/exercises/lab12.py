@@ -2,11 +2,28 @@
 parameter that gets no gradient."""
 from __future__ import annotations
 
-from ..debugging import LAYERS, branchy_model, hang_table, one_process, uneven_worker
+from ..debugging import LAYERS, branchy_model, hang_table, one_process, uneven_problem
 from .core import Exercise, register
 
 SETUP = ("import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F\n"
          "from torch.distributed.algorithms import Join")
+
+
+# ---- the harness of the uneven-data exercise: the learner's train_all in real ranks ----------------------------
+
+def uneven_worker(rank, world_size, train_all, case):
+    """train_all(ddp_model, my_batches, optimizer) on this rank's batches; the weights it ends with."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .. import tensors
+    from ..launch import process_group
+
+    with process_group(timeout_s=60):
+        model, per_rank = uneven_problem(case, world_size)
+        ddp = DDP(model)
+        train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
+        return tensors.flat_weights(model).tolist()
 
 
 # ---- read a hang table ------------------------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
         if threads:
             torch.set_num_threads(threads)
         hold_process_groups()
-        record.install()  # every collective this rank makes is recorded: a hang's table says where it waits
+        record.start_recording()  # every collective this rank makes is recorded: a hang's table says where it waits
         if prepare is not None:
             prepare()  # e.g. quiet TensorFlow's start-up, before unpickling a worker imports it
         jobs = pickle.loads(payload)

@@ -102,7 +102,7 @@ def _wrap(name: str, function):
     return recorded
 
 
-def install() -> bool:
+def start_recording() -> bool:
     """Wrap the process group's collectives in this process (once); False when LAB_COLLECTIVE_RECORD=0."""
     if os.environ.get(ENABLED, "1") == "0":
         return False
@@ -121,7 +121,7 @@ def install() -> bool:
     return True
 
 
-def uninstall() -> None:
+def stop_recording() -> None:
     """Put the original functions back (the benchmark's "without" side)."""
     import torch.distributed as dist
     from torch.distributed import distributed_c10d
