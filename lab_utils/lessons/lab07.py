@@ -301,7 +301,7 @@ def checkpoint_worker(rank, world_size, job):
     report, samples = {"losses": {}}, 0                     # samples: the global sample index
     if job.resume:
         model_state, optimizer_state = get_state_dict(model, optimizer)  # this run's layout, to be filled
-        state = {"model": model_state, "optimizer": optimizer_state, "samples": torch.tensor(0)}
+        state: dict = {"model": model_state, "optimizer": optimizer_state, "samples": torch.tensor(0)}
         dcp.load(state, checkpoint_id=job.folder)           # each rank reads the pieces of its own shards
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
         samples = int(state["samples"])
