@@ -24,8 +24,8 @@ def weights_mismatch(saved: dict, loaded: dict, tolerance: float = 0.0) -> str |
         name = shapes[0]
         return f"{name}: saved with shape {tuple(np.shape(saved[name]))}, loaded {tuple(np.shape(loaded[name]))}"
     diffs = {name: float(np.abs(np.asarray(loaded[name]) - np.asarray(saved[name])).max(initial=0.0)) for name in saved}
-    worst = max(diffs, key=lambda name: diffs[name], default=None)
-    if worst is None or not diffs[worst] > tolerance:  # `not >` also catches a NaN
+    worst = max(diffs, key=lambda name: (bool(np.isnan(diffs[name])), diffs[name]), default=None)  # NaN first
+    if worst is None or diffs[worst] <= tolerance:  # a NaN is never <= anything: caught
         return None
     wrong = [name for name in saved if not diffs[name] <= tolerance]
     return (f"max |loaded - saved| = {diffs[worst]:.3g} in {worst} (tolerance {tolerance:g}); tensors that differ: "
