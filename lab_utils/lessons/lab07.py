@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 from lab_utils import checkpoints, collectives, hardware, memory, spec
 from lab_utils.tensors import flat_weights
 
-__all__ = ['join_group', 'leave_group', 'micro_batch', 'accumulate', 'AmpJob', 'amp_worker', 'forward_with_checkpoints', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker', 'CheckpointJob', 'global_rows', 'checkpoint_worker', 'choose_checkpoints']
+__all__ = ['join_group', 'leave_group', 'micro_batch', 'accumulate', 'AmpJob', 'amp_worker', 'forward_with_checkpoints', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker', 'CheckpointJob', 'global_rows', 'checkpoint_worker', 'choose_checkpoints', 'resume_order']
 
 
 # ---- solutions/07_memory_sharding.ipynb, cell 4 (id 509f91b4) ------------------------------------------------------
@@ -327,7 +327,7 @@ def checkpoint_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 73 (id 0336df6e) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 75 (id 0336df6e) -----------------------------------------------------
 
 import itertools
 
@@ -342,3 +342,10 @@ def choose_checkpoints(freed, extra, total, budget):
                 if best is None or cost < best[0]:
                     best = (cost, list(chosen))
     return None if best is None else best[1]
+
+
+# ---- solutions/07_memory_sharding.ipynb, cell 80 (id 2cce8469) -----------------------------------------------------
+
+def resume_order(order, samples_read, rank, world_size):
+    "The samples rank `rank` of `world_size` reads in the rest of the epoch after `samples_read` were read."
+    return list(order[samples_read:][rank::world_size])
