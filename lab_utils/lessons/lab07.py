@@ -291,7 +291,6 @@ def checkpoint_worker(rank, world_size, job):
     from torch.distributed.fsdp import fully_shard
 
     device = join_group()
-    torch.backends.cudnn.allow_tf32 = False                 # a GPU rank's convolutions in float32, as a CPU rank's
     mesh = init_device_mesh(device.type, (world_size,))
     model = spec.build_torch(job.spec, job.input_shape, seed=job.seed).to(device)
     for layer in model:
