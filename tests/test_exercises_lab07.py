@@ -195,3 +195,39 @@ def test_choose_checkpoints_never_returning_none_fails():
 @pytest.mark.parametrize("name", ["memory_per_rank", "sharded_step", "choose_checkpoints"])
 def test_exercises_are_registered_for_lab_07(name):
     assert get(name).lab == "07"
+
+
+# ---- resume_order ----------------------------------------------------------------------------------------------------
+
+RESUME = source_of(lesson07.resume_order)  # the solution's, the reference
+RESUME_LINE = "return list(order[samples_read:][rank::world_size])"
+
+
+def test_resume_order_solution_passes():
+    assert check(learner(RESUME, "resume_order")).passed
+    assert score(learner(RESUME, "resume_order")) == 1.0
+
+
+def test_resume_order_skipping_the_global_index_in_the_own_stride_fails():
+    fails(edited(RESUME, "resume_order", {RESUME_LINE: "return list(order[rank::world_size][samples_read:])"}),
+          "counts every rank's samples")
+
+
+def test_resume_order_skipping_by_the_own_stride_fails():
+    fails(edited(RESUME, "resume_order",
+                 {RESUME_LINE: "return list(order[rank::world_size][samples_read // world_size:])"}),
+          "on another number of ranks they did not")
+
+
+def test_resume_order_every_rank_reading_the_rest_fails():
+    fails(edited(RESUME, "resume_order", {RESUME_LINE: "return list(order[samples_read:])"}), "whole rest")
+
+
+def test_resume_order_contiguous_chunks_fail():
+    chunks = ("rest = order[samples_read:]\n    size = -(-len(rest) // world_size)\n"
+              "    return list(rest[rank * size:(rank + 1) * size])")
+    fails(edited(RESUME, "resume_order", {RESUME_LINE: chunks}), "not in the order of a run without a stop")
+
+
+def test_resume_order_is_registered_for_lab_07():
+    assert get("resume_order").lab == "07"

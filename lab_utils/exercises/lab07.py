@@ -1,5 +1,5 @@
 """Lab 07: the memory formula for an optimizer and a strategy; a sharded optimizer step in real ranks; what to
-checkpoint under a memory budget."""
+checkpoint under a memory budget; resuming the data order on another number of ranks."""
 from __future__ import annotations
 
 import itertools
@@ -290,4 +290,59 @@ CHOOSE_CHECKPOINTS = Exercise("07", "choose_checkpoints", _budget_cases, _budget
                               "one with the least extra time (a few blocks: try every set); None when none fits",
                               setup="import itertools")
 
-register(MEMORY_PER_RANK, SHARDED_STEP, CHOOSE_CHECKPOINTS)
+# ---- resume_order ----------------------------------------------------------------------------------------------------
+
+def _resume_cases(rng):
+    cases = [{"n": 24, "samples_read": 12, "world_size": 3}, {"n": 30, "samples_read": 10, "world_size": 4},
+             {"n": 20, "samples_read": 7, "world_size": 2}, {"n": 16, "samples_read": 0, "world_size": 3},
+             {"n": 18, "samples_read": 18, "world_size": 2}, {"n": 12, "samples_read": 5, "world_size": 1}]
+    for _ in range(3):
+        n = rng.randint(20, 60)
+        cases.append({"n": n, "samples_read": rng.randint(1, n - 1), "world_size": rng.randint(2, 5)})
+    for c in cases:
+        c["order"] = rng.sample(range(c["n"]), c["n"])  # the epoch's permutation
+    return cases
+
+
+def _resume_run(resume_order, cases):
+    return [[[int(i) for i in resume_order(list(c["order"]), c["samples_read"], r, c["world_size"])]
+             for r in range(c["world_size"])] for c in cases]
+
+
+def _counted(got, c):
+    """(read twice, never read) of the epoch when the ranks read `got` after the first samples_read of the order."""
+    from collections import Counter
+
+    read = Counter(c["order"][:c["samples_read"]] + [i for part in got for i in part])
+    return sum(k - 1 for k in read.values() if k > 1), sum(1 for i in c["order"] if read[i] == 0)
+
+
+def _resume_judge(got, expected, cases):
+    for g, e, c in zip(got, expected, cases):
+        if g == e:
+            continue
+        order, done, w = c["order"], c["samples_read"], c["world_size"]
+        twice, never = _counted(g, c)
+        where = (f"resume_order(order of {c['n']}, samples_read={done}, rank, world_size={w}): the ranks read "
+                 f"{twice} samples twice and skip {never}")
+        if g == [order[r::w][done:] for r in range(w)]:
+            return 0.0, (f"{where}: samples_read counts every rank's samples, in the epoch's order; skip them there "
+                         "first, then split the rest")
+        if g == [order[r::w][done // w:] for r in range(w)]:
+            return 0.0, (f"{where}: skipping samples_read // world_size of this rank's own stride is right only if "
+                         "the ranks read these strides before the stop; on another number of ranks they did not")
+        if all(part == order[done:] for part in g):
+            return 0.0, f"{where}: every rank reads the whole rest; rank r takes every world_size-th sample of it"
+        if twice == never == 0:
+            return 0.0, (f"resume_order(order of {c['n']}, samples_read={done}, world_size={w}): every sample once, "
+                         "but not in the order of a run without a stop: rank r takes every world_size-th sample of "
+                         "the rest, starting at r, as DistributedSampler does")
+        return 0.0, f"{where}: skip the samples_read first samples of the order, then split the rest by stride"
+    return 1.0, "every sample once, in the order of a run without a stop, on every number of ranks"
+
+
+RESUME_ORDER = Exercise("07", "resume_order", _resume_cases, _resume_run, FROM_LESSON, _resume_judge,
+                        "samples_read is a position in the epoch's order, counted over all ranks: start there, then "
+                        "share the rest among the new ranks as DistributedSampler shares an epoch")
+
+register(MEMORY_PER_RANK, SHARDED_STEP, CHOOSE_CHECKPOINTS, RESUME_ORDER)

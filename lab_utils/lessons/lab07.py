@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
-from lab_utils import collectives, hardware, memory, spec
+from lab_utils import checkpoints, collectives, hardware, memory, spec
 from lab_utils.tensors import flat_weights
 
-__all__ = ['join_group', 'leave_group', 'micro_batch', 'accumulate', 'AmpJob', 'amp_worker', 'forward_with_checkpoints', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker', 'choose_checkpoints']
+__all__ = ['join_group', 'leave_group', 'micro_batch', 'accumulate', 'AmpJob', 'amp_worker', 'forward_with_checkpoints', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker', 'CheckpointJob', 'global_rows', 'checkpoint_worker', 'choose_checkpoints', 'resume_order']
 
 
 # ---- solutions/07_memory_sharding.ipynb, cell 4 (id 509f91b4) ------------------------------------------------------
@@ -256,7 +256,78 @@ def fsdp_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 68 (id 0336df6e) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 59 (id cf7d9362) -----------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckpointJob:
+    """FSDP2 Adam steps up to `steps` on images x, labels y, `global_batch` images per step split over the ranks;
+    saves a DCP checkpoint into `folder` before step `save_at` (None: no save), or starts from it (`resume`)."""
+
+    spec: list
+    input_shape: tuple
+    x: torch.Tensor
+    y: torch.Tensor
+    steps: int
+    global_batch: int
+    lr: float
+    seed: int
+    folder: str
+    save_at: int | None = None
+    resume: bool = False
+
+
+def global_rows(x, y, first_sample, rank, world_size, global_batch):
+    "Rank `rank`'s part of the global batch that starts at global sample index `first_sample` (wrapping around)."
+    rows = (first_sample + torch.arange(global_batch)) % len(x)
+    mine = torch.tensor_split(rows, world_size)[rank]      # as even as it gets: sizes differ by 1 at most
+    return x[mine], y[mine]
+
+
+def checkpoint_worker(rank, world_size, job):
+    "FSDP2 training that saves a sharded checkpoint, or resumes from one on any number of ranks."
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    device = join_group()
+    mesh = init_device_mesh(device.type, (world_size,))
+    model = spec.build_torch(job.spec, job.input_shape, seed=job.seed).to(device)
+    for layer in model:
+        if any(True for _ in layer.parameters()):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.Adam(model.parameters(), lr=job.lr)
+    report, samples = {"losses": {}}, 0                     # samples: the global sample index
+    if job.resume:
+        model_state, optimizer_state = get_state_dict(model, optimizer)  # this run's layout, to be filled
+        state: dict = {"model": model_state, "optimizer": optimizer_state, "samples": torch.tensor(0)}
+        dcp.load(state, checkpoint_id=job.folder)           # each rank reads the pieces of its own shards
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+        samples = int(state["samples"])
+        report["loaded"] = checkpoints.named_weights(model)
+    for step in range(samples // job.global_batch, job.steps):
+        if step == job.save_at:
+            model_state, optimizer_state = get_state_dict(model, optimizer)
+            dcp.save({"model": model_state, "optimizer": optimizer_state, "samples": torch.tensor(samples)},
+                     checkpoint_id=job.folder)               # every rank writes its shards; rank 0 the metadata too
+            report["saved"] = checkpoints.named_weights(model)
+        x, y = (t.to(device) for t in global_rows(job.x, job.y, samples, rank, world_size, job.global_batch))
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y, reduction="sum") * world_size / job.global_batch
+        loss.backward()
+        optimizer.step()
+        samples += job.global_batch
+        total = loss.detach().clone()
+        dist.all_reduce(total)                              # the global batch's mean loss, times N
+        report["losses"][step] = float(total) / world_size
+    report["final"] = checkpoints.named_weights(model)
+    del model, optimizer                                     # before the group goes
+    leave_group()
+    return report
+
+
+# ---- solutions/07_memory_sharding.ipynb, cell 75 (id 0336df6e) -----------------------------------------------------
 
 import itertools
 
@@ -271,3 +342,10 @@ def choose_checkpoints(freed, extra, total, budget):
                 if best is None or cost < best[0]:
                     best = (cost, list(chosen))
     return None if best is None else best[1]
+
+
+# ---- solutions/07_memory_sharding.ipynb, cell 80 (id 2cce8469) -----------------------------------------------------
+
+def resume_order(order, samples_read, rank, world_size):
+    "The samples rank `rank` of `world_size` reads in the rest of the epoch after `samples_read` were read."
+    return list(order[samples_read:][rank::world_size])
