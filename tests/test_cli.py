@@ -80,7 +80,10 @@ def test_bench_dp_ends_with_a_json_line():
     assert figures["grad_max_abs_diff"] <= 1e-5 and figures["speedup"] > 0 and isinstance(figures["flags"], str)
     assert [row["batch_size"] for row in figures["by_batch"]] == [8, 16] and figures["batch_size"] == 16
     for row in figures["by_batch"]:
-        assert row["speedup"] == pytest.approx(row["single_ms"] / row["dp_ms"], rel=1e-2)
+        # the speedup is the paired rounds' median ratio (the verdict's figure); the ratio of the two medians is
+        # another estimate of it from the same rounds, apart by no more than their spreads
+        assert row["speedup"] == pytest.approx(row["single_ms"] / row["dp_ms"],
+                                               rel=max(0.05, row["single_spread"] + row["dp_spread"]))
         assert row["single_spread"] >= 0 and row["dp_spread"] >= 0
 
 

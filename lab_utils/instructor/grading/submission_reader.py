@@ -95,9 +95,14 @@ def _parse(source: str) -> list:
 
 
 def _writes_file(node) -> bool:
-    """True for a `%%writefile` cell: the file it writes is part of what the kernel had (`import rates`)."""
+    """True for a `%%writefile` cell that writes a Python module by a literal name: the module is part of what the
+    kernel had (`import rates`). A batch script, a data file, or a name the kernel expanded from its variables
+    (`%%writefile {path}`) is no code the function can import, and is not replayed."""
     magic = _cell_magic(node)
-    return magic is not None and magic[0] == "writefile"
+    if magic is None or magic[0] != "writefile":
+        return False
+    target = magic[1].split()[-1] if magic[1].split() else ""
+    return target.endswith(".py") and not any(ch in target for ch in "{}$")
 
 
 def _names_in(target) -> set[str]:
