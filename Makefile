@@ -20,7 +20,7 @@ QUICK ?=
 TEST_WORKERS ?= 3
 .DEFAULT_GOAL := env
 
-.PHONY: help env course test test-fast test-browser lab assign outputs bench info gpu-check cluster cluster-down classroom classroom-down clean
+.PHONY: help env course test test-fast test-classroom test-browser lab assign outputs bench info gpu-check cluster cluster-down classroom classroom-down clean
 
 help:  ## this list of targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | \
@@ -42,13 +42,16 @@ course: env  ## execute every lab headless into build/course/ and print the summ
 test: env  ## the type check, unit tests, the student-notebook drift check, and nbval on solutions/ (TEST_WORKERS=1: one at a time)
 	$(PY) -m mypy
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest solutions tests --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q -m "not classroom" \
 		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 test-fast: env  ## the inner loop (a few minutes): the type check, unit tests, assign --check and the judges; no notebook, no test marked slow
 	$(PY) -m mypy
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests -m "not slow" -p no:cacheprovider -q \
 		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+
+test-classroom: env  ## as root: a JupyterHub class of 2 learners up, labs 00 and 03 in both servers at once under a 1-CPU quota each, then down (minutes)
+	$(PY) -m pytest tests/test_classroom.py -m classroom -p no:cacheprovider -q
 
 test-browser: env  ## JupyterLab in headless Chromium: lab 04's explorer and lab 01's progress bar, as a learner sees them
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \

@@ -195,6 +195,7 @@ def _refused(port: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.classroom  # its own step (make test-classroom): two learners' labs under a 1-CPU quota each take minutes
 @pytest.mark.timeout(1500)
 def test_two_learners_run_labs_00_and_03_at_once_each_under_its_quota_and_down_leaves_nothing(tmp_path):
     why = _why_not_here()
