@@ -11,7 +11,8 @@ binds a name it uses, directly or through what it uses: imports (`np` from the i
 `with` and loops), star imports, helper functions and classes (also those defined after the exercise's cell) and
 module-level values (`LOSS = nn.CrossEntropyLoss()`), each the last binding before the self-check, then every later
 statement before it that completed that object (`LOSS.label_smoothing = 0.0`, `SETTINGS['skip'] = True`, `n += 1`,
-`SORT.update(...)` on a value), and every `%%writefile` (the probe's folder is on `sys.path`, as the kernel's is), in
+`SORT.update(...)` on a value), and every `%%writefile` of a Python module by a literal name (the probe's folder is
+on `sys.path`, as the kernel's is), in
 notebook order. Statements that bind nothing it uses (a training run, a print) are the rest of the notebook and are
 left out. A notebook without a self-check for the name is read to its end.
 
