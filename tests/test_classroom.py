@@ -238,7 +238,11 @@ def test_two_learners_run_labs_00_and_03_at_once_each_under_its_quota_and_down_l
     assert len(gone) >= 4
     for name in names:
         assert not accounts.user_exists(name) and not Path(f"/home/{name}").exists()
-    assert not any(local._uid_pids(uid) for uid in uids) and not local._alive(state["hub_pid"])
+    # a zombie is only a pid entry waiting for its parent to read its exit status: one orphaned to an init that does not
+    # reap (a container's or a micro-VM's first process) is no process left running
+    left = {pid: local._cmdline(pid) for uid in uids for pid in local._uid_pids(uid) if local._alive(pid)}
+    assert not left, f"processes of the learners still running after down: {left}"
+    assert not local._alive(state["hub_pid"])
     assert not accounts.group_exists(local.GROUP)
     for learner in state["learners"]:
         assert not any(Path(f).exists() for f in learner["cgroups"])

@@ -35,29 +35,13 @@ from lab_utils.instructor.grading.sandbox.isolation import Limits
 # of them wait out the 60 s whole-run limit), more under load
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # the hostile suite: make test-fast leaves it out
 
+from lab10_answers import PREDICT, SERIAL, SPEEDUP
+
 ROOT = Path(__file__).resolve().parent.parent
 # a unix socket of the instructor's, outside /tmp (in the course's build folder; where that is not writable, as an
 # unprivileged grader, in the grader's temporary folder)
 SOCKET = ROOT / "build" / "grader-test.sock" if os.access(ROOT, os.W_OK) else \
     Path(tempfile.mkdtemp(prefix="grader-socket-")) / "grader-test.sock"
-SPEEDUP = '''
-def speedup_and_efficiency(row, baseline):
-    speedup = row.samples_per_s / baseline.samples_per_s
-    ratio = (row.world_size * (row.threads or 1)) / (baseline.world_size * (baseline.threads or 1))
-    return speedup, speedup / ratio
-'''
-SERIAL = '''
-import numpy as np
-
-def fit_serial_fraction(points):
-    a = np.array([1 - 1 / n for n, _ in points])
-    b = np.array([1 / s - 1 / n for n, s in points])
-    return float(a @ b / (a @ a))
-'''
-PREDICT = '''
-def predict_speedup(serial_fraction, devices):
-    return 1.0 / (serial_fraction + (1.0 - serial_fraction) / devices)
-'''
 STUBS = '''
 def speedup_and_efficiency(row, baseline):
     raise NotImplementedError("Exercise")

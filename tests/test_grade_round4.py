@@ -23,25 +23,9 @@ from lab_utils.instructor.grading import grade, gradebook
 from lab_utils.instructor.grading.gradebook import ExerciseScore, Graded
 from lab_utils.instructor.grading.sandbox import bubblewrap, machine
 
-ROOT = Path(__file__).resolve().parent.parent
-SPEEDUP = '''
-def speedup_and_efficiency(row, baseline):
-    speedup = row.samples_per_s / baseline.samples_per_s
-    ratio = (row.world_size * (row.threads or 1)) / (baseline.world_size * (baseline.threads or 1))
-    return speedup, speedup / ratio
-'''
-SERIAL = '''
-import numpy as np
+from lab10_answers import PREDICT, SERIAL, SPEEDUP
 
-def fit_serial_fraction(points):
-    a = np.array([1 - 1 / n for n, _ in points])
-    b = np.array([1 / s - 1 / n for n, s in points])
-    return float(a @ b / (a @ a))
-'''
-PREDICT = '''
-def predict_speedup(serial_fraction, devices):
-    return 1.0 / (serial_fraction + (1.0 - serial_fraction) / devices)
-'''
+ROOT = Path(__file__).resolve().parent.parent
 MARKUP = ('<a href="https://evil.example/x">click</a> <img src=x onerror=alert(1)> **bold** `tick` ``two`` a|b '
           'c\\|d [link](https://evil.example) $x$ www.evil.example &lt; _emph_ __strong__ ~~strike~~ me@evil.example '
           'ftp://evil.example\nsecond line')
