@@ -1,17 +1,18 @@
 """DistributedDataParallel helpers around lab 03's notebook worker: the CPU synchronised BatchNorm, the timed
-all-reduce hook, the learning-rate warm-up, checkpoint keys. The worker itself is the notebook's (`ddp_worker`, cell
+all-reduce hook, the learning-rate warm-up, checkpoint keys, what theory predicts for several gradient buckets. The worker itself is the notebook's (`ddp_worker`, cell
 tagged `lesson`); benchmarks, GPU checks and tests run it as generated into lab_utils.lessons.lab03."""
 from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from . import measure, tensors
+from . import hardware, measure, tensors
 
 
 def flat_weights(model: nn.Module) -> np.ndarray:
@@ -116,3 +117,45 @@ def linear_warmup(optimizer, world_size: int, steps: int):
         return 1.0 if not steps or step >= steps else start + (1.0 - start) * step / steps
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+@dataclass(frozen=True)
+class BucketPrediction:
+    """What theory predicts for several DDP buckets against one: `faster` and `slower` name the settings (A and B of
+    measure.verdict), `claim` and `expected` are the verdict's, `why` says it with the figures it came from."""
+
+    faster: str
+    slower: str
+    claim: str
+    expected: str
+    why: str
+
+
+def bucket_prediction(plan: hardware.Plan, cores: int, *, several: str, one: str) -> BucketPrediction:
+    """Several buckets (named `several`) against one (`one`) on `plan`'s ranks with `cores` CPU cores: overlap needs
+    an engine for the all-reduce beside the backward pass, NCCL's own CUDA stream or a free core per rank for gloo."""
+    if plan.backend == "nccl":
+        return BucketPrediction(
+            several, one, f"{several} vs {one}, NCCL",
+            "several buckets faster: NCCL sums each bucket on its own CUDA stream while the backward pass computes the "
+            "earlier layers' gradients",
+            f"{plan.world_size} rank(s), one GPU each, over NCCL: the all-reduce has an engine of its own, so theory "
+            "predicts that several buckets hide their all-reduces behind the backward pass")
+    busy = plan.world_size * (plan.threads_per_rank or 1)  # a GPU rank over gloo keeps one host thread busy launching
+    free = (cores - busy) / plan.world_size
+    on = (f"CPU, {plan.threads_per_rank} computing thread(s) each" if plan.threads_per_rank
+          else f"{len(set(plan.devices))} shared GPU(s) over gloo, one host thread each")
+    where = f"{plan.world_size} rank(s) on {on}, {cores} core(s): {max(free, 0.0):.1f} free core(s) per rank"
+    if free >= 1:
+        return BucketPrediction(
+            several, one, f"{several} vs {one}, a free core per rank",
+            "several buckets faster: gloo sums each bucket on a free core while the backward pass computes the "
+            "earlier layers' gradients",
+            f"{where}: gloo's thread has a core of its own, so theory predicts that several buckets hide their "
+            "all-reduces behind the backward pass")
+    return BucketPrediction(
+        one, several, f"{one} vs {several}, ranks share the cores",
+        "one bucket faster: no core is free, so a bucket summed during the backward pass takes a core from it, and "
+        "each extra bucket adds an all-reduce call's fixed cost",
+        f"{where}: gloo's thread has no core of its own, so theory predicts no overlap to gain, only extra calls, "
+        "and one bucket faster")
