@@ -130,3 +130,26 @@ def test_checkpoint_keys_and_running_mean():
     assert np.array_equal(ddp.flat_weights(fresh), ddp.flat_weights(model))
     assert ddp.bn_running_mean(model) == [0.0] * 16
     assert ddp.bn_running_mean(spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8))) is None
+
+
+def buffers_worker(rank, world_size, sync):
+    """Plain BatchNorm under DDP: its running mean after a training forward on this rank's own batch, and after one
+    more forward in eval mode."""
+    with process_group(30):
+        model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.BatchNorm2d(3)), forward_sync_buffers=sync)
+        model(torch.randn(4, 3, 2, 2, generator=torch.Generator().manual_seed(rank)) + rank)
+        after_training = model.module[0].running_mean.clone()
+        model.eval()
+        with torch.no_grad():
+            model(torch.zeros(4, 3, 2, 2))
+        return {"after_training": after_training, "after_one_more": model.module[0].running_mean.clone()}
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_ddp_broadcasts_buffers_at_the_start_of_a_forward(sync):
+    """Lab 03's explanation of its running means: the ranks differ after a training forward (each updated rank 0's
+    copy from its own batch) and agree after the next forward only where DDP syncs buffers."""
+    ranks = launch(buffers_worker, 2, args=(sync,), timeout=60)
+    assert not np.allclose(ranks[0]["after_training"], ranks[1]["after_training"])
+    assert np.array_equal(ranks[0]["after_one_more"], ranks[0]["after_training"])  # eval mode changes no statistic
+    assert np.array_equal(ranks[1]["after_one_more"], ranks[0]["after_training"]) == sync
