@@ -31,8 +31,11 @@ def test_info_reports_hardware_and_plans():
 def test_bench_overhead_ends_with_a_json_line():
     figures = bench_figures("overhead", "--samples", "256", "--repeats", "1")
     assert figures["benchmark"] == "overhead" and figures["ratio"] > 0
-    # the JSON rounds the rates to 0.1 and the ratio to 1e-4, so recomputing it agrees only to about 1e-3
-    assert abs(figures["ratio"] - figures["lab_utils_samples_per_s"] / figures["plain_samples_per_s"]) < 1e-3
+    # the JSON rounds the rates to 0.1 and the ratio to 1e-4: recomputing it agrees within what that rounding allows
+    # (a slow machine's small rates make the rates' rounding count)
+    ours, plain = figures["lab_utils_samples_per_s"], figures["plain_samples_per_s"]
+    allowed = ours / plain * (0.05 / ours + 0.05 / plain) + 5e-5 + 1e-9
+    assert abs(figures["ratio"] - ours / plain) <= allowed
 
 
 def test_assign_check_passes_on_the_committed_notebooks():
