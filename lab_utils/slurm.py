@@ -331,12 +331,13 @@ def node_done(node: str, job_id, timeout: float, poll: float = 0.2) -> None:
 
 
 def wait_for_file(path, timeout: float, *, at_least: int | None = None, poll: float = 0.1) -> str:
-    """Wait until a file exists (and, with `at_least`, holds a number >= it); its text."""
+    """Wait until a file holds text (and, with `at_least`, a number >= it); its text."""
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError, ValueError):
             text = Path(path).read_text()
-            if at_least is None or int(text.strip() or -1) >= at_least:
+            # an empty file is one its writer has created and not yet written
+            if text.strip() and (at_least is None or int(text.strip()) >= at_least):
                 return text
         if time.monotonic() > deadline:
             raise TimeoutError(f"{Path(path).name} did not appear{'' if at_least is None else ' (or not reach ' + str(at_least) + ')'} "
