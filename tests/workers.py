@@ -111,3 +111,15 @@ def part_failing_worker(rank, world_size, part):
     if rank == 0 and any(n < 0 for n in part):
         raise ValueError(f"a bad run in {part}")
     return list(part)
+
+
+def giving_up(rank, world_size, worker, *args):
+    """worker(rank, world_size, *args), but an error is returned: its first line and the table it carries."""
+    from lab_utils.launch.record import table_note
+
+    try:
+        return {"finished": worker(rank, world_size, *args)}
+    except RuntimeError as err:
+        if dist.is_initialized():
+            dist.destroy_process_group()  # the group is broken: no barrier on the way out
+        return {"gave up": str(err).splitlines()[0], "table": table_note(err)}
