@@ -103,12 +103,13 @@ class _TimedOutCalls:
         self.asked_at: float | None = None
         self.reports: dict = {}
         self.askers: set[int] = set()
-        self.last: tuple[str, dict] = ("", {})  # the last round's table, and the call each rank was in then
+        self.last: tuple[str, dict, float] = ("", {}, 0.0)  # the last round's table, each rank's call then, its end
 
     def ask(self, rank: int, report, values, errors) -> None:
         """Rank `rank` gave up with `report`; the first asker of a round makes the launcher ask the others."""
-        text, calls = self.last
-        if self.asked_at is None and _call_in(report) is not None and calls.get(rank) == _call_in(report):
+        text, calls, ended = self.last
+        if (self.asked_at is None and time.monotonic() - ended < ASK_S and _call_in(report) is not None
+                and calls.get(rank) == _call_in(report)):
             with contextlib.suppress(OSError, ValueError):  # the last round already saw it in this call: that table
                 self.answer_to[rank].send(text)
             return
@@ -135,7 +136,7 @@ class _TimedOutCalls:
         for rank in self.askers:
             with contextlib.suppress(OSError, ValueError):  # the rank is gone: nobody to tell
                 self.answer_to[rank].send(text)
-        self.last = (text, {r: _call_in(report) for r, report in self.reports.items() if report})
+        self.last = (text, {r: _call_in(report) for r, report in self.reports.items() if report}, time.monotonic())
         self.asked_at, self.reports, self.askers = None, {}, set()
 
 
