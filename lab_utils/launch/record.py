@@ -23,6 +23,8 @@ import sys
 import threading
 import traceback
 
+from .errors import TIMED_OUT  # gloo's and c10d's words for their own timeout
+
 ENABLED = "LAB_COLLECTIVE_RECORD"  # "0" in a rank's env: no record
 KEEP = 64  # the last calls each rank keeps
 ASK = signal.SIGUSR1  # the launcher's "where are you?"
@@ -39,7 +41,6 @@ _originals: dict = {}
 _skipped_files: dict[str, bool] = {}
 _ask_table: list = []  # [ask(snapshot) -> table text or None] once a launcher answers this rank's timeouts
 NOTE_HEADER = "where each rank was when this call gave up (its record of collectives, kept by lab_utils):"
-TIMED_OUT = ("Timed out waiting", "timed out", "Timeout waiting")  # gloo's and c10d's words for their own timeout
 PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "pair closure")  # a peer's group gave up first
 
 
