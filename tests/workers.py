@@ -128,16 +128,16 @@ def giving_up(rank, world_size, worker, *args):
 _costly = {"original": None, "last": None}
 
 
-def costly_recording(on: bool) -> None:
-    """A fake record that costs 10 % of the step: while on, each all_reduce first sleeps a tenth of the time since
-    the previous one ended its sleep (the bench's test: a cost this size must be found above its 2 % bound)."""
+def costly_recording(on: bool, factor: float = 0.1) -> None:
+    """A fake record that costs `factor` of the step (10 %): while on, each all_reduce first sleeps `factor` times the
+    time since the previous one ended its sleep (the bench's test: such a cost must be found above its 2 % bound)."""
     if on and _costly["original"] is None:
         original = _costly["original"] = dist.all_reduce
         _costly["last"] = None
 
         def all_reduce(*args, **kwargs):
             if _costly["last"] is not None:
-                time.sleep(0.1 * (time.perf_counter() - _costly["last"]))
+                time.sleep(factor * (time.perf_counter() - _costly["last"]))
             _costly["last"] = time.perf_counter()
             return original(*args, **kwargs)
 
