@@ -50,6 +50,22 @@ def diff(old: str, new: str, *, context: int = 0) -> str:
     return "\n".join(line for line in lines if not line.startswith(("---", "+++", "@@")))
 
 
+_ORIGINS: dict[str, tuple] = {}  # an edited copy's file name -> (the original's file, its first line, old, new source)
+
+
+def original_line(filename: str, line: int) -> tuple[str, int, str] | None:
+    """(file, line, edit name) in the original function of an edited copy's line, where that line was kept or
+    replaced line for line; None for other files and for lines an edit added."""
+    if filename not in _ORIGINS:
+        return None
+    original_file, first, old, new, name = _ORIGINS[filename]
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if j1 <= line - 1 < j2 and (tag == "equal" or i2 - i1 == j2 - j1):
+            return original_file, first + i1 + (line - 1 - j1), name
+    return None
+
+
 def variant(fn, edits: dict, *, name: str, show: bool = True):
     """A copy of `fn` (function or class) with each edit's old text replaced by the new; prints the diff if `show`."""
     original = source_of(fn)
@@ -64,6 +80,9 @@ def variant(fn, edits: dict, *, name: str, show: bool = True):
     linecache.cache[filename] = (len(edited), None, edited.splitlines(True), filename)  # tracebacks show its lines
     namespace = dict(getattr(fn, "__globals__", None) or vars(sys.modules[fn.__module__]))
     exec(compile(edited, filename, "exec"), namespace)
+    code = getattr(fn, "__code__", None)
+    if code is not None:  # where its lines came from, for a hang's table (lab_utils.launch.where.place)
+        _ORIGINS[filename] = (code.co_filename, code.co_firstlineno, original, edited, name)
     copy = namespace[fn.__name__]
     copy.__variant_source__ = edited
     copy.__variant_name__ = name

@@ -111,3 +111,36 @@ def part_failing_worker(rank, world_size, part):
     if rank == 0 and any(n < 0 for n in part):
         raise ValueError(f"a bad run in {part}")
     return list(part)
+
+
+def giving_up(rank, world_size, worker, *args):
+    """worker(rank, world_size, *args), but an error is returned: its first line and the table it carries."""
+    from lab_utils.launch.record import table_note
+
+    try:
+        return {"finished": worker(rank, world_size, *args)}
+    except RuntimeError as err:
+        if dist.is_initialized():
+            dist.destroy_process_group()  # the group is broken: no barrier on the way out
+        return {"gave up": str(err).splitlines()[0], "table": table_note(err)}
+
+
+_costly = {"original": None, "last": None}
+
+
+def costly_recording(on: bool, factor: float = 0.1) -> None:
+    """A fake record that costs `factor` of the step (10 %): while on, each all_reduce first sleeps `factor` times the
+    time since the previous one ended its sleep (the bench's test: such a cost must be found above its 2 % bound)."""
+    if on and _costly["original"] is None:
+        original = _costly["original"] = dist.all_reduce
+        _costly["last"] = None
+
+        def all_reduce(*args, **kwargs):
+            if _costly["last"] is not None:
+                time.sleep(factor * (time.perf_counter() - _costly["last"]))
+            _costly["last"] = time.perf_counter()
+            return original(*args, **kwargs)
+
+        dist.all_reduce = all_reduce
+    elif not on and _costly["original"] is not None:
+        dist.all_reduce, _costly["original"] = _costly["original"], None

@@ -8,10 +8,11 @@ from .environment import LOOPBACK, OWN_SESSION, core_sets, free_port, rank_envir
 from .errors import RankError, describe_exit, sanitized, short_error
 from .group import RankContext, destroy_process_group, hold_process_groups, init_process_group, process_group
 from .jobs import launch, launch_jobs
+from .record import table_note
 from .start import fork_server_pid, own_helpers, start_method
 from .stderr import CapturedStderr, captured_stderr
 
 __all__ = ["LOOPBACK", "OWN_SESSION", "CapturedStderr", "RankContext", "RankError", "captured_stderr", "core_sets",
            "describe_exit", "destroy_process_group", "fork_server_pid", "free_port", "hold_process_groups",
            "init_process_group", "launch", "launch_jobs", "own_helpers", "process_group", "rank_environment",
-           "sanitized", "short_error", "start_method"]
+           "sanitized", "short_error", "start_method", "table_note"]

@@ -71,8 +71,22 @@ def _report(exc: BaseException) -> dict:
     return report
 
 
+TABLE_WAIT_S = 6.0  # how long a rank whose call timed out waits for the launcher's table (it asks for 3 s at most)
+
+
+def _table_from_launcher(rank: int, results, inbox):
+    """ask(snapshot) for record.ask_on_timeout: send this rank's snapshot to the launcher, wait for its table."""
+    def ask(report):
+        while inbox.poll(0):  # an answer that came after an earlier question gave up waiting
+            inbox.recv()
+        results.put(("timed out", rank, report))
+        return inbox.recv() if inbox.poll(TABLE_WAIT_S) else None
+
+    return ask
+
+
 def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: dict, threads, cores, results,
-              started, launcher: tuple) -> None:
+              started, launcher: tuple, inbox=None) -> None:
     """Entry point of every rank: set up, run each job in turn, report the values or the traceback."""
     if env.get(OWN_SESSION):  # a session of its own, as slurmstepd starts a Slurm task (lab 11 measures the difference)
         os.setsid()
@@ -93,7 +107,9 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
         if threads:
             torch.set_num_threads(threads)
         hold_process_groups()
-        record.start_recording()  # every collective this rank makes is recorded: a hang's table says where it waits
+        if record.start_recording():  # every collective this rank makes is recorded: a hang's table says where it waits
+            if inbox is not None:  # a call that times out gets the table of every rank before it raises
+                record.ask_on_timeout(_table_from_launcher(rank, results, inbox))
         if prepare is not None:
             prepare()  # e.g. quiet TensorFlow's start-up, before unpickling a worker imports it
         jobs = pickle.loads(payload)
@@ -107,6 +123,7 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
             # holding the GIL, the very hang hold_process_groups avoids (a rank stuck here never joins the next job)
         results.put(("ok", rank, pickle.dumps(values)))
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
+        record.without_table_note(exc)  # the launcher's error prints the table once, beside this traceback
         results.put(("error", rank, f"{type(exc).__name__}: {exc}", traceback.format_exc(), job, _report(exc)))
     finally:
         results.close()

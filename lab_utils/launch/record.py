@@ -7,7 +7,12 @@ number, sizes, Python frames), but on gloo every entry stays "scheduled", comple
 call a rank waits in; and its dump runs inside the rank, which a rank stuck in a collective cannot do for itself. The
 record below says in progress / completed, and a thread of the rank answers while the main thread waits (no ptrace).
 It sees calls made through `torch.distributed`'s Python functions; DDP's gradient all-reduces run in C++ and are not in
-it (the main thread's stack then shows the learner's `loss.backward()` line). LAB_COLLECTIVE_RECORD=0 turns it off."""
+it (the main thread's stack then shows the learner's `loss.backward()` line). LAB_COLLECTIVE_RECORD=0 turns it off.
+
+A call that gives up on the process group's own timeout (gloo's "Timed out waiting ...") ends a hang inside the rank,
+often before the launch's timeout, and its peer's call then fails with "Connection closed by peer"; the worker may
+catch either. Before such an error leaves the call, the call asks the launcher for the table of where every rank is
+(while the call still reads "in progress") and adds it to the error as a note (`table_note(err)` reads it back)."""
 from __future__ import annotations
 
 import collections
@@ -17,6 +22,8 @@ import signal
 import sys
 import threading
 import traceback
+
+from .errors import TIMED_OUT  # gloo's and c10d's words for their own timeout
 
 ENABLED = "LAB_COLLECTIVE_RECORD"  # "0" in a rank's env: no record
 KEEP = 64  # the last calls each rank keeps
@@ -32,6 +39,9 @@ _count = [0]
 _local = threading.local()
 _originals: dict = {}
 _skipped_files: dict[str, bool] = {}
+_ask_table: list = []  # [ask(snapshot) -> table text or None] once a launcher answers this rank's timeouts
+NOTE_HEADER = "where each rank was when this call gave up (its record of collectives, kept by lab_utils):"
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "pair closure")  # a peer's group gave up first
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -91,6 +101,8 @@ def _wrap(name: str, function):
         try:
             result = function(*args, **kwargs)
         except BaseException as exc:
+            if _ask_table and ended_a_wait(exc):
+                _add_table(exc)  # while the call still reads "in progress": where this rank waited
             call["state"] = f"failed ({type(exc).__name__})"
             raise
         finally:
@@ -100,6 +112,40 @@ def _wrap(name: str, function):
 
     recorded.__wrapped_by_lab_record__ = True  # type: ignore[attr-defined]  # a function takes attributes
     return recorded
+
+
+def ended_a_wait(exc: BaseException) -> str:
+    """"timed out" or "lost its peer" when `exc` ended a wait for a peer (the group's timeout, or a peer's), else ""."""
+    text = str(exc)
+    return "timed out" if any(w in text for w in TIMED_OUT) else "lost its peer" if any(
+        w in text for w in PEER_GONE) else ""
+
+
+def _add_table(exc: BaseException) -> None:
+    """Ask the launcher for the table of where every rank is now, and add it to `exc` as a note."""
+    try:
+        text = _ask_table[0]({**snapshot(), "ended": ended_a_wait(exc)})
+    except Exception:  # noqa: BLE001  # the launcher is gone or its queue closed: the error goes on without a table
+        return
+    if text:
+        exc.add_note(f"{NOTE_HEADER}\n{text}")
+
+
+def table_note(exc: BaseException) -> str:
+    """The table a timed-out call's error carries (its note), or "" when it has none."""
+    return next((note for note in getattr(exc, "__notes__", []) if note.startswith(NOTE_HEADER)), "")
+
+
+def without_table_note(exc: BaseException) -> None:
+    """Take the table's note off `exc` (the launcher prints its own table beside the rank's traceback)."""
+    notes = getattr(exc, "__notes__", None)
+    if notes:
+        notes[:] = [note for note in notes if not note.startswith(NOTE_HEADER)]
+
+
+def ask_on_timeout(ask) -> None:
+    """From now on a recorded call that times out asks `ask(snapshot)` for the table of every rank (None: stop)."""
+    _ask_table[:] = [ask] if ask is not None else []
 
 
 def start_recording() -> bool:

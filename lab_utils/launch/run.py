@@ -56,20 +56,24 @@ def run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout
     ports = [port] + [free_port() for _ in range(n_jobs - 1)]
     launcher = (os.getpid(), started_at(os.getpid()))
     processes = []
+    pipes = [ctx.Pipe(duplex=False) for _ in range(world_size)]  # launcher -> rank: the table a timed-out call asked for
     try:
         for rank in range(world_size):
             env = {**os.environ, **rank_environment(rank, world_size, port, threads), **extra_env[rank]}
             rank_cores = cores[rank] if cores else None
             p = ctx.Process(target=rank_main,
                             args=(prepare, payload, ports, rank, world_size, env, threads, rank_cores, results,
-                                  started, launcher),
+                                  started, launcher, pipes[rank][0]),
                             name=f"rank{rank}", daemon=True)
             with patched_environ(env):
                 p.start()
             processes.append(p)
-        return _collect(processes, results, started, world_size, timeout, n_jobs)
+        return _collect(processes, results, started, world_size, timeout, n_jobs, [w for _, w in pipes])
     finally:
         stop(processes)
+        for pipe in pipes:
+            for end in pipe:
+                end.close()
         results.close()
         results.join_thread()
 
@@ -90,20 +94,80 @@ def _states(world_size, values, errors, processes) -> dict:
             else "exited" if processes[r].exitcode is not None else "running" for r in range(world_size)}
 
 
-def _collect(processes, results, started, world_size, timeout, n_jobs):
+class _TimedOutCalls:
+    """Ranks whose recorded call gave up on the process group's timeout, waiting for the table of every rank: the
+    launcher asks the other ranks where they are (as after a launch's timeout) and sends each asker the table."""
+
+    def __init__(self, processes, started, answer_to):
+        self.processes, self.started, self.answer_to = processes, started, answer_to
+        self.asked_at: float | None = None
+        self.reports: dict = {}
+        self.askers: set[int] = set()
+        self.last: tuple[str, dict, float] = ("", {}, 0.0)  # the last round's table, each rank's call then, its end
+
+    def ask(self, rank: int, report, values, errors) -> None:
+        """Rank `rank` gave up with `report`; the first asker of a round makes the launcher ask the others."""
+        text, calls, ended = self.last
+        if (self.asked_at is None and time.monotonic() - ended < ASK_S and _call_in(report) is not None
+                and calls.get(rank) == _call_in(report)):
+            with contextlib.suppress(OSError, ValueError):  # the last round already saw it in this call: that table
+                self.answer_to[rank].send(text)
+            return
+        self.reports[rank], self.askers = report, self.askers | {rank}
+        if self.asked_at is None:
+            self.asked_at = time.monotonic()
+            _ask_where(self.processes, [r for r in self._running(values, errors) if r != rank])
+
+    def _running(self, values, errors) -> list[int]:
+        failed = {e[0] for e in errors}
+        return [r for r, p in enumerate(self.processes)
+                if self.started[r] and p.exitcode is None and r not in values and r not in failed]
+
+    def answer_if_ready(self, values, errors) -> None:
+        """Once every running rank answered (or ASK_S passed), send the askers the table and end the round."""
+        if self.asked_at is None:
+            return
+        waiting = [r for r in self._running(values, errors) if r not in self.reports]
+        if waiting and time.monotonic() - self.asked_at <= ASK_S:
+            return
+        states = _states(len(self.processes), values, errors, self.processes)
+        text = table(self.reports, {r: self.reports[r].get("ended") or "gave up" if r in self.askers else s
+                                    for r, s in states.items()})
+        for rank in self.askers:
+            with contextlib.suppress(OSError, ValueError):  # the rank is gone: nobody to tell
+                self.answer_to[rank].send(text)
+        self.last = (text, {r: _call_in(report) for r, report in self.reports.items() if report}, time.monotonic())
+        self.asked_at, self.reports, self.askers = None, {}, set()
+
+
+def _call_in(report):
+    """The sequence number of the call a rank's report shows it in (in progress), or None."""
+    calls = [c["seq"] for c in (report or {}).get("calls", []) if c["state"] == "in progress"]
+    return calls[-1] if calls else None
+
+
+def _collect(processes, results, started, world_size, timeout, n_jobs, answer_to):
     """Wait for every rank's values; raise on the first failure or at the deadline, with where every rank was."""
     deadline = time.monotonic() + timeout
     values: dict
     exited_at: dict
+    errors: list
     values, errors, exited_at, reports = {}, [], {}, {}
     first_error_at = asked_at = None
+    timed_out = _TimedOutCalls(processes, started, answer_to)
     while len(values) < world_size:
+        timed_out.answer_if_ready(values, errors)
         with contextlib.suppress(queue.Empty):
             message = results.get(timeout=0.05)
             if message[0] == "ok":
                 values[message[1]] = pickle.loads(message[2])
+            elif message[0] == "timed out":
+                timed_out.ask(message[1], message[2], values, errors)
             elif message[0] == "where":
-                reports[message[1]] = message[2]
+                if timed_out.asked_at is not None:  # an answer to a timed-out call's question
+                    timed_out.reports[message[1]] = message[2]
+                if asked_at is not None or timed_out.asked_at is None:  # an answer to the launch's own question
+                    reports[message[1]] = message[2]
             else:
                 errors.append(message[1:])
                 reports[message[1]] = message[5] if len(message) > 5 else None

@@ -12,6 +12,11 @@ def place(where) -> str:
     if not where:
         return "-"
     filename, line = where[0], where[1]
+    from ..variants import original_line
+
+    edited = original_line(filename, line)
+    if edited is not None:  # a line of variant(fn, ...)'s copy: the line it stands for in fn, and the edit's name
+        return f"{place(edited[:2])} (edited: {edited[2]})"
     cell = _cell_number(filename)
     if cell is not None:
         return f"Cell In[{cell}], line {line}"

@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from lab_utils import collectives, hardware, lessons, measure, pipeline, spec, tensor_parallel
-from lab_utils.launch import short_error
+from lab_utils.launch import short_error, table_note
 
 __all__ = ['blocking_step', 'ring_all_reduce', 'deadlock_worker', 'ring_step', 'ring_check_worker', 'CopyToRanks', 'SumOverRanks', 'GatherChannels', 'SplitChannels', 'block', 'copy_block', 'split_conv', 'conv_problem', 'conv_worker', 'split_linear', 'ParallelClassifier', 'classifier_worker', 'TensorParallelCNN', 'tp_train_worker', 'unshard', 'timing_worker', 'pipeline_traffic']
 
@@ -47,11 +47,12 @@ def deadlock_worker(rank, world_size, wait_s):
     dist.init_process_group("gloo", timeout=timedelta(seconds=wait_s))  # gloo's blocking send, on CPU tensors
     try:
         ring_all_reduce(torch.ones(8), rank, world_size, blocking_step)
-        outcome = "finished"
+        outcome, where = "finished", ""
     except RuntimeError as err:
         outcome = "gave up: " + short_error(err, sentences=1)  # gloo's words, without its build path and peer address
+        where = table_note(err)  # the launcher's table of where every rank was when this call gave up
     dist.destroy_process_group()
-    return outcome
+    return outcome, where
 
 
 # ---- solutions/06_collectives_tensor_parallel.ipynb, cell 13 (id 08aee5f4) -----------------------------------------
