@@ -241,8 +241,10 @@ def job_files(folder, since: int) -> list[Path]:
     found = []
     for where in (Path(folder), Path(folder) / "submitit"):
         for path in sorted(where.iterdir()) if where.is_dir() else []:
-            match = JOB_FILE.match(path.name)
-            if path.is_file() and match and int(match.group(1)) >= since:
+            # submitit links .submission_file_<hash>.sh to the last job's script: named after that job
+            name = Path(os.readlink(path)).name if path.is_symlink() else path.name
+            match = JOB_FILE.match(name)
+            if (path.is_file() or path.is_symlink()) and match and int(match.group(1)) >= since:
                 found.append(path)
     return found
 

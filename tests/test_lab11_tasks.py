@@ -51,16 +51,19 @@ def test_the_files_named_after_this_runs_jobs_are_removed_and_nothing_else(tmp_p
     for name in A_RUN:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
+    (tmp_path / "submitit/.submission_file_6f87eb.sh").symlink_to(tmp_path / "submitit/465_submission.sh")  # dangling
+    (tmp_path / "submitit/.submission_file_0a1b2c.sh").symlink_to(tmp_path / "submitit/99_submission.sh")
     removed = slurm.remove_job_files(tmp_path, since=171)
-    kept = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    kept = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file() or p.is_symlink())
     assert sorted(removed) == sorted(
         ["by-hand-171.out", "hang-195-0.out", "hang-195-1.out", "hang-195.out", "hello-172.out", "oom-196.out",
          "overrun-182.out", "port-183", "port-184.tmp", "skip-201.out", "where-201-0.json", "sweep-186_0.out",
          "sweep-186_1.out", "dcp-203.pt", "torchrun-184.out", "submitit/183_0_log.out", "submitit/183_submitted.pkl",
-         "submitit/200_1_result.pkl"])
+         "submitit/200_1_result.pkl", "submitit/.submission_file_6f87eb.sh"])
     # an earlier run's log (job 99) is not this run's; scripts, checkpoints, results and sub-folders stay
     assert kept == sorted(["by-hand-99.out", "chain.out", "chain.pt", "ddp_train.csv", "ddp_train.py", "hello.sbatch",
-                           "hello_by_hand.sbatch", "requeue.out", "fault/attempt-0.json", "sweep/task-0/lab11.csv"])
+                           "hello_by_hand.sbatch", "requeue.out", "fault/attempt-0.json", "sweep/task-0/lab11.csv",
+                           "submitit/.submission_file_0a1b2c.sh"])
     assert slurm.job_files(tmp_path, since=171) == [] and slurm.remove_job_files(tmp_path / "none", since=1) == []
 
 
