@@ -1,5 +1,6 @@
-"""Slurm around lab 11's lesson: find the cluster, submit, wait with a timeout, read back, and inside a task: the
-first node's address, a rendezvous port chosen free, the task's cores, the time of its first optimizer step. The
+"""Slurm around lab 11's lesson: find the cluster, submit, wait with a timeout, read back, remove the files named
+after a run's jobs, ask running tasks where they wait (lab 12's table, per task), and inside a task: the first node's
+address, a rendezvous port chosen free, the task's cores, the time of its first optimizer step. The
 batch scripts and the Slurm-to-torch translation are the lesson: lab 11's notebook (lab_utils.lessons.lab11)."""
 from __future__ import annotations
 
@@ -494,6 +495,8 @@ def telling_where(folder):
     try:
         yield path
     except BaseException as exc:
+        if isinstance(exc, SystemExit) and not exc.code:
+            raise  # sys.exit(0): a task that ends well
         _write_json(path, {**report_at(exc), "answers": -1, "raised": f"{type(exc).__name__}: {exc}",
                            "traceback": traceback.format_exc()})
         raise
@@ -512,7 +515,8 @@ def ask_where(job_id, folder, tasks: int, timeout: float = ASK_S, poll: float = 
     """Ask every task of the job where it is (USR1 to the tasks of its steps) and wait for the answers of all that
     can still answer; task -> its record, None for a task that did not answer (exited, or killed)."""
     before = where_reports(folder, job_id, tasks)
-    command(["scancel", "--signal=USR1", str(job_id)])  # the job steps' tasks; the batch script is not signalled
+    with contextlib.suppress(RuntimeError):  # the job ended meanwhile: no task answers, the wait below says so
+        command(["scancel", "--signal=USR1", str(job_id)])  # the job steps' tasks; the batch script is not signalled
     deadline = time.monotonic() + timeout
     while True:
         now = where_reports(folder, job_id, tasks)
