@@ -126,7 +126,9 @@ def test_a_task_answers_usr1_with_its_record_and_refuses_when_usr1_was_not_block
     finally:
         task.kill()
         task.communicate()
-    late = run_task(tmp_path, f"import numpy, torch\nfrom lab_utils import slurm\nslurm.answer_where_asked({str(tmp_path)!r})",
+    # a thread started before USR1 was blocked (numpy's BLAS starts one when imported, where it has 2 cores or more)
+    late = run_task(tmp_path, "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+                    f"from lab_utils import slurm\nslurm.answer_where_asked({str(tmp_path)!r})",
                     {"SLURM_JOB_ID": "78", "SLURM_PROCID": "0"})
     _, err = late.communicate(timeout=120)
     assert late.returncode == 1 and "before USR1 was blocked" in err and "pthread_sigmask" in err, err
