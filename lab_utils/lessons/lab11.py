@@ -10,15 +10,16 @@ import socket
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import torch
 import submitit
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from lab_utils import measure, slurm
 from lab_utils.launch import hold_process_groups, launch
+from lab_utils.lessons.lab07 import checkpoint_worker
 
-__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'launched', 'side_by_side', 'sbatch_header', 'train_resumable', 'read_scheduler']
+__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'dcp_task', 'launched', 'side_by_side', 'sbatch_header', 'train_resumable', 'read_scheduler']
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 25 (id 0890b942) --------------------------------------------
@@ -287,7 +288,25 @@ def ranks_from_slurm() -> dict:
     return env
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 70 (id f1fa47cb) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 61 (id l11-dcp-task) ----------------------------------------
+
+def dcp_task(job_file, out_folder):
+    """One Slurm task: lab 07's checkpoint_worker on this job's ranks, resumed from the checkpoint when its folder
+    holds one (written by a job of any size); rank 0 saves what the worker reported into `out_folder`."""
+    env = ranks_from_slurm()  # RANK = SLURM_PROCID, WORLD_SIZE = SLURM_NTASKS; MASTER_* from the batch script
+    slurm.place_task()
+    hold_process_groups()
+    job = torch.load(job_file, weights_only=False)  # lab 07's CheckpointJob: model, data, steps, checkpoint folder
+    if (Path(job.folder) / ".metadata").exists():  # a checkpoint is there: resume from it, on however many ranks
+        job = replace(job, resume=True, save_at=None)
+    report = checkpoint_worker(int(env["RANK"]), int(env["WORLD_SIZE"]), job)
+    if env["RANK"] == "0":
+        torch.save({**report, "world_size": int(env["WORLD_SIZE"])},
+                   Path(out_folder) / f"dcp-{os.environ['SLURM_JOB_ID']}.pt")
+    slurm.exit_now()
+
+
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 76 (id f1fa47cb) --------------------------------------------
 
 def launched(worker, cfg):
     """worker wrapped for lab_utils.launch, also returning the wall-clock time of its first optimizer step."""
@@ -331,7 +350,7 @@ def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int =
     return result
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 78 (id l11-ex2) ---------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 84 (id l11-ex2) ---------------------------------------------
 
 def sbatch_header(request):
     """#SBATCH lines for a job: nodes, tasks and cores per node, memory per node, time limit, GPUs per node."""
@@ -348,7 +367,7 @@ def sbatch_header(request):
     return "\n".join(lines)
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 81 (id l11-ex3) ---------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 87 (id l11-ex3) ---------------------------------------------
 
 def train_resumable(steps, every, path, stop_at=None):
     """Train the resume problem for `steps` steps, checkpointing every `every` steps and resuming from `path`."""
@@ -371,7 +390,7 @@ def train_resumable(steps, every, path, stop_at=None):
     return {"weights": slurm.flat_weights(model), "ran": ran}
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 84 (id l11-ex4) ---------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 90 (id l11-ex4) ---------------------------------------------
 
 def read_scheduler(text):
     """{job id: what to do} from sacct's parsable lines."""
