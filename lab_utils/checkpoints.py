@@ -66,6 +66,6 @@ def paired_wrongly(said: str | None, stderr_text: str) -> str:
     aborted = [line[line.index(MISMATCH):] for line in stderr_text.splitlines() if MISMATCH in line]
     if aborted:
         return f"a rank aborted: {short_error(aborted[0], 160)} Its peer: {first}"
-    if any(s in said for s in ("Timed out", "timed out", "did not finish within")):
+    if any(s in said.lower() for s in ("timed out", "timeout", "did not finish within")):
         return f"deadlocked until a timeout: {first}"
     return first

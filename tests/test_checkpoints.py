@@ -154,6 +154,8 @@ def test_paired_wrongly_names_gloos_abort_without_its_build_path():
 def test_paired_wrongly_names_a_timeout_as_a_deadlock_and_says_when_it_finished():
     said = "rank 0 failed: RuntimeError: Timed out waiting 5000ms for send operation to complete\n\nwhere ..."
     assert checkpoints.paired_wrongly(said, "").startswith("deadlocked until a timeout: rank 0 failed")
+    closed = "rank 1 failed: RuntimeError: Application timeout caused pair closure\n\nwhere ..."  # gloo's other words
+    assert checkpoints.paired_wrongly(closed, "").startswith("deadlocked until a timeout: rank 1 failed")
     assert checkpoints.paired_wrongly("rank 1 failed: ValueError: other", "") == "rank 1 failed: ValueError: other"
     assert checkpoints.paired_wrongly(None, "").startswith("it finished")
 

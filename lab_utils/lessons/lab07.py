@@ -350,6 +350,8 @@ class SaveTimingJob:
 
 def save_timing_worker(rank, world_size, job):
     "FSDP2 training that checkpoints every few steps, with save and async_save in turn: how long each holds the loop."
+    from concurrent.futures import Future
+
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
     from torch.distributed.device_mesh import init_device_mesh
@@ -365,7 +367,7 @@ def save_timing_worker(rank, world_size, job):
     fully_shard(model, mesh=mesh)
     optimizer = torch.optim.Adam(model.parameters(), lr=job.lr)
     held: dict = {"save": [], "async_save": []}                # seconds the loop could not train, per checkpoint
-    report = {"held": held}
+    report: dict = {"held": held}
     samples = 0                                                 # the global sample index
     for checkpoint, kind in enumerate(measure.alternating_rounds(held, job.rounds)):
         folder = f"{job.folder}/{checkpoint}-{kind}"
@@ -387,6 +389,7 @@ def save_timing_worker(rank, world_size, job):
             samples += job.global_batch
         if kind == "async_save":
             started = time.perf_counter()
+            assert isinstance(writing, Future)                  # the default stager's (an async stager's: a response)
             writing.result()                                    # the next checkpoint must wait for this one's end
             waited += time.perf_counter() - started
         held[kind].append(waited)
