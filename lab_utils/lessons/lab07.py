@@ -23,7 +23,7 @@ __all__ = ['join_group', 'leave_group', 'micro_batch', 'accumulate', 'AmpJob', '
 # ---- solutions/07_memory_sharding.ipynb, cell 4 (id 509f91b4) ------------------------------------------------------
 
 def join_group(timeout_s=60):
-    "Join the process group (collectives give up after `timeout_s` seconds); returns the device this rank computes on."
+    "Join the process group (a collective waits `timeout_s` s at most); returns the device this rank computes on."
     device, backend = hardware.rank_device()
     if backend == "nccl":
         torch.cuda.set_device(device)
