@@ -191,7 +191,7 @@ def test_async_save_on_the_trainings_group_fails_clearly_within_its_timeout(timi
     assert all(json_text(old) in notebook and json_text(new) in notebook for old, new in SAME_GROUP.items())
     on_training_group = variant(lab07.save_timing_worker, SAME_GROUP, name="same group", show=False)
     limit, started = 120, time.monotonic()
-    with captured_stderr() as rank_stderr, pytest.raises((RankError, TimeoutError)) as failed:
+    with captured_stderr() as rank_stderr, pytest.raises(RankError) as failed:  # not the launcher's TimeoutError
         launch_jobs([(on_training_group, (replace(timing_job, rounds=3, timeout_s=5),))], 2, timeout=limit)
     assert time.monotonic() - started < limit
     line = checkpoints.paired_wrongly(str(failed.value), rank_stderr.text)
