@@ -1,11 +1,16 @@
 """Instruments for sharded checkpoints: a model's weights by name, a check that names the tensor a wrong load changed,
-the files a checkpoint wrote, and the order a training reads its samples in."""
+the files a checkpoint wrote, the order a training reads its samples in, and how ranks that paired their collectives
+wrongly ended."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 import torch
+
+from .launch.errors import short_error
+
+MISMATCH = "op.preamble.length"  # gloo's abort, on the rank's stderr, when two paired collectives' sizes differ
 
 
 def named_weights(model) -> dict[str, np.ndarray]:
@@ -50,3 +55,17 @@ def repeats_and_skips(read: list[int], expected: list[int]) -> tuple[int, int]:
     size = max(len(got), len(want))
     got, want = np.pad(got, (0, size - len(got))), np.pad(want, (0, size - len(want)))
     return int(np.clip(got - want, 0, None).sum()), int(np.clip(want - got, 0, None).sum())
+
+
+def paired_wrongly(said: str | None, stderr_text: str) -> str:
+    """One line on how a launch whose ranks paired collectives wrongly ended (`said`: its error, None if it finished;
+    `stderr_text`: what its ranks wrote to stderr): gloo's abort, a collective that gave up waiting, or the error."""
+    if said is None:
+        return "it finished: in this run the ranks' calls happened to pair alike (a race: run it again)"
+    first = short_error(said.splitlines()[0] if said.strip() else "no message", 160, sentences=1)
+    aborted = [line[line.index(MISMATCH):] for line in stderr_text.splitlines() if MISMATCH in line]
+    if aborted:
+        return f"a rank aborted: {short_error(aborted[0], 160)} Its peer: {first}"
+    if any(s in said.lower() for s in ("timed out", "timeout", "did not finish within")):
+        return f"deadlocked until a timeout: {first}"
+    return first
