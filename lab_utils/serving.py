@@ -243,8 +243,8 @@ def time_split(run: LoadRun, passes) -> str:
     if share >= BUSY_SHARE:
         return (text + f"; saturated with its forward passes running {share:.0%} of the time: batches of {mean:.1f} "
                 f"answer {computing_rps:.0f}/s at most, below the load")
-    return (text + f"; saturated while its forward passes ran only {share:.0%} of the time: the rest went to collecting "
-            "(waiting up to max_wait_ms for each batch), answering, or a thread that did not get a core")
+    return (text + f"; saturated while its forward passes ran only {share:.0%} of the time: the rest went outside them, "
+            "to collecting batches (with a max_wait_ms, waiting for requests), answering, or a thread waiting for a core")
 
 
 @dataclass(frozen=True)

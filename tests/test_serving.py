@@ -263,4 +263,4 @@ def test_a_load_runs_time_split_says_which_side_of_the_race_a_saturated_server_l
     computing = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.0198)] * 50)  # 1000/s arrived, 100/s answered
     assert "saturated with its forward passes running 99% of the time: batches of 2.0 answer 101/s at most" in computing
     idle = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.004)] * 50)
-    assert "saturated while its forward passes ran only 20% of the time: the rest went to collecting" in idle
+    assert "saturated while its forward passes ran only 20% of the time: the rest went outside them" in idle
