@@ -225,6 +225,28 @@ def speed_test(shared: list[Compared]) -> list[Compared]:
     return [c for c in shared if c.row.workload == SPEED_TEST]
 
 
+def ranks_vs_threads(shared: list[Compared]) -> list[str]:
+    """Lab 10's prediction checked on the speed test's rows: on a CPU, DDP ranks of one thread each no faster than one
+    process with as many threads (the same cores, plus an all-reduce). One line per DDP row against each lab's
+    process of as many threads; 'beats it' only beyond both rows' spreads (each rate +- half its spread)."""
+    lines = []
+    for ddp in (c.row for c in shared if c.row.strategy == "ddp" and c.row.world_size > 1):
+        if ddp.machine and ddp.machine.gpu_names:
+            lines.append(f"lab {ddp.lab}'s DDP ran on GPUs: its ranks add devices, so no such prediction")
+            continue
+        rivals = [c.row for c in shared if c.row.world_size == 1 and (c.row.threads or 1) == ddp.resources]
+        for rival in rivals:
+            ratio = ddp.samples_per_s / rival.samples_per_s
+            low = ddp.samples_per_s * (1 - (ddp.spread or 0.0) / 2)
+            high = rival.samples_per_s * (1 + (rival.spread or 0.0) / 2)
+            said = ("reversed: DDP faster beyond both rows' spreads" if low > high else
+                    "holds: DDP no faster" if ratio <= 1 else "not distinguishable: within the rows' spreads")
+            lines.append(f"prediction, {ddp.world_size} DDP ranks (lab {ddp.lab}) no faster than 1 process x "
+                         f"{ddp.resources:g} threads (lab {rival.lab}): {ddp.samples_per_s:,.0f} vs "
+                         f"{rival.samples_per_s:,.0f} samples/s, {ratio:.2f}x -> {said}")
+    return lines
+
+
 def percent(fraction: float) -> str:
     """A fraction as a percentage, with a decimal below 10 % (0.4 %, not 0 %)."""
     return f"{fraction * 100:.1f} %" if abs(fraction) < 0.095 else f"{fraction * 100:.0f} %"
@@ -394,15 +416,21 @@ def recent_allreduce(devices: int, backend: str, directory=None, max_age_s: floa
     return max(fits, key=lambda s: s["timestamp"]) if fits else None
 
 
+HALF_THE_TIME = 0.5  # a larger message whose median took less than this share of a smaller one's: flagged, whatever
+#                      the spreads (a median of all-reduces on a busy machine scatters, but not by 2x)
+
+
 def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
-    """Per message size, its flags: a larger message that took less time beyond the noise (detectors.more_work_less_time,
-    the one rule every lab applies to more work in less time)."""
+    """Per message size, its flags (detectors.more_work_less_time, the one rule every lab applies to more work in
+    less time): a larger message took more than 10 % less time beyond the spreads of both medians' repeats, or less
+    than HALF_THE_TIME of it whatever the spreads (repeats this scattered would otherwise excuse any median)."""
     spreads = list(spreads) if spreads is not None else [None] * len(sizes)
     result = []
     for i, (nbytes, s, spread) in enumerate(zip(sizes, seconds, spreads)):
         said = []
         for m, t, sp in zip(sizes[i + 1:], seconds[i + 1:], spreads[i + 1:]):
-            said = detectors.more_work_less_time(nbytes, s, m, t, what="bytes", small_spread=spread, large_spread=sp)
+            said = (detectors.more_work_less_time(nbytes, s, m, t, what="bytes", small_spread=spread, large_spread=sp)
+                    or detectors.more_work_less_time(nbytes, s, m, t, what="bytes", tolerance=1 - HALF_THE_TIME))
             if said:
                 break
         result.append(said)

@@ -224,6 +224,29 @@ class LoadRun:
                            self.batcher_error.strip().splitlines()[-1] if self.batcher_error else None)
 
 
+BUSY_SHARE = 0.9  # forward passes that took this share of a run or more: the server computed nearly all the time
+
+
+def time_split(run: LoadRun, passes) -> str:
+    """A load run's time split: its forward passes, `passes` ((requests, seconds) each), against the rest of the run
+    (collecting, waiting, answering), from its start to its last answer; a saturated run says which side lost the race:
+    computing nearly all the time (its batches were too small to answer the load) or not (its time went elsewhere)."""
+    stats, passes = run.summary(), list(passes)
+    answered = [r.done_s for r in run.requests if r.done_s is not None]
+    span = (run.end_s if stats.unanswered or not answered else max(answered)) - run.start_s
+    served, busy = sum(n for n, _ in passes), sum(s for _, s in passes)
+    share, computing_rps, mean = busy / span, served / busy if busy else 0.0, served / max(1, len(passes))
+    text = (f"{len(passes)} forward passes of {mean:.1f} requests ({busy / max(1, len(passes)) * 1e3:.2f} ms each), "
+            f"{share:.0%} of the run; {computing_rps:.0f} requests/s while they ran; answered {stats.achieved_rps:.0f}/s")
+    if not stats.saturated:
+        return text
+    if share >= BUSY_SHARE:
+        return (text + f"; saturated with its forward passes running {share:.0%} of the time: batches of {mean:.1f} "
+                f"answer {computing_rps:.0f}/s at most, below the load")
+    return (text + f"; saturated while its forward passes ran only {share:.0%} of the time: the rest went outside them, "
+            "to collecting batches (with a max_wait_ms, waiting for requests), answering, or a thread waiting for a core")
+
+
 @dataclass(frozen=True)
 class LoadStats:
     """Medians over interleaved repeats of one (server, load) pair, and how far the repeats spread."""

@@ -228,7 +228,12 @@ def _turns_worker(rank: int, world_size: int, payloads, repeats: int, steps_per_
                     times[name] += done[name] if r else []
             dist.barrier()
     return {"times": times, "turns": turns, "tensorflow_imported": "tensorflow" in sys.modules,
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "omp_wait_policy": omp_wait_policy()}
+
+
+def omp_wait_policy() -> str:
+    """How this process's OpenMP threads wait between parallel regions: OMP_WAIT_POLICY, or the default's words."""
+    return os.environ.get("OMP_WAIT_POLICY") or "unset (libgomp spins a while, then sleeps)"
 
 
 def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: int = 4, steps_per_repeat: int = 20,

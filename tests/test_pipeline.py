@@ -46,6 +46,20 @@ def test_unequal_stage_times_make_the_bubble_larger_than_the_formula():
     assert pl.bubble_fraction(skewed, 2) > schedule.theoretical_bubble + 0.05
 
 
+def test_1f1b_is_shorter_than_gpipe_only_where_the_stages_phases_differ():
+    # lab 04's decomposition of 1F1B vs GPipe: with equal stages the same makespan; with one stage slower forward and
+    # the other slower backward (lab 04's measured split), 1F1B fills some of GPipe's waits
+    def makespans(forward_s, backward_s, stages=2, micro=8):
+        return [pl.makespan(pl.simulate(make(stages, micro), forward_s, backward_s)) for make in (pl.gpipe, pl.one_f_one_b)]
+
+    gpipe, one_f_one_b = makespans([1.0, 1.0], [2.0, 2.0])
+    assert gpipe == pytest.approx(one_f_one_b)
+    gpipe, one_f_one_b = makespans([4.25, 3.35], [1.45, 2.61])
+    assert one_f_one_b < 0.95 * gpipe
+    gpipe, one_f_one_b = makespans([4.25, 3.35, 4.0], [1.45, 2.61, 2.0], stages=3, micro=6)
+    assert one_f_one_b < 0.95 * gpipe
+
+
 def test_broken_schedules_are_refused_with_the_reason():
     good = pl.gpipe(2, 2)
     backward_first = pl.Schedule("x", 2, 2, ((pl.Op("B", 0), pl.Op("F", 0), pl.Op("F", 1), pl.Op("B", 1)), good.ops[1]))

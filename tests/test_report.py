@@ -1,5 +1,6 @@
 """The scaling report (lab 10): rows compared with the right baseline, implausible rows flagged, scaling models that
 recover what they are fitted to."""
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -166,6 +167,17 @@ def test_allreduce_rows_are_flagged_for_more_bytes_in_less_time_and_noise_is_one
     assert flags[0] == [] and flags[2] == [] and flags[3] == []
     assert "4096 bytes took less time" in flags[1][0]
     assert detectors.noise_line(spreads).startswith("noise: 1 of 4 medians")
+
+
+def test_allreduce_rule_is_the_one_lab_10_states_half_the_time_whatever_the_spreads():
+    # lab 10's prose: less than half the time marks the smaller message, whatever the spreads (a run printed 16x the
+    # bytes in 0.23x the time unmarked, its spreads above 100 %); more than 10 % less only beyond both spreads
+    sizes, wide = [4096, 65536], [4.5, 3.6]
+    assert "65536 bytes took less time" in report.allreduce_flags(sizes, [1e-3, 0.23e-3], wide)[0][0]
+    assert report.allreduce_flags(sizes, [1e-3, 0.76e-3], wide)[0] == []  # 24 % less, inside those spreads
+    assert report.allreduce_flags(sizes, [1e-3, 0.5e-3], wide)[0] == []  # exactly half: not less than half
+    assert report.allreduce_flags(sizes, [1e-3, 0.76e-3], [0.05, 0.05])[0]  # 24 % less beyond tight spreads
+    assert report.allreduce_flags(sizes, [1e-3, 0.95e-3], [0.0, 0.0])[0] == []  # 5 % less: within the 10 %
 
 
 def test_a_superlinear_or_shrinking_batch_time_is_flagged():
@@ -418,3 +430,21 @@ def test_small_percentages_keep_a_decimal_and_chart_labels_are_whole():
     long = row("ddp", 2, 180, variant="gradient bucketing off, overlap on, batch per rank 128")
     label = report.row_label(report.compare([row("single", 1, 100), long])[1])
     assert label == "03 ddp gradient bucketing off, overlap on, batch per rank 128 b256"
+
+
+def test_lab_10s_prediction_ddp_no_faster_than_threads_is_checked_beyond_the_spreads():
+    def lines(ddp_rate, ddp_spread=0.1, threads_spread=0.1, gpus=""):
+        rows = [row("single-process", 1, 100, lab="01", workload="speed"),
+                row("single-process", 1, 190, lab="01", workload="speed", threads=2),
+                row("ddp", 2, ddp_rate, lab="03", workload="speed")]
+        rows = [replace(r, spread=ddp_spread if r.strategy == "ddp" else threads_spread) for r in rows]
+        if gpus:
+            rows = [replace(r, machine=replace(r.machine, gpu_names=gpus)) for r in rows]
+        return report.ranks_vs_threads(report.across_labs(rows))
+
+    assert len(lines(150)) == 1 and lines(150)[0].endswith("-> holds: DDP no faster")
+    assert "0.79x" in lines(150)[0] and "lab 01" in lines(150)[0]
+    assert lines(200)[0].endswith("not distinguishable: within the rows' spreads")  # 5 % faster, spreads 10 %
+    assert lines(250)[0].endswith("reversed: DDP faster beyond both rows' spreads")
+    assert lines(250, ddp_spread=0.5, threads_spread=0.5)[0].endswith("not distinguishable: within the rows' spreads")
+    assert "GPUs" in lines(250, gpus="H100")[0]

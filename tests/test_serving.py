@@ -246,3 +246,22 @@ def test_bench_inference_reports_every_figure_with_its_spread(capsys):
 
 def test_cli_knows_bench_inference():
     assert cli.parser().parse_args(["bench", "inference"]).name == "inference"
+
+
+def _answered_run(arrived_over_s: float, answered_over_s: float, n: int = 100) -> serving.LoadRun:
+    """n requests arriving evenly over `arrived_over_s`, answered evenly over `answered_over_s` from the start."""
+    requests = [serving.Request(i, None, i * arrived_over_s / n) for i in range(n)]
+    for i, r in enumerate(requests):
+        r.answer(None, (i + 1) * answered_over_s / n, 2)
+    return serving.LoadRun("max_wait=1ms", requests, 0.0, answered_over_s + 0.3, n / arrived_over_s,
+                           n / arrived_over_s, 0.0, 0.0, None)
+
+
+def test_a_load_runs_time_split_says_which_side_of_the_race_a_saturated_server_lost():
+    kept_up = serving.time_split(_answered_run(1.0, 1.0), [(2, 0.004)] * 50)
+    assert kept_up.startswith("50 forward passes of 2.0 requests (4.00 ms each), 20% of the run")
+    assert "saturated" not in kept_up
+    computing = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.0198)] * 50)  # 1000/s arrived, 100/s answered
+    assert "saturated with its forward passes running 99% of the time: batches of 2.0 answer 101/s at most" in computing
+    idle = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.004)] * 50)
+    assert "saturated while its forward passes ran only 20% of the time: the rest went outside them" in idle

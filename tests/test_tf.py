@@ -265,6 +265,15 @@ def test_take_turns_never_overlaps_and_keeps_tensorflow_out_of_the_torch_process
     turns = sorted((start, end, rank) for rank, p in enumerate(processes) for start, end in p["turns"])
     assert [rank for _, _, rank in turns] == [0, 1, 1, 0, 0, 1, 1, 0]  # warm-up, then the order alternates
     assert all(end <= next_start for (_, end, _), (next_start, _, _) in zip(turns, turns[1:]))
+    # launched: idle OpenMP threads sleep (lab 05 prints this beside its comparison with lab 01's kernel)
+    assert [p["omp_wait_policy"] for p in processes] == [os.environ.get("OMP_WAIT_POLICY") or "PASSIVE"] * 2
+
+
+def test_the_openmp_wait_policy_is_named_set_or_not(monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    assert tf_distribute.omp_wait_policy() == "PASSIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    assert tf_distribute.omp_wait_policy().startswith("unset (libgomp spins a while")
 
 
 def test_take_turns_wants_one_flag_per_process():

@@ -120,7 +120,7 @@ def library_step(schedule, rank, world_size, x, y):
         schedule.step()
 
 
-# ---- solutions/04_model_parallel_pipeline.ipynb, cell 51 (id 275d6b60) ---------------------------------------------
+# ---- solutions/04_model_parallel_pipeline.ipynb, cell 52 (id 275d6b60) ---------------------------------------------
 
 def stage_input(ctx, micro):
     """Micro-batch `micro`'s input: the images on the first stage, else the received activations (with a gradient)."""

@@ -166,7 +166,7 @@ def serving_job(rank, world_size, batcher, images, rounds, n_requests, cfg):
     return result
 
 
-# ---- solutions/09_inference_throughput.ipynb, cell 48 (id 53869665) ------------------------------------------------
+# ---- solutions/09_inference_throughput.ipynb, cell 49 (id 53869665) ------------------------------------------------
 
 def choose_max_wait(rows, budget_ms):
     """The largest max_wait_ms that meets the p99 budget and keeps up, or None."""

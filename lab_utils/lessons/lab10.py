@@ -13,7 +13,7 @@ from lab_utils.launch import process_group
 __all__ = ['allreduce_worker', 'amdahl_rows', 'speedup_and_efficiency']
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 14 (id d37f68c4) ------------------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 15 (id d37f68c4) ------------------------------------------------------
 
 def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
     """Time all_reduce of float32 tensors of byte `sizes` on this rank: per size, median of `repeats` and spread."""
@@ -36,7 +36,7 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
             "seconds": medians, "spreads": spreads}
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 24 (id f657a4f5) ------------------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 25 (id f657a4f5) ------------------------------------------------------
 
 DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")  # the strategies Amdahl's fit reads
 
@@ -58,7 +58,7 @@ def amdahl_rows(compared, strategies=DATA_PARALLEL):
     return per_machine, left_out
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 27 (id d8620f29) ------------------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 28 (id d8620f29) ------------------------------------------------------
 
 def speedup_and_efficiency(row, baseline):
     """(speedup, efficiency) of a results row against its one-device baseline row."""
