@@ -65,12 +65,17 @@ class Load:
                 f"throttled in {self.throttled_share * 100:.0f} % of the window: {sharing}: ask for cpu_limit >= {wanted} "
                 "or run 1 rank")
 
-    def cause(self, workers: int | None = None) -> str | None:
+    def cause(self, workers: int | None = None, what: str = "ranks") -> str | None:
         """One sentence naming why speeds in this window are not the machine's quiet speeds (a quota that throttled
-        this process, other programs' CPU, steal), None when the window was quiet; `workers`: ranks that shared it."""
+        this process, other programs' CPU, steal), None when the window was quiet; `workers`: ranks (or `what`) that
+        shared it. A quota smaller than the workers is named even when it did not throttle: other programs held the
+        cores first, and the quota would have held the workers to its share anyway."""
         causes = []
         if self.throttled:
             causes.append(self._throttling(workers))
+        elif self.quota_cpus is not None and workers and workers > self.quota_cpus and self.busy:
+            causes.append(f"this notebook may use {hardware.cpus_text(self.quota_cpus)} ({self.quota_source}), less "
+                          f"than the {workers} {what} it ran side by side")
         if self.others > BUSY_SHARE * self.cores:
             causes.append(f"other programs used {self.others:.1f} of {self.cores} cores")
         if self.steal > BUSY_SHARE * self.cores or (self.busy and self.steal >= 0.05):

@@ -167,6 +167,27 @@ def test_an_impossible_speedup_names_the_quota_or_the_busy_machine_as_its_cause(
     assert measure.plausibility(speedup=1.8, devices=2) == []
 
 
+def test_a_flag_under_a_quota_names_it_when_other_programs_held_the_cores_before_it_could_throttle(monkeypatch):
+    # issue 46, under a real 1-CPU quota on a loaded machine: lab 00's and lab 02's "2 threads at 0.49x / 0.02x one
+    # thread" named only the other programs (throttled in 0 % of periods), not the quota that gave 2 threads 1 CPU
+    from lab_utils import detectors
+
+    busy_under_quota = Load(5.0, 2, 0.4, 1.6, 0.0, quota_cpus=1.0, throttled_share=0.0)
+    assert busy_under_quota.cause(2, "threads") == ("this notebook may use 1.0 CPU (cgroup quota), less than the 2 "
+                                                    "threads it ran side by side, and other programs used 1.6 of 2 cores")
+    assert busy_under_quota.cause() == "other programs used 1.6 of 2 cores"  # one worker: the quota is no cause
+    assert busy_under_quota.cause(1) == busy_under_quota.cause()
+    quiet_under_quota = Load(5.0, 2, 0.9, 0.0, 0.0, quota_cpus=1.0, throttled_share=0.02)
+    assert quiet_under_quota.cause(2) is None  # not throttled and nothing else ran: the quota slowed nothing
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: busy_under_quota)
+    flags = measure.plausibility(speedup=0.02, devices=1, threads=2)
+    assert len(flags) == 1 and detectors.WAITED in flags[0] and "noise" not in flags[0]
+    assert "(this notebook may use 1.0 CPU (cgroup quota), less than the 2 threads it ran side by side, and" in flags[0]
+    above = measure.plausibility(speedup=3.42, devices=2)
+    assert "the baseline was slowed: this notebook may use 1.0 CPU (cgroup quota), less than the 2 devices" in above[0]
+    assert all("; " not in f for f in flags + above)
+
+
 def test_the_real_quota_throttles_two_spinners_and_the_window_says_so(tmp_path):
     """As root on cgroup v1: two spinning processes in a group with a 0.1-CPU quota are throttled, and a measuring
     window inside that group reads the quota, the throttled share and names them as its cause."""
