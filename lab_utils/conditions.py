@@ -179,21 +179,22 @@ def between(first: Sample, last: Sample, cores: int | None = None) -> Load:
                 last.quota_source or "cgroup quota")
 
 
-def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load: Load | None = None) -> str | None:
-    """None when N parallel `workers` can beat 1 here, else why not: the CPU time this process may use (its
-    budget) or, given a measured `load`, what other programs left free."""
+def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load: Load | None = None,
+                    what: str = "ranks") -> str | None:
+    """None when N parallel `workers` (`what`: ranks, threads, devices) can beat 1 here, else why not: the CPU time
+    this process may use (its budget) or, given a measured `load`, what other programs left free."""
     if workers < 2:
         return None
     budget = budget or hardware.cpu_budget()
     if budget.cpus < 1.5:
         share = "one CPU's time" if budget.cpus >= 1 - 1e-9 else f"the time of {hardware.cpus_text(budget.cpus)}"
-        return (f"this notebook may use {hardware.cpus_text(budget.cpus)} ({budget.source}): {workers} ranks "
+        return (f"this notebook may use {hardware.cpus_text(budget.cpus)} ({budget.source}): {workers} {what} "
                 f"share {share}, so they cannot beat one")
     if load is not None:
         free = min(budget.cpus, load.cores - load.others - load.steal)
         if free < 1.5:
             return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured: "
-                    f"{workers} ranks share the {max(free, 0):.1f} left, so they cannot beat one")
+                    f"{workers} {what} share the {max(free, 0):.1f} left, so they cannot beat one")
     return None
 
 

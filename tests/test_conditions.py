@@ -150,6 +150,11 @@ def test_speedup_visible_says_why_n_workers_cannot_beat_one_here():
     assert conditions.speedup_visible(2, two, busy) == ("other programs used 1.7 of 2 cores while this measured: 2 ranks "
                                                         "share the 0.3 left, so they cannot beat one")
     assert conditions.speedup_visible(2, two, Load(5.0, 2, 1.9, 0.1, 0.0)) is None
+    # issue 46: lab 00's "2 threads vs 1 thread" said "2 ranks share one CPU's time"; threads are named threads
+    assert "2 threads share one CPU's time" in conditions.speedup_visible(2, QUOTA_1, what="threads")
+    assert "2 devices share the 0.3 left" in conditions.speedup_visible(2, two, busy, what="devices")
+    said = measure.as_result("0.49x", workers=2, load=busy, what="threads")
+    assert said.startswith("not measurable here: ") and "2 threads share" in said and said.endswith("(measured, not a result: 0.49x)")
 
 
 def test_an_impossible_speedup_names_the_quota_or_the_busy_machine_as_its_cause(monkeypatch):
