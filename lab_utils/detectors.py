@@ -158,12 +158,14 @@ def flipped(verdicts) -> list[str]:
 
 
 def contradicts_reference(rate: float | None, reference: float | None, *, factor: float = 2.0,
-                          what: str = "baseline", reference_name: str = "lab 01's") -> list[str]:
-    """A rate more than `factor` off the same machine's reference rate on the same workload: they contradict."""
+                          what: str = "baseline", reference_name: str = "lab 01's", cause: str | None = None) -> list[str]:
+    """A rate more than `factor` off the same machine's reference rate on the same workload: they contradict; `cause`:
+    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause())."""
     if not rate or not reference or 1 / factor <= rate / reference <= factor:
         return []
     return [f"{what} {rate:,.0f} samples/s is {rate / reference:.2f}x {reference_name} {reference:,.0f} on the same "
-            f"workload: {CONTRADICT} (another framework or job held the cores)"]
+            f"workload: {CONTRADICT} "
+            + (f"(measured while {_cause(cause)})" if cause else "(another framework or job held the cores)")]
 
 
 def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str = "the same quantity",

@@ -191,6 +191,9 @@ def test_a_flag_under_a_quota_names_it_when_other_programs_held_the_cores_before
     above = measure.plausibility(speedup=3.42, devices=2)
     assert "the baseline was slowed: this notebook may use 1.0 CPU (cgroup quota), less than the 2 devices" in above[0]
     assert all("; " not in f for f in flags + above)
+    # lab 03's "baseline 474 samples/s is 0.39x lab 01's" guessed "another framework or job": it names what was measured
+    off = measure.plausibility(baseline_rate=474, reference_rate=1213)
+    assert len(off) == 1 and "(measured while other programs used 1.6 of 2 cores)" in off[0] and "framework" not in off[0]
 
 
 def test_the_real_quota_throttles_two_spinners_and_the_window_says_so(tmp_path):
