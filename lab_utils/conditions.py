@@ -65,12 +65,17 @@ class Load:
                 f"throttled in {self.throttled_share * 100:.0f} % of the window: {sharing}: ask for cpu_limit >= {wanted} "
                 "or run 1 rank")
 
-    def cause(self, workers: int | None = None) -> str | None:
+    def cause(self, workers: int | None = None, what: str = "ranks") -> str | None:
         """One sentence naming why speeds in this window are not the machine's quiet speeds (a quota that throttled
-        this process, other programs' CPU, steal), None when the window was quiet; `workers`: ranks that shared it."""
+        this process, other programs' CPU, steal), None when the window was quiet; `workers`: ranks (or `what`) that
+        shared it. A quota smaller than the workers is named even when it did not throttle: other programs held the
+        cores first, and the quota would have held the workers to its share anyway."""
         causes = []
         if self.throttled:
             causes.append(self._throttling(workers))
+        elif self.quota_cpus is not None and workers and workers > self.quota_cpus and self.busy:
+            causes.append(f"this notebook may use {hardware.cpus_text(self.quota_cpus)} ({self.quota_source}), less "
+                          f"than the {workers} {what} it ran side by side")
         if self.others > BUSY_SHARE * self.cores:
             causes.append(f"other programs used {self.others:.1f} of {self.cores} cores")
         if self.steal > BUSY_SHARE * self.cores or (self.busy and self.steal >= 0.05):
@@ -174,21 +179,22 @@ def between(first: Sample, last: Sample, cores: int | None = None) -> Load:
                 last.quota_source or "cgroup quota")
 
 
-def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load: Load | None = None) -> str | None:
-    """None when N parallel `workers` can beat 1 here, else why not: the CPU time this process may use (its
-    budget) or, given a measured `load`, what other programs left free."""
+def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load: Load | None = None,
+                    what: str = "ranks") -> str | None:
+    """None when N parallel `workers` (`what`: ranks, threads, devices) can beat 1 here, else why not: the CPU time
+    this process may use (its budget) or, given a measured `load`, what other programs left free."""
     if workers < 2:
         return None
     budget = budget or hardware.cpu_budget()
     if budget.cpus < 1.5:
         share = "one CPU's time" if budget.cpus >= 1 - 1e-9 else f"the time of {hardware.cpus_text(budget.cpus)}"
-        return (f"this notebook may use {hardware.cpus_text(budget.cpus)} ({budget.source}): {workers} ranks "
+        return (f"this notebook may use {hardware.cpus_text(budget.cpus)} ({budget.source}): {workers} {what} "
                 f"share {share}, so they cannot beat one")
     if load is not None:
         free = min(budget.cpus, load.cores - load.others - load.steal)
         if free < 1.5:
             return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured: "
-                    f"{workers} ranks share the {max(free, 0):.1f} left, so they cannot beat one")
+                    f"{workers} {what} share the {max(free, 0):.1f} left, so they cannot beat one")
     return None
 
 

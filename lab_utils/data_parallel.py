@@ -63,10 +63,10 @@ def plan_devices(n_devices: int | None = None, hw: hardware.HardwareReport | Non
         return DevicePlan((torch.device("cuda", 0),) * n_devices, "threads", None,
                           f"{n_devices} replicas but {gpus} GPU: the replicas share cuda:0, each thread on its own "
                           "CUDA stream, so kernels can overlap but no work is added; read phase times, not speedup.")
-    limit = hardware.MAX_RANKS_PER_CORE * hw.cpu_count
+    cores, limit = hardware.rank_limit(hw)
     if n_devices > limit:
         raise ValueError(f"n_devices={n_devices} is impossible here: each device is a thread on a CPU core and this "
-                         f"machine has {hw.cpu_count}; use at most {limit} (ideally <= {hw.cpu_count}).")
+                         f"machine has {cores}; use at most {limit} (ideally <= {hw.cpu_count}).")
     reason = (f"no GPU: each device is a thread of this process with one intra-op thread, so {n_devices} device(s) "
               f"use {n_devices} of {hw.cpu_count} core(s).")
     if n_devices > hw.cpu_count:

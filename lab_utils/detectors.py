@@ -61,9 +61,11 @@ def above_bound(value: float, bound: float, *, what: str, bound_name: str, unit:
             "the two medians is off (a busy machine slowed the bound's measurement, or they measured different work)"]
 
 
-def outside_neighbours(value: float, neighbours, *, what: str, where: str, tolerance: float = 0.25) -> list[str]:
+def outside_neighbours(value: float, neighbours, *, what: str, where: str, tolerance: float = 0.25,
+                       cause: str | None = None) -> list[str]:
     """A ratio beyond every ratio of the same comparison measured at neighbouring settings by more than `tolerance`
-    (a speedup at batch 256 far above those at batches 64 and 512): the two tables contradict each other."""
+    (a speedup at batch 256 far above those at batches 64 and 512): the two tables contradict each other; `cause`:
+    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause())."""
     neighbours = [float(v) for v in neighbours if v and v > 0]
     if not neighbours or value <= 0:
         return []
@@ -71,7 +73,8 @@ def outside_neighbours(value: float, neighbours, *, what: str, where: str, toler
     if low / (1 + tolerance) <= value <= high * (1 + tolerance):
         return []
     return [f"{what} {value:.2f}x {where}, against {low:.2f}-{high:.2f}x at the neighbouring settings: {CONTRADICT} "
-            "(one of the two tables was measured while the machine was busy)"]
+            + (f"(measured while {_cause(cause)})" if cause else
+               "(one of the two tables was measured while the machine was busy)")]
 
 
 SAME_WORK_LIMIT = 1.25  # the same work one way beats the other way by more than this (whole range): not a cost claim
@@ -155,12 +158,14 @@ def flipped(verdicts) -> list[str]:
 
 
 def contradicts_reference(rate: float | None, reference: float | None, *, factor: float = 2.0,
-                          what: str = "baseline", reference_name: str = "lab 01's") -> list[str]:
-    """A rate more than `factor` off the same machine's reference rate on the same workload: they contradict."""
+                          what: str = "baseline", reference_name: str = "lab 01's", cause: str | None = None) -> list[str]:
+    """A rate more than `factor` off the same machine's reference rate on the same workload: they contradict; `cause`:
+    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause())."""
     if not rate or not reference or 1 / factor <= rate / reference <= factor:
         return []
     return [f"{what} {rate:,.0f} samples/s is {rate / reference:.2f}x {reference_name} {reference:,.0f} on the same "
-            f"workload: {CONTRADICT} (another framework or job held the cores)"]
+            f"workload: {CONTRADICT} "
+            + (f"(measured while {_cause(cause)})" if cause else "(another framework or job held the cores)")]
 
 
 def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str = "the same quantity",

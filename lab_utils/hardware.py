@@ -405,16 +405,26 @@ class Plan:
         return f"world_size={self.world_size}: backend {self.backend}{threads}\n  {placement}\n  why: {self.reason}"
 
 
+def rank_limit(hw: HardwareReport) -> tuple[int, int]:
+    """(cores the ranks can run on, the most ranks allowed on them: MAX_RANKS_PER_CORE per core). A CPU quota
+    (hw.cpu_limit) slows ranks but takes no core away: its cores are those of the affinity mask."""
+    cores = hw.cpu_count
+    if hw.cpu_limit:
+        mask = next((s.cpus for s in cpu_budget().sources if s.name == MASK), cores)
+        cores = max(cores, int(mask))
+    return cores, MAX_RANKS_PER_CORE * cores
+
+
 def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
     """Map `world_size` ranks to devices: one GPU per rank (nccl), shared GPUs or CPU cores (gloo)."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive integer (number of ranks), got {world_size!r}")
     hw = hardware or detect()
-    limit = MAX_RANKS_PER_CORE * hw.cpu_count
+    cores, limit = rank_limit(hw)
     if world_size > limit:
         raise ValueError(
             f"world_size={world_size} is impossible here: every rank is a process and this machine has "
-            f"{hw.cpu_count} CPU core(s); use at most {limit} ranks (ideally <= {max(hw.cpu_count, len(hw.gpus))})."
+            f"{cores} CPU core(s); use at most {limit} ranks (ideally <= {max(hw.cpu_count, len(hw.gpus))})."
         )
     n_gpus = len(hw.gpus)
     if n_gpus >= world_size:

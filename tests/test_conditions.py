@@ -150,6 +150,11 @@ def test_speedup_visible_says_why_n_workers_cannot_beat_one_here():
     assert conditions.speedup_visible(2, two, busy) == ("other programs used 1.7 of 2 cores while this measured: 2 ranks "
                                                         "share the 0.3 left, so they cannot beat one")
     assert conditions.speedup_visible(2, two, Load(5.0, 2, 1.9, 0.1, 0.0)) is None
+    # issue 46: lab 00's "2 threads vs 1 thread" said "2 ranks share one CPU's time"; threads are named threads
+    assert "2 threads share one CPU's time" in conditions.speedup_visible(2, QUOTA_1, what="threads")
+    assert "2 devices share the 0.3 left" in conditions.speedup_visible(2, two, busy, what="devices")
+    said = measure.as_result("0.49x", workers=2, load=busy, what="threads")
+    assert said.startswith("not measurable here: ") and "2 threads share" in said and said.endswith("(measured, not a result: 0.49x)")
 
 
 def test_an_impossible_speedup_names_the_quota_or_the_busy_machine_as_its_cause(monkeypatch):
@@ -165,6 +170,30 @@ def test_an_impossible_speedup_names_the_quota_or_the_busy_machine_as_its_cause(
     monkeypatch.setattr(conditions, "taken", lambda reset=False: Load(5.0, 2, 1.9, 0.0, 0.0))
     assert "(noise, another job" in measure.plausibility(speedup=3.4, devices=2)[0]  # quiet: the cause is unknown
     assert measure.plausibility(speedup=1.8, devices=2) == []
+
+
+def test_a_flag_under_a_quota_names_it_when_other_programs_held_the_cores_before_it_could_throttle(monkeypatch):
+    # issue 46, under a real 1-CPU quota on a loaded machine: lab 00's and lab 02's "2 threads at 0.49x / 0.02x one
+    # thread" named only the other programs (throttled in 0 % of periods), not the quota that gave 2 threads 1 CPU
+    from lab_utils import detectors
+
+    busy_under_quota = Load(5.0, 2, 0.4, 1.6, 0.0, quota_cpus=1.0, throttled_share=0.0)
+    assert busy_under_quota.cause(2, "threads") == ("this notebook may use 1.0 CPU (cgroup quota), less than the 2 "
+                                                    "threads it ran side by side, and other programs used 1.6 of 2 cores")
+    assert busy_under_quota.cause() == "other programs used 1.6 of 2 cores"  # one worker: the quota is no cause
+    assert busy_under_quota.cause(1) == busy_under_quota.cause()
+    quiet_under_quota = Load(5.0, 2, 0.9, 0.0, 0.0, quota_cpus=1.0, throttled_share=0.02)
+    assert quiet_under_quota.cause(2) is None  # not throttled and nothing else ran: the quota slowed nothing
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: busy_under_quota)
+    flags = measure.plausibility(speedup=0.02, devices=1, threads=2)
+    assert len(flags) == 1 and detectors.WAITED in flags[0] and "noise" not in flags[0]
+    assert "(this notebook may use 1.0 CPU (cgroup quota), less than the 2 threads it ran side by side, and" in flags[0]
+    above = measure.plausibility(speedup=3.42, devices=2)
+    assert "the baseline was slowed: this notebook may use 1.0 CPU (cgroup quota), less than the 2 devices" in above[0]
+    assert all("; " not in f for f in flags + above)
+    # lab 03's "baseline 474 samples/s is 0.39x lab 01's" guessed "another framework or job": it names what was measured
+    off = measure.plausibility(baseline_rate=474, reference_rate=1213)
+    assert len(off) == 1 and "(measured while other programs used 1.6 of 2 cores)" in off[0] and "framework" not in off[0]
 
 
 def test_the_real_quota_throttles_two_spinners_and_the_window_says_so(tmp_path):

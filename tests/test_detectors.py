@@ -192,6 +192,15 @@ def test_lab_02_dataparallel_at_117x_against_068_077x_in_the_sweep_is_a_contradi
     assert detectors.outside_neighbours(0.3, [0.68, 0.77], what="DataParallel", where="at batch 256")
 
 
+def test_lab_02_neighbours_contradiction_names_the_measured_quota_not_a_guess():
+    # issue 46, under a real 1-CPU quota: "DataParallel 1.06x ... against 0.69x" blamed "the machine was busy" only
+    cause = "this notebook may use 1.0 CPU (cgroup quota), less than the 2 devices it ran side by side"
+    said = detectors.outside_neighbours(1.06, [0.69], what="DataParallel", where="at batch 256", cause=cause)
+    assert said and "(measured while this notebook may use 1.0 CPU (cgroup quota), less than the 2 devices" in said[0]
+    assert "; " not in said[0] and detectors.impossible(said) == said
+    assert "the machine was busy" in detectors.outside_neighbours(1.06, [0.69], what="a", where="b")[0]  # none measured
+
+
 def test_lab_09_batch_1_serving_above_its_own_forward_bound_is_flagged():
     # batch-1 serving answered 41 requests/s; the forward pass alone allows 28/s
     said = detectors.above_bound(41, 28, what="batch-1 serving answered", bound_name="what the forward pass alone allows")

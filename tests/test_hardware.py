@@ -229,6 +229,18 @@ def test_the_rank_plan_and_the_fingerprint_follow_the_quota(monkeypatch):
     assert "oversubscribed" in hardware.plan(2, hw).reason
 
 
+def test_a_quota_slows_ranks_but_does_not_lower_how_many_can_start(monkeypatch):
+    # issue 46: under a real 1-CPU quota lab 08's check of average_and_apply (4 workers + 1 server) raised "world_size=5
+    # is impossible here: this machine has 1 CPU core(s)" and failed the solution: the quota takes no core away
+    monkeypatch.setattr(hardware, "cpu_budget", lambda *a, **k: QUOTA_1)
+    hw = hardware.detect()
+    assert hardware.rank_limit(hw) == (2, 8)
+    assert len(hardware.plan(5, hw).devices) == 5 and "oversubscribed" in hardware.plan(5, hw).reason
+    with pytest.raises(ValueError, match=r"has 2 CPU core\(s\); use at most 8 ranks \(ideally <= 1\)"):
+        hardware.plan(9, hw)
+    assert hardware.rank_limit(CPU_ONLY) == (2, 8)  # no quota: the report's cores, whatever this machine has
+
+
 def test_the_real_v1_quota_of_a_child_cgroup(tmp_path):
     """As root, on a cgroup v1 machine: a child python in a group with a 1-CPU quota reports 1.0 CPU, the quota."""
     import os

@@ -22,18 +22,21 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None,
     if oversubscribed:
         warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
     if speedup is not None and devices and speedup > devices:  # name what slowed the runs when the window saw it
-        warnings += detectors.above_device_count(speedup, devices, measured_cause())
+        warnings += detectors.above_device_count(speedup, devices, measured_cause(round(devices), "devices"))
     # reference_rate: this machine's lab 01 rate on the same workload
-    warnings += detectors.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR)
+    if baseline_rate and reference_rate and not 1 / BASELINE_FACTOR <= baseline_rate / reference_rate <= BASELINE_FACTOR:
+        warnings += detectors.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR,
+                                                    cause=measured_cause())
     if threads and speedup is not None and speedup < 1 / threads:  # they waited: name for what, where it was measured
-        warnings += detectors.more_threads_slower(speedup, threads, cause=measured_cause())
+        warnings += detectors.more_threads_slower(speedup, threads, cause=measured_cause(round(threads), "threads"))
     return warnings
 
 
-def measured_cause() -> str | None:
-    """Why this run's speeds are not quiet speeds (a CPU quota, other programs, steal), as measured; None: quiet."""
+def measured_cause(workers: int | None = None, what: str = "ranks") -> str | None:
+    """Why this run's speeds are not quiet speeds (a CPU quota, other programs, steal), as measured; None: quiet.
+    `workers` (`what`: ranks, threads, devices) ran side by side: a quota smaller than them is named too."""
     load = run_conditions()
-    return load.cause() if load else None
+    return load.cause(workers, what) if load else None
 
 
 def flagged(text: str, warnings) -> str:

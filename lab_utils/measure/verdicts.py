@@ -162,13 +162,14 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     return dataclasses.replace(decided, verdict=verdict, notes="; ".join(notes), reason=reason or "")
 
 
-def unreadable(workers: int | None = None, load: "conditions.Load | None" = None) -> str | None:
+def unreadable(workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str | None:
     """Why a timed comparison cannot be read here, or None: `workers` (> 1: N ranks or threads against one) that this
     CPU budget or what others left free cannot run side by side; or other programs (and steal) that took more than
-    UNREADABLE_SHARE of the cores while it was measured. `load` defaults to run_conditions()."""
+    UNREADABLE_SHARE of the cores while it was measured. `load` defaults to run_conditions(); `what`: what the
+    workers are (ranks, threads, devices)."""
     load = load if load is not None else run_conditions()
     if workers and workers > 1:
-        why = conditions.speedup_visible(workers, load=load)
+        why = conditions.speedup_visible(workers, load=load, what=what)
         if why:
             return why
     if load is not None and load.others + load.steal > UNREADABLE_SHARE * load.cores:
@@ -177,10 +178,10 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
     return None
 
 
-def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None) -> str:
+def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str:
     """A summary's measured figure as a result, or, where unreadable() rules it out, 'not measurable here: <why>'
     with the figure kept only as what those conditions gave."""
-    why = unreadable(workers, load)
+    why = unreadable(workers, load, what)
     return text if why is None else f"not measurable here: {why} (measured, not a result: {text})"
 
 
