@@ -15,6 +15,8 @@ N ?= 2
 CPU_LIMIT ?= 1
 MEM_LIMIT ?= 3G
 QUICK ?=
+# extra pytest options for make test, e.g. PYTEST_ARGS=--durations=0 (each test's time, to see where the 10 minutes go)
+PYTEST_ARGS ?=
 # pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Three even on two cores: the
 # tests spend much of their time starting processes and waiting on planned timeouts
 TEST_WORKERS ?= 3
@@ -43,7 +45,7 @@ test: env  ## the type check, unit tests, the student-notebook drift check, and 
 	$(PY) -m mypy
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest solutions tests --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q -m "not classroom" \
-		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 test-fast: env  ## the inner loop (a few minutes): the type check, unit tests, assign --check and the judges; no notebook, no test marked slow
 	$(PY) -m mypy
