@@ -56,7 +56,7 @@ def lesson_names() -> dict[str, set[str]]:
 
 class Resolver:
     """What a worker expression in a module of lab_utils names: 'lab_utils.lessons.labNN.name', 'notebook' (the
-    learner's notebook, read by lessons.from_notebook), or the unresolved text."""
+    learner's notebook, read by learner_code.from_notebook), or the unresolved text."""
 
     def __init__(self, modules: dict[Path, ast.Module]):
         self.modules = modules
@@ -148,7 +148,7 @@ def test_every_worker_the_instructor_launches_is_a_generated_lesson():
     wrong = []
     for where, what in workers:
         if what == "notebook":
-            continue  # the learner's own notebook, through lessons.from_notebook
+            continue  # the learner's own notebook, through learner_code.from_notebook
         module, _, name = what.rpartition(".")
         if name not in exported.get(module, set()):
             wrong.append(f"{where}: {what}")

@@ -326,7 +326,7 @@ def test_learner_modules_do_not_import_generated_lessons():
     """lab_utils/*.py (what the labs import) never imports lab_utils.lessons.labNN: the lesson's code stays visible in
     its notebook. Instructor code, tests, benchmarks and the exercise checks (lab_utils/exercises/, which run the
     lesson's ring beside a learner's step, say) may run the generated copy. (The loader in
-    lab_utils/lessons/__init__.py, which reads a learner's notebook, is not a generated module.)"""
+    lab_utils/learner_code.py, which reads a learner's notebook, is not a generated module.)"""
     found = []
     for path in learner_modules():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -1,5 +1,5 @@
 """Lab 11's batch-script writers and Slurm-to-torch translation (its lesson cells), lab_utils.slurm's helpers
-(no Slurm needed), and lessons.from_notebook."""
+(no Slurm needed), and learner_code.from_notebook."""
 import os
 import re
 import subprocess
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from lab_utils import lessons, slurm
+from lab_utils import learner_code, slurm
 from lab_utils.lessons import lab11
 
 
@@ -117,21 +117,21 @@ def test_a_wrong_slurm_conf_is_named_instead_of_no_slurm_here(monkeypatch, tmp_p
 def test_lab03_worker_comes_from_its_notebook_and_travels_by_value():
     import cloudpickle
 
-    lesson = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb", beside="/nonexistent"), "ddp_worker")
+    lesson = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb", beside="/nonexistent"), "ddp_worker")
     assert lesson.notebook.parent.name == "solutions" and lesson.source.startswith("def ddp_worker(rank, world_size, cfg):")
     assert "DistributedSampler(" in lesson.source and "# 1. join the process group" in lesson.source  # comments kept
     assert "from torch.utils.data import DataLoader, DistributedSampler" in lesson.imports
     assert b"DistributedSampler" in cloudpickle.dumps(lesson.function)  # by value: its code travels with it
     with pytest.raises(LookupError, match="defines no function 'nothing_here'"):
-        lessons.from_notebook(lesson.notebook, "nothing_here")
+        learner_code.from_notebook(lesson.notebook, "nothing_here")
     assert "ddp_worker from the course's solutions/03_ddp.ipynb, cell " in lesson.describe()
 
 
 def test_a_learners_copy_beside_the_notebook_is_taken_and_named(tmp_path):
     import shutil
 
-    shutil.copy(lessons.notebook_path("03_ddp.ipynb", beside="/nonexistent"), tmp_path / "03_ddp.ipynb")
-    lesson = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker")
+    shutil.copy(learner_code.notebook_path("03_ddp.ipynb", beside="/nonexistent"), tmp_path / "03_ddp.ipynb")
+    lesson = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker")
     assert lesson.notebook.parent == tmp_path.resolve()
     assert "ddp_worker from 03_ddp.ipynb beside this notebook, cell " in lesson.describe()
 
@@ -141,7 +141,7 @@ def test_lab03_worker_from_the_notebook_trains_like_lab03(tmp_path):
     from lab_utils.launch import launch
     from lab_utils.lessons.lab03 import DDPConfig, ddp_worker  # the generated module: the same cell, imported, not read
 
-    worker = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker").function
+    worker = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker").function
     assert worker is not ddp_worker and worker.__module__ != ddp_worker.__module__
     cfg = DDPConfig(data={"kind": "digits", "n_train": 128}, layers=spec.cnn2d_2layer_fullconnected_2layer(10),
                     epochs=1, per_rank_batch=16, lr=0.05, warmup_steps=0, accumulation=1, seed=0, timeout_s=60,
@@ -182,7 +182,7 @@ def lab11_resumable_worker():
     """Lab 11's resumable worker, as its notebook's cell defines it (imports and def), sent by value."""
     import nbformat
 
-    nb = nbformat.read(lessons.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
     cell = next(c.source for c in nb.cells if c.cell_type == "code" and "def resumable_worker(" in c.source)
     namespace = {"__name__": "lesson_lab11"}
     exec(compile(cell, "<lab 11>", "exec"), namespace)

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from lab_utils import collectives, hardware, lessons, measure, pipeline, spec, tensor_parallel
+from lab_utils import collectives, hardware, learner_code, measure, pipeline, spec, tensor_parallel
 from lab_utils.launch import short_error
 
 __all__ = ['blocking_step', 'ring_all_reduce', 'deadlock_worker', 'ring_step', 'ring_check_worker', 'CopyToRanks', 'SumOverRanks', 'GatherChannels', 'SplitChannels', 'block', 'copy_block', 'split_conv', 'conv_problem', 'conv_worker', 'split_linear', 'ParallelClassifier', 'classifier_worker', 'TensorParallelCNN', 'tp_train_worker', 'unshard', 'timing_worker', 'pipeline_traffic']
@@ -347,8 +347,8 @@ def timing_worker(rank, world_size, sizes, repeats):
 def pipeline_traffic(batch_size, seed, device, *, model="cnn2d_2layer_fullconnected_2layer", split=(2,),
                      micro_batches=4):
     """What this rank sends in one GPipe step of Lab 04's pipeline, one stage per rank, with Lab 04's step and ops."""
-    lab04 = lessons.notebook_path("04_model_parallel_pipeline.ipynb")  # your Lab 04 here, else the solution
-    stage_step, forward_op, backward_op = (lessons.from_notebook(lab04, name).function
+    lab04 = learner_code.notebook_path("04_model_parallel_pipeline.ipynb")  # your Lab 04 here, else the solution
+    stage_step, forward_op, backward_op = (learner_code.from_notebook(lab04, name).function
                                            for name in ("stage_step", "forward_op", "backward_op"))
     rank, world_size = dist.get_rank(), dist.get_world_size()
     run = pipeline.PipelineRun("gpipe", "gpipe", micro_batches, batch_size, tuple(split), model, seed=seed)

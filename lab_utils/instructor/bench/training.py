@@ -192,7 +192,7 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     cluster`); without one the result says it was skipped."""
     import time
 
-    from ... import lessons, slurm
+    from ... import learner_code, slurm
     from ...launch import OWN_SESSION
     from ...lessons import lab11
     from ...lessons.lab03 import DDPConfig
@@ -200,7 +200,7 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     found = slurm.find()
     if found is None:
         return {"benchmark": "cluster", "skipped": slurm.SKIPPED}
-    worker = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb"), "ddp_worker").function
+    worker = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb"), "ddp_worker").function
     # steps: enough that the steady rate is a median of about a second of training per run, not of a few jittery steps
     cfg = DDPConfig(data={"kind": "synthetic", "n_train": 128 * (steps + 1), "n_test": 64, "side": 28},
                     layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, per_rank_batch=128 // nodes, lr=0.05,
