@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 
-from .core import Exercise, register
+from ...exercises.core import Exercise, register
 
 
 class SimulatedClock:
