@@ -176,8 +176,8 @@ def test_the_arrow_and_cycle_checks_catch_what_they_are_meant_to(tmp_path):
     files = {
         "a.py": "from . import b\n\n\ndef f():\n    from .exercises import lab02  # inside a function: counted\n",
         "b.py": "import pkg.a.f\n",  # a <-> b
-        "lessons/lab01.py": "from ..instructor.gpu import check\n",
-        "exercises/lab01.py": "from .. import a\nfrom ..instructor import grade\n",
+        "labs/lab01/lesson.py": "from ..instructor.gpu import check\n",
+        "labs/lab01/exercises.py": "from .. import a\nfrom ..instructor import grade\n",
         "exercises/lab02.py": "import numpy\n",
         "instructor/grade.py": "from ..exercises.lab01 import x\n",  # exercises.lab01 <-> instructor.grade
         "instructor/gpu/check.py": "import os\n\n\ndef run():\n    from ... import lessons\n",
@@ -186,8 +186,8 @@ def test_the_arrow_and_cycle_checks_catch_what_they_are_meant_to(tmp_path):
         (package / name).write_text(text)
     graph = import_graph(package)
     assert sorted((_file(m, package), t, line) for m, t, line in wrong_way(graph)) == [
-        ("a.py", "pkg.exercises.lab02", 5), ("exercises/lab01.py", "pkg.instructor.grade", 2),
-        ("lessons/lab01.py", "pkg.instructor.gpu.check", 1)]
+        ("a.py", "pkg.exercises.lab02", 5), ("labs/lab01/exercises.py", "pkg.instructor.grade", 2),
+        ("labs/lab01/lesson.py", "pkg.instructor.gpu.check", 1)]
     assert cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.exercises.lab01", "pkg.instructor.grade"]]
     assert graph["pkg.instructor.gpu.check"] == {"pkg.lessons": 5}
 
@@ -282,7 +282,7 @@ def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
 # says why; keep it short.
 NOT_COPIES: dict[str, set[str]] = {
     # "name": {"file.py"},  # why it is not a copy of the lesson
-    "work": {"labs/lab00/exercises.py", "instructor/gpu/train.py"},  # a local closure timed by a clock, not lab 08's worker
+    "work": {"labs/lab00/exercises.py", "labs/lab01/gpu_check.py"},  # a local closure timed by a clock, not lab 08's worker
 }
 
 

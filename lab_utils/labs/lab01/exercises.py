@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import statistics
 
-from .core import Exercise, FROM_LESSON, max_abs_diff, register
+from ...exercises.core import Exercise, FROM_LESSON, max_abs_diff, register
 
 
 def tiny_problem(seed: int):
     """A small seeded CNN and a batch shaped like the digits (private generators: thread-safe)."""
     import torch
 
-    from .. import spec
+    from ... import spec
 
     gen = torch.Generator().manual_seed(seed)
     model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed)
@@ -28,7 +28,7 @@ def _train_cases(rng):
 def _train_run(train_step, case, steps: int = 2):
     import torch
 
-    from .. import tensors
+    from ... import tensors
 
     model, x, y = tiny_problem(case["seed"])
     optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"], momentum=case["momentum"])
@@ -44,7 +44,7 @@ def _train_run(train_step, case, steps: int = 2):
 
 
 def _train_expected(case):
-    from ..train import train_step
+    from ...train import train_step
 
     return _train_run(train_step, case)
 
