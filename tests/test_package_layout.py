@@ -178,7 +178,7 @@ def test_the_arrow_and_cycle_checks_catch_what_they_are_meant_to(tmp_path):
         "b.py": "import pkg.a.f\n",  # a <-> b
         "labs/lab01/lesson.py": "from ..instructor.gpu import check\n",
         "labs/lab01/exercises.py": "from .. import a\nfrom ..instructor import grade\n",
-        "exercises/lab02.py": "import numpy\n",
+        "labs/lab02/exercises.py": "import numpy\n",
         "instructor/grade.py": "from ..exercises.lab01 import x\n",  # exercises.lab01 <-> instructor.grade
         "instructor/gpu/check.py": "import os\n\n\ndef run():\n    from ... import lessons\n",
     }

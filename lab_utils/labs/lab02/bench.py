@@ -1,4 +1,4 @@
-"""`bench dp`: lab 02's sweep of its notebook's DataParallel (lab_utils.lessons.lab02) against one device."""
+"""`bench dp`: lab 02's sweep of its notebook's DataParallel (lab_utils.labs.lab02.lesson) against one device."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ... import data, data_parallel, hardware, spec
-from ...data_parallel import ONE_DEVICE, Sweep, dp_name, threaded_name
+from ... import data, hardware, spec
+from . import data_parallel
+from .data_parallel import ONE_DEVICE, Sweep, dp_name, threaded_name
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class SweepAndGradCheck:
 
 def bench(*, n_devices: int = 2, batch_sizes=(16, 256), seed: int = 0, hw=None, **options) -> SweepAndGradCheck:
     """data_parallel.sweep of lab 02's DataParallel, as the notebook runs it, then lab 02's gradient_difference."""
-    from ...lessons.lab02 import DataParallel, gradient_difference  # imported here: `assign` starts without it
+    from .lesson import DataParallel, gradient_difference  # imported here: `assign` starts without it
 
     hw = hw or hardware.detect()
     result = data_parallel.sweep(DataParallel, n_devices=n_devices, batch_sizes=batch_sizes, seed=seed, hw=hw, **options)

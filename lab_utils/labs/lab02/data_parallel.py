@@ -1,4 +1,4 @@
-"""Around lab 02's DataParallel (its notebook's class, lab_utils.lessons.lab02): devices for the replicas, the phases
+"""Around lab 02's DataParallel (its notebook's class, lab_utils.labs.lab02.lesson): devices for the replicas, the phases
 the exercises write (scatter, gather, reduce_gradients), the threads and timer under its step (DevicePool,
 PhaseTimer), a step's report, and the sweep against one device."""
 from __future__ import annotations
@@ -14,10 +14,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import compare, data, hardware, measure, spec
-from . import detectors
-from .plots import Interval
-from .tensors import tensor_bytes  # lab 02's notebook calls it as data_parallel.tensor_bytes
+from ... import compare, data, hardware, measure, spec
+from ... import detectors
+from ...plots import Interval
+from ...tensors import tensor_bytes  # lab 02's notebook calls it as data_parallel.tensor_bytes
 
 COORDINATOR_PHASES = ("scatter", "replicate", "gather", "loss", "reduce", "update")
 PHASES = ("scatter", "replicate", "forward", "gather", "loss", "backward", "reduce", "update")

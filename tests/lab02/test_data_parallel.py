@@ -7,10 +7,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-from lab_utils import data_parallel, hardware, measure, spec
-from lab_utils.lessons import lab02  # lab 02's DataParallel, generated from its notebook
-from lab_utils.instructor.bench import data_parallel as bench_dp
-from lab_utils.instructor.gpu import data_parallel as gpu_dp
+from lab_utils.labs.lab02 import data_parallel
+from lab_utils import hardware, measure, spec
+from lab_utils.labs.lab02 import lesson as lab02  # lab 02's DataParallel, generated from its notebook
+from lab_utils.labs.lab02 import bench as bench_dp
+from lab_utils.labs.lab02 import gpu_check as gpu_dp
 
 CPU_ONLY = hardware.HardwareReport("laptop", 2, (), "3.11", "2.13.0", "2.21.0")
 ONE_GPU = hardware.HardwareReport("ws", 8, (hardware.GPU(0, "G", 24.0),), "3.11", "2.13.0", "2.21.0")

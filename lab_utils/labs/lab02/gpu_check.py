@@ -1,6 +1,6 @@
 """Lab 02 on a GPU: the DataParallel step against one CPU device's gradients.
 
-Moved from lab_utils/data_parallel.py: the learner's module holds only what a lab imports."""
+Moved from lab_utils/labs/lab02/data_parallel.py: the learner's module holds only what a lab imports."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ... import data, spec
-from ...data_parallel import DevicePlan, gradients, max_abs_diff, plan_devices, single_device_step
+from .data_parallel import DevicePlan, gradients, max_abs_diff, plan_devices, single_device_step
 
 
 # ---- the GPU check ---------------------------------------------------------------------------------------------
@@ -35,7 +35,7 @@ def gpu_check() -> dict[str, str]:
              "nn.DataParallel on every GPU")
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in names}
-    from ...lessons.lab02 import DataParallel  # lab 02's class, generated from its notebook; `assign` starts without it
+    from .lesson import DataParallel  # lab 02's class, generated from its notebook; `assign` starts without it
 
     gpus = torch.cuda.device_count()
     model = spec.build_torch(spec.cnn2d_3layer_fullconnected_3layer(), (1, 28, 28), seed=0)

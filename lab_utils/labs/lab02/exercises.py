@@ -1,7 +1,7 @@
 """Lab 02: DataParallel's scatter, gather and gradient reduce."""
 from __future__ import annotations
 
-from .core import Exercise, close, max_abs_diff, register
+from ...exercises.core import Exercise, close, max_abs_diff, register
 
 
 # ---- scatter ------------------------------------------------------------------------------------------------------
@@ -24,7 +24,7 @@ def _scatter_run(scatter, cases):
 
 
 def _scatter_expected(cases):
-    from .. import data_parallel
+    from . import data_parallel
 
     return _scatter_run(data_parallel.scatter, cases)
 
@@ -147,7 +147,7 @@ def _reduce_problem(case):
 
     import torch
 
-    from .. import spec
+    from ... import spec
 
     model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=case["seed"])
     replicas = [copy.deepcopy(model) for _ in range(case["replicas"])]
@@ -159,7 +159,7 @@ def _reduce_problem(case):
 
 
 def _flat_grads(model):
-    from .. import tensors
+    from ... import tensors
 
     return tensors.flat_grads(model).tolist()
 
@@ -171,7 +171,7 @@ def _reduce_run(reduce_gradients, case):
 
 
 def _reduce_expected(case):
-    from .. import data_parallel
+    from . import data_parallel
 
     return _reduce_run(data_parallel.reduce_gradients, case)
 
