@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from lab_utils import data, ddp, spec
 from lab_utils.launch import launch, launch_jobs, process_group
-from lab_utils.lessons.lab03 import DDPConfig, ddp_worker
+from lab_utils.labs.lab03.lesson import DDPConfig, ddp_worker
 from lab_utils.train import train_step
 from lab_utils.variants import variant
 

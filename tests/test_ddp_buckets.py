@@ -4,7 +4,7 @@ import pytest
 
 from lab_utils import spec
 from lab_utils.launch import launch
-from lab_utils.lessons.lab03 import bucket_worker
+from lab_utils.labs.lab03.lesson import bucket_worker
 
 CNN = spec.cnn2d_3layer_fullconnected_3layer()  # lab 03 section 6's CNN, 106,058 parameters
 CAPS = {"default": None, "small": 0.05}

@@ -139,7 +139,7 @@ def test_a_learners_copy_beside_the_notebook_is_taken_and_named(tmp_path):
 def test_lab03_worker_from_the_notebook_trains_like_lab03(tmp_path):
     from lab_utils import spec
     from lab_utils.launch import launch
-    from lab_utils.lessons.lab03 import DDPConfig, ddp_worker  # the generated module: the same cell, imported, not read
+    from lab_utils.labs.lab03.lesson import (DDPConfig, ddp_worker)  # the generated module: the same cell, imported, not read
 
     worker = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker").function
     assert worker is not ddp_worker and worker.__module__ != ddp_worker.__module__

@@ -97,7 +97,7 @@ def _interleaved(setups, repeats: int, run) -> list[SetupFigures]:
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
     from ...launch import launch
-    from ...lessons.lab03 import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
+    from ...labs.lab03.lesson import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
 
     synthetic = {"kind": "synthetic", "n_train": global_batch * (steps + 1), "n_test": 64, "side": 28, "seed": seed}
     cfg = DDPConfig(data=synthetic, layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1,
@@ -195,7 +195,7 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     from ... import learner_code, slurm
     from ...launch import OWN_SESSION
     from ...lessons import lab11
-    from ...lessons.lab03 import DDPConfig
+    from ...labs.lab03.lesson import DDPConfig
 
     found = slurm.find()
     if found is None:

@@ -1,7 +1,7 @@
 """Lab 03: gradient averaging in real ranks, sharding, the epoch loop, the learning rate for N ranks."""
 from __future__ import annotations
 
-from .core import ANY, Exercise, FROM_LESSON, close, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, close, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom lab_utils.train import train_step"
 
@@ -16,7 +16,7 @@ def _average_problem(case, world_size):
     """A seeded model and a global batch of world_size x per_rank digits-shaped images."""
     import torch
 
-    from .. import spec
+    from ... import spec
 
     gen = torch.Generator().manual_seed(case["seed"])
     n = world_size * case["per_rank"]
@@ -29,8 +29,8 @@ def averaging_worker(rank, world_size, average_gradients, case):
     import torch
     import torch.nn.functional as F
 
-    from .. import tensors
-    from ..launch import process_group
+    from ... import tensors
+    from ...launch import process_group
 
     with process_group(timeout_s=60):
         model, x, y = _average_problem(case, world_size)
@@ -42,14 +42,14 @@ def averaging_worker(rank, world_size, average_gradients, case):
 
 
 def _average_run(average_gradients, case, world_size: int = 2):
-    from ..launch import launch
+    from ...launch import launch
 
     return {"before": _flat(_average_problem(case, world_size)[0]),
             "ranks": launch(averaging_worker, world_size, args=(average_gradients, case), timeout=120)}
 
 
 def _flat(model):
-    from .. import tensors
+    from ... import tensors
 
     return tensors.flat_weights(model).tolist()
 
@@ -124,7 +124,7 @@ def _epoch_cases(rng):
 def _epoch_sampler(case):
     import torch
 
-    from .. import data
+    from ... import data
 
     dataset = data.to_dataset(*data.synthetic_images(case["n"], image_shape=(1, 4, 4), seed=case["seed"]))
     return torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=case["rank"], shuffle=True, seed=case["seed"])
@@ -205,14 +205,14 @@ def _mean_cases(rng):
 
 def metric_worker(rank, world_size, global_mean, case):
     """Each rank calls the learner's global_mean on its own (total, count)."""
-    from ..launch import process_group
+    from ...launch import process_group
 
     with process_group(timeout_s=60):
         return float(global_mean(case["totals"][rank], case["counts"][rank]))
 
 
 def _mean_run(global_mean, case):
-    from ..launch import launch
+    from ...launch import launch
 
     return launch(metric_worker, len(case["counts"]), args=(global_mean, case), timeout=120)
 
