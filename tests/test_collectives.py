@@ -118,7 +118,7 @@ def pipeline_traffic_worker(rank, world_size, batch_size):
 
 
 def test_pipeline_traffic_counts_one_activation_send_forward_and_one_gradient_send_back_per_micro_batch():
-    from lab_utils import pipeline
+    from lab_utils.labs.lab04 import pipeline
 
     ranks = launch(pipeline_traffic_worker, 2, args=(16,), timeout=60)
     boundary = pipeline.stage_input_shape(COURSE_CNN, SHAPE, (2,), 1)

@@ -526,7 +526,8 @@ def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeou
 
 def _import_references(chosen) -> None:
     """Import, before any submission runs, every course module a reference may need (never lazily afterwards)."""
-    from ... import data, pipeline, report, spec, train  # noqa: F401
+    from ... import data, report, spec, train  # noqa: F401
+    from ...labs.lab04 import pipeline
     from ...labs.lab02 import data_parallel
     if any(declared_by(c.exercise.lab).tensorflow for c in chosen):  # TensorFlow starts before any submission runs
         from ... import tf_distribute

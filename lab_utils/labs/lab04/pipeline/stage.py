@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .. import data, spec
+from .... import data, spec
 from .split import stage_input_shape
 
 

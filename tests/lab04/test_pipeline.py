@@ -6,11 +6,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from lab_utils import memory, pipeline as pl, pipeline_explorer, spec
-from lab_utils.instructor.gpu import pipeline as gpu_pipeline
+from lab_utils import memory, spec
+from lab_utils.labs.lab04 import pipeline as pl, pipeline_explorer
+from lab_utils.labs.lab04 import gpu_check as gpu_pipeline
 from lab_utils.launch import RankError
-from lab_utils.lessons.lab04 import (backward_op, forward_op, library_schedule, library_step,  # lab 04's, from
-                                     library_unsupported, recompute_forward_op, stage_worker)  # its notebook
+from lab_utils.labs.lab04.lesson import (backward_op, forward_op, library_schedule, library_step,  # its notebook
+    library_unsupported, recompute_forward_op, stage_worker)
 from lab_utils.process_tree import descendants
 
 SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")

@@ -8,7 +8,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..measure import alternating_rounds, synchronize
+from ....measure import alternating_rounds, synchronize
 from .results import Measured, measured_by_label
 from .split import stage_layers
 from .stage import micro_batch_size
@@ -77,7 +77,7 @@ def run_pipelines(runs, stages: int, stage_worker, forward_op, backward_op, *, l
                   warmup: int = 1, timeout: float = 300.0, group_timeout: float = 60.0) -> dict[str, Measured]:
     """Run every configuration `rounds` times interleaved over one rank per stage with `stage_worker` and the ops
     (lab 04's, or your own), each step watched; returns label -> Measured."""
-    from ..launch import launch
+    from ....launch import launch
 
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1 or warmup < 0:
         raise ValueError(f"need rounds >= 1 timed steps and warmup >= 0, got rounds={rounds!r}, warmup={warmup!r}")

@@ -2,7 +2,7 @@
 the best split."""
 from __future__ import annotations
 
-from .core import ANY, Exercise, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F"
 GROUP_TIMEOUT_S = 10  # a send or recv that waits longer than this is a deadlock, not a slow machine
@@ -17,7 +17,7 @@ def _recompute_cases(rng):
 
 def _recompute_problem(case):
     """Three stages of the small course CNN on 8x8 images: first, middle and last stage all take part."""
-    from .. import pipeline as pl
+    from . import pipeline as pl
 
     return pl.PipelineRun("exercise", case["schedule"], case["micro_batches"], case["micro_batches"] * case["per_micro"],
                           split=(2, 5), model="cnn2d_2layer_fullconnected_2layer", image_side=8, seed=case["seed"])
@@ -28,7 +28,7 @@ def _watched(backward_op):
     and, when backward finds no autograd history, a message that says which tensor had none."""
     import torch
 
-    from ..measure import collective_calls
+    from ...measure import collective_calls
 
     def op(ctx, micro):
         sends = []
@@ -75,9 +75,9 @@ def _watched(backward_op):
 
 
 def _recompute_run(recompute_backward_op, case):
-    from .. import pipeline as pl
-    from ..launch import RankError
-    from ..lessons.lab04 import recompute_forward_op, stage_worker  # lab 04's notebook gives the learner both
+    from . import pipeline as pl
+    from ...launch import RankError
+    from .lesson import recompute_forward_op, stage_worker  # lab 04's notebook gives the learner both
 
     run = _recompute_problem(case)
     try:
@@ -100,7 +100,7 @@ def _recompute_run(recompute_backward_op, case):
 
 
 def _recompute_expected(case):
-    from .. import pipeline as pl
+    from . import pipeline as pl
 
     _, logits, grads = pl.reference(_recompute_problem(case))
     return {"grads": grads.tolist(), "logits": logits.tolist()}
@@ -149,13 +149,13 @@ def _gpipe_run(gpipe_order, cases):
 
 
 def _gpipe_expected(cases):
-    from .. import pipeline as pl
+    from . import pipeline as pl
 
     return [[[str(op) for op in ops] for ops in pl.gpipe(k, m).ops] for k, m in cases]
 
 
 def _gpipe_judge(got, expected, cases):
-    from .. import pipeline as pl
+    from . import pipeline as pl
 
     for g, e, (k, m) in zip(got, expected, cases):
         if g == e:
@@ -190,14 +190,14 @@ def _bubble_cases(rng):
 
 
 def _bubble_run(bubble, cases):
-    from ..plots import Interval
+    from ...plots import Interval
 
     return [float(bubble([Interval(*i) for i in c["intervals"]], c["stages"])) for c in cases]
 
 
 def _bubble_expected(cases):
-    from .. import pipeline as pl
-    from ..plots import Interval
+    from . import pipeline as pl
+    from ...plots import Interval
 
     return [pl.bubble_fraction([Interval(*i) for i in c["intervals"]], c["stages"]) for c in cases]
 
@@ -250,7 +250,7 @@ def _split_run(best_split, cases):
 
 
 def _split_expected(cases):
-    from .. import pipeline as pl
+    from . import pipeline as pl
 
     return [list(pl.balanced_split(times, stages)) for times, stages in cases]
 

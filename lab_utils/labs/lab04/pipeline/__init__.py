@@ -1,7 +1,7 @@
 """Layer-split model parallelism and micro-batch pipelines (naive, GPipe, 1F1B), kept as data and run over real ranks.
 
 The stage's worker, step and ops, and the library's schedule and step, are lab 04's notebook lesson code (exported to
-lab_utils.lessons.lab04); around them this package keeps one idea per module:
+lab_utils.labs.lab04.lesson); around them this package keeps one idea per module:
 
 - `schedules`: schedules as data, checked and simulated; makespan and bubble;
 - `split`: splitting the spec'd model into stages, balanced on measured layer times;
@@ -15,9 +15,9 @@ from __future__ import annotations
 from .ranks import ONE_STEP, OneStep, Rounds, run_pipelines
 from .results import KINDS, Measured, ideal_bubble, mean_op_seconds, measured_by_label, reference
 from .schedules import (SCHEDULES, Op, Schedule, bubble_fraction, check_schedule, gpipe, make_schedule, makespan,
-                        max_in_flight, naive, one_f_one_b, simulate)
+    max_in_flight, naive, one_f_one_b, simulate)
 from .split import (balanced_split, build_stage, check_split, layer_timings, layer_times, modules_per_layer,
-                    stage_input_shape, stage_layers, stage_shares)
+    stage_input_shape, stage_layers, stage_shares)
 from .stage import PipelineRun, StageContext, micro_batch_size
 from .watch import OpWatch, watched_step
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch.nn.functional as F
 
-from .. import spec
-from ..plots import Interval
-from ..tensors import flat_grads
+from .... import spec
+from ....plots import Interval
+from ....tensors import flat_grads
 from .schedules import bubble_fraction, make_schedule, makespan, simulate
 from .stage import PipelineRun
 
@@ -41,7 +41,7 @@ class Measured:
     @property
     def spread(self) -> float:
         """measure.spread of the steps' makespans."""
-        from ..measure import spread
+        from ....measure import spread
 
         return spread(self.makespans)
 

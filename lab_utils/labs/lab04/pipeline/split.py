@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import data, spec
+from .... import data, spec
 
 def modules_per_layer(model_spec) -> list[int]:
     """How many torch modules spec.build_torch makes for each spec layer (a layer plus its ReLU)."""
@@ -61,7 +61,7 @@ def _forward_backward(layer: nn.Module, inp: torch.Tensor):
 def layer_timings(model_spec, input_shape, batch_size: int = 64, repeats: int = 5, seed: int = 0,
                   threads: int | None = 1) -> list:
     """The measured forward + backward (measure.Timing) of each spec layer, with `threads` intra-op threads."""
-    from ..measure import intra_op_threads, time_interleaved
+    from ....measure import intra_op_threads, time_interleaved
 
     model = spec.build_torch(model_spec, input_shape, seed=seed)
     starts = np.cumsum([0] + modules_per_layer(model_spec))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import pipeline as pl
-from . import plots
+from ... import plots
 
 
 def phase_colors() -> dict:
@@ -38,7 +38,7 @@ def pipeline_explorer(stage_worker, forward_op, backward_op, *,
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    from . import spec
+    from ... import spec
 
     model_spec = spec.preset(model)
     max_stages = min(max_stages, len(model_spec))

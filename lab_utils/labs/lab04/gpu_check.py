@@ -1,13 +1,13 @@
 """Lab 04 on a GPU: two pipeline stages on CUDA against the unsplit model on the CPU.
 
-The stage worker, step and ops are lab 04's lesson code (lab_utils.lessons.lab04), as in the notebook's measurements."""
+The stage worker, step and ops are lab 04's lesson code (lab_utils.labs.lab04.lesson), as in the notebook's measurements."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
 from ...compare import max_abs_diff
-from ...pipeline import Measured, PipelineRun, reference, run_pipelines
+from .pipeline import Measured, PipelineRun, reference, run_pipelines
 
 
 # ---- the same pipeline on a GPU -------------------------------------------------------------------------------------
@@ -33,8 +33,7 @@ def gpu_check() -> dict[str, str]:
     if not torch.cuda.is_available():
         return {hand: "skipped: no GPU", library: "skipped: no GPU"}
     from ... import hardware
-    from ...lessons.lab04 import (backward_op, forward_op, library_schedule, library_step, library_unsupported,
-                                   stage_worker)
+    from .lesson import backward_op, forward_op, library_schedule, library_step, library_unsupported, stage_worker
 
     run = PipelineRun("hand-built", "1f1b", 4, batch_size=64, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
     reason = library_unsupported(hardware.plan(2))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..plots import Interval
+from ....plots import Interval
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import time
 import torch
 from torch import nn
 
-from ..measure import synchronize
-from ..memory import SavedActivations
+from ....measure import synchronize
+from ....memory import SavedActivations
 
 
 class _ComputeClock:
