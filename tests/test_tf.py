@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lab_utils import spec, tf_distribute
-from lab_utils.instructor.gpu import tf_distribute as gpu_tf
+from lab_utils.labs.lab05 import gpu_check as gpu_tf
 
 tf_distribute.quiet()
 keras = pytest.importorskip("keras")
@@ -67,8 +67,8 @@ def configured_first():
         print(devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU")))
         print(len(tf.distribute.MirroredStrategy(devices.names).extended.worker_devices))
         from lab_utils.exercises import lab05
-        from lab_utils.instructor.gpu.tf_distribute import GPU_TOLERANCE
-        from lab_utils.lessons.lab05 import make_train_step
+        from lab_utils.labs.lab05.gpu_check import GPU_TOLERANCE
+        from lab_utils.labs.lab05.lesson import make_train_step
         step = dict(make_train_step=make_train_step)
         mirrored = lab05.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names[:2])), 64, 0, **step)
         single = lab05.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
@@ -189,7 +189,7 @@ def test_a_failing_worker_is_named_and_a_hung_one_times_out_leaving_nothing():
         """Worker 0 builds the cluster strategy and waits for a peer that never joins."""
         import time
 
-        from lab_utils.lessons.lab05 import mwms_worker
+        from lab_utils.labs.lab05.lesson import mwms_worker
 
         if rank != 0:
             time.sleep(600)
@@ -318,11 +318,11 @@ def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device(con
 
 @pytest.mark.slow
 def test_the_gpu_checks_fresh_process_answers_in_json():
-    """What lab 05's gpu_check starts on a GPU machine (python -m lab_utils.instructor.gpu.tf_distribute), run here:
+    """What lab 05's gpu_check starts on a GPU machine (python -m lab_utils.labs.lab05.gpu_check), run here:
     without a GPU TensorFlow sees none, and each check says so."""
     if gpu_tf._cuda_present():
         pytest.skip("a GPU is here: test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips runs it for real")
-    done = subprocess.run([sys.executable, "-m", "lab_utils.instructor.gpu.tf_distribute"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "lab_utils.labs.lab05.gpu_check"], capture_output=True,
                           text=True, timeout=180, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert done.returncode == 0, done.stderr[-2000:]
     verdicts = json.loads(done.stdout.strip().splitlines()[-1])

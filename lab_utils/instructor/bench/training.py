@@ -150,7 +150,7 @@ def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int 
     from ... import tf_distribute as tfd
 
     tfd.import_tensorflow()  # quietly: lab 05's module imports TensorFlow
-    from ...lessons.lab05 import mwms_worker  # lab 05's worker, generated from its notebook
+    from ...labs.lab05.lesson import mwms_worker  # lab 05's worker, generated from its notebook
 
     cfg = {"data": {"kind": "synthetic", "n_train": global_batch * steps, "n_test": 512, "side": 28, "seed": seed},
            "model": TF_MODEL, "global_batch": global_batch, "lr": 0.05, "seed": seed, "steps": steps}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import Exercise, close, max_abs_diff, register
+from ...exercises.core import Exercise, close, max_abs_diff, register
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
          "import keras\nimport numpy as np\nimport tensorflow as tf")
@@ -122,7 +122,7 @@ def _step_problem(strategy, global_batch: int, seed: int):
     """A seeded digits CNN (the torch builder's weights, copied) and plain SGD made in the strategy's scope; a batch."""
     import tensorflow as tf
 
-    from .. import spec
+    from ... import spec
 
     rng = np.random.default_rng(seed)
     x = rng.random((global_batch, *DIGITS_SHAPE[1:], DIGITS_SHAPE[0]), dtype=np.float32)
@@ -199,8 +199,8 @@ def step_answer(workers: list[dict]) -> dict:
 
 
 def _step_run(replica_step, case):
-    from ..launch import RankError
-    from ..tf_distribute import launch_workers
+    from ...launch import RankError
+    from ...tf_distribute import launch_workers
 
     try:
         return step_answer(launch_workers(replica_step_worker, WORKERS, args=(replica_step, case), timeout=180))

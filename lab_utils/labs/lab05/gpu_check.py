@@ -1,6 +1,6 @@
 """Lab 05 on a GPU: TensorFlow's MirroredStrategy step on 2 logical GPUs against the CPU.
 
-The step is lab 05's make_train_step (lab_utils.lessons.lab05, generated from its notebook), imported in the fresh
+The step is lab 05's make_train_step (lab_utils.labs.lab05.lesson, generated from its notebook), imported in the fresh
 process once TensorFlow's devices are set."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 from ...tf_distribute import import_tensorflow
 from ...compare import max_abs_diff
-from ...exercises.lab05 import one_step_update
+from .exercises import one_step_update
 
 
 # ---- the GPU check ------------------------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ def _gpu_check_here() -> dict[str, str]:
     tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)] * 2)
     logical = [d.name for d in tf.config.list_logical_devices("GPU")]
     result[GPU_CHECKS[1]] = "passed" if len(logical) == 2 else f"failed: TensorFlow made {len(logical)} logical GPUs"
-    from ...lessons.lab05 import make_train_step  # imports TensorFlow: after its devices are set
+    from .lesson import make_train_step  # imports TensorFlow: after its devices are set
 
     updates = {where: np.array(one_step_update(None, strategy, 64, seed=0, make_train_step=make_train_step)["update"])
                for where, strategy in (("gpu", tf.distribute.MirroredStrategy(logical)),
