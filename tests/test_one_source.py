@@ -231,7 +231,7 @@ def test_the_scans_catch_what_they_are_meant_to(tmp_path):
 
 # the lesson functions that replaced the second implementations (issue 47)
 @pytest.mark.parametrize("worker", [
-    "lab_utils.labs.lab04.lesson.stage_worker", "lab_utils.labs.lab05.lesson.mwms_worker", "lab_utils.lessons.lab06.classifier_worker",
+    "lab_utils.labs.lab04.lesson.stage_worker", "lab_utils.labs.lab05.lesson.mwms_worker", "lab_utils.labs.lab06.lesson.classifier_worker",
     "lab_utils.lessons.lab07.amp_worker", "lab_utils.lessons.lab07.accumulate",
     "lab_utils.lessons.lab07.forward_with_checkpoints", "lab_utils.lessons.lab11.side_by_side",
     "lab_utils.lessons.lab11.read_scheduler"])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import spec
+from ... import spec
 
 
 # ---- the tensor-parallel plan of the course CNN ----------------------------------------------------------------------
@@ -84,7 +84,7 @@ def check_tensor_parallel(model_spec, input_shape, world_size: int) -> list[Spli
 
 def course_batch(batch_size: int, seed: int, step: int = 0, image_side: int = 28):
     """The procedural images and labels of one training step (the same on every rank)."""
-    from . import data
+    from ... import data
 
     x, y = data.synthetic_images(batch_size, image_shape=(1, image_side, image_side), seed=seed * 1000 + step)
     return torch.from_numpy(x), torch.from_numpy(y)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .core import ANY, Exercise, close, last_line, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, close, last_line, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\nimport torch.nn.functional as F"
 DEADLOCK_TIMEOUT_S = 10  # a ring step that deadlocks is stopped after this long
@@ -134,8 +134,8 @@ class _RingGuard:
 
 def ring_exercise_worker(rank, world_size, ring_step, case):
     """One probe exchange (chunks whose values name their rank and index), then the ring on each size."""
-    from ..lessons.lab06 import ring_all_reduce  # lab 06's ring, generated from its notebook
-    from ..launch import process_group
+    from .lesson import ring_all_reduce  # lab 06's ring, generated from its notebook
+    from ...launch import process_group
 
     with process_group(timeout_s=DEADLOCK_TIMEOUT_S) as ctx:
         device = ctx.device if ctx.backend == "nccl" else "cpu"  # gloo sends and receives CPU tensors
@@ -161,7 +161,7 @@ def ring_exercise_worker(rank, world_size, ring_step, case):
 
 
 def _ring_run(ring_step, case):
-    from ..launch import launch
+    from ...launch import launch
 
     return launch(ring_exercise_worker, case["world_size"], args=(ring_step, case), timeout=60)
 
@@ -231,7 +231,7 @@ def _split_problem(case):
     import torch
     from torch import nn
 
-    from .. import spec
+    from ... import spec
 
     conv = spec.init_weights(nn.Conv2d(case["in_channels"], case["out_channels"], case["kernel"],
                                        stride=case.get("stride", 1), padding=case["kernel"] // 2), case["seed"])
@@ -368,8 +368,8 @@ def _row_problem(case):
 
 def row_exercise_worker(rank, world_size, row_parallel_forward, case):
     """This rank's block of input features and of weight columns, through the learner's forward."""
-    from ..lessons.lab06 import block
-    from ..launch import process_group
+    from .lesson import block
+    from ...launch import process_group
 
     with process_group(timeout_s=30) as ctx:
         x, weight, bias = (t.to(ctx.device) for t in _row_problem(case))
@@ -379,13 +379,13 @@ def row_exercise_worker(rank, world_size, row_parallel_forward, case):
 
 
 def _row_run(row_parallel_forward, case, world_size: int = 2):
-    from ..launch import launch
+    from ...launch import launch
 
     return launch(row_exercise_worker, world_size, args=(row_parallel_forward, case), timeout=60)
 
 
 def _row_expected(case, world_size: int = 2):
-    from ..lessons.lab06 import block
+    from .lesson import block
 
     x, weight, bias = _row_problem(case)
     blocks = [block(case["in_features"], r, world_size) for r in range(world_size)]

@@ -10,7 +10,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from lab_utils import collectives, hardware, learner_code, measure, spec, tensor_parallel
+from lab_utils import collectives, hardware, learner_code, measure, spec
+from lab_utils.labs.lab06 import tensor_parallel
 from lab_utils.labs.lab04 import pipeline
 from lab_utils.launch import short_error
 

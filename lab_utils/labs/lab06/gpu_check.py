@@ -1,11 +1,11 @@
 """Lab 06 on a GPU: the ring and the tensor-parallel layers against the CPU.
 
-The workers are lab 06's lesson code (lab_utils.lessons.lab06), run as the benchmark runs them."""
+The workers are lab 06's lesson code (lab_utils.labs.lab06.lesson), run as the benchmark runs them."""
 from __future__ import annotations
 
 import torch
 
-from ..bench.collectives import lesson_checks
+from .bench import lesson_checks
 
 
 GPU_TOLERANCES = {"ring_max_abs_diff": 1e-9, "tp_conv_max_abs_diff": 1e-4, "tp_mlp_max_abs_diff": 1e-4,
