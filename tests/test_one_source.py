@@ -225,15 +225,15 @@ def test_the_scans_catch_what_they_are_meant_to(tmp_path):
         assert _rank_workers_and_groups(path, tree) == ["lab_utils/instructor/bench/bad.py:my_worker"]
     finally:
         ROOT = saved
-    assert [w for _, w in found] == ["my_worker (not a lesson)", "lab_utils.lessons.lab07.amp_worker",
-                                     "lab_utils.lessons.lab07.amp_worker", "my_worker (not a lesson)"]
+    assert [w for _, w in found] == ["my_worker (not a lesson)", "lab_utils.labs.lab07.lesson.amp_worker",
+                                     "lab_utils.labs.lab07.lesson.amp_worker", "my_worker (not a lesson)"]
 
 
 # the lesson functions that replaced the second implementations (issue 47)
 @pytest.mark.parametrize("worker", [
     "lab_utils.labs.lab04.lesson.stage_worker", "lab_utils.labs.lab05.lesson.mwms_worker", "lab_utils.labs.lab06.lesson.classifier_worker",
-    "lab_utils.lessons.lab07.amp_worker", "lab_utils.lessons.lab07.accumulate",
-    "lab_utils.lessons.lab07.forward_with_checkpoints", "lab_utils.lessons.lab11.side_by_side",
+    "lab_utils.labs.lab07.lesson.amp_worker", "lab_utils.labs.lab07.lesson.accumulate",
+    "lab_utils.labs.lab07.lesson.forward_with_checkpoints", "lab_utils.lessons.lab11.side_by_side",
     "lab_utils.lessons.lab11.read_scheduler"])
 def test_the_replacing_functions_are_lessons(worker):
     module, _, name = worker.rpartition(".")

@@ -1,7 +1,7 @@
 """Lab 07 on a GPU: activation counting, fp16 + GradScaler accumulation, FSDP2 vs DDP.
 
 The accumulation runs lab 07's amp_worker and accumulate; FSDP2 and DDP are lab 07's workers, through the bench's
-strategy_jobs (all lab_utils.lessons.lab07, generated from its notebook)."""
+strategy_jobs (all lab_utils.labs.lab07.lesson, generated from its notebook)."""
 from __future__ import annotations
 
 import torch
@@ -20,7 +20,7 @@ def _accumulation_updates(dtypes, seed: int = 0) -> list[torch.Tensor]:
     """The weight change of one SGD step over 4 micro-batches, per autocast dtype of `dtypes` (None: float32): lab 07's
     amp_worker running its `accumulate` (autocast, GradScaler, DDP's no_sync) on one rank."""
     from ...launch import launch_jobs
-    from ...lessons import lab07
+    from . import lesson as lab07
 
     gen = torch.Generator().manual_seed(seed)
     x, y = torch.rand(64, *_DIGITS, generator=gen).numpy(), torch.randint(0, 10, (64,), generator=gen).numpy()
@@ -69,7 +69,7 @@ def gpu_check() -> dict[str, str]:
     reference, update = _accumulation_updates((None, torch.float16))
     error = float((update - reference).norm() / reference.norm())
     results["fp16 autocast + GradScaler, 4 micro-batches"] = _verdict(error < 0.05, f"update differs by {error:.1%}")
-    from ..bench.memory import strategy_jobs
+    from .bench import strategy_jobs
 
     jobs = strategy_jobs(("ddp", "fsdp"), spec.cnn2d_2layer_fullconnected_2layer(), world_size=2, steps=3,
                          batch_per_rank=8)

@@ -4,8 +4,9 @@ import textwrap
 
 import pytest
 
-from lab_utils.exercises import check, get, lab07, to_plain
-from lab_utils.lessons import lab07 as lesson07
+from lab_utils.exercises import check, get, to_plain
+from lab_utils.labs.lab07 import exercises as lab07
+from lab_utils.labs.lab07 import lesson as lesson07
 from lab_utils.variants import source_of
 from test_judges import solution_source
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from .core import ANY, Exercise, FROM_LESSON, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, max_abs_diff, register
 
 KEYS = ("parameters", "gradients", "optimizer")
 GROUP_TIMEOUT_S = 15  # a collective waits this long for a peer: two steps of a tiny CNN take well under a second
@@ -30,7 +30,7 @@ def _formula_run(memory_per_rank, cases):
 
 
 def _formula_expected(cases):
-    from ..memory import per_rank_bytes
+    from ...memory import per_rank_bytes
 
     return [per_rank_bytes(n, w, s, o) for n, w, s, o in cases]
 
@@ -43,7 +43,7 @@ def _numbers(n, world_size, sharded, how):
 
 
 def _formula_judge(got, expected, cases):
-    from ..memory import SHARDED, STATE_NUMBERS
+    from ...memory import SHARDED, STATE_NUMBERS
 
     for g, e, (n, w, strategy, optimizer) in zip(got, expected, cases):
         if not isinstance(g, dict) or set(g) != set(KEYS):
@@ -75,7 +75,7 @@ def _formula_judge(got, expected, cases):
 
 
 def _per_kind(n, w, strategy, optimizer, kind, how):
-    from ..memory import SHARDED, STATE_NUMBERS
+    from ...memory import SHARDED, STATE_NUMBERS
 
     each = 4 * STATE_NUMBERS[optimizer] if kind == "optimizer" else 4
     return each * _numbers(n, w, kind in SHARDED[strategy], how)
@@ -97,7 +97,7 @@ def _sharded_problem(case, world_size):
     """A seeded small CNN, and `steps` global batches of world_size x per_rank digits-shaped images."""
     import torch
 
-    from .. import spec
+    from ... import spec
 
     gen = torch.Generator().manual_seed(case["seed"])
     n = case["steps"] * world_size * case["per_rank"]
@@ -106,7 +106,7 @@ def _sharded_problem(case, world_size):
 
 
 def _flat(model):
-    from .. import tensors
+    from ... import tensors
 
     return tensors.flat_weights(model).tolist()
 
@@ -116,8 +116,8 @@ def sharded_worker(rank, world_size, sharded_step, case):
     import torch
     import torch.nn.functional as F
 
-    from ..launch import process_group
-    from ..memory import assign_owners, optimizer_state_bytes
+    from ...launch import process_group
+    from ...memory import assign_owners, optimizer_state_bytes
 
     with process_group(timeout_s=GROUP_TIMEOUT_S):
         model, x, y = _sharded_problem(case, world_size)
@@ -134,8 +134,8 @@ def sharded_worker(rank, world_size, sharded_step, case):
 
 
 def _sharded_run(sharded_step, case, world_size: int = 2):
-    from ..launch import RankError, launch
-    from ..memory import assign_owners
+    from ...launch import RankError, launch
+    from ...memory import assign_owners
 
     model = _sharded_problem(case, world_size)[0]
     sizes = [p.numel() for p in model.parameters()]

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
-from lab_utils import checkpoints, collectives, hardware, memory, spec
+from lab_utils.labs.lab07 import checkpoints
+from lab_utils import collectives, hardware, memory, spec
 from lab_utils.tensors import flat_weights
 
 __all__ = ['join_group', 'leave_group', 'micro_batch', 'accumulate', 'AmpJob', 'amp_worker', 'forward_with_checkpoints', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker', 'CheckpointJob', 'global_rows', 'checkpoint_worker', 'choose_checkpoints', 'resume_order']

@@ -1,4 +1,4 @@
-"""lab_utils.checkpoints and lab 07's sharded checkpoints: a resharded load that puts shards in the wrong order is
+"""lab_utils.labs.lab07.checkpoints and lab 07's sharded checkpoints: a resharded load that puts shards in the wrong order is
 named (tensor, max |loaded - saved|) instead of a silent loss jump; a resume on another number of ranks is exact."""
 from dataclasses import replace
 
@@ -7,9 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lab_utils import checkpoints, data, spec
+from lab_utils.labs.lab07 import checkpoints
+from lab_utils import data, spec
 from lab_utils.launch import launch_jobs
-from lab_utils.lessons import lab07  # lab 07's checkpoint worker, from its notebook
+from lab_utils.labs.lab07 import lesson as lab07  # lab 07's checkpoint worker, from its notebook
 
 SMALL = (1, 8, 8)
 

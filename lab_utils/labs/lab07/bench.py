@@ -1,6 +1,6 @@
 """`bench memory`: lab 07's DDP, ZeRO-1 and FSDP2 in one launch, and activation checkpointing.
 
-The DDP, ZeRO-1 and FSDP2 workers and forward_with_checkpoints are lab 07's (lab_utils.lessons.lab07, generated from
+The DDP, ZeRO-1 and FSDP2 workers and forward_with_checkpoints are lab 07's (lab_utils.labs.lab07.lesson, generated from
 its notebook), imported inside the functions that use them: `assign` starts without the generated modules."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def strategy_jobs(strategies, model_spec, *, world_size: int, steps: int, batch_
                   lr: float = 1e-3, param_dtype=None) -> list:
     """launch_jobs' (worker, (job,)) for each of `strategies` ("ddp", "zero1", "fsdp"): lab 07's workers, Adam steps on
     one seeded set of images (each step's global batch is world_size x batch_per_rank of them, rank r's slice r)."""
-    from ...lessons import lab07
+    from . import lesson as lab07
 
     workers = {"ddp": lab07.ddp_baseline_worker, "zero1": lab07.zero1_worker, "fsdp": lab07.fsdp_worker}
     gen = torch.Generator().manual_seed(seed + 1)
@@ -33,7 +33,7 @@ def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict
     """Saved activation bytes and fwd+bwd time with every block checkpointed, against none."""
     import torch.nn.functional as F
 
-    from ...lessons.lab07 import forward_with_checkpoints
+    from .lesson import forward_with_checkpoints
 
     model = spec.build_torch(model_spec, INPUT_SHAPE, seed=seed)
     blocks = layer_blocks(model)
