@@ -4,8 +4,9 @@ import random
 import pytest
 import torch
 
-from lab_utils.exercises import check, get, lab08, to_plain
-from lab_utils.lessons import lab08 as lesson08
+from lab_utils.exercises import check, get, to_plain
+from lab_utils.labs.lab08 import exercises as lab08
+from lab_utils.labs.lab08 import lesson as lesson08
 from lab_utils.variants import variant
 from test_judges import solution_function
 

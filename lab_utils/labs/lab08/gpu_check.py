@@ -1,12 +1,12 @@
 """Lab 08 on a GPU: the synchronous parameter server against one CPU process.
 
-The runs are lab 08's run_all, serve and work (lab_utils.lessons.lab08, generated from its notebook)."""
+The runs are lab 08's run_all, serve and work (lab_utils.labs.lab08.lesson, generated from its notebook)."""
 from __future__ import annotations
 
 import torch
 
 from ...compare import max_abs_diff
-from ...parameter_server import PSConfig, run, single_process_weights
+from .parameter_server import PSConfig, run, single_process_weights
 
 
 # ---- the lab's core on a GPU -----------------------------------------------------------------------------------------
@@ -16,7 +16,7 @@ def gpu_check() -> dict[str, str]:
     name = "parameter server (sync, workers on GPU) vs one CPU process"
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU"}
-    from ...lessons.lab08 import run_all, serve, work  # lab 08's, generated from its notebook
+    from .lesson import run_all, serve, work  # lab 08's, generated from its notebook
 
     cfg = PSConfig(mode="sync", gradients=10, warmup=0)
     try:

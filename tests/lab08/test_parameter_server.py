@@ -1,4 +1,4 @@
-"""Lab 08's helpers and its notebook's parameter server (lab_utils.lessons.lab08), on real spawned processes over gloo
+"""Lab 08's helpers and its notebook's parameter server (lab_utils.labs.lab08.lesson), on real spawned processes over gloo
 on loopback."""
 import math
 import json
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from lab_utils import parameter_server as A
-from lab_utils.instructor.bench import parameter_server as bench_async
-from lab_utils.instructor.gpu import parameter_server as gpu_async
+from lab_utils.labs.lab08 import parameter_server as A
+from lab_utils.labs.lab08 import bench as bench_async
+from lab_utils.labs.lab08 import gpu_check as gpu_async
 from lab_utils import launch as launch_mod, process_tree
-from lab_utils.exercises.lab08 import serve_with
+from lab_utils.labs.lab08.exercises import serve_with
 from lab_utils.launch import RankError, launch
-from lab_utils.lessons.lab08 import damped_lr, run_all, serve, staleness_from_order, work  # lab 08's, generated from its notebook
+from lab_utils.labs.lab08.lesson import (damped_lr, run_all, serve, staleness_from_order, work)  # lab 08's, generated from its notebook
 from lab_utils.variants import variant
 from workers import alive
 
@@ -311,7 +311,7 @@ def test_straggler_slows_the_whole_iteration_not_just_the_compute():
 
 
 def test_rank_correlation_is_spearmans():
-    from lab_utils.parameter_server import rank_correlation
+    from lab_utils.labs.lab08.parameter_server import rank_correlation
 
     assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert rank_correlation([1, 2, 3, 4], [9, 5, 2, 1]) == pytest.approx(-1.0)

@@ -12,7 +12,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
-from lab_utils import hardware, parameter_server
+from lab_utils import hardware
+from lab_utils.labs.lab08 import parameter_server
 from lab_utils.launch import short_error
 
 __all__ = ['send', 'work', 'listen', 'next_gradient', 'serve', 'hogwild', 'run_all', 'staleness_from_order', 'damped_lr']

@@ -1,6 +1,6 @@
 """Lab 08 helpers around the notebook's parameter server and Hogwild processes: data shards, the straggler, run
 records, core pinning, the single-process baseline, shared memory for launched ranks, accuracy curves and plots;
-`run` launches the notebook's run_all (lab_utils.lessons.lab08, passed in) for the benchmark, the GPU check, the
+`run` launches the notebook's run_all (lab_utils.labs.lab08.lesson, passed in) for the benchmark, the GPU check, the
 exercise check and the tests."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import vector_to_parameters
 
-from . import data, hardware, measure, spec, tensors
+from ... import data, hardware, measure, spec, tensors
 
 MODEL = "cnn2d_2layer_fullconnected_2layer"
 MODES = ("sync", "async")
@@ -230,12 +230,12 @@ class _Seated:
 
 
 def run(run_all, configs, serve, work, n_workers=2, timeout_s: float = 180.0) -> list:
-    """Every config in turn, in one launch of lab 08's run_all (lab_utils.lessons.lab08, generated from its notebook,
+    """Every config in turn, in one launch of lab 08's run_all (lab_utils.labs.lab08.lesson, generated from its notebook,
     passed in: a module the labs import never imports the generated lessons) with this server and worker (its serve
     and work, or edits of them made with lab_utils.variants); `n_workers`: how many workers run each config (one
     number for all, or one per config). Returns each run's server result, with `config` and the workers' results
     (`workers`) added."""
-    from .launch import launch
+    from ...launch import launch
 
     counts = list(n_workers) if isinstance(n_workers, (list, tuple)) else [n_workers] * len(configs)
     if len(counts) != len(configs):
@@ -453,8 +453,8 @@ def hogwild_result(values: list, cfg: PSConfig) -> dict:
 
 def tf_in_process_cluster(n_workers: int = 2, n_ps: int = 1):
     """Start `n_workers` worker and `n_ps` ps TF servers in this TF-only process; returns their cluster resolver."""
-    from . import tf_distribute
-    from .launch import free_port
+    from ... import tf_distribute
+    from ...launch import free_port
 
     tf = tf_distribute.import_tensorflow()
     # gRPC's worker cache polls with 64 threads per task by default: hundreds of threads in one process, more than

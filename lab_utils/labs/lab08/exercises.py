@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 
-from .core import Exercise, FROM_LESSON, close, max_abs_diff, register
+from ...exercises.core import Exercise, FROM_LESSON, close, max_abs_diff, register
 
 SETUP = "import torch"
 SYNC_TOLERANCE = 1e-5
@@ -23,7 +23,7 @@ def _average_cases(rng):
 
 
 def _config(case, n_workers):
-    from ..parameter_server import PSConfig
+    from .parameter_server import PSConfig
 
     return PSConfig(mode="sync", gradients=n_workers * case["updates"], batch_size=case["batch_size"], lr=case["lr"],
                     momentum=case["momentum"], seed=case["seed"], warmup=0, timeout_s=60)
@@ -34,10 +34,10 @@ AVERAGE_LINES = ("        weights.grad = sum(waiting[w][1] for w in sorted(waiti
 
 
 def serve_with(average_step):
-    """Lab 08's serve (lab_utils.lessons.lab08, generated from its notebook), its update replaced by
+    """Lab 08's serve (lab_utils.labs.lab08.lesson, generated from its notebook), its update replaced by
     `average_step(weights, optimizer, {worker: gradient})`: the edit the exercise asks for, made to the lesson's code."""
-    from ..lessons.lab08 import serve
-    from ..variants import variant
+    from .lesson import serve
+    from ...variants import variant
 
     edited = variant(serve, {AVERAGE_LINES: "        average_step(weights, optimizer, {w: g for w, (_, g) in waiting.items()})\n"},
                      name="the update is average_step", show=False)
@@ -47,8 +47,8 @@ def serve_with(average_step):
 
 def _average_run(average_and_apply, case):
     """One launch: a synchronous run of lab 08's parameter server with each number of workers, your update."""
-    from ..lessons.lab08 import run_all, work
-    from ..parameter_server import run
+    from .lesson import run_all, work
+    from .parameter_server import run
 
     configs = [_config(case, n) for n in case["workers"]]
     servers = run(run_all, configs, serve_with(average_and_apply), work, n_workers=case["workers"], timeout_s=120)
@@ -56,7 +56,7 @@ def _average_run(average_and_apply, case):
 
 
 def _average_expected(case):
-    from .. import parameter_server
+    from . import parameter_server
 
     return [parameter_server.single_process_weights(_config(case, n), n, case["updates"]).tolist() for n in case["workers"]]
 
@@ -69,7 +69,8 @@ def wrong_update_weights(case, n_workers: int, rule: str):
     import torch.nn.functional as F
     from torch.nn.utils import vector_to_parameters
 
-    from .. import parameter_server, tensors
+    from . import parameter_server
+    from ... import tensors
 
     cfg = _config(case, n_workers)
     split = parameter_server.load_split(cfg.dataset, cfg.seed)

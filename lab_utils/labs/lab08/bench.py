@@ -1,7 +1,7 @@
 """`bench async`: lab 08's synchronous and asynchronous parameter servers, interleaved.
 
-The runs are lab 08's run_all, serve and work (lab_utils.lessons.lab08, generated from its notebook), launched by
-lab_utils.parameter_server.run; the lesson is imported inside bench(): `assign` starts without the generated modules."""
+The runs are lab 08's run_all, serve and work (lab_utils.labs.lab08.lesson, generated from its notebook), launched by
+lab_utils.labs.lab08.parameter_server.run; the lesson is imported inside bench(): `assign` starts without the generated modules."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import detectors, hardware, measure
 from ...compare import max_abs_diff
-from ...parameter_server import MODEL, MODES, PSConfig, interleaved, run, single_process_weights
+from .parameter_server import MODEL, MODES, PSConfig, interleaved, run, single_process_weights
 
 
 # ---- reading the runs ------------------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_si
     base = PSConfig(gradients=gradients, batch_size=batch_size, seed=seed)
     check = replace(base, mode="sync", gradients=10 * n_workers, warmup=0, label="check")
     per_round = [replace(base, mode=m, straggler_factor=float(f)) for f in factors for m in MODES]
-    from ...lessons.lab08 import run_all, serve, work  # lab 08's, generated from its notebook
+    from .lesson import run_all, serve, work  # lab 08's, generated from its notebook
 
     runs = run(run_all, [check] + interleaved(per_round, repeats), serve, work, n_workers, timeout_s)
     single = single_process_weights(check, n_workers, check.gradients // n_workers)
