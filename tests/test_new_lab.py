@@ -31,7 +31,7 @@ def test_a_lab_is_found_by_its_number():
     assert lab.notebook == ROOT / "notebooks" / lab.solution.name and lab.notebook.exists()
     assert lab.lesson == ROOT / "lab_utils" / "lessons" / "lab09.py"
     assert lab.exercises == ROOT / "lab_utils" / "exercises" / "lab09.py"
-    assert "lab_utils.serving" in lab.learner_modules()
+    assert "lab_utils.labs.lab09.serving" in lab.learner_modules()
     assert [b.name for b in lab.declared.benchmarks] == ["inference"] and lab.declared.gpu_check.module == "serving"
     assert labs.find(0).lesson is None and labs.find(0).declared.gpu_check is None
     with pytest.raises(ValueError, match=r"unknown lab 42; this course has \['00', '01'"):
@@ -58,7 +58,7 @@ def test_the_registries_are_derived_from_the_declarations_and_the_files():
     assert [(b.lab, name) for name, b in BENCHES.items()] == [(lab, b.name) for lab, b in labs.benchmarks()]
     assert list(BENCHES) == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async",
                              "inference", "cluster", "record"]  # what `make bench` ran before it asked `bench --list`
-    assert BENCHES["inference"].measure.__module__ == "lab_utils.instructor.bench.serving"
+    assert BENCHES["inference"].measure.__module__ == "lab_utils.labs.lab09.bench"
     assert [(c.lab, c.run.__module__, c.limit_s) for c in gpu_check.CHECKS] == \
         [(lab, f"lab_utils.instructor.gpu.{c.module}", c.limit_s) for lab, c in labs.gpu_checks()]
     assert gpu_check.QUICK == {"01", "03", "05", "09"}
@@ -73,8 +73,8 @@ def test_labs_lists_a_labs_pieces_and_gpu_check_refuses_a_lab_without_one():
                            timeout=60)
     assert shown.returncode == 0, shown.stderr
     for piece in ("solutions/09_inference_throughput.ipynb", "notebooks/09_inference_throughput.ipynb",
-                  "lab_utils/lessons/lab09.py", "lab_utils/exercises/lab09.py", "lab_utils.serving", "run_s=0.25",
-                  "inference (lab_utils/instructor/bench/serving.py)", "lab_utils/instructor/gpu/serving.py (90 s"):
+                  "lab_utils/labs/lab09/lesson.py", "lab_utils/labs/lab09/exercises.py", "lab_utils.labs.lab09.serving", "run_s=0.25",
+                  "inference (lab_utils/labs/lab09/bench.py)", "lab_utils/labs/lab09/gpu_check.py (90 s"):
         assert piece in shown.stdout, shown.stdout
     refused = subprocess.run([sys.executable, "-m", "lab_utils", "gpu-check", "--labs", "10"], capture_output=True,
                              text=True, timeout=60)

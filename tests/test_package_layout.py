@@ -266,7 +266,7 @@ def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = ("import lab_utils, lab_utils.exercises, lab_utils.instructor.bench, lab_utils.instructor.gpu.registry; "
             "import lab_utils.labs.lab03.lesson, lab_utils.labs.lab04.lesson, lab_utils.labs.lab06.lesson, lab_utils.labs.lab07.lesson, "
-            "lab_utils.labs.lab08.lesson, lab_utils.lessons.lab09; print(lab_utils.__file__)")
+            "lab_utils.labs.lab08.lesson, lab_utils.labs.lab09.lesson; print(lab_utils.__file__)")
     where = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
                            timeout=120)
     assert where.returncode == 0, where.stderr

@@ -115,7 +115,7 @@ class Lab:
         return _existing(self.root / "lab_utils" / "exercises" / f"lab{self.number}.py")
 
     def learner_modules(self) -> list[str]:
-        """The lab_utils modules its notebook imports (lab_utils.serving, ...), sorted."""
+        """The lab_utils modules its notebook imports (lab_utils.labs.lab09.serving, ...), sorted."""
         found: set[str] = set()
         for cell in json.loads(self.solution.read_text())["cells"]:
             if cell["cell_type"] != "code":

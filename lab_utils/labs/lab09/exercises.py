@@ -5,7 +5,7 @@ import math
 
 from typing import Any
 
-from .core import ANY, Exercise, FROM_LESSON, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, register
 
 SETUP = "import math\nimport queue\nimport time\nimport numpy as np"
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 import torch
 import torch.distributed as dist
-from lab_utils import hardware, measure, serving
+from lab_utils import hardware, measure
+from lab_utils.labs.lab09 import serving
 
 __all__ = ['answer_batch', 'first_batcher', 'request_problem', 'batcher', 'model_worker', 'Dispatcher', 'PoolConfig', 'serving_job', 'choose_max_wait']
 

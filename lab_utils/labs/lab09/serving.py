@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from . import conditions, measure, spec
+from ... import conditions, measure, spec
 
 DEFAULT_SHAPE = (1, 28, 28)
 SATURATED_SHARE = 0.9  # a run that answered less than this share of its offered load did not keep up
@@ -38,7 +38,7 @@ def request_images(n: int = 256, image_shape=DEFAULT_SHAPE, seed: int = 0):
     """`n` procedural images as one float32 tensor (N, C, H, W); requests take one image each."""
     import torch
 
-    from . import data
+    from ... import data
 
     return torch.from_numpy(data.synthetic_images(n, image_shape=image_shape, seed=seed)[0])
 

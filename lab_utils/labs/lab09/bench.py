@@ -1,6 +1,6 @@
 """`bench inference`: lab 09's dynamic batching, worker pool, torch.compile and bf16.
 
-The batcher, its forward pass, the model workers and their dispatcher are lab 09's (lab_utils.lessons.lab09, generated
+The batcher, its forward pass, the model workers and their dispatcher are lab 09's (lab_utils.labs.lab09.lesson, generated
 from its notebook), imported inside the functions that run them: `assign` starts without the generated modules."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 
 from ... import detectors
 from ... import measure
-from ...serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
-                        request_images)
+from .serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
+    request_images)
 
 
 def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
@@ -26,14 +26,14 @@ def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, f
 
 def local_runner(model, device: str = "cpu"):
     """run_batch for the batcher: lab 09's answer_batch on this model (one forward pass in the batcher's thread)."""
-    from ...lessons.lab09 import answer_batch
+    from .lesson import answer_batch
 
     return functools.partial(answer_batch, model=model, device=device)
 
 
 def make_batcher(run_batch, max_batch: int, max_wait_ms: float, image_shape=DEFAULT_SHAPE):
     """batcher(requests, stop) for run_load: lab 09's batcher with these settings."""
-    from ...lessons.lab09 import batcher
+    from .lesson import batcher
 
     return functools.partial(batcher, run_batch=run_batch, max_batch=max_batch, max_wait_s=max_wait_ms / 1e3,
                              input_shape=tuple(image_shape))
@@ -45,7 +45,7 @@ def pool_run(*, width: int = 2048, image_side: int = 28, seed: int = 0, requests
     {"1 worker": [LoadSummary per round], "2 workers": [...], "ids": ..., "outputs": ...}. A round with a failed or
     unanswered request is an error."""
     from ...launch import launch
-    from ...lessons.lab09 import PoolConfig, batcher, serving_job
+    from .lesson import PoolConfig, batcher, serving_job
 
     shape = (1, image_side, image_side)
     cfg = PoolConfig(width, shape, seed, max_batch, timeout_s=60)

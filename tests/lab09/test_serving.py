@@ -1,4 +1,4 @@
-"""lab_utils.serving: arrivals, percentiles, the reference batcher (bad input included), worker processes, bench."""
+"""lab_utils.labs.lab09.serving: arrivals, percentiles, the reference batcher (bad input included), worker processes, bench."""
 import json
 import os
 import queue
@@ -9,12 +9,13 @@ import time
 import pytest
 import torch
 
-from lab_utils import measure, serving
+from lab_utils import measure
+from lab_utils.labs.lab09 import serving
 from lab_utils.instructor import cli
-from lab_utils.instructor.bench import serving as bench_serving
-from lab_utils.instructor.gpu import serving as gpu_serving
+from lab_utils.labs.lab09 import bench as bench_serving
+from lab_utils.labs.lab09 import gpu_check as gpu_serving
 from lab_utils.launch import RankError, launch
-from lab_utils.lessons.lab09 import choose_max_wait  # the solution's, generated from its cell
+from lab_utils.labs.lab09.lesson import choose_max_wait  # the solution's, generated from its cell
 
 SHAPE = (1, 8, 8)
 
@@ -160,7 +161,7 @@ def test_choose_max_wait_takes_the_largest_setting_within_budget_that_keeps_up()
 
 
 def test_two_model_workers_answer_like_the_model(small):
-    """Lab 09's serving_job (lab_utils.lessons.lab09): rank 0 batches, ranks 1 and 2 run the model."""
+    """Lab 09's serving_job (lab_utils.labs.lab09.lesson): rank 0 batches, ranks 1 and 2 run the model."""
     rank0 = bench_serving.pool_run(width=64, image_side=8, seed=1, requests=200, rounds=1, timeout_s=120)
     assert all(len(rank0[name]) == 1 and rank0[name][0].answered == 200 for name in ("1 worker", "2 workers"))
     model = serving.build_model(64, SHAPE, seed=1)
@@ -173,7 +174,7 @@ def test_two_model_workers_answer_like_the_model(small):
 def dying_worker_job(rank, world_size):
     """Rank 0 batches for worker 1 (lab 09's model_worker and Dispatcher), whose model fails on its second batch."""
     from lab_utils.launch import process_group
-    from lab_utils.lessons.lab09 import Dispatcher, model_worker
+    from lab_utils.labs.lab09.lesson import Dispatcher, model_worker
 
     calls = []
 

@@ -1,12 +1,12 @@
 """Lab 09 on a GPU: the batcher, fp16 autocast and a CUDA graph replay against the CPU model.
 
-The batcher and its forward pass are lab 09's (lab_utils.lessons.lab09), through the bench's make_batcher and
+The batcher and its forward pass are lab 09's (lab_utils.labs.lab09.lesson), through the bench's make_batcher and
 local_runner."""
 from __future__ import annotations
 
 from ...compare import max_abs_diff
-from ...serving import build_model, burst, request_images, run_load
-from ..bench.serving import local_runner, make_batcher
+from .serving import build_model, burst, request_images, run_load
+from .bench import local_runner, make_batcher
 
 
 # ---- GPU ---------------------------------------------------------------------------------------------------------------

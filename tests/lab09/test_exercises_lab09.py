@@ -9,7 +9,7 @@ import pytest
 
 from lab_utils import exercises
 from lab_utils.exercises import check
-from lab_utils.lessons import lab09 as lesson09
+from lab_utils.labs.lab09 import lesson as lesson09
 from test_judges import solution_function
 
 
