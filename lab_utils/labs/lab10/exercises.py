@@ -1,7 +1,7 @@
 """Lab 10: speedup and efficiency, Amdahl's serial fraction, a prediction."""
 from __future__ import annotations
 
-from .core import Exercise, FROM_LESSON, register
+from ...exercises.core import Exercise, FROM_LESSON, register
 
 
 # ---- speedup and efficiency ----------------------------------------------------------------------------------------
@@ -23,7 +23,7 @@ def _speedup_cases(rng):
 
 def _as_result(fields: dict):
     """A results row (measure.Result) from the plain-data fields of a case."""
-    from ..measure import Result
+    from ...measure import Result
 
     return Result(lab="10", framework="torch", strategy="ddp" if fields["world_size"] > 1 else "single",
                   world_size=fields["world_size"], device="cpu", batch_size=256, samples_per_s=fields["samples_per_s"],
@@ -81,7 +81,7 @@ def _serial_run(fit_serial_fraction, points):
 
 
 def _serial_expected(points):
-    from .. import report
+    from ... import report
 
     return report.fit_serial_fraction(points)
 
@@ -133,7 +133,7 @@ def _predict_run(predict_speedup, cases):
 
 
 def _predict_expected(cases):
-    from .. import report
+    from ... import report
 
     return [float(report.amdahl_speedup(s, n)) for s, n in cases]
 
