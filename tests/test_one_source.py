@@ -233,8 +233,8 @@ def test_the_scans_catch_what_they_are_meant_to(tmp_path):
 @pytest.mark.parametrize("worker", [
     "lab_utils.labs.lab04.lesson.stage_worker", "lab_utils.labs.lab05.lesson.mwms_worker", "lab_utils.labs.lab06.lesson.classifier_worker",
     "lab_utils.labs.lab07.lesson.amp_worker", "lab_utils.labs.lab07.lesson.accumulate",
-    "lab_utils.labs.lab07.lesson.forward_with_checkpoints", "lab_utils.lessons.lab11.side_by_side",
-    "lab_utils.lessons.lab11.read_scheduler"])
+    "lab_utils.labs.lab07.lesson.forward_with_checkpoints", "lab_utils.labs.lab11.lesson.side_by_side",
+    "lab_utils.labs.lab11.lesson.read_scheduler"])
 def test_the_replacing_functions_are_lessons(worker):
     module, _, name = worker.rpartition(".")
     assert name in lesson_names()[module]

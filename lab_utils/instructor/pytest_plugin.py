@@ -14,7 +14,7 @@ SLOWEST_FIRST = (
     "solutions/13_spatial_parallelism.ipynb", "tests/test_exercises_lab13.py", "solutions/12_debugging_hangs.ipynb",
     "tests/test_where.py", "tests/lab07/test_checkpoints.py",
     "solutions/09_inference_throughput.ipynb", "solutions/11_from_notebook_to_cluster.ipynb",
-    "tests/test_grade_labs.py", "tests/lab07/test_exercises_lab07.py", "tests/test_exercises.py", "tests/test_slurm.py",
+    "tests/test_grade_labs.py", "tests/lab07/test_exercises_lab07.py", "tests/test_exercises.py", "tests/lab11/test_slurm.py",
     "tests/test_grade_slurm.py", "tests/lab09/test_serving.py",
 )
 

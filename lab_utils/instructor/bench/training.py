@@ -192,9 +192,10 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     cluster`); without one the result says it was skipped."""
     import time
 
-    from ... import learner_code, slurm
+    from ... import learner_code
+    from ...labs.lab11 import slurm
     from ...launch import OWN_SESSION
-    from ...lessons import lab11
+    from ...labs.lab11 import lesson as lab11
     from ...labs.lab03.lesson import DDPConfig
 
     found = slurm.find()

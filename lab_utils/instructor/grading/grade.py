@@ -111,7 +111,7 @@ def missing_here(need: str) -> str:
                                                                    timeout=30).returncode == 0
             _MACHINE[need] = "" if found else "it needs a GPU, and this machine has none (nvidia-smi sees no device)"
         elif need == "slurm":
-            from ... import slurm
+            from ...labs.lab11 import slurm
 
             _MACHINE[need] = "" if slurm.find() is not None else \
                 "it needs a Slurm cluster, and none answers here"

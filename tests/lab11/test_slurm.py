@@ -1,4 +1,4 @@
-"""Lab 11's batch-script writers and Slurm-to-torch translation (its lesson cells), lab_utils.slurm's helpers
+"""Lab 11's batch-script writers and Slurm-to-torch translation (its lesson cells), lab_utils.labs.lab11.slurm's helpers
 (no Slurm needed), and learner_code.from_notebook."""
 import os
 import re
@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from lab_utils import learner_code, slurm
-from lab_utils.lessons import lab11
+from lab_utils import learner_code
+from lab_utils.labs.lab11 import slurm
+from lab_utils.labs.lab11 import lesson as lab11
 
 
 def srun_and_torchrun(script: str) -> str:

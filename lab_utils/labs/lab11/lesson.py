@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 import submitit
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from lab_utils import measure, slurm
+from lab_utils import measure
+from lab_utils.labs.lab11 import slurm
 from lab_utils.launch import hold_process_groups, launch
 
 __all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'launched', 'side_by_side', 'sbatch_header', 'train_resumable', 'read_scheduler']

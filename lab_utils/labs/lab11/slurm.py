@@ -1,6 +1,6 @@
 """Slurm around lab 11's lesson: find the cluster, submit, wait with a timeout, read back, and inside a task: the
 first node's address, a rendezvous port chosen free, the task's cores, the time of its first optimizer step. The
-batch scripts and the Slurm-to-torch translation are the lesson: lab 11's notebook (lab_utils.lessons.lab11)."""
+batch scripts and the Slurm-to-torch translation are the lesson: lab 11's notebook (lab_utils.labs.lab11.lesson)."""
 from __future__ import annotations
 
 import contextlib
@@ -424,6 +424,6 @@ def resume_step(model, optimizer, batch) -> float:
 
 def flat_weights(model) -> list[float]:
     """Every parameter, flattened into one list."""
-    from . import tensors
+    from ... import tensors
 
     return tensors.flat_weights(model).tolist()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 
-from .core import Exercise, FROM_LESSON, max_abs_diff, register
+from ...exercises.core import Exercise, FROM_LESSON, max_abs_diff, register
 
 # ---- rank_from_slurm: SLURM_* -> RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT -----------------------------
 
@@ -281,7 +281,7 @@ def _resume_cases(rng):
 
 
 def _resume_run(train_resumable, cases):
-    from .. import slurm
+    from . import slurm
 
     with slurm.one_thread():  # a tiny model: threads only add their hand-offs
         return _resume_runs(train_resumable, cases)
@@ -333,8 +333,8 @@ def _resume_variant(case, wrong: str | None = None):
     import tempfile
     from pathlib import Path
 
-    from ..lessons.lab11 import train_resumable
-    from ..variants import variant
+    from .lesson import train_resumable
+    from ...variants import variant
 
     train = train_resumable if wrong is None else variant(train_resumable, WRONG_RESUMES[wrong], name=wrong, show=False)
     with tempfile.TemporaryDirectory() as folder:
@@ -344,7 +344,7 @@ def _resume_variant(case, wrong: str | None = None):
 
 
 def _resume_expected(cases):
-    from .. import slurm
+    from . import slurm
 
     with slurm.one_thread():
         return _resume_references(cases)
@@ -360,7 +360,7 @@ def _resume_references(cases):
 
 
 def _one_thread(fn, *args, **kwargs):
-    from .. import slurm
+    from . import slurm
 
     with slurm.one_thread():
         return fn(*args, **kwargs)
@@ -458,7 +458,7 @@ def _last_line_reading(text: str) -> dict:
     for line in text.splitlines()[1:]:
         job_id, rest = line.split("|", 1)
         last[job_id.split(".")[0]] = f"{job_id.split('.')[0]}|{rest}"
-    from ..lessons.lab11 import read_scheduler  # the lesson's reading, of the last lines only
+    from .lesson import read_scheduler  # the lesson's reading, of the last lines only
 
     return read_scheduler("JobID|JobName|State|ExitCode|Reason\n" + "\n".join(last.values()))
 

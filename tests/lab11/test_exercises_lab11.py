@@ -4,7 +4,7 @@ import random
 
 from lab_utils import exercises
 from lab_utils.exercises import check, to_plain
-from lab_utils.exercises.lab11 import expand_nodelist, memory_mb, parse_sbatch, slurm_minutes
+from lab_utils.labs.lab11.exercises import expand_nodelist, memory_mb, parse_sbatch, slurm_minutes
 from test_judges import solution_function, solution_source
 
 
