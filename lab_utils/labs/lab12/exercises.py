@@ -2,8 +2,8 @@
 parameter that gets no gradient."""
 from __future__ import annotations
 
-from ..debugging import LAYERS, branchy_model, hang_table, one_process, uneven_problem
-from .core import Exercise, register
+from .debugging import LAYERS, branchy_model, hang_table, one_process, uneven_problem
+from ...exercises.core import Exercise, register
 
 SETUP = ("import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F\n"
          "from torch.distributed.algorithms import Join")
@@ -16,8 +16,8 @@ def uneven_worker(rank, world_size, train_all, case):
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from .. import tensors
-    from ..launch import process_group
+    from ... import tensors
+    from ...launch import process_group
 
     with process_group(timeout_s=60):
         model, per_rank = uneven_problem(case, world_size)
@@ -82,7 +82,7 @@ def _uneven_cases(rng):
 
 
 def _uneven_run(train_all, case, world_size: int = 2):
-    from ..launch import launch
+    from ...launch import launch
 
     return launch(uneven_worker, world_size, args=(train_all, case), timeout=25)
 
@@ -93,7 +93,7 @@ def _uneven_expected(case):
 
 
 def _uneven_judge(got, expected, case):
-    from .core import max_abs_diff
+    from ...exercises.core import max_abs_diff
 
     if any(max_abs_diff(r, got[0]) > 1e-6 for r in got):
         return 0.0, ("the ranks ended with different weights: every step's gradients must be all-reduced (train the "

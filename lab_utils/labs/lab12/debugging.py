@@ -7,7 +7,7 @@ LAYERS = ("stem", "left", "right", "head")
 
 def hang_table(case) -> str:
     """The launcher's table for one case (built by the same code that prints it after a hang)."""
-    from .launch import where
+    from ...launch import where
 
     def call(seq, op, state, line):
         return {"seq": seq, "op": op, "shapes": [[4]] if op != "barrier" else [], "dtype": "float32" if op != "barrier"
@@ -25,7 +25,7 @@ def uneven_problem(case, world_size: int = 2):
     """A seeded small model and each rank's batches: rank r has `steps` batches, the last rank one more."""
     import torch
 
-    from . import spec
+    from ... import spec
 
     gen = torch.Generator().manual_seed(case["seed"])
     per_rank = [[(torch.rand(case["batch"], 1, 8, 8, generator=gen), torch.randint(0, 10, (case["batch"],), generator=gen))
@@ -40,7 +40,7 @@ def one_process(case, lone_last_step: bool, halved: bool = False, world_size: in
     import torch
     import torch.nn.functional as F
 
-    from . import tensors
+    from ... import tensors
 
     model, per_rank = uneven_problem(case, world_size)
     optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"])

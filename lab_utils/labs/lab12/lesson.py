@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-from lab_utils.debugging import branchy_model
+from lab_utils.labs.lab12.debugging import branchy_model
 from lab_utils.launch import short_error
 
 __all__ = ['metric_sum_worker', 'shapes_worker', 'train_plain', 'train_balanced', 'unused_worker', 'dying_worker', 'late_worker']
