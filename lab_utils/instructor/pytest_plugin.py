@@ -11,7 +11,7 @@ SLOWEST_FIRST = (
     "tests/lab05/test_exercises_lab05.py", "tests/lab06/test_exercises_lab06.py", "tests/lab08/test_parameter_server.py",
     "solutions/05_tf_distribute.ipynb", "tests/lab04/test_exercises_lab04.py", "tests/test_launch.py",
     "solutions/07_memory_sharding.ipynb", "solutions/06_collectives_tensor_parallel.ipynb",
-    "solutions/13_spatial_parallelism.ipynb", "tests/test_exercises_lab13.py", "solutions/12_debugging_hangs.ipynb",
+    "solutions/13_spatial_parallelism.ipynb", "tests/lab13/test_exercises_lab13.py", "solutions/12_debugging_hangs.ipynb",
     "tests/test_where.py", "tests/lab07/test_checkpoints.py",
     "solutions/09_inference_throughput.ipynb", "solutions/11_from_notebook_to_cluster.ipynb",
     "tests/test_grade_labs.py", "tests/lab07/test_exercises_lab07.py", "tests/test_exercises.py", "tests/lab11/test_slurm.py",

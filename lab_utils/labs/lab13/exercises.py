@@ -3,7 +3,7 @@ whole image, and a convolution of it = the unsplit convolution), the halo bytes 
 that balances rows when the height does not divide."""
 from __future__ import annotations
 
-from .core import ANY, Exercise, FROM_LESSON, last_line, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, last_line, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\nimport torch.nn.functional as F"
 EXCHANGE_TIMEOUT_S = 10  # an exchange that waits for a message nobody sends is stopped after this long
@@ -69,7 +69,7 @@ def _exchange_problem(case):
     import torch
     from torch import nn
 
-    from .. import spec
+    from ... import spec
 
     gen = torch.Generator().manual_seed(case["seed"])
     images = torch.randn(2, case["channels"], case["height"], case["width"], generator=gen, dtype=torch.float64)
@@ -80,7 +80,7 @@ def _exchange_problem(case):
 
 
 def _rows_of(height: int, rank: int, world_size: int, stride: int) -> tuple[int, int]:
-    from ..lessons.lab13 import slab_bounds
+    from .lesson import slab_bounds
 
     return slab_bounds(height, rank, world_size, stride)  # borders on multiples of the stride, as halo_rows assumes
 
@@ -104,8 +104,8 @@ def _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out):
     """The worker's cases in one process group, each rank's entries appended to `out`."""
     import torch.nn.functional as F
 
-    from ..lessons.lab13 import halo_rows
-    from ..launch import process_group
+    from .lesson import halo_rows
+    from ...launch import process_group
 
     with process_group(timeout_s=EXCHANGE_TIMEOUT_S):
         for case in cases:
@@ -126,7 +126,7 @@ def _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out):
 
 
 def _exchange_run(exchange_halo, cases):
-    from ..launch import launch
+    from ...launch import launch
 
     return [launch(exchange_exercise_worker, n, args=(exchange_halo, cases), timeout=60)
             for n in sorted({c["world_size"] for c in cases})]
@@ -136,7 +136,7 @@ def _exchange_expected(cases):
     import torch
     import torch.nn.functional as F
 
-    from ..lessons.lab13 import halo_rows
+    from .lesson import halo_rows
 
     out = []
     for n in sorted({c["world_size"] for c in cases}):

@@ -1,6 +1,6 @@
 """Lab 13's instruments: its data set of larger images, bytes counted per message, activation bytes counted from
 tensors, and the comparison every library result passes before it is printed. The lesson (the halo exchange, its
-autograd.Function, the slab split) is in the notebook, exported to lab_utils/lessons/lab13.py."""
+autograd.Function, the slab split) is in the notebook, exported to lab_utils/labs/lab13/lesson.py."""
 from __future__ import annotations
 
 import contextlib
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import data, measure
+from ... import data, measure
 
 DIGITS_LEVELS = 16  # the built-in digits' grey levels run 0..16
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lab_utils import spatial
+from lab_utils.labs.lab13 import spatial
 from lab_utils.launch import launch
-from lab_utils.lessons import lab13
+from lab_utils.labs.lab13 import lesson as lab13
 from lab_utils.variants import variant
 
 ROOT = Path(__file__).resolve().parents[1]
