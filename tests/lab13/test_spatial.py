@@ -14,7 +14,7 @@ from lab_utils.launch import launch
 from lab_utils.labs.lab13 import lesson as lab13
 from lab_utils.variants import variant
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "solutions" / "13_spatial_parallelism.ipynb"
 
 
