@@ -10,6 +10,8 @@ import torch.nn.functional as F
 
 from ... import data, measure, spec, train
 from ...compare import max_abs_diff
+from ...labs.lab03.lesson import DDPConfig, ddp_worker
+from ...labs.lab11 import lesson as lab11
 
 
 def _plain_epoch(model, loader, optimizer) -> None:
@@ -97,7 +99,6 @@ def _interleaved(setups, repeats: int, run) -> list[SetupFigures]:
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
     from ...launch import launch
-    from ...labs.lab03.lesson import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
 
     synthetic = {"kind": "synthetic", "n_train": global_batch * (steps + 1), "n_test": 64, "side": 28, "seed": seed}
     cfg = DDPConfig(data=synthetic, layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1,
@@ -195,8 +196,6 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     from ... import learner_code
     from ...labs.lab11 import slurm
     from ...launch import OWN_SESSION
-    from ...labs.lab11 import lesson as lab11
-    from ...labs.lab03.lesson import DDPConfig
 
     found = slurm.find()
     if found is None:

@@ -13,6 +13,7 @@ from dataclasses import replace
 import torch
 
 from ... import conditions, data, measure, spec, train
+from ..lab03.lesson import DDPConfig, ddp_worker
 
 TARGET = 2.0  # beside one busy core, a lab may take at most this many times its quiet time
 BURNER_LIMIT_S = 900  # the burner ends by itself after this long, whatever happens to this process
@@ -51,7 +52,6 @@ def lab01_steps(steps: int, batch_size: int = 64, seed: int = 0) -> tuple[float,
 def lab03_ddp_step(steps: int, global_batch: int = 128, seed: int = 0) -> float:
     """Median seconds per step of lab 03's DDP worker on 2 single-thread ranks."""
     from ...launch import launch
-    from ..lab03.lesson import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
 
     synthetic = {"kind": "synthetic", "n_train": global_batch * (steps + 3), "n_test": 64, "side": 28, "seed": seed}
     cfg = DDPConfig(data=synthetic, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=1,

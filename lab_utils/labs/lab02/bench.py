@@ -10,6 +10,7 @@ import torch
 from ... import data, hardware, spec
 from . import data_parallel
 from .data_parallel import ONE_DEVICE, Sweep, dp_name, threaded_name
+from .lesson import DataParallel, gradient_difference
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,6 @@ class SweepAndGradCheck:
 
 def bench(*, n_devices: int = 2, batch_sizes=(16, 256), seed: int = 0, hw=None, **options) -> SweepAndGradCheck:
     """data_parallel.sweep of lab 02's DataParallel, as the notebook runs it, then lab 02's gradient_difference."""
-    from .lesson import DataParallel, gradient_difference  # imported here: `assign` starts without it
 
     hw = hw or hardware.detect()
     result = data_parallel.sweep(DataParallel, n_devices=n_devices, batch_sizes=batch_sizes, seed=seed, hw=hw, **options)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from ... import data, spec
 from .data_parallel import DevicePlan, gradients, max_abs_diff, plan_devices, single_device_step
+from .lesson import DataParallel
 
 
 # ---- the GPU check ---------------------------------------------------------------------------------------------
@@ -35,7 +36,6 @@ def gpu_check() -> dict[str, str]:
              "nn.DataParallel on every GPU")
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in names}
-    from .lesson import DataParallel  # lab 02's class, generated from its notebook; `assign` starts without it
 
     gpus = torch.cuda.device_count()
     model = spec.build_torch(spec.cnn2d_3layer_fullconnected_3layer(), (1, 28, 28), seed=0)

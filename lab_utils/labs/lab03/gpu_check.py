@@ -9,13 +9,13 @@ import torch
 
 from ... import spec
 from ...compare import max_abs_diff
+from .lesson import DDPConfig, ddp_worker
 
 
 def gpu_check(quick: bool = False) -> dict:
     """DDP on the GPU(s) against the same training on CPU ranks: 2 ranks sharing cuda:0 over gloo, NCCL with one rank
     per GPU where there are 2, and nn.SyncBatchNorm; each equal to the CPU run within 1e-4."""
     from ...launch import launch
-    from .lesson import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
 
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in ("2 ranks sharing a GPU (gloo)", "NCCL, one rank per GPU", "SyncBatchNorm")}

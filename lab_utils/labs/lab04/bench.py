@@ -8,6 +8,7 @@ import json
 from ... import measure, spec
 from . import pipeline as pl
 from ...compare import max_abs_diff
+from . import lesson as lab04
 
 
 def _row(m: pl.Measured) -> dict:
@@ -24,7 +25,6 @@ def _row(m: pl.Measured) -> dict:
 def pipeline(*, batch_size: int = 1024, repeats: int = 5, split=None, seed: int = 0,
              model: str = "cnn2d_2layer_fullconnected_2layer") -> dict:
     """2 stages: naive split, GPipe with M = 2, 4, 8 and 1F1B with M = 8, interleaved in one launch."""
-    from . import lesson as lab04  # its stage worker and ops, generated from its notebook (imported here: `assign` starts without it)
 
     model_spec = spec.preset(model)
     times = pl.layer_times(model_spec, (1, 28, 28), batch_size=128, seed=seed)

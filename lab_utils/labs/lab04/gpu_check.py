@@ -8,6 +8,7 @@ import torch
 
 from ...compare import max_abs_diff
 from .pipeline import Measured, PipelineRun, reference, run_pipelines
+from .lesson import backward_op, forward_op, library_schedule, library_step, library_unsupported, stage_worker
 
 
 # ---- the same pipeline on a GPU -------------------------------------------------------------------------------------
@@ -33,7 +34,6 @@ def gpu_check() -> dict[str, str]:
     if not torch.cuda.is_available():
         return {hand: "skipped: no GPU", library: "skipped: no GPU"}
     from ... import hardware
-    from .lesson import backward_op, forward_op, library_schedule, library_step, library_unsupported, stage_worker
 
     run = PipelineRun("hand-built", "1f1b", 4, batch_size=64, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
     reason = library_unsupported(hardware.plan(2))

@@ -2,8 +2,7 @@
 
 The workers are lab 06's lesson code (lab_utils.labs.lab06.lesson, generated from its notebook): the ring timed beside the
 library (timing_worker), the ring against the exact sum (ring_check_worker), both splits of a convolution (conv_worker),
-the tensor-parallel CNN trained (tp_train_worker); they are imported inside the functions that run them: `assign`
-starts without the generated modules."""
+the tensor-parallel CNN trained (tp_train_worker)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +14,8 @@ import torch
 from ... import hardware, measure, report, spec
 from ...compare import max_abs_diff
 from .tensor_parallel import course_batch, single_device_training
+from . import lesson as lab06
+from .lesson import conv_problem
 
 RING_BYTES = 4 << 20  # the benchmark's message: 4 MiB of float32
 MODEL, INPUT_SHAPE = "cnn2d_2layer_fullconnected_2layer", (1, 28, 28)  # lab 06's CNN
@@ -32,7 +33,6 @@ def lesson_checks(world_size: int, nbytes: int, repeats: int, train_steps: int, 
     """One launch of lab 06's workers and the reference checks: per repeat, the ring's and the library's seconds (the
     slower rank's); the largest difference of each check from the unsplit computation."""
     from ...launch import launch_jobs
-    from . import lesson as lab06
 
     model_spec = spec.preset(MODEL)
     timing, ring, conv, trained, classifier = launch_jobs(
@@ -95,7 +95,6 @@ def _max_diff(a, b) -> float:
 def _conv_diff(conv_ranks, model_spec, seed: int) -> float:
     """conv_worker's two splits against the unsplit convolution: outputs, input gradients, the ranks' weight gradients
     put back together."""
-    from .lesson import conv_problem
 
     conv, x, grad_y = conv_problem(model_spec, INPUT_SHAPE, seed)
     x.requires_grad_(True)

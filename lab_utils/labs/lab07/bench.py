@@ -1,7 +1,7 @@
 """`bench memory`: lab 07's DDP, ZeRO-1 and FSDP2 in one launch, and activation checkpointing.
 
-The DDP, ZeRO-1 and FSDP2 workers and forward_with_checkpoints are lab 07's (lab_utils.labs.lab07.lesson, generated from
-its notebook), imported inside the functions that use them: `assign` starts without the generated modules."""
+The DDP, ZeRO-1 and FSDP2 workers and forward_with_checkpoints are lab 07's (lab_utils.labs.lab07.lesson, generated
+from its notebook)."""
 from __future__ import annotations
 
 import functools
@@ -12,13 +12,14 @@ import torch
 from ... import measure, spec
 from ...compare import max_abs_diff
 from ...memory import INPUT_SHAPE, SavedActivations, layer_blocks, parameter_count, wide_cnn
+from . import lesson as lab07
+from .lesson import forward_with_checkpoints
 
 
 def strategy_jobs(strategies, model_spec, *, world_size: int, steps: int, batch_per_rank: int, seed: int = 0,
                   lr: float = 1e-3, param_dtype=None) -> list:
     """launch_jobs' (worker, (job,)) for each of `strategies` ("ddp", "zero1", "fsdp"): lab 07's workers, Adam steps on
     one seeded set of images (each step's global batch is world_size x batch_per_rank of them, rank r's slice r)."""
-    from . import lesson as lab07
 
     workers = {"ddp": lab07.ddp_baseline_worker, "zero1": lab07.zero1_worker, "fsdp": lab07.fsdp_worker}
     gen = torch.Generator().manual_seed(seed + 1)
@@ -33,7 +34,6 @@ def _checkpoint_figures(model_spec, batch: int, repeats: int, seed: int) -> dict
     """Saved activation bytes and fwd+bwd time with every block checkpointed, against none."""
     import torch.nn.functional as F
 
-    from .lesson import forward_with_checkpoints
 
     model = spec.build_torch(model_spec, INPUT_SHAPE, seed=seed)
     blocks = layer_blocks(model)

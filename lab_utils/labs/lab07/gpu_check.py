@@ -10,6 +10,7 @@ from ... import spec
 from ...compare import max_abs_diff
 from ...memory import INPUT_SHAPE, SavedActivations
 from ...tensors import flat_weights
+from . import lesson as lab07
 
 _DIGITS = (1, 8, 8)  # amp_worker's images: lab 01's digits
 
@@ -20,7 +21,6 @@ def _accumulation_updates(dtypes, seed: int = 0) -> list[torch.Tensor]:
     """The weight change of one SGD step over 4 micro-batches, per autocast dtype of `dtypes` (None: float32): lab 07's
     amp_worker running its `accumulate` (autocast, GradScaler, DDP's no_sync) on one rank."""
     from ...launch import launch_jobs
-    from . import lesson as lab07
 
     gen = torch.Generator().manual_seed(seed)
     x, y = torch.rand(64, *_DIGITS, generator=gen).numpy(), torch.randint(0, 10, (64,), generator=gen).numpy()

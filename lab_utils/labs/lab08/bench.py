@@ -1,7 +1,7 @@
 """`bench async`: lab 08's synchronous and asynchronous parameter servers, interleaved.
 
 The runs are lab 08's run_all, serve and work (lab_utils.labs.lab08.lesson, generated from its notebook), launched by
-lab_utils.labs.lab08.parameter_server.run; the lesson is imported inside bench(): `assign` starts without the generated modules."""
+lab_utils.labs.lab08.parameter_server.run."""
 from __future__ import annotations
 
 import json
@@ -13,6 +13,7 @@ import numpy as np
 from ... import detectors, hardware, measure
 from ...compare import max_abs_diff
 from .parameter_server import MODEL, MODES, PSConfig, interleaved, run, single_process_weights
+from .lesson import run_all, serve, work
 
 
 # ---- reading the runs ------------------------------------------------------------------------------------------------
@@ -57,7 +58,6 @@ def bench(*, n_workers: int = 2, repeats: int = 3, gradients: int = 96, batch_si
     base = PSConfig(gradients=gradients, batch_size=batch_size, seed=seed)
     check = replace(base, mode="sync", gradients=10 * n_workers, warmup=0, label="check")
     per_round = [replace(base, mode=m, straggler_factor=float(f)) for f in factors for m in MODES]
-    from .lesson import run_all, serve, work  # lab 08's, generated from its notebook
 
     runs = run(run_all, [check] + interleaved(per_round, repeats), serve, work, n_workers, timeout_s)
     single = single_process_weights(check, n_workers, check.gradients // n_workers)

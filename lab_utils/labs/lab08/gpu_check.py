@@ -7,6 +7,7 @@ import torch
 
 from ...compare import max_abs_diff
 from .parameter_server import PSConfig, run, single_process_weights
+from .lesson import run_all, serve, work
 
 
 # ---- the lab's core on a GPU -----------------------------------------------------------------------------------------
@@ -16,7 +17,6 @@ def gpu_check() -> dict[str, str]:
     name = "parameter server (sync, workers on GPU) vs one CPU process"
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU"}
-    from .lesson import run_all, serve, work  # lab 08's, generated from its notebook
 
     cfg = PSConfig(mode="sync", gradients=10, warmup=0)
     try:

@@ -1,7 +1,7 @@
 """`bench inference`: lab 09's dynamic batching, worker pool, torch.compile and bf16.
 
-The batcher, its forward pass, the model workers and their dispatcher are lab 09's (lab_utils.labs.lab09.lesson, generated
-from its notebook), imported inside the functions that run them: `assign` starts without the generated modules."""
+The batcher, its forward pass, the model workers and their dispatcher are lab 09's (lab_utils.labs.lab09.lesson,
+generated from its notebook)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,6 +14,7 @@ from ... import detectors
 from ... import measure
 from .serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
     request_images)
+from .lesson import PoolConfig, answer_batch, batcher, serving_job
 
 
 def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, float]:
@@ -26,14 +27,12 @@ def paired_speedup(slow: measure.Timing, fast: measure.Timing) -> tuple[float, f
 
 def local_runner(model, device: str = "cpu"):
     """run_batch for the batcher: lab 09's answer_batch on this model (one forward pass in the batcher's thread)."""
-    from .lesson import answer_batch
 
     return functools.partial(answer_batch, model=model, device=device)
 
 
 def make_batcher(run_batch, max_batch: int, max_wait_ms: float, image_shape=DEFAULT_SHAPE):
     """batcher(requests, stop) for run_load: lab 09's batcher with these settings."""
-    from .lesson import batcher
 
     return functools.partial(batcher, run_batch=run_batch, max_batch=max_batch, max_wait_s=max_wait_ms / 1e3,
                              input_shape=tuple(image_shape))
@@ -45,7 +44,6 @@ def pool_run(*, width: int = 2048, image_side: int = 28, seed: int = 0, requests
     {"1 worker": [LoadSummary per round], "2 workers": [...], "ids": ..., "outputs": ...}. A round with a failed or
     unanswered request is an error."""
     from ...launch import launch
-    from .lesson import PoolConfig, batcher, serving_job
 
     shape = (1, image_side, image_side)
     cfg = PoolConfig(width, shape, seed, max_batch, timeout_s=60)

@@ -6,6 +6,7 @@ import json
 import statistics
 
 from ... import measure, spec
+from ..lab03.lesson import DDPConfig, ddp_worker
 
 
 def record_cost(*, world_size: int = 2, repeats: int = 9, steps: int = 12, per_rank_batch: int = 16,
@@ -13,7 +14,6 @@ def record_cost(*, world_size: int = 2, repeats: int = 9, steps: int = 12, per_r
     """Samples/s of lab 03's ddp_worker with the record on vs off (LAB_COLLECTIVE_RECORD), alternating launches."""
     from ...launch import launch
     from ...launch.record import ENABLED
-    from ..lab03.lesson import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
 
     synthetic = {"kind": "synthetic", "n_train": per_rank_batch * world_size * steps, "n_test": 32, "side": 28,
                  "seed": seed}
