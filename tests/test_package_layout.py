@@ -209,6 +209,40 @@ def test_the_arrow_and_cycle_checks_catch_what_they_are_meant_to(tmp_path):
                                "pkg.labs.lab02.bench", "pkg.exercises", "pkg.instructor.grade")] == [0, 1, 2, 3, 2, 3]
 
 
+# ---- one folder per lab: a lab imports another only where it builds on it (README, "How the code is laid out") ----
+
+CROSS_LAB = {
+    ("lab06", "lab04"): "lab 06 measures lab 04's pipeline traffic",
+    ("lab10", "lab03"): "lab 10 runs lab 03's DDP worker as its answer key",
+    ("lab11", "lab03"): "lab 11 runs lab 03's DDP worker under Slurm",
+    ("lab01", "lab03"): "lab 01's benchmark classmates times lab 03's DDP worker",
+    ("lab12", "lab03"): "lab 12's benchmark record times lab 03's DDP worker",
+}
+LAB = re.compile(r"lab_utils\.labs\.(lab\d\d)\b")
+
+
+def cross_lab_imports(graph) -> set[tuple[str, str]]:
+    """(lab, lab it imports) for every module of a lab folder and every solution notebook importing another lab's."""
+    import nbformat
+
+    found = set()
+    for module, targets in graph.items():
+        mine = LAB.match(module)
+        if mine:
+            found |= {(mine.group(1), t.group(1)) for t in map(LAB.match, targets) if t and t.group(1) != mine.group(1)}
+    for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
+        code = "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
+        found |= {(f"lab{path.name[:2]}", other) for other in LAB.findall(code) if other != f"lab{path.name[:2]}"}
+    return found
+
+
+def test_a_lab_imports_another_lab_only_where_it_builds_on_it():
+    found = cross_lab_imports(import_graph())
+    assert sorted(found - set(CROSS_LAB)) == [], "a new arrow between two labs: move what both use into the core, or " \
+        "add the pair to CROSS_LAB and to the README's list with the reason"
+    assert sorted(set(CROSS_LAB) - found) == [], "gone: take these off CROSS_LAB and the README's list"
+
+
 # ---- instructor/: a room per idea, the root holds what they share -----------------------------------------------
 
 INSTRUCTOR = "lab_utils.instructor"
@@ -367,6 +401,15 @@ def test_one_door_to_lesson_code_generated_files_apart_and_the_generator_imports
             reached.add(module)
             todo += graph[module]
     assert [m for m in reached if layer(m) == 1] == [], "assign imports a generated lesson"
+
+
+def test_the_exercises_registry_imports_no_lesson_and_no_torch():
+    """`from lab_utils.exercises import check`, every notebook's first import, stays light: an exercise imports its
+    lab's generated lesson (each imports torch) inside the function that runs it, not at its module's top."""
+    code = ("import sys, lab_utils.exercises\n"
+            "print(sorted(m for m in sys.modules if m.endswith('.lesson') or m in ('torch', 'tensorflow')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]
 
 
 def imported_names(path: Path) -> set[str]:
