@@ -18,7 +18,8 @@ SCRIPT = textwrap.dedent('''
     import keras
     import tensorflow as tf
     from lab_utils import exercises
-    from lab_utils.exercises import check, lab05, to_plain
+    from lab_utils.exercises import check, to_plain
+    from lab_utils.labs.lab05 import exercises as lab05
 
     def as_(name):
         def rename(fn):

@@ -66,7 +66,7 @@ def configured_first():
         import tensorflow as tf
         print(devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU")))
         print(len(tf.distribute.MirroredStrategy(devices.names).extended.worker_devices))
-        from lab_utils.exercises import lab05
+        from lab_utils.labs.lab05 import exercises as lab05
         from lab_utils.labs.lab05.gpu_check import GPU_TOLERANCE
         from lab_utils.labs.lab05.lesson import make_train_step
         step = dict(make_train_step=make_train_step)

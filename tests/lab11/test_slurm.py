@@ -234,7 +234,7 @@ def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_wei
     import numpy as np
 
     worker, imports, source = lab11_resumable_worker()
-    main = ("\n\nif __name__ == '__main__':\n    from lab_utils import slurm\n    from lab_utils.launch import "
+    main = ("\n\nif __name__ == '__main__':\n    from lab_utils.labs.lab11 import slurm\n    from lab_utils.launch import "
             "hold_process_groups\n    env = ranks_from_slurm()\n    slurm.place_task()\n    hold_process_groups()\n"
             "    cfg = json.loads(sys.argv[1])\n    out = resumable_worker(int(env['RANK']), int(env['WORLD_SIZE']), cfg)\n"
             "    if env['RANK'] == '0':\n        np.save(Path(cfg['progress']) / 'weights.npy', out['weights'])\n"
