@@ -295,8 +295,8 @@ def test_interleaved_steps_alternate_and_leave_the_warm_up_out():
 def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
     done = _python("""
         import sys
-        from lab_utils.instructor.gpu import tf_distribute
-        result = tf_distribute.gpu_check()
+        from lab_utils.labs.lab05 import gpu_check as gpu_tf
+        result = gpu_tf.gpu_check()
         print(sorted(set(result.values())), "tensorflow" in sys.modules)
     """)
     assert done.returncode == 0, done.stderr[-2000:]
