@@ -1,6 +1,6 @@
 """Lab 06's collectives, drawn from the ranks' own tensors, and the bytes they put on the wire.
-The ring all-reduce and tensor-parallel layers are the notebook's (lab_utils.lessons.lab06), not copied here; the
-lab's tensor-parallel plan is lab_utils.tensor_parallel."""
+The ring all-reduce and tensor-parallel layers are the notebook's (lab_utils.labs.lab06.lesson), not copied here; the
+lab's tensor-parallel plan is lab_utils.labs.lab06.tensor_parallel."""
 from __future__ import annotations
 
 import contextlib

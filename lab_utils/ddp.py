@@ -1,6 +1,6 @@
 """DistributedDataParallel helpers around lab 03's notebook worker: the CPU synchronised BatchNorm, the timed
 all-reduce hook, the learning-rate warm-up, checkpoint keys, what theory predicts for several gradient buckets. The worker itself is the notebook's (`ddp_worker`, cell
-tagged `lesson`); benchmarks, GPU checks and tests run it as generated into lab_utils.lessons.lab03."""
+tagged `lesson`); benchmarks, GPU checks and tests run it as generated into lab_utils.labs.lab03.lesson."""
 from __future__ import annotations
 
 import time

@@ -1,6 +1,6 @@
 """Lab 07's room: where a rank's memory goes, counted exactly from tensors (parameters, gradients, optimizer state,
 saved activations), the per-strategy formulas, stacked bars per rank, the mixed-precision
-dtype a device supports. (Lab 07's DDP / ZeRO-1 / FSDP2 workers are its notebook's: lab_utils.lessons.lab07.)"""
+dtype a device supports. (Lab 07's DDP / ZeRO-1 / FSDP2 workers are its notebook's: lab_utils.labs.lab07.lesson.)"""
 from __future__ import annotations
 
 import math

@@ -1,6 +1,6 @@
 """TensorFlow around lab 05's lesson: a quiet start-up, devices configured before TensorFlow initialises, worker
 processes with their TF_CONFIG, frameworks timed in processes of their own, step rates, one step checked against one
-device. The distributed train step itself is the notebook's (make_train_step, exported to lab_utils.lessons.lab05)."""
+device. The distributed train step itself is the notebook's (make_train_step, exported to lab_utils.labs.lab05.lesson)."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,5 @@
 """The single-device training loop (seeded, timed step by step, with a progress bar), evaluation, a profiler without
-its log noise. (Lab 01's GPU check: lab_utils/instructor/gpu/train.py.)"""
+its log noise. (Lab 01's GPU check: lab_utils/labs/lab01/gpu_check.py.)"""
 from __future__ import annotations
 
 import contextlib

@@ -7,12 +7,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from lab_utils import collectives, spec, tensor_parallel
+from lab_utils import collectives, spec
+from lab_utils.labs.lab06 import tensor_parallel
 from lab_utils.instructor import cli
-from lab_utils.instructor.bench import collectives as bench_collectives
-from lab_utils.instructor.gpu import collectives as gpu_collectives
+from lab_utils.labs.lab06 import bench as bench_collectives
+from lab_utils.labs.lab06 import gpu_check as gpu_collectives
 from lab_utils.launch import launch, process_group
-from lab_utils.lessons.lab06 import pipeline_traffic, ring_all_reduce, ring_step  # lab 06's, from its notebook
+from lab_utils.labs.lab06.lesson import pipeline_traffic, ring_all_reduce, ring_step  # lab 06's, from its notebook
 
 matplotlib.use("Agg")
 COURSE_CNN, SHAPE = spec.cnn2d_2layer_fullconnected_2layer(), (1, 28, 28)
@@ -118,7 +119,7 @@ def pipeline_traffic_worker(rank, world_size, batch_size):
 
 
 def test_pipeline_traffic_counts_one_activation_send_forward_and_one_gradient_send_back_per_micro_batch():
-    from lab_utils import pipeline
+    from lab_utils.labs.lab04 import pipeline
 
     ranks = launch(pipeline_traffic_worker, 2, args=(16,), timeout=60)
     boundary = pipeline.stage_input_shape(COURSE_CNN, SHAPE, (2,), 1)
@@ -137,7 +138,7 @@ def test_pipeline_traffic_on_more_ranks_than_stages_says_one_stage_per_rank():
 def test_lab06_conv_worker_names_the_collective_of_each_pass():
     """Lab 06's table of a split convolution's traffic: each pass names the collective it ran (a Call is indexed by
     name: its first field is the phase, not the collective)."""
-    from lab_utils.lessons.lab06 import conv_worker
+    from lab_utils.labs.lab06.lesson import conv_worker
 
     ranks = launch(conv_worker, 2, args=(spec.preset(bench_collectives.MODEL), bench_collectives.INPUT_SHAPE, 0),
                    timeout=60)

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from lab_utils import slurm
+from lab_utils.labs.lab11 import slurm
 from lab_utils.instructor.grading import grade
 from lab_utils.instructor.grading.sandbox import machine
 from test_grade import HONEST, HONEST_IMPORTS, PREDICT, SERIAL, SPEEDUP, STUBS, notebook

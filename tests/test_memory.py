@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import memory, spec
-from lab_utils.instructor.bench import memory as bench_memory
-from lab_utils.instructor.gpu import memory as gpu_memory
+from lab_utils.labs.lab07 import bench as bench_memory
+from lab_utils.labs.lab07 import gpu_check as gpu_memory
 from lab_utils.launch import launch, launch_jobs
-from lab_utils.lessons import lab07  # lab 07's flat buffers, from its notebook
+from lab_utils.labs.lab07 import lesson as lab07  # lab 07's flat buffers, from its notebook
 
 SMALL = (1, 8, 8)
 
@@ -177,9 +177,9 @@ def test_amp_dtype_refuses_what_the_hardware_lacks_and_names_the_alternative(mon
 # ---- in real ranks ----------------------------------------------------------------------------------------------------------
 
 def test_lab07_strategies_equal_ddp_and_shard_memory_with_padding():
-    """Lab 07's workers (lab_utils.lessons.lab07), 3 ranks (oversubscribed on 2 cores: correct, slow): the course
+    """Lab 07's workers (lab_utils.labs.lab07.lesson), 3 ranks (oversubscribed on 2 cores: correct, slow): the course
     CNN's count does not split evenly."""
-    from lab_utils.instructor.bench.memory import strategy_jobs
+    from lab_utils.labs.lab07.bench import strategy_jobs
 
     model_spec = spec.cnn2d_2layer_fullconnected_2layer()
     jobs = strategy_jobs(("ddp", "zero1", "fsdp"), model_spec, world_size=3, steps=2, batch_per_rank=4)

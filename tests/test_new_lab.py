@@ -1,6 +1,7 @@
 """A lab's pieces are found by its number, and a new lab is added by the recipe "Adding a lab"
-(lab_utils/instructor/README.md): a lab 99, scaffolded in a temporary copy of the course, goes through assign, course, grade, the benchmarks and the GPU checks
-without a line changed anywhere but its own files and its row in labs.DECLARED."""
+(lab_utils/instructor/README.md): a lab 99, scaffolded in a temporary copy of the course, goes through assign, course,
+grade, the benchmarks and the GPU checks without a line changed anywhere but its own files: its notebook and its
+folder lab_utils/labs/lab99/ (declaration in __init__.py, exercises, benchmark, GPU check)."""
 import csv
 import json
 import os
@@ -29,10 +30,11 @@ def test_a_lab_is_found_by_its_number():
     lab = labs.find(9)
     assert lab == labs.find("9") == labs.find("09") and lab.solution.name == "09_inference_throughput.ipynb"
     assert lab.notebook == ROOT / "notebooks" / lab.solution.name and lab.notebook.exists()
-    assert lab.lesson == ROOT / "lab_utils" / "lessons" / "lab09.py"
-    assert lab.exercises == ROOT / "lab_utils" / "exercises" / "lab09.py"
-    assert "lab_utils.serving" in lab.learner_modules()
-    assert [b.name for b in lab.declared.benchmarks] == ["inference"] and lab.declared.gpu_check.module == "serving"
+    assert lab.lesson == ROOT / "lab_utils" / "labs" / "lab09" / "lesson.py"
+    assert lab.exercises == ROOT / "lab_utils" / "labs" / "lab09" / "exercises.py"
+    assert "lab_utils.labs.lab09.serving" in lab.learner_modules()
+    assert [b.name for b in lab.declared.benchmarks] == ["inference"] and lab.declared.gpu_check.module == \
+        "lab_utils.labs.lab09.gpu_check"
     assert labs.find(0).lesson is None and labs.find(0).declared.gpu_check is None
     with pytest.raises(ValueError, match=r"unknown lab 42; this course has \['00', '01'"):
         labs.find(42)
@@ -44,11 +46,14 @@ def test_every_declaration_belongs_to_a_lab_and_names_what_exists():
     assert set(labs.DECLARED) <= set(numbers)
     names = [b.name for _, b in labs.benchmarks()]
     assert len(names) == len(set(names)), names
-    bench = ROOT / "lab_utils" / "instructor" / "bench"
-    for _, b in labs.benchmarks():
-        assert {(bench / f"{ref.split('.')[0]}.py").exists() for ref in (b.measure, b.show)} == {True}, b
-    for _, check in labs.gpu_checks():
-        assert (bench.parent / "gpu" / f"{check.module}.py").exists(), check
+    def file(module: str) -> Path:
+        return ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+    for lab, b in labs.benchmarks():
+        assert {file(ref.rpartition(".")[0]).exists() for ref in (b.measure, b.show)} == {True}, b
+        assert b.measure.startswith((f"lab_utils.labs.lab{lab}.", "lab_utils.instructor.bench.training.")), b
+    for lab, check in labs.gpu_checks():
+        assert check.module == f"lab_utils.labs.lab{lab}.gpu_check" and file(check.module).exists(), check
 
 
 def test_the_registries_are_derived_from_the_declarations_and_the_files():
@@ -58,9 +63,9 @@ def test_the_registries_are_derived_from_the_declarations_and_the_files():
     assert [(b.lab, name) for name, b in BENCHES.items()] == [(lab, b.name) for lab, b in labs.benchmarks()]
     assert list(BENCHES) == ["overhead", "classmates", "dp", "ddp", "pipeline", "tf", "collectives", "memory", "async",
                              "inference", "cluster", "record"]  # what `make bench` ran before it asked `bench --list`
-    assert BENCHES["inference"].measure.__module__ == "lab_utils.instructor.bench.serving"
+    assert BENCHES["inference"].measure.__module__ == "lab_utils.labs.lab09.bench"
     assert [(c.lab, c.run.__module__, c.limit_s) for c in gpu_check.CHECKS] == \
-        [(lab, f"lab_utils.instructor.gpu.{c.module}", c.limit_s) for lab, c in labs.gpu_checks()]
+        [(lab, c.module, c.limit_s) for lab, c in labs.gpu_checks()]
     assert gpu_check.QUICK == {"01", "03", "05", "09"}
     assert headless.TEST_PARAMETERS == {lab: d.test_size for lab, d in labs.DECLARED.items() if d.test_size}
     with_exercises = {lab.number for lab in labs.all_labs() if lab.exercises}
@@ -73,8 +78,9 @@ def test_labs_lists_a_labs_pieces_and_gpu_check_refuses_a_lab_without_one():
                            timeout=60)
     assert shown.returncode == 0, shown.stderr
     for piece in ("solutions/09_inference_throughput.ipynb", "notebooks/09_inference_throughput.ipynb",
-                  "lab_utils/lessons/lab09.py", "lab_utils/exercises/lab09.py", "lab_utils.serving", "run_s=0.25",
-                  "inference (lab_utils/instructor/bench/serving.py)", "lab_utils/instructor/gpu/serving.py (90 s"):
+                  "lab_utils/labs/lab09/lesson.py", "lab_utils/labs/lab09/exercises.py", "lab_utils.labs.lab09.serving",
+                  "run_s=0.25",
+                  "inference (lab_utils/labs/lab09/bench.py)", "lab_utils/labs/lab09/gpu_check.py (90 s"):
         assert piece in shown.stdout, shown.stdout
     refused = subprocess.run([sys.executable, "-m", "lab_utils", "gpu-check", "--labs", "10"], capture_output=True,
                              text=True, timeout=60)
@@ -84,7 +90,7 @@ def test_labs_lists_a_labs_pieces_and_gpu_check_refuses_a_lab_without_one():
 # ---- lab 99, added by the recipe in a copy of the course -----------------------------------------------------------
 
 LESSON = '''def scaled_sum(values, scale):
-    """The lesson's code: what the lab teaches, exported to lab_utils/lessons/lab99.py."""
+    """The lesson's code: what the lab teaches, exported to lab_utils/labs/lab99/lesson.py."""
     return scale * sum(values)'''
 EXERCISE = '''def mean_of(values):
     """The mean of a list of numbers."""
@@ -94,7 +100,7 @@ EXERCISE = '''def mean_of(values):
 EXERCISES_MODULE = '''"""Lab 99: the mean of a list."""
 from __future__ import annotations
 
-from .core import Exercise, close, register
+from lab_utils.exercises.core import Exercise, close, register
 
 
 def _cases(rng):
@@ -149,8 +155,13 @@ def gpu_check() -> dict[str, str]:
     same = torch.equal(values.cuda().sum().cpu(), values.sum())
     return {"sum on cuda:0 = sum on the CPU": "passed" if same else "failed: the sums differ"}
 '''
-DECLARATION = ('    "99": Declared({"repeats": 2}, (Benchmark("scaffold", "scaffold.bench", "scaffold.print_bench", (), 3),),\n'
-               '                   GpuCheck("scaffold", 60)),\n')
+DECLARATION = '''"""Lab 99: a scaffolded lab, all in this folder."""
+
+TEST_SIZE = {"repeats": 2}
+BENCHMARKS = (dict(name="scaffold", measure="lab_utils.labs.lab99.bench.bench",
+                   show="lab_utils.labs.lab99.bench.print_bench", options=(), repeats=3),)
+GPU_CHECK = dict(module="lab_utils.labs.lab99.gpu_check", limit_s=60)
+'''
 
 
 def lab99_notebook() -> nbformat.NotebookNode:
@@ -180,13 +191,12 @@ def course_copy():
             shutil.copytree(ROOT / part, folder / part, ignore=ignore)
         package = folder / "lab_utils"
         nbformat.write(lab99_notebook(), folder / "solutions" / "99_scaffold.ipynb")
-        (package / "exercises" / "lab99.py").write_text(EXERCISES_MODULE)
-        (package / "instructor" / "bench" / "scaffold.py").write_text(BENCH_MODULE)
-        (package / "instructor" / "gpu" / "scaffold.py").write_text(GPU_MODULE)
-        registry = package / "instructor" / "labs.py"
-        anchor = "DECLARED: dict[str, Declared] = {\n"
-        assert registry.read_text().count(anchor) == 1, "labs.py's DECLARED moved: update the recipe and this test"
-        registry.write_text(registry.read_text().replace(anchor, anchor + DECLARATION))
+        lab = package / "labs" / "lab99"
+        lab.mkdir()
+        (lab / "__init__.py").write_text(DECLARATION)
+        (lab / "exercises.py").write_text(EXERCISES_MODULE)
+        (lab / "bench.py").write_text(BENCH_MODULE)
+        (lab / "gpu_check.py").write_text(GPU_MODULE)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -209,13 +219,13 @@ def test_a_new_lab_99_goes_through_assign_course_grade_bench_and_gpu_check(cours
     in_copy(copy, "assign")
     student = (copy / "notebooks" / "99_scaffold.ipynb").read_text()
     assert "# YOUR CODE HERE" in student and "sum(values) / len(values)" not in student
-    lesson = (copy / "lab_utils" / "lessons" / "lab99.py").read_text()
+    lesson = (copy / "lab_utils" / "labs" / "lab99" / "lesson.py").read_text()
     assert "def scaled_sum(values, scale):" in lesson and "GENERATED" in lesson
     # found by its number: every piece, from its files and its declaration
     shown = in_copy(copy, "labs", "99").stdout
-    for piece in ("solutions/99_scaffold.ipynb", "notebooks/99_scaffold.ipynb", "lab_utils/lessons/lab99.py",
-                  "lab_utils/exercises/lab99.py", "lab_utils.exercises", "repeats=2",
-                  "scaffold (lab_utils/instructor/bench/scaffold.py)", "lab_utils/instructor/gpu/scaffold.py (60 s)"):
+    for piece in ("solutions/99_scaffold.ipynb", "notebooks/99_scaffold.ipynb", "lab_utils/labs/lab99/lesson.py",
+                  "lab_utils/labs/lab99/exercises.py", "lab_utils.exercises", "repeats=2",
+                  "scaffold (lab_utils/labs/lab99/bench.py)", "lab_utils/labs/lab99/gpu_check.py (60 s)"):
         assert piece in shown, shown
 
     # course: executed headless at its declared test size; its self-check passes
@@ -255,4 +265,4 @@ def test_a_new_lab_99_goes_through_assign_course_grade_bench_and_gpu_check(cours
                                                                                          "the CPU"}), out[-1]
 
     # nothing of lab 99 reached the course itself
-    assert not list((ROOT / "notebooks").glob("99_*")) and not (ROOT / "lab_utils" / "lessons" / "lab99.py").exists()
+    assert not list((ROOT / "notebooks").glob("99_*")) and not (ROOT / "lab_utils" / "labs" / "lab99").exists()

@@ -1,9 +1,11 @@
-"""The package's layout. Arrows run one way: learner modules (lab_utils/*.py and the generated lab_utils/lessons/) <-
-exercises (lab_utils/exercises/) <- instructor (lab_utils/instructor/), with no import cycle anywhere; benchmarks and
-GPU checks live under lab_utils/instructor/ and are registered there as functions; the package's discovery (and a
-wheel built from it) carries every subpackage."""
+"""The package's layout. One folder per lab (lab_utils/labs/labNN/) over a core; arrows run one way through four
+layers: core (lab_utils/*.py, launch/, measure/, a lab's topic modules) <- lessons (labs/labNN/lesson.py, generated) <-
+exercises (exercises/, labs/labNN/exercises.py) <- instructor (instructor/, a lab's bench.py and gpu_check.py), with no
+import cycle anywhere and one door (lab_utils/learner_code.py) to a learner's notebook code; benchmarks and GPU checks
+are registered as functions; the package's discovery (and a wheel built from it) carries every subpackage."""
 import ast
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -17,14 +19,17 @@ INSTRUCTOR_NAMES = {"gpu_check", "bench", "print_bench"}
 
 
 def learner_modules() -> list[Path]:
-    """lab_utils/*.py: everything outside instructor/ and exercises/ (subpackages, not listed here), less __main__.py,
-    the command line's entry point, which hands over to lab_utils.instructor.cli."""
-    return sorted(p for p in PACKAGE.glob("*.py") if p.name != "__main__.py")
+    """lab_utils/*.py and each lab's topic modules (labs/labNN/*.py but its lesson, exercises, bench and GPU check),
+    less __main__.py, the command line's entry point, which hands over to lab_utils.instructor.cli."""
+    topics = [p for p in PACKAGE.glob("labs/lab[0-9][0-9]/*.py") if p.stem not in LAB_ROLES]
+    return sorted([p for p in PACKAGE.glob("*.py") if p.name != "__main__.py"] + topics)
 
 
 def instructor_code_in(path: Path) -> list[str]:
     """Each definition or import of a benchmark or GPU check, and each import of lab_utils.instructor, in one module."""
     found = []
+    inside = path.resolve().is_relative_to(PACKAGE) and path.parent.resolve() != PACKAGE
+    package = ".".join(path.resolve().parent.relative_to(PACKAGE.parent).parts) if inside else "lab_utils"
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         where = f"{path.name}:{getattr(node, 'lineno', '?')}"
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in INSTRUCTOR_NAMES:
@@ -33,8 +38,9 @@ def instructor_code_in(path: Path) -> list[str]:
             found += [f"{where} imports {a.name}" for a in node.names if a.name.startswith("lab_utils.instructor")]
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
-            absolute = module if node.level == 0 else "lab_utils" + ("." + module if module else "")
-            if node.level > 1 or absolute.startswith("lab_utils.instructor"):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1]
+            absolute = module if node.level == 0 else ".".join(base + ([module] if module else []))
+            if (node.level and not absolute.startswith("lab_utils")) or absolute.startswith("lab_utils.instructor"):
                 found.append(f"{where} imports from {'.' * node.level}{module}")
             found += [f"{where} imports {a.name}" for a in node.names
                       if a.name in INSTRUCTOR_NAMES or (absolute == "lab_utils" and a.name == "instructor")]
@@ -56,9 +62,10 @@ def test_the_check_catches_what_it_is_meant_to(tmp_path):
     assert len(found) == 7, found
 
 
-# ---- arrows: learner modules <- exercises <- instructor, no cycles ----------------------------------------------
+# ---- arrows: core <- lessons <- exercises <- instructor, no cycles ----------------------------------------------
 
-LAYERS = ("learner module", "exercises module", "instructor module")
+LAYERS = ("core module", "generated lesson", "exercises module", "instructor module")
+LAB_ROLES = {"lesson": 1, "exercises": 2, "bench": 3, "gpu_check": 3}  # a lab folder's module by its name -> its layer
 # Imports against the arrows allowed here: none (the last ones went in issue 40's merge); never add to it.
 KNOWN_WRONG_WAY: set[tuple[str, str]] = set()
 
@@ -103,9 +110,13 @@ def import_graph(package: Path = PACKAGE) -> dict[str, dict[str, int]]:
 
 
 def layer(module: str) -> int:
-    """0 learner module, 1 exercises, 2 instructor (with __main__.py: `python -m lab_utils` is the instructor's CLI)."""
-    parts = module.split(".")[1:2]
-    return {"exercises": 1, "instructor": 2, "__main__": 2}.get(parts[0] if parts else "", 0)
+    """0 core (a lab's topic modules too), 1 a generated lesson (labs/labNN/lesson.py), 2 exercises (exercises/ and
+    labs/labNN/exercises.py), 3 instructor (instructor/, a lab's bench.py and gpu_check.py, and __main__.py:
+    `python -m lab_utils` is the instructor's CLI)."""
+    parts = module.split(".")[1:]
+    if parts[:1] == ["labs"] and len(parts) >= 3:
+        return LAB_ROLES.get(parts[2], 0)
+    return {"exercises": 2, "instructor": 3, "__main__": 3}.get(parts[0] if parts else "", 0)
 
 
 def wrong_way(graph) -> list[tuple[str, str, int]]:
@@ -147,13 +158,13 @@ def _file(module: str, package: Path = PACKAGE) -> str:
     return str(module_names(package)[module].relative_to(package))
 
 
-def test_imports_run_one_way_learner_modules_then_exercises_then_instructor():
+def test_imports_run_one_way_core_then_lessons_then_exercises_then_instructor():
     graph = import_graph()
-    assert len(graph) > 80 and {layer(m) for m in graph} == {0, 1, 2}
+    assert len(graph) > 80 and {layer(m) for m in graph} == {0, 1, 2, 3}
     found = {(_file(m), t): f"lab_utils/{_file(m)}:{line} ({LAYERS[layer(m)]}) imports {t} ({LAYERS[layer(t)]})"
              for m, t, line in wrong_way(graph)}
     assert sorted(found.keys() - KNOWN_WRONG_WAY) == [], (
-        "an import against the arrows (learner modules <- exercises <- instructor): move what it needs down a layer:\n"
+        "an import against the arrows (core <- lessons <- exercises <- instructor): move what it needs down a layer:\n"
         + "\n".join(found[k] for k in sorted(found.keys() - KNOWN_WRONG_WAY)))
     assert sorted(KNOWN_WRONG_WAY - found.keys()) == [], "fixed: remove these from KNOWN_WRONG_WAY"
 
@@ -170,26 +181,66 @@ def test_no_import_cycle_anywhere_in_the_package():
 
 def test_the_arrow_and_cycle_checks_catch_what_they_are_meant_to(tmp_path):
     package = tmp_path / "pkg"
-    for folder in ("", "exercises", "instructor", "instructor/gpu", "lessons"):
+    for folder in ("", "exercises", "instructor", "instructor/gpu", "labs", "labs/lab01", "labs/lab02"):
         (package / folder).mkdir(parents=True, exist_ok=True)
         (package / folder / "__init__.py").write_text("")
     files = {
-        "a.py": "from . import b\n\n\ndef f():\n    from .exercises import lab02  # inside a function: counted\n",
+        "a.py": "from . import b\n\n\ndef f():\n    from .labs.lab02 import exercises  # inside a function: counted\n",
         "b.py": "import pkg.a.f\n",  # a <-> b
-        "lessons/lab01.py": "from ..instructor.gpu import check\n",
-        "exercises/lab01.py": "from .. import a\nfrom ..instructor import grade\n",
-        "exercises/lab02.py": "import numpy\n",
-        "instructor/grade.py": "from ..exercises.lab01 import x\n",  # exercises.lab01 <-> instructor.grade
-        "instructor/gpu/check.py": "import os\n\n\ndef run():\n    from ... import lessons\n",
+        "labs/lab01/lesson.py": "from ...instructor.gpu import check\n",
+        "labs/lab01/exercises.py": "from ... import a\nfrom ...instructor import grade\nfrom . import lesson\n",
+        "labs/lab02/exercises.py": "import numpy\n",
+        "labs/lab02/topic.py": "from . import lesson\n",  # a lab's topic module is core: below its lesson
+        "labs/lab02/lesson.py": "from pkg.labs.lab01 import topic\n",  # a lesson may use another lab's topic
+        "labs/lab01/topic.py": "",
+        "labs/lab02/bench.py": "from .lesson import f\nfrom .exercises import g\n",
+        "instructor/grade.py": "from ..labs.lab01.exercises import x\n",  # labs.lab01.exercises <-> instructor.grade
+        "instructor/gpu/check.py": "import os\n\n\ndef run():\n    from ...labs.lab02 import lesson\n",
     }
     for name, text in files.items():
         (package / name).write_text(text)
     graph = import_graph(package)
     assert sorted((_file(m, package), t, line) for m, t, line in wrong_way(graph)) == [
-        ("a.py", "pkg.exercises.lab02", 5), ("exercises/lab01.py", "pkg.instructor.grade", 2),
-        ("lessons/lab01.py", "pkg.instructor.gpu.check", 1)]
-    assert cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.exercises.lab01", "pkg.instructor.grade"]]
-    assert graph["pkg.instructor.gpu.check"] == {"pkg.lessons": 5}
+        ("a.py", "pkg.labs.lab02.exercises", 5), ("labs/lab01/exercises.py", "pkg.instructor.grade", 2),
+        ("labs/lab01/lesson.py", "pkg.instructor.gpu.check", 1), ("labs/lab02/topic.py", "pkg.labs.lab02.lesson", 1)]
+    assert cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.instructor.grade", "pkg.labs.lab01.exercises"]]
+    assert graph["pkg.instructor.gpu.check"] == {"pkg.labs.lab02.lesson": 5}
+    assert [layer(m) for m in ("pkg.labs.lab02.topic", "pkg.labs.lab02.lesson", "pkg.labs.lab02.exercises",
+                               "pkg.labs.lab02.bench", "pkg.exercises", "pkg.instructor.grade")] == [0, 1, 2, 3, 2, 3]
+
+
+# ---- one folder per lab: a lab imports another only where it builds on it (README, "How the code is laid out") ----
+
+CROSS_LAB = {
+    ("lab06", "lab04"): "lab 06 measures lab 04's pipeline traffic",
+    ("lab10", "lab03"): "lab 10 runs lab 03's DDP worker as its answer key",
+    ("lab11", "lab03"): "lab 11 runs lab 03's DDP worker under Slurm",
+    ("lab01", "lab03"): "lab 01's benchmark classmates times lab 03's DDP worker",
+    ("lab12", "lab03"): "lab 12's benchmark record times lab 03's DDP worker",
+}
+LAB = re.compile(r"lab_utils\.labs\.(lab\d\d)\b")
+
+
+def cross_lab_imports(graph) -> set[tuple[str, str]]:
+    """(lab, lab it imports) for every module of a lab folder and every solution notebook importing another lab's."""
+    import nbformat
+
+    found = set()
+    for module, targets in graph.items():
+        mine = LAB.match(module)
+        if mine:
+            found |= {(mine.group(1), t.group(1)) for t in map(LAB.match, targets) if t and t.group(1) != mine.group(1)}
+    for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
+        code = "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
+        found |= {(f"lab{path.name[:2]}", other) for other in LAB.findall(code) if other != f"lab{path.name[:2]}"}
+    return found
+
+
+def test_a_lab_imports_another_lab_only_where_it_builds_on_it():
+    found = cross_lab_imports(import_graph())
+    assert sorted(found - set(CROSS_LAB)) == [], "a new arrow between two labs: move what both use into the core, or " \
+        "add the pair to CROSS_LAB and to the README's list with the reason"
+    assert sorted(set(CROSS_LAB) - found) == [], "gone: take these off CROSS_LAB and the README's list"
 
 
 # ---- instructor/: a room per idea, the root holds what they share -----------------------------------------------
@@ -231,8 +282,10 @@ def test_benchmarks_and_gpu_checks_are_registered_as_functions():
     assert all(callable(b.measure) and callable(b.show) for b in BENCHES.values())
     assert set(cli.parser()._subparsers._group_actions[0].choices["bench"]._actions[1].choices) == set(BENCHES)
     assert [c.lab for c in gpu_registry.CHECKS] == [f"{n:02d}" for n in range(1, 10)]
-    assert all(c.run.__name__ == "gpu_check" and c.run.__module__.startswith("lab_utils.instructor.gpu.")
+    assert all(c.run.__name__ == "gpu_check" and c.run.__module__ == f"lab_utils.labs.lab{c.lab}.gpu_check"
                for c in gpu_registry.CHECKS)
+    assert all(b.measure.__module__ in (f"lab_utils.labs.lab{b.lab}.bench", "lab_utils.instructor.bench.training")
+               for b in BENCHES.values())
     assert not hasattr(gpu_registry, "RUN_ONE")
 
 
@@ -244,7 +297,8 @@ def test_package_discovery_includes_every_subpackage():
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
     assert {"lab_utils", "lab_utils.exercises", "lab_utils.instructor", "lab_utils.instructor.bench",
             "lab_utils.instructor.gpu", "lab_utils.instructor.grading", "lab_utils.instructor.grading.sandbox",
-            "lab_utils.instructor.course", "lab_utils.instructor.cluster", "lab_utils.lessons"} <= packages
+            "lab_utils.instructor.course", "lab_utils.instructor.cluster", "lab_utils.labs", "lab_utils.labs.lab04",
+            "lab_utils.labs.lab04.pipeline", "lab_utils.labs.lab13"} <= packages
     assert on_disk <= packages
 
 
@@ -265,8 +319,9 @@ def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
     assert installed.returncode == 0, installed.stderr
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = ("import lab_utils, lab_utils.exercises, lab_utils.instructor.bench, lab_utils.instructor.gpu.registry; "
-            "import lab_utils.lessons.lab03, lab_utils.lessons.lab04, lab_utils.lessons.lab06, lab_utils.lessons.lab07, "
-            "lab_utils.lessons.lab08, lab_utils.lessons.lab09; print(lab_utils.__file__)")
+            "import lab_utils.labs.lab03.lesson, lab_utils.labs.lab04.lesson, lab_utils.labs.lab06.lesson, "
+            "lab_utils.labs.lab07.lesson, lab_utils.labs.lab08.lesson, lab_utils.labs.lab09.lesson; "
+            "print(lab_utils.__file__)")
     where = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
                            timeout=120)
     assert where.returncode == 0, where.stderr
@@ -282,7 +337,7 @@ def test_a_non_editable_install_of_the_wheel_runs_the_cli(tmp_path):
 # says why; keep it short.
 NOT_COPIES: dict[str, set[str]] = {
     # "name": {"file.py"},  # why it is not a copy of the lesson
-    "work": {"exercises/lab00.py", "instructor/gpu/train.py"},  # a local closure timed by a clock, not lab 08's worker
+    "work": {"labs/lab00/exercises.py", "labs/lab01/gpu_check.py"},  # a local closure timed by a clock, not lab 08's worker
 }
 
 
@@ -298,11 +353,12 @@ def lesson_functions() -> dict[str, str]:
 
 
 def definitions_outside_lessons() -> list[tuple[str, str, int]]:
-    """(name, file relative to lab_utils/, line) of every function and class lab_utils defines outside lessons/."""
+    """(name, file relative to lab_utils/, line) of every function and class lab_utils defines outside the generated
+    lessons (labs/labNN/lesson.py)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
-        if relative.parts[0] == "lessons":
+        if relative.parts[0] == "labs" and relative.name == "lesson.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -318,26 +374,53 @@ def test_no_hand_copy_of_a_lesson_function_in_lab_utils():
     copies = [f"lab_utils/{where}:{line} defines {name}, which {lessons[name]} defines in a lesson cell"
               for name, where, line in definitions_outside_lessons()
               if name in lessons and where not in NOT_COPIES.get(name, set())]
-    assert copies == [], ("a hand copy of lesson code (import it from lab_utils.lessons.labNN instead, or, for a real "
+    assert copies == [], ("a hand copy of lesson code (import it from lab_utils.labs.labNN.lesson instead, or, for a real "
                           "name collision, add it to NOT_COPIES with the reason):\n" + "\n".join(copies))
 
 
-def test_learner_modules_do_not_import_generated_lessons():
-    """lab_utils/*.py (what the labs import) never imports lab_utils.lessons.labNN: the lesson's code stays visible in
-    its notebook. Instructor code, tests, benchmarks and the exercise checks (lab_utils/exercises/, which run the
-    lesson's ring beside a learner's step, say) may run the generated copy. (The loader in
-    lab_utils/lessons/__init__.py, which reads a learner's notebook, is not a generated module.)"""
-    found = []
-    for path in learner_modules():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if "lessons.lab" in a.name]
-            elif isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                generated = "lessons.lab" in module or (module.split(".")[-1] == "lessons" and
-                                                         any(a.name.startswith("lab") for a in node.names))
-                found += [f"{path.name}:{node.lineno} imports from {'.' * node.level}{module}"] if generated else []
-    assert found == [], "a learner module imports a generated lesson module:\n" + "\n".join(found)
+GENERATED = re.compile(r"^GENERATED by `python -m lab_utils assign`", re.MULTILINE)  # a generated module's docstring
+
+
+def test_one_door_to_lesson_code_generated_files_apart_and_the_generator_imports_no_lesson():
+    """Generated lesson code is exactly labs/labNN/lesson.py (no hand-written file there, no generated one elsewhere);
+    a learner's own notebook is read at run time only through lab_utils/learner_code.py (outside instructor/, whose
+    grader and course tools read notebooks as files, no other module imports nbformat or defines from_notebook); and
+    the generator (`assign`: instructor/course/assign.py, export.py) imports no lesson, even through other modules."""
+    generated = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if GENERATED.search(p.read_text()))
+    lessons = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("lesson.py"))
+    assert "labs/lab03/lesson.py" in lessons and generated == lessons, (generated, lessons)
+    assert not (PACKAGE / "lessons").exists(), "lab_utils/lessons/ is gone: a lab's lesson is labs/labNN/lesson.py"
+    graph = import_graph()
+    readers = sorted(m for m, path in module_names(PACKAGE).items() if layer(m) < 3 and
+                     ("nbformat" in imported_names(path) or "def from_notebook" in path.read_text()))
+    assert readers == ["lab_utils.learner_code"], readers
+    reached, todo = set(), ["lab_utils.instructor.course.assign", "lab_utils.instructor.course.export"]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += graph[module]
+    assert [m for m in reached if layer(m) == 1] == [], "assign imports a generated lesson"
+
+
+def test_the_exercises_registry_imports_no_lesson_and_no_torch():
+    """`from lab_utils.exercises import check`, every notebook's first import, stays light: an exercise imports its
+    lab's generated lesson (each imports torch) inside the function that runs it, not at its module's top."""
+    code = ("import sys, lab_utils.exercises\n"
+            "print(sorted(m for m in sys.modules if m.endswith('.lesson') or m in ('torch', 'tensorflow')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]
+
+
+def imported_names(path: Path) -> set[str]:
+    """The top-level names of the modules a file imports, anywhere in it."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
 
 
 def test_no_student_notebook_imports_instructor_code():

@@ -10,7 +10,7 @@ import pytest
 from lab_utils import detectors
 from lab_utils import measure, report
 from lab_utils.launch import launch
-from lab_utils.lessons.lab10 import allreduce_worker, amdahl_rows  # lab 10's, generated from its notebook
+from lab_utils.labs.lab10.lesson import allreduce_worker, amdahl_rows  # lab 10's, generated from its notebook
 from lab_utils.measure import Machine, Result
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_other_machine"

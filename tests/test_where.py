@@ -84,7 +84,7 @@ def test_lab03s_hanging_worker_prints_the_table():
 
 @pytest.mark.slow
 def test_lab06s_ring_deadlock_prints_the_table():
-    from lab_utils.lessons import lab06
+    from lab_utils.labs.lab06 import lesson as lab06
 
     with pytest.raises(TimeoutError) as info:
         launch(lab06.deadlock_worker, 2, args=(60,), timeout=6)  # gloo's own timeout later than the launch's
@@ -93,7 +93,7 @@ def test_lab06s_ring_deadlock_prints_the_table():
     source = Path(lab06.__file__).read_text().splitlines()
     line = next(n for n, text_line in enumerate(source, 1) if "dist.send(" in text_line and
                 n > next(m for m, t in enumerate(source, 1) if t.startswith("def blocking_step")))  # deadlock_worker calls it
-    assert text.count(f"lab_utils/lessons/lab06.py:{line}") == 2, text
+    assert text.count(f"lab_utils/labs/lab06/lesson.py:{line}") == 2, text
 
 
 def test_the_record_wraps_torch_distributed_notes_the_callers_line_and_state_and_comes_off(monkeypatch):

@@ -26,7 +26,7 @@ def rows(table: str) -> dict:
 
 @pytest.mark.slow
 def test_lab06s_ring_deadlock_gives_the_table_when_gloo_gives_up_before_the_launch():
-    from lab_utils.lessons import lab06
+    from lab_utils.labs.lab06 import lesson as lab06
 
     outcomes = launch(lab06.deadlock_worker, 2, args=(2,), timeout=60)  # gloo gives up after 2 s, the launch at 60 s
     assert all(outcome.startswith("gave up") for outcome, _ in outcomes), outcomes
@@ -34,14 +34,15 @@ def test_lab06s_ring_deadlock_gives_the_table_when_gloo_gives_up_before_the_laun
     text = next(table for _, table in outcomes if table)
     assert text.startswith(record.NOTE_HEADER), text
     line = line_of(lab06, "blocking_step", "dist.send(")
-    assert rows(text) == {r: ("send #1 [4] float32", f"lab_utils/lessons/lab06.py:{line}") for r in (0, 1)}, text
+    assert rows(text) == {r: ("send #1 [4] float32", f"lab_utils/labs/lab06/lesson.py:{line}") for r in (0, 1)}, text
     assert "first difference: every rank is in send #1 with matching calls so far" in text, text
 
 
 @pytest.mark.slow
 def test_lab04s_blocking_send_1f1b_deadlock_names_both_stages_sends_and_the_edited_lines():
-    from lab_utils import pipeline as pl, spec
-    from lab_utils.lessons import lab04
+    from lab_utils import spec
+    from lab_utils.labs.lab04 import pipeline as pl
+    from lab_utils.labs.lab04 import lesson as lab04
 
     forward = variant(lab04.forward_op, {
         "ctx.pending.append(dist.isend(out.detach().to(ctx.wire), dst=ctx.rank + 1))  # start sending, do not wait":
@@ -57,8 +58,8 @@ def test_lab04s_blocking_send_1f1b_deadlock_names_both_stages_sends_and_the_edit
     backward_line = line_of(lab04, "backward_op", "dist.isend(")
     message = f"send #2 {[8, *pl.stage_input_shape(spec.preset(run.model), (1, 28, 28), (2,), 1)]} float32"
     # stage 0 sends micro-batch 1's activations forward while stage 1 sends micro-batch 0's gradient back: both wait
-    assert rows(text) == {0: (message, f"lab_utils/lessons/lab04.py:{forward_line} (edited: blocking send)"),
-                          1: (message, f"lab_utils/lessons/lab04.py:{backward_line} (edited: blocking send)")}, text
+    assert rows(text) == {0: (message, f"lab_utils/labs/lab04/lesson.py:{forward_line} (edited: blocking send)"),
+                          1: (message, f"lab_utils/labs/lab04/lesson.py:{backward_line} (edited: blocking send)")}, text
     assert "first difference: every rank is in send #2 with matching calls so far" in text, text
 
 
@@ -117,7 +118,7 @@ def test_an_edited_copys_line_is_placed_on_the_line_it_replaced_in_the_original(
 @pytest.mark.slow
 def test_a_gave_up_error_that_leaves_the_worker_brings_back_one_table_beside_its_traceback():
     from lab_utils.launch import RankError
-    from lab_utils.lessons import lab06
+    from lab_utils.labs.lab06 import lesson as lab06
 
     raising = variant(lab06.deadlock_worker, {'outcome = "gave up: " + short_error(err, sentences=1)': "raise"},
                       name="raise", show=False)

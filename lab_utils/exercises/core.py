@@ -80,9 +80,8 @@ class Exercise:
     def _expected(self, inputs):
         if callable(self.expected):
             return self.expected(inputs)
-        # the module assign generates from the solution's lesson cell, imported when first needed (assign starts
-        # without it)
-        return self.run(getattr(importlib.import_module(f"lab_utils.lessons.lab{self.lab}"), self.name), inputs)
+        # the module assign generates from the solution's lesson cell, found by the lab's number when first needed
+        return self.run(getattr(importlib.import_module(f"lab_utils.labs.lab{self.lab}.lesson"), self.name), inputs)
 
 
 _REFERENCES: dict[tuple[str, str], Any] = {}

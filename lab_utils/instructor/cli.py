@@ -116,11 +116,11 @@ def cmd_assign(args) -> int:
         print(problem, file=sys.stderr)
     if problems:
         if args.check:
-            print("notebooks/ or lab_utils/lessons/ is out of date: run `python -m lab_utils assign` and commit the "
-                  "result", file=sys.stderr)
+            print("notebooks/ or lab_utils/labs/*/lesson.py is out of date: run `python -m lab_utils assign` and commit "
+                  "the result", file=sys.stderr)
         return 1
-    print("notebooks/ matches solutions/, and lab_utils/lessons/ their lesson cells" if args.check else
-          "wrote notebooks/ and lab_utils/lessons/ from solutions/")
+    print("notebooks/ matches solutions/, and lab_utils/labs/*/lesson.py their lesson cells" if args.check else
+          "wrote notebooks/ and lab_utils/labs/*/lesson.py from solutions/")
     return 0
 
 
@@ -184,8 +184,9 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     t.add_argument("--column", choices=["cpu", "gpu"], default="cpu", help="README course map column to fill")
     t.add_argument("--check", action="store_true", help="only compare; exit 1 when they disagree")
     t.set_defaults(fn=cmd_run_times)
-    a = sub.add_parser("assign", help="generate notebooks/ and lab_utils/lessons/ from solutions/")
-    a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ or lab_utils/lessons/ is out of date")
+    a = sub.add_parser("assign", help="generate notebooks/ and lab_utils/labs/*/lesson.py from solutions/")
+    a.add_argument("--check", action="store_true", help="only compare; exit 1 when notebooks/ or "
+                   "lab_utils/labs/*/lesson.py is out of date")
     a.set_defaults(fn=cmd_assign)
     b = sub.add_parser("bench", help="benchmarks measured side by side in one run")
     b.add_argument("name", nargs="?", choices=sorted(BENCHES) or None)

@@ -1,14 +1,16 @@
 """A lab's pieces, found by its number (`python -m lab_utils labs 09` lists them).
 
 From the files: lab NN is solutions/NN_name.ipynb; its student copy notebooks/NN_name.ipynb and its lesson module
-lab_utils/lessons/labNN.py are generated from it by `assign`; its exercises are lab_utils/exercises/labNN.py; the
-learner modules it uses are the ones its notebook imports. What no file says is declared once, in DECLARED below: the
-parameters its test-size run shrinks, its benchmarks and its GPU check. `course`, `grade`, `bench`, `gpu-check` and
+lab_utils/labs/labNN/lesson.py are generated from it by `assign`; its exercises are lab_utils/labs/labNN/exercises.py;
+the learner modules it uses are the ones its notebook imports. What no file says is declared once, as constants of its
+package lab_utils/labs/labNN/__init__.py (read into DECLARED below): the parameters its test-size run shrinks, its
+benchmarks and its GPU check. `course`, `grade`, `bench`, `gpu-check` and
 the nbval plugin look a lab up here; "Adding a lab" in lab_utils/instructor/README.md says what a new lab adds.
 """
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass(frozen=True)
 class Benchmark:
-    """`python -m lab_utils bench NAME`: measure(repeats=..., **options) -> result, then show(result); both named as
-    "module.function" of lab_utils.instructor.bench, imported only when the benchmarks are listed or run."""
+    """`python -m lab_utils bench NAME`: measure(repeats=..., **options) -> result, then show(result); both named by
+    their full dotted name ("lab_utils.labs.lab04.bench.pipeline"), imported only when benchmarks are listed or run."""
 
     name: str
     measure: str
@@ -30,7 +32,7 @@ class Benchmark:
 
 @dataclass(frozen=True)
 class GpuCheck:
-    """The lab's GPU branches against their CPU results: gpu_check() of lab_utils.instructor.gpu.<module>."""
+    """The lab's GPU branches against their CPU results: gpu_check() of `module` (its full dotted name)."""
 
     module: str
     limit_s: float = 60.0  # seconds its fresh process may take
@@ -48,43 +50,23 @@ class Declared:
     tensorflow: bool = False
 
 
-DECLARED: dict[str, Declared] = {
-    "00": Declared({"timing_repeats": 3}),
-    "01": Declared({"timing_steps": 3},
-                   (Benchmark("overhead", "training.overhead", "training.print_overhead", ("samples",), 15),
-                    Benchmark("classmates", "classmates.measure_classmates", "classmates.show_classmates", ("steps",), 3)),
-                   GpuCheck("train", 60, quick=True)),
-    "02": Declared({"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5},
-                   (Benchmark("dp", "data_parallel.bench", "data_parallel.print_bench", ("n_devices", "batch_sizes"), 15),),
-                   GpuCheck("data_parallel", 60)),
-    "03": Declared({"lr_epochs": 2, "speed_steps": 5, "bucket_rounds": 6, "bucket_batch": 32},
-                   (Benchmark("ddp", "training.ddp", "training.print_ddp", ("world_size", "steps"), 3),),
-                   GpuCheck("ddp", 90, quick=True)),
-    "04": Declared({"rounds": 2},
-                   (Benchmark("pipeline", "pipeline.pipeline", "pipeline.print_pipeline", ("batch_size",), 5),),
-                   GpuCheck("pipeline", 60)),
-    "05": Declared({"repeats": 1, "steps_per_repeat": 3, "speed_steps": 2},
-                   (Benchmark("tf", "training.tf", "training.print_tf", ("steps", "global_batch"), 3),),
-                   GpuCheck("tf_distribute", 90, quick=True), tensorflow=True),
-    "06": Declared({"allreduce_max_bytes": 1 << 16, "allreduce_repeats": 3, "repeats": 3},
-                   (Benchmark("collectives", "collectives.bench", "collectives.print_bench", ("world_size",), 9),),
-                   GpuCheck("collectives", 60)),
-    "07": Declared({"repeats": 3},
-                   (Benchmark("memory", "memory.bench", "memory.print_bench", ("world_size",), 5),),
-                   GpuCheck("memory", 60)),
-    "08": Declared({"tf_steps": 40, "gradients": 80, "throughput_batch": 64, "throughput_gradients": 16},
-                   (Benchmark("async", "parameter_server.bench", "parameter_server.print_bench", (), 3),),
-                   GpuCheck("parameter_server", 60)),
-    "09": Declared({"repeats": 3, "batch_sweep": [1, 8, 64, 512], "rounds": 1, "pool_requests": 600, "run_s": 0.25},
-                   (Benchmark("inference", "serving.bench", "serving.print_bench", (), 3),),
-                   GpuCheck("serving", 90, quick=True)),
-    "10": Declared({"allreduce_repeats": 3, "allreduce_max_bytes": 1 << 18}),
-    "11": Declared({"speed_repeats": 1},
-                   (Benchmark("cluster", "training.cluster", "training.print_cluster", (), 5),)),
-    "12": Declared({"repeats": 3},
-                   (Benchmark("record", "debugging.record_cost", "debugging.print_record_cost", ("world_size",), 9),)),
-    "13": Declared({"large_side": 256, "repeats": 3}),
-}
+def _declaration(package) -> Declared:
+    """What a lab package's __init__.py declares: TEST_SIZE, BENCHMARKS (dicts of Benchmark's fields), GPU_CHECK (a dict
+    of GpuCheck's) and TENSORFLOW; each may be left out."""
+    gpu = getattr(package, "GPU_CHECK", None)
+    return Declared(dict(getattr(package, "TEST_SIZE", {})),
+                    tuple(Benchmark(**b) for b in getattr(package, "BENCHMARKS", ())),
+                    GpuCheck(**gpu) if gpu else None, bool(getattr(package, "TENSORFLOW", False)))
+
+
+def _declared_by_lab_packages() -> dict[str, Declared]:
+    """Every lab package's declaration (lab_utils/labs/labNN/__init__.py), by lab number."""
+    folder = ROOT / "lab_utils" / "labs"
+    return {path.parent.name[3:]: _declaration(importlib.import_module(f"lab_utils.labs.{path.parent.name}"))
+            for path in sorted(folder.glob("lab[0-9][0-9]/__init__.py"))}
+
+
+DECLARED: dict[str, Declared] = _declared_by_lab_packages()
 
 
 @dataclass(frozen=True)
@@ -106,16 +88,16 @@ class Lab:
 
     @property
     def lesson(self) -> Path | None:
-        """lab_utils/lessons/labNN.py, generated by `assign` from the cells tagged `lesson` (None: it has none)."""
-        return _existing(self.root / "lab_utils" / "lessons" / f"lab{self.number}.py")
+        """lab_utils/labs/labNN/lesson.py, generated by `assign` from the cells tagged `lesson` (None: it has none)."""
+        return _existing(self.root / "lab_utils" / "labs" / f"lab{self.number}" / "lesson.py")
 
     @property
     def exercises(self) -> Path | None:
-        """lab_utils/exercises/labNN.py, its exercises' definitions (None: it has no exercises)."""
-        return _existing(self.root / "lab_utils" / "exercises" / f"lab{self.number}.py")
+        """lab_utils/labs/labNN/exercises.py, its exercises' definitions (None: it has no exercises)."""
+        return _existing(self.root / "lab_utils" / "labs" / f"lab{self.number}" / "exercises.py")
 
     def learner_modules(self) -> list[str]:
-        """The lab_utils modules its notebook imports (lab_utils.serving, ...), sorted."""
+        """The lab_utils modules its notebook imports (lab_utils.labs.lab09.serving, ...), sorted."""
         found: set[str] = set()
         for cell in json.loads(self.solution.read_text())["cells"]:
             if cell["cell_type"] != "code":
@@ -129,12 +111,17 @@ class Lab:
                 if isinstance(node, ast.Import):
                     names = [a.name for a in node.names]
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    names = [node.module] if node.module != "lab_utils" else \
-                        [f"lab_utils.{a.name}" for a in node.names]
+                    names = [f"{node.module}.{a.name}" if self._is_module(f"{node.module}.{a.name}") else node.module
+                             for a in node.names]
                 else:
                     continue
                 found.update(name for name in names if name.startswith("lab_utils."))
         return sorted(found)
+
+    def _is_module(self, name: str) -> bool:
+        """Whether a dotted name is a module or package of this course (lab_utils.labs.lab09.serving: yes)."""
+        path = _file(self.root, name)
+        return path.exists() or (path.with_suffix("") / "__init__.py").exists()
 
     def describe(self) -> str:
         """Its pieces, one per line, paths relative to the course."""
@@ -142,19 +129,23 @@ class Lab:
             return str(path.relative_to(self.root)) if path else "none"
 
         d = self.declared
-        bench = self.root / "lab_utils" / "instructor" / "bench"
         lines = [f"lab {self.number}: {where(self.solution)}",
                  f"  student notebook  {where(self.notebook if self.notebook.exists() else None)}",
                  f"  lesson module     {where(self.lesson)}",
                  f"  exercises         {where(self.exercises)}",
                  f"  imports           {', '.join(self.learner_modules()) or 'nothing of lab_utils'}",
                  f"  test size         {', '.join(f'{k}={v!r}' for k, v in d.test_size.items()) or 'its defaults'}"]
-        lines += [f"  benchmark         {b.name} ({where(bench / (b.measure.split('.')[0] + '.py'))})"
+        lines += [f"  benchmark         {b.name} ({where(_file(self.root, b.measure.rpartition('.')[0]))})"
                   for b in d.benchmarks] or ["  benchmark         none"]
         gpu = d.gpu_check
-        lines.append(f"  GPU check         {where(bench.parent / 'gpu' / (gpu.module + '.py'))} ({gpu.limit_s:g} s"
+        lines.append(f"  GPU check         {where(_file(self.root, gpu.module))} ({gpu.limit_s:g} s"
                      f"{', quick' if gpu.quick else ''})" if gpu else "  GPU check         none")
         return "\n".join(lines)
+
+
+def _file(root: Path, module: str) -> Path:
+    """The file of a module by its dotted name ("lab_utils.labs.lab04.bench" -> lab_utils/labs/lab04/bench.py)."""
+    return root.joinpath(*module.split(".")).with_suffix(".py")
 
 
 def _existing(path: Path) -> Path | None:

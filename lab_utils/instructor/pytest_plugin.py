@@ -6,16 +6,16 @@ import pytest
 # the files that take longest on 2 cores (measured with --durations, wall and CPU), started first so that no long one
 # is left for the end while the other workers idle; every other file follows in collection order
 SLOWEST_FIRST = (
-    "tests/test_grade.py", "tests/test_grade_round4.py", "solutions/03_ddp.ipynb", "tests/test_judges.py", "tests/test_tf.py",
-    "tests/test_exercises_lab08.py", "solutions/08_sync_async.ipynb", "tests/test_cli.py",
-    "tests/test_exercises_lab05.py", "tests/test_exercises_lab06.py", "tests/test_parameter_server.py",
-    "solutions/05_tf_distribute.ipynb", "tests/test_exercises_lab04.py", "tests/test_launch.py",
+    "tests/test_grade.py", "tests/test_grade_round4.py", "solutions/03_ddp.ipynb", "tests/test_judges.py", "tests/lab05/test_tf.py",
+    "tests/lab08/test_exercises_lab08.py", "solutions/08_sync_async.ipynb", "tests/test_cli.py",
+    "tests/lab05/test_exercises_lab05.py", "tests/lab06/test_exercises_lab06.py", "tests/lab08/test_parameter_server.py",
+    "solutions/05_tf_distribute.ipynb", "tests/lab04/test_exercises_lab04.py", "tests/test_launch.py",
     "solutions/07_memory_sharding.ipynb", "solutions/06_collectives_tensor_parallel.ipynb",
-    "solutions/13_spatial_parallelism.ipynb", "tests/test_exercises_lab13.py", "solutions/12_debugging_hangs.ipynb",
-    "tests/test_where.py", "tests/test_checkpoints.py",
+    "solutions/13_spatial_parallelism.ipynb", "tests/lab13/test_exercises_lab13.py", "solutions/12_debugging_hangs.ipynb",
+    "tests/test_where.py", "tests/lab07/test_checkpoints.py",
     "solutions/09_inference_throughput.ipynb", "solutions/11_from_notebook_to_cluster.ipynb",
-    "tests/test_grade_labs.py", "tests/test_exercises_lab07.py", "tests/test_exercises.py", "tests/test_slurm.py",
-    "tests/test_grade_slurm.py", "tests/test_serving.py",
+    "tests/test_grade_labs.py", "tests/lab07/test_exercises_lab07.py", "tests/test_exercises.py", "tests/lab11/test_slurm.py",
+    "tests/test_grade_slurm.py", "tests/lab09/test_serving.py",
 )
 
 

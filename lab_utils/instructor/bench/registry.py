@@ -1,6 +1,7 @@
 """Every benchmark by name (`python -m lab_utils bench NAME` runs one): the benchmarks the labs declare in
-lab_utils.instructor.labs, each resolved here to its functions. Kept apart from the package's __init__: a rank that
-runs one benchmark's worker imports only that benchmark's module."""
+their packages (lab_utils/labs/labNN/__init__.py, read by lab_utils.instructor.labs), each resolved here to its
+functions. Kept apart from the package's __init__: a rank that runs one benchmark's worker imports only that
+benchmark's module."""
 from __future__ import annotations
 
 import importlib
@@ -26,9 +27,9 @@ class Bench:
 
 
 def function(reference: str) -> Callable:
-    """The function "module.name" of this package names."""
+    """The function a full dotted name names ("lab_utils.labs.lab04.bench.pipeline")."""
     module, name = reference.rsplit(".", 1)
-    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    return getattr(importlib.import_module(module), name)
 
 
 BENCHES: dict[str, Bench] = {b.name: Bench(function(b.measure), function(b.show), b.options, b.repeats, lab)

@@ -10,6 +10,8 @@ import torch.nn.functional as F
 
 from ... import data, measure, spec, train
 from ...compare import max_abs_diff
+from ...labs.lab03.lesson import DDPConfig, ddp_worker
+from ...labs.lab11 import lesson as lab11
 
 
 def _plain_epoch(model, loader, optimizer) -> None:
@@ -97,7 +99,6 @@ def _interleaved(setups, repeats: int, run) -> list[SetupFigures]:
 def ddp(*, world_size: int = 2, repeats: int = 3, steps: int = 20, global_batch: int = 256, seed: int = 0) -> dict:
     """DDP with `world_size` single-thread ranks vs one process with 1 and with `world_size` threads, interleaved."""
     from ...launch import launch
-    from ...lessons.lab03 import DDPConfig, ddp_worker  # lab 03's worker, generated from its notebook
 
     synthetic = {"kind": "synthetic", "n_train": global_batch * (steps + 1), "n_test": 64, "side": 28, "seed": seed}
     cfg = DDPConfig(data=synthetic, layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1,
@@ -150,7 +151,7 @@ def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int 
     from ... import tf_distribute as tfd
 
     tfd.import_tensorflow()  # quietly: lab 05's module imports TensorFlow
-    from ...lessons.lab05 import mwms_worker  # lab 05's worker, generated from its notebook
+    from ...labs.lab05.lesson import mwms_worker  # lab 05's worker, generated from its notebook
 
     cfg = {"data": {"kind": "synthetic", "n_train": global_batch * steps, "n_test": 512, "side": 28, "seed": seed},
            "model": TF_MODEL, "global_batch": global_batch, "lr": 0.05, "seed": seed, "steps": steps}
@@ -192,15 +193,14 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     cluster`); without one the result says it was skipped."""
     import time
 
-    from ... import lessons, slurm
+    from ... import learner_code
+    from ...labs.lab11 import slurm
     from ...launch import OWN_SESSION
-    from ...lessons import lab11
-    from ...lessons.lab03 import DDPConfig
 
     found = slurm.find()
     if found is None:
         return {"benchmark": "cluster", "skipped": slurm.SKIPPED}
-    worker = lessons.from_notebook(lessons.notebook_path("03_ddp.ipynb"), "ddp_worker").function
+    worker = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb"), "ddp_worker").function
     # steps: enough that the steady rate is a median of about a second of training per run, not of a few jittery steps
     cfg = DDPConfig(data={"kind": "synthetic", "n_train": 128 * (steps + 1), "n_test": 64, "side": 28},
                     layers=spec.cnn2d_3layer_fullconnected_3layer(), epochs=1, per_rank_batch=128 // nodes, lr=0.05,

@@ -124,7 +124,7 @@ SlurmctldLogFile={lay.log_file("slurmctld")}
 SlurmdLogFile={r}/log/slurmd.%n.log
 PlugStackConfig={r}/plugstack.conf
 # every node is this host: Slurm cannot fence one node's cores from the other's, so no cgroups and no binding
-# (lab_utils.slurm pins each node's tasks to its own cores instead); processes tracked through /proc
+# (lab_utils.labs.lab11.slurm pins each node's tasks to its own cores instead); processes tracked through /proc
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")'
-LESSONS = ROOT / "lab_utils" / "lessons"  # generated lesson modules, one per lab with cells tagged `lesson`
+LESSONS = ROOT / "lab_utils" / "labs"  # the lab packages: labNN/lesson.py generated for a lab with cells tagged `lesson`
 
 
 def strip_solutions(source: str, where: str) -> str:
@@ -57,7 +57,7 @@ def student_version(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNo
 
 
 def assign(solutions_dir=None, notebooks_dir=None, *, check: bool = False, lessons_dir=None) -> list[str]:
-    """Write notebooks/ from solutions/ and the lesson modules lab_utils/lessons/labNN.py from the solutions' cells
+    """Write notebooks/ from solutions/ and the lesson modules lab_utils/labs/labNN/lesson.py from the solutions' cells
     tagged `lesson` (or, with check, list the files that differ); returns the problems. With a solutions_dir of its
     own, lesson modules are written only where lessons_dir says."""
     import nbformat

@@ -1,6 +1,6 @@
 """The notebook is the source of its lesson code: code cells of solutions/NN_*.ipynb tagged `lesson` are exported by
-`python -m lab_utils assign` into lab_utils/lessons/labNN.py, which the grader, the benchmarks, the GPU checks and the
-tests import (never a hand-written copy that could drift from what the learner reads).
+`python -m lab_utils assign` into lab_utils/labs/labNN/lesson.py, which the grader, the benchmarks, the GPU checks and
+the tests import (never a hand-written copy that could drift from what the learner reads).
 
 A lesson cell holds definitions: functions, classes, imports, UPPER_CASE constants. Its other statements (a print,
 a launch, a self-check) run in the notebook only and are not exported. What the definitions use from the rest of the
@@ -121,8 +121,9 @@ def lesson_module(nb, source_label: str) -> str | None:
 
 
 def export_lessons(sources: list[Path], lessons_dir: Path, *, check: bool = False, root: Path | None = None) -> list[str]:
-    """Write lessons_dir/labNN.py for every notebook of `sources` with lesson cells (or, with check, list the modules
-    that differ); a labNN.py no notebook generates is removed (with check: reported). Returns the problems."""
+    """Write lessons_dir/labNN/lesson.py (lessons_dir: the folder of the lab packages) for every notebook of `sources`
+    with lesson cells (or, with check, list the modules that differ); a labNN/lesson.py no notebook generates is
+    removed (with check: reported). Returns the problems."""
     import nbformat
 
     problems, wanted = [], set()
@@ -135,17 +136,18 @@ def export_lessons(sources: list[Path], lessons_dir: Path, *, check: bool = Fals
             continue
         if text is None:
             continue
-        dest = lessons_dir / f"{module_name(src)}.py"
-        wanted.add(dest.name)
+        dest = lessons_dir / module_name(src) / "lesson.py"
+        wanted.add(dest)
         if check:
             if not dest.exists():
                 problems.append(f"{dest} is missing")
             elif dest.read_text() != text:
                 problems.append(f"{dest} differs from what the lesson cells of {src} export")
         elif not dest.exists() or dest.read_text() != text:
+            dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(text)
-    for stale in sorted(lessons_dir.glob("lab[0-9][0-9].py")) if lessons_dir.exists() else []:
-        if stale.name not in wanted:
+    for stale in sorted(lessons_dir.glob("lab[0-9][0-9]/lesson.py")) if lessons_dir.exists() else []:
+        if stale not in wanted:
             if check:
                 problems.append(f"{stale} is generated from no notebook's lesson cells")
             else:

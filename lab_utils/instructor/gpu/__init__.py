@@ -1,4 +1,3 @@
-"""GPU checks, one module per lab: each `gpu_check()` runs the lab's core on a GPU against its CPU result and returns
-{check: "passed" | "failed: <reason>" | "skipped: <why>"}. Registered in lab_utils.instructor.gpu.registry; none is
-imported by a lab (lab 02 shows its check by importing it from here). Kept free of imports, so that a check can run
-itself in a fresh process (`python -m lab_utils.instructor.gpu.tf_distribute`) without loading the others."""
+"""GPU checks: each lab's `gpu_check()` (lab_utils/labs/labNN/gpu_check.py) runs the lab's core on a GPU against its
+CPU result and returns {check: "passed" | "failed: <reason>" | "skipped: <why>"}. registry.py runs them, each in a
+fresh process of its own. Kept free of imports, so that a check does not load the others."""

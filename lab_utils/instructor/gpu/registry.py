@@ -1,7 +1,8 @@
 """`python -m lab_utils gpu-check`: run every GPU branch of the course, each compared with its CPU result.
 
-Each lab's check is a `gpu_check()` in lab_utils.instructor.gpu.<area>, which the lab declares in
-lab_utils.instructor.labs (CHECKS below holds the functions themselves); it returns {check: "passed" | "failed: <reason>" | "skipped: <why>"} (and may add figures under "figures").
+Each lab's check is a `gpu_check()` in lab_utils/labs/labNN/gpu_check.py, which the lab declares in its package's
+__init__.py (read by lab_utils.instructor.labs; CHECKS below holds the functions themselves); it returns
+{check: "passed" | "failed: <reason>" | "skipped: <why>"} (and may add figures under "figures").
 Here each one runs in a process of its own, with a time limit, so that one hanging or crashing check (or
 TensorFlow's start-up) cannot take the others with it. Without a GPU nothing is started and every check reports
 "skipped: no GPU".
@@ -32,7 +33,7 @@ class Check:
     limit_s: float
 
 
-CHECKS = [Check(lab, importlib.import_module(f"{__package__}.{check.module}").gpu_check, check.limit_s)
+CHECKS = [Check(lab, importlib.import_module(check.module).gpu_check, check.limit_s)
           for lab, check in labs.gpu_checks()]
 QUICK = {lab for lab, check in labs.gpu_checks() if check.quick}
 

@@ -111,7 +111,7 @@ def missing_here(need: str) -> str:
                                                                    timeout=30).returncode == 0
             _MACHINE[need] = "" if found else "it needs a GPU, and this machine has none (nvidia-smi sees no device)"
         elif need == "slurm":
-            from ... import slurm
+            from ...labs.lab11 import slurm
 
             _MACHINE[need] = "" if slurm.find() is not None else \
                 "it needs a Slurm cluster, and none answers here"
@@ -526,7 +526,9 @@ def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeou
 
 def _import_references(chosen) -> None:
     """Import, before any submission runs, every course module a reference may need (never lazily afterwards)."""
-    from ... import data, data_parallel, pipeline, report, spec, train  # noqa: F401
+    from ... import data, report, spec, train  # noqa: F401
+    from ...labs.lab04 import pipeline
+    from ...labs.lab02 import data_parallel
     if any(declared_by(c.exercise.lab).tensorflow for c in chosen):  # TensorFlow starts before any submission runs
         from ... import tf_distribute
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ... import slurm
+from ...labs.lab11 import slurm
 from .sandbox.host import remove_tree
 from .sandbox.isolation import Limits
 from .sandbox.machine import detect

@@ -1,0 +1,79 @@
+"""Lab 00: a timer that warms up and takes the median."""
+from __future__ import annotations
+
+import statistics
+
+from ...exercises.core import Exercise, register
+
+
+class SimulatedClock:
+    """A clock that only moves when the simulated work runs: the check does not depend on a busy machine."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _cases(rng):
+    cases = []
+    for _ in range(4):
+        warmup, repeats = rng.randint(1, 3), rng.choice([5, 7, 9])
+        cold = [rng.uniform(0.040, 0.090) for _ in range(warmup)]  # first calls: much slower
+        timed = [rng.uniform(0.008, 0.014) for _ in range(repeats)]
+        timed[rng.randrange(repeats)] = rng.uniform(0.030, 0.060)  # one outlier the median must ignore
+        cases.append({"warmup": warmup, "repeats": repeats, "durations": cold + timed})
+    return cases
+
+
+def _run(median_time, cases):
+    out = []
+    for case in cases:
+        clock, calls = SimulatedClock(), []
+        durations = iter(case["durations"])
+
+        def work():
+            calls.append(1)
+            clock.now += next(durations, 0.010)
+
+        seconds = median_time(work, case["warmup"], case["repeats"], clock=clock)
+        out.append({"seconds": None if seconds is None else float(seconds), "calls": len(calls)})
+    return out
+
+
+def _expected(cases):
+    return [{"seconds": statistics.median(c["durations"][c["warmup"]:]), "calls": c["warmup"] + c["repeats"]}
+            for c in cases]
+
+
+def _judge(got, expected, cases):
+    for g, e, c in zip(got, expected, cases):
+        if g["calls"] != e["calls"]:
+            return 0.0, (f"fn was called {g['calls']} times for warmup={c['warmup']}, repeats={c['repeats']}: call it "
+                         "warmup times untimed, then once per timed repeat")
+        if g["seconds"] is None:
+            return 0.0, "return the median duration in seconds"
+        if abs(g["seconds"] - e["seconds"]) <= 1e-9:
+            continue
+        timed, everything = c["durations"][c["warmup"]:], c["durations"]
+        known = {"the mean of the timed calls (one slow call pulls it up; the median ignores it)": statistics.mean(timed),
+                 "the median of every call, warm-up included: skip the first `warmup` calls": statistics.median(everything),
+                 "the mean of every call, warm-up included": statistics.mean(everything),
+                 "the total time of the timed calls: divide nothing, take the median of the per-call times": sum(timed),
+                 "the fastest call (the minimum), not the median": min(timed),
+                 "the last call only: time each repeat and keep all of them": timed[-1]}
+        for what, value in known.items():
+            if abs(g["seconds"] - value) <= 1e-9:
+                return 0.0, f"that is {what}"
+        if abs(g["seconds"] * 1e3 - e["seconds"]) <= 1e-9 * 1e3:
+            return 0.0, "return seconds, not milliseconds"
+        return 0.0, f"expected the median of the {c['repeats']} timed calls, {e['seconds'] * 1e3:.3f} ms, got {g['seconds'] * 1e3:.3f} ms"
+    return 1.0, "warm-up skipped, median of the timed calls"
+
+
+MEDIAN_TIME = Exercise(
+    "00", "median_time", _cases, _run, _expected, _judge,
+    "call fn warmup times untimed, then time each of the repeats with clock() and return their median",
+    setup="import statistics\nimport time")
+register(MEDIAN_TIME)

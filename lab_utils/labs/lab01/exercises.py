@@ -1,0 +1,183 @@
+"""Lab 01: the training step, throughput from step times, reading a profile."""
+from __future__ import annotations
+
+import statistics
+
+from ...exercises.core import Exercise, FROM_LESSON, max_abs_diff, register
+
+
+def tiny_problem(seed: int):
+    """A small seeded CNN and a batch shaped like the digits (private generators: thread-safe)."""
+    import torch
+
+    from ... import spec
+
+    gen = torch.Generator().manual_seed(seed)
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed)
+    x = torch.rand(16, 1, 8, 8, generator=gen)
+    y = torch.randint(0, 10, (16,), generator=gen)
+    return model, x, y
+
+
+# ---- train_step ------------------------------------------------------------------------------------------------
+
+def _train_cases(rng):
+    return {"seed": rng.randrange(10**6), "lr": rng.choice([0.05, 0.1, 0.2]), "momentum": rng.choice([0.0, 0.9])}
+
+
+def _train_run(train_step, case, steps: int = 2):
+    import torch
+
+    from ... import tensors
+
+    model, x, y = tiny_problem(case["seed"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"], momentum=case["momentum"])
+    before = tensors.flat_weights(model).tolist()
+    losses, weights = [], []
+    attached = False
+    for _ in range(steps):
+        loss = train_step(model, x, y, optimizer)
+        attached = attached or bool(getattr(loss, "requires_grad", False))
+        losses.append(None if loss is None else float(loss.detach() if hasattr(loss, "detach") else loss))
+        weights.append(tensors.flat_weights(model).tolist())
+    return {"before": before, "weights": weights, "losses": losses, "attached": attached}
+
+
+def _train_expected(case):
+    from ...train import train_step
+
+    return _train_run(train_step, case)
+
+
+def _train_judge(got, expected, case):
+    if max_abs_diff(got["weights"][0], got["before"]) == 0:
+        return 0.0, ("the weights did not change: call optimizer.step() after loss.backward(), and zero the gradients "
+                     "before the backward pass (zeroing them between backward() and step() throws them away)")
+    if max_abs_diff(got["weights"][0], expected["weights"][0]) > 1e-5:
+        return 0.0, ("after one step the weights differ from the reference: loss = F.cross_entropy(model(x), y), "
+                     "then loss.backward(), then optimizer.step()")
+    if max_abs_diff(got["weights"][1], expected["weights"][1]) > 1e-5:
+        return 0.0, ("the first step is right, the second is not: gradients add up across backward() calls, so "
+                     "zero them (optimizer.zero_grad()) before each backward")
+    if any(g is None for g in got["losses"]) or max_abs_diff(got["losses"], expected["losses"]) > 1e-5:
+        return 0.5, "the weights are right, but return the batch loss (a number) computed before the update"
+    if got.get("attached"):
+        return 0.5, ("the weights are right, but the returned loss is still attached to the graph: return loss.detach(), "
+                     "or every step's graph stays in memory for as long as you keep the loss")
+    return 1.0, "weights and loss equal the reference after two steps"
+
+
+TRAIN_STEP = Exercise("01", "train_step", _train_cases, _train_run, _train_expected, _train_judge,
+                      "forward, loss, zero the old gradients, backward, step; return the loss",
+                      setup="import torch\nimport torch.nn.functional as F")
+
+
+# ---- throughput ---------------------------------------------------------------------------------------------------
+
+def _throughput_cases(rng):
+    cases = []
+    for _ in range(3):
+        warmup, n = rng.randint(1, 3), rng.randint(5, 9)
+        times = [round(rng.uniform(0.3, 1.0), 4) for _ in range(warmup)] + [round(rng.uniform(0.04, 0.06), 4) for _ in range(n)]
+        times[warmup + rng.randrange(n)] = round(rng.uniform(0.2, 0.5), 4)  # one slow step
+        cases.append({"batch_size": rng.choice([16, 32, 64, 128, 256]), "step_times": times, "warmup": warmup})
+    return cases
+
+
+def _throughput_run(throughput, cases):
+    return [throughput(c["batch_size"], list(c["step_times"]), c["warmup"]) for c in cases]
+
+
+def _throughput_judge(got, expected, cases):
+    for g, e, c in zip(got, expected, cases):
+        if g is None or not isinstance(g, (int, float)):
+            return 0.0, "return samples per second, a number"
+        if abs(g - e) <= 1e-6 * e:
+            continue
+        b, t, w = c["batch_size"], c["step_times"], c["warmup"]
+        known = {"the mean step time (one slow step pulls it down)": b / statistics.mean(t[w:]),
+                 "the median of every step, warm-up included: drop step_times[:warmup]": b / statistics.median(t),
+                 "the mean of all steps, warm-up included": b / statistics.mean(t),
+                 "seconds per sample: the rate is samples per second, batch / time": statistics.median(t[w:]) / b,
+                 "the median of the per-step rates; the rate is the batch over the median step time (the two differ "
+                 "for an even number of steps)": statistics.median(b / x for x in t[w:])}
+        for what, value in known.items():
+            if abs(g - value) <= 1e-6 * abs(value):
+                return 0.0, f"that is {what}"
+        return 0.0, f"expected {e:.1f} samples/s for batch {b}, got {g:.1f}"
+    return 1.0, "warm-up dropped, median step time used"
+
+
+THROUGHPUT = Exercise("01", "throughput", _throughput_cases, _throughput_run, FROM_LESSON, _throughput_judge,
+                      "drop the warm-up steps, then divide the batch size by the median step time",
+                      setup="import statistics")
+
+
+# ---- the top operator of a profile --------------------------------------------------------------------------------
+
+OPERATORS = ["aten::convolution", "aten::mkldnn_convolution", "aten::addmm", "aten::max_pool2d_with_indices",
+             "aten::relu", "aten::threshold_backward", "aten::convolution_backward", "aten::mm", "aten::add_",
+             "aten::log_softmax", "aten::nll_loss", "aten::copy_", "aten::t", "aten::empty", "AddmmBackward0",
+             "ConvolutionBackward0"]
+
+
+def _profile_cases(rng):
+    """Three made-up profiles (so the answer is known): a different top operator by self time in each, never the
+    top by total time."""
+    cases, tops = [], rng.sample(OPERATORS, 3)
+    for top in tops:
+        names = [top] + rng.sample([o for o in OPERATORS if o != top], rng.randint(4, 8))
+        rows = {n: round(rng.uniform(10, 500), 3) for n in names}
+        rows[top] = round(max(rows.values()) * rng.uniform(1.2, 2.0), 3)
+        totals = {n: round(v + rng.uniform(0, 100), 3) for n, v in rows.items()}
+        parent = rng.choice(names[1:])  # an operator that calls others: the largest total, not the largest self
+        totals[parent] = round(sum(rows.values()) + rng.uniform(1, 50), 3)
+        table = [[n, rows[n], totals[n], rng.randint(1, 30)] for n in names]
+        rng.shuffle(table)
+        cases.append(table)
+    return cases
+
+
+class MadeUpProfile:
+    """Stands in for a torch.profiler profile: key_averages() gives torch's own event averages, with given times."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def key_averages(self, *args, **kwargs):
+        from torch.autograd.profiler_util import EventList, FunctionEventAvg
+
+        events = EventList()
+        for key, self_us, total_us, count in self.table:
+            event = FunctionEventAvg()
+            event.key, event.count = key, count
+            event.self_cpu_time_total, event.cpu_time_total = self_us, total_us
+            events.append(event)
+        return events
+
+
+def _profile_run(top_self_cpu_op, cases):
+    return [top_self_cpu_op(MadeUpProfile(table)) for table in cases]
+
+
+def _profile_expected(cases):
+    return [max(table, key=lambda row: row[1])[0] for table in cases]
+
+
+def _profile_judge(got, expected, cases):
+    for g, e, table in zip(got, expected, cases):
+        if g == e:
+            continue
+        if g == max(table, key=lambda row: row[2])[0]:
+            return 0.0, ("that is the largest *total* CPU time, which includes the operators it calls; self CPU time "
+                         "counts only the operator's own work")
+        if not isinstance(g, str):
+            return 0.0, f"return the operator's name (its .key, a string), not {type(g).__name__}"
+        return 0.0, f"{g!r} is not the operator with the largest self CPU time in that profile"
+    return 1.0, "the operator with the largest self CPU time, in every profile"
+
+
+TOP_OP = Exercise("01", "top_self_cpu_op", _profile_cases, _profile_run, _profile_expected, _profile_judge,
+                  "take the entry of prof.key_averages() with the largest self_cpu_time_total and return its .key (a string)")
+
+register(TRAIN_STEP, THROUGHPUT, TOP_OP)

@@ -1,0 +1,200 @@
+"""Lab 02: DataParallel's scatter, gather and gradient reduce."""
+from __future__ import annotations
+
+from ...exercises.core import Exercise, close, max_abs_diff, register
+
+
+# ---- scatter ------------------------------------------------------------------------------------------------------
+
+def _scatter_cases(rng):
+    cases = [(rng.randint(2, 6) * k + rng.randint(1, k - 1), k) for k in (2, 3, 4, 5)]  # uneven on purpose
+    # 4a + 1 over 4 devices: torch.chunk's sizes (a + 1, a + 1, a + 1, a - 2) always differ from the balanced split
+    # (a + 1, a, a, a), while some draws above give chunk's sizes by chance (every n over 2 devices does)
+    return cases + [(k, k) for k in (rng.randint(2, 5),)] + [(rng.randint(2, 5) * 4, 4), (rng.randint(2, 6) * 4 + 1, 4)]
+
+
+def _scatter_run(scatter, cases):
+    import torch
+
+    out = []
+    for n, k in cases:
+        batch = torch.arange(n * 3, dtype=torch.float32).reshape(n, 3)
+        out.append([c.tolist() for c in scatter(batch, [torch.device("cpu")] * k)])
+    return out
+
+
+def _scatter_expected(cases):
+    from . import data_parallel
+
+    return _scatter_run(data_parallel.scatter, cases)
+
+
+def _chunk_sizes(n: int, k: int) -> list[int]:
+    """The sizes Tensor.chunk(k) gives a batch of n: chunks of ceil(n/k), the last smaller, maybe fewer than k."""
+    size, sizes = -(-n // k), []
+    while n > 0:
+        sizes.append(min(size, n))
+        n -= size
+    return sizes
+
+
+def _scatter_judge(got, expected, cases):
+    for g, e, (n, k) in zip(got, expected, cases):
+        if close(g, e):
+            continue
+        sizes, right = [len(c) for c in g], [len(c) for c in e]
+        if sizes == right:
+            return 0.0, ("the sizes are right but the chunks hold the wrong rows: chunk i holds the next consecutive rows "
+                         "of the batch, in order (not every k-th row)")
+        if sizes == _chunk_sizes(n, k):
+            return 0.0, (f"a batch of {n} over {k} devices gave sizes {sizes}: that is torch.chunk, which makes chunks of "
+                         "ceil(n/k) and can leave a device with less work or none")
+        if len(g) != k:
+            return 0.0, f"a batch of {n} over {k} devices gave {len(g)} chunks: return exactly one chunk per device"
+        if sum(sizes) != n:
+            return 0.0, f"a batch of {n} over {k} devices: the chunks hold {sum(sizes)} rows; the remainder n % k is dropped or repeated"
+        return 0.0, (f"a batch of {n} over {k} devices: sizes {sizes}, expected {right}: the n % k extra rows go to the "
+                     "first devices, one each")
+    return 1.0, "one chunk per device, consecutive rows, sizes balanced (uneven batches too)"
+
+
+SCATTER = Exercise("02", "scatter", _scatter_cases, _scatter_run, _scatter_expected, _scatter_judge,
+                   "one chunk per device, consecutive rows, sizes differing by one at most", setup="import torch")
+
+
+# ---- gather -------------------------------------------------------------------------------------------------------
+
+def _gather_cases(rng):
+    return {"seed": rng.randrange(10**6), "sizes": [rng.randint(1, 6) for _ in range(rng.randint(2, 4))]}
+
+
+def _gather_inputs(case):
+    import torch
+
+    gen = torch.Generator().manual_seed(case["seed"])
+    return [torch.randn(size, 4, generator=gen) for size in case["sizes"]]
+
+
+def _on_devices(outputs):
+    """The outputs marked as living on devices 0, 1, ... (on a CPU every device is the CPU, so without the marks a
+    gather that forgets `.to(device)` would pass): an op that mixes two marks raises as torch does for two devices,
+    and a move (.to, .cpu, .cuda) gives a plain tensor on the target."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    class OnDevice(torch.Tensor):
+        label = ""
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            with torch._C.DisableTorchFunctionSubclass():
+                if func in (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda):
+                    return func(*args, **kwargs).as_subclass(torch.Tensor)
+                labels = sorted({a.label for a in tree_flatten((args, kwargs))[0] if isinstance(a, OnDevice)})
+                if len(labels) > 1:
+                    raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
+                                       f"devices, {labels[0]} and {labels[1]} (each output is still on the device "
+                                       "that computed it)")
+                return func(*args, **kwargs)
+
+    marked = []
+    for index, out in enumerate(outputs):
+        tensor = out.as_subclass(OnDevice)
+        tensor.label = f"device {index}"
+        marked.append(tensor)
+    return marked
+
+
+def _gather_run(gather, case):
+    import torch
+
+    out = gather(_on_devices(_gather_inputs(case)), torch.device("cpu"))
+    return {"type": "Tensor" if isinstance(out, torch.Tensor) else type(out).__name__,
+            "value": out.as_subclass(torch.Tensor) if isinstance(out, torch.Tensor) else out}
+
+
+def _gather_expected(case):
+    import torch
+
+    return {"type": "Tensor", "value": torch.cat(_gather_inputs(case)).tolist()}
+
+
+def _gather_judge(got, expected, case):
+    if got["type"] != "Tensor":
+        return 0.0, f"return one tensor with every output's rows, got a {got['type']}"
+    if close(got["value"], expected["value"]):
+        return 1.0, "outputs concatenated in device order"
+    if max_abs_diff(got["value"], expected["value"]) == float("inf"):
+        return 0.0, "the tensor has the wrong shape: concatenate along dim 0 (torch.cat), do not stack"
+    return 0.0, "the rows are out of order: concatenate the outputs in device order"
+
+
+GATHER = Exercise("02", "gather", _gather_cases, _gather_run, _gather_expected, _gather_judge,
+                  "move each output to `device` (out.to(device)), then concatenate along the batch dimension, in "
+                  "device order (on a CPU the check marks each output with the device that computed it, so a missing "
+                  "move fails here as it would on GPUs)", setup="import torch")
+
+
+# ---- reduce_gradients ---------------------------------------------------------------------------------------------
+
+def _reduce_cases(rng):  # two replicas or more: with one, dividing its gradient by len(replicas) changes nothing
+    return {"seed": rng.randrange(10**6), "replicas": rng.randint(2, 3)}
+
+
+def _reduce_problem(case):
+    import copy
+
+    import torch
+
+    from ... import spec
+
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=case["seed"])
+    replicas = [copy.deepcopy(model) for _ in range(case["replicas"])]
+    gen = torch.Generator().manual_seed(case["seed"])
+    for m in (model, *replicas):
+        for p in m.parameters():
+            p.grad = torch.randn(p.shape, generator=gen)
+    return model, replicas
+
+
+def _flat_grads(model):
+    from ... import tensors
+
+    return tensors.flat_grads(model).tolist()
+
+
+def _reduce_run(reduce_gradients, case):
+    model, replicas = _reduce_problem(case)
+    reduce_gradients(model, replicas)
+    return _flat_grads(model)
+
+
+def _reduce_expected(case):
+    from . import data_parallel
+
+    return _reduce_run(data_parallel.reduce_gradients, case)
+
+
+def _reduce_judge(got, expected, case):
+    if close(got, expected, 1e-5):
+        return 1.0, "replicas' gradients summed into device 0's model"
+    model, replicas = _reduce_problem(case)
+    own, others = _flat_grads(model), [_flat_grads(r) for r in replicas]
+    n = len(replicas) + 1
+    guesses = {"the model's gradients did not change: add each replica's p.grad into the model's p.grad": own,
+               "you averaged: DataParallel sums (the loss was one mean over the whole gathered batch, so each "
+               "replica's gradient is already its share)": [sum(v) / n for v in zip(own, *others)],
+               "device 0's own gradient was replaced: add the replicas' gradients to it": [sum(v) for v in zip(*others)],
+               "you divided the replicas' gradients by their number: DataParallel sums them, undivided":
+                   [o + sum(v) / len(others) for o, *v in zip(own, *others)]}
+    for what, value in guesses.items():
+        if close(got, value, 1e-5):
+            return 0.0, what
+    return 0.0, "expected the model's gradient plus the sum of the replicas' gradients, for every parameter"
+
+
+REDUCE = Exercise("02", "reduce_gradients", _reduce_cases, _reduce_run, _reduce_expected, _reduce_judge,
+                  "add (not average) every replica's gradient into the model's", setup="import torch")
+
+register(SCATTER, GATHER, REDUCE)

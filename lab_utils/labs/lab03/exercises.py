@@ -1,0 +1,243 @@
+"""Lab 03: gradient averaging in real ranks, sharding, the epoch loop, the learning rate for N ranks."""
+from __future__ import annotations
+
+from ...exercises.core import ANY, Exercise, FROM_LESSON, close, max_abs_diff, register
+
+SETUP = "import torch\nimport torch.distributed as dist\nfrom lab_utils.train import train_step"
+
+
+# ---- average_gradients, run in real ranks -------------------------------------------------------------------------
+
+def _average_cases(rng):
+    return {"seed": rng.randrange(10**6), "per_rank": rng.choice([4, 8, 12]), "lr": rng.choice([0.05, 0.1, 0.3])}
+
+
+def _average_problem(case, world_size):
+    """A seeded model and a global batch of world_size x per_rank digits-shaped images."""
+    import torch
+
+    from ... import spec
+
+    gen = torch.Generator().manual_seed(case["seed"])
+    n = world_size * case["per_rank"]
+    x, y = torch.rand(n, 1, 8, 8, generator=gen), torch.randint(0, 10, (n,), generator=gen)
+    return spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=case["seed"]), x, y
+
+
+def averaging_worker(rank, world_size, average_gradients, case):
+    """One SGD step on this rank's share of the global batch, gradients averaged by `average_gradients`."""
+    import torch
+    import torch.nn.functional as F
+
+    from ... import tensors
+    from ...launch import process_group
+
+    with process_group(timeout_s=60):
+        model, x, y = _average_problem(case, world_size)
+        mine = slice(rank * case["per_rank"], (rank + 1) * case["per_rank"])
+        F.cross_entropy(model(x[mine]), y[mine]).backward()
+        average_gradients(model, world_size)
+        torch.optim.SGD(model.parameters(), lr=case["lr"]).step()
+        return tensors.flat_weights(model).tolist()
+
+
+def _average_run(average_gradients, case, world_size: int = 2):
+    from ...launch import launch
+
+    return {"before": _flat(_average_problem(case, world_size)[0]),
+            "ranks": launch(averaging_worker, world_size, args=(average_gradients, case), timeout=120)}
+
+
+def _flat(model):
+    from ... import tensors
+
+    return tensors.flat_weights(model).tolist()
+
+
+def _average_expected(case, world_size: int = 2):
+    """One process, one step on the whole global batch."""
+    import torch
+    import torch.nn.functional as F
+
+    model, x, y = _average_problem(case, world_size)
+    F.cross_entropy(model(x), y).backward()
+    torch.optim.SGD(model.parameters(), lr=case["lr"]).step()
+    return _flat(model)
+
+
+def _average_judge(got, expected, case):
+    import numpy as np
+
+    before, ranks = np.array(got["before"]), [np.array(r) for r in got["ranks"]]
+    if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
+        return 0.0, ("the ranks ended with different weights: every rank must all_reduce every gradient, in place on "
+                     "p.grad (an all-reduce of a copy leaves p.grad as it was)")
+    if max_abs_diff(ranks[0], expected) <= 1e-5:
+        return 1.0, f"every rank equals one process on the global batch (max diff {max_abs_diff(ranks[0], expected):.1e})"
+    update, right = ranks[0] - before, np.array(expected) - before
+    ratio = float(update @ right / (right @ right))
+    if abs(ratio - len(ranks)) < 0.05:
+        return 0.0, (f"the update is {len(ranks)}x too large: all_reduce sums the gradients, so divide by world_size "
+                     "(summed gradients act like a learning rate world_size times larger)")
+    return 0.0, (f"after one step the weights differ from one process on the global batch by up to "
+                 f"{max_abs_diff(ranks[0], expected):.1e}: all_reduce each p.grad, then divide by world_size")
+
+
+AVERAGE_GRADIENTS = Exercise("03", "average_gradients", _average_cases, _average_run, _average_expected,
+                             _average_judge, "all_reduce each gradient (a sum), then divide by world_size",
+                             setup=SETUP, ranks=2, shape=lambda weights, case: {"before": weights, "ranks": [weights] * 2})
+
+
+# ---- shard ----------------------------------------------------------------------------------------------------------
+
+def _shard_cases(rng):
+    return [[rng.randint(1, 40), rng.randint(2, 6)] for _ in range(6)] + [[rng.randint(900, 1100), 7], [2, 4]]
+
+
+def _shard_run(shard, cases):
+    return [[[int(i) for i in shard(n, r, w)] for r in range(w)] for n, w in cases]
+
+
+def _shard_judge(got, expected, cases):
+    for shares, (n, w) in zip(got, cases):
+        flat = sorted(i for share in shares for i in share)
+        if flat != list(range(n)):
+            missing, repeated = set(range(n)) - set(flat), len(flat) - len(set(flat))
+            return 0.0, (f"n={n}, world_size={w}: {len(missing)} index(es) missing and {repeated} repeated; "
+                         "every index must land on exactly one rank (the remainder n % world_size too)")
+        sizes = [len(share) for share in shares]
+        if max(sizes) - min(sizes) > 1:
+            return 0.0, f"n={n}, world_size={w}: shard sizes {sizes}; they may differ by one at most"
+    return 1.0, "every index on exactly one rank, sizes balanced"
+
+
+SHARD = Exercise("03", "shard", _shard_cases, _shard_run, lambda cases: [[ANY] * w for _, w in cases], _shard_judge,
+                 "every index on exactly one rank, shares differing by one at most")
+
+
+# ---- the epoch loop --------------------------------------------------------------------------------------------------
+
+def _epoch_cases(rng):
+    return {"seed": rng.randrange(10**6), "n": rng.choice([24, 30, 40]), "rank": rng.randint(0, 1), "epochs": rng.randint(3, 4)}
+
+
+def _epoch_sampler(case):
+    import torch
+
+    from ... import data
+
+    dataset = data.to_dataset(*data.synthetic_images(case["n"], image_shape=(1, 4, 4), seed=case["seed"]))
+    return torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=case["rank"], shuffle=True, seed=case["seed"])
+
+
+def _epoch_run(run_epochs, case):
+    sampler, orders = _epoch_sampler(case), []
+
+    class RecordingLoader:
+        """Records the order the sampler gives each time an epoch starts; trains on nothing."""
+
+        def __iter__(self):
+            orders.append(list(sampler))
+            return iter(())
+
+    run_epochs(sampler, RecordingLoader(), None, None, case["epochs"])
+    return orders
+
+
+def _epoch_expected(case):
+    sampler, orders = _epoch_sampler(case), []
+    for epoch in range(case["epochs"]):
+        sampler.set_epoch(epoch)
+        orders.append(list(sampler))
+    return orders
+
+
+def _epoch_judge(got, expected, case):
+    if len(got) != len(expected):
+        return 0.0, f"the loop ran {len(got)} epochs instead of {len(expected)}"
+    if close(got, expected):
+        return 1.0, "a new order every epoch, the one set_epoch gives"
+    if all(g == got[0] for g in got):
+        return 0.0, "every epoch reads the data in the same order: call sampler.set_epoch(epoch) at the start of each epoch"
+    return 0.0, "the orders differ from what sampler.set_epoch(epoch) gives for epochs 0, 1, 2, ..."
+
+
+RUN_EPOCHS = Exercise("03", "run_epochs", _epoch_cases, _epoch_run, _epoch_expected, _epoch_judge,
+                      "reshuffle at the start of every epoch", setup=SETUP)
+
+
+# ---- the learning rate for N ranks ------------------------------------------------------------------------------------
+
+def _lr_cases(rng):
+    return [[rng.choice([0.01, 0.02, 0.05, 0.1]), rng.choice([2, 3, 4, 8, 16])] for _ in range(4)]
+
+
+def _lr_run(scaled_lr, cases):
+    return [float(scaled_lr(base, n)) for base, n in cases]
+
+
+def _lr_judge(got, expected, cases):
+    for g, e, (base, n) in zip(got, expected, cases):
+        if abs(g - e) > 1e-12:
+            if abs(g - base) <= 1e-12:
+                return 0.0, f"scaled_lr({base}, {n}) returned the single-device rate: the global batch is {n}x larger"
+            if abs(g - base / n) <= 1e-12:
+                return 0.0, "that divides: a larger batch averages out noise, so the step can grow with it (linear scaling)"
+            return 0.0, f"scaled_lr({base}, {n}) gave {g}: scale the learning rate by world_size"
+    return 1.0, "linear scaling"
+
+
+SCALED_LR = Exercise("03", "scaled_lr", _lr_cases, _lr_run, FROM_LESSON, _lr_judge,
+                     "the global batch grows with world_size; so does the learning rate (linear scaling)")
+
+register(AVERAGE_GRADIENTS, SHARD, RUN_EPOCHS, SCALED_LR)
+
+
+# ---- a metric over all ranks, run in real ranks --------------------------------------------------------------------
+
+def _mean_cases(rng):
+    """Two ranks with different counts and clearly different means, so that the mean of the means, the sum, or one
+    rank's own mean is never the global mean."""
+    counts = rng.sample(range(1, 51), 2)
+    means = [rng.uniform(0.5, 1.5), rng.uniform(2.0, 3.0)]
+    return {"totals": [round(m * c, 4) for m, c in zip(means, counts)], "counts": counts}
+
+
+def metric_worker(rank, world_size, global_mean, case):
+    """Each rank calls the learner's global_mean on its own (total, count)."""
+    from ...launch import process_group
+
+    with process_group(timeout_s=60):
+        return float(global_mean(case["totals"][rank], case["counts"][rank]))
+
+
+def _mean_run(global_mean, case):
+    from ...launch import launch
+
+    return launch(metric_worker, len(case["counts"]), args=(global_mean, case), timeout=120)
+
+
+def _mean_judge(got, expected, case):
+    totals, counts = case["totals"], case["counts"]
+    if all(abs(g - expected) <= 1e-6 * abs(expected) for g in got):  # float32 sums are exact to about 1e-7
+        return 1.0, "the same mean over every rank's samples, on every rank"
+    guesses = {"each rank returned its own mean: all_reduce the sum and the count first":
+               [t / c for t, c in zip(totals, counts)],
+               "that is the sum of the totals: divide by the summed count": [sum(totals)] * len(got),
+               "that is the mean of the ranks' means: ranks that saw more samples must weigh more (sum totals and "
+               "counts, then divide)": [sum(t / c for t, c in zip(totals, counts)) / len(counts)] * len(got),
+               "that divides the summed totals by world_size, not by the number of samples":
+               [sum(totals) / len(counts)] * len(got)}
+    for what, value in guesses.items():
+        if all(abs(g - v) <= 1e-6 * max(1.0, abs(v)) for g, v in zip(got, value)):
+            return 0.0, what
+    worst = max(abs(g - expected) for g in got)
+    return 0.0, f"the ranks returned {got}; expected {expected!r} on every rank (off by up to {worst:.2e})"
+
+
+GLOBAL_MEAN = Exercise("03", "global_mean", _mean_cases, _mean_run,
+                       lambda case: sum(case["totals"]) / sum(case["counts"]), _mean_judge,
+                       "all_reduce the total and the count (sums), then divide one by the other", setup=SETUP, ranks=2,
+                       shape=lambda mean, case: [mean] * len(case["counts"]))
+
+register(GLOBAL_MEAN)

@@ -1,0 +1,293 @@
+"""Lab 04: a stage's backward op with recomputation, run in real ranks; the GPipe order, the bubble of a timeline,
+the best split."""
+from __future__ import annotations
+
+from ...exercises.core import ANY, Exercise, max_abs_diff, register
+
+SETUP = "import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F"
+GROUP_TIMEOUT_S = 10  # a send or recv that waits longer than this is a deadlock, not a slow machine
+
+
+# ---- recompute_backward_op, run in real ranks -------------------------------------------------------------------------
+
+def _recompute_cases(rng):
+    return {"seed": rng.randrange(10**6), "schedule": rng.choice(["1f1b", "gpipe"]), "micro_batches": rng.choice([2, 4]),
+            "per_micro": rng.choice([2, 3])}
+
+
+def _recompute_problem(case):
+    """Three stages of the small course CNN on 8x8 images: first, middle and last stage all take part."""
+    from . import pipeline as pl
+
+    return pl.PipelineRun("exercise", case["schedule"], case["micro_batches"], case["micro_batches"] * case["per_micro"],
+                          split=(2, 5), model="cnn2d_2layer_fullconnected_2layer", image_side=8, seed=case["seed"])
+
+
+def _watched(backward_op):
+    """The learner's op, run with its sends checked (the gradient of a stage's input goes back to the stage before)
+    and, when backward finds no autograd history, a message that says which tensor had none."""
+    import torch
+
+    from ...measure import collective_calls
+
+    def op(ctx, micro):
+        sends = []
+
+        def check_destination(name, arguments):
+            dst = arguments.get("dst", arguments.get("group_dst"))
+            sends.append(dst)
+            if name == "send":
+                raise ValueError(f"stage {ctx.rank} sent the gradient back with a blocking dist.send: under 1F1B the "
+                                 "stage before may be blocked sending you its next activation at that moment, and two "
+                                 "blocking sends wait for each other forever (the deadlock this lab ran live); send "
+                                 "with dist.isend and keep its request in ctx.pending")
+            if ctx.first:
+                raise ValueError(f"stage 0 sent a tensor to rank {dst} in its backward op: the first stage's input is "
+                                 "the images, it sends no gradient back")
+            if dst != ctx.rank - 1:
+                raise ValueError(f"stage {ctx.rank} sent the gradient of its input to rank {dst}: it goes back to the "
+                                 f"stage that sent that input, the previous one (rank {ctx.rank - 1})")
+
+        grad_modes = []  # torch.is_grad_enabled() at each run of the stage inside the op
+        hook = ctx.stage.register_forward_hook(lambda module, args, output: grad_modes.append(torch.is_grad_enabled()))
+        try:
+            with collective_calls(("send", "isend"), check_destination):
+                backward_op(ctx, micro)
+            if not ctx.first and not sends:  # the stage before would wait in dist.recv until the group's timeout
+                raise ValueError(f"stage {ctx.rank} sent no gradient back in its backward op: every stage but the "
+                                 "first sends the gradient of its input (x.grad) to the stage before it, which waits "
+                                 "for it in dist.recv")
+        except RuntimeError as exc:
+            if "does not require grad" not in str(exc):
+                raise
+            if any(grad_modes):
+                why = ("the loss was computed from a tensor without it (like ctx.logits, kept by the forward op "
+                       "under torch.no_grad()): compute the loss from the stage's new output")
+            elif grad_modes:
+                why = "the stage ran again under torch.no_grad(): run it outside torch.no_grad()"
+            else:
+                why = "the stage did not run again, and ctx.logits has none: run the stage on the saved input"
+            raise RuntimeError(f"backward found no autograd history: {why}") from None
+        finally:
+            hook.remove()
+
+    return op
+
+
+def _recompute_run(recompute_backward_op, case):
+    from . import pipeline as pl
+    from ...launch import RankError
+    from .lesson import recompute_forward_op, stage_worker  # lab 04's notebook gives the learner both
+
+    run = _recompute_problem(case)
+    try:
+        measured = pl.run_pipelines([run], 3, stage_worker, recompute_forward_op, _watched(recompute_backward_op),
+                                    rounds=1, warmup=0, timeout=120, group_timeout=GROUP_TIMEOUT_S)[run.label]
+    except RankError as exc:
+        if exc.message.startswith("NotImplementedError"):
+            raise NotImplementedError(exc.message) from None
+        if "Timed out" in exc.message or "timed out" in exc.message:
+            raise RuntimeError(f"the stages waited for each other for {GROUP_TIMEOUT_S} s (a deadlock): every dist.recv "
+                               "needs its neighbour's matching send (a gradient received that nobody sends, or sent "
+                               "that nobody receives)") from None
+        if exc.rank == 0 and "'NoneType' object has no attribute" in exc.message:
+            raise RuntimeError("rank 0 failed, likely on x.grad, which is None there: the first stage's input is the "
+                               "images, which need no gradient, so stage 0 sends nothing back (if not ctx.first). It "
+                               f"said: {exc.message.splitlines()[0][:300]}") from None
+        raise RuntimeError(f"rank {exc.rank} failed: {exc.message.splitlines()[0][:400]}") from None
+    assert measured.logits is not None  # a run of hand-built ops records them
+    return {"grads": [g.tolist() for g in measured.stage_grads], "logits": measured.logits.tolist()}
+
+
+def _recompute_expected(case):
+    from . import pipeline as pl
+
+    _, logits, grads = pl.reference(_recompute_problem(case))
+    return {"grads": grads.tolist(), "logits": logits.tolist()}
+
+
+def _recompute_judge(got, expected, case):
+    import numpy as np
+
+    blocks = [np.asarray(g, dtype=float) for g in got["grads"]]
+    flat, right = np.concatenate(blocks), np.asarray(expected["grads"], dtype=float)
+    if flat.shape != right.shape:
+        return 0.0, f"the stages returned {flat.size} gradient values, the model has {right.size}"
+    if max_abs_diff(got["logits"], expected["logits"]) > 1e-5:
+        return 0.0, "the last stage's outputs changed: the forward op is given, leave ctx.logits as it is"
+    if max_abs_diff(flat, right) <= 1e-5:
+        return 1.0, "every stage's gradients and the outputs equal the unsplit model's (within 1e-5)"
+    m = case["micro_batches"]
+    ratio = float(flat @ right / (right @ right))
+    if abs(ratio - m) < 0.05 * m:
+        return 0.0, (f"every gradient is {m}x too large with {m} micro-batches: the last stage's recomputed loss is one "
+                     "micro-batch's share of the batch's mean loss, so divide it by ctx.micro_batches")
+    wrong = [s for s, (b, r) in enumerate(zip(blocks, np.split(right, np.cumsum([len(b) for b in blocks])[:-1])))
+             if max_abs_diff(b, r) > 1e-5]
+    if len(wrong) < len(blocks) and len(blocks) - 1 not in wrong:
+        return 0.0, (f"the last stage's gradients are right but stage(s) {wrong} are not: run backward with the "
+                     "received gradient as it arrived (it already belongs to the batch's mean loss), and send back x.grad")
+    return 0.0, (f"the gradients of stage(s) {wrong} differ from the unsplit model's by up to {max_abs_diff(flat, right):.1e}: "
+                 "the last stage starts backward from its recomputed loss; the others from the received gradient")
+
+
+RECOMPUTE_BACKWARD_OP = Exercise(
+    "04", "recompute_backward_op", _recompute_cases, _recompute_run, _recompute_expected, _recompute_judge,
+    "run the stage again on the saved input; backward from the loss share (last stage) or from the received "
+    "gradient; send x.grad back (all but the first stage)", setup=SETUP, ranks=3,
+    shape=lambda right, case: {"grads": [ANY] * 3, "logits": right["logits"]})
+
+
+# ---- the GPipe order ------------------------------------------------------------------------------------------------
+
+def _gpipe_cases(rng):
+    return [[rng.randint(1, 4), rng.randint(1, 8)] for _ in range(4)] + [[3, 2]]
+
+
+def _gpipe_run(gpipe_order, cases):
+    return [[[str(op) for op in ops] for ops in gpipe_order(k, m)] for k, m in cases]
+
+
+def _gpipe_expected(cases):
+    from . import pipeline as pl
+
+    return [[[str(op) for op in ops] for ops in pl.gpipe(k, m).ops] for k, m in cases]
+
+
+def _gpipe_judge(got, expected, cases):
+    from . import pipeline as pl
+
+    for g, e, (k, m) in zip(got, expected, cases):
+        if g == e:
+            continue
+        if len(g) != k:
+            return 0.0, f"return one list per stage ({k} lists for {k} stages), got {len(g)}"
+        if g == [[str(op) for op in ops] for ops in pl.one_f_one_b(k, m).ops]:
+            return 0.0, "that is 1F1B; GPipe runs every forward first (F0 ... F{M-1}), then every backward"
+        if g and sorted(g[0]) == sorted(e[0]):
+            return 0.0, ("every op is there, in the wrong order: all forwards F0 ... F{M-1}, then all backwards "
+                         "B0 ... B{M-1}, the same on every stage")
+        return 0.0, f"gpipe_order({k}, {m}) should give {e[0]} on each stage, got {g[0] if g else g}"
+    return 1.0, "all forwards, then all backwards, on every stage"
+
+
+GPIPE_ORDER = Exercise("04", "gpipe_order", _gpipe_cases, _gpipe_run, _gpipe_expected, _gpipe_judge,
+                       "GPipe: all forwards, then all backwards, on every stage")
+
+
+# ---- the bubble of a measured timeline ---------------------------------------------------------------------------------
+
+def _bubble_cases(rng):
+    cases = []
+    for stages in (2, 3, 4):
+        intervals, clock = [], round(rng.uniform(0, 3), 3)  # the first op need not start at 0
+        for op in range(2 * stages + 2):
+            start = round(clock + rng.uniform(0, 0.5), 4)
+            clock = round(start + rng.uniform(0.5, 2), 4)
+            intervals.append([f"stage {op % stages}", "forward" if op < stages + 1 else "backward", start, clock])
+        cases.append({"stages": stages, "intervals": intervals})
+    return cases
+
+
+def _bubble_run(bubble, cases):
+    from ...plots import Interval
+
+    return [float(bubble([Interval(*i) for i in c["intervals"]], c["stages"])) for c in cases]
+
+
+def _bubble_expected(cases):
+    from . import pipeline as pl
+    from ...plots import Interval
+
+    return [pl.bubble_fraction([Interval(*i) for i in c["intervals"]], c["stages"]) for c in cases]
+
+
+def _bubble_judge(got, expected, cases):
+    for g, e, c in zip(got, expected, cases):
+        if abs(g - e) <= 1e-9:
+            continue
+        busy = sum(b - a for _, _, a, b in c["intervals"])
+        last = max(b for *_, b in c["intervals"])
+        if abs(g - (1 - e)) <= 1e-9:
+            return 0.0, "that is the busy share (utilisation); the bubble is the idle share: 1 minus it"
+        if abs(g - (1 - busy / (c["stages"] * last))) <= 1e-9:
+            return 0.0, "the makespan runs from the first start, not from time 0: last end - first start"
+        return 0.0, (f"on a {c['stages']}-stage timeline expected {e:.4f}, got {g:.4f}: bubble = 1 - (sum of op "
+                     "durations) / (stages x makespan)")
+    return 1.0, "idle share of stages x makespan"
+
+
+BUBBLE = Exercise("04", "bubble", _bubble_cases, _bubble_run, _bubble_expected, _bubble_judge,
+                  "idle time over stages x makespan; the makespan is last end - first start")
+
+
+# ---- the best split ----------------------------------------------------------------------------------------------------
+
+def stage_sums(times, split) -> list[float]:
+    """Total time of each stage of a split."""
+    bounds = [0, *split, len(times)]
+    return [sum(times[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def _splits(layers: int, stages: int):
+    import itertools
+
+    return [list(cut) for cut in itertools.combinations(range(1, layers), stages - 1)]
+
+
+def _squares(times, split) -> float:
+    return sum(t * t for t in stage_sums(times, split))
+
+
+def _split_cases(rng):
+    cases = [[[5.0, 7.0, 7.0, 4.0, 0.1, 0.8, 0.1], 2], [[10.0, 1.0, 1.0, 1.0], 2],
+             [[6.0, 2.0, 8.0, 1.0], 3]]  # balanced by squares: 6 | 2 | 9 (slowest 9); by the slowest stage: 8 | 8 | 1
+    return cases + [[[round(rng.uniform(0.1, 9), 2) for _ in range(rng.randint(4, 8))], rng.randint(2, 4)] for _ in range(6)]
+
+
+def _split_run(best_split, cases):
+    return [[int(i) for i in best_split(list(times), stages)] for times, stages in cases]
+
+
+def _split_expected(cases):
+    from . import pipeline as pl
+
+    return [list(pl.balanced_split(times, stages)) for times, stages in cases]
+
+
+def _split_judge(got, expected, cases):
+    def one_off(g, e, times, stages):
+        if g != e and len(g) == len(e) and any(all(i + shift == j for i, j in zip(g, e)) for shift in (1, -1)):
+            return (f"times {times}, {stages} stages: your split points {g} are each one off the best split {e}: a "
+                    "split point i starts the next stage AT layer i (the stages are times[:i], times[i:...]); "
+                    "check how your search turns the best split into the indices it returns")
+        return None
+
+    for g, e, (times, stages) in zip(got, expected, cases):
+        valid = len(g) == stages - 1 and g == sorted(set(g)) and all(0 < i < len(times) for i in g)
+        if not valid:
+            if one_off(g, e, times, stages):
+                return 0.0, one_off(g, e, times, stages)
+            return 0.0, (f"{stages} stages over {len(times)} layers need {stages - 1} increasing split point(s) "
+                         f"between 1 and {len(times) - 1}, got {g}")
+        best, yours = max(stage_sums(times, e)), max(stage_sums(times, g))
+        if yours > best + 1e-9:
+            even = [round(len(times) * s / stages) for s in range(1, stages)]
+            if g == even:
+                return 0.0, "that splits by layer count; balance the measured times instead"
+            if g == min(_splits(len(times), stages), key=lambda c: _squares(times, c)):
+                return 0.0, (f"times {times}, {stages} stages: your split makes the stage times as even as possible "
+                             f"(smallest sum of squares), and its slowest stage takes {yours:.2f}; a pipeline runs at "
+                             f"the pace of its slowest stage, and a split exists whose slowest takes {best:.2f}")
+            if one_off(g, e, times, stages):
+                return 0.0, one_off(g, e, times, stages)
+            return 0.0, (f"times {times}, {stages} stages: your split's slowest stage takes {yours:.2f}, but a split "
+                         f"exists whose slowest stage takes {best:.2f}: try every split")
+    return 1.0, "the slowest stage is as fast as it can be"
+
+
+BEST_SPLIT = Exercise("04", "best_split", _split_cases, _split_run, _split_expected, _split_judge,
+                      "try every contiguous split and keep the one whose slowest stage is fastest",
+                      setup="import itertools")
+
+register(RECOMPUTE_BACKWARD_OP, GPIPE_ORDER, BUBBLE, BEST_SPLIT)

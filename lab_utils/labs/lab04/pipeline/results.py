@@ -1,0 +1,119 @@
+"""Reading the ranks' results: one configuration's measured steps as timelines every stage agrees on, and the
+unsplit model's reference to compare them with."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+import torch.nn.functional as F
+
+from .... import spec
+from ....plots import Interval
+from ....tensors import flat_grads
+from .schedules import bubble_fraction, make_schedule, makespan, simulate
+from .stage import PipelineRun
+
+
+KINDS = {"F": "forward", "B": "backward", "S": "step"}  # "step": a library step, timed whole (no per-op timeline)
+
+
+@dataclass
+class Measured:
+    """One configuration's measured steps, as timelines all stages agree on."""
+
+    run: PipelineRun
+    stages: int
+    timelines: list[list[Interval]]  # per timed step, every stage's ops (a library step: one interval per stage)
+    peak_activation_bytes: list[int] | None  # per stage, the most held between ops in any step (library: not measured)
+    stage_grads: list[np.ndarray]     # per stage, its parameters' gradients after the last step
+    logits: np.ndarray | None = None  # the last stage's outputs of the last step (hand-built ops only)
+
+    @property
+    def makespans(self) -> list[float]:
+        return [makespan(t) for t in self.timelines]
+
+    @property
+    def makespan(self) -> float:
+        """The median step's makespan (the lower median: a step that was measured, the one typical() draws)."""
+        return statistics.median_low(self.makespans)
+
+    @property
+    def spread(self) -> float:
+        """measure.spread of the steps' makespans."""
+        from ....measure import spread
+
+        return spread(self.makespans)
+
+    def typical(self) -> list[Interval]:
+        """The timeline of the median step: every figure printed about one step comes from this one."""
+        return next(t for t in self.timelines if makespan(t) == self.makespan)
+
+    @property
+    def bubble(self) -> float:
+        """The bubble fraction of the median step (typical())."""
+        return self.bubbles[self.makespans.index(self.makespan)]
+
+    @property
+    def bubbles(self) -> list[float]:
+        """The bubble fraction of every timed step; a library step, timed whole, has none."""
+        if any(i.kind == KINDS["S"] for t in self.timelines for i in t):
+            raise ValueError(f"{self.run.label!r} ran the library's schedule, timed as one step per stage: it has no "
+                             "per-op timeline, so no bubble (the hand-built ops' runs have one)")
+        return [bubble_fraction(t, self.stages) for t in self.timelines]
+
+    @property
+    def grads(self) -> np.ndarray:
+        """Every stage's gradients in the unsplit model's parameter order."""
+        return np.concatenate(self.stage_grads)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.run.batch_size / self.makespan
+
+
+def measured_by_label(runs, ranks) -> dict[str, Measured]:
+    """Turn lab 04's stage_worker's per-rank results (measured in Rounds) into one Measured per run label."""
+    stages = len(ranks)
+    measured = {}
+    for i, run in enumerate(runs):
+        per_rank = [rank_results[i] for rank_results in ranks]
+        timelines = []
+        for k in range(len(per_rank[-1]["steps"])):
+            events = [(s, e) for s, r in enumerate(per_rank) for e in r["steps"][k]["events"]]
+            t0 = min(e[2] for _, e in events)
+            timelines.append([Interval(f"stage {s}", KINDS[kind], a - t0, b - t0, str(m)) for s, (kind, m, a, b) in events])
+        logits = per_rank[-1].get("logits")
+        peaks = [[step["peak_activation_bytes"] for step in r["steps"]] for r in per_rank]
+        measured[run.label] = Measured(run, stages, timelines,
+                                       None if None in peaks[0] else [max(p) for p in peaks],
+                                       [np.asarray(r["grads"]) for r in per_rank],
+                                       None if logits is None else np.asarray(logits))
+    return measured
+
+
+def reference(run: PipelineRun):
+    """The unsplit model on the same batch, on this process's CPU: (loss, logits, flat gradients)."""
+    model = spec.build_torch(run.model_spec(), run.input_shape, seed=run.seed)
+    x, y = run.batch()
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    grads = flat_grads(model).numpy()
+    return float(loss.detach()), logits.detach().numpy(), grads
+
+
+def mean_op_seconds(intervals, stages: int) -> tuple[list[float], list[float]]:
+    """Per stage, the mean measured forward and backward op durations (to simulate the same schedule ideally)."""
+    fwd, bwd = [], []
+    for s in range(stages):
+        row = [i for i in intervals if i.row == f"stage {s}"]
+        fwd.append(statistics.mean(i.seconds for i in row if i.kind == "forward"))
+        bwd.append(statistics.mean(i.seconds for i in row if i.kind == "backward"))
+    return fwd, bwd
+
+
+def ideal_bubble(measured: Measured) -> float:
+    """The bubble of the same schedule simulated with the median step's measured op times (no transfer cost)."""
+    schedule = make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
+    return bubble_fraction(simulate(schedule, *mean_op_seconds(measured.typical(), measured.stages)), measured.stages)

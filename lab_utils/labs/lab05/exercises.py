@@ -1,0 +1,248 @@
+"""Lab 05: the per-replica batch, reading a PerReplica value, the replica step run in MultiWorkerMirroredStrategy
+worker processes (TensorFlow imported lazily)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...exercises.core import Exercise, close, max_abs_diff, register
+
+SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
+         "import keras\nimport numpy as np\nimport tensorflow as tf")
+
+
+def mirrored_strategy():
+    """A MirroredStrategy over the logical devices this process already configured (configure_devices)."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = gpus or tf.config.list_logical_devices("CPU")
+    return tf.distribute.MirroredStrategy([d.name for d in devices])
+
+
+# ---- per-replica batch ----------------------------------------------------------------------------------------------
+
+def _batch_cases(rng):
+    even = [[r * rng.randint(2, 40), r] for r in (rng.randint(1, 8) for _ in range(4))]
+    r = rng.randint(2, 8)
+    return {"even": even, "uneven": [r * rng.randint(2, 20) + rng.randint(1, r - 1), r]}
+
+
+def _batch_run(per_replica_batch, case):
+    values = [per_replica_batch(g, r) for g, r in case["even"]]
+    g, r = case["uneven"]
+    try:
+        per_replica_batch(g, r)
+        uneven = "no error"
+    except ValueError as exc:
+        uneven = "ValueError" + (" naming both numbers" if str(g) in str(exc) and str(r) in str(exc) else "")
+    except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
+        uneven = type(exc).__name__
+    return {"values": values, "types": [type(v).__name__ for v in values], "uneven": uneven}
+
+
+def _batch_expected(case):
+    return {"values": [g // r for g, r in case["even"]], "types": ["int"] * len(case["even"]),
+            "uneven": "ValueError naming both numbers"}
+
+
+def _batch_judge(got, expected, case):
+    right = expected["values"]
+    if got["values"] != right:
+        if got["values"] == [g * r for g, r in case["even"]]:
+            return 0.0, "the global batch is split over the replicas, not multiplied"
+        return 0.0, f"per_replica_batch should give {right}, got {got['values']}"
+    if got["types"] != expected["types"]:
+        return 0.0, "return an int (integer division //): a batch size is a count"
+    if got["uneven"] == "no error":
+        return 0.5, f"per_replica_batch{tuple(case['uneven'])} does not split evenly: raise ValueError saying so"
+    if got["uneven"] != expected["uneven"]:
+        return 0.5, "raise a ValueError whose message names the global batch and the replica count"
+    return 1.0, "global / replicas, uneven batches refused"
+
+
+PER_REPLICA_BATCH = Exercise("05", "per_replica_batch", _batch_cases, _batch_run, _batch_expected, _batch_judge,
+                             "integer division, and a ValueError (naming both numbers) when the batch does not split")
+
+
+# ---- reading a PerReplica value ---------------------------------------------------------------------------------------
+
+def _local_cases(rng):
+    return {"scale": rng.randint(2, 9), "offset": round(rng.uniform(-3, 3), 2), "size": rng.randint(2, 5)}
+
+
+def _local_run(local_values, case):
+    import tensorflow as tf
+
+    strategy = mirrored_strategy()
+
+    def replica_value():
+        ctx = tf.distribute.get_replica_context()
+        return tf.fill([case["size"]], tf.cast(ctx.replica_id_in_sync_group, tf.float32) * case["scale"] + case["offset"])
+
+    got = local_values(strategy, tf.function(lambda: strategy.run(replica_value))())
+    if not isinstance(got, (list, tuple)):
+        return {"replicas": strategy.num_replicas_in_sync, "type": type(got).__name__, "types": [], "values": []}
+    return {"replicas": strategy.num_replicas_in_sync, "type": "list", "types": [type(v).__name__ for v in got],
+            "values": [np.asarray(v).tolist() for v in got]}
+
+
+REPLICAS = 2  # the probe's set-up configures two devices
+
+
+def _local_expected(case):
+    values = [[r * case["scale"] + case["offset"]] * case["size"] for r in range(REPLICAS)]
+    return {"replicas": REPLICAS, "type": "list", "types": ["ndarray"] * REPLICAS, "values": values}
+
+
+def _local_judge(got, expected, case):
+    if got["type"] != "list":
+        return 0.0, (f"return a list (one entry per replica), got {got['type']}: "
+                     "strategy.experimental_local_results(value) gives the per-replica tensors")
+    right = expected["values"]
+    if got["replicas"] != expected["replicas"] or len(got["values"]) != len(right):
+        return 0.0, f"expected {len(right)} values (one per replica), got {len(got['values'])}"
+    if not close(got["values"], right, 1e-6):
+        return 0.0, "the values are not the replicas' own values, in replica order"
+    if got["types"] != expected["types"]:
+        return 0.5, "the values are right: convert each tensor to numpy with .numpy()"
+    return 1.0, "one numpy array per replica, in replica order"
+
+
+LOCAL_VALUES = Exercise("05", "local_values", _local_cases, _local_run, _local_expected, _local_judge,
+                        "strategy.experimental_local_results, then .numpy() on each", setup=SETUP)
+
+
+# ---- one step, checked: a replica step (this exercise) or lab 05's make_train_step (the GPU check, the tests) run on
+# every replica of a tf.distribute strategy, against one plain-SGD step on one device (TensorFlow imported inside)
+
+DIGITS_SHAPE = (1, 8, 8)  # (C, H, W)
+
+
+def _step_problem(strategy, global_batch: int, seed: int):
+    """A seeded digits CNN (the torch builder's weights, copied) and plain SGD made in the strategy's scope; a batch."""
+    import tensorflow as tf
+
+    from ... import spec
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((global_batch, *DIGITS_SHAPE[1:], DIGITS_SHAPE[0]), dtype=np.float32)
+    y = rng.integers(0, 10, global_batch)
+    layers = spec.cnn2d_2layer_fullconnected_2layer()
+    with strategy.scope():
+        model = spec.build_keras(layers, DIGITS_SHAPE)
+        spec.copy_torch_weights_to_keras(spec.build_torch(layers, DIGITS_SHAPE, seed=seed), model, layers, DIGITS_SHAPE)
+        optimizer = tf.keras.optimizers.SGD(0.1)
+    return model, optimizer, x, y
+
+
+def _flat(model):
+    return np.concatenate([np.asarray(v.numpy()).ravel() for v in model.trainable_variables])
+
+
+def single_device_update(global_batch: int, seed: int) -> dict:
+    """The reference: one plain-SGD step of the seeded CNN on the whole batch on one device; its update and loss."""
+    import tensorflow as tf
+
+    model, optimizer, x, y = _step_problem(tf.distribute.get_strategy(), global_batch, seed)
+    start = _flat(model)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return {"update": (_flat(model) - start).tolist(), "loss": float(loss)}
+
+
+def one_step_update(replica_step, strategy, global_batch: int, seed: int, *, make_train_step=None) -> dict:
+    """The same step run by `replica_step(model, optimizer, images, labels, global_batch)` on every replica of
+    `strategy` (or, given make_train_step instead, the step it makes: lab 05's); its update and summed loss."""
+    import tensorflow as tf
+
+    model, optimizer, x, y = _step_problem(strategy, global_batch, seed)
+    start = _flat(model)
+    options = tf.data.Options()  # workers shard the global batch by element (in-memory arrays have no files to split)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch).with_options(options)
+    images, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
+    if make_train_step is not None:
+        loss = float(make_train_step(strategy, model, optimizer, global_batch)((images, labels)))
+        return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
+
+    @tf.function
+    def step(a, b):
+        per_replica = strategy.run(lambda i, j: replica_step(model, optimizer, i, j, global_batch), args=(a, b))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    loss = float(step(images, labels))
+    return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
+
+
+# ---- the distributed train step --------------------------------------------------------------------------------------
+
+def replica_step_worker(rank: int, world_size: int, replica_step, case: dict) -> dict:
+    """A MultiWorkerMirroredStrategy worker (TF_CONFIG set by the launcher): one step with the learner's replica step."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    return one_step_update(replica_step, strategy, case["per_replica"] * world_size, case["seed"])
+
+
+WORKERS = 2
+
+
+def _step_cases(rng):
+    return {"seed": rng.randrange(10**6), "per_replica": rng.choice([6, 8, 12])}
+
+
+def step_answer(workers: list[dict]) -> dict:
+    """What the judge sees of one run of the workers: worker 0's update and loss, and how far the others differ."""
+    updates = [np.array(w["update"]) for w in workers]
+    return {**workers[0], "workers_differ_by": max(float(np.abs(u - updates[0]).max()) for u in updates)}
+
+
+def _step_run(replica_step, case):
+    from ...launch import RankError
+    from ...tf_distribute import launch_workers
+
+    try:
+        return step_answer(launch_workers(replica_step_worker, WORKERS, args=(replica_step, case), timeout=180))
+    except RankError as err:
+        if err.message.startswith("NotImplementedError"):  # the stub, raised in a worker: say so as the stub
+            raise NotImplementedError(err.message) from None
+        raise
+
+
+def _step_expected(case):
+    """One device, one step on the whole global batch (WORKERS replicas' worth)."""
+    return {**single_device_update(case["per_replica"] * WORKERS, case["seed"]), "replicas": WORKERS,
+            "workers_differ_by": 0.0}
+
+
+def _step_judge(got, expected, case):
+    reference = expected
+    update, right = np.array(got["update"], dtype=float), np.array(reference["update"])
+    if got["replicas"] != WORKERS:
+        return 0.0, f"expected {WORKERS} replicas in sync (one per worker), got {got['replicas']}"
+    if got["workers_differ_by"] > 1e-6:
+        return 0.0, "the workers ended with different weights: apply the gradients inside the replica step"
+    if not np.abs(update).max():
+        return 0.0, "the weights did not change: apply the gradients with optimizer.apply_gradients(...)"
+    if max_abs_diff(update, right) > 1e-5:
+        ratio = float(update @ right / (right @ right))
+        cosine = float(update @ right / (np.linalg.norm(update) * np.linalg.norm(right)))
+        if cosine < 0.999:  # not a matter of scale: another loss function was differentiated
+            return 0.0, (f"the update points elsewhere than one device's (cosine {cosine:.3f}), so this is not a "
+                         "matter of scaling: the loss itself is another function. The CNN returns logits, so the "
+                         "per-example loss needs from_logits=True, as on one device")
+        if abs(ratio - got["replicas"]) < 0.05:
+            return 0.0, (f"the update is {got['replicas']}x too large: a per-replica mean (reduce_mean) is summed over "
+                         f"{got['replicas']} replicas; divide by the global batch (tf.nn.compute_average_loss)")
+        return 0.0, (f"the update is {ratio:.2f}x one device's on the whole batch: scale the per-example losses by the "
+                     "GLOBAL batch, tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)")
+    if abs(got["loss"] - reference["loss"]) > 1e-5:
+        return 0.5, "the update is right; return the scaled loss (the one you differentiated)"
+    return 1.0, f"loss scaled by the global batch: {WORKERS} workers make the same update as one device"
+
+
+REPLICA_STEP = Exercise("05", "replica_step", _step_cases, _step_run, _step_expected, _step_judge,
+                        "scale the per-example losses by the global batch size", setup=SETUP, ranks=WORKERS)
+
+register(PER_REPLICA_BATCH, LOCAL_VALUES, REPLICA_STEP)

@@ -1,0 +1,153 @@
+"""Lab 10: speedup and efficiency, Amdahl's serial fraction, a prediction."""
+from __future__ import annotations
+
+from ...exercises.core import Exercise, FROM_LESSON, register
+
+
+# ---- speedup and efficiency ----------------------------------------------------------------------------------------
+
+def _speedup_cases(rng):
+    fixed = [  # each tells one classic mistake from the right answer
+        [{"samples_per_s": 3000.0, "world_size": 4, "threads": 2}, {"samples_per_s": 1000.0, "world_size": 1, "threads": 1}],
+        [{"samples_per_s": 1500.0, "world_size": 2, "threads": 2}, {"samples_per_s": 1000.0, "world_size": 1, "threads": 2}],
+        [{"samples_per_s": 1800.0, "world_size": 2, "threads": None}, {"samples_per_s": 1000.0, "world_size": 1, "threads": None}],
+    ]
+    drawn = []
+    for _ in range(4):
+        base = {"samples_per_s": round(rng.uniform(100, 1000), 2), "world_size": 1, "threads": rng.choice([1, 2, None])}
+        row = {"samples_per_s": round(rng.uniform(100, 4000), 2), "world_size": rng.choice([2, 4, 8]),
+               "threads": rng.choice([1, 2, None])}
+        drawn.append([row, base])
+    return fixed + drawn
+
+
+def _as_result(fields: dict):
+    """A results row (measure.Result) from the plain-data fields of a case."""
+    from ...measure import Result
+
+    return Result(lab="10", framework="torch", strategy="ddp" if fields["world_size"] > 1 else "single",
+                  world_size=fields["world_size"], device="cpu", batch_size=256, samples_per_s=fields["samples_per_s"],
+                  wall_s=256 / fields["samples_per_s"], workload="exercise", threads=fields["threads"])
+
+
+def _speedup_run(speedup_and_efficiency, cases):
+    return [[float(v) for v in speedup_and_efficiency(_as_result(row), _as_result(base))] for row, base in cases]
+
+
+def _hardware(fields: dict) -> float:
+    return fields["world_size"] * (fields["threads"] or 1)
+
+
+def _speedup_judge(got, expected, cases):
+    def near(a, b):
+        return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+    for g, e, (row, base) in zip(got, expected, cases):
+        if len(g) != 2:
+            return 0.0, "return two numbers: (speedup, efficiency)"
+        if not near(g[0], e[0]):
+            if near(g[0], 100 * e[0]):
+                return 0.0, "the speedup is a ratio (1.8 for 1.8x), not a percentage: leave out the factor 100"
+            if near(g[0], 1 / e[0]):
+                return 0.0, "speedup is the row's samples/s over the baseline's, not the other way round"
+            return 0.0, f"the speedup of {row} over {base} should be {e[0]:.3f}, got {g[0]:.3f}"
+        if not near(g[1], e[1]):
+            if near(g[1], 100 * e[1]):
+                return 0.0, ("efficiency is a fraction (0.9 for 90 %, 1.0 for perfect scaling), not a percentage: "
+                             "leave out the factor 100")
+            if near(g[1], e[0] / row["world_size"]):
+                return 0.0, "efficiency divides by the extra hardware: ranks x threads of the row, not ranks alone"
+            if near(g[1], e[0] / _hardware(row)):
+                return 0.0, ("efficiency divides by the row's hardware over the baseline's: the baseline used "
+                             f"{_hardware(base):g} thread(s) too")
+            return 0.0, "efficiency = speedup / (ranks x threads of the row over those of the baseline)"
+    return 1.0, "speedup and efficiency right"
+
+
+SPEEDUP = Exercise("10", "speedup_and_efficiency", _speedup_cases, _speedup_run, FROM_LESSON, _speedup_judge,
+                   "efficiency divides the speedup by the extra hardware: ranks x threads (threads None counts as 1), "
+                   "the row's over the baseline's; both are plain ratios (efficiency 0.9, not 90)")
+
+
+# ---- Amdahl's serial fraction ---------------------------------------------------------------------------------------
+
+def _serial_cases(rng):
+    s = rng.uniform(0.02, 0.4)
+    return [[n, 1 / (s + (1 - s) / n) * rng.uniform(0.95, 1.05)] for n in (2, 4, 8, 16)]
+
+
+def _serial_run(fit_serial_fraction, points):
+    return float(fit_serial_fraction([tuple(p) for p in points]))
+
+
+def _serial_expected(points):
+    from ... import report
+
+    return report.fit_serial_fraction(points)
+
+
+def _fit_on_speedups(points) -> float:
+    """The s that least squares on S itself gives (the plausible mistake: curve-fitting the speedups, not 1/S)."""
+    import numpy as np
+
+    grid = np.linspace(-0.5, 1.5, 20001)
+    errors = [sum((speedup - 1 / (s + (1 - s) / n)) ** 2 for n, speedup in points) for s in grid]
+    return float(grid[int(np.argmin(errors))])
+
+
+def _serial_judge(got, expected, points):
+    import numpy as np
+
+    if abs(got - expected) <= 1e-3:
+        return 1.0, "serial fraction fitted to every point"
+    if abs(got - (1 - expected)) <= 1e-3:
+        return 0.0, "that is the parallel fraction; the serial fraction is 1 minus it"
+    per_point = [(1 / s - 1 / n) / (1 - 1 / n) for n, s in points]
+    if abs(got - per_point[0]) <= 1e-3:
+        return 0.0, "that fits the first point only: least squares over all the points"
+    if abs(got - float(np.mean(per_point))) <= 1e-3 or abs(got - float(np.median(per_point))) <= 1e-3:
+        return 0.0, ("that averages each point's own s: least squares weighs a point by how much its N says about s "
+                     "((1 - 1/N)^2), so fit one s to all the points at once")
+    slope, intercept = np.polyfit([1 / n for n, _ in points], [1 / s for _, s in points], 1)
+    if abs(got - intercept) <= 2e-3 or abs(got - (1 - slope)) <= 2e-3:
+        return 0.0, ("that fits a line 1/S = a + b/N with a free slope; Amdahl ties them (a = s, b = 1 - s): one "
+                     "unknown, so fit s alone to 1/S - 1/N = s (1 - 1/N)")
+    if abs(got - _fit_on_speedups(points)) <= 2e-3:
+        return 0.0, ("that fits the speedups S themselves; Amdahl is linear in 1/S, not in S: least squares on "
+                     "1/S - 1/N = s (1 - 1/N)")
+    return 0.0, "Amdahl: 1/S = s + (1 - s)/N is linear in s; fit s to all points by least squares"
+
+
+SERIAL = Exercise("10", "fit_serial_fraction", _serial_cases, _serial_run, _serial_expected, _serial_judge,
+                  "1/S = 1/N + s (1 - 1/N) is linear in s: least squares over all points", setup="import numpy as np")
+
+
+# ---- predicting a speedup --------------------------------------------------------------------------------------------
+
+def _predict_cases(rng):
+    return [[round(rng.uniform(0, 0.5), 3), rng.choice([2, 3, 4, 8, 16])] for _ in range(4)] + [[0.0, 5], [1.0, 4]]
+
+
+def _predict_run(predict_speedup, cases):
+    return [float(predict_speedup(s, n)) for s, n in cases]
+
+
+def _predict_expected(cases):
+    from ... import report
+
+    return [float(report.amdahl_speedup(s, n)) for s, n in cases]
+
+
+def _predict_judge(got, expected, cases):
+    for g, e, (s, n) in zip(got, expected, cases):
+        if abs(g - e) > 1e-9 * e:
+            if abs(g - (s + (1 - s) / n)) <= 1e-9:
+                return 0.0, "that is 1/S: the speedup is its inverse"
+            return 0.0, f"predict_speedup({s}, {n}) should be {e:.4f}, got {g:.4f}: S(N) = 1 / (s + (1 - s) / N)"
+    return 1.0, "Amdahl's law"
+
+
+PREDICT = Exercise("10", "predict_speedup", _predict_cases, _predict_run, _predict_expected, _predict_judge,
+                   "Amdahl: S(N) = 1 / (s + (1 - s) / N)")
+
+register(SPEEDUP, SERIAL, PREDICT)

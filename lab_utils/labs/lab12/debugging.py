@@ -1,0 +1,80 @@
+"""Lab 12's shared pieces, beside the lesson: a hang table built from made-up records, the uneven-data problem (its
+worker and one process's reference), and a model with a layer it never uses."""
+from __future__ import annotations
+
+LAYERS = ("stem", "left", "right", "head")
+
+
+def hang_table(case) -> str:
+    """The launcher's table for one case (built by the same code that prints it after a hang)."""
+    from ...launch import where
+
+    def call(seq, op, state, line):
+        return {"seq": seq, "op": op, "shapes": [[4]] if op != "barrier" else [], "dtype": "float32" if op != "barrier"
+                else "", "where": ("train.py", line, "step"), "state": state}
+
+    history = [call(s, "all_reduce", "completed", 5) for s in range(1, case["done"] + 1)]
+    seq = case["done"] + 1
+    reports = {r: {"calls": history + [call(seq, case["now"] if r == case["odd"] else case["waited"], "in progress",
+                                            case["line_odd"] if r == case["odd"] else case["line_others"])],
+                   "count": seq} for r in range(case["world"])}
+    return where.table(reports, {r: "running" for r in range(case["world"])})
+
+
+def uneven_problem(case, world_size: int = 2):
+    """A seeded small model and each rank's batches: rank r has `steps` batches, the last rank one more."""
+    import torch
+
+    from ... import spec
+
+    gen = torch.Generator().manual_seed(case["seed"])
+    per_rank = [[(torch.rand(case["batch"], 1, 8, 8, generator=gen), torch.randint(0, 10, (case["batch"],), generator=gen))
+                 for _ in range(case["steps"] + (1 if r == world_size - 1 else 0))] for r in range(world_size)]
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=case["seed"])
+    return model, per_rank
+
+
+def one_process(case, lone_last_step: bool, halved: bool = False, world_size: int = 2):
+    """One process over the global batches (both ranks' batches together); the last rank's extra batch as one more
+    step (`halved`: its gradient divided by the world size, as Join's default does), or dropped."""
+    import torch
+    import torch.nn.functional as F
+
+    from ... import tensors
+
+    model, per_rank = uneven_problem(case, world_size)
+    optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"])
+    steps = [(torch.cat([b[s][0] for b in per_rank]), torch.cat([b[s][1] for b in per_rank]), 1.0)
+             for s in range(case["steps"])]
+    if lone_last_step:
+        x, y = per_rank[-1][-1]
+        steps.append((x, y, 1.0 / world_size if halved else 1.0))
+    for x, y, scale in steps:
+        optimizer.zero_grad()
+        (F.cross_entropy(model(x), y) * scale).backward()
+        optimizer.step()
+    return tensors.flat_weights(model).tolist()
+
+
+def branchy_model(case):
+    """Four Linear layers; `unused` is built but never used in forward, `frozen` has requires_grad=False, `zeroed`'s
+    output is multiplied by 0 (its gradient exists and is zero)."""
+    import torch
+
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(case["seed"])
+            for name in LAYERS:
+                setattr(self, name, torch.nn.Linear(6, 6))
+            getattr(self, case["frozen"]).requires_grad_(False)
+
+        def forward(self, x):
+            out = 0
+            for name in LAYERS:
+                if name != case["unused"]:
+                    y = getattr(self, name)(x)
+                    out = out + (0 * y if name == case["zeroed"] else y)
+            return out
+
+    return Branchy()

@@ -1,0 +1,181 @@
+"""Lab 12: read a hang table; make ranks with uneven data finish as one process would (real ranks); find the
+parameter that gets no gradient."""
+from __future__ import annotations
+
+from .debugging import LAYERS, branchy_model, hang_table, one_process, uneven_problem
+from ...exercises.core import Exercise, register
+
+SETUP = ("import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F\n"
+         "from torch.distributed.algorithms import Join")
+
+
+# ---- the harness of the uneven-data exercise: the learner's train_all in real ranks ----------------------------
+
+def uneven_worker(rank, world_size, train_all, case):
+    """train_all(ddp_model, my_batches, optimizer) on this rank's batches; the weights it ends with."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ... import tensors
+    from ...launch import process_group
+
+    with process_group(timeout_s=60):
+        model, per_rank = uneven_problem(case, world_size)
+        ddp = DDP(model)
+        train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
+        return tensors.flat_weights(model).tolist()
+
+
+# ---- read a hang table ------------------------------------------------------------------------------------------------
+
+def _table_cases(rng):
+    """Tables of 3 or 4 ranks where one rank went its own way: it skipped the collective the others wait in."""
+    cases = []
+    for _ in range(4):
+        world, odd = rng.choice([3, 4]), 0
+        odd = rng.randrange(world)
+        waited, now = rng.sample(["all_reduce", "broadcast", "all_gather", "reduce_scatter"], 1)[0], "barrier"
+        done, line_others, line_odd = rng.randint(2, 9), rng.randint(10, 30), rng.randint(31, 50)
+        cases.append({"world": world, "odd": odd, "waited": waited, "now": now, "done": done,
+                      "line_others": line_others, "line_odd": line_odd})
+    return cases
+
+
+def _table_run(culprit, cases):
+    return [list(culprit(hang_table(case))) for case in cases]
+
+
+def _table_expected(cases):
+    return [[c["odd"], c["waited"], f"train.py:{c['line_odd']}"] for c in cases]
+
+
+def _table_judge(got, expected, cases):
+    for g, e, case in zip(got, expected, cases):
+        rank, op, line = g
+        if int(rank) != e[0]:
+            if int(rank) == 0 or int(rank) == case["world"] - 1:
+                return 0.0, (f"rank {rank} is one of the ranks that agree: the culprit is the one rank whose call "
+                             f"#{case['done'] + 1} differs from all the others'")
+            return 0.0, f"rank {rank} is not the rank whose call #{case['done'] + 1} differs from the others'"
+        if op == case["now"]:
+            return 0.0, (f"{op} is where the odd rank is now; the collective it skipped is the one every other rank "
+                         "waits in")
+        if op != e[1]:
+            return 0.0, f"{op!r}: name the collective the other ranks wait in, as the table spells it ({e[1]!r})"
+        if line == f"train.py:{case['line_others']}":
+            return 0.0, "that is the other ranks' line; the fix starts at the odd rank's line, where it went its own way"
+        if line != e[2]:
+            return 0.0, f"{line!r}: give the odd rank's line as the table writes it (file:line)"
+    return 1.0, "the odd rank, the collective it skipped and its line"
+
+
+HANG_CULPRIT = Exercise("12", "hang_culprit", _table_cases, _table_run, _table_expected, _table_judge,
+                        "read the 'first difference' line: which rank's call differs, what the others wait in, "
+                        "and where that rank is")
+
+
+# ---- uneven data, in real ranks ----------------------------------------------------------------------------------------
+
+def _uneven_cases(rng):
+    return {"seed": rng.randrange(10**6), "batch": rng.choice([4, 8]), "steps": rng.choice([2, 3]),
+            "lr": rng.choice([0.05, 0.1])}
+
+
+def _uneven_run(train_all, case, world_size: int = 2):
+    from ...launch import launch
+
+    return launch(uneven_worker, world_size, args=(train_all, case), timeout=25)
+
+
+def _uneven_expected(case):
+    return {"join": one_process(case, True), "balanced": one_process(case, False),
+            "join_divided": one_process(case, True, halved=True)}
+
+
+def _uneven_judge(got, expected, case):
+    from ...exercises.core import max_abs_diff
+
+    if any(max_abs_diff(r, got[0]) > 1e-6 for r in got):
+        return 0.0, ("the ranks ended with different weights: every step's gradients must be all-reduced (train the "
+                     "DDP model you were given, not model.module)")
+    if max_abs_diff(got[0], expected["join"]) <= 1e-5:
+        return 1.0, "equal to one process (Join: the extra batch is one more step, as one process would take it)"
+    if max_abs_diff(got[0], expected["balanced"]) <= 1e-5:
+        return 0.0, ("it finishes, but the extra batch was dropped (the lesson's balanced shards): keep every batch, "
+                     "wrap the loop in Join([model], divide_by_initial_world_size=False)")
+    if max_abs_diff(got[0], expected["join_divided"]) <= 1e-5:
+        return 0.0, ("it finishes, but the last step's gradient was divided by the world size while only one rank "
+                     "had data: Join([model], divide_by_initial_world_size=False)")
+    return 0.0, (f"the weights differ from one process by up to {max_abs_diff(got[0], expected['join']):.1e}: each "
+                 "step must be one global batch (zero_grad, forward, backward, step) on every rank")
+
+
+TRAIN_ALL = Exercise("12", "train_all", _uneven_cases, _uneven_run, _uneven_expected, _uneven_judge,
+                     "the rank with fewer batches must keep answering the others' all-reduces until every rank is "
+                     "done (Join)", setup=SETUP, ranks=2,
+                     shape=lambda expected, case: [expected["join"]] * 2)
+
+
+# ---- the parameter that gets no gradient ---------------------------------------------------------------------------------
+
+
+def _unused_cases(rng):
+    cases: list[dict] = []
+    for _ in range(4):
+        unused, frozen, zeroed = rng.sample(LAYERS, 3)
+        cases.append({"seed": rng.randrange(10**6), "unused": unused, "frozen": frozen, "zeroed": zeroed,
+                      "stale": len(cases) == 3})  # the last model comes with gradients left by an earlier step
+    return cases
+
+
+def _unused_run(parameters_without_gradient, cases):
+    import torch
+
+    answers = []
+    for case in cases:
+        model = branchy_model(case)
+        x = torch.randn(3, 6, generator=torch.Generator().manual_seed(case["seed"]))
+        if case.get("stale"):
+            for p in model.parameters():
+                if p.requires_grad:
+                    p.grad = torch.zeros_like(p)  # as zero_grad(set_to_none=False) leaves them
+        answers.append(sorted(n if isinstance(n, str) else f"<{type(n).__name__}>"
+                              for n in parameters_without_gradient(model, x)))
+    return answers
+
+
+def _unused_expected(cases):
+    return [sorted(f"{c['unused']}.{p}" for p in ("weight", "bias")) if c["unused"] != c["frozen"] else []
+            for c in cases]
+
+
+def _unused_judge(got, expected, cases):
+    for g, e, case in zip(got, expected, cases):
+        if g == e:
+            continue
+        if any(n.startswith("<") for n in g):
+            return 0.0, "return the parameters' names (str, as named_parameters gives them), not the tensors"
+        used = [layer for layer in LAYERS if layer not in (case["unused"], case["frozen"], case["zeroed"])]
+        if any(n.split(".")[0] in used for n in g):
+            return 0.0, (f"{used[0]} gets a gradient, yet you listed it: p.grad is None before any backward; run one "
+                         "forward and backward on x first")
+        if not g and case.get("stale"):
+            return 0.0, ("nothing listed, but this model came with gradients from an earlier step: clear them first "
+                         "(model.zero_grad(set_to_none=True)), then one forward and backward")
+        if any(n.startswith(case["frozen"] + ".") for n in g):
+            return 0.0, (f"{case['frozen']} is frozen (requires_grad=False): DDP does not wait for it; list only "
+                         "parameters that require a gradient and got none")
+        if any(n.startswith(case["zeroed"] + ".") for n in g):
+            return 0.0, (f"{case['zeroed']}'s gradient is zero, but it exists (p.grad is not None): DDP's reducer got "
+                         "it; only a gradient that is None is missing")
+        if not g:
+            return 0.0, "nothing listed: run forward and backward first, then look for p.grad is None"
+        return 0.0, f"{g}: expected the names (as named_parameters gives them) of the parameters whose .grad is None"
+    return 1.0, "the parameters that need a gradient and get none"
+
+
+PARAMETERS_WITHOUT_GRADIENT = Exercise(
+    "12", "parameters_without_gradient", _unused_cases, _unused_run, _unused_expected, _unused_judge,
+    "one backward pass, then look at p.grad of every parameter that requires a gradient", setup=SETUP)
+
+register(HANG_CULPRIT, TRAIN_ALL, PARAMETERS_WITHOUT_GRADIENT)

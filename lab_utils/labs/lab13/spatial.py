@@ -1,0 +1,210 @@
+"""Lab 13's instruments: its data set of larger images, bytes counted per message, activation bytes counted from
+tensors, and the comparison every library result passes before it is printed. The lesson (the halo exchange, its
+autograd.Function, the slab split) is in the notebook, exported to lab_utils/labs/lab13/lesson.py."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ... import data, measure
+
+DIGITS_LEVELS = 16  # the built-in digits' grey levels run 0..16
+
+
+# ---- data: the course's digits, upscaled, written as a pixel CSV and read back through data.load_csv ---------------
+
+def upscaled_digits_csv(directory, side: int, n: int) -> Path:
+    """Write the first `n` built-in digits, upscaled (bilinear) from 8x8 to side x side with grey levels 0..255, to
+    <directory>/digits_<side>px_<n>.csv (label last, as datasets/digits); written once, deterministically."""
+    if not isinstance(side, int) or side < 8:
+        raise ValueError(f"side must be an int of at least 8 pixels (the digits are 8x8), got {side!r}")
+    train_csv, _ = data.digits_csvs()
+    images, labels = data.load_csv(train_csv)
+    if not 1 <= n <= len(images):
+        raise ValueError(f"n must be between 1 and {len(images)} (the digits' training rows), got {n!r}")
+    path = Path(directory) / f"digits_{side}px_{n}.csv"
+    if path.exists():
+        return path
+    import torch
+    import torch.nn.functional as F
+
+    big = F.interpolate(torch.from_numpy(images[:n]).float(), size=(side, side), mode="bilinear", align_corners=True)
+    pixels = np.rint(big.numpy().reshape(n, -1) * (255 / DIGITS_LEVELS)).clip(0, 255).astype(np.int64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    with partial.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([f"pixel{i}" for i in range(side * side)] + ["label"])
+        writer.writerows([*row, int(label)] for row, label in zip(pixels.tolist(), labels[:n]))
+    partial.replace(path)  # a run stopped half-way leaves no half-written data set behind
+    return path
+
+
+def load_upscaled_digits(directory, side: int, n: int) -> tuple[np.ndarray, np.ndarray, Path]:
+    """(images (n, 1, side, side) in [0, 1], labels, the CSV's path): the CSV validated line by line (data.load_csv)."""
+    path = upscaled_digits_csv(directory, side, n)
+    images, labels = data.load_csv(path, image_shape=(1, side, side))
+    return (images / 255.0).astype(np.float32), labels, path
+
+
+# ---- activation bytes, counted from tensors ----------------------------------------------------------------------
+
+def layer_outputs(model, images) -> list[tuple[str, tuple, int]]:
+    """(layer, output shape, output bytes) of each leaf module of `model` on `images`, from the tensors themselves."""
+    import torch
+
+    rows: list[tuple[str, tuple, int]] = []
+    hooks = [module.register_forward_hook(
+        lambda module, args, out, name=name: rows.append((name, tuple(out.shape), out.numel() * out.element_size())))
+        for name, module in model.named_modules() if not list(module.children())]
+    try:
+        with torch.no_grad():
+            model(images)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return rows
+
+
+@contextlib.contextmanager
+def saved_for_backward():
+    """Count the bytes autograd keeps for the backward pass in the block (each storage once). Yields a dict whose
+    "bytes" is the total."""
+    import torch
+
+    seen: dict = {}
+    counted = {"bytes": 0}
+
+    def pack(tensor):
+        key = (tensor.untyped_storage().data_ptr(), tensor.device)
+        if key not in seen:
+            seen[key] = tensor.untyped_storage().nbytes()
+            counted["bytes"] += seen[key]
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        yield counted
+
+
+# ---- bytes sent, message by message ------------------------------------------------------------------------------
+
+COUNTED_CALLS = ("isend", "send", "all_reduce")
+
+
+class Sends:
+    """Every isend, send and all_reduce this rank calls in the block, with its phase, shape and bytes."""
+
+    def __init__(self):
+        self.calls: list[dict] = []
+        self._phase = ""
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Calls in the block are counted under `name`."""
+        before, self._phase = self._phase, name
+        try:
+            yield self
+        finally:
+            self._phase = before
+
+    def record(self, function: str, arguments: dict) -> None:
+        tensor = arguments["tensor"]
+        self.calls.append({"phase": self._phase, "call": function, "shape": list(tensor.shape),
+                           "bytes": tensor.numel() * tensor.element_size()})
+
+    def rows(self) -> list[dict]:
+        """The calls as plain data (they travel back from the rank)."""
+        return [dict(c) for c in self.calls]
+
+
+@contextlib.contextmanager
+def count_sends():
+    """`with count_sends() as sends:` counts this rank's isend, send and all_reduce calls (measure.collective_calls)."""
+    sends = Sends()
+    with measure.collective_calls(COUNTED_CALLS, sends.record):
+        yield sends
+
+
+def halo_bytes_by_layer(per_rank: list[list[dict]], phase: str) -> dict[tuple[int, int], int]:
+    """{(channels, width): bytes} of the halo messages (isend) every rank sent in `phase`, summed over the ranks."""
+    out: dict[tuple[int, int], int] = {}
+    for calls in per_rank:
+        for c in calls:
+            if c["phase"] == phase and c["call"] in ("isend", "send"):
+                key = (c["shape"][1], c["shape"][3])
+                out[key] = out.get(key, 0) + c["bytes"]
+    return out
+
+
+def bytes_of(per_rank: list[list[dict]], phase: str, call: str) -> int:
+    """Bytes of one kind of call in one phase, summed over the ranks (the tensor handed to the call)."""
+    return sum(c["bytes"] for calls in per_rank for c in calls if c["phase"] == phase and c["call"] == call)
+
+
+# ---- a library's result is printed only through a comparison with the unsplit model -----------------------------
+
+@dataclass(frozen=True)
+class LibraryCheck:
+    """A library's output beside the unsplit model's: what it claims (placements, global shape), what it holds
+    (local and gathered shapes) and how far its values are from the reference. The only way this lab prints a
+    library result."""
+
+    name: str
+    placements: str
+    claimed_shape: tuple
+    local_shapes: tuple
+    gathered_shape: tuple
+    reference_shape: tuple
+    max_diff: float | None  # None: the shapes differ, nothing to compare element by element
+    tolerance: float
+    wrong_columns: tuple = ()  # the last dimension's indices where the values differ (shapes equal)
+
+    @classmethod
+    def compare(cls, name: str, result: dict, reference, tolerance: float = 1e-5) -> "LibraryCheck":
+        """Check a probe's `result` (placements, claimed_shape, local_shape per rank, gathered) against `reference`."""
+        if reference is None:
+            raise ValueError(f"{name}: a library result needs the unsplit model's output to be compared with")
+        want = np.asarray(reference)
+        got = np.asarray(result["gathered"])
+        diff: float | None = None
+        columns: tuple[int, ...] = ()
+        if got.shape == want.shape:
+            error = np.abs(got - want).reshape(-1, want.shape[-1]) if want.ndim else np.abs(got - want).reshape(1, 1)
+            diff = float(error.max()) if error.size else 0.0
+            columns = tuple(int(i) for i in np.flatnonzero(~(error <= tolerance).all(axis=0)))
+        return cls(name, str(result["placements"]), tuple(result["claimed_shape"]),
+                   tuple(tuple(s) for s in result["local_shapes"]), tuple(got.shape), tuple(want.shape), diff,
+                   tolerance, columns)
+
+    @property
+    def right(self) -> bool:
+        """The gathered result has the reference's shape and values (within the tolerance)."""
+        return self.max_diff is not None and math.isfinite(self.max_diff) and self.max_diff <= self.tolerance
+
+    def problems(self) -> list[str]:
+        """What the comparison found wrong, in words (empty when right)."""
+        out = []
+        if self.claimed_shape != self.reference_shape:
+            out.append(f"claims shape {self.claimed_shape}, the unsplit model's output is {self.reference_shape}")
+        if self.gathered_shape != self.reference_shape:
+            out.append(f"its full_tensor() has shape {self.gathered_shape}, not {self.reference_shape}")
+        if "Replicate" in self.placements and len(set(self.local_shapes)) == 1 and \
+                self.local_shapes[0] != self.claimed_shape:
+            out.append(f"its placement says {self.placements} (every rank the whole tensor) while each rank holds "
+                       f"{self.local_shapes[0]}")
+        if self.max_diff is not None and not self.right:
+            where = f" at columns {list(self.wrong_columns)} of {self.reference_shape[-1]}" \
+                if len(self.wrong_columns) < self.reference_shape[-1] else " everywhere"
+            out.append(f"its values differ from the unsplit model's by up to {self.max_diff:.2e}{where}")
+        return out
+
+    def __str__(self) -> str:
+        head = f"library vs unsplit model, {self.name}:"
+        if self.right:
+            return f"{head} right (max |difference| {self.max_diff:.1e} <= {self.tolerance:g})"
+        return f"{head} WRONG, with no error raised: " + "; ".join(self.problems())

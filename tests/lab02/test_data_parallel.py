@@ -1,0 +1,258 @@
+"""DataParallel's phases run for real: split rules, equivalence with one device, concurrency, errors; the sweep's
+typed results; the GPU check."""
+import copy
+import threading
+
+import pytest
+import torch
+import torch.nn as nn
+
+from lab_utils.labs.lab02 import data_parallel
+from lab_utils import hardware, measure, spec
+from lab_utils.labs.lab02 import lesson as lab02  # lab 02's DataParallel, generated from its notebook
+from lab_utils.labs.lab02 import bench as bench_dp
+from lab_utils.labs.lab02 import gpu_check as gpu_dp
+
+CPU_ONLY = hardware.HardwareReport("laptop", 2, (), "3.11", "2.13.0", "2.21.0")
+ONE_GPU = hardware.HardwareReport("ws", 8, (hardware.GPU(0, "G", 24.0),), "3.11", "2.13.0", "2.21.0")
+FOUR_GPUS = hardware.HardwareReport("srv", 32, tuple(hardware.GPU(i, "G", 80.0) for i in range(4)), "3.11", "2.13.0", "-")
+
+
+def problem(n, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed)
+    return model, torch.rand(n, 1, 8, 8, generator=gen), torch.randint(0, 10, (n,), generator=gen)
+
+
+@pytest.mark.parametrize("n, parts, sizes", [(8, 2, [4, 4]), (10, 3, [4, 3, 3]), (10, 4, [3, 3, 2, 2]), (5, 5, [1] * 5)])
+def test_split_sizes_differ_by_one_at_most_and_cover_the_batch(n, parts, sizes):
+    assert data_parallel.split_sizes(n, parts) == sizes
+
+
+def test_a_batch_smaller_than_the_devices_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"batch of 3 sample\(s\) cannot be split across 4 devices.*at least 4"):
+        data_parallel.split_sizes(3, 4)
+
+
+def test_scatter_keeps_rows_in_order_and_gather_undoes_it():
+    batch = torch.arange(20.0).reshape(10, 2)
+    chunks = data_parallel.scatter(batch, ["cpu"] * 3)
+    assert [len(c) for c in chunks] == [4, 3, 3]
+    assert torch.equal(data_parallel.gather(chunks, "cpu"), batch)
+
+
+def test_reduce_gradients_sums_into_device_zero_and_skips_unused_parameters():
+    model = nn.Linear(2, 2)
+    replicas = [copy.deepcopy(model) for _ in range(2)]
+    model.weight.grad = torch.ones(2, 2)
+    for k, r in enumerate(replicas, start=1):
+        r.weight.grad = torch.full((2, 2), float(k))
+    data_parallel.reduce_gradients(model, replicas)
+    assert torch.equal(model.weight.grad, torch.full((2, 2), 4.0))
+    assert model.bias.grad is None
+
+
+@pytest.mark.parametrize("n, devices", [(32, 2), (31, 2), (10, 3)])
+def test_data_parallel_gradients_equal_one_device_even_for_uneven_batches(n, devices):
+    model, x, y = problem(n)
+    assert lab02.gradient_difference(model, x, y, data_parallel.plan_devices(devices, CPU_ONLY)) <= 1e-5
+
+
+def test_training_steps_refresh_the_replicas_so_weights_track_one_device():
+    model, x, y = problem(24)
+    single = copy.deepcopy(model)
+    single_opt = torch.optim.SGD(single.parameters(), lr=0.1, momentum=0.9)
+    with lab02.DataParallel(copy.deepcopy(model), data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+        opt = torch.optim.SGD(parallel.model.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(3):
+            loss = parallel.step(x, y, opt).loss
+            single_loss = data_parallel.single_device_step(single, x, y, single_opt)
+            assert abs(loss - single_loss) < 1e-5
+        assert data_parallel.max_abs_diff(list(parallel.model.parameters()), list(single.parameters())) <= 1e-5
+
+
+def test_each_step_reports_every_phase_on_the_right_devices():
+    model, x, y = problem(16)
+    with lab02.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+        report = parallel.step(x, y, torch.optim.SGD(model.parameters(), lr=0.1))
+    phases = report.phase_seconds()
+    assert set(phases[parallel.rows[0]]) == set(data_parallel.PHASES)
+    assert set(phases[parallel.rows[1]]) == {"forward", "backward"}
+    assert report.chunk_sizes == [8, 8]
+    assert all(i.end_s >= i.start_s >= 0 for i in report.intervals)
+    assert report.seconds > 0 and report.peak_memory_bytes is None
+
+
+def test_device_zero_moves_what_every_other_device_moves_combined():
+    model, x, y = problem(10)
+    with lab02.DataParallel(model, data_parallel.plan_devices(3, hardware.HardwareReport("h", 4, (), "", "", ""))) as parallel:
+        moved = parallel.step(x, y).bytes_moved
+    weights = sum(p.numel() * 4 for p in model.parameters())
+    # device 2 receives 3 images of 8x8, the weights, and the gradient of its 3 x 10 outputs
+    assert moved[2]["received"] == 3 * 64 * 4 + weights + 3 * 10 * 4
+    assert moved[2]["sent"] == 3 * 10 * 4 + weights
+    assert moved[0]["received"] == moved[1]["sent"] + moved[2]["sent"]
+    assert moved[0]["sent"] == moved[1]["received"] + moved[2]["received"]
+
+
+class Rendezvous(nn.Module):
+    """Waits until every replica is inside forward at the same time: proves the replicas run concurrently."""
+
+    def __init__(self, parties):
+        super().__init__()
+        self.barrier = threading.Barrier(parties, timeout=10)
+        self.linear = nn.Linear(4, 2)
+
+    def forward(self, x):
+        self.barrier.wait()
+        return self.linear(x)
+
+    def __deepcopy__(self, memo):
+        clone = Rendezvous.__new__(Rendezvous)
+        nn.Module.__init__(clone)
+        clone.barrier = self.barrier  # shared on purpose
+        clone.linear = copy.deepcopy(self.linear, memo)
+        return clone
+
+
+def test_replicas_run_at_the_same_time_on_separate_threads():
+    model = Rendezvous(2)
+    with lab02.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+        parallel.step(torch.rand(6, 4), torch.randint(0, 2, (6,)))  # a serial run would break the barrier
+
+
+class FailsOnSmallChunks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 2)
+
+    def forward(self, x):
+        if len(x) < 3:
+            raise RuntimeError(f"replica got {len(x)} rows")
+        return self.linear(x)
+
+
+def test_an_error_in_a_replica_is_raised_in_the_caller():
+    with lab02.DataParallel(FailsOnSmallChunks(), data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+        with pytest.raises(RuntimeError, match="replica got 2 rows"):
+            parallel.step(torch.rand(5, 4), torch.randint(0, 2, (5,)))
+
+
+def test_bad_inputs_get_clear_errors():
+    model, x, y = problem(8)
+    parallel = lab02.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY))
+    with pytest.raises(ValueError, match="differ in length: 8 vs 7"):
+        parallel.step(x, y[:7])
+    parallel.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        parallel.step(x, y)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.0, "2"])
+def test_impossible_device_counts_are_refused(bad):
+    with pytest.raises(ValueError, match="positive integer"):
+        data_parallel.plan_devices(bad, CPU_ONLY)
+
+
+def test_too_many_cpu_devices_are_refused_and_more_than_cores_warn():
+    with pytest.raises(ValueError, match="impossible here"):
+        data_parallel.plan_devices(9, CPU_ONLY)
+    assert "oversubscribed" in data_parallel.plan_devices(3, CPU_ONLY).reason
+
+
+def test_device_plans_follow_the_hardware():
+    cpu = data_parallel.plan_devices(None, CPU_ONLY)
+    assert cpu.backend == "threads" and cpu.devices == (torch.device("cpu"),) * 2 and cpu.threads_per_device == 1
+    shared = data_parallel.plan_devices(3, ONE_GPU)
+    assert shared.devices == (torch.device("cuda", 0),) * 3 and "share cuda:0" in shared.reason
+    many = data_parallel.plan_devices(None, FOUR_GPUS)
+    assert many.backend == "torch" and many.devices == tuple(torch.device("cuda", i) for i in range(4))
+    assert data_parallel.plan_devices(2, FOUR_GPUS, backend="threads").backend == "threads"
+    with pytest.raises(ValueError, match="needs 2 GPUs"):
+        data_parallel.plan_devices(2, CPU_ONLY, backend="torch")
+
+
+def test_nn_data_parallel_on_a_cpu_only_machine_is_the_plain_module():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nn.DataParallel does split here")
+    seen = []
+    model = nn.Linear(4, 2)
+    model.register_forward_hook(lambda m, inputs, out: seen.append(len(inputs[0])))
+    wrapped = nn.DataParallel(model)
+    wrapped(torch.rand(8, 4))
+    assert wrapped.device_ids == [] and seen == [8]
+
+
+def test_device_zero_alone_is_the_time_of_its_serial_phases():
+    model, x, y = problem(32)
+    with lab02.DataParallel(model, data_parallel.plan_devices(2, CPU_ONLY)) as parallel:
+        report = parallel.step(x, y, torch.optim.SGD(model.parameters(), lr=0.1))
+    serial = sum(i.seconds for i in report.intervals if i.row == parallel.rows[0] and i.kind in data_parallel.COORDINATOR_PHASES)
+    assert report.device0_alone_seconds() == pytest.approx(serial) and 0 < serial < report.seconds
+
+
+def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
+    sweep = data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(4, 6), repeats=2, warmup=1, hw=CPU_ONLY)
+    assert sweep.batch_sizes == [4, 6] and len(sweep.results) == 6
+    assert all(isinstance(r, measure.Result) and r.lab == "02" and r.workload == data_parallel.SWEEP_WORKLOAD for r in sweep.results)
+    many = sweep.result(6, data_parallel.dp_name(2))
+    assert (many.strategy, many.world_size, many.threads, many.repeats) == ("dp", 2, 1, 2)
+    assert sweep.result(6, data_parallel.threaded_name(2)).threads == 2 and sweep.result(6, data_parallel.ONE_DEVICE).threads == 1
+    # the table's speedup is the figure a verdict on the same pair prints (median of paired ratios), not medians' ratio
+    timings = sweep.timings[6]
+    assert sweep.speedup(6, data_parallel.dp_name(2)) == measure.verdict(
+        timings[data_parallel.dp_name(2)], timings[data_parallel.ONE_DEVICE], claim="c", expected="e", timed=False).ratio
+    assert many.samples_per_s == pytest.approx(6 / many.wall_s) and many.spread >= 0
+    figures = bench_dp.figures(bench_dp.SweepAndGradCheck(sweep, 1e-9))
+    assert figures["batch_size"] == 6 and figures["grad_max_abs_diff"] == 1e-9 and figures["speedup"] == round(sweep.speedup(6, data_parallel.dp_name(2)), 3)
+    assert {"single_spread", "dp_spread", "threads_spread", "flags"} <= set(figures["by_batch"][0])
+    assert set(figures["phase_ms"][6]) == {"device 0 (cpu)", "device 1 (cpu)"}
+    with pytest.raises(KeyError, match="no result"):
+        sweep.result(5, data_parallel.ONE_DEVICE)
+
+
+def test_sweep_rows_more_devices_than_cores_are_flagged_oversubscribed():
+    one_core = hardware.HardwareReport("tiny", 1, (), "3.11", "2.13.0", "-")
+    sweep = data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=one_core)
+    assert "oversubscribed" in sweep.result(4, data_parallel.dp_name(2)).flags
+    assert "oversubscribed" not in sweep.result(4, data_parallel.ONE_DEVICE).flags
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the check runs instead")
+def test_the_gpu_check_says_it_skipped_without_a_gpu():
+    result = gpu_dp.gpu_check()
+    assert len(result) == 3 and set(result.values()) == {"skipped: no GPU"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: runs lab 02's step on this machine's GPU(s)")
+def test_the_gpu_check_passes_or_skips_with_a_reason():
+    result = gpu_dp.gpu_check()
+    assert result["DataParallel step, 2 replicas sharing cuda:0"] == "passed", result
+    assert all(v == "passed" or v.startswith("skipped: needs 2 GPUs") for v in result.values()), result
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: runs DataParallel on this machine's GPU(s)")
+def test_on_gpus_data_parallel_uses_them_and_matches_one_device():
+    plan = data_parallel.plan_devices(2)
+    assert all(d.type == "cuda" for d in plan.devices)
+    model, x, y = problem(64)
+    assert lab02.gradient_difference(model, x, y, plan) <= 1e-4  # TF32/cuDNN may reorder sums
+    with lab02.DataParallel(model, plan) as parallel:
+        report = parallel.step(x, y)
+    assert report.chunk_sizes == [32, 32]
+    if torch.cuda.device_count() >= 2:
+        assert plan.backend == "torch" and set(report.peak_memory_bytes) == {0, 1}
+
+
+def test_a_sweep_row_of_one_device_on_two_threads_at_005x_one_thread_is_flagged():
+    # issue 46, lab 02 on a busy machine: "1 device x 2 threads at 0.05x one device" was printed unflagged
+    from lab_utils import detectors
+
+    one, two = measure.Timing((0.010,) * 3, warmup=1), measure.Timing((0.200,) * 3, warmup=1)  # 0.05x
+    row = data_parallel._sweep_result(data_parallel.threaded_name(2), "single", 1, 2, 64, two, one, "cpu", CPU_ONLY)
+    assert detectors.WAITED in row.flags and detectors.impossible(row.flags)
+    fair = data_parallel._sweep_result(data_parallel.threaded_name(2), "single", 1, 2, 64,
+                                       measure.Timing((0.012,) * 3, warmup=1), one, "cpu", CPU_ONLY)  # 0.83x: slow only
+    assert not detectors.impossible(fair.flags)
+    dp = data_parallel._sweep_result(data_parallel.dp_name(2), "dp", 2, 1, 64, two, one, "cpu", CPU_ONLY)
+    assert detectors.WAITED not in dp.flags  # DataParallel's copies can cost that much: not the threads' rule

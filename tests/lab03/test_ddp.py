@@ -1,0 +1,155 @@
+"""lab_utils.ddp in real gloo ranks: lab 03's worker (generated from its notebook) equals one process, the timed
+hook, BatchNorm, checkpoints."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler
+
+from lab_utils import data, ddp, spec
+from lab_utils.launch import launch, launch_jobs, process_group
+from lab_utils.labs.lab03.lesson import DDPConfig, ddp_worker
+from lab_utils.train import train_step
+from lab_utils.variants import variant
+
+CFG = DDPConfig(data={"kind": "digits", "n_train": 256}, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=2,
+                per_rank_batch=16, lr=0.05, seed=3, warmup_steps=0, accumulation=1, timeout_s=120, checkpoint=None)
+# lab 03's summed-gradients bug as an edit of its worker: the timed hook all-reduces without dividing
+summing_worker = variant(ddp_worker, {"ddp.AllReduceTimer(ddp_model, optimizer)":
+                                      "ddp.AllReduceTimer(ddp_model, optimizer, average=False)"},
+                         name="summed gradients", show=False)
+
+
+def one_process(cfg, world_size):
+    """No DDP: the global batches of a world_size-rank run, the same learning rate."""
+    split = data.load_split(cfg.data)
+    train_set = split.datasets()[0]
+    model = spec.build_torch(cfg.layers, split.image_shape, seed=cfg.seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr * world_size, momentum=0.9)
+    sampler = DistributedSampler(train_set, 1, 0, shuffle=True, seed=cfg.seed, drop_last=True)
+    for epoch in range(cfg.epochs):
+        sampler.set_epoch(epoch)
+        for x, y in DataLoader(train_set, batch_size=cfg.per_rank_batch * world_size, sampler=sampler, drop_last=True):
+            train_step(model, x, y, optimizer)
+    return ddp.flat_weights(model)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    jobs = [(ddp_worker, (CFG,)), (summing_worker, (replace(CFG, epochs=1),)), (ddp_worker, (replace(CFG, epochs=1),))]
+    return launch_jobs(jobs, 2, timeout=240)
+
+
+def test_the_lessons_worker_equals_one_process_on_the_global_batch(runs):
+    reference = one_process(CFG, 2)
+    assert all(np.abs(r["weights"] - reference).max() <= 1e-5 for r in runs[0])
+    assert runs[0][0]["samples_per_s"] > 0 and runs[0][0]["allreduce_ms"] > 0
+
+
+def test_summed_gradients_move_further_than_averaged_ones(runs):
+    start = ddp.flat_weights(spec.build_torch(CFG.layers, (1, 8, 8), seed=CFG.seed))
+    summed, averaged = (np.linalg.norm(r[0]["weights"] - start) for r in (runs[1], runs[2]))
+    assert summed > 1.3 * averaged
+
+
+def timer_worker(rank, world_size, steps):
+    """DDP with the timed hook: calls and per-step times, against the step times."""
+    import time
+
+    with process_group(30):
+        model = nn.parallel.DistributedDataParallel(nn.Linear(64, 64))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        timer = ddp.AllReduceTimer(model, optimizer)
+        step_seconds = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            model(torch.ones(4, 64)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            step_seconds.append(time.perf_counter() - start)
+        plain = nn.Linear(2, 2)
+        untimed = ddp.AllReduceTimer(plain, torch.optim.SGD(plain.parameters(), lr=0.1))
+        return {"calls": timer.calls, "per_step": timer.seconds_per_step, "steps": step_seconds,
+                "weights": model.module.weight.detach(), "plain_calls": untimed.calls}
+
+
+def test_the_timed_hook_averages_and_times_one_figure_per_step():
+    ranks = launch(timer_worker, 2, args=(5,), timeout=60)
+    for r in ranks:
+        assert r["calls"] == 5 and len(r["per_step"]) == 5 and r["plain_calls"] == 0
+        assert all(0 < c < s for c, s in zip(r["per_step"], r["steps"]))
+    assert np.array_equal(ranks[0]["weights"], ranks[1]["weights"])
+
+
+def test_linear_warmup_ramps_from_one_devices_rate():
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.4)
+    scheduler = ddp.linear_warmup(optimizer, 4, 3)
+    rates = []
+    for _ in range(5):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert rates == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.4])
+    assert ddp.linear_warmup(torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.4), 4, 0).get_last_lr() == [0.4]
+
+
+def bn_worker(rank, world_size, x):
+    """A forward and backward of AllReduceBatchNorm2d on this rank's half of x."""
+    with process_group(30):
+        layer = ddp.convert_sync_batchnorm(nn.Sequential(nn.BatchNorm2d(3)), "cpu")[0]
+        half = torch.tensor(x[rank * 4:(rank + 1) * 4], requires_grad=True)
+        out = layer(half)
+        (out * torch.arange(out.numel()).reshape(out.shape)).sum().backward()
+        return {"type": type(layer).__name__, "out": out.detach(), "grad": half.grad, "mean": layer.running_mean,
+                "var": layer.running_var}
+
+
+def test_allreduce_batchnorm_equals_batchnorm_on_the_global_batch():
+    x = torch.randn(8, 3, 2, 2, generator=torch.Generator().manual_seed(0))
+    ranks = launch(bn_worker, 2, args=(x.numpy(),), timeout=60)
+    reference = nn.BatchNorm2d(3)
+    xr = x.clone().requires_grad_(True)
+    out = reference(xr)
+    weights = torch.cat([torch.arange(out[:4].numel()).reshape(out[:4].shape)] * 2)
+    (out * weights).sum().backward()
+    assert ranks[0]["type"] == "AllReduceBatchNorm2d"
+    assert np.allclose(np.concatenate([r["out"] for r in ranks]), out.detach().numpy(), atol=1e-5)
+    assert np.allclose(np.concatenate([r["grad"] for r in ranks]), xr.grad.numpy(), atol=1e-4)
+    assert np.allclose(ranks[0]["mean"], reference.running_mean.numpy(), atol=1e-6)
+    assert np.allclose(ranks[0]["var"], reference.running_var.numpy(), atol=1e-5)
+
+
+def test_checkpoint_keys_and_running_mean():
+    model = spec.build_torch(spec.with_batchnorm(spec.cnn2d_2layer_fullconnected_2layer()), (1, 8, 8), seed=0)
+    prefixed = {"module." + k: v for k, v in model.state_dict().items()}
+    assert list(ddp.strip_module_prefix(prefixed)) == list(model.state_dict())
+    fresh = spec.build_torch(spec.with_batchnorm(spec.cnn2d_2layer_fullconnected_2layer()), (1, 8, 8), seed=1)
+    fresh.load_state_dict(ddp.strip_module_prefix(prefixed))
+    assert np.array_equal(ddp.flat_weights(fresh), ddp.flat_weights(model))
+    assert ddp.bn_running_mean(model) == [0.0] * 16
+    assert ddp.bn_running_mean(spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8))) is None
+
+
+def buffers_worker(rank, world_size, sync):
+    """Plain BatchNorm under DDP: its running mean after a training forward on this rank's own batch, and after one
+    more forward in eval mode."""
+    with process_group(30):
+        model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.BatchNorm2d(3)), forward_sync_buffers=sync)
+        model(torch.randn(4, 3, 2, 2, generator=torch.Generator().manual_seed(rank)) + rank)
+        after_training = model.module[0].running_mean.clone()
+        model.eval()
+        with torch.no_grad():
+            model(torch.zeros(4, 3, 2, 2))
+        return {"after_training": after_training, "after_one_more": model.module[0].running_mean.clone()}
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_ddp_broadcasts_buffers_at_the_start_of_a_forward(sync):
+    """Lab 03's explanation of its running means: the ranks differ after a training forward (each updated rank 0's
+    copy from its own batch) and agree after the next forward only where DDP syncs buffers."""
+    ranks = launch(buffers_worker, 2, args=(sync,), timeout=60)
+    assert not np.allclose(ranks[0]["after_training"], ranks[1]["after_training"])
+    assert np.array_equal(ranks[0]["after_one_more"], ranks[0]["after_training"])  # eval mode changes no statistic
+    assert np.array_equal(ranks[1]["after_one_more"], ranks[0]["after_training"]) == sync

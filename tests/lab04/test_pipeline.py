@@ -1,0 +1,371 @@
+"""Pipeline schedules as data, the split, the stage ops and the runner over real gloo ranks against the unsplit model."""
+import os
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+
+from lab_utils import memory, spec
+from lab_utils.labs.lab04 import pipeline as pl, pipeline_explorer
+from lab_utils.labs.lab04 import gpu_check as gpu_pipeline
+from lab_utils.launch import RankError
+from lab_utils.labs.lab04.lesson import (backward_op, forward_op, library_schedule, library_step,  # its notebook
+    library_unsupported, recompute_forward_op, stage_worker)
+from lab_utils.process_tree import descendants
+
+SMALL = dict(batch_size=32, image_side=8, split=(2,), model="cnn2d_2layer_fullconnected_2layer")
+
+
+@pytest.mark.parametrize("make", [pl.gpipe, pl.one_f_one_b])
+@pytest.mark.parametrize("stages, micro", [(1, 1), (2, 1), (2, 4), (3, 8), (4, 2), (4, 16)])
+def test_schedules_are_valid_pipeline_orders(make, stages, micro):
+    schedule = make(stages, micro)
+    pl.check_schedule(schedule)  # every F and B once per stage, F before B, no deadlock
+    for ops in schedule.ops:
+        assert [op.micro for op in ops if op.kind == "F"] == list(range(micro))  # stage order: inputs arrive in order
+
+
+@pytest.mark.parametrize("stages, micro", [(2, 4), (3, 8), (4, 16), (4, 2)])
+def test_1f1b_bounds_the_micro_batches_in_flight_and_gpipe_does_not(stages, micro):
+    assert pl.max_in_flight(pl.one_f_one_b(stages, micro)) == [min(stages - s, micro) for s in range(stages)]
+    assert pl.max_in_flight(pl.gpipe(stages, micro)) == [micro] * stages
+
+
+@pytest.mark.parametrize("stages, micro", [(2, 1), (2, 8), (3, 4), (4, 16)])
+def test_simulated_bubble_with_equal_stages_is_the_formula(stages, micro):
+    for make in (pl.gpipe, pl.one_f_one_b):
+        schedule = make(stages, micro)
+        timeline = pl.simulate(schedule, forward_s=1.0, backward_s=2.0)
+        assert pl.bubble_fraction(timeline, stages) == pytest.approx((stages - 1) / (micro + stages - 1))
+        assert pl.makespan(timeline) == pytest.approx((micro + stages - 1) * 3.0)
+
+
+def test_unequal_stage_times_make_the_bubble_larger_than_the_formula():
+    schedule = pl.gpipe(2, 8)
+    skewed = pl.simulate(schedule, forward_s=[1.5, 0.5], backward_s=[1.0, 3.0])  # equal totals, unequal phases
+    assert pl.bubble_fraction(skewed, 2) > schedule.theoretical_bubble + 0.05
+
+
+def test_1f1b_is_shorter_than_gpipe_only_where_the_stages_phases_differ():
+    # lab 04's decomposition of 1F1B vs GPipe: with equal stages the same makespan; with one stage slower forward and
+    # the other slower backward (lab 04's measured split), 1F1B fills some of GPipe's waits
+    def makespans(forward_s, backward_s, stages=2, micro=8):
+        return [pl.makespan(pl.simulate(make(stages, micro), forward_s, backward_s)) for make in (pl.gpipe, pl.one_f_one_b)]
+
+    gpipe, one_f_one_b = makespans([1.0, 1.0], [2.0, 2.0])
+    assert gpipe == pytest.approx(one_f_one_b)
+    gpipe, one_f_one_b = makespans([4.25, 3.35], [1.45, 2.61])
+    assert one_f_one_b < 0.95 * gpipe
+    gpipe, one_f_one_b = makespans([4.25, 3.35, 4.0], [1.45, 2.61, 2.0], stages=3, micro=6)
+    assert one_f_one_b < 0.95 * gpipe
+
+
+def test_broken_schedules_are_refused_with_the_reason():
+    good = pl.gpipe(2, 2)
+    backward_first = pl.Schedule("x", 2, 2, ((pl.Op("B", 0), pl.Op("F", 0), pl.Op("F", 1), pl.Op("B", 1)), good.ops[1]))
+    with pytest.raises(ValueError, match="B0 before F0"):
+        pl.check_schedule(backward_first)
+    missing = pl.Schedule("x", 2, 2, (good.ops[0][:-1], good.ops[1]))
+    with pytest.raises(ValueError, match="exactly once"):
+        pl.check_schedule(missing)
+    F, B = pl.Op("F", 0), pl.Op("B", 0)
+    F1, B1 = pl.Op("F", 1), pl.Op("B", 1)
+    deadlock = pl.Schedule("x", 2, 2, ((F, B, F1, B1), (F, F1, B, B1)))  # stage 0 waits for B0 before sending F1
+    with pytest.raises(ValueError, match="deadlocks"):
+        pl.check_schedule(deadlock)
+    out_of_order = pl.Schedule("x", 2, 2, ((F, F1, B, B1), (F1, F, B1, B)))
+    with pytest.raises(ValueError, match="different micro-batch orders"):
+        pl.check_schedule(out_of_order)
+
+
+def test_schedule_and_size_errors_say_what_to_do():
+    with pytest.raises(ValueError, match="unknown schedule 'zigzag'"):
+        pl.make_schedule("zigzag", 2, 4)
+    with pytest.raises(ValueError, match="no micro-batches"):
+        pl.make_schedule("naive", 2, 4)
+    with pytest.raises(ValueError, match="positive integer"):
+        pl.gpipe(0, 4)
+    with pytest.raises(ValueError, match=r"batch of 250 does not split into 8 equal micro-batches.*e\.g\. 248 or 256"):
+        pl.micro_batch_size(250, 8)
+    assert pl.micro_batch_size(256, 8) == 32
+
+
+def test_splits_are_checked_and_stages_compose_to_the_full_model():
+    model_spec = spec.cnn2d_3layer_fullconnected_3layer()
+    with pytest.raises(ValueError, match="strictly increasing"):
+        pl.check_split(model_spec, (4, 2))
+    with pytest.raises(ValueError, match="between 1 and 9"):
+        pl.check_split(model_spec, (10,))
+    x = torch.rand(4, 1, 28, 28)
+    full = spec.build_torch(model_spec, (1, 28, 28), seed=3)(x)
+    out = x
+    for s in range(3):
+        out = pl.build_stage(model_spec, (1, 28, 28), (2, 5), s, seed=3)(out)
+    assert torch.equal(out, full)
+    assert pl.stage_input_shape(model_spec, (1, 28, 28), (2, 5), 1) == (16, 14, 14)
+
+
+def test_balanced_split_minimises_the_slowest_stage():
+    assert pl.balanced_split([5, 7, 7, 4, 0.1, 0.8, 0.1], 2) == (2,)
+    assert pl.balanced_split([1, 1, 1, 1, 1, 1], 3) == (2, 4)
+    assert pl.balanced_split([10, 1, 1, 1], 2) == (1,)
+    assert pl.balanced_split([1, 2], 1) == ()
+    with pytest.raises(ValueError, match="each stage needs at least one layer"):
+        pl.balanced_split([1, 2], 3)
+
+
+def test_layer_times_are_measured_for_every_layer():
+    model_spec = spec.cnn2d_2layer_fullconnected_2layer()
+    times = pl.layer_times(model_spec, (1, 8, 8), batch_size=8, repeats=1)
+    assert len(times) == len(model_spec) and all(t > 0 for t in times)
+    timings = pl.layer_timings(model_spec, (1, 8, 8), batch_size=8, repeats=3)
+    assert [len(t.times) for t in timings] == [3] * len(model_spec) and all(t.spread >= 0 for t in timings)
+
+
+def test_a_stage_context_holds_this_stages_share_of_the_batch_and_where_messages_travel():
+    run = pl.PipelineRun("x", "gpipe", 4, **SMALL)
+    stage = pl.build_stage(run.model_spec(), run.input_shape, run.split, 0)
+    first = pl.StageContext.for_run(run, stage, 0, 2, "cpu", "gloo")
+    assert first.first and not first.last and len(first.inputs) == 4 and first.labels == []
+    assert first.inputs[0].shape == (8, 1, 8, 8) and first.wire == torch.device("cpu")
+    last = pl.StageContext.for_run(run, stage, 1, 2, "cpu", "gloo")
+    assert last.in_shape == (8, 16, 4, 4) and len(last.labels) == 4 and last.inputs == []
+    three = pl.PipelineRun("x", "gpipe", 4, **dict(SMALL, split=(2, 5)))  # a middle stage holds no tensor: no GPU needed
+    middle = pl.build_stage(three.model_spec(), three.input_shape, three.split, 1)
+    assert pl.StageContext.for_run(three, middle, 1, 3, "cuda:0", "gloo").wire == torch.device("cpu")  # gloo: host memory
+    assert pl.StageContext.for_run(three, middle, 1, 3, "cuda:0", "nccl").wire == torch.device("cuda:0")
+
+
+@pytest.fixture(scope="module")
+def executed():
+    """One launch of 2 ranks running every configuration the tests look at, with the reference ops."""
+    runs = [pl.PipelineRun("naive", "naive", 1, **SMALL),
+            pl.PipelineRun("gpipe", "gpipe", 4, **SMALL),
+            pl.PipelineRun("1f1b", "1f1b", 4, **SMALL),
+            pl.PipelineRun("bn M=1", "gpipe", 1, batchnorm=True, **SMALL),
+            pl.PipelineRun("bn M=4", "gpipe", 4, batchnorm=True, **SMALL)]
+    library = [pl.PipelineRun("library", "1f1b", 4, **SMALL)]
+    measured = pl.run_pipelines(runs, 2, stage_worker, forward_op, backward_op, library_runs=library,
+                                library_schedule=library_schedule, library_step=library_step, rounds=3, warmup=1, timeout=180)
+    return runs, measured
+
+
+def test_no_rank_outlives_the_launch(executed):
+    from lab_utils.launch import own_helpers
+
+    leftovers = [p for p in descendants(os.getpid()) if p not in own_helpers()]
+    assert leftovers == []  # multiprocessing's fork server and resource tracker are not ranks
+
+
+@pytest.mark.parametrize("label", ["naive", "gpipe", "1f1b", "library"])
+def test_pipelines_compute_what_the_unsplit_model_computes(executed, label):
+    runs, measured = executed
+    _, logits, grads = pl.reference(runs[0])
+    m = measured[label]
+    assert np.abs(m.grads - grads).max() <= 1e-5
+    if label != "library":  # the library's last stage keeps no outputs for us
+        assert np.abs(m.logits - logits).max() <= 1e-5
+
+
+def test_every_op_is_timestamped_once_per_step(executed):
+    _, measured = executed
+    m = measured["1f1b"]
+    assert len(m.timelines) == 3
+    for timeline in m.timelines:
+        ops = sorted((i.row, i.kind, i.label) for i in timeline)
+        assert ops == sorted((f"stage {s}", k, str(mb)) for s in range(2) for k in ("forward", "backward") for mb in range(4))
+        assert min(i.start_s for i in timeline) == 0.0
+    assert 0.0 < m.bubble < 1.0
+
+
+def test_a_library_step_is_timed_whole_and_claims_no_bubble_or_activations(executed):
+    _, measured = executed
+    m = measured["library"]
+    assert len(m.timelines) == 3 and all(sorted(i.row for i in t) == ["stage 0", "stage 1"] for t in m.timelines)
+    assert m.makespan > 0 and m.peak_activation_bytes is None
+    with pytest.raises(ValueError, match="no per-op timeline, so no bubble"):
+        m.bubble
+
+
+def forward_gaps(timelines, m: int) -> list[float]:
+    """Per step: stage 1's start of micro-batch m's forward minus stage 0's end of it (negative: stage 1 started first)."""
+    gaps = []
+    for timeline in timelines:
+        at = {(i.row, i.kind, i.label): i for i in timeline}
+        gaps.append(at[("stage 1", "forward", str(m))].start_s - at[("stage 0", "forward", str(m))].end_s)
+    return gaps
+
+
+def recv_counted_as_work(gaps) -> bool:
+    """Stage 1 started before stage 0 had ended in every step: its wait in recv was counted as computing. One step
+    suffices to acquit: stage 0 can be descheduled between its send and reading the clock (a busy machine), which
+    makes a gap negative in that step, never positive."""
+    return max(gaps) < -1e-4
+
+
+def test_the_recv_check_tells_a_counted_wait_from_a_descheduled_sender():
+    from lab_utils.plots import Interval
+
+    def step(stage1_start):
+        return [Interval("stage 0", "forward", 0.0, 0.010, "0"), Interval("stage 1", "forward", stage1_start, 0.02, "0")]
+
+    assert recv_counted_as_work(forward_gaps([step(0.0), step(0.001), step(0.0)], 0))  # waited from the start, every step
+    assert not recv_counted_as_work(forward_gaps([step(0.009), step(0.011), step(0.002)], 0))  # one clean step acquits
+
+
+def test_waiting_in_a_recv_is_not_counted_as_work(executed):
+    """Stage 1's forward of a micro-batch starts computing only once stage 0's forward of it has ended, and stage 0's
+    backward only once stage 1's has started."""
+    _, measured = executed
+    for label in ("naive", "gpipe", "1f1b"):
+        for m in range(measured[label].run.micro_batches):
+            gaps = forward_gaps(measured[label].timelines, m)
+            assert not recv_counted_as_work(gaps), (label, m, gaps)
+            for timeline in measured[label].timelines:
+                at = {(i.row, i.kind, i.label): i for i in timeline}
+                assert at[("stage 0", "backward", str(m))].start_s >= at[("stage 1", "backward", str(m))].start_s
+
+
+def test_the_median_step_gives_every_figure_printed_about_a_step(executed):
+    import matplotlib
+    matplotlib.use("Agg")
+    _, measured = executed
+    m = measured["1f1b"]
+    assert m.makespan in m.makespans and pl.makespan(m.typical()) == m.makespan
+    assert m.bubble == pl.bubble_fraction(m.typical(), 2) and min(m.bubbles) <= m.bubble <= max(m.bubbles)
+    assert f"bubble {m.bubble:.3f}" in pipeline_explorer.draw_measured(m).get_title()
+    assert m.spread == (max(m.makespans) - min(m.makespans)) / m.makespan
+
+
+def test_1f1b_holds_fewer_activations_than_gpipe_in_proportion_to_micro_batches_in_flight(executed):
+    _, measured = executed
+    gpipe, f1b = measured["gpipe"].peak_activation_bytes, measured["1f1b"].peak_activation_bytes
+    for s, (g, f) in enumerate(zip(gpipe, f1b)):
+        assert f * pl.max_in_flight(pl.gpipe(2, 4))[s] == g * pl.max_in_flight(pl.one_f_one_b(2, 4))[s]
+
+
+def test_activation_bytes_count_saved_activations_not_parameters():
+    stage = pl.build_stage(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), (5,), 1)  # two dense layers
+    x = torch.rand(4, 128, requires_grad=True)
+    with memory.SavedActivations(stage) as saved:  # what the op watch counts with
+        stage(x).sum().backward()
+    assert saved.bytes == (4 * 128 + 4 * 64) * 4  # the two inputs of the dense layers; the ReLU output is one of them
+
+
+def test_batchnorm_statistics_per_micro_batch_change_the_gradients(executed):
+    runs, measured = executed
+    _, _, grads = pl.reference(runs[4])
+    assert np.abs(measured["bn M=1"].grads - grads).max() <= 1e-5
+    assert np.abs(measured["bn M=4"].grads - grads).max() > 1e-3
+
+
+def test_the_ops_are_arguments_three_stages_with_recomputation_match_the_unsplit_model():
+    run = pl.PipelineRun("three", "1f1b", 4, batch_size=16, image_side=8, split=(2, 5),
+                         model="cnn2d_2layer_fullconnected_2layer")
+    m = pl.run_pipelines([run], 3, stage_worker, recompute_forward_op, recompute_backward, rounds=1, warmup=0,
+                         timeout=180)["three"]
+    _, logits, grads = pl.reference(run)
+    assert np.abs(m.grads - grads).max() <= 1e-5 and np.abs(m.logits - logits).max() <= 1e-5
+    assert m.peak_activation_bytes == [0, 0, 0]  # nothing autograd saves is held between ops
+
+
+def recompute_backward(ctx, micro):
+    """The exercise's answer, here to show run_pipelines runs the ops it is given."""
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (torch.nn.functional.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        grad = torch.empty(out.shape)
+        dist.recv(grad, src=ctx.rank + 1)
+        out.backward(grad)
+    if not ctx.first:
+        ctx.pending.append(dist.isend(x.grad, dst=ctx.rank - 1))
+
+
+def failing_forward(ctx, micro):
+    raise ValueError(f"stage {ctx.rank} cannot run micro-batch {micro}")
+
+
+def test_bad_configurations_fail_before_launching_or_name_the_rank():
+    with pytest.raises(ValueError, match="makes 2 stages, not 3"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 3, stage_worker, forward_op, backward_op)
+    with pytest.raises(ValueError, match="does not split into 3 equal"):
+        pl.run_pipelines([pl.PipelineRun("a", "gpipe", 3, **SMALL)], 2, stage_worker, forward_op, backward_op)
+    with pytest.raises(ValueError, match="need rounds >= 1"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, stage_worker, forward_op, backward_op, rounds=0)
+    with pytest.raises(ValueError, match="its own label"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL), pl.PipelineRun("a", **SMALL)], 2, stage_worker, forward_op, backward_op)
+    with pytest.raises(RankError, match="runs 'gpipe' or '1f1b', not 'naive'"):
+        pl.run_pipelines([], 2, stage_worker, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "naive", 1, **SMALL)],
+                         library_schedule=library_schedule, library_step=library_step, rounds=1, warmup=0, timeout=60)
+    with pytest.raises(ValueError, match="library_schedule= and library_step="):
+        pl.run_pipelines([], 2, stage_worker, forward_op, backward_op, library_runs=[pl.PipelineRun("lib", "gpipe", 2, **SMALL)])
+    with pytest.raises(RankError, match=r"rank \d failed: ValueError: stage \d cannot run micro-batch 0"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, stage_worker, failing_forward, backward_op, rounds=1, warmup=0, timeout=60)
+
+
+def refusing_worker(rank, world_size, *args):
+    raise ValueError(f"rank {rank}: this stage worker was launched")
+
+
+def test_run_pipelines_launches_the_stage_worker_it_is_given():
+    """The measurements run the notebook's stage_worker (an edited one, too), not a copy of it."""
+    with pytest.raises(RankError, match="this stage worker was launched"):
+        pl.run_pipelines([pl.PipelineRun("a", **SMALL)], 2, refusing_worker, forward_op, backward_op, rounds=1, warmup=0,
+                         timeout=60)
+
+
+def test_rounds_alternate_the_runs_and_keep_only_the_steps_past_the_warm_up():
+    assert pl.ONE_STEP.order(3) == [0, 1, 2] and pl.ONE_STEP.measured(0) == {}
+    rounds = pl.Rounds(2, 1)
+    order = rounds.order(2)
+    assert sorted(order) == [0, 0, 0, 1, 1, 1] and order[:2] != order[2:4]  # A B, B A, ...
+
+
+def test_gpu_check_says_why_it_skipped_without_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: gpu_check runs for real (see the GPU checks)")
+    assert set(gpu_pipeline.gpu_check().values()) == {"skipped: no GPU"} and len(gpu_pipeline.gpu_check()) == 2
+
+
+def test_gantt_charts_draw_ideal_and_measured_timelines(executed):
+    import matplotlib
+    matplotlib.use("Agg")
+    ax = pipeline_explorer.draw_ideal(3, 4, "1f1b")
+    assert "theory (K-1)/(M+K-1) = 0.333" in ax.get_title()
+    ax = pipeline_explorer.draw_measured(executed[1]["gpipe"])
+    assert "measured gpipe (median step)" in ax.get_title() and len(ax.get_yticklabels()) == 2
+    with pytest.raises(ValueError, match="no intervals"):
+        pipeline_explorer.plots.gantt([])
+
+
+def test_the_explorer_builds_its_controls():
+    import matplotlib
+    matplotlib.use("Agg")
+    box = pipeline_explorer.pipeline_explorer(stage_worker, forward_op, backward_op, layer_times=[1.0] * 7)
+    controls = box.children[0].children
+    assert [c.description for c in controls] == ["stages K", "micro-batches M", "schedule"]
+    controls[2].value = "naive"
+    assert controls[1].disabled
+
+
+def test_the_explorer_runs_the_ops_it_is_given():
+    import matplotlib
+    matplotlib.use("Agg")
+    box = pipeline_explorer.pipeline_explorer(stage_worker, failing_forward, backward_op, layer_times=[1.0] * 7)
+    button, status = box.children[1].children
+    box.children[0].children[1].value = 2
+    button.click()
+    assert "failed" in status.value and "cannot run micro-batch 0" in status.value
+
+
+def test_the_library_is_skipped_with_a_reason_only_where_gloo_would_carry_cuda_tensors():
+    from lab_utils import hardware
+
+    shared_gpu = hardware.plan(2, hardware.HardwareReport("ws", 8, (hardware.GPU(0, "G", 24.0),), "", "", ""))
+    cpu = hardware.plan(2, hardware.HardwareReport("laptop", 2, (), "", "", ""))
+    two_gpus = hardware.plan(2, hardware.HardwareReport("srv", 8, tuple(hardware.GPU(i, "G", 80.0) for i in range(2)), "", "", ""))
+    assert "share GPUs over gloo" in library_unsupported(shared_gpu)
+    assert library_unsupported(cpu) is None and library_unsupported(two_gpus) is None

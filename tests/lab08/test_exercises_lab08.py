@@ -1,0 +1,145 @@
+"""Lab 08's exercises: each solution passes its self-check and scores 1; each classic wrong answer fails and scores 0."""
+import random
+
+import pytest
+import torch
+
+from lab_utils.exercises import check, get, to_plain
+from lab_utils.labs.lab08 import exercises as lab08
+from lab_utils.labs.lab08 import lesson as lesson08
+from lab_utils.variants import variant
+from test_judges import solution_function
+
+
+def score(fn, seed=1):
+    exercise = get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+
+
+def assert_right(fn):
+    result = check(fn)
+    assert result, result
+    assert score(fn)[0] == 1.0
+
+
+def assert_wrong(fn, words):
+    result = check(fn)
+    assert not result and words in result.message, result
+    # the grader's judge: on the self-check's own draw for an in-rank answer (one launch, not two)
+    assert (result.details.get("fraction", 0.0) if get(fn.__name__).ranks else score(fn)[0]) == 0.0
+
+
+# ---- average_and_apply (one launch of a real parameter server per check: 3, then 4 workers) ---------------------
+
+def test_average_and_apply_solution():
+    assert_right(solution_function(get("average_and_apply")))  # the solution notebook's
+
+
+def test_average_and_apply_sum():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = sum(gradients.values())
+        optimizer.step()
+    assert_wrong(average_and_apply, "SUM")
+
+
+def test_average_and_apply_one_worker():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = gradients[min(gradients)]
+        optimizer.step()
+    assert_wrong(average_and_apply, "only one worker")
+
+
+def test_average_and_apply_steps_per_gradient():
+    def average_and_apply(weights, optimizer, gradients):
+        for w in sorted(gradients):
+            weights.grad = gradients[w]
+            optimizer.step()
+    assert_wrong(average_and_apply, "once per gradient")
+
+
+def test_average_and_apply_accumulates():
+    def average_and_apply(weights, optimizer, gradients):
+        mean = sum(gradients.values()) / len(gradients)
+        weights.grad = mean if weights.grad is None else weights.grad + mean
+        optimizer.step()
+    assert_wrong(average_and_apply, "pile up")
+
+
+def test_average_and_apply_no_step():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = sum(gradients.values()) / len(gradients)
+    assert_wrong(average_and_apply, "never changed")
+
+
+def test_average_and_apply_divides_by_a_fixed_two():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = sum(gradients[w] for w in sorted(gradients)) / 2  # the notebook's 2 workers, hard-coded
+        optimizer.step()
+    assert_wrong(average_and_apply, "fixed 2")
+
+
+def test_average_and_apply_updates_the_weights_by_hand():
+    def average_and_apply(weights, optimizer, gradients):
+        with torch.no_grad():
+            weights -= optimizer.param_groups[0]["lr"] * sum(gradients.values()) / len(gradients)
+    assert_wrong(average_and_apply, "updated them yourself")
+
+
+def test_average_and_apply_updates_the_weights_by_hand_with_the_notebooks_lr():
+    def average_and_apply(weights, optimizer, gradients):
+        weights.data -= 0.1 * sum(gradients.values()) / len(gradients)
+    assert_wrong(average_and_apply, "updated them yourself")
+
+
+# ---- staleness_from_order ------------------------------------------------------------------------------------------
+
+def staleness_edited(edits, name):
+    """The reference staleness_from_order, edited as a learner might get it wrong."""
+    return variant(lesson08.staleness_from_order, edits, name=name, show=False)
+
+
+def test_staleness_solution():
+    assert_right(lesson08.staleness_from_order)
+
+
+def test_staleness_off_by_one():
+    assert_wrong(staleness_edited({"        staleness.append(version - pulled.get(worker, 0))\n        version += 1\n":
+                                   "        version += 1\n        staleness.append(version - pulled.get(worker, 0))\n"},
+                                  "counted after the update"), "one too large")
+
+
+def test_staleness_never_pulled():
+    def staleness_from_order(order):
+        return [version for version, _ in enumerate(order)]
+    assert_wrong(staleness_from_order, "since the start")
+
+
+def test_staleness_pulled_before_update():
+    assert_wrong(staleness_edited({"        version += 1\n        pulled[worker] = version\n":
+                                   "        pulled[worker] = version\n        version += 1\n"},
+                                  "pulled before the update"), "AFTER the counter")
+
+
+# ---- damped_lr -----------------------------------------------------------------------------------------------------
+
+def test_damped_lr_solution():
+    assert_right(lesson08.damped_lr)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda base_lr, staleness: base_lr, "base rate"),
+    (lambda base_lr, staleness: base_lr / staleness, "divides by zero"),
+    (lambda base_lr, staleness: base_lr * (1 + staleness), "grows with staleness"),
+    (lambda base_lr, staleness: base_lr / (1 + staleness) ** 2, "square"),
+], ids=["ignores staleness", "divides by staleness", "multiplies", "squares"])
+def test_damped_lr_wrong(wrong, words):
+    wrong.__name__ = "damped_lr"
+    assert_wrong(wrong, words)
+
+
+def test_exercises_are_registered_for_lab_08():
+    from lab_utils.exercises import for_lab
+
+    assert [e.name for e in for_lab("08")] == ["average_and_apply", "staleness_from_order", "damped_lr"]
+    assert get("average_and_apply").ranks == 5  # one launch: a server and up to 4 workers

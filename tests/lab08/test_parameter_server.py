@@ -1,0 +1,322 @@
+"""Lab 08's helpers and its notebook's parameter server (lab_utils.labs.lab08.lesson), on real spawned processes over gloo
+on loopback."""
+import math
+import json
+import multiprocessing
+import os
+import time
+from dataclasses import replace
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import torch
+
+from lab_utils.labs.lab08 import parameter_server as A
+from lab_utils.labs.lab08 import bench as bench_async
+from lab_utils.labs.lab08 import gpu_check as gpu_async
+from lab_utils import launch as launch_mod, process_tree
+from lab_utils.labs.lab08.exercises import serve_with
+from lab_utils.launch import RankError, launch
+from lab_utils.labs.lab08.lesson import (damped_lr, run_all, serve, staleness_from_order, work)  # lab 08's, generated from its notebook
+from lab_utils.variants import variant
+from workers import alive
+
+BASE = A.PSConfig(gradients=40, warmup=4, timeout_s=30)
+
+
+def dying_work(die_after):
+    """Lab 08's worker, edited: the last worker's process ends abruptly after `die_after` gradients (a crash)."""
+    edited = variant(work, {"        step += 1\n": "        step += 1\n        if rank == n_workers and step == die_after:\n"
+                                                 "            os._exit(7)  # no exception, no goodbye: as if the machine lost power\n"},
+                     name="dies", show=False)
+    edited.__globals__.update(os=os, die_after=die_after)
+    return edited
+
+
+def descendants() -> set[int]:
+    """Pids of every living process below this one, but for multiprocessing's fork server and resource tracker."""
+    return {pid for pid in process_tree.descendants(os.getpid()) if alive(pid)} - launch_mod.own_helpers()
+
+
+# ---- settings are checked before any process starts ---------------------------------------------------------------
+
+@pytest.mark.parametrize("cfg, words", [
+    (replace(BASE, mode="semi"), "mode must be"),
+    (replace(BASE, gradients=41), "multiple of n_workers"),
+    (replace(BASE, warmup=38), "too little to time"),
+    (replace(BASE, straggler_factor=0.5), ">= 1"),
+    (replace(BASE, dataset="mnist"), "dataset must be"),
+])
+def test_bad_settings_fail_before_any_rank_starts(cfg, words):
+    before = descendants()
+    with pytest.raises(ValueError, match=words):
+        A.run(run_all, [cfg], serve, work, n_workers=2)
+    assert descendants() <= before
+
+
+def test_a_parameter_server_needs_a_worker():
+    with pytest.raises(ValueError, match="at least one worker"):
+        BASE.validate(0)
+
+
+# ---- lab 08's parameter server -----------------------------------------------------------------------------------
+
+def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_staleness():
+    sync = replace(BASE, mode="sync", warmup=0)
+    asyn = replace(BASE, mode="async", straggler_factor=3.0)
+    first, second, run_async = A.run(run_all, [sync, sync, asyn], serve, work, n_workers=2)
+    reference = A.single_process_weights(sync, 2, sync.gradients // 2)
+    assert np.abs(first["weights"] - reference).max() <= 1e-5
+    assert np.array_equal(first["weights"], second["weights"])
+    assert first["staleness"] == [0] * sync.gradients and first["order"][:4] == [1, 2, 1, 2]
+    assert len(run_async["order"]) == asyn.gradients
+    assert run_async["staleness"] == staleness_from_order(run_async["order"])
+    assert run_async["samples_per_s"] > 0 and run_async["snapshot_samples"][0] == asyn.snapshot_every * asyn.batch_size
+    computed = sum(w["gradients"] for w in run_async["workers"])
+    assert asyn.gradients <= computed <= asyn.gradients + 1  # a gradient still on its way at the end is not applied
+
+
+def test_one_launch_runs_each_config_with_its_own_number_of_workers():
+    sync3, sync2 = replace(BASE, mode="sync", gradients=12, warmup=0), replace(BASE, mode="sync", gradients=8, warmup=0)
+    three, two = A.run(run_all, [sync3, sync2], serve, work, n_workers=[3, 2])
+    assert sorted(set(three["order"])) == [1, 2, 3] and sorted(set(two["order"])) == [1, 2]
+    assert len(three["workers"]) == 3 and len(two["workers"]) == 2  # the rank that sat a run out returns nothing
+    assert np.abs(two["weights"] - A.single_process_weights(sync2, 2, 4)).max() <= 1e-5
+    with pytest.raises(ValueError, match="one per config"):
+        A.run(run_all, [sync3, sync2], serve, work, n_workers=[3])
+
+
+def pinned_cores(rank, world_size):
+    A.pin_server_beside_worker_1(rank, world_size)
+    return sorted(os.sched_getaffinity(0))
+
+
+def test_when_ranks_outnumber_the_cores_the_server_shares_worker_1s_core():
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("one core: every rank shares it")
+    ranks = launch(pinned_cores, len(cores) + 1, timeout=60)
+    assert ranks[0] == ranks[1] and len(ranks[0]) == 1  # the server beside worker 1
+    assert [r[0] for r in ranks[1:]] == cores  # worker w on core w - 1
+    fitting = launch(pinned_cores, 2, timeout=60)  # ranks that fit the cores: left alone (launch pins none)
+    assert fitting[0] == fitting[1] == cores
+
+
+def test_a_run_near_chance_is_flagged_as_diverged():
+    assert A.divergence_flags([0.93, 0.88]) == []
+    flags = A.divergence_flags(iter([0.60, 0.103, 0.85]))
+    assert len(flags) == 1 and "1 of 3 runs diverged" in flags[0] and "10%" in flags[0] and "; " not in flags[0]
+
+
+def test_async_with_one_worker_is_plain_sgd():
+    cfg = replace(BASE, mode="async", gradients=12, warmup=0, lr=0.05)
+    server = A.run(run_all, [cfg], serve, work, n_workers=1)[0]
+    assert set(server["staleness"]) == {0}
+    assert np.abs(server["weights"] - A.single_process_weights(cfg, 1, 12)).max() <= 1e-5
+
+
+def test_a_worker_that_dies_mid_run_stops_the_run_naming_it_and_nothing_is_left_running():
+    before = descendants()
+    start = time.monotonic()
+    with pytest.raises(RankError) as info:
+        A.run(run_all, [replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], serve, dying_work(5),
+              n_workers=2, timeout_s=60)
+    assert time.monotonic() - start < 20 + 10  # within the server's timeout (and launch's start-up)
+    assert info.value.rank == 0 and "rank 2 is gone" in str(info.value)
+    assert descendants() <= before and not multiprocessing.active_children()
+
+
+def test_an_error_in_the_servers_update_is_reported_from_the_server():
+    def bad_average(weights, optimizer, gradients):
+        raise ValueError("the server's update broke")
+
+    with pytest.raises(RankError) as info:
+        A.run(run_all, [replace(BASE, mode="sync")], serve_with(bad_average), work, n_workers=2, timeout_s=60)
+    assert info.value.rank == 0 and "the server's update broke" in str(info.value)
+
+
+@pytest.mark.slow
+def test_a_silent_worker_times_out_naming_the_workers_that_owe_a_gradient():
+    before = descendants()
+    with pytest.raises(RankError) as info:
+        launch(silent_worker_job, 3, args=(replace(BASE, timeout_s=3),), timeout=60)
+    assert "no gradient within 3 s" in str(info.value) and "[1, 2]" in str(info.value)
+    assert descendants() <= before
+
+
+def silent_worker_job(rank, world_size, cfg):
+    """Lab 08's server, with workers that receive their weights and then never answer."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+    if rank == 0:
+        return serve(world_size - 1, cfg)
+    dist.recv(torch.empty(1 + sum(p.numel() for p in A.build_model(A.load_split()).parameters())), src=0)
+    time.sleep(30)
+
+
+# ---- staleness and the learning rate -------------------------------------------------------------------------------
+
+def test_staleness_from_order():
+    assert staleness_from_order([1, 2, 1, 2]) == [0, 1, 1, 1]
+    assert staleness_from_order([1, 1, 1, 2]) == [0, 0, 0, 3]
+    assert staleness_from_order([]) == []
+
+
+def test_damped_lr_and_staleness_by_worker():
+    assert damped_lr(0.1, 0) == 0.1 and damped_lr(0.1, 4) == pytest.approx(0.02)
+    assert A.staleness_by_worker({"order": [1, 1, 2], "staleness": [0, 1, 2]}) == {1: 0.5, 2: 2.0}
+
+
+def test_straggle_sleeps_the_extra_time():
+    start = time.perf_counter()
+    assert A.straggle(0.05, 3.0) == pytest.approx(0.1)
+    assert time.perf_counter() - start >= 0.1
+    assert A.straggle(0.05, 1.0) == 0.0
+
+
+def test_worker_batches_are_disjoint_shards_and_the_global_batch_is_them_in_rank_order():
+    split = A.load_split()
+    x1, y1 = A.worker_batch(split, 1, 2, 0, 8)
+    x2, y2 = A.worker_batch(split, 2, 2, 0, 8)
+    xg, yg = A.global_batch(split, 2, 0, 8)
+    assert torch.equal(xg, torch.cat([x1, x2])) and torch.equal(yg, torch.cat([y1, y2]))
+    assert torch.equal(x1[0], torch.from_numpy(split.x_train[0])) and torch.equal(x2[0], torch.from_numpy(split.x_train[1]))
+    shard = len(range(0, len(split.x_train), 2))
+    assert torch.equal(A.worker_batch(split, 1, 2, shard, 1)[0], x1[:1])  # wraps around its shard
+
+
+# ---- Hogwild: shared memory handed to the ranks --------------------------------------------------------------------
+
+def test_share_with_ranks_refuses_what_is_not_shared():
+    with pytest.raises(ValueError, match="share_memory"):
+        A.ShareWithRanks(model=torch.nn.Linear(2, 2))
+    with pytest.raises(RuntimeError, match="ShareWithRanks"):
+        A.shared("nothing")
+
+
+def add_rank_worker(rank, world_size):
+    """Each rank adds rank + 1 to its own entry of the shared tensor and reports whether it is shared."""
+    counts = A.shared("counts")
+    counts[rank] += rank + 1
+    return counts.is_shared()
+
+
+def test_ranks_write_into_the_memory_this_process_shares():
+    counts = torch.zeros(3).share_memory_()
+    assert launch(add_rank_worker, 3, prepare=A.ShareWithRanks(counts=counts), timeout=60) == [True] * 3
+    assert counts.tolist() == [1.0, 2.0, 3.0]
+
+
+def hogwild_worker(rank, world_size, cfg):
+    """A minimal Hogwild run: rank 0 watches, the others train the shared model without a lock."""
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+    model, progress = A.shared("model"), A.shared("progress")
+    split = A.load_split()
+    if rank:
+        optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr / (world_size - 1))
+    dist.barrier()
+    start = time.perf_counter()
+    if rank == 0:
+        result = A.watch(model, progress, cfg, start)
+    else:
+        for step in range(cfg.gradients // (world_size - 1)):
+            x, y = A.worker_batch(split, rank, world_size - 1, step, cfg.batch_size)
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            progress[rank - 1] = step + 1
+        result = {"seconds": time.perf_counter() - start}
+    dist.barrier()
+    if rank == 0:
+        result["weights"] = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    dist.destroy_process_group()
+    return result
+
+
+def test_hogwild_processes_train_the_shared_model_and_the_watcher_records_it():
+    split = A.load_split()
+    model = A.build_model(split, seed=0)
+    model.share_memory()
+    progress = torch.zeros(2, dtype=torch.int64).share_memory_()
+    before = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    cfg = replace(BASE, snapshot_every=8)
+    values = launch(hogwild_worker, 3, args=(cfg,), prepare=A.ShareWithRanks(model=model, progress=progress), timeout=60)
+    result = A.hogwild_result(values, cfg)
+    after = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+    assert progress.tolist() == [20, 20] and not torch.equal(before, after)
+    assert np.array_equal(result["weights"], after.numpy())  # the watcher saw the memory this process sees
+    assert result["snapshot_samples"][-1] == 40 * cfg.batch_size and result["samples_per_s"] > 0
+    assert len(A.accuracy_curve(result, split)["accuracy"]) == len(result["snapshot_samples"])
+
+
+# ---- bench, gpu_check, plots ----------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_bench_with_tiny_sizes_prints_the_figures_as_json(capsys):
+    result = bench_async.bench(repeats=1, gradients=40, factors=(1, 4))
+    bench_async.print_bench(result)
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("async_vs_sync_throughput[straggler=1]", "async_vs_sync_throughput[straggler=4]",
+                "async_vs_sync_throughput_spread[straggler=4]", "sync_vs_single_max_abs_diff", "sync_deterministic",
+                "async_staleness_mean"):
+        assert key in figures
+    assert figures["sync_deterministic"] is True and figures["sync_vs_single_max_abs_diff"] <= 1e-5
+
+
+@pytest.mark.slow
+def test_the_cli_runs_bench_async(monkeypatch, capsys):
+    from lab_utils.instructor import cli
+
+    from dataclasses import replace as replaced
+
+    from lab_utils.instructor.bench.registry import BENCHES
+
+    real = BENCHES["async"]
+    monkeypatch.setitem(BENCHES, "async", replaced(real, measure=lambda **kw: real.measure(**kw, gradients=40,
+                                                                                          factors=(1, 2, 4))))
+    assert cli.main(["bench", "async", "--repeats", "1"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {f"async_vs_sync_throughput[straggler={f}]" for f in (1, 2, 4)} <= set(figures)
+
+
+def test_gpu_check_is_skipped_without_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: gpu_check runs for real")
+    assert gpu_async.gpu_check() == {"parameter server (sync, workers on GPU) vs one CPU process": "skipped: no GPU"}
+
+
+def test_plots_draw_from_results():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    result = {"order": [1, 2, 1, 2], "staleness": [0, 1, 1, 1], "snapshot_samples": [1, 2],
+              "snapshot_seconds": [0.1, 0.2]}
+    assert A.plot_staleness({"run": result}).axes
+    assert A.plot_accuracy({"run": {"samples": [1, 2], "seconds": [0.1, 0.2], "accuracy": [0.1, 0.5]}}).axes
+    assert A.plot_throughput([1, 2], {"sync": [3.0, 2.0]}, {"sync": [(2.5, 3.5), (1.5, 2.5)]}).axes
+
+
+def test_straggler_slows_the_whole_iteration_not_just_the_compute():
+    straggler = A.Straggler(3.0)
+    for _ in range(4):
+        time.sleep(0.02)  # pull + compute + push: 20 ms busy, of which only 5 ms is "compute"
+        straggler.before_push(0.005)
+    assert straggler.slowdown == pytest.approx(3.0, rel=0.15)
+    assert A.Straggler(1.0).before_push(0.01) == 0.0
+
+
+def test_rank_correlation_is_spearmans():
+    from lab_utils.labs.lab08.parameter_server import rank_correlation
+
+    assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert rank_correlation([1, 2, 3, 4], [9, 5, 2, 1]) == pytest.approx(-1.0)
+    assert rank_correlation([1, 2, 3, 4], [1, 100, 2, 3]) == pytest.approx(0.4)  # ranks, not values
+    assert rank_correlation([1, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9486832980505138)  # ties share a rank
+    assert math.isnan(rank_correlation([1, 2], [3, 4])) and math.isnan(rank_correlation([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(ValueError, match="as many"):
+        rank_correlation([1, 2, 3], [1, 2])

@@ -1,0 +1,260 @@
+"""Lab 09's exercises: the solutions pass and score 1; each plausible wrong answer fails and scores 0."""
+import math
+import queue
+import random
+import time
+
+import numpy as np
+import pytest
+
+from lab_utils import exercises
+from lab_utils.exercises import check
+from lab_utils.labs.lab09 import lesson as lesson09
+from test_judges import solution_function
+
+
+def score(fn, seed: int = 7) -> float:
+    exercise = exercises.get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    return exercise.score(exercises.to_plain(exercise.run(fn, inputs)), inputs)[0]
+
+
+def passes(fn) -> bool:
+    return bool(check(fn)) and score(fn) == 1.0
+
+
+def fails(fn, words: str) -> bool:
+    result = check(fn)
+    return not result and words in result.message and score(fn) == 0.0
+
+
+# ---- collect ------------------------------------------------------------------------------------------------------------
+
+COLLECT_SOLUTION = solution_function(exercises.get("collect"))  # the solution notebook's
+
+
+def test_collect_solution_passes():
+    assert passes(COLLECT_SOLUTION)
+
+
+def test_collect_with_a_deadline_reset_by_every_request_fails():
+    def collect(first, requests, max_batch, max_wait_s):
+        batch = [first]
+        while len(batch) < max_batch:
+            try:
+                batch.append(requests.get(timeout=max_wait_s) if max_wait_s > 0 else requests.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+    assert fails(collect, "deadline moved")
+
+
+@pytest.mark.slow
+def test_collect_that_waits_for_a_full_batch_fails():
+    def collect(first, requests, max_batch, max_wait_s):
+        batch = [first]
+        while len(batch) < max_batch:
+            batch.append(requests.get())
+        return batch
+    assert fails(collect, "waits for a full batch")
+
+
+def test_collect_one_too_many_fails():
+    def collect(first, requests, max_batch, max_wait_s):
+        batch = [first]
+        deadline = time.perf_counter() + max_wait_s
+        while len(batch) <= max_batch:
+            try:
+                batch.append(requests.get(timeout=max(0.0, deadline - time.perf_counter())))
+            except queue.Empty:
+                break
+        return batch
+    assert fails(collect, "at most max_batch")
+
+
+def test_collect_without_waiting_fails():
+    def collect(first, requests, max_batch, max_wait_s):
+        batch = [first]
+        while len(batch) < max_batch:
+            try:
+                batch.append(requests.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+    assert fails(collect, "keep waiting")
+
+
+def test_collect_with_a_negative_timeout_fails():
+    def collect(first, requests, max_batch, max_wait_s):
+        batch = [first]
+        deadline = time.perf_counter() + max_wait_s
+        while len(batch) < max_batch:
+            try:
+                batch.append(requests.get(timeout=deadline - time.perf_counter()))
+            except queue.Empty:
+                break
+        return batch
+    assert fails(collect, "never a negative timeout")
+
+
+@pytest.mark.slow
+def test_collect_that_waits_although_the_batch_is_full_fails():
+    def collect(first, requests, max_batch, max_wait_s):
+        batch = [first]
+        deadline = time.perf_counter() + max_wait_s
+        while time.perf_counter() < deadline:
+            try:
+                item = requests.get(timeout=max(0.0, deadline - time.perf_counter()))
+            except queue.Empty:
+                break
+            if len(batch) < max_batch:
+                batch.append(item)
+        return batch
+    assert fails(collect, "without waiting for max_wait_s")
+
+
+def test_collect_that_drops_first_fails():
+    def collect(first, requests, max_batch, max_wait_s):
+        return COLLECT_SOLUTION(first, requests, max_batch + 1, max_wait_s)[1:]
+    assert fails(collect, "start with `first`")
+
+
+# ---- latency_percentiles ------------------------------------------------------------------------------------------------
+
+PERCENTILES_SOLUTION = solution_function(exercises.get("latency_percentiles"))  # the solution notebook's
+
+
+def test_latency_percentiles_solution_passes():
+    assert passes(PERCENTILES_SOLUTION)
+
+
+def test_latency_percentiles_with_numpy_passes():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = [(end_s if d is None else d) - a for a, d in zip(arrivals_s, done_s)]
+        return list(1e3 * np.percentile(latencies, percentiles))
+    assert passes(latency_percentiles)
+
+
+def test_latency_percentiles_in_seconds_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        return [v / 1e3 for v in PERCENTILES_SOLUTION(arrivals_s, done_s, end_s, percentiles)]
+    assert fails(latency_percentiles, "milliseconds")
+
+
+def test_latency_percentiles_dropping_unanswered_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = sorted(d - a for a, d in zip(arrivals_s, done_s) if d is not None)
+        return [1e3 * latencies[max(0, math.ceil(p / 100 * len(latencies)) - 1)] for p in percentiles]
+    assert fails(latency_percentiles, "never answered")
+
+
+def test_latency_percentiles_dropping_unanswered_with_numpy_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = [(d - a) * 1e3 for a, d in zip(arrivals_s, done_s) if d is not None]
+        return [float(np.percentile(latencies, p)) for p in percentiles]
+    assert fails(latency_percentiles, "never answered")
+
+
+def test_latency_percentiles_sorting_arrivals_and_dones_apart_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        done = sorted(end_s if d is None else d for d in done_s)
+        latencies = sorted(d - a for a, d in zip(sorted(arrivals_s), done))
+        return [1e3 * latencies[max(0, math.ceil(p / 100 * len(latencies)) - 1)] for p in percentiles]
+    assert fails(latency_percentiles, "pair each request")
+
+
+def test_latency_percentiles_unsorted_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = [(end_s if d is None else d) - a for a, d in zip(arrivals_s, done_s)]
+        return [1e3 * latencies[max(0, math.ceil(p / 100 * len(latencies)) - 1)] for p in percentiles]
+    assert fails(latency_percentiles, "sort them first")
+
+
+def test_latency_percentiles_one_rank_too_high_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = sorted((end_s if d is None else d) - a for a, d in zip(arrivals_s, done_s))
+        return [1e3 * latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))] for p in percentiles]
+    assert fails(latency_percentiles, "one rank too high")
+
+
+def test_latency_percentiles_mean_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = [(end_s if d is None else d) - a for a, d in zip(arrivals_s, done_s)]
+        return [1e3 * sum(latencies) / len(latencies)] * len(percentiles)
+    assert fails(latency_percentiles, "mean")
+
+
+# ---- choose_max_wait ----------------------------------------------------------------------------------------------------
+
+def test_choose_max_wait_solution_passes():
+    assert passes(lesson09.choose_max_wait)  # the solution's, the reference
+
+
+def test_choose_max_wait_strict_comparison_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] < budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return max(fits) if fits else None
+    assert fails(choose_max_wait, "<=, not <")
+
+
+def test_choose_max_wait_lowest_p99_fails():
+    def choose_max_wait(rows, budget_ms):
+        return min(rows, key=lambda r: r["p99_ms"])["max_wait_ms"]
+    assert fails(choose_max_wait, "lowest p99")
+
+
+def test_choose_max_wait_on_p50_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p50_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return max(fits) if fits else None
+    assert fails(choose_max_wait, "p50")
+
+
+def test_choose_max_wait_ignoring_the_load_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms]
+        return max(fits) if fits else None
+    assert fails(choose_max_wait, "fell behind")
+
+
+def test_choose_max_wait_ignoring_the_budget_fails():
+    def choose_max_wait(rows, budget_ms):
+        return max(r["max_wait_ms"] for r in rows)
+    assert fails(choose_max_wait, "without looking at the budget")
+
+
+def test_choose_max_wait_never_none_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return max(fits, key=lambda r: r["max_wait_ms"])["max_wait_ms"] if fits else rows[0]["max_wait_ms"]
+    assert fails(choose_max_wait, "return None")
+
+
+def test_choose_max_wait_last_fitting_row_in_list_order_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return fits[-1] if fits else None
+    assert fails(choose_max_wait, "last row that fits")
+
+
+def test_choose_max_wait_first_fitting_row_in_list_order_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return fits[0] if fits else None
+    assert fails(choose_max_wait, "first row that fits")
+
+
+def test_choose_max_wait_returning_the_row_fails():
+    def choose_max_wait(rows, budget_ms):
+        fits = [r for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return max(fits, key=lambda r: r["max_wait_ms"]) if fits else None
+    assert fails(choose_max_wait, "whole row")
+
+
+@pytest.mark.parametrize("name", ["collect", "latency_percentiles", "choose_max_wait"])
+def test_stubs_fail(name):
+    def stub(*args):
+        raise NotImplementedError
+    stub.__name__ = name
+    result = check(stub)
+    assert not result and "not written yet" in result.message

@@ -1,0 +1,268 @@
+"""lab_utils.labs.lab09.serving: arrivals, percentiles, the reference batcher (bad input included), worker processes, bench."""
+import json
+import os
+import queue
+import statistics
+import threading
+import time
+
+import pytest
+import torch
+
+from lab_utils import measure
+from lab_utils.labs.lab09 import serving
+from lab_utils.instructor import cli
+from lab_utils.labs.lab09 import bench as bench_serving
+from lab_utils.labs.lab09 import gpu_check as gpu_serving
+from lab_utils.launch import RankError, launch
+from lab_utils.labs.lab09.lesson import choose_max_wait  # the solution's, generated from its cell
+
+SHAPE = (1, 8, 8)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The model gets one core, as in the lab: the load generator needs the other one."""
+    with measure.intra_op_threads(1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A small wide-head model on 8x8 images, and its request images."""
+    return serving.build_model(64, SHAPE, seed=1), serving.request_images(32, SHAPE, seed=1)
+
+
+def outputs_match(run, model, images) -> bool:
+    served = [r for r in run.requests if r.error is None]
+    with torch.inference_mode():
+        expected = model(torch.stack([images[r.id % len(images)] for r in served]))
+    return torch.allclose(torch.stack([r.output for r in served]), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_poisson_arrivals_have_the_rate_and_depend_only_on_the_seed():
+    arrivals = serving.poisson_arrivals(1000, 2.0, seed=3)
+    assert 1800 < len(arrivals) < 2200 and arrivals == sorted(arrivals) and arrivals[-1] < 2.0
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    assert 0.0008 < statistics.mean(gaps) < 0.0012
+    assert arrivals == serving.poisson_arrivals(1000, 2.0, seed=3) != serving.poisson_arrivals(1000, 2.0, seed=4)
+    with pytest.raises(ValueError, match="positive rate"):
+        serving.poisson_arrivals(0, 1.0)
+    with pytest.raises(ValueError, match="at least one request"):
+        serving.burst(0)
+
+
+def test_latency_percentiles_use_nearest_rank_and_count_unanswered_until_the_end():
+    arrivals = [0.0] * 100
+    done = [i / 1000 for i in range(1, 101)]  # 1 ms ... 100 ms
+    assert serving.latency_percentiles(arrivals, done, 1.0, [50, 95, 99, 100]) == pytest.approx([50, 95, 99, 100])
+    done[:10] = [None] * 10  # never answered: waiting until end_s = 1 s
+    assert serving.latency_percentiles(arrivals, done, 1.0, [50, 95]) == pytest.approx([60, 1000])
+    with pytest.raises(ValueError, match="one done time per arrival"):
+        serving.latency_percentiles([0.0], [], 1.0)
+
+
+def test_collect_flushes_at_max_batch_at_once_and_takes_only_waiting_requests_without_a_wait():
+    requests = queue.Queue()
+    for i in range(1, 10):
+        requests.put(i)
+    start = time.perf_counter()
+    assert serving.collect(0, requests, 4, 5.0) == [0, 1, 2, 3]
+    assert serving.collect(requests.get(), requests, 16, 0.0) == [4, 5, 6, 7, 8, 9]
+    assert time.perf_counter() - start < 1.0
+    start = time.perf_counter()
+    assert serving.collect(10, requests, 16, 0.05) == [10]
+    assert time.perf_counter() - start >= 0.05
+
+
+def test_lab09_batcher_answers_every_request_with_the_models_output(small):
+    model, images = small
+    batcher = bench_serving.make_batcher(bench_serving.local_runner(model), 8, 2, SHAPE)
+    # every request answered: the drain waits as long as a loaded machine needs (the default 0.3 s is the lab's rule)
+    run = serving.run_load(batcher, serving.poisson_arrivals(2000, 0.2, seed=0), images, drain_s=30.0)
+    summary = run.summary()
+    assert summary.answered == summary.requests and not summary.failed and run.batcher_error is None
+    assert max(r.batch_size for r in run.requests) <= 8 and outputs_match(run, model, images)
+    assert summary.p50_ms <= summary.p95_ms <= summary.p99_ms and summary.achieved_rps > 0
+
+
+def test_a_malformed_request_gets_an_error_alone_and_the_batcher_keeps_serving(small):
+    model, images = small
+    bad = {3: torch.rand(3, 8, 8), 7: torch.rand(SHAPE, dtype=torch.float64), 11: "not an image"}
+    batcher = bench_serving.make_batcher(bench_serving.local_runner(model), 16, 5, SHAPE)
+    run = serving.run_load(batcher, serving.burst(40), images, bad=bad, drain_s=5)
+    errors = {r.id: r.error for r in run.requests if r.error}
+    assert set(errors) == set(bad)
+    assert "shape (1, 8, 8), got (3, 8, 8)" in errors[3] and "float64" in errors[7] and "str" in errors[11]
+    assert all(r.done_s is not None for r in run.requests) and run.batcher_error is None
+    assert outputs_match(run, model, images)
+
+
+def test_a_failing_forward_answers_its_batch_with_the_error_and_serving_goes_on(small):
+    model, images = small
+    runner = bench_serving.local_runner(model)
+
+    def flaky(batch):
+        if any(r.id == 5 for r in batch):
+            raise RuntimeError("out of memory")
+        runner(batch)
+
+    run = serving.run_load(bench_serving.make_batcher(flaky, 4, 0, SHAPE), serving.burst(20), images, drain_s=5)
+    failed = [r for r in run.requests if r.error]
+    assert failed and any(r.id == 5 for r in failed) and all("out of memory" in r.error for r in failed)
+    assert len(failed) <= 4 and run.summary().answered == 20 - len(failed)
+
+
+def test_a_batcher_that_dies_is_reported_and_its_requests_stay_unanswered(small):
+    _, images = small
+
+    def dies(requests, stop):
+        requests.get()
+        raise ValueError("boom")
+
+    run = serving.run_load(dies, serving.burst(10), images, drain_s=0.2)
+    summary = run.summary()
+    assert "ValueError: boom" in run.batcher_error and summary.batcher_error == "ValueError: boom"
+    assert summary.unanswered == 10 and summary.saturated
+
+
+def test_a_batcher_that_ignores_stop_is_a_clear_timeout(small):
+    _, images = small
+    release = threading.Event()
+
+    def deaf(requests, stop):
+        release.wait(10)
+
+    with pytest.raises(TimeoutError, match="stop.is_set"):
+        serving.run_load(deaf, serving.burst(2), images, drain_s=0.05, stop_timeout_s=0.2)
+    release.set()
+
+
+def test_batch_1_serving_saturates_where_dynamic_batching_keeps_up(small):
+    _, images = small
+
+    def slow_forward(batch):  # 4 ms per forward pass, whatever the batch size
+        time.sleep(0.004)
+        now = time.perf_counter()
+        for r in batch:
+            r.answer(0, now, len(batch))
+
+    servers = {"batch-1": bench_serving.make_batcher(slow_forward, 1, 0, SHAPE),
+               "dynamic": bench_serving.make_batcher(slow_forward, 32, 2, SHAPE)}
+    stats = serving.interleaved_loads(servers, {"high": 1000}, images=images, rounds=1, duration_s=0.3, drain_s=0.1)
+    assert stats[("batch-1", "high")].saturated and not stats[("dynamic", "high")].saturated
+    assert stats[("dynamic", "high")].achieved_rps > 2 * stats[("batch-1", "high")].achieved_rps
+
+
+def test_choose_max_wait_takes_the_largest_setting_within_budget_that_keeps_up():
+    rows = [{"max_wait_ms": w, "offered_rps": 100, "achieved_rps": a, "p50_ms": 1, "p99_ms": p}
+            for w, a, p in ((0, 100, 10), (5, 99, 20), (20, 50, 15), (50, 100, 40))]
+    assert choose_max_wait(rows, 20) == 5
+    assert choose_max_wait(rows, 5) is None
+
+
+def test_two_model_workers_answer_like_the_model(small):
+    """Lab 09's serving_job (lab_utils.labs.lab09.lesson): rank 0 batches, ranks 1 and 2 run the model."""
+    rank0 = bench_serving.pool_run(width=64, image_side=8, seed=1, requests=200, rounds=1, timeout_s=120)
+    assert all(len(rank0[name]) == 1 and rank0[name][0].answered == 200 for name in ("1 worker", "2 workers"))
+    model = serving.build_model(64, SHAPE, seed=1)
+    images = serving.request_images(256, SHAPE, seed=1)
+    with torch.inference_mode():
+        expected = model(images[torch.tensor(rank0["ids"]) % len(images)])
+    assert torch.allclose(torch.as_tensor(rank0["outputs"]), expected, rtol=1e-4, atol=1e-6)
+
+
+def dying_worker_job(rank, world_size):
+    """Rank 0 batches for worker 1 (lab 09's model_worker and Dispatcher), whose model fails on its second batch."""
+    from lab_utils.launch import process_group
+    from lab_utils.labs.lab09.lesson import Dispatcher, model_worker
+
+    calls = []
+
+    def model(x):
+        calls.append(len(x))
+        if len(calls) == 2:
+            raise RuntimeError("worker lost its GPU")
+        return torch.zeros(len(x), 10)
+
+    with process_group(timeout_s=30):
+        if rank == 1:
+            return model_worker(model, "cpu", SHAPE)
+        pool = Dispatcher([1])
+        images = serving.request_images(16, SHAPE)
+        serving.run_load(bench_serving.make_batcher(pool.run_batch, 4, 0, SHAPE), serving.burst(40), images, drain_s=60)
+        return "finished"
+
+
+def test_a_worker_that_dies_mid_run_stops_the_job_with_its_name():
+    start = time.perf_counter()
+    with pytest.raises(RankError, match="rank 1 failed: RuntimeError: worker lost its GPU"):
+        launch(dying_worker_job, 2, timeout=60)
+    assert time.perf_counter() - start < 30
+
+
+def test_fresh_compile_cache_is_a_new_folder_removed_afterwards():
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    with serving.fresh_compile_cache() as folder:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == folder and os.path.isdir(folder) and not os.listdir(folder)
+    assert not os.path.exists(folder) and os.environ.get("TORCHINDUCTOR_CACHE_DIR") == before
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(serving.compile_unavailable() is not None, reason="torch.compile needs a C++ compiler")
+def test_compile_counts_tell_code_generated_from_code_loaded_from_the_disk_cache():
+    model, x = serving.build_model(16, (1, 8, 8)), torch.zeros(2, 1, 8, 8)
+
+    def compiled_call():
+        before = serving.compile_counts()
+        with torch.inference_mode():
+            torch.compile(model, dynamic=False)(x)
+        return {k: v - before[k] for k, v in serving.compile_counts().items()}
+
+    with serving.fresh_compile_cache():
+        cold = compiled_call()
+        torch._dynamo.reset()  # a restarted server: the graph is traced again, its code is on disk
+        warm = compiled_call()
+    torch._dynamo.reset()
+    assert cold == {"graphs": 1, "generated": 1, "from_cache": 0}
+    assert warm == {"graphs": 1, "generated": 0, "from_cache": 1}
+
+
+def test_gpu_check_says_why_it_skips_without_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: gpu_check runs for real")
+    assert set(gpu_serving.gpu_check().values()) == {"skipped: no GPU"}
+
+
+@pytest.mark.slow
+def test_bench_inference_reports_every_figure_with_its_spread(capsys):
+    result = bench_serving.bench(repeats=1, duration_s=0.2, width=64, image_side=8, max_batch=16, pool_requests=200,
+                           fresh_cache=False)
+    keys = ("dynamic_vs_batch1_throughput", "p99_ms[max_wait=5]", "two_workers_vs_one", "compile_speedup", "bf16_speedup")
+    assert all(k in result for k in keys) and all(k in result["spread"] for k in keys)
+    assert result["benchmark"] == "inference" and result["threads"] == 1
+    bench_serving.print_bench(result)
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == json.loads(json.dumps(result))
+
+
+def test_cli_knows_bench_inference():
+    assert cli.parser().parse_args(["bench", "inference"]).name == "inference"
+
+
+def _answered_run(arrived_over_s: float, answered_over_s: float, n: int = 100) -> serving.LoadRun:
+    """n requests arriving evenly over `arrived_over_s`, answered evenly over `answered_over_s` from the start."""
+    requests = [serving.Request(i, None, i * arrived_over_s / n) for i in range(n)]
+    for i, r in enumerate(requests):
+        r.answer(None, (i + 1) * answered_over_s / n, 2)
+    return serving.LoadRun("max_wait=1ms", requests, 0.0, answered_over_s + 0.3, n / arrived_over_s,
+                           n / arrived_over_s, 0.0, 0.0, None)
+
+
+def test_a_load_runs_time_split_says_which_side_of_the_race_a_saturated_server_lost():
+    kept_up = serving.time_split(_answered_run(1.0, 1.0), [(2, 0.004)] * 50)
+    assert kept_up.startswith("50 forward passes of 2.0 requests (4.00 ms each), 20% of the run")
+    assert "saturated" not in kept_up
+    computing = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.0198)] * 50)  # 1000/s arrived, 100/s answered
+    assert "saturated with its forward passes running 99% of the time: batches of 2.0 answer 101/s at most" in computing
+    idle = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.004)] * 50)
+    assert "saturated while its forward passes ran only 20% of the time: the rest went outside them" in idle

@@ -1,0 +1,218 @@
+"""Lab 11's exercises: the solution passes; each plausible wrong answer fails the self-check with its own hint and
+scores 0 in the grader (partial credit only for read_scheduler, never full)."""
+import random
+
+from lab_utils import exercises
+from lab_utils.exercises import check, to_plain
+from lab_utils.labs.lab11.exercises import expand_nodelist, memory_mb, parse_sbatch, slurm_minutes
+from test_judges import solution_function, solution_source
+
+
+def score(fn, seed: int = 7) -> float:
+    exercise = exercises.get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)[0]
+
+
+def fails(fn, words: str) -> bool:
+    result = check(fn)
+    assert not result and words in result.message, result.message
+    return score(fn) < 1.0
+
+
+# ---- rank_from_slurm ------------------------------------------------------------------------------------------------
+
+def first_host(nodelist):
+    return expand_nodelist(nodelist)[0]
+
+
+def rank_from_slurm(env):
+    return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env["SLURM_NTASKS"], "LOCAL_RANK": env["SLURM_LOCALID"],
+            "MASTER_ADDR": first_host(env["SLURM_JOB_NODELIST"]),
+            "MASTER_PORT": str(10000 + int(env["SLURM_JOB_ID"]) % 10000)}
+
+
+def test_nodelists_expand_as_scontrol_does():
+    assert expand_nodelist("gpu[007-008]") == ["gpu007", "gpu008"]
+    assert expand_nodelist("cn[09-10],cn42") == ["cn09", "cn10", "cn42"]
+    assert expand_nodelist("n[1-2,5]") == ["n1", "n2", "n5"] and expand_nodelist("login1") == ["login1"]
+
+
+def test_rank_from_slurm_solution_passes():
+    assert check(rank_from_slurm) and score(rank_from_slurm) == 1.0
+
+
+def test_rank_from_slurm_wrong_answers_fail_with_their_hint():
+    def rank_from_slurm(env):  # the global rank as local rank
+        return {**right(env), "LOCAL_RANK": env["SLURM_PROCID"]}
+    assert fails(rank_from_slurm, "SLURM_LOCALID")
+
+    def rank_from_slurm(env):  # nodes counted, not tasks
+        return {**right(env), "WORLD_SIZE": env["SLURM_NNODES"]}
+    assert fails(rank_from_slurm, "not nodes")
+
+    def rank_from_slurm(env):  # the raw list as an address
+        return {**right(env), "MASTER_ADDR": env["SLURM_JOB_NODELIST"]}
+    assert fails(rank_from_slurm, "expand SLURM_JOB_NODELIST")
+
+    def rank_from_slurm(env):  # every task its own node: the hung rendezvous
+        return {**right(env), "MASTER_ADDR": env["SLURMD_NODENAME"]}
+    assert fails(rank_from_slurm, "this task's own node")
+
+    def rank_from_slurm(env):  # zero padding lost
+        name = first_host(env["SLURM_JOB_NODELIST"])
+        return {**right(env), "MASTER_ADDR": name.rstrip("0123456789") + str(int(name[len(name.rstrip("0123456789")):]))}
+    assert fails(rank_from_slurm, "zero padding")
+
+    def rank_from_slurm(env):  # numbers, not strings
+        return {k: int(v) if v.isdigit() else v for k, v in right(env).items()}
+    assert fails(rank_from_slurm, "strings")
+
+    def rank_from_slurm(env):  # a port per task
+        return {**right(env), "MASTER_PORT": str(int(right(env)["MASTER_PORT"]) + int(env["SLURM_PROCID"]))}
+    assert fails(rank_from_slurm, "same MASTER_PORT")
+
+
+def right(env):
+    return rank_from_slurm(env)
+
+
+# ---- sbatch_header --------------------------------------------------------------------------------------------------
+
+def slurm_time(minutes):
+    days, rest = divmod(minutes, 1440)
+    return (f"{days}-" if days else "") + f"{rest // 60:02d}:{rest % 60:02d}:00"
+
+
+def sbatch_header(request):
+    lines = [f"#SBATCH --job-name={request['job_name']}", f"#SBATCH --nodes={request['nodes']}",
+             f"#SBATCH --ntasks-per-node={request['tasks_per_node']}",
+             f"#SBATCH --cpus-per-task={request['cpus_per_task']}", f"#SBATCH --mem={request['mem_gb']}G",
+             f"#SBATCH --time={slurm_time(request['minutes'])}"]
+    if request["gpus_per_node"]:
+        lines.append(f"#SBATCH --gres=gpu:{request['gpus_per_node']}")
+    return "\n".join(lines)
+
+
+def test_slurm_reads_times_memory_and_options_as_slurm_does():
+    assert slurm_minutes("1:30") == 1.5 and slurm_minutes("01:30:00") == 90 and slurm_minutes("90") == 90
+    assert slurm_minutes("1-01:00:00") == 1500 and slurm_minutes("2-3") == 2 * 1440 + 180
+    assert memory_mb("64") == 64 and memory_mb("64G") == 65536 and memory_mb("500M") == 500
+    assert parse_sbatch("#SBATCH -N 2 -c8\n# SBATCH --mem=1\n#SBATCH --time 10  # ten\nsrun x\n#SBATCH --mem=5") == \
+        {"nodes": "2", "cpus-per-task": "8", "time": "10"}
+
+
+def test_sbatch_header_solution_and_equivalent_spellings_pass():
+    right_header = globals()["sbatch_header"]
+    assert check(right_header) and score(right_header) == 1.0
+
+    def sbatch_header(r):  # short options, minutes, MB, --gpus-per-node
+        lines = [f"#SBATCH -N {r['nodes']}", f"#SBATCH --ntasks-per-node {r['tasks_per_node']}",
+                 f"#SBATCH -c {r['cpus_per_task']}", f"#SBATCH --mem={r['mem_gb'] * 1024}", f"#SBATCH -t {r['minutes']}"]
+        return "\n".join(lines + ([f"#SBATCH --gpus-per-node={r['gpus_per_node']}"] if r["gpus_per_node"] else []))
+    assert check(sbatch_header) and score(sbatch_header) == 1.0
+
+
+def edited(old, new):
+    def sbatch_header(request):
+        return globals()["sbatch_header"](request).replace(old(request), new(request))
+    return sbatch_header
+
+
+def test_sbatch_header_wrong_answers_fail_with_their_hint():
+    hours = edited(lambda r: f"--time={slurm_time(r['minutes'])}", lambda r: f"--time={r['minutes'] // 60}:{r['minutes'] % 60:02d}")
+    assert fails(hours, "MINUTES:SECONDS")
+    megabytes = edited(lambda r: f"--mem={r['mem_gb']}G", lambda r: f"--mem={r['mem_gb']}")
+    assert fails(megabytes, "a bare number is megabytes")
+    total_tasks = edited(lambda r: "--ntasks-per-node=", lambda r: "--ntasks=")
+    assert fails(total_tasks, "--ntasks is the job's total")
+    node_cores = edited(lambda r: f"--cpus-per-task={r['cpus_per_task']}",
+                        lambda r: f"--cpus-per-task={r['cpus_per_task'] * r['tasks_per_node']}")
+    assert fails(node_cores, "ONE task")
+    spaced = edited(lambda r: "#SBATCH --nodes", lambda r: "# SBATCH --nodes")
+    assert fails(spaced, "exactly '#SBATCH'")
+    all_gpus = edited(lambda r: f"--gres=gpu:{r['gpus_per_node']}", lambda r: f"--gres=gpu:{r['gpus_per_node'] * r['nodes']}")
+    assert fails(all_gpus, "per node")
+
+
+# ---- train_resumable ------------------------------------------------------------------------------------------------
+
+RESUME = exercises.get("train_resumable")
+train_resumable = solution_function(RESUME)  # the solution notebook's
+
+
+def resume_edit(edits: dict):
+    """The solution's train_resumable with each `old` text of its source replaced by `new`: a learner's wrong answer."""
+    source = solution_source(RESUME)
+    for old, new in edits.items():
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    namespace: dict = {}
+    exec(RESUME.setup, namespace)
+    exec(compile(source, "<wrong answer>", "exec"), namespace)
+    return namespace["train_resumable"]
+
+
+def test_train_resumable_solution_passes():
+    assert check(train_resumable) and score(train_resumable) == 1.0
+
+
+def test_train_resumable_wrong_answers_fail_with_their_hint():
+    assert fails(resume_edit({'optimizer.load_state_dict(state["optimizer"])': "pass"}), "momentum")
+    assert fails(resume_edit({'step = state["step"]': "pass"}), "from step 0")
+    assert fails(resume_edit({"if os.path.exists(path):": "if False:"}), "from step 0")
+    assert fails(resume_edit({"slurm.resume_batch(step)": "slurm.resume_batch(ran)"}), "data order")
+    assert fails(resume_edit({"if step % every == 0:": "if True:"}), "last checkpoint")
+    assert fails(resume_edit({'path + ".tmp")\n            os.replace(path + ".tmp", path)': "path)"}), "os.replace")
+    assert fails(resume_edit({'"ran": ran}': '"ran": step}'}), "instead of the steps this call ran")
+
+
+# ---- read_scheduler -------------------------------------------------------------------------------------------------
+
+PENDING = {"Resources": "wait", "Priority": "wait", "Dependency": "wait", "QOSMaxJobsPerUserLimit": "wait",
+           "DependencyNeverSatisfied": "fix the dependency", "PartitionTimeLimit": "fix the request"}
+ENDED = {"COMPLETED": "done", "TIMEOUT": "more time", "OUT_OF_MEMORY": "more memory", "NODE_FAIL": "resubmit",
+         "FAILED": "read the log", "CANCELLED": "cancelled", "RUNNING": "wait"}
+
+
+def read_scheduler(text):
+    verdicts = {}
+    for line in text.splitlines()[1:]:
+        job_id, name, state, exit_code, reason = line.split("|")
+        if "." not in job_id:
+            state = state.split()[0]
+            verdicts[job_id] = PENDING.get(reason, "wait") if state == "PENDING" else ENDED[state]
+    return verdicts
+
+
+def test_read_scheduler_solution_passes():
+    assert check(read_scheduler) and score(read_scheduler) == 1.0
+
+
+def test_read_scheduler_wrong_answers_fail_with_their_hint():
+    def read_scheduler(text):  # the last line of each job: its step
+        verdicts = {}
+        for line in text.splitlines()[1:]:
+            job_id, name, state, exit_code, reason = line.split("|")
+            state = state.split()[0]
+            verdicts[job_id.split(".")[0]] = PENDING.get(reason, "wait") if state == "PENDING" else ENDED[state]
+        return verdicts
+    assert fails(read_scheduler, "read the job's own line")
+
+    def read_scheduler(text):  # every pending job waits
+        return {k: ("wait" if v in ("fix the request", "fix the dependency") else v)
+                for k, v in globals()["read_scheduler"](text).items()}
+    assert fails(read_scheduler, "Reason says whether waiting helps")
+
+    def read_scheduler(text):  # 'CANCELLED by 0' never matched
+        verdicts = {}
+        for line in text.splitlines()[1:]:
+            job_id, name, state, exit_code, reason = line.split("|")
+            if "." not in job_id:
+                verdicts[job_id] = PENDING.get(reason, "wait") if state == "PENDING" else ENDED.get(state, "read the log")
+        return verdicts
+    assert fails(read_scheduler, "first word")
+
+    def read_scheduler(text):  # steps answered too
+        return {line.split("|")[0]: "done" for line in text.splitlines()[1:]}
+    assert fails(read_scheduler, "is a step of a job")

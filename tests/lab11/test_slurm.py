@@ -1,0 +1,362 @@
+"""Lab 11's batch-script writers and Slurm-to-torch translation (its lesson cells), lab_utils.labs.lab11.slurm's helpers
+(no Slurm needed), and learner_code.from_notebook."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from lab_utils import learner_code
+from lab_utils.labs.lab11 import slurm
+from lab_utils.labs.lab11 import lesson as lab11
+
+
+def srun_and_torchrun(script: str) -> str:
+    """The srun command with its continuation lines, as one line."""
+    return re.search(r"^srun .*?(?=\n\n|\Z)", script, re.S | re.M).group(0).replace("\\\n", " ")
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_cpu_script_starts_one_torchrun_agent_per_node_with_c10d_on_the_first_node(nodes):
+    script = lab11.batch_script("train.py", ["--epochs", "2"], nodes=nodes, tasks_per_node=2, cpus_per_task=1,
+                                time_limit_min=5, partition="lab", python="python")
+    assert f"#SBATCH --nodes={nodes}\n" in script
+    assert re.search(r"^#SBATCH --ntasks-per-node=1\b", script, re.M)
+    assert re.search(r"^#SBATCH --cpus-per-task=2\b", script, re.M)  # two processes of one core each per node
+    assert "#SBATCH --partition=lab" in script and "#SBATCH --time=00:05:00" in script
+    assert not re.search(r"^#SBATCH --gres", script, re.M) and re.search(r"^##SBATCH --gres=gpu:N", script, re.M)
+    line = " ".join(srun_and_torchrun(script).split())
+    assert line.startswith('srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 python -m torch.distributed.run')
+    assert '--nnodes="$SLURM_NNODES" --nproc-per-node=2' in line
+    assert '--rdzv-backend=c10d --rdzv-endpoint="$head_addr:$port" --rdzv-id="$SLURM_JOB_ID"' in line
+    assert line.endswith("train.py --epochs 2")
+    assert 'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
+    assert "--cpu-bind" not in line and not re.search(r"^export NCCL", script, re.M)
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_gpu_script_asks_for_gpus_one_process_each_with_cores_bound_and_nccl(nodes):
+    script = lab11.batch_script("train.py", nodes=nodes, gpus_per_node=4, cpus_per_task=8, python="python")
+    assert f"#SBATCH --nodes={nodes}\n" in script
+    assert re.search(r"^#SBATCH --gres=gpu:4\b", script, re.M)
+    assert re.search(r"^#SBATCH --cpus-per-task=32\b", script, re.M)
+    assert re.search(r"^export NCCL_DEBUG=WARN", script, re.M) and re.search(r"^export OMP_NUM_THREADS=8\b", script, re.M)
+    line = " ".join(srun_and_torchrun(script).split())
+    assert "--ntasks-per-node=1 --kill-on-bad-exit=1 --cpu-bind=cores" in line and "--nproc-per-node=4" in line
+
+
+def test_script_is_valid_bash_and_refuses_nonsense():
+    script = lab11.batch_script("my train.py", ["{\"a\": 1}"], max_restarts=1, one_host=True)
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    assert "--max-restarts=1" in script and "'my train.py'" in script and "export LAB_ONE_HOST=1" in script
+    for bad in (dict(nodes=0), dict(tasks_per_node=-1), dict(gpus_per_node=-2), dict(cpus_per_task=1.5),
+                dict(time_limit_min=0), dict(time_limit_min="5")):
+        with pytest.raises(ValueError):
+            lab11.batch_script("train.py", **bad)
+        with pytest.raises(ValueError):
+            lab11.restart_script("train.py", **bad)
+    assert lab11.slurm_time(90) == "01:30:00" and "#SBATCH --time=01:30:00" in lab11.batch_script("t.py", time_limit_min=90)
+
+
+def test_log_tail_hides_time_stamps_folders_and_the_host(tmp_path):
+    import socket
+
+    log = tmp_path / "job.out"
+    log.write_text(f"submitit INFO (2026-01-02 03:04:05,678) - Loading {tmp_path}/x.pkl on {socket.gethostname()}\nlast\n")
+    assert slurm.log_tail(log, folder=tmp_path) == f"submitit INFO - Loading {tmp_path.name}/x.pkl on <host>\nlast"
+    assert slurm.log_tail(tmp_path / "none.out") == "(no log yet)"
+
+
+def test_torch_environment_from_slurm_variables(tmp_path, monkeypatch):
+    monkeypatch.setattr(lab11, "first_node_address", lambda: "10.0.0.7")
+    env = {"SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NNODES": "2", "SLURM_JOB_ID": "77"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    (tmp_path / "port-77").write_text("23456")  # what task 0 wrote
+    got = lab11.torch_environment(tmp_path)
+    assert (got.rank, got.world_size, got.local_rank, got.local_world_size, got.master_addr, got.master_port) == \
+        (3, 4, 1, 2, "10.0.0.7", 23456)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    port = lab11.shared_free_port(tmp_path)
+    assert (tmp_path / "port-77").read_text() == str(port) and port != 23456
+
+
+def test_a_task_leaves_no_port_file_behind(tmp_path, monkeypatch):
+    """Task 0 shares the rendezvous port through a file; once the worker has run, the file is removed (they piled up)."""
+    monkeypatch.setattr(lab11, "first_node_address", lambda: "127.0.0.1")
+    monkeypatch.setattr(lab11, "hold_process_groups", lambda: None)
+    monkeypatch.setattr(lab11.slurm, "place_task", lambda: {})
+    for k, v in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NNODES": "1",
+                 "SLURM_JOB_ID": "78"}.items():
+        monkeypatch.setenv(k, v)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"):
+        monkeypatch.setenv(k, "")  # export() sets them: restored after the test
+    seen = []
+    out = lab11.task(lambda rank, world, cfg: seen.append((tmp_path / "port-78").exists()) or {"done": True}, None, tmp_path)
+    assert out["done"] and seen == [True] and not (tmp_path / "port-78").exists()
+
+
+def test_no_slurm_here_gives_none(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo
+    assert slurm.find() is None
+    assert slurm.SKIPPED == "skipped: no Slurm here (make cluster needs root; on a cluster, run this lab there)"
+
+
+def test_a_wrong_slurm_conf_is_named_instead_of_no_slurm_here(monkeypatch, tmp_path, capsys):
+    fake = tmp_path / "sinfo"
+    fake.write_text("#!/bin/sh\necho 'sinfo: error: s_p_parse_file: unable to read \"$SLURM_CONF\"' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere.conf"))
+    assert slurm.find() is None
+    said = capsys.readouterr().out
+    assert "SLURM_CONF is set to" in said and "nowhere.conf (no such file)" in said and "unable to read" in said, said
+    assert "Unset it" in said
+
+
+def test_lab03_worker_comes_from_its_notebook_and_travels_by_value():
+    import cloudpickle
+
+    lesson = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb", beside="/nonexistent"), "ddp_worker")
+    assert lesson.notebook.parent.name == "solutions" and lesson.source.startswith("def ddp_worker(rank, world_size, cfg):")
+    assert "DistributedSampler(" in lesson.source and "# 1. join the process group" in lesson.source  # comments kept
+    assert "from torch.utils.data import DataLoader, DistributedSampler" in lesson.imports
+    assert b"DistributedSampler" in cloudpickle.dumps(lesson.function)  # by value: its code travels with it
+    with pytest.raises(LookupError, match="defines no function 'nothing_here'"):
+        learner_code.from_notebook(lesson.notebook, "nothing_here")
+    assert "ddp_worker from the course's solutions/03_ddp.ipynb, cell " in lesson.describe()
+
+
+def test_a_learners_copy_beside_the_notebook_is_taken_and_named(tmp_path):
+    import shutil
+
+    shutil.copy(learner_code.notebook_path("03_ddp.ipynb", beside="/nonexistent"), tmp_path / "03_ddp.ipynb")
+    lesson = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker")
+    assert lesson.notebook.parent == tmp_path.resolve()
+    assert "ddp_worker from 03_ddp.ipynb beside this notebook, cell " in lesson.describe()
+
+
+def test_lab03_worker_from_the_notebook_trains_like_lab03(tmp_path):
+    from lab_utils import spec
+    from lab_utils.launch import launch
+    from lab_utils.labs.lab03.lesson import (DDPConfig, ddp_worker)  # the generated module: the same cell, imported, not read
+
+    worker = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb", beside=tmp_path), "ddp_worker").function
+    assert worker is not ddp_worker and worker.__module__ != ddp_worker.__module__
+    cfg = DDPConfig(data={"kind": "digits", "n_train": 128}, layers=spec.cnn2d_2layer_fullconnected_2layer(10),
+                    epochs=1, per_rank_batch=16, lr=0.05, warmup_steps=0, accumulation=1, seed=0, timeout_s=60,
+                    checkpoint=None)
+    got = launch(worker, 2, args=(cfg,), timeout=120)
+    want = launch(ddp_worker, 2, args=(cfg,), timeout=120)
+    assert abs(got[0]["weights"] - want[0]["weights"]).max() <= 1e-6
+
+
+# ---- part 3: the node failure, resumed by a fresh srun step --------------------------------------------------------
+
+def test_restart_script_starts_a_fresh_srun_step_per_attempt():
+    script = lab11.restart_script("resumable.py", ['{"a": 1}'], attempts=3, nodes=2, one_host=True, python="python")
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    assert "set -e" not in script.replace("set -euo", "")  # a failed step must reach the loop
+    loop = script[script.index("for attempt in $(seq 1 3); do"):]
+    assert "export MASTER_PORT=" in loop  # a fresh port per attempt
+    assert re.search(r'^  srun --nodes="\$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 \\\n    python '
+                     r"resumable.py '\{\"a\": 1\}'$", loop, re.M)
+    assert "torch.distributed.run" not in script and "exit 0" in loop and loop.rstrip().endswith("exit 1")
+    assert re.search(r"^export GLOO_SOCKET_IFNAME=lo\b", script, re.M) and re.search(r"^export LAB_ONE_HOST=1", script, re.M)
+    assert re.search(r"^export MASTER_ADDR=", script, re.M)
+    gpu = lab11.restart_script("resumable.py", gpus_per_node=4, cpus_per_task=8, python="python")
+    assert re.search(r"^#SBATCH --gres=gpu:4\b", gpu, re.M) and re.search(r"^#SBATCH --ntasks-per-node=4\b", gpu, re.M)
+    assert "--cpu-bind=cores" in gpu and "GLOO_SOCKET_IFNAME" not in gpu
+    with pytest.raises(ValueError):
+        lab11.restart_script("resumable.py", attempts=0)
+
+
+def test_rank_from_slurm(monkeypatch):
+    for k, v in {"SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NNODES": "2"}.items():
+        monkeypatch.setenv(k, v)
+    assert lab11.ranks_from_slurm() == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    assert os.environ["RANK"] == "3"
+
+
+def lab11_resumable_worker():
+    """Lab 11's resumable worker, as its notebook's cell defines it (imports and def), sent by value."""
+    import nbformat
+
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    cell = next(c.source for c in nb.cells if c.cell_type == "code" and "def resumable_worker(" in c.source)
+    namespace = {"__name__": "lesson_lab11"}
+    exec(compile(cell, "<lab 11>", "exec"), namespace)
+    return namespace["resumable_worker"], namespace["imports"], cell[cell.index("def resumable_worker("):]
+
+
+def fault_cfg(folder, **kw):
+    from lab_utils import spec
+
+    return dict(data={"kind": "digits", "n_train": 512}, layers=spec.cnn2d_2layer_fullconnected_2layer(10),
+                per_rank_batch=16, lr=0.05, seed=0, timeout_s=30, steps=10, fail_at_step=7, checkpoint_every=3,
+                checkpoint=str(folder / "checkpoint.pt"), progress=str(folder), **kw)
+
+
+def uninterrupted_weights(worker, cfg):
+    from lab_utils.launch import launch
+
+    return launch(worker, 2, args=(dict(cfg, checkpoint_every=0, checkpoint="", progress="", fail_at_step=None),),
+                  timeout=120)[0]["weights"]
+
+
+@pytest.mark.slow
+def test_a_killed_rank_resumes_from_the_checkpoint_to_the_uninterrupted_weights(tmp_path):
+    """Lab 11's fault run without Slurm: the first launch loses rank 1 after step 7, the second resumes from step 6."""
+    import json
+
+    import numpy as np
+
+    from lab_utils.launch import RankError, launch
+
+    worker, _, _ = lab11_resumable_worker()
+    cfg = fault_cfg(tmp_path)
+    with pytest.raises(RankError):  # rank 1 killed, or rank 0 losing its peer: whichever the launcher sees first
+        launch(worker, 2, args=(cfg,), timeout=120)
+    resumed = launch(worker, 2, args=(cfg,), timeout=120)
+    attempts = [json.loads((tmp_path / f"attempt-{a}.json").read_text()) for a in range(2)]
+    assert attempts[0]["step"] == 7 and attempts[1]["resumed_from"] == 6 and resumed[0]["steps_here"] == 4
+    assert float(np.abs(resumed[0]["weights"] - uninterrupted_weights(worker, cfg)).max()) <= 1e-6
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_weights(tmp_path):
+    """For real on the cluster (`make cluster`): one job, a task killed, the second srun step resumes; equal weights."""
+    import inspect
+    import json
+
+    import numpy as np
+
+    worker, imports, source = lab11_resumable_worker()
+    main = ("\n\nif __name__ == '__main__':\n    from lab_utils.labs.lab11 import slurm\n    from lab_utils.launch import "
+            "hold_process_groups\n    env = ranks_from_slurm()\n    slurm.place_task()\n    hold_process_groups()\n"
+            "    cfg = json.loads(sys.argv[1])\n    out = resumable_worker(int(env['RANK']), int(env['WORLD_SIZE']), cfg)\n"
+            "    if env['RANK'] == '0':\n        np.save(Path(cfg['progress']) / 'weights.npy', out['weights'])\n"
+            "    slurm.exit_now()\n")
+    (tmp_path / "resumable.py").write_text(imports + "\n\n" + source + "\n\n" + inspect.getsource(lab11.ranks_from_slurm) + main)
+    cfg = fault_cfg(tmp_path)
+    cluster = slurm.find()
+    script = lab11.restart_script(tmp_path / "resumable.py", [json.dumps(cfg)], nodes=2, time_limit_min=3,
+                                  output=str(tmp_path / "job.out"), one_host=cluster.one_host)
+    (tmp_path / "job.sbatch").write_text(script)
+    final = slurm.wait(slurm.sbatch(tmp_path / "job.sbatch"), 120, say=lambda line: None)
+    log = slurm.log_tail(tmp_path / "job.out", 20)
+    assert final[0]["JobState"] == "COMPLETED", log
+    assert "attempt 1 failed" in log and "attempt 2 completed" in log, log
+    attempts = [json.loads((tmp_path / f"attempt-{a}.json").read_text()) for a in range(2)]
+    assert attempts[0]["step"] == 7 and attempts[1]["resumed_from"] == 6
+    diff = float(np.abs(np.load(tmp_path / "weights.npy") - uninterrupted_weights(worker, cfg)).max())
+    assert diff <= 1e-6
+
+
+def test_without_machine_paths_hides_the_folder_and_the_interpreter(tmp_path):
+    text = lab11.batch_script(tmp_path / "train.py", output=str(tmp_path / "x-%j.out"))
+    got = slurm.without_machine_paths(text, tmp_path)
+    assert str(tmp_path) not in got and sys.executable not in got and f"{tmp_path.name}/train.py" in got
+    on_a_node = slurm.without_machine_paths(f"0: node1 task 0 of 2 python in {sys.prefix}\n", tmp_path)
+    assert on_a_node == "0: node1 task 0 of 2 python in .venv\n"
+
+
+def test_waiting_for_a_timed_job_stats_files_and_asks_the_scheduler_rarely(tmp_path, monkeypatch):
+    import threading
+
+    from submitit.slurm.slurm import SlurmJob
+
+    asked = []
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: asked.append(job_id) or [{"JobState": "RUNNING"}])
+    job = SlurmJob(folder=str(tmp_path), job_id="7", tasks=(0, 1))
+    results = [job.task(i).paths.result_pickle for i in range(2)]
+    timer = threading.Timer(0.5, lambda: [p.write_bytes(b"x") for p in results])
+    timer.start()
+    slurm.wait_for_results(job, timeout=10, check_every=0.2, poll=0.05)
+    assert all(p.exists() for p in results) and 1 <= len(asked) <= 3  # every 0.2 s at most, not every poll
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: [{"JobState": "FAILED"}, {"JobState": "COMPLETED"}])
+    slurm.wait_for_results(SlurmJob(folder=str(tmp_path), job_id="8", tasks=(0,)), timeout=10, check_every=0.1)
+    cancelled = []
+    monkeypatch.setattr(slurm, "job_info", lambda job_id: [{"JobState": "PENDING"}])
+    monkeypatch.setattr(slurm, "cancel", cancelled.append)
+    with pytest.raises(TimeoutError, match="wrote no results within 0.3 s, so it was cancelled"):
+        slurm.wait_for_results(SlurmJob(folder=str(tmp_path), job_id="9", tasks=(0,)), timeout=0.3, check_every=0.1)
+    assert cancelled == ["9"]
+
+
+@pytest.mark.slow
+def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypatch, tmp_path):
+    from lab_utils.instructor.bench import training
+
+    with monkeypatch.context() as m:
+        m.setattr(slurm, "find", lambda: None)
+        assert training.cluster(repeats=1) == {"benchmark": "cluster", "skipped": slurm.SKIPPED}
+    if slurm.find() is None:
+        pytest.skip("no Slurm cluster here (make cluster): the measuring half needs one")
+    figures = training.cluster(repeats=1, steps=4)
+    assert figures["steps"] == 4 and len(figures["slurm_steps_per_s_runs"]) == 1
+    assert len(figures["own_session_steps_per_s_runs"]) == 1 and len(figures["verdicts"]) == 3
+    assert all(v["verdict"] == "not distinguishable here" for v in figures["verdicts"])  # one pair decides nothing
+    assert figures["slurm_vs_local_steps"] == pytest.approx(figures["slurm_steps_per_s"] / figures["launch_steps_per_s"],
+                                                            rel=0.01)
+    assert 0 < figures["submit_to_first_step_s"] < 120
+
+
+# ---- lab 11's scripts activate the course's environment; the helpers its by-hand cells wait with --------------------
+
+def test_scripts_activate_the_environment_and_pass_cores_to_srun():
+    for make in (lab11.batch_script, lab11.restart_script):
+        script = make("train.py", activate="/opt/venv/bin/activate", python="python")
+        assert re.search(r"^source /opt/venv/bin/activate$", script, re.M), script
+        assert script.index("source /opt/venv") < script.index("srun ")
+        assert re.search(r"^export SRUN_CPUS_PER_TASK=\$SLURM_CPUS_PER_TASK\b", script, re.M)
+        assert "module load" in script and subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+        assert "source " not in make("train.py", python="python")  # no environment named: none activated
+
+
+def test_waiting_for_a_job_file_and_its_number(tmp_path):
+    import threading
+
+    path = tmp_path / "progress"
+    threading.Timer(0.2, lambda: path.write_text("3")).start()
+    assert slurm.wait_for_file(path, 5) == "3"
+    threading.Timer(0.2, lambda: path.write_text("9")).start()
+    assert slurm.wait_for_file(path, 5, at_least=8) == "9"
+    with pytest.raises(TimeoutError, match="did not appear .or not reach 100."):
+        slurm.wait_for_file(path, 0.3, at_least=100)
+
+
+@pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+def test_sacct_reads_the_cluster_records_or_says_why_not():
+    reason = slurm.accounting()
+    if reason is not None:
+        assert reason.startswith("sacct") and ("disabled" in reason or "does not answer" in reason)
+        pytest.skip(reason)
+    out = slurm.command(["sbatch", "--parsable", "--time=1", "--output=/dev/null", "--wrap", "exit 3"])
+    job = out.strip().split(";")[0]
+    slurm.wait(job, 60, say=lambda line: None)
+    assert slurm.settled([job]) == {job: "FAILED"}
+
+
+def test_settled_waits_for_sacct_to_record_the_jobs_own_name(monkeypatch):
+    """Before slurmdbd has a job's full record, sacct may name it 'allocation': settled waits for the real name."""
+    names = iter(["5|allocation", "5|allocation", "5|hello"])
+
+    def fake(cmd, timeout=None):
+        if cmd[:2] == ["scontrol", "show"]:
+            return "JobId=5 JobName=hello UserId=root(0) JobState=COMPLETED"
+        if "JobID,State" in cmd:
+            return "5|COMPLETED"
+        return next(names)
+
+    monkeypatch.setattr(slurm, "command", fake)
+    assert slurm.settled(["5"], poll=0.01) == {"5": "COMPLETED"}
+    with pytest.raises(StopIteration):
+        next(names)  # it read the names until the real one came
+
+
+def test_sacct_durations_read_as_seconds():
+    assert slurm.seconds("00:03.004") == pytest.approx(3.004) and slurm.seconds("01:02:03") == 3723
+    assert slurm.seconds("1-00:00:01") == 86401 and slurm.seconds("00:00:00") == 0

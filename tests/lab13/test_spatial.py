@@ -1,0 +1,263 @@
+"""Lab 13: its data set, the slab split, the halo exchange = the unsplit model on 2 and 3 ranks with awkward heights,
+halo bytes = formula, the per-slab BatchNorm trap, and library results printed only through a comparison."""
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lab_utils.labs.lab13 import spatial
+from lab_utils.launch import launch
+from lab_utils.labs.lab13 import lesson as lab13
+from lab_utils.variants import variant
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "solutions" / "13_spatial_parallelism.ipynb"
+
+
+# ---- data --------------------------------------------------------------------------------------------------------
+
+def test_upscaled_digits_are_deterministic_and_validated_like_any_csv(tmp_path):
+    first = spatial.upscaled_digits_csv(tmp_path / "a", 16, 3)
+    second = spatial.upscaled_digits_csv(tmp_path / "b", 16, 3)
+    assert first.read_bytes() == second.read_bytes()
+    images, labels, path = spatial.load_upscaled_digits(tmp_path / "a", 16, 3)
+    assert images.shape == (3, 1, 16, 16) and labels.shape == (3,) and path == first
+    assert 0.0 <= images.min() and images.max() <= 1.0 and images.max() > 0.5
+    lines = first.read_text().splitlines()
+    lines[2] = lines[2].replace(",", ",x,", 1)  # a malformed row: data.load_csv names the file and the line
+    first.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="line 3"):
+        spatial.load_upscaled_digits(tmp_path / "a", 16, 3)
+
+
+def test_upscaled_digits_refuse_bad_sizes(tmp_path):
+    with pytest.raises(ValueError, match="at least 8"):
+        spatial.upscaled_digits_csv(tmp_path, 4, 2)
+    with pytest.raises(ValueError, match="n must be"):
+        spatial.upscaled_digits_csv(tmp_path, 16, 0)
+
+
+def test_layer_outputs_are_counted_from_tensors():
+    rows = spatial.layer_outputs(lab13.CourseCNN(0), torch.zeros(1, 1, 20, 20))
+    assert [name for name, _, _ in rows] == ["conv1", "bn1", "conv2", "bn2", "conv3", "fc"]
+    assert rows[0] == ("conv1", (1, 8, 20, 20), 8 * 20 * 20 * 4)
+    assert rows[2] == ("conv2", (1, 16, 5, 5), 16 * 5 * 5 * 4)  # pool to 10, stride 2 to 5
+
+
+# ---- the split ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("height,world_size", [(30, 2), (45, 3), (62, 3), (33, 2), (13, 3)])
+def test_slabs_cover_every_row_once_on_aligned_borders(height, world_size):
+    bounds = [lab13.slab_bounds(height, r, world_size, lab13.ALIGN) for r in range(world_size)]
+    assert bounds[0][0] == 0 and bounds[-1][1] == height
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    assert all(start % lab13.ALIGN == 0 for start, _ in bounds)
+
+
+def test_halo_rows_of_the_labs_layers():
+    assert lab13.halo_rows(3, 1, 1) == (1, 1)
+    assert lab13.halo_rows(3, 1, 2) == (1, 0)
+    assert lab13.halo_rows(2, 0, 2) == (0, 0)
+    assert lab13.halo_rows(5, 2, 1) == (2, 2)
+
+
+# ---- equal to the unsplit model, bytes = formula, on real ranks ------------------------------------------------------
+
+HEIGHTS = (30, 45)  # not multiples of 4 (the slab alignment) nor of 3 ranks x 4 rows; 45 is odd
+WIDTH, BATCH = 13, 2
+
+
+def _problems():
+    gen = torch.Generator().manual_seed(3)
+    return [(torch.rand(BATCH, 1, h, WIDTH, generator=gen), torch.randint(0, 10, (BATCH,), generator=gen))
+            for h in HEIGHTS]
+
+
+def _unsplit(images, labels):
+    full = lab13.CourseCNN(0).double()
+    x = images.double().requires_grad_(True)
+    logits = full(x)
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+    return logits.detach().numpy(), loss.item(), {n: p.grad.numpy() for n, p in full.named_parameters()}, x.grad.numpy()
+
+
+@pytest.fixture(scope="module")
+def runs():
+    problems = _problems()
+    return problems, {n: launch(lab13.spatial_step_worker, n, args=(problems, 0), timeout=120) for n in (2, 3)}
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_forward_loss_and_every_gradient_equal_the_unsplit_model(runs, world_size):
+    problems, by_size = runs
+    for i, (images, labels) in enumerate(problems):
+        logits, loss, grads, input_grad = _unsplit(images, labels)
+        ranks = [r[i] for r in by_size[world_size]]
+        assert len({r["rows"] for r in ranks}) == world_size
+        for r in ranks:
+            assert np.abs(r["logits"] - logits).max() <= 1e-5
+            assert abs(r["loss"] - loss) <= 1e-5
+            for name, g in grads.items():
+                assert np.abs(r["grads"][name] - g).max() <= 1e-5, name
+        assert np.abs(np.concatenate([r["input_grad"] for r in ranks], axis=2) - input_grad).max() <= 1e-5
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_halo_bytes_equal_the_formula_exactly(runs, world_size):
+    problems, by_size = runs
+    model = lab13.CourseCNN(0)
+    widths = {"conv1": WIDTH, "conv2": WIDTH // 2, "conv3": (WIDTH // 2 - 1) // 2 + 1}
+    for i, _ in enumerate(problems):
+        sends = [r[i]["sends"] for r in by_size[world_size]]
+        for phase in ("forward", "backward"):
+            counted = spatial.halo_bytes_by_layer(sends, phase)
+            predicted = {}
+            for name in widths:
+                conv = getattr(model, name)
+                above, below = lab13.halo_rows(conv.kernel_size[0], conv.padding[0], conv.stride[0])
+                predicted[conv.in_channels, widths[name]] = \
+                    (world_size - 1) * (above + below) * widths[name] * conv.in_channels * 8 * BATCH
+            assert counted == predicted
+        # 3x3, stride 1: 2 (k // 2) W C bytes per border and image, the issue's formula
+        assert predicted[1, WIDTH] == (world_size - 1) * 2 * (3 // 2) * WIDTH * 1 * 8 * BATCH
+
+
+def test_batchnorm_per_slab_is_measurably_wrong():
+    line = "    stats = SumOverSlabs.apply(stats)                                  # the same, over every rank's slab\n"
+    per_slab = variant(lab13.slab_batch_norm, {line: ""}, name="statistics per slab", show=False)
+    images, labels = _problems()[0]
+    ranks = launch(lab13.spatial_step_worker, 2, args=([(images, labels)], 0, per_slab), timeout=120)
+    logits, *_ = _unsplit(images, labels)
+    assert max(np.abs(r[0]["logits"] - logits).max() for r in ranks) > 1e-4
+
+
+# ---- a library result is printed only through a comparison with the unsplit model ---------------------------------
+
+def _result(gathered, placements="(Shard(dim=3),)", claimed=(2, 4, 8, 16), local=((2, 4, 8, 8), (2, 4, 8, 8))):
+    return {"placements": placements, "claimed_shape": claimed, "local_shapes": list(local), "gathered": gathered}
+
+
+def test_library_check_finds_a_wrong_shape_and_a_wrong_placement():
+    reference = np.zeros((2, 4, 8, 16))
+    found = spatial.LibraryCheck.compare("probe", _result(np.zeros((2, 4, 8, 8)), "(Replicate(),)"), reference)
+    assert not found.right
+    text = str(found)
+    assert "WRONG" in text and "(2, 4, 8, 8)" in text and "Replicate" in text
+
+
+def test_library_check_finds_wrong_values_and_where():
+    reference = np.random.default_rng(0).normal(size=(2, 4, 8, 16))
+    got = reference.copy()
+    got[..., 7:9] += 1.0
+    found = spatial.LibraryCheck.compare("probe", _result(got), reference)
+    assert not found.right and found.wrong_columns == (7, 8) and "columns [7, 8]" in str(found)
+
+
+def test_library_check_says_right_only_when_it_equals_the_reference():
+    reference = np.random.default_rng(1).normal(size=(2, 4, 8, 16))
+    found = spatial.LibraryCheck.compare("probe", _result(reference + 1e-7), reference)
+    assert found.right and str(found).startswith("library vs unsplit model, probe: right")
+    with pytest.raises(ValueError, match="unsplit"):
+        spatial.LibraryCheck.compare("probe", _result(reference), None)
+
+
+def test_the_dtensor_probe_is_reported_as_its_comparison_finds():
+    gen = torch.Generator().manual_seed(0)
+    x, w, b = (torch.randn(2, 4, 8, 16, generator=gen), torch.randn(4, 4, 3, 3, generator=gen),
+               torch.randn(4, generator=gen))
+    timed = torch.randn(1, 4, 8, 8, generator=gen)
+    ranks = launch(lab13.dtensor_conv_worker, 2, args=(x, w, b, timed, 1), timeout=120)
+    reference = F.conv2d(x, w, b, padding=1).numpy()
+    for how in ("as returned", "relabelled Shard(3)"):
+        result = ranks[0][how]
+        found = spatial.LibraryCheck.compare(how, result, reference)
+        gathered = np.asarray(result["gathered"])
+        really_right = gathered.shape == reference.shape and np.abs(gathered - reference).max() <= 1e-5
+        assert found.right == really_right
+        assert ("WRONG" in str(found)) == (not really_right)
+
+
+RAW = "launch(dtensor_conv_worker"
+
+
+def unchecked_library_prints(source: str) -> list[str]:
+    """Print calls that show a value derived from the library probe's raw result without a LibraryCheck verdict,
+    statement by statement in the order they run: a name is tainted when assigned from the probe's launch or from a
+    tainted name (through LibraryCheck.compare it is clean; assigned anything else, clean again); a print of a tainted
+    name is allowed only under an `if` that tests a LibraryCheck's `.right`."""
+    tainted: set[str] = set()
+    bad: list[str] = []
+
+    def names(node) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    def taints(value) -> bool:
+        text = ast.unparse(value)
+        return "LibraryCheck" not in text and (RAW in text or bool(names(value) & tainted))
+
+    def bind(targets, dirty: bool) -> None:
+        for target in targets:
+            (tainted.update if dirty else tainted.difference_update)(names(target))
+
+    def prints(node, guarded: bool) -> None:
+        for call in ast.walk(node):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print" and \
+                    not guarded and any(names(a) & tainted for a in call.args):
+                bad.append(ast.unparse(call))
+
+    def run(statements, guarded: bool) -> None:
+        for st in statements:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+                continue  # a definition runs nothing when defined
+            if isinstance(st, ast.If):
+                prints(st.test, guarded)
+                run(st.body, guarded or ".right" in ast.unparse(st.test))
+                run(st.orelse, guarded)
+            elif isinstance(st, (ast.For, ast.AsyncFor)):
+                bind([st.target], taints(st.iter))
+                run(st.body, guarded)
+                run(st.orelse, guarded)
+            elif isinstance(st, (ast.While, ast.With, ast.Try)):
+                run(getattr(st, "body", []), guarded)
+            else:
+                prints(st, guarded)
+                if isinstance(st, ast.Assign):
+                    bind(st.targets, taints(st.value))
+                elif isinstance(st, (ast.AnnAssign, ast.AugAssign)) and st.value is not None:
+                    bind([st.target], taints(st.value) or isinstance(st, ast.AugAssign) and
+                         bool(names(st.target) & tainted))
+
+    run(ast.parse(source).body, False)
+    return bad
+
+
+def _notebook_code() -> str:
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def test_the_lab_prints_no_library_result_it_did_not_check():
+    source = _notebook_code()
+    assert RAW in source  # the probe runs
+    assert "LibraryCheck.compare(" in source
+    assert unchecked_library_prints(source) == []
+
+
+def test_the_taint_check_catches_an_unchecked_print():
+    bad = ("library_ranks = launch(dtensor_conv_worker, 2)\nresult = library_ranks[0]['as returned']\n"
+           "print(result['claimed_shape'])\n")
+    assert unchecked_library_prints(bad) == ["print(result['claimed_shape'])"]
+    timed = ("library_ranks = launch(dtensor_conv_worker, 2)\n"
+             "rounds = {k: v for k, v in library_ranks[0]['times'].items()}\n"
+             "for name, times in rounds.items():\n    print(name, times)\n")
+    assert unchecked_library_prints(timed) == ["print(name, times)"]
+    guarded = ("library_ranks = launch(dtensor_conv_worker, 2)\n"
+               "checks = [spatial.LibraryCheck.compare('x', library_ranks[0], ref)]\n"
+               "rounds = library_ranks[0]['times']\nif all(c.right for c in checks):\n    print(rounds)\n"
+               "print(checks[0])\n")
+    assert unchecked_library_prints(guarded) == []
