@@ -7,6 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from lab_utils import spec, workloads
 from lab_utils.instructor import labs
 from lab_utils.instructor.course import committed_outputs
 
@@ -199,3 +200,66 @@ def test_committed_outputs_print_one_figure_per_comparison(lab):
     conflicts, compared = figure_conflicts(path, lab)
     assert compared, f"{path.name}: no verdict beside a table row of its pair found: did the table or claim change?"
     assert conflicts == [], "a table and a verdict print two figures for one comparison: run `make outputs`"
+
+
+# ---- one name per workload: every results row names a registered workload; "course CNN" one preset; no "speed test" --
+
+ROW_WORKLOAD = re.compile(r"workload: (?P<name>.+?)  \(rate: ")
+OTHER_PRESETS = [name for preset, short in workloads.MODELS.items() if preset in spec.PRESETS
+                 and preset != workloads.COURSE_CNN for name in (preset, short)]  # what "course CNN" must not mean
+COURSE_CNN_DEFINED = re.compile(rf"course CNN.{{0,80}}?(?:{workloads.model_name(workloads.COURSE_CNN)}(?![\w-])|"
+                                rf"{workloads.COURSE_CNN})", re.S)
+
+
+def cell_texts(path) -> list[tuple[int, str]]:
+    """(cell index, source and committed outputs) of every cell."""
+    cells = nbformat.read(path, 4).cells
+    return [(i, c.source + "".join(text_of(o) for o in c.get("outputs", []))) for i, c in enumerate(cells)]
+
+
+def unregistered_rows(path) -> list[str]:
+    return [f"cell {i}: {m['name']!r}" for i, text in cell_texts(path) for m in ROW_WORKLOAD.finditer(text)
+            if workloads.find(m["name"]) is None]
+
+
+def course_cnn_misuses(path) -> list[str]:
+    """Cells that say "course CNN" beside another preset, and a notebook that says it without tying it to its preset."""
+    texts = cell_texts(path)
+    said = [(i, t) for i, t in texts if "course CNN" in t]
+    wrong = [f"cell {i}: 'course CNN' beside {other}" for i, t in said for other in OTHER_PRESETS if other in t]
+    if said and not any(COURSE_CNN_DEFINED.search(t) for _, t in said):
+        wrong.append(f"says 'course CNN' (cells {[i for i, _ in said]}) without naming it "
+                     f"{workloads.model_name(workloads.COURSE_CNN)} in the same sentence")
+    return wrong
+
+
+def speed_tests(path) -> list[str]:
+    return [f"cell {i}" for i, t in cell_texts(path) if re.search(r"speed[ -]test", t, re.I)]
+
+
+def test_the_name_checks_catch_an_unregistered_row_a_second_course_cnn_and_a_speed_test():
+    table = "    workload: {}  (rate: training samples/s)\n"
+    cells = [nbformat.v4.new_code_cell("print(rows)", outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text=table.format(workloads.STEP_3CONV.name) + table.format("speed test: cnn2d_3layer"))]),
+        nbformat.v4.new_markdown_cell("The course CNN (CNN-2conv) of Lab 01."),
+        nbformat.v4.new_code_cell('models = {"course CNN": spec.cnn2d_3layer_fullconnected_3layer()}')]
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "nb.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+        assert unregistered_rows(path) == ["cell 0: 'speed test: cnn2d_3layer'"]
+        assert course_cnn_misuses(path) == ["cell 2: 'course CNN' beside cnn2d_3layer_fullconnected_3layer"]
+        assert speed_tests(path) == ["cell 0"]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells[2:]), path)  # never tied to its preset either
+        assert len(course_cnn_misuses(path)) == 2
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_every_results_row_names_a_registered_workload(path):
+    assert unregistered_rows(path) == [], "rows whose workload is not in lab_utils.workloads.REGISTRY: run `make outputs`"
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_course_cnn_names_one_preset_and_speed_test_names_none(path):
+    assert course_cnn_misuses(path) == []
+    assert speed_tests(path) == [], "'speed test' named four workloads: name the registry's workload instead"
