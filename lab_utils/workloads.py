@@ -33,8 +33,9 @@ class Workload:
 
     @property
     def computes(self) -> tuple:
-        """What is computed, whatever the lab times around it: the same model on the same data and image size."""
-        return self.model, self.data, self.side
+        """What is computed, whatever the lab times around it: the same model on the same data and image size (an
+        image size the lab's parameters set is known by the workload alone)."""
+        return (self.model, self.data, self.side) if self.side else (self.model, self.data, self.timed)
 
     def at(self, batch: int) -> str:
         """The name with a batch, as a verdict or a sentence names the figure's workload: 'CNN-3conv/synthetic28 b256 step'."""

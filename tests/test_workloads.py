@@ -40,5 +40,8 @@ def test_rows_are_the_same_quantity_when_their_workloads_compute_the_same_in_one
     for other in (row(workloads.TP_VS_DDP.name), row(workloads.TRAINING_RUN.name), row(step.workload, batch_size=128),
                   row(step.workload, threads=2)):
         assert measured_what(other) != measured_what(step)
+    # lab 13's one small and one large image, both a batch of 1, sizes set by its parameters: two quantities
+    assert measured_what(row(workloads.SPATIAL_ONE_SMALL.name, lab="13")) != \
+        measured_what(row(workloads.SPATIAL_ONE_LARGE.name, lab="13"))
     # the two presets behind the old "course CNN" are told apart: 2 convolutions is not 3
     assert workloads.PRECISION.computes != workloads.STEP_3CONV.computes
