@@ -18,13 +18,15 @@ COURSE_CNN = "cnn2d_2layer_fullconnected_2layer"  # the model the prose calls "t
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """What a row measured: a model on data of one image side, and what was timed. Batch, ranks and threads are the
-    row's configuration; the name is unique in the registry."""
+    """What a row measured: a model on data of one image side, what was timed and whether fetching the batch was in
+    it. Batch, ranks and threads are the row's configuration; the name is unique in the registry."""
 
     model: str  # a key of MODELS
     data: str  # a key of DATA
     side: int | None  # image side in pixels; None: the lab's parameter sets it (lab 13's image sizes)
     timed: str  # what one timed repeat is, in a few words ("step", "training run", "forward pass", ...)
+    loading: bool = False  # the timed step includes fetching its batch (a DataLoader); False: batches in memory
+    batch: int | None = None  # the global batch every row of it has; None: the lab's parameters set it
 
     @property
     def name(self) -> str:
@@ -32,10 +34,10 @@ class Workload:
         return f"{MODELS[self.model]}/{DATA[self.data]}{self.side or ''} {self.timed}"
 
     @property
-    def computes(self) -> tuple:
-        """What is computed, whatever the lab times around it: the same model on the same data and image size (an
-        image size the lab's parameters set is known by the workload alone)."""
-        return (self.model, self.data, self.side) if self.side else (self.model, self.data, self.timed)
+    def measures(self) -> tuple:
+        """What a figure of it is, whatever the lab around it: the same model on the same data and image size, with or
+        without fetching the batch (an image size the lab's parameters set is known by the workload alone)."""
+        return (self.model, self.data, self.side if self.side else self.timed, self.loading)
 
     def at(self, batch: int) -> str:
         """The name with a batch, as a verdict or a sentence names the figure's workload: 'CNN-3conv/synthetic28 b256 step'."""
@@ -43,15 +45,16 @@ class Workload:
         return f"{head} b{batch} {timed}"
 
 
-def _w(model: str, data: str, side: int | None, timed: str) -> Workload:
-    return Workload(model, data, side, timed)
+def _w(model: str, data: str, side: int | None, timed: str, *, loading: bool = False, batch: int | None = None):
+    return Workload(model, data, side, timed, loading, batch)
 
 
 C3, C2 = "cnn2d_3layer_fullconnected_3layer", "cnn2d_2layer_fullconnected_2layer"
 FORWARD = _w(C2, "synthetic", 28, "forward pass")  # lab 00: one forward pass, median
-TRAINING_RUN = _w(C2, "digits", 8, "training run")  # labs 01, 05: median step of a training run, DataLoader included
-TRAINING_RUN_TF = _w(C2, "digits", 8, "training run in the notebook's TensorFlow")  # lab 05: strategies in the kernel
-STEP_3CONV = _w(C3, "synthetic", 28, "step")  # labs 01, 03, 11: one optimizer step on a batch in memory, median
+TRAINING_RUN = _w(C2, "digits", 8, "training run", loading=True)  # lab 01: a run's median step, DataLoader included
+STEP_DIGITS = _w(C2, "digits", 8, "step, own process")  # lab 05: each framework in a process of its own
+STEP_DIGITS_TF = _w(C2, "digits", 8, "step in the notebook's TensorFlow")  # lab 05: strategies in the kernel
+STEP_3CONV = _w(C3, "synthetic", 28, "step", batch=256)  # labs 01, 03: one optimizer step on a batch in memory
 SWEEP_3CONV = _w(C3, "synthetic", 28, "step in one process")  # lab 02: the batch sweep, devices are threads
 LAUNCHED_3CONV = _w(C3, "synthetic", 28, "step, launched ranks")  # lab 02: DataParallel vs DDP, ranks launched
 DDP_RECIPE = _w(C2, "digits", 8, "DDP recipe run")  # lab 03: the whole DDP worker's training run
@@ -98,3 +101,11 @@ def find(name: str) -> Workload | None:
 def model_name(preset: str) -> str:
     """The short name of a model ('CNN-2conv' for cnn2d_2layer_fullconnected_2layer), for prose and tables."""
     return MODELS[preset]
+
+
+def check(name: str, batch_size: int) -> None:
+    """Refuse a row whose batch its registered workload rules out (an unregistered label passes: an older CSV)."""
+    w = find(name)
+    if w and w.batch is not None and batch_size != w.batch:
+        raise ValueError(f"workload {name!r} is timed at batch {w.batch}, this row says {batch_size}: register another "
+                         "workload for another batch (lab_utils/workloads.py)")

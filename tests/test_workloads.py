@@ -44,4 +44,7 @@ def test_rows_are_the_same_quantity_when_their_workloads_compute_the_same_in_one
     assert measured_what(row(workloads.SPATIAL_ONE_SMALL.name, lab="13")) != \
         measured_what(row(workloads.SPATIAL_ONE_LARGE.name, lab="13"))
     # the two presets behind the old "course CNN" are told apart: 2 convolutions is not 3
-    assert workloads.PRECISION.computes != workloads.STEP_3CONV.computes
+    assert workloads.PRECISION.measures != workloads.STEP_3CONV.measures
+    # the same digits step in the notebook's TensorFlow and in its own process is one quantity; a training run that
+    # fetches each batch is another
+    assert workloads.STEP_DIGITS.measures == workloads.STEP_DIGITS_TF.measures != workloads.TRAINING_RUN.measures

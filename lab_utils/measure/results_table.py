@@ -34,20 +34,20 @@ _SIDE = re.compile(r"\d+x\d+")
 
 
 def measured_what(row: Result) -> tuple:
-    """What a row measured, whatever its labels say: machine, framework, what its registered workload computes (model,
-    data, image size: workloads.Workload.computes; read from the label of a row written before the registry, or the
-    whole label), batch, ranks, threads, rate kind, and the parallel strategy (one device has none: `single-device`,
+    """What a row measured, whatever its labels say: machine, framework, what a figure of its registered workload is
+    (model, data, image size, batch fetch included or not: workloads.Workload.measures; model, data and image size read
+    from the label of a row written before the registry, or the whole label), batch, ranks, threads, rate kind, and the parallel strategy (one device has none: `single-device`,
     `single-worker` and `single-process` name the same thing)."""
     machine = row.machine.fingerprint if row.machine else ()
     registered = workloads.find(row.workload)
     model = None if registered else _MODEL.search(row.workload)
     if registered:
-        what: tuple = registered.computes
+        what: tuple = registered.measures
     elif model:
         data, side = _DATA.search(row.workload), _SIDE.search(row.workload)
         side_px = int(side.group().partition("x")[0]) if side else None
         what = (_ALIASES.get(model.group(), model.group()), _ALIASES.get(data.group(), data.group()) if data else "",
-                side_px)
+                side_px, "training run" in row.workload)  # an old training run's steps included the batch fetch
     else:
         what = (row.workload,)
     return (*machine, row.framework, *what, row.batch_size, row.world_size, row.threads, row.rate,
