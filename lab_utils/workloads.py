@@ -103,7 +103,7 @@ def model_name(preset: str) -> str:
     return MODELS[preset]
 
 
-def check(name: str, batch_size: int) -> None:
+def check_batch(name: str, batch_size: int) -> None:
     """Refuse a row whose batch its registered workload rules out (an unregistered label passes: an older CSV)."""
     w = find(name)
     if w and w.batch is not None and batch_size != w.batch:
