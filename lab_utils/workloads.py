@@ -25,6 +25,8 @@ class Workload:
     data: str  # a key of DATA
     side: int | None  # image side in pixels; None: the lab's parameter sets it (lab 13's image sizes)
     timed: str  # what one timed repeat is, in a few words ("step", "training run", "forward pass", ...)
+    computes: str = ""  # what one repeat computes, shared by workloads that time it in other ways: "step" (forward,
+    # backward, update), "forward"; "" (each serving load, lab 13's sizes): this workload's alone
     loading: bool = False  # the timed step includes fetching its batch (a DataLoader); False: batches in memory
     batch: int | None = None  # the global batch every row of it has; None: the lab's parameters set it
 
@@ -35,47 +37,50 @@ class Workload:
 
     @property
     def measures(self) -> tuple:
-        """What a figure of it is, whatever the lab around it: the same model on the same data and image size, with or
-        without fetching the batch (an image size the lab's parameters set is known by the workload alone)."""
-        return (self.model, self.data, self.side if self.side else self.timed, self.loading)
+        """What a figure of it is, whatever the lab times around it: the same model on the same data and image size,
+        computing the same, with or without fetching the batch (an image size the lab's parameters set, or a
+        computation of its own, is known by this workload alone)."""
+        alone = self.timed if not (self.side and self.computes) else ""
+        return self.model, self.data, self.side, self.computes, self.loading, alone
 
     def at(self, batch: int) -> str:
-        """The name with a batch, as a verdict or a sentence names the figure's workload: 'CNN-3conv/synthetic28 b256 step'."""
+        """The name with a batch, as a sentence names a figure's workload: 'CNN-3conv/synthetic28 b256 step'."""
         head, _, timed = self.name.partition(" ")
         return f"{head} b{batch} {timed}"
 
 
-def _w(model: str, data: str, side: int | None, timed: str, *, loading: bool = False, batch: int | None = None):
-    return Workload(model, data, side, timed, loading, batch)
+def _w(model: str, data: str, side: int | None, timed: str, computes: str = "", *, loading: bool = False,
+       batch: int | None = None) -> Workload:
+    return Workload(model, data, side, timed, computes, loading, batch)
 
 
 C3, C2 = "cnn2d_3layer_fullconnected_3layer", "cnn2d_2layer_fullconnected_2layer"
-FORWARD = _w(C2, "synthetic", 28, "forward pass")  # lab 00: one forward pass, median
-TRAINING_RUN = _w(C2, "digits", 8, "training run", loading=True)  # lab 01: a run's median step, DataLoader included
-STEP_DIGITS = _w(C2, "digits", 8, "step, own process")  # lab 05: each framework in a process of its own
-STEP_DIGITS_TF = _w(C2, "digits", 8, "step in the notebook's TensorFlow")  # lab 05: strategies in the kernel
-STEP_3CONV = _w(C3, "synthetic", 28, "step", batch=256)  # labs 01, 03: one optimizer step on a batch in memory
-SWEEP_3CONV = _w(C3, "synthetic", 28, "step in one process")  # lab 02: the batch sweep, devices are threads
-LAUNCHED_3CONV = _w(C3, "synthetic", 28, "step, launched ranks")  # lab 02: DataParallel vs DDP, ranks launched
-DDP_RECIPE = _w(C2, "digits", 8, "DDP recipe run")  # lab 03: the whole DDP worker's training run
-PIPELINE = _w(C2, "synthetic", 28, "pipeline step")  # lab 04: one step through the stages, median of rounds
-WORKERS = _w(C2, "synthetic", 28, "step, Keras workers")  # lab 05: MultiWorkerMirroredStrategy workers' step
-TP_VS_DDP = _w(C2, "synthetic", 28, "step, TP vs DDP")  # lab 06: tensor parallel vs DDP, one training step
-PRECISION = _w(C2, "synthetic", 28, "step, float32 vs bfloat16")  # lab 07: one training step in each precision
-PRECISION_WIDE = _w("wide_cnn", "synthetic", 28, "step, float32 vs bfloat16")  # lab 07: the same, the wide model
+FORWARD = _w(C2, "synthetic", 28, "forward pass", "forward")  # lab 00: one forward pass, median
+TRAINING_RUN = _w(C2, "digits", 8, "training run", "step", loading=True)  # lab 01: a run's median step
+STEP_DIGITS = _w(C2, "digits", 8, "step, own process", "step")  # lab 05: each framework in a process of its own
+STEP_DIGITS_TF = _w(C2, "digits", 8, "step in the notebook's TensorFlow", "step")  # lab 05: strategies in the kernel
+STEP_3CONV = _w(C3, "synthetic", 28, "step", "step", batch=256)  # labs 01, 03: one optimizer step on a batch in memory
+SWEEP_3CONV = _w(C3, "synthetic", 28, "step in one process", "step")  # lab 02: the batch sweep, devices are threads
+LAUNCHED_3CONV = _w(C3, "synthetic", 28, "step, launched ranks", "step")  # lab 02: DataParallel vs DDP, ranks launched
+DDP_RECIPE = _w(C2, "digits", 8, "DDP recipe run", "step", loading=True)  # lab 03: the whole DDP worker's training run
+PIPELINE = _w(C2, "synthetic", 28, "pipeline step", "step")  # lab 04: one step through the stages, median of rounds
+WORKERS = _w(C2, "synthetic", 28, "step, Keras workers", "step")  # lab 05: MultiWorkerMirroredStrategy workers' step
+TP_VS_DDP = _w(C2, "synthetic", 28, "step, TP vs DDP", "step")  # lab 06: tensor parallel vs DDP, one training step
+PRECISION = _w(C2, "synthetic", 28, "step, float32 vs bfloat16", "step")  # lab 07: one training step in each precision
+PRECISION_WIDE = _w("wide_cnn", "synthetic", 28, "step, float32 vs bfloat16", "step")  # lab 07: the wide model
 CHECKPOINTS = _w(C2, "synthetic", 28, "fwd+bwd with checkpoints")  # lab 07: forward and backward, no update
 PS_THROUGHPUT = _w(C2, "synthetic", 28, "parameter server")  # lab 08: gradients applied by the server
 PS_DIGITS = _w(C2, "digits", 8, "parameter server")  # lab 08: the accuracy runs (and Hogwild)
-SERVE_MODES = _w("wide_head_cnn", "synthetic", 28, "forward pass, train vs no_grad vs inference_mode")  # lab 09
-SERVE_BATCHES = _w("wide_head_cnn", "synthetic", 28, "forward pass per batch size")  # lab 09
-SERVE_LOW = _w("wide_head_cnn", "synthetic", 28, "serving Poisson arrivals, low load")  # lab 09
+SERVE_MODES = _w("wide_head_cnn", "synthetic", 28, "forward pass, train vs no_grad vs inference_mode", "forward")
+SERVE_BATCHES = _w("wide_head_cnn", "synthetic", 28, "forward pass per batch size", "forward")  # lab 09
+SERVE_LOW = _w("wide_head_cnn", "synthetic", 28, "serving Poisson arrivals, low load")  # lab 09: each load its own
 SERVE_HIGH = _w("wide_head_cnn", "synthetic", 28, "serving Poisson arrivals, high load")  # lab 09
 SERVE_WORKERS = _w("wide_head_cnn", "synthetic", 28, "serving a burst, batcher and worker processes")  # lab 09
-SERVE_OPTIMISED = _w("wide_head_cnn", "synthetic", 28, "forward pass, one optimisation at a time")  # lab 09
-SERVE_PADDED = _w("wide_head_cnn", "synthetic", 28, "forward pass, unpadded vs padded to x32")  # lab 09
-SERVE_KERAS = _w("wide_head_cnn", "synthetic", 28, "forward pass, Keras eager vs tf.function")  # lab 09
-ARRAY_SWEEP = _w(C2, "digits", 8, "job-array sweep of the batch")  # lab 11: one Slurm array task per batch
-SLURM_VS_LAUNCH = _w(C3, "synthetic", 28, "step, Slurm vs launch")  # lab 11: lab 03's worker under Slurm and launch
+SERVE_OPTIMISED = _w("wide_head_cnn", "synthetic", 28, "forward pass, one optimisation at a time", "forward")  # lab 09
+SERVE_PADDED = _w("wide_head_cnn", "synthetic", 28, "forward pass, unpadded vs padded to x32", "forward")  # lab 09
+SERVE_KERAS = _w("wide_head_cnn", "synthetic", 28, "forward pass, Keras eager vs tf.function", "forward")  # lab 09
+ARRAY_SWEEP = _w(C2, "digits", 8, "job-array sweep of the batch", "step", loading=True)  # lab 11: a task per batch
+SLURM_VS_LAUNCH = _w(C3, "synthetic", 28, "step, Slurm vs launch", "step")  # lab 11: lab 03's worker, Slurm vs launch
 SPATIAL_ONE_SMALL = _w("spatial_cnn", "digits", None, "step, one small image")  # lab 13: forward and backward
 SPATIAL_ONE_LARGE = _w("spatial_cnn", "digits", None, "step, one large image")  # lab 13
 SPATIAL_MANY_SMALL = _w("spatial_cnn", "digits", None, "step, many small images")  # lab 13

@@ -48,3 +48,16 @@ def test_rows_are_the_same_quantity_when_their_workloads_compute_the_same_in_one
     # the same digits step in the notebook's TensorFlow and in its own process is one quantity; a training run that
     # fetches each batch is another
     assert workloads.STEP_DIGITS.measures == workloads.STEP_DIGITS_TF.measures != workloads.TRAINING_RUN.measures
+
+
+def test_serving_loads_and_a_forward_backward_are_not_a_step_measured_twice():
+    low, high = row(workloads.SERVE_LOW.name, lab="09", rate=measure.ANSWERED), \
+        row(workloads.SERVE_HIGH.name, lab="09", rate=measure.ANSWERED)
+    assert measured_what(low) != measured_what(high)  # the offered load is part of what is measured
+    assert measured_what(row(workloads.PRECISION.name, lab="07")) != measured_what(row(workloads.CHECKPOINTS.name,
+                                                                                       lab="07"))
+    # one forward pass at one batch under inference_mode, timed by two sections of lab 09, is one quantity
+    assert measured_what(row(workloads.SERVE_MODES.name, lab="09", rate=measure.FORWARD)) == \
+        measured_what(row(workloads.SERVE_BATCHES.name, lab="09", rate=measure.FORWARD))
+    # a training run that fetches its batches is the same quantity in lab 01 and in a Slurm array task of lab 11
+    assert measured_what(row(workloads.TRAINING_RUN.name)) == measured_what(row(workloads.ARRAY_SWEEP.name, lab="11"))

@@ -8,7 +8,7 @@ import datetime as _dt
 import re
 
 from .. import conditions, detectors, hardware, workloads
-from .results_csv import Result, read_results, results_dir, write_result
+from .results_csv import FORWARD, TRAINING, Result, read_results, results_dir, write_result
 
 
 def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=None) -> float | None:
@@ -35,9 +35,9 @@ _SIDE = re.compile(r"\d+x\d+")
 
 def measured_what(row: Result) -> tuple:
     """What a row measured, whatever its labels say: machine, framework, what a figure of its registered workload is
-    (model, data, image size, batch fetch included or not: workloads.Workload.measures; model, data and image size read
-    from the label of a row written before the registry, or the whole label), batch, ranks, threads, rate kind, and the parallel strategy (one device has none: `single-device`,
-    `single-worker` and `single-process` name the same thing)."""
+    (workloads.Workload.measures: model, data, image size, what one repeat computes, batch fetch or not; read from the
+    label of a row written before the registry, or the whole label), batch, ranks, threads, rate kind, and the parallel
+    strategy (one device has none: `single-device`, `single-worker` and `single-process` name the same thing)."""
     machine = row.machine.fingerprint if row.machine else ()
     registered = workloads.find(row.workload)
     model = None if registered else _MODEL.search(row.workload)
@@ -46,8 +46,9 @@ def measured_what(row: Result) -> tuple:
     elif model:
         data, side = _DATA.search(row.workload), _SIDE.search(row.workload)
         side_px = int(side.group().partition("x")[0]) if side else None
+        computes = {TRAINING: "step", FORWARD: "forward"}.get(row.rate, "")
         what = (_ALIASES.get(model.group(), model.group()), _ALIASES.get(data.group(), data.group()) if data else "",
-                side_px, "training run" in row.workload)  # an old training run's steps included the batch fetch
+                side_px, computes, "training run" in row.workload, "")  # a training run fetched each batch
     else:
         what = (row.workload,)
     return (*machine, row.framework, *what, row.batch_size, row.world_size, row.threads, row.rate,
