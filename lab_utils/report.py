@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import detectors
-from .measure import SPEED_TEST, Result, plausibility, read_results
+from . import detectors, workloads
+from .measure import Result, plausibility, read_results
 
 
 def load(*sources) -> list[Result]:
@@ -198,7 +198,7 @@ def labs_without_rows(rows: list[Result]) -> list[str]:
 
 
 DATA_PARALLEL_LABS = ("02", "03", "05")  # the labs that record data-parallel rows (Amdahl's fit reads them)
-SPEED_TEST_LABS = ("01", "03")  # the labs that time the speed test (measure.SPEED_TEST): one workload, two labs
+TWO_LABS = ("01", "03")  # the labs that time workloads.STEP_3CONV: one workload, two labs
 
 
 def lab_names(labs) -> str:
@@ -220,9 +220,9 @@ def lacking(rows: list[Result], labs, what: str) -> str:
             "this notebook again")
 
 
-def speed_test(shared: list[Compared]) -> list[Compared]:
-    """The rows of across_labs that are the speed test (measure.SPEED_TEST), the comparison lab 10 describes."""
-    return [c for c in shared if c.row.workload == SPEED_TEST]
+def two_labs(shared: list[Compared]) -> list[Compared]:
+    """The rows of across_labs of workloads.STEP_3CONV (labs 01 and 03), the comparison lab 10 describes."""
+    return [c for c in shared if c.row.workload == workloads.STEP_3CONV.name]
 
 
 def ranks_vs_threads(shared: list[Compared]) -> list[str]:

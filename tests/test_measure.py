@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_utils import hardware, measure
+from lab_utils import hardware, measure, workloads
 
 HW = hardware.HardwareReport("h", 2, (), "3.11", "2.13.0", "2.21.0")
 
@@ -166,7 +166,7 @@ def test_a_row_another_lab_measured_in_this_run_is_compared_with_it(isolated_res
 
     monkeypatch.setattr(conditions, "taken", lambda reset=False: None)  # a quiet machine: no busy note on the rows
     row = dict(framework="torch", strategy="single-process", variant="1 process x 1 thread", world_size=1,
-               device="cpu", batch_size=256, wall_s=0.1, threads=1, workload="speed test", spread=0.05)
+               device="cpu", batch_size=256, wall_s=0.1, threads=1, workload=workloads.STEP_3CONV.name, spread=0.05)
     measure.record(measure.Result(lab="01", samples_per_s=3000.0, **row))
     agreeing = measure.record(measure.Result(lab="03", samples_per_s=3100.0, **row))
     assert "[!]" not in agreeing
@@ -191,9 +191,9 @@ def test_the_same_measurement_under_two_labels_is_compared(isolated_results, mon
     from lab_utils import conditions
 
     monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
-    digits = "digits 8x8, cnn2d_2layer_fullconnected_2layer: training run, median step"
+    digits = workloads.STEP_DIGITS.name
     in_kernel = measure.Result(lab="05", variant="one device", samples_per_s=30747.0, **KERAS,
-                               workload=digits + ", in one TensorFlow process (logical-cpu)")
+                               workload=workloads.STEP_DIGITS_TF.name)
     own = measure.Result(lab="05", variant="keras (own process)", samples_per_s=18119.0, workload=digits, **KERAS,
                          flags="measured while other programs used 1.6 and steal 0.0 of 2 cores")
     torch_row = measure.Result(lab="05", variant="training run", samples_per_s=148.0, workload=digits,
@@ -204,13 +204,27 @@ def test_the_same_measurement_under_two_labels_is_compared(isolated_results, mon
     assert "noted then: lab 05 (single-device keras (own process)): measured while other programs" in said[1]
     assert "measured twice" not in said[0] + said[2]  # the first has nothing before it; torch is another framework
     assert "[!]" in text
+    # lab 01's training run fetches every batch (a DataLoader), lab 05's steps take prepared ones: not one quantity
+    loaded = measure.Result(lab="01", variant="training run", samples_per_s=60000.0, workload=workloads.TRAINING_RUN.name,
+                            **KERAS)
+    assert "measured twice" not in measure.record(loaded)
     # a lab's own variants of one workload label are its comparison, not a repeat, under any other label either
     lab07 = [measure.Result(lab="07", variant=v, samples_per_s=r, workload=w, **dict(KERAS, framework="torch"))
-             for v, r, w in (("float32", 460.0, "course CNN (28x28 synthetic), train step"),
-                             ("bfloat16 autocast", 430.0, "course CNN (28x28 synthetic), train step"),
-                             ("checkpoint none", 460.0, "course CNN (28x28 synthetic), fwd+bwd with checkpoints"),
-                             ("checkpoint all", 260.0, "course CNN (28x28 synthetic), fwd+bwd with checkpoints"))]
+             for v, r, w in (("float32", 460.0, workloads.PRECISION.name),
+                             ("bfloat16 autocast", 430.0, workloads.PRECISION.name),
+                             ("checkpoint none", 460.0, workloads.CHECKPOINTS.name),
+                             ("checkpoint all", 260.0, workloads.CHECKPOINTS.name))]
     assert "measured twice" not in measure.record(lab07)
+
+
+def test_a_row_whose_batch_its_workload_rules_out_is_refused(isolated_results):
+    row = dict(lab="01", framework="torch", strategy="single-process", world_size=1, device="cpu", wall_s=0.1,
+               samples_per_s=1000.0, workload=workloads.STEP_3CONV.name)
+    with pytest.raises(ValueError, match="timed at batch 256, this row says 128"):
+        measure.write_result(measure.Result(batch_size=128, **row))
+    measure.write_result(measure.Result(batch_size=256, **row))
+    measure.write_result(measure.Result(batch_size=128, **dict(row, workload="an older label")))
+    assert [r.batch_size for r in measure.read_results(isolated_results / "lab01.csv")] == [256, 128]
 
 
 def test_an_allreduce_from_the_fit_is_compared_with_the_one_measured(isolated_results, monkeypatch):

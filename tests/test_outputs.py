@@ -7,6 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from lab_utils import spec, workloads
 from lab_utils.instructor import labs
 from lab_utils.instructor.course import committed_outputs
 
@@ -199,3 +200,88 @@ def test_committed_outputs_print_one_figure_per_comparison(lab):
     conflicts, compared = figure_conflicts(path, lab)
     assert compared, f"{path.name}: no verdict beside a table row of its pair found: did the table or claim change?"
     assert conflicts == [], "a table and a verdict print two figures for one comparison: run `make outputs`"
+
+
+# ---- one name per workload: every results row names a registered workload; "course CNN" one preset; no "speed test" --
+
+ROW_WORKLOAD = re.compile(r"workload: (?P<name>.+?)  \(rate: ")
+COURSE_CNN_DEFINED = re.compile(rf"course CNN.{{0,80}}?(?:{workloads.model_name(workloads.COURSE_CNN)}(?![\w-])|"
+                                rf"{workloads.COURSE_CNN})", re.S)
+
+
+def other_presets() -> list[str]:
+    """What "course CNN" must not stand beside: another preset's name, short name, parameter count or gradient bytes
+    (the 3-conv CNN has 106,058 parameters on 28x28 images, 424 kB of gradients; the course CNN 105,866 and 423 kB)."""
+    said = []
+    for preset in spec.PRESETS:
+        if preset != workloads.COURSE_CNN:
+            said += [preset, workloads.model_name(preset)]
+            for side in (8, 28):
+                n = sum(spec.parameter_counts(spec.preset(preset), (1, side, side)))
+                said += [f"{n:,} ", f"{n:,}\n", f" {4 * n / 1000:.0f} kB", f" {4 * n / 1e6:.2f} MB"]
+    return said
+
+
+def cells_of(path) -> list[tuple[int, str, str]]:
+    """(cell index, source, committed outputs' text) of every cell."""
+    cells = nbformat.read(path, 4).cells
+    return [(i, c.source, "".join(text_of(o) for o in c.get("outputs", []))) for i, c in enumerate(cells)]
+
+
+def unregistered_rows(path) -> list[str]:
+    return [f"cell {i}: {m['name']!r}" for i, _, out in cells_of(path) for m in ROW_WORKLOAD.finditer(out)
+            if workloads.find(m["name"]) is None]
+
+
+def course_cnn_misuses(path) -> list[str]:
+    """A cell's source or a line of output that says "course CNN" beside another preset; a notebook whose prose or code
+    says it without tying it to its preset in one sentence (lab 10's outputs repeat other labs' labels: lines only)."""
+    others, wrong, said = other_presets(), [], []
+    for i, source, out in cells_of(path):
+        lines = [line + "\n" for line in out.splitlines() if "course CNN" in line]
+        if "course CNN" in source:
+            said.append((i, source))
+            lines.append(source)
+        wrong += [f"cell {i}: 'course CNN' beside {o.strip()}" for o in others if any(o in text for text in lines)]
+    if said and not any(COURSE_CNN_DEFINED.search(t) for _, t in said):
+        wrong.append(f"says 'course CNN' (cells {[i for i, _ in said]}) without naming it "
+                     f"{workloads.model_name(workloads.COURSE_CNN)} in the same sentence")
+    return wrong
+
+
+def speed_tests(path) -> list[str]:
+    return [f"cell {i}" for i, source, out in cells_of(path) if re.search(r"speed[ -]test", source + out, re.I)]
+
+
+def test_the_name_checks_catch_an_unregistered_row_a_second_course_cnn_and_a_speed_test():
+    table = "    workload: {}  (rate: training samples/s)\n"
+    cells = [nbformat.v4.new_code_cell("print(rows)", outputs=[nbformat.v4.new_output(
+        "stream", name="stdout", text=table.format(workloads.STEP_3CONV.name) + table.format("speed test: cnn2d_3layer"))]),
+        nbformat.v4.new_markdown_cell("The course CNN (CNN-2conv) of Lab 01."),
+        nbformat.v4.new_code_cell('models = {"course CNN": spec.cnn2d_3layer_fullconnected_3layer()}'),
+        nbformat.v4.new_code_cell("print(report)", outputs=[nbformat.v4.new_output(  # lab 10 lists other labs' rows
+            "stream", name="stdout", text="07 course CNN float32 1 1 64\n01 CNN-3conv/synthetic28 step\n")]),
+        nbformat.v4.new_code_cell("print(models)", outputs=[nbformat.v4.new_output(  # lab 02's old mix-up, by numbers
+            "stream", name="stdout", text="course CNN          106,058 float32 parameters =  0.42 MB of weights\n"
+                                          "course CNN       gradients 0.42 MB; ring all-reduce\n")])]
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "nb.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+        assert unregistered_rows(path) == ["cell 0: 'speed test: cnn2d_3layer'"]
+        assert course_cnn_misuses(path) == ["cell 2: 'course CNN' beside cnn2d_3layer_fullconnected_3layer",
+                                            "cell 4: 'course CNN' beside 106,058", "cell 4: 'course CNN' beside 0.42 MB"]
+        assert speed_tests(path) == ["cell 0"]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells[2:3]), path)  # never tied to its preset either
+        assert len(course_cnn_misuses(path)) == 2
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_every_results_row_names_a_registered_workload(path):
+    assert unregistered_rows(path) == [], "rows whose workload is not in lab_utils.workloads.REGISTRY: run `make outputs`"
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_course_cnn_names_one_preset_and_speed_test_names_none(path):
+    assert course_cnn_misuses(path) == []
+    assert speed_tests(path) == [], "'speed test' named four workloads: name the registry's workload instead"

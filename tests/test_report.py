@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lab_utils import detectors
-from lab_utils import measure, report
+from lab_utils import measure, report, workloads
 from lab_utils.launch import launch
 from lab_utils.labs.lab10.lesson import allreduce_worker, amdahl_rows  # lab 10's, generated from its notebook
 from lab_utils.measure import Machine, Result
@@ -306,7 +306,7 @@ def test_lab10_runs_on_another_machines_results(tmp_path):
     assert "PASS  predict_speedup" in text
     assert "Amdahl's fit lacks the rows of lab 02 (none in the results folder)" in text and "labs 02, 03" not in text
     assert "h: 1 data-parallel row(s), of lab 05" in text and "your fit on h's rows: s = " in text  # lab 05's alone
-    assert "labs 01 and 03 have rows, but not both of the speed test on one machine" in text
+    assert "labs 01 and 03 have rows, but not both of CNN-3conv/synthetic28 step on one machine" in text
 
 
 def test_rows_that_count_different_samples_are_never_compared():
@@ -386,14 +386,14 @@ def write_rows(folder, rows):
 
 
 def lab05_workers(**kw):
-    speed = "speed test: cnn2d_2layer_fullconnected_2layer, synthetic 28x28, median step"
+    speed = workloads.WORKERS.name
     return [row("single-worker", 1, 1892, lab="05", batch=512, workload=speed, variant="1 worker", **kw),
             row("multi-worker", 2, 2380, lab="05", batch=512, workload=speed, variant="2 workers", **kw)]
 
 
 def lab01_rows():
-    return [row("single-process", 1, 1000, lab="01", workload=measure.SPEED_TEST, variant="1 process x 1 thread"),
-            row("single-process", 1, 1700, lab="01", workload=measure.SPEED_TEST, variant="1 process x 2 threads",
+    return [row("single-process", 1, 1000, lab="01", workload=workloads.STEP_3CONV.name, variant="1 process x 1 thread"),
+            row("single-process", 1, 1700, lab="01", workload=workloads.STEP_3CONV.name, variant="1 process x 2 threads",
                 threads=2)]
 
 
@@ -401,7 +401,7 @@ def test_each_section_names_exactly_the_labs_whose_rows_it_lacks(tmp_path):
     rows = write_rows(tmp_path, lab01_rows() + lab05_workers())
     said = report.lacking(rows, report.DATA_PARALLEL_LABS, "Amdahl's fit")
     assert "labs 02 and 03 (none in the results folder)" in said and "05" not in said
-    said = report.lacking(rows, report.SPEED_TEST_LABS, "this comparison")
+    said = report.lacking(rows, report.TWO_LABS, "this comparison")
     assert "lab 03 (none" in said and "01" not in said
     assert report.lacking(rows, ("01", "05"), "x") == ""
     assert report.lab_names(["01", "02", "03"]) == "labs 01, 02 and 03"
@@ -420,9 +420,9 @@ def test_a_section_whose_comparison_is_missing_shows_no_other_workload(tmp_path)
     lab03_other = [row("single", 1, 90, lab="03", batch=512, workload=lab05_workers()[0].workload),
                    row("ddp", 2, 150, lab="03", batch=512, workload=lab05_workers()[0].workload)]
     rows = write_rows(tmp_path, lab01_rows() + lab05_workers() + lab03_other)
-    assert report.across_labs(rows) and report.speed_test(report.across_labs(rows)) == []  # shared, not the speed test
-    both = write_rows(tmp_path / "both", lab01_rows() + [row("ddp", 2, 1500, lab="03", workload=measure.SPEED_TEST)])
-    assert {c.row.lab for c in report.speed_test(report.across_labs(both))} == {"01", "03"}
+    assert report.across_labs(rows) and report.two_labs(report.across_labs(rows)) == []  # shared, not STEP_3CONV
+    both = write_rows(tmp_path / "both", lab01_rows() + [row("ddp", 2, 1500, lab="03", workload=workloads.STEP_3CONV.name)])
+    assert {c.row.lab for c in report.two_labs(report.across_labs(both))} == {"01", "03"}
 
 
 def test_small_percentages_keep_a_decimal_and_chart_labels_are_whole():

@@ -12,7 +12,7 @@
 from .plausible import BASELINE_FACTOR, MAX_SPREAD, flagged, measured_cause, plausibility, table_row
 from .results_csv import (ALLREDUCES, ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS,
                           VERDICTS_CSV, Machine, Result, read_results, read_verdicts, results_dir, write_result)
-from .results_table import (SAME_RUN_S, SPEED_TEST, last_recorded_load, measured_before, record, reference_rate,
+from .results_table import (SAME_RUN_S, last_recorded_load, measured_before, record, reference_rate,
                             run_conditions)
 from .throughput import StepTimer, samples_per_second, throughput_from_step_times
 from .timing import (Timing, after_warmup, alternating_rounds, intra_op_threads, median_after_warmup, numbered_rounds,
@@ -24,7 +24,7 @@ from .watch import collective_calls
 
 __all__ = ["ALLREDUCES", "ANSWERED", "APPLIED", "BASELINE_FACTOR", "CANNOT_SEE", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED",
            "MAX_SPREAD", "MIN_EFFECT", "MIN_PAIRS", "Machine", "RATES", "RESOLVE", "RESULT_COLUMNS", "REVERSED",
-           "Result", "SAME_RUN_S", "SPEED_TEST", "StepTimer", "TRAINING", "Timing", "UNDECIDED", "UNREADABLE_SHARE",
+           "Result", "SAME_RUN_S", "StepTimer", "TRAINING", "Timing", "UNDECIDED", "UNREADABLE_SHARE",
            "VERDICTS_CSV", "VERDICT_COLUMNS", "Verdict", "after_warmup", "alternating_rounds", "as_result",
            "collective_calls", "condition_notes", "decide", "flagged", "intra_op_threads", "last_recorded_load",
            "measured_before", "measured_cause", "median_after_warmup", "numbered_rounds", "paired_median", "paired_ratios",

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import hardware
+from .. import hardware, workloads
 
 
 def results_dir(path=None) -> Path:
@@ -158,6 +158,7 @@ def write_result(result: Result, directory=None, hw: hardware.HardwareReport | N
         raise ValueError(f"rate must be one of {RATES} (what samples_per_s counts), got {result.rate!r}")
     if not math.isfinite(result.samples_per_s) or result.samples_per_s <= 0:
         raise ValueError(f"samples_per_s must be a positive number, got {result.samples_per_s!r}")
+    workloads.check_batch(result.workload, result.batch_size)
     result = result.stamped(hw)
     assert result.machine is not None  # stamped() fills it in
     values = {**{f.name: getattr(result, f.name) for f in dataclasses.fields(Result) if f.name != "machine"},

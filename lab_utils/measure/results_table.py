@@ -7,10 +7,8 @@ import dataclasses
 import datetime as _dt
 import re
 
-from .. import conditions, detectors, hardware
-from .results_csv import Result, read_results, results_dir, write_result
-
-SPEED_TEST = "speed test: cnn2d_3layer_fullconnected_3layer, synthetic 28x28, median step"  # labs 01 and 03 share it
+from .. import conditions, detectors, hardware, workloads
+from .results_csv import FORWARD, TRAINING, Result, read_results, results_dir, write_result
 
 
 def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=None) -> float | None:
@@ -27,22 +25,30 @@ def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=No
 SAME_RUN_S = 6 * 3600  # rows of another lab this recent, on this machine, count as measured in the same run
 
 
+# labels of rows written before the registry (older results CSVs): their model, data and image side read from the text
 _MODEL = re.compile(r"cnn2d\w+|course CNN|digits CNN|wide CNN")
-_ALIASES = {"course CNN": "cnn2d_3layer_fullconnected_3layer", "digits CNN": "cnn2d_2layer_fullconnected_2layer"}
+_ALIASES = {"course CNN": "cnn2d_3layer_fullconnected_3layer", "digits CNN": "cnn2d_2layer_fullconnected_2layer",
+            "wide CNN": "wide_cnn", "procedural": "synthetic"}
 _DATA = re.compile(r"digits|synthetic|procedural")
 _SIDE = re.compile(r"\d+x\d+")
 
 
 def measured_what(row: Result) -> tuple:
-    """What a row measured, whatever its labels say: machine, framework, model, data and image size (read from its
-    workload; the whole workload when it names no model), batch, ranks, threads, rate kind, and the parallel strategy
-    (one device has none: `single-device`, `single-worker` and `single-process` name the same thing)."""
+    """What a row measured, whatever its labels say: machine, framework, what a figure of its registered workload is
+    (workloads.Workload.measures: model, data, image size, what one repeat computes, batch fetch or not; read from the
+    label of a row written before the registry, or the whole label), batch, ranks, threads, rate kind, and the parallel
+    strategy (one device has none: `single-device`, `single-worker` and `single-process` name the same thing)."""
     machine = row.machine.fingerprint if row.machine else ()
-    model = _MODEL.search(row.workload)
-    if model:
+    registered = workloads.find(row.workload)
+    model = None if registered else _MODEL.search(row.workload)
+    if registered:
+        what: tuple = registered.measures
+    elif model:
         data, side = _DATA.search(row.workload), _SIDE.search(row.workload)
-        what: tuple = (_ALIASES.get(model.group(), model.group()), data.group() if data else "",
-                       side.group() if side else "")
+        side_px = int(side.group().partition("x")[0]) if side else None
+        computes = {TRAINING: "step", FORWARD: "forward"}.get(row.rate, "")
+        what = (_ALIASES.get(model.group(), model.group()), _ALIASES.get(data.group(), data.group()) if data else "",
+                side_px, computes, "training run" in row.workload, "")  # a training run fetched each batch
     else:
         what = (row.workload,)
     return (*machine, row.framework, *what, row.batch_size, row.world_size, row.threads, row.rate,

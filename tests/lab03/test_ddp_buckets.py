@@ -1,4 +1,4 @@
-"""Lab 03's bucket lesson in 2 real gloo ranks: DDP's default settings give the course CNN one bucket, a small
+"""Lab 03's bucket lesson in 2 real gloo ranks: DDP's default settings give CNN-3conv one bucket, a small
 bucket_cap_mb several, and the lesson's hook records each inside the backward() it belongs to."""
 import pytest
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ... import compare, data, hardware, measure, spec
+from ... import compare, data, hardware, measure, spec, workloads
 from ... import detectors
 from ...plots import Interval
 from ...tensors import tensor_bytes  # lab 02's notebook calls it as data_parallel.tensor_bytes
@@ -316,7 +316,7 @@ def max_abs_diff(a, b) -> float:
 
 # ---- the comparison lab 02 and `bench dp` run ----------------------------------------------------------------
 
-SWEEP_WORKLOAD = "sweep: cnn2d_3layer_fullconnected_3layer, synthetic 28x28, one training step in one process"
+SWEEP_WORKLOAD = workloads.SWEEP_3CONV.name
 ONE_DEVICE = "1 device"
 
 
