@@ -1,15 +1,12 @@
 """The record's cost benchmark (`python -m lab_utils bench record`): paired windows, the median of their ratios, and a
 verdict against the 2 % bound; a fake record that costs 10 % is found above it."""
-import functools
 import json
-import time
 
 import pytest
 
 from lab_utils import measure
-from lab_utils.instructor.bench import debugging
+from lab_utils.labs.lab12 import bench as debugging
 
-import workers
 
 
 @pytest.fixture
@@ -47,26 +44,5 @@ def test_the_benchmark_prints_its_figures_then_a_json_line_with_cost_range_and_r
     assert last["verdict"] == measure.REVERSED
 
 
-def test_the_fake_record_costs_its_share_of_the_time_between_all_reduces(monkeypatch):
-    calls = []
-    monkeypatch.setattr(workers.dist, "all_reduce", lambda *args: calls.append(time.perf_counter()))
-    workers.costly_recording(True)
-    try:
-        for _ in range(4):
-            time.sleep(0.05)  # the step's own work
-            workers.dist.all_reduce(None)
-    finally:
-        workers.costly_recording(False)
-    gaps = [b - a for a, b in zip(calls, calls[1:])]
-    assert all(0.05 * 1.1 <= gap < 0.05 * 1.1 + 0.03 for gap in gaps), gaps  # 10 % on top of each step's work
-
-
-@pytest.mark.slow
-def test_a_fake_record_that_doubles_the_step_is_found_above_2_percent_in_real_ranks():
-    # on a loaded 2-core machine one window of 20 steps scatters by up to 50 % (measured): a 10 % fake cannot be told
-    # in a quick run there, so the plumbing (the switch in the same ranks, pairs, the cost's sign) is tested with a
-    # fake that doubles the step, and the 10 % case by the logic above
-    result = debugging.record_cost(repeats=5, steps=20, per_rank_batch=16,
-                                   switch=functools.partial(workers.costly_recording, factor=1.0))
-    assert result["cost"] > 0.3 and result["verdict"] != measure.HOLDS, result
-    assert result["step_ms_on"] > result["step_ms_off"], result
+def test_the_benchmark_runs_the_lessons_worker_not_one_of_its_own():
+    assert debugging.cost_worker.__module__ == "lab_utils.labs.lab12.lesson"

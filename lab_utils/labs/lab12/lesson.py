@@ -10,10 +10,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+from lab_utils import spec
 from lab_utils.labs.lab12.debugging import branchy_model
 from lab_utils.launch import short_error
 
-__all__ = ['metric_sum_worker', 'shapes_worker', 'train_plain', 'train_balanced', 'unused_worker', 'dying_worker', 'late_worker']
+__all__ = ['metric_sum_worker', 'shapes_worker', 'train_plain', 'train_balanced', 'unused_worker', 'dying_worker', 'late_worker', 'cost_worker']
 
 
 # ---- solutions/12_debugging_hangs.ipynb, cell 8 (id lab12-08) ------------------------------------------------------
@@ -100,3 +101,32 @@ def late_worker(rank, world_size):
         return short_error(err, 120, sentences=1)
     finally:
         dist.destroy_process_group()       # the failed barrier closed the group's connections
+
+
+# ---- solutions/12_debugging_hangs.ipynb, cell 45 (id lab12-45) -----------------------------------------------------
+
+def cost_worker(rank, world_size, repeats, steps_per_repeat):
+    from lab_utils.launch import record
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    dist.set_debug_level(dist.DebugLevel.DETAIL)   # a group made now checks every collective's fingerprint first
+    detailed = dist.new_group(list(range(world_size)))
+    dist.set_debug_level(dist.DebugLevel.OFF)
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=0)
+    x, y = torch.rand(16, 1, 8, 8), torch.randint(0, 10, (16,))
+    def steps(group):
+        for _ in range(steps_per_repeat):
+            model.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            for p in model.parameters():
+                dist.all_reduce(p.grad, group=group)
+    times = {"record on": [], "record off": [], "DETAIL": []}
+    for i in range(repeats + 1):
+        for side in list(times)[::1 if i % 2 else -1]:
+            record.start_recording() if side == "record on" else record.stop_recording()
+            dist.barrier()
+            start = time.perf_counter()
+            steps(detailed if side == "DETAIL" else None)
+            if i:                                # the first round is warm-up
+                times[side].append((time.perf_counter() - start) / steps_per_repeat)
+    record.start_recording()
+    return times
