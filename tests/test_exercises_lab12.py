@@ -211,6 +211,13 @@ def train_all_wrapped_again(model, batches, optimizer):  # J7
             _step(model, optimizer, x, y)
 
 
+@named("train_all")
+def train_all_join_per_batch(model, batches, optimizer):  # J4: Join around each step, not the loop
+    for x, y in batches:
+        with Join([model], divide_by_initial_world_size=False):
+            _step(model, optimizer, x, y)
+
+
 @pytest.mark.slow
 def test_train_all_wrapping_again_and_hanging_are_named():
     result = exercises.check(train_all_wrapped_again)
@@ -218,6 +225,8 @@ def test_train_all_wrapping_again_and_hanging_are_named():
     result = exercises.check(train_all_hangs)  # J6: a hang is said to be one, not "raised"
     assert not result and "did not finish: it hung, nothing raised" in result.message, result.message
     assert "first difference" in result.message and " raised " not in result.message.split("Hint")[0], result.message
+    result = exercises.check(train_all_join_per_batch)
+    assert not result and "did not finish: it hung" in result.message, result.message
 
 
 @pytest.mark.slow

@@ -94,9 +94,9 @@ def exchange_exercise_worker(rank, world_size, exchange_halo, cases):
             _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out, checked)
     except RuntimeError as exc:
         if "timed out" in str(exc).lower():
-            deadlock = ("a deadlock: every rank called a blocking dist.send first, so each waits for a neighbour that "
-                        "is itself sending; post the receives (irecv) and sends (isend) without waiting, then wait "
-                        "for all of them. " if checked.blocking else "")
+            deadlock = ("a deadlock, if every rank called a blocking dist.send before its receive: each waits for a "
+                        "neighbour that is itself sending; post the receives (irecv) and sends (isend) without "
+                        "waiting, then wait for all of them. Also, " if checked.blocking else "")
             raise RuntimeError(f"rank {rank} waited {EXCHANGE_TIMEOUT_S} s for a message that never came: {deadlock}"
                                "every irecv needs the neighbour's matching isend (rows going up are the slab's first "
                                "rows, rows going down its last), and every request needs .wait() before its buffer "
