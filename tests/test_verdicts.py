@@ -240,6 +240,22 @@ def test_a_busy_machine_makes_any_timed_comparison_not_measurable_and_an_accurac
     assert line.startswith("not measurable here: other programs used 1.7 of 2 cores") and "0.90x" in line
 
 
+def test_a_busy_machine_does_not_hide_a_large_factor_that_every_pair_shows(monkeypatch):
+    under(monkeypatch, BUSY)
+    pairs = [2.85, 3.4, 5.81, 4.1, 3.0, 4.6, 3.9]  # lab 12's DETAIL cost on a busy machine: every pair 2.85-5.81x
+    v = measure.decide(pairs, claim="OFF vs DETAIL", expected="DETAIL slower", lab="12")
+    assert v.verdict == measure.HOLDS and not v.reason, v
+    assert "every one of 7 pairs favours one side by more than 2x" in v.notes and "other programs used 1.7" in v.notes
+    reversed_ = measure.decide([1 / r for r in pairs], claim="OFF vs DETAIL", expected="OFF slower", lab="12")
+    assert reversed_.verdict == measure.REVERSED
+    # one pair within the factor: the busy machine may explain it, no verdict
+    assert measure.decide(pairs[:-1] + [1.8], claim="c", expected="e", lab="12").verdict == measure.CANNOT_SEE
+    # a CPU budget too small for the ranks still rules a speed-up out, however large
+    under(monkeypatch, BUSY, cpus=1.0, source="cgroup quota")
+    assert measure.decide(pairs, claim="2 ranks vs 1", expected="2 ranks faster", lab="03",
+                          workers=2).verdict == measure.CANNOT_SEE
+
+
 def test_on_a_quiet_unlimited_machine_verdicts_and_summaries_are_unchanged(monkeypatch):
     under(monkeypatch, QUIET)
     v = measure.decide([1.5] * 6, claim="2 ranks vs 1", expected="2 ranks faster", lab="03", workers=2)

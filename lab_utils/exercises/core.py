@@ -274,6 +274,10 @@ def _checked(answer, seed: int) -> CheckResult:
     except Exception as exc:  # the learner's code may raise anything
         if is_stub(exc):
             return CheckResult(name, False, NOT_WRITTEN)
+        if isinstance(exc, TimeoutError):  # a hang raised nothing: the launcher stopped it
+            from ..launch import short_error
+
+            return CheckResult(name, False, f"your {name} did not finish: {short_error(exc, 400)}. Hint: {exercise.hint}")
         return CheckResult(name, False, f"your {name} raised {last_line(exc)}. Hint: {exercise.hint}")
     try:
         got = to_plain(raw)

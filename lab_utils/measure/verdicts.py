@@ -21,6 +21,8 @@ MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the rang
 RESOLVE = 3.0  # a tolerance this many times the pairs' scatter (half their range, relative) can be told apart
 MAX_RESTATED = 0.30  # a no-worse-than claim is restated up to this tolerance; pairs that cannot tell that decide nothing
 CONFIDENCE = 0.90
+BEYOND_LOAD = 2.0  # every pair favours one side by more than this factor: others' CPU blurs small differences, not
+#                    one that every interleaved pair shows this large, so a busy machine does not rule it out
 
 
 def paired_ratios(a, b, *, higher_is_better: bool = False) -> list[float]:
@@ -153,6 +155,12 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work)
     reason = unreadable(workers, load) if timed and len(ratios) >= MIN_PAIRS else None  # fewer decide nothing anyway
+    if reason is not None and unreadable(workers, None if load is None else _quiet(load)) is None \
+            and beyond_load(ratios):  # only the others' CPU ruled it out, and every pair shows a large factor
+        notes.append(f"the machine was busy, but every one of {len(ratios)} pairs favours one side by more than "
+                     f"{BEYOND_LOAD:g}x ({min(ratios):.2f}-{max(ratios):.2f}x): a busy machine blurs small "
+                     "differences, not one this large in every pair")
+        reason = None
     if reason is None and same_work and detectors.same_work_faster(decided):
         reason = (f"the same work ran {middle:.2f}x faster one way, which no way of running it can do: the other way "
                   "was slowed, so no cost can be read from these pairs")
@@ -160,6 +168,17 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         verdict, notes = CANNOT_SEE, [f"{CANNOT_SEE}: {reason}"] + notes
     notes += condition_notes(load)
     return dataclasses.replace(decided, verdict=verdict, notes="; ".join(notes), reason=reason or "")
+
+
+def beyond_load(ratios) -> bool:
+    """Every paired ratio lies beyond BEYOND_LOAD on the same side of 1 (a factor no busy machine explains)."""
+    ratios = [float(r) for r in ratios]
+    return bool(ratios) and (min(ratios) > BEYOND_LOAD or max(ratios) < 1 / BEYOND_LOAD)
+
+
+def _quiet(load: "conditions.Load") -> "conditions.Load":
+    """`load` with nobody else on the machine: what unreadable() says of the CPU budget alone."""
+    return dataclasses.replace(load, others=0.0, steal=0.0)
 
 
 def unreadable(workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str | None:

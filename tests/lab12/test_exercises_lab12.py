@@ -59,6 +59,37 @@ def culprit_others_line(text):
     return rank, op, re.search(r" at (\S+)$", other).group(1)
 
 
+@named("hang_culprit")
+def culprit_rank_as_string(text):
+    rank, op, line = culprit_right(text)
+    return str(rank), op, line
+
+
+@named("hang_culprit")
+def culprit_differs_from_rank_zero(text):  # H5: the first rank whose call differs from rank 0's
+    clauses = _first_difference(text).split(": ")[0].split("; ")
+    ops = [re.search(r"is in (\w+) #", c).group(1) for c in clauses]
+    odd = next(i for i, op in enumerate(ops) if op != ops[0])
+    return odd, ops[0], re.search(r" at (\S+)$", clauses[odd]).group(1)
+
+
+@named("hang_culprit")
+def culprit_in_barrier(text):  # H8: the rank that is in barrier
+    clauses = _first_difference(text).split(": ")[0].split("; ")
+    odd = next(i for i, c in enumerate(clauses) if "in barrier" in c)
+    waited = re.search(r"is in (\w+) #", clauses[(odd + 1) % len(clauses)]).group(1)
+    return odd, waited, re.search(r" at (\S+)$", clauses[odd]).group(1)
+
+
+def test_hang_culprit_wrong_readings_are_named():
+    score, message = grade(culprit_rank_as_string)
+    assert score == 0.0 and "is a str: give it as an int" in message, message
+    score, message = grade(culprit_differs_from_rank_zero)
+    assert score == 0.0 and "here rank 0 is the odd one" in message, message
+    result = exercises.check(culprit_in_barrier)
+    assert not result and "not in barrier" in result.message, result.message
+
+
 def test_reading_a_hang_table():
     assert grade(culprit_right)[0] == 1.0
     assert "one of the ranks that agree" in grade(culprit_rank_zero)[1] or "not the rank" in grade(culprit_rank_zero)[1]
@@ -111,7 +142,16 @@ def unused_as_tensors(model, x):
     return [p for p in model.parameters() if p.requires_grad and p.grad is None]
 
 
+@named("parameters_without_gradient")
+def unused_clearing_to_zeros(model, x):  # P2: cleared, but to zeros
+    model.zero_grad(set_to_none=False)
+    model(x).sum().backward()
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
 def test_finding_the_parameter_without_gradient():
+    score, message = grade(unused_clearing_to_zeros)
+    assert score == 0.0 and "set_to_none=False" in message and "never None" in message, message
     assert grade(unused_right)[0] == 1.0
     assert grade(unused_with_frozen)[0] == 0.0 and "frozen" in grade(unused_with_frozen)[1]
     assert grade(unused_with_zero)[0] == 0.0 and "zero, but it exists" in grade(unused_with_zero)[1]
@@ -161,6 +201,34 @@ def train_all_hangs(model, batches, optimizer):
         _step(model, optimizer, x, y)
 
 
+@named("train_all")
+def train_all_wrapped_again(model, batches, optimizer):  # J7
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(model)
+    with Join([model], divide_by_initial_world_size=False):
+        for x, y in batches:
+            _step(model, optimizer, x, y)
+
+
+@named("train_all")
+def train_all_join_per_batch(model, batches, optimizer):  # J4: Join around each step, not the loop
+    for x, y in batches:
+        with Join([model], divide_by_initial_world_size=False):
+            _step(model, optimizer, x, y)
+
+
+@pytest.mark.slow
+def test_train_all_wrapping_again_and_hanging_are_named():
+    result = exercises.check(train_all_wrapped_again)
+    assert not result and "wrapped the model in DDP again" in result.message, result.message
+    result = exercises.check(train_all_hangs)  # J6: a hang is said to be one, not "raised"
+    assert not result and "did not finish: it hung, nothing raised" in result.message, result.message
+    assert "first difference" in result.message and " raised " not in result.message.split("Hint")[0], result.message
+    result = exercises.check(train_all_join_per_batch)
+    assert not result and "did not finish: it hung" in result.message, result.message
+
+
 @pytest.mark.slow
 def test_uneven_data_in_real_ranks():
     assert grade(train_all_join)[0] == 1.0
@@ -169,4 +237,4 @@ def test_uneven_data_in_real_ranks():
     score, message = grade(train_all_join_divided)
     assert score == 0.0 and "divide_by_initial_world_size=False" in message
     score, message = grade(train_all_hangs)
-    assert score == 0.0 and "did not finish" in message and "learner's line" in message
+    assert score == 0.0 and "did not finish" in message and "first difference: rank" in message  # one line, no table

@@ -142,7 +142,7 @@ def test_exchange_halo_above_and_below_mixed_up_fails():
         for request in requests:
             request.wait()
         return torch.cat([top, slab, bottom], dim=2)
-    assert_wrong(exchange_halo, "shape", "`above` rows come from rank - 1")
+    assert_wrong(exchange_halo, "receive buffer", "the rows from rank - 1 are `above` rows")  # before gloo sees it
 
 
 @pytest.mark.slow  # a planned timeout: the receive that is never waited for times out after EXCHANGE_TIMEOUT_S
@@ -167,6 +167,63 @@ def test_exchange_halo_without_waiting_names_the_missing_wait():
             break
     else:
         raise AssertionError(messages)
+
+
+def test_exchange_halo_receive_buffers_of_the_wrong_size_are_named_before_gloo_aborts():
+    def exchange_halo(slab, above, below, padding, rank, world_size):  # E5: the buffers' sizes swapped
+        n, c, _, w = slab.shape
+        top = slab.new_zeros(n, c, below if rank > 0 else padding, w)
+        bottom = slab.new_zeros(n, c, above if rank < world_size - 1 else padding, w)
+        requests = []
+        if rank > 0:
+            requests.append(dist.irecv(top, rank - 1))
+            requests.append(dist.isend(slab[:, :, :below].contiguous(), rank - 1))
+        if rank < world_size - 1:
+            requests.append(dist.irecv(bottom, rank + 1))
+            requests.append(dist.isend(slab[:, :, -above:].contiguous(), rank + 1))
+        for request in requests:
+            request.wait()
+        return torch.cat([top, slab, bottom], dim=2)
+    assert_wrong(exchange_halo, "receive buffer of 1 row(s)", "which sends 2", "sizes must match")
+
+
+def test_exchange_halo_sending_past_the_image_edge_is_named():
+    def exchange_halo(slab, above, below, padding, rank, world_size):  # E8: the send guard on the wrong side
+        n, c, _, w = slab.shape
+        top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
+        bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
+        requests = []
+        if rank > 0:
+            requests.append(dist.irecv(top, rank - 1))
+        if rank < world_size - 1:
+            requests.append(dist.irecv(bottom, rank + 1))
+            requests.append(dist.isend(slab[:, :, :below].contiguous(), rank - 1))
+        if rank > 0:
+            requests.append(dist.isend(slab[:, :, -above:].contiguous(), rank + 1))
+        for request in requests:
+            request.wait()
+        return torch.cat([top, slab, bottom], dim=2)
+    result = assert_wrong(exchange_halo, "and there is no rank", "guard that call")
+    assert "rank 0 sends to rank -1" in result.message or "rank 1 sends to rank 2" in result.message, result.message
+
+
+@pytest.mark.slow  # a planned timeout: every rank's blocking send waits for a receive nobody posts
+def test_exchange_halo_blocking_sends_first_are_called_a_deadlock():
+    def exchange_halo(slab, above, below, padding, rank, world_size):  # E6
+        n, c, _, w = slab.shape
+        top = slab.new_zeros(n, c, above if rank > 0 else padding, w)
+        bottom = slab.new_zeros(n, c, below if rank < world_size - 1 else padding, w)
+        if rank > 0:
+            dist.send(slab[:, :, :below].contiguous(), rank - 1)
+        if rank < world_size - 1:
+            dist.send(slab[:, :, -above:].contiguous(), rank + 1)
+        if rank > 0:
+            dist.recv(top, rank - 1)
+        if rank < world_size - 1:
+            dist.recv(bottom, rank + 1)
+        return torch.cat([top, slab, bottom], dim=2)
+    result = check(exchange_halo)
+    assert not result and "never came" in result.message and "a deadlock" in result.message, result.message
 
 
 # ---- halo_bytes_per_step ---------------------------------------------------------------------------------------------
@@ -280,3 +337,20 @@ def test_slab_bounds_extras_to_the_last_ranks_fail():
         stop = height if rank == world_size - 1 else start + align * (share + (rank >= first_extra))
         return start, stop
     assert_wrong(slab_bounds, "first ranks")
+
+
+def test_slab_bounds_inclusive_stop_is_called_an_off_by_one():
+    def slab_bounds(height, rank, world_size, align):  # S6
+        share, extra = divmod(height // align, world_size)
+        start = align * (rank * share + min(rank, extra))
+        stop = height if rank == world_size - 1 else start + align * (share + (rank < extra))
+        return start, stop - 1
+    assert_wrong(slab_bounds, "off-by-one", "exclusive")
+
+
+def test_halo_bytes_k_half_rows_whatever_the_stride_blames_the_stride():
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):  # B3
+        rows = 2 * (kernel // 2)
+        return 2 * (world_size - 1) * rows * width * channels * batch * itemsize
+    result = assert_wrong(halo_bytes_per_step, "stride")
+    assert "twice" not in result.message, result.message

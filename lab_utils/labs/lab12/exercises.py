@@ -2,6 +2,8 @@
 parameter that gets no gradient."""
 from __future__ import annotations
 
+from unittest import mock
+
 from .debugging import LAYERS, branchy_model, hang_table, one_process, uneven_problem
 from ...exercises.core import Exercise, register
 
@@ -22,19 +24,37 @@ def uneven_worker(rank, world_size, train_all, case):
     with process_group(timeout_s=60):
         model, per_rank = uneven_problem(case, world_size)
         ddp = DDP(model)
-        train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
+        with mock.patch.object(DDP, "__init__", _wrapping_once(DDP.__init__)):
+            train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
         return tensors.flat_weights(model).tolist()
+
+
+def _wrapping_once(init):
+    """DDP's __init__ that refuses a model already wrapped in DDP (wrapped twice, gloo aborts with a size mismatch
+    that names nothing)."""
+    def checked(self, module, *args, **kwargs):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        if isinstance(module, DDP):
+            raise TypeError("train_all wrapped the model in DDP again: the `model` it gets is already a "
+                            "DistributedDataParallel; train it as it is")
+        init(self, module, *args, **kwargs)
+    return checked
 
 
 # ---- read a hang table ------------------------------------------------------------------------------------------------
 
 def _table_cases(rng):
-    """Tables of 3 or 4 ranks where one rank went its own way: it skipped the collective the others wait in."""
+    """Tables of 3 or 4 ranks where one rank went its own way: it skipped the collective the others wait in. The
+    first table's odd rank is rank 0 (an answer that compares every rank with rank 0 fails it); in the second the
+    odd rank waits in another collective, not in barrier (an answer that looks for barrier fails it)."""
     cases = []
-    for _ in range(4):
-        world, odd = rng.choice([3, 4]), 0
-        odd = rng.randrange(world)
-        waited, now = rng.sample(["all_reduce", "broadcast", "all_gather", "reduce_scatter"], 1)[0], "barrier"
+    collectives = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
+    for i in range(4):
+        world = rng.choice([3, 4])
+        odd = 0 if i == 0 else rng.randrange(1, world) if i == 1 else rng.randrange(world)
+        waited, other = rng.sample(collectives, 2)
+        now = other if i == 1 else "barrier"
         done, line_others, line_odd = rng.randint(2, 9), rng.randint(10, 30), rng.randint(31, 50)
         cases.append({"world": world, "odd": odd, "waited": waited, "now": now, "done": done,
                       "line_others": line_others, "line_odd": line_odd})
@@ -42,7 +62,17 @@ def _table_cases(rng):
 
 
 def _table_run(culprit, cases):
-    return [list(culprit(hang_table(case))) for case in cases]
+    answers = []
+    for case in cases:
+        try:
+            answers.append(list(culprit(hang_table(case))))
+        except Exception as exc:  # noqa: BLE001  # name the table it failed on: its odd rank's collective
+            if case["now"] == "barrier":
+                raise
+            raise RuntimeError(f"{type(exc).__name__} on a table where the odd rank is in {case['now']}, not in "
+                               "barrier: find the rank whose call differs from the others', whatever that call "
+                               "is") from exc
+    return answers
 
 
 def _table_expected(cases):
@@ -52,8 +82,14 @@ def _table_expected(cases):
 def _table_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         rank, op, line = g
-        if int(rank) != e[0]:
-            if int(rank) == 0 or int(rank) == case["world"] - 1:
+        if not isinstance(rank, int) or isinstance(rank, bool):
+            return 0.0, (f"the rank {rank!r} is a {type(rank).__name__}: give it as an int ({e[0]!r}), the collective "
+                         "and the line as strings")
+        if rank != e[0]:
+            if e[0] == 0:
+                return 0.0, (f"rank {rank}'s call #{case['done'] + 1} differs from rank 0's, but so does every other "
+                             "rank's: here rank 0 is the odd one. Compare each rank with the others, not with rank 0")
+            if rank == 0 or rank == case["world"] - 1:
                 return 0.0, (f"rank {rank} is one of the ranks that agree: the culprit is the one rank whose call "
                              f"#{case['done'] + 1} differs from all the others'")
             return 0.0, f"rank {rank} is not the rank whose call #{case['done'] + 1} differs from the others'"
@@ -76,6 +112,9 @@ HANG_CULPRIT = Exercise("12", "hang_culprit", _table_cases, _table_run, _table_e
 
 # ---- uneven data, in real ranks ----------------------------------------------------------------------------------------
 
+UNEVEN_TIMEOUT_S = 25  # a train_all that hangs is stopped after this long (the check says up front that it waits)
+
+
 def _uneven_cases(rng):
     return {"seed": rng.randrange(10**6), "batch": rng.choice([4, 8]), "steps": rng.choice([2, 3]),
             "lr": rng.choice([0.05, 0.1])}
@@ -84,7 +123,13 @@ def _uneven_cases(rng):
 def _uneven_run(train_all, case, world_size: int = 2):
     from ...launch import launch
 
-    return launch(uneven_worker, world_size, args=(train_all, case), timeout=25)
+    try:
+        return launch(uneven_worker, world_size, args=(train_all, case), timeout=UNEVEN_TIMEOUT_S)
+    except TimeoutError as exc:  # a hang, not an error: say so in one line, with the table's first difference
+        text = str(exc)
+        first = text.split(", so every rank")[0]
+        difference = next((line.strip() for line in text.splitlines() if line.startswith("first difference")), "")
+        raise TimeoutError(f"it hung, nothing raised: {first}, so they were stopped; {difference}") from None
 
 
 def _uneven_expected(case):
@@ -160,8 +205,9 @@ def _unused_judge(got, expected, cases):
             return 0.0, (f"{used[0]} gets a gradient, yet you listed it: p.grad is None before any backward; run one "
                          "forward and backward on x first")
         if not g and case.get("stale"):
-            return 0.0, ("nothing listed, but this model came with gradients from an earlier step: clear them first "
-                         "(model.zero_grad(set_to_none=True)), then one forward and backward")
+            return 0.0, ("nothing listed, but this model came with gradients from an earlier step: they must be None "
+                         "before the backward (model.zero_grad(), whose set_to_none=True is the default); "
+                         "zero_grad(set_to_none=False) or no clearing leaves tensors that are never None")
         if any(n.startswith(case["frozen"] + ".") for n in g):
             return 0.0, (f"{case['frozen']} is frozen (requires_grad=False): DDP does not wait for it; list only "
                          "parameters that require a gradient and got none")

@@ -88,19 +88,76 @@ def _rows_of(height: int, rank: int, world_size: int, stride: int) -> tuple[int,
 def exchange_exercise_worker(rank, world_size, exchange_halo, cases):
     """Each case: this rank's slab through the learner's exchange, and the unsplit convolution's rows of it."""
     out: list[dict] = []
+    checked = _CheckedPointToPoint(rank, world_size)
     try:  # a receive left unwaited times out later, in the next case or at the group's end: translate it there too
-        _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out)
+        with checked.installed():
+            _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out, checked)
     except RuntimeError as exc:
         if "timed out" in str(exc).lower():
-            raise RuntimeError(f"rank {rank} waited {EXCHANGE_TIMEOUT_S} s for a message that never came: every "
-                               "irecv needs the neighbour's matching isend (rows going up are the slab's first rows, "
-                               "rows going down its last), and every request needs .wait() before its buffer is "
-                               "used") from None
+            deadlock = ("a deadlock, if every rank called a blocking dist.send before its receive: each waits for a "
+                        "neighbour that is itself sending; post the receives (irecv) and sends (isend) without "
+                        "waiting, then wait for all of them. Also, " if checked.blocking else "")
+            raise RuntimeError(f"rank {rank} waited {EXCHANGE_TIMEOUT_S} s for a message that never came: {deadlock}"
+                               "every irecv needs the neighbour's matching isend (rows going up are the slab's first "
+                               "rows, rows going down its last), and every request needs .wait() before its buffer "
+                               "is used") from None
         raise
     return out
 
 
-def _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out):
+class _CheckedPointToPoint:
+    """dist's send and receive calls, checked before gloo sees them: a peer that is no rank, a buffer whose rows are not
+    the rows that neighbour sends (gloo would abort the process with a size mismatch that names neither); notes a
+    blocking send or recv (a deadlock's usual cause)."""
+
+    def __init__(self, rank: int, world_size: int):
+        self.rank, self.world_size, self.blocking = rank, world_size, False
+        self.above = self.below = 0
+
+    def installed(self):
+        import contextlib
+        from unittest import mock
+
+        import torch.distributed as dist
+        from torch.distributed import distributed_c10d
+
+        stack = contextlib.ExitStack()
+        for name, receives in (("isend", False), ("irecv", True), ("send", False), ("recv", True)):
+            checked = self._checked(getattr(dist, name), receives, name in ("send", "recv"))
+            for module in (dist, distributed_c10d):  # both: P2POp checks its op against distributed_c10d's
+                stack.enter_context(mock.patch.object(module, name, checked))
+        return stack
+
+    def _checked(self, call, receives: bool, blocking: bool):
+        def checked(tensor, *args, **kwargs):
+            peer = kwargs.get("src" if receives else "dst", args[0] if args else None)
+            if isinstance(peer, int):
+                self._check(tensor, peer, receives)
+            self.blocking = self.blocking or blocking
+            return call(tensor, *args, **kwargs)
+        return checked
+
+    def _check(self, tensor, peer: int, receives: bool) -> None:
+        verb, to = ("receives from", "from") if receives else ("sends to", "to")
+        if not 0 <= peer < self.world_size:
+            edge = "above rank 0" if peer < 0 else f"below rank {self.world_size - 1}"
+            raise ValueError(f"rank {self.rank} {verb} rank {peer}, and there is no rank {edge}: at the image's own "
+                             "edge the halo is zero rows; guard that call (rank > 0 for rank - 1, rank < world_size - 1 "
+                             "for rank + 1)")
+        # from rank - 1 come `above` rows (and to it go `below` rows); from rank + 1 `below` rows (to it `above`)
+        want = (self.above if peer == self.rank - 1 else self.below) if receives else \
+            (self.below if peer == self.rank - 1 else self.above)
+        rows = tensor.shape[2] if tensor.dim() == 4 else None
+        if peer in (self.rank - 1, self.rank + 1) and rows is not None and rows != want:
+            side = "above" if peer == self.rank - 1 else "below"
+            what = (f"a receive buffer of {rows} row(s) for the rows {to} rank {peer} (the neighbour {side}), which "
+                    f"sends {want}" if receives else f"{rows} row(s) {to} rank {peer} (the neighbour {side}), which "
+                    f"expects {want}")
+            raise ValueError(f"rank {self.rank} posts {what}: the sizes must match on both ends (gloo aborts on a "
+                             "mismatch); the rows from rank - 1 are `above` rows, those from rank + 1 `below` rows")
+
+
+def _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out, checked):
     """The worker's cases in one process group, each rank's entries appended to `out`."""
     import torch.nn.functional as F
 
@@ -114,6 +171,7 @@ def _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out):
             images, conv = _exchange_problem(case)
             start, stop = _rows_of(case["height"], rank, world_size, case["stride"])
             above, below = halo_rows(case["kernel"], case["padding"], case["stride"])
+            checked.above, checked.below = above, below
             slab = images[:, :, start:stop].contiguous()
             haloed = exchange_halo(slab, above, below, case["padding"], rank, world_size)
             entry = {"rows": [start, stop], "haloed": haloed.detach().tolist(), "conv": None}
@@ -256,8 +314,6 @@ def _bytes_judge(got, expected, cases):
             (e * 4 / itemsize, f"the bytes per number are `itemsize` ({itemsize} here), not a fixed 4"),
             (e / 2, "half the bytes: the backward pass sends every halo row's gradient back, as many bytes again"),
             (e * n / (n - 1), f"{n} ranks have {borders} between their slabs, not {n}"),
-            (e * 2, "twice the bytes: above + below already counts the rows each border carries both ways; the "
-                    "factor 2 is the backward pass"),
             (e * (w + 2 * p) / w, "the halo rows are the neighbour's own rows: `width` columns, without the padding"),
             (e / b, "the halo carries those rows for every image of the batch"),
             (e / itemsize, "that counts numbers: multiply by the bytes per number (itemsize)"),
@@ -266,6 +322,8 @@ def _bytes_judge(got, expected, cases):
                                    "max(0, k - padding - stride), and the step has a backward pass too"),
             (2 * (n - 1) * per_border, "2 (k // 2) rows per border holds only for stride 1 and padding k // 2: the "
                                        "rows needed are padding above and k - padding - stride below"),
+            (e * 2, "twice the bytes: above + below already counts the rows each border carries both ways; the "
+                    "factor 2 is the backward pass"),
             (e / n, "that is one border's share: add up every border between the ranks' slabs"),
         ]
         for value, message in candidates:
@@ -299,6 +357,9 @@ def _bounds_judge(got, expected, cases):
         if g == e:
             continue
         where = f"height {h}, {n} ranks, borders on multiples of {a}: you gave {g}; "
+        if g[0][0] == 0 and g[-1][1] == h - 1 and all(x[1] + 1 == y[0] for x, y in zip(g, g[1:])):
+            return 0.0, where + (f"each stop is one short (an off-by-one): stop is exclusive, as in a slice "
+                                 f"rows[start:stop], so a slab stops where the next one starts and the last at {h}")
         if g[0][0] != 0 or g[-1][1] != h:
             return 0.0, where + (f"the slabs must cover rows 0 to {h}: the last rank also takes the rows left over "
                                  "below the last whole block")
