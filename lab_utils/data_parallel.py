@@ -372,7 +372,7 @@ def _sweep_result(variant, strategy, world_size, threads, batch, timing, baselin
     return measure.Result(lab="02", framework="torch", strategy=strategy, variant=variant, workload=SWEEP_WORKLOAD,
                           world_size=world_size, device=str(device), batch_size=batch,
                           samples_per_s=measure.samples_per_second(batch, timing.median), wall_s=timing.median,
-                          threads=threads, repeats=len(timing.times), spread=timing.spread, flags="; ".join(flags))
+                          threads=threads, repeats=len(timing.times), spread=timing.spread, flags=tuple(flags))
 
 
 def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
@@ -429,5 +429,5 @@ def print_sweep(result: Sweep) -> None:
     print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
           "same round (a verdict's figure; a verdict that names one device first prints its inverse)")
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
-    for line in detectors.table_lines([r.flags for r in result.results], names):
+    for line in measure.table_lines([r.flags for r in result.results], names):
         print(line)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import math
 import statistics
 from dataclasses import dataclass
@@ -10,8 +9,8 @@ from pathlib import Path
 
 from .. import conditions, detectors, hardware
 from .plausible import flagged
-from .results_csv import VERDICT_COLUMNS, VERDICTS_CSV, Machine, append_row, results_dir
 from .results_table import run_conditions
+from .store import store
 
 HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
 CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
@@ -98,6 +97,10 @@ class Verdict:
                     f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
                        + notes)
+
+    def verdict_cells(self) -> dict:
+        """This verdict's cells in verdicts.csv (the store adds the machine and the time)."""
+        return dataclasses.asdict(self)
 
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
         """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
@@ -208,8 +211,4 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
     """Append one verdict to <results dir>/verdicts.csv with the machine's fingerprint; returns the path."""
-    values = {**dataclasses.asdict(verdict), **dataclasses.asdict(Machine.here(hw)),
-              "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    if not values["lab"]:
-        raise ValueError(f"verdict {verdict.claim!r} names no lab: pass lab='NN' to measure.verdict")
-    return append_row(results_dir(directory) / VERDICTS_CSV, VERDICT_COLUMNS, values)
+    return store(directory).append(verdict, hw)
