@@ -3,12 +3,14 @@ more devices."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import detectors
+from .compare import max_abs_diff
 from .measure import SPEED_TEST, Machine, Result, AllReduceSweep, plausibility, read_results, store, table_lines
 
 
@@ -153,8 +155,11 @@ def host_name(row: Result, this_host: str | None = None) -> str:
     return "this machine" if this_host and host == this_host else host
 
 
-def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None) -> str:
-    """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'."""
+def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None,
+          figures: Callable[[Result, Result], tuple[float, float]] | None = None) -> str:
+    """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
+    `figures(row, baseline)` -> (speedup, efficiency) gives the two columns (lab 10's speedup_and_efficiency);
+    without it, each Compared's own."""
     names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
     name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
     framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
@@ -171,8 +176,10 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                          + (f"  (rate: {r.rate})" if r.rate else ""))
         acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
-        speed = f"{c.speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}"
-        speed += f"{c.efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
+        speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
+                               else (c.speedup, c.efficiency))
+        speed = f"{speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}"
+        speed += f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}{detectors.marked(c.flags)}")
@@ -448,7 +455,7 @@ def parameter_bytes(model) -> int:
 
 def noise_or_bug(reference, other, tolerance: float) -> str:
     """'identical', 'floating-point noise' (max difference within tolerance) or 'a real difference'."""
-    diff = float(np.abs(np.asarray(reference, float) - np.asarray(other, float)).max())
+    diff = max_abs_diff(reference, other)
     if diff == 0.0:
         return "identical"
     return "floating-point noise" if diff <= tolerance else "a real difference"

@@ -418,3 +418,18 @@ def test_small_percentages_keep_a_decimal_and_chart_labels_are_whole():
     long = row("ddp", 2, 180, variant="gradient bucketing off, overlap on, batch per rank 128")
     label = report.row_label(report.compare([row("single", 1, 100), long])[1])
     assert label == "03 ddp gradient bucketing off, overlap on, batch per rank 128 b256"
+
+
+def test_the_table_takes_speedup_and_efficiency_from_the_function_it_is_given():
+    from lab_utils.lessons.lab10 import speedup_and_efficiency
+    compared = report.compare([row("single", 1, 100), row("ddp", 2, 180), row("ddp", 4, 300, threads=None)])
+    assert report.table(compared, figures=speedup_and_efficiency) == report.table(compared)  # the lesson's = Compared's
+    calls = []
+
+    def halved(r, base):
+        calls.append((r.world_size, base.world_size))
+        return 0.5, 0.25
+
+    text = report.table(compared, figures=halved)
+    assert sorted(calls) == [(2, 1), (4, 1)]  # every row with a baseline, never a baseline against itself
+    assert text.count("    0.50    25%") == 2 and "1.80" not in text
