@@ -19,12 +19,7 @@ GROUP_CALLS = {"init_process_group", "process_group"}
 MAY_OPEN_GROUPS = ("lab_utils/lessons/", "lab_utils/launch/", "lab_utils/exercises/")
 
 # second implementations still to replace (issue 47, item 1): "path:function" -> what replaces it
-PENDING = {
-    # not in the issue's nine: launchers' own wrappers, a gloo group used only to take turns and to leave together;
-    # they belong with lab_utils/launch/ (the issue's item 4 moves files)
-    "lab_utils/tf_distribute.py:_together": "lab_utils/launch/ (a launcher's wrapper, not a lesson)",
-    "lab_utils/tf_distribute.py:_turns_worker": "lab_utils/launch/ (a launcher's wrapper, not a lesson)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _rel(path: Path) -> str:
@@ -247,7 +242,7 @@ def test_the_replacing_functions_are_lessons(worker):
 PROTOCOL = {"bench", "print_bench", "gpu_check", "main", "up", "down", "refusal"}
 # public names still defined in two modules (issue 47, item 2), each to get one home; the list may only shrink
 TWICE = {"build_model", "command", "compare", "describe", "detect", "find", "flat_weights", "load_split",
-         "max_abs_diff", "prepare", "program", "register", "scatter", "summary", "table"}
+         "prepare", "program", "register", "scatter", "summary", "table"}
 
 
 def public_definitions() -> dict[str, list[str]]:
