@@ -293,3 +293,13 @@ def test_too_few_pairs_decide_nothing_whatever_the_conditions(monkeypatch):
     under(monkeypatch, BUSY)
     v = measure.decide([0.9], claim="Slurm vs launch", expected="no slower", no_worse_than=0.1, workers=2)
     assert v.verdict == measure.UNDECIDED and "other programs used 1.7" in v.notes  # undecided, its condition noted
+
+
+def test_a_tolerance_above_the_restatable_one_as_given_decides_nothing_and_says_why():
+    # lab 08: no_worse_than itself above MAX_RESTATED and pairs tight enough for it, so no restated note came before
+    v = measure.decide([0.98, 1.0, 1.02, 0.99, 1.01], claim="c", expected="A no slower", no_worse_than=0.35,
+                       timed=False)
+    assert v.verdict == measure.UNDECIDED and "so no verdict" in v.notes
+    won = measure.decide([1.10, 1.12, 1.11, 1.13, 1.12], claim="c", expected="A no slower", no_worse_than=0.35,
+                         timed=False)
+    assert won.verdict == measure.HOLDS and "no cost at all" in won.notes

@@ -137,12 +137,12 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         floor = 1 / (1 + tolerance)
         holds_from = 1.0 if tolerance > MAX_RESTATED else floor
         if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
-            notes[-1] = (f"these pairs scatter by {spread_of_pairs:.0%}, too much to test a cost of {no_worse_than:.0%}, "
-                         f"but the whole range lies above 1: no cost at all")
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}, too much to test a cost of {no_worse_than:.0%}, "
+                          f"but the whole range lies above 1: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS
         elif tolerance > MAX_RESTATED:  # a claim this weak says nothing: the pairs cannot decide
-            notes[-1] = (f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
-                         f"{tolerance:.0%} here, so no verdict")
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
+                           f"{tolerance:.0%} here, so no verdict")]
         elif low > floor:
             verdict = HOLDS
         elif high < 1 and middle <= floor:
