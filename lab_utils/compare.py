@@ -27,6 +27,11 @@ def _numbers(value) -> bool:
     return is_number(value) or type(value) is bool or isinstance(value, (np.integer, np.floating)) and math.isfinite(value)
 
 
+def _arrays(value) -> bool:
+    """A list or tuple holding tensors or arrays (of possibly different shapes)."""
+    return isinstance(value, (list, tuple)) and any(_is_tensor(v) or isinstance(v, np.ndarray) for v in value)
+
+
 def _array(value) -> np.ndarray:
     """A tensor's numbers in its own dtype (detached, on the CPU); anything else as float64."""
     return value.detach().cpu().numpy() if _is_tensor(value) else np.asarray(value, dtype=float)
@@ -34,7 +39,12 @@ def _array(value) -> np.ndarray:
 
 def max_abs_diff(got, expected) -> float:
     """Largest absolute difference between two numbers, tensors, arrays or nested lists of the same shape; inf when the
-    shapes differ or anything is not a finite number (so NaN never passes a tolerance)."""
+    shapes differ or anything is not a finite number (so NaN never passes a tolerance). Two lists of tensors or arrays
+    (a model's gradients, layer by layer) are compared pairwise, each pair in its own shape."""
+    if _arrays(got) and _arrays(expected):
+        if len(got) != len(expected):
+            return math.inf
+        return max((max_abs_diff(g, e) for g, e in zip(got, expected)), default=0.0)
     if not (_numbers(got) and _numbers(expected)):
         return math.inf
     try:

@@ -1,15 +1,15 @@
 """The detectors behind every `[!]` (a figure that is impossible or contradicts another), each returning a list of
-warnings, empty when sound; a warning never contains "; ", which joins several in a results row's `flags`. Noise is
-one line per table (noise_line); warnings that are neither (oversubscribed cores, ...) are notes, printed as plain
-text, never `[!]`."""
+Flags, empty when sound. A Flag is its text with a Kind, and the kind carries its severity: IMPOSSIBLE kinds print as
+`[!]`, a NOTE (oversubscribed cores, a busy machine, ...) as plain text, NOISE is one line per table (noise_line).
+Whether a warning is `[!]` follows its kind, never its wording; a plain string given as a warning is a note."""
 from __future__ import annotations
 
+import enum
 import math
 
 NOISY_SPREAD = 0.25  # repeats spread more than this (max - min over the median) are "noisy"
 
-# The phrase each detector's warning carries: a warning holding one of them is an impossible figure ([!]), so that
-# recorded rows read back by lab 10 are judged the same way.
+# Phrases the detectors' texts share (their wording only: a flag's kind, not its text, decides how it is shown).
 ABOVE_100 = "above 100 %"
 NO_FIT = "can be read from this fit"
 LESS_TIME = "cannot take less time"
@@ -20,11 +20,79 @@ CONTRADICT = "these two figures contradict each other"
 WAITED = "more threads cannot cost that much"
 ABOVE_BOUND = "above its own upper bound"
 SAME_WORK = "faster on the same work"
-MARKERS = (ABOVE_100, NO_FIT, LESS_TIME, SATURATED, REVERSED, FLIPPED, CONTRADICT, WAITED, ABOVE_BOUND, SAME_WORK)
+
+
+class Severity(enum.IntEnum):
+    """How loudly a flag is said: noise (one line per table) < a note (plain text) < impossible (`[!]`)."""
+
+    NOISE = 0
+    NOTE = 1
+    IMPOSSIBLE = 2
+
+
+class Kind(enum.Enum):
+    """What a flag says, with its severity: one kind per rule an impossible figure breaks (a table says each kind's
+    flags in one line, in this order), then the note and the noise."""
+
+    ABOVE_100 = ("efficiency above 100 %", Severity.IMPOSSIBLE)
+    NO_FIT = ("no bandwidth from the fit", Severity.IMPOSSIBLE)
+    LESS_TIME = ("more work in less time", Severity.IMPOSSIBLE)
+    SATURATED = ("saturated server", Severity.IMPOSSIBLE)
+    REVERSED = ("reversed against theory", Severity.IMPOSSIBLE)
+    FLIPPED = ("verdicts that flip", Severity.IMPOSSIBLE)
+    CONTRADICT = ("two figures that contradict", Severity.IMPOSSIBLE)
+    WAITED = ("threads that waited", Severity.IMPOSSIBLE)
+    ABOVE_BOUND = ("above its own bound", Severity.IMPOSSIBLE)
+    SAME_WORK = ("the same work faster", Severity.IMPOSSIBLE)
+    NOTE = ("note", Severity.NOTE)
+    NOISE = ("noise", Severity.NOISE)
+
+    @property
+    def severity(self) -> Severity:
+        return self.value[1]
+
+    @property
+    def impossible(self) -> bool:
+        """True for the kinds printed as `[!]`."""
+        return self.severity is Severity.IMPOSSIBLE
+
+
+class Flag(str):
+    """A warning: its text (a Flag is the str of its text, so it prints and joins as one) and its Kind. String methods
+    return plain strings, which are notes: build a changed flag with Flag(flag.kind, new_text)."""
+
+    kind: Kind
+
+    def __new__(cls, kind: Kind, text: str) -> "Flag":
+        if not isinstance(kind, Kind):
+            raise TypeError(f"a Flag's kind must be a detectors.Kind, got {kind!r}")
+        flag = super().__new__(cls, text)
+        flag.kind = kind
+        return flag
+
+    @property
+    def text(self) -> str:
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"Flag({self.kind.name}, {str.__repr__(self)})"
+
+    def __reduce__(self):  # flags cross processes (a rank's result): keep the kind
+        return Flag, (self.kind, self.text)
+
+
+def kind_of(warning: str) -> Kind:
+    """A warning's Kind: a Flag's own; any other string is a note (its wording decides nothing)."""
+    return warning.kind if isinstance(warning, Flag) else Kind.NOTE
+
+
+def note(text: str) -> Flag:
+    """A note: worth knowing beside a figure, not impossible."""
+    return Flag(Kind.NOTE, text)
 NOISE_CAUSE = "noise, another job, another framework in its process"  # what slowed a figure when nothing was measured
 
 
-def above_device_count(speedup: float | None, devices: float | None, cause: str | None = None) -> list[str]:
+def above_device_count(speedup: float | None, devices: float | None, cause: str | None = None) -> list[Flag]:
     """A speedup above the number of devices it used (efficiency above 100 %): impossible for the same work; `cause`:
     what the measuring window saw slow the runs (a throttling quota, a busy machine: conditions.Load.cause())."""
     if speedup is None or not devices or speedup <= devices:
@@ -32,8 +100,8 @@ def above_device_count(speedup: float | None, devices: float | None, cause: str 
     why = (f"the baseline was slowed: {cause.replace('; ', ', ')}" if cause else
            "the baseline was slowed (noise, another job, another framework in its process) or the runs did "
            "different work")
-    return [f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {speedup / devices:.0%}, {ABOVE_100}: "
-            f"impossible for the same work, so {why}"]
+    return [Flag(Kind.ABOVE_100, f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {speedup / devices:.0%}, {ABOVE_100}: "
+            f"impossible for the same work, so {why}")]
 
 
 def _cause(cause: str | None) -> str:
@@ -42,27 +110,27 @@ def _cause(cause: str | None) -> str:
 
 
 def more_threads_slower(speedup: float | None, threads: float | None, *, cause: str | None = None,
-                        what: str = "one thread") -> list[str]:
+                        what: str = "one thread") -> list[Flag]:
     """The same work on N intra-op threads below 1/N of one thread's speed: splitting work over threads costs at most
     its coordination, never N times the whole; the threads waited for cores that something else held."""
     if speedup is None or not threads or threads <= 1 or speedup >= 1 / threads:
         return []
-    return [f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: {WAITED} (their "
+    return [Flag(Kind.WAITED, f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: {WAITED} (their "
             f"coordination is far smaller than the work), so they waited for cores held elsewhere ({_cause(cause)}) "
-            "and ratios built on this figure are no speeds"]
+            "and ratios built on this figure are no speeds")]
 
 
 def above_bound(value: float, bound: float, *, what: str, bound_name: str, unit: str = "/s",
-                tolerance: float = 0.10) -> list[str]:
+                tolerance: float = 0.10) -> list[Flag]:
     """A figure above an upper bound the same run measured for it (by more than `tolerance`): one of the two is off."""
     if not bound or bound <= 0 or value <= bound * (1 + tolerance):
         return []
-    return [f"{what} {value:,.4g}{unit} is {value / bound:.2f}x {bound_name} {bound:,.4g}{unit}, {ABOVE_BOUND}: one of "
-            "the two medians is off (a busy machine slowed the bound's measurement, or they measured different work)"]
+    return [Flag(Kind.ABOVE_BOUND, f"{what} {value:,.4g}{unit} is {value / bound:.2f}x {bound_name} {bound:,.4g}{unit}, {ABOVE_BOUND}: one of "
+            "the two medians is off (a busy machine slowed the bound's measurement, or they measured different work)")]
 
 
 def outside_neighbours(value: float, neighbours, *, what: str, where: str, tolerance: float = 0.25,
-                       cause: str | None = None) -> list[str]:
+                       cause: str | None = None) -> list[Flag]:
     """A ratio beyond every ratio of the same comparison measured at neighbouring settings by more than `tolerance`
     (a speedup at batch 256 far above those at batches 64 and 512): the two tables contradict each other; `cause`:
     what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause())."""
@@ -72,32 +140,32 @@ def outside_neighbours(value: float, neighbours, *, what: str, where: str, toler
     low, high = min(neighbours), max(neighbours)
     if low / (1 + tolerance) <= value <= high * (1 + tolerance):
         return []
-    return [f"{what} {value:.2f}x {where}, against {low:.2f}-{high:.2f}x at the neighbouring settings: {CONTRADICT} "
+    return [Flag(Kind.CONTRADICT, f"{what} {value:.2f}x {where}, against {low:.2f}-{high:.2f}x at the neighbouring settings: {CONTRADICT} "
             + (f"(measured while {_cause(cause)})" if cause else
-               "(one of the two tables was measured while the machine was busy)")]
+               "(one of the two tables was measured while the machine was busy)"))]
 
 
 SAME_WORK_LIMIT = 1.25  # the same work one way beats the other way by more than this (whole range): not a cost claim
 
 
-def same_work_faster(verdict, limit: float = SAME_WORK_LIMIT) -> list[str]:
+def same_work_faster(verdict, limit: float = SAME_WORK_LIMIT) -> list[Flag]:
     """A no-worse-than verdict on the same work started two ways (a launcher, a scheduler: measure.verdict's
     same_work) whose whole range lies above `limit`: a way of starting it cannot make it that much faster, so the
     other was slowed."""
     if getattr(verdict, "holds_from", None) is None or getattr(verdict, "low", 0.0) <= limit:
         return []
-    return [f"'{verdict.claim}': {verdict.ratio:.2f}x, the whole range above {limit:.2f}, {SAME_WORK}: the claim is "
+    return [Flag(Kind.SAME_WORK, f"'{verdict.claim}': {verdict.ratio:.2f}x, the whole range above {limit:.2f}, {SAME_WORK}: the claim is "
             "that one way costs little, and no way of running the same work makes it that much faster, so the other "
-            "way was slowed (a busy machine) and no cost can be read here"]
+            "way was slowed (a busy machine) and no cost can be read here")]
 
 
-def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[str]:
+def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[Flag]:
     """A fitted per-byte cost (slope) that is zero, negative or not a number: no `what` can be read from it."""
     if slope is not None and math.isfinite(slope) and slope > 0:
         return []
     shown = "not a number" if slope is None or not math.isfinite(slope) else f"{slope:.3g} s/byte"
-    return [f"the fitted time per byte is {shown}: larger messages did not take longer here (noise swamped the "
-            f"per-byte cost), so no {what} {NO_FIT}; fit on larger messages or rerun on a quiet machine"]
+    return [Flag(Kind.NO_FIT, f"the fitted time per byte is {shown}: larger messages did not take longer here (noise swamped the "
+            f"per-byte cost), so no {what} {NO_FIT}; fit on larger messages or rerun on a quiet machine")]
 
 
 def _apart(longer_s: float, longer_spread: float | None, shorter_s: float, shorter_spread: float | None) -> bool:
@@ -110,72 +178,72 @@ LESS_TIME_TOLERANCE = 0.10  # more work may take up to 10 % less time before it 
 
 def more_work_less_time(small_work: float, small_s: float, large_work: float, large_s: float, *,
                         what: str = "work", tolerance: float = LESS_TIME_TOLERANCE, small_spread: float | None = None,
-                        large_spread: float | None = None) -> list[str]:
+                        large_spread: float | None = None) -> list[Flag]:
     """More work that took less time, by more than `tolerance` (a fraction of small_s) and, where the spreads of the
     repeats are given, beyond them (each median +- half its spread): one of the medians is off."""
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
     if not _apart(small_s, small_spread, large_s, large_spread):
         return []  # the repeats of the two overlap: noise, not a contradiction
-    return [f"{large_work:g} {what} took less time ({large_s * 1e3:.3g} ms) than {small_work:g} "
+    return [Flag(Kind.LESS_TIME, f"{large_work:g} {what} took less time ({large_s * 1e3:.3g} ms) than {small_work:g} "
             f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off (a busy "
-            "machine) and ratios built on them are suspect"]
+            "machine) and ratios built on them are suspect")]
 
 
 def part_longer_than_whole(part_s: float, whole_s: float, *, part: str, whole: str, part_spread: float | None = None,
-                           whole_spread: float | None = None) -> list[str]:
+                           whole_spread: float | None = None) -> list[Flag]:
     """A part (one block's forward) whose median took longer than a whole that contains it (the full step), beyond
     their spreads (each median +- half its spread): one of the two medians is off."""
     if not _apart(part_s, part_spread, whole_s, whole_spread):
         return []
-    return [f"{part} took {part_s * 1e3:.3g} ms, longer than {whole} ({whole_s * 1e3:.3g} ms), which contains it: the "
-            f"whole does more work and {LESS_TIME}, so one of the two medians is off (a busy machine)"]
+    return [Flag(Kind.LESS_TIME, f"{part} took {part_s * 1e3:.3g} ms, longer than {whole} ({whole_s * 1e3:.3g} ms), which contains it: the "
+            f"whole does more work and {LESS_TIME}, so one of the two medians is off (a busy machine)")]
 
 
-def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[str]:
+def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[Flag]:
     """A server that answered less than `keep_up` of the load offered: requests pile up, latency is the queue's."""
     if offered_rps <= 0 or answered_rps >= keep_up * offered_rps:
         return []
-    return [f"answered {answered_rps:,.0f} of {offered_rps:,.0f} {SATURATED}, the queue grows and "
-            "its latency is waiting, not serving"]
+    return [Flag(Kind.SATURATED, f"answered {answered_rps:,.0f} of {offered_rps:,.0f} {SATURATED}, the queue grows and "
+            "its latency is waiting, not serving")]
 
 
-def reverses_theory(verdict) -> list[str]:
+def reverses_theory(verdict) -> list[Flag]:
     """A measure.Verdict whose paired repeats clearly point against what theory predicts."""
     if getattr(verdict, "verdict", None) != "reversed":
         return []
-    return [f"'{verdict.claim}' {REVERSED} {verdict.expected}, and every plausible ratio of "
-            "these paired repeats says the opposite; find what this machine does differently before trusting either"]
+    return [Flag(Kind.REVERSED, f"'{verdict.claim}' {REVERSED} {verdict.expected}, and every plausible ratio of "
+            "these paired repeats says the opposite; find what this machine does differently before trusting either")]
 
 
-def flipped(verdicts) -> list[str]:
+def flipped(verdicts) -> list[Flag]:
     """One claim's verdicts on one machine (strings, or rows with 'verdict') saying both 'holds' and 'reversed'."""
     said = {v if isinstance(v, str) else v["verdict"] for v in verdicts}
     if not {"holds", "reversed"} <= said:
         return []
-    return [f"this claim {FLIPPED} on this machine: its noise, not the claim, decides the answer here; "
-            "trust neither run's verdict"]
+    return [Flag(Kind.FLIPPED, f"this claim {FLIPPED} on this machine: its noise, not the claim, decides the answer here; "
+            "trust neither run's verdict")]
 
 
 def contradicts_reference(rate: float | None, reference: float | None, *, factor: float = 2.0,
-                          what: str = "baseline", reference_name: str = "lab 01's", cause: str | None = None) -> list[str]:
+                          what: str = "baseline", reference_name: str = "lab 01's", cause: str | None = None) -> list[Flag]:
     """A rate more than `factor` off the same machine's reference rate on the same workload: they contradict; `cause`:
     what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause())."""
     if not rate or not reference or 1 / factor <= rate / reference <= factor:
         return []
-    return [f"{what} {rate:,.0f} samples/s is {rate / reference:.2f}x {reference_name} {reference:,.0f} on the same "
+    return [Flag(Kind.CONTRADICT, f"{what} {rate:,.0f} samples/s is {rate / reference:.2f}x {reference_name} {reference:,.0f} on the same "
             f"workload: {CONTRADICT} "
-            + (f"(measured while {_cause(cause)})" if cause else "(another framework or job held the cores)")]
+            + (f"(measured while {_cause(cause)})" if cause else "(another framework or job held the cores)"))]
 
 
 def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str = "the same quantity",
-             first: str = "alone", second: str = "in the step", why: str = "") -> list[str]:
+             first: str = "alone", second: str = "in the step", why: str = "") -> list[Flag]:
     """The same quantity timed two ways, more than `factor` apart: the two figures contradict each other."""
     high, low = max(first_s, second_s), min(first_s, second_s)
     if low <= 0 or high / low <= factor:
         return []
-    return [f"{what} took {first_s * 1e3:.2f} ms {first} and {second_s * 1e3:.2f} ms {second}, {high / low:.1f}x apart: "
-            f"{CONTRADICT}{why}"]
+    return [Flag(Kind.CONTRADICT, f"{what} took {first_s * 1e3:.2f} ms {first} and {second_s * 1e3:.2f} ms {second}, {high / low:.1f}x apart: "
+            f"{CONTRADICT}{why}")]
 
 
 TWICE_TOLERANCE = 0.25  # two medians of one quantity measured minutes apart agree within 25 %, whatever their
@@ -184,7 +252,7 @@ TWICE_TOLERANCE = 0.25  # two medians of one quantity measured minutes apart agr
 
 def measured_twice(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
                    what: str, first_name: str, second_name: str, unit: str = "samples/s",
-                   tolerance: float = TWICE_TOLERANCE, notes=()) -> list[str]:
+                   tolerance: float = TWICE_TOLERANCE, notes=()) -> list[Flag]:
     """One quantity measured twice in one run: a flag when the two medians are further apart than the spreads of
     their repeats allow (each median +- half its spread) and more than `tolerance` apart; `notes` (what was noted
     about either measurement, e.g. a busy machine) are shown in the flag, as a possible cause."""
@@ -195,31 +263,30 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
     ratio = max(first, second) / min(first, second)
     if ratio <= 1 + tolerance or (reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1]):
         return []
-    return [f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
+    return [Flag(Kind.CONTRADICT, f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
             f"{second_name}, {ratio:.2f}x apart, more than the spreads of their repeats allow: {CONTRADICT} (the "
             "machine was busy during one of them, or they do not measure the same thing)"
-            + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", ")]
+            + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", "))]
 
 
 def is_impossible(warning: str) -> bool:
-    """True for a warning made by one of this module's detectors (an impossible or contradictory figure)."""
-    return any(marker in warning for marker in MARKERS)
+    """True for a warning whose kind is an impossible or contradictory figure (`[!]`)."""
+    return kind_of(warning).impossible
 
 
 def impossible(warnings) -> list[str]:
-    """The warnings that are detector flags; `warnings` is a list, or a results row's `flags` ("; "-joined)."""
-    return [w for w in _split(warnings) if is_impossible(w)]
+    """The warnings whose kind is impossible ([!]); `warnings`: a list of them, or one."""
+    return [w for w in listed(warnings) if is_impossible(w)]
 
 
 def notes(warnings) -> list[str]:
-    """The other warnings (plain notes), except older rows' per-figure noise notes, which the noise line replaces."""
-    return [w for w in _split(warnings) if not is_impossible(w) and not w.startswith("repeats spread by")]
+    """The notes among the warnings (neither impossible nor noise, which the table's noise line says)."""
+    return [w for w in listed(warnings) if kind_of(w) is Kind.NOTE]
 
 
-def _split(warnings) -> list[str]:
-    """Single warnings from a list of them, a results row's `flags`, or a list holding "; "-joined ones."""
-    warnings = [warnings] if isinstance(warnings, str) else list(warnings or [])
-    return [w for joined in warnings for w in str(joined).split("; ") if w]
+def listed(warnings) -> list[str]:
+    """A list of warnings from a list (or tuple) of them, or one warning."""
+    return [warnings] if isinstance(warnings, str) else [w for w in (warnings or []) if w]
 
 
 FLAG = "[!]"  # what marks an impossible figure wherever the course prints one
@@ -230,44 +297,25 @@ def flag_text(*warnings: str) -> str:
     return f"{FLAG} {'; '.join(warnings)}"
 
 
-_said: set[str] = set()  # the flags already printed in full in this process (a notebook's kernel)
 AS_ABOVE = "flagged above"
 
 
-def first_time(warnings) -> list[str]:
-    """The detector flags in `warnings` not yet said in this process, now counted as said (a repeat points back)."""
-    new = [w for w in dict.fromkeys(impossible(warnings)) if w not in _said]
-    _said.update(new)
-    return new
-
-
-def forget() -> None:
-    """Forget which flags were said (a new notebook run, or a test)."""
-    _said.clear()
-
-
-def _kinds(per_row, names, what: str) -> list[tuple[list[str], str, str]]:
-    """Per kind of impossible figure (MARKERS) in the rows: (its flags, the rows it names, its first flag in full)."""
-    kinds, per_row = [], list(per_row)
-    for marker in MARKERS:
-        rows = [(name, [w for w in impossible(warnings) if marker in w]) for name, warnings in zip(names, per_row)]
+def by_kind(per_row, names, what: str) -> list[tuple[Kind, list[str], str, str]]:
+    """Per impossible Kind in the rows, in Kind's order: (the kind, its flags, the rows it names, its first flag)."""
+    found, per_row = [], [listed(warnings) for warnings in per_row]
+    for kind in (k for k in Kind if k.impossible):
+        rows = [(name, [w for w in warnings if kind_of(w) is kind]) for name, warnings in zip(names, per_row)]
         rows = [(name, said) for name, said in rows if said]
         if rows:
             more = f" (and {len(rows) - 1} more like it)" if len(rows) > 1 else ""
-            kinds.append(([w for _, said in rows for w in said],
+            found.append((kind, [w for _, said in rows for w in said],
                           f"{what} {', '.join(str(n) for n, _ in rows)} (marked *)", f"{rows[0][1][0]}{more}"))
-    return kinds
+    return found
 
 
-def one_line(per_row, names, what: str = "rows") -> list[str]:
-    """A table's flag lines, one per kind of impossible figure (MARKERS): its rows (of `names`), its first flag."""
-    return [f"{head}: {flag}" for _, head, flag in _kinds(per_row, names, what)]
-
-
-def table_lines(per_row, names, what: str = "rows") -> list[str]:
-    """one_line's lines as `[!] ...`; a kind whose flags were all said before in this process points back instead."""
-    return [flag_text(f"{head}: {flag}") if first_time(said) else f"{head}: {AS_ABOVE}"
-            for said, head, flag in _kinds(per_row, names, what)]
+def one_line(per_row, names, what: str = "rows") -> list[Flag]:
+    """A table's flags, one per impossible Kind: its rows (of `names`), its first flag, as a flag of that kind."""
+    return [Flag(kind, f"{head}: {flag}") for kind, _, head, flag in by_kind(per_row, names, what)]
 
 
 def marked(flagged_row) -> str:
@@ -281,8 +329,8 @@ def noise_line(spreads, what: str = "medians") -> str:
     noisy = sum(s > NOISY_SPREAD for s in counted)
     if not noisy:
         return ""
-    return (f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % over their repeats: "
-            "read the medians only")
+    return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
+                "over their repeats: read the medians only")
 
 
 def count(text: str) -> int:

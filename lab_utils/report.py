@@ -3,13 +3,15 @@ more devices."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import detectors, workloads
-from .measure import Result, plausibility, read_results
+from .compare import max_abs_diff
+from .measure import Machine, Result, AllReduceSweep, plausibility, read_results, store, table_lines
 
 
 def load(*sources) -> list[Result]:
@@ -96,11 +98,11 @@ class Compared:
             #                                   faster than its baseline per unit of hardware beyond both spreads
             if self.efficiency <= 1:
                 return []
-            return detectors.measured_twice(self.baseline.samples_per_s, self.baseline.spread,
-                                            self.row.samples_per_s / self.hardware_ratio, self.row.spread,
-                                            what="the rate per unit of hardware", unit=self.row.rate,
-                                            first_name=f"lab {self.baseline.lab}'s one-thread row",
-                                            second_name=f"lab {self.row.lab}'s {self.row.strategy} row")
+            return [*detectors.measured_twice(self.baseline.samples_per_s, self.baseline.spread,
+                                             self.row.samples_per_s / self.hardware_ratio, self.row.spread,
+                                             what="the rate per unit of hardware", unit=self.row.rate,
+                                             first_name=f"lab {self.baseline.lab}'s one-thread row",
+                                             second_name=f"lab {self.row.lab}'s {self.row.strategy} row")]
         machine = self.row.machine
         cores = machine.cpu_count if machine else None
         oversubscribed = bool(machine and cores and not machine.gpu_names and self.row.resources > cores)
@@ -153,8 +155,11 @@ def host_name(row: Result, this_host: str | None = None) -> str:
     return "this machine" if this_host and host == this_host else host
 
 
-def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None) -> str:
-    """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'."""
+def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None,
+          figures: Callable[[Result, Result], tuple[float, float]] | None = None) -> str:
+    """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
+    `figures(row, baseline)` -> (speedup, efficiency) gives the two columns (lab 10's speedup_and_efficiency);
+    without it, each Compared's own."""
     names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
     name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
     framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
@@ -171,13 +176,15 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                          + (f"  (rate: {r.rate})" if r.rate else ""))
         acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
-        speed = f"{c.speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}"
-        speed += f"{c.efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
+        speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
+                               else (c.speedup, c.efficiency))
+        speed = f"{speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}"
+        speed += f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}{detectors.marked(c.flags)}")
         lines += [f"      note: {note}" for note in c.notes]
-    lines += detectors.table_lines([c.flags for c in compared],
+    lines += table_lines([c.flags for c in compared],
                                    [f"{c.row.lab} {n} x{c.row.world_size}" for c, n in zip(compared, names)])
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
@@ -345,9 +352,10 @@ class AllReduceFit:
         fastest = min(float(t) for t in seconds)
         if floor <= 1.1 * fastest:
             return []
-        return [f"the fitted latency alone, 2 (N - 1) alpha = {floor * 1e3:.3g} ms, is longer than a measured all-reduce "
-                f"({fastest * 1e3:.3g} ms): {detectors.CONTRADICT} (a few slow medians pulled the fit, so read it as an "
-                "order of magnitude)"]
+        return [detectors.Flag(detectors.Kind.CONTRADICT,
+                               f"the fitted latency alone, 2 (N - 1) alpha = {floor * 1e3:.3g} ms, is longer than a "
+                               f"measured all-reduce ({fastest * 1e3:.3g} ms): {detectors.CONTRADICT} (a few slow "
+                               "medians pulled the fit, so read it as an order of magnitude)")]
 
     def seconds(self, nbytes: float, devices: int) -> float:
         if devices < 2:
@@ -375,52 +383,32 @@ def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
     return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
 
 
-ALLREDUCE_JSON = "allreduce.json"  # lab 06's all-reduce sweep, which lab 10 reuses (one measurement, one fit)
 SWEEP_MAX_AGE_S = 6 * 3600
 
 
 def save_allreduce(lab: str, sizes, seconds, spreads, devices: int, backend: str, directory=None) -> Path:
-    """Keep an all-reduce sweep (message bytes, median seconds, spreads) in the results folder for another lab."""
-    import datetime as _dt
-    import json
-
-    from .measure import Machine, results_dir
-
-    path = results_dir(directory) / ALLREDUCE_JSON
-    path.parent.mkdir(parents=True, exist_ok=True)
-    machine = Machine.here()
-    sweeps = [s for s in (json.loads(path.read_text()) if path.exists() else [])
-              if not (s["lab"] == lab and s["host"] == machine.host)]
-    sweeps.append({"lab": lab, "host": machine.host, "cpu_model": machine.cpu_model, "backend": backend,
-                   "devices": devices, "sizes": [int(n) for n in sizes], "seconds": [float(t) for t in seconds],
-                   "spreads": [float(v) for v in spreads],
-                   "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
-    path.write_text(json.dumps(sweeps, indent=1))
-    return path
+    """Keep an all-reduce sweep (message bytes, median seconds, spreads) in the results store for another lab."""
+    return store(directory).append(AllReduceSweep(lab, backend, devices, tuple(int(n) for n in sizes),
+                                         tuple(float(t) for t in seconds), tuple(float(v) for v in spreads)))
 
 
 def recent_allreduce(devices: int, backend: str, directory=None, max_age_s: float = SWEEP_MAX_AGE_S) -> dict | None:
     """The newest all-reduce sweep of this machine with these ranks and backend, if it is recent enough; else None."""
     import datetime as _dt
-    import json
 
-    from .measure import Machine, results_dir
-
-    path = results_dir(directory) / ALLREDUCE_JSON
-    if not path.exists():
-        return None
     machine, now = Machine.here(), _dt.datetime.now(_dt.timezone.utc)
-    fits = [s for s in json.loads(path.read_text()) if s["host"] == machine.host and s["cpu_model"] == machine.cpu_model
-            and s["devices"] == devices and s["backend"] == backend
-            and (now - _dt.datetime.fromisoformat(s["timestamp"])).total_seconds() <= max_age_s]
-    return max(fits, key=lambda s: s["timestamp"]) if fits else None
+    fits = [s for s in store(directory).rows("sweeps") if s.host == machine.host and s.cpu_model == machine.cpu_model
+            and s.devices == devices and s.backend == backend
+            and (now - _dt.datetime.fromisoformat(s.timestamp)).total_seconds() <= max_age_s]
+    newest = max(fits, key=lambda s: s.timestamp) if fits else None
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(newest).items()} if newest else None
 
 
 HALF_THE_TIME = 0.5  # a larger message whose median took less than this share of a smaller one's: flagged, whatever
 #                      the spreads (a median of all-reduces on a busy machine scatters, but not by 2x)
 
 
-def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
+def allreduce_flags(sizes, seconds, spreads=None) -> list[list[detectors.Flag]]:
     """Per message size, its flags (detectors.more_work_less_time, the one rule every lab applies to more work in
     less time): a larger message took more than 10 % less time beyond the spreads of both medians' repeats, or less
     than HALF_THE_TIME of it whatever the spreads (repeats this scattered would otherwise excuse any median)."""
@@ -440,13 +428,13 @@ def allreduce_flags(sizes, seconds, spreads=None) -> list[list[str]]:
 SUPERLINEAR_MARGIN = 1.2  # a batch k times larger may take up to 1.2 k times longer before it is flagged
 
 
-def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float) -> list[str]:
+def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float) -> list[detectors.Flag]:
     """A warning when a larger batch took far more than proportionally longer than a smaller one, or less time."""
     ratio, work = large_s / small_s, large_batch / small_batch
     if ratio > SUPERLINEAR_MARGIN * work:
-        return [f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the images: more "
-                "than proportional, so one of the two medians is off (a busy machine, or the larger batch spilled out "
-                "of the cache) and ratios built on them are suspect"]
+        return [detectors.note(f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the "
+                               "images: more than proportional, so one of the two medians is off (a busy machine, or "
+                               "the larger batch spilled out of the cache) and ratios built on them are suspect")]
     return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images")
 
 
@@ -455,7 +443,7 @@ WAITED_FACTOR = 10.0  # the all-reduce in the step may take this many times its 
 
 
 def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0,
-                           waited_factor: float = WAITED_FACTOR) -> list[str]:
+                           waited_factor: float = WAITED_FACTOR) -> list[detectors.Flag]:
     """A warning when the same all-reduce was faster inside a DDP step than alone, by more than `factor` (in the step
     it also waits for the slower rank, so it can take longer than alone, never much less); or slower in the step by
     more than `waited_factor`: then the step's figure measures how late the other rank was, not the communication."""
@@ -495,7 +483,7 @@ def parameter_bytes(model) -> int:
 
 def noise_or_bug(reference, other, tolerance: float) -> str:
     """'identical', 'floating-point noise' (max difference within tolerance) or 'a real difference'."""
-    diff = float(np.abs(np.asarray(reference, float) - np.asarray(other, float)).max())
+    diff = max_abs_diff(reference, other)
     if diff == 0.0:
         return "identical"
     return "floating-point noise" if diff <= tolerance else "a real difference"

@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass
 
 from . import hardware, measure
+from .compare import max_abs_diff
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}  # 2: errors only (TF logs to stderr at import; nbval compares stderr)
 
@@ -140,27 +141,14 @@ def worker_environment(ports, threads: int | None, gpus: int = 0):
     return env
 
 
-def _together(rank: int, world_size: int, worker, args, timeout_s: float):
-    """Run one job of a worker, then wait until every worker has finished it and dropped its strategy."""
-    import gc
-
-    from .launch import process_group
-
-    # a worker building the next MultiWorkerMirroredStrategy while a peer holds the last one can see its first
-    # collective aborted ("Delete called on non-empty BufRendezvous"): this gloo barrier keeps them in step
-    with process_group(timeout_s):  # leaving it waits for every worker
-        value = worker(rank, world_size, *args)
-        gc.collect()  # the strategy and its collective state go now, on every worker, before the wait
-    return value
-
-
 def launch_worker_jobs(jobs, n_workers: int, timeout: float = 180.0, threads: int = 1) -> list[list]:
     """Run jobs [(worker, args), ...] in turn in the same `n_workers` TF processes; per job, values in rank order."""
     from .launch import free_port, launch_jobs
+    from .launch.together import run_together
 
     hw = hardware.detect()
     env = worker_environment([free_port() for _ in range(n_workers)], threads, len(hw.gpus))
-    together = [(_together, (worker, tuple(args), timeout)) for worker, args in jobs]
+    together = [(run_together, (worker, tuple(args), timeout)) for worker, args in jobs]
     return launch_jobs(together, n_workers, timeout, threads=threads, env=env, prepare=prepare)
 
 
@@ -203,32 +191,31 @@ def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmu
 
 # ---- frameworks side by side, each in a process of its own, taking turns ------------------------------------------
 
-def _turns_worker(rank: int, world_size: int, payloads, repeats: int, steps_per_repeat: int, warmup: int,
-                  timeout_s: float) -> dict:
-    """Build this process's step functions, then time them only on its turn; the others wait in a barrier."""
-    import time
+class _TurnTimer:
+    """One process's steps (built by its builders, once), timed on its turns: work(round) for in_turns."""
 
-    import cloudpickle
-    import torch
-    import torch.distributed as dist
+    def __init__(self, builders: dict, steps_per_repeat: int, warmup: int) -> None:
+        self.steps = {name: build() for name, build in builders.items()}
+        self.steps_per_repeat, self.warmup = steps_per_repeat, warmup
+        self.times: dict[str, list] = {name: [] for name in self.steps}
+        self.turns: list[tuple[float, float]] = []
 
-    from .launch import process_group
+    def __call__(self, round_: int | None) -> dict | None:
+        """Time one turn (round 0 is the warm-up, kept out); None: what the turns measured."""
+        import time
 
-    builders = cloudpickle.loads(payloads[rank])  # only this process's builders: a torch process never sees TF's
-    steps = {name: build() for name, build in builders.items()}
-    times: dict[str, list]
-    times, turns = {name: [] for name in steps}, []
-    with process_group(timeout_s):  # used only to take turns
-        for r, turn in measure.numbered_rounds(range(world_size), repeats + 1):  # the first round is the warm-up
-            if turn == rank:
-                start = time.time()
-                done = interleaved_steps(steps, repeats=1, steps_per_repeat=steps_per_repeat if r else warmup, warmup=0)
-                turns.append((start, time.time()))
-                for name in steps:
-                    times[name] += done[name] if r else []
-            dist.barrier()
-    return {"times": times, "turns": turns, "tensorflow_imported": "tensorflow" in sys.modules,
-            "threads": torch.get_num_threads(), "omp_wait_policy": omp_wait_policy()}
+        import torch
+
+        if round_ is None:
+            return {"times": self.times, "turns": self.turns, "tensorflow_imported": "tensorflow" in sys.modules,
+                    "threads": torch.get_num_threads(), "omp_wait_policy": omp_wait_policy()}
+        start = time.time()
+        done = interleaved_steps(self.steps, repeats=1, steps_per_repeat=self.steps_per_repeat if round_ else self.warmup,
+                                 warmup=0)
+        self.turns.append((start, time.time()))
+        for name in self.steps:
+            self.times[name] += done[name] if round_ else []
+        return None
 
 
 def omp_wait_policy() -> str:
@@ -242,15 +229,17 @@ def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: i
     import cloudpickle
 
     from .launch import launch
+    from .launch.together import in_turns
 
     if len(processes) != len(uses_tensorflow):
         raise ValueError(f"{len(processes)} processes but {len(uses_tensorflow)} uses_tensorflow flags; give one each")
     threads = threads or hardware.usable_cpu_count()
     # processes[i]: name -> builder, called once in process i, returning a step function (one optimizer step)
-    payloads = [cloudpickle.dumps(builders) for builders in processes]
+    payloads = [cloudpickle.dumps(lambda b=builders: _TurnTimer(b, steps_per_repeat, warmup)) for builders in processes]
     env = lambda rank: {TF_PROCESS: "1"} if uses_tensorflow[rank] else {}
     # per process: each step's times per repeat, its turns' (start, end), whether TF was imported, torch's threads
-    return launch(_turns_worker, len(processes), args=(payloads, repeats, steps_per_repeat, warmup, timeout),
+    order = measure.numbered_rounds(range(len(processes)), repeats + 1)  # the first round is the warm-up
+    return launch(in_turns, len(processes), args=(payloads, order, timeout),
                   timeout=timeout, threads=threads, pin_cores=False, env=env, prepare=prepare)
 
 
@@ -261,5 +250,5 @@ def replica_weight_spread(model) -> float:
     spread = 0.0
     for variable in model.weights:
         copies = [np.asarray(c) for c in getattr(getattr(variable, "value", variable), "values", [variable])]
-        spread = max([spread] + [float(np.abs(c - copies[0]).max()) for c in copies[1:]])
+        spread = max([spread] + [max_abs_diff(c, copies[0]) for c in copies[1:]])
     return spread

@@ -11,9 +11,9 @@ def isolated_results(tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def flags_not_yet_said():
-    """Each test starts with no [!] said before it (lab_utils.detectors remembers what a process has printed)."""
-    from lab_utils import detectors
-    detectors.forget()
+    """Each test starts with no [!] said before it (the results store remembers what a process has printed)."""
+    from lab_utils import measure
+    measure.forget()
 
 
 @pytest.fixture(autouse=True)

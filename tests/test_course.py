@@ -180,7 +180,7 @@ def test_summary_lists_times_failures_and_results(tmp_path):
                                         device="cpu", batch_size=64, samples_per_s=1000, wall_s=2, accuracy=0.9,
                                         threads=2, workload="digits"), tmp_path, hw)
     runs = [headless.NotebookRun("00_setup", 3.5), headless.NotebookRun("01_cnn", 7.0, "cell 4: ValueError: bad")]
-    text = headless.summary(runs, tmp_path)
+    text = headless.course_summary(runs, tmp_path)
     assert "00_setup" in text and "FAILED: cell 4: ValueError: bad" in text and "10.5" in text
     assert "single-device" in text and "90.0%" in text and "speedup" in text
     assert headless.failures_message(runs) == "01_cnn.ipynb failed at cell 4: ValueError: bad"

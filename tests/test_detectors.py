@@ -90,8 +90,9 @@ def test_only_detector_warnings_are_flags_the_rest_are_plain_notes():
     caveats = measure.plausibility(oversubscribed=True, other_framework="TensorFlow") + [
         "saturated", "2 of 3 runs diverged", "the load generator sent requests 600 ms late (median)"]
     assert not any(detectors.is_impossible(w) for w in caveats)
-    row_flags = "; ".join(caveats[:1] + impossible[:1] + ["repeats spread by 40% of the median: noisy"])
+    row_flags = caveats[:1] + impossible[:1] + [detectors.Flag(detectors.Kind.NOISE, "repeats spread by 40 %: noisy")]
     assert detectors.impossible(row_flags) == impossible[:1] and detectors.notes(row_flags) == caveats[:1]
+    assert detectors.impossible("; ".join(impossible)) == []  # joined text is one plain string: a note, never split
     text = measure.flagged("fig", caveats)
     assert "[!]" not in text and "(note: " in text
     assert measure.flagged("fig", caveats + impossible[:1]).count("[!]") == 1
@@ -108,7 +109,7 @@ def test_a_table_of_impossible_rows_gets_one_flag_line():
 def test_two_kinds_of_impossible_rows_get_one_line_each_and_the_rows_a_star():
     above = detectors.above_device_count(2.1, 2)
     less = detectors.more_work_less_time(2, 5e-3, 4, 4e-3, what="images")
-    per_row = [above, [], less, above + less, "; ".join(above)]
+    per_row = [above, [], less, above + less, tuple(above)]
     lines = detectors.one_line(per_row, ["a", "b", "c", "d", "e"])
     assert len(lines) == 2
     assert lines[0].startswith("rows a, d, e (marked *)") and "2 more like it" in lines[0]
@@ -129,17 +130,17 @@ def test_the_record_table_flags_only_impossible_rows():
 
 
 def test_a_flag_is_said_in_full_once_and_points_back_after():
-    detectors.forget()
+    measure.forget()
     above = detectors.above_device_count(2.1, 2)
     first = measure.flagged("speedup 2.10x", above)
     again = measure.flagged("summary: 2.10x", above)
     assert first.count("[!]") == 1 and "[!]" not in again and detectors.AS_ABOVE in again
-    table = detectors.table_lines([above, []], ["2 ranks", "1 rank"])
+    table = measure.table_lines([above, []], ["2 ranks", "1 rank"])
     assert table == [f"rows 2 ranks (marked *): {detectors.AS_ABOVE}"]
     other = detectors.more_work_less_time(2, 5e-3, 4, 4e-3, what="images")
-    assert detectors.table_lines([other], ["batch 4"])[0].startswith("[!] rows batch 4 (marked *)")
+    assert measure.table_lines([other], ["batch 4"])[0].startswith("[!] rows batch 4 (marked *)")
     assert detectors.flag_text("a", "b") == "[!] a; b" and detectors.count(f"x\n{detectors.flag_text('a')}") == 1
-    detectors.forget()
+    measure.forget()
     assert measure.flagged("speedup 2.10x", above).count("[!]") == 1
 
 
@@ -169,7 +170,7 @@ def test_lab_03_two_threads_at_a_quarter_of_one_thread_flag_the_summary_built_on
     assert flags["2 ranks, DDP"] == []  # 0.90x for two ranks is slow, not impossible
     said = flags["1 process x 2 threads"]
     assert said and detectors.impossible(said) == said and "0.23x one thread" in said[0] and "; " not in said[0]
-    detectors.forget()
+    measure.forget()
     line = measure.flagged(f"2 DDP ranks {900 / base:.2f}x one thread, {900 / 230:.2f}x one process with 2 threads",
                            flags["2 ranks, DDP"] + flags["1 process x 2 threads"])
     assert "3.91x one process with 2 threads" in line and detectors.FLAG in line
@@ -216,7 +217,7 @@ def test_lab_11_slurm_148x_faster_than_launch_is_no_cost_claim_that_holds():
                        expected="Slurm no more than 10 % slower than launch", no_worse_than=0.10, lab="11",
                        same_work=True)
     assert detectors.same_work_faster(v) and v.verdict == measure.CANNOT_SEE and "no cost" not in v.verdict
-    detectors.forget()
+    measure.forget()
     text = str(v)
     assert measure.CANNOT_SEE in text and detectors.FLAG in text and detectors.SAME_WORK in text
     sound = measure.decide([1.02, 1.05, 1.03, 1.08, 1.04], claim="Slurm vs launch", expected="Slurm no more than 10 % "
@@ -232,3 +233,26 @@ def test_a_summary_built_on_two_rows_says_their_common_note_once():
     note = "more ranks or threads than cores: oversubscribed, so this is no speed measurement"
     line = measure.flagged("2 DDP ranks 1.11x one thread, 4.44x one process with 2 threads", [note, note])
     assert line.count(note) == 1
+
+
+def test_whether_a_warning_is_impossible_follows_its_kind_not_its_wording():
+    above = detectors.above_device_count(2.1, 2)[0]
+    reworded = detectors.Flag(above.kind, "two ranks beat two devices' worth of work")  # no phrase of the old wording
+    assert detectors.is_impossible(reworded) and measure.flagged("x", [reworded]).count("[!]") == 1
+    assert measure.table_lines([[reworded]], ["a"]) == [f"rows a (marked *): {detectors.AS_ABOVE}"]  # said above
+    measure.forget()
+    assert measure.table_lines([[reworded]], ["a"])[0].startswith("[!] rows a (marked *)")
+    assert detectors.one_line([[reworded]], ["a"])[0].kind is above.kind
+    assert not detectors.is_impossible(str(above))  # the same words as a plain string: a note
+    assert detectors.notes([str(above)]) == [str(above)] and detectors.marked([str(above)]) == ""
+    assert detectors.note("busy").kind is detectors.Kind.NOTE and detectors.kind_of("x") is detectors.Kind.NOTE
+    assert detectors.Kind.NOISE.severity < detectors.Kind.NOTE.severity < detectors.Kind.CONTRADICT.severity
+    with pytest.raises(TypeError, match="detectors.Kind"):
+        detectors.Flag("[!]", "text")
+
+
+def test_a_flag_keeps_its_kind_when_pickled_to_another_process():
+    import pickle
+    flag = detectors.saturated(200, 100)[0]
+    back = pickle.loads(pickle.dumps(flag))
+    assert back == flag and back.kind is detectors.Kind.SATURATED and isinstance(back, detectors.Flag)

@@ -1001,10 +1001,10 @@ def test_untrusted_code_is_parsed_only_in_a_limited_child(tmp_path, monkeypatch)
 
     monkeypatch.setattr(ast, "parse", refuse)
     chosen = grade.exercises_for("10")
-    row, job, _ = grade.prepare(tmp_path / "ann.ipynb", "10", chosen, random.Random(0), timeout=60, cell_timeout=10)
+    row, job, _ = grade.prepare_submission(tmp_path / "ann.ipynb", "10", chosen, random.Random(0), timeout=60, cell_timeout=10)
     assert row is None and "def speedup_and_efficiency" in job["requests"][0]["definition"]
     monkeypatch.setattr(submission_reader, "CHILD_MEMORY_BYTES", 150 * 2**20)
-    row, job, _ = grade.prepare(tmp_path / "big.ipynb", "10", chosen, random.Random(0), timeout=60, cell_timeout=10)
+    row, job, _ = grade.prepare_submission(tmp_path / "big.ipynb", "10", chosen, random.Random(0), timeout=60, cell_timeout=10)
     assert row.status == "invalid" and "within its limits (150 MiB of memory" in row.message
 
 

@@ -148,7 +148,7 @@ def test_a_rate_says_what_it_counts_and_an_old_csv_gains_the_column(tmp_path):
                device="cpu", batch_size=1, samples_per_s=100.0, wall_s=1.0)
     with pytest.raises(ValueError, match="rate must be one of"):
         measure.write_result(measure.Result(**row, rate="samples/s"), tmp_path)
-    old_columns = [c for c in measure.RESULT_COLUMNS if c not in ("rate", "cpu_model", "cpu_features")]
+    old_columns = [c for c in measure.RESULT_COLUMNS if c not in ("rate", "cpu_model", "cpu_features", "flag_kinds")]
     path = tmp_path / "lab09.csv"
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
@@ -173,7 +173,7 @@ def test_a_row_another_lab_measured_in_this_run_is_compared_with_it(isolated_res
     text = measure.record(measure.Result(lab="03", samples_per_s=4500.0, **row))
     assert "[!]" in text and "measured twice in this run" in text and "lab 01" in text
     newest = measure.read_results(isolated_results / "lab03.csv")[-1]
-    assert "measured twice in this run" in newest.flags  # the flag reaches the CSV as it reached the screen
+    assert any("measured twice in this run" in f for f in newest.flags)  # the flag reaches the CSV as it reached the screen
     # another configuration (2 threads) is not the same quantity; a row with a note is, and the flag shows the note
     other = measure.record(measure.Result(lab="03", samples_per_s=9000.0, **dict(row, threads=2)))
     noted = measure.record(measure.Result(lab="05", samples_per_s=9000.0, flags="measured in a process where "
@@ -199,7 +199,7 @@ def test_the_same_measurement_under_two_labels_is_compared(isolated_results, mon
     torch_row = measure.Result(lab="05", variant="training run", samples_per_s=148.0, workload=digits,
                                **dict(KERAS, framework="torch"))
     text = measure.record([in_kernel, own, torch_row])
-    said = [r.flags for r in measure.read_results(isolated_results / "lab05.csv")]
+    said = ["; ".join(r.flags) for r in measure.read_results(isolated_results / "lab05.csv")]
     assert "1.70x apart" in said[1] and "lab 05 (single-device one device)" in said[1]
     assert "noted then: lab 05 (single-device keras (own process)): measured while other programs" in said[1]
     assert "measured twice" not in said[0] + said[2]  # the first has nothing before it; torch is another framework
@@ -241,3 +241,68 @@ def test_an_allreduce_from_the_fit_is_compared_with_the_one_measured(isolated_re
     measure.record(measured)
     text = measure.record(fitted)
     assert "[!]" in text and "3.75x apart" in text and "noted then: lab 10 (ddp): from the fit" in text
+
+
+def test_a_flags_kind_survives_the_csv_round_trip(tmp_path):
+    from lab_utils import detectors
+    flags = (detectors.above_device_count(2.3, 2)[0], detectors.note("busy; then quiet"),
+             detectors.Flag(detectors.Kind.NOISE, "spread"), "a plain string")
+    row = measure.Result(lab="03", framework="torch", strategy="ddp", world_size=2, device="cpu", batch_size=8,
+                         samples_per_s=10.0, wall_s=1.0, workload="w", flags=flags)
+    measure.write_result(row, tmp_path, HW)
+    back = measure.read_results(tmp_path)[0].flags
+    assert back == flags  # "; " inside a text stays inside it: texts and kinds are two columns, not joined text
+    assert [f.kind for f in back] == [detectors.Kind.ABOVE_100, detectors.Kind.NOTE, detectors.Kind.NOISE,
+                                      detectors.Kind.NOTE]
+
+
+def test_an_old_csv_without_kinds_reads_its_flags_by_their_phrases(tmp_path):
+    import csv
+    from lab_utils import detectors
+    too_fast = detectors.above_device_count(2.3, 2)[0]
+    old_columns = [c for c in measure.RESULT_COLUMNS if c != "flag_kinds"]
+    values = {"timestamp": "2026-01-01T00:00:00+00:00", "lab": "03", "framework": "torch", "strategy": "ddp",
+              "world_size": "2", "device": "cpu", "batch_size": "8", "samples_per_s": "10", "wall_s": "1",
+              "workload": "w", "cpu_count": "2", "flags": f"busy; {too_fast}; repeats spread by 40 %"}
+    path = tmp_path / "lab03.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerows([old_columns, [values.get(c, "") for c in old_columns]])
+    flags = measure.read_results(path)[0].flags
+    assert [f.kind for f in flags] == [detectors.Kind.NOTE, detectors.Kind.ABOVE_100, detectors.Kind.NOISE]
+    measure.write_result(measure.Result(lab="03", framework="torch", strategy="ddp", world_size=2, device="cpu",
+                                        batch_size=8, samples_per_s=10.0, wall_s=1.0, workload="w"), tmp_path, HW)
+    old, new = measure.read_results(path)  # the file gained the column; the old row still reads the same
+    assert old.flags == flags and new.flags == ()
+
+
+def test_the_store_appends_and_reads_back_rows_verdicts_and_sweeps(tmp_path):
+    store = measure.Store(tmp_path / "r")
+    assert store.rows("results") == [] and store.rows("verdicts") == [] and store.rows("sweeps") == []
+    row = measure.Result(lab="01", framework="torch", strategy="single", world_size=1, device="cpu", batch_size=8,
+                         samples_per_s=10.0, wall_s=1.0, workload="w")
+    assert store.append(row, HW).name == "lab01.csv"
+    verdict = measure.decide([1.2] * 5, claim="A vs B", expected="A faster", lab="01", timed=False)
+    assert store.append(verdict, HW).name == "verdicts.csv"
+    store.append(measure.AllReduceSweep("06", "gloo", 2, (4096,), (1e-4,), (0.1,)), HW)
+    store.append(measure.AllReduceSweep("06", "gloo", 2, (4096,), (2e-4,), (0.1,)), HW)  # a rerun replaces lab 06's
+    assert [r.samples_per_s for r in store.rows("results")] == [10.0]
+    assert [v["verdict"] for v in store.rows("verdicts")] == [measure.HOLDS]
+    assert [s.seconds for s in store.rows("sweeps")] == [(2e-4,)] and store.rows("sweeps")[0].host == HW.host
+    with pytest.raises(TypeError, match="Results, verdicts and Sweeps"):
+        store.append({"lab": "01"})
+    with pytest.raises(ValueError, match="tables"):
+        store.rows("flags")
+
+
+def test_what_was_said_is_the_stores_and_printing_is_apart_from_writing(tmp_path):
+    from lab_utils import detectors
+    said = measure.store()
+    above = detectors.above_device_count(2.3, 2)
+    assert said.say(above) == above and said.say(above) == []  # said once, then pointed back to
+    measure.forget()
+    assert said.say(above) == above
+    row = measure.Result(lab="03", framework="torch", strategy="ddp", world_size=2, device="cpu", batch_size=8,
+                         samples_per_s=10.0, wall_s=1.0, workload="w", flags=tuple(above))
+    text = measure.recorded_table([row], None, ["lab03.csv"])  # prints, writes nothing
+    assert " *" in text and detectors.AS_ABOVE in text and not (tmp_path / "lab03.csv").exists()

@@ -21,12 +21,7 @@ GROUP_CALLS = {"init_process_group", "process_group"}
 MAY_OPEN_GROUPS = re.compile(r"lab_utils/(launch/|exercises/|labs/lab\d\d/(lesson|exercises)\.py$)")
 
 # second implementations still to replace (issue 47, item 1): "path:function" -> what replaces it
-PENDING = {
-    # not in the issue's nine: launchers' own wrappers, a gloo group used only to take turns and to leave together;
-    # they belong with lab_utils/launch/ (the issue's item 4 moves files)
-    "lab_utils/tf_distribute.py:_together": "lab_utils/launch/ (a launcher's wrapper, not a lesson)",
-    "lab_utils/tf_distribute.py:_turns_worker": "lab_utils/launch/ (a launcher's wrapper, not a lesson)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _rel(path: Path) -> str:
@@ -251,8 +246,7 @@ def test_the_replacing_functions_are_lessons(worker):
 # script's main, a service's up, down and refusal (the local Slurm cluster, the classroom hub)
 PROTOCOL = {"bench", "print_bench", "gpu_check", "main", "up", "down", "refusal"}
 # public names still defined in two modules (issue 47, item 2), each to get one home; the list may only shrink
-TWICE = {"build_model", "command", "compare", "describe", "detect", "find", "flat_weights", "load_split",
-         "max_abs_diff", "prepare", "program", "register", "scatter", "summary", "table"}
+TWICE = {"build_model", "detect", "find", "flat_weights", "load_split", "register", "scatter", "table"}
 
 
 def public_definitions() -> dict[str, list[str]]:

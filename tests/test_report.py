@@ -72,19 +72,19 @@ def test_implausible_rows_are_flagged_under_them_in_the_table():
 
 def test_recorded_flags_are_shown_as_recorded_and_not_repeated():
     too_fast = measure.plausibility(speedup=2.3, devices=2)[0]
-    rows = [row("single", 1, 100), row("ddp", 2, 230, flags=f"{too_fast}; repeats spread; rerun")]
+    rows = [row("single", 1, 100), row("ddp", 2, 230, flags=(too_fast, "repeats spread", "rerun"))]
     compared = report.compare(rows)[1]
     assert compared.flags == [too_fast]  # once, though recorded and recomputed; the rest are notes
     assert compared.notes == ["repeats spread", "rerun"]  # plain notes, no [!]
 
 
 def test_a_row_with_noise_or_a_note_is_plausible_and_a_detector_flag_is_not():
-    noise = "repeats spread by 60% of the median: a noisy machine (rerun, or read the median only)"  # older rows
+    noise = detectors.Flag(detectors.Kind.NOISE, "repeats spread by 60% of the median: a noisy machine")  # older rows
     base = row("single", 1, 100)
     noisy, framework = Result(**{**vars(row("ddp", 2, 180)), "spread": 0.6, "flags": noise}), row("ddp", 2, 180, flags="TF ran")
     compared = {c.row.flags: c for c in report.compare([base, noisy, framework])}
-    assert not compared[noise].implausible
-    assert not compared["TF ran"].implausible and compared["TF ran"].notes == ["TF ran"]  # a note, kept and shown
+    assert not compared[(noise,)].implausible and compared[(noise,)].notes == []  # noise is no note either
+    assert not compared[("TF ran",)].implausible and compared[("TF ran",)].notes == ["TF ran"]  # a note, kept and shown
     assert report.compare([base, row("ddp", 2, 230)])[1].implausible  # efficiency 115 %
 
 
@@ -448,3 +448,18 @@ def test_lab_10s_prediction_ddp_no_faster_than_threads_is_checked_beyond_the_spr
     assert lines(250)[0].endswith("reversed: DDP faster beyond both rows' spreads")
     assert lines(250, ddp_spread=0.5, threads_spread=0.5)[0].endswith("not distinguishable: within the rows' spreads")
     assert "GPUs" in lines(250, gpus="H100")[0]
+
+
+def test_the_table_takes_speedup_and_efficiency_from_the_function_it_is_given():
+    from lab_utils.labs.lab10.lesson import speedup_and_efficiency
+    compared = report.compare([row("single", 1, 100), row("ddp", 2, 180), row("ddp", 4, 300, threads=None)])
+    assert report.table(compared, figures=speedup_and_efficiency) == report.table(compared)  # the lesson's = Compared's
+    calls = []
+
+    def halved(r, base):
+        calls.append((r.world_size, base.world_size))
+        return 0.5, 0.25
+
+    text = report.table(compared, figures=halved)
+    assert sorted(calls) == [(2, 1), (4, 1)]  # every row with a baseline, never a baseline against itself
+    assert text.count("    0.50    25%") == 2 and "1.80" not in text

@@ -137,10 +137,10 @@ def test_runs_whose_verdicts_hold_and_reverse_are_told_apart(tmp_path):
     two = run("two", {"A vs B": cross, "C vs D": loss})
     three = run("three", {"A vs B": loss})
     assert stability.main([str(one), str(two)]) == 1  # C vs D: holds, then reversed
-    claims = {c.claim: c for c in stability.compare([one, two, three])}
-    assert claims["A vs B"].contradicts and not stability.compare([one, two])[0].contradicts  # A vs B: holds, n.d.
+    claims = {c.claim: c for c in stability.compare_runs([one, two, three])}
+    assert claims["A vs B"].contradicts and not stability.compare_runs([one, two])[0].contradicts  # A vs B: holds, n.d.
     assert claims["C vs D"].runs[2] is None
-    text = stability.table(list(claims.values()), ["one", "two", "three"])
+    text = stability.claims_table(list(claims.values()), ["one", "two", "three"])
     assert "2 contradicted" in text and "n.d. " in text
     assert stability.main([str(one)]) == 2
 
@@ -157,12 +157,12 @@ def test_stability_shows_ranges_keeps_a_restated_claim_apart_and_marks_ranges_th
     quiet_two = run("two", [1.20, 1.22, 1.25, 1.21, 1.24, 1.23, 1.26, 1.22], no_worse_than=0.10)
     busy = run("busy", [1.0, 1.12, 0.96, 1.06, 1.10, 0.98, 1.03, 1.08], no_worse_than=0.10)
     assert "restated" in measure.read_verdicts(busy)[-1]["notes"]  # the busy run tested a weaker claim
-    claims = stability.compare([quiet_one, quiet_two, busy])
+    claims = stability.compare_runs([quiet_one, quiet_two, busy])
     plain = next(c for c in claims if c.claim == "A vs B")
     restated = next(c for c in claims if c.claim.startswith("A vs B (restated: no worse by more than"))
     assert plain.runs[2] is None and restated.runs[:2] == (None, None)  # not the same "holds"
     assert plain.ranges_apart and not restated.ranges_apart
-    text = stability.table(claims, ["one", "two", "busy"])
+    text = stability.claims_table(claims, ["one", "two", "busy"])
     assert "[1.1" in text and "ranges do not overlap" in text, text
     assert "1 with ranges that do not overlap" in text
 
@@ -309,3 +309,13 @@ def test_too_few_pairs_decide_nothing_whatever_the_conditions(monkeypatch):
     under(monkeypatch, BUSY)
     v = measure.decide([0.9], claim="Slurm vs launch", expected="no slower", no_worse_than=0.1, workers=2)
     assert v.verdict == measure.UNDECIDED and "other programs used 1.7" in v.notes  # undecided, its condition noted
+
+
+def test_a_tolerance_above_the_restatable_one_as_given_decides_nothing_and_says_why():
+    # lab 08: no_worse_than itself above MAX_RESTATED and pairs tight enough for it, so no restated note came before
+    v = measure.decide([0.98, 1.0, 1.02, 0.99, 1.01], claim="c", expected="A no slower", no_worse_than=0.35,
+                       timed=False)
+    assert v.verdict == measure.UNDECIDED and "so no verdict" in v.notes
+    won = measure.decide([1.10, 1.12, 1.11, 1.13, 1.12], claim="c", expected="A no slower", no_worse_than=0.35,
+                         timed=False)
+    assert won.verdict == measure.HOLDS and "no cost at all" in won.notes

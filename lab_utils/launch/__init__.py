@@ -1,7 +1,8 @@
 """Jupyter-safe process launcher: rank processes, workers sent by value, free ports, timeouts, rank errors re-raised,
 nothing left running; and the process-group set-up every strategy's helper code shares. One room per idea:
 jobs (launch, launch_jobs), run (one run of the ranks), rank (what a rank runs), start (fork server or spawn),
-environment (a rank's variables, ports, cores), sending (workers by value), errors, group, stderr."""
+environment (a rank's variables, ports, cores), sending (workers by value), errors, group, stderr, together (wrappers
+for workers that keep in step: run_together, in_turns)."""
 from __future__ import annotations
 
 from .environment import LOOPBACK, OWN_SESSION, core_sets, free_port, rank_environment

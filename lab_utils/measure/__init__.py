@@ -7,13 +7,15 @@
 - plausible: the [!] flags and notes beside a number that cannot be right
 - results_csv: the results CSVs' rows, with the machine's fingerprint, written and read back
 - results_table: recording a lab's rows, compared with the same quantity measured earlier in the run
+- store: the results store (rows, verdicts, sweeps: append and rows) and which flags were said
 - watch: which torch.distributed collectives a run called
 """
 from .plausible import BASELINE_FACTOR, MAX_SPREAD, flagged, measured_cause, plausibility, table_row
 from .results_csv import (ALLREDUCES, ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS,
                           VERDICTS_CSV, Machine, Result, read_results, read_verdicts, results_dir, write_result)
-from .results_table import (SAME_RUN_S, last_recorded_load, measured_before, record, reference_rate,
-                            run_conditions)
+from .results_table import (SAME_RUN_S, last_recorded_load, measured_before, record, recorded_table,
+                            reference_rate, run_conditions, table_lines)
+from .store import AllReduceSweep, Store, forget, store
 from .throughput import StepTimer, samples_per_second, throughput_from_step_times
 from .timing import (Timing, after_warmup, alternating_rounds, intra_op_threads, median_after_warmup, numbered_rounds,
                      spread, synchronize, time_interleaved, time_it)
@@ -24,11 +26,11 @@ from .watch import collective_calls
 
 __all__ = ["ALLREDUCES", "ANSWERED", "APPLIED", "BASELINE_FACTOR", "CANNOT_SEE", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED",
            "MAX_SPREAD", "MIN_EFFECT", "MIN_PAIRS", "Machine", "RATES", "RESOLVE", "RESULT_COLUMNS", "REVERSED",
-           "Result", "SAME_RUN_S", "StepTimer", "TRAINING", "Timing", "UNDECIDED", "UNREADABLE_SHARE",
+           "Result", "SAME_RUN_S", "StepTimer", "AllReduceSweep", "Store", "TRAINING", "Timing", "UNDECIDED", "UNREADABLE_SHARE",
            "VERDICTS_CSV", "VERDICT_COLUMNS", "Verdict", "after_warmup", "alternating_rounds", "as_result",
-           "collective_calls", "condition_notes", "decide", "flagged", "intra_op_threads", "last_recorded_load",
+           "collective_calls", "condition_notes", "decide", "flagged", "forget", "intra_op_threads", "last_recorded_load",
            "measured_before", "measured_cause", "median_after_warmup", "numbered_rounds", "paired_median", "paired_ratios",
-           "plausibility", "ratio_range", "read_results", "read_verdicts", "record", "reference_rate", "results_dir",
-           "run_conditions", "samples_per_second", "scatter", "spread", "synchronize", "table_row",
+           "plausibility", "ratio_range", "read_results", "read_verdicts", "record", "recorded_table", "reference_rate", "results_dir",
+           "run_conditions", "samples_per_second", "scatter", "spread", "store", "synchronize", "table_lines", "table_row",
            "throughput_from_step_times", "time_interleaved", "time_it", "unreadable", "verdict", "write_result",
            "write_verdict"]

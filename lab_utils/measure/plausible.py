@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import detectors
 from .results_table import run_conditions
+from .store import store
 
 MAX_SPREAD = detectors.NOISY_SPREAD  # repeats spread more than this: the table's noise line counts the median
 BASELINE_FACTOR = 2.0
@@ -15,12 +16,14 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None,
     """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect.
     `threads`: the speedup is the same work on that many intra-op threads against one thread."""
     # no spread here: noise is one line per table (detectors.noise_line), not a warning. No warning may contain "; ".
-    warnings = []
+    warnings: list[str] = []
     # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
     if other_framework:
-        warnings.append(f"measured in a process where {other_framework} also ran: its threads compete for the cores")
+        warnings.append(detectors.note(f"measured in a process where {other_framework} also ran: its threads compete "
+                                       "for the cores"))
     if oversubscribed:
-        warnings.append("more ranks or threads than cores: oversubscribed, so this is no speed measurement")
+        warnings.append(detectors.note("more ranks or threads than cores: oversubscribed, so this is no speed "
+                                       "measurement"))
     if speedup is not None and devices and speedup > devices:  # name what slowed the runs when the window saw it
         warnings += detectors.above_device_count(speedup, devices, measured_cause(round(devices), "devices"))
     # reference_rate: this machine's lab 01 rate on the same workload
@@ -41,10 +44,10 @@ def measured_cause(workers: int | None = None, what: str = "ranks") -> str | Non
 
 def flagged(text: str, warnings) -> str:
     """`text`, its notes as `(note: ...)`, then new flags as `[!] ...`; flags said before: "(flagged above)"."""
-    warnings = list(warnings)
+    warnings = detectors.listed(warnings)
     bad, notes = detectors.impossible(warnings), list(dict.fromkeys(detectors.notes(warnings)))  # each note once
     text += f"  (note: {'; '.join(notes)})" if notes else ""
-    new = detectors.first_time(bad)
+    new = store().say(bad)
     text += f"  ({detectors.AS_ABOVE})" if len(new) < len(set(bad)) else ""
     return f"{text}  {detectors.flag_text(*new)}" if new else text
 
@@ -53,3 +56,4 @@ def table_row(text: str, warnings) -> str:
     """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table)."""
     notes = detectors.notes(warnings)
     return text + (f"  (note: {'; '.join(notes)})" if notes else "") + detectors.marked(warnings)
+

@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as _dt
+import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
-from .. import hardware, workloads
+from .. import detectors, hardware, workloads
 
 
 def results_dir(path=None) -> Path:
@@ -73,10 +74,15 @@ class Result:
     threads: int | None = None
     repeats: int | None = None
     spread: float | None = None
-    flags: str = ""
+    flags: tuple[str, ...] = ()  # detectors.Flags (a plain string is a note); one string is one flag
     rate: str = "training samples/s"  # which samples samples_per_s counts (RATES)
     machine: Machine | None = None
     timestamp: str = ""
+
+    def __post_init__(self) -> None:
+        flags = self.flags
+        object.__setattr__(self, "flags", ((flags,) if flags else ()) if isinstance(flags, str) or flags is None
+                           else tuple(f for f in flags if f))
 
     def stamped(self, hw: hardware.HardwareReport | None = None) -> "Result":
         """This result with the machine and the time filled in."""
@@ -91,9 +97,9 @@ class Result:
 
 RESULT_COLUMNS = ("timestamp", "lab", "framework", "strategy", "variant", "workload", "world_size", "device",
                   "batch_size", "epochs", "accuracy", "samples_per_s", "rate", "wall_s", "threads", "repeats", "spread",
-                  "flags", "host", "cpu_count", "gpu_names", "torch_version", "tf_version", "python_version", "cpu_model",
+                  "flags", "flag_kinds", "host", "cpu_count", "gpu_names", "torch_version", "tf_version", "python_version", "cpu_model",
                   "cpu_features")
-_OPTIONAL = ("cpu_model", "cpu_features", "rate")  # absent from rows written before them: read as ""
+_OPTIONAL = ("cpu_model", "cpu_features", "rate", "flag_kinds")  # absent from rows written before them: read as ""
 _INTS = ("world_size", "batch_size", "epochs", "threads", "repeats", "cpu_count")
 _FLOATS = ("accuracy", "samples_per_s", "wall_s", "spread")
 _REQUIRED = ("world_size", "batch_size", "samples_per_s", "wall_s", "cpu_count")
@@ -162,8 +168,40 @@ def write_result(result: Result, directory=None, hw: hardware.HardwareReport | N
     result = result.stamped(hw)
     assert result.machine is not None  # stamped() fills it in
     values = {**{f.name: getattr(result, f.name) for f in dataclasses.fields(Result) if f.name != "machine"},
-              **dataclasses.asdict(result.machine)}
+              **dataclasses.asdict(result.machine), **flag_cells(result.flags)}
     return append_row(results_dir(directory) / f"lab{result.lab}.csv", RESULT_COLUMNS, values)
+
+
+def flag_cells(flags) -> dict[str, str]:
+    """A row's flags as two CSV cells: their texts and, beside them, their kinds (JSON lists, in the same order)."""
+    flags = list(flags)
+    return {"flags": json.dumps([str(f) for f in flags]),
+            "flag_kinds": json.dumps([detectors.kind_of(f).name for f in flags])}
+
+
+# Rows written before flags had kinds hold their texts joined by "; ", each kind told by the phrase it carries: read
+# so, and only for those rows (a row with a flag_kinds cell is read by its kinds).
+_PHRASES = {detectors.ABOVE_100: detectors.Kind.ABOVE_100, detectors.NO_FIT: detectors.Kind.NO_FIT,
+            detectors.LESS_TIME: detectors.Kind.LESS_TIME, detectors.SATURATED: detectors.Kind.SATURATED,
+            detectors.REVERSED: detectors.Kind.REVERSED, detectors.FLIPPED: detectors.Kind.FLIPPED,
+            detectors.CONTRADICT: detectors.Kind.CONTRADICT, detectors.WAITED: detectors.Kind.WAITED,
+            detectors.ABOVE_BOUND: detectors.Kind.ABOVE_BOUND, detectors.SAME_WORK: detectors.Kind.SAME_WORK,
+            "repeats spread by": detectors.Kind.NOISE}
+
+
+def _old_flag(text: str) -> detectors.Flag:
+    kind = next((k for phrase, k in _PHRASES.items() if phrase in text), detectors.Kind.NOTE)
+    return detectors.Flag(kind, text)
+
+
+def read_flags(texts: str, kinds: str) -> tuple[detectors.Flag, ...]:
+    """A row's flags from its two cells (flag_cells); a row written before kinds: its "; "-joined texts."""
+    if not kinds:
+        return tuple(_old_flag(t) for t in texts.split("; ") if t)
+    texts_list, kinds_list = json.loads(texts or "[]"), json.loads(kinds)
+    if len(texts_list) != len(kinds_list):
+        raise ValueError(f"{len(texts_list)} flag texts beside {len(kinds_list)} kinds")
+    return tuple(detectors.Flag(detectors.Kind[k], t) for t, k in zip(texts_list, kinds_list))
 
 
 def _parse_row(path: Path, line: int, record: dict) -> Result:
@@ -183,6 +221,10 @@ def _parse_row(path: Path, line: int, record: dict) -> Result:
             parsed[column] = int(number) if column in _INTS else number
         else:
             parsed[column] = text
+    try:
+        parsed["flags"] = read_flags(parsed["flags"], parsed.pop("flag_kinds"))
+    except (ValueError, KeyError) as error:
+        raise ValueError(f"{path}, line {line}: columns 'flags' and 'flag_kinds' do not read as flags: {error}") from None
     machine = Machine(**{k: parsed.pop(k) for k in _MACHINE})
     return Result(**parsed, machine=machine)
 

@@ -9,16 +9,14 @@ import re
 
 from .. import conditions, detectors, hardware, workloads
 from .results_csv import FORWARD, TRAINING, Result, read_results, results_dir, write_result
+from .store import store
 
 
 def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=None) -> float | None:
     """The newest samples/s `lab` recorded on this machine for this workload and variant; None if it has not run."""
-    path = results_dir(directory) / f"lab{lab}.csv"
-    if not path.exists():
-        return None
     host = hardware.detect().host
-    rows = [r for r in read_results(path)
-            if r.workload == workload and r.variant == variant and r.machine and r.machine.host == host]
+    rows = [r for r in store(directory).rows("results") if r.lab == lab
+            and r.workload == workload and r.variant == variant and r.machine and r.machine.host == host]
     return max(rows, key=lambda r: r.timestamp).samples_per_s if rows else None
 
 
@@ -80,9 +78,8 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
     or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
     flag shows its note. `siblings`: every row the lab records with `row` (default `earlier`)."""
     row = row.stamped()
-    folder = results_dir(directory)
     now = _dt.datetime.fromisoformat(row.timestamp)
-    recorded = [o for o in (read_results(folder) if folder.exists() else []) if o.lab != row.lab]
+    recorded = [o for o in store(directory).rows("results") if o.lab != row.lab]
     siblings = list(earlier) if siblings is None else list(siblings)
     several = _one_of_several(row, siblings)
     said = []
@@ -123,23 +120,27 @@ def run_conditions() -> "conditions.Load | None":
 
 
 def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
-    """Write results (one or many) to the results CSVs; returns their table by workload, as the labs print it. A row
-    that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV."""
+    """Append results (one or many) to the results store; returns their table by workload, as the labs print it. A
+    row that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV."""
     results = [results] if isinstance(results, Result) else list(results)
     load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
     _RECORDED[:] = [load] if load else []
-    if load and load.note():  # a busy machine or a throttling quota
-        results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *load.note()) if f])) for r in results]
-    results = [r.stamped(hw) for r in results]
-    results = [dataclasses.replace(r, flags="; ".join([f for f in (r.flags, *measured_before(r, directory, results[:i],
-                                                                                            results)) if f]))
+    noted = tuple(detectors.note(n) for n in load.note()) if load else ()  # a busy machine or a throttling quota
+    results = [dataclasses.replace(r, flags=r.flags + noted).stamped(hw) for r in results]
+    results = [dataclasses.replace(r, flags=r.flags + tuple(measured_before(r, directory, results[:i], results)))
                for i, r in enumerate(results)]
-    paths = {write_result(r, directory, hw).name for r in results}
+    files = {store(directory).append(r, hw).name for r in results}
+    return recorded_table(results, load, sorted(files))
+
+
+def recorded_table(results: list[Result], load: "conditions.Load | None", files) -> str:
+    """The table record() prints: rows by workload, their notes, one `[!]` line per kind, noise, load, the files."""
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
     variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
     lines = [f"{'lab':<4}{'strategy':<{strategy_w}}{'variant':<{variant_w}}{'ranks':>6}{'threads':>8}{'batch':>7}"
              f"{'rate':>12}"]
     workloads = list(dict.fromkeys((r.workload, r.rate) for r in results))
+    loaded = load.note() if load else []
     for workload, rate in workloads:
         lines.append(f"    workload: {workload}  (rate: {rate})")
         for r in (r for r in results if (r.workload, r.rate) == (workload, rate)):
@@ -147,12 +148,19 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
             # this row format is fixed: the course's consistency test reads it back
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
                          f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{detectors.marked(r.flags)}")
-            lines += [f"    note: {note}" for note in detectors.notes(r.flags) if not (load and note in load.note())]
+            lines += [f"    note: {note}" for note in detectors.notes(r.flags) if note not in loaded]
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
-    lines += detectors.table_lines([r.flags for r in results], names)
+    lines += table_lines([r.flags for r in results], names)
     noise = detectors.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
     lines += [load.line()] if load and load.note() else []
-    lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(sorted(paths))} in the "
+    lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(files)} in the "
                  "results folder")
     return "\n".join(lines)
+
+
+def table_lines(per_row, names, what: str = "rows") -> list[str]:
+    """A table's `[!]` lines, one per impossible kind (detectors.one_line); a kind whose flags this process's store
+    has all said before points back instead."""
+    return [detectors.flag_text(f"{head}: {flag}") if store().say(said) else f"{head}: {detectors.AS_ABOVE}"
+            for _, said, head, flag in detectors.by_kind(per_row, names, what)]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import math
 import statistics
 from dataclasses import dataclass
@@ -10,8 +9,8 @@ from pathlib import Path
 
 from .. import conditions, detectors, hardware
 from .plausible import flagged
-from .results_csv import VERDICT_COLUMNS, VERDICTS_CSV, Machine, append_row, results_dir
 from .results_table import run_conditions
+from .store import store
 
 HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
 CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
@@ -101,6 +100,10 @@ class Verdict:
         return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
                        + notes)
 
+    def verdict_cells(self) -> dict:
+        """This verdict's cells in verdicts.csv (the store adds the machine and the time)."""
+        return dataclasses.asdict(self)
+
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
         """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
         write_verdict(self, directory, hw)
@@ -136,12 +139,12 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         floor = 1 / (1 + tolerance)
         holds_from = 1.0 if tolerance > MAX_RESTATED else floor
         if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
-            notes[-1] = (f"these pairs scatter by {spread_of_pairs:.0%}, too much to test a cost of {no_worse_than:.0%}, "
-                         f"but the whole range lies above 1: no cost at all")
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}, too much to test a cost of {no_worse_than:.0%}, "
+                          f"but the whole range lies above 1: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS
         elif tolerance > MAX_RESTATED:  # a claim this weak says nothing: the pairs cannot decide
-            notes[-1] = (f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
-                         f"{tolerance:.0%} here, so no verdict")
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
+                           f"{tolerance:.0%} here, so no verdict")]
         elif low > floor:
             verdict = HOLDS
         elif high < 1 and middle <= floor:
@@ -228,8 +231,4 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
     """Append one verdict to <results dir>/verdicts.csv with the machine's fingerprint; returns the path."""
-    values = {**dataclasses.asdict(verdict), **dataclasses.asdict(Machine.here(hw)),
-              "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    if not values["lab"]:
-        raise ValueError(f"verdict {verdict.claim!r} names no lab: pass lab='NN' to measure.verdict")
-    return append_row(results_dir(directory) / VERDICTS_CSV, VERDICT_COLUMNS, values)
+    return store(directory).append(verdict, hw)

@@ -309,7 +309,7 @@ def up(path=None, timeout: float = UP_TIMEOUT_S, say=print, accounting: bool = T
     running = daemons(lay)
     states = node_states(lay) if all(running.values()) else {}
     if len(states) == len(NODES) and not any(s.endswith("*") or s.startswith(("down", "drain")) for s in states.values()):
-        say(f"the cluster already runs (state in {lay.root}): {describe(lay, running)}")
+        say(f"the cluster already runs (state in {lay.root}): {describe_cluster(lay, running)}")
         return lay
     if any(running.values()):
         say("part of the cluster runs: stopping it first")
@@ -365,7 +365,7 @@ def _up(lay: Layout, timeout: float, say, accounting: bool) -> Layout:
                     _run([_program("scontrol"), "update", f"NodeName={node}", "State=RESUME"], lay, check=False)
         time.sleep(0.3)
     say(f"started a Slurm cluster on this machine in {time.monotonic() - started:.1f} s (state in {lay.root}): "
-        f"{describe(lay, daemons(lay))}")
+        f"{describe_cluster(lay, daemons(lay))}")
     say(f"nodes {', '.join(COMPUTE)}: {lay.cpus_per_node} CPU(s) and {lay.memory_mb_per_node} MB each, partition "
         f"'{PARTITION}'; node {SHORT}: 1 CPU, partition '{SHORT_PARTITION}' (time limit 1 minute); "
         f"to use it from a shell: export SLURM_CONF={lay.conf}")
@@ -373,7 +373,7 @@ def _up(lay: Layout, timeout: float, say, accounting: bool) -> Layout:
     return lay
 
 
-def describe(lay: Layout, running: dict[str, int | None]) -> str:
+def describe_cluster(lay: Layout, running: dict[str, int | None]) -> str:
     return ", ".join(f"{d if d not in NODES else 'slurmd -N ' + d} (pid {pid})" if pid else f"{d} (not running)"
                      for d, pid in running.items())
 
@@ -385,7 +385,7 @@ def status(path=None, say=print) -> bool:
     if not any(running.values()):
         say(f"no cluster of this course runs (state folder {lay.root}); start one with `make cluster` (as root)")
         return False
-    say(describe(lay, running))
+    say(describe_cluster(lay, running))
     states = node_states(lay)
     say("sinfo: " + (", ".join(f"{n} {s}" for n, s in states.items()) if states else "no answer from slurmctld"))
     return all(running.values()) and len(states) == len(NODES) and not any(s.endswith("*") for s in states.values())

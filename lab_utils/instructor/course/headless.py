@@ -128,7 +128,7 @@ def run_course(labs: str | None = None, out_dir=None, cell_timeout: float | None
     return runs
 
 
-def summary(runs: list[NotebookRun], results: Path) -> str:
+def course_summary(runs: list[NotebookRun], results: Path) -> str:
     """Per-notebook times and the measured results rows, as text."""
     lines = ["", "notebook                          seconds  status"]
     lines += [f"{r.name:<32} {r.seconds:8.1f}  {'ok' if r.error is None else 'FAILED: ' + r.error}" for r in runs]
@@ -149,7 +149,7 @@ def main_course(labs, out_dir, cell_timeout, size: str = "full") -> int:
     """CLI body of `course`: run, summarise, exit non-zero on any failure."""
     out = Path(out_dir or ROOT / "build" / "course").resolve()
     runs = run_course(labs, out, cell_timeout, size)
-    print(summary(runs, out / "results"))
+    print(course_summary(runs, out / "results"))
     failed = failures_message(runs)
     if failed:
         print("\n" + failed, file=sys.stderr)

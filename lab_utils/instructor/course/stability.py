@@ -63,7 +63,7 @@ def newest_per_claim(rows: list[dict]) -> dict:
     return newest
 
 
-def compare(sources) -> list[Claim]:
+def compare_runs(sources) -> list[Claim]:
     """Every claim any of the runs decided, in lab order, with each run's (verdict, ratio) or None."""
     runs = [newest_per_claim(measure.read_verdicts(source)) for source in sources]
     keys = sorted({key for run in runs for key in run})
@@ -74,7 +74,7 @@ def compare(sources) -> list[Claim]:
             for lab, claim in keys]
 
 
-def table(claims: list[Claim], names) -> str:
+def claims_table(claims: list[Claim], names) -> str:
     """The claims as text: one line per claim tested, a column per run (verdict, ratio and its range)."""
     width = max([len("lab claim")] + [len(c.lab) + 1 + len(c.claim) for c in claims]) + 2
     column = 28
@@ -98,8 +98,8 @@ def main(argv=None) -> int:
     if len(sources) < 2 or any(not s.exists() for s in sources):
         print(__doc__.strip())
         return 2
-    claims = compare(sources)
-    print(table(claims, [s.parent.name if s.name in ("results", measure.VERDICTS_CSV) else s.name for s in sources]))
+    claims = compare_runs(sources)
+    print(claims_table(claims, [s.parent.name if s.name in ("results", measure.VERDICTS_CSV) else s.name for s in sources]))
     return 1 if any(c.contradicts for c in claims) else 0
 
 

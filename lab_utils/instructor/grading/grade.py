@@ -227,7 +227,7 @@ def _other_lab(lab: str, info: dict, chosen: list[Item]) -> str:
     return ""
 
 
-def prepare(path: Path, lab: str, chosen: list[Item], rng: random.Random, *, timeout: float, cell_timeout: float,
+def prepare_submission(path: Path, lab: str, chosen: list[Item], rng: random.Random, *, timeout: float, cell_timeout: float,
             probe_timeout: float = PROBE_TIMEOUT_S, execute_notebook: bool = True,
             student: str | None = None) -> tuple[Graded | None, dict | None, list]:
     """Read one submission (in a limited child) and draw its inputs: (a row when it is not this lab's notebook, else
@@ -264,7 +264,7 @@ def grade_one(path: Path, lab: str, chosen: list[Item], isolation: Isolation, *,
               student: str | None = None) -> Graded:
     """Execute and probe one submission in its own sandbox; whatever happens, return a Graded row."""
     start = time.monotonic()
-    row, job, inputs = prepare(path, lab, chosen, rng, timeout=timeout, cell_timeout=cell_timeout,
+    row, job, inputs = prepare_submission(path, lab, chosen, rng, timeout=timeout, cell_timeout=cell_timeout,
                                probe_timeout=probe_timeout, execute_notebook=execute_notebook, student=student)
     if row is not None:
         return row
@@ -495,7 +495,7 @@ def _on_slurm(copies, lab, chosen, seeds, options: dict, *, timeout, cell_timeou
         if why:
             prepared.append((_invalid(stem, lab, chosen, why), None, None))
             continue
-        row, job, inputs = prepare(copy, lab, chosen, random.Random(seed), timeout=timeout, cell_timeout=cell_timeout,
+        row, job, inputs = prepare_submission(copy, lab, chosen, random.Random(seed), timeout=timeout, cell_timeout=cell_timeout,
                                    execute_notebook=execute_notebooks, student=stem,
                                    probe_timeout=probe_timeout or max(PROBE_TIMEOUT_S, cell_timeout))
         prepared.append((row, job, inputs))

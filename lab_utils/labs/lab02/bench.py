@@ -40,7 +40,7 @@ def figures(measured: SweepAndGradCheck) -> dict:
         assert one.spread is not None and many.spread is not None  # the sweep times every row it keeps
         row = {"batch_size": batch, "single_ms": round(one.wall_s * 1e3, 3), "single_spread": round(one.spread, 3),
                "dp_ms": round(many.wall_s * 1e3, 3), "dp_spread": round(many.spread, 3),
-               "speedup": round(result.speedup(batch, dp_name(n)), 3), "flags": many.flags}
+               "speedup": round(result.speedup(batch, dp_name(n)), 3), "flags": "; ".join(many.flags)}
         if result.plan.threads_per_device:
             threads = result.result(batch, threaded_name(n))
             assert threads.spread is not None

@@ -14,9 +14,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ... import compare, data, hardware, measure, spec, workloads
+from ... import data, hardware, measure, spec, workloads
 from ... import detectors
 from ...plots import Interval
+from ...compare import max_abs_diff  # lab 02's notebook calls it as data_parallel.max_abs_diff
 from ...tensors import tensor_bytes  # lab 02's notebook calls it as data_parallel.tensor_bytes
 
 COORDINATOR_PHASES = ("scatter", "replicate", "gather", "loss", "reduce", "update")
@@ -307,13 +308,6 @@ def gradients(model: nn.Module) -> list[torch.Tensor]:
     return [p.grad.detach().cpu().clone() for p in model.parameters() if p.grad is not None]
 
 
-def max_abs_diff(a, b) -> float:
-    """Largest absolute difference between two lists of tensors of the same shapes."""
-    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
-        raise ValueError("the two gradient lists differ in length or shapes: are they from the same model?")
-    return max(compare.max_abs_diff(x, y) for x, y in zip(a, b))
-
-
 # ---- the comparison lab 02 and `bench dp` run ----------------------------------------------------------------
 
 SWEEP_WORKLOAD = workloads.SWEEP_3CONV.name
@@ -372,7 +366,7 @@ def _sweep_result(variant, strategy, world_size, threads, batch, timing, baselin
     return measure.Result(lab="02", framework="torch", strategy=strategy, variant=variant, workload=SWEEP_WORKLOAD,
                           world_size=world_size, device=str(device), batch_size=batch,
                           samples_per_s=measure.samples_per_second(batch, timing.median), wall_s=timing.median,
-                          threads=threads, repeats=len(timing.times), spread=timing.spread, flags="; ".join(flags))
+                          threads=threads, repeats=len(timing.times), spread=timing.spread, flags=tuple(flags))
 
 
 def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
@@ -429,5 +423,5 @@ def print_sweep(result: Sweep) -> None:
     print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
           "same round (a verdict's figure; a verdict that names one device first prints its inverse)")
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
-    for line in detectors.table_lines([r.flags for r in result.results], names):
+    for line in measure.table_lines([r.flags for r in result.results], names):
         print(line)

@@ -10,7 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ... import data, spec
-from .data_parallel import DevicePlan, gradients, max_abs_diff, plan_devices, single_device_step
+from ...compare import max_abs_diff
+from .data_parallel import DevicePlan, gradients, plan_devices, single_device_step
 from .lesson import DataParallel
 
 

@@ -118,61 +118,79 @@ LOCAL_VALUES = Exercise("05", "local_values", _local_cases, _local_run, _local_e
 DIGITS_SHAPE = (1, 8, 8)  # (C, H, W)
 
 
-def _step_problem(strategy, global_batch: int, seed: int):
-    """A seeded digits CNN (the torch builder's weights, copied) and plain SGD made in the strategy's scope; a batch."""
-    import tensorflow as tf
+def _step_batch(global_batch: int, seed: int):
+    """A seeded random batch of digit-sized images (channels last) and labels."""
+    rng = np.random.default_rng(seed)
+    return (rng.random((global_batch, *DIGITS_SHAPE[1:], DIGITS_SHAPE[0]), dtype=np.float32),
+            rng.integers(0, 10, global_batch))
 
+
+def _seeded_model(seed: int):
+    """The digits CNN in Keras with the seeded torch builder's weights, copied (built in the caller's scope)."""
     from ... import spec
 
-    rng = np.random.default_rng(seed)
-    x = rng.random((global_batch, *DIGITS_SHAPE[1:], DIGITS_SHAPE[0]), dtype=np.float32)
-    y = rng.integers(0, 10, global_batch)
     layers = spec.cnn2d_2layer_fullconnected_2layer()
-    with strategy.scope():
-        model = spec.build_keras(layers, DIGITS_SHAPE)
-        spec.copy_torch_weights_to_keras(spec.build_torch(layers, DIGITS_SHAPE, seed=seed), model, layers, DIGITS_SHAPE)
-        optimizer = tf.keras.optimizers.SGD(0.1)
-    return model, optimizer, x, y
+    model = spec.build_keras(layers, DIGITS_SHAPE)
+    spec.copy_torch_weights_to_keras(spec.build_torch(layers, DIGITS_SHAPE, seed=seed), model, layers, DIGITS_SHAPE)
+    return model
 
 
-def _flat(model):
-    return np.concatenate([np.asarray(v.numpy()).ravel() for v in model.trainable_variables])
+STEP_LR = 0.1
+
+
+def _one_device_step(strategy, model, optimizer, global_batch):
+    """The reference's step: the mean loss over the whole batch on one device, its gradient applied (no replicas)."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(batch):
+        images, labels = batch
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, model(images),
+                                                                                  from_logits=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    return step
+
+
+def _around(replica_step):
+    """A make_train_step (lab 05's signature) that runs the learner's `replica_step(model, optimizer, images, labels,
+    global_batch)` on every replica and sums their losses."""
+    import tensorflow as tf
+
+    def make(strategy, model, optimizer, global_batch):
+        @tf.function
+        def step(batch):
+            per_replica = strategy.run(lambda i, j: replica_step(model, optimizer, i, j, global_batch), args=batch)
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        return step
+
+    return make
+
+
+def _run_step(make_step, strategy, global_batch: int, seed: int) -> dict:
+    """Lab 05's one_step (lab_utils.labs.lab05.lesson) of the seeded problem: its update, its loss, the replicas."""
+    from .lesson import one_step
+
+    images, labels = _step_batch(global_batch, seed)
+    update, loss = one_step(make_step, strategy, lambda: _seeded_model(seed), images, labels, global_batch, STEP_LR)
+    return {"update": update.tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
 
 
 def single_device_update(global_batch: int, seed: int) -> dict:
     """The reference: one plain-SGD step of the seeded CNN on the whole batch on one device; its update and loss."""
     import tensorflow as tf
 
-    model, optimizer, x, y = _step_problem(tf.distribute.get_strategy(), global_batch, seed)
-    start = _flat(model)
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-    return {"update": (_flat(model) - start).tolist(), "loss": float(loss)}
+    done = _run_step(_one_device_step, tf.distribute.get_strategy(), global_batch, seed)
+    return {"update": done["update"], "loss": done["loss"]}
 
 
 def one_step_update(replica_step, strategy, global_batch: int, seed: int, *, make_train_step=None) -> dict:
     """The same step run by `replica_step(model, optimizer, images, labels, global_batch)` on every replica of
     `strategy` (or, given make_train_step instead, the step it makes: lab 05's); its update and summed loss."""
-    import tensorflow as tf
-
-    model, optimizer, x, y = _step_problem(strategy, global_batch, seed)
-    start = _flat(model)
-    options = tf.data.Options()  # workers shard the global batch by element (in-memory arrays have no files to split)
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch).with_options(options)
-    images, labels = next(iter(strategy.experimental_distribute_dataset(dataset)))
-    if make_train_step is not None:
-        loss = float(make_train_step(strategy, model, optimizer, global_batch)((images, labels)))
-        return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
-
-    @tf.function
-    def step(a, b):
-        per_replica = strategy.run(lambda i, j: replica_step(model, optimizer, i, j, global_batch), args=(a, b))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-    loss = float(step(images, labels))
-    return {"update": (_flat(model) - start).tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
+    return _run_step(make_train_step or _around(replica_step), strategy, global_batch, seed)
 
 
 # ---- the distributed train step --------------------------------------------------------------------------------------
@@ -195,7 +213,7 @@ def _step_cases(rng):
 def step_answer(workers: list[dict]) -> dict:
     """What the judge sees of one run of the workers: worker 0's update and loss, and how far the others differ."""
     updates = [np.array(w["update"]) for w in workers]
-    return {**workers[0], "workers_differ_by": max(float(np.abs(u - updates[0]).max()) for u in updates)}
+    return {**workers[0], "workers_differ_by": max(max_abs_diff(u, updates[0]) for u in updates)}
 
 
 def _step_run(replica_step, case):

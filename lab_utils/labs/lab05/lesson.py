@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 from lab_utils import data, spec
 
-__all__ = ['channels_last', 'make_train_step', 'keras_flat_weights', 'mwms_worker']
+__all__ = ['channels_last', 'make_train_step', 'keras_flat_weights', 'one_step', 'mwms_worker']
 
 
 # ---- solutions/05_tf_distribute.ipynb, cell 6 (id f988ad9f) --------------------------------------------------------
@@ -46,6 +46,21 @@ def make_train_step(strategy, model, optimizer, global_batch):
 def keras_flat_weights(model):
     "Every trainable variable of a Keras model in one flat numpy vector."
     return np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+
+
+def one_step(make_step, strategy, build, images, labels, global_batch, lr):
+    """One plain-SGD step (learning rate `lr`) made by `make_step` under `strategy`, of the model `build()` makes in
+    the strategy's scope, on the first global batch of (images, labels): the weight update (flat) and the loss."""
+    with strategy.scope():
+        model = build()
+        optimizer = keras.optimizers.SGD(lr)
+    before = keras_flat_weights(model)
+    first = tf.data.Dataset.from_tensor_slices((images[:global_batch], labels[:global_batch])).batch(global_batch)
+    options = tf.data.Options()  # worker processes split the batch by element (arrays in memory have no files)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    batch = next(iter(strategy.experimental_distribute_dataset(first.with_options(options))))
+    loss = float(make_step(strategy, model, optimizer, global_batch)(batch))
+    return keras_flat_weights(model) - before, loss
 
 
 # ---- solutions/05_tf_distribute.ipynb, cell 32 (id aa05ddd9) -------------------------------------------------------

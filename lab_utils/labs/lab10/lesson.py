@@ -10,10 +10,19 @@ import torch.distributed as dist
 from lab_utils import measure, report
 from lab_utils.launch import process_group
 
-__all__ = ['allreduce_worker', 'amdahl_rows', 'speedup_and_efficiency']
+__all__ = ['speedup_and_efficiency', 'allreduce_worker', 'amdahl_rows']
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 15 (id d37f68c4) ------------------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
+
+def speedup_and_efficiency(row, baseline):
+    """(speedup, efficiency) of a results row against its one-device baseline row."""
+    speedup = row.samples_per_s / baseline.samples_per_s
+    hardware_ratio = (row.world_size * (row.threads or 1)) / (baseline.world_size * (baseline.threads or 1))
+    return speedup, speedup / hardware_ratio
+
+
+# ---- solutions/10_scaling_report.ipynb, cell 18 (id d37f68c4) ------------------------------------------------------
 
 def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
     """Time all_reduce of float32 tensors of byte `sizes` on this rank: per size, median of `repeats` and spread."""
@@ -36,7 +45,7 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
             "seconds": medians, "spreads": spreads}
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 25 (id f657a4f5) ------------------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 28 (id f657a4f5) ------------------------------------------------------
 
 DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")  # the strategies Amdahl's fit reads
 
@@ -56,12 +65,3 @@ def amdahl_rows(compared, strategies=DATA_PARALLEL):
                 break
             left_out.append(c)
     return per_machine, left_out
-
-
-# ---- solutions/10_scaling_report.ipynb, cell 28 (id d8620f29) ------------------------------------------------------
-
-def speedup_and_efficiency(row, baseline):
-    """(speedup, efficiency) of a results row against its one-device baseline row."""
-    speedup = row.samples_per_s / baseline.samples_per_s
-    hardware_ratio = (row.world_size * (row.threads or 1)) / (baseline.world_size * (baseline.threads or 1))
-    return speedup, speedup / hardware_ratio

@@ -88,7 +88,7 @@ def tree(workdir: Path, disk_bytes: int, uid: int | None) -> list[str]:
     return args + ["--remount-ro", "/"]
 
 
-def command(bwrap: str, argv: list[str], workdir: Path, disk_bytes: int, uid: int | None,
+def bwrap_command(bwrap: str, argv: list[str], workdir: Path, disk_bytes: int, uid: int | None,
             seccomp_fd: int | None = None) -> list[str]:
     """`argv` run by bubblewrap in a sandbox (as root, dropped to the sandbox's `uid` inside it)."""
     # the command is the namespace's pid 1: no bubblewrap process inside holds its descriptors

@@ -80,7 +80,7 @@ class Sandbox:
     def command(self, argv: list[str], workdir: Path, seccomp_fd: int | None = None) -> list[str]:
         """`argv` as this sandbox runs it (in bubblewrap; without it unchanged, or dropped to the sandbox's uid)."""
         if self.isolation.bubblewrap:
-            return bubblewrap.command(self.isolation.bubblewrap, argv, workdir, self.limits.disk_bytes, self.uid,
+            return bubblewrap.bwrap_command(self.isolation.bubblewrap, argv, workdir, self.limits.disk_bytes, self.uid,
                                       seccomp_fd)
         if self.uid is not None:
             return [sys.executable, "-I", "-c", DROP, str(self.uid), str(workdir), *argv]
@@ -132,7 +132,7 @@ class Sandbox:
         read_end = None
         if self.isolation.bubblewrap:
             read_end, write_end = os.pipe()
-            os.write(write_end, seccomp.program())
+            os.write(write_end, seccomp.filter_program())
             os.close(write_end)
             pass_fds = (*pass_fds, read_end)
         elif self.uid is not None and seccomp.supported():

@@ -2,7 +2,7 @@
 modules, io_uring) fail with EPERM; setting an extended attribute fails with ENOTSUP (as on a filesystem without them:
 xattrs are stored beside a file's bytes, and the disk limit counts bytes); everything a lab needs is allowed.
 
-The filter is a classic BPF program built here (no libseccomp needed): `program()` gives the bytes bubblewrap's
+The filter is a classic BPF program built here (no libseccomp needed): `filter_program()` gives the bytes bubblewrap's
 `--seccomp FD` reads, `install()` loads it into the calling process (where no bubblewrap runs).
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ def instructions() -> list[tuple]:
                    _op(_LD_W_ABS, 16), _op(_JSET, NEW_NAMESPACES, 0, 1), _op(*deny), _op(_RET, _ALLOW)]
 
 
-def program() -> bytes:
+def filter_program() -> bytes:
     """The compiled filter (struct sock_filter array), as bubblewrap's --seccomp reads it."""
     return b"".join(struct.pack("=HBBI", *op) for op in instructions())
 
