@@ -452,7 +452,7 @@ def test_every_exercise_is_tested_here_or_in_its_labs_test_file():
     from pathlib import Path
 
     here = {fn.__name__ for fn in SOLUTIONS}
-    elsewhere = "".join(p.read_text() for p in Path(__file__).parent.glob("test_exercises_lab*.py"))
+    elsewhere = "".join(p.read_text() for p in Path(__file__).parent.glob("**/test_exercises_lab*.py"))
     assert [name for name in exercises.REGISTRY if name not in here and name not in elsewhere] == []
 
 

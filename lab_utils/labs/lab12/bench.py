@@ -16,7 +16,7 @@ BOUND = 0.02  # the record's cost per step that issue 48 accepts
 WINDOW_STEPS = 60  # steps per timed window: a window of a few hundred ms to seconds, long against its noise
 
 
-def summary(on_s, off_s, *, bound: float = BOUND) -> dict:
+def cost_summary(on_s, off_s, *, bound: float = BOUND) -> dict:
     """The record's cost from paired windows (seconds with it on and off, round by round): the median of the rounds'
     on/off ratios minus 1, its sign-test range, and the verdict against `bound` (holds: the cost is under it)."""
     decided = measure.verdict(on_s, off_s, claim="record on vs off", expected=f"the record costs under {bound:.0%}",
@@ -40,7 +40,7 @@ def record_cost(*, world_size: int = 2, repeats: int = 9, steps: int = WINDOW_ST
     return {"benchmark": "record", "world_size": world_size, "steps": steps,
             "step_ms_on": round(statistics.median(on) * 1e3, 3), "step_ms_off": round(statistics.median(off) * 1e3, 3),
             "window_spread_on": round(measure.spread(on), 3), "window_spread_off": round(measure.spread(off), 3),
-            **summary(on, off)}
+            **cost_summary(on, off)}
 
 
 def print_record_cost(result: dict) -> None:
