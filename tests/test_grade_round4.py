@@ -417,3 +417,14 @@ def test_two_regrades_at_once_on_one_folder_both_land(graded_with_tests, tmp_pat
     book = _book(out)
     assert book["qa"]["score"] == "5" and book["qb"]["score"] == "4", (book["qa"]["score"], book["qb"]["score"])
     assert "Score: 4 / 5" in (out / "qb.feedback.md").read_text() and "Score: 5 / 5" in (out / "qa.feedback.md").read_text()
+
+
+def test_a_process_still_in_the_hosts_root_is_never_counted_against_the_file_limit():
+    """The watcher counts the sandbox's own tmpfs through its first process's root: a process in the host's root (before
+    it enters the sandbox, or a reused pid) would count the whole machine's /tmp and kill an honest submission."""
+    import os
+
+    from lab_utils.instructor.grading.sandbox import host
+
+    assert host.inodes_used(os.getpid(), (Path("/tmp"),)) is None
+    assert host.parent_of(os.getpid()) == os.getppid() and host.parent_of(2 ** 31 - 1) is None

@@ -23,7 +23,7 @@ NO_CLUSTER = slurm.find() is None
 
 def notebook_cell(cell_id: str) -> str:
     """The source of one cell of lab 11's solution notebook, by its id."""
-    nb = nbformat.read(lessons.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
     return next(c.source for c in nb.cells if c.get("id") == cell_id)
 
 

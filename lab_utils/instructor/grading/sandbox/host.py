@@ -66,6 +66,13 @@ def folder_bytes(folder: Path) -> tuple[int, int]:
     return total, entries
 
 
+def parent_of(pid: int) -> int | None:
+    """The pid's parent, or None when it is gone."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return None
+
+
 def children_of(pid: int) -> list[int]:
     """The pids whose parent is `pid`."""
     found = []
@@ -77,7 +84,14 @@ def children_of(pid: int) -> list[int]:
 
 
 def inodes_used(pid: int, folders) -> int | None:
-    """File entries in use on the filesystems at `folders`, as process `pid` sees them (None where it cannot be told)."""
+    """File entries in use on the filesystems at `folders`, as process `pid` sees them (None where it cannot be told:
+    gone, or still in the host's root, as a sandbox's first process is before it enters its own)."""
+    try:
+        root, host = os.stat(f"/proc/{pid}/root"), os.stat("/")
+    except OSError:
+        return None
+    if (root.st_dev, root.st_ino) == (host.st_dev, host.st_ino):
+        return None  # the host's /tmp holds the whole machine's files: not the sandbox's to answer for
     total = 0
     for folder in folders:
         try:

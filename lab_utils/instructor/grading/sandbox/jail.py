@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import bubblewrap, cgroups, seccomp
 from .bubblewrap import WRITABLE
-from .host import (DROP, children_of, folder_bytes, free_uid, inodes_used, mount_tmpfs, processes_of,
+from .host import (DROP, children_of, folder_bytes, free_uid, inodes_used, parent_of, mount_tmpfs, processes_of,
                    sweep_shared_folders, unmount)
 from .isolation import Isolation, Limits
 
@@ -175,7 +175,9 @@ class Sandbox:
             for process in list(self._processes):
                 if process.poll() is not None:
                     continue
-                inside = inner.get(process.pid) or children_of(process.pid)
+                inside = inner.get(process.pid)
+                if not inside or parent_of(inside[0]) != process.pid:  # gone, and its pid maybe another's by now
+                    inside = children_of(process.pid)
                 inner[process.pid] = inside
                 used = inodes_used(inside[0], (WRITABLE, Path("/dev/shm"))) if inside else None
                 if used is not None and used > self.limits.files:
