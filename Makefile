@@ -17,9 +17,9 @@ MEM_LIMIT ?= 3G
 QUICK ?=
 # extra pytest options for make test, e.g. PYTEST_ARGS=--durations=0 (each test's time, to see where the 10 minutes go)
 PYTEST_ARGS ?=
-# pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Four even on two cores: the
+# pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Three even on two cores: the
 # tests spend much of their time starting processes and waiting on planned timeouts
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 .DEFAULT_GOAL := env
 
 .PHONY: help env course test test-fast test-classroom test-browser lab assign outputs bench info gpu-check cluster cluster-down classroom classroom-down clean

@@ -956,7 +956,11 @@ def test_a_cpu_burner_gets_only_its_share_and_a_classmate_beside_it_keeps_full_m
     assert burned.points == 0
     if isolation.cpu:
         share = usable_cpu_count() / 2
-        assert "CPU-seconds" in burned.message and f"share of {share:g} CPU" in burned.message, burned.message
+        # a machine busy enough that the burner could not use its share within the wall limit stops it on the wall
+        # limit instead, saying how few CPU-seconds it got: stopped either way, and never the classmate
+        starved = "ran longer than" in burned.message and "CPU-seconds" in burned.message
+        assert starved or ("CPU-seconds" in burned.message and f"share of {share:g} CPU" in burned.message), \
+            burned.message
     else:
         assert any(line.startswith("grading one submission at a time") for line in said), said
 

@@ -123,7 +123,10 @@ def test_a_worker_that_dies_mid_run_stops_the_run_naming_it_and_nothing_is_left_
         A.run(run_all, [replace(BASE, mode="sync", gradients=100_000, timeout_s=20)], serve, dying_work(5),
               n_workers=2, timeout_s=60)
     assert time.monotonic() - start < 20 + 10  # within the server's timeout (and launch's start-up)
-    assert info.value.rank == 0 and "rank 2 is gone" in str(info.value)
+    # the dead worker is named either way: by the server that waited for it, or by the launcher that saw it exit first
+    # (which comes first is a race the machine's load decides)
+    assert (info.value.rank == 0 and "rank 2 is gone" in str(info.value)) or \
+        (info.value.rank == 2 and "exited with code" in str(info.value)), str(info.value)
     assert descendants() <= before and not multiprocessing.active_children()
 
 
