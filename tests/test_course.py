@@ -127,6 +127,17 @@ def test_the_slowest_files_named_first_exist():
     assert [name for name in SLOWEST_FIRST if not (labs.ROOT / name).is_file()] == []
 
 
+def test_the_slowest_files_are_found_in_lab_folders_too():
+    """A file under tests/labNN/ is ranked by its path from the root, not by its folder's name."""
+    from types import SimpleNamespace
+
+    from lab_utils.instructor.pytest_plugin import SLOWEST_FIRST, _rank
+
+    for name in SLOWEST_FIRST:
+        assert _rank(SimpleNamespace(fspath=labs.ROOT / name), labs.ROOT) == SLOWEST_FIRST.index(name)
+    assert _rank(SimpleNamespace(fspath=labs.ROOT / "tests" / "test_not_slow.py"), labs.ROOT) == len(SLOWEST_FIRST)
+
+
 def test_select_labs():
     sources = labs.solution_notebooks()
     assert [p.name[:2] for p in headless.select("1,00", sources)] == ["01", "00"]
