@@ -8,11 +8,15 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+from test_judges import JUDGED_WITH_TENSORFLOW, assert_forgeries_score_zero, seeds
+
+from lab_utils import exercises
 
 SCRIPT = textwrap.dedent('''
-    import json, random
+    import json, random, sys
     from lab_utils import tf_distribute
     tf_distribute.configure_devices(2)
     import keras
@@ -87,7 +91,9 @@ SCRIPT = textwrap.dedent('''
                       ("batch no error", batch_no_error), ("local ok", local_ok), ("local tensors", local_tensors),
                       ("local reversed", local_reversed), ("step ok", step("global"))]:
         result = check(fn)
-        results[label] = {"passed": result.passed, "message": result.message, "grade": graded(fn)}
+        # the replica step's grade is the judges' below (the solution's own step on the grader's path): one launch less
+        results[label] = {"passed": result.passed, "message": result.message,
+                          "grade": None if label == "step ok" else graded(fn)}
     result = check(step("mean"))
     results["step mean, self-check"] = {"passed": result.passed, "message": result.message}
 
@@ -101,13 +107,18 @@ SCRIPT = textwrap.dedent('''
     for label, workers in zip(wrong, runs):
         fraction, message = exercise.score(to_plain(lab05.step_answer(workers)), case)
         results[label] = {"passed": fraction >= 1.0, "message": message, "grade": fraction}
+    # the judges' draws of lab 05's exercises (tests/test_judges.py), from this TensorFlow process
+    sys.path.insert(0, TESTS)
+    from test_judges import JUDGED_WITH_TENSORFLOW, draws
+    results["draws"] = {name: draws(name) for name in JUDGED_WITH_TENSORFLOW}
     print(json.dumps(results))
 ''')
 
 
 @pytest.fixture(scope="module")
 def results():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=900)
+    script = SCRIPT.replace("TESTS", repr(str(Path(__file__).resolve().parent.parent)))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -115,7 +126,17 @@ def results():
 @pytest.mark.slow
 @pytest.mark.parametrize("label", ["batch ok", "local ok", "step ok"])
 def test_solutions_pass_and_get_full_marks(results, label):
-    assert results[label]["passed"] and results[label]["grade"] == 1.0, results[label]
+    """(The replica step's full marks on the grader's path: the judges' test below.)"""
+    assert results[label]["passed"] and results[label]["grade"] == (None if label == "step ok" else 1.0), results[label]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", JUDGED_WITH_TENSORFLOW)
+def test_forged_empty_nan_and_constant_answers_score_zero(results, name):
+    """tests/test_judges.py's judge of every exercise, on lab 05's draws made in this file's TensorFlow process."""
+    draws = [(inputs, got) for inputs, got in results["draws"][name]]
+    assert draws and len(draws) == len(seeds(exercises.get(name)))
+    assert_forgeries_score_zero(exercises.get(name), draws)
 
 
 @pytest.mark.parametrize("label, grade, says", [
