@@ -124,7 +124,8 @@ HONEST_HABITS = notebook("import statistics\nfrom statistics import *\nfrom lab_
     ''', '''
     def _amdahl(s, n):
         return 1.0 / (s + (1.0 - s) / n)
-    ''', "for answer in (speedup_and_efficiency, fit_serial_fraction, predict_speedup):\n    print(check(answer))")
+    ''', *(f"print(check({name}))" for name in ("speedup_and_efficiency", "fit_serial_fraction", "predict_speedup")))
+# one self-check per cell: three in one cell outlasted the test's 10 s cell limit on a loaded machine
 FORMULA_NAMES = ('=HYPERLINK("evil")', "+1+1", "@SUM(1)", "-2+3", "\ttabbed")
 
 

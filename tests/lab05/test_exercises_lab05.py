@@ -115,10 +115,14 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+# one TensorFlow process runs every check, judge and launch of this file: 2-3 minutes quiet, more on a loaded machine
+pytestmark = pytest.mark.timeout(900)
+
+
 @pytest.fixture(scope="module")
 def results():
     script = SCRIPT.replace("TESTS", repr(str(Path(__file__).resolve().parent.parent)))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=840)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
