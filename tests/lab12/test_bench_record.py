@@ -60,6 +60,7 @@ def check_printout(result, out):
     for name in result["by_workload"]:
         assert f"[{name}]" in out
     assert "scatter far more than 2%" in out and "lab 12's notebook" in out and "5-step" in out
+    assert f"lab 03's DDP step (both its runs): {result['verdict']}" in out
 
 
 def test_the_benchmark_prints_its_verdicts_then_a_json_line(quiet, capsys):
@@ -90,6 +91,7 @@ def test_bench_record_smoke_run_counts_lab_03s_calls_and_decides_each_workload(q
         assert w["verdict"] in THREE and w["step_ms"] > 0 and w["repeats"] == 15
         assert w["calls_per_step"] >= 1 and w["ops"] == ["all_reduce"], (name, w)  # DDP's hook: one per bucket
     assert result["by_workload"][workloads.RECORD_STEP.name]["calls_per_step"] == 8  # a call per parameter tensor
+    assert result["verdict"] in {result["by_workload"][name]["verdict"] for name in debugging.TARGET}  # lab 03's
     e = result["end_to_end"]
     assert e["repeats"] == 5 and e["verdict"] in THREE and e["step_ms_on"] > 0 and len(e["cost_range"]) == 2
 

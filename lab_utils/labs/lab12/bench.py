@@ -31,6 +31,7 @@ NOTEBOOK_STEPS = 5  # steps per window in lab 12's notebook (section 4)
 CALLS_PER_BLOCK = 2000  # stub calls per timed block of the per-call measure
 DDP_STEPS = 20  # optimizer steps of each lab 03 run that counts the recorded calls (the first 3 are not timed)
 WARMUP_STEPS = 3
+TARGET = (workloads.DDP_RECIPE.name, workloads.STEP_3CONV.name)  # lab 03's DDP step, which the 2 % bound is on
 
 
 def cost_summary(on_s, off_s, *, bound: float = BOUND) -> dict:
@@ -105,7 +106,7 @@ def lab03_configs(steps: int) -> dict:
                        warmup_steps=0, accumulation=1, seed=0, timeout_s=60, checkpoint=None)
     speed = dataclasses.replace(recipe, data={"kind": "synthetic", "n_train": 256 * (steps + 1), "n_test": 64, "side": 28},
                                 layers=spec.cnn2d_3layer_fullconnected_3layer(), per_rank_batch=128)
-    return {workloads.DDP_RECIPE.name: recipe, workloads.STEP_3CONV.name: speed}
+    return {name: cfg for name, cfg in zip(TARGET, (recipe, speed))}
 
 
 def calls_and_steps(world_size: int, ddp_steps: int, on: list[float]) -> dict:
@@ -151,7 +152,8 @@ def record_cost(*, world_size: int = 2, repeats: int = 9, steps: int = WINDOW_ST
     steps_of = calls_and_steps(world_size, ddp_steps, on)
     by_workload = {name: {"ops": sorted(set(s["ops"])), **estimated_cost(per_call, s["calls"], s["step_s"], name)}
                    for name, s in steps_of.items()}
-    verdicts = [w["verdict"] for w in by_workload.values()]
+    verdicts = [by_workload[name]["verdict"] for name in TARGET]  # the bound is on lab 03's step; lab 12's worker
+    # (a call per tensor of a tiny model) is the record's worst case, shown beside it
     return {"benchmark": "record", "world_size": world_size, "steps": steps, "calls_per_block": calls,
             "per_call_us": round(statistics.median(per_call) * 1e6, 3),
             "per_call_us_range": [round(min(per_call) * 1e6, 3), round(max(per_call) * 1e6, 3)],
@@ -177,6 +179,7 @@ def print_record_cost(result: dict) -> None:
               f"{w['cost_range'][1]:+.3%}) against the {BOUND:.0%} bound: {w['verdict']}")
         if w["notes"]:
             print(f"    ({w['notes']})")
+    print(f"  the bound's target, lab 03's DDP step (both its runs): {result['verdict']}")
     e = result["end_to_end"]
     print(f"end to end, lab 12's cost_worker on {result['world_size']} ranks, {e['repeats']} pairs of "
           f"{result['steps']}-step windows with the record on and off: cost {e['cost']:+.2%} (range "
