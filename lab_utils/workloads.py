@@ -11,8 +11,11 @@ MODELS = {
     "wide_cnn": "CNN-2conv-wide",  # memory.wide_cnn: 4x the channels, a 1024-unit classifier (lab 07)
     "wide_head_cnn": "CNN-widehead",  # serving.wide_head_cnn: CNN-2conv's convolutions, two wide dense layers (lab 09)
     "spatial_cnn": "CNN-spatial",  # lab 13's CNN, images split into slabs of rows
+    "allreduce": "all-reduce",  # no model: a collective on float32 messages (lab 06's sweep)
+    "file_read": "file read",  # no model: reading a dataset's files from a disk (lab 11's staging)
 }
-DATA = {"synthetic": "synthetic", "digits": "digits"}  # data.synthetic_images (28x28 by default); the 8x8 digits
+DATA = {"synthetic": "synthetic", "digits": "digits",  # data.synthetic_images (28x28 by default); the 8x8 digits
+        "float32": "float32"}  # messages of float32 numbers
 COURSE_CNN = "cnn2d_2layer_fullconnected_2layer"  # the model the prose calls "the course CNN": Lab 01's, CNN-2conv
 
 
@@ -84,6 +87,12 @@ SLURM_VS_LAUNCH = _w(C3, "synthetic", 28, "step, Slurm vs launch", "step")  # la
 SPATIAL_ONE_SMALL = _w("spatial_cnn", "digits", None, "step, one small image")  # lab 13: forward and backward
 SPATIAL_ONE_LARGE = _w("spatial_cnn", "digits", None, "step, one large image")  # lab 13
 SPATIAL_MANY_SMALL = _w("spatial_cnn", "digits", None, "step, many small images")  # lab 13
+# the workloads only verdicts name (no results row): what each verdict's two sides both ran
+BUCKETS = _w(C3, "synthetic", 28, "DDP backward pass per bucket size")  # lab 03: loss.backward() with 1 vs 3 buckets
+ALLREDUCE_SIZES = _w("allreduce", "float32", None, "ring vs dist.all_reduce per message size")  # lab 06, 2 ranks
+CHECKPOINT_SAVE = _w(C2, "synthetic", 28, "FSDP2 loop held by a checkpoint save")  # lab 07: save vs async_save
+STAGING = _w("file_read", "digits", None, "shared folder vs node-local copy")  # lab 11: a Slurm job reads the files
+RECORD_STEP = _w(C2, "synthetic", 8, "step, an all_reduce per tensor", batch=16)  # lab 12's cost_worker: 16 per rank
 
 _ALL = [v for v in list(globals().values()) if isinstance(v, Workload)]
 REGISTRY: dict[str, Workload] = {w.name: w for w in _ALL}
@@ -101,6 +110,27 @@ def named(name: str) -> Workload:
 def find(name: str) -> Workload | None:
     """The registered workload of this name, None for a label written before the registry (an older results CSV)."""
     return REGISTRY.get(name)
+
+
+BOTH = " & "  # between the two workloads a verdict compares, where its sides ran different ones (two models)
+
+
+def verdict_name(workload) -> str:
+    """The workload a verdict names, validated: a registered Workload or its name, or two of them (a verdict whose
+    sides ran different workloads) joined by BOTH; an unknown name is an error naming the registry."""
+    each = list(workload) if isinstance(workload, (tuple, list)) else [workload]
+    if not 1 <= len(each) <= 2:
+        raise ValueError(f"a verdict names its workload, or the two its sides ran; got {len(each)}: {each}")
+    names = [named(w.name if isinstance(w, Workload) else w).name for w in each]
+    unlike = [w for w in each if isinstance(w, Workload) and REGISTRY[w.name] != w]
+    if unlike:
+        raise KeyError(f"{unlike[0]} is not the registered workload of its name (lab_utils.workloads.REGISTRY)")
+    return BOTH.join(dict.fromkeys(names))  # one name when both sides ran the same workload
+
+
+def verdict_names(text: str) -> list[str]:
+    """The workload names a verdict's `workload` cell (or its printed [..]) holds."""
+    return [n for n in text.split(BOTH) if n]
 
 
 def model_name(preset: str) -> str:

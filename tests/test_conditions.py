@@ -8,7 +8,7 @@ import pytest
 
 from pathlib import Path
 
-from lab_utils import conditions, hardware, measure
+from lab_utils import conditions, hardware, measure, workloads
 from lab_utils.conditions import Load, Sample
 
 
@@ -48,7 +48,8 @@ def test_measuring_windows_add_up_weighted_by_their_length():
 def test_a_busy_machine_is_noted_in_the_rows_the_table_and_the_verdicts(monkeypatch, isolated_results):
     busy = Load(5.0, 2, 1.0, 0.6, 0.0)  # busy, but under measure.UNREADABLE_SHARE: a verdict is still decided
     monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)
-    verdict = measure.verdict([1.0] * 5, [2.0] * 5, claim="A vs B", expected="A faster", lab="00")
+    verdict = measure.verdict([1.0] * 5, [2.0] * 5, claim="A vs B", expected="A faster", lab="00",
+                              workload=workloads.FORWARD)
     assert verdict.notes == busy.note()[0] and busy.note()[0] in str(verdict)
     row = measure.Result(lab="00", framework="torch", strategy="single-device", world_size=1, device="cpu",
                          batch_size=8, samples_per_s=100.0, wall_s=0.08, workload="w")

@@ -282,7 +282,8 @@ def test_the_store_appends_and_reads_back_rows_verdicts_and_sweeps(tmp_path):
     row = measure.Result(lab="01", framework="torch", strategy="single", world_size=1, device="cpu", batch_size=8,
                          samples_per_s=10.0, wall_s=1.0, workload="w")
     assert store.append(row, HW).name == "lab01.csv"
-    verdict = measure.decide([1.2] * 5, claim="A vs B", expected="A faster", lab="01", timed=False)
+    verdict = measure.decide([1.2] * 5, claim="A vs B", expected="A faster", lab="01", timed=False,
+                             workload=workloads.STEP_3CONV)
     assert store.append(verdict, HW).name == "verdicts.csv"
     store.append(measure.AllReduceSweep("06", "gloo", 2, (4096,), (1e-4,), (0.1,)), HW)
     store.append(measure.AllReduceSweep("06", "gloo", 2, (4096,), (2e-4,), (0.1,)), HW)  # a rerun replaces lab 06's

@@ -141,6 +141,16 @@ SAME_PAIR = {
 }
 
 
+NAMED = re.compile(r"^(?P<claim>.*?) \[(?P<workload>[^\]]+)\](?P<rest>(?: \(.*)?)$")
+
+
+def split_workload(claim: str) -> tuple[str, str]:
+    """(the claim as measure.verdict was given it, the workload it names in [..] or ""), from a verdict line's claim
+    part (an unseen verdict's keeps its " (expected)" after the claim)."""
+    m = NAMED.match(claim)
+    return (m["claim"] + m["rest"], m["workload"]) if m else (claim, "")
+
+
 def agrees(table: float, verdict: float, inverse: bool) -> bool:
     """Whether two printed figures (2 decimals) can be one median of paired ratios, the table's possibly inverted."""
     if not inverse:
@@ -156,10 +166,11 @@ def figure_conflicts(path, lab: str) -> tuple[list[str], int]:
         lines = text_of(output).splitlines()
         for line in lines:
             v = VERDICT_LINE.match(line) or UNSEEN_LINE.match(line)
+            said = split_workload(v["claim"])[0] if v else ""
             for claim, row_of, inverse in SAME_PAIR.get(lab, []) if v else []:
                 # an unseen verdict's claim is followed by " (expected)": try the claim before each " ("
-                m = next(filter(None, (claim.match(c) for c in [v["claim"]] + [
-                    v["claim"][:i] for i in range(len(v["claim"])) if v["claim"].startswith(" (", i)])), None)
+                m = next(filter(None, (claim.match(c) for c in [said] + [
+                    said[:i] for i in range(len(said)) if said.startswith(" (", i)])), None)
                 if not m or (inverse and int(v["pairs"]) % 2 == 0):  # even pairs: a median of inverses may differ
                     continue
                 rows = [r for r in (re.match(row_of(m), x.strip() if lab != "09" else x) for x in lines) if r]
@@ -279,6 +290,75 @@ def test_the_name_checks_catch_an_unregistered_row_a_second_course_cnn_and_a_spe
 @pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
 def test_every_results_row_names_a_registered_workload(path):
     assert unregistered_rows(path) == [], "rows whose workload is not in lab_utils.workloads.REGISTRY: run `make outputs`"
+
+
+# lab 10 lists the verdicts of verdicts.csv: "  lab 02 CLAIM [WORKLOAD]: 0.99x (range 0.95-1.06, 24 pairs) -> holds"
+REPORTED_VERDICT = re.compile(r"^\s*lab \d\d (?P<claim>.+?): \d+\.\d\dx \(range .*\) -> ")
+
+
+def unnamed_verdicts(path) -> list[str]:
+    """The verdict lines of the committed outputs (and lab 10's list of them) that name no workload, or a name not in
+    lab_utils.workloads.REGISTRY."""
+    wrong = []
+    for i, _, out in cells_of(path):
+        for line in out.splitlines():
+            v = VERDICT_LINE.match(line) or UNSEEN_LINE.match(line) or REPORTED_VERDICT.match(line)
+            if not v:
+                continue
+            claim, named = split_workload(v["claim"])
+            unknown = [n for n in workloads.verdict_names(named) if workloads.find(n) is None]
+            if not named or unknown:
+                wrong.append(f"cell {i}: {claim!r} " + (f"names {unknown}" if named else "names no workload"))
+    return wrong
+
+
+def verdict_calls_without_workload(source: str) -> list[int]:
+    """Line numbers of the measure.verdict / measure.decide calls in `source` that pass no workload=."""
+    import ast
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr in ("verdict", "decide")
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "measure"
+            and not any(k.arg == "workload" for k in node.keywords)]
+
+
+def test_the_verdict_checks_catch_a_line_and_a_call_that_name_no_workload():
+    line = ("verdict, 1F1B vs GPipe, M=8{}: 1.09x (above 1 favours 1F1B; range 1.07-1.14 over 30 paired repeats) -> holds\n"
+            "verdict, c{} (e): cannot be seen here: busy (these pairs gave 2.00x, range 0.41-2.26 over 5: the "
+            "conditions', not the claim's)\n  lab 04 c{}: 1.09x (range 1.07-1.14, 30 pairs) -> holds\n")
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "nb.ipynb"
+        for named, found in ((f" [{workloads.PIPELINE.name}]", 0), ("", 3), (" [speed test]", 3),
+                             (f" [{workloads.PRECISION.name} & {workloads.PRECISION_WIDE.name}]", 0)):
+            cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout",
+                                                                             text=line.format(named, named, named))])
+            nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+            assert len(unnamed_verdicts(path)) == found, (named, unnamed_verdicts(path))
+    assert split_workload(f"DDP vs DataParallel (gloo) [{workloads.LAUNCHED_3CONV.name}] (e)") == \
+        ("DDP vs DataParallel (gloo) (e)", workloads.LAUNCHED_3CONV.name)
+    assert verdict_calls_without_workload("v = measure.verdict(a, b, claim='c', expected='e', lab='02')\n"
+                                          "w = measure.decide(r, claim='c', expected='e', workload=W)\n") == [1]
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_every_verdict_call_names_its_workload(path):
+    from IPython.core.inputtransformer2 import TransformerManager
+    python = TransformerManager().transform_cell  # a cell's `!cmd` and %magics as the Python IPython runs
+    code = [(i, python(c.source)) for i, c in enumerate(nbformat.read(path, 4).cells) if c.cell_type == "code"]
+    assert [(i, n) for i, source in code for n in verdict_calls_without_workload(source)] == [], \
+        "verdicts that name no workload: pass workload= (lab_utils.workloads.REGISTRY) to measure.verdict"
+
+
+def test_every_verdict_call_of_lab_utils_names_its_workload():
+    moving = {ROOT / "lab_utils/instructor/bench/training.py"}  # moved to lab 11's bench.py by another branch
+    missing = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "lab_utils").rglob("*.py")) if p not in moving
+               for n in verdict_calls_without_workload(p.read_text())]
+    assert missing == [], "verdicts that name no workload: pass workload= (lab_utils.workloads.REGISTRY)"
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_every_committed_verdict_line_names_a_registered_workload(path):
+    assert unnamed_verdicts(path) == [], "verdict lines that name no registered workload: run `make outputs`"
 
 
 @pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])

@@ -216,6 +216,7 @@ CROSS_LAB = {
     ("lab10", "lab03"): "lab 10 runs lab 03's DDP worker as its answer key",
     ("lab11", "lab03"): "lab 11 runs lab 03's DDP worker under Slurm",
     ("lab01", "lab03"): "lab 01's benchmark classmates times lab 03's DDP worker",
+    ("lab12", "lab03"): "lab 12's benchmark record counts the recorded calls of lab 03's DDP worker's step",
     ("lab11", "lab07"): "lab 11 resumes lab 07's sharded (DCP) checkpoint worker on another node count",
 }
 LAB = re.compile(r"lab_utils\.labs\.(lab\d\d)\b")

@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from lab_utils import hardware, measure
+from lab_utils import hardware, measure, workloads
 
 HW = hardware.HardwareReport("h", 2, (), "3.11", "2.13.0", "2.21.0", cpu_model="Test CPU", physical_cores=2,
                              cpu_features="avx2 fma")
@@ -91,21 +91,65 @@ def test_unpaired_repeats_are_refused():
 
 
 def test_verdicts_csv_has_the_fingerprint(tmp_path):
-    v = measure.verdict([1.0] * 5, [2.0] * 5, claim="A vs B", expected="A faster", lab="02")
+    v = measure.verdict([1.0] * 5, [2.0] * 5, claim="A vs B", expected="A faster", lab="02",
+                        workload=workloads.SWEEP_3CONV)
     assert v.record(tmp_path, HW) is v
-    measure.decide([0.5] * 5, claim="C vs D", expected="C faster", lab="02").record(tmp_path, HW)
+    measure.decide([0.5] * 5, claim="C vs D", expected="C faster", lab="02",
+                   workload=workloads.SWEEP_3CONV.name).record(tmp_path, HW)
     rows = list(csv.DictReader((tmp_path / "verdicts.csv").open()))
     assert [r["verdict"] for r in rows] == ["holds", "reversed"]
     assert rows[0]["lab"] == "02" and rows[0]["cpu_model"] == "Test CPU" and rows[0]["cpu_features"] == "avx2 fma"
-    for column in ("claim", "expected", "ratio", "low", "high", "repeats"):
+    for column in ("claim", "workload", "expected", "ratio", "low", "high", "repeats"):
         assert rows[0][column]
+    assert [r["workload"] for r in rows] == [workloads.SWEEP_3CONV.name] * 2
     assert measure.read_results(tmp_path) == []  # verdicts.csv is not a results CSV
     assert len(measure.read_verdicts(tmp_path)) == 2
 
 
-def test_a_verdict_needs_its_lab_to_be_recorded(tmp_path):
+def test_a_verdict_needs_its_lab_and_its_workload_to_be_recorded(tmp_path):
     with pytest.raises(ValueError, match="lab"):
-        measure.verdict([1.0] * 5, [2.0] * 5, claim="c", expected="e").record(tmp_path, HW)
+        measure.verdict([1.0] * 5, [2.0] * 5, claim="c", expected="e", workload=workloads.PIPELINE).record(tmp_path, HW)
+    with pytest.raises(ValueError, match="names no workload: pass workload="):
+        measure.verdict([1.0] * 5, [2.0] * 5, claim="c", expected="e", lab="04").record(tmp_path, HW)
+    assert not (tmp_path / measure.VERDICTS_CSV).exists()
+
+
+def test_a_verdict_names_its_registered_workload_on_its_line_and_refuses_an_unknown_one():
+    v = measure.verdict([1.0] * 5, [2.0] * 5, claim="1F1B vs GPipe, M=8", expected="1F1B faster",
+                        workload=workloads.PIPELINE)
+    assert str(v).startswith("verdict, 1F1B vs GPipe, M=8 [CNN-2conv/synthetic28 pipeline step]: 2.00x (")
+    assert measure.verdict([1.0] * 5, [2.0] * 5, claim="c", expected="e", workload=workloads.PIPELINE.name).workload \
+        == v.workload == workloads.PIPELINE.name
+    with pytest.raises(KeyError, match="course CNN.{0,4} is not a registered workload.*REGISTRY.*CNN-3conv/synthetic28 step"):
+        measure.verdict([1.0] * 5, [2.0] * 5, claim="c", expected="e", workload="course CNN")
+    stray = workloads.Workload("cnn2d_2layer_fullconnected_2layer", "synthetic", 28, "pipeline step", batch=64)
+    with pytest.raises(KeyError, match="not the registered workload of its name"):  # a registered name, other fields
+        measure.decide([2.0] * 5, claim="c", expected="e", workload=stray)
+    unseen = measure.decide([2.0] * 5, claim="c", expected="e", workload=workloads.PIPELINE)
+    unseen = __import__("dataclasses").replace(unseen, verdict=measure.CANNOT_SEE, reason="busy")
+    assert str(unseen).startswith("verdict, c [CNN-2conv/synthetic28 pipeline step] (e): cannot be seen here: busy")
+
+
+def test_a_verdict_whose_sides_ran_two_workloads_names_both_and_one_that_both_ran_once():
+    both = measure.decide([1.2] * 5, claim="float32 step, course CNN vs wide CNN", expected="e",
+                          workload=(workloads.PRECISION, workloads.PRECISION_WIDE.name))
+    assert both.workload == f"{workloads.PRECISION.name} & {workloads.PRECISION_WIDE.name}"
+    assert workloads.verdict_names(both.workload) == [workloads.PRECISION.name, workloads.PRECISION_WIDE.name]
+    assert measure.decide([1.2] * 5, claim="c", expected="e", workload=[workloads.PS_DIGITS] * 2).workload == \
+        workloads.PS_DIGITS.name
+    with pytest.raises(ValueError, match="the two its sides ran"):
+        measure.decide([1.2] * 5, claim="c", expected="e", workload=[workloads.PS_DIGITS] * 3)
+
+
+def test_an_older_verdicts_csv_without_the_workload_column_still_reads_and_takes_new_rows(tmp_path):
+    old = [c for c in measure.VERDICT_COLUMNS if c != "workload"]
+    path = tmp_path / measure.VERDICTS_CSV
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows([old, ["2026-01-01T00:00:00+00:00", "02", "A vs B"] + ["1"] * (len(old) - 3)])
+    assert [(r["claim"], r["workload"]) for r in measure.read_verdicts(tmp_path)] == [("A vs B", "")]
+    measure.decide([2.0] * 5, claim="C vs D", expected="e", lab="04", workload=workloads.PIPELINE).record(tmp_path, HW)
+    assert [(r["claim"], r["workload"]) for r in measure.read_verdicts(tmp_path)] == [
+        ("A vs B", ""), ("C vs D", workloads.PIPELINE.name)]
 
 
 def test_no_worse_than_claims():
@@ -129,7 +173,8 @@ def test_runs_whose_verdicts_hold_and_reverse_are_told_apart(tmp_path):
     def run(name, ratios_by_claim):
         folder = tmp_path / name / "results"
         for claim, ratios in ratios_by_claim.items():
-            measure.decide(ratios, claim=claim, expected="A faster", lab="02").record(folder)
+            measure.decide(ratios, claim=claim, expected="A faster", lab="02",
+                           workload=workloads.SWEEP_3CONV).record(folder)
         return folder
 
     win, loss, cross = [1.3, 1.4, 1.35, 1.5, 1.32], [0.7, 0.75, 0.72, 0.71, 0.74], [0.9, 1.2, 0.95, 1.1, 1.0]
@@ -150,7 +195,8 @@ def test_stability_shows_ranges_keeps_a_restated_claim_apart_and_marks_ranges_th
 
     def run(name, ratios, **claim):
         folder = tmp_path / name / "results"
-        measure.decide(ratios, claim="A vs B", expected="A no slower", lab="05", **claim).record(folder)
+        measure.decide(ratios, claim="A vs B", expected="A no slower", lab="05", workload=workloads.STEP_DIGITS_TF,
+                       **claim).record(folder)
         return folder
 
     quiet_one = run("one", [1.10, 1.12, 1.11, 1.13, 1.12, 1.14, 1.11, 1.12], no_worse_than=0.10)
@@ -219,7 +265,7 @@ def under(monkeypatch, load, cpus=2.0, source="affinity mask"):
 def test_two_ranks_under_a_one_cpu_quota_cannot_be_seen_here_never_reversed(monkeypatch, tmp_path):
     under(monkeypatch, QUOTA, cpus=1.0, source="cgroup quota")
     v = measure.decide([0.92, 0.90, 0.93, 0.91, 0.94], claim="2 DDP ranks vs 1 thread", expected="2 ranks faster",
-                       lab="03", workers=2)  # the ratios a 1-CPU quota gives: 0.92x
+                       lab="03", workers=2, workload=workloads.LAUNCHED_3CONV)  # what a 1-CPU quota gives: 0.92x
     assert v.verdict == measure.CANNOT_SEE and "1.0 CPU (cgroup quota)" in v.reason and "2 ranks" in v.reason
     assert v.notes.startswith(f"{measure.CANNOT_SEE}: ") and v.notes.endswith(QUOTA.note()[0])  # the condition kept
     text = str(v)
@@ -319,3 +365,27 @@ def test_a_tolerance_above_the_restatable_one_as_given_decides_nothing_and_says_
     won = measure.decide([1.10, 1.12, 1.11, 1.13, 1.12], claim="c", expected="A no slower", no_worse_than=0.35,
                          timed=False)
     assert won.verdict == measure.HOLDS and "no cost at all" in won.notes
+
+
+def test_stability_compares_a_claim_per_workload_and_joins_an_older_run_that_named_none(tmp_path):
+    from lab_utils.instructor.course import stability
+
+    def run(name, workload, ratios=(1.3, 1.4, 1.35, 1.5, 1.32), claim="A vs B"):
+        folder = tmp_path / name / "results"
+        measure.decide(list(ratios), claim=claim, expected="A faster", lab="07", workload=workload).record(folder, HW)
+        return folder
+
+    old = run("old", workloads.PRECISION)
+    rows = measure.read_verdicts(old)
+    columns = [c for c in measure.VERDICT_COLUMNS if c != "workload"]  # the file as it was before the column
+    with (old / measure.VERDICTS_CSV).open("w", newline="") as handle:
+        csv.writer(handle).writerows([columns] + [[r[c] for c in columns] for r in rows])
+    new = run("new", workloads.PRECISION)
+    claims = stability.compare_runs([old, new])
+    assert [(c.claim, c.workload, all(c.runs)) for c in claims] == [("A vs B", workloads.PRECISION.name, True)]
+    wide = run("wide", workloads.PRECISION_WIDE, ratios=(0.7, 0.75, 0.72, 0.71, 0.74))  # the same words, another model
+    claims = stability.compare_runs([new, wide])
+    assert sorted(c.workload for c in claims) == sorted([workloads.PRECISION.name, workloads.PRECISION_WIDE.name])
+    assert not any(c.contradicts for c in claims)  # holds on one model, reversed on another: no contradiction
+    text = stability.claims_table(claims, ["new", "wide"])
+    assert f"07 A vs B [{workloads.PRECISION_WIDE.name}]" in text and "0 contradicted" in text

@@ -115,7 +115,7 @@ def _cell(value) -> str:
 
 
 VERDICTS_CSV = "verdicts.csv"
-VERDICT_COLUMNS = ("timestamp", "lab", "claim", "expected", "ratio", "low", "high", "verdict", "repeats", "notes",
+VERDICT_COLUMNS = ("timestamp", "lab", "claim", "workload", "expected", "ratio", "low", "high", "verdict", "repeats", "notes",
                    "host", "cpu_model", "cpu_features", "cpu_count", "gpu_names", "torch_version", "tf_version",
                    "python_version")
 
@@ -147,13 +147,14 @@ def _upgrade_header(path: Path, columns) -> None:
 
 
 def read_verdicts(source) -> list[dict]:
-    """The rows of a verdicts.csv (or of the one in a results folder), as dicts of strings."""
+    """The rows of a verdicts.csv (or of the one in a results folder), as dicts of strings; a column an older file
+    lacks (its verdicts named no workload) reads as ""."""
     source = Path(source)
     path = source / VERDICTS_CSV if source.is_dir() else source
     if not path.exists():
         return []
     with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+        return [{**dict.fromkeys(VERDICT_COLUMNS, ""), **row} for row in csv.DictReader(handle)]
 
 
 def write_result(result: Result, directory=None, hw: hardware.HardwareReport | None = None) -> Path:

@@ -49,6 +49,9 @@ class Store:
             values = {**record.verdict_cells(), **dataclasses.asdict(Machine.here(hw)), "timestamp": _now()}
             if not values["lab"]:
                 raise ValueError(f"verdict {values['claim']!r} names no lab: pass lab='NN' to measure.verdict")
+            if not values.get("workload"):
+                raise ValueError(f"verdict {values['claim']!r} names no workload: pass workload= (a workload of "
+                                 "lab_utils.workloads.REGISTRY, or the two its sides ran) to measure.verdict")
             return append_row(self.directory / VERDICTS_CSV, VERDICT_COLUMNS, values)
         raise TypeError(f"a results store holds Results, verdicts and Sweeps, got {type(record).__name__}")
 

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import conditions, detectors, hardware
+from .. import conditions, detectors, hardware, workloads
 from .plausible import flagged
 from .results_table import run_conditions
 from .store import store
@@ -84,18 +84,20 @@ class Verdict:
     holds_from: float | None = None  # a no-worse-than claim: it holds while the whole range lies above this ratio
     reason: str = ""  # CANNOT_SEE: why these conditions cannot show the claim (also the first of the notes)
     same_work: bool = False  # A and B do the same work the same way, started differently (a launcher): no big win
+    workload: str = ""  # the registered workload it was measured on, or the two its sides ran (workloads.BOTH)
 
     def __str__(self) -> str:
         first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
         meaning = (f"above 1 favours {first}; {self.expected}: it holds while the whole range lies above "
                    f"{self.holds_from:.2f}" if self.holds_from is not None else f"above 1 means {self.expected}")
         notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
+        claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
         if self.verdict == CANNOT_SEE:  # the reason first; the ratio only as what these conditions gave, no result
-            text = (f"verdict, {self.claim} ({self.expected}): {CANNOT_SEE}: {self.reason} (these pairs gave "
+            text = (f"verdict, {claim} ({self.expected}): {CANNOT_SEE}: {self.reason} (these pairs gave "
                     f"{self.ratio:.2f}{self.unit}, range {self.low:.2f}-{self.high:.2f} over {self.repeats}: the "
                     "conditions', not the claim's)")
         else:
-            text = (f"verdict, {self.claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
+            text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
                     f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
                        + notes)
@@ -112,12 +114,15 @@ class Verdict:
 
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
-           workers: int | None = None, timed: bool = True, same_work: bool = False) -> Verdict:
+           workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
+    `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
+    models), printed on the verdict's line and recorded (required to record it);
     `workers` (> 1): the claim is that N ranks or threads beat one; `timed`: the ratios are speeds or times, which a
     busy machine or a CPU quota can make unreadable (CANNOT_SEE, with its reason; accuracies are not timed);
     `same_work`: A and B run the same work the same way, started differently (a launcher, a scheduler), so a
     no-worse-than claim that A wins by far cannot be read either (detectors.same_work_faster)."""
+    named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
         raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
@@ -156,7 +161,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = REVERSED
     load = run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
-                      same_work=same_work)
+                      same_work=same_work, workload=named)
     reason = unreadable(workers, load) if timed and len(ratios) >= MIN_PAIRS else None  # fewer decide nothing anyway
     if reason is not None and unreadable(workers, None if load is None else _quiet(load)) is None \
             and beyond_load(ratios):  # only the others' CPU ruled it out, and every pair shows a large factor
@@ -222,11 +227,11 @@ def condition_notes(load: "conditions.Load | None") -> list[str]:
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
-            same_work: bool = False) -> Verdict:
+            same_work: bool = False, workload=None) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
-                  timed=timed, same_work=same_work)
+                  timed=timed, same_work=same_work, workload=workload)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:

@@ -1,10 +1,12 @@
-"""The record's cost benchmark (`python -m lab_utils bench record`): paired windows, the median of their ratios, and a
-verdict against the 2 % bound; a fake record that costs 10 % is found above it."""
+"""The record's cost benchmark (`python -m lab_utils bench record`): its cost per call x the calls per step, decided
+against the 2 % bound per workload; the end-to-end paired windows, the median of their ratios, and a verdict against
+the same bound; a fake record that costs 10 % (or 4 % from its calls) is found above it."""
 import json
+import statistics
 
 import pytest
 
-from lab_utils import measure
+from lab_utils import measure, workloads
 from lab_utils.labs.lab12 import bench as debugging
 
 
@@ -34,14 +36,64 @@ def test_a_10_percent_cost_is_found_above_the_bound_and_a_tiny_one_under_it(quie
     assert noisy["verdict"] == measure.UNDECIDED and "restated" in noisy["notes"], noisy  # not measure's weaker holds
 
 
-def test_the_benchmark_prints_its_figures_then_a_json_line_with_cost_range_and_repeats(quiet, capsys):
+THREE = (measure.HOLDS, measure.REVERSED, measure.UNDECIDED)
+
+
+def test_the_cost_per_call_times_the_calls_per_step_is_decided_against_the_bound(quiet):
+    per_call = [5e-6 * (1 + 0.02 * ((i * 3) % 5 - 2)) for i in range(15)]  # 5 us per call, +-4 % between pairs
+    cheap = debugging.estimated_cost(per_call, 8, 4e-3, workloads.RECORD_STEP)  # 8 x 5 us of 4 ms: 1 %
+    assert cheap["verdict"] == measure.HOLDS and cheap["cost"] == pytest.approx(0.01, rel=0.05)
+    costly = debugging.estimated_cost([4 * c for c in per_call], 8, 4e-3, workloads.RECORD_STEP)  # 4 %
+    assert costly["verdict"] == measure.REVERSED and costly["cost_range"][0] > debugging.BOUND
+    assert debugging.estimated_cost(per_call, 1, 0.5, workloads.STEP_3CONV)["cost"] < 1e-4  # one call in a long step
+
+
+def test_the_wrappers_own_cost_per_call_is_measured_positive():
+    per_call = debugging.per_call_seconds(5, calls=300)
+    assert len(per_call) == 5 and statistics.median(per_call) > 0  # it does more than the bare stub, every call
+
+
+def check_printout(result, out):
+    """The printout names each workload and says why the end-to-end pairs scatter and why its steps differ from the
+    notebook's; its last line is the result as JSON."""
+    assert json.loads(out.strip().splitlines()[-1]) == json.loads(json.dumps(result))
+    for name in result["by_workload"]:
+        assert f"[{name}]" in out
+    assert "scatter far more than 2%" in out and "lab 12's notebook" in out and "5-step" in out
+    assert f"lab 03's DDP step (both its runs): {result['verdict']}" in out
+
+
+def test_the_benchmark_prints_its_verdicts_then_a_json_line(quiet, capsys):
     on, off = windows([0.10] * 9)
-    debugging.print_record_cost({"benchmark": "record", "world_size": 2, "steps": 60, "per_rank_batch": 32,
-                                 "step_ms_on": 11.0, "step_ms_off": 10.0, "window_spread_on": 0.01,
-                                 "window_spread_off": 0.01, **debugging.cost_summary(on, off)})
-    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert last["cost"] == pytest.approx(0.10, abs=1e-3) and len(last["cost_range"]) == 2 and last["repeats"] == 9
-    assert last["verdict"] == measure.REVERSED
+    per_call = [5e-6] * 27
+    by_workload = {workloads.RECORD_STEP.name: {"ops": ["all_reduce"],
+                                                **debugging.estimated_cost(per_call, 8, 4e-3, workloads.RECORD_STEP)}}
+    result = {"benchmark": "record", "world_size": 2, "steps": 60, "calls_per_block": 2000, "per_call_us": 5.0,
+              "per_call_us_range": [4.0, 6.0], "per_call_pairs": 27, "by_workload": by_workload,
+              "verdict": measure.HOLDS, "end_to_end": {"step_ms_on": 11.0, "step_ms_off": 10.0, "step_ms_detail": 30.0,
+                                                      "window_spread_on": 0.01, "window_spread_off": 0.01,
+                                                      **debugging.cost_summary(on, off)}}
+    debugging.print_record_cost(result)
+    check_printout(result, capsys.readouterr().out)
+    assert result["end_to_end"]["verdict"] == measure.REVERSED
+
+
+@pytest.mark.slow
+def test_bench_record_smoke_run_counts_lab_03s_calls_and_decides_each_workload(quiet, capsys):
+    """The benchmark with small options, for real: lab 03's two DDP runs and lab 12's worker on 2 gloo ranks."""
+    result = debugging.record_cost(repeats=5, steps=5, ddp_steps=6, calls=300)
+    debugging.print_record_cost(result)
+    check_printout(result, capsys.readouterr().out)
+    assert result["per_call_us"] > 0 and result["per_call_pairs"] == 15 and result["verdict"] in THREE
+    assert set(result["by_workload"]) == {workloads.DDP_RECIPE.name, workloads.STEP_3CONV.name,
+                                          workloads.RECORD_STEP.name}
+    for name, w in result["by_workload"].items():
+        assert w["verdict"] in THREE and w["step_ms"] > 0 and w["repeats"] == 15
+        assert w["calls_per_step"] >= 1 and w["ops"] == ["all_reduce"], (name, w)  # DDP's hook: one per bucket
+    assert result["by_workload"][workloads.RECORD_STEP.name]["calls_per_step"] == 8  # a call per parameter tensor
+    assert result["verdict"] in {result["by_workload"][name]["verdict"] for name in debugging.TARGET}  # lab 03's
+    e = result["end_to_end"]
+    assert e["repeats"] == 5 and e["verdict"] in THREE and e["step_ms_on"] > 0 and len(e["cost_range"]) == 2
 
 
 def test_the_benchmark_runs_the_lessons_worker_not_one_of_its_own():

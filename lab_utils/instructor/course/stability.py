@@ -6,7 +6,8 @@ Each argument is a results folder (or a verdicts.csv). For every (lab, claim tes
 verdict, ratio and range; a claim that is 'holds' in one run and 'reversed' in another is a contradiction, and the
 command exits 1. 'not distinguishable here' beside either is no contradiction: it is what noise is allowed to say.
 A claim a noisy run restated to a weaker tolerance ('no worse by more than 29 %') is another claim, on a line of its
-own. Two runs whose ranges do not overlap are marked: each range promised to hold the ratio, and one of them did not.
+own; so is one measured on another workload (the verdicts.csv `workload` column; a row of an older file, which has
+none, joins the one workload the other runs name for its claim). Two runs whose ranges do not overlap are marked: each range promised to hold the ratio, and one of them did not.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Claim:
     lab: str
     claim: str
     runs: tuple
+    workload: str = ""  # the registered workload the runs measured it on ("": older rows that named none)
 
     @property
     def contradicts(self) -> bool:
@@ -53,30 +55,48 @@ def claim_tested(row: dict) -> str:
 
 
 def newest_per_claim(rows: list[dict]) -> dict:
-    """(lab, claim) -> the newest row of that claim in one verdicts.csv (a lab run twice appends twice)."""
+    """(lab, claim tested, workload) -> the newest row of that claim in one verdicts.csv (a lab run twice appends
+    twice)."""
     newest: dict
     newest = {}
     for row in rows:
-        key = (row["lab"], claim_tested(row))
+        key = (row["lab"], claim_tested(row), row.get("workload") or "")
         if key not in newest or row["timestamp"] >= newest[key]["timestamp"]:
             newest[key] = row
     return newest
 
 
+def _named(runs: list[dict]) -> list[dict]:
+    """The runs with each row of no workload (an older verdicts.csv) keyed by the one workload the other runs name
+    for its lab and claim, where there is exactly one."""
+    named: dict = {}
+    for run in runs:
+        for lab, claim, workload in run:
+            if workload:
+                named.setdefault((lab, claim), set()).add(workload)
+    def key(lab, claim, workload):
+        only = named.get((lab, claim), set())
+        return (lab, claim, next(iter(only))) if not workload and len(only) == 1 else (lab, claim, workload)
+
+    return [{key(*k): row for k, row in run.items()} for run in runs]
+
+
 def compare_runs(sources) -> list[Claim]:
-    """Every claim any of the runs decided, in lab order, with each run's (verdict, ratio) or None."""
-    runs = [newest_per_claim(measure.read_verdicts(source)) for source in sources]
+    """Every claim any of the runs decided (per workload it was measured on), in lab order, with each run's
+    (verdict, ratio, low, high) or None."""
+    runs = _named([newest_per_claim(measure.read_verdicts(source)) for source in sources])
     keys = sorted({key for run in runs for key in run})
     def cell(row: dict) -> tuple:
         return row["verdict"], float(row["ratio"]), float(row["low"]), float(row["high"])
 
-    return [Claim(lab, claim, tuple(cell(run[(lab, claim)]) if (lab, claim) in run else None for run in runs))
-            for lab, claim in keys]
+    return [Claim(lab, claim, tuple(cell(run[(lab, claim, w)]) if (lab, claim, w) in run else None for run in runs), w)
+            for lab, claim, w in keys]
 
 
 def claims_table(claims: list[Claim], names) -> str:
     """The claims as text: one line per claim tested, a column per run (verdict, ratio and its range)."""
-    width = max([len("lab claim")] + [len(c.lab) + 1 + len(c.claim) for c in claims]) + 2
+    said = {c: f"{c.lab} {c.claim}" + (f" [{c.workload}]" if c.workload else "") for c in claims}
+    width = max([len("lab claim")] + [len(text) for text in said.values()]) + 2
     column = 28
     lines = [f"{'lab claim':<{width}}" + "".join(f"{name:>{column}}" for name in names)]
     for c in claims:
@@ -84,7 +104,7 @@ def claims_table(claims: list[Claim], names) -> str:
                         for r in c.runs)
         marks = (["holds in one run, reversed in another"] if c.contradicts else []) + \
                 (["the runs' ranges do not overlap"] if c.ranges_apart else [])
-        lines.append(f"{c.lab + ' ' + c.claim:<{width}}{cells}" + (f"   <- {'; '.join(marks)}" if marks else ""))
+        lines.append(f"{said[c]:<{width}}{cells}" + (f"   <- {'; '.join(marks)}" if marks else ""))
     bad = sum(c.contradicts for c in claims)
     apart = sum(c.ranges_apart for c in claims)
     lines.append(f"{len(claims)} claims over {len(names)} runs: {bad} contradicted (holds in one run, reversed in "
