@@ -226,14 +226,18 @@ def flipped(verdicts) -> list[Flag]:
 
 
 def contradicts_reference(rate: float | None, reference: float | None, *, factor: float = 2.0,
-                          what: str = "baseline", reference_name: str = "lab 01's", cause: str | None = None) -> list[Flag]:
+                          what: str = "baseline", reference_name: str = "lab 01's", cause: str | None = None,
+                          reference_cause: str | None = None) -> list[Flag]:
     """A rate more than `factor` off the same machine's reference rate on the same workload: they contradict; `cause`:
-    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause())."""
+    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause()); `reference_cause`: how the
+    reference was measured, as its row recorded it (measure.reference_conditions: its threads, a busy machine)."""
     if not rate or not reference or 1 / factor <= rate / reference <= factor:
         return []
+    now = f"measured while {_cause(cause)}" if cause else ""
+    then = _cause(reference_cause) if reference_cause else ""
+    why = f"({', and '.join(p for p in (now, then) if p)})" if now or then else "(another framework or job held the cores)"
     return [Flag(Kind.CONTRADICT, f"{what} {rate:,.0f} samples/s is {rate / reference:.2f}x {reference_name} {reference:,.0f} on the same "
-            f"workload: {CONTRADICT} "
-            + (f"(measured while {_cause(cause)})" if cause else "(another framework or job held the cores)"))]
+            f"workload: {CONTRADICT} {why}")]
 
 
 def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str = "the same quantity",
