@@ -273,6 +273,21 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
             + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", "))]
 
 
+def twice_agree(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
+                tolerance: float = TWICE_TOLERANCE) -> str | None:
+    """Where measured_twice flags nothing, the conclusion to print beside the two figures (why they count as one
+    quantity measured twice); None where they clash (measured_twice says so)."""
+    if measured_twice(first, first_spread, second, second_spread, what="", first_name="", second_name="",
+                      tolerance=tolerance) or not first or not second:
+        return None
+    gap = max(first, second) / min(first, second) - 1
+    if gap <= tolerance:
+        return (f"they agree: {gap:.0%} apart, within the {tolerance:.0%} by which two measurements minutes apart "
+                "may differ")
+    return (f"they agree within the spreads of their repeats ({gap:.0%} apart, spreads {first_spread or 0:.0%} and "
+            f"{second_spread or 0:.0%}): noisy, but not contradictory")
+
+
 def is_impossible(warning: str) -> bool:
     """True for a warning whose kind is an impossible or contradictory figure (`[!]`)."""
     return kind_of(warning).impossible

@@ -114,7 +114,7 @@ def _shard_judge(got, expected, cases):
             return 0.0, (f"n={n}, world_size={w}: rank {scattered} reads {_shown(shares[scattered])}, not one row "
                          "range: each rank reads consecutive rows (start, start + 1, ..., stop - 1), as when each "
                          "rank reads its own block of a file; every world_size-th index is DistributedSampler's way")
-    return 1.0, "every index on exactly one rank, one row range per rank, sizes balanced"
+    return 1.0, "every index on exactly one rank, sizes balanced"
 
 
 def _shown(indices: list[int]) -> str:

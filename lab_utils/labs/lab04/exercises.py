@@ -276,8 +276,8 @@ def _inclusive_slowest(times, cut) -> float:
 
 
 _SPLIT_MISTAKES = {
-    "your split is the first one tried in every case: every split has the same total time (the sum of all layers), "
-    "so minimising the total keeps the first; minimise the slowest stage's time (the max of the stage sums)":
+    "every split has the same total time (the sum of all layers), so minimising the total keeps an arbitrary split "
+    "(the first, or whichever float rounding favours): minimise the slowest stage's time (the max of the stage sums)":
         (lambda times, stages: _splits(len(times), stages)[0],  # exact sums: equal totals keep the first
          lambda times, stages: _argmin_split(times, stages, lambda t, cut: sum(stage_sums(t, cut)))),  # float sums
     "your stage sums count each boundary layer twice (times[a:b + 1]): a stage runs from its split point up to, not "
