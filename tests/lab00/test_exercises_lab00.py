@@ -47,3 +47,17 @@ def test_a_median_in_milliseconds_is_told_to_return_seconds():
     result = check(median_time_in_milliseconds)
     assert not result.passed and "milliseconds: return seconds" in result.message, result.message
     assert grade(median_time_in_milliseconds)[0] == 0.0
+
+
+def median_time_lower_index(fn, warmup, repeats, clock=time.perf_counter):
+    times = sorted(_timed(fn, warmup, repeats, clock))
+    return times[len(times) // 2 - 1]  # one below the middle
+
+
+median_time_lower_index.__name__ = median_time_lower_index.__qualname__ = "median_time"
+
+
+def test_an_index_off_the_middle_is_named():
+    result = check(median_time_lower_index)
+    assert not result.passed and "neighbour of the median" in result.message, result.message
+    assert grade(median_time_lower_index)[0] == 0.0
