@@ -327,3 +327,19 @@ def test_a_clash_with_lab_01s_baseline_names_how_lab_01_measured_it(isolated_res
     assert "another framework" not in flags[0]
     same = measure.reference_conditions(workload, "1 process x 1 thread", threads=1)
     assert "thread" not in same.split(", and")[0] and busy in same
+
+
+def test_a_quantity_measured_twice_under_two_labels_names_both(isolated_results, monkeypatch):
+    """Lab 05's flag named one workload while its table listed the two rows under two: the learner could not tell
+    whether they should agree. The flag names both labels and says they measure one thing."""
+    from lab_utils import conditions
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    in_kernel = measure.Result(lab="05", variant="one device", samples_per_s=30747.0, **KERAS,
+                               workload=workloads.STEP_DIGITS_TF.name)
+    own = measure.Result(lab="05", variant="keras (own process)", samples_per_s=18119.0, **KERAS,
+                         workload=workloads.STEP_DIGITS.name)
+    measure.record([in_kernel, own])
+    said = "; ".join(measure.read_results(isolated_results / "lab05.csv")[1].flags)
+    assert f"'{workloads.STEP_DIGITS_TF.name}' and '{workloads.STEP_DIGITS.name}'" in said, said
+    assert "the same model, data and computation" in said

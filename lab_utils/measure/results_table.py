@@ -120,8 +120,11 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
             if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
                 continue
         noted = [f"{_named(r, o)}: {n}" for r, o in ((other, row), (row, other)) for n in detectors.notes(r.flags)]
+        labels = (row.workload if other.workload == row.workload else  # the registry says both labels measure one thing
+                  f"one quantity under two workload labels ('{other.workload}' and '{row.workload}': the same model, "
+                  "data and computation)")
         said += detectors.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
-                                         what=f"{row.workload}, batch {row.batch_size}, {row.world_size} rank(s)",
+                                         what=f"{labels}, batch {row.batch_size}, {row.world_size} rank(s)",
                                          first_name=_named(other, row), second_name=_named(row, other),
                                          unit=row.rate, notes=noted)
     return list(dict.fromkeys(said))
