@@ -319,3 +319,14 @@ def test_a_tolerance_above_the_restatable_one_as_given_decides_nothing_and_says_
     won = measure.decide([1.10, 1.12, 1.11, 1.13, 1.12], claim="c", expected="A no slower", no_worse_than=0.35,
                          timed=False)
     assert won.verdict == measure.HOLDS and "no cost at all" in won.notes
+
+
+def test_a_verdict_that_cannot_be_seen_carries_no_note_stating_a_result(monkeypatch):
+    """Lab 04's 1F1B verdict read 'cannot be seen here' beside its own note 'the whole range lies above 1: no cost at
+    all': the verdict and its note said two things."""
+    under(monkeypatch, BUSY)
+    v = measure.decide([1.30, 1.45, 1.38, 1.52, 1.41, 1.60], claim="1F1B vs GPipe", expected="1F1B no slower",
+                       no_worse_than=0.05, workers=2)
+    assert v.verdict == measure.CANNOT_SEE, v
+    assert "no cost at all" not in v.notes and "these conditions make that no result" in v.notes, v.notes
+    assert "no cost at all" not in str(v)

@@ -167,7 +167,9 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     if reason is None and same_work and detectors.same_work_faster(decided):
         reason = (f"the same work ran {middle:.2f}x faster one way, which no way of running it can do: the other way "
                   "was slowed, so no cost can be read from these pairs")
-    if reason is not None:
+    if reason is not None:  # a note that states a result would contradict "cannot be seen": it keeps the figures only
+        notes = [n.replace("but the whole range lies above 1: no cost at all",
+                           "and though the whole range lies above 1, these conditions make that no result") for n in notes]
         verdict, notes = CANNOT_SEE, [f"{CANNOT_SEE}: {reason}"] + notes
     notes += condition_notes(load)
     return dataclasses.replace(decided, verdict=verdict, notes="; ".join(notes), reason=reason or "")
