@@ -330,3 +330,11 @@ def test_a_verdict_that_cannot_be_seen_carries_no_note_stating_a_result(monkeypa
     assert v.verdict == measure.CANNOT_SEE, v
     assert "no cost at all" not in v.notes and "these conditions make that no result" in v.notes, v.notes
     assert "no cost at all" not in str(v)
+
+
+def test_a_tolerance_the_pairs_cannot_resolve_says_how_it_follows_from_their_scatter():
+    """A learner read 'these pairs scatter by 14%: this machine cannot tell a cost below 41%' and could not see how
+    14 % became 41 %."""
+    v = measure.decide([0.7, 1.0, 1.3, 0.8, 1.2, 0.9, 1.1], claim="c", expected="A no slower", no_worse_than=0.12,
+                       timed=False)
+    assert f"{measure.RESOLVE:g}x the pairs' scatter" in v.notes or f"{measure.RESOLVE:g}x that scatter" in v.notes, v.notes
