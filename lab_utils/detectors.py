@@ -226,14 +226,18 @@ def flipped(verdicts) -> list[Flag]:
 
 
 def contradicts_reference(rate: float | None, reference: float | None, *, factor: float = 2.0,
-                          what: str = "baseline", reference_name: str = "lab 01's", cause: str | None = None) -> list[Flag]:
+                          what: str = "baseline", reference_name: str = "lab 01's", cause: str | None = None,
+                          reference_cause: str | None = None) -> list[Flag]:
     """A rate more than `factor` off the same machine's reference rate on the same workload: they contradict; `cause`:
-    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause())."""
+    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause()); `reference_cause`: how the
+    reference was measured, as its row recorded it (measure.reference_conditions: its threads, a busy machine)."""
     if not rate or not reference or 1 / factor <= rate / reference <= factor:
         return []
+    now = f"measured while {_cause(cause)}" if cause else ""
+    then = _cause(reference_cause) if reference_cause else ""
+    why = f"({', and '.join(p for p in (now, then) if p)})" if now or then else "(another framework or job held the cores)"
     return [Flag(Kind.CONTRADICT, f"{what} {rate:,.0f} samples/s is {rate / reference:.2f}x {reference_name} {reference:,.0f} on the same "
-            f"workload: {CONTRADICT} "
-            + (f"(measured while {_cause(cause)})" if cause else "(another framework or job held the cores)"))]
+            f"workload: {CONTRADICT} {why}")]
 
 
 def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str = "the same quantity",
@@ -267,6 +271,21 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
             f"{second_name}, {ratio:.2f}x apart, more than the spreads of their repeats allow: {CONTRADICT} (the "
             "machine was busy during one of them, or they do not measure the same thing)"
             + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", "))]
+
+
+def twice_agree(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
+                tolerance: float = TWICE_TOLERANCE) -> str | None:
+    """Where measured_twice flags nothing, the conclusion to print beside the two figures (why they count as one
+    quantity measured twice); None where they clash (measured_twice says so)."""
+    if measured_twice(first, first_spread, second, second_spread, what="", first_name="", second_name="",
+                      tolerance=tolerance) or not first or not second:
+        return None
+    gap = max(first, second) / min(first, second) - 1
+    if gap <= tolerance:
+        return (f"they agree: {gap:.0%} apart, within the {tolerance:.0%} by which two measurements minutes apart "
+                "may differ")
+    return (f"they agree within the spreads of their repeats ({gap:.0%} apart, spreads {first_spread or 0:.0%} and "
+            f"{second_spread or 0:.0%}): noisy, but not contradictory")
 
 
 def is_impossible(warning: str) -> bool:

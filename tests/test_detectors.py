@@ -256,3 +256,11 @@ def test_a_flag_keeps_its_kind_when_pickled_to_another_process():
     flag = detectors.saturated(200, 100)[0]
     back = pickle.loads(pickle.dumps(flag))
     assert back == flag and back.kind is detectors.Kind.SATURATED and isinstance(back, detectors.Flag)
+
+
+def test_one_quantity_measured_twice_is_concluded_either_way():
+    """Lab 02 printed 'the hot spot measured 1,334 samples/s, the sweep 1,588' with neither a flag nor a conclusion."""
+    assert "agree: 19% apart" in detectors.twice_agree(1334, 0.1, 1588, 0.1)
+    assert "spreads of their repeats" in detectors.twice_agree(1000, 0.8, 1500, 0.5)
+    assert detectors.twice_agree(1000, 0.05, 2000, 0.05) is None
+    assert detectors.measured_twice(1000, 0.05, 2000, 0.05, what="x", first_name="a", second_name="b")

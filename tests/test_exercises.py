@@ -267,7 +267,9 @@ def global_mean_summed(total, count):
 
 @named("shard")
 def shard(n, rank, world_size):
-    return list(range(rank, n, world_size))
+    share, extra = divmod(n, world_size)
+    start = rank * share + min(rank, extra)
+    return list(range(start, start + share + (rank < extra)))
 
 
 @named("shard")

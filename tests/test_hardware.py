@@ -268,3 +268,9 @@ def test_the_real_v1_quota_of_a_child_cgroup(tmp_path):
     finally:
         group.rmdir()
     assert not group.exists()
+
+
+def test_the_rank_limit_says_where_its_number_comes_from():
+    """A learner read 'use at most 8 ranks' on 2 cores and could not tell where the 8 came from."""
+    with pytest.raises(ValueError, match=rf"{hardware.MAX_RANKS_PER_CORE} ranks per core.*Ideally one rank per core"):
+        hardware.plan(100, CPU_ONLY)

@@ -307,3 +307,40 @@ def test_what_was_said_is_the_stores_and_printing_is_apart_from_writing(tmp_path
                          samples_per_s=10.0, wall_s=1.0, workload="w", flags=tuple(above))
     text = measure.recorded_table([row], None, ["lab03.csv"])  # prints, writes nothing
     assert " *" in text and detectors.AS_ABOVE in text and not (tmp_path / "lab03.csv").exists()
+
+
+def test_a_clash_with_lab_01s_baseline_names_how_lab_01_measured_it(isolated_results, monkeypatch):
+    """Learners saw '[!] baseline 2,669 samples/s is 2.18x lab 01's 1,224' with no cause: lab 01 had fitted 1 thread
+    on a busy machine. The clash names what lab 01's row recorded: its threads and the load it ran under."""
+    from lab_utils import conditions
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    workload = workloads.STEP_3CONV.name
+    assert measure.reference_conditions(workload, "1 process x 1 thread") is None  # lab 01 has not run
+    busy = "measured while other programs used 1.3 and steal 0.0 of 2 cores"
+    measure.record(measure.Result(lab="01", variant="1 process x 1 thread", samples_per_s=1224.0, workload=workload,
+                                  **dict(KERAS, framework="torch", threads=1, batch_size=256), flags=busy))
+    why = measure.reference_conditions(workload, "1 process x 1 thread", threads=2)
+    assert "lab 01 ran it with 1 intra-op thread(s)" in why and "this with 2" in why and busy in why
+    flags = measure.plausibility(baseline_rate=2669.0, reference_rate=measure.reference_rate(workload, "1 process x 1 thread"),
+                                 reference_cause=why)
+    assert len(flags) == 1 and "2.18x lab 01's 1,224" in flags[0] and busy in flags[0] and "; " not in flags[0]
+    assert "another framework" not in flags[0]
+    same = measure.reference_conditions(workload, "1 process x 1 thread", threads=1)
+    assert "thread" not in same.split(", and")[0] and busy in same
+
+
+def test_a_quantity_measured_twice_under_two_labels_names_both(isolated_results, monkeypatch):
+    """Lab 05's flag named one workload while its table listed the two rows under two: the learner could not tell
+    whether they should agree. The flag names both labels and says they measure one thing."""
+    from lab_utils import conditions
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    in_kernel = measure.Result(lab="05", variant="one device", samples_per_s=30747.0, **KERAS,
+                               workload=workloads.STEP_DIGITS_TF.name)
+    own = measure.Result(lab="05", variant="keras (own process)", samples_per_s=18119.0, **KERAS,
+                         workload=workloads.STEP_DIGITS.name)
+    measure.record([in_kernel, own])
+    said = "; ".join(measure.read_results(isolated_results / "lab05.csv")[1].flags)
+    assert f"'{workloads.STEP_DIGITS_TF.name}' and '{workloads.STEP_DIGITS.name}'" in said, said
+    assert "the same model, data and computation" in said

@@ -389,3 +389,22 @@ def test_stability_compares_a_claim_per_workload_and_joins_an_older_run_that_nam
     assert not any(c.contradicts for c in claims)  # holds on one model, reversed on another: no contradiction
     text = stability.claims_table(claims, ["new", "wide"])
     assert f"07 A vs B [{workloads.PRECISION_WIDE.name}]" in text and "0 contradicted" in text
+
+
+def test_a_verdict_that_cannot_be_seen_carries_no_note_stating_a_result(monkeypatch):
+    """Lab 04's 1F1B verdict read 'cannot be seen here' beside its own note 'the whole range lies above 1: no cost at
+    all': the verdict and its note said two things."""
+    under(monkeypatch, BUSY)
+    v = measure.decide([1.30, 1.45, 1.38, 1.52, 1.41, 1.60], claim="1F1B vs GPipe", expected="1F1B no slower",
+                       no_worse_than=0.05, workers=2)
+    assert v.verdict == measure.CANNOT_SEE, v
+    assert "no cost at all" not in v.notes and "these conditions make that no result" in v.notes, v.notes
+    assert "no cost at all" not in str(v)
+
+
+def test_a_tolerance_the_pairs_cannot_resolve_says_how_it_follows_from_their_scatter():
+    """A learner read 'these pairs scatter by 14%: this machine cannot tell a cost below 41%' and could not see how
+    14 % became 41 %."""
+    v = measure.decide([0.7, 1.0, 1.3, 0.8, 1.2, 0.9, 1.1], claim="c", expected="A no slower", no_worse_than=0.12,
+                       timed=False)
+    assert f"{measure.RESOLVE:g}x the pairs' scatter" in v.notes or f"{measure.RESOLVE:g}x that scatter" in v.notes, v.notes

@@ -12,9 +12,10 @@ BASELINE_FACTOR = 2.0
 def plausibility(*, speedup: float | None = None, devices: float | None = None,
                  baseline_rate: float | None = None, reference_rate: float | None = None,
                  other_framework: str | None = None, oversubscribed: bool = False,
-                 threads: float | None = None) -> list[str]:
+                 threads: float | None = None, reference_cause: str | None = None) -> list[str]:
     """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect.
-    `threads`: the speedup is the same work on that many intra-op threads against one thread."""
+    `threads`: the speedup is the same work on that many intra-op threads against one thread; `reference_cause`: how
+    the reference rate was measured (measure.reference_conditions), named if the two clash."""
     # no spread here: noise is one line per table (detectors.noise_line), not a warning. No warning may contain "; ".
     warnings: list[str] = []
     # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
@@ -29,7 +30,7 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None,
     # reference_rate: this machine's lab 01 rate on the same workload
     if baseline_rate and reference_rate and not 1 / BASELINE_FACTOR <= baseline_rate / reference_rate <= BASELINE_FACTOR:
         warnings += detectors.contradicts_reference(baseline_rate, reference_rate, factor=BASELINE_FACTOR,
-                                                    cause=measured_cause())
+                                                    cause=measured_cause(), reference_cause=reference_cause)
     if threads and speedup is not None and speedup < 1 / threads:  # they waited: name for what, where it was measured
         warnings += detectors.more_threads_slower(speedup, threads, cause=measured_cause(round(threads), "threads"))
     return warnings

@@ -12,12 +12,39 @@ from .results_csv import FORWARD, TRAINING, Result, read_results, results_dir, w
 from .store import store
 
 
-def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=None) -> float | None:
-    """The newest samples/s `lab` recorded on this machine for this workload and variant; None if it has not run."""
+def reference_row(workload: str, variant: str, *, lab: str = "01", directory=None) -> Result | None:
+    """The newest row `lab` recorded on this machine for this workload and variant; None if it has not run."""
     host = hardware.detect().host
     rows = [r for r in store(directory).rows("results") if r.lab == lab
             and r.workload == workload and r.variant == variant and r.machine and r.machine.host == host]
-    return max(rows, key=lambda r: r.timestamp).samples_per_s if rows else None
+    return max(rows, key=lambda r: r.timestamp) if rows else None
+
+
+def reference_rate(workload: str, variant: str, *, lab: str = "01", directory=None) -> float | None:
+    """The newest samples/s `lab` recorded on this machine for this workload and variant; None if it has not run."""
+    row = reference_row(workload, variant, lab=lab, directory=directory)
+    return row.samples_per_s if row else None
+
+
+def reference_conditions(workload: str, variant: str, *, lab: str = "01", threads: int | None = None,
+                         directory=None) -> str | None:
+    """How `lab`'s reference row was measured, as its row recorded it: its intra-op threads where they differ from
+    `threads` (this figure's), and the busy machine or throttling quota it was measured under; None: no such row.
+    A reference clash names this beside its [!] (two figures of one workload, and what made them differ)."""
+    row = reference_row(workload, variant, lab=lab, directory=directory)
+    if row is None:
+        return None
+    parts = []
+    if threads is not None and row.threads is not None and row.threads != threads:
+        parts.append(f"lab {lab} ran it with {row.threads} intra-op thread(s) (fitted to the CPUs free then), this "
+                     f"with {threads}")
+    loaded = [n for n in detectors.notes(row.flags) if n.startswith("measured while") or "throttled" in n]
+    parts += [f"lab {lab}'s figure was {loaded[0]}" if loaded[0].startswith("measured") else f"lab {lab}: {loaded[0]}"] \
+        if loaded else []
+    if not parts:
+        parts.append(f"lab {lab} recorded no busy machine and the same thread count, so the load now is the likelier "
+                     "cause")
+    return ", and ".join(p.replace("; ", ", ") for p in parts)
 
 
 SAME_RUN_S = 6 * 3600  # rows of another lab this recent, on this machine, count as measured in the same run
@@ -93,8 +120,11 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
             if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
                 continue
         noted = [f"{_named(r, o)}: {n}" for r, o in ((other, row), (row, other)) for n in detectors.notes(r.flags)]
+        labels = (row.workload if other.workload == row.workload else  # the registry says both labels measure one thing
+                  f"one quantity under two workload labels ('{other.workload}' and '{row.workload}': the same model, "
+                  "data and computation)")
         said += detectors.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
-                                         what=f"{row.workload}, batch {row.batch_size}, {row.world_size} rank(s)",
+                                         what=f"{labels}, batch {row.batch_size}, {row.world_size} rank(s)",
                                          first_name=_named(other, row), second_name=_named(row, other),
                                          unit=row.rate, notes=noted)
     return list(dict.fromkeys(said))

@@ -139,8 +139,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             tolerance = no_worse_than
         if tolerance > no_worse_than:
             notes.append(f"restated: these pairs scatter by {spread_of_pairs:.0%}, so this machine can tell a cost of "
-                         f"{tolerance:.0%} and more, not {no_worse_than:.0%}: the claim tested is 'no worse by more than "
-                         f"{tolerance:.0%}'")
+                         f"{tolerance:.0%} ({RESOLVE:g}x that scatter) and more, not {no_worse_than:.0%}: the claim "
+                         f"tested is 'no worse by more than {tolerance:.0%}'")
         floor = 1 / (1 + tolerance)
         holds_from = 1.0 if tolerance > MAX_RESTATED else floor
         if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
@@ -149,7 +149,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = HOLDS
         elif tolerance > MAX_RESTATED:  # a claim this weak says nothing: the pairs cannot decide
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
-                           f"{tolerance:.0%} here, so no verdict")]
+                           f"{tolerance:.0%} here (a cost must exceed {RESOLVE:g}x the pairs' scatter to stand out from "
+                           "it), so no verdict")]
         elif low > floor:
             verdict = HOLDS
         elif high < 1 and middle <= floor:
@@ -172,7 +173,9 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     if reason is None and same_work and detectors.same_work_faster(decided):
         reason = (f"the same work ran {middle:.2f}x faster one way, which no way of running it can do: the other way "
                   "was slowed, so no cost can be read from these pairs")
-    if reason is not None:
+    if reason is not None:  # a note that states a result would contradict "cannot be seen": it keeps the figures only
+        notes = [n.replace("but the whole range lies above 1: no cost at all",
+                           "and though the whole range lies above 1, these conditions make that no result") for n in notes]
         verdict, notes = CANNOT_SEE, [f"{CANNOT_SEE}: {reason}"] + notes
     notes += condition_notes(load)
     return dataclasses.replace(decided, verdict=verdict, notes="; ".join(notes), reason=reason or "")

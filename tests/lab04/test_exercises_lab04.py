@@ -220,3 +220,46 @@ def test_best_split_off_by_one_is_named():
         return [i - 1 for i in best]  # the index of the last layer of each stage, not the first of the next
     result = check(best_split)
     assert not result.passed and "one off the best split" in result.message, result.message
+
+
+def best_split_least_total(times, stages):
+    cuts = itertools.combinations(range(1, len(times)), stages - 1)
+    return list(min(cuts, key=lambda cut: sum(_stage_sums(times, cut))))  # every split has the same total
+
+
+def best_split_inclusive_slices(times, stages):
+    def slowest(cut):
+        bounds = [0, *cut, len(times)]
+        return max(sum(times[a:b + 1]) for a, b in zip(bounds, bounds[1:]))  # the boundary layer counted twice
+    return list(min(itertools.combinations(range(1, len(times)), stages - 1), key=slowest))
+
+
+for _fn in (best_split_least_total, best_split_inclusive_slices):
+    _fn.__name__ = _fn.__qualname__ = "best_split"
+
+
+@pytest.mark.parametrize("wrong, named_as", [(best_split_least_total, "every split has the same total time"),
+                                             (best_split_inclusive_slices, "boundary layer twice")],
+                         ids=["total", "inclusive"])
+def test_best_split_mistakes_are_named_not_called_a_sum_of_squares(wrong, named_as):
+    result = check(wrong)
+    assert not result.passed and named_as in result.message and "squares" not in result.message, result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(wrong, seed)
+        assert fraction == 0.0, message
+
+
+def bubble_in_list_order(intervals, stages):
+    span = intervals[-1].end_s - intervals[0].start_s  # assumes the intervals are sorted
+    return 1 - sum(i.end_s - i.start_s for i in intervals) / (stages * span)
+
+
+bubble_in_list_order.__name__ = bubble_in_list_order.__qualname__ = "bubble"
+
+
+def test_a_bubble_that_assumes_sorted_intervals_fails():
+    result = check(bubble_in_list_order)
+    assert not result.passed and "no particular order" in result.message, result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(bubble_in_list_order, seed)
+        assert fraction == 0.0, message

@@ -66,8 +66,17 @@ def _judge(got, expected, cases):
         for what, value in known.items():
             if abs(g["seconds"] - value) <= 1e-9:
                 return 0.0, f"that is {what}"
-        if abs(g["seconds"] * 1e3 - e["seconds"]) <= 1e-9 * 1e3:
-            return 0.0, "return seconds, not milliseconds"
+        ordered = sorted(timed)
+        middle = len(ordered) // 2
+        if any(abs(g["seconds"] - ordered[i]) <= 1e-9 for i in (middle - 1, middle + 1) if 0 <= i < len(ordered)):
+            return 0.0, (f"that is a neighbour of the median in sorted order: of {len(ordered)} timed calls the median "
+                         f"is sorted(times)[{middle}] (statistics.median finds it for any count)")
+        if abs(g["seconds"] - e["seconds"] * 1e3) <= 1e-9 * 1e3:
+            return 0.0, f"that is {g['seconds']:.3f}, the median in milliseconds: return seconds (do not multiply by 1000)"
+        if abs(g["seconds"]) < min(timed) / 100:  # the check's clock moves only while fn runs; any other clock sees ~0
+            return 0.0, (f"your median is {g['seconds'] * 1e3:.4f} ms where every timed call took at least "
+                         f"{min(timed) * 1e3:.1f} ms on the clock you were given: time with clock(), the argument, "
+                         "not time.perf_counter or another clock of your own")
         return 0.0, f"expected the median of the {c['repeats']} timed calls, {e['seconds'] * 1e3:.3f} ms, got {g['seconds'] * 1e3:.3f} ms"
     return 1.0, "warm-up skipped, median of the timed calls"
 

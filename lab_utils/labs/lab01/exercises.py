@@ -49,11 +49,52 @@ def _train_expected(case):
     return _train_run(train_step, case)
 
 
+def _step_with(loss_of):
+    """A right training step with another loss (a classic mistake, so that the judge can name it)."""
+    def step(model, x, y, optimizer):
+        optimizer.zero_grad()
+        loss = loss_of(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+    return step
+
+
+def _nll_on_logits(logits, y):
+    import torch.nn.functional as F
+
+    return F.nll_loss(logits, y)
+
+
+def _softmax_first(logits, y):
+    import torch.nn.functional as F
+
+    return F.cross_entropy(logits.softmax(dim=1), y)
+
+
+def _summed(logits, y):
+    import torch.nn.functional as F
+
+    return F.cross_entropy(logits, y, reduction="sum")
+
+
+_WRONG_LOSSES = {
+    "F.nll_loss on the logits: nll_loss expects log-probabilities (it only picks -input[y]); cross_entropy takes "
+    "the logits and applies log_softmax itself": _step_with(_nll_on_logits),
+    "a softmax before F.cross_entropy: cross_entropy applies log_softmax itself, so the model's logits go in as they "
+    "are (a second softmax flattens the gradients)": _step_with(_softmax_first),
+    "a summed loss (reduction='sum'): its gradients are batch-size times the mean's, a step that many times larger; "
+    "cross_entropy's default takes the mean": _step_with(_summed)}
+
+
 def _train_judge(got, expected, case):
     if max_abs_diff(got["weights"][0], got["before"]) == 0:
         return 0.0, ("the weights did not change: call optimizer.step() after loss.backward(), and zero the gradients "
                      "before the backward pass (zeroing them between backward() and step() throws them away)")
     if max_abs_diff(got["weights"][0], expected["weights"][0]) > 1e-5:
+        for what, wrong_step in _WRONG_LOSSES.items():
+            if max_abs_diff(got["weights"][0], _train_run(wrong_step, case, steps=1)["weights"][0]) <= 1e-5:
+                return 0.0, f"after one step your weights equal those of {what}"
         return 0.0, ("after one step the weights differ from the reference: loss = F.cross_entropy(model(x), y), "
                      "then loss.backward(), then optimizer.step()")
     if max_abs_diff(got["weights"][1], expected["weights"][1]) > 1e-5:
@@ -132,7 +173,10 @@ def _profile_cases(rng):
         totals = {n: round(v + rng.uniform(0, 100), 3) for n, v in rows.items()}
         parent = rng.choice(names[1:])  # an operator that calls others: the largest total, not the largest self
         totals[parent] = round(sum(rows.values()) + rng.uniform(1, 50), 3)
-        table = [[n, rows[n], totals[n], rng.randint(1, 30)] for n in names]
+        counts = {n: rng.randint(1, 30) for n in names}
+        busiest = rng.choice([n for n in names[1:] if n != parent])  # called most often: neither top self nor total
+        counts[busiest] = max(counts.values()) + rng.randint(20, 200)
+        table = [[n, rows[n], totals[n], counts[n]] for n in names]
         rng.shuffle(table)
         cases.append(table)
     return cases
@@ -171,6 +215,9 @@ def _profile_judge(got, expected, cases):
         if g == max(table, key=lambda row: row[2])[0]:
             return 0.0, ("that is the largest *total* CPU time, which includes the operators it calls; self CPU time "
                          "counts only the operator's own work")
+        if g == max(table, key=lambda row: row[3])[0]:
+            return 0.0, ("that is the operator called most often (the largest count); rank by self_cpu_time_total, "
+                         "the time spent in the operator's own work")
         if not isinstance(g, str):
             return 0.0, f"return the operator's name (its .key, a string), not {type(g).__name__}"
         return 0.0, f"{g!r} is not the operator with the largest self CPU time in that profile"

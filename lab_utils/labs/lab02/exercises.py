@@ -13,13 +13,32 @@ def _scatter_cases(rng):
     return cases + [(k, k) for k in (rng.randint(2, 5),)] + [(rng.randint(2, 5) * 4, 4), (rng.randint(2, 6) * 4 + 1, 4)]
 
 
+def _on_host(batch):
+    """The batch marked as living on the host (on a CPU every device is the CPU, so without the mark a scatter that
+    forgets `.to(device)` would pass): slices keep the mark, a move (.to, .cpu, .cuda) gives a plain tensor."""
+    import torch
+
+    class OnHost(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            with torch._C.DisableTorchFunctionSubclass():
+                out = func(*args, **(kwargs or {}))
+            if func in (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda):
+                return out.as_subclass(torch.Tensor)
+            return torch._tensor._convert(out, cls)
+
+    return batch.as_subclass(OnHost)
+
+
 def _scatter_run(scatter, cases):
     import torch
 
     out = []
     for n, k in cases:
-        batch = torch.arange(n * 3, dtype=torch.float32).reshape(n, 3)
-        out.append([c.tolist() for c in scatter(batch, [torch.device("cpu")] * k)])
+        batch = _on_host(torch.arange(n * 3, dtype=torch.float32).reshape(n, 3))
+        chunks = scatter(batch, [torch.device("cpu")] * k)
+        out.append({"rows": [c.as_subclass(torch.Tensor).tolist() for c in chunks],
+                    "moved": [type(c) is torch.Tensor for c in chunks]})
     return out
 
 
@@ -39,8 +58,13 @@ def _chunk_sizes(n: int, k: int) -> list[int]:
 
 
 def _scatter_judge(got, expected, cases):
-    for g, e, (n, k) in zip(got, expected, cases):
+    for moved_and_rows, expected_rows, (n, k) in zip(got, expected, cases):
+        g, e = moved_and_rows["rows"], expected_rows["rows"]
         if close(g, e):
+            if not all(moved_and_rows["moved"]):
+                return 0.0, ("the rows are right, but the chunks are still on the batch's device: move chunk i to "
+                             "devices[i] (chunk.to(devices[i])); the replica on device i can only read its own "
+                             "device's memory")
             continue
         sizes, right = [len(c) for c in g], [len(c) for c in e]
         if sizes == right:
@@ -59,7 +83,9 @@ def _scatter_judge(got, expected, cases):
 
 
 SCATTER = Exercise("02", "scatter", _scatter_cases, _scatter_run, _scatter_expected, _scatter_judge,
-                   "one chunk per device, consecutive rows, sizes differing by one at most", setup="import torch")
+                   "one chunk per device, consecutive rows, sizes differing by one at most, chunk i moved to "
+                   "devices[i] (on a CPU the check marks the batch as the host's, so a missing move fails here as it "
+                   "would on GPUs)", setup="import torch")
 
 
 # ---- gather -------------------------------------------------------------------------------------------------------
@@ -187,7 +213,13 @@ def _reduce_judge(got, expected, case):
                "replica's gradient is already its share)": [sum(v) / n for v in zip(own, *others)],
                "device 0's own gradient was replaced: add the replicas' gradients to it": [sum(v) for v in zip(*others)],
                "you divided the replicas' gradients by their number: DataParallel sums them, undivided":
-                   [o + sum(v) / len(others) for o, *v in zip(own, *others)]}
+                   [o + sum(v) / len(others) for o, *v in zip(own, *others)],
+               f"the model's gradient is the last replica's alone: each replica overwrote it (p.grad = ... or "
+               f"copy_); add with += so that all {n} gradients (the model's own included) end up summed": others[-1],
+               "the model's gradient is the first replica's alone: it was overwritten, and the other replicas were "
+               "never added; add every replica's gradient with +=": others[0],
+               f"only the first replica was added: loop over all {len(others)} replicas": [
+                   o + r for o, r in zip(own, others[0])]}
     for what, value in guesses.items():
         if close(got, value, 1e-5):
             return 0.0, what

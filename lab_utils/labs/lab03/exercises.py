@@ -108,11 +108,22 @@ def _shard_judge(got, expected, cases):
         sizes = [len(share) for share in shares]
         if max(sizes) - min(sizes) > 1:
             return 0.0, f"n={n}, world_size={w}: shard sizes {sizes}; they may differ by one at most"
+        scattered = next((r for r, share in enumerate(shares)
+                          if share and share != list(range(share[0], share[0] + len(share)))), None)
+        if scattered is not None:
+            return 0.0, (f"n={n}, world_size={w}: rank {scattered} reads {_shown(shares[scattered])}, not one row "
+                         "range: each rank reads consecutive rows (start, start + 1, ..., stop - 1), as when each "
+                         "rank reads its own block of a file; every world_size-th index is DistributedSampler's way")
     return 1.0, "every index on exactly one rank, sizes balanced"
 
 
+def _shown(indices: list[int]) -> str:
+    return str(indices if len(indices) <= 6 else [*indices[:5], "..."]).replace("'...'", "...")
+
+
 SHARD = Exercise("03", "shard", _shard_cases, _shard_run, lambda cases: [[ANY] * w for _, w in cases], _shard_judge,
-                 "every index on exactly one rank, shares differing by one at most")
+                 "one range of consecutive indices per rank, every index on exactly one rank, shares differing by "
+                 "one at most")
 
 
 # ---- the epoch loop --------------------------------------------------------------------------------------------------
@@ -208,7 +219,9 @@ def metric_worker(rank, world_size, global_mean, case):
     from ...launch import process_group
 
     with process_group(timeout_s=60):
-        return float(global_mean(case["totals"][rank], case["counts"][rank]))
+        mean = global_mean(case["totals"][rank], case["counts"][rank])
+        kind = "float" if isinstance(mean, (int, float)) and not isinstance(mean, bool) else type(mean).__name__
+        return [kind, float(mean)]
 
 
 def _mean_run(global_mean, case):
@@ -217,9 +230,15 @@ def _mean_run(global_mean, case):
     return launch(metric_worker, len(case["counts"]), args=(global_mean, case), timeout=120)
 
 
-def _mean_judge(got, expected, case):
+def _mean_judge(kinds_and_values, expected, case):
     totals, counts = case["totals"], case["counts"]
-    if all(abs(g - expected) <= 1e-6 * abs(expected) for g in got):  # float32 sums are exact to about 1e-7
+    got = [value for _, value in kinds_and_values]
+    right = all(abs(g - expected) <= 1e-6 * abs(expected) for g in got)  # float32 sums are exact to about 1e-7
+    kind = next((k for k, _ in kinds_and_values if k != "float"), None)
+    if right and kind is not None:
+        return 0.0, (f"the value is right, but your global_mean returned a {kind}, not a float: return a Python "
+                     "number (tensor.item()), which is what a log line or a metric needs")
+    if right:
         return 1.0, "the same mean over every rank's samples, on every rank"
     guesses = {"each rank returned its own mean: all_reduce the sum and the count first":
                [t / c for t, c in zip(totals, counts)],
@@ -227,7 +246,9 @@ def _mean_judge(got, expected, case):
                "that is the mean of the ranks' means: ranks that saw more samples must weigh more (sum totals and "
                "counts, then divide)": [sum(t / c for t, c in zip(totals, counts)) / len(counts)] * len(got),
                "that divides the summed totals by world_size, not by the number of samples":
-               [sum(totals) / len(counts)] * len(got)}
+               [sum(totals) / len(counts)] * len(got),
+               "each rank divided the summed total by its own count: all_reduce the count too, so that every rank "
+               "divides by the number of samples over all ranks": [sum(totals) / c for c in counts]}
     for what, value in guesses.items():
         if all(abs(g - v) <= 1e-6 * max(1.0, abs(v)) for g, v in zip(got, value)):
             return 0.0, what
@@ -238,6 +259,6 @@ def _mean_judge(got, expected, case):
 GLOBAL_MEAN = Exercise("03", "global_mean", _mean_cases, _mean_run,
                        lambda case: sum(case["totals"]) / sum(case["counts"]), _mean_judge,
                        "all_reduce the total and the count (sums), then divide one by the other", setup=SETUP, ranks=2,
-                       shape=lambda mean, case: [mean] * len(case["counts"]))
+                       shape=lambda mean, case: [[ANY, mean]] * len(case["counts"]))
 
 register(GLOBAL_MEAN)

@@ -185,6 +185,12 @@ def _bubble_cases(rng):
             start = round(clock + rng.uniform(0, 0.5), 4)
             clock = round(start + rng.uniform(0.5, 2), 4)
             intervals.append([f"stage {op % stages}", "forward" if op < stages + 1 else "backward", start, clock])
+        # in no particular order, as ops gathered from several ranks are: the first op in the list is never the
+        # earliest, nor the last the latest
+        rng.shuffle(intervals)
+        for place, which in ((1, min(intervals, key=lambda i: i[2])), (2, max(intervals, key=lambda i: i[3]))):
+            at = intervals.index(which)
+            intervals[at], intervals[place] = intervals[place], intervals[at]
         cases.append({"stages": stages, "intervals": intervals})
     return cases
 
@@ -212,6 +218,11 @@ def _bubble_judge(got, expected, cases):
             return 0.0, "that is the busy share (utilisation); the bubble is the idle share: 1 minus it"
         if abs(g - (1 - busy / (c["stages"] * last))) <= 1e-9:
             return 0.0, "the makespan runs from the first start, not from time 0: last end - first start"
+        in_list_order = c["intervals"][-1][3] - c["intervals"][0][2]
+        if in_list_order > 0 and abs(g - (1 - busy / (c["stages"] * in_list_order))) <= 1e-9:
+            return 0.0, ("your makespan is the last interval's end minus the first's start, in list order; the "
+                         "intervals come in no particular order: take the earliest start and the latest end "
+                         "(min and max over all of them)")
         return 0.0, (f"on a {c['stages']}-stage timeline expected {e:.4f}, got {g:.4f}: bubble = 1 - (sum of op "
                      "durations) / (stages x makespan)")
     return 1.0, "idle share of stages x makespan"
@@ -255,6 +266,28 @@ def _split_expected(cases):
     return [list(pl.balanced_split(times, stages)) for times, stages in cases]
 
 
+def _argmin_split(times, stages, cost) -> list[int]:
+    return min(_splits(len(times), stages), key=lambda cut: cost(times, cut))
+
+
+def _inclusive_slowest(times, cut) -> float:
+    bounds = [0, *cut, len(times)]
+    return max(sum(times[a:b + 1]) for a, b in zip(bounds, bounds[1:]))
+
+
+_SPLIT_MISTAKES = {
+    "every split has the same total time (the sum of all layers), so minimising the total keeps an arbitrary split "
+    "(the first, or whichever float rounding favours): minimise the slowest stage's time (the max of the stage sums)":
+        (lambda times, stages: _splits(len(times), stages)[0],  # exact sums: equal totals keep the first
+         lambda times, stages: _argmin_split(times, stages, lambda t, cut: sum(stage_sums(t, cut)))),  # float sums
+    "your stage sums count each boundary layer twice (times[a:b + 1]): a stage runs from its split point up to, not "
+    "including, the next one (times[a:b])":
+        (lambda times, stages: _argmin_split(times, stages, _inclusive_slowest),),
+    "your split makes the stage times as even as possible (the smallest sum of squares); a pipeline runs at the pace "
+    "of its slowest stage: minimise the slowest stage's time (the max of the stage sums)":
+        (lambda times, stages: _argmin_split(times, stages, _squares),)}
+
+
 def _split_judge(got, expected, cases):
     def one_off(g, e, times, stages):
         if g != e and len(g) == len(e) and any(all(i + shift == j for i, j in zip(g, e)) for shift in (1, -1)):
@@ -263,6 +296,10 @@ def _split_judge(got, expected, cases):
                     "check how your search turns the best split into the indices it returns")
         return None
 
+    if got != expected:  # an answer that follows one known mistake on every case: name that mistake
+        for what, ways in _SPLIT_MISTAKES.items():
+            if any(got == [way(times, stages) for times, stages in cases] for way in ways):
+                return 0.0, what
     for g, e, (times, stages) in zip(got, expected, cases):
         valid = len(g) == stages - 1 and g == sorted(set(g)) and all(0 < i < len(times) for i in g)
         if not valid:

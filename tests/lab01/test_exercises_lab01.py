@@ -1,0 +1,56 @@
+"""Lab 01's train_step and top_self_cpu_op: wrong answers found by a new learner get a hint that names their own
+mistake (not another one), and score 0."""
+import random
+
+import pytest
+import torch.nn.functional as F
+
+from lab_utils import exercises
+from lab_utils.exercises import check, to_plain
+
+
+def grade(fn, seed=12345):
+    """What the grader would give `fn` on inputs drawn with `seed`."""
+    exercise = exercises.get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+
+
+def _step(loss_of):
+    def train_step(model, x, y, optimizer):
+        optimizer.zero_grad()
+        loss = loss_of(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+    return train_step
+
+
+NLL_ON_LOGITS = _step(lambda logits, y: F.nll_loss(logits, y))
+SOFTMAX_FIRST = _step(lambda logits, y: F.cross_entropy(F.softmax(logits, dim=1), y))
+SUMMED = _step(lambda logits, y: F.cross_entropy(logits, y, reduction="sum"))
+
+
+@pytest.mark.parametrize("wrong, named", [(NLL_ON_LOGITS, "nll_loss expects log-probabilities"),
+                                          (SOFTMAX_FIRST, "a softmax before F.cross_entropy"),
+                                          (SUMMED, "reduction='sum'")], ids=["nll_loss", "softmax", "summed"])
+def test_a_wrong_loss_is_named(wrong, named):
+    result = check(wrong)
+    assert not result.passed and named in result.message, result.message
+    assert grade(wrong)[0] == 0.0
+
+
+def top_self_cpu_op_most_calls(prof):
+    return max(prof.key_averages(), key=lambda e: e.count).key
+
+
+top_self_cpu_op_most_calls.__name__ = top_self_cpu_op_most_calls.__qualname__ = "top_self_cpu_op"
+
+
+def test_ranking_by_call_count_is_named_as_such_not_as_total_time():
+    result = check(top_self_cpu_op_most_calls)
+    assert not result.passed and "called most often" in result.message, result.message
+    assert "largest *total*" not in result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(top_self_cpu_op_most_calls, seed)
+        assert fraction == 0.0 and "called most often" in message, message

@@ -1,0 +1,64 @@
+"""Lab 02's scatter and reduce_gradients: wrong answers found by a new learner fail the self-check with a hint that
+names their mistake, and score 0."""
+import random
+
+import pytest
+import torch
+
+from lab_utils import exercises
+from lab_utils.exercises import check, to_plain
+
+
+def grade(fn, seed=12345):
+    """What the grader would give `fn` on inputs drawn with `seed`."""
+    exercise = exercises.get(fn.__name__)
+    inputs = exercise.cases(random.Random(seed))
+    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+
+
+def named(name):
+    def rename(fn):
+        fn.__name__ = fn.__qualname__ = name
+        return fn
+    return rename
+
+
+@named("scatter")
+def scatter_never_moved(batch, devices):
+    return list(torch.tensor_split(batch, len(devices)))  # the right rows, left on the batch's device
+
+
+@named("scatter")
+def scatter_moved(batch, devices):
+    return [chunk.to(device) for chunk, device in zip(torch.tensor_split(batch, len(devices)), devices)]
+
+
+def test_scatter_that_never_moves_the_chunks_fails_even_on_a_cpu():
+    result = check(scatter_never_moved)
+    assert not result.passed and "still on the batch's device" in result.message, result.message
+    assert grade(scatter_never_moved)[0] == 0.0
+    assert check(scatter_moved).passed and grade(scatter_moved)[0] == 1.0
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_overwrites(model, replicas):
+    for replica in replicas:
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p.grad = q.grad.clone()  # replaces instead of adding
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_first_replica_only(model, replicas):
+    for p, q in zip(model.parameters(), replicas[0].parameters()):
+        p.grad += q.grad
+
+
+@pytest.mark.parametrize("wrong, named_as", [(reduce_overwrites, "each replica overwrote it"),
+                                             (reduce_first_replica_only, "only the first replica was added")],
+                         ids=["overwrite", "first-only"])
+def test_reduce_gradients_mistakes_are_named(wrong, named_as):
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    assert grade(wrong)[0] == 0.0

@@ -1,0 +1,49 @@
+"""Lab 03's shard and global_mean: answers the exercise's text rules out (strided shares, a tensor for a float) and a
+count never reduced fail the self-check with a hint that names the mistake, and score 0."""
+import pytest
+import torch
+import torch.distributed as dist
+
+from lab_utils.exercises import check
+
+
+def named(name):
+    def rename(fn):
+        fn.__name__ = fn.__qualname__ = name
+        return fn
+    return rename
+
+
+@named("shard")
+def shard_strided(n, rank, world_size):
+    return list(range(rank, n, world_size))  # DistributedSampler's way, not one row range per rank
+
+
+def test_strided_shares_are_not_row_ranges():
+    result = check(shard_strided)
+    assert not result.passed and "not one row range" in result.message, result.message
+    assert result.details["fraction"] == 0.0
+
+
+@named("global_mean")
+def global_mean_tensor(total, count):
+    both = torch.tensor([float(total), float(count)], dtype=torch.float64)
+    dist.all_reduce(both)
+    return both[0] / both[1]  # a 0-d tensor, not a float
+
+
+@named("global_mean")
+def global_mean_count_not_reduced(total, count):
+    t = torch.tensor([float(total)], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.item() / count
+
+
+@pytest.mark.slow  # each check launches two real ranks
+@pytest.mark.parametrize("wrong, named_as", [(global_mean_tensor, "returned a Tensor, not a float"),
+                                             (global_mean_count_not_reduced, "all_reduce the count too")],
+                         ids=["tensor", "count-not-reduced"])
+def test_global_mean_mistakes_are_named(wrong, named_as):
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    assert result.details["fraction"] == 0.0
