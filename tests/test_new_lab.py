@@ -51,7 +51,7 @@ def test_every_declaration_belongs_to_a_lab_and_names_what_exists():
 
     for lab, b in labs.benchmarks():
         assert {file(ref.rpartition(".")[0]).exists() for ref in (b.measure, b.show)} == {True}, b
-        assert b.measure.startswith((f"lab_utils.labs.lab{lab}.", "lab_utils.instructor.bench.training.")), b
+        assert b.measure.startswith(f"lab_utils.labs.lab{lab}."), b
     for lab, check in labs.gpu_checks():
         assert check.module == f"lab_utils.labs.lab{lab}.gpu_check" and file(check.module).exists(), check
 

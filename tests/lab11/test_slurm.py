@@ -288,14 +288,14 @@ def test_waiting_for_a_timed_job_stats_files_and_asks_the_scheduler_rarely(tmp_p
 
 @pytest.mark.slow
 def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypatch, tmp_path):
-    from lab_utils.instructor.bench import training
+    from lab_utils.labs.lab11 import bench
 
     with monkeypatch.context() as m:
         m.setattr(slurm, "find", lambda: None)
-        assert training.cluster(repeats=1) == {"benchmark": "cluster", "skipped": slurm.SKIPPED}
+        assert bench.cluster(repeats=1) == {"benchmark": "cluster", "skipped": slurm.SKIPPED}
     if slurm.find() is None:
         pytest.skip("no Slurm cluster here (make cluster): the measuring half needs one")
-    figures = training.cluster(repeats=1, steps=4)
+    figures = bench.cluster(repeats=1, steps=4)
     assert figures["steps"] == 4 and len(figures["slurm_steps_per_s_runs"]) == 1
     assert len(figures["own_session_steps_per_s_runs"]) == 1 and len(figures["verdicts"]) == 3
     assert all(v["verdict"] == "not distinguishable here" for v in figures["verdicts"])  # one pair decides nothing
