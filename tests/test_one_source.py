@@ -246,7 +246,7 @@ def test_the_replacing_functions_are_lessons(worker):
 # script's main, a service's up, down and refusal (the local Slurm cluster, the classroom hub)
 PROTOCOL = {"bench", "print_bench", "gpu_check", "main", "up", "down", "refusal"}
 # public names still defined in two modules (issue 47, item 2), each to get one home; the list may only shrink
-TWICE = {"build_model", "detect", "find", "flat_weights", "load_split", "register", "scatter", "table"}
+TWICE = {"table"}
 
 
 def public_definitions() -> dict[str, list[str]]:

@@ -18,7 +18,7 @@ from lab_utils import learner_code
 from lab_utils.labs.lab11 import slurm
 from lab_utils.labs.lab11 import lesson as lab11
 
-NO_CLUSTER = slurm.find() is None
+NO_CLUSTER = slurm.find_cluster() is None
 
 
 def notebook_cell(cell_id: str) -> str:
@@ -78,7 +78,7 @@ def test_the_by_hand_job_and_the_clean_up_cell_leave_no_job_file_behind(tmp_path
         import os
         from pathlib import Path
         from lab_utils.labs.lab11 import slurm
-        cluster, timeout_s = slurm.find(), 120
+        cluster, timeout_s = slurm.find_cluster(), 120
         jobs = Path({str(tmp_path / "slurm")!r}); jobs.mkdir()
         by_hand = os.path.relpath(jobs / "hello_by_hand.sbatch")""")
     cells = [setup, notebook_cell("9f3c371e"), notebook_cell("e0069acd"),
@@ -158,7 +158,7 @@ def skip_job(tmp_path, bug: str) -> tuple[int, str]:
     """The notebook's hang demo as a 2-node job in tmp_path: its job id and its script's text."""
     script = skip_script()
     (tmp_path / "skip.py").write_text(script)
-    one_host = slurm.find().one_host
+    one_host = slurm.find_cluster().one_host
     (tmp_path / "skip.sbatch").write_text("\n".join([
         "#!/bin/bash", *lab11.sbatch_lines(job_name="test-skip", nodes=2, ntasks_per_node=1, time=lab11.slurm_time(2),
                                            output=tmp_path / "skip-%j.out"),
@@ -220,7 +220,7 @@ def test_a_dcp_checkpoint_of_2_nodes_resumes_on_1_node_to_the_uninterrupted_run(
                                       "from lab_utils.labs.lab11.lesson import dcp_task\n\ndcp_task(*sys.argv[1:])\n")
     (tmp_path / "dcp.sbatch").write_text(lab11.restart_script(
         tmp_path / "task.py", [tmp_path / "job.pt", tmp_path], attempts=1, nodes=2, time_limit_min=3,
-        output=str(tmp_path / "dcp-%j.out"), one_host=slurm.find().one_host))
+        output=str(tmp_path / "dcp-%j.out"), one_host=slurm.find_cluster().one_host))
     first = slurm.sbatch(tmp_path / "dcp.sbatch")
     second = slurm.sbatch(tmp_path / "dcp.sbatch", "--nodes=1", f"--dependency=afterok:{first}")
     for job_id in (first, second):

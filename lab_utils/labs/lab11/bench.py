@@ -19,7 +19,7 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     Slurm's tasks: the suspected cause of a slower Slurm on one shared machine), interleaved: seconds from
     submission to the first optimizer step, steady steps/s, and the verdicts. Needs a Slurm cluster (`make
     cluster`); without one the result says it was skipped."""
-    found = slurm.find()
+    found = slurm.find_cluster()
     if found is None:
         return {"benchmark": "cluster", "skipped": slurm.SKIPPED}
     worker = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb"), "ddp_worker").function

@@ -92,7 +92,7 @@ def wrong_conf_message(conf: str, said: str) -> str:
             "cluster, or set it to your cluster's slurm.conf")
 
 
-def find() -> Cluster | None:
+def find_cluster() -> Cluster | None:
     """The Slurm cluster `sinfo` reaches, a real one or the course's local one; None when there is none (printing why
     when SLURM_CONF is set and sinfo reaches nothing with it)."""
     if shutil.which("sinfo") is None:
@@ -635,10 +635,3 @@ def resume_step(model, optimizer, batch) -> float:
     optimizer.step()
     optimizer.zero_grad()
     return float(loss.detach())
-
-
-def flat_weights(model) -> list[float]:
-    """Every parameter, flattened into one list."""
-    from ... import tensors
-
-    return tensors.flat_weights(model).tolist()
