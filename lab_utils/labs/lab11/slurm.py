@@ -536,10 +536,10 @@ def task_states(reports: dict) -> dict[int, str]:
 
 def where_table(reports: dict) -> str:
     """Lab 12's table, one row per task (task n is rank n: SLURM_PROCID), and the first call where tasks differ."""
-    from ...launch.where import table
+    from ...launch.where import rank_table
 
     return ("where each task was (task n = rank n; its record of collectives, kept by lab_utils):\n"
-            + table(reports, task_states(reports)).replace("rank |", "task |", 1))
+            + rank_table(reports, task_states(reports)).replace("rank |", "task |", 1))
 
 
 def _stuck(before: dict, now: dict) -> bool:
