@@ -84,7 +84,7 @@ def test_the_by_hand_job_and_the_clean_up_cell_leave_no_job_file_behind(tmp_path
     cells = [setup, notebook_cell("9f3c371e"), notebook_cell("e0069acd"),
              "before = sorted(p.name for p in jobs.iterdir())", notebook_cell("l11-clean")]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    monkeypatch.setenv("PYTHONPATH", str(Path(lab11.__file__).parents[2]))  # the kernel imports this lab_utils
+    monkeypatch.setenv("PYTHONPATH", str(Path(lab11.__file__).parents[3]))  # the kernel imports this lab_utils
     NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     said = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     job = re.search(r"job (\d+) has ended; its output file, by-hand-\1\.out", said).group(1)
@@ -146,12 +146,12 @@ def test_the_table_is_per_task_and_a_stall_needs_two_same_answers():
     assert table.splitlines()[1].startswith("task | state")
     assert re.search(r"^2 +\| no answer", table, re.M)
     assert "rank 0 is in all_reduce #3 at skip.py:19; rank 1 is in barrier #3 at skip.py:20" in table
-    assert slurm._stuck({0: waiting, 1: other}, {0: waiting, 1: other})
-    assert not slurm._stuck({}, {0: waiting, 1: other})  # asked once: no stall yet
+    assert slurm.where._stuck({0: waiting, 1: other}, {0: waiting, 1: other})
+    assert not slurm.where._stuck({}, {0: waiting, 1: other})  # asked once: no stall yet
     moved = dict(other, count=4, calls=[done, dict(call, seq=4)])
-    assert not slurm._stuck({0: waiting, 1: other}, {0: waiting, 1: moved})  # task 1 went on
+    assert not slurm.where._stuck({0: waiting, 1: other}, {0: waiting, 1: moved})  # task 1 went on
     computing = dict(other, calls=[done])  # not in a collective: the task may be computing
-    assert not slurm._stuck({0: waiting, 1: computing}, {0: waiting, 1: computing})
+    assert not slurm.where._stuck({0: waiting, 1: computing}, {0: waiting, 1: computing})
 
 
 def skip_job(tmp_path, bug: str) -> tuple[int, str]:

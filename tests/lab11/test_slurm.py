@@ -269,18 +269,18 @@ def test_waiting_for_a_timed_job_stats_files_and_asks_the_scheduler_rarely(tmp_p
     from submitit.slurm.slurm import SlurmJob
 
     asked = []
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: asked.append(job_id) or [{"JobState": "RUNNING"}])
+    monkeypatch.setattr(slurm.jobs, "job_info", lambda job_id: asked.append(job_id) or [{"JobState": "RUNNING"}])
     job = SlurmJob(folder=str(tmp_path), job_id="7", tasks=(0, 1))
     results = [job.task(i).paths.result_pickle for i in range(2)]
     timer = threading.Timer(0.5, lambda: [p.write_bytes(b"x") for p in results])
     timer.start()
     slurm.wait_for_results(job, timeout=10, check_every=0.2, poll=0.05)
     assert all(p.exists() for p in results) and 1 <= len(asked) <= 3  # every 0.2 s at most, not every poll
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: [{"JobState": "FAILED"}, {"JobState": "COMPLETED"}])
+    monkeypatch.setattr(slurm.jobs, "job_info", lambda job_id: [{"JobState": "FAILED"}, {"JobState": "COMPLETED"}])
     slurm.wait_for_results(SlurmJob(folder=str(tmp_path), job_id="8", tasks=(0,)), timeout=10, check_every=0.1)
     cancelled = []
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: [{"JobState": "PENDING"}])
-    monkeypatch.setattr(slurm, "cancel", cancelled.append)
+    monkeypatch.setattr(slurm.jobs, "job_info", lambda job_id: [{"JobState": "PENDING"}])
+    monkeypatch.setattr(slurm.jobs, "cancel", cancelled.append)
     with pytest.raises(TimeoutError, match="wrote no results within 0.3 s, so it was cancelled"):
         slurm.wait_for_results(SlurmJob(folder=str(tmp_path), job_id="9", tasks=(0,)), timeout=0.3, check_every=0.1)
     assert cancelled == ["9"]
@@ -351,7 +351,7 @@ def test_settled_waits_for_sacct_to_record_the_jobs_own_name(monkeypatch):
             return "5|COMPLETED"
         return next(names)
 
-    monkeypatch.setattr(slurm, "command", fake)
+    monkeypatch.setattr(slurm.sacct, "command", fake)
     assert slurm.settled(["5"], poll=0.01) == {"5": "COMPLETED"}
     with pytest.raises(StopIteration):
         next(names)  # it read the names until the real one came
