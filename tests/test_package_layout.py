@@ -19,9 +19,11 @@ INSTRUCTOR_NAMES = {"gpu_check", "bench", "print_bench"}
 
 
 def learner_modules() -> list[Path]:
-    """lab_utils/*.py and each lab's topic modules (labs/labNN/*.py but its lesson, exercises, bench and GPU check),
-    less __main__.py, the command line's entry point, which hands over to lab_utils.instructor.cli."""
+    """lab_utils/*.py and each lab's topic modules (labs/labNN/*.py but its lesson, exercises, bench and GPU check,
+    and the modules of its topic packages: labs/labNN/*/*.py), less __main__.py, the command line's entry point, which
+    hands over to lab_utils.instructor.cli."""
     topics = [p for p in PACKAGE.glob("labs/lab[0-9][0-9]/*.py") if p.stem not in LAB_ROLES]
+    topics += PACKAGE.glob("labs/lab[0-9][0-9]/*/*.py")
     return sorted([p for p in PACKAGE.glob("*.py") if p.name != "__main__.py"] + topics)
 
 
