@@ -7,17 +7,11 @@ import time
 import warnings
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from . import hardware, measure, tensors
-
-
-def flat_weights(model: nn.Module) -> np.ndarray:
-    """All parameters in one numpy vector."""
-    return tensors.flat_weights(model).numpy()
+from . import hardware, measure
 
 
 def bn_running_mean(model: nn.Module) -> list[float] | None:

@@ -122,7 +122,7 @@ def test_grade_refuses_missing_files_and_runs_a_tiny_batch(tmp_path):
     (tmp_path / "ann.ipynb").write_text("not a notebook")
     args = ("grade", "--lab", "10", str(tmp_path / "ann.ipynb"), "--out", str(tmp_path / "out"))
     result = run(*args)
-    if not machine.detect().complete:  # a machine without bubblewrap: refused, and told how to grade anyway
+    if not machine.detect_isolation().complete:  # a machine without bubblewrap: refused, and told how to grade anyway
         assert result.returncode == 2 and "--unsandboxed" in result.stderr and "bubblewrap" in result.stderr
         result = run(*args, "--unsandboxed")
     assert result.returncode == 0, result.stderr

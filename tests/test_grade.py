@@ -404,7 +404,7 @@ def hostile_submissions(out: Path, tests: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    isolation = machine.detect()
+    isolation = machine.detect_isolation()
     if not isolation.bubblewrap:
         pytest.skip("the hostile-submission suite needs the sandbox: " + isolation.describe())
     SOCKET.parent.mkdir(exist_ok=True)
@@ -802,7 +802,7 @@ def test_a_nan_grade_counts_as_zero_with_a_message():
 
 def test_without_a_sandbox_the_grader_says_what_it_cannot_promise(monkeypatch):
     monkeypatch.setattr(machine.shutil, "which", lambda name: None)
-    isolation = machine.detect()
+    isolation = machine.detect_isolation()
     assert isolation.bubblewrap is None
     text = isolation.describe()
     assert "NOT complete" in text and "bubblewrap is not installed" in text and "apt-get install bubblewrap" in text
@@ -813,7 +813,7 @@ def test_a_bubblewrap_that_fails_is_no_sandbox(monkeypatch, tmp_path):
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setattr(machine.shutil, "which", lambda name: str(fake))
-    isolation = machine.detect()
+    isolation = machine.detect_isolation()
     assert not isolation.complete and "cannot make a sandbox here" in isolation.describe()
 
 
@@ -824,7 +824,7 @@ def test_without_a_sandbox_grading_is_refused_unless_the_risk_is_accepted_and_th
     nbformat.write(notebook(HONEST_IMPORTS, HONEST), tmp_path / "honest_names.ipynb")
     nbformat.write(notebook(STUBS), tmp_path / "stub.ipynb")
     paths = [tmp_path / f"{n}.ipynb" for n in ("correct", "honest_names", "stub")]
-    none = machine.detect(use_bubblewrap=False)
+    none = machine.detect_isolation(use_bubblewrap=False)
     with pytest.raises(grade.SandboxUnavailable, match="--unsandboxed"):
         grade.grade(paths, "10", tmp_path / "out", isolation=none, say=lambda s: None)
     said = []
@@ -861,7 +861,7 @@ def test_the_seccomp_filter_refuses_escapes_and_allows_threads_forks_and_spawn()
 
 def test_a_course_cloned_under_tmp_stays_readable_and_read_only_while_the_rest_of_tmp_is_emptied(tmp_path,
                                                                                                    monkeypatch):
-    isolation = machine.detect()
+    isolation = machine.detect_isolation()
     if not isolation.bubblewrap:
         pytest.skip("no sandbox can be made here: " + isolation.describe())
     course, neighbour, scratch = tmp_path / "course", tmp_path / "classmate.ipynb", tmp_path / "scratch"
@@ -948,7 +948,7 @@ def test_a_cpu_burner_gets_only_its_share_and_a_classmate_beside_it_keeps_full_m
     nbformat.write(notebook(BURNER), tmp_path / "burner.ipynb")
     nbformat.write(notebook(HONEST_IMPORTS, BUSY_CLASSMATE), tmp_path / "classmate.ipynb")
     said = []
-    isolation = machine.detect()
+    isolation = machine.detect_isolation()
     rows = {r.student: r for r in grade.grade([tmp_path / "burner.ipynb", tmp_path / "classmate.ipynb"], "10",
                                                tmp_path / "out", jobs=2, execute_notebooks=False, probe_timeout=3,
                                                unsandboxed=True, isolation=isolation, say=said.append)}
@@ -1170,7 +1170,7 @@ def honest_lab01(tmp_path_factory):
             as_nobody.update(_readable_as_nobody([path for path, _, _ in now]))
         return real_probe(*args, **kwargs)
 
-    isolation = machine.detect()
+    isolation = machine.detect_isolation()
     out = tmp_path_factory.mktemp("honest_graded")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sandboxed_run, "probe", looking_probe)

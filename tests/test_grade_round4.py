@@ -92,7 +92,7 @@ def run_cli(args, *, sandboxed: bool) -> subprocess.CompletedProcess:
     """The grader as an instructor runs it (stdout and stderr are pipes: strict UTF-8 is what a terminal gets)."""
     start = ("from lab_utils.instructor import cli; import sys; sys.exit(cli.main(sys.argv[1:]))" if sandboxed else
              "import functools, sys; from lab_utils.instructor.grading.sandbox import machine; "
-             "machine.detect = functools.partial(machine.detect, use_bubblewrap=False); "
+             "machine.detect_isolation = functools.partial(machine.detect_isolation, use_bubblewrap=False); "
              "from lab_utils.instructor import cli; sys.exit(cli.main(sys.argv[1:]))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHONIOENCODING")}
     env.update(PYTHONPATH=str(ROOT), LC_ALL="C.UTF-8")
@@ -103,8 +103,8 @@ def run_cli(args, *, sandboxed: bool) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module", params=["sandboxed", "unsandboxed"])
 def odd_class(request, tmp_path_factory):
     sandboxed = request.param == "sandboxed"
-    if sandboxed and not machine.detect().complete:
-        pytest.skip("no sandbox here: " + machine.detect().describe())
+    if sandboxed and not machine.detect_isolation().complete:
+        pytest.skip("no sandbox here: " + machine.detect_isolation().describe())
     folder = tmp_path_factory.mktemp("odd")
     paths = class_of_odd_inputs(folder)
     roster = write_roster(tmp_path_factory.mktemp("roster") / "roster.csv",
@@ -368,7 +368,7 @@ def graded_with_tests(tmp_path_factory):
     (tests / "hidden.py").write_text(HIDDEN)
     out = tmp_path_factory.mktemp("graded")
     grade.grade([folder / "qa.ipynb", folder / "qb.ipynb"], "10", out, tests_dir=tests, execute_notebooks=False,
-                isolation=machine.detect(use_bubblewrap=False), unsandboxed=True, say=lambda line: None)
+                isolation=machine.detect_isolation(use_bubblewrap=False), unsandboxed=True, say=lambda line: None)
     return {"folder": folder, "tests": tests, "out": out}
 
 
@@ -381,11 +381,11 @@ def test_a_regrade_with_other_exercises_is_refused_and_says_which_setting(graded
     paths = [g["folder"] / "qa.ipynb", g["folder"] / "qb.ipynb"]
     with pytest.raises(ValueError, match=r"--tests: the folder was graded with hidden\.py .*this run with none"):
         grade.grade(paths, "10", out, regrade="qa", execute_notebooks=False, unsandboxed=True,
-                    isolation=machine.detect(use_bubblewrap=False), say=lambda line: None)
+                    isolation=machine.detect_isolation(use_bubblewrap=False), say=lambda line: None)
     (out / grade.SETTINGS_FILE).unlink()  # a folder graded before settings were recorded: its columns still tell
     with pytest.raises(ValueError, match=r"the exercises: the folder has .*predict_speedup \(instructor test\)"):
         grade.grade(paths, "10", out, regrade="qa", execute_notebooks=False, unsandboxed=True,
-                    isolation=machine.detect(use_bubblewrap=False), say=lambda line: None)
+                    isolation=machine.detect_isolation(use_bubblewrap=False), say=lambda line: None)
     assert (out / "gradebook.csv").read_bytes() == before
 
 
@@ -404,7 +404,7 @@ def test_two_regrades_at_once_on_one_folder_both_land(graded_with_tests, tmp_pat
     def regrade(student):
         try:
             grade.grade(paths, "10", out, tests_dir=g["tests"], regrade=student, execute_notebooks=False,
-                        unsandboxed=True, isolation=machine.detect(use_bubblewrap=False), say=said.append)
+                        unsandboxed=True, isolation=machine.detect_isolation(use_bubblewrap=False), say=said.append)
         except Exception as exc:  # noqa: BLE001  (reported below)
             errors.append(exc)
 

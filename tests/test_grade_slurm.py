@@ -13,7 +13,7 @@ from lab_utils.instructor.grading import grade
 from lab_utils.instructor.grading.sandbox import machine
 from test_grade import HONEST, HONEST_IMPORTS, PREDICT, SERIAL, SPEEDUP, STUBS, notebook
 
-pytestmark = pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+pytestmark = pytest.mark.skipif(slurm.find_cluster() is None, reason=slurm.SKIPPED)
 
 
 def submissions(folder):
@@ -40,7 +40,7 @@ def summary(rows):
 
 @pytest.mark.slow
 def test_grading_on_slurm_gives_the_local_gradebook(tmp_path):
-    if not machine.detect().complete:
+    if not machine.detect_isolation().complete:
         pytest.skip("no sandbox on this machine")
     paths = submissions(tmp_path)
     said = []
@@ -70,7 +70,7 @@ def _kill_first_task_once(seen):
 
 @pytest.mark.slow
 def test_a_task_killed_mid_run_is_retried_once_and_a_lost_one_still_gets_a_row(tmp_path):
-    if not machine.detect().complete:
+    if not machine.detect_isolation().complete:
         pytest.skip("no sandbox on this machine")
     nb = notebook(SPEEDUP, SERIAL, PREDICT)
     nb.cells.append(new_code_cell("import time\ntime.sleep(3)"))  # long enough to be killed while it runs

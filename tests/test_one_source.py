@@ -245,8 +245,6 @@ def test_the_replacing_functions_are_lessons(worker):
 # names every module of a kind defines, by design: a benchmark's bench and print_bench, a GPU check's gpu_check, a
 # script's main, a service's up, down and refusal (the local Slurm cluster, the classroom hub)
 PROTOCOL = {"bench", "print_bench", "gpu_check", "main", "up", "down", "refusal"}
-# public names still defined in two modules (issue 47, item 2), each to get one home; the list may only shrink
-TWICE = {"build_model", "detect", "find", "flat_weights", "load_split", "register", "scatter", "table"}
 
 
 def public_definitions() -> dict[str, list[str]]:
@@ -265,7 +263,5 @@ def public_definitions() -> dict[str, list[str]]:
 
 def test_no_public_name_is_defined_twice_in_lab_utils():
     twice = {name: where for name, where in public_definitions().items() if len(where) > 1 and name not in PROTOCOL}
-    new = {name: where for name, where in twice.items() if name not in TWICE}
-    assert new == {}, ("a public name defined in two modules of lab_utils: give the idea one home (import it from "
-                       "there) or a name that says how the two differ")
-    assert sorted(TWICE - set(twice)) == [], "these names have one home now: take them off TWICE"
+    assert twice == {}, ("a public name defined in two modules of lab_utils: give the idea one home (import it from "
+                         "there) or a name that says how the two differ")

@@ -19,9 +19,11 @@ INSTRUCTOR_NAMES = {"gpu_check", "bench", "print_bench"}
 
 
 def learner_modules() -> list[Path]:
-    """lab_utils/*.py and each lab's topic modules (labs/labNN/*.py but its lesson, exercises, bench and GPU check),
-    less __main__.py, the command line's entry point, which hands over to lab_utils.instructor.cli."""
+    """lab_utils/*.py and each lab's topic modules (labs/labNN/*.py but its lesson, exercises, bench and GPU check,
+    and the modules of its topic packages: labs/labNN/*/*.py), less __main__.py, the command line's entry point, which
+    hands over to lab_utils.instructor.cli."""
     topics = [p for p in PACKAGE.glob("labs/lab[0-9][0-9]/*.py") if p.stem not in LAB_ROLES]
+    topics += PACKAGE.glob("labs/lab[0-9][0-9]/*/*.py")
     return sorted([p for p in PACKAGE.glob("*.py") if p.name != "__main__.py"] + topics)
 
 
@@ -285,8 +287,7 @@ def test_benchmarks_and_gpu_checks_are_registered_as_functions():
     assert [c.lab for c in gpu_registry.CHECKS] == [f"{n:02d}" for n in range(1, 10)]
     assert all(c.run.__name__ == "gpu_check" and c.run.__module__ == f"lab_utils.labs.lab{c.lab}.gpu_check"
                for c in gpu_registry.CHECKS)
-    assert all(b.measure.__module__ in (f"lab_utils.labs.lab{b.lab}.bench", "lab_utils.instructor.bench.training")
-               for b in BENCHES.values())
+    assert all(b.measure.__module__ == f"lab_utils.labs.lab{b.lab}.bench" for b in BENCHES.values())
     assert not hasattr(gpu_registry, "RUN_ONE")
 
 

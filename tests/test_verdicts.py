@@ -217,7 +217,7 @@ def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
     tight = [1.0, 0.99, 1.01, 1.0, 0.995]
     assert measure.decide(tight, claim="c", expected="e", no_worse_than=0.10).notes == ""  # resolvable: as claimed
     barely = [0.966, 1.0, 1.035, 1.0, 0.99]  # 3 x their scatter is 10.3 %: as claimed, not "10 % and more, not 10 %"
-    assert measure.scatter(barely) * measure.RESOLVE > 0.10
+    assert measure.ratio_scatter(barely) * measure.RESOLVE > 0.10
     kept = measure.decide(barely, claim="c", expected="e", no_worse_than=0.10)
     assert kept.notes == "" and kept.holds_from == pytest.approx(1 / 1.10)
     noisy = [0.91, 0.97, 1.07, 0.99, 0.95]  # scatter (1.07 - 0.91) / 2 / 0.97 = 8 %: it can tell 25 %, not 10 %
@@ -241,9 +241,9 @@ def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
     assert worse.verdict == measure.REVERSED  # twice as slow is beyond any tolerance these pairs could resolve
 
 
-def test_scatter_is_half_the_pairs_range_over_their_median():
-    assert measure.scatter([1.0, 1.0, 1.0, 1.0, 1.0]) == 0.0
-    assert measure.scatter([0.9, 1.0, 1.1, 1.0, 1.0]) == pytest.approx(0.1)
+def test_ratio_scatter_is_half_the_pairs_range_over_their_median():
+    assert measure.ratio_scatter([1.0, 1.0, 1.0, 1.0, 1.0]) == 0.0
+    assert measure.ratio_scatter([0.9, 1.0, 1.1, 1.0, 1.0]) == pytest.approx(0.1)
 
 
 # --- issue 46: a CPU quota or a busy machine decides 'cannot be seen here', with its reason and its conditions -----

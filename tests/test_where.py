@@ -18,7 +18,7 @@ def test_the_first_difference_names_different_collectives_at_the_same_number():
     done = [call(1, "all_reduce"), call(2, "all_reduce")]
     reports = {0: {"calls": done + [call(3, "all_reduce", "in progress", line=5)], "count": 3},
                1: {"calls": done + [call(3, "barrier", "in progress", (), line=9)], "count": 3}}
-    text = where.table(reports, {0: "running", 1: "running"})
+    text = where.rank_table(reports, {0: "running", 1: "running"})
     assert "rank 0 is in all_reduce #3 at tests/x.py:5; rank 1 is in barrier #3 at tests/x.py:9" in text
     assert text.endswith("the ranks called different collectives")
     assert "0 | in a collective | all_reduce #3 [4] float32 | tests/x.py:5 | all_reduce #2 [4] float32" in " ".join(

@@ -21,7 +21,7 @@ def cmd_info(args) -> int:
 def cmd_labs(args) -> int:
     from . import labs
 
-    chosen = [labs.find(n) for n in args.labs.split(",")] if args.labs else labs.all_labs()
+    chosen = [labs.find_lab(n) for n in args.labs.split(",")] if args.labs else labs.all_labs()
     print("\n\n".join(lab.describe() for lab in chosen))
     return 0
 
@@ -100,7 +100,7 @@ def cmd_gpu_check(args) -> int:
 
     only = None
     if args.labs:
-        only = {labs.find(n).number for n in args.labs.split(",")}
+        only = {labs.find_lab(n).number for n in args.labs.split(",")}
         without = sorted(n for n in only if labs.declared(n).gpu_check is None)
         if without:
             raise ValueError(f"lab(s) {', '.join(without)} declare no GPU check; labs with one: "

@@ -162,7 +162,7 @@ def all_labs(root: Path = ROOT) -> list[Lab]:
     return [Lab(path.name[:2], path, root) for path in solution_notebooks(root / "solutions")]
 
 
-def find(number, root: Path = ROOT) -> Lab:
+def find_lab(number, root: Path = ROOT) -> Lab:
     """Lab `number` ("9", "09" or 9); ValueError naming the course's labs when there is none."""
     wanted = str(number).strip().zfill(2)
     labs = {lab.number: lab for lab in all_labs(root)}

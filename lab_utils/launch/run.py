@@ -15,7 +15,7 @@ from .errors import RankError, describe_exit, hint_for
 from .record import ASK
 from .rank import rank_main, started_at
 from .start import context
-from .where import table
+from .where import rank_table
 
 EXIT_GRACE_S = 2.0  # how long a rank that exited may take to deliver its result
 ERROR_GRACE_S = 0.5  # after a first error, how long to collect the other ranks' errors
@@ -131,7 +131,7 @@ class _TimedOutCalls:
         if waiting and time.monotonic() - self.asked_at <= ASK_S:
             return
         states = _states(len(self.processes), values, errors, self.processes)
-        text = table(self.reports, {r: self.reports[r].get("ended") or "gave up" if r in self.askers else s
+        text = rank_table(self.reports, {r: self.reports[r].get("ended") or "gave up" if r in self.askers else s
                                     for r, s in states.items()})
         for rank in self.askers:
             with contextlib.suppress(OSError, ValueError):  # the rank is gone: nobody to tell
@@ -194,7 +194,7 @@ def _collect(processes, results, started, world_size, timeout, n_jobs, answer_to
                                     "traceback, if any, went to the console that started Python")
                 raise RankError(rank, f"the process {describe_exit(p.exitcode)} without raising a Python exception "
                                 "(os._exit, a crash in native code, the out-of-memory killer, or a kill by hand)")
-    where = table(reports, _states(world_size, values, errors, processes)) if asked_at is not None else ""
+    where = rank_table(reports, _states(world_size, values, errors, processes)) if asked_at is not None else ""
     if errors:
         # the rank whose own code failed first explains more than a peer that lost its connection to it
         rank, message, tb, job = min(errors, key=lambda e: (0 if "Can't get attribute" in e[2] else 1,

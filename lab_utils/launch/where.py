@@ -120,7 +120,7 @@ def first_difference(reports: dict, states: dict | None = None) -> str:
     return ""
 
 
-def table(reports: dict, states: dict) -> str:
+def rank_table(reports: dict, states: dict) -> str:
     """rank | state | the collective it waits in | the learner's line | its last completed collective; then the
     first difference. reports: rank -> the rank's snapshot (or None when it did not answer)."""
     rows = [("rank", "state", "waits in", "learner's line", "last completed")]

@@ -59,7 +59,7 @@ def ratio_range(ratios, confidence: float = CONFIDENCE) -> tuple[float, float, f
     return ordered[k - 1], ordered[n - k], 1 - 2 * _binomial_tail(k - 1, n)
 
 
-def scatter(ratios, confidence: float = CONFIDENCE) -> float:
+def ratio_scatter(ratios, confidence: float = CONFIDENCE) -> float:
     """How far paired ratios scatter: half their ratio_range over their median (0.08: +-8 %); an effect smaller than
     RESOLVE times this cannot be told apart from these pairs."""
     low, high, _ = ratio_range(ratios, confidence)
@@ -133,7 +133,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     # orders of it), not that A wins; a win counts as holding. A tolerance smaller than RESOLVE x the pairs' own
     # scatter cannot be told apart here: the claim is restated as the tolerance these pairs can resolve, and says so
     if len(ratios) >= MIN_PAIRS and no_worse_than is not None:
-        spread_of_pairs = scatter(ratios, confidence)
+        spread_of_pairs = ratio_scatter(ratios, confidence)
         tolerance = max(no_worse_than, RESOLVE * spread_of_pairs)
         if f"{tolerance:.0%}" == f"{no_worse_than:.0%}":  # a restatement that reads "10 %, not 10 %" restates nothing
             tolerance = no_worse_than

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
-from lab_utils import data, ddp, spec
+from lab_utils import data, ddp, spec, tensors
 from lab_utils.launch import launch, launch_jobs, process_group
 from lab_utils.labs.lab03.lesson import DDPConfig, ddp_worker
 from lab_utils.train import train_step
@@ -33,7 +33,7 @@ def one_process(cfg, world_size):
         sampler.set_epoch(epoch)
         for x, y in DataLoader(train_set, batch_size=cfg.per_rank_batch * world_size, sampler=sampler, drop_last=True):
             train_step(model, x, y, optimizer)
-    return ddp.flat_weights(model)
+    return tensors.flat_weights(model).numpy()
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_the_lessons_worker_equals_one_process_on_the_global_batch(runs):
 
 
 def test_summed_gradients_move_further_than_averaged_ones(runs):
-    start = ddp.flat_weights(spec.build_torch(CFG.layers, (1, 8, 8), seed=CFG.seed))
+    start = tensors.flat_weights(spec.build_torch(CFG.layers, (1, 8, 8), seed=CFG.seed)).numpy()
     summed, averaged = (np.linalg.norm(r[0]["weights"] - start) for r in (runs[1], runs[2]))
     assert summed > 1.3 * averaged
 
@@ -127,7 +127,7 @@ def test_checkpoint_keys_and_running_mean():
     assert list(ddp.strip_module_prefix(prefixed)) == list(model.state_dict())
     fresh = spec.build_torch(spec.with_batchnorm(spec.cnn2d_2layer_fullconnected_2layer()), (1, 8, 8), seed=1)
     fresh.load_state_dict(ddp.strip_module_prefix(prefixed))
-    assert np.array_equal(ddp.flat_weights(fresh), ddp.flat_weights(model))
+    assert np.array_equal(tensors.flat_weights(fresh), tensors.flat_weights(model))
     assert ddp.bn_running_mean(model) == [0.0] * 16
     assert ddp.bn_running_mean(spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8))) is None
 

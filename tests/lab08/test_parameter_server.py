@@ -155,7 +155,7 @@ def silent_worker_job(rank, world_size, cfg):
     dist.init_process_group("gloo", timeout=timedelta(seconds=30))
     if rank == 0:
         return serve(world_size - 1, cfg)
-    dist.recv(torch.empty(1 + sum(p.numel() for p in A.build_model(A.load_split()).parameters())), src=0)
+    dist.recv(torch.empty(1 + sum(p.numel() for p in A.build_model(A.dataset_split()).parameters())), src=0)
     time.sleep(30)
 
 
@@ -180,7 +180,7 @@ def test_straggle_sleeps_the_extra_time():
 
 
 def test_worker_batches_are_disjoint_shards_and_the_global_batch_is_them_in_rank_order():
-    split = A.load_split()
+    split = A.dataset_split()
     x1, y1 = A.worker_batch(split, 1, 2, 0, 8)
     x2, y2 = A.worker_batch(split, 2, 2, 0, 8)
     xg, yg = A.global_batch(split, 2, 0, 8)
@@ -219,7 +219,7 @@ def hogwild_worker(rank, world_size, cfg):
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=30))
     model, progress = A.shared("model"), A.shared("progress")
-    split = A.load_split()
+    split = A.dataset_split()
     if rank:
         optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr / (world_size - 1))
     dist.barrier()
@@ -242,7 +242,7 @@ def hogwild_worker(rank, world_size, cfg):
 
 
 def test_hogwild_processes_train_the_shared_model_and_the_watcher_records_it():
-    split = A.load_split()
+    split = A.dataset_split()
     model = A.build_model(split, seed=0)
     model.share_memory()
     progress = torch.zeros(2, dtype=torch.int64).share_memory_()

@@ -30,7 +30,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def small():
     """A small wide-head model on 8x8 images, and its request images."""
-    return serving.build_model(64, SHAPE, seed=1), serving.request_images(32, SHAPE, seed=1)
+    return serving.wide_head_model(64, SHAPE, seed=1), serving.request_images(32, SHAPE, seed=1)
 
 
 def outputs_match(run, model, images) -> bool:
@@ -165,7 +165,7 @@ def test_two_model_workers_answer_like_the_model(small):
     """Lab 09's serving_job (lab_utils.labs.lab09.lesson): rank 0 batches, ranks 1 and 2 run the model."""
     rank0 = bench_serving.pool_run(width=64, image_side=8, seed=1, requests=200, rounds=1, timeout_s=120)
     assert all(len(rank0[name]) == 1 and rank0[name][0].answered == 200 for name in ("1 worker", "2 workers"))
-    model = serving.build_model(64, SHAPE, seed=1)
+    model = serving.wide_head_model(64, SHAPE, seed=1)
     images = serving.request_images(256, SHAPE, seed=1)
     with torch.inference_mode():
         expected = model(images[torch.tensor(rank0["ids"]) % len(images)])
@@ -211,7 +211,7 @@ def test_fresh_compile_cache_is_a_new_folder_removed_afterwards():
 @pytest.mark.slow
 @pytest.mark.skipif(serving.compile_unavailable() is not None, reason="torch.compile needs a C++ compiler")
 def test_compile_counts_tell_code_generated_from_code_loaded_from_the_disk_cache():
-    model, x = serving.build_model(16, (1, 8, 8)), torch.zeros(2, 1, 8, 8)
+    model, x = serving.wide_head_model(16, (1, 8, 8)), torch.zeros(2, 1, 8, 8)
 
     def compiled_call():
         before = serving.compile_counts()

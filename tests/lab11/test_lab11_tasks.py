@@ -18,7 +18,7 @@ from lab_utils import learner_code
 from lab_utils.labs.lab11 import slurm
 from lab_utils.labs.lab11 import lesson as lab11
 
-NO_CLUSTER = slurm.find() is None
+NO_CLUSTER = slurm.find_cluster() is None
 
 
 def notebook_cell(cell_id: str) -> str:
@@ -78,13 +78,13 @@ def test_the_by_hand_job_and_the_clean_up_cell_leave_no_job_file_behind(tmp_path
         import os
         from pathlib import Path
         from lab_utils.labs.lab11 import slurm
-        cluster, timeout_s = slurm.find(), 120
+        cluster, timeout_s = slurm.find_cluster(), 120
         jobs = Path({str(tmp_path / "slurm")!r}); jobs.mkdir()
         by_hand = os.path.relpath(jobs / "hello_by_hand.sbatch")""")
     cells = [setup, notebook_cell("9f3c371e"), notebook_cell("e0069acd"),
              "before = sorted(p.name for p in jobs.iterdir())", notebook_cell("l11-clean")]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    monkeypatch.setenv("PYTHONPATH", str(Path(lab11.__file__).parents[2]))  # the kernel imports this lab_utils
+    monkeypatch.setenv("PYTHONPATH", str(Path(lab11.__file__).parents[3]))  # the kernel imports this lab_utils
     NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     said = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     job = re.search(r"job (\d+) has ended; its output file, by-hand-\1\.out", said).group(1)
@@ -146,19 +146,19 @@ def test_the_table_is_per_task_and_a_stall_needs_two_same_answers():
     assert table.splitlines()[1].startswith("task | state")
     assert re.search(r"^2 +\| no answer", table, re.M)
     assert "rank 0 is in all_reduce #3 at skip.py:19; rank 1 is in barrier #3 at skip.py:20" in table
-    assert slurm._stuck({0: waiting, 1: other}, {0: waiting, 1: other})
-    assert not slurm._stuck({}, {0: waiting, 1: other})  # asked once: no stall yet
+    assert slurm.where._stuck({0: waiting, 1: other}, {0: waiting, 1: other})
+    assert not slurm.where._stuck({}, {0: waiting, 1: other})  # asked once: no stall yet
     moved = dict(other, count=4, calls=[done, dict(call, seq=4)])
-    assert not slurm._stuck({0: waiting, 1: other}, {0: waiting, 1: moved})  # task 1 went on
+    assert not slurm.where._stuck({0: waiting, 1: other}, {0: waiting, 1: moved})  # task 1 went on
     computing = dict(other, calls=[done])  # not in a collective: the task may be computing
-    assert not slurm._stuck({0: waiting, 1: computing}, {0: waiting, 1: computing})
+    assert not slurm.where._stuck({0: waiting, 1: computing}, {0: waiting, 1: computing})
 
 
 def skip_job(tmp_path, bug: str) -> tuple[int, str]:
     """The notebook's hang demo as a 2-node job in tmp_path: its job id and its script's text."""
     script = skip_script()
     (tmp_path / "skip.py").write_text(script)
-    one_host = slurm.find().one_host
+    one_host = slurm.find_cluster().one_host
     (tmp_path / "skip.sbatch").write_text("\n".join([
         "#!/bin/bash", *lab11.sbatch_lines(job_name="test-skip", nodes=2, ntasks_per_node=1, time=lab11.slurm_time(2),
                                            output=tmp_path / "skip-%j.out"),
@@ -220,7 +220,7 @@ def test_a_dcp_checkpoint_of_2_nodes_resumes_on_1_node_to_the_uninterrupted_run(
                                       "from lab_utils.labs.lab11.lesson import dcp_task\n\ndcp_task(*sys.argv[1:])\n")
     (tmp_path / "dcp.sbatch").write_text(lab11.restart_script(
         tmp_path / "task.py", [tmp_path / "job.pt", tmp_path], attempts=1, nodes=2, time_limit_min=3,
-        output=str(tmp_path / "dcp-%j.out"), one_host=slurm.find().one_host))
+        output=str(tmp_path / "dcp-%j.out"), one_host=slurm.find_cluster().one_host))
     first = slurm.sbatch(tmp_path / "dcp.sbatch")
     second = slurm.sbatch(tmp_path / "dcp.sbatch", "--nodes=1", f"--dependency=afterok:{first}")
     for job_id in (first, second):

@@ -99,7 +99,7 @@ def test_a_task_leaves_no_port_file_behind(tmp_path, monkeypatch):
 
 def test_no_slurm_here_gives_none(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo
-    assert slurm.find() is None
+    assert slurm.find_cluster() is None
     assert slurm.SKIPPED == "skipped: no Slurm here (make cluster needs root; on a cluster, run this lab there)"
 
 
@@ -109,7 +109,7 @@ def test_a_wrong_slurm_conf_is_named_instead_of_no_slurm_here(monkeypatch, tmp_p
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere.conf"))
-    assert slurm.find() is None
+    assert slurm.find_cluster() is None
     said = capsys.readouterr().out
     assert "SLURM_CONF is set to" in said and "nowhere.conf (no such file)" in said and "unable to read" in said, said
     assert "Unset it" in said
@@ -225,7 +225,7 @@ def test_a_killed_rank_resumes_from_the_checkpoint_to_the_uninterrupted_weights(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+@pytest.mark.skipif(slurm.find_cluster() is None, reason=slurm.SKIPPED)
 def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_weights(tmp_path):
     """For real on the cluster (`make cluster`): one job, a task killed, the second srun step resumes; equal weights."""
     import inspect
@@ -241,7 +241,7 @@ def test_the_fault_job_on_slurm_resumes_in_a_fresh_step_to_the_uninterrupted_wei
             "    slurm.exit_now()\n")
     (tmp_path / "resumable.py").write_text(imports + "\n\n" + source + "\n\n" + inspect.getsource(lab11.ranks_from_slurm) + main)
     cfg = fault_cfg(tmp_path)
-    cluster = slurm.find()
+    cluster = slurm.find_cluster()
     script = lab11.restart_script(tmp_path / "resumable.py", [json.dumps(cfg)], nodes=2, time_limit_min=3,
                                   output=str(tmp_path / "job.out"), one_host=cluster.one_host)
     (tmp_path / "job.sbatch").write_text(script)
@@ -269,18 +269,18 @@ def test_waiting_for_a_timed_job_stats_files_and_asks_the_scheduler_rarely(tmp_p
     from submitit.slurm.slurm import SlurmJob
 
     asked = []
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: asked.append(job_id) or [{"JobState": "RUNNING"}])
+    monkeypatch.setattr(slurm.jobs, "job_info", lambda job_id: asked.append(job_id) or [{"JobState": "RUNNING"}])
     job = SlurmJob(folder=str(tmp_path), job_id="7", tasks=(0, 1))
     results = [job.task(i).paths.result_pickle for i in range(2)]
     timer = threading.Timer(0.5, lambda: [p.write_bytes(b"x") for p in results])
     timer.start()
     slurm.wait_for_results(job, timeout=10, check_every=0.2, poll=0.05)
     assert all(p.exists() for p in results) and 1 <= len(asked) <= 3  # every 0.2 s at most, not every poll
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: [{"JobState": "FAILED"}, {"JobState": "COMPLETED"}])
+    monkeypatch.setattr(slurm.jobs, "job_info", lambda job_id: [{"JobState": "FAILED"}, {"JobState": "COMPLETED"}])
     slurm.wait_for_results(SlurmJob(folder=str(tmp_path), job_id="8", tasks=(0,)), timeout=10, check_every=0.1)
     cancelled = []
-    monkeypatch.setattr(slurm, "job_info", lambda job_id: [{"JobState": "PENDING"}])
-    monkeypatch.setattr(slurm, "cancel", cancelled.append)
+    monkeypatch.setattr(slurm.jobs, "job_info", lambda job_id: [{"JobState": "PENDING"}])
+    monkeypatch.setattr(slurm.jobs, "cancel", cancelled.append)
     with pytest.raises(TimeoutError, match="wrote no results within 0.3 s, so it was cancelled"):
         slurm.wait_for_results(SlurmJob(folder=str(tmp_path), job_id="9", tasks=(0,)), timeout=0.3, check_every=0.1)
     assert cancelled == ["9"]
@@ -288,14 +288,14 @@ def test_waiting_for_a_timed_job_stats_files_and_asks_the_scheduler_rarely(tmp_p
 
 @pytest.mark.slow
 def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypatch, tmp_path):
-    from lab_utils.instructor.bench import training
+    from lab_utils.labs.lab11 import bench
 
     with monkeypatch.context() as m:
-        m.setattr(slurm, "find", lambda: None)
-        assert training.cluster(repeats=1) == {"benchmark": "cluster", "skipped": slurm.SKIPPED}
-    if slurm.find() is None:
+        m.setattr(slurm, "find_cluster", lambda: None)
+        assert bench.cluster(repeats=1) == {"benchmark": "cluster", "skipped": slurm.SKIPPED}
+    if slurm.find_cluster() is None:
         pytest.skip("no Slurm cluster here (make cluster): the measuring half needs one")
-    figures = training.cluster(repeats=1, steps=4)
+    figures = bench.cluster(repeats=1, steps=4)
     assert figures["steps"] == 4 and len(figures["slurm_steps_per_s_runs"]) == 1
     assert len(figures["own_session_steps_per_s_runs"]) == 1 and len(figures["verdicts"]) == 3
     assert all(v["verdict"] == "not distinguishable here" for v in figures["verdicts"])  # one pair decides nothing
@@ -328,7 +328,7 @@ def test_waiting_for_a_job_file_and_its_number(tmp_path):
         slurm.wait_for_file(path, 0.3, at_least=100)
 
 
-@pytest.mark.skipif(slurm.find() is None, reason=slurm.SKIPPED)
+@pytest.mark.skipif(slurm.find_cluster() is None, reason=slurm.SKIPPED)
 def test_sacct_reads_the_cluster_records_or_says_why_not():
     reason = slurm.accounting()
     if reason is not None:
@@ -351,7 +351,7 @@ def test_settled_waits_for_sacct_to_record_the_jobs_own_name(monkeypatch):
             return "5|COMPLETED"
         return next(names)
 
-    monkeypatch.setattr(slurm, "command", fake)
+    monkeypatch.setattr(slurm.sacct, "command", fake)
     assert slurm.settled(["5"], poll=0.01) == {"5": "COMPLETED"}
     with pytest.raises(StopIteration):
         next(names)  # it read the names until the real one came

@@ -1,3 +1,3 @@
 """`python -m lab_utils bench NAME`: each benchmark is a function that measures and one that prints the result (the
-JSON line last), registered by the function objects themselves in registry.py. A lab's own benchmark lives in its
-folder (lab_utils/labs/labNN/bench.py); training.py holds the benchmarks of labs 01, 03, 05 and 11 run side by side."""
+JSON line last), registered by the function objects themselves in registry.py. A lab's benchmarks live in its folder
+(lab_utils/labs/labNN/bench.py)."""

@@ -149,7 +149,7 @@ def grant(db: Database) -> None:
             f"GRANT ALL ON {DATABASE}.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;")
 
 
-def register(env: dict, cluster_name: str, users, say=print) -> None:
+def register_accounts(env: dict, cluster_name: str, users, say=print) -> None:
     """The cluster, the course's account with `users`, and the QOS of lab 11's pending demo (sacctmgr, idempotent)."""
     def sacctmgr(*args):
         done = subprocess.run([program("sacctmgr") or "sacctmgr", "-i", *args], capture_output=True, text=True, timeout=30, env=env)

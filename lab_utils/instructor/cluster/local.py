@@ -346,7 +346,7 @@ def _up(lay: Layout, timeout: float, say, accounting: bool) -> Layout:
     if dbd_port:
         marker = database.Database(lay.root).ready_marker
         if not marker.exists():
-            database.register(client_env(lay), "lab", _users(), say=say)
+            database.register_accounts(client_env(lay), "lab", _users(), say=say)
             marker.write_text("the cluster, its account and QOS are in the database\n")
     _start([_program("slurmctld"), "-f", str(lay.conf), "-i"], lay, "slurmctld", "slurmctld")
     for node in NODES:

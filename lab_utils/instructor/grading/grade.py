@@ -33,7 +33,7 @@ from .gradebook import ExerciseScore, Graded
 from .sandbox.bubblewrap import mounted_folders
 from .sandbox.host import remove_tree
 from .sandbox.isolation import Isolation, Limits
-from .sandbox.machine import detect
+from .sandbox.machine import detect_isolation
 from ..labs import declared as declared_by
 from .sandboxed_run import PROBE_TIMEOUT_S, run_job
 from .submission_reader import MAX_NOTEBOOK_BYTES, MAX_OUTPUT_CHARS  # noqa: F401  (the limits, where tests look)
@@ -113,7 +113,7 @@ def missing_here(need: str) -> str:
         elif need == "slurm":
             from ...labs.lab11 import slurm
 
-            _MACHINE[need] = "" if slurm.find() is not None else \
+            _MACHINE[need] = "" if slurm.find_cluster() is not None else \
                 "it needs a Slurm cluster, and none answers here"
         else:
             _MACHINE[need] = f"it needs {need!r}, which the grader does not know how to provide"
@@ -322,7 +322,7 @@ def grade(paths, lab: str, out_dir, *, tests_dir=None, timeout: float = 600.0, c
         earlier_names = [r.student for r in gradebook.read_rows(out_dir)] if regrade is not None else []
         gradebook.check_roster(roster_rows, column, {*stems, *earlier_names}, declared=roster_column is not None)
     _import_references(chosen)
-    isolation = isolation or detect()
+    isolation = isolation or detect_isolation()
     say(isolation.describe())
     if not isolation.complete and not unsandboxed:
         raise SandboxUnavailable("no sandbox can be made on this machine, so a submission could read the instructor "

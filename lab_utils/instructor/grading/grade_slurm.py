@@ -21,7 +21,7 @@ from pathlib import Path
 from ...labs.lab11 import slurm
 from .sandbox.host import remove_tree
 from .sandbox.isolation import Limits
-from .sandbox.machine import detect
+from .sandbox.machine import detect_isolation
 from .sandboxed_run import run_job
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,7 +55,7 @@ def array_script(folder: Path, indices: list[int], *, partition: str | None, tim
 def run_on_slurm(jobs: list[dict], folder: Path, *, partition: str | None = None, timeout: float = 3600.0,
                  retries: int = 1, unsandboxed: bool = False, say=print, on_submit=None) -> list[dict | None]:
     """Run every job as one array task; the results in order (None: lost, after `retries` more tries)."""
-    if slurm.find() is None:
+    if slurm.find_cluster() is None:
         raise RuntimeError(slurm.SKIPPED.replace("skipped: ", "grade --slurm: "))
     folder.mkdir(parents=True, exist_ok=True)
     for i, job in enumerate(jobs):
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
     """One array task: run job INDEX in a sandbox on this node, write its result beside it."""
     folder, index = Path(argv[0]), int(argv[1])
     job = json.loads((folder / f"job-{index}.json").read_text())
-    isolation = detect()
+    isolation = detect_isolation()
     if not isolation.complete and not job.get("unsandboxed"):
         print("grade --slurm: no sandbox can be made on this node:", isolation.describe(), file=sys.stderr)
         return 3

@@ -6,8 +6,8 @@ its benchmarks ("module.function", imported only when run) and its GPU check."""
 
 TEST_SIZE = {"timing_steps": 3}
 BENCHMARKS = (
-    dict(name="overhead", measure="lab_utils.instructor.bench.training.overhead",
-         show="lab_utils.instructor.bench.training.print_overhead", options=("samples",), repeats=15),
+    dict(name="overhead", measure="lab_utils.labs.lab01.bench.overhead",
+         show="lab_utils.labs.lab01.bench.print_overhead", options=("samples",), repeats=15),
     dict(name="classmates", measure="lab_utils.labs.lab01.bench.measure_classmates",
          show="lab_utils.labs.lab01.bench.show_classmates", options=("steps",), repeats=3),
 )

@@ -1,5 +1,6 @@
-"""Labs 01 and 03 quiet and beside a classmate (a child process spinning on one core), interleaved: how much slower
-each runs beside it (the course's target: at most 2x)."""
+"""Lab 01's benchmarks: what lab_utils' training loop costs against a plain PyTorch loop (overhead), and labs 01 and
+03 quiet and beside a classmate (a process spinning on one core), interleaved: how much slower each runs beside it
+(the course's target: at most 2x)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,14 +14,58 @@ import time
 from dataclasses import replace
 
 import torch
+import torch.nn.functional as F
 
 from ... import conditions, data, measure, spec, train
+from ...launch import launch
 from ..lab03.lesson import DDPConfig, ddp_worker
 
 TARGET = 2.0  # beside one busy core, a lab may take at most this many times its quiet time
 BURNER_LIMIT_S = 900  # the burner ends by itself after this long, whatever happens to this process
 SPIN = "import time\nend = time.time() + {limit}\nwhile time.time() < end:\n    pass"
 QUIET, BESIDE = "quiet", "beside a burner"
+
+
+def _plain_epoch(model, loader, optimizer) -> None:
+    """The hand-written PyTorch loop the helper is compared with."""
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+
+def _helper_epoch(model, loader, optimizer) -> None:
+    """One epoch through lab_utils.train.fit (progress bar off, no evaluation)."""
+    train.fit(model, loader, epochs=1, optimizer=optimizer, progress=False)
+
+
+def overhead(*, samples: int = 4096, batch_size: int = 64, repeats: int = 15, seed: int = 0) -> dict:
+    """Samples/s of lab_utils' loop vs a plain loop on the same model, data and steps."""
+    split = data.synthetic_split(samples, 1, image_shape=(1, 28, 28), seed=seed)
+    loader = data.make_loader(data.to_dataset(split.x_train, split.y_train), batch_size, seed=seed)
+    model_spec = spec.cnn2d_2layer_fullconnected_2layer()
+    loops = {"plain": _plain_epoch, "lab_utils": _helper_epoch}
+    models = {name: spec.build_torch(model_spec, (1, 28, 28), seed=seed) for name in loops}
+    optimizers = {name: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for name, m in models.items()}
+    timings = measure.time_interleaved(
+        {name: (lambda name=name: loop(models[name], loader, optimizers[name])) for name, loop in loops.items()},
+        warmup=1, repeats=repeats)
+    rate = {name: measure.samples_per_second(samples, t.median) for name, t in timings.items()}
+    return {"benchmark": "overhead", "samples_per_epoch": samples, "batch_size": batch_size, "repeats": repeats,
+            "threads": torch.get_num_threads(), "plain_samples_per_s": round(rate["plain"], 1),
+            "lab_utils_samples_per_s": round(rate["lab_utils"], 1),
+            "ratio": round(rate["lab_utils"] / rate["plain"], 4)}
+
+
+def print_overhead(result: dict) -> None:
+    """The table, then the JSON line (last line of output)."""
+    print(f"{'loop':<10} {'samples/s':>10}   (median of {result['repeats']} interleaved epochs of "
+          f"{result['samples_per_epoch']} samples, batch {result['batch_size']}, {result['threads']} threads)")
+    print(f"{'plain':<10} {result['plain_samples_per_s']:>10.1f}")
+    print(f"{'lab_utils':<10} {result['lab_utils_samples_per_s']:>10.1f}")
+    print(f"ratio lab_utils/plain = {result['ratio']:.3f} (1.0 means the helper costs nothing)")
+    print(json.dumps(result))
 
 
 @contextlib.contextmanager
@@ -57,8 +102,6 @@ def lab01_steps(steps: int, batch_size: int = 64, seed: int = 0) -> tuple[float,
 
 def lab03_ddp_step(steps: int, global_batch: int = 128, seed: int = 0) -> float:
     """Median seconds per step of lab 03's DDP worker on 2 single-thread ranks."""
-    from ...launch import launch
-
     synthetic = {"kind": "synthetic", "n_train": global_batch * (steps + 3), "n_test": 64, "side": 28, "seed": seed}
     cfg = DDPConfig(data=synthetic, layers=spec.cnn2d_2layer_fullconnected_2layer(), epochs=1,
                     per_rank_batch=global_batch // 2, lr=0.01, seed=seed, warmup_steps=0, accumulation=1,

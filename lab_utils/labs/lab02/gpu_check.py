@@ -1,6 +1,6 @@
 """Lab 02 on a GPU: the DataParallel step against one CPU device's gradients.
 
-Moved from lab_utils/labs/lab02/data_parallel.py: the learner's module holds only what a lab imports."""
+Moved from lab_utils/labs/lab02/data_parallel: the learner's module holds only what a lab imports."""
 from __future__ import annotations
 
 import copy

@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
-from lab_utils import data, ddp, hardware, measure, spec
+from lab_utils import data, ddp, hardware, measure, spec, tensors
 from lab_utils.train import evaluate
 
 __all__ = ['DDPConfig', 'ddp_worker', 'BucketLog', 'logging_allreduce_hook', 'bucket_worker', 'scaled_lr']
@@ -82,7 +82,7 @@ def ddp_worker(rank, world_size, cfg):
             out["accuracy"].append(evaluate(model, DataLoader(test_set, batch_size=512), device)[1])
     if rank == 0 and cfg.checkpoint:  # one writer; the plain model's keys; the optimizer, to resume
         torch.save({"model": ddp_model.module.state_dict(), "optimizer": optimizer.state_dict()}, cfg.checkpoint)
-    out.update(weights=ddp.flat_weights(model), running_mean=ddp.bn_running_mean(model),
+    out.update(weights=tensors.flat_weights(model).numpy(), running_mean=ddp.bn_running_mean(model),
                samples_per_s=timer.samples_per_s(cfg.per_rank_batch * world_size * cfg.accumulation),
                step_spread=timer.spread(), optimizer_steps=len(timer.seconds), allreduce_ms=allreduce.median_ms(),
                allreduce_calls=allreduce.calls)

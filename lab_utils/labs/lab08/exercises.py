@@ -73,7 +73,7 @@ def wrong_update_weights(case, n_workers: int, rule: str):
     from ... import tensors
 
     cfg = _config(case, n_workers)
-    split = parameter_server.load_split(cfg.dataset, cfg.seed)
+    split = parameter_server.dataset_split(cfg.dataset, cfg.seed)
     weights: torch.Tensor = torch.nn.Parameter(parameter_server.initial_weights(split, cfg.seed))
     optimizer = torch.optim.SGD([weights], lr=cfg.lr, momentum=cfg.momentum)
     model = parameter_server.build_model(split, seed=0)

@@ -35,7 +35,7 @@ def send(dst, version, values):
 
 def work(rank, n_workers, cfg, device):
     """A worker: pull weights, compute a gradient on the next batch of its shard, push it; until told to stop."""
-    split = parameter_server.load_split(cfg.dataset, cfg.seed)     # the data: every process reads its own copy
+    split = parameter_server.dataset_split(cfg.dataset, cfg.seed)  # the data: every process reads its own copy
     model = parameter_server.build_model(split).to(device)
     message = torch.empty(1 + sum(p.numel() for p in model.parameters()))
     straggler = parameter_server.Straggler(cfg.straggler_factor if rank == n_workers else 1.0)  # the last worker
@@ -87,7 +87,7 @@ def next_gradient(inbox, computing, timeout_s):
 
 def serve(n_workers, cfg):
     """The server: weights and optimizer as one flat vector, a version counter, one listening thread per worker."""
-    split = parameter_server.load_split(cfg.dataset, cfg.seed)
+    split = parameter_server.dataset_split(cfg.dataset, cfg.seed)
     weights = torch.nn.Parameter(parameter_server.initial_weights(split, cfg.seed))
     base_lr = cfg.lr if cfg.mode == "sync" else cfg.lr / n_workers
     optimizer = torch.optim.SGD([weights], lr=base_lr, momentum=cfg.momentum)
@@ -134,7 +134,7 @@ def serve(n_workers, cfg):
 def hogwild(rank, world_size, cfg):
     """One Hogwild run: ranks 1..n train the shared model, rank 0 watches (the process group: two barriers only)."""
     model, progress = parameter_server.shared("model"), parameter_server.shared("progress")
-    split = parameter_server.load_split(cfg.dataset, cfg.seed)
+    split = parameter_server.dataset_split(cfg.dataset, cfg.seed)
     n_workers = world_size - 1
     if rank == 0:
         with torch.no_grad():                     # in place: the memory stays shared

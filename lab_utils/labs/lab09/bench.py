@@ -12,7 +12,7 @@ import time
 
 from ... import detectors
 from ... import measure
-from .serving import (DEFAULT_SHAPE, build_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
+from .serving import (DEFAULT_SHAPE, wide_head_model, compile_unavailable, fresh_compile_cache, interleaved_loads,
     request_images)
 from .lesson import PoolConfig, answer_batch, batcher, serving_job
 
@@ -72,7 +72,7 @@ def _bench(repeats, duration_s, width, image_side, max_batch, pool_requests, com
     import torch
 
     shape = (1, image_side, image_side)
-    model, images = build_model(width, shape, seed), request_images(256, shape, seed)
+    model, images = wide_head_model(width, shape, seed), request_images(256, shape, seed)
     x1, xb = images[:1], images[:max_batch].contiguous()
     with torch.inference_mode():
         base = measure.time_interleaved({"1": lambda: model(x1), "b": lambda: model(xb)}, warmup=2, repeats=7)

@@ -5,7 +5,7 @@ local_runner."""
 from __future__ import annotations
 
 from ...compare import max_abs_diff
-from .serving import build_model, burst, request_images, run_load
+from .serving import wide_head_model, burst, request_images, run_load
 from .bench import local_runner, make_batcher
 
 
@@ -19,10 +19,10 @@ def gpu_check(width: int = 512) -> dict[str, str]:
     if not torch.cuda.is_available():
         return {name: "skipped: no GPU" for name in names}
     results = {}
-    cpu_model, images = build_model(width), request_images(128)
+    cpu_model, images = wide_head_model(width), request_images(128)
     with torch.inference_mode():
         expected = cpu_model(images)
-    gpu_model = build_model(width, device="cuda")
+    gpu_model = wide_head_model(width, device="cuda")
     tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False  # compare fp32 with fp32
     try:

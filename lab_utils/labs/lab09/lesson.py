@@ -130,7 +130,7 @@ class Dispatcher:
 
 @dataclass(frozen=True)
 class PoolConfig:
-    """The worker pool's run: its model (serving.build_model's head width, input shape and seed), rank 0's largest
+    """The worker pool's run: its model (serving.wide_head_model's head width, input shape and seed), rank 0's largest
     batch, and how long a load waits for its last answers."""
 
     head_width: int
@@ -146,7 +146,7 @@ def serving_job(rank, world_size, batcher, images, rounds, n_requests, cfg):
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))  # the messages are CPU tensors: gloo on any machine
     result: dict | None = None
     if rank > 0:
-        model_worker(serving.build_model(cfg.head_width, cfg.input_shape, cfg.seed, device), device,
+        model_worker(serving.wide_head_model(cfg.head_width, cfg.input_shape, cfg.seed, device), device,
                      cfg.input_shape)
     else:
         setups = {"1 worker": [1], f"{world_size - 1} workers": list(range(1, world_size))}

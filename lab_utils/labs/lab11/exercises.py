@@ -404,7 +404,7 @@ TRAIN_RESUMABLE = Exercise(
     "at the start: if the checkpoint exists, load model, optimizer and step from it; each step trains on "
     "resume_batch(step); after a step with step % every == 0 save all three (to path + '.tmp', then os.replace); "
     "stop after step stop_at",
-    setup="import os\nimport torch\nfrom lab_utils.labs.lab11 import slurm")
+    setup="import os\nimport torch\nfrom lab_utils import tensors\nfrom lab_utils.labs.lab11 import slurm")
 
 
 # ---- read_scheduler: sacct's lines -> what to do about each job ----------------------------------------------------

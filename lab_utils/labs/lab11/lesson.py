@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import submitit
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from lab_utils import measure
+from lab_utils import measure, tensors
 from lab_utils.labs.lab11 import slurm
 from lab_utils.launch import hold_process_groups, launch
 from lab_utils.labs.lab07.lesson import checkpoint_worker
@@ -388,7 +388,7 @@ def train_resumable(steps, every, path, stop_at=None):
             os.replace(path + ".tmp", path)
         if step == stop_at:
             break
-    return {"weights": slurm.flat_weights(model), "ran": ran}
+    return {"weights": tensors.flat_weights(model).tolist(), "ran": ran}
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 90 (id l11-ex4) ---------------------------------------------

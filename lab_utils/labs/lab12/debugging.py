@@ -18,7 +18,7 @@ def hang_table(case) -> str:
     reports = {r: {"calls": history + [call(seq, case["now"] if r == case["odd"] else case["waited"], "in progress",
                                             case["line_odd"] if r == case["odd"] else case["line_others"])],
                    "count": seq} for r in range(case["world"])}
-    return where.table(reports, {r: "running" for r in range(case["world"])})
+    return where.rank_table(reports, {r: "running" for r in range(case["world"])})
 
 
 def uneven_problem(case, world_size: int = 2):

@@ -17,9 +17,9 @@ quota) and its CPU time is counted (`cpu_seconds`); elsewhere the grader grades 
 process gets an RLIMIT_CPU. Processes and memory: cgroups where writable, else rlimits. Where processes or CPU cannot
 be limited per sandbox, `Isolation.one_at_a_time` says the grader must grade one at a time, and why.
 
-Without bubblewrap (or with one that fails here), `detect()` says what is not promised; the grader then refuses
+Without bubblewrap (or with one that fails here), `detect_isolation()` says what is not promised; the grader then refuses
 unless the instructor accepts the risk, and grades correctly with the risk written in every row.
 
-Rooms: isolation.py (Limits, Isolation: what is promised), machine.py (`detect`), jail.py (`Sandbox`), bubblewrap.py
+Rooms: isolation.py (Limits, Isolation: what is promised), machine.py (`detect_isolation`), jail.py (`Sandbox`), bubblewrap.py
 (its command line and minimal tree), cgroups.py, host.py (uids, processes, tmpfs mounts, cleanup), seccomp.py.
 """

@@ -1,4 +1,4 @@
-"""What this machine allows a sandbox (`detect`): bubblewrap that works here, writable cgroups, a dedicated uid, tmpfs
+"""What this machine allows a sandbox (`detect_isolation`): bubblewrap that works here, writable cgroups, a dedicated uid, tmpfs
 mounts; and what is not promised where something lacks."""
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _bubblewrap_works(isolation: Isolation) -> str:
         return (err.decode(errors="replace").strip().splitlines() or [f"exit code {process.returncode}"])[-1]
 
 
-def detect(use_bubblewrap: bool = True) -> Isolation:
+def detect_isolation(use_bubblewrap: bool = True) -> Isolation:
     """Look once at what this machine allows (use_bubblewrap=False: as if bubblewrap were absent)."""
     as_root = os.geteuid() == 0
     cgroups_version, cpu = cgroups.writable()

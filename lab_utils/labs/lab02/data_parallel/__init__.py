@@ -1,0 +1,21 @@
+"""Around lab 02's DataParallel (its notebook's class, lab_utils.labs.lab02.lesson), one idea per module:
+
+- `devices`: the devices the replicas run on, planned for this machine;
+- `phases`: the phases the exercises write (scatter, gather, reduce_gradients), the bytes they move, a step's report;
+- `threads`: the threads and timer under its step (DevicePool, PhaseTimer), and one device's step;
+- `sweep`: DataParallel and threads against one device over batch sizes (the notebook and `bench dp`).
+"""
+from __future__ import annotations
+
+from ....compare import max_abs_diff  # lab 02's notebook calls it as data_parallel.max_abs_diff
+from ....tensors import tensor_bytes  # lab 02's notebook calls it as data_parallel.tensor_bytes
+from .devices import DevicePlan, plan_devices
+from .phases import (COORDINATOR_PHASES, PHASES, StepReport, gather, median_phase_seconds, reduce_gradients, scatter,
+    split_sizes, transfer_bytes)
+from .sweep import ONE_DEVICE, SWEEP_WORKLOAD, Sweep, _sweep_result, dp_name, print_sweep, sweep, threaded_name
+from .threads import DevicePool, PhaseTimer, gradients, single_device_step
+
+__all__ = ["COORDINATOR_PHASES", "ONE_DEVICE", "PHASES", "SWEEP_WORKLOAD", "DevicePlan", "DevicePool", "PhaseTimer",
+           "StepReport", "Sweep", "dp_name", "gather", "gradients", "max_abs_diff", "median_phase_seconds",
+           "plan_devices", "print_sweep", "reduce_gradients", "scatter", "single_device_step", "split_sizes", "sweep",
+           "tensor_bytes", "threaded_name", "transfer_bytes"]

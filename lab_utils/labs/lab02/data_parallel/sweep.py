@@ -1,0 +1,130 @@
+"""The comparison lab 02 and `bench dp` run: DataParallel and threads against one device, over batch sizes."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .... import data, hardware, measure, spec, workloads
+from .... import detectors
+from .devices import DevicePlan, plan_devices
+from .phases import median_phase_seconds
+from .threads import single_device_step
+
+SWEEP_WORKLOAD = workloads.SWEEP_3CONV.name
+ONE_DEVICE = "1 device"
+
+
+def threaded_name(n_devices: int) -> str:
+    """The sweep's candidate that gives one device's step `n_devices` intra-op threads."""
+    return f"1 device x {n_devices} threads"
+
+
+def dp_name(n_devices: int) -> str:
+    """The sweep's DataParallel candidate."""
+    return f"DataParallel, {n_devices} devices"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What `sweep` measured: one result per candidate and batch size, and each device's median phases."""
+
+    plan: DevicePlan
+    repeats: int
+    results: tuple[measure.Result, ...]
+    phase_ms: dict  # batch size -> device row -> phase -> median ms
+    timings: dict = field(default_factory=dict)  # batch size -> candidate -> measure.Timing (its interleaved repeats)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.plan.devices)
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return list(dict.fromkeys(r.batch_size for r in self.results))
+
+    def result(self, batch_size: int, variant: str) -> measure.Result:
+        """The row of one candidate (ONE_DEVICE, threaded_name(n) or dp_name(n)) at one batch size."""
+        for r in self.results:
+            if r.batch_size == batch_size and r.variant == variant:
+                return r
+        raise KeyError(f"no result {variant!r} at batch {batch_size}")
+
+    def speedup(self, batch_size: int, variant: str) -> float:
+        """A candidate's advantage over one device (one thread on a CPU) at the same batch: the median of their paired
+        ratios over the interleaved rounds, the figure a verdict on the two prints (measure.paired_median)."""
+        timings = self.timings[batch_size]
+        return measure.paired_median(timings[variant], timings[ONE_DEVICE])
+
+
+def _sweep_result(variant, strategy, world_size, threads, batch, timing, baseline, device, hw) -> measure.Result:
+    """One candidate's row, flagged when its figures cannot be right."""
+    resources = world_size * (threads or 1)
+    speedup = measure.paired_median(timing, baseline) if resources > 1 else None
+    flags = measure.plausibility(speedup=speedup, devices=resources,
+                                 oversubscribed=not hw.gpus and resources > hw.cpu_count,
+                                 threads=threads if world_size == 1 and (threads or 1) > 1 else None)
+    return measure.Result(lab="02", framework="torch", strategy=strategy, variant=variant, workload=SWEEP_WORKLOAD,
+                          world_size=world_size, device=str(device), batch_size=batch,
+                          samples_per_s=measure.samples_per_second(batch, timing.median), wall_s=timing.median,
+                          threads=threads, repeats=len(timing.times), spread=timing.spread, flags=tuple(flags))
+
+
+def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
+          hw: hardware.HardwareReport | None = None, progress: bool = True) -> Sweep:
+    """Time interleaved steps of one device vs DataParallel over `n_devices`, for each batch size; returns a Sweep.
+    `progress`: a line as each batch size is done (a busy machine can take minutes)."""
+    hw = hw or hardware.detect()
+    plan, single_plan = plan_devices(n_devices, hw), plan_devices(1, hw)
+    model_spec = spec.cnn2d_3layer_fullconnected_3layer()
+    singles = {ONE_DEVICE: single_plan.threads_per_device}  # threads: 1 on a CPU, None (torch's choice) on a GPU
+    # on a CPU also one device with `n_devices` intra-op threads: what torch does without data parallelism
+    if single_plan.threads_per_device:
+        singles[threaded_name(n_devices)] = n_devices
+    many = dp_name(n_devices)
+    results, phases, all_timings = [], {}, {}
+    started = time.perf_counter()
+    for i, batch in enumerate(batch_sizes):
+        x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
+        models = {n: spec.build_torch(model_spec, (1, 28, 28), seed=seed).to(single_plan.devices[0]) for n in singles}
+        optimizers = {n: torch.optim.SGD(m.parameters(), lr=0.01) for n, m in models.items()}
+        with parallel_class(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
+            parallel_opt = torch.optim.SGD(parallel.model.parameters(), lr=0.01)
+            reports = []
+            candidates: dict[str, Callable[..., Any]] = {
+                n: (lambda n=n: single_device_step(models[n], x, y, optimizers[n], threads=singles[n])) for n in singles}
+            candidates[many] = lambda: reports.append(parallel.step(x, y, parallel_opt))
+            timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0])
+        base = timings[ONE_DEVICE]
+        all_timings[batch] = timings
+        results += [_sweep_result(n, "single", 1, threads, batch, timings[n], base, single_plan.devices[0], hw)
+                    for n, threads in singles.items()]
+        results.append(_sweep_result(many, "dp", n_devices, plan.threads_per_device, batch, timings[many], base,
+                                     plan.devices[0], hw))
+        phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
+                         for r, parts in median_phase_seconds(reports[warmup:]).items()}
+        if progress:
+            print(f"sweep: batch {batch} timed, {i + 1} of {len(batch_sizes)} batch sizes done "
+                  f"({time.perf_counter() - started:.0f} s so far)", flush=True)
+    return Sweep(plan, repeats, tuple(results), phases, all_timings)
+
+
+def print_sweep(result: Sweep) -> None:
+    """The sweep's table, each figure with its spread, and the warnings under it."""
+    print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
+          f"backend {result.plan.backend}, devices {[str(d) for d in result.plan.devices]})")
+    print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}")
+    for batch in result.batch_sizes:
+        for r in (x for x in result.results if x.batch_size == batch):
+            speedup = result.speedup(batch, r.variant)
+            print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{speedup:8.2f}x"
+                  f"{detectors.marked(r.flags)}")
+            for note in detectors.notes(r.flags):
+                print(f"{'':>8}note: {note}")
+    print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
+          "same round (a verdict's figure; a verdict that names one device first prints its inverse)")
+    names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
+    for line in measure.table_lines([r.flags for r in result.results], names):
+        print(line)

@@ -1,0 +1,35 @@
+"""Lab 08's helpers around the notebook's parameter server and Hogwild processes (the server, the workers and run_all
+are its notebook's: lab_utils.labs.lab08.lesson), one idea per module:
+
+- `config`: one run as data (PSConfig), checked before any rank starts;
+- `shards`: what every rank builds for itself: the split, each worker's shard and batches, the course CNN;
+- `straggler`: a worker stretched by a factor;
+- `record`: what a server measures while it runs (RunRecord);
+- `ranks`: the server's core beside worker 1, and `run`, one launch of the notebook's run_all for every config;
+- `baseline`: the single-process baseline a synchronous run must equal;
+- `staleness`: each worker's staleness, and its rank correlation with accuracy;
+- `hogwild`: shared memory handed to launched ranks, the watching rank's record, a Hogwild run's result;
+- `accuracy`: test accuracy of flat weights, accuracy curves, diverged runs;
+- `plots`: accuracy, staleness and throughput figures;
+- `tf_cluster`: TensorFlow's ParameterServerStrategy servers in one process.
+"""
+from __future__ import annotations
+
+from .accuracy import accuracy_curve, accuracy_of, diverged, divergence_flags, first_reaching
+from .baseline import single_process_weights
+from .config import MODEL, MODES, PSConfig
+from .hogwild import ShareWithRanks, hogwild_result, shared, watch
+from .plots import plot_accuracy, plot_staleness, plot_throughput
+from .ranks import interleaved, pin_server_beside_worker_1, run
+from .record import RunRecord
+from .shards import build_model, dataset_split, global_batch, initial_weights, input_shape, worker_batch
+from .staleness import rank_correlation, staleness_by_worker
+from .straggler import Straggler, straggle
+from .tf_cluster import tf_in_process_cluster
+
+__all__ = ["MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
+           "build_model", "dataset_split", "diverged", "divergence_flags", "first_reaching", "global_batch",
+           "hogwild_result", "initial_weights", "input_shape", "interleaved", "pin_server_beside_worker_1",
+           "plot_accuracy", "plot_staleness", "plot_throughput", "rank_correlation", "run", "shared",
+           "single_process_weights", "staleness_by_worker", "straggle", "tf_in_process_cluster", "watch",
+           "worker_batch"]

@@ -1,0 +1,62 @@
+"""Lab 08's plots: accuracy against samples and wall time, staleness histograms, throughput against the straggler."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def plot_accuracy(curves: dict, title: str = ""):
+    """Accuracy against samples processed (left) and against wall time (right), one line per run."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
+    for label, c in curves.items():
+        axes[0].plot(c["samples"], c["accuracy"], marker=".", label=label)
+        axes[1].plot(c["seconds"], c["accuracy"], marker=".", label=label)
+    axes[0].set_xlabel("samples processed")
+    axes[1].set_xlabel("wall time (s)")
+    axes[0].set_ylabel("test accuracy")
+    axes[1].legend(fontsize=8, loc="lower right")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_staleness(results: dict, title: str = "staleness of the applied gradients"):
+    """Per run (label -> server result), a histogram of the applied gradients' staleness, stacked by worker."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(results), figsize=(3.1 * len(results), 2.8), sharey=True, squeeze=False)
+    for ax, (label, result) in zip(axes[0], results.items()):
+        order, staleness = np.asarray(result["order"]), np.asarray(result["staleness"])
+        values, bottom = np.arange(staleness.max() + 1), np.zeros(staleness.max() + 1)
+        for worker in np.unique(order):
+            counts = np.bincount(staleness[order == worker], minlength=len(values))
+            ax.bar(values, counts, bottom=bottom, width=0.8, label=f"worker {worker}")
+            bottom += counts
+        ax.set_title(f"{label}\nmean {staleness.mean():.2f}", fontsize=9)
+        ax.set_xlabel("staleness (versions)")
+    axes[0][0].set_ylabel("gradients")
+    axes[0][-1].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_throughput(factors, rates: dict, ranges: dict | None = None):
+    """Samples/s against the straggler factor, one line per mode; shaded: min..max of the repeats."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.3))
+    for mode, values in rates.items():
+        ax.plot(factors, values, marker="o", label=mode)
+        if ranges and mode in ranges:
+            lo, hi = zip(*ranges[mode])
+            ax.fill_between(factors, lo, hi, alpha=0.2)
+    ax.set_xlabel("straggler factor (the slow worker takes k x its compute time)")
+    ax.set_ylabel("samples/s applied by the server")
+    ax.set_xticks(list(factors))
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    fig.tight_layout()
+    return fig

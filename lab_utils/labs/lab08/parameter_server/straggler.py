@@ -1,0 +1,42 @@
+"""The straggler: a worker whose whole iteration is stretched by a factor, by sleeping (no core held)."""
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def straggle(busy_s: float, factor: float) -> float:
+    """Sleep (factor - 1) x busy_s, so that busy_s of work takes `factor` times as long; returns the sleep (s)."""
+    extra = max(0.0, (factor - 1.0) * busy_s)
+    if extra:
+        # a sleep holds no core: wall time only, like a worker waiting on a slow disk or sharing its machine
+        time.sleep(extra)
+    return extra
+
+
+class Straggler:
+    """Stretches a worker's whole iteration (pull, compute, push) by `factor`; call before_push before each push."""
+
+    def __init__(self, factor: float):
+        self.factor = float(factor)
+        self.busy: list[float] = []
+        self.slept: list[float] = []
+        self._mark: float | None = None
+
+    def before_push(self, compute_s: float) -> float:
+        now = time.perf_counter()
+        if self._mark is not None:
+            # busy: the time since the previous call less its sleep (the push, the pull with its wait, the compute)
+            self.busy.append(now - self._mark - self.slept[-1])
+        base = statistics.median(self.busy) if self.busy else compute_s  # compute_s until a busy time is known
+        self.slept.append(straggle(base, self.factor) if self.factor > 1 else 0.0)
+        self._mark = now
+        return self.slept[-1]
+
+    @property
+    def slowdown(self) -> float:
+        """Measured: an iteration's median wall time (sleep included) over its median busy time (1.0 unknown)."""
+        pairs = list(zip(self.busy, self.slept[1:]))  # busy[i] ran between sleeps i and i + 1
+        if not pairs:
+            return 1.0
+        return statistics.median(b + s for b, s in pairs) / statistics.median(b for b, _ in pairs)

@@ -1,0 +1,24 @@
+"""Around lab 09's dynamic batcher (the batcher and the worker pool are its notebook's: lab_utils.labs.lab09.lesson),
+one idea per module:
+
+- `model`: the wide-head CNN every server runs, and the images its requests carry;
+- `load`: requests, the Poisson load generator and bursts, one run of a batcher under a load, interleaved runs;
+- `figures`: what a run measured: latency percentiles, a run's summary, where its time went, medians of repeats;
+- `batching`: the reference of the exercise's flush rule (`collect`);
+- `compiling`: torch.compile's cache, counters and whether it can run here;
+- `plots`: the batch-size sweep, latency against throughput.
+"""
+from __future__ import annotations
+
+from .batching import collect
+from .compiling import compile_counts, compile_unavailable, fresh_compile_cache
+from .figures import (BUSY_SHARE, LATE_GENERATOR_MS, SATURATED_SHARE, LoadRun, LoadStats, LoadSummary,
+    latency_percentiles, time_split)
+from .load import Request, burst, interleaved_loads, poisson_arrivals, run_load
+from .model import DEFAULT_SHAPE, request_images, wide_head_cnn, wide_head_model
+from .plots import plot_batch_sweep, plot_latency_throughput
+
+__all__ = ["BUSY_SHARE", "DEFAULT_SHAPE", "LATE_GENERATOR_MS", "SATURATED_SHARE", "LoadRun", "LoadStats", "LoadSummary",
+           "Request", "burst", "collect", "compile_counts", "compile_unavailable", "fresh_compile_cache",
+           "interleaved_loads", "latency_percentiles", "plot_batch_sweep", "plot_latency_throughput", "poisson_arrivals",
+           "request_images", "run_load", "time_split", "wide_head_cnn", "wide_head_model"]

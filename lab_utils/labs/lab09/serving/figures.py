@@ -1,0 +1,158 @@
+"""What a load run measured: latency percentiles, one run's summary (LoadSummary), its record (LoadRun), where its
+time went (time_split), and the medians of interleaved repeats (LoadStats)."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from .... import measure
+
+SATURATED_SHARE = 0.9  # a run that answered less than this share of its offered load did not keep up
+LATE_GENERATOR_MS = 1.0  # a load generator whose median delay is above this did not offer the load it was asked to
+
+
+def latency_percentiles(arrivals_s, done_s, end_s: float, percentiles=(50, 95, 99)) -> list[float]:
+    """Latency percentiles in ms, nearest rank; a request never answered (done None) counts as waiting until end_s."""
+    if not len(arrivals_s) or len(arrivals_s) != len(done_s):
+        raise ValueError(f"need one done time per arrival, got {len(arrivals_s)} arrivals and {len(done_s)} done times")
+    latencies = sorted((end_s if d is None else d) - a for a, d in zip(arrivals_s, done_s))
+    n = len(latencies)
+    return [1e3 * latencies[max(0, math.ceil(p / 100 * n) - 1)] for p in percentiles]
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """One load run in numbers: offered and achieved load, latency percentiles (ms), batch sizes, what went wrong."""
+
+    label: str
+    offered_rps: float | None  # the rate asked for
+    arrived_rps: float | None  # the rate at which requests really arrived (a Poisson count varies around the rate)
+    achieved_rps: float
+    requests: int
+    answered: int
+    failed: int
+    unanswered: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_batch: float
+    lag_ms: float
+    batcher_error: str | None = None
+
+    @property
+    def saturated(self) -> bool:
+        """True when the server did not keep up: achieved load short of the arrived one, or many left unanswered."""
+        behind = self.arrived_rps is not None and self.achieved_rps < SATURATED_SHARE * self.arrived_rps
+        return behind or self.unanswered > (1 - SATURATED_SHARE) * self.requests
+
+    def text(self) -> str:
+        """One line for a table."""
+        offered = f"{self.offered_rps:7.0f}" if self.offered_rps else "  burst"
+        more = ">=" if self.unanswered else "  "
+        line = (f"{self.label:<16} offered {offered}/s  achieved {self.achieved_rps:7.0f}/s  p50 {more}{self.p50_ms:7.1f}  "
+                f"p95 {more}{self.p95_ms:7.1f}  p99 {more}{self.p99_ms:7.1f} ms  mean batch {self.mean_batch:5.1f}")
+        if self.unanswered or self.failed:
+            line += f"  ({self.unanswered} unanswered, {self.failed} errors)"
+        return line
+
+
+@dataclass
+class LoadRun:
+    """Everything one run_load recorded."""
+
+    label: str
+    requests: list
+    start_s: float
+    end_s: float
+    offered_rps: float | None
+    arrived_rps: float | None
+    lag_median_s: float
+    lag_max_s: float
+    batcher_error: str | None
+
+    def summary(self) -> LoadSummary:
+        """Achieved requests/s (answered without error, over start -> last answer), percentiles, batch sizes."""
+        reqs = self.requests
+        ok = [r for r in reqs if r.done_s is not None and r.error is None]
+        failed = sum(r.error is not None for r in reqs)
+        unanswered = sum(r.done_s is None for r in reqs)
+        last = self.end_s if unanswered else max(r.done_s for r in reqs)
+        p50, p95, p99 = latency_percentiles([r.arrival_s for r in reqs], [r.done_s for r in reqs], self.end_s)
+        batches = [r.batch_size for r in ok]
+        mean_batch = len(batches) / sum(1 / b for b in batches) if batches else 0.0  # per batch, not per request
+        return LoadSummary(self.label, self.offered_rps, self.arrived_rps, len(ok) / (last - self.start_s), len(reqs),
+                           len(ok), failed, unanswered, p50, p95, p99, mean_batch, 1e3 * self.lag_median_s,
+                           self.batcher_error.strip().splitlines()[-1] if self.batcher_error else None)
+
+
+BUSY_SHARE = 0.9  # forward passes that took this share of a run or more: the server computed nearly all the time
+
+
+def time_split(run: LoadRun, passes) -> str:
+    """A load run's time split: its forward passes, `passes` ((requests, seconds) each), against the rest of the run
+    (collecting, waiting, answering), from its start to its last answer; a saturated run says which side lost the race:
+    computing nearly all the time (its batches were too small to answer the load) or not (its time went elsewhere)."""
+    stats, passes = run.summary(), list(passes)
+    answered = [r.done_s for r in run.requests if r.done_s is not None]
+    span = (run.end_s if stats.unanswered or not answered else max(answered)) - run.start_s
+    served, busy = sum(n for n, _ in passes), sum(s for _, s in passes)
+    share, computing_rps, mean = busy / span, served / busy if busy else 0.0, served / max(1, len(passes))
+    text = (f"{len(passes)} forward passes of {mean:.1f} requests ({busy / max(1, len(passes)) * 1e3:.2f} ms each), "
+            f"{share:.0%} of the run; {computing_rps:.0f} requests/s while they ran; answered {stats.achieved_rps:.0f}/s")
+    if not stats.saturated:
+        return text
+    if share >= BUSY_SHARE:
+        return (text + f"; saturated with its forward passes running {share:.0%} of the time: batches of {mean:.1f} "
+                f"answer {computing_rps:.0f}/s at most, below the load")
+    return (text + f"; saturated while its forward passes ran only {share:.0%} of the time: the rest went outside them, "
+            "to collecting batches (with a max_wait_ms, waiting for requests), answering, or a thread waiting for a core")
+
+
+@dataclass(frozen=True)
+class LoadStats:
+    """Medians over interleaved repeats of one (server, load) pair, and how far the repeats spread."""
+
+    label: str
+    load: str
+    offered_rps: float | None
+    arrived_rps: float | None
+    achieved_rps: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_batch: float
+    saturated: bool
+    rounds: int
+    spread_rps: float
+    spread_p99: float
+    runs: tuple = field(repr=False, default=())
+
+    @classmethod
+    def of(cls, label: str, load: str, runs) -> "LoadStats":
+        med = lambda name: statistics.median(getattr(r, name) for r in runs)  # noqa: E731
+        arrived = med("arrived_rps") if runs[0].arrived_rps else None
+        return cls(label, load, runs[0].offered_rps, arrived, med("achieved_rps"), med("p50_ms"),
+                   med("p95_ms"), med("p99_ms"), med("mean_batch"), any(r.saturated for r in runs), len(runs),
+                   measure.spread(r.achieved_rps for r in runs), measure.spread(r.p99_ms for r in runs), tuple(runs))
+
+    @property
+    def flags(self) -> list[str]:
+        """Warnings about these figures: a load generator that fell behind its schedule (noise is the table's line)."""
+        flags = []
+        lag = max((r.lag_ms for r in self.runs), default=0.0)
+        if lag > LATE_GENERATOR_MS:
+            flags.append(f"the load generator sent requests {lag:.1f} ms late (median): the machine is busy, and that "
+                         "delay counts as latency")
+        return flags
+
+    def text(self) -> str:
+        """One line for a table; >= marks a percentile that is a lower bound (requests were left unanswered)."""
+        bound = ">=" if any(r.unanswered for r in self.runs) else "  "
+        return measure.flagged(
+            f"{self.label:<14} {self.load:<5} offered {self.offered_rps or 0:7.0f}/s  arrived {self.arrived_rps or 0:7.0f}/s  "
+            f"achieved {self.achieved_rps:7.0f}/s "
+            f"(spread {self.spread_rps:4.0%})  p50 {bound}{self.p50_ms:6.1f}  p95 {bound}{self.p95_ms:6.1f}  "
+            f"p99 {bound}{self.p99_ms:6.1f} ms "
+            f"(spread {self.spread_p99:4.0%})  batch {self.mean_batch:5.1f}" + ("  SATURATED" if self.saturated else ""),
+            self.flags)

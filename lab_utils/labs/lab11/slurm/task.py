@@ -1,0 +1,37 @@
+"""Inside a Slurm task: the task's threads and cores, and leaving at once; the SLURM_* variables a task reads."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def place_task() -> str:
+    """Set intra-op threads to SLURM_CPUS_PER_TASK, pin to own cores on the local cluster; returns what it did."""
+    import torch
+
+    threads = int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))
+    torch.set_num_threads(threads)
+    # on the course's local cluster (LAB_ONE_HOST) every node is this machine and Slurm cannot bind: pin each task
+    # to cores of its own, as lab_utils.launch pins ranks
+    if not os.environ.get("LAB_ONE_HOST") or not hasattr(os, "sched_setaffinity"):
+        return f"{threads} thread(s)"
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0])
+    local_rank = int(os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID", "0"))
+    index = int(os.environ.get("SLURM_NODEID", "0")) * local_world + local_rank
+    cores = sorted(os.sched_getaffinity(0))
+    mine = cores[index * threads:(index + 1) * threads]
+    if len(mine) == threads:
+        os.sched_setaffinity(0, set(mine))
+        return f"{threads} thread(s) on core(s) {mine}"
+    return f"{threads} thread(s), not pinned ({len(cores)} cores for more tasks)"
+
+
+def exit_now(code: int = 0) -> None:
+    """Leave the process at once with `code`, output flushed, skipping the interpreter's clean-up."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # with a DDP process group held (launch.hold_process_groups), gloo's teardown can hang
+
+
+SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_PROCID",
+                   "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_CPUS_PER_TASK")
