@@ -350,8 +350,7 @@ def test_every_verdict_call_names_its_workload(path):
 
 
 def test_every_verdict_call_of_lab_utils_names_its_workload():
-    moving = {ROOT / "lab_utils/instructor/bench/training.py"}  # moved to lab 11's bench.py by another branch
-    missing = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "lab_utils").rglob("*.py")) if p not in moving
+    missing = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "lab_utils").rglob("*.py"))
                for n in verdict_calls_without_workload(p.read_text())]
     assert missing == [], "verdicts that name no workload: pass workload= (lab_utils.workloads.REGISTRY)"
 

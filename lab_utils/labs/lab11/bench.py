@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from ... import learner_code, measure, spec
+from ... import learner_code, measure, spec, workloads
 from ...launch import OWN_SESSION
 from ..lab03.lesson import DDPConfig
 from . import lesson as lab11
@@ -40,7 +40,8 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
 
     def no_worse(a, b, claim):
         return measure.verdict(rate[a], rate[b], claim=claim, higher_is_better=True, no_worse_than=0.10, lab="11",
-                               same_work=True, expected=f"{a} no more than 10 % slower than {b}")
+                               same_work=True, expected=f"{a} no more than 10 % slower than {b}",
+                               workload=workloads.SLURM_VS_LAUNCH)
 
     verdicts = [no_worse("slurm", "launch", "Slurm vs launch, steady steps/s"),
                 no_worse("slurm", own, "Slurm vs launch with a session per rank, steady steps/s"),
