@@ -117,7 +117,8 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
         for job, (worker, args) in enumerate(jobs):
             record.clear()  # each job's process group counts its calls from 1
             os.environ["MASTER_PORT"] = str(ports[job])  # a fresh rendezvous for each job's process group
-            values.append(tensors_as_numpy(worker(rank, world_size, *args)))
+            with record.step_marks(os.environ.get(record.STEP_MARKS), rank, job):  # an instrument, when asked
+                values.append(tensors_as_numpy(worker(rank, world_size, *args)))
             destroy_process_group(wait_for_peers=True)  # a worker that did not leave its group must not block the next
             # the held groups stay until the launcher ends this rank: destroying one here joins gloo's threads while
             # holding the GIL, the very hang hold_process_groups avoids (a rank stuck here never joins the next job)

@@ -16,6 +16,7 @@ catch either. Before such an error leaves the call, the call asks the launcher f
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import signal
@@ -208,3 +209,32 @@ def answer_when_asked(reply) -> None:
                 return
 
     threading.Thread(target=answer, name="where-am-i", daemon=True).start()
+
+
+STEP_MARKS = "LAB_STEP_MARKS"  # a folder in a rank's env: each job writes its optimizer steps' marks there
+
+
+@contextlib.contextmanager
+def step_marks(folder: str | None, rank: int, job: int):
+    """While a job runs: after every optimizer step, the calls recorded so far and the time; at its end (when `folder`
+    is set) `folder`/JOB-RANK.json holds each step's calls and seconds and the ops of its last step."""
+    if not folder:
+        yield
+        return
+    import json
+    import time
+
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    marks: list = []
+    hook = register_optimizer_step_post_hook(lambda *args: marks.append((_count[0], time.perf_counter())))
+    try:
+        yield
+    finally:
+        hook.remove()
+        last = (marks[-2][0], marks[-1][0]) if len(marks) >= 2 else (0, 0)
+        steps = {"recording": bool(_originals), "calls": [b[0] - a[0] for a, b in zip(marks, marks[1:])],
+                 "step_s": [b[1] - a[1] for a, b in zip(marks, marks[1:])],
+                 "ops": [c["op"] for c in _calls if last[0] < c["seq"] <= last[1]]}
+        with open(os.path.join(folder, f"{job}-{rank}.json"), "w") as handle:
+            json.dump(steps, handle)

@@ -77,25 +77,6 @@ def per_call_seconds(repeats: int, calls: int = CALLS_PER_BLOCK, warmup: int = 2
     return per_call
 
 
-def step_calls_worker(rank, world_size, cfg):
-    """Lab 03's DDP worker as lab 03 runs it, with the record on (the launcher's default); after every optimizer step,
-    how many calls the record has seen and the time: the calls and seconds of each step, and the last step's ops."""
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    from ..lab03.lesson import ddp_worker
-
-    marks: list = []
-    hook = register_optimizer_step_post_hook(lambda *args: marks.append((record._count[0], time.perf_counter())))
-    try:
-        ddp_worker(rank, world_size, cfg)
-    finally:
-        hook.remove()
-    (seen, _), (last, _) = marks[-2], marks[-1]
-    return {"recording": bool(record._originals), "calls": [b[0] - a[0] for a, b in zip(marks, marks[1:])],
-            "step_s": [b[1] - a[1] for a, b in zip(marks, marks[1:])],
-            "ops": [c["op"] for c in record.snapshot()["calls"] if seen < c["seq"] <= last]}
-
-
 def lab03_configs(steps: int) -> dict:
     """Lab 03's two DDP runs, `steps` optimizer steps each on 2 ranks: its recipe on the digits (CNN-2conv, 32 per
     rank) and its speed step (CNN-3conv on synthetic 28x28 images, 128 per rank), keyed by their workloads."""
@@ -112,10 +93,18 @@ def lab03_configs(steps: int) -> dict:
 def calls_and_steps(world_size: int, ddp_steps: int, on: list[float]) -> dict:
     """Per workload: the calls the record sees in one step (median), its ops, and the step's median seconds (lab 03's
     runs measured here; lab 12's cost_worker from its end-to-end windows with the record on)."""
+    import tempfile
+    from pathlib import Path
+
     from ...launch import launch_jobs
+    from ..lab03.lesson import ddp_worker
 
     configs = lab03_configs(ddp_steps)
-    ranks = launch_jobs([(step_calls_worker, (cfg,)) for cfg in configs.values()], world_size, timeout=300)
+    with tempfile.TemporaryDirectory() as folder:  # lab 03's worker as lab 03 runs it; the launcher marks its steps
+        launch_jobs([(ddp_worker, (cfg,)) for cfg in configs.values()], world_size, timeout=300,
+                    env={record.STEP_MARKS: folder})
+        ranks = [[json.loads((Path(folder) / f"{job}-{rank}.json").read_text()) for rank in range(world_size)]
+                 for job in range(len(configs))]
     steps = {}
     for name, job in zip(configs, ranks):
         if not all(r["recording"] for r in job):
