@@ -42,8 +42,12 @@ class Lesson:
 
     def describe(self) -> str:
         solutions = (COURSE / "solutions").resolve()
-        where = (f"the course's solutions/{self.notebook.name}" if self.notebook.resolve().parent == solutions
-                 else f"{self.notebook.name} beside this notebook")
+        if self.notebook.resolve().parent != solutions:
+            where = f"{self.notebook.name} beside this notebook"
+        elif Path.cwd().resolve() == solutions:  # this notebook is a solution itself: its neighbour is the solution
+            where = f"the course's solutions/{self.notebook.name}"
+        else:  # the learner's copy was not found: say whose code ran, and why
+            where = f"the course's solutions/{self.notebook.name} (no {self.notebook.name} of yours beside this notebook)"
         return f"{self.function.__name__} from {where}, cell {self.cell} (its last definition there)"
 
 

@@ -389,3 +389,15 @@ def test_stability_compares_a_claim_per_workload_and_joins_an_older_run_that_nam
     assert not any(c.contradicts for c in claims)  # holds on one model, reversed on another: no contradiction
     text = stability.claims_table(claims, ["new", "wide"])
     assert f"07 A vs B [{workloads.PRECISION_WIDE.name}]" in text and "0 contradicted" in text
+
+
+def test_a_summary_carries_the_verdicts_outcome_never_a_bare_ratio(monkeypatch):
+    under(monkeypatch, BUSY)  # every pair above 2x: the verdict holds although the machine was busy
+    held = measure.decide([5.5, 4.9, 6.1, 5.2, 5.8], claim="async vs sync, straggler x4", expected="async faster",
+                          lab="08")
+    assert held.verdict == measure.HOLDS and held.outcome().endswith("-> holds") and "5.50x" in held.outcome()
+    assert measure.NOT_MEASURABLE not in held.outcome()  # as_result would have refused the same figure
+    refused = measure.decide([1.5, 1.4, 1.6, 1.5, 1.3], claim="2 workers vs 1", expected="2 faster", lab="09")
+    text = refused.outcome()
+    assert text.startswith("not measurable here: other programs used 1.7 of 2 cores") and "not a result: 1.50x" in text
+    assert "-> " not in text
