@@ -105,11 +105,12 @@ class Verdict:
 
     def outcome(self) -> str:
         """This verdict's outcome in one phrase, for a summary or a later lab that reuses the comparison: the verdict
-        word with its ratio and range, or, where the conditions ruled it out, 'not measurable here: <why>' with the
+        word with its ratio and range (and its notes: the conditions it was decided under), or, where the conditions ruled it out, 'not measurable here: <why>' with the
         ratio only as what those conditions gave (never a bare ratio a reader takes for a result)."""
         if self.verdict == CANNOT_SEE:
             return f"{NOT_MEASURABLE}: {self.reason} (measured, not a result: {self.ratio:.2f}{self.unit})"
-        return f"{self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f}) -> {self.verdict}"
+        text = f"{self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f}) -> {self.verdict}"
+        return f"{text} ({self.notes})" if self.notes else text  # the conditions it was decided under
 
     def verdict_cells(self) -> dict:
         """This verdict's cells in verdicts.csv (the store adds the machine and the time)."""
