@@ -40,11 +40,19 @@ class Lesson:
     notebook: Path
     cell: int
 
-    def describe(self) -> str:
+    @property
+    def where(self) -> str:
+        """Whose notebook the function came from, in words: the learner's copy, or the course's solution and why."""
         solutions = (COURSE / "solutions").resolve()
-        where = (f"the course's solutions/{self.notebook.name}" if self.notebook.resolve().parent == solutions
-                 else f"{self.notebook.name} beside this notebook")
-        return f"{self.function.__name__} from {where}, cell {self.cell} (its last definition there)"
+        if self.notebook.resolve().parent != solutions:
+            return f"{self.notebook.name} beside this notebook"
+        if Path.cwd().resolve() == solutions:  # this notebook is a solution itself: its neighbour is the solution
+            return f"the course's solutions/{self.notebook.name}"
+        # the learner's copy was not found: say whose code ran, and why
+        return f"the course's solutions/{self.notebook.name} (no {self.notebook.name} of yours beside this notebook)"
+
+    def describe(self) -> str:
+        return f"{self.function.__name__} from {self.where}, cell {self.cell} (its last definition there)"
 
 
 def notebook_path(name: str, beside=".") -> Path:

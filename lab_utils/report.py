@@ -11,7 +11,8 @@ import numpy as np
 
 from . import detectors, workloads
 from .compare import max_abs_diff
-from .measure import Machine, Result, AllReduceSweep, plausibility, read_results, store, table_lines
+from .measure import (NOT_MEASURABLE, Machine, Result, AllReduceSweep, plausibility, read_results, store,
+                      table_lines)
 
 
 def load(*sources) -> list[Result]:
@@ -64,9 +65,16 @@ class Compared:
         return self.row.resources / self.baseline.resources if self.baseline else None
 
     @property
+    def not_measurable(self) -> str:
+        """The row's lab decided its comparison 'not measurable here' (a verdict's outcome kept in its notes): that
+        note, else ''. Its speedup is then no result: the table shows 'n/m' and no efficiency."""
+        return next((n for n in detectors.notes(self.row.flags) if n.startswith(NOT_MEASURABLE)), "")
+
+    @property
     def efficiency(self) -> float | None:
-        """Speedup per unit of extra hardware; None against a baseline that is not one device."""
-        if not self.baseline or self.note:
+        """Speedup per unit of extra hardware; None against a baseline that is not one device, or for a comparison
+        its lab found not measurable."""
+        if not self.baseline or self.note or self.not_measurable:
             return None
         speedup, ratio = self.speedup, self.hardware_ratio
         assert speedup is not None and ratio is not None  # both exist with a baseline
@@ -178,7 +186,8 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
         speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
                                else (c.speedup, c.efficiency))
-        speed = f"{speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}"
+        speed = (f"{'n/m':>8}" if c.not_measurable and not c.is_baseline else
+                 f"{speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}")
         speed += f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"

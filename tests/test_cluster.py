@@ -77,6 +77,16 @@ def _processes_of(state) -> set[int]:
 
 
 @pytest.mark.skipif(REASON is not None, reason=f"needs root and slurm-wlm/munge: {REASON}")
+def test_status_prints_the_line_to_paste_in_a_terminal(tmp_path, monkeypatch):
+    # lab 11 cell 2 promises it (learner B: status printed the daemons and sinfo, no export line)
+    monkeypatch.setattr(local, "daemons", lambda lay: {"slurmctld": 11, "node1": 12})
+    monkeypatch.setattr(local, "node_states", lambda lay: {"node1": "idle"})
+    said = []
+    local.status(tmp_path, say=said.append)
+    assert said[-1].endswith(f"paste: export SLURM_CONF={local.layout(tmp_path).conf}")
+    assert "sinfo: node1 idle" in said
+
+
 def test_up_status_up_again_down(tmp_path):
     state = tmp_path / "c"  # a second cluster of its own: the course's cluster (if up) must stay untouched
     other = local.daemons(local.layout())

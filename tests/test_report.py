@@ -156,6 +156,19 @@ def test_a_lab_09_like_results_set_compares_the_two_workers_with_one_worker():
     assert two.baseline is rows[1] and two.speedup == pytest.approx(3281 / 2500)
 
 
+def test_a_comparison_its_lab_found_not_measurable_shows_no_bare_ratio_in_lab_10():
+    # lab 09 recorded its 2-worker row with its verdict's outcome (learner B: lab 10 showed it as 1.54x, 77 %)
+    refused = "not measurable here: other programs used 1.5 of 2 cores (measured, not a result: 1.54x)"
+    rows = [row("serving-workers", 1, 2500, batch=64, lab="09", workload="serving workers", variant="1 model worker"),
+            row("serving-workers", 2, 3850, batch=64, lab="09", workload="serving workers", variant="2 model workers",
+                flags=refused)]
+    two = next(c for c in report.compare(rows) if c.row.world_size == 2)
+    assert two.not_measurable == refused and two.efficiency is None
+    line = next(l for l in report.table(report.compare(rows)).splitlines() if "2 model workers" in l)
+    assert "n/m" in line and "1.54" not in line and "77%" not in line
+    assert report.compare(rows[:1] + [replace(rows[1], flags="")])[1].efficiency == pytest.approx(3850 / 2500 / 2)
+
+
 def test_the_labs_without_rows_are_named():
     assert report.labs_without_rows([row("single", 1, 100, lab="02"), row("ddp", 2, 100, lab="09")]) == [
         "00", "01", "03", "04", "05", "06", "07", "08"]

@@ -408,3 +408,16 @@ def test_a_tolerance_the_pairs_cannot_resolve_says_how_it_follows_from_their_sca
     v = measure.decide([0.7, 1.0, 1.3, 0.8, 1.2, 0.9, 1.1], claim="c", expected="A no slower", no_worse_than=0.12,
                        timed=False)
     assert f"{measure.RESOLVE:g}x the pairs' scatter" in v.notes or f"{measure.RESOLVE:g}x that scatter" in v.notes, v.notes
+
+
+def test_a_summary_carries_the_verdicts_outcome_never_a_bare_ratio(monkeypatch):
+    under(monkeypatch, BUSY)  # every pair above 2x: the verdict holds although the machine was busy
+    held = measure.decide([5.5, 4.9, 6.1, 5.2, 5.8], claim="async vs sync, straggler x4", expected="async faster",
+                          lab="08")
+    assert held.verdict == measure.HOLDS and "5.50x (range" in held.outcome() and "-> holds (" in held.outcome()
+    assert "every one of 5 pairs favours one side" in held.outcome()  # the condition it was decided under, carried
+    assert measure.NOT_MEASURABLE not in held.outcome()  # as_result would have refused the same figure
+    refused = measure.decide([1.5, 1.4, 1.6, 1.5, 1.3], claim="2 workers vs 1", expected="2 faster", lab="09")
+    text = refused.outcome()
+    assert text.startswith("not measurable here: other programs used 1.7 of 2 cores") and "not a result: 1.50x" in text
+    assert "-> " not in text

@@ -13,6 +13,7 @@ from .results_table import run_conditions
 from .store import store
 
 HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
+NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
 CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
 UNREADABLE_SHARE = 0.5  # other programs (and steal) took more than this share of the cores: no timing reads as a result
 MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
@@ -101,6 +102,15 @@ class Verdict:
                     f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
                        + notes)
+
+    def outcome(self) -> str:
+        """This verdict's outcome in one phrase, for a summary or a later lab that reuses the comparison: the verdict
+        word with its ratio and range (and its notes: the conditions it was decided under), or, where the conditions ruled it out, 'not measurable here: <why>' with the
+        ratio only as what those conditions gave (never a bare ratio a reader takes for a result)."""
+        if self.verdict == CANNOT_SEE:
+            return f"{NOT_MEASURABLE}: {self.reason} (measured, not a result: {self.ratio:.2f}{self.unit})"
+        text = f"{self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f}) -> {self.verdict}"
+        return f"{text} ({self.notes})" if self.notes else text  # the conditions it was decided under
 
     def verdict_cells(self) -> dict:
         """This verdict's cells in verdicts.csv (the store adds the machine and the time)."""
@@ -212,7 +222,7 @@ def as_result(text: str, workers: int | None = None, load: "conditions.Load | No
     """A summary's measured figure as a result, or, where unreadable() rules it out, 'not measurable here: <why>'
     with the figure kept only as what those conditions gave."""
     why = unreadable(workers, load, what)
-    return text if why is None else f"not measurable here: {why} (measured, not a result: {text})"
+    return text if why is None else f"{NOT_MEASURABLE}: {why} (measured, not a result: {text})"
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:

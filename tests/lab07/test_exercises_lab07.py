@@ -161,6 +161,19 @@ def choose_checkpoints(freed, extra, total, budget):
 """
 
 
+FEWEST_BLOCKS = """
+import itertools
+
+
+def choose_checkpoints(freed, extra, total, budget):
+    for k in range(len(freed) + 1):
+        for chosen in itertools.combinations(range(len(freed)), k):
+            if total - sum(freed[i] for i in chosen) <= budget:
+                return list(chosen)
+    return None
+"""
+
+
 def test_choose_checkpoints_solution_passes():
     assert check(learner(CHOOSE, "choose_checkpoints")).passed
     assert score(learner(CHOOSE, "choose_checkpoints")) == 1.0
@@ -168,6 +181,10 @@ def test_choose_checkpoints_solution_passes():
 
 def test_choose_checkpoints_greedy_by_bytes_fails():
     fails(learner(GREEDY, "choose_checkpoints"), "free the most bytes first")
+
+
+def test_choose_checkpoints_fewest_blocks_fails_with_its_own_hint():  # learner B got the greedy-by-bytes hint
+    fails(learner(FEWEST_BLOCKS, "choose_checkpoints"), "the fewest blocks is not the cheapest")
 
 
 def test_choose_checkpoints_everything_fails():

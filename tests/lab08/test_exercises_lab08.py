@@ -121,6 +121,17 @@ def test_staleness_pulled_before_update():
                                   "pulled before the update"), "AFTER the counter")
 
 
+def test_staleness_counting_positions_is_named():  # learner B kept no versions and got a hint about versions only
+    def staleness_from_order(order):
+        last = {}
+        staleness = []
+        for i, worker in enumerate(order):
+            staleness.append(i - last.get(worker, 0))
+            last[worker] = i
+        return staleness
+    assert_wrong(staleness_from_order, "counting positions in the order")
+
+
 # ---- damped_lr -----------------------------------------------------------------------------------------------------
 
 def test_damped_lr_solution():

@@ -37,6 +37,13 @@ def test_efficiency_as_a_percentage_fails():
     assert fails(speedup_and_efficiency, "not a percentage")
 
 
+def test_speedup_from_wall_s_fails():  # learner B: it passed while every case had the same batch
+    def speedup_and_efficiency(row, baseline):
+        speedup = baseline.wall_s / row.wall_s
+        return speedup, speedup / (hardware(row) / hardware(baseline))
+    assert fails(speedup_and_efficiency, "that compares wall_s, the time of one batch")
+
+
 def test_speedup_as_a_percentage_fails():
     def speedup_and_efficiency(row, baseline):
         speedup = row.samples_per_s / baseline.samples_per_s

@@ -134,6 +134,11 @@ def test_sbatch_header_wrong_answers_fail_with_their_hint():
     all_gpus = edited(lambda r: f"--gres=gpu:{r['gpus_per_node']}", lambda r: f"--gres=gpu:{r['gpus_per_node'] * r['nodes']}")
     assert fails(all_gpus, "per node")
 
+    def sbatch_header(request):  # learner B: a GPU line on CPU nodes too, asking for 0 (it passed)
+        header = globals()["sbatch_header"](request)
+        return header if request["gpus_per_node"] else header + "\n#SBATCH --gres=gpu:0"
+    assert fails(sbatch_header, "on CPU nodes leave the GPU line out")
+
 
 # ---- train_resumable ------------------------------------------------------------------------------------------------
 
@@ -182,6 +187,8 @@ def read_scheduler(text):
         if "." not in job_id:
             state = state.split()[0]
             verdicts[job_id] = PENDING.get(reason, "wait") if state == "PENDING" else ENDED[state]
+            if state == "FAILED" and exit_code == "0:9":  # the memory kill where Slurm reads memory from /proc
+                verdicts[job_id] = "more memory"
     return verdicts
 
 
@@ -212,6 +219,16 @@ def test_read_scheduler_wrong_answers_fail_with_their_hint():
                 verdicts[job_id] = PENDING.get(reason, "wait") if state == "PENDING" else ENDED.get(state, "read the log")
         return verdicts
     assert fails(read_scheduler, "first word")
+
+    def read_scheduler(text):  # every FAILED job 'read the log' (learner B: lab 11's own memory kill reads FAILED 0:9)
+        return {k: ("read the log" if v == "more memory" and f"{k}|" in text and f"|FAILED|0:9|" in
+                    next(line for line in text.splitlines() if line.startswith(f"{k}|")) else v)
+                for k, v in globals()["read_scheduler"](text).items()}
+    assert fails(read_scheduler, "killed by signal 9")
+
+    def read_scheduler(text):  # every FAILED job 'more memory'
+        return {k: ("more memory" if v == "read the log" else v) for k, v in globals()["read_scheduler"](text).items()}
+    assert fails(read_scheduler, "read the log")
 
     def read_scheduler(text):  # steps answered too
         return {line.split("|")[0]: "done" for line in text.splitlines()[1:]}

@@ -388,6 +388,7 @@ def status(path=None, say=print) -> bool:
     say(describe_cluster(lay, running))
     states = node_states(lay)
     say("sinfo: " + (", ".join(f"{n} {s}" for n, s in states.items()) if states else "no answer from slurmctld"))
+    say(f"to use it from a terminal (sinfo, sbatch, squeue, sacct), paste: export SLURM_CONF={lay.conf}")
     return all(running.values()) and len(states) == len(NODES) and not any(s.endswith("*") for s in states.values())
 
 

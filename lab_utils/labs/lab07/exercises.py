@@ -215,6 +215,8 @@ def _budget_cases(rng):
         {"freed": [30, 20], "extra": [1.0, 1.0], "total": 100, "budget": 120},
         {"freed": [10, 20, 5], "extra": [1.0, 2.0, 0.5], "total": 100, "budget": 50},
         {"freed": [30, 20], "extra": [1.0, 5.0], "total": 100, "budget": 70},  # block 0 brings it exactly to the budget
+        # the first fitting pair ([0, 1]), greedy by bytes ([0, 2]) and the cheapest ([0, 3]) all differ
+        {"freed": [40, 30, 60, 35], "extra": [4.0, 3.0, 20.0, 1.0], "total": 150, "budget": 80},
     ]
     for _ in range(4):
         k = rng.randint(3, 6)
@@ -243,6 +245,19 @@ def _greedy_by_freed(c):
     return sorted(chosen)
 
 
+def _fewest_blocks(c):
+    """The first set that fits among those with the fewest blocks (the mistake: fewest blocks, not least time)."""
+    for k in range(len(c["freed"]) + 1):
+        for chosen in itertools.combinations(range(len(c["freed"])), k):
+            if c["total"] - sum(c["freed"][i] for i in chosen) <= c["budget"]:
+                return list(chosen)
+    return None
+
+
+FEWEST = ("the first set that fits with the fewest blocks is not the cheapest: a set of more blocks can recompute "
+          "less; compare the extra time of every set that fits")
+
+
 def _cheapest_strictly_under(c):
     """The cheapest set that keeps strictly fewer bytes than the budget (the `<` instead of `<=` mistake), or None."""
     fits = [list(s) for k in range(len(c["freed"]) + 1) for s in itertools.combinations(range(len(c["freed"])), k)
@@ -257,6 +272,8 @@ STRICT = ("a set that brings the bytes exactly to the budget fits too: the budge
 def _budget_judge(got, expected, cases):
     if got != expected and got == [_cheapest_strictly_under(c) for c in cases]:
         return 0.0, STRICT
+    if got != expected and got == [_fewest_blocks(c) for c in cases]:
+        return 0.0, FEWEST
     for g, e, c in zip(got, expected, cases):
         if e is None:
             if g is not None:
@@ -277,6 +294,8 @@ def _budget_judge(got, expected, cases):
                 return 0.0, f"the activations ({c['total']} bytes) already fit the budget {c['budget']}: checkpoint nothing"
             if g == list(range(len(c["freed"]))):
                 return 0.0, "checkpointing every block fits, but recomputes more than needed: keep the cheapest set that fits"
+            if g == _fewest_blocks(c) and g != _greedy_by_freed(c):
+                return 0.0, FEWEST
             if g == _greedy_by_freed(c):
                 return 0.0, ("taking the blocks that free the most bytes first fits, but is not the cheapest: compare the "
                              "extra time of every set that fits")

@@ -202,7 +202,8 @@ def _staleness_judge(got, expected, cases):
                          "new weights, so remember the version each worker pulled last")
         if g == _pulled_before_update(order):
             return 0.0, ("a worker pulls the weights its own update produced: record the version AFTER the counter "
-                         "moved on, not before")
+                         "moved on, not before (counting positions in the order, i minus the worker's last position, "
+                         "gives the same numbers: the updates since its pull are the others', i - last - 1)")
         return 0.0, f"for the order {order} expected {e}, got {g}"
     return 1.0, "staleness = the server's version now - the version the worker pulled"
 

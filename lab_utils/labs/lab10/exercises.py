@@ -11,6 +11,9 @@ def _speedup_cases(rng):
         [{"samples_per_s": 3000.0, "world_size": 4, "threads": 2}, {"samples_per_s": 1000.0, "world_size": 1, "threads": 1}],
         [{"samples_per_s": 1500.0, "world_size": 2, "threads": 2}, {"samples_per_s": 1000.0, "world_size": 1, "threads": 2}],
         [{"samples_per_s": 1800.0, "world_size": 2, "threads": None}, {"samples_per_s": 1000.0, "world_size": 1, "threads": None}],
+        # a row whose batch is twice its baseline's (wall_s is one batch's time): a speedup from wall_s is wrong here
+        [{"samples_per_s": 2000.0, "world_size": 2, "threads": 1, "batch_size": 512},
+         {"samples_per_s": 1000.0, "world_size": 1, "threads": 1, "batch_size": 256}],
     ]
     drawn = []
     for _ in range(4):
@@ -26,8 +29,13 @@ def _as_result(fields: dict):
     from ...measure import Result
 
     return Result(lab="10", framework="torch", strategy="ddp" if fields["world_size"] > 1 else "single",
-                  world_size=fields["world_size"], device="cpu", batch_size=256, samples_per_s=fields["samples_per_s"],
-                  wall_s=256 / fields["samples_per_s"], workload="exercise", threads=fields["threads"])
+                  world_size=fields["world_size"], device="cpu", batch_size=_batch(fields),
+                  samples_per_s=fields["samples_per_s"], wall_s=_batch(fields) / fields["samples_per_s"],
+                  workload="exercise", threads=fields["threads"])
+
+
+def _batch(fields: dict) -> int:
+    return fields.get("batch_size", 256)
 
 
 def _speedup_run(speedup_and_efficiency, cases):
@@ -50,6 +58,11 @@ def _speedup_judge(got, expected, cases):
                 return 0.0, "the speedup is a ratio (1.8 for 1.8x), not a percentage: leave out the factor 100"
             if near(g[0], 1 / e[0]):
                 return 0.0, "speedup is the row's samples/s over the baseline's, not the other way round"
+            wall_ratio = (_batch(base) / base["samples_per_s"]) / (_batch(row) / row["samples_per_s"])
+            if near(g[0], wall_ratio):
+                return 0.0, (f"that compares wall_s, the time of one batch: the row ran batches of {_batch(row)}, its "
+                             f"baseline {_batch(base)}, so the times compare different work; speedup is the row's "
+                             "samples/s over the baseline's")
             return 0.0, f"the speedup of {row} over {base} should be {e[0]:.3f}, got {g[0]:.3f}"
         if not near(g[1], e[1]):
             if near(g[1], 100 * e[1]):

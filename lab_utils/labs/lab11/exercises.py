@@ -251,6 +251,10 @@ def _header_judge(got, expected, cases):
                 return 0.0, "a bare --time number is minutes, not hours"
             return 0.0, f"--time={options['time']} is {minutes:g} minutes, not {want['minutes']}"
         gpus = _gpus_per_node(options, want["nodes"])
+        if not want["gpus_per_node"] and any(k in options for k in ("gres", "gpus-per-node", "gpus")):
+            # a GPU line asking for 0 names a resource CPU nodes do not declare: Slurm can refuse the job
+            return 0.0, ("on CPU nodes leave the GPU line out: --gres=gpu:0 names a GPU resource these nodes may not "
+                         "have, and Slurm can refuse the job (Invalid generic resource specification)")
         if gpus != want["gpus_per_node"]:
             if gpus is None:
                 return 0.0, "--gpus is the job's total: ask per node (--gres=gpu:N or --gpus-per-node=N)"
@@ -417,14 +421,17 @@ _STEPS = {"COMPLETED": [("batch", "COMPLETED", "0:0"), ("extern", "COMPLETED", "
           "OUT_OF_MEMORY": [("batch", "OUT_OF_MEMORY", "0:125"), ("extern", "COMPLETED", "0:0")],
           "NODE_FAIL": [("batch", "CANCELLED", "0:9"), ("extern", "COMPLETED", "0:0")],
           "FAILED": [("batch", "FAILED", "1:0"), ("extern", "COMPLETED", "0:0")],
-          "CANCELLED": [("batch", "CANCELLED", "0:15"), ("extern", "COMPLETED", "0:0")]}
+          "CANCELLED": [("batch", "CANCELLED", "0:15"), ("extern", "COMPLETED", "0:0")],
+          # the memory kill of a cluster without cgroups (this lab's own, cell 'too-big'): FAILED, killed by signal 9
+          "MEMORY_KILL": [("batch", "CANCELLED", "0:9"), ("extern", "COMPLETED", "0:0")]}
 
 
 def _sacct_text(jobs) -> str:
     lines = ["JobID|JobName|State|ExitCode|Reason"]
     for job_id, name, state, reason in jobs:
-        shown = "CANCELLED by 0" if state == "CANCELLED" else state
-        exit_code = {"FAILED": "1:0", "TIMEOUT": "0:0", "OUT_OF_MEMORY": "0:125", "NODE_FAIL": "0:0"}.get(state, "0:0")
+        shown = {"CANCELLED": "CANCELLED by 0", "MEMORY_KILL": "FAILED"}.get(state, state)
+        exit_code = {"FAILED": "1:0", "TIMEOUT": "0:0", "OUT_OF_MEMORY": "0:125", "NODE_FAIL": "0:0",
+                     "MEMORY_KILL": "0:9"}.get(state, "0:0")
         lines.append(f"{job_id}|{name}|{shown}|{exit_code}|{reason}")
         for step, step_state, code in _STEPS.get(state, []):
             lines.append(f"{job_id}.{step}|{step}|{step_state}|{code}|")
@@ -435,7 +442,7 @@ def _scheduler_cases(rng):
     cases = []
     for k in range(3):
         states = ["TIMEOUT", "CANCELLED", ("PENDING", "PartitionTimeLimit"), ("PENDING", "DependencyNeverSatisfied"),
-                  ("PENDING", "Resources")]
+                  ("PENDING", "Resources"), "MEMORY_KILL", "FAILED"]
         states += rng.sample(["COMPLETED", "OUT_OF_MEMORY", "NODE_FAIL", "FAILED", ("PENDING", "Priority"),
                               ("PENDING", "Dependency"), ("PENDING", "QOSMaxJobsPerUserLimit"), "RUNNING"], 4)
         rng.shuffle(states)
@@ -481,7 +488,9 @@ def _scheduler_judge(got, expected, cases):
                 right += 1
                 continue
             state = states[job_id]
+            exit_code = next(line.split("|")[3] for line in text.splitlines()[1:] if line.split("|")[0] == job_id)
             kind = ("unknown" if have not in ACTIONS else "step" if have == last[job_id] else
+                    "signal 9" if state == "FAILED" and exit_code == "0:9" else
                     "pending-wait" if state == "PENDING" and have == "wait" else
                     "pending" if state == "PENDING" else "cancelled" if state.startswith("CANCELLED") else "other")
             misses.append((kind, job_id, state, want, have))
@@ -495,7 +504,10 @@ def _scheduler_judge(got, expected, cases):
              "pending-wait": ("a PENDING job's Reason says whether waiting helps: PartitionTimeLimit or "
                               "DependencyNeverSatisfied never start by themselves"),
              "pending": "Resources, Priority, Dependency and QOSMaxJobsPerUserLimit only need patience ('wait')",
-             "cancelled": "'CANCELLED by 0' is CANCELLED: the state is the first word"}
+             "cancelled": "'CANCELLED by 0' is CANCELLED: the state is the first word",
+             "signal 9": ("a FAILED job with ExitCode 0:9 was killed by signal 9: where Slurm reads memory from /proc "
+                          "(this lab's cluster, its 'too-big' job) that is the memory limit's kill, 'more memory'; a "
+                          "FAILED job with another exit code is your program's error, 'read the log'")}
     kinds = [m[0] for m in misses]
     kind = next((k for k in hints if k in kinds), "other")
     _, job_id, state, want, have = next(m for m in misses if m[0] == kind)
@@ -507,7 +519,7 @@ READ_SCHEDULER = Exercise(
     "11", "read_scheduler", _scheduler_cases, _scheduler_run, FROM_LESSON, _scheduler_judge,
     "one answer per job (JobID without a dot); its State is the first word; a PENDING job's Reason decides: "
     "Resources/Priority/Dependency -> 'wait', PartitionTimeLimit -> 'fix the request', DependencyNeverSatisfied -> "
-    "'fix the dependency'; RUNNING -> 'wait'; TIMEOUT -> 'more time', OUT_OF_MEMORY -> 'more memory', NODE_FAIL -> 'resubmit', FAILED -> "
-    "'read the log'")
+    "'fix the dependency'; RUNNING -> 'wait'; TIMEOUT -> 'more time', OUT_OF_MEMORY -> 'more memory', NODE_FAIL -> 'resubmit', FAILED with "
+    "ExitCode 0:9 (killed by signal 9: the memory kill) -> 'more memory', any other FAILED -> 'read the log'")
 
 register(RANK_FROM_SLURM, SBATCH_HEADER, TRAIN_RESUMABLE, READ_SCHEDULER)

@@ -405,4 +405,6 @@ def read_scheduler(text):
             continue  # a step: the job's own line says how the job went
         state = state.split()[0]  # "CANCELLED by 0"
         verdicts[job_id] = never.get(reason, "wait") if state == "PENDING" else ended.get(state, "read the log")
+        if state == "FAILED" and exit_code == "0:9":  # killed by signal 9: the memory kill where memory is read from /proc
+            verdicts[job_id] = "more memory"
     return verdicts
