@@ -46,7 +46,8 @@ class Lesson:
         solutions = (COURSE / "solutions").resolve()
         if self.notebook.resolve().parent != solutions:
             return f"{self.notebook.name} beside this notebook"
-        if Path.cwd().resolve() == solutions:  # this notebook is a solution itself: its neighbour is the solution
+        if Path.cwd().resolve() in (solutions, COURSE.resolve()):  # a solution run in its folder, or by nbval from the
+            # course's root (make test): no learner's copy was expected
             return f"the course's solutions/{self.notebook.name}"
         # the learner's copy was not found: say whose code ran, and why
         return f"the course's solutions/{self.notebook.name} (no {self.notebook.name} of yours beside this notebook)"

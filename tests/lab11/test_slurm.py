@@ -115,7 +115,7 @@ def test_a_wrong_slurm_conf_is_named_instead_of_no_slurm_here(monkeypatch, tmp_p
     assert "Unset it" in said
 
 
-def test_lab03_worker_comes_from_its_notebook_and_travels_by_value():
+def test_lab03_worker_comes_from_its_notebook_and_travels_by_value(tmp_path, monkeypatch):
     import cloudpickle
 
     lesson = learner_code.from_notebook(learner_code.notebook_path("03_ddp.ipynb", beside="/nonexistent"), "ddp_worker")
@@ -125,7 +125,11 @@ def test_lab03_worker_comes_from_its_notebook_and_travels_by_value():
     assert b"DistributedSampler" in cloudpickle.dumps(lesson.function)  # by value: its code travels with it
     with pytest.raises(LookupError, match="defines no function 'nothing_here'"):
         learner_code.from_notebook(lesson.notebook, "nothing_here")
-    # run from elsewhere than solutions/ (a learner's folder without a 03 notebook): the output says why it is the solution
+    # run from the course's root (nbval in make test) or solutions/: the solution was the expected neighbour
+    monkeypatch.chdir(learner_code.COURSE)
+    assert "ddp_worker from the course's solutions/03_ddp.ipynb, cell " in lesson.describe()
+    # run from elsewhere (a learner's folder without a 03 notebook): the output says why it is the solution
+    monkeypatch.chdir(tmp_path)
     assert ("ddp_worker from the course's solutions/03_ddp.ipynb (no 03_ddp.ipynb of yours beside this notebook), cell "
             in lesson.describe())
 
