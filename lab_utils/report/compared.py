@@ -1,0 +1,212 @@
+"""Lab 10's comparison of results rows: each row against its baseline, with its speedup, efficiency and flags; the
+table that prints them."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import detectors, workloads
+from ..measure import NOT_MEASURABLE, Result, plausibility, read_results, table_lines
+
+
+def load(*sources) -> list[Result]:
+    """Results of every results CSV in the given folders or files; missing sources are skipped, bad files raise."""
+    rows = []
+    for source in sources:
+        if source is None or not Path(source).exists():
+            continue
+        rows += read_results(source)
+    return rows
+
+
+def _key(row: Result) -> tuple:
+    """Rows compare only within one key: machine fingerprint, lab, framework, workload, rate and batch size."""
+    machine = row.machine.fingerprint if row.machine else ("",)
+    return (*machine, row.lab, row.framework, row.workload, row.rate, row.batch_size)
+
+
+def latest(rows: list[Result]) -> list[Result]:
+    """One row per configuration and machine: the newest (a lab run twice appends its rows twice)."""
+    newest: dict
+    newest = {}
+    for row in rows:
+        config = _key(row) + (row.strategy, row.variant, row.world_size, row.threads)
+        if config not in newest or row.timestamp >= newest[config].timestamp:
+            newest[config] = row
+    return sorted(newest.values(), key=lambda r: _key(r) + (r.world_size, r.strategy, r.variant))
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A result beside its baseline: the same machine, lab, framework, workload and batch on one device."""
+
+    row: Result
+    baseline: Result | None
+    note: str = ""
+
+    @property
+    def is_baseline(self) -> bool:
+        """True for a row that is its own baseline (one device): its speedup of 1 says nothing."""
+        return self.row is self.baseline
+
+    @property
+    def speedup(self) -> float | None:
+        return self.row.samples_per_s / self.baseline.samples_per_s if self.baseline else None
+
+    @property
+    def hardware_ratio(self) -> float | None:
+        """How much more hardware the row used than its baseline: ranks x threads over the baseline's."""
+        return self.row.resources / self.baseline.resources if self.baseline else None
+
+    @property
+    def not_measurable(self) -> str:
+        """The row's lab decided its comparison 'not measurable here' (a verdict's outcome kept in its notes): that
+        note, else ''. Its speedup is then no result: the table shows 'n/m' and no efficiency."""
+        return next((n for n in detectors.notes(self.row.flags) if n.startswith(NOT_MEASURABLE)), "")
+
+    @property
+    def efficiency(self) -> float | None:
+        """Speedup per unit of extra hardware; None against a baseline that is not one device, or for a comparison
+        its lab found not measurable."""
+        if not self.baseline or self.note or self.not_measurable:
+            return None
+        speedup, ratio = self.speedup, self.hardware_ratio
+        assert speedup is not None and ratio is not None  # both exist with a baseline
+        return speedup / ratio
+
+    @property
+    def flags(self) -> list[str]:
+        """This row's detector flags, each once: those its lab recorded, then its speedup's, recomputed here."""
+        own = detectors.impossible(self.row.flags)
+        return own + [f for f in detectors.impossible(self._speedup_flags()) if f not in own]
+
+    @property
+    def notes(self) -> list[str]:
+        """This row's other warnings (oversubscribed cores, another framework, ...): plain notes, never `[!]`."""
+        own = detectors.notes(self.row.flags)
+        return own + [f for f in detectors.notes(self._speedup_flags()) if f not in own]
+
+    @property
+    def implausible(self) -> bool:
+        """True for a row with a detector flag (an impossible figure): the best-result line and Amdahl fit skip it. A
+        note (a busy machine, another framework, oversubscribed cores) is no implausibility: such rows stay, noted."""
+        return bool(self.flags)
+
+    def _speedup_flags(self) -> list[str]:
+        if self.efficiency is None or self.is_baseline:
+            return []
+        assert self.baseline is not None and self.hardware_ratio is not None  # efficiency is None without a baseline
+        if self.row.lab != self.baseline.lab:  # another lab's baseline (across_labs), minutes apart, not interleaved:
+            #                                   faster than its baseline per unit of hardware beyond both spreads
+            if self.efficiency <= 1:
+                return []
+            return [*detectors.measured_twice(self.baseline.samples_per_s, self.baseline.spread,
+                                             self.row.samples_per_s / self.hardware_ratio, self.row.spread,
+                                             what="the rate per unit of hardware", unit=self.row.rate,
+                                             first_name=f"lab {self.baseline.lab}'s one-thread row",
+                                             second_name=f"lab {self.row.lab}'s {self.row.strategy} row")]
+        machine = self.row.machine
+        cores = machine.cpu_count if machine else None
+        oversubscribed = bool(machine and cores and not machine.gpu_names and self.row.resources > cores)
+        return plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed)
+
+
+def _baseline_for(row: Result, group: list[Result]) -> tuple[Result | None, str]:
+    singles = [r for r in group if r.world_size == 1]
+    if row.world_size == 1:  # a one-device row is its own baseline, unless it used more threads than one
+        one_thread = [r for r in singles if r.threads == 1]
+        return (one_thread[0] if row.threads not in (None, 1) and one_thread else row), ""
+    for candidates in ([r for r in singles if r.threads == row.threads], [r for r in singles if r.threads == 1], singles):
+        if candidates:
+            return candidates[0], ""
+    naive = [r for r in group if r.strategy == "pipeline-naive"]
+    if naive:
+        return naive[0], "vs the naive split"
+    return None, "no one-device row for this workload"
+
+
+def compare(rows: list[Result]) -> list[Compared]:
+    """Each row with its baseline row (one device; threads as the row's when there is a choice)."""
+    groups: dict
+    groups = {}
+    for row in rows:
+        groups.setdefault(_key(row), []).append(row)
+    return [Compared(row, *_baseline_for(row, groups[_key(row)])) for row in rows]
+
+
+def across_labs(rows: list[Result]) -> list[Compared]:
+    """Rows of workloads several labs recorded on one machine, each against the first lab's one-rank, 1-thread row."""
+    groups: dict
+    groups = {}
+    for row in rows:
+        machine = row.machine.fingerprint if row.machine else ("",)
+        groups.setdefault((*machine, row.framework, row.workload, row.rate, row.batch_size), []).append(row)
+    shared = []
+    for group in groups.values():
+        if len({r.lab for r in group}) < 2:
+            continue
+        group = sorted(group, key=lambda r: (r.lab, r.world_size, r.threads or 1))
+        base = next((r for r in group if r.world_size == 1 and (r.threads or 1) == 1), None)
+        shared += [Compared(r, base, "" if base else "no one-device row for this workload") for r in group]
+    return shared
+
+
+def host_name(row: Result, this_host: str | None = None) -> str:
+    """The machine a row was measured on; 'this machine' for `this_host` (no host name of yours in a table)."""
+    host = row.machine.host if row.machine else ""
+    return "this machine" if this_host and host == this_host else host
+
+
+def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None,
+          figures: Callable[[Result, Result], tuple[float, float]] | None = None) -> str:
+    """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
+    `figures(row, baseline)` -> (speedup, efficiency) gives the two columns (lab 10's speedup_and_efficiency);
+    without it, each Compared's own."""
+    names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
+    name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
+    framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
+    header = (f"{'machine':<13}" if hosts else "") + (f"{'lab':<4}{'framework':<{framework_w}}"
+                                                     f"{'strategy, variant':<{name_w}}{'devices':>7}"
+                                                     f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'rate':>11}"
+                                                     f"{'speedup':>8}{'effic.':>7}")
+    lines, workload = [header], None
+    for c, name in zip(compared, names):
+        r = c.row
+        if (host_name(r), r.lab, r.workload, r.rate) != workload:
+            workload = (host_name(r), r.lab, r.workload, r.rate)
+            lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}"
+                         + (f"  (rate: {r.rate})" if r.rate else ""))
+        acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
+        threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
+        speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
+                               else (c.speedup, c.efficiency))
+        speed = (f"{'n/m':>8}" if c.not_measurable and not c.is_baseline else
+                 f"{speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}")
+        speed += f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
+        lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
+                     f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
+                     f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}{detectors.marked(c.flags)}")
+        lines += [f"      note: {note}" for note in c.notes]
+    lines += table_lines([c.flags for c in compared],
+                                   [f"{c.row.lab} {n} x{c.row.world_size}" for c, n in zip(compared, names)])
+    noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
+    return "\n".join(lines + ([noise] if noise else []))
+
+
+def summary(results_dir) -> str:
+    """The scaling report's table of the newest rows of one results folder (what `make course` prints at the end)."""
+    return table(compare(latest(load(results_dir))))
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percentage, with a decimal below 10 % (0.4 %, not 0 %)."""
+    return f"{fraction * 100:.1f} %" if abs(fraction) < 0.095 else f"{fraction * 100:.0f} %"
+
+
+def row_label(c: Compared) -> str:
+    """A row's name on a chart: lab, strategy, variant and batch, never cut; ' [!]' when flagged."""
+    name = f"{c.row.strategy} {c.row.variant}".strip()
+    return f"{c.row.lab} {name} b{c.row.batch_size}" + (" [!]" if c.flags else "")
+
+

@@ -1,0 +1,67 @@
+"""Which labs' rows lab 10 has, and the sentences that say which it lacks; its checks on the rows two labs share."""
+from __future__ import annotations
+
+from .. import workloads
+from ..measure import Result
+from .compared import Compared
+
+
+RECORDING_LABS = tuple(f"{n:02d}" for n in range(10))  # labs 00-09 each record results rows; lab 10 reads them
+
+
+def labs_without_rows(rows: list[Result]) -> list[str]:
+    """The labs that record results but have no row here yet (not run, or run with another results folder)."""
+    have = {r.lab for r in rows}
+    return [lab for lab in RECORDING_LABS if lab not in have]
+
+
+DATA_PARALLEL_LABS = ("02", "03", "05")  # the labs that record data-parallel rows (Amdahl's fit reads them)
+TWO_LABS = ("01", "03")  # the labs that time workloads.STEP_3CONV: one workload, two labs
+
+
+def lab_names(labs) -> str:
+    """'lab 02', 'labs 02 and 03', 'labs 01, 02 and 03'."""
+    labs = list(labs)
+    if len(labs) < 2:
+        return f"lab {''.join(labs)}"
+    return f"labs {', '.join(labs[:-1])} and {labs[-1]}"
+
+
+def lacking(rows: list[Result], labs, what: str) -> str:
+    """'' when each of `labs` has rows here; else a sentence naming exactly those without rows, which `what` lacks."""
+    have = {r.lab for r in rows}
+    missing = [lab for lab in labs if lab not in have]
+    if not missing:
+        return ""
+    return (f"{what} lacks the rows of {lab_names(missing)} (none in the results folder): run "
+            f"{'it' if len(missing) == 1 else 'them'} from this folder, or name their folder in extra_results, then "
+            "this notebook again")
+
+
+def two_labs(shared: list[Compared]) -> list[Compared]:
+    """The rows of across_labs of workloads.STEP_3CONV (labs 01 and 03), the comparison lab 10 describes."""
+    return [c for c in shared if c.row.workload == workloads.STEP_3CONV.name]
+
+
+def ranks_vs_threads(shared: list[Compared]) -> list[str]:
+    """Lab 10's prediction checked on the speed test's rows: on a CPU, DDP ranks of one thread each no faster than one
+    process with as many threads (the same cores, plus an all-reduce). One line per DDP row against each lab's
+    process of as many threads; 'beats it' only beyond both rows' spreads (each rate +- half its spread)."""
+    lines = []
+    for ddp in (c.row for c in shared if c.row.strategy == "ddp" and c.row.world_size > 1):
+        if ddp.machine and ddp.machine.gpu_names:
+            lines.append(f"lab {ddp.lab}'s DDP ran on GPUs: its ranks add devices, so no such prediction")
+            continue
+        rivals = [c.row for c in shared if c.row.world_size == 1 and (c.row.threads or 1) == ddp.resources]
+        for rival in rivals:
+            ratio = ddp.samples_per_s / rival.samples_per_s
+            low = ddp.samples_per_s * (1 - (ddp.spread or 0.0) / 2)
+            high = rival.samples_per_s * (1 + (rival.spread or 0.0) / 2)
+            said = ("reversed: DDP faster beyond both rows' spreads" if low > high else
+                    "holds: DDP no faster" if ratio <= 1 else "not distinguishable: within the rows' spreads")
+            lines.append(f"prediction, {ddp.world_size} DDP ranks (lab {ddp.lab}) no faster than 1 process x "
+                         f"{ddp.resources:g} threads (lab {rival.lab}): {ddp.samples_per_s:,.0f} vs "
+                         f"{rival.samples_per_s:,.0f} samples/s, {ratio:.2f}x -> {said}")
+    return lines
+
+

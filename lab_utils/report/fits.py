@@ -1,0 +1,145 @@
+"""Models of scaling fitted to measured rows: Amdahl's serial fraction, the all-reduce's latency and bandwidth, and
+the projections they give."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import detectors
+
+
+def amdahl_speedup(serial_fraction: float, devices) -> np.ndarray | float:
+    """Amdahl's law: 1 / (s + (1 - s) / N)."""
+    n = np.asarray(devices, dtype=float)
+    return 1.0 / (serial_fraction + (1.0 - serial_fraction) / n)
+
+
+def fit_serial_fraction(points) -> float:
+    """The serial fraction s that best fits measured (devices, speedup) pairs (least squares on 1/speedup); noisy
+    rows, or rows slower than one device, can give s outside 0..1, which no machine has (serial_fit says so)."""
+    pairs = [(float(n), float(s)) for n, s in points if n > 1]
+    if not pairs:
+        raise ValueError("need at least one measurement with more than one device to fit a serial fraction")
+    # 1/S = s + (1 - s)/N = 1/N + s (1 - 1/N): linear in s
+    a = np.array([1 - 1 / n for n, _ in pairs])
+    b = np.array([1 / s - 1 / n for n, s in pairs])
+    return float(a @ b / (a @ a))
+
+
+@dataclass(frozen=True)
+class SerialFit:
+    """Amdahl's serial fraction fitted to rows (least squares), and each row's own: the spread of the per-row values
+    gives the projections their range; a fit outside 0..1 hit a bound that no machine has and projects nothing."""
+
+    serial_fraction: float
+    per_row: tuple[float, ...]
+
+    @property
+    def at_bound(self) -> bool:
+        """True when the fit fell outside 0..1: the rows contradict Amdahl's law, so it projects nothing."""
+        return not 0.0 <= self.serial_fraction <= 1.0
+
+    def projection(self, devices: int) -> tuple[float, float, float] | None:
+        """(low, fitted, high) speedup on `devices`, the range from the rows' own serial fractions; None at a bound."""
+        if self.at_bound:
+            return None
+        low_s, high_s = (min(max(v, 0.0), 1.0) for v in (max(self.per_row), min(self.per_row)))
+        return (float(amdahl_speedup(low_s, devices)), float(amdahl_speedup(self.serial_fraction, devices)),
+                float(amdahl_speedup(high_s, devices)))
+
+    def describe(self) -> str:
+        """The fitted value with the rows' range, or why no projection follows from it."""
+        rows = f"rows' own {min(self.per_row):.3f} to {max(self.per_row):.3f}"
+        if self.at_bound:
+            side = "above 1: slower than one device" if self.serial_fraction > 1 else "below 0: faster than linear"
+            return (f"s = {self.serial_fraction:.3f} ({rows}) is outside 0..1 ({side}), the bound no machine "
+                    "passes: these rows contradict Amdahl's law, so nothing is projected from them")
+        return f"s = {self.serial_fraction:.3f} ({rows})"
+
+
+def serial_fit(points) -> SerialFit:
+    """fit_serial_fraction over (devices, speedup) pairs, with each pair's own serial fraction beside it."""
+    pairs = [(float(n), float(s)) for n, s in points if n > 1]
+    return SerialFit(fit_serial_fraction(pairs), tuple((1 / s - 1 / n) / (1 - 1 / n) for n, s in pairs))
+
+
+@dataclass(frozen=True)
+class AllReduceFit:
+    """Fitted ring all-reduce time t(bytes, N) = 2 (N - 1) latency + 2 (N - 1) / N x bytes / bus_bandwidth."""
+
+    latency_s: float
+    bus_bandwidth: float  # bytes/s; inf when the fitted time per byte is not a positive number (`flags` says why)
+    flags: tuple[str, ...] = ()
+
+    def describe(self, devices: int | None = None) -> str:
+        """'alpha = ... us, B = ... GB/s' (and, given the ranks, the size where each term dominates), or the refusal
+        when the fit is degenerate."""
+        alpha = f"alpha = {self.latency_s * 1e6:8.1f} us"
+        if self.flags:
+            return f"{alpha}, B = not measurable here  {detectors.flag_text(*self.flags)}"
+        text = f"{alpha}, B = {self.bus_bandwidth / 1e9:6.2f} GB/s"
+        if devices and devices > 1 and self.latency_s > 0:
+            text += (f"; latency dominates below {self.crossover_bytes(devices) / 1024:,.0f} KiB, bandwidth above "
+                     f"(N alpha B, N = {devices})")
+        return text
+
+    def crossover_bytes(self, devices: int) -> float:
+        """The message size at which the two terms are equal: 2 (N - 1) alpha = 2 (N - 1) / N x bytes / B."""
+        return devices * self.latency_s * self.bus_bandwidth
+
+    def contradictions(self, sizes, seconds, devices: int) -> list[str]:
+        """A fit whose latency term alone exceeds a measured all-reduce (by 10 %) contradicts the data it came from."""
+        floor = 2 * (devices - 1) * self.latency_s
+        fastest = min(float(t) for t in seconds)
+        if floor <= 1.1 * fastest:
+            return []
+        return [detectors.Flag(detectors.Kind.CONTRADICT,
+                               f"the fitted latency alone, 2 (N - 1) alpha = {floor * 1e3:.3g} ms, is longer than a "
+                               f"measured all-reduce ({fastest * 1e3:.3g} ms): {detectors.CONTRADICT} (a few slow "
+                               "medians pulled the fit, so read it as an order of magnitude)")]
+
+    def seconds(self, nbytes: float, devices: int) -> float:
+        if devices < 2:
+            return 0.0
+        return 2 * (devices - 1) * self.latency_s + 2 * (devices - 1) / devices * nbytes / self.bus_bandwidth
+
+
+def bus_bandwidth(nbytes: float, seconds: float, devices: int) -> float:
+    """The bus bandwidth of one all-reduce: 2 (N - 1) / N x bytes / time (what each link carries, per second)."""
+    return 2 * (devices - 1) / devices * nbytes / seconds
+
+
+def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
+    """Latency and bus bandwidth fitted to all-reduce times of message `sizes` on `devices` ranks."""
+    sizes, seconds = np.asarray(sizes, float), np.asarray(seconds, float)
+    if len(sizes) < 2:
+        raise ValueError("need all-reduce times for at least two message sizes")
+    if np.any(seconds <= 0):
+        raise ValueError(f"all-reduce times must be positive, got {seconds.tolist()}")
+    steps = 2 * (devices - 1)
+    # least squares on relative errors (w=1/time): small sizes set alpha, large ones the bandwidth; unweighted, the
+    # largest sizes' noise would decide alpha
+    slope, intercept = np.polyfit(sizes * steps / devices, seconds, 1, w=1 / seconds)
+    warnings = tuple(detectors.degenerate_fit(float(slope)))
+    return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
+
+
+def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int) -> float:
+    """Compute + all-reduce model: one device takes compute_s; N devices take compute_s / N + the all-reduce."""
+    return compute_s / (compute_s / devices + fit.seconds(grad_bytes, devices))
+
+
+def gpipe_speedup(stages: int, micro_batches: int) -> float:
+    """Ideal GPipe speedup over one device for K balanced stages: K x (1 - bubble), bubble = (K-1)/(M+K-1)."""
+    return stages * (1 - (stages - 1) / (micro_batches + stages - 1))
+
+
+def parameter_bytes(model) -> int:
+    """Bytes of the gradients DDP all-reduces each step (one per trainable parameter)."""
+    from ..tensors import tensor_bytes  # torch only when a model is measured
+
+    return tensor_bytes(p for p in model.parameters() if p.requires_grad)
+
+

@@ -1,0 +1,103 @@
+"""All-reduce sweeps: the file a lab saves and lab 10 reads, and the flags on their figures."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from .. import detectors
+from ..compare import max_abs_diff
+from ..measure import AllReduceSweep, Machine, store
+
+
+SWEEP_MAX_AGE_S = 6 * 3600
+
+
+def save_allreduce(lab: str, sizes, seconds, spreads, devices: int, backend: str, directory=None) -> Path:
+    """Keep an all-reduce sweep (message bytes, median seconds, spreads) in the results store for another lab."""
+    return store(directory).append(AllReduceSweep(lab, backend, devices, tuple(int(n) for n in sizes),
+                                         tuple(float(t) for t in seconds), tuple(float(v) for v in spreads)))
+
+
+def recent_allreduce(devices: int, backend: str, directory=None, max_age_s: float = SWEEP_MAX_AGE_S) -> dict | None:
+    """The newest all-reduce sweep of this machine with these ranks and backend, if it is recent enough; else None."""
+    import datetime as _dt
+
+    machine, now = Machine.here(), _dt.datetime.now(_dt.timezone.utc)
+    fits = [s for s in store(directory).rows("sweeps") if s.host == machine.host and s.cpu_model == machine.cpu_model
+            and s.devices == devices and s.backend == backend
+            and (now - _dt.datetime.fromisoformat(s.timestamp)).total_seconds() <= max_age_s]
+    newest = max(fits, key=lambda s: s.timestamp) if fits else None
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(newest).items()} if newest else None
+
+
+HALF_THE_TIME = 0.5  # a larger message whose median took less than this share of a smaller one's: flagged, whatever
+#                      the spreads (a median of all-reduces on a busy machine scatters, but not by 2x)
+
+
+def allreduce_flags(sizes, seconds, spreads=None) -> list[list[detectors.Flag]]:
+    """Per message size, its flags (detectors.more_work_less_time, the one rule every lab applies to more work in
+    less time): a larger message took more than 10 % less time beyond the spreads of both medians' repeats, or less
+    than HALF_THE_TIME of it whatever the spreads (repeats this scattered would otherwise excuse any median)."""
+    spreads = list(spreads) if spreads is not None else [None] * len(sizes)
+    result = []
+    for i, (nbytes, s, spread) in enumerate(zip(sizes, seconds, spreads)):
+        said = []
+        for m, t, sp in zip(sizes[i + 1:], seconds[i + 1:], spreads[i + 1:]):
+            said = (detectors.more_work_less_time(nbytes, s, m, t, what="bytes", small_spread=spread, large_spread=sp)
+                    or detectors.more_work_less_time(nbytes, s, m, t, what="bytes", tolerance=1 - HALF_THE_TIME))
+            if said:
+                break
+        result.append(said)
+    return result
+
+
+SUPERLINEAR_MARGIN = 1.2  # a batch k times larger may take up to 1.2 k times longer before it is flagged
+
+
+def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float) -> list[detectors.Flag]:
+    """A warning when a larger batch took far more than proportionally longer than a smaller one, or less time."""
+    ratio, work = large_s / small_s, large_batch / small_batch
+    if ratio > SUPERLINEAR_MARGIN * work:
+        return [detectors.note(f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the "
+                               "images: more than proportional, so one of the two medians is off (a busy machine, or "
+                               "the larger batch spilled out of the cache) and ratios built on them are suspect")]
+    return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images")
+
+
+WAITED_FACTOR = 10.0  # the all-reduce in the step may take this many times its time alone (it waits for the slower
+#                       rank) before the step's figure is that rank's lateness, not communication
+
+
+def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0,
+                           waited_factor: float = WAITED_FACTOR) -> list[detectors.Flag]:
+    """A warning when the same all-reduce was faster inside a DDP step than alone, by more than `factor` (in the step
+    it also waits for the slower rank, so it can take longer than alone, never much less); or slower in the step by
+    more than `waited_factor`: then the step's figure measures how late the other rank was, not the communication."""
+    if in_step_s <= 0 or alone_s <= 0:
+        return []
+    if alone_s / in_step_s > factor:
+        return detectors.disagree(alone_s, in_step_s, factor=factor, what="the same gradients' all-reduce",
+                                  second="in the DDP step",
+                                  why=" (in the step it also waits for the slower rank, so it cannot be faster than "
+                                      "alone: one of the two was disturbed, rerun on a quiet machine)")
+    if in_step_s / alone_s > waited_factor:
+        return detectors.disagree(alone_s, in_step_s, factor=waited_factor, what="the same gradients' all-reduce",
+                                  second="in the DDP step",
+                                  why=f" (more than {waited_factor:g}x: in the step it waited for a rank that was "
+                                      "descheduled, so that figure is the other rank's lateness on a busy machine, "
+                                      "not communication, and a communication / compute ratio built on it says "
+                                      "nothing)")
+    return []
+
+
+def noise_or_bug(reference, other, tolerance: float) -> str:
+    """'identical', 'floating-point noise' (max difference within tolerance) or 'a real difference'."""
+    diff = max_abs_diff(reference, other)
+    if diff == 0.0:
+        return "identical"
+    return "floating-point noise" if diff <= tolerance else "a real difference"
+
+
+def log2_sizes(smallest: int, largest: int) -> list[int]:
+    """Powers of two from smallest to largest bytes."""
+    return [2 ** k for k in range(int(math.log2(smallest)), int(math.log2(largest)) + 1)]
