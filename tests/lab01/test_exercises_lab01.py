@@ -1,19 +1,11 @@
 """Lab 01's train_step and top_self_cpu_op: wrong answers found by a new learner get a hint that names their own
 mistake (not another one), and score 0."""
-import random
 
 import pytest
 import torch.nn.functional as F
 
-from lab_utils import exercises
-from lab_utils.exercises import check, to_plain
-
-
-def grade(fn, seed=12345):
-    """What the grader would give `fn` on inputs drawn with `seed`."""
-    exercise = exercises.get(fn.__name__)
-    inputs = exercise.cases(random.Random(seed))
-    return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)
+from lab_utils.exercises import check
+from answers import grade
 
 
 def _step(loss_of):

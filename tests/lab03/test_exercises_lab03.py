@@ -5,13 +5,7 @@ import torch
 import torch.distributed as dist
 
 from lab_utils.exercises import check
-
-
-def named(name):
-    def rename(fn):
-        fn.__name__ = fn.__qualname__ = name
-        return fn
-    return rename
+from answers import named
 
 
 @named("shard")
