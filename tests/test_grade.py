@@ -1222,3 +1222,11 @@ def test_a_slurm_jobs_files_are_the_graders_alone(tmp_path):
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "job-0.json").stat().st_mode) == 0o600
     assert (tmp_path / "job-0.json").read_text() == '{"notebook": 2}' and sorted(tmp_path.iterdir()) == [tmp_path / "job-0.json"]
+
+
+def test_a_submissions_openmp_threads_sleep_when_idle_unless_the_instructor_chose_otherwise(tmp_path, monkeypatch):
+    box = jail.Sandbox(machine.detect_isolation(), tmp_path)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert box.child_environment(tmp_path)["OMP_WAIT_POLICY"] == "PASSIVE"  # several graded at once: no spinning
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert box.child_environment(tmp_path)["OMP_WAIT_POLICY"] == "ACTIVE"

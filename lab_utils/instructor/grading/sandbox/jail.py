@@ -23,7 +23,7 @@ from .isolation import Isolation, Limits
 
 INSIDE_NAME = "learner"
 # variables a submission inherits from the grader's environment: thread counts and hardware choices, nothing else
-PASSED_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+PASSED_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
                     "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LAB_TARGET")
 # without bubblewrap, as root: the filter is loaded after the drop to the sandbox's uid, then the command runs
 _SECCOMP_THEN_EXEC = ("import os, sys, importlib.util as u; s = u.spec_from_file_location('seccomp', %r); "
@@ -95,6 +95,8 @@ class Sandbox:
                    JUPYTER_RUNTIME_DIR=str(home / ".jupyter-runtime"), JUPYTER_DATA_DIR=str(home / ".jupyter"),
                    JUPYTER_CONFIG_DIR=str(home / ".jupyter-config"), PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg",
                    **self.env)
+        # submissions are graded several at a time: idle OpenMP threads sleep rather than spin on a core another needs
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         return env
 
     def _preexec(self, cpu_seconds: float | None):
