@@ -32,7 +32,8 @@ def text_of(output) -> str:
 def test_lab01_trains_on_a_generated_csv_to_its_target(tmp_path):
     train, test = own_csvs(tmp_path / "data")
     results = tmp_path / "results"
-    run = headless.run_notebook(LAB01, tmp_path, {"train_csv": str(train), "test_csv": str(test), "label_column": "first",
+    run = headless.run_notebook(LAB01, tmp_path, {**headless.TEST_PARAMETERS.get("01", {}), "train_csv": str(train),
+                                                "test_csv": str(test), "label_column": "first",
                                                 "results_dir": str(results)}, cell_timeout=300)
     assert run.error is None, run.error
     executed = nbformat.read(tmp_path / LAB01.name, 4)
