@@ -1,9 +1,11 @@
 """Lab 05's exercises in a TensorFlow process of their own (2 logical CPU replicas): the solutions pass and get full
 marks; each plausible wrong answer fails its self-check and scores 0 (or the partial credit named).
 
-The replica step runs in 2 MultiWorkerMirroredStrategy worker processes. Its solution goes through `check` and the
-grader's path (`run`, then `score`); its wrong answers run as jobs of one worker launch and are scored by the same
-judge (and the classic one also through `check`), to keep the test to a few launches."""
+The replica step runs in 2 MultiWorkerMirroredStrategy worker processes, in two launches in all: one wrong answer
+through `check` (the self-check's path: `run`, then `score`), and one launch whose jobs are the other wrong answers and
+the notebook's solution on the judges' draw, each job what the grader's `run` launches (replica_step_worker in
+WORKERS workers, read by step_answer) and scored by the same judge. (The solution's `check` passing is nbval's: the
+notebook's cell runs check(replica_step) and its PASS line is a checked output.)"""
 import json
 import subprocess
 import sys
@@ -86,31 +88,37 @@ SCRIPT = textwrap.dedent('''
         inputs = exercise.cases(random.Random(seed))
         return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)[0]
 
+    sys.path.insert(0, TESTS)
+    from test_judges import JUDGED_WITH_TENSORFLOW, draws, seeds, solution_function
+
     results = {}
     for label, fn in [("batch ok", batch_ok), ("batch float", batch_float), ("batch times", batch_times),
                       ("batch no error", batch_no_error), ("local ok", local_ok), ("local tensors", local_tensors),
-                      ("local reversed", local_reversed), ("step ok", step("global"))]:
+                      ("local reversed", local_reversed)]:
         result = check(fn)
-        # the replica step's grade is the judges' below (the solution's own step on the grader's path): one launch less
-        results[label] = {"passed": result.passed, "message": result.message,
-                          "grade": None if label == "step ok" else graded(fn)}
-    result = check(step("mean"))
+        results[label] = {"passed": result.passed, "message": result.message, "grade": graded(fn)}
+    result = check(step("mean"))  # the self-check's own launch: run on the workers, scored, the hint added
     results["step mean, self-check"] = {"passed": result.passed, "message": result.message}
+    results["step mean"] = {"passed": result.passed, "message": result.message, "grade": result.details["fraction"]}
 
-    wrong = {"step mean": step("mean"), "step sum": step("sum"), "step no apply": step("no apply"),
-             "step mean / global": step("mean / global"), "step keras default": step("keras default"),
-             "step no logits": step("no logits")}
+    # one launch for the rest of the replica step: each job is what the grader's run launches for one answer
+    wrong = {"step sum": step("sum"), "step no apply": step("no apply"), "step mean / global": step("mean / global"),
+             "step keras default": step("keras default"), "step no logits": step("no logits")}
     exercise = exercises.get("replica_step")
     case = exercise.cases(random.Random(99))
-    runs = tf_distribute.launch_worker_jobs([(lab05.replica_step_worker, (fn, case)) for fn in wrong.values()],
-                                            lab05.WORKERS, timeout=300)
+    solution = solution_function(exercise)  # the notebook's replica_step, as the judges' draws take it
+    draw_cases = [exercise.cases(random.Random(seed)) for seed in seeds(exercise)]
+    jobs = ([(lab05.replica_step_worker, (fn, case)) for fn in wrong.values()]
+            + [(lab05.replica_step_worker, (solution, c)) for c in draw_cases])
+    runs = tf_distribute.launch_worker_jobs(jobs, lab05.WORKERS, timeout=300)
     for label, workers in zip(wrong, runs):
         fraction, message = exercise.score(to_plain(lab05.step_answer(workers)), case)
         results[label] = {"passed": fraction >= 1.0, "message": message, "grade": fraction}
+    solved = [(c, to_plain(lab05.step_answer(workers))) for c, workers in zip(draw_cases, runs[len(wrong):])]
+    fraction, message = exercise.score(solved[0][1], solved[0][0])
+    results["step ok"] = {"passed": fraction >= 1.0, "message": message, "grade": fraction}
     # the judges' draws of lab 05's exercises (tests/test_judges.py), from this TensorFlow process
-    sys.path.insert(0, TESTS)
-    from test_judges import JUDGED_WITH_TENSORFLOW, draws
-    results["draws"] = {name: draws(name) for name in JUDGED_WITH_TENSORFLOW}
+    results["draws"] = {name: solved if name == "replica_step" else draws(name) for name in JUDGED_WITH_TENSORFLOW}
     print(json.dumps(results))
 ''')
 
@@ -130,8 +138,8 @@ def results():
 @pytest.mark.slow
 @pytest.mark.parametrize("label", ["batch ok", "local ok", "step ok"])
 def test_solutions_pass_and_get_full_marks(results, label):
-    """(The replica step's full marks on the grader's path: the judges' test below.)"""
-    assert results[label]["passed"] and results[label]["grade"] == (None if label == "step ok" else 1.0), results[label]
+    """(The replica step: the notebook's solution, launched as the grader's run launches it, on the judges' draw.)"""
+    assert results[label]["passed"] and results[label]["grade"] == 1.0, results[label]
 
 
 @pytest.mark.slow
