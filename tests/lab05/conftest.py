@@ -120,7 +120,6 @@ SCRIPT = textwrap.dedent('''
         inputs = exercise.cases(random.Random(seed))
         return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)[0]
 
-
     # ---- devices (tests/lab05/test_tf.py): made before TensorFlow started; the GPU check's step; configuring late
     out = {"devices": [devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU"))],
            "mirrored_replicas": len(tf.distribute.MirroredStrategy(devices.names).extended.worker_devices)}
