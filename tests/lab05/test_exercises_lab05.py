@@ -1,137 +1,33 @@
-"""Lab 05's exercises in a TensorFlow process of their own (2 logical CPU replicas): the solutions pass and get full
-marks; each plausible wrong answer fails its self-check and scores 0 (or the partial credit named).
+"""Lab 05's exercises in a TensorFlow process (2 logical CPU replicas): the solutions pass and get full marks; each
+plausible wrong answer fails its self-check and scores 0 (or the partial credit named).
 
-The replica step runs in 2 MultiWorkerMirroredStrategy worker processes. Its solution goes through `check` and the
-grader's path (`run`, then `score`); its wrong answers run as jobs of one worker launch and are scored by the same
-judge (and the classic one also through `check`), to keep the test to a few launches."""
-import json
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
+Everything runs in tests/lab05/conftest.py's one TensorFlow process (shared with test_tf.py). The replica step runs in
+2 MultiWorkerMirroredStrategy worker processes, in two launches in all: one wrong answer through `check` (the
+self-check's path: `run`, then `score`), and one launch (test_tf.py's worker jobs are in it too) whose jobs are the
+other wrong answers and the notebook's solution on the judges' draw, each job what the grader's `run` launches
+(replica_step_worker in WORKERS workers, read by step_answer), scored by the same judge. (The solution's `check`
+passing is nbval's: the notebook's cell runs check(replica_step) and its PASS line is a checked output.)"""
 
 import pytest
 from test_judges import JUDGED_WITH_TENSORFLOW, assert_forgeries_score_zero, seeds
 
 from lab_utils import exercises
 
-SCRIPT = textwrap.dedent('''
-    import json, random, sys
-    from lab_utils import tf_distribute
-    tf_distribute.configure_devices(2)
-    import keras
-    import tensorflow as tf
-    from lab_utils import exercises
-    from lab_utils.exercises import check, to_plain
-    from lab_utils.labs.lab05 import exercises as lab05
-
-    def as_(name):
-        def rename(fn):
-            fn.__name__ = name
-            return fn
-        return rename
-
-    @as_("per_replica_batch")
-    def batch_ok(g, r):
-        if g % r:
-            raise ValueError(f"a global batch of {g} does not split over {r} replicas; use a multiple of {r}")
-        return g // r
-
-    @as_("per_replica_batch")
-    def batch_float(g, r):
-        return g / r
-
-    @as_("per_replica_batch")
-    def batch_times(g, r):
-        return g * r
-
-    @as_("per_replica_batch")
-    def batch_no_error(g, r):
-        return g // r
-
-    @as_("local_values")
-    def local_ok(strategy, value):
-        return [t.numpy() for t in strategy.experimental_local_results(value)]
-
-    @as_("local_values")
-    def local_tensors(strategy, value):
-        return list(strategy.experimental_local_results(value))
-
-    @as_("local_values")
-    def local_reversed(strategy, value):
-        return [t.numpy() for t in reversed(strategy.experimental_local_results(value))]
-
-    def step(scale):
-        def replica_step(model, optimizer, images, labels, global_batch):
-            loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=scale != "no logits", reduction="none")
-            with tf.GradientTape() as tape:
-                per_example = loss_fn(labels, model(images, training=True))
-                if scale == "keras default":               # Keras 3: mean over the slice / num_replicas_in_sync
-                    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, model(images))
-                elif scale in ("global", "no logits"):
-                    loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-                elif scale == "mean":                      # a mean over this replica's slice
-                    loss = tf.reduce_mean(per_example)
-                elif scale == "sum":                       # no scaling at all
-                    loss = tf.reduce_sum(per_example)
-                else:                                      # "mean / global": scaled twice
-                    loss = tf.reduce_mean(per_example) / global_batch
-            if scale != "no apply":
-                optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
-        return as_("replica_step")(replica_step)
-
-    def graded(fn, seed=99):
-        exercise = exercises.get(fn.__name__)
-        inputs = exercise.cases(random.Random(seed))
-        return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)[0]
-
-    results = {}
-    for label, fn in [("batch ok", batch_ok), ("batch float", batch_float), ("batch times", batch_times),
-                      ("batch no error", batch_no_error), ("local ok", local_ok), ("local tensors", local_tensors),
-                      ("local reversed", local_reversed), ("step ok", step("global"))]:
-        result = check(fn)
-        # the replica step's grade is the judges' below (the solution's own step on the grader's path): one launch less
-        results[label] = {"passed": result.passed, "message": result.message,
-                          "grade": None if label == "step ok" else graded(fn)}
-    result = check(step("mean"))
-    results["step mean, self-check"] = {"passed": result.passed, "message": result.message}
-
-    wrong = {"step mean": step("mean"), "step sum": step("sum"), "step no apply": step("no apply"),
-             "step mean / global": step("mean / global"), "step keras default": step("keras default"),
-             "step no logits": step("no logits")}
-    exercise = exercises.get("replica_step")
-    case = exercise.cases(random.Random(99))
-    runs = tf_distribute.launch_worker_jobs([(lab05.replica_step_worker, (fn, case)) for fn in wrong.values()],
-                                            lab05.WORKERS, timeout=300)
-    for label, workers in zip(wrong, runs):
-        fraction, message = exercise.score(to_plain(lab05.step_answer(workers)), case)
-        results[label] = {"passed": fraction >= 1.0, "message": message, "grade": fraction}
-    # the judges' draws of lab 05's exercises (tests/test_judges.py), from this TensorFlow process
-    sys.path.insert(0, TESTS)
-    from test_judges import JUDGED_WITH_TENSORFLOW, draws
-    results["draws"] = {name: draws(name) for name in JUDGED_WITH_TENSORFLOW}
-    print(json.dumps(results))
-''')
-
-
-# one TensorFlow process runs every check, judge and launch of this file: 2-3 minutes quiet, more on a loaded machine
+# the script of tests/lab05/conftest.py runs every check, judge and launch of this file (and test_tf.py's) in one
+# TensorFlow process: minutes on a loaded machine
 pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
-def results():
-    script = SCRIPT.replace("TESTS", repr(str(Path(__file__).resolve().parent.parent)))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=840)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def results(lab05_tf):
+    return lab05_tf["exercises"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("label", ["batch ok", "local ok", "step ok"])
 def test_solutions_pass_and_get_full_marks(results, label):
-    """(The replica step's full marks on the grader's path: the judges' test below.)"""
-    assert results[label]["passed"] and results[label]["grade"] == (None if label == "step ok" else 1.0), results[label]
+    """(The replica step: the notebook's solution, launched as the grader's run launches it, on the judges' draw.)"""
+    assert results[label]["passed"] and results[label]["grade"] == 1.0, results[label]
 
 
 @pytest.mark.slow

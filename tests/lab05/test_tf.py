@@ -3,7 +3,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import numpy as np
@@ -43,59 +42,30 @@ def test_keras_builder_refuses_what_the_torch_builder_refuses():
         spec.build_keras([spec.conv2d(4), spec.dense(3)], (1, 8, 8))
 
 
-def _python(code, script=False):
-    """Run code in a fresh Python (as a script file when it launches processes, which re-import the main module)."""
-    code = textwrap.dedent(code)
-    if not script:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "main.py")
-        with open(path, "w") as handle:
-            handle.write(code)
-        return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+def _python(code):
+    """Run code in a fresh Python."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def configured_first():
-    """One fresh Python that makes 3 logical CPU devices before TensorFlow starts, then runs the GPU check's step on
-    2 of them (MirroredStrategy) and on one device: what two tests judge, from one TensorFlow start."""
-    return _python("""
-        import numpy as np
-        from lab_utils import tf_distribute
-        devices = tf_distribute.configure_devices(3)
-        import tensorflow as tf
-        print(devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU")))
-        print(len(tf.distribute.MirroredStrategy(devices.names).extended.worker_devices))
-        from lab_utils.labs.lab05 import exercises as lab05
-        from lab_utils.labs.lab05.gpu_check import GPU_TOLERANCE
-        from lab_utils.labs.lab05.lesson import make_train_step
-        step = dict(make_train_step=make_train_step)
-        mirrored = lab05.one_step_update(None, tf.distribute.MirroredStrategy(list(devices.names[:2])), 64, 0, **step)
-        single = lab05.one_step_update(None, tf.distribute.OneDeviceStrategy("/cpu:0"), 64, 0, **step)
-        reference = lab05.single_device_update(64, 0)
-        gap = max(np.abs(np.array(u["update"]) - reference["update"]).max() for u in (mirrored, single))
-        print("step:", np.abs(reference["update"]).max() > 0, gap <= GPU_TOLERANCE)
-    """)
+# tests/lab05/conftest.py's one TensorFlow process (a fresh Python, shared with test_exercises_lab05.py) makes 2 logical
+# CPU devices before TensorFlow starts, runs the GPU check's step on them (MirroredStrategy) and on one device, tries to
+# configure again once TensorFlow has run, runs the GPU check's fresh-process entry point (no GPU here), and launches 2
+# TensorFlow workers once for its jobs: what the tests marked SHARED judge. Minutes on a loaded machine
+SHARED = pytest.mark.timeout(900)
 
 
 @pytest.mark.slow
-def test_logical_cpu_devices_are_made_before_tensorflow_starts_and_nothing_is_printed_on_stderr(configured_first):
-    done = configured_first
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[0].split()[-3:] == ["logical-cpu", "3", "3"]
-    assert done.stdout.splitlines()[1].split()[-1] == "3" and done.stderr == ""
+@SHARED
+def test_logical_cpu_devices_are_made_before_tensorflow_starts_and_nothing_is_printed_on_stderr(lab05_tf_run, lab05_tf):
+    assert lab05_tf["devices"] == ["logical-cpu", 2, 2] and lab05_tf["mirrored_replicas"] == 2
+    assert lab05_tf_run["stderr"] == ""
 
 
 @pytest.mark.slow
-def test_configuring_after_tensorflow_started_says_to_restart_the_kernel():
-    done = _python("""
-        import tensorflow as tf
-        tf.config.list_logical_devices()  # initialises the runtime
-        from lab_utils import tf_distribute
-        tf_distribute.configure_devices(2)
-    """)
-    assert done.returncode != 0
-    assert "already initialised" in done.stderr and "Restart the kernel" in done.stderr
+@SHARED
+def test_configuring_after_tensorflow_started_says_to_restart_the_kernel(lab05_tf):
+    again = lab05_tf["again"]
+    assert "already initialised" in again and "Restart the kernel" in again, again
 
 
 def test_device_counts_are_checked():
@@ -103,71 +73,14 @@ def test_device_counts_are_checked():
         tf_distribute.configure_devices(0)
 
 
-WORKER_JOBS = """
-import json
-from lab_utils import tf_distribute
-
-
-def cluster_job(rank, world_size, seed):
-    import tensorflow as tf
-
-    from lab_utils import spec
-
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    with strategy.scope():
-        model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=seed + rank)
-    total = strategy.reduce("SUM", strategy.run(lambda: tf.constant(float(rank + 1))), axis=None)
-    return {"replicas": strategy.num_replicas_in_sync, "sum": float(total),
-            "first_weight": float(model.trainable_variables[0].numpy().ravel()[0])}
-
-
-def fit_worker(rank, world_size):
-    import numpy as np
-    import tensorflow as tf
-
-    from lab_utils import spec
-
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    with strategy.scope():
-        model = spec.build_keras(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=0)
-        model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    try:
-        model.fit(np.zeros((64, 8, 8, 1), np.float32), np.zeros(64, np.int64), batch_size=32, epochs=1, verbose=0)
-    except ValueError as err:
-        return str(err)[:200]
-    return None
-
-
-def quiet_worker(rank, world_size):
-    import tensorflow as tf
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    return float(strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None))
-
-
-if __name__ == "__main__":
-    jobs = [(quiet_worker, ())] + [(cluster_job, (seed,)) for seed in (0, 1, 2)] + [(fit_worker, ())]
-    runs = tf_distribute.launch_worker_jobs(jobs, 2, timeout=300)
-    print(runs[0])
-    print(json.dumps(runs[1:]))
-"""
-
-
-@pytest.fixture(scope="module")
-def worker_jobs():
-    """One script (a fresh Python, as a learner's would be) that launches 2 TensorFlow workers once, with five jobs:
-    a sum (the quiet start: the script's stderr is judged), three cluster jobs, and Keras fit."""
-    done = _python(WORKER_JOBS, script=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    quiet, jobs = done.stdout.strip().splitlines()[-2:]
-    return {"quiet": quiet, "stderr": done.stderr, "jobs": json.loads(jobs)}
-
-
 @pytest.mark.slow
-def test_jobs_of_one_launch_each_build_their_strategy_and_train_in_step(worker_jobs):
+@SHARED
+def test_jobs_of_one_launch_each_build_their_strategy_and_train_in_step(lab05_tf):
     """Three jobs in the same worker processes, each with a new MultiWorkerMirroredStrategy (a model broadcast from
     worker 0, an all-reduce): without the launcher keeping the workers in step, a later job's first collective can
-    be aborted by what a peer still holds of the previous one."""
-    runs = worker_jobs["jobs"][:3]
+    be aborted by what a peer still holds of the previous one. (conftest.py's cluster_job, after the quiet sum's job;
+    the exercises' jobs and Keras fit follow in the same workers.)"""
+    runs = lab05_tf["jobs"][:3]
     for workers in runs:
         assert [w["replicas"] for w in workers] == [2, 2] and [w["sum"] for w in workers] == [3.0, 3.0]
         assert workers[0]["first_weight"] == workers[1]["first_weight"]  # worker 0's initial weights, broadcast
@@ -230,15 +143,18 @@ def test_tensorflow_start_up_lines_are_filtered_and_other_stderr_kept(tmp_path):
 
 
 @pytest.mark.slow
-def test_keras_fit_cannot_drive_multiworker_strategy_so_the_lab_says_so(worker_jobs):
+@SHARED
+def test_keras_fit_cannot_drive_multiworker_strategy_so_the_lab_says_so(lab05_tf):
     # keras-team/keras#20585: when Keras learns this, lab 05's section 4 must change
-    errors = worker_jobs["jobs"][3]
+    errors = lab05_tf["jobs"][3]
     assert all(error and "PerReplica" in error for error in errors), errors
 
 
 @pytest.mark.slow
-def test_workers_start_quietly(worker_jobs):
-    assert worker_jobs["quiet"].split()[-2:] == ["[2.0,", "2.0]"] and worker_jobs["stderr"] == ""
+@SHARED
+def test_workers_start_quietly(lab05_tf_run, lab05_tf):
+    """The launch's first job: a sum over both workers; nothing their start-up says reaches the script's stderr."""
+    assert lab05_tf["quiet"] == [2.0, 2.0] and lab05_tf_run["stderr"] == ""
 
 
 @pytest.mark.slow
@@ -258,12 +174,12 @@ def test_take_turns_never_overlaps_and_keeps_tensorflow_out_of_the_torch_process
         return lambda: tf.matmul(x, x).numpy()
 
     processes = take_turns([{"torch": torch_builder}, {"tf": tf_builder, "torch here": torch_builder}],
-                           uses_tensorflow=[False, True], repeats=3, steps_per_repeat=4, warmup=2, timeout=180)
+                           uses_tensorflow=[False, True], repeats=2, steps_per_repeat=3, warmup=1, timeout=180)
     assert [p["tensorflow_imported"] for p in processes] == [False, True]
-    assert [len(p["times"][name]) for p in processes for name in p["times"]] == [3, 3, 3]
-    assert all(len(repeat) == 4 for p in processes for times in p["times"].values() for repeat in times)
+    assert [len(p["times"][name]) for p in processes for name in p["times"]] == [2, 2, 2]
+    assert all(len(repeat) == 3 for p in processes for times in p["times"].values() for repeat in times)
     turns = sorted((start, end, rank) for rank, p in enumerate(processes) for start, end in p["turns"])
-    assert [rank for _, _, rank in turns] == [0, 1, 1, 0, 0, 1, 1, 0]  # warm-up, then the order alternates
+    assert [rank for _, _, rank in turns] == [0, 1, 1, 0, 0, 1]  # warm-up, then the order alternates
     assert all(end <= next_start for (_, end, _), (next_start, _, _) in zip(turns, turns[1:]))
     # launched: idle OpenMP threads sleep (lab 05 prints this beside its comparison with lab 01's kernel)
     assert [p["omp_wait_policy"] for p in processes] == [os.environ.get("OMP_WAIT_POLICY") or "PASSIVE"] * 2
@@ -318,22 +234,19 @@ def test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips():
 
 
 @pytest.mark.slow
-def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device(configured_first):
+@SHARED
+def test_the_gpu_checks_step_is_the_same_on_mirrored_replicas_and_one_device(lab05_tf):
     """gpu_check's core, run on logical CPUs here: a MirroredStrategy step over 2 devices equals one device's."""
-    done = configured_first
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-3:] == ["step:", "True", "True"]
+    assert lab05_tf["step"] == [True, True]  # the update is not zero; both strategies' equal one device's
 
 
 @pytest.mark.slow
-def test_the_gpu_checks_fresh_process_answers_in_json():
-    """What lab 05's gpu_check starts on a GPU machine (python -m lab_utils.labs.lab05.gpu_check), run here:
-    without a GPU TensorFlow sees none, and each check says so."""
+@SHARED
+def test_the_gpu_checks_fresh_process_answers_in_json(lab05_tf):
+    """What lab 05's gpu_check starts on a GPU machine (python -m lab_utils.labs.lab05.gpu_check), run here as its
+    entry point in conftest.py's TensorFlow process: without a GPU TensorFlow sees none, and each check says so."""
     if gpu_tf._cuda_present():
         pytest.skip("a GPU is here: test_gpu_check_runs_tensorflow_elsewhere_and_says_when_it_skips runs it for real")
-    done = subprocess.run([sys.executable, "-m", "lab_utils.labs.lab05.gpu_check"], capture_output=True,
-                          text=True, timeout=180, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    verdicts = json.loads(done.stdout.strip().splitlines()[-1])
+    verdicts = json.loads(lab05_tf["gpu_check_main"].strip().splitlines()[-1])
     assert list(verdicts) == list(gpu_tf.GPU_CHECKS)
     assert all(v.startswith("failed: a GPU is present but TensorFlow sees none") for v in verdicts.values())
