@@ -761,6 +761,25 @@ def test_a_stub_is_recognised_before_any_set_up_runs_and_a_started_answer_is_not
     assert reply == {"status": "missing", "error": "f is still the exercise stub (raises NotImplementedError)"}
 
 
+def test_a_stub_the_reader_recognises_starts_no_probe_and_reads_as_the_probe_would(tmp_path):
+    """The reader (in its limited child) marks each definition that is still the stub: the job asks no probe for it,
+    and its record says what the probe says for a stub. A decorated stub and a written answer are still probed."""
+    from lab_utils.instructor.grading.probe import answer
+
+    speedup_stub = STUBS.split("def fit_serial_fraction")[0]
+    decorated = "import functools\n\n@functools.cache\ndef fit_serial_fraction(points):\n    raise NotImplementedError"
+    nbformat.write(notebook(speedup_stub, decorated, PREDICT), tmp_path / "ann.ipynb")
+    chosen = grade.exercises_for("10")
+    _, job, _ = grade.prepare_submission(tmp_path / "ann.ipynb", "10", chosen, random.Random(0), timeout=60,
+                                         cell_timeout=10)
+    requests = {r["name"]: r for r in job["requests"]}
+    in_a_probe = answer({"name": "speedup_and_efficiency", "definition": speedup_stub})
+    assert in_a_probe["status"] == "missing"
+    assert requests["speedup_and_efficiency"] == {"name": "speedup_and_efficiency", "missing": in_a_probe["error"]}
+    assert "is still the exercise stub" in requests["speedup_and_efficiency"]["missing"]
+    assert "definition" in requests["fit_serial_fraction"] and "definition" in requests["predict_speedup"]
+
+
 def test_references_are_thread_safe_and_deterministic():
     """Correct answers scored concurrently, 12 times each (their references computed afresh 4 times), always get full
     marks."""
