@@ -31,7 +31,7 @@ from lab_utils.instructor.grading import grade, gradebook, submission_reader
 from lab_utils.instructor.grading.sandbox import bubblewrap, host, jail, machine
 from lab_utils.instructor.grading.sandbox.isolation import Limits
 
-# the hostile suite grades 27 notebooks in one module fixture, 3 at a time: about 130 s on a quiet 2-core machine (three
+# the hostile suite grades 25 notebooks in one module fixture, 3 at a time: about 130 s on a quiet 2-core machine (three
 # of them wait out the 60 s whole-run limit), more under load
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # the hostile suite: make test-fast leaves it out
 
@@ -222,26 +222,27 @@ def hostile_submissions(out: Path, tests: Path) -> dict:
                     print(subprocess.run(command, capture_output=True, text=True, timeout=20))
                 except OSError as err:
                     print(type(err).__name__)
-            try:
-                open({str(ROOT / 'lab_utils' / 'exercises' / 'lab10.py')!r}, "a").write("\\nraise SystemExit\\n")
-            except OSError as err:
-                print("write:", type(err).__name__)
+            for path in ({str(ROOT / 'lab_utils' / 'labs' / 'lab10' / 'exercises.py')!r}, {str(ROOT / 'lab_utils' / '__init__.py')!r}):
+                try:
+                    open(path, "a").write("\\nraise SystemExit\\n")
+                except OSError as err:
+                    print("write:", type(err).__name__)
             '''),
-        "reads_mountinfo_and_environment": notebook(STUBS, '''
+        # what it can see (mounts, environment, folders) and reach (a unix socket of the instructor's): a cell each
+        "looks_around": notebook(STUBS, '''
             import os
             print(open("/proc/self/mountinfo").read())
             print(dict(os.environ))
             print(os.listdir("/"), os.listdir("/tmp"))
-            '''),
-        "reaches_a_socket": notebook(STUBS, f'''
+            ''', f'''
             import socket
             try:
                 client = socket.socket(socket.AF_UNIX)
                 client.connect({str(SOCKET)!r})
                 client.sendall(b"hello from a submission")
-                print("connected")
+                print("socket: connected")
             except OSError as err:
-                print(type(err).__name__)
+                print("socket:", type(err).__name__)
             '''),
         "answers_nan_and_deep": notebook('''
             def speedup_and_efficiency(row, baseline):
@@ -325,13 +326,6 @@ def hostile_submissions(out: Path, tests: Path) -> dict:
             import subprocess
             subprocess.Popen(["sh", "-c", "exec -a {MARKER} sleep 300"], start_new_session=True)
             subprocess.Popen(["sh", "-c", "(setsid sh -c 'exec -a {MARKER} sleep 301' &)"])
-            '''),
-        "writes_the_course": notebook(STUBS, f'''
-            for path in ({str(ROOT / 'lab_utils' / 'exercises' / 'lab10.py')!r}, {str(ROOT / 'lab_utils' / '__init__.py')!r}):
-                try:
-                    open(path, "a").write("\\nraise SystemExit\\n")
-                except OSError as err:
-                    print(type(err).__name__)
             '''),
         "plants_a_fifo": notebook(STUBS, '''
             import os
@@ -492,8 +486,8 @@ def test_correct_classmates_get_every_point_including_the_hidden_test(graded):
 
 @pytest.mark.parametrize("name", ["stub", "forges_the_channel", "hooks_and_fake_modules", "walks_the_stack",
                                   "reads_the_tests", "writes_the_outputs", "kills_everyone", "escapes_the_sweep",
-                                  "writes_the_course", "plants_a_fifo", "floods_every_output", "remounts_the_course",
-                                  "reads_mountinfo_and_environment", "reaches_a_socket", "answers_nan_and_deep",
+                                  "plants_a_fifo", "floods_every_output", "remounts_the_course", "looks_around",
+                                  "answers_nan_and_deep",
                                   "fork_bomb", "forges_through_proc", "fills_the_disk"])
 def test_every_stub_scores_zero_whatever_it_tries(graded, name):
     row = graded["rows"][name]
@@ -548,7 +542,7 @@ def _read(path):
 
 
 def test_the_sandbox_shows_nothing_of_the_instructors_layout_and_no_privilege(graded):
-    executed = printed_by(graded["out"] / "reads_mountinfo_and_environment.executed.ipynb")
+    executed = printed_by(graded["out"] / "looks_around.executed.ipynb")
     assert "/proc" in executed and "HOME" in executed  # it ran and printed
     for hidden in (str(graded["out"]), str(graded["tests"]), str(graded["folder"]), "also_correct", "honest_names",
                    str(ROOT / "solutions"), str(ROOT / "tests"), ENV_SECRET, "LAB_GRADER_TEST_SECRET"):
@@ -559,8 +553,9 @@ def test_the_sandbox_shows_nothing_of_the_instructors_layout_and_no_privilege(gr
 
 def test_a_socket_outside_the_sandbox_is_unreachable(graded):
     assert graded["connections"] == []
-    printed = printed_by(graded["out"] / "reaches_a_socket.executed.ipynb")
-    assert "connected" not in printed and ("FileNotFoundError" in printed or "PermissionError" in printed)
+    printed = printed_by(graded["out"] / "looks_around.executed.ipynb")
+    assert "socket: connected" not in printed
+    assert "socket: FileNotFoundError" in printed or "socket: PermissionError" in printed, printed[-500:]
 
 
 def printed_by(path) -> str:
@@ -761,9 +756,28 @@ def test_a_stub_is_recognised_before_any_set_up_runs_and_a_started_answer_is_not
     assert reply == {"status": "missing", "error": "f is still the exercise stub (raises NotImplementedError)"}
 
 
+def test_a_stub_the_reader_recognises_starts_no_probe_and_reads_as_the_probe_would(tmp_path):
+    """The reader (in its limited child) marks each definition that is still the stub: the job asks no probe for it,
+    and its record says what the probe says for a stub. A decorated stub and a written answer are still probed."""
+    from lab_utils.instructor.grading.probe import answer
+
+    speedup_stub = STUBS.split("def fit_serial_fraction")[0]
+    decorated = "import functools\n\n@functools.cache\ndef fit_serial_fraction(points):\n    raise NotImplementedError"
+    nbformat.write(notebook(speedup_stub, decorated, PREDICT), tmp_path / "ann.ipynb")
+    chosen = grade.exercises_for("10")
+    _, job, _ = grade.prepare_submission(tmp_path / "ann.ipynb", "10", chosen, random.Random(0), timeout=60,
+                                         cell_timeout=10)
+    requests = {r["name"]: r for r in job["requests"]}
+    in_a_probe = answer({"name": "speedup_and_efficiency", "definition": speedup_stub})
+    assert in_a_probe["status"] == "missing"
+    assert requests["speedup_and_efficiency"] == {"name": "speedup_and_efficiency", "missing": in_a_probe["error"]}
+    assert "is still the exercise stub" in requests["speedup_and_efficiency"]["missing"]
+    assert "definition" in requests["fit_serial_fraction"] and "definition" in requests["predict_speedup"]
+
+
 def test_references_are_thread_safe_and_deterministic():
-    """Correct answers scored concurrently, 12 times each (their references computed afresh 4 times), always get full
-    marks."""
+    """Correct answers scored concurrently, 6 times each in each of two threads (their references computed afresh
+    twice, in both threads at once), always get full marks."""
     names = ["train_step", "reduce_gradients", "scatter", "fit_serial_fraction"]
     from test_exercises import fit_serial_fraction, reduce_gradients, scatter, train_step
 
@@ -777,7 +791,7 @@ def test_references_are_thread_safe_and_deterministic():
     failures = []
 
     def score_all():
-        for i in range(12):
+        for i in range(6):
             if i % 3 == 0:  # the grader computes a reference once per inputs: now and then, afresh in both threads
                 exercises.core._REFERENCES.clear()
             for exercise, got, inputs in answers:

@@ -17,12 +17,14 @@ pytestmark = pytest.mark.skipif(slurm.find_cluster() is None, reason=slurm.SKIPP
 
 
 def submissions(folder):
-    made = {"correct": notebook(SPEEDUP, SERIAL, PREDICT), "also_correct": notebook(SERIAL, PREDICT, SPEEDUP),
-            "honest_names": notebook(HONEST_IMPORTS, HONEST), "stub": notebook(STUBS),
-            "partial": notebook(SPEEDUP, "def fit_serial_fraction(points):\n    raise NotImplementedError"),
+    # one of each kind of row (a class of the same kinds twice grades on Slurm as this one does, at twice the cost):
+    # full marks two ways, a stub, partial credit with a wrong answer, a dying kernel, a failing cell, two refusals
+    made = {"correct": notebook(SERIAL, PREDICT, SPEEDUP), "honest_names": notebook(HONEST_IMPORTS, HONEST),
+            "stub": notebook(STUBS),
+            "partial": notebook(SPEEDUP, "def fit_serial_fraction(points):\n    raise NotImplementedError",
+                                "def predict_speedup(serial_fraction, devices):\n    return devices"),
             "crashes": notebook(SPEEDUP, "import os\nos._exit(1)", SERIAL, PREDICT),
-            "calls_sys_exit": notebook(SPEEDUP, "import sys\nsys.exit(1)", SERIAL, PREDICT),
-            "wrong": notebook("def predict_speedup(serial_fraction, devices):\n    return devices")}
+            "calls_sys_exit": notebook(SPEEDUP, "import sys\nsys.exit(1)", SERIAL, PREDICT)}
     paths = []
     for name, nb in made.items():
         nbformat.write(nb, folder / f"{name}.ipynb")
@@ -48,10 +50,13 @@ def test_grading_on_slurm_gives_the_local_gradebook(tmp_path):
                            slurm={}, say=said.append)
     local = grade.grade(paths, "10", tmp_path / "local-out", timeout=60, cell_timeout=10, seed=7, jobs=2,
                         say=lambda s: None)
-    assert len(on_slurm) == 10 and summary(on_slurm) == summary(local)
+    assert len(on_slurm) == 8 and summary(on_slurm) == summary(local)
+    statuses = {r.student: (r.status, r.score) for r in on_slurm}
+    assert statuses["correct"] == statuses["honest_names"] == ("completed", 3) and statuses["partial"] == ("completed", 1)
+    assert statuses["crashes"][0] == "kernel_died" and statuses["calls_sys_exit"][0] == "error"
     assert any("job array" in line for line in said)
     assert all(r.sandbox.startswith("sandboxed") for r in on_slurm if r.status != "invalid")
-    assert (tmp_path / "slurm-out" / "gradebook.csv").read_text().count("\n") == 11
+    assert (tmp_path / "slurm-out" / "gradebook.csv").read_text().count("\n") == 9
 
 
 def _kill_first_task_once(seen):

@@ -35,6 +35,7 @@ from .sandbox.host import remove_tree
 from .sandbox.isolation import Isolation, Limits
 from .sandbox.machine import detect_isolation
 from ..labs import declared as declared_by
+from .probe import stub_error
 from .sandboxed_run import PROBE_TIMEOUT_S, run_job
 from .submission_reader import MAX_NOTEBOOK_BYTES, MAX_OUTPUT_CHARS  # noqa: F401  (the limits, where tests look)
 
@@ -181,13 +182,16 @@ def run_spec(exercise: ex.Exercise, source: str | None) -> dict:
     return {"pickled": base64.b64encode(cloudpickle.dumps(exercise.run)).decode()}
 
 
-def probe_request(item: Item, definition: str | None, inputs) -> dict:
-    """What a probe receives for one exercise: plain data and the `run` spec, nothing of the reference or judge."""
+def probe_request(item: Item, definition: str | None, inputs, stub: bool = False) -> dict:
+    """What a probe receives for one exercise: plain data and the `run` spec, nothing of the reference or judge. A
+    definition the reader found to be the stub needs no probe: the row says so as the probe would."""
     exercise = item.exercise
     if item.blocked:
         return {"name": exercise.name, "blocked": f"not graded on this machine: {item.blocked}"}
     if definition is None:
         return {"name": exercise.name, "missing": f"no cell defines {exercise.name}"}
+    if stub:
+        return {"name": exercise.name, "missing": stub_error(exercise.name)}
     return {"name": exercise.name, "definition": definition, "inputs": inputs, "setup": exercise.setup,
             "run": run_spec(exercise, item.source)}
 
@@ -243,7 +247,8 @@ def prepare_submission(path: Path, lab: str, chosen: list[Item], rng: random.Ran
         return _invalid(student, lab, chosen, why), None, []
     declared = set(info["declared"])
     inputs = [item.exercise.cases(random.Random(rng.randrange(2**63))) for item in chosen]
-    requests = [probe_request(item, info["definitions"].get(item.exercise.name), x) for item, x in zip(chosen, inputs)]
+    requests = [probe_request(item, info["definitions"].get(item.exercise.name), x, item.exercise.name in info["stubs"])
+                for item, x in zip(chosen, inputs)]
     job = {"student": student, "lab": lab, "notebook": info["notebook"], "execute": execute_notebook,
            "parameters": {k: v for k, v in FAST_PARAMETERS.items() if k in declared},
            "results_dir": "results_dir" in declared, "requests": requests, "timeout": timeout,

@@ -55,12 +55,17 @@ def _load_run(spec: dict):
     return getattr(module, spec["qualname"])
 
 
+def stub_error(name: str) -> str:
+    """What a stub's row says (the grader says it without a probe when its reader saw the stub)."""
+    return f"{name} is still the exercise stub (raises NotImplementedError)"
+
+
 def answer(request: dict) -> dict:
     """Run the exercise; the learner's code may raise anything, or return what is not plain data."""
     from ...exercises.core import is_stub, last_line, only_raises_not_implemented, to_plain
 
     name = request["name"]
-    stub = {"status": "missing", "error": f"{name} is still the exercise stub (raises NotImplementedError)"}
+    stub = {"status": "missing", "error": stub_error(name)}
     if only_raises_not_implemented(request["definition"] or "", name):  # no set-up to run, no ranks to start
         return stub
     try:

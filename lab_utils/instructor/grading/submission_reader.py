@@ -344,7 +344,7 @@ def title_lab(nb: dict) -> str | None:
 
 def read_submission(raw: bytes, names: list[str], known: list[str]) -> dict:
     """What the grader needs of one submission, as plain data: the notebook to run (every code cell allowed to fail),
-    the parameters it declares, each exercise's definition, the lab its title names and which of the course's
+    the parameters it declares, each exercise's definition (and which are still the stub: no probe runs for those), the lab its title names and which of the course's
     exercise names it defines; or {"invalid": why}."""
     try:
         nb = load_notebook(raw)
@@ -363,9 +363,12 @@ def read_submission(raw: bytes, names: list[str], known: list[str]) -> dict:
     defined = {t for node in statements if isinstance(node, DEFINING) for t in _targets(node)}
     for cell in code:  # every cell may fail without stopping the run
         cell["metadata"]["tags"] = [t for t in cell["metadata"].get("tags", []) if t != "raises-exception"] + ["raises-exception"]
+    from ...exercises.core import only_raises_not_implemented
+
+    found = {name: _definition(statements, name) for name in names}
     return {"notebook": json.dumps(nb, indent=1, ensure_ascii=False) + "\n",
-            "declared": _declared_parameters(parameters[0]["source"]),
-            "definitions": {name: _definition(statements, name) for name in names},
+            "declared": _declared_parameters(parameters[0]["source"]), "definitions": found,
+            "stubs": [name for name, source in found.items() if source and only_raises_not_implemented(source, name)],
             "title_lab": title_lab(nb), "defines": sorted(defined & set(known))}
 
 
