@@ -1,4 +1,5 @@
 """pytest plugin (pyproject's addopts): nbval runs the labs at test size, and the slowest test files start first."""
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ SLOWEST_FIRST = (
     "tests/lab06/test_exercises_lab06.py", "tests/test_new_lab.py", "tests/test_exercises.py", "tests/lab11/test_slurm.py",
     "tests/lab04/test_pipeline.py", "tests/test_report.py", "tests/lab11/test_lab11_tasks.py",
 )
+
+
+# OpenMP threads that wait spin first (libgomp's default): with 3 test workers on 2 cores a waiting thread burns the
+# core its partner needs. Passive waiting changes no result, only idle time; every kernel, rank and subprocess the
+# tests start inherits it (a torchrun pair of lab 03 measured 20 CPU-s spinning, 11 passive)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def pytest_addoption(parser):

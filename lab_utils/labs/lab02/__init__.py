@@ -4,7 +4,7 @@ assign` from the notebook's cells tagged `lesson`), exercises.py, data_parallel/
 What no file says is declared here, read by lab_utils.instructor.labs: the parameters its test-size run shrinks,
 its benchmarks ("module.function", imported only when run) and its GPU check."""
 
-TEST_SIZE = {"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5}
+TEST_SIZE = {"timed_steps": 2, "sweep_batches": [8, 64], "compare_rounds": 5, "compare_steps": 2, "repeats": 3}
 BENCHMARKS = (
     dict(name="dp", measure="lab_utils.labs.lab02.bench.bench",
          show="lab_utils.labs.lab02.bench.print_bench", options=("n_devices", "batch_sizes"), repeats=15),

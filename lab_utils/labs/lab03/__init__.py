@@ -4,7 +4,7 @@ the notebook's cells tagged `lesson`), exercises.py, bench.py, gpu_check.py.
 What no file says is declared here, read by lab_utils.instructor.labs: the parameters its test-size run shrinks,
 its benchmarks ("module.function", imported only when run) and its GPU check."""
 
-TEST_SIZE = {"lr_epochs": 2, "speed_steps": 5, "bucket_rounds": 6, "bucket_batch": 32}
+TEST_SIZE = {"lr_epochs": 1, "speed_steps": 5, "bucket_rounds": 6, "bucket_batch": 32}
 BENCHMARKS = (
     dict(name="ddp", measure="lab_utils.labs.lab03.bench.ddp",
          show="lab_utils.labs.lab03.bench.print_ddp", options=("world_size", "steps"), repeats=3),

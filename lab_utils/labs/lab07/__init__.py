@@ -4,7 +4,7 @@ assign` from the notebook's cells tagged `lesson`), exercises.py, checkpoints.py
 What no file says is declared here, read by lab_utils.instructor.labs: the parameters its test-size run shrinks,
 its benchmarks ("module.function", imported only when run) and its GPU check."""
 
-TEST_SIZE = {"repeats": 3}
+TEST_SIZE = {"repeats": 3, "train_epochs": 2}
 BENCHMARKS = (
     dict(name="memory", measure="lab_utils.labs.lab07.bench.bench",
          show="lab_utils.labs.lab07.bench.print_bench", options=("world_size",), repeats=5),

@@ -4,7 +4,7 @@ from the notebook's cells tagged `lesson`), exercises.py, parameter_server/, ben
 What no file says is declared here, read by lab_utils.instructor.labs: the parameters its test-size run shrinks,
 its benchmarks ("module.function", imported only when run) and its GPU check."""
 
-TEST_SIZE = {"tf_steps": 40, "gradients": 80, "throughput_batch": 64, "throughput_gradients": 16}
+TEST_SIZE = {"tf_steps": 40, "gradients": 48, "throughput_batch": 32, "throughput_gradients": 12}
 BENCHMARKS = (
     dict(name="async", measure="lab_utils.labs.lab08.bench.bench",
          show="lab_utils.labs.lab08.bench.print_bench", options=(), repeats=3),
