@@ -81,7 +81,7 @@ SERVE_HIGH = _w("wide_head_cnn", "synthetic", 28, "serving Poisson arrivals, hig
 SERVE_WORKERS = _w("wide_head_cnn", "synthetic", 28, "serving a burst, batcher and worker processes")  # lab 09
 SERVE_OPTIMISED = _w("wide_head_cnn", "synthetic", 28, "forward pass, one optimisation at a time", "forward")  # lab 09
 SERVE_PADDED = _w("wide_head_cnn", "synthetic", 28, "forward pass, unpadded vs padded to x32", "forward")  # lab 09
-SERVE_KERAS = _w("wide_head_cnn", "synthetic", 28, "forward pass, Keras eager vs tf.function", "forward")  # lab 09
+SERVE_KERAS = _w("wide_head_cnn", "synthetic", 28, "forward pass, Keras eager, tf.function and XLA", "forward")  # lab 09
 ARRAY_SWEEP = _w(C2, "digits", 8, "job-array sweep of the batch", "step", loading=True)  # lab 11: a task per batch
 SLURM_VS_LAUNCH = _w(C3, "synthetic", 28, "step, Slurm vs launch", "step")  # lab 11: lab 03's worker, Slurm vs launch
 SPATIAL_ONE_SMALL = _w("spatial_cnn", "digits", None, "step, one small image")  # lab 13: forward and backward
