@@ -17,9 +17,9 @@ MEM_LIMIT ?= 3G
 QUICK ?=
 # extra pytest options for make test, e.g. PYTEST_ARGS=--durations=0 (each test's time, to see where the 10 minutes go)
 PYTEST_ARGS ?=
-# pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Three even on two cores: the
-# tests spend much of their time starting processes and waiting on planned timeouts
-TEST_WORKERS ?= 3
+# pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Four even on two cores: the
+# tests spend much of their time starting processes and waiting on planned timeouts and on Slurm
+TEST_WORKERS ?= 4
 # the tests' torch (pytest workers, notebook kernels, subprocesses: ranks already get it from launch) lets its idle
 # OpenMP threads sleep at once: three workers on two cores would otherwise spin on cores the others need (measured:
 # ~30 % of the CPU time of torch-heavy test files at that load)
