@@ -1,5 +1,6 @@
 """pytest plugin (pyproject's addopts): nbval runs the labs at test size, and the slowest test files start first."""
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,9 @@ SLOWEST_FIRST = (
 # core its partner needs. Passive waiting changes no result, only idle time; every kernel, rank and subprocess the
 # tests start inherits it (a torchrun pair of lab 03 measured 20 CPU-s spinning, 11 passive)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# nbval reads notebooks with nbformat, whose jsonschema builds an IRI grammar at import when rfc3987_syntax is
+# installed (about 1.1 CPU-s in every test worker) for a string format no notebook schema uses
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # None: "not importable"
 
 
 def pytest_addoption(parser):
