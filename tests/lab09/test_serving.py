@@ -214,31 +214,12 @@ def test_gpu_check_says_why_it_skips_without_a_gpu():
     assert set(gpu_serving.gpu_check().values()) == {"skipped: no GPU"}
 
 
-def _compiled_call(model, x) -> dict:
-    """What one torch.compile of `model` on `x` did: graphs traced, code generated, code loaded from the disk cache."""
-    before = serving.compile_counts()
-    with torch.inference_mode():
-        torch.compile(model, dynamic=False)(x)
-    return {k: v - before[k] for k, v in serving.compile_counts().items()}
-
-
 @pytest.mark.slow
-def test_bench_inference_reports_every_figure_with_its_spread_and_compile_counts_tell_generated_from_cached(capsys):
-    # one cold compile serves two checks: the bench's (in a fresh cache) and the counts that tell a cold start from a
-    # restarted server's, which loads the same graph's code from the disk cache
-    before = serving.compile_counts()
-    with serving.fresh_compile_cache():
-        result = bench_serving.bench(repeats=1, duration_s=0.2, width=64, image_side=8, max_batch=16,
-                                     pool_requests=200, fresh_cache=False)
-        cold = {k: v - before[k] for k, v in serving.compile_counts().items()}
-        if serving.compile_unavailable() is None:
-            torch._dynamo.reset()  # a restarted server: the graph is traced again, its code is on disk
-            warm = _compiled_call(serving.wide_head_model(64, (1, 8, 8)), torch.zeros(16, 1, 8, 8))
-            torch._dynamo.reset()
-            assert cold == {"graphs": 1, "generated": 1, "from_cache": 0}
-            assert warm == {"graphs": 1, "generated": 0, "from_cache": 1}
-        else:
-            assert cold == {"graphs": 0, "generated": 0, "from_cache": 0} and "compile_skipped" in result
+def test_bench_inference_reports_every_figure_with_its_spread(capsys):
+    # torch's default compile cache: what a cold start generates and a restart loads from the disk is shown by lab 09's
+    # own compile cell, whose counts nbval compares (graphs traced, code generated, code loaded from the disk cache)
+    result = bench_serving.bench(repeats=1, duration_s=0.2, width=64, image_side=8, max_batch=16, pool_requests=200,
+                                 fresh_cache=False)
     keys = ("dynamic_vs_batch1_throughput", "p99_ms[max_wait=5]", "two_workers_vs_one", "compile_speedup", "bf16_speedup")
     assert all(k in result for k in keys) and all(k in result["spread"] for k in keys)
     assert result["benchmark"] == "inference" and result["threads"] == 1
