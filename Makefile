@@ -20,10 +20,6 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for make test; each test file (or notebook) stays on one worker. Four even on two cores: the
 # tests spend much of their time starting processes and waiting on planned timeouts and on Slurm
 TEST_WORKERS ?= 4
-# the tests' torch (pytest workers, notebook kernels, subprocesses: ranks already get it from launch) lets its idle
-# OpenMP threads sleep at once: three workers on two cores would otherwise spin on cores the others need (measured:
-# ~30 % of the CPU time of torch-heavy test files at that load)
-TEST_ENV := OMP_WAIT_POLICY=$(or $(OMP_WAIT_POLICY),PASSIVE)
 .DEFAULT_GOAL := env
 
 .PHONY: help env course test test-fast test-classroom test-browser lab assign outputs bench info gpu-check cluster cluster-down classroom classroom-down clean
@@ -47,13 +43,13 @@ course: env  ## execute every lab headless into build/course/ and print the summ
 
 test: env  ## the type check, unit tests, the student-notebook drift check, and nbval on solutions/ (TEST_WORKERS=1: one at a time)
 	$(PY) -m mypy
-	$(TEST_ENV) LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest solutions tests --nbval --nbval-current-env \
+	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest solutions tests --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q -m "not classroom" \
 		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 test-fast: env  ## the inner loop (a few minutes): the type check, unit tests, assign --check and the judges; no notebook, no test marked slow
 	$(PY) -m mypy
-	$(TEST_ENV) LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests -m "not slow" -p no:cacheprovider -q \
+	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest tests -m "not slow" -p no:cacheprovider -q \
 		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 test-classroom: env  ## as root: a JupyterHub class of 2 learners up, labs 00 and 03 in both servers at once under a 1-CPU quota each, then down (minutes)
