@@ -92,6 +92,7 @@ BUCKETS = _w(C3, "synthetic", 28, "DDP backward pass per bucket size")  # lab 03
 ALLREDUCE_SIZES = _w("allreduce", "float32", None, "ring vs dist.all_reduce per message size")  # lab 06, 2 ranks
 CHECKPOINT_SAVE = _w(C2, "synthetic", 28, "FSDP2 loop held by a checkpoint save")  # lab 07: save vs async_save
 STAGING = _w("file_read", "digits", None, "shared folder vs node-local copy")  # lab 11: a Slurm job reads the files
+SERVE_KERAS_FIRST = _w("wide_head_cnn", "synthetic", 28, "first call of a fresh tf.function, graph vs XLA")  # lab 09
 RECORD_STEP = _w(C2, "synthetic", 8, "step, an all_reduce per tensor", batch=16)  # lab 12's cost_worker: 16 per rank
 
 _ALL = [v for v in list(globals().values()) if isinstance(v, Workload)]

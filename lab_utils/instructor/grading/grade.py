@@ -46,7 +46,7 @@ FAST_PARAMETERS = {"seed": 0, "epochs": 2, "lr_epochs": 2, "scaling_steps": 5, "
                    "micro_batches": [2, 4], "repeats": 3, "curve_epochs": 1, "allreduce_repeats": 3,
                    "allreduce_max_bytes": 2**16, "speed_steps": 5, "speed_global_batch": 128, "world_size": 2,
                    "n_devices": 2, "n_workers": 2, "stages": 2, "train_steps": 2, "train_epochs": 2, "steps": 2,
-                   "gradients": 80, "tf_steps": 40, "straggler_factors": [1, 4], "run_s": 0.25, "pool_requests": 600,
+                   "gradients": 80, "tf_steps": 40, "straggler_factors": [1, 4], "run_s": 0.25, "pool_requests": 600, "worker_rounds": 1,
                    "fresh_compile_cache": False, "batch_sweep": [1, 8, 64], "timing_steps": 3, "timing_repeats": 3,
                    "sweep_batches": [8, 16], "hotspot_devices": [1, 2], "hotspot_batch": 16, "compare_steps": 1, "compare_rounds": 3,
                    "timed_steps": 2, "warmup_steps": 1, "steps_per_repeat": 3}

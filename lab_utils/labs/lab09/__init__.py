@@ -4,7 +4,7 @@ lab_utils assign` from the notebook's cells tagged `lesson`), exercises.py, serv
 What no file says is declared here, read by lab_utils.instructor.labs: the parameters its test-size run shrinks,
 its benchmarks ("module.function", imported only when run) and its GPU check."""
 
-TEST_SIZE = {"repeats": 3, "batch_sweep": [1, 8, 64, 512], "rounds": 1, "pool_requests": 300, "run_s": 0.25}
+TEST_SIZE = {"repeats": 3, "batch_sweep": [1, 8, 64, 512], "rounds": 1, "worker_rounds": 1, "pool_requests": 300, "run_s": 0.25}
 BENCHMARKS = (
     dict(name="inference", measure="lab_utils.labs.lab09.bench.bench",
          show="lab_utils.labs.lab09.bench.print_bench", options=(), repeats=3),
