@@ -6,6 +6,7 @@ regular file with one row per submission, nothing is left running.
 """
 import contextlib
 import csv
+import errno
 import hashlib
 import os
 import random
@@ -28,7 +29,7 @@ from lab_utils import exercises
 from lab_utils.exercises import to_plain
 from lab_utils.hardware import usable_cpu_count
 from lab_utils.instructor.grading import grade, gradebook, submission_reader
-from lab_utils.instructor.grading.sandbox import bubblewrap, host, jail, machine
+from lab_utils.instructor.grading.sandbox import bubblewrap, cgroups, host, jail, machine
 from lab_utils.instructor.grading.sandbox.isolation import Limits
 
 # the hostile suite grades 25 notebooks in one module fixture, 3 at a time: about 130 s on a quiet 2-core machine (three
@@ -459,14 +460,23 @@ def graded(tmp_path_factory):
         return uids[-1]
 
     free_uid = jail.free_uid
+    made_cgroups = []  # every cgroup this class's sandboxes made: each must be gone afterwards
+
+    def recorded_make(name, isolation, limits, made):
+        made_cgroups.append(made)
+        return make_cgroups(name, isolation, limits, made)
+
+    make_cgroups = cgroups.make
     try:
         tempfile.tempdir = str(grader_tmp)
         jail.free_uid = recorded_free_uid
+        cgroups.make = recorded_make
         rows = grade.grade(paths, "10", out, tests_dir=tests, timeout=60, cell_timeout=10, jobs=3, say=lines.append,
                            limits=Limits(disk_bytes=DISK_MIB * 2**20, file_bytes=DISK_MIB * 2**20),
                            roster=roster, lms="canvas")
     finally:
         jail.free_uid = free_uid
+        cgroups.make = make_cgroups
         tempfile.tempdir = None
         del os.environ["LAB_GRADER_TEST_SECRET"]
     connections = []
@@ -477,7 +487,8 @@ def graded(tmp_path_factory):
     SOCKET.unlink(missing_ok=True)
     return {"rows": {r.student: r for r in rows}, "out": out, "tests": tests, "victim": victim, "order": list(submissions),
             "course": course, "said": lines, "seconds": time.monotonic() - start, "connections": connections,
-            "folder": folder, "refused": refused, "grader_tmp": grader_tmp, "uids": uids}
+            "folder": folder, "refused": refused, "grader_tmp": grader_tmp, "uids": uids,
+            "cgroups": [path for made in made_cgroups for path in made]}
 
 
 def points(graded, name):
@@ -542,6 +553,24 @@ def test_nothing_is_left_running(graded):
         leftovers = [p for p in Path("/proc").glob("[0-9]*/status")
                      if any(line.startswith("Uid:") and int(line.split()[1]) in uids for line in _read(p).splitlines())]
         assert leftovers == []
+    assert [path for path in graded["cgroups"] if path.exists()] == []  # no sandbox leaves its cgroups behind
+
+
+def test_a_cgroup_its_last_process_is_leaving_is_removed_once_it_can_be():
+    class Busy:
+        """A cgroup whose rmdir says EBUSY `times` times (a process still exiting), then succeeds."""
+
+        def __init__(self, times):
+            self.times, self.tries = times, 0
+
+        def rmdir(self):
+            self.tries += 1
+            if self.tries <= self.times:
+                raise OSError(errno.EBUSY, "Device or resource busy")
+
+    leaving, stuck = Busy(3), Busy(10**6)
+    assert cgroups.remove([leaving], wait_s=5) == [] and leaving.tries == 4
+    assert cgroups.remove([stuck], wait_s=0.1) == [stuck]  # one that never empties: given up on, and named
 
 
 def _read(path):

@@ -3,7 +3,9 @@ time it used."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -123,3 +125,24 @@ def processes_in(cgroups: list[Path]) -> list[int]:
         with contextlib.suppress(OSError):
             pids += [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
     return pids
+
+
+def remove(made: list[Path], wait_s: float = 5.0) -> list[Path]:
+    """Remove a sandbox's emptied cgroups; returns those still there. A cgroup whose last process has just died can
+    refuse for a moment (EBUSY until its exit is complete), so each is retried for up to `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    left = []
+    for cgroup in made:
+        while True:
+            try:
+                cgroup.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError as err:
+                if err.errno != errno.EBUSY or time.monotonic() > deadline:
+                    left.append(cgroup)
+                    break
+                time.sleep(0.02)
+    return left
+

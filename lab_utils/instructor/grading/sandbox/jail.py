@@ -209,9 +209,7 @@ class Sandbox:
     def close(self) -> None:
         self._stop.set()
         self.kill_all()
-        for cgroup in self._cgroups:
-            with contextlib.suppress(OSError):
-                cgroup.rmdir()
+        cgroups.remove(self._cgroups)
         if self._mounted:
             unmount(self.scratch)
             self._mounted = False
