@@ -11,7 +11,7 @@ from ..labs import ROOT, solution_notebooks
 from .assign import assign
 from .headless import failures_message, run_notebook, select
 
-RUN_TIME = re.compile(r"\*\*Run time:\*\*\s+about\s+(\S+\s+(?:s|min))\s+on\s+a\s+2-core\s+CPU")  # may wrap lines
+RUN_TIME = re.compile(r"\*\*Run time:\*\*\s+about\s+(\S+\s+(?:s|min))\s+on\s+a\s+(?:quiet\s+)?2-core\s+CPU")  # may wrap lines
 MAP_ROW = re.compile(r"^\| (\d\d) [^|]*\|[^|]*\| ([^|]*) \| ([^|]*) \|$", re.M)
 COURSE_MAP = re.compile(r"^## Course map\n.*?(?=^## |\Z)", re.M | re.S)  # the only table whose rows get times
 
@@ -86,10 +86,10 @@ def update_run_times(times: dict[str, float], *, column: str = "cpu", check: boo
             if lab not in times:
                 continue
             nb = nbformat.read(path, as_version=4)
-            want = f"**Run time:** about {_about(times[lab])} on a 2-core CPU"
+            want = f"**Run time:** about {_about(times[lab])} on a quiet 2-core CPU"
             found = RUN_TIME.search(nb.cells[0].source)
             if not found:
-                problems.append(f"{path.name}: the first cell has no '**Run time:** about ... on a 2-core CPU'")
+                problems.append(f"{path.name}: the first cell has no '**Run time:** about ... on a quiet 2-core CPU'")
             elif _disagrees(" ".join(found.group(1).split()), times[lab], check):
                 problems.append(f"{path.name}: header says {found.group(0)!r}, the run took {_about(times[lab])}")
                 if not check:
