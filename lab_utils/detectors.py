@@ -178,14 +178,18 @@ LESS_TIME_TOLERANCE = 0.10  # more work may take up to 10 % less time before it 
 
 def more_work_less_time(small_work: float, small_s: float, large_work: float, large_s: float, *,
                         what: str = "work", tolerance: float = LESS_TIME_TOLERANCE, small_spread: float | None = None,
-                        large_spread: float | None = None) -> list[Flag]:
+                        large_spread: float | None = None, show=None) -> list[Flag]:
     """More work that took less time, by more than `tolerance` (a fraction of small_s) and, where the spreads of the
-    repeats are given, beyond them (each median +- half its spread): one of the medians is off."""
+    repeats are given, beyond them (each median +- half its spread): one of the medians is off. `show` writes an amount
+    of work as the table beside the flag does (e.g. bytes as KiB); by default '<amount> <what>'."""
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
     if not _apart(small_s, small_spread, large_s, large_spread):
         return []  # the repeats of the two overlap: noise, not a contradiction
-    return [Flag(Kind.LESS_TIME, f"{large_work:g} {what} took less time ({large_s * 1e3:.3g} ms) than {small_work:g} "
+    if show is None:
+        def show(amount):
+            return f"{amount:g} {what}"
+    return [Flag(Kind.LESS_TIME, f"{show(large_work)} took less time ({large_s * 1e3:.3g} ms) than {show(small_work)} "
             f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off (a busy "
             "machine) and ratios built on them are suspect")]
 

@@ -178,7 +178,7 @@ def test_allreduce_rows_are_flagged_for_more_bytes_in_less_time_and_noise_is_one
     sizes, seconds, spreads = [1024, 2048, 4096, 8192], [1e-4, 3.8e-3, 1.8e-4, 2e-4], [0.1, 0.1, 0.6, 0.1]
     flags = report.allreduce_flags(sizes, seconds)
     assert flags[0] == [] and flags[2] == [] and flags[3] == []
-    assert "4096 bytes took less time" in flags[1][0]
+    assert "4 KiB took less time" in flags[1][0] and "than 2 KiB " in flags[1][0]  # in the table's unit
     assert detectors.noise_line(spreads).startswith("noise: 1 of 4 medians")
 
 
@@ -186,7 +186,7 @@ def test_allreduce_rule_is_the_one_lab_10_states_half_the_time_whatever_the_spre
     # lab 10's prose: less than half the time marks the smaller message, whatever the spreads (a run printed 16x the
     # bytes in 0.23x the time unmarked, its spreads above 100 %); more than 10 % less only beyond both spreads
     sizes, wide = [4096, 65536], [4.5, 3.6]
-    assert "65536 bytes took less time" in report.allreduce_flags(sizes, [1e-3, 0.23e-3], wide)[0][0]
+    assert "64 KiB took less time" in report.allreduce_flags(sizes, [1e-3, 0.23e-3], wide)[0][0]
     assert report.allreduce_flags(sizes, [1e-3, 0.76e-3], wide)[0] == []  # 24 % less, inside those spreads
     assert report.allreduce_flags(sizes, [1e-3, 0.5e-3], wide)[0] == []  # exactly half: not less than half
     assert report.allreduce_flags(sizes, [1e-3, 0.76e-3], [0.05, 0.05])[0]  # 24 % less beyond tight spreads

@@ -34,6 +34,11 @@ HALF_THE_TIME = 0.5  # a larger message whose median took less than this share o
 #                      the spreads (a median of all-reduces on a busy machine scatters, but not by 2x)
 
 
+def kib(nbytes: float) -> str:
+    """A message size as the all-reduce tables print it: '4 KiB', '1024 KiB'."""
+    return f"{nbytes / 1024:g} KiB"
+
+
 def allreduce_flags(sizes, seconds, spreads=None) -> list[list[detectors.Flag]]:
     """Per message size, its flags (detectors.more_work_less_time, the one rule every lab applies to more work in
     less time): a larger message took more than 10 % less time beyond the spreads of both medians' repeats, or less
@@ -43,8 +48,8 @@ def allreduce_flags(sizes, seconds, spreads=None) -> list[list[detectors.Flag]]:
     for i, (nbytes, s, spread) in enumerate(zip(sizes, seconds, spreads)):
         said = []
         for m, t, sp in zip(sizes[i + 1:], seconds[i + 1:], spreads[i + 1:]):
-            said = (detectors.more_work_less_time(nbytes, s, m, t, what="bytes", small_spread=spread, large_spread=sp)
-                    or detectors.more_work_less_time(nbytes, s, m, t, what="bytes", tolerance=1 - HALF_THE_TIME))
+            said = (detectors.more_work_less_time(nbytes, s, m, t, small_spread=spread, large_spread=sp, show=kib)
+                    or detectors.more_work_less_time(nbytes, s, m, t, tolerance=1 - HALF_THE_TIME, show=kib))
             if said:
                 break
         result.append(said)
