@@ -154,12 +154,9 @@ SCRIPT = textwrap.dedent('''
                       ("local reversed", local_reversed)]:
         result = check(fn)
         results[label] = {"passed": result.passed, "message": result.message, "grade": graded(fn)}
-    result = check(step("mean"))  # the self-check's own launch: run on the workers, scored, the hint added
-    results["step mean, self-check"] = {"passed": result.passed, "message": result.message}
-    results["step mean"] = {"passed": result.passed, "message": result.message, "grade": result.details["fraction"]}
-
-    # one launch for the rest of the replica step: each job is what the grader's run launches for one answer
-    wrong = {"step sum": step("sum"), "step no apply": step("no apply"), "step mean / global": step("mean / global"),
+    # one launch for the replica step: each job is what the grader's (and the self-check's) run launches for one
+    # answer, scored by the same judge (check() adds only the "Hint:" prefix, which tests/test_exercises.py checks)
+    wrong = {"step mean": step("mean"), "step sum": step("sum"), "step no apply": step("no apply"), "step mean / global": step("mean / global"),
              "step keras default": step("keras default"), "step no logits": step("no logits")}
     exercise = exercises.get("replica_step")
     case = exercise.cases(random.Random(99))
