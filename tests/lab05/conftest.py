@@ -120,8 +120,36 @@ SCRIPT = textwrap.dedent('''
         inputs = exercise.cases(random.Random(seed))
         return exercise.score(to_plain(exercise.run(fn, inputs)), inputs)[0]
 
+    # ---- the Keras builder against the torch one (tests/lab05/test_tf.py), here: no xdist worker imports TensorFlow
+    import torch
+    from lab_utils import spec
+    specs = {name: spec.preset(name) for name in spec.PRESETS}
+    specs["with batchnorm"] = [x for layer in spec.cnn2d_3layer_fullconnected_3layer()
+                               for x in ([layer, {"type": "batchnorm"}] if layer["type"] == "conv2d" else [layer])]
+    builder = {}
+    for name, model_spec in specs.items():
+        torch_model = spec.build_torch(model_spec, (1, 28, 28), seed=0).eval()
+        keras_model = spec.build_keras(model_spec, (1, 28, 28), seed=0)
+        spec.copy_torch_weights_to_keras(torch_model, keras_model, model_spec, (1, 28, 28))
+        x = np.random.default_rng(0).random((4, 1, 28, 28), dtype=np.float32)
+        expected = torch_model(torch.from_numpy(x)).detach().numpy()
+        got = np.asarray(keras_model(x.transpose(0, 2, 3, 1), training=False))
+        builder[name] = {"keras_trainable": sum(int(np.prod(w.shape)) for w in keras_model.trainable_weights),
+                         "torch_trainable": sum(p.numel() for p in torch_model.parameters()),
+                         "spec_trainable": sum(spec.parameter_counts(model_spec, (1, 28, 28))),
+                         "keras_shapes": [list(layer.output.shape[1:]) for layer in keras_model.layers],
+                         "torch_shapes": [list(s if len(s) == 1 else (s[1], s[2], s[0]))
+                                          for s in spec.output_shapes(model_spec, (1, 28, 28))],
+                         "max_diff": float(np.abs(expected - got).max())}
+    try:
+        spec.build_keras([spec.conv2d(4), spec.dense(3)], (1, 8, 8))
+        builder["refused"] = "built"
+    except ValueError as err:
+        builder["refused"] = str(err)
+    out_builder = builder
+
     # ---- devices (tests/lab05/test_tf.py): made before TensorFlow started; the GPU check's step; configuring late
-    out = {"devices": [devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU"))],
+    out = {"builder": out_builder, "devices": [devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU"))],
            "mirrored_replicas": len(tf.distribute.MirroredStrategy(devices.names).extended.worker_devices)}
     from lab_utils.labs.lab05.gpu_check import GPU_TOLERANCE, _cuda_present
     from lab_utils.labs.lab05.lesson import make_train_step
@@ -177,6 +205,15 @@ SCRIPT = textwrap.dedent('''
     results["step ok"] = {"passed": fraction >= 1.0, "message": message, "grade": fraction}
     # the judges' draws of lab 05's exercises (tests/test_judges.py), from this TensorFlow process
     results["draws"] = {name: solved if name == "replica_step" else draws(name) for name in JUDGED_WITH_TENSORFLOW}
+    # and its forgeries scored here too, where the references' TensorFlow already runs (no xdist worker imports it)
+    from test_judges import assert_forgeries_score_zero
+    results["forgeries"] = {}
+    for name in JUDGED_WITH_TENSORFLOW:
+        try:
+            assert_forgeries_score_zero(exercises.get(name), results["draws"][name])
+            results["forgeries"][name] = "all scored 0"
+        except AssertionError as err:
+            results["forgeries"][name] = f"AssertionError: {err}"
     out["exercises"] = results
     print(json.dumps(out))
 ''')

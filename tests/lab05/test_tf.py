@@ -17,31 +17,28 @@ tf_distribute.quiet()
 if importlib.util.find_spec("keras") is None:  # looked up, not imported: every xdist worker collects this file
     pytest.skip("lab 05 needs Keras (TensorFlow): make env installs it", allow_module_level=True)
 
-SPECS = {name: spec.preset(name) for name in spec.PRESETS}
-SPECS["with batchnorm"] = [x for layer in spec.cnn2d_3layer_fullconnected_3layer()
-                           for x in ([layer, {"type": "batchnorm"}] if layer["type"] == "conv2d" else [layer])]
+BUILT = ["cnn2d_2layer_fullconnected_2layer", "cnn2d_3layer_fullconnected_3layer", "with batchnorm"]
 
 
-@pytest.mark.parametrize("name", list(SPECS))
-def test_keras_builder_gives_the_torch_architecture_and_function(name):
-    model_spec = SPECS[name]
-    torch_model = spec.build_torch(model_spec, (1, 28, 28), seed=0).eval()
-    keras_model = spec.build_keras(model_spec, (1, 28, 28), seed=0)
-    trainable = sum(int(np.prod(w.shape)) for w in keras_model.trainable_weights)
-    assert trainable == sum(p.numel() for p in torch_model.parameters()) == sum(spec.parameter_counts(model_spec, (1, 28, 28)))
-    keras_shapes = [tuple(layer.output.shape[1:]) for layer in keras_model.layers]
-    torch_shapes = [s if len(s) == 1 else (s[1], s[2], s[0]) for s in spec.output_shapes(model_spec, (1, 28, 28))]
-    assert keras_shapes == torch_shapes
-    spec.copy_torch_weights_to_keras(torch_model, keras_model, model_spec, (1, 28, 28))
-    x = np.random.default_rng(0).random((4, 1, 28, 28), dtype=np.float32)
-    expected = torch_model(torch.from_numpy(x)).detach().numpy()
-    got = np.asarray(keras_model(x.transpose(0, 2, 3, 1), training=False))
-    assert np.abs(expected - got).max() <= 1e-5
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # the shared run (SHARED below)
+@pytest.mark.parametrize("name", BUILT)
+def test_keras_builder_gives_the_torch_architecture_and_function(lab05_tf, name):
+    """Built in tests/lab05/conftest.py's TensorFlow process (no xdist worker imports TensorFlow)."""
+    built = lab05_tf["builder"][name]
+    assert built["keras_trainable"] == built["torch_trainable"] == built["spec_trainable"]
+    assert built["keras_shapes"] == built["torch_shapes"]
+    assert built["max_diff"] <= 1e-5
 
 
-def test_keras_builder_refuses_what_the_torch_builder_refuses():
-    with pytest.raises(ValueError, match="add a 'flatten' layer"):
-        spec.build_keras([spec.conv2d(4), spec.dense(3)], (1, 8, 8))
+def test_every_preset_is_built_in_keras():
+    assert set(BUILT) == set(spec.PRESETS) | {"with batchnorm"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # the shared run (SHARED below)
+def test_keras_builder_refuses_what_the_torch_builder_refuses(lab05_tf):
+    assert "add a 'flatten' layer" in lab05_tf["builder"]["refused"]
 
 
 def _python(code):
