@@ -112,9 +112,13 @@ def _cause(cause: str | None) -> str:
 def more_threads_slower(speedup: float | None, threads: float | None, *, cause: str | None = None,
                         what: str = "one thread") -> list[Flag]:
     """The same work on N intra-op threads below 1/N of one thread's speed: splitting work over threads costs at most
-    its coordination, never N times the whole; the threads waited for cores that something else held."""
+    its coordination, never N times the whole; the threads waited for cores that something else held. With a measured
+    `cause` (a busy machine, a quota) that wait is explained: a note naming it, not a `[!]`."""
     if speedup is None or not threads or threads <= 1 or speedup >= 1 / threads:
         return []
+    if cause:
+        return [note(f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: they "
+                     f"waited for cores held elsewhere ({_cause(cause)}), so this figure is no speed")]
     return [Flag(Kind.WAITED, f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: {WAITED} (their "
             f"coordination is far smaller than the work), so they waited for cores held elsewhere ({_cause(cause)}) "
             "and ratios built on this figure are no speeds")]

@@ -218,11 +218,31 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
     return None
 
 
-def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str:
+def beyond_conditions(ratio: float | None, workers: int | None, load: "conditions.Load | None" = None,
+                      what: str = "ranks") -> str | None:
+    """Where the measured conditions say `workers` side by side cannot beat one, but they measured `ratio` (their
+    speed over one's) above 1 + MIN_EFFECT: the sentence that says why both were measured; else None."""
+    if ratio is None or not workers or workers < 2 or ratio <= 1 + MIN_EFFECT:
+        return None
+    load = load if load is not None else run_conditions()
+    if conditions.speedup_visible(workers, load=load, what=what) is None:
+        return None
+    one = what[:-1] if what.endswith("s") else what
+    return (f"{workers} {what} measured {ratio:.2f}x one all the same, more than those conditions allow: the load "
+            f"was not even while they ran (the conditions are its average over the measuring windows, and the "
+            f"one-{one} runs met more of it), so that figure is no speedup either")
+
+
+def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks",
+              ratio: float | None = None) -> str:
     """A summary's measured figure as a result, or, where unreadable() rules it out, 'not measurable here: <why>'
-    with the figure kept only as what those conditions gave."""
+    with the figure kept only as what those conditions gave; `ratio` (the workers' speed over one's): where it beats
+    what the conditions allow, one more sentence says so (beyond_conditions)."""
     why = unreadable(workers, load, what)
-    return text if why is None else f"{NOT_MEASURABLE}: {why} (measured, not a result: {text})"
+    if why is None:
+        return text
+    beyond = beyond_conditions(ratio, workers, load, what)
+    return f"{NOT_MEASURABLE}: {why} (measured, not a result: {text})" + (f"; {beyond}" if beyond else "")
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:
