@@ -31,7 +31,7 @@ def _cases(rng):
 
 
 def _run(median_time, cases):
-    out = []
+    out: list[dict] = []
     for case in cases:
         clock, calls = SimulatedClock(), []
         durations = iter(case["durations"])

@@ -139,8 +139,8 @@ def _epoch_problem(case):
     from ... import data
 
     dataset = data.to_dataset(*data.synthetic_images(case["n"], image_shape=(1, 4, 4), seed=case["seed"]))
-    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=case["rank"], shuffle=True,
-                                                  seed=case["seed"])
+    sampler: torch.utils.data.DistributedSampler[int] = torch.utils.data.DistributedSampler(
+        dataset, num_replicas=2, rank=case["rank"], shuffle=True, seed=case["seed"])
     torch.manual_seed(case["seed"])
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 10))
     return dataset, sampler, model, torch.optim.SGD(model.parameters(), lr=0.01)
@@ -150,7 +150,8 @@ def _epoch_run(run_epochs, case):
     import torch
 
     dataset, sampler, model, optimizer = _epoch_problem(case)
-    orders, late = [], []  # late: epochs whose set_epoch came only after their order was drawn
+    orders: list[list[int]] = []
+    late: list[int] = []  # late: epochs whose set_epoch came only after their order was drawn
     set_epoch = sampler.set_epoch
 
     def recording_set_epoch(epoch):
@@ -158,7 +159,7 @@ def _epoch_run(run_epochs, case):
             late.append(epoch)
         set_epoch(epoch)
 
-    sampler.set_epoch = recording_set_epoch  # type: ignore[method-assign]
+    sampler.set_epoch = recording_set_epoch
 
     class RecordingLoader:
         """Draws the sampler's order when an epoch's `for` starts, as a DataLoader does; yields two small batches."""
@@ -175,7 +176,7 @@ def _epoch_run(run_epochs, case):
 
 def _epoch_expected(case):
     _, sampler, _, _ = _epoch_problem(case)
-    orders = []
+    orders: list[list[int]] = []
     for epoch in range(case["epochs"]):
         sampler.set_epoch(epoch)
         orders.append(list(sampler))

@@ -296,7 +296,8 @@ _SPLIT_MISTAKES = {
 def _greedy_splits(times, stages) -> list[list[int]]:
     """Where two greedy searches cut: as soon as a stage's running sum reaches total/stages, or as soon as the running
     total reaches the next multiple of it."""
-    target, cuts = sum(times) / stages, ([], [])
+    target = sum(times) / stages
+    cuts: tuple[list[int], list[int]] = ([], [])
     running = total = 0.0
     for i, t in enumerate(times[:-1]):
         running, total = running + t, total + t
