@@ -148,17 +148,17 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         if f"{tolerance:.0%}" == f"{no_worse_than:.0%}":  # a restatement that reads "10 %, not 10 %" restates nothing
             tolerance = no_worse_than
         if tolerance > no_worse_than:
-            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.0%}, so this machine can tell a cost of "
+            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, so this machine can tell a cost of "
                          f"{tolerance:.0%} ({RESOLVE:g}x that scatter) and more, not {no_worse_than:.0%}: the claim "
                          f"tested is 'no worse by more than {tolerance:.0%}'")
         floor = 1 / (1 + tolerance)
         holds_from = 1.0 if tolerance > MAX_RESTATED else floor
         if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
-            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}, too much to test a cost of {no_worse_than:.0%}, "
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}, too much to test a cost of {no_worse_than:.0%}, "
                           f"but the whole range lies above 1: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS
         elif tolerance > MAX_RESTATED:  # a claim this weak says nothing: the pairs cannot decide
-            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: this machine cannot tell a cost below "
                            f"{tolerance:.0%} here (a cost must exceed {RESOLVE:g}x the pairs' scatter to stand out from "
                            "it), so no verdict")]
         elif low > floor:
