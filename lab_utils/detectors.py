@@ -208,6 +208,25 @@ def part_longer_than_whole(part_s: float, whole_s: float, *, part: str, whole: s
             f"whole does more work and {LESS_TIME}, so one of the two medians is off (a busy machine)")]
 
 
+OPS_TOLERANCE_S = 1e-4  # timestamps taken in different processes may disagree by this much (0.1 ms)
+
+
+def shorter_than_its_ops(makespan_s: float, needed_s: float, *, what: str, cause: str | None = None,
+                         tolerance_s: float = OPS_TOLERANCE_S) -> list[Flag]:
+    """A pipeline step whose makespan is shorter (by more than `tolerance_s`) than its own ops need in their schedule's
+    order with free transfers: the ops' recorded times overlap what they cannot overlap (an op's end recorded after the
+    next stage had started). With a measured `cause` (a busy machine) that is explained: a note, not a `[!]`."""
+    if makespan_s >= needed_s - tolerance_s:
+        return []
+    text = (f"{what} took {makespan_s * 1e3:.1f} ms, but its own ops, in its schedule's order and with free transfers, "
+            f"need {needed_s * 1e3:.1f} ms: a step cannot be shorter than its ops, so some op's recorded end came after "
+            "the next stage had started (")
+    end = "), and its busy time and bubble count that wait as work"
+    if cause:
+        return [note(text + f"a stage that waited for a core after sending, as {_cause(cause)}" + end)]
+    return [Flag(Kind.LESS_TIME, text + "a stage that waited for a core after sending, or clocks that disagree" + end)]
+
+
 def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[Flag]:
     """A server that answered less than `keep_up` of the load offered: requests pile up, latency is the queue's."""
     if offered_rps <= 0 or answered_rps >= keep_up * offered_rps:
