@@ -218,13 +218,12 @@ def shorter_than_its_ops(makespan_s: float, needed_s: float, *, what: str, cause
     next stage had started). With a measured `cause` (a busy machine) that is explained: a note, not a `[!]`."""
     if makespan_s >= needed_s - tolerance_s:
         return []
-    text = (f"{what} took {makespan_s * 1e3:.1f} ms, but its own ops, in its schedule's order and with free transfers, "
-            f"need {needed_s * 1e3:.1f} ms: a step cannot be shorter than its ops, so some op's recorded end came after "
-            "the next stage had started (")
-    end = "), and its busy time and bubble count that wait as work"
+    text = (f"{what} took {makespan_s * 1e3:.1f} ms, less than the {needed_s * 1e3:.1f} ms its own ops need in this "
+            "order with free transfers: some op's recorded end came after the next stage had started (")
+    end = "), so its busy time and bubble count that wait as work"
     if cause:
-        return [note(text + f"a stage that waited for a core after sending, as {_cause(cause)}" + end)]
-    return [Flag(Kind.LESS_TIME, text + "a stage that waited for a core after sending, or clocks that disagree" + end)]
+        return [note(text + f"a stage waited for a core after sending: {_cause(cause)}" + end)]
+    return [Flag(Kind.LESS_TIME, text + "a stage waited for a core after sending, or the clocks disagree" + end)]
 
 
 def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[Flag]:
