@@ -1,6 +1,8 @@
 """Lab 01's train_step and top_self_cpu_op: wrong answers found by a new learner get a hint that names their own
 mistake (not another one), and score 0."""
 
+import statistics
+
 import pytest
 import torch.nn.functional as F
 
@@ -89,3 +91,29 @@ def test_each_profile_mistake_gets_its_own_hint(wrong, named):
 def test_a_profile_read_through_events_works_as_on_a_real_profiler():
     assert check(top_self_cpu_op_from_events).passed
     assert grade(top_self_cpu_op_from_events)[0] == 1.0
+
+
+def throughput_one_step_too_many(batch_size, step_times, warmup):
+    return batch_size / statistics.median(step_times[warmup + 1:])
+
+
+def throughput_last_steps_dropped(batch_size, step_times, warmup):
+    return batch_size / statistics.median(step_times[:-warmup])
+
+
+def throughput_median_low(batch_size, step_times, warmup):
+    return batch_size / statistics.median_low(step_times[warmup:])
+
+
+for _fn in (throughput_one_step_too_many, throughput_last_steps_dropped, throughput_median_low):
+    _fn.__name__ = _fn.__qualname__ = "throughput"
+
+
+@pytest.mark.parametrize("wrong, named", [(throughput_one_step_too_many, "one step too many dropped"),
+                                          (throughput_last_steps_dropped, "the last `warmup` steps dropped"),
+                                          (throughput_median_low, "statistics.median_low")],
+                         ids=["warmup+1", "last-dropped", "median_low"])
+def test_each_throughput_slip_is_named(wrong, named):
+    result = check(wrong)
+    assert not result.passed and named in result.message, result.message
+    assert grade(wrong)[0] == 0.0

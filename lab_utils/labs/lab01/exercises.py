@@ -142,6 +142,12 @@ def _throughput_judge(got, expected, cases):
                  "seconds per sample: the rate is samples per second, batch / time": statistics.median(t[w:]) / b,
                  "steps per second (one over the median step time): multiply by the batch size":
                      1 / statistics.median(t[w:]),
+                 "one step too many dropped: the warm-up is exactly the first `warmup` steps, step_times[warmup:]":
+                     b / statistics.median(t[w + 1:]),
+                 "the last `warmup` steps dropped; the warm-up steps are the first ones: step_times[warmup:]":
+                     b / statistics.median(t[:-w]),
+                 "statistics.median_low: of an even number of steps the median is the mean of the two middle ones, "
+                 "statistics.median": b / statistics.median_low(t[w:]),
                  "the median of the per-step rates; the rate is the batch over the median step time (the two differ "
                  "for an even number of steps)": statistics.median(b / x for x in t[w:])}
         for what, value in known.items():
