@@ -112,9 +112,13 @@ def _cause(cause: str | None) -> str:
 def more_threads_slower(speedup: float | None, threads: float | None, *, cause: str | None = None,
                         what: str = "one thread") -> list[Flag]:
     """The same work on N intra-op threads below 1/N of one thread's speed: splitting work over threads costs at most
-    its coordination, never N times the whole; the threads waited for cores that something else held."""
+    its coordination, never N times the whole; the threads waited for cores that something else held. With a measured
+    `cause` (a busy machine, a quota) that wait is explained: a note naming it, not a `[!]`."""
     if speedup is None or not threads or threads <= 1 or speedup >= 1 / threads:
         return []
+    if cause:
+        return [note(f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: they "
+                     f"waited for cores held elsewhere ({_cause(cause)}), so this figure is no speed")]
     return [Flag(Kind.WAITED, f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: {WAITED} (their "
             f"coordination is far smaller than the work), so they waited for cores held elsewhere ({_cause(cause)}) "
             "and ratios built on this figure are no speeds")]
@@ -202,6 +206,24 @@ def part_longer_than_whole(part_s: float, whole_s: float, *, part: str, whole: s
         return []
     return [Flag(Kind.LESS_TIME, f"{part} took {part_s * 1e3:.3g} ms, longer than {whole} ({whole_s * 1e3:.3g} ms), which contains it: the "
             f"whole does more work and {LESS_TIME}, so one of the two medians is off (a busy machine)")]
+
+
+OPS_TOLERANCE_S = 1e-4  # timestamps taken in different processes may disagree by this much (0.1 ms)
+
+
+def shorter_than_its_ops(makespan_s: float, needed_s: float, *, what: str, cause: str | None = None,
+                         tolerance_s: float = OPS_TOLERANCE_S) -> list[Flag]:
+    """A pipeline step whose makespan is shorter (by more than `tolerance_s`) than its own ops need in their schedule's
+    order with free transfers: the ops' recorded times overlap what they cannot overlap (an op's end recorded after the
+    next stage had started). With a measured `cause` (a busy machine) that is explained: a note, not a `[!]`."""
+    if makespan_s >= needed_s - tolerance_s:
+        return []
+    text = (f"{what} took {makespan_s * 1e3:.1f} ms, less than the {needed_s * 1e3:.1f} ms its own ops need in this "
+            "order with free transfers: some op's recorded end came after the next stage had started (")
+    end = "), so its busy time and bubble count that wait as work"
+    if cause:
+        return [note(text + f"a stage waited for a core after sending: {_cause(cause)}" + end)]
+    return [Flag(Kind.LESS_TIME, text + "a stage waited for a core after sending, or the clocks disagree" + end)]
 
 
 def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[Flag]:

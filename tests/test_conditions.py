@@ -156,6 +156,13 @@ def test_speedup_visible_says_why_n_workers_cannot_beat_one_here():
     assert "2 devices share the 0.3 left" in conditions.speedup_visible(2, two, busy, what="devices")
     said = measure.as_result("0.49x", workers=2, load=busy, what="threads")
     assert said.startswith("not measurable here: ") and "2 threads share" in said and said.endswith("(measured, not a result: 0.49x)")
+    # issue 51: "2 ranks share the 0.8 left, so they cannot beat one" beside a measured 1.36x says why both were measured
+    beside = measure.as_result("DDP 1.36x", workers=2, load=busy, ratio=1.36)
+    assert "cannot beat one (measured, not a result: DDP 1.36x); 2 ranks measured 1.36x one all the same" in beside
+    assert "the one-rank runs met more of it" in beside
+    assert measure.as_result("0.49x", workers=2, load=busy, what="threads", ratio=0.49) == said  # below one: no line
+    assert measure.as_result("1.03x", workers=2, load=busy, ratio=1.03).endswith("(measured, not a result: 1.03x)")
+    assert measure.beyond_conditions(1.36, 2, Load(5.0, 2, 1.9, 0.1, 0.0)) is None  # quiet: a speedup, nothing to say
 
 
 def test_an_impossible_speedup_names_the_quota_or_the_busy_machine_as_its_cause(monkeypatch):
@@ -187,8 +194,10 @@ def test_a_flag_under_a_quota_names_it_when_other_programs_held_the_cores_before
     assert quiet_under_quota.cause(2) is None  # not throttled and nothing else ran: the quota slowed nothing
     monkeypatch.setattr(conditions, "taken", lambda reset=False: busy_under_quota)
     flags = measure.plausibility(speedup=0.02, devices=1, threads=2)
-    assert len(flags) == 1 and detectors.WAITED in flags[0] and "noise" not in flags[0]
+    # the measured load explains the wait: a note that names it, not a `[!]` (issue 51: "[!]" beside its own cause)
+    assert len(flags) == 1 and not detectors.impossible(flags) and "waited for cores held elsewhere" in flags[0]
     assert "(this notebook may use 1.0 CPU (cgroup quota), less than the 2 threads it ran side by side, and" in flags[0]
+    assert "noise" not in flags[0]
     above = measure.plausibility(speedup=3.42, devices=2)
     assert "the baseline was slowed: this notebook may use 1.0 CPU (cgroup quota), less than the 2 devices" in above[0]
     assert all("; " not in f for f in flags + above)

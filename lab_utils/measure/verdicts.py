@@ -148,17 +148,17 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         if f"{tolerance:.0%}" == f"{no_worse_than:.0%}":  # a restatement that reads "10 %, not 10 %" restates nothing
             tolerance = no_worse_than
         if tolerance > no_worse_than:
-            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.0%}, so this machine can tell a cost of "
+            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, so this machine can tell a cost of "
                          f"{tolerance:.0%} ({RESOLVE:g}x that scatter) and more, not {no_worse_than:.0%}: the claim "
                          f"tested is 'no worse by more than {tolerance:.0%}'")
         floor = 1 / (1 + tolerance)
         holds_from = 1.0 if tolerance > MAX_RESTATED else floor
         if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
-            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}, too much to test a cost of {no_worse_than:.0%}, "
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}, too much to test a cost of {no_worse_than:.0%}, "
                           f"but the whole range lies above 1: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS
         elif tolerance > MAX_RESTATED:  # a claim this weak says nothing: the pairs cannot decide
-            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.0%}: this machine cannot tell a cost below "
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: this machine cannot tell a cost below "
                            f"{tolerance:.0%} here (a cost must exceed {RESOLVE:g}x the pairs' scatter to stand out from "
                            "it), so no verdict")]
         elif low > floor:
@@ -218,11 +218,31 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
     return None
 
 
-def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str:
+def beyond_conditions(ratio: float | None, workers: int | None, load: "conditions.Load | None" = None,
+                      what: str = "ranks") -> str | None:
+    """Where the measured conditions say `workers` side by side cannot beat one, but they measured `ratio` (their
+    speed over one's) above 1 + MIN_EFFECT: the sentence that says why both were measured; else None."""
+    if ratio is None or not workers or workers < 2 or ratio <= 1 + MIN_EFFECT:
+        return None
+    load = load if load is not None else run_conditions()
+    if conditions.speedup_visible(workers, load=load, what=what) is None:
+        return None
+    one = what[:-1] if what.endswith("s") else what
+    return (f"{workers} {what} measured {ratio:.2f}x one all the same, more than those conditions allow: the load "
+            f"was not even while they ran (the conditions are its average over the measuring windows, and the "
+            f"one-{one} runs met more of it), so that figure is no speedup either")
+
+
+def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks",
+              ratio: float | None = None) -> str:
     """A summary's measured figure as a result, or, where unreadable() rules it out, 'not measurable here: <why>'
-    with the figure kept only as what those conditions gave."""
+    with the figure kept only as what those conditions gave; `ratio` (the workers' speed over one's): where it beats
+    what the conditions allow, one more sentence says so (beyond_conditions)."""
     why = unreadable(workers, load, what)
-    return text if why is None else f"{NOT_MEASURABLE}: {why} (measured, not a result: {text})"
+    if why is None:
+        return text
+    beyond = beyond_conditions(ratio, workers, load, what)
+    return f"{NOT_MEASURABLE}: {why} (measured, not a result: {text})" + (f"; {beyond}" if beyond else "")
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:

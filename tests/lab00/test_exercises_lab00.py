@@ -53,3 +53,46 @@ def test_an_index_off_the_middle_is_named():
     result = check(median_time_lower_index)
     assert not result.passed and "neighbour of the median" in result.message, result.message
     assert grade(median_time_lower_index)[0] == 0.0
+
+
+def median_time_upper_middle(fn, warmup, repeats, clock=time.perf_counter):
+    times = sorted(_timed(fn, warmup, repeats, clock))
+    return times[len(times) // 2]  # the median of an odd count only
+
+
+def median_time_returns_the_list(fn, warmup, repeats, clock=time.perf_counter):
+    return _timed(fn, warmup, repeats, clock)
+
+
+for _fn in (median_time_upper_middle, median_time_returns_the_list):
+    _fn.__name__ = _fn.__qualname__ = "median_time"
+
+
+def test_the_middle_element_of_an_even_count_is_not_the_median():
+    result = check(median_time_upper_middle)
+    assert not result.passed and "of an even count" in result.message, result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(median_time_upper_middle, seed)
+        assert fraction == 0.0 and "of an even count" in message, message
+
+
+def test_a_returned_list_is_named_as_returned_not_as_raised():
+    result = check(median_time_returns_the_list)
+    assert not result.passed and "returned a list, not a number" in result.message, result.message
+    assert "raised" not in result.message
+    assert grade(median_time_returns_the_list)[0] == 0.0
+
+
+def median_time_one_warmup_call_short(fn, warmup, repeats, clock=time.perf_counter):
+    return statistics.median(_timed(fn, warmup - 1, repeats + 1, clock))  # the last warm-up call timed too
+
+
+median_time_one_warmup_call_short.__name__ = median_time_one_warmup_call_short.__qualname__ = "median_time"
+
+
+def test_a_warm_up_one_call_short_is_named():
+    result = check(median_time_one_warmup_call_short)
+    assert not result.passed and "the last warm-up call" in result.message, result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(median_time_one_warmup_call_short, seed)
+        assert fraction == 0.0 and "the last warm-up call" in message, message

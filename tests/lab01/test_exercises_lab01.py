@@ -1,6 +1,8 @@
 """Lab 01's train_step and top_self_cpu_op: wrong answers found by a new learner get a hint that names their own
 mistake (not another one), and score 0."""
 
+import statistics
+
 import pytest
 import torch.nn.functional as F
 
@@ -46,3 +48,72 @@ def test_ranking_by_call_count_is_named_as_such_not_as_total_time():
     for seed in (1, 2, 3):
         fraction, message = grade(top_self_cpu_op_most_calls, seed)
         assert fraction == 0.0 and "called most often" in message, message
+
+
+def top_self_cpu_op_first_row(prof):
+    return prof.key_averages()[0].key
+
+
+def top_self_cpu_op_minimum(prof):
+    return min(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
+
+
+def top_self_cpu_op_aten_only(prof):
+    return max((e for e in prof.key_averages() if e.key.startswith("aten::")), key=lambda e: e.self_cpu_time_total).key
+
+
+def top_self_cpu_op_single_call(prof):
+    return max(prof.events(), key=lambda e: e.self_cpu_time_total).key  # one call, not the operator's sum
+
+
+def top_self_cpu_op_from_events(prof):
+    return max(prof.events().key_averages(), key=lambda e: e.self_cpu_time_total).key  # right on a real profile too
+
+
+for _fn in (top_self_cpu_op_first_row, top_self_cpu_op_minimum, top_self_cpu_op_aten_only,
+            top_self_cpu_op_single_call, top_self_cpu_op_from_events):
+    _fn.__name__ = _fn.__qualname__ = "top_self_cpu_op"
+
+
+@pytest.mark.parametrize("wrong, named", [(top_self_cpu_op_first_row, "the first entry of key_averages()"),
+                                          (top_self_cpu_op_minimum, "the smallest self CPU time"),
+                                          (top_self_cpu_op_aten_only, "aten:: operators only"),
+                                          (top_self_cpu_op_single_call, "the largest single call")],
+                         ids=["first-row", "minimum", "aten-only", "single-call"])
+def test_each_profile_mistake_gets_its_own_hint(wrong, named):
+    for seed in (None, 1, 2, 3):
+        result = check(wrong) if seed is None else None
+        fraction, message = (result.details["fraction"], result.message) if result else grade(wrong, seed)
+        assert fraction == 0.0 and named in message, message
+        assert "called most often" not in message and "*total*" not in message, message
+
+
+def test_a_profile_read_through_events_works_as_on_a_real_profiler():
+    assert check(top_self_cpu_op_from_events).passed
+    assert grade(top_self_cpu_op_from_events)[0] == 1.0
+
+
+def throughput_one_step_too_many(batch_size, step_times, warmup):
+    return batch_size / statistics.median(step_times[warmup + 1:])
+
+
+def throughput_last_steps_dropped(batch_size, step_times, warmup):
+    return batch_size / statistics.median(step_times[:-warmup])
+
+
+def throughput_median_low(batch_size, step_times, warmup):
+    return batch_size / statistics.median_low(step_times[warmup:])
+
+
+for _fn in (throughput_one_step_too_many, throughput_last_steps_dropped, throughput_median_low):
+    _fn.__name__ = _fn.__qualname__ = "throughput"
+
+
+@pytest.mark.parametrize("wrong, named", [(throughput_one_step_too_many, "one step too many dropped"),
+                                          (throughput_last_steps_dropped, "the last `warmup` steps dropped"),
+                                          (throughput_median_low, "statistics.median_low")],
+                         ids=["warmup+1", "last-dropped", "median_low"])
+def test_each_throughput_slip_is_named(wrong, named):
+    result = check(wrong)
+    assert not result.passed and named in result.message, result.message
+    assert grade(wrong)[0] == 0.0

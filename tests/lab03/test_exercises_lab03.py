@@ -5,7 +5,7 @@ import torch
 import torch.distributed as dist
 
 from lab_utils.exercises import check
-from answers import named
+from answers import grade, named
 
 
 @named("shard")
@@ -41,3 +41,38 @@ def test_global_mean_mistakes_are_named(wrong, named_as):
     result = check(wrong)
     assert not result.passed and named_as in result.message, result.message
     assert result.details["fraction"] == 0.0
+
+
+@named("run_epochs")
+def run_epochs_set_inside_the_batch_loop(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        for x, y in loader:
+            sampler.set_epoch(epoch)  # called every epoch, but after the loop drew this epoch's order
+            train_step(model, x, y, optimizer)
+
+
+@named("run_epochs")
+def run_epochs_set_at_the_start_and_again_inside(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            sampler.set_epoch(epoch)  # harmless: the order was already drawn with this epoch
+            train_step(model, x, y, optimizer)
+
+
+def test_set_epoch_inside_the_batch_loop_is_told_it_came_too_late():
+    result = check(run_epochs_set_inside_the_batch_loop)
+    assert not result.passed and "came too late" in result.message, result.message
+    assert "same order" not in result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(run_epochs_set_inside_the_batch_loop, seed)
+        assert fraction == 0.0 and "came too late" in message, message
+
+
+def test_a_repeated_set_epoch_after_the_right_one_passes():
+    assert check(run_epochs_set_at_the_start_and_again_inside).passed
+    assert grade(run_epochs_set_at_the_start_and_again_inside)[0] == 1.0

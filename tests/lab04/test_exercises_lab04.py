@@ -146,6 +146,17 @@ def blocking_send(ctx, micro):
         dist.send(x.grad.to(ctx.wire), dst=ctx.rank - 1)
 
 
+@named
+def saved_input_not_popped(ctx, micro):
+    x = ctx.saved[micro]  # read, not taken out: kept in memory until the step ends
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    _send_input_grad(ctx, x)
+
+
 def test_the_solution_passes_the_self_check_and_gets_full_marks():
     result = check(recompute_backward_op)
     assert result.passed, result
@@ -164,6 +175,7 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
     (grad_to_the_next_stage, "the previous one (rank"),
     (loss_from_the_kept_logits, "from the stage's new output"),
     (grad_sent_from_the_first_stage_too, "rank 0 failed, likely on x.grad"),
+    (saved_input_not_popped, "ctx.saved.pop(micro)"),
 ], ids=lambda v: getattr(v, "__code__", None) and v.__code__.co_name or "")
 def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong, named_mistake):
     result = check(wrong)
@@ -252,3 +264,25 @@ def test_a_bubble_that_assumes_sorted_intervals_fails():
     for seed in (1, 2, 3):
         fraction, message = grade(bubble_in_list_order, seed)
         assert fraction == 0.0, message
+
+
+def best_split_greedy(times, stages):
+    target, cuts, running = sum(times) / stages, [], 0.0
+    for i, t in enumerate(times):
+        running += t
+        if running >= target and len(cuts) < stages - 1 and i + 1 < len(times):  # cut once a stage has its share
+            cuts.append(i + 1)
+            running = 0.0
+    return cuts
+
+
+best_split_greedy.__name__ = best_split_greedy.__qualname__ = "best_split"
+
+
+def test_a_greedy_best_split_is_told_why_it_misses_the_best_not_off_by_one():
+    result = check(best_split_greedy)
+    assert not result.passed and "running sum reaches total/stages" in result.message, result.message
+    assert "one off" not in result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(best_split_greedy, seed)
+        assert fraction == 0.0 and "one off" not in message, message

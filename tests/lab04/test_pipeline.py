@@ -373,3 +373,48 @@ def test_the_library_is_skipped_with_a_reason_only_where_gloo_would_carry_cuda_t
     two_gpus = hardware.plan(2, hardware.HardwareReport("srv", 8, tuple(hardware.GPU(i, "G", 80.0) for i in range(2)), "", "", ""))
     assert "share GPUs over gloo" in library_unsupported(shared_gpu)
     assert library_unsupported(cpu) is None and library_unsupported(two_gpus) is None
+
+
+def _naive_step(overlap_s):
+    """A naive 2-stage step (one micro-batch): F0, F1, B1, B0, each 10 ms; stage 0's forward recorded `overlap_s`
+    past the moment stage 1 started (its end taken after a wait for a core)."""
+    from lab_utils.plots import Interval
+
+    return [Interval("stage 0", "forward", 0.0, 0.010 + overlap_s, "0"), Interval("stage 1", "forward", 0.010, 0.020, "0"),
+            Interval("stage 1", "backward", 0.020, 0.030, "0"), Interval("stage 0", "backward", 0.030, 0.040, "0")]
+
+
+def test_a_step_shorter_than_its_own_ops_is_flagged_and_a_sound_one_is_not():
+    # learner s5A, lab 04: "M=1 makespan 64.9 ms, stages busy 65.1 ms": one stage at a time cannot be busier than the step
+    from lab_utils import detectors
+    from lab_utils.labs.lab04 import pipeline as pl
+
+    run = pl.PipelineRun("naive", "naive", 1)
+    sound = pl.Measured(run, 2, [_naive_step(0.0)], None, [])
+    assert abs(pl.own_ops_makespan(sound) - 0.040) < 1e-12
+    assert detectors.shorter_than_its_ops(sound.makespan, pl.own_ops_makespan(sound), what="naive") == []
+    late = pl.Measured(run, 2, [_naive_step(0.003)], None, [])  # busy 43 ms in a 40 ms step
+    needed = pl.own_ops_makespan(late)
+    assert abs(needed - 0.043) < 1e-12 and late.bubble < 0.5  # the bubble one stage at a time cannot have
+    said = detectors.shorter_than_its_ops(late.makespan, needed, what="naive")
+    assert len(said) == 1 and detectors.impossible(said) and "40.0 ms" in said[0] and "43.0 ms" in said[0]
+    noted = detectors.shorter_than_its_ops(late.makespan, needed, what="naive", cause="other programs used 1.5 of 2 cores")
+    assert noted and not detectors.impossible(noted) and "other programs used 1.5 of 2 cores" in noted[0]
+    # within the timestamps' tolerance (0.1 ms): nothing said
+    assert detectors.shorter_than_its_ops(0.04, 0.04005, what="naive") == []
+
+
+def test_own_ops_makespan_bounds_the_measured_step_where_ideal_does_not():
+    """'ideal' gives every op its stage's mean time, so a step whose ops vary can come out below it; the schedule run
+    with the step's own op times (free transfers) is a bound the measured step respects."""
+    from lab_utils.plots import Interval
+    from lab_utils.labs.lab04 import pipeline as pl
+
+    run = pl.PipelineRun("gpipe", "gpipe", 2)
+    # GPipe, 2 stages, 2 micro-batches; short ops where the stages wait for each other, long ones where they overlap
+    ms = {(0, "F", 0): 1, (0, "F", 1): 5, (0, "B", 0): 5, (0, "B", 1): 1,
+          (1, "F", 0): 5, (1, "F", 1): 2, (1, "B", 0): 5, (1, "B", 1): 9}
+    step = pl.simulate(pl.make_schedule("gpipe", 2, 2), op_seconds={op: v * 1e-3 for op, v in ms.items()})
+    measured = pl.Measured(run, 2, [step], None, [])
+    assert abs(measured.makespan - pl.own_ops_makespan(measured)) < 1e-12  # a step with free transfers meets its bound
+    assert measured.bubble < pl.ideal_bubble(measured)  # below 'ideal', which is no bound

@@ -18,8 +18,11 @@ class SimulatedClock:
 
 def _cases(rng):
     cases = []
-    for _ in range(4):
-        warmup, repeats = rng.randint(1, 3), rng.choice([5, 7, 9])
+    for i in range(4):  # odd and even counts: of an even count the median is the mean of the two middle calls
+        if i % 2 == 0:
+            warmup, repeats = rng.randint(1, 3), rng.choice([5, 7, 9])
+        else:  # an even warm-up too: with an odd one, the median of every call is the upper middle timed call
+            warmup, repeats = rng.choice([2, 4]), rng.choice([6, 8, 10])
         cold = [rng.uniform(0.040, 0.090) for _ in range(warmup)]  # first calls: much slower
         timed = [rng.uniform(0.008, 0.014) for _ in range(repeats)]
         timed[rng.randrange(repeats)] = rng.uniform(0.030, 0.060)  # one outlier the median must ignore
@@ -28,7 +31,7 @@ def _cases(rng):
 
 
 def _run(median_time, cases):
-    out = []
+    out: list[dict] = []
     for case in cases:
         clock, calls = SimulatedClock(), []
         durations = iter(case["durations"])
@@ -38,7 +41,10 @@ def _run(median_time, cases):
             clock.now += next(durations, 0.010)
 
         seconds = median_time(work, case["warmup"], case["repeats"], clock=clock)
-        out.append({"seconds": None if seconds is None else float(seconds), "calls": len(calls)})
+        try:
+            out.append({"seconds": None if seconds is None else float(seconds), "calls": len(calls)})
+        except (TypeError, ValueError):  # the function returned, but not a number: say what it returned
+            out.append({"seconds": None, "calls": len(calls), "returned": type(seconds).__name__})
     return out
 
 
@@ -47,11 +53,31 @@ def _expected(cases):
             for c in cases]
 
 
+def _timed(case) -> list[float]:
+    return case["durations"][case["warmup"]:]
+
+
+_WHOLE_MISTAKES = {  # named only where they explain every case (on one case, two of them can give the same number)
+    "that is sorted(times)[len(times) // 2], the middle call: of an even count of timed calls the median is the mean "
+    "of the two middle ones (statistics.median does this for any count)":
+        lambda c: sorted(_timed(c))[len(_timed(c)) // 2],
+    "that is the median of the last warm-up call and the timed calls: run exactly `warmup` calls untimed, then time "
+    "the `repeats` after them": lambda c: statistics.median(c["durations"][c["warmup"] - 1:])}
+
+
 def _judge(got, expected, cases):
+    if all(g["calls"] == e["calls"] and g["seconds"] is not None for g, e in zip(got, expected)) and any(
+            abs(g["seconds"] - e["seconds"]) > 1e-9 for g, e in zip(got, expected)):
+        for what, way in _WHOLE_MISTAKES.items():
+            if all(abs(g["seconds"] - way(c)) <= 1e-9 for g, c in zip(got, cases)):
+                return 0.0, what
     for g, e, c in zip(got, expected, cases):
         if g["calls"] != e["calls"]:
             return 0.0, (f"fn was called {g['calls']} times for warmup={c['warmup']}, repeats={c['repeats']}: call it "
                          "warmup times untimed, then once per timed repeat")
+        if g.get("returned"):
+            return 0.0, (f"your median_time returned a {g['returned']}, not a number: return one number, the median "
+                         "of the timed calls in seconds (statistics.median of your list of times)")
         if g["seconds"] is None:
             return 0.0, "return the median duration in seconds"
         if abs(g["seconds"] - e["seconds"]) <= 1e-9:
@@ -68,6 +94,10 @@ def _judge(got, expected, cases):
                 return 0.0, f"that is {what}"
         ordered = sorted(timed)
         middle = len(ordered) // 2
+        if len(ordered) % 2 == 0 and any(abs(g["seconds"] - ordered[i]) <= 1e-9 for i in (middle - 1, middle)):
+            return 0.0, (f"that is one of the two middle calls in sorted order: of an even count ({len(ordered)} timed "
+                         f"calls) the median is the mean of sorted(times)[{middle - 1}] and sorted(times)[{middle}] "
+                         "(statistics.median does this for any count)")
         if any(abs(g["seconds"] - ordered[i]) <= 1e-9 for i in (middle - 1, middle + 1) if 0 <= i < len(ordered)):
             return 0.0, (f"that is a neighbour of the median in sorted order: of {len(ordered)} timed calls the median "
                          f"is sorted(times)[{middle}] (statistics.median finds it for any count)")

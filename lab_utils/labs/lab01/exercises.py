@@ -140,6 +140,14 @@ def _throughput_judge(got, expected, cases):
                  "the median of every step, warm-up included: drop step_times[:warmup]": b / statistics.median(t),
                  "the mean of all steps, warm-up included": b / statistics.mean(t),
                  "seconds per sample: the rate is samples per second, batch / time": statistics.median(t[w:]) / b,
+                 "steps per second (one over the median step time): multiply by the batch size":
+                     1 / statistics.median(t[w:]),
+                 "one step too many dropped: the warm-up is exactly the first `warmup` steps, step_times[warmup:]":
+                     b / statistics.median(t[w + 1:]),
+                 "the last `warmup` steps dropped; the warm-up steps are the first ones: step_times[warmup:]":
+                     b / statistics.median(t[:-w]),
+                 "statistics.median_low: of an even number of steps the median is the mean of the two middle ones, "
+                 "statistics.median": b / statistics.median_low(t[w:]),
                  "the median of the per-step rates; the rate is the batch over the median step time (the two differ "
                  "for an even number of steps)": statistics.median(b / x for x in t[w:])}
         for what, value in known.items():
@@ -164,8 +172,11 @@ OPERATORS = ["aten::convolution", "aten::mkldnn_convolution", "aten::addmm", "at
 
 def _profile_cases(rng):
     """Three made-up profiles (so the answer is known): a different top operator by self time in each, never the
-    top by total time."""
-    cases, tops = [], rng.sample(OPERATORS, 3)
+    top by total time, nor by count, nor the first row, nor the largest single call; one top is not an aten:: op."""
+    aten = [o for o in OPERATORS if o.startswith("aten::")]
+    tops = rng.sample(aten, 2) + [rng.choice([o for o in OPERATORS if o not in aten])]
+    rng.shuffle(tops)
+    cases = []
     for top in tops:
         names = [top] + rng.sample([o for o in OPERATORS if o != top], rng.randint(4, 8))
         rows = {n: round(rng.uniform(10, 500), 3) for n in names}
@@ -174,16 +185,23 @@ def _profile_cases(rng):
         parent = rng.choice(names[1:])  # an operator that calls others: the largest total, not the largest self
         totals[parent] = round(sum(rows.values()) + rng.uniform(1, 50), 3)
         counts = {n: rng.randint(1, 30) for n in names}
+        counts[top] = rng.randint(4, 30)
         busiest = rng.choice([n for n in names[1:] if n != parent])  # called most often: neither top self nor total
         counts[busiest] = max(counts.values()) + rng.randint(20, 200)
+        single = rng.choice([n for n in names[1:] if n not in (parent, busiest)])  # the largest single call
+        rows[single] = round(rows[top] * rng.uniform(0.5, 0.8), 3)
+        counts[single], totals[single] = 1, round(rows[single] + rng.uniform(0, 10), 3)
         table = [[n, rows[n], totals[n], counts[n]] for n in names]
         rng.shuffle(table)
+        if table[0][0] == top:  # the first row is not the answer
+            table.append(table.pop(0))
         cases.append(table)
     return cases
 
 
 class MadeUpProfile:
-    """Stands in for a torch.profiler profile: key_averages() gives torch's own event averages, with given times."""
+    """Stands in for a torch.profiler profile: key_averages() gives torch's own event averages, with given times;
+    events() gives one event per call (each call an equal share of its operator's self time)."""
 
     def __init__(self, table):
         self.table = table
@@ -199,6 +217,18 @@ class MadeUpProfile:
             events.append(event)
         return events
 
+    def events(self):
+        from torch.autograd.profiler_util import EventList, FunctionEvent
+
+        events, start = EventList(), 0.0
+        for key, self_us, _, count in self.table:
+            for _ in range(count):
+                events.append(FunctionEvent(id=len(events), name=key, thread=0, start_us=start,
+                                            end_us=start + self_us / count, stack=[], input_shapes=[]))
+                start += self_us / count
+        events._build_tree()  # as the profiler does: key_averages() works on it too
+        return events
+
 
 def _profile_run(top_self_cpu_op, cases):
     return [top_self_cpu_op(MadeUpProfile(table)) for table in cases]
@@ -208,20 +238,34 @@ def _profile_expected(cases):
     return [max(table, key=lambda row: row[1])[0] for table in cases]
 
 
+_PROFILE_MISTAKES = {
+    "that is the largest *total* CPU time, which includes the operators it calls; self CPU time counts only the "
+    "operator's own work": lambda table: max(table, key=lambda row: row[2])[0],
+    "that is the operator called most often (the largest count); rank by self_cpu_time_total, the time spent in the "
+    "operator's own work": lambda table: max(table, key=lambda row: row[3])[0],
+    "that is the first entry of key_averages(), which is not sorted by time: take the max by self_cpu_time_total":
+        lambda table: table[0][0],
+    "that is the smallest self CPU time: take the largest (max, not min)":
+        lambda table: min(table, key=lambda row: row[1])[0],
+    "that is the top among the aten:: operators only; the top operator can have any name (an autograd node such as "
+    "AddmmBackward0 too): rank every entry": lambda table: max((r for r in table if r[0].startswith("aten::")),
+                                                              key=lambda row: row[1])[0],
+    "that is the largest single call: prof.events() lists every call, key_averages() adds them up per operator; rank "
+    "the entries of key_averages()": lambda table: max(table, key=lambda row: row[1] / row[3])[0]}
+
+
 def _profile_judge(got, expected, cases):
-    for g, e, table in zip(got, expected, cases):
-        if g == e:
-            continue
-        if g == max(table, key=lambda row: row[2])[0]:
-            return 0.0, ("that is the largest *total* CPU time, which includes the operators it calls; self CPU time "
-                         "counts only the operator's own work")
-        if g == max(table, key=lambda row: row[3])[0]:
-            return 0.0, ("that is the operator called most often (the largest count); rank by self_cpu_time_total, "
-                         "the time spent in the operator's own work")
-        if not isinstance(g, str):
-            return 0.0, f"return the operator's name (its .key, a string), not {type(g).__name__}"
-        return 0.0, f"{g!r} is not the operator with the largest self CPU time in that profile"
-    return 1.0, "the operator with the largest self CPU time, in every profile"
+    if got == expected:
+        return 1.0, "the operator with the largest self CPU time, in every profile"
+    wrong_type = [g for g in got if not isinstance(g, str)]
+    if wrong_type:
+        return 0.0, f"return the operator's name (its .key, a string), not {type(wrong_type[0]).__name__}"
+    for what, way in _PROFILE_MISTAKES.items():  # a mistake is named only where it explains every profile
+        if got == [way(table) for table in cases]:
+            return 0.0, what
+    g, e = next((g, e) for g, e in zip(got, expected) if g != e)
+    return 0.0, (f"{g!r} is not the operator with the largest self CPU time in that profile ({e!r} is): take the "
+                 "entry of key_averages() with the largest self_cpu_time_total")
 
 
 TOP_OP = Exercise("01", "top_self_cpu_op", _profile_cases, _profile_run, _profile_expected, _profile_judge,

@@ -132,49 +132,75 @@ def _epoch_cases(rng):
     return {"seed": rng.randrange(10**6), "n": rng.choice([24, 30, 40]), "rank": rng.randint(0, 1), "epochs": rng.randint(3, 4)}
 
 
-def _epoch_sampler(case):
+def _epoch_problem(case):
+    """A DistributedSampler over a tiny seeded dataset, a model that trains on it, and its optimizer."""
     import torch
 
     from ... import data
 
     dataset = data.to_dataset(*data.synthetic_images(case["n"], image_shape=(1, 4, 4), seed=case["seed"]))
-    return torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=case["rank"], shuffle=True, seed=case["seed"])
+    sampler: torch.utils.data.DistributedSampler[int] = torch.utils.data.DistributedSampler(
+        dataset, num_replicas=2, rank=case["rank"], shuffle=True, seed=case["seed"])
+    torch.manual_seed(case["seed"])
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    return dataset, sampler, model, torch.optim.SGD(model.parameters(), lr=0.01)
 
 
 def _epoch_run(run_epochs, case):
-    sampler, orders = _epoch_sampler(case), []
+    import torch
+
+    dataset, sampler, model, optimizer = _epoch_problem(case)
+    orders: list[list[int]] = []
+    late: list[int] = []  # late: epochs whose set_epoch came only after their order was drawn
+    set_epoch = sampler.set_epoch
+
+    def recording_set_epoch(epoch):
+        if epoch == len(orders) - 1 and sampler.epoch != epoch:  # this epoch's `for` has already drawn its order
+            late.append(epoch)
+        set_epoch(epoch)
+
+    sampler.set_epoch = recording_set_epoch
 
     class RecordingLoader:
-        """Records the order the sampler gives each time an epoch starts; trains on nothing."""
+        """Draws the sampler's order when an epoch's `for` starts, as a DataLoader does; yields two small batches."""
 
         def __iter__(self):
             orders.append(list(sampler))
-            return iter(())
+            batches = [orders[-1][:4], orders[-1][4:8]]
+            return iter([(torch.stack([dataset[i][0] for i in b]), torch.stack([dataset[i][1] for i in b]))
+                         for b in batches])
 
-    run_epochs(sampler, RecordingLoader(), None, None, case["epochs"])
-    return orders
+    run_epochs(sampler, RecordingLoader(), model, optimizer, case["epochs"])
+    return {"orders": orders, "late": late}
 
 
 def _epoch_expected(case):
-    sampler, orders = _epoch_sampler(case), []
+    _, sampler, _, _ = _epoch_problem(case)
+    orders: list[list[int]] = []
     for epoch in range(case["epochs"]):
         sampler.set_epoch(epoch)
         orders.append(list(sampler))
-    return orders
+    return {"orders": orders, "late": []}
 
 
 def _epoch_judge(got, expected, case):
-    if len(got) != len(expected):
-        return 0.0, f"the loop ran {len(got)} epochs instead of {len(expected)}"
-    if close(got, expected):
+    got_orders, orders = got["orders"], expected["orders"]
+    if len(got_orders) != len(orders):
+        return 0.0, f"the loop ran {len(got_orders)} epochs instead of {len(orders)}"
+    if close(got_orders, orders):
         return 1.0, "a new order every epoch, the one set_epoch gives"
-    if all(g == got[0] for g in got):
+    if got["late"]:
+        return 0.0, (f"sampler.set_epoch({got['late'][0]}) came too late: the `for x, y in loader` of epoch "
+                     f"{got['late'][0]} had already asked the sampler for its order (a loader draws it when the loop "
+                     "starts), so that epoch read the previous epoch's order; call it before the inner loop")
+    if all(g == got_orders[0] for g in got_orders):
         return 0.0, "every epoch reads the data in the same order: call sampler.set_epoch(epoch) at the start of each epoch"
     return 0.0, "the orders differ from what sampler.set_epoch(epoch) gives for epochs 0, 1, 2, ..."
 
 
 RUN_EPOCHS = Exercise("03", "run_epochs", _epoch_cases, _epoch_run, _epoch_expected, _epoch_judge,
-                      "reshuffle at the start of every epoch", setup=SETUP)
+                      "reshuffle at the start of every epoch", setup=SETUP,
+                      shape=lambda right, case: {"orders": right["orders"], "late": ANY})
 
 
 # ---- the learning rate for N ranks ------------------------------------------------------------------------------------

@@ -53,6 +53,11 @@ def _watched(backward_op):
         try:
             with collective_calls(("send", "isend"), check_destination):
                 backward_op(ctx, micro)
+            if micro in ctx.saved:  # kept: every micro-batch's input would stay in memory until the step ends
+                raise ValueError(f"stage {ctx.rank} left micro-batch {micro}'s input in ctx.saved after its backward "
+                                 "op: take it out with x = ctx.saved.pop(micro), so that it is freed after this op "
+                                 "(kept, every saved input stays in memory until the step ends: the memory 1F1B "
+                                 "exists to save)")
             if not ctx.first and not sends:  # the stage before would wait in dist.recv until the group's timeout
                 raise ValueError(f"stage {ctx.rank} sent no gradient back in its backward op: every stage but the "
                                  "first sends the gradient of its input (x.grad) to the stage before it, which waits "
@@ -288,6 +293,22 @@ _SPLIT_MISTAKES = {
         (lambda times, stages: _argmin_split(times, stages, _squares),)}
 
 
+def _greedy_splits(times, stages) -> list[list[int]]:
+    """Where two greedy searches cut: as soon as a stage's running sum reaches total/stages, or as soon as the running
+    total reaches the next multiple of it."""
+    target = sum(times) / stages
+    cuts: tuple[list[int], list[int]] = ([], [])
+    running = total = 0.0
+    for i, t in enumerate(times[:-1]):
+        running, total = running + t, total + t
+        if running >= target and len(cuts[0]) < stages - 1:
+            cuts[0].append(i + 1)
+            running = 0.0
+        if total >= target * (len(cuts[1]) + 1) and len(cuts[1]) < stages - 1:
+            cuts[1].append(i + 1)
+    return [list(c) for c in cuts]
+
+
 def _split_judge(got, expected, cases):
     def one_off(g, e, times, stages):
         if g != e and len(g) == len(e) and any(all(i + shift == j for i, j in zip(g, e)) for shift in (1, -1)):
@@ -300,6 +321,8 @@ def _split_judge(got, expected, cases):
         for what, ways in _SPLIT_MISTAKES.items():
             if any(got == [way(times, stages) for times, stages in cases] for way in ways):
                 return 0.0, what
+    shifted_everywhere = any(all(len(g) == len(e) and all(i + shift == j for i, j in zip(g, e))
+                                 for g, e in zip(got, expected)) for shift in (1, -1))
     for g, e, (times, stages) in zip(got, expected, cases):
         valid = len(g) == stages - 1 and g == sorted(set(g)) and all(0 < i < len(times) for i in g)
         if not valid:
@@ -316,10 +339,15 @@ def _split_judge(got, expected, cases):
                 return 0.0, (f"times {times}, {stages} stages: your split makes the stage times as even as possible "
                              f"(smallest sum of squares), and its slowest stage takes {yours:.2f}; a pipeline runs at "
                              f"the pace of its slowest stage, and a split exists whose slowest takes {best:.2f}")
-            if one_off(g, e, times, stages):
+            if g in _greedy_splits(times, stages):
+                return 0.0, (f"times {times}, {stages} stages: your split {g} is not the best one: its slowest stage "
+                             f"takes {yours:.2f}, the split {e}'s takes {best:.2f}. Cutting as soon as a running sum "
+                             "reaches total/stages fixes each cut before seeing the layers after it, so a large layer "
+                             "just past a cut can make a stage the slowest: compare every split by its slowest stage")
+            if shifted_everywhere and one_off(g, e, times, stages):
                 return 0.0, one_off(g, e, times, stages)
-            return 0.0, (f"times {times}, {stages} stages: your split's slowest stage takes {yours:.2f}, but a split "
-                         f"exists whose slowest stage takes {best:.2f}: try every split")
+            return 0.0, (f"times {times}, {stages} stages: your split {g}'s slowest stage takes {yours:.2f}, but the "
+                         f"split {e}'s slowest stage takes {best:.2f}: try every split")
     return 1.0, "the slowest stage is as fast as it can be"
 
 

@@ -113,6 +113,15 @@ def mean_op_seconds(intervals, stages: int) -> tuple[list[float], list[float]]:
     return fwd, bwd
 
 
+def own_ops_makespan(measured: Measured) -> float:
+    """The shortest step the median step's own op times allow: its schedule simulated with each op's measured duration
+    and no transfer cost. The measured makespan cannot be shorter: the run only adds transfers and waits."""
+    schedule = make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
+    kind_of = {name: kind for kind, name in KINDS.items()}
+    seconds = {(int(i.row.rsplit(" ", 1)[1]), kind_of[i.kind], int(i.label)): i.seconds for i in measured.typical()}
+    return makespan(simulate(schedule, op_seconds=seconds))
+
+
 def ideal_bubble(measured: Measured) -> float:
     """The bubble of the same schedule simulated with the median step's measured op times (no transfer cost)."""
     schedule = make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)

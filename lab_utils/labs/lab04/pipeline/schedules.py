@@ -99,8 +99,9 @@ def max_in_flight(schedule: Schedule) -> list[int]:
     return peaks
 
 
-def simulate(schedule: Schedule, forward_s=1.0, backward_s=2.0) -> list[Interval]:
-    """Ideal timeline, no transfer cost; forward_s/backward_s: scalar or per stage. Raises on bad order, deadlock."""
+def simulate(schedule: Schedule, forward_s=1.0, backward_s=2.0, op_seconds=None) -> list[Interval]:
+    """Ideal timeline, no transfer cost; forward_s/backward_s: scalar or per stage; op_seconds: each op's own duration,
+    {(stage, "F" or "B", micro-batch): seconds}, in their place. Raises on bad order, deadlock."""
     check_schedule(schedule, deadlock=False)
     k = schedule.stages
     fwd: list[float] = np.broadcast_to(np.asarray(forward_s, dtype=float), (k,)).tolist()
@@ -122,7 +123,8 @@ def simulate(schedule: Schedule, forward_s=1.0, backward_s=2.0) -> list[Interval
             if any(n not in done for n in needs):
                 continue
             start = max([free[s]] + [done[n] for n in needs])
-            end = start + (fwd[s] if op.kind == "F" else bwd[s])
+            end = start + (op_seconds[(s, op.kind, op.micro)] if op_seconds is not None else
+                           fwd[s] if op.kind == "F" else bwd[s])
             intervals.append(Interval(f"stage {s}", "forward" if op.kind == "F" else "backward", start, end,
                                       str(op.micro)))
             done[(s, op.kind, op.micro)] = end
