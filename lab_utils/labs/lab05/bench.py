@@ -12,23 +12,19 @@ from ...setups import Setup, in_alternating_rounds
 TF_MODEL = "cnn2d_2layer_fullconnected_2layer"  # bench tf's CNN
 
 
-def lesson_worker(rank, world_size, cfg):
-    """Lab 05's `mwms_worker`, generated from its notebook, imported in the worker: only the workers load TensorFlow."""
-    from .lesson import mwms_worker
-
-    return mwms_worker(rank, world_size, cfg)
-
-
 def tf(*, repeats: int = 3, steps: int = 20, global_batch: int = 512, seed: int = 0) -> dict:
     """One TF worker (default strategy) vs 2 MultiWorkerMirroredStrategy workers, launches interleaved."""
     from ... import tf_distribute as tfd
+
+    tfd.import_tensorflow()  # quietly: lab 05's module imports TensorFlow
+    from .lesson import mwms_worker  # lab 05's worker, generated from its notebook
 
     cfg = {"data": {"kind": "synthetic", "n_train": global_batch * steps, "n_test": 512, "side": 28, "seed": seed},
            "model": TF_MODEL, "global_batch": global_batch, "lr": 0.05, "seed": seed, "steps": steps}
     runs = {}  # ranks -> every worker's results of the last run (the same global batches: one worker must end where two do)
 
     def run(setup, figures):
-        results = tfd.launch_workers(lesson_worker, setup.ranks, args=(cfg,), timeout=300)
+        results = tfd.launch_workers(mwms_worker, setup.ranks, args=(cfg,), timeout=300)
         runs[setup.ranks] = results
         figures.samples_per_s.append(tfd.step_rate(global_batch, [results[0]["step_seconds"][3:]]).samples_per_s)
 
