@@ -271,6 +271,12 @@ def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
     return result
 
 
+def passes(answer, *, seed: int = SELF_CHECK_SEED) -> bool:
+    """Whether `answer` passes its self-check, nothing printed: a later cell built on an exercise says when it does not
+    (its own figures may not show the mistake)."""
+    return _checked(answer, seed).passed
+
+
 def _checked(answer, seed: int) -> CheckResult:
     """check()'s outcome, not printed."""
     name = getattr(answer, "__name__", None)

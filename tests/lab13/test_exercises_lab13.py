@@ -376,3 +376,17 @@ def test_halo_bytes_with_a_wrong_halo_rows_names_exercise_1_not_this_function():
          "    rows = padding + max(0, kernel - padding - stride)\n"
          "    return 2 * (world_size - 1) * rows * width * channels * batch * itemsize\n", scope)
     assert check(scope["halo_bytes_per_step"])
+
+
+def test_a_later_cell_can_ask_quietly_whether_exercise_1_passes(capsys):
+    """Lab 13's equality and byte-table cells say when exercise 1 is wrong: an extra halo row changes none of their
+    figures (learner s5C saw True everywhere with halo_rows = (p, p))."""
+    from lab_utils.exercises import passes
+
+    def halo_rows(kernel, padding, stride):
+        return padding, padding
+    assert not passes(halo_rows) and capsys.readouterr().out == ""
+
+    def halo_rows(kernel, padding, stride):  # noqa: F811
+        return padding, max(0, kernel - padding - stride)
+    assert passes(halo_rows) and capsys.readouterr().out == ""
