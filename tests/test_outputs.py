@@ -80,7 +80,7 @@ def test_papermill_paths_are_made_relative_to_the_repository(tmp_path):
 
 
 RECORD_ROW = re.compile(r"^(\d\d) +.*? +(\d+) +(\d+|-) +(\d+) +(\d+\.\d)(?: \*)?$")
-REPORT_ROW = re.compile(r"^(\d\d) +\S+ +.*? +(\d+) +(\d+|kernel) +(\d+) +(?:[\d.]+%|-) +(\d+) ")
+REPORT_ROW = re.compile(r"^(\d\d) +\S+ +.*? +(\d+) +(\d+|kernel) +(\d+) +(?:[\d.]+%|-) +(\d+(?:\.\d)?) ")  # 1.8: below 10
 
 
 def printed_rows(path, pattern) -> set:
