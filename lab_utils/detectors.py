@@ -20,6 +20,7 @@ CONTRADICT = "these two figures contradict each other"
 WAITED = "more threads cannot cost that much"
 ABOVE_BOUND = "above its own upper bound"
 SAME_WORK = "faster on the same work"
+OUTSIDE_AMDAHL = "no serial share of the work does that"
 
 
 class Severity(enum.IntEnum):
@@ -44,6 +45,7 @@ class Kind(enum.Enum):
     WAITED = ("threads that waited", Severity.IMPOSSIBLE)
     ABOVE_BOUND = ("above its own bound", Severity.IMPOSSIBLE)
     SAME_WORK = ("the same work faster", Severity.IMPOSSIBLE)
+    OUTSIDE_AMDAHL = ("a serial fraction outside 0..1", Severity.IMPOSSIBLE)
     NOTE = ("note", Severity.NOTE)
     NOISE = ("noise", Severity.NOISE)
 
@@ -161,6 +163,18 @@ def same_work_faster(verdict, limit: float = SAME_WORK_LIMIT) -> list[Flag]:
     return [Flag(Kind.SAME_WORK, f"'{verdict.claim}': {verdict.ratio:.2f}x, the whole range above {limit:.2f}, {SAME_WORK}: the claim is "
             "that one way costs little, and no way of running the same work makes it that much faster, so the other "
             "way was slowed (a busy machine) and no cost can be read here")]
+
+
+def serial_fraction_outside(per_row) -> list[Flag]:
+    """Rows whose own Amdahl serial fraction (1/S - 1/N) / (1 - 1/N) lies outside 0..1: above 1 the row ran slower
+    than one device, below 0 faster than linear; a serial share of the work can do neither."""
+    outside = [float(v) for v in per_row if not 0.0 <= float(v) <= 1.0]
+    if not outside:
+        return []
+    listed_values = ", ".join(f"{v:.3f}" for v in outside)
+    return [Flag(Kind.OUTSIDE_AMDAHL, f"{len(outside)} of {len(per_row)} rows' own serial fraction(s) outside 0..1 "
+            f"({listed_values}): above 1 a row ran slower than one device, below 0 faster than linear, and "
+            f"{OUTSIDE_AMDAHL}: such a row measured something else (a busy machine, a cost Amdahl leaves out)")]
 
 
 def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[Flag]:
@@ -374,8 +388,10 @@ def noise_line(spreads, what: str = "medians") -> str:
     noisy = sum(s > NOISY_SPREAD for s in counted)
     if not noisy:
         return ""
+    # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too
     return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
-                "over their repeats: read the medians only")
+                f"over their repeats (the widest {max(counted) * 100:.0f} %: a few slow repeats, which a median "
+                "ignores): read the medians only")
 
 
 def count(text: str) -> int:

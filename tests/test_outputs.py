@@ -80,7 +80,7 @@ def test_papermill_paths_are_made_relative_to_the_repository(tmp_path):
 
 
 RECORD_ROW = re.compile(r"^(\d\d) +.*? +(\d+) +(\d+|-) +(\d+) +(\d+\.\d)(?: \*)?$")
-REPORT_ROW = re.compile(r"^(\d\d) +\S+ +.*? +(\d+) +(\d+|kernel) +(\d+) +(?:[\d.]+%|-) +(\d+) ")
+REPORT_ROW = re.compile(r"^(\d\d) +\S+ +.*? +(\d+) +(\d+|kernel) +(\d+) +(?:[\d.]+%|-) +(\d+(?:\.\d)?) ")  # 1.8: below 10
 
 
 def printed_rows(path, pattern) -> set:
@@ -211,6 +211,22 @@ def test_committed_outputs_print_one_figure_per_comparison(lab):
     conflicts, compared = figure_conflicts(path, lab)
     assert compared, f"{path.name}: no verdict beside a table row of its pair found: did the table or claim change?"
     assert conflicts == [], "a table and a verdict print two figures for one comparison: run `make outputs`"
+
+
+# labs whose tables print each side's median beside a verdict on the pair: the cell that prints those medians says
+# that the comparison's figure is the verdict's, the median of the paired ratios (lab 00's words), or prints one side only
+MEDIANS_BESIDE_A_VERDICT = {"11": "speed = side_by_side(", "12": "cost = launch(cost_worker", "13": "speed_ranks = launch("}
+
+
+@pytest.mark.parametrize("lab", sorted(MEDIANS_BESIDE_A_VERDICT))
+def test_medians_printed_beside_a_verdict_say_the_comparisons_figure_is_the_verdicts(lab):
+    """Learner s5C: lab 12 printed 13.44 vs 10.61 ms beside a verdict of 0.81x, lab 13 34x beside 26.06x, lab 11 1.10x
+    beside 1.06x, and nothing said why."""
+    path = next(p for p in labs.solution_notebooks() if p.name.startswith(lab))
+    cells = [c.source for c in nbformat.read(path, 4).cells
+             if c.cell_type == "code" and MEDIANS_BESIDE_A_VERDICT[lab] in c.source]
+    assert len(cells) == 1, f"{path.name}: the cell that measures the pair was not found: did it change?"
+    assert "median of the paired ratios (lab 00)" in cells[0]
 
 
 # ---- one name per workload: every results row names a registered workload; "course CNN" one preset; no "speed test" --

@@ -64,7 +64,7 @@ def test_implausible_rows_are_flagged_under_them_in_the_table():
     assert flags[3] == [] and compared[3].notes == ["noisy"]  # slow is no flag, impossible is
     assert compared[4].implausible and not compared[3].implausible  # a note stays in the fit, shown; a flag does not
     text = report.table(report.compare(rows))
-    assert "[!] rows 03 ddp x2, 03 ddp x4 (marked *): speedup 2.30x on 2x the hardware is efficiency 115%, above 100 %" in text
+    assert "[!] rows 03 ddp (2 devices, batch 256), 03 ddp (4 devices, batch 256) (marked *): speedup 2.30x on 2x the hardware is efficiency 115%, above 100 %" in text
     assert "(and 1 more like it)" in text  # both rows above 100 %: one [!] line for the table
     assert text.count("[!]") == 1 and "note: more ranks or threads than cores" in text
     assert sum(line.endswith(" *") for line in text.splitlines()) == 2
@@ -271,6 +271,16 @@ def test_amdahl_needs_a_parallel_point_and_stays_within_zero_and_one():
     assert report.amdahl_speedup(0.0, 8) == pytest.approx(8) and report.amdahl_speedup(1.0, 8) == pytest.approx(1)
 
 
+def test_a_rows_own_serial_fraction_outside_0_1_is_flagged_though_the_fit_lies_inside():
+    """Learner s5C: 's = 0.866 (rows' own 0.350 to 1.862)' printed unflagged; 1.862 is a row at 0.70x on 2 devices."""
+    fit = report.serial_fit([(2, 0.70), (2, 1.48), (2, 1.2)])
+    assert not fit.at_bound and max(fit.per_row) == pytest.approx(1 / 0.7 * 2 - 1)
+    assert len(fit.flags) == 1 and detectors.is_impossible(fit.flags[0]) and "(1.857)" in fit.flags[0]
+    assert "1 of 3 rows' own serial fraction(s) outside 0..1" in fit.flags[0]
+    assert report.serial_fit([(2, 1.8), (2, 1.6)]).flags == []
+    assert "-0.167" in report.serial_fit([(2, 2.4)]).flags[0]  # faster than linear: below 0, flagged too
+
+
 def test_allreduce_fit_recovers_latency_and_bandwidth():
     truth = report.AllReduceFit(latency_s=50e-6, bus_bandwidth=2e9)
     sizes = report.log2_sizes(1024, 2**24)
@@ -391,6 +401,15 @@ def test_an_allreduce_sweep_is_kept_for_the_next_lab_of_this_machine(isolated_re
     assert report.recent_allreduce(2, "gloo", max_age_s=-1) is None  # too old to count as this run's
 
 
+def test_lab_10_says_why_it_found_no_sweep_of_lab_06s(isolated_results):
+    """Learner s5C copied lab06.csv without allreduce.json; lab 10 said lab 06 'has recorded no sweep'."""
+    assert report.no_sweep(2, "gloo") == "lab 06 has recorded no sweep in this results folder"
+    said = report.no_sweep(2, "gloo", labs=("05", "06"))
+    assert "lab 06's rows are here but not its sweep" in said and "copy it" in said and "allreduce.json" in said
+    report.save_allreduce("06", [4096], [1e-4], [0.1], 2, "gloo")
+    assert "other ranks or another backend" in report.no_sweep(3, "gloo")
+
+
 def write_rows(folder, rows):
     """Rows written to a results folder as the labs write them; the folder read back as lab 10 reads it."""
     for r in rows:
@@ -443,6 +462,43 @@ def test_small_percentages_keep_a_decimal_and_chart_labels_are_whole():
     long = row("ddp", 2, 180, variant="gradient bucketing off, overlap on, batch per rank 128")
     label = report.row_label(report.compare([row("single", 1, 100), long])[1])
     assert label == "03 ddp gradient bucketing off, overlap on, batch per rank 128 b256"
+
+
+def test_a_flag_line_quotes_its_rows_figure_and_threads_below_1_over_n_are_flagged_on_it():
+    """Learner s5C: lab 10's flags quoted lab 02's paired figures (0.20x, 1.18x) beside rows of 0.15 and 1.16, the
+    load of another window (1.3 vs the row's 1.1), an unexplained 'x1', and left 0.46x and 0.44x of one thread
+    unflagged although the README lists 'more threads slower than 1/N of one'."""
+    busy = detectors.note("measured while other programs used 1.1 and steal 0.0 of 2 cores")
+    waited = detectors.more_threads_slower(0.20, 2, cause="other programs used 1.3 of 2 cores")[0]
+    dp = detectors.outside_neighbours(1.18, [0.75, 0.76], what="DataParallel", where="one device at batch 256")[0]
+    rows = [row("single", 1, 1089, batch=64, lab="02"), row("single", 1, 163, threads=2, batch=64, lab="02",
+                                                             flags=(waited, busy)),
+            row("single", 1, 4770, lab="00"), row("single", 1, 2216, threads=2, lab="00", flags=(busy,)),
+            row("single", 1, 1000, threads=2, batch=8, lab="00"),
+            row("single", 1, 2430, lab="02", workload="launched"), row("dp", 2, 2819, lab="02", workload="launched",
+                                                                        flags=(dp, busy))]
+    compared = report.compare(rows)
+    thread_rows = {c.row.batch_size: c for c in compared if c.row.threads == 2}
+    assert [str(f).split(" below")[0] for f in thread_rows[64].flags] == ["2 threads ran the same work at 0.15x one thread,"]
+    assert "(other programs used 1.1 and steal 0.0 of 2 cores)" in thread_rows[64].flags[0]  # the row's own load
+    assert "0.46x one thread" in thread_rows[256].flags[0]  # unflagged before: the rule applied to every thread row
+    assert thread_rows[8].flags == []  # no one-thread baseline: nothing to decide
+    two_devices = next(c for c in compared if c.row.world_size == 2)
+    assert two_devices.flags[0].startswith("DataParallel 1.16x one device at batch 256")  # the row's, not 1.18x
+    assert detectors.kind_of(two_devices.flags[0]) is detectors.Kind.CONTRADICT
+    text = report.table(compared)
+    assert "0.20x" not in text and "1.18x" not in text and " x1 " not in text and " x2 " not in text
+    assert "rows 02 single (1 device, batch 64), 00 single (1 device, batch 256) (marked *)" in text
+
+
+def test_rates_below_10_keep_a_decimal_and_chart_labels_tell_lab_13s_workloads_apart():
+    large = [row(s, n, r, batch=1, lab="13", workload=f"CNN-spatial/digits step, one {w} image")
+             for w in ("large", "small") for s, n, r in (("single-process", 1, 4.1), ("spatial", 2, 1.8))]
+    compared = report.compare(large)
+    line = next(l for l in report.table(compared).splitlines() if l.startswith("13") and "spatial " in l)
+    assert " 1.8 " in line and " 0.44" in line
+    labels = [report.row_label(c) for c in compared if c.row.world_size == 2]
+    assert labels == ["13 spatial b1 (one large image)", "13 spatial b1 (one small image)"]
 
 
 def test_lab_10s_prediction_ddp_no_faster_than_threads_is_checked_beyond_the_spreads():

@@ -286,6 +286,18 @@ def test_a_busy_machine_makes_any_timed_comparison_not_measurable_and_an_accurac
     assert line.startswith("not measurable here: other programs used 1.7 of 2 cores") and "0.90x" in line
 
 
+def test_a_verdict_that_cannot_be_seen_still_says_which_way_its_ratio_points(monkeypatch):
+    """Lab 12's 'record on vs off' printed 1.21x with no direction: a learner could not tell whether the record was
+    cheaper or dearer. Every verdict line says what above 1 means, also where the conditions rule it out."""
+    under(monkeypatch, BUSY)
+    cost = measure.decide([1.3, 0.6, 1.21, 0.9, 1.5, 0.44, 1.72], claim="record on vs off", expected="the record "
+                          "costs under 2 %", no_worse_than=0.02, lab="12")
+    assert cost.verdict == measure.CANNOT_SEE and "these pairs gave 1.21x" in str(cost)
+    assert "above 1 favours record on)" in str(cost)
+    slower = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP faster", lab="02")
+    assert slower.verdict == measure.CANNOT_SEE and "above 1 means DDP faster)" in str(slower)
+
+
 def test_a_busy_machine_does_not_hide_a_large_factor_that_every_pair_shows(monkeypatch):
     under(monkeypatch, BUSY)
     pairs = [2.85, 3.4, 5.81, 4.1, 3.0, 4.6, 3.9]  # lab 12's DETAIL cost on a busy machine: every pair 2.85-5.81x

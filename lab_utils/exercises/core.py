@@ -114,6 +114,15 @@ def get(name: str) -> Exercise:
 
 # ---- plain data only: no pickles, no objects with home-made __eq__ -------------------------------------------------
 
+class KeyNotStr(TypeError):
+    """An answer's dict with a key that is not a str (plain data's dicts have str keys, as JSON's do)."""
+
+    def __init__(self, key) -> None:
+        super().__init__(f"a dict with a key of type {type(key).__name__} ({key!r}) is not plain data: a dict's keys "
+                         "must be strings")
+        self.key = key
+
+
 def to_plain(value, depth: int = 0):
     """JSON-able data from numbers, strings, lists, dicts, numpy arrays and tensors; anything else raises TypeError."""
     if depth > 20:
@@ -135,6 +144,8 @@ def to_plain(value, depth: int = 0):
         return [to_plain(v, depth + 1) for v in value]
     if type(value) is dict and all(type(k) is str for k in value):
         return {k: to_plain(v, depth + 1) for k, v in value.items()}
+    if type(value) is dict:  # a dict is plain data; its keys are what is wrong: say so (int job ids, learner s5C)
+        raise KeyNotStr(next(k for k in value if type(k) is not str))
     raise TypeError(f"an answer of type {type(value).__name__} is not plain data (numbers, lists, arrays, tensors)")
 
 
@@ -260,6 +271,12 @@ def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
     return result
 
 
+def passes(answer, *, seed: int = SELF_CHECK_SEED) -> bool:
+    """Whether `answer` passes its self-check, nothing printed: a later cell built on an exercise says when it does not
+    (its own figures may not show the mistake)."""
+    return _checked(answer, seed).passed
+
+
 def _checked(answer, seed: int) -> CheckResult:
     """check()'s outcome, not printed."""
     name = getattr(answer, "__name__", None)
@@ -282,6 +299,10 @@ def _checked(answer, seed: int) -> CheckResult:
     try:
         got = to_plain(raw)
     except TypeError as exc:
+        if isinstance(exc, KeyNotStr):
+            return CheckResult(name, False, f"your {name} returned a dict with a key of type "
+                                            f"{type(exc.key).__name__} ({exc.key!r}): a dict's keys must be strings, "
+                                            f"{str(exc.key)!r} not {exc.key!r}. Hint: {exercise.hint}")
         return CheckResult(name, False, f"your {name} returned {str(exc).split(' is not')[0].replace('an answer of', 'something of')}, "
                                         f"not plain data (numbers, strings, lists, arrays). Hint: {exercise.hint}")
     fraction, message = exercise.score(got, inputs)

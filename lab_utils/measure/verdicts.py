@@ -89,14 +89,15 @@ class Verdict:
 
     def __str__(self) -> str:
         first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
-        meaning = (f"above 1 favours {first}; {self.expected}: it holds while the whole range lies above "
-                   f"{self.holds_from:.2f}" if self.holds_from is not None else f"above 1 means {self.expected}")
+        direction = f"above 1 favours {first}" if self.holds_from is not None else f"above 1 means {self.expected}"
+        meaning = (f"{direction}; {self.expected}: it holds while the whole range lies above {self.holds_from:.2f}"
+                   if self.holds_from is not None else direction)
         notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
         if self.verdict == CANNOT_SEE:  # the reason first; the ratio only as what these conditions gave, no result
             text = (f"verdict, {claim} ({self.expected}): {CANNOT_SEE}: {self.reason} (these pairs gave "
                     f"{self.ratio:.2f}{self.unit}, range {self.low:.2f}-{self.high:.2f} over {self.repeats}: the "
-                    "conditions', not the claim's)")
+                    f"conditions', not the claim's; {direction})")
         else:
             text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
                     f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")

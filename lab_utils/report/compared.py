@@ -2,6 +2,7 @@
 table that prints them."""
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +78,32 @@ class Compared:
 
     @property
     def flags(self) -> list[str]:
-        """This row's detector flags, each once: those its lab recorded, then its speedup's, recomputed here."""
-        own = detectors.impossible(self.row.flags)
-        return own + [f for f in detectors.impossible(self._speedup_flags()) if f not in own]
+        """This row's detector flags, each once: those its lab recorded, then its speedup's, recomputed here. A
+        recorded flag that quotes the row's ratio quotes the table's (one figure per row): threads that waited are
+        decided again on it, a contradiction names it in place of the lab's own."""
+        recomputed = detectors.impossible(self._speedup_flags())
+        own = [self._as_row(f) for f in detectors.impossible(self.row.flags)
+               if not (self._thread_row and detectors.kind_of(f) is detectors.Kind.WAITED)]
+        return own + [f for f in recomputed if f not in own]
+
+    @property
+    def _thread_row(self) -> bool:
+        """A one-process row with more threads than its one-thread baseline: lab 10 decides 'threads that waited'."""
+        return bool(self.baseline and not self.is_baseline and self.row.world_size == self.baseline.world_size == 1
+                    and (self.row.threads or 1) > (self.baseline.threads or 1))
+
+    def _as_row(self, flag: str) -> str:
+        """A recorded contradiction with its first ratio replaced by this table's speedup for the row (the lab
+        quoted its paired figure, which differs from the ratio of the two rows' rates)."""
+        if detectors.kind_of(flag) is not detectors.Kind.CONTRADICT or self.speedup is None or self.is_baseline \
+                or self.not_measurable:
+            return flag
+        return detectors.Flag(detectors.Kind.CONTRADICT, RATIO.sub(f"{self.speedup:.2f}x", str(flag), count=1))
+
+    def _load(self) -> str | None:
+        """What the row's own busy note says others used while it was measured (its words), or None."""
+        return next((n.removeprefix(BUSY_NOTE) for n in detectors.notes(self.row.flags) if n.startswith(BUSY_NOTE)),
+                    None)
 
     @property
     def notes(self) -> list[str]:
@@ -109,7 +133,24 @@ class Compared:
         machine = self.row.machine
         cores = machine.cpu_count if machine else None
         oversubscribed = bool(machine and cores and not machine.gpu_names and self.row.resources > cores)
-        return plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed)
+        waited = detectors.more_threads_slower(self.speedup, self.hardware_ratio, cause=self._load()) \
+            if self._thread_row else []  # README's rule "more threads slower than 1/N of one", on the row's figure
+        return plausibility(speedup=self.speedup, devices=self.hardware_ratio, oversubscribed=oversubscribed) + waited
+
+
+RATIO = re.compile(r"\d+\.\d\dx")
+BUSY_NOTE = "measured while "  # conditions.Load.note(): "measured while other programs used 1.1 and steal ..."
+
+
+def rate_text(rate: float) -> str:
+    """A rate for the table: a decimal below 10 (1.8 and 2.2 images/s are two rates, not '2' twice)."""
+    return f"{rate:.1f}" if rate < 9.95 else f"{rate:.0f}"
+
+
+def flag_name(c: "Compared", name: str) -> str:
+    """A row as a flag line names it: lab, strategy and variant, then its devices and batch in words."""
+    devices = f"{c.row.world_size} device{'s' if c.row.world_size != 1 else ''}"
+    return f"{c.row.lab} {name} ({devices}, batch {c.row.batch_size})"
 
 
 def _baseline_for(row: Result, group: list[Result]) -> tuple[Result | None, str]:
@@ -186,10 +227,10 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         speed += f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
-                     f"{r.batch_size:6d}{acc}{r.samples_per_s:11.0f}{speed}{detectors.marked(c.flags)}")
+                     f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
         lines += [f"      note: {note}" for note in c.notes]
     lines += table_lines([c.flags for c in compared],
-                                   [f"{c.row.lab} {n} x{c.row.world_size}" for c, n in zip(compared, names)])
+                         [flag_name(c, n) for c, n in zip(compared, names)])
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
 
@@ -207,6 +248,9 @@ def percent(fraction: float) -> str:
 def row_label(c: Compared) -> str:
     """A row's name on a chart: lab, strategy, variant and batch, never cut; ' [!]' when flagged."""
     name = f"{c.row.strategy} {c.row.variant}".strip()
-    return f"{c.row.lab} {name} b{c.row.batch_size}" + (" [!]" if c.flags else "")
+    # the workload's own words after its comma ("one large image"): lab 13's rows differ only there
+    qualifier = c.row.workload.split(", ", 1)[1] if ", " in c.row.workload else ""
+    return f"{c.row.lab} {name} b{c.row.batch_size}" + (f" ({qualifier})" if qualifier else "") \
+        + (" [!]" if c.flags else "")
 
 

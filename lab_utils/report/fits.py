@@ -49,6 +49,11 @@ class SerialFit:
         return (float(amdahl_speedup(low_s, devices)), float(amdahl_speedup(self.serial_fraction, devices)),
                 float(amdahl_speedup(high_s, devices)))
 
+    @property
+    def flags(self) -> list[detectors.Flag]:
+        """A row whose own serial fraction lies outside 0..1, flagged (the fit itself may still lie inside)."""
+        return detectors.serial_fraction_outside(self.per_row)
+
     def describe(self) -> str:
         """The fitted value with the rows' range, or why no projection follows from it."""
         rows = f"rows' own {min(self.per_row):.3f} to {max(self.per_row):.3f}"

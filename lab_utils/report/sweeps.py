@@ -7,6 +7,7 @@ from pathlib import Path
 from .. import detectors
 from ..compare import max_abs_diff
 from ..measure import AllReduceSweep, Machine, store
+from ..measure.store import SWEEPS_JSON
 
 
 SWEEP_MAX_AGE_S = 6 * 3600
@@ -28,6 +29,24 @@ def recent_allreduce(devices: int, backend: str, directory=None, max_age_s: floa
             and (now - _dt.datetime.fromisoformat(s.timestamp)).total_seconds() <= max_age_s]
     newest = max(fits, key=lambda s: s.timestamp) if fits else None
     return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(newest).items()} if newest else None
+
+
+def no_sweep(devices: int, backend: str, directory=None, labs=()) -> str:
+    """Why recent_allreduce found no sweep of lab 06's for these ranks and backend here, in words; `labs`: the labs
+    whose results rows were found (lab 06's rows copied without its sweep file is the usual case)."""
+    folder = store(directory)
+    sweeps = [s for s in folder.rows("sweeps") if s.lab == "06"]
+    if not sweeps:
+        if "06" in labs:
+            return (f"lab 06's rows are here but not its sweep: the sweep is {SWEEPS_JSON}, not a CSV; copy "
+                    f"it from lab 06's results folder into {folder.directory.name}/ beside its lab06.csv")
+        return "lab 06 has recorded no sweep in this results folder"
+    machine = Machine.here()
+    if not any(s.host == machine.host and s.cpu_model == machine.cpu_model for s in sweeps):
+        return f"lab 06's sweep in {SWEEPS_JSON} was measured on another machine"
+    if not any(s.devices == devices and s.backend == backend for s in sweeps):
+        return f"lab 06's sweep of this machine used other ranks or another backend than {devices} {backend} ranks"
+    return f"lab 06's sweep of this machine is older than {SWEEP_MAX_AGE_S / 3600:g} hours"
 
 
 HALF_THE_TIME = 0.5  # a larger message whose median took less than this share of a smaller one's: flagged, whatever

@@ -69,3 +69,13 @@ def test_fit_serial_fraction_mistakes_each_get_their_own_hint():
         (s,), _ = curve_fit(lambda n, s: 1 / (s + (1 - s) / n), np.array(ns, float), np.array(speedups, float), p0=[0.1])
         return float(s)
     assert fails(fit_serial_fraction, "speedups S themselves")
+
+
+def test_fit_serial_fraction_clipped_to_0_1_fails():  # learner s5C: it passed, hiding the case lab 10 reports
+    import numpy as np
+
+    def fit_serial_fraction(points):
+        a = np.array([1 - 1 / n for n, _ in points])
+        b = np.array([1 / s - 1 / n for n, s in points])
+        return float(np.clip(a @ b / (a @ a), 0.0, 1.0))
+    assert fails(fit_serial_fraction, "do not clip s to 0..1")

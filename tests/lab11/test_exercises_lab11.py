@@ -172,6 +172,15 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert fails(resume_edit({'"ran": ran}': '"ran": step}'}), "instead of the steps this call ran")
 
 
+def test_train_resumable_taking_the_steps_done_as_the_batch_index_is_told_the_index_counts_from_0():
+    """Learner s5C read 'step' as 1-based (steps done) and trained on resume_batch(1..N): the text and the message now
+    keep the index (from 0, the batch) and the steps done (from 1, checkpoints and stop_at) apart."""
+    one_based = resume_edit({"slurm.resume_step(model, optimizer, slurm.resume_batch(step))\n        step, ran = step + 1, ran + 1":
+                             "step, ran = step + 1, ran + 1\n        slurm.resume_step(model, optimizer, slurm.resume_batch(step))"})
+    assert fails(one_based, "the step of index s (0, 1, ...) on resume_batch(s)")
+    assert "index s (from 0)" in RESUME.hint and "s + 1 steps are done" in RESUME.hint
+
+
 # ---- read_scheduler -------------------------------------------------------------------------------------------------
 
 PENDING = {"Resources": "wait", "Priority": "wait", "Dependency": "wait", "QOSMaxJobsPerUserLimit": "wait",

@@ -357,3 +357,36 @@ def test_halo_bytes_k_half_rows_whatever_the_stride_blames_the_stride():
         return 2 * (world_size - 1) * rows * width * channels * batch * itemsize
     result = assert_wrong(halo_bytes_per_step, "stride")
     assert "twice" not in result.message, result.message
+
+
+def test_halo_bytes_with_a_wrong_halo_rows_names_exercise_1_not_this_function():
+    """Learner s5C: with halo_rows = (p, p), a correct halo_bytes_per_step failed with a hint about its formula."""
+    scope = {}
+    exec("def halo_rows(kernel, padding, stride):\n    return padding, padding\n"
+         "def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):\n"
+         "    above, below = halo_rows(kernel, padding, stride)\n"
+         "    return 2 * (world_size - 1) * (above + below) * width * channels * batch * itemsize\n", scope)
+    result = assert_wrong(scope["halo_bytes_per_step"], "exercise 1 first", "halo_rows(3, 1, 2) gives (1, 1)",
+                          "the right rows are (1, 0)")
+    assert "stride 1 and padding k // 2" not in result.message
+    exec("def halo_rows(kernel, padding, stride):\n    return padding, max(0, kernel - padding - stride)\n", scope)
+    assert check(scope["halo_bytes_per_step"]) and score(scope["halo_bytes_per_step"])[0] == 1.0
+    exec("def halo_rows(kernel, padding, stride):\n    return padding, padding\n"  # wrong, but not used: no blame
+         "def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):\n"
+         "    rows = padding + max(0, kernel - padding - stride)\n"
+         "    return 2 * (world_size - 1) * rows * width * channels * batch * itemsize\n", scope)
+    assert check(scope["halo_bytes_per_step"])
+
+
+def test_a_later_cell_can_ask_quietly_whether_exercise_1_passes(capsys):
+    """Lab 13's equality and byte-table cells say when exercise 1 is wrong: an extra halo row changes none of their
+    figures (learner s5C saw True everywhere with halo_rows = (p, p))."""
+    from lab_utils.exercises import passes
+
+    def halo_rows(kernel, padding, stride):
+        return padding, padding
+    assert not passes(halo_rows) and capsys.readouterr().out == ""
+
+    def halo_rows(kernel, padding, stride):  # noqa: F811
+        return padding, max(0, kernel - padding - stride)
+    assert passes(halo_rows) and capsys.readouterr().out == ""

@@ -89,14 +89,19 @@ def _serial_cases(rng):
     return [[n, 1 / (s + (1 - s) / n) * rng.uniform(0.95, 1.05)] for n in (2, 4, 8, 16)]
 
 
+SLOWER_THAN_ONE = ((2, 0.7), (4, 0.8))  # rows slower than one device (a busy machine): least squares gives s > 1
+
+
 def _serial_run(fit_serial_fraction, points):
-    return float(fit_serial_fraction([tuple(p) for p in points]))
+    """The fit on the case's points, then on rows slower than one device, whose s lies above 1 (lab 10 reports it)."""
+    return [float(fit_serial_fraction([tuple(p) for p in points])),
+            float(fit_serial_fraction([tuple(p) for p in SLOWER_THAN_ONE]))]
 
 
 def _serial_expected(points):
     from ... import report
 
-    return report.fit_serial_fraction(points)
+    return [report.fit_serial_fraction(points), report.fit_serial_fraction(SLOWER_THAN_ONE)]
 
 
 def _fit_on_speedups(points) -> float:
@@ -108,9 +113,16 @@ def _fit_on_speedups(points) -> float:
     return float(grid[int(np.argmin(errors))])
 
 
-def _serial_judge(got, expected, points):
+def _serial_judge(answers, references, points):
     import numpy as np
 
+    (got, slower), (expected, beyond) = answers, references
+    if abs(got - expected) <= 1e-3 and abs(slower - beyond) > 1e-3:
+        if abs(slower - min(max(beyond, 0.0), 1.0)) <= 1e-3:
+            return 0.0, (f"rows slower than one device {list(SLOWER_THAN_ONE)} fit s = {beyond:.3f}; you returned "
+                         f"{slower:.3f}: do not clip s to 0..1, report the least-squares value as it is, so that a fit "
+                         "outside 0..1 can say that its rows contradict Amdahl's law (lab 10 does, below)")
+        return 0.0, f"rows slower than one device {list(SLOWER_THAN_ONE)} should fit s = {beyond:.4f}, got {slower:.4f}"
     if abs(got - expected) <= 1e-3:
         return 1.0, "serial fraction fitted to every point"
     if abs(got - (1 - expected)) <= 1e-3:

@@ -373,8 +373,8 @@ def _one_thread(fn, *args, **kwargs):
 def _resume_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         if max_abs_diff(g["uninterrupted"], e["uninterrupted"]) > 1e-6:
-            return 0.0, ("a run without a fault does not train like the reference: one resume_step per step, on "
-                         "resume_batch(step), from resume_problem()")
+            return 0.0, ("a run without a fault does not train like the reference: one resume_step per step, the "
+                         "step of index s (0, 1, ...) on resume_batch(s), from resume_problem()")
         if g["first_ran"] != case["stop_at"]:
             return 0.0, f"with stop_at={case['stop_at']} the first job must stop after that step, it ran {g['first_ran']}"
         last_checkpoint = case["stop_at"] // case["every"] * case["every"]
@@ -405,9 +405,9 @@ def _resume_judge(got, expected, cases):
 
 TRAIN_RESUMABLE = Exercise(
     "11", "train_resumable", _resume_cases, _resume_run, _resume_expected, _resume_judge,
-    "at the start: if the checkpoint exists, load model, optimizer and step from it; each step trains on "
-    "resume_batch(step); after a step with step % every == 0 save all three (to path + '.tmp', then os.replace); "
-    "stop after step stop_at",
+    "at the start: if the checkpoint exists, load model, optimizer and the steps done from it; the step of index s "
+    "(from 0) trains on resume_batch(s), and then s + 1 steps are done; when the steps done are a multiple of every, "
+    "save all three (to path + '.tmp', then os.replace); return once stop_at steps are done",
     setup="import os\nimport torch\nfrom lab_utils import tensors\nfrom lab_utils.labs.lab11 import slurm")
 
 
