@@ -479,16 +479,21 @@ def test_a_flag_line_quotes_its_rows_figure_and_threads_below_1_over_n_are_flagg
                                                                         flags=(dp, busy))]
     compared = report.compare(rows)
     thread_rows = {c.row.batch_size: c for c in compared if c.row.threads == 2}
-    assert [str(f).split(" below")[0] for f in thread_rows[64].flags] == ["2 threads ran the same work at 0.15x one thread,"]
-    assert "(other programs used 1.1 and steal 0.0 of 2 cores)" in thread_rows[64].flags[0]  # the row's own load
-    assert "0.46x one thread" in thread_rows[256].flags[0]  # unflagged before: the rule applied to every thread row
-    assert thread_rows[8].flags == []  # no one-thread baseline: nothing to decide
+    # each row's own load explains the wait: a note naming it (detectors.more_threads_slower), not a [!]
+    waits = {b: [n for n in c.notes if "threads ran the same work" in n] for b, c in thread_rows.items()}
+    assert [n.split(" below")[0] for n in waits[64]] == ["2 threads ran the same work at 0.15x one thread,"]
+    assert "(other programs used 1.1 and steal 0.0 of 2 cores)" in waits[64][0]  # the row's own load
+    assert "0.46x one thread" in waits[256][0]  # unnoted before: the rule applied to every thread row
+    assert waits[8] == [] and thread_rows[8].flags == []  # no one-thread baseline: nothing to decide
+    lone = report.compare([row("single", 1, 4770, lab="00"), row("single", 1, 2216, threads=2, lab="00")])
+    assert "0.46x one thread" in str(lone[1].flags[0])  # no measured cause: the wait is a [!]
     two_devices = next(c for c in compared if c.row.world_size == 2)
     assert two_devices.flags[0].startswith("DataParallel 1.16x one device at batch 256")  # the row's, not 1.18x
     assert detectors.kind_of(two_devices.flags[0]) is detectors.Kind.CONTRADICT
     text = report.table(compared)
     assert "0.20x" not in text and "1.18x" not in text and " x1 " not in text and " x2 " not in text
-    assert "rows 02 single (1 device, batch 64), 00 single (1 device, batch 256) (marked *)" in text
+    assert "[!] rows 02 dp (2 devices, batch 256) (marked *): DataParallel 1.16x" in text  # the only [!]: no cause
+    assert text.count("note: 2 threads ran the same work") == 2  # the waits, each under its row, with its load
 
 
 def test_rates_below_10_keep_a_decimal_and_chart_labels_tell_lab_13s_workloads_apart():

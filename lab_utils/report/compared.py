@@ -108,8 +108,10 @@ class Compared:
     @property
     def notes(self) -> list[str]:
         """This row's other warnings (oversubscribed cores, another framework, ...): plain notes, never `[!]`."""
-        own = detectors.notes(self.row.flags)
-        return own + [f for f in detectors.notes(self._speedup_flags()) if f not in own]
+        computed = detectors.notes(self._speedup_flags())
+        own = [n for n in detectors.notes(self.row.flags)  # a wait its lab recorded on its own figure: replaced by
+               if not (WAITED_NOTE in n and any(WAITED_NOTE in c for c in computed))]  # the one on this row's figure
+        return own + [f for f in computed if f not in own]
 
     @property
     def implausible(self) -> bool:
@@ -139,6 +141,7 @@ class Compared:
 
 
 RATIO = re.compile(r"\d+\.\d\dx")
+WAITED_NOTE = "threads ran the same work at "  # detectors.more_threads_slower's words
 BUSY_NOTE = "measured while "  # conditions.Load.note(): "measured while other programs used 1.1 and steal ..."
 
 
