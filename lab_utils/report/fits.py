@@ -89,7 +89,7 @@ class AllReduceFit:
         """The message size at which the two terms are equal: 2 (N - 1) alpha = 2 (N - 1) / N x bytes / B."""
         return devices * self.latency_s * self.bus_bandwidth
 
-    def contradictions(self, sizes, seconds, devices: int) -> list[str]:
+    def contradictions(self, sizes, seconds, devices: int) -> list[detectors.Flag]:
         """A fit whose line misses its own points (detectors.fit_misses), or whose latency term alone exceeds a measured
         all-reduce (by 10 %): it contradicts the data it came from."""
         floor = 2 * (devices - 1) * self.latency_s
