@@ -193,8 +193,10 @@ def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load
     if load is not None:
         free = min(budget.cpus, load.cores - load.others - load.steal)
         if free < 1.5:
+            # others' CPU is a mean over the window, not a cap: a prediction that no run should contradict in words
             return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured: "
-                    f"{workers} {what} share the {max(free, 0):.1f} left, so they cannot beat one")
+                    f"{workers} {what} share the {max(free, 0):.1f} left, so no speedup over one can be read from "
+                    "this run")
     return None
 
 
@@ -211,6 +213,12 @@ def measuring():
         last = sample()
         if first is not None and last is not None:
             _WINDOWS.append(between(first, last))
+
+
+def last_window() -> Load | None:
+    """The machine's Load over the latest measuring window alone (e.g. one launch), None if there is none: the
+    conditions of one measurement, for every line that reads it (a summary later reuses it, not a wider mean)."""
+    return _WINDOWS[-1] if _WINDOWS else None
 
 
 def taken(reset: bool = False) -> Load | None:

@@ -186,6 +186,20 @@ def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[Flag]:
             f"per-byte cost), so no {what} {NO_FIT}; fit on larger messages or rerun on a quiet machine")]
 
 
+FIT_MISS = 2.0  # a fitted line more than this factor from a point it was fitted to does not describe that point
+
+
+def fit_misses(measured, fitted, names, *, what: str = "bandwidth", factor: float = FIT_MISS) -> list[Flag]:
+    """A fit whose line lies more than `factor` from any of its own points (measured vs fitted, same order; `names`
+    name the points): what the fit gives (`what`) cannot be read from it."""
+    off = [(n, m, f) for n, m, f in zip(names, measured, fitted) if m > 0 and f > 0 and max(m / f, f / m) > factor]
+    if not off:
+        return []
+    shown = ", ".join(f"{n} {m * 1e3:.3g} ms against {f * 1e3:.3g}" for n, m, f in off)
+    return [Flag(Kind.NO_FIT, f"the fitted line misses its own points by more than {factor:g}x ({shown}): no {what} "
+            f"{NO_FIT}; the medians do not follow one straight line here (a busy machine), so read them, not the fit")]
+
+
 def _apart(longer_s: float, longer_spread: float | None, shorter_s: float, shorter_spread: float | None) -> bool:
     """`longer_s` above `shorter_s` beyond their repeats: each median +- half its spread (None: 0) do not overlap."""
     return longer_s * (1 - (longer_spread or 0.0) / 2) > shorter_s * (1 + (shorter_spread or 0.0) / 2)

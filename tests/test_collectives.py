@@ -53,10 +53,12 @@ def test_ring_bytes_follow_the_formulas():
 def test_the_course_cnn_plan_splits_every_layer_with_weights():
     plan = tensor_parallel.tensor_parallel_plan(COURSE_CNN, SHAPE)
     assert [(p.how, p.size) for p in plan if p.how] == [("output channels", 16), ("output channels", 32),
-                                                         ("columns", 64), ("rows", 64)]
+                                                         ("output features (column parallel)", 64),
+                                                         ("input features (row parallel)", 64)]
     assert tensor_parallel.check_tensor_parallel(COURSE_CNN, SHAPE, 4) == plan
     unpaired = tensor_parallel.tensor_parallel_plan(spec.cnn2d_3layer_fullconnected_3layer(), SHAPE)
-    assert [p.how for p in unpaired if p.kind == "dense"] == ["columns", "rows", ""]
+    assert [p.how for p in unpaired if p.kind == "dense"] == ["output features (column parallel)",
+                                                              "input features (row parallel)", ""]
 
 
 def test_a_split_that_does_not_divide_names_the_layer_and_the_valid_sizes():

@@ -268,3 +268,10 @@ def test_one_quantity_measured_twice_is_concluded_either_way():
     assert "spreads of their repeats" in detectors.twice_agree(1000, 0.8, 1500, 0.5)
     assert detectors.twice_agree(1000, 0.05, 2000, 0.05) is None
     assert detectors.measured_twice(1000, 0.05, 2000, 0.05, what="x", first_name="a", second_name="b")
+
+
+def test_a_fit_that_misses_its_own_points_by_more_than_the_factor_is_flagged():
+    assert detectors.fit_misses([1.0, 2.0], [1.0, 1.1], ["a", "b"]) == []  # 1.8x: within the factor
+    said = detectors.fit_misses([1.0, 0.004], [1.0, 0.001], ["a", "b"])  # 4x above the line, as in a busy lab 06
+    assert len(said) == 1 and detectors.is_impossible(said[0]) and "b 4 ms against 1" in said[0]
+    assert detectors.fit_misses([0.0005], [0.002], ["c"])  # below the line by as much is as far off

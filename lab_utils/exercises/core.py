@@ -188,6 +188,10 @@ def all_or_nothing(ok: bool, good: str, bad: str) -> tuple[float, str]:
     return (1.0, good) if ok else (0.0, bad)
 
 
+class CannotRunHere(RuntimeError):
+    """An exercise's run could not run the learner's function where it was called (not a mistake in the function)."""
+
+
 def is_stub(exc: BaseException) -> bool:
     """True when an exercise's stub raised: NotImplementedError here, or in a rank that ran the learner's code."""
     return isinstance(exc, NotImplementedError) or "NotImplementedError" in getattr(exc, "message", "")
@@ -295,6 +299,8 @@ def _checked(answer, seed: int) -> CheckResult:
             from ..launch import short_error
 
             return CheckResult(name, False, f"your {name} did not finish: {short_error(exc, 400)}. Hint: {exercise.hint}")
+        if isinstance(exc, CannotRunHere):  # the place the check ran, not the learner's function
+            return CheckResult(name, False, f"the check could not run {name} here (not a mistake in it): {exc}")
         return CheckResult(name, False, f"your {name} raised {last_line(exc)}. Hint: {exercise.hint}")
     try:
         got = to_plain(raw)

@@ -14,6 +14,7 @@ from .store import store
 
 HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
 NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
+UNREAD = "measured and recorded, but its ratio is not read as a result"  # no ratio beside a reason that rules it out
 CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
 UNREADABLE_SHARE = 0.5  # other programs (and steal) took more than this share of the cores: no timing reads as a result
 MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
@@ -90,8 +91,8 @@ class Verdict:
     def __str__(self) -> str:
         first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
         direction = f"above 1 favours {first}" if self.holds_from is not None else f"above 1 means {self.expected}"
-        meaning = (f"{direction}; {self.expected}: it holds while the whole range lies above {self.holds_from:.2f}"
-                   if self.holds_from is not None else direction)
+        meaning = (f"{direction}; {self.expected}, {self.tested()}: it holds while the whole range lies above "
+                   f"{self.holds_from:.2f}" if self.holds_from is not None else direction)
         notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
         if self.verdict == CANNOT_SEE:  # the reason first; the ratio only as what these conditions gave, no result
@@ -104,12 +105,19 @@ class Verdict:
         return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
                        + notes)
 
+    def tested(self) -> str:
+        """A no-worse-than claim in its own terms, before its threshold: the cost tested (restated or not)."""
+        cost = 1 / self.holds_from - 1 if self.holds_from else 0.0
+        if cost < 0.005:  # MAX_RESTATED exceeded: only a win decides
+            return "tested as no cost at all (these pairs are too noisy to test a small cost)"
+        return f"tested as 'no worse by more than {cost:.0%}'"
+
     def outcome(self) -> str:
         """This verdict's outcome in one phrase, for a summary or a later lab that reuses the comparison: the verdict
         word with its ratio and range (and its notes: the conditions it was decided under), or, where the conditions ruled it out, 'not measurable here: <why>' with the
         ratio only as what those conditions gave (never a bare ratio a reader takes for a result)."""
         if self.verdict == CANNOT_SEE:
-            return f"{NOT_MEASURABLE}: {self.reason} (measured, not a result: {self.ratio:.2f}{self.unit})"
+            return f"{NOT_MEASURABLE}: {self.reason} ({UNREAD})"
         text = f"{self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f}) -> {self.verdict}"
         return f"{text} ({self.notes})" if self.notes else text  # the conditions it was decided under
 
@@ -219,31 +227,11 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
     return None
 
 
-def beyond_conditions(ratio: float | None, workers: int | None, load: "conditions.Load | None" = None,
-                      what: str = "ranks") -> str | None:
-    """Where the measured conditions say `workers` side by side cannot beat one, but they measured `ratio` (their
-    speed over one's) above 1 + MIN_EFFECT: the sentence that says why both were measured; else None."""
-    if ratio is None or not workers or workers < 2 or ratio <= 1 + MIN_EFFECT:
-        return None
-    load = load if load is not None else run_conditions()
-    if conditions.speedup_visible(workers, load=load, what=what) is None:
-        return None
-    one = what[:-1] if what.endswith("s") else what
-    return (f"{workers} {what} measured {ratio:.2f}x one all the same, more than those conditions allow: the load "
-            f"was not even while they ran (the conditions are its average over the measuring windows, and the "
-            f"one-{one} runs met more of it), so that figure is no speedup either")
-
-
-def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks",
-              ratio: float | None = None) -> str:
+def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str:
     """A summary's measured figure as a result, or, where unreadable() rules it out, 'not measurable here: <why>'
-    with the figure kept only as what those conditions gave; `ratio` (the workers' speed over one's): where it beats
-    what the conditions allow, one more sentence says so (beyond_conditions)."""
+    with no figure: a ratio printed beside the reason would seem to refute it (the rates stay in the results CSV)."""
     why = unreadable(workers, load, what)
-    if why is None:
-        return text
-    beyond = beyond_conditions(ratio, workers, load, what)
-    return f"{NOT_MEASURABLE}: {why} (measured, not a result: {text})" + (f"; {beyond}" if beyond else "")
+    return text if why is None else f"{NOT_MEASURABLE}: {why} ({UNREAD})"
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:

@@ -94,13 +94,16 @@ class AllReduceFit:
         """The message size at which the two terms are equal: 2 (N - 1) alpha = 2 (N - 1) / N x bytes / B."""
         return devices * self.latency_s * self.bus_bandwidth
 
-    def contradictions(self, sizes, seconds, devices: int) -> list[str]:
-        """A fit whose latency term alone exceeds a measured all-reduce (by 10 %) contradicts the data it came from."""
+    def contradictions(self, sizes, seconds, devices: int) -> list[detectors.Flag]:
+        """A fit whose line misses its own points (detectors.fit_misses), or whose latency term alone exceeds a measured
+        all-reduce (by 10 %): it contradicts the data it came from."""
         floor = 2 * (devices - 1) * self.latency_s
         fastest = min(float(t) for t in seconds)
+        missed = detectors.fit_misses([float(t) for t in seconds], [self.seconds(s, devices) for s in sizes],
+                                      [_size_name(s) for s in sizes])
         if floor <= 1.1 * fastest:
-            return []
-        return [detectors.Flag(detectors.Kind.CONTRADICT,
+            return missed
+        return missed + [detectors.Flag(detectors.Kind.CONTRADICT,
                                f"the fitted latency alone, 2 (N - 1) alpha = {floor * 1e3:.3g} ms, is longer than a "
                                f"measured all-reduce ({fastest * 1e3:.3g} ms): {detectors.CONTRADICT} (a few slow "
                                "medians pulled the fit, so read it as an order of magnitude)")]
@@ -109,6 +112,11 @@ class AllReduceFit:
         if devices < 2:
             return 0.0
         return 2 * (devices - 1) * self.latency_s + 2 * (devices - 1) / devices * nbytes / self.bus_bandwidth
+
+
+def _size_name(nbytes: float) -> str:
+    """A message size as the all-reduce tables print it (KiB)."""
+    return f"{nbytes / 1024:g} KiB"
 
 
 def bus_bandwidth(nbytes: float, seconds: float, devices: int) -> float:

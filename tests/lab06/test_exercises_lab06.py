@@ -147,7 +147,7 @@ def test_my_ring_step_receiving_into_the_own_chunk_fails():
 
 def split_output_channels(conv, rank, world_size):
     mine = torch.arange(conv.out_channels).tensor_split(world_size)[rank]
-    part = nn.Conv2d(conv.in_channels, len(mine), conv.kernel_size, conv.stride, conv.padding)
+    part = nn.Conv2d(conv.in_channels, len(mine), conv.kernel_size, conv.stride, conv.padding, dtype=conv.weight.dtype)
     with torch.no_grad():
         part.weight.copy_(conv.weight[mine])
         part.bias.copy_(conv.bias[mine])
@@ -157,6 +157,19 @@ def split_output_channels(conv, rank, world_size):
 def test_split_output_channels_solution_passes_and_scores_full():
     assert check(split_output_channels)
     assert score(split_output_channels)[0] == 1.0
+
+
+def test_split_output_channels_without_conv_dtype_fails_with_the_dtype_named():
+    # learner s5B: a shard without dtype passed, yet the lesson's float64 conv would be rounded to float32 by it
+    def split_output_channels(conv, rank, world_size):
+        mine = torch.arange(conv.out_channels).tensor_split(world_size)[rank]
+        part = nn.Conv2d(conv.in_channels, len(mine), conv.kernel_size, conv.stride, conv.padding)
+        with torch.no_grad():
+            part.weight.copy_(conv.weight[mine])
+            part.bias.copy_(conv.bias[mine])
+        return part
+    assert_wrong(split_output_channels, "dtype=conv.weight.dtype")
+    assert score(split_output_channels)[0] == 0.0
 
 
 def test_split_output_channels_by_input_channels_fails():

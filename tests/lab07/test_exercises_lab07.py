@@ -138,6 +138,14 @@ def test_sharded_step_broadcast_only_by_the_owner_fails_fast_naming_the_deadlock
     assert time.monotonic() - start < 60  # the group's short timeout, not a minute per collective
 
 
+def test_sharded_step_reducing_only_the_owned_gradients_names_the_mismatched_collectives():
+    # learner s5B: this answer got gloo's "Connection reset by peer ... GLHF" as its only explanation
+    owned_only = step(REDUCE, "        if owner == dist.get_rank():\n            dist.all_reduce(p.grad)")
+    result = check(owned_only)
+    assert not result.passed and "collectives did not match" in result.message, result.message
+    assert "GLHF" not in result.message and "EVERY gradient on every rank" in result.message
+
+
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------
 
 CHOOSE = source_of(lesson07.choose_checkpoints)  # the solution's, the reference

@@ -36,6 +36,14 @@ def test_average_and_apply_solution():
     assert_right(solution_function(get("average_and_apply")))  # the solution notebook's
 
 
+def test_average_and_apply_in_arrival_order_fails_with_the_order_named():
+    # learner s5B: the mean over gradients.values() (arrival order) passed although the text asks for rank order
+    def average_and_apply(weights, optimizer, gradients):
+        weights.grad = sum(gradients.values()) / len(gradients)
+        optimizer.step()
+    assert_wrong(average_and_apply, "summed in the order they arrived")
+
+
 def test_average_and_apply_sum():
     def average_and_apply(weights, optimizer, gradients):
         weights.grad = sum(gradients.values())
@@ -133,6 +141,23 @@ def test_staleness_counting_positions_is_named():  # learner B kept no versions 
 
 
 # ---- damped_lr -----------------------------------------------------------------------------------------------------
+
+def test_staleness_first_gradient_fresh_and_all_zeros_are_named():
+    # learner s5B: both got only "expected [...], got [...]"
+    def staleness_from_order(order):
+        seen, version, pulled, out = set(), 0, {}, []
+        for w in order:
+            out.append(0 if w not in seen else version - pulled[w])
+            seen.add(w)
+            version += 1
+            pulled[w] = version
+        return out
+    assert_wrong(staleness_from_order, "every worker pulls version 0 at the start")
+
+    def staleness_from_order(order):
+        return [0] * len(order)
+    assert_wrong(staleness_from_order, "got only zeros")
+
 
 def test_damped_lr_solution():
     assert_right(lesson08.damped_lr)

@@ -10,7 +10,7 @@ import pytest
 from lab_utils import exercises
 from lab_utils.exercises import check
 from lab_utils.labs.lab09 import lesson as lesson09
-from test_judges import solution_function
+from test_judges import solution_function, solution_source
 
 
 def score(fn, seed: int = 7) -> float:
@@ -82,6 +82,22 @@ def test_collect_without_waiting_fails():
                 break
         return batch
     assert fails(collect, "keep waiting")
+
+
+def test_collect_that_stops_at_a_passed_deadline_is_told_to_take_what_waits():
+    # learner s5B: got only "the batch holds requests [0]; expected [0, 1, 2, 3, 4, 5]"
+    def collect(first, requests, max_batch, max_wait_s):
+        batch, deadline = [first], time.monotonic() + max_wait_s
+        while len(batch) < max_batch:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(requests.get(timeout=remaining))
+            except queue.Empty:
+                break
+        return batch
+    assert fails(collect, "take what is already waiting (get_nowait until queue.Empty)")
 
 
 def test_collect_with_a_negative_timeout_fails():
@@ -242,6 +258,27 @@ def test_choose_max_wait_first_fitting_row_in_list_order_fails():
         fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
         return fits[0] if fits else None
     assert fails(choose_max_wait, "first row that fits")
+
+
+def test_choose_max_wait_smallest_and_without_slack_are_named():
+    # learner s5B: both got only "expected max_wait_ms=..., got ..."
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return min(fits) if fits else None
+    result = check(choose_max_wait)
+    assert not result.passed and "the smallest max_wait_ms that fits" in result.message, result.message
+
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and r["achieved_rps"] >= r["offered_rps"]]
+        return max(fits) if fits else None
+    result = check(choose_max_wait)
+    assert not result.passed and "the rule allows 5 %" in result.message, result.message
+
+
+def test_one_rule_for_kept_up_in_the_grid_and_exercise_3():
+    from lab_utils.labs.lab09 import exercises as lab09, serving
+    assert lab09.KEEP_UP == serving.SATURATED_SHARE
+    assert f"{lab09.KEEP_UP} * r[\"offered_rps\"]" in solution_source(exercises.get("choose_max_wait"))
 
 
 def test_choose_max_wait_returning_the_row_fails():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...exercises.core import Exercise, close, max_abs_diff, register
+from ...exercises.core import CannotRunHere, Exercise, close, max_abs_diff, register
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
          "import keras\nimport numpy as np\nimport tensorflow as tf")
@@ -225,7 +225,21 @@ def _step_run(replica_step, case):
     except RankError as err:
         if err.message.startswith("NotImplementedError"):  # the stub, raised in a worker: say so as the stub
             raise NotImplementedError(err.message) from None
+        if any(sign in f"{err.message}\n{err.traceback_text}" for sign in SCRIPT_STARTED_TENSORFLOW):
+            raise CannotRunHere(SCRIPT_ADVICE) from None
         raise
+
+
+# a worker unpickles replica_step by importing the learner's script (__main__): its top level ran again there, and
+# started TensorFlow (or processes) before the worker could set TensorFlow's threads
+SCRIPT_STARTED_TENSORFLOW = ("Intra op parallelism cannot be modified after initialization",
+                             "Inter op parallelism cannot be modified after initialization",
+                             "An attempt has been made to start a new process before the")
+SCRIPT_ADVICE = ("the check starts 2 TensorFlow worker processes, and each imports the file that defined replica_step "
+                 "to find it; that file's top level started TensorFlow (configure_devices, a TensorFlow call) before "
+                 "the worker could set up its own TensorFlow. Run the check in the notebook, or in a script keep only "
+                 "imports and definitions at the top level and put the rest (configure_devices, check(...)) under "
+                 "`if __name__ == \"__main__\":`")
 
 
 def _step_expected(case):

@@ -219,7 +219,9 @@ def _split_cases(rng):
     drawn = [{"world_size": n, "in_channels": rng.choice([2, 3, 4]),
               "out_channels": n * rng.randint(1, 3) + rng.randint(0, n - 1), "kernel": rng.choice([1, 3]),
               "stride": rng.choice([1, 2])} for n in (2, 4, 3)]
-    return [dict(case, seed=rng.randrange(10**6)) for case in fixed + drawn]
+    # last, so that other mistakes are named first: the lesson's convolutions are float64 (its checks compare to 1e-12)
+    lesson_like = [{"world_size": 2, "in_channels": 2, "out_channels": 3, "kernel": 3, "stride": 1, "dtype": "float64"}]
+    return [dict(case, seed=rng.randrange(10**6)) for case in fixed + drawn + lesson_like]
 
 
 def block_sizes(channels: int, world_size: int) -> list[int]:
@@ -236,6 +238,8 @@ def _split_problem(case):
     conv = spec.init_weights(nn.Conv2d(case["in_channels"], case["out_channels"], case["kernel"],
                                        stride=case.get("stride", 1), padding=case["kernel"] // 2), case["seed"])
     x = torch.randn(2, case["in_channels"], 5, 5, generator=torch.Generator().manual_seed(case["seed"]))
+    if case.get("dtype") == "float64":
+        conv, x = conv.double(), x.double()
     return conv, x
 
 
@@ -247,6 +251,11 @@ def _split_run(split_output_channels, cases):
         conv, x = _split_problem(case)
         try:
             shards = [split_output_channels(conv, r, case["world_size"]) for r in range(case["world_size"])]
+            dtypes = sorted({str(p.dtype).replace("torch.", "") for s in shards if isinstance(s, torch.nn.Module)
+                             for p in s.parameters()})
+            if dtypes and dtypes != [str(conv.weight.dtype).replace("torch.", "")]:  # before a forward that raises
+                out.append({"dtypes": dtypes})
+                continue
             with torch.no_grad():
                 outputs = [shard(x) for shard in shards]
         except NotImplementedError:
@@ -302,6 +311,10 @@ def _split_judge(got, expected, cases):
         n, c_out = case["world_size"], case["out_channels"]
         sizes = block_sizes(c_out, n)
         where = f"{c_out} filters over {n} ranks"
+        if "dtypes" in g:
+            return 0.0, (f"{where}: conv holds {case.get('dtype', 'float32')} numbers, your shards {', '.join(g['dtypes'])}: "
+                         "a new nn.Conv2d is float32 unless told otherwise, and copying into it rounds the weights; "
+                         "give it conv's dtype (dtype=conv.weight.dtype), as the lesson's split_conv does")
         if "error" in g:
             return 0.0, (f"{where}: splitting, or running a shard on the full input, failed ({g['error']}). An "
                          "output-channel split keeps every input channel: slice dim 0 of the weight (the filters), "
@@ -342,8 +355,8 @@ def _split_judge(got, expected, cases):
 
 
 SPLIT_OUTPUT_CHANNELS = Exercise("06", "split_output_channels", _split_cases, _split_run, _split_expected, _split_judge,
-                                 "a new nn.Conv2d with every input channel, conv's kernel_size, stride and padding, "
-                                 "and rank r's block of filters and biases, sized as torch.tensor_split sizes them",
+                                 "a new nn.Conv2d with every input channel, conv's kernel_size, stride, padding and "
+                                 "dtype, and rank r's block of filters and biases, sized as torch.tensor_split sizes them",
                                  setup=SETUP, shape=lambda right, cases: [
                                      {"channels": [ANY] * c["world_size"], "spatial": [ANY] * c["world_size"],
                                       "parameters": [ANY] * c["world_size"], "output": r["output"]}

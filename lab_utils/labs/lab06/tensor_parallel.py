@@ -19,7 +19,7 @@ class SplitLayer:
 
     index: int
     kind: str
-    how: str   # "output channels" | "columns" | "rows" | "" (not split)
+    how: str   # "output channels" | "output features (column parallel)" | "input features (row parallel)" | "" (not split)
     size: int  # channels or features split over the ranks (0: not split)
 
     def describe(self) -> str:
@@ -50,9 +50,9 @@ def tensor_parallel_plan(model_spec, input_shape) -> list[SplitLayer]:
         if layer["type"] == "conv2d":
             plan.append(SplitLayer(i, "conv2d", "output channels", layer["filters"]))
         elif i in paired and paired.index(i) % 2 == 0:
-            plan.append(SplitLayer(i, "dense", "columns", layer["units"]))
+            plan.append(SplitLayer(i, "dense", "output features (column parallel)", layer["units"]))
         elif i in paired:
-            plan.append(SplitLayer(i, "dense", "rows", shapes[i][0]))
+            plan.append(SplitLayer(i, "dense", "input features (row parallel)", shapes[i][0]))
         else:
             plan.append(SplitLayer(i, layer["type"], "", 0))
     return plan

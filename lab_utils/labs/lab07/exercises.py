@@ -133,6 +133,11 @@ def sharded_worker(rank, world_size, sharded_step, case):
         return {"weights": _flat(model), "optimizer_bytes": optimizer_state_bytes(optimizer)}
 
 
+# what gloo says when the ranks' collectives do not match: the peer's side, or this side's size check
+MISMATCHED = ("Connection closed by peer", "Connection reset by peer", "pair closure",
+              "Received data size doesn't match expected size")
+
+
 def _sharded_run(sharded_step, case, world_size: int = 2):
     from ...launch import RankError, launch
     from ...memory import assign_owners
@@ -149,6 +154,10 @@ def _sharded_run(sharded_step, case, world_size: int = 2):
                                "every rank must call every collective, in the same order: dist.broadcast(p.data, "
                                "src=owner) runs on every rank (the owner sends, the others receive), and so does "
                                "dist.reduce or dist.all_reduce") from None
+        if any(sign in f"{err.message}\n{err.traceback_text}" for sign in MISMATCHED):
+            raise RuntimeError("the ranks' collectives did not match (gloo broke the connection): reduce or "
+                               "all-reduce EVERY gradient on every rank, not only this rank's; every rank calls every "
+                               "collective, in the same order, on tensors of the same size") from None
         raise
     return {"before": _flat(model), "sizes": sizes, "owners": assign_owners(sizes, world_size),
             "ranks": [r["weights"] for r in ranks], "optimizer_bytes": [r["optimizer_bytes"] for r in ranks]}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import json
 
+import numpy as np
+
 from ...exercises.core import Exercise, FROM_LESSON, close, max_abs_diff, register
 
 SETUP = "import torch"
@@ -52,13 +54,32 @@ def _average_run(average_and_apply, case):
 
     configs = [_config(case, n) for n in case["workers"]]
     servers = run(run_all, configs, serve_with(average_and_apply), work, n_workers=case["workers"], timeout_s=120)
-    return [server["weights"] for server in servers]
+    return {"runs": [server["weights"] for server in servers], "rank_order": order_probe(average_and_apply)}
+
+
+# gradients that arrived in the order 3, 1, 2, whose float32 sum depends on the order: in rank order
+# 1e8 - 1e8 + 1 = 1, in arrival order 1 + 1e8 (rounds to 1e8) - 1e8 = 0. The real runs' gradients differ only in
+# their last bits, which a tolerance cannot tell from the reference's own rounding; these cannot hide it
+ORDER_PROBE = {3: 1.0, 1: 1e8, 2: -1e8}
+
+
+def order_probe(average_and_apply) -> float:
+    """The weight after one update of a zero weight (SGD, lr 1, no momentum) with ORDER_PROBE's gradients, given in
+    their arrival order: -1/3 when summed in rank order, 0 in arrival order."""
+    import torch
+
+    weights = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([weights], lr=1.0)
+    average_and_apply(weights, optimizer, {w: torch.tensor([g]) for w, g in ORDER_PROBE.items()})
+    return float(weights.detach()[0])
 
 
 def _average_expected(case):
     from . import parameter_server
 
-    return [parameter_server.single_process_weights(_config(case, n), n, case["updates"]).tolist() for n in case["workers"]]
+    return {"runs": [parameter_server.single_process_weights(_config(case, n), n, case["updates"]).tolist()
+                     for n in case["workers"]],
+            "rank_order": -sum(ORDER_PROBE[w] for w in sorted(ORDER_PROBE)) / len(ORDER_PROBE)}
 
 
 def wrong_update_weights(case, n_workers: int, rule: str):
@@ -138,9 +159,10 @@ def _mistakes(case, n_workers: int) -> dict:
 
 
 def _average_judge(got, expected, case):
-    if not isinstance(got, list) or len(got) != len(case["workers"]):
+    runs = got.get("runs") if isinstance(got, dict) else None
+    if not isinstance(runs, list) or len(runs) != len(case["workers"]):
         return 0.0, f"expected the weights of {len(case['workers'])} runs, got something else"
-    for weights, right, n_workers in zip(got, expected, case["workers"]):
+    for weights, right, n_workers in zip(runs, expected["runs"], case["workers"]):
         diff = max_abs_diff(weights, right)
         if diff <= SYNC_TOLERANCE:
             continue
@@ -150,8 +172,17 @@ def _average_judge(got, expected, case):
         return 0.0, (f"with {n_workers} workers, after {case['updates']} updates the weights differ from one process "
                      f"on the global batch by up to {diff:.1e}: weights.grad = the mean of the workers' gradients, "
                      "then optimizer.step()")
+    probe = got.get("rank_order")
+    if not isinstance(probe, (int, float)) or not abs(probe - expected["rank_order"]) <= 1e-6:
+        arrival = -float(sum(np.float32(g) for g in ORDER_PROBE.values())) / len(ORDER_PROBE)  # float32, arrival order
+        said = ("summed in the order they arrived" if isinstance(probe, (int, float)) and abs(probe - arrival) <= 1e-6
+                else f"not summed in rank order (the weight became {probe})")
+        return 0.0, (f"gradients that arrived from workers 3, 1, 2 ({', '.join(f'{g:g}' for g in ORDER_PROBE.values())} "
+                     f"in float32) were {said}: a float sum depends on its order (1 + 1e8 - 1e8 is 0, 1e8 - 1e8 + 1 "
+                     "is 1), so the update would depend on which worker came first; sum gradients[w] for w in "
+                     "sorted(gradients)")
     return 1.0, (f"{case['updates']} synchronous updates with {' and with '.join(map(str, case['workers']))} workers "
-                 f"equal one process on the global batch within {SYNC_TOLERANCE:g}")
+                 f"equal one process on the global batch within {SYNC_TOLERANCE:g}, summed in rank order")
 
 
 AVERAGE_AND_APPLY = Exercise("08", "average_and_apply", _average_cases, _average_run, _average_expected,
@@ -204,7 +235,17 @@ def _staleness_judge(got, expected, cases):
             return 0.0, ("a worker pulls the weights its own update produced: record the version AFTER the counter "
                          "moved on, not before (counting positions in the order, i minus the worker's last position, "
                          "gives the same numbers: the updates since its pull are the others', i - last - 1)")
-        return 0.0, f"for the order {order} expected {e}, got {g}"
+        first = [0 if order.index(w) == i else s for i, (w, s) in enumerate(zip(order, e))]
+        if g == first and first != e:
+            return 0.0, (f"for the order {order} expected {e}, got {g}: each worker's first gradient counted as fresh, "
+                         "but every worker pulls version 0 at the start, so its first gradient is as stale as the "
+                         "updates the server applied before it")
+        if not any(g) and any(e):
+            return 0.0, (f"for the order {order} expected {e}, got only zeros: a gradient is stale by the updates "
+                         "applied since its worker pulled (the server's version now - the version it pulled)")
+        return 0.0, (f"for the order {order} expected {e}, got {g}: staleness = the server's version when the gradient "
+                     "is applied - the version its worker pulled (every worker pulls version 0 at the start, and "
+                     "again after each of its own gradients is applied)")
     return 1.0, "staleness = the server's version now - the version the worker pulled"
 
 

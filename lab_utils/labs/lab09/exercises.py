@@ -118,6 +118,10 @@ def _collect_judge(got, expected, cases):
                              f"in {elapsed:.2f} s with max_wait_s={wait}: the deadline moved with every request; "
                              "count max_wait_s from the start of collecting, once")
         if right is not None and ids != right:
+            if kind == "zero" and len(ids) < len(right):  # stopped at the (already passed) deadline
+                return 0.0, (f"with max_wait_s=0 and {case.get('queued', 0)} requests already waiting, the batch holds "
+                             f"requests {ids}; expected {right}: a deadline that has passed ends the waiting, not the "
+                             "taking: take what is already waiting (get_nowait until queue.Empty), up to max_batch")
             return 0.0, f"the batch holds requests {ids}; expected {right}"
         if kind == "zero":
             if elapsed > 0.2:
@@ -261,8 +265,11 @@ def _largest(rows, keep) -> float | None:
     return max(fits) if fits else None
 
 
+KEEP_UP = 0.95  # the notebook's rule, in its text and solution: the grid's serving.SATURATED_SHARE (tested equal)
+
+
 def _keeps_up(r) -> bool:
-    return r["achieved_rps"] >= 0.95 * r["offered_rps"]
+    return r["achieved_rps"] >= KEEP_UP * r["offered_rps"]
 
 
 def _fitting_in_list_order(rows, budget_ms) -> list:
@@ -283,6 +290,12 @@ _BUDGET_MISTAKES = (
      "achieved_rps >= 0.95 x offered_rps"),
     (lambda rows, b: max(r["max_wait_ms"] for r in rows),
      "you chose the largest max_wait_ms without looking at the budget"),
+    (lambda rows, b: min(_fitting_in_list_order(rows, b), default=None),
+     "you chose the smallest max_wait_ms that fits; choose the largest: larger batches cost less compute per request "
+     "and leave room for bursts"),
+    (lambda rows, b: _largest(rows, lambda r: r["p99_ms"] <= b and r["achieved_rps"] >= r["offered_rps"]),
+     "you required achieved_rps >= offered_rps: a load's measured rate scatters around the offered one, so a server "
+     "that keeps up answers about as much, not always more; the rule allows 5 %: achieved_rps >= 0.95 x offered_rps"),
     (lambda rows, b: (_fitting_in_list_order(rows, b) or [None])[-1],
      "you took the last row that fits, in the order of the list; the rows come in no particular order: take the "
      "largest max_wait_ms among the rows that fit"),
@@ -304,7 +317,8 @@ def _budget_judge(got, expected, cases):
     g, e, c = next((g, e, c) for g, e, c in zip(got, expected, cases) if g != e)
     if e is None:
         return 0.0, f"with a budget of {c['budget_ms']} ms no setting fits, yet you chose {g}: return None then"
-    return 0.0, f"with a {c['budget_ms']} ms budget expected max_wait_ms={e}, got {g}"
+    return 0.0, (f"with a {c['budget_ms']} ms budget expected max_wait_ms={e}, got {g}: keep every row whose p99 fits "
+                 "and that keeps up (the rows come in no particular order), then take the largest max_wait_ms")
 
 
 CHOOSE_MAX_WAIT = Exercise(
