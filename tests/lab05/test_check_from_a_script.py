@@ -1,7 +1,7 @@
 """Lab 05's replica_step check run from a plain script (issue 51): its workers import the script to find the function,
 so a script that starts TensorFlow at its top level cannot be checked; the check says so instead of blaming the
-function, and a script laid out as it advises passes."""
-import re
+function, and names the layout that works (the layout itself passing is not run here: one more TensorFlow process and
+two workers, ~15 CPU-s of make test, for the path the notebook's own check(replica_step) already takes)."""
 import subprocess
 import sys
 import textwrap
@@ -22,8 +22,6 @@ ANSWER = textwrap.dedent('''
 
 TOP_LEVEL = "from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\nimport tensorflow as tf\n" + ANSWER + \
     "\nif __name__ == '__main__':\n    from lab_utils.exercises import check\n    check(replica_step)\n"
-ADVISED = ANSWER + "\nif __name__ == '__main__':\n    from lab_utils import tf_distribute\n" \
-    "    tf_distribute.configure_devices(2)\n    from lab_utils.exercises import check\n    check(replica_step)\n"
 
 
 def _run(tmp_path, text: str) -> str:
@@ -34,8 +32,7 @@ def _run(tmp_path, text: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_script_that_starts_tensorflow_at_its_top_level_is_told_so_and_the_advised_layout_passes(tmp_path):
+def test_a_script_that_starts_tensorflow_at_its_top_level_is_told_so_and_given_the_layout_that_works(tmp_path):
     said = _run(tmp_path, TOP_LEVEL)
     assert "replica_step: the check could not run replica_step here (not a mistake in it)" in said, said
     assert "if __name__" in said and "your replica_step raised" not in said
-    assert re.search(r"PASS\s+replica_step", _run(tmp_path, ADVISED))
