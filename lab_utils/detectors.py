@@ -102,7 +102,9 @@ def above_device_count(speedup: float | None, devices: float | None, cause: str 
     why = (f"the baseline was slowed: {cause.replace('; ', ', ')}" if cause else
            "the baseline was slowed (noise, another job, another framework in its process) or the runs did "
            "different work")
-    return [Flag(Kind.ABOVE_100, f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {speedup / devices:.0%}, {ABOVE_100}: "
+    efficiency = speedup / devices  # just above 100 %: one decimal, or it would print "100%, above 100 %"
+    shown = f"{efficiency:.1%}" if efficiency < 1.005 else f"{efficiency:.0%}"
+    return [Flag(Kind.ABOVE_100, f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {shown}, {ABOVE_100}: "
             f"impossible for the same work, so {why}")]
 
 

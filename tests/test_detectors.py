@@ -275,3 +275,11 @@ def test_a_fit_that_misses_its_own_points_by_more_than_the_factor_is_flagged():
     said = detectors.fit_misses([1.0, 0.004], [1.0, 0.001], ["a", "b"])  # 4x above the line, as in a busy lab 06
     assert len(said) == 1 and detectors.is_impossible(said[0]) and "b 4 ms against 1" in said[0]
     assert detectors.fit_misses([0.0005], [0.002], ["c"])  # below the line by as much is as far off
+
+
+def test_an_efficiency_just_above_100_percent_is_printed_above_100():
+    """A run printed 'efficiency 100%, above 100 %' for 2.004x on 2 devices."""
+    said = str(detectors.above_device_count(2.004, 2)[0])
+    assert "efficiency 100.2%" in said
+    assert "efficiency 150%" in str(detectors.above_device_count(3.0, 2)[0])
+
