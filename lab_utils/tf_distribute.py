@@ -141,15 +141,27 @@ def worker_environment(ports, threads: int | None, gpus: int = 0):
     return env
 
 
+PORT_TAKEN = "Could not start gRPC server"  # a worker's TF_CONFIG port was taken between free_port() and its bind
+PORT_TRIES = 3
+
+
 def launch_worker_jobs(jobs, n_workers: int, timeout: float = 180.0, threads: int = 1) -> list[list]:
-    """Run jobs [(worker, args), ...] in turn in the same `n_workers` TF processes; per job, values in rank order."""
-    from .launch import free_port, launch_jobs
+    """Run jobs [(worker, args), ...] in turn in the same `n_workers` TF processes; per job, values in rank order.
+    A launch whose worker found its port taken by another program (a race no free port can rule out) is started again
+    on new ports, up to PORT_TRIES times: never reported as the worker's failure."""
+    from .launch import RankError, free_port, launch_jobs
     from .launch.together import run_together
 
     hw = hardware.detect()
-    env = worker_environment([free_port() for _ in range(n_workers)], threads, len(hw.gpus))
     together = [(run_together, (worker, tuple(args), timeout)) for worker, args in jobs]
-    return launch_jobs(together, n_workers, timeout, threads=threads, env=env, prepare=prepare)
+    for attempt in range(1, PORT_TRIES + 1):
+        env = worker_environment([free_port() for _ in range(n_workers)], threads, len(hw.gpus))
+        try:
+            return launch_jobs(together, n_workers, timeout, threads=threads, env=env, prepare=prepare)
+        except RankError as err:
+            if PORT_TAKEN not in str(err) or attempt == PORT_TRIES:
+                raise
+    raise AssertionError("unreachable")  # the last attempt returned or raised
 
 
 def launch_workers(worker, n_workers: int, args: tuple = (), timeout: float = 180.0, threads: int = 1) -> list:

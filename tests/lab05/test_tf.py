@@ -249,3 +249,32 @@ def test_the_gpu_checks_fresh_process_answers_in_json(lab05_tf):
     verdicts = json.loads(lab05_tf["gpu_check_main"].strip().splitlines()[-1])
     assert list(verdicts) == list(gpu_tf.GPU_CHECKS)
     assert all(v.startswith("failed: a GPU is present but TensorFlow sees none") for v in verdicts.values())
+
+
+def test_a_worker_whose_port_was_taken_is_started_again_on_new_ports_and_other_failures_are_not(monkeypatch):
+    """make test caught a check failing with "Could not start gRPC server (in rank 0)", blamed on the learner's
+    replica_step: another process took the port between free_port() and the worker's bind."""
+    from lab_utils.launch import RankError
+    from lab_utils import launch as launch_module
+
+    calls = []
+
+    def flaky(jobs, n_workers, timeout, **kwargs):
+        calls.append(kwargs["env"](0)["TF_CONFIG"])
+        if len(calls) == 1:
+            raise RankError(0, "UnknownError: Could not start gRPC server")
+        return [["done"] * n_workers for _ in jobs]
+
+    monkeypatch.setattr(launch_module, "launch_jobs", flaky)
+    assert tf_distribute.launch_worker_jobs([(print, ())], 2) == [["done", "done"]]
+    assert len(calls) == 2  # started again, on ports chosen anew
+    calls.clear()
+
+    def failing(jobs, n_workers, timeout, **kwargs):
+        calls.append(1)
+        raise RankError(1, "ValueError: worker 1 could not read its shard")
+
+    monkeypatch.setattr(launch_module, "launch_jobs", failing)
+    with pytest.raises(RankError, match="could not read its shard"):
+        tf_distribute.launch_worker_jobs([(print, ())], 2)
+    assert calls == [1]  # a real failure is reported at once, never retried
