@@ -154,14 +154,17 @@ def launch_worker_jobs(jobs, n_workers: int, timeout: float = 180.0, threads: in
 
     hw = hardware.detect()
     together = [(run_together, (worker, tuple(args), timeout)) for worker, args in jobs]
-    for attempt in range(1, PORT_TRIES + 1):
+    def attempt():
         env = worker_environment([free_port() for _ in range(n_workers)], threads, len(hw.gpus))
+        return launch_jobs(together, n_workers, timeout, threads=threads, env=env, prepare=prepare)
+
+    for _ in range(PORT_TRIES - 1):
         try:
-            return launch_jobs(together, n_workers, timeout, threads=threads, env=env, prepare=prepare)
+            return attempt()
         except RankError as err:
-            if PORT_TAKEN not in str(err) or attempt == PORT_TRIES:
+            if PORT_TAKEN not in str(err):
                 raise
-    raise AssertionError("unreachable")  # the last attempt returned or raised
+    return attempt()  # the last try: whatever it raises is reported
 
 
 def launch_workers(worker, n_workers: int, args: tuple = (), timeout: float = 180.0, threads: int = 1) -> list:

@@ -146,10 +146,9 @@ SCRIPT = textwrap.dedent('''
         builder["refused"] = "built"
     except ValueError as err:
         builder["refused"] = str(err)
-    out_builder = builder
 
     # ---- devices (tests/lab05/test_tf.py): made before TensorFlow started; the GPU check's step; configuring late
-    out = {"builder": out_builder, "devices": [devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU"))],
+    out = {"builder": builder, "devices": [devices.kind, len(devices.names), len(tf.config.list_logical_devices("CPU"))],
            "mirrored_replicas": len(tf.distribute.MirroredStrategy(devices.names).extended.worker_devices)}
     from lab_utils.labs.lab05.gpu_check import GPU_TOLERANCE, _cuda_present
     from lab_utils.labs.lab05.lesson import make_train_step
