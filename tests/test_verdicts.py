@@ -2,6 +2,7 @@
 wrong answer."""
 import csv
 import random
+import re
 import statistics
 
 import pytest
@@ -190,7 +191,9 @@ def test_runs_whose_verdicts_hold_and_reverse_are_told_apart(tmp_path):
     assert stability.main([str(one)]) == 2
 
 
-def test_stability_shows_ranges_keeps_a_restated_claim_apart_and_marks_ranges_that_do_not_overlap(tmp_path):
+def test_stability_shows_ranges_puts_a_restated_claim_beside_its_claim_and_marks_ranges_that_do_not_overlap(tmp_path):
+    """Issue 52: a run that restated a claim's tolerance was a line of its own, so 8 claims of two runs were never
+    compared. Now one line per claim: each run's cell says the cost it tested, and the line that the claims differ."""
     from lab_utils.instructor.course import stability
 
     def run(name, ratios, **claim):
@@ -202,15 +205,20 @@ def test_stability_shows_ranges_keeps_a_restated_claim_apart_and_marks_ranges_th
     quiet_one = run("one", [1.10, 1.12, 1.11, 1.13, 1.12, 1.14, 1.11, 1.12], no_worse_than=0.10)
     quiet_two = run("two", [1.20, 1.22, 1.25, 1.21, 1.24, 1.23, 1.26, 1.22], no_worse_than=0.10)
     busy = run("busy", [1.0, 1.12, 0.96, 1.06, 1.10, 0.98, 1.03, 1.08], no_worse_than=0.10)
-    assert "restated" in measure.read_verdicts(busy)[-1]["notes"]  # the busy run tested a weaker claim
+    notes = measure.read_verdicts(busy)[-1]["notes"]
+    assert "restated" in notes  # the busy run tested a weaker claim
+    cost = re.search(r"no worse by more than (\d+)%'", notes).group(1)
     claims = stability.compare_runs([quiet_one, quiet_two, busy])
-    plain = next(c for c in claims if c.claim == "A vs B")
-    restated = next(c for c in claims if c.claim.startswith("A vs B (restated: no worse by more than"))
-    assert plain.runs[2] is None and restated.runs[:2] == (None, None)  # not the same "holds"
-    assert plain.ranges_apart and not restated.ranges_apart
+    assert len(claims) == 1
+    claim = claims[0]
+    assert all(claim.runs) and claim.restated and claim.tested[:2] == ("", "")
+    assert claim.ranges_apart  # quiet one's and quiet two's ranges
     text = stability.claims_table(claims, ["one", "two", "busy"])
     assert "[1.1" in text and "ranges do not overlap" in text, text
-    assert "1 with ranges that do not overlap" in text
+    assert f"<={cost}%" in text and "the runs tested different claims" in text
+    assert "1 with ranges that do not overlap" in text and "1 tested as different claims" in text
+    same = stability.compare_runs([quiet_one, quiet_two])[0]
+    assert not same.restated and "different claims" not in stability.claims_table([same], ["one", "two"])
 
 
 def test_a_tolerance_finer_than_the_pairs_can_resolve_is_restated_and_said():
@@ -437,3 +445,15 @@ def test_a_summary_carries_the_verdicts_outcome_never_a_bare_ratio(monkeypatch):
     text = refused.outcome()
     assert text.startswith("not measurable here: other programs used 1.7 of 2 cores") and measure.UNREAD in text
     assert "-> " not in text and "1.50" not in text  # no ratio beside the reason that rules it out (issue 51)
+
+
+@pytest.mark.parametrize("ratios", [[0.95, 1.0, 1.04, 1.0, 0.99, 1.02], [0.93, 0.99, 1.05, 1.0, 0.97],
+                                    [0.96, 1.0, 1.035, 1.01, 0.99]])
+def test_a_restated_tolerance_and_its_threshold_print_the_same_claim(ratios):
+    """Lab 04 printed "no worse by more than 12%: it holds while the whole range lies above 0.90" (11.7 % restated):
+    1/1.12 is 0.89, as lab 05 printed for the same 12 %. The tolerance is restated up to a whole percent."""
+    said = measure.decide(ratios, claim="A vs B", expected="e", no_worse_than=0.05)
+    assert "restated" in said.notes
+    percent = int(re.search(r"no worse by more than (\d+)%'", str(said)).group(1))
+    assert said.holds_from == pytest.approx(1 / (1 + percent / 100))
+    assert f"lies above {1 / (1 + percent / 100):.2f}" in str(said)

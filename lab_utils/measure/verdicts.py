@@ -156,6 +156,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         tolerance = max(no_worse_than, RESOLVE * spread_of_pairs)
         if f"{tolerance:.0%}" == f"{no_worse_than:.0%}":  # a restatement that reads "10 %, not 10 %" restates nothing
             tolerance = no_worse_than
+        if tolerance > no_worse_than:  # up to a whole percent, as it is printed: its floor then agrees with the text
+            tolerance = math.ceil(round(tolerance * 100, 6)) / 100
         if tolerance > no_worse_than:
             notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, so this machine can tell a cost of "
                          f"{tolerance:.0%} ({RESOLVE:g}x that scatter) and more, not {no_worse_than:.0%}: the claim "

@@ -5,8 +5,9 @@
 Each argument is a results folder (or a verdicts.csv). For every (lab, claim tested) the table shows each run's
 verdict, ratio and range; a claim that is 'holds' in one run and 'reversed' in another is a contradiction, and the
 command exits 1. 'not distinguishable here' beside either is no contradiction: it is what noise is allowed to say.
-A claim a noisy run restated to a weaker tolerance ('no worse by more than 29 %') is another claim, on a line of its
-own; so is one measured on another workload (the verdicts.csv `workload` column; a row of an older file, which has
+A claim a noisy run restated to a weaker tolerance ('no worse by more than 29 %') stays on its claim's line, its cell
+marked with the tolerance it tested and the line saying the runs tested different claims (their ranges, which measure
+the same ratio, are still compared); a claim measured on another workload is on a line of its own (the verdicts.csv `workload` column; a row of an older file, which has
 none, joins the one workload the other runs name for its claim). Two runs whose ranges do not overlap are marked: each range promised to hold the ratio, and one of them did not.
 """
 from __future__ import annotations
@@ -31,6 +32,12 @@ class Claim:
     claim: str
     runs: tuple
     workload: str = ""  # the registered workload the runs measured it on ("": older rows that named none)
+    tested: tuple = ()  # per run, the weaker claim it tested instead when it restated this one ("": as claimed)
+
+    @property
+    def restated(self) -> bool:
+        """True when the runs that decided it did not all test the same claim (one restated its tolerance)."""
+        return len({t for t, run in zip(self.tested, self.runs) if run}) > 1
 
     @property
     def contradicts(self) -> bool:
@@ -46,12 +53,13 @@ class Claim:
 
 
 RESTATED = re.compile(r"the claim tested is '([^']+)'")
+TOLERANCE = re.compile(r"(\d+) ?%")
 
 
-def claim_tested(row: dict) -> str:
-    """The row's claim, with the weaker claim its run tested instead when it restated it."""
+def restated_as(row: dict) -> str:
+    """The weaker claim the row's run tested instead of its claim ('no worse by more than 14%'), or "" as claimed."""
     restated = RESTATED.search(row.get("notes") or "")
-    return f"{row['claim']} (restated: {restated.group(1)})" if restated else row["claim"]
+    return restated.group(1) if restated else ""
 
 
 def newest_per_claim(rows: list[dict]) -> dict:
@@ -60,7 +68,7 @@ def newest_per_claim(rows: list[dict]) -> dict:
     newest: dict
     newest = {}
     for row in rows:
-        key = (row["lab"], claim_tested(row), row.get("workload") or "")
+        key = (row["lab"], row["claim"], row.get("workload") or "")
         if key not in newest or row["timestamp"] >= newest[key]["timestamp"]:
             newest[key] = row
     return newest
@@ -89,7 +97,8 @@ def compare_runs(sources) -> list[Claim]:
     def cell(row: dict) -> tuple:
         return row["verdict"], float(row["ratio"]), float(row["low"]), float(row["high"])
 
-    return [Claim(lab, claim, tuple(cell(run[(lab, claim, w)]) if (lab, claim, w) in run else None for run in runs), w)
+    return [Claim(lab, claim, tuple(cell(run[(lab, claim, w)]) if (lab, claim, w) in run else None for run in runs), w,
+                  tuple(restated_as(run[(lab, claim, w)]) if (lab, claim, w) in run else "" for run in runs))
             for lab, claim, w in keys]
 
 
@@ -97,20 +106,31 @@ def claims_table(claims: list[Claim], names) -> str:
     """The claims as text: one line per claim tested, a column per run (verdict, ratio and its range)."""
     said = {c: f"{c.lab} {c.claim}" + (f" [{c.workload}]" if c.workload else "") for c in claims}
     width = max([len("lab claim")] + [len(text) for text in said.values()]) + 2
-    column = 28
+    column = 34
     lines = [f"{'lab claim':<{width}}" + "".join(f"{name:>{column}}" for name in names)]
     for c in claims:
-        cells = "".join(f"{(SHORT.get(r[0], r[0]) + f' {r[1]:.2f}x [{r[2]:.2f}-{r[3]:.2f}]') if r else '-':>{column}}"
-                        for r in c.runs)
+        tested = c.tested or ("",) * len(c.runs)
+        cells = "".join(f"{_cell(r, t) if r else '-':>{column}}" for r, t in zip(c.runs, tested))
         marks = (["holds in one run, reversed in another"] if c.contradicts else []) + \
-                (["the runs' ranges do not overlap"] if c.ranges_apart else [])
+                (["the runs' ranges do not overlap"] if c.ranges_apart else []) + \
+                ([f"the runs tested different claims ({', '.join(sorted({t or 'as claimed' for t, r in zip(tested, c.runs) if r}))}; '<=N%': the cost a run tested)"]
+                 if c.restated else [])
         lines.append(f"{said[c]:<{width}}{cells}" + (f"   <- {'; '.join(marks)}" if marks else ""))
     bad = sum(c.contradicts for c in claims)
     apart = sum(c.ranges_apart for c in claims)
+    restated = sum(c.restated for c in claims)
     lines.append(f"{len(claims)} claims over {len(names)} runs: {bad} contradicted (holds in one run, reversed in "
                  f"another); {apart} with ranges that do not overlap (the range is {measure.CONFIDENCE:.0%} of one "
-                 "run's pairs: a machine that changed between runs moves it)")
+                 "run's pairs: a machine that changed between runs moves it)"
+                 + (f"; {restated} tested as different claims in different runs (a restated tolerance)" if restated else ""))
     return "\n".join(lines)
+
+
+def _cell(run: tuple, tested: str) -> str:
+    """One run's verdict on a claim: its word, ratio and range, and the cost it tested if it restated the claim."""
+    text = SHORT.get(run[0], run[0]) + f" {run[1]:.2f}x [{run[2]:.2f}-{run[3]:.2f}]"
+    cost = TOLERANCE.search(tested)
+    return f"{text} <={cost.group(1)}%" if cost else text
 
 
 def main(argv=None) -> int:
