@@ -193,7 +193,7 @@ def ddp_baseline_worker(rank, world_size, job):
         with comm.phase("forward"), memory.SavedActivations(model) as saved:
             loss = F.cross_entropy(model(x), y)
         with comm.phase("backward"):
-            loss.backward()                                  # gradients all-reduced, bucket by bucket
+            loss.backward()                                  # the gradients all-reduced inside this call
         optimizer.step()
     report = rank_report(model, optimizer, comm, saved, job.steps)
     leave_group()
