@@ -66,20 +66,25 @@ def top_self_cpu_op_single_call(prof):
     return max(prof.events(), key=lambda e: e.self_cpu_time_total).key  # one call, not the operator's sum
 
 
+def top_self_cpu_op_per_call(prof):
+    return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total / e.count).key  # a learner's: time per call
+
+
 def top_self_cpu_op_from_events(prof):
     return max(prof.events().key_averages(), key=lambda e: e.self_cpu_time_total).key  # right on a real profile too
 
 
 for _fn in (top_self_cpu_op_first_row, top_self_cpu_op_minimum, top_self_cpu_op_aten_only,
-            top_self_cpu_op_single_call, top_self_cpu_op_from_events):
+            top_self_cpu_op_single_call, top_self_cpu_op_per_call, top_self_cpu_op_from_events):
     _fn.__name__ = _fn.__qualname__ = "top_self_cpu_op"
 
 
 @pytest.mark.parametrize("wrong, named", [(top_self_cpu_op_first_row, "the first entry of key_averages()"),
                                           (top_self_cpu_op_minimum, "the smallest self CPU time"),
                                           (top_self_cpu_op_aten_only, "aten:: operators only"),
-                                          (top_self_cpu_op_single_call, "the largest single call")],
-                         ids=["first-row", "minimum", "aten-only", "single-call"])
+                                          (top_self_cpu_op_single_call, "the largest single call"),
+                                          (top_self_cpu_op_per_call, "time per call")],
+                         ids=["first-row", "minimum", "aten-only", "single-call", "per-call"])
 def test_each_profile_mistake_gets_its_own_hint(wrong, named):
     for seed in (None, 1, 2, 3):
         result = check(wrong) if seed is None else None

@@ -47,3 +47,36 @@ def test_reduce_gradients_mistakes_are_named(wrong, named_as):
     result = check(wrong)
     assert not result.passed and named_as in result.message, result.message
     assert grade(wrong)[0] == 0.0
+
+
+@named("gather")
+def gather_stacked(outputs, device):
+    return torch.stack([out.to(device) for out in outputs])
+
+
+@named("gather")
+def gather_summed(outputs, device):
+    return sum(out.to(device) for out in outputs)
+
+
+@named("gather")
+def gather_side_by_side(outputs, device):
+    return torch.cat([out.to(device) for out in outputs], dim=1)
+
+
+@named("gather")
+def gather_first_only(outputs, device):
+    return outputs[0].to(device)
+
+
+@pytest.mark.parametrize("wrong, named_as", [(gather_stacked, "returns shape (2, 3, 4), not (6, 4): that stacks"),
+                                             (gather_summed, "returns shape (3, 4), not (6, 4): that adds them up"),
+                                             (gather_side_by_side, "returns shape (3, 8), not (6, 4): that joins them "
+                                                                   "side by side"),
+                                             (gather_first_only, "that is the first output only")],
+                         ids=["stack", "sum", "cat-dim-1", "first-only"])
+def test_gather_mistakes_name_the_shape_returned(wrong, named_as):
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    assert "do not stack" not in result.message and "stacks" not in result.message.replace(named_as, "")
+    assert grade(wrong)[0] == 0.0

@@ -250,8 +250,9 @@ _PROFILE_MISTAKES = {
     "that is the top among the aten:: operators only; the top operator can have any name (an autograd node such as "
     "AddmmBackward0 too): rank every entry": lambda table: max((r for r in table if r[0].startswith("aten::")),
                                                               key=lambda row: row[1])[0],
-    "that is the largest single call: prof.events() lists every call, key_averages() adds them up per operator; rank "
-    "the entries of key_averages()": lambda table: max(table, key=lambda row: row[1] / row[3])[0]}
+    "that ranks operators by their time per call (self_cpu_time_total / count, or the largest single call of "
+    "prof.events()): an operator called many times can add up to more; rank by the operator's whole self time, "
+    "self_cpu_time_total of key_averages()": lambda table: max(table, key=lambda row: row[1] / row[3])[0]}
 
 
 def _profile_judge(got, expected, cases):

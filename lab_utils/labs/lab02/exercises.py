@@ -1,7 +1,7 @@
 """Lab 02: DataParallel's scatter, gather and gradient reduce."""
 from __future__ import annotations
 
-from ...exercises.core import Exercise, close, max_abs_diff, register
+from ...exercises.core import Exercise, close, register
 
 
 # ---- scatter ------------------------------------------------------------------------------------------------------
@@ -132,10 +132,58 @@ def _on_devices(outputs):
     return marked
 
 
+def _shape_of(value) -> list[int]:
+    """The shape of a tensor given as nested lists."""
+    shape = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        value = value[0] if value else None
+    return shape
+
+
+def _what_shape_says(shape, sizes, features: int = 4) -> str:
+    """The mistake a gather's output shape points at, for outputs of `sizes` rows of `features` each ("" if none)."""
+    if len(shape) == 3:
+        return "that stacks them (torch.stack adds a dimension)"
+    if len(shape) == 2 and shape[1] != features:
+        return f"that joins them side by side, along dim 1 (the {features} features)"
+    if len(shape) == 2 and shape[0] == sizes[0] != sum(sizes):
+        return "that is the first output only"
+    return ""
+
+
+def _gather_shape_hint(gather) -> str:
+    """What the learner's gather returns on two outputs of equal size, where stack, a sum and a cat along dim 1 all
+    run: said after the error it raised on the check's uneven outputs."""
+    import torch
+
+    outputs = [torch.arange(12.0).reshape(3, 4), torch.arange(12.0, 24.0).reshape(3, 4)]
+    try:
+        out = gather([o.clone() for o in outputs], torch.device("cpu"))
+    except Exception:
+        return ""
+    if not isinstance(out, torch.Tensor):
+        return ""
+    shape = list(out.shape)
+    said = "that adds them up" if torch.equal(out, sum(outputs)) else _what_shape_says(shape, [3, 3])
+    return f"; on two (3, 4) outputs it returns shape {tuple(shape)}, not (6, 4){': ' + said if said else ''}"
+
+
 def _gather_run(gather, case):
     import torch
 
-    out = gather(_on_devices(_gather_inputs(case)), torch.device("cpu"))
+    from ...launch import short_error
+
+    try:
+        out = gather(_on_devices(_gather_inputs(case)), torch.device("cpu"))
+    except RuntimeError as exc:
+        if "at least two devices" in str(exc):
+            raise
+        hint = _gather_shape_hint(gather)
+        if not hint:
+            raise
+        sizes = case["sizes"]
+        raise RuntimeError(f"{short_error(str(exc).splitlines()[0], 90)} (outputs of {sizes} rows){hint}") from exc
     return {"type": "Tensor" if isinstance(out, torch.Tensor) else type(out).__name__,
             "value": out.as_subclass(torch.Tensor) if isinstance(out, torch.Tensor) else out}
 
@@ -151,8 +199,11 @@ def _gather_judge(got, expected, case):
         return 0.0, f"return one tensor with every output's rows, got a {got['type']}"
     if close(got["value"], expected["value"]):
         return 1.0, "outputs concatenated in device order"
-    if max_abs_diff(got["value"], expected["value"]) == float("inf"):
-        return 0.0, "the tensor has the wrong shape: concatenate along dim 0 (torch.cat), do not stack"
+    shape, right = _shape_of(got["value"]), _shape_of(expected["value"])
+    if shape != right:
+        said = _what_shape_says(shape, case["sizes"])
+        return 0.0, (f"your tensor has shape {tuple(shape)}, expected {tuple(right)} (every output's rows one after "
+                     f"another){': ' + said if said else ''}; concatenate along dim 0 (torch.cat)")
     return 0.0, "the rows are out of order: concatenate the outputs in device order"
 
 
