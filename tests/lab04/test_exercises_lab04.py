@@ -29,6 +29,18 @@ def _send_input_grad(ctx, x):
 
 
 @named
+def input_sent_instead_of_its_gradient(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    if not ctx.first:
+        ctx.pending.append(dist.isend(x.detach().to(ctx.wire), dst=ctx.rank - 1))  # the input, not its gradient
+
+
+@named
 def recompute_backward_op(ctx, micro):
     x = ctx.saved.pop(micro)
     out = ctx.stage(x)
@@ -167,7 +179,8 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
 @pytest.mark.parametrize("wrong, named_mistake", [
     (loss_not_divided, "too large"),
     (backward_from_the_logits, "recomputed loss"),
-    (received_gradient_divided_again, "as it arrived"),
+    (received_gradient_divided_again, "without dividing it again"),
+    (input_sent_instead_of_its_gradient, "send back x.grad (the gradient of the stage's input, not x itself)"),
     (recomputed_without_autograd, "outside torch.no_grad()"),
     (two_stage_branches, "stage 1 sent no gradient back"),
     (blocking_send, "blocking dist.send"),
@@ -286,3 +299,25 @@ def test_a_greedy_best_split_is_told_why_it_misses_the_best_not_off_by_one():
     for seed in (1, 2, 3):
         fraction, message = grade(best_split_greedy, seed)
         assert fraction == 0.0 and "one off" not in message, message
+
+
+def best_split_greedy_cut_before(times, stages):  # a learner's: cut before the layer that would pass the share
+    target, cuts, running = sum(times) / stages, [], 0.0
+    for i, t in enumerate(times):
+        if running + t > target and len(cuts) < stages - 1 and i > 0:
+            cuts.append(i)
+            running = 0.0
+        running += t
+    return tuple(cuts)
+
+
+best_split_greedy_cut_before.__name__ = best_split_greedy_cut_before.__qualname__ = "best_split"
+
+
+@pytest.mark.parametrize("wrong", [best_split_greedy, best_split_greedy_cut_before], ids=["cut-after", "cut-before"])
+def test_a_greedy_best_split_is_never_called_a_sum_of_squares(wrong):
+    for seed in (None, 1, 2, 3, 4, 5):
+        result = check(wrong) if seed is None else None
+        fraction, message = (result.details["fraction"], result.message) if result else grade(wrong, seed)
+        assert fraction == 0.0 and "does not minimise the slowest stage" in message, message
+        assert "squares" not in message, message

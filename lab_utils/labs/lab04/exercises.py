@@ -130,8 +130,15 @@ def _recompute_judge(got, expected, case):
     wrong = [s for s, (b, r) in enumerate(zip(blocks, np.split(right, np.cumsum([len(b) for b in blocks])[:-1])))
              if max_abs_diff(b, r) > 1e-5]
     if len(wrong) < len(blocks) and len(blocks) - 1 not in wrong:
-        return 0.0, (f"the last stage's gradients are right but stage(s) {wrong} are not: run backward with the "
-                     "received gradient as it arrived (it already belongs to the batch's mean loss), and send back x.grad")
+        rights = np.split(right, np.cumsum([len(b) for b in blocks])[:-1])
+        scales = [float(blocks[s] @ rights[s] / (rights[s] @ rights[s])) for s in wrong]
+        if all(any(abs(scale * m ** k - 1) < 0.05 for k in range(1, len(blocks))) for scale in scales):
+            return 0.0, (f"the last stage's gradients are right but stage(s) {wrong} are {m}x (or {m}x{m}x) too "
+                         "small: run backward with the received gradient as it arrived (it already belongs to the "
+                         "batch's mean loss), without dividing it again")
+        return 0.0, (f"the last stage's gradients are right but stage(s) {wrong} are not, so what they received is not "
+                     "the gradient of their output: send back x.grad (the gradient of the stage's input, not x "
+                     "itself), and run backward with the received gradient as it arrived")
     return 0.0, (f"the gradients of stage(s) {wrong} differ from the unsplit model's by up to {max_abs_diff(flat, right):.1e}: "
                  "the last stage starts backward from its recomputed loss; the others from the received gradient")
 
@@ -294,11 +301,11 @@ _SPLIT_MISTAKES = {
 
 
 def _greedy_splits(times, stages) -> list[list[int]]:
-    """Where two greedy searches cut: as soon as a stage's running sum reaches total/stages, or as soon as the running
-    total reaches the next multiple of it."""
+    """Where three greedy searches cut: as soon as a stage's running sum reaches total/stages, as soon as the running
+    total reaches the next multiple of it, or just before the layer that would take a stage past it."""
     target = sum(times) / stages
-    cuts: tuple[list[int], list[int]] = ([], [])
-    running = total = 0.0
+    cuts: tuple[list[int], list[int], list[int]] = ([], [], [])
+    running = total = before = 0.0
     for i, t in enumerate(times[:-1]):
         running, total = running + t, total + t
         if running >= target and len(cuts[0]) < stages - 1:
@@ -306,6 +313,10 @@ def _greedy_splits(times, stages) -> list[list[int]]:
             running = 0.0
         if total >= target * (len(cuts[1]) + 1) and len(cuts[1]) < stages - 1:
             cuts[1].append(i + 1)
+        if before + t > target and i > 0 and len(cuts[2]) < stages - 1:
+            cuts[2].append(i)
+            before = 0.0
+        before += t
     return [list(c) for c in cuts]
 
 
@@ -335,15 +346,16 @@ def _split_judge(got, expected, cases):
             even = [round(len(times) * s / stages) for s in range(1, stages)]
             if g == even:
                 return 0.0, "that splits by layer count; balance the measured times instead"
+            if g in _greedy_splits(times, stages):  # before the sum of squares: on some times the two coincide
+                return 0.0, (f"times {times}, {stages} stages: your split {g} does not minimise the slowest stage: "
+                             f"its slowest stage takes {yours:.2f}, the split {e}'s takes {best:.2f}. Cutting where a "
+                             "running sum reaches total/stages fixes each cut before seeing the layers after it, so a "
+                             "large layer just past a cut can make a stage the slowest: compare every split by its "
+                             "slowest stage")
             if g == min(_splits(len(times), stages), key=lambda c: _squares(times, c)):
                 return 0.0, (f"times {times}, {stages} stages: your split makes the stage times as even as possible "
                              f"(smallest sum of squares), and its slowest stage takes {yours:.2f}; a pipeline runs at "
                              f"the pace of its slowest stage, and a split exists whose slowest takes {best:.2f}")
-            if g in _greedy_splits(times, stages):
-                return 0.0, (f"times {times}, {stages} stages: your split {g} is not the best one: its slowest stage "
-                             f"takes {yours:.2f}, the split {e}'s takes {best:.2f}. Cutting as soon as a running sum "
-                             "reaches total/stages fixes each cut before seeing the layers after it, so a large layer "
-                             "just past a cut can make a stage the slowest: compare every split by its slowest stage")
             if shifted_everywhere and one_off(g, e, times, stages):
                 return 0.0, one_off(g, e, times, stages)
             return 0.0, (f"times {times}, {stages} stages: your split {g}'s slowest stage takes {yours:.2f}, but the "
