@@ -339,8 +339,9 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
 
 def twice_agree(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
                 tolerance: float = TWICE_TOLERANCE) -> str | None:
-    """Where measured_twice flags nothing, the conclusion to print beside the two figures (why they count as one
-    quantity measured twice); None where they clash (measured_twice says so)."""
+    """Where measured_twice flags nothing, the conclusion to print beside the two figures: they agree (within the
+    tolerance), or their repeats are too noisy to compare them (never "agree" for figures further apart than the
+    tolerance); None where they clash (measured_twice says so)."""
     if measured_twice(first, first_spread, second, second_spread, what="", first_name="", second_name="",
                       tolerance=tolerance) or not first or not second:
         return None
@@ -348,8 +349,8 @@ def twice_agree(first: float, first_spread: float | None, second: float, second_
     if gap <= tolerance:
         return (f"they agree: {gap:.0%} apart, within the {tolerance:.0%} by which two measurements minutes apart "
                 "may differ")
-    return (f"they agree within the spreads of their repeats ({gap:.0%} apart, spreads {first_spread or 0:.0%} and "
-            f"{second_spread or 0:.0%}): noisy, but not contradictory")
+    return (f"cannot be compared here: {gap:.0%} apart, but their repeats spread by {first_spread or 0:.0%} and "
+            f"{second_spread or 0:.0%}, so the two ranges overlap: too noisy to tell agreement from disagreement")
 
 
 def is_impossible(warning: str) -> bool:

@@ -257,3 +257,24 @@ def test_a_sweep_row_of_one_device_on_two_threads_at_005x_one_thread_is_flagged(
     assert not detectors.impossible(fair.flags)
     dp = data_parallel._sweep_result(data_parallel.dp_name(2), "dp", 2, 1, 64, two, one, "cpu", CPU_ONLY)
     assert detectors.WAITED not in "; ".join(dp.flags)  # DataParallel's copies can cost that much: not the threads' rule
+
+
+def test_the_sweep_says_which_figure_is_the_comparisons_and_why_the_others_differ():
+    """A learner met 0.91x (the medians), 0.64x (the column) and 1.57x (the verdict) for one comparison at batch 8."""
+    one, many = data_parallel.ONE_DEVICE, data_parallel.dp_name(2)
+    one_t = measure.Timing((10.0, 12.0, 30.0, 12.0, 11.0), warmup=0)  # the machine slowed in round 3
+    dp_t = measure.Timing((16.0, 20.0, 13.0, 19.0, 13.0), warmup=0)
+
+    def swept(dp):
+        results = tuple(data_parallel._sweep_result(n, s, w, 1, 8, t, one_t, "cpu", CPU_ONLY)
+                        for n, s, w, t in ((one, "single", 1, one_t), (many, "dp", 2, dp)))
+        return data_parallel.Sweep(None, 5, results, {}, {8: {one: one_t, many: dp}})
+
+    sweep = swept(dp_t)
+    paired = sweep.speedup(8, many)
+    lines = data_parallel.figures_explained(sweep)
+    assert f"1/{paired:.2f}x = {1 / paired:.2f}x" in lines[0], lines
+    medians = one_t.median / dp_t.median
+    assert abs(medians / paired - 1) > 0.05 and f"their ratio (batch 8, {many}: {medians:.2f}x)" in lines[1], lines
+    same = swept(measure.Timing(tuple(2 * t for t in one_t.times), 0))  # every pair 0.5x, and so are the medians
+    assert len(data_parallel.figures_explained(same)) == 1, data_parallel.figures_explained(same)

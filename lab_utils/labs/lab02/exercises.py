@@ -165,7 +165,7 @@ def _gather_shape_hint(gather) -> str:
     if not isinstance(out, torch.Tensor):
         return ""
     shape = list(out.shape)
-    said = "that adds them up" if torch.equal(out, sum(outputs)) else _what_shape_says(shape, [3, 3])
+    said = "that adds them up" if torch.equal(out, outputs[0] + outputs[1]) else _what_shape_says(shape, [3, 3])
     return f"; on two (3, 4) outputs it returns shape {tuple(shape)}, not (6, 4){': ' + said if said else ''}"
 
 

@@ -1,6 +1,7 @@
 """The comparison lab 02 and `bench dp` run: DataParallel and threads against one device, over batch sizes."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -111,6 +112,25 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     return Sweep(plan, repeats, tuple(results), phases, all_timings)
 
 
+def figures_explained(result: Sweep, *, gap: float = 0.05) -> list[str]:
+    """Why the other figures a reader can form from the table differ from the speedup column, on the row where the
+    ratio of the two ms/step medians is furthest from it (none where every row's are within `gap`)."""
+    rows = [(r, result.speedup(r.batch_size, r.variant), result.result(r.batch_size, ONE_DEVICE).wall_s / r.wall_s)
+            for r in result.results if r.variant != ONE_DEVICE and r.wall_s > 0]
+    if not rows:
+        return []
+    first = next((row for row in rows if row[0].strategy == "dp"), rows[0])  # lab 02's verdict: DP, smallest batch
+    lines = [f"  a verdict that names one device first reads the same pairs from one device's side: 1/speedup "
+             f"(batch {first[0].batch_size}, {first[0].variant}: 1/{first[1]:.2f}x = {1 / first[1]:.2f}x)"]
+    r, paired, medians = max(rows, key=lambda row: abs(math.log(row[2] / row[1])))
+    where = f"batch {r.batch_size}, {r.variant}"
+    if abs(medians / paired - 1) > gap:
+        lines.append(f"  the two ms/step medians are not the comparison: each is the median of its own steps, from "
+                     f"different rounds, so their ratio ({where}: {medians:.2f}x) differs from the paired "
+                     f"{paired:.2f}x when the machine's speed changes between rounds (the pairs cancel that change)")
+    return lines
+
+
 def print_sweep(result: Sweep) -> None:
     """The sweep's table, each figure with its spread, and the warnings under it."""
     print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
@@ -124,7 +144,9 @@ def print_sweep(result: Sweep) -> None:
             for note in detectors.notes(r.flags):
                 print(f"{'':>8}note: {note}")
     print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
-          "same round (a verdict's figure; a verdict that names one device first prints its inverse)")
+          "same round: the comparison's one figure")
+    for line in figures_explained(result):
+        print(line)
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
     for line in measure.table_lines([r.flags for r in result.results], names):
         print(line)
