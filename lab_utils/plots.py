@@ -27,6 +27,32 @@ def kind_colors(kinds) -> dict:
     return {kind: palette[i % len(palette)] for i, kind in enumerate(kinds)}
 
 
+THIN = 0.01  # a bar narrower than this share of the axis cannot be seen: it gets an outline and a label
+
+
+def thin_groups(bars, span: float, *, thin: float = THIN) -> list[tuple[float, float, str]]:
+    """(start, end, label) for each run of bars too thin to see on an axis `span` wide; `bars`: (start, width, kind)
+    of one row. Neighbouring thin bars (closer than `thin` of the span) share one label: their kinds and total time."""
+    groups: list[list[tuple[float, float, str]]] = []
+    for start, width, kind in sorted(b for b in bars if 0 < b[1] < thin * span):
+        if groups and start - groups[-1][-1][0] - groups[-1][-1][1] < thin * span:
+            groups[-1].append((start, width, kind))
+        else:
+            groups.append([(start, width, kind)])
+    return [(g[0][0], g[-1][0] + g[-1][1], f"{'+'.join(dict.fromkeys(k for _, _, k in g))} {sum(w for _, w, _ in g):.2g}")
+            for g in groups]
+
+
+def _label_thin(ax, y: float, bars, span: float, unit: str) -> None:
+    """Labels the bars of row `y` too thin to see (their kinds and time), beside them at the row's middle."""
+    right = max((start + width for start, width, _ in bars), default=0.0)
+    for start, end, text in thin_groups(bars, span):
+        late = end > right - 0.2 * span  # near the row's end: the label goes to the bar's left, inside the axis
+        ax.annotate(f"{text} {unit}", xy=((start + end) / 2, y), xytext=(-2 if late else 2, 0),
+                    textcoords="offset points", ha="right" if late else "left", va="center", fontsize=6, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none",
+                                                                   alpha=0.8))
+
+
 def gantt(intervals, ax=None, *, rows=None, title: str = "", unit: str = "ms", colors: dict | None = None,
           xlabel: str | None = None):
     """One row per `row`, one coloured bar per interval (colour by kind), labels on the bars; returns the axes."""
@@ -41,12 +67,19 @@ def gantt(intervals, ax=None, *, rows=None, title: str = "", unit: str = "ms", c
     kinds = list(dict.fromkeys(i.kind for i in intervals))
     colors = colors or kind_colors(kinds)
     ax = ax or plt.subplots(figsize=(9, 0.6 + 0.5 * len(rows)))[1]
+    low, high = min(i.start_s for i in intervals) * scale, max(i.end_s for i in intervals) * scale
+    span = (high - low) or 1.0
     for i in intervals:
         y = rows.index(i.row)
+        thin = i.seconds * scale < THIN * span  # outlined in its own colour, so that it shows at all
         ax.broken_barh([(i.start_s * scale, i.seconds * scale)], (y - 0.4, 0.8), facecolors=colors[i.kind],
-                       edgecolor="white", linewidth=0.5)
+                       edgecolor=colors[i.kind] if thin else "white", linewidth=1.0 if thin else 0.5)
         if i.label:
             ax.text((i.start_s + i.seconds / 2) * scale, y, i.label, ha="center", va="center", fontsize=7)
+    for y, row in enumerate(rows):  # a bar with a label of its own (a micro-batch's number) keeps that one
+        _label_thin(ax, y, [(i.start_s * scale, i.seconds * scale, i.kind) for i in intervals
+                            if i.row == row and not i.label], span, unit)
+    ax.set_xlim(low - 0.01 * span, high + 0.01 * span)  # from the data: no bar runs off the axis
     ax.set_yticks(range(len(rows)), rows)
     ax.invert_yaxis()
     ax.set_xlabel(xlabel or f"time ({unit})")
@@ -67,10 +100,17 @@ def stacked_bars(seconds: dict, ax=None, *, title: str = "", unit: str = "ms"):
     colors = kind_colors(kinds)
     ax = ax or plt.subplots(figsize=(8, 0.6 + 0.5 * len(rows)))[1]
     left = [0.0] * len(rows)
+    drawn: list[list[tuple[float, float, str]]] = [[] for _ in rows]
     for kind in kinds:
         widths = [seconds[r].get(kind, 0.0) * scale for r in rows]
         ax.barh(range(len(rows)), widths, left=left, color=colors[kind], label=kind)
+        for y, (start, width) in enumerate(zip(left, widths)):
+            drawn[y].append((start, width, kind))
         left = [a + b for a, b in zip(left, widths)]
+    span = max(left, default=0.0) or 1.0
+    for y, bars in enumerate(drawn):
+        _label_thin(ax, y, bars, span, unit)
+    ax.set_xlim(0, span * 1.02)  # from the data: no bar runs off the axis
     ax.set_yticks(range(len(rows)), rows)
     ax.invert_yaxis()
     ax.set_xlabel(f"time ({unit})")
