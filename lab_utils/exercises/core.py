@@ -299,7 +299,9 @@ def _checked(answer, seed: int) -> CheckResult:
             from ..launch import short_error
 
             return CheckResult(name, False, f"your {name} did not finish: {short_error(exc, 400)}. Hint: {exercise.hint}")
-        if isinstance(exc, CannotRunHere):  # the place the check ran, not the learner's function
+        from ..launch.errors import StartedWhileImporting
+
+        if isinstance(exc, (CannotRunHere, StartedWhileImporting)):  # the place the check ran, not the function
             return CheckResult(name, False, f"the check could not run {name} here (not a mistake in it): {exc}")
         return CheckResult(name, False, f"your {name} raised {last_line(exc)}. Hint: {exercise.hint}")
     try:

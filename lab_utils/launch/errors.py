@@ -26,6 +26,24 @@ def short_error(error, limit: int = 200, sentences: int | None = None) -> str:
     return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
 
 
+class StartedWhileImporting(RuntimeError):
+    """A launch from a process that is itself still starting: a rank importing the script that launched it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the ranks could not start: this process is itself a rank that is importing your script (each rank "
+            "imports the script that launched it, to find your function), and the script's top level launched ranks "
+            "again (a check(...) or launch(...) call). Put those calls under `if __name__ == \"__main__\":` at the "
+            "end of the script, or run them in the notebook")
+
+
+def importing_main() -> bool:
+    """True in a process that multiprocessing is still starting (it imports its parent's main module meanwhile)."""
+    import multiprocessing
+
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
 class RankError(RuntimeError):
     """A rank of a launched job failed; carries the rank and its traceback text (the message sanitized)."""
 

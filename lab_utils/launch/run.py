@@ -11,7 +11,7 @@ import time
 
 from ..process_tree import descendants
 from .environment import free_port, patched_environ, rank_environment
-from .errors import RankError, describe_exit, hint_for
+from .errors import RankError, StartedWhileImporting, describe_exit, hint_for, importing_main
 from .record import ASK
 from .rank import rank_main, started_at
 from .start import context
@@ -50,6 +50,8 @@ def stop(processes) -> None:
 
 def run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout, extra_env, method):
     """Start the ranks, collect results or the first failure, and always stop every rank."""
+    if importing_main():  # multiprocessing would refuse with a long RuntimeError that names none of this
+        raise StartedWhileImporting()
     ctx = context(method)
     results = ctx.Queue()
     started = ctx.Array("b", world_size, lock=False)
