@@ -110,14 +110,25 @@ def throughput_median_low(batch_size, step_times, warmup):
     return batch_size / statistics.median_low(step_times[warmup:])
 
 
-for _fn in (throughput_one_step_too_many, throughput_last_steps_dropped, throughput_median_low):
+def throughput_median_seconds(batch_size, step_times, warmup):
+    return statistics.median(step_times[warmup:])  # a learner's: the time, not the rate
+
+
+def throughput_times_batch(batch_size, step_times, warmup):
+    return batch_size * statistics.median(step_times[warmup:])
+
+
+for _fn in (throughput_one_step_too_many, throughput_last_steps_dropped, throughput_median_low,
+            throughput_median_seconds, throughput_times_batch):
     _fn.__name__ = _fn.__qualname__ = "throughput"
 
 
 @pytest.mark.parametrize("wrong, named", [(throughput_one_step_too_many, "one step too many dropped"),
                                           (throughput_last_steps_dropped, "the last `warmup` steps dropped"),
-                                          (throughput_median_low, "statistics.median_low")],
-                         ids=["warmup+1", "last-dropped", "median_low"])
+                                          (throughput_median_low, "statistics.median_low"),
+                                          (throughput_median_seconds, "the median step time in seconds, not a rate"),
+                                          (throughput_times_batch, "the batch size times the median step time")],
+                         ids=["warmup+1", "last-dropped", "median_low", "seconds", "times-batch"])
 def test_each_throughput_slip_is_named(wrong, named):
     result = check(wrong)
     assert not result.passed and named in result.message, result.message

@@ -149,7 +149,11 @@ def _throughput_judge(got, expected, cases):
                  "statistics.median_low: of an even number of steps the median is the mean of the two middle ones, "
                  "statistics.median": b / statistics.median_low(t[w:]),
                  "the median of the per-step rates; the rate is the batch over the median step time (the two differ "
-                 "for an even number of steps)": statistics.median(b / x for x in t[w:])}
+                 "for an even number of steps)": statistics.median(b / x for x in t[w:]),
+                 "the median step time in seconds, not a rate: divide the batch size by it":
+                     statistics.median(t[w:]),
+                 "the batch size times the median step time: divide the batch size by it instead":
+                     b * statistics.median(t[w:])}
         for what, value in known.items():
             if abs(g - value) <= 1e-6 * abs(value):
                 return 0.0, f"that is {what}"
