@@ -76,3 +76,35 @@ def test_set_epoch_inside_the_batch_loop_is_told_it_came_too_late():
 def test_a_repeated_set_epoch_after_the_right_one_passes():
     assert check(run_epochs_set_at_the_start_and_again_inside).passed
     assert grade(run_epochs_set_at_the_start_and_again_inside)[0] == 1.0
+
+
+@named("average_gradients")
+def average_the_weights(model, world_size):
+    for p in model.parameters():
+        dist.all_reduce(p.data)  # the weights, equal on every rank already: p.grad stays local
+        p.data /= world_size
+
+
+@named("average_gradients")
+def average_a_copy(model, world_size):
+    for p in model.parameters():
+        g = p.grad.clone()
+        dist.all_reduce(g)
+        g /= world_size  # never written back to p.grad
+
+
+@named("average_gradients")
+def divide_only(model, world_size):
+    for p in model.parameters():
+        p.grad /= world_size
+
+
+@pytest.mark.slow  # each check launches two real ranks
+@pytest.mark.parametrize("wrong, named_as", [(average_the_weights, "p.grad was never all-reduced"),
+                                             (average_a_copy, "p.grad was never all-reduced"),
+                                             (divide_only, "divided its own gradient by world_size (2) but never")],
+                         ids=["weights", "copy", "divide-only"])
+def test_gradients_never_all_reduced_are_named(wrong, named_as):
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    assert result.details["fraction"] == 0.0

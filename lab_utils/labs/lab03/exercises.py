@@ -65,11 +65,31 @@ def _average_expected(case, world_size: int = 2):
     return _flat(model)
 
 
+def _local_step(case, world_size: int, rank: int, scale: float) -> list[float]:
+    """The weights after one SGD step on rank's own share, its gradient times `scale` and never all-reduced."""
+    import torch
+    import torch.nn.functional as F
+
+    model, x, y = _average_problem(case, world_size)
+    mine = slice(rank * case["per_rank"], (rank + 1) * case["per_rank"])
+    (F.cross_entropy(model(x[mine]), y[mine]) * scale).backward()
+    torch.optim.SGD(model.parameters(), lr=case["lr"]).step()
+    return _flat(model)
+
+
 def _average_judge(got, expected, case):
     import numpy as np
 
     before, ranks = np.array(got["before"]), [np.array(r) for r in got["ranks"]]
     if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
+        n = len(ranks)
+        if all(max_abs_diff(r, _local_step(case, n, i, 1.0)) <= 1e-5 for i, r in enumerate(ranks)):
+            return 0.0, ("each rank stepped on its own gradient, as it was: p.grad was never all-reduced (an "
+                         "all-reduce of p.data averages the weights, which every rank already shares before the "
+                         "step; one of a copy of p.grad leaves p.grad as it was): all_reduce p.grad itself")
+        if all(max_abs_diff(r, _local_step(case, n, i, 1.0 / n)) <= 1e-5 for i, r in enumerate(ranks)):
+            return 0.0, (f"each rank divided its own gradient by world_size ({n}) but never all-reduced it: "
+                         "all_reduce p.grad first (a sum over the ranks), then divide")
         return 0.0, ("the ranks ended with different weights: every rank must all_reduce every gradient, in place on "
                      "p.grad (an all-reduce of a copy leaves p.grad as it was)")
     if max_abs_diff(ranks[0], expected) <= 1e-5:
