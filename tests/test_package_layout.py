@@ -434,3 +434,12 @@ def test_no_student_notebook_imports_instructor_code():
     for path in sorted((labs.ROOT / "notebooks").glob("*.ipynb")):
         code = "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
         assert "lab_utils.instructor" not in code and "from lab_utils import instructor" not in code, path.name
+
+
+def test_test_modules_have_unique_basenames():
+    """pytest imports each test file by its basename (the folders have no __init__.py): two files of one name make
+    collection fail with 'import file mismatch', as tests/lab03 and tests/lab05 once did."""
+    import collections
+
+    names = collections.Counter(p.name for p in Path(__file__).parent.rglob("test_*.py"))
+    assert [name for name, n in names.items() if n > 1] == []
