@@ -229,11 +229,33 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
     return None
 
 
-def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str:
+def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks",
+              ratio: float | None = None) -> str:
     """A summary's measured figure as a result, or, where unreadable() rules it out, 'not measurable here: <why>'
-    with no figure: a ratio printed beside the reason would seem to refute it (the rates stay in the results CSV)."""
+    with no figure: a ratio printed beside the reason would seem to refute it (the rates stay in the results CSV).
+    `ratio`: the N workers' measured rate over one's; beyond what the load's free cores allow, the refusal says the
+    load was not steady over its window (the rates printed elsewhere would otherwise contradict the reason)."""
     why = unreadable(workers, load, what)
-    return text if why is None else f"{NOT_MEASURABLE}: {why} ({UNREAD})"
+    if why is None:
+        return text
+    return f"{NOT_MEASURABLE}: {why} ({UNREAD}){unsteady_load(ratio, workers, load, what)}"
+
+
+def unsteady_load(ratio: float | None, workers: int | None, load: "conditions.Load | None",
+                  what: str = "ranks") -> str:
+    """'; ...' when `workers` ran `ratio` x one worker's rate, beyond (by MIN_EFFECT) the most the cores that `load`
+    left free allow (min(N, free) / min(1, free)): the others' share is a mean over the window, not steady; else ''."""
+    if ratio is None or not workers or workers < 2 or load is None:
+        return ""
+    free = load.cores - load.others - load.steal
+    if free <= 0:
+        return ""
+    bound = min(workers, free) / min(1.0, free)
+    if ratio <= bound * (1 + MIN_EFFECT):
+        return ""
+    return (f"; the rates measured give {workers} {what} more than the {free:.1f} free core(s) allow: the other "
+            "programs' share is a mean over the whole measuring window and was not steady, so neither the rates nor "
+            "that share describe these runs alone")
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:
