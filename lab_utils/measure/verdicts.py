@@ -241,6 +241,17 @@ def as_result(text: str, workers: int | None = None, load: "conditions.Load | No
     return f"{NOT_MEASURABLE}: {why} ({UNREAD}){unsteady_load(ratio, workers, load, what)}"
 
 
+def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -> str:
+    """as_result for a figure from paired rounds (`ratios`, one per round): read on a busy machine too when every
+    round favours one side by more than BEYOND_LOAD (the rule verdicts apply), and then it says so."""
+    load = load if load is not None else run_conditions()
+    if unreadable(None, load) is None or not beyond_load(ratios):
+        return as_result(text, load=load)
+    ratios = [float(r) for r in ratios]
+    return (f"{text}, read although the machine was busy: every one of {len(ratios)} rounds favours one side by more "
+            f"than {BEYOND_LOAD:g}x ({min(ratios):.2f}-{max(ratios):.2f}x), which a busy machine does not explain")
+
+
 def unsteady_load(ratio: float | None, workers: int | None, load: "conditions.Load | None",
                   what: str = "ranks") -> str:
     """'; ...' when `workers` ran `ratio` x one worker's rate, beyond (by MIN_EFFECT) the most the cores that `load`
