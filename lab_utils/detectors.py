@@ -406,6 +406,14 @@ def marked(flagged_row) -> str:
     return " *" if impossible(flagged_row) else ""
 
 
+WIDE_SPREAD = 10.0  # a spread above 1000 %: one repeat over 10x the median; printed as a bound, not a number
+
+
+def spread_text(spread: float) -> str:
+    """A spread as tables print it: '25%', or '>1000%' above WIDE_SPREAD (the noise line says why)."""
+    return f">{WIDE_SPREAD:.0%}" if spread > WIDE_SPREAD else f"{spread:.0%}"
+
+
 def noise_line(spreads, what: str = "medians") -> str:
     """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none."""
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
@@ -414,8 +422,9 @@ def noise_line(spreads, what: str = "medians") -> str:
         return ""
     # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too
     return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
-                f"over their repeats (the widest {max(counted) * 100:.0f} %: a few slow repeats, which a median "
-                "ignores): read the medians only")
+                f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
+                "ignores" + (f"; above {WIDE_SPREAD:.0%}, one repeat took over {WIDE_SPREAD:g}x its median"
+                             if max(counted) > WIDE_SPREAD else "") + "): read the medians only")
 
 
 def count(text: str) -> int:
