@@ -264,11 +264,13 @@ def shorter_than_its_ops(makespan_s: float, needed_s: float, *, what: str, cause
     return [Flag(Kind.LESS_TIME, text + "a stage waited for a core after sending, or the clocks disagree" + end)]
 
 
-def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[Flag]:
-    """A server that answered less than `keep_up` of the load offered: requests pile up, latency is the queue's."""
+def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9, rate: str = "offered") -> list[Flag]:
+    """A server that answered less than `keep_up` of the load offered: requests pile up, latency is the queue's.
+    `rate`: what `offered_rps` is (the rate asked for, or the one that arrived)."""
     if offered_rps <= 0 or answered_rps >= keep_up * offered_rps:
         return []
-    return [Flag(Kind.SATURATED, f"answered {answered_rps:,.0f} of {offered_rps:,.0f} {SATURATED}, the queue grows and "
+    return [Flag(Kind.SATURATED, f"answered {answered_rps:,.0f} of {offered_rps:,.0f} "
+            f"{SATURATED.replace('offered', rate)}, the queue grows and "
             "its latency is waiting, not serving")]
 
 
