@@ -467,3 +467,13 @@ def test_a_paired_figure_is_read_on_a_busy_machine_only_when_every_round_is_beyo
     assert refused.startswith(measure.NOT_MEASURABLE) and "1.60" not in refused
     quiet = conditions.Load(60.0, 2, own=1.9, others=0.05, steal=0.0)
     assert measure.as_paired_result("1.60x", [2.4, 1.2], load=quiet) == "1.60x"
+
+
+def test_a_busy_machine_refusal_points_to_the_one_statement_of_the_rule():
+    # learner s6B: the threshold for "too busy to read" had to be inferred by comparing labs
+    from pathlib import Path
+
+    said = measure.unreadable(None, BUSY)
+    assert said and verdicts.RULE in said
+    heading = verdicts.RULE.split("'")[1]
+    assert f"**{heading}.**" in (Path(__file__).resolve().parents[1] / "README.md").read_text()

@@ -16,6 +16,7 @@ HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
 NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
 UNREAD = "measured and recorded, but its ratio is not read as a result"  # no ratio beside a reason that rules it out
 CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
+RULE = "the rule: README, 'When a timing is read on a busy machine'"  # where every busy-machine refusal points
 UNREADABLE_SHARE = 0.5  # other programs (and steal) took more than this share of the cores: no timing reads as a result
 MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
 MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the range is their min..max at 93.75 %)
@@ -225,7 +226,7 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
             return why
     if load is not None and load.others + load.steal > UNREADABLE_SHARE * load.cores:
         return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it was measured, so "
-                "its times are theirs as much as this comparison's: rerun with nothing else running")
+                f"its times are theirs as much as this comparison's: rerun with nothing else running ({RULE})")
     return None
 
 
