@@ -425,7 +425,7 @@ def noise_line(spreads, what: str = "medians") -> str:
     # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too
     return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
                 f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
-                "ignores" + (f"; above {WIDE_SPREAD:.0%}, one repeat took over {WIDE_SPREAD:g}x its median"
+                "ignores" + (f"; above {WIDE_SPREAD * 100:.0f} %, one repeat took over {WIDE_SPREAD:g}x its median"
                              if max(counted) > WIDE_SPREAD else "") + "): read the medians only")
 
 
