@@ -264,11 +264,13 @@ def shorter_than_its_ops(makespan_s: float, needed_s: float, *, what: str, cause
     return [Flag(Kind.LESS_TIME, text + "a stage waited for a core after sending, or the clocks disagree" + end)]
 
 
-def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9) -> list[Flag]:
-    """A server that answered less than `keep_up` of the load offered: requests pile up, latency is the queue's."""
+def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9, rate: str = "offered") -> list[Flag]:
+    """A server that answered less than `keep_up` of the load offered: requests pile up, latency is the queue's.
+    `rate`: what `offered_rps` is (the rate asked for, or the one that arrived)."""
     if offered_rps <= 0 or answered_rps >= keep_up * offered_rps:
         return []
-    return [Flag(Kind.SATURATED, f"answered {answered_rps:,.0f} of {offered_rps:,.0f} {SATURATED}, the queue grows and "
+    return [Flag(Kind.SATURATED, f"answered {answered_rps:,.0f} of {offered_rps:,.0f} "
+            f"{SATURATED.replace('offered', rate)}, the queue grows and "
             "its latency is waiting, not serving")]
 
 
@@ -407,6 +409,14 @@ def marked(flagged_row) -> str:
     return " *" if impossible(flagged_row) else ""
 
 
+WIDE_SPREAD = 10.0  # a spread above 1000 %: one repeat over 10x the median; printed as a bound, not a number
+
+
+def spread_text(spread: float) -> str:
+    """A spread as tables print it: '25%', or '>1000%' above WIDE_SPREAD (the noise line says why)."""
+    return f">{WIDE_SPREAD:.0%}" if spread > WIDE_SPREAD else f"{spread:.0%}"
+
+
 def noise_line(spreads, what: str = "medians") -> str:
     """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none."""
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
@@ -415,8 +425,9 @@ def noise_line(spreads, what: str = "medians") -> str:
         return ""
     # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too
     return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
-                f"over their repeats (the widest {max(counted) * 100:.0f} %: a few slow repeats, which a median "
-                "ignores): read the medians only")
+                f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
+                "ignores" + (f"; above {WIDE_SPREAD * 100:.0f} %, one repeat took over {WIDE_SPREAD:g}x its median"
+                             if max(counted) > WIDE_SPREAD else "") + "): read the medians only")
 
 
 def count(text: str) -> int:

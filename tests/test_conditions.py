@@ -163,6 +163,17 @@ def test_speedup_visible_says_why_n_workers_cannot_beat_one_here():
     assert "0.49" not in said and "cannot beat one" not in conditions.speedup_visible(2, two, busy)
 
 
+def test_a_refused_speedup_that_beats_the_free_cores_says_the_load_was_not_steady():
+    # learner s6B, lab 05: 2 workers ran 1.55x one while the refusal said only 0.6 core was left
+    busy = Load(5.0, 2, 0.6, 1.4, 0.0)
+    said = measure.as_result("1.55x", workers=2, load=busy, what="workers", ratio=1.55)
+    assert said.startswith("not measurable here: ") and "was not steady" in said and "0.6 free core" in said
+    assert "1.55" not in said  # still no ratio beside the refusal
+    assert "not steady" not in measure.as_result("0.95x", workers=2, load=busy, what="workers", ratio=0.95)
+    assert measure.as_result("1.55x", workers=2, load=Load(5.0, 2, 1.9, 0.1, 0.0), ratio=1.55) in (
+        "1.55x", measure.as_result("1.55x", workers=2, load=Load(5.0, 2, 1.9, 0.1, 0.0)))  # read: nothing added
+
+
 def test_an_impossible_speedup_names_the_quota_or_the_busy_machine_as_its_cause(monkeypatch):
     from lab_utils import detectors
 

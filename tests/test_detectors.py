@@ -84,6 +84,10 @@ def test_noise_is_one_line_per_table():
     assert line.startswith("noise: 2 of 4 medians spread more than 25 %") and "read the medians only" in line
     assert "the widest 50 %" in line  # named: lab 13's 'spread 2262 %' beside a row read as impossible
     assert detectors.noise_line([0.1, 0.2]) == ""
+    # learner s6B, lab 06: "5841%" read as a bug; above 1000 % a spread is a bound, and the noise line says why
+    assert detectors.spread_text(58.41) == ">1000%" and detectors.spread_text(0.5) == "50%"
+    wide = detectors.noise_line([58.41, 0.1])
+    assert "the widest >1000 %" in wide and "one repeat took over 10x its median" in wide and "5841" not in wide
     assert detectors.count("a\n  [!] x\nb [!] y\n") == 2
 
 

@@ -401,6 +401,18 @@ def test_an_allreduce_fit_that_misses_its_largest_points_is_flagged():
     assert len(said) == 1 and detectors.is_impossible(said[0]) and "65536 KiB" in said[0] and detectors.NO_FIT in said[0]
 
 
+def test_a_summary_of_a_refused_allreduce_fit_prints_no_bandwidth():
+    # learner s6B, lab 06: the summary printed "B = 1.39 GB/s" from a fit its own table had refused
+    sizes = [4096, 65536, 1 << 20, 1 << 26]
+    fit = report.AllReduceFit(100e-6, 1.4e9)
+    on_line = [fit.seconds(s, 2) for s in sizes]
+    assert "B =   1.40 GB/s" in fit.summary(sizes, on_line, 2)
+    refused = fit.summary(sizes, on_line[:3] + [4 * on_line[3]], 2)
+    assert "not measurable here" in refused and "GB/s" not in refused and "us" not in refused
+    degenerate = report.fit_allreduce(sizes[:3], [6.2e-3, 5e-3, 3.7e-3], 2)  # larger messages faster
+    assert "not measurable here" in degenerate.summary(sizes[:3], [6.2e-3, 5e-3, 3.7e-3], 2)
+
+
 def test_an_allreduce_sweep_is_kept_for_the_next_lab_of_this_machine(isolated_results):
     assert report.recent_allreduce(2, "gloo") is None
     report.save_allreduce("06", [4096, 16384], [1e-4, 2e-4], [0.1, 0.2], 2, "gloo")

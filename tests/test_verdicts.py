@@ -457,3 +457,23 @@ def test_a_restated_tolerance_and_its_threshold_print_the_same_claim(ratios):
     percent = int(re.search(r"no worse by more than (\d+)%'", str(said)).group(1))
     assert said.holds_from == pytest.approx(1 / (1 + percent / 100))
     assert f"lies above {1 / (1 + percent / 100):.2f}" in str(said)
+
+
+def test_a_paired_figure_is_read_on_a_busy_machine_only_when_every_round_is_beyond_the_load():
+    # learner s6B, lab 09: "3.90x (ratio of the medians)" printed with no verdict and no word on the busy machine
+    read = measure.as_paired_result("3.90x", [4.08, 3.72], load=BUSY)
+    assert read.startswith("3.90x, read although the machine was busy") and "every one of 2 rounds" in read
+    refused = measure.as_paired_result("1.60x", [2.4, 1.2], load=BUSY)
+    assert refused.startswith(measure.NOT_MEASURABLE) and "1.60" not in refused
+    quiet = conditions.Load(60.0, 2, own=1.9, others=0.05, steal=0.0)
+    assert measure.as_paired_result("1.60x", [2.4, 1.2], load=quiet) == "1.60x"
+
+
+def test_a_busy_machine_refusal_points_to_the_one_statement_of_the_rule():
+    # learner s6B: the threshold for "too busy to read" had to be inferred by comparing labs
+    from pathlib import Path
+
+    said = measure.unreadable(None, BUSY)
+    assert said and verdicts.RULE in said
+    heading = verdicts.RULE.split("'")[1]
+    assert f"**{heading}.**" in (Path(__file__).resolve().parents[1] / "README.md").read_text()

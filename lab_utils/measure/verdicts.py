@@ -16,6 +16,7 @@ HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
 NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
 UNREAD = "measured and recorded, but its ratio is not read as a result"  # no ratio beside a reason that rules it out
 CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
+RULE = "the rule: README, 'When a timing is read on a busy machine'"  # where every busy-machine refusal points
 UNREADABLE_SHARE = 0.5  # other programs (and steal) took more than this share of the cores: no timing reads as a result
 MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
 MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the range is their min..max at 93.75 %)
@@ -225,15 +226,48 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
             return why
     if load is not None and load.others + load.steal > UNREADABLE_SHARE * load.cores:
         return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it was measured, so "
-                "its times are theirs as much as this comparison's: rerun with nothing else running")
+                f"its times are theirs as much as this comparison's: rerun with nothing else running ({RULE})")
     return None
 
 
-def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str:
+def as_result(text: str, workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks",
+              ratio: float | None = None) -> str:
     """A summary's measured figure as a result, or, where unreadable() rules it out, 'not measurable here: <why>'
-    with no figure: a ratio printed beside the reason would seem to refute it (the rates stay in the results CSV)."""
+    with no figure: a ratio printed beside the reason would seem to refute it (the rates stay in the results CSV).
+    `ratio`: the N workers' measured rate over one's; beyond what the load's free cores allow, the refusal says the
+    load was not steady over its window (the rates printed elsewhere would otherwise contradict the reason)."""
     why = unreadable(workers, load, what)
-    return text if why is None else f"{NOT_MEASURABLE}: {why} ({UNREAD})"
+    if why is None:
+        return text
+    return f"{NOT_MEASURABLE}: {why} ({UNREAD}){unsteady_load(ratio, workers, load, what)}"
+
+
+def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -> str:
+    """as_result for a figure from paired rounds (`ratios`, one per round): read on a busy machine too when every
+    round favours one side by more than BEYOND_LOAD (the rule verdicts apply), and then it says so."""
+    load = load if load is not None else run_conditions()
+    if unreadable(None, load) is None or not beyond_load(ratios):
+        return as_result(text, load=load)
+    ratios = [float(r) for r in ratios]
+    return (f"{text}, read although the machine was busy: every one of {len(ratios)} rounds favours one side by more "
+            f"than {BEYOND_LOAD:g}x ({min(ratios):.2f}-{max(ratios):.2f}x), which a busy machine does not explain")
+
+
+def unsteady_load(ratio: float | None, workers: int | None, load: "conditions.Load | None",
+                  what: str = "ranks") -> str:
+    """'; ...' when `workers` ran `ratio` x one worker's rate, beyond (by MIN_EFFECT) the most the cores that `load`
+    left free allow (min(N, free) / min(1, free)): the others' share is a mean over the window, not steady; else ''."""
+    if ratio is None or not workers or workers < 2 or load is None:
+        return ""
+    free = load.cores - load.others - load.steal
+    if free <= 0:
+        return ""
+    bound = min(workers, free) / min(1.0, free)
+    if ratio <= bound * (1 + MIN_EFFECT):
+        return ""
+    return (f"; the rates measured give {workers} {what} more than the {free:.1f} free core(s) allow: the other "
+            "programs' share is a mean over the whole measuring window and was not steady, so neither the rates nor "
+            "that share describe these runs alone")
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:

@@ -90,6 +90,13 @@ class AllReduceFit:
                      f"(N alpha B, N = {devices})")
         return text
 
+    def summary(self, sizes, seconds, devices: int) -> str:
+        """describe() for a summary line, or 'not measurable here' when the fit is degenerate or contradicts its own
+        points (the refusal of the fit's table reaches the summary that repeats it)."""
+        if self.flags or self.contradictions(sizes, seconds, devices):
+            return "alpha and B not measurable here: the fit contradicts its own points (read the medians, not the fit)"
+        return self.describe()
+
     def crossover_bytes(self, devices: int) -> float:
         """The message size at which the two terms are equal: 2 (N - 1) alpha = 2 (N - 1) / N x bytes / B."""
         return devices * self.latency_s * self.bus_bandwidth

@@ -195,6 +195,23 @@ def test_choose_checkpoints_fewest_blocks_fails_with_its_own_hint():  # learner 
     fails(learner(FEWEST_BLOCKS, "choose_checkpoints"), "the fewest blocks is not the cheapest")
 
 
+def test_choose_checkpoints_fewest_blocks_with_an_empty_list_for_none_gets_both_hints():  # learner s6B: greedy hint
+    answer = learner(FEWEST_BLOCKS.replace("    return None", "    return []"), "choose_checkpoints")
+    fails(answer, "the fewest blocks is not the cheapest")
+    fails(answer, "where no set fits, return None")
+
+
+def test_choose_checkpoints_fewest_blocks_ties_broken_by_time_fails_with_the_fewest_hint():
+    ties = FEWEST_BLOCKS.replace(
+        "        for chosen in itertools.combinations(range(len(freed)), k):\n"
+        "            if total - sum(freed[i] for i in chosen) <= budget:\n                return list(chosen)",
+        "        fits = [list(c) for c in itertools.combinations(range(len(freed)), k)\n"
+        "                if total - sum(freed[i] for i in c) <= budget]\n"
+        "        if fits:\n            return min(fits, key=lambda c: sum(extra[i] for i in c))")
+    assert ties != FEWEST_BLOCKS
+    fails(learner(ties, "choose_checkpoints"), "the fewest blocks is not the cheapest")
+
+
 def test_choose_checkpoints_everything_fails():
     fails(learner(EVERYTHING, "choose_checkpoints"), "recomputes more than needed")
 
@@ -253,6 +270,12 @@ def test_resume_order_contiguous_chunks_fail():
     chunks = ("rest = order[samples_read:]\n    size = -(-len(rest) // world_size)\n"
               "    return list(rest[rank * size:(rank + 1) * size])")
     fails(edited(RESUME, "resume_order", {RESUME_LINE: chunks}), "not in the order of a run without a stop")
+
+
+@pytest.mark.parametrize("stride", ["world_size + 1", "world_size - 1 or 1"])
+def test_resume_order_with_a_wrong_stride_is_told_the_stride(stride):  # learner s6B: got the skip hint
+    fails(edited(RESUME, "resume_order", {RESUME_LINE: f"return list(order[samples_read:][rank::{stride}])"}),
+          "the stride is world_size")
 
 
 def test_resume_order_is_registered_for_lab_07():

@@ -72,6 +72,20 @@ def test_collect_one_too_many_fails():
     assert fails(collect, "at most max_batch")
 
 
+def test_collect_that_takes_one_request_too_many_and_drops_it_fails():
+    def collect(first, requests, max_batch, max_wait_s):
+        batch = []
+        deadline = time.perf_counter() + max_wait_s
+        while len(batch) < max_batch:
+            try:
+                batch.append(requests.get(timeout=max(0.0, deadline - time.perf_counter())))
+            except queue.Empty:
+                break
+        return [first] + batch[:max_batch - 1]
+    assert fails(collect, "neither in the batch nor left in the queue")
+    assert "request(s) [" in check(collect).message
+
+
 def test_collect_without_waiting_fails():
     def collect(first, requests, max_batch, max_wait_s):
         batch = [first]

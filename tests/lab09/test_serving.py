@@ -248,3 +248,21 @@ def test_a_load_runs_time_split_says_which_side_of_the_race_a_saturated_server_l
     assert "saturated with its forward passes running 99% of the time: batches of 2.0 answer 101/s at most" in computing
     idle = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.004)] * 50)
     assert "saturated while its forward passes ran only 20% of the time: the rest went outside them" in idle
+
+
+def _summary(arrived, achieved, unanswered=0):
+    return serving.LoadSummary("s", 315.0, arrived, achieved, 100, 100 - unanswered, 0, unanswered, 1.0, 2.0, 3.0,
+                               2.0, 0.0)
+
+
+def test_the_grid_labels_a_row_by_exercise_3s_rule_on_the_medians_it_prints():
+    # learner s6B: "arrived 302/s achieved 291/s ... SATURATED" although 291 >= 0.95 x 302 (one round fell behind)
+    row = serving.LoadStats.of("max_wait=1ms", "low", [_summary(302.0, 291.0), _summary(302.0, 250.0),
+                                                       _summary(302.0, 295.0)])
+    exercise_row = {"max_wait_ms": 1, "offered_rps": row.arrived_rps, "achieved_rps": row.achieved_rps,
+                    "p50_ms": row.p50_ms, "p99_ms": row.p99_ms}
+    assert not row.saturated and choose_max_wait([exercise_row], 10.0) == 1
+    behind = serving.LoadStats.of("x", "low", [_summary(302.0, 280.0), _summary(302.0, 285.0)])
+    assert behind.saturated and choose_max_wait([{**exercise_row, "achieved_rps": behind.achieved_rps}], 10.0) is None
+    assert "arrived     302/s" in _summary(302.0, 291.0).text() and "offered     315/s" in _summary(302.0, 291.0).text()
+    assert "kept up: achieved >= 0.95 x arrived" in serving.TERMS

@@ -226,6 +226,8 @@ def _budget_cases(rng):
         {"freed": [30, 20], "extra": [1.0, 5.0], "total": 100, "budget": 70},  # block 0 brings it exactly to the budget
         # the first fitting pair ([0, 1]), greedy by bytes ([0, 2]) and the cheapest ([0, 3]) all differ
         {"freed": [40, 30, 60, 35], "extra": [4.0, 3.0, 20.0, 1.0], "total": 150, "budget": 80},
+        # one block fits but costs more than two that fit: fewest blocks, even with ties broken by time, is wrong
+        {"freed": [60, 30, 30], "extra": [10.0, 1.0, 1.0], "total": 150, "budget": 90},
     ]
     for _ in range(4):
         k = rng.randint(3, 6)
@@ -254,13 +256,20 @@ def _greedy_by_freed(c):
     return sorted(chosen)
 
 
-def _fewest_blocks(c):
-    """The first set that fits among those with the fewest blocks (the mistake: fewest blocks, not least time)."""
+def _fewest_blocks(c, *, ties_by_time=False):
+    """A set that fits among those with the fewest blocks (the mistake: fewest blocks, not least time)."""
     for k in range(len(c["freed"]) + 1):
-        for chosen in itertools.combinations(range(len(c["freed"])), k):
-            if c["total"] - sum(c["freed"][i] for i in chosen) <= c["budget"]:
-                return list(chosen)
+        fits = [list(s) for s in itertools.combinations(range(len(c["freed"])), k)
+                if c["total"] - sum(c["freed"][i] for i in s) <= c["budget"]]
+        if fits:
+            return min(fits, key=lambda s: sum(c["extra"][i] for i in s)) if ties_by_time else fits[0]
     return None
+
+
+def _like(got, reference) -> tuple[bool, bool]:
+    """(got is the reference's answers, where nothing fits given as [] instead of None; that [] appears)."""
+    same = len(got) == len(reference) and all(g == r or (r is None and g == []) for g, r in zip(got, reference))
+    return same, same and any(r is None and g == [] for g, r in zip(got, reference))
 
 
 FEWEST = ("the first set that fits with the fewest blocks is not the cheapest: a set of more blocks can recompute "
@@ -281,8 +290,12 @@ STRICT = ("a set that brings the bytes exactly to the budget fits too: the budge
 def _budget_judge(got, expected, cases):
     if got != expected and got == [_cheapest_strictly_under(c) for c in cases]:
         return 0.0, STRICT
-    if got != expected and got == [_fewest_blocks(c) for c in cases]:
-        return 0.0, FEWEST
+    for ties_by_time in (False, True):
+        reference = [_fewest_blocks(c, ties_by_time=ties_by_time) for c in cases]
+        fewest, empty_for_none = _like(got, reference)
+        if reference != expected and fewest:
+            return 0.0, FEWEST + ("; and where no set fits, return None ([] means: checkpoint nothing, which fits)"
+                                  if empty_for_none else "")
     for g, e, c in zip(got, expected, cases):
         if e is None:
             if g is not None:
@@ -359,6 +372,10 @@ def _resume_judge(got, expected, cases):
         if g == [order[r::w][done // w:] for r in range(w)]:
             return 0.0, (f"{where}: skipping samples_read // world_size of this rank's own stride is right only if "
                          "the ranks read these strides before the stop; on another number of ranks they did not")
+        strides = [k for k in range(2, 2 * w + 2) if k != w and g == [order[done:][r::k] for r in range(w)]]
+        if strides:
+            return 0.0, (f"{where}: each rank took every {strides[0]}-th sample of the rest; with world_size={w} "
+                         f"ranks the stride is world_size: rank r takes order[samples_read:][r::world_size]")
         if all(part == order[done:] for part in g):
             return 0.0, f"{where}: every rank reads the whole rest; rank r takes every world_size-th sample of it"
         if twice == never == 0:

@@ -64,7 +64,14 @@ def _collect_one(collect, case) -> dict:
         worker.join(1.0)
     if "stub" in box:
         raise box["stub"]
-    return {"ids": box.get("ids"), "error": box.get("error"), "elapsed_s": box.get("elapsed_s"), "in_time": in_time}
+    left: list[int] = []  # what collect left in the queue: a request taken and not returned is lost
+    while case["kind"] != "stream" and in_time:
+        try:
+            left.append(int(requests.get_nowait()))
+        except queue.Empty:
+            break
+    return {"ids": box.get("ids"), "error": box.get("error"), "elapsed_s": box.get("elapsed_s"), "in_time": in_time,
+            "left": left}
 
 
 def _collect_run(collect, cases):
@@ -117,6 +124,11 @@ def _collect_judge(got, expected, cases):
                 return 0.0, (f"requests arrived every {case['every_s'] * 1e3:.0f} ms and the batch grew to {len(ids)} "
                              f"in {elapsed:.2f} s with max_wait_s={wait}: the deadline moved with every request; "
                              "count max_wait_s from the start of collecting, once")
+        lost = [i for i in range(1, case.get("queued", 0) + 1) if i not in ids and i not in g["left"]]
+        if kind != "stream" and lost:
+            return 0.0, (f"{case['queued']} requests were waiting and max_batch={size}: collect returned {ids} and "
+                         f"request(s) {lost} are neither in the batch nor left in the queue, so they are never "
+                         "answered: take a request from the queue only while the batch has room for it")
         if right is not None and ids != right:
             if kind == "zero" and len(ids) < len(right):  # stopped at the (already passed) deadline
                 return 0.0, (f"with max_wait_s=0 and {case.get('queued', 0)} requests already waiting, the batch holds "
@@ -135,7 +147,7 @@ def _collect_judge(got, expected, cases):
 COLLECT = Exercise("09", "collect", _collect_cases, _collect_run, _collect_expected, _collect_judge,
                    "take requests until the batch holds max_batch or a deadline set once (start + max_wait_s) "
                    "passes; a queue.get timeout must never be negative", setup=SETUP,
-                   shape=lambda right, cases: [dict.fromkeys(("ids", "error", "elapsed_s", "in_time"), ANY)] * len(cases))
+                   shape=lambda right, cases: [dict.fromkeys(("ids", "error", "elapsed_s", "in_time", "left"), ANY)] * len(cases))
 
 
 # ---- latency percentiles from timestamps ------------------------------------------------------------------------------
