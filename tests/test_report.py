@@ -566,3 +566,14 @@ def test_the_table_takes_speedup_and_efficiency_from_the_function_it_is_given():
     text = report.table(compared, figures=halved)
     assert sorted(calls) == [(2, 1), (4, 1)]  # every row with a baseline, never a baseline against itself
     assert text.count("    0.50    25%") == 2 and "1.80" not in text
+
+
+def test_a_summary_refuses_the_bandwidth_of_a_fit_that_misses_its_own_points():
+    """Lab 10's all-reduce section said 'no bandwidth can be read from this fit', its summary printed B = 1.31 GB/s."""
+    fit = report.AllReduceFit(latency_s=117e-6, bus_bandwidth=1.31e9)
+    missed = detectors.fit_misses([0.004], [0.001], ["4 KiB"])
+    assert "1.31 GB/s" in fit.read(2, []) and fit.read(2, []) == fit.describe(2)
+    refused = fit.read(2, missed)
+    assert "GB/s" not in refused and "no alpha or B" in refused
+    slow = [detectors.Flag(detectors.Kind.CONTRADICT, "the fitted latency alone ... contradict each other")]
+    assert "1.31 GB/s" in fit.read(2, slow)  # an order of magnitude, flagged beside it, not refused

@@ -90,6 +90,14 @@ class AllReduceFit:
                      f"(N alpha B, N = {devices})")
         return text
 
+    def read(self, devices: int, flags) -> str:
+        """describe(), or, where `flags` say the fit misses its own points (Kind.NO_FIT), no figure: a summary then
+        refuses alpha and B as the section that fitted them did."""
+        if any(detectors.kind_of(f) is detectors.Kind.NO_FIT for f in flags):
+            return ("no alpha or B read from this fit: its line misses its own points (flagged where it was fitted), "
+                    "so read the measured sizes there")
+        return self.describe(devices)
+
     def crossover_bytes(self, devices: int) -> float:
         """The message size at which the two terms are equal: 2 (N - 1) alpha = 2 (N - 1) / N x bytes / B."""
         return devices * self.latency_s * self.bus_bandwidth
