@@ -175,6 +175,21 @@ def same_work_faster(verdict, limit: float = SAME_WORK_LIMIT) -> list[Flag]:
             "way was slowed (a busy machine) and no cost can be read here")]
 
 
+EXTRA_WORK_EFFECT = 0.05  # measure.MIN_EFFECT: the smallest median advantage a verdict reads as one
+
+
+def extra_work_faster(verdict, effect: float = EXTRA_WORK_EFFECT) -> list[Flag]:
+    """A cost claim whose first side does the other's work and more (a record, a check: measure.verdict's extra_work)
+    but came out faster in the median pair by more than `effect`: no saving, the pairs' noise; a note, since a cost
+    claim's ratio scatters around 1 on a busy machine and its range says whether anything can be read."""
+    if not getattr(verdict, "extra_work", False) or verdict.ratio <= 1 + effect:
+        return []
+    first = verdict.claim.split(" vs ")[0] if " vs " in verdict.claim else "the side with the extra work"
+    return [note(f"{first} ran {verdict.ratio:.2f}x faster in the median pair although it does the other side's work "
+                 "and more: extra work cannot make a step faster, so that figure is the noise between the pairs (the "
+                 "machine's load moved), not a saving")]
+
+
 def serial_fraction_outside(per_row) -> list[Flag]:
     """Rows whose own Amdahl serial fraction (1/S - 1/N) / (1 - 1/N) lies outside 0..1: above 1 the row ran slower
     than one device, below 0 faster than linear; a serial share of the work can do neither."""

@@ -295,3 +295,25 @@ def test_an_efficiency_just_above_100_percent_is_printed_above_100():
     assert "efficiency 100.5%" in str(detectors.above_device_count(2.01, 2)[0])
     assert "efficiency 150%" in str(detectors.above_device_count(3.0, 2)[0])
 
+
+
+def test_a_cost_claim_whose_costlier_side_came_out_faster_gets_a_note_not_a_saving():
+    """Lab 12 printed 'record on vs off ... 1.14x ... above 1 favours record on' and never said that the record,
+    which adds work, cannot make the step faster."""
+    faster = measure.decide([1.14, 0.84, 2.62, 1.20, 1.10, 1.30, 0.95], claim="record on vs off",
+                            expected="the record costs under 2 %", no_worse_than=0.02, lab="12", extra_work=True)
+    measure.forget()
+    [said] = detectors.extra_work_faster(faster)
+    assert detectors.kind_of(said) is detectors.Kind.NOTE and "record on ran 1.14x faster" in said
+    text = str(faster)
+    assert "not a saving" in text and "above 1 means record on was faster, below 1 that it cost time" in text
+    assert "favours record on" not in text
+    measure.forget()
+    cost = measure.decide([0.97, 0.99, 1.01, 0.98, 1.02, 0.96, 1.00], claim="record on vs off",
+                          expected="the record costs under 2 %", no_worse_than=0.02, extra_work=True)
+    assert detectors.extra_work_faster(cost) == []  # around 1, or a cost: nothing to explain
+    measure.forget()
+    plain = measure.decide([1.14, 1.2, 1.1, 1.3, 1.15], claim="DDP vs DataParallel", expected="DDP no slower",
+                           no_worse_than=0.2)
+    assert detectors.extra_work_faster(plain) == []  # two strategies: a win is theirs to have
+    measure.forget()
