@@ -423,12 +423,16 @@ def marked(flagged_row) -> str:
 
 def noise_line(spreads, what: str = "medians") -> str:
     """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none."""
+    spreads = list(spreads)  # a generator is read twice below
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
     noisy = sum(s > NOISY_SPREAD for s in counted)
     if not noisy:
         return ""
-    # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too
-    return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
+    # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too;
+    # the ones without a spread named too (lab 10: '111 rows' above '77 of 110 rows' medians' read as a lost row)
+    unspread = len(spreads) - len(counted)
+    without = f" with a spread ({unspread} recorded none)" if unspread else ""
+    return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what}{without} spread more than {NOISY_SPREAD * 100:.0f} % "
                 f"over their repeats (the widest {max(counted) * 100:.0f} %: a few slow repeats, which a median "
                 "ignores): read the medians only")
 

@@ -81,7 +81,10 @@ def test_a_claim_that_holds_in_one_run_and_reverses_in_another_is_flagged():
 
 def test_noise_is_one_line_per_table():
     line = detectors.noise_line([0.1, 0.3, 0.5, None, 0.2])
-    assert line.startswith("noise: 2 of 4 medians spread more than 25 %") and "read the medians only" in line
+    assert line.startswith("noise: 2 of 4 medians with a spread (1 recorded none) spread more than 25 %")
+    assert "read the medians only" in line
+    assert detectors.noise_line([0.1, 0.3]).startswith("noise: 1 of 2 medians spread")  # all counted: nothing to add
+    assert detectors.noise_line(s for s in (0.1, 0.3, None)).startswith("noise: 1 of 2 medians with a spread (1 ")
     assert "the widest 50 %" in line  # named: lab 13's 'spread 2262 %' beside a row read as impossible
     assert detectors.noise_line([0.1, 0.2]) == ""
     assert detectors.count("a\n  [!] x\nb [!] y\n") == 2
