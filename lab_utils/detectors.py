@@ -130,7 +130,8 @@ def more_threads_slower(speedup: float | None, threads: float | None, *, cause: 
         return []
     if cause:
         return [note(f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: they "
-                     f"waited for cores held elsewhere ({_cause(cause)}), so this figure is no speed")]
+                     f"waited for cores held elsewhere ({_cause(cause)}), so this figure measures that wait, not what "
+                     f"{threads:g} threads can do (a wait the load explains: noted, not an impossible figure)")]
     return [Flag(Kind.WAITED, f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: {WAITED} (their "
             f"coordination is far smaller than the work), so they waited for cores held elsewhere ({_cause(cause)}) "
             "and ratios built on this figure are no speeds")]

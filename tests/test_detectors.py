@@ -320,3 +320,10 @@ def test_a_cost_claim_whose_costlier_side_came_out_faster_gets_a_note_not_a_savi
                            no_worse_than=0.2)
     assert detectors.extra_work_faster(plain) == []  # two strategies: a win is theirs to have
     measure.forget()
+
+
+def test_threads_that_waited_for_a_busy_machine_read_as_a_note_not_an_impossibility():
+    """Learner s6C read lab 10's note '... so this figure is no speed' as a [!]."""
+    [said] = detectors.more_threads_slower(0.46, 2, cause="other programs used 1.2 of 2 cores")
+    assert detectors.kind_of(said) is detectors.Kind.NOTE and "no speed" not in said
+    assert "measures that wait, not what 2 threads can do" in said and "noted, not an impossible figure" in said
