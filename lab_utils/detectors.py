@@ -130,7 +130,8 @@ def more_threads_slower(speedup: float | None, threads: float | None, *, cause: 
         return []
     if cause:
         return [note(f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: they "
-                     f"waited for cores held elsewhere ({_cause(cause)}), so this figure is no speed")]
+                     f"waited for cores held elsewhere ({_cause(cause)}), so this figure measures that wait, not what "
+                     f"{threads:g} threads can do (a wait the load explains: noted, not an impossible figure)")]
     return [Flag(Kind.WAITED, f"{threads:g} threads ran the same work at {speedup:.2f}x {what}, below 1/{threads:g}: {WAITED} (their "
             f"coordination is far smaller than the work), so they waited for cores held elsewhere ({_cause(cause)}) "
             "and ratios built on this figure are no speeds")]
@@ -173,6 +174,21 @@ def same_work_faster(verdict, limit: float = SAME_WORK_LIMIT) -> list[Flag]:
     return [Flag(Kind.SAME_WORK, f"'{verdict.claim}': {verdict.ratio:.2f}x, the whole range above {limit:.2f}, {SAME_WORK}: the claim is "
             "that one way costs little, and no way of running the same work makes it that much faster, so the other "
             "way was slowed (a busy machine) and no cost can be read here")]
+
+
+EXTRA_WORK_EFFECT = 0.05  # measure.MIN_EFFECT: the smallest median advantage a verdict reads as one
+
+
+def extra_work_faster(verdict, effect: float = EXTRA_WORK_EFFECT) -> list[Flag]:
+    """A cost claim whose first side does the other's work and more (a record, a check: measure.verdict's extra_work)
+    but came out faster in the median pair by more than `effect`: no saving, the pairs' noise; a note, since a cost
+    claim's ratio scatters around 1 on a busy machine and its range says whether anything can be read."""
+    if not getattr(verdict, "extra_work", False) or verdict.ratio <= 1 + effect:
+        return []
+    first = verdict.claim.split(" vs ")[0] if " vs " in verdict.claim else "the side with the extra work"
+    return [note(f"{first} ran {verdict.ratio:.2f}x faster in the median pair although it does the other side's work "
+                 "and more: extra work cannot make a step faster, so that figure is the noise between the pairs (the "
+                 "machine's load moved), not a saving")]
 
 
 def serial_fraction_outside(per_row) -> list[Flag]:
@@ -419,12 +435,16 @@ def spread_text(spread: float) -> str:
 
 def noise_line(spreads, what: str = "medians") -> str:
     """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none."""
+    spreads = list(spreads)  # a generator is read twice below
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
     noisy = sum(s > NOISY_SPREAD for s in counted)
     if not noisy:
         return ""
-    # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too
-    return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
+    # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too;
+    # the ones without a spread named too (lab 10: '111 rows' above '77 of 110 rows' medians' read as a lost row)
+    unspread = len(spreads) - len(counted)
+    without = f" with a spread ({unspread} recorded none)" if unspread else ""
+    return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what}{without} spread more than {NOISY_SPREAD * 100:.0f} % "
                 f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
                 "ignores" + (f"; above {WIDE_SPREAD * 100:.0f} %, one repeat took over {WIDE_SPREAD:g}x its median"
                              if max(counted) > WIDE_SPREAD else "") + "): read the medians only")

@@ -81,7 +81,10 @@ def test_a_claim_that_holds_in_one_run_and_reverses_in_another_is_flagged():
 
 def test_noise_is_one_line_per_table():
     line = detectors.noise_line([0.1, 0.3, 0.5, None, 0.2])
-    assert line.startswith("noise: 2 of 4 medians spread more than 25 %") and "read the medians only" in line
+    assert line.startswith("noise: 2 of 4 medians with a spread (1 recorded none) spread more than 25 %")
+    assert "read the medians only" in line
+    assert detectors.noise_line([0.1, 0.3]).startswith("noise: 1 of 2 medians spread")  # all counted: nothing to add
+    assert detectors.noise_line(s for s in (0.1, 0.3, None)).startswith("noise: 1 of 2 medians with a spread (1 ")
     assert "the widest 50 %" in line  # named: lab 13's 'spread 2262 %' beside a row read as impossible
     assert detectors.noise_line([0.1, 0.2]) == ""
     # learner s6B, lab 06: "5841%" read as a bug; above 1000 % a spread is a bound, and the noise line says why
@@ -300,3 +303,32 @@ def test_an_efficiency_just_above_100_percent_is_printed_above_100():
     assert "efficiency 100.5%" in str(detectors.above_device_count(2.01, 2)[0])
     assert "efficiency 150%" in str(detectors.above_device_count(3.0, 2)[0])
 
+
+
+def test_a_cost_claim_whose_costlier_side_came_out_faster_gets_a_note_not_a_saving():
+    """Lab 12 printed 'record on vs off ... 1.14x ... above 1 favours record on' and never said that the record,
+    which adds work, cannot make the step faster."""
+    faster = measure.decide([1.14, 0.84, 2.62, 1.20, 1.10, 1.30, 0.95], claim="record on vs off",
+                            expected="the record costs under 2 %", no_worse_than=0.02, lab="12", extra_work=True)
+    measure.forget()
+    [said] = detectors.extra_work_faster(faster)
+    assert detectors.kind_of(said) is detectors.Kind.NOTE and "record on ran 1.14x faster" in said
+    text = str(faster)
+    assert "not a saving" in text and "above 1 means record on was faster, below 1 that it cost time" in text
+    assert "favours record on" not in text
+    measure.forget()
+    cost = measure.decide([0.97, 0.99, 1.01, 0.98, 1.02, 0.96, 1.00], claim="record on vs off",
+                          expected="the record costs under 2 %", no_worse_than=0.02, extra_work=True)
+    assert detectors.extra_work_faster(cost) == []  # around 1, or a cost: nothing to explain
+    measure.forget()
+    plain = measure.decide([1.14, 1.2, 1.1, 1.3, 1.15], claim="DDP vs DataParallel", expected="DDP no slower",
+                           no_worse_than=0.2)
+    assert detectors.extra_work_faster(plain) == []  # two strategies: a win is theirs to have
+    measure.forget()
+
+
+def test_threads_that_waited_for_a_busy_machine_read_as_a_note_not_an_impossibility():
+    """Learner s6C read lab 10's note '... so this figure is no speed' as a [!]."""
+    [said] = detectors.more_threads_slower(0.46, 2, cause="other programs used 1.2 of 2 cores")
+    assert detectors.kind_of(said) is detectors.Kind.NOTE and "no speed" not in said
+    assert "measures that wait, not what 2 threads can do" in said and "noted, not an impossible figure" in said

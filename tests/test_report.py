@@ -356,6 +356,21 @@ def test_a_workload_two_labs_recorded_meets_in_one_comparison():
     assert report.across_labs(rows[4:6]) == []
 
 
+def test_a_two_labs_table_names_its_baseline_and_why_the_full_tables_speedup_differs():
+    """Lab 10 printed DDP 1.36x in the full table and 1.16x in the two-labs table, two baselines unnamed."""
+    rows = [row("single-process", 1, 3401, lab="01", workload="speed"),
+            row("single-process", 1, 2903, lab="03", workload="speed"),
+            row("single-process", 1, 2966, lab="03", workload="speed", threads=2),
+            row("ddp", 2, 3945, lab="03", workload="speed"), row("horovod-style", 2, 3275, lab="03", workload="speed")]
+    [line] = report.baselines_named(report.across_labs(rows), report.compare(rows))
+    assert line.startswith("speedup here: against lab 01's single-process row (3401 training samples/s)")
+    assert "lab 03's own one-device row (2903" in line and "lab 03 ddp: 1.36x there, 1.16x here" in line
+    assert "1.17x apart" in line
+    alone = [row("single-process", 1, 3401, lab="01", workload="speed"), row("ddp", 2, 3945, lab="03", workload="speed")]
+    [line] = report.baselines_named(report.across_labs(alone), report.compare(alone))
+    assert "there" not in line  # lab 03 has no one-device row of its own: one figure, nothing to explain
+
+
 def test_two_labs_minutes_apart_are_flagged_only_beyond_their_noise():
     def shared(lab03_rate):
         rows = [row("single-process", 1, 100, lab="01", workload="speed"),
@@ -510,11 +525,15 @@ def test_a_flag_line_quotes_its_rows_figure_and_threads_below_1_over_n_are_flagg
     lone = report.compare([row("single", 1, 4770, lab="00"), row("single", 1, 2216, threads=2, lab="00")])
     assert "0.46x one thread" in str(lone[1].flags[0])  # no measured cause: the wait is a [!]
     two_devices = next(c for c in compared if c.row.world_size == 2)
-    assert two_devices.flags[0].startswith("DataParallel 1.16x one device at batch 256")  # the row's, not 1.18x
+    # lab 02's flag quotes lab 02's figures (1.18x, neighbours 0.75-0.76x): said to be lab 02's, beside the table's
+    assert two_devices.flags[0].startswith("lab 02's flag, on lab 02's own figures; this table reads the row at 1.16x")
+    assert "DataParallel 1.18x one device at batch 256, against 0.75-0.76x" in two_devices.flags[0]
     assert detectors.kind_of(two_devices.flags[0]) is detectors.Kind.CONTRADICT
     text = report.table(compared)
-    assert "0.20x" not in text and "1.18x" not in text and " x1 " not in text and " x2 " not in text
-    assert "[!] rows 02 dp (2 devices, batch 256) (marked *): DataParallel 1.16x" in text  # the only [!]: no cause
+    assert "0.20x" not in text and " x1 " not in text and " x2 " not in text
+    assert "[!] rows 02 dp (2 devices, batch 256) (marked *): lab 02's flag" in text  # the only [!]: no cause
+    same = report.compare([row("single", 1, 100, lab="02"), row("dp", 2, 118, lab="02", flags=(dp,))])[1]
+    assert "this table reads" not in same.flags[0]  # the lab's ratio is the table's: one figure, named once
     assert text.count("note: 2 threads ran the same work") == 2  # the waits, each under its row, with its load
 
 
@@ -559,3 +578,14 @@ def test_the_table_takes_speedup_and_efficiency_from_the_function_it_is_given():
     text = report.table(compared, figures=halved)
     assert sorted(calls) == [(2, 1), (4, 1)]  # every row with a baseline, never a baseline against itself
     assert text.count("    0.50    25%") == 2 and "1.80" not in text
+
+
+def test_a_summary_refuses_the_bandwidth_of_a_fit_that_misses_its_own_points():
+    """Lab 10's all-reduce section said 'no bandwidth can be read from this fit', its summary printed B = 1.31 GB/s."""
+    fit = report.AllReduceFit(latency_s=117e-6, bus_bandwidth=1.31e9)
+    missed = detectors.fit_misses([0.004], [0.001], ["4 KiB"])
+    assert "1.31 GB/s" in fit.read(2, []) and fit.read(2, []) == fit.describe(2)
+    refused = fit.read(2, missed)
+    assert "GB/s" not in refused and "no alpha or B" in refused
+    slow = [detectors.Flag(detectors.Kind.CONTRADICT, "the fitted latency alone ... contradict each other")]
+    assert "1.31 GB/s" in fit.read(2, slow)  # an order of magnitude, flagged beside it, not refused

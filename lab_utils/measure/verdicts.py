@@ -88,10 +88,13 @@ class Verdict:
     reason: str = ""  # CANNOT_SEE: why these conditions cannot show the claim (also the first of the notes)
     same_work: bool = False  # A and B do the same work the same way, started differently (a launcher): no big win
     workload: str = ""  # the registered workload it was measured on, or the two its sides ran (workloads.BOTH)
+    extra_work: bool = False  # A does B's work and more (a record, a check): a cost claim, A cannot be faster
 
     def __str__(self) -> str:
         first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
         direction = f"above 1 favours {first}" if self.holds_from is not None else f"above 1 means {self.expected}"
+        if self.extra_work:
+            direction = f"above 1 means {first} was faster, below 1 that it cost time"
         meaning = (f"{direction}; {self.expected}, {self.tested()}: it holds while the whole range lies above "
                    f"{self.holds_from:.2f}" if self.holds_from is not None else direction)
         notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
@@ -104,7 +107,7 @@ class Verdict:
             text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
                     f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
-                       + notes)
+                       + notes + detectors.extra_work_faster(self))
 
     def tested(self) -> str:
         """A no-worse-than claim in its own terms, before its threshold: the cost tested (restated or not)."""
@@ -134,14 +137,16 @@ class Verdict:
 
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
-           workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None) -> Verdict:
+           workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
+           extra_work: bool = False) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
     `workers` (> 1): the claim is that N ranks or threads beat one; `timed`: the ratios are speeds or times, which a
     busy machine or a CPU quota can make unreadable (CANNOT_SEE, with its reason; accuracies are not timed);
     `same_work`: A and B run the same work the same way, started differently (a launcher, a scheduler), so a
-    no-worse-than claim that A wins by far cannot be read either (detectors.same_work_faster)."""
+    no-worse-than claim that A wins by far cannot be read either (detectors.same_work_faster);
+    `extra_work`: A does B's work and more (a record, a check), so A faster is noise (detectors.extra_work_faster)."""
     named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
@@ -184,7 +189,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = REVERSED
     load = run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
-                      same_work=same_work, workload=named)
+                      same_work=same_work, workload=named, extra_work=extra_work)
     reason = unreadable(workers, load) if timed and len(ratios) >= MIN_PAIRS else None  # fewer decide nothing anyway
     if reason is not None and unreadable(workers, None if load is None else _quiet(load)) is None \
             and beyond_load(ratios):  # only the others' CPU ruled it out, and every pair shows a large factor
@@ -285,11 +290,11 @@ def condition_notes(load: "conditions.Load | None") -> list[str]:
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
-            same_work: bool = False, workload=None) -> Verdict:
+            same_work: bool = False, workload=None, extra_work: bool = False) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
-                  timed=timed, same_work=same_work, workload=workload)
+                  timed=timed, same_work=same_work, workload=workload, extra_work=extra_work)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:

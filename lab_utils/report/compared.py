@@ -78,9 +78,8 @@ class Compared:
 
     @property
     def flags(self) -> list[str]:
-        """This row's detector flags, each once: those its lab recorded, then its speedup's, recomputed here. A
-        recorded flag that quotes the row's ratio quotes the table's (one figure per row): threads that waited are
-        decided again on it, a contradiction names it in place of the lab's own."""
+        """This row's detector flags, each once: those its lab recorded, then its speedup's, recomputed here. Threads
+        that waited are decided again on the table's figure; a recorded contradiction says it is its lab's (_as_row)."""
         recomputed = detectors.impossible(self._speedup_flags())
         own = [self._as_row(f) for f in detectors.impossible(self.row.flags)
                if not (self._thread_row and detectors.kind_of(f) is detectors.Kind.WAITED)]
@@ -93,12 +92,17 @@ class Compared:
                     and (self.row.threads or 1) > (self.baseline.threads or 1))
 
     def _as_row(self, flag: str) -> str:
-        """A recorded contradiction with its first ratio replaced by this table's speedup for the row (the lab
-        quoted its paired figure, which differs from the ratio of the two rows' rates)."""
+        """A recorded contradiction, said to be its lab's: it quotes that lab's figures (its paired ratios, against
+        neighbours of its own), which this table does not print; where its ratio for the row differs from this
+        table's, the flag names both."""
         if detectors.kind_of(flag) is not detectors.Kind.CONTRADICT or self.speedup is None or self.is_baseline \
                 or self.not_measurable:
             return flag
-        return detectors.Flag(detectors.Kind.CONTRADICT, RATIO.sub(f"{self.speedup:.2f}x", str(flag), count=1))
+        quoted = RATIO.search(str(flag))
+        ours = "" if quoted and quoted.group() == f"{self.speedup:.2f}x" else \
+            f"; this table reads the row at {self.speedup:.2f}x, a ratio of two medians"
+        return detectors.Flag(detectors.Kind.CONTRADICT, f"lab {self.row.lab}'s flag, on lab {self.row.lab}'s own "
+                              f"figures{ours}: {flag}")
 
     def _load(self) -> str | None:
         """What the row's own busy note says others used while it was measured (its words), or None."""
@@ -194,6 +198,34 @@ def across_labs(rows: list[Result]) -> list[Compared]:
         base = next((r for r in group if r.world_size == 1 and (r.threads or 1) == 1), None)
         shared += [Compared(r, base, "" if base else "no one-device row for this workload") for r in group]
     return shared
+
+
+def baselines_named(shared: list[Compared], compared: list[Compared]) -> list[str]:
+    """Under an across_labs table: which row its speedups are against, and, for a lab whose rows the main table
+    (`compared`) reads against that lab's own one-device row, that the main table's figure is their comparison's
+    and why the two differ (two baselines, measured minutes apart). One line per baseline."""
+    own = {id(c.row): c.baseline for c in compared}
+    lines = []
+    for base in {id(c.baseline): c.baseline for c in shared if c.baseline is not None}.values():
+        text = (f"speedup here: against lab {base.lab}'s {base.strategy} {base.variant}".rstrip() +
+                f" row ({rate_text(base.samples_per_s)} {base.rate or 'samples/s'})")
+        for lab in sorted({c.row.lab for c in shared if c.baseline is base and c.row.lab != base.lab}):
+            rows = [c for c in shared if c.baseline is base and c.row.lab == lab and not c.is_baseline
+                    and own.get(id(c.row)) not in (None, base)]
+            if not rows:
+                continue
+            example = max(rows, key=lambda c: (c.row.world_size, c.row.resources))  # the most ranks: what the section is about
+            theirs = own[id(example.row)]
+            assert theirs is not None  # rows keeps only those with a baseline of their own
+            there = example.row.samples_per_s / theirs.samples_per_s
+            text += (f"; the table of every lab's results reads lab {lab}'s rows against lab {lab}'s own one-device row "
+                     f"({rate_text(theirs.samples_per_s)}, measured beside them), and that is their comparison's "
+                     f"figure (lab {lab} {example.row.strategy}: {there:.2f}x there, {example.speedup:.2f}x here): "
+                     f"the two baselines, one configuration measured minutes apart, lie "
+                     f"{max(base.samples_per_s, theirs.samples_per_s) / min(base.samples_per_s, theirs.samples_per_s):.2f}x "
+                     "apart")
+        lines.append(text)
+    return lines
 
 
 def host_name(row: Result, this_host: str | None = None) -> str:

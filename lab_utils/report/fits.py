@@ -91,11 +91,16 @@ class AllReduceFit:
         return text
 
     def summary(self, sizes, seconds, devices: int) -> str:
-        """describe() for a summary line, or 'not measurable here' when the fit is degenerate or contradicts its own
-        points (the refusal of the fit's table reaches the summary that repeats it)."""
-        if self.flags or self.contradictions(sizes, seconds, devices):
-            return "alpha and B not measurable here: the fit contradicts its own points (read the medians, not the fit)"
-        return self.describe()
+        """read() on the points it was fitted to: the refusal of the fit's table reaches the summary that repeats it."""
+        return self.read(devices, self.contradictions(sizes, seconds, devices))
+
+    def read(self, devices: int, flags) -> str:
+        """describe(), or, where `flags` say the fit misses its own points (Kind.NO_FIT), no figure: a summary then
+        refuses alpha and B as the section that fitted them did."""
+        if any(detectors.kind_of(f) is detectors.Kind.NO_FIT for f in flags):
+            return ("no alpha or B: not measurable here, this fit's line misses its own points (flagged where it was "
+                    "fitted): read the measured sizes there")
+        return self.describe(devices)
 
     def crossover_bytes(self, devices: int) -> float:
         """The message size at which the two terms are equal: 2 (N - 1) alpha = 2 (N - 1) / N x bytes / B."""

@@ -170,6 +170,8 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert fails(resume_edit({"if step % every == 0:": "if True:"}), "last checkpoint")
     assert fails(resume_edit({'path + ".tmp")\n            os.replace(path + ".tmp", path)': "path)"}), "os.replace")
     assert fails(resume_edit({'"ran": ran}': '"ran": step}'}), "instead of the steps this call ran")
+    # learner s6C: stops right but returns ran = steps; the message must not only talk about stopping
+    assert fails(resume_edit({'"ran": ran}': '"ran": steps}'}), "or `ran` is the total (steps) instead of the steps")
 
 
 def test_train_resumable_taking_the_steps_done_as_the_batch_index_is_told_the_index_counts_from_0():
@@ -228,6 +230,11 @@ def test_read_scheduler_wrong_answers_fail_with_their_hint():
                 verdicts[job_id] = PENDING.get(reason, "wait") if state == "PENDING" else ENDED.get(state, "read the log")
         return verdicts
     assert fails(read_scheduler, "first word")
+
+    def read_scheduler(text):  # learner s6C: the whole State, and a job whose State is not known left out
+        return {k: v for k, v in globals()["read_scheduler"](text).items()
+                if not any(line.startswith(f"{k}|") and "|CANCELLED by 0|" in line for line in text.splitlines())}
+    assert fails(read_scheduler, "is missing, whose State reads 'CANCELLED by 0': the state is its first word")
 
     def read_scheduler(text):  # every FAILED job 'read the log' (learner B: lab 11's own memory kill reads FAILED 0:9)
         return {k: ("read the log" if v == "more memory" and f"{k}|" in text and f"|FAILED|0:9|" in

@@ -137,6 +137,8 @@ def test_finding_the_parameter_without_gradient():
     assert score == 0.0 and "set_to_none=False" in message and "never None" in message, message
     assert grade(unused_right)[0] == 1.0
     assert grade(unused_with_frozen)[0] == 0.0 and "frozen" in grade(unused_with_frozen)[1]
+    # learner s6C: the check draws models of its own; a name that is not cell 34's must say whose it is
+    assert grade(unused_with_frozen)[1].startswith("in the check's model, ")
     assert grade(unused_with_zero)[0] == 0.0 and "zero, but it exists" in grade(unused_with_zero)[1]
     assert grade(unused_before_backward) == (0.0, "nothing listed: run forward and backward first, then look for "
                                                   "p.grad is None")

@@ -390,3 +390,12 @@ def test_a_later_cell_can_ask_quietly_whether_exercise_1_passes(capsys):
     def halo_rows(kernel, padding, stride):  # noqa: F811
         return padding, max(0, kernel - padding - stride)
     assert passes(halo_rows) and capsys.readouterr().out == ""
+
+
+def test_halo_bytes_with_twice_the_padding_points_at_exercise_1_without_giving_its_formula():
+    """Learner s6C: rows = 2 * padding got exercise 1's answer word for word ('k - padding - stride below')."""
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = 2 * padding
+        return 2 * (world_size - 1) * rows * width * channels * batch * itemsize
+    result = assert_wrong(halo_bytes_per_step, "halo_rows (exercise 1)")
+    assert "k - padding - stride" not in result.message and "max(0" not in result.message, result.message

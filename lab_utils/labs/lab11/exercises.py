@@ -376,7 +376,13 @@ def _resume_judge(got, expected, cases):
             return 0.0, ("a run without a fault does not train like the reference: one resume_step per step, the "
                          "step of index s (0, 1, ...) on resume_batch(s), from resume_problem()")
         if g["first_ran"] != case["stop_at"]:
-            return 0.0, f"with stop_at={case['stop_at']} the first job must stop after that step, it ran {g['first_ran']}"
+            said = f"with stop_at={case['stop_at']} the first job must stop after that step and return ran = " \
+                f"{case['stop_at']}; it returned ran = {g['first_ran']}"
+            if g["first_ran"] == case["steps"]:
+                return 0.0, (f"{said}, all the steps: either it did not stop once stop_at steps were done, or `ran` "
+                             "is the total (steps) instead of the steps this call ran")
+            return 0.0, (f"{said}: either it stopped elsewhere (stop once stop_at steps are done, after the step of "
+                         "index stop_at - 1), or `ran` counts something else than the steps this call ran")
         last_checkpoint = case["stop_at"] // case["every"] * case["every"]
         if g["resumed_ran"] == case["steps"]:
             return 0.0, (f"the resumed job says it ran all {case['steps']} steps: either it ran every step again from "
@@ -478,7 +484,14 @@ def _scheduler_judge(got, expected, cases):
             extra = sorted(set(g) - set(e))
             if any("." in k for k in extra):
                 return 0.0, f"{extra[0]} is a step of a job (JobID.step), not a job: answer for the jobs' own lines only"
-            return 0.0, f"answer once for every job in the text (its JobID): expected {sorted(e)}, got {sorted(g)}"
+            missing = sorted(set(e) - set(g))
+            states = {line.split("|")[0]: line.split("|")[2] for line in text.splitlines()[1:]}
+            why = next((f"; job {j} is missing, whose State reads {states[j]!r}: the state is its first word "
+                        f"({states[j].split()[0]}), the words after it say who did it" for j in missing
+                        if len(states.get(j, "").split()) > 1),
+                       "; missing: " + ", ".join(f"{j} ({states.get(j, '?')})" for j in missing) if missing else "")
+            return 0.0, (f"answer once for every job in the text (its JobID): expected {sorted(e)}, got {sorted(g)}"
+                         + why)
         states = {line.split("|")[0]: line.split("|")[2] for line in text.splitlines()[1:]}
         last = _last_line_reading(text)
         for job_id, want in e.items():

@@ -202,17 +202,17 @@ def _unused_judge(got, expected, cases):
             return 0.0, "return the parameters' names (str, as named_parameters gives them), not the tensors"
         used = [layer for layer in LAYERS if layer not in (case["unused"], case["frozen"], case["zeroed"])]
         if any(n.split(".")[0] in used for n in g):
-            return 0.0, (f"{used[0]} gets a gradient, yet you listed it: p.grad is None before any backward; run one "
+            return 0.0, (f"in the check's model, {used[0]} gets a gradient, yet you listed it: p.grad is None before any backward; run one "
                          "forward and backward on x first")
         if not g and case.get("stale"):
             return 0.0, ("nothing listed, but this model came with gradients from an earlier step: they must be None "
                          "before the backward (model.zero_grad(), whose set_to_none=True is the default); "
                          "zero_grad(set_to_none=False) or no clearing leaves tensors that are never None")
         if any(n.startswith(case["frozen"] + ".") for n in g):
-            return 0.0, (f"{case['frozen']} is frozen (requires_grad=False): DDP does not wait for it; list only "
+            return 0.0, (f"in the check's model, {case['frozen']} is frozen (requires_grad=False): DDP does not wait for it; list only "
                          "parameters that require a gradient and got none")
         if any(n.startswith(case["zeroed"] + ".") for n in g):
-            return 0.0, (f"{case['zeroed']}'s gradient is zero, but it exists (p.grad is not None): DDP's reducer got "
+            return 0.0, (f"in the check's model, {case['zeroed']}'s gradient is zero, but it exists (p.grad is not None): DDP's reducer got "
                          "it; only a gradient that is None is missing")
         if not g:
             return 0.0, "nothing listed: run forward and backward first, then look for p.grad is None"

@@ -336,10 +336,13 @@ def _bytes_judge(answer, reference, cases):
             (e / b, "the halo carries those rows for every image of the batch"),
             (e / itemsize, "that counts numbers: multiply by the bytes per number (itemsize)"),
             (e / (b * itemsize), "that counts numbers, per image: multiply by the batch and the bytes per number"),
-            ((n - 1) * per_border, "2 (k // 2) rows per border holds for stride 1; the rows are padding + "
-                                   "max(0, k - padding - stride), and the step has a backward pass too"),
-            (2 * (n - 1) * per_border, "2 (k // 2) rows per border holds only for stride 1 and padding k // 2: the "
-                                       "rows needed are padding above and k - padding - stride below"),
+            # the rows per border point at halo_rows (exercise 1), not at its formula: a learner may come here first
+            ((n - 1) * per_border, "2 (k // 2) rows per border holds for stride 1 only; a border carries the rows "
+                                   "halo_rows (exercise 1) gives for this kernel, padding and stride, and the step "
+                                   "has a backward pass too"),
+            (2 * (n - 1) * per_border, "2 (k // 2) rows per border holds only for stride 1 and padding k // 2: a "
+                                       "border carries above + below rows, as halo_rows (exercise 1) gives them for "
+                                       "this kernel, padding and stride"),
             (e * 2, "twice the bytes: above + below already counts the rows each border carries both ways; the "
                     "factor 2 is the backward pass"),
             (e / n, "that is one border's share: add up every border between the ranks' slabs"),
