@@ -477,3 +477,23 @@ def test_a_busy_machine_refusal_points_to_the_one_statement_of_the_rule():
     assert said and verdicts.RULE in said
     heading = verdicts.RULE.split("'")[1]
     assert f"**{heading}.**" in (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_stability_marks_a_run_that_fell_back_to_no_cost_at_all(tmp_path):
+    """The session-6 reading: lab 08's run whose pairs scattered 32 % tested 'no cost at all' (too noisy to test a
+    cost) and the table called it 'as claimed' beside a run that tested 14 %."""
+    from lab_utils.instructor.course import stability
+
+    def run(name, ratios):
+        folder = tmp_path / name / "results"
+        measure.decide(ratios, claim="A vs B", expected="A no slower", lab="08", workload=workloads.STEP_DIGITS_TF,
+                       no_worse_than=0.10).record(folder)
+        return folder
+
+    tight = run("tight", [1.0, 0.99, 1.01, 1.0, 0.995, 1.0])
+    wild = run("wild", [1.6, 1.2, 1.9, 1.4, 2.3, 1.5])  # scatter far above MAX_RESTATED, every pair above 1: a win
+    assert "too much to test a cost" in measure.read_verdicts(wild)[-1]["notes"]
+    claim = stability.compare_runs([tight, wild])[0]
+    assert claim.tested == ("", "no cost at all") and claim.restated
+    text = stability.claims_table([claim], ["tight", "wild"])
+    assert "<=0%" in text and "no cost at all" in text and "as claimed" in text

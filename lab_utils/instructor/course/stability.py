@@ -57,9 +57,13 @@ TOLERANCE = re.compile(r"(\d+) ?%")
 
 
 def restated_as(row: dict) -> str:
-    """The weaker claim the row's run tested instead of its claim ('no worse by more than 14%'), or "" as claimed."""
-    restated = RESTATED.search(row.get("notes") or "")
-    return restated.group(1) if restated else ""
+    """The weaker claim the row's run tested instead of its claim ('no worse by more than 14%'; 'no cost at all' where
+    its pairs were too noisy to test a cost), or "" as claimed."""
+    notes = row.get("notes") or ""
+    restated = RESTATED.search(notes)
+    if restated:
+        return restated.group(1)
+    return "no cost at all" if "too much to test a cost" in notes or "cannot tell a cost below" in notes else ""
 
 
 def newest_per_claim(rows: list[dict]) -> dict:
@@ -130,7 +134,7 @@ def _cell(run: tuple, tested: str) -> str:
     """One run's verdict on a claim: its word, ratio and range, and the cost it tested if it restated the claim."""
     text = SHORT.get(run[0], run[0]) + f" {run[1]:.2f}x [{run[2]:.2f}-{run[3]:.2f}]"
     cost = TOLERANCE.search(tested)
-    return f"{text} <={cost.group(1)}%" if cost else text
+    return f"{text} <={cost.group(1)}%" if cost else f"{text} <=0%" if tested else text
 
 
 def main(argv=None) -> int:
