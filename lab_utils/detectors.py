@@ -176,12 +176,9 @@ def same_work_faster(verdict, limit: float = SAME_WORK_LIMIT) -> list[Flag]:
             "way was slowed (a busy machine) and no cost can be read here")]
 
 
-EXTRA_WORK_EFFECT = 0.05  # measure.MIN_EFFECT: the smallest median advantage a verdict reads as one
-
-
-def extra_work_faster(verdict, effect: float = EXTRA_WORK_EFFECT) -> list[Flag]:
+def extra_work_faster(verdict, effect: float) -> list[Flag]:
     """A cost claim whose first side does the other's work and more (a record, a check: measure.verdict's extra_work)
-    but came out faster in the median pair by more than `effect`: no saving, the pairs' noise; a note, since a cost
+    but came out faster in the median pair by more than `effect` (the verdicts' MIN_EFFECT): no saving, the pairs' noise; a note, since a cost
     claim's ratio scatters around 1 on a busy machine and its range says whether anything can be read."""
     if not getattr(verdict, "extra_work", False) or verdict.ratio <= 1 + effect:
         return []

@@ -311,7 +311,7 @@ def test_a_cost_claim_whose_costlier_side_came_out_faster_gets_a_note_not_a_savi
     faster = measure.decide([1.14, 0.84, 2.62, 1.20, 1.10, 1.30, 0.95], claim="record on vs off",
                             expected="the record costs under 2 %", no_worse_than=0.02, lab="12", extra_work=True)
     measure.forget()
-    [said] = detectors.extra_work_faster(faster)
+    [said] = detectors.extra_work_faster(faster, measure.MIN_EFFECT)
     assert detectors.kind_of(said) is detectors.Kind.NOTE and "record on ran 1.14x faster" in said
     text = str(faster)
     assert "not a saving" in text and "above 1 means record on was faster, below 1 that it cost time" in text
@@ -319,11 +319,11 @@ def test_a_cost_claim_whose_costlier_side_came_out_faster_gets_a_note_not_a_savi
     measure.forget()
     cost = measure.decide([0.97, 0.99, 1.01, 0.98, 1.02, 0.96, 1.00], claim="record on vs off",
                           expected="the record costs under 2 %", no_worse_than=0.02, extra_work=True)
-    assert detectors.extra_work_faster(cost) == []  # around 1, or a cost: nothing to explain
+    assert detectors.extra_work_faster(cost, measure.MIN_EFFECT) == []  # around 1, or a cost: nothing to explain
     measure.forget()
     plain = measure.decide([1.14, 1.2, 1.1, 1.3, 1.15], claim="DDP vs DataParallel", expected="DDP no slower",
                            no_worse_than=0.2)
-    assert detectors.extra_work_faster(plain) == []  # two strategies: a win is theirs to have
+    assert detectors.extra_work_faster(plain, measure.MIN_EFFECT) == []  # two strategies: a win is theirs to have
     measure.forget()
 
 

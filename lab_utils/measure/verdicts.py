@@ -107,7 +107,7 @@ class Verdict:
             text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
                     f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
-                       + notes + detectors.extra_work_faster(self))
+                       + notes + detectors.extra_work_faster(self, MIN_EFFECT))
 
     def tested(self) -> str:
         """A no-worse-than claim in its own terms, before its threshold: the cost tested (restated or not)."""

@@ -28,27 +28,27 @@ def _send_input_grad(ctx, x):
         ctx.pending.append(dist.isend(x.grad.to(ctx.wire), dst=ctx.rank - 1))
 
 
-@named
-def input_sent_instead_of_its_gradient(ctx, micro):
+def _recompute_and_backward(ctx, micro):
+    """The right recompute and backward of one micro-batch; returns its input (with its gradient)."""
     x = ctx.saved.pop(micro)
     out = ctx.stage(x)
     if ctx.last:
         (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
     else:
         out.backward(_recv_grad(ctx, out))
+    return x
+
+
+@named
+def input_sent_instead_of_its_gradient(ctx, micro):
+    x = _recompute_and_backward(ctx, micro)
     if not ctx.first:
         ctx.pending.append(dist.isend(x.detach().to(ctx.wire), dst=ctx.rank - 1))  # the input, not its gradient
 
 
 @named
 def recompute_backward_op(ctx, micro):
-    x = ctx.saved.pop(micro)
-    out = ctx.stage(x)
-    if ctx.last:
-        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
-    else:
-        out.backward(_recv_grad(ctx, out))
-    _send_input_grad(ctx, x)
+    _send_input_grad(ctx, _recompute_and_backward(ctx, micro))
 
 
 @named
