@@ -316,7 +316,7 @@ best_split_greedy_cut_before.__name__ = best_split_greedy_cut_before.__qualname_
 
 @pytest.mark.parametrize("wrong", [best_split_greedy, best_split_greedy_cut_before], ids=["cut-after", "cut-before"])
 def test_a_greedy_best_split_is_never_called_a_sum_of_squares(wrong):
-    for seed in (None, 1, 2, 3, 4, 5):
+    for seed in (None, 1, 2, 3, 46, 86):  # on draws 46 and 86 a greedy split also follows another mistake everywhere
         result = check(wrong) if seed is None else None
         fraction, message = (result.details["fraction"], result.message) if result else grade(wrong, seed)
         assert fraction == 0.0 and "does not minimise the slowest stage" in message, message

@@ -264,7 +264,8 @@ def _squares(times, split) -> float:
 
 def _split_cases(rng):
     cases = [[[5.0, 7.0, 7.0, 4.0, 0.1, 0.8, 0.1], 2], [[10.0, 1.0, 1.0, 1.0], 2],
-             [[6.0, 2.0, 8.0, 1.0], 3]]  # balanced by squares: 6 | 2 | 9 (slowest 9); by the slowest stage: 8 | 8 | 1
+             [[6.0, 2.0, 8.0, 1.0], 3],  # balanced by squares: 6 | 2 | 9 (slowest 9); by the slowest stage: 8 | 8 | 1
+             [[5.0, 4.0, 2.0, 7.0, 1.0, 9.0, 8.0], 3]]  # each known mistake and greedy search splits it differently
     return cases + [[[round(rng.uniform(0.1, 9), 2) for _ in range(rng.randint(4, 8))], rng.randint(2, 4)] for _ in range(6)]
 
 
@@ -306,12 +307,13 @@ def _greedy_splits(times, stages) -> list[list[int]]:
     target = sum(times) / stages
     cuts: tuple[list[int], list[int], list[int]] = ([], [], [])
     running = total = before = 0.0
-    for i, t in enumerate(times[:-1]):
+    for i, t in enumerate(times):
         running, total = running + t, total + t
-        if running >= target and len(cuts[0]) < stages - 1:
+        last = i == len(times) - 1  # no cut after the last layer; one before it is a split
+        if running >= target and len(cuts[0]) < stages - 1 and not last:
             cuts[0].append(i + 1)
             running = 0.0
-        if total >= target * (len(cuts[1]) + 1) and len(cuts[1]) < stages - 1:
+        if total >= target * (len(cuts[1]) + 1) and len(cuts[1]) < stages - 1 and not last:
             cuts[1].append(i + 1)
         if before + t > target and i > 0 and len(cuts[2]) < stages - 1:
             cuts[2].append(i)
