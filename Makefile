@@ -21,6 +21,9 @@ PYTEST_ARGS ?=
 # tests spend much of their time starting processes and waiting on planned timeouts and on Slurm
 TEST_WORKERS ?= 4
 .DEFAULT_GOAL := env
+# Python caches compiled modules (and pytest its rewritten tests) in __pycache__/: without it every process the labs and
+# tests start compiles lab_utils again (some images set PYTHONDONTWRITEBYTECODE=1)
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help env course test test-fast test-classroom test-browser lab assign outputs bench info gpu-check cluster cluster-down classroom classroom-down clean
 
@@ -42,10 +45,13 @@ course: env  ## execute every lab headless into build/course/ and print the summ
 	$(PY) -m lab_utils course --out build/course $(if $(LABS),--labs $(LABS))
 
 test: env  ## the type check, unit tests, the student-notebook drift check, and nbval on solutions/ (TEST_WORKERS=1: one at a time)
-	$(PY) -m mypy
+	@mkdir -p build; $(PY) -m mypy > build/mypy.log 2>&1 & mypy_pid=$$!; \
 	LAB_RESULTS_DIR=$(CURDIR)/build/test-results $(PY) -m pytest solutions tests --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 300 -p no:cacheprovider -q -m "not classroom" \
-		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+		$(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS) && tests_rc=0 || tests_rc=$$?; \
+	wait $$mypy_pid && mypy_rc=0 || mypy_rc=$$?; \
+	echo "type check (mypy, run beside the tests):"; cat build/mypy.log; \
+	exit $$(( tests_rc || mypy_rc ))
 
 test-fast: env  ## the inner loop (a few minutes): the type check, unit tests, assign --check and the judges; no notebook, no test marked slow
 	$(PY) -m mypy
