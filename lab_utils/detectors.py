@@ -47,6 +47,7 @@ class Kind(enum.Enum):
     SAME_WORK = ("the same work faster", Severity.IMPOSSIBLE)
     OUTSIDE_AMDAHL = ("a serial fraction outside 0..1", Severity.IMPOSSIBLE)
     NOTE = ("note", Severity.NOTE)
+    CONDITION = ("measured under another condition", Severity.NOTE)
     NOISE = ("noise", Severity.NOISE)
 
     @property
@@ -91,6 +92,17 @@ def kind_of(warning: str) -> Kind:
 def note(text: str) -> Flag:
     """A note: worth knowing beside a figure, not impossible."""
     return Flag(Kind.NOTE, text)
+
+
+def condition(text: str) -> Flag:
+    """A note that a figure was measured under a condition its lab says can move it (another process's company, an
+    OpenMP wait policy): a figure measured twice, once so, is compared by measured_twice's `condition` rule."""
+    return Flag(Kind.CONDITION, text)
+
+
+def conditions_of(warnings) -> list[str]:
+    """The condition notes among the warnings (condition())."""
+    return [w for w in listed(warnings) if kind_of(w) is Kind.CONDITION]
 NOISE_CAUSE = "noise, another job, another framework in its process"  # what slowed a figure when nothing was measured
 
 
@@ -329,16 +341,20 @@ def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str 
             f"{CONTRADICT}{why}")]
 
 
+CONDITION_FACTOR = 2.0  # a figure measured under a condition that can move it: a note up to this far from its twin
 TWICE_TOLERANCE = 0.25  # two medians of one quantity measured minutes apart agree within 25 %, whatever their
 #                          spreads (the repeats of each scatter less than two runs minutes apart do)
 
 
 def measured_twice(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
                    what: str, first_name: str, second_name: str, unit: str = "samples/s",
-                   tolerance: float = TWICE_TOLERANCE, notes=()) -> list[Flag]:
+                   tolerance: float = TWICE_TOLERANCE, notes=(), condition: str = "",
+                   condition_factor: float = CONDITION_FACTOR) -> list[Flag]:
     """One quantity measured twice in one run: a flag when the two medians are further apart than the spreads of
     their repeats allow (each median +- half its spread) and more than `tolerance` apart; `notes` (what was noted
-    about either measurement, e.g. a busy machine) are shown in the flag, as a possible cause."""
+    about either measurement, e.g. a busy machine) are shown in the flag, as a possible cause. With a `condition`
+    (what differed between the two, which its lab says can move the figure): a note naming it up to
+    `condition_factor` apart, a flag only beyond."""
     if not first or not second or first <= 0 or second <= 0:
         return []
     reach = [(v * (1 - (s or 0.0) / 2), v * (1 + (s or 0.0) / 2)) for v, s in ((first, first_spread),
@@ -346,8 +362,15 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
     ratio = max(first, second) / min(first, second)
     if ratio <= 1 + tolerance or (reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1]):
         return []
-    return [Flag(Kind.CONTRADICT, f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
-            f"{second_name}, {ratio:.2f}x apart, more than the spreads of their repeats allow: {CONTRADICT} (the "
+    measured = (f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
+                f"{second_name}, {ratio:.2f}x apart")
+    if condition and ratio <= condition_factor:
+        return [note(f"{measured}, under different conditions ({condition.rstrip('.')}), which its lab says can move "
+                     f"such a figure by an amount theory does not fix: a note, not a contradiction (up to "
+                     f"{condition_factor:g}x apart)".replace("; ", ", "))]
+    why = (f"more than {condition_factor:g}x, more than its different conditions ({condition.rstrip('.')}) explain"
+           if condition else "more than the spreads of their repeats allow")
+    return [Flag(Kind.CONTRADICT, f"{measured}, {why}: {CONTRADICT} (the "
             "machine was busy during one of them, or they do not measure the same thing)"
             + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", "))]
 
@@ -379,8 +402,8 @@ def impossible(warnings) -> list[str]:
 
 
 def notes(warnings) -> list[str]:
-    """The notes among the warnings (neither impossible nor noise, which the table's noise line says)."""
-    return [w for w in listed(warnings) if kind_of(w) is Kind.NOTE]
+    """The notes among the warnings (neither impossible nor noise, which the table's noise line says): conditions too."""
+    return [w for w in listed(warnings) if kind_of(w).severity is Severity.NOTE]
 
 
 def listed(warnings) -> list[str]:
@@ -400,15 +423,17 @@ AS_ABOVE = "flagged above"
 
 
 def by_kind(per_row, names, what: str) -> list[tuple[Kind, list[str], str, str]]:
-    """Per impossible Kind in the rows, in Kind's order: (the kind, its flags, the rows it names, its first flag)."""
+    """Per impossible Kind in the rows, in Kind's order: (the kind, its flags, the row whose flag it quotes, that
+    flag and the other rows of that kind, named)."""
     found, per_row = [], [listed(warnings) for warnings in per_row]
     for kind in (k for k in Kind if k.impossible):
         rows = [(name, [w for w in warnings if kind_of(w) is kind]) for name, warnings in zip(names, per_row)]
         rows = [(name, said) for name, said in rows if said]
-        if rows:
-            more = f" (and {len(rows) - 1} more like it)" if len(rows) > 1 else ""
-            found.append((kind, [w for _, said in rows for w in said],
-                          f"{what} {', '.join(str(n) for n, _ in rows)} (marked *)", f"{rows[0][1][0]}{more}"))
+        if rows:  # the head names the row whose flag is quoted; the rows "like it" are named after it
+            more = (f" (and {len(rows) - 1} more like it, marked * too: {', '.join(str(n) for n, _ in rows[1:])})"
+                    if len(rows) > 1 else "")
+            found.append((kind, [w for _, said in rows for w in said], f"{what} {rows[0][0]} (marked *)",
+                          f"{rows[0][1][0]}{more}"))
     return found
 
 
