@@ -21,6 +21,7 @@ WAITED = "more threads cannot cost that much"
 ABOVE_BOUND = "above its own upper bound"
 SAME_WORK = "faster on the same work"
 OUTSIDE_AMDAHL = "no serial share of the work does that"
+ABOUT_100 = "read it as about 100 %"  # an efficiency note's words (above_device_count within noise)
 
 
 class Severity(enum.IntEnum):
@@ -119,7 +120,7 @@ def above_device_count(speedup: float | None, devices: float | None, cause: str 
     shown = f"{efficiency:.1%}" if efficiency < 1.01 else f"{efficiency:.0%}"
     if efficiency <= 1 + ABOVE_100_NOISE:
         return [note(f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {shown}: over 100 % by less "
-                     f"than the {ABOVE_100_NOISE:.0%} that noise moves a ratio, so read it as about 100 % (the most "
+                     f"than the {ABOVE_100_NOISE:.0%} that noise moves a ratio, so {ABOUT_100} (the most "
                      f"{devices:g}x the hardware can give)")]
     why = (f"the baseline was slowed: {cause.replace('; ', ', ')}" if cause else
            "the baseline was slowed (noise, another job, another framework in its process) or the runs did "

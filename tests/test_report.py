@@ -590,3 +590,20 @@ def test_a_summary_refuses_the_bandwidth_of_a_fit_that_misses_its_own_points():
     assert "GB/s" not in refused and "no alpha or B" in refused
     slow = [detectors.Flag(detectors.Kind.CONTRADICT, "the fitted latency alone ... contradict each other")]
     assert "1.31 GB/s" in fit.read(2, slow)  # an order of magnitude, flagged beside it, not refused
+
+
+def test_a_row_with_its_labs_figure_for_the_pair_labels_the_tables_ratio_of_medians_as_not_the_comparisons():
+    """Lab 10 printed two efficiency notes on lab 02's 2-thread row (2.08x, lab 02's paired ratio, and 2.12x, its own
+    ratio of medians) without saying which is the comparison's: the lab's is, and the table's says it is not."""
+    paired = detectors.above_device_count(2.08, 2)  # what lab 02 recorded on the row
+    rows = [row("single", 1, 3317, lab="02"), row("single", 1, 7038, threads=2, lab="02", flags=paired)]
+    notes = report.compare(rows)[1].notes
+    assert len(notes) == 2 and notes[0].startswith("lab 02's paired ratio (the comparison's figure): speedup 2.08x")
+    assert notes[1].startswith("this table's ratio of two medians, not the comparison's figure: speedup 2.12x")
+    verdict = "lab 09's verdict on this pair: 2.00x (range 1.93-2.29) -> holds"
+    served = [row("serving", 1, 2313, lab="09"), row("serving", 2, 4840, lab="09", flags=verdict)]
+    notes = report.compare(served)[1].notes
+    assert notes[0] == "lab 09's verdict on this pair (the comparison's figure): 2.00x (range 1.93-2.29) -> holds"
+    assert notes[1].startswith("this table's ratio of two medians, not the comparison's figure: speedup 2.09x")
+    alone = report.compare([row("single", 1, 3317, lab="02"), row("single", 1, 7038, threads=2, lab="02")])[1].notes
+    assert len(alone) == 1 and alone[0].startswith("speedup 2.12x")  # no figure of its lab's: no label needed
