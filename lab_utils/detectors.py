@@ -159,6 +159,16 @@ def above_bound(value: float, bound: float, *, what: str, bound_name: str, unit:
             "the two medians is off (a busy machine slowed the bound's measurement, or they measured different work)")]
 
 
+def above_model(value: float, model: float, *, what: str, model_name: str, left_out: str, unit: str = "x",
+                tolerance: float = 0.25) -> list[Flag]:
+    """A figure above a model's prediction (by more than `tolerance`) where the model leaves out a cost that can only
+    favour the figure (`left_out`): no bound is broken, so a note naming what the model leaves out, never `[!]`."""
+    if not model or model <= 0 or value <= model * (1 + tolerance):
+        return []
+    return [note(f"{what} {value:,.4g}{unit} is {value / model:.2f}x {model_name} {model:,.4g}{unit}: the model is "
+                 f"no upper bound, since it leaves out {left_out.rstrip('.')}")]
+
+
 def outside_neighbours(value: float, neighbours, *, what: str, where: str, tolerance: float = 0.25,
                        cause: str | None = None) -> list[Flag]:
     """A ratio beyond every ratio of the same comparison measured at neighbouring settings by more than `tolerance`

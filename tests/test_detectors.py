@@ -349,3 +349,14 @@ def test_threads_that_waited_for_a_busy_machine_read_as_a_note_not_an_impossibil
     [said] = detectors.more_threads_slower(0.46, 2, cause="other programs used 1.2 of 2 cores")
     assert detectors.kind_of(said) is detectors.Kind.NOTE and "no speed" not in said
     assert "measures that wait, not what 2 threads can do" in said and "noted, not an impossible figure" in said
+
+
+def test_a_figure_above_a_model_that_leaves_out_a_cost_in_its_favour_is_a_note():
+    """Lab 08 flagged async/sync 2.77x at 1.26x its free-message model as 'above its own upper bound', though the model
+    leaves out sync's idle time while the server works, which favours async: a note naming it, not `[!]`."""
+    said = detectors.above_model(2.773, 2.204, what="async/sync at x4", model_name="the free-message model",
+                                 left_out="sync's idle time while the server works")
+    assert len(said) == 1 and not detectors.is_impossible(said[0])
+    assert "1.26x the free-message model" in said[0] and "sync's idle time while the server works" in said[0]
+    assert detectors.above_model(2.6, 2.204, what="a", model_name="b", left_out="c") == []  # within 25 %
+    assert detectors.above_model(1.0, 0.0, what="a", model_name="b", left_out="c") == []
