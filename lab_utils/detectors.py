@@ -211,16 +211,35 @@ def extra_work_faster(verdict, effect: float) -> list[Flag]:
                  "machine's load moved), not a saving")]
 
 
-def serial_fraction_outside(per_row) -> list[Flag]:
-    """Rows whose own Amdahl serial fraction (1/S - 1/N) / (1 - 1/N) lies outside 0..1: above 1 the row ran slower
-    than one device, below 0 faster than linear; a serial share of the work can do neither."""
-    outside = [float(v) for v in per_row if not 0.0 <= float(v) <= 1.0]
-    if not outside:
-        return []
-    listed_values = ", ".join(f"{v:.3f}" for v in outside)
-    return [Flag(Kind.OUTSIDE_AMDAHL, f"{len(outside)} of {len(per_row)} rows' own serial fraction(s) outside 0..1 "
-            f"({listed_values}): above 1 a row ran slower than one device, below 0 faster than linear, and "
-            f"{OUTSIDE_AMDAHL}: such a row measured something else (a busy machine, a cost Amdahl leaves out)")]
+def serial_fraction_outside(per_row, devices=()) -> list[Flag]:
+    """Rows whose own Amdahl serial fraction (1/S - 1/N) / (1 - 1/N) lies outside 0..1 (`devices`: each row's N).
+    Above 1 the row ran slower than one device: real (a cost Amdahl leaves out, such as communication), so a note
+    that Amdahl's law cannot describe it. Below 0 it ran faster than linear: within ABOVE_100_NOISE of linear a note
+    (noise), beyond it impossible for the same work, `[!]`."""
+    rows = [(float(v), float(n) if n else None) for v, n in zip(per_row, list(devices) or [None] * len(per_row))]
+    slower = [v for v, _ in rows if v > 1.0]
+    faster = [(v, n) for v, n in rows if v < 0.0]
+
+    def efficiency(s: float, n: float | None) -> float | None:  # S / N from a row's own s
+        return None if not n or n <= 1 else 1 / (s * (1 - 1 / n) + 1 / n) / n
+
+    impossible_rows = [v for v, n in faster if (efficiency(v, n) or math.inf) > 1 + ABOVE_100_NOISE]
+    noisy = [v for v, n in faster if v not in impossible_rows]
+    said: list[Flag] = []
+    if slower:
+        said.append(note(f"{len(slower)} of {len(per_row)} rows' own serial fraction(s) above 1 "
+                         f"({', '.join(f'{v:.3f}' for v in slower)}): slower than one device, which Amdahl's law "
+                         "cannot describe (a cost it leaves out, such as communication, outweighed the extra "
+                         "hardware); the fit reads them as they are"))
+    if noisy:
+        said.append(note(f"{len(noisy)} of {len(per_row)} rows' own serial fraction(s) just below 0 "
+                         f"({', '.join(f'{v:.3f}' for v in noisy)}): efficiency over 100 % by less than the "
+                         f"{ABOVE_100_NOISE:.0%} that noise moves a ratio, so read it as about 0"))
+    if impossible_rows:
+        said.append(Flag(Kind.OUTSIDE_AMDAHL, f"{len(impossible_rows)} of {len(per_row)} rows' own serial fraction(s) "
+                         f"below 0 ({', '.join(f'{v:.3f}' for v in impossible_rows)}): faster than linear, and "
+                         f"{OUTSIDE_AMDAHL}: such a row measured something else (a slowed baseline, or other work)"))
+    return said
 
 
 def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[Flag]:
