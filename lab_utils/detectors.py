@@ -5,6 +5,7 @@ Whether a warning is `[!]` follows its kind, never its wording; a plain string g
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 
 NOISY_SPREAD = 0.25  # repeats spread more than this (max - min over the median) are "noisy"
@@ -419,6 +420,28 @@ def twice_agree(first: float, first_spread: float | None, second: float, second_
                 "may differ")
     return (f"cannot be compared here: {gap:.0%} apart, but their repeats spread by {first_spread or 0:.0%} and "
             f"{second_spread or 0:.0%}, so the two ranges overlap: too noisy to tell agreement from disagreement")
+
+
+def measured_several(figures, *, what: str, unit: str = "samples/s",
+                     tolerance: float = TWICE_TOLERANCE) -> list[Flag]:
+    """One quantity measured several times in one run, `figures` as (who measured it, median, spread): every pair
+    judged by measured_twice's one rule, a flag for each pair that clashes."""
+    return [flag for (first_name, first, first_spread), (second_name, second, second_spread)
+            in itertools.combinations(figures, 2)
+            for flag in measured_twice(first, first_spread, second, second_spread, what=what, first_name=first_name,
+                                       second_name=second_name, unit=unit, tolerance=tolerance)]
+
+
+def several_agree(figures, *, tolerance: float = TWICE_TOLERANCE) -> str | None:
+    """Where measured_several flags nothing, the conclusion on its widest pair (twice_agree's words); None where a
+    pair clashes (measured_several says which)."""
+    figures = list(figures)
+    if len(figures) < 2 or measured_several(figures, what="", tolerance=tolerance):
+        return None
+    (low_name, low, low_spread), (high_name, high, high_spread) = (min(figures, key=lambda f: f[1]),
+                                                                   max(figures, key=lambda f: f[1]))
+    said = twice_agree(low, low_spread, high, high_spread, tolerance=tolerance)
+    return f"the widest pair ({low_name}, {high_name}): {said}" if said else None
 
 
 def is_impossible(warning: str) -> bool:

@@ -360,3 +360,16 @@ def test_a_figure_above_a_model_that_leaves_out_a_cost_in_its_favour_is_a_note()
     assert "1.26x the free-message model" in said[0] and "sync's idle time while the server works" in said[0]
     assert detectors.above_model(2.6, 2.204, what="a", model_name="b", left_out="c") == []  # within 25 %
     assert detectors.above_model(1.0, 0.0, what="a", model_name="b", left_out="c") == []
+
+
+def test_one_quantity_measured_three_times_is_judged_pair_by_pair():
+    """Lab 09's batch-64 forward: 26.43 ms (modes), 22.70 ms (sweep), 17.77 ms (candidates). Only the sweep-candidates
+    pair was compared (1.28x, flagged) while the widest pair (1.49x) never was: every pair, one rule."""
+    three = [("the modes' run", 26.43, 0.05), ("the sweep", 22.70, 0.06), ("the candidates' run", 17.77, 0.05)]
+    flags = detectors.measured_several(three, what="the batch-64 forward", unit="ms")
+    assert len(flags) == 2 and all(detectors.is_impossible(f) for f in flags)
+    assert any("1.49x apart" in f and "the modes' run" in f and "the candidates' run" in f for f in flags)
+    assert detectors.several_agree(three) is None
+    close = [("a", 20.0, 0.05), ("b", 22.0, 0.05), ("c", 23.0, 0.05)]
+    assert detectors.measured_several(close, what="x", unit="ms") == []
+    assert detectors.several_agree(close).startswith("the widest pair (a, c): they agree: 15% apart")
