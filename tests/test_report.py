@@ -603,7 +603,7 @@ def test_a_row_with_its_labs_figure_for_the_pair_labels_the_tables_ratio_of_medi
     paired = detectors.above_device_count(2.08, 2)  # what lab 02 recorded on the row
     rows = [row("single", 1, 3317, lab="02"), row("single", 1, 7038, threads=2, lab="02", flags=paired)]
     notes = report.compare(rows)[1].notes
-    assert len(notes) == 2 and notes[0].startswith("lab 02's paired ratio (the comparison's figure): speedup 2.08x")
+    assert len(notes) == 2 and notes[0].startswith("lab 02's own figure (the comparison's figure): speedup 2.08x")
     assert notes[1].startswith("this table's ratio of two medians, not the comparison's figure: speedup 2.12x")
     verdict = "lab 09's verdict on this pair: 2.00x (range 1.93-2.29) -> holds"
     served = [row("serving", 1, 2313, lab="09"), row("serving", 2, 4840, lab="09", flags=verdict)]
@@ -612,3 +612,6 @@ def test_a_row_with_its_labs_figure_for_the_pair_labels_the_tables_ratio_of_medi
     assert notes[1].startswith("this table's ratio of two medians, not the comparison's figure: speedup 2.09x")
     alone = report.compare([row("single", 1, 3317, lab="02"), row("single", 1, 7038, threads=2, lab="02")])[1].notes
     assert len(alone) == 1 and alone[0].startswith("speedup 2.12x")  # no figure of its lab's: no label needed
+    same = detectors.above_device_count(7038 / 3317, 2)  # its lab's figure is this table's (lab 03's rate / base)
+    one = report.compare([row("single", 1, 3317, lab="03"), row("single", 1, 7038, threads=2, lab="03", flags=same)])
+    assert one[1].notes == same  # one figure, said once, unlabelled
