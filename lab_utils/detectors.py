@@ -455,7 +455,8 @@ def impossible(warnings) -> list[str]:
 
 
 def notes(warnings) -> list[str]:
-    """The notes among the warnings (neither impossible nor noise, which the table's noise line says): conditions too."""
+    """The notes among the warnings (neither impossible nor noise, which the table's noise line says), conditions
+    included."""
     return [w for w in listed(warnings) if kind_of(w).severity is Severity.NOTE]
 
 

@@ -355,7 +355,8 @@ def test_a_row_measured_under_a_condition_its_lab_names_is_a_note_in_the_results
     measure.record(measure.Result(lab="01", samples_per_s=28886.0, **run))
     why = "launched: its idle OpenMP threads sleep at once"
     text = measure.record(measure.Result(lab="05", samples_per_s=17256.0, flags=[detectors.condition(why)], **run))
-    assert "[!]" not in text and "1.67x apart, under different conditions (lab 05 (single-device training run): " + why in text
+    said = "1.67x apart, under different conditions (lab 05 (single-device training run): " + why
+    assert "[!]" not in text and said in text
     flags = measure.read_results(isolated_results / "lab05.csv")[-1].flags
     assert detectors.conditions_of(flags) == [why] and not detectors.impossible(flags)  # its kind reaches the CSV
     far = measure.record(measure.Result(lab="05", samples_per_s=12000.0, flags=[detectors.condition(why)], **run))

@@ -380,8 +380,9 @@ def unrecorded_verdicts(cells: list[str]) -> list[str]:
         tree = ast.parse(source)
         parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in
-                    ("verdict", "decide") and isinstance(node.func.value, ast.Name) and node.func.value.id == "measure"):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("verdict", "decide") and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "measure"):
                 continue
             above = parent.get(node)
             if isinstance(above, ast.Attribute) and above.attr == "record":

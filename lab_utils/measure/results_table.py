@@ -103,7 +103,8 @@ def _named(row: Result, other: Result) -> str:
 def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
     """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
     or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
-    flag shows its note; a row with a condition note (detectors.condition) is compared by the condition rule. `siblings`: every row the lab records with `row` (default `earlier`)."""
+    flag shows its note; a row with a condition note (detectors.condition) is compared by the condition rule.
+    `siblings`: every row the lab records with `row` (default `earlier`)."""
     row = row.stamped()
     now = _dt.datetime.fromisoformat(row.timestamp)
     recorded = [o for o in store(directory).rows("results") if o.lab != row.lab]
