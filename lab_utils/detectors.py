@@ -5,6 +5,7 @@ Whether a warning is `[!]` follows its kind, never its wording; a plain string g
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 
 NOISY_SPREAD = 0.25  # repeats spread more than this (max - min over the median) are "noisy"
@@ -21,6 +22,7 @@ WAITED = "more threads cannot cost that much"
 ABOVE_BOUND = "above its own upper bound"
 SAME_WORK = "faster on the same work"
 OUTSIDE_AMDAHL = "no serial share of the work does that"
+ABOUT_100 = "read it as about 100 %"  # an efficiency note's words (above_device_count within noise)
 
 
 class Severity(enum.IntEnum):
@@ -47,6 +49,7 @@ class Kind(enum.Enum):
     SAME_WORK = ("the same work faster", Severity.IMPOSSIBLE)
     OUTSIDE_AMDAHL = ("a serial fraction outside 0..1", Severity.IMPOSSIBLE)
     NOTE = ("note", Severity.NOTE)
+    CONDITION = ("measured under another condition", Severity.NOTE)
     NOISE = ("noise", Severity.NOISE)
 
     @property
@@ -91,6 +94,17 @@ def kind_of(warning: str) -> Kind:
 def note(text: str) -> Flag:
     """A note: worth knowing beside a figure, not impossible."""
     return Flag(Kind.NOTE, text)
+
+
+def condition(text: str) -> Flag:
+    """A note that a figure was measured under a condition its lab says can move it (another process's company, an
+    OpenMP wait policy): a figure measured twice, once so, is compared by measured_twice's `condition` rule."""
+    return Flag(Kind.CONDITION, text)
+
+
+def conditions_of(warnings) -> list[str]:
+    """The condition notes among the warnings (condition())."""
+    return [w for w in listed(warnings) if kind_of(w) is Kind.CONDITION]
 NOISE_CAUSE = "noise, another job, another framework in its process"  # what slowed a figure when nothing was measured
 
 
@@ -107,7 +121,7 @@ def above_device_count(speedup: float | None, devices: float | None, cause: str 
     shown = f"{efficiency:.1%}" if efficiency < 1.01 else f"{efficiency:.0%}"
     if efficiency <= 1 + ABOVE_100_NOISE:
         return [note(f"speedup {speedup:.2f}x on {devices:g}x the hardware is efficiency {shown}: over 100 % by less "
-                     f"than the {ABOVE_100_NOISE:.0%} that noise moves a ratio, so read it as about 100 % (the most "
+                     f"than the {ABOVE_100_NOISE:.0%} that noise moves a ratio, so {ABOUT_100} (the most "
                      f"{devices:g}x the hardware can give)")]
     why = (f"the baseline was slowed: {cause.replace('; ', ', ')}" if cause else
            "the baseline was slowed (noise, another job, another framework in its process) or the runs did "
@@ -144,6 +158,16 @@ def above_bound(value: float, bound: float, *, what: str, bound_name: str, unit:
         return []
     return [Flag(Kind.ABOVE_BOUND, f"{what} {value:,.4g}{unit} is {value / bound:.2f}x {bound_name} {bound:,.4g}{unit}, {ABOVE_BOUND}: one of "
             "the two medians is off (a busy machine slowed the bound's measurement, or they measured different work)")]
+
+
+def above_model(value: float, model: float, *, what: str, model_name: str, left_out: str, unit: str = "x",
+                tolerance: float = 0.25) -> list[Flag]:
+    """A figure above a model's prediction (by more than `tolerance`) where the model leaves out a cost that can only
+    favour the figure (`left_out`): no bound is broken, so a note naming what the model leaves out, never `[!]`."""
+    if not model or model <= 0 or value <= model * (1 + tolerance):
+        return []
+    return [note(f"{what} {value:,.4g}{unit} is {value / model:.2f}x {model_name} {model:,.4g}{unit}: the model is "
+                 f"no upper bound, since it leaves out {left_out.rstrip('.')}")]
 
 
 def outside_neighbours(value: float, neighbours, *, what: str, where: str, tolerance: float = 0.25,
@@ -188,16 +212,35 @@ def extra_work_faster(verdict, effect: float) -> list[Flag]:
                  "machine's load moved), not a saving")]
 
 
-def serial_fraction_outside(per_row) -> list[Flag]:
-    """Rows whose own Amdahl serial fraction (1/S - 1/N) / (1 - 1/N) lies outside 0..1: above 1 the row ran slower
-    than one device, below 0 faster than linear; a serial share of the work can do neither."""
-    outside = [float(v) for v in per_row if not 0.0 <= float(v) <= 1.0]
-    if not outside:
-        return []
-    listed_values = ", ".join(f"{v:.3f}" for v in outside)
-    return [Flag(Kind.OUTSIDE_AMDAHL, f"{len(outside)} of {len(per_row)} rows' own serial fraction(s) outside 0..1 "
-            f"({listed_values}): above 1 a row ran slower than one device, below 0 faster than linear, and "
-            f"{OUTSIDE_AMDAHL}: such a row measured something else (a busy machine, a cost Amdahl leaves out)")]
+def serial_fraction_outside(per_row, devices=()) -> list[Flag]:
+    """Rows whose own Amdahl serial fraction (1/S - 1/N) / (1 - 1/N) lies outside 0..1 (`devices`: each row's N).
+    Above 1 the row ran slower than one device: real (a cost Amdahl leaves out, such as communication), so a note
+    that Amdahl's law cannot describe it. Below 0 it ran faster than linear: within ABOVE_100_NOISE of linear a note
+    (noise), beyond it impossible for the same work, `[!]`."""
+    rows = [(float(v), float(n) if n else None) for v, n in zip(per_row, list(devices) or [None] * len(per_row))]
+    slower = [v for v, _ in rows if v > 1.0]
+    faster = [(v, n) for v, n in rows if v < 0.0]
+
+    def efficiency(s: float, n: float | None) -> float | None:  # S / N from a row's own s
+        return None if not n or n <= 1 else 1 / (s * (1 - 1 / n) + 1 / n) / n
+
+    impossible_rows = [v for v, n in faster if (efficiency(v, n) or math.inf) > 1 + ABOVE_100_NOISE]
+    noisy = [v for v, n in faster if v not in impossible_rows]
+    said: list[Flag] = []
+    if slower:
+        said.append(note(f"{len(slower)} of {len(per_row)} rows' own serial fraction(s) above 1 "
+                         f"({', '.join(f'{v:.3f}' for v in slower)}): slower than one device, which Amdahl's law "
+                         "cannot describe (a cost it leaves out, such as communication, outweighed the extra "
+                         "hardware); the fit reads them as they are"))
+    if noisy:
+        said.append(note(f"{len(noisy)} of {len(per_row)} rows' own serial fraction(s) just below 0 "
+                         f"({', '.join(f'{v:.3f}' for v in noisy)}): efficiency over 100 % by less than the "
+                         f"{ABOVE_100_NOISE:.0%} that noise moves a ratio, so read it as about 0"))
+    if impossible_rows:
+        said.append(Flag(Kind.OUTSIDE_AMDAHL, f"{len(impossible_rows)} of {len(per_row)} rows' own serial fraction(s) "
+                         f"below 0 ({', '.join(f'{v:.3f}' for v in impossible_rows)}): faster than linear, and "
+                         f"{OUTSIDE_AMDAHL}: such a row measured something else (a slowed baseline, or other work)"))
+    return said
 
 
 def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[Flag]:
@@ -329,16 +372,20 @@ def disagree(first_s: float, second_s: float, *, factor: float = 2.0, what: str 
             f"{CONTRADICT}{why}")]
 
 
+CONDITION_FACTOR = 2.0  # a figure measured under a condition that can move it: a note up to this far from its twin
 TWICE_TOLERANCE = 0.25  # two medians of one quantity measured minutes apart agree within 25 %, whatever their
 #                          spreads (the repeats of each scatter less than two runs minutes apart do)
 
 
 def measured_twice(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
                    what: str, first_name: str, second_name: str, unit: str = "samples/s",
-                   tolerance: float = TWICE_TOLERANCE, notes=()) -> list[Flag]:
+                   tolerance: float = TWICE_TOLERANCE, notes=(), condition: str = "",
+                   condition_factor: float = CONDITION_FACTOR) -> list[Flag]:
     """One quantity measured twice in one run: a flag when the two medians are further apart than the spreads of
     their repeats allow (each median +- half its spread) and more than `tolerance` apart; `notes` (what was noted
-    about either measurement, e.g. a busy machine) are shown in the flag, as a possible cause."""
+    about either measurement, e.g. a busy machine) are shown in the flag, as a possible cause. With a `condition`
+    (what differed between the two, which its lab says can move the figure): a note naming it up to
+    `condition_factor` apart, a flag only beyond."""
     if not first or not second or first <= 0 or second <= 0:
         return []
     reach = [(v * (1 - (s or 0.0) / 2), v * (1 + (s or 0.0) / 2)) for v, s in ((first, first_spread),
@@ -346,8 +393,15 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
     ratio = max(first, second) / min(first, second)
     if ratio <= 1 + tolerance or (reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1]):
         return []
-    return [Flag(Kind.CONTRADICT, f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
-            f"{second_name}, {ratio:.2f}x apart, more than the spreads of their repeats allow: {CONTRADICT} (the "
+    measured = (f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
+                f"{second_name}, {ratio:.2f}x apart")
+    if condition and ratio <= condition_factor:
+        return [note(f"{measured}, under different conditions ({condition.rstrip('.')}), which its lab says can move "
+                     f"such a figure by an amount theory does not fix: a note, not a contradiction (up to "
+                     f"{condition_factor:g}x apart)".replace("; ", ", "))]
+    why = (f"more than {condition_factor:g}x, more than its different conditions ({condition.rstrip('.')}) explain"
+           if condition else "more than the spreads of their repeats allow")
+    return [Flag(Kind.CONTRADICT, f"{measured}, {why}: {CONTRADICT} (the "
             "machine was busy during one of them, or they do not measure the same thing)"
             + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", "))]
 
@@ -368,6 +422,28 @@ def twice_agree(first: float, first_spread: float | None, second: float, second_
             f"{second_spread or 0:.0%}, so the two ranges overlap: too noisy to tell agreement from disagreement")
 
 
+def measured_several(figures, *, what: str, unit: str = "samples/s",
+                     tolerance: float = TWICE_TOLERANCE) -> list[Flag]:
+    """One quantity measured several times in one run, `figures` as (who measured it, median, spread): every pair
+    judged by measured_twice's one rule, a flag for each pair that clashes."""
+    return [flag for (first_name, first, first_spread), (second_name, second, second_spread)
+            in itertools.combinations(figures, 2)
+            for flag in measured_twice(first, first_spread, second, second_spread, what=what, first_name=first_name,
+                                       second_name=second_name, unit=unit, tolerance=tolerance)]
+
+
+def several_agree(figures, *, tolerance: float = TWICE_TOLERANCE) -> str | None:
+    """Where measured_several flags nothing, the conclusion on its widest pair (twice_agree's words); None where a
+    pair clashes (measured_several says which)."""
+    figures = list(figures)
+    if len(figures) < 2 or measured_several(figures, what="", tolerance=tolerance):
+        return None
+    (low_name, low, low_spread), (high_name, high, high_spread) = (min(figures, key=lambda f: f[1]),
+                                                                   max(figures, key=lambda f: f[1]))
+    said = twice_agree(low, low_spread, high, high_spread, tolerance=tolerance)
+    return f"the widest pair ({low_name}, {high_name}): {said}" if said else None
+
+
 def is_impossible(warning: str) -> bool:
     """True for a warning whose kind is an impossible or contradictory figure (`[!]`)."""
     return kind_of(warning).impossible
@@ -379,8 +455,9 @@ def impossible(warnings) -> list[str]:
 
 
 def notes(warnings) -> list[str]:
-    """The notes among the warnings (neither impossible nor noise, which the table's noise line says)."""
-    return [w for w in listed(warnings) if kind_of(w) is Kind.NOTE]
+    """The notes among the warnings (neither impossible nor noise, which the table's noise line says), conditions
+    included."""
+    return [w for w in listed(warnings) if kind_of(w).severity is Severity.NOTE]
 
 
 def listed(warnings) -> list[str]:
@@ -400,15 +477,17 @@ AS_ABOVE = "flagged above"
 
 
 def by_kind(per_row, names, what: str) -> list[tuple[Kind, list[str], str, str]]:
-    """Per impossible Kind in the rows, in Kind's order: (the kind, its flags, the rows it names, its first flag)."""
+    """Per impossible Kind in the rows, in Kind's order: (the kind, its flags, the row whose flag it quotes, that
+    flag and the other rows of that kind, named)."""
     found, per_row = [], [listed(warnings) for warnings in per_row]
     for kind in (k for k in Kind if k.impossible):
         rows = [(name, [w for w in warnings if kind_of(w) is kind]) for name, warnings in zip(names, per_row)]
         rows = [(name, said) for name, said in rows if said]
-        if rows:
-            more = f" (and {len(rows) - 1} more like it)" if len(rows) > 1 else ""
-            found.append((kind, [w for _, said in rows for w in said],
-                          f"{what} {', '.join(str(n) for n, _ in rows)} (marked *)", f"{rows[0][1][0]}{more}"))
+        if rows:  # the head names the row whose flag is quoted; the rows "like it" are named after it
+            more = (f" (and {len(rows) - 1} more like it, marked * too: {', '.join(str(n) for n, _ in rows[1:])})"
+                    if len(rows) > 1 else "")
+            found.append((kind, [w for _, said in rows for w in said], f"{what} {rows[0][0]} (marked *)",
+                          f"{rows[0][1][0]}{more}"))
     return found
 
 

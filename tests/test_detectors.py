@@ -121,7 +121,8 @@ def test_a_table_of_impossible_rows_gets_one_flag_line():
     per_row = [[], detectors.more_work_less_time(2048, 3e-3, 16384, 2e-4), [],
                detectors.more_work_less_time(4096, 3e-3, 16384, 2e-4)]
     line = detectors.one_line(per_row, ["1,024", "2,048", "3,072", "4,096"], "sizes")
-    assert len(line) == 1 and line[0].startswith("sizes 2,048, 4,096 (marked *)") and detectors.is_impossible(line[0])
+    assert len(line) == 1 and line[0].startswith("sizes 2,048 (marked *)") and detectors.is_impossible(line[0])
+    assert line[0].endswith("(and 1 more like it, marked * too: 4,096)")
     assert detectors.one_line([[], []], ["a", "b"]) == []
 
 
@@ -131,9 +132,9 @@ def test_two_kinds_of_impossible_rows_get_one_line_each_and_the_rows_a_star():
     per_row = [above, [], less, above + less, tuple(above)]
     lines = detectors.one_line(per_row, ["a", "b", "c", "d", "e"])
     assert len(lines) == 2
-    assert lines[0].startswith("rows a, d, e (marked *)") and "2 more like it" in lines[0]
+    assert lines[0].startswith("rows a (marked *)") and "2 more like it, marked * too: d, e)" in lines[0]
     assert detectors.ABOVE_100 in lines[0]
-    assert lines[1].startswith("rows c, d (marked *)") and detectors.LESS_TIME in lines[1]
+    assert lines[1].startswith("rows c (marked *)") and detectors.LESS_TIME in lines[1] and "too: d)" in lines[1]
     assert [detectors.marked(f) for f in per_row] == [" *", "", " *", " *", " *"]
     assert detectors.marked(["more ranks or threads than cores: oversubscribed"]) == ""
 
@@ -176,6 +177,22 @@ def test_one_quantity_measured_twice_is_flagged_only_beyond_both_spreads():
     assert detectors.measured_twice(100.0, 0.6, 150.0, 0.6, what="x", first_name="a", second_name="b") == []
     assert detectors.measured_twice(100.0, None, 150.0, None, what="x", first_name="a", second_name="b")
     assert detectors.measured_twice(0.0, None, 150.0, None, what="x", first_name="a", second_name="b") == []
+
+
+def test_a_figure_measured_under_another_condition_is_a_note_up_to_twice_apart():
+    """Lab 05's loop in a launched process (OpenMP threads sleep at once) ran 0.60x Lab 01's: its lab predicts a gap
+    of no fixed size, so the pair is a note naming the condition; beyond 2x no condition explains it: [!]."""
+    why = "launched: its idle OpenMP threads sleep at once"
+    said = detectors.measured_twice(28886, 0.03, 17256, 0.03, what="x", first_name="lab 01", second_name="lab 05",
+                                    condition=why)
+    assert len(said) == 1 and not detectors.is_impossible(said[0]) and why in said[0] and "1.67x apart" in said[0]
+    far = detectors.measured_twice(28886, 0.03, 13000, 0.03, what="x", first_name="a", second_name="b", condition=why)
+    assert len(far) == 1 and detectors.is_impossible(far[0]) and why in far[0] and "more than 2x" in far[0]
+    assert detectors.measured_twice(100.0, 0.05, 110.0, 0.05, what="x", first_name="a", second_name="b",
+                                    condition=why) == []  # within 25 %: they agree, whatever the condition
+    marked = detectors.condition(why)
+    assert detectors.notes([marked]) == [marked] and detectors.conditions_of([marked, "other"]) == [marked]
+    assert not detectors.is_impossible(marked)
 
 
 # --- issue 46: the load artefacts a busy machine printed as findings, each made here and flagged -----------------
@@ -332,3 +349,27 @@ def test_threads_that_waited_for_a_busy_machine_read_as_a_note_not_an_impossibil
     [said] = detectors.more_threads_slower(0.46, 2, cause="other programs used 1.2 of 2 cores")
     assert detectors.kind_of(said) is detectors.Kind.NOTE and "no speed" not in said
     assert "measures that wait, not what 2 threads can do" in said and "noted, not an impossible figure" in said
+
+
+def test_a_figure_above_a_model_that_leaves_out_a_cost_in_its_favour_is_a_note():
+    """Lab 08 flagged async/sync 2.77x at 1.26x its free-message model as 'above its own upper bound', though the model
+    leaves out sync's idle time while the server works, which favours async: a note naming it, not `[!]`."""
+    said = detectors.above_model(2.773, 2.204, what="async/sync at x4", model_name="the free-message model",
+                                 left_out="sync's idle time while the server works")
+    assert len(said) == 1 and not detectors.is_impossible(said[0])
+    assert "1.26x the free-message model" in said[0] and "sync's idle time while the server works" in said[0]
+    assert detectors.above_model(2.6, 2.204, what="a", model_name="b", left_out="c") == []  # within 25 %
+    assert detectors.above_model(1.0, 0.0, what="a", model_name="b", left_out="c") == []
+
+
+def test_one_quantity_measured_three_times_is_judged_pair_by_pair():
+    """Lab 09's batch-64 forward: 26.43 ms (modes), 22.70 ms (sweep), 17.77 ms (candidates). Only the sweep-candidates
+    pair was compared (1.28x, flagged) while the widest pair (1.49x) never was: every pair, one rule."""
+    three = [("the modes' run", 26.43, 0.05), ("the sweep", 22.70, 0.06), ("the candidates' run", 17.77, 0.05)]
+    flags = detectors.measured_several(three, what="the batch-64 forward", unit="ms")
+    assert len(flags) == 2 and all(detectors.is_impossible(f) for f in flags)
+    assert any("1.49x apart" in f and "the modes' run" in f and "the candidates' run" in f for f in flags)
+    assert detectors.several_agree(three) is None
+    close = [("a", 20.0, 0.05), ("b", 22.0, 0.05), ("c", 23.0, 0.05)]
+    assert detectors.measured_several(close, what="x", unit="ms") == []
+    assert detectors.several_agree(close).startswith("the widest pair (a, c): they agree: 15% apart")

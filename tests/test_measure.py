@@ -343,3 +343,21 @@ def test_a_quantity_measured_twice_under_two_labels_names_both(isolated_results,
     said = "; ".join(measure.read_results(isolated_results / "lab05.csv")[1].flags)
     assert f"'{workloads.STEP_DIGITS_TF.name}' and '{workloads.STEP_DIGITS.name}'" in said, said
     assert "the same model, data and computation" in said
+
+
+def test_a_row_measured_under_a_condition_its_lab_names_is_a_note_in_the_results_table(isolated_results, monkeypatch):
+    """Lab 05's launched loop 0.60x Lab 01's kernel loop: lab 05 names the OpenMP wait policy as what can move it, so
+    the results table reads the pair as a note naming that cause, not a `[!]` 'contradict each other'."""
+    from lab_utils import conditions, detectors
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    run = dict(KERAS, framework="torch", variant="training run", workload=workloads.TRAINING_RUN.name)
+    measure.record(measure.Result(lab="01", samples_per_s=28886.0, **run))
+    why = "launched: its idle OpenMP threads sleep at once"
+    text = measure.record(measure.Result(lab="05", samples_per_s=17256.0, flags=[detectors.condition(why)], **run))
+    said = "1.67x apart, under different conditions (lab 05 (single-device training run): " + why
+    assert "[!]" not in text and said in text
+    flags = measure.read_results(isolated_results / "lab05.csv")[-1].flags
+    assert detectors.conditions_of(flags) == [why] and not detectors.impossible(flags)  # its kind reaches the CSV
+    far = measure.record(measure.Result(lab="05", samples_per_s=12000.0, flags=[detectors.condition(why)], **run))
+    assert "[!]" in far and "more than 2x" in far  # beyond what its condition explains

@@ -371,6 +371,49 @@ def test_every_verdict_call_of_lab_utils_names_its_workload():
     assert missing == [], "verdicts that name no workload: pass workload= (lab_utils.workloads.REGISTRY)"
 
 
+def unrecorded_verdicts(cells: list[str]) -> list[str]:
+    """The measure.verdict / measure.decide calls in a notebook's code cells whose verdict never reaches verdicts.csv:
+    neither `.record(` on the call itself nor on the name it is assigned to (`name.record(` or `name[...].record(`)."""
+    import ast
+    code, missing = "\n".join(cells), []
+    for source in cells:
+        tree = ast.parse(source)
+        parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("verdict", "decide") and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "measure"):
+                continue
+            above = parent.get(node)
+            if isinstance(above, ast.Attribute) and above.attr == "record":
+                continue
+            target = above.targets[0] if isinstance(above, ast.Assign) else None
+            name = (target.value.id if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                    else ast.unparse(target) if target is not None else "")
+            if not name or not re.search(re.escape(name) + r"(\[[^\]]*\])?\.record\(", code):
+                missing.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+    return missing
+
+
+def test_the_record_check_catches_a_verdict_that_is_only_printed():
+    call = "measure.verdict(a, b, lab='09', claim='2 model workers vs 1', expected='e', workload=W)"
+    assert len(unrecorded_verdicts([f"v = {call}\nprint(v)"])) == 1  # lab 09's, before issue 52's reading
+    assert unrecorded_verdicts([f"v = {call}", "print(v.record(results_dir))"]) == []
+    assert unrecorded_verdicts([f"print({call}.record(results_dir))"]) == []
+    assert unrecorded_verdicts([f"vs[k] = {call}", "print(vs[k].record(results_dir))"]) == []
+    assert len(unrecorded_verdicts([f"print({call})"])) == 1
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_every_verdict_a_lab_decides_is_recorded_so_stability_compares_it(path):
+    """Lab 09's '2 model workers vs 1' was printed but never written to verdicts.csv, so `stability` never compared
+    it across runs (reader, issue 52)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    python = TransformerManager().transform_cell
+    cells = [python(c.source) for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
+    assert unrecorded_verdicts(cells) == [], "verdicts never recorded: call .record(results_dir) on them"
+
+
 @pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
 def test_every_committed_verdict_line_names_a_registered_workload(path):
     assert unnamed_verdicts(path) == [], "verdict lines that name no registered workload: run `make outputs`"

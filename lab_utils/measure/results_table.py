@@ -103,7 +103,8 @@ def _named(row: Result, other: Result) -> str:
 def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
     """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
     or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
-    flag shows its note. `siblings`: every row the lab records with `row` (default `earlier`)."""
+    flag shows its note; a row with a condition note (detectors.condition) is compared by the condition rule.
+    `siblings`: every row the lab records with `row` (default `earlier`)."""
     row = row.stamped()
     now = _dt.datetime.fromisoformat(row.timestamp)
     recorded = [o for o in store(directory).rows("results") if o.lab != row.lab]
@@ -123,10 +124,13 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
         labels = (row.workload if other.workload == row.workload else  # the registry says both labels measure one thing
                   f"one quantity under two workload labels ('{other.workload}' and '{row.workload}': the same model, "
                   "data and computation)")
+        differed = [f"{_named(r, o)}: {c}" for r, o in ((other, row), (row, other))
+                    for c in detectors.conditions_of(r.flags)]  # what its lab says moved one of the two
         said += detectors.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
                                          what=f"{labels}, batch {row.batch_size}, {row.world_size} rank(s)",
                                          first_name=_named(other, row), second_name=_named(row, other),
-                                         unit=row.rate, notes=noted)
+                                         unit=row.rate, notes=[n for n in noted if n not in differed],
+                                         condition=" / ".join(differed))
     return list(dict.fromkeys(said))
 
 

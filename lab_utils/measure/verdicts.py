@@ -37,6 +37,10 @@ def paired_ratios(a, b, *, higher_is_better: bool = False) -> list[float]:
     return [x / y for x, y in zip(a, b)] if higher_is_better else [y / x for x, y in zip(a, b)]
 
 
+OTHER_ROUNDS = ("each median comes from other rounds: the comparison's figure is the verdict's, the median of the "
+                "paired rounds' ratios")  # printed where medians of a pair stand beside its verdict
+
+
 def paired_median(a, b, *, higher_is_better: bool = False) -> float:
     """The figure a verdict on paired repeats a, b prints: the median of paired_ratios (A's advantage over B). A
     table that compares the same pair prints this, not the ratio of its two medians (each from other rounds)."""

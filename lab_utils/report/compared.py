@@ -111,11 +111,26 @@ class Compared:
 
     @property
     def notes(self) -> list[str]:
-        """This row's other warnings (oversubscribed cores, another framework, ...): plain notes, never `[!]`."""
+        """This row's other warnings (oversubscribed cores, another framework, ...): plain notes, never `[!]`. Where
+        its lab recorded its own figure for the pair (a paired ratio, a verdict), that one is the comparison's, and a
+        note on this table's figure (a ratio of two medians) says it is not."""
         computed = detectors.notes(self._speedup_flags())
         own = [n for n in detectors.notes(self.row.flags)  # a wait its lab recorded on its own figure: replaced by
                if not (WAITED_NOTE in n and any(WAITED_NOTE in c for c in computed))]  # the one on this row's figure
-        return own + [f for f in computed if f not in own]
+        own = [n if n in computed else self._labs_figure(n) for n in own]  # a figure the table shares: unlabelled
+        computed = [f for f in computed if f not in own]  # the lab's figure and the table's are one: said once
+        if any(COMPARISONS in n for n in own):  # the lab's figure is the comparison's: this table's is labelled
+            computed = [f"this table's ratio of two medians, not {COMPARISONS}: {f}" for f in computed]
+        return own + computed
+
+    def _labs_figure(self, note: str) -> str:
+        """A recorded note that quotes a speedup of this row over its baseline other than this table's (its lab's
+        paired ratio, or its lab's verdict on this pair): said to be its lab's figure, the comparison's."""
+        if self.is_baseline:
+            return note
+        if VERDICT_NOTE in note:
+            return note.replace(VERDICT_NOTE, f"verdict on this pair ({COMPARISONS}): ", 1)
+        return f"lab {self.row.lab}'s own figure ({COMPARISONS}): {note}" if detectors.ABOUT_100 in note else note
 
     @property
     def implausible(self) -> bool:
@@ -145,6 +160,8 @@ class Compared:
 
 
 RATIO = re.compile(r"\d+\.\d\dx")
+COMPARISONS = "the comparison's figure"
+VERDICT_NOTE = "verdict on this pair: "  # a lab's note naming its verdict on a row against its baseline (lab 09)
 WAITED_NOTE = "threads ran the same work at "  # detectors.more_threads_slower's words
 BUSY_NOTE = "measured while "  # conditions.Load.note(): "measured while other programs used 1.1 and steal ..."
 

@@ -35,6 +35,7 @@ class SerialFit:
 
     serial_fraction: float
     per_row: tuple[float, ...]
+    devices: tuple[float, ...] = ()  # each row's hardware ratio N, beside per_row
 
     @property
     def at_bound(self) -> bool:
@@ -51,23 +52,26 @@ class SerialFit:
 
     @property
     def flags(self) -> list[detectors.Flag]:
-        """A row whose own serial fraction lies outside 0..1, flagged (the fit itself may still lie inside)."""
-        return detectors.serial_fraction_outside(self.per_row)
+        """Rows whose own serial fraction lies outside 0..1 (the fit itself may still lie inside): a note above 1
+        (slower than one device) or just below 0; `[!]` for faster than linear beyond noise."""
+        return detectors.serial_fraction_outside(self.per_row, self.devices)
 
     def describe(self) -> str:
         """The fitted value with the rows' range, or why no projection follows from it."""
         rows = f"rows' own {min(self.per_row):.3f} to {max(self.per_row):.3f}"
         if self.at_bound:
-            side = "above 1: slower than one device" if self.serial_fraction > 1 else "below 0: faster than linear"
-            return (f"s = {self.serial_fraction:.3f} ({rows}) is outside 0..1 ({side}), the bound no machine "
-                    "passes: these rows contradict Amdahl's law, so nothing is projected from them")
+            side = ("above 1: slower than one device, a cost Amdahl's law leaves out" if self.serial_fraction > 1
+                    else "below 0: faster than linear, which no serial share gives")
+            return (f"s = {self.serial_fraction:.3f} ({rows}) is outside 0..1 ({side}): Amdahl's law cannot "
+                    "describe these rows, so nothing is projected from them")
         return f"s = {self.serial_fraction:.3f} ({rows})"
 
 
 def serial_fit(points) -> SerialFit:
     """fit_serial_fraction over (devices, speedup) pairs, with each pair's own serial fraction beside it."""
     pairs = [(float(n), float(s)) for n, s in points if n > 1]
-    return SerialFit(fit_serial_fraction(pairs), tuple((1 / s - 1 / n) / (1 - 1 / n) for n, s in pairs))
+    return SerialFit(fit_serial_fraction(pairs), tuple((1 / s - 1 / n) / (1 - 1 / n) for n, s in pairs),
+                     tuple(n for n, _ in pairs))
 
 
 @dataclass(frozen=True)
