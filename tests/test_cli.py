@@ -12,11 +12,15 @@ def run(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "lab_utils", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def bench_figures(*args, timeout=300) -> dict:
-    """Run `python -m lab_utils bench ...`; it must succeed and end with a JSON line, returned parsed."""
-    result = run("bench", *args, timeout=timeout)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+def bench_figures(capsys, *args) -> dict:
+    """Run `bench ...` in this process, as `python -m lab_utils bench ...` runs it (torch and its fork server are
+    warm here; the command line's own way in is test_bench_dp_refuses_bad_batch_sizes): it must succeed and end with a
+    JSON line, returned parsed."""
+    from lab_utils.instructor import cli
+
+    capsys.readouterr()
+    assert cli.main(["bench", *args]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 def test_info_reports_hardware_and_plans():
@@ -28,8 +32,8 @@ def test_info_reports_hardware_and_plans():
 
 
 @pytest.mark.slow
-def test_bench_overhead_ends_with_a_json_line():
-    figures = bench_figures("overhead", "--samples", "256", "--repeats", "1")
+def test_bench_overhead_ends_with_a_json_line(capsys):
+    figures = bench_figures(capsys, "overhead", "--samples", "256", "--repeats", "1")
     assert figures["benchmark"] == "overhead" and figures["ratio"] > 0
     # the JSON rounds the rates to 0.1 and the ratio to 1e-4: recomputing it agrees within what that rounding allows
     # (a slow machine's small rates make the rates' rounding count)
@@ -66,8 +70,8 @@ def test_a_command_other_than_bench_starts_without_torch_or_nbformat():
 
 
 @pytest.mark.slow
-def test_bench_ddp_ends_with_a_json_line():
-    figures = bench_figures("ddp", "--repeats", "1", "--steps", "4")
+def test_bench_ddp_ends_with_a_json_line(capsys):
+    figures = bench_figures(capsys, "ddp", "--repeats", "1", "--steps", "4")
     assert {"speedup_vs_1x1", "speedup_vs_1x2", "weights_max_abs_diff", "flags"} <= set(figures)
     assert figures["weights_max_abs_diff"] <= 1e-5
     assert [(s["name"], s["ranks"], s["threads"]) for s in figures["setups"]] == [
@@ -78,8 +82,8 @@ def test_bench_ddp_ends_with_a_json_line():
 
 
 @pytest.mark.slow
-def test_bench_dp_ends_with_a_json_line():
-    figures = bench_figures("dp", "--repeats", "2", "--batch-sizes", "8,16")
+def test_bench_dp_ends_with_a_json_line(capsys):
+    figures = bench_figures(capsys, "dp", "--repeats", "2", "--batch-sizes", "8,16")
     assert figures["grad_max_abs_diff"] <= 1e-5 and figures["speedup"] > 0 and isinstance(figures["flags"], str)
     assert [row["batch_size"] for row in figures["by_batch"]] == [8, 16] and figures["batch_size"] == 16
     for row in figures["by_batch"]:
@@ -96,16 +100,16 @@ def test_bench_dp_refuses_bad_batch_sizes():
 
 
 @pytest.mark.slow
-def test_bench_pipeline_ends_with_a_json_line():
-    figures = bench_figures("pipeline", "--batch-size", "64", "--repeats", "1")
+def test_bench_pipeline_ends_with_a_json_line(capsys):
+    figures = bench_figures(capsys, "pipeline", "--batch-size", "64", "--repeats", "1")
     assert {"speedup_gpipe_m8_vs_naive", "bubble_abs_error_max", "grad_max_abs_diff"} <= set(figures)
     assert figures["grad_max_abs_diff"] <= 1e-5
     assert set(figures["configs"]) == {"naive", "gpipe M=2", "gpipe M=4", "gpipe M=8", "1f1b M=8"}
 
 
 @pytest.mark.slow
-def test_bench_tf_ends_with_a_json_line():
-    figures = bench_figures("tf", "--repeats", "1", "--steps", "5", "--global-batch", "64")
+def test_bench_tf_ends_with_a_json_line(capsys):
+    figures = bench_figures(capsys, "tf", "--repeats", "1", "--steps", "5", "--global-batch", "64")
     assert figures["weights_max_abs_diff"] <= 1e-6 and figures["speedup_multiworker"] > 0  # the workers stay equal
     assert figures["replicas_in_sync"] == [2, 2]  # each worker is one replica of one strategy, not a worker alone
     assert figures["weights_vs_one_worker"] <= 1e-4  # = one worker on the same global batches, in another sum order

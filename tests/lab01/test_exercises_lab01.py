@@ -86,7 +86,7 @@ for _fn in (top_self_cpu_op_first_row, top_self_cpu_op_minimum, top_self_cpu_op_
                                           (top_self_cpu_op_per_call, "time per call")],
                          ids=["first-row", "minimum", "aten-only", "single-call", "per-call"])
 def test_each_profile_mistake_gets_its_own_hint(wrong, named):
-    for seed in (None, 1, 2, 3):
+    for seed in (None, 1, 2, 3, 15, 97):  # drew profiles where two mistakes picked the same operator everywhere
         result = check(wrong) if seed is None else None
         fraction, message = (result.details["fraction"], result.message) if result else grade(wrong, seed)
         assert fraction == 0.0 and named in message, message

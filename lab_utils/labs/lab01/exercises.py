@@ -182,23 +182,27 @@ def _profile_cases(rng):
     rng.shuffle(tops)
     cases = []
     for top in tops:
-        names = [top] + rng.sample([o for o in OPERATORS if o != top], rng.randint(4, 8))
+        names = [top] + rng.sample([o for o in OPERATORS if o != top], rng.randint(7, 9))
         rows = {n: round(rng.uniform(10, 500), 3) for n in names}
         rows[top] = round(max(rows.values()) * rng.uniform(1.2, 2.0), 3)
         totals = {n: round(v + rng.uniform(0, 100), 3) for n, v in rows.items()}
-        parent = rng.choice(names[1:])  # an operator that calls others: the largest total, not the largest self
+        lowest = sorted(rows, key=rows.get)[:2]  # the smallest self time, before or after `single` below is raised
+        parent = rng.choice([n for n in names[1:] if n not in lowest])  # calls others: the largest total, not self
         totals[parent] = round(sum(rows.values()) + rng.uniform(1, 50), 3)
         counts = {n: rng.randint(1, 30) for n in names}
         counts[top] = rng.randint(4, 30)
-        busiest = rng.choice([n for n in names[1:] if n != parent])  # called most often: neither top self nor total
+        busiest = rng.choice([n for n in names[1:] if n != parent and n not in lowest])  # called most often
         counts[busiest] = max(counts.values()) + rng.randint(20, 200)
         single = rng.choice([n for n in names[1:] if n not in (parent, busiest)])  # the largest single call
         rows[single] = round(rows[top] * rng.uniform(0.5, 0.8), 3)
         counts[single], totals[single] = 1, round(rows[single] + rng.uniform(0, 10), 3)
         table = [[n, rows[n], totals[n], counts[n]] for n in names]
         rng.shuffle(table)
-        if table[0][0] == top:  # the first row is not the answer
-            table.append(table.pop(0))
+        # the first row is neither the answer nor what another mistake picks, so each mistake has its own hint
+        picked = {top, parent, busiest, single} | {way(table) for what, way in _PROFILE_MISTAKES.items()
+                                                    if "first entry" not in what}  # at most 7 of 8-10 names
+        first = next(i for i, row in enumerate(table) if row[0] not in picked)
+        table.insert(0, table.pop(first))
         cases.append(table)
     return cases
 
