@@ -1019,6 +1019,65 @@ def test_a_cpu_burner_gets_only_its_share_and_a_classmate_beside_it_keeps_full_m
         assert any(line.startswith("grading one submission at a time") for line in said), said
 
 
+SLEEPER_MARKER = "lab_grader_probe_sleeper_5772"
+# one probe process answers a submission's exercises, each in a fresh child: what one leaves running is gone before
+# the next starts, and one stopped at its limit costs only its own exercise
+LEAVES_A_SLEEPER = f'''
+import os, subprocess, sys
+
+def speedup_and_efficiency(row, baseline):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "{SLEEPER_MARKER}"], start_new_session=True)
+    speedup = row.samples_per_s / baseline.samples_per_s
+    return speedup, speedup / ((row.world_size * (row.threads or 1)) / (baseline.world_size * (baseline.threads or 1)))
+
+def _sleeper_alive():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{{pid}}/cmdline", "rb") as handle:
+                if b"{SLEEPER_MARKER}" in handle.read():
+                    return True
+        except OSError:
+            pass
+    return False
+
+def fit_serial_fraction(points):
+    if _sleeper_alive():
+        return -1.0
+    a = [1 - 1 / n for n, _ in points]
+    b = [1 / s - 1 / n for n, s in points]
+    return sum(x * y for x, y in zip(a, b)) / sum(x * x for x in a)
+
+def predict_speedup(serial_fraction, devices):
+    return 1.0 / (serial_fraction + (1.0 - serial_fraction) / devices)
+'''
+LOOPS_IN_ONE = LEAVES_A_SLEEPER.replace("    if _sleeper_alive():\n        return -1.0\n", "    while True:\n        pass\n")
+
+
+def test_each_probe_starts_clean_and_one_stopped_at_its_limit_costs_only_its_exercise(tmp_path):
+    nbformat.write(notebook(LEAVES_A_SLEEPER), tmp_path / "leaves.ipynb")
+    nbformat.write(notebook(LOOPS_IN_ONE), tmp_path / "loops.ipynb")
+    rows = {r.student: r for r in grade.grade([tmp_path / "leaves.ipynb", tmp_path / "loops.ipynb"], "10",
+                                               tmp_path / "out", jobs=2, execute_notebooks=False, probe_timeout=3,
+                                               unsandboxed=True, isolation=machine.detect_isolation(),
+                                               say=lambda s: None)}
+    assert [s.points for s in rows["leaves"].scores] == [1, 1, 1], rows["leaves"].scores  # the sleeper was gone
+    loops = rows["loops"].scores
+    assert [s.points for s in loops] == [1, 0, 1], loops  # the answer after the stopped one still counts
+    assert "CPU-seconds" in loops[1].message or "ran longer than" in loops[1].message, loops[1].message
+    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and SLEEPER_MARKER in _read(Path(f"/proc/{p}/cmdline"))]
+    assert leftovers == []
+
+
+def test_a_probe_process_imports_torch_once_only_where_the_set_up_does():
+    from lab_utils.instructor.grading.probe import preloads
+
+    assert preloads([{"setup": "import torch\nimport torch.distributed as dist"}, {"setup": "import statistics"}]) \
+        == ["torch"]
+    assert preloads([{"setup": "import numpy as np"}, {"name": "x", "missing": "stub"}]) == ["numpy"]
+    assert preloads([{"setup": "from torch import nn"}, {"setup": "not python ("}]) == ["torch"]
+    assert preloads([{"setup": "import statistics\nimport time"}, {"setup": ""}]) == []
+
+
 def test_an_exercise_that_cannot_run_here_is_blocked_not_zero(tmp_path, monkeypatch):
     tests = tmp_path / "tests"
     tests.mkdir()
@@ -1202,7 +1261,7 @@ def _readable_as_nobody(paths: list[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def honest_lab01(tmp_path_factory):
     """The honest lab 01 notebooks, run whole (the kernel's own PASS lines) and graded; what the grader's temporary
-    folder held, and who could read it, looked at while each probe ran."""
+    folder held, and who could read it, looked at as each probe process started."""
     from lab_utils.instructor.grading import sandboxed_run
 
     folder = tmp_path_factory.mktemp("honest_lab01")
@@ -1214,7 +1273,7 @@ def honest_lab01(tmp_path_factory):
     grader_tmp.chmod(0o1777)  # like /tmp
     seen: dict[str, tuple[int, bool]] = {}
     as_nobody: set[str] = set()
-    real_probe = sandboxed_run.probe
+    real_probe = sandboxed_run.probe_batch
 
     def looking_probe(*args, **kwargs):
         now = _who_can_read(grader_tmp)
@@ -1226,7 +1285,7 @@ def honest_lab01(tmp_path_factory):
     isolation = machine.detect_isolation()
     out = tmp_path_factory.mktemp("honest_graded")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sandboxed_run, "probe", looking_probe)
+        patch.setattr(sandboxed_run, "probe_batch", looking_probe)
         patch.setattr(tempfile, "tempdir", str(grader_tmp))
         rows = grade.grade(paths, "01", out, timeout=120, cell_timeout=60, jobs=3, say=lambda s: None,
                            isolation=isolation, unsandboxed=not isolation.complete)

@@ -1,11 +1,15 @@
-"""Inside a grader's probe process: run one exercise's `run` on the learner's definition and send back one answer.
+"""Inside a grader's probe process: run each exercise's `run` on the learner's definition and send back its answer.
 
-The grader starts this in a fresh sandboxed process with a request on stdin: the exercise's `run` (by module and name,
-or pickled by value for an instructor test), its set-up, the learner's definition and the inputs drawn for this run.
-Never the reference, the judge or the Exercise object: those stay in the grader.
+The grader starts this in a sandboxed process with a submission's requests on stdin, one per exercise: the
+exercise's `run` (by module and name, or pickled by value for an instructor test), its set-up, the learner's
+definition and the inputs drawn for this run. Never the reference, the judge or the Exercise object: those stay in the
+grader. Each request is answered by a fresh child, in a folder of its own, one answer line each, in order; before the
+next child starts, everything the last one left running is killed (this process is a child subreaper, and in
+bubblewrap the namespace's pid 1). The heavy libraries the exercises' own set-up imports (torch) are imported here
+once, before the first fork, so that each child starts with them as a notebook's kernel has them.
 
 Two processes, so that the learner's code cannot reach the answer channel (this process's stdout): this one reads
-the request, forks a child that closes every descriptor but a private result pipe and only then imports or runs
+the requests, forks a child that closes every descriptor but a private result pipe and only then imports or runs
 anything, and forwards what the child sends after checking it is one answer of plain data. This process is not
 dumpable, so the child cannot open /proc/PID/fd of it either (and the sandbox's seccomp filter refuses ptrace); in
 bubblewrap it is the namespace's pid 1, so no other process inside holds the channel, and signals from the learner's
@@ -21,6 +25,8 @@ import sys
 MAX_ANSWER_BYTES = 16 * 2**20
 MAX_DEPTH = 24
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+PRELOADABLE = ("torch", "numpy")  # imported once before the children fork, where an exercise's set-up imports them
 
 
 def _display(*objects, **options):
@@ -134,11 +140,25 @@ def _child(request: dict, result_fd: int) -> None:
     os._exit(0)
 
 
-def main() -> None:
-    import ctypes
+def preloads(requests) -> list[str]:
+    """The PRELOADABLE libraries the requests' set-up code (the course's, never the learner's) imports."""
+    import ast
 
-    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    request = json.loads(sys.stdin.readline())
+    found: set[str] = set()
+    for request in requests:
+        try:
+            tree = ast.parse(request.get("setup") or "")
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            found.update(n.split(".")[0] for n in names)
+    return [name for name in PRELOADABLE if name in found]
+
+
+def _answer_in_child(request: dict, folder: str) -> bytes:
+    """Fork a child that answers `request` in `folder`; its one answer, checked, as the line to send."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -147,6 +167,11 @@ def main() -> None:
             os.dup2(devnull, fd)
         keep = os.dup2(write_end, 3, inheritable=False) if write_end != 3 else 3
         os.closerange(4, 1 << 16)
+        try:
+            os.mkdir(folder, 0o700)
+            os.chdir(folder)
+        except OSError:
+            pass  # the shared folder: the answer does not depend on it
         _child(request, keep)
     os.close(write_end)
     chunks, total = [], 0
@@ -158,9 +183,28 @@ def main() -> None:
         total += len(chunk)
     os.close(read_end)
     os.waitpid(pid, 0)
-    data = (json.dumps(parse_answer(b"".join(chunks))) + "\n").encode()
-    while data:
-        data = data[os.write(1, data):]
+    return (json.dumps(parse_answer(b"".join(chunks))) + "\n").encode()
+
+
+def main() -> None:
+    import ctypes
+
+    from .subreaper import kill_descendants
+
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # what a child leaves running is handed here, and killed
+    requests = [json.loads(line) for line in sys.stdin if line.strip()]
+    for name in preloads(requests):
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - a child that needs it says why it cannot import it
+            pass
+    for index, request in enumerate(requests):
+        data = _answer_in_child(request, str(index))
+        while data:
+            data = data[os.write(1, data):]
+        kill_descendants()
     os._exit(0)
 
 

@@ -1,5 +1,6 @@
 """A submission's sandboxed run, the part of grading that runs untrusted code: the whole notebook (papermill, for
-the executed notebook handed back and the run's status), then one probe per exercise, each in a fresh process. Takes
+the executed notebook handed back and the run's status), then one probe per exercise, each in a fresh process (the
+children of one probe process, which imports torch once for all of them where their set-up uses it). Takes
 a job and returns plain data; runs in the grader's process (lab_utils.instructor.grading.grade) or as a Slurm array task on a
 node (lab_utils.instructor.grading.grade_slurm), the same code either way."""
 from __future__ import annotations
@@ -146,33 +147,6 @@ class _Exchange:
             thread.join(timeout=5)
 
 
-def _wait(process: subprocess.Popen, box: Sandbox, timeout: float) -> str:
-    """Wait for `process`; '' when it ended in time, else why it was stopped. Where the sandbox's CPU time is counted,
-    the limit counts its own CPU at its share (a busy machine cannot cost it the limit): it is stopped once it has used
-    `timeout` seconds of its share, or after twice `timeout` of waiting (sleeping or blocked); elsewhere after
-    `timeout` seconds."""
-    start, used_before = time.monotonic(), box.cpu_seconds()
-    if used_before is None:
-        try:
-            process.wait(timeout=timeout)
-            return ""
-        except subprocess.TimeoutExpired:
-            return f"it ran longer than {timeout:g} s"
-    share = box.limits.cpus or usable_cpu_count()
-    while True:
-        try:
-            process.wait(timeout=0.2)
-            return ""
-        except subprocess.TimeoutExpired:
-            pass
-        used = (box.cpu_seconds() or used_before) - used_before
-        if used >= timeout * share:
-            return (f"it used {used:.0f} CPU-seconds, more than {timeout:g} s at its share of {share:g} CPU(s) "
-                    "allows")
-        if time.monotonic() - start >= 2 * timeout:
-            return f"it ran longer than {2 * timeout:g} s (using only {used:.1f} CPU-seconds: it waited or slept)"
-
-
 def execute(notebook: str, box: Sandbox, params: dict, *, cell_timeout: float,
             timeout: float) -> tuple[str, str, str | None]:
     """Run the whole notebook in the sandbox; returns (status, message, executed notebook as text, or None)."""
@@ -206,23 +180,85 @@ def execute(notebook: str, box: Sandbox, params: dict, *, cell_timeout: float,
     return "completed", "", result
 
 
-def probe(request: dict, box: Sandbox, timeout: float, workdir: str = "probe") -> dict:
-    """Run one exercise on the learner's definition in a fresh process in the sandbox; exactly one answer, or why not."""
-    if "blocked" in request:
-        return {"status": "blocked", "error": request["blocked"]}
-    if "missing" in request:
-        return {"status": "missing", "error": request["missing"]}
-    process = box.popen(_python(box, PROBE, [str(ROOT)], 2 * timeout), workdir=workdir, stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cpu_seconds=timeout * usable_cpu_count())
-    exchange = _Exchange(process, (json.dumps(request) + "\n").encode(), MAX_ANSWER_BYTES + 1)
-    stopped = _wait(process, box, timeout)
+def probe_batch(requests: list[dict], box: Sandbox, timeout: float, workdir: str) -> list[dict]:
+    """Run exercises in one process in the sandbox, each in a fresh child of it (probe.py): their answers in order,
+    stopping at the first probe that outruns its limit or ends the process early; that probe's record says why, and
+    the list is then shorter than `requests` (the caller starts the rest again)."""
+    process = box.popen(_python(box, PROBE, [str(ROOT)], 2 * timeout * len(requests)), workdir=workdir,
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                        cpu_seconds=timeout * usable_cpu_count())
+    data = b"".join((json.dumps(r) + "\n").encode() for r in requests)
+    exchange = _Exchange(process, data, len(requests) * (MAX_ANSWER_BYTES + 4096))
+    stopped = _wait_each(process, box, timeout, lambda: exchange.out.count(b"\n"), len(requests))
     box.kill_all()
     exchange.join()
-    if stopped:
-        return {"status": "error", "error": stopped}
-    if box.exceeded:
-        return {"status": "error", "error": box.exceeded}
-    return parse_answer(bytes(exchange.out))
+    lines = bytes(exchange.out).split(b"\n")[:-1]
+    records = [parse_answer(line) for line in lines[:len(requests)]]
+    if len(records) < len(requests):
+        why = stopped or box.exceeded or "no answer came back (the process ended early)"
+        records.append({"status": "error", "error": why})
+    elif box.exceeded:  # over a limit while the last probe ran: that probe's answer is not used
+        records[-1] = {"status": "error", "error": box.exceeded}
+    return records
+
+
+def probes(requests: list[dict], box: Sandbox, timeout: float) -> list[dict]:
+    """One record per exercise: blocked and missing ones from the request, the others from probe processes (one for
+    all, started again after a probe that was stopped); each exercise is run in a fresh process."""
+    records: list[dict | None] = [None] * len(requests)
+    todo = []
+    for index, request in enumerate(requests):
+        if "blocked" in request:
+            records[index] = {"status": "blocked", "error": request["blocked"]}
+        elif "missing" in request:
+            records[index] = {"status": "missing", "error": request["missing"]}
+        else:
+            todo.append(index)
+    batch = 0
+    while todo:
+        if box.exceeded:  # over a limit of the sandbox: no later answer counts
+            for index in todo:
+                records[index] = {"status": "error", "error": box.exceeded}
+            break
+        answered = probe_batch([requests[i] for i in todo], box, timeout, f"probe-{batch}")
+        for index, record in zip(todo, answered):
+            records[index] = record
+        todo, batch = todo[len(answered):], batch + 1
+    return [r for r in records if r is not None]
+
+
+def _wait_each(process: subprocess.Popen, box: Sandbox, timeout: float, answered, total: int) -> str:
+    """Wait for a process that answers `total` probes one after another (`answered()`: how many so far); '' when it
+    ended, else why its current probe was stopped. Each probe's limit counts from the previous answer: where the
+    sandbox's CPU time is counted, its own CPU at its share (a busy machine cannot cost it the limit), stopped once it
+    has used `timeout` seconds of its share or after twice `timeout` of waiting (sleeping or blocked); elsewhere after
+    `timeout` seconds."""
+    done, start, used_before = answered(), time.monotonic(), box.cpu_seconds()
+    share = box.limits.cpus or usable_cpu_count()
+    while True:
+        try:
+            process.wait(timeout=0.2)
+            return ""
+        except subprocess.TimeoutExpired:
+            pass
+        now_done = answered()
+        if now_done != done:
+            done, start, used_before = now_done, time.monotonic(), box.cpu_seconds()
+        waited = time.monotonic() - start
+        if done >= total:  # every answer is in: the process is ending
+            if waited >= timeout:
+                return ""
+            continue
+        if used_before is None:
+            if waited >= timeout:
+                return f"it ran longer than {timeout:g} s"
+            continue
+        used = (box.cpu_seconds() or used_before) - used_before
+        if used >= timeout * share:
+            return (f"it used {used:.0f} CPU-seconds, more than {timeout:g} s at its share of {share:g} CPU(s) "
+                    "allows")
+        if waited >= 2 * timeout:
+            return f"it ran longer than {2 * timeout:g} s (using only {used:.1f} CPU-seconds: it waited or slept)"
 
 
 def run_job(job: dict, isolation: Isolation, scratch: Path, limits: Limits) -> dict:
@@ -240,7 +276,7 @@ def run_job(job: dict, isolation: Isolation, scratch: Path, limits: Limits) -> d
                                          if job["execute"] else ("completed", "probes only: the notebook was not run", None))
             if box.exceeded:
                 status, message = "error", f"stopped: {box.exceeded}"
-            records = [probe(request, box, probe_timeout, f"probe-{i}") for i, request in enumerate(job["requests"])]
+            records = probes(job["requests"], box, probe_timeout)
     finally:
         remove_tree(home)
     return {"status": status, "message": message, "records": records, "sandbox": isolation.row_note,
