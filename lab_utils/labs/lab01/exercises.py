@@ -186,7 +186,7 @@ def _profile_cases(rng):
         rows = {n: round(rng.uniform(10, 500), 3) for n in names}
         rows[top] = round(max(rows.values()) * rng.uniform(1.2, 2.0), 3)
         totals = {n: round(v + rng.uniform(0, 100), 3) for n, v in rows.items()}
-        lowest = sorted(rows, key=rows.get)[:2]  # the smallest self time, before or after `single` below is raised
+        lowest = sorted(rows, key=lambda n: rows[n])[:2]  # the smallest self time, before or after `single` below is raised
         parent = rng.choice([n for n in names[1:] if n not in lowest])  # calls others: the largest total, not self
         totals[parent] = round(sum(rows.values()) + rng.uniform(1, 50), 3)
         counts = {n: rng.randint(1, 30) for n in names}
