@@ -74,10 +74,23 @@ def test_average_and_apply_accumulates():
     assert_wrong(average_and_apply, "pile up")
 
 
-def test_average_and_apply_no_step():
+def test_average_and_apply_zeroing_the_gradient_before_the_step_is_named():
+    # learner s7: zero_grad() after setting weights.grad was told to "call optimizer.step()", which it did
     def average_and_apply(weights, optimizer, gradients):
-        weights.grad = sum(gradients.values()) / len(gradients)
-    assert_wrong(average_and_apply, "never changed")
+        weights.grad = sum(gradients[w] for w in sorted(gradients)) / len(gradients)
+        optimizer.zero_grad()
+        optimizer.step()
+    assert_wrong(average_and_apply, "never changed: after setting weights.grad, call optimizer.step(), with no "
+                                    "optimizer.zero_grad() in between")
+
+
+def test_average_and_apply_one_step_per_worker_with_its_share_is_named():
+    # learner s7: one optimizer.step() per worker, each with gradient / n, got the generic "weights differ" message
+    def average_and_apply(weights, optimizer, gradients):
+        for w in sorted(gradients):
+            weights.grad = gradients[w] / len(gradients)
+            optimizer.step()
+    assert_wrong(average_and_apply, "once per worker, each with its share")
 
 
 def test_average_and_apply_divides_by_a_fixed_two():

@@ -84,7 +84,8 @@ def _average_expected(case):
 
 def wrong_update_weights(case, n_workers: int, rule: str):
     """The weights a synchronous server of n_workers ends with when its update follows `rule` (a classic mistake):
-    "sum", "first", "last", "each", "accumulate", "no_step", "manual at LR" (weights -= LR x mean, no optimizer)
+    "sum", "first", "last", "each", "each share" (one step per worker with gradient / n), "accumulate", "no_step",
+    "manual at LR" (weights -= LR x mean, no optimizer)
     or "divide by K" (the sum divided by a fixed K)."""
     import torch
     import torch.nn.functional as F
@@ -115,9 +116,9 @@ def wrong_update_weights(case, n_workers: int, rule: str):
             with torch.no_grad():
                 weights -= float(rule.removeprefix("manual at ")) * mean
             continue
-        if rule == "each":
+        if rule in ("each", "each share"):
             for w in workers:
-                weights.grad = grads[w]
+                weights.grad = grads[w] if rule == "each" else grads[w] / n_workers
                 optimizer.step()
             continue
         if rule.startswith("divide by "):
@@ -143,7 +144,11 @@ MISTAKES = {
     "each": "you stepped once per gradient: that is the asynchronous server; average first, then ONE optimizer step",
     "accumulate": "the gradients pile up from one update to the next: set weights.grad to the average (=), do not "
                   "add it to the previous update's gradient",
-    "no_step": "the weights never changed: after setting weights.grad, call optimizer.step()",
+    "each share": "you stepped once per worker, each with its share of the average (gradient / n): with momentum, n "
+                  "small steps are not one step on the average; set weights.grad to the mean and call "
+                  "optimizer.step() ONCE",
+    "no_step": "the weights never changed: after setting weights.grad, call optimizer.step(), with no "
+               "optimizer.zero_grad() in between (it erases the gradient you set)",
 }
 MANUAL = ("the weights moved by a learning rate x the average, without momentum: you updated them yourself. The "
           "server's optimizer holds the momentum and the learning rate the server sets: set weights.grad and call "
