@@ -497,3 +497,16 @@ def test_stability_marks_a_run_that_fell_back_to_no_cost_at_all(tmp_path):
     assert claim.tested == ("", "no cost at all") and claim.restated
     text = stability.claims_table([claim], ["tight", "wild"])
     assert "<=0%" in text and "no cost at all" in text and "as claimed" in text
+
+
+def test_a_range_end_is_printed_with_the_decimals_that_show_its_side_of_1_and_of_the_threshold():
+    # learner s7: "range 1.00-1.94 -> not distinguishable" (its low end 0.9998), "range 0.85-0.95" against "it holds
+    # while the whole range lies above 0.85" (0.8465 against 0.8475)
+    from lab_utils.measure.verdicts import Verdict
+
+    near_one = Verdict("A vs B", "A faster", 1.83, 0.9998, 1.94, measure.UNDECIDED, 9)
+    assert "range 0.9998-1.94 over 9" in str(near_one) and "(range 0.9998-1.94)" in near_one.outcome()
+    near_floor = Verdict("sync vs async", "no slower", 0.87, 0.8465, 0.95, measure.UNDECIDED, 9, holds_from=0.8475)
+    assert "lies above 0.848" in str(near_floor) and "range 0.847-0.95 over 9" in str(near_floor)
+    plain = Verdict("A vs B", "A faster", 1.1, 1.04, 1.2, measure.HOLDS, 9)
+    assert "range 1.04-1.20 over 9" in str(plain)

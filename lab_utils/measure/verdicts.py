@@ -73,6 +73,16 @@ def ratio_scatter(ratios, confidence: float = CONFIDENCE) -> float:
     return (high - low) / (2 * statistics.median(float(r) for r in ratios))
 
 
+def shown(value: float, edges) -> str:
+    """`value` with 2 decimals, or more (up to 4) where 2 would print it equal to an edge it is not equal to (a range's
+    end of 0.9998 as '1.00' beside the 1 it must lie above)."""
+    for digits in (2, 3, 4):
+        text = f"{value:.{digits}f}"
+        if all(value == edge or text != f"{edge:.{digits}f}" for edge in edges):
+            return text
+    return f"{value:.4f}"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A decided claim: median paired `ratio`, its ratio_range [low, high], `verdict` HOLDS, REVERSED, UNDECIDED or
@@ -100,18 +110,23 @@ class Verdict:
         if self.extra_work:
             direction = f"above 1 means {first} was faster, below 1 that it cost time"
         meaning = (f"{direction}; {self.expected}, {self.tested()}: it holds while the whole range lies above "
-                   f"{self.holds_from:.2f}" if self.holds_from is not None else direction)
+                   f"{shown(self.holds_from, (self.low, self.high))}" if self.holds_from is not None else direction)
         notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
         if self.verdict == CANNOT_SEE:  # the reason first; the ratio only as what these conditions gave, no result
             text = (f"verdict, {claim} ({self.expected}): {CANNOT_SEE}: {self.reason} (these pairs gave "
-                    f"{self.ratio:.2f}{self.unit}, range {self.low:.2f}-{self.high:.2f} over {self.repeats}: the "
+                    f"{self.ratio:.2f}{self.unit}, range {self.range_text()} over {self.repeats}: the "
                     f"conditions', not the claim's; {direction})")
         else:
-            text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range "
-                    f"{self.low:.2f}-{self.high:.2f} over {self.repeats} paired repeats) -> {self.verdict}")
+            text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range {self.range_text()} over "
+                    f"{self.repeats} paired repeats) -> {self.verdict}")
         return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
                        + notes + detectors.extra_work_faster(self, MIN_EFFECT))
+
+    def range_text(self) -> str:
+        """'low-high', each end with the decimals that show which side of 1 (and of the claim's threshold) it lies."""
+        edges = (1.0,) if self.holds_from is None else (1.0, self.holds_from)
+        return f"{shown(self.low, edges)}-{shown(self.high, edges)}"
 
     def tested(self) -> str:
         """A no-worse-than claim in its own terms, before its threshold: the cost tested (restated or not)."""
@@ -126,7 +141,7 @@ class Verdict:
         ratio only as what those conditions gave (never a bare ratio a reader takes for a result)."""
         if self.verdict == CANNOT_SEE:
             return f"{NOT_MEASURABLE}: {self.reason} ({UNREAD})"
-        text = f"{self.ratio:.2f}{self.unit} (range {self.low:.2f}-{self.high:.2f}) -> {self.verdict}"
+        text = f"{self.ratio:.2f}{self.unit} (range {self.range_text()}) -> {self.verdict}"
         return f"{text} ({self.notes})" if self.notes else text  # the conditions it was decided under
 
     def verdict_cells(self) -> dict:
@@ -170,8 +185,9 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             tolerance = math.ceil(round(tolerance * 100, 6)) / 100
         if tolerance > no_worse_than:
             notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, so this machine can tell a cost of "
-                         f"{tolerance:.0%} ({RESOLVE:g}x that scatter) and more, not {no_worse_than:.0%}: the claim "
-                         f"tested is 'no worse by more than {tolerance:.0%}'")
+                         f"{tolerance:.0%} ({RESOLVE:g}x that scatter, rounded up to a whole percent) and more, not "
+                         f"{no_worse_than:.0%}: the claim tested is 'no worse by more than {tolerance:.0%}', weaker "
+                         f"than the {no_worse_than:.0%} predicted (a noisier run tests a weaker claim)")
         floor = 1 / (1 + tolerance)
         holds_from = 1.0 if tolerance > MAX_RESTATED else floor
         if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
