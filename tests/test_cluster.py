@@ -87,6 +87,7 @@ def test_status_prints_the_line_to_paste_in_a_terminal(tmp_path, monkeypatch):
     assert "sinfo: node1 idle" in said
 
 
+@pytest.mark.skipif(REASON is not None, reason=f"needs root and slurm-wlm/munge: {REASON}")
 def test_up_status_up_again_down(tmp_path):
     state = tmp_path / "c"  # a second cluster of its own: the course's cluster (if up) must stay untouched
     other = local.daemons(local.layout())
