@@ -2,6 +2,7 @@
 typed results; the GPU check."""
 import copy
 import threading
+import types
 
 import pytest
 import torch
@@ -274,10 +275,33 @@ def test_the_sweep_says_which_figure_is_the_comparisons_and_why_the_others_diffe
         return data_parallel.Sweep(None, 5, results, {}, {8: {one: one_t, threads: threads_t, many: dp}})
 
     sweep = swept(dp_t)
-    paired = sweep.speedup(8, many)
+    threads_paired = sweep.speedup(8, threads)
     lines = data_parallel.figures_explained(sweep)
-    assert f"1/{paired:.2f}x = {1 / paired:.2f}x" in lines[0], lines
-    medians = one_t.median / dp_t.median
-    assert abs(medians / paired - 1) > 0.05 and f"their ratio (batch 8, {many}: {medians:.2f}x)" in lines[1], lines
-    same = swept(measure.Timing(tuple(2 * t for t in one_t.times), 0))  # every pair 0.5x, and so are the medians
-    assert f"batch 8, {threads}:" in data_parallel.figures_explained(same)[1]  # then the row furthest off is explained
+    medians = one_t.median / threads_t.median  # the threads' row: its medians are furthest off its pairs
+    assert len(lines) == 1 and f"batch 8, {threads}: {medians:.2f}x" in lines[0], lines
+    assert measure.OTHER_ROUNDS in lines[0] and "not a comparison's figure" in lines[0], lines
+    assert not any(f"{many}:" in line for line in data_parallel.figures_explained(sweep, decided=(8, many)))
+    same = swept(measure.Timing(tuple(2 * t for t in one_t.times), 0))  # every DataParallel pair 0.5x, so its medians
+    assert f"batch 8, {threads}:" in data_parallel.figures_explained(same)[0]  # the row furthest off is explained
+
+
+def test_the_sweep_prints_the_verdicts_comparison_once_and_every_speedup_with_its_range(capsys):
+    """A learner met 0.54x (the column), '1/0.54x = 1.83x' and the verdict's 1.85x for one comparison, and a bare
+    1.94x for two threads that the next run measured as 1.36x."""
+    one, many, threads = data_parallel.ONE_DEVICE, data_parallel.dp_name(2), data_parallel.threaded_name(2)
+    one_t = measure.Timing((10.0, 12.0, 30.0, 12.0, 11.0), warmup=0)
+    dp_t = measure.Timing((16.0, 20.0, 13.0, 19.0, 13.0), warmup=0)
+    threads_t = measure.Timing((5.0, 9.0, 20.0, 6.0, 8.0), warmup=0)
+    results = tuple(data_parallel._sweep_result(n, s, w, 1, 8, t, one_t, "cpu", CPU_ONLY)
+                    for n, s, w, t in ((one, "single", 1, one_t), (threads, "single", 1, threads_t),
+                                       (many, "dp", 2, dp_t)))
+    sweep = data_parallel.Sweep(types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"]), 5, results, {},
+                                {8: {one: one_t, threads: threads_t, many: dp_t}})
+    data_parallel.print_sweep(sweep, decided=(8, many))
+    out = capsys.readouterr().out
+    dp_row = next(line for line in out.splitlines() if many in line and line.strip().startswith("8"))
+    assert "verdict" in dp_row and f"{sweep.speedup(8, many):.2f}x" not in out, out
+    assert f"1/{sweep.speedup(8, many):.2f}" not in out, out  # no inverse beside the verdict's own figure
+    low, high = sweep.speedup_range(8, threads)
+    assert low < sweep.speedup(8, threads) < high
+    assert f"{sweep.speedup(8, threads):.2f}x  {low:.2f}-{high:.2f}x" in out, out

@@ -308,7 +308,7 @@ def test_straggler_slows_the_whole_iteration_not_just_the_compute():
     straggler = A.Straggler(3.0)
     for _ in range(4):
         time.sleep(0.02)  # pull + compute + push: 20 ms busy, of which only 5 ms is "compute"
-        straggler.before_push(0.005)
+        straggler.before_push(first_estimate_s=0.005)  # only until the first iteration is timed
     assert straggler.slowdown == pytest.approx(3.0, rel=0.15)
     assert A.Straggler(1.0).before_push(0.01) == 0.0
 

@@ -52,7 +52,9 @@ def work(rank, n_workers, cfg, device):
         F.cross_entropy(model(x.to(device)), y.to(device)).backward()
         gradient = parameters_to_vector([p.grad for p in model.parameters()]).cpu()
         compute_s.append(time.perf_counter() - started)
-        straggler.before_push(compute_s[-1])                       # sleeps (factor - 1) x a busy iteration: no core
+        # sleeps (factor - 1) x the median busy iteration (pull, compute, push), which it times from one push to the
+        # next; this first compute time stands in until one iteration has been timed. A sleep holds no core
+        straggler.before_push(first_estimate_s=compute_s[-1])
         send(0, version, gradient)                                 # push: [version it was computed on, gradient...]
         step += 1
     send(0, STOP, torch.zeros(message.numel() - 1))                # done: the server stops listening to this worker

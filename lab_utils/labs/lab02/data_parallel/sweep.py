@@ -59,6 +59,13 @@ class Sweep:
         timings = self.timings[batch_size]
         return measure.paired_median(timings[variant], timings[ONE_DEVICE])
 
+    def speedup_range(self, batch_size: int, variant: str) -> tuple[float, float]:
+        """The range that holds `speedup` with the verdicts' confidence (measure.ratio_range of the paired ratios):
+        how far this comparison moves from round to round."""
+        timings = self.timings[batch_size]
+        low, high, _ = measure.ratio_range(measure.paired_ratios(timings[variant], timings[ONE_DEVICE]))
+        return low, high
+
 
 def _sweep_result(variant, strategy, world_size, threads, batch, timing, baseline, device, hw) -> measure.Result:
     """One candidate's row, flagged when its figures cannot be right."""
@@ -112,45 +119,48 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     return Sweep(plan, repeats, tuple(results), phases, all_timings)
 
 
-def figures_explained(result: Sweep, *, gap: float = 0.05) -> list[str]:
-    """Why the other figures a reader can form from the table differ from the speedup column: the verdict's inverse,
-    and the ratio of two ms/step medians on the verdict's row (DataParallel, smallest batch), or else on the row where
-    it is furthest from the column (nothing where every row's is within `gap`)."""
+def figures_explained(result: Sweep, *, gap: float = 0.05, decided=None) -> list[str]:
+    """Why the ratio of a row's two ms/step medians, which a reader can form from the table, is not the speedup
+    column: on the row where the two differ most (nothing where every row's are within `gap`). `decided`: the
+    (batch, variant) a verdict decides, whose figure only the verdict prints (left out here)."""
     rows = [(r, result.speedup(r.batch_size, r.variant), result.result(r.batch_size, ONE_DEVICE).wall_s / r.wall_s)
-            for r in result.results if r.variant != ONE_DEVICE and r.wall_s > 0]
+            for r in result.results
+            if r.variant != ONE_DEVICE and r.wall_s > 0 and (r.batch_size, r.variant) != decided]
     if not rows:
         return []
-    first = next((row for row in rows if row[0].strategy == "dp"), rows[0])  # lab 02's verdict: DP, smallest batch
-    lines = [f"  a verdict that names one device first reads the same pairs from one device's side: 1/speedup "
-             f"(batch {first[0].batch_size}, {first[0].variant}: 1/{first[1]:.2f}x = {1 / first[1]:.2f}x)"]
-    def off(row) -> bool:
-        return abs(row[2] / row[1] - 1) > gap
-
-    # the verdict's own row where its medians disagree with its pairs, else the row where they disagree most
-    r, paired, medians = first if off(first) else max(rows, key=lambda row: abs(math.log(row[2] / row[1])))
-    where = f"batch {r.batch_size}, {r.variant}"
-    if off((r, paired, medians)):
-        lines.append(f"  the two ms/step medians are not the comparison: each is the median of its own steps, from "
-                     f"different rounds, so their ratio ({where}: {medians:.2f}x) differs from the paired "
-                     f"{paired:.2f}x when the machine's speed changes between rounds (the pairs cancel that change)")
-    return lines
+    r, paired, medians = max(rows, key=lambda row: abs(math.log(row[2] / row[1])))
+    if abs(medians / paired - 1) <= gap:
+        return []
+    return [f"  not a comparison's figure: the ratio of a row's two ms/step medians (batch {r.batch_size}, "
+            f"{r.variant}: {medians:.2f}x, its speedup {paired:.2f}x): {measure.OTHER_ROUNDS}"]
 
 
-def print_sweep(result: Sweep) -> None:
-    """The sweep's table, each figure with its spread, and the warnings under it."""
+def print_sweep(result: Sweep, decided=None) -> None:
+    """The sweep's table, each figure with its spread and each speedup with its range, and the warnings under it.
+    `decided`: the (batch, variant) a verdict decides: its cells say so, and the verdict prints its one figure."""
     print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
           f"backend {result.plan.backend}, devices {[str(d) for d in result.plan.devices]})")
-    print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}")
+    print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}  {'range':<11}")
     for batch in result.batch_sizes:
         for r in (x for x in result.results if x.batch_size == batch):
-            speedup = result.speedup(batch, r.variant)
-            print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{speedup:8.2f}x"
+            if r.variant == ONE_DEVICE:
+                figure = f"{1.0:8.2f}x  {'':<11}"
+            elif (batch, r.variant) == decided:
+                figure = f"{'verdict':>9}  {'(below)':<11}"
+            else:
+                low, high = result.speedup_range(batch, r.variant)
+                figure = f"{result.speedup(batch, r.variant):8.2f}x  {low:.2f}-{high:.2f}x"
+            print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{figure}"
                   f"{detectors.marked(r.flags)}")
             for note in detectors.notes(r.flags):
                 print(f"{'':>8}note: {note}")
     print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
-          "same round: the comparison's one figure")
-    for line in figures_explained(result):
+          f"same round: the comparison's one figure; range: where it lies with {measure.CONFIDENCE:.0%} confidence "
+          "(how far it moves from round to round)")
+    if decided is not None:
+        print(f"  batch {decided[0]}, {decided[1]}: decided by the verdict below, which prints this comparison's one "
+              "figure from one device's side (above 1: one device faster)")
+    for line in figures_explained(result, decided=decided):
         print(line)
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
     for line in measure.table_lines([r.flags for r in result.results], names):

@@ -15,7 +15,8 @@ def straggle(busy_s: float, factor: float) -> float:
 
 
 class Straggler:
-    """Stretches a worker's whole iteration (pull, compute, push) by `factor`; call before_push before each push."""
+    """Stretches a worker's whole iteration (pull, compute, push) by `factor`; call before_push before each push: it
+    times the iteration itself, from one call to the next."""
 
     def __init__(self, factor: float):
         self.factor = float(factor)
@@ -23,12 +24,14 @@ class Straggler:
         self.slept: list[float] = []
         self._mark: float | None = None
 
-    def before_push(self, compute_s: float) -> float:
+    def before_push(self, first_estimate_s: float) -> float:
+        """Sleep (factor - 1) x the median busy iteration so far (pull, compute, push, timed between calls);
+        `first_estimate_s` (the compute time) stands in for it until one iteration has been timed."""
         now = time.perf_counter()
         if self._mark is not None:
             # busy: the time since the previous call less its sleep (the push, the pull with its wait, the compute)
             self.busy.append(now - self._mark - self.slept[-1])
-        base = statistics.median(self.busy) if self.busy else compute_s  # compute_s until a busy time is known
+        base = statistics.median(self.busy) if self.busy else first_estimate_s  # until an iteration is timed
         self.slept.append(straggle(base, self.factor) if self.factor > 1 else 0.0)
         self._mark = now
         return self.slept[-1]
