@@ -380,12 +380,14 @@ TWICE_TOLERANCE = 0.25  # two medians of one quantity measured minutes apart agr
 def measured_twice(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
                    what: str, first_name: str, second_name: str, unit: str = "samples/s",
                    tolerance: float = TWICE_TOLERANCE, notes=(), condition: str = "",
-                   condition_factor: float = CONDITION_FACTOR) -> list[Flag]:
+                   condition_factor: float = CONDITION_FACTOR, when: str = "in this run",
+                   suspect: str = "") -> list[Flag]:
     """One quantity measured twice in one run: a flag when the two medians are further apart than the spreads of
     their repeats allow (each median +- half its spread) and more than `tolerance` apart; `notes` (what was noted
     about either measurement, e.g. a busy machine) are shown in the flag, as a possible cause. With a `condition`
     (what differed between the two, which its lab says can move the figure): a note naming it up to
-    `condition_factor` apart, a flag only beyond."""
+    `condition_factor` apart, a flag only beyond. `when`: when the two were measured (e.g. "by two labs' runs 7 min
+    apart"); `suspect`: the one measurement that carries a note, named as the likelier wrong figure."""
     if not first or not second or first <= 0 or second <= 0:
         return []
     reach = [(v * (1 - (s or 0.0) / 2), v * (1 + (s or 0.0) / 2)) for v, s in ((first, first_spread),
@@ -393,7 +395,7 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
     ratio = max(first, second) / min(first, second)
     if ratio <= 1 + tolerance or (reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1]):
         return []
-    measured = (f"{what} was measured twice in this run, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
+    measured = (f"{what} was measured twice {when}, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
                 f"{second_name}, {ratio:.2f}x apart")
     if condition and ratio <= condition_factor:
         return [note(f"{measured}, under different conditions ({condition.rstrip('.')}), which its lab says can move "
@@ -403,7 +405,8 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
            if condition else "more than the spreads of their repeats allow")
     return [Flag(Kind.CONTRADICT, f"{measured}, {why}: {CONTRADICT} (the "
             "machine was busy during one of them, or they do not measure the same thing)"
-            + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", "))]
+            + (f"; noted then: {' / '.join(notes)}" if notes else "").replace("; ", ", ")
+            + (f", only {suspect} carries such a note: it is the likelier wrong figure" if suspect else ""))]
 
 
 def twice_agree(first: float, first_spread: float | None, second: float, second_spread: float | None, *,

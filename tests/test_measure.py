@@ -170,9 +170,11 @@ def test_a_row_another_lab_measured_in_this_run_is_compared_with_it(isolated_res
     agreeing = measure.record(measure.Result(lab="03", samples_per_s=3100.0, **row))
     assert "[!]" not in agreeing
     text = measure.record(measure.Result(lab="03", samples_per_s=4500.0, **row))
-    assert "[!]" in text and "measured twice in this run" in text and "lab 01" in text
+    # another lab's row comes from another lab's run: the flag says so, and how far apart (never "in this run")
+    assert "[!]" in text and "measured twice by two labs' runs " in text and " s apart" in text and "lab 01" in text
+    assert "in this run" not in text and "likelier wrong" not in text  # neither carries a note: no suspect named
     newest = measure.read_results(isolated_results / "lab03.csv")[-1]
-    assert any("measured twice in this run" in f for f in newest.flags)  # the flag reaches the CSV as it reached the screen
+    assert any("measured twice by two labs' runs" in f for f in newest.flags)  # the flag reaches the CSV as it reached the screen
     # another configuration (2 threads) is not the same quantity; a row with a note is, and the flag shows the note
     other = measure.record(measure.Result(lab="03", samples_per_s=9000.0, **dict(row, threads=2)))
     noted = measure.record(measure.Result(lab="05", samples_per_s=9000.0, flags="measured in a process where "
@@ -180,6 +182,8 @@ def test_a_row_another_lab_measured_in_this_run_is_compared_with_it(isolated_res
     assert "measured twice" not in other
     assert "measured twice" in noted and "noted then: lab 05 (single-process 1 process x 1 thread): measured in a " \
         "process where TensorFlow also ran" in noted
+    # only one of the two carries a note: the flag names it as the likelier wrong figure, whichever row the * marks
+    assert "only lab 05 (single-process 1 process x 1 thread) carries such a note: it is the likelier wrong" in noted
 
 
 KERAS = dict(framework="keras", strategy="single-device", world_size=1, device="cpu", batch_size=64, wall_s=0.1,
@@ -361,3 +365,16 @@ def test_a_row_measured_under_a_condition_its_lab_names_is_a_note_in_the_results
     assert detectors.conditions_of(flags) == [why] and not detectors.impossible(flags)  # its kind reaches the CSV
     far = measure.record(measure.Result(lab="05", samples_per_s=12000.0, flags=[detectors.condition(why)], **run))
     assert "[!]" in far and "more than 2x" in far  # beyond what its condition explains
+
+
+def test_lab_01_states_the_rules_its_reference_rows_are_checked_by():
+    """Lab 01's prose names the numbers the code applies: the results table's tolerance and window, the baseline's factor."""
+    import nbformat
+
+    from lab_utils import detectors
+
+    path = Path(__file__).parents[1] / "solutions" / "01_single_device_cnn.ipynb"
+    prose = " ".join(c.source.replace("\n", " ") for c in nbformat.read(path, 4).cells if c.cell_type == "markdown")
+    assert f"in the last {measure.SAME_RUN_S // 3600:g} hours" in prose
+    assert f"more than {detectors.TWICE_TOLERANCE:.0%}".replace("%", " %") in prose
+    assert f"more than {measure.BASELINE_FACTOR:g}×" in prose

@@ -100,6 +100,19 @@ def _named(row: Result, other: Result) -> str:
     return f"lab {row.lab}" + (f" ({label})" if row.lab != other.lab or label else "")
 
 
+def _when(other: Result, row: Result, now: _dt.datetime) -> str:
+    """When `other` and `row` were measured: in one lab's run, or by two labs' runs so far apart (their timestamps)."""
+    if other.lab == row.lab:
+        return "in this lab's run"
+    try:
+        seconds = abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds())
+    except (TypeError, ValueError):
+        return "by two labs' runs"
+    apart = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
+    return f"by two labs' runs {apart} apart"
+
+
 def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
     """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
     or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
@@ -126,11 +139,14 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
                   "data and computation)")
         differed = [f"{_named(r, o)}: {c}" for r, o in ((other, row), (row, other))
                     for c in detectors.conditions_of(r.flags)]  # what its lab says moved one of the two
+        noted = [n for n in noted if n not in differed]
+        carry = [_named(r, o) for r, o in ((other, row), (row, other))
+                 if any(n.startswith(f"{_named(r, o)}: ") for n in noted)]
         said += detectors.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
                                          what=f"{labels}, batch {row.batch_size}, {row.world_size} rank(s)",
                                          first_name=_named(other, row), second_name=_named(row, other),
-                                         unit=row.rate, notes=[n for n in noted if n not in differed],
-                                         condition=" / ".join(differed))
+                                         unit=row.rate, notes=noted, condition=" / ".join(differed),
+                                         when=_when(other, row, now), suspect=carry[0] if len(carry) == 1 else "")
     return list(dict.fromkeys(said))
 
 
