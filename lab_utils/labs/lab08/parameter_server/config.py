@@ -17,7 +17,7 @@ class PSConfig:
     batch_size: int = 32            # samples per gradient (one worker's batch)
     lr: float = 0.1                 # learning rate of a synchronous update (global batch n_workers x batch_size)
     momentum: float = 0.9
-    straggler_factor: float = 1.0   # the last worker takes this many times its compute time per gradient
+    straggler_factor: float = 1.0   # the last worker's whole iteration (pull, compute, push) takes this many times as long
     damped: bool = False            # async: each gradient's learning rate divided by (1 + its staleness)
     snapshot_every: int = 16        # keep a copy of the weights every this many applied gradients
     warmup: int = 8                 # first gradients left out of the throughput

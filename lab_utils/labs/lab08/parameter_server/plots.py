@@ -53,7 +53,7 @@ def plot_throughput(factors, rates: dict, ranges: dict | None = None):
         if ranges and mode in ranges:
             lo, hi = zip(*ranges[mode])
             ax.fill_between(factors, lo, hi, alpha=0.2)
-    ax.set_xlabel("straggler factor (the slow worker takes k x its compute time)")
+    ax.set_xlabel("straggler factor k (the slow worker's whole iteration takes k x as long)")
     ax.set_ylabel("samples/s applied by the server")
     ax.set_xticks(list(factors))
     ax.set_ylim(bottom=0)
