@@ -510,3 +510,39 @@ def test_a_range_end_is_printed_with_the_decimals_that_show_its_side_of_1_and_of
     assert "lies above 0.848" in str(near_floor) and "range 0.847-0.95 over 9" in str(near_floor)
     plain = Verdict("A vs B", "A faster", 1.1, 1.04, 1.2, measure.HOLDS, 9)
     assert "range 1.04-1.20 over 9" in str(plain)
+
+
+def test_an_upper_bound_claim_is_read_from_the_candidates_side():
+    """'A slower than B' and 'A ahead by at most x' are decided from A's side, the figure a table and a plot print
+    (issue 51: lab 02 drew DataParallel at 0.51x beside a verdict of one device 1.95x)."""
+    slower = [0.5, 0.52, 0.48, 0.55, 0.51]
+    v = measure.decide(slower, claim="DataParallel vs one device", expected="DataParallel slower", upper=True)
+    assert v.verdict == measure.HOLDS and v.ratio == pytest.approx(0.51) and v.low < v.high < 1
+    assert "below 1 means DataParallel slower" in str(v) and "above 1 means" not in str(v)
+    assert measure.decide([1 / r for r in slower], claim="c", expected="A slower", upper=True).verdict == measure.REVERSED
+    assert measure.decide([0.97, 1.02, 0.99, 1.01, 1.0], claim="c", expected="A slower",
+                          upper=True).verdict == measure.UNDECIDED
+    ahead = [1.1, 1.05, 1.2, 1.15, 1.0]  # async over sync: ahead, by less than the 30 % allowed
+    bound = measure.decide(ahead, claim="async vs sync", expected="async ahead by at most its idle share",
+                           no_worse_than=0.30, upper=True)
+    assert bound.verdict == measure.HOLDS and bound.holds_from == pytest.approx(1.30)
+    assert "it holds while the whole range lies below 1.30" in str(bound)
+    far = measure.decide([1.6, 1.7, 1.65, 1.8, 1.75], claim="c", expected="e", no_worse_than=0.10, upper=True)
+    assert far.verdict == measure.REVERSED
+    restated = measure.decide(ahead, claim="c", expected="e", no_worse_than=0.05, upper=True)
+    assert "'ahead by no more than 28%'" in restated.notes and "cost" not in restated.notes
+    with pytest.raises(ValueError):
+        measure.decide(ahead, claim="c", expected="e", upper=True, same_work=True)
+
+
+def test_a_restated_verdict_leads_with_the_claim_it_tested():
+    """The line and the outcome lead with the claim tested; the prediction follows, marked restated weaker (issue 51:
+    'Hogwild within 5 % ... tested as 10 % -> holds' read as 'within 5 %: holds')."""
+    noisy = [0.91, 0.97, 1.07, 0.99, 0.95]
+    said = measure.decide(noisy, claim="Hogwild vs sync", expected="Hogwild within 5 %", no_worse_than=0.05)
+    line = str(said)
+    assert line.startswith("verdict, Hogwild vs sync, tested as 'no worse by more than 25%' (predicted: Hogwild "
+                           "within 5 %; restated weaker, see the note): ")
+    assert said.outcome().startswith("tested as 'no worse by more than 25%': ")
+    kept = measure.decide([1.0, 0.99, 1.01, 1.0, 0.995], claim="c", expected="e", no_worse_than=0.10)
+    assert "(predicted: e): " in str(kept) and "restated" not in str(kept)

@@ -103,16 +103,20 @@ class Verdict:
     same_work: bool = False  # A and B do the same work the same way, started differently (a launcher): no big win
     workload: str = ""  # the registered workload it was measured on, or the two its sides ran (workloads.BOTH)
     extra_work: bool = False  # A does B's work and more (a record, a check): a cost claim, A cannot be faster
+    upper: bool = False  # an upper bound on A's advantage (decide's `upper`): it holds while the range lies below
 
     def __str__(self) -> str:
         first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
-        direction = f"above 1 favours {first}" if self.holds_from is not None else f"above 1 means {self.expected}"
+        side = "below" if self.upper else "above"
+        direction = f"above 1 favours {first}" if self.holds_from is not None else f"{side} 1 means {self.expected}"
         if self.extra_work:
             direction = f"above 1 means {first} was faster, below 1 that it cost time"
-        meaning = (f"{direction}; {self.expected}, {self.tested()}: it holds while the whole range lies above "
+        meaning = (f"{direction}; it holds while the whole range lies {side} "
                    f"{shown(self.holds_from, (self.low, self.high))}" if self.holds_from is not None else direction)
         notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
+        if self.holds_from is not None and self.verdict != CANNOT_SEE:  # the claim tested leads; the prediction, if restated weaker, after it
+            claim += f", {self.tested()} (predicted: {self.expected}{self._restated()})"
         if self.verdict == CANNOT_SEE:  # the reason first; the ratio only as what these conditions gave, no result
             text = (f"verdict, {claim} ({self.expected}): {CANNOT_SEE}: {self.reason} (these pairs gave "
                     f"{self.ratio:.2f}{self.unit}, range {self.range_text()} over {self.repeats}: the "
@@ -129,11 +133,21 @@ class Verdict:
         return f"{shown(self.low, edges)}-{shown(self.high, edges)}"
 
     def tested(self) -> str:
-        """A no-worse-than claim in its own terms, before its threshold: the cost tested (restated or not)."""
+        """A no-worse-than claim in its own terms, before its threshold: the cost tested (restated or not); an upper
+        bound: how far ahead A may be."""
+        if self.upper:
+            ahead = self.holds_from - 1 if self.holds_from else 0.0
+            if ahead < 0.005:
+                return "tested as not ahead at all (these pairs are too noisy to test a small lead)"
+            return f"tested as 'ahead by no more than {ahead:.0%}'"
         cost = 1 / self.holds_from - 1 if self.holds_from else 0.0
         if cost < 0.005:  # MAX_RESTATED exceeded: only a win decides
             return "tested as no cost at all (these pairs are too noisy to test a small cost)"
         return f"tested as 'no worse by more than {cost:.0%}'"
+
+    def _restated(self) -> str:
+        """'; restated weaker, see the note' where the pairs' noise made the claim tested weaker than the prediction."""
+        return "; restated weaker, see the note" if "restated:" in self.notes else ""
 
     def outcome(self) -> str:
         """This verdict's outcome in one phrase, for a summary or a later lab that reuses the comparison: the verdict
@@ -142,6 +156,8 @@ class Verdict:
         if self.verdict == CANNOT_SEE:
             return f"{NOT_MEASURABLE}: {self.reason} ({UNREAD})"
         text = f"{self.ratio:.2f}{self.unit} (range {self.range_text()}) -> {self.verdict}"
+        if self.holds_from is not None:  # the claim actually tested leads, never only the prediction
+            text = f"{self.tested()}: {text}"
         return f"{text} ({self.notes})" if self.notes else text  # the conditions it was decided under
 
     def verdict_cells(self) -> dict:
@@ -157,7 +173,7 @@ class Verdict:
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
-           extra_work: bool = False) -> Verdict:
+           extra_work: bool = False, upper: bool = False) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
@@ -165,11 +181,21 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     busy machine or a CPU quota can make unreadable (CANNOT_SEE, with its reason; accuracies are not timed);
     `same_work`: A and B run the same work the same way, started differently (a launcher, a scheduler), so a
     no-worse-than claim that A wins by far cannot be read either (detectors.same_work_faster);
-    `extra_work`: A does B's work and more (a record, a check), so A faster is noise (detectors.extra_work_faster)."""
+    `extra_work`: A does B's work and more (a record, a check), so A faster is noise (detectors.extra_work_faster);
+    `upper`: the claim bounds A's advantage from above, read from A's side: A slower than B (the whole range below
+    1), or with `no_worse_than` A ahead of B by at most that much (the whole range below 1 + it, restated by the same
+    rule); decided as the mirror claim on the inverted ratios."""
     named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
         raise ValueError(f"paired ratios must be positive numbers, got {ratios}")
+    if upper:
+        if same_work or extra_work:
+            raise ValueError("an upper-bound claim is not a cost claim: same_work and extra_work do not apply")
+        mirror = decide([1 / r for r in ratios], claim=claim, expected=expected, lab=lab, min_effect=min_effect,
+                        confidence=confidence, unit=unit, no_worse_than=no_worse_than, workers=workers, timed=timed,
+                        workload=workload)
+        return _from_the_other_side(mirror)
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
     verdict, notes, holds_from = UNDECIDED, [], None
@@ -226,6 +252,17 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         verdict, notes = CANNOT_SEE, [f"{CANNOT_SEE}: {reason}"] + notes
     notes += condition_notes(load)
     return dataclasses.replace(decided, verdict=verdict, notes="; ".join(notes), reason=reason or "")
+
+
+def _from_the_other_side(mirror: Verdict) -> Verdict:
+    """A verdict decided on inverted ratios (B's advantage), printed from A's side as an upper-bound claim."""
+    notes = (mirror.notes.replace("a cost of", "a lead of").replace("test a cost of", "test a lead of")
+             .replace("a cost must exceed", "a lead must exceed").replace("'no worse by more than", "'ahead by no more than")
+             .replace("cannot tell a cost below", "cannot tell a lead below")
+             .replace("lies above 1: no cost at all", "lies below 1: not ahead at all")
+             .replace("lies above 1, these", "lies below 1, these"))
+    return dataclasses.replace(mirror, ratio=1 / mirror.ratio, low=1 / mirror.high, high=1 / mirror.low, notes=notes,
+                               holds_from=None if mirror.holds_from is None else 1 / mirror.holds_from, upper=True)
 
 
 def beyond_load(ratios) -> bool:
@@ -310,11 +347,11 @@ def condition_notes(load: "conditions.Load | None") -> list[str]:
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
-            same_work: bool = False, workload=None, extra_work: bool = False) -> Verdict:
+            same_work: bool = False, workload=None, extra_work: bool = False, upper: bool = False) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
-                  timed=timed, same_work=same_work, workload=workload, extra_work=extra_work)
+                  timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
