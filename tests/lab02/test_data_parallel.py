@@ -280,14 +280,14 @@ def test_the_sweep_says_which_figure_is_the_comparisons_and_why_the_others_diffe
     medians = one_t.median / threads_t.median  # the threads' row: its medians are furthest off its pairs
     assert len(lines) == 1 and f"batch 8, {threads}: {medians:.2f}x" in lines[0], lines
     assert measure.OTHER_ROUNDS in lines[0] and "not a comparison's figure" in lines[0], lines
-    assert not any(f"{many}:" in line for line in data_parallel.figures_explained(sweep, decided=(8, many)))
     same = swept(measure.Timing(tuple(2 * t for t in one_t.times), 0))  # every DataParallel pair 0.5x, so its medians
     assert f"batch 8, {threads}:" in data_parallel.figures_explained(same)[0]  # the row furthest off is explained
 
 
-def test_the_sweep_prints_the_verdicts_comparison_once_and_every_speedup_with_its_range(capsys):
+def test_the_sweep_prints_the_verdicts_comparison_once_and_every_speedup_with_its_range(capsys, monkeypatch):
     """A learner met 0.54x (the column), '1/0.54x = 1.83x' and the verdict's 1.85x for one comparison, and a bare
-    1.94x for two threads that the next run measured as 1.36x."""
+    1.94x for two threads that the next run measured as 1.36x; then 0.51x in the plot beside a verdict of 1.95x from
+    one device's side (s8b): the table, the plot and the verdict read the comparison from one side, one figure."""
     one, many, threads = data_parallel.ONE_DEVICE, data_parallel.dp_name(2), data_parallel.threaded_name(2)
     one_t = measure.Timing((10.0, 12.0, 30.0, 12.0, 11.0), warmup=0)
     dp_t = measure.Timing((16.0, 20.0, 13.0, 19.0, 13.0), warmup=0)
@@ -300,8 +300,34 @@ def test_the_sweep_prints_the_verdicts_comparison_once_and_every_speedup_with_it
     data_parallel.print_sweep(sweep, decided=(8, many))
     out = capsys.readouterr().out
     dp_row = next(line for line in out.splitlines() if many in line and line.strip().startswith("8"))
-    assert "verdict" in dp_row and f"{sweep.speedup(8, many):.2f}x" not in out, out
+    verdict = measure.verdict(dp_t, one_t, claim=f"{many} vs one device, batch 8", expected="DataParallel slower",
+                              upper=True)
+    assert f"{verdict.ratio:.2f}x" in dp_row and "(verdict below)" in dp_row, out  # the verdict's figure, its side
+    assert verdict.ratio == sweep.speedup(8, many) and "below 1 means DataParallel slower" in str(verdict)
     assert f"1/{sweep.speedup(8, many):.2f}" not in out, out  # no inverse beside the verdict's own figure
     low, high = sweep.speedup_range(8, threads)
     assert low < sweep.speedup(8, threads) < high
     assert f"{sweep.speedup(8, threads):.2f}x  {low:.2f}-{high:.2f}x" in out, out
+
+
+def test_on_a_busy_machine_the_sweep_table_refuses_the_speedups_the_summary_refuses(capsys, monkeypatch):
+    """s8b: a busy run's table printed 1.00x (range 0.02-4.35x) and 1.84x that the summary then called 'not
+    measurable here'; the table applies the summary's rule (measure.unreadable) and says so on every row."""
+    one, many, threads = data_parallel.ONE_DEVICE, data_parallel.dp_name(2), data_parallel.threaded_name(2)
+    one_t = measure.Timing((10.0, 12.0, 30.0, 12.0, 11.0), warmup=0)
+    dp_t = measure.Timing((16.0, 20.0, 13.0, 19.0, 13.0), warmup=0)
+    threads_t = measure.Timing((5.0, 9.0, 20.0, 6.0, 8.0), warmup=0)
+    results = tuple(data_parallel._sweep_result(n, s, w, 1, 8, t, one_t, "cpu", CPU_ONLY)
+                    for n, s, w, t in ((one, "single", 1, one_t), (threads, "single", 1, threads_t),
+                                       (many, "dp", 2, dp_t)))
+    sweep = data_parallel.Sweep(types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"]), 5, results, {},
+                                {8: {one: one_t, threads: threads_t, many: dp_t}})
+    assert data_parallel.refused(sweep) is None  # no conditions measured: the speedups read
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: "other programs used 1.7 of 2 cores")
+    assert data_parallel.refused(sweep) == "other programs used 1.7 of 2 cores"
+    data_parallel.print_sweep(sweep, decided=(8, many))
+    out = capsys.readouterr().out
+    for name in (many, threads):
+        row = next(line for line in out.splitlines() if name in line and line.strip().startswith("8"))
+        assert measure.NOT_MEASURABLE in row and "x  " not in row.split(name)[1], row
+    assert f"{sweep.speedup(8, threads):.2f}x" not in out and "other programs used 1.7 of 2 cores" in out, out

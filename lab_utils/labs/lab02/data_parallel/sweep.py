@@ -135,9 +135,17 @@ def figures_explained(result: Sweep, *, gap: float = 0.05, decided=None) -> list
             f"{r.variant}: {medians:.2f}x, its speedup {paired:.2f}x): {measure.OTHER_ROUNDS}"]
 
 
+def refused(result: Sweep) -> str | None:
+    """Why no speedup of this sweep reads as a result (the summary's rule, measure.unreadable for its N devices or
+    threads against one), or None: the table, the plot and the summary refuse the same figures."""
+    return measure.unreadable(result.n_devices, what="devices") or measure.unreadable(result.n_devices, what="threads")
+
+
 def print_sweep(result: Sweep, decided=None) -> None:
     """The sweep's table, each figure with its spread and each speedup with its range, and the warnings under it.
-    `decided`: the (batch, variant) a verdict decides: its cells say so, and the verdict prints its one figure."""
+    `decided`: the (batch, variant) a verdict decides: its row prints the verdict's figure, marked so. Where
+    `refused` rules the speedups out, no row prints one: each says so, and the reason is printed once."""
+    why = refused(result)
     print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
           f"backend {result.plan.backend}, devices {[str(d) for d in result.plan.devices]})")
     print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}  {'range':<11}")
@@ -145,11 +153,12 @@ def print_sweep(result: Sweep, decided=None) -> None:
         for r in (x for x in result.results if x.batch_size == batch):
             if r.variant == ONE_DEVICE:
                 figure = f"{1.0:8.2f}x  {'':<11}"
-            elif (batch, r.variant) == decided:
-                figure = f"{'verdict':>9}  {'(below)':<11}"
+            elif why is not None:
+                figure = f"{'-':>9}  {'not measurable here':<11}"
             else:
                 low, high = result.speedup_range(batch, r.variant)
                 figure = f"{result.speedup(batch, r.variant):8.2f}x  {low:.2f}-{high:.2f}x"
+                figure += "  (verdict below)" if (batch, r.variant) == decided else ""
             print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{figure}"
                   f"{detectors.marked(r.flags)}")
             for note in detectors.notes(r.flags):
@@ -157,10 +166,12 @@ def print_sweep(result: Sweep, decided=None) -> None:
     print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
           f"same round: the comparison's one figure; range: where it lies with {measure.CONFIDENCE:.0%} confidence "
           "(how far it moves from round to round)")
-    if decided is not None:
-        print(f"  batch {decided[0]}, {decided[1]}: decided by the verdict below, which prints this comparison's one "
-              "figure from one device's side (above 1: one device faster)")
-    for line in figures_explained(result, decided=decided):
+    if why is not None:
+        print(f"  {measure.NOT_MEASURABLE}: {why} ({measure.UNREAD}); the summary refuses the same speedups")
+    elif decided is not None:
+        print(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, with the same figure "
+              "from the same side (below 1: one device faster)")
+    for line in figures_explained(result) if why is None else []:
         print(line)
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
     for line in measure.table_lines([r.flags for r in result.results], names):
