@@ -323,3 +323,14 @@ def test_rank_correlation_is_spearmans():
     assert math.isnan(rank_correlation([1, 2], [3, 4])) and math.isnan(rank_correlation([1, 1, 1], [1, 2, 3]))
     with pytest.raises(ValueError, match="as many"):
         rank_correlation([1, 2, 3], [1, 2])
+
+
+def test_the_clocks_legend_says_what_the_rows_show_never_that_the_first_gradients_ran_slower_unless_they_did():
+    """s8b: the legend said the run clock includes 'its first gradients, which run slower' beside run clock 1.04 <
+    steady-rate 1.06 in both runs; it now counts the rows where the run clock is the larger."""
+    both = A.clocks_legend([(1.04, 1.06), (0.36, 0.35)])
+    assert "1 of 2 rows here" in both and "cost nothing extra there" in both
+    assert "which run slower" not in both
+    slower = A.clocks_legend([(0.40, 0.35), (0.70, 0.62)])
+    assert "2 of 2 rows here" in slower and "cost nothing extra" not in slower
+    assert "0 of 0 rows here" in A.clocks_legend([])

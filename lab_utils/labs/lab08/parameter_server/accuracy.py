@@ -47,3 +47,17 @@ def first_reaching(curve: dict, target: float):
         if accuracy >= target:
             return samples, seconds
     return None
+
+
+def clocks_legend(clocks) -> str:
+    """The accuracy table's two clocks defined, and what its rows show: `clocks` are (run clock s, steady-rate s)."""
+    clocks = list(clocks)
+    larger = sum(run > steady for run, steady in clocks)
+    text = ("Two clocks, one column each: run clock s, the seconds from the run's start to that snapshot, its first "
+            "gradients included; steady-rate s, the time those samples take at the run's rate after warm-up (samples / "
+            "samples per second). The run clock is the larger where the first gradients ran slower than the rest of "
+            f"the run: {larger} of {len(clocks)} rows here")
+    if larger < len(clocks):
+        text += ("; in the others the run's start ran at least as fast as its rate after warm-up, so the first "
+                 "gradients cost nothing extra there")
+    return text + "."
