@@ -423,3 +423,33 @@ def test_every_committed_verdict_line_names_a_registered_workload(path):
 def test_course_cnn_names_one_preset_and_speed_test_names_none(path):
     assert course_cnn_misuses(path) == []
     assert speed_tests(path) == [], "'speed test' named four workloads: name the registry's workload instead"
+
+
+def unrecorded_refusals(cells: list[str]) -> list[str]:
+    """The names a notebook gives a measure.as_result(..., workers=...) line (N workers' ratio over one, refused on a
+    busy machine) that no cell recording measure.Result rows mentions: the row would reach lab 10 without its
+    refusal."""
+    import ast
+    names = [ast.unparse(node.targets[0]) for source in cells for node in ast.walk(ast.parse(source))
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+             and ast.unparse(node.value.func) == "measure.as_result"
+             and any(k.arg == "workers" for k in node.value.keywords)]
+    recording = [source for source in cells if "measure.Result(" in source]
+    return [n for n in names if recording and not any(re.search(rf"\b{re.escape(n)}\b", s) for s in recording)]
+
+
+def test_the_refusal_check_catches_a_row_recorded_without_its_refusal():
+    line = "line = measure.as_result('1.2x', workers=2, load=load)"
+    assert unrecorded_refusals([line, "rows = [measure.Result(flags=flags)]"]) == ["line"]  # lab 05 before learner s8
+    assert unrecorded_refusals([line, "rows = [measure.Result(flags=flags + measure.refusal(line))]"]) == []
+    assert unrecorded_refusals(["x = measure.as_result('1.2x', load=load)", "measure.Result(flags=[])"]) == []
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_a_workers_comparison_a_lab_refuses_is_recorded_with_its_refusal(path):
+    """Lab 05 refused '2 workers vs 1' on a busy run but recorded the row bare, so lab 10 headlined its 1.23x as the
+    best plausible speedup and fitted Amdahl's law to it (learner s8)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    python = TransformerManager().transform_cell
+    cells = [python(c.source) for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
+    assert unrecorded_refusals(cells) == [], "record the row with measure.refusal(<its as_result line>) in its flags"

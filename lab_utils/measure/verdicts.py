@@ -267,6 +267,12 @@ def as_result(text: str, workers: int | None = None, load: "conditions.Load | No
     return f"{NOT_MEASURABLE}: {why} ({UNREAD}){unsteady_load(ratio, workers, load, what)}"
 
 
+def refusal(text: str) -> list[str]:
+    """[text] where `text` (as_result's line or a verdict's outcome()) refuses its figure ('not measurable here: ...'),
+    else []: the note a recorded row carries, so that a later lab (lab 10) refuses the row's ratio as its lab did."""
+    return [text] if str(text).startswith(NOT_MEASURABLE) else []
+
+
 def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -> str:
     """as_result for a figure from paired rounds (`ratios`, one per round): read on a busy machine too when every
     round favours one side by more than BEYOND_LOAD (the rule verdicts apply), and then it says so."""
