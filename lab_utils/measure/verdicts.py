@@ -284,6 +284,27 @@ def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -
             f"than {BEYOND_LOAD:g}x ({min(ratios):.2f}-{max(ratios):.2f}x), which a busy machine does not explain")
 
 
+N_M = "n/m"  # a table's cell for a ratio the run refuses: not measurable here (the line under the table says why)
+
+
+def table_ratio(ratios, load: "conditions.Load | None" = None) -> str:
+    """A table's cell for a figure from paired rounds (`ratios`, one per round): their median as '1.23x', or N_M
+    where the measured conditions refuse it as as_paired_result does (a busy machine, unless every round favours one
+    side by more than BEYOND_LOAD)."""
+    ratios = [float(r) for r in ratios]
+    load = load if load is not None else run_conditions()
+    if unreadable(None, load) is not None and not beyond_load(ratios):
+        return N_M
+    return f"{statistics.median(ratios):.2f}x"
+
+
+def n_m_line(load: "conditions.Load | None" = None) -> str:
+    """The line under a table whose cells table_ratio may refuse: what n/m means and why here; '' when the
+    conditions refuse nothing."""
+    why = unreadable(None, load if load is not None else run_conditions())
+    return f"{N_M}: {NOT_MEASURABLE}: {why}" if why else ""
+
+
 def unsteady_load(ratio: float | None, workers: int | None, load: "conditions.Load | None",
                   what: str = "ranks") -> str:
     """'; ...' when `workers` ran `ratio` x one worker's rate, beyond (by MIN_EFFECT) the most the cores that `load`
