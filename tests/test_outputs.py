@@ -453,3 +453,25 @@ def test_a_workers_comparison_a_lab_refuses_is_recorded_with_its_refusal(path):
     python = TransformerManager().transform_cell
     cells = [python(c.source) for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
     assert unrecorded_refusals(cells) == [], "record the row with measure.refusal(<its as_result line>) in its flags"
+
+
+MORE_CALLS = re.compile(r"the first call compiles the model .*?, then (\d+) more calls")
+
+
+def announced_and_logged_calls(path) -> list[tuple[int, int]]:
+    """(calls announced, calls logged) for each 'then N more calls' line in a notebook's outputs: the first call
+    plus N against the log's lines of 'batch NN: graphs traced' in the same cell."""
+    found = []
+    for index in sorted({i for i, _ in outputs(path)}):
+        text = "".join(text_of(o) for i, o in outputs(path) if i == index)
+        for m in MORE_CALLS.finditer(text):
+            found.append((1 + int(m[1]), len(re.findall(r"batch +\d+: graphs traced", text))))
+    return found
+
+
+def test_lab_09_announces_as_many_compile_calls_as_it_logs():
+    """Lab 09 said 'the first call ..., then 9 more calls' above a log of 11 calls (learner s8)."""
+    path = next(p for p in labs.solution_notebooks() if p.name.startswith("09"))
+    found = announced_and_logged_calls(path)
+    assert found, f"{path.name}: no 'then N more calls' line in the committed outputs: did it change?"
+    assert all(said == logged for said, logged in found), f"calls announced vs logged: {found}: run `make outputs`"
