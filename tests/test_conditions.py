@@ -1,4 +1,5 @@
 """lab_utils.conditions: what else used the machine while a lab measured, and how the labs' tables and CSVs say so."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -324,3 +325,17 @@ def test_a_self_checks_launches_are_no_measuring_window(monkeypatch):
         time.sleep(0.05)
     if conditions.sample() is not None:
         assert conditions.taken(reset=True) is not None
+
+
+def test_a_row_recorded_with_its_refusal_keeps_its_own_load_and_not_the_records_mean(monkeypatch, isolated_results):
+    """Lab 10 showed lab 09's refused worker row with two loads, 'other programs used 1.0' (its own launch) and 'measured
+    while other programs used 1.3' (the record's whole-run mean), on adjacent lines (learner s8)."""
+    busy = Load(5.0, 2, 0.5, 1.3, 0.0)
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)
+    refused = "not measurable here: other programs used 1.0 of 2 cores while this measured"
+    row = measure.Result(lab="09", framework="torch", strategy="single-device", world_size=1, device="cpu",
+                         batch_size=8, samples_per_s=100.0, wall_s=0.08, workload="w")
+    text = measure.record([row, dataclasses.replace(row, world_size=2, flags=(refused,))])
+    plain, refused_row = measure.read_results(isolated_results)
+    assert busy.note()[0] in plain.flags and busy.line() in text
+    assert [str(f) for f in refused_row.flags] == [refused]
