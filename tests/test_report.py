@@ -629,3 +629,10 @@ def test_a_row_with_its_labs_figure_for_the_pair_labels_the_tables_ratio_of_medi
     same = detectors.above_device_count(7038 / 3317, 2)  # its lab's figure is this table's (lab 03's rate / base)
     one = report.compare([row("single", 1, 3317, lab="03"), row("single", 1, 7038, threads=2, lab="03", flags=same)])
     assert one[1].notes == same  # one figure, said once, unlabelled
+
+
+def test_a_fit_to_one_row_says_so_instead_of_a_range_from_it_to_itself():
+    # lab 10 printed 'Amdahl fit over 1 data-parallel row(s) ... (rows' own 0.559 to 0.559)' (learner s8)
+    one = report.serial_fit([(2, 1.28)])
+    assert "one row" in one.describe() and "to" not in one.describe().split("(")[1]
+    assert "rows' own" in report.serial_fit([(2, 1.28), (4, 1.9)]).describe()
