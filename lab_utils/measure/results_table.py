@@ -169,9 +169,11 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     return recorded_table(results, load, sorted(files))
 
 
+NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
+
+
 def _refused(result: Result) -> bool:
     """True for a row recorded with its lab's refusal (measure.refusal): its note names the load it was read under."""
-    from .verdicts import NOT_MEASURABLE  # verdicts imports this module
     return any(str(f).startswith(NOT_MEASURABLE) for f in result.flags)
 
 

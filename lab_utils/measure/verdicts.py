@@ -9,11 +9,10 @@ from pathlib import Path
 
 from .. import conditions, detectors, hardware, workloads
 from .plausible import flagged
-from .results_table import run_conditions
+from .results_table import NOT_MEASURABLE, run_conditions
 from .store import store
 
 HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
-NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
 UNREAD = "measured and recorded, but its ratio is not read as a result"  # no ratio beside a reason that rules it out
 CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
 RULE = "the rule: README, 'When a timing is read on a busy machine'"  # where every busy-machine refusal points
