@@ -201,6 +201,7 @@ def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load
 
 
 _WINDOWS: list[Load] = []  # the measuring windows since the last take()
+_NOT_MEASURING = [0]  # > 0: inside not_measuring(), whose windows are no measurement
 
 
 @contextlib.contextmanager
@@ -211,8 +212,18 @@ def measuring():
         yield
     finally:
         last = sample()
-        if first is not None and last is not None:
+        if first is not None and last is not None and not _NOT_MEASURING[0]:
             _WINDOWS.append(between(first, last))
+
+
+@contextlib.contextmanager
+def not_measuring():
+    """A block that measures nothing (a self-check's ranks): the launches in it add no window to what take() reports."""
+    _NOT_MEASURING[0] += 1
+    try:
+        yield
+    finally:
+        _NOT_MEASURING[0] -= 1
 
 
 def last_window() -> Load | None:

@@ -90,8 +90,9 @@ def configure_devices(n_devices: int = 2, *, gpu_memory_mb: int = 2048,
             cpus = tf.config.list_physical_devices("CPU")
             tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * n_devices)
             kind, reason = "logical-cpu", (f"no GPU: the CPU is split into {n_devices} logical devices. They share one "
-                                           f"thread pool over {hw.cpu_count} core(s), so MirroredStrategy runs correctly "
-                                           "here but gains no speed; separate worker processes do.")
+                                           f"thread pool over {hw.cpu_count} core(s), so theory predicts that MirroredStrategy "
+                                           "runs correctly here but gains no speed, and that separate worker processes "
+                                           "can (section 5 measures both)")
     except RuntimeError as err:
         raise RuntimeError(ALREADY_INITIALISED.format(error=err)) from None
     device_type = "GPU" if kind != "logical-cpu" else "CPU"

@@ -1,4 +1,5 @@
 """lab_utils.conditions: what else used the machine while a lab measured, and how the labs' tables and CSVs say so."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -297,3 +298,44 @@ def test_rows_and_verdicts_measured_under_a_throttling_quota_say_so(monkeypatch,
     text = measure.record([row])
     assert THROTTLED.line() in text and "cgroup quota" in text
     assert all(THROTTLED.note()[0] in r.flags for r in measure.read_results(isolated_results))
+
+
+def test_a_self_checks_launches_are_no_measuring_window(monkeypatch):
+    """Lab 05's record read the load over its exercise 3 check's worker launches too, and warned under figures
+    measured before them (learner s8)."""
+    from types import SimpleNamespace
+
+    from lab_utils.exercises import core
+
+    def run(answer, inputs):
+        with conditions.measuring():  # what launch does around its ranks
+            time.sleep(0.05)
+        return answer(inputs)
+
+    fake = SimpleNamespace(cases=lambda rng: 1, run=run)
+    monkeypatch.setattr(core, "get", lambda name: fake)
+    monkeypatch.setattr(core, "_unwritten", lambda answer, name: False)
+    conditions.taken(reset=True)
+    try:
+        core._checked(lambda x: x, 0)
+    except Exception:  # the fake exercise has no reference to compare with: only the windows matter here
+        pass
+    assert conditions.taken(reset=True) is None
+    with conditions.measuring():  # outside a check a launch still counts
+        time.sleep(0.05)
+    if conditions.sample() is not None:
+        assert conditions.taken(reset=True) is not None
+
+
+def test_a_row_recorded_with_its_refusal_keeps_its_own_load_and_not_the_records_mean(monkeypatch, isolated_results):
+    """Lab 10 showed lab 09's refused worker row with two loads, 'other programs used 1.0' (its own launch) and 'measured
+    while other programs used 1.3' (the record's whole-run mean), on adjacent lines (learner s8)."""
+    busy = Load(5.0, 2, 0.5, 1.3, 0.0)
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)
+    refused = "not measurable here: other programs used 1.0 of 2 cores while this measured"
+    row = measure.Result(lab="09", framework="torch", strategy="single-device", world_size=1, device="cpu",
+                         batch_size=8, samples_per_s=100.0, wall_s=0.08, workload="w")
+    text = measure.record([row, dataclasses.replace(row, world_size=2, flags=(refused,))])
+    plain, refused_row = measure.read_results(isolated_results)
+    assert busy.note()[0] in plain.flags and busy.line() in text
+    assert [str(f) for f in refused_row.flags] == [refused]

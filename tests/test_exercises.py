@@ -622,3 +622,11 @@ def test_gather_that_never_moves_the_outputs_to_the_device_fails_even_on_a_cpu()
     for wrong in (gather, gather_moved_after):
         result = check(wrong)
         assert not result.passed and "two devices" in result.message and "out.to(device)" in result.message, result
+
+
+def test_lab_05_replica_step_hint_fits_each_mistake_its_judge_names():
+    """Learner s8: 'the weights did not change: apply the gradients' was followed by the hint 'scale the per-example
+    losses', which fits another mistake; the hint names the step's three parts."""
+    from lab_utils import exercises
+    hint = exercises.get("replica_step").hint
+    assert all(part in hint for part in ("logits", "GLOBAL batch", "gradients", "applied"))

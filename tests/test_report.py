@@ -7,7 +7,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from lab_utils import detectors
+from lab_utils import conditions, detectors
 from lab_utils import measure, report, workloads
 from lab_utils.launch import launch
 from lab_utils.labs.lab10.lesson import allreduce_worker, amdahl_rows  # lab 10's, generated from its notebook
@@ -168,6 +168,20 @@ def test_a_comparison_its_lab_found_not_measurable_shows_no_bare_ratio_in_lab_10
     line = next(l for l in report.table(report.compare(rows)).splitlines() if "2 model workers" in l)
     assert "n/m" in line and "1.54" not in line and "77%" not in line
     assert report.compare(rows[:1] + [replace(rows[1], flags="")])[1].efficiency == pytest.approx(3850 / 2500 / 2)
+
+
+def test_a_row_recorded_with_its_labs_refusal_is_neither_a_speedup_nor_an_amdahl_point_in_lab_10():
+    # lab 05 refused '2 workers vs 1' on a busy run, recorded the row bare, and lab 10 fitted Amdahl to it (learner s8)
+    busy = conditions.Load(30.0, 2, 0.5, 1.5, 0.0)
+    line = measure.as_result("1.23x one worker", workers=2, load=busy, what="workers", ratio=1.23)
+    assert measure.refusal(line) == [line] and measure.refusal("1.23x one worker") == []
+    rows = [row("single-worker", 1, 1000, lab="05", workload="workers", variant="1 worker"),
+            row("multi-worker", 2, 1230, lab="05", workload="workers", variant="2 workers",
+                flags=measure.refusal(line))]
+    two = next(c for c in report.compare(rows) if c.row.world_size == 2)
+    assert two.not_measurable == line and two.efficiency is None
+    assert amdahl_rows(report.compare(rows))[0] == {}
+    assert amdahl_rows(report.compare(rows[:1] + [replace(rows[1], flags=())]))[0] != {}  # the bare row was fitted
 
 
 def test_the_labs_without_rows_are_named():
@@ -615,3 +629,10 @@ def test_a_row_with_its_labs_figure_for_the_pair_labels_the_tables_ratio_of_medi
     same = detectors.above_device_count(7038 / 3317, 2)  # its lab's figure is this table's (lab 03's rate / base)
     one = report.compare([row("single", 1, 3317, lab="03"), row("single", 1, 7038, threads=2, lab="03", flags=same)])
     assert one[1].notes == same  # one figure, said once, unlabelled
+
+
+def test_a_fit_to_one_row_says_so_instead_of_a_range_from_it_to_itself():
+    # lab 10 printed 'Amdahl fit over 1 data-parallel row(s) ... (rows' own 0.559 to 0.559)' (learner s8)
+    one = report.serial_fit([(2, 1.28)])
+    assert "one row" in one.describe() and "to" not in one.describe().split("(")[1]
+    assert "rows' own" in report.serial_fit([(2, 1.28), (4, 1.9)]).describe()

@@ -546,3 +546,13 @@ def test_a_restated_verdict_leads_with_the_claim_it_tested():
     assert said.outcome().startswith("tested as 'no worse by more than 25%': ")
     kept = measure.decide([1.0, 0.99, 1.01, 1.0, 0.995], claim="c", expected="e", no_worse_than=0.10)
     assert "(predicted: e): " in str(kept) and "restated" not in str(kept)
+
+
+def test_a_tables_paired_figure_is_n_m_where_the_run_refuses_it_and_the_line_under_it_says_why():
+    # lab 09's table printed 'bf16 autocast 1.80x' above a verdict that refused it on a busy run (learner s8)
+    ratios = [1.9, 1.8, 1.7, 2.1, 1.6]
+    assert measure.table_ratio(ratios, QUIET) == "1.80x" and measure.n_m_line(QUIET) == ""
+    assert measure.table_ratio(ratios, BUSY) == "n/m"
+    assert measure.n_m_line(BUSY).startswith("n/m: not measurable here: other programs used 1.7 of 2 cores")
+    assert measure.table_ratio([2.5, 3.0, 2.8, 2.6, 4.0], BUSY) == "2.80x"  # every round beyond 2x: read, as verdicts do
+    assert measure.table_ratio([2.5, 3.0, 1.9, 2.6, 4.0], BUSY) == "n/m"

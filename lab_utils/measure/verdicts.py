@@ -9,11 +9,10 @@ from pathlib import Path
 
 from .. import conditions, detectors, hardware, workloads
 from .plausible import flagged
-from .results_table import run_conditions
+from .results_table import NOT_MEASURABLE, run_conditions
 from .store import store
 
 HOLDS, REVERSED, UNDECIDED = "holds", "reversed", "not distinguishable here"
-NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
 UNREAD = "measured and recorded, but its ratio is not read as a result"  # no ratio beside a reason that rules it out
 CANNOT_SEE = "cannot be seen here"  # the measured conditions (a CPU quota, others' CPU, steal) rule the comparison out
 RULE = "the rule: README, 'When a timing is read on a busy machine'"  # where every busy-machine refusal points
@@ -304,6 +303,12 @@ def as_result(text: str, workers: int | None = None, load: "conditions.Load | No
     return f"{NOT_MEASURABLE}: {why} ({UNREAD}){unsteady_load(ratio, workers, load, what)}"
 
 
+def refusal(text: str) -> list[str]:
+    """[text] where `text` (as_result's line or a verdict's outcome()) refuses its figure ('not measurable here: ...'),
+    else []: the note a recorded row carries, so that a later lab (lab 10) refuses the row's ratio as its lab did."""
+    return [text] if str(text).startswith(NOT_MEASURABLE) else []
+
+
 def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -> str:
     """as_result for a figure from paired rounds (`ratios`, one per round): read on a busy machine too when every
     round favours one side by more than BEYOND_LOAD (the rule verdicts apply), and then it says so."""
@@ -313,6 +318,27 @@ def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -
     ratios = [float(r) for r in ratios]
     return (f"{text}, read although the machine was busy: every one of {len(ratios)} rounds favours one side by more "
             f"than {BEYOND_LOAD:g}x ({min(ratios):.2f}-{max(ratios):.2f}x), which a busy machine does not explain")
+
+
+N_M = "n/m"  # a table's cell for a ratio the run refuses: not measurable here (the line under the table says why)
+
+
+def table_ratio(ratios, load: "conditions.Load | None" = None) -> str:
+    """A table's cell for a figure from paired rounds (`ratios`, one per round): their median as '1.23x', or N_M
+    where the measured conditions refuse it as as_paired_result does (a busy machine, unless every round favours one
+    side by more than BEYOND_LOAD)."""
+    ratios = [float(r) for r in ratios]
+    load = load if load is not None else run_conditions()
+    if unreadable(None, load) is not None and not beyond_load(ratios):
+        return N_M
+    return f"{statistics.median(ratios):.2f}x"
+
+
+def n_m_line(load: "conditions.Load | None" = None) -> str:
+    """The line under a table whose cells table_ratio may refuse: what n/m means and why here; '' when the
+    conditions refuse nothing."""
+    why = unreadable(None, load if load is not None else run_conditions())
+    return f"{N_M}: {NOT_MEASURABLE}: {why}" if why else ""
 
 
 def unsteady_load(ratio: float | None, workers: int | None, load: "conditions.Load | None",

@@ -79,3 +79,29 @@ def test_fit_serial_fraction_clipped_to_0_1_fails():  # learner s5C: it passed, 
         b = np.array([1 / s - 1 / n for n, s in points])
         return float(np.clip(a @ b / (a @ a), 0.0, 1.0))
     assert fails(fit_serial_fraction, "do not clip s to 0..1")
+
+
+def test_predict_speedup_mistakes_each_get_their_own_hint():  # learner s8: three got only the formula
+    def predict_speedup(serial_fraction, devices):  # Gustafson's law
+        return devices - serial_fraction * (devices - 1)
+    assert fails(predict_speedup, "Gustafson")
+
+    def predict_speedup(serial_fraction, devices):  # s and 1 - s swapped
+        return 1 / ((1 - serial_fraction) + serial_fraction / devices)
+    assert fails(predict_speedup, "swapped")
+
+    def predict_speedup(serial_fraction, devices):  # the parallel part alone
+        return (1 - serial_fraction) * devices
+    assert fails(predict_speedup, "leaves the serial part out")
+
+    def predict_speedup(serial_fraction, devices):  # multiplied by N
+        return 1 / (serial_fraction + (1 - serial_fraction) * devices)
+    assert fails(predict_speedup, "multiplied by N")
+
+    def predict_speedup(serial_fraction, devices):  # 1/S
+        return serial_fraction + (1 - serial_fraction) / devices
+    assert fails(predict_speedup, "1/S")
+
+    def predict_speedup(serial_fraction, devices):  # something else: the formula
+        return 2.0
+    assert fails(predict_speedup, "S(N) = 1 / (s + (1 - s) / N)")

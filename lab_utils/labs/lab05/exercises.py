@@ -275,6 +275,8 @@ def _step_judge(got, expected, case):
 
 
 REPLICA_STEP = Exercise("05", "replica_step", _step_cases, _step_run, _step_expected, _step_judge,
-                        "scale the per-example losses by the global batch size", setup=SETUP, ranks=WORKERS)
+                        "the step's three parts: per-example losses from the logits, scaled by the GLOBAL batch; "
+                        "the gradients of that loss; those gradients applied with the optimizer",
+                        setup=SETUP, ranks=WORKERS)
 
 register(PER_REPLICA_BATCH, LOCAL_VALUES, REPLICA_STEP)

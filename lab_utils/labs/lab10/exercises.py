@@ -163,11 +163,25 @@ def _predict_expected(cases):
     return [float(report.amdahl_speedup(s, n)) for s, n in cases]
 
 
+# wrong formulas learners wrote (learner s8), each named by its mistake when every case matches it
+_PREDICT_MISTAKES = (
+    (lambda s, n: s + (1 - s) / n, "that is 1/S: the speedup is its inverse"),
+    (lambda s, n: n - s * (n - 1), "that is Gustafson's law, the speedup when the work grows with N; Amdahl's law "
+                                   "keeps the work fixed: the time on N devices is s + (1 - s) / N of one device's"),
+    (lambda s, n: 1 / ((1 - s) + s / n), "s and 1 - s are swapped: s is the serial share, which N devices do not "
+                                         "shrink, so s stays whole and (1 - s) is divided by N"),
+    (lambda s, n: (1 - s) * n, "(1 - s) N leaves the serial part out: the speedup is one device's time over N devices' "
+                               "time, 1 / (s + (1 - s) / N)"),
+    (lambda s, n: 1 / (s + (1 - s) * n), "the parallel share is multiplied by N: N devices divide it, (1 - s) / N"),
+)
+
+
 def _predict_judge(got, expected, cases):
     for g, e, (s, n) in zip(got, expected, cases):
         if abs(g - e) > 1e-9 * e:
-            if abs(g - (s + (1 - s) / n)) <= 1e-9:
-                return 0.0, "that is 1/S: the speedup is its inverse"
+            for formula, mistake in _PREDICT_MISTAKES:
+                if all(abs(x - formula(a, b)) <= 1e-9 * max(1.0, abs(formula(a, b))) for x, (a, b) in zip(got, cases)):
+                    return 0.0, mistake
             return 0.0, f"predict_speedup({s}, {n}) should be {e:.4f}, got {g:.4f}: S(N) = 1 / (s + (1 - s) / N)"
     return 1.0, "Amdahl's law"
 
