@@ -100,7 +100,7 @@ def test_verdicts_csv_has_the_fingerprint(tmp_path):
     rows = list(csv.DictReader((tmp_path / "verdicts.csv").open()))
     assert [r["verdict"] for r in rows] == ["holds", "reversed"]
     assert rows[0]["lab"] == "02" and rows[0]["cpu_model"] == "Test CPU" and rows[0]["cpu_features"] == "avx2 fma"
-    for column in ("claim", "workload", "expected", "ratio", "low", "high", "repeats"):
+    for column in ("claim", "workload", "expected", "direction", "ratio", "low", "high", "repeats"):
         assert rows[0][column]
     assert [r["workload"] for r in rows] == [workloads.SWEEP_3CONV.name] * 2
     assert measure.read_results(tmp_path) == []  # verdicts.csv is not a results CSV
@@ -556,3 +556,13 @@ def test_a_tables_paired_figure_is_n_m_where_the_run_refuses_it_and_the_line_und
     assert measure.n_m_line(BUSY).startswith("n/m: not measurable here: other programs used 1.7 of 2 cores")
     assert measure.table_ratio([2.5, 3.0, 2.8, 2.6, 4.0], BUSY) == "2.80x"  # every round beyond 2x: read, as verdicts do
     assert measure.table_ratio([2.5, 3.0, 1.9, 2.6, 4.0], BUSY) == "n/m"
+
+
+def test_a_recorded_verdict_says_which_side_of_1_means_what(tmp_path):
+    """Lab 10 reprints recorded verdicts: an upper-bound claim's '0.50x -> holds' needs its side (issue 51)."""
+    measure.decide([0.5, 0.52, 0.48, 0.55, 0.51], claim="DataParallel vs one device", expected="DataParallel slower",
+                   lab="02", workload=workloads.SWEEP_3CONV.name, upper=True).record(tmp_path, HW)
+    measure.decide([1.2, 1.1, 1.3, 1.25, 1.15], claim="ring vs library", expected="no slower", lab="06",
+                   workload=workloads.SWEEP_3CONV.name, no_worse_than=0.10).record(tmp_path, HW)
+    directions = [row["direction"] for row in measure.read_verdicts(tmp_path)]
+    assert directions == ["below 1 means DataParallel slower", "above 1 favours ring"]

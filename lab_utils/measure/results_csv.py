@@ -115,7 +115,7 @@ def _cell(value) -> str:
 
 
 VERDICTS_CSV = "verdicts.csv"
-VERDICT_COLUMNS = ("timestamp", "lab", "claim", "workload", "expected", "ratio", "low", "high", "verdict", "repeats", "notes",
+VERDICT_COLUMNS = ("timestamp", "lab", "claim", "workload", "expected", "direction", "ratio", "low", "high", "verdict", "repeats", "notes",
                    "host", "cpu_model", "cpu_features", "cpu_count", "gpu_names", "torch_version", "tf_version",
                    "python_version")
 

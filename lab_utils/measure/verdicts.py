@@ -104,12 +104,18 @@ class Verdict:
     extra_work: bool = False  # A does B's work and more (a record, a check): a cost claim, A cannot be faster
     upper: bool = False  # an upper bound on A's advantage (decide's `upper`): it holds while the range lies below
 
-    def __str__(self) -> str:
+    def direction(self) -> str:
+        """Which side of 1 means what, for this verdict's ratio (a later lab prints it beside the ratio it reads)."""
         first = self.claim.split(" vs ")[0] if " vs " in self.claim else "the first named"
-        side = "below" if self.upper else "above"
-        direction = f"above 1 favours {first}" if self.holds_from is not None else f"{side} 1 means {self.expected}"
         if self.extra_work:
-            direction = f"above 1 means {first} was faster, below 1 that it cost time"
+            return f"above 1 means {first} was faster, below 1 that it cost time"
+        if self.holds_from is not None:
+            return f"above 1 favours {first}"
+        return f"{'below' if self.upper else 'above'} 1 means {self.expected}"
+
+    def __str__(self) -> str:
+        side = "below" if self.upper else "above"
+        direction = self.direction()
         meaning = (f"{direction}; it holds while the whole range lies {side} "
                    f"{shown(self.holds_from, (self.low, self.high))}" if self.holds_from is not None else direction)
         notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
@@ -161,7 +167,7 @@ class Verdict:
 
     def verdict_cells(self) -> dict:
         """This verdict's cells in verdicts.csv (the store adds the machine and the time)."""
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "direction": self.direction()}
 
     def record(self, directory=None, hw: hardware.HardwareReport | None = None) -> "Verdict":
         """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
