@@ -21,6 +21,7 @@ MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
 MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the range is their min..max at 93.75 %)
 RESOLVE = 3.0  # a tolerance this many times the pairs' scatter (half their range, relative) can be told apart
 MAX_RESTATED = 0.30  # a no-worse-than claim is restated up to this tolerance; pairs that cannot tell that decide nothing
+#                     (only a win does); an upper bound (decide's `upper`) is restated past it: noise only loosens it
 CONFIDENCE = 0.90
 BEYOND_LOAD = 2.0  # every pair favours one side by more than this factor: others' CPU blurs small differences, not
 #                    one that every interleaved pair shows this large, so a busy machine does not rule it out
@@ -178,7 +179,7 @@ class Verdict:
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
-           extra_work: bool = False, upper: bool = False) -> Verdict:
+           extra_work: bool = False, upper: bool = False, max_restated: float = MAX_RESTATED) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
@@ -189,7 +190,9 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     `extra_work`: A does B's work and more (a record, a check), so A faster is noise (detectors.extra_work_faster);
     `upper`: the claim bounds A's advantage from above, read from A's side: A slower than B (the whole range below
     1), or with `no_worse_than` A ahead of B by at most that much (the whole range below 1 + it, restated by the same
-    rule); decided as the mirror claim on the inverted ratios."""
+    rule, and past MAX_RESTATED too: more noise loosens an upper bound, never tightens it); decided as the mirror
+    claim on the inverted ratios. `max_restated`: the largest tolerance a no-worse-than claim is restated to; beyond
+    it only a win decides."""
     named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
@@ -199,7 +202,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             raise ValueError("an upper-bound claim is not a cost claim: same_work and extra_work do not apply")
         mirror = decide([1 / r for r in ratios], claim=claim, expected=expected, lab=lab, min_effect=min_effect,
                         confidence=confidence, unit=unit, no_worse_than=no_worse_than, workers=workers, timed=timed,
-                        workload=workload)
+                        workload=workload, max_restated=math.inf)
         return _from_the_other_side(mirror)
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
@@ -220,12 +223,12 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
                          f"{no_worse_than:.0%}: the claim tested is 'no worse by more than {tolerance:.0%}', weaker "
                          f"than the {no_worse_than:.0%} predicted (a noisier run tests a weaker claim)")
         floor = 1 / (1 + tolerance)
-        holds_from = 1.0 if tolerance > MAX_RESTATED else floor
-        if tolerance > MAX_RESTATED and low > 1:  # too noisy to test the tolerance, but A won outright
+        holds_from = 1.0 if tolerance > max_restated else floor
+        if tolerance > max_restated and low > 1:  # too noisy to test the tolerance, but A won outright
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}, too much to test a cost of {no_worse_than:.0%}, "
                           f"but the whole range lies above 1: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS
-        elif tolerance > MAX_RESTATED:  # a claim this weak says nothing: the pairs cannot decide
+        elif tolerance > max_restated:  # a claim this weak says nothing: the pairs cannot decide
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: this machine cannot tell a cost below "
                            f"{tolerance:.0%} here (a cost must exceed {RESOLVE:g}x the pairs' scatter to stand out from "
                            "it), so no verdict")]
