@@ -170,20 +170,38 @@ def above_model(value: float, model: float, *, what: str, model_name: str, left_
                  f"no upper bound, since it leaves out {left_out.rstrip('.')}")]
 
 
+def load_reach(others: float, cores: int) -> float:
+    """How far other programs' mean use of `others` of `cores` cores can move a ratio of two timings, if it all fell
+    on one side: cores / (cores - others) (inf when they held every core)."""
+    return cores / (cores - others) if others < cores else math.inf
+
+
 def outside_neighbours(value: float, neighbours, *, what: str, where: str, tolerance: float = 0.25,
-                       cause: str | None = None) -> list[Flag]:
+                       cause: str | None = None, busy_cores: tuple[float, int] | None = None,
+                       lab_figure: str = "") -> list[Flag]:
     """A ratio beyond every ratio of the same comparison measured at neighbouring settings by more than `tolerance`
     (a speedup at batch 256 far above those at batches 64 and 512): the two tables contradict each other; `cause`:
-    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause())."""
+    what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause()); `busy_cores`: (others'
+    mean cores, cores), to say whether that load can explain the gap (load_reach); `lab_figure`: whose figures the
+    lab reads (the flag says so, so that a reader knows which to believe)."""
     neighbours = [float(v) for v in neighbours if v and v > 0]
     if not neighbours or value <= 0:
         return []
     low, high = min(neighbours), max(neighbours)
     if low / (1 + tolerance) <= value <= high * (1 + tolerance):
         return []
+    gap = value / high if value > high else low / value
+    measured = f"measured while {_cause(cause)}" if cause else "one of the two tables was measured while the machine was busy"
+    if cause and busy_cores is not None:
+        others, cores = busy_cores
+        reach = load_reach(others, cores)
+        measured += (f", a mean load that can move a ratio by about {cores:g} / ({cores:g} - {others:.1f}) = "
+                     f"{reach:.2f}x if it all fell on one side: "
+                     + (f"enough to explain the {gap:.2f}x gap" if gap <= reach else
+                        f"too little to explain the {gap:.2f}x gap unless it came in bursts, so the two runs also "
+                        "differed in how they ran"))
     return [Flag(Kind.CONTRADICT, f"{what} {value:.2f}x {where}, against {low:.2f}-{high:.2f}x at the neighbouring settings: {CONTRADICT} "
-            + (f"(measured while {_cause(cause)})" if cause else
-               "(one of the two tables was measured while the machine was busy)"))]
+            f"({measured})" + (f", and the lab's figures are {lab_figure}" if lab_figure else ""))]
 
 
 SAME_WORK_LIMIT = 1.25  # the same work one way beats the other way by more than this (whole range): not a cost claim

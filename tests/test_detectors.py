@@ -373,3 +373,19 @@ def test_one_quantity_measured_three_times_is_judged_pair_by_pair():
     close = [("a", 20.0, 0.05), ("b", 22.0, 0.05), ("c", 23.0, 0.05)]
     assert detectors.measured_several(close, what="x", unit="ms") == []
     assert detectors.several_agree(close).startswith("the widest pair (a, c): they agree: 15% apart")
+
+
+def test_lab_02_neighbours_contradiction_says_when_the_measured_load_is_too_small_and_which_figure_is_the_labs():
+    # learner s8c: '1.55x ... against 1.00-1.20x ... (measured while other programs used 0.4 of 2 cores)' blamed a
+    # load too small to move a ratio 1.29x, and did not say which figure to believe
+    cause = "other programs used 0.4 of 2 cores"
+    small = detectors.outside_neighbours(1.55, [1.0, 1.2], what="DataParallel", where="at batch 256", cause=cause,
+                                         busy_cores=(0.4, 2), lab_figure="the sweep's")
+    assert "2 / (2 - 0.4) = 1.25x" in small[0] and "too little to explain the 1.29x gap" in small[0]
+    assert "the lab's figures are the sweep's" in small[0] and "; " not in small[0] and detectors.impossible(small) == small
+    large = detectors.outside_neighbours(1.55, [1.0, 1.2], what="DataParallel", where="at batch 256", cause=cause,
+                                         busy_cores=(1.2, 2))
+    assert "2 / (2 - 1.2) = 2.50x" in large[0] and "enough to explain the 1.29x gap" in large[0]
+    below = detectors.outside_neighbours(0.6, [1.0, 1.2], what="DataParallel", where="at batch 256", cause=cause,
+                                         busy_cores=(0.4, 2))
+    assert "the 1.67x gap" in below[0]  # measured below the neighbours: the gap is the lowest one over it
