@@ -331,3 +331,9 @@ def test_on_a_busy_machine_the_sweep_table_refuses_the_speedups_the_summary_refu
         row = next(line for line in out.splitlines() if name in line and line.strip().startswith("8"))
         assert measure.NOT_MEASURABLE in row and "x  " not in row.split(name)[1], row
     assert f"{sweep.speedup(8, threads):.2f}x" not in out and "other programs used 1.7 of 2 cores" in out, out
+
+
+def test_the_sweeps_progress_line_never_reads_zero_seconds_after_a_timed_batch():
+    # learner s8c: 'sweep: batch 8 timed, 1 of 3 batch sizes done (0 s so far)' read as a broken timer
+    from lab_utils.labs.lab02.data_parallel.sweep import elapsed_text
+    assert elapsed_text(0.4) == "0.4 s" and elapsed_text(9.94) == "9.9 s" and elapsed_text(12.4) == "12 s"

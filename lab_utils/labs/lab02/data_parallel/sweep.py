@@ -115,8 +115,13 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
                          for r, parts in median_phase_seconds(reports[warmup:]).items()}
         if progress:
             print(f"sweep: batch {batch} timed, {i + 1} of {len(batch_sizes)} batch sizes done "
-                  f"({time.perf_counter() - started:.0f} s so far)", flush=True)
+                  f"({elapsed_text(time.perf_counter() - started)} so far)", flush=True)
     return Sweep(plan, repeats, tuple(results), phases, all_timings)
+
+
+def elapsed_text(seconds: float) -> str:
+    """Seconds for a progress line: one decimal below 10 s, so that a short sweep never reads '0 s so far'."""
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
 def figures_explained(result: Sweep, *, gap: float = 0.05, decided=None) -> list[str]:
