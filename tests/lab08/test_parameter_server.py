@@ -334,3 +334,13 @@ def test_the_clocks_legend_says_what_the_rows_show_never_that_the_first_gradient
     slower = A.clocks_legend([(0.40, 0.35), (0.70, 0.62)])
     assert "2 of 2 rows here" in slower and "cost nothing extra" not in slower
     assert "0 of 0 rows here" in A.clocks_legend([])
+
+
+def test_late_accuracy_averages_the_last_snapshots_not_one_noisy_final_one(monkeypatch):
+    # learner s8c: async curves zig-zag 25-65 % between snapshots, and a run's final snapshot (44 %) lay far below
+    # its own peak (64 %): one snapshot is a noisy figure for 'how far did it get'
+    from lab_utils.labs.lab08.parameter_server import accuracy
+    monkeypatch.setattr(accuracy, "accuracy_of", lambda w, split, model=None: float(w))
+    run = {"snapshots": [0.1, 0.65, 0.25, 0.6, 0.44], "weights": 0.44}
+    assert A.late_accuracy(run, None, model=object()) == pytest.approx((0.25 + 0.6 + 0.44) / 3)
+    assert A.LATE == 3 and A.late_accuracy({"snapshots": [], "weights": 0.7}, None, model=object()) == 0.7

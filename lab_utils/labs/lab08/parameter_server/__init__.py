@@ -15,7 +15,8 @@ are its notebook's: lab_utils.labs.lab08.lesson), one idea per module:
 """
 from __future__ import annotations
 
-from .accuracy import accuracy_curve, accuracy_of, clocks_legend, diverged, divergence_flags, first_reaching
+from .accuracy import (LATE, accuracy_curve, accuracy_of, clocks_legend, diverged, divergence_flags, first_reaching,
+                       late_accuracy)
 from .baseline import single_process_weights
 from .config import MODEL, MODES, PSConfig
 from .hogwild import ShareWithRanks, hogwild_result, shared, watch
@@ -27,8 +28,8 @@ from .staleness import rank_correlation, staleness_by_worker
 from .straggler import Straggler, straggle
 from .tf_cluster import tf_in_process_cluster
 
-__all__ = ["MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
-           "build_model", "clocks_legend", "dataset_split", "diverged", "divergence_flags", "first_reaching", "global_batch",
+__all__ = ["LATE", "MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
+           "build_model", "clocks_legend", "dataset_split", "diverged", "divergence_flags", "first_reaching", "late_accuracy", "global_batch",
            "hogwild_result", "initial_weights", "input_shape", "interleaved", "pin_server_beside_worker_1",
            "plot_accuracy", "plot_staleness", "plot_throughput", "rank_correlation", "run", "shared",
            "single_process_weights", "staleness_by_worker", "straggle", "tf_in_process_cluster", "watch",

@@ -26,18 +26,29 @@ def accuracy_curve(result: dict, split: data.Split) -> dict:
             "accuracy": [accuracy_of(w, split, model) for w in result["snapshots"]]}
 
 
+LATE = 3  # a run's late accuracy: the mean test accuracy of its last this many weight snapshots
+
+
+def late_accuracy(result: dict, split: data.Split, last: int = LATE, model=None) -> float:
+    """Mean test accuracy of a run's last `last` weight snapshots (its final weights where it kept none): an
+    asynchronous run's accuracy swings from one snapshot to the next, so its final snapshot alone is a noisy figure."""
+    model = model or build_model(split, seed=0)
+    snapshots = list(result.get("snapshots", []))[-last:] or [result["weights"]]
+    return float(np.mean([accuracy_of(w, split, model) for w in snapshots]))
+
+
 def diverged(accuracy: float, num_classes: int = 10) -> bool:
-    """True for a final accuracy below twice chance: the run diverged (or never learned), it did not just lag."""
+    """True for an accuracy below twice chance: the run diverged (or never learned), it did not just lag."""
     return accuracy < 2 / num_classes
 
 
 def divergence_flags(accuracies, num_classes: int = 10) -> list[str]:
-    """A warning naming the runs of a setting that diverged (final accuracy near chance), or none."""
+    """A warning naming the runs of a setting that diverged (accuracy near chance), or none."""
     accuracies = list(accuracies)
     bad = [a for a in accuracies if diverged(a, num_classes)]
     if not bad:
         return []
-    return [f"{len(bad)} of {len(accuracies)} runs diverged (final accuracy {', '.join(f'{a:.0%}' for a in bad)}, "
+    return [f"{len(bad)} of {len(accuracies)} runs diverged (late accuracy {', '.join(f'{a:.0%}' for a in bad)}, "
             f"chance is {1 / num_classes:.0%}): stale gradients with momentum can throw the weights off"]
 
 
