@@ -133,3 +133,24 @@ def test_each_throughput_slip_is_named(wrong, named):
     result = check(wrong)
     assert not result.passed and named in result.message, result.message
     assert grade(wrong)[0] == 0.0
+
+
+def throughput_upper_median(batch_size, step_times, warmup):
+    steps = sorted(step_times[warmup:])
+    return batch_size / steps[len(steps) // 2]  # learner s8c's: the upper of the two middle steps
+
+
+throughput_upper_median.__name__ = throughput_upper_median.__qualname__ = "throughput"
+
+
+@pytest.mark.parametrize("wrong, named", [(throughput_upper_median, "the upper of the two middle steps"),
+                                          (throughput_one_step_too_many, "one step too many dropped"),
+                                          (throughput_median_low, "statistics.median_low")],
+                         ids=["upper-median", "warmup+1", "median_low"])
+def test_a_median_slip_is_named_as_such_whatever_the_cases(wrong, named):
+    # learner s8c: sorted(t)[n // 2] was told 'one step too many dropped' (dropping the first steady step can leave
+    # the upper middle one as the median); every seed's cases must tell the three apart
+    for seed in (None, 1, 2, 3, 7, 15, 42, 97, 12345):
+        result = check(wrong) if seed is None else None
+        fraction, message = (result.details["fraction"], result.message) if result else grade(wrong, seed)
+        assert fraction == 0.0 and named in message, (seed, message)

@@ -115,12 +115,30 @@ TRAIN_STEP = Exercise("01", "train_step", _train_cases, _train_run, _train_expec
 
 # ---- throughput ---------------------------------------------------------------------------------------------------
 
+def _steady_steps(rng, n):
+    """n distinct steady step times (s): ties would let two mistakes give the same rate."""
+    times = set()
+    while len(times) < n:
+        times.add(round(rng.uniform(0.04, 0.06), 4))
+    return list(times)
+
+
 def _throughput_cases(rng):
+    """An odd number of steady steps, then two even ones: one whose first steady step is its slowest, one whose first
+    is its fastest, so that dropping one step too many, the lower middle step and the upper middle step never give
+    the same rate in every case."""
     cases = []
-    for _ in range(3):
-        warmup, n = rng.randint(1, 3), rng.randint(5, 9)
-        times = [round(rng.uniform(0.3, 1.0), 4) for _ in range(warmup)] + [round(rng.uniform(0.04, 0.06), 4) for _ in range(n)]
-        times[warmup + rng.randrange(n)] = round(rng.uniform(0.2, 0.5), 4)  # one slow step
+    for shape in ("odd", "first slowest", "first fastest"):
+        warmup = rng.randint(1, 3)
+        n = rng.choice([5, 7, 9]) if shape == "odd" else rng.choice([6, 8])
+        steady = _steady_steps(rng, n)
+        steady[rng.randrange(n)] = round(rng.uniform(0.2, 0.5), 4)  # one slow step
+        rng.shuffle(steady)
+        if shape != "odd":
+            first = max(steady) if shape == "first slowest" else min(steady)
+            steady.remove(first)
+            steady.insert(0, first)
+        times = [round(rng.uniform(0.3, 1.0), 4) for _ in range(warmup)] + steady
         cases.append({"batch_size": rng.choice([16, 32, 64, 128, 256]), "step_times": times, "warmup": warmup})
     return cases
 
@@ -129,35 +147,47 @@ def _throughput_run(throughput, cases):
     return [throughput(c["batch_size"], list(c["step_times"]), c["warmup"]) for c in cases]
 
 
+def _throughput_mistakes(case) -> dict:
+    """What each mistake learners make returns for one case, by the words that name it."""
+    b, t, w = case["batch_size"], case["step_times"], case["warmup"]
+    return {"the mean step time (one slow step pulls it down)": b / statistics.mean(t[w:]),
+            "the median of every step, warm-up included: drop step_times[:warmup]": b / statistics.median(t),
+            "the mean of all steps, warm-up included": b / statistics.mean(t),
+            "seconds per sample: the rate is samples per second, batch / time": statistics.median(t[w:]) / b,
+            "steps per second (one over the median step time): multiply by the batch size":
+                1 / statistics.median(t[w:]),
+            "the upper of the two middle steps (sorted(...)[n // 2]): of an even number of steps the median is the "
+            "mean of the two middle ones, statistics.median": b / statistics.median_high(t[w:]),
+            "statistics.median_low: of an even number of steps the median is the mean of the two middle ones, "
+            "statistics.median": b / statistics.median_low(t[w:]),
+            "one step too many dropped: the warm-up is exactly the first `warmup` steps, step_times[warmup:]":
+                b / statistics.median(t[w + 1:]),
+            "the last `warmup` steps dropped; the warm-up steps are the first ones: step_times[warmup:]":
+                b / statistics.median(t[:-w]),
+            "the median of the per-step rates; the rate is the batch over the median step time (the two differ "
+            "for an even number of steps)": statistics.median(b / x for x in t[w:]),
+            "the median step time in seconds, not a rate: divide the batch size by it": statistics.median(t[w:]),
+            "the batch size times the median step time: divide the batch size by it instead":
+                b * statistics.median(t[w:])}
+
+
 def _throughput_judge(got, expected, cases):
-    for g, e, c in zip(got, expected, cases):
-        if g is None or not isinstance(g, (int, float)):
-            return 0.0, "return samples per second, a number"
+    if any(g is None or not isinstance(g, (int, float)) for g in got):
+        return 0.0, "return samples per second, a number"
+    if all(abs(g - e) <= 1e-6 * e for g, e in zip(got, expected)):
+        return 1.0, "warm-up dropped, median step time used"
+    mistakes = [_throughput_mistakes(c) for c in cases]
+    same = lambda g, value: abs(g - value) <= 1e-6 * abs(value)  # noqa: E731
+    for what in mistakes[0]:  # the mistake that gives every case's answer: one case alone can fit two of them
+        if all(same(g, m[what]) for g, m in zip(got, mistakes)):
+            return 0.0, f"that is {what}"
+    for g, e, c, m in zip(got, expected, cases, mistakes):  # else the first wrong case's
         if abs(g - e) <= 1e-6 * e:
             continue
-        b, t, w = c["batch_size"], c["step_times"], c["warmup"]
-        known = {"the mean step time (one slow step pulls it down)": b / statistics.mean(t[w:]),
-                 "the median of every step, warm-up included: drop step_times[:warmup]": b / statistics.median(t),
-                 "the mean of all steps, warm-up included": b / statistics.mean(t),
-                 "seconds per sample: the rate is samples per second, batch / time": statistics.median(t[w:]) / b,
-                 "steps per second (one over the median step time): multiply by the batch size":
-                     1 / statistics.median(t[w:]),
-                 "one step too many dropped: the warm-up is exactly the first `warmup` steps, step_times[warmup:]":
-                     b / statistics.median(t[w + 1:]),
-                 "the last `warmup` steps dropped; the warm-up steps are the first ones: step_times[warmup:]":
-                     b / statistics.median(t[:-w]),
-                 "statistics.median_low: of an even number of steps the median is the mean of the two middle ones, "
-                 "statistics.median": b / statistics.median_low(t[w:]),
-                 "the median of the per-step rates; the rate is the batch over the median step time (the two differ "
-                 "for an even number of steps)": statistics.median(b / x for x in t[w:]),
-                 "the median step time in seconds, not a rate: divide the batch size by it":
-                     statistics.median(t[w:]),
-                 "the batch size times the median step time: divide the batch size by it instead":
-                     b * statistics.median(t[w:])}
-        for what, value in known.items():
-            if abs(g - value) <= 1e-6 * abs(value):
+        for what, value in m.items():
+            if same(g, value):
                 return 0.0, f"that is {what}"
-        return 0.0, f"expected {e:.1f} samples/s for batch {b}, got {g:.1f}"
+        return 0.0, f"expected {e:.1f} samples/s for batch {c['batch_size']}, got {g:.1f}"
     return 1.0, "warm-up dropped, median step time used"
 
 
