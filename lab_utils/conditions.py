@@ -252,16 +252,17 @@ def taken(reset: bool = False) -> Load | None:
 FREE_SLACK = 0.25  # others' use below a quarter of a core (a browser, the Jupyter server) does not cost a thread
 
 
-def _free(seconds: float, budget: hardware.CpuBudget) -> tuple[int, Load | None]:
+def _free(seconds: float, budget: hardware.CpuBudget) -> tuple[int, Load | None, float | None]:
+    """(threads, the load measured over `seconds`, the CPUs it left free): free_cpus' decision and what it rests on."""
     first = sample()
     time.sleep(seconds)
     last = sample()
     if first is None or last is None:  # no /proc: the budget is all there is to go by
-        return budget.whole(), None
+        return budget.whole(), None, None
     load = between(first, last)
     mask = next((s.cpus for s in budget.sources if s.name == hardware.MASK), float(load.cores))
     free = min(mask, load.cores) - load.others - load.steal
-    return max(1, min(budget.whole(), math.floor(free + FREE_SLACK))), load
+    return max(1, min(budget.whole(), math.floor(free + FREE_SLACK))), load, max(0.0, free)
 
 
 def free_cpus(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) -> int:
@@ -276,7 +277,10 @@ def fit_threads(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) 
     import torch
 
     budget = budget or hardware.cpu_budget()
-    threads, load = _free(seconds, budget)
+    threads, load, free = _free(seconds, budget)
     torch.set_num_threads(threads)
-    others = f", other programs used {load.others + load.steal:.1f} of {load.cores} cores" if load else ""
-    return f"torch intra-op threads: {threads} (this notebook may use {budget.describe()}{others})"
+    if load is None:
+        return f"torch intra-op threads: {threads} (this notebook may use {budget.describe()})"
+    return (f"torch intra-op threads: {threads}, one per CPU free now: this notebook may use {budget.describe()}, but "
+            f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it looked, leaving "
+            f"{free:.1f} free" + (" (at least 1 thread runs)" if free + FREE_SLACK < 1 else ""))

@@ -274,8 +274,26 @@ def test_fit_threads_sets_torchs_intra_op_threads_and_says_why(monkeypatch):
     try:
         said = conditions.fit_threads(0.0, TWO_CORES)
         assert torch.get_num_threads() == 1
-        assert said == ("torch intra-op threads: 1 (this notebook may use 2.0 CPUs: 2 cores in the affinity mask, "
-                        "other programs used 1.0 of 2 cores)")
+        assert said == ("torch intra-op threads: 1, one per CPU free now: this notebook may use 2.0 CPUs: 2 cores in "
+                        "the affinity mask, but other programs used 1.0 of 2 cores while it looked, leaving 1.0 free")
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_fit_threads_says_why_it_runs_one_thread_when_others_hold_every_core(monkeypatch):
+    # learner s8c: 'torch intra-op threads: 1 (this notebook may use 2.0 CPUs ..., other programs used 2.0 of 2
+    # cores)' read as a contradiction: the line says what is left free, and that one thread runs even with none
+    import torch
+
+    readings = iter([Sample(0.0, 0.0, 0.0, 0.0), Sample(1.0, 2.0, 0.0, 0.0)])
+    monkeypatch.setattr(conditions, "sample", lambda: next(readings))
+    monkeypatch.setattr(conditions.os, "cpu_count", lambda: 2)
+    before = torch.get_num_threads()
+    try:
+        said = conditions.fit_threads(0.0, TWO_CORES)
+        assert torch.get_num_threads() == 1
+        assert said.endswith("other programs used 2.0 of 2 cores while it looked, leaving 0.0 free (at least 1 thread "
+                             "runs)"), said
     finally:
         torch.set_num_threads(before)
 
