@@ -344,3 +344,9 @@ def test_late_accuracy_averages_the_last_snapshots_not_one_noisy_final_one(monke
     run = {"snapshots": [0.1, 0.65, 0.25, 0.6, 0.44], "weights": 0.44}
     assert A.late_accuracy(run, None, model=object()) == pytest.approx((0.25 + 0.6 + 0.44) / 3)
     assert A.LATE == 3 and A.late_accuracy({"snapshots": [], "weights": 0.7}, None, model=object()) == 0.7
+
+
+def test_the_throughput_plot_names_the_unit_its_table_uses():
+    # learner s8c: the table printed gradients/s, the plot under it samples/s
+    fig = A.plot_throughput([1, 4], {"sync": [80.0, 24.0]}, unit="gradients/s")
+    assert fig.axes[0].get_ylabel() == "gradients/s applied by the server"

@@ -43,8 +43,8 @@ def plot_staleness(results: dict, title: str = "staleness of the applied gradien
     return fig
 
 
-def plot_throughput(factors, rates: dict, ranges: dict | None = None):
-    """Samples/s against the straggler factor, one line per mode; shaded: min..max of the repeats."""
+def plot_throughput(factors, rates: dict, ranges: dict | None = None, unit: str = "samples/s"):
+    """Rates (`unit`) against the straggler factor, one line per mode; shaded: min..max of the repeats."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.3))
@@ -54,7 +54,7 @@ def plot_throughput(factors, rates: dict, ranges: dict | None = None):
             lo, hi = zip(*ranges[mode])
             ax.fill_between(factors, lo, hi, alpha=0.2)
     ax.set_xlabel("straggler factor k (the slow worker's whole iteration takes k x as long)")
-    ax.set_ylabel("samples/s applied by the server")
+    ax.set_ylabel(f"{unit} applied by the server")
     ax.set_xticks(list(factors))
     ax.set_ylim(bottom=0)
     ax.legend()
