@@ -350,3 +350,8 @@ def test_the_throughput_plot_names_the_unit_its_table_uses():
     # learner s8c: the table printed gradients/s, the plot under it samples/s
     fig = A.plot_throughput([1, 4], {"sync": [80.0, 24.0]}, unit="gradients/s")
     assert fig.axes[0].get_ylabel() == "gradients/s applied by the server"
+
+
+def test_the_clocks_line_is_short_its_definitions_live_in_the_markdown():
+    # learner s8c: the printed legend ran to ~900 characters
+    assert len(A.clocks_legend([(1.04, 1.06), (0.36, 0.35), (0.5, 0.4)])) < 160

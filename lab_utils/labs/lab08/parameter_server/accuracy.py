@@ -61,14 +61,12 @@ def first_reaching(curve: dict, target: float):
 
 
 def clocks_legend(clocks) -> str:
-    """The accuracy table's two clocks defined, and what its rows show: `clocks` are (run clock s, steady-rate s)."""
+    """What the accuracy table's rows show of its two clocks (defined in the markdown above it): `clocks` are (run
+    clock s, steady-rate s); one short computed line."""
     clocks = list(clocks)
     larger = sum(run > steady for run, steady in clocks)
-    text = ("Two clocks, one column each: run clock s, the seconds from the run's start to that snapshot, its first "
-            "gradients included; steady-rate s, the time those samples take at the run's rate after warm-up (samples / "
-            "samples per second). The run clock is the larger where the first gradients ran slower than the rest of "
-            f"the run: {larger} of {len(clocks)} rows here")
+    text = (f"run clock s above steady-rate s (the first gradients ran slower than the rest of the run): {larger} of "
+            f"{len(clocks)} rows here")
     if larger < len(clocks):
-        text += ("; in the others the run's start ran at least as fast as its rate after warm-up, so the first "
-                 "gradients cost nothing extra there")
+        text += "; in the others the first gradients cost nothing extra there"
     return text + "."
