@@ -65,7 +65,7 @@ def clocks_legend(clocks) -> str:
     clock s, steady-rate s); one short computed line."""
     clocks = list(clocks)
     larger = sum(run > steady for run, steady in clocks)
-    text = (f"run clock s above steady-rate s (the first gradients ran slower than the rest of the run): {larger} of "
+    text = (f"run clock s above steady-rate s (the first gradients ran slower): {larger} of "
             f"{len(clocks)} rows here")
     if larger < len(clocks):
         text += "; in the others the first gradients cost nothing extra there"
