@@ -337,3 +337,13 @@ def test_the_sweeps_progress_line_never_reads_zero_seconds_after_a_timed_batch()
     # learner s8c: 'sweep: batch 8 timed, 1 of 3 batch sizes done (0 s so far)' read as a broken timer
     from lab_utils.labs.lab02.data_parallel.sweep import elapsed_text
     assert elapsed_text(0.4) == "0.4 s" and elapsed_text(9.94) == "9.9 s" and elapsed_text(12.4) == "12 s"
+
+
+def test_the_sweep_table_says_how_the_replicas_run_without_the_word_backend(capsys):
+    # learner s8c: 'backend threads' in the sweep's header, before lab 02 defines a backend (for DDP's ranks)
+    import importlib
+    sweep_mod = importlib.import_module("lab_utils.labs.lab02.data_parallel.sweep")
+    plan = data_parallel.plan_devices(2, hardware.detect(), backend="threads")
+    sweep_mod.print_sweep(sweep_mod.Sweep(plan, 3, (), {}, {}))
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "replicas run by one thread per device" in header and "backend" not in header

@@ -119,6 +119,10 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     return Sweep(plan, repeats, tuple(results), phases, all_timings)
 
 
+RUN_BY = {"threads": "one thread per device", "torch": "torch.nn.parallel"}  # a plan's backend, in words (lab 02
+#                                                       defines 'backend' only later, for DDP's process groups)
+
+
 def elapsed_text(seconds: float) -> str:
     """Seconds for a progress line: one decimal below 10 s, so that a short sweep never reads '0 s so far'."""
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
@@ -152,7 +156,8 @@ def print_sweep(result: Sweep, decided=None) -> None:
     `refused` rules the speedups out, no row prints one: each says so, and the reason is printed once."""
     why = refused(result)
     print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
-          f"backend {result.plan.backend}, devices {[str(d) for d in result.plan.devices]})")
+          f"replicas run by {RUN_BY.get(result.plan.backend, result.plan.backend)}, devices "
+          f"{[str(d) for d in result.plan.devices]})")
     print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}  {'range':<11}")
     for batch in result.batch_sizes:
         for r in (x for x in result.results if x.batch_size == batch):
