@@ -192,9 +192,10 @@ def outside_neighbours(value: float, neighbours, *, what: str, where: str, toler
         return []
     gap = value / high if value > high else low / value
     measured = f"measured while {_cause(cause)}" if cause else "one of the two tables was measured while the machine was busy"
-    if cause and busy_cores is not None:
+    if busy_cores is not None:  # the load measured, busy or not: can it explain the gap?
         others, cores = busy_cores
         reach = load_reach(others, cores)
+        measured = (measured if cause else f"measured while other programs used {others:.1f} of {cores:g} cores")
         measured += (f", a mean load that can move a ratio by about {cores:g} / ({cores:g} - {others:.1f}) = "
                      f"{reach:.2f}x if it all fell on one side: "
                      + (f"enough to explain the {gap:.2f}x gap" if gap <= reach else

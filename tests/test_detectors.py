@@ -389,3 +389,12 @@ def test_lab_02_neighbours_contradiction_says_when_the_measured_load_is_too_smal
     below = detectors.outside_neighbours(0.6, [1.0, 1.2], what="DataParallel", where="at batch 256", cause=cause,
                                          busy_cores=(0.4, 2))
     assert "the 1.67x gap" in below[0]  # measured below the neighbours: the gap is the lowest one over it
+
+
+def test_lab_02_neighbours_contradiction_on_a_quiet_run_names_the_load_measured_not_a_busy_machine():
+    # a run with 0.2 of 2 cores used by others (below 'busy') printed '(one of the two tables was measured while the
+    # machine was busy)', a cause nothing measured
+    said = detectors.outside_neighbours(2.14, [0.94, 1.28], what="DataParallel", where="at batch 256",
+                                        busy_cores=(0.2, 2))
+    assert "measured while other programs used 0.2 of 2 cores" in said[0] and "machine was busy" not in said[0]
+    assert "too little to explain the 1.67x gap" in said[0]
