@@ -448,6 +448,17 @@ def test_a_summary_of_a_refused_allreduce_fit_prints_no_bandwidth():
     assert "not measurable here" in degenerate.summary(sizes[:3], [6.2e-3, 5e-3, 3.7e-3], 2)
 
 
+def test_a_refused_allreduce_fit_builds_no_figure():
+    # learner s8d, lab 10: communication / compute 2.7 % printed from a fit the same lab called 'not measurable here'
+    sizes = [4096, 65536, 1 << 20, 1 << 26]
+    fit = report.AllReduceFit(100e-6, 1.4e9)
+    on_line = [fit.seconds(s, 2) for s in sizes]
+    assert fit.readable(fit.contradictions(sizes, on_line, 2))
+    assert not fit.readable(fit.contradictions(sizes, on_line[:3] + [4 * on_line[3]], 2))
+    degenerate = report.fit_allreduce(sizes[:3], [6.2e-3, 5e-3, 3.7e-3], 2)
+    assert not degenerate.readable([])
+
+
 def test_an_allreduce_sweep_is_kept_for_the_next_lab_of_this_machine(isolated_results):
     assert report.recent_allreduce(2, "gloo") is None
     report.save_allreduce("06", [4096, 16384], [1e-4, 2e-4], [0.1, 0.2], 2, "gloo")
