@@ -647,3 +647,14 @@ def test_a_fit_to_one_row_says_so_instead_of_a_range_from_it_to_itself():
     one = report.serial_fit([(2, 1.28)])
     assert "one row" in one.describe() and "to" not in one.describe().split("(")[1]
     assert "rows' own" in report.serial_fit([(2, 1.28), (4, 1.9)]).describe()
+
+
+def test_a_note_every_row_of_a_workload_carries_is_said_once_under_its_header():
+    """Lab 10 printed 'measured while other programs used 0.6 ... of 2 cores' under each of 45 rows (learner s8d)."""
+    busy = "measured while other programs used 0.6 and steal 0.0 of 2 cores"
+    text = report.table(report.compare([row("single", 1, 100, flags=(busy,)), row("ddp", 2, 180, flags=(busy,)),
+                                        row("ddp", 4, 300, flags=(busy, "oversubscribed: 4 ranks on 2 cores"))]))
+    assert text.count(busy) == 1 and f"note, every row below: {busy}" in text
+    assert text.count("oversubscribed") == 1 and "      note: oversubscribed" in text  # one row's own note stays
+    alone = report.table(report.compare([row("single", 1, 100, flags=(busy,))]))
+    assert f"      note: {busy}" in alone  # a single row keeps its note under it
