@@ -357,3 +357,28 @@ def test_a_row_recorded_with_its_refusal_keeps_its_own_load_and_not_the_records_
     plain, refused_row = measure.read_results(isolated_results)
     assert busy.note()[0] in plain.flags and busy.line() in text
     assert [str(f) for f in refused_row.flags] == [refused]
+
+
+def test_a_row_noted_with_its_verdicts_load_keeps_that_one_load(monkeypatch, isolated_results):
+    """Lab 10 showed lab 09's worker row with its verdict's 'other programs used 0.4' and the record's 0.7 (s8d)."""
+    busy = Load(5.0, 2, 0.5, 1.4, 0.0)
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)
+    own = "lab 09's verdict on this pair: 1.20x -> holds (measured while other programs used 0.4 and steal 0.0 of 2 cores)"
+    row = measure.Result(lab="09", framework="torch", strategy="single-device", world_size=1, device="cpu",
+                         batch_size=8, samples_per_s=100.0, wall_s=0.08, workload="w")
+    measure.record([row, dataclasses.replace(row, world_size=2, flags=(own,))])
+    plain, noted = measure.read_results(isolated_results)
+    assert busy.note()[0] in plain.flags and [str(f) for f in noted.flags] == [own]
+
+
+def test_n_workers_beyond_the_free_cores_are_not_read_in_a_verdict_or_a_summary(monkeypatch):
+    """Lab 09's 2 workers held at 1.80x while others used 0.4 of 2 cores (1.6 free); lab 05 refused 1.41x on 1.3 free:
+    one rule (learner s8d)."""
+    monkeypatch.setattr(measure.verdicts, "run_conditions", lambda: Load(5.0, 2, 1.5, 0.4, 0.0))
+    beyond = measure.decide([1.8, 1.75, 1.85, 1.78, 1.82], claim="2 workers vs 1", expected="2 faster", workers=2)
+    assert beyond.verdict == measure.CANNOT_SEE and "1.6 free core" in beyond.reason and "not steady" in beyond.reason
+    within = measure.decide([1.5, 1.45, 1.55, 1.48, 1.52], claim="2 workers vs 1", expected="2 faster", workers=2)
+    assert within.verdict == measure.HOLDS
+    said = measure.as_result("1.80x", workers=2, load=Load(5.0, 2, 1.5, 0.4, 0.0), what="workers", ratio=1.8)
+    assert said.startswith("not measurable here: ") and "1.80" not in said and said.count("not steady") == 1
+    assert measure.as_result("1.50x", workers=2, load=Load(5.0, 2, 1.5, 0.4, 0.0), ratio=1.5) == "1.50x"

@@ -448,6 +448,17 @@ def test_a_summary_of_a_refused_allreduce_fit_prints_no_bandwidth():
     assert "not measurable here" in degenerate.summary(sizes[:3], [6.2e-3, 5e-3, 3.7e-3], 2)
 
 
+def test_a_refused_allreduce_fit_builds_no_figure():
+    # learner s8d, lab 10: communication / compute 2.7 % printed from a fit the same lab called 'not measurable here'
+    sizes = [4096, 65536, 1 << 20, 1 << 26]
+    fit = report.AllReduceFit(100e-6, 1.4e9)
+    on_line = [fit.seconds(s, 2) for s in sizes]
+    assert fit.readable(fit.contradictions(sizes, on_line, 2))
+    assert not fit.readable(fit.contradictions(sizes, on_line[:3] + [4 * on_line[3]], 2))
+    degenerate = report.fit_allreduce(sizes[:3], [6.2e-3, 5e-3, 3.7e-3], 2)
+    assert not degenerate.readable([])
+
+
 def test_an_allreduce_sweep_is_kept_for_the_next_lab_of_this_machine(isolated_results):
     assert report.recent_allreduce(2, "gloo") is None
     report.save_allreduce("06", [4096, 16384], [1e-4, 2e-4], [0.1, 0.2], 2, "gloo")
@@ -636,3 +647,14 @@ def test_a_fit_to_one_row_says_so_instead_of_a_range_from_it_to_itself():
     one = report.serial_fit([(2, 1.28)])
     assert "one row" in one.describe() and "to" not in one.describe().split("(")[1]
     assert "rows' own" in report.serial_fit([(2, 1.28), (4, 1.9)]).describe()
+
+
+def test_a_note_every_row_of_a_workload_carries_is_said_once_under_its_header():
+    """Lab 10 printed 'measured while other programs used 0.6 ... of 2 cores' under each of 45 rows (learner s8d)."""
+    busy = "measured while other programs used 0.6 and steal 0.0 of 2 cores"
+    text = report.table(report.compare([row("single", 1, 100, flags=(busy,)), row("ddp", 2, 180, flags=(busy,)),
+                                        row("ddp", 4, 300, flags=(busy, "oversubscribed: 4 ranks on 2 cores"))]))
+    assert text.count(busy) == 1 and f"note, every row below: {busy}" in text
+    assert text.count("oversubscribed") == 1 and "      note: oversubscribed" in text  # one row's own note stays
+    alone = report.table(report.compare([row("single", 1, 100, flags=(busy,))]))
+    assert f"      note: {busy}" in alone  # a single row keeps its note under it

@@ -176,9 +176,9 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
     _RECORDED[:] = [load] if load else []
     noted = tuple(detectors.note(n) for n in load.note()) if load else ()  # a busy machine or a throttling quota
-    # a row its lab refused ('not measurable here: <its own load>') keeps that one load: the record's mean over every
-    # window beside it would name a second load for one measurement
-    results = [dataclasses.replace(r, flags=r.flags + (() if _refused(r) else noted)).stamped(hw) for r in results]
+    # a row its lab refused ('not measurable here: <its own load>') or noted with its own load (a verdict's) keeps that
+    # one load: the record's mean over every window beside it would name a second load for one measurement
+    results = [dataclasses.replace(r, flags=r.flags + (() if _own_load(r) else noted)).stamped(hw) for r in results]
     results = [dataclasses.replace(r, flags=r.flags + tuple(measured_before(r, directory, results[:i], results)))
                for i, r in enumerate(results)]
     files = {store(directory).append(r, hw).name for r in results}
@@ -188,9 +188,11 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
 NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
 
 
-def _refused(result: Result) -> bool:
-    """True for a row recorded with its lab's refusal (measure.refusal): its note names the load it was read under."""
-    return any(str(f).startswith(NOT_MEASURABLE) for f in result.flags)
+def _own_load(result: Result) -> bool:
+    """True for a row recorded with its lab's refusal (measure.refusal) or a note naming the load it was measured
+    under (a verdict's outcome, conditions.Load.note): it keeps that one load."""
+    return any(str(f).startswith(NOT_MEASURABLE) or "measured while other programs used" in str(f)
+               for f in result.flags)
 
 
 def recorded_table(results: list[Result], load: "conditions.Load | None", files) -> str:

@@ -244,7 +244,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     load = run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work, workload=named, extra_work=extra_work)
-    reason = unreadable(workers, load) if timed and len(ratios) >= MIN_PAIRS else None  # fewer decide nothing anyway
+    reason = (unreadable(workers, load, ratio=middle) if timed and len(ratios) >= MIN_PAIRS  # fewer decide nothing
+              else None)
     if reason is not None and unreadable(workers, None if load is None else _quiet(load)) is None \
             and beyond_load(ratios):  # only the others' CPU ruled it out, and every pair shows a large factor
         notes.append(f"the machine was busy, but every one of {len(ratios)} pairs favours one side by more than "
@@ -284,16 +285,22 @@ def _quiet(load: "conditions.Load") -> "conditions.Load":
     return dataclasses.replace(load, others=0.0, steal=0.0)
 
 
-def unreadable(workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks") -> str | None:
+def unreadable(workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks",
+               ratio: float | None = None) -> str | None:
     """Why a timed comparison cannot be read here, or None: `workers` (> 1: N ranks or threads against one) that this
-    CPU budget or what others left free cannot run side by side; or other programs (and steal) that took more than
-    UNREADABLE_SHARE of the cores while it was measured. `load` defaults to run_conditions(); `what`: what the
-    workers are (ranks, threads, devices)."""
+    CPU budget or what others left free cannot run side by side, or that ran `ratio` x one's rate, more than those
+    free cores allow (the others' share was not steady: the ratio is theirs as much as the workers'); or other
+    programs (and steal) that took more than UNREADABLE_SHARE of the cores while it was measured. `load` defaults to
+    run_conditions(); `what`: what the workers are (ranks, threads, devices)."""
     load = load if load is not None else run_conditions()
     if workers and workers > 1:
         why = conditions.speedup_visible(workers, load=load, what=what)
         if why:
             return why
+        if unsteady_load(ratio, workers, load, what):  # one rule for N vs 1 on a busy machine: no more than the free cores
+            return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured"
+                    f"{unsteady_load(ratio, workers, load, what)}, so no speedup over one can be read from this run "
+                    f"({RULE})")
     if load is not None and load.others + load.steal > UNREADABLE_SHARE * load.cores:
         return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it was measured, so "
                 f"its times are theirs as much as this comparison's: rerun with nothing else running ({RULE})")
@@ -306,10 +313,11 @@ def as_result(text: str, workers: int | None = None, load: "conditions.Load | No
     with no figure: a ratio printed beside the reason would seem to refute it (the rates stay in the results CSV).
     `ratio`: the N workers' measured rate over one's; beyond what the load's free cores allow, the refusal says the
     load was not steady over its window (the rates printed elsewhere would otherwise contradict the reason)."""
-    why = unreadable(workers, load, what)
+    why = unreadable(workers, load, what, ratio)
     if why is None:
         return text
-    return f"{NOT_MEASURABLE}: {why} ({UNREAD}){unsteady_load(ratio, workers, load, what)}"
+    unsteady = "" if unsteady_load(ratio, workers, load, what) in why else unsteady_load(ratio, workers, load, what)
+    return f"{NOT_MEASURABLE}: {why} ({UNREAD}){unsteady}"
 
 
 def refusal(text: str) -> list[str]:

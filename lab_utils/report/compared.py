@@ -264,12 +264,14 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                                                      f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'rate':>11}"
                                                      f"{'speedup':>8}{'effic.':>7}")
     lines, workload = [header], None
+    shared = _shared_notes(compared)
     for c, name in zip(compared, names):
         r = c.row
         if (host_name(r), r.lab, r.workload, r.rate) != workload:
             workload = (host_name(r), r.lab, r.workload, r.rate)
             lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}"
                          + (f"  (rate: {r.rate})" if r.rate else ""))
+            lines += [f"      note, every row below: {note}" for note in shared.get(workload, [])]
         acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
         speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
@@ -280,11 +282,21 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
-        lines += [f"      note: {note}" for note in c.notes]
+        lines += [f"      note: {note}" for note in c.notes if note not in shared.get(workload, [])]
     lines += table_lines([c.flags for c in compared],
                          [flag_name(c, n) for c, n in zip(compared, names)])
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
+
+
+def _shared_notes(compared: list[Compared]) -> dict[tuple, list[str]]:
+    """Per workload of the table (host, lab, workload, rate) with more than one row: the notes every row of it carries,
+    said once under its header (a busy run's load note on every row made lab 10's table three times as long)."""
+    groups: dict[tuple, list[Compared]] = {}
+    for c in compared:
+        groups.setdefault((host_name(c.row), c.row.lab, c.row.workload, c.row.rate), []).append(c)
+    return {key: [n for n in rows[0].notes if all(n in c.notes for c in rows[1:])]
+            for key, rows in groups.items() if len(rows) > 1}
 
 
 def summary(results_dir) -> str:

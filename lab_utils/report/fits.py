@@ -99,6 +99,11 @@ class AllReduceFit:
         """read() on the points it was fitted to: the refusal of the fit's table reaches the summary that repeats it."""
         return self.read(devices, self.contradictions(sizes, seconds, devices))
 
+    def readable(self, flags) -> bool:
+        """False where the fit is degenerate or `flags` say it misses its own points (Kind.NO_FIT): then no figure
+        built from it (a time, a ratio, a projection) is printed either."""
+        return not self.flags and not any(detectors.kind_of(f) is detectors.Kind.NO_FIT for f in flags)
+
     def read(self, devices: int, flags) -> str:
         """describe(), or, where `flags` say the fit misses its own points (Kind.NO_FIT), no figure: a summary then
         refuses alpha and B as the section that fitted them did."""

@@ -56,3 +56,16 @@ def test_keras_own_loss_with_its_default_reduction_is_right_inside_a_strategy(re
     """Keras 3 divides a loss object's mean by num_replicas_in_sync inside a replica: the same as compute_average_loss."""
     outcome = results["step keras default"]
     assert outcome["passed"] and outcome["grade"] == 1.0, outcome
+
+
+def test_an_assert_instead_of_a_value_error_is_named():
+    """Learner s8d: `assert global_batch % replicas == 0` got only 'raise a ValueError whose message names ...'."""
+    from lab_utils.labs.lab05.exercises import _batch_expected, _batch_judge, _batch_run
+
+    def per_replica_batch(global_batch, replicas):
+        assert global_batch % replicas == 0, f"{global_batch} does not split over {replicas}"
+        return global_batch // replicas
+
+    case = {"even": [[8, 2], [12, 3]], "uneven": [9, 2]}
+    grade, said = _batch_judge(_batch_run(per_replica_batch, case), _batch_expected(case), case)
+    assert grade == 0.5 and "raised AssertionError" in said and "raise ValueError" in said

@@ -72,6 +72,19 @@ def test_collect_one_too_many_fails():
     assert fails(collect, "at most max_batch")
 
 
+def test_collect_that_does_not_count_first_is_told_that_first_counts():
+    def collect(first, requests, max_batch, max_wait_s):  # learner s8d: max_batch taken from the queue, besides first
+        taken = []
+        deadline = time.perf_counter() + max_wait_s
+        while len(taken) < max_batch:
+            try:
+                taken.append(requests.get(timeout=max(0.0, deadline - time.perf_counter())))
+            except queue.Empty:
+                break
+        return [first] + taken
+    assert fails(collect, "`first` counts toward it")
+
+
 def test_collect_that_takes_one_request_too_many_and_drops_it_fails():
     def collect(first, requests, max_batch, max_wait_s):
         batch = []

@@ -44,6 +44,13 @@ def test_speedup_from_wall_s_fails():  # learner B: it passed while every case h
     assert fails(speedup_and_efficiency, "that compares wall_s, the time of one batch")
 
 
+def test_speedup_as_the_rows_wall_s_over_the_baselines_is_named():  # learner s8d: told only 'the other way round'
+    def speedup_and_efficiency(row, baseline):
+        speedup = row.wall_s / baseline.wall_s
+        return speedup, speedup / (hardware(row) / hardware(baseline))
+    assert fails(speedup_and_efficiency, "that is row.wall_s / baseline.wall_s")
+
+
 def test_speedup_as_a_percentage_fails():
     def speedup_and_efficiency(row, baseline):
         speedup = row.samples_per_s / baseline.samples_per_s

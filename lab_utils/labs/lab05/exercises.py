@@ -55,6 +55,9 @@ def _batch_judge(got, expected, case):
         return 0.0, "return an int (integer division //): a batch size is a count"
     if got["uneven"] == "no error":
         return 0.5, f"per_replica_batch{tuple(case['uneven'])} does not split evenly: raise ValueError saying so"
+    if got["uneven"] == "AssertionError":
+        return 0.5, (f"per_replica_batch{tuple(case['uneven'])} raised AssertionError (an assert), not ValueError: "
+                     "raise ValueError naming both numbers (an assert is for your own bugs, and python -O removes it)")
     if got["uneven"] != expected["uneven"]:
         return 0.5, "raise a ValueError whose message names the global batch and the replica count"
     return 1.0, "global / replicas, uneven batches refused"

@@ -100,6 +100,10 @@ def _collect_judge(got, expected, cases):
             return 0.0, "the batch must start with `first`, the request the batcher already holds"
         if ids != sorted(ids) or len(set(ids)) != len(ids):
             return 0.0, f"the batch holds requests {ids}: keep the queue's order, each request once"
+        if len(ids) == size + 1:
+            return 0.0, (f"collect returned {len(ids)} requests with max_batch={size}: a batch holds at most max_batch, "
+                         "and `first` counts toward it; one too many: count `first` in the loop's bound and stop at "
+                         "< max_batch, not <=")
         if len(ids) > size:
             return 0.0, f"collect returned {len(ids)} requests with max_batch={size}: a batch holds at most max_batch"
         if kind == "full":
