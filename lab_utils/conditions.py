@@ -279,7 +279,7 @@ def fit_threads(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) 
     budget = budget or hardware.cpu_budget()
     threads, load, free = _free(seconds, budget)
     torch.set_num_threads(threads)
-    if load is None:
+    if load is None or free is None:
         return f"torch intra-op threads: {threads} (this notebook may use {budget.describe()})"
     return (f"torch intra-op threads: {threads}, one per CPU free now: this notebook may use {budget.describe()}, but "
             f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it looked, leaving "

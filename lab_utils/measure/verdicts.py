@@ -297,7 +297,7 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
         why = conditions.speedup_visible(workers, load=load, what=what)
         if why:
             return why
-        if unsteady_load(ratio, workers, load, what):  # one rule for N vs 1 on a busy machine: no more than the free cores
+        if load is not None and unsteady_load(ratio, workers, load, what):  # one rule for N vs 1 on a busy machine
             return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured"
                     f"{unsteady_load(ratio, workers, load, what)}, so no speedup over one can be read from this run "
                     f"({RULE})")

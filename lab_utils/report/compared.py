@@ -282,7 +282,7 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
-        lines += [f"      note: {note}" for note in c.notes if note not in shared.get(workload, [])]
+        lines += [f"      note: {note}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
     lines += table_lines([c.flags for c in compared],
                          [flag_name(c, n) for c, n in zip(compared, names)])
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")

@@ -117,7 +117,7 @@ TRAIN_STEP = Exercise("01", "train_step", _train_cases, _train_run, _train_expec
 
 def _steady_steps(rng, n):
     """n distinct steady step times (s): ties would let two mistakes give the same rate."""
-    times = set()
+    times: set[float] = set()
     while len(times) < n:
         times.add(round(rng.uniform(0.04, 0.06), 4))
     return list(times)
