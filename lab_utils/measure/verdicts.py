@@ -147,8 +147,9 @@ class Verdict:
                 return "tested as not ahead at all (these pairs are too noisy to test a small lead)"
             return f"tested as 'ahead by no more than {ahead:.0%}'"
         cost = 1 / self.holds_from - 1 if self.holds_from else 0.0
-        if cost < 0.005:  # MAX_RESTATED exceeded: only a win decides
-            return "tested as no cost at all (these pairs are too noisy to test a small cost)"
+        if cost < 0.005:  # MAX_RESTATED exceeded: no cost claim is tested, a win is the only outcome that decides
+            return (f"too noisy to test a cost up to {MAX_RESTATED:.0%}, the most the course restates a claim to: "
+                    "only a win could decide")
         return f"tested as 'no worse by more than {cost:.0%}'"
 
     def _restated(self) -> str:
@@ -231,7 +232,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         elif tolerance > max_restated:  # a claim this weak says nothing: the pairs cannot decide
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: this machine cannot tell a cost below "
                            f"{tolerance:.0%} here (a cost must exceed {RESOLVE:g}x the pairs' scatter to stand out from "
-                           "it), so no verdict")]
+                           "it), so only a win could decide")]
         elif low > floor:
             verdict = HOLDS
         elif high < 1 and middle <= floor:
