@@ -248,16 +248,28 @@ def best_split_inclusive_slices(times, stages):
     return list(min(itertools.combinations(range(1, len(times)), stages - 1), key=slowest))
 
 
-for _fn in (best_split_least_total, best_split_inclusive_slices):
+def best_split_equal_layers(times, stages):
+    return [len(times) * s // stages for s in range(1, stages)]  # learner s8f: the same number of layers per stage
+
+
+def best_split_fastest_stage(times, stages):
+    cuts = itertools.combinations(range(1, len(times)), stages - 1)
+    return list(max(cuts, key=lambda cut: min(_stage_sums(times, cut))))  # learner s8f: maximises the fastest stage
+
+
+for _fn in (best_split_least_total, best_split_inclusive_slices, best_split_equal_layers, best_split_fastest_stage):
     _fn.__name__ = _fn.__qualname__ = "best_split"
 
 
 @pytest.mark.parametrize("wrong, named_as", [(best_split_least_total, "every split has the same total time"),
-                                             (best_split_inclusive_slices, "boundary layer twice")],
-                         ids=["total", "inclusive"])
+                                             (best_split_inclusive_slices, "boundary layer twice"),
+                                             (best_split_equal_layers, "same number of layers"),
+                                             (best_split_fastest_stage, "maximises the fastest stage")],
+                         ids=["total", "inclusive", "equal layers", "fastest stage"])
 def test_best_split_mistakes_are_named_not_called_a_sum_of_squares(wrong, named_as):
     result = check(wrong)
     assert not result.passed and named_as in result.message and "squares" not in result.message, result.message
+    assert "running sum" not in result.message  # the greedy search's explanation belongs to the greedy answer only
     for seed in (1, 2, 3):
         fraction, message = grade(wrong, seed)
         assert fraction == 0.0, message

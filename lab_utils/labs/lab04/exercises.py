@@ -2,6 +2,8 @@
 the best split."""
 from __future__ import annotations
 
+import math
+
 from ...exercises.core import ANY, Exercise, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F"
@@ -288,7 +290,23 @@ def _inclusive_slowest(times, cut) -> float:
     return max(sum(times[a:b + 1]) for a, b in zip(bounds, bounds[1:]))
 
 
+def _by_layer_count(rounding):
+    """Split points that give each stage the same number of layers, rounded one way (floor, round or ceil)."""
+    return lambda times, stages: [int(rounding(len(times) * s / stages)) for s in range(1, stages)]
+
+
+def _fastest_stage_split(times, stages) -> list[int]:
+    """The split whose fastest stage is slowest (the max of the stage minimums): the mirror of the right search."""
+    return max(_splits(len(times), stages), key=lambda cut: min(stage_sums(times, cut)))
+
+
 _SPLIT_MISTAKES = {
+    "your split gives every stage the same number of layers; the layers take very different times, so balance the "
+    "measured times instead: minimise the slowest stage's time (the max of the stage sums)":
+        tuple(_by_layer_count(rounding) for rounding in (math.floor, round, math.ceil)),
+    "your split maximises the fastest stage (the largest min of the stage sums); a pipeline runs at the pace of its "
+    "slowest stage, whatever the fastest does: minimise the slowest stage's time (the max of the stage sums)":
+        (_fastest_stage_split,),
     "every split has the same total time (the sum of all layers), so minimising the total keeps an arbitrary split "
     "(the first, or whichever float rounding favours): minimise the slowest stage's time (the max of the stage sums)":
         (lambda times, stages: _splits(len(times), stages)[0],  # exact sums: equal totals keep the first
