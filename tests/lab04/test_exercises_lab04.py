@@ -169,6 +169,19 @@ def saved_input_not_popped(ctx, micro):
     _send_input_grad(ctx, x)
 
 
+@named
+def grad_from_the_previous_stage(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x)
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        grad = torch.empty(out.shape, device=ctx.wire)
+        dist.recv(grad, src=ctx.rank - 1)  # learner s8f: the wrong neighbour (rank -1 on stage 0)
+        out.backward(grad.to(ctx.device))
+    _send_input_grad(ctx, x)
+
+
 def test_the_solution_passes_the_self_check_and_gets_full_marks():
     result = check(recompute_backward_op)
     assert result.passed, result
@@ -189,6 +202,7 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
     (loss_from_the_kept_logits, "from the stage's new output"),
     (grad_sent_from_the_first_stage_too, "rank 0 failed, likely on x.grad"),
     (saved_input_not_popped, "ctx.saved.pop(micro)"),
+    (grad_from_the_previous_stage, "waited in dist.recv for the gradient of its output from rank"),  # any rank may fail first
 ], ids=lambda v: getattr(v, "__code__", None) and v.__code__.co_name or "")
 def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong, named_mistake):
     result = check(wrong)

@@ -36,6 +36,17 @@ def _watched(backward_op):
         sends = []
 
         def check_destination(name, arguments):
+            if name in ("recv", "irecv"):  # the gradient of the stage's output comes from the stage after it
+                src = arguments.get("src", arguments.get("group_src"))
+                if ctx.last:
+                    raise ValueError(f"stage {ctx.rank}, the last, waited in dist.{name} for a gradient from rank "
+                                     f"{src}: the last stage computes the loss itself and receives no gradient")
+                if src is not None and src != ctx.rank + 1:
+                    raise ValueError(f"stage {ctx.rank} waited in dist.{name} for the gradient of its output from "
+                                     f"rank {src}: that gradient comes from the stage its output went to, the next one "
+                                     f"(src=ctx.rank + 1, rank {ctx.rank + 1}); rank {src} never sends it, so this "
+                                     "recv would wait until the group's timeout")
+                return
             dst = arguments.get("dst", arguments.get("group_dst"))
             sends.append(dst)
             if name == "send":
@@ -53,7 +64,7 @@ def _watched(backward_op):
         grad_modes = []  # torch.is_grad_enabled() at each run of the stage inside the op
         hook = ctx.stage.register_forward_hook(lambda module, args, output: grad_modes.append(torch.is_grad_enabled()))
         try:
-            with collective_calls(("send", "isend"), check_destination):
+            with collective_calls(("send", "isend", "recv", "irecv"), check_destination):
                 backward_op(ctx, micro)
             if micro in ctx.saved:  # kept: every micro-batch's input would stay in memory until the step ends
                 raise ValueError(f"stage {ctx.rank} left micro-batch {micro}'s input in ctx.saved after its backward "
