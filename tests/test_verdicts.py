@@ -599,3 +599,16 @@ def test_pairs_too_noisy_for_a_cost_claim_say_so_and_never_word_it_as_a_stronger
     won = measure.decide([1.6, 1.2, 1.9, 1.4, 2.3, 1.5], claim="c", expected="A at most 10 % slower", no_worse_than=0.10,
                          timed=False)
     assert won.verdict == measure.HOLDS and "tested as no cost at all" not in str(won)  # a win holds, worded as a win
+
+
+def test_a_verdict_reads_its_pairs_under_the_load_it_is_given(monkeypatch):
+    """Lab 05's 2 workers vs 1 were timed in a launch: the verdict reads them under that launch's load, not under the
+    mean of every window since the last record (issue 51, learner s8f, lab 05 finding 3)."""
+    under(monkeypatch, QUIET)
+    ratios = [1.45, 1.40, 1.50, 1.42, 1.48, 1.44]
+    assert measure.decide(ratios, claim="2 workers vs 1", expected="2 faster", workers=2).verdict == measure.HOLDS
+    busy = measure.decide(ratios, claim="2 workers vs 1", expected="2 faster", workers=2, load=BUSY)
+    assert busy.verdict == measure.CANNOT_SEE and "other programs used 1.7" in busy.notes, busy
+    mirrored = measure.verdict([1.0] * 6, ratios, claim="c", expected="e", workers=2, load=BUSY, upper=True,
+                               no_worse_than=0.1)
+    assert mirrored.verdict == measure.CANNOT_SEE  # the upper-bound mirror reads the same load

@@ -180,7 +180,8 @@ class Verdict:
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
-           extra_work: bool = False, upper: bool = False, max_restated: float = MAX_RESTATED) -> Verdict:
+           extra_work: bool = False, upper: bool = False, max_restated: float = MAX_RESTATED,
+           load: "conditions.Load | None" = None) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
@@ -193,7 +194,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     1), or with `no_worse_than` A ahead of B by at most that much (the whole range below 1 + it, restated by the same
     rule, and past MAX_RESTATED too: more noise loosens an upper bound, never tightens it); decided as the mirror
     claim on the inverted ratios. `max_restated`: the largest tolerance a no-worse-than claim is restated to; beyond
-    it only a win decides."""
+    it only a win decides. `load`: the conditions the pairs were measured under (one launch's window), by default
+    run_conditions()."""
     named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
@@ -203,7 +205,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             raise ValueError("an upper-bound claim is not a cost claim: same_work and extra_work do not apply")
         mirror = decide([1 / r for r in ratios], claim=claim, expected=expected, lab=lab, min_effect=min_effect,
                         confidence=confidence, unit=unit, no_worse_than=no_worse_than, workers=workers, timed=timed,
-                        workload=workload, max_restated=math.inf)
+                        workload=workload, max_restated=math.inf, load=load)
         return _from_the_other_side(mirror)
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
@@ -242,7 +244,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = HOLDS
         elif high < 1 and middle <= 1 / (1 + min_effect):
             verdict = REVERSED
-    load = run_conditions()
+    load = load if load is not None else run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work, workload=named, extra_work=extra_work)
     reason = (unreadable(workers, load, ratio=middle) if timed and len(ratios) >= MIN_PAIRS  # fewer decide nothing
@@ -391,11 +393,12 @@ def condition_notes(load: "conditions.Load | None") -> list[str]:
 def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, lab: str = "",
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
-            same_work: bool = False, workload=None, extra_work: bool = False, upper: bool = False) -> Verdict:
+            same_work: bool = False, workload=None, extra_work: bool = False, upper: bool = False,
+            load: "conditions.Load | None" = None) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
-                  timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper)
+                  timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper, load=load)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
