@@ -180,9 +180,10 @@ def between(first: Sample, last: Sample, cores: int | None = None) -> Load:
 
 
 def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load: Load | None = None,
-                    what: str = "ranks") -> str | None:
+                    what: str = "ranks", unread: str = "no speedup over one") -> str | None:
     """None when N parallel `workers` (`what`: ranks, threads, devices) can beat 1 here, else why not: the CPU time
-    this process may use (its budget) or, given a measured `load`, what other programs left free."""
+    this process may use (its budget) or, given a measured `load`, what other programs left free. `unread`: what
+    that load leaves unreadable, as the refusal names it (a comparison of two N-worker setups names its own)."""
     if workers < 2:
         return None
     budget = budget or hardware.cpu_budget()
@@ -195,8 +196,7 @@ def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load
         if free < 1.5:
             # others' CPU is a mean over the window, not a cap: a prediction that no run should contradict in words
             return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured: "
-                    f"{workers} {what} share the {max(free, 0):.1f} left, so no speedup over one can be read from "
-                    "this run")
+                    f"{workers} {what} share the {max(free, 0):.1f} left, so {unread} can be read from this run")
     return None
 
 

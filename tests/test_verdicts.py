@@ -128,7 +128,8 @@ def test_a_verdict_names_its_registered_workload_on_its_line_and_refuses_an_unkn
         measure.decide([2.0] * 5, claim="c", expected="e", workload=stray)
     unseen = measure.decide([2.0] * 5, claim="c", expected="e", workload=workloads.PIPELINE)
     unseen = __import__("dataclasses").replace(unseen, verdict=measure.CANNOT_SEE, reason="busy")
-    assert str(unseen).startswith("verdict, c [CNN-2conv/synthetic28 pipeline step] (e): cannot be seen here: busy")
+    assert str(unseen).startswith("verdict, c [CNN-2conv/synthetic28 pipeline step]: cannot be seen here: busy")
+    assert str(unseen).count("means e") == 1  # the prediction once, in the direction (learner s8f)
 
 
 def test_a_verdict_whose_sides_ran_two_workloads_names_both_and_one_that_both_ran_once():
@@ -612,3 +613,16 @@ def test_a_verdict_reads_its_pairs_under_the_load_it_is_given(monkeypatch):
     mirrored = measure.verdict([1.0] * 6, ratios, claim="c", expected="e", workers=2, load=BUSY, upper=True,
                                no_worse_than=0.1)
     assert mirrored.verdict == measure.CANNOT_SEE  # the upper-bound mirror reads the same load
+
+
+def test_a_refused_comparison_of_two_n_rank_setups_names_its_own_comparison_and_says_its_prediction_once(monkeypatch):
+    """Lab 03's 1 bucket vs 3 (both 2 ranks) was refused with 'no speedup over one can be read', the wording of N
+    ranks against one, and said its prediction twice (issue 51, learner s8f, lab 03 finding 4)."""
+    under(monkeypatch, BUSY)
+    expected = "one bucket faster: no core is free"
+    v = measure.decide([1.14, 0.93, 1.47, 1.1, 1.2, 1.05], claim="1 bucket vs 3 buckets", expected=expected,
+                       workers=2, between="1 and 3 buckets")
+    assert v.verdict == measure.CANNOT_SEE and "no difference between 1 and 3 buckets can be read" in v.reason
+    assert "speedup over one" not in str(v) and str(v).count(expected) == 1, str(v)
+    n_vs_one = measure.decide([1.4] * 6, claim="2 ranks vs 1", expected="2 ranks faster", workers=2)
+    assert "no speedup over one can be read" in n_vs_one.reason  # N against one keeps its wording

@@ -124,7 +124,8 @@ class Verdict:
         if self.holds_from is not None and self.verdict != CANNOT_SEE:  # the claim tested leads; the prediction, if restated weaker, after it
             claim += f", {self.tested()} (predicted: {self.expected}{self._restated()})"
         if self.verdict == CANNOT_SEE:  # the reason first; the ratio only as what these conditions gave, no result
-            text = (f"verdict, {claim} ({self.expected}): {CANNOT_SEE}: {self.reason} (these pairs gave "
+            claim += "" if self.expected in direction else f" ({self.expected})"  # the prediction, said once
+            text = (f"verdict, {claim}: {CANNOT_SEE}: {self.reason} (these pairs gave "
                     f"{self.ratio:.2f}{self.unit}, range {self.range_text()} over {self.repeats}: the "
                     f"conditions', not the claim's; {direction})")
         else:
@@ -181,7 +182,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
            extra_work: bool = False, upper: bool = False, max_restated: float = MAX_RESTATED,
-           load: "conditions.Load | None" = None) -> Verdict:
+           load: "conditions.Load | None" = None, between: str | None = None) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
@@ -195,7 +196,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     rule, and past MAX_RESTATED too: more noise loosens an upper bound, never tightens it); decided as the mirror
     claim on the inverted ratios. `max_restated`: the largest tolerance a no-worse-than claim is restated to; beyond
     it only a win decides. `load`: the conditions the pairs were measured under (one launch's window), by default
-    run_conditions()."""
+    run_conditions(). `between`: A and B both run the `workers` (two setups of N ranks, not N against one): a load
+    that rules them out reads 'so no difference between <between> can be read'."""
     named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
@@ -205,7 +207,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             raise ValueError("an upper-bound claim is not a cost claim: same_work and extra_work do not apply")
         mirror = decide([1 / r for r in ratios], claim=claim, expected=expected, lab=lab, min_effect=min_effect,
                         confidence=confidence, unit=unit, no_worse_than=no_worse_than, workers=workers, timed=timed,
-                        workload=workload, max_restated=math.inf, load=load)
+                        workload=workload, max_restated=math.inf, load=load, between=between)
         return _from_the_other_side(mirror)
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
@@ -247,8 +249,9 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     load = load if load is not None else run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work, workload=named, extra_work=extra_work)
-    reason = (unreadable(workers, load, ratio=middle) if timed and len(ratios) >= MIN_PAIRS  # fewer decide nothing
-              else None)
+    unread = "no speedup over one" if between is None else f"no difference between {between}"
+    reason = (unreadable(workers, load, ratio=middle if between is None else None, unread=unread)
+              if timed and len(ratios) >= MIN_PAIRS else None)  # fewer decide nothing
     if reason is not None and unreadable(workers, None if load is None else _quiet(load)) is None \
             and beyond_load(ratios):  # only the others' CPU ruled it out, and every pair shows a large factor
         notes.append(f"the machine was busy, but every one of {len(ratios)} pairs favours one side by more than "
@@ -289,20 +292,21 @@ def _quiet(load: "conditions.Load") -> "conditions.Load":
 
 
 def unreadable(workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks",
-               ratio: float | None = None) -> str | None:
+               ratio: float | None = None, unread: str = "no speedup over one") -> str | None:
     """Why a timed comparison cannot be read here, or None: `workers` (> 1: N ranks or threads against one) that this
     CPU budget or what others left free cannot run side by side, or that ran `ratio` x one's rate, more than those
     free cores allow (the others' share was not steady: the ratio is theirs as much as the workers'); or other
     programs (and steal) that took more than UNREADABLE_SHARE of the cores while it was measured. `load` defaults to
-    run_conditions(); `what`: what the workers are (ranks, threads, devices)."""
+    run_conditions(); `what`: what the workers are (ranks, threads, devices); `unread`: what the refusal says cannot
+    be read (two setups that both run N workers name their own comparison, and pass no `ratio`)."""
     load = load if load is not None else run_conditions()
     if workers and workers > 1:
-        why = conditions.speedup_visible(workers, load=load, what=what)
+        why = conditions.speedup_visible(workers, load=load, what=what, unread=unread)
         if why:
             return why
         if load is not None and unsteady_load(ratio, workers, load, what):  # one rule for N vs 1 on a busy machine
             return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured"
-                    f"{unsteady_load(ratio, workers, load, what)}, so no speedup over one can be read from this run "
+                    f"{unsteady_load(ratio, workers, load, what)}, so {unread} can be read from this run "
                     f"({RULE})")
     if load is not None and load.others + load.steal > UNREADABLE_SHARE * load.cores:
         return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it was measured, so "
@@ -394,11 +398,12 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
             same_work: bool = False, workload=None, extra_work: bool = False, upper: bool = False,
-            load: "conditions.Load | None" = None) -> Verdict:
+            load: "conditions.Load | None" = None, between: str | None = None) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
-                  timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper, load=load)
+                  timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper, load=load,
+                  between=between)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
