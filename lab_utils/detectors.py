@@ -541,11 +541,13 @@ def noise_line(spreads, what: str = "medians") -> str:
     # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too;
     # the ones without a spread named too (lab 10: '111 rows' above '77 of 110 rows' medians' read as a lost row)
     unspread = len(spreads) - len(counted)
-    without = f" with a spread ({unspread} recorded none)" if unspread else ""
-    return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what}{without} spread more than {NOISY_SPREAD * 100:.0f} % "
+    singular = what[:-1] if what.endswith("s") else what
+    without = (f"; {unspread} more {singular if unspread == 1 else what} recorded no spread (not counted)"
+               if unspread else "")
+    return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
                 f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
                 "ignores" + (f"; above {WIDE_SPREAD * 100:.0f} %, one repeat took over {WIDE_SPREAD:g}x its median"
-                             if max(counted) > WIDE_SPREAD else "") + "): read the medians only")
+                             if max(counted) > WIDE_SPREAD else "") + f"): read the medians only{without}")
 
 
 def count(text: str) -> int:
