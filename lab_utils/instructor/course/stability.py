@@ -52,18 +52,19 @@ class Claim:
         return bool(ranges) and max(low for low, _ in ranges) > min(high for _, high in ranges)
 
 
+WIN_ONLY = "only a win (too noisy to test a cost)"  # never 'no cost at all': a stronger claim than any tolerance
 RESTATED = re.compile(r"the claim tested is '([^']+)'")
 TOLERANCE = re.compile(r"(\d+) ?%")
 
 
 def restated_as(row: dict) -> str:
-    """The weaker claim the row's run tested instead of its claim ('no worse by more than 14%'; 'no cost at all' where
-    its pairs were too noisy to test a cost), or "" as claimed."""
+    """The weaker claim the row's run tested instead of its claim ('no worse by more than 14%'; WIN_ONLY where its
+    pairs were too noisy to test any cost: only a win could decide), or "" as claimed."""
     notes = row.get("notes") or ""
     restated = RESTATED.search(notes)
     if restated:
         return restated.group(1)
-    return "no cost at all" if "too much to test a cost" in notes or "cannot tell a cost below" in notes else ""
+    return WIN_ONLY if "too much to test a cost" in notes or "cannot tell a cost below" in notes else ""
 
 
 def newest_per_claim(rows: list[dict]) -> dict:
@@ -117,7 +118,7 @@ def claims_table(claims: list[Claim], names) -> str:
         cells = "".join(f"{_cell(r, t) if r else '-':>{column}}" for r, t in zip(c.runs, tested))
         marks = (["holds in one run, reversed in another"] if c.contradicts else []) + \
                 (["the runs' ranges do not overlap"] if c.ranges_apart else []) + \
-                ([f"the runs tested different claims ({', '.join(sorted({t or 'as claimed' for t, r in zip(tested, c.runs) if r}))}; '<=N%': the cost a run tested)"]
+                ([f"the runs tested different claims ({', '.join(sorted({t or 'as claimed' for t, r in zip(tested, c.runs) if r}))}; '<=N%': the cost a run tested; 'win only': too noisy to test a cost)"]
                  if c.restated else [])
         lines.append(f"{said[c]:<{width}}{cells}" + (f"   <- {'; '.join(marks)}" if marks else ""))
     bad = sum(c.contradicts for c in claims)
@@ -134,7 +135,7 @@ def _cell(run: tuple, tested: str) -> str:
     """One run's verdict on a claim: its word, ratio and range, and the cost it tested if it restated the claim."""
     text = SHORT.get(run[0], run[0]) + f" {run[1]:.2f}x [{run[2]:.2f}-{run[3]:.2f}]"
     cost = TOLERANCE.search(tested)
-    return f"{text} <={cost.group(1)}%" if cost else f"{text} <=0%" if tested else text
+    return f"{text} <={cost.group(1)}%" if cost else f"{text} win only" if tested else text
 
 
 def main(argv=None) -> int:
