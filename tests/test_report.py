@@ -184,6 +184,25 @@ def test_a_row_recorded_with_its_labs_refusal_is_neither_a_speedup_nor_an_amdahl
     assert amdahl_rows(report.compare(rows[:1] + [replace(rows[1], flags=())]))[0] != {}  # the bare row was fitted
 
 
+def test_lab_02s_refused_sweep_reaches_lab_10_as_n_m_and_stays_out_of_the_fit_and_the_best_speedup():
+    # learner s8e: lab 02 refused its sweep's speedups on a busy machine but recorded the rows bare; lab 10 gave them
+    # 1.68x and 84 %, fitted Amdahl to them and called 1.68x 'the best plausible data-parallel speedup here'
+    from lab_utils.labs.lab02 import data_parallel
+    one, many = data_parallel.ONE_DEVICE, data_parallel.dp_name(2)
+    sweep = data_parallel.Sweep(None, 3, (row("single", 1, 1000, lab="02", batch=512, variant=one),
+                                          row("dp", 2, 1680, lab="02", batch=512, variant=many)), {})
+    why = "other programs used 1.2 of 2 cores while this measured"
+    rows = data_parallel.recorded(sweep, why)
+    assert rows[0].flags == () and measure.refusal_of(rows[1].flags).startswith(measure.NOT_MEASURABLE)
+    dp = report.compare(rows)[1]
+    assert dp.not_measurable and dp.efficiency is None and not dp.implausible
+    line = next(l for l in report.table(report.compare(rows)).splitlines() if many in l)
+    assert "n/m" in line and "1.68" not in line and "84%" not in line
+    assert amdahl_rows(report.compare(rows))[0] == {}  # no fit, so no 'best plausible' speedup either
+    assert amdahl_rows(report.compare(data_parallel.recorded(sweep, None)))[0] != {}  # a quiet sweep is fitted
+    assert data_parallel.recorded(sweep, None) == list(sweep.results)
+
+
 def test_the_labs_without_rows_are_named():
     assert report.labs_without_rows([row("single", 1, 100, lab="02"), row("ddp", 2, 100, lab="09")]) == [
         "00", "01", "03", "04", "05", "06", "07", "08"]

@@ -326,6 +326,11 @@ def refusal(text: str) -> list[str]:
     return [text] if str(text).startswith(NOT_MEASURABLE) else []
 
 
+def refusal_of(flags) -> str:
+    """The refusal a recorded row carries (refusal()'s note, read back from its flags), else '': the reader of refusal."""
+    return next((str(f) for f in flags if refusal(str(f))), "")
+
+
 def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -> str:
     """as_result for a figure from paired rounds (`ratios`, one per round): read on a busy machine too when every
     round favours one side by more than BEYOND_LOAD (the rule verdicts apply), and then it says so."""
