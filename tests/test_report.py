@@ -201,6 +201,14 @@ def test_lab_02s_refused_sweep_reaches_lab_10_as_n_m_and_stays_out_of_the_fit_an
     assert amdahl_rows(report.compare(rows))[0] == {}  # no fit, so no 'best plausible' speedup either
     assert amdahl_rows(report.compare(data_parallel.recorded(sweep, None)))[0] != {}  # a quiet sweep is fitted
     assert data_parallel.recorded(sweep, None) == list(sweep.results)
+    # its threads row's wait is lab 02's note on lab 02's figure (0.27x): with no ratio of this table's beside it,
+    # lab 10 recomputes none (0.15x before): one figure for the comparison
+    waited = detectors.more_threads_slower(0.27, 2, cause="other programs used 1.4 of 2 cores")[0]
+    threads = replace(sweep.results[0], variant=data_parallel.threaded_name(2), threads=2, samples_per_s=150.0,
+                      flags=(waited,))
+    two = report.compare(data_parallel.recorded(replace(sweep, results=(sweep.results[0], threads)), why))[1]
+    said = [n for n in two.notes if "threads ran the same work" in n]
+    assert two.not_measurable and len(said) == 1 and "0.27x" in said[0] and "0.15x" not in " ".join(two.notes)
 
 
 def test_the_labs_without_rows_are_named():
