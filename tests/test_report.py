@@ -224,6 +224,16 @@ def test_allreduce_rows_are_flagged_for_more_bytes_in_less_time_and_noise_is_one
     assert detectors.noise_line(spreads).startswith("noise: 1 of 4 medians")
 
 
+def test_an_allreduce_flag_blames_a_busy_machine_only_where_the_measured_load_can_explain_it():
+    # learner s8e: sizes flagged '(a busy machine)' while the busy line under them said 0.0 of 2 cores
+    sizes, seconds = [8192, 32768], [2.36e-3, 0.379e-3]
+    quiet = str(report.allreduce_flags(sizes, seconds, busy_cores=(0.0, 2))[0][0])
+    assert "a busy machine" not in quiet and "0.0 of 2 cores" in quiet and "too little" in quiet
+    busy = str(report.allreduce_flags(sizes, seconds, busy_cores=(1.9, 2))[0][0])
+    assert "1.9 of 2 cores" in busy and "a busy machine" in busy
+    assert "(a busy machine)" in str(report.allreduce_flags(sizes, seconds)[0][0])  # no load measured: the usual suspect
+
+
 def test_allreduce_rule_is_the_one_lab_10_states_half_the_time_whatever_the_spreads():
     # lab 10's prose: less than half the time marks the smaller message, whatever the spreads (a run printed 16x the
     # bytes in 0.23x the time unmarked, its spreads above 100 %); more than 10 % less only beyond both spreads
