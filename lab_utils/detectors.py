@@ -547,6 +547,18 @@ def spread_text(spread: float) -> str:
     return f">{WIDE_SPREAD:.0%}" if spread > WIDE_SPREAD else f"{spread:.0%}"
 
 
+NOISY_BASIS = 1.0  # a median whose repeats spread more than 100 % (a repeat took twice it or more): a shaky base
+
+
+def noisy_basis(spread: float | None, what: str) -> list[Flag]:
+    """A note for a ratio built on `what` (a median) whose repeats spread more than NOISY_BASIS: the ratio moves
+    with the repeats the median ignored, so it reads as an order of magnitude; [] for a steadier median."""
+    if spread is None or not math.isfinite(spread) or spread <= NOISY_BASIS:
+        return []
+    return [note(f"built on {what}, a median whose repeats spread {spread_text(spread).replace('%', ' %')} (above "
+                 f"{NOISY_BASIS:.0%}: a repeat took twice the median or more): read this ratio as an order of magnitude")]
+
+
 def noise_line(spreads, what: str = "medians") -> str:
     """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none."""
     spreads = list(spreads)  # a generator is read twice below
