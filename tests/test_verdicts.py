@@ -322,6 +322,10 @@ def test_a_refused_comparison_of_two_n_worker_sides_says_so_and_restates_no_clai
     assert "restated" not in v.notes and "restated" not in str(v) and "claim tested" not in str(v)
     one = measure.decide(pairs, claim="2 ranks vs 1", expected="2 ranks faster", lab="03", workers=2)
     assert "no speedup over one can be read" in one.reason  # N against one keeps its words
+    # learner s8e, lab 02: '2 ranks share the 0.9 left' said of DataParallel's devices (threads in one process)
+    devices = measure.decide(pairs, claim="DataParallel vs one device", expected="slower", lab="02", workers=2,
+                             what="devices")
+    assert "2 devices share" in devices.reason and "ranks" not in devices.reason
 
 
 def test_a_busy_machine_does_not_hide_a_large_factor_that_every_pair_shows(monkeypatch):

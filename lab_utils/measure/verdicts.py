@@ -180,7 +180,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
            extra_work: bool = False, upper: bool = False, max_restated: float = MAX_RESTATED,
-           against_one: bool = True) -> Verdict:
+           against_one: bool = True, what: str = "ranks") -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
@@ -194,7 +194,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     rule, and past MAX_RESTATED too: more noise loosens an upper bound, never tightens it); decided as the mirror
     claim on the inverted ratios. `max_restated`: the largest tolerance a no-worse-than claim is restated to; beyond
     it only a win decides. `against_one` False: both sides run the N `workers` (DDP against DataParallel), so a
-    refusal speaks of the two sides, not of a speedup over one."""
+    refusal speaks of the two sides, not of a speedup over one. `what`: what the workers are (ranks, threads,
+    devices), in the refusal's words."""
     named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
@@ -204,7 +205,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             raise ValueError("an upper-bound claim is not a cost claim: same_work and extra_work do not apply")
         mirror = decide([1 / r for r in ratios], claim=claim, expected=expected, lab=lab, min_effect=min_effect,
                         confidence=confidence, unit=unit, no_worse_than=no_worse_than, workers=workers, timed=timed,
-                        workload=workload, max_restated=math.inf, against_one=against_one)
+                        workload=workload, max_restated=math.inf, against_one=against_one, what=what)
         return _from_the_other_side(mirror)
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
@@ -246,7 +247,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     load = run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work, workload=named, extra_work=extra_work)
-    reason = (unreadable(workers, load, ratio=middle if against_one else None)  # N vs N: no N-vs-one rate
+    reason = (unreadable(workers, load, what, ratio=middle if against_one else None)  # N vs N: no N-vs-one rate
               if timed and len(ratios) >= MIN_PAIRS else None)  # fewer decide nothing
     if reason is not None and not against_one:  # both sides run the N workers: the refusal speaks of the two
         reason = (reason.replace("no speedup over one can be read from this run",
@@ -403,12 +404,12 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
             same_work: bool = False, workload=None, extra_work: bool = False, upper: bool = False,
-            against_one: bool = True) -> Verdict:
+            against_one: bool = True, what: str = "ranks") -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
                   timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper,
-                  against_one=against_one)
+                  against_one=against_one, what=what)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
