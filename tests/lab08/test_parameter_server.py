@@ -329,11 +329,13 @@ def test_the_clocks_legend_says_what_the_rows_show_never_that_the_first_gradient
     """s8b: the legend said the run clock includes 'its first gradients, which run slower' beside run clock 1.04 <
     steady-rate 1.06 in both runs; it now counts the rows where the run clock is the larger."""
     both = A.clocks_legend([(1.04, 1.06), (0.36, 0.35)])
-    assert "1 of 2 rows here" in both and "cost nothing extra there" in both
+    assert "1 of the 2 rows" in both and "cost nothing extra there" in both
     assert "which run slower" not in both
     slower = A.clocks_legend([(0.40, 0.35), (0.70, 0.62)])
-    assert "2 of 2 rows here" in slower and "cost nothing extra" not in slower
-    assert "0 of 0 rows here" in A.clocks_legend([])
+    assert "2 of the 2 rows" in slower and "cost nothing extra" not in slower
+    assert "0 of the 0 rows" in A.clocks_legend([])
+    # learner s8e: '2 of 3 rows here' under a table of 7 rows: the 3 are those that reached the target
+    assert "1 of the 2 rows that reached 85%" in A.clocks_legend([(1.04, 1.06), (0.36, 0.35)], 0.85)
 
 
 def test_late_accuracy_averages_the_last_snapshots_not_one_noisy_final_one(monkeypatch):
