@@ -209,6 +209,11 @@ def test_lab_02s_refused_sweep_reaches_lab_10_as_n_m_and_stays_out_of_the_fit_an
     two = report.compare(data_parallel.recorded(replace(sweep, results=(sweep.results[0], threads)), why))[1]
     said = [n for n in two.notes if "threads ran the same work" in n]
     assert two.not_measurable and len(said) == 1 and "0.27x" in said[0] and "0.15x" not in " ".join(two.notes)
+    # each row's refusal in its own words: the threads row's names threads, DataParallel's devices
+    busy = "other programs used 1.2 of 2 cores while this measured: 2 devices share the 0.8 left"
+    refusals = [measure.refusal_of(r.flags) for r in data_parallel.recorded(replace(sweep, results=(
+        sweep.results[0], threads, sweep.results[1])), busy)]
+    assert refusals[0] == "" and "2 threads share" in refusals[1] and "2 devices share" in refusals[2]
 
 
 def test_the_labs_without_rows_are_named():

@@ -150,16 +150,23 @@ def refused(result: Sweep) -> str | None:
     return measure.unreadable(result.n_devices, what="devices") or measure.unreadable(result.n_devices, what="threads")
 
 
-def refusal_line(why: str | None) -> str | None:
-    """The line that refuses the sweep's speedups for `why` (refused()), as print_sweep and the recorded rows say it."""
-    return None if why is None else f"{measure.NOT_MEASURABLE}: {why} ({measure.UNREAD})"
+def refusal_line(why: str | None, workers: int | None = None, what: str = "devices") -> str | None:
+    """The line that refuses a speedup for `why` (refused(), or measure.unreadable for devices), as print_sweep and the
+    recorded rows say it; `what` names the `workers` of the row it is recorded with (threads, ranks)."""
+    if why is None:
+        return None
+    why = why.replace(f"{workers} devices", f"{workers} {what}") if workers else why  # one refusal, the row's words
+    return f"{measure.NOT_MEASURABLE}: {why} ({measure.UNREAD})"
 
 
 def recorded(result: Sweep, why: str | None) -> list[measure.Result]:
     """The sweep's rows for the results CSV: where `why` (refused()) rules the speedups out, each row over one device
-    carries the refusal (measure.refusal), so that lab 10 shows its speedup as n/m and fits nothing to it."""
-    line = refusal_line(why)
-    return [r if line is None or r.variant == ONE_DEVICE else replace(r, flags=tuple(r.flags) + tuple(measure.refusal(line)))
+    carries the refusal (measure.refusal), in its own words (devices or threads), so that lab 10 shows its speedup as
+    n/m and fits nothing to it."""
+    n = max(r.world_size for r in result.results)  # the devices DataParallel ran on: the refusal's workers
+    return [r if why is None or r.variant == ONE_DEVICE else
+            replace(r, flags=tuple(r.flags) + tuple(measure.refusal(refusal_line(
+                why, n, "devices" if r.world_size > 1 else "threads") or "")))
             for r in result.results]
 
 
