@@ -295,10 +295,12 @@ LESS_TIME_TOLERANCE = 0.10  # more work may take up to 10 % less time before it 
 
 def more_work_less_time(small_work: float, small_s: float, large_work: float, large_s: float, *,
                         what: str = "work", tolerance: float = LESS_TIME_TOLERANCE, small_spread: float | None = None,
-                        large_spread: float | None = None, show=None) -> list[Flag]:
+                        large_spread: float | None = None, show=None,
+                        busy_cores: tuple[float, int] | None = None) -> list[Flag]:
     """More work that took less time, by more than `tolerance` (a fraction of small_s) and, where the spreads of the
     repeats are given, beyond them (each median +- half its spread): one of the medians is off. `show` writes an amount
-    of work as the table beside the flag does (e.g. bytes as KiB); by default '<amount> <what>'."""
+    of work as the table beside the flag does (e.g. bytes as KiB); by default '<amount> <what>'. `busy_cores`:
+    (others' mean cores, cores) measured over the window: the flag then names the cause that load can or cannot be."""
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
     if not _apart(small_s, small_spread, large_s, large_spread):
@@ -307,8 +309,22 @@ def more_work_less_time(small_work: float, small_s: float, large_work: float, la
         def show(amount):
             return f"{amount:g} {what}"
     return [Flag(Kind.LESS_TIME, f"{show(large_work)} took less time ({large_s * 1e3:.3g} ms) than {show(small_work)} "
-            f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off (a busy "
-            "machine) and ratios built on them are suspect")]
+            f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off "
+            f"({_slowed_by(small_s / large_s, busy_cores)}) and ratios built on them are suspect")]
+
+
+def _slowed_by(gap: float, busy_cores: tuple[float, int] | None) -> str:
+    """What slowed a median `gap` times beyond its neighbour: a busy machine, unless the measured load cannot reach it."""
+    if busy_cores is None:
+        return "a busy machine"
+    others, cores = busy_cores
+    reach = load_reach(others, cores)
+    if gap <= reach:
+        return (f"other programs used {others:.1f} of {cores:g} cores while it was measured, enough to move a time "
+                f"{reach:.2f}x: a busy machine")
+    return (f"other programs used {others:.1f} of {cores:g} cores on average while it was measured, too little to "
+            f"slow a median {gap:.1f}x unless it came in bursts: something ran in bursts the mean hides, or the "
+            "ranks waited for each other's time slices")
 
 
 def part_longer_than_whole(part_s: float, whole_s: float, *, part: str, whole: str, part_spread: float | None = None,
@@ -529,6 +545,18 @@ WIDE_SPREAD = 10.0  # a spread above 1000 %: one repeat over 10x the median; pri
 def spread_text(spread: float) -> str:
     """A spread as tables print it: '25%', or '>1000%' above WIDE_SPREAD (the noise line says why)."""
     return f">{WIDE_SPREAD:.0%}" if spread > WIDE_SPREAD else f"{spread:.0%}"
+
+
+NOISY_BASIS = 1.0  # a median whose repeats spread more than 100 % (a repeat took twice it or more): a shaky base
+
+
+def noisy_basis(spread: float | None, what: str) -> list[Flag]:
+    """A note for a ratio built on `what` (a median) whose repeats spread more than NOISY_BASIS: the ratio moves
+    with the repeats the median ignored, so it reads as an order of magnitude; [] for a steadier median."""
+    if spread is None or not math.isfinite(spread) or spread <= NOISY_BASIS:
+        return []
+    return [note(f"built on {what}, a median whose repeats spread {spread_text(spread).replace('%', ' %')} (above "
+                 f"{NOISY_BASIS:.0%}: a repeat took twice the median or more): read this ratio as an order of magnitude")]
 
 
 def noise_line(spreads, what: str = "medians") -> str:

@@ -399,3 +399,12 @@ def test_lab_02_neighbours_contradiction_on_a_quiet_run_names_the_load_measured_
                                         busy_cores=(0.2, 2))
     assert "measured while other programs used 0.2 of 2 cores" in said[0] and "machine was busy" not in said[0]
     assert "too little to explain the 1.67x gap" in said[0]
+
+
+def test_a_ratio_built_on_a_median_whose_repeats_spread_beyond_100_percent_carries_a_note():
+    # learner s8e, lab 10: one rank's compute of 1.06 ms spread 309 % and became 'communication / compute 114 %' unnoted
+    said = detectors.noisy_basis(3.09, "one rank's compute of 1.06 ms")
+    assert len(said) == 1 and detectors.notes(said) and not detectors.impossible(said)
+    assert "1.06 ms" in str(said[0]) and "309 %" in str(said[0]) and "order of magnitude" in str(said[0])
+    assert detectors.noisy_basis(0.31, "x") == [] and detectors.noisy_basis(1.0, "x") == []
+    assert detectors.noisy_basis(None, "x") == [] and detectors.noisy_basis(float("nan"), "x") == []

@@ -447,11 +447,18 @@ def unrecorded_refusals(cells: list[str]) -> list[str]:
     refusal."""
     import ast
     names = [ast.unparse(node.targets[0]) for source in cells for node in ast.walk(ast.parse(source))
-             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-             and ast.unparse(node.value.func) == "measure.as_result"
-             and any(k.arg == "workers" for k in node.value.keywords)]
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and refuses_workers(node.value)]
     recording = [source for source in cells if "measure.Result(" in source]
     return [n for n in names if recording and not any(re.search(rf"\b{re.escape(n)}\b", s) for s in recording)]
+
+
+def refuses_workers(call) -> bool:
+    """True for a call that decides whether N workers' ratio over one is refused: measure.as_result or
+    measure.unreadable with `workers`, or a lab's own refused(...) (lab 02's sweep)."""
+    import ast
+    name = ast.unparse(call.func)
+    return (name in ("measure.as_result", "measure.unreadable") and any(k.arg == "workers" for k in call.keywords)
+            or name.endswith(".refused"))
 
 
 def test_the_refusal_check_catches_a_row_recorded_without_its_refusal():
@@ -459,16 +466,34 @@ def test_the_refusal_check_catches_a_row_recorded_without_its_refusal():
     assert unrecorded_refusals([line, "rows = [measure.Result(flags=flags)]"]) == ["line"]  # lab 05 before learner s8
     assert unrecorded_refusals([line, "rows = [measure.Result(flags=flags + measure.refusal(line))]"]) == []
     assert unrecorded_refusals(["x = measure.as_result('1.2x', load=load)", "measure.Result(flags=[])"]) == []
+    # lab 02 (learner s8e): the table's refusal (measure.unreadable) and the sweep's (data_parallel.refused) never
+    # reached its recorded rows, so lab 10 gave them speedups
+    why = "unreadable = measure.unreadable(workers=2, what='devices')"
+    assert unrecorded_refusals([why, "rows = [measure.Result(flags=flags)]"]) == ["unreadable"]
+    assert unrecorded_refusals([why, "measure.Result(flags=measure.refusal(refusal_line(unreadable)))"]) == []
+    sweep = "sweep_refused = data_parallel.refused(sweep)"
+    assert unrecorded_refusals([sweep, "recorded = list(sweep.results)", "measure.Result()"]) == ["sweep_refused"]
+    assert unrecorded_refusals([sweep, "recorded = data_parallel.recorded(sweep, sweep_refused); measure.Result()"]) == []
 
 
-@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+NOT_A_RECORDED_RATIO = {"01": {"loader_unreadable"}}  # the loader's worker processes: no N-vs-1 row is recorded
+OPEN_REFUSALS = {  # the same defect, found by this check's extension (learner s8e), in labs another fix works on
+    "03": "lab 03 records its DDP rows without `unreadable`'s refusal: lab 10 would give them speedups",
+    "04": "lab 04 records GPipe's rows without `stages_busy`'s refusal: lab 10 would print their 'vs naive' ratio"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(reason=OPEN_REFUSALS[p.name[:2]], strict=True))
+                                  if p.name[:2] in OPEN_REFUSALS else p for p in labs.solution_notebooks()],
+                         ids=lambda p: p.name[:2])
 def test_a_workers_comparison_a_lab_refuses_is_recorded_with_its_refusal(path):
     """Lab 05 refused '2 workers vs 1' on a busy run but recorded the row bare, so lab 10 headlined its 1.23x as the
-    best plausible speedup and fitted Amdahl's law to it (learner s8)."""
+    best plausible speedup and fitted Amdahl's law to it (learner s8); lab 02 did the same with its sweep's and its
+    launched table's refusals, which were never assigned as an as_result line (learner s8e)."""
     from IPython.core.inputtransformer2 import TransformerManager
     python = TransformerManager().transform_cell
     cells = [python(c.source) for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
-    assert unrecorded_refusals(cells) == [], "record the row with measure.refusal(<its as_result line>) in its flags"
+    missing = set(unrecorded_refusals(cells)) - NOT_A_RECORDED_RATIO.get(path.name[:2], set())
+    assert missing == set(), "record the row with measure.refusal(<its refusal line>) in its flags"
 
 
 MORE_CALLS = re.compile(r"the first call compiles the model .*?, then (\d+) more calls")

@@ -184,6 +184,38 @@ def test_a_row_recorded_with_its_labs_refusal_is_neither_a_speedup_nor_an_amdahl
     assert amdahl_rows(report.compare(rows[:1] + [replace(rows[1], flags=())]))[0] != {}  # the bare row was fitted
 
 
+def test_lab_02s_refused_sweep_reaches_lab_10_as_n_m_and_stays_out_of_the_fit_and_the_best_speedup():
+    # learner s8e: lab 02 refused its sweep's speedups on a busy machine but recorded the rows bare; lab 10 gave them
+    # 1.68x and 84 %, fitted Amdahl to them and called 1.68x 'the best plausible data-parallel speedup here'
+    from lab_utils.labs.lab02 import data_parallel
+    one, many = data_parallel.ONE_DEVICE, data_parallel.dp_name(2)
+    sweep = data_parallel.Sweep(None, 3, (row("single", 1, 1000, lab="02", batch=512, variant=one),
+                                          row("dp", 2, 1680, lab="02", batch=512, variant=many)), {})
+    why = "other programs used 1.2 of 2 cores while this measured"
+    rows = data_parallel.recorded(sweep, why)
+    assert rows[0].flags == () and measure.refusal_of(rows[1].flags).startswith(measure.NOT_MEASURABLE)
+    dp = report.compare(rows)[1]
+    assert dp.not_measurable and dp.efficiency is None and not dp.implausible
+    line = next(l for l in report.table(report.compare(rows)).splitlines() if many in l)
+    assert "n/m" in line and "1.68" not in line and "84%" not in line
+    assert amdahl_rows(report.compare(rows))[0] == {}  # no fit, so no 'best plausible' speedup either
+    assert amdahl_rows(report.compare(data_parallel.recorded(sweep, None)))[0] != {}  # a quiet sweep is fitted
+    assert data_parallel.recorded(sweep, None) == list(sweep.results)
+    # its threads row's wait is lab 02's note on lab 02's figure (0.27x): with no ratio of this table's beside it,
+    # lab 10 recomputes none (0.15x before): one figure for the comparison
+    waited = detectors.more_threads_slower(0.27, 2, cause="other programs used 1.4 of 2 cores")[0]
+    threads = replace(sweep.results[0], variant=data_parallel.threaded_name(2), threads=2, samples_per_s=150.0,
+                      flags=(waited,))
+    two = report.compare(data_parallel.recorded(replace(sweep, results=(sweep.results[0], threads)), why))[1]
+    said = [n for n in two.notes if "threads ran the same work" in n]
+    assert two.not_measurable and len(said) == 1 and "0.27x" in said[0] and "0.15x" not in " ".join(two.notes)
+    # each row's refusal in its own words: the threads row's names threads, DataParallel's devices
+    busy = "other programs used 1.2 of 2 cores while this measured: 2 devices share the 0.8 left"
+    refusals = [measure.refusal_of(r.flags) for r in data_parallel.recorded(replace(sweep, results=(
+        sweep.results[0], threads, sweep.results[1])), busy)]
+    assert refusals[0] == "" and "2 threads share" in refusals[1] and "2 devices share" in refusals[2]
+
+
 def test_the_labs_without_rows_are_named():
     assert report.labs_without_rows([row("single", 1, 100, lab="02"), row("ddp", 2, 100, lab="09")]) == [
         "00", "01", "03", "04", "05", "06", "07", "08"]
@@ -195,6 +227,16 @@ def test_allreduce_rows_are_flagged_for_more_bytes_in_less_time_and_noise_is_one
     assert flags[0] == [] and flags[2] == [] and flags[3] == []
     assert "4 KiB took less time" in flags[1][0] and "than 2 KiB " in flags[1][0]  # in the table's unit
     assert detectors.noise_line(spreads).startswith("noise: 1 of 4 medians")
+
+
+def test_an_allreduce_flag_blames_a_busy_machine_only_where_the_measured_load_can_explain_it():
+    # learner s8e: sizes flagged '(a busy machine)' while the busy line under them said 0.0 of 2 cores
+    sizes, seconds = [8192, 32768], [2.36e-3, 0.379e-3]
+    quiet = str(report.allreduce_flags(sizes, seconds, busy_cores=(0.0, 2))[0][0])
+    assert "a busy machine" not in quiet and "0.0 of 2 cores" in quiet and "too little" in quiet
+    busy = str(report.allreduce_flags(sizes, seconds, busy_cores=(1.9, 2))[0][0])
+    assert "1.9 of 2 cores" in busy and "a busy machine" in busy
+    assert "(a busy machine)" in str(report.allreduce_flags(sizes, seconds)[0][0])  # no load measured: the usual suspect
 
 
 def test_allreduce_rule_is_the_one_lab_10_states_half_the_time_whatever_the_spreads():

@@ -311,6 +311,24 @@ def test_a_verdict_that_cannot_be_seen_still_says_which_way_its_ratio_points(mon
     assert slower.verdict == measure.CANNOT_SEE and "above 1 means DDP faster)" in str(slower)
 
 
+def test_a_refused_comparison_of_two_n_worker_sides_says_so_and_restates_no_claim(monkeypatch):
+    # learner s8e, lab 02: DDP vs DataParallel 'cannot be seen here ... so no speedup over one can be read', and a
+    # 'restated: ... the claim tested is ...' note on a verdict that tested nothing
+    under(monkeypatch, conditions.Load(30.0, 2, own=0.3, others=1.2, steal=0.0))
+    pairs = [0.8, 1.1, 0.95, 1.2, 0.85, 1.05]
+    v = measure.decide(pairs, claim="DDP vs DataParallel (gloo)", expected="DDP no slower", lab="02", workers=2,
+                       no_worse_than=0.05, against_one=False)
+    assert v.verdict == measure.CANNOT_SEE and "2 ranks share" in v.reason
+    assert "speedup over one" not in v.reason and "neither side's speed" in v.reason
+    assert "restated" not in v.notes and "restated" not in str(v) and "claim tested" not in str(v)
+    one = measure.decide(pairs, claim="2 ranks vs 1", expected="2 ranks faster", lab="03", workers=2)
+    assert "no speedup over one can be read" in one.reason  # N against one keeps its words
+    # learner s8e, lab 02: '2 ranks share the 0.9 left' said of DataParallel's devices (threads in one process)
+    devices = measure.decide(pairs, claim="DataParallel vs one device", expected="slower", lab="02", workers=2,
+                             what="devices")
+    assert "2 devices share" in devices.reason and "ranks" not in devices.reason
+
+
 def test_a_busy_machine_does_not_hide_a_large_factor_that_every_pair_shows(monkeypatch):
     under(monkeypatch, BUSY)
     pairs = [2.85, 3.4, 5.81, 4.1, 3.0, 4.6, 3.9]  # lab 12's DETAIL cost on a busy machine: every pair 2.85-5.81x

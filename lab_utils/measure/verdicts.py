@@ -182,7 +182,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
            extra_work: bool = False, upper: bool = False, max_restated: float = MAX_RESTATED,
-           load: "conditions.Load | None" = None, between: str | None = None) -> Verdict:
+           load: "conditions.Load | None" = None, between: str | None = None, against_one: bool = True,
+           what: str = "ranks") -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
@@ -197,7 +198,9 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     claim on the inverted ratios. `max_restated`: the largest tolerance a no-worse-than claim is restated to; beyond
     it only a win decides. `load`: the conditions the pairs were measured under (one launch's window), by default
     run_conditions(). `between`: A and B both run the `workers` (two setups of N ranks, not N against one): a load
-    that rules them out reads 'so no difference between <between> can be read'."""
+    that rules them out reads 'so no difference between <between> can be read'. `against_one` False: both sides run
+    the N `workers` (DDP against DataParallel), so a refusal speaks of the two sides, not of a speedup over one.
+    `what`: what the workers are (ranks, threads, devices), in the refusal's words."""
     named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
@@ -207,7 +210,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             raise ValueError("an upper-bound claim is not a cost claim: same_work and extra_work do not apply")
         mirror = decide([1 / r for r in ratios], claim=claim, expected=expected, lab=lab, min_effect=min_effect,
                         confidence=confidence, unit=unit, no_worse_than=no_worse_than, workers=workers, timed=timed,
-                        workload=workload, max_restated=math.inf, load=load, between=between)
+                        workload=workload, max_restated=math.inf, load=load, between=between,
+                        against_one=against_one, what=what)
         return _from_the_other_side(mirror)
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
@@ -249,9 +253,14 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     load = load if load is not None else run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work, workload=named, extra_work=extra_work)
+    both_run_n = between is not None or not against_one  # N vs N: no N-vs-one rate to check against the free cores
     unread = "no speedup over one" if between is None else f"no difference between {between}"
-    reason = (unreadable(workers, load, ratio=middle if between is None else None, unread=unread)
+    reason = (unreadable(workers, load, what, ratio=None if both_run_n else middle, unread=unread)
               if timed and len(ratios) >= MIN_PAIRS else None)  # fewer decide nothing
+    if reason is not None and between is None and not against_one:  # the refusal speaks of the two sides
+        reason = (reason.replace("no speedup over one can be read from this run",
+                                 "neither side's speed, nor their difference, can be read from this run")
+                  .replace("so they cannot beat one", "so neither side runs them at once"))
     if reason is not None and unreadable(workers, None if load is None else _quiet(load)) is None \
             and beyond_load(ratios):  # only the others' CPU ruled it out, and every pair shows a large factor
         notes.append(f"the machine was busy, but every one of {len(ratios)} pairs favours one side by more than "
@@ -264,6 +273,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     if reason is not None:  # a note that states a result would contradict "cannot be seen": it keeps the figures only
         notes = [n.replace("but the whole range lies above 1: no cost at all",
                            "and though the whole range lies above 1, these conditions make that no result") for n in notes]
+        notes = [n for n in notes if not n.startswith("restated:")]  # no claim was tested: none restated either
         verdict, notes = CANNOT_SEE, [f"{CANNOT_SEE}: {reason}"] + notes
     notes += condition_notes(load)
     return dataclasses.replace(decided, verdict=verdict, notes="; ".join(notes), reason=reason or "")
@@ -333,6 +343,11 @@ def refusal(text: str) -> list[str]:
     return [text] if str(text).startswith(NOT_MEASURABLE) else []
 
 
+def refusal_of(flags) -> str:
+    """The refusal a recorded row carries (refusal()'s note, read back from its flags), else '': the reader of refusal."""
+    return next((str(f) for f in flags if refusal(str(f))), "")
+
+
 def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -> str:
     """as_result for a figure from paired rounds (`ratios`, one per round): read on a busy machine too when every
     round favours one side by more than BEYOND_LOAD (the rule verdicts apply), and then it says so."""
@@ -398,12 +413,13 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
             min_effect: float = MIN_EFFECT, confidence: float = CONFIDENCE,
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
             same_work: bool = False, workload=None, extra_work: bool = False, upper: bool = False,
-            load: "conditions.Load | None" = None, between: str | None = None) -> Verdict:
+            load: "conditions.Load | None" = None, between: str | None = None, against_one: bool = True,
+            what: str = "ranks") -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
                   timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper, load=load,
-                  between=between)
+                  between=between, against_one=against_one, what=what)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import detectors, workloads
-from ..measure import NOT_MEASURABLE, Result, plausibility, read_results, table_lines
+from .. import measure
+from ..measure import Result, plausibility, read_results, table_lines
 
 
 def load(*sources) -> list[Result]:
@@ -64,7 +65,7 @@ class Compared:
     def not_measurable(self) -> str:
         """The row's lab decided its comparison 'not measurable here' (a verdict's outcome kept in its notes): that
         note, else ''. Its speedup is then no result: the table shows 'n/m' and no efficiency."""
-        return next((n for n in detectors.notes(self.row.flags) if n.startswith(NOT_MEASURABLE)), "")
+        return measure.refusal_of(detectors.notes(self.row.flags))
 
     @property
     def efficiency(self) -> float | None:

@@ -58,17 +58,20 @@ def kib(nbytes: float) -> str:
     return f"{nbytes / 1024:g} KiB"
 
 
-def allreduce_flags(sizes, seconds, spreads=None) -> list[list[detectors.Flag]]:
+def allreduce_flags(sizes, seconds, spreads=None, busy_cores=None) -> list[list[detectors.Flag]]:
     """Per message size, its flags (detectors.more_work_less_time, the one rule every lab applies to more work in
     less time): a larger message took more than 10 % less time beyond the spreads of both medians' repeats, or less
-    than HALF_THE_TIME of it whatever the spreads (repeats this scattered would otherwise excuse any median)."""
+    than HALF_THE_TIME of it whatever the spreads (repeats this scattered would otherwise excuse any median).
+    `busy_cores`: (others' mean cores, cores) over the sweep's window: the flags' cause fits that load."""
     spreads = list(spreads) if spreads is not None else [None] * len(sizes)
     result = []
     for i, (nbytes, s, spread) in enumerate(zip(sizes, seconds, spreads)):
         said = []
         for m, t, sp in zip(sizes[i + 1:], seconds[i + 1:], spreads[i + 1:]):
-            said = (detectors.more_work_less_time(nbytes, s, m, t, small_spread=spread, large_spread=sp, show=kib)
-                    or detectors.more_work_less_time(nbytes, s, m, t, tolerance=1 - HALF_THE_TIME, show=kib))
+            said = (detectors.more_work_less_time(nbytes, s, m, t, small_spread=spread, large_spread=sp, show=kib,
+                                                  busy_cores=busy_cores)
+                    or detectors.more_work_less_time(nbytes, s, m, t, tolerance=1 - HALF_THE_TIME, show=kib,
+                                                     busy_cores=busy_cores))
             if said:
                 break
         result.append(said)

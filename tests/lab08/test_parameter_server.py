@@ -329,11 +329,13 @@ def test_the_clocks_legend_says_what_the_rows_show_never_that_the_first_gradient
     """s8b: the legend said the run clock includes 'its first gradients, which run slower' beside run clock 1.04 <
     steady-rate 1.06 in both runs; it now counts the rows where the run clock is the larger."""
     both = A.clocks_legend([(1.04, 1.06), (0.36, 0.35)])
-    assert "1 of 2 rows here" in both and "cost nothing extra there" in both
+    assert "1 of the 2 rows" in both and "cost nothing extra there" in both
     assert "which run slower" not in both
     slower = A.clocks_legend([(0.40, 0.35), (0.70, 0.62)])
-    assert "2 of 2 rows here" in slower and "cost nothing extra" not in slower
-    assert "0 of 0 rows here" in A.clocks_legend([])
+    assert "2 of the 2 rows" in slower and "cost nothing extra" not in slower
+    assert "0 of the 0 rows" in A.clocks_legend([])
+    # learner s8e: '2 of 3 rows here' under a table of 7 rows: the 3 are those that reached the target
+    assert "1 of the 2 rows that reached 85%" in A.clocks_legend([(1.04, 1.06), (0.36, 0.35)], 0.85)
 
 
 def test_late_accuracy_averages_the_last_snapshots_not_one_noisy_final_one(monkeypatch):
@@ -355,3 +357,15 @@ def test_the_throughput_plot_names_the_unit_its_table_uses():
 def test_the_clocks_line_is_short_its_definitions_live_in_the_markdown():
     # learner s8c: the printed legend ran to ~900 characters
     assert len(A.clocks_legend([(1.04, 1.06), (0.36, 0.35), (0.5, 0.4)])) < 160
+
+
+def test_a_rank_correlation_is_read_as_an_order_only_where_shuffled_runs_rarely_reach_it():
+    # learner s8e: -0.37 over 10 runs was printed as 'the staler runs tended to end lower, as predicted'
+    from lab_utils.labs.lab08 import parameter_server as ps
+    shares = [0.44, 0.5, 0.55, 0.6, 0.62, 0.66, 0.7, 0.72, 0.74, 0.76]
+    falling = [0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5, 0.45]
+    assert ps.chance_of(ps.rank_correlation(shares, falling), shares, falling) <= ps.CHANCE
+    weak = [0.6, 0.62, 0.45, 0.58, 0.41, 0.55, 0.63, 0.4, 0.5, 0.52]  # rho -0.36, as the learner saw
+    rho = ps.rank_correlation(shares, weak)
+    assert -0.5 < rho < 0 and ps.chance_of(rho, shares, weak) > ps.CHANCE
+    assert ps.chance_of(float("nan"), shares, weak) != ps.chance_of(float("nan"), shares, weak)  # nan

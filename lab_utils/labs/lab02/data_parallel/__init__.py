@@ -12,11 +12,11 @@ from ....tensors import tensor_bytes  # lab 02's notebook calls it as data_paral
 from .devices import DevicePlan, plan_devices
 from .phases import (COORDINATOR_PHASES, PHASES, StepReport, gather, median_phase_seconds, reduce_gradients, scatter,
     split_sizes, transfer_bytes)
-from .sweep import (ONE_DEVICE, SWEEP_WORKLOAD, Sweep, _sweep_result, dp_name, figures_explained, print_sweep, refused,
-                    sweep, threaded_name)
+from .sweep import (ONE_DEVICE, SWEEP_WORKLOAD, Sweep, _sweep_result, dp_name, figures_explained, print_sweep, recorded,
+                    refusal_line, refused, sweep, threaded_name)
 from .threads import DevicePool, PhaseTimer, gradients, single_device_step
 
 __all__ = ["COORDINATOR_PHASES", "ONE_DEVICE", "PHASES", "SWEEP_WORKLOAD", "DevicePlan", "DevicePool", "PhaseTimer",
            "StepReport", "Sweep", "dp_name", "figures_explained", "gather", "gradients", "max_abs_diff", "median_phase_seconds",
-           "plan_devices", "print_sweep", "reduce_gradients", "refused", "scatter", "single_device_step", "split_sizes", "sweep",
+           "plan_devices", "print_sweep", "recorded", "reduce_gradients", "refusal_line", "refused", "scatter", "single_device_step", "split_sizes", "sweep",
            "tensor_bytes", "threaded_name", "transfer_bytes"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -150,6 +150,26 @@ def refused(result: Sweep) -> str | None:
     return measure.unreadable(result.n_devices, what="devices") or measure.unreadable(result.n_devices, what="threads")
 
 
+def refusal_line(why: str | None, workers: int | None = None, what: str = "devices") -> str | None:
+    """The line that refuses a speedup for `why` (refused(), or measure.unreadable for devices), as print_sweep and the
+    recorded rows say it; `what` names the `workers` of the row it is recorded with (threads, ranks)."""
+    if why is None:
+        return None
+    why = why.replace(f"{workers} devices", f"{workers} {what}") if workers else why  # one refusal, the row's words
+    return f"{measure.NOT_MEASURABLE}: {why} ({measure.UNREAD})"
+
+
+def recorded(result: Sweep, why: str | None) -> list[measure.Result]:
+    """The sweep's rows for the results CSV: where `why` (refused()) rules the speedups out, each row over one device
+    carries the refusal (measure.refusal), in its own words (devices or threads), so that lab 10 shows its speedup as
+    n/m and fits nothing to it."""
+    n = max(r.world_size for r in result.results)  # the devices DataParallel ran on: the refusal's workers
+    return [r if why is None or r.variant == ONE_DEVICE else
+            replace(r, flags=tuple(r.flags) + tuple(measure.refusal(refusal_line(
+                why, n, "devices" if r.world_size > 1 else "threads") or "")))
+            for r in result.results]
+
+
 def print_sweep(result: Sweep, decided=None) -> None:
     """The sweep's table, each figure with its spread and each speedup with its range, and the warnings under it.
     `decided`: the (batch, variant) a verdict decides: its row prints the verdict's figure, marked so. Where
@@ -177,7 +197,7 @@ def print_sweep(result: Sweep, decided=None) -> None:
           f"same round: the comparison's one figure; range: where it lies with {measure.CONFIDENCE:.0%} confidence "
           "(how far it moves from round to round)")
     if why is not None:
-        print(f"  {measure.NOT_MEASURABLE}: {why} ({measure.UNREAD}); the summary refuses the same speedups")
+        print(f"  {refusal_line(why)}; the summary refuses the same speedups")
     elif decided is not None:
         print(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, with the same figure "
               "from the same side (below 1: one device faster)")

@@ -60,13 +60,14 @@ def first_reaching(curve: dict, target: float):
     return None
 
 
-def clocks_legend(clocks) -> str:
+def clocks_legend(clocks, target: float | None = None) -> str:
     """What the accuracy table's rows show of its two clocks (defined in the markdown above it): `clocks` are (run
-    clock s, steady-rate s); one short computed line."""
+    clock s, steady-rate s) of the rows that reached `target` (the others have no clocks); one short computed line."""
     clocks = list(clocks)
     larger = sum(run > steady for run, steady in clocks)
-    text = (f"run clock s above steady-rate s (the first gradients ran slower): {larger} of "
-            f"{len(clocks)} rows here")
+    reached = f" that reached {target:.0%}" if target is not None else ""
+    text = (f"run clock s above steady-rate s (the first gradients ran slower): {larger} of the "
+            f"{len(clocks)} rows{reached}")
     if larger < len(clocks):
         text += "; in the others the first gradients cost nothing extra there"
     return text + "."

@@ -31,3 +31,17 @@ def rank_correlation(xs, ys) -> float:
     if rx.std() == 0 or ry.std() == 0:
         return float("nan")
     return float(np.corrcoef(rx, ry)[0, 1])
+
+
+CHANCE = 0.05  # a rank correlation this often reached by shuffled accuracies is no order of the runs
+
+
+def chance_of(rho: float, xs, ys, rounds: int = 2000, seed: int = 0) -> float:
+    """How often shuffling `ys` against `xs` gives a rank correlation at least as far from 0 as `rho`, on its side
+    (a permutation test): a small share says the order is the runs', not chance; nan where rho is nan."""
+    if not np.isfinite(rho):
+        return float("nan")
+    ys = list(ys)
+    rng = np.random.default_rng(seed)
+    shuffled = [rank_correlation(xs, rng.permutation(ys)) for _ in range(rounds)]
+    return float(np.mean([s <= rho if rho < 0 else s >= rho for s in shuffled]))
