@@ -477,14 +477,7 @@ def test_the_refusal_check_catches_a_row_recorded_without_its_refusal():
 
 
 NOT_A_RECORDED_RATIO = {"01": {"loader_unreadable"}}  # the loader's worker processes: no N-vs-1 row is recorded
-OPEN_REFUSALS = {  # the same defect, found by this check's extension (learner s8e), in labs another fix works on
-    "03": "lab 03 records its DDP rows without `unreadable`'s refusal: lab 10 would give them speedups",
-    "04": "lab 04 records GPipe's rows without `stages_busy`'s refusal: lab 10 would print their 'vs naive' ratio"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(reason=OPEN_REFUSALS[p.name[:2]], strict=True))
-                                  if p.name[:2] in OPEN_REFUSALS else p for p in labs.solution_notebooks()],
-                         ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
 def test_a_workers_comparison_a_lab_refuses_is_recorded_with_its_refusal(path):
     """Lab 05 refused '2 workers vs 1' on a busy run but recorded the row bare, so lab 10 headlined its 1.23x as the
     best plausible speedup and fitted Amdahl's law to it (learner s8); lab 02 did the same with its sweep's and its
