@@ -120,7 +120,7 @@ def test_nbval_reads_a_tag_not_a_comment_line(path):
 
 # ---- one comparison, one figure: a table's ratio for a pair a verdict decides is the verdict's figure ----------------
 
-VERDICT_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?)(?:, tested as .*?)?: (?P<ratio>\d+\.\d\d)x \(.*? over (?P<pairs>\d+) "
+VERDICT_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?)(?:, (?:tested as|too noisy to test) .*?)?: (?P<ratio>\d+\.\d\d)x \(.*? over (?P<pairs>\d+) "
                           r"paired repeats\)")  # a bounded claim names the claim tested after its own
 # a verdict the conditions rule out still prints the pairs' figure: "verdict, CLAIM (EXPECTED): cannot be seen here: ..."
 UNSEEN_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?): cannot be seen here: .*?these pairs gave (?P<ratio>\d+\.\d\d)x, "
