@@ -264,38 +264,35 @@ def test_free_cpus_are_the_cores_minus_others_use_within_the_budget(monkeypatch,
     assert conditions.free_cpus(0.0, budget) == free
 
 
-def test_fit_threads_sets_torchs_intra_op_threads_and_says_why(monkeypatch):
+def fit_threads_beside(monkeypatch, others: float) -> tuple[str, int]:
+    """(fit_threads' line, the threads it set) on 2 cores while other programs use `others` of them; torch's thread
+    count is put back afterwards."""
     import torch
 
-    readings = iter([Sample(0.0, 0.0, 0.0, 0.0), Sample(1.0, 1.0, 0.0, 0.0)])  # a classmate's burner: 1 of 2 cores
+    readings = iter([Sample(0.0, 0.0, 0.0, 0.0), Sample(1.0, others, 0.0, 0.0)])
     monkeypatch.setattr(conditions, "sample", lambda: next(readings))
     monkeypatch.setattr(conditions.os, "cpu_count", lambda: 2)
     before = torch.get_num_threads()
     try:
-        said = conditions.fit_threads(0.0, TWO_CORES)
-        assert torch.get_num_threads() == 1
-        assert said == ("torch intra-op threads: 1, one per CPU free now: this notebook may use 2.0 CPUs: 2 cores in "
-                        "the affinity mask, but other programs used 1.0 of 2 cores while it looked, leaving 1.0 free")
+        return conditions.fit_threads(0.0, TWO_CORES), torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+
+def test_fit_threads_sets_torchs_intra_op_threads_and_says_why(monkeypatch):
+    said, threads = fit_threads_beside(monkeypatch, 1.0)  # a classmate's burner: 1 of 2 cores
+    assert threads == 1
+    assert said == ("torch intra-op threads: 1, one per CPU free now: this notebook may use 2.0 CPUs: 2 cores in "
+                    "the affinity mask, but other programs used 1.0 of 2 cores while it looked, leaving 1.0 free")
 
 
 def test_fit_threads_says_why_it_runs_one_thread_when_others_hold_every_core(monkeypatch):
     # learner s8c: 'torch intra-op threads: 1 (this notebook may use 2.0 CPUs ..., other programs used 2.0 of 2
     # cores)' read as a contradiction: the line says what is left free, and that one thread runs even with none
-    import torch
-
-    readings = iter([Sample(0.0, 0.0, 0.0, 0.0), Sample(1.0, 2.0, 0.0, 0.0)])
-    monkeypatch.setattr(conditions, "sample", lambda: next(readings))
-    monkeypatch.setattr(conditions.os, "cpu_count", lambda: 2)
-    before = torch.get_num_threads()
-    try:
-        said = conditions.fit_threads(0.0, TWO_CORES)
-        assert torch.get_num_threads() == 1
-        assert said.endswith("other programs used 2.0 of 2 cores while it looked, leaving 0.0 free (at least 1 thread "
-                             "runs)"), said
-    finally:
-        torch.set_num_threads(before)
+    said, threads = fit_threads_beside(monkeypatch, 2.0)
+    assert threads == 1
+    assert said.endswith("other programs used 2.0 of 2 cores while it looked, leaving 0.0 free (at least 1 thread "
+                         "runs)"), said
 
 
 def test_ranks_wait_passively_unless_the_user_chose_a_policy(monkeypatch):

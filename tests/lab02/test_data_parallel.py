@@ -284,10 +284,8 @@ def test_the_sweep_says_which_figure_is_the_comparisons_and_why_the_others_diffe
     assert f"batch 8, {threads}:" in data_parallel.figures_explained(same)[0]  # the row furthest off is explained
 
 
-def test_the_sweep_prints_the_verdicts_comparison_once_and_every_speedup_with_its_range(capsys, monkeypatch):
-    """A learner met 0.54x (the column), '1/0.54x = 1.83x' and the verdict's 1.85x for one comparison, and a bare
-    1.94x for two threads that the next run measured as 1.36x; then 0.51x in the plot beside a verdict of 1.95x from
-    one device's side (s8b): the table, the plot and the verdict read the comparison from one side, one figure."""
+def batch_8_sweep():
+    """A sweep of one batch (8): one device, one device's 2 threads and DataParallel on 2, 5 made-up paired steps."""
     one, many, threads = data_parallel.ONE_DEVICE, data_parallel.dp_name(2), data_parallel.threaded_name(2)
     one_t = measure.Timing((10.0, 12.0, 30.0, 12.0, 11.0), warmup=0)
     dp_t = measure.Timing((16.0, 20.0, 13.0, 19.0, 13.0), warmup=0)
@@ -295,12 +293,20 @@ def test_the_sweep_prints_the_verdicts_comparison_once_and_every_speedup_with_it
     results = tuple(data_parallel._sweep_result(n, s, w, 1, 8, t, one_t, "cpu", CPU_ONLY)
                     for n, s, w, t in ((one, "single", 1, one_t), (threads, "single", 1, threads_t),
                                        (many, "dp", 2, dp_t)))
-    sweep = data_parallel.Sweep(types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"]), 5, results, {},
-                                {8: {one: one_t, threads: threads_t, many: dp_t}})
+    return data_parallel.Sweep(types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"]), 5, results, {},
+                               {8: {one: one_t, threads: threads_t, many: dp_t}})
+
+
+def test_the_sweep_prints_the_verdicts_comparison_once_and_every_speedup_with_its_range(capsys, monkeypatch):
+    """A learner met 0.54x (the column), '1/0.54x = 1.83x' and the verdict's 1.85x for one comparison, and a bare
+    1.94x for two threads that the next run measured as 1.36x; then 0.51x in the plot beside a verdict of 1.95x from
+    one device's side (s8b): the table, the plot and the verdict read the comparison from one side, one figure."""
+    one, many, threads = data_parallel.ONE_DEVICE, data_parallel.dp_name(2), data_parallel.threaded_name(2)
+    sweep = batch_8_sweep()
     data_parallel.print_sweep(sweep, decided=(8, many))
     out = capsys.readouterr().out
     dp_row = next(line for line in out.splitlines() if many in line and line.strip().startswith("8"))
-    verdict = measure.verdict(dp_t, one_t, claim=f"{many} vs one device, batch 8", expected="DataParallel slower",
+    verdict = measure.verdict(sweep.timings[8][many], sweep.timings[8][one], claim=f"{many} vs one device, batch 8", expected="DataParallel slower",
                               upper=True)
     assert f"{verdict.ratio:.2f}x" in dp_row and "(verdict below)" in dp_row, out  # the verdict's figure, its side
     assert verdict.ratio == sweep.speedup(8, many) and "below 1 means DataParallel slower" in str(verdict)
@@ -314,14 +320,7 @@ def test_on_a_busy_machine_the_sweep_table_refuses_the_speedups_the_summary_refu
     """s8b: a busy run's table printed 1.00x (range 0.02-4.35x) and 1.84x that the summary then called 'not
     measurable here'; the table applies the summary's rule (measure.unreadable) and says so on every row."""
     one, many, threads = data_parallel.ONE_DEVICE, data_parallel.dp_name(2), data_parallel.threaded_name(2)
-    one_t = measure.Timing((10.0, 12.0, 30.0, 12.0, 11.0), warmup=0)
-    dp_t = measure.Timing((16.0, 20.0, 13.0, 19.0, 13.0), warmup=0)
-    threads_t = measure.Timing((5.0, 9.0, 20.0, 6.0, 8.0), warmup=0)
-    results = tuple(data_parallel._sweep_result(n, s, w, 1, 8, t, one_t, "cpu", CPU_ONLY)
-                    for n, s, w, t in ((one, "single", 1, one_t), (threads, "single", 1, threads_t),
-                                       (many, "dp", 2, dp_t)))
-    sweep = data_parallel.Sweep(types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"]), 5, results, {},
-                                {8: {one: one_t, threads: threads_t, many: dp_t}})
+    sweep = batch_8_sweep()
     assert data_parallel.refused(sweep) is None  # no conditions measured: the speedups read
     monkeypatch.setattr(measure, "unreadable", lambda *a, **k: "other programs used 1.7 of 2 cores")
     assert data_parallel.refused(sweep) == "other programs used 1.7 of 2 cores"
