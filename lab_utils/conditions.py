@@ -179,8 +179,11 @@ def between(first: Sample, last: Sample, cores: int | None = None) -> Load:
                 last.quota_source or "cgroup quota")
 
 
+UNREAD_OVER_ONE = "no speedup over one"  # what a load leaves unreadable in N workers against one (the default)
+
+
 def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load: Load | None = None,
-                    what: str = "ranks", unread: str = "no speedup over one") -> str | None:
+                    what: str = "ranks", unread: str = UNREAD_OVER_ONE) -> str | None:
     """None when N parallel `workers` (`what`: ranks, threads, devices) can beat 1 here, else why not: the CPU time
     this process may use (its budget) or, given a measured `load`, what other programs left free. `unread`: what
     that load leaves unreadable, as the refusal names it (a comparison of two N-worker setups names its own)."""
@@ -190,7 +193,8 @@ def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load
     if budget.cpus < 1.5:
         share = "one CPU's time" if budget.cpus >= 1 - 1e-9 else f"the time of {hardware.cpus_text(budget.cpus)}"
         return (f"this notebook may use {hardware.cpus_text(budget.cpus)} ({budget.source}): {workers} {what} "
-                f"share {share}, so they cannot beat one")
+                f"share {share}, so " + ("they cannot beat one" if unread == UNREAD_OVER_ONE else
+                                         f"{unread} can be read from this run"))
     if load is not None:
         free = min(budget.cpus, load.cores - load.others - load.steal)
         if free < 1.5:

@@ -254,13 +254,10 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work, workload=named, extra_work=extra_work)
     both_run_n = between is not None or not against_one  # N vs N: no N-vs-one rate to check against the free cores
-    unread = "no speedup over one" if between is None else f"no difference between {between}"
+    unread = (f"no difference between {between}" if between is not None else
+              "neither side's speed, nor their difference," if not against_one else conditions.UNREAD_OVER_ONE)
     reason = (unreadable(workers, load, what, ratio=None if both_run_n else middle, unread=unread)
               if timed and len(ratios) >= MIN_PAIRS else None)  # fewer decide nothing
-    if reason is not None and between is None and not against_one:  # the refusal speaks of the two sides
-        reason = (reason.replace("no speedup over one can be read from this run",
-                                 "neither side's speed, nor their difference, can be read from this run")
-                  .replace("so they cannot beat one", "so neither side runs them at once"))
     if reason is not None and unreadable(workers, None if load is None else _quiet(load)) is None \
             and beyond_load(ratios):  # only the others' CPU ruled it out, and every pair shows a large factor
         notes.append(f"the machine was busy, but every one of {len(ratios)} pairs favours one side by more than "
@@ -302,7 +299,7 @@ def _quiet(load: "conditions.Load") -> "conditions.Load":
 
 
 def unreadable(workers: int | None = None, load: "conditions.Load | None" = None, what: str = "ranks",
-               ratio: float | None = None, unread: str = "no speedup over one") -> str | None:
+               ratio: float | None = None, unread: str = conditions.UNREAD_OVER_ONE) -> str | None:
     """Why a timed comparison cannot be read here, or None: `workers` (> 1: N ranks or threads against one) that this
     CPU budget or what others left free cannot run side by side, or that ran `ratio` x one's rate, more than those
     free cores allow (the others' share was not steady: the ratio is theirs as much as the workers'); or other
