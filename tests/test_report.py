@@ -10,7 +10,7 @@ import pytest
 from lab_utils import conditions, detectors
 from lab_utils import measure, report, workloads
 from lab_utils.launch import launch
-from lab_utils.labs.lab10.lesson import allreduce_worker, amdahl_rows  # lab 10's, generated from its notebook
+from lab_utils.labs.lab10.lesson import allreduce_worker, amdahl_rows, one_configuration  # lab 10's, generated from its notebook
 from lab_utils.measure import Machine, Result
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_other_machine"
@@ -116,6 +116,23 @@ def test_amdahl_rows_take_the_largest_plausible_batch_per_machine_and_say_what_t
     assert {host: [(c.row.world_size, c.row.batch_size) for c in chosen] for host, chosen in per_machine.items()} == {
         "h": [(2, 256)], "other": [(4, 256)]}
     assert [(c.row.batch_size, c.row.samples_per_s) for c in left_out] == [(512, 250.0)]
+
+
+def test_amdahl_fits_one_configuration_and_lists_the_others():
+    # learner s8e, lab 10 finding 8: one fit over lab 02's DataParallel at batch 512 and lab 03's DDP at 256
+    rows = [row("single", 1, 100), row("ddp", 2, 160), row("horovod-style", 2, 120),
+            row("single", 1, 100, lab="02", batch=512, workload="in one process"),
+            row("dp", 2, 190, lab="02", batch=512, workload="in one process")]
+    fitted, others = one_configuration(amdahl_rows(report.compare(rows))[0]["h"])
+    assert [(c.row.lab, c.row.strategy) for c in fitted] == [("03", "ddp")]  # a tie at one device count: DDP
+    assert sorted((c.row.lab, c.row.strategy) for c in others) == [("02", "dp"), ("03", "horovod-style")]
+    # a configuration measured at more device counts wins over DDP at one
+    more = rows + [row("single", 1, 100, lab="05", workload="keras"), row("multi-worker", 2, 170, lab="05", workload="keras"),
+                   row("multi-worker", 4, 300, lab="05", workload="keras")]
+    chosen = amdahl_rows(report.compare(more))[0]["h"]
+    fitted, others = one_configuration(chosen)
+    assert {(c.row.lab, c.row.world_size) for c in fitted} == {("05", 2), ("05", 4)} and len(others) == 3
+    assert len({c.row.workload for c in fitted}) == 1 and sorted(fitted + others, key=id) == sorted(chosen, key=id)
 
 
 def test_the_table_names_each_workload_and_this_machine_without_its_host_name():
@@ -369,9 +386,12 @@ def test_noise_is_told_from_a_bug():
 
 
 def test_allreduce_benchmark_runs_on_two_gloo_ranks():
-    ranks = launch(allreduce_worker, 2, args=([1024, 65536], 3), timeout=60)
+    ranks = launch(allreduce_worker, 2, args=([1024, 65536, 4 << 20], 3), timeout=60)
     assert [r["rank"] for r in ranks] == [0, 1] and ranks[0]["backend"] == "gloo"
-    assert ranks[0]["sizes"] == [1024, 65536] and all(s > 0 for s in ranks[0]["seconds"])
+    assert ranks[0]["sizes"] == [1024, 65536, 4 << 20] and all(s > 0 for s in ranks[0]["seconds"])
+    # as lab 06 times its sweep: small messages several calls per timed run (a single call after the barrier also
+    # timed the peer waking up: 2.25 ms alone against 0.61 ms in the DDP step, lab 06's 0.30 ms at 64 KiB, one quiet run)
+    assert ranks[0]["calls"] == [16, 16, 1]
 
 
 @pytest.mark.slow

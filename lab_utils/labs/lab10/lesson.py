@@ -10,7 +10,7 @@ import torch.distributed as dist
 from lab_utils import measure, report
 from lab_utils.launch import process_group
 
-__all__ = ['speedup_and_efficiency', 'allreduce_worker', 'amdahl_rows']
+__all__ = ['speedup_and_efficiency', 'allreduce_worker', 'amdahl_rows', 'one_configuration']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
@@ -25,24 +25,28 @@ def speedup_and_efficiency(row, baseline):
 # ---- solutions/10_scaling_report.ipynb, cell 18 (id d37f68c4) ------------------------------------------------------
 
 def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
-    """Time all_reduce of float32 tensors of byte `sizes` on this rank: per size, median of `repeats` and spread."""
-    medians, spreads = [], []
+    """Time all_reduce of float32 tensors of byte `sizes` as lab 06 times its sweep: per size, the median over
+    `repeats` timed runs of one call's time, and their spread; a run is a barrier, then `calls` all-reduces back to back."""
+    medians, spreads, counts = [], [], []
     with process_group(timeout_s) as ctx:
         for nbytes in sizes:
             tensor = torch.ones(max(1, int(nbytes) // 4), device=ctx.device)
+            calls = max(1, min(16, (1 << 20) // max(1, int(nbytes))))  # small messages: several calls per timed run
             times = []
             for i in range(repeats + 2):
                 dist.barrier()                       # every rank starts together: a late peer's lag is not timed
                 start = time.perf_counter()
-                dist.all_reduce(tensor)
+                for _ in range(calls):               # one call alone would also time the peer waking from the barrier
+                    dist.all_reduce(tensor)
                 if ctx.device.startswith("cuda"):
                     torch.cuda.synchronize()         # the GPU's work, not only its launch
-                if i >= 2:                           # two warm-up calls, not counted
-                    times.append(time.perf_counter() - start)
+                if i >= 2:                           # two warm-up runs, not counted
+                    times.append((time.perf_counter() - start) / calls)
             medians.append(statistics.median(times))
             spreads.append(measure.spread(times))
+            counts.append(calls)
     return {"rank": rank, "backend": ctx.backend, "device": ctx.device, "sizes": [int(s) for s in sizes],
-            "seconds": medians, "spreads": spreads}
+            "seconds": medians, "spreads": spreads, "calls": counts}
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 28 (id f657a4f5) ------------------------------------------------------
@@ -65,3 +69,13 @@ def amdahl_rows(compared, strategies=DATA_PARALLEL):
                 break
             left_out.append(c)
     return per_machine, left_out
+
+
+def one_configuration(chosen):
+    """(the rows of the configuration Amdahl's fit reads, the other rows): one workload, lab, strategy and batch, the
+    one measured at the most device counts (a tie: DDP first, then the lowest lab)."""
+    groups = {}
+    for c in chosen:
+        groups.setdefault((c.row.workload, c.row.lab, c.row.strategy, c.row.batch_size), []).append(c)
+    key = min(groups, key=lambda k: (-len({c.hardware_ratio for c in groups[k]}), k[2] != "ddp", k[1], k[0], -k[3]))
+    return groups[key], [c for c in chosen if c not in groups[key]]
