@@ -369,3 +369,13 @@ def test_a_rank_correlation_is_read_as_an_order_only_where_shuffled_runs_rarely_
     rho = ps.rank_correlation(shares, weak)
     assert -0.5 < rho < 0 and ps.chance_of(rho, shares, weak) > ps.CHANCE
     assert ps.chance_of(float("nan"), shares, weak) != ps.chance_of(float("nan"), shares, weak)  # nan
+
+
+def test_compensated_momentum_takes_asynchronys_own_momentum_off():
+    # lab 08 tests theory's cause of async's lower accuracy (learner s8e, lab 08 finding 4): 1 - 1/n of momentum is
+    # asynchrony's own (Mitliagkas et al., 2016), so 0.9 with 2 workers becomes 0.4; never below 0
+    assert A.implicit_momentum(1) == 0.0 and A.implicit_momentum(2) == pytest.approx(0.5)
+    assert A.compensated_momentum(0.9, 2) == pytest.approx(0.4) and A.compensated_momentum(0.9, 4) == pytest.approx(0.15)
+    assert A.compensated_momentum(0.3, 2) == 0.0 and A.compensated_momentum(0.9, 1) == pytest.approx(0.9)
+    with pytest.raises(ValueError):
+        A.implicit_momentum(0)
