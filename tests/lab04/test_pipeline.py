@@ -413,7 +413,7 @@ def test_the_ops_tolerance_is_what_a_hand_over_resolves_not_below_it():
     assert tolerance == detectors.OPS_TOLERANCE_S >= 0.3e-3 and detectors.ops_tolerance(4) == 3 * tolerance
     assert detectors.shorter_than_its_ops(0.0480, 0.0483, what="naive", tolerance_s=tolerance) == []
     truly = detectors.shorter_than_its_ops(0.0480, 0.0490, what="naive", tolerance_s=tolerance)  # 1 ms: a stage waited
-    assert len(truly) == 1 and detectors.impossible(truly) and "HANDOVER_S" in truly[0]
+    assert len(truly) == 1 and detectors.impossible(truly) and "(0.25 ms)" in truly[0]
     assert detectors.shorter_than_its_ops(0.040, 0.043, what="naive", tolerance_s=detectors.ops_tolerance(4))  # 3 ms
 
 
