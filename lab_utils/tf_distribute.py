@@ -224,7 +224,8 @@ class _TurnTimer:
 
         if round_ is None:
             return {"times": self.times, "turns": self.turns, "tensorflow_imported": "tensorflow" in sys.modules,
-                    "threads": torch.get_num_threads(), "omp_wait_policy": omp_wait_policy()}
+                    "threads": torch.get_num_threads(), "omp_wait_policy": omp_wait_policy(),
+                    "parent": os.getppid()}  # the launcher itself: a fresh interpreter, not a fork server's fork
         start = time.time()
         done = interleaved_steps(self.steps, repeats=1, steps_per_repeat=self.steps_per_repeat if round_ else self.warmup,
                                  warmup=0)
@@ -252,11 +253,15 @@ def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: i
     threads = threads or hardware.usable_cpu_count()
     # processes[i]: name -> builder, called once in process i, returning a step function (one optimizer step)
     payloads = [cloudpickle.dumps(lambda b=builders: _TurnTimer(b, steps_per_repeat, warmup)) for builders in processes]
-    env = lambda rank: {TF_PROCESS: "1"} if uses_tensorflow[rank] else {}
+    # each process waits as this kernel's OpenMP threads do (its OMP_WAIT_POLICY, or none: libgomp's default), not as
+    # launched ranks do (sleep at once): on Lab 01's short step that alone made the loop 2.26x slower than Lab 01's.
+    # libgomp reads it when torch loads, so the processes start fresh ("spawn"), not forked from the fork server
+    policy = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}
+    env = lambda rank: {**policy, **({TF_PROCESS: "1"} if uses_tensorflow[rank] else {})}
     # per process: each step's times per repeat, its turns' (start, end), whether TF was imported, torch's threads
     order = measure.numbered_rounds(range(len(processes)), repeats + 1)  # the first round is the warm-up
     return launch(in_turns, len(processes), args=(payloads, order, timeout),
-                  timeout=timeout, threads=threads, pin_cores=False, env=env, prepare=prepare)
+                  timeout=timeout, threads=threads, pin_cores=False, env=env, prepare=prepare, start="spawn")
 
 
 def replica_weight_spread(model) -> float:

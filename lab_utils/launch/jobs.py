@@ -13,8 +13,10 @@ PORT_ATTEMPTS = 3
 
 
 def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | None = None, threads: int | None = None,
-                pin_cores: bool = False, env=None, prepare=None) -> list[list]:
-    """Run jobs [(worker, args), ...] in turn in the same ranks (`timeout` for all); per job, values in rank order."""
+                pin_cores: bool = False, env=None, prepare=None, start: str | None = None) -> list[list]:
+    """Run jobs [(worker, args), ...] in turn in the same ranks (`timeout` for all); per job, values in rank order.
+    `env`: extra variables per rank (a dict, or a function of the rank; a value None unsets one); `start`: "spawn" for
+    fresh interpreters that read `env` when torch loads (OpenMP's settings), else the machine's start_method."""
     jobs = [(worker, tuple(args)) for worker, args in jobs]
     if not jobs:
         raise ValueError("no jobs to run: pass a list of (worker, args) pairs")
@@ -34,7 +36,7 @@ def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | No
         try:
             with conditions.measuring():  # ranks often time themselves: what else ran meanwhile is reported with them
                 per_rank = run_once(prepare, payload, len(jobs), world_size, port or free_port(), threads, cores,
-                                    timeout, extra_env, start_method(plan.uses_gpus))
+                                    timeout, extra_env, start or start_method(plan.uses_gpus))
             return [[values[j] for values in per_rank] for j in range(len(jobs))]
         except RankError as exc:
             if attempt == attempts or not any(s in exc.traceback_text for s in PORT_IN_USE):
@@ -43,8 +45,8 @@ def launch_jobs(jobs, world_size: int, timeout: float = 120.0, *, port: int | No
 
 
 def launch(worker, world_size: int, args: tuple = (), timeout: float = 120.0, *, port: int | None = None,
-           threads: int | None = None, pin_cores: bool = False, env=None, prepare=None) -> list:
+           threads: int | None = None, pin_cores: bool = False, env=None, prepare=None, start: str | None = None) -> list:
     """Run worker(rank, world_size, *args) in `world_size` new rank processes; returns their values in rank order."""
     # raises RankError (the rank, its traceback) or TimeoutError after `timeout` s; every rank is stopped either way
     return launch_jobs([(worker, args)], world_size, timeout, port=port, threads=threads, pin_cores=pin_cores,
-                       env=env, prepare=prepare)[0]
+                       env=env, prepare=prepare, start=start)[0]

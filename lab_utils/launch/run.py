@@ -62,6 +62,7 @@ def run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout
     try:
         for rank in range(world_size):
             env = {**os.environ, **rank_environment(rank, world_size, port, threads), **extra_env[rank]}
+            env = {k: v for k, v in env.items() if v is not None}  # None in a launch's env: the variable unset
             rank_cores = cores[rank] if cores else None
             p = ctx.Process(target=rank_main,
                             args=(prepare, payload, ports, rank, world_size, env, threads, rank_cores, results,

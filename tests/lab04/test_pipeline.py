@@ -400,8 +400,21 @@ def test_a_step_shorter_than_its_own_ops_is_flagged_and_a_sound_one_is_not():
     assert len(said) == 1 and detectors.impossible(said) and "40.0 ms" in said[0] and "43.0 ms" in said[0]
     noted = detectors.shorter_than_its_ops(late.makespan, needed, what="naive", cause="other programs used 1.5 of 2 cores")
     assert noted and not detectors.impossible(noted) and "other programs used 1.5 of 2 cores" in noted[0]
-    # within the timestamps' tolerance (0.1 ms): nothing said
+    # within what the timestamps resolve (a hand-over per boundary crossed): nothing said
     assert detectors.shorter_than_its_ops(0.04, 0.04005, what="naive") == []
+
+
+def test_the_ops_tolerance_is_what_a_hand_over_resolves_not_below_it():
+    # the committed quiet run of lab 04 flagged "[!] naive took 48.0 ms, less than the 48.3 ms its own ops need": two
+    # hand-overs (isend returns after the receiver has started) are 0.3 ms, within what the timestamps can resolve
+    from lab_utils import detectors
+
+    tolerance = detectors.ops_tolerance(2)
+    assert tolerance == detectors.OPS_TOLERANCE_S >= 0.3e-3 and detectors.ops_tolerance(4) == 3 * tolerance
+    assert detectors.shorter_than_its_ops(0.0480, 0.0483, what="naive", tolerance_s=tolerance) == []
+    truly = detectors.shorter_than_its_ops(0.0480, 0.0490, what="naive", tolerance_s=tolerance)  # 1 ms: a stage waited
+    assert len(truly) == 1 and detectors.impossible(truly) and "(0.25 ms)" in truly[0]
+    assert detectors.shorter_than_its_ops(0.040, 0.043, what="naive", tolerance_s=detectors.ops_tolerance(4))  # 3 ms
 
 
 def test_own_ops_makespan_bounds_the_measured_step_where_ideal_does_not():
@@ -418,3 +431,18 @@ def test_own_ops_makespan_bounds_the_measured_step_where_ideal_does_not():
     measured = pl.Measured(run, 2, [step], None, [])
     assert abs(measured.makespan - pl.own_ops_makespan(measured)) < 1e-12  # a step with free transfers meets its bound
     assert measured.bubble < pl.ideal_bubble(measured)  # below 'ideal', which is no bound
+
+
+def test_median_op_seconds_reads_every_step_not_one_slow_one():
+    # learner s8f, lab 04 finding 5: per-op lines from one step (GPipe's backward 4.59 ms against 1F1B's 1.58 ms) beside
+    # a paired verdict of 0.98x; the lines now take the median over every timed step
+    from lab_utils.plots import Interval
+
+    def step(backward_s):
+        return [Interval("stage 0", "forward", 0.0, 0.010, "0"), Interval("stage 1", "forward", 0.010, 0.020, "0"),
+                Interval("stage 1", "backward", 0.020, 0.020 + backward_s, "0"),
+                Interval("stage 0", "backward", 0.020 + backward_s, 0.030 + backward_s, "0")]
+
+    m = pl.Measured(pl.PipelineRun("naive", "naive", 1), 2, [step(0.010), step(0.050), step(0.012)], None, [])
+    fwd, bwd = pl.median_op_seconds(m)
+    assert fwd == pytest.approx([0.010, 0.010]) and bwd == pytest.approx([0.010, 0.012])

@@ -113,6 +113,14 @@ def mean_op_seconds(intervals, stages: int) -> tuple[list[float], list[float]]:
     return fwd, bwd
 
 
+def median_op_seconds(measured: Measured) -> tuple[list[float], list[float]]:
+    """Per stage, the forward and backward op durations of a typical step of every timed step: the median over the
+    steps of each step's mean (mean_op_seconds), so one slow step does not speak for all of them."""
+    per_step = [mean_op_seconds(t, measured.stages) for t in measured.timelines]
+    return tuple([statistics.median(step[phase][s] for step in per_step) for s in range(measured.stages)]
+                 for phase in (0, 1))
+
+
 def own_ops_makespan(measured: Measured) -> float:
     """The shortest step the median step's own op times allow: its schedule simulated with each op's measured duration
     and no transfer cost. The measured makespan cannot be shorter: the run only adds transfers and waits."""
