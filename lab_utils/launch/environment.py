@@ -30,6 +30,14 @@ def rank_environment(rank: int, world_size: int, port: int, threads: int | None,
     return env
 
 
+def launched_not_kernel() -> str:
+    """How a figure timed in a launched rank was measured, beside the same figure timed in a notebook's kernel: words
+    for detectors.condition, so the results table compares the two by its condition rule (a fresh process and the
+    wait policy of its idle OpenMP threads move a step's time by an amount theory does not fix)."""
+    policy = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")  # rank_environment's, unless the launcher's own is set
+    return f"timed in a fresh launched process (OMP_WAIT_POLICY={policy}), not in a long-lived notebook kernel"
+
+
 def core_sets(world_size: int, threads: int) -> list[set[int]] | None:
     """Disjoint CPU cores for each rank (`threads` each), or None when they do not fit or the OS cannot pin."""
     if not hasattr(os, "sched_setaffinity"):
