@@ -400,6 +400,8 @@ def test_lab_03_records_its_one_process_rows_as_launched_and_says_so():
     assert "detectors.condition(launched_not_kernel())" in record and "launched if ranks == 1" in record
     prose = " ".join(c.source.replace("\n", " ") for c in cells if c.cell_type == "markdown")
     assert f"a note up to {detectors.CONDITION_FACTOR:g}× apart" in prose
+    lr = next(c.source for c in cells if c.cell_type == "code" and "lr_verdict = measure.verdict(" in c.source)
+    assert "timed=False, seeded=True" in lr  # seeded accuracies: no load note (learner s8f, lab 03 finding 5)
 
 
 def test_lab_01_states_the_rules_its_reference_rows_are_checked_by():
