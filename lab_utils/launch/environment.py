@@ -32,10 +32,9 @@ def rank_environment(rank: int, world_size: int, port: int, threads: int | None,
 
 def launched_not_kernel() -> str:
     """How a figure timed in a launched rank was measured, beside the same figure timed in a notebook's kernel: words
-    for detectors.condition, so the results table compares the two by its condition rule (a fresh process and the
-    wait policy of its idle OpenMP threads move a step's time by an amount theory does not fix)."""
-    policy = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")  # rank_environment's, unless the launcher's own is set
-    return f"timed in a fresh launched process (OMP_WAIT_POLICY={policy}), not in a long-lived notebook kernel"
+    for detectors.condition, so the results table compares the two by its condition rule (the same step code costs a
+    launched process and a Jupyter kernel different CPU time per step, by an amount theory does not fix)."""
+    return "timed in a launched process of its own, not in a notebook's kernel"
 
 
 def core_sets(world_size: int, threads: int) -> list[set[int]] | None:
