@@ -367,6 +367,43 @@ def test_a_row_measured_under_a_condition_its_lab_names_is_a_note_in_the_results
     assert "[!]" in far and "more than 2x" in far  # beyond what its condition explains
 
 
+def test_lab_03s_launched_baseline_beside_lab_01s_kernel_baseline_is_a_named_condition(isolated_results, monkeypatch):
+    """The quiet run's one-thread step: 3,995 samples/s in lab 01's kernel, 6,259 in lab 03's launched process (1.57x).
+    Lab 03 names the launched process as its rows' condition, so the pair reads as a note naming it, not a `[!]`;
+    beyond CONDITION_FACTOR apart it is still a contradiction."""
+    from lab_utils import conditions, detectors
+    from lab_utils.launch import launched_not_kernel
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    step = dict(framework="torch", strategy="single-process", variant="1 process x 1 thread", world_size=1, device="cpu",
+                batch_size=256, threads=1, workload=workloads.STEP_3CONV.name)
+    measure.record(measure.Result(lab="01", samples_per_s=3995.0, wall_s=0.064, repeats=8, spread=0.05, **step))
+    launched = detectors.condition(launched_not_kernel())
+    text = measure.record(measure.Result(lab="03", samples_per_s=6259.0, wall_s=0.041, repeats=2, spread=0.06,
+                                         flags=[launched], **step))
+    assert "[!]" not in text and "1.57x apart, under different conditions" in text, text
+    assert "launched process of its own, not in a notebook's kernel" in text and "not a contradiction" in text
+    far = measure.record(measure.Result(lab="03", samples_per_s=3995.0 * (detectors.CONDITION_FACTOR + 0.2),
+                                        wall_s=0.03, repeats=2, spread=0.06, flags=[launched], **step))
+    assert "[!]" in far and "more than 2x" in far  # a gap no process explains stays a contradiction
+
+
+def test_lab_03_records_its_one_process_rows_as_launched_and_says_so():
+    """Lab 03's record cell gives its one-process rows (timed in a launched rank) the launched condition, and its prose
+    states the condition rule's factor (the results table's, not a figure of this run)."""
+    import nbformat
+
+    from lab_utils import detectors
+
+    cells = nbformat.read(Path(__file__).parents[1] / "solutions" / "03_ddp.ipynb", 4).cells
+    record = next(c.source for c in cells if c.cell_type == "code" and "measure.record(recorded" in c.source)
+    assert "detectors.condition(launched_not_kernel())" in record and "launched if ranks == 1" in record
+    prose = " ".join(c.source.replace("\n", " ") for c in cells if c.cell_type == "markdown")
+    assert f"a note up to {detectors.CONDITION_FACTOR:g}× apart" in prose
+    lr = next(c.source for c in cells if c.cell_type == "code" and "lr_verdict = measure.verdict(" in c.source)
+    assert "timed=False, seeded=True" in lr  # seeded accuracies: no load note (learner s8f, lab 03 finding 5)
+
+
 def test_lab_01_states_the_rules_its_reference_rows_are_checked_by():
     """Lab 01's prose names the numbers the code applies: the results table's tolerance and window, the baseline's factor."""
     import nbformat

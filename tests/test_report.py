@@ -720,3 +720,20 @@ def test_a_note_every_row_of_a_workload_carries_is_said_once_under_its_header():
     assert text.count("oversubscribed") == 1 and "      note: oversubscribed" in text  # one row's own note stays
     alone = report.table(report.compare([row("single", 1, 100, flags=(busy,))]))
     assert f"      note: {busy}" in alone  # a single row keeps its note under it
+
+
+def test_lab_03s_launched_baseline_beside_lab_01s_reads_as_one_note_in_lab_10(isolated_results, monkeypatch):
+    """The quiet run's 3,995 (lab 01, kernel) and 6,259 (lab 03, launched) samples/s of one step: lab 10's table of
+    the two labs shows lab 03's recorded note under its condition, no `[!]`, and not a second note of its own on the
+    same two figures (one comparison, said once) (issue 51)."""
+    from lab_utils.launch import launched_not_kernel
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    step = dict(framework="torch", strategy="single-process", variant="1 process x 1 thread", world_size=1,
+                device="cpu", batch_size=256, threads=1, workload=workloads.STEP_3CONV.name, repeats=8)
+    measure.record(measure.Result(lab="01", samples_per_s=3995.0, wall_s=0.064, spread=0.05, **step))
+    measure.record(measure.Result(lab="03", samples_per_s=6259.0, wall_s=0.041, spread=0.06,
+                                  flags=[detectors.condition(launched_not_kernel())], **step))
+    text = report.table(report.two_labs(report.across_labs(report.latest(report.load(isolated_results)))))
+    assert "[!]" not in text and "under different conditions" in text, text
+    assert text.count("1.57x apart") == 1, text

@@ -645,3 +645,17 @@ def test_a_refused_comparison_of_two_n_rank_setups_names_its_own_comparison_and_
     assert "speedup over one" not in str(v) and str(v).count(expected) == 1, str(v)
     n_vs_one = measure.decide([1.4] * 6, claim="2 ranks vs 1", expected="2 ranks faster", workers=2)
     assert "no speedup over one can be read" in n_vs_one.reason  # N against one keeps its wording
+
+
+def test_a_seeded_accuracy_verdict_names_no_load_but_an_untimed_one_that_load_can_move_does(monkeypatch):
+    """Lab 03's linear-scaling verdict compares seeded runs' accuracies, the same on a busy machine: no load note
+    (learner s8f, lab 03 finding 5); lab 08's asynchronous accuracies depend on timing, so theirs keeps it."""
+    under(monkeypatch, BUSY)
+    seeded = measure.verdict([0.85, 0.86, 0.84, 0.85, 0.86], [0.80, 0.81, 0.79, 0.80, 0.82], claim="lr x 2 vs lr",
+                             expected="lr x 2 more accurate", higher_is_better=True, timed=False, seeded=True)
+    assert seeded.verdict == measure.HOLDS and "other programs used" not in seeded.notes, seeded.notes
+    timing_moved = measure.verdict([0.85, 0.86, 0.84, 0.85, 0.86], [0.80, 0.81, 0.79, 0.80, 0.82], claim="async",
+                                   expected="async more accurate", higher_is_better=True, timed=False)
+    assert "other programs used 1.7" in timing_moved.notes
+    timed = measure.verdict([1.0] * 5, [1.3] * 5, claim="t", expected="A faster", seeded=True, workers=2)
+    assert "other programs used 1.7" in timed.notes  # seeded says nothing about a timed figure

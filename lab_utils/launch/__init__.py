@@ -5,7 +5,7 @@ environment (a rank's variables, ports, cores), sending (workers by value), erro
 for workers that keep in step: run_together, in_turns)."""
 from __future__ import annotations
 
-from .environment import LOOPBACK, OWN_SESSION, core_sets, free_port, rank_environment
+from .environment import LOOPBACK, OWN_SESSION, core_sets, free_port, launched_not_kernel, rank_environment
 from .errors import RankError, describe_exit, sanitized, short_error
 from .group import RankContext, destroy_process_group, hold_process_groups, init_process_group, process_group
 from .jobs import launch, launch_jobs
@@ -15,5 +15,5 @@ from .stderr import CapturedStderr, captured_stderr
 
 __all__ = ["LOOPBACK", "OWN_SESSION", "CapturedStderr", "RankContext", "RankError", "captured_stderr", "core_sets",
            "describe_exit", "destroy_process_group", "fork_server_pid", "free_port", "hold_process_groups",
-           "init_process_group", "launch", "launch_jobs", "own_helpers", "process_group", "rank_environment",
+           "init_process_group", "launch", "launch_jobs", "launched_not_kernel", "own_helpers", "process_group", "rank_environment",
            "sanitized", "short_error", "start_method", "table_note"]

@@ -30,6 +30,13 @@ def rank_environment(rank: int, world_size: int, port: int, threads: int | None,
     return env
 
 
+def launched_not_kernel() -> str:
+    """How a figure timed in a launched rank was measured, beside the same figure timed in a notebook's kernel: words
+    for detectors.condition, so the results table compares the two by its condition rule (the same step code costs a
+    launched process and a Jupyter kernel different CPU time per step, by an amount theory does not fix)."""
+    return "timed in a launched process of its own, not in a notebook's kernel"
+
+
 def core_sets(world_size: int, threads: int) -> list[set[int]] | None:
     """Disjoint CPU cores for each rank (`threads` each), or None when they do not fit or the OS cannot pin."""
     if not hasattr(os, "sched_setaffinity"):

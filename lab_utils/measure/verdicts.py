@@ -183,12 +183,14 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
            extra_work: bool = False, upper: bool = False, max_restated: float = MAX_RESTATED,
            load: "conditions.Load | None" = None, between: str | None = None, against_one: bool = True,
-           what: str = "ranks") -> Verdict:
+           what: str = "ranks", seeded: bool = False) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
     `workers` (> 1): the claim is that N ranks or threads beat one; `timed`: the ratios are speeds or times, which a
     busy machine or a CPU quota can make unreadable (CANNOT_SEE, with its reason; accuracies are not timed);
+    `seeded` (with timed=False): the figures come from seeded runs that give the same numbers on a busy machine (a
+    synchronous run's accuracy), so no note names the load they were measured under;
     `same_work`: A and B run the same work the same way, started differently (a launcher, a scheduler), so a
     no-worse-than claim that A wins by far cannot be read either (detectors.same_work_faster);
     `extra_work`: A does B's work and more (a record, a check), so A faster is noise (detectors.extra_work_faster);
@@ -211,7 +213,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         mirror = decide([1 / r for r in ratios], claim=claim, expected=expected, lab=lab, min_effect=min_effect,
                         confidence=confidence, unit=unit, no_worse_than=no_worse_than, workers=workers, timed=timed,
                         workload=workload, max_restated=math.inf, load=load, between=between,
-                        against_one=against_one, what=what)
+                        against_one=against_one, what=what, seeded=seeded)
         return _from_the_other_side(mirror)
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
@@ -272,7 +274,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
                            "and though the whole range lies above 1, these conditions make that no result") for n in notes]
         notes = [n for n in notes if not n.startswith("restated:")]  # no claim was tested: none restated either
         verdict, notes = CANNOT_SEE, [f"{CANNOT_SEE}: {reason}"] + notes
-    notes += condition_notes(load)
+    notes += [] if seeded and not timed else condition_notes(load)  # a seeded figure is the same on a busy machine
     return dataclasses.replace(decided, verdict=verdict, notes="; ".join(notes), reason=reason or "")
 
 
@@ -411,12 +413,12 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
             same_work: bool = False, workload=None, extra_work: bool = False, upper: bool = False,
             load: "conditions.Load | None" = None, between: str | None = None, against_one: bool = True,
-            what: str = "ranks") -> Verdict:
+            what: str = "ranks", seeded: bool = False) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
                   timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper, load=load,
-                  between=between, against_one=against_one, what=what)
+                  between=between, against_one=against_one, what=what, seeded=seeded)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:

@@ -120,6 +120,8 @@ class Compared:
                if not (WAITED_NOTE in n and any(WAITED_NOTE in c for c in computed))]  # the one on this row's figure
         own = [n if n in computed else self._labs_figure(n) for n in own]  # a figure the table shares: unlabelled
         computed = [f for f in computed if f not in own]  # the lab's figure and the table's are one: said once
+        recorded = {m.group(1) for n in own if (m := TWICE_APART.search(n))}  # its lab compared the two already
+        computed = [f for f in computed if not ((m := TWICE_APART.search(f)) and m.group(1) in recorded)]
         if any(COMPARISONS in n for n in own):  # the lab's figure is the comparison's: this table's is labelled
             computed = [f"this table's ratio of two medians, not {COMPARISONS}: {f}" for f in computed]
         return own + computed
@@ -151,7 +153,10 @@ class Compared:
                                              self.row.samples_per_s / self.hardware_ratio, self.row.spread,
                                              what="the rate per unit of hardware", unit=self.row.rate,
                                              first_name=f"lab {self.baseline.lab}'s one-thread row",
-                                             second_name=f"lab {self.row.lab}'s {self.row.strategy} row")]
+                                             second_name=f"lab {self.row.lab}'s {self.row.strategy} row",
+                                             condition=" / ".join(  # what its lab says moved one of the two
+                                                 f"lab {r.lab}: {c}" for r in (self.baseline, self.row)
+                                                 for c in detectors.conditions_of(r.flags)))]
         machine = self.row.machine
         cores = machine.cpu_count if machine else None
         oversubscribed = bool(machine and cores and not machine.gpu_names and self.row.resources > cores)
@@ -161,6 +166,7 @@ class Compared:
 
 
 RATIO = re.compile(r"\d+\.\d\dx")
+TWICE_APART = re.compile(r"was measured twice .*?, (\d+\.\d\dx apart)")  # detectors.measured_twice's words
 COMPARISONS = "the comparison's figure"
 VERDICT_NOTE = "verdict on this pair: "  # a lab's note naming its verdict on a row against its baseline (lab 09)
 WAITED_NOTE = "threads ran the same work at "  # detectors.more_threads_slower's words

@@ -40,9 +40,29 @@ def reduce_first_replica_only(model, replicas):
         p.grad += q.grad
 
 
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_into_the_parameters(model, replicas):
+    for replica in replicas:
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p += q.grad  # into the weight, not into p.grad
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_and_step(model, replicas):
+    for replica in replicas:
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p.grad += q.grad
+    for p in model.parameters():
+        p -= 0.1 * p.grad  # an optimizer step inside the reduction
+
+
 @pytest.mark.parametrize("wrong, named_as", [(reduce_overwrites, "each replica overwrote it"),
-                                             (reduce_first_replica_only, "only the first replica was added")],
-                         ids=["overwrite", "first-only"])
+                                             (reduce_first_replica_only, "only the first replica was added"),
+                                             (reduce_into_the_parameters, "into the model's parameters (p += q.grad)"),
+                                             (reduce_and_step, "the model's weights changed")],
+                         ids=["overwrite", "first-only", "into-parameters", "stepped"])
 def test_reduce_gradients_mistakes_are_named(wrong, named_as):
     result = check(wrong)
     assert not result.passed and named_as in result.message, result.message

@@ -241,10 +241,17 @@ def _flat_grads(model):
     return tensors.flat_grads(model).tolist()
 
 
+def _flat_weights(model):
+    from ... import tensors
+
+    return tensors.flat_weights(model).tolist()
+
+
 def _reduce_run(reduce_gradients, case):
+    """The model's gradients after reduce_gradients, and its weights (which summing gradients must leave alone)."""
     model, replicas = _reduce_problem(case)
     reduce_gradients(model, replicas)
-    return _flat_grads(model)
+    return {"gradients": _flat_grads(model), "weights": _flat_weights(model)}
 
 
 def _reduce_expected(case):
@@ -259,6 +266,15 @@ def _reduce_judge(got, expected, case):
     model, replicas = _reduce_problem(case)
     own, others = _flat_grads(model), [_flat_grads(r) for r in replicas]
     n = len(replicas) + 1
+    weights = _flat_weights(model)
+    if not close(got["weights"], weights, 1e-5):  # summing gradients never moves a weight
+        into_weights = [w + sum(v) for w, *v in zip(weights, *others)]
+        if close(got["weights"], into_weights, 1e-5):
+            return 0.0, ("you added the replicas' gradients into the model's parameters (p += q.grad), not into their "
+                         "gradients: add into p.grad (p.grad += q.grad); the optimizer's step moves the weights later")
+        return 0.0, ("the model's weights changed: reduce_gradients only adds gradients into each p.grad, the "
+                     "optimizer's step moves the weights later")
+    got = got["gradients"]
     guesses = {"the model's gradients did not change: add each replica's p.grad into the model's p.grad": own,
                "you averaged: DataParallel sums (the loss was one mean over the whole gathered batch, so each "
                "replica's gradient is already its share)": [sum(v) / n for v in zip(own, *others)],

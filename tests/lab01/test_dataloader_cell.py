@@ -1,0 +1,48 @@
+"""Lab 01's DataLoader cell: where a busy machine or a CPU quota rules its ratios out, each row shows n/m and the one
+refusal line carries the measured ratios (learner s8c, lab 01 finding 4: ratios printed first, unflagged)."""
+import copy
+import io
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import nbformat
+import torch
+
+from lab_utils import data, measure, train
+
+NOTEBOOK = Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb"
+
+
+class FakeTiming:
+    def __init__(self, median):
+        self.median, self.spread = median, 0.1
+
+
+def run_loader_cell(monkeypatch, unreadable):
+    """The cell's printed lines, its timings faked (workers 0.28x and 0.57x the speed of num_workers=0)."""
+    source = next(c.source for c in nbformat.read(NOTEBOOK, 4).cells
+                  if c.cell_type == "code" and "loader_times = measure.time_interleaved(" in c.source)
+    times = {"num_workers=0": 0.1, "num_workers=2": 0.1 / 0.28, "num_workers=2, persistent": 0.1 / 0.57}
+    monkeypatch.setattr(measure, "time_interleaved", lambda fns, **_: {n: FakeTiming(times[n]) for n in fns})
+    monkeypatch.setattr(measure, "unreadable", lambda **_: unreadable)
+    hw = type("HW", (), {"cpu_count": 2})()
+    names = dict(copy=copy, torch=torch, data=data, train=train, measure=measure, hw=hw, device="cpu", seed=0, lr=0.1,
+                 batch_size=4, train_set=torch.utils.data.TensorDataset(torch.zeros(8, 2)), model=torch.nn.Linear(2, 2))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(compile(source, "lab 01 DataLoader cell", "exec"), names)
+    return out.getvalue().splitlines()
+
+
+def test_refused_loader_ratios_print_n_m_and_the_refusal_carries_them(monkeypatch):
+    lines = run_loader_cell(monkeypatch, "other programs used 1.1 of 2 cores while this measured")
+    rows = [line for line in lines if "ms per epoch" in line]
+    assert "1.00x the speed" in rows[0] and all("n/m the speed" in row for row in rows[1:]), rows
+    refusal = [line for line in lines if line.startswith("n/m: not measurable here")]
+    assert len(refusal) == 1 and "num_workers=2 0.28x" in refusal[0] and "0.57x" in refusal[0], lines
+
+
+def test_readable_loader_ratios_print_as_figures(monkeypatch):
+    lines = run_loader_cell(monkeypatch, None)
+    assert any("0.28x the speed of num_workers=0" in line for line in lines)
+    assert not any("n/m" in line for line in lines)
