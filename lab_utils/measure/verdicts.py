@@ -177,8 +177,7 @@ class Verdict:
             return f"tested as 'ahead by no more than {ahead:.0%}'"
         cost = 1 / self.holds_from - 1 if self.holds_from else 0.0
         if cost < 0.005:  # MAX_RESTATED exceeded: no cost claim is tested, a win is the only outcome that decides
-            return (f"too noisy to test a cost up to {MAX_RESTATED:.0%}, the most the course restates a claim to: "
-                    "only a win could decide")
+            return f"too noisy to test a cost up to {MAX_RESTATED:.0%}: only a win could decide"  # the note says why
         return f"tested as 'no worse by more than {cost:.0%}'"
 
     def _restated(self) -> str:
@@ -267,7 +266,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = HOLDS
         elif tolerance > max_restated:  # a claim this weak says nothing: the pairs cannot decide
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: a cost would have to exceed {tolerance:.0%} "
-                           f"({RESOLVE:g}x that scatter) to stand out, so only a win could decide")]
+                           f"({RESOLVE:g}x that scatter) to stand out, past the {max_restated:.0%} the course restates "
+                           "a claim to, so only a win could decide")]
         elif low > floor:
             verdict = HOLDS
         elif high < 1 and middle <= floor:
