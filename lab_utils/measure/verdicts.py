@@ -415,9 +415,8 @@ def unsteady_load(ratio: float | None, workers: int | None, load: "conditions.Lo
     bound = min(workers, free) / min(1.0, free)
     if ratio <= bound * (1 + MIN_EFFECT):
         return ""
-    return (f"; the rates measured give {workers} {what} more than the {free:.1f} free core(s) allow: the other "
-            "programs' share is a mean over the whole measuring window and was not steady, so neither the rates nor "
-            "that share describe these runs alone")
+    return (f"; the rates measured give {workers} {what} more than the {free:.1f} free core(s) allow: the others' "
+            "share (a mean over the window) was not steady")
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:
