@@ -93,16 +93,23 @@ def chunk_boundaries(numel: int, world_size: int) -> list[int]:
     return list(np.cumsum(sizes)[:-1])
 
 
+TRACE_FONTSIZE = 10  # the ring trace's digits: one panel per row, so they print at a readable size (learner s9a)
+
+
 def draw_ring_trace(traces, titles):
-    """traces[rank] = the rank's tensor after each ring step: one panel per step, chunks separated by black lines."""
+    """traces[rank] = the rank's tensor after each ring step: one panel per step, stacked top to bottom so that each
+    keeps the figure's width and its digits their size; chunks separated by black lines."""
     import matplotlib.pyplot as plt
 
     world_size, steps = len(traces), len(traces[0])
     numel = len(np.ravel(traces[0][0]))
-    fig, axes = plt.subplots(1, steps, figsize=(0.45 * numel * steps, 0.7 + 0.45 * world_size), squeeze=False)
+    fig, axes = plt.subplots(steps, 1, figsize=(1.2 + 0.6 * numel, 0.6 + steps * (0.45 + 0.4 * world_size)),
+                             squeeze=False)
     for s in range(steps):
-        _draw_tensors(axes[0][s], [traces[r][s] for r in range(world_size)], world_size, titles[s],
-                      chunk_boundaries(numel, world_size), fontsize=6)
+        _draw_tensors(axes[s][0], [traces[r][s] for r in range(world_size)], world_size, titles[s],
+                      chunk_boundaries(numel, world_size), fontsize=TRACE_FONTSIZE)
+    fig.suptitle("cell colour: the ranks whose values it sums\n(mixed: a partial sum; green: every rank's sum)",
+                 fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -506,7 +506,11 @@ def launch_timeout(reference_s: float = 120.0) -> float:
 def launch_limit(timeout_s: float | None, reference_s: float = 120.0) -> float:
     """A lab's `timeout_s` parameter, or when None launch_timeout(reference_s) (sized from how fast this machine
     computes now: a slow or busy machine gets longer); prints the limit every launch of the lab runs under."""
-    if timeout_s is None:
-        timeout_s = launch_timeout(reference_s)
+    if timeout_s is None:  # the reason printed with it: two labs run minutes apart may measure different speeds
+        factor = slowness()
+        timeout_s = round(reference_s * factor)
+        print(f"every launch may run up to {timeout_s:g} s ({reference_s:g} s on the course's machine x {factor:.2f}: "
+              "this machine measured that much slower just now, and a busy moment measures slower)")
+        return timeout_s
     print(f"every launch may run up to {timeout_s:g} s")
     return timeout_s

@@ -37,7 +37,12 @@ def test_drawings_are_made_from_the_tensors():
     fig = collectives.draw_collectives({"all-reduce": {"before": before, "after": after}})
     assert len(fig.axes) == 2
     traces = [[np.arange(1.0, 8.0) * 10 ** r] * 3 for r in range(3)]
-    assert len(collectives.draw_ring_trace(traces, ["a", "b", "c"]).axes) == 3
+    trace = collectives.draw_ring_trace(traces, ["a", "b", "c"])
+    assert len(trace.axes) == 3
+    # learner s9a: five panels side by side printed the digits at about 5 pt; stacked, they keep a readable size
+    digits = [t for ax in trace.axes for t in ax.texts]
+    assert len(digits) == 3 * 3 * 7 and min(t.get_fontsize() for t in digits) >= 9
+    assert trace.get_size_inches()[0] <= 8 and "partial sum" in trace._suptitle.get_text()
     assert collectives.chunk_boundaries(7, 3) == [3, 5]
 
 

@@ -99,7 +99,10 @@ def test_a_labs_set_up_prints_its_plan_and_the_launch_limit(monkeypatch, capsys)
     assert capsys.readouterr().out == hardware.plan(2, hw).describe() + "\n"
     assert hardware.launch_limit(45) == 45 and capsys.readouterr().out == "every launch may run up to 45 s\n"
     monkeypatch.setattr(hardware, "slowness", lambda: 1.5)
-    assert hardware.launch_limit(None, 180) == 270 and capsys.readouterr().out == "every launch may run up to 270 s\n"
+    # learner s9a: 268 s in lab 06 and 155 s in lab 07 minutes apart, with nothing saying why: the factor is printed
+    assert hardware.launch_limit(None, 180) == 270 and capsys.readouterr().out == (
+        "every launch may run up to 270 s (180 s on the course's machine x 1.50: this machine measured that much "
+        "slower just now, and a busy moment measures slower)\n")
 
 
 # ---- the CPU this process really has (cpu_budget) on fake /proc and /sys trees ------------------------------------

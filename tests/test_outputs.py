@@ -122,9 +122,22 @@ def test_nbval_reads_a_tag_not_a_comment_line(path):
 
 VERDICT_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?)(?:, (?:tested as|too noisy to test) .*?)?: (?P<ratio>\d+\.\d\d)x \(.*? over (?P<pairs>\d+) "
                           r"paired repeats\)")  # a bounded claim names the claim tested after its own
-# a verdict the conditions rule out still prints the pairs' figure: "verdict, CLAIM (EXPECTED): cannot be seen here: ..."
-UNSEEN_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?): cannot be seen here: .*?these pairs gave (?P<ratio>\d+\.\d\d)x, "
-                         r"range \S+ over (?P<pairs>\d+):")
+# a verdict the conditions rule out prints two lines: "verdict, CLAIM[ (EXPECTED)]: cannot be seen here: CAUSE", then
+# the pairs' figure labelled as the conditions': "  the load's figure, not a result: 2.23x (range 0.41-2.26 over 5 pairs; ..."
+UNSEEN_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?): cannot be seen here: \S.*$")
+UNSEEN_FIGURE = re.compile(r"^  (?:the load's|these conditions') figure, not a result: (?P<ratio>\d+\.\d\d)x \(range "
+                           r"\d+\.\d+-\d+\.\d+ over (?P<pairs>\d+) pairs; (?:above|below) 1 ")
+
+
+def verdict_at(lines: list[str], i: int):
+    """The verdict printed at lines[i] as {claim, ratio, pairs}, None if none starts there; a refused verdict's figure
+    is on its second line, and a refused verdict without that line is an error (the format changed: update this)."""
+    v = VERDICT_LINE.match(lines[i])
+    if v or not UNSEEN_LINE.match(lines[i]):
+        return v
+    figure = UNSEEN_FIGURE.match(lines[i + 1]) if i + 1 < len(lines) else None
+    assert figure, f"a refused verdict without its figure line: {lines[i:i + 2]}"
+    return {"claim": UNSEEN_LINE.match(lines[i])["claim"], "ratio": figure["ratio"], "pairs": figure["pairs"]}
 FIGURE = r"(\d+\.\d\d)x"
 # claim of a verdict -> (how to find the table row of the same pair, in the same cell's output, and whether the row
 # states the pair the other way round: B's advantage over A)
@@ -168,8 +181,8 @@ def figure_conflicts(path, lab: str) -> tuple[list[str], int]:
     conflicts, compared = [], 0
     for index, output in outputs(path):
         lines = text_of(output).splitlines()
-        for line in lines:
-            v = VERDICT_LINE.match(line) or UNSEEN_LINE.match(line)
+        for i in range(len(lines)):
+            v = verdict_at(lines, i)
             said = split_workload(v["claim"])[0] if v else ""
             for claim, row_of, inverse in SAME_PAIR.get(lab, []) if v else []:
                 # an unseen verdict's claim is followed by " (expected)": try the claim before each " ("
@@ -191,8 +204,8 @@ def test_a_tables_figure_for_a_verdicts_pair_is_the_verdicts():
     verdict = ("verdict, one device vs DataParallel, 2 devices, batch 8: 2.23x (above 1 means one device faster; "
                "range 1.28-2.43 over 5 paired repeats) -> holds")
     unseen = ("verdict, one device vs DataParallel, 2 devices, batch 8 (one device faster (a small batch's compute)): "
-              "cannot be seen here: other programs used 1.6 of 2 cores (these pairs gave 2.23x, range 0.41-2.26 over 5: "
-              "the conditions', not the claim's)")
+              "cannot be seen here: other programs used 1.6 of 2 cores while it was measured\n  the load's figure, not a "
+              "result: 2.23x (range 0.41-2.26 over 5 pairs; above 1 means one device faster). Rerun with nothing else running")
     for figure, conflicts in (("0.45", 0), ("0.46", 1)):  # 1 / 2.23 = 0.448; 0.46 is a ratio of medians
         for line in (verdict, unseen):
             cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout",
@@ -343,8 +356,8 @@ def verdict_calls_without_workload(source: str) -> list[int]:
 
 def test_the_verdict_checks_catch_a_line_and_a_call_that_name_no_workload():
     line = ("verdict, 1F1B vs GPipe, M=8{}: 1.09x (above 1 favours 1F1B; range 1.07-1.14 over 30 paired repeats) -> holds\n"
-            "verdict, c{} (e): cannot be seen here: busy (these pairs gave 2.00x, range 0.41-2.26 over 5: the "
-            "conditions', not the claim's)\n  lab 04 c{}: 1.09x (range 1.07-1.14, 30 pairs) -> holds\n")
+            "verdict, c{} (e): cannot be seen here: busy\n  the load's figure, not a result: 2.00x (range 0.41-2.26 over "
+            "5 pairs; above 1 means e)\n  lab 04 c{}: 1.09x (range 1.07-1.14, 30 pairs) -> holds\n")
     import tempfile
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "nb.ipynb"

@@ -305,10 +305,52 @@ def test_a_verdict_that_cannot_be_seen_still_says_which_way_its_ratio_points(mon
     under(monkeypatch, BUSY)
     cost = measure.decide([1.3, 0.6, 1.21, 0.9, 1.5, 0.44, 1.72], claim="record on vs off", expected="the record "
                           "costs under 2 %", no_worse_than=0.02, lab="12")
-    assert cost.verdict == measure.CANNOT_SEE and "these pairs gave 1.21x" in str(cost)
+    assert cost.verdict == measure.CANNOT_SEE and "the load's figure, not a result: 1.21x" in str(cost)
     assert "above 1 favours record on)" in str(cost)
     slower = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP faster", lab="02")
     assert slower.verdict == measure.CANNOT_SEE and "above 1 means DDP faster)" in str(slower)
+
+
+def test_a_busy_machine_verdict_is_two_short_lines_that_name_the_load_once(monkeypatch):
+    """Issue 51 (learner s9a, labs 06-07): a refused verdict printed ~560-760 characters on one line, the load twice, and
+    'the conditions', not the claim's' and 'cannot tell a cost below 221%' that no learner could parse. Now: the claim
+    and outcome with the load first, then the pairs' figure labelled as the load's, and nothing about a claim tested."""
+    busy = conditions.Load(60.0, 2, own=0.4, others=1.5, steal=0.0)
+    cases = {"mixed": ([0.85, 0.62, 1.09, 0.9, 0.8], {}),
+             "noisy cost": ([3.24, 0.92, 5.67, 3.0, 4.0, 2.0, 1.5], {"no_worse_than": 0.10}),
+             "one way": ([5.39, 1.51, 26.37, 4.0, 7.0], {})}
+    for name, (pairs, extra) in cases.items():
+        v = measure.decide(pairs, claim="bfloat16 autocast vs float32, course CNN train step", load=busy,
+                           expected="bfloat16 faster (half the bytes)", workload=workloads.PRECISION, **extra)
+        lines = str(v).splitlines()
+        assert v.verdict == measure.CANNOT_SEE and len(lines) == 2, (name, lines)
+        assert all(len(line) <= 220 for line in lines), (name, [len(line) for line in lines])
+        assert lines[0].endswith(": cannot be seen here: other programs used 1.5 of 2 cores while it was measured")
+        assert str(v).count("1.5 of 2 cores") == 1 and "steal" not in str(v), name  # the load, once
+        assert lines[1].startswith(f"  the load's figure, not a result: {v.ratio:.2f}x (range "), lines[1]
+        for unreadable_words in ("conditions', not the claim's", "cannot tell a cost", "a cost would have to",
+                                 "only a win", "restated", "theirs as much"):
+            assert unreadable_words not in str(v), (name, unreadable_words)
+        # a whole range on one side is refused too, and the line says why (learner s9a, lab 07 finding 2)
+        assert ("all one way: the load can slow one side more" in lines[1]) == (name == "one way"), lines[1]
+    assert "1.5 of 2 cores" in v.notes and measure.verdicts.RULE in v.outcome()  # recorded and summarised in full
+
+
+def test_a_noisy_verdicts_note_is_its_second_line_in_plain_words():
+    """Issue 51: 'this machine cannot tell a cost below 221% here (a cost must exceed 3x the pairs' scatter to stand
+    out from it)' and the restated note made quiet-machine verdict lines 540-700 characters long."""
+    noisy = measure.decide([1.13, 0.95, 1.48, 1.04, 1.30, 0.99, 1.20], claim="c", expected="A no slower",
+                           no_worse_than=0.10, timed=False)
+    restated = measure.decide([1.07, 1.02, 1.18, 1.1, 1.05, 1.03, 1.09, 1.12], claim="c", expected="A no slower",
+                              no_worse_than=0.10, timed=False)
+    for v in (noisy, restated):
+        first, note = str(v).splitlines()
+        assert "paired repeats) -> " in first and "(note:" not in first and note.startswith("  note: "), str(v)
+        assert len(note) <= 220 and f"{measure.RESOLVE:g}x that scatter" in note, note
+    assert "a cost would have to exceed" in noisy.notes and "only a win could decide" in str(noisy)
+    from lab_utils.instructor.course import stability
+    assert stability.restated_as({"notes": noisy.notes}) == stability.WIN_ONLY  # the instructor's table reads it
+    assert "the claim tested is 'no worse by more than" in restated.notes and "a noisier run tests a weaker" in restated.notes
 
 
 def test_a_refused_comparison_of_two_n_worker_sides_says_so_and_restates_no_claim(monkeypatch):

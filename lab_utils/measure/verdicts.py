@@ -83,6 +83,23 @@ def shown(value: float, edges) -> str:
     return f"{value:.4f}"
 
 
+BUSY_NOTE = "measured while other programs used"  # conditions.Load.note(): the load, said once on a refused line
+RERUN = "rerun with nothing else running"  # the advice a busy-machine refusal ends with, before the rule
+
+
+def _split_reason(reason: str) -> tuple[str, str]:
+    """(the cause a refused verdict's first line names, '. Rerun ...' for its second line where the cause is others'
+    CPU, else ''); the rule's README section is named by the reason itself (outcome(), as_result), not by the line."""
+    cause = reason[:-len(f" ({RULE})")] if reason.endswith(f" ({RULE})") else reason
+    cause, _, _ = cause.partition(f": {RERUN}")
+    return cause, (f". {RERUN[0].upper()}{RERUN[1:]}" if "other programs used" in reason else "")
+
+
+def _scatter_note(note: str) -> bool:
+    """A note about the pairs' scatter and the claim it lets them test: no claim is tested on a refused verdict."""
+    return note.startswith(("these pairs scatter by", "restated:"))
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A decided claim: median paired `ratio`, its ratio_range [low, high], `verdict` HOLDS, REVERSED, UNDECIDED or
@@ -115,24 +132,35 @@ class Verdict:
         return f"{'below' if self.upper else 'above'} 1 means {self.expected}"
 
     def __str__(self) -> str:
+        """At most two lines: the claim and its outcome first, then (indented) what qualifies it: its notes, or, where
+        the conditions ruled it out, the pairs' figure labelled as theirs (the load is said once, on the first line)."""
         side = "below" if self.upper else "above"
         direction = self.direction()
         meaning = (f"{direction}; it holds while the whole range lies {side} "
                    f"{shown(self.holds_from, (self.low, self.high))}" if self.holds_from is not None else direction)
-        notes = [n for n in self.notes.split("; ") if n and n != f"{CANNOT_SEE}: {self.reason}"]
+        own = f"{CANNOT_SEE}: {self.reason}"
+        notes = [n for n in self.notes.replace(own, "").split("; ") if n]  # the reason itself may hold "; "
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
-        if self.holds_from is not None and self.verdict != CANNOT_SEE:  # the claim tested leads; the prediction, if restated weaker, after it
+        flags = detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
+        if self.verdict == CANNOT_SEE:  # the outcome and its cause first; the ratio only as what they gave, no result
+            if self.holds_from is None and self.expected not in direction:
+                claim += f" ({self.expected})"  # the prediction, said once (a no-worse-than claim's direction names A)
+            cause, rerun = _split_reason(self.reason)
+            load_named = "other programs used" in self.reason
+            notes = [n for n in notes if not _scatter_note(n) and not (load_named and n.startswith(BUSY_NOTE))]
+            whose = "the load's figure" if load_named else "these conditions' figure"
+            one_side = ((", all one way: the load can slow one side more" if load_named else
+                         ", all one way") if self.low > 1 or self.high < 1 else "")
+            text = (f"verdict, {claim}: {CANNOT_SEE}: {cause}\n  {whose}, not a result: {self.ratio:.2f}{self.unit} "
+                    f"(range {self.range_text()} over {self.repeats} pairs; {direction}){one_side}{rerun}")
+            return flagged(text, flags + notes + detectors.extra_work_faster(self, MIN_EFFECT))
+        if self.holds_from is not None:  # the claim tested leads; the prediction, if restated weaker, after it
             claim += f", {self.tested()} (predicted: {self.expected}{self._restated()})"
-        if self.verdict == CANNOT_SEE:  # the reason first; the ratio only as what these conditions gave, no result
-            claim += "" if self.expected in direction else f" ({self.expected})"  # the prediction, said once
-            text = (f"verdict, {claim}: {CANNOT_SEE}: {self.reason} (these pairs gave "
-                    f"{self.ratio:.2f}{self.unit}, range {self.range_text()} over {self.repeats}: the "
-                    f"conditions', not the claim's; {direction})")
-        else:
-            text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range {self.range_text()} over "
-                    f"{self.repeats} paired repeats) -> {self.verdict}")
-        return flagged(text, detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
-                       + notes + detectors.extra_work_faster(self, MIN_EFFECT))
+        text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range {self.range_text()} over "
+                f"{self.repeats} paired repeats) -> {self.verdict}")
+        line = flagged(text, flags + detectors.extra_work_faster(self, MIN_EFFECT))  # [!] on the verdict's line
+        said = list(dict.fromkeys(detectors.notes(notes)))
+        return f"{line}\n  note: {'; '.join(said)}" if said else line
 
     def range_text(self) -> str:
         """'low-high', each end with the decimals that show which side of 1 (and of the claim's threshold) it lies."""
@@ -149,8 +177,7 @@ class Verdict:
             return f"tested as 'ahead by no more than {ahead:.0%}'"
         cost = 1 / self.holds_from - 1 if self.holds_from else 0.0
         if cost < 0.005:  # MAX_RESTATED exceeded: no cost claim is tested, a win is the only outcome that decides
-            return (f"too noisy to test a cost up to {MAX_RESTATED:.0%}, the most the course restates a claim to: "
-                    "only a win could decide")
+            return f"too noisy to test a cost up to {MAX_RESTATED:.0%}: only a win could decide"  # the note says why
         return f"tested as 'no worse by more than {cost:.0%}'"
 
     def _restated(self) -> str:
@@ -229,10 +256,10 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         if tolerance > no_worse_than:  # up to a whole percent, as it is printed: its floor then agrees with the text
             tolerance = math.ceil(round(tolerance * 100, 6)) / 100
         if tolerance > no_worse_than:
-            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, so this machine can tell a cost of "
-                         f"{tolerance:.0%} ({RESOLVE:g}x that scatter, rounded up to a whole percent) and more, not "
-                         f"{no_worse_than:.0%}: the claim tested is 'no worse by more than {tolerance:.0%}', weaker "
-                         f"than the {no_worse_than:.0%} predicted (a noisier run tests a weaker claim)")
+            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, and only a cost above "
+                         f"{RESOLVE:g}x that scatter ({tolerance:.0%}, rounded up) stands out from it: the claim tested "
+                         f"is 'no worse by more than {tolerance:.0%}', not {no_worse_than:.0%} (a noisier run tests a "
+                         "weaker claim)")
         floor = 1 / (1 + tolerance)
         holds_from = 1.0 if tolerance > max_restated else floor
         if tolerance > max_restated and low > 1:  # too noisy to test the tolerance, but A won outright
@@ -240,9 +267,9 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
                           f"but the whole range lies above 1: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS
         elif tolerance > max_restated:  # a claim this weak says nothing: the pairs cannot decide
-            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: this machine cannot tell a cost below "
-                           f"{tolerance:.0%} here (a cost must exceed {RESOLVE:g}x the pairs' scatter to stand out from "
-                           "it), so only a win could decide")]
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: a cost would have to exceed {tolerance:.0%} "
+                           f"({RESOLVE:g}x that scatter) to stand out, past the {max_restated:.0%} the course restates "
+                           "a claim to, so only a win could decide")]
         elif low > floor:
             verdict = HOLDS
         elif high < 1 and middle <= floor:
@@ -280,9 +307,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
 
 def _from_the_other_side(mirror: Verdict) -> Verdict:
     """A verdict decided on inverted ratios (B's advantage), printed from A's side as an upper-bound claim."""
-    notes = (mirror.notes.replace("a cost of", "a lead of").replace("test a cost of", "test a lead of")
-             .replace("a cost must exceed", "a lead must exceed").replace("'no worse by more than", "'ahead by no more than")
-             .replace("cannot tell a cost below", "cannot tell a lead below")
+    notes = (mirror.notes.replace("test a cost of", "test a lead of").replace("only a cost above", "only a lead above")
+             .replace("a cost would have to", "a lead would have to").replace("'no worse by more than", "'ahead by no more than")
              .replace("lies above 1: no cost at all", "lies below 1: not ahead at all")
              .replace("lies above 1, these", "lies below 1, these"))
     return dataclasses.replace(mirror, ratio=1 / mirror.ratio, low=1 / mirror.high, high=1 / mirror.low, notes=notes,
@@ -318,8 +344,8 @@ def unreadable(workers: int | None = None, load: "conditions.Load | None" = None
                     f"{unsteady_load(ratio, workers, load, what)}, so {unread} can be read from this run "
                     f"({RULE})")
     if load is not None and load.others + load.steal > UNREADABLE_SHARE * load.cores:
-        return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it was measured, so "
-                f"its times are theirs as much as this comparison's: rerun with nothing else running ({RULE})")
+        return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it was measured: "
+                f"{RERUN} ({RULE})")
     return None
 
 
@@ -391,9 +417,8 @@ def unsteady_load(ratio: float | None, workers: int | None, load: "conditions.Lo
     bound = min(workers, free) / min(1.0, free)
     if ratio <= bound * (1 + MIN_EFFECT):
         return ""
-    return (f"; the rates measured give {workers} {what} more than the {free:.1f} free core(s) allow: the other "
-            "programs' share is a mean over the whole measuring window and was not steady, so neither the rates nor "
-            "that share describe these runs alone")
+    return (f"; the rates measured give {workers} {what} more than the {free:.1f} free core(s) allow: the others' "
+            "share (a mean over the window) was not steady")
 
 
 def condition_notes(load: "conditions.Load | None") -> list[str]:

@@ -326,6 +326,23 @@ def test_row_parallel_forward_all_gather_is_named():
     assert judged(assert_wrong(row_parallel_forward, "all_gather", "SUM")) == 0.0
 
 
+def test_row_parallel_forward_with_an_async_all_reduce_never_waited_is_told_the_wait():
+    # learner s9a: 'only its own partial product', with no word on the missing .wait()
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        partial = x_shard @ weight_shard.T
+        dist.all_reduce(partial, async_op=True)
+        return partial + bias
+    assert judged(assert_wrong(row_parallel_forward, "async_op=True", ".wait()")) == 0.0
+
+
+def test_row_parallel_forward_with_an_async_all_reduce_waited_passes():
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        partial = x_shard @ weight_shard.T
+        dist.all_reduce(partial, async_op=True).wait()
+        return partial + bias
+    assert check(row_parallel_forward)
+
+
 @pytest.mark.parametrize("name", ["my_ring_step", "split_output_channels", "row_parallel_forward"])
 def test_lab06_exercises_are_registered(name):
     assert get(name).lab == "06"

@@ -63,6 +63,12 @@ def test_memory_per_rank_adam_with_one_state_fails():
     fails(formula(**{'"adam": 2': '"adam": 1'}), "two numbers per parameter")
 
 
+def test_memory_per_rank_adam_with_three_states_is_told_the_master_copy_is_mixed_precisions():
+    # learner s9a: Adam as 3 states (the mixed-precision table's master copy) got only 'check optimizer' and the
+    # sharding rule
+    fails(formula(**{'"adam": 2': '"adam": 3'}), "not three: the mixed-precision table's third is a float32 master copy")
+
+
 def test_memory_per_rank_momentum_without_state_fails():
     fails(formula(**{'"momentum": 1': '"momentum": 0'}), "one velocity")
 
@@ -276,6 +282,13 @@ def test_resume_order_contiguous_chunks_fail():
 def test_resume_order_with_a_wrong_stride_is_told_the_stride(stride):  # learner s6B: got the skip hint
     fails(edited(RESUME, "resume_order", {RESUME_LINE: f"return list(order[samples_read:][rank::{stride}])"}),
           "the stride is world_size")
+
+
+def test_resume_order_returning_positions_instead_of_samples_is_told_so():
+    # learner s9a: range(samples_read, len(order)) strided got 'skip the samples_read first samples' (which it did)
+    fails(edited(RESUME, "resume_order",
+                 {RESUME_LINE: "return list(range(samples_read, len(order))[rank::world_size])"}),
+          "those are positions in the order, not samples")
 
 
 def test_resume_order_is_registered_for_lab_07():

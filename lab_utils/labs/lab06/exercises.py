@@ -384,11 +384,44 @@ def row_exercise_worker(rank, world_size, row_parallel_forward, case):
     from .lesson import block
     from ...launch import process_group
 
-    with process_group(timeout_s=30) as ctx:
+    with process_group(timeout_s=30) as ctx, _waited_all_reduces(rank) as check_waited:
         x, weight, bias = (t.to(ctx.device) for t in _row_problem(case))
         mine = block(case["in_features"], rank, world_size)
         y = row_parallel_forward(x[:, mine].contiguous(), weight[:, mine].contiguous(), bias.clone())
+        check_waited()
         return y.detach().tolist()
+
+
+@contextlib.contextmanager
+def _waited_all_reduces(rank: int):
+    """dist.all_reduce recorded while the block runs; the yielded check raises, naming the missing .wait(), when an
+    all_reduce(..., async_op=True) was never waited for (it waits for it first, so that the group can close)."""
+    import torch.distributed as dist
+
+    original, requests = dist.all_reduce, []
+
+    def all_reduce(tensor, *args, **kwargs):
+        work = original(tensor, *args, **kwargs)
+        if work is None:  # a blocking call: done when it returns
+            return work
+        requests.append(_Request("all_reduce", work))
+        return requests[-1]
+
+    def check_waited():
+        unwaited = [request for request in requests if not request.waited]
+        for request in unwaited:
+            request.work.wait()
+        if unwaited:
+            raise ValueError(f"rank {rank} returned without waiting for its dist.all_reduce(..., async_op=True): it "
+                             "only starts the sum, so the tensor may still hold this rank's partial product. Keep the "
+                             "work it returns and call .wait() on it before using the tensor (or call it without "
+                             "async_op)")
+
+    dist.all_reduce = all_reduce
+    try:
+        yield check_waited
+    finally:
+        dist.all_reduce = original
 
 
 def _row_run(row_parallel_forward, case, world_size: int = 2):

@@ -62,6 +62,10 @@ def _formula_judge(got, expected, cases):
         if abs(g["optimizer"] - e["optimizer"]) >= 0.5:
             if optimizer == "adam" and abs(g["optimizer"] - 4 * optimizer_numbers) < 0.5:
                 return 0.0, f"{where}: Adam keeps two numbers per parameter (exp_avg and exp_avg_sq), not one"
+            if optimizer == "adam" and abs(g["optimizer"] - 12 * optimizer_numbers) < 0.5:
+                return 0.0, (f"{where}: Adam keeps two numbers per parameter (exp_avg and exp_avg_sq), not three: the "
+                             "mixed-precision table's third is a float32 master copy of the 16-bit weights, which a "
+                             "float32 run does not make (its parameters are the float32 weights)")
             if optimizer == "momentum" and abs(g["optimizer"]) < 0.5:
                 return 0.0, f"{where}: SGD with momentum keeps one velocity number per parameter"
             if optimizer == "sgd" and g["optimizer"] > 0:
@@ -376,6 +380,10 @@ def _resume_judge(got, expected, cases):
         if strides:
             return 0.0, (f"{where}: each rank took every {strides[0]}-th sample of the rest; with world_size={w} "
                          f"ranks the stride is world_size: rank r takes order[samples_read:][r::world_size]")
+        if all(isinstance(i, int) and 0 <= i < len(order) for part in g for i in part) \
+                and [[order[i] for i in part] for part in g] == e:
+            return 0.0, (f"{where}: those are positions in the order, not samples: return the samples at those "
+                         "positions, order[samples_read:][rank::world_size]")
         if all(part == order[done:] for part in g):
             return 0.0, f"{where}: every rank reads the whole rest; rank r takes every world_size-th sample of it"
         if twice == never == 0:

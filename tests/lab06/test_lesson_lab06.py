@@ -1,0 +1,29 @@
+"""Lab 06's measured section: what its code prints and draws under a refusal (learner s9a, lab 06 findings 2-4)."""
+import nbformat
+
+from lab_utils import detectors, measure, report
+
+
+def timing_cell() -> str:
+    cells = nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+    return next(c.source for c in cells if c.cell_type == "code" and "report.fit_allreduce" in c.source)
+
+
+def test_a_refused_fit_prints_no_alpha_and_is_not_drawn_and_the_header_names_each_refusal():
+    source = timing_cell()
+    assert "fit.describe(world_size) if fit_read[name]" in source  # no alpha or B printed beside its refusal
+    assert "if fit_read[name]:" in source and "refused, not drawn" in source  # nor a dashed line drawn
+    assert "not positive" in source and "detectors.FIT_MISS" in source  # both reasons a fit is refused
+    # the rule the cell relies on: a fit whose line misses its own points by more than FIT_MISS is not readable
+    sizes, seconds = [4096, 65536, 1 << 20, 1 << 24], [4e-3, 0.3e-3, 1e-3, 60e-3]
+    fit = report.fit_allreduce(sizes, seconds, 2)
+    flags = fit.contradictions(sizes, seconds, 2)
+    assert not fit.readable(flags) and any(f"{detectors.FIT_MISS:g}x" in str(f) for f in flags)
+
+
+def test_the_library_lead_column_is_read_under_the_verdicts_load_rule():
+    source = timing_cell()
+    assert "measure.table_ratio(" in source and "timing_load" in source and "measure.n_m_line(timing_load)" in source
+    assert "load=timing_load" in source  # the verdict at the largest size reads the same load
+    busy = __import__("lab_utils.conditions", fromlist=["Load"]).Load(60.0, 2, own=0.4, others=1.6, steal=0.0)
+    assert measure.table_ratio([3.2, 0.9, 5.7, 3.0, 2.0], busy) == measure.N_M
