@@ -319,6 +319,8 @@ def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypat
     assert figures["slurm_vs_local_steps"] == pytest.approx(figures["slurm_steps_per_s"] / figures["launch_steps_per_s"],
                                                             rel=0.01)
     assert 0 < figures["submit_to_first_step_s"] < 120
+    # the start-up splits in order: the task's process exists, then its worker starts, then its first step
+    assert 0 < figures["submit_to_process_s"] <= figures["submit_to_worker_s"] <= figures["submit_to_first_step_s"]
 
 
 # ---- lab 11's scripts activate the course's environment; the helpers its by-hand cells wait with --------------------
