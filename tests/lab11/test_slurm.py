@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -101,6 +102,16 @@ def test_no_slurm_here_gives_none(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo
     assert slurm.find_cluster() is None
     assert slurm.SKIPPED == "skipped: no Slurm here (make cluster needs root; on a cluster, run this lab there)"
+
+
+def test_the_local_cluster_prints_the_whole_export_line_for_a_terminal(monkeypatch):
+    here = slurm.Node("node1", "idle", 1, 6026, "(null)", "localhost", "127.0.0.1")
+    local = slurm.Cluster("/var/tmp/lab-cluster/slurm.conf", ("lab",), "lab", (here,))
+    lines = local.describe().splitlines()
+    assert "export SLURM_CONF=/var/tmp/lab-cluster/slurm.conf" in lines, lines  # a line to paste as it is
+    assert all(len(line) <= 150 for line in lines), lines
+    far = slurm.Cluster(None, ("lab",), "lab", (slurm.Node("n1", "idle", 1, 1, "", "n1.far", "10.0.0.1"),))
+    assert "SLURM_CONF" not in far.describe()  # a real cluster's login node needs no export
 
 
 def test_a_wrong_slurm_conf_is_named_instead_of_no_slurm_here(monkeypatch, tmp_path, capsys):
@@ -308,6 +319,8 @@ def test_bench_cluster_says_skipped_without_slurm_and_measures_with_it(monkeypat
     assert figures["slurm_vs_local_steps"] == pytest.approx(figures["slurm_steps_per_s"] / figures["launch_steps_per_s"],
                                                             rel=0.01)
     assert 0 < figures["submit_to_first_step_s"] < 120
+    # the start-up splits in order: the task's process exists, then its worker starts, then its first step
+    assert 0 < figures["submit_to_process_s"] <= figures["submit_to_worker_s"] <= figures["submit_to_first_step_s"]
 
 
 # ---- lab 11's scripts activate the course's environment; the helpers its by-hand cells wait with --------------------
@@ -366,3 +379,13 @@ def test_settled_waits_for_sacct_to_record_the_jobs_own_name(monkeypatch):
 def test_sacct_durations_read_as_seconds():
     assert slurm.seconds("00:03.004") == pytest.approx(3.004) and slurm.seconds("01:02:03") == 3723
     assert slurm.seconds("1-00:00:01") == 86401 and slurm.seconds("00:00:00") == 0
+
+
+def test_process_started_at_is_when_a_fresh_process_started():
+    before = time.time()
+    said = subprocess.run([sys.executable, "-c", "import time; from lab_utils.labs.lab11 import slurm; "
+                           "print(slurm.process_started_at(), time.time())"], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    started, printed_at = map(float, said.stdout.split())
+    assert before - 0.05 <= started <= printed_at, (before, started, printed_at)  # /proc counts in 0.01 s ticks
+    assert slurm.process_started_at() < before  # this test's own process started earlier

@@ -197,6 +197,16 @@ def train_all_wrapped_again(model, batches, optimizer):  # J7
 
 
 @named("train_all")
+def train_all_wrapped_module_again(model, batches, optimizer):  # J8: a second DDP over the inner module
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    again = DDP(model.module)
+    with Join([again], divide_by_initial_world_size=False):
+        for x, y in batches:
+            _step(again, optimizer, x, y)
+
+
+@named("train_all")
 def train_all_join_per_batch(model, batches, optimizer):  # J4: Join around each step, not the loop
     for x, y in batches:
         with Join([model], divide_by_initial_world_size=False):
@@ -215,7 +225,9 @@ def hangs_stopped_sooner(monkeypatch):
 @pytest.mark.slow
 def test_train_all_wrapping_again_and_hanging_are_named(hangs_stopped_sooner):
     result = exercises.check(train_all_wrapped_again)
-    assert not result and "wrapped the model in DDP again" in result.message, result.message
+    assert not result and "wrapped the model in DDP again (DDP(model))" in result.message, result.message
+    result = exercises.check(train_all_wrapped_module_again)  # its weights equal one process: only the wrapper tells
+    assert not result and "wrapped the model in DDP again (DDP(model.module))" in result.message, result.message
     result = exercises.check(train_all_hangs)  # J6: a hang is said to be one, not "raised"
     assert not result and "did not finish: it hung, nothing raised" in result.message, result.message
     assert "first difference" in result.message and " raised " not in result.message.split("Hint")[0], result.message

@@ -49,6 +49,8 @@ def cluster(*, repeats: int = 5, nodes: int = 2, steps: int = 60, seed: int = 0)
     return {"benchmark": "cluster", "nodes": nodes, "global_batch": 128, "steps": steps, "model": "cnn2d_3layer_fullconnected_3layer",
             "repeats": repeats, "one_host": found.one_host,
             "submit_to_first_step_s": round(speed["slurm"]["first_step_s"], 2),
+            "submit_to_process_s": round(speed["slurm"]["to_process_s"], 2),  # until the task's process existed
+            "submit_to_worker_s": round(speed["slurm"]["to_worker_s"], 2),
             "launch_to_first_step_s": round(speed["launch"]["first_step_s"], 2),
             "slurm_steps_per_s": round(speed["slurm"]["steps_per_s"], 2),
             "launch_steps_per_s": round(speed["launch"]["steps_per_s"], 2),

@@ -30,15 +30,16 @@ def uneven_worker(rank, world_size, train_all, case):
 
 
 def _wrapping_once(init):
-    """DDP's __init__ that refuses a model already wrapped in DDP (wrapped twice, gloo aborts with a size mismatch
-    that names nothing)."""
+    """DDP's __init__ that refuses any second wrapper inside train_all, DDP(model) or DDP(model.module) (wrapped twice,
+    gloo aborts with a size mismatch that names nothing, or a second reducer runs beside the caller's)."""
     def checked(self, module, *args, **kwargs):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        if isinstance(module, DDP):
-            raise TypeError("train_all wrapped the model in DDP again: the `model` it gets is already a "
-                            "DistributedDataParallel; train it as it is")
-        init(self, module, *args, **kwargs)
+        inner = "DDP(model)" if isinstance(module, DDP) else "DDP(model.module)"
+        raise TypeError(f"train_all wrapped the model in DDP again ({inner}): the `model` it gets is already a "
+                        "DistributedDataParallel. A second wrapper over the same parameters is a second reducer with "
+                        "gradient buckets of its own, and it drops what the caller set on the first (a communication "
+                        "hook, find_unused_parameters); train `model` as it is")
     return checked
 
 

@@ -105,6 +105,11 @@ def exchange_exercise_worker(rank, world_size, exchange_halo, cases):
     return out
 
 
+BLOCKING_SEND = ("rank {rank} used a blocking dist.send (to rank {peer}), a deadlock when every rank sends first: it "
+                 "waits until that rank receives (a safe order runs the exchanges one after another). Post irecv and "
+                 "isend, then .wait() on each")
+
+
 class _CheckedPointToPoint:
     """dist's send and receive calls, checked before gloo sees them: a peer that is no rank, a buffer whose rows are not
     the rows that neighbour sends (gloo would abort the process with a size mismatch that names neither); notes a
@@ -133,6 +138,8 @@ class _CheckedPointToPoint:
             peer = kwargs.get("src" if receives else "dst", args[0] if args else None)
             if isinstance(peer, int):
                 self._check(tensor, peer, receives)
+            if blocking and not receives:
+                raise ValueError(BLOCKING_SEND.format(rank=self.rank, peer=peer))
             self.blocking = self.blocking or blocking
             return call(tensor, *args, **kwargs)
         return checked

@@ -5,7 +5,7 @@ notebook, lab_utils.labs.lab11.lesson), one idea per module:
 - `jobs`: submitting a job and waiting for it (to end, for its results, for a state, for a node, for a file);
 - `files`: a job's log tail, the files named after a run's jobs, scripts printed without this machine's paths;
 - `sacct`: accounting: sacct's records, states and names once settled, elapsed and CPU time;
-- `task`: inside a task, its threads and cores, leaving at once;
+- `task`: inside a task, its threads and cores, when its process started, leaving at once;
 - `where`: where every task waits (lab 12's table, per task), and a wait that names a hung or failed job;
 - `resume`: the resume exercise's small problem.
 """
@@ -18,14 +18,14 @@ from .files import JOB_FILE, job_files, log_tail, remove_job_files, without_mach
 from .jobs import (DONE_STATES, cancel, job_info, node_done, sbatch, wait, wait_for_file, wait_for_results,
     wait_for_state)
 from .resume import one_thread, resume_batch, resume_problem, resume_step
-from .task import SLURM_VARIABLES, exit_now, place_task
+from .task import SLURM_VARIABLES, exit_now, place_task, process_started_at
 from .where import (ASK_S, JobHung, TaskFailed, answer_where_asked, ask_where, task_states, telling_where,
     threads_not_blocking, wait_or_explain, where_file, where_reports, where_table)
 
 __all__ = ["ASK_S", "COMMAND_TIMEOUT_S", "DONE_STATES", "JOB_FILE", "LOCAL_CLUSTER_DIR", "SKIPPED", "SLURM_VARIABLES",
            "Cluster", "JobHung", "Node", "TaskFailed", "accounting", "answer_where_asked", "ask_where", "cancel",
            "command", "controller_names", "exit_now", "find_cluster", "job_files", "job_info", "log_tail",
-           "node_done", "one_thread", "place_task", "remove_job_files", "resume_batch", "resume_problem",
+           "node_done", "one_thread", "place_task", "process_started_at", "remove_job_files", "resume_batch", "resume_problem",
            "resume_step", "sacct_names", "sacct_states", "sbatch", "seconds", "settled", "task_states",
            "telling_where", "threads_not_blocking", "usage", "wait", "wait_for_file", "wait_for_results",
            "wait_for_state", "wait_or_explain", "where_file", "where_reports", "where_table", "without_machine_paths",

@@ -47,11 +47,11 @@ class Cluster:
     def describe(self) -> str:
         nodes = ", ".join(f"{n.name} ({n.state}, {n.cpus} CPU, {n.memory_mb} MB{', ' + n.gres if n.gres not in ('', '(null)') else ''})"
                           for n in self.nodes)
-        where = (f" (the course's local cluster, every node on this machine; SLURM_CONF names its {Path(self.conf).name})"
-                 if self.one_host and self.conf else " (the course's local cluster, every node on this machine)"
+        where = (f"\nthe course's local cluster, every node on this machine; SLURM_CONF names its {Path(self.conf).name}"
+                 if self.one_host and self.conf else "\nthe course's local cluster, every node on this machine"
                  if self.one_host else "")
-        terminal = ("\nin a terminal, Slurm's commands find this cluster only after `export SLURM_CONF=...`: "
-                    "`python -m lab_utils cluster status` prints the line to paste" if self.one_host and self.conf else "")
+        terminal = (f"\nin a terminal, Slurm's commands (sinfo, sbatch, squeue) find this cluster only after this line; "
+                    f"paste it first:\nexport SLURM_CONF={self.conf}" if self.one_host and self.conf else "")
         return f"Slurm: partitions {', '.join(self.partitions)} (default {self.default_partition}); nodes {nodes}{where}{terminal}"
 
 
