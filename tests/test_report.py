@@ -434,7 +434,10 @@ def test_a_workload_two_labs_recorded_meets_in_one_comparison():
     base = shared[0].baseline
     assert (base.lab, base.threads, base.samples_per_s) == ("01", 1, 100.0) and all(c.baseline is base for c in shared)
     ddp = next(c for c in shared if c.row.strategy == "ddp")
-    assert ddp.speedup == 1.5 and ddp.efficiency == 0.75
+    assert ddp.speedup == 1.5 and ddp.efficiency is None and ddp.not_measurable  # launched ranks vs a kernel's row
+    assert "n/m against lab 01's row: lab 03 timed these in launched processes" in ddp.notes[0]
+    threads = next(c for c in shared if c.row.lab == "01" and c.row.threads == 2)
+    assert threads.efficiency == 0.95 and not threads.refused  # lab 01's own rows, timed one way
     assert report.across_labs(rows[4:6]) == []
 
 
@@ -444,10 +447,13 @@ def test_a_two_labs_table_names_its_baseline_and_why_the_full_tables_speedup_dif
             row("single-process", 1, 2903, lab="03", workload="speed"),
             row("single-process", 1, 2966, lab="03", workload="speed", threads=2),
             row("ddp", 2, 3945, lab="03", workload="speed"), row("horovod-style", 2, 3275, lab="03", workload="speed")]
-    [line] = report.baselines_named(report.across_labs(rows), report.compare(rows))
+    kernel = [r for r in rows if r.strategy == "single-process"]  # one way of timing (a kernel's): both speedups named
+    [line] = report.baselines_named(report.across_labs(kernel), report.compare(kernel))
     assert line.startswith("speedup here: against lab 01's single-process row (3401 training samples/s)")
-    assert "lab 03's own one-device row (2903" in line and "lab 03 ddp: 1.36x there, 1.16x here" in line
+    assert "lab 03's own one-device row (2903" in line and "lab 03 single-process: 1.02x there, 0.87x here" in line
     assert "1.17x apart" in line
+    [line] = report.baselines_named(report.across_labs(rows), report.compare(rows))  # lab 03 launched its rows
+    assert "there" not in line and "here" not in line.split(")", 1)[1]  # n/m here: one figure, lab 03's own (issue 51)
     alone = [row("single-process", 1, 3401, lab="01", workload="speed"), row("ddp", 2, 3945, lab="03", workload="speed")]
     [line] = report.baselines_named(report.across_labs(alone), report.compare(alone))
     assert "there" not in line  # lab 03 has no one-device row of its own: one figure, nothing to explain
@@ -644,17 +650,22 @@ def test_lab_10s_prediction_ddp_no_faster_than_threads_is_checked_beyond_the_spr
     def lines(ddp_rate, ddp_spread=0.1, threads_spread=0.1, gpus=""):
         rows = [row("single-process", 1, 100, lab="01", workload="speed"),
                 row("single-process", 1, 190, lab="01", workload="speed", threads=2),
+                row("single-process", 1, 100, lab="03", workload="speed"),
+                row("single-process", 1, 190, lab="03", workload="speed", threads=2),
                 row("ddp", 2, ddp_rate, lab="03", workload="speed")]
         rows = [replace(r, spread=ddp_spread if r.strategy == "ddp" else threads_spread) for r in rows]
         if gpus:
             rows = [replace(r, machine=replace(r.machine, gpu_names=gpus)) for r in rows]
         return report.ranks_vs_threads(report.across_labs(rows))
 
-    assert len(lines(150)) == 1 and lines(150)[0].endswith("-> holds: DDP no faster")
-    assert "0.79x" in lines(150)[0] and "lab 01" in lines(150)[0]
-    assert lines(200)[0].endswith("not distinguishable: within the rows' spreads")  # 5 % faster, spreads 10 %
-    assert lines(250)[0].endswith("reversed: DDP faster beyond both rows' spreads")
-    assert lines(250, ddp_spread=0.5, threads_spread=0.5)[0].endswith("not distinguishable: within the rows' spreads")
+    # learner s9c, lab 10 finding 1: one prediction, two outcomes, against lab 01's kernel-timed threads and lab
+    # 03's launched ones: only the row timed the same way (launched) is compared
+    not_compared, compared = lines(150)
+    assert "(lab 01): not compared, lab 03 timed its ranks in launched processes" in not_compared
+    assert compared.endswith("-> holds: DDP no faster") and "0.79x" in compared and "(lab 03)" in compared
+    assert lines(200)[1].endswith("not distinguishable: within the rows' spreads")  # 5 % faster, spreads 10 %
+    assert lines(250)[1].endswith("reversed: DDP faster beyond both rows' spreads")
+    assert lines(250, ddp_spread=0.5, threads_spread=0.5)[1].endswith("not distinguishable: within the rows' spreads")
     assert "GPUs" in lines(250, gpus="H100")[0]
 
 
@@ -737,3 +748,31 @@ def test_lab_03s_launched_baseline_beside_lab_01s_reads_as_one_note_in_lab_10(is
     text = report.table(report.two_labs(report.across_labs(report.latest(report.load(isolated_results)))))
     assert "[!]" not in text and "under different conditions" in text, text
     assert text.count("1.57x apart") == 1, text
+
+
+def test_a_launched_row_is_read_only_against_a_baseline_timed_the_same_way():
+    """Learner s9c, lab 10 finding 1: lab 03's DDP (launched) against lab 01's kernel-timed one-thread row showed
+    2.47x, 124 % on 2 cores, unmarked. Such a row is n/m with the reason; rows timed alike keep their speedup, and
+    one above the hardware beyond noise (super-linear on CPU cores) is flagged [!], within both rows' spreads too."""
+    from lab_utils.launch import launched_not_kernel
+
+    launched = (detectors.condition(launched_not_kernel()),)
+    rows = [row("single-process", 1, 3995, lab="01", workload="speed"),
+            row("single-process", 1, 5927, lab="01", workload="speed", threads=2),
+            row("single-process", 1, 6259, lab="03", workload="speed", flags=launched),
+            row("ddp", 2, 9874, lab="03", workload="speed")]
+    shared = {(c.row.lab, c.row.strategy, c.row.threads): c for c in report.across_labs(rows)}
+    ddp, one = shared["03", "ddp", 1], shared["03", "single-process", 1]
+    assert ddp.not_measurable and one.not_measurable and ddp.efficiency is None and not ddp.flags
+    text = report.table(list(shared.values()))
+    assert "n/m" in text and "124%" not in text and "2.47" not in text, text
+    assert text.count("timed these in launched processes") == 1  # said once, under lab 03's header
+    assert shared["01", "single-process", 2].efficiency == pytest.approx(5927 / 3995 / 2)
+    # two labs timed alike (a kernel each), 2.47x on 2x within 25 % of the baseline's rate per core: [!] above 100 %
+    alike = [row("single-process", 1, 3995, lab="01", workload="speed"),
+             replace(row("single-process", 1, 4937 * 2, lab="04", workload="speed", threads=2), spread=0.3)]
+    [super_linear] = report.across_labs(alike)[1:]
+    assert super_linear.efficiency == pytest.approx(1.24, abs=0.01) and detectors.is_impossible(super_linear.flags[0])
+    assert "efficiency 124%" in super_linear.flags[0]
+    within = report.across_labs([alike[0], replace(alike[1], samples_per_s=4200.0 * 2)])[1]
+    assert within.flags == [] and "about 100 %" in " ".join(within.notes)  # 105 %: noise, a note

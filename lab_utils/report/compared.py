@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import detectors, workloads
 from .. import measure
+from ..launch.environment import launched_not_kernel
 from ..measure import Result, plausibility, read_results, table_lines
 
 
@@ -46,6 +47,7 @@ class Compared:
     row: Result
     baseline: Result | None
     note: str = ""
+    refused: str = ""  # why this table reads no speedup against this baseline (two ways of timing): the row shows n/m
 
     @property
     def is_baseline(self) -> bool:
@@ -65,7 +67,7 @@ class Compared:
     def not_measurable(self) -> str:
         """The row's lab decided its comparison 'not measurable here' (a verdict's outcome kept in its notes): that
         note, else ''. Its speedup is then no result: the table shows 'n/m' and no efficiency."""
-        return measure.refusal_of(detectors.notes(self.row.flags))
+        return self.refused or measure.refusal_of(detectors.notes(self.row.flags))
 
     @property
     def efficiency(self) -> float | None:
@@ -124,7 +126,7 @@ class Compared:
         computed = [f for f in computed if not ((m := TWICE_APART.search(f)) and m.group(1) in recorded)]
         if any(COMPARISONS in n for n in own):  # the lab's figure is the comparison's: this table's is labelled
             computed = [f"this table's ratio of two medians, not {COMPARISONS}: {f}" for f in computed]
-        return own + computed
+        return ([self.refused] if self.refused else []) + own + computed
 
     def _labs_figure(self, note: str) -> str:
         """A recorded note that quotes a speedup of this row over its baseline other than this table's (its lab's
@@ -149,14 +151,16 @@ class Compared:
             #                                   faster than its baseline per unit of hardware beyond both spreads
             if self.efficiency <= 1:
                 return []
-            return [*detectors.measured_twice(self.baseline.samples_per_s, self.baseline.spread,
+            twice = detectors.measured_twice(self.baseline.samples_per_s, self.baseline.spread,
                                              self.row.samples_per_s / self.hardware_ratio, self.row.spread,
                                              what="the rate per unit of hardware", unit=self.row.rate,
                                              first_name=f"lab {self.baseline.lab}'s one-thread row",
                                              second_name=f"lab {self.row.lab}'s {self.row.strategy} row",
                                              condition=" / ".join(  # what its lab says moved one of the two
                                                  f"lab {r.lab}: {c}" for r in (self.baseline, self.row)
-                                                 for c in detectors.conditions_of(r.flags)))]
+                                                 for c in detectors.conditions_of(r.flags)))
+            # within both spreads, yet more than the hardware can give beyond noise: super-linear, impossible here
+            return twice or detectors.above_device_count(self.speedup, self.hardware_ratio)
         machine = self.row.machine
         cores = machine.cpu_count if machine else None
         oversubscribed = bool(machine and cores and not machine.gpu_names and self.row.resources > cores)
@@ -207,8 +211,31 @@ def compare(rows: list[Result]) -> list[Compared]:
     return [Compared(row, *_baseline_for(row, groups[_key(row)])) for row in rows]
 
 
+LAUNCHED_RANKS = ("ddp", "horovod-style")  # strategies whose ranks are processes a launcher started
+
+
+def launched(rows: list[Result]) -> bool:
+    """One lab's rows of one workload were timed in launched processes: one of them says so (its condition,
+    launch.launched_not_kernel()) or runs ranks a launcher started; a lab times one workload one way."""
+    return any(launched_not_kernel() in detectors.conditions_of(r.flags) or
+               (r.world_size > 1 and r.strategy in LAUNCHED_RANKS) for r in rows)
+
+
+def timed_apart(lab: str, base: Result, launched_here: bool, own_baseline: bool) -> str:
+    """Why a row of `lab` gets no speedup against another lab's baseline timed the other way (`launched_here`: the
+    row in launched processes, the baseline in a notebook's kernel; else the reverse): the two ways cost one step
+    different CPU time, by an amount theory does not fix."""
+    ways = ("launched processes", "the notebook's kernel")
+    row_way, base_way = ways if launched_here else ways[::-1]
+    return (f"{measure.N_M} against lab {base.lab}'s row: lab {lab} timed these in {row_way}, lab {base.lab} in "
+            f"{base_way}, two ways that cost one step different CPU time"
+            + (f"; their speedups are against lab {lab}'s own one-process row (the table of every lab's results)"
+               if own_baseline else ""))
+
+
 def across_labs(rows: list[Result]) -> list[Compared]:
-    """Rows of workloads several labs recorded on one machine, each against the first lab's one-rank, 1-thread row."""
+    """Rows of workloads several labs recorded on one machine, each against the first lab's one-rank, 1-thread row;
+    n/m (`refused`) for a lab whose rows were timed another way than that row (launched(): processes, not a kernel)."""
     groups: dict
     groups = {}
     for row in rows:
@@ -220,7 +247,11 @@ def across_labs(rows: list[Result]) -> list[Compared]:
             continue
         group = sorted(group, key=lambda r: (r.lab, r.world_size, r.threads or 1))
         base = next((r for r in group if r.world_size == 1 and (r.threads or 1) == 1), None)
-        shared += [Compared(r, base, "" if base else "no one-device row for this workload") for r in group]
+        way = {lab: launched([r for r in group if r.lab == lab]) for lab in {r.lab for r in group}}
+        own_one = {r.lab for r in group if r.world_size == 1 and (r.threads or 1) == 1}
+        shared += [Compared(r, base, "" if base else "no one-device row for this workload",
+                            timed_apart(r.lab, base, way[r.lab], r.lab in own_one) if base and way[r.lab] != way[base.lab] else "")
+                   for r in group]
     return shared
 
 
@@ -235,7 +266,7 @@ def baselines_named(shared: list[Compared], compared: list[Compared]) -> list[st
                 f" row ({rate_text(base.samples_per_s)} {base.rate or 'samples/s'})")
         for lab in sorted({c.row.lab for c in shared if c.baseline is base and c.row.lab != base.lab}):
             rows = [c for c in shared if c.baseline is base and c.row.lab == lab and not c.is_baseline
-                    and own.get(id(c.row)) not in (None, base)]
+                    and own.get(id(c.row)) not in (None, base) and not c.refused]  # n/m here: no second figure
             if not rows:
                 continue
             example = max(rows, key=lambda c: (c.row.world_size, c.row.resources))  # the most ranks: what the section is about
