@@ -776,3 +776,59 @@ def test_a_launched_row_is_read_only_against_a_baseline_timed_the_same_way():
     assert "efficiency 124%" in super_linear.flags[0]
     within = report.across_labs([alike[0], replace(alike[1], samples_per_s=4200.0 * 2)])[1]
     assert within.flags == [] and "about 100 %" in " ".join(within.notes)  # 105 %: noise, a note
+
+
+def test_the_report_table_shows_the_rows_that_scale_and_one_line_per_lab_for_the_rest():
+    """Learner s9c, lab 10 finding 4: 172 lines, lab 09's and lab 07's one-device rows burying the ~20 that scale,
+    notes up to 677 characters."""
+    long = "measured twice, " + "x" * 300
+    rows = [row("single", 1, 100, lab="02"), row("dp", 2, 180, lab="02", flags=(long,)),
+            row("single-process", 1, 50, lab="07", workload="w7"), row("single-process", 1, 60, lab="07", workload="w7"),
+            row("ps-sync", 3, 40, lab="08", workload="w8"), row("ps-async", 3, 60, lab="08", workload="w8")]
+    shown, left = report.scaling(report.compare(rows))
+    assert [c.row.lab for c in shown] == ["02", "02"]
+    assert left == ["lab 07: 2 row(s) not shown, one device each (its own comparisons, in its notebook): lab07.csv",
+                    "lab 08: 2 row(s) not shown, no one-device row to read a speedup against: lab08.csv"]
+    text = report.table(shown, short=True)
+    assert max(len(line) for line in text.splitlines() if not line.startswith("[1]")) <= report.NOTE_WIDTH, text
+    assert "note: measured twice ... [1]" in text and f"[1] {long}" in text and text.count("x" * 300) == 1
+    assert report.table(shown).count("x" * 300) == 1 and "[1]" not in report.table(shown)  # the full table: whole
+
+
+def test_the_best_speedup_quoted_is_never_flagged_or_above_the_hardware():
+    """Learner s9c, lab 10 finding 10: 'best plausible data-parallel speedup here: 2.12x on 2x the hardware' (106 %)."""
+    rows = [row("single", 1, 100), row("dp", 2, 212, batch=256), row("single", 1, 100, batch=64),
+            row("ddp", 2, 182, batch=64), row("single", 1, 100, batch=8), row("ddp", 2, 300, batch=8)]
+    compared = [c for c in report.compare(rows) if not c.is_baseline]
+    best = report.best_speedup(compared)
+    assert best is not None and best.row.batch_size == 64 and best.speedup == pytest.approx(1.82)
+    assert report.best_speedup([c for c in compared if c.row.batch_size != 64]) is None  # 106 % and 150 %: none
+
+
+def test_a_ddp_step_shorter_than_its_own_compute_is_flagged():
+    """Learner s9c, lab 10 finding 6: 'a DDP step took 3.53 ms, of which 1.95 ms all-reduce' beside one rank's compute
+    of 7.52 ms, unflagged. Within the 2x that a launched process against the kernel moves a step: no flag."""
+    [flag] = report.step_shorter_than_compute(3.53e-3, 7.52e-3)
+    assert detectors.is_impossible(flag) and "3.53 ms" in flag and "7.52 ms" in flag and "2.1x less" in flag
+    assert report.step_shorter_than_compute(3.23e-3, 1.06e-3) == []  # the quiet run: a step longer than its compute
+    assert report.step_shorter_than_compute(4.0e-3, 7.52e-3) == []  # 1.9x: what kernel against launched can move
+
+
+def _lab10_cell(words: str) -> str:
+    cells = nbformat.read(Path(__file__).parents[1] / "solutions" / "10_scaling_report.ipynb", 4).cells
+    return next(c.source for c in cells if c.cell_type == "code" and words in c.source)
+
+
+def test_lab_10_builds_no_ratio_on_a_flagged_compute_or_step_and_its_summary_is_short():
+    """Learner s9c, lab 10 findings 6 and 10: a compute figure flagged [!] still divided the ratios; the summary was
+    40 verdict lines, its 'best plausible' speedup a super-linear row."""
+    ratios = _lab10_cell("step_flags = report.step_shorter_than_compute(")
+    assert 'if name in compute_flagged:  # a flagged figure divides nothing' in ratios
+    assert "ratio[name] = None if name in unread else" in ratios and "if detectors.impossible(step_flags):" in ratios
+    summary = _lab10_cell("best = report.best_speedup(mine)")
+    assert "for (lab, claim), said in sorted(history.items()):" not in summary  # the list is its own cell, after
+    assert "unread[name]" in summary  # a refused ratio says why, as its section did
+    listing = _lab10_cell("for (lab, claim), said in sorted(history.items()):")
+    assert "detectors.flipped(said)" in listing
+    table = _lab10_cell("shown_rows, left = report.scaling(compared)")
+    assert "short=True" in table and "for line in left:" in table

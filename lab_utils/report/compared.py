@@ -228,9 +228,8 @@ def timed_apart(lab: str, base: Result, launched_here: bool, own_baseline: bool)
     ways = ("launched processes", "the notebook's kernel")
     row_way, base_way = ways if launched_here else ways[::-1]
     return (f"{measure.N_M} against lab {base.lab}'s row: lab {lab} timed these in {row_way}, lab {base.lab} in "
-            f"{base_way}, two ways that cost one step different CPU time"
-            + (f"; their speedups are against lab {lab}'s own one-process row (the table of every lab's results)"
-               if own_baseline else ""))
+            f"{base_way}" + (f"; their speedups: against lab {lab}'s own one-process row, in the table above"
+                             if own_baseline else ""))
 
 
 def across_labs(rows: list[Result]) -> list[Compared]:
@@ -289,11 +288,56 @@ def host_name(row: Result, this_host: str | None = None) -> str:
     return "this machine" if this_host and host == this_host else host
 
 
+NOTE_WIDTH = 200  # a note longer than this prints as a short tag with a footnote under the table (table(short=True))
+TAG_WIDTH = 90  # the most of a long note its tag keeps
+
+
+def tag(note: str) -> str:
+    """A long note's first clause, cut after a colon or comma before TAG_WIDTH characters (else at a word): its tag."""
+    cut = max((note.rfind(mark, 30, TAG_WIDTH) for mark in (": ", ", ", "; ")), default=-1)
+    if cut < 0:
+        cut = note.rfind(" ", 0, TAG_WIDTH)
+    return note[:cut if cut > 0 else TAG_WIDTH].rstrip(" ,;:") + " ..."
+
+
+def _workload_of(c: Compared) -> tuple:
+    return (host_name(c.row), c.row.lab, c.row.workload, c.row.rate)
+
+
+def scaling(compared: list[Compared]) -> tuple[list[Compared], list[str]]:
+    """(the rows of every workload in which a row of more than one device or rank has a speedup, with their
+    baselines; one line per lab for its other rows: how many, why not shown, and its CSV)."""
+    scales = {_workload_of(c) for c in compared if c.row.world_size > 1 and c.baseline and not c.is_baseline}
+    shown = [c for c in compared if _workload_of(c) in scales]
+    left: dict[str, list[Compared]] = {}
+    for c in compared:
+        if _workload_of(c) not in scales:
+            left.setdefault(c.row.lab, []).append(c)
+    lines = []
+    for lab, rows in sorted(left.items()):
+        single = all(c.row.world_size == 1 for c in rows)
+        lonely = all(c.baseline is None or c.is_baseline for c in rows if c.row.world_size > 1)
+        why = ("one device each (its own comparisons, in its notebook)" if single else
+               "no one-device row to read a speedup against" if lonely and not any(c.row.world_size == 1 for c in rows)
+               else "one device each, or no one-device row to read a speedup against")
+        lines.append(f"lab {lab}: {len(rows)} row(s) not shown, {why}: lab{lab}.csv")
+    return shown, lines
+
+
 def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None,
-          figures: Callable[[Result, Result], tuple[float, float]] | None = None) -> str:
+          figures: Callable[[Result, Result], tuple[float, float]] | None = None, short: bool = False) -> str:
     """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
     `figures(row, baseline)` -> (speedup, efficiency) gives the two columns (lab 10's speedup_and_efficiency);
-    without it, each Compared's own."""
+    without it, each Compared's own. `short`: a note over NOTE_WIDTH characters prints as its tag and a footnote
+    number, the whole note once in the footnotes under the table."""
+    footnotes: dict[str, int] = {}
+
+    def said(note: str) -> str:
+        if not short or len(note) <= NOTE_WIDTH:
+            return note
+        footnotes.setdefault(note, len(footnotes) + 1)
+        return f"{tag(note)} [{footnotes[note]}]"
+
     names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
     name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
     framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
@@ -309,7 +353,7 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
             workload = (host_name(r), r.lab, r.workload, r.rate)
             lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}"
                          + (f"  (rate: {r.rate})" if r.rate else ""))
-            lines += [f"      note, every row below: {note}" for note in shared.get(workload, [])]
+            lines += [f"      note, every row below: {said(note)}" for note in shared.get(workload, [])]
         acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
         speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
@@ -320,7 +364,8 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
-        lines += [f"      note: {note}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
+        lines += [f"      note: {said(note)}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
+    lines += [f"[{k}] {note}" for note, k in footnotes.items()]
     lines += table_lines([c.flags for c in compared],
                          [flag_name(c, n) for c, n in zip(compared, names)])
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
@@ -356,3 +401,11 @@ def row_label(c: Compared) -> str:
         + (" [!]" if c.flags else "")
 
 
+
+
+def best_speedup(candidates: list[Compared]) -> Compared | None:
+    """The highest speedup among rows that are plausible: no flag, and an efficiency of at most 100 % (a row above it,
+    even within noise, is super-linear, which CPU cores cannot give: no 'best' to quote); None if there is none."""
+    plausible = [c for c in candidates if c.speedup is not None and not c.flags and c.efficiency is not None
+                 and c.efficiency <= 1]
+    return max(plausible, key=lambda c: c.speedup, default=None)
