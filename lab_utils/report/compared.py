@@ -214,7 +214,7 @@ def compare(rows: list[Result]) -> list[Compared]:
 LAUNCHED_RANKS = ("ddp", "horovod-style")  # strategies whose ranks are processes a launcher started
 
 
-def launched(rows: list[Result]) -> bool:
+def timed_launched(rows: list[Result]) -> bool:
     """One lab's rows of one workload were timed in launched processes: one of them says so (its condition,
     launch.launched_not_kernel()) or runs ranks a launcher started; a lab times one workload one way."""
     return any(launched_not_kernel() in detectors.conditions_of(r.flags) or
@@ -234,7 +234,7 @@ def timed_apart(lab: str, base: Result, launched_here: bool, own_baseline: bool)
 
 def across_labs(rows: list[Result]) -> list[Compared]:
     """Rows of workloads several labs recorded on one machine, each against the first lab's one-rank, 1-thread row;
-    n/m (`refused`) for a lab whose rows were timed another way than that row (launched(): processes, not a kernel)."""
+    n/m (`refused`) for a lab whose rows were timed another way than that row (timed_launched(): processes, not a kernel)."""
     groups: dict
     groups = {}
     for row in rows:
@@ -246,7 +246,7 @@ def across_labs(rows: list[Result]) -> list[Compared]:
             continue
         group = sorted(group, key=lambda r: (r.lab, r.world_size, r.threads or 1))
         base = next((r for r in group if r.world_size == 1 and (r.threads or 1) == 1), None)
-        way = {lab: launched([r for r in group if r.lab == lab]) for lab in {r.lab for r in group}}
+        way = {lab: timed_launched([r for r in group if r.lab == lab]) for lab in {r.lab for r in group}}
         own_one = {r.lab for r in group if r.world_size == 1 and (r.threads or 1) == 1}
         shared += [Compared(r, base, "" if base else "no one-device row for this workload",
                             timed_apart(r.lab, base, way[r.lab], r.lab in own_one) if base and way[r.lab] != way[base.lab] else "")
