@@ -832,3 +832,5 @@ def test_lab_10_builds_no_ratio_on_a_flagged_compute_or_step_and_its_summary_is_
     assert "detectors.flipped(said)" in listing
     table = _lab10_cell("shown_rows, left = report.scaling(compared)")
     assert "short=True" in table and "for line in left:" in table
+    fit = _lab10_cell("fitted_on = sorted(")  # learner s9c finding 7: 'where the columns disagree' over a column of '-'
+    assert "compute+AR projected nothing here (its fit is flagged): no gap to read\" if same and fit_flags" in fit
