@@ -434,7 +434,10 @@ def test_a_workload_two_labs_recorded_meets_in_one_comparison():
     base = shared[0].baseline
     assert (base.lab, base.threads, base.samples_per_s) == ("01", 1, 100.0) and all(c.baseline is base for c in shared)
     ddp = next(c for c in shared if c.row.strategy == "ddp")
-    assert ddp.speedup == 1.5 and ddp.efficiency == 0.75
+    assert ddp.speedup == 1.5 and ddp.efficiency is None and ddp.not_measurable  # launched ranks vs a kernel's row
+    assert "n/m against lab 01's row: lab 03 timed these in launched processes" in ddp.notes[0]
+    threads = next(c for c in shared if c.row.lab == "01" and c.row.threads == 2)
+    assert threads.efficiency == 0.95 and not threads.refused  # lab 01's own rows, timed one way
     assert report.across_labs(rows[4:6]) == []
 
 
@@ -444,10 +447,13 @@ def test_a_two_labs_table_names_its_baseline_and_why_the_full_tables_speedup_dif
             row("single-process", 1, 2903, lab="03", workload="speed"),
             row("single-process", 1, 2966, lab="03", workload="speed", threads=2),
             row("ddp", 2, 3945, lab="03", workload="speed"), row("horovod-style", 2, 3275, lab="03", workload="speed")]
-    [line] = report.baselines_named(report.across_labs(rows), report.compare(rows))
+    kernel = [r for r in rows if r.strategy == "single-process"]  # one way of timing (a kernel's): both speedups named
+    [line] = report.baselines_named(report.across_labs(kernel), report.compare(kernel))
     assert line.startswith("speedup here: against lab 01's single-process row (3401 training samples/s)")
-    assert "lab 03's own one-device row (2903" in line and "lab 03 ddp: 1.36x there, 1.16x here" in line
+    assert "lab 03's own one-device row (2903" in line and "lab 03 single-process: 1.02x there, 0.87x here" in line
     assert "1.17x apart" in line
+    [line] = report.baselines_named(report.across_labs(rows), report.compare(rows))  # lab 03 launched its rows
+    assert "there" not in line and "here" not in line.split(")", 1)[1]  # n/m here: one figure, lab 03's own (issue 51)
     alone = [row("single-process", 1, 3401, lab="01", workload="speed"), row("ddp", 2, 3945, lab="03", workload="speed")]
     [line] = report.baselines_named(report.across_labs(alone), report.compare(alone))
     assert "there" not in line  # lab 03 has no one-device row of its own: one figure, nothing to explain
@@ -644,17 +650,22 @@ def test_lab_10s_prediction_ddp_no_faster_than_threads_is_checked_beyond_the_spr
     def lines(ddp_rate, ddp_spread=0.1, threads_spread=0.1, gpus=""):
         rows = [row("single-process", 1, 100, lab="01", workload="speed"),
                 row("single-process", 1, 190, lab="01", workload="speed", threads=2),
+                row("single-process", 1, 100, lab="03", workload="speed"),
+                row("single-process", 1, 190, lab="03", workload="speed", threads=2),
                 row("ddp", 2, ddp_rate, lab="03", workload="speed")]
         rows = [replace(r, spread=ddp_spread if r.strategy == "ddp" else threads_spread) for r in rows]
         if gpus:
             rows = [replace(r, machine=replace(r.machine, gpu_names=gpus)) for r in rows]
         return report.ranks_vs_threads(report.across_labs(rows))
 
-    assert len(lines(150)) == 1 and lines(150)[0].endswith("-> holds: DDP no faster")
-    assert "0.79x" in lines(150)[0] and "lab 01" in lines(150)[0]
-    assert lines(200)[0].endswith("not distinguishable: within the rows' spreads")  # 5 % faster, spreads 10 %
-    assert lines(250)[0].endswith("reversed: DDP faster beyond both rows' spreads")
-    assert lines(250, ddp_spread=0.5, threads_spread=0.5)[0].endswith("not distinguishable: within the rows' spreads")
+    # learner s9c, lab 10 finding 1: one prediction, two outcomes, against lab 01's kernel-timed threads and lab
+    # 03's launched ones: only the row timed the same way (launched) is compared
+    not_compared, compared = lines(150)
+    assert "(lab 01): not compared, lab 03 timed its ranks in launched processes" in not_compared
+    assert compared.endswith("-> holds: DDP no faster") and "0.79x" in compared and "(lab 03)" in compared
+    assert lines(200)[1].endswith("not distinguishable: within the rows' spreads")  # 5 % faster, spreads 10 %
+    assert lines(250)[1].endswith("reversed: DDP faster beyond both rows' spreads")
+    assert lines(250, ddp_spread=0.5, threads_spread=0.5)[1].endswith("not distinguishable: within the rows' spreads")
     assert "GPUs" in lines(250, gpus="H100")[0]
 
 
@@ -737,3 +748,89 @@ def test_lab_03s_launched_baseline_beside_lab_01s_reads_as_one_note_in_lab_10(is
     text = report.table(report.two_labs(report.across_labs(report.latest(report.load(isolated_results)))))
     assert "[!]" not in text and "under different conditions" in text, text
     assert text.count("1.57x apart") == 1, text
+
+
+def test_a_launched_row_is_read_only_against_a_baseline_timed_the_same_way():
+    """Learner s9c, lab 10 finding 1: lab 03's DDP (launched) against lab 01's kernel-timed one-thread row showed
+    2.47x, 124 % on 2 cores, unmarked. Such a row is n/m with the reason; rows timed alike keep their speedup, and
+    one above the hardware beyond noise (super-linear on CPU cores) is flagged [!], within both rows' spreads too."""
+    from lab_utils.launch import launched_not_kernel
+
+    launched = (detectors.condition(launched_not_kernel()),)
+    rows = [row("single-process", 1, 3995, lab="01", workload="speed"),
+            row("single-process", 1, 5927, lab="01", workload="speed", threads=2),
+            row("single-process", 1, 6259, lab="03", workload="speed", flags=launched),
+            row("ddp", 2, 9874, lab="03", workload="speed")]
+    shared = {(c.row.lab, c.row.strategy, c.row.threads): c for c in report.across_labs(rows)}
+    ddp, one = shared["03", "ddp", 1], shared["03", "single-process", 1]
+    assert ddp.not_measurable and one.not_measurable and ddp.efficiency is None and not ddp.flags
+    text = report.table(list(shared.values()))
+    assert "n/m" in text and "124%" not in text and "2.47" not in text, text
+    assert text.count("timed these in launched processes") == 1  # said once, under lab 03's header
+    assert shared["01", "single-process", 2].efficiency == pytest.approx(5927 / 3995 / 2)
+    # two labs timed alike (a kernel each), 2.47x on 2x within 25 % of the baseline's rate per core: [!] above 100 %
+    alike = [row("single-process", 1, 3995, lab="01", workload="speed"),
+             replace(row("single-process", 1, 4937 * 2, lab="04", workload="speed", threads=2), spread=0.3)]
+    [super_linear] = report.across_labs(alike)[1:]
+    assert super_linear.efficiency == pytest.approx(1.24, abs=0.01) and detectors.is_impossible(super_linear.flags[0])
+    assert "efficiency 124%" in super_linear.flags[0]
+    within = report.across_labs([alike[0], replace(alike[1], samples_per_s=4200.0 * 2)])[1]
+    assert within.flags == [] and "about 100 %" in " ".join(within.notes)  # 105 %: noise, a note
+
+
+def test_the_report_table_shows_the_rows_that_scale_and_one_line_per_lab_for_the_rest():
+    """Learner s9c, lab 10 finding 4: 172 lines, lab 09's and lab 07's one-device rows burying the ~20 that scale,
+    notes up to 677 characters."""
+    long = "measured twice, " + "x" * 300
+    rows = [row("single", 1, 100, lab="02"), row("dp", 2, 180, lab="02", flags=(long,)),
+            row("single-process", 1, 50, lab="07", workload="w7"), row("single-process", 1, 60, lab="07", workload="w7"),
+            row("ps-sync", 3, 40, lab="08", workload="w8"), row("ps-async", 3, 60, lab="08", workload="w8")]
+    shown, left = report.scaling(report.compare(rows))
+    assert [c.row.lab for c in shown] == ["02", "02"]
+    assert left == ["lab 07: 2 row(s) not shown, one device each (its own comparisons, in its notebook): lab07.csv",
+                    "lab 08: 2 row(s) not shown, no one-device row to read a speedup against: lab08.csv"]
+    text = report.table(shown, short=True)
+    assert max(len(line) for line in text.splitlines() if not line.startswith("[1]")) <= report.NOTE_WIDTH, text
+    assert "note: measured twice ... [1]" in text and f"[1] {long}" in text and text.count("x" * 300) == 1
+    assert report.table(shown).count("x" * 300) == 1 and "[1]" not in report.table(shown)  # the full table: whole
+
+
+def test_the_best_speedup_quoted_is_never_flagged_or_above_the_hardware():
+    """Learner s9c, lab 10 finding 10: 'best plausible data-parallel speedup here: 2.12x on 2x the hardware' (106 %)."""
+    rows = [row("single", 1, 100), row("dp", 2, 212, batch=256), row("single", 1, 100, batch=64),
+            row("ddp", 2, 182, batch=64), row("single", 1, 100, batch=8), row("ddp", 2, 300, batch=8)]
+    compared = [c for c in report.compare(rows) if not c.is_baseline]
+    best = report.best_speedup(compared)
+    assert best is not None and best.row.batch_size == 64 and best.speedup == pytest.approx(1.82)
+    assert report.best_speedup([c for c in compared if c.row.batch_size != 64]) is None  # 106 % and 150 %: none
+
+
+def test_a_ddp_step_shorter_than_its_own_compute_is_flagged():
+    """Learner s9c, lab 10 finding 6: 'a DDP step took 3.53 ms, of which 1.95 ms all-reduce' beside one rank's compute
+    of 7.52 ms, unflagged. Within the 2x that a launched process against the kernel moves a step: no flag."""
+    [flag] = report.step_shorter_than_compute(3.53e-3, 7.52e-3)
+    assert detectors.is_impossible(flag) and "3.53 ms" in flag and "7.52 ms" in flag and "2.1x less" in flag
+    assert report.step_shorter_than_compute(3.23e-3, 1.06e-3) == []  # the quiet run: a step longer than its compute
+    assert report.step_shorter_than_compute(4.0e-3, 7.52e-3) == []  # 1.9x: what kernel against launched can move
+
+
+def _lab10_cell(words: str) -> str:
+    cells = nbformat.read(Path(__file__).parents[1] / "solutions" / "10_scaling_report.ipynb", 4).cells
+    return next(c.source for c in cells if c.cell_type == "code" and words in c.source)
+
+
+def test_lab_10_builds_no_ratio_on_a_flagged_compute_or_step_and_its_summary_is_short():
+    """Learner s9c, lab 10 findings 6 and 10: a compute figure flagged [!] still divided the ratios; the summary was
+    40 verdict lines, its 'best plausible' speedup a super-linear row."""
+    ratios = _lab10_cell("step_flags = report.step_shorter_than_compute(")
+    assert 'if name in compute_flagged:  # a flagged figure divides nothing' in ratios
+    assert "ratio[name] = None if name in unread else" in ratios and "if detectors.impossible(step_flags):" in ratios
+    summary = _lab10_cell("best = report.best_speedup(mine)")
+    assert "for (lab, claim), said in sorted(history.items()):" not in summary  # the list is its own cell, after
+    assert "unread[name]" in summary  # a refused ratio says why, as its section did
+    listing = _lab10_cell("for (lab, claim), said in sorted(history.items()):")
+    assert "detectors.flipped(said)" in listing
+    table = _lab10_cell("shown_rows, left = report.scaling(compared)")
+    assert "short=True" in table and "for line in left:" in table
+    fit = _lab10_cell("fitted_on = sorted(")  # learner s9c finding 7: 'where the columns disagree' over a column of '-'
+    assert "compute+AR projected nothing here (its fit is flagged): no gap to read\" if same and fit_flags" in fit

@@ -4,6 +4,7 @@ import csv
 import random
 import re
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -701,3 +702,29 @@ def test_a_seeded_accuracy_verdict_names_no_load_but_an_untimed_one_that_load_ca
     assert "other programs used 1.7" in timing_moved.notes
     timed = measure.verdict([1.0] * 5, [1.3] * 5, claim="t", expected="A faster", seeded=True, workers=2)
     assert "other programs used 1.7" in timed.notes  # seeded says nothing about a timed figure
+
+
+def test_the_n_vs_one_load_check_reads_the_n_sides_rate_over_ones(monkeypatch):
+    """Learner s9c, lab 10 finding 5: lab 13's 'data parallel vs spatial' (2 ranks each side, 3.15x) and 'one device
+    vs spatial' (one over N, 24.6x) were read as 2 ranks over one, so a quiet machine refused data parallel with 'the
+    rates measured give 2 ranks more than the 2.0 free core(s) allow' while it ran SLOWER than one process."""
+    import nbformat
+
+    under(monkeypatch, conditions.Load(30.0, 2, own=1.9, others=0.0, steal=0.0))
+    n_vs_n = [3.1, 1.9, 3.3, 2.9, 3.2, 3.0]  # data parallel over spatial, both 2 ranks: no rate over one in it
+    wrong = measure.decide(n_vs_n, claim="dp vs spatial", expected="dp faster", lab="13", workers=2)
+    assert wrong.verdict == measure.CANNOT_SEE and "more than the 2.0 free core" in wrong.reason  # the bug, as read
+    right = measure.decide(n_vs_n, claim="dp vs spatial", expected="dp faster", lab="13", workers=2, against_one=False)
+    assert right.verdict == measure.HOLDS and not right.reason, right
+    one_over_n = [1.9, 2.4, 2.6, 2.3, 2.5]  # one device over 2 ranks (A is the one): 2 ranks ran at 0.4x of one
+    assert measure.decide(one_over_n, claim="one vs spatial", expected="one faster", lab="13",
+                          workers=2).verdict == measure.CANNOT_SEE  # read as 2.3x of one: refused, wrongly
+    one = measure.decide(one_over_n, claim="one vs spatial", expected="one faster", lab="13", workers=2, one_is_a=True)
+    assert one.verdict == measure.HOLDS and not one.reason, one
+    beyond = measure.decide([1 / r for r in (2.6, 1.9, 2.9, 2.7, 2.8)], claim="one vs spatial", expected="one faster",
+                            lab="13", workers=2, one_is_a=True)  # 2 ranks at 2.7x one on 2 free cores: still refused
+    assert beyond.verdict == measure.CANNOT_SEE and "not steady" in beyond.reason, beyond
+    cell = next(c.source for c in nbformat.read(Path(__file__).parents[1] / "solutions" /
+                                                "13_spatial_parallelism.ipynb", 4).cells
+                if c.cell_type == "code" and "verdicts[name, a, b] = measure.verdict(" in c.source)
+    assert 'against_one="one device" in (a, b), one_is_a=a == "one device"' in cell  # lab 13 says which side is N

@@ -210,7 +210,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
            extra_work: bool = False, upper: bool = False, max_restated: float = MAX_RESTATED,
            load: "conditions.Load | None" = None, between: str | None = None, against_one: bool = True,
-           what: str = "ranks", seeded: bool = False) -> Verdict:
+           what: str = "ranks", seeded: bool = False, one_is_a: bool = False) -> Verdict:
     """The Verdict on paired ratios oriented so that > 1 is what theory predicts (`expected` says it in words).
     `workload`: the registered workload (lab_utils.workloads) both sides ran, or its name, or the two they ran (two
     models), printed on the verdict's line and recorded (required to record it);
@@ -229,7 +229,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     run_conditions(). `between`: A and B both run the `workers` (two setups of N ranks, not N against one): a load
     that rules them out reads 'so no difference between <between> can be read'. `against_one` False: both sides run
     the N `workers` (DDP against DataParallel), so a refusal speaks of the two sides, not of a speedup over one.
-    `what`: what the workers are (ranks, threads, devices), in the refusal's words."""
+    `what`: what the workers are (ranks, threads, devices), in the refusal's words. `one_is_a`: A is the one worker
+    and B the N (one device against spatial ranks), so the N workers' rate over one's is 1 / the ratio."""
     named = "" if workload is None else workloads.verdict_name(workload)
     ratios = [float(r) for r in ratios]
     if any(not math.isfinite(r) or r <= 0 for r in ratios):
@@ -285,7 +286,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
     both_run_n = between is not None or not against_one  # N vs N: no N-vs-one rate to check against the free cores
     unread = (f"no difference between {between}" if between is not None else
               "neither side's speed, nor their difference," if not against_one else conditions.UNREAD_OVER_ONE)
-    reason = (unreadable(workers, load, what, ratio=None if both_run_n else middle, unread=unread)
+    n_over_one = None if both_run_n else 1 / middle if one_is_a else middle  # the N workers' rate over one's
+    reason = (unreadable(workers, load, what, ratio=n_over_one, unread=unread)
               if timed and len(ratios) >= MIN_PAIRS else None)  # fewer decide nothing
     if reason is not None and unreadable(workers, None if load is None else _quiet(load)) is None \
             and beyond_load(ratios):  # only the others' CPU ruled it out, and every pair shows a large factor
@@ -438,12 +440,12 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
             no_worse_than: float | None = None, workers: int | None = None, timed: bool = True,
             same_work: bool = False, workload=None, extra_work: bool = False, upper: bool = False,
             load: "conditions.Load | None" = None, between: str | None = None, against_one: bool = True,
-            what: str = "ranks", seeded: bool = False) -> Verdict:
+            what: str = "ranks", seeded: bool = False, one_is_a: bool = False) -> Verdict:
     """decide() on A's advantage over B in paired repeats a, b: times, or rates with higher_is_better (> 1: A won)."""
     return decide(paired_ratios(a, b, higher_is_better=higher_is_better), claim=claim, expected=expected, lab=lab,
                   min_effect=min_effect, confidence=confidence, no_worse_than=no_worse_than, workers=workers,
                   timed=timed, same_work=same_work, workload=workload, extra_work=extra_work, upper=upper, load=load,
-                  between=between, against_one=against_one, what=what, seeded=seeded)
+                  between=between, against_one=against_one, what=what, seeded=seeded, one_is_a=one_is_a)
 
 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:

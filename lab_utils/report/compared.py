@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import detectors, workloads
 from .. import measure
+from ..launch.environment import launched_not_kernel
 from ..measure import Result, plausibility, read_results, table_lines
 
 
@@ -46,6 +47,7 @@ class Compared:
     row: Result
     baseline: Result | None
     note: str = ""
+    refused: str = ""  # why this table reads no speedup against this baseline (two ways of timing): the row shows n/m
 
     @property
     def is_baseline(self) -> bool:
@@ -65,7 +67,7 @@ class Compared:
     def not_measurable(self) -> str:
         """The row's lab decided its comparison 'not measurable here' (a verdict's outcome kept in its notes): that
         note, else ''. Its speedup is then no result: the table shows 'n/m' and no efficiency."""
-        return measure.refusal_of(detectors.notes(self.row.flags))
+        return self.refused or measure.refusal_of(detectors.notes(self.row.flags))
 
     @property
     def efficiency(self) -> float | None:
@@ -124,7 +126,7 @@ class Compared:
         computed = [f for f in computed if not ((m := TWICE_APART.search(f)) and m.group(1) in recorded)]
         if any(COMPARISONS in n for n in own):  # the lab's figure is the comparison's: this table's is labelled
             computed = [f"this table's ratio of two medians, not {COMPARISONS}: {f}" for f in computed]
-        return own + computed
+        return ([self.refused] if self.refused else []) + own + computed
 
     def _labs_figure(self, note: str) -> str:
         """A recorded note that quotes a speedup of this row over its baseline other than this table's (its lab's
@@ -149,14 +151,16 @@ class Compared:
             #                                   faster than its baseline per unit of hardware beyond both spreads
             if self.efficiency <= 1:
                 return []
-            return [*detectors.measured_twice(self.baseline.samples_per_s, self.baseline.spread,
+            twice = detectors.measured_twice(self.baseline.samples_per_s, self.baseline.spread,
                                              self.row.samples_per_s / self.hardware_ratio, self.row.spread,
                                              what="the rate per unit of hardware", unit=self.row.rate,
                                              first_name=f"lab {self.baseline.lab}'s one-thread row",
                                              second_name=f"lab {self.row.lab}'s {self.row.strategy} row",
                                              condition=" / ".join(  # what its lab says moved one of the two
                                                  f"lab {r.lab}: {c}" for r in (self.baseline, self.row)
-                                                 for c in detectors.conditions_of(r.flags)))]
+                                                 for c in detectors.conditions_of(r.flags)))
+            # within both spreads, yet more than the hardware can give beyond noise: super-linear, impossible here
+            return twice or detectors.above_device_count(self.speedup, self.hardware_ratio)
         machine = self.row.machine
         cores = machine.cpu_count if machine else None
         oversubscribed = bool(machine and cores and not machine.gpu_names and self.row.resources > cores)
@@ -207,8 +211,30 @@ def compare(rows: list[Result]) -> list[Compared]:
     return [Compared(row, *_baseline_for(row, groups[_key(row)])) for row in rows]
 
 
+LAUNCHED_RANKS = ("ddp", "horovod-style")  # strategies whose ranks are processes a launcher started
+
+
+def timed_launched(rows: list[Result]) -> bool:
+    """One lab's rows of one workload were timed in launched processes: one of them says so (its condition,
+    launch.launched_not_kernel()) or runs ranks a launcher started; a lab times one workload one way."""
+    return any(launched_not_kernel() in detectors.conditions_of(r.flags) or
+               (r.world_size > 1 and r.strategy in LAUNCHED_RANKS) for r in rows)
+
+
+def timed_apart(lab: str, base: Result, launched_here: bool, own_baseline: bool) -> str:
+    """Why a row of `lab` gets no speedup against another lab's baseline timed the other way (`launched_here`: the
+    row in launched processes, the baseline in a notebook's kernel; else the reverse): the two ways cost one step
+    different CPU time, by an amount theory does not fix."""
+    ways = ("launched processes", "the notebook's kernel")
+    row_way, base_way = ways if launched_here else ways[::-1]
+    return (f"{measure.N_M} against lab {base.lab}'s row: lab {lab} timed these in {row_way}, lab {base.lab} in "
+            f"{base_way}" + (f"; their speedups: against lab {lab}'s own one-process row, in the table above"
+                             if own_baseline else ""))
+
+
 def across_labs(rows: list[Result]) -> list[Compared]:
-    """Rows of workloads several labs recorded on one machine, each against the first lab's one-rank, 1-thread row."""
+    """Rows of workloads several labs recorded on one machine, each against the first lab's one-rank, 1-thread row;
+    n/m (`refused`) for a lab whose rows were timed another way than that row (timed_launched(): processes, not a kernel)."""
     groups: dict
     groups = {}
     for row in rows:
@@ -220,7 +246,11 @@ def across_labs(rows: list[Result]) -> list[Compared]:
             continue
         group = sorted(group, key=lambda r: (r.lab, r.world_size, r.threads or 1))
         base = next((r for r in group if r.world_size == 1 and (r.threads or 1) == 1), None)
-        shared += [Compared(r, base, "" if base else "no one-device row for this workload") for r in group]
+        way = {lab: timed_launched([r for r in group if r.lab == lab]) for lab in {r.lab for r in group}}
+        own_one = {r.lab for r in group if r.world_size == 1 and (r.threads or 1) == 1}
+        shared += [Compared(r, base, "" if base else "no one-device row for this workload",
+                            timed_apart(r.lab, base, way[r.lab], r.lab in own_one) if base and way[r.lab] != way[base.lab] else "")
+                   for r in group]
     return shared
 
 
@@ -235,7 +265,7 @@ def baselines_named(shared: list[Compared], compared: list[Compared]) -> list[st
                 f" row ({rate_text(base.samples_per_s)} {base.rate or 'samples/s'})")
         for lab in sorted({c.row.lab for c in shared if c.baseline is base and c.row.lab != base.lab}):
             rows = [c for c in shared if c.baseline is base and c.row.lab == lab and not c.is_baseline
-                    and own.get(id(c.row)) not in (None, base)]
+                    and own.get(id(c.row)) not in (None, base) and not c.refused]  # n/m here: no second figure
             if not rows:
                 continue
             example = max(rows, key=lambda c: (c.row.world_size, c.row.resources))  # the most ranks: what the section is about
@@ -258,11 +288,56 @@ def host_name(row: Result, this_host: str | None = None) -> str:
     return "this machine" if this_host and host == this_host else host
 
 
+NOTE_WIDTH = 200  # a note longer than this prints as a short tag with a footnote under the table (table(short=True))
+TAG_WIDTH = 90  # the most of a long note its tag keeps
+
+
+def tag(note: str) -> str:
+    """A long note's first clause, cut after a colon or comma before TAG_WIDTH characters (else at a word): its tag."""
+    cut = max((note.rfind(mark, 30, TAG_WIDTH) for mark in (": ", ", ", "; ")), default=-1)
+    if cut < 0:
+        cut = note.rfind(" ", 0, TAG_WIDTH)
+    return note[:cut if cut > 0 else TAG_WIDTH].rstrip(" ,;:") + " ..."
+
+
+def _workload_of(c: Compared) -> tuple:
+    return (host_name(c.row), c.row.lab, c.row.workload, c.row.rate)
+
+
+def scaling(compared: list[Compared]) -> tuple[list[Compared], list[str]]:
+    """(the rows of every workload in which a row of more than one device or rank has a speedup, with their
+    baselines; one line per lab for its other rows: how many, why not shown, and its CSV)."""
+    scales = {_workload_of(c) for c in compared if c.row.world_size > 1 and c.baseline and not c.is_baseline}
+    shown = [c for c in compared if _workload_of(c) in scales]
+    left: dict[str, list[Compared]] = {}
+    for c in compared:
+        if _workload_of(c) not in scales:
+            left.setdefault(c.row.lab, []).append(c)
+    lines = []
+    for lab, rows in sorted(left.items()):
+        single = all(c.row.world_size == 1 for c in rows)
+        lonely = all(c.baseline is None or c.is_baseline for c in rows if c.row.world_size > 1)
+        why = ("one device each (its own comparisons, in its notebook)" if single else
+               "no one-device row to read a speedup against" if lonely and not any(c.row.world_size == 1 for c in rows)
+               else "one device each, or no one-device row to read a speedup against")
+        lines.append(f"lab {lab}: {len(rows)} row(s) not shown, {why}: lab{lab}.csv")
+    return shown, lines
+
+
 def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None,
-          figures: Callable[[Result, Result], tuple[float, float]] | None = None) -> str:
+          figures: Callable[[Result, Result], tuple[float, float]] | None = None, short: bool = False) -> str:
     """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
     `figures(row, baseline)` -> (speedup, efficiency) gives the two columns (lab 10's speedup_and_efficiency);
-    without it, each Compared's own."""
+    without it, each Compared's own. `short`: a note over NOTE_WIDTH characters prints as its tag and a footnote
+    number, the whole note once in the footnotes under the table."""
+    footnotes: dict[str, int] = {}
+
+    def said(note: str) -> str:
+        if not short or len(note) <= NOTE_WIDTH:
+            return note
+        footnotes.setdefault(note, len(footnotes) + 1)
+        return f"{tag(note)} [{footnotes[note]}]"
+
     names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
     name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
     framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
@@ -278,7 +353,7 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
             workload = (host_name(r), r.lab, r.workload, r.rate)
             lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}"
                          + (f"  (rate: {r.rate})" if r.rate else ""))
-            lines += [f"      note, every row below: {note}" for note in shared.get(workload, [])]
+            lines += [f"      note, every row below: {said(note)}" for note in shared.get(workload, [])]
         acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
         speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
@@ -289,7 +364,8 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
-        lines += [f"      note: {note}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
+        lines += [f"      note: {said(note)}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
+    lines += [f"[{k}] {note}" for note, k in footnotes.items()]
     lines += table_lines([c.flags for c in compared],
                          [flag_name(c, n) for c, n in zip(compared, names)])
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
@@ -325,3 +401,11 @@ def row_label(c: Compared) -> str:
         + (" [!]" if c.flags else "")
 
 
+
+
+def best_speedup(candidates: list[Compared]) -> Compared | None:
+    """The highest speedup among rows that are plausible: no flag, and an efficiency of at most 100 % (a row above it,
+    even within noise, is super-linear, which CPU cores cannot give: no 'best' to quote); None if there is none."""
+    plausible = [c for c in candidates if c.speedup is not None and not c.flags and c.efficiency is not None
+                 and c.efficiency <= 1]
+    return max(plausible, key=lambda c: c.speedup, default=None)

@@ -46,14 +46,22 @@ def two_labs(shared: list[Compared]) -> list[Compared]:
 def ranks_vs_threads(shared: list[Compared]) -> list[str]:
     """Lab 10's prediction checked on the speed test's rows: on a CPU, DDP ranks of one thread each no faster than one
     process with as many threads (the same cores, plus an all-reduce). One line per DDP row against each lab's
-    process of as many threads; 'beats it' only beyond both rows' spreads (each rate +- half its spread)."""
+    process of as many threads; 'beats it' only beyond both rows' spreads (each rate +- half its spread); a process
+    timed the other way (a kernel's against launched ranks: across_labs' refused) is named, not compared."""
     lines = []
-    for ddp in (c.row for c in shared if c.row.strategy == "ddp" and c.row.world_size > 1):
+    for ddp_c in (c for c in shared if c.row.strategy == "ddp" and c.row.world_size > 1):
+        ddp = ddp_c.row
         if ddp.machine and ddp.machine.gpu_names:
             lines.append(f"lab {ddp.lab}'s DDP ran on GPUs: its ranks add devices, so no such prediction")
             continue
-        rivals = [c.row for c in shared if c.row.world_size == 1 and (c.row.threads or 1) == ddp.resources]
-        for rival in rivals:
+        rivals = [c for c in shared if c.row.world_size == 1 and (c.row.threads or 1) == ddp.resources]
+        for rival_c in rivals:
+            rival = rival_c.row
+            if bool(rival_c.refused) != bool(ddp_c.refused):  # one timed in launched processes, one in a kernel
+                lines.append(f"prediction, {ddp.world_size} DDP ranks (lab {ddp.lab}) against 1 process x "
+                             f"{ddp.resources:g} threads (lab {rival.lab}): not compared, lab {ddp.lab} timed its ranks "
+                             f"in launched processes, lab {rival.lab} its threads in the notebook's kernel")
+                continue
             ratio = ddp.samples_per_s / rival.samples_per_s
             low = ddp.samples_per_s * (1 - (ddp.spread or 0.0) / 2)
             high = rival.samples_per_s * (1 + (rival.spread or 0.0) / 2)

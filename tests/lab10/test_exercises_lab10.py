@@ -112,3 +112,27 @@ def test_predict_speedup_mistakes_each_get_their_own_hint():  # learner s8: thre
     def predict_speedup(serial_fraction, devices):  # something else: the formula
         return 2.0
     assert fails(predict_speedup, "S(N) = 1 / (s + (1 - s) / N)")
+
+
+def test_learner_s9c_mistakes_are_named_not_raised():
+    """Learner s9c: `N / (1 - s)` got a bare ZeroDivisionError (the check's s = 1 case), `row.threads * ...` a bare
+    TypeError, and s from the mean efficiency the generic fit hint."""
+    def predict_speedup(serial_fraction, devices):  # divides by zero at s = 1
+        return devices / (1 - serial_fraction)
+    assert fails(predict_speedup, "N / (1 - s) grows as s grows")
+    assert "ZeroDivisionError" not in check(predict_speedup).message
+
+    def predict_speedup(serial_fraction, devices):  # another division that raises at s = 1: named as raised
+        return 1 / (serial_fraction + (1 - serial_fraction) / devices) if serial_fraction < 1 else 1 / 0
+    assert fails(predict_speedup, "predict_speedup(1.0, 4) raised ZeroDivisionError")
+
+    def speedup_and_efficiency(row, baseline):  # threads None on GPU rows
+        speedup = row.samples_per_s / baseline.samples_per_s
+        return speedup, speedup / (row.world_size * row.threads / (baseline.world_size * baseline.threads))
+    assert fails(speedup_and_efficiency, "(row.threads or 1)")
+
+    import numpy as np
+
+    def fit_serial_fraction(points):  # 1 - the mean efficiency
+        return float(1 - np.mean([s / n for n, s in points]))
+    assert fails(fit_serial_fraction, "1 minus the mean efficiency")

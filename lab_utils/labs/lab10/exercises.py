@@ -38,8 +38,21 @@ def _batch(fields: dict) -> int:
     return fields.get("batch_size", 256)
 
 
+NONE_THREADS = "TypeError on threads None"  # a case's answer where the function did arithmetic on threads = None
+
+
 def _speedup_run(speedup_and_efficiency, cases):
-    return [[float(v) for v in speedup_and_efficiency(_as_result(row), _as_result(base))] for row, base in cases]
+    """Each case's (speedup, efficiency); NONE_THREADS where a row with threads None raised a TypeError (the judge
+    names it: the bare error did not say which field was None)."""
+    got = []
+    for row, base in cases:
+        try:
+            got.append([float(v) for v in speedup_and_efficiency(_as_result(row), _as_result(base))])
+        except TypeError as exc:
+            if "NoneType" not in str(exc) or None not in (row["threads"], base["threads"]):
+                raise
+            got.append(NONE_THREADS)
+    return got
 
 
 def _hardware(fields: dict) -> float:
@@ -50,6 +63,10 @@ def _speedup_judge(got, expected, cases):
     def near(a, b):
         return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
+    none = next(((row, base) for g, (row, base) in zip(got, cases) if g == NONE_THREADS), None)
+    if none:
+        return 0.0, (f"a row with threads None (rows on GPUs record none; here {none[0]} against {none[1]}) raised "
+                     "a TypeError: None is no number; count it as one thread per rank, (row.threads or 1)")
     times = [(_batch(row) / row["samples_per_s"]) / (_batch(base) / base["samples_per_s"]) for row, base in cases]
     if all(len(g) == 2 and near(g[0], t) for g, t in zip(got, times)):  # row.wall_s / baseline.wall_s
         return 0.0, ("that is row.wall_s / baseline.wall_s, a ratio of times: more speed takes less time, so it runs "
@@ -142,6 +159,9 @@ def _serial_judge(answers, references, points):
     if abs(got - intercept) <= 2e-3 or abs(got - (1 - slope)) <= 2e-3:
         return 0.0, ("that fits a line 1/S = a + b/N with a free slope; Amdahl ties them (a = s, b = 1 - s): one "
                      "unknown, so fit s alone to 1/S - 1/N = s (1 - 1/N)")
+    if abs(got - (1 - float(np.mean([s / n for n, s in points])))) <= 1e-3:
+        return 0.0, ("that is 1 minus the mean efficiency (S/N): efficiency falls with N even when s is fixed, so it "
+                     "is not the serial share; Amdahl's s comes from 1/S = s + (1 - s)/N, fitted to all the points")
     if abs(got - _fit_on_speedups(points)) <= 2e-3:
         return 0.0, ("that fits the speedups S themselves; Amdahl is linear in 1/S, not in S: least squares on "
                      "1/S - 1/N = s (1 - 1/N)")
@@ -159,7 +179,15 @@ def _predict_cases(rng):
 
 
 def _predict_run(predict_speedup, cases):
-    return [float(predict_speedup(s, n)) for s, n in cases]
+    """Each case's prediction, or the name of the error it raised (s = 1 divides by zero in N / (1 - s)): the judge
+    names the formula that raised it instead of a bare ZeroDivisionError."""
+    got = []
+    for s, n in cases:
+        try:
+            got.append(float(predict_speedup(s, n)))
+        except ArithmeticError as exc:
+            got.append(type(exc).__name__)
+    return got
 
 
 def _predict_expected(cases):
@@ -178,15 +206,35 @@ _PREDICT_MISTAKES = (
     (lambda s, n: (1 - s) * n, "(1 - s) N leaves the serial part out: the speedup is one device's time over N devices' "
                                "time, 1 / (s + (1 - s) / N)"),
     (lambda s, n: 1 / (s + (1 - s) * n), "the parallel share is multiplied by N: N devices divide it, (1 - s) / N"),
+    (lambda s, n: n / (1 - s), "N / (1 - s) grows as s grows and divides by zero at s = 1, where nothing "
+                               "parallelises and the speedup is 1: a larger serial share must give a SMALLER speedup; "
+                               "Amdahl divides one device's time by s + (1 - s) / N"),
 )
+
+
+def _formula_matches(formula, got, cases) -> bool:
+    """Every case's answer equals the formula's (an error raised where the formula raises one too)."""
+    for x, (a, b) in zip(got, cases):
+        try:
+            y = formula(a, b)
+        except ArithmeticError:
+            if isinstance(x, str):
+                continue
+            return False
+        if isinstance(x, str) or abs(x - y) > 1e-9 * max(1.0, abs(y)):
+            return False
+    return True
 
 
 def _predict_judge(got, expected, cases):
     for g, e, (s, n) in zip(got, expected, cases):
-        if abs(g - e) > 1e-9 * e:
+        if isinstance(g, str) or abs(g - e) > 1e-9 * e:
             for formula, mistake in _PREDICT_MISTAKES:
-                if all(abs(x - formula(a, b)) <= 1e-9 * max(1.0, abs(formula(a, b))) for x, (a, b) in zip(got, cases)):
+                if _formula_matches(formula, got, cases):
                     return 0.0, mistake
+            if isinstance(g, str):
+                return 0.0, (f"predict_speedup({s}, {n}) raised {g}; it should be {e:.4f}: with s = {s} Amdahl's "
+                             "denominator s + (1 - s) / N is never zero, so your formula divides by something else")
             return 0.0, f"predict_speedup({s}, {n}) should be {e:.4f}, got {g:.4f}: S(N) = 1 / (s + (1 - s) / N)"
     return 1.0, "Amdahl's law"
 
