@@ -2,6 +2,7 @@
 on loopback."""
 import math
 import json
+import statistics
 import multiprocessing
 import os
 import time
@@ -18,7 +19,7 @@ from lab_utils.labs.lab08 import gpu_check as gpu_async
 from lab_utils import launch as launch_mod, process_tree
 from lab_utils.labs.lab08.exercises import serve_with
 from lab_utils.launch import RankError, launch
-from lab_utils.labs.lab08.lesson import (damped_lr, run_all, serve, staleness_from_order, work)  # lab 08's, generated from its notebook
+from lab_utils.labs.lab08.lesson import (damped_lr, replay, run_all, serve, staleness_from_order, work)  # lab 08's, generated from its notebook
 from lab_utils.variants import variant
 from workers import alive
 
@@ -75,6 +76,11 @@ def test_sync_equals_one_process_and_is_deterministic_and_async_records_its_stal
     assert run_async["samples_per_s"] > 0 and run_async["snapshot_samples"][0] == asyn.snapshot_every * asyn.batch_size
     computed = sum(w["gradients"] for w in run_async["workers"])
     assert asyn.gradients <= computed <= asyn.gradients + 1  # a gradient still on its way at the end is not applied
+    # a round (update to update) holds every worker's compute for it: its median is never below a worker's median
+    # compute, the like-with-like comparison lab 08's idle share and its [!] read (learner s9c, lab 08 finding 9)
+    rounds = A.round_seconds(first, 2)
+    assert len(rounds) == sync.gradients // 2 and min(rounds) > 0
+    assert 1e3 * statistics.median(rounds) >= max(w["compute_ms"] for w in first["workers"])
 
 
 def test_one_launch_runs_each_config_with_its_own_number_of_workers():
@@ -371,11 +377,127 @@ def test_a_rank_correlation_is_read_as_an_order_only_where_shuffled_runs_rarely_
     assert ps.chance_of(float("nan"), shares, weak) != ps.chance_of(float("nan"), shares, weak)  # nan
 
 
-def test_compensated_momentum_takes_asynchronys_own_momentum_off():
-    # lab 08 tests theory's cause of async's lower accuracy (learner s8e, lab 08 finding 4): 1 - 1/n of momentum is
-    # asynchrony's own (Mitliagkas et al., 2016), so 0.9 with 2 workers becomes 0.4; never below 0
-    assert A.implicit_momentum(1) == 0.0 and A.implicit_momentum(2) == pytest.approx(0.5)
-    assert A.compensated_momentum(0.9, 2) == pytest.approx(0.4) and A.compensated_momentum(0.9, 4) == pytest.approx(0.15)
-    assert A.compensated_momentum(0.3, 2) == 0.0 and A.compensated_momentum(0.9, 1) == pytest.approx(0.9)
-    with pytest.raises(ValueError):
-        A.implicit_momentum(0)
+# ---- why async ends lower: a run replayed (learner s9c, lab 08 finding 2) ------------------------------------------
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread, as each launched worker computes (the notebook replays with its plan's threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_a_replay_gives_back_an_asynchronous_runs_weights_and_changes_only_what_it_is_told(one_thread):
+    asyn = replace(BASE, mode="async", gradients=48, lr=0.1)
+    run = A.run(run_all, [asyn], serve, work, n_workers=2)[0]
+    assert any(s > 0 for s in run["staleness"])  # two workers: some gradients were stale
+    as_run = replay(run, 2)
+    assert torch.equal(as_run["weights"], torch.as_tensor(np.asarray(run["weights"])))  # bit for bit, one thread
+    assert len(as_run["snapshots"]) == len(run["snapshots"]) and as_run["snapshot_samples"] == run["snapshot_samples"]
+    assert torch.equal(as_run["snapshots"], torch.as_tensor(np.asarray(run["snapshots"])))
+    fresh, per_worker = replay(run, 2, fresh=True), replay(run, 2, buffer_per_worker=True)
+    assert not torch.equal(fresh["weights"], as_run["weights"]) and not torch.equal(per_worker["weights"], as_run["weights"])
+    # fresh: plain SGD over the same batches in the run's order, each gradient on the current weights
+    split = A.dataset_split()
+    model = A.build_model(split, seed=asyn.seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=asyn.lr / 2, momentum=asyn.momentum)
+    steps = {}
+    for worker in run["order"]:
+        steps[worker] = steps.get(worker, -1) + 1
+        x, y = A.worker_batch(split, worker, 2, steps[worker], asyn.batch_size)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    plain = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+    assert (fresh["weights"] - plain).abs().max() <= 1e-5
+
+
+def test_a_replay_of_a_run_without_staleness_is_the_run_whatever_it_changes(one_thread):
+    one = replace(BASE, mode="async", gradients=24, warmup=0)
+    run = A.run(run_all, [one], serve, work, n_workers=1)[0]
+    assert set(run["staleness"]) == {0}
+    weights = [replay(run, 1, **options)["weights"] for options in ({}, {"fresh": True}, {"buffer_per_worker": True})]
+    assert all(torch.equal(w, weights[0]) for w in weights)  # one worker: no stale gradient, one buffer anyway
+
+
+@pytest.mark.parametrize("cfg", [replace(BASE, mode="sync"), replace(BASE, mode="async", damped=True)])
+def test_replay_refuses_what_it_does_not_repeat(cfg):
+    with pytest.raises(ValueError, match="undamped asynchronous"):
+        replay({"config": cfg, "order": [1], "computed_on": [0]}, 2)
+
+
+def test_round_seconds_reads_a_synchronous_runs_rounds_and_refuses_an_asynchronous_run():
+    sync = {"staleness": [0] * 6, "applied_seconds": [0.010, 0.011, 0.030, 0.031, 0.050, 0.052]}
+    assert A.round_seconds(sync, 2) == pytest.approx([0.011, 0.020, 0.021])
+    with pytest.raises(ValueError, match="synchronous"):
+        A.round_seconds({"staleness": [0, 1, 1, 1], "applied_seconds": [0.1, 0.2, 0.3, 0.4]}, 2)
+
+
+def test_a_median_compute_above_the_mean_round_is_no_impossibility_but_above_the_median_round_it_is():
+    # learner s9c: '[!] ... compute (its median) ... longer than that run's synchronous round (its mean) ... cannot take
+    # less time': two fast rounds pull a mean down, so a median of the parts can exceed the mean of the wholes
+    from lab_utils import detectors
+    rounds, compute = [1.0, 1.0, 10.0, 10.0, 10.0], [0.9, 0.9, 9.0, 9.0, 9.0]  # each compute inside its round
+    assert statistics.median(compute) > statistics.mean(rounds)
+    assert detectors.part_longer_than_whole(statistics.median(compute) / 1e3, statistics.median(rounds) / 1e3,
+                                            part="compute", whole="rounds") == []
+
+
+# ---- lab 08's short lines about its verdicts ------------------------------------------------------------------------
+
+def _verdict(verdict, ratio=1.28, holds_from=None, upper=False, reason="", notes="measured while other programs used 0.8"):
+    from lab_utils import measure
+    return measure.Verdict("async vs sync, no straggler", "async ahead of sync by at most the idle share", ratio,
+                           ratio * 0.8, ratio * 1.2, verdict, 5, notes=notes, holds_from=holds_from, reason=reason,
+                           upper=upper)
+
+
+def test_the_summary_line_is_the_outcome_without_the_notes_and_a_refusal_reads_as_where_it_was_printed():
+    from lab_utils import measure
+    held = A.summary_line(_verdict(measure.HOLDS, holds_from=1.59, upper=True))
+    assert held.startswith("async vs sync, no straggler (async ahead") and held.endswith("1.28x -> holds")
+    assert "tested as 'ahead by no more than 59%'" in held and "measured while" not in held and len(held) < 200
+    refused = A.summary_line(_verdict(measure.CANNOT_SEE, reason="other programs used 1.0 of 2 cores ..."))
+    # learner s9c: cell 29 said 'cannot be seen here', the summary 'not measurable here', for one refusal
+    assert f": {measure.CANNOT_SEE} (" in refused and "not measurable" not in refused and "1.28" not in refused
+    plain = A.summary_line(measure.Verdict("A vs B", "A faster", 2.5, 2.1, 3.0, measure.HOLDS, 5), label="x4")
+    assert plain == "x4 (A faster): 2.50x -> holds"
+
+
+def test_a_median_above_theorys_bound_beside_a_holding_restated_verdict_is_said_in_one_line():
+    # learner s9c: 'async/sync 1.28x, theory 1.14x' and 'tested as ahead by no more than 59% ... -> holds', no word
+    from lab_utils import measure
+    line = A.above_bound_line(_verdict(measure.HOLDS, holds_from=1.59, upper=True), 1.14)
+    assert "1.28x lies above theory's bound 1.14x" in line and "1.59x" in line and "does not test the bound" in line
+    assert len(line) < 300
+    assert A.above_bound_line(_verdict(measure.HOLDS, ratio=1.10, holds_from=1.59, upper=True), 1.14) == ""
+    assert A.above_bound_line(_verdict(measure.UNDECIDED, holds_from=1.59, upper=True), 1.14) == ""
+
+
+def test_the_cause_line_names_staleness_only_where_its_verdict_holds():
+    from lab_utils import measure
+    holds, undecided = _verdict(measure.HOLDS, ratio=1.7), _verdict(measure.UNDECIDED, ratio=1.1)
+    both = A.cause_line(holds, holds, sync=0.88, as_run=0.50, fresh=0.90, per_worker=0.78)
+    first, second = both.splitlines()
+    assert "measured: staleness" in first and "all of the gap" in first and "90.0%" in first
+    assert "wins back 70%" in second and "most of it" in second
+    part = A.cause_line(holds, undecided, sync=0.88, as_run=0.50, fresh=0.69, per_worker=0.55).splitlines()
+    assert "50% of the gap" in part[0] and "does not show the shared buffer" in part[1]
+    assert "not explained by this run" in A.cause_line(undecided, undecided, sync=0.88, as_run=0.5, fresh=0.52,
+                                                        per_worker=0.5)
+    assert all(len(line) < 250 for line in both.splitlines() + part)
+
+
+def test_hogwild_is_drawn_against_samples_but_not_against_the_servers_time():
+    # learner s9c: the time panel showed Hogwild 4x faster while the table said its rate is not compared
+    import matplotlib
+    matplotlib.use("Agg")
+    curve = {"samples": [1, 2], "seconds": [0.1, 0.2], "accuracy": [0.1, 0.5]}
+    fig = A.plot_accuracy({"sync": curve, "Hogwild": curve}, untimed={"Hogwild": "not timed against the server"})
+    samples, seconds = fig.axes
+    assert [l.get_label() for l in samples.get_lines()] == ["sync", "Hogwild"]
+    assert [l.get_label() for l in seconds.get_lines()] == ["sync"]
+    assert any("Hogwild not drawn here" in t.get_text() for t in seconds.texts)
+    replays = A.plot_accuracy({"replayed": {**curve, "seconds": []}})  # no clock: the samples panel alone
+    assert len(replays.axes) == 1

@@ -16,7 +16,7 @@ from lab_utils import hardware
 from lab_utils.labs.lab08 import parameter_server
 from lab_utils.launch import short_error
 
-__all__ = ['send', 'work', 'listen', 'next_gradient', 'serve', 'hogwild', 'run_all', 'staleness_from_order', 'damped_lr']
+__all__ = ['send', 'work', 'listen', 'next_gradient', 'serve', 'hogwild', 'run_all', 'replay', 'staleness_from_order', 'damped_lr']
 
 
 # ---- solutions/08_sync_async.ipynb, cell 8 (id 477b3a2d) -----------------------------------------------------------
@@ -183,7 +183,39 @@ def run_all(rank, world_size, configs, worker=work, server=serve):
     return results
 
 
-# ---- solutions/08_sync_async.ipynb, cell 42 (id 47187d3a) ----------------------------------------------------------
+# ---- solutions/08_sync_async.ipynb, cell 37 (id b571334b) ----------------------------------------------------------
+
+def replay(run, n_workers, fresh=False, buffer_per_worker=False):
+    """An undamped asynchronous run's updates again, in this process: each worker's batches in the run's order, each
+    gradient on the weights of its recorded version (fresh: on the current weights); one momentum buffer (the
+    server's) or one per worker (Hogwild's). Returns the final weights and a snapshot every cfg.snapshot_every."""
+    cfg = run["config"]
+    if cfg.mode != "async" or cfg.damped:
+        raise ValueError("replay repeats an undamped asynchronous run")
+    split = parameter_server.dataset_split(cfg.dataset, cfg.seed)
+    model = parameter_server.build_model(split)
+    weights = torch.nn.Parameter(parameter_server.initial_weights(split, cfg.seed))
+    optimizers = {}                                   # one SGD per momentum buffer: "server", or one per worker
+    versions, batches, snapshots = [weights.detach().clone()], {}, []   # versions[v]: the weights after v updates
+    for version, (worker, computed_on) in enumerate(zip(run["order"], run["computed_on"])):
+        batches[worker] = batches.get(worker, -1) + 1  # the worker's next batch of its shard
+        x, y = parameter_server.worker_batch(split, worker, n_workers, batches[worker], cfg.batch_size)
+        vector_to_parameters(versions[version if fresh else computed_on].clone(), model.parameters())
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        weights.grad = parameters_to_vector([p.grad for p in model.parameters()])
+        buffer = worker if buffer_per_worker else "server"
+        if buffer not in optimizers:                  # the asynchronous server's rate and momentum
+            optimizers[buffer] = torch.optim.SGD([weights], lr=cfg.lr / n_workers, momentum=cfg.momentum)
+        optimizers[buffer].step()
+        versions.append(weights.detach().clone())
+        if (version + 1) % cfg.snapshot_every == 0:
+            snapshots.append(versions[-1])
+    return {"weights": versions[-1], "snapshots": torch.stack(snapshots),
+            "snapshot_samples": [(i + 1) * cfg.snapshot_every * cfg.batch_size for i in range(len(snapshots))]}
+
+
+# ---- solutions/08_sync_async.ipynb, cell 45 (id 47187d3a) ----------------------------------------------------------
 
 def staleness_from_order(order):
     """The staleness of each applied gradient, from the order of the workers that sent them."""
@@ -195,7 +227,7 @@ def staleness_from_order(order):
     return staleness
 
 
-# ---- solutions/08_sync_async.ipynb, cell 46 (id 3314b46f) ----------------------------------------------------------
+# ---- solutions/08_sync_async.ipynb, cell 49 (id 3314b46f) ----------------------------------------------------------
 
 def damped_lr(base_lr, staleness):
     """The learning rate for a gradient this many versions old."""

@@ -4,13 +4,14 @@ are its notebook's: lab_utils.labs.lab08.lesson), one idea per module:
 - `config`: one run as data (PSConfig), checked before any rank starts;
 - `shards`: what every rank builds for itself: the split, each worker's shard and batches, the course CNN;
 - `straggler`: a worker stretched by a factor;
-- `record`: what a server measures while it runs (RunRecord);
+- `record`: what a server measures while it runs (RunRecord), and a synchronous run's rounds;
 - `ranks`: the server's core beside worker 1, and `run`, one launch of the notebook's run_all for every config;
 - `baseline`: the single-process baseline a synchronous run must equal;
-- `staleness`: each worker's staleness, its rank correlation with accuracy, and asynchrony's implicit momentum;
+- `staleness`: each worker's staleness and its rank correlation with accuracy;
 - `hogwild`: shared memory handed to launched ranks, the watching rank's record, a Hogwild run's result;
 - `accuracy`: test accuracy of flat weights, accuracy curves, diverged runs;
 - `plots`: accuracy, staleness and throughput figures;
+- `readout`: short lines about lab 08's verdicts (the summary's, a median above theory's bound);
 - `tf_cluster`: TensorFlow's ParameterServerStrategy servers in one process.
 """
 from __future__ import annotations
@@ -22,16 +23,16 @@ from .config import MODEL, MODES, PSConfig
 from .hogwild import ShareWithRanks, hogwild_result, shared, watch
 from .plots import plot_accuracy, plot_staleness, plot_throughput
 from .ranks import interleaved, pin_server_beside_worker_1, run
-from .record import RunRecord
+from .readout import above_bound_line, cause_line, summary_line
+from .record import RunRecord, round_seconds
 from .shards import build_model, dataset_split, global_batch, initial_weights, input_shape, worker_batch
-from .staleness import (CHANCE, chance_of, compensated_momentum, implicit_momentum, rank_correlation,
-                        staleness_by_worker)
+from .staleness import CHANCE, chance_of, rank_correlation, staleness_by_worker
 from .straggler import Straggler, straggle
 from .tf_cluster import tf_in_process_cluster
 
-__all__ = ["LATE", "MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
+__all__ = ["LATE", "above_bound_line", "cause_line", "round_seconds", "summary_line", "MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
            "build_model", "clocks_legend", "dataset_split", "diverged", "divergence_flags", "first_reaching", "late_accuracy", "global_batch",
            "hogwild_result", "initial_weights", "input_shape", "interleaved", "pin_server_beside_worker_1",
-           "plot_accuracy", "plot_staleness", "plot_throughput", "rank_correlation", "CHANCE", "chance_of", "compensated_momentum", "implicit_momentum", "run", "shared",
+           "plot_accuracy", "plot_staleness", "plot_throughput", "rank_correlation", "CHANCE", "chance_of", "run", "shared",
            "single_process_weights", "staleness_by_worker", "straggle", "tf_in_process_cluster", "watch",
            "worker_batch"]

@@ -20,9 +20,10 @@ def accuracy_of(flat_weights, split: data.Split, model=None) -> float:
 
 
 def accuracy_curve(result: dict, split: data.Split) -> dict:
-    """{'samples', 'seconds', 'accuracy'} at each weight snapshot a run kept."""
+    """{'samples', 'seconds', 'accuracy'} at each weight snapshot a run kept (no seconds for a replay, which has no
+    clock)."""
     model = build_model(split, seed=0)
-    return {"samples": list(result["snapshot_samples"]), "seconds": list(result["snapshot_seconds"]),
+    return {"samples": list(result["snapshot_samples"]), "seconds": list(result.get("snapshot_seconds", [])),
             "accuracy": [accuracy_of(w, split, model) for w in result["snapshots"]]}
 
 

@@ -4,18 +4,29 @@ from __future__ import annotations
 import numpy as np
 
 
-def plot_accuracy(curves: dict, title: str = ""):
-    """Accuracy against samples processed (left) and against wall time (right), one line per run."""
+def plot_accuracy(curves: dict, title: str = "", untimed: dict | None = None):
+    """Accuracy against samples processed (left) and against wall time (right), one line per run; `untimed` (label ->
+    why) names the curves whose clock is not the others': drawn against samples only, named on the time panel. Curves
+    without seconds (a replay) give the left panel alone."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), sharey=True)
+    untimed = dict(untimed or {})
+    timed = {label: c for label, c in curves.items() if label not in untimed and c.get("seconds")}
+    fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(11 if timed else 5.5, 3.4), sharey=True, squeeze=False)
+    axes = axes[0]
     for label, c in curves.items():
         axes[0].plot(c["samples"], c["accuracy"], marker=".", label=label)
-        axes[1].plot(c["seconds"], c["accuracy"], marker=".", label=label)
     axes[0].set_xlabel("samples processed")
-    axes[1].set_xlabel("wall time (s)")
     axes[0].set_ylabel("test accuracy")
-    axes[1].legend(fontsize=8, loc="lower right")
+    if timed:
+        colours = {line.get_label(): line.get_color() for line in axes[0].get_lines()}
+        for label, c in timed.items():
+            axes[1].plot(c["seconds"], c["accuracy"], marker=".", label=label, color=colours[label])
+        axes[1].set_xlabel("wall time (s)")
+        for i, (label, why) in enumerate(untimed.items()):
+            axes[1].text(0.02, 0.97 - 0.15 * i, f"{label} not drawn here:\n{why}", transform=axes[1].transAxes,
+                         fontsize=8, va="top")
+    axes[0].legend(fontsize=8, loc="lower right")  # every curve is on the samples panel
     if title:
         fig.suptitle(title)
     fig.tight_layout()

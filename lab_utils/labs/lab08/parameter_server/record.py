@@ -42,7 +42,17 @@ class RunRecord:
         return {"weights": weights.detach().clone(), "seconds": end,
                 "samples_per_s": (self.count - self.warm[0]) * self.cfg.batch_size / (end - self.warm[1]),
                 "order": [w for w, *_ in self.log], "computed_on": [v for _, v, _, _ in self.log],
-                "staleness": [s for _, _, s, _ in self.log],
+                "staleness": [s for _, _, s, _ in self.log], "applied_seconds": [t for *_, t in self.log],
                 "snapshot_samples": [s for s, _, _ in self.snapshots],
                 "snapshot_seconds": [t for _, t, _ in self.snapshots],
                 "snapshots": torch.stack([w for *_, w in self.snapshots]) if self.snapshots else torch.empty(0)}
+
+
+def round_seconds(result: dict, n_workers: int) -> list[float]:
+    """A synchronous run's rounds, each from one update (the run's start for the first) to the next: every worker's
+    compute for an update lies inside its round, so a round's median is never below a worker's median compute."""
+    if any(s != 0 for s in result["staleness"]) or len(result["staleness"]) % n_workers:
+        raise ValueError(f"round_seconds reads synchronous runs (staleness 0, a multiple of {n_workers} gradients): "
+                         "an asynchronous run has no rounds")
+    ends = result["applied_seconds"][n_workers - 1::n_workers]  # an update applies n gradients at once: its last one
+    return [end - start for start, end in zip([0.0] + ends[:-1], ends)]

@@ -46,14 +46,3 @@ def chance_of(rho: float, xs, ys, rounds: int = 2000, seed: int = 0) -> float:
     shuffled = [rank_correlation(xs, rng.permutation(ys)) for _ in range(rounds)]
     return float(np.mean([s <= rho if rho < 0 else s >= rho for s in shuffled]))
 
-
-def implicit_momentum(n_workers: int) -> float:
-    """The momentum asynchrony itself adds with n equal workers, 1 - 1/n (Mitliagkas et al., 2016)."""
-    if n_workers < 1:
-        raise ValueError(f"n_workers must be at least 1, got {n_workers}")
-    return 1.0 - 1.0 / n_workers
-
-
-def compensated_momentum(momentum: float, n_workers: int) -> float:
-    """The explicit momentum that, with asynchrony's implicit 1 - 1/n added, totals `momentum` (0 at the least)."""
-    return max(0.0, momentum - implicit_momentum(n_workers))
