@@ -42,7 +42,7 @@ def test_forged_empty_nan_and_constant_answers_score_zero(results, name):
 @pytest.mark.parametrize("label, grade, says", [
     ("batch float", 0.0, "return an int"), ("batch times", 0.0, "not multiplied"),
     ("batch no error", 0.5, "raise ValueError"), ("local tensors", 0.5, ".numpy()"),
-    ("local reversed", 0.0, "replica order"), ("local .values", 0.5, "on one replica (the default strategy)"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
+    ("local reversed", 0.0, "replica order"), ("local .values", 0.0, "on one replica (the default strategy)"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
     ("step no apply", 0.0, "did not change"), ("step mean / global", 0.0, "GLOBAL batch"),
     ("step no logits", 0.0, "from_logits=True")])
 @pytest.mark.slow

@@ -118,7 +118,7 @@ def _local_judge(got, expected, case):
         return 0.5, "the values are right: convert each tensor to numpy with .numpy()"
     single = got.get("single")
     if not isinstance(single, list) or not close(single, expected["single"], 1e-6):
-        return 0.5, (f"right for {len(right)} replicas, but on one replica (the default strategy) it gave {single!r}: "
+        return 0.0, (f"right for {len(right)} replicas, but on one replica (the default strategy) it gave {single!r}: "
                      "there strategy.run returns a plain tensor, not a PerReplica, and a plain tensor has no .values; "
                      "strategy.experimental_local_results(value) reads both")
     return 1.0, "one numpy array per replica, in replica order"
