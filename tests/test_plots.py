@@ -38,6 +38,19 @@ def test_stacked_bars_fit_the_longest_row_and_label_the_thin_phases():
     plt.close(fig)
 
 
+def test_gantt_charts_on_a_shared_x_axis_each_keep_their_own_ops_in_range():
+    measured = [plots.Interval("stage 0", "forward", 0.0, 0.030), plots.Interval("stage 1", "backward", 0.060, 0.0935)]
+    ideal = [plots.Interval("stage 0", "forward", 0.0, 0.020), plots.Interval("stage 1", "backward", 0.040, 0.057)]
+    for first, second in ((measured, ideal), (ideal, measured)):  # the longer chart drawn first, then second
+        fig, axes = plt.subplots(2, 1, sharex=True)
+        plots.gantt(first, axes[0])
+        plots.gantt(second, axes[1])
+        for ax in axes:
+            low, high = ax.get_xlim()
+            assert low <= 0.0 and high >= 93.5, (low, high)  # the measured backward to 93.5 ms is not cut off
+        plt.close(fig)
+
+
 def test_a_gantt_chart_keeps_every_interval_on_the_axis_and_labels_the_thin_ones():
     intervals = [plots.Interval("device 0", "scatter", 0.0, 0.0003), plots.Interval("device 0", "forward", 0.003, 0.056),
                  plots.Interval("device 1", "forward", 0.004, 0.068), plots.Interval("device 1", "backward", 0.075, 0.140),

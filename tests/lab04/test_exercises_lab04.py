@@ -152,6 +152,17 @@ def loss_from_the_kept_logits(ctx, micro):
 
 
 @named
+def recomputed_on_a_detached_copy(ctx, micro):
+    x = ctx.saved.pop(micro)
+    out = ctx.stage(x.detach().requires_grad_())  # learner s9e: backward fills the copy's grad, x.grad stays None
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    _send_input_grad(ctx, x)
+
+
+@named
 def blocking_send(ctx, micro):
     x = _backward_of_the_stage(ctx, micro)
     if not ctx.first:
@@ -202,6 +213,7 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
     (loss_from_the_kept_logits, "from the stage's new output"),
     (grad_sent_from_the_first_stage_too, "rank 0 failed, likely on x.grad"),
     (saved_input_not_popped, "ctx.saved.pop(micro)"),
+    (recomputed_on_a_detached_copy, "not on a copy (x.detach()"),
     (grad_from_the_previous_stage, "waited in dist.recv for the gradient of its output from rank"),  # any rank may fail first
 ], ids=lambda v: getattr(v, "__code__", None) and v.__code__.co_name or "")
 def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong, named_mistake):
@@ -347,3 +359,22 @@ def test_a_greedy_best_split_is_never_called_a_sum_of_squares(wrong):
         fraction, message = (result.details["fraction"], result.message) if result else grade(wrong, seed)
         assert fraction == 0.0 and "does not minimise the slowest stage" in message, message
         assert "squares" not in message, message
+
+
+def best_split_range_stops_short(times, stages):
+    best, best_cost = None, float("inf")
+    for cut in itertools.combinations(range(1, len(times) - 1), stages - 1):  # learner s9e: never cuts before the last layer
+        bounds = [0, *cut, len(times)]
+        cost = max(sum(times[a:b]) for a, b in zip(bounds, bounds[1:]))
+        if cost < best_cost:
+            best, best_cost = cut, cost
+    return tuple(best[i] for i in range(stages - 1))
+
+
+best_split_range_stops_short.__name__ = best_split_range_stops_short.__qualname__ = "best_split"
+
+
+def test_best_split_whose_range_stops_short_is_told_where():
+    result = check(best_split_range_stops_short)
+    assert not result.passed and "range(1, len(times))" in result.message and "[3.0, 1.0, 2.0]" in result.message, \
+        result.message

@@ -115,6 +115,28 @@ def test_balanced_split_minimises_the_slowest_stage():
         pl.balanced_split([1, 2], 3)
 
 
+def test_split_movers_names_only_layers_whose_range_changes_the_split():
+    from lab_utils.measure.timing import Timing
+    # flatten (index 4) spreads by 200 % but is too light to move anything; layer 0's slow repeat moves the cut
+    timings = [Timing((5, 5, 30), 0), Timing((7, 7, 7), 0), Timing((7, 7, 7), 0), Timing((4, 4, 4), 0),
+               Timing((0.1, 0.1, 0.3), 0), Timing((0.8, 0.8, 0.8), 0), Timing((0.1, 0.1, 0.1), 0)]
+    assert pl.balanced_split([t.median for t in timings], 2) == (2,)
+    assert pl.split_movers(timings, 2) == [0]
+    assert pl.split_movers([Timing((t.median,) * 3, 0) for t in timings], 2) == []
+
+
+def test_overlap_cap_is_one_over_the_slowest_share():
+    assert pl.overlap_cap([0.15, 0.85]) == pytest.approx(1 / 0.85)
+    assert pl.overlap_cap([0.5, 0.5]) == pytest.approx(2.0)
+    assert pl.overlap_cap([0.2, 0.3, 0.5]) == pytest.approx(2.0)
+    # no schedule beats it: GPipe simulated with these stage times overlaps less than the cap
+    fwd, bwd = [0.15, 0.85], [0.3, 1.7]
+    naive_span = pl.makespan(pl.simulate(pl.naive(2), fwd, bwd))
+    for m in (2, 8, 64):
+        span = pl.makespan(pl.simulate(pl.gpipe(2, m), [f / m for f in fwd], [b / m for b in bwd]))
+        assert naive_span / span <= pl.overlap_cap([0.15, 0.85]) + 1e-9
+
+
 def test_layer_times_are_measured_for_every_layer():
     model_spec = spec.cnn2d_2layer_fullconnected_2layer()
     times = pl.layer_times(model_spec, (1, 8, 8), batch_size=8, repeats=1)

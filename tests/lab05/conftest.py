@@ -95,6 +95,10 @@ SCRIPT = textwrap.dedent('''
     def local_reversed(strategy, value):
         return [t.numpy() for t in reversed(strategy.experimental_local_results(value))]
 
+    @as_("local_values")
+    def local_dot_values(strategy, value):
+        return [t.numpy() for t in value.values]  # learner s9e: a PerReplica's attribute; one replica has none
+
     def step(scale):
         def replica_step(model, optimizer, images, labels, global_batch):
             loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=scale != "no logits", reduction="none")
@@ -178,7 +182,7 @@ SCRIPT = textwrap.dedent('''
     results = {}
     for label, fn in [("batch ok", batch_ok), ("batch float", batch_float), ("batch times", batch_times),
                       ("batch no error", batch_no_error), ("local ok", local_ok), ("local tensors", local_tensors),
-                      ("local reversed", local_reversed)]:
+                      ("local reversed", local_reversed), ("local .values", local_dot_values)]:
         result = check(fn)
         results[label] = {"passed": result.passed, "message": result.message, "grade": graded(fn)}
     # one launch for the replica step: each job is what the grader's (and the self-check's) run launches for one

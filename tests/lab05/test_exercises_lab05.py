@@ -42,7 +42,7 @@ def test_forged_empty_nan_and_constant_answers_score_zero(results, name):
 @pytest.mark.parametrize("label, grade, says", [
     ("batch float", 0.0, "return an int"), ("batch times", 0.0, "not multiplied"),
     ("batch no error", 0.5, "raise ValueError"), ("local tensors", 0.5, ".numpy()"),
-    ("local reversed", 0.0, "replica order"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
+    ("local reversed", 0.0, "replica order"), ("local .values", 0.0, "on one replica (the default strategy)"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
     ("step no apply", 0.0, "did not change"), ("step mean / global", 0.0, "GLOBAL batch"),
     ("step no logits", 0.0, "from_logits=True")])
 @pytest.mark.slow
@@ -69,3 +69,21 @@ def test_an_assert_instead_of_a_value_error_is_named():
     case = {"even": [[8, 2], [12, 3]], "uneven": [9, 2]}
     grade, said = _batch_judge(_batch_run(per_replica_batch, case), _batch_expected(case), case)
     assert grade == 0.5 and "raised AssertionError" in said and "raise ValueError" in said
+
+
+def test_len_of_the_labels_in_the_replica_step_is_told_as_the_local_batch_mistake():
+    """learner s9e: `tf.reduce_sum(per_example) / len(labels)` met TensorFlow's own error about symbolic tensors."""
+    from lab_utils.labs.lab05.exercises import len_named
+
+    def replica_step(model, optimizer, images, labels, global_batch):
+        raise TypeError("len is not well defined for a symbolic Tensor (labels:0). Please call `x.shape` rather "
+                        "than `len(x)` for shape information.")
+
+    with pytest.raises(TypeError, match=r"len\(\) of a tensor inside the replica step.*GLOBAL batch"):
+        len_named(replica_step)(None, None, None, None, 16)
+
+    def other(model, optimizer, images, labels, global_batch):
+        raise TypeError("unsupported operand")
+
+    with pytest.raises(TypeError, match="^unsupported operand$"):  # any other TypeError passes through as it was
+        len_named(other)(None, None, None, None, 16)

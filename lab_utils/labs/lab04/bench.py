@@ -27,7 +27,7 @@ def pipeline(*, batch_size: int = 1024, repeats: int = 5, split=None, seed: int 
     """2 stages: naive split, GPipe with M = 2, 4, 8 and 1F1B with M = 8, interleaved in one launch."""
 
     model_spec = spec.preset(model)
-    times = pl.layer_times(model_spec, (1, 28, 28), batch_size=128, seed=seed)
+    times = pl.layer_times(model_spec, (1, 28, 28), batch_size=pl.micro_batch_size(batch_size, 8), seed=seed)  # M=8's
     split = tuple(split) if split else pl.balanced_split(times, 2)
     common = dict(batch_size=batch_size, split=split, model=model, seed=seed)
     runs = [pl.PipelineRun("naive", "naive", 1, **common)]

@@ -108,6 +108,12 @@ def _recompute_run(recompute_backward_op, case):
             raise RuntimeError(f"the stages waited for each other for {GROUP_TIMEOUT_S} s (a deadlock): every dist.recv "
                                "needs its neighbour's matching send (a gradient received that nobody sends, or sent "
                                "that nobody receives)") from None
+        if exc.rank > 0 and "'NoneType' object has no attribute" in exc.message:
+            raise RuntimeError(f"rank {exc.rank} failed, likely on x.grad, which is None: backward did not reach the "
+                               "saved input x. Run the stage again on x itself (the tensor the forward op saved, "
+                               "which requires a gradient), not on a copy (x.detach(), x.clone(), a new tensor): "
+                               "backward fills the copy's .grad and leaves x.grad None. It said: "
+                               f"{exc.message.splitlines()[0][:300]}") from None
         if exc.rank == 0 and "'NoneType' object has no attribute" in exc.message:
             raise RuntimeError("rank 0 failed, likely on x.grad, which is None there: the first stage's input is the "
                                "images, which need no gradient, so stage 0 sends nothing back (if not ctx.first). It "
@@ -278,12 +284,26 @@ def _squares(times, split) -> float:
 def _split_cases(rng):
     cases = [[[5.0, 7.0, 7.0, 4.0, 0.1, 0.8, 0.1], 2], [[10.0, 1.0, 1.0, 1.0], 2],
              [[6.0, 2.0, 8.0, 1.0], 3],  # balanced by squares: 6 | 2 | 9 (slowest 9); by the slowest stage: 8 | 8 | 1
-             [[5.0, 4.0, 2.0, 7.0, 1.0, 9.0, 8.0], 3]]  # each known mistake and greedy search splits it differently
+             [[5.0, 4.0, 2.0, 7.0, 1.0, 9.0, 8.0], 3],  # each known mistake and greedy search splits it differently
+             [[3.0, 1.0, 2.0], 3]]  # one layer per stage: a search whose range stops short of len(times) finds nothing
     return cases + [[[round(rng.uniform(0.1, 9), 2) for _ in range(rng.randint(4, 8))], rng.randint(2, 4)] for _ in range(6)]
 
 
 def _split_run(best_split, cases):
-    return [[int(i) for i in best_split(list(times), stages)] for times, stages in cases]
+    out = []
+    for times, stages in cases:
+        try:
+            got = best_split(list(times), stages)
+            if got is None:
+                raise TypeError("it returned None")
+            out.append([int(i) for i in got])
+        except (TypeError, ValueError, IndexError) as exc:  # e.g. a search that found no split kept its best at None
+            raise type(exc)(f"best_split({times}, {stages}) failed: {type(exc).__name__}: {exc}. "
+                            + (f"Here every layer is a stage, so the only split is {list(range(1, len(times)))}: does "
+                               "your search try every cut from 1 to len(times) - 1 (range(1, len(times)))? A search "
+                               "over no split leaves its best at None" if stages == len(times) else
+                               "Return a tuple of split points for every case")) from None
+    return out
 
 
 def _split_expected(cases):

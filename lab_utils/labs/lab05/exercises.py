@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...exercises.core import CannotRunHere, Exercise, close, max_abs_diff, register
+from ...exercises.core import ANY, CannotRunHere, Exercise, close, max_abs_diff, register
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
          "import keras\nimport numpy as np\nimport tensorflow as tf")
@@ -83,10 +83,17 @@ def _local_run(local_values, case):
         return tf.fill([case["size"]], tf.cast(ctx.replica_id_in_sync_group, tf.float32) * case["scale"] + case["offset"])
 
     got = local_values(strategy, tf.function(lambda: strategy.run(replica_value))())
+    one = tf.distribute.get_strategy()  # the default strategy: one replica, whose run returns a plain tensor
+    try:
+        single = local_values(one, tf.function(lambda: one.run(replica_value))())
+        single = [np.asarray(v).tolist() for v in single] if isinstance(single, (list, tuple)) else type(single).__name__
+    except (AttributeError, TypeError) as exc:  # e.g. value.values: a plain tensor has no .values
+        single = f"{type(exc).__name__}: {exc}"
     if not isinstance(got, (list, tuple)):
-        return {"replicas": strategy.num_replicas_in_sync, "type": type(got).__name__, "types": [], "values": []}
+        return {"replicas": strategy.num_replicas_in_sync, "type": type(got).__name__, "types": [], "values": [],
+                "single": single}
     return {"replicas": strategy.num_replicas_in_sync, "type": "list", "types": [type(v).__name__ for v in got],
-            "values": [np.asarray(v).tolist() for v in got]}
+            "values": [np.asarray(v).tolist() for v in got], "single": single}
 
 
 REPLICAS = 2  # the probe's set-up configures two devices
@@ -94,7 +101,8 @@ REPLICAS = 2  # the probe's set-up configures two devices
 
 def _local_expected(case):
     values = [[r * case["scale"] + case["offset"]] * case["size"] for r in range(REPLICAS)]
-    return {"replicas": REPLICAS, "type": "list", "types": ["ndarray"] * REPLICAS, "values": values}
+    return {"replicas": REPLICAS, "type": "list", "types": ["ndarray"] * REPLICAS, "values": values,
+            "single": [[case["offset"]] * case["size"]]}
 
 
 def _local_judge(got, expected, case):
@@ -108,11 +116,17 @@ def _local_judge(got, expected, case):
         return 0.0, "the values are not the replicas' own values, in replica order"
     if got["types"] != expected["types"]:
         return 0.5, "the values are right: convert each tensor to numpy with .numpy()"
+    single = got.get("single")
+    if not isinstance(single, list) or not close(single, expected["single"], 1e-6):
+        return 0.0, (f"right for {len(right)} replicas, but on one replica (the default strategy) it gave {single!r}: "
+                     "there strategy.run returns a plain tensor, not a PerReplica, and a plain tensor has no .values; "
+                     "strategy.experimental_local_results(value) reads both")
     return 1.0, "one numpy array per replica, in replica order"
 
 
 LOCAL_VALUES = Exercise("05", "local_values", _local_cases, _local_run, _local_expected, _local_judge,
-                        "strategy.experimental_local_results, then .numpy() on each", setup=SETUP)
+                        "strategy.experimental_local_results, then .numpy() on each", setup=SETUP,
+                        shape=lambda right, case: {**right, "single": ANY})  # one replica's: a list, or the error
 
 
 # ---- one step, checked: a replica step (this exercise) or lab 05's make_train_step (the GPU check, the tests) run on
@@ -157,15 +171,34 @@ def _one_device_step(strategy, model, optimizer, global_batch):
     return step
 
 
+def len_named(replica_step):
+    """The learner's replica step, its TypeError from len() of a symbolic tensor told as the mistake it is."""
+    def replica(model, optimizer, images, labels, global_batch):
+        try:
+            return replica_step(model, optimizer, images, labels, global_batch)
+        except TypeError as exc:
+            if "len is not well defined" not in str(exc):
+                raise
+            raise TypeError("len() of a tensor inside the replica step: the step runs as a traced graph, where a "
+                            "tensor's length is not a Python number. Nor is this replica's batch the divisor: each "
+                            "replica scales its per-example losses by the GLOBAL batch, "
+                            "tf.nn.compute_average_loss(per_example, global_batch_size=global_batch), or the "
+                            f"replicas' summed update is too large (TensorFlow said: {str(exc)[:120]})") from None
+
+    return replica
+
+
 def _around(replica_step):
     """A make_train_step (lab 05's signature) that runs the learner's `replica_step(model, optimizer, images, labels,
     global_batch)` on every replica and sums their losses."""
     import tensorflow as tf
 
+    replica = len_named(replica_step)
+
     def make(strategy, model, optimizer, global_batch):
         @tf.function
         def step(batch):
-            per_replica = strategy.run(lambda i, j: replica_step(model, optimizer, i, j, global_batch), args=batch)
+            per_replica = strategy.run(lambda i, j: replica(model, optimizer, i, j, global_batch), args=batch)
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
         return step

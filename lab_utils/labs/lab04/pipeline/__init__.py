@@ -18,7 +18,7 @@ from .results import (KINDS, Measured, ideal_bubble, mean_op_seconds, measured_b
 from .schedules import (SCHEDULES, Op, Schedule, bubble_fraction, check_schedule, gpipe, make_schedule, makespan,
     max_in_flight, naive, one_f_one_b, simulate)
 from .split import (balanced_split, build_stage, check_split, layer_timings, layer_times, modules_per_layer,
-    stage_input_shape, stage_layers, stage_shares)
+    overlap_cap, split_movers, stage_input_shape, stage_layers, stage_shares)
 from .stage import PipelineRun, StageContext, micro_batch_size
 from .watch import OpWatch, watched_step
 
@@ -26,6 +26,6 @@ __all__ = ["KINDS", "ONE_STEP", "SCHEDULES", "Measured", "OneStep", "Op", "OpWat
            "StageContext",
            "balanced_split", "bubble_fraction", "build_stage", "check_schedule", "check_split", "gpipe", "ideal_bubble", "own_ops_makespan",
            "layer_timings", "layer_times", "make_schedule", "makespan", "max_in_flight", "mean_op_seconds", "median_op_seconds",
-           "measured_by_label", "micro_batch_size", "modules_per_layer", "naive", "one_f_one_b",
-           "reference", "run_pipelines", "simulate", "stage_input_shape", "stage_layers", "stage_shares",
+           "measured_by_label", "micro_batch_size", "modules_per_layer", "naive", "one_f_one_b", "overlap_cap",
+           "reference", "run_pipelines", "simulate", "split_movers", "stage_input_shape", "stage_layers", "stage_shares",
            "watched_step"]

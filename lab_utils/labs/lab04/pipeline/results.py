@@ -131,6 +131,7 @@ def own_ops_makespan(measured: Measured) -> float:
 
 
 def ideal_bubble(measured: Measured) -> float:
-    """The bubble of the same schedule simulated with the median step's measured op times (no transfer cost)."""
+    """The bubble of the same schedule simulated with each stage's typical op times (median_op_seconds, the figures
+    the lab prints per stage; no transfer cost)."""
     schedule = make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
-    return bubble_fraction(simulate(schedule, *mean_op_seconds(measured.typical(), measured.stages)), measured.stages)
+    return bubble_fraction(simulate(schedule, *median_op_seconds(measured)), measured.stages)

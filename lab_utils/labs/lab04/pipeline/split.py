@@ -104,3 +104,18 @@ def stage_shares(times, split) -> list[float]:
     bounds = [0, *split, len(times)]
     total = sum(times)
     return [sum(times[a:b]) / total for a, b in zip(bounds, bounds[1:])]
+
+
+def split_movers(timings, stages: int) -> list[int]:
+    """The layers whose time, anywhere in its repeats' range (the others at their medians), changes balanced_split:
+    the layers whose noise can move the split (a light layer's wide spread cannot)."""
+    medians = [t.median for t in timings]
+    split = balanced_split(medians, stages)
+    return [i for i, t in enumerate(timings)
+            if any(balanced_split(medians[:i] + [v] + medians[i + 1:], stages) != split for v in (min(t.times), max(t.times)))]
+
+
+def overlap_cap(shares) -> float:
+    """The most any schedule can overlap K stages' work, over the naive split: 1 / the slowest stage's share (the
+    step lasts at least as long as that stage's own ops)."""
+    return 1 / max(shares)
