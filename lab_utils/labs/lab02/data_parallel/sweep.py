@@ -202,11 +202,11 @@ def print_sweep(result: Sweep, decided=None) -> None:
                   f"{detectors.marked(r.flags)}")
             for note in detectors.notes(r.flags):
                 print(f"{'':>8}note: {note}")
-    print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
-          f"same round: the comparison's one figure; range: where it lies with {measure.CONFIDENCE:.0%} confidence "
-          "(how far it moves from round to round)")
+    print(measure.short_lines(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the "
+                              f"candidate's in the same round: the comparison's one figure; range: where it lies with "
+                              f"{measure.CONFIDENCE:.0%} confidence (how far it moves from round to round)"))
     if why is not None:
-        print(f"  {refusal_line(why)}; the summary refuses the same speedups")
+        print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
     elif decided is not None:
         print(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, with the same figure "
               "from the same side (below 1: one device faster)")
