@@ -441,3 +441,7 @@ def test_a_refusal_on_many_rows_is_said_once_under_the_table(isolated_results):
     assert table.count("other programs used 1.6 of 2 cores") == 1, table
     assert "not measurable here, rows dp DataParallel, 2 devices: other programs used 1.6" in table, table
     assert "note: not measurable here" not in table and max(len(line) for line in table.splitlines()) <= 120, table
+    rows.append(result(lab="02", strategy="ddp", variant="DDP", world_size=2, batch_size=8, workload="refusal test 0",
+                       flags=(why,)))
+    both = measure.recorded_table(rows, None, ["lab02.csv"])
+    assert "rows dp DataParallel, 2 devices; ddp DDP: other programs" in both.replace("\n    ", " "), both

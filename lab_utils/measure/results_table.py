@@ -226,14 +226,14 @@ def recorded_table(results: list[Result], load: "conditions.Load | None", files)
 
 def refusal_lines(per_row, names) -> list[str]:
     """The refusals rows carry ('not measurable here: why', measure.refusal), each said once under the table with the
-    rows it refuses (named once each, however many batches), not once per row."""
+    rows it refuses (named once each, however many batches, "; " between two names), not once per row."""
     refused: dict[str, list[str]] = {}
     for flags, name in zip(per_row, names):
         for note in detectors.notes(flags):
             if note.startswith(NOT_MEASURABLE):
                 refused.setdefault(note, [])
                 refused[note] += [] if name in refused[note] else [name]
-    return [short_lines(f"{NOT_MEASURABLE}, rows {', '.join(rows)}{note[len(NOT_MEASURABLE):]}")
+    return [short_lines(f"{NOT_MEASURABLE}, rows {'; '.join(rows)}{note[len(NOT_MEASURABLE):]}")
             for note, rows in refused.items()]
 
 
