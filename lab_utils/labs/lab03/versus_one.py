@@ -43,5 +43,5 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
     elif (ratio > 1) == slower:
         verdict = "as predicted"
     else:
-        verdict = "against the prediction: one of the two figures was slowed (see each lab's load line)"
+        verdict = "against the prediction: theory and this run disagree (each lab's load line says what else ran)"
     return said + [f"check: a DDP step took {ratio:.2f}x one device's step: {verdict}"]
