@@ -415,3 +415,33 @@ def test_lab_01_states_the_rules_its_reference_rows_are_checked_by():
     assert f"in the last {measure.SAME_RUN_S // 3600:g} hours" in prose
     assert f"more than {detectors.TWICE_TOLERANCE:.0%}".replace("%", " %") in prose
     assert f"more than {measure.BASELINE_FACTOR:g}×" in prose
+
+
+def test_a_refused_speedup_raises_no_flag_that_reads_it():
+    """Learner s9d: lab 02's table printed 'not measurable here' for every speedup, then '[!] ... speedup 2.27x on 2x
+    the hardware is efficiency 113 %'; lab 00 printed a refusal, then a note reading its 0.23x. A refused ratio is not
+    read: no [!] above the device count, no note on threads that waited; the other checks still run."""
+    from lab_utils import detectors
+
+    assert detectors.impossible(measure.plausibility(speedup=2.27, devices=2))  # read: the flag stays
+    assert measure.plausibility(speedup=2.27, devices=2, refused=True) == []
+    assert measure.plausibility(speedup=0.23, devices=2, threads=2, refused=True) == []
+    kept = measure.plausibility(speedup=2.27, devices=2, oversubscribed=True, refused=True)
+    assert len(kept) == 1 and "oversubscribed" in kept[0]  # what does not read the ratio is still said
+
+
+def test_a_refusal_on_many_rows_is_said_once_under_the_table(isolated_results):
+    """Learner s9d, lab 02 cell 49: the same 'not measurable here' note printed under 10 rows."""
+    why = (f"{measure.NOT_MEASURABLE}: other programs used 1.6 of 2 cores while this measured: 2 devices share the 0.4 "
+           f"left, so no speedup over one can be read from this run ({measure.UNREAD})")
+    rows = [result(lab="02", strategy="dp", variant="DataParallel, 2 devices", world_size=2, batch_size=b,
+                   workload=f"refusal test {b % 2}", flags=(why,)) for b in (8, 64, 512)]
+    rows.append(result(lab="02", strategy="single", variant="1 device", batch_size=8, workload="refusal test 0"))
+    table = measure.recorded_table(rows, None, ["lab02.csv"])
+    assert table.count("other programs used 1.6 of 2 cores") == 1, table
+    assert "not measurable here, rows dp DataParallel, 2 devices: other programs used 1.6" in table, table
+    assert "note: not measurable here" not in table and max(len(line) for line in table.splitlines()) <= 120, table
+    rows.append(result(lab="02", strategy="ddp", variant="DDP", world_size=2, batch_size=8, workload="refusal test 0",
+                       flags=(why,)))
+    both = measure.recorded_table(rows, None, ["lab02.csv"])
+    assert "rows dp DataParallel, 2 devices; ddp DDP: other programs" in both.replace("\n    ", " "), both

@@ -232,7 +232,7 @@ def test_committed_outputs_print_one_figure_per_comparison(lab):
 
 # labs whose tables print each side's median beside a verdict on the pair: the cell that prints those medians says
 # that the comparison's figure is the verdict's, the median of the paired ratios (lab 00's words), or prints one side only
-MEDIANS_BESIDE_A_VERDICT = {"11": "speed = side_by_side(", "12": "cost = launch(cost_worker", "13": "speed_ranks = launch("}
+MEDIANS_BESIDE_A_VERDICT = {"02": "step_timings = {n: measure.Timing(", "11": "speed = side_by_side(", "12": "cost = launch(cost_worker", "13": "speed_ranks = launch("}
 
 
 @pytest.mark.parametrize("lab", sorted(MEDIANS_BESIDE_A_VERDICT))

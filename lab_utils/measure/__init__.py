@@ -14,8 +14,8 @@ from .plausible import BASELINE_FACTOR, MAX_SPREAD, flagged, measured_cause, pla
 from .results_csv import (ALLREDUCES, ANSWERED, APPLIED, FORWARD, RATES, RESULT_COLUMNS, TRAINING, VERDICT_COLUMNS,
                           VERDICTS_CSV, Machine, Result, read_results, read_verdicts, results_dir, write_result)
 from .results_table import (SAME_RUN_S, last_recorded_load, measured_before, record, recorded_table,
-                            reference_conditions, reference_rate, reference_row, run_conditions,
-                            table_lines)
+                            reference_conditions, reference_rate, reference_row, refusal_lines, run_conditions,
+                            short_lines, table_lines)
 from .store import AllReduceSweep, Store, forget, store
 from .throughput import StepTimer, samples_per_second, throughput_from_step_times
 from .timing import (Timing, after_warmup, alternating_rounds, intra_op_threads, median_after_warmup, numbered_rounds,
@@ -33,7 +33,7 @@ __all__ = ["ALLREDUCES", "ANSWERED", "APPLIED", "BASELINE_FACTOR", "CANNOT_SEE",
            "collective_calls", "condition_notes", "decide", "flagged", "forget", "intra_op_threads", "last_recorded_load",
            "measured_before", "measured_cause", "median_after_warmup", "numbered_rounds", "paired_median", "paired_ratios",
            "N_M", "n_m_line", "plausibility", "ratio_range", "ratio_scatter", "refusal", "refusal_of", "table_ratio", "read_results", "read_verdicts", "record", "recorded_table",
-           "reference_conditions", "reference_rate", "reference_row", "results_dir",
+           "reference_conditions", "reference_rate", "reference_row", "refusal_lines", "results_dir", "short_lines",
            "run_conditions", "samples_per_second", "spread", "store", "synchronize", "table_lines", "table_row",
            "throughput_from_step_times", "time_interleaved", "time_it", "unreadable", "verdict", "write_result",
            "write_verdict"]

@@ -12,10 +12,13 @@ BASELINE_FACTOR = 2.0
 def plausibility(*, speedup: float | None = None, devices: float | None = None,
                  baseline_rate: float | None = None, reference_rate: float | None = None,
                  other_framework: str | None = None, oversubscribed: bool = False,
-                 threads: float | None = None, reference_cause: str | None = None) -> list[str]:
+                 threads: float | None = None, reference_cause: str | None = None,
+                 refused: bool = False) -> list[str]:
     """Warnings for figures that cannot be right ([!]) or be read as speed (notes); [] when nothing is suspect.
     `threads`: the speedup is the same work on that many intra-op threads against one thread; `reference_cause`: how
-    the reference rate was measured (measure.reference_conditions), named if the two clash."""
+    the reference rate was measured (measure.reference_conditions), named if the two clash; `refused`: the run
+    refuses this speedup (measure.unreadable: its table prints n/m), so no warning reads it either (no [!] above the
+    device count, no note on threads that waited): a refused ratio is not read."""
     # no spread here: noise is one line per table (detectors.noise_line), not a warning. No warning may contain "; ".
     warnings: list[str] = []
     # notes, not [!]: nothing is impossible, but they are recorded and lab 10 leaves such rows out of its fits
@@ -25,6 +28,7 @@ def plausibility(*, speedup: float | None = None, devices: float | None = None,
     if oversubscribed:
         warnings.append(detectors.note("more ranks or threads than cores: oversubscribed, so this is no speed "
                                        "measurement"))
+    speedup = None if refused else speedup
     if speedup is not None and devices and speedup > devices:  # name what slowed the runs when the window saw it
         warnings += detectors.above_device_count(speedup, devices, measured_cause(round(devices), "devices"))
     # reference_rate: this machine's lab 01 rate on the same workload

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import re
+import textwrap
 
 from .. import conditions, detectors, hardware, workloads
 from .results_csv import FORWARD, TRAINING, Result, read_results, results_dir, write_result
@@ -210,8 +211,10 @@ def recorded_table(results: list[Result], load: "conditions.Load | None", files)
             # this row format is fixed: the course's consistency test reads it back
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
                          f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{detectors.marked(r.flags)}")
-            lines += [f"    note: {note}" for note in detectors.notes(r.flags) if note not in loaded]
+            lines += [f"    note: {note}" for note in detectors.notes(r.flags)
+                      if note not in loaded and not note.startswith(NOT_MEASURABLE)]
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
+    lines += refusal_lines([r.flags for r in results], names)
     lines += table_lines([r.flags for r in results], names)
     noise = detectors.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
@@ -219,6 +222,25 @@ def recorded_table(results: list[Result], load: "conditions.Load | None", files)
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(files)} in the "
                  "results folder")
     return "\n".join(lines)
+
+
+def refusal_lines(per_row, names) -> list[str]:
+    """The refusals rows carry ('not measurable here: why', measure.refusal), each said once under the table with the
+    rows it refuses (named once each, however many batches, "; " between two names), not once per row."""
+    refused: dict[str, list[str]] = {}
+    for flags, name in zip(per_row, names):
+        for note in detectors.notes(flags):
+            if note.startswith(NOT_MEASURABLE):
+                refused.setdefault(note, [])
+                refused[note] += [] if name in refused[note] else [name]
+    return [short_lines(f"{NOT_MEASURABLE}, rows {'; '.join(rows)}{note[len(NOT_MEASURABLE):]}")
+            for note, rows in refused.items()]
+
+
+def short_lines(text: str, width: int = 116, indent: str = "    ") -> str:
+    """A long printed line as lines of at most `width` characters, the later ones indented: one line of 300 or more
+    characters is hard to read in a notebook."""
+    return textwrap.fill(text, width=width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
 
 
 def table_lines(per_row, names, what: str = "rows") -> list[str]:

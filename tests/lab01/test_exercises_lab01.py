@@ -154,3 +154,34 @@ def test_a_median_slip_is_named_as_such_whatever_the_cases(wrong, named):
         result = check(wrong) if seed is None else None
         fraction, message = (result.details["fraction"], result.message) if result else grade(wrong, seed)
         assert fraction == 0.0 and named in message, (seed, message)
+
+
+def zero_grad_between_backward_and_step(model, x, y, optimizer):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.zero_grad()  # throws the gradients away before the step
+    optimizer.step()
+    return loss.detach()
+
+
+zero_grad_between_backward_and_step.__name__ = zero_grad_between_backward_and_step.__qualname__ = "train_step"
+
+
+def no_step(model, x, y, optimizer):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    return loss.detach()
+
+
+no_step.__name__ = no_step.__qualname__ = "train_step"
+
+
+def test_zero_grad_between_backward_and_step_is_named_not_told_to_call_step():
+    """Learner s9d: it got the 'no step' message, which opens with 'call optimizer.step()' (it was called)."""
+    result = check(zero_grad_between_backward_and_step)
+    assert not result.passed and "between loss.backward() and optimizer.step()" in result.message, result.message
+    assert "call optimizer.step()" not in result.message
+    missing = check(no_step)
+    assert not missing.passed and "call optimizer.step()" in missing.message, missing.message
+    assert "gradients your backward pass computed were gone" not in missing.message

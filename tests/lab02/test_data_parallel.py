@@ -346,3 +346,39 @@ def test_the_sweep_table_says_how_the_replicas_run_without_the_word_backend(caps
     sweep_mod.print_sweep(sweep_mod.Sweep(plan, 3, (), {}, {}))
     header = capsys.readouterr().out.splitlines()[0]
     assert "replicas run by one thread per device" in header and "backend" not in header
+
+
+def test_a_refused_sweep_raises_no_impossible_flag_on_the_speedup_it_refuses(capsys, monkeypatch):
+    """Learner s9d, lab 02 cell 29: every speedup 'not measurable here', then '[!] rows batch 64 DataParallel, 2
+    devices (marked *): speedup 2.27x on 2x the hardware is efficiency 113 %'. The sweep flags its rows under the
+    conditions the table reads: a refused speedup raises no flag."""
+    one, many = data_parallel.ONE_DEVICE, data_parallel.dp_name(2)
+    one_t, dp_t = measure.Timing((30.0,) * 5, warmup=0), measure.Timing((13.0,) * 5, warmup=0)  # 2.31x on 2
+    read = data_parallel._sweep_result(many, "dp", 2, 1, 64, dp_t, one_t, "cpu", CPU_ONLY)
+    assert detectors_impossible(read.flags)
+    refused = data_parallel._sweep_result(many, "dp", 2, 1, 64, dp_t, one_t, "cpu", CPU_ONLY, refused=True)
+    assert refused.flags == ()
+    sweep = data_parallel.Sweep(types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"]), 5,
+                                (data_parallel._sweep_result(one, "single", 1, 1, 64, one_t, one_t, "cpu", CPU_ONLY),
+                                 refused), {}, {64: {one: one_t, many: dp_t}})
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: "other programs used 1.6 of 2 cores")
+    data_parallel.print_sweep(sweep)
+    out = capsys.readouterr().out
+    assert "[!]" not in out and "2.31" not in out and "113" not in out and "not measurable here" in out, out
+
+
+def detectors_impossible(flags) -> bool:
+    from lab_utils import detectors
+    return bool(detectors.impossible(flags))
+
+
+def test_the_sweep_flags_its_rows_under_the_refusal_of_the_run(monkeypatch):
+    """sweep() builds its rows' flags once every batch is timed, with the table's rule (refused): refused, no row
+    reads its speedup."""
+    seen = []
+    real = measure.plausibility
+    monkeypatch.setattr(measure, "plausibility", lambda **k: seen.append(k.get("refused")) or real(**k))
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: "other programs used 1.6 of 2 cores")
+    data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(8,), repeats=3, warmup=1, hw=CPU_ONLY,
+                        progress=False)
+    assert seen and all(seen), seen

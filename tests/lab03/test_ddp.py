@@ -153,3 +153,23 @@ def test_ddp_broadcasts_buffers_at_the_start_of_a_forward(sync):
     assert not np.allclose(ranks[0]["after_training"], ranks[1]["after_training"])
     assert np.array_equal(ranks[0]["after_one_more"], ranks[0]["after_training"])  # eval mode changes no statistic
     assert np.array_equal(ranks[1]["after_one_more"], ranks[0]["after_training"]) == sync
+
+
+def test_the_recipe_run_beside_lab_01_says_what_theory_predicts_and_checks_it():
+    """Learner s9d: 2 ranks at 15,710 samples/s against lab 01's 37,167 on the same digits, CNN and batch, and nothing
+    said why. Theory: the ranks split the compute and add the all-reduce, so they lose while it exceeds half a step."""
+    from lab_utils.labs.lab03 import versus_one
+
+    slow = versus_one.lines(ddp_rate=16000, allreduce_ms=1.5, batch=64, world_size=2, lab01_rate=37000)
+    assert "prediction: 2 ranks slower than one device" in slow[3] and slow[-1].endswith("as predicted"), slow
+    fast = versus_one.lines(ddp_rate=60000, allreduce_ms=0.1, batch=64, world_size=2, lab01_rate=37000)
+    assert "prediction: 2 ranks faster" in fast[3] and "as predicted" in fast[-1], fast
+    against = versus_one.lines(ddp_rate=16000, allreduce_ms=0.1, batch=64, world_size=2, lab01_rate=37000)
+    assert "against the prediction" in against[-1], against
+    close = versus_one.lines(ddp_rate=35000, allreduce_ms=1.5, batch=64, world_size=2, lab01_rate=37000)
+    assert "too close to tell" in close[-1], close
+    refused = versus_one.lines(ddp_rate=16000, allreduce_ms=1.5, batch=64, world_size=2, lab01_rate=37000,
+                               refused="other programs used 1.5 of 2 cores")
+    assert "not measurable here (other programs used 1.5" in refused[-1] and "x one device" not in refused[-1]
+    assert len(versus_one.lines(ddp_rate=1, allreduce_ms=1, batch=64, world_size=2, lab01_rate=None)) == 1
+    assert all(len(line) <= 150 for line in slow + refused), slow + refused

@@ -33,10 +33,18 @@ def global_mean_count_not_reduced(total, count):
     return t.item() / count
 
 
+@named("global_mean")
+def global_mean_total_only(total, count):
+    t = torch.tensor([float(total)], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.item() / (count * dist.get_world_size())  # as if every rank saw as many samples (learner s9d)
+
+
 @pytest.mark.slow  # each check launches two real ranks
 @pytest.mark.parametrize("wrong, named_as", [(global_mean_tensor, "returned a Tensor, not a float"),
-                                             (global_mean_count_not_reduced, "all_reduce the count too")],
-                         ids=["tensor", "count-not-reduced"])
+                                             (global_mean_count_not_reduced, "all_reduce the count too"),
+                                             (global_mean_total_only, "its own count times world_size")],
+                         ids=["tensor", "count-not-reduced", "total-only"])
 def test_global_mean_mistakes_are_named(wrong, named_as):
     result = check(wrong)
     assert not result.passed and named_as in result.message, result.message

@@ -35,12 +35,17 @@ def _train_run(train_step, case, steps: int = 2):
     before = tensors.flat_weights(model).tolist()
     losses, weights = [], []
     attached = False
+    backward = [0]  # backward passes that reached the weights (a hook on the first parameter counts them)
+    first = next(model.parameters())
+    first.register_post_accumulate_grad_hook(lambda p: backward.__setitem__(0, backward[0] + 1))
     for _ in range(steps):
         loss = train_step(model, x, y, optimizer)
         attached = attached or bool(getattr(loss, "requires_grad", False))
         losses.append(None if loss is None else float(loss.detach() if hasattr(loss, "detach") else loss))
         weights.append(tensors.flat_weights(model).tolist())
-    return {"before": before, "weights": weights, "losses": losses, "attached": attached}
+    grads_left = any(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in model.parameters())
+    return {"before": before, "weights": weights, "losses": losses, "attached": attached,
+            "backward": backward[0], "grads_left": grads_left}
 
 
 def _train_expected(case):
@@ -88,6 +93,10 @@ _WRONG_LOSSES = {
 
 
 def _train_judge(got, expected, case):
+    if max_abs_diff(got["weights"][0], got["before"]) == 0 and got.get("backward") and not got.get("grads_left"):
+        return 0.0, ("the weights did not change, and the gradients your backward pass computed were gone after your "
+                     "step: you zeroed them between loss.backward() and optimizer.step(), so the step had none to "
+                     "use; zero them first, before the forward pass")
     if max_abs_diff(got["weights"][0], got["before"]) == 0:
         return 0.0, ("the weights did not change: call optimizer.step() after loss.backward(), and zero the gradients "
                      "before the backward pass (zeroing them between backward() and step() throws them away)")

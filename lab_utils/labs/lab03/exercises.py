@@ -294,12 +294,18 @@ def _mean_judge(kinds_and_values, expected, case):
                "that divides the summed totals by world_size, not by the number of samples":
                [sum(totals) / len(counts)] * len(got),
                "each rank divided the summed total by its own count: all_reduce the count too, so that every rank "
-               "divides by the number of samples over all ranks": [sum(totals) / c for c in counts]}
+               "divides by the number of samples over all ranks": [sum(totals) / c for c in counts],
+               "each rank divided the all-reduced total by its own count times world_size, as if every rank saw as "
+               "many samples: they did not, so all_reduce the count too and divide by the summed count":
+               [sum(totals) / (c * len(counts)) for c in counts]}
     for what, value in guesses.items():
         if all(abs(g - v) <= 1e-6 * max(1.0, abs(v)) for g, v in zip(got, value)):
             return 0.0, what
     worst = max(abs(g - expected) for g in got)
-    return 0.0, f"the ranks returned {got}; expected {expected!r} on every rank (off by up to {worst:.2e})"
+    disagree = max(got) - min(got) > 1e-6 * max(1.0, abs(expected))
+    return 0.0, (f"the ranks returned {got}; expected {expected!r} on every rank (off by up to {worst:.2e})"
+                 + (": the ranks disagree, so something each rank divides by (or adds) was not all-reduced"
+                    if disagree else ""))
 
 
 GLOBAL_MEAN = Exercise("03", "global_mean", _mean_cases, _mean_run,

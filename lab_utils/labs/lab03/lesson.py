@@ -92,7 +92,7 @@ def ddp_worker(rank, world_size, cfg):
     return out
 
 
-# ---- solutions/03_ddp.ipynb, cell 61 (id fb80c470) -----------------------------------------------------------------
+# ---- solutions/03_ddp.ipynb, cell 62 (id fb80c470) -----------------------------------------------------------------
 
 class BucketLog:
     """A communication hook's state: one entry per bucket DDP hands over (index, bytes, start and end of its
@@ -156,7 +156,7 @@ def bucket_worker(rank, world_size, layers, caps, per_rank_batch, rounds, timeou
     return out
 
 
-# ---- solutions/03_ddp.ipynb, cell 85 (id cc8182b5) -----------------------------------------------------------------
+# ---- solutions/03_ddp.ipynb, cell 86 (id cc8182b5) -----------------------------------------------------------------
 
 def scaled_lr(base_lr, world_size):
     """Learning rate for world_size ranks, from the single-device one (linear scaling)."""

@@ -67,11 +67,13 @@ class Sweep:
         return low, high
 
 
-def _sweep_result(variant, strategy, world_size, threads, batch, timing, baseline, device, hw) -> measure.Result:
-    """One candidate's row, flagged when its figures cannot be right."""
+def _sweep_result(variant, strategy, world_size, threads, batch, timing, baseline, device, hw,
+                  refused: bool = False) -> measure.Result:
+    """One candidate's row, flagged when its figures cannot be right; `refused`: the run refuses its speedup
+    (refused()), so no flag reads it (the table prints none)."""
     resources = world_size * (threads or 1)
     speedup = measure.paired_median(timing, baseline) if resources > 1 else None
-    flags = measure.plausibility(speedup=speedup, devices=resources,
+    flags = measure.plausibility(speedup=speedup, devices=resources, refused=refused,
                                  oversubscribed=not hw.gpus and resources > hw.cpu_count,
                                  threads=threads if world_size == 1 and (threads or 1) > 1 else None)
     return measure.Result(lab="02", framework="torch", strategy=strategy, variant=variant, workload=SWEEP_WORKLOAD,
@@ -92,7 +94,7 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     if single_plan.threads_per_device:
         singles[threaded_name(n_devices)] = n_devices
     many = dp_name(n_devices)
-    results, phases, all_timings = [], {}, {}
+    rows, phases, all_timings = [], {}, {}
     started = time.perf_counter()
     for i, batch in enumerate(batch_sizes):
         x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
@@ -107,15 +109,17 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
             timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0])
         base = timings[ONE_DEVICE]
         all_timings[batch] = timings
-        results += [_sweep_result(n, "single", 1, threads, batch, timings[n], base, single_plan.devices[0], hw)
-                    for n, threads in singles.items()]
-        results.append(_sweep_result(many, "dp", n_devices, plan.threads_per_device, batch, timings[many], base,
-                                     plan.devices[0], hw))
+        rows += [(n, "single", 1, threads, batch, timings[n], base, single_plan.devices[0], hw)
+                 for n, threads in singles.items()]
+        rows.append((many, "dp", n_devices, plan.threads_per_device, batch, timings[many], base, plan.devices[0], hw))
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
                          for r, parts in median_phase_seconds(reports[warmup:]).items()}
         if progress:
             print(f"sweep: batch {batch} timed, {i + 1} of {len(batch_sizes)} batch sizes done "
                   f"({elapsed_text(time.perf_counter() - started)} so far)", flush=True)
+    # flagged once every batch is timed, under the conditions print_sweep reads: a refused speedup raises no flag
+    refused_now = _refused_over_one(n_devices) is not None
+    results = [_sweep_result(*row, refused=refused_now) for row in rows]
     return Sweep(plan, repeats, tuple(results), phases, all_timings)
 
 
@@ -147,7 +151,12 @@ def figures_explained(result: Sweep, *, gap: float = 0.05, decided=None) -> list
 def refused(result: Sweep) -> str | None:
     """Why no speedup of this sweep reads as a result (the summary's rule, measure.unreadable for its N devices or
     threads against one), or None: the table, the plot and the summary refuse the same figures."""
-    return measure.unreadable(result.n_devices, what="devices") or measure.unreadable(result.n_devices, what="threads")
+    return _refused_over_one(result.n_devices)
+
+
+def _refused_over_one(n_devices: int) -> str | None:
+    """measure.unreadable for `n_devices` devices or threads against one (refused()'s rule)."""
+    return measure.unreadable(n_devices, what="devices") or measure.unreadable(n_devices, what="threads")
 
 
 def refusal_line(why: str | None, workers: int | None = None, what: str = "devices") -> str | None:
@@ -193,11 +202,11 @@ def print_sweep(result: Sweep, decided=None) -> None:
                   f"{detectors.marked(r.flags)}")
             for note in detectors.notes(r.flags):
                 print(f"{'':>8}note: {note}")
-    print(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the candidate's in the "
-          f"same round: the comparison's one figure; range: where it lies with {measure.CONFIDENCE:.0%} confidence "
-          "(how far it moves from round to round)")
+    print(measure.short_lines(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the "
+                              f"candidate's in the same round: the comparison's one figure; range: where it lies with "
+                              f"{measure.CONFIDENCE:.0%} confidence (how far it moves from round to round)"))
     if why is not None:
-        print(f"  {refusal_line(why)}; the summary refuses the same speedups")
+        print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
     elif decided is not None:
         print(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, with the same figure "
               "from the same side (below 1: one device faster)")
