@@ -386,15 +386,21 @@ def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -
 N_M = "n/m"  # a table's cell for a ratio the run refuses: not measurable here (the line under the table says why)
 
 
-def table_ratio(ratios, load: "conditions.Load | None" = None) -> str:
+def table_ratio(ratios, load: "conditions.Load | None" = None, row_flags=()) -> str:
     """A table's cell for a figure from paired rounds (`ratios`, one per round): their median as '1.23x', or N_M
     where the measured conditions refuse it as as_paired_result does (a busy machine, unless every round favours one
-    side by more than BEYOND_LOAD)."""
+    side by more than BEYOND_LOAD), or where `row_flags` (the row's detector flags) mark its medians suspect (`*`):
+    a figure the table itself calls suspect is not printed either (SUSPECT_N_M says so under the table)."""
     ratios = [float(r) for r in ratios]
     load = load if load is not None else run_conditions()
+    if detectors.impossible(detectors.listed(row_flags)):
+        return N_M
     if unreadable(None, load) is not None and not beyond_load(ratios):
         return N_M
     return f"{statistics.median(ratios):.2f}x"
+
+
+SUSPECT_N_M = f"{N_M} on a row marked *: a median of that row is suspect (its [!] above), so no figure is read from its rounds"
 
 
 def n_m_line(load: "conditions.Load | None" = None) -> str:
