@@ -232,3 +232,18 @@ def test_every_checkpoint_timing_follows_the_busy_machine_rule_of_the_labs_verdi
     assert "times_refused[name]" in prediction and "measure.N_M" in prediction
     summary = next(s for s in cells if "checkpointing every block of the course CNN" in s)
     assert "measure.as_paired_result(" in summary and "timing_load" in summary
+
+
+def test_the_checkpoint_timings_refused_are_neither_printed_nor_summed_and_the_memory_still_drawn():
+    """Learner s9f, lab 07 findings 1-3: under load the block table read n/m, but the step table still printed its
+    'ms fwd+bwd' times, Exercise 3's use summed the refused forward times ('expected extra time 2.68 ms') and the
+    chart drew nothing at all. One rule now: a refused time reads n/m everywhere, and the bytes are still drawn."""
+    import nbformat
+
+    cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "code"]
+    table = next(s for s in cells if "checkpoint_flags = {" in s)
+    assert 'if not times_refused[label] else (\n        f"{measure.N_M:>10}", f"{measure.N_M:>7}")' in table
+    assert "if times_refused[label]:\n        ax.axvline(saved_bytes[label]" in table  # the memory axis, drawn
+    use = next(s for s in cells if "chosen = choose_checkpoints(freed, extra" in s)
+    assert "any(times_refused[names[i]] for i in chosen)" in use and "measure.N_M" in use
+    assert use.index("if refused else") < use.index("sum(extra[i] for i in chosen)")
