@@ -42,6 +42,27 @@ def test_matching_calls_all_waiting_are_said_so_and_one_report_compares_nothing(
     assert where.first_difference({0: same[0], 1: None}) == ""
 
 
+def test_a_rank_that_raised_is_not_said_to_wait_in_the_call_it_was_in():
+    """Learner s9f, lab 07 cell 69: the table showed 'raised RuntimeError' for both ranks, yet the line under it read
+    'every rank is in gather_object #5 with matching calls so far: each waits for a peer'. The line reads the state
+    column now: a rank that raised waits for nothing."""
+    done = [call(4, "broadcast_object_list")]
+    reports = {0: {"calls": done + [call(5, "gather_object", "failed (RuntimeError)")], "count": 5},
+               1: {"calls": done + [call(5, "gather_object", "in progress")], "count": 5}}
+    both = where.rank_table(reports, {0: "raised RuntimeError", 1: "raised RuntimeError"})
+    finding = both.splitlines()[-1]
+    assert finding == ("first difference: rank 0 raised RuntimeError in gather_object #5 (that call failed); rank 1 "
+                       "raised RuntimeError in gather_object #5: the recorded calls match so far, so no rank skipped "
+                       "one: an error ended the run (read it above)"), finding
+    assert "waits" not in finding and "every rank is in" not in finding
+    one = where.first_difference(reports, {0: "raised RuntimeError", 1: "running"})
+    assert one.startswith("rank 0 raised RuntimeError in gather_object #5 (that call failed); rank 1 is in "
+                          "gather_object #5:") and one.endswith("a rank still in a collective waits for one that raised")
+    # a call that failed is not a wait either, even where the launcher saw no exception
+    failed = {0: reports[0], 1: reports[1]}
+    assert not where.first_difference(failed, {0: "running", 1: "running"}).startswith("every rank is in")
+
+
 @pytest.mark.slow
 def test_a_rank_that_skips_a_collective_under_a_condition_is_named_with_its_line():
     with pytest.raises(TimeoutError) as info:
