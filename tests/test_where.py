@@ -152,3 +152,24 @@ def test_a_notebook_function_sent_by_value_keeps_its_cell_file_name():
     exec(compile("def worker(rank, world_size):\n    return rank\n", "/tmp/ipykernel_1/123.py", "exec"), namespace)
     (worker, args), = pickle.loads(sending.serialise([(namespace["worker"], ())]))
     assert worker.__code__.co_filename == "/tmp/ipykernel_1/123.py" and worker(3, 4) == 3  # cloudpickle writes <dynamic-code>
+
+
+def test_a_notebook_cell_is_named_by_the_number_jupyter_shows_and_the_table_says_how_to_find_it(monkeypatch):
+    """Learner s9f (labs 06, 07): 'Cell In[36], line 55' is IPython's name for the cell whose execution count is 36,
+    which equals neither its position nor anything a learner reads as a cell's name. Now 'cell [36], line 55' (the
+    [36] Jupyter shows at the cell's left), and a table that names one says under it what [n] is."""
+    monkeypatch.setattr(where, "_cell_number", lambda filename: 36 if filename == "<cell>" else None)
+    assert where.place(("<cell>", 55)) == "cell [36], line 55"
+    assert where.place(("tests/x.py", 5)) == "tests/x.py:5"
+    reports = {r: {"calls": [call(1, "send", "in progress")], "count": 1, "line": ("<cell>", 55)} for r in (0, 1)}
+    reports[0]["calls"][0]["where"] = ("<cell>", 55, "w")
+    text = where.rank_table(reports, {0: "running", 1: "running"})
+    assert "cell [36], line 55" in text and "Cell In" not in text
+    assert text.splitlines()[-1] == where.CELL_LEGEND and "at its left" in where.CELL_LEGEND
+    assert where.CELL_LEGEND not in where.rank_table({0: {"calls": [call(1, "send", "in progress")], "count": 1}},
+                                                     {0: "running"})  # no cell named: no legend
+    import re
+    sanitize = open("tests/nbval_sanitize.cfg").read()  # nbval reads old and new outputs alike
+    rule = next(block for block in sanitize.split("\n\n") if "execution count" in block)
+    regex = re.search(r"^regex: (.*)$", rule, re.M)[1]
+    assert re.sub(regex, "X", "at Cell In[7], line 3; at cell [12], line 4") == "at X, line 3; at X, line 4"

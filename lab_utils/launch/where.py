@@ -8,7 +8,8 @@ from .record import POINT_TO_POINT
 
 
 def place(where) -> str:
-    """A learner's line in words: "Cell In[12], line 5" for a notebook cell, else "file.py:5" (no absolute path)."""
+    """A learner's line in words: "cell [12], line 5" for a notebook cell (the number Jupyter shows at its left:
+    CELL_LEGEND), else "file.py:5" (no absolute path)."""
     if not where:
         return "-"
     filename, line = where[0], where[1]
@@ -19,7 +20,7 @@ def place(where) -> str:
         return f"{place(edited[:2])} (edited: {edited[2]})"
     cell = _cell_number(filename)
     if cell is not None:
-        return f"Cell In[{cell}], line {line}"
+        return f"cell [{cell}], line {line}"
     try:
         shown = os.path.relpath(filename)
     except ValueError:
@@ -27,6 +28,10 @@ def place(where) -> str:
     if shown.startswith(".."):
         shown = os.path.basename(filename)
     return f"{shown}:{line}"
+
+
+CELL_LEGEND = ("cell [n]: the cell Jupyter shows with [n] at its left (its execution count, which grows each time a "
+               "cell runs), not the n-th cell of the notebook")
 
 
 def _cell_number(filename: str):
@@ -151,4 +156,5 @@ def rank_table(reports: dict, states: dict) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     finding = first_difference({r: reports.get(r) for r in states}, states)
-    return "\n".join(lines + ([f"first difference: {finding}"] if finding else []))
+    legend = [CELL_LEGEND] if any("cell [" in row[3] for row in rows[1:]) else []  # a notebook's cell, said how to find
+    return "\n".join(lines + ([f"first difference: {finding}"] if finding else []) + legend)
