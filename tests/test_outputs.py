@@ -122,22 +122,23 @@ def test_nbval_reads_a_tag_not_a_comment_line(path):
 
 VERDICT_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?)(?:, (?:tested as|too noisy to test) .*?)?: (?P<ratio>\d+\.\d\d)x \(.*? over (?P<pairs>\d+) "
                           r"paired repeats\)")  # a bounded claim names the claim tested after its own
-# a verdict the conditions rule out prints two lines: "verdict, CLAIM[ (EXPECTED)]: cannot be seen here: CAUSE", then
-# the pairs' figure labelled as the conditions': "  the load's figure, not a result: 2.23x (range 0.41-2.26 over 5 pairs; ..."
+# a verdict the conditions rule out prints one line and no figure: "verdict, CLAIM (EXPECTED): cannot be seen here: CAUSE.
+# Rerun with nothing else running" (the pairs' figure is recorded in verdicts.csv, never printed beside a refusal)
 UNSEEN_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?): cannot be seen here: \S.*$")
-UNSEEN_FIGURE = re.compile(r"^  (?:the load's|these conditions') figure, not a result: (?P<ratio>\d+\.\d\d)x \(range "
-                           r"\d+\.\d+-\d+\.\d+ over (?P<pairs>\d+) pairs; (?:above|below) 1 ")
+OLD_FIGURE = re.compile(r"^  .*figure, not a result: \d+\.\d\dx|these pairs gave \d+\.\d\dx")  # the formats before
 
 
 def verdict_at(lines: list[str], i: int):
-    """The verdict printed at lines[i] as {claim, ratio, pairs}, None if none starts there; a refused verdict's figure
-    is on its second line, and a refused verdict without that line is an error (the format changed: update this)."""
+    """The verdict printed at lines[i] as {claim, ratio, pairs}, None if none starts there; a refused verdict has
+    ratio and pairs None, and one printed with a figure is an error (the format changed: update this)."""
     v = VERDICT_LINE.match(lines[i])
     if v or not UNSEEN_LINE.match(lines[i]):
         return v
-    figure = UNSEEN_FIGURE.match(lines[i + 1]) if i + 1 < len(lines) else None
-    assert figure, f"a refused verdict without its figure line: {lines[i:i + 2]}"
-    return {"claim": UNSEEN_LINE.match(lines[i])["claim"], "ratio": figure["ratio"], "pairs": figure["pairs"]}
+    said = lines[i:i + 2]
+    assert not any(OLD_FIGURE.search(x) for x in said), f"a refused verdict prints a figure: {said}"
+    return {"claim": UNSEEN_LINE.match(lines[i])["claim"], "ratio": None, "pairs": None}
+
+
 FIGURE = r"(\d+\.\d\d)x"
 # claim of a verdict -> (how to find the table row of the same pair, in the same cell's output, and whether the row
 # states the pair the other way round: B's advantage over A)
@@ -188,12 +189,14 @@ def figure_conflicts(path, lab: str) -> tuple[list[str], int]:
                 # an unseen verdict's claim is followed by " (expected)": try the claim before each " ("
                 m = next(filter(None, (claim.match(c) for c in [said] + [
                     said[:i] for i in range(len(said)) if said.startswith(" (", i)])), None)
-                if not m or (inverse and int(v["pairs"]) % 2 == 0):  # even pairs: a median of inverses may differ
-                    continue
+                if not m or (v["pairs"] and inverse and int(v["pairs"]) % 2 == 0):  # even pairs: a median of
+                    continue  # inverses may differ
                 rows = [r for r in (re.match(row_of(m), x.strip() if lab != "09" else x) for x in lines) if r]
                 for r in rows:
                     compared += 1
-                    if not agrees(float(r[1]), float(v["ratio"]), inverse):
+                    if v["ratio"] is None:  # refused: the table's row must read n/m, not print the figure refused
+                        conflicts.append(f"cell {index}: {v['claim']}: the table says {r[1]}x, the verdict refuses it")
+                    elif not agrees(float(r[1]), float(v["ratio"]), inverse):
                         conflicts.append(f"cell {index}: {v['claim']}: the table says {r[1]}x"
                                          f"{' (the other way round)' if inverse else ''}, the verdict {v['ratio']}x")
     return conflicts, compared
@@ -204,13 +207,19 @@ def test_a_tables_figure_for_a_verdicts_pair_is_the_verdicts():
     verdict = ("verdict, one device vs DataParallel, 2 devices, batch 8: 2.23x (above 1 means one device faster; "
                "range 1.28-2.43 over 5 paired repeats) -> holds")
     unseen = ("verdict, one device vs DataParallel, 2 devices, batch 8 (one device faster (a small batch's compute)): "
-              "cannot be seen here: other programs used 1.6 of 2 cores while it was measured\n  the load's figure, not a "
-              "result: 2.23x (range 0.41-2.26 over 5 pairs; above 1 means one device faster). Rerun with nothing else running")
+              "cannot be seen here: other programs used 1.6 of 2 cores while it was measured. Rerun with nothing else running")
     for figure, conflicts in (("0.45", 0), ("0.46", 1)):  # 1 / 2.23 = 0.448; 0.46 is a ratio of medians
-        for line in (verdict, unseen):
-            cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout",
-                                                                             text=f"{table.format(figure)}\n{line}\n")])
-            assert [len(x) if isinstance(x, list) else x for x in figure_conflicts_of([cell], "02")] == [conflicts, 1]
+        cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout",
+                                                                         text=f"{table.format(figure)}\n{verdict}\n")])
+        assert [len(x) if isinstance(x, list) else x for x in figure_conflicts_of([cell], "02")] == [conflicts, 1]
+    # a refused verdict prints no figure, so a table row that prints one for its pair is a second figure (issue 51)
+    for row, conflicts, compared in ((table.format("0.45"), 1, 1), ("   8  DataParallel, 2 devices   6.53   55%   n/m", 0, 0)):
+        cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout", text=f"{row}\n{unseen}\n")])
+        assert [len(x) if isinstance(x, list) else x for x in figure_conflicts_of([cell], "02")] == [conflicts, compared]
+    old = unseen.replace(". Rerun", "\n  the load's figure, not a result: 2.23x (range 0.41-2.26 over 5 pairs). Rerun")
+    cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout", text=f"{old}\n")])
+    with pytest.raises(AssertionError, match="a refused verdict prints a figure"):
+        figure_conflicts_of([cell], "02")
 
 
 def figure_conflicts_of(cells, lab):
@@ -356,8 +365,7 @@ def verdict_calls_without_workload(source: str) -> list[int]:
 
 def test_the_verdict_checks_catch_a_line_and_a_call_that_name_no_workload():
     line = ("verdict, 1F1B vs GPipe, M=8{}: 1.09x (above 1 favours 1F1B; range 1.07-1.14 over 30 paired repeats) -> holds\n"
-            "verdict, c{} (e): cannot be seen here: busy\n  the load's figure, not a result: 2.00x (range 0.41-2.26 over "
-            "5 pairs; above 1 means e)\n  lab 04 c{}: 1.09x (range 1.07-1.14, 30 pairs) -> holds\n")
+            "verdict, c{} (e): cannot be seen here: busy. Rerun with nothing else running\n  lab 04 c{}: 1.09x (range 1.07-1.14, 30 pairs) -> holds\n")
     import tempfile
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "nb.ipynb"

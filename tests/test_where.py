@@ -42,6 +42,27 @@ def test_matching_calls_all_waiting_are_said_so_and_one_report_compares_nothing(
     assert where.first_difference({0: same[0], 1: None}) == ""
 
 
+def test_a_rank_that_raised_is_not_said_to_wait_in_the_call_it_was_in():
+    """Learner s9f, lab 07 cell 69: the table showed 'raised RuntimeError' for both ranks, yet the line under it read
+    'every rank is in gather_object #5 with matching calls so far: each waits for a peer'. The line reads the state
+    column now: a rank that raised waits for nothing."""
+    done = [call(4, "broadcast_object_list")]
+    reports = {0: {"calls": done + [call(5, "gather_object", "failed (RuntimeError)")], "count": 5},
+               1: {"calls": done + [call(5, "gather_object", "in progress")], "count": 5}}
+    both = where.rank_table(reports, {0: "raised RuntimeError", 1: "raised RuntimeError"})
+    finding = both.splitlines()[-1]
+    assert finding == ("first difference: rank 0 raised RuntimeError in gather_object #5 (that call failed); rank 1 "
+                       "raised RuntimeError in gather_object #5: the recorded calls match so far, so no rank skipped "
+                       "one: an error ended the run (read it above)"), finding
+    assert "waits" not in finding and "every rank is in" not in finding
+    one = where.first_difference(reports, {0: "raised RuntimeError", 1: "running"})
+    assert one.startswith("rank 0 raised RuntimeError in gather_object #5 (that call failed); rank 1 is in "
+                          "gather_object #5:") and one.endswith("a rank still in a collective waits for one that raised")
+    # a call that failed is not a wait either, even where the launcher saw no exception
+    failed = {0: reports[0], 1: reports[1]}
+    assert not where.first_difference(failed, {0: "running", 1: "running"}).startswith("every rank is in")
+
+
 @pytest.mark.slow
 def test_a_rank_that_skips_a_collective_under_a_condition_is_named_with_its_line():
     with pytest.raises(TimeoutError) as info:
@@ -131,3 +152,24 @@ def test_a_notebook_function_sent_by_value_keeps_its_cell_file_name():
     exec(compile("def worker(rank, world_size):\n    return rank\n", "/tmp/ipykernel_1/123.py", "exec"), namespace)
     (worker, args), = pickle.loads(sending.serialise([(namespace["worker"], ())]))
     assert worker.__code__.co_filename == "/tmp/ipykernel_1/123.py" and worker(3, 4) == 3  # cloudpickle writes <dynamic-code>
+
+
+def test_a_notebook_cell_is_named_by_the_number_jupyter_shows_and_the_table_says_how_to_find_it(monkeypatch):
+    """Learner s9f (labs 06, 07): 'Cell In[36], line 55' is IPython's name for the cell whose execution count is 36,
+    which equals neither its position nor anything a learner reads as a cell's name. Now 'cell [36], line 55' (the
+    [36] Jupyter shows at the cell's left), and a table that names one says under it what [n] is."""
+    monkeypatch.setattr(where, "_cell_number", lambda filename: 36 if filename == "<cell>" else None)
+    assert where.place(("<cell>", 55)) == "cell [36], line 55"
+    assert where.place(("tests/x.py", 5)) == "tests/x.py:5"
+    reports = {r: {"calls": [call(1, "send", "in progress")], "count": 1, "line": ("<cell>", 55)} for r in (0, 1)}
+    reports[0]["calls"][0]["where"] = ("<cell>", 55, "w")
+    text = where.rank_table(reports, {0: "running", 1: "running"})
+    assert "cell [36], line 55" in text and "Cell In" not in text
+    assert text.splitlines()[-1] == where.CELL_LEGEND and "at its left" in where.CELL_LEGEND
+    assert where.CELL_LEGEND not in where.rank_table({0: {"calls": [call(1, "send", "in progress")], "count": 1}},
+                                                     {0: "running"})  # no cell named: no legend
+    import re
+    sanitize = open("tests/nbval_sanitize.cfg").read()  # nbval reads old and new outputs alike
+    rule = next(block for block in sanitize.split("\n\n") if "execution count" in block)
+    regex = re.search(r"^regex: (.*)$", rule, re.M)[1]
+    assert re.sub(regex, "X", "at Cell In[7], line 3; at cell [12], line 4") == "at X, line 3; at X, line 4"

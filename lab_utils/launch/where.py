@@ -8,7 +8,8 @@ from .record import POINT_TO_POINT
 
 
 def place(where) -> str:
-    """A learner's line in words: "Cell In[12], line 5" for a notebook cell, else "file.py:5" (no absolute path)."""
+    """A learner's line in words: "cell [12], line 5" for a notebook cell (the number Jupyter shows at its left:
+    CELL_LEGEND), else "file.py:5" (no absolute path)."""
     if not where:
         return "-"
     filename, line = where[0], where[1]
@@ -19,7 +20,7 @@ def place(where) -> str:
         return f"{place(edited[:2])} (edited: {edited[2]})"
     cell = _cell_number(filename)
     if cell is not None:
-        return f"Cell In[{cell}], line {line}"
+        return f"cell [{cell}], line {line}"
     try:
         shown = os.path.relpath(filename)
     except ValueError:
@@ -27,6 +28,10 @@ def place(where) -> str:
     if shown.startswith(".."):
         shown = os.path.basename(filename)
     return f"{shown}:{line}"
+
+
+CELL_LEGEND = ("cell [n]: the cell Jupyter shows with [n] at its left (its execution count, which grows each time a "
+               "cell runs), not the n-th cell of the notebook")
 
 
 def _cell_number(filename: str):
@@ -111,13 +116,29 @@ def first_difference(reports: dict, states: dict | None = None) -> str:
         else:
             why = "the ranks passed tensors of different shapes or dtypes to the same collective"
         return "; ".join(_doing(r, answered[r], seq, (states or {}).get(r, "running")) for r in sorted(answered)) + ": " + why
+    raised = [r for r in sorted(answered) if str((states or {}).get(r, "")).startswith("raised")]
+    if raised:  # the table's state column: a rank that raised waits for nothing, whatever call it was in
+        return ("; ".join(_ended(r, answered[r], (states or {}).get(r, "running")) for r in sorted(answered))
+                + ": the recorded calls match so far, so no rank skipped one: an error ended the run (read it above)"
+                + ("" if len(raised) == len(answered) else ", and a rank still in a collective waits for one that "
+                   "raised"))
     waiting = {r: _waiting_in(rep) for r, rep in answered.items()}
-    if all(waiting.values()):
+    if all(w and w["state"] == "in progress" for w in waiting.values()):
         first = waiting[min(waiting)]
-        assert first is not None
         return (f"every rank is in {first['op']} #{first['seq']} with matching calls so far: each waits for a peer "
                 "that is itself waiting (a send whose recv never comes), or the work is only slow")
     return ""
+
+
+def _ended(rank: int, report, state: str) -> str:
+    """What rank `rank` did last, in the table's words: 'rank 0 raised RuntimeError in gather_object #5 (that call
+    failed)', 'rank 1 is in gather_object #5' (a rank that raised is said so first, never as waiting)."""
+    call = _waiting_in(report)
+    where = f"{call['op']} #{call['seq']}" if call else ""
+    if not state.startswith("raised"):
+        return f"rank {rank} is in {where}" if call else f"rank {rank} is not in a collective"
+    failed = " (that call failed)" if call and call["state"].startswith("failed") else ""
+    return f"rank {rank} {state}" + (f" in {where}{failed}" if call else "")
 
 
 def rank_table(reports: dict, states: dict) -> str:
@@ -135,4 +156,5 @@ def rank_table(reports: dict, states: dict) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     finding = first_difference({r: reports.get(r) for r in states}, states)
-    return "\n".join(lines + ([f"first difference: {finding}"] if finding else []))
+    legend = [CELL_LEGEND] if any("cell [" in row[3] for row in rows[1:]) else []  # a notebook's cell, said how to find
+    return "\n".join(lines + ([f"first difference: {finding}"] if finding else []) + legend)

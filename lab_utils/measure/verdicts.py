@@ -84,19 +84,20 @@ def shown(value: float, edges) -> str:
 
 
 BUSY_NOTE = "measured while other programs used"  # conditions.Load.note(): the load, said once on a refused line
-RERUN = "rerun with nothing else running"  # the advice a busy-machine refusal ends with, before the rule
+RERUN = "rerun with nothing else running"  # the advice a busy-machine refusal ends with
 
 
 def _split_reason(reason: str) -> tuple[str, str]:
-    """(the cause a refused verdict's first line names, '. Rerun ...' for its second line where the cause is others'
-    CPU, else ''); the rule's README section is named by the reason itself (outcome(), as_result), not by the line."""
+    """(the cause a refused verdict's line names, '. Rerun ...' to end it where the cause is others' CPU, else '');
+    the rule's README section is named by the reason itself (outcome(), as_result), not by the line."""
     cause = reason[:-len(f" ({RULE})")] if reason.endswith(f" ({RULE})") else reason
     cause, _, _ = cause.partition(f": {RERUN}")
     return cause, (f". {RERUN[0].upper()}{RERUN[1:]}" if "other programs used" in reason else "")
 
 
-def _scatter_note(note: str) -> bool:
-    """A note about the pairs' scatter and the claim it lets them test: no claim is tested on a refused verdict."""
+def _refused_figure_note(note: str) -> bool:
+    """A note about the pairs' figure, scatter or range, or the claim they let a verdict test: a refused verdict
+    prints no figure (it stays in verdicts.csv), so none of these either."""
     return note.startswith(("these pairs scatter by", "restated:"))
 
 
@@ -132,8 +133,9 @@ class Verdict:
         return f"{'below' if self.upper else 'above'} 1 means {self.expected}"
 
     def __str__(self) -> str:
-        """At most two lines: the claim and its outcome first, then (indented) what qualifies it: its notes, or, where
-        the conditions ruled it out, the pairs' figure labelled as theirs (the load is said once, on the first line)."""
+        """At most two lines: the claim and its outcome first, then (indented) its notes. Where the conditions ruled
+        it out, one line and no figure: the claim, 'cannot be seen here', the cause (the load once) and what to do; the
+        pairs' figure is recorded (verdicts.csv), never printed beside a refusal."""
         side = "below" if self.upper else "above"
         direction = self.direction()
         meaning = (f"{direction}; it holds while the whole range lies {side} "
@@ -142,18 +144,13 @@ class Verdict:
         notes = [n for n in self.notes.replace(own, "").split("; ") if n]  # the reason itself may hold "; "
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
         flags = detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
-        if self.verdict == CANNOT_SEE:  # the outcome and its cause first; the ratio only as what they gave, no result
-            if self.holds_from is None and self.expected not in direction:
-                claim += f" ({self.expected})"  # the prediction, said once (a no-worse-than claim's direction names A)
+        if self.verdict == CANNOT_SEE:  # one line: the claim, the outcome, its cause (the load once), what to do
+            claim += f" ({self.expected})"  # the prediction a quiet rerun would test, said once
             cause, rerun = _split_reason(self.reason)
             load_named = "other programs used" in self.reason
-            notes = [n for n in notes if not _scatter_note(n) and not (load_named and n.startswith(BUSY_NOTE))]
-            whose = "the load's figure" if load_named else "these conditions' figure"
-            one_side = ((", all one way: the load can slow one side more" if load_named else
-                         ", all one way") if self.low > 1 or self.high < 1 else "")
-            text = (f"verdict, {claim}: {CANNOT_SEE}: {cause}\n  {whose}, not a result: {self.ratio:.2f}{self.unit} "
-                    f"(range {self.range_text()} over {self.repeats} pairs; {direction}){one_side}{rerun}")
-            return flagged(text, flags + notes + detectors.extra_work_faster(self, MIN_EFFECT))
+            notes = [n for n in notes if not _refused_figure_note(n) and not (load_named and n.startswith(BUSY_NOTE))]
+            impossible = [] if load_named else flags  # the same work faster: that figure is the refusal's cause
+            return flagged(f"verdict, {claim}: {CANNOT_SEE}: {cause}{rerun}", impossible + notes)  # no figure beside it
         if self.holds_from is not None:  # the claim tested leads; the prediction, if restated weaker, after it
             claim += f", {self.tested()} (predicted: {self.expected}{self._restated()})"
         text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range {self.range_text()} over "
@@ -389,15 +386,21 @@ def as_paired_result(text: str, ratios, load: "conditions.Load | None" = None) -
 N_M = "n/m"  # a table's cell for a ratio the run refuses: not measurable here (the line under the table says why)
 
 
-def table_ratio(ratios, load: "conditions.Load | None" = None) -> str:
+def table_ratio(ratios, load: "conditions.Load | None" = None, row_flags=()) -> str:
     """A table's cell for a figure from paired rounds (`ratios`, one per round): their median as '1.23x', or N_M
     where the measured conditions refuse it as as_paired_result does (a busy machine, unless every round favours one
-    side by more than BEYOND_LOAD)."""
+    side by more than BEYOND_LOAD), or where `row_flags` (the row's detector flags) mark its medians suspect (`*`):
+    a figure the table itself calls suspect is not printed either (SUSPECT_N_M says so under the table)."""
     ratios = [float(r) for r in ratios]
     load = load if load is not None else run_conditions()
+    if detectors.impossible(detectors.listed(row_flags)):
+        return N_M
     if unreadable(None, load) is not None and not beyond_load(ratios):
         return N_M
     return f"{statistics.median(ratios):.2f}x"
+
+
+SUSPECT_N_M = f"{N_M} on a row marked *: a median of that row is suspect (its [!] above), so no figure is read from its rounds"
 
 
 def n_m_line(load: "conditions.Load | None" = None) -> str:

@@ -74,6 +74,32 @@ def test_my_ring_step_blocking_send_is_named_a_deadlock():
     assert_wrong(my_ring_step, "deadlock", "isend")
 
 
+@pytest.mark.slow
+def test_my_ring_step_waiting_on_the_receive_before_starting_the_send_is_named():
+    """Learner s9f, lab 06 finding 8: irecv(...).wait() before the isend deadlocks, and the message said 'a send that no
+    receive matched ... start the send with dist.isend', which the learner had done. It names the wait now."""
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
+        incoming = torch.empty_like(chunks[recv_index])
+        dist.irecv(incoming, (rank - 1) % world_size).wait()
+        dist.isend(chunks[send_index], (rank + 1) % world_size).wait()
+        return incoming
+    result = assert_wrong(my_ring_step, "deadlock", "waited on its irecv", "before starting its send")
+    assert "no receive matched" not in result.message, result.message
+
+
+def test_the_deadlock_message_names_what_the_rank_was_blocked_in():
+    from lab_utils.labs.lab06.exercises import _RingGuard
+    guard = _RingGuard(0, 3)
+    guard.blocked_in, guard.sent = "irecv.wait()", False
+    assert "rank 0 waited on its irecv 10 s before starting its send" in guard.deadlock(10)
+    guard.blocked_in = "recv"
+    assert "waited in a blocking dist.recv 10 s before starting its send" in guard.deadlock(10)
+    guard.blocked_in, guard.sent = "send", True
+    assert "in a send that no receive matched" in guard.deadlock(10)
+    guard.blocked_in = "irecv.wait()"  # the send started (isend first): the receive's wait is not the mistake
+    assert "before starting its send" not in guard.deadlock(10)
+
+
 def test_my_ring_step_isend_never_waited_is_named():
     def my_ring_step(chunks, send_index, recv_index, rank, world_size):
         incoming = torch.empty_like(chunks[recv_index])

@@ -27,3 +27,20 @@ def test_the_library_lead_column_is_read_under_the_verdicts_load_rule():
     assert "load=timing_load" in source  # the verdict at the largest size reads the same load
     busy = __import__("lab_utils.conditions", fromlist=["Load"]).Load(60.0, 2, own=0.4, others=1.6, steal=0.0)
     assert measure.table_ratio([3.2, 0.9, 5.7, 3.0, 2.0], busy) == measure.N_M
+
+
+def test_a_row_marked_suspect_prints_no_library_lead():
+    """Learner s9f, lab 06 finding 1: under load the only lead printed (16 KiB, 19.19x, every pair beyond 2x) was on
+    the row the table marked '*' (one of its medians suspect): the one figure shown was the one the table disowned."""
+    source = timing_cell()
+    assert "timing_load, row_flags)" in source and "measure.verdicts.SUSPECT_N_M" in source
+    conditions = __import__("lab_utils.conditions", fromlist=["Load"])
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    busy = conditions.Load(60.0, 2, own=0.4, others=1.6, steal=0.0)
+    rows = report.allreduce_flags([4096, 16384, 65536], [1e-3, 0.2e-3, 0.4e-3])  # 16 KiB in a fifth of 4 KiB's time
+    assert detectors.impossible(rows[0]) and not detectors.impossible(rows[1])
+    assert measure.table_ratio([1.3] * 5, quiet, rows[0]) == measure.N_M  # suspect: no lead, even on a quiet machine
+    assert measure.table_ratio([19.19] * 5, busy, rows[0]) == measure.N_M  # beyond the load's 2x, but suspect
+    assert measure.table_ratio([19.19] * 5, busy, rows[1]) == "19.19x"  # beyond the load, not suspect: read
+    assert measure.table_ratio([1.3] * 5, quiet, rows[1]) == "1.30x"
+    assert measure.N_M in measure.verdicts.SUSPECT_N_M and "*" in measure.verdicts.SUSPECT_N_M

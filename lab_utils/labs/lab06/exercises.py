@@ -38,11 +38,13 @@ def _probe_chunks(rank: int, world_size: int):
 class _Request:
     """A request returned by isend / irecv inside the step, with whether it was waited for."""
 
-    def __init__(self, name: str, work):
-        self.name, self.work, self.waited = name, work, False
+    def __init__(self, name: str, work, guard=None):
+        self.name, self.work, self.waited, self.guard = name, work, False, guard
 
     def wait(self, *args, **kwargs):
         self.waited = True
+        if self.guard is not None:  # what the rank is blocked in, should this wait time out
+            self.guard.blocked_in = f"{self.name}.wait()"
         return self.work.wait(*args, **kwargs)
 
     def __getattr__(self, attribute):
@@ -62,10 +64,13 @@ class _RingGuard:
         self.requests: list
         self.chunks, self.send_index, self.recv_index = None, 0, 0
         self.used, self.requests = set(), []
+        self.sent = False  # this step started its send (send or isend) before what it is blocked in
+        self.blocked_in = ""  # the blocking call or wait the rank was in last: a timeout's message names it
 
     def step(self, ring_step):
         def guarded(chunks, send_index, recv_index, rank, world_size):
             self.chunks, self.send_index, self.recv_index, self.requests = chunks, send_index, recv_index, []
+            self.sent, self.blocked_in = False, ""
             incoming = ring_step(chunks, send_index, recv_index, rank, world_size)
             self.check_waited()
             return incoming
@@ -81,6 +86,18 @@ class _RingGuard:
             raise ValueError(f"rank {self.rank} returned from the step without waiting for its dist.isend: the send "
                              "may still be reading chunks[send_index], which the ring changes next, and gloo needs "
                              "every request waited for. Keep its request and call .wait() on it before returning")
+
+    def deadlock(self, seconds: float) -> str:
+        """Why the step timed out, from what the rank was blocked in: a receive waited on before its send started
+        (every rank waits to receive, so none sends), or a blocking send that no receive matched."""
+        if self.blocked_in in ("irecv.wait()", "recv") and not self.sent:
+            waited = "waited on its irecv" if self.blocked_in == "irecv.wait()" else "waited in a blocking dist.recv"
+            return (f"deadlock: rank {self.rank} {waited} {seconds} s before starting its send: every rank waited to "
+                    "receive, so no rank ever sent. Start the send (dist.isend) before waiting on the receive: irecv, "
+                    "isend, then wait for both")
+        return (f"deadlock: rank {self.rank} waited {seconds} s in a send that no receive matched. Each rank's "
+                "neighbour was itself stuck sending (a blocking dist.send returns only once the receiver takes the "
+                "data): start the send with dist.isend, then recv, then wait for the send")
 
     def check_send(self, tensor, dst):
         if dst != self.right:
@@ -114,9 +131,12 @@ class _RingGuard:
                 peer = args[0] if args else kwargs.get("dst", kwargs.get("src"))
                 check(tensor, peer)
                 self.used.add(name)
+                if name in ("send", "recv"):  # blocking: what the rank is in, should it time out
+                    self.blocked_in = name
                 result = originals[name](tensor, *args, **kwargs)
+                self.sent = self.sent or name in ("send", "isend")
                 if name in ("isend", "irecv"):
-                    result = _Request(name, result)
+                    result = _Request(name, result, self)
                     self.requests.append(result)
                 return result
             return call
@@ -152,10 +172,7 @@ def ring_exercise_worker(rank, world_size, ring_step, case):
                 probe["used"] = sorted(guard.used)
         except RuntimeError as exc:
             if "Timed out" in str(exc):
-                raise RuntimeError(f"deadlock: rank {rank} waited {DEADLOCK_TIMEOUT_S} s in a send that no receive "
-                                   "matched. Each rank's neighbour was itself stuck sending (a blocking dist.send "
-                                   "returns only once the receiver takes the data): start the send with dist.isend, "
-                                   "then recv, then wait for the send") from None
+                raise RuntimeError(guard.deadlock(DEADLOCK_TIMEOUT_S)) from None
             raise
         return {"probe": probe, "results": results}
 

@@ -110,6 +110,20 @@ BLOCKING_SEND = ("rank {rank} used a blocking dist.send (to rank {peer}), a dead
                  "isend, then .wait() on each")
 
 
+class _Waited:
+    """A request returned by isend / irecv inside exchange_halo, with whether it was waited for."""
+
+    def __init__(self, name: str, work):
+        self.name, self.work, self.waited = name, work, False
+
+    def wait(self, *args, **kwargs):
+        self.waited = True
+        return self.work.wait(*args, **kwargs)
+
+    def __getattr__(self, attribute):
+        return getattr(self.work, attribute)
+
+
 class _CheckedPointToPoint:
     """dist's send and receive calls, checked before gloo sees them: a peer that is no rank, a buffer whose rows are not
     the rows that neighbour sends (gloo would abort the process with a size mismatch that names neither); notes a
@@ -118,6 +132,19 @@ class _CheckedPointToPoint:
     def __init__(self, rank: int, world_size: int):
         self.rank, self.world_size, self.blocking = rank, world_size, False
         self.above = self.below = 0
+        self.requests: list = []  # this case's isend / irecv requests: each must be waited for before the return
+
+    def check_waited(self) -> None:
+        """After exchange_halo returned: every request it started was waited for (lab 06's ring step, the same words)."""
+        names = {request.name for request in self.requests if not request.waited}
+        if "irecv" in names:
+            raise ValueError(f"rank {self.rank} returned from the step without waiting for its dist.irecv: irecv only "
+                             "starts the receive, so the halo buffer may not hold the rows yet. Keep its request and "
+                             "call .wait() on it before using the buffer")
+        if "isend" in names:
+            raise ValueError(f"rank {self.rank} returned from the step without waiting for its dist.isend: the send "
+                             "may still be reading the slab's rows, and gloo needs every request waited for. Keep its "
+                             "request and call .wait() on it before returning")
 
     def installed(self):
         import contextlib
@@ -141,7 +168,11 @@ class _CheckedPointToPoint:
             if blocking and not receives:
                 raise ValueError(BLOCKING_SEND.format(rank=self.rank, peer=peer))
             self.blocking = self.blocking or blocking
-            return call(tensor, *args, **kwargs)
+            work = call(tensor, *args, **kwargs)
+            if blocking:
+                return work
+            self.requests.append(_Waited("irecv" if receives else "isend", work))
+            return self.requests[-1]
         return checked
 
     def _check(self, tensor, peer: int, receives: bool) -> None:
@@ -180,7 +211,9 @@ def _exchange_cases_in_group(rank, world_size, exchange_halo, cases, out, checke
             above, below = halo_rows(case["kernel"], case["padding"], case["stride"])
             checked.above, checked.below = above, below
             slab = images[:, :, start:stop].contiguous()
+            checked.requests = []
             haloed = exchange_halo(slab, above, below, case["padding"], rank, world_size)
+            checked.check_waited()
             entry = {"rows": [start, stop], "haloed": haloed.detach().tolist(), "conv": None}
             try:
                 entry["conv"] = F.conv2d(haloed, conv.weight, conv.bias, case["stride"],
