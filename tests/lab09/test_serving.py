@@ -267,3 +267,31 @@ def test_the_grid_labels_a_row_by_exercise_3s_rule_on_the_medians_it_prints():
     assert behind.saturated and choose_max_wait([{**exercise_row, "achieved_rps": behind.achieved_rps}], 10.0) is None
     assert "arrived     302/s" in _summary(302.0, 291.0).text() and "offered     315/s" in _summary(302.0, 291.0).text()
     assert "kept up: achieved >= 0.95 x arrived" in serving.TERMS
+
+
+def test_the_loads_are_built_on_the_capacity_unless_it_is_flagged_then_on_the_forward_pass_bound():
+    from lab_utils import detectors
+    fine = detectors.above_bound(240, 250, what="batch-1 serving answered", bound_name="its forward pass,")
+    assert serving.load_basis(240, fine, 250)[0] == 240  # below its bound: the measured capacity sets the loads
+    flagged = detectors.above_bound(625, 246, what="batch-1 serving answered", bound_name="its forward pass,")
+    rate, why = serving.load_basis(625, flagged, 246)
+    assert flagged and rate == 246 and "625" in why and "bound" in why  # 2.54x its bound: never the loads' basis
+
+
+def test_a_rerun_replaces_lab09s_serving_rows_although_its_offered_rates_moved():
+    from lab_utils import report, workloads
+
+    def rows(offered, when):
+        out = []
+        for server in ("batch-1", "max_wait=5ms"):
+            for load, factor in (("low", 0.5), ("high", 2.5)):
+                variant, note = serving.serving_row_label(server, load, factor * offered)
+                out.append(measure.Result(lab="09", framework="torch", strategy="serving", world_size=1, device="cpu",
+                                          batch_size=1, samples_per_s=100.0, wall_s=0.4, variant=variant,
+                                          workload=(workloads.SERVE_LOW if load == "low" else workloads.SERVE_HIGH).name,
+                                          flags=[note], rate=measure.ANSWERED, timestamp=when))
+        return out
+    first, second = rows(277, "2026-12-07T01:00:00+00:00"), rows(627, "2026-12-07T02:00:00+00:00")
+    kept = report.latest(first + second)
+    assert len(kept) == len(second) and all(r.timestamp == second[0].timestamp for r in kept)
+    assert any("1568 requests/s offered" in " ".join(r.flags) for r in kept)  # the rate offered stays, as a note

@@ -24,6 +24,21 @@ def kept_up(achieved_rps: float, arrived_rps: float | None) -> bool:
     return arrived_rps is None or achieved_rps >= SATURATED_SHARE * arrived_rps
 
 
+def load_basis(capacity_rps: float, capacity_flags, bound_rps: float) -> tuple[float, str]:
+    """The rate the serving loads are multiples of, and why: the measured batch-1 capacity, or, where it is flagged
+    (a figure the run contradicts), the forward pass's bound, which a server can only fall short of."""
+    if not capacity_flags:
+        return capacity_rps, "what batch-1 serving answered in its bursts"
+    return bound_rps, ("the forward pass's bound for batch-1 serving, not the flagged capacity "
+                       f"({capacity_rps:.0f}/s): the loads are never built on a figure the run contradicts")
+
+
+def serving_row_label(server: str, load: str, offered_rps: float) -> tuple[str, str]:
+    """A serving row's variant (its key in the results, the same on every run: the server alone, its load is the
+    row's workload) and a note with the rate offered (which moves from run to run with the measured capacity)."""
+    return server, f"{load} load: {offered_rps:.0f} requests/s offered"
+
+
 def latency_percentiles(arrivals_s, done_s, end_s: float, percentiles=(50, 95, 99)) -> list[float]:
     """Latency percentiles in ms, nearest rank; a request never answered (done None) counts as waiting until end_s."""
     if not len(arrivals_s) or len(arrivals_s) != len(done_s):
