@@ -295,3 +295,33 @@ def test_a_rerun_replaces_lab09s_serving_rows_although_its_offered_rates_moved()
     kept = report.latest(first + second)
     assert len(kept) == len(second) and all(r.timestamp == second[0].timestamp for r in kept)
     assert any("1568 requests/s offered" in " ".join(r.flags) for r in kept)  # the rate offered stays, as a note
+
+
+def test_a_larger_batch_faster_in_every_round_is_a_repeatable_note_and_in_some_rounds_noise():
+    from lab_utils import detectors
+    from lab_utils.measure.timing import Timing
+    ms = lambda *t: Timing(tuple(x * 1e-3 for x in t), 1)  # noqa: E731
+    batch2 = ms(11.6, 11.7, 11.5, 11.8, 11.6)
+    every = serving.sweep_flags(2, batch2, 4, ms(7.5, 7.4, 7.6, 7.5, 7.5))  # the learner's batch 2 against batch 4
+    assert [detectors.kind_of(f) for f in every] == [detectors.Kind.NOTE]
+    assert "all 5 rounds" in every[0] and "not noise" in every[0] and "busy" not in every[0]
+    some = serving.sweep_flags(2, ms(11.6, 6.0, 11.5, 7.0, 11.6), 4, ms(7.5, 7.4, 7.6, 7.5, 7.5))  # 2 rounds disagree
+    assert [detectors.kind_of(f) for f in some] == [detectors.Kind.LESS_TIME] and "busy machine" in some[0]
+    slow = serving.sweep_flags(2, ms(1, 1, 1, 1, 1), 4, ms(3, 3, 3, 3, 3))  # 3x the time for 2x the images, every round
+    assert len(slow) == 1 and detectors.kind_of(slow[0]) is detectors.Kind.NOTE and "repeatable" in slow[0]
+    assert serving.sweep_flags(2, ms(2, 2, 2), 4, ms(3, 3, 3)) == []  # as theory predicts: nothing to say
+
+
+def test_the_summary_says_each_reason_not_to_read_a_comparison_once():
+    from lab_utils.measure import verdicts
+    busy = (f"{measure.NOT_MEASURABLE}: other programs used 1.3 of 2 cores while it was measured: {verdicts.RERUN} "
+            f"({verdicts.RULE}) ({verdicts.UNREAD})")
+    ranks = f"{measure.NOT_MEASURABLE}: 2 ranks share the 0.7 left ({verdicts.UNREAD})"
+    items = [(f"comparison {i}", busy, []) for i in range(8)] + [("workers", ranks, []), ("XLA", "3.78x -> holds", [])]
+    lines = serving.summary_lines(items)
+    text = "\n".join(lines)
+    assert text.count("other programs used 1.3") == 1 and text.count(verdicts.RULE) == 1 and text.count("0.7 left") == 1
+    assert "  comparison 7: not measurable here (reason 1 below)" in lines
+    assert "  workers: not measurable here (reason 2 below)" in lines
+    assert "  XLA: 3.78x -> holds" in lines and max(map(len, lines)) < 200
+    assert serving.summary_lines([("XLA", "3.78x -> holds", [])]) == ["  XLA: 3.78x -> holds"]  # nothing refused: no rule

@@ -6,7 +6,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from .... import measure
+from .... import detectors, measure, report
 
 SATURATED_SHARE = 0.95  # a run that answered less than this share of its arrived load did not keep up: the one rule
 #                         for "kept up", the grid's and Exercise 3's (achieved_rps >= 0.95 x offered_rps)
@@ -37,6 +37,49 @@ def serving_row_label(server: str, load: str, offered_rps: float) -> tuple[str, 
     """A serving row's variant (its key in the results, the same on every run: the server alone, its load is the
     row's workload) and a note with the rate offered (which moves from run to run with the measured capacity)."""
     return server, f"{load} load: {offered_rps:.0f} requests/s offered"
+
+
+def sweep_flags(small_batch: int, small, large_batch: int, large) -> list:
+    """The batch sweep's flags on two neighbouring sizes (measure.Timing each, timed in the same interleaved rounds):
+    report.batch_time_flags on their medians; where every round breaks the same rule, the effect repeats, so it is
+    no busy machine's noise but a property of this machine, and it becomes a note saying so."""
+    flags = report.batch_time_flags(small_batch, small.median, large_batch, large.median)
+    if not flags or len(small.times) < 2:
+        return flags
+    work = large_batch / small_batch
+    if large.median < small.median:  # less time for more work
+        every = all(lg < sm for sm, lg in zip(small.times, large.times))
+        said = f"less time than batch {small_batch}"
+    else:  # far more than proportional
+        every = all(lg > report.SUPERLINEAR_MARGIN * work * sm for sm, lg in zip(small.times, large.times))
+        said = f"over {report.SUPERLINEAR_MARGIN * work:g}x batch {small_batch}'s time"
+    if not every:
+        return flags
+    return [detectors.note(f"{said} in all {len(small.times)} rounds: repeatable, not noise (likely the math "
+                           "library's kernel for this batch size, see the prose)")]
+
+
+def summary_lines(items) -> list[str]:
+    """The summary's comparison lines from (label, outcome, flags) items: an outcome that is not measurable here
+    names its reason by number, said once below with the rule once, so a busy run's summary says each reason once."""
+    from ....measure import verdicts
+    reasons, lines = [], []
+    for label, outcome, flags in items:
+        outcome = str(outcome)
+        if not outcome.startswith(measure.NOT_MEASURABLE + ": "):
+            lines.append(measure.flagged(f"  {label}: {outcome}", flags))
+            continue
+        why = outcome[len(measure.NOT_MEASURABLE) + 2:]
+        for said in (f" ({verdicts.UNREAD})", f" ({verdicts.RULE})", f": {verdicts.RERUN}"):
+            why = why.replace(said, "")
+        reasons += [why] if why not in reasons else []
+        lines.append(measure.flagged(f"  {label}: {measure.NOT_MEASURABLE} (reason {reasons.index(why) + 1} below)",
+                                     flags))
+    lines += [f"  reason {i}: {why}" for i, why in enumerate(reasons, 1)]
+    if reasons:
+        lines.append(f"  {measure.NOT_MEASURABLE}: {verdicts.UNREAD.replace('its ratio', 'each ratio')}; "
+                     f"{verdicts.RERUN} ({verdicts.RULE})")
+    return lines
 
 
 def latency_percentiles(arrivals_s, done_s, end_s: float, percentiles=(50, 95, 99)) -> list[float]:
