@@ -325,3 +325,25 @@ def test_the_summary_says_each_reason_not_to_read_a_comparison_once():
     assert "  workers: not measurable here (reason 2 below)" in lines
     assert "  XLA: 3.78x -> holds" in lines and max(map(len, lines)) < 200
     assert serving.summary_lines([("XLA", "3.78x -> holds", [])]) == ["  XLA: 3.78x -> holds"]  # nothing refused: no rule
+
+
+def test_a_grid_row_whose_rounds_fall_on_both_sides_of_the_line_says_its_mark_is_not_resolved():
+    # learner s9g: arrived 617/s, achieved 585/s (94.8 %) marked SATURATED on a difference of 0.2 %
+    split = serving.LoadStats.of("max_wait=1ms", "high", [_summary(617.0, 570.0), _summary(617.0, 600.0)])
+    assert split.saturated and split.undecided and "SATURATED  (rounds split)" in split.text()
+    assert f"{585 / 617:4.0%}" in split.text()  # achieved / arrived printed beside the mark
+    clear = serving.LoadStats.of("batch-1", "high", [_summary(617.0, 300.0), _summary(617.0, 310.0)])
+    assert clear.saturated and not clear.undecided and "rounds split" not in clear.text()
+    kept = serving.LoadStats.of("max_wait=5ms", "high", [_summary(617.0, 610.0), _summary(617.0, 615.0)])
+    assert not kept.saturated and not kept.undecided and "rounds split" in serving.TERMS
+
+
+def test_the_dense_layer_line_blames_the_matrix_multiply_only_where_every_round_shows_it(small):
+    from lab_utils.measure.timing import Timing
+    ms = lambda *t: Timing(tuple(x * 1e-3 for x in t), 1)  # noqa: E731
+    assert "the matrix multiply itself" in serving.dense_line("2048x2048", 2, ms(3, 3.2, 3.1), 4, ms(1.6, 1.7, 1.5))
+    mixed = serving.dense_line("2048x2048", 2, ms(3, 1.0, 3.1), 4, ms(1.6, 1.7, 1.5))
+    assert "does not explain it" in mixed and "matrix multiply itself" not in mixed
+    model, _ = small
+    shape, times = serving.largest_dense_times(model, (2, 4), repeats=2)
+    assert set(times) == {2, 4} and len(times[2].times) == 2 and "x" in shape

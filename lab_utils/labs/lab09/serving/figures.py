@@ -13,10 +13,12 @@ SATURATED_SHARE = 0.95  # a run that answered less than this share of its arrive
 LATE_GENERATOR_MS = 1.0  # a load generator whose median delay is above this did not offer the load it was asked to
 
 
-TERMS = (f"offered: the rate the load generator was asked for; arrived: the rate at which requests really came (a "
-         f"random count scatters around the offered one); achieved: answers per second; kept up: achieved >= "
-         f"{SATURATED_SHARE:g} x arrived (the medians over the rounds: Exercise 3's rule, fed the arrived rate as "
-         f"offered_rps), else SATURATED")
+TERMS = (f"offered: the rate asked for; arrived: the rate at which requests really came (a random count scatters "
+         f"around the offered one); achieved: answers per second\n"
+         f"kept up: achieved >= {SATURATED_SHARE:g} x arrived (the medians over the rounds: Exercise 3's rule, fed the "
+         f"arrived rate as offered_rps), else SATURATED; % = achieved / arrived\n"
+         f"'rounds split': the rounds' own % fall on both sides of {SATURATED_SHARE:.0%}, so this run cannot resolve "
+         f"that row's mark (rerun, or read it as undecided)")
 
 
 def kept_up(achieved_rps: float, arrived_rps: float | None) -> bool:
@@ -209,6 +211,18 @@ class LoadStats:
                    measure.spread(r.achieved_rps for r in runs), measure.spread(r.p99_ms for r in runs), tuple(runs))
 
     @property
+    def share(self) -> float | None:
+        """The achieved rate as a share of the arrived one (medians), None without an arrival rate."""
+        return self.achieved_rps / self.arrived_rps if self.arrived_rps else None
+
+    @property
+    def undecided(self) -> bool:
+        """True when the rounds' own achieved/arrived shares fall on both sides of SATURATED_SHARE: the mark (kept up
+        or SATURATED) then rests on a difference smaller than these rounds resolve."""
+        shares = [r.achieved_rps / r.arrived_rps for r in self.runs if r.arrived_rps]
+        return len(shares) > 1 and min(shares) < SATURATED_SHARE <= max(shares)
+
+    @property
     def flags(self) -> list[str]:
         """Warnings about these figures: a load generator that fell behind its schedule (noise is the table's line)."""
         flags = []
@@ -226,5 +240,7 @@ class LoadStats:
             f"achieved {self.achieved_rps:7.0f}/s "
             f"(spread {self.spread_rps:4.0%})  p50 {bound}{self.p50_ms:6.1f}  p95 {bound}{self.p95_ms:6.1f}  "
             f"p99 {bound}{self.p99_ms:6.1f} ms "
-            f"(spread {self.spread_p99:4.0%})  batch {self.mean_batch:5.1f}" + ("  SATURATED" if self.saturated else ""),
+            f"(spread {self.spread_p99:4.0%})  batch {self.mean_batch:5.1f}"
+            + (f" {self.share:4.0%}" if self.share is not None else "") + ("  SATURATED" if self.saturated else "")
+            + ("  (rounds split)" if self.undecided else ""),
             self.flags)
