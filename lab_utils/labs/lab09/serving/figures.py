@@ -175,9 +175,9 @@ def time_split(run: LoadRun, passes) -> str:
     if not stats.saturated:
         return text
     if share >= BUSY_SHARE:
-        return (text + f"; saturated with its forward passes running {share:.0%} of the time: batches of {mean:.1f} "
+        return (text + f"\n    saturated with its forward passes running {share:.0%} of the time: batches of {mean:.1f} "
                 f"answer {computing_rps:.0f}/s at most, below the load")
-    return (text + f"; saturated while its forward passes ran only {share:.0%} of the time: the rest went outside them, "
+    return (text + f"\n    saturated while its forward passes ran only {share:.0%} of the time: the rest went outside them, "
             "to collecting batches (with a max_wait_ms, waiting for requests), answering, or a thread waiting for a core")
 
 
