@@ -228,8 +228,8 @@ class LoadStats:
         flags = []
         lag = max((r.lag_ms for r in self.runs), default=0.0)
         if lag > LATE_GENERATOR_MS:
-            flags.append(f"the load generator sent requests {lag:.1f} ms late (median): the machine is busy, and that "
-                         "delay counts as latency")
+            flags.append(f"the load generator sent requests {lag:.1f} ms late (median; a busy machine), counted as "
+                         "latency")
         return flags
 
     def text(self) -> str:
