@@ -267,3 +267,83 @@ def test_the_grid_labels_a_row_by_exercise_3s_rule_on_the_medians_it_prints():
     assert behind.saturated and choose_max_wait([{**exercise_row, "achieved_rps": behind.achieved_rps}], 10.0) is None
     assert "arrived     302/s" in _summary(302.0, 291.0).text() and "offered     315/s" in _summary(302.0, 291.0).text()
     assert "kept up: achieved >= 0.95 x arrived" in serving.TERMS
+
+
+def test_the_loads_are_built_on_the_capacity_unless_it_is_flagged_then_on_the_forward_pass_bound():
+    from lab_utils import detectors
+    fine = detectors.above_bound(240, 250, what="batch-1 serving answered", bound_name="its forward pass,")
+    assert serving.load_basis(240, fine, 250)[0] == 240  # below its bound: the measured capacity sets the loads
+    flagged = detectors.above_bound(625, 246, what="batch-1 serving answered", bound_name="its forward pass,")
+    rate, why = serving.load_basis(625, flagged, 246)
+    assert flagged and rate == 246 and "625" in why and "bound" in why  # 2.54x its bound: never the loads' basis
+
+
+def test_a_rerun_replaces_lab09s_serving_rows_although_its_offered_rates_moved():
+    from lab_utils import report, workloads
+
+    def rows(offered, when):
+        out = []
+        for server in ("batch-1", "max_wait=5ms"):
+            for load, factor in (("low", 0.5), ("high", 2.5)):
+                variant, note = serving.serving_row_label(server, load, factor * offered)
+                out.append(measure.Result(lab="09", framework="torch", strategy="serving", world_size=1, device="cpu",
+                                          batch_size=1, samples_per_s=100.0, wall_s=0.4, variant=variant,
+                                          workload=(workloads.SERVE_LOW if load == "low" else workloads.SERVE_HIGH).name,
+                                          flags=[note], rate=measure.ANSWERED, timestamp=when))
+        return out
+    first, second = rows(277, "2026-12-07T01:00:00+00:00"), rows(627, "2026-12-07T02:00:00+00:00")
+    kept = report.latest(first + second)
+    assert len(kept) == len(second) and all(r.timestamp == second[0].timestamp for r in kept)
+    assert any("1568 requests/s offered" in " ".join(r.flags) for r in kept)  # the rate offered stays, as a note
+
+
+def test_a_larger_batch_faster_in_every_round_is_a_repeatable_note_and_in_some_rounds_noise():
+    from lab_utils import detectors
+    from lab_utils.measure.timing import Timing
+    ms = lambda *t: Timing(tuple(x * 1e-3 for x in t), 1)  # noqa: E731
+    batch2 = ms(11.6, 11.7, 11.5, 11.8, 11.6)
+    every = serving.sweep_flags(2, batch2, 4, ms(7.5, 7.4, 7.6, 7.5, 7.5))  # the learner's batch 2 against batch 4
+    assert [detectors.kind_of(f) for f in every] == [detectors.Kind.NOTE]
+    assert "all 5 rounds" in every[0] and "not noise" in every[0] and "busy" not in every[0]
+    some = serving.sweep_flags(2, ms(11.6, 6.0, 11.5, 7.0, 11.6), 4, ms(7.5, 7.4, 7.6, 7.5, 7.5))  # 2 rounds disagree
+    assert [detectors.kind_of(f) for f in some] == [detectors.Kind.LESS_TIME] and "busy machine" in some[0]
+    slow = serving.sweep_flags(2, ms(1, 1, 1, 1, 1), 4, ms(3, 3, 3, 3, 3))  # 3x the time for 2x the images, every round
+    assert len(slow) == 1 and detectors.kind_of(slow[0]) is detectors.Kind.NOTE and "repeatable" in slow[0]
+    assert serving.sweep_flags(2, ms(2, 2, 2), 4, ms(3, 3, 3)) == []  # as theory predicts: nothing to say
+
+
+def test_the_summary_says_each_reason_not_to_read_a_comparison_once():
+    from lab_utils.measure import verdicts
+    busy = (f"{measure.NOT_MEASURABLE}: other programs used 1.3 of 2 cores while it was measured: {verdicts.RERUN} "
+            f"({verdicts.RULE}) ({verdicts.UNREAD})")
+    ranks = f"{measure.NOT_MEASURABLE}: 2 ranks share the 0.7 left ({verdicts.UNREAD})"
+    items = [(f"comparison {i}", busy, []) for i in range(8)] + [("workers", ranks, []), ("XLA", "3.78x -> holds", [])]
+    lines = serving.summary_lines(items)
+    text = "\n".join(lines)
+    assert text.count("other programs used 1.3") == 1 and text.count(verdicts.RULE) == 1 and text.count("0.7 left") == 1
+    assert "  comparison 7: not measurable here (reason 1 below)" in lines
+    assert "  workers: not measurable here (reason 2 below)" in lines
+    assert "  XLA: 3.78x -> holds" in lines and max(map(len, lines)) < 200
+    assert serving.summary_lines([("XLA", "3.78x -> holds", [])]) == ["  XLA: 3.78x -> holds"]  # nothing refused: no rule
+
+
+def test_a_grid_row_whose_rounds_fall_on_both_sides_of_the_line_says_its_mark_is_not_resolved():
+    # learner s9g: arrived 617/s, achieved 585/s (94.8 %) marked SATURATED on a difference of 0.2 %
+    split = serving.LoadStats.of("max_wait=1ms", "high", [_summary(617.0, 570.0), _summary(617.0, 600.0)])
+    assert split.saturated and split.undecided and "SATURATED  (rounds split)" in split.text()
+    assert f"{585 / 617:4.0%}" in split.text()  # achieved / arrived printed beside the mark
+    clear = serving.LoadStats.of("batch-1", "high", [_summary(617.0, 300.0), _summary(617.0, 310.0)])
+    assert clear.saturated and not clear.undecided and "rounds split" not in clear.text()
+    kept = serving.LoadStats.of("max_wait=5ms", "high", [_summary(617.0, 610.0), _summary(617.0, 615.0)])
+    assert not kept.saturated and not kept.undecided and "rounds split" in serving.TERMS
+
+
+def test_the_dense_layer_line_blames_the_matrix_multiply_only_where_every_round_shows_it(small):
+    from lab_utils.measure.timing import Timing
+    ms = lambda *t: Timing(tuple(x * 1e-3 for x in t), 1)  # noqa: E731
+    assert "the matrix multiply itself" in serving.dense_line("2048x2048", 2, ms(3, 3.2, 3.1), 4, ms(1.6, 1.7, 1.5))
+    mixed = serving.dense_line("2048x2048", 2, ms(3, 1.0, 3.1), 4, ms(1.6, 1.7, 1.5))
+    assert "does not explain it" in mixed and "matrix multiply itself" not in mixed
+    model, _ = small
+    shape, times = serving.largest_dense_times(model, (2, 4), repeats=2)
+    assert set(times) == {2, 4} and len(times[2].times) == 2 and "x" in shape

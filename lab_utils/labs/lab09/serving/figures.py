@@ -6,22 +6,82 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from .... import measure
+from .... import detectors, measure, report
 
 SATURATED_SHARE = 0.95  # a run that answered less than this share of its arrived load did not keep up: the one rule
 #                         for "kept up", the grid's and Exercise 3's (achieved_rps >= 0.95 x offered_rps)
 LATE_GENERATOR_MS = 1.0  # a load generator whose median delay is above this did not offer the load it was asked to
 
 
-TERMS = (f"offered: the rate the load generator was asked for; arrived: the rate at which requests really came (a "
-         f"random count scatters around the offered one); achieved: answers per second; kept up: achieved >= "
-         f"{SATURATED_SHARE:g} x arrived (the medians over the rounds: Exercise 3's rule, fed the arrived rate as "
-         f"offered_rps), else SATURATED")
+TERMS = (f"offered: the rate asked for; arrived: the rate at which requests really came (a random count scatters "
+         f"around the offered one); achieved: answers per second\n"
+         f"kept up: achieved >= {SATURATED_SHARE:g} x arrived (the medians over the rounds: Exercise 3's rule, fed the "
+         f"arrived rate as offered_rps), else SATURATED; % = achieved / arrived\n"
+         f"'rounds split': the rounds' own % fall on both sides of {SATURATED_SHARE:.0%}, so this run cannot resolve "
+         f"that row's mark (rerun, or read it as undecided)")
 
 
 def kept_up(achieved_rps: float, arrived_rps: float | None) -> bool:
     """The one rule for keeping up: achieved >= SATURATED_SHARE x the rate that arrived (True without an arrival rate)."""
     return arrived_rps is None or achieved_rps >= SATURATED_SHARE * arrived_rps
+
+
+def load_basis(capacity_rps: float, capacity_flags, bound_rps: float) -> tuple[float, str]:
+    """The rate the serving loads are multiples of, and why: the measured batch-1 capacity, or, where it is flagged
+    (a figure the run contradicts), the forward pass's bound, which a server can only fall short of."""
+    if not capacity_flags:
+        return capacity_rps, "what batch-1 serving answered in its bursts"
+    return bound_rps, ("the forward pass's bound for batch-1 serving, not the flagged capacity "
+                       f"({capacity_rps:.0f}/s): the loads are never built on a figure the run contradicts")
+
+
+def serving_row_label(server: str, load: str, offered_rps: float) -> tuple[str, str]:
+    """A serving row's variant (its key in the results, the same on every run: the server alone, its load is the
+    row's workload) and a note with the rate offered (which moves from run to run with the measured capacity)."""
+    return server, f"{load} load: {offered_rps:.0f} requests/s offered"
+
+
+def sweep_flags(small_batch: int, small, large_batch: int, large) -> list:
+    """The batch sweep's flags on two neighbouring sizes (measure.Timing each, timed in the same interleaved rounds):
+    report.batch_time_flags on their medians; where every round breaks the same rule, the effect repeats, so it is
+    no busy machine's noise but a property of this machine, and it becomes a note saying so."""
+    flags = report.batch_time_flags(small_batch, small.median, large_batch, large.median)
+    if not flags or len(small.times) < 2:
+        return flags
+    work = large_batch / small_batch
+    if large.median < small.median:  # less time for more work
+        every = all(lg < sm for sm, lg in zip(small.times, large.times))
+        said = f"less time than batch {small_batch}"
+    else:  # far more than proportional
+        every = all(lg > report.SUPERLINEAR_MARGIN * work * sm for sm, lg in zip(small.times, large.times))
+        said = f"over {report.SUPERLINEAR_MARGIN * work:g}x batch {small_batch}'s time"
+    if not every:
+        return flags
+    return [detectors.note(f"{said} in all {len(small.times)} rounds: repeatable, not noise (likely the math "
+                           "library's kernel for this batch size, see the prose)")]
+
+
+def summary_lines(items) -> list[str]:
+    """The summary's comparison lines from (label, outcome, flags) items: an outcome that is not measurable here
+    names its reason by number, said once below with the rule once, so a busy run's summary says each reason once."""
+    from ....measure import verdicts
+    reasons, lines = [], []
+    for label, outcome, flags in items:
+        outcome = str(outcome)
+        if not outcome.startswith(measure.NOT_MEASURABLE + ": "):
+            lines.append(measure.flagged(f"  {label}: {outcome}", flags))
+            continue
+        why = outcome[len(measure.NOT_MEASURABLE) + 2:]
+        for said in (f" ({verdicts.UNREAD})", f" ({verdicts.RULE})", f": {verdicts.RERUN}"):
+            why = why.replace(said, "")
+        reasons += [why] if why not in reasons else []
+        lines.append(measure.flagged(f"  {label}: {measure.NOT_MEASURABLE} (reason {reasons.index(why) + 1} below)",
+                                     flags))
+    lines += [f"  reason {i}: {why}" for i, why in enumerate(reasons, 1)]
+    if reasons:
+        lines.append(f"  {measure.NOT_MEASURABLE}: {verdicts.UNREAD.replace('its ratio', 'each ratio')}; "
+                     f"{verdicts.RERUN} ({verdicts.RULE})")
+    return lines
 
 
 def latency_percentiles(arrivals_s, done_s, end_s: float, percentiles=(50, 95, 99)) -> list[float]:
@@ -115,9 +175,9 @@ def time_split(run: LoadRun, passes) -> str:
     if not stats.saturated:
         return text
     if share >= BUSY_SHARE:
-        return (text + f"; saturated with its forward passes running {share:.0%} of the time: batches of {mean:.1f} "
+        return (text + f"\n    saturated with its forward passes running {share:.0%} of the time: batches of {mean:.1f} "
                 f"answer {computing_rps:.0f}/s at most, below the load")
-    return (text + f"; saturated while its forward passes ran only {share:.0%} of the time: the rest went outside them, "
+    return (text + f"\n    saturated while its forward passes ran only {share:.0%} of the time: the rest went outside them, "
             "to collecting batches (with a max_wait_ms, waiting for requests), answering, or a thread waiting for a core")
 
 
@@ -151,13 +211,25 @@ class LoadStats:
                    measure.spread(r.achieved_rps for r in runs), measure.spread(r.p99_ms for r in runs), tuple(runs))
 
     @property
+    def share(self) -> float | None:
+        """The achieved rate as a share of the arrived one (medians), None without an arrival rate."""
+        return self.achieved_rps / self.arrived_rps if self.arrived_rps else None
+
+    @property
+    def undecided(self) -> bool:
+        """True when the rounds' own achieved/arrived shares fall on both sides of SATURATED_SHARE: the mark (kept up
+        or SATURATED) then rests on a difference smaller than these rounds resolve."""
+        shares = [r.achieved_rps / r.arrived_rps for r in self.runs if r.arrived_rps]
+        return len(shares) > 1 and min(shares) < SATURATED_SHARE <= max(shares)
+
+    @property
     def flags(self) -> list[str]:
         """Warnings about these figures: a load generator that fell behind its schedule (noise is the table's line)."""
         flags = []
         lag = max((r.lag_ms for r in self.runs), default=0.0)
         if lag > LATE_GENERATOR_MS:
-            flags.append(f"the load generator sent requests {lag:.1f} ms late (median): the machine is busy, and that "
-                         "delay counts as latency")
+            flags.append(f"the load generator sent requests {lag:.1f} ms late (median; a busy machine), counted as "
+                         "latency")
         return flags
 
     def text(self) -> str:
@@ -168,5 +240,7 @@ class LoadStats:
             f"achieved {self.achieved_rps:7.0f}/s "
             f"(spread {self.spread_rps:4.0%})  p50 {bound}{self.p50_ms:6.1f}  p95 {bound}{self.p95_ms:6.1f}  "
             f"p99 {bound}{self.p99_ms:6.1f} ms "
-            f"(spread {self.spread_p99:4.0%})  batch {self.mean_batch:5.1f}" + ("  SATURATED" if self.saturated else ""),
+            f"(spread {self.spread_p99:4.0%})  batch {self.mean_batch:5.1f}"
+            + (f" {self.share:4.0%}" if self.share is not None else "") + ("  SATURATED" if self.saturated else "")
+            + ("  (rounds split)" if self.undecided else ""),
             self.flags)

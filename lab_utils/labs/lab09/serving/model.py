@@ -24,3 +24,31 @@ def request_images(n: int = 256, image_shape=DEFAULT_SHAPE, seed: int = 0):
     from .... import data
 
     return torch.from_numpy(data.synthetic_images(n, image_shape=image_shape, seed=seed)[0])
+
+
+def largest_dense_times(model, sizes, *, repeats: int = 5, device: str = "cpu") -> tuple[str, dict]:
+    """The model's largest dense layer alone, timed at each batch size in `sizes` (interleaved rounds, on random
+    inputs: speed does not depend on the values): its shape as text, and {size: measure.Timing}."""
+    import functools
+
+    import torch
+
+    from .... import measure
+
+    layer = max((m for m in model.modules() if isinstance(m, torch.nn.Linear)), key=lambda m: m.weight.numel())
+    inputs = {b: torch.randn(b, layer.in_features, device=device) for b in sizes}
+    with torch.inference_mode():
+        times = measure.time_interleaved({b: functools.partial(layer, x) for b, x in inputs.items()},
+                                         warmup=1, repeats=repeats, device=device)
+    return f"{layer.in_features}x{layer.out_features}", times
+
+
+def dense_line(shape: str, small_batch: int, small, large_batch: int, large) -> str:
+    """One line on a larger batch that took less time: whether the largest dense layer alone (measure.Timing at each
+    size, same rounds) was slower at the smaller batch in every round, so the matrix multiply itself explains it."""
+    every = all(s > lg for s, lg in zip(small.times, large.times))
+    return (f"the {shape} dense layer alone: {small.median * 1e3:.2f} ms at batch {small_batch}, {large.median * 1e3:.2f} "
+            f"ms at batch {large_batch} (medians of {len(small.times)} rounds): "
+            + ("slower at the smaller batch in every round: the matrix multiply itself, whose kernel the math library "
+               "picks by the batch size" if every else
+               "not slower at the smaller batch in every round: this layer alone does not explain it"))
