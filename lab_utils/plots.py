@@ -80,8 +80,8 @@ def gantt(intervals, ax=None, *, rows=None, title: str = "", unit: str = "ms", c
         _label_thin(ax, y, [(i.start_s * scale, i.seconds * scale, i.kind) for i in intervals
                             if i.row == row and not i.label], span, unit)
     ax.gantt_xlim = (low - 0.01 * span, high + 0.01 * span)  # from the data: no bar runs off the axis
-    drawn = [getattr(a, "gantt_xlim", None) for a in ax.get_shared_x_axes().get_siblings(ax)]
-    drawn = [lim for lim in drawn if lim]  # charts sharing this x-axis: the range covers every one's ops
+    drawn: list[tuple[float, float]] = [lim for a in ax.get_shared_x_axes().get_siblings(ax)
+                                        if (lim := getattr(a, "gantt_xlim", None))]  # charts sharing this x-axis: the range covers every one's ops
     ax.set_xlim(min(lim[0] for lim in drawn), max(lim[1] for lim in drawn))
     ax.set_yticks(range(len(rows)), rows)
     ax.invert_yaxis()

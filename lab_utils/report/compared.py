@@ -160,7 +160,7 @@ class Compared:
                                                  f"lab {r.lab}: {c}" for r in (self.baseline, self.row)
                                                  for c in detectors.conditions_of(r.flags)))
             # within both spreads, yet more than the hardware can give beyond noise: super-linear, impossible here
-            return twice or detectors.above_device_count(self.speedup, self.hardware_ratio)
+            return [*twice] or [*detectors.above_device_count(self.speedup, self.hardware_ratio)]
         machine = self.row.machine
         cores = machine.cpu_count if machine else None
         oversubscribed = bool(machine and cores and not machine.gpu_names and self.row.resources > cores)
@@ -408,4 +408,4 @@ def best_speedup(candidates: list[Compared]) -> Compared | None:
     even within noise, is super-linear, which CPU cores cannot give: no 'best' to quote); None if there is none."""
     plausible = [c for c in candidates if c.speedup is not None and not c.flags and c.efficiency is not None
                  and c.efficiency <= 1]
-    return max(plausible, key=lambda c: c.speedup, default=None)
+    return max(plausible, key=lambda c: c.speedup or 0.0, default=None)

@@ -44,7 +44,7 @@ NONE_THREADS = "TypeError on threads None"  # a case's answer where the function
 def _speedup_run(speedup_and_efficiency, cases):
     """Each case's (speedup, efficiency); NONE_THREADS where a row with threads None raised a TypeError (the judge
     names it: the bare error did not say which field was None)."""
-    got = []
+    got: list[list[float] | str] = []
     for row, base in cases:
         try:
             got.append([float(v) for v in speedup_and_efficiency(_as_result(row), _as_result(base))])
@@ -181,7 +181,7 @@ def _predict_cases(rng):
 def _predict_run(predict_speedup, cases):
     """Each case's prediction, or the name of the error it raised (s = 1 divides by zero in N / (1 - s)): the judge
     names the formula that raised it instead of a bare ZeroDivisionError."""
-    got = []
+    got: list[float | str] = []
     for s, n in cases:
         try:
             got.append(float(predict_speedup(s, n)))

@@ -117,8 +117,9 @@ def median_op_seconds(measured: Measured) -> tuple[list[float], list[float]]:
     """Per stage, the forward and backward op durations of a typical step of every timed step: the median over the
     steps of each step's mean (mean_op_seconds), so one slow step does not speak for all of them."""
     per_step = [mean_op_seconds(t, measured.stages) for t in measured.timelines]
-    return tuple([statistics.median(step[phase][s] for step in per_step) for s in range(measured.stages)]
-                 for phase in (0, 1))
+    fwd, bwd = ([statistics.median(step[phase][s] for step in per_step) for s in range(measured.stages)]
+                for phase in (0, 1))
+    return fwd, bwd
 
 
 def own_ops_makespan(measured: Measured) -> float:
