@@ -834,3 +834,34 @@ def test_lab_10_builds_no_ratio_on_a_flagged_compute_or_step_and_its_summary_is_
     assert "short=True" in table and "for line in left:" in table
     fit = _lab10_cell("fitted_on = sorted(")  # learner s9c finding 7: 'where the columns disagree' over a column of '-'
     assert "compute+AR projected nothing here (its fit is flagged): no gap to read\" if same and fit_flags" in fit
+
+
+def test_a_speedup_quoted_from_one_lab_comes_with_the_same_setup_from_another_and_each_names_its_baseline():
+    """Learner s9g, lab 10 finding 1: the summary quoted lab 02's DDP (1.82x) and left out lab 03's (1.58x) of the same
+    setup; three one-process baselines (3,995, 4,835, 6,259 samples/s) and no word of which each speedup divides by."""
+    rows = [row("single", 1, 4835, lab="02", workload="CNN-3conv/synthetic28 step, launched ranks"),
+            row("ddp", 2, 8797, lab="02", workload="CNN-3conv/synthetic28 step, launched ranks"),
+            row("single", 1, 6259, lab="03", workload="CNN-3conv/synthetic28 step"),
+            row("ddp", 2, 9874, lab="03", workload="CNN-3conv/synthetic28 step"),
+            row("ddp", 2, 9000, lab="03", batch=512, workload="CNN-3conv/synthetic28 step"),  # another batch: not it
+            row("single", 1, 100, lab="05", workload="CNN-2conv/synthetic28 step"),
+            row("ddp", 2, 150, lab="05", workload="CNN-2conv/synthetic28 step")]  # another model: not it
+    mine = [c for c in report.compare(rows) if not c.is_baseline and c.speedup is not None]
+    best = report.best_speedup(mine)
+    assert (best.row.lab, round(best.speedup, 2)) == ("02", 1.82)
+    [twin] = report.same_setup(best, mine)
+    assert (twin.row.lab, round(twin.speedup, 2)) == ("03", 1.58)
+    assert report.against(best) == "against lab 02's one process (4,835 samples/s)"
+    assert report.against(twin) == "against lab 03's one process (6,259 samples/s)"
+    assert report.same_setup(twin, mine) == [best]
+
+
+def test_a_ddp_steps_all_reduce_well_above_its_time_alone_is_split_into_transfer_and_waiting():
+    """Learner s9g, lab 10 finding 5: 'all-reduce alone 0.37 ms', 'in the DDP step 3.08 ms', then '55 % in the gradient
+    all-reduce': read as communication-bound, when the transfer is 7 % and the rest waiting for the slower rank."""
+    line = report.allreduce_share(5.57e-3, 0.37e-3, 3.08e-3)
+    assert "3.08 ms (55 %) in the gradient all-reduce" in line
+    assert "0.37 ms (7 %) the transfer" in line and "2.71 ms (49 %) waiting for the slower rank" in line
+    near = report.allreduce_share(1.91e-3, 0.50e-3, 0.61e-3)  # within 1.5x of its time alone: no waiting to split
+    assert "waiting" not in near and "mostly the transfer" in near
+    assert len(line) < 250

@@ -409,3 +409,18 @@ def best_speedup(candidates: list[Compared]) -> Compared | None:
     plausible = [c for c in candidates if c.speedup is not None and not c.flags and c.efficiency is not None
                  and c.efficiency <= 1]
     return max(plausible, key=lambda c: c.speedup, default=None)
+
+
+def same_setup(chosen: Compared, candidates: list[Compared]) -> list[Compared]:
+    """The rows of other labs that ran `chosen`'s setup (its model, strategy, devices and batch), each against its own
+    lab's baseline: a figure quoted from one lab is quoted with these beside it."""
+    model = chosen.row.workload.split(" ")[0]
+    return [c for c in candidates if c.row.lab != chosen.row.lab and c.speedup is not None
+            and (c.row.workload.split(" ")[0], c.row.strategy, c.row.batch_size, c.hardware_ratio)
+            == (model, chosen.row.strategy, chosen.row.batch_size, chosen.hardware_ratio)]
+
+
+def against(c: Compared) -> str:
+    """'against lab 02's one process (4,835 samples/s)': the baseline a row's speedup divides by, named."""
+    unit = "requests/s" if "serving" in c.row.workload else "samples/s"
+    return f"against lab {c.baseline.lab}'s one process ({c.baseline.samples_per_s:,.0f} {unit})"
