@@ -865,3 +865,35 @@ def test_a_ddp_steps_all_reduce_well_above_its_time_alone_is_split_into_transfer
     near = report.allreduce_share(1.91e-3, 0.50e-3, 0.61e-3)  # within 1.5x of its time alone: no waiting to split
     assert "waiting" not in near and "mostly the transfer" in near
     assert len(line) < 250
+
+
+LAB13_OLD_NOTE = ("cannot be seen here: other programs used 0.0 of 2 cores while this measured; the rates measured give 2 "
+                  "ranks more than the 2.0 free core(s) allow: the other programs' share is a mean over the whole "
+                  "measuring window and was not steady, so neither the rates nor that share describe these runs alone, "
+                  "so no speedup over one can be read from this run (the rule: README, 'When a timing is read on a "
+                  "busy machine')")
+
+
+def test_a_refusal_recorded_before_lab_13_read_n_against_n_is_named_as_an_older_runs_not_as_its_load():
+    """Learner s9g, lab 10 finding 3: 'lab 13 data parallel vs spatial: cannot be seen here: other programs used 0.0 of
+    2 cores while this measured', a refusal whose own load contradicts it (recorded before lab 13's fix)."""
+    assert report.stale_refusal("data parallel vs spatial, 16 images of 32px, 2 ranks, one thread each", LAB13_OLD_NOTE)
+    assert not report.stale_refusal("one device vs spatial, one 32px image, 2 ranks", LAB13_OLD_NOTE)  # N vs one
+    busy = ("cannot be seen here: other programs used 1.3 of 2 cores while this measured: 2 ranks share the 0.7 left, "
+            "so no speedup over one can be read from this run; measured while other programs used 1.3")
+    assert not report.stale_refusal("2 model workers vs 1", busy)
+    assert not report.stale_refusal("data parallel vs spatial, 16 images", busy)  # a busy machine: its load is why
+    cause = report.refusal_cause(LAB13_OLD_NOTE)  # where it is not stale, the unsteady load is said, not only 0.0
+    assert cause.startswith("other programs used 0.0 of 2 cores") and "was not steady" in cause and len(cause) < 160
+    plain = ("cannot be seen here: other programs used 1.2 of 2 cores while it was measured: rerun with nothing else "
+             "running (the rule: README, 'When a timing is read on a busy machine'); measured while")
+    assert report.refusal_cause(plain) == ("other programs used 1.2 of 2 cores while it was measured: rerun with "
+                                           "nothing else running")
+
+
+def test_a_verdicts_age_reads_in_minutes_hours_or_days():
+    import datetime
+    now = datetime.datetime(2026, 12, 7, 6, 40, tzinfo=datetime.timezone.utc)
+    assert report.age("2026-12-07T06:00:00+00:00", now) == "40 min ago"
+    assert report.age("2026-12-07T04:46:44+00:00", now) == "1.9 h ago"
+    assert report.age("2026-12-01T06:40:00+00:00", now) == "6 days ago"

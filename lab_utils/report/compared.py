@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import detectors, workloads
+from .. import conditions, detectors, workloads
 from .. import measure
 from ..launch.environment import launched_not_kernel
 from ..measure import Result, plausibility, read_results, table_lines
@@ -424,3 +424,33 @@ def against(c: Compared) -> str:
     """'against lab 02's one process (4,835 samples/s)': the baseline a row's speedup divides by, named."""
     unit = "requests/s" if "serving" in c.row.workload else "samples/s"
     return f"against lab {c.baseline.lab}'s one process ({c.baseline.samples_per_s:,.0f} {unit})"
+
+
+def refusal_cause(notes: str) -> str:
+    """A refused verdict's cause in one clause, from its recorded notes: the load it names, and where that load left
+    the cores free, why it still refused (the rates measured exceed what the free cores allow: the load was unsteady)."""
+    first, *rest = notes.removeprefix(f"{measure.CANNOT_SEE}: ").split("; ")
+    if rest and rest[0].startswith("the rates measured give"):
+        return f"{first}, yet the rates exceed what the free cores allow: that load was not steady"
+    return first.removesuffix(f" ({measure.verdicts.RULE})")
+
+
+ONE_SIDE = ("one device", "one process", "one worker", "1 worker", "1 device", "single")  # a claim's N-vs-one side
+
+
+def stale_refusal(claim: str, notes: str) -> bool:
+    """True for a refusal recorded before a lab read N ranks against N this way (lab 13 before today's fix): its notes
+    refuse a speedup over one, through the rates-beyond-the-free-cores rule, on a claim with no one-device side."""
+    sides = claim.split(",")[0].split(" vs ")
+    return (f"{conditions.UNREAD_OVER_ONE} can be read" in notes and "the rates measured give" in notes
+            and len(sides) == 2 and not any(one in side for side in sides for one in ONE_SIDE))
+
+
+def age(timestamp: str, now=None) -> str:
+    """How long ago an ISO timestamp was: '40 min ago', '2.1 h ago', '3 days ago'."""
+    import datetime
+    then = datetime.datetime.fromisoformat(timestamp)
+    now = now or datetime.datetime.now(then.tzinfo)
+    minutes = max(0.0, (now - then).total_seconds() / 60)
+    return (f"{minutes:.0f} min ago" if minutes < 90 else f"{minutes / 60:.1f} h ago" if minutes < 48 * 60
+            else f"{minutes / 1440:.0f} days ago")
