@@ -897,3 +897,26 @@ def test_a_verdicts_age_reads_in_minutes_hours_or_days():
     assert report.age("2026-12-07T06:00:00+00:00", now) == "40 min ago"
     assert report.age("2026-12-07T04:46:44+00:00", now) == "1.9 h ago"
     assert report.age("2026-12-01T06:40:00+00:00", now) == "6 days ago"
+
+
+def test_a_rows_recorded_unsteady_load_note_that_its_own_speedup_contradicts_is_said_to_be_an_older_runs():
+    """Learner s9g, lab 10 finding 3: lab 13's data-parallel row (0.46x its one process) carried 'other programs used
+    0.0 of 2 cores ...; the rates measured give 2 ranks more than the 2.0 free core(s) allow' from before lab 13's fix."""
+    old = ("not measurable here: other programs used 0.0 of 2 cores while this measured; the rates measured give 2 ranks "
+           "more than the 2.0 free core(s) allow: the other programs' share ... (the rule: README)")
+    rows = [row("single-process", 1, 7978, batch=16, lab="13", workload="many small images"),
+            row("data-parallel", 2, 3663, batch=16, lab="13", workload="many small images", flags=old),
+            row("single-process", 1, 1000, batch=16, lab="13", workload="other"),
+            row("data-parallel", 2, 2600, batch=16, lab="13", workload="other", flags=old)]  # 2.6x on 2: beyond
+    slow, fast = (c for c in report.compare(rows) if c.row.world_size == 2)
+    [note] = [n for n in slow.notes if "older lab 13 run" in n]
+    assert "0.46x on 2x the hardware contradicts" in note and "rerun lab 13" in note and "0.0 of 2 cores" in note
+    assert slow.not_measurable and slow.efficiency is None  # still n/m: no speedup is read from it
+    assert not any("older" in n for n in fast.notes) and old in fast.notes  # its speedup is beyond the free cores
+
+
+def test_a_tables_long_flag_line_wraps():
+    """Learner s9g, lab 10 finding 7: a 589-character [!] line under two tables."""
+    rows = [row("single", 1, 100), row("ddp", 2, 180, flags=detectors.Flag(detectors.Kind.CONTRADICT, "x " * 300))]
+    text = report.table(report.compare(rows))
+    assert max(len(line) for line in text.splitlines()) <= report.compared.FLAG_WIDTH + 10

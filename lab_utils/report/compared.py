@@ -3,6 +3,7 @@ table that prints them."""
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,13 +121,23 @@ class Compared:
         computed = detectors.notes(self._speedup_flags())
         own = [n for n in detectors.notes(self.row.flags)  # a wait its lab recorded on its own figure: replaced by
                if not (WAITED_NOTE in n and any(WAITED_NOTE in c for c in computed))]  # the one on this row's figure
-        own = [n if n in computed else self._labs_figure(n) for n in own]  # a figure the table shares: unlabelled
+        own = [n if n in computed else self._labs_figure(self._contradicted(n)) for n in own]  # shared: unlabelled
         computed = [f for f in computed if f not in own]  # the lab's figure and the table's are one: said once
         recorded = {m.group(1) for n in own if (m := TWICE_APART.search(n))}  # its lab compared the two already
         computed = [f for f in computed if not ((m := TWICE_APART.search(f)) and m.group(1) in recorded)]
         if any(COMPARISONS in n for n in own):  # the lab's figure is the comparison's: this table's is labelled
             computed = [f"this table's ratio of two medians, not {COMPARISONS}: {f}" for f in computed]
         return ([self.refused] if self.refused else []) + own + computed
+
+    def _contradicted(self, note: str) -> str:
+        """A recorded refusal that says the rates exceed what the free cores allow, on a row whose own speedup does not
+        exceed its hardware (lab 13's notes from before it read N ranks against N apart): said to contradict the row."""
+        if "the rates measured give" not in note or self.speedup is None or self.is_baseline \
+                or self.speedup > self.hardware_ratio:
+            return note
+        return (f"{measure.NOT_MEASURABLE} by an older lab {self.row.lab} run's note ('{note.split('; ')[0].removeprefix(measure.NOT_MEASURABLE + ': ')}; the rates "
+                f"exceed the free cores'), which this row's own {self.speedup:.2f}x on {self.hardware_ratio:g}x the "
+                f"hardware contradicts: rerun lab {self.row.lab}")
 
     def _labs_figure(self, note: str) -> str:
         """A recorded note that quotes a speedup of this row over its baseline other than this table's (its lab's
@@ -324,6 +335,9 @@ def scaling(compared: list[Compared]) -> tuple[list[Compared], list[str]]:
     return shown, lines
 
 
+FLAG_WIDTH = 118  # a table's [!] line wraps at this width (a flag naming two labs' rows ran to 589 characters)
+
+
 def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None,
           figures: Callable[[Result, Result], tuple[float, float]] | None = None, short: bool = False) -> str:
     """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
@@ -366,8 +380,8 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                      f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
         lines += [f"      note: {said(note)}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
     lines += [f"[{k}] {note}" for note, k in footnotes.items()]
-    lines += table_lines([c.flags for c in compared],
-                         [flag_name(c, n) for c, n in zip(compared, names)])
+    flags = table_lines([c.flags for c in compared], [flag_name(c, n) for c, n in zip(compared, names)])
+    lines += [textwrap.fill(line, FLAG_WIDTH, subsequent_indent="    ", break_on_hyphens=False) for line in flags]
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
 
