@@ -920,3 +920,19 @@ def test_a_tables_long_flag_line_wraps():
     rows = [row("single", 1, 100), row("ddp", 2, 180, flags=detectors.Flag(detectors.Kind.CONTRADICT, "x " * 300))]
     text = report.table(report.compare(rows))
     assert max(len(line) for line in text.splitlines()) <= report.compared.FLAG_WIDTH + 10
+
+
+def test_lab_10s_prediction_read_on_a_row_marked_as_contradicting_another_labs_says_so():
+    """Learner s9g, lab 10 finding 6: '2 DDP ranks (lab 03) no faster than 1 process x 2 threads (lab 03): 9,874 vs
+    9,421' on a threads row marked * (it contradicts lab 01's) with no word of it."""
+    rows = [row("single-process", 1, 100, lab="01", workload="speed"),
+            row("single-process", 1, 190, lab="01", workload="speed", threads=2),
+            row("single-process", 1, 100, lab="03", workload="speed"),
+            row("single-process", 1, 190, lab="03", workload="speed", threads=2,
+                flags=detectors.Flag(detectors.Kind.CONTRADICT, "measured twice ... contradict each other")),
+            row("ddp", 2, 200, lab="03", workload="speed")]
+    line = report.ranks_vs_threads(report.across_labs(rows))[-1]
+    assert "(lab 03): 200 vs 190" in line
+    assert line.endswith("(read on the threads row, marked * above: as shaky as its figure)")
+    rows[3] = replace(rows[3], flags="")
+    assert "marked" not in report.ranks_vs_threads(report.across_labs(rows))[-1]
