@@ -936,3 +936,10 @@ def test_lab_10s_prediction_read_on_a_row_marked_as_contradicting_another_labs_s
     assert line.endswith("(read on the threads row, marked * above: as shaky as its figure)")
     rows[3] = replace(rows[3], flags="")
     assert "marked" not in report.ranks_vs_threads(report.across_labs(rows))[-1]
+
+
+def test_lab_10s_verdict_list_names_an_outcome_that_moved_since_the_run_before():
+    """Learner s9g, lab 10 finding 12: lab 08's straggler claim went 'not distinguishable here' -> 'holds' between two
+    runs, unmarked (the flip marker covers holds <-> reversed only)."""
+    listing = _lab10_cell("for (lab, claim), said in sorted(history.items()):")
+    assert 'said[-2]["verdict"] != v["verdict"]' in listing and "the run before: {said[-2]['verdict']}" in listing
