@@ -527,3 +527,16 @@ def test_a_restated_claim_whose_range_lies_within_the_prediction_says_why_it_is_
     tight = measure.verdicts.decide([0.99, 1.0, 1.0, 1.01, 1.0], claim="Hogwild vs sync", expected="within 5 %",
                                     no_worse_than=0.05)
     assert A.restated_within_line(tight, 0.05) == ""  # tested at 5 %: nothing restated
+
+
+def test_the_staleness_histogram_leaves_room_above_its_tallest_stack_and_the_accuracy_axis_says_applied():
+    # learner s9g, lab 08 finding 20: the x4 histogram's tallest bar met the top; 'samples processed' beside prose
+    # that says 'samples the server applied'
+    import matplotlib
+
+    matplotlib.use("Agg")
+    tall = {"order": [1] * 30 + [2] * 3, "staleness": [0] * 30 + [4] * 3}
+    fig = A.plot_staleness({"x1": {"order": [1, 2], "staleness": [0, 1]}, "x4": tall})
+    assert all(ax.get_ylim()[1] >= 1.3 * 30 for ax in fig.axes)
+    fig = A.plot_accuracy({"run": {"samples": [1, 2], "seconds": [0.1, 0.2], "accuracy": [0.1, 0.5]}})
+    assert fig.axes[0].get_xlabel().startswith("samples applied")
