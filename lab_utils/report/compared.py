@@ -132,8 +132,8 @@ class Compared:
     def _contradicted(self, note: str) -> str:
         """A recorded refusal that says the rates exceed what the free cores allow, on a row whose own speedup does not
         exceed its hardware (lab 13's notes from before it read N ranks against N apart): said to contradict the row."""
-        if "the rates measured give" not in note or self.speedup is None or self.is_baseline \
-                or self.speedup > self.hardware_ratio:
+        if "the rates measured give" not in note or self.speedup is None or self.hardware_ratio is None \
+                or self.is_baseline or self.speedup > self.hardware_ratio:
             return note
         return (f"{measure.NOT_MEASURABLE} by an older lab {self.row.lab} run's note ('{note.split('; ')[0].removeprefix(measure.NOT_MEASURABLE + ': ')}; the rates "
                 f"exceed the free cores'), which this row's own {self.speedup:.2f}x on {self.hardware_ratio:g}x the "
@@ -437,6 +437,7 @@ def same_setup(chosen: Compared, candidates: list[Compared]) -> list[Compared]:
 def against(c: Compared) -> str:
     """'against lab 02's one process (4,835 samples/s)': the baseline a row's speedup divides by, named."""
     unit = "requests/s" if "serving" in c.row.workload else "samples/s"
+    assert c.baseline is not None, "a row without a baseline has no speedup to name one for"
     return f"against lab {c.baseline.lab}'s one process ({c.baseline.samples_per_s:,.0f} {unit})"
 
 
