@@ -834,3 +834,112 @@ def test_lab_10_builds_no_ratio_on_a_flagged_compute_or_step_and_its_summary_is_
     assert "short=True" in table and "for line in left:" in table
     fit = _lab10_cell("fitted_on = sorted(")  # learner s9c finding 7: 'where the columns disagree' over a column of '-'
     assert "compute+AR projected nothing here (its fit is flagged): no gap to read\" if same and fit_flags" in fit
+
+
+def test_a_speedup_quoted_from_one_lab_comes_with_the_same_setup_from_another_and_each_names_its_baseline():
+    """Learner s9g, lab 10 finding 1: the summary quoted lab 02's DDP (1.82x) and left out lab 03's (1.58x) of the same
+    setup; three one-process baselines (3,995, 4,835, 6,259 samples/s) and no word of which each speedup divides by."""
+    rows = [row("single", 1, 4835, lab="02", workload="CNN-3conv/synthetic28 step, launched ranks"),
+            row("ddp", 2, 8797, lab="02", workload="CNN-3conv/synthetic28 step, launched ranks"),
+            row("single", 1, 6259, lab="03", workload="CNN-3conv/synthetic28 step"),
+            row("ddp", 2, 9874, lab="03", workload="CNN-3conv/synthetic28 step"),
+            row("ddp", 2, 9000, lab="03", batch=512, workload="CNN-3conv/synthetic28 step"),  # another batch: not it
+            row("single", 1, 100, lab="05", workload="CNN-2conv/synthetic28 step"),
+            row("ddp", 2, 150, lab="05", workload="CNN-2conv/synthetic28 step")]  # another model: not it
+    mine = [c for c in report.compare(rows) if not c.is_baseline and c.speedup is not None]
+    best = report.best_speedup(mine)
+    assert (best.row.lab, round(best.speedup, 2)) == ("02", 1.82)
+    [twin] = report.same_setup(best, mine)
+    assert (twin.row.lab, round(twin.speedup, 2)) == ("03", 1.58)
+    assert report.against(best) == "against lab 02's one process (4,835 samples/s)"
+    assert report.against(twin) == "against lab 03's one process (6,259 samples/s)"
+    assert report.same_setup(twin, mine) == [best]
+
+
+def test_a_ddp_steps_all_reduce_well_above_its_time_alone_is_split_into_transfer_and_waiting():
+    """Learner s9g, lab 10 finding 5: 'all-reduce alone 0.37 ms', 'in the DDP step 3.08 ms', then '55 % in the gradient
+    all-reduce': read as communication-bound, when the transfer is 7 % and the rest waiting for the slower rank."""
+    line = report.allreduce_share(5.57e-3, 0.37e-3, 3.08e-3)
+    assert "3.08 ms (55 %) in the gradient all-reduce" in line
+    assert "0.37 ms (7 %) the transfer" in line and "2.71 ms (49 %) waiting for the slower rank" in line
+    near = report.allreduce_share(1.91e-3, 0.50e-3, 0.61e-3)  # within 1.5x of its time alone: no waiting to split
+    assert "waiting" not in near and "mostly the transfer" in near
+    assert len(line) < 250
+
+
+LAB13_OLD_NOTE = ("cannot be seen here: other programs used 0.0 of 2 cores while this measured; the rates measured give 2 "
+                  "ranks more than the 2.0 free core(s) allow: the other programs' share is a mean over the whole "
+                  "measuring window and was not steady, so neither the rates nor that share describe these runs alone, "
+                  "so no speedup over one can be read from this run (the rule: README, 'When a timing is read on a "
+                  "busy machine')")
+
+
+def test_a_refusal_recorded_before_lab_13_read_n_against_n_is_named_as_an_older_runs_not_as_its_load():
+    """Learner s9g, lab 10 finding 3: 'lab 13 data parallel vs spatial: cannot be seen here: other programs used 0.0 of
+    2 cores while this measured', a refusal whose own load contradicts it (recorded before lab 13's fix)."""
+    assert report.stale_refusal("data parallel vs spatial, 16 images of 32px, 2 ranks, one thread each", LAB13_OLD_NOTE)
+    assert not report.stale_refusal("one device vs spatial, one 32px image, 2 ranks", LAB13_OLD_NOTE)  # N vs one
+    busy = ("cannot be seen here: other programs used 1.3 of 2 cores while this measured: 2 ranks share the 0.7 left, "
+            "so no speedup over one can be read from this run; measured while other programs used 1.3")
+    assert not report.stale_refusal("2 model workers vs 1", busy)
+    assert not report.stale_refusal("data parallel vs spatial, 16 images", busy)  # a busy machine: its load is why
+    cause = report.refusal_cause(LAB13_OLD_NOTE)  # where it is not stale, the unsteady load is said, not only 0.0
+    assert cause.startswith("other programs used 0.0 of 2 cores") and "was not steady" in cause and len(cause) < 160
+    plain = ("cannot be seen here: other programs used 1.2 of 2 cores while it was measured: rerun with nothing else "
+             "running (the rule: README, 'When a timing is read on a busy machine'); measured while")
+    assert report.refusal_cause(plain) == ("other programs used 1.2 of 2 cores while it was measured: rerun with "
+                                           "nothing else running")
+
+
+def test_a_verdicts_age_reads_in_minutes_hours_or_days():
+    import datetime
+    now = datetime.datetime(2026, 12, 7, 6, 40, tzinfo=datetime.timezone.utc)
+    assert report.age("2026-12-07T06:00:00+00:00", now) == "40 min ago"
+    assert report.age("2026-12-07T04:46:44+00:00", now) == "1.9 h ago"
+    assert report.age("2026-12-01T06:40:00+00:00", now) == "6 days ago"
+
+
+def test_a_rows_recorded_unsteady_load_note_that_its_own_speedup_contradicts_is_said_to_be_an_older_runs():
+    """Learner s9g, lab 10 finding 3: lab 13's data-parallel row (0.46x its one process) carried 'other programs used
+    0.0 of 2 cores ...; the rates measured give 2 ranks more than the 2.0 free core(s) allow' from before lab 13's fix."""
+    old = ("not measurable here: other programs used 0.0 of 2 cores while this measured; the rates measured give 2 ranks "
+           "more than the 2.0 free core(s) allow: the other programs' share ... (the rule: README)")
+    rows = [row("single-process", 1, 7978, batch=16, lab="13", workload="many small images"),
+            row("data-parallel", 2, 3663, batch=16, lab="13", workload="many small images", flags=old),
+            row("single-process", 1, 1000, batch=16, lab="13", workload="other"),
+            row("data-parallel", 2, 2600, batch=16, lab="13", workload="other", flags=old)]  # 2.6x on 2: beyond
+    slow, fast = (c for c in report.compare(rows) if c.row.world_size == 2)
+    [note] = [n for n in slow.notes if "older lab 13 run" in n]
+    assert "0.46x on 2x the hardware contradicts" in note and "rerun lab 13" in note and "0.0 of 2 cores" in note
+    assert slow.not_measurable and slow.efficiency is None  # still n/m: no speedup is read from it
+    assert not any("older" in n for n in fast.notes) and old in fast.notes  # its speedup is beyond the free cores
+
+
+def test_a_tables_long_flag_line_wraps():
+    """Learner s9g, lab 10 finding 7: a 589-character [!] line under two tables."""
+    rows = [row("single", 1, 100), row("ddp", 2, 180, flags=detectors.Flag(detectors.Kind.CONTRADICT, "x " * 300))]
+    text = report.table(report.compare(rows))
+    assert max(len(line) for line in text.splitlines()) <= report.compared.FLAG_WIDTH + 10
+
+
+def test_lab_10s_prediction_read_on_a_row_marked_as_contradicting_another_labs_says_so():
+    """Learner s9g, lab 10 finding 6: '2 DDP ranks (lab 03) no faster than 1 process x 2 threads (lab 03): 9,874 vs
+    9,421' on a threads row marked * (it contradicts lab 01's) with no word of it."""
+    rows = [row("single-process", 1, 100, lab="01", workload="speed"),
+            row("single-process", 1, 190, lab="01", workload="speed", threads=2),
+            row("single-process", 1, 100, lab="03", workload="speed"),
+            row("single-process", 1, 190, lab="03", workload="speed", threads=2,
+                flags=detectors.Flag(detectors.Kind.CONTRADICT, "measured twice ... contradict each other")),
+            row("ddp", 2, 200, lab="03", workload="speed")]
+    line = report.ranks_vs_threads(report.across_labs(rows))[-1]
+    assert "(lab 03): 200 vs 190" in line
+    assert line.endswith("(read on the threads row, marked * above: as shaky as its figure)")
+    rows[3] = replace(rows[3], flags="")
+    assert "marked" not in report.ranks_vs_threads(report.across_labs(rows))[-1]
+
+
+def test_lab_10s_verdict_list_names_an_outcome_that_moved_since_the_run_before():
+    """Learner s9g, lab 10 finding 12: lab 08's straggler claim went 'not distinguishable here' -> 'holds' between two
+    runs, unmarked (the flip marker covers holds <-> reversed only)."""
+    listing = _lab10_cell("for (lab, claim), said in sorted(history.items()):")
+    assert 'said[-2]["verdict"] != v["verdict"]' in listing and "the run before: {said[-2]['verdict']}" in listing

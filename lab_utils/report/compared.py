@@ -3,11 +3,12 @@ table that prints them."""
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import detectors, workloads
+from .. import conditions, detectors, workloads
 from .. import measure
 from ..launch.environment import launched_not_kernel
 from ..measure import Result, plausibility, read_results, table_lines
@@ -120,13 +121,23 @@ class Compared:
         computed = detectors.notes(self._speedup_flags())
         own = [n for n in detectors.notes(self.row.flags)  # a wait its lab recorded on its own figure: replaced by
                if not (WAITED_NOTE in n and any(WAITED_NOTE in c for c in computed))]  # the one on this row's figure
-        own = [n if n in computed else self._labs_figure(n) for n in own]  # a figure the table shares: unlabelled
+        own = [n if n in computed else self._labs_figure(self._contradicted(n)) for n in own]  # shared: unlabelled
         computed = [f for f in computed if f not in own]  # the lab's figure and the table's are one: said once
         recorded = {m.group(1) for n in own if (m := TWICE_APART.search(n))}  # its lab compared the two already
         computed = [f for f in computed if not ((m := TWICE_APART.search(f)) and m.group(1) in recorded)]
         if any(COMPARISONS in n for n in own):  # the lab's figure is the comparison's: this table's is labelled
             computed = [f"this table's ratio of two medians, not {COMPARISONS}: {f}" for f in computed]
         return ([self.refused] if self.refused else []) + own + computed
+
+    def _contradicted(self, note: str) -> str:
+        """A recorded refusal that says the rates exceed what the free cores allow, on a row whose own speedup does not
+        exceed its hardware (lab 13's notes from before it read N ranks against N apart): said to contradict the row."""
+        if "the rates measured give" not in note or self.speedup is None or self.hardware_ratio is None \
+                or self.is_baseline or self.speedup > self.hardware_ratio:
+            return note
+        return (f"{measure.NOT_MEASURABLE} by an older lab {self.row.lab} run's note ('{note.split('; ')[0].removeprefix(measure.NOT_MEASURABLE + ': ')}; the rates "
+                f"exceed the free cores'), which this row's own {self.speedup:.2f}x on {self.hardware_ratio:g}x the "
+                f"hardware contradicts: rerun lab {self.row.lab}")
 
     def _labs_figure(self, note: str) -> str:
         """A recorded note that quotes a speedup of this row over its baseline other than this table's (its lab's
@@ -324,6 +335,9 @@ def scaling(compared: list[Compared]) -> tuple[list[Compared], list[str]]:
     return shown, lines
 
 
+FLAG_WIDTH = 118  # a table's [!] line wraps at this width (a flag naming two labs' rows ran to 589 characters)
+
+
 def table(compared: list[Compared], *, hosts: bool = False, this_host: str | None = None,
           figures: Callable[[Result, Result], tuple[float, float]] | None = None, short: bool = False) -> str:
     """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
@@ -366,8 +380,8 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                      f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
         lines += [f"      note: {said(note)}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
     lines += [f"[{k}] {note}" for note, k in footnotes.items()]
-    lines += table_lines([c.flags for c in compared],
-                         [flag_name(c, n) for c, n in zip(compared, names)])
+    flags = table_lines([c.flags for c in compared], [flag_name(c, n) for c, n in zip(compared, names)])
+    lines += [textwrap.fill(line, FLAG_WIDTH, subsequent_indent="    ", break_on_hyphens=False) for line in flags]
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
 
@@ -409,3 +423,49 @@ def best_speedup(candidates: list[Compared]) -> Compared | None:
     plausible = [c for c in candidates if c.speedup is not None and not c.flags and c.efficiency is not None
                  and c.efficiency <= 1]
     return max(plausible, key=lambda c: c.speedup or 0.0, default=None)
+
+
+def same_setup(chosen: Compared, candidates: list[Compared]) -> list[Compared]:
+    """The rows of other labs that ran `chosen`'s setup (its model, strategy, devices and batch), each against its own
+    lab's baseline: a figure quoted from one lab is quoted with these beside it."""
+    model = chosen.row.workload.split(" ")[0]
+    return [c for c in candidates if c.row.lab != chosen.row.lab and c.speedup is not None
+            and (c.row.workload.split(" ")[0], c.row.strategy, c.row.batch_size, c.hardware_ratio)
+            == (model, chosen.row.strategy, chosen.row.batch_size, chosen.hardware_ratio)]
+
+
+def against(c: Compared) -> str:
+    """'against lab 02's one process (4,835 samples/s)': the baseline a row's speedup divides by, named."""
+    unit = "requests/s" if "serving" in c.row.workload else "samples/s"
+    assert c.baseline is not None, "a row without a baseline has no speedup to name one for"
+    return f"against lab {c.baseline.lab}'s one process ({c.baseline.samples_per_s:,.0f} {unit})"
+
+
+def refusal_cause(notes: str) -> str:
+    """A refused verdict's cause in one clause, from its recorded notes: the load it names, and where that load left
+    the cores free, why it still refused (the rates measured exceed what the free cores allow: the load was unsteady)."""
+    first, *rest = notes.removeprefix(f"{measure.CANNOT_SEE}: ").split("; ")
+    if rest and rest[0].startswith("the rates measured give"):
+        return f"{first}, yet the rates exceed what the free cores allow: that load was not steady"
+    return first.removesuffix(f" ({measure.verdicts.RULE})")
+
+
+ONE_SIDE = ("one device", "one process", "one worker", "1 worker", "1 device", "single")  # a claim's N-vs-one side
+
+
+def stale_refusal(claim: str, notes: str) -> bool:
+    """True for a refusal recorded before a lab read N ranks against N this way (lab 13 before today's fix): its notes
+    refuse a speedup over one, through the rates-beyond-the-free-cores rule, on a claim with no one-device side."""
+    sides = claim.split(",")[0].split(" vs ")
+    return (f"{conditions.UNREAD_OVER_ONE} can be read" in notes and "the rates measured give" in notes
+            and len(sides) == 2 and not any(one in side for side in sides for one in ONE_SIDE))
+
+
+def age(timestamp: str, now=None) -> str:
+    """How long ago an ISO timestamp was: '40 min ago', '2.1 h ago', '3 days ago'."""
+    import datetime
+    then = datetime.datetime.fromisoformat(timestamp)
+    now = now or datetime.datetime.now(then.tzinfo)
+    minutes = max(0.0, (now - then).total_seconds() / 60)
+    return (f"{minutes:.0f} min ago" if minutes < 90 else f"{minutes / 60:.1f} h ago" if minutes < 48 * 60
+            else f"{minutes / 1440:.0f} days ago")

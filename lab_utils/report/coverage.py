@@ -67,9 +67,12 @@ def ranks_vs_threads(shared: list[Compared]) -> list[str]:
             high = rival.samples_per_s * (1 + (rival.spread or 0.0) / 2)
             said = ("reversed: DDP faster beyond both rows' spreads" if low > high else
                     "holds: DDP no faster" if ratio <= 1 else "not distinguishable: within the rows' spreads")
+            marked = [name for name, c in (("the DDP row", ddp_c), ("the threads row", rival_c)) if c.flags]
             lines.append(f"prediction, {ddp.world_size} DDP ranks (lab {ddp.lab}) no faster than 1 process x "
                          f"{ddp.resources:g} threads (lab {rival.lab}): {ddp.samples_per_s:,.0f} vs "
-                         f"{rival.samples_per_s:,.0f} samples/s, {ratio:.2f}x -> {said}")
+                         f"{rival.samples_per_s:,.0f} samples/s, {ratio:.2f}x -> {said}"
+                         + (f" (read on {' and '.join(marked)}, marked * above: as shaky as its figure)"
+                            if marked else ""))
     return lines
 
 

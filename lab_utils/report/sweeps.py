@@ -130,6 +130,22 @@ def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0
     return []
 
 
+WAITING_SHOWN = 1.5  # the step's all-reduce this many times its time alone: the split into transfer and waiting is said
+
+
+def allreduce_share(step_s: float, alone_s: float, in_step_s: float) -> str:
+    """The gradient all-reduce's share of a DDP step, split where the step's figure is well above the all-reduce alone:
+    the time alone is the transfer, the rest of the step's figure waiting for the slower rank."""
+    def part(seconds):
+        return f"{seconds * 1e3:.2f} ms ({seconds / step_s * 100:.0f} %)"
+
+    whole = f"a step took {step_s * 1e3:.2f} ms (median), of which {part(in_step_s)} in the gradient all-reduce"
+    if in_step_s <= WAITING_SHOWN * alone_s:
+        return f"{whole}: about its time alone ({alone_s * 1e3:.2f} ms), so mostly the transfer"
+    return (f"{whole}: {part(alone_s)} the transfer (its time alone, {in_step_s / alone_s:.1f}x less) and "
+            f"{part(in_step_s - alone_s)} waiting for the slower rank, which more bandwidth would not shorten")
+
+
 def noise_or_bug(reference, other, tolerance: float) -> str:
     """'identical', 'floating-point noise' (max difference within tolerance) or 'a real difference'."""
     diff = max_abs_diff(reference, other)

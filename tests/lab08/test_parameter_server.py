@@ -501,3 +501,42 @@ def test_hogwild_is_drawn_against_samples_but_not_against_the_servers_time():
     assert any("Hogwild not drawn here" in t.get_text() for t in seconds.texts)
     replays = A.plot_accuracy({"replayed": {**curve, "seconds": []}})  # no clock: the samples panel alone
     assert len(replays.axes) == 1
+
+
+def test_medians_that_point_the_other_way_from_the_paired_rounds_get_one_line_with_the_rounds():
+    # learner s9g: 'async 60.9% (x1)', 'async 54.2% (x4)', then the verdict '1.08x (with the straggler higher)'
+    with_k, without_k = [0.54, 0.70, 0.50, 0.80, 0.52], [0.609, 0.60, 0.62, 0.60, 0.40]
+    line = A.order_line(with_k, without_k, "async x4", "async x1")
+    assert "54.0% vs 60.0%" in line and "point the other way" in line
+    assert "0.89, 1.17, 0.81, 1.33, 1.30" in line and "median 1.17x, the verdict's figure" in line and len(line) < 250
+    assert A.order_line([0.7, 0.8, 0.9], [0.5, 0.6, 0.7], "a", "b") == ""  # both ways agree: nothing to say
+    assert A.order_line([0.5, 0.6, 0.7], [0.7, 0.8, 0.9], "a", "b") == ""
+
+
+def test_a_restated_claim_whose_range_lies_within_the_prediction_says_why_it_is_still_restated():
+    # learner s9g: 'tested as no worse by more than 14%' beside a range 0.95-1.04, inside the predicted 5 %
+    from lab_utils import measure
+    inside = measure.verdicts.decide([0.96, 0.99, 1.0, 1.02, 1.04], claim="Hogwild vs sync", expected="within 5 %",
+                                     no_worse_than=0.05)
+    line = A.restated_within_line(inside, 0.05)
+    assert "0.96-1.04 lies within 5%" in line and "3x their scatter" in line and "tests 12%, not 5%" in line
+    assert len(line) < 200
+    wider = measure.verdicts.decide([0.90, 0.99, 1.0, 1.02, 1.04], claim="Hogwild vs sync", expected="within 5 %",
+                                    no_worse_than=0.05)
+    assert "restated:" in wider.notes and A.restated_within_line(wider, 0.05) == ""  # its range leaves 5 %: no line
+    tight = measure.verdicts.decide([0.99, 1.0, 1.0, 1.01, 1.0], claim="Hogwild vs sync", expected="within 5 %",
+                                    no_worse_than=0.05)
+    assert A.restated_within_line(tight, 0.05) == ""  # tested at 5 %: nothing restated
+
+
+def test_the_staleness_histogram_leaves_room_above_its_tallest_stack_and_the_accuracy_axis_says_applied():
+    # learner s9g, lab 08 finding 20: the x4 histogram's tallest bar met the top; 'samples processed' beside prose
+    # that says 'samples the server applied'
+    import matplotlib
+
+    matplotlib.use("Agg")
+    tall = {"order": [1] * 30 + [2] * 3, "staleness": [0] * 30 + [4] * 3}
+    fig = A.plot_staleness({"x1": {"order": [1, 2], "staleness": [0, 1]}, "x4": tall})
+    assert all(ax.get_ylim()[1] >= 1.3 * 30 for ax in fig.axes)
+    fig = A.plot_accuracy({"run": {"samples": [1, 2], "seconds": [0.1, 0.2], "accuracy": [0.1, 0.5]}})
+    assert fig.axes[0].get_xlabel().startswith("samples applied")

@@ -5,7 +5,7 @@ import numpy as np
 
 
 def plot_accuracy(curves: dict, title: str = "", untimed: dict | None = None):
-    """Accuracy against samples processed (left) and against wall time (right), one line per run; `untimed` (label ->
+    """Accuracy against samples applied (left) and against wall time (right), one line per run; `untimed` (label ->
     why) names the curves whose clock is not the others': drawn against samples only, named on the time panel. Curves
     without seconds (a replay) give the left panel alone."""
     import matplotlib.pyplot as plt
@@ -16,7 +16,7 @@ def plot_accuracy(curves: dict, title: str = "", untimed: dict | None = None):
     axes = axes[0]
     for label, c in curves.items():
         axes[0].plot(c["samples"], c["accuracy"], marker=".", label=label)
-    axes[0].set_xlabel("samples processed")
+    axes[0].set_xlabel("samples applied to the weights")  # the prose's word: the server's, or Hogwild's in place
     axes[0].set_ylabel("test accuracy")
     if timed:
         colours = {line.get_label(): line.get_color() for line in axes[0].get_lines()}
@@ -38,6 +38,7 @@ def plot_staleness(results: dict, title: str = "staleness of the applied gradien
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(results), figsize=(3.1 * len(results), 2.8), sharey=True, squeeze=False)
+    tallest = 0
     for ax, (label, result) in zip(axes[0], results.items()):
         order, staleness = np.asarray(result["order"]), np.asarray(result["staleness"])
         values, bottom = np.arange(staleness.max() + 1), np.zeros(staleness.max() + 1)
@@ -45,10 +46,12 @@ def plot_staleness(results: dict, title: str = "staleness of the applied gradien
             counts = np.bincount(staleness[order == worker], minlength=len(values))
             ax.bar(values, counts, bottom=bottom, width=0.8, label=f"worker {worker}")
             bottom += counts
+        tallest = max(tallest, bottom.max())
         ax.set_title(f"{label}\nmean {staleness.mean():.2f}", fontsize=9)
         ax.set_xlabel("staleness (versions)")
     axes[0][0].set_ylabel("gradients")
-    axes[0][-1].legend(fontsize=8)
+    axes[0][0].set_ylim(0, 1.35 * tallest)  # room above the tallest stack for the legend (shared y)
+    axes[0][-1].legend(fontsize=8, loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()
     return fig

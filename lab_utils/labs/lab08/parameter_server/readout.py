@@ -50,3 +50,28 @@ def cause_line(staleness: measure.Verdict, buffer: measure.Verdict, *, sync: flo
         second = (f"how: the replays with a momentum buffer per worker {how} ({per_worker:.1%}): this run does not "
                   "show the shared buffer as how staleness costs")
     return f"{first}\n{second}"
+
+
+def order_line(a, b, a_name: str, b_name: str) -> str:
+    """Where the medians of a and b (late accuracies, round i of each from the same launch) order the two sides one
+    way and the paired rounds' ratios the other: one line with the rounds' ratios, the comparison's figure; '' where
+    both point the same way."""
+    import statistics
+    pairs = measure.paired_ratios(a, b, higher_is_better=True)
+    paired, ma, mb = statistics.median(pairs), statistics.median(a), statistics.median(b)
+    if (paired > 1) == (ma > mb) or paired == 1 or ma == mb:
+        return ""
+    return (f"{a_name} vs {b_name}: the medians ({ma:.1%} vs {mb:.1%}) point the other way from the rounds; round by "
+            f"round, {a_name} over {b_name}: {', '.join(f'{r:.2f}' for r in pairs)}, median {paired:.2f}x, the "
+            "verdict's figure (each median comes from other rounds)")
+
+
+def restated_within_line(verdict: measure.Verdict, predicted: float) -> str:
+    """Where a no-worse-than claim was restated weaker although its whole range lies within the `predicted` cost:
+    one line saying why the range alone does not test it; '' otherwise."""
+    if "restated:" not in verdict.notes or verdict.holds_from is None or verdict.low < 1 / (1 + predicted):
+        return ""
+    cost = verdict.tested().removeprefix("tested as 'no worse by more than ").rstrip("'")
+    return (f"its range {verdict.range_text()} lies within {predicted:.0%}, yet {verdict.repeats} pairs only show how "
+            f"far these pairs went: a cost is tested from {measure.verdicts.RESOLVE:g}x their scatter (lab 02's rule), "
+            f"so this run tests {cost}, not {predicted:.0%}")
