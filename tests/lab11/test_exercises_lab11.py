@@ -77,6 +77,17 @@ def right(env):
     return rank_from_slurm(env)
 
 
+def test_rank_from_slurm_hint_gives_no_formula_away():
+    """Learner s9h: every FAIL's hint restated all five formulas, so the first wrong try handed over the answer."""
+    hint = exercises.get("rank_from_slurm").hint
+    assert not any(name in hint for name in ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "% 10000"))
+
+    def rank_from_slurm(env):  # the node's number as the rank: the message names RANK alone
+        return {**right(env), "RANK": env["SLURM_NODEID"]}
+    message = check(rank_from_slurm).message
+    assert "RANK is the task's number in the whole job" in message and "WORLD_SIZE" not in message
+
+
 # ---- sbatch_header --------------------------------------------------------------------------------------------------
 
 def slurm_time(minutes):
@@ -170,6 +181,11 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert fails(resume_edit({"if step % every == 0:": "if True:"}), "last checkpoint")
     assert fails(resume_edit({'path + ".tmp")\n            os.replace(path + ".tmp", path)': "path)"}), "os.replace")
     assert fails(resume_edit({'"ran": ran}': '"ran": step}'}), "instead of the steps this call ran")
+    # learner s9h: a resume one step past the checkpoint was told it "started where the first one died"
+    assert fails(resume_edit({'step = state["step"]': 'step = state["step"] + 1'}), "one past the last checkpoint")
+    assert "where the first one died" not in check(resume_edit({'step = state["step"]': 'step = state["step"] + 1'})).message
+    assert fails(resume_edit({"if step % every == 0:": "if step % every == 0 or step == stop_at:"}),
+                 "where the first one died")
     # learner s6C: stops right but returns ran = steps; the message must not only talk about stopping
     assert fails(resume_edit({'"ran": ran}': '"ran": steps}'}), "or `ran` is the total (steps) instead of the steps")
 

@@ -213,6 +213,13 @@ def train_all_join_per_batch(model, batches, optimizer):  # J4: Join around each
             _step(model, optimizer, x, y)
 
 
+@named("train_all")
+def train_all_join_inner_module(model, batches, optimizer):  # learner s9h: Join over model.module, not the DDP model
+    with Join([model.module], divide_by_initial_world_size=False):
+        for x, y in batches:
+            _step(model, optimizer, x, y)
+
+
 @pytest.fixture
 def hangs_stopped_sooner(monkeypatch):
     """A hang is stopped after 12 s, not the exercise's 25 s: these answers are known to hang (the ranks are in their
@@ -231,8 +238,13 @@ def test_train_all_wrapping_again_and_hanging_are_named(hangs_stopped_sooner):
     result = exercises.check(train_all_hangs)  # J6: a hang is said to be one, not "raised"
     assert not result and "did not finish: it hung, nothing raised" in result.message, result.message
     assert "first difference" in result.message and " raised " not in result.message.split("Hint")[0], result.message
+    # learner s9h: a Join per batch hung and was told only "the ranks called different collectives"; Join over
+    # model.module raised a bare AttributeError ('Sequential' object has no attribute 'join_hook'): each is named
     result = exercises.check(train_all_join_per_batch)
-    assert not result and "did not finish: it hung" in result.message, result.message
+    assert not result and "must wrap the whole loop, not each step" in result.message, result.message
+    result = exercises.check(train_all_join_inner_module)
+    assert not result and "pass the DDP model you were given" in result.message, result.message
+    assert "join_hook" not in result.message
 
 
 @pytest.mark.slow

@@ -107,8 +107,8 @@ def _rank_judge(got, expected, cases):
 
 RANK_FROM_SLURM = Exercise(
     "11", "rank_from_slurm", _rank_cases, _rank_run, _rank_expected, _rank_judge,
-    "RANK = SLURM_PROCID, WORLD_SIZE = SLURM_NTASKS, LOCAL_RANK = SLURM_LOCALID; MASTER_ADDR = the first host of "
-    "SLURM_JOB_NODELIST, expanded; MASTER_PORT = 10000 + job id % 10000; every value a string")
+    "the message names the first variable that differs: reread its line in the exercise's list (section 3's "
+    "ranks_from_slurm reads the same SLURM_* variables)")
 
 
 # ---- sbatch_header: a request -> #SBATCH lines ---------------------------------------------------------------------
@@ -274,7 +274,8 @@ SBATCH_HEADER = Exercise(
 # ---- train_resumable: checkpoint every N steps, resume to the uninterrupted weights ---------------------------------
 
 def _resume_cases(rng):
-    fixed = [{"steps": 10, "every": 3, "stop_at": 7}]
+    # the second case tells an off-by-one resume (from step 5) from a resume where the first job died (step 7)
+    fixed = [{"steps": 10, "every": 3, "stop_at": 7}, {"steps": 12, "every": 4, "stop_at": 7}]
     drawn = []
     for _ in range(2):
         every = rng.randint(2, 4)
@@ -370,6 +371,15 @@ def _one_thread(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
+def _one_past_the_checkpoint(got, cases) -> bool:
+    """Every resumed job started one step past its last checkpoint (an off-by-one resume), in a case where that differs
+    from the step the first job died at."""
+    starts = [c["steps"] - g["resumed_ran"] for g, c in zip(got, cases)]
+    checkpoints = [c["stop_at"] // c["every"] * c["every"] for c in cases]
+    return (all(s == k + 1 for s, k in zip(starts, checkpoints))
+            and any(k + 1 != c["stop_at"] for k, c in zip(checkpoints, cases)))
+
+
 def _resume_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         if max_abs_diff(g["uninterrupted"], e["uninterrupted"]) > 1e-6:
@@ -388,6 +398,10 @@ def _resume_judge(got, expected, cases):
             return 0.0, (f"the resumed job says it ran all {case['steps']} steps: either it ran every step again from "
                          "step 0 (load the checkpoint's weights, momentum AND step count, and continue from that "
                          "step), or `ran` is the step reached instead of the steps this call ran")
+        if g["resumed_ran"] != e["resumed_ran"] and _one_past_the_checkpoint(got, cases):
+            return 0.0, (f"the resumed job started at step {last_checkpoint + 1}, one past the last checkpoint's "
+                         f"(step {last_checkpoint}): the checkpoint stores the steps done, {last_checkpoint}, which is "
+                         "also the index of the next step to train: continue from it, not from it + 1")
         if g["resumed_ran"] == case["steps"] - case["stop_at"]:
             return 0.0, (f"the resumed job started at step {case['stop_at']}, where the first one died: it can only "
                          f"know step {last_checkpoint}, the last checkpoint (save every `every` steps, when step % every == 0)")

@@ -23,7 +23,7 @@ from lab_utils.labs.lab07.lesson import checkpoint_worker
 __all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'dcp_task', 'launched', 'side_by_side', 'sbatch_header', 'train_resumable', 'read_scheduler']
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 27 (id 0890b942) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 31 (id 0890b942) --------------------------------------------
 
 def first_node_address():
     """The address Slurm knows the job's first node by (its NodeAddr: the host name on most clusters)."""
@@ -51,7 +51,7 @@ def shared_free_port(folder, timeout=60.0):
     return int(path.read_text())
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 29 (id 4e9cf7b6) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 33 (id 4e9cf7b6) --------------------------------------------
 
 @dataclass(frozen=True)
 class TorchEnvironment:
@@ -86,7 +86,7 @@ def torch_environment(folder) -> TorchEnvironment:
                             master_port=shared_free_port(folder))
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 31 (id 8193715e) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 35 (id 8193715e) --------------------------------------------
 
 class FirstStep:
     """Records in `.at` the time.time() of this process's first optimizer step, of any optimizer."""
@@ -117,7 +117,7 @@ def task(worker, cfg, folder) -> dict:
             "entered_at": entered, "first_step_at": clock.at, "process_at": slurm.process_started_at()}
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 33 (id e546d005) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 37 (id e546d005) --------------------------------------------
 
 def submitit_executor(folder, *, nodes=1, tasks_per_node=1, gpus_per_node=0, cpus_per_task=1, time_limit_min=5,
                       partition=None, account=None, job_name="lab11", setup=()):
@@ -130,7 +130,7 @@ def submitit_executor(folder, *, nodes=1, tasks_per_node=1, gpus_per_node=0, cpu
     return ex
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 38 (id 0e541425) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 42 (id 0e541425) --------------------------------------------
 
 def slurm_time(minutes: int) -> str:
     """A time limit as Slurm's HH:MM:SS (a bare number is minutes to Slurm, but reads like seconds)."""
@@ -229,7 +229,7 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
     return "\n".join(lines)
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 46 (id bc440cad) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 50 (id bc440cad) --------------------------------------------
 
 def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "lab11-restart", nodes: int = 2,
                    tasks_per_node: int = 1, gpus_per_node: int = 0, cpus_per_task: int = 1, time_limit_min: int = 5,
@@ -277,7 +277,7 @@ def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "
     return "\n".join(lines)
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 48 (id 7e02b942) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 52 (id 7e02b942) --------------------------------------------
 
 def ranks_from_slurm() -> dict:
     """Inside an srun task: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE from SLURM_PROCID, SLURM_NTASKS,
@@ -289,7 +289,7 @@ def ranks_from_slurm() -> dict:
     return env
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 63 (id l11-dcp-task) ----------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 67 (id l11-dcp-task) ----------------------------------------
 
 def dcp_task(job_file, out_folder):
     """One Slurm task: lab 07's checkpoint_worker on this job's ranks, resumed from the checkpoint when its folder
@@ -307,7 +307,7 @@ def dcp_task(job_file, out_folder):
     slurm.exit_now()
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 78 (id f1fa47cb) --------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 82 (id f1fa47cb) --------------------------------------------
 
 def launched(worker, cfg):
     """worker wrapped for lab_utils.launch, also returning the wall-clock time of its first optimizer step."""
@@ -355,7 +355,7 @@ def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int =
     return result
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 86 (id l11-ex2) ---------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 90 (id l11-ex2) ---------------------------------------------
 
 def sbatch_header(request):
     """#SBATCH lines for a job: nodes, tasks and cores per node, memory per node, time limit, GPUs per node."""
@@ -372,7 +372,7 @@ def sbatch_header(request):
     return "\n".join(lines)
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 89 (id l11-ex3) ---------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 93 (id l11-ex3) ---------------------------------------------
 
 def train_resumable(steps, every, path, stop_at=None):
     """Train the resume problem for `steps` steps, checkpointing every `every` steps and resuming from `path`."""
@@ -395,7 +395,7 @@ def train_resumable(steps, every, path, stop_at=None):
     return {"weights": tensors.flat_weights(model).tolist(), "ran": ran}
 
 
-# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 92 (id l11-ex4) ---------------------------------------------
+# ---- solutions/11_from_notebook_to_cluster.ipynb, cell 96 (id l11-ex4) ---------------------------------------------
 
 def read_scheduler(text):
     """{job id: what to do} from sacct's parsable lines."""

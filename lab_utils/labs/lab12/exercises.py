@@ -2,6 +2,7 @@
 parameter that gets no gradient."""
 from __future__ import annotations
 
+import contextlib
 from unittest import mock
 
 from .debugging import LAYERS, branchy_model, hang_table, one_process, uneven_problem
@@ -24,7 +25,7 @@ def uneven_worker(rank, world_size, train_all, case):
     with process_group(timeout_s=60):
         model, per_rank = uneven_problem(case, world_size)
         ddp = DDP(model)
-        with mock.patch.object(DDP, "__init__", _wrapping_once(DDP.__init__)):
+        with mock.patch.object(DDP, "__init__", _wrapping_once(DDP.__init__)), _join_checked():
             train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
         return tensors.flat_weights(model).tolist()
 
@@ -41,6 +42,33 @@ def _wrapping_once(init):
                         "gradient buckets of its own, and it drops what the caller set on the first (a communication "
                         "hook, find_unused_parameters); train `model` as it is")
     return checked
+
+
+@contextlib.contextmanager
+def _join_checked():
+    """Join as train_all may use it: over the DDP model (a joinable) and entered once, around the whole loop; either
+    mistake raises at once, named (else Join([model.module]) raises a bare AttributeError, and a Join per batch hangs
+    once a rank runs out of batches, outside any Join, while the others wait in an all-reduce)."""
+    from torch.distributed.algorithms.join import Join, Joinable
+
+    init, entered = Join.__init__, []
+
+    def checked_init(self, joinables, *args, **kwargs):
+        for joinable in joinables:
+            if not isinstance(joinable, Joinable):
+                raise TypeError(f"Join got a {type(joinable).__name__}, which cannot join: pass the DDP model you were "
+                                "given (Join([model], ...)), which has the join hooks, not model.module")
+        init(self, joinables, *args, **kwargs)
+
+    def once(self):
+        entered.append(self)
+        if len(entered) > 1:
+            raise RuntimeError("Join was entered a second time: one `with Join(...)` must wrap the whole loop, not each "
+                               "step (a rank out of batches is then outside any Join, and the others' all-reduces wait "
+                               "for it)")
+
+    with mock.patch.object(Join, "__init__", checked_init), mock.patch.object(Join, "__enter__", once):
+        yield
 
 
 # ---- read a hang table ------------------------------------------------------------------------------------------------

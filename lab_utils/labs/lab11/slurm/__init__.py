@@ -7,11 +7,13 @@ notebook, lab_utils.labs.lab11.lesson), one idea per module:
 - `sacct`: accounting: sacct's records, states and names once settled, elapsed and CPU time;
 - `task`: inside a task, its threads and cores, when its process started, leaving at once;
 - `where`: where every task waits (lab 12's table, per task), and a wait that names a hung or failed job;
-- `resume`: the resume exercise's small problem.
+- `resume`: the resume exercise's small problem;
+- `yourturn`: the self-check of the batch script the learner writes (sacct's record of their job, judged).
 """
 from __future__ import annotations
 
 from .sacct import accounting, controller_names, sacct_names, sacct_states, seconds, settled, usage
+from .yourturn import check_job
 from .cluster import (COMMAND_TIMEOUT_S, LOCAL_CLUSTER_DIR, SKIPPED, Cluster, Node, command, find_cluster,
     wrong_conf_message)
 from .files import JOB_FILE, job_files, log_tail, remove_job_files, without_machine_paths
@@ -23,7 +25,7 @@ from .where import (ASK_S, JobHung, TaskFailed, answer_where_asked, ask_where, t
     threads_not_blocking, wait_or_explain, where_file, where_reports, where_table)
 
 __all__ = ["ASK_S", "COMMAND_TIMEOUT_S", "DONE_STATES", "JOB_FILE", "LOCAL_CLUSTER_DIR", "SKIPPED", "SLURM_VARIABLES",
-           "Cluster", "JobHung", "Node", "TaskFailed", "accounting", "answer_where_asked", "ask_where", "cancel",
+           "Cluster", "JobHung", "Node", "TaskFailed", "accounting", "answer_where_asked", "ask_where", "cancel", "check_job",
            "command", "controller_names", "exit_now", "find_cluster", "job_files", "job_info", "log_tail",
            "node_done", "one_thread", "place_task", "process_started_at", "remove_job_files", "resume_batch", "resume_problem",
            "resume_step", "sacct_names", "sacct_states", "sbatch", "seconds", "settled", "task_states",

@@ -1,0 +1,103 @@
+"""The "your turn" batch script of lab 11: the request it must make, what sacct recorded for the learner's job, and a
+self-check that names a wrong request (PASS/FAIL, as the exercises' check() prints)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cluster import command
+from .sacct import seconds, settled
+
+NAME = "your-turn"
+NOT_WRITTEN = "not written yet: replace the `raise NotImplementedError(...)` line"  # the exercises' words for a stub
+REQUEST = {"nodes": 2, "tasks_per_node": 1, "mem_mb_per_node": 300, "minutes": 2}  # what the markdown asks for
+
+
+def job_request(job_id) -> dict:
+    """sacct's record of a job: state, exit code, nodes, time limit (minutes), memory per node (MB), tasks of step .0."""
+    out = command(["sacct", "-n", "-P", "-o", "JobID,State,ExitCode,NNodes,NTasks,ReqMem,Timelimit", "-j", str(job_id)])
+    found = {"tasks": None}
+    for line in out.splitlines():
+        if line.count("|") != 6:
+            continue
+        job, state, exit_code, nodes, tasks, mem, limit = line.split("|")
+        if job == str(job_id):
+            found.update(state=state.split()[0], exit_code=exit_code, nodes=int(nodes), limit_min=minutes(limit),
+                         mem_mb_per_node=mem_mb(mem) / int(nodes))  # sacct's ReqMem: per node x nodes
+        elif job == f"{job_id}.0" and tasks:
+            found["tasks"] = int(tasks)
+    return found
+
+
+def minutes(text: str) -> float | None:
+    """sacct's Timelimit ("00:02:00", "1-00:00:00") in minutes; None for one it does not give ("UNLIMITED")."""
+    try:
+        return seconds(text) / 60
+    except ValueError:
+        return None
+
+
+def mem_mb(text: str) -> float:
+    """sacct's ReqMem ("600M", "1.17G", "12052M"; an older Slurm appends n per node or c per CPU) in MB."""
+    text = text.rstrip("nc")
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 ** 2}
+    return float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text or 0)
+
+
+def judge(record: dict, script: str, want: dict = REQUEST) -> tuple[bool, str]:
+    """(passed, message) for sacct's record of the job the learner's script made; the first wrong request named."""
+    if "NotImplementedError" in script:
+        return False, NOT_WRITTEN + " in the script (it is bash: the line fails, and so does the job)"
+    if record.get("nodes") != want["nodes"]:
+        return False, (f"the job ran on {record.get('nodes')} node(s), not {want['nodes']}: "
+                       f"ask with #SBATCH --nodes={want['nodes']}")
+    tasks = want["nodes"] * want["tasks_per_node"]
+    if record.get("tasks") != tasks:
+        return False, (f"its srun step ran {record.get('tasks')} task(s), not {tasks}: --ntasks-per-node counts the "
+                       f"tasks of ONE node ({want['tasks_per_node']} here), and srun starts that many on each")
+    mem = record.get("mem_mb_per_node", 0)
+    if abs(mem - want["mem_mb_per_node"]) > 1:
+        if abs(mem - want["mem_mb_per_node"] * want["nodes"]) <= 1:
+            return False, (f"it asked {mem:.0f} MB per node: --mem is memory PER NODE, so --mem="
+                           f"{want['mem_mb_per_node']}M (sacct's ReqMem shows it times the nodes)")
+        if mem > 4 * want["mem_mb_per_node"] * want["nodes"]:
+            return False, (f"it got {mem:.0f} MB per node, the whole node: without --mem Slurm gives a job all of "
+                           f"each node's memory; ask --mem={want['mem_mb_per_node']}M")
+        return False, f"it asked {mem:.0f} MB per node, not {want['mem_mb_per_node']} (--mem={want['mem_mb_per_node']}M)"
+    limit = record.get("limit_min")
+    if limit is None or abs(limit - want["minutes"]) > 1e-6:
+        shown = "none" if limit is None else f"{limit:g} minute(s)"
+        return False, (f"its time limit is {shown}, not {want['minutes']} minutes: --time=00:{want['minutes']:02d}:00 "
+                       f"(HH:MM:SS; a bare number is minutes, and M:SS is minutes and seconds)")
+    if record.get("state") != "COMPLETED":
+        return False, (f"the job ended {record.get('state')} (exit code {record.get('exit_code')}): read its output "
+                       f"file, {NAME}-JOBID.out")
+    return True, (f"{want['nodes']} nodes, {tasks} tasks, {want['mem_mb_per_node']} MB per node, "
+                  f"{want['minutes']} minutes, COMPLETED")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The self-check's outcome; shows as the exercises' PASS/FAIL line."""
+
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"{'PASS' if self.passed else 'FAIL'}  {NAME}: {self.message}"
+
+
+def check_job(job_id, script_path) -> Checked:
+    """The self-check of the learner's batch script: sacct's record of the job it made, judged; prints PASS or FAIL."""
+    script = open(script_path).read()
+    if not job_id:
+        result = Checked(False, "sbatch made no job (see what it said above): fix the #SBATCH lines and run the "
+                                "submit cell again" if "NotImplementedError" not in script else NOT_WRITTEN + " in the script")
+    else:
+        settled([job_id])
+        passed, message = judge(job_request(job_id), script)
+        result = Checked(passed, message)
+    print(repr(result))
+    return result

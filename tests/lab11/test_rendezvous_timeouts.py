@@ -1,0 +1,41 @@
+"""Lab 11's hung rendezvous (learner s9h finding 2): what its prose and its prediction lines rely on. Each task dials
+its own port: task 0 (the store's server) gives up at the first whole second past the timeout, with "Timed out after
+N seconds" naming that second; task 1 (a client of a port nobody listens on) after one timeout plus the back-off its
+C++ log names (retrying (try=0, ..., delay=Nms))."""
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lab_utils.launch import free_port
+
+SCRIPT = textwrap.dedent('''
+    import os, sys, time
+    from datetime import timedelta
+    import torch.distributed as dist
+    rank, port, timeout = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port + rank), RANK=str(rank), WORLD_SIZE="2")
+    start = time.time()
+    try:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout))
+        print("joined")
+    except Exception as exc:
+        print(f"gave up after {time.time() - start:.2f} s: {str(exc).splitlines()[0]}")
+''')
+
+
+@pytest.mark.parametrize("timeout", [2.0, 2.5])
+def test_the_listening_task_stops_at_the_next_whole_second_and_the_dialing_one_after_its_back_off(timeout):
+    port = free_port()
+    tasks = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(rank), str(port), str(timeout)], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for rank in (0, 1)]
+    said = [task.communicate(timeout=60) for task in tasks]
+    logs, said = [err for _, err in said], [out for out, _ in said]
+    waited = [float(re.search(r"gave up after ([\d.]+) s", text).group(1)) for text in said]
+    store_s = int(timeout) + 1
+    assert f"Timed out after {store_s} seconds" in said[0], said[0]
+    assert store_s - 0.2 <= waited[0] <= store_s + 1.5, said[0]      # a busy machine only adds
+    backoff_s = sum(int(ms) for ms in re.findall(r"retrying \(try=\d+.*?delay=(\d+)ms", logs[1])) / 1000
+    assert timeout + backoff_s - 0.5 <= waited[1] <= timeout + backoff_s + 1.5, (said[1], backoff_s)

@@ -1,0 +1,83 @@
+"""Lab 11's "your turn" batch script: the self-check reads sacct's record of the learner's job and names the wrong
+request (judged here on records as sacct gives them; on the cluster, where one answers, on real jobs)."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from lab_utils.exercises.core import NOT_WRITTEN
+from lab_utils.instructor.course.assign import strip_solutions
+from lab_utils.labs.lab11 import slurm
+from lab_utils.labs.lab11.slurm import yourturn
+
+ROOT = Path(__file__).resolve().parents[2]
+RIGHT = {"state": "COMPLETED", "exit_code": "0:0", "nodes": 2, "tasks": 2, "mem_mb_per_node": 300.0, "limit_min": 2.0}
+
+
+def script_cell() -> str:
+    """The solution's %%writefile cell of the your-turn script."""
+    cells = json.loads((ROOT / "solutions" / "11_from_notebook_to_cluster.ipynb").read_text())["cells"]
+    return next("".join(c["source"]) for c in cells if "".join(c["source"]).startswith("%%writefile {your_turn}"))
+
+
+def test_the_right_record_passes():
+    passed, message = yourturn.judge(RIGHT, "#SBATCH --nodes=2")
+    assert passed and "COMPLETED" in message
+
+
+@pytest.mark.parametrize("wrong, named", [
+    ({"nodes": 1, "tasks": 1}, "--nodes=2"),                               # forgot --nodes
+    ({"mem_mb_per_node": 600.0}, "PER NODE"),                              # --mem=600M: the total over 2 nodes
+    ({"mem_mb_per_node": 6026.0}, "without --mem"),                         # no --mem: the whole node
+    ({"mem_mb_per_node": 150.0}, "not 300"),                               # --mem=300M halved by hand
+    ({"limit_min": 1.0}, "M:SS is minutes and seconds"),                   # --time=0:2 (2 seconds, rounded up)
+    ({"limit_min": 60.0}, "not 2 minutes"),                                # no --time: the partition's limit
+    ({"tasks": 4}, "--ntasks-per-node counts the tasks of ONE node"),      # 2 per node (or --ntasks=4)
+    ({"state": "FAILED", "exit_code": "1:0"}, "read its output file"),     # the script itself failed
+])
+def test_each_wrong_request_is_named(wrong, named):
+    passed, message = yourturn.judge({**RIGHT, **wrong}, "#SBATCH --nodes=2")
+    assert not passed and named in message, message
+
+
+def test_the_student_stub_says_not_written_as_the_exercises_do():
+    student = strip_solutions(script_cell(), "your turn")
+    assert "NotImplementedError" in student and "#SBATCH --nodes" not in student
+    passed, message = yourturn.judge({"state": "FAILED", "nodes": 1, "tasks": None, "mem_mb_per_node": 6026.0,
+                                      "limit_min": 60.0}, student)
+    assert not passed and message.startswith(NOT_WRITTEN)
+
+
+@pytest.mark.parametrize("text, mb", [("600M", 600), ("1.17G", 1.17 * 1024), ("12052M", 12052), ("300Mn", 300),
+                                      ("", 0)])
+def test_reqmem_is_read_in_megabytes(text, mb):
+    assert yourturn.mem_mb(text) == pytest.approx(mb)
+
+
+def test_a_limit_sacct_does_not_give_in_time_reads_none():
+    assert yourturn.minutes("UNLIMITED") is None and yourturn.minutes("1-00:00:00") == 1440
+
+
+@pytest.mark.skipif(slurm.find_cluster() is None, reason=slurm.SKIPPED)
+def test_on_the_cluster_the_solution_passes_and_the_total_memory_is_named(tmp_path, capsys):
+    solution = re.sub(r"^### (BEGIN|END) SOLUTION\n", "", script_cell().split("\n", 1)[1], flags=re.M)
+    wrong = solution.replace("--mem=300M", "--mem=600M")
+    results = []
+    for name, text in (("right", solution), ("wrong", wrong)):
+        path = tmp_path / f"{name}.sbatch"
+        path.write_text(text)
+        job = slurm.sbatch(path, cwd=tmp_path)
+        slurm.wait(job, 120, say=lambda line: None)
+        results.append(slurm.check_job(job, path))
+    assert results[0].passed, results[0].message
+    assert not results[1].passed and "PER NODE" in results[1].message
+    assert "PASS  your-turn" in capsys.readouterr().out
+
+
+def test_no_job_names_the_sbatch_refusal_or_the_stub(tmp_path, capsys):
+    path = tmp_path / "s.sbatch"
+    path.write_text("#SBATCH --ntasks-per-node=2\n")
+    assert not slurm.check_job(None, path) and "sbatch made no job" in capsys.readouterr().out
+    path.write_text(strip_solutions(script_cell(), "your turn"))
+    assert not slurm.check_job(None, path) and NOT_WRITTEN in capsys.readouterr().out
