@@ -87,7 +87,7 @@ def test_the_by_hand_job_and_the_clean_up_cell_leave_no_job_file_behind(tmp_path
     monkeypatch.setenv("PYTHONPATH", str(Path(lab11.__file__).parents[3]))  # the kernel imports this lab_utils
     NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     said = "".join(o.get("text", "") for o in nb.cells[2].outputs)
-    job = re.search(r"job (\d+) has ended; its output file, by-hand-\1\.out", said).group(1)
+    job = re.search(r"job (\d+) has ended; its output file, first-by-hand-\1\.out", said).group(1)
     assert f"in job {job}" in said  # the job's own output was read before the file went
     assert sorted(p.name for p in (tmp_path / "slurm").iterdir()) == ["hello_by_hand.sbatch"]
     assert slurm.job_files(tmp_path / "slurm", since=0) == []

@@ -15,7 +15,7 @@ REQUEST = {"nodes": 2, "tasks_per_node": 1, "mem_mb_per_node": 300, "minutes": 2
 def job_request(job_id) -> dict:
     """sacct's record of a job: state, exit code, nodes, time limit (minutes), memory per node (MB), tasks of step .0."""
     out = command(["sacct", "-n", "-P", "-o", "JobID,State,ExitCode,NNodes,NTasks,ReqMem,Timelimit", "-j", str(job_id)])
-    found = {"tasks": None}
+    found: dict[str, object] = {"tasks": None}
     for line in out.splitlines():
         if line.count("|") != 6:
             continue
