@@ -1,7 +1,7 @@
 """Lab 11's hung rendezvous (learner s9h finding 2): what its prose and its prediction lines rely on. Each task dials
 its own port: task 0 (the store's server) gives up at the first whole second past the timeout, with "Timed out after
-N seconds" naming that second; task 1 (a client of a port nobody listens on) after one timeout plus the back-off its
-C++ log names (retrying (try=0, ..., delay=Nms))."""
+N seconds" naming that second; task 1 (a client of a port nobody listens on) at the first check past the timeout, within
+one of the back-offs its C++ log names (retrying (try=0, ..., delay=Nms))."""
 import re
 import subprocess
 import sys
@@ -37,5 +37,7 @@ def test_the_listening_task_stops_at_the_next_whole_second_and_the_dialing_one_a
     store_s = int(timeout) + 1
     assert f"Timed out after {store_s} seconds" in said[0], said[0]
     assert store_s - 0.2 <= waited[0] <= store_s + 1.5, said[0]      # a busy machine only adds
-    backoff_s = sum(int(ms) for ms in re.findall(r"retrying \(try=\d+.*?delay=(\d+)ms", logs[1])) / 1000
-    assert timeout + backoff_s - 0.5 <= waited[1] <= timeout + backoff_s + 1.5, (said[1], backoff_s)
+    delays = [int(ms) / 1000 for ms in re.findall(r"retrying \(try=\d+.*?delay=(\d+)ms", logs[1])]
+    assert delays, logs[1]  # c10d's client names each back-off it sleeps
+    # it gives up at the first check past the timeout: after the timeout, within one back-off of it (busy: later)
+    assert timeout - 0.3 <= waited[1] <= timeout + max(delays) + 1.5, (said[1], delays)
