@@ -121,3 +121,30 @@ def test_up_status_up_again_down(tmp_path):
     assert not local.status(state, say=said.append) and "no cluster" in said[-1]
     assert local.daemons(local.layout()) == other, "down stopped something that was not its own"
     assert local.down(state, say=said.append) == [] and "nothing to stop" in said[-1]
+
+
+def test_a_daemon_whose_port_was_taken_is_named_so_up_can_choose_new_ports(tmp_path, monkeypatch):
+    """make test saw slurmctld die with 'Address already in use' (free_port raced another program): up retries."""
+    lay = local.layout(tmp_path)
+    (lay.root / "log").mkdir(parents=True)
+    lay.log_file("slurmctld").write_text("[t] error: Error binding slurm stream socket: Address already in use\n"
+                                         "[t] fatal: slurm_init_msg_engine_port error Address already in use\n")
+    lay.log_file("node1").write_text("[t] slurmd started\n")
+    monkeypatch.setattr(local, "daemons", lambda lay: {"munged": 1, "slurmctld": None, "node1": None})
+    assert local._port_taken(lay) == "slurmctld"
+    monkeypatch.setattr(local, "daemons", lambda lay: {"munged": 1, "slurmctld": 2, "node1": None})
+    assert local._port_taken(lay) is None  # a running daemon's old log line is no cause; node1 died of another
+
+
+def test_up_retries_with_new_ports_when_a_port_was_taken(tmp_path, monkeypatch):
+    tries = []
+    def fake_up(lay, timeout, say, accounting):
+        tries.append(1)
+        if len(tries) < 2:
+            raise local.PortTaken("slurmctld stopped: another program took its port")
+        return lay
+    monkeypatch.setattr(local, "refusal", lambda: None)
+    monkeypatch.setattr(local, "daemons", lambda lay: {"slurmctld": None})
+    monkeypatch.setattr(local, "_up", fake_up)
+    monkeypatch.setattr(local, "down", lambda path=None, say=print: [])
+    assert local.up(tmp_path, say=lambda *_: None).root == local.layout(tmp_path).root and len(tries) == 2

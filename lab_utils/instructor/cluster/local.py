@@ -314,11 +314,32 @@ def up(path=None, timeout: float = UP_TIMEOUT_S, say=print, accounting: bool = T
     if any(running.values()):
         say("part of the cluster runs: stopping it first")
         down(path, say=lambda *_: None)
-    try:
-        return _up(lay, timeout, say, accounting)
-    except BaseException:
-        down(path, say=lambda *_: None)  # nothing half-started is left running
-        raise
+    for attempt in range(PORT_TRIES):
+        try:
+            return _up(lay, timeout, say, accounting)
+        except PortTaken:  # a port chosen free was taken before the daemon bound it: new ports, once more
+            down(path, say=lambda *_: None)
+            if attempt == PORT_TRIES - 1:
+                raise
+        except BaseException:
+            down(path, say=lambda *_: None)  # nothing half-started is left running
+            raise
+    raise AssertionError("unreachable")
+
+
+PORT_TRIES = 3  # free_port() can race another program taking the port between its check and the daemon's bind
+
+
+class PortTaken(RuntimeError):
+    """A daemon of the cluster died because another program took its port first."""
+
+
+def _port_taken(lay: Layout) -> str | None:
+    """The daemon that stopped because its port was taken (its log says so and it no longer runs), or None."""
+    for daemon, pid in daemons(lay).items():
+        if pid is None and lay.log_file(daemon).exists() and "Address already in use" in _tail(lay.log_file(daemon), 3):
+            return daemon
+    return None
 
 
 def _up(lay: Layout, timeout: float, say, accounting: bool) -> Layout:
@@ -356,6 +377,9 @@ def _up(lay: Layout, timeout: float, say, accounting: bool) -> Layout:
         states = node_states(lay)
         if len(states) == len(NODES) and all(s == "idle" for s in states.values()):
             break
+        taken = _port_taken(lay)
+        if taken:
+            raise PortTaken(f"{taken} stopped: another program took its port ({_tail(lay.log_file(taken), 1)})")
         if time.monotonic() > deadline:
             raise RuntimeError(f"the nodes did not become idle within {timeout:g} s (sinfo: {states or 'no answer'}); "
                                f"logs in {lay.root / 'log'}; `python -m lab_utils cluster down` stops what started")

@@ -166,7 +166,10 @@ def wait_or_explain(job_id, timeout: float, folder, tasks: int, *, stalled_s: fl
                 reports = dict(ask_where(job_id, folder, tasks))
             reports.update({t: r for t, r in where_reports(folder, job_id, tasks).items() if r.get("raised")})
             cancel(job_id)
-            first = min(failed)
+            from ....launch.record import PEER_GONE
+            failed = {t: r for t, r in reports.items() if r and r.get("raised")}
+            # the cause first: a task whose peer went away only reports the other's failure (and the peer's address)
+            first = min(failed, key=lambda t: (any(gone in failed[t]["raised"] for gone in PEER_GONE), t))
             raise TaskFailed(f"task {first} of job {job_id} raised {failed[first]['raised'].splitlines()[0]}; "
                              "the job was cancelled", where_table({t: reports.get(t) for t in range(tasks)}),
                              {t: r["traceback"] for t, r in reports.items() if r and r.get("raised")})
