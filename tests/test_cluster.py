@@ -148,3 +148,12 @@ def test_up_retries_with_new_ports_when_a_port_was_taken(tmp_path, monkeypatch):
     monkeypatch.setattr(local, "_up", fake_up)
     monkeypatch.setattr(local, "down", lambda path=None, say=print: [])
     assert local.up(tmp_path, say=lambda *_: None).root == local.layout(tmp_path).root and len(tries) == 2
+
+
+def test_cluster_conf_prints_only_the_path_for_a_shell_and_refuses_without_a_cluster(tmp_path, capsys):
+    assert local.main("conf", tmp_path) == 3
+    out = capsys.readouterr()
+    assert out.out == "" and "make cluster" in out.err  # nothing for $(...) to put in SLURM_CONF
+    local.layout(tmp_path).conf.write_text("ClusterName=lab\n")
+    assert local.main("conf", tmp_path) == 0
+    assert capsys.readouterr().out == f"{local.layout(tmp_path).conf}\n"

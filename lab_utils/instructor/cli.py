@@ -207,7 +207,8 @@ def parser(with_benches: bool = True) -> argparse.ArgumentParser:
     gc.add_argument("--labs", help="comma-separated lab numbers, e.g. 04,09 (default: every lab with a GPU check)")
     gc.set_defaults(fn=cmd_gpu_check)
     cl = sub.add_parser("cluster", help="a real Slurm cluster on this machine for lab 11 (root; Debian's slurm-wlm and munge)")
-    cl.add_argument("action", choices=["up", "status", "down"])
+    cl.add_argument("action", choices=["up", "status", "down", "conf"],
+                    help="conf: print only the path of its slurm.conf, for `export SLURM_CONF=$(... cluster conf)`")
     cl.add_argument("--state-dir", help="folder for its configuration, keys, logs and pid files "
                     "(default: $LAB_CLUSTER_DIR or /var/tmp/lab-cluster)")
     cl.add_argument("--no-accounting", action="store_true",

@@ -108,7 +108,9 @@ def test_the_local_cluster_prints_the_whole_export_line_for_a_terminal(monkeypat
     here = slurm.Node("node1", "idle", 1, 6026, "(null)", "localhost", "127.0.0.1")
     local = slurm.Cluster("/var/tmp/lab-cluster/slurm.conf", ("lab",), "lab", (here,))
     lines = local.describe().splitlines()
-    assert "export SLURM_CONF=/var/tmp/lab-cluster/slurm.conf" in lines, lines  # a line to paste as it is
+    export = [line for line in lines if line.startswith("export SLURM_CONF=")]
+    assert len(export) == 1 and export[0].endswith(" -m lab_utils cluster conf)"), lines  # a line to paste as it is
+    assert not any("/tmp/" in line for line in lines), lines  # the same output on every machine: no path in it
     assert all(len(line) <= 150 for line in lines), lines
     far = slurm.Cluster(None, ("lab",), "lab", (slurm.Node("n1", "idle", 1, 1, "", "n1.far", "10.0.0.1"),))
     assert "SLURM_CONF" not in far.describe()  # a real cluster's login node needs no export
@@ -389,3 +391,14 @@ def test_process_started_at_is_when_a_fresh_process_started():
     started, printed_at = map(float, said.stdout.split())
     assert before - 0.05 <= started <= printed_at, (before, started, printed_at)  # /proc counts in 0.01 s ticks
     assert slurm.process_started_at() < before  # this test's own process started earlier
+
+
+def test_the_export_line_names_the_course_python_a_terminal_in_the_course_folder_has(tmp_path):
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").write_text("")
+    assert slurm.course_python(str(venv / "python"), tmp_path) == ".venv/bin/python"
+    assert slurm.course_python("/usr/bin/python3", tmp_path) == "python"  # a conda or system Python: on PATH
+    elsewhere = slurm.Cluster("/home/me/my-slurm.conf", ("lab",), "lab",
+                              (slurm.Node("node1", "idle", 1, 6026, "(null)", "localhost", "127.0.0.1"),))
+    assert "export SLURM_CONF=/home/me/my-slurm.conf" in elsewhere.describe().splitlines()  # a learner's own path

@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -463,6 +464,17 @@ def descendants_of(pid: int) -> list[int]:
     return descendants(pid)
 
 
+def print_conf(path=None) -> int:
+    """`cluster conf`: print only the path of the cluster's slurm.conf (for `export SLURM_CONF=$(...)`); 3 when none."""
+    conf = layout(path).conf
+    if not conf.exists():
+        print(f"no cluster of this course was started here (no {conf}); start one with `make cluster` (as root)",
+              file=sys.stderr)
+        return 3
+    print(conf)
+    return 0
+
+
 def main(action: str, path=None, accounting: bool = True) -> int:
     """CLI body of `cluster up|status|down`."""
     try:
@@ -472,6 +484,8 @@ def main(action: str, path=None, accounting: bool = True) -> int:
         if action == "down":
             down(path)
             return 0
+        if action == "conf":
+            return print_conf(path)
         return 0 if status(path) else 3
     except RuntimeError as exc:
         print(f"cluster {action}: {exc}")

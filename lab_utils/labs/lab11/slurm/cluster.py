@@ -8,6 +8,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,15 +45,31 @@ class Cluster:
         here = {socket.gethostname(), socket.gethostname().split(".")[0], "localhost"}
         return bool(self.nodes) and all(n.host in here for n in self.nodes)
 
+    def conf_for_a_shell(self) -> str:
+        """What a terminal's `export SLURM_CONF=` takes: for the course's local cluster, a command that prints its path
+        (the same line on every machine), else the path itself."""
+        if self.conf == str(LOCAL_CLUSTER_DIR / "slurm.conf"):
+            return f"$({course_python()} -m lab_utils cluster conf)"
+        return str(self.conf)
+
     def describe(self) -> str:
         nodes = ", ".join(f"{n.name} ({n.state}, {n.cpus} CPU, {n.memory_mb} MB{', ' + n.gres if n.gres not in ('', '(null)') else ''})"
                           for n in self.nodes)
         where = (f"\nthe course's local cluster, every node on this machine; SLURM_CONF names its {Path(self.conf).name}"
                  if self.one_host and self.conf else "\nthe course's local cluster, every node on this machine"
                  if self.one_host else "")
-        terminal = (f"\nin a terminal, Slurm's commands (sinfo, sbatch, squeue) find this cluster only after this line; "
-                    f"paste it first:\nexport SLURM_CONF={self.conf}" if self.one_host and self.conf else "")
+        terminal = (f"\nin a terminal in the course folder, Slurm's commands (sinfo, sbatch, squeue) find this cluster only after this line; "
+                    f"paste it first:\nexport SLURM_CONF={self.conf_for_a_shell()}" if self.one_host and self.conf else "")
         return f"Slurm: partitions {', '.join(self.partitions)} (default {self.default_partition}); nodes {nodes}{where}{terminal}"
+
+
+def course_python(executable: str | None = None, root: Path | None = None) -> str:
+    """The course's Python as a terminal in the course folder names it: `.venv/bin/python` after `make env`, else
+    `python`."""
+    exe = Path(executable or sys.executable)
+    root = root or Path(__file__).resolve().parents[4]
+    venv = root / ".venv" / "bin" / "python"
+    return ".venv/bin/python" if venv.exists() and venv.resolve() == exe.resolve() else "python"
 
 
 def _slurm_env(conf: str | None = None) -> dict:
