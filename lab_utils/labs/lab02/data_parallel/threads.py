@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from .... import measure
 from ....plots import Interval
 from .devices import DevicePlan
-from .phases import StepReport, transfer_bytes
+from .phases import StepReport, split_sizes, transfer_bytes
 
 
 class DevicePool:
@@ -149,6 +149,23 @@ def single_device_step(model, x, y, optimizer=None, loss_fn=F.cross_entropy, thr
             optimizer.step()
         measure.synchronize(device)
     return float(loss.detach())
+
+
+def chunked_device_step(model, x, y, optimizer, chunks: int, threads: int | None = 1) -> float:
+    """One device's step on the batch cut into DataParallel's `chunks`, one after another: the same gradient (each
+    chunk's loss summed, over the whole batch) and one update; what one device would do of each replica's work."""
+    with measure.intra_op_threads(threads):
+        model.zero_grad(set_to_none=True)
+        device = next(model.parameters()).device
+        total = 0.0
+        for xc, yc in zip(torch.split(x, split_sizes(len(x), chunks)), torch.split(y, split_sizes(len(y), chunks))):
+            loss = F.cross_entropy(model(xc.to(device)), yc.to(device), reduction="sum") / len(x)
+            loss.backward()
+            total += float(loss.detach())
+        if optimizer is not None:
+            optimizer.step()
+        measure.synchronize(device)
+    return total
 
 
 def gradients(model: nn.Module) -> list[torch.Tensor]:
