@@ -427,3 +427,15 @@ def test_chunk_line_computes_the_ceiling_and_reads_no_refused_speedup():
     assert "DataParallel's" not in data_parallel.chunk_line(None, 2, 256, gain).split("more than 2x")[1]
     slower = data_parallel.chunk_line(1.5, 2, 256, data_parallel.chunk_gain(chunks, whole))
     assert "2x one device is DataParallel's ceiling" in slower
+
+
+def test_counting_faults_adds_each_calls_page_faults_and_faults_line_names_the_cause():
+    counts = {}
+    fresh = data_parallel.counting_faults(lambda: bytearray(8 << 20), counts, "big")  # 8 MiB of new pages
+    fresh()
+    fresh()
+    assert counts["big"] > 1000  # two calls, about 2048 pages each (mapped afresh, zeroed)
+    many = data_parallel.faults_line({"1 device": 7024, data_parallel.CHUNKED: 0, "DataParallel": 3, "DDP": 1})
+    assert "1 device 7,024" in many and "returns them to the OS" in many and "exceed the device count" in many
+    few = data_parallel.faults_line({"1 device": 40, data_parallel.CHUNKED: 30, "DataParallel": 30, "DDP": 20})
+    assert "does not slow it" in few and "returns them" not in few

@@ -5,7 +5,7 @@ import statistics
 
 from .... import detectors, measure
 
-CHUNKED = "1 device, in chunks"  # the launched table's extra baseline: one device running DataParallel's chunks in turn
+CHUNKED = "1 device in chunks"  # the launched table's extra baseline: one device running DataParallel's chunks in turn
 
 
 def hotspot_times(alone_ms: float, step_ms: float, refused: bool) -> str:
@@ -56,7 +56,20 @@ def chunk_line(speedup: float | None, n_devices: int, batch: int, gain: tuple[fl
         return (head + f": not faster per sample over the whole range, so {n_devices}x one device is DataParallel's "
                 "ceiling here" + (f" (its {speedup:.2f}x read against {n_devices}x)" if speedup is not None else ""))
     top = ceiling(n_devices, low)
-    return (head + f": a smaller chunk runs faster per sample (its tensors fit the core's caches better), so "
+    return (head + f": a smaller chunk runs faster per sample (the page faults below are one measured cause), so "
             f"{n_devices} replicas may reach {n_devices} x {low:.2f} = {top:.2f}x one device (the range's low end), "
             f"more than {n_devices}x" + (f"; DataParallel's {speedup:.2f}x is {speedup / top:.0%} of that"
                                          if speedup is not None else ""))
+
+
+def faults_line(per_step: dict, baseline: str = "1 device") -> str:
+    """The candidates' page faults per step, and what they say: where the whole-batch baseline faults in many more
+    pages than every other candidate, its tensors were handed back to the OS and mapped afresh each step."""
+    shown = ", ".join(f"{name} {n:,.0f}" for name, n in per_step.items())
+    others = [n for name, n in per_step.items() if name != baseline]
+    head = f"page faults per step (pages of fresh memory the OS zeroed): {shown}"
+    if others and per_step.get(baseline, 0) > 10 * max(max(others), 10):
+        return (head + f": {baseline}'s whole-batch tensors are large enough that the allocator returns them to the OS "
+                "when freed, so each step maps them afresh, a page at a time; the smaller tensors of the other "
+                f"candidates are reused. That slows {baseline}'s step, so speedups over it can exceed the device count")
+    return head + f": {baseline} pays no more than 10x the others' here, so fresh memory does not slow it"
