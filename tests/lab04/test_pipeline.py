@@ -489,8 +489,8 @@ def test_bubble_line_shows_measured_ideal_and_theory_together():
     assert "measured n/m" in tables.bubble_line(0.600, 0.282, 0.111, refused=True)
 
 
-def test_pool_lines_give_each_max_pool_against_its_convolution():
+def test_pool_line_gives_each_max_pool_against_its_convolution():
     from lab_utils.labs.lab04 import tables
-    lines = tables.pool_lines(["conv2d", "maxpool2d", "conv2d", "maxpool2d", "flatten"], [2.0, 1.0, 4.0, 1.0, 0.1], 32)
-    assert len(lines) == 2 and "0.50x the time of layer 0 conv2d" in lines[0] and "0.25x the time of layer 2" in lines[1]
-    assert tables.pool_lines(["maxpool2d", "conv2d"], [1.0, 1.0], 32) == []
+    line = tables.pool_line(["conv2d", "maxpool2d", "conv2d", "maxpool2d", "flatten"], [2.0, 1.0, 4.0, 1.0, 0.1], 32)
+    assert line == "max-pool over the convolution before it (batch 32): layer 1 0.50x layer 0, layer 3 0.25x layer 2"
+    assert tables.pool_line(["maxpool2d", "conv2d"], [1.0, 1.0], 32) == ""

@@ -22,13 +22,11 @@ def bubble_line(measured: float, ideal: float, theory: float, refused: bool) -> 
     return f"bubble measured {shown}, ideal {ideal:.3f} (these stage times), theory {theory:.3f} (equal stages)"
 
 
-def pool_lines(layer_types, times, batch: int) -> list[str]:
-    """Each max-pool's time beside the convolution's before it (the layer times' surprise), computed: a line per pool."""
-    lines = []
+def pool_line(layer_types, times, batch: int) -> str:
+    """Each max-pool's time over the convolution's before it, on one line ('' without a pool after a convolution)."""
+    pairs = []
     for i, kind in enumerate(layer_types):
         conv = next((j for j in range(i - 1, -1, -1) if layer_types[j] == "conv2d"), None)
         if kind == "maxpool2d" and conv is not None and times[conv] > 0:
-            lines.append(f"layer {i} {kind} takes {times[i] / times[conv]:.2f}x the time of layer {conv} conv2d before it "
-                         f"(batch {batch}): a pool reads every value the convolution wrote and writes a gradient for "
-                         "each, so memory traffic, not arithmetic, sets its time")
-    return lines
+            pairs.append(f"layer {i} {times[i] / times[conv]:.2f}x layer {conv}")
+    return f"max-pool over the convolution before it (batch {batch}): {', '.join(pairs)}" if pairs else ""
