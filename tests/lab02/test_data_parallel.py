@@ -435,7 +435,9 @@ def test_counting_faults_adds_each_calls_page_faults_and_faults_line_names_the_c
     fresh()
     fresh()
     assert counts["big"] > 1000  # two calls, about 2048 pages each (mapped afresh, zeroed)
-    many = data_parallel.faults_line({"1 device": 7024, data_parallel.CHUNKED: 0, "DataParallel": 3, "DDP": 1})
-    assert "1 device 7,024" in many and "returns them to the OS" in many and "exceed the device count" in many
+    # the committed run's figures: DataParallel's own gather faults too, so the baseline is read against the chunks
+    many = data_parallel.faults_line({"1 device": 5816, data_parallel.CHUNKED: 1, "DataParallel": 781, "DDP": 7})
+    assert "1 device 5,816" in many and "go back to the OS" in many and "exceed the device count" in many
     few = data_parallel.faults_line({"1 device": 40, data_parallel.CHUNKED: 30, "DataParallel": 30, "DDP": 20})
-    assert "does not slow it" in few and "returns them" not in few
+    assert "no more than 10x" in few and "go back" not in few
+    assert "go back" not in data_parallel.faults_line({"1 device": 5816, "DDP": 7})  # no chunked row: no reading
