@@ -382,3 +382,62 @@ def test_the_sweep_flags_its_rows_under_the_refusal_of_the_run(monkeypatch):
     data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(8,), repeats=3, warmup=1, hw=CPU_ONLY,
                         progress=False)
     assert seen and all(seen), seen
+
+
+def test_hotspot_times_print_n_m_in_every_time_column_of_a_refused_row():
+    """An oversubscribed row's times are no speed measurement: no serial/step share is printed beside the flag."""
+    shown = data_parallel.hotspot_times(7.11, 27.4, refused=False)
+    assert "7.11 ms" in shown and "27.4 ms" in shown and "26%" in shown
+    refused = data_parallel.hotspot_times(7.11, 27.4, refused=True)
+    assert refused.split() == [measure.N_M] * 3 and len(refused) == len(shown)
+    assert data_parallel.oversubscribed_line(2).startswith(f"{measure.N_M}: {measure.NOT_MEASURABLE}")
+
+
+def test_chunked_device_step_gives_one_devices_gradient_and_update():
+    """One device running DataParallel's chunks in turn computes the whole batch's gradient: the same weights after."""
+    torch.manual_seed(0)
+    x, y = torch.randn(10, 1, 28, 28), torch.randint(0, 10, (10,))
+    build = lambda: spec.build_torch(spec.cnn2d_3layer_fullconnected_3layer(), (1, 28, 28), seed=0)
+    whole, chunked = build(), build()
+    data_parallel.single_device_step(whole, x, y, torch.optim.SGD(whole.parameters(), lr=0.1))
+    data_parallel.chunked_device_step(chunked, x, y, torch.optim.SGD(chunked.parameters(), lr=0.1), 3)
+    for a, b in zip(whole.parameters(), chunked.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_a_speedup_within_the_chunks_ceiling_is_a_note_and_beyond_it_a_flag():
+    """2.14x on 2 devices where one device already gains 1.3x from chunks: within 2.6x, a note that names why;
+    beyond it, above_device_count's [!]; at or below 2x, nothing."""
+    from lab_utils import detectors
+    within = data_parallel.speedup_flags(2.14, 2, 1.3)
+    assert within and not detectors.impossible(within) and "2.60x" in str(within[0])
+    beyond = data_parallel.speedup_flags(3.0, 2, 1.3)
+    assert detectors.impossible(beyond)
+    assert detectors.impossible(data_parallel.speedup_flags(2.5, 2, 0.9))  # no chunk gain: 2x is the ceiling
+    assert data_parallel.speedup_flags(1.9, 2, 1.3) == []
+
+
+def test_chunk_line_computes_the_ceiling_and_reads_no_refused_speedup():
+    whole = measure.Timing((0.060, 0.058, 0.061, 0.059, 0.060), warmup=0)
+    chunks = measure.Timing((0.045, 0.044, 0.046, 0.045, 0.044), warmup=0)
+    gain = data_parallel.chunk_gain(whole, chunks)
+    assert 1.3 < gain[0] < 1.4 and gain[1] <= gain[0] <= gain[2]
+    line = data_parallel.chunk_line(2.14, 2, 256, gain)
+    assert "chunks of 128" in line and f"2 x {gain[1]:.2f} = {2 * gain[1]:.2f}x" in line and "DataParallel's 2.14x" in line
+    assert "DataParallel's" not in data_parallel.chunk_line(None, 2, 256, gain).split("more than 2x")[1]
+    slower = data_parallel.chunk_line(1.5, 2, 256, data_parallel.chunk_gain(chunks, whole))
+    assert "2x one device is DataParallel's ceiling" in slower
+
+
+def test_counting_faults_adds_each_calls_page_faults_and_faults_line_names_the_cause():
+    counts = {}
+    fresh = data_parallel.counting_faults(lambda: bytearray(8 << 20), counts, "big")  # 8 MiB of new pages
+    fresh()
+    fresh()
+    assert counts["big"] > 1000  # two calls, about 2048 pages each (mapped afresh, zeroed)
+    # the committed run's figures: DataParallel's own gather faults too, so the baseline is read against the chunks
+    many = data_parallel.faults_line({"1 device": 5816, data_parallel.CHUNKED: 1, "DataParallel": 781, "DDP": 7})
+    assert "1 device 5,816" in many and "go back to the OS" in many and "exceed the device count" in many
+    few = data_parallel.faults_line({"1 device": 40, data_parallel.CHUNKED: 30, "DataParallel": 30, "DDP": 20})
+    assert "no more than 10x" in few and "go back" not in few
+    assert "go back" not in data_parallel.faults_line({"1 device": 5816, "DDP": 7})  # no chunked row: no reading

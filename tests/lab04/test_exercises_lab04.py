@@ -378,3 +378,23 @@ def test_best_split_whose_range_stops_short_is_told_where():
     result = check(best_split_range_stops_short)
     assert not result.passed and "range(1, len(times))" in result.message and "[3.0, 1.0, 2.0]" in result.message, \
         result.message
+
+
+def test_best_split_with_an_empty_stage_names_the_empty_stage_not_one_off():
+    """A search over range(0, len(times)) can keep a split point of 0 (on a tie): the message names stage 0 as empty."""
+    def best_split(times, stages):
+        cuts = itertools.combinations(range(0, len(times)), stages - 1)  # 0 allowed: stage 0 may be empty
+        return list(min(cuts, key=lambda cut: max(_stage_sums(times, cut))))
+    best_split.__name__ = best_split.__qualname__ = "best_split"
+    result = check(best_split)
+    assert not result.passed and "leaves stage 0 empty" in result.message, result.message
+    assert "one off" not in result.message
+
+
+def test_gpipe_order_with_reversed_backwards_is_told_b0_runs_first():
+    def gpipe_order(stages, micro_batches):
+        one = [f"F{m}" for m in range(micro_batches)] + [f"B{m}" for m in reversed(range(micro_batches))]
+        return [list(one) for _ in range(stages)]
+    gpipe_order.__name__ = gpipe_order.__qualname__ = "gpipe_order"
+    result = check(gpipe_order)
+    assert not result.passed and "B0 first" in result.message, result.message

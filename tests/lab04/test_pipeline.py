@@ -468,3 +468,29 @@ def test_median_op_seconds_reads_every_step_not_one_slow_one():
     m = pl.Measured(pl.PipelineRun("naive", "naive", 1), 2, [step(0.010), step(0.050), step(0.012)], None, [])
     fwd, bwd = pl.median_op_seconds(m)
     assert fwd == pytest.approx([0.010, 0.010]) and bwd == pytest.approx([0.010, 0.012])
+
+
+def test_refused_speed_columns_print_n_m_not_the_numbers():
+    """A busy machine refuses the GPipe table's vs naive, overlap, compute, bubble and steps columns: n/m in each,
+    no number before the load line that refuses it; the columns keep their widths."""
+    from lab_utils import measure
+    from lab_utils.labs.lab04 import tables
+    shown = tables.speed_cells(1.09, 0.82, 1.34, 0.600, [0.5, 0.7], refused=False)
+    assert "1.09x" in shown and "0.600" in shown and "0.500-0.700" in shown
+    refused = tables.speed_cells(1.09, 0.82, 1.34, 0.600, [0.5, 0.7], refused=True)
+    assert refused.split() == [measure.N_M] * 5 and len(refused) == len(shown)
+    assert not any(ch.isdigit() for ch in refused)
+
+
+def test_bubble_line_shows_measured_ideal_and_theory_together():
+    from lab_utils.labs.lab04 import tables
+    line = tables.bubble_line(0.600, 0.282, 0.111, refused=False)
+    assert "measured 0.600" in line and "ideal 0.282" in line and "theory 0.111" in line and "\n" not in line
+    assert "measured n/m" in tables.bubble_line(0.600, 0.282, 0.111, refused=True)
+
+
+def test_pool_line_gives_each_max_pool_against_its_convolution():
+    from lab_utils.labs.lab04 import tables
+    line = tables.pool_line(["conv2d", "maxpool2d", "conv2d", "maxpool2d", "flatten"], [2.0, 1.0, 4.0, 1.0, 0.1], 32)
+    assert line == "max-pool over the convolution before it (batch 32): layer 1 0.50x layer 0, layer 3 0.25x layer 2"
+    assert tables.pool_line(["maxpool2d", "conv2d"], [1.0, 1.0], 32) == ""

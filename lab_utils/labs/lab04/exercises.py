@@ -195,6 +195,13 @@ def _gpipe_judge(got, expected, cases):
             return 0.0, f"return one list per stage ({k} lists for {k} stages), got {len(g)}"
         if g == [[str(op) for op in ops] for ops in pl.one_f_one_b(k, m).ops]:
             return 0.0, "that is 1F1B; GPipe runs every forward first (F0 ... F{M-1}), then every backward"
+        forwards = [f"F{i}" for i in range(m)]
+        if all(ops == forwards + [f"B{i}" for i in reversed(range(m))] for ops in g) and m > 1:
+            return 0.0, (f"your backwards run B{m - 1} first (B{m - 1} ... B0), the way a backward pass unwinds the "
+                         f"layers; here GPipe's backwards run B0 first, in the forwards' order: F0 ... F{m - 1}, then "
+                         f"B0 ... B{m - 1}. Both orders add up the same gradients; this lab's GPipe (like "
+                         "torch.distributed.pipelining's ScheduleGPipe) takes the forwards' order, so that every stage "
+                         "sends and receives the gradients in one agreed order")
         if g and sorted(g[0]) == sorted(e[0]):
             return 0.0, ("every op is there, in the wrong order: all forwards F0 ... F{M-1}, then all backwards "
                          "B0 ... B{M-1}, the same on every stage")
@@ -371,6 +378,20 @@ def _greedy_splits(times, stages) -> list[list[int]]:
     return [list(c) for c in cuts]
 
 
+def _empty_stage(g, times, stages) -> str | None:
+    """The message for split points that leave a stage with no layer (a cut at 0, at len(times), or a repeated cut),
+    naming the empty stage; None if every stage has a layer."""
+    bounds = [0, *g, len(times)]
+    empty = [s for s, (a, b) in enumerate(zip(bounds, bounds[1:])) if b <= a]
+    if len(g) != stages - 1 or not empty:
+        return None
+    where = ("a split point of 0 leaves stage 0 empty" if empty[0] == 0 and g and g[0] == 0 else
+             f"a split point of {len(times)} (= len(times)) leaves the last stage, stage {stages - 1}, empty"
+             if g and g[-1] >= len(times) else f"a repeated split point leaves stage {empty[0]} empty")
+    return (f"times {times}, {stages} stages: your split points {g}: {where}. Every stage needs at least one layer, so "
+            f"a split point lies between 1 and len(times) - 1 = {len(times) - 1} (range(1, len(times))), increasing")
+
+
 def _split_judge(got, expected, cases):
     def one_off(g, e, times, stages):
         if g != e and len(g) == len(e) and any(all(i + shift == j for i, j in zip(g, e)) for shift in (1, -1)):
@@ -388,6 +409,8 @@ def _split_judge(got, expected, cases):
     for g, e, (times, stages) in zip(got, expected, cases):
         valid = len(g) == stages - 1 and g == sorted(set(g)) and all(0 < i < len(times) for i in g)
         if not valid:
+            if not shifted_everywhere and _empty_stage(g, times, stages):  # one wrong cut, not every cut shifted
+                return 0.0, _empty_stage(g, times, stages)
             if one_off(g, e, times, stages):
                 return 0.0, one_off(g, e, times, stages)
             return 0.0, (f"{stages} stages over {len(times)} layers need {stages - 1} increasing split point(s) "

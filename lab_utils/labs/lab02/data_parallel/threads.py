@@ -3,6 +3,7 @@ one device's step, for comparison."""
 from __future__ import annotations
 
 import contextlib
+import resource
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from .... import measure
 from ....plots import Interval
 from .devices import DevicePlan
-from .phases import StepReport, transfer_bytes
+from .phases import StepReport, split_sizes, transfer_bytes
 
 
 class DevicePool:
@@ -149,6 +150,38 @@ def single_device_step(model, x, y, optimizer=None, loss_fn=F.cross_entropy, thr
             optimizer.step()
         measure.synchronize(device)
     return float(loss.detach())
+
+
+def chunked_device_step(model, x, y, optimizer, chunks: int, threads: int | None = 1) -> float:
+    """One device's step on the batch cut into DataParallel's `chunks`, one after another: the same gradient (each
+    chunk's loss summed, over the whole batch) and one update; what one device would do of each replica's work."""
+    with measure.intra_op_threads(threads):
+        model.zero_grad(set_to_none=True)
+        device = next(model.parameters()).device
+        total = 0.0
+        for xc, yc in zip(torch.split(x, split_sizes(len(x), chunks)), torch.split(y, split_sizes(len(y), chunks))):
+            loss = F.cross_entropy(model(xc.to(device)), yc.to(device), reduction="sum") / len(x)
+            loss.backward()
+            total += float(loss.detach())
+        if optimizer is not None:
+            optimizer.step()
+        measure.synchronize(device)
+    return total
+
+
+def page_faults() -> int:
+    """Minor page faults of this process so far (every thread): each one is a page of fresh memory the OS zeroed."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def counting_faults(fn, counts: dict, key):
+    """`fn` wrapped to add the page faults each call makes to counts[key] (a few microseconds per call)."""
+    def run():
+        before = page_faults()
+        out = fn()
+        counts[key] = counts.get(key, 0) + page_faults() - before
+        return out
+    return run
 
 
 def gradients(model: nn.Module) -> list[torch.Tensor]:

@@ -1,0 +1,77 @@
+"""Lab 02's own table cells and lines: the hot spot's refused times, and the ceiling that chunks set on a speedup."""
+from __future__ import annotations
+
+import statistics
+
+from .... import detectors, measure
+
+CHUNKED = "1 device in chunks"  # the launched table's extra baseline: one device running DataParallel's chunks in turn
+
+
+def hotspot_times(alone_ms: float, step_ms: float, refused: bool) -> str:
+    """The hot spot's time columns (serial phases, step, serial/step): n/m in each where the row is refused
+    (oversubscribed: no speed measurement), since a share of two refused times is refused too."""
+    if refused:
+        return f"{measure.N_M:>15}{measure.N_M:>9}{measure.N_M:>11}"
+    return f"{alone_ms:>12.2f} ms{step_ms:>6.1f} ms{alone_ms / step_ms:>11.0%}"
+
+
+def oversubscribed_line(cores: int) -> str:
+    """The line under the hot spot's table: what n/m means there, and why."""
+    return (f"{measure.N_M}: {measure.NOT_MEASURABLE}: more devices than cores ({cores}), so the replicas shared cores: "
+            "the row's times are no speed measurement (its bytes are counted, not timed)")
+
+
+def chunk_gain(whole, chunked) -> tuple[float, float, float]:
+    """(median, low, high) of one device's whole-batch step over its step in chunks, round by round."""
+    ratios = measure.paired_ratios(chunked, whole)
+    low, high, _ = measure.ratio_range(ratios)
+    return statistics.median(ratios), low, high
+
+
+def ceiling(n_devices: int, gain_low: float) -> float:
+    """The most n_devices replicas can give over one device's whole-batch step: n_devices x what running the batch in
+    chunks alone gains (its range's low end; no less than n_devices: a chunk that is slower caps nothing)."""
+    return n_devices * max(1.0, gain_low)
+
+
+def speedup_flags(speedup: float, n_devices: int, gain_low: float, cause: str | None = None) -> list:
+    """The super-linear check of a DataParallel speedup over one device: above n_devices but within the chunks'
+    ceiling, a note that says why (each replica's smaller chunk runs faster per sample); above the ceiling, the usual
+    flag (detectors.above_device_count, against the ceiling's n_devices)."""
+    top = ceiling(n_devices, gain_low)
+    if speedup <= n_devices or speedup > top:
+        return detectors.above_device_count(speedup, n_devices, cause) if speedup > top else []
+    return [detectors.note(f"{speedup:.2f}x on {n_devices} devices, within the {top:.2f}x that {n_devices} chunks "
+                           "allow (the line under the table)")]
+
+
+def chunk_line(speedup: float | None, n_devices: int, batch: int, gain: tuple[float, float, float]) -> str:
+    """Why DataParallel may beat n_devices x one device here, computed: the chunks' own gain and the ceiling it sets;
+    `speedup`: DataParallel's over one device, None where the run refuses it (then the line does not read it)."""
+    median, low, high = gain
+    head = (f"one device running the batch as DataParallel's {n_devices} chunks of {batch // n_devices}, one after "
+            f"another, in the same rounds: {median:.2f}x its whole-batch step (range {low:.2f}-{high:.2f})")
+    if low <= 1:
+        return (head + f": not faster per sample over the whole range, so {n_devices}x one device is DataParallel's "
+                "ceiling here" + (f" (its {speedup:.2f}x read against {n_devices}x)" if speedup is not None else ""))
+    top = ceiling(n_devices, low)
+    return (head + f": a smaller chunk runs faster per sample (the page faults below are one measured cause), so "
+            f"{n_devices} replicas may reach {n_devices} x {low:.2f} = {top:.2f}x one device (the range's low end), "
+            f"more than {n_devices}x" + (f"; DataParallel's {speedup:.2f}x is {speedup / top:.0%} of that"
+                                         if speedup is not None else ""))
+
+
+def faults_line(per_step: dict, baseline: str = "1 device", same_work: str = CHUNKED) -> str:
+    """The candidates' page faults per step, and what they say: where the whole-batch baseline faults in over 10x the
+    pages that the same work in chunks does, its large tensors were handed back to the OS and mapped afresh each step."""
+    shown = ", ".join(f"{name} {n:,.0f}" for name, n in per_step.items())
+    head = f"page faults per step (pages of fresh memory the OS zeroed): {shown}"
+    whole, chunks = per_step.get(baseline, 0), per_step.get(same_work)
+    if chunks is None:
+        return head
+    if whole > 10 * max(chunks, 10):
+        return (head + f": over 10x as many for {baseline}'s whole batch as for the same work in chunks: its large tensors go back to the OS when freed and are mapped afresh each step, a page "
+                "at a time, where the chunks' smaller ones are reused. That slows the baseline, so a speedup over it "
+                "can exceed the device count")
+    return head + f": {baseline} faults in no more than 10x the pages of the same work in chunks here"
