@@ -187,6 +187,16 @@ def test_damped_lr_wrong(wrong, words):
     assert_wrong(wrong, words)
 
 
+def test_damped_lr_divided_by_the_staleness_is_named_not_staleness_1():
+    # learner s9j: b/s (with staleness 0 kept at the base rate) was told "returned the base rate" at staleness 1
+    def damped_lr(base_lr, staleness):
+        return base_lr / staleness if staleness else base_lr
+    result = check(damped_lr)
+    assert not result and "divides by the staleness itself" in result.message, result
+    assert "returned the base rate" not in result.message
+    assert score(damped_lr)[0] == 0.0
+
+
 def test_exercises_are_registered_for_lab_08():
     from lab_utils.exercises import for_lab
 

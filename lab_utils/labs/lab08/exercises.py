@@ -279,6 +279,11 @@ def _lr_judge(got, expected, cases):
     if "ZeroDivisionError" in got:
         return 0.0, ("staleness 0 divides by zero: a fresh gradient (staleness 0) gets the full learning rate, "
                      "so divide by 1 + staleness")
+    stale = [(g, base, s) for g, (base, s) in zip(got, cases) if s]
+    # divided by the staleness itself: at staleness 1 that is the full rate, so name the division, not staleness 1
+    if stale and all(close(g, base / s, 1e-9) for g, base, s in stale):
+        return 0.0, ("that divides by the staleness itself: base_lr / s gives a gradient of staleness 1 the full rate, "
+                     "the same step as a fresh one; divide by 1 + staleness")
     for g, e, (base, s) in zip(got, expected, cases):
         if close(g, e, 1e-9):
             continue
@@ -288,8 +293,6 @@ def _lr_judge(got, expected, cases):
             return 0.0, "that grows with staleness: the older the gradient, the SMALLER its learning rate"
         if close(g, base / (1 + s) ** 2, 1e-9):
             return 0.0, "that damps with the square of (1 + staleness): divide by (1 + staleness) once"
-        if s and close(g, base / s, 1e-9):
-            return 0.0, "dividing by the staleness itself over-weights gradients of staleness 1: divide by 1 + staleness"
         return 0.0, f"damped_lr({base}, {s}) should be {e:g}, got {g:g}"
     return 1.0, "base_lr / (1 + staleness)"
 

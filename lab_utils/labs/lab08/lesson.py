@@ -39,26 +39,29 @@ def work(rank, n_workers, cfg, device):
     model = parameter_server.build_model(split).to(device)
     message = torch.empty(1 + sum(p.numel() for p in model.parameters()))
     straggler = parameter_server.Straggler(cfg.straggler_factor if rank == n_workers else 1.0)  # the last worker
-    step, compute_s = 0, []
+    step, compute_s, cpu_s = 0, [], []                             # compute: wall time and this thread's CPU time
     while True:
         dist.recv(message, src=0)                                  # pull: [version, weights...]
         version = message[0].item()
         if version == STOP:
             break
         vector_to_parameters(message[1:].to(device), model.parameters())
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         x, y = parameter_server.worker_batch(split, rank, n_workers, step, cfg.batch_size)
         model.zero_grad(set_to_none=True)
         F.cross_entropy(model(x.to(device)), y.to(device)).backward()
         gradient = parameters_to_vector([p.grad for p in model.parameters()]).cpu()
         compute_s.append(time.perf_counter() - started)
+        cpu_s.append(time.thread_time() - cpu_started)             # below compute_s where others took the core
         # sleeps (factor - 1) x the median busy iteration (pull, compute, push), which it times from one push to the
         # next; this first compute time stands in until one iteration has been timed. A sleep holds no core
         straggler.before_push(first_estimate_s=compute_s[-1])
         send(0, version, gradient)                                 # push: [version it was computed on, gradient...]
         step += 1
     send(0, STOP, torch.zeros(message.numel() - 1))                # done: the server stops listening to this worker
-    return {"gradients": step, "compute_ms": 1e3 * statistics.median(compute_s), "slowdown": straggler.slowdown}
+    return {"gradients": step, "compute_ms": 1e3 * statistics.median(compute_s), "slowdown": straggler.slowdown,
+            "core_share": sum(cpu_s) / sum(compute_s),           # the share of its core it had while computing
+            "iteration_ms": straggler.busy_ms}                    # pull (with its wait), compute and push
 
 
 # ---- solutions/08_sync_async.ipynb, cell 10 (id 90af9cfc) ----------------------------------------------------------
@@ -183,12 +186,13 @@ def run_all(rank, world_size, configs, worker=work, server=serve):
     return results
 
 
-# ---- solutions/08_sync_async.ipynb, cell 37 (id b571334b) ----------------------------------------------------------
+# ---- solutions/08_sync_async.ipynb, cell 39 (id b571334b) ----------------------------------------------------------
 
-def replay(run, n_workers, fresh=False, buffer_per_worker=False):
+def replay(run, n_workers, fresh=False, buffer_per_worker=False, damped=False):
     """An undamped asynchronous run's updates again, in this process: each worker's batches in the run's order, each
     gradient on the weights of its recorded version (fresh: on the current weights); one momentum buffer (the
-    server's) or one per worker (Hogwild's). Returns the final weights and a snapshot every cfg.snapshot_every."""
+    server's) or one per worker (Hogwild's); damped: each step's rate divided by 1 + its recorded staleness.
+    Returns the final weights and a snapshot every cfg.snapshot_every."""
     cfg = run["config"]
     if cfg.mode != "async" or cfg.damped:
         raise ValueError("replay repeats an undamped asynchronous run")
@@ -207,6 +211,8 @@ def replay(run, n_workers, fresh=False, buffer_per_worker=False):
         buffer = worker if buffer_per_worker else "server"
         if buffer not in optimizers:                  # the asynchronous server's rate and momentum
             optimizers[buffer] = torch.optim.SGD([weights], lr=cfg.lr / n_workers, momentum=cfg.momentum)
+        staleness = version - computed_on             # as the server recorded it (fresh or not: the run's own)
+        optimizers[buffer].param_groups[0]["lr"] = cfg.lr / n_workers / (1 + staleness if damped else 1)
         optimizers[buffer].step()
         versions.append(weights.detach().clone())
         if (version + 1) % cfg.snapshot_every == 0:
@@ -215,7 +221,7 @@ def replay(run, n_workers, fresh=False, buffer_per_worker=False):
             "snapshot_samples": [(i + 1) * cfg.snapshot_every * cfg.batch_size for i in range(len(snapshots))]}
 
 
-# ---- solutions/08_sync_async.ipynb, cell 45 (id 47187d3a) ----------------------------------------------------------
+# ---- solutions/08_sync_async.ipynb, cell 47 (id 47187d3a) ----------------------------------------------------------
 
 def staleness_from_order(order):
     """The staleness of each applied gradient, from the order of the workers that sent them."""
@@ -227,7 +233,7 @@ def staleness_from_order(order):
     return staleness
 
 
-# ---- solutions/08_sync_async.ipynb, cell 49 (id 3314b46f) ----------------------------------------------------------
+# ---- solutions/08_sync_async.ipynb, cell 51 (id 3314b46f) ----------------------------------------------------------
 
 def damped_lr(base_lr, staleness):
     """The learning rate for a gradient this many versions old."""

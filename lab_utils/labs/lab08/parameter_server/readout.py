@@ -75,3 +75,67 @@ def restated_within_line(verdict: measure.Verdict, predicted: float) -> str:
     return (f"its range {verdict.range_text()} lies within {predicted:.0%}, yet {verdict.repeats} pairs only show how "
             f"far these pairs went: a cost is tested from {measure.verdicts.RESOLVE:g}x their scatter (lab 02's rule), "
             f"so this run tests {cost}, not {predicted:.0%}")
+
+
+def bound_line(verdict: measure.Verdict, bound: float) -> str:
+    """A direction verdict's figure (async ahead, no straggler) read against theory's upper bound on the lead: within
+    it, or above it (in every pair, or only in some); '' where the verdict did not hold."""
+    if verdict.verdict != measure.HOLDS:
+        return ""
+    if verdict.ratio <= bound:
+        return (f"its figure {verdict.ratio:.2f}x lies within theory's bound {bound:.2f}x: async gained no more than "
+                "the idle share it overlaps")
+    where = ("in every pair" if verdict.low > bound else
+             f"in the median only (its range {verdict.range_text()} reaches below it)")
+    return (f"its figure {verdict.ratio:.2f}x lies above theory's bound {bound:.2f}x, {where}: async gained more than "
+            "the idle share, which the bound alone does not explain")
+
+
+def core_share_line(compute_ms: list[float], shares: list[float]) -> str:
+    """Worker 1's compute per gradient (its core also runs the server) against the others', with each one's share of
+    its core while computing (CPU time over wall time): theory's prediction (worker 1 slower) and, computed, whether
+    the difference is the cores' shares or the work itself. Short lines, the later ones indented."""
+    import statistics
+    c1, co = compute_ms[0], statistics.median(compute_ms[1:])
+    s1, so = shares[0], statistics.median(shares[1:])
+    cpu1, cpuo = c1 * s1, co * so  # CPU ms per gradient: the work itself, whatever took the core meanwhile
+    lines = [f"worker 1 (its core also runs the server): {c1:.2f} ms per gradient, {s1:.0%} of its core while computing",
+             f"the other(s): {co:.2f} ms per gradient, {so:.0%} of their core"]
+    d = c1 / co - 1
+    if abs(d) <= 0.05:
+        return "\n  ".join(lines + ["alike within 5 %: the server's share did not show here"])
+    lines.append(f"worker 1 {d:.0%} slower, as theory predicts" if d > 0 else
+                 f"worker 1 {-d:.0%} faster, not as theory predicts (slower)")
+    if abs(cpu1 / cpuo - 1) <= 0.05:  # the same work per gradient: the shares explain the difference
+        lower = "worker 1's core" if s1 < so else "the other core"
+        lines += [f"the same CPU time per gradient ({cpu1:.2f} and {cpuo:.2f} ms), so the cores' shares explain it:",
+                  f"the server and other programs took more of {lower}"]
+    else:
+        lines += [f"the CPU time per gradient differs too ({cpu1:.2f} and {cpuo:.2f} ms): the work itself ran at "
+                  "another speed,", "which the cores' shares do not explain"]
+    return "\n  ".join(lines)
+
+
+def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict]) -> str:
+    """Why worker `fewest` sent fewest gradients in an asynchronous run, from each worker's medians per gradient:
+    compute, and the rest of an iteration (pull with its wait, push); how much of the count ratio its longer
+    iterations explain (all, part or none), and which part of the iteration is longer. Short indented lines."""
+    import statistics
+    others = [w for w in counts if w != fewest]
+    compute = {w: workers[w - 1]["compute_ms"] for w in counts}
+    rest = {w: workers[w - 1]["iteration_ms"] - compute[w] for w in counts}
+    fewer = statistics.median(counts[w] for w in others) / counts[fewest]
+    longer = (compute[fewest] + rest[fewest]) / statistics.median(compute[w] + rest[w] for w in others)
+    slower = compute[fewest] / statistics.median(compute[w] for w in others)
+    waits = rest[fewest] / statistics.median(rest[w] for w in others)
+    how = "all" if longer >= fewer / 1.10 else "part" if longer >= 1.10 else "none"
+    lines = [f"worker {w}: compute {compute[w]:.2f} ms + pull and push {rest[w]:.2f} ms per gradient (medians)"
+             for w in counts]
+    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long explain {how} of its {fewer:.2f}x fewer gradients;",
+              f"its compute {slower:.2f}x, its pull and push {waits:.2f}x as long"]
+    return "\n  ".join(lines)
+
+
+def nearest(figures: dict[str, float], value: float) -> str:
+    """The name of the figure that lies nearest `value` (a tie: the first named)."""
+    return min(figures, key=lambda name: abs(figures[name] - value))

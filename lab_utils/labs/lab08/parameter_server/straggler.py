@@ -37,6 +37,11 @@ class Straggler:
         return self.slept[-1]
 
     @property
+    def busy_ms(self) -> float:
+        """Measured: the median busy iteration (pull with its wait, compute, push) in ms; nan before one is timed."""
+        return 1e3 * statistics.median(self.busy) if self.busy else float("nan")
+
+    @property
     def slowdown(self) -> float:
         """Measured: an iteration's median wall time (sleep included) over its median busy time (1.0 unknown)."""
         pairs = list(zip(self.busy, self.slept[1:]))  # busy[i] ran between sleeps i and i + 1
