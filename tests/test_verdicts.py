@@ -13,7 +13,7 @@ from lab_utils.measure import lines as printed
 
 
 def flat(v) -> str:
-    """A printed verdict's words on one line (its layout, lines.block, wraps them at lines.WIDTH)."""
+    """A printed verdict's words on one line (its layout, lines.stacked, wraps them at lines.WIDTH)."""
     return " ".join(str(v).split())
 
 HW = hardware.HardwareReport("h", 2, (), "3.11", "2.13.0", "2.21.0", cpu_model="Test CPU", physical_cores=2,

@@ -75,7 +75,12 @@ def flagged(text: str, warnings) -> str:
 
 
 def table_row(text: str, warnings) -> str:
-    """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table)."""
+    """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table); notes
+    that would make the row longer than lines.WIDTH go on the lines under it, indented and wrapped."""
     notes = detectors.notes(warnings)
-    return text + (f"  (note: {'; '.join(notes)})" if notes else "") + detectors.marked(warnings)
+    one = text + (f"  (note: {'; '.join(notes)})" if notes else "") + detectors.marked(warnings)
+    if len(one) <= lines.WIDTH or not notes:
+        return one
+    indent = text[:len(text) - len(text.lstrip())]
+    return f"{text}{detectors.marked(warnings)}\n" + lines.wrap(f"{indent}{lines.HANG}note: {'; '.join(notes)}")
 
