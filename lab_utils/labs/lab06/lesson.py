@@ -148,7 +148,7 @@ class SplitChannels(torch.autograd.Function):
         return torch.cat(parts, dim=1)
 
 
-def stacked(size, rank, world_size):
+def block(size, rank, world_size):
     """Rank r's contiguous block of `size` channels or features."""
     per = size // world_size
     return slice(rank * per, (rank + 1) * per)
