@@ -124,7 +124,7 @@ VERDICT_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?)(?:, (?:tested as|too noi
                           r"paired repeats\)")  # a bounded claim names the claim tested after its own
 # a verdict the conditions rule out prints one line and no figure: "verdict, CLAIM (EXPECTED): cannot be seen here: CAUSE.
 # Rerun with nothing else running" (the pairs' figure is recorded in verdicts.csv, never printed beside a refusal)
-UNSEEN_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?): cannot be seen here: \S.*$")
+UNSEEN_LINE = re.compile(r"^\s*verdict, (?P<claim>.+?): cannot be seen here(?:: \S.*| predicted: .*)?$")  # or stacked
 OLD_FIGURE = re.compile(r"^  .*figure, not a result: \d+\.\d\dx|these pairs gave \d+\.\d\dx")  # the formats before
 
 
@@ -574,7 +574,7 @@ def test_the_verdict_parser_reads_the_stacked_lines_the_renderer_prints():
                  for i in range(len(lines)) if verdict_at(lines, i)]
         assert found == [(f"{claim} [{workloads.SWEEP_3CONV.name}]", "2.25", "5"),
                          (f"1F1B vs GPipe, M=8 [{workloads.PIPELINE.name}]", "1.13", "7"),
-                         (f"{claim} [{workloads.SWEEP_3CONV.name}] (one device faster)", None, None)], found
+                         (f"{claim} [{workloads.SWEEP_3CONV.name}]", None, None)], found
         cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout", text=text)])
         import tempfile
         with tempfile.TemporaryDirectory() as folder:

@@ -135,7 +135,8 @@ def test_a_verdict_names_its_registered_workload_on_its_line_and_refuses_an_unkn
         measure.decide([2.0] * 5, claim="c", expected="e", workload=stray)
     unseen = measure.decide([2.0] * 5, claim="c", expected="e", workload=workloads.PIPELINE)
     unseen = __import__("dataclasses").replace(unseen, verdict=measure.CANNOT_SEE, reason="busy")
-    assert str(unseen) == "verdict, c [CNN-2conv/synthetic28 pipeline step] (e): cannot be seen here:\n    busy"
+    assert str(unseen) == ("verdict, c [CNN-2conv/synthetic28 pipeline step]: cannot be seen here\n    predicted: e\n"
+                           "    why: busy")
     # the prediction once (learner s8f), and no figure beside the refusal (learner s9f)
 
 
@@ -314,9 +315,9 @@ def test_a_verdict_that_cannot_be_seen_prints_its_prediction_and_no_figure(monke
     cost = measure.decide([1.3, 0.6, 1.21, 0.9, 1.5, 0.44, 1.72], claim="record on vs off", expected="the record "
                           "costs under 2 %", no_worse_than=0.02, lab="12")
     slower = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP faster", lab="02")
-    for v, said in ((cost, "record on vs off (the record costs under 2 %): cannot be seen here"),
-                    (slower, "DDP vs DataParallel (DDP faster): cannot be seen here")):
-        assert v.verdict == measure.CANNOT_SEE and said in str(v), str(v)
+    for v, said in ((cost, "record on vs off: cannot be seen here predicted: the record costs under 2 %"),
+                    (slower, "DDP vs DataParallel: cannot be seen here predicted: DDP faster")):
+        assert v.verdict == measure.CANNOT_SEE and said in flat(v), str(v)
         assert not re.search(r"\d\.\d\dx", str(v)) and "range" not in str(v), str(v)  # no figure, no range
     assert (cost.ratio, slower.ratio) == (1.21, 1.5)  # recorded (verdicts.csv), not printed
 
@@ -337,12 +338,13 @@ def test_a_busy_machine_verdict_is_short_lines_that_name_the_load_once_and_what_
                            expected="bfloat16 faster (half the bytes)", workload=workloads.PRECISION, **extra)
         lines = str(v).splitlines()
         assert v.verdict == measure.CANNOT_SEE and max(map(len, lines)) <= printed.WIDTH, (name, lines)
-        head = next(i for i, x in enumerate(lines) if x.endswith(": cannot be seen here:"))  # the claim may wrap
-        assert lines[0].startswith("verdict, bfloat16") and lines[head + 1].startswith(f"{printed.HANG}other"), lines
+        head = next(i for i, x in enumerate(lines) if x.endswith("cannot be seen here"))  # the claim may wrap
+        assert lines[0].startswith("verdict, bfloat16") and lines[head + 1].startswith(f"{printed.HANG}predicted: "), lines
+        assert lines[head + 2].startswith(f"{printed.HANG}why: other programs used"), lines
         assert all(x.startswith(printed.HANG) for x in lines[1:]), lines  # the cause under the claim, indented
-        assert flat(v).endswith(": cannot be seen here: other programs used 1.5 of 2 cores while it was measured. "
+        assert flat(v).endswith(" why: other programs used 1.5 of 2 cores while it was measured. "
                                 "Rerun with nothing else running"), (name, lines)
-        assert "(bfloat16 faster (half the bytes))" in flat(v), lines  # the prediction a rerun tests
+        assert "predicted: bfloat16 faster (half the bytes) why:" in flat(v), lines  # the prediction a rerun tests
         assert str(v).count("1.5 of 2 cores") == 1 and "steal" not in str(v), name  # the load, once
         assert not re.search(r"\d\.\d\dx|range|pairs", str(v)), (name, str(v))  # no figure of any kind
         for unreadable_words in ("conditions', not the claim's", "cannot tell a cost", "a cost would have to",

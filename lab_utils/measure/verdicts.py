@@ -147,15 +147,17 @@ class Verdict:
         notes = [n for n in self.notes.replace(own, "").split("; ") if n]  # the reason itself may hold "; "
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
         flags = detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
-        if self.verdict == CANNOT_SEE:  # the claim, the outcome, its cause (the load once), what to do
-            claim += f" ({self.expected})"  # the prediction a quiet rerun would test, said once
+        if self.verdict == CANNOT_SEE:  # the claim, the outcome; its prediction, its cause (the load once), what to do
             cause, rerun = _split_reason(self.reason)
             load_named = lines.busy_refusal(self.reason)
             if lines.said_before("load" if load_named else cause):  # said above in this cell: point to it
-                return lines.wrap(f"verdict, {claim}: {CANNOT_SEE}: {lines.LOAD_ABOVE if load_named else 'as above'}")
+                return lines.wrap(f"verdict, {claim} ({self.expected}): {CANNOT_SEE}: "
+                                  f"{lines.LOAD_ABOVE if load_named else 'as above'}")
             notes = [n for n in notes if not _refused_figure_note(n) and not (load_named and n.startswith(BUSY_NOTE))]
             impossible = [] if load_named else flags  # the same work faster: that figure is the refusal's cause
-            return lines.stacked(f"verdict, {claim}: {CANNOT_SEE}:", [f"{cause}{rerun}", *parts(impossible + notes)])
+            return lines.stacked(f"verdict, {claim}: {CANNOT_SEE}", [
+                f"predicted: {self.expected}",  # what a quiet rerun would test, said once
+                f"why: {cause}{rerun}", *parts(impossible + notes)])
         tested = ""
         if self.holds_from is not None:  # the claim tested leads; the prediction, if restated weaker, after it
             tested = f"{self.tested()} (predicted: {self.expected}{self._restated()})"
