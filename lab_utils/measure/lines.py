@@ -22,7 +22,7 @@ def wrap(text: str, width: int = WIDTH, hang: str = HANG) -> str:
     out = []
     for line in str(text).split("\n"):
         if len(line) <= width:
-            out.append(line)
+            out.append(line.replace(_GLUE, " "))
             continue
         indent = line[:len(line) - len(line.lstrip())]
         for phrase in KEPT:
@@ -30,6 +30,11 @@ def wrap(text: str, width: int = WIDTH, hang: str = HANG) -> str:
         out.append(textwrap.fill(line, width=width, subsequent_indent=indent + hang, break_on_hyphens=False,
                                  break_long_words=False).replace(_GLUE, " "))
     return "\n".join(out)
+
+
+def glued(before: str, after: str) -> str:
+    """`before` and `after` joined by a space that wrap() never breaks (a verdict's outcome stays beside its claim)."""
+    return f"{before}{_GLUE}{after}"
 
 
 def stacked(head: str, parts=(), width: int = WIDTH) -> str:

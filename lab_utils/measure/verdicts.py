@@ -151,11 +151,11 @@ class Verdict:
             cause, rerun = _split_reason(self.reason)
             load_named = lines.busy_refusal(self.reason)
             if lines.said_before("load" if load_named else cause):  # said above in this cell: point to it
-                return lines.wrap(f"verdict, {claim} ({self.expected}): {CANNOT_SEE}: "
-                                  f"{lines.LOAD_ABOVE if load_named else 'as above'}")
+                return lines.wrap(lines.glued(f"verdict, {claim} ({self.expected}):", f"{CANNOT_SEE}: "
+                                              f"{lines.LOAD_ABOVE if load_named else 'as above'}"))
             notes = [n for n in notes if not _refused_figure_note(n) and not (load_named and n.startswith(BUSY_NOTE))]
             impossible = [] if load_named else flags  # the same work faster: that figure is the refusal's cause
-            return lines.stacked(f"verdict, {claim}: {CANNOT_SEE}", [
+            return lines.stacked(lines.glued(f"verdict, {claim}:", CANNOT_SEE), [
                 f"predicted: {self.expected}",  # what a quiet rerun would test, said once
                 f"why: {cause}{rerun}", *parts(impossible + notes)])
         tested = ""
@@ -165,7 +165,7 @@ class Verdict:
                   "repeats)")
         said = list(dict.fromkeys(detectors.notes(notes)))
         warned = parts(flags + detectors.extra_work_faster(self, MIN_EFFECT))  # [!] under the verdict's figure
-        head = f"verdict, {claim}: {self.verdict}"
+        head = lines.glued(f"verdict, {claim}:", self.verdict)
         if warned and warned[0].startswith("("):  # said before: the verdict's first line points to it
             head, warned = f"{head}  {warned[0]}", warned[1:]
         return lines.stacked(head, [tested, figure, f"note: {'; '.join(said)}" if said else "", *warned])
