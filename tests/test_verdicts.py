@@ -795,3 +795,26 @@ def test_the_n_vs_one_load_check_reads_the_n_sides_rate_over_ones(monkeypatch):
                                                 "13_spatial_parallelism.ipynb", 4).cells
                 if c.cell_type == "code" and "verdicts[name, a, b] = measure.verdict(" in c.source)
     assert 'against_one="one device" in (a, b), one_is_a=a == "one device"' in cell  # lab 13 says which side is N
+
+
+def test_in_ipython_the_load_is_said_once_per_cell_executed():
+    """The 'already said' state follows IPython's execution count: two refused verdicts in one cell print the load
+    once, the next cell prints it again (run in a child process: an IPython shell in pytest's would stay)."""
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent('''
+        from IPython.core.interactiveshell import InteractiveShell
+        shell = InteractiveShell.instance()
+        shell.run_cell("from lab_utils import conditions, measure\\n"
+                       "busy = conditions.Load(60.0, 2, own=0.4, others=1.5, steal=0.0)\\n"
+                       "v = [measure.decide([0.85, 0.62, 1.09, 0.9, 0.8], claim=f'c{i}', expected='e', load=busy)"
+                       " for i in (1, 2)]", store_history=True)
+        shell.run_cell("print(v[0]); print(v[1])", store_history=True)
+        shell.run_cell("print('---'); print(v[1])", store_history=True)
+    ''')
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    first, second = out.stdout.split("---\n")
+    assert first.count(RERUN_WORDS) == 1 and first.rstrip().endswith(f"cannot be seen here: {printed.LOAD_ABOVE}"), out
+    assert second.count(RERUN_WORDS) == 1 and printed.LOAD_ABOVE not in second, out
