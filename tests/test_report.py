@@ -920,6 +920,9 @@ def test_a_tables_long_flag_line_wraps():
     rows = [row("single", 1, 100), row("ddp", 2, 180, flags=detectors.Flag(detectors.Kind.CONTRADICT, "x " * 300))]
     text = report.table(report.compare(rows))
     assert max(len(line) for line in text.splitlines()) <= report.compared.FLAG_WIDTH + 10
+    flag = [x for x in text.splitlines() if x.startswith("[!]")]
+    assert flag and not __import__("re").search(r"\S {2,}\S", "\n".join(text.splitlines()[-8:]))  # wrapped once: no indent
+    #                                                                            run into a line (issue 51)
 
 
 def test_lab_10s_prediction_read_on_a_row_marked_as_contradicting_another_labs_says_so():
