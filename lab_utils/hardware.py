@@ -503,14 +503,24 @@ def launch_timeout(reference_s: float = 120.0) -> float:
     return round(reference_s * slowness())
 
 
+def speed_words(factor: float) -> str:
+    """How slowness()'s `factor` sizes a limit, in words that agree with it: ': this machine measured as fast as the
+    course's just now' at 1.00 (slowness() never reports faster), else ' x 1.50: this machine measured 1.50x slower'."""
+    if f"{factor:.2f}" == "1.00":
+        return ": this machine measured as fast as the course's just now"
+    if factor < 1:
+        return f" x {factor:.2f}: this machine measured {1 / factor:.2f}x faster just now"
+    return f" x {factor:.2f}: this machine measured {factor:.2f}x slower just now"
+
+
 def launch_limit(timeout_s: float | None, reference_s: float = 120.0) -> float:
     """A lab's `timeout_s` parameter, or when None launch_timeout(reference_s) (sized from how fast this machine
     computes now: a slow or busy machine gets longer); prints the limit every launch of the lab runs under."""
     if timeout_s is None:  # the reason printed with it: two labs run minutes apart may measure different speeds
         factor = slowness()
         timeout_s = round(reference_s * factor)
-        print(f"every launch may run up to {timeout_s:g} s ({reference_s:g} s on the course's machine x {factor:.2f}: "
-              "this machine measured that much slower just now, and a busy moment measures slower)")
+        print(f"every launch may run up to {timeout_s:g} s ({reference_s:g} s on the course's machine"
+              f"{speed_words(factor)}, and a busy moment measures slower)")
         return timeout_s
     print(f"every launch may run up to {timeout_s:g} s")
     return timeout_s

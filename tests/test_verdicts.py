@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 
 from lab_utils import hardware, measure, workloads
+from lab_utils.measure import lines as printed
+
+
+def flat(v) -> str:
+    """A printed verdict's words on one line (its layout, lines.stacked, wraps them at lines.WIDTH)."""
+    return " ".join(str(v).split())
 
 HW = hardware.HardwareReport("h", 2, (), "3.11", "2.13.0", "2.21.0", cpu_model="Test CPU", physical_cores=2,
                              cpu_features="avx2 fma")
@@ -119,7 +125,7 @@ def test_a_verdict_needs_its_lab_and_its_workload_to_be_recorded(tmp_path):
 def test_a_verdict_names_its_registered_workload_on_its_line_and_refuses_an_unknown_one():
     v = measure.verdict([1.0] * 5, [2.0] * 5, claim="1F1B vs GPipe, M=8", expected="1F1B faster",
                         workload=workloads.PIPELINE)
-    assert str(v).startswith("verdict, 1F1B vs GPipe, M=8 [CNN-2conv/synthetic28 pipeline step]: 2.00x (")
+    assert str(v).startswith("verdict, 1F1B vs GPipe, M=8 [CNN-2conv/synthetic28 pipeline step]: holds\n    2.00x (")
     assert measure.verdict([1.0] * 5, [2.0] * 5, claim="c", expected="e", workload=workloads.PIPELINE.name).workload \
         == v.workload == workloads.PIPELINE.name
     with pytest.raises(KeyError, match="course CNN.{0,4} is not a registered workload.*REGISTRY.*CNN-3conv/synthetic28 step"):
@@ -129,7 +135,8 @@ def test_a_verdict_names_its_registered_workload_on_its_line_and_refuses_an_unkn
         measure.decide([2.0] * 5, claim="c", expected="e", workload=stray)
     unseen = measure.decide([2.0] * 5, claim="c", expected="e", workload=workloads.PIPELINE)
     unseen = __import__("dataclasses").replace(unseen, verdict=measure.CANNOT_SEE, reason="busy")
-    assert str(unseen) == "verdict, c [CNN-2conv/synthetic28 pipeline step] (e): cannot be seen here: busy"
+    assert str(unseen) == ("verdict, c [CNN-2conv/synthetic28 pipeline step]: cannot be seen here\n    predicted: e\n"
+                           "    why: busy")
     # the prediction once (learner s8f), and no figure beside the refusal (learner s9f)
 
 
@@ -308,17 +315,18 @@ def test_a_verdict_that_cannot_be_seen_prints_its_prediction_and_no_figure(monke
     cost = measure.decide([1.3, 0.6, 1.21, 0.9, 1.5, 0.44, 1.72], claim="record on vs off", expected="the record "
                           "costs under 2 %", no_worse_than=0.02, lab="12")
     slower = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP faster", lab="02")
-    for v, said in ((cost, "record on vs off (the record costs under 2 %): cannot be seen here"),
-                    (slower, "DDP vs DataParallel (DDP faster): cannot be seen here")):
-        assert v.verdict == measure.CANNOT_SEE and said in str(v), str(v)
+    for v, said in ((cost, "record on vs off: cannot be seen here predicted: the record costs under 2 %"),
+                    (slower, "DDP vs DataParallel: cannot be seen here predicted: DDP faster")):
+        assert v.verdict == measure.CANNOT_SEE and said in flat(v), str(v)
         assert not re.search(r"\d\.\d\dx", str(v)) and "range" not in str(v), str(v)  # no figure, no range
     assert (cost.ratio, slower.ratio) == (1.21, 1.5)  # recorded (verdicts.csv), not printed
 
 
-def test_a_busy_machine_verdict_is_one_short_line_that_names_the_load_once_and_what_to_do(monkeypatch):
+def test_a_busy_machine_verdict_is_short_lines_that_name_the_load_once_and_what_to_do(monkeypatch):
     """Issue 51 (learners s9a, s9f, labs 06, 07, 13): a refused verdict printed ~560-760 characters on one line, then
-    two lines with 'the load's figure, not a result: 3.54x' beside medians of 2.77x. Now one line: the claim and its
-    prediction, 'cannot be seen here', the load once and what to do; no figure, nothing about a claim tested."""
+    two lines with 'the load's figure, not a result: 3.54x' beside medians of 2.77x. Now the claim and its prediction
+    and 'cannot be seen here' first, then (indented) the load once and what to do; no figure, nothing about a claim
+    tested; every line within lines.WIDTH (learner s9i: 250-450 characters on one line)."""
     busy = conditions.Load(60.0, 2, own=0.4, others=1.5, steal=0.0)
     cases = {"mixed": ([0.85, 0.62, 1.09, 0.9, 0.8], {}),
              "noisy cost": ([3.24, 0.92, 5.67, 3.0, 4.0, 2.0, 1.5], {"no_worse_than": 0.10}),
@@ -329,20 +337,42 @@ def test_a_busy_machine_verdict_is_one_short_line_that_names_the_load_once_and_w
         v = measure.decide(pairs, claim="bfloat16 autocast vs float32, course CNN train step", load=busy,
                            expected="bfloat16 faster (half the bytes)", workload=workloads.PRECISION, **extra)
         lines = str(v).splitlines()
-        assert v.verdict == measure.CANNOT_SEE and len(lines) == 1 and len(lines[0]) <= 280, (name, lines)
-        assert lines[0].endswith(": cannot be seen here: other programs used 1.5 of 2 cores while it was measured. "
-                                 "Rerun with nothing else running"), (name, lines[0])
-        assert "(bfloat16 faster (half the bytes))" in lines[0], lines[0]  # the prediction a rerun tests
+        assert v.verdict == measure.CANNOT_SEE and max(map(len, lines)) <= printed.WIDTH, (name, lines)
+        head = next(i for i, x in enumerate(lines) if x.endswith("cannot be seen here"))  # the claim may wrap
+        assert lines[0].startswith("verdict, bfloat16") and lines[head + 1].startswith(f"{printed.HANG}predicted: "), lines
+        assert lines[head + 2].startswith(f"{printed.HANG}why: other programs used"), lines
+        assert all(x.startswith(printed.HANG) for x in lines[1:]), lines  # the cause under the claim, indented
+        assert flat(v).endswith(" why: other programs used 1.5 of 2 cores while it was measured. "
+                                "Rerun with nothing else running"), (name, lines)
+        assert "predicted: bfloat16 faster (half the bytes) why:" in flat(v), lines  # the prediction a rerun tests
         assert str(v).count("1.5 of 2 cores") == 1 and "steal" not in str(v), name  # the load, once
         assert not re.search(r"\d\.\d\dx|range|pairs", str(v)), (name, str(v))  # no figure of any kind
         for unreadable_words in ("conditions', not the claim's", "cannot tell a cost", "a cost would have to",
                                  "only a win", "restated", "theirs as much", "not a result"):
-            assert unreadable_words not in str(v), (name, unreadable_words)
+            assert unreadable_words not in flat(v), (name, unreadable_words)
         assert f"{v.ratio:.2f}" not in str(v) and v.verdict_cells()["ratio"] == v.ratio  # recorded, not printed
     assert "1.5 of 2 cores" in v.notes and measure.verdicts.RULE in v.outcome()  # recorded and summarised in full
 
 
-def test_a_noisy_verdicts_note_is_its_second_line_in_plain_words():
+def test_a_verdict_prints_its_outcome_first_and_its_figure_under_it_within_the_width():
+    """Learner s9i (labs 02, 04): 'verdict, 1F1B vs GPipe, M=8 [...], too noisy to test a cost up to 30%: only a win
+    could decide (predicted: ...): 1.06x (...) -> not distinguishable here', 300-450 characters on one line, read
+    three times. The claim and its outcome lead; the claim tested, the figure with its range and the note follow,
+    indented; no line is wider than lines.WIDTH; the words are the same."""
+    noisy = measure.decide([1.13, 0.95, 1.48, 1.04, 1.30, 0.99, 1.20], claim="1F1B vs GPipe, M=8", timed=False,
+                           expected="1F1B at most 10 % slower", no_worse_than=0.10, workload=workloads.PIPELINE)
+    lines = str(noisy).splitlines()
+    assert lines[0] == f"verdict, 1F1B vs GPipe, M=8 [{workloads.PIPELINE.name}]: not distinguishable here"
+    assert max(map(len, lines)) <= printed.WIDTH and all(x.startswith(printed.HANG) for x in lines[1:]), lines
+    said = flat(noisy)
+    assert said.index("too noisy to test") < said.index("1.13x (above 1 favours 1F1B") < said.index("note: ")
+    assert "range 0.95-1.48 over 7 paired repeats)" in said
+    plain = measure.decide([1.5] * 6, claim="DDP vs DataParallel", expected="DDP faster", timed=False)
+    assert str(plain) == ("verdict, DDP vs DataParallel: holds\n"
+                          "    1.50x (above 1 means DDP faster; range 1.50-1.50 over 6 paired repeats)")
+
+
+def test_a_noisy_verdicts_note_follows_its_figure_in_plain_words():
     """Issue 51: 'this machine cannot tell a cost below 221% here (a cost must exceed 3x the pairs' scatter to stand
     out from it)' and the restated note made quiet-machine verdict lines 540-700 characters long."""
     noisy = measure.decide([1.13, 0.95, 1.48, 1.04, 1.30, 0.99, 1.20], claim="c", expected="A no slower",
@@ -350,13 +380,45 @@ def test_a_noisy_verdicts_note_is_its_second_line_in_plain_words():
     restated = measure.decide([1.07, 1.02, 1.18, 1.1, 1.05, 1.03, 1.09, 1.12], claim="c", expected="A no slower",
                               no_worse_than=0.10, timed=False)
     for v in (noisy, restated):
-        first, note = str(v).splitlines()
-        assert "paired repeats) -> " in first and "(note:" not in first and note.startswith("  note: "), str(v)
+        lines = str(v).splitlines()
+        figure = next(i for i, x in enumerate(lines) if "paired repeats)" in x)
+        note = " ".join(" ".join(lines[figure + 1:]).split())
+        assert "(note:" not in str(v) and lines[figure + 1].startswith(f"{printed.HANG}note: "), str(v)
         assert len(note) <= 220 and f"{measure.RESOLVE:g}x that scatter" in note, note
-    assert "a cost would have to exceed" in noisy.notes and "only a win could decide" in str(noisy)
+        assert max(map(len, lines)) <= printed.WIDTH, lines
+    assert "a cost would have to exceed" in noisy.notes and "only a win could decide" in flat(noisy)
     from lab_utils.instructor.course import stability
     assert stability.restated_as({"notes": noisy.notes}) == stability.WIN_ONLY  # the instructor's table reads it
     assert "the claim tested is 'no worse by more than" in restated.notes and "a noisier run tests a weaker" in restated.notes
+
+
+def test_a_busy_machine_refusal_is_said_once_per_cell_then_pointed_to(monkeypatch):
+    """Learner s9i, lab 02: on a busy machine 'the same refusal paragraph repeated about 8 times', three in a row in
+    its summary cell. In a notebook the load and what to do are said once per cell; a later busy refusal in that cell
+    is one line pointing to it; the next cell says it in full again; outside IPython every one is in full."""
+    busy = conditions.Load(60.0, 2, own=0.4, others=1.5, steal=0.0)
+    first, second = (measure.decide([0.85, 0.62, 1.09, 0.9, 0.8], claim=f"claim {i}", expected="A faster", load=busy)
+                     for i in (1, 2))
+    assert RERUN_WORDS in flat(first) and RERUN_WORDS in flat(second)  # a script, a test: no cell, each in full
+    cell = {"n": 1}
+    monkeypatch.setattr(printed, "_cell", lambda: cell["n"])
+    full, later = str(first), str(second)
+    assert RERUN_WORDS in " ".join(full.split()) and "1.5 of 2 cores" in full
+    assert later == f"verdict, claim 2 (A faster): cannot be seen here: {printed.LOAD_ABOVE}"  # one short line
+    assert str(first).endswith(printed.LOAD_ABOVE)  # printed again in the same cell: the load was said above
+    cell["n"] = 2  # the next cell: the load is said again, in full
+    assert RERUN_WORDS in flat(second)
+    cell["n"] = 3  # a table's refusal (measure.short_lines) says the load: the verdict under it points to it
+    measure.short_lines(f"{measure.NOT_MEASURABLE}, rows a; b: other programs used 1.5 of 2 cores while it was "
+                        f"measured: {measure.verdicts.RERUN}")
+    assert str(first).endswith(printed.LOAD_ABOVE)
+    assert first.outcome().startswith(f"{measure.NOT_MEASURABLE}: other programs used 1.5")  # recorded in full
+    cell["n"] = 4
+    assert measure.printed_outcome(first).startswith(f"{measure.NOT_MEASURABLE}: other programs used 1.5")
+    assert measure.printed_outcome(second) == f"{measure.NOT_MEASURABLE}: {printed.LOAD_ABOVE}"
+
+
+RERUN_WORDS = "Rerun with nothing else running"
 
 
 def test_a_refused_comparison_of_two_n_worker_sides_says_so_and_restates_no_claim(monkeypatch):
@@ -573,11 +635,11 @@ def test_a_range_end_is_printed_with_the_decimals_that_show_its_side_of_1_and_of
     from lab_utils.measure.verdicts import Verdict
 
     near_one = Verdict("A vs B", "A faster", 1.83, 0.9998, 1.94, measure.UNDECIDED, 9)
-    assert "range 0.9998-1.94 over 9" in str(near_one) and "(range 0.9998-1.94)" in near_one.outcome()
+    assert "range 0.9998-1.94 over 9" in flat(near_one) and "(range 0.9998-1.94)" in near_one.outcome()
     near_floor = Verdict("sync vs async", "no slower", 0.87, 0.8465, 0.95, measure.UNDECIDED, 9, holds_from=0.8475)
-    assert "lies above 0.848" in str(near_floor) and "range 0.847-0.95 over 9" in str(near_floor)
+    assert "lies above 0.848" in flat(near_floor) and "range 0.847-0.95 over 9" in flat(near_floor)
     plain = Verdict("A vs B", "A faster", 1.1, 1.04, 1.2, measure.HOLDS, 9)
-    assert "range 1.04-1.20 over 9" in str(plain)
+    assert "range 1.04-1.20 over 9" in flat(plain)
 
 
 def test_an_upper_bound_claim_is_read_from_the_candidates_side():
@@ -609,11 +671,11 @@ def test_a_restated_verdict_leads_with_the_claim_it_tested():
     noisy = [0.91, 0.97, 1.07, 0.99, 0.95]
     said = measure.decide(noisy, claim="Hogwild vs sync", expected="Hogwild within 5 %", no_worse_than=0.05)
     line = str(said)
-    assert line.startswith("verdict, Hogwild vs sync, tested as 'no worse by more than 25%' (predicted: Hogwild "
-                           "within 5 %; restated weaker, see the note): ")
+    assert line.startswith("verdict, Hogwild vs sync: holds\n    tested as 'no worse by more than 25%' (predicted: "
+                           "Hogwild within 5 %; restated weaker, see the"), line
     assert said.outcome().startswith("tested as 'no worse by more than 25%': ")
     kept = measure.decide([1.0, 0.99, 1.01, 1.0, 0.995], claim="c", expected="e", no_worse_than=0.10)
-    assert "(predicted: e): " in str(kept) and "restated" not in str(kept)
+    assert "(predicted: e)\n" in str(kept) and "restated" not in str(kept)
 
 
 def test_a_tables_paired_figure_is_n_m_where_the_run_refuses_it_and_the_line_under_it_says_why():
@@ -733,3 +795,26 @@ def test_the_n_vs_one_load_check_reads_the_n_sides_rate_over_ones(monkeypatch):
                                                 "13_spatial_parallelism.ipynb", 4).cells
                 if c.cell_type == "code" and "verdicts[name, a, b] = measure.verdict(" in c.source)
     assert 'against_one="one device" in (a, b), one_is_a=a == "one device"' in cell  # lab 13 says which side is N
+
+
+def test_in_ipython_the_load_is_said_once_per_cell_executed():
+    """The 'already said' state follows IPython's execution count: two refused verdicts in one cell print the load
+    once, the next cell prints it again (run in a child process: an IPython shell in pytest's would stay)."""
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent('''
+        from IPython.core.interactiveshell import InteractiveShell
+        shell = InteractiveShell.instance()
+        shell.run_cell("from lab_utils import conditions, measure\\n"
+                       "busy = conditions.Load(60.0, 2, own=0.4, others=1.5, steal=0.0)\\n"
+                       "v = [measure.decide([0.85, 0.62, 1.09, 0.9, 0.8], claim=f'c{i}', expected='e', load=busy)"
+                       " for i in (1, 2)]", store_history=True)
+        shell.run_cell("print(v[0]); print(v[1])", store_history=True)
+        shell.run_cell("print('---'); print(v[1])", store_history=True)
+    ''')
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    first, second = out.stdout.split("---\n")
+    assert first.count(RERUN_WORDS) == 1 and first.rstrip().endswith(f"cannot be seen here: {printed.LOAD_ABOVE}"), out
+    assert second.count(RERUN_WORDS) == 1 and printed.LOAD_ABOVE not in second, out

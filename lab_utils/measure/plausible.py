@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import detectors
+from . import lines
 from .results_table import run_conditions
 from .store import store
 
@@ -47,18 +48,39 @@ def measured_cause(workers: int | None = None, what: str = "ranks") -> str | Non
     return load.cause(workers, what) if load else None
 
 
-def flagged(text: str, warnings) -> str:
-    """`text`, its notes as `(note: ...)`, then new flags as `[!] ...`; flags said before: "(flagged above)"."""
+def parts(warnings) -> list[str]:
+    """A figure's warnings as printed parts: its notes as 'note: ...', '(flagged above)' where a flag was said
+    before, its new flags as '[!] ...' (each said once per process: store().say)."""
     warnings = detectors.listed(warnings)
     bad, notes = detectors.impossible(warnings), list(dict.fromkeys(detectors.notes(warnings)))  # each note once
-    text += f"  (note: {'; '.join(notes)})" if notes else ""
     new = store().say(bad)
-    text += f"  ({detectors.AS_ABOVE})" if len(new) < len(set(bad)) else ""
-    return f"{text}  {detectors.flag_text(*new)}" if new else text
+    return ([f"({detectors.AS_ABOVE})"] if len(new) < len(set(bad)) else []) + \
+        ([f"note: {'; '.join(notes)}"] if notes else []) + ([detectors.flag_text(*new)] if new else [])
+
+
+def flagged(text: str, warnings) -> str:
+    """`text`, its notes as `(note: ...)`, then new flags as `[!] ...`; flags said before: "(flagged above)". Where
+    that is longer than lines.WIDTH (or `text` has lines of its own), each goes on lines of its own under `text`,
+    wrapped with a hanging indent (lines.stacked)."""
+    said = parts(warnings)
+    above = [p for p in said if p.startswith("(")]
+    notes = [p[len("note: "):] for p in said if p.startswith("note: ")]
+    new = [p for p in said if p.startswith(detectors.FLAG)]
+    one = text + (f"  (note: {notes[0]})" if notes else "") + (f"  {above[0]}" if above else "") + \
+        (f"  {new[0]}" if new else "")
+    if "\n" not in text and len(one) <= lines.WIDTH:
+        return one
+    head = f"{text}  {above[0]}" if above and "\n" not in text else text
+    return lines.stacked(head, [p for p in said if p not in above or "\n" in text])
 
 
 def table_row(text: str, warnings) -> str:
-    """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table)."""
+    """A table row: its text, its notes, and ' *' if it carries a detector flag (said once under the table); notes
+    that would make the row longer than lines.WIDTH go on the lines under it, indented and wrapped."""
     notes = detectors.notes(warnings)
-    return text + (f"  (note: {'; '.join(notes)})" if notes else "") + detectors.marked(warnings)
+    one = text + (f"  (note: {'; '.join(notes)})" if notes else "") + detectors.marked(warnings)
+    if len(one) <= lines.WIDTH or not notes:
+        return one
+    indent = text[:len(text) - len(text.lstrip())]
+    return f"{text}{detectors.marked(warnings)}\n" + lines.wrap(f"{indent}{lines.HANG}note: {'; '.join(notes)}")
 

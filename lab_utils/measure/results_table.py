@@ -9,6 +9,8 @@ import re
 import textwrap
 
 from .. import conditions, detectors, hardware, workloads
+from .lines import WIDTH, wrap
+from . import lines as printed
 from .results_csv import FORWARD, TRAINING, Result, read_results, results_dir, write_result
 from .store import store
 
@@ -211,14 +213,14 @@ def recorded_table(results: list[Result], load: "conditions.Load | None", files)
             # this row format is fixed: the course's consistency test reads it back
             lines.append(f"{r.lab:<4}{r.strategy:<{strategy_w}}{r.variant:<{variant_w}}{r.world_size:>6}{threads:>8}"
                          f"{r.batch_size:>7}{r.samples_per_s:>12.1f}{detectors.marked(r.flags)}")
-            lines += [f"    note: {note}" for note in detectors.notes(r.flags)
+            lines += [wrap(f"    note: {note}") for note in detectors.notes(r.flags)
                       if note not in loaded and not note.startswith(NOT_MEASURABLE)]
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
     lines += refusal_lines([r.flags for r in results], names)
     lines += table_lines([r.flags for r in results], names)
     noise = detectors.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
-    lines += [load.line()] if load and load.note() else []
+    lines += [wrap(load.line())] if load and load.note() else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(files)} in the "
                  "results folder")
     return "\n".join(lines)
@@ -237,14 +239,17 @@ def refusal_lines(per_row, names) -> list[str]:
             for note, rows in refused.items()]
 
 
-def short_lines(text: str, width: int = 116, indent: str = "    ") -> str:
+def short_lines(text: str, width: int = WIDTH, indent: str = "    ") -> str:
     """A long printed line as lines of at most `width` characters, the later ones indented: one line of 300 or more
-    characters is hard to read in a notebook."""
+    characters is hard to read in a notebook. A line that refuses a figure for the load says it for the cell: a
+    verdict refused for it later in the same cell points to it (measure.lines.said_before)."""
+    if printed.busy_refusal(text) and NOT_MEASURABLE in text:
+        printed.mark_said("load")
     return textwrap.fill(text, width=width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
 
 
 def table_lines(per_row, names, what: str = "rows") -> list[str]:
     """A table's `[!]` lines, one per impossible kind (detectors.one_line); a kind whose flags this process's store
     has all said before points back instead."""
-    return [detectors.flag_text(f"{head}: {flag}") if store().say(said) else f"{head}: {detectors.AS_ABOVE}"
+    return [wrap(detectors.flag_text(f"{head}: {flag}")) if store().say(said) else wrap(f"{head}: {detectors.AS_ABOVE}")
             for _, said, head, flag in detectors.by_kind(per_row, names, what)]

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import conditions, detectors, hardware, workloads
-from .plausible import flagged
+from . import lines
+from .plausible import flagged, parts
 from .results_table import NOT_MEASURABLE, run_conditions
 from .store import store
 
@@ -133,9 +134,11 @@ class Verdict:
         return f"{'below' if self.upper else 'above'} 1 means {self.expected}"
 
     def __str__(self) -> str:
-        """At most two lines: the claim and its outcome first, then (indented) its notes. Where the conditions ruled
-        it out, one line and no figure: the claim, 'cannot be seen here', the cause (the load once) and what to do; the
-        pairs' figure is recorded (verdicts.csv), never printed beside a refusal."""
+        """The claim and its outcome on the first line, then, indented: the claim tested (a no-worse-than claim), the
+        figure with its range, the notes, the flags; each wrapped at lines.WIDTH. Where the conditions ruled it out:
+        the claim, 'cannot be seen here', then its cause (the load once) and what to do, and no figure (the pairs'
+        figure is recorded in verdicts.csv, never printed beside a refusal); a later busy-machine refusal in the same
+        notebook cell points to the load said above (lines.LOAD_ABOVE)."""
         side = "below" if self.upper else "above"
         direction = self.direction()
         meaning = (f"{direction}; it holds while the whole range lies {side} "
@@ -144,20 +147,28 @@ class Verdict:
         notes = [n for n in self.notes.replace(own, "").split("; ") if n]  # the reason itself may hold "; "
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
         flags = detectors.reverses_theory(self) + (detectors.same_work_faster(self) if self.same_work else [])
-        if self.verdict == CANNOT_SEE:  # one line: the claim, the outcome, its cause (the load once), what to do
-            claim += f" ({self.expected})"  # the prediction a quiet rerun would test, said once
+        if self.verdict == CANNOT_SEE:  # the claim, the outcome; its prediction, its cause (the load once), what to do
             cause, rerun = _split_reason(self.reason)
-            load_named = "other programs used" in self.reason
+            load_named = lines.busy_refusal(self.reason)
+            if lines.said_before("load" if load_named else cause):  # said above in this cell: point to it
+                return lines.wrap(lines.glued(f"verdict, {claim} ({self.expected}):", f"{CANNOT_SEE}: "
+                                              f"{lines.LOAD_ABOVE if load_named else 'as above'}"))
             notes = [n for n in notes if not _refused_figure_note(n) and not (load_named and n.startswith(BUSY_NOTE))]
             impossible = [] if load_named else flags  # the same work faster: that figure is the refusal's cause
-            return flagged(f"verdict, {claim}: {CANNOT_SEE}: {cause}{rerun}", impossible + notes)  # no figure beside it
+            return lines.stacked(lines.glued(f"verdict, {claim}:", CANNOT_SEE), [
+                f"predicted: {self.expected}",  # what a quiet rerun would test, said once
+                f"why: {cause}{rerun}", *parts(impossible + notes)])
+        tested = ""
         if self.holds_from is not None:  # the claim tested leads; the prediction, if restated weaker, after it
-            claim += f", {self.tested()} (predicted: {self.expected}{self._restated()})"
-        text = (f"verdict, {claim}: {self.ratio:.2f}{self.unit} ({meaning}; range {self.range_text()} over "
-                f"{self.repeats} paired repeats) -> {self.verdict}")
-        line = flagged(text, flags + detectors.extra_work_faster(self, MIN_EFFECT))  # [!] on the verdict's line
+            tested = f"{self.tested()} (predicted: {self.expected}{self._restated()})"
+        figure = (f"{self.ratio:.2f}{self.unit} ({meaning}; range {self.range_text()} over {self.repeats} paired "
+                  "repeats)")
         said = list(dict.fromkeys(detectors.notes(notes)))
-        return f"{line}\n  note: {'; '.join(said)}" if said else line
+        warned = parts(flags + detectors.extra_work_faster(self, MIN_EFFECT))  # [!] under the verdict's figure
+        head = lines.glued(f"verdict, {claim}:", self.verdict)
+        if warned and warned[0].startswith("("):  # said before: the verdict's first line points to it
+            head, warned = f"{head}  {warned[0]}", warned[1:]
+        return lines.stacked(head, [tested, figure, f"note: {'; '.join(said)}" if said else "", *warned])
 
     def range_text(self) -> str:
         """'low-high', each end with the decimals that show which side of 1 (and of the claim's threshold) it lies."""
@@ -200,6 +211,14 @@ class Verdict:
         """Append to <results dir>/verdicts.csv; returns self, so `print(measure.verdict(...).record())` does both."""
         write_verdict(self, directory, hw)
         return self
+
+
+def printed_outcome(v: Verdict) -> str:
+    """v.outcome() to print in a summary: where the load refused it and this notebook cell said the load already (a
+    verdict, a table's refusal), 'not measurable here: the load above'; outcome() itself stays whole (recorded)."""
+    if v.verdict == CANNOT_SEE and lines.busy_refusal(v.reason) and lines.said_before("load"):
+        return f"{NOT_MEASURABLE}: {lines.LOAD_ABOVE}"
+    return v.outcome()
 
 
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,

@@ -3,7 +3,6 @@ table that prints them."""
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,7 +380,7 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         lines += [f"      note: {said(note)}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
     lines += [f"[{k}] {note}" for note, k in footnotes.items()]
     flags = table_lines([c.flags for c in compared], [flag_name(c, n) for c, n in zip(compared, names)])
-    lines += [textwrap.fill(line, FLAG_WIDTH, subsequent_indent="    ", break_on_hyphens=False) for line in flags]
+    lines += flags  # measure.table_lines wraps each at measure.lines.WIDTH (under FLAG_WIDTH)
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
     return "\n".join(lines + ([noise] if noise else []))
 
