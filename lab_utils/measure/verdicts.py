@@ -273,15 +273,14 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         if tolerance > no_worse_than:  # up to a whole percent, as it is printed: its floor then agrees with the text
             tolerance = math.ceil(round(tolerance * 100, 6)) / 100
         if tolerance > no_worse_than:
-            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, and only a cost above "
-                         f"{RESOLVE:g}x that scatter ({tolerance:.0%}, rounded up) stands out from it: the claim tested "
-                         f"is 'no worse by more than {tolerance:.0%}', not {no_worse_than:.0%} (a noisier run tests a "
-                         "weaker claim)")
+            notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, so only a cost above {tolerance:.0%} "
+                         f"({RESOLVE:g}x that scatter, rounded up) stands out: the claim tested is 'no worse by more than "
+                         f"{tolerance:.0%}', not {no_worse_than:.0%} (a noisier run tests a weaker claim)")
         floor = 1 / (1 + tolerance)
         holds_from = 1.0 if tolerance > max_restated else floor
         if tolerance > max_restated and low > 1:  # too noisy to test the tolerance, but A won outright
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}, too much to test a cost of {no_worse_than:.0%}, "
-                          f"but the whole range lies above 1: no cost at all")]  # replaces the restated note, if any
+                          f"but the whole range lies above 1, a win: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS
         elif tolerance > max_restated:  # a claim this weak says nothing: the pairs cannot decide
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: a cost would have to exceed {tolerance:.0%} "
@@ -315,7 +314,7 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         reason = (f"the same work ran {middle:.2f}x faster one way, which no way of running it can do: the other way "
                   "was slowed, so no cost can be read from these pairs")
     if reason is not None:  # a note that states a result would contradict "cannot be seen": it keeps the figures only
-        notes = [n.replace("but the whole range lies above 1: no cost at all",
+        notes = [n.replace("but the whole range lies above 1, a win: no cost at all",
                            "and though the whole range lies above 1, these conditions make that no result") for n in notes]
         notes = [n for n in notes if not n.startswith("restated:")]  # no claim was tested: none restated either
         verdict, notes = CANNOT_SEE, [f"{CANNOT_SEE}: {reason}"] + notes
@@ -327,7 +326,7 @@ def _from_the_other_side(mirror: Verdict) -> Verdict:
     """A verdict decided on inverted ratios (B's advantage), printed from A's side as an upper-bound claim."""
     notes = (mirror.notes.replace("test a cost of", "test a lead of").replace("only a cost above", "only a lead above")
              .replace("a cost would have to", "a lead would have to").replace("'no worse by more than", "'ahead by no more than")
-             .replace("lies above 1: no cost at all", "lies below 1: not ahead at all")
+             .replace("lies above 1, a win: no cost at all", "lies below 1: not ahead at all")
              .replace("lies above 1, these", "lies below 1, these"))
     return dataclasses.replace(mirror, ratio=1 / mirror.ratio, low=1 / mirror.high, high=1 / mirror.low, notes=notes,
                                holds_from=None if mirror.holds_from is None else 1 / mirror.holds_from, upper=True)
