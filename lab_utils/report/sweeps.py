@@ -120,12 +120,21 @@ WAITED_FACTOR = 10.0  # the all-reduce in the step may take this many times its 
 
 
 def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0,
-                           waited_factor: float = WAITED_FACTOR) -> list[detectors.Flag]:
+                           waited_factor: float = WAITED_FACTOR,
+                           busy_cores: tuple[float, int] | None = None) -> list[detectors.Flag]:
     """A warning when the same all-reduce was faster inside a DDP step than alone, by more than `factor` (in the step
     it also waits for the slower rank, so it can take longer than alone, never much less); or slower in the step by
-    more than `waited_factor`: then the step's figure measures how late the other rank was, not the communication."""
+    more than `waited_factor`: then the step's figure measures how late the other rank was, not the communication.
+    `busy_cores` (others' mean cores, cores): where that load cannot explain the first gap, it is the ranks' wake-up
+    (alone, each rank idles between messages; in the step both cores are busy): a note, and the step's figure stands."""
     if in_step_s <= 0 or alone_s <= 0:
         return []
+    if alone_s / in_step_s > factor and busy_cores is not None and (
+            detectors.load_reach(*busy_cores) < alone_s / in_step_s):
+        return [detectors.note(f"alone it took {alone_s / in_step_s:.1f}x the step's figure, with other programs on "
+                               f"{busy_cores[0]:.1f} of {busy_cores[1]:g} cores, too few to explain it: alone, each "
+                               "rank idles between messages and waits for its core to wake (the wake-up that moves lab 06's small all-reduces); in the "
+                               "step both ranks are busy, so the step's figure is the one a step pays")]
     if alone_s / in_step_s > factor:
         return detectors.disagree(alone_s, in_step_s, factor=factor, what="the same gradients' all-reduce",
                                   second="in the DDP step",
