@@ -26,3 +26,13 @@ def test_the_ratio_is_named_all_reduce_wait_over_compute():
     assert "all-reduce wait / compute" in source and "transfer / compute" in source
     assert "communication / compute" not in source
     assert "busy_cores=ar_busy" in source
+
+
+def test_half_the_batch_in_more_than_half_the_time_names_the_fixed_cost():
+    """Learner s9j, cell 16: the digits CNN at batch 32 took 82 % of batch 64's time, unexplained."""
+    from lab_utils.labs.lab10.lesson import fixed_cost_line
+
+    said = fixed_cost_line("digits CNN", 32, 1.27e-3, 64, 1.55e-3)  # the learner's run
+    assert "82% of batch 64's time" in said and "fixed cost of 0.99 ms per step" in said and "(78% of" in said
+    said = fixed_cost_line("CNN-3conv", 128, 20.56e-3, 256, 50.20e-3)  # more than twice: no fixed cost to read
+    assert "no fixed cost" in said
