@@ -36,3 +36,24 @@ def test_half_the_batch_in_more_than_half_the_time_names_the_fixed_cost():
     assert "82% of batch 64's time" in said and "fixed cost of 0.99 ms per step" in said and "(78% of" in said
     said = fixed_cost_line("CNN-3conv", 128, 20.56e-3, 256, 50.20e-3)  # more than twice: no fixed cost to read
     assert "no fixed cost" in said
+
+
+def test_the_amdahl_exercise_shows_a_multi_point_set_that_tells_the_fit_from_its_mistakes():
+    """Learner s9j, exercise 2: on 2 cores the fit met one row. The cell after the check shows a synthetic set of four
+    device counts; on it the right fit and the plausible wrong ones give different figures."""
+    import ast
+    import re
+
+    import numpy as np
+
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    demo = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("BIGGER = "))
+    bigger = ast.literal_eval(re.match(r"BIGGER = (\[.*?\])", demo).group(1))
+    assert sorted({n for n, _ in bigger}) == [2, 4, 8, 16]
+    right = report.fit_serial_fraction(bigger)
+    assert abs(right - 0.10) < 0.01  # the text says s = 0.10 plus noise
+    own = [(1 / sp - 1 / n) / (1 - 1 / n) for n, sp in bigger]
+    assert abs(np.mean(own) - right) > 3e-3 and abs(own[0] - right) > 3e-3  # the mean of own s, the first point
+    assert "fit_serial_fraction(BIGGER)" in demo
+    text = "".join(c.source for c in cells if c.cell_type == "markdown")
+    assert "it projects the law, it cannot test it" in text
