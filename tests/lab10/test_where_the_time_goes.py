@@ -75,3 +75,15 @@ def test_the_fit_reads_the_medians_the_table_does_not_flag():
     assert not everything.readable(everything.contradictions(sizes, seconds, 2))
     unflagged = report.fit_allreduce([sizes[i] for i in kept], [seconds[i] for i in kept], 2)
     assert unflagged.readable(unflagged.contradictions([sizes[i] for i in kept], [seconds[i] for i in kept], 2))
+
+
+def test_a_long_footnote_wraps_and_the_two_labs_table_uses_footnotes():
+    """Learner s9j, lab 10 cell 12: the one-workload-two-labs note was one line of about 450 characters."""
+    from lab_utils.report import compared
+
+    note = "CNN-3conv/synthetic28 step, batch 256, 1 rank(s) was measured twice by two labs' runs 62 s apart " * 4
+    wrapped = compared.textwrap.fill(f"[1] {note}", compared.FLAG_WIDTH, subsequent_indent="    ",
+                                     break_on_hyphens=False, break_long_words=False)
+    assert max(len(line) for line in wrapped.splitlines()) <= compared.FLAG_WIDTH
+    assert "this_host=hw.host, short=True) if shared else" in lab10_source()
+    assert "break_long_words=False)" in open(compared.__file__).read()
