@@ -274,15 +274,16 @@ def degenerate_fit(slope: float | None, what: str = "bandwidth") -> list[Flag]:
 FIT_MISS = 2.0  # a fitted line more than this factor from a point it was fitted to does not describe that point
 
 
-def fit_misses(measured, fitted, names, *, what: str = "bandwidth", factor: float = FIT_MISS) -> list[Flag]:
+def fit_misses(measured, fitted, names, *, what: str = "bandwidth", factor: float = FIT_MISS,
+               cause: str = "a busy machine") -> list[Flag]:
     """A fit whose line lies more than `factor` from any of its own points (measured vs fitted, same order; `names`
-    name the points): what the fit gives (`what`) cannot be read from it."""
+    name the points): what the fit gives (`what`) cannot be read from it; `cause`: what moved the medians."""
     off = [(n, m, f) for n, m, f in zip(names, measured, fitted) if m > 0 and f > 0 and max(m / f, f / m) > factor]
     if not off:
         return []
     shown = ", ".join(f"{n} {m * 1e3:.3g} ms against {f * 1e3:.3g}" for n, m, f in off)
     return [Flag(Kind.NO_FIT, f"the fitted line misses its own points by more than {factor:g}x ({shown}): no {what} "
-            f"{NO_FIT}; the medians do not follow one straight line here (a busy machine), so read them, not the fit")]
+            f"{NO_FIT}; the medians do not follow one straight line here ({cause}), so read them, not the fit")]
 
 
 def _apart(longer_s: float, longer_spread: float | None, shorter_s: float, shorter_spread: float | None) -> bool:
@@ -296,11 +297,12 @@ LESS_TIME_TOLERANCE = 0.10  # more work may take up to 10 % less time before it 
 def more_work_less_time(small_work: float, small_s: float, large_work: float, large_s: float, *,
                         what: str = "work", tolerance: float = LESS_TIME_TOLERANCE, small_spread: float | None = None,
                         large_spread: float | None = None, show=None,
-                        busy_cores: tuple[float, int] | None = None) -> list[Flag]:
+                        busy_cores: tuple[float, int] | None = None, quiet_cause: str | None = None) -> list[Flag]:
     """More work that took less time, by more than `tolerance` (a fraction of small_s) and, where the spreads of the
     repeats are given, beyond them (each median +- half its spread): one of the medians is off. `show` writes an amount
     of work as the table beside the flag does (e.g. bytes as KiB); by default '<amount> <what>'. `busy_cores`:
-    (others' mean cores, cores) measured over the window: the flag then names the cause that load can or cannot be."""
+    (others' mean cores, cores) measured over the window: the flag then names the cause that load can or cannot be;
+    `quiet_cause`: what theory says moves such a time where that load cannot (e.g. the ranks' wake-up)."""
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
     if not _apart(small_s, small_spread, large_s, large_spread):
@@ -310,10 +312,10 @@ def more_work_less_time(small_work: float, small_s: float, large_work: float, la
             return f"{amount:g} {what}"
     return [Flag(Kind.LESS_TIME, f"{show(large_work)} took less time ({large_s * 1e3:.3g} ms) than {show(small_work)} "
             f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off "
-            f"({_slowed_by(small_s / large_s, busy_cores)}) and ratios built on them are suspect")]
+            f"({_slowed_by(small_s / large_s, busy_cores, quiet_cause)}) and ratios built on them are suspect")]
 
 
-def _slowed_by(gap: float, busy_cores: tuple[float, int] | None) -> str:
+def _slowed_by(gap: float, busy_cores: tuple[float, int] | None, quiet_cause: str | None = None) -> str:
     """What slowed a median `gap` times beyond its neighbour: a busy machine, unless the measured load cannot reach it."""
     if busy_cores is None:
         return "a busy machine"
@@ -322,8 +324,11 @@ def _slowed_by(gap: float, busy_cores: tuple[float, int] | None) -> str:
     if gap <= reach:
         return (f"other programs used {others:.1f} of {cores:g} cores while it was measured, enough to move a time "
                 f"{reach:.2f}x: a busy machine")
-    return (f"other programs used {others:.1f} of {cores:g} cores on average while it was measured, too little to "
-            f"slow a median {gap:.1f}x unless it came in bursts: something ran in bursts the mean hides, or the "
+    too_little = (f"other programs used {others:.1f} of {cores:g} cores on average while it was measured, too little "
+                  f"to slow a median {gap:.1f}x")
+    if quiet_cause:
+        return f"{too_little}: not the load; {quiet_cause}"
+    return (f"{too_little} unless it came in bursts: something ran in bursts the mean hides, or the "
             "ranks waited for each other's time slices")
 
 

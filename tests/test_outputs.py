@@ -357,6 +357,8 @@ def test_every_results_row_names_a_registered_workload(path):
 
 # lab 10 lists the verdicts of verdicts.csv: "  lab 02 CLAIM [WORKLOAD]: 0.99x (range 0.95-1.06, 24 pairs) -> holds"
 REPORTED_VERDICT = re.compile(r"^\s*lab \d\d (?P<claim>.+?): \d+\.\d\dx \(range .*\) -> ")
+# ... grouped by lab, outcome first: "  holds: CLAIM [WORKLOAD]: 0.99x (range 0.95-1.06, 24 pairs); above 1 ..."
+REPORTED_GROUPED = re.compile(r"^  (?:holds|reversed|not distinguishable here): (?P<claim>.+?): \d+\.\d\dx \(range ")
 
 
 def unnamed_verdicts(path) -> list[str]:
@@ -366,7 +368,7 @@ def unnamed_verdicts(path) -> list[str]:
     for i, _, out in cells_of(path):
         lines = out.splitlines()
         for j, line in enumerate(lines):
-            v = verdict_at(lines, j) or REPORTED_VERDICT.match(line)
+            v = verdict_at(lines, j) or REPORTED_VERDICT.match(line) or REPORTED_GROUPED.match(line)
             if not v:
                 continue
             claim, named = split_workload(v["claim"])
@@ -387,14 +389,15 @@ def verdict_calls_without_workload(source: str) -> list[int]:
 
 def test_the_verdict_checks_catch_a_line_and_a_call_that_name_no_workload():
     line = ("verdict, 1F1B vs GPipe, M=8{}: 1.09x (above 1 favours 1F1B; range 1.07-1.14 over 30 paired repeats) -> holds\n"
-            "verdict, c{} (e): cannot be seen here: busy. Rerun with nothing else running\n  lab 04 c{}: 1.09x (range 1.07-1.14, 30 pairs) -> holds\n")
+            "verdict, c{} (e): cannot be seen here: busy. Rerun with nothing else running\n  lab 04 c{}: 1.09x (range 1.07-1.14, 30 pairs) -> holds\n"
+            "  holds: c{}: 1.09x (range 1.07-1.14, 30 pairs); above 1 favours 1F1B\n")
     import tempfile
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "nb.ipynb"
-        for named, found in ((f" [{workloads.PIPELINE.name}]", 0), ("", 3), (" [speed test]", 3),
+        for named, found in ((f" [{workloads.PIPELINE.name}]", 0), ("", 4), (" [speed test]", 4),
                              (f" [{workloads.PRECISION.name} & {workloads.PRECISION_WIDE.name}]", 0)):
             cell = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("stream", name="stdout",
-                                                                             text=line.format(named, named, named))])
+                                                                             text=line.format(*[named] * 4))])
             nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
             assert len(unnamed_verdicts(path)) == found, (named, unnamed_verdicts(path))
     assert split_workload(f"DDP vs DataParallel (gloo) [{workloads.LAUNCHED_3CONV.name}] (e)") == \

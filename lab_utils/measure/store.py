@@ -29,6 +29,8 @@ class AllReduceSweep:
     host: str = ""
     cpu_model: str = ""
     timestamp: str = ""
+    others: float | None = None  # other programs' mean cores over the sweep (None: an older record, not measured)
+    cores: int = 0               # the cores they were counted against
 
 
 class Store:

@@ -378,7 +378,9 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                      f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
         lines += [f"      note: {said(note)}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
-    lines += [f"[{k}] {note}" for note, k in footnotes.items()]
+    lines += [textwrap.fill(f"[{k}] {note}", FLAG_WIDTH, subsequent_indent="    ", break_on_hyphens=False,
+                            break_long_words=False)
+              for note, k in footnotes.items()]  # a footnote wraps as the flags do
     flags = table_lines([c.flags for c in compared], [flag_name(c, n) for c, n in zip(compared, names)])
     lines += flags  # measure.table_lines wraps each at measure.lines.WIDTH (under FLAG_WIDTH)
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")

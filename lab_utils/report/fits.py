@@ -116,13 +116,19 @@ class AllReduceFit:
         """The message size at which the two terms are equal: 2 (N - 1) alpha = 2 (N - 1) / N x bytes / B."""
         return devices * self.latency_s * self.bus_bandwidth
 
-    def contradictions(self, sizes, seconds, devices: int) -> list[detectors.Flag]:
+    def contradictions(self, sizes, seconds, devices: int,
+                       busy_cores: tuple[float, int] | None = None) -> list[detectors.Flag]:
         """A fit whose line misses its own points (detectors.fit_misses), or whose latency term alone exceeds a measured
-        all-reduce (by 10 %): it contradicts the data it came from."""
+        all-reduce (by 10 %): it contradicts the data it came from. `busy_cores`: (others' mean cores, cores) over the
+        sweep: a load too light to move a median FIT_MISS times is not named as the cause (the ranks' wake-up is)."""
         floor = 2 * (devices - 1) * self.latency_s
         fastest = min(float(t) for t in seconds)
+        quiet = busy_cores is not None and detectors.load_reach(*busy_cores) < detectors.FIT_MISS
+        cause = (f"other programs used {busy_cores[0]:.1f} of {busy_cores[1]:g} cores, too few to move a median "
+                 f"{detectors.FIT_MISS:g}x: not the load but the ranks' wake-up, which moves a small all-reduce up to "
+                 "10x between runs" if quiet and busy_cores is not None else "a busy machine")
         missed = detectors.fit_misses([float(t) for t in seconds], [self.seconds(s, devices) for s in sizes],
-                                      [_size_name(s) for s in sizes])
+                                      [_size_name(s) for s in sizes], cause=cause)
         if floor <= 1.1 * fastest:
             return missed
         return missed + [detectors.Flag(detectors.Kind.CONTRADICT,

@@ -13,10 +13,14 @@ from ..measure.store import SWEEPS_JSON
 SWEEP_MAX_AGE_S = 6 * 3600
 
 
-def save_allreduce(lab: str, sizes, seconds, spreads, devices: int, backend: str, directory=None) -> Path:
-    """Keep an all-reduce sweep (message bytes, median seconds, spreads) in the results store for another lab."""
+def save_allreduce(lab: str, sizes, seconds, spreads, devices: int, backend: str, directory=None,
+                   busy_cores: tuple[float, int] | None = None) -> Path:
+    """Keep an all-reduce sweep (message bytes, median seconds, spreads) in the results store for another lab;
+    `busy_cores`: (others' mean cores, cores) over its window, so the lab that reuses it reads its flags' cause."""
+    others, cores = busy_cores if busy_cores is not None else (None, 0)
     return store(directory).append(AllReduceSweep(lab, backend, devices, tuple(int(n) for n in sizes),
-                                         tuple(float(t) for t in seconds), tuple(float(v) for v in spreads)))
+                                         tuple(float(t) for t in seconds), tuple(float(v) for v in spreads),
+                                         others=None if others is None else float(others), cores=int(cores)))
 
 
 def recent_allreduce(devices: int, backend: str, directory=None, max_age_s: float = SWEEP_MAX_AGE_S) -> dict | None:
@@ -58,20 +62,27 @@ def kib(nbytes: float) -> str:
     return f"{nbytes / 1024:g} KiB"
 
 
+# what moves a small all-reduce's median on a quiet machine: theory, said where the load cannot explain a flag
+WAKE_UP = ("a small all-reduce's time is mostly the ranks waking each other up: it moves up to 10x between runs with "
+           "whether the scheduler put the two ranks on one core or on two (a core that idled between messages wakes "
+           "late), not with the message size")
+
+
 def allreduce_flags(sizes, seconds, spreads=None, busy_cores=None) -> list[list[detectors.Flag]]:
     """Per message size, its flags (detectors.more_work_less_time, the one rule every lab applies to more work in
     less time): a larger message took more than 10 % less time beyond the spreads of both medians' repeats, or less
     than HALF_THE_TIME of it whatever the spreads (repeats this scattered would otherwise excuse any median).
-    `busy_cores`: (others' mean cores, cores) over the sweep's window: the flags' cause fits that load."""
+    `busy_cores`: (others' mean cores, cores) over the sweep's window: the flags' cause fits that load (WAKE_UP where
+    it is too light to explain them)."""
     spreads = list(spreads) if spreads is not None else [None] * len(sizes)
     result = []
     for i, (nbytes, s, spread) in enumerate(zip(sizes, seconds, spreads)):
         said = []
         for m, t, sp in zip(sizes[i + 1:], seconds[i + 1:], spreads[i + 1:]):
             said = (detectors.more_work_less_time(nbytes, s, m, t, small_spread=spread, large_spread=sp, show=kib,
-                                                  busy_cores=busy_cores)
+                                                  busy_cores=busy_cores, quiet_cause=WAKE_UP)
                     or detectors.more_work_less_time(nbytes, s, m, t, tolerance=1 - HALF_THE_TIME, show=kib,
-                                                     busy_cores=busy_cores))
+                                                     busy_cores=busy_cores, quiet_cause=WAKE_UP))
             if said:
                 break
         result.append(said)
@@ -109,12 +120,21 @@ WAITED_FACTOR = 10.0  # the all-reduce in the step may take this many times its 
 
 
 def allreduce_disagreement(alone_s: float, in_step_s: float, factor: float = 2.0,
-                           waited_factor: float = WAITED_FACTOR) -> list[detectors.Flag]:
+                           waited_factor: float = WAITED_FACTOR,
+                           busy_cores: tuple[float, int] | None = None) -> list[detectors.Flag]:
     """A warning when the same all-reduce was faster inside a DDP step than alone, by more than `factor` (in the step
     it also waits for the slower rank, so it can take longer than alone, never much less); or slower in the step by
-    more than `waited_factor`: then the step's figure measures how late the other rank was, not the communication."""
+    more than `waited_factor`: then the step's figure measures how late the other rank was, not the communication.
+    `busy_cores` (others' mean cores, cores): where that load cannot explain the first gap, it is the ranks' wake-up
+    (alone, each rank idles between messages; in the step both cores are busy): a note, and the step's figure stands."""
     if in_step_s <= 0 or alone_s <= 0:
         return []
+    if alone_s / in_step_s > factor and busy_cores is not None and (
+            detectors.load_reach(*busy_cores) < alone_s / in_step_s):
+        return [detectors.note(f"alone it took {alone_s / in_step_s:.1f}x the step's figure, with other programs on "
+                               f"{busy_cores[0]:.1f} of {busy_cores[1]:g} cores, too few to explain it: alone, each "
+                               "rank idles between messages and waits for its core to wake (the wake-up that moves lab 06's small all-reduces); in the "
+                               "step both ranks are busy, so the step's figure is the one a step pays")]
     if alone_s / in_step_s > factor:
         return detectors.disagree(alone_s, in_step_s, factor=factor, what="the same gradients' all-reduce",
                                   second="in the DDP step",

@@ -136,3 +136,23 @@ def test_learner_s9c_mistakes_are_named_not_raised():
     def fit_serial_fraction(points):  # 1 - the mean efficiency
         return float(1 - np.mean([s / n for n, s in points]))
     assert fails(fit_serial_fraction, "1 minus the mean efficiency")
+
+
+def test_fit_serial_fraction_learner_s9j_mistakes_are_named():
+    """Learner s9j: a polyfit with an intercept clipped to 0..1, and a straight line through S (not 1/S), got the
+    generic 'Amdahl: 1/S = s + (1 - s)/N is linear in s' hint."""
+    import numpy as np
+
+    def fit_serial_fraction(points):  # polyfit with an intercept on 1 - 1/N, then clipped
+        return float(np.clip(np.polyfit([1 - 1 / n for n, _ in points], [1 / s for _, s in points], 1)[0], 0, 1))
+    assert fails(fit_serial_fraction, "No intercept") and fails(fit_serial_fraction, "do not clip")
+
+    def fit_serial_fraction(points):  # polyfit's intercept on 1/N, clipped
+        return float(np.clip(np.polyfit([1 / n for n, _ in points], [1 / s for _, s in points], 1)[1] - 1, 0, 1))
+    assert fails(fit_serial_fraction, "do not clip")
+
+    def fit_serial_fraction(points):  # least squares on S through the origin
+        x = np.array([1 - 1 / n for n, _ in points])
+        y = np.array([s for _, s in points])
+        return float(x @ y / (x @ x))
+    assert fails(fit_serial_fraction, "speedups S themselves")

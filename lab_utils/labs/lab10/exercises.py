@@ -135,6 +135,43 @@ def _fit_on_speedups(points) -> float:
     return float(grid[int(np.argmin(errors))])
 
 
+def _lines(points, ys):
+    """Every coefficient a line y = a x (+ b) fitted to `ys` gives, for x = 1/N and x = 1 - 1/N: (name, value)."""
+    import numpy as np
+
+    found = []
+    for x in ([1 / n for n, _ in points], [1 - 1 / n for n, _ in points]):
+        xs = np.array(x)
+        slope, intercept = np.polyfit(xs, ys, 1)
+        found += [("slope", float(slope)), ("intercept", float(intercept)), ("slope", float(xs @ ys / (xs @ xs)))]
+    return found
+
+
+def _lines_on_speedups(points) -> list[float]:
+    """The s a straight line through the speedups S (not 1/S) gives: the plausible 'least squares on S'."""
+    import numpy as np
+
+    speedups = np.array([s for _, s in points])
+    return [v for ys in (speedups, speedups - np.array([1 / n for n, _ in points])) for _, v in _lines(points, ys)]
+
+
+def _clipped_line(got: float, points) -> str:
+    """The hint for a line with an intercept (np.polyfit(..., 1)) whose coefficient was clipped to 0..1, else ''."""
+    import numpy as np
+
+    inverse = np.array([1 / s for _, s in points])
+    for name, value in _lines(points, inverse):
+        if not 0.0 <= value <= 1.0 and abs(got - min(max(value, 0.0), 1.0)) <= 1e-3:
+            return (f"that is a line's {name} ({value:.3f}) clipped to {got:g}: two things to undo. No intercept: Amdahl "
+                    "ties the line's two terms (1/S = s + (1 - s)/N), so fit the one unknown s to 1/S - 1/N = "
+                    "s (1 - 1/N) through the origin. And do not clip: a fit outside 0..1 is how rows say they "
+                    "contradict Amdahl's law")
+    if got in (0.0, 1.0):
+        return (f"you returned exactly {got:g}: is it clipped to 0..1? Do not clip, and fit s alone (no intercept) to "
+                "1/S - 1/N = s (1 - 1/N)")
+    return ""
+
+
 def _serial_judge(answers, references, points):
     import numpy as np
 
@@ -155,6 +192,9 @@ def _serial_judge(answers, references, points):
     if abs(got - float(np.mean(per_point))) <= 1e-3 or abs(got - float(np.median(per_point))) <= 1e-3:
         return 0.0, ("that averages each point's own s: least squares weighs a point by how much its N says about s "
                      "((1 - 1/N)^2), so fit one s to all the points at once")
+    clipped = _clipped_line(got, points)
+    if clipped:
+        return 0.0, clipped
     slope, intercept = np.polyfit([1 / n for n, _ in points], [1 / s for _, s in points], 1)
     if abs(got - intercept) <= 2e-3 or abs(got - (1 - slope)) <= 2e-3:
         return 0.0, ("that fits a line 1/S = a + b/N with a free slope; Amdahl ties them (a = s, b = 1 - s): one "
@@ -162,7 +202,7 @@ def _serial_judge(answers, references, points):
     if abs(got - (1 - float(np.mean([s / n for n, s in points])))) <= 1e-3:
         return 0.0, ("that is 1 minus the mean efficiency (S/N): efficiency falls with N even when s is fixed, so it "
                      "is not the serial share; Amdahl's s comes from 1/S = s + (1 - s)/N, fitted to all the points")
-    if abs(got - _fit_on_speedups(points)) <= 2e-3:
+    if any(abs(got - fitted) <= 2e-3 for fitted in [_fit_on_speedups(points), *_lines_on_speedups(points)]):
         return 0.0, ("that fits the speedups S themselves; Amdahl is linear in 1/S, not in S: least squares on "
                      "1/S - 1/N = s (1 - 1/N)")
     return 0.0, "Amdahl: 1/S = s + (1 - s)/N is linear in s; fit s to all points by least squares"

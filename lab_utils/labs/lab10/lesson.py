@@ -10,7 +10,7 @@ import torch.distributed as dist
 from lab_utils import measure, report
 from lab_utils.launch import process_group
 
-__all__ = ['speedup_and_efficiency', 'allreduce_worker', 'amdahl_rows', 'one_configuration']
+__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'allreduce_worker', 'amdahl_rows', 'one_configuration']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
@@ -22,7 +22,20 @@ def speedup_and_efficiency(row, baseline):
     return speedup, speedup / hardware_ratio
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 18 (id d37f68c4) ------------------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 17 (id fixed-cost-line) -----------------------------------------------
+
+def fixed_cost_line(name, small, small_s, large, large_s):
+    """What a straight line through two batches' step times says: the per-step cost that does not grow with the batch."""
+    per_image = (large_s - small_s) / (large - small)
+    fixed = small_s - per_image * small  # time = fixed + per_image x batch, through both points
+    said = f"{name}: batch {small} took {small_s / large_s:.0%} of batch {large}'s time"
+    if fixed <= 0 or per_image <= 0:
+        return f"{said}: no fixed cost per step shows (the time grows at least in proportion to the batch)"
+    return (f"{said}: a line through the two gives a fixed cost of {fixed * 1e3:.2f} ms per step "
+            f"({fixed / small_s:.0%} of batch {small}'s step), which halving the batch does not halve")
+
+
+# ---- solutions/10_scaling_report.ipynb, cell 20 (id d37f68c4) ------------------------------------------------------
 
 def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
     """Time all_reduce of float32 tensors of byte `sizes` as lab 06 times its sweep: per size, the median over
@@ -49,7 +62,7 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
             "seconds": medians, "spreads": spreads, "calls": counts}
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 28 (id f657a4f5) ------------------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 30 (id f657a4f5) ------------------------------------------------------
 
 DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")  # the strategies Amdahl's fit reads
 

@@ -1,0 +1,59 @@
+"""Lab 06's all-reduce sweep on a quiet machine (issue 51, s10-f2): every size in every round, and a flag or a refused
+fit that names the ranks' wake-up, not a busy machine, where the measured load was too light to explain it."""
+import nbformat
+
+from lab_utils import detectors, report
+from lab_utils.labs.lab06 import lesson
+from lab_utils.launch import launch
+
+QUIET, BUSY = (0.05, 2), (1.5, 2)  # (others' mean cores, cores)
+SIZES = [4096, 16384, 65536, 1 << 20]
+INVERTED = [0.9e-3, 0.25e-3, 0.3e-3, 0.9e-3]  # lab 06's committed quiet run: 16 KiB faster than 4 KiB by 3.5x
+
+
+def test_a_quiet_sweep_whose_small_sizes_invert_names_the_wake_up_not_a_busy_machine():
+    said = report.allreduce_flags(SIZES, INVERTED, [0.6, 0.6, 0.6, 0.6], busy_cores=QUIET)
+    text = str(said[0][0])
+    assert "busy machine" not in text and "not the load" in text and "waking each other up" in text
+    assert all(not flags for flags in said[1:])
+
+
+def test_a_busy_sweep_still_names_the_load():
+    said = report.allreduce_flags(SIZES, INVERTED, [0.6, 0.6, 0.6, 0.6], busy_cores=BUSY)
+    assert "a busy machine" in str(said[0][0]) and "waking" not in str(said[0][0])
+
+
+def test_a_refused_fit_on_a_quiet_sweep_names_the_wake_up():
+    sizes, seconds = [4096, 65536, 1 << 20, 1 << 24], [4e-3, 0.3e-3, 1e-3, 60e-3]
+    fit = report.fit_allreduce(sizes, seconds, 2)
+    quiet = " ".join(str(f) for f in fit.contradictions(sizes, seconds, 2, QUIET))
+    busy = " ".join(str(f) for f in fit.contradictions(sizes, seconds, 2, BUSY))
+    assert detectors.NO_FIT in quiet and "wake-up" in quiet and "busy machine" not in quiet
+    assert "a busy machine" in busy and "a busy machine" in " ".join(map(str, fit.contradictions(sizes, seconds, 2)))
+
+
+def test_the_sweep_keeps_its_load_for_lab_10(isolated_results):
+    report.save_allreduce("06", SIZES, INVERTED, [0.6] * 4, 2, "gloo", isolated_results, busy_cores=QUIET)
+    kept = report.recent_allreduce(2, "gloo", isolated_results)
+    assert kept is not None and (kept["others"], kept["cores"]) == QUIET
+    report.save_allreduce("06", SIZES, INVERTED, [0.6] * 4, 2, "gloo", isolated_results)  # an older lab 06
+    assert report.recent_allreduce(2, "gloo", isolated_results)["others"] is None
+
+
+def test_lab_06_and_lab_10_pass_the_sweeps_load_to_its_flags():
+    lab06 = "".join(c.source for c in nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells)
+    assert "allreduce_flags(sizes, medians[name], spreads[name], busy_cores)" in lab06
+    assert "contradictions(sizes, medians[name], world_size, busy_cores)" in lab06
+    lab10 = "".join(c.source for c in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells)
+    assert 'lab06_sweep["others"]' in lab10 and "busy_cores=sweep_busy" in lab10
+
+
+def test_the_timing_worker_times_every_size_in_every_round():
+    """Sizes timed one after the other gave the first size the cold start (quiet probe, 2 ranks over gloo: 4 KiB
+    1.6 ms first, 0.23 ms last); the worker now times every size of both in each round."""
+    ranks = launch(lesson.timing_worker, 2, args=([4096, 16384], 3), timeout=60)
+    assert set(ranks[0]) == {4096, 16384}
+    assert all(len(r[s][name]) == 3 for r in ranks for s in r for name in ("ring", "library"))
+    source = "".join(c.source for c in nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+                     if "def timing_worker" in c.source)
+    assert "time_interleaved(fns," in source and "fns[name, nbytes]" in source
