@@ -3,6 +3,7 @@ table that prints them."""
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
