@@ -818,3 +818,14 @@ def test_in_ipython_the_load_is_said_once_per_cell_executed():
     first, second = out.stdout.split("---\n")
     assert first.count(RERUN_WORDS) == 1 and first.rstrip().endswith(f"cannot be seen here: {printed.LOAD_ABOVE}"), out
     assert second.count(RERUN_WORDS) == 1 and printed.LOAD_ABOVE not in second, out
+
+
+def test_flagged_never_breaks_the_labs_own_line_only_its_warnings():
+    """Learner s10f, lab 08 cells 35/56: a long table row with no flag printed its last column on a line of its own."""
+    from lab_utils.measure import lines
+
+    row = "async x4 " + "  ".join(f"{i:>8,}" for i in range(14))  # longer than lines.WIDTH
+    assert len(row) > lines.WIDTH and measure.flagged(row, []) == row
+    flagged = measure.flagged(row, [detectors.note("the same work ran 3x faster " * 6)]).splitlines()
+    assert flagged[0] == row and all(line.startswith(lines.HANG) for line in flagged[1:]), flagged
+    assert max(len(line) for line in flagged[1:]) <= lines.LONGEST

@@ -68,10 +68,10 @@ def flagged(text: str, warnings) -> str:
     new = [p for p in said if p.startswith(detectors.FLAG)]
     one = text + (f"  (note: {notes[0]})" if notes else "") + (f"  {above[0]}" if above else "") + \
         (f"  {new[0]}" if new else "")
-    if "\n" not in text and len(one) <= lines.WIDTH:
-        return one
+    if not said or ("\n" not in text and len(one) <= lines.WIDTH):
+        return one  # a line without warnings is the lab's own (a table row): never broken here
     head = f"{text}  {above[0]}" if above and "\n" not in text else text
-    return lines.stacked(head, [p for p in said if p not in above or "\n" in text])
+    return "\n".join([head] + [lines.wrap(lines.HANG + p) for p in said if p not in above or "\n" in text])
 
 
 def table_row(text: str, warnings) -> str:
