@@ -133,6 +133,10 @@ def edited(old, new):
 def test_sbatch_header_wrong_answers_fail_with_their_hint():
     hours = edited(lambda r: f"--time={slurm_time(r['minutes'])}", lambda r: f"--time={r['minutes'] // 60}:{r['minutes'] % 60:02d}")
     assert fails(hours, "MINUTES:SECONDS")
+    # learner s10d: '00:90' (one colon, 90 as seconds) was told 'a bare --time number is minutes, not hours'
+    one_colon = edited(lambda r: f"--time={slurm_time(r['minutes'])}", lambda r: f"--time=00:{r['minutes']}")
+    assert fails(one_colon, "--time=00:90 has one colon: Slurm reads it as MINUTES:SECONDS, 00 min 90 s")
+    assert "a bare --time number" not in check(one_colon).message
     megabytes = edited(lambda r: f"--mem={r['mem_gb']}G", lambda r: f"--mem={r['mem_gb']}")
     assert fails(megabytes, "a bare number is megabytes")
     total_tasks = edited(lambda r: "--ntasks-per-node=", lambda r: "--ntasks=")
@@ -186,6 +190,9 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert "where the first one died" not in check(resume_edit({'step = state["step"]': 'step = state["step"] + 1'})).message
     assert fails(resume_edit({"if step % every == 0:": "if step % every == 0 or step == stop_at:"}),
                  "where the first one died")
+    # learner s10d: returning before the stop_at step's checkpoint passed (the text asks for it)
+    before = resume_edit({"if step % every == 0:": "if step == stop_at:\n            break\n        if step % every == 0:"})
+    assert fails(before, "must write step 8's checkpoint before it stops")
     # learner s6C: stops right but returns ran = steps; the message must not only talk about stopping
     assert fails(resume_edit({'"ran": ran}': '"ran": steps}'}), "or `ran` is the total (steps) instead of the steps")
 

@@ -247,7 +247,12 @@ def _header_judge(got, expected, cases):
             if options["time"] in (f"{h}:{m:02d}", f"{h:02d}:{m:02d}"):
                 return 0.0, (f"--time={options['time']} is {options['time']} as MINUTES:SECONDS to Slurm; "
                              "hours need HH:MM:SS")
-            if abs(minutes * 60 - want["minutes"]) < 1e-6:
+            colons = options["time"].split("-")[-1].count(":")
+            if colons == 1 and "-" not in options["time"]:
+                m, s = options["time"].split(":")
+                return 0.0, (f"--time={options['time']} has one colon: Slurm reads it as MINUTES:SECONDS, {m} min "
+                             f"{s} s ({minutes:g} minutes), not {want['minutes']} minutes")
+            if colons == 0 and "-" not in options["time"] and abs(minutes * 60 - want["minutes"]) < 1e-6:
                 return 0.0, "a bare --time number is minutes, not hours"
             return 0.0, f"--time={options['time']} is {minutes:g} minutes, not {want['minutes']}"
         gpus = _gpus_per_node(options, want["nodes"])
@@ -274,8 +279,10 @@ SBATCH_HEADER = Exercise(
 # ---- train_resumable: checkpoint every N steps, resume to the uninterrupted weights ---------------------------------
 
 def _resume_cases(rng):
-    # the second case tells an off-by-one resume (from step 5) from a resume where the first job died (step 7)
-    fixed = [{"steps": 10, "every": 3, "stop_at": 7}, {"steps": 12, "every": 4, "stop_at": 7}]
+    # the second case tells an off-by-one resume (from step 5) from a resume where the first job died (step 7); the
+    # third dies at a checkpoint's step: a job that returns before writing it resumes a checkpoint early
+    fixed = [{"steps": 10, "every": 3, "stop_at": 7}, {"steps": 12, "every": 4, "stop_at": 7},
+             {"steps": 12, "every": 4, "stop_at": 8}]
     drawn = []
     for _ in range(2):
         every = rng.randint(2, 4)
@@ -402,7 +409,11 @@ def _resume_judge(got, expected, cases):
             return 0.0, (f"the resumed job started at step {last_checkpoint + 1}, one past the last checkpoint's "
                          f"(step {last_checkpoint}): the checkpoint stores the steps done, {last_checkpoint}, which is "
                          "also the index of the next step to train: continue from it, not from it + 1")
-        if g["resumed_ran"] == case["steps"] - case["stop_at"]:
+        if case["stop_at"] % case["every"] == 0 and g["resumed_ran"] == e["resumed_ran"] + case["every"]:
+            return 0.0, (f"with stop_at={case['stop_at']}, a multiple of every={case['every']}, the first job must "
+                         f"write step {case['stop_at']}'s checkpoint before it stops; yours stopped first, so the "
+                         f"resumed job redid {case['every']} steps from step {case['stop_at'] - case['every']}")
+        if g["resumed_ran"] != e["resumed_ran"] and g["resumed_ran"] == case["steps"] - case["stop_at"]:
             return 0.0, (f"the resumed job started at step {case['stop_at']}, where the first one died: it can only "
                          f"know step {last_checkpoint}, the last checkpoint (save every `every` steps, when step % every == 0)")
         if g["resumed_ran"] != e["resumed_ran"]:
