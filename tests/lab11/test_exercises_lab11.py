@@ -203,7 +203,26 @@ def test_train_resumable_taking_the_steps_done_as_the_batch_index_is_told_the_in
     one_based = resume_edit({"slurm.resume_step(model, optimizer, slurm.resume_batch(step))\n        step, ran = step + 1, ran + 1":
                              "step, ran = step + 1, ran + 1\n        slurm.resume_step(model, optimizer, slurm.resume_batch(step))"})
     assert fails(one_based, "the step of index s (0, 1, ...) on resume_batch(s)")
-    assert "index s (from 0)" in RESUME.hint and "s + 1 steps are done" in RESUME.hint
+    assert "s + 1 steps are done" in check(one_based).message
+
+
+def test_lab11_failures_lead_with_their_own_sentence_and_no_generic_hint():
+    """Learner s10d finding 10: a ~300-600 character Hint restating the exercise followed every FAIL."""
+    for name in ("rank_from_slurm", "sbatch_header", "train_resumable", "read_scheduler"):
+        assert exercises.get(name).hint == "", name
+    def rank_from_slurm(env):  # ints, not strings
+        return {k: 1 for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    result = check(rank_from_slurm)
+    assert not result and result.message.startswith("environment variables are strings") and "Hint" not in result.message
+
+
+def test_read_scheduler_missing_job_is_named_first_without_the_id_lists():
+    def read_scheduler(text):  # the TIMEOUT job left out
+        timed_out = next(line.split("|")[0] for line in text.splitlines() if "|TIMEOUT|" in line)
+        return {k: v for k, v in globals()["read_scheduler"](text).items() if k != timed_out}
+    result = check(read_scheduler)
+    assert not result and result.message.startswith("job ") and "has no answer" in result.message
+    assert "[" not in result.message and len(result.message) < 200, result.message
 
 
 # ---- read_scheduler -------------------------------------------------------------------------------------------------
