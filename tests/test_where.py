@@ -173,3 +173,14 @@ def test_a_notebook_cell_is_named_by_the_number_jupyter_shows_and_the_table_says
     rule = next(block for block in sanitize.split("\n\n") if "execution count" in block)
     regex = re.search(r"^regex: (.*)$", rule, re.M)[1]
     assert re.sub(regex, "X", "at Cell In[7], line 3; at cell [12], line 4") == "at X, line 3; at X, line 4"
+
+
+def test_a_rank_that_raised_before_a_call_is_named_as_the_cause_not_as_a_skip():
+    """Learner s10d (lab 11 cell 76): task 1 raised, yet the line listed a skipped collective, a rank not there yet
+    or a call the record does not see, and read '(failed (RuntimeError))'."""
+    reports = {0: {"calls": [call(1, "all_reduce"), call(2, "all_reduce", "failed (RuntimeError)")], "count": 2},
+               1: {"calls": [call(1, "all_reduce")], "count": 1, "line": ("tests/x.py", 17, "w")}}
+    text = where.first_difference(reports, {0: "raised RuntimeError", 1: "raised ValueError"})
+    assert "rank(s) [1] raised before call #2" in text and "the error is the cause" in text
+    assert "skipped a collective the others made" not in text and "(it failed: RuntimeError)" in text
+    assert "((" not in text and "))" not in text

@@ -291,6 +291,7 @@ def _checked(answer, seed: int) -> CheckResult:
     if _unwritten(answer, name):  # at once, without starting ranks that would each raise it
         return CheckResult(name, False, NOT_WRITTEN)
     inputs = exercise.cases(random.Random(seed))
+    hint = f". Hint: {exercise.hint}" if exercise.hint else ""  # none where every message names the mistake itself
     try:
         with conditions.not_measuring():  # its ranks are no measurement: a later record reads the lab's own windows
             raw = exercise.run(answer, inputs)
@@ -300,22 +301,22 @@ def _checked(answer, seed: int) -> CheckResult:
         if isinstance(exc, TimeoutError):  # a hang raised nothing: the launcher stopped it
             from ..launch import short_error
 
-            return CheckResult(name, False, f"your {name} did not finish: {short_error(exc, 400)}. Hint: {exercise.hint}")
+            return CheckResult(name, False, f"your {name} did not finish: {short_error(exc, 400)}{hint}")
         from ..launch.errors import StartedWhileImporting
 
         if isinstance(exc, (CannotRunHere, StartedWhileImporting)):  # the place the check ran, not the function
             return CheckResult(name, False, f"the check could not run {name} here (not a mistake in it): {exc}")
-        return CheckResult(name, False, f"your {name} raised {last_line(exc)}. Hint: {exercise.hint}")
+        return CheckResult(name, False, f"your {name} raised {last_line(exc)}{hint}")
     try:
         got = to_plain(raw)
     except TypeError as exc:
         if isinstance(exc, KeyNotStr):
             return CheckResult(name, False, f"your {name} returned a dict with a key of type "
                                             f"{type(exc.key).__name__} ({exc.key!r}): a dict's keys must be strings, "
-                                            f"{str(exc.key)!r} not {exc.key!r}. Hint: {exercise.hint}")
+                                            f"{str(exc.key)!r} not {exc.key!r}{hint}")
         return CheckResult(name, False, f"your {name} returned {str(exc).split(' is not')[0].replace('an answer of', 'something of')}, "
-                                        f"not plain data (numbers, strings, lists, arrays). Hint: {exercise.hint}")
+                                        f"not plain data (numbers, strings, lists, arrays){hint}")
     fraction, message = exercise.score(got, inputs)
     if fraction < 1.0:
-        message += f". Hint: {exercise.hint}"
+        message += hint
     return CheckResult(name, fraction >= 1.0, message, {"fraction": fraction})

@@ -79,7 +79,7 @@ def _doing(rank: int, report, seq: int, state: str) -> str:
     """What rank `rank` did at call #seq, in words."""
     call = next((c for c in report.get("calls", []) if c["seq"] == seq), None)
     if call is not None:
-        verb = "is in" if call["state"] == "in progress" else f"{call['state']}"
+        verb = "is in" if call["state"] == "in progress" else call["state"].replace("failed (", "it failed: ").rstrip(")")
         at = place(call["where"])
         return (f"rank {rank} is in {call['op']} #{seq} at {at}" if verb == "is in"
                 else f"rank {rank} made {call['op']} #{seq} at {at} ({verb})")
@@ -108,9 +108,13 @@ def first_difference(reports: dict, states: dict | None = None) -> str:
             continue
         if len(present) < len(calls):
             missing = sorted(r for r, c in calls.items() if c is None)
-            why = (f"rank(s) {missing} never made call #{seq}: a rank skipped a collective the others made "
-                   "(a condition that holds on some ranks only), has not reached it yet, or waits in a call the "
-                   "record does not see (DDP's gradient all-reduce, in C++)")
+            if all(str((states or {}).get(r, "")).startswith("raised") for r in missing):
+                why = (f"rank(s) {missing} raised before call #{seq}, so the others' call #{seq} lost its peer: "
+                       "the error is the cause, not a skipped collective")
+            else:
+                why = (f"rank(s) {missing} never made call #{seq}: a rank skipped a collective the others made "
+                       "(a condition that holds on some ranks only), has not reached it yet, or waits in a call the "
+                       "record does not see (DDP's gradient all-reduce, in C++)")
         elif len({c["op"] for c in present}) > 1:
             why = "the ranks called different collectives"
         else:

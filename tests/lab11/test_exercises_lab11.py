@@ -133,6 +133,10 @@ def edited(old, new):
 def test_sbatch_header_wrong_answers_fail_with_their_hint():
     hours = edited(lambda r: f"--time={slurm_time(r['minutes'])}", lambda r: f"--time={r['minutes'] // 60}:{r['minutes'] % 60:02d}")
     assert fails(hours, "MINUTES:SECONDS")
+    # learner s10d: '00:90' (one colon, 90 as seconds) was told 'a bare --time number is minutes, not hours'
+    one_colon = edited(lambda r: f"--time={slurm_time(r['minutes'])}", lambda r: f"--time=00:{r['minutes']}")
+    assert fails(one_colon, "--time=00:90 has one colon: Slurm reads it as MINUTES:SECONDS, 00 min 90 s")
+    assert "a bare --time number" not in check(one_colon).message
     megabytes = edited(lambda r: f"--mem={r['mem_gb']}G", lambda r: f"--mem={r['mem_gb']}")
     assert fails(megabytes, "a bare number is megabytes")
     total_tasks = edited(lambda r: "--ntasks-per-node=", lambda r: "--ntasks=")
@@ -186,6 +190,9 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert "where the first one died" not in check(resume_edit({'step = state["step"]': 'step = state["step"] + 1'})).message
     assert fails(resume_edit({"if step % every == 0:": "if step % every == 0 or step == stop_at:"}),
                  "where the first one died")
+    # learner s10d: returning before the stop_at step's checkpoint passed (the text asks for it)
+    before = resume_edit({"if step % every == 0:": "if step == stop_at:\n            break\n        if step % every == 0:"})
+    assert fails(before, "must write step 8's checkpoint before it stops")
     # learner s6C: stops right but returns ran = steps; the message must not only talk about stopping
     assert fails(resume_edit({'"ran": ran}': '"ran": steps}'}), "or `ran` is the total (steps) instead of the steps")
 
@@ -196,7 +203,26 @@ def test_train_resumable_taking_the_steps_done_as_the_batch_index_is_told_the_in
     one_based = resume_edit({"slurm.resume_step(model, optimizer, slurm.resume_batch(step))\n        step, ran = step + 1, ran + 1":
                              "step, ran = step + 1, ran + 1\n        slurm.resume_step(model, optimizer, slurm.resume_batch(step))"})
     assert fails(one_based, "the step of index s (0, 1, ...) on resume_batch(s)")
-    assert "index s (from 0)" in RESUME.hint and "s + 1 steps are done" in RESUME.hint
+    assert "s + 1 steps are done" in check(one_based).message
+
+
+def test_lab11_failures_lead_with_their_own_sentence_and_no_generic_hint():
+    """Learner s10d finding 10: a ~300-600 character Hint restating the exercise followed every FAIL."""
+    for name in ("rank_from_slurm", "sbatch_header", "train_resumable", "read_scheduler"):
+        assert exercises.get(name).hint == "", name
+    def rank_from_slurm(env):  # ints, not strings
+        return {k: 1 for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    result = check(rank_from_slurm)
+    assert not result and result.message.startswith("environment variables are strings") and "Hint" not in result.message
+
+
+def test_read_scheduler_missing_job_is_named_first_without_the_id_lists():
+    def read_scheduler(text):  # the TIMEOUT job left out
+        timed_out = next(line.split("|")[0] for line in text.splitlines() if "|TIMEOUT|" in line)
+        return {k: v for k, v in globals()["read_scheduler"](text).items() if k != timed_out}
+    result = check(read_scheduler)
+    assert not result and result.message.startswith("job ") and "has no answer" in result.message
+    assert "[" not in result.message and len(result.message) < 200, result.message
 
 
 # ---- read_scheduler -------------------------------------------------------------------------------------------------

@@ -402,3 +402,32 @@ def test_the_export_line_names_the_course_python_a_terminal_in_the_course_folder
     elsewhere = slurm.Cluster("/home/me/my-slurm.conf", ("lab",), "lab",
                               (slurm.Node("node1", "idle", 1, 6026, "(null)", "localhost", "127.0.0.1"),))
     assert "export SLURM_CONF=/home/me/my-slurm.conf" in elsewhere.describe().splitlines()  # a learner's own path
+
+
+BUSY = "other programs used 1.4 of 2 cores"
+
+
+def test_a_busy_machine_is_named_as_the_cause_of_low_efficiency_only_where_a_job_reads_low():
+    """Learner s10d finding 1: 'so efficiency reads low' was printed under 101 %, 93 % and 94 %."""
+    high = {"1": (3.0, 3.0, 1), "2": (3.0, 2.8, 1), "3": (3.0, 2.9, 1)}
+    said = "\n".join(slurm.efficiency_reading(high, BUSY))
+    assert "still no job read under 90%" in said and "can explain" not in said and BUSY in said
+    low = {**high, "3": (5.0, 2.9, 1)}
+    said = "\n".join(slurm.efficiency_reading(low, BUSY))
+    assert "can explain the efficiency under 90% of job(s) 3" in said and "still" not in said
+    quiet = "\n".join(slurm.efficiency_reading(low, None))
+    assert "quiet" in quiet and "waiting for a core" not in quiet
+
+
+def test_efficiency_over_100_and_elapsed_times_apart_are_said_only_when_the_figures_show_them():
+    """Learner s10d finding 3: 'why one of the three jobs ran longer' beside three jobs of 3 s each."""
+    even = "\n".join(slurm.efficiency_reading({"1": (3.0, 2.9, 1), "2": (3.0, 2.8, 1)}, None))
+    assert "differ" not in even and "above 100" not in even
+    apart = "\n".join(slurm.efficiency_reading({"1": (3.0, 3.1, 1), "2": (4.0, 2.8, 1)}, None))
+    assert "differ (3 to 4 s)" in apart and "above 100" in apart
+
+
+def test_the_terminal_shows_no_control_bytes_nor_their_caret_echo():
+    """Learner s10d finding 2: salloc's last line read '^@salloc: Relinquishing job allocation 1133'."""
+    said = ["salloc: Granted job allocation 7\r", "\x00^@salloc: Relinquishing job allocation 7"]
+    assert slurm.terminal_lines(said) == "salloc: Granted job allocation 7\nsalloc: Relinquishing job allocation 7"

@@ -81,3 +81,25 @@ def test_no_job_names_the_sbatch_refusal_or_the_stub(tmp_path, capsys):
     assert not slurm.check_job(None, path) and "sbatch made no job" in capsys.readouterr().out
     path.write_text(strip_solutions(script_cell(), "your turn"))
     assert not slurm.check_job(None, path) and NOT_WRITTEN in capsys.readouterr().out
+
+
+def test_one_task_on_two_nodes_is_named_by_sbatchs_warning_not_by_the_nodes_line():
+    """Learner s10d finding 5: --nodes=2 with --ntasks=1 was told 'ask with #SBATCH --nodes=2', which it had."""
+    script = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks=1\n#SBATCH --mem=300M\n#SBATCH --time=2\n"
+    said = ["sbatch: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1", "Submitted batch job 12"]
+    wrong = {**RIGHT, "nodes": 1, "tasks": 1}
+    for heard in (said, []):  # with sbatch's words, or from the script alone
+        passed, message = yourturn.judge(wrong, script, said=heard)
+        assert not passed and "--ntasks-per-node=1" in message and "ask with #SBATCH --nodes" not in message, message
+    assert "setting nnodes to 1" in yourturn.judge(wrong, script, said=said)[1]
+    passed, message = yourturn.judge(wrong, "#!/bin/bash\n#SBATCH --mem=300M\n")  # no --nodes line at all
+    assert not passed and "ask with #SBATCH --nodes=2" in message
+
+
+@pytest.mark.parametrize("line", ["# SBATCH --nodes=2", "#sbatch --nodes=2", "#  SBATCH --nodes=2"])
+def test_a_near_miss_sbatch_line_is_named_as_a_comment_sbatch_ignored(line):
+    """Learner s10d finding 5: '# SBATCH' lines (a space) were told 'ask with #SBATCH --nodes=2'."""
+    script = f"#!/bin/bash\n{line}\n# SBATCH --time=00:02:00\nsrun hostname\n"
+    passed, message = yourturn.judge({**RIGHT, "nodes": 1, "tasks": 1, "mem_mb_per_node": 6026.0, "limit_min": 60.0},
+                                     script)
+    assert not passed and repr(line) in message and "exactly #SBATCH" in message, message

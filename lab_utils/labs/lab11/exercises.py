@@ -105,10 +105,8 @@ def _rank_judge(got, expected, cases):
     return 1.0, "every task finds its rank, the world size, its local rank and the same rendezvous"
 
 
-RANK_FROM_SLURM = Exercise(
-    "11", "rank_from_slurm", _rank_cases, _rank_run, _rank_expected, _rank_judge,
-    "the message names the first variable that differs: reread its line in the exercise's list (section 3's "
-    "ranks_from_slurm reads the same SLURM_* variables)")
+# no hint: every message names the variable that differs and what it should be
+RANK_FROM_SLURM = Exercise("11", "rank_from_slurm", _rank_cases, _rank_run, _rank_expected, _rank_judge, "")
 
 
 # ---- sbatch_header: a request -> #SBATCH lines ---------------------------------------------------------------------
@@ -247,7 +245,12 @@ def _header_judge(got, expected, cases):
             if options["time"] in (f"{h}:{m:02d}", f"{h:02d}:{m:02d}"):
                 return 0.0, (f"--time={options['time']} is {options['time']} as MINUTES:SECONDS to Slurm; "
                              "hours need HH:MM:SS")
-            if abs(minutes * 60 - want["minutes"]) < 1e-6:
+            colons = options["time"].split("-")[-1].count(":")
+            if colons == 1 and "-" not in options["time"]:
+                m, s = options["time"].split(":")
+                return 0.0, (f"--time={options['time']} has one colon: Slurm reads it as MINUTES:SECONDS, {m} min "
+                             f"{s} s ({minutes:g} minutes), not {want['minutes']} minutes")
+            if colons == 0 and "-" not in options["time"] and abs(minutes * 60 - want["minutes"]) < 1e-6:
                 return 0.0, "a bare --time number is minutes, not hours"
             return 0.0, f"--time={options['time']} is {minutes:g} minutes, not {want['minutes']}"
         gpus = _gpus_per_node(options, want["nodes"])
@@ -264,18 +267,17 @@ def _header_judge(got, expected, cases):
     return 1.0, "every header asks Slurm for exactly what the job needs"
 
 
-SBATCH_HEADER = Exercise(
-    "11", "sbatch_header", _header_cases, _header_run, FROM_LESSON, _header_judge,
-    "one '#SBATCH --option=value' line each: --nodes, --ntasks-per-node, --cpus-per-task (per task), --mem (per "
-    "node; a bare number is MB), --time (HH:MM:SS or D-HH:MM:SS; '1:30' is 1 min 30 s), and on GPU nodes "
-    "--gres=gpu:N (per node)")
+# no hint: every message names the option at fault and Slurm's rule it breaks
+SBATCH_HEADER = Exercise("11", "sbatch_header", _header_cases, _header_run, FROM_LESSON, _header_judge, "")
 
 
 # ---- train_resumable: checkpoint every N steps, resume to the uninterrupted weights ---------------------------------
 
 def _resume_cases(rng):
-    # the second case tells an off-by-one resume (from step 5) from a resume where the first job died (step 7)
-    fixed = [{"steps": 10, "every": 3, "stop_at": 7}, {"steps": 12, "every": 4, "stop_at": 7}]
+    # the second case tells an off-by-one resume (from step 5) from a resume where the first job died (step 7); the
+    # third dies at a checkpoint's step: a job that returns before writing it resumes a checkpoint early
+    fixed = [{"steps": 10, "every": 3, "stop_at": 7}, {"steps": 12, "every": 4, "stop_at": 7},
+             {"steps": 12, "every": 4, "stop_at": 8}]
     drawn = []
     for _ in range(2):
         every = rng.randint(2, 4)
@@ -384,7 +386,8 @@ def _resume_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         if max_abs_diff(g["uninterrupted"], e["uninterrupted"]) > 1e-6:
             return 0.0, ("a run without a fault does not train like the reference: one resume_step per step, the "
-                         "step of index s (0, 1, ...) on resume_batch(s), from resume_problem()")
+                         "step of index s (0, 1, ...) on resume_batch(s), from resume_problem(); after it, s + 1 "
+                         "steps are done")
         if g["first_ran"] != case["stop_at"]:
             said = f"with stop_at={case['stop_at']} the first job must stop after that step and return ran = " \
                 f"{case['stop_at']}; it returned ran = {g['first_ran']}"
@@ -402,7 +405,11 @@ def _resume_judge(got, expected, cases):
             return 0.0, (f"the resumed job started at step {last_checkpoint + 1}, one past the last checkpoint's "
                          f"(step {last_checkpoint}): the checkpoint stores the steps done, {last_checkpoint}, which is "
                          "also the index of the next step to train: continue from it, not from it + 1")
-        if g["resumed_ran"] == case["steps"] - case["stop_at"]:
+        if case["stop_at"] % case["every"] == 0 and g["resumed_ran"] == e["resumed_ran"] + case["every"]:
+            return 0.0, (f"with stop_at={case['stop_at']}, a multiple of every={case['every']}, the first job must "
+                         f"write step {case['stop_at']}'s checkpoint before it stops; yours stopped first, so the "
+                         f"resumed job redid {case['every']} steps from step {case['stop_at'] - case['every']}")
+        if g["resumed_ran"] != e["resumed_ran"] and g["resumed_ran"] == case["steps"] - case["stop_at"]:
             return 0.0, (f"the resumed job started at step {case['stop_at']}, where the first one died: it can only "
                          f"know step {last_checkpoint}, the last checkpoint (save every `every` steps, when step % every == 0)")
         if g["resumed_ran"] != e["resumed_ran"]:
@@ -419,15 +426,14 @@ def _resume_judge(got, expected, cases):
                          "(SGD with momentum remembers the last updates)")
         if max_abs_diff(g["weights"], _one_thread(_resume_variant, case, "batch_of_step")["weights"]) <= 1e-6:
             return 0.0, "after the resume, step s must train on resume_batch(s): the data order continues, it does not restart"
-        return 0.0, "the resumed job does not end with the uninterrupted run's weights"
+        return 0.0, ("the resumed job does not end with the uninterrupted run's weights: the checkpoint must hold "
+                     "and restore the model, the optimizer and the steps done")
     return 1.0, "the resumed job ends with the uninterrupted run's weights, redoing only the steps after the last checkpoint"
 
 
+# no hint: every message names the part of the job at fault (the last one lists what the resume must restore)
 TRAIN_RESUMABLE = Exercise(
-    "11", "train_resumable", _resume_cases, _resume_run, _resume_expected, _resume_judge,
-    "at the start: if the checkpoint exists, load model, optimizer and the steps done from it; the step of index s "
-    "(from 0) trains on resume_batch(s), and then s + 1 steps are done; when the steps done are a multiple of every, "
-    "save all three (to path + '.tmp', then os.replace); return once stop_at steps are done",
+    "11", "train_resumable", _resume_cases, _resume_run, _resume_expected, _resume_judge, "",
     setup="import os\nimport torch\nfrom lab_utils import tensors\nfrom lab_utils.labs.lab11 import slurm")
 
 
@@ -500,12 +506,13 @@ def _scheduler_judge(got, expected, cases):
                 return 0.0, f"{extra[0]} is a step of a job (JobID.step), not a job: answer for the jobs' own lines only"
             missing = sorted(set(e) - set(g))
             states = {line.split("|")[0]: line.split("|")[2] for line in text.splitlines()[1:]}
-            why = next((f"; job {j} is missing, whose State reads {states[j]!r}: the state is its first word "
-                        f"({states[j].split()[0]}), the words after it say who did it" for j in missing
-                        if len(states.get(j, "").split()) > 1),
-                       "; missing: " + ", ".join(f"{j} ({states.get(j, '?')})" for j in missing) if missing else "")
-            return 0.0, (f"answer once for every job in the text (its JobID): expected {sorted(e)}, got {sorted(g)}"
-                         + why)
+            if not missing:
+                return 0.0, f"{extra[0]} is not a job of the text: answer once for each JobID it lists"
+            return 0.0, next((f"job {j} is missing, whose State reads {states[j]!r}: the state is its first word "
+                              f"({states[j].split()[0]}), the words after it say who did it" for j in missing
+                              if len(states.get(j, "").split()) > 1),
+                             f"job {missing[0]} ({states.get(missing[0], '?')}) has no answer: answer once for every "
+                             "job's own line")
         states = {line.split("|")[0]: line.split("|")[2] for line in text.splitlines()[1:]}
         last = _last_line_reading(text)
         for job_id, want in e.items():
@@ -542,11 +549,7 @@ def _scheduler_judge(got, expected, cases):
     return right / total, f"{right} of {total} jobs read right; {hint}"
 
 
-READ_SCHEDULER = Exercise(
-    "11", "read_scheduler", _scheduler_cases, _scheduler_run, FROM_LESSON, _scheduler_judge,
-    "one answer per job (JobID without a dot); its State is the first word; a PENDING job's Reason decides: "
-    "Resources/Priority/Dependency -> 'wait', PartitionTimeLimit -> 'fix the request', DependencyNeverSatisfied -> "
-    "'fix the dependency'; RUNNING -> 'wait'; TIMEOUT -> 'more time', OUT_OF_MEMORY -> 'more memory', NODE_FAIL -> 'resubmit', FAILED with "
-    "ExitCode 0:9 (killed by signal 9: the memory kill) -> 'more memory', any other FAILED -> 'read the log'")
+# no hint: every message names the first job read wrong, by the rule it breaks
+READ_SCHEDULER = Exercise("11", "read_scheduler", _scheduler_cases, _scheduler_run, FROM_LESSON, _scheduler_judge, "")
 
 register(RANK_FROM_SLURM, SBATCH_HEADER, TRAIN_RESUMABLE, READ_SCHEDULER)

@@ -107,7 +107,7 @@ def task(worker, cfg, folder) -> dict:
     env = torch_environment(folder).export()
     placed = slurm.place_task()
     clock = FirstStep()
-    hold_process_groups()  # as lab 03's torchrun script: no gloo teardown hang when the task ends
+    hold_process_groups()  # keeps the process group until the task exits: gloo's teardown can hang (torch #75097)
     try:
         out = worker(int(env["RANK"]), int(env["WORLD_SIZE"]), cfg)
     finally:  # every task has read the port by now (they all joined the group): task 0 removes its file

@@ -57,3 +57,10 @@ def without_machine_paths(text: str, folder) -> str:
         text = text.replace(path, Path(folder).name)
     text = text.replace(sys.executable, "python").replace(str(Path(sys.executable).parent), ".venv/bin")
     return text.replace(sys.prefix, ".venv")  # display only: the file on disk keeps the paths every node needs
+
+
+def terminal_lines(said) -> str:
+    """What a terminal showed, as plain lines: a pty's control bytes (NUL, CR) and their caret echo (`^@`, `^M`)
+    removed, this host as <host>."""
+    text = "\n".join(re.sub(r"\^[@A-Z\[\\\]^_?]|[\x00-\x08\x0b-\x1f\x7f]", "", line) for line in said)
+    return re.sub(rf"\b{re.escape(socket.gethostname())}\b", "<host>", text)

@@ -78,3 +78,29 @@ def usage(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, tuple[
         if (len(found) == len(job_ids) and all(v[1] > 0 for v in found.values())) or time.monotonic() > deadline:
             return found
         time.sleep(poll)
+
+
+LOW_EFFICIENCY = 0.9  # under it, a job paid for core time it did not use (a common target: above 90 %)
+
+
+def efficiency_reading(used: dict[str, tuple[float, float, int]], busy: str | None) -> list[str]:
+    """What the chain's CPU efficiencies say, read from them: above 100 % (whole seconds), elapsed times apart, and
+    the busy machine named as a cause only for a job that read under LOW_EFFICIENCY (used: usage()'s figures)."""
+    efficiency = {job: cpu / max(1.0, elapsed * cpus) for job, (elapsed, cpu, cpus) in used.items()}
+    lines = []
+    if efficiency and max(efficiency.values()) > 1:
+        lines.append("above 100 %: sacct counts elapsed time in whole seconds, so a job of a few seconds reads short")
+    elapsed = sorted(e for e, _, _ in used.values())
+    if elapsed and elapsed[-1] - elapsed[0] >= 1:
+        lines.append(f"the elapsed times differ ({elapsed[0]:.0f} to {elapsed[-1]:.0f} s): whole seconds, so one "
+                     "second apart can be rounding alone")
+    low = [job for job, e in efficiency.items() if e < LOW_EFFICIENCY]
+    if not busy:
+        lines.append("the machine was quiet while the chain ran: the elapsed time is the job's own")
+    elif low:
+        lines.append(f"while the chain ran, {busy}: elapsed time includes waiting for a core,\n"
+                     f"which can explain the efficiency under {LOW_EFFICIENCY:.0%} of job(s) {', '.join(low)}")
+    else:
+        lines.append(f"while the chain ran, {busy}; still no job read under {LOW_EFFICIENCY:.0%}: "
+                     "each got a core when it needed one")
+    return lines

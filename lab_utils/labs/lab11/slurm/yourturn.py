@@ -2,6 +2,7 @@
 self-check that names a wrong request (PASS/FAIL, as the exercises' check() prints)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .cluster import command
@@ -43,13 +44,45 @@ def mem_mb(text: str) -> float:
     return float(text[:-1]) * units[text[-1]] if text and text[-1] in units else float(text or 0)
 
 
-def judge(record: dict, script: str, want: dict = REQUEST) -> tuple[bool, str]:
-    """(passed, message) for sacct's record of the job the learner's script made; the first wrong request named."""
+def ignored_lines(script: str) -> list[str]:
+    """The script's lines meant as #SBATCH lines that sbatch reads as plain comments ('# SBATCH', '#sbatch')."""
+    return [line.strip() for line in script.splitlines()
+            if re.match(r"#\s+SBATCH\b|#sbatch\b", line.strip(), re.I) and not line.startswith("#SBATCH")]
+
+
+def sbatch_warnings(said) -> list[str]:
+    """What sbatch warned when it took the script ('sbatch: Warning: ...'), the warnings' own words."""
+    return [re.sub(r"^sbatch: (warning|error): ", "", line.strip(), flags=re.I) for line in said
+            if re.match(r"sbatch: (warning|error):", line.strip(), re.I)]
+
+
+def judge(record: dict, script: str, want: dict = REQUEST, said=()) -> tuple[bool, str]:
+    """(passed, message) for sacct's record of the job the learner's script made (`said`: what sbatch printed when
+    it took the script); the first wrong request named, by the line at fault where the script or sbatch shows it."""
     if "NotImplementedError" in script:
         return False, NOT_WRITTEN + " in the script (it is bash: the line fails, and so does the job)"
+    passed, message = _judge_record(record, script, want, said)
+    ignored = ignored_lines(script)
+    if not passed and ignored:
+        return False, (f"sbatch read {ignored[0]!r} as a plain comment: only lines that start with exactly "
+                       "#SBATCH (no space) are read, so the job got the defaults")
+    return passed, message
+
+
+def _judge_record(record: dict, script: str, want: dict, said) -> tuple[bool, str]:
+    """judge() once the script is written and its lines are read: the record against the request."""
     if record.get("nodes") != want["nodes"]:
-        return False, (f"the job ran on {record.get('nodes')} node(s), not {want['nodes']}: "
-                       f"ask with #SBATCH --nodes={want['nodes']}")
+        from ..exercises import parse_sbatch
+
+        said_nodes = [w for w in sbatch_warnings(said) if "node" in w]
+        ran = f"the job ran on {record.get('nodes')} node(s), not {want['nodes']}"
+        options = parse_sbatch(script)
+        if said_nodes or ("ntasks" in options and options.get("nodes") == str(want["nodes"])):
+            warned = f": sbatch warned {said_nodes[0]!r}" if said_nodes else ""
+            return False, (f"{ran}{warned}. --ntasks counts the tasks of the whole job, and too few of them need "
+                           f"fewer nodes: ask {want['tasks_per_node']} task per node, "
+                           f"#SBATCH --ntasks-per-node={want['tasks_per_node']}")
+        return False, f"{ran}: ask with #SBATCH --nodes={want['nodes']}"
     tasks = want["nodes"] * want["tasks_per_node"]
     if record.get("tasks") != tasks:
         return False, (f"its srun step ran {record.get('tasks')} task(s), not {tasks}: --ntasks-per-node counts the "
@@ -89,15 +122,16 @@ class Checked:
         return f"{'PASS' if self.passed else 'FAIL'}  {NAME}: {self.message}"
 
 
-def check_job(job_id, script_path) -> Checked:
-    """The self-check of the learner's batch script: sacct's record of the job it made, judged; prints PASS or FAIL."""
+def check_job(job_id, script_path, said=()) -> Checked:
+    """The self-check of the learner's batch script: sacct's record of the job it made, judged with what sbatch said
+    when it took the script (`said`, its lines); prints PASS or FAIL."""
     script = open(script_path).read()
     if not job_id:
         result = Checked(False, "sbatch made no job (see what it said above): fix the #SBATCH lines and run the "
                                 "submit cell again" if "NotImplementedError" not in script else NOT_WRITTEN + " in the script")
     else:
         settled([job_id])
-        passed, message = judge(job_request(job_id), script)
+        passed, message = judge(job_request(job_id), script, said=said)
         result = Checked(passed, message)
     print(repr(result))
     return result
