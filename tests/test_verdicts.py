@@ -829,3 +829,17 @@ def test_flagged_never_breaks_the_labs_own_line_only_its_warnings():
     flagged = measure.flagged(row, [detectors.note("the same work ran 3x faster " * 6)]).splitlines()
     assert flagged[0] == row and all(line.startswith(lines.HANG) for line in flagged[1:]), flagged
     assert max(len(line) for line in flagged[1:]) <= lines.LONGEST
+
+
+def test_an_upper_bound_claim_reads_the_n_workers_rate_over_ones_from_the_right_side(monkeypatch):
+    """Learner s10e, lab 02 cell 29: 'DataParallel slower than one device' (upper=True) at 0.5x was refused as '2
+    devices more than the 1.5 free cores allow': the mirror claim read one device's 2x lead as the 2 devices' rate."""
+    busy = conditions.Load(30.0, 2, own=1.5, others=0.5, steal=0.0)
+    dp_over_one = [0.50, 0.52, 0.48, 0.51, 0.49, 0.53]  # 2 devices at half one device's speed
+    v = measure.decide(dp_over_one, claim="DataParallel vs one device", expected="DataParallel slower", lab="02",
+                       workers=2, what="devices", upper=True, load=busy)
+    assert "free core(s) allow" not in (v.reason or ""), v.reason
+    too_fast = measure.decide([1.8, 1.85, 1.75, 1.9, 1.8, 1.85], claim="DataParallel vs one device",
+                              expected="DataParallel slower", lab="02", workers=2, what="devices", upper=True,
+                              load=busy)  # 2 devices at 1.8x one on 1.5 free cores: that one is refused
+    assert too_fast.verdict == measure.CANNOT_SEE and "free core(s) allow" in too_fast.reason, too_fast

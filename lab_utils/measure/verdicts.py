@@ -257,7 +257,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         mirror = decide([1 / r for r in ratios], claim=claim, expected=expected, lab=lab, min_effect=min_effect,
                         confidence=confidence, unit=unit, no_worse_than=no_worse_than, workers=workers, timed=timed,
                         workload=workload, max_restated=math.inf, load=load, between=between,
-                        against_one=against_one, what=what, seeded=seeded)
+                        against_one=against_one, what=what, seeded=seeded,
+                        one_is_a=not one_is_a)  # the mirror's A is B: the one worker if B was
         return _from_the_other_side(mirror)
     low, high, _ = ratio_range(ratios, confidence)
     middle = statistics.median(ratios)
