@@ -52,7 +52,7 @@ def test_a_rank_that_raised_is_not_said_to_wait_in_the_call_it_was_in():
     both = where.rank_table(reports, {0: "raised RuntimeError", 1: "raised RuntimeError"})
     finding = both.splitlines()[-1]
     assert finding == ("first difference: rank 0 raised RuntimeError in gather_object #5 (that call failed); rank 1 "
-                       "raised RuntimeError while its gather_object #5 was unfinished (the error came from elsewhere): "
+                       "raised RuntimeError while its gather_object #5 was unfinished (that call itself had not failed): "
                        "the recorded calls match so far, so no rank skipped one: an error ended the run (read it "
                        "above)"), finding
     # learner s10b: the rows say the same (rank 0's row read 'waits in -' beside 'raised ... in gather_object #5')

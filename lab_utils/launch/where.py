@@ -140,7 +140,8 @@ def _ended(rank: int, report, state: str) -> str:
         return f"rank {rank} is in {where}" if call else f"rank {rank} is not in a collective"
     if call and call["state"].startswith("failed"):
         return f"rank {rank} {state} in {where} (that call failed)"
-    return f"rank {rank} {state}" + (f" while its {where} was unfinished (the error came from elsewhere)" if call else "")
+    unfinished = f" while its {where} was unfinished (that call itself had not failed)"
+    return f"rank {rank} {state}" + (unfinished if call else "")
 
 
 def _waits_cell(waiting, state: str) -> str:
