@@ -200,9 +200,8 @@ def slower_alone(alone_rate: float, after_rate: float) -> list:
     TensorFlow ran (theory: TensorFlow's threads can only take cores from it), else nothing."""
     if after_rate <= (1 + measure.MAX_SPREAD) * alone_rate:
         return []
-    return [detectors.note(f"over {measure.MAX_SPREAD:.0%} slower than the same step where TensorFlow ran "
-                           f"({after_rate:,.0f}), which can only take cores from it: likelier, another program took "
-                           "this process's cores in its turns")]
+    return [detectors.note(f"over {measure.MAX_SPREAD:.0%} slower than torch after TensorFlow ({after_rate:,.0f}), "
+                           "which theory orders no faster: something took this process's cores in its turns")]
 
 
 def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmup: int = 2) -> dict[str, list]:
