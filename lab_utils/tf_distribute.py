@@ -9,7 +9,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from . import hardware, measure
+from . import detectors, hardware, measure
 from .compare import max_abs_diff
 
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}  # 2: errors only (TF logs to stderr at import; nbval compares stderr)
@@ -193,6 +193,15 @@ def step_rate(batch_size: int, repeats) -> StepRate:
     medians = [statistics.median(r) for r in repeats]
     return StepRate(measure.samples_per_second(batch_size, statistics.median([t for r in repeats for t in r])),
                     measure.spread(medians), len(repeats), sum(len(r) for r in repeats))
+
+
+def slower_alone(alone_rate: float, after_rate: float) -> list:
+    """The note for the clean PyTorch row where it read more than a noisy spread slower than the same step timed where
+    TensorFlow ran (theory: TensorFlow's threads can only take cores from it), else nothing."""
+    if after_rate <= (1 + measure.MAX_SPREAD) * alone_rate:
+        return []
+    return [detectors.note(f"over {measure.MAX_SPREAD:.0%} slower than torch after TensorFlow ({after_rate:,.0f}), "
+                           "which theory orders no faster: something took this process's cores in its turns")]
 
 
 def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmup: int = 2) -> dict[str, list]:

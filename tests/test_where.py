@@ -52,8 +52,13 @@ def test_a_rank_that_raised_is_not_said_to_wait_in_the_call_it_was_in():
     both = where.rank_table(reports, {0: "raised RuntimeError", 1: "raised RuntimeError"})
     finding = both.splitlines()[-1]
     assert finding == ("first difference: rank 0 raised RuntimeError in gather_object #5 (that call failed); rank 1 "
-                       "raised RuntimeError in gather_object #5: the recorded calls match so far, so no rank skipped "
-                       "one: an error ended the run (read it above)"), finding
+                       "raised RuntimeError while its gather_object #5 was unfinished (that call itself had not failed): "
+                       "the recorded calls match so far, so no rank skipped one: an error ended the run (read it "
+                       "above)"), finding
+    # learner s10b: the rows say the same (rank 0's row read 'waits in -' beside 'raised ... in gather_object #5')
+    rows = [" ".join(line.split()) for line in both.splitlines()[1:3]]
+    assert rows[0].startswith("0 | raised RuntimeError | gather_object #5 [4] float32 (failed) |"), rows
+    assert rows[1].startswith("1 | raised RuntimeError | gather_object #5 [4] float32 (unfinished) |"), rows
     assert "waits" not in finding and "every rank is in" not in finding
     one = where.first_difference(reports, {0: "raised RuntimeError", 1: "running"})
     assert one.startswith("rank 0 raised RuntimeError in gather_object #5 (that call failed); rank 1 is in "

@@ -136,13 +136,26 @@ def first_difference(reports: dict, states: dict | None = None) -> str:
 
 def _ended(rank: int, report, state: str) -> str:
     """What rank `rank` did last, in the table's words: 'rank 0 raised RuntimeError in gather_object #5 (that call
-    failed)', 'rank 1 is in gather_object #5' (a rank that raised is said so first, never as waiting)."""
+    failed)', 'rank 1 raised RuntimeError while its gather_object #5 was unfinished', 'rank 1 is in gather_object #5'
+    (a rank that raised is said so first, never as waiting)."""
     call = _waiting_in(report)
     where = f"{call['op']} #{call['seq']}" if call else ""
     if not state.startswith("raised"):
         return f"rank {rank} is in {where}" if call else f"rank {rank} is not in a collective"
-    failed = " (that call failed)" if call and call["state"].startswith("failed") else ""
-    return f"rank {rank} {state}" + (f" in {where}{failed}" if call else "")
+    if call and call["state"].startswith("failed"):
+        return f"rank {rank} {state} in {where} (that call failed)"
+    unfinished = f" while its {where} was unfinished (that call itself had not failed)"
+    return f"rank {rank} {state}" + (unfinished if call else "")
+
+
+def _waits_cell(waiting, state: str) -> str:
+    """The table's 'waits in' cell: the call a running rank waits in; for a rank that raised (it waits for nothing),
+    the call it raised in or left unfinished, said so, as the first-difference line says it."""
+    if not waiting:
+        return "-"
+    if state.startswith("raised"):
+        return f"{call_text(waiting)} ({'failed' if waiting['state'].startswith('failed') else 'unfinished'})"
+    return call_text(waiting) if waiting["state"] == "in progress" else "-"
 
 
 def rank_table(reports: dict, states: dict) -> str:
@@ -155,7 +168,7 @@ def rank_table(reports: dict, states: dict) -> str:
         state = states[rank]
         if report and state == "running":
             state = "in a collective" if waiting and waiting["state"] == "in progress" else "not in a collective"
-        rows.append((str(rank), state, call_text(waiting) if waiting and waiting["state"] == "in progress" else "-",
+        rows.append((str(rank), state, _waits_cell(waiting, state),
                      _learners_line(report) if report else "-", call_text(_last_completed(report))))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]

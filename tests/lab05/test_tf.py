@@ -283,3 +283,12 @@ def test_a_worker_whose_port_was_taken_is_started_again_on_new_ports_and_other_f
     with pytest.raises(RankError, match="could not read its shard"):
         tf_distribute.launch_worker_jobs([(print, ())], 2)
     assert calls == [1]  # a real failure is reported at once, never retried
+
+
+def test_the_clean_pytorch_row_says_so_where_it_read_slower_than_pytorch_after_tensorflow():
+    # learner s10b: 6,160 alone against 35,801 where TensorFlow ran, and only the second row carried a note
+    from lab_utils import detectors
+    note = tf_distribute.slower_alone(6160, 35801)
+    assert len(note) == 1 and "35,801" in detectors.notes(note)[0] and "something took" in detectors.notes(note)[0]
+    assert tf_distribute.slower_alone(6160, 7000) == []  # within the spreads' noise: no note
+    assert tf_distribute.slower_alone(40000, 35801) == []  # as theory predicts: nothing to say

@@ -369,6 +369,45 @@ def test_row_parallel_forward_with_an_async_all_reduce_waited_passes():
     assert check(row_parallel_forward)
 
 
+def test_row_parallel_forward_using_all_reduces_return_value_is_told_it_works_in_place():
+    # learner s10b: only Python's "'NoneType' and 'Tensor'" TypeError
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        return dist.all_reduce(x_shard @ weight_shard.T) + bias
+    assert judged(assert_wrong(row_parallel_forward, "in place", "returns None")) == 0.0
+
+
+def test_row_parallel_forward_using_an_async_handle_as_the_sum_is_told_it_is_a_handle():
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        return dist.all_reduce(x_shard @ weight_shard.T, async_op=True) + bias
+    assert judged(assert_wrong(row_parallel_forward, "work handle", "in place")) == 0.0
+
+
+def test_row_parallel_forward_gathering_and_keeping_one_ranks_piece_is_named():
+    # learner s10b: all_gather, concatenate, cut back to the output's width (rank 0's partial product on every rank)
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        y = x_shard @ weight_shard.T
+        parts = [torch.empty_like(y) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, y)
+        return torch.cat(parts, dim=1)[:, :y.shape[1]] + bias
+    assert judged(assert_wrong(row_parallel_forward, "rank 0's partial product", "SUM")) == 0.0
+
+
+def test_row_parallel_forward_without_the_transpose_is_named():
+    def row_parallel_forward(x_shard, weight_shard, bias):
+        partial = x_shard @ weight_shard
+        dist.all_reduce(partial)
+        return partial + bias
+    assert_wrong(row_parallel_forward, "(out_features, in_features)", "x Wᵀ")
+
+
+def test_row_parallel_forward_without_the_transpose_is_named_where_the_shapes_happen_to_fit():
+    from lab_utils.labs.lab06.exercises import _row_expected, _row_judge
+    case = {"seed": 3, "batch": 2, "in_features": 8, "out_features": 4}  # in/N = out: x_shard @ weight_shard runs
+    expected = _row_expected(case)
+    assert _row_judge([expected["untransposed"]] * 2, expected, case) == (0.0, (
+        "the weight shard was used as it is stored, (out_features, in_features): the layer computes x Wᵀ + b"))
+
+
 @pytest.mark.parametrize("name", ["my_ring_step", "split_output_channels", "row_parallel_forward"])
 def test_lab06_exercises_are_registered(name):
     assert get(name).lab == "06"

@@ -38,6 +38,7 @@ def fails(fn, words: str):
     assert not result.passed and words in result.message, result.message
     # the grader's judge: on the self-check's own draw for an in-rank answer (one launch, not two)
     assert (result.details.get("fraction", 0.0) if get(fn.__name__).ranks else score(fn)) == 0.0
+    return result
 
 
 # ---- memory_per_rank ------------------------------------------------------------------------------------------------
@@ -118,8 +119,10 @@ def test_sharded_step_summed_gradients_fails():
 
 
 def test_sharded_step_without_broadcast_fails():
-    fails(step("    for p, owner in zip(params, owners):\n        dist.broadcast(p.data, src=owner)", ""),
-          "different weights")
+    result = fails(step("    for p, owner in zip(params, owners):\n        dist.broadcast(p.data, src=owner)", ""),
+                   "different weights")
+    assert "from its owner" in result.message, result.message
+    assert "broadcast(" not in result.message.split("Hint")[0], result.message  # learner s10b: it printed the line
 
 
 def test_sharded_step_broadcast_from_rank_0_fails():
@@ -286,9 +289,11 @@ def test_resume_order_with_a_wrong_stride_is_told_the_stride(stride):  # learner
 
 def test_resume_order_returning_positions_instead_of_samples_is_told_so():
     # learner s9a: range(samples_read, len(order)) strided got 'skip the samples_read first samples' (which it did)
-    fails(edited(RESUME, "resume_order",
-                 {RESUME_LINE: "return list(range(samples_read, len(order))[rank::world_size])"}),
-          "those are positions in the order, not samples")
+    result = fails(edited(RESUME, "resume_order",
+                          {RESUME_LINE: "return list(range(samples_read, len(order))[rank::world_size])"}),
+                   "those are positions in the order, not samples")
+    # learner s10b: the message printed the solution line itself
+    assert "[rank::world_size]" not in result.message and "order[samples_read:]" not in result.message, result.message
 
 
 def test_resume_order_is_registered_for_lab_07():

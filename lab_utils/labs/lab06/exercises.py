@@ -404,9 +404,32 @@ def row_exercise_worker(rank, world_size, row_parallel_forward, case):
     with process_group(timeout_s=30) as ctx, _waited_all_reduces(rank) as check_waited:
         x, weight, bias = (t.to(ctx.device) for t in _row_problem(case))
         mine = block(case["in_features"], rank, world_size)
-        y = row_parallel_forward(x[:, mine].contiguous(), weight[:, mine].contiguous(), bias.clone())
+        x_shard, weight_shard = x[:, mine].contiguous(), weight[:, mine].contiguous()
+        try:
+            y = row_parallel_forward(x_shard, weight_shard, bias.clone())
+        except (TypeError, RuntimeError) as exc:
+            named = _row_error_named(exc, check_waited.calls, tuple(x_shard.shape), tuple(weight_shard.shape))
+            if named is None:
+                raise
+            raise ValueError(named) from None
         check_waited()
         return y.detach().tolist()
+
+
+def _row_error_named(exc, calls, x_shape, weight_shape) -> str | None:
+    """What a learner's error in row_parallel_forward means, or None: a result of dist.all_reduce used as the sum
+    (None, or a work handle with async_op=True), or the weight shard multiplied without its transpose."""
+    text = str(exc)
+    if isinstance(exc, TypeError) and "NoneType" in text and "blocking" in calls:
+        return ("dist.all_reduce works in place: it sums the tensor you pass it on every rank and returns None, so "
+                f"its return value is not the sum ({text})")
+    if isinstance(exc, TypeError) and "_Request" in text and "async" in calls:
+        return ("dist.all_reduce(..., async_op=True) returns a work handle, not the sum: the tensor you pass it is "
+                f"summed in place once the work is done ({text})")
+    if isinstance(exc, RuntimeError) and "cannot be multiplied" in text:
+        return (f"x_shard {x_shape} cannot be multiplied by weight_shard {weight_shape} as it is: the weight is "
+                "stored (out_features, in_features), and the layer computes x Wᵀ + b")
+    return None
 
 
 @contextlib.contextmanager
@@ -415,10 +438,11 @@ def _waited_all_reduces(rank: int):
     all_reduce(..., async_op=True) was never waited for (it waits for it first, so that the group can close)."""
     import torch.distributed as dist
 
-    original, requests = dist.all_reduce, []
+    original, requests, calls = dist.all_reduce, [], set()
 
     def all_reduce(tensor, *args, **kwargs):
         work = original(tensor, *args, **kwargs)
+        calls.add("blocking" if work is None else "async")
         if work is None:  # a blocking call: done when it returns
             return work
         requests.append(_Request("all_reduce", work))
@@ -434,6 +458,7 @@ def _waited_all_reduces(rank: int):
                              "work it returns and call .wait() on it before using the tensor (or call it without "
                              "async_op)")
 
+    check_waited.calls = calls  # type: ignore[attr-defined]  # which kinds of all_reduce this rank called
     dist.all_reduce = all_reduce
     try:
         yield check_waited
@@ -453,8 +478,10 @@ def _row_expected(case, world_size: int = 2):
     x, weight, bias = _row_problem(case)
     blocks = [block(case["in_features"], r, world_size) for r in range(world_size)]
     partial = [x[:, mine] @ weight[:, mine].T for mine in blocks]
+    square = case["out_features"] == case["in_features"] // world_size  # x_shard @ weight_shard (no .T) runs too
+    untransposed = sum(x[:, mine] @ weight[:, mine] for mine in blocks) + bias if square else None
     return {"output": (x @ weight.T + bias).tolist(), "partial": [(p + bias).tolist() for p in partial],
-            "bias": bias.tolist()}
+            "bias": bias.tolist(), "untransposed": None if untransposed is None else untransposed.tolist()}
 
 
 def _row_judge(got, expected, case):
@@ -476,6 +503,15 @@ def _row_judge(got, expected, case):
     if all(max_abs_diff(g, p) <= 1e-5 for g, p in zip(got, expected["partial"])):
         return 0.0, ("each rank returned only its own partial product: all_reduce the partial sums over the ranks "
                      "before adding the bias")
+    for k, part in enumerate(expected["partial"]):
+        if n > 1 and all(max_abs_diff(g, part) <= 1e-5 for g in got):
+            return 0.0, (f"every rank returned rank {k}'s partial product plus the bias: the other ranks' partial "
+                         "products never entered it. Each rank's partial product is one piece of a SUM over the "
+                         "input features")
+    if expected.get("untransposed") is not None and all(max_abs_diff(g, expected["untransposed"]) <= 1e-5
+                                                        for g in got):
+        return 0.0, ("the weight shard was used as it is stored, (out_features, in_features): the layer computes "
+                     "x Wᵀ + b")
     if all(max_abs_diff(g, want + (n - 1) * bias) <= 1e-5 for g in got):
         return 0.0, (f"the bias counts {n} times: it was added on every rank before the all_reduce summed them; add it "
                      "once, after the sum")

@@ -188,8 +188,9 @@ def _sharded_judge(got, expected, case):
 
     before, ranks, right = np.array(got["before"]), [np.array(r) for r in got["ranks"]], np.array(expected)
     if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
-        return 0.0, ("the ranks ended with different weights: after optimizer.step(), every rank must receive each "
-                     "parameter from its owner (dist.broadcast(p.data, src=owner))")
+        return 0.0, ("the ranks ended with different weights: each owner stepped its own parameters, and no other "
+                     "rank ever received their new values; after the step, each parameter must travel from its owner "
+                     "to every rank")
     diff = max_abs_diff(ranks[0], right)
     if diff <= 1e-5 and (sum(got["sizes"]) != len(right) or len(got["owners"]) != len(got["sizes"])):
         return 0.0, "the parameter sizes and owners do not describe the model"
@@ -379,11 +380,11 @@ def _resume_judge(got, expected, cases):
         strides = [k for k in range(2, 2 * w + 2) if k != w and g == [order[done:][r::k] for r in range(w)]]
         if strides:
             return 0.0, (f"{where}: each rank took every {strides[0]}-th sample of the rest; with world_size={w} "
-                         f"ranks the stride is world_size: rank r takes order[samples_read:][r::world_size]")
+                         f"ranks the stride is world_size, starting at the rank's own number")
         if all(isinstance(i, int) and 0 <= i < len(order) for part in g for i in part) \
                 and [[order[i] for i in part] for part in g] == e:
-            return 0.0, (f"{where}: those are positions in the order, not samples: return the samples at those "
-                         "positions, order[samples_read:][rank::world_size]")
+            return 0.0, (f"{where}: those are positions in the order, not samples: the positions are right, but "
+                         "a rank must return the sample numbers that `order` holds at them")
         if all(part == order[done:] for part in g):
             return 0.0, f"{where}: every rank reads the whole rest; rank r takes every world_size-th sample of it"
         if twice == never == 0:
