@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from lab_utils import measure
+from lab_utils import conditions, measure
 from lab_utils.labs.lab09 import serving
 from lab_utils.instructor import cli
 from lab_utils.labs.lab09 import bench as bench_serving
@@ -347,3 +347,57 @@ def test_the_dense_layer_line_blames_the_matrix_multiply_only_where_every_round_
     model, _ = small
     shape, times = serving.largest_dense_times(model, (2, 4), repeats=2)
     assert set(times) == {2, 4} and len(times[2].times) == 2 and "x" in shape
+
+
+def _idle_server_run(max_wait_s: float, forward_s: float = 0.005, n: int = 108, over_s: float = 0.4):
+    """n requests arriving evenly over `over_s`, each answered alone `forward_s` after it came, except the last
+    few, which wait `max_wait_s` from the first of them in a final batch (an idle server with a max_wait_ms)."""
+    requests = [serving.Request(i, None, (i + 1) * over_s / n) for i in range(n)]
+    tail = [r for r in requests if r.arrival_s > over_s - max_wait_s / 2]  # the final batch's requests
+    for r in requests[:len(requests) - len(tail)]:
+        r.answer(None, r.arrival_s + forward_s, 1, started_s=r.arrival_s)
+    started = tail[0].arrival_s + max_wait_s
+    for r in tail:
+        r.answer(None, started + forward_s, len(tail), started_s=started)
+    return serving.LoadRun("max_wait=20ms", requests, 0.0, started + forward_s + 0.3, n / over_s, n / over_s, 0.0,
+                           0.0, None)
+
+
+def test_the_final_batchs_wait_after_the_last_arrival_does_not_count_against_an_idle_server():
+    # learner s10c: max_wait=20ms at 269/s (capacity 580/s) marked SATURATED at 94 %: its last batch waited 20 ms
+    # after the last request of a 0.4 s run, counted as time the server took to answer
+    run = _idle_server_run(0.020)
+    last = run.requests[-1]
+    assert run.final_wait_s() == pytest.approx(last.started_s - last.arrival_s)  # from the last arrival to its forward
+    assert 0.0 < run.final_wait_s() < 0.020
+    stats = run.summary()
+    assert not stats.saturated and stats.achieved_rps / stats.arrived_rps > 0.98
+    unstamped = _idle_server_run(0.020)
+    for r in unstamped.requests:
+        r.started_s = None  # a run_batch that does not stamp its forward passes: judged as before
+    assert unstamped.final_wait_s() == 0.0 and unstamped.summary().achieved_rps < stats.achieved_rps
+
+
+def test_a_saturated_server_keeps_its_backlog_after_the_final_batchs_wait_is_excused():
+    # a backlog: answered at half the arrival rate; the final batch took what was queued and waited 20 ms for more
+    n, requests = 100, []
+    for i in range(n):
+        requests.append(serving.Request(i, None, i * 0.004))
+    for i, r in enumerate(requests[:-10]):
+        r.answer(None, (i + 1) * 0.008, 2, started_s=(i + 1) * 0.008 - 0.004)
+    started = 90 * 0.008 + 0.020
+    for r in requests[-10:]:
+        r.answer(None, started + 0.004, 10, started_s=started)
+    run = serving.LoadRun("s", requests, 0.0, started + 0.3, 250.0, 250.0, 0.0, 0.0, None)
+    assert run.final_wait_s() == pytest.approx(0.020)
+    assert run.summary().saturated
+
+
+def test_a_server_behind_at_the_low_load_blames_the_load_only_when_the_grid_was_busy():
+    stats = _summary(269.0, 254.0)
+    quiet = conditions.Load(10.0, 2, 1.0, 0.1, 0.0)
+    busy = conditions.Load(10.0, 2, 1.0, 1.4, 0.0)
+    said = serving.behind_at_low("max_wait=20ms", stats, quiet)
+    assert "answered 254 of 269" in said and "not the load" in said and "busier" not in said and "rerun" not in said
+    said = serving.behind_at_low("max_wait=20ms", stats, busy)
+    assert "other programs used 1.4 of 2 cores" in said and "rerun" in said
