@@ -401,3 +401,22 @@ def test_a_server_behind_at_the_low_load_blames_the_load_only_when_the_grid_was_
     assert "answered 254 of 269" in said and "not the load" in said and "busier" not in said and "rerun" not in said
     said = serving.behind_at_low("max_wait=20ms", stats, busy)
     assert "other programs used 1.4 of 2 cores" in said and "rerun" in said
+
+
+def _stats_of(label, shares, arrived=1000.0):
+    runs = [_summary(arrived, share * arrived) for share in shares]
+    return serving.LoadStats.of(label, "high", runs)
+
+
+def test_the_summary_states_that_dynamic_batching_kept_up_where_batch_1_saturated_when_every_round_says_so():
+    # learner s10c finding 1: the summary printed only a ratio set by the offered load, or 'not measurable here'
+    batch1, dynamic = _stats_of("batch-1", [0.40, 0.42]), _stats_of("max_wait=1ms", [0.99, 0.97])
+    split, rounds = serving.kept_up_rounds(dynamic, batch1)
+    assert (split, rounds) == (2, 2)
+    said = serving.kept_up_outcome(split, rounds, "max_wait=1ms")
+    assert said == "max_wait=1ms kept up where batch-1 saturated, in 2 of 2 rounds -> holds"
+    assert serving.kept_up_rounds(_stats_of("max_wait=1ms", [0.99, 0.90]), batch1) == (1, 2)
+    assert serving.kept_up_outcome(1, 2, "max_wait=1ms") is None  # one round only: the paired ratio decides
+    assert serving.kept_up_outcome(0, 0, "max_wait=1ms") is None
+    both_kept_up = serving.kept_up_rounds(dynamic, _stats_of("batch-1", [0.99, 0.98]))
+    assert serving.kept_up_outcome(*both_kept_up, "max_wait=1ms") is None

@@ -75,6 +75,23 @@ def behind_at_low(label: str, stats, load) -> str:
             "batch-1's rate, a result of this run")
 
 
+def kept_up_rounds(dynamic, batch1) -> tuple[int, int]:
+    """In how many rounds batch-1 saturated while the dynamic batcher kept up (each round judged side by side, both
+    servers on the same arrivals, by the one rule), of the rounds with an arrival rate: (those rounds, all)."""
+    pairs = [(d, b) for d, b in zip(dynamic.runs, batch1.runs) if d.arrived_rps and b.arrived_rps]
+    return sum(not kept_up(b.achieved_rps, b.arrived_rps) and kept_up(d.achieved_rps, d.arrived_rps)
+               for d, b in pairs), len(pairs)
+
+
+def kept_up_outcome(split: int, rounds: int, headline: str) -> str | None:
+    """The dynamic-vs-batch-1 comparison's outcome where every round split (batch-1 saturated, `headline` kept up):
+    a verdict on keeping up, which no ratio of answered rates gives (the kept-up server's rate is the load offered);
+    None where the rounds do not all say so (then the paired ratio decides)."""
+    if not rounds or split < rounds:
+        return None
+    return f"{headline} kept up where batch-1 saturated, in {split} of {rounds} rounds -> holds"
+
+
 def summary_lines(items) -> list[str]:
     """The summary's comparison lines from (label, outcome, flags) items: an outcome that is not measurable here
     names its reason by number, said once below with the rule once, so a busy run's summary says each reason once."""
