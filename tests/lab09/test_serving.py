@@ -305,10 +305,12 @@ def test_a_larger_batch_faster_in_every_round_is_a_repeatable_note_and_in_some_r
     every = serving.sweep_flags(2, batch2, 4, ms(7.5, 7.4, 7.6, 7.5, 7.5))  # the learner's batch 2 against batch 4
     assert [detectors.kind_of(f) for f in every] == [detectors.Kind.NOTE]
     assert "all 5 rounds" in every[0] and "not noise" in every[0] and "busy" not in every[0]
+    assert "math library" not in every[0] and "the line below" in every[0]  # no cause the run has not tested
     some = serving.sweep_flags(2, ms(11.6, 6.0, 11.5, 7.0, 11.6), 4, ms(7.5, 7.4, 7.6, 7.5, 7.5))  # 2 rounds disagree
     assert [detectors.kind_of(f) for f in some] == [detectors.Kind.LESS_TIME] and "busy machine" in some[0]
     slow = serving.sweep_flags(2, ms(1, 1, 1, 1, 1), 4, ms(3, 3, 3, 3, 3))  # 3x the time for 2x the images, every round
     assert len(slow) == 1 and detectors.kind_of(slow[0]) is detectors.Kind.NOTE and "repeatable" in slow[0]
+    assert "not tested here" in slow[0] and "math library" not in slow[0]
     assert serving.sweep_flags(2, ms(2, 2, 2), 4, ms(3, 3, 3)) == []  # as theory predicts: nothing to say
 
 
@@ -420,3 +422,15 @@ def test_the_summary_states_that_dynamic_batching_kept_up_where_batch_1_saturate
     assert serving.kept_up_outcome(0, 0, "max_wait=1ms") is None
     both_kept_up = serving.kept_up_rounds(dynamic, _stats_of("batch-1", [0.99, 0.98]))
     assert serving.kept_up_outcome(*both_kept_up, "max_wait=1ms") is None
+
+
+def test_forward_passes_slower_than_the_sweep_or_than_larger_ones_are_flagged():
+    # learner s10c finding 4b: 21.7-request passes took 22.75 ms, 46.9-request ones 14.47 ms (sweep: 9.35 ms at 32)
+    sweep = {16: 0.0060, 32: 0.00935, 64: 0.0162}
+    flags = serving.pass_flags({"max_wait=5ms": [(21.7, 0.02275)] * 26, "max_wait=20ms": [(46.9, 0.01447)] * 12},
+                               sweep)
+    assert len(flags) == 2
+    assert flags[0].startswith("max_wait=5ms: passes of 21.7 requests took 22.75 ms, 2.4x the sweep's batch 32")
+    assert "max_wait=20ms: passes of 46.9 requests took less (14.47 ms) than max_wait=5ms's" in flags[1]
+    assert serving.pass_flags({"a": [(20, 0.009)], "b": [(40, 0.015)]}, sweep) == []  # as the sweep predicts
+    assert serving.pass_flags({"a": [], "b": [(40, 0.015)]}, sweep) == []  # a run without passes says nothing

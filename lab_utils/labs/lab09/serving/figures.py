@@ -51,16 +51,17 @@ def sweep_flags(small_batch: int, small, large_batch: int, large) -> list:
     if not flags or len(small.times) < 2:
         return flags
     work = large_batch / small_batch
-    if large.median < small.median:  # less time for more work
+    if large.median < small.median:  # less time for more work: the notebook times the dense layer alone next
         every = all(lg < sm for sm, lg in zip(small.times, large.times))
-        said = f"less time than batch {small_batch}"
+        said, cause = f"less time than batch {small_batch}", "whether the matrix multiply explains it: the line below"
     else:  # far more than proportional
         every = all(lg > report.SUPERLINEAR_MARGIN * work * sm for sm, lg in zip(small.times, large.times))
-        said = f"over {report.SUPERLINEAR_MARGIN * work:g}x batch {small_batch}'s time"
+        said, cause = f"over {report.SUPERLINEAR_MARGIN * work:g}x batch {small_batch}'s time", "its cause: not tested here"
     if not every:
         return flags
-    return [detectors.note(f"{said} in all {len(small.times)} rounds: repeatable, not noise (likely the math "
-                           "library's kernel for this batch size, see the prose)")]
+    # the note names no cause the run did not test (learner s10c: 'likely the math library's kernel' stood above a
+    # line that found the dense layer does not explain it)
+    return [detectors.note(f"{said} in all {len(small.times)} rounds: repeatable, not noise ({cause})")]
 
 
 def behind_at_low(label: str, stats, load) -> str:
@@ -228,6 +229,30 @@ def time_split(run: LoadRun, passes) -> str:
                 f"answer {computing_rps:.0f}/s at most, below the load")
     return (text + f"\n    saturated while its forward passes ran only {share:.0%} of the time: the rest went outside them, "
             "to collecting batches (with a max_wait_ms, waiting for requests), answering, or a thread waiting for a core")
+
+
+SLOWED_PASS = 1.5  # a load run's forward pass over this many times the sweep's (larger) batch was slowed ("within 1.5x")
+
+
+def pass_flags(splits: dict, sweep_s: dict) -> list[str]:
+    """Flags on the forward passes of several load runs, `splits` {label: [(requests, seconds), ...]}, against the
+    batch sweep (`sweep_s`, {batch: median seconds}; a run's passes are read against the smallest swept batch that
+    holds their mean): passes that took over SLOWED_PASS x that sweep figure, and a run whose passes held more requests
+    yet took less time each than another's where the sweep's figures grow from the one batch to the other."""
+    means = {label: (sum(n for n, _ in p) / len(p), sum(t for _, t in p) / len(p)) for label, p in splits.items() if p}
+    swept = {label: min((b for b in sweep_s if b >= n), default=max(sweep_s)) for label, (n, _) in means.items()}
+    flags = []
+    for label, (n, t) in means.items():
+        b = swept[label]
+        if t > SLOWED_PASS * sweep_s[b]:
+            flags.append(f"{label}: passes of {n:.1f} requests took {t * 1e3:.2f} ms, {t / sweep_s[b]:.1f}x the sweep's "
+                         f"batch {b} ({sweep_s[b] * 1e3:.2f} ms): slowed in this run, not by their size")
+    for small, (n_s, t_s) in means.items():
+        for large, (n_l, t_l) in means.items():
+            if n_l > n_s and t_l < t_s and sweep_s[swept[large]] > sweep_s[swept[small]]:
+                flags.append(f"{large}: passes of {n_l:.1f} requests took less ({t_l * 1e3:.2f} ms) than {small}'s of "
+                             f"{n_s:.1f} ({t_s * 1e3:.2f} ms), against the sweep: {small}'s split explains its run only")
+    return flags
 
 
 @dataclass(frozen=True)
