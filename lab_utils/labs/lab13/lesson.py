@@ -34,6 +34,9 @@ class CourseCNN(nn.Module):
         return self.fc(x.mean((2, 3)))
 
 
+ALIGN = 4  # the CNN's strides multiplied (max-pool 2, conv2 2): slab borders on multiples of 4 rows (Exercise 2)
+
+
 # ---- solutions/13_spatial_parallelism.ipynb, cell 11 (id 5294c34a) -------------------------------------------------
 
 def halo_rows(kernel, padding, stride):
@@ -43,9 +46,6 @@ def halo_rows(kernel, padding, stride):
 
 
 # ---- solutions/13_spatial_parallelism.ipynb, cell 14 (id 0de57004) -------------------------------------------------
-
-ALIGN = 4  # the CNN's strides multiplied (max-pool 2, conv2 2): slab borders on multiples of 4 rows
-
 
 def slab_bounds(height, rank, world_size, align=1):
     """Rows [start, stop) of this rank's slab: blocks of `align` rows shared out (the first ranks one block more when
