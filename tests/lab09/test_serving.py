@@ -243,7 +243,7 @@ def _answered_run(arrived_over_s: float, answered_over_s: float, n: int = 100) -
 
 def test_a_load_runs_time_split_says_which_side_of_the_race_a_saturated_server_lost():
     kept_up = serving.time_split(_answered_run(1.0, 1.0), [(2, 0.004)] * 50)
-    assert kept_up.startswith("50 forward passes of 2.0 requests (4.00 ms each), 20% of the run")
+    assert kept_up.startswith("50 passes of 2.0 requests (4.00 ms each), 20% of the run")
     assert "saturated" not in kept_up
     computing = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.0198)] * 50)  # 1000/s arrived, 100/s answered
     assert "saturated with its forward passes running 99% of the time: batches of 2.0 answer 101/s at most" in computing

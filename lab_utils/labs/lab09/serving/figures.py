@@ -20,7 +20,8 @@ TERMS = (f"offered: the rate asked for; arrived: the rate requests really came a
          f"kept up: achieved >= {SATURATED_SHARE:g} x arrived (medians over the rounds: Exercise 3's rule), else "
          f"SATURATED; % = achieved / arrived\n"
          f"'rounds split': the rounds' own % fall on both sides of {SATURATED_SHARE:.0%}: this run cannot resolve "
-         f"that row's mark")
+         f"that row's mark\n"
+         f"spread: how far the rounds of the column to its left lie apart; batch: the mean batch")
 
 
 def kept_up(achieved_rps: float, arrived_rps: float | None) -> bool:
@@ -34,7 +35,7 @@ def load_basis(capacity_rps: float, capacity_flags, bound_rps: float) -> tuple[f
     if not capacity_flags:
         return capacity_rps, "what batch-1 serving answered in its bursts"
     return bound_rps, ("the forward pass's bound for batch-1 serving, not the flagged capacity "
-                       f"({capacity_rps:.0f}/s): the loads are never built on a figure the run contradicts")
+                       f"({capacity_rps:.0f}/s):\n  the loads are never built on a figure the run contradicts")
 
 
 def serving_row_label(server: str, load: str, offered_rps: float) -> tuple[str, str]:
@@ -220,7 +221,7 @@ def time_split(run: LoadRun, passes) -> str:
     stats, passes, span = run.summary(), list(passes), run.span_s()
     served, busy = sum(n for n, _ in passes), sum(s for _, s in passes)
     share, computing_rps, mean = busy / span, served / busy if busy else 0.0, served / max(1, len(passes))
-    text = (f"{len(passes)} forward passes of {mean:.1f} requests ({busy / max(1, len(passes)) * 1e3:.2f} ms each), "
+    text = (f"{len(passes)} passes of {mean:.1f} requests ({busy / max(1, len(passes)) * 1e3:.2f} ms each), "
             f"{share:.0%} of the run; {computing_rps:.0f} requests/s while they ran; answered {stats.achieved_rps:.0f}/s")
     if not stats.saturated:
         return text
@@ -306,15 +307,16 @@ class LoadStats:
                          "latency")
         return flags
 
+    HEADER = ("server         load   offered arrived achieved spread     p50     p95     p99 spread  batch    %\n"
+              "                      (requests/s)                          (ms)")
+
     def text(self) -> str:
-        """One line for a table; >= marks a percentile that is a lower bound (requests were left unanswered)."""
+        """One row under HEADER; >= marks a percentile that is a lower bound (requests were left unanswered)."""
         bound = ">=" if any(r.unanswered for r in self.runs) else "  "
         return measure.flagged(
-            f"{self.label:<14} {self.load:<5} offered {self.offered_rps or 0:7.0f}/s  arrived {self.arrived_rps or 0:7.0f}/s  "
-            f"achieved {self.achieved_rps:7.0f}/s "
-            f"(spread {self.spread_rps:4.0%})  p50 {bound}{self.p50_ms:6.1f}  p95 {bound}{self.p95_ms:6.1f}  "
-            f"p99 {bound}{self.p99_ms:6.1f} ms "
-            f"(spread {self.spread_p99:4.0%})  batch {self.mean_batch:5.1f}"
+            f"{self.label:<14} {self.load:<5} {self.offered_rps or 0:8.0f} {self.arrived_rps or 0:7.0f} "
+            f"{self.achieved_rps:8.0f} {self.spread_rps:6.0%} {bound}{self.p50_ms:6.1f} {bound}{self.p95_ms:6.1f} "
+            f"{bound}{self.p99_ms:6.1f} {self.spread_p99:6.0%} {self.mean_batch:6.1f}"
             + (f" {self.share:4.0%}" if self.share is not None else "") + ("  SATURATED" if self.saturated else "")
             + ("  (rounds split)" if self.undecided else ""),
             self.flags)
