@@ -448,3 +448,8 @@ def test_a_refusal_on_many_rows_is_said_once_under_the_table(isolated_results):
                        flags=(why,)))
     both = measure.recorded_table(rows, None, ["lab02.csv"])
     assert "rows dp DataParallel, 2 devices; ddp DDP: other programs" in both.replace("\n    ", " "), both
+    # learner s10c, lab 13: 'rows spatial' refused the large image's row only; the small images' spatial rows were read
+    read = [result(lab="13", strategy="spatial", world_size=2, batch_size=1, workload=f"w {size}",
+                   flags=(why,) if size == "large" else ()) for size in ("small", "large")]
+    named = measure.recorded_table(read, None, ["lab13.csv"]).replace("\n    ", " ")
+    assert "not measurable here, rows spatial (w large): other programs" in named, named

@@ -144,3 +144,13 @@ def costly_recording(on: bool, factor: float = 0.1) -> None:
         dist.all_reduce = all_reduce
     elif not on and _costly["original"] is not None:
         dist.all_reduce, _costly["original"] = _costly["original"], None
+
+
+def dying_in_step_worker(rank, world_size):
+    """Lab 12's Bug 5: after one all-reduce the last rank exits; the others' next all-reduce fails on gloo."""
+    with process_group(30):
+        dist.all_reduce(torch.ones(2))
+        if rank == world_size - 1:
+            os._exit(1)
+        dist.all_reduce(torch.ones(2))
+        return rank

@@ -216,7 +216,7 @@ def recorded_table(results: list[Result], load: "conditions.Load | None", files)
             lines += [wrap(f"    note: {note}") for note in detectors.notes(r.flags)
                       if note not in loaded and not note.startswith(NOT_MEASURABLE)]
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
-    lines += refusal_lines([r.flags for r in results], names)
+    lines += refusal_lines([r.flags for r in results], names, [r.workload for r in results])
     lines += table_lines([r.flags for r in results], names)
     noise = detectors.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
@@ -226,15 +226,20 @@ def recorded_table(results: list[Result], load: "conditions.Load | None", files)
     return "\n".join(lines)
 
 
-def refusal_lines(per_row, names) -> list[str]:
+def refusal_lines(per_row, names, workloads=None) -> list[str]:
     """The refusals rows carry ('not measurable here: why', measure.refusal), each said once under the table with the
-    rows it refuses (named once each, however many batches, "; " between two names), not once per row."""
+    rows it refuses (named once each, however many batches, "; " between two names), not once per row. `workloads`
+    (one per row, optional): a name that also has rows the note does not refuse is named with the refused rows'
+    workload, so the line does not seem to refuse rows that were read (lab 13: 'rows spatial' under three workloads)."""
     refused: dict[str, list[str]] = {}
-    for flags, name in zip(per_row, names):
+    workloads = list(workloads) if workloads is not None else [None] * len(names)
+    for flags, name, workload in zip(per_row, names, workloads):
         for note in detectors.notes(flags):
             if note.startswith(NOT_MEASURABLE):
+                unrefused = any(n == name and note not in detectors.notes(f) for f, n in zip(per_row, names))
+                name_here = f"{name} ({workload})" if unrefused and workload else name
                 refused.setdefault(note, [])
-                refused[note] += [] if name in refused[note] else [name]
+                refused[note] += [] if name_here in refused[note] else [name_here]
     return [short_lines(f"{NOT_MEASURABLE}, rows {'; '.join(rows)}{note[len(NOT_MEASURABLE):]}")
             for note, rows in refused.items()]
 

@@ -238,6 +238,8 @@ def test_train_all_wrapping_again_and_hanging_are_named(hangs_stopped_sooner):
     result = exercises.check(train_all_hangs)  # J6: a hang is said to be one, not "raised"
     assert not result and "did not finish: it hung, nothing raised" in result.message, result.message
     assert "first difference" in result.message and " raised " not in result.message.split("Hint")[0], result.message
+    # learner s10c: the message was cut mid-sentence ("or waits in a…"); it names the one cause here, whole
+    assert "…" not in result.message and "for a rank that left the loop. Hint" in result.message, result.message
     # learner s9h: a Join per batch hung and was told only "the ranks called different collectives"; Join over
     # model.module raised a bare AttributeError ('Sequential' object has no attribute 'join_hook'): each is named
     result = exercises.check(train_all_join_per_batch)

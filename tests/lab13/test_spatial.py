@@ -266,3 +266,14 @@ def test_the_taint_check_catches_an_unchecked_print():
            "halo = [r['times']['halo exchange (rows)'] for r in library_ranks]\nprint(halo)\n"
            "library = [r['times']['DTensor Shard(3)'] for r in library_ranks]\nprint(library)\n")
     assert unchecked_library_prints(own) == ["print(library)"]  # the course's own timing is not the library's
+
+
+def test_exercise_2s_cell_holds_the_stub_alone_so_replacing_it_keeps_align():
+    """Learner s10c, lab 13 finding 7: ALIGN sat in Exercise 2's cell; a learner who replaced the cell lost it."""
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("solutions", "notebooks"):
+        cells = json.loads((root / folder / "13_spatial_parallelism.ipynb").read_text())["cells"]
+        sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        exercise = next(i for i, s in enumerate(sources) if "def slab_bounds" in s)
+        assert "ALIGN =" not in sources[exercise], folder
+        assert any(s.startswith("ALIGN = 4") or "\nALIGN = 4" in s for s in sources[:exercise]), folder

@@ -21,12 +21,13 @@ __all__ = ['answer_batch', 'first_batcher', 'request_problem', 'batcher', 'model
 
 def answer_batch(batch, model, device):
     """One forward pass of `model` on `device` for the whole batch; each request gets its own row of the output."""
+    started = time.perf_counter()  # when the batch stopped waiting: a run's end is judged from it (section Measure)
     x = torch.stack([r.image for r in batch]).to(device)
     with torch.inference_mode():
         out = model(x).float().cpu()
     now = time.perf_counter()
     for r, row in zip(batch, out):
-        r.answer(row, now, len(batch))
+        r.answer(row, now, len(batch), started_s=started)
 
 
 def first_batcher(requests, stop, run_batch, max_batch, max_wait_s):

@@ -34,7 +34,7 @@ class CourseCNN(nn.Module):
         return self.fc(x.mean((2, 3)))
 
 
-ALIGN = 4  # the CNN's strides multiplied (max-pool 2, conv2 2): slab borders on multiples of 4 rows
+ALIGN = 4  # the CNN's strides multiplied (max-pool 2, conv2 2): slab borders on multiples of 4 rows (Exercise 2)
 
 
 # ---- solutions/13_spatial_parallelism.ipynb, cell 11 (id 5294c34a) -------------------------------------------------

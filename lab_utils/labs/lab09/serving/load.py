@@ -25,10 +25,12 @@ class Request:
     output: object = None
     error: str | None = None
     batch_size: int = 0
+    started_s: float | None = None  # when its batch's forward pass began (None: not stamped)
 
-    def answer(self, output, now_s: float, batch_size: int) -> None:
-        """Record the model's output for this request, answered at `now_s` in a batch of `batch_size`."""
-        self.output, self.batch_size, self.done_s = output, batch_size, now_s
+    def answer(self, output, now_s: float, batch_size: int, started_s: float | None = None) -> None:
+        """Record the model's output for this request, answered at `now_s` in a batch of `batch_size` whose forward
+        pass began at `started_s` (optional: it lets a run's end be told from a final batch's wait)."""
+        self.output, self.batch_size, self.done_s, self.started_s = output, batch_size, now_s, started_s
 
     def fail(self, message: str, now_s: float) -> None:
         """Answer this request with an error instead of an output."""

@@ -48,7 +48,7 @@ def dense_line(shape: str, small_batch: int, small, large_batch: int, large) -> 
     size, same rounds) was slower at the smaller batch in every round, so the matrix multiply itself explains it."""
     every = all(s > lg for s, lg in zip(small.times, large.times))
     return (f"the {shape} dense layer alone: {small.median * 1e3:.2f} ms at batch {small_batch}, {large.median * 1e3:.2f} "
-            f"ms at batch {large_batch} (medians of {len(small.times)} rounds): "
+            f"ms at batch {large_batch} (medians of {len(small.times)} rounds):\n  "
             + ("slower at the smaller batch in every round: the matrix multiply itself, whose kernel the math library "
                "picks by the batch size" if every else
                "not slower at the smaller batch in every round: this layer alone does not explain it"))
