@@ -202,3 +202,24 @@ def test_the_recipe_runs_gap_to_theory_is_measured_and_the_check_reads_the_figur
                                alone_rate=25600, refused="other programs used 1.5 of 2 cores")
     assert "measured part" in refused[4] and "not measurable here" in refused[-1] and "figure" not in refused[-1]
     assert all(len(line) <= 125 for line in off + made + refused), off + made + refused
+
+
+def test_a_slowed_one_thread_baseline_is_read_one_way():
+    """Learner s10a, cells 59/89/91: '[!] 2.24x ... efficiency 112 % ... the baseline was slowed', yet the summary
+    printed 'DDP 1.81x one thread' over that baseline. One rule: a row above N x one thread means the baseline ran
+    slow, and then no ratio over it is read; DDP over N threads (which does not use it) is."""
+    from lab_utils.labs.lab03 import speed
+
+    rates = {"1 process x 1 thread": 4022, "2 ranks, DDP": 7292, "2 ranks, Horovod-style": 5600,
+             "1 process x 2 threads": 9013}
+    slowed = speed.slowed_baseline(rates, "1 process x 1 thread", 2)
+    assert slowed and "1 process x 2 threads got 2.24x" in slowed, slowed
+    said = speed.summary(rates, "1 process x 1 thread", 2, slowed)
+    assert "0.81x one process with 2 threads" in said and "over one thread: not read" in said, said
+    assert "1.81x" not in said and "x one thread," not in said and "0.77x DDP" in said, said
+    fine = dict(rates, **{"1 process x 2 threads": 7500})  # 1.86x: within what 2 threads can give
+    assert speed.slowed_baseline(fine, "1 process x 1 thread", 2) is None
+    plain = speed.summary(fine, "1 process x 1 thread", 2, None)
+    assert plain.startswith("2 DDP ranks 1.81x one thread, 0.97x one process with 2 threads"), plain
+    # the row at exactly N x is not above the hardware: no reading of a slowed baseline
+    assert speed.slowed_baseline(dict(rates, **{"1 process x 2 threads": 8044}), "1 process x 1 thread", 2) is None
