@@ -214,12 +214,12 @@ def test_a_slowed_one_thread_baseline_is_read_one_way():
              "1 process x 2 threads": 9013}
     slowed = speed.slowed_baseline(rates, "1 process x 1 thread", 2)
     assert slowed and "1 process x 2 threads got 2.24x" in slowed, slowed
-    said = speed.summary(rates, "1 process x 1 thread", 2, slowed)
+    said = speed.speed_summary(rates, "1 process x 1 thread", 2, slowed)
     assert "0.81x one process with 2 threads" in said and "over one thread: not read" in said, said
     assert "1.81x" not in said and "x one thread," not in said and "0.77x DDP" in said, said
     fine = dict(rates, **{"1 process x 2 threads": 7500})  # 1.86x: within what 2 threads can give
     assert speed.slowed_baseline(fine, "1 process x 1 thread", 2) is None
-    plain = speed.summary(fine, "1 process x 1 thread", 2, None)
+    plain = speed.speed_summary(fine, "1 process x 1 thread", 2, None)
     assert plain.startswith("2 DDP ranks 1.81x one thread, 0.97x one process with 2 threads"), plain
     # the row at exactly N x is not above the hardware: no reading of a slowed baseline
     assert speed.slowed_baseline(dict(rates, **{"1 process x 2 threads": 8044}), "1 process x 1 thread", 2) is None

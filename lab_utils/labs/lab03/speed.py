@@ -15,7 +15,7 @@ def slowed_baseline(rates: dict[str, float], base_name: str, world_size: int) ->
             "hardware, more than the same work can gain)")
 
 
-def summary(rates: dict[str, float], base_name: str, world_size: int, slowed: str | None) -> str:
+def speed_summary(rates: dict[str, float], base_name: str, world_size: int, slowed: str | None) -> str:
     """The summary's speed figures: over one thread and over N threads, or, with a slowed baseline, only the ratios
     that do not use it (DDP over N threads, Horovod-style over DDP) and why the others are not read."""
     ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
