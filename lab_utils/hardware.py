@@ -440,8 +440,10 @@ def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
         return Plan(world_size, "gloo", tuple(f"cuda:{r % n_gpus}" for r in range(world_size)), None,
                     f"{world_size} ranks but only {n_gpus} GPU(s): ranks share GPUs round-robin. NCCL refuses two "
                     "ranks on one GPU ('Duplicate GPU detected'), so gloo carries the collectives.")
-    ranks, cores = f"{world_size} rank{'s' if world_size > 1 else ''}", f"{hw.cpu_count} core{'s' if hw.cpu_count > 1 else ''}"
-    use = (f"{ranks} share the {cores}" if world_size > hw.cpu_count else f"{ranks} use{'s' if world_size == 1 else ''} {world_size} of the {cores}")
+    ranks = f"{world_size} rank{'s' if world_size > 1 else ''}"
+    on = f"{hw.cpu_count} core{'s' if hw.cpu_count > 1 else ''}"
+    use = (f"{ranks} share the {on}" if world_size > hw.cpu_count else
+           f"{ranks} use{'s' if world_size == 1 else ''} {world_size} of the {on}")
     reason = (f"no GPU: each rank is a CPU process with one intra-op thread (the operating system spreads them over the "
               f"cores), so {use}; gloo is torch's CPU backend.")
     if world_size > hw.cpu_count:
