@@ -84,7 +84,7 @@ class Load:
 
     def line(self) -> str:
         """One line for under a table of speeds."""
-        text = (f"machine while measuring ({self.seconds:.0f} s): other programs used {self.others:.1f} of "
+        text = (f"machine while measuring ({window_text(self.seconds)}): other programs used {self.others:.1f} of "
                 f"{self.cores} cores, the hypervisor stole {self.steal:.1f}")
         if self.quota_cpus is not None:
             text += (f", this notebook's {self.quota_source} of {hardware.cpus_text(self.quota_cpus)} throttled it in "
@@ -182,6 +182,11 @@ def between(first: Sample, last: Sample, cores: int | None = None) -> Load:
 UNREAD_OVER_ONE = "no speedup over one"  # what a load leaves unreadable in N workers against one (the default)
 
 
+def window_text(seconds: float) -> str:
+    """A measuring window's length as printed: one decimal under 10 s, so a short window never reads as '0 s'."""
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
 def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load: Load | None = None,
                     what: str = "ranks", unread: str = UNREAD_OVER_ONE) -> str | None:
     """None when N parallel `workers` (`what`: ranks, threads, devices) can beat 1 here, else why not: the CPU time
@@ -198,9 +203,11 @@ def speedup_visible(workers: int, budget: hardware.CpuBudget | None = None, load
     if load is not None:
         free = min(budget.cpus, load.cores - load.others - load.steal)
         if free < 1.5:
-            # others' CPU is a mean over the window, not a cap: a prediction that no run should contradict in words
-            return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while this measured: "
-                    f"{workers} {what} share the {max(free, 0):.1f} left, so {unread} can be read from this run")
+            # others' CPU is a mean over the window, not a cap: say the measured mean, never a share the workers had
+            # all along (learner s10a: "2 threads share the 1.2 left" beside rates 1.69x apart)
+            return (f"other programs used {load.others + load.steal:.1f} of {load.cores} cores on average over the "
+                    f"{window_text(load.seconds)} this measured, {max(free, 0):.1f} free on average: too few for "
+                    f"{workers} {what} to run side by side all along, so {unread} can be read from this run")
     return None
 
 

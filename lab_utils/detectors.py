@@ -430,6 +430,11 @@ TWICE_TOLERANCE = 0.25  # two medians of one quantity measured minutes apart agr
 #                          spreads (the repeats of each scatter less than two runs minutes apart do)
 
 
+def figure_text(value: float) -> str:
+    """A measured figure as the tables print it: 54,280 from 1,000 up (never 5.428e+04), 4 significant digits below."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 def measured_twice(first: float, first_spread: float | None, second: float, second_spread: float | None, *,
                    what: str, first_name: str, second_name: str, unit: str = "samples/s",
                    tolerance: float = TWICE_TOLERANCE, notes=(), condition: str = "",
@@ -448,8 +453,8 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
     ratio = max(first, second) / min(first, second)
     if ratio <= 1 + tolerance or (reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1]):
         return []
-    measured = (f"{what} was measured twice {when}, {first:,.4g} {unit} by {first_name} and {second:,.4g} by "
-                f"{second_name}, {ratio:.2f}x apart")
+    measured = (f"{what} was measured twice {when}, {figure_text(first)} {unit} by {first_name} and "
+                f"{figure_text(second)} by {second_name}, {ratio:.2f}x apart")
     if condition and ratio <= condition_factor:
         return [note(f"{measured}, under different conditions ({condition.rstrip('.')}), which its lab says can move "
                      f"such a figure by an amount theory does not fix: a note, not a contradiction (up to "

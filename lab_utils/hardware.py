@@ -6,6 +6,7 @@ import math
 import os
 import platform
 import socket
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -402,7 +403,9 @@ class Plan:
         """The decision in words."""
         placement = ", ".join(f"rank {r} -> {d}" for r, d in enumerate(self.devices))
         threads = f"; {self.threads_per_rank} intra-op thread(s) per rank" if self.threads_per_rank else ""
-        return f"world_size={self.world_size}: backend {self.backend}{threads}\n  {placement}\n  why: {self.reason}"
+        why = textwrap.fill(f"why: {self.reason}", width=116, initial_indent="  ", subsequent_indent="    ",
+                            break_on_hyphens=False, break_long_words=False)  # learner s10a: 180-320 chars on one line
+        return f"world_size={self.world_size}: backend {self.backend}{threads}\n  {placement}\n{why}"
 
 
 def rank_limit(hw: HardwareReport) -> tuple[int, int]:
@@ -437,8 +440,12 @@ def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
         return Plan(world_size, "gloo", tuple(f"cuda:{r % n_gpus}" for r in range(world_size)), None,
                     f"{world_size} ranks but only {n_gpus} GPU(s): ranks share GPUs round-robin. NCCL refuses two "
                     "ranks on one GPU ('Duplicate GPU detected'), so gloo carries the collectives.")
+    ranks = f"{world_size} rank{'s' if world_size > 1 else ''}"
+    on = f"{hw.cpu_count} core{'s' if hw.cpu_count > 1 else ''}"
+    use = (f"{ranks} share the {on}" if world_size > hw.cpu_count else
+           f"{ranks} use{'s' if world_size == 1 else ''} {world_size} of the {on}")
     reason = (f"no GPU: each rank is a CPU process with one intra-op thread (the operating system spreads them over the "
-              f"cores), so {world_size} rank(s) use {world_size} of {hw.cpu_count} core(s); gloo is torch's CPU backend.")
+              f"cores), so {use}; gloo is torch's CPU backend.")
     if world_size > hw.cpu_count:
         reason += (f" Warning: {world_size} ranks on {hw.cpu_count} core(s) are oversubscribed; they will run, "
                    "correctly but slower than fewer ranks, so do not read speed from this run.")

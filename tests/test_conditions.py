@@ -152,15 +152,21 @@ def test_speedup_visible_says_why_n_workers_cannot_beat_one_here():
     two = hardware.CpuBudget(2.0, "affinity mask", (hardware.CpuSource("affinity mask", 2.0, "2 cores"),))
     assert conditions.speedup_visible(2, two) is None and conditions.speedup_visible(1, QUOTA_1) is None
     busy = Load(5.0, 2, 0.2, 1.7, 0.0)
-    assert conditions.speedup_visible(2, two, busy) == ("other programs used 1.7 of 2 cores while this measured: 2 ranks "
-                                                        "share the 0.3 left, so no speedup over one can be read "
+    assert conditions.speedup_visible(2, two, busy) == ("other programs used 1.7 of 2 cores on average over the 5.0 s "
+                                                        "this measured, 0.3 free on average: too few for 2 ranks to run "
+                                                        "side by side all along, so no speedup over one can be read "
                                                         "from this run")
+    # learner s10a: "2 threads share the 1.2 left" beside rates 1.69x apart; the reason states the measured mean and
+    # its window, never a share the workers had all along, which a ratio above the free cores would refute
+    lab00 = conditions.speedup_visible(2, two, Load(2.4, 2, 1.0, 0.8, 0.0), what="threads")
+    assert "share the" not in lab00 and "1.2 free on average" in lab00 and "over the 2.4 s" in lab00, lab00
+    assert "(0.2 s)" in Load(0.2, 2, 1.0, 0.0, 0.0).line()  # a short window never reads as "(0 s)"
     assert conditions.speedup_visible(2, two, Load(5.0, 2, 1.9, 0.1, 0.0)) is None
     # issue 46: lab 00's "2 threads vs 1 thread" said "2 ranks share one CPU's time"; threads are named threads
     assert "2 threads share one CPU's time" in conditions.speedup_visible(2, QUOTA_1, what="threads")
-    assert "2 devices share the 0.3 left" in conditions.speedup_visible(2, two, busy, what="devices")
+    assert "too few for 2 devices" in conditions.speedup_visible(2, two, busy, what="devices")
     said = measure.as_result("0.49x", workers=2, load=busy, what="threads")
-    assert said.startswith("not measurable here: ") and "2 threads share" in said and said.endswith(f"({measure.UNREAD})")
+    assert said.startswith("not measurable here: ") and "too few for 2 threads" in said and said.endswith(f"({measure.UNREAD})")
     # issue 51 (lab 05): no ratio beside a reason that rules it out ("cannot beat one ... 1.48x" read as a contradiction)
     assert "0.49" not in said and "cannot beat one" not in conditions.speedup_visible(2, two, busy)
 

@@ -409,3 +409,14 @@ def test_a_ratio_built_on_a_median_whose_repeats_spread_beyond_100_percent_carri
     assert "1.06 ms" in str(said[0]) and "309 %" in str(said[0]) and "order of magnitude" in str(said[0])
     assert detectors.noisy_basis(0.31, "x") == [] and detectors.noisy_basis(1.0, "x") == []
     assert detectors.noisy_basis(None, "x") == [] and detectors.noisy_basis(float("nan"), "x") == []
+
+
+def test_a_figure_measured_twice_prints_as_the_tables_do():
+    """Learner s10a, lab 01 cell 42: '[!] ... 3.804e+04 ... by lab 05 and 5.236e+04 by lab 01' where notes print
+    5,979: one format for a figure, whichever line carries it."""
+    from lab_utils import detectors
+
+    flag = detectors.measured_twice(38040, 0.05, 52356, 0.05, what="the run", first_name="lab 05",
+                                    second_name="lab 01")
+    assert flag and "38,040 samples/s by lab 05 and 52,356 by lab 01" in str(flag[0]) and "e+0" not in str(flag[0])
+    assert detectors.figure_text(5979.2) == "5,979" and detectors.figure_text(0.6812) == "0.6812"

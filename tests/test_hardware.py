@@ -284,3 +284,12 @@ def test_the_rank_limit_says_where_its_number_comes_from():
     """A learner read 'use at most 8 ranks' on 2 cores and could not tell where the 8 came from."""
     with pytest.raises(ValueError, match=rf"{hardware.MAX_RANKS_PER_CORE} ranks per core.*Ideally one rank per core"):
         hardware.plan(100, CPU_ONLY)
+
+
+def test_a_cpu_plan_says_how_its_ranks_sit_on_the_cores_in_short_lines():
+    """Learner s10a, lab 00 cell 12: '4 rank(s) use 4 of 2 core(s)' read as a typo, in a 320-character line."""
+    four = hardware.plan(4, CPU_ONLY).describe()
+    assert "4 ranks share the 2 cores" in four and "4 of 2" not in four and "rank(s)" not in four.split("why:")[1], four
+    assert "2 ranks use 2 of the 2 cores" in hardware.plan(2, CPU_ONLY).describe()
+    assert "1 rank uses 1 of the 2 cores" in hardware.plan(1, CPU_ONLY).describe()
+    assert all(len(line) <= 116 for line in four.splitlines()) and "oversubscribed" in four, four

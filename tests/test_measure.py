@@ -336,6 +336,23 @@ def test_a_clash_with_lab_01s_baseline_names_how_lab_01_measured_it(isolated_res
     assert "thread" not in same.split(", and")[0] and busy in same
 
 
+def test_a_clash_with_a_quiet_reference_on_a_quiet_run_does_not_blame_the_load(isolated_results, monkeypatch):
+    """Learner s10a: lab 05's quiet run flagged its loop against lab 01's quiet row, '... so the load now is the
+    likelier cause', though neither run measured any load."""
+    from lab_utils import conditions
+    from lab_utils.measure import results_table
+
+    workload = workloads.STEP_3CONV.name
+    measure.record(measure.Result(lab="01", variant="1 process x 1 thread", samples_per_s=5979.0, workload=workload,
+                                  **dict(KERAS, framework="torch", threads=1, batch_size=256)))
+    monkeypatch.setattr(results_table, "run_conditions", lambda: conditions.Load(20.0, 2, 1.0, 0.0, 0.0))
+    quiet = measure.reference_conditions(workload, "1 process x 1 thread", threads=1)
+    assert "the load now" not in quiet and "this run measured none either: not the load" in quiet, quiet
+    monkeypatch.setattr(results_table, "run_conditions", lambda: conditions.Load(20.0, 2, 0.3, 1.4, 0.0))
+    assert "the load now is the likelier cause" in measure.reference_conditions(workload, "1 process x 1 thread",
+                                                                                 threads=1)
+
+
 def test_a_quantity_measured_twice_under_two_labels_names_both(isolated_results, monkeypatch):
     """Lab 05's flag named one workload while its table listed the two rows under two: the learner could not tell
     whether they should agree. The flag names both labels and says they measure one thing."""

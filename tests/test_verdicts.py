@@ -428,7 +428,7 @@ def test_a_refused_comparison_of_two_n_worker_sides_says_so_and_restates_no_clai
     pairs = [0.8, 1.1, 0.95, 1.2, 0.85, 1.05]
     v = measure.decide(pairs, claim="DDP vs DataParallel (gloo)", expected="DDP no slower", lab="02", workers=2,
                        no_worse_than=0.05, against_one=False)
-    assert v.verdict == measure.CANNOT_SEE and "2 ranks share" in v.reason
+    assert v.verdict == measure.CANNOT_SEE and "too few for 2 ranks" in v.reason
     assert "speedup over one" not in v.reason and "neither side's speed" in v.reason
     assert "restated" not in v.notes and "restated" not in str(v) and "claim tested" not in str(v)
     one = measure.decide(pairs, claim="2 ranks vs 1", expected="2 ranks faster", lab="03", workers=2)
@@ -436,7 +436,7 @@ def test_a_refused_comparison_of_two_n_worker_sides_says_so_and_restates_no_clai
     # learner s8e, lab 02: '2 ranks share the 0.9 left' said of DataParallel's devices (threads in one process)
     devices = measure.decide(pairs, claim="DataParallel vs one device", expected="slower", lab="02", workers=2,
                              what="devices")
-    assert "2 devices share" in devices.reason and "ranks" not in devices.reason
+    assert "too few for 2 devices" in devices.reason and "ranks" not in devices.reason
 
 
 def test_a_busy_machine_does_not_hide_a_large_factor_that_every_pair_shows(monkeypatch):

@@ -45,8 +45,11 @@ def reference_conditions(workload: str, variant: str, *, lab: str = "01", thread
     parts += [f"lab {lab}'s figure was {loaded[0]}" if loaded[0].startswith("measured") else f"lab {lab}: {loaded[0]}"] \
         if loaded else []
     if not parts:
+        now = run_conditions()
         parts.append(f"lab {lab} recorded no busy machine and the same thread count, so the load now is the likelier "
-                     "cause")
+                     "cause" if now is None or now.busy else
+                     f"lab {lab} recorded no busy machine and the same thread count, and this run measured none either: "
+                     "not the load, so the two do not measure quite the same thing")  # learner s10a: lab 05, quiet
     return ", and ".join(p.replace("; ", ", ") for p in parts)
 
 

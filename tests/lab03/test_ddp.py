@@ -173,3 +173,53 @@ def test_the_recipe_run_beside_lab_01_says_what_theory_predicts_and_checks_it():
     assert "not measurable here (other programs used 1.5" in refused[-1] and "x one device" not in refused[-1]
     assert len(versus_one.lines(ddp_rate=1, allreduce_ms=1, batch=64, world_size=2, lab01_rate=None)) == 1
     assert all(len(line) <= 150 for line in slow + refused), slow + refused
+
+
+def test_the_recipe_runs_gap_to_theory_is_measured_and_the_check_reads_the_figure():
+    """Learner s10a, cell 26: theory's best step 0.61 + 0.69 = 1.30 ms against a measured 3.01 ms, 2.3x unexplained,
+    and 'as predicted' checked only the direction. One launched rank alone on its half batch measures the compute
+    part; the check reads the step against that part plus the all-reduce."""
+    from lab_utils.labs.lab03 import versus_one
+
+    # s10a's quiet run: lab 01 1.22 ms (52,356/s), 2 ranks 3.01 ms (21,262/s), all-reduce 0.69 ms; one rank alone on
+    # 32 samples measured 1.25 ms here (25,600/s): 1.25 + 0.69 = 1.94 ms, the step 1.55x that
+    off = versus_one.lines(ddp_rate=21262, allreduce_ms=0.69, batch=64, world_size=2, lab01_rate=52356,
+                           alone_rate=25600)
+    text = "\n".join(off)
+    assert "one rank alone, launched, on its 32 samples: 1.25 ms a step, 2.0x the 0.61 ms theory assumed" in text, off
+    assert "1.25 + 0.69 ms all-reduce = 1.94 ms" in text and "1.55x that: +1.07 ms these two parts leave out" in text
+    assert off[-1].endswith("the direction as predicted, but not the figure (1.55x the measured parts)"), off
+    # the parts make up the step: the figure is checked, not only the direction
+    made = versus_one.lines(ddp_rate=32000, allreduce_ms=0.69, batch=64, world_size=2, lab01_rate=52356,
+                            alone_rate=25600)
+    assert "these two parts make up the step" in "\n".join(made), made
+    assert made[-1].endswith("the direction as predicted, and the figure as the measured parts give it"), made
+    # a wrong direction stays 'against the prediction', whatever the parts say
+    against = versus_one.lines(ddp_rate=16000, allreduce_ms=0.1, batch=64, world_size=2, lab01_rate=37000,
+                               alone_rate=60000)
+    assert "against the prediction" in against[-1], against
+    refused = versus_one.lines(ddp_rate=21262, allreduce_ms=0.69, batch=64, world_size=2, lab01_rate=52356,
+                               alone_rate=25600, refused="other programs used 1.5 of 2 cores")
+    assert "measured part" in refused[4] and "not measurable here" in refused[-1] and "figure" not in refused[-1]
+    assert all(len(line) <= 125 for line in off + made + refused), off + made + refused
+
+
+def test_a_slowed_one_thread_baseline_is_read_one_way():
+    """Learner s10a, cells 59/89/91: '[!] 2.24x ... efficiency 112 % ... the baseline was slowed', yet the summary
+    printed 'DDP 1.81x one thread' over that baseline. One rule: a row above N x one thread means the baseline ran
+    slow, and then no ratio over it is read; DDP over N threads (which does not use it) is."""
+    from lab_utils.labs.lab03 import speed
+
+    rates = {"1 process x 1 thread": 4022, "2 ranks, DDP": 7292, "2 ranks, Horovod-style": 5600,
+             "1 process x 2 threads": 9013}
+    slowed = speed.slowed_baseline(rates, "1 process x 1 thread", 2)
+    assert slowed and "1 process x 2 threads got 2.24x" in slowed, slowed
+    said = speed.speed_summary(rates, "1 process x 1 thread", 2, slowed)
+    assert "0.81x one process with 2 threads" in said and "over one thread: not read" in said, said
+    assert "1.81x" not in said and "x one thread," not in said and "0.77x DDP" in said, said
+    fine = dict(rates, **{"1 process x 2 threads": 7500})  # 1.86x: within what 2 threads can give
+    assert speed.slowed_baseline(fine, "1 process x 1 thread", 2) is None
+    plain = speed.speed_summary(fine, "1 process x 1 thread", 2, None)
+    assert plain.startswith("2 DDP ranks 1.81x one thread, 0.97x one process with 2 threads"), plain
+    # the row at exactly N x is not above the hardware: no reading of a slowed baseline
+    assert speed.slowed_baseline(dict(rates, **{"1 process x 2 threads": 8044}), "1 process x 1 thread", 2) is None

@@ -43,7 +43,8 @@ def ddp_worker(rank, world_size, cfg):
     # 1. join the process group: MASTER_ADDR/PORT, RANK and WORLD_SIZE come from the launcher (or torchrun)
     device, backend = hardware.rank_device()
     dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))
-    # 2. the same model on every rank (same seed), statistics of BatchNorm layers over the global batch
+    # 2. the same model on every rank (same seed); a model with BatchNorm layers gets their statistics over the
+    #    global batch (section 5)
     split = data.load_split(cfg.data)
     train_set, test_set = split.datasets()
     model = spec.build_torch(cfg.layers, split.image_shape, seed=cfg.seed)
