@@ -6,6 +6,7 @@ import contextlib
 import re
 
 from ...exercises.core import Exercise, FROM_LESSON, max_abs_diff, register
+from .slurm.options import SHORT, parse_sbatch  # noqa: F401  (SHORT: the short options, read by tests)
 
 # ---- rank_from_slurm: SLURM_* -> RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT -----------------------------
 
@@ -133,33 +134,6 @@ def memory_mb(text: str) -> float:
         raise ValueError(f"not a memory size: {text!r}")
     return float(found.group(1)) * {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2}[found.group(2)]
 
-
-SHORT = {"N": "nodes", "n": "ntasks", "c": "cpus-per-task", "t": "time", "J": "job-name", "p": "partition",
-         "G": "gpus", "o": "output", "A": "account"}
-
-
-def parse_sbatch(header: str) -> dict:
-    """The options Slurm reads from a script's #SBATCH lines (it stops at the first command), name -> value."""
-    options = {}
-    for line in header.splitlines():
-        stripped = line.strip()
-        if not stripped or (stripped.startswith("#") and not line.startswith("#SBATCH")):
-            continue  # a comment, or a line Slurm does not read as an option
-        if not line.startswith("#SBATCH"):
-            break  # the first command ends the header
-        words = line[len("#SBATCH"):].split("#", 1)[0].split()
-        while words:
-            word = words.pop(0)
-            if word.startswith("--"):
-                name, eq, value = word[2:].partition("=")
-                if not eq and words and not words[0].startswith("-"):
-                    value = words.pop(0)
-            elif word.startswith("-") and len(word) >= 2:
-                name, value = SHORT.get(word[1], word[1]), word[2:] or (words.pop(0) if words else "")
-            else:
-                continue
-            options[name] = value
-    return options
 
 
 def _header_cases(rng):

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from .cluster import command
+from .options import parse_sbatch
 from .sacct import seconds, settled
 
 NAME = "your-turn"
@@ -72,8 +73,6 @@ def judge(record: dict, script: str, want: dict = REQUEST, said=()) -> tuple[boo
 def _judge_record(record: dict, script: str, want: dict, said) -> tuple[bool, str]:
     """judge() once the script is written and its lines are read: the record against the request."""
     if record.get("nodes") != want["nodes"]:
-        from ..exercises import parse_sbatch
-
         said_nodes = [w for w in sbatch_warnings(said) if "node" in w]
         ran = f"the job ran on {record.get('nodes')} node(s), not {want['nodes']}"
         options = parse_sbatch(script)
