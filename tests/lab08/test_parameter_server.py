@@ -335,13 +335,15 @@ def test_the_clocks_legend_says_what_the_rows_show_never_that_the_first_gradient
     """s8b: the legend said the run clock includes 'its first gradients, which run slower' beside run clock 1.04 <
     steady-rate 1.06 in both runs; it now counts the rows where the run clock is the larger."""
     both = A.clocks_legend([(1.04, 1.06), (0.36, 0.35)])
-    assert "1 of the 2 rows" in both and "cost nothing extra there" in both
+    assert "1 of the 2 rows" in both and "below it in 1" in both  # learner s10f: below is not 'nothing extra'
+    assert "cost nothing extra there" in A.clocks_legend([(1.04, 1.04), (0.36, 0.35)])
     assert "which run slower" not in both
     slower = A.clocks_legend([(0.40, 0.35), (0.70, 0.62)])
     assert "2 of the 2 rows" in slower and "cost nothing extra" not in slower
     assert "0 of the 0 rows" in A.clocks_legend([])
     # learner s8e: '2 of 3 rows here' under a table of 7 rows: the 3 are those that reached the target
     assert "1 of the 2 rows that reached 85%" in A.clocks_legend([(1.04, 1.06), (0.36, 0.35)], 0.85)
+    assert "cost nothing extra" not in A.clocks_legend([(0.87, 0.89), (0.38, 0.36)], 0.85)
 
 
 def test_late_accuracy_averages_the_last_snapshots_not_one_noisy_final_one(monkeypatch):
@@ -582,6 +584,12 @@ def test_worker_1s_compute_against_the_others_is_explained_by_the_cores_shares_o
     work = A.core_share_line([16.0, 20.0], [0.95, 0.95])  # the same shares, different CPU time: the work itself
     assert "the work itself ran at another speed" in work and "shares explain" not in work
     assert all(len(line) < 120 for line in (faster + "\n" + slower + "\n" + work).splitlines())
+    # learner s10f: worker 1 35% faster, worker 2 at 62 % of its core, and no line said who took the rest
+    busy = A.core_share_line([17.29, 26.69], [0.89, 0.62])
+    assert "the cores' shares moved it most" in busy and "other programs only" in busy
+    assert "other programs on this machine, not the server, slowed the other(s) most" in busy
+    assert "the work itself moved it most" in work and "slowed the other(s)" not in work
+    assert "38%" in A.others_share_line([0.89, 0.62]) and "not the server" not in A.others_share_line([0.78, 0.97])
 
 
 def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():
