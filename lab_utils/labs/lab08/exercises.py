@@ -31,8 +31,8 @@ def _config(case, n_workers):
                     momentum=case["momentum"], seed=case["seed"], warmup=0, timeout_s=60)
 
 
-AVERAGE_LINES = ("        weights.grad = sum(waiting[w][1] for w in sorted(waiting)) / len(waiting)  # async: the average of one\n"
-                 "        optimizer.step()\n")
+AVERAGE_LINES = ("        parameter_server.average_and_apply(weights, optimizer, {w: g for w, (_, g) in waiting.items()})"
+                 "  # exercise 1\n")
 
 
 def serve_with(average_step):
