@@ -298,6 +298,7 @@ def _lr_judge(got, expected, cases):
 
 
 DAMPED_LR = Exercise("08", "damped_lr", _lr_cases, _lr_run, FROM_LESSON, _lr_judge,
-                     "a fresh gradient (staleness 0) gets base_lr; one that is s versions old gets base_lr / (1 + s)")
+                     "a fresh gradient (staleness 0) gets base_lr; one s versions old spans s + 1 updates (the s since its "
+                     "weights and its own): share one fresh step evenly over them")
 
 register(AVERAGE_AND_APPLY, STALENESS_FROM_ORDER, DAMPED_LR)
