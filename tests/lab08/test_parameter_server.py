@@ -473,13 +473,16 @@ def _verdict(verdict, ratio=1.28, holds_from=None, upper=False, reason="", notes
 def test_the_summary_line_is_the_outcome_without_the_notes_and_a_refusal_reads_as_where_it_was_printed():
     from lab_utils import measure
     held = A.summary_line(_verdict(measure.HOLDS, holds_from=1.59, upper=True))
-    assert held.startswith("async vs sync, no straggler (async ahead") and held.endswith("1.28x -> holds")
+    assert held.startswith("async vs sync, no straggler: ") and "1.28x -> holds; predicted: async ahead" in held
     assert "tested as 'ahead by no more than 59%'" in held and "measured while" not in held and len(held) < 200
     refused = A.summary_line(_verdict(measure.CANNOT_SEE, reason="other programs used 1.0 of 2 cores ..."))
     # learner s9c: cell 29 said 'cannot be seen here', the summary 'not measurable here', for one refusal
     assert f": {measure.CANNOT_SEE} (" in refused and "not measurable" not in refused and "1.28" not in refused
     plain = A.summary_line(measure.Verdict("A vs B", "A faster", 2.5, 2.1, 3.0, measure.HOLDS, 5), label="x4")
-    assert plain == "x4 (A faster): 2.50x -> holds"
+    assert plain == "x4: 2.50x -> holds; predicted: A faster"
+    # learner s10f: 'late accuracy (with the straggler higher (more of its gradients fresh)): 1.29x -> holds'
+    nested = A.summary_line(measure.Verdict("A vs B", "A higher (fresher)", 1.29, 1.1, 1.4, measure.HOLDS, 5))
+    assert "((" not in nested and "(fresher))" not in nested
 
 
 def test_a_median_above_theorys_bound_beside_a_holding_restated_verdict_is_said_in_one_line():

@@ -9,13 +9,14 @@ from .... import measure
 
 
 def summary_line(verdict: measure.Verdict, label: str | None = None) -> str:
-    """'<claim> (<prediction>): <figure> -> <outcome>' in one short line, no notes; a verdict the conditions ruled out
-    reads as it did where it was printed ('cannot be seen here'), without a figure."""
-    head = f"{label or verdict.claim} ({verdict.expected})"
+    """'<claim>: <figure> -> <outcome>; predicted: <prediction>', no notes (one level of parentheses at most: the
+    prediction's own); a verdict the conditions ruled out reads as it did where it was printed ('cannot be seen
+    here'), without a figure."""
+    head = label or verdict.claim
     if verdict.verdict == measure.CANNOT_SEE:
         return f"{head}: {measure.CANNOT_SEE} (its verdict above says why)"
     tested = f"{verdict.tested()}: " if verdict.holds_from is not None else ""
-    return f"{head}: {tested}{verdict.ratio:.2f}{verdict.unit} -> {verdict.verdict}"
+    return f"{head}: {tested}{verdict.ratio:.2f}{verdict.unit} -> {verdict.verdict}; predicted: {verdict.expected}"
 
 
 def above_bound_line(verdict: measure.Verdict, bound: float) -> str:
