@@ -202,3 +202,39 @@ def test_exercises_are_registered_for_lab_08():
 
     assert [e.name for e in for_lab("08")] == ["average_and_apply", "staleness_from_order", "damped_lr"]
     assert get("average_and_apply").ranks == 5  # one launch: a server and up to 4 workers
+
+
+def test_the_answers_are_not_on_screen_and_the_server_calls_the_courses_rules():
+    # learner s10f: exercise 1's answer was a line of `serve` (cell 10), exercise 3's formula was in `serve`, `replay`
+    # and the exercise text: the student notebook shows neither; `serve` and `replay` call parameter_server's
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "08_sync_async.ipynb").read_text())
+    shown = "\n".join("".join(c["source"]) for c in nb["cells"])
+    for answer in ("sorted(gradients)", "sorted(waiting)) /", "1 + staleness", "(1 + s)", "/ (1 +"):
+        assert answer not in shown, answer
+    import inspect
+    assert "parameter_server.average_and_apply(" in inspect.getsource(lesson08.serve)
+    assert "parameter_server.damped_lr(" in inspect.getsource(lesson08.serve)
+    assert "parameter_server.damped_lr(" in inspect.getsource(lesson08.replay)
+
+
+def test_the_courses_hidden_rules_pass_the_checks_that_the_learner_faces():
+    from lab_utils.labs.lab08 import parameter_server
+
+    assert_right(parameter_server.damped_lr)
+    assert_right(parameter_server.average_and_apply)
+
+
+def test_damped_lr_plausible_readings_of_the_even_share_are_caught():
+    # exercise 3's text asks for one fresh step shared evenly over the staleness + 1 updates a gradient spans
+    import math
+
+    def damped_lr(base_lr, staleness):
+        return base_lr / math.sqrt(1 + staleness)
+    assert_wrong(damped_lr, "should be")
+
+    def damped_lr(base_lr, staleness):  # noqa: F811 — the momentum's decay, not an even share
+        return base_lr * 0.9 ** staleness
+    assert_wrong(damped_lr, "should be")

@@ -335,13 +335,15 @@ def test_the_clocks_legend_says_what_the_rows_show_never_that_the_first_gradient
     """s8b: the legend said the run clock includes 'its first gradients, which run slower' beside run clock 1.04 <
     steady-rate 1.06 in both runs; it now counts the rows where the run clock is the larger."""
     both = A.clocks_legend([(1.04, 1.06), (0.36, 0.35)])
-    assert "1 of the 2 rows" in both and "cost nothing extra there" in both
+    assert "1 of the 2 rows" in both and "below it in 1" in both  # learner s10f: below is not 'nothing extra'
+    assert "cost nothing extra there" in A.clocks_legend([(1.04, 1.04), (0.36, 0.35)])
     assert "which run slower" not in both
     slower = A.clocks_legend([(0.40, 0.35), (0.70, 0.62)])
     assert "2 of the 2 rows" in slower and "cost nothing extra" not in slower
     assert "0 of the 0 rows" in A.clocks_legend([])
     # learner s8e: '2 of 3 rows here' under a table of 7 rows: the 3 are those that reached the target
     assert "1 of the 2 rows that reached 85%" in A.clocks_legend([(1.04, 1.06), (0.36, 0.35)], 0.85)
+    assert "cost nothing extra" not in A.clocks_legend([(0.87, 0.89), (0.38, 0.36)], 0.85)
 
 
 def test_late_accuracy_averages_the_last_snapshots_not_one_noisy_final_one(monkeypatch):
@@ -471,13 +473,16 @@ def _verdict(verdict, ratio=1.28, holds_from=None, upper=False, reason="", notes
 def test_the_summary_line_is_the_outcome_without_the_notes_and_a_refusal_reads_as_where_it_was_printed():
     from lab_utils import measure
     held = A.summary_line(_verdict(measure.HOLDS, holds_from=1.59, upper=True))
-    assert held.startswith("async vs sync, no straggler (async ahead") and held.endswith("1.28x -> holds")
+    assert held.startswith("async vs sync, no straggler: ") and "1.28x -> holds; predicted: async ahead" in held
     assert "tested as 'ahead by no more than 59%'" in held and "measured while" not in held and len(held) < 200
     refused = A.summary_line(_verdict(measure.CANNOT_SEE, reason="other programs used 1.0 of 2 cores ..."))
     # learner s9c: cell 29 said 'cannot be seen here', the summary 'not measurable here', for one refusal
     assert f": {measure.CANNOT_SEE} (" in refused and "not measurable" not in refused and "1.28" not in refused
     plain = A.summary_line(measure.Verdict("A vs B", "A faster", 2.5, 2.1, 3.0, measure.HOLDS, 5), label="x4")
-    assert plain == "x4 (A faster): 2.50x -> holds"
+    assert plain == "x4: 2.50x -> holds; predicted: A faster"
+    # learner s10f: 'late accuracy (with the straggler higher (more of its gradients fresh)): 1.29x -> holds'
+    nested = A.summary_line(measure.Verdict("A vs B", "A higher (fresher)", 1.29, 1.1, 1.4, measure.HOLDS, 5))
+    assert "((" not in nested and "(fresher))" not in nested
 
 
 def test_a_median_above_theorys_bound_beside_a_holding_restated_verdict_is_said_in_one_line():
@@ -580,8 +585,14 @@ def test_worker_1s_compute_against_the_others_is_explained_by_the_cores_shares_o
     assert "worker 1 25% slower, as theory predicts" in slower and "took more of worker 1's core" in slower
     assert "alike within 5 %" in A.core_share_line([16.0, 16.5], [0.95, 0.95])
     work = A.core_share_line([16.0, 20.0], [0.95, 0.95])  # the same shares, different CPU time: the work itself
-    assert "the work itself ran at another speed" in work and "shares explain" not in work
+    assert "the work itself moved it most" in work and "shares explain" not in work
     assert all(len(line) < 120 for line in (faster + "\n" + slower + "\n" + work).splitlines())
+    # learner s10f: worker 1 35% faster, worker 2 at 62 % of its core, and no line said who took the rest
+    busy = A.core_share_line([17.29, 26.69], [0.89, 0.62])
+    assert "the cores' shares moved it most" in busy and "other programs only" in busy
+    assert "other programs on this machine, not the server, slowed the other(s) most" in busy
+    assert "the work itself moved it most" in work and "slowed the other(s)" not in work
+    assert "38%" in A.others_share_line([0.89, 0.62]) and "not the server" not in A.others_share_line([0.78, 0.97])
 
 
 def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():

@@ -31,8 +31,8 @@ def _config(case, n_workers):
                     momentum=case["momentum"], seed=case["seed"], warmup=0, timeout_s=60)
 
 
-AVERAGE_LINES = ("        weights.grad = sum(waiting[w][1] for w in sorted(waiting)) / len(waiting)  # async: the average of one\n"
-                 "        optimizer.step()\n")
+AVERAGE_LINES = ("        parameter_server.average_and_apply(weights, optimizer, {w: g for w, (_, g) in waiting.items()})"
+                 "  # exercise 1\n")
 
 
 def serve_with(average_step):
@@ -298,6 +298,7 @@ def _lr_judge(got, expected, cases):
 
 
 DAMPED_LR = Exercise("08", "damped_lr", _lr_cases, _lr_run, FROM_LESSON, _lr_judge,
-                     "a fresh gradient (staleness 0) gets base_lr; one that is s versions old gets base_lr / (1 + s)")
+                     "a fresh gradient (staleness 0) gets base_lr; one s versions old spans s + 1 updates (the s since its "
+                     "weights and its own): share one fresh step evenly over them")
 
 register(AVERAGE_AND_APPLY, STALENESS_FROM_ORDER, DAMPED_LR)

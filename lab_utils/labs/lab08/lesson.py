@@ -112,9 +112,9 @@ def serve(n_workers, cfg):
         if cfg.mode == "sync" and len(waiting) < n_workers:
             continue                              # THE difference: sync waits until every worker has pushed
         staleness = {w: version - v for w, (v, _) in waiting.items()}          # always 0 in sync mode
-        optimizer.param_groups[0]["lr"] = base_lr / (1 + staleness[worker]) if cfg.damped else base_lr
-        weights.grad = sum(waiting[w][1] for w in sorted(waiting)) / len(waiting)  # async: the average of one
-        optimizer.step()
+        lr_now = parameter_server.damped_lr(base_lr, staleness[worker]) if cfg.damped else base_lr  # exercise 3
+        optimizer.param_groups[0]["lr"] = lr_now
+        parameter_server.average_and_apply(weights, optimizer, {w: g for w, (_, g) in waiting.items()})  # exercise 1
         for w in sorted(waiting):
             record.applied(w, computed_on=waiting[w][0], staleness=staleness[w], weights=weights)
         version += 1
@@ -191,7 +191,7 @@ def run_all(rank, world_size, configs, worker=work, server=serve):
 def replay(run, n_workers, fresh=False, buffer_per_worker=False, damped=False):
     """An undamped asynchronous run's updates again, in this process: each worker's batches in the run's order, each
     gradient on the weights of its recorded version (fresh: on the current weights); one momentum buffer (the
-    server's) or one per worker (Hogwild's); damped: each step's rate divided by 1 + its recorded staleness.
+    server's) or one per worker (Hogwild's); damped: each step's rate damped by its recorded staleness (exercise 3's rule).
     Returns the final weights and a snapshot every cfg.snapshot_every."""
     cfg = run["config"]
     if cfg.mode != "async" or cfg.damped:
@@ -212,7 +212,8 @@ def replay(run, n_workers, fresh=False, buffer_per_worker=False, damped=False):
         if buffer not in optimizers:                  # the asynchronous server's rate and momentum
             optimizers[buffer] = torch.optim.SGD([weights], lr=cfg.lr / n_workers, momentum=cfg.momentum)
         staleness = version - computed_on             # as the server recorded it (fresh or not: the run's own)
-        optimizers[buffer].param_groups[0]["lr"] = cfg.lr / n_workers / (1 + staleness if damped else 1)
+        optimizers[buffer].param_groups[0]["lr"] = (parameter_server.damped_lr(cfg.lr / n_workers, staleness) if damped
+                                                    else cfg.lr / n_workers)
         optimizers[buffer].step()
         versions.append(weights.detach().clone())
         if (version + 1) % cfg.snapshot_every == 0:

@@ -65,10 +65,14 @@ def clocks_legend(clocks, target: float | None = None) -> str:
     """What the accuracy table's rows show of its two clocks (defined in the markdown above it): `clocks` are (run
     clock s, steady-rate s) of the rows that reached `target` (the others have no clocks); one short computed line."""
     clocks = list(clocks)
+    clocks = [(round(run, 2), round(steady, 2)) for run, steady in clocks]  # as the table prints them
     larger = sum(run > steady for run, steady in clocks)
+    smaller = sum(run < steady for run, steady in clocks)
     reached = f" that reached {target:.0%}" if target is not None else ""
     text = (f"run clock s above steady-rate s (the first gradients ran slower): {larger} of the "
             f"{len(clocks)} rows{reached}")
-    if larger < len(clocks):
+    if smaller:  # the run's first stretch ran faster than its own later rate (a busier machine later, say)
+        text += f"; below it in {smaller} (the first gradients ran faster than the later ones)"
+    if len(clocks) - larger - smaller:
         text += "; in the others the first gradients cost nothing extra there"
     return text + "."

@@ -2,17 +2,21 @@
 printed), and the line that says when a median lies above the bound theory predicts while the verdict holds."""
 from __future__ import annotations
 
+import math
+import statistics
+
 from .... import measure
 
 
 def summary_line(verdict: measure.Verdict, label: str | None = None) -> str:
-    """'<claim> (<prediction>): <figure> -> <outcome>' in one short line, no notes; a verdict the conditions ruled out
-    reads as it did where it was printed ('cannot be seen here'), without a figure."""
-    head = f"{label or verdict.claim} ({verdict.expected})"
+    """'<claim>: <figure> -> <outcome>; predicted: <prediction>', no notes (one level of parentheses at most: the
+    prediction's own); a verdict the conditions ruled out reads as it did where it was printed ('cannot be seen
+    here'), without a figure."""
+    head = label or verdict.claim
     if verdict.verdict == measure.CANNOT_SEE:
         return f"{head}: {measure.CANNOT_SEE} (its verdict above says why)"
     tested = f"{verdict.tested()}: " if verdict.holds_from is not None else ""
-    return f"{head}: {tested}{verdict.ratio:.2f}{verdict.unit} -> {verdict.verdict}"
+    return f"{head}: {tested}{verdict.ratio:.2f}{verdict.unit} -> {verdict.verdict}; predicted: {verdict.expected}"
 
 
 def above_bound_line(verdict: measure.Verdict, bound: float) -> str:
@@ -95,7 +99,6 @@ def core_share_line(compute_ms: list[float], shares: list[float]) -> str:
     """Worker 1's compute per gradient (its core also runs the server) against the others', with each one's share of
     its core while computing (CPU time over wall time): theory's prediction (worker 1 slower) and, computed, whether
     the difference is the cores' shares or the work itself. Short lines, the later ones indented."""
-    import statistics
     c1, co = compute_ms[0], statistics.median(compute_ms[1:])
     s1, so = shares[0], statistics.median(shares[1:])
     cpu1, cpuo = c1 * s1, co * so  # CPU ms per gradient: the work itself, whatever took the core meanwhile
@@ -110,10 +113,27 @@ def core_share_line(compute_ms: list[float], shares: list[float]) -> str:
         lower = "worker 1's core" if s1 < so else "the other core"
         lines += [f"the same CPU time per gradient ({cpu1:.2f} and {cpuo:.2f} ms), so the cores' shares explain it:",
                   f"the server and other programs took more of {lower}"]
-    else:
-        lines += [f"the CPU time per gradient differs too ({cpu1:.2f} and {cpuo:.2f} ms): the work itself ran at "
-                  "another speed,", "which the cores' shares do not explain"]
+    else:  # time per gradient = CPU time / share: which factor moved it more
+        by_share, by_work = so / s1, cpu1 / cpuo
+        lines.append(f"{c1 / co:.2f}x the others' time = {by_work:.2f}x their CPU time per gradient "
+                     f"x {by_share:.2f}x from the cores' shares")
+        lines.append("the cores' shares moved it most" if abs(math.log(by_share)) >= abs(math.log(by_work)) else
+                     "the work itself moved it most (its CPU time): this run cannot tell why")
+    lines.append(others_share_line(shares))
     return "\n  ".join(lines)
+
+
+def others_share_line(shares: list[float]) -> str:
+    """Who took the rest of each worker's core while it computed: the server runs on worker 1's core only, so what
+    the other workers lost went to other programs; worker 1's loss is the server's and other programs' together."""
+    rest1, rest_o = 1 - shares[0], 1 - statistics.median(shares[1:])
+    text = (f"the rest of each core: worker 1's {rest1:.0%} went to the server and other programs (not split here),"
+            f"\n  the other(s)' {rest_o:.0%} to other programs only (the server is not on their core)")
+    if rest_o > max(0.10, rest1):
+        text += "\n  so other programs on this machine, not the server, slowed the other(s) most"
+    elif rest_o > 0.10:
+        text += "\n  so other programs on this machine took part of every core"
+    return text
 
 
 def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict]) -> str:
