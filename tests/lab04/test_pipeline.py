@@ -261,6 +261,8 @@ def test_the_median_step_gives_every_figure_printed_about_a_step(executed):
     assert m.makespan in m.makespans and pl.makespan(m.typical()) == m.makespan
     assert m.bubble == pl.bubble_fraction(m.typical(), 2) and min(m.bubbles) <= m.bubble <= max(m.bubbles)
     assert f"bubble {m.bubble:.3f}" in pipeline_explorer.draw_measured(m).get_title()
+    refused = pipeline_explorer.draw_measured(m, refused=True).get_title()  # the title refuses what the lines refuse
+    assert f"{m.bubble:.3f}" not in refused and "bubble n/m" in refused
     assert m.spread == (max(m.makespans) - min(m.makespans)) / m.makespan
 
 
