@@ -379,6 +379,25 @@ def test_the_explorer_builds_its_controls():
     assert controls[1].disabled
 
 
+def test_the_explorer_sends_nothing_back_to_the_kernel_when_run_headless():
+    """No Output widget (a headless runner mocks one by writing to the kernel's shell channel while it waits there:
+    learner s10e's run hung in this cell once); the chart is a PNG that a slider redraws."""
+    import ipywidgets as w
+    import matplotlib
+    matplotlib.use("Agg")
+
+    def widgets(box):
+        return [box] + [x for child in getattr(box, "children", ()) for x in widgets(child)]
+
+    box = pipeline_explorer.pipeline_explorer(stage_worker, forward_op, backward_op, layer_times=[1.0] * 7)
+    assert not any(isinstance(x, w.Output) for x in widgets(box))
+    chart = box.children[2]
+    first = bytes(chart.value)
+    assert first.startswith(b"\x89PNG")
+    box.children[0].children[0].value = 3  # K = 3 stages: another chart
+    assert bytes(chart.value).startswith(b"\x89PNG") and bytes(chart.value) != first
+
+
 def test_the_explorer_runs_the_ops_it_is_given():
     import matplotlib
     matplotlib.use("Agg")

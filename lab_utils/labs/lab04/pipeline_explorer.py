@@ -31,6 +31,18 @@ def draw_measured(measured: pl.Measured, ax=None, title: str = "", refused: bool
                        colors=phase_colors())
 
 
+def png(fig) -> bytes:
+    """The figure as PNG bytes, closed afterwards (so no backend shows it a second time)."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
 def pipeline_explorer(stage_worker, forward_op, backward_op, *,
                       model: str = "cnn2d_2layer_fullconnected_2layer", micro_batch_size: int = 32,
                       max_stages: int = 4, layer_times=None, timeout: float = 120.0):
@@ -48,7 +60,10 @@ def pipeline_explorer(stage_worker, forward_op, backward_op, *,
     m = w.IntSlider(value=4, min=1, max=32, description="micro-batches M")
     schedule = w.Dropdown(options=["gpipe", "1f1b", "naive"], value="gpipe", description="schedule")
     run = w.Button(description="run it for real", button_style="primary")
-    status, chart = w.HTML(), w.Output()
+    # the chart is a PNG in an Image widget, not an Output widget: a headless runner (nbclient, papermill) mocks an
+    # Output widget by sending its state back to the kernel on the shell channel while it waits there for the cell's
+    # reply, a race reported to hang such runs (jupyter/nbclient#312); an Image's value only travels kernel -> runner
+    status, chart = w.HTML(), w.Image(format="png")
     measured: dict
     measured = {}
 
@@ -56,15 +71,13 @@ def pipeline_explorer(stage_worker, forward_op, backward_op, *,
         m.disabled = schedule.value == "naive"
         micro = 1 if schedule.value == "naive" else m.value
         key = (k.value, micro, schedule.value)
-        with chart:
-            chart.clear_output(wait=True)
-            rows = 2 if key in measured else 1
-            fig, axes = plt.subplots(rows, 1, figsize=(10, 1.2 + 1.6 * rows * max(1, k.value / 2)), squeeze=False)
-            draw_ideal(k.value, micro, schedule.value, axes[0][0])
-            if key in measured:
-                draw_measured(measured[key], axes[1][0])
-            fig.tight_layout()
-            plt.show()
+        rows = 2 if key in measured else 1
+        fig, axes = plt.subplots(rows, 1, figsize=(10, 1.2 + 1.6 * rows * max(1, k.value / 2)), squeeze=False)
+        draw_ideal(k.value, micro, schedule.value, axes[0][0])
+        if key in measured:
+            draw_measured(measured[key], axes[1][0])
+        fig.tight_layout()
+        chart.value = png(fig)
 
     def run_real(_):
         micro = 1 if schedule.value == "naive" else m.value
