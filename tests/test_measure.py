@@ -470,3 +470,13 @@ def test_a_refusal_on_many_rows_is_said_once_under_the_table(isolated_results):
                    flags=(why,) if size == "large" else ()) for size in ("small", "large")]
     named = measure.recorded_table(read, None, ["lab13.csv"]).replace("\n    ", " ")
     assert "not measurable here, rows spatial (w large): other programs" in named, named
+
+
+def test_short_lines_keeps_the_breaks_flagged_made():
+    """short_lines(flagged(...)) must not turn flagged's note lines into runs of spaces mid-sentence (lab 04 cell 67)."""
+    from lab_utils import measure
+    text = "  GPipe M=8: 100.1 ms, " + "x" * 20 + " word" * 30
+    out = measure.short_lines(measure.flagged(text, ["noisy: the steps spread naive 177%" + " more" * 30]))
+    assert all("  " not in line.strip() for line in out.splitlines())  # no run of spaces inside a line
+    assert all(len(line) <= 100 for line in out.splitlines())
+    assert "\n    note: noisy" in out

@@ -249,11 +249,13 @@ def refusal_lines(per_row, names, workloads=None) -> list[str]:
 
 def short_lines(text: str, width: int = WIDTH, indent: str = "    ") -> str:
     """A long printed line as lines of at most `width` characters, the later ones indented: one line of 300 or more
-    characters is hard to read in a notebook. A line that refuses a figure for the load says it for the cell: a
-    verdict refused for it later in the same cell points to it (measure.lines.said_before)."""
+    characters is hard to read in a notebook; a text already broken (measure.flagged's notes) keeps its breaks. A line
+    that refuses a figure for the load says it for the cell: a verdict refused for it later in the same cell points
+    to it (measure.lines.said_before)."""
     if printed.busy_refusal(text) and NOT_MEASURABLE in text:
         printed.mark_said("load")
-    return textwrap.fill(text, width=width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+    return "\n".join(textwrap.fill(line, width=width, subsequent_indent=indent, break_on_hyphens=False,
+                                   break_long_words=False) for line in text.split("\n"))  # flagged's breaks stay
 
 
 def table_lines(per_row, names, what: str = "rows") -> list[str]:

@@ -261,6 +261,8 @@ def test_the_median_step_gives_every_figure_printed_about_a_step(executed):
     assert m.makespan in m.makespans and pl.makespan(m.typical()) == m.makespan
     assert m.bubble == pl.bubble_fraction(m.typical(), 2) and min(m.bubbles) <= m.bubble <= max(m.bubbles)
     assert f"bubble {m.bubble:.3f}" in pipeline_explorer.draw_measured(m).get_title()
+    refused = pipeline_explorer.draw_measured(m, refused=True).get_title()  # the title refuses what the lines refuse
+    assert f"{m.bubble:.3f}" not in refused and "bubble n/m" in refused
     assert m.spread == (max(m.makespans) - min(m.makespans)) / m.makespan
 
 
@@ -375,6 +377,25 @@ def test_the_explorer_builds_its_controls():
     assert [c.description for c in controls] == ["stages K", "micro-batches M", "schedule"]
     controls[2].value = "naive"
     assert controls[1].disabled
+
+
+def test_the_explorer_sends_nothing_back_to_the_kernel_when_run_headless():
+    """No Output widget (a headless runner mocks one by writing to the kernel's shell channel while it waits there:
+    learner s10e's run hung in this cell once); the chart is a PNG that a slider redraws."""
+    import ipywidgets as w
+    import matplotlib
+    matplotlib.use("Agg")
+
+    def widgets(box):
+        return [box] + [x for child in getattr(box, "children", ()) for x in widgets(child)]
+
+    box = pipeline_explorer.pipeline_explorer(stage_worker, forward_op, backward_op, layer_times=[1.0] * 7)
+    assert not any(isinstance(x, w.Output) for x in widgets(box))
+    chart = box.children[2]
+    first = bytes(chart.value)
+    assert first.startswith(b"\x89PNG")
+    box.children[0].children[0].value = 3  # K = 3 stages: another chart
+    assert bytes(chart.value).startswith(b"\x89PNG") and bytes(chart.value) != first
 
 
 def test_the_explorer_runs_the_ops_it_is_given():

@@ -12,6 +12,15 @@ GROUP_TIMEOUT_S = 10  # a send or recv that waits longer than this is a deadlock
 
 # ---- recompute_backward_op, run in real ranks -------------------------------------------------------------------------
 
+class StageFailed(RuntimeError):
+    """A rank's failure told in the lab's words; `rank` and `message` let the self-check print it whole (last_line
+    keeps a failed rank's message up to 400 characters, another error's up to 300: cut mid-sentence)."""
+
+    def __init__(self, rank: int, message: str):
+        super().__init__(f"rank {rank} failed: {message}")
+        self.rank, self.message, self.hint = rank, message, ""
+
+
 def _recompute_cases(rng):
     return {"seed": rng.randrange(10**6), "schedule": rng.choice(["1f1b", "gpipe"]), "micro_batches": rng.choice([2, 4]),
             "per_micro": rng.choice([2, 3])}
@@ -109,16 +118,15 @@ def _recompute_run(recompute_backward_op, case):
                                "needs its neighbour's matching send (a gradient received that nobody sends, or sent "
                                "that nobody receives)") from None
         if exc.rank > 0 and "'NoneType' object has no attribute" in exc.message:
-            raise RuntimeError(f"rank {exc.rank} failed, likely on x.grad, which is None: backward did not reach the "
-                               "saved input x. Run the stage again on x itself (the tensor the forward op saved, "
-                               "which requires a gradient), not on a copy (x.detach(), x.clone(), a new tensor): "
-                               "backward fills the copy's .grad and leaves x.grad None. It said: "
-                               f"{exc.message.splitlines()[0][:300]}") from None
+            raise StageFailed(exc.rank, "x.grad is None: backward never reached the saved "
+                               "input x. Run the stage again on x itself (the tensor the forward op saved), not on a "
+                               "copy (x.detach(), x.clone()): backward fills the copy's .grad and leaves x.grad None"
+                               ) from None
         if exc.rank == 0 and "'NoneType' object has no attribute" in exc.message:
-            raise RuntimeError("rank 0 failed, likely on x.grad, which is None there: the first stage's input is the "
+            raise StageFailed(0, "likely on x.grad, which is None there: the first stage's input is the "
                                "images, which need no gradient, so stage 0 sends nothing back (if not ctx.first). It "
-                               f"said: {exc.message.splitlines()[0][:300]}") from None
-        raise RuntimeError(f"rank {exc.rank} failed: {exc.message.splitlines()[0][:400]}") from None
+                               f"said: {exc.message.splitlines()[0][:100]}") from None
+        raise StageFailed(exc.rank, exc.message.splitlines()[0][:380]) from None
     assert measured.logits is not None  # a run of hand-built ops records them
     return {"grads": [g.tolist() for g in measured.stage_grads], "logits": measured.logits.tolist()}
 
@@ -288,10 +296,16 @@ def _squares(times, split) -> float:
     return sum(t * t for t in stage_sums(times, split))
 
 
+def _gap(times, split) -> float:
+    """The slowest stage's time minus the fastest's: another way to make the stages 'as even as possible'."""
+    return max(stage_sums(times, split)) - min(stage_sums(times, split))
+
+
 def _split_cases(rng):
     cases = [[[5.0, 7.0, 7.0, 4.0, 0.1, 0.8, 0.1], 2], [[10.0, 1.0, 1.0, 1.0], 2],
              [[6.0, 2.0, 8.0, 1.0], 3],  # balanced by squares: 6 | 2 | 9 (slowest 9); by the slowest stage: 8 | 8 | 1
              [[5.0, 4.0, 2.0, 7.0, 1.0, 9.0, 8.0], 3],  # each known mistake and greedy search splits it differently
+             [[7.0, 9.0, 4.0, 3.0, 7.0, 8.0, 8.0], 4],  # evenest by max - min, by squares, by the slowest: 3 splits
              [[3.0, 1.0, 2.0], 3]]  # one layer per stage: a search whose range stops short of len(times) finds nothing
     return cases + [[[round(rng.uniform(0.1, 9), 2) for _ in range(rng.randint(4, 8))], rng.randint(2, 4)] for _ in range(6)]
 
@@ -352,6 +366,10 @@ _SPLIT_MISTAKES = {
     "your stage sums count each boundary layer twice (times[a:b + 1]): a stage runs from its split point up to, not "
     "including, the next one (times[a:b])":
         (lambda times, stages: _argmin_split(times, stages, _inclusive_slowest),),
+    "your split makes the stage times as even as possible (the smallest gap between the slowest and the fastest "
+    "stage, max - min); a pipeline runs at the pace of its slowest stage, whatever the fastest does: minimise the "
+    "slowest stage's time (the max of the stage sums)":
+        (lambda times, stages: _argmin_split(times, stages, _gap),),
     "your split makes the stage times as even as possible (the smallest sum of squares); a pipeline runs at the pace "
     "of its slowest stage: minimise the slowest stage's time (the max of the stage sums)":
         (lambda times, stages: _argmin_split(times, stages, _squares),)}
@@ -426,6 +444,10 @@ def _split_judge(got, expected, cases):
                              "running sum reaches total/stages fixes each cut before seeing the layers after it, so a "
                              "large layer just past a cut can make a stage the slowest: compare every split by its "
                              "slowest stage")
+            if g == min(_splits(len(times), stages), key=lambda c: _gap(times, c)):
+                return 0.0, (f"times {times}, {stages} stages: your split makes the stage times as even as possible "
+                             f"(smallest gap max - min), and its slowest stage takes {yours:.2f}; a pipeline runs at "
+                             f"the pace of its slowest stage, and a split exists whose slowest takes {best:.2f}")
             if g == min(_splits(len(times), stages), key=lambda c: _squares(times, c)):
                 return 0.0, (f"times {times}, {stages} stages: your split makes the stage times as even as possible "
                              f"(smallest sum of squares), and its slowest stage takes {yours:.2f}; a pipeline runs at "

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import pipeline as pl
-from ... import plots
+from ... import measure, plots
 
 
 def phase_colors() -> dict:
@@ -20,13 +20,27 @@ def draw_ideal(stages: int, micro_batches: int, schedule: str, ax=None, forward_
                        colors=phase_colors(), xlabel="time (units: forward = 1, backward = 2)")
 
 
-def draw_measured(measured: pl.Measured, ax=None, title: str = ""):
-    """The Gantt chart of the median step (typical()), titled with Measured.makespan and .bubble beside the theory."""
+def draw_measured(measured: pl.Measured, ax=None, title: str = "", refused: bool = False):
+    """The Gantt chart of the median step (typical()), titled with Measured.makespan and .bubble beside the theory;
+    `refused`: the load refuses the bubble, so the title prints n/m, as the lines do."""
     sched = pl.make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
+    bubble = f"{measure.N_M} (the load)" if refused else f"{measured.bubble:.3f}"
     title = title or (f"measured {measured.run.label} (median step): makespan {measured.makespan * 1e3:.1f} ms, "
-                      f"bubble {measured.bubble:.3f} (theory {sched.theoretical_bubble:.3f})")
+                      f"bubble {bubble} (theory {sched.theoretical_bubble:.3f})")
     return plots.gantt(measured.typical(), ax, rows=[f"stage {s}" for s in range(measured.stages)], title=title,
                        colors=phase_colors())
+
+
+def png(fig) -> bytes:
+    """The figure as PNG bytes, closed afterwards (so no backend shows it a second time)."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return buffer.getvalue()
 
 
 def pipeline_explorer(stage_worker, forward_op, backward_op, *,
@@ -46,7 +60,10 @@ def pipeline_explorer(stage_worker, forward_op, backward_op, *,
     m = w.IntSlider(value=4, min=1, max=32, description="micro-batches M")
     schedule = w.Dropdown(options=["gpipe", "1f1b", "naive"], value="gpipe", description="schedule")
     run = w.Button(description="run it for real", button_style="primary")
-    status, chart = w.HTML(), w.Output()
+    # the chart is a PNG in an Image widget, not an Output widget: a headless runner (nbclient, papermill) mocks an
+    # Output widget by sending its state back to the kernel on the shell channel while it waits there for the cell's
+    # reply, a race reported to hang such runs (jupyter/nbclient#312); an Image's value only travels kernel -> runner
+    status, chart = w.HTML(), w.Image(format="png")
     measured: dict
     measured = {}
 
@@ -54,15 +71,13 @@ def pipeline_explorer(stage_worker, forward_op, backward_op, *,
         m.disabled = schedule.value == "naive"
         micro = 1 if schedule.value == "naive" else m.value
         key = (k.value, micro, schedule.value)
-        with chart:
-            chart.clear_output(wait=True)
-            rows = 2 if key in measured else 1
-            fig, axes = plt.subplots(rows, 1, figsize=(10, 1.2 + 1.6 * rows * max(1, k.value / 2)), squeeze=False)
-            draw_ideal(k.value, micro, schedule.value, axes[0][0])
-            if key in measured:
-                draw_measured(measured[key], axes[1][0])
-            fig.tight_layout()
-            plt.show()
+        rows = 2 if key in measured else 1
+        fig, axes = plt.subplots(rows, 1, figsize=(10, 1.2 + 1.6 * rows * max(1, k.value / 2)), squeeze=False)
+        draw_ideal(k.value, micro, schedule.value, axes[0][0])
+        if key in measured:
+            draw_measured(measured[key], axes[1][0])
+        fig.tight_layout()
+        chart.value = png(fig)
 
     def run_real(_):
         micro = 1 if schedule.value == "naive" else m.value
