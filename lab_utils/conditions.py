@@ -241,6 +241,13 @@ def taken(reset: bool = False) -> Load | None:
     windows = list(_WINDOWS)
     if reset:
         _WINDOWS.clear()
+    return mean_load(windows)
+
+
+def mean_load(windows) -> Load | None:
+    """The machine's Load over `windows` (Loads, e.g. last_window() after each of one measurement's parts), weighted
+    by their seconds; None where there is none: the conditions of that one measurement, not of every window since."""
+    windows = [w for w in windows if w is not None]
     if not windows:
         return None
     seconds = sum(w.seconds for w in windows)

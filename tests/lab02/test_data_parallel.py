@@ -1,5 +1,6 @@
 """DataParallel's phases run for real: split rules, equivalence with one device, concurrency, errors; the sweep's
 typed results; the GPU check."""
+import dataclasses
 import copy
 import threading
 import types
@@ -441,3 +442,25 @@ def test_counting_faults_adds_each_calls_page_faults_and_faults_line_names_the_c
     few = data_parallel.faults_line({"1 device": 40, data_parallel.CHUNKED: 30, "DataParallel": 30, "DDP": 20})
     assert "no more than 10x" in few and "go back" not in few
     assert "go back" not in data_parallel.faults_line({"1 device": 5816, "DDP": 7})  # no chunked row: no reading
+
+
+def test_the_sweep_is_refused_by_its_own_load_not_a_later_runs(monkeypatch):
+    """s10e finding 1: the sweep's table printed its speedups (its load 0.5 of 2 cores) and the summary refused the
+    same speedups with the later launched run's 0.8: refused() reads the load of the sweep's own windows."""
+    from lab_utils import conditions
+    quiet = conditions.Load(3.0, 2, 1.0, 0.1, 0.0)
+    busy = conditions.Load(9.0, 2, 1.0, 1.6, 0.0)
+    monkeypatch.setattr(measure, "run_conditions", lambda: busy)  # what a later launched run leaves behind
+    import lab_utils.measure.verdicts as verdicts
+    monkeypatch.setattr(verdicts, "run_conditions", lambda: busy)
+    sweep = dataclasses.replace(batch_8_sweep(), load=quiet)
+    assert data_parallel.refused(sweep) is None  # the sweep ran quiet: its speedups read, here and in the summary
+    assert data_parallel.refused(dataclasses.replace(sweep, load=busy)) is not None
+
+
+def test_mean_load_weights_each_window_by_its_seconds():
+    """conditions.mean_load: one measurement's windows (the sweep's batches) as one Load, None without any."""
+    from lab_utils import conditions
+    load = conditions.mean_load([conditions.Load(1.0, 2, 1.0, 0.0, 0.0), None, conditions.Load(3.0, 2, 1.0, 0.8, 0.0)])
+    assert load is not None and abs(load.others - 0.6) < 1e-9 and load.seconds == 4.0
+    assert conditions.mean_load([]) is None and conditions.mean_load([None]) is None
