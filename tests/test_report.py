@@ -833,8 +833,21 @@ def test_lab_10_builds_no_ratio_on_a_flagged_compute_or_step_and_its_summary_is_
     table = _lab10_cell("shown_rows, left = report.scaling(compared)")
     assert "short=True" in table and "for line in left:" in table
     fit = _lab10_cell("fitted_on = sorted(")  # learner s9c finding 7: 'where the columns disagree' over a column of '-'
-    assert "compute+AR projected nothing here (its fit is flagged): no gap to read\"" in fit
-    assert "if same and fit_flags" in fit
+    assert "compute+AR projected nothing here (its fit is refused): no gap to read\"" in fit
+    assert "if same and not fit_readable" in fit
+
+
+def test_lab_10_gives_the_all_reduce_fit_one_fate_and_quotes_the_row_its_fit_reads():
+    """Learner s10g findings 1 and 2: a flagged fit was drawn and built a ratio, yet compute+AR refused it (any note
+    blocked it); the fit read lab 02's DDP row (1.90x) while the summary quoted lab 03's (1.95x) of the same setup."""
+    drawn = _lab10_cell("ar_flags = report.allreduce_flags(")
+    ratios = _lab10_cell("step_flags = report.step_shorter_than_compute(")
+    projected = _lab10_cell("fitted_on = sorted(")
+    assert "if fit.readable(fit_flags):" in drawn and "fit_readable = fit.readable(fit_flags)" in ratios
+    assert 'model_text = "-" if not fit_readable else' in projected  # one predicate: drawn, ratio, projection
+    assert 'if fit_flags' not in projected.replace("if fit_flags else", "")
+    summary = _lab10_cell("best = report.best_speedup(mine)")
+    assert "fitted in report.same_setup(best, mine)" in summary and "best = fitted" in summary
 
 
 def test_a_speedup_quoted_from_one_lab_comes_with_the_same_setup_from_another_and_each_names_its_baseline():
