@@ -279,8 +279,11 @@ def test_the_sweep_says_which_figure_is_the_comparisons_and_why_the_others_diffe
     threads_paired = sweep.speedup(8, threads)
     lines = data_parallel.figures_explained(sweep)
     medians = one_t.median / threads_t.median  # the threads' row: its medians are furthest off its pairs
-    assert len(lines) == 1 and f"batch 8, {threads}: {medians:.2f}x" in lines[0], lines
-    assert measure.OTHER_ROUNDS in lines[0] and "not a comparison's figure" in lines[0], lines
+    assert len(lines) == 1 and f"batch 8, {threads}: medians {medians:.2f}x" in " ".join(lines[0].split()), lines
+    assert " ".join(measure.OTHER_ROUNDS.split()) in " ".join(lines[0].split()), lines
+    assert "not a comparison's figure" in lines[0], lines
+    way = "point opposite ways" if (medians - 1) * (threads_paired - 1) < 0 else "differ by"
+    assert lines[0].startswith(f"  here the medians and the paired speedup {way}"), lines  # s10e: why this row
     same = swept(measure.Timing(tuple(2 * t for t in one_t.times), 0))  # every DataParallel pair 0.5x, so its medians
     assert f"batch 8, {threads}:" in data_parallel.figures_explained(same)[0]  # the row furthest off is explained
 
@@ -464,3 +467,10 @@ def test_mean_load_weights_each_window_by_its_seconds():
     load = conditions.mean_load([conditions.Load(1.0, 2, 1.0, 0.0, 0.0), None, conditions.Load(3.0, 2, 1.0, 0.8, 0.0)])
     assert load is not None and abs(load.others - 0.6) < 1e-9 and load.seconds == 4.0
     assert conditions.mean_load([]) is None and conditions.mean_load([None]) is None
+
+
+def test_the_sweep_table_says_its_noise_where_its_spreads_are(capsys):
+    """Learner s10e finding 5: spreads of 2677 % passed without a word in the sweep's cell."""
+    data_parallel.print_sweep(batch_8_sweep())
+    out = capsys.readouterr().out
+    assert "noise: " in out and "read the medians only" in " ".join(out.split()), out

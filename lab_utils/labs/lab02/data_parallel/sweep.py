@@ -147,8 +147,11 @@ def figures_explained(result: Sweep, *, gap: float = 0.05, decided=None) -> list
     r, paired, medians = max(rows, key=lambda row: abs(math.log(row[2] / row[1])))
     if abs(medians / paired - 1) <= gap:
         return []
-    return [f"  not a comparison's figure: the ratio of a row's two ms/step medians (batch {r.batch_size}, "
-            f"{r.variant}: {medians:.2f}x, its speedup {paired:.2f}x): {measure.OTHER_ROUNDS}"]
+    way = ("point opposite ways" if (medians - 1) * (paired - 1) < 0 else
+           f"differ by {abs(medians / paired - 1):.0%}")  # why this row: its two figures part most
+    return [measure.short_lines(f"  here the medians and the paired speedup {way} (batch {r.batch_size}, {r.variant}: "
+                                f"medians {medians:.2f}x, speedup {paired:.2f}x): the ratio of two ms/step medians is "
+                                f"not a comparison's figure; {measure.OTHER_ROUNDS}")]
 
 
 def refused(result: Sweep) -> str | None:
@@ -215,6 +218,9 @@ def print_sweep(result: Sweep, decided=None) -> None:
     elif decided is not None:
         print(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, with the same figure "
               "from the same side (below 1: one device faster)")
+    noise = detectors.noise_line(r.spread for r in result.results)  # where the table's spreads are (learner s10e)
+    if noise:
+        print(measure.short_lines(str(noise)))
     for line in figures_explained(result) if why is None else []:
         print(line)
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
