@@ -474,3 +474,24 @@ def test_the_sweep_table_says_its_noise_where_its_spreads_are(capsys):
     data_parallel.print_sweep(batch_8_sweep())
     out = capsys.readouterr().out
     assert "noise: " in out and "read the medians only" in " ".join(out.split()), out
+
+
+def _lab02_cell(words: str) -> str:
+    """The source of lab 02's solution code cell that holds `words`."""
+    import nbformat
+    from pathlib import Path
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "02_data_parallel.ipynb", 4).cells
+    return next(c.source for c in cells if c.cell_type == "code" and words in c.source)
+
+
+def test_lab_02s_summary_gives_each_sweep_figure_the_sweeps_own_fate_and_a_refused_row_no_times():
+    """Learner s10e findings 1, 3 and 8: the summary refused the sweep's speedups with a later run's load, said the
+    refusal five times, and a refused launched row printed the ms/step medians a learner divided himself."""
+    sweep_cell = _lab02_cell("small_batch_verdict = measure.verdict(")
+    assert "load=sweep.load" in sweep_cell  # the verdict reads the sweep's own windows, as refused() does
+    summary = _lab02_cell('print("speedups: medians of the paired ratios')
+    assert "measure.as_result(with_range" not in summary  # no second decision under another load
+    assert summary.count("data_parallel.refusal_line(sweep_refused)") == 1 and "elif sweep_refused is None:" in summary
+    launched = _lab02_cell("refused_row = unreadable is not None")
+    assert 'f"{measure.N_M:>9}{measure.N_M:>11}" if refused_row' in launched
