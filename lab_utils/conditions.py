@@ -84,14 +84,18 @@ class Load:
 
     def line(self) -> str:
         """One line for under a table of speeds."""
-        text = (f"machine while measuring ({self.seconds:.0f} s): other programs used {self.others:.1f} of "
+        seconds = f"{self.seconds:.1f} s" if self.seconds < 10 else f"{self.seconds:.0f} s"  # never '(0 s)'
+        text = (f"machine while measuring ({seconds}): other programs used {self.others:.1f} of "
                 f"{self.cores} cores, the hypervisor stole {self.steal:.1f}")
         if self.quota_cpus is not None:
             text += (f", this notebook's {self.quota_source} of {hardware.cpus_text(self.quota_cpus)} throttled it in "
                      f"{self.throttled_share * 100:.0f} % of its periods")
         cause = self.cause()
-        if cause:
-            text += f"; these speeds are not this machine's quiet speeds: {cause}"
+        if cause:  # the causes this line has not said already (the others' and the stolen cores it just named)
+            said = (f"other programs used {self.others:.1f} of {self.cores} cores",
+                    f"the hypervisor stole {self.steal:.1f} of {self.cores} cores")
+            rest = ", and ".join(c for c in cause.split(", and ") if c not in said)
+            text += "; these speeds are not this machine's quiet speeds" + (f": {rest}" if rest else "")
             text += ": rerun with nothing else running" if self.busy else ""
         return text
 
