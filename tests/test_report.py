@@ -960,3 +960,20 @@ def test_lab_10s_verdict_list_names_an_outcome_that_moved_since_the_run_before()
     runs, unmarked (the flip marker covers holds <-> reversed only)."""
     listing = _lab10_cell("for (lab, claim), said in sorted(history.items()):")
     assert 'said[-2]["verdict"] != v["verdict"]' in listing and "the run before: {said[-2]['verdict']}" in listing
+
+
+def test_lab_10s_long_lines_are_wrapped_and_its_table_has_a_reading_guide():
+    """Learner s10g findings 8 and 13: lines of 250-314 characters in the Amdahl, ratio and summary cells; no word on
+    which of the table's 41 rows to read first."""
+    import re
+
+    def wrapped(cell: str, words: str) -> bool:
+        return re.search(r'measure\.short_lines\(\s*f?"' + re.escape(words), _lab10_cell(cell)) is not None
+
+    for words in ("  which s to believe", "workloads: Amdahl fitted to", "GPipe: its ideal formula"):
+        assert wrapped("projected speedups: fitted value", words), words
+    assert wrapped("best = report.best_speedup(mine)", "Amdahl: ")
+    assert wrapped("step_flags = report.step_shorter_than_compute(", "the DDP digits run: ")
+    guide = next(c.source for c in nbformat.read(Path(__file__).parents[1] / "solutions" / "10_scaling_report.ipynb",
+                                                 4).cells if c.cell_type == "markdown" and "## The table" in c.source)
+    assert "Where to look first" in guide and "**Horovod-style**" in guide
