@@ -90,8 +90,11 @@ class Load:
             text += (f", this notebook's {self.quota_source} of {hardware.cpus_text(self.quota_cpus)} throttled it in "
                      f"{self.throttled_share * 100:.0f} % of its periods")
         cause = self.cause()
-        if cause:
-            text += f"; these speeds are not this machine's quiet speeds: {cause}"
+        if cause:  # the causes this line has not said already (the others' and the stolen cores it just named)
+            said = (f"other programs used {self.others:.1f} of {self.cores} cores",
+                    f"the hypervisor stole {self.steal:.1f} of {self.cores} cores")
+            rest = ", and ".join(c for c in cause.split(", and ") if c not in said)
+            text += "; these speeds are not this machine's quiet speeds" + (f": {rest}" if rest else "")
             text += ": rerun with nothing else running" if self.busy else ""
         return text
 
@@ -248,6 +251,13 @@ def taken(reset: bool = False) -> Load | None:
     windows = list(_WINDOWS)
     if reset:
         _WINDOWS.clear()
+    return mean_load(windows)
+
+
+def mean_load(windows) -> Load | None:
+    """The machine's Load over `windows` (Loads, e.g. last_window() after each of one measurement's parts), weighted
+    by their seconds; None where there is none: the conditions of that one measurement, not of every window since."""
+    windows = [w for w in windows if w is not None]
     if not windows:
         return None
     seconds = sum(w.seconds for w in windows)

@@ -386,3 +386,12 @@ def test_n_workers_beyond_the_free_cores_are_not_read_in_a_verdict_or_a_summary(
     said = measure.as_result("1.80x", workers=2, load=Load(5.0, 2, 1.5, 0.4, 0.0), what="workers", ratio=1.8)
     assert said.startswith("not measurable here: ") and "1.80" not in said and said.count("not steady") == 1
     assert measure.as_result("1.50x", workers=2, load=Load(5.0, 2, 1.5, 0.4, 0.0), ratio=1.5) == "1.50x"
+
+
+def test_the_load_line_says_each_cause_once_and_a_short_window_in_tenths():
+    """Learner s10e (lab 02 cell 13): '(0 s)' for a 0.3 s window, and 'other programs used 0.4 of 2 cores' twice."""
+    busy = conditions.Load(0.3, 2, 1.0, 0.8, 0.0)
+    line = busy.line()
+    assert "(0.3 s)" in line and line.count("other programs used 0.8 of 2 cores") == 1, line
+    assert "not this machine's quiet speeds: rerun with nothing else running" in line, line
+    assert "(27 s)" in conditions.Load(27.2, 2, 1.0, 0.8, 0.0).line()

@@ -461,7 +461,7 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks(solution):
 def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong):
     result = check(wrong)
     assert not result.passed
-    assert "Hint:" in result.message
+    assert ("Hint:" in result.message) == bool(exercises.get(wrong.__name__).hint)  # none where no hint is set
     if exercises.get(wrong.__name__).ranks:  # the grader's judge on the self-check's own draw: one launch, not two
         fraction, message = result.details.get("fraction", 0.0), result.message
     else:

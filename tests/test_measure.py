@@ -480,3 +480,23 @@ def test_short_lines_keeps_the_breaks_flagged_made():
     assert all("  " not in line.strip() for line in out.splitlines())  # no run of spaces inside a line
     assert all(len(line) <= 100 for line in out.splitlines())
     assert "\n    note: noisy" in out
+
+
+def test_a_measured_twice_flag_quotes_a_rows_load_refusals_as_their_load_once(isolated_results, monkeypatch):
+    """Learner s10e (lab 02 cell 49): a 14-line [!] quoted the DDP row's two refusals in full; the flag names the
+    refused row's load once ('refused for the load (...)') and still names it the likelier wrong figure."""
+    from lab_utils import conditions
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    course = dict(framework="torch", strategy="ddp", world_size=2, device="cpu", batch_size=256, threads=1,
+                  spread=0.1, variant="DDP", workload=workloads.LAUNCHED_3CONV.name, wall_s=0.05)
+    refused = ("not measurable here: other programs used 0.8 of 2 cores while this measured: 2 ranks share the 1.2 "
+               "left, so no speedup over one can be read from this run (measured and recorded, but its ratio is not "
+               "read as a result)")
+    verdict = f"lab 02's verdict on DDP vs DataParallel: {refused.replace('no speedup over one', 'neither side')}"
+    measure.record(measure.Result(lab="03", samples_per_s=9685.0, **course))
+    text = measure.record(measure.Result(lab="02", samples_per_s=4632.0, flags=(refused, verdict), **course))
+    flag = next(f for f in measure.read_results(isolated_results / "lab02.csv")[-1].flags if "measured twice" in f)
+    assert "2.09x apart" in flag and "likelier wrong figure" in flag, flag
+    assert flag.count("refused for the load (other programs used 0.8 of 2 cores)") == 1, flag
+    assert "measured and recorded" not in flag and "[!]" in text

@@ -833,8 +833,21 @@ def test_lab_10_builds_no_ratio_on_a_flagged_compute_or_step_and_its_summary_is_
     table = _lab10_cell("shown_rows, left = report.scaling(compared)")
     assert "short=True" in table and "for line in left:" in table
     fit = _lab10_cell("fitted_on = sorted(")  # learner s9c finding 7: 'where the columns disagree' over a column of '-'
-    assert "compute+AR projected nothing here (its fit is flagged): no gap to read\"" in fit
-    assert "if same and fit_flags" in fit
+    assert "compute+AR projected nothing here (its fit is refused): no gap to read\"" in fit
+    assert "if same and not fit_readable" in fit
+
+
+def test_lab_10_gives_the_all_reduce_fit_one_fate_and_quotes_the_row_its_fit_reads():
+    """Learner s10g findings 1 and 2: a flagged fit was drawn and built a ratio, yet compute+AR refused it (any note
+    blocked it); the fit read lab 02's DDP row (1.90x) while the summary quoted lab 03's (1.95x) of the same setup."""
+    drawn = _lab10_cell("ar_flags = report.allreduce_flags(")
+    ratios = _lab10_cell("step_flags = report.step_shorter_than_compute(")
+    projected = _lab10_cell("fitted_on = sorted(")
+    assert "if fit.readable(fit_flags):" in drawn and "fit_readable = fit.readable(fit_flags)" in ratios
+    assert 'model_text = "-" if not fit_readable else' in projected  # one predicate: drawn, ratio, projection
+    assert 'if fit_flags' not in projected.replace("if fit_flags else", "")
+    summary = _lab10_cell("best = report.best_speedup(mine)")
+    assert "fitted in report.same_setup(best, mine)" in summary and "best = fitted" in summary
 
 
 def test_a_speedup_quoted_from_one_lab_comes_with_the_same_setup_from_another_and_each_names_its_baseline():
@@ -947,3 +960,20 @@ def test_lab_10s_verdict_list_names_an_outcome_that_moved_since_the_run_before()
     runs, unmarked (the flip marker covers holds <-> reversed only)."""
     listing = _lab10_cell("for (lab, claim), said in sorted(history.items()):")
     assert 'said[-2]["verdict"] != v["verdict"]' in listing and "the run before: {said[-2]['verdict']}" in listing
+
+
+def test_lab_10s_long_lines_are_wrapped_and_its_table_has_a_reading_guide():
+    """Learner s10g findings 8 and 13: lines of 250-314 characters in the Amdahl, ratio and summary cells; no word on
+    which of the table's 41 rows to read first."""
+    import re
+
+    def wrapped(cell: str, words: str) -> bool:
+        return re.search(r'measure\.short_lines\(\s*f?"' + re.escape(words), _lab10_cell(cell)) is not None
+
+    for words in ("  which s to believe", "workloads: Amdahl fitted to", "GPipe: its ideal formula"):
+        assert wrapped("projected speedups: fitted value", words), words
+    assert wrapped("best = report.best_speedup(mine)", "Amdahl: ")
+    assert wrapped("step_flags = report.step_shorter_than_compute(", "the DDP digits run: ")
+    guide = next(c.source for c in nbformat.read(Path(__file__).parents[1] / "solutions" / "10_scaling_report.ipynb",
+                                                 4).cells if c.cell_type == "markdown" and "## The table" in c.source)
+    assert "Where to look first" in guide and "**Horovod-style**" in guide

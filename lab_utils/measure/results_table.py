@@ -119,6 +119,16 @@ def _when(other: Result, row: Result, now: _dt.datetime) -> str:
     return f"by two labs' runs {apart} apart"
 
 
+_LOAD = re.compile(r"other programs used [0-9.]+ of [0-9]+ cores")
+
+
+def _noted(note: str) -> str:
+    """A row's note as a measured-twice flag quotes it: a refusal for the load ('not measurable here: ...', the row's
+    or its verdict's) as its load alone (learner s10e: one 14-line flag quoted two refusals in full)."""
+    load = _LOAD.search(note) if NOT_MEASURABLE in note else None
+    return f"refused for the load ({load.group(0)})" if load else note
+
+
 def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
     """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
     or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
@@ -139,7 +149,8 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
         with contextlib.suppress(ValueError):
             if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
                 continue
-        noted = [f"{_named(r, o)}: {n}" for r, o in ((other, row), (row, other)) for n in detectors.notes(r.flags)]
+        noted = list(dict.fromkeys(f"{_named(r, o)}: {_noted(n)}" for r, o in ((other, row), (row, other))
+                                   for n in detectors.notes(r.flags)))
         labels = (row.workload if other.workload == row.workload else  # the registry says both labels measure one thing
                   f"one quantity under two workload labels ('{other.workload}' and '{row.workload}': the same model, "
                   "data and computation)")

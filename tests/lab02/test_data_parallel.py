@@ -1,5 +1,6 @@
 """DataParallel's phases run for real: split rules, equivalence with one device, concurrency, errors; the sweep's
 typed results; the GPU check."""
+import dataclasses
 import copy
 import threading
 import types
@@ -278,8 +279,11 @@ def test_the_sweep_says_which_figure_is_the_comparisons_and_why_the_others_diffe
     threads_paired = sweep.speedup(8, threads)
     lines = data_parallel.figures_explained(sweep)
     medians = one_t.median / threads_t.median  # the threads' row: its medians are furthest off its pairs
-    assert len(lines) == 1 and f"batch 8, {threads}: {medians:.2f}x" in lines[0], lines
-    assert measure.OTHER_ROUNDS in lines[0] and "not a comparison's figure" in lines[0], lines
+    assert len(lines) == 1 and f"batch 8, {threads}: medians {medians:.2f}x" in " ".join(lines[0].split()), lines
+    assert " ".join(measure.OTHER_ROUNDS.split()) in " ".join(lines[0].split()), lines
+    assert "not a comparison's figure" in lines[0], lines
+    way = "point opposite ways" if (medians - 1) * (threads_paired - 1) < 0 else "differ by"
+    assert lines[0].startswith(f"  here the medians and the paired speedup {way}"), lines  # s10e: why this row
     same = swept(measure.Timing(tuple(2 * t for t in one_t.times), 0))  # every DataParallel pair 0.5x, so its medians
     assert f"batch 8, {threads}:" in data_parallel.figures_explained(same)[0]  # the row furthest off is explained
 
@@ -441,3 +445,53 @@ def test_counting_faults_adds_each_calls_page_faults_and_faults_line_names_the_c
     few = data_parallel.faults_line({"1 device": 40, data_parallel.CHUNKED: 30, "DataParallel": 30, "DDP": 20})
     assert "no more than 10x" in few and "go back" not in few
     assert "go back" not in data_parallel.faults_line({"1 device": 5816, "DDP": 7})  # no chunked row: no reading
+
+
+def test_the_sweep_is_refused_by_its_own_load_not_a_later_runs(monkeypatch):
+    """s10e finding 1: the sweep's table printed its speedups (its load 0.5 of 2 cores) and the summary refused the
+    same speedups with the later launched run's 0.8: refused() reads the load of the sweep's own windows."""
+    from lab_utils import conditions
+    quiet = conditions.Load(3.0, 2, 1.0, 0.1, 0.0)
+    busy = conditions.Load(9.0, 2, 1.0, 1.6, 0.0)
+    monkeypatch.setattr(measure, "run_conditions", lambda: busy)  # what a later launched run leaves behind
+    import lab_utils.measure.verdicts as verdicts
+    monkeypatch.setattr(verdicts, "run_conditions", lambda: busy)
+    sweep = dataclasses.replace(batch_8_sweep(), load=quiet)
+    assert data_parallel.refused(sweep) is None  # the sweep ran quiet: its speedups read, here and in the summary
+    assert data_parallel.refused(dataclasses.replace(sweep, load=busy)) is not None
+
+
+def test_mean_load_weights_each_window_by_its_seconds():
+    """conditions.mean_load: one measurement's windows (the sweep's batches) as one Load, None without any."""
+    from lab_utils import conditions
+    load = conditions.mean_load([conditions.Load(1.0, 2, 1.0, 0.0, 0.0), None, conditions.Load(3.0, 2, 1.0, 0.8, 0.0)])
+    assert load is not None and abs(load.others - 0.6) < 1e-9 and load.seconds == 4.0
+    assert conditions.mean_load([]) is None and conditions.mean_load([None]) is None
+
+
+def test_the_sweep_table_says_its_noise_where_its_spreads_are(capsys):
+    """Learner s10e finding 5: spreads of 2677 % passed without a word in the sweep's cell."""
+    data_parallel.print_sweep(batch_8_sweep())
+    out = capsys.readouterr().out
+    assert "noise: " in out and "read the medians only" in " ".join(out.split()), out
+
+
+def _lab02_cell(words: str) -> str:
+    """The source of lab 02's solution code cell that holds `words`."""
+    import nbformat
+    from pathlib import Path
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "02_data_parallel.ipynb", 4).cells
+    return next(c.source for c in cells if c.cell_type == "code" and words in c.source)
+
+
+def test_lab_02s_summary_gives_each_sweep_figure_the_sweeps_own_fate_and_a_refused_row_no_times():
+    """Learner s10e findings 1, 3 and 8: the summary refused the sweep's speedups with a later run's load, said the
+    refusal five times, and a refused launched row printed the ms/step medians a learner divided himself."""
+    sweep_cell = _lab02_cell("small_batch_verdict = measure.verdict(")
+    assert "load=sweep.load" in sweep_cell  # the verdict reads the sweep's own windows, as refused() does
+    summary = _lab02_cell('print("speedups: medians of the paired ratios')
+    assert "measure.as_result(with_range" not in summary  # no second decision under another load
+    assert summary.count("data_parallel.refusal_line(sweep_refused)") == 1 and "elif sweep_refused is None:" in summary
+    launched = _lab02_cell("refused_row = unreadable is not None")
+    assert 'f"{measure.N_M:>9}{measure.N_M:>11}" if refused_row' in launched

@@ -156,3 +156,25 @@ def test_fit_serial_fraction_learner_s9j_mistakes_are_named():
         y = np.array([s for _, s in points])
         return float(x @ y / (x @ x))
     assert fails(fit_serial_fraction, "speedups S themselves")
+
+
+def test_the_mean_of_one_over_s_minus_one_over_n_without_its_factor_is_named():
+    """Learner s10g: mean(1/S - 1/N), the (1 - 1/N) factor left out, got the generic law; it names the factor."""
+    import numpy as np
+
+    def fit_serial_fraction(points):
+        return float(np.mean([1 / s - 1 / n for n, s in points]))
+    assert fails(fit_serial_fraction, "without the factor (1 - 1/N)")
+
+
+def test_lab_10s_failures_carry_no_hint_that_restates_the_message():
+    """Learner s10g: every FAIL ended with the same 'Hint:' sentence after a message that already named the mistake."""
+    def speedup_and_efficiency(row, baseline):
+        return row.samples_per_s / baseline.samples_per_s, 0.5
+
+    def predict_speedup(s, n):
+        return 2.0 * n
+
+    for fn in (speedup_and_efficiency, predict_speedup):
+        result = check(fn)
+        assert not result and "Hint:" not in result.message, result.message

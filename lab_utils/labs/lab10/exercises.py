@@ -85,7 +85,8 @@ def _speedup_judge(got, expected, cases):
                 return 0.0, (f"that compares wall_s, the time of one batch: the row ran batches of {_batch(row)}, its "
                              f"baseline {_batch(base)}, so the times compare different work; speedup is the row's "
                              "samples/s over the baseline's")
-            return 0.0, f"the speedup of {row} over {base} should be {e[0]:.3f}, got {g[0]:.3f}"
+            return 0.0, (f"the speedup of {row} over {base} should be {e[0]:.3f}, got {g[0]:.3f}: the row's "
+                         "samples_per_s over the baseline's")
         if not near(g[1], e[1]):
             if near(g[1], 100 * e[1]):
                 return 0.0, ("efficiency is a fraction (0.9 for 90 %, 1.0 for perfect scaling), not a percentage: "
@@ -95,13 +96,13 @@ def _speedup_judge(got, expected, cases):
             if near(g[1], e[0] / _hardware(row)):
                 return 0.0, ("efficiency divides by the row's hardware over the baseline's: the baseline used "
                              f"{_hardware(base):g} thread(s) too")
-            return 0.0, "efficiency = speedup / (ranks x threads of the row over those of the baseline)"
+            return 0.0, ("efficiency = speedup / (ranks x threads of the row over those of the baseline), threads None "
+                         "counting as 1: a fraction (0.9, not 90)")
     return 1.0, "speedup and efficiency right"
 
 
-SPEEDUP = Exercise("10", "speedup_and_efficiency", _speedup_cases, _speedup_run, FROM_LESSON, _speedup_judge,
-                   "efficiency divides the speedup by the extra hardware: ranks x threads (threads None counts as 1), "
-                   "the row's over the baseline's; both are plain ratios (efficiency 0.9, not 90)")
+# no hint: every message above names its mistake or the rule (check() adds a hint only where an exercise has one)
+SPEEDUP = Exercise("10", "speedup_and_efficiency", _speedup_cases, _speedup_run, FROM_LESSON, _speedup_judge, "")
 
 
 # ---- Amdahl's serial fraction ---------------------------------------------------------------------------------------
@@ -192,6 +193,10 @@ def _serial_judge(answers, references, points):
     if abs(got - float(np.mean(per_point))) <= 1e-3 or abs(got - float(np.median(per_point))) <= 1e-3:
         return 0.0, ("that averages each point's own s: least squares weighs a point by how much its N says about s "
                      "((1 - 1/N)^2), so fit one s to all the points at once")
+    unscaled = [1 / s - 1 / n for n, s in points]  # each point's s (1 - 1/N), not its s
+    if abs(got - float(np.mean(unscaled))) <= 1e-3 or abs(got - float(np.median(unscaled))) <= 1e-3:
+        return 0.0, ("that averages 1/S - 1/N without the factor (1 - 1/N): each point's 1/S - 1/N is s (1 - 1/N), "
+                     "not s; fit s to all the points by least squares on 1/S - 1/N = s (1 - 1/N)")
     clipped = _clipped_line(got, points)
     if clipped:
         return 0.0, clipped
@@ -208,8 +213,8 @@ def _serial_judge(answers, references, points):
     return 0.0, "Amdahl: 1/S = s + (1 - s)/N is linear in s; fit s to all points by least squares"
 
 
-SERIAL = Exercise("10", "fit_serial_fraction", _serial_cases, _serial_run, _serial_expected, _serial_judge,
-                  "1/S = 1/N + s (1 - 1/N) is linear in s: least squares over all points", setup="import numpy as np")
+SERIAL = Exercise("10", "fit_serial_fraction", _serial_cases, _serial_run, _serial_expected, _serial_judge, "",
+                  setup="import numpy as np")  # no hint: every message names the law it breaks
 
 
 # ---- predicting a speedup --------------------------------------------------------------------------------------------
@@ -280,6 +285,6 @@ def _predict_judge(got, expected, cases):
 
 
 PREDICT = Exercise("10", "predict_speedup", _predict_cases, _predict_run, _predict_expected, _predict_judge,
-                   "Amdahl: S(N) = 1 / (s + (1 - s) / N)")
+                   "")  # no hint: every message names the formula or the mistake
 
 register(SPEEDUP, SERIAL, PREDICT)

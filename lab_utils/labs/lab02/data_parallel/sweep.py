@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from .... import data, hardware, measure, spec, workloads
+from .... import conditions, data, hardware, measure, spec, workloads
 from .... import detectors
 from .devices import DevicePlan, plan_devices
 from .phases import median_phase_seconds
@@ -37,6 +37,7 @@ class Sweep:
     results: tuple[measure.Result, ...]
     phase_ms: dict  # batch size -> device row -> phase -> median ms
     timings: dict = field(default_factory=dict)  # batch size -> candidate -> measure.Timing (its interleaved repeats)
+    load: conditions.Load | None = None  # the machine over the sweep's own windows: every line on its speedups reads it
 
     @property
     def n_devices(self) -> int:
@@ -94,7 +95,7 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     if single_plan.threads_per_device:
         singles[threaded_name(n_devices)] = n_devices
     many = dp_name(n_devices)
-    rows, phases, all_timings = [], {}, {}
+    rows, phases, all_timings, windows = [], {}, {}, []
     started = time.perf_counter()
     for i, batch in enumerate(batch_sizes):
         x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
@@ -107,6 +108,7 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
                 n: (lambda n=n: single_device_step(models[n], x, y, optimizers[n], threads=singles[n])) for n in singles}
             candidates[many] = lambda: reports.append(parallel.step(x, y, parallel_opt))
             timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0])
+            windows.append(conditions.last_window())  # this batch's measuring window: the sweep's load is theirs
         base = timings[ONE_DEVICE]
         all_timings[batch] = timings
         rows += [(n, "single", 1, threads, batch, timings[n], base, single_plan.devices[0], hw)
@@ -118,9 +120,10 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
             print(f"sweep: batch {batch} timed, {i + 1} of {len(batch_sizes)} batch sizes done "
                   f"({elapsed_text(time.perf_counter() - started)} so far)", flush=True)
     # flagged once every batch is timed, under the conditions print_sweep reads: a refused speedup raises no flag
-    refused_now = _refused_over_one(n_devices) is not None
+    load = conditions.mean_load(windows)
+    refused_now = _refused_over_one(n_devices, load) is not None
     results = [_sweep_result(*row, refused=refused_now) for row in rows]
-    return Sweep(plan, repeats, tuple(results), phases, all_timings)
+    return Sweep(plan, repeats, tuple(results), phases, all_timings, load)
 
 
 RUN_BY = {"threads": "one thread per device", "torch": "torch.nn.parallel"}  # a plan's backend, in words (lab 02
@@ -144,19 +147,24 @@ def figures_explained(result: Sweep, *, gap: float = 0.05, decided=None) -> list
     r, paired, medians = max(rows, key=lambda row: abs(math.log(row[2] / row[1])))
     if abs(medians / paired - 1) <= gap:
         return []
-    return [f"  not a comparison's figure: the ratio of a row's two ms/step medians (batch {r.batch_size}, "
-            f"{r.variant}: {medians:.2f}x, its speedup {paired:.2f}x): {measure.OTHER_ROUNDS}"]
+    way = ("point opposite ways" if (medians - 1) * (paired - 1) < 0 else
+           f"differ by {abs(medians / paired - 1):.0%}")  # why this row: its two figures part most
+    return [measure.short_lines(f"  here the medians and the paired speedup {way} (batch {r.batch_size}, {r.variant}: "
+                                f"medians {medians:.2f}x, speedup {paired:.2f}x): the ratio of two ms/step medians is "
+                                f"not a comparison's figure; {measure.OTHER_ROUNDS}")]
 
 
 def refused(result: Sweep) -> str | None:
     """Why no speedup of this sweep reads as a result (the summary's rule, measure.unreadable for its N devices or
-    threads against one), or None: the table, the plot and the summary refuse the same figures."""
-    return _refused_over_one(result.n_devices)
+    threads against one), or None: the table, the plot and the summary refuse the same figures, under the sweep's own
+    load (result.load, not a later run's)."""
+    return _refused_over_one(result.n_devices, result.load)
 
 
-def _refused_over_one(n_devices: int) -> str | None:
-    """measure.unreadable for `n_devices` devices or threads against one (refused()'s rule)."""
-    return measure.unreadable(n_devices, what="devices") or measure.unreadable(n_devices, what="threads")
+def _refused_over_one(n_devices: int, load: conditions.Load | None = None) -> str | None:
+    """measure.unreadable for `n_devices` devices or threads against one under `load` (refused()'s rule)."""
+    return (measure.unreadable(n_devices, load=load, what="devices")
+            or measure.unreadable(n_devices, load=load, what="threads"))
 
 
 def refusal_line(why: str | None, workers: int | None = None, what: str = "devices") -> str | None:
@@ -210,6 +218,9 @@ def print_sweep(result: Sweep, decided=None) -> None:
     elif decided is not None:
         print(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, with the same figure "
               "from the same side (below 1: one device faster)")
+    noise = detectors.noise_line(r.spread for r in result.results)  # where the table's spreads are (learner s10e)
+    if noise:
+        print(measure.short_lines(str(noise)))
     for line in figures_explained(result) if why is None else []:
         print(line)
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
