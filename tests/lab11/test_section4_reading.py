@@ -1,0 +1,54 @@
+"""Lab 11's section 4 (Slurm against launch, the same steps): a Slurm 'win' beyond the pairs' noise is said to be no
+speed-up, with what the run measured; the prose and the printed rule use the verdict's own thresholds."""
+import nbformat
+
+from lab_utils import conditions, learner_code, measure
+
+
+def cell(cell_id: str) -> str:
+    """The source of one cell of lab 11's solution notebook, by its id."""
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    return next(c.source for c in nb.cells if c.get("id") == cell_id)
+
+
+def same_work_win():
+    """The notebook's same_work_win, defined by running the cell that holds it."""
+    space: dict = {"measure": measure}
+    exec(cell("f1fa47cb"), space)
+    return space["same_work_win"]
+
+
+def steady(ratios, load=None):
+    """The section's verdict on these paired ratios (Slurm over launch), decided under `load`."""
+    return measure.decide(ratios, claim="Slurm vs launch, steady steps/s", no_worse_than=0.10, same_work=True,
+                          expected="Slurm no more than 10 % slower", load=load)
+
+
+def load(others: float) -> conditions.Load:
+    """A 2-core machine where other programs used `others` cores."""
+    return conditions.Load(seconds=10.0, cores=2, own=1.0, others=others, steal=0.0)
+
+
+def test_a_win_beyond_noise_on_a_busy_machine_is_no_speed_up_and_names_the_load():
+    busy = load(0.9)
+    line = same_work_win()(steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], busy), busy)
+    assert "no speed-up" in line and "0.9 of 2" in line and "sessions of their own" in line
+
+
+def test_a_win_on_a_quiet_machine_is_no_speed_up_and_says_nothing_measured_explains_it():
+    line = same_work_win()(steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], load(0.0)), load(0.0))
+    assert "no speed-up" in line and "rerun it on a quiet machine" in line
+
+
+def test_a_range_that_reaches_1_or_a_refused_verdict_gets_no_line():
+    assert same_work_win()(steady([0.95, 1.02, 1.05, 0.99, 1.01, 1.03, 0.98, 1.04], load(0.0)), load(0.0)) is None
+    busier = load(1.5)
+    refused = steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], busier)
+    assert refused.verdict == measure.CANNOT_SEE and same_work_win()(refused, busier) is None
+
+
+def test_the_section_prints_the_verdicts_own_thresholds_and_the_summary_does_not_repeat_the_verdict():
+    source = cell("369c6a8e")
+    assert "conditions.BUSY_SHARE * cores" in source and "measure.UNREADABLE_SHARE * cores" in source
+    assert "not even a clear win, once" not in cell("5951d863") and "two thresholds" in cell("5951d863")
+    assert "print(steady)" not in cell("580fb5c4") and "printed_outcome(steady)" in cell("580fb5c4")
