@@ -1,5 +1,9 @@
-"""Lab 11's section 4 (Slurm against launch, the same steps): a Slurm 'win' beyond the pairs' noise is said to be no
-speed-up, with what the run measured; the prose and the printed rule use the verdict's own thresholds."""
+"""What lab 11's cells print and say: section 4 (Slurm against launch, the same steps), where a Slurm 'win' beyond the
+pairs' noise is said to be no speed-up, with what the run measured, and the prose and the printed rule use the
+verdict's own thresholds; the GPU script's lines that differ read as whole commands; scontrol's fields are explained."""
+import contextlib
+import io
+
 import nbformat
 
 from lab_utils import conditions, learner_code, measure
@@ -52,3 +56,18 @@ def test_the_section_prints_the_verdicts_own_thresholds_and_the_summary_does_not
     assert "conditions.BUSY_SHARE * cores" in source and "measure.UNREADABLE_SHARE * cores" in source
     assert "not even a clear win, once" not in cell("5951d863") and "two thresholds" in cell("5951d863")
     assert "print(steady)" not in cell("580fb5c4") and "printed_outcome(steady)" in cell("580fb5c4")
+
+
+def test_the_gpu_lines_that_differ_keep_the_launcher_line_between_srun_and_its_options():
+    from lab_utils.labs.lab11.lesson import batch_script
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(cell("7c234aea"), {"batch_script": batch_script})
+    lines = out.getvalue().splitlines()
+    srun = next(i for i, line in enumerate(lines) if line.startswith("srun "))
+    assert "python -m torch.distributed.run" in lines[srun + 1] and "--nnodes=" in lines[srun + 2]
+
+
+def test_scontrols_fields_are_explained_after_the_cell_that_prints_them():
+    text = cell("87dbfcc5")
+    assert all(term in text for term in ("`NumNodes=1-1`", "`ReqB:S:C:T=0:0:*:*`", "The `mem=` in `TRES`", "no `--mem`"))
