@@ -71,3 +71,9 @@ def test_the_gpu_lines_that_differ_keep_the_launcher_line_between_srun_and_its_o
 def test_scontrols_fields_are_explained_after_the_cell_that_prints_them():
     text = cell("87dbfcc5")
     assert all(term in text for term in ("`NumNodes=1-1`", "`ReqB:S:C:T=0:0:*:*`", "The `mem=` in `TRES`", "no `--mem`"))
+
+
+def test_the_chains_cpu_time_line_states_only_figures_and_the_prose_gives_the_theory():
+    """Learner s10h: 'the CPU time is mostly a fresh Python importing torch' printed whatever the figures were."""
+    assert "mostly a fresh Python" not in cell("l11-chain")
+    assert "importing torch" in cell("l11-depend-md") and "Theory says" in cell("l11-depend-md")
