@@ -55,7 +55,7 @@ def test_the_section_prints_the_verdicts_own_thresholds_and_the_summary_does_not
     source = cell("369c6a8e")
     assert "conditions.BUSY_SHARE * cores" in source and "measure.UNREADABLE_SHARE * cores" in source
     assert "not even a clear win, once" not in cell("5951d863") and "two thresholds" in cell("5951d863")
-    assert "print(steady)" not in cell("580fb5c4") and "printed_outcome(steady)" in cell("580fb5c4")
+    assert "print(steady)" not in cell("580fb5c4") and "section 4's verdict says why" in cell("580fb5c4")
 
 
 def test_the_gpu_lines_that_differ_keep_the_launcher_line_between_srun_and_its_options():
