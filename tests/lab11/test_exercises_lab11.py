@@ -1,9 +1,13 @@
 """Lab 11's exercises: the solution passes; each plausible wrong answer fails the self-check with its own hint and
 scores 0 in the grader (partial credit only for read_scheduler, never full)."""
+import os
 import random
 
-from lab_utils import exercises
+import torch
+
+from lab_utils import exercises, tensors
 from lab_utils.exercises import check, to_plain
+from lab_utils.labs.lab11 import slurm
 from lab_utils.labs.lab11.exercises import expand_nodelist, memory_mb, parse_sbatch, slurm_minutes
 from test_judges import solution_function, solution_source
 
@@ -139,6 +143,11 @@ def test_sbatch_header_wrong_answers_fail_with_their_hint():
     assert "a bare --time number" not in check(one_colon).message
     megabytes = edited(lambda r: f"--mem={r['mem_gb']}G", lambda r: f"--mem={r['mem_gb']}")
     assert fails(megabytes, "a bare number is megabytes")
+    # learner s10h: the memory of all nodes was told '--mem asks for 128 GB per node, not 64', which reads backwards
+    all_nodes = edited(lambda r: f"--mem={r['mem_gb']}G", lambda r: f"--mem={r['mem_gb'] * r['nodes']}G")
+    assert fails(all_nodes, "--mem is per node: the memory of one node, not the job's total")
+    double = edited(lambda r: f"--mem={r['mem_gb']}G", lambda r: f"--mem={r['mem_gb'] + 3}G")
+    assert fails(double, "GB per node, but your --mem=") and ", not " not in check(double).message
     total_tasks = edited(lambda r: "--ntasks-per-node=", lambda r: "--ntasks=")
     assert fails(total_tasks, "--ntasks is the job's total")
     node_cores = edited(lambda r: f"--cpus-per-task={r['cpus_per_task']}",
@@ -195,6 +204,34 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert fails(before, "must write step 8's checkpoint before it stops")
     # learner s6C: stops right but returns ran = steps; the message must not only talk about stopping
     assert fails(resume_edit({'"ran": ran}': '"ran": steps}'}), "or `ran` is the total (steps) instead of the steps")
+
+
+def test_train_resumable_checkpointing_on_the_index_is_told_the_index_is_not_the_steps_done():
+    """Learner s10h checkpointed after the step of index s when s % every == 0, storing s as the steps done: the
+    message was the generic one; it now names the mix-up, and no message says 'step % every' (the text's words are
+    'the steps done')."""
+    def train_resumable(steps, every, path, stop_at=None):  # the learner's own answer, loop on the index
+        model, optimizer = slurm.resume_problem()
+        start = 0
+        if os.path.exists(path):
+            state = torch.load(path)
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            start = state["done"]
+        ran = 0
+        for s in range(start, steps):
+            slurm.resume_step(model, optimizer, slurm.resume_batch(s))
+            ran += 1
+            if s % every == 0:
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "done": s}, path + ".tmp")
+                os.replace(path + ".tmp", path)
+            if stop_at is not None and s + 1 == stop_at:
+                break
+        return {"weights": tensors.flat_weights(model).tolist(), "ran": ran}
+
+    assert fails(train_resumable, "the checkpoint holds the step's index, not the steps done")
+    died = check(resume_edit({"if step % every == 0:": "if step % every == 0 or step == stop_at:"})).message
+    assert "where the first one died" in died and "step % every" not in died and "steps done are a multiple" in died
 
 
 def test_train_resumable_taking_the_steps_done_as_the_batch_index_is_told_the_index_counts_from_0():
@@ -291,3 +328,13 @@ def test_read_scheduler_wrong_answers_fail_with_their_hint():
     def read_scheduler(text):  # steps answered too
         return {line.split("|")[0]: "done" for line in text.splitlines()[1:]}
     assert fails(read_scheduler, "is a step of a job")
+
+
+def test_read_scheduler_text_says_the_job_ids_are_strings():
+    """Learner s10h: int ids were caught ('a dict's keys must be strings'), but the text never said the ids are strings."""
+    import nbformat
+
+    from lab_utils import learner_code
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    text = next(c.source for c in nb.cells if c.get("id") == "l11-ex4-md")
+    assert "the job id as a string" in text

@@ -199,13 +199,16 @@ def _header_judge(got, expected, cases):
             if abs(mb - want["mem_gb"] * 1024) > 1:
                 if abs(mb - want["mem_gb"]) < 1e-9:
                     return 0.0, f"--mem={options['mem']} is {options['mem']} MB: a bare number is megabytes (write {want['mem_gb']}G)"
-                if abs(mb - want["mem_gb"] * 1024 * want["tasks_per_node"] * want["nodes"]) <= 1 and mb != want["mem_gb"] * 1024:
+                totals = {want["mem_gb"] * 1024 * want["tasks_per_node"] * want["nodes"], want["mem_gb"] * 1024 * want["nodes"]}
+                if any(abs(mb - total) <= 1 for total in totals) and mb != want["mem_gb"] * 1024:
                     return 0.0, "--mem is per node: the memory of one node, not the job's total"
-                return 0.0, f"--mem asks for {mb / 1024:g} GB per node, not {want['mem_gb']}"
+                return 0.0, (f"the request is {want['mem_gb']} GB per node, but your --mem={options['mem']} gives "
+                             f"each node {mb / 1024:g} GB")
         elif "mem-per-cpu" in options:
             per_node = memory_mb(options["mem-per-cpu"]) * want["cpus_per_task"] * want["tasks_per_node"]
             if abs(per_node - want["mem_gb"] * 1024) > 1:
-                return 0.0, f"--mem-per-cpu x the node's cores is {per_node / 1024:g} GB per node, not {want['mem_gb']}"
+                return 0.0, (f"the request is {want['mem_gb']} GB per node, but --mem-per-cpu x the node's cores "
+                             f"gives each node {per_node / 1024:g} GB")
         else:
             return 0.0, "ask for the memory: --mem (per node; G for gigabytes)"
         if "time" not in options:
@@ -305,7 +308,10 @@ def _saves_recorded():
 
 # the plausible wrong answers the judge names: edits of the solution's train_resumable
 WRONG_RESUMES = {"keep_momentum": {'optimizer.load_state_dict(state["optimizer"])': "pass"},
-                 "batch_of_step": {"slurm.resume_batch(step)": "slurm.resume_batch(ran)"}}
+                 "batch_of_step": {"slurm.resume_batch(step)": "slurm.resume_batch(ran)"},
+                 # checkpoints after the step of index s when s is a multiple of every, storing s as the steps done
+                 "index_as_done": {"if step % every == 0:": "if (step - 1) % every == 0:",
+                                   '"step": step}': '"step": step - 1}'}}
 
 
 def _resume_variant(case, wrong: str | None = None):
@@ -385,7 +391,7 @@ def _resume_judge(got, expected, cases):
                          f"resumed job redid {case['every']} steps from step {case['stop_at'] - case['every']}")
         if g["resumed_ran"] != e["resumed_ran"] and g["resumed_ran"] == case["steps"] - case["stop_at"]:
             return 0.0, (f"the resumed job started at step {case['stop_at']}, where the first one died: it can only "
-                         f"know step {last_checkpoint}, the last checkpoint (save every `every` steps, when step % every == 0)")
+                         f"know step {last_checkpoint}, the last checkpoint (one whenever the steps done are a multiple of `every`)")
         if g["resumed_ran"] != e["resumed_ran"]:
             return 0.0, (f"the resumed job should start at the last checkpoint (step {last_checkpoint}) and run "
                          f"{e['resumed_ran']} steps; it ran {g['resumed_ran']}")
@@ -400,6 +406,10 @@ def _resume_judge(got, expected, cases):
                          "(SGD with momentum remembers the last updates)")
         if max_abs_diff(g["weights"], _one_thread(_resume_variant, case, "batch_of_step")["weights"]) <= 1e-6:
             return 0.0, "after the resume, step s must train on resume_batch(s): the data order continues, it does not restart"
+        if max_abs_diff(g["weights"], _one_thread(_resume_variant, case, "index_as_done")["weights"]) <= 1e-6:
+            return 0.0, ("the checkpoint holds the step's index, not the steps done: after the step of index s, s + 1 "
+                         "steps are done, so the resumed job trains step s twice. Checkpoint when the steps done are "
+                         "a multiple of every, and store the steps done")
         return 0.0, ("the resumed job does not end with the uninterrupted run's weights: the checkpoint must hold "
                      "and restore the model, the optimizer and the steps done")
     return 1.0, "the resumed job ends with the uninterrupted run's weights, redoing only the steps after the last checkpoint"

@@ -1,0 +1,79 @@
+"""What lab 11's cells print and say: section 4 (Slurm against launch, the same steps), where a Slurm 'win' beyond the
+pairs' noise is said to be no speed-up, with what the run measured, and the prose and the printed rule use the
+verdict's own thresholds; the GPU script's lines that differ read as whole commands; scontrol's fields are explained."""
+import contextlib
+import io
+
+import nbformat
+
+from lab_utils import conditions, learner_code, measure
+
+
+def cell(cell_id: str) -> str:
+    """The source of one cell of lab 11's solution notebook, by its id."""
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    return next(c.source for c in nb.cells if c.get("id") == cell_id)
+
+
+def same_work_win():
+    """The notebook's same_work_win, defined by running the cell that holds it."""
+    space: dict = {"measure": measure}
+    exec(cell("f1fa47cb"), space)
+    return space["same_work_win"]
+
+
+def steady(ratios, load=None):
+    """The section's verdict on these paired ratios (Slurm over launch), decided under `load`."""
+    return measure.decide(ratios, claim="Slurm vs launch, steady steps/s", no_worse_than=0.10, same_work=True,
+                          expected="Slurm no more than 10 % slower", load=load)
+
+
+def load(others: float) -> conditions.Load:
+    """A 2-core machine where other programs used `others` cores."""
+    return conditions.Load(seconds=10.0, cores=2, own=1.0, others=others, steal=0.0)
+
+
+def test_a_win_beyond_noise_on_a_busy_machine_is_no_speed_up_and_names_the_load():
+    busy = load(0.9)
+    line = same_work_win()(steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], busy), busy)
+    assert "no speed-up" in line and "0.9 of 2" in line and "sessions of their own" in line
+
+
+def test_a_win_on_a_quiet_machine_is_no_speed_up_and_says_nothing_measured_explains_it():
+    line = same_work_win()(steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], load(0.0)), load(0.0))
+    assert "no speed-up" in line and "rerun it on a quiet machine" in line
+
+
+def test_a_range_that_reaches_1_or_a_refused_verdict_gets_no_line():
+    assert same_work_win()(steady([0.95, 1.02, 1.05, 0.99, 1.01, 1.03, 0.98, 1.04], load(0.0)), load(0.0)) is None
+    busier = load(1.5)
+    refused = steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], busier)
+    assert refused.verdict == measure.CANNOT_SEE and same_work_win()(refused, busier) is None
+
+
+def test_the_section_prints_the_verdicts_own_thresholds_and_the_summary_does_not_repeat_the_verdict():
+    source = cell("369c6a8e")
+    assert "conditions.BUSY_SHARE * cores" in source and "measure.UNREADABLE_SHARE * cores" in source
+    assert "not even a clear win, once" not in cell("5951d863") and "two thresholds" in cell("5951d863")
+    assert "print(steady)" not in cell("580fb5c4") and "section 4's verdict says why" in cell("580fb5c4")
+
+
+def test_the_gpu_lines_that_differ_keep_the_launcher_line_between_srun_and_its_options():
+    from lab_utils.labs.lab11.lesson import batch_script
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(cell("7c234aea"), {"batch_script": batch_script})
+    lines = out.getvalue().splitlines()
+    srun = next(i for i, line in enumerate(lines) if line.startswith("srun "))
+    assert "python -m torch.distributed.run" in lines[srun + 1] and "--nnodes=" in lines[srun + 2]
+
+
+def test_scontrols_fields_are_explained_after_the_cell_that_prints_them():
+    text = cell("87dbfcc5")
+    assert all(term in text for term in ("`NumNodes=1-1`", "`ReqB:S:C:T=0:0:*:*`", "The `mem=` in `TRES`", "no `--mem`"))
+
+
+def test_the_chains_cpu_time_line_states_only_figures_and_the_prose_gives_the_theory():
+    """Learner s10h: 'the CPU time is mostly a fresh Python importing torch' printed whatever the figures were."""
+    assert "mostly a fresh Python" not in cell("l11-chain")
+    assert "importing torch" in cell("l11-depend-md") and "Theory says" in cell("l11-depend-md")
