@@ -278,12 +278,14 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
                          f"({RESOLVE:g}x that scatter, rounded up) stands out: the claim tested is 'no worse by more than "
                          f"{tolerance:.0%}', not {no_worse_than:.0%} (a noisier run tests a weaker claim)")
         floor = 1 / (1 + tolerance)
-        holds_from = 1.0 if tolerance > max_restated else floor
-        if tolerance > max_restated and low > 1:  # too noisy to test the tolerance, but A won outright
+        # restated past max_restated: too weak a claim to test (a prediction's own tolerance is tested as it is)
+        too_weak = tolerance > max(max_restated, no_worse_than)
+        holds_from = 1.0 if too_weak else floor
+        if too_weak and low > 1:  # too noisy to test the tolerance, but A won outright
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}, too much to test a cost of {no_worse_than:.0%}, "
                           f"but the whole range lies above 1, a win: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS
-        elif tolerance > max_restated:  # a claim this weak says nothing: the pairs cannot decide
+        elif too_weak:  # a claim this weak says nothing: the pairs cannot decide
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: a cost would have to exceed {tolerance:.0%} "
                            f"({RESOLVE:g}x that scatter) to stand out, past the {max_restated:.0%} the course restates "
                            "a claim to, so only a win could decide")]
