@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .cluster import command
@@ -137,3 +138,28 @@ def wait_for_file(path, timeout: float, *, at_least: int | None = None, poll: fl
             raise TimeoutError(f"{Path(path).name} did not appear{'' if at_least is None else ' (or not reach ' + str(at_least) + ')'} "
                                f"within {timeout:g} s: read the job's log")
         time.sleep(poll)
+
+
+def job_variables(pid: int) -> dict[str, str]:
+    """The SLURM_JOB_ID and SLURM_ARRAY_JOB_ID in a process's environment (/proc/<pid>/environ), {} if none."""
+    with open(f"/proc/{pid}/environ", "rb") as handle:
+        pairs = (item.split(b"=", 1) for item in handle.read().split(b"\0") if b"=" in item)
+        return {k.decode(): v.decode() for k, v in pairs if k in (b"SLURM_JOB_ID", b"SLURM_ARRAY_JOB_ID")}
+
+
+def job_processes(job_ids) -> Callable[[int], bool]:
+    """A predicate for conditions.counting_as_own: True for a process of one of `job_ids` (a set the caller may add
+    to later; an array's id covers its tasks), read from the SLURM_JOB_ID in its environment, which slurmstepd sets."""
+    known: dict[int, dict[str, str]] = {}  # pid -> its variables: read once, as a poll every 0.2 s asks again
+
+    def picked(pid: int) -> bool:
+        if pid not in known:
+            try:
+                known[pid] = job_variables(pid)
+            except OSError:  # ended, or another user's
+                known[pid] = {}
+        found = known[pid]
+        ids = {str(j) for j in job_ids}
+        return bool(ids) and any(found.get(k) in ids for k in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID"))
+
+    return picked
