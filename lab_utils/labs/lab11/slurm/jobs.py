@@ -59,8 +59,36 @@ def _ended(jobs: list[dict]) -> bool:
     return bool(jobs) and all(j.get("JobState") in DONE_STATES for j in jobs)
 
 
+# pending reasons that never resolve by themselves: what each means (wait() stops at once on them)
+NEVER_STARTS = {
+    "PartitionConfig": "it asks more CPUs or memory per node than the partition's nodes have "
+                       "(`sinfo -N -o '%N %c %m'` lists them)",
+    "PartitionNodeLimit": "it asks more nodes than the partition allows or has",
+    "PartitionTimeLimit": "it asks more time than the partition allows",
+    "DependencyNeverSatisfied": "the job it depends on ended in a way its dependency excludes",
+    "BadConstraints": "no node has what its constraints ask for",
+}
+
+
+class NeverStarts(RuntimeError):
+    """A job that pends for a reason that never resolves by itself; wait() cancelled it."""
+
+
+def never_starts(job_id, jobs: list[dict]) -> str | None:
+    """Why a pending job can never start (its reason, what that means), None while it may still start."""
+    reasons = {j.get("Reason") for j in jobs if j.get("JobState") == "PENDING"} & set(NEVER_STARTS)
+    if not reasons:
+        return None
+    reason = sorted(reasons)[0]
+    asked = ", ".join(f"{k}={jobs[0][k]}" for k in ("NumNodes", "NumCPUs", "NumTasks") if k in jobs[0])
+    return (f"Slurm job {job_id} pends with reason {reason}" + (f" ({asked})" if asked else "")
+            + f", which never resolves by itself,\nso it was cancelled: {NEVER_STARTS[reason]}.\n"
+            "Fix the request and submit again")
+
+
 def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
-    """Wait for every task of the job to end, saying each change of state; returns the final `scontrol` records."""
+    """Wait for every task of the job to end, saying each change of state; returns the final `scontrol` records.
+    A job pending for a reason that never resolves (NEVER_STARTS) is cancelled at once: NeverStarts says why."""
     deadline = time.monotonic() + timeout
     seen: dict
     seen = {}
@@ -69,6 +97,10 @@ def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
         _say_states(job_id, jobs, seen, say)
         if _ended(jobs):
             return jobs
+        never = never_starts(job_id, jobs)
+        if never:
+            cancel(job_id)
+            raise NeverStarts(never)
         if time.monotonic() > deadline:
             cancel(job_id)
             raise TimeoutError(f"Slurm job {job_id} did not end within {timeout:g} s, so it was cancelled "
