@@ -62,7 +62,7 @@ def _ended(jobs: list[dict]) -> bool:
 # pending reasons that never resolve by themselves: what each means (wait() stops at once on them)
 NEVER_STARTS = {
     "PartitionConfig": "it asks more CPUs or memory per node than the partition's nodes have "
-                       "(`sinfo -N -o '%N %c %m'` lists them)",
+                       "(`sinfo -N -o '%N %c %m'`)",
     "PartitionNodeLimit": "it asks more nodes than the partition allows or has",
     "PartitionTimeLimit": "it asks more time than the partition allows",
     "DependencyNeverSatisfied": "the job it depends on ended in a way its dependency excludes",
