@@ -76,7 +76,7 @@ class NeverStarts(RuntimeError):
 
 def never_starts(job_id, jobs: list[dict]) -> str | None:
     """Why a pending job can never start (its reason, what that means), None while it may still start."""
-    reasons = {j.get("Reason") for j in jobs if j.get("JobState") == "PENDING"} & set(NEVER_STARTS)
+    reasons = {str(j.get("Reason")) for j in jobs if j.get("JobState") == "PENDING"} & set(NEVER_STARTS)
     if not reasons:
         return None
     reason = sorted(reasons)[0]
