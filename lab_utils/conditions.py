@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,9 +134,78 @@ def _process_seconds(pid: int, with_children: bool) -> float:
 
 def _own_seconds() -> float:
     """CPU seconds of this process and every process below it, those that ended included (their parent reaped
-    them: this process, or the fork server ranks start from)."""
+    them: this process, or the fork server ranks start from), plus those of the processes counting_as_own() counts."""
     me = os.getpid()
-    return sum(_process_seconds(pid, True) for pid in [me] + descendants(me))
+    return sum(_process_seconds(pid, True) for pid in [me] + descendants(me)) + sum(t.seconds(fresh=True) for t in _ALSO_OWN)
+
+
+class _OwnTracker:
+    """Polls the processes a predicate picks (e.g. the tasks of this notebook's Slurm jobs, which slurmstepd starts,
+    not this process) and keeps each one's last CPU seconds, so one that has ended still counts."""
+
+    def __init__(self, predicate: Callable[[int], bool], every: float):
+        self.predicate, self.every = predicate, every
+        self.seen: dict[int, float] = {}  # pid -> its CPU seconds when last read
+        self.before: dict[int, float] = {}  # pid -> its CPU seconds when the block began (its earlier time is not ours)
+        self.lock, self.stop = threading.Lock(), threading.Event()
+        self.poll(first=True)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def poll(self, first: bool = False) -> None:
+        """Read the CPU seconds of every process the predicate picks now."""
+        me = os.getpid()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            pid = int(entry.name)
+            try:
+                picked = self.predicate(pid)
+            except Exception:  # a process that ended, or one this user may not read: not ours
+                picked = False
+            if picked:
+                cpu = _process_seconds(pid, False)  # its own time: its children are picked (and counted) themselves
+                with self.lock:
+                    if first:
+                        self.before[pid] = cpu
+                    self.seen[pid] = max(cpu, self.seen.get(pid, 0.0))
+
+    def run(self) -> None:
+        """Poll until stopped."""
+        while not self.stop.wait(self.every):
+            self.poll()
+
+    def seconds(self, fresh: bool = False) -> float:
+        """CPU seconds the picked processes used since the block began (fresh: read them now first)."""
+        if fresh:
+            self.poll()
+        with self.lock:
+            return sum(cpu - self.before.get(pid, 0.0) for pid, cpu in self.seen.items())
+
+    def close(self) -> None:
+        """Stop polling after one last reading."""
+        self.stop.set()
+        self.thread.join()
+        self.poll()
+
+
+_ALSO_OWN: list[_OwnTracker] = []
+
+
+@contextlib.contextmanager
+def counting_as_own(predicate: Callable[[int], bool], every: float = 0.2):
+    """Inside the block, count the CPU of the processes for which predicate(pid) is true as this notebook's own, not
+    other programs' (e.g. its Slurm jobs' tasks); polled every `every` s, so a process that ends in the block counts
+    up to its last reading. Open it around measuring(), so both of that window's samples see it."""
+    tracker = _OwnTracker(predicate, every) if os.path.isdir("/proc") else None
+    if tracker is not None:
+        _ALSO_OWN.append(tracker)
+    try:
+        yield
+    finally:
+        if tracker is not None:
+            tracker.close()
+            _ALSO_OWN.remove(tracker)
 
 
 def throttling(root: Path = Path("/")) -> tuple[int, int, float, float | None]:

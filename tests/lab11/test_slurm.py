@@ -431,3 +431,36 @@ def test_the_terminal_shows_no_control_bytes_nor_their_caret_echo():
     """Learner s10d finding 2: salloc's last line read '^@salloc: Relinquishing job allocation 1133'."""
     said = ["salloc: Granted job allocation 7\r", "\x00^@salloc: Relinquishing job allocation 7"]
     assert slurm.terminal_lines(said) == "salloc: Granted job allocation 7\nsalloc: Relinquishing job allocation 7"
+
+
+def _orphan_burner(env: dict) -> int:
+    """A process that burns about 1 s of CPU and exits, started by sh so it is no descendant of this one; its pid."""
+    code = "import time\nwhile time.process_time() < 1.0: pass"
+    out = subprocess.run(["sh", "-c", f"{sys.executable} -c '{code}' >/dev/null 2>&1 & echo $!"], check=True,
+                         capture_output=True, text=True, env={**os.environ, **env}).stdout
+    return int(out.strip())
+
+
+def _burned_as_own(job_ids: set, env: dict) -> float:
+    """CPU seconds counted as this notebook's own over a window in which an orphan burner with `env` ran and ended."""
+    from lab_utils import conditions
+
+    with conditions.counting_as_own(slurm.job_processes(job_ids), every=0.05):
+        first = conditions.sample()
+        pid = _orphan_burner(env)
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        last = conditions.sample()
+    load = conditions.between(first, last)
+    return load.own * load.seconds
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="no /proc here")
+def test_the_processes_of_the_notebooks_own_slurm_jobs_count_as_its_own_not_other_programs():
+    # slurmstepd starts a job's tasks, not the notebook: counted by the job id in their environment, even once ended
+    assert _burned_as_own({"987654"}, {"SLURM_JOB_ID": "987654"}) >= 0.7
+    assert _burned_as_own({987650}, {"SLURM_JOB_ID": "987651", "SLURM_ARRAY_JOB_ID": "987650"}) >= 0.7  # array task
+    # another job's processes, or a set still empty, stay other programs'
+    assert _burned_as_own({"987654"}, {"SLURM_JOB_ID": "111"}) < 0.3
+    assert _burned_as_own(set(), {"SLURM_JOB_ID": "987654"}) < 0.3

@@ -2,6 +2,7 @@
 request (judged here on records as sacct gives them; on the cluster, where one answers, on real jobs)."""
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,51 @@ def test_a_near_miss_sbatch_line_is_named_as_a_comment_sbatch_ignored(line):
     passed, message = yourturn.judge({**RIGHT, "nodes": 1, "tasks": 1, "mem_mb_per_node": 6026.0, "limit_min": 60.0},
                                      script)
     assert not passed and repr(line) in message and "exactly #SBATCH" in message, message
+
+
+def test_two_tasks_without_two_nodes_names_the_missing_nodes_line_not_the_memory():
+    """Learner s10m finding 3: --ntasks=2 --mem=300M (no --nodes) was told 'it asked 150 MB per node, not 300'."""
+    script = "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --mem=300M\n#SBATCH --time=2:00\n"
+    # sacct: NNodes=2 (each node has 1 CPU), ReqNodes=1, ReqMem=300M: 300 MB per node asked
+    passed, message = yourturn.judge({**RIGHT, "req_nodes": 1}, script)
+    assert not passed and "--nodes=2" in message and "ReqNodes" in message and "MB" not in message, message
+    assert yourturn.judge({**RIGHT, "req_nodes": 2}, "#SBATCH --nodes=2")[0]
+
+
+def test_a_job_that_never_ran_a_step_names_tasks_per_node_not_none():
+    """Learner s10m finding 3b: --ntasks-per-node=2 was told 'its srun step ran None task(s)'."""
+    script = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n#SBATCH --mem=300M\n#SBATCH --time=2:00\n"
+    passed, message = yourturn.judge({**RIGHT, "state": "CANCELLED", "tasks": None}, script)
+    assert not passed and "None" not in message and "--ntasks-per-node=1" in message and "CANCELLED" in message
+    passed, message = yourturn.judge({**RIGHT, "state": "FAILED", "tasks": None}, "#SBATCH --nodes=2")
+    assert not passed and "None" not in message and "output file" in message, message
+
+
+def test_a_pending_reason_that_never_resolves_is_named_at_once():
+    pending = [{"JobState": "PENDING", "Reason": "PartitionConfig", "NumNodes": "2", "NumCPUs": "4"}]
+    never = slurm.never_starts(7, pending)
+    assert "PartitionConfig" in never and "never resolves" in never and "NumCPUs=4" in never
+    for reason in ("Resources", "Priority", "BeginTime", "Dependency", "JobHeldUser", "None"):
+        assert slurm.never_starts(7, [{"JobState": "PENDING", "Reason": reason}]) is None
+    assert slurm.never_starts(7, [{"JobState": "RUNNING", "Reason": "PartitionConfig"}]) is None
+
+
+@pytest.mark.skipif(slurm.find_cluster() is None, reason=slurm.SKIPPED)
+def test_on_the_cluster_the_two_findings_are_named(tmp_path, capsys):
+    """--ntasks=2 without --nodes names the nodes; --ntasks-per-node=2 stops at once on PartitionConfig."""
+    base = "#!/bin/bash\n#SBATCH --mem=300M\n#SBATCH --time=2:00\n#SBATCH --output=%j.out\nsrun hostname\n"
+    no_nodes = tmp_path / "no-nodes.sbatch"
+    no_nodes.write_text(base.replace("#!/bin/bash\n", "#!/bin/bash\n#SBATCH --ntasks=2\n"))
+    job = slurm.sbatch(no_nodes, cwd=tmp_path)
+    slurm.wait(job, 120, say=lambda line: None)
+    checked = slurm.check_job(job, no_nodes)
+    assert not checked.passed and "--nodes=2" in checked.message and "150" not in checked.message, checked.message
+    per_node = tmp_path / "per-node.sbatch"
+    per_node.write_text(base.replace("#!/bin/bash\n", "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n"))
+    job = slurm.sbatch(per_node, cwd=tmp_path)
+    started = time.monotonic()
+    with pytest.raises(slurm.NeverStarts, match="PartitionConfig"):
+        slurm.wait(job, 120, say=lambda line: None)
+    assert time.monotonic() - started < 30
+    checked = slurm.check_job(job, per_node)
+    assert not checked.passed and "None" not in checked.message and "--ntasks-per-node=1" in checked.message, checked

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import submitit
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from lab_utils import measure, tensors
+from lab_utils import conditions, measure, tensors
 from lab_utils.labs.lab11 import slurm
 from lab_utils.launch import hold_process_groups, launch
 from lab_utils.labs.lab07.lesson import checkpoint_worker
@@ -330,19 +330,22 @@ def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int =
     batch = cfg.per_rank_batch * world_size
     environments = {"launch": None, **(more_launches or {})}  # each launch path: the ranks' extra variables
     runs = {"slurm": [], **{name: [] for name in environments}}
-    for path in measure.alternating_rounds(runs, repeats):  # slurm, launch, launch, slurm, ...
-        start = time.time()
-        if path == "slurm":
-            job = ex.submit(task, worker, cfg, str(folder))
-            slurm.wait_for_results(job, timeout)
-            out = job.results()[0]
-            # the results arrive before the job's processes have exited: the next run must not share the cores
-            # with their shutdown, so wait until Slurm records the job as ended
-            slurm.wait(job.job_id, timeout, say=lambda line: None)
-        else:
-            out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout, env=environments[path])[0]
-        runs[path].append((out["first_step_at"] - start, out["entered_at"] - start, out["samples_per_s"] / batch,
-                           out["process_at"] - start))
+    ours = set()  # this call's Slurm jobs: slurmstepd starts their tasks, so they count as this notebook's CPU
+    with conditions.counting_as_own(slurm.job_processes(ours)):
+        for path in measure.alternating_rounds(runs, repeats):  # slurm, launch, launch, slurm, ...
+            start = time.time()
+            if path == "slurm":
+                job = ex.submit(task, worker, cfg, str(folder))
+                ours.add(job.job_id)  # its tasks (and their shutdown) are this notebook's CPU, not other programs'
+                slurm.wait_for_results(job, timeout)
+                out = job.results()[0]
+                # the results arrive before the job's processes have exited: the next run must not share the cores
+                # with their shutdown, so wait until Slurm records the job as ended
+                slurm.wait(job.job_id, timeout, say=lambda line: None)
+            else:
+                out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout, env=environments[path])[0]
+            runs[path].append((out["first_step_at"] - start, out["entered_at"] - start, out["samples_per_s"] / batch,
+                               out["process_at"] - start))
     result = {}
     for path, values in runs.items():
         first, entered, steps, process = zip(*values)

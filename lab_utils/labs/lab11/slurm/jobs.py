@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .cluster import command
@@ -58,8 +59,36 @@ def _ended(jobs: list[dict]) -> bool:
     return bool(jobs) and all(j.get("JobState") in DONE_STATES for j in jobs)
 
 
+# pending reasons that never resolve by themselves: what each means (wait() stops at once on them)
+NEVER_STARTS = {
+    "PartitionConfig": "it asks more CPUs or memory per node than the partition's nodes have "
+                       "(`sinfo -N -o '%N %c %m'`)",
+    "PartitionNodeLimit": "it asks more nodes than the partition allows or has",
+    "PartitionTimeLimit": "it asks more time than the partition allows",
+    "DependencyNeverSatisfied": "the job it depends on ended in a way its dependency excludes",
+    "BadConstraints": "no node has what its constraints ask for",
+}
+
+
+class NeverStarts(RuntimeError):
+    """A job that pends for a reason that never resolves by itself; wait() cancelled it."""
+
+
+def never_starts(job_id, jobs: list[dict]) -> str | None:
+    """Why a pending job can never start (its reason, what that means), None while it may still start."""
+    reasons = {str(j.get("Reason")) for j in jobs if j.get("JobState") == "PENDING"} & set(NEVER_STARTS)
+    if not reasons:
+        return None
+    reason = sorted(reasons)[0]
+    asked = ", ".join(f"{k}={jobs[0][k]}" for k in ("NumNodes", "NumCPUs", "NumTasks") if k in jobs[0])
+    return (f"Slurm job {job_id} pends with reason {reason}" + (f" ({asked})" if asked else "")
+            + f", which never resolves by itself,\nso it was cancelled: {NEVER_STARTS[reason]}.\n"
+            "Fix the request and submit again")
+
+
 def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
-    """Wait for every task of the job to end, saying each change of state; returns the final `scontrol` records."""
+    """Wait for every task of the job to end, saying each change of state; returns the final `scontrol` records.
+    A job pending for a reason that never resolves (NEVER_STARTS) is cancelled at once: NeverStarts says why."""
     deadline = time.monotonic() + timeout
     seen: dict
     seen = {}
@@ -68,6 +97,10 @@ def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:
         _say_states(job_id, jobs, seen, say)
         if _ended(jobs):
             return jobs
+        never = never_starts(job_id, jobs)
+        if never:
+            cancel(job_id)
+            raise NeverStarts(never)
         if time.monotonic() > deadline:
             cancel(job_id)
             raise TimeoutError(f"Slurm job {job_id} did not end within {timeout:g} s, so it was cancelled "
@@ -137,3 +170,28 @@ def wait_for_file(path, timeout: float, *, at_least: int | None = None, poll: fl
             raise TimeoutError(f"{Path(path).name} did not appear{'' if at_least is None else ' (or not reach ' + str(at_least) + ')'} "
                                f"within {timeout:g} s: read the job's log")
         time.sleep(poll)
+
+
+def job_variables(pid: int) -> dict[str, str]:
+    """The SLURM_JOB_ID and SLURM_ARRAY_JOB_ID in a process's environment (/proc/<pid>/environ), {} if none."""
+    with open(f"/proc/{pid}/environ", "rb") as handle:
+        pairs = (item.split(b"=", 1) for item in handle.read().split(b"\0") if b"=" in item)
+        return {k.decode(): v.decode() for k, v in pairs if k in (b"SLURM_JOB_ID", b"SLURM_ARRAY_JOB_ID")}
+
+
+def job_processes(job_ids) -> Callable[[int], bool]:
+    """A predicate for conditions.counting_as_own: True for a process of one of `job_ids` (a set the caller may add
+    to later; an array's id covers its tasks), read from the SLURM_JOB_ID in its environment, which slurmstepd sets."""
+    known: dict[int, dict[str, str]] = {}  # pid -> its variables: read once, as a poll every 0.2 s asks again
+
+    def picked(pid: int) -> bool:
+        if pid not in known:
+            try:
+                known[pid] = job_variables(pid)
+            except OSError:  # ended, or another user's
+                known[pid] = {}
+        found = known[pid]
+        ids = {str(j) for j in job_ids}
+        return bool(ids) and any(found.get(k) in ids for k in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID"))
+
+    return picked

@@ -15,16 +15,20 @@ REQUEST = {"nodes": 2, "tasks_per_node": 1, "mem_mb_per_node": 300, "minutes": 2
 
 
 def job_request(job_id) -> dict:
-    """sacct's record of a job: state, exit code, nodes, time limit (minutes), memory per node (MB), tasks of step .0."""
-    out = command(["sacct", "-n", "-P", "-o", "JobID,State,ExitCode,NNodes,NTasks,ReqMem,Timelimit", "-j", str(job_id)])
+    """sacct's record of a job: state, exit code, nodes it ran on and nodes it asked for, time limit (minutes), memory
+    per node (MB), tasks of step .0."""
+    out = command(["sacct", "-n", "-P", "-o", "JobID,State,ExitCode,NNodes,ReqNodes,NTasks,ReqMem,Timelimit", "-j",
+                   str(job_id)])
     found: dict[str, object] = {"tasks": None}
     for line in out.splitlines():
-        if line.count("|") != 6:
+        if line.count("|") != 7:
             continue
-        job, state, exit_code, nodes, tasks, mem, limit = line.split("|")
+        job, state, exit_code, nodes, asked, tasks, mem, limit = line.split("|")
         if job == str(job_id):
-            found.update(state=state.split()[0], exit_code=exit_code, nodes=int(nodes), limit_min=minutes(limit),
-                         mem_mb_per_node=mem_mb(mem) / int(nodes))  # sacct's ReqMem: per node x nodes
+            asked_nodes = int(asked) if asked.isdigit() else int(nodes)
+            found.update(state=state.split()[0], exit_code=exit_code, nodes=int(nodes), req_nodes=asked_nodes,
+                         limit_min=minutes(limit),  # sacct's ReqMem: per node x the nodes asked for (ReqNodes)
+                         mem_mb_per_node=mem_mb(mem) / max(asked_nodes, 1))
         elif job == f"{job_id}.0" and tasks:
             found["tasks"] = int(tasks)
     return found
@@ -82,7 +86,20 @@ def _judge_record(record: dict, script: str, want: dict, said) -> tuple[bool, st
                            f"fewer nodes: ask {want['tasks_per_node']} task per node, "
                            f"#SBATCH --ntasks-per-node={want['tasks_per_node']}")
         return False, f"{ran}: ask with #SBATCH --nodes={want['nodes']}"
+    asked = record.get("req_nodes")
+    if asked is not None and asked != want["nodes"]:  # before the memory: sacct's ReqMem is per node x nodes asked
+        return False, (f"it asked for {asked} node(s) (sacct's ReqNodes) and ran on {record.get('nodes')} only "
+                       f"because each node here has one CPU: ask #SBATCH --nodes={want['nodes']} and "
+                       f"#SBATCH --ntasks-per-node={want['tasks_per_node']}")
     tasks = want["nodes"] * want["tasks_per_node"]
+    if record.get("tasks") is None:
+        per_node = parse_sbatch(script).get("ntasks-per-node")
+        wrong = per_node is not None and per_node != str(want["tasks_per_node"])
+        return False, (f"the job ran no srun step (it ended {record.get('state')})"
+                       + (f": --ntasks-per-node={per_node} asks {per_node} tasks on EACH node, one CPU each, and "
+                          f"each node here has one CPU, so it could never start; ask "
+                          f"#SBATCH --ntasks-per-node={want['tasks_per_node']}" if wrong else
+                          f": read its output file, {NAME}-JOBID.out"))
     if record.get("tasks") != tasks:
         return False, (f"its srun step ran {record.get('tasks')} task(s), not {tasks}: --ntasks-per-node counts the "
                        f"tasks of ONE node ({want['tasks_per_node']} here), and srun starts that many on each")
