@@ -87,3 +87,20 @@ def test_a_long_footnote_wraps_and_the_two_labs_table_uses_footnotes():
     assert max(len(line) for line in wrapped.splitlines()) <= compared.FLAG_WIDTH
     assert "this_host=hw.host, short=True) if shared else" in lab10_source()
     assert "break_long_words=False)" in open(compared.__file__).read()
+
+
+def test_a_median_section_model_calls_suspect_carries_its_note_into_every_figure_built_on_it():
+    """Learner s10l, lab 10 finding 4: cell 18 called CNN-3conv's batch-256 median suspect, then the fixed cost, the
+    ratio and compute+AR were built on it with no note."""
+    from lab_utils.labs.lab10.lesson import suspect_note
+
+    flags = report.batch_time_flags(128, 20.61e-3, 256, 62.07e-3)  # the quiet run: 3.0x the time for 2x the images
+    said = suspect_note("CNN-3conv", flags)
+    assert len(said) == 1 and not detectors.impossible(said) and "suspect" in str(said[0])
+    assert suspect_note("CNN-3conv", report.batch_time_flags(128, 20.61e-3, 256, 41.0e-3)) == []  # proportional
+    assert suspect_note("CNN-3conv", report.batch_time_flags(128, 20.61e-3, 256, 5.0e-3)) == []  # [!]: divides nothing
+    source = lab10_source()
+    assert "suspect[name] = suspect_note(name, flags)" in source
+    assert "+ suspect[name])" in source  # the ratio's basis, which the summary repeats
+    assert 'suspect["CNN-3conv"]' in source  # compute+AR
+    assert "compute[(name, batch)].median), suspect[name]))" in source  # the fixed-cost line

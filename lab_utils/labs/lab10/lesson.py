@@ -8,9 +8,10 @@ import time
 import torch
 import torch.distributed as dist
 from lab_utils import measure, report
+from lab_utils import detectors
 from lab_utils.launch import process_group
 
-__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'allreduce_worker', 'amdahl_rows', 'one_configuration']
+__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'amdahl_rows', 'one_configuration']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
@@ -33,6 +34,13 @@ def fixed_cost_line(name, small, small_s, large, large_s):
         return f"{said}: no fixed cost per step shows (the time grows at least in proportion to the batch)"
     return (f"{said}: a line through the two gives a fixed cost of {fixed * 1e3:.2f} ms per step "
             f"({fixed / small_s:.0%} of batch {small}'s step), which halving the batch does not halve")
+
+
+def suspect_note(name, flags):
+    """A note for every figure built on `name`'s step times where `flags` holds a note calling them suspect; else []."""
+    if detectors.impossible(flags) or not any("suspect" in str(f) for f in flags):
+        return []
+    return [detectors.note(f"built on {name}'s step times, which section Model's note calls suspect")]
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 20 (id d37f68c4) ------------------------------------------------------
