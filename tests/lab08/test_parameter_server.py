@@ -620,3 +620,35 @@ def test_tensorflows_accuracy_is_named_by_the_figure_it_lies_nearest():
     figures = {"the torch runs as run": 0.52, "the torch replays without staleness": 0.90}
     assert A.nearest(figures, 0.858) == "the torch replays without staleness"
     assert A.nearest(figures, 0.60) == "the torch runs as run"
+
+
+def test_a_restated_no_worse_than_verdict_says_in_the_summary_what_became_of_its_prediction():
+    """Learner s10l, lab 08: 'Hogwild vs sync ... 0.94x -> holds; predicted: Hogwild within 5 %' read as 'within 5 %',
+    which 0.94x contradicts: the summary now says the 5 % was missed by the median (or not tested)."""
+    from lab_utils import measure
+
+    def hogwild(ratio, holds_from):
+        return measure.Verdict("Hogwild vs sync, late accuracy", "Hogwild within 5 % of sync's accuracy", ratio,
+                               ratio - 0.05, ratio + 0.04, measure.HOLDS, 5, holds_from=holds_from)
+    missed = A.summary_line(hogwild(0.94, 1 / 1.16), predicted_cost=0.05)  # the quiet run: restated to 16 %
+    assert "0.94x -> holds" in missed and "the predicted 5%: missed, its median 0.94x lies below 0.95x" in missed
+    untested = A.summary_line(hogwild(0.97, 1 / 1.16), predicted_cost=0.05)
+    assert "the predicted 5% itself not tested here" in untested and "missed" not in untested
+    as_predicted = A.summary_line(hogwild(0.97, 1 / 1.05), predicted_cost=0.05)  # tested as predicted: nothing added
+    assert as_predicted.endswith("predicted: Hogwild within 5 % of sync's accuracy")
+    assert A.summary_line(hogwild(0.94, 1 / 1.16)) == A.summary_line(hogwild(0.94, 1 / 1.16), predicted_cost=None)
+    assert "5%" not in A.summary_line(hogwild(0.94, 1 / 1.16))  # without the prediction's cost, nothing invented
+
+
+def test_the_record_table_leaves_hogwilds_rate_out_as_the_accuracy_table_does():
+    """Learner s10l, lab 08: cell 42 left Hogwild's rate out (it does not compare), cell 54 printed it beside ps-sync."""
+    import nbformat
+
+    cells = nbformat.read("solutions/08_sync_async.ipynb", 4).cells
+    record = next(c.source for c in cells if c.cell_type == "code" and "hogwild_row = measure.Result(" in c.source)
+    assert "print(measure.record(rows, results_dir, hw))" in record
+    assert "rows.append(measure.Result(\n    lab=\"08\", framework=\"torch\", strategy=\"hogwild\"" not in record
+    assert "measure.record(hogwild_row, results_dir, hw)" in record  # still kept in lab08.csv for lab 10
+    assert "print(measure.record(hogwild_row" not in record
+    summary = "".join(c.source for c in cells if c.cell_type == "code" and "summary_line(v, predicted_cost=" in c.source)
+    assert "hogwild_cost if v is hogwild_verdict" in summary

@@ -87,3 +87,54 @@ def test_a_long_footnote_wraps_and_the_two_labs_table_uses_footnotes():
     assert max(len(line) for line in wrapped.splitlines()) <= compared.FLAG_WIDTH
     assert "this_host=hw.host, short=True) if shared else" in lab10_source()
     assert "break_long_words=False)" in open(compared.__file__).read()
+
+
+def test_a_median_section_model_calls_suspect_carries_its_note_into_every_figure_built_on_it():
+    """Learner s10l, lab 10 finding 4: cell 18 called CNN-3conv's batch-256 median suspect, then the fixed cost, the
+    ratio and compute+AR were built on it with no note."""
+    from lab_utils.labs.lab10.lesson import suspect_note
+
+    flags = report.batch_time_flags(128, 20.61e-3, 256, 62.07e-3)  # the quiet run: 3.0x the time for 2x the images
+    said = suspect_note("CNN-3conv", flags)
+    assert len(said) == 1 and not detectors.impossible(said) and "suspect" in str(said[0])
+    assert suspect_note("CNN-3conv", report.batch_time_flags(128, 20.61e-3, 256, 41.0e-3)) == []  # proportional
+    assert suspect_note("CNN-3conv", report.batch_time_flags(128, 20.61e-3, 256, 5.0e-3)) == []  # [!]: divides nothing
+    source = lab10_source()
+    assert "suspect[name] = suspect_note(name, flags)" in source
+    assert "+ suspect[name])" in source  # the ratio's basis, which the summary repeats
+    assert 'suspect["CNN-3conv"]' in source  # compute+AR
+    assert "compute[(name, batch)].median), suspect[name]))" in source  # the fixed-cost line
+
+
+def _ddp_row(lab, rate, spread, base_rate, base_spread, workload="CNN-3conv/synthetic28 step"):
+    """One lab's DDP row at batch 256 on 2 ranks, beside its own lab's one-process baseline."""
+    from lab_utils import measure
+
+    def row(strategy, ranks, samples, spr):
+        return measure.Result(lab=lab, framework="torch", strategy=strategy, world_size=ranks, device="cpu",
+                              batch_size=256, samples_per_s=samples, wall_s=1.0, workload=workload, threads=1,
+                              spread=spr)
+    return report.Compared(row("ddp", 2, rate, spread), row("single-device", 1, base_rate, base_spread))
+
+
+def test_one_setup_timed_by_two_labs_the_fit_reads_the_row_whose_speedup_moves_least():
+    """Learner s10l, lab 10 findings 1 and 3: the fit picked lab 02's DDP row over lab 03's by 'the lower lab'; the
+    rule is now stated and measured: the smaller spread (the row's plus its baseline's) wins the tie."""
+    from lab_utils.labs.lab10.lesson import one_configuration, speedups_apart, spread_said
+
+    lab02 = _ddp_row("02", 7142.0, 0.30, 4638.0, 0.20, "CNN-3conv/synthetic28 step, launched ranks")
+    lab03 = _ddp_row("03", 9764.0, 0.05, 5139.0, 0.04)
+    assert one_configuration([lab02, lab03])[0] == [lab03]
+    assert one_configuration([lab03, lab02])[0] == [lab03]  # not the order, nor the lower lab
+    steadier02 = _ddp_row("02", 7142.0, 0.02, 4638.0, 0.02, "CNN-3conv/synthetic28 step, launched ranks")
+    assert one_configuration([steadier02, lab03])[0] == [steadier02]
+    unknown = _ddp_row("02", 7142.0, None, 4638.0, 0.02)
+    assert one_configuration([unknown, lab03])[0] == [lab03] and spread_said(unknown) == "unknown"
+    assert spread_said(lab03) == "9.0 %"
+    assert speedups_apart(lab02, lab03) == "differ within their spreads"  # 1.54x +- 0.38 reaches 1.90x - 0.09
+    narrow02 = _ddp_row("02", 7142.0, 0.10, 4638.0, 0.10)
+    assert speedups_apart(narrow02, lab03) == "disagree beyond their spreads"  # 1.54x +- 0.15 vs 1.90x +- 0.09
+    assert speedups_apart(lab02, _ddp_row("03", 7800.0, 0.05, 5139.0, 0.04)) == "differ within their spreads"
+    source = lab10_source()
+    assert "then the lower lab" not in source and "rule: the fit reads the row whose speedup moves least" in source
+    assert "fitted is best or fitted in report.same_setup(best, mine)" in source  # the summary quotes the fit's row

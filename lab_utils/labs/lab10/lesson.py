@@ -8,9 +8,10 @@ import time
 import torch
 import torch.distributed as dist
 from lab_utils import measure, report
+from lab_utils import detectors
 from lab_utils.launch import process_group
 
-__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'allreduce_worker', 'amdahl_rows', 'one_configuration']
+__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
@@ -33,6 +34,13 @@ def fixed_cost_line(name, small, small_s, large, large_s):
         return f"{said}: no fixed cost per step shows (the time grows at least in proportion to the batch)"
     return (f"{said}: a line through the two gives a fixed cost of {fixed * 1e3:.2f} ms per step "
             f"({fixed / small_s:.0%} of batch {small}'s step), which halving the batch does not halve")
+
+
+def suspect_note(name, flags):
+    """A note for every figure built on `name`'s step times where `flags` holds a note calling them suspect; else []."""
+    if detectors.impossible(flags) or not any("suspect" in str(f) for f in flags):
+        return []
+    return [detectors.note(f"built on {name}'s step times, which section Model's note calls suspect")]
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 20 (id d37f68c4) ------------------------------------------------------
@@ -84,11 +92,33 @@ def amdahl_rows(compared, strategies=DATA_PARALLEL):
     return per_machine, left_out
 
 
+def speedup_spread(c):
+    """How far a row's speedup can move with its repeats: its rate's spread plus its baseline's (inf if unknown)."""
+    if c.baseline is None or c.row.spread is None or c.baseline.spread is None:
+        return float("inf")
+    return c.row.spread + c.baseline.spread
+
+
+def speedups_apart(a, b):
+    """'disagree beyond their spreads' where the two rows' speedup ranges (each +- half its spread) do not overlap,
+    else 'differ within their spreads'."""
+    gap = abs(a.speedup - b.speedup)
+    reach = (a.speedup * speedup_spread(a) + b.speedup * speedup_spread(b)) / 2
+    return "disagree beyond their spreads" if gap > reach else "differ within their spreads"
+
+
+def spread_said(c):
+    """A row's speedup spread as text, or 'unknown' where a rate recorded none."""
+    spread = speedup_spread(c)
+    return "unknown" if spread == float("inf") else report.percent(spread)
+
+
 def one_configuration(chosen):
     """(the rows of the configuration Amdahl's fit reads, the other rows): one workload, lab, strategy and batch, the
-    one measured at the most device counts (a tie: DDP first, then the lowest lab)."""
+    one measured at the most device counts (a tie: DDP first, then the smallest speedup spread, then the lowest lab)."""
     groups = {}
     for c in chosen:
         groups.setdefault((c.row.workload, c.row.lab, c.row.strategy, c.row.batch_size), []).append(c)
-    key = min(groups, key=lambda k: (-len({c.hardware_ratio for c in groups[k]}), k[2] != "ddp", k[1], k[0], -k[3]))
+    key = min(groups, key=lambda k: (-len({c.hardware_ratio for c in groups[k]}), k[2] != "ddp",
+                                     max(speedup_spread(c) for c in groups[k]), k[1], k[0], -k[3]))
     return groups[key], [c for c in chosen if c not in groups[key]]

@@ -8,15 +8,31 @@ import statistics
 from .... import measure
 
 
-def summary_line(verdict: measure.Verdict, label: str | None = None) -> str:
+def summary_line(verdict: measure.Verdict, label: str | None = None, predicted_cost: float | None = None) -> str:
     """'<claim>: <figure> -> <outcome>; predicted: <prediction>', no notes (one level of parentheses at most: the
     prediction's own); a verdict the conditions ruled out reads as it did where it was printed ('cannot be seen
-    here'), without a figure."""
+    here'), without a figure. `predicted_cost`: a no-worse-than prediction's own cost; where the claim tested was
+    restated weaker, the line says what became of the prediction (its median missed it, or it was not tested)."""
     head = label or verdict.claim
     if verdict.verdict == measure.CANNOT_SEE:
         return f"{head}: {measure.CANNOT_SEE} (its verdict above says why)"
     tested = f"{verdict.tested()}: " if verdict.holds_from is not None else ""
-    return f"{head}: {tested}{verdict.ratio:.2f}{verdict.unit} -> {verdict.verdict}; predicted: {verdict.expected}"
+    line = f"{head}: {tested}{verdict.ratio:.2f}{verdict.unit} -> {verdict.verdict}; predicted: {verdict.expected}"
+    return line + prediction_fate(verdict, predicted_cost)
+
+
+def prediction_fate(verdict: measure.Verdict, predicted_cost: float | None) -> str:
+    """Where a no-worse-than claim was tested weaker than its prediction's `predicted_cost`: '; the predicted 5 %:
+    missed by the median ...' or '; the predicted 5 % itself not tested here'; '' otherwise."""
+    if predicted_cost is None or verdict.holds_from is None or verdict.upper:
+        return ""
+    floor = 1 / (1 + predicted_cost)  # the prediction holds while the ratio stays above this
+    if verdict.holds_from >= floor - 1e-9:  # tested as predicted (or stricter): the outcome is the prediction's
+        return ""
+    if verdict.ratio < floor:
+        return (f"; the predicted {predicted_cost:.0%}: missed, its median {verdict.ratio:.2f}{verdict.unit} lies "
+                f"below {floor:.2f}{verdict.unit}")
+    return f"; the predicted {predicted_cost:.0%} itself not tested here (these pairs scatter too much)"
 
 
 def above_bound_line(verdict: measure.Verdict, bound: float) -> str:
