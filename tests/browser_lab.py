@@ -24,6 +24,7 @@ import nbformat
 import pytest
 
 selenium = pytest.importorskip("selenium", reason="make test-browser installs selenium")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -149,8 +150,8 @@ def slider(driver, label: str):
 
 
 def chart_source(driver) -> str:
-    """The image the explorer's chart shows now (its data URI)."""
-    images = driver.find_elements(By.CSS_SELECTOR, ".widget-output img, .jupyter-widgets-output-area img")
+    """The image the explorer's chart shows now (its data URI or blob URL): an Image widget, or an image in an Output."""
+    images = driver.find_elements(By.CSS_SELECTOR, "img.widget-image, .widget-output img, .jupyter-widgets-output-area img")
     return images[-1].get_attribute("src") if images else ""
 
 
@@ -209,13 +210,23 @@ def scroll_to_cell(driver, text: str) -> None:
     assert found, f"no cell contains {text!r}"
 
 
+def html_text(driver) -> str:
+    """The text of every HTML widget now, read again when the page redraws one while it is read (a stale element)."""
+    for _ in range(5):
+        try:
+            return " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".widget-html-content"))
+        except StaleElementReferenceException:
+            continue
+    return ""
+
+
 def test_lab01_progress_bar_renders_and_finishes(lab):
     driver = lab["driver"]
     open_and_run_all(lab, "notebooks/01_single_device_cnn.ipynb")
     scroll_to_cell(driver, "history = train.fit(")
     find_bars = lambda: driver.find_elements(By.CSS_SELECTOR, ".widget-hprogress, .widget-progress")  # noqa: E731
     wait_for(find_bars, 30, "a progress bar widget")
-    labels = lambda: " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".widget-html-content"))  # noqa: E731
+    labels = lambda: html_text(driver)  # noqa: E731
     with contextlib.suppress(AssertionError):  # the kernel goes idle before the page has applied its last widget update
         wait_for(lambda: "100%" in labels(), 15, "the bar's last update")
     assert "100%" in labels(), f"the progress bar did not reach 100 %: {labels()[:300]!r}"
