@@ -421,7 +421,7 @@ def table_ratio(ratios, load: "conditions.Load | None" = None, row_flags=()) -> 
     return f"{statistics.median(ratios):.2f}x"
 
 
-SUSPECT_N_M = f"{N_M} on a row marked *: a median of that row is suspect (its [!] above), so no figure is read from its rounds"
+SUSPECT_N_M = f"{N_M} on a row marked *: a median of that row is suspect (its flag above), so no figure is read from its rounds"
 
 
 def n_m_line(load: "conditions.Load | None" = None) -> str:
