@@ -515,3 +515,70 @@ def test_pool_line_gives_each_max_pool_against_its_convolution():
     line = tables.pool_line(["conv2d", "maxpool2d", "conv2d", "maxpool2d", "flatten"], [2.0, 1.0, 4.0, 1.0, 0.1], 32)
     assert line == "max-pool over the convolution before it (batch 32): layer 1 0.50x layer 0, layer 3 0.25x layer 2"
     assert tables.pool_line(["maxpool2d", "conv2d"], [1.0, 1.0], 32) == ""
+
+
+def _gpipe_step(ms, late_s=0.0):
+    """A GPipe step of 2 stages, 2 micro-batches, with op times `ms` (ms) and its last op ending `late_s` late."""
+    from lab_utils.plots import Interval
+
+    step = pl.simulate(pl.make_schedule("gpipe", 2, 2), op_seconds={op: v * 1e-3 for op, v in ms.items()})
+    last = max(step, key=lambda i: i.end_s)
+    return [i if i is not last else Interval(i.row, i.kind, i.start_s + late_s, i.end_s + late_s, i.label) for i in step]
+
+
+def test_hand_overs_are_each_step_beyond_its_own_ops_in_order():
+    # learner s10j, lab 04 findings 1 and 4: the measured bubble above 'ideal' (~5 ms) was named, never measured
+    ms = {(0, "F", 0): 1, (0, "F", 1): 1, (0, "B", 0): 2, (0, "B", 1): 2,
+          (1, "F", 0): 1, (1, "F", 1): 1, (1, "B", 0): 2, (1, "B", 1): 2}
+    m = pl.Measured(pl.PipelineRun("gpipe", "gpipe", 2), 2, [_gpipe_step(ms), _gpipe_step(ms, 0.004)], None, [])
+    assert pl.ops_makespans(m) == pytest.approx([m.makespans[0]] * 2)  # both steps' own ops allow the same
+    assert pl.handover_seconds(m) == pytest.approx([0.0, 0.004])  # the late one waited 4 ms beyond them
+    assert pl.busy_seconds(m.timelines[0]) == pytest.approx(0.012)
+    assert pl.own_ops_makespan(m) == pl.step_ops_makespan(m, m.typical())
+
+
+def test_the_1f1b_decomposition_is_exact_and_redone_from_its_printed_figures():
+    # learner s10j, lab 04 finding 1: "1.18x = the schedule 1.03x x the ops 1.05x x the rest 1.09x" could not be redone
+    # from any printed figure (paired medians, simulated medians, a residual); now every factor is a ratio of printed
+    # geometric means over the same rounds, and they multiply to the step's ratio exactly
+    import re
+    from lab_utils.labs.lab04 import tables
+
+    slow = tables.StepParts.of([0.042, 0.040, 0.050], [0.036, 0.035, 0.040], [0.053, 0.050, 0.060])
+    fast = tables.StepParts.of([0.035, 0.034, 0.040], [0.033, 0.032, 0.036], [0.049, 0.047, 0.055])
+    f = tables.factors(slow, fast)
+    assert f["total"] == pytest.approx(f["the ops"] * f["the schedule"] * f["the hand-overs"])
+    assert slow.step == pytest.approx((0.042 * 0.040 * 0.050) ** (1 / 3))
+    assert slow.handovers == pytest.approx(slow.step - slow.ops)
+    lines = tables.decomposition_lines("GPipe", slow, "1F1B", fast, 3)
+    rows = {line.split()[0]: [float(v) for v in re.findall(r"\d+\.\d", line)] for line in lines[1:3]}
+    (gs, go, gh, gb), (fs, fo, fh, fb) = rows["GPipe"], rows["1F1B"]
+    assert gs == pytest.approx(go + gh, abs=0.11) and fs == pytest.approx(fo + fh, abs=0.11)
+    said = dict(re.findall(r"(step|the ops|the schedule|the hand-overs) (\d+\.\d\d)x", lines[3]))
+    assert float(said["step"]) == pytest.approx(gs / fs, abs=0.01)  # each factor from the printed figures
+    assert float(said["the ops"]) == pytest.approx(gb / fb, abs=0.01)
+    assert float(said["the schedule"]) == pytest.approx((go / gb) / (fo / fb), abs=0.01)
+    assert float(said["the hand-overs"]) == pytest.approx((gs / go) / (fs / fo), abs=0.01)
+    assert "the largest part: " + tables.largest_factor(f) in lines[3] and "rest" not in lines[3]
+    assert max(len(line) for line in lines[:3]) <= 100
+    with pytest.raises(ValueError):
+        tables.geometric_mean([0.0, 1.0])
+
+
+def test_a_compute_factor_outside_its_paired_range_is_noted_and_the_noise_line_names_rows_within_noise():
+    # learner s10j, lab 04 finding 3: compute 1.20x at M=2 from one atypical median step, then 0.98x, 1.00x: unmarked
+    from lab_utils.labs.lab04 import tables
+    assert tables.compute_note("gpipe M=4", 0.98, 0.95, 1.00, 1.04) == []
+    said = tables.compute_note("gpipe M=2", 1.20, 0.97, 1.01, 1.06)
+    assert len(said) == 1 and "1.20x" in said[0] and "1.01x" in said[0] and "0.97-1.06" in said[0]
+    line = tables.compute_noise_line(["gpipe M=4", "gpipe M=8"])
+    assert "gpipe M=4, gpipe M=8" in line and "noise" in line
+    assert "every row" in tables.compute_noise_line([])
+
+
+def test_the_hand_over_and_spread_lines_give_measured_milliseconds():
+    from lab_utils.labs.lab04 import tables
+    line = tables.handover_line(["naive", "gpipe M=8"], [0.0537, 0.0417], [0.0533, 0.0366])
+    assert "naive 0.4 ms" in line and "gpipe M=8 5.1 ms" in line and "median step" in line
+    spread = tables.spread_line("gpipe M=8", [0.033, 0.045], [0.001, 0.0098])
+    assert "33.0-45.0 ms" in spread and "1.0-9.8 ms" in spread and "2 steps" in spread

@@ -1,6 +1,9 @@
 """Lab 04's own table cells and lines: refused columns print n/m, and a bubble is shown with its ideal and theory."""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from ... import measure
 
 WIDTHS = (9, 10, 10, 8, 15)  # 'vs naive', '= overlap', 'x compute', 'bubble', 'steps'
@@ -30,3 +33,90 @@ def pool_line(layer_types, times, batch: int) -> str:
         if kind == "maxpool2d" and conv is not None and times[conv] > 0:
             pairs.append(f"layer {i} {times[i] / times[conv]:.2f}x layer {conv}")
     return f"max-pool over the convolution before it (batch {batch}): {', '.join(pairs)}" if pairs else ""
+
+
+def geometric_mean(values) -> float:
+    """The geometric mean: ratios of geometric means over the same rounds multiply exactly, unlike medians."""
+    values = [float(v) for v in values]
+    if not values or min(values) <= 0:
+        raise ValueError(f"need positive values, got {values}")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """One schedule's steps over the rounds, as geometric means in seconds: the step (makespan), its ops in the
+    schedule's order (the step simulated with its own op times, free hand-overs) and the busy time (all op times)."""
+
+    step: float
+    ops: float
+    busy: float
+
+    @classmethod
+    def of(cls, steps, ops, busy) -> "StepParts":
+        """The geometric means of per-round lists of makespans, ops-in-order makespans and busy times."""
+        return cls(geometric_mean(steps), geometric_mean(ops), geometric_mean(busy))
+
+    @property
+    def handovers(self) -> float:
+        """What the step took beyond its ops in order, in seconds (a difference of the printed figures)."""
+        return self.step - self.ops
+
+
+def factors(slow: StepParts, fast: StepParts) -> dict[str, float]:
+    """slow's step over fast's, and the three factors it splits into exactly: the ops (busy over busy), the schedule
+    (ops in order per busy second), the hand-overs (step per ops-in-order second)."""
+    return {"total": slow.step / fast.step, "the ops": slow.busy / fast.busy,
+            "the schedule": (slow.ops / slow.busy) / (fast.ops / fast.busy),
+            "the hand-overs": (slow.step / slow.ops) / (fast.step / fast.ops)}
+
+
+def largest_factor(parts: dict[str, float]) -> str:
+    """The name of the factor farthest from 1x (either way)."""
+    return max((k for k in parts if k != "total"), key=lambda k: abs(math.log(parts[k])))
+
+
+def decomposition_lines(slow_name: str, slow: StepParts, fast_name: str, fast: StepParts, rounds: int) -> list[str]:
+    """The figures each factor is a ratio of (ms, one row per schedule), then the factors as those ratios."""
+    ms = 1e3
+    f = factors(slow, fast)
+    rows = [f"{'':<7}{'step':>8} = {'ops in order':>12} + {'hand-overs':>10}{'busy':>9}   "
+            f"(ms, geometric means of {rounds} paired rounds)"]
+    for name, p in ((slow_name, slow), (fast_name, fast)):
+        rows.append(f"{name:<7}{p.step * ms:>8.1f} = {p.ops * ms:>12.1f} + {p.handovers * ms:>10.1f}{p.busy * ms:>9.1f}")
+    rows.append(f"{slow_name} over {fast_name}: step {f['total']:.2f}x = the ops {f['the ops']:.2f}x (busy / busy) x "
+                f"the schedule {f['the schedule']:.2f}x ((ops in order / busy) / (ops in order / busy)) x the "
+                f"hand-overs {f['the hand-overs']:.2f}x ((step / ops in order) / (step / ops in order)); "
+                f"the largest part: {largest_factor(f)}")
+    return rows
+
+
+def handover_line(labels, steps, ops) -> str:
+    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need."""
+    return ("hand-overs in each median step (its makespan minus its own ops in order; idle time the 'bubble' "
+            "column counts and 'ideal' leaves out): "
+            + ", ".join(f"{label} {(m - s) * 1e3:.1f} ms" for label, m, s in zip(labels, steps, ops)))
+
+
+def spread_line(label: str, ops, handovers) -> str:
+    """Why one configuration's steps spread: the range of its ops-in-order times and of its hand-overs, in ms."""
+    return (f"why the steps spread ({label}, over its {len(ops)} steps): its ops in order took "
+            f"{min(ops) * 1e3:.1f}-{max(ops) * 1e3:.1f} ms, the hand-overs added "
+            f"{min(handovers) * 1e3:.1f}-{max(handovers) * 1e3:.1f} ms")
+
+
+def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
+    """A note where a row's compute factor (read on its median step) lies outside the range of the paired rounds'
+    busy-time ratios: that step's ops were atypical, not the configuration's; [] where it lies inside."""
+    if low <= compute <= high:
+        return []
+    return [f"{label}'s compute {compute:.2f}x is its median step's: over the paired rounds the naive split's busy "
+            f"time over this row's is {median:.2f}x (range {low:.2f}-{high:.2f}), so the step, not the ops, made it"]
+
+
+def compute_noise_line(within: list[str]) -> str:
+    """The table's noise line for the compute column: which rows' paired busy ratios hold 1.00x in their range."""
+    if not within:
+        return "compute: every row's paired busy-time range lies off 1.00x: the ops' speed per image differs"
+    return (f"compute within noise (the paired busy-time range holds 1.00x): {', '.join(within)}: those rows' ops "
+            "ran as fast per image as the naive split's, as far as this run can tell")

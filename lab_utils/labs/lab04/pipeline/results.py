@@ -122,13 +122,34 @@ def median_op_seconds(measured: Measured) -> tuple[list[float], list[float]]:
     return fwd, bwd
 
 
-def own_ops_makespan(measured: Measured) -> float:
-    """The shortest step the median step's own op times allow: its schedule simulated with each op's measured duration
-    and no transfer cost. The measured makespan cannot be shorter: the run only adds transfers and waits."""
+def step_ops_makespan(measured: Measured, timeline) -> float:
+    """The shortest `timeline` (one step of `measured`) its own op times allow: its schedule simulated with each op's
+    measured duration and no transfer cost. The measured step cannot be shorter: the run only adds hand-overs."""
     schedule = make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
     kind_of = {name: kind for kind, name in KINDS.items()}
-    seconds = {(int(i.row.rsplit(" ", 1)[1]), kind_of[i.kind], int(i.label)): i.seconds for i in measured.typical()}
+    seconds = {(int(i.row.rsplit(" ", 1)[1]), kind_of[i.kind], int(i.label)): i.seconds for i in timeline}
     return makespan(simulate(schedule, op_seconds=seconds))
+
+
+def own_ops_makespan(measured: Measured) -> float:
+    """The shortest step the median step's own op times allow (step_ops_makespan of typical())."""
+    return step_ops_makespan(measured, measured.typical())
+
+
+def ops_makespans(measured: Measured) -> list[float]:
+    """step_ops_makespan of every timed step, in round order."""
+    return [step_ops_makespan(measured, t) for t in measured.timelines]
+
+
+def handover_seconds(measured: Measured) -> list[float]:
+    """Per timed step, how much longer it took than its own ops in the schedule's order allow: the hand-overs
+    (sending and receiving messages, the time between a stage's ops, waits for a core)."""
+    return [m - s for m, s in zip(measured.makespans, ops_makespans(measured))]
+
+
+def busy_seconds(timeline) -> float:
+    """All stages' op times in one step, added up."""
+    return sum(i.seconds for i in timeline)
 
 
 def ideal_bubble(measured: Measured) -> float:
