@@ -550,7 +550,7 @@ def test_the_1f1b_decomposition_is_exact_and_redone_from_its_printed_figures():
     assert f["total"] == pytest.approx(f["the ops"] * f["the schedule"] * f["the hand-overs"])
     assert slow.step == pytest.approx((0.042 * 0.040 * 0.050) ** (1 / 3))
     assert slow.handovers == pytest.approx(slow.step - slow.ops)
-    lines = tables.decomposition_lines("GPipe", slow, "1F1B", fast, 3)
+    lines = tables.decomposition_lines("GPipe", slow, "1F1B", fast)
     rows = {line.split()[0]: [float(v) for v in re.findall(r"\d+\.\d", line)] for line in lines[1:3]}
     (gs, go, gh, gb), (fs, fo, fh, fb) = rows["GPipe"], rows["1F1B"]
     assert gs == pytest.approx(go + gh, abs=0.11) and fs == pytest.approx(fo + fh, abs=0.11)
@@ -563,6 +563,10 @@ def test_the_1f1b_decomposition_is_exact_and_redone_from_its_printed_figures():
     assert max(len(line) for line in lines[:3]) <= 100
     with pytest.raises(ValueError):
         tables.geometric_mean([0.0, 1.0])
+    # the rounds are the middle half by the paired ratio, where the verdict's median lies: its slow rounds left out
+    slow_steps, fast_steps = [0.050, 0.042, 0.090, 0.040, 0.041, 0.044, 0.043, 0.030], [0.040] * 8
+    middle = tables.middle_rounds(slow_steps, fast_steps)
+    assert middle == [1, 4, 5, 6] and 2 not in middle and 7 not in middle
 
 
 def test_a_compute_factor_outside_its_paired_range_is_noted_and_the_noise_line_names_rows_within_noise():
@@ -582,3 +586,8 @@ def test_the_hand_over_and_spread_lines_give_measured_milliseconds():
     assert "naive 0.4 ms" in line and "gpipe M=8 5.1 ms" in line and "median step" in line
     spread = tables.spread_line("gpipe M=8", [0.033, 0.045], [0.001, 0.0098])
     assert "33.0-45.0 ms" in spread and "1.0-9.8 ms" in spread and "2 steps" in spread
+    assert spread.endswith("the ops varied more")
+    assert tables.spread_line("x", [0.033, 0.034], [0.001, 0.0098]).endswith("the hand-overs varied more")
+    assert "below 0" not in line
+    late = tables.handover_line(["naive"], [0.0590], [0.0604])  # a recorded end came late: its row's note says so
+    assert "naive -1.4 ms" in late and "below 0: the note beside its row" in late

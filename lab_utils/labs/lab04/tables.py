@@ -76,33 +76,45 @@ def largest_factor(parts: dict[str, float]) -> str:
     return max((k for k in parts if k != "total"), key=lambda k: abs(math.log(parts[k])))
 
 
-def decomposition_lines(slow_name: str, slow: StepParts, fast_name: str, fast: StepParts, rounds: int) -> list[str]:
+def middle_rounds(slow_steps, fast_steps) -> list[int]:
+    """The rounds whose paired ratio (slow's step over fast's) ranks in the middle half: the verdict's median sits among
+    them, and the slowest rounds, which a median ignores, are left out as it leaves them out."""
+    ratios = [s / f for s, f in zip(slow_steps, fast_steps)]
+    ranked = sorted(range(len(ratios)), key=lambda i: ratios[i])
+    cut = len(ranked) // 4
+    return sorted(ranked[cut:len(ranked) - cut])
+
+
+def decomposition_lines(slow_name: str, slow: StepParts, fast_name: str, fast: StepParts) -> list[str]:
     """The figures each factor is a ratio of (ms, one row per schedule), then the factors as those ratios."""
     ms = 1e3
     f = factors(slow, fast)
-    rows = [f"{'':<7}{'step':>8} = {'ops in order':>12} + {'hand-overs':>10}{'busy':>9}   "
-            f"(ms, geometric means of {rounds} paired rounds)"]
+    rows = [f"{'':<7}{'step':>7} = {'ops in order':>12} + {'hand-overs':>10}{'busy':>8}   (ms)"]
     for name, p in ((slow_name, slow), (fast_name, fast)):
-        rows.append(f"{name:<7}{p.step * ms:>8.1f} = {p.ops * ms:>12.1f} + {p.handovers * ms:>10.1f}{p.busy * ms:>9.1f}")
-    rows.append(f"{slow_name} over {fast_name}: step {f['total']:.2f}x = the ops {f['the ops']:.2f}x (busy / busy) x "
-                f"the schedule {f['the schedule']:.2f}x ((ops in order / busy) / (ops in order / busy)) x the "
-                f"hand-overs {f['the hand-overs']:.2f}x ((step / ops in order) / (step / ops in order)); "
-                f"the largest part: {largest_factor(f)}")
+        rows.append(f"{name:<7}{p.step * ms:>7.1f} = {p.ops * ms:>12.1f} + {p.handovers * ms:>10.1f}{p.busy * ms:>8.1f}")
+    rows.append(f"{slow_name}'s over {fast_name}'s, from the columns: step {f['total']:.2f}x = the ops "
+                f"{f['the ops']:.2f}x (busy) x the schedule {f['the schedule']:.2f}x (ops in order / busy) x the "
+                f"hand-overs {f['the hand-overs']:.2f}x (step / ops in order); the largest part: {largest_factor(f)}")
     return rows
 
 
 def handover_line(labels, steps, ops) -> str:
-    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need."""
+    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need (below 0 where a
+    stage's recorded op end came late, which its row's note says)."""
+    below = any(m < s for m, s in zip(steps, ops))
     return ("hand-overs in each median step (its makespan minus its own ops in order; idle time the 'bubble' "
             "column counts and 'ideal' leaves out): "
-            + ", ".join(f"{label} {(m - s) * 1e3:.1f} ms" for label, m, s in zip(labels, steps, ops)))
+            + ", ".join(f"{label} {(m - s) * 1e3:.1f} ms" for label, m, s in zip(labels, steps, ops))
+            + (" (below 0: the note beside its row)" if below else ""))
 
 
 def spread_line(label: str, ops, handovers) -> str:
-    """Why one configuration's steps spread: the range of its ops-in-order times and of its hand-overs, in ms."""
+    """Why one configuration's steps spread: the range of its ops-in-order times and of its hand-overs, in ms, and
+    which range is the wider."""
+    wider = "the ops" if max(ops) - min(ops) >= max(handovers) - min(handovers) else "the hand-overs"
     return (f"why the steps spread ({label}, over its {len(ops)} steps): its ops in order took "
             f"{min(ops) * 1e3:.1f}-{max(ops) * 1e3:.1f} ms, the hand-overs added "
-            f"{min(handovers) * 1e3:.1f}-{max(handovers) * 1e3:.1f} ms")
+            f"{min(handovers) * 1e3:.1f}-{max(handovers) * 1e3:.1f} ms: {wider} varied more")
 
 
 def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
