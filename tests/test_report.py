@@ -378,6 +378,17 @@ def test_scaling_models_limits():
     assert report.gpipe_speedup(1, 8) == 1 and report.gpipe_speedup(2, 8) == pytest.approx(2 * (1 - 1 / 9))
 
 
+def test_compute_plus_allreduce_reads_one_ranks_measured_share_where_there_is_one():
+    """Learner s10l, lab 10 finding 4: with 20.61 ms per rank and a 62 ms step, compute+AR said 1.96x on 2 because it
+    assumed T/N per rank: given the measured share, the model divides by it (T/N only where none was timed)."""
+    free = report.AllReduceFit(0.0, float("inf"))
+    assert report.data_parallel_speedup(62e-3, 1e6, free, 2, share_s=20.61e-3) == pytest.approx(62 / 20.61)
+    assert report.data_parallel_speedup(62e-3, 1e6, free, 2) == pytest.approx(2)  # assumed T/N
+    fit = report.AllReduceFit(1e-3, 1e9)
+    with_ar = report.data_parallel_speedup(62e-3, 424e3, fit, 2, share_s=20.61e-3)
+    assert with_ar == pytest.approx(62e-3 / (20.61e-3 + fit.seconds(424e3, 2)))
+
+
 def test_noise_is_told_from_a_bug():
     base = np.array([2.3, 1.5, 0.9])
     assert report.noise_or_bug(base, base.copy(), 1e-4) == "identical"
