@@ -385,7 +385,7 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
     flags = table_lines([c.flags for c in compared], [flag_name(c, n) for c, n in zip(compared, names)])
     lines += flags  # measure.table_lines wraps each at measure.lines.WIDTH (under FLAG_WIDTH)
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
-    return "\n".join(lines + ([noise] if noise else []))
+    return "\n".join(lines + ([measure.lines.wrap(noise)] if noise else []))  # wrapped at 100 columns as the flags
 
 
 def _shared_notes(compared: list[Compared]) -> dict[tuple, list[str]]:
