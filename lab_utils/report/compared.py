@@ -315,23 +315,51 @@ def _workload_of(c: Compared) -> tuple:
     return (host_name(c.row), c.row.lab, c.row.workload, c.row.rate)
 
 
+def _one_device_scaling(c: Compared) -> bool:
+    """A row of more than one device or rank with a speedup over a one-device baseline (not a pipeline's naive split)."""
+    return (c.row.world_size > 1 and c.baseline is not None and not c.is_baseline and c.baseline.world_size == 1
+            and c.speedup is not None)
+
+
+def _setup(c: Compared) -> tuple:
+    """One row per (strategy, workload, devices) in the main table: a lab's sweep of the batch shares this key."""
+    return (_workload_of(c), c.row.strategy, c.row.variant, c.row.world_size, c.row.threads)
+
+
+def _left_because(c: Compared, scales: set) -> str:
+    """Why the main table leaves out a row: a smaller batch of a row it shows, one device, a pipeline, no baseline."""
+    if _workload_of(c) in scales:
+        return "the smaller batches of its rows above (its own sweep, in its notebook)"
+    if c.row.world_size == 1:
+        return "one device each (its own comparisons, in its notebook)"
+    if c.note == "vs the naive split" or c.row.strategy == "pipeline-naive":
+        return "pipelines, compared with the naive split, not one device (in its notebook)"
+    return "no one-device row to read a speedup against"
+
+
 def scaling(compared: list[Compared]) -> tuple[list[Compared], list[str]]:
-    """(the rows of every workload in which a row of more than one device or rank has a speedup, with their
-    baselines; one line per lab for its other rows: how many, why not shown, and its CSV)."""
-    scales = {_workload_of(c) for c in compared if c.row.world_size > 1 and c.baseline and not c.is_baseline}
-    shown = [c for c in compared if _workload_of(c) in scales]
+    """(the main table: every workload in which a row of more than one device or rank has a speedup over one device,
+    one row per strategy, workload and devices there (the largest batch: the one Amdahl's fit reads), with the
+    baselines they read; one line per lab for its other rows: how many, why not shown, and its CSV)."""
+    scales = {_workload_of(c) for c in compared if _one_device_scaling(c)}
+    largest: dict[tuple, Compared] = {}
+    for c in compared:
+        if _workload_of(c) in scales and c.row.batch_size >= largest.get(_setup(c), c).row.batch_size:
+            largest[_setup(c)] = c
+    kept = {id(c) for c in largest.values()}
+    kept |= {id(b) for c in largest.values() for b in compared if c.baseline is not None and b.row is c.baseline}
+    shown = [c for c in compared if id(c) in kept]
     left: dict[str, list[Compared]] = {}
     for c in compared:
-        if _workload_of(c) not in scales:
+        if id(c) not in kept:
             left.setdefault(c.row.lab, []).append(c)
     lines = []
     for lab, rows in sorted(left.items()):
-        single = all(c.row.world_size == 1 for c in rows)
-        lonely = all(c.baseline is None or c.is_baseline for c in rows if c.row.world_size > 1)
-        why = ("one device each (its own comparisons, in its notebook)" if single else
-               "no one-device row to read a speedup against" if lonely and not any(c.row.world_size == 1 for c in rows)
-               else "one device each, or no one-device row to read a speedup against")
-        lines.append(f"lab {lab}: {len(rows)} row(s) not shown, {why}: lab{lab}.csv")
+        why: dict[str, int] = {}
+        for c in rows:  # one line per lab and reason
+            reason = _left_because(c, scales)
+            why[reason] = why.get(reason, 0) + 1
+        lines += [f"lab {lab}: {n} row(s) not shown, {reason}: lab{lab}.csv" for reason, n in why.items()]
     return shown, lines
 
 
