@@ -1028,3 +1028,18 @@ def test_one_workload_timed_by_three_labs_names_each_baseline_how_far_apart_and_
     assert report.one_process_baselines([r for r in rows if r.lab == "03"]) == []  # one lab: nothing to say
     alike = [r for r in rows if r.lab != "01"]
     assert "kernel" not in " ".join(report.one_process_baselines(alike))  # both launched: no kernel to blame
+
+
+def test_a_short_table_fits_100_columns_and_drops_an_empty_accuracy_column():
+    """Learner s10l, lab 10 finding 12: lines of 110-230 characters (a workload header, a note, a footnote)."""
+    note = "lab 09's verdict on this pair (the comparison's figure): 1.66x (range 1.59-1.73) -> holds" + " x" * 40
+    rows = [row("serving-workers", 1, 3340, lab="09", variant="1 model worker",
+                workload="CNN-widehead/synthetic28 serving a burst, batcher and worker processes"),
+            row("serving-workers", 2, 5644, lab="09", variant="2 model workers", flags=(note,),
+                workload="CNN-widehead/synthetic28 serving a burst, batcher and worker processes")]
+    short = report.table(report.compare(rows), short=True)
+    assert max(len(line) for line in short.splitlines()) <= 100, short
+    assert "accuracy" not in short and "accuracy" in report.table(report.compare(rows))  # lab 11's table: unchanged
+    assert "1.69" in short and "3340" in short
+    graded = [replace(r, accuracy=0.9) for r in rows]
+    assert "accuracy" in report.table(report.compare(graded), short=True)  # a column with figures stays

@@ -371,8 +371,12 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
     """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
     `figures(row, baseline)` -> (speedup, efficiency) gives the two columns (lab 10's speedup_and_efficiency);
     without it, each Compared's own. `short`: a note over NOTE_WIDTH characters prints as its tag and a footnote
-    number, the whole note once in the footnotes under the table."""
+    number, the whole note once in the footnotes under the table; and the lines fit measure.lines.WIDTH (100)
+    columns: no accuracy column where no row has one, the rate column as wide as its figures, notes wrapped."""
     footnotes: dict[str, int] = {}
+    fit = measure.lines.wrap if short else (lambda line: line)  # a short table's lines wrap at 100 columns
+    acc_w = 9 if not short or any(c.row.accuracy is not None for c in compared) else 0
+    rate_w = max([len("rate")] + [len(rate_text(c.row.samples_per_s)) for c in compared]) + 2 if short else 11
 
     def said(note: str) -> str:
         if not short or len(note) <= NOTE_WIDTH:
@@ -385,7 +389,8 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
     framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
     header = (f"{'machine':<13}" if hosts else "") + (f"{'lab':<4}{'framework':<{framework_w}}"
                                                      f"{'strategy, variant':<{name_w}}{'devices':>7}"
-                                                     f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'rate':>11}"
+                                                     f"{'threads':>8}{'batch':>6}{'accuracy'[:acc_w]:>{acc_w}}"
+                                                     f"{'rate':>{rate_w}}"
                                                      f"{'speedup':>8}{'effic.':>7}")
     lines, workload = [header], None
     shared = _shared_notes(compared)
@@ -393,10 +398,10 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         r = c.row
         if (host_name(r), r.lab, r.workload, r.rate) != workload:
             workload = (host_name(r), r.lab, r.workload, r.rate)
-            lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}"
-                         + (f"  (rate: {r.rate})" if r.rate else ""))
-            lines += [f"      note, every row below: {said(note)}" for note in shared.get(workload, [])]
-        acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
+            lines.append(fit((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: "
+                             f"{r.workload}" + (f"  (rate: {r.rate})" if r.rate else "")))
+            lines += [fit(f"      note, every row below: {said(note)}") for note in shared.get(workload, [])]
+        acc = ("" if not acc_w else f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}")
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
         speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
                                else (c.speedup, c.efficiency))
@@ -405,10 +410,11 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         speed += f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
-                     f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
-        lines += [f"      note: {said(note)}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
-    lines += [textwrap.fill(f"[{k}] {note}", FLAG_WIDTH, subsequent_indent="    ", break_on_hyphens=False,
-                            break_long_words=False)
+                     f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>{rate_w}}{speed}{detectors.marked(c.flags)}")
+        lines += [fit(f"      note: {said(note)}") for note in c.notes
+                  if workload is None or note not in shared.get(workload, [])]
+    lines += [textwrap.fill(f"[{k}] {note}", measure.lines.WIDTH if short else FLAG_WIDTH, subsequent_indent="    ",
+                            break_on_hyphens=False, break_long_words=False)
               for note, k in footnotes.items()]  # a footnote wraps as the flags do
     flags = table_lines([c.flags for c in compared], [flag_name(c, n) for c, n in zip(compared, names)])
     lines += flags  # measure.table_lines wraps each at measure.lines.WIDTH (under FLAG_WIDTH)
