@@ -385,8 +385,9 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         return f"{tag(note)} [{footnotes[note]}]"
 
     names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
-    name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
-    framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
+    gap = 1 if short else 2  # the columns' gap: one space in a short table (100 columns)
+    name_w = max([len("strategy, variant")] + [len(n) for n in names]) + gap
+    framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + gap
     header = (f"{'machine':<13}" if hosts else "") + (f"{'lab':<4}{'framework':<{framework_w}}"
                                                      f"{'strategy, variant':<{name_w}}{'devices':>7}"
                                                      f"{'threads':>8}{'batch':>6}{'accuracy'[:acc_w]:>{acc_w}}"
