@@ -597,8 +597,16 @@ def noise_line(spreads, what: str = "medians") -> str:
                if unspread else "")
     return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
                 f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
-                "ignores" + (f"; above {WIDE_SPREAD * 100:.0f} %, one repeat took over {WIDE_SPREAD:g}x its median"
-                             if max(counted) > WIDE_SPREAD else "") + f"): read the medians only{without}")
+                "ignores" + _held_up(max(counted)) + f"): read the medians only{without}")
+
+
+def _held_up(widest: float) -> str:
+    """What a spread above NOISY_BASIS (100 %) means, for the noise line: the slowest repeat took over `widest` times
+    the median (max - min = spread x median), so something held that repeat up; '' for a narrower spread."""
+    if widest <= NOISY_BASIS:
+        return ""
+    return (f"; above {NOISY_BASIS * 100:.0f} %, one repeat took over {min(widest, WIDE_SPREAD):.3g}x its median: "
+            "something held it up: a burst of other work, the operating system's scheduling or a core waking from idle")
 
 
 def count(text: str) -> int:

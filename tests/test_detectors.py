@@ -92,6 +92,9 @@ def test_noise_is_one_line_per_table():
     assert detectors.spread_text(58.41) == ">1000%" and detectors.spread_text(0.5) == "50%"
     wide = detectors.noise_line([58.41, 0.1])
     assert "the widest >1000 %" in wide and "one repeat took over 10x its median" in wide and "5841" not in wide
+    burst = detectors.noise_line([9.94, 0.1])  # lab 10's all-reduce sweep (learner s10l, finding 6): say what 994 % is
+    assert "above 100 %, one repeat took over 9.94x its median: something held it up" in burst
+    assert "took over" not in detectors.noise_line([0.97, 0.1])  # under 100 %: no repeat need have taken twice the median
     assert detectors.count("a\n  [!] x\nb [!] y\n") == 2
 
 

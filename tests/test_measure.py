@@ -500,3 +500,16 @@ def test_a_measured_twice_flag_quotes_a_rows_load_refusals_as_their_load_once(is
     assert "2.09x apart" in flag and "likelier wrong figure" in flag, flag
     assert flag.count("refused for the load (other programs used 0.8 of 2 cores)") == 1, flag
     assert "measured and recorded" not in flag and "[!]" in text
+
+
+def test_a_wrapped_line_never_splits_a_figure_from_its_unit():
+    """Lab 10 cell 28 printed 'transfer / compute 57' and '%' on two lines (learner s10l, finding 11): wrap() and
+    short_lines() keep '57 %', '0.82 ms', '1.80 GB/s', '2.1 x' whole, and print plain spaces."""
+    from lab_utils.measure import lines
+    for figure in ("57 %", "0.82 ms", "1.80 GB/s", "424 kB", "2.1 x"):
+        for cut in range(60, 101):  # the break falls on the figure's space for one of these widths
+            text = "a" * (cut - len(figure) + figure.index(" ")) + " " + figure + " then more words" * 5
+            for out in (lines.wrap(text), measure.short_lines(text)):
+                assert figure in out, (cut, out)
+                assert lines.NO_BREAK not in out
+    assert lines.unbroken_units("2 ranks x2, 3 xs") == "2 ranks x2, 3 xs"  # not units: breakable as before

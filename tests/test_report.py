@@ -378,6 +378,17 @@ def test_scaling_models_limits():
     assert report.gpipe_speedup(1, 8) == 1 and report.gpipe_speedup(2, 8) == pytest.approx(2 * (1 - 1 / 9))
 
 
+def test_compute_plus_allreduce_reads_one_ranks_measured_share_where_there_is_one():
+    """Learner s10l, lab 10 finding 4: with 20.61 ms per rank and a 62 ms step, compute+AR said 1.96x on 2 because it
+    assumed T/N per rank: given the measured share, the model divides by it (T/N only where none was timed)."""
+    free = report.AllReduceFit(0.0, float("inf"))
+    assert report.data_parallel_speedup(62e-3, 1e6, free, 2, share_s=20.61e-3) == pytest.approx(62 / 20.61)
+    assert report.data_parallel_speedup(62e-3, 1e6, free, 2) == pytest.approx(2)  # assumed T/N
+    fit = report.AllReduceFit(1e-3, 1e9)
+    with_ar = report.data_parallel_speedup(62e-3, 424e3, fit, 2, share_s=20.61e-3)
+    assert with_ar == pytest.approx(62e-3 / (20.61e-3 + fit.seconds(424e3, 2)))
+
+
 def test_noise_is_told_from_a_bug():
     base = np.array([2.3, 1.5, 0.9])
     assert report.noise_or_bug(base, base.copy(), 1e-4) == "identical"
@@ -977,3 +988,58 @@ def test_lab_10s_long_lines_are_wrapped_and_its_table_has_a_reading_guide():
     guide = next(c.source for c in nbformat.read(Path(__file__).parents[1] / "solutions" / "10_scaling_report.ipynb",
                                                  4).cells if c.cell_type == "markdown" and "## The table" in c.source)
     assert "Where to look first" in guide and "**Horovod-style**" in guide
+
+
+def test_the_main_table_keeps_one_row_per_setup_and_counts_the_rest_in_one_line_per_lab():
+    """Learner s10l, lab 10 finding 7: 60 lines. A lab's sweep of the batch shows its largest batch (the one Amdahl's
+    fit reads) with its baseline; the smaller batches and the pipelines (no one-device row) are counted, not shown."""
+    sweep = [row(s, n, rate * b / 8, lab="02", batch=b, threads=t, workload="sweep")
+             for b in (8, 64, 512) for s, n, t, rate in (("single", 1, 1, 100), ("single", 1, 2, 150), ("dp", 2, 1, 120))]
+    pipes = [row("pipeline-naive", 2, 100, lab="04", workload="pipe"), row("pipeline-gpipe", 2, 150, lab="04",
+                                                                           workload="pipe", variant="M=8")]
+    shown, left = report.scaling(report.compare(sweep + pipes))
+    assert sorted((c.row.strategy, c.row.threads, c.row.batch_size) for c in shown) == [
+        ("dp", 1, 512), ("single", 1, 512), ("single", 2, 512)]
+    assert left == ["lab 02: 6 row(s) not shown, the smaller batches of its rows above (its own sweep, in its "
+                    "notebook): lab02.csv",
+                    "lab 04: 2 row(s) not shown, pipelines, compared with the naive split, not one device (in its "
+                    "notebook): lab04.csv"]
+
+
+def test_one_workload_timed_by_three_labs_names_each_baseline_how_far_apart_and_why():
+    """Learner s10l, lab 10 finding 1 (issue 51 task 1): three one-process baselines of one workload (4,158 lab 01 in
+    the kernel; 4,638 lab 02 and 5,139 lab 03, launched) and nothing said which speedup reads which, nor why they
+    differ."""
+    from lab_utils import workloads
+    from lab_utils.launch import launched_not_kernel
+    launched = (detectors.condition(launched_not_kernel()),)
+    step, ranks = workloads.STEP_3CONV.name, workloads.LAUNCHED_3CONV.name
+    rows = [replace(row("single-process", 1, 4158, lab="01", workload=step), spread=0.05),
+            replace(row("single", 1, 4638, lab="02", workload=ranks), spread=0.10), row("ddp", 2, 7142, lab="02", workload=ranks),
+            replace(row("single-process", 1, 5139, lab="03", workload=step, flags=launched), spread=0.04),
+            row("ddp", 2, 9764, lab="03", workload=step), row("single-process", 1, 9000, lab="03", workload="other")]
+    first, second = report.one_process_baselines(rows)
+    assert "3 one-process baselines" in first and "CNN-3conv/synthetic28 b256 step" in first
+    assert "lab 01 4,158 (in the kernel), lab 02 4,638 (launched), lab 03 5,139 (launched)" in first
+    assert "each speedup above reads against the baseline of its own lab" in first
+    assert second.startswith("  they lie 1.24x apart (lab 03 over lab 01)")  # 5139 / 4158, computed
+    assert "ran 1.18x faster than the kernel's" in second  # median(4638, 5139) / 4158
+    assert "labs 02 and 03, timed alike minutes apart: 1.11x, beyond their repeats' spreads (10%, 4%)" in second
+    assert report.one_process_baselines([r for r in rows if r.lab == "03"]) == []  # one lab: nothing to say
+    alike = [r for r in rows if r.lab != "01"]
+    assert "kernel" not in " ".join(report.one_process_baselines(alike))  # both launched: no kernel to blame
+
+
+def test_a_short_table_fits_100_columns_and_drops_an_empty_accuracy_column():
+    """Learner s10l, lab 10 finding 12: lines of 110-230 characters (a workload header, a note, a footnote)."""
+    note = "lab 09's verdict on this pair (the comparison's figure): 1.66x (range 1.59-1.73) -> holds" + " x" * 40
+    rows = [row("serving-workers", 1, 3340, lab="09", variant="1 model worker",
+                workload="CNN-widehead/synthetic28 serving a burst, batcher and worker processes"),
+            row("serving-workers", 2, 5644, lab="09", variant="2 model workers", flags=(note,),
+                workload="CNN-widehead/synthetic28 serving a burst, batcher and worker processes")]
+    short = report.table(report.compare(rows), short=True)
+    assert max(len(line) for line in short.splitlines()) <= 100, short
+    assert "accuracy" not in short and "accuracy" in report.table(report.compare(rows))  # lab 11's table: unchanged
+    assert "1.69" in short and "3340" in short
+    graded = [replace(r, accuracy=0.9) for r in rows]
+    assert "accuracy" in report.table(report.compare(graded), short=True)  # a column with figures stays

@@ -2,6 +2,7 @@
 machine's refusal is said once per notebook cell (later ones point back to it)."""
 from __future__ import annotations
 
+import re
 import textwrap
 
 WIDTH = 100  # a printed verdict, flag or note wraps here: a notebook shows about 100 columns without scrolling
@@ -15,6 +16,15 @@ KEPT = ("cannot be seen here", "not distinguishable here", "not measurable here"
         "flagged above", "marked * too", "(marked *)")  # words a reader (and a test) finds whole: never broken
 #       across two lines (a line that ends in ' *' is a table's marked row)
 _GLUE = "\u00a0"  # a no-break space while wrapping
+NO_BREAK = _GLUE  # the same, for the other wrappers (measure.short_lines)
+# '57 %': a figure and its unit, never broken across two lines ('x' followed by a letter or a digit is another word)
+_UNIT = re.compile(r"(?<=\d) (?=(?:%|x|ms|us|ns|s|B|kB|KB|MB|GB|KiB|MiB|GiB|GB/s|MB/s)(?![\w/]))")
+
+
+def unbroken_units(line: str) -> str:
+    """`line` with the space between each figure and its unit made a no-break space (wrap() and short_lines() turn it
+    back into a plain space after wrapping)."""
+    return _UNIT.sub(_GLUE, line)
 
 
 def wrap(text: str, width: int = WIDTH, hang: str = HANG) -> str:
@@ -28,6 +38,7 @@ def wrap(text: str, width: int = WIDTH, hang: str = HANG) -> str:
         indent = line[:len(line) - len(line.lstrip())]
         for phrase in KEPT:
             line = line.replace(phrase, phrase.replace(" ", _GLUE))
+        line = unbroken_units(line)
         out.append(textwrap.fill(line, width=width, subsequent_indent=indent + hang, break_on_hyphens=False,
                                  break_long_words=False).replace(_GLUE, " "))
     return "\n".join(out)

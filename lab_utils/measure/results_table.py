@@ -265,8 +265,9 @@ def short_lines(text: str, width: int = WIDTH, indent: str = "    ") -> str:
     to it (measure.lines.said_before)."""
     if printed.busy_refusal(text) and NOT_MEASURABLE in text:
         printed.mark_said("load")
-    return "\n".join(textwrap.fill(line, width=width, subsequent_indent=indent, break_on_hyphens=False,
-                                   break_long_words=False) for line in text.split("\n"))  # flagged's breaks stay
+    return "\n".join(textwrap.fill(printed.unbroken_units(line), width=width, subsequent_indent=indent,
+                                   break_on_hyphens=False, break_long_words=False).replace(printed.NO_BREAK, " ")
+                      for line in text.split("\n"))  # flagged's breaks stay; a figure keeps its unit
 
 
 def table_lines(per_row, names, what: str = "rows") -> list[str]:

@@ -315,23 +315,51 @@ def _workload_of(c: Compared) -> tuple:
     return (host_name(c.row), c.row.lab, c.row.workload, c.row.rate)
 
 
+def _one_device_scaling(c: Compared) -> bool:
+    """A row of more than one device or rank with a speedup over a one-device baseline (not a pipeline's naive split)."""
+    return (c.row.world_size > 1 and c.baseline is not None and not c.is_baseline and c.baseline.world_size == 1
+            and c.speedup is not None)
+
+
+def _setup(c: Compared) -> tuple:
+    """One row per (strategy, workload, devices) in the main table: a lab's sweep of the batch shares this key."""
+    return (_workload_of(c), c.row.strategy, c.row.variant, c.row.world_size, c.row.threads)
+
+
+def _left_because(c: Compared, scales: set) -> str:
+    """Why the main table leaves out a row: a smaller batch of a row it shows, one device, a pipeline, no baseline."""
+    if _workload_of(c) in scales:
+        return "the smaller batches of its rows above (its own sweep, in its notebook)"
+    if c.row.world_size == 1:
+        return "one device each (its own comparisons, in its notebook)"
+    if c.note == "vs the naive split" or c.row.strategy == "pipeline-naive":
+        return "pipelines, compared with the naive split, not one device (in its notebook)"
+    return "no one-device row to read a speedup against"
+
+
 def scaling(compared: list[Compared]) -> tuple[list[Compared], list[str]]:
-    """(the rows of every workload in which a row of more than one device or rank has a speedup, with their
-    baselines; one line per lab for its other rows: how many, why not shown, and its CSV)."""
-    scales = {_workload_of(c) for c in compared if c.row.world_size > 1 and c.baseline and not c.is_baseline}
-    shown = [c for c in compared if _workload_of(c) in scales]
+    """(the main table: every workload in which a row of more than one device or rank has a speedup over one device,
+    one row per strategy, workload and devices there (the largest batch: the one Amdahl's fit reads), with the
+    baselines they read; one line per lab for its other rows: how many, why not shown, and its CSV)."""
+    scales = {_workload_of(c) for c in compared if _one_device_scaling(c)}
+    largest: dict[tuple, Compared] = {}
+    for c in compared:
+        if _workload_of(c) in scales and c.row.batch_size >= largest.get(_setup(c), c).row.batch_size:
+            largest[_setup(c)] = c
+    kept = {id(c) for c in largest.values()}
+    kept |= {id(b) for c in largest.values() for b in compared if c.baseline is not None and b.row is c.baseline}
+    shown = [c for c in compared if id(c) in kept]
     left: dict[str, list[Compared]] = {}
     for c in compared:
-        if _workload_of(c) not in scales:
+        if id(c) not in kept:
             left.setdefault(c.row.lab, []).append(c)
     lines = []
     for lab, rows in sorted(left.items()):
-        single = all(c.row.world_size == 1 for c in rows)
-        lonely = all(c.baseline is None or c.is_baseline for c in rows if c.row.world_size > 1)
-        why = ("one device each (its own comparisons, in its notebook)" if single else
-               "no one-device row to read a speedup against" if lonely and not any(c.row.world_size == 1 for c in rows)
-               else "one device each, or no one-device row to read a speedup against")
-        lines.append(f"lab {lab}: {len(rows)} row(s) not shown, {why}: lab{lab}.csv")
+        why: dict[str, int] = {}
+        for c in rows:  # one line per lab and reason
+            reason = _left_because(c, scales)
+            why[reason] = why.get(reason, 0) + 1
+        lines += [f"lab {lab}: {n} row(s) not shown, {reason}: lab{lab}.csv" for reason, n in why.items()]
     return shown, lines
 
 
@@ -343,8 +371,12 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
     """The summary table as text: a line per workload, a line per row with its notes below; baselines show '-'.
     `figures(row, baseline)` -> (speedup, efficiency) gives the two columns (lab 10's speedup_and_efficiency);
     without it, each Compared's own. `short`: a note over NOTE_WIDTH characters prints as its tag and a footnote
-    number, the whole note once in the footnotes under the table."""
+    number, the whole note once in the footnotes under the table; and the lines fit measure.lines.WIDTH (100)
+    columns: no accuracy column where no row has one, the rate column as wide as its figures, notes wrapped."""
     footnotes: dict[str, int] = {}
+    fit = measure.lines.wrap if short else (lambda line: line)  # a short table's lines wrap at 100 columns
+    acc_w = 9 if not short or any(c.row.accuracy is not None for c in compared) else 0
+    rate_w = max([len("rate")] + [len(rate_text(c.row.samples_per_s)) for c in compared]) + 2 if short else 11
 
     def said(note: str) -> str:
         if not short or len(note) <= NOTE_WIDTH:
@@ -353,11 +385,13 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         return f"{tag(note)} [{footnotes[note]}]"
 
     names = [c.row.strategy + (f" {c.row.variant}" if c.row.variant else "") for c in compared]
-    name_w = max([len("strategy, variant")] + [len(n) for n in names]) + 2
-    framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + 2
+    gap = 1 if short else 2  # the columns' gap: one space in a short table (100 columns)
+    name_w = max([len("strategy, variant")] + [len(n) for n in names]) + gap
+    framework_w = max([len("framework")] + [len(c.row.framework) for c in compared]) + gap
     header = (f"{'machine':<13}" if hosts else "") + (f"{'lab':<4}{'framework':<{framework_w}}"
                                                      f"{'strategy, variant':<{name_w}}{'devices':>7}"
-                                                     f"{'threads':>8}{'batch':>6}{'accuracy':>9}{'rate':>11}"
+                                                     f"{'threads':>8}{'batch':>6}{'accuracy'[:acc_w]:>{acc_w}}"
+                                                     f"{'rate':>{rate_w}}"
                                                      f"{'speedup':>8}{'effic.':>7}")
     lines, workload = [header], None
     shared = _shared_notes(compared)
@@ -365,10 +399,10 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         r = c.row
         if (host_name(r), r.lab, r.workload, r.rate) != workload:
             workload = (host_name(r), r.lab, r.workload, r.rate)
-            lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: {r.workload}"
-                         + (f"  (rate: {r.rate})" if r.rate else ""))
-            lines += [f"      note, every row below: {said(note)}" for note in shared.get(workload, [])]
-        acc = f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}"
+            lines.append(fit((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") + f"{r.lab:<4}workload: "
+                             f"{r.workload}" + (f"  (rate: {r.rate})" if r.rate else "")))
+            lines += [fit(f"      note, every row below: {said(note)}") for note in shared.get(workload, [])]
+        acc = ("" if not acc_w else f"{r.accuracy:9.1%}" if r.accuracy is not None else f"{'-':>9}")
         threads = f"{r.threads:8d}" if r.threads is not None else f"{'-':>8}"
         speedup, efficiency = (figures(r, c.baseline) if figures and c.baseline and not c.is_baseline
                                else (c.speedup, c.efficiency))
@@ -377,15 +411,16 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         speed += f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline else f"{'-':>7}"
         lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                      f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
-                     f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>11}{speed}{detectors.marked(c.flags)}")
-        lines += [f"      note: {said(note)}" for note in c.notes if workload is None or note not in shared.get(workload, [])]
-    lines += [textwrap.fill(f"[{k}] {note}", FLAG_WIDTH, subsequent_indent="    ", break_on_hyphens=False,
-                            break_long_words=False)
+                     f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>{rate_w}}{speed}{detectors.marked(c.flags)}")
+        lines += [fit(f"      note: {said(note)}") for note in c.notes
+                  if workload is None or note not in shared.get(workload, [])]
+    lines += [textwrap.fill(f"[{k}] {note}", measure.lines.WIDTH if short else FLAG_WIDTH, subsequent_indent="    ",
+                            break_on_hyphens=False, break_long_words=False)
               for note, k in footnotes.items()]  # a footnote wraps as the flags do
     flags = table_lines([c.flags for c in compared], [flag_name(c, n) for c, n in zip(compared, names)])
     lines += flags  # measure.table_lines wraps each at measure.lines.WIDTH (under FLAG_WIDTH)
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
-    return "\n".join(lines + ([noise] if noise else []))
+    return "\n".join(lines + ([measure.lines.wrap(noise)] if noise else []))  # wrapped at 100 columns as the flags
 
 
 def _shared_notes(compared: list[Compared]) -> dict[tuple, list[str]]:

@@ -1,9 +1,11 @@
 """Which labs' rows lab 10 has, and the sentences that say which it lacks; its checks on the rows two labs share."""
 from __future__ import annotations
 
+import statistics
+
 from .. import workloads
 from ..measure import Result
-from .compared import Compared
+from .compared import Compared, timed_launched
 
 
 RECORDING_LABS = tuple(f"{n:02d}" for n in range(10))  # labs 00-09 each record results rows; lab 10 reads them
@@ -76,3 +78,54 @@ def ranks_vs_threads(shared: list[Compared]) -> list[str]:
     return lines
 
 
+
+
+def _timed_in(lab_rows: list[Result]) -> str:
+    """How one lab timed a workload: 'launched' (its own processes) or 'kernel' (the notebook's)."""
+    return "launched" if timed_launched(lab_rows) else "kernel"
+
+
+def one_process_baselines(rows: list[Result]) -> list[str]:
+    """Where several labs timed one quantity (workloads.Workload.measures, one batch, one machine) on one process of
+    one thread, their one-device baselines: a line naming each and that every speedup reads against its own lab's,
+    and a line saying how far they lie apart (computed) and why: a notebook's kernel and a launched process cost a
+    step different CPU time (lab 03 compares the two), and rows timed alike minutes apart move with the machine."""
+    groups: dict[tuple, list[Result]] = {}
+    for r in rows:
+        if r.world_size == 1 and (r.threads or 1) == 1 and r.workload in workloads.REGISTRY:
+            machine = r.machine.fingerprint if r.machine else ("",)
+            key = (*machine, r.framework, workloads.named(r.workload).measures, r.batch_size, r.rate)
+            groups.setdefault(key, []).append(r)
+    lines = []
+    for group in groups.values():
+        if len({r.lab for r in group}) < 2:
+            continue
+        group = sorted(group, key=lambda r: r.lab)
+        way = {r.lab: _timed_in([o for o in rows if o.lab == r.lab and o.workload == r.workload]) for r in group}
+        unit = group[0].rate or "samples/s"
+        named = ", ".join(f"lab {r.lab} {r.samples_per_s:,.0f} "
+                          f"({'launched' if way[r.lab] == 'launched' else 'in the kernel'})" for r in group)
+        what = workloads.named(group[0].workload).at(group[0].batch_size)
+        lines.append(f"one workload, {len(group)} one-process baselines ({what}, 1 thread, {unit}): {named}; each "
+                     "speedup above reads against the baseline of its own lab")
+        fast, slow = max(group, key=lambda r: r.samples_per_s), min(group, key=lambda r: r.samples_per_s)
+        why = []
+        kernel = [r for r in group if way[r.lab] == "kernel"]
+        launched = [r for r in group if way[r.lab] == "launched"]
+        if kernel and launched:
+            k = statistics.median(r.samples_per_s for r in kernel)
+            la = statistics.median(r.samples_per_s for r in launched)
+            why.append(f"the notebook's kernel and a launched process cost a step different CPU time, by an amount "
+                       f"theory does not fix (lab 03 compares the two): here the launched rows (their median) ran "
+                       f"{max(k, la) / min(k, la):.2f}x {'slower' if la < k else 'faster'} than the kernel's")
+        for same in (kernel, launched):
+            if len(same) > 1:
+                a, b = max(same, key=lambda r: r.samples_per_s), min(same, key=lambda r: r.samples_per_s)
+                apart = a.samples_per_s * (1 - (a.spread or 0) / 2) > b.samples_per_s * (1 + (b.spread or 0) / 2)
+                why.append(f"{lab_names([r.lab for r in same])}, timed alike minutes apart: "
+                           f"{a.samples_per_s / b.samples_per_s:.2f}x, "
+                           + ("beyond" if apart else "within") + " their repeats' spreads ("
+                           + ", ".join(f"{r.spread:.0%}" if r.spread is not None else "none" for r in same) + ")")
+        lines.append(f"  they lie {fast.samples_per_s / slow.samples_per_s:.2f}x apart (lab {fast.lab} over lab "
+                     f"{slow.lab}): " + "; ".join(why))
+    return lines

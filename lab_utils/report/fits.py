@@ -167,9 +167,11 @@ def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
     return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
 
 
-def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int) -> float:
-    """Compute + all-reduce model: one device takes compute_s; N devices take compute_s / N + the all-reduce."""
-    return compute_s / (compute_s / devices + fit.seconds(grad_bytes, devices))
+def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int,
+                          share_s: float | None = None) -> float:
+    """Compute + all-reduce model: one device takes compute_s; N devices take one rank's compute, `share_s` (its
+    share of the batch, measured) or compute_s / N (assumed, where None), plus the all-reduce."""
+    return compute_s / ((compute_s / devices if share_s is None else share_s) + fit.seconds(grad_bytes, devices))
 
 
 def gpipe_speedup(stages: int, micro_batches: int) -> float:
