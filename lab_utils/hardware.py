@@ -526,8 +526,9 @@ def launch_limit(timeout_s: float | None, reference_s: float = 120.0) -> float:
     if timeout_s is None:  # the reason printed with it: two labs run minutes apart may measure different speeds
         factor = slowness()
         timeout_s = round(reference_s * factor)
-        print(f"every launch may run up to {timeout_s:g} s ({reference_s:g} s on the course's machine"
-              f"{speed_words(factor)}, and a busy moment measures slower)")
+        # two short lines (learner s10j: one 170-character line): the limit, then how it was sized
+        print(f"every launch may run up to {timeout_s:g} s\n    ({reference_s:g} s on the course's machine"
+              f"{speed_words(factor)};\n    a busy moment measures slower)")
         return timeout_s
     print(f"every launch may run up to {timeout_s:g} s")
     return timeout_s
