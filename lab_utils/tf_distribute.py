@@ -195,6 +195,19 @@ def step_rate(batch_size: int, repeats) -> StepRate:
                     measure.spread(medians), len(repeats), sum(len(r) for r in repeats))
 
 
+def loop_conditions(launched_policy: str) -> list:
+    """What differs between Lab 01's loop timed in Lab 01's kernel and in take_turns' PyTorch process, as condition
+    notes (measured_twice then reads the pair as measured under different conditions): always the launched process
+    and its turns, and the OpenMP wait policy where the two processes' differ."""
+    from .launch.environment import launched_not_kernel
+
+    said = [detectors.condition(f"{launched_not_kernel()}, taking turns with a TensorFlow process")]
+    if launched_policy != omp_wait_policy():
+        said.append(detectors.condition(f"launched: its idle OpenMP threads sleep at once (OMP_WAIT_POLICY="
+                                        f"{launched_policy}), a kernel's spin a while first"))
+    return said
+
+
 def slower_alone(alone_rate: float, after_rate: float) -> list:
     """The note for the clean PyTorch row where it read more than a noisy spread slower than the same step timed where
     TensorFlow ran (theory: TensorFlow's threads can only take cores from it), else nothing."""

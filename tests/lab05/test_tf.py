@@ -292,3 +292,23 @@ def test_the_clean_pytorch_row_says_so_where_it_read_slower_than_pytorch_after_t
     assert len(note) == 1 and "35,801" in detectors.notes(note)[0] and "something took" in detectors.notes(note)[0]
     assert tf_distribute.slower_alone(6160, 7000) == []  # within the spreads' noise: no note
     assert tf_distribute.slower_alone(40000, 35801) == []  # as theory predicts: nothing to say
+
+
+def test_lab01s_loop_in_a_launched_process_is_read_as_measured_under_other_conditions_not_as_a_contradiction(
+        monkeypatch):
+    # learner s10k: 52,636 in Lab 01's kernel vs 40,609 in take_turns' process (1.30x) was flagged [!] as a
+    # contradiction, though the two differ in a way the lab names: launched process, turns with TensorFlow's
+    from lab_utils import detectors
+    from lab_utils.launch import launched_not_kernel
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    said = tf_distribute.loop_conditions(tf_distribute.omp_wait_policy())
+    assert [launched_not_kernel() in c for c in detectors.conditions_of(said)] == [True]  # one difference named
+    condition = " / ".join(detectors.conditions_of(said))
+    twice = lambda second, condition: detectors.measured_twice(52636, 0.03, second, 0.02, what="Lab 01's loop",
+                                                              first_name="Lab 01", second_name="its own process",
+                                                              condition=condition)
+    assert twice(40609, condition) and not detectors.impossible(twice(40609, condition))  # a note
+    assert detectors.impossible(twice(40609, ""))  # the same pair with nothing named: a contradiction
+    assert detectors.impossible(twice(20000, condition))  # 2.6x: more than the conditions explain
+    assert len(tf_distribute.loop_conditions("PASSIVE")) == 2  # a different wait policy is named too
