@@ -60,7 +60,11 @@ class TFDevices:
     reason: str
 
     def describe(self) -> str:
-        return f"{len(self.names)} device(s), {self.kind}: {', '.join(self.names)}\n  why: {self.reason}"
+        """The devices, and why these, in lines of at most 100 columns."""
+        import textwrap
+
+        return (f"{len(self.names)} device(s), {self.kind}: {', '.join(self.names)}\n"
+                + textwrap.fill(f"why: {self.reason}", width=100, initial_indent="  ", subsequent_indent="    "))
 
 
 ALREADY_INITIALISED = ("TensorFlow is already initialised in this process, so its devices can no longer be changed. "

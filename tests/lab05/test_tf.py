@@ -312,3 +312,14 @@ def test_lab01s_loop_in_a_launched_process_is_read_as_measured_under_other_condi
     assert detectors.impossible(twice(40609, ""))  # the same pair with nothing named: a contradiction
     assert detectors.impossible(twice(20000, condition))  # 2.6x: more than the conditions explain
     assert len(tf_distribute.loop_conditions("PASSIVE")) == 2  # a different wait policy is named too
+
+
+def test_the_devices_line_wraps_its_reason_at_100_columns():
+    # learner s10k: the 'why:' line under the devices was 244 characters long
+    why = ("no GPU: the CPU is split into 2 logical devices. They share one thread pool over 2 core(s), so theory "
+           "predicts that MirroredStrategy runs correctly here but gains no speed, and that separate worker processes "
+           "can (section 5 measures both)")
+    text = tf_distribute.TFDevices(("/device:CPU:0", "/device:CPU:1"), "logical-cpu", why).describe()
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100 and lines[1].startswith("  why: no GPU") and len(lines) > 2
+    assert " ".join(" ".join(lines[1:]).split()) == f"why: {why}"  # every word kept
