@@ -60,7 +60,11 @@ class TFDevices:
     reason: str
 
     def describe(self) -> str:
-        return f"{len(self.names)} device(s), {self.kind}: {', '.join(self.names)}\n  why: {self.reason}"
+        """The devices, and why these, in lines of at most 100 columns."""
+        import textwrap
+
+        return (f"{len(self.names)} device(s), {self.kind}: {', '.join(self.names)}\n"
+                + textwrap.fill(f"why: {self.reason}", width=100, initial_indent="  ", subsequent_indent="    "))
 
 
 ALREADY_INITIALISED = ("TensorFlow is already initialised in this process, so its devices can no longer be changed. "
@@ -193,6 +197,19 @@ def step_rate(batch_size: int, repeats) -> StepRate:
     medians = [statistics.median(r) for r in repeats]
     return StepRate(measure.samples_per_second(batch_size, statistics.median([t for r in repeats for t in r])),
                     measure.spread(medians), len(repeats), sum(len(r) for r in repeats))
+
+
+def loop_conditions(launched_policy: str) -> list:
+    """What differs between Lab 01's loop timed in Lab 01's kernel and in take_turns' PyTorch process, as condition
+    notes (measured_twice then reads the pair as measured under different conditions): always the launched process
+    and its turns, and the OpenMP wait policy where the two processes' differ."""
+    from .launch.environment import launched_not_kernel
+
+    said = [detectors.condition(f"{launched_not_kernel()}, taking turns with a TensorFlow process")]
+    if launched_policy != omp_wait_policy():
+        said.append(detectors.condition(f"launched: its idle OpenMP threads sleep at once (OMP_WAIT_POLICY="
+                                        f"{launched_policy}), a kernel's spin a while first"))
+    return said
 
 
 def slower_alone(alone_rate: float, after_rate: float) -> list:
