@@ -292,3 +292,26 @@ def test_the_two_allreduce_figures_of_the_same_gradients_say_why_they_differ():
     assert "at 2.3 ms a step: 128 samples a rank, from the bucket's hand-over to its sum" in line, line
     assert "Here 64 a rank, and the 4.3 ms after the last gradient" in line, line
     assert "the sum alone, timed as there: 3.9 ms" in line and "need not agree" in line, line
+
+
+def test_lab_03_cells_print_the_lines_learner_s10i_missed():
+    """Learner s10i, findings 5, 6, 10 (and 2, 4, 7): the section 6 table has a noise line, lab 01's baseline line and
+    the DDP-vs-threads verdict; the learning-rate table says its verdict is the median of paired ratios; the bucket
+    lines say why section 6's all-reduce differs; the hang report prints wrapped."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+    def cell(marker):
+        (found,) = [c for c in code if marker in c]
+        return found
+
+    speed = cell("speed_reading.baseline_lines(")
+    assert "detectors.noise_line(spreads.values())" in speed and "speed_reading.threads_verdict(" in speed
+    assert "paired ratios" in cell("lr_verdict = measure.verdict(")
+    assert "speed_reading.allreduce_pair(" in cell("def nearest_median(")
+    assert "print(measure.short_lines(str(err)))" in cell("def hanging_worker(")
+    prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert "hard competitor" not in prose and "Theory still predicts DDP ahead" in prose
