@@ -2,6 +2,10 @@
 baseline ran slow in this run (the [!] under the table says so), so no ratio over it is read, anywhere."""
 from __future__ import annotations
 
+import math
+
+from ... import measure
+
 
 def slowed_baseline(rates: dict[str, float], base_name: str, world_size: int) -> str | None:
     """Why this run's one-thread baseline reads as slowed, or None: a row beat it by more than `world_size`, which
@@ -25,3 +29,60 @@ def speed_summary(rates: dict[str, float], base_name: str, world_size: int, slow
                 f"{horovod / ddp:.2f}x DDP; over one thread: not read, {slowed}")
     return (f"{world_size} DDP ranks {ddp / base:.2f}x one thread, {ddp / threads:.2f}x one process with {world_size} "
             f"threads; Horovod-style {horovod / base:.2f}x one thread")
+
+
+SAME = 0.05  # two rates this close are read as one: below what this machine's repeats resolve
+
+
+def _apart(a: float, b: float) -> float:
+    """How far apart two rates are, as the larger over the smaller (1.00x: equal)."""
+    return max(a, b) / min(a, b)
+
+
+def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | None, lab01_many: float | None,
+                   tolerance: float, cause: str | None = None) -> list[str]:
+    """This run's launched one-thread baseline beside lab 01's kernel figure: how far apart and why (cause: a measured
+    cause, else the measured fact: which kind of process ran the step faster), then whether the N-thread figures
+    agree, so a learner sees where the two labs' 'x one thread' differ. No lab 01 row: one line saying so."""
+    one, many = rates["1 process x 1 thread"], rates[f"1 process x {world_size} threads"]
+    if not lab01_one:
+        return ["lab 01 has not run here, so there is no lab 01 baseline to compare this one with"]
+    apart = _apart(one, lab01_one)
+    why = (f"the same rate within {SAME:.0%}" if apart <= 1 + SAME else cause or
+           f"a {'launched process' if one > lab01_one else 'Jupyter kernel'} ran the same step faster "
+           "(measured in lab 03 of this run)")
+    said = [f"one thread: {one:,.0f} samples/s here (launched) vs {lab01_one:,.0f} in lab 01 (its kernel), "
+            f"{apart:.2f}x apart: {why}"]
+    if lab01_many:
+        many_apart = _apart(many, lab01_many)
+        said.append(f"{world_size} threads: {many:,.0f} here vs {lab01_many:,.0f} in lab 01, {many_apart:.2f}x apart: " + (
+            f"they agree within {tolerance:.0%}, so '{world_size} threads over one' ({many / one:.2f}x here, "
+            f"{lab01_many / lab01_one:.2f}x in lab 01) differs by the one-thread baseline"
+            if many_apart <= 1 + tolerance and apart > max(many_apart, 1 + SAME) else
+            f"both within {tolerance:.0%}, and so are the two labs' ratios" if many_apart <= 1 + tolerance else
+            f"the {world_size}-thread figures differ too, beyond the {tolerance:.0%} two runs may differ by"))
+    return said
+
+
+def allreduce_pair(*, table_ms: float, table_batch: int, after_ms: float, sum_ms: float, batch: int) -> str:
+    """Why section 6's all-reduce per step and the bucket test's 'after the last gradient' need not agree for the
+    same gradients: another batch per rank (another compute, so another wait for the slower rank), and another
+    span timed (after the last gradient also holds DDP's work around the sum; sum_ms: the sum timed as section 6
+    times it, from the bucket's hand-over to its result)."""
+    return (f"section 6 timed the same gradients' all-reduce at {table_ms:.1f} ms a step: {table_batch} samples a "
+            f"rank, from the bucket's hand-over to its sum. Here {batch} a rank, and the {after_ms:.1f} ms after the "
+            f"last gradient also hold DDP's work around the sum (the sum alone, timed as there: {sum_ms:.1f} ms). "
+            "Each includes waiting for the slower rank, which another batch changes: the figures need not agree")
+
+
+def threads_verdict(rates: dict[str, float], world_size: int, tolerance: float, refused: str | None = None) -> str:
+    """Theory's prediction, DDP's N one-thread ranks ahead of one process with N threads, checked by this run's
+    medians (within `tolerance`: too close to tell; refused: the load's reason, then not read)."""
+    ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
+    claim = f"{world_size} DDP ranks vs 1 process x {world_size} threads (predicted: DDP ahead)"
+    if refused:
+        return f"{claim}: {measure.NOT_MEASURABLE} ({refused})"
+    ratio = ddp / threads
+    if abs(math.log(ratio)) <= math.log(1 + tolerance):
+        return f"{claim}: {ratio:.2f}x, too close to tell (runs minutes apart may differ by {tolerance:.0%})"
+    return f"{claim}: {ratio:.2f}x, " + ("as predicted" if ratio > 1 else "against the prediction")
