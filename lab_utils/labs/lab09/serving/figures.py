@@ -320,3 +320,60 @@ class LoadStats:
             + (f" {self.share:4.0%}" if self.share is not None else "") + ("  SATURATED" if self.saturated else "")
             + ("  (rounds split)" if self.undecided else ""),
             self.flags)
+
+
+def unflagged_less_time(batch_sweep, sweep, sweep_flags) -> list[str]:
+    """One line per pair of neighbouring sizes where the larger batch's median took less time than the smaller one's
+    but by no more than the margin that raises a flag (detectors.LESS_TIME_TOLERANCE): the run says it saw it and why
+    no flag stands beside it (learner s10k: batch 4 under batch 2, no flag, no word)."""
+    lines = []
+    for (small, large), flags in zip(zip(batch_sweep, batch_sweep[1:]), sweep_flags[1:]):
+        small_s, large_s = sweep[small].median, sweep[large].median
+        if flags or large_s >= small_s:
+            continue
+        lines.append(f"batch {large} took less time than batch {small} ({large_s * 1e3:.2f} vs {small_s * 1e3:.2f} ms, "
+                     f"{1 - large_s / small_s:.0%} less): within the {detectors.LESS_TIME_TOLERANCE:.0%} by which two "
+                     "medians may differ,\n  so not flagged")
+    return lines
+
+
+def forward_1_lines(timings: dict) -> list[str]:
+    """The batch-1 forward timed three ways (`timings`: the modes' round, the sweep, back to back, each a
+    measure.Timing), in one place: what each times (what ran just before it), which comparison reads which, and
+    whether the back-to-back pass, whose weights and buffers the previous pass left in place, came out the fastest,
+    as theory predicts (learner s10k: three figures, 2.79, 1.89 and 1.63 ms, in three cells, one explained)."""
+    before = {"the modes' round": "after train mode and no_grad: read by the modes' table",
+              "the sweep": "after the other sizes: read by the sweep's table",
+              "back to back": "after itself, as batch-1 serving runs: the serving bound"}
+    lines = ["the batch-1 forward (inference_mode), timed three ways; each comparison reads its own figure:"]
+    lines += [f"  {t.median * 1e3:6.2f} ms (spread {t.spread:.0%}) {name}, {before.get(name, 'its own run')}"
+              for name, t in timings.items()]
+    if "back to back" in timings and len(timings) > 1:
+        b2b = timings["back to back"].median
+        slowest_name, slowest = max(((n, t.median) for n, t in timings.items()), key=lambda item: item[1])
+        fastest_name, fastest = min(((n, t.median) for n, t in timings.items()), key=lambda item: item[1])
+        lines.append("  theory: back to back the fastest (the weights already in the caches); here it "
+                     + (f"is, {slowest / b2b:.2f}x below\n  the slowest ({slowest_name})" if fastest_name == "back to back"
+                        else f"is not: {fastest_name} is,\n  {b2b / fastest:.2f}x below it (noise, or the caches held "
+                             "something else)"))
+    return lines
+
+
+def capacity_agreement(burst_rps: float, burst_spread: float, saturated_rps: float, saturated_spread: float):
+    """Batch-1 serving's capacity measured twice: its bursts, and the grid's high load where it saturated (answering as
+    fast as it can). (the conclusion to print, flags): the two agree, cannot be told apart, or contradict each other
+    (detectors.measured_twice). Neither is an upper bound on the other (learner s10k: 'at most 529/s' beside 577/s)."""
+    flags = detectors.measured_twice(burst_rps, burst_spread, saturated_rps, saturated_spread,
+                                     what="batch-1 serving's capacity", first_name="its bursts",
+                                     second_name="the saturated high load", unit="requests/s")
+    said = detectors.twice_agree(burst_rps, burst_spread, saturated_rps, saturated_spread) or "see the flag"
+    return (f"its capacity twice: {burst_rps:.0f}/s (bursts) and {saturated_rps:.0f}/s (saturated at the high load): "
+            f"{said}"), flags
+
+
+# what lab 09's cells after its exercises read from the lab's own runs (the models, the servers, the loads, the grid):
+# a kernel restarted to work on an exercise has none of them, and those cells say so instead of a NameError
+MEASURED_NAMES = frozenset({"images", "input_shape", "model", "answer_here", "batcher", "loads", "broken", "grid"})
+RESTART_HEAD = "this kernel has not run the lab's sections above"
+RESTART_REASON = ("the exercise's check above runs without them: run the notebook from the top to try your function on "
+                  "this machine's runs")
