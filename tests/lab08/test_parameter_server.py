@@ -336,7 +336,8 @@ def test_the_clocks_legend_says_what_the_rows_show_never_that_the_first_gradient
     steady-rate 1.06 in both runs; it now counts the rows where the run clock is the larger."""
     both = A.clocks_legend([(1.04, 1.06), (0.36, 0.35)])
     assert "1 of the 2 rows" in both and "below it in 1" in both  # learner s10f: below is not 'nothing extra'
-    assert "cost nothing extra there" in A.clocks_legend([(1.04, 1.04), (0.36, 0.35)])
+    assert "equal in the other one: its first gradients cost nothing extra" in A.clocks_legend([(1.04, 1.04), (0.36, 0.35)])
+    assert "equal in the other 2: their first" in A.clocks_legend([(1.04, 1.04), (0.3, 0.3), (0.36, 0.35)])
     assert "which run slower" not in both
     slower = A.clocks_legend([(0.40, 0.35), (0.70, 0.62)])
     assert "2 of the 2 rows" in slower and "cost nothing extra" not in slower
