@@ -72,3 +72,10 @@ def test_the_cells_after_the_exercises_say_skipped_after_a_restart_instead_of_a_
             replaced.startswith('print("skipped: this kernel has not run the lab\'s sections above'), replaced[:200]
     full = dict(namespace, **dict.fromkeys(serving.MEASURED_NAMES))  # the notebook run from the top: nothing skipped
     assert all(Skipper(serving.MEASURED_NAMES, "", full).source(s) == s for s in uses)
+
+
+def test_a_capacity_above_its_bound_but_within_the_flags_margin_is_said():
+    """The committed run: batch-1 serving answered 762/s, its forward pass's bound 697/s, and no word (9 % above)."""
+    line = serving.within_bound_line(762, 697)
+    assert "9% above that bound" in line and "no flag" in line
+    assert serving.within_bound_line(690, 697) == "" and serving.within_bound_line(800, 697) == ""  # below; flagged

@@ -377,3 +377,15 @@ MEASURED_NAMES = frozenset({"images", "input_shape", "model", "answer_here", "ba
 RESTART_HEAD = "this kernel has not run the lab's sections above"
 RESTART_REASON = ("the exercise's check above runs without them: run the notebook from the top to try your function on "
                   "this machine's runs")
+
+
+BOUND_TOLERANCE = 0.10  # a measured rate may exceed the bound a median forward pass sets by this much unflagged
+
+
+def within_bound_line(value: float, bound: float, tolerance: float = BOUND_TOLERANCE) -> str:
+    """Where a measured rate lies above the bound a median forward pass sets, but within `tolerance` (no flag): one
+    line saying so, so that a figure above its 'upper bound' never stands without a word; '' otherwise."""
+    if not bound or value <= bound or value > bound * (1 + tolerance):
+        return ""
+    return (f"  {value / bound - 1:.0%} above that bound: within the {tolerance:.0%} by which two medians may differ, "
+            "so no flag (the bound is a median too)")
