@@ -102,7 +102,7 @@ def summary_lines(items) -> list[str]:
     for label, outcome, flags in items:
         outcome = str(outcome)
         if not outcome.startswith(measure.NOT_MEASURABLE + ": "):
-            lines.append(measure.flagged(f"  {label}: {outcome}", flags))
+            lines.append(measure.flagged(measure.lines.wrap(f"  {label}: {outcome}"), flags))  # 100 columns
             continue
         why = outcome[len(measure.NOT_MEASURABLE) + 2:]
         for said in (f" ({verdicts.UNREAD})", f" ({verdicts.RULE})", f": {verdicts.RERUN}"):
@@ -110,10 +110,11 @@ def summary_lines(items) -> list[str]:
         reasons += [why] if why not in reasons else []
         lines.append(measure.flagged(f"  {label}: {measure.NOT_MEASURABLE} (reason {reasons.index(why) + 1} below)",
                                      flags))
-    lines += [f"  reason {i}: {why}" for i, why in enumerate(reasons, 1)]
+    lines += [measure.lines.wrap(f"  reason {i}: {why}") for i, why in enumerate(reasons, 1)]
     if reasons:
-        lines.append(f"  {measure.NOT_MEASURABLE}: {verdicts.UNREAD.replace('its ratio', 'each ratio')}; "
-                     f"{verdicts.RERUN} ({verdicts.RULE})")
+        lines.append(measure.lines.wrap(f"  {measure.NOT_MEASURABLE}: "
+                                        f"{verdicts.UNREAD.replace('its ratio', 'each ratio')}; "
+                                        f"{verdicts.RERUN} ({verdicts.RULE})"))
     return lines
 
 
