@@ -597,6 +597,7 @@ def test_worker_1s_compute_against_the_others_is_explained_by_the_cores_shares_o
     assert "other programs on this machine, not the server, slowed the other(s) most" in busy
     assert "the work itself moved it most" in work and "slowed the other(s)" not in work
     assert "38%" in A.others_share_line([0.89, 0.62]) and "not the server" not in A.others_share_line([0.78, 0.97])
+    assert "-0%" not in A.others_share_line([0.90, 1.004])  # a share a hair above 1 (clock rounding): 0%, not -0%
 
 
 def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():

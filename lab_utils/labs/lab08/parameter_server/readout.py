@@ -143,7 +143,7 @@ def core_share_line(compute_ms: list[float], shares: list[float]) -> str:
 def others_share_line(shares: list[float]) -> str:
     """Who took the rest of each worker's core while it computed: the server runs on worker 1's core only, so what
     the other workers lost went to other programs; worker 1's loss is the server's and other programs' together."""
-    rest1, rest_o = 1 - shares[0], 1 - statistics.median(shares[1:])
+    rest1, rest_o = max(0.0, 1 - shares[0]), max(0.0, 1 - statistics.median(shares[1:]))  # a CPU clock's rounding: never -0%
     text = (f"the rest of each core: worker 1's {rest1:.0%} went to the server and other programs (not split here),"
             f"\n  the other(s)' {rest_o:.0%} to other programs only (the server is not on their core)")
     if rest_o > max(0.10, rest1):
