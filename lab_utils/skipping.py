@@ -41,7 +41,10 @@ class Skipper:
         if not absent:
             return source
         self.missing |= bound
-        return f"print({f'skipped: {self.head} ({self.reason}); this cell needs {absent[0]}'!r})\n"
+        said = f"skipped: {self.head} ({self.reason}); this cell needs {absent[0]}"
+        if len(said) > 100:  # a notebook shows about 100 columns (measure.lines.WIDTH): the name on a line of its own
+            said = said.replace("; this cell needs", ";\n  this cell needs")
+        return f"print({said!r})\n"
 
     def __call__(self, lines: list[str]) -> list[str]:
         """IPython's input transformer interface: a cell's lines in, the lines to run out."""

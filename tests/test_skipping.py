@@ -29,6 +29,10 @@ def test_a_skipper_names_what_did_not_run_in_its_own_words():
     replaced = skipper.source("rows = grid['x']\n")
     assert "skipped: this kernel has not run the lab's sections above (run the notebook from the top)" in replaced
     assert "did not finish" not in replaced
+    long = Skipper({"grid"}, "x" * 60, {}, head="this kernel has not run the lab's sections above").source("grid\n")
+    out = {}
+    exec(long.replace("print(", "said = (", 1), {}, out)
+    assert out["said"].endswith(";\n  this cell needs grid")  # past 100 columns the name goes on a line of its own
 
 
 def test_names_used_and_bound():

@@ -381,9 +381,8 @@ def capacity_agreement(burst_rps: float, burst_spread: float, saturated_rps: flo
 # what lab 09's cells after its exercises read from the lab's own runs (the models, the servers, the loads, the grid):
 # a kernel restarted to work on an exercise has none of them, and those cells say so instead of a NameError
 MEASURED_NAMES = frozenset({"images", "input_shape", "model", "answer_here", "batcher", "loads", "broken", "grid"})
-RESTART_HEAD = "this kernel has not run the lab's sections above"
-RESTART_REASON = ("the exercise's check above runs without them: run the notebook from the top to try your function on "
-                  "this machine's runs")
+RESTART_HEAD = "this kernel has not run the sections above"
+RESTART_REASON = "run the notebook from the top"
 
 
 BOUND_TOLERANCE = 0.10  # a measured rate may exceed the bound a median forward pass sets by this much unflagged
