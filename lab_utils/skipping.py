@@ -28,8 +28,8 @@ class Skipper:
     """Replaces a cell that reads a `missing` name absent from `namespace` by a print of `reason`; the names that cell
     would have bound are missing too (the cells after it need them)."""
 
-    def __init__(self, missing, reason: str, namespace: dict):
-        self.missing, self.reason, self.namespace = set(missing), reason, namespace
+    def __init__(self, missing, reason: str, namespace: dict, head: str = "the runs above did not finish"):
+        self.missing, self.reason, self.namespace, self.head = set(missing), reason, namespace, head
 
     def source(self, source: str) -> str:
         """The source to run instead of `source` (itself when nothing it reads is missing)."""
@@ -41,7 +41,10 @@ class Skipper:
         if not absent:
             return source
         self.missing |= bound
-        return f"print({f'skipped: the runs above did not finish ({self.reason}); this cell needs {absent[0]}'!r})\n"
+        said = f"skipped: {self.head} ({self.reason}); this cell needs {absent[0]}"
+        if len(said) > 100:  # a notebook shows about 100 columns (measure.lines.WIDTH): the name on a line of its own
+            said = said.replace("; this cell needs", ";\n  this cell needs")
+        return f"print({said!r})\n"
 
     def __call__(self, lines: list[str]) -> list[str]:
         """IPython's input transformer interface: a cell's lines in, the lines to run out."""
@@ -50,9 +53,10 @@ class Skipper:
         return lines if replaced == source else replaced.splitlines(keepends=True)
 
 
-def skip_cells_needing(missing, reason: str) -> Skipper | None:
+def skip_cells_needing(missing, reason: str, head: str = "the runs above did not finish") -> Skipper | None:
     """In an IPython kernel: from now on, each cell that reads one of `missing` (while it is undefined) says 'skipped'
-    with `reason`; returns the Skipper (None outside IPython). A later cell that defines the names lifts the skip."""
+    with `reason` (after `head`, what did not run); returns the Skipper (None outside IPython). A later cell that
+    defines the names lifts the skip."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -61,6 +65,6 @@ def skip_cells_needing(missing, reason: str) -> Skipper | None:
     if shell is None:
         return None
     shell.input_transformers_post[:] = [t for t in shell.input_transformers_post if not isinstance(t, Skipper)]
-    skipper = Skipper(missing, reason, shell.user_ns)
+    skipper = Skipper(missing, reason, shell.user_ns, head)
     shell.input_transformers_post.append(skipper)
     return skipper

@@ -176,6 +176,8 @@ SAME_PAIR = {
     "09": [(re.compile(r"bf16 autocast vs fp32 forward$"), lambda m: rf"^bf16 autocast\s+\d+\s+[\d.]+\s+\d+%\s+{FIGURE} eager fp32", False),
            (re.compile(r"batch (?P<n>\d+) unpadded vs padded to (?P<to>\d+) \(eager\)$"),
             lambda m: rf"^batch {m['n']} padded to {m['to']}\s+\d+\s+[\d.]+\s+\d+%\s+{FIGURE} batch {m['n']}(?!\d)", True),
+           (re.compile(r"batch (?P<n>\d+) unpadded vs padded to (?P<to>\d+) \(eager\)$"),  # read from the unpadded side
+            lambda m: rf"^batch {m['n']}\s+\d+\s+[\d.]+\s+\d+%\s+{FIGURE} batch {m['n']} padded to {m['to']}", False),
            (re.compile(r"TF tf\.function vs eager$"), lambda m: rf"^tf\.function\s+[\d.]+\s+[\d.]+\s+\d+%\s+{FIGURE}$", False)],
 }
 

@@ -23,6 +23,18 @@ def test_a_cell_needing_a_name_the_unfinished_launch_did_not_make_says_skipped_a
     assert skipper(["x = check_result\n"]) != ["x = check_result\n"] and skipper(["%time 1\n"]) == ["%time 1\n"]
 
 
+def test_a_skipper_names_what_did_not_run_in_its_own_words():
+    """Lab 09 after a kernel restart: its sections never ran, which 'the runs above did not finish' would misname."""
+    skipper = Skipper({"grid"}, "run the notebook from the top", {}, head="this kernel has not run the lab's sections above")
+    replaced = skipper.source("rows = grid['x']\n")
+    assert "skipped: this kernel has not run the lab's sections above (run the notebook from the top)" in replaced
+    assert "did not finish" not in replaced
+    long = Skipper({"grid"}, "x" * 60, {}, head="this kernel has not run the lab's sections above").source("grid\n")
+    out = {}
+    exec(long.replace("print(", "said = (", 1), {}, out)
+    assert out["said"].endswith(";\n  this cell needs grid")  # past 100 columns the name goes on a line of its own
+
+
 def test_names_used_and_bound():
     source = "import numpy as np\nfrom a import b\nfor i, j in x:\n    y = f(i)\ndef g():\n    return z\n"
     assert {"x", "f", "i", "z"} <= names_used(source) and "y" not in names_used(source)

@@ -326,6 +326,7 @@ def test_the_summary_says_each_reason_not_to_read_a_comparison_once():
     assert "  comparison 7: not measurable here (reason 1 below)" in lines
     assert "  workers: not measurable here (reason 2 below)" in lines
     assert "  XLA: 3.78x -> holds" in lines and max(map(len, lines)) < 200
+    assert max(len(line) for line in text.splitlines()) <= 100  # issue 51: short lines (learner s10k: 300 characters)
     assert serving.summary_lines([("XLA", "3.78x -> holds", [])]) == ["  XLA: 3.78x -> holds"]  # nothing refused: no rule
 
 

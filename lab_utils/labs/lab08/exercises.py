@@ -237,9 +237,9 @@ def _staleness_judge(got, expected, cases):
             return 0.0, ("that counts every update since the start: after its gradient is applied, a worker pulls the "
                          "new weights, so remember the version each worker pulled last")
         if g == _pulled_before_update(order):
-            return 0.0, ("a worker pulls the weights its own update produced: record the version AFTER the counter "
-                         "moved on, not before (counting positions in the order, i minus the worker's last position, "
-                         "gives the same numbers: the updates since its pull are the others', i - last - 1)")
+            return 0.0, (f"for the order {order} expected {e}, got {g}: each value is one too large after a worker's "
+                         "first gradient; the weights it pulls next are the ones its own update produced, so record "
+                         "the version after the counter moves on (with positions in the order: i - last - 1)")
         first = [0 if order.index(w) == i else s for i, (w, s) in enumerate(zip(order, e))]
         if g == first and first != e:
             return 0.0, (f"for the order {order} expected {e}, got {g}: each worker's first gradient counted as fresh, "

@@ -73,6 +73,8 @@ def clocks_legend(clocks, target: float | None = None) -> str:
             f"{len(clocks)} rows{reached}")
     if smaller:  # the run's first stretch ran faster than its own later rate (a busier machine later, say)
         text += f"; below it in {smaller} (the first gradients ran faster than the later ones)"
-    if len(clocks) - larger - smaller:
-        text += "; in the others the first gradients cost nothing extra there"
+    same = len(clocks) - larger - smaller
+    if same:  # learner s10l: 'in the others' stood for one row
+        text += ("; equal in the other one: its first gradients cost nothing extra" if same == 1 else
+                 f"; equal in the other {same}: their first gradients cost nothing extra")
     return text + "."

@@ -9,16 +9,17 @@ from .... import measure
 
 
 def summary_line(verdict: measure.Verdict, label: str | None = None, predicted_cost: float | None = None) -> str:
-    """'<claim>: <figure> -> <outcome>; predicted: <prediction>', no notes (one level of parentheses at most: the
-    prediction's own); a verdict the conditions ruled out reads as it did where it was printed ('cannot be seen
+    """'<claim>: <outcome>; predicted: <prediction>', the outcome as the verdict printed it (measure.printed_outcome:
+    the claim tested, the figure, its range, the verdict word), without its notes; a verdict the conditions ruled out reads as it did where it was printed ('cannot be seen
     here'), without a figure. `predicted_cost`: a no-worse-than prediction's own cost; where the claim tested was
     restated weaker, the line says what became of the prediction (its median missed it, or it was not tested)."""
     head = label or verdict.claim
     if verdict.verdict == measure.CANNOT_SEE:
         return f"{head}: {measure.CANNOT_SEE} (its verdict above says why)"
-    tested = f"{verdict.tested()}: " if verdict.holds_from is not None else ""
-    line = f"{head}: {tested}{verdict.ratio:.2f}{verdict.unit} -> {verdict.verdict}; predicted: {verdict.expected}"
-    return line + prediction_fate(verdict, predicted_cost)
+    outcome = measure.printed_outcome(verdict)  # the verdict's outcome as printed (the claim tested leads it)
+    if verdict.notes and outcome.endswith(f" ({verdict.notes})"):
+        outcome = outcome[:-len(verdict.notes) - 3]  # its notes stay under the verdict above
+    return f"{head}: {outcome}; predicted: {verdict.expected}" + prediction_fate(verdict, predicted_cost)
 
 
 def prediction_fate(verdict: measure.Verdict, predicted_cost: float | None) -> str:
@@ -142,7 +143,7 @@ def core_share_line(compute_ms: list[float], shares: list[float]) -> str:
 def others_share_line(shares: list[float]) -> str:
     """Who took the rest of each worker's core while it computed: the server runs on worker 1's core only, so what
     the other workers lost went to other programs; worker 1's loss is the server's and other programs' together."""
-    rest1, rest_o = 1 - shares[0], 1 - statistics.median(shares[1:])
+    rest1, rest_o = max(0.0, 1 - shares[0]), max(0.0, 1 - statistics.median(shares[1:]))  # a CPU clock's rounding: never -0%
     text = (f"the rest of each core: worker 1's {rest1:.0%} went to the server and other programs (not split here),"
             f"\n  the other(s)' {rest_o:.0%} to other programs only (the server is not on their core)")
     if rest_o > max(0.10, rest1):
@@ -164,12 +165,44 @@ def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict]) -> 
     longer = (compute[fewest] + rest[fewest]) / statistics.median(compute[w] + rest[w] for w in others)
     slower = compute[fewest] / statistics.median(compute[w] for w in others)
     waits = rest[fewest] / statistics.median(rest[w] for w in others)
-    how = "all" if longer >= fewer / 1.10 else "part" if longer >= 1.10 else "none"
     lines = [f"worker {w}: compute {compute[w]:.2f} ms + pull and push {rest[w]:.2f} ms per gradient (medians)"
              for w in counts]
-    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long explain {how} of its {fewer:.2f}x fewer gradients;",
+    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long, its gradients {fewer:.2f}x fewer:",
+              explained(longer, fewer) + ";",
               f"its compute {slower:.2f}x, its pull and push {waits:.2f}x as long"]
     return "\n  ".join(lines)
+
+
+def explained(predicted: float, counted: float) -> str:
+    """How far a ratio of iteration times (`predicted`) accounts for a ratio of gradient counts (`counted`): within
+    10 % both ways, more than it (the counts are closer than the times), part of it, or none of it."""
+    if counted / 1.10 <= predicted <= counted * 1.10:
+        return "the iteration times account for the counts (within 10 %)"
+    if predicted > counted:
+        return "the iteration times predict more than the counts show (the counts are closer than the times)"
+    return (f"the iteration times account for part of the counts' {counted:.2f}x" if predicted >= 1.10 else
+            f"the iteration times account for none of the counts' {counted:.2f}x")
+
+
+def straggler_count_line(factor: float, counts: dict[int, int], workers: list[dict], server_on_1: bool) -> str:
+    """Why the straggler (the last worker) sent fewer gradients than worker 1 by a ratio other than its `factor`: its
+    sleep stretches its own iteration, pull, compute and push, `factor` times (its measured slowdown), not worker 1's;
+    each one's iteration as measured (busy time, times the slowdown) gives the ratio the counts should follow. Short
+    indented lines (learner s10l: x4 gave 2x fewer, the lab said messages, the cause is worker 1's core)."""
+    last = max(counts)
+    fast, slow = workers[0], workers[last - 1]
+    wall_1 = fast["iteration_ms"] * fast.get("slowdown", 1.0)
+    wall_s = slow["iteration_ms"] * slow["slowdown"]
+    counted, predicted = counts[1] / counts[last], wall_s / wall_1
+    return "\n  ".join([
+        f"straggler x{factor:g}: worker 1 sent {counts[1]}, the straggler (worker {last}) {counts[last]}: "
+        f"{counted:.2f}x as many, not {factor:g}x",
+        f"the straggler's iteration: {slow['iteration_ms']:.2f} ms busy x its slowdown {slow['slowdown']:.2f} = "
+        f"{wall_s:.2f} ms (medians)",
+        f"worker 1's iteration: {wall_1:.2f} ms (compute {fast['compute_ms']:.2f} + pull and push "
+        f"{fast['iteration_ms'] - fast['compute_ms']:.2f})" + (", its core also runs the server" if server_on_1 else ""),
+        f"the straggler stretches its own iteration, not worker 1's: {wall_s:.2f} / {wall_1:.2f} = {predicted:.2f}x;",
+        explained(predicted, counted)])
 
 
 def nearest(figures: dict[str, float], value: float) -> str:

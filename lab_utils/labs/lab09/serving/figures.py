@@ -13,14 +13,14 @@ SATURATED_SHARE = 0.95  # a run that answered less than this share of its arrive
 LATE_GENERATOR_MS = 1.0  # a load generator whose median delay is above this did not offer the load it was asked to
 
 
-TERMS = (f"offered: the rate asked for; arrived: the rate requests really came at (a random count scatters around "
-         f"it)\n"
-         f"achieved: answers per second, up to the last answer less the final batch's wait after the last arrival\n"
-         f"  (that wait measures max_wait_ms, not how fast the server answers)\n"
-         f"kept up: achieved >= {SATURATED_SHARE:g} x arrived (medians over the rounds: Exercise 3's rule), else "
-         f"SATURATED; % = achieved / arrived\n"
-         f"'rounds split': the rounds' own % fall on both sides of {SATURATED_SHARE:.0%}: this run cannot resolve "
-         f"that row's mark\n"
+TERMS = (f"offered: the rate asked for\n"
+         f"arrived: the rate requests really came at (a random count scatters around it)\n"
+         f"achieved: answers per second, up to the last answer less the final batch's wait after the last\n"
+         f"  arrival (that wait measures max_wait_ms, not how fast the server answers)\n"
+         f"kept up: achieved >= {SATURATED_SHARE:g} x arrived (medians over the rounds: Exercise 3's rule), "
+         f"else SATURATED\n"
+         f"%: achieved / arrived; 'rounds split': the rounds' own % fall on both sides of {SATURATED_SHARE:.0%}, "
+         f"so this\n  run cannot resolve that row's mark\n"
          f"spread: how far the rounds of the column to its left lie apart; batch: the mean batch")
 
 
@@ -102,18 +102,19 @@ def summary_lines(items) -> list[str]:
     for label, outcome, flags in items:
         outcome = str(outcome)
         if not outcome.startswith(measure.NOT_MEASURABLE + ": "):
-            lines.append(measure.flagged(f"  {label}: {outcome}", flags))
+            lines.append(measure.flagged(measure.lines.wrap(f"  {label}: {outcome}"), flags))  # 100 columns
             continue
         why = outcome[len(measure.NOT_MEASURABLE) + 2:]
         for said in (f" ({verdicts.UNREAD})", f" ({verdicts.RULE})", f": {verdicts.RERUN}"):
             why = why.replace(said, "")
         reasons += [why] if why not in reasons else []
-        lines.append(measure.flagged(f"  {label}: {measure.NOT_MEASURABLE} (reason {reasons.index(why) + 1} below)",
-                                     flags))
-    lines += [f"  reason {i}: {why}" for i, why in enumerate(reasons, 1)]
+        lines.append(measure.flagged(measure.lines.wrap(f"  {label}: {measure.NOT_MEASURABLE} "
+                                                        f"(reason {reasons.index(why) + 1} below)"), flags))
+    lines += [measure.lines.wrap(f"  reason {i}: {why}") for i, why in enumerate(reasons, 1)]
     if reasons:
-        lines.append(f"  {measure.NOT_MEASURABLE}: {verdicts.UNREAD.replace('its ratio', 'each ratio')}; "
-                     f"{verdicts.RERUN} ({verdicts.RULE})")
+        lines.append(measure.lines.wrap(f"  {measure.NOT_MEASURABLE}: "
+                                        f"{verdicts.UNREAD.replace('its ratio', 'each ratio')}; "
+                                        f"{verdicts.RERUN} ({verdicts.RULE})"))
     return lines
 
 
@@ -320,3 +321,77 @@ class LoadStats:
             + (f" {self.share:4.0%}" if self.share is not None else "") + ("  SATURATED" if self.saturated else "")
             + ("  (rounds split)" if self.undecided else ""),
             self.flags)
+
+
+def unflagged_less_time(batch_sweep, sweep, sweep_flags) -> list[str]:
+    """One line per pair of neighbouring sizes where the larger batch's median took less time than the smaller one's
+    but by no more than the margin that raises a flag (detectors.LESS_TIME_TOLERANCE): the run says it saw it and why
+    no flag stands beside it (learner s10k: batch 4 under batch 2, no flag, no word)."""
+    lines = []
+    for (small, large), flags in zip(zip(batch_sweep, batch_sweep[1:]), sweep_flags[1:]):
+        small_s, large_s = sweep[small].median, sweep[large].median
+        if flags or large_s >= small_s:
+            continue
+        lines.append(f"batch {large} took less time than batch {small} ({large_s * 1e3:.2f} vs {small_s * 1e3:.2f} ms, "
+                     f"{1 - large_s / small_s:.0%} less): within the {detectors.LESS_TIME_TOLERANCE:.0%} by which two "
+                     "medians may differ,\n  so not flagged")
+    return lines
+
+
+def forward_1_lines(timings: dict) -> list[str]:
+    """The batch-1 forward timed three ways (`timings`: the modes' round, the sweep, back to back, each a
+    measure.Timing), in one place: what each times (what ran just before it), which comparison reads which, and
+    whether the back-to-back pass, whose weights and buffers the previous pass left in place, came out the fastest,
+    as theory predicts (learner s10k: three figures, 2.79, 1.89 and 1.63 ms, in three cells, one explained)."""
+    before = {"the modes' round": "after train mode and no_grad: read by the modes' table",
+              "the sweep": "after the other sizes: read by the sweep's table",
+              "back to back": "after itself, as batch-1 serving runs: the serving bound"}
+    lines = ["the batch-1 forward (inference_mode), timed three ways; each comparison reads its own figure:"]
+    lines += [f"  {t.median * 1e3:6.2f} ms (spread {t.spread:.0%}) {name}, {before.get(name, 'its own run')}"
+              for name, t in timings.items()]
+    if "back to back" in timings and len(timings) > 1:
+        b2b = timings["back to back"].median
+        slowest_name, slowest = max(((n, t.median) for n, t in timings.items()), key=lambda item: item[1])
+        fastest_name, fastest = min(((n, t.median) for n, t in timings.items()), key=lambda item: item[1])
+        lines.append("  theory: back to back the fastest (the weights already in the caches);\n  here it "
+                     + (f"is, {slowest / b2b:.2f}x below the slowest ({slowest_name})" if fastest_name == "back to back"
+                        else f"is not: {fastest_name} is, {b2b / fastest:.2f}x below it (noise, or the caches held "
+                             "something else)"))
+    return lines
+
+
+CAPACITY_CONDITION = ("the bursts queue every request at once, the high load's generator sends them one by one "
+                      "while the server runs, on the same cores")
+
+
+def capacity_agreement(burst_rps: float, burst_spread: float, saturated_rps: float, saturated_spread: float):
+    """Batch-1 serving's capacity measured twice: its bursts, and the grid's high load where it saturated (answering as
+    fast as it can). (the conclusion to print, flags): the two agree, cannot be told apart, or contradict each other
+    (detectors.measured_twice). Neither is an upper bound on the other (learner s10k: 'at most 529/s' beside 577/s)."""
+    flags = detectors.measured_twice(burst_rps, burst_spread, saturated_rps, saturated_spread,
+                                     what="batch-1 serving's capacity", first_name="its bursts",
+                                     second_name="the saturated high load", unit="requests/s",
+                                     condition=CAPACITY_CONDITION)
+    said = detectors.twice_agree(burst_rps, burst_spread, saturated_rps, saturated_spread) or (
+        "see the flag" if any(detectors.kind_of(f) is not detectors.Kind.NOTE for f in flags) else "see the note")
+    return (f"its capacity twice: {burst_rps:.0f}/s (bursts) and {saturated_rps:.0f}/s (saturated at the high load): "
+            f"{said}"), flags
+
+
+# what lab 09's cells after its exercises read from the lab's own runs (the models, the servers, the loads, the grid):
+# a kernel restarted to work on an exercise has none of them, and those cells say so instead of a NameError
+MEASURED_NAMES = frozenset({"images", "input_shape", "model", "answer_here", "batcher", "loads", "broken", "grid"})
+RESTART_HEAD = "this kernel has not run the sections above"
+RESTART_REASON = "run the notebook from the top"
+
+
+BOUND_TOLERANCE = 0.10  # a measured rate may exceed the bound a median forward pass sets by this much unflagged
+
+
+def within_bound_line(value: float, bound: float, tolerance: float = BOUND_TOLERANCE) -> str:
+    """Where a measured rate lies above the bound a median forward pass sets, but within `tolerance` (no flag): one
+    line saying so, so that a figure above its 'upper bound' never stands without a word; '' otherwise."""
+    if not bound or value <= bound or value > bound * (1 + tolerance):
+        return ""
+    return (f"  {value / bound - 1:.0%} above that bound: within the {tolerance:.0%} by which two medians may differ, "
+            "so no flag (the bound is a median too)")

@@ -1,0 +1,45 @@
+"""Lab 08's prose reads before the tables it explains (learner s10l: 'Why' after the throughput table, the staleness
+prediction after the histograms, the rank correlation after the table that prints it, Hogwild's prediction after its
+verdict), and its layout prose names who shares which core (worker 1 and the server, the straggler alone)."""
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "solutions" / "08_sync_async.ipynb"
+
+
+def cells():
+    return [(c["cell_type"], "".join(c["source"])) for c in json.loads(LAB.read_text())["cells"]]
+
+
+def first(pred) -> int:
+    return next(i for i, (kind, source) in enumerate(cells()) if pred(kind, source))
+
+
+def code_with(text):
+    return first(lambda kind, source: kind == "code" and text in source)
+
+
+def markdown_with(text):
+    return first(lambda kind, source: kind == "markdown" and text in source)
+
+
+def test_each_prediction_comes_before_the_table_that_reads_it():
+    assert markdown_with("**What theory predicts.** A synchronous update waits") < code_with("rates = {(mode, f)")
+    assert markdown_with("How to read it.** The `theory` column") > code_with("rates = {(mode, f)")
+    assert markdown_with("### Staleness: who sends how many") < code_with("parameter_server.plot_staleness(")
+    assert markdown_with("The **rank correlation** (Spearman's") < code_with("rank_correlation(")
+    assert markdown_with("What theory predicts for its accuracy") < code_with("hogwild_verdict = measure.verdict(")
+
+
+def test_the_layout_prose_names_who_shares_which_core_and_no_message_excuse_remains():
+    text = "\n".join(source for kind, source in cells() if kind == "markdown")
+    assert "| 0 | worker 1 and the server |" in text and "| 1 | worker 2 alone (the straggler" in text
+    assert "the server's messages weigh as much as the compute" not in text  # learner s10l: contradicts the design
+    assert "stretches its *own* iteration" in text
+
+
+def test_the_staleness_cell_reads_the_stragglers_counts_against_the_measured_iterations():
+    source = cells()[code_with("parameter_server.plot_staleness(")][1]
+    assert "parameter_server.straggler_count_line(" in source
+    assert "this run's \" + parameter_server.others_share_line" not in source  # 'this run's the rest of ...'
