@@ -500,3 +500,13 @@ def test_a_measured_twice_flag_quotes_a_rows_load_refusals_as_their_load_once(is
     assert "2.09x apart" in flag and "likelier wrong figure" in flag, flag
     assert flag.count("refused for the load (other programs used 0.8 of 2 cores)") == 1, flag
     assert "measured and recorded" not in flag and "[!]" in text
+
+
+def test_a_table_whose_cell_printed_the_noise_line_does_not_repeat_it():
+    """Learner s10i, lab 00 cell 26: the results table repeated the timing cell's noise line word for word."""
+    rows = [measure.Result(lab="00", framework="torch", strategy="single-process", variant=v, world_size=1,
+                           device="cpu", batch_size=256, samples_per_s=r, wall_s=1.0, workload="w", spread=0.38)
+            for v, r in (("1 thread", 100.0), ("2 threads", 170.0))]
+    assert "noise: 2 of 2 medians" in measure.recorded_table(rows, None, ["lab00.csv"])
+    once = measure.recorded_table(rows, None, ["lab00.csv"], noise_above=True)
+    assert "noise" not in once and "2 threads" in once and once.endswith("in the results folder")

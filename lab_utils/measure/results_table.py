@@ -186,9 +186,10 @@ def run_conditions() -> "conditions.Load | None":
     return conditions.taken() or last_recorded_load()
 
 
-def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
+def record(results, directory=None, hw: hardware.HardwareReport | None = None, *, noise_above: bool = False) -> str:
     """Append results (one or many) to the results store; returns their table by workload, as the labs print it. A
-    row that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV."""
+    row that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV.
+    `noise_above`: the cell that timed these rows printed their noise line already, so the table does not repeat it."""
     results = [results] if isinstance(results, Result) else list(results)
     load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
     _RECORDED[:] = [load] if load else []
@@ -199,7 +200,7 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     results = [dataclasses.replace(r, flags=r.flags + tuple(measured_before(r, directory, results[:i], results)))
                for i, r in enumerate(results)]
     files = {store(directory).append(r, hw).name for r in results}
-    return recorded_table(results, load, sorted(files))
+    return recorded_table(results, load, sorted(files), noise_above=noise_above)
 
 
 NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
@@ -212,8 +213,9 @@ def _own_load(result: Result) -> bool:
                for f in result.flags)
 
 
-def recorded_table(results: list[Result], load: "conditions.Load | None", files) -> str:
-    """The table record() prints: rows by workload, their notes, one `[!]` line per kind, noise, load, the files."""
+def recorded_table(results: list[Result], load: "conditions.Load | None", files, *, noise_above: bool = False) -> str:
+    """The table record() prints: rows by workload, their notes, one `[!]` line per kind, noise (unless `noise_above`:
+    printed where the rows were timed), load, the files."""
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
     variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
     lines = [f"{'lab':<4}{'strategy':<{strategy_w}}{'variant':<{variant_w}}{'ranks':>6}{'threads':>8}{'batch':>7}"
@@ -232,7 +234,7 @@ def recorded_table(results: list[Result], load: "conditions.Load | None", files)
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
     lines += refusal_lines([r.flags for r in results], names, [r.workload for r in results])
     lines += table_lines([r.flags for r in results], names)
-    noise = detectors.noise_line([r.spread for r in results])
+    noise = "" if noise_above else detectors.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
     lines += [wrap(load.line())] if load and load.note() else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(files)} in the "
