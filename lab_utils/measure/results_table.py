@@ -129,17 +129,15 @@ def _noted(note: str) -> str:
     return f"refused for the load ({load.group(0)})" if load else note
 
 
-def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
-    """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
-    or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
-    flag shows its note; a row with a condition note (detectors.condition) is compared by the condition rule.
-    `siblings`: every row the lab records with `row` (default `earlier`)."""
+def same_quantity_before(row: Result, directory=None, earlier=(), siblings=None) -> list[Result]:
+    """The rows measured_before compares `row` with: the same quantity (measured_what) recorded by another lab within
+    SAME_RUN_S, or among `earlier` rows of the same lab; `siblings` as in measured_before."""
     row = row.stamped()
     now = _dt.datetime.fromisoformat(row.timestamp)
     recorded = [o for o in store(directory).rows("results") if o.lab != row.lab]
     siblings = list(earlier) if siblings is None else list(siblings)
     several = _one_of_several(row, siblings)
-    said = []
+    same = []
     for other in recorded + list(earlier):
         if measured_what(other) != measured_what(row) or _deliberate(other, row):
             continue
@@ -149,6 +147,19 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
         with contextlib.suppress(ValueError):
             if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
                 continue
+        same.append(other)
+    return same
+
+
+def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
+    """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
+    or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
+    flag shows its note; a row with a condition note (detectors.condition) is compared by the condition rule.
+    `siblings`: every row the lab records with `row` (default `earlier`)."""
+    row = row.stamped()
+    now = _dt.datetime.fromisoformat(row.timestamp)
+    said = []
+    for other in same_quantity_before(row, directory, earlier, siblings):
         noted = list(dict.fromkeys(f"{_named(r, o)}: {_noted(n)}" for r, o in ((other, row), (row, other))
                                    for n in detectors.notes(r.flags)))
         labels = (row.workload if other.workload == row.workload else  # the registry says both labels measure one thing
