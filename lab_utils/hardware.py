@@ -425,12 +425,12 @@ def plan(world_size: int, hardware: HardwareReport | None = None) -> Plan:
     hw = hardware or detect()
     cores, limit = rank_limit(hw)
     if world_size > limit:
-        raise ValueError(
-            f"world_size={world_size} is impossible here: every rank is a process and this machine has "
-            f"{cores} CPU core(s); use at most {limit} ranks (ideally <= {max(hw.cpu_count, len(hw.gpus))}). "
-            f"Why {limit}: the course allows {MAX_RANKS_PER_CORE} ranks per core, enough to show what oversubscribing "
-            "does; beyond that the ranks spend their time waiting for a core and their timeouts fire. Ideally one "
-            "rank per core (or GPU): only that many compute at once."
+        raise ValueError(  # in lines under 100 columns, "ValueError: " before the first (lab 00 prints it)
+            f"world_size={world_size} is impossible here: every rank is a process, and this machine\n"
+            f"    has {cores} CPU core(s); use at most {limit} ranks (ideally <= {max(hw.cpu_count, len(hw.gpus))}).\n"
+            f"    Why {limit}: the course allows {MAX_RANKS_PER_CORE} ranks per core, enough to show what oversubscribing\n"
+            "    does; beyond that the ranks spend their time waiting for a core and their timeouts fire.\n"
+            "    Ideally one rank per core (or GPU): only that many compute at once."
         )
     n_gpus = len(hw.gpus)
     if n_gpus >= world_size:

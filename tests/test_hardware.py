@@ -49,7 +49,7 @@ def test_invalid_world_size_is_refused(bad):
 
 
 def test_impossible_world_size_names_the_limit():
-    with pytest.raises(ValueError, match=r"world_size=9 is impossible.*at most 8 ranks"):
+    with pytest.raises(ValueError, match=r"(?s)world_size=9 is impossible.*at most 8 ranks"):
         hardware.plan(9, CPU_ONLY)
 
 
@@ -285,7 +285,7 @@ def test_the_real_v1_quota_of_a_child_cgroup(tmp_path):
 
 def test_the_rank_limit_says_where_its_number_comes_from():
     """A learner read 'use at most 8 ranks' on 2 cores and could not tell where the 8 came from."""
-    with pytest.raises(ValueError, match=rf"{hardware.MAX_RANKS_PER_CORE} ranks per core.*Ideally one rank per core"):
+    with pytest.raises(ValueError, match=rf"(?s){hardware.MAX_RANKS_PER_CORE} ranks per core.*Ideally one rank per core"):
         hardware.plan(100, CPU_ONLY)
 
 
@@ -296,3 +296,17 @@ def test_a_cpu_plan_says_how_its_ranks_sit_on_the_cores_in_short_lines():
     assert "2 ranks use 2 of the 2 cores" in hardware.plan(2, CPU_ONLY).describe()
     assert "1 rank uses 1 of the 2 cores" in hardware.plan(1, CPU_ONLY).describe()
     assert all(len(line) <= 116 for line in four.splitlines()) and "oversubscribed" in four, four
+
+
+def test_an_impossible_world_size_is_said_in_lines_a_notebook_shows_whole():
+    """Learner s10i, lab 00 cell 16: the world_size=100 ValueError printed as one ~420-character line."""
+    for hw in (CPU_ONLY, hardware.HardwareReport("big", 128, (), "3.11", "2", "-")):
+        with pytest.raises(ValueError) as err:
+            hardware.plan(100_000, hw)
+        printed = f"ValueError: {err.value}"  # as lab 00 prints it
+        assert len(printed.splitlines()) >= 4 and max(len(line) for line in printed.splitlines()) < 100, printed
+        said = " ".join(line.strip() for line in printed.splitlines())
+        for meaning in (f"world_size=100000 is impossible here", f"has {hw.cpu_count} CPU core(s); use at most "
+                        f"{4 * hw.cpu_count} ranks", "ranks per core, enough to show what oversubscribing does",
+                        "their timeouts fire", "Ideally one rank per core (or GPU): only that many compute at once"):
+            assert meaning in said, said

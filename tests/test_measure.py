@@ -513,3 +513,13 @@ def test_a_wrapped_line_never_splits_a_figure_from_its_unit():
                 assert figure in out, (cut, out)
                 assert lines.NO_BREAK not in out
     assert lines.unbroken_units("2 ranks x2, 3 xs") == "2 ranks x2, 3 xs"  # not units: breakable as before
+
+
+def test_a_table_whose_cell_printed_the_noise_line_does_not_repeat_it():
+    """Learner s10i, lab 00 cell 26: the results table repeated the timing cell's noise line word for word."""
+    rows = [measure.Result(lab="00", framework="torch", strategy="single-process", variant=v, world_size=1,
+                           device="cpu", batch_size=256, samples_per_s=r, wall_s=1.0, workload="w", spread=0.38)
+            for v, r in (("1 thread", 100.0), ("2 threads", 170.0))]
+    assert "noise: 2 of 2 medians" in measure.recorded_table(rows, None, ["lab00.csv"])
+    once = measure.recorded_table(rows, None, ["lab00.csv"], noise_above=True)
+    assert "noise" not in once and "2 threads" in once and once.endswith("in the results folder")

@@ -129,17 +129,15 @@ def _noted(note: str) -> str:
     return f"refused for the load ({load.group(0)})" if load else note
 
 
-def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
-    """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
-    or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
-    flag shows its note; a row with a condition note (detectors.condition) is compared by the condition rule.
-    `siblings`: every row the lab records with `row` (default `earlier`)."""
+def same_quantity_before(row: Result, directory=None, earlier=(), siblings=None) -> list[Result]:
+    """The rows measured_before compares `row` with: the same quantity (measured_what) recorded by another lab within
+    SAME_RUN_S, or among `earlier` rows of the same lab; `siblings` as in measured_before."""
     row = row.stamped()
     now = _dt.datetime.fromisoformat(row.timestamp)
     recorded = [o for o in store(directory).rows("results") if o.lab != row.lab]
     siblings = list(earlier) if siblings is None else list(siblings)
     several = _one_of_several(row, siblings)
-    said = []
+    same = []
     for other in recorded + list(earlier):
         if measured_what(other) != measured_what(row) or _deliberate(other, row):
             continue
@@ -149,6 +147,19 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
         with contextlib.suppress(ValueError):
             if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
                 continue
+        same.append(other)
+    return same
+
+
+def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
+    """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
+    or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
+    flag shows its note; a row with a condition note (detectors.condition) is compared by the condition rule.
+    `siblings`: every row the lab records with `row` (default `earlier`)."""
+    row = row.stamped()
+    now = _dt.datetime.fromisoformat(row.timestamp)
+    said = []
+    for other in same_quantity_before(row, directory, earlier, siblings):
         noted = list(dict.fromkeys(f"{_named(r, o)}: {_noted(n)}" for r, o in ((other, row), (row, other))
                                    for n in detectors.notes(r.flags)))
         labels = (row.workload if other.workload == row.workload else  # the registry says both labels measure one thing
@@ -186,9 +197,10 @@ def run_conditions() -> "conditions.Load | None":
     return conditions.taken() or last_recorded_load()
 
 
-def record(results, directory=None, hw: hardware.HardwareReport | None = None) -> str:
+def record(results, directory=None, hw: hardware.HardwareReport | None = None, *, noise_above: bool = False) -> str:
     """Append results (one or many) to the results store; returns their table by workload, as the labs print it. A
-    row that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV."""
+    row that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV.
+    `noise_above`: the cell that timed these rows printed their noise line already, so the table does not repeat it."""
     results = [results] if isinstance(results, Result) else list(results)
     load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
     _RECORDED[:] = [load] if load else []
@@ -199,7 +211,7 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None) -
     results = [dataclasses.replace(r, flags=r.flags + tuple(measured_before(r, directory, results[:i], results)))
                for i, r in enumerate(results)]
     files = {store(directory).append(r, hw).name for r in results}
-    return recorded_table(results, load, sorted(files))
+    return recorded_table(results, load, sorted(files), noise_above=noise_above)
 
 
 NOT_MEASURABLE = "not measurable here"  # a summary's word for a CANNOT_SEE verdict or a figure unreadable() rules out
@@ -212,8 +224,9 @@ def _own_load(result: Result) -> bool:
                for f in result.flags)
 
 
-def recorded_table(results: list[Result], load: "conditions.Load | None", files) -> str:
-    """The table record() prints: rows by workload, their notes, one `[!]` line per kind, noise, load, the files."""
+def recorded_table(results: list[Result], load: "conditions.Load | None", files, *, noise_above: bool = False) -> str:
+    """The table record() prints: rows by workload, their notes, one `[!]` line per kind, noise (unless `noise_above`:
+    printed where the rows were timed), load, the files."""
     strategy_w = max([len("strategy")] + [len(r.strategy) for r in results]) + 2
     variant_w = max([len("variant")] + [len(r.variant) for r in results]) + 2
     lines = [f"{'lab':<4}{'strategy':<{strategy_w}}{'variant':<{variant_w}}{'ranks':>6}{'threads':>8}{'batch':>7}"
@@ -232,7 +245,7 @@ def recorded_table(results: list[Result], load: "conditions.Load | None", files)
     names = [f"{r.strategy} {r.variant}".strip() for r in results]
     lines += refusal_lines([r.flags for r in results], names, [r.workload for r in results])
     lines += table_lines([r.flags for r in results], names)
-    noise = detectors.noise_line([r.spread for r in results])
+    noise = "" if noise_above else detectors.noise_line([r.spread for r in results])
     lines += [noise] if noise else []
     lines += [wrap(load.line())] if load and load.note() else []
     lines.append(f"wrote {len(results)} row(s) of {len(workloads)} workload(s) to {', '.join(files)} in the "

@@ -96,3 +96,79 @@ def test_a_warm_up_one_call_short_is_named():
     for seed in (1, 2, 3):
         fraction, message = grade(median_time_one_warmup_call_short, seed)
         assert fraction == 0.0 and "the last warm-up call" in message, message
+
+
+def median_time_unsorted_middle(fn, warmup, repeats, clock=time.perf_counter):
+    times = _timed(fn, warmup, repeats, clock)
+    return times[len(times) // 2]  # the middle of the run, not of the sorted times
+
+
+def median_time_loop_as_one_block(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    start = clock()
+    for _ in range(repeats):
+        fn()
+    return (clock() - start) / repeats  # the mean of the timed calls
+
+
+def median_time_loop_total(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    start = clock()
+    for _ in range(repeats):
+        fn()
+    return clock() - start
+
+
+def median_time_mean_of_calls(fn, warmup, repeats, clock=time.perf_counter):
+    return statistics.mean(_timed(fn, warmup, repeats, clock))  # each call timed, then the mean
+
+
+def median_time_chained_reads(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    times, before = [], clock()
+    for _ in range(repeats):
+        fn()
+        now = clock()
+        times.append(now - before)
+        before = now
+    return statistics.median(times)  # right: one read per call plus one
+
+
+for _fn in (median_time_unsorted_middle, median_time_loop_as_one_block, median_time_loop_total,
+            median_time_mean_of_calls, median_time_chained_reads):
+    _fn.__name__ = _fn.__qualname__ = "median_time"
+
+
+def test_the_middle_of_the_unsorted_times_is_told_to_sort_first():
+    """Learner s10i: times[len // 2] unsorted got a generic 'expected 12.979 ms, got 13.807 ms'."""
+    for seed in (0, 1, 2, 3):
+        fraction, message = grade(median_time_unsorted_middle, seed)
+        assert fraction == 0.0 and "sort the times first" in message, message
+    result = check(median_time_unsorted_middle)
+    assert not result.passed and "sort the times first" in result.message, result.message
+
+
+def test_a_loop_timed_as_one_block_is_named_not_only_its_mean():
+    """Learner s10i: timing the whole loop / repeats got 'that is the mean of the timed calls', true in value only."""
+    for answer in (median_time_loop_as_one_block, median_time_loop_total):
+        result = check(answer)
+        assert not result.passed and "you timed the loop as one block" in result.message, result.message
+        assert grade(answer)[0] == 0.0
+    result = check(median_time_mean_of_calls)  # each call timed, then their mean: the mean, not the block
+    assert not result.passed and "the mean of the timed calls" in result.message, result.message
+    assert "one block" not in result.message
+
+
+def test_a_clock_read_once_per_call_plus_one_passes():
+    assert check(median_time_chained_reads).passed
+    assert grade(median_time_chained_reads)[0] == 1.0
+
+
+def test_the_minimum_is_told_why_the_course_takes_the_median():
+    def median_time(fn, warmup, repeats, clock=time.perf_counter):
+        return min(_timed(fn, warmup, repeats, clock))
+    result = check(median_time)
+    assert not result.passed and "the minimum is the best case" in result.message, result.message

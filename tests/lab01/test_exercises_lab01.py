@@ -185,3 +185,18 @@ def test_zero_grad_between_backward_and_step_is_named_not_told_to_call_step():
     missing = check(no_step)
     assert not missing.passed and "call optimizer.step()" in missing.message, missing.message
     assert "gradients your backward pass computed were gone" not in missing.message
+
+
+def throughput_mean_step(batch_size, step_times, warmup):
+    return batch_size / statistics.mean(step_times[warmup:])
+
+
+throughput_mean_step.__name__ = throughput_mean_step.__qualname__ = "throughput"
+
+
+def test_a_rate_from_the_mean_step_says_the_slow_step_pulls_the_rate_down():
+    """Learner s10i: 'the mean step time (one slow step pulls it down)' read as muddled for a rate."""
+    result = check(throughput_mean_step)
+    assert not result.passed, result.message
+    assert "pulls the mean time up, and so the rate down" in result.message, result.message
+    assert grade(throughput_mean_step)[0] == 0.0

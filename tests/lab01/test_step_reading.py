@@ -23,3 +23,41 @@ def test_a_noisy_reference_row_is_marked_and_says_whether_it_still_serves():
     assert line.startswith("noise: 1 process x 1 thread's 8 steps spread 227%, above 25%") and "still the reference" in line
     assert "beyond 2x" in line
     assert steps.reference_noise("1 process x 1 thread", 0.08, 8) is None
+
+
+def test_the_rows_the_results_table_compared_are_named_or_said_to_be_none(isolated_results, monkeypatch):
+    """Learner s10i, lab 01 cell 41/42: 'the same quantity any lab recorded in the last 6 hours': which rows were
+    compared against was not printed, so whether any comparison happened could not be told."""
+    from lab_utils import conditions, measure, workloads
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    one = dict(framework="torch", strategy="single-process", world_size=1, device="cpu", batch_size=256, wall_s=0.1,
+               threads=1, spread=0.05, workload=workloads.STEP_3CONV.name)
+    row = measure.Result(lab="01", variant="1 process x 1 thread", samples_per_s=4000.0, **one)
+    other_workload = measure.Result(lab="01", variant="training run", samples_per_s=50000.0,
+                                    **dict(one, workload=workloads.TRAINING_RUN.name, batch_size=64))
+    none = steps.compared_rows([other_workload, row])
+    assert none.startswith("compared with: none") and "last 6 hours" in none, none
+    measure.record(measure.Result(lab="03", variant="1 process x 1 thread", samples_per_s=5100.0, **one))
+    named = steps.compared_rows([other_workload, row])
+    assert "    1 process x 1 thread: lab 03 (1 process x 1 thread, rate 5,100), " in named, named
+    assert "    training run: none" in named and " s before" in named, named
+    assert max(len(line) for line in named.splitlines()) <= 100, named
+
+
+def test_a_mean_step_well_below_the_median_is_not_called_about_the_same():
+    """The median on a slow step, many fast ones below it: 'mean 0.7x the median, within 25 %' would be false."""
+    uneven = [0.001] * 30 + [0.003] * 31
+    said = steps.step_mix(uneven)
+    assert said.startswith("mean step 0.6") and "within" not in said and "epoch rate (the mean) comes out above" in said
+
+
+def test_the_reference_threads_ratio_is_read_against_the_prediction():
+    """Learner s10i, lab 01 cell 29: '1 process x 2 threads ... 1.53x' printed, nothing said what theory expects."""
+    within = steps.threads_reading(1.53, 2)
+    assert within.startswith("1.53x, within the predicted at most 2x (efficiency 76%)"), within
+    assert "does not split" in within
+    assert "see its flag above" in steps.threads_reading(2.4, 2)
+    assert "within" in steps.threads_reading(2.1, 2) and "(efficiency 100%)" in steps.threads_reading(2.1, 2)
+    slower = steps.threads_reading(0.9, 2)
+    assert "against the prediction" in slower and "within" not in slower

@@ -11,8 +11,10 @@ class SimulatedClock:
 
     def __init__(self):
         self.now = 0.0
+        self.reads = 0  # how often the answer read it: twice per timed call, or twice for a loop timed as one block
 
     def __call__(self) -> float:
+        self.reads += 1
         return self.now
 
 
@@ -42,15 +44,18 @@ def _run(median_time, cases):
 
         seconds = median_time(work, case["warmup"], case["repeats"], clock=clock)
         try:
-            out.append({"seconds": None if seconds is None else float(seconds), "calls": len(calls)})
+            out.append({"seconds": None if seconds is None else float(seconds), "calls": len(calls),
+                        "clock_reads": clock.reads})
         except (TypeError, ValueError):  # the function returned, but not a number: say what it returned
-            out.append({"seconds": None, "calls": len(calls), "returned": type(seconds).__name__})
+            out.append({"seconds": None, "calls": len(calls), "clock_reads": clock.reads,
+                        "returned": type(seconds).__name__})
     return out
 
 
 def _expected(cases):
-    return [{"seconds": statistics.median(c["durations"][c["warmup"]:]), "calls": c["warmup"] + c["repeats"]}
-            for c in cases]
+    # clock_reads None: any count is right (two reads per call, or one per call plus one, both time each call)
+    return [{"seconds": statistics.median(c["durations"][c["warmup"]:]), "calls": c["warmup"] + c["repeats"],
+             "clock_reads": None} for c in cases]
 
 
 def _timed(case) -> list[float]:
@@ -58,6 +63,9 @@ def _timed(case) -> list[float]:
 
 
 _WHOLE_MISTAKES = {  # named only where they explain every case (on one case, two of them can give the same number)
+    "that is times[len(times) // 2] of the unsorted list, the call timed in the middle of the run: sort the times "
+    "first (statistics.median sorts them, and of an even count takes the mean of the two middle ones)":
+        lambda c: _timed(c)[len(_timed(c)) // 2],
     "that is sorted(times)[len(times) // 2], the middle call: of an even count of timed calls the median is the mean "
     "of the two middle ones (statistics.median does this for any count)":
         lambda c: sorted(_timed(c))[len(_timed(c)) // 2],
@@ -83,11 +91,21 @@ def _judge(got, expected, cases):
         if abs(g["seconds"] - e["seconds"]) <= 1e-9:
             continue
         timed, everything = c["durations"][c["warmup"]:], c["durations"]
+        block = g["clock_reads"] is not None and g["clock_reads"] < c["repeats"]  # fewer reads than timed calls
+        if block and abs(g["seconds"] - statistics.mean(timed)) <= 1e-9:
+            return 0.0, (f"you timed the loop as one block ({g['clock_reads']} clock() reads for {c['repeats']} timed "
+                         "calls): its time / repeats is the mean of the calls, which one slow call pulls up; read "
+                         "clock() before and after each call and return the median of those times")
+        if block and abs(g["seconds"] - sum(timed)) <= 1e-9:
+            return 0.0, (f"you timed the loop as one block ({g['clock_reads']} clock() reads for {c['repeats']} timed "
+                         "calls), so you got their total: read clock() before and after each call and return the "
+                         "median of those times")
         known = {"the mean of the timed calls (one slow call pulls it up; the median ignores it)": statistics.mean(timed),
                  "the median of every call, warm-up included: skip the first `warmup` calls": statistics.median(everything),
                  "the mean of every call, warm-up included": statistics.mean(everything),
                  "the total time of the timed calls: divide nothing, take the median of the per-call times": sum(timed),
-                 "the fastest call (the minimum), not the median": min(timed),
+                 "the fastest call (the minimum), not the median: the minimum is the best case (timeit's choice); "
+                 "the course reports the typical call, the median, and its spread": min(timed),
                  "the last call only: time each repeat and keep all of them": timed[-1]}
         for what, value in known.items():
             if abs(g["seconds"] - value) <= 1e-9:

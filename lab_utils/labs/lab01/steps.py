@@ -1,17 +1,25 @@
-"""Lab 01's reading of one training run's step times (median against mean) and of its reference rows' noise."""
+"""Lab 01's reading of one training run's step times (median against mean), of its reference rows' noise and
+threads, and of which earlier rows its results table compared."""
 from __future__ import annotations
 
+import datetime as _dt
 import statistics
 
 from ... import detectors
+from ...measure.results_table import SAME_RUN_S, same_quantity_before
 
 SLOW = 2.0  # a step over this many times the median step waited for something: the same work takes the same time
 
 
 def step_mix(step_seconds: list[float]) -> str:
-    """What the timed steps' median and mean say about the two rates: close (within TWICE_TOLERANCE), or the mean
-    pulled up by slow steps (how many, how slow, whether every other one), and which rate later labs compare."""
+    """What the timed steps' median and mean say about the two rates: close (within TWICE_TOLERANCE), the mean
+    pulled up by slow steps (how many, how slow, whether every other one), and which rate later labs compare, or the
+    mean below a slow median (the epoch rate then the higher)."""
     median, mean = statistics.median(step_seconds), statistics.mean(step_seconds)
+    if mean < median * (1 - detectors.TWICE_TOLERANCE):  # many fast steps below a slow median: the epoch comes out faster
+        return (f"mean step {mean / median:.2f}x the median: the median is one of the slow steps and many faster ones "
+                "pull the mean below it, so here the epoch rate (the mean) comes out above the training rate (the "
+                "median); steps this uneven waited for something: rerun on a quiet machine")
     if mean <= median * (1 + detectors.TWICE_TOLERANCE):
         return (f"mean step {mean / median:.2f}x the median, within {detectors.TWICE_TOLERANCE:.0%}: the steps took "
                 "about the same time, so the two rates differ only by the epoch's short batch and its start")
@@ -37,3 +45,45 @@ def reference_noise(name: str, spread: float, steps: int) -> str | None:
     return (f"noise: {name}'s {steps} steps spread {spread:.0%}, above {detectors.NOISY_SPREAD:.0%}: its median is "
             "still the reference the parallel labs compare with (the newest row of this workload), but they read "
             "only a gap beyond 2x to it as a contradiction; rerun this cell on a quiet machine for a firmer one")
+
+
+def _before(other, now: _dt.datetime) -> str:
+    """How long before `now` the row `other` was recorded, in words."""
+    try:
+        seconds = (now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()
+    except (TypeError, ValueError):
+        return "earlier"
+    return f"{seconds:.0f} s before" if seconds < 120 else f"{seconds / 60:.0f} min before"
+
+
+def compared_rows(results, directory=None, hw=None) -> str:
+    """Which earlier rows the results table compared each of `results` with (measure.record's rule: the same quantity,
+    on this machine, recorded by another lab within SAME_RUN_S), or that there were none."""
+    rows = [r.stamped(hw) for r in results]
+    window = f"{SAME_RUN_S / 3600:g} hours"
+    found = {r.variant or r.strategy: same_quantity_before(r, directory, rows[:i], rows)
+             for i, r in enumerate(rows)}
+    if not any(found.values()):
+        return (f"compared with: none: no other lab recorded these quantities on this machine in the last {window}, "
+                "so no row above was checked against another")
+    now = _dt.datetime.fromisoformat(rows[0].timestamp)
+    said = [f"compared with the same quantity recorded on this machine in the last {window}:"]
+    for name, others in found.items():
+        said.append(f"    {name}: " + ("; ".join(f"lab {o.lab} ({o.variant or o.strategy}, rate {o.samples_per_s:,.0f}), "
+                                                 f"{_before(o, now)}" for o in others) if others else "none"))
+    return "\n".join(said)
+
+
+def threads_reading(ratio: float, threads: int) -> str:
+    """The reference workload's `threads` intra-op threads against one (a ratio of two medians), read against theory's
+    prediction: faster than one, at most `threads` times; beyond that by more than noise, its flag above says why."""
+    if ratio > threads * (1 + detectors.ABOVE_100_NOISE):
+        return (f"{ratio:.2f}x is above the at most {threads}x that {threads} threads can give: "
+                "see its flag above")
+    if ratio > 1:
+        return (f"{ratio:.2f}x, within the predicted at most {threads}x (efficiency "
+                f"{min(ratio / threads, 1):.0%}): the rest is the part of each step that does not split (small "
+                "operators, the threads' wait for each other at each operator's end)")
+    return (f"{ratio:.2f}x, no faster than one thread, against the prediction: an operator ends when its "
+            "last thread ends, so a thread that waited for a core (another program's) stalls every operator; "
+            "rerun on a quiet machine")
