@@ -495,3 +495,27 @@ def test_lab_02s_summary_gives_each_sweep_figure_the_sweeps_own_fate_and_a_refus
     assert summary.count("data_parallel.refusal_line(sweep_refused)") == 1 and "elif sweep_refused is None:" in summary
     launched = _lab02_cell("refused_row = unreadable is not None")
     assert 'f"{measure.N_M:>9}{measure.N_M:>11}" if refused_row' in launched
+
+
+def test_the_launched_dataparallel_speedup_gets_one_status_by_one_rule():
+    """Learner s10j: 2.21x got a note (within the chunks' 2.59x), a [!] (against 0.79-1.64x in the sweep) and 'flagged
+    above' at once. Now: the chunks explain the gap only where the speedup without their gain lies within the sweep's
+    neighbours (a note, no [!]); otherwise the [!] alone, and no note that explains it."""
+    from lab_utils import detectors
+    gain, sweep_at = (1.32, 1.29, 1.34), {64: 0.79, 512: 1.64}
+    kw = dict(where="one device at batch 256 (launched)", busy_cores=(0.0, 2))
+    explained = data_parallel.launched_fate(2.21, 2, gain, sweep_at, **kw)
+    assert explained.status == data_parallel.EXPLAINED and len(explained.flags) == 1
+    assert not detectors.impossible(explained.flags) and "1.67x" in str(explained.flags[0])
+    assert "batches 64 and 512" in str(explained.flags[0])
+    agrees = data_parallel.launched_fate(1.5, 2, gain, sweep_at, **kw)
+    assert agrees.status == data_parallel.AGREES and agrees.flags == []
+    above_two = data_parallel.launched_fate(2.1, 2, gain, {512: 1.9}, **kw)  # agrees, above 2x: the ceiling's note
+    assert above_two.status == data_parallel.AGREES and detectors.notes(above_two.flags) == above_two.flags
+    # no chunk gain; below the sweep; within the ceiling (2.58x) but 1.92x without the gain, beyond 1.2x + 25 %
+    for speedup, g, at in ((2.21, (1.0, 0.95, 1.05), sweep_at), (0.5, gain, sweep_at), (2.5, gain, {512: 1.2})):
+        fate = data_parallel.launched_fate(speedup, 2, g, at, **kw)
+        assert fate.status == data_parallel.CONTRADICTS and fate.flags
+        assert detectors.impossible(fate.flags) == fate.flags  # the [!] alone: no note beside it
+        assert "the machine was quiet, other programs using 0.0 of 2 cores, so load does not explain" in fate.flags[0]
+        assert "2 / (2 - 0.0)" not in fate.flags[0]

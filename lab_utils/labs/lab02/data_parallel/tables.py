@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from .... import detectors, measure
 
@@ -44,6 +45,45 @@ def speedup_flags(speedup: float, n_devices: int, gain_low: float, cause: str | 
         return detectors.above_device_count(speedup, n_devices, cause) if speedup > top else []
     return [detectors.note(f"{speedup:.2f}x on {n_devices} devices, within the {top:.2f}x that {n_devices} chunks "
                            "allow (the line under the table)")]
+
+
+AGREES, EXPLAINED, CONTRADICTS = "agrees with the sweep", "explained by the chunks", "contradicts the sweep"
+
+
+@dataclass(frozen=True)
+class LaunchedFate:
+    """The one status of the launched DataParallel speedup beside the sweep's at the neighbouring batches: `status`
+    (AGREES, EXPLAINED or CONTRADICTS) and the row's warnings (a note, or [!] flags, never both)."""
+
+    status: str
+    flags: list
+
+
+def launched_fate(speedup: float, n_devices: int, gain: tuple[float, float, float], neighbours: dict, *,
+                  where: str, cause: str | None = None, busy_cores: tuple[float, int] | None = None,
+                  lab_figure: str = "") -> LaunchedFate:
+    """One status for DataParallel's launched speedup, by one rule: within the sweep's figures at the neighbouring
+    batches (`neighbours`: batch -> speedup, +- detectors.TWICE_TOLERANCE), it agrees (a speedup above n_devices then
+    reads against the chunks' ceiling: speedup_flags); outside them, the chunks' own gain (`gain`, chunk_gain) explains
+    the gap only where the speedup without it (speedup / the gain's median) lies within them and the speedup within
+    the ceiling: one note; otherwise the two figures contradict each other: the [!] alone, no note that explains."""
+    values = list(neighbours.values())
+    kwargs = dict(what="DataParallel", where=where, tolerance=detectors.TWICE_TOLERANCE, cause=cause,
+                  busy_cores=busy_cores, lab_figure=lab_figure)
+    if not detectors.outside_neighbours(speedup, values, **kwargs):
+        return LaunchedFate(AGREES, speedup_flags(speedup, n_devices, gain[1], cause))
+    median, low, _ = gain
+    without = speedup / median  # what the devices gave beyond the chunks' own gain
+    if low > 1 and speedup <= ceiling(n_devices, low) and not detectors.outside_neighbours(without, values, **kwargs):
+        at = (f"batch {next(iter(neighbours))}" if len(neighbours) == 1 else
+              "batches " + " and ".join(map(str, neighbours)))
+        return LaunchedFate(EXPLAINED, [detectors.note(
+            f"{speedup:.2f}x = the chunks' own {median:.2f}x (the line under the table) x {without:.2f}x from "
+            f"{n_devices} devices, and {without:.2f}x lies within the sweep's {min(values):.2f}-{max(values):.2f}x at "
+            f"{at} (+-{detectors.TWICE_TOLERANCE:.0%}): the chunks explain this figure's gap to the sweep")])
+    flags = detectors.outside_neighbours(speedup, values, **kwargs)
+    return LaunchedFate(CONTRADICTS, flags + [f for f in speedup_flags(speedup, n_devices, gain[1], cause)
+                                              if detectors.is_impossible(f)])
 
 
 def chunk_line(speedup: float | None, n_devices: int, batch: int, gain: tuple[float, float, float]) -> str:
