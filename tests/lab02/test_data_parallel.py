@@ -519,3 +519,25 @@ def test_the_launched_dataparallel_speedup_gets_one_status_by_one_rule():
         assert detectors.impossible(fate.flags) == fate.flags  # the [!] alone: no note beside it
         assert "the machine was quiet, other programs using 0.0 of 2 cores, so load does not explain" in fate.flags[0]
         assert "2 / (2 - 0.0)" not in fate.flags[0]
+
+
+def test_an_all_reduce_bound_that_is_mostly_one_ranks_wait_is_called_loose():
+    """Learner s10j: the verdict tested 'DDP no slower by more than its all-reduce (54 %)', rank 0 at 13.43 ms and
+    rank 1 at 1.13 ms: the bound is mostly rank 0 waiting, and the run says so; close ranks print nothing."""
+    line = data_parallel.loose_bound_line([13.43, 1.13])
+    assert line and "loose" in line and "rank 0's 13.43 ms" in line and "rank 1, whose own took 1.13 ms" in line
+    assert "92%" in line
+    assert data_parallel.loose_bound_line([4.03, 3.58]) is None and data_parallel.loose_bound_line([1.0]) is None
+
+
+def test_a_ddp_verdict_whose_whole_range_lies_below_1_says_ddp_was_slower_here():
+    """Learner s10j: 0.69x, range 0.67-0.72, read 'not distinguishable': the range says DDP was slower, and the run
+    prints it whatever the verdict (holds within a loose bound, or undecided)."""
+    ratios = [0.67, 0.68, 0.69, 0.70, 0.71, 0.72] * 4
+    v = measure.decide(ratios, claim="DDP vs DataParallel (gloo)", expected="DDP no slower", lab="02",
+                       no_worse_than=0.54, timed=False, seeded=True)
+    line = data_parallel.slower_line(v)
+    assert line and "DDP was slower than DataParallel here" in line and "x DataParallel's" in line
+    even = measure.decide([0.95, 1.05] * 12, claim="c", expected="e", lab="02", no_worse_than=0.54, timed=False,
+                          seeded=True)
+    assert data_parallel.slower_line(even) is None

@@ -86,6 +86,31 @@ def launched_fate(speedup: float, n_devices: int, gain: tuple[float, float, floa
                                               if detectors.is_impossible(f)])
 
 
+def slower_line(verdict) -> str | None:
+    """Where a DDP-vs-DataParallel verdict's whole range lies below 1 (decided or not), the line that says DDP was
+    slower here and by how much; None otherwise (a refused verdict reads no range)."""
+    if verdict.verdict == measure.CANNOT_SEE or verdict.high >= 1:
+        return None
+    return (f"  the whole range lies below 1: DDP was slower than DataParallel here, its step "
+            f"{1 / verdict.high:.2f}-{1 / verdict.low:.2f}x DataParallel's")
+
+
+LOOSE = 2.0  # one rank's all-reduce median over this many times another's: mostly waiting, a loose bound
+
+
+def loose_bound_line(allreduce_ms) -> str | None:
+    """Where one rank's all-reduce median is over LOOSE x another's, the line that says the bound built on the larger
+    (the verdict's all-reduce share) is loose: that rank mostly waited inside the all-reduce for the other to arrive,
+    and the faster rank's time is nearer the communication itself; None where the ranks' times are close."""
+    times = [float(t) for t in allreduce_ms]
+    if len(times) < 2 or min(times) <= 0 or max(times) <= LOOSE * min(times):
+        return None
+    slow, fast = times.index(max(times)), times.index(min(times))
+    return (f"  the bound the verdict below tests is loose: rank {slow}'s {max(times):.2f} ms includes waiting inside the all-reduce for rank "
+            f"{fast}, whose own took {min(times):.2f} ms, so up to {1 - min(times) / max(times):.0%} of it is waiting, "
+            "not communication (theory: the all-reduce proper is nearer the smaller time)")
+
+
 def chunk_line(speedup: float | None, n_devices: int, batch: int, gain: tuple[float, float, float]) -> str:
     """Why DataParallel may beat n_devices x one device here, computed: the chunks' own gain and the ceiling it sets;
     `speedup`: DataParallel's over one device, None where the run refuses it (then the line does not read it)."""
