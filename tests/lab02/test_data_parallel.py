@@ -3,6 +3,7 @@ typed results; the GPU check."""
 import dataclasses
 import copy
 import threading
+import time
 import types
 
 import pytest
@@ -541,3 +542,41 @@ def test_a_ddp_verdict_whose_whole_range_lies_below_1_says_ddp_was_slower_here()
     even = measure.decide([0.95, 1.05] * 12, claim="c", expected="e", lab="02", no_worse_than=0.54, timed=False,
                           seeded=True)
     assert data_parallel.slower_line(even) is None
+
+
+def test_every_sweep_candidate_starts_once_the_last_ones_spinning_threads_went_idle(monkeypatch):
+    """Learner s10j: DataParallel at batch 64 was 7,110 samples/s in the hot spot and 4,552 in the sweep. A probe found
+    why: after the sweep's '1 device x 2 threads' step, OpenMP's worker threads spin for milliseconds on the cores that
+    the next candidate (DataParallel needs both) is timed on; the hot spot has no such candidate. The sweep now waits
+    them out (settle) before each candidate, as the hot spot does."""
+    seen = []
+    real = measure.time_interleaved
+
+    def spy(fns, **kwargs):
+        seen.append(kwargs.get("before") or {})
+        return real(fns, **kwargs)
+
+    monkeypatch.setattr(measure, "time_interleaved", spy)
+    data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=CPU_ONLY,
+                        progress=False)
+    assert seen and set(seen[0]) == {data_parallel.ONE_DEVICE, data_parallel.threaded_name(2), data_parallel.dp_name(2)}
+    assert all(hook is data_parallel.settle for hook in seen[0].values())
+    started = time.perf_counter()
+    burned = data_parallel.settle(limit_s=0.02)
+    assert 0.0 <= burned and time.perf_counter() - started < 0.2  # bounded, whatever else runs
+
+
+def test_whether_dataparallel_wins_at_a_batch_is_read_from_the_sweeps_pairs(monkeypatch):
+    """Learner s10j: 'does DataParallel win or lose at batch 64?' (the hot spot's 9.0 vs 10.8 ms said win, the sweep's
+    0.79x lose): one line answers from the sweep's paired range, in one of three words."""
+    import sys
+    swept = sys.modules["lab_utils.labs.lab02.data_parallel.sweep"]
+    monkeypatch.setattr(swept, "refused", lambda result: None)  # a quiet machine (this one may be busy)
+    sweep = batch_8_sweep()
+    many = data_parallel.dp_name(2)
+    line = data_parallel.wins_line(sweep, 8, many)
+    low, high = sweep.speedup_range(8, many)
+    expected = ("it wins here" if low > 1 else "one device wins here" if high < 1 else "the range crosses 1")
+    assert f"does {many} beat one device at batch 8?" in line and expected in line and f"{low:.2f}-{high:.2f}x" in line
+    monkeypatch.setattr(swept, "refused", lambda result: "busy")
+    assert "not measurable here" in data_parallel.wins_line(sweep, 8, many)
