@@ -580,3 +580,16 @@ def test_whether_dataparallel_wins_at_a_batch_is_read_from_the_sweeps_pairs(monk
     assert f"does {many} beat one device at batch 8?" in line and expected in line and f"{low:.2f}-{high:.2f}x" in line
     monkeypatch.setattr(swept, "refused", lambda result: "busy")
     assert "not measurable here" in data_parallel.wins_line(sweep, 8, many)
+
+
+def test_the_traced_step_beside_the_launched_one_says_in_its_line_why_two_methods_may_part_up_to_2x():
+    """Learner s10j: 'traced 33.6 ms, in this table 24.7 ms ... a note, not a contradiction (up to 2x apart)' while
+    cell 29 allowed 25 %: the line itself says why (two methods, not one timed twice); beyond 2x, a [!]."""
+    from lab_utils import detectors
+    text, flags = data_parallel.traced_line(0.0336, 0.2, 0.0247, 0.23, batch=256, steps=8)
+    assert not flags and "1.36x apart" in text and "two methods, not one timed twice" in text
+    assert "8 steps in a row with a timer around every phase" in text and "up to 2x" in text and "25%" in text
+    text, flags = data_parallel.traced_line(0.0291, 0.2, 0.0307, 0.23, batch=256, steps=8)
+    assert not flags and "they agree" in text and "two methods" not in text
+    text, flags = data_parallel.traced_line(0.08, 0.2, 0.0247, 0.23, batch=256, steps=8)
+    assert flags and detectors.impossible(flags) == flags and "two methods" not in text

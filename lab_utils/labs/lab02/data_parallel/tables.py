@@ -86,6 +86,36 @@ def launched_fate(speedup: float, n_devices: int, gain: tuple[float, float, floa
                                               if detectors.is_impossible(f)])
 
 
+TRACED = ("traced in this notebook's process, {steps} steps in a row with a timer around every phase, against a fresh "
+          "launched process's rounds interleaved with one device")
+
+
+def traced_line(traced_s: float, traced_spread: float, table_s: float, table_spread: float, *, batch: int,
+                steps: int, launched: bool = False) -> tuple[str, list]:
+    """The traced step (section 2) beside the launched table's DataParallel step: (the line, its [!] flags). Within
+    detectors.TWICE_TOLERANCE they agree; beyond it, the line says why two methods may part further (up to
+    detectors.CONDITION_FACTOR) than one method timed twice may; beyond that, measured_twice's [!]."""
+    args = (batch / traced_s, traced_spread, batch / table_s, table_spread)
+    condition = TRACED.format(steps=steps)
+    flags = [f for f in detectors.measured_twice(*args, what=f"DataParallel's step (batch {batch})",
+                                                 first_name="the traced step in section 2", second_name="this table",
+                                                 condition=condition, when="in this run, minutes apart")
+             if detectors.is_impossible(f)]
+    gap = max(traced_s, table_s) / min(traced_s, table_s)
+    head = (f"DataParallel's step, batch {batch}: traced in section 2 {traced_s * 1e3:.1f} ms, "
+            f"{'launched' if launched else 'in this table'} {table_s * 1e3:.1f} ms, {gap:.2f}x apart")
+    agree = detectors.twice_agree(*args)
+    if flags:
+        why = ""
+    elif agree is not None:  # within the tolerance, or repeats too noisy to tell: the course's one rule says so
+        why = f": {agree}"
+    else:  # beyond what one method timed twice may part, within what two methods may
+        why = (f": two methods, not one timed twice ({condition}), so they may part by up to "
+               f"{detectors.CONDITION_FACTOR:g}x (the {detectors.TWICE_TOLERANCE:.0%} rule bounds one method timed "
+               "twice)")
+    return head + why + "; this table's is the lab's figure (interleaved with one device)", flags
+
+
 def slower_line(verdict) -> str | None:
     """Where a DDP-vs-DataParallel verdict's whole range lies below 1 (decided or not), the line that says DDP was
     slower here and by how much; None otherwise (a refused verdict reads no range)."""
