@@ -68,20 +68,25 @@ def launched_fate(speedup: float, n_devices: int, gain: tuple[float, float, floa
     the gap only where the speedup without it (speedup / the gain's median) lies within them and the speedup within
     the ceiling: one note; otherwise the two figures contradict each other: the [!] alone, no note that explains."""
     values = list(neighbours.values())
-    kwargs = dict(what="DataParallel", where=where, tolerance=detectors.TWICE_TOLERANCE, cause=cause,
-                  busy_cores=busy_cores, lab_figure=lab_figure)
-    if not detectors.outside_neighbours(speedup, values, **kwargs):
+
+    def outside(value: float) -> list:
+        """detectors.outside_neighbours of `value` against the sweep's figures."""
+        return detectors.outside_neighbours(value, values, what="DataParallel", where=where,
+                                            tolerance=detectors.TWICE_TOLERANCE, cause=cause, busy_cores=busy_cores,
+                                            lab_figure=lab_figure)
+
+    if not outside(speedup):
         return LaunchedFate(AGREES, speedup_flags(speedup, n_devices, gain[1], cause))
     median, low, _ = gain
     without = speedup / median  # what the devices gave beyond the chunks' own gain
-    if low > 1 and speedup <= ceiling(n_devices, low) and not detectors.outside_neighbours(without, values, **kwargs):
+    if low > 1 and speedup <= ceiling(n_devices, low) and not outside(without):
         at = (f"batch {next(iter(neighbours))}" if len(neighbours) == 1 else
               "batches " + " and ".join(map(str, neighbours)))
         return LaunchedFate(EXPLAINED, [detectors.note(
             f"{speedup:.2f}x = the chunks' own {median:.2f}x (the line under the table) x {without:.2f}x from "
             f"{n_devices} devices, and {without:.2f}x lies within the sweep's {min(values):.2f}-{max(values):.2f}x at "
             f"{at} (+-{detectors.TWICE_TOLERANCE:.0%}): the chunks explain this figure's gap to the sweep")])
-    flags = detectors.outside_neighbours(speedup, values, **kwargs)
+    flags = outside(speedup)
     return LaunchedFate(CONTRADICTS, flags + [f for f in speedup_flags(speedup, n_devices, gain[1], cause)
                                               if detectors.is_impossible(f)])
 
