@@ -195,12 +195,16 @@ def outside_neighbours(value: float, neighbours, *, what: str, where: str, toler
     if busy_cores is not None:  # the load measured, busy or not: can it explain the gap?
         others, cores = busy_cores
         reach = load_reach(others, cores)
-        measured = (measured if cause else f"measured while other programs used {others:.1f} of {cores:g} cores")
-        measured += (f", a mean load that can move a ratio by about {cores:g} / ({cores:g} - {others:.1f}) = "
-                     f"{reach:.2f}x if it all fell on one side: "
-                     + (f"enough to explain the {gap:.2f}x gap" if gap <= reach else
-                        f"too little to explain the {gap:.2f}x gap unless it came in bursts, so the two runs also "
-                        "differed in how they ran"))
+        if round(others, 1) == 0 and not cause:  # nothing to weigh: say it plainly (learner s10j)
+            measured = (f"the machine was quiet, other programs using 0.0 of {cores:g} cores, so load does not "
+                        f"explain the {gap:.2f}x gap: the two runs differed in how they ran")
+        else:
+            measured = (measured if cause else f"measured while other programs used {others:.1f} of {cores:g} cores")
+            measured += (f", a mean load that can move a ratio by about {cores:g} / ({cores:g} - {others:.1f}) = "
+                         f"{reach:.2f}x if it all fell on one side: "
+                         + (f"enough to explain the {gap:.2f}x gap" if gap <= reach else
+                            f"too little to explain the {gap:.2f}x gap unless it came in bursts, so the two runs "
+                            "also differed in how they ran"))
     return [Flag(Kind.CONTRADICT, f"{what} {value:.2f}x {where}, against {low:.2f}-{high:.2f}x at the neighbouring settings: {CONTRADICT} "
             f"({measured})" + (f", and the lab's figures are {lab_figure}" if lab_figure else ""))]
 

@@ -423,3 +423,12 @@ def test_a_figure_measured_twice_prints_as_the_tables_do():
                                     second_name="lab 01")
     assert flag and "38,040 samples/s by lab 05 and 52,356 by lab 01" in str(flag[0]) and "e+0" not in str(flag[0])
     assert detectors.figure_text(5979.2) == "5,979" and detectors.figure_text(0.6812) == "0.6812"
+
+
+def test_lab_02_neighbours_contradiction_on_a_machine_nobody_else_used_says_so_plainly():
+    # learner s10j: 'a mean load that can move a ratio by about 2 / (2 - 0.0) = 1.00x if it all fell on one side: too
+    # little to explain the 1.35x gap unless it came in bursts' was unreadable when the load was nil
+    said = detectors.outside_neighbours(2.21, [0.79, 1.64], what="DataParallel", where="at batch 256",
+                                        busy_cores=(0.02, 2))
+    assert "the machine was quiet, other programs using 0.0 of 2 cores, so load does not explain the 1.35x gap" in said[0]
+    assert "2 / (2 - 0.0)" not in said[0] and "bursts" not in said[0] and "; " not in said[0]

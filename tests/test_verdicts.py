@@ -864,3 +864,11 @@ def test_a_predictions_own_tolerance_above_the_restating_cap_is_tested_as_it_is(
     noisy = measure.decide([0.5, 1.6, 0.7, 1.4, 0.9, 1.2, 0.6, 1.5], claim="c", expected="x", lab="02",
                            no_worse_than=0.10, timed=False)  # restated past 30 %: only a win decides, as before
     assert noisy.holds_from == 1.0 and noisy.verdict != measure.HOLDS, noisy
+
+
+def test_a_claim_too_weak_to_test_says_why_in_plain_words():
+    # learner s10j: 'past the 30% the course restates a claim to' was opaque
+    v = measure.decide([0.7, 1.3, 0.9, 1.2, 0.8, 1.1, 1.0], claim="c", expected="e", no_worse_than=0.05, timed=False,
+                       seeded=True)
+    assert "the largest cost the course will test (a looser claim says nothing)" in v.notes
+    assert "restates a claim to" not in v.notes and "only a win could decide" in v.notes

@@ -3,6 +3,7 @@ typed results; the GPU check."""
 import dataclasses
 import copy
 import threading
+import time
 import types
 
 import pytest
@@ -495,3 +496,100 @@ def test_lab_02s_summary_gives_each_sweep_figure_the_sweeps_own_fate_and_a_refus
     assert summary.count("data_parallel.refusal_line(sweep_refused)") == 1 and "elif sweep_refused is None:" in summary
     launched = _lab02_cell("refused_row = unreadable is not None")
     assert 'f"{measure.N_M:>9}{measure.N_M:>11}" if refused_row' in launched
+
+
+def test_the_launched_dataparallel_speedup_gets_one_status_by_one_rule():
+    """Learner s10j: 2.21x got a note (within the chunks' 2.59x), a [!] (against 0.79-1.64x in the sweep) and 'flagged
+    above' at once. Now: the chunks explain the gap only where the speedup without their gain lies within the sweep's
+    neighbours (a note, no [!]); otherwise the [!] alone, and no note that explains it."""
+    from lab_utils import detectors
+    gain, sweep_at = (1.32, 1.29, 1.34), {64: 0.79, 512: 1.64}
+    kw = dict(where="one device at batch 256 (launched)", busy_cores=(0.0, 2))
+    explained = data_parallel.launched_fate(2.21, 2, gain, sweep_at, **kw)
+    assert explained.status == data_parallel.EXPLAINED and len(explained.flags) == 1
+    assert not detectors.impossible(explained.flags) and "1.67x" in str(explained.flags[0])
+    assert "batches 64 and 512" in str(explained.flags[0])
+    agrees = data_parallel.launched_fate(1.5, 2, gain, sweep_at, **kw)
+    assert agrees.status == data_parallel.AGREES and agrees.flags == []
+    above_two = data_parallel.launched_fate(2.1, 2, gain, {512: 1.9}, **kw)  # agrees, above 2x: the ceiling's note
+    assert above_two.status == data_parallel.AGREES and detectors.notes(above_two.flags) == above_two.flags
+    # no chunk gain; below the sweep; within the ceiling (2.58x) but 1.92x without the gain, beyond 1.2x + 25 %
+    for speedup, g, at in ((2.21, (1.0, 0.95, 1.05), sweep_at), (0.5, gain, sweep_at), (2.5, gain, {512: 1.2})):
+        fate = data_parallel.launched_fate(speedup, 2, g, at, **kw)
+        assert fate.status == data_parallel.CONTRADICTS and fate.flags
+        assert detectors.impossible(fate.flags) == fate.flags  # the [!] alone: no note beside it
+        assert "the machine was quiet, other programs using 0.0 of 2 cores, so load does not explain" in fate.flags[0]
+        assert "2 / (2 - 0.0)" not in fate.flags[0]
+
+
+def test_an_all_reduce_bound_that_is_mostly_one_ranks_wait_is_called_loose():
+    """Learner s10j: the verdict tested 'DDP no slower by more than its all-reduce (54 %)', rank 0 at 13.43 ms and
+    rank 1 at 1.13 ms: the bound is mostly rank 0 waiting, and the run says so; close ranks print nothing."""
+    line = data_parallel.loose_bound_line([13.43, 1.13])
+    assert line and "loose" in line and "rank 0's 13.43 ms" in line and "rank 1, whose own took 1.13 ms" in line
+    assert "92%" in line
+    assert data_parallel.loose_bound_line([4.03, 3.58]) is None and data_parallel.loose_bound_line([1.0]) is None
+
+
+def test_a_ddp_verdict_whose_whole_range_lies_below_1_says_ddp_was_slower_here():
+    """Learner s10j: 0.69x, range 0.67-0.72, read 'not distinguishable': the range says DDP was slower, and the run
+    prints it whatever the verdict (holds within a loose bound, or undecided)."""
+    ratios = [0.67, 0.68, 0.69, 0.70, 0.71, 0.72] * 4
+    v = measure.decide(ratios, claim="DDP vs DataParallel (gloo)", expected="DDP no slower", lab="02",
+                       no_worse_than=0.54, timed=False, seeded=True)
+    line = data_parallel.slower_line(v)
+    assert line and "DDP was slower than DataParallel here" in line and "x DataParallel's" in line
+    even = measure.decide([0.95, 1.05] * 12, claim="c", expected="e", lab="02", no_worse_than=0.54, timed=False,
+                          seeded=True)
+    assert data_parallel.slower_line(even) is None
+
+
+def test_every_sweep_candidate_starts_once_the_last_ones_spinning_threads_went_idle(monkeypatch):
+    """Learner s10j: DataParallel at batch 64 was 7,110 samples/s in the hot spot and 4,552 in the sweep. A probe found
+    why: after the sweep's '1 device x 2 threads' step, OpenMP's worker threads spin for milliseconds on the cores that
+    the next candidate (DataParallel needs both) is timed on; the hot spot has no such candidate. The sweep now waits
+    them out (settle) before each candidate, as the hot spot does."""
+    seen = []
+    real = measure.time_interleaved
+
+    def spy(fns, **kwargs):
+        seen.append(kwargs.get("before") or {})
+        return real(fns, **kwargs)
+
+    monkeypatch.setattr(measure, "time_interleaved", spy)
+    data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=CPU_ONLY,
+                        progress=False)
+    assert seen and set(seen[0]) == {data_parallel.ONE_DEVICE, data_parallel.threaded_name(2), data_parallel.dp_name(2)}
+    assert all(hook is data_parallel.settle for hook in seen[0].values())
+    started = time.perf_counter()
+    burned = data_parallel.settle(limit_s=0.02)
+    assert 0.0 <= burned and time.perf_counter() - started < 0.2  # bounded, whatever else runs
+
+
+def test_whether_dataparallel_wins_at_a_batch_is_read_from_the_sweeps_pairs(monkeypatch):
+    """Learner s10j: 'does DataParallel win or lose at batch 64?' (the hot spot's 9.0 vs 10.8 ms said win, the sweep's
+    0.79x lose): one line answers from the sweep's paired range, in one of three words."""
+    import sys
+    swept = sys.modules["lab_utils.labs.lab02.data_parallel.sweep"]
+    monkeypatch.setattr(swept, "refused", lambda result: None)  # a quiet machine (this one may be busy)
+    sweep = batch_8_sweep()
+    many = data_parallel.dp_name(2)
+    line = data_parallel.wins_line(sweep, 8, many)
+    low, high = sweep.speedup_range(8, many)
+    expected = ("it wins here" if low > 1 else "one device wins here" if high < 1 else "the range crosses 1")
+    assert f"does {many} beat one device at batch 8?" in line and expected in line and f"{low:.2f}-{high:.2f}x" in line
+    monkeypatch.setattr(swept, "refused", lambda result: "busy")
+    assert "not measurable here" in data_parallel.wins_line(sweep, 8, many)
+
+
+def test_the_traced_step_beside_the_launched_one_says_in_its_line_why_two_methods_may_part_up_to_2x():
+    """Learner s10j: 'traced 33.6 ms, in this table 24.7 ms ... a note, not a contradiction (up to 2x apart)' while
+    cell 29 allowed 25 %: the line itself says why (two methods, not one timed twice); beyond 2x, a [!]."""
+    from lab_utils import detectors
+    text, flags = data_parallel.traced_line(0.0336, 0.2, 0.0247, 0.23, batch=256, steps=8)
+    assert not flags and "1.36x apart" in text and "two methods, not one timed twice" in text
+    assert "8 steps in a row with a timer around every phase" in text and "up to 2x" in text and "25%" in text
+    text, flags = data_parallel.traced_line(0.0291, 0.2, 0.0307, 0.23, batch=256, steps=8)
+    assert not flags and "they agree" in text and "two methods" not in text
+    text, flags = data_parallel.traced_line(0.08, 0.2, 0.0247, 0.23, batch=256, steps=8)
+    assert flags and detectors.impossible(flags) == flags and "two methods" not in text

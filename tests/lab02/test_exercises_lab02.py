@@ -58,11 +58,31 @@ def reduce_and_step(model, replicas):
         p -= 0.1 * p.grad  # an optimizer step inside the reduction
 
 
-@pytest.mark.parametrize("wrong, named_as", [(reduce_overwrites, "each replica overwrote it"),
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_divided_by_len_replicas(model, replicas):  # learner s10j: sum, then divide by len(replicas) (k - 1)
+    for params in zip(model.parameters(), *(r.parameters() for r in replicas)):
+        for q in params[1:]:
+            params[0].grad += q.grad
+        params[0].grad /= len(replicas)
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_divided_in_the_loop(model, replicas):
+    for params in zip(model.parameters(), *(r.parameters() for r in replicas)):
+        for q in params[1:]:
+            params[0].grad = (params[0].grad + q.grad) / len(replicas)
+
+
+@pytest.mark.parametrize("wrong, named_as", [(reduce_divided_by_len_replicas, "you divided by the number of replicas"),
+                                             (reduce_divided_in_the_loop, "you divided by the number of replicas"),
+                                             (reduce_overwrites, "each replica overwrote it"),
                                              (reduce_first_replica_only, "only the first replica was added"),
                                              (reduce_into_the_parameters, "into the model's parameters (p += q.grad)"),
                                              (reduce_and_step, "the model's weights changed")],
-                         ids=["overwrite", "first-only", "into-parameters", "stepped"])
+                         ids=["divided-after", "divided-in-loop", "overwrite", "first-only", "into-parameters",
+                              "stepped"])
 def test_reduce_gradients_mistakes_are_named(wrong, named_as):
     result = check(wrong)
     assert not result.passed and named_as in result.message, result.message

@@ -260,6 +260,14 @@ def _reduce_expected(case):
     return _reduce_run(data_parallel.reduce_gradients, case)
 
 
+def _divided_as_added(own, others, k):
+    """The gradient of p.grad = (p.grad + q.grad) / k over the replicas q in turn (a divide inside the loop)."""
+    total = list(own)
+    for grads in others:
+        total = [(t + g) / k for t, g in zip(total, grads)]
+    return total
+
+
 def _reduce_judge(got, expected, case):
     if close(got, expected, 1e-5):
         return 1.0, "replicas' gradients summed into device 0's model"
@@ -281,6 +289,12 @@ def _reduce_judge(got, expected, case):
                "device 0's own gradient was replaced: add the replicas' gradients to it": [sum(v) for v in zip(*others)],
                "you divided the replicas' gradients by their number: DataParallel sums them, undivided":
                    [o + sum(v) / len(others) for o, *v in zip(own, *others)],
+               f"you divided by the number of replicas (len(replicas) = {len(others)}): DataParallel sums, undivided "
+               "(each gradient is already its share of the one mean loss)":
+                   [(o + sum(v)) / len(others) for o, *v in zip(own, *others)],
+               f"you divided by the number of replicas (len(replicas) = {len(others)}) after each addition: "
+               "DataParallel sums, undivided (each gradient is already its share of the one mean loss)":
+                   _divided_as_added(own, others, len(others)),
                f"the model's gradient is the last replica's alone: each replica overwrote it (p.grad = ... or "
                f"copy_); add with += so that all {n} gradients (the model's own included) end up summed": others[-1],
                "the model's gradient is the first replica's alone: it was overwritten, and the other replicas were "

@@ -12,7 +12,7 @@ from .... import conditions, data, hardware, measure, spec, workloads
 from .... import detectors
 from .devices import DevicePlan, plan_devices
 from .phases import median_phase_seconds
-from .threads import single_device_step
+from .threads import settle, single_device_step
 
 SWEEP_WORKLOAD = workloads.SWEEP_3CONV.name
 ONE_DEVICE = "1 device"
@@ -107,7 +107,10 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
             candidates: dict[str, Callable[..., Any]] = {
                 n: (lambda n=n: single_device_step(models[n], x, y, optimizers[n], threads=singles[n])) for n in singles}
             candidates[many] = lambda: reports.append(parallel.step(x, y, parallel_opt))
-            timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0])
+            # each candidate starts once the last one's OpenMP threads stopped spinning (the threads candidate's
+            # spin took the cores of the next one: DataParallel's most, since it needs them all)
+            timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0],
+                                               before={n: settle for n in candidates})
             windows.append(conditions.last_window())  # this batch's measuring window: the sweep's load is theirs
         base = timings[ONE_DEVICE]
         all_timings[batch] = timings
@@ -152,6 +155,19 @@ def figures_explained(result: Sweep, *, gap: float = 0.05, decided=None) -> list
     return [measure.short_lines(f"  here the medians and the paired speedup {way} (batch {r.batch_size}, {r.variant}: "
                                 f"medians {medians:.2f}x, speedup {paired:.2f}x): the ratio of two ms/step medians is "
                                 f"not a comparison's figure; {measure.OTHER_ROUNDS}")]
+
+
+def wins_line(result: Sweep, batch: int, variant: str) -> str:
+    """Whether `variant` beats one device at `batch` here, from the sweep's paired rounds (the hot spot's step column
+    compares nothing with a plain step): above 1 over the whole range it wins, below 1 it loses, else neither."""
+    if refused(result) is not None:
+        return f"  whether {variant} beats one device at batch {batch}: {measure.NOT_MEASURABLE} (the table says why)"
+    low, high = result.speedup_range(batch, variant)
+    said = ("it wins here (the whole range above 1)" if low > 1 else
+            "one device wins here (the whole range below 1)" if high < 1 else
+            "the range crosses 1: neither wins by more than these rounds scatter")
+    return (f"  does {variant} beat one device at batch {batch}? The sweep's paired rounds decide (the hot spot has "
+            f"no plain one-device step): {result.speedup(batch, variant):.2f}x (range {low:.2f}-{high:.2f}x): {said}")
 
 
 def refused(result: Sweep) -> str | None:

@@ -169,6 +169,27 @@ def chunked_device_step(model, x, y, optimizer, chunks: int, threads: int | None
     return total
 
 
+SETTLE_LIMIT_S = 0.05  # settle() waits at most this long: OpenMP's worker threads spin for a few ms after an operator
+SETTLE_SLICE_S = 0.002  # the sleeps settle() measures this process's CPU over
+SETTLE_IDLE = 0.25  # a slice in which this process used less than this share of one core: its other threads sleep
+
+
+def settle(limit_s: float = SETTLE_LIMIT_S, slice_s: float = SETTLE_SLICE_S, idle: float = SETTLE_IDLE) -> float:
+    """Wait, at most `limit_s`, until this process's other threads stop using CPU, and return the CPU seconds they used
+    meanwhile: after an operator on several intra-op threads, OpenMP's worker threads busy-wait (spin) for some
+    milliseconds on the cores that the next timed step needs (lab 02's probe: ~2 cores for ~5 ms after a step on 2
+    threads, none after a step on 1). Run before each timed candidate, every candidate starts on idle cores."""
+    burned, deadline = 0.0, time.perf_counter() + limit_s
+    while time.perf_counter() < deadline:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        time.sleep(slice_s)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        burned += cpu
+        if cpu < idle * wall:
+            break
+    return burned
+
+
 def page_faults() -> int:
     """Minor page faults of this process so far (every thread): each one is a page of fresh memory the OS zeroed."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
