@@ -108,6 +108,7 @@ def task(worker, cfg, folder) -> dict:
     placed = slurm.place_task()
     clock = FirstStep()
     hold_process_groups()  # keeps the process group until the task exits: gloo's teardown can hang (torch #75097)
+    slurm.exit_at_interpreter_exit()  # ...and exits without that teardown, which can abort a task (SIGABRT) at exit
     try:
         out = worker(int(env["RANK"]), int(env["WORLD_SIZE"]), cfg)
     finally:  # every task has read the port by now (they all joined the group): task 0 removes its file
