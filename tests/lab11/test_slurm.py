@@ -128,7 +128,7 @@ def test_the_local_cluster_prints_the_whole_export_line_for_a_terminal(monkeypat
     export = [line for line in lines if line.startswith("export SLURM_CONF=")]
     assert len(export) == 1 and export[0].endswith(" -m lab_utils cluster conf)"), lines  # a line to paste as it is
     assert not any("/tmp/" in line for line in lines), lines  # the same output on every machine: no path in it
-    assert all(len(line) <= 150 for line in lines), lines
+    assert all(len(line) <= 100 for line in lines), lines  # learner s10m finding 11: 137 columns
     far = slurm.Cluster(None, ("lab",), "lab", (slurm.Node("n1", "idle", 1, 1, "", "n1.far", "10.0.0.1"),))
     assert "SLURM_CONF" not in far.describe()  # a real cluster's login node needs no export
 
