@@ -191,7 +191,7 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
     procs = gpus_per_node or tasks_per_node  # one process per GPU on a GPU node
     lines = ["#!/bin/bash", *sbatch_lines(
         job_name=job_name, nodes=nodes,
-        ntasks_per_node=(1, "one task per node: the torchrun agent (it starts the processes)"),
+        ntasks_per_node=(1, "one task per node: torchrun's agent, which starts the rest"),
         cpus_per_task=(cpus_per_task * procs, f"cores for those {procs} process(es): {cpus_per_task} each"),
         gres=gres(gpus_per_node), time=slurm_time(time_limit_min), partition=partition, account=account,
         output=output)]
@@ -207,12 +207,10 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
               "the cores",
               "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun no longer inherits it (Slurm >= 22.05)"]
     if gpus_per_node:
-        lines += ["export NCCL_DEBUG=WARN                  # NCCL: the collectives between GPUs (lab_utils.hardware's "
-                  "pick)",
-                  "# export NCCL_SOCKET_IFNAME=ib0        # the interface NCCL uses between nodes, where it guesses wrong"]
+        lines += ["export NCCL_DEBUG=WARN                  # NCCL carries the collectives between GPUs",
+                  "# export NCCL_SOCKET_IFNAME=ib0        # the interface NCCL uses between nodes, if it guesses wrong"]
     else:
-        lines.append("# on GPU nodes: gloo -> NCCL (lab_utils.hardware's pick where each process owns a GPU); "
-                     "NCCL_DEBUG=WARN")
+        lines.append("# on GPU nodes: NCCL instead of gloo (lab_utils.hardware picks it); export NCCL_DEBUG=WARN")
     if one_host:
         lines.append("export LAB_ONE_HOST=1                  # every node of the local cluster is this machine")
     bind = "--cpu-bind=cores " if gpus_per_node or cpus_per_task > 1 else ""
@@ -269,7 +267,7 @@ def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "
               f"    {shlex.quote(python)} " + " ".join(shlex.quote(str(a)) for a in (python_file, *args)),
               "  status=$?",
               '  if [ "$status" -eq 0 ]; then echo "attempt $attempt completed"; exit 0; fi',
-              '  echo "attempt $attempt failed (exit status $status): a fresh step resumes from the last checkpoint"',
+              '  echo "attempt $attempt failed (exit status $status): a fresh step resumes from the checkpoint"',
               "done",
               "exit 1", ""]
     return "\n".join(lines)
