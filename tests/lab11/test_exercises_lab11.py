@@ -204,6 +204,10 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert fails(before, "must write step 8's checkpoint before it stops")
     # learner s6C: stops right but returns ran = steps; the message must not only talk about stopping
     assert fails(resume_edit({'"ran": ran}': '"ran": steps}'}), "or `ran` is the total (steps) instead of the steps")
+    # learner s10m finding 13: storing the index just trained (s) got only 'should start at step 6 and run 4 steps'
+    index_saved = resume_edit({'"step": step}, path + ".tmp")': '"step": step - 1}, path + ".tmp")'})
+    assert fails(index_saved, "the checkpoint stored the index of the step just trained")
+    assert "one before the last checkpoint's" in check(index_saved).message
 
 
 def test_train_resumable_checkpointing_on_the_index_is_told_the_index_is_not_the_steps_done():

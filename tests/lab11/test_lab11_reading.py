@@ -69,8 +69,26 @@ def test_the_gpu_lines_that_differ_keep_the_launcher_line_between_srun_and_its_o
 
 
 def test_scontrols_fields_are_explained_after_the_cell_that_prints_them():
-    text = cell("87dbfcc5")
-    assert all(term in text for term in ("`NumNodes=1-1`", "`ReqB:S:C:T=0:0:*:*`", "The `mem=` in `TRES`", "no `--mem`"))
+    """Learner s10m finding 10: the output shows `NumNodes=1` (the prose began with `1-1`) and `billing=1`, never said."""
+    text = " ".join(cell("87dbfcc5").split())  # the words, whatever the line breaks
+    assert all(term in text for term in ("`NumNodes=1`", "`1-1`", "`ReqB:S:C:T=0:0:*:*`", "The `mem=` in `TRES`",
+                                         "no `--mem`", "`billing=1` is the job's *billing* weight"))
+    assert text.index("`NumNodes=1`") < text.index("`1-1`")  # the form the output shows, first
+
+
+def test_the_array_file_name_pattern_and_where_its_rows_go_are_said():
+    """Learner s10m findings 8 and 10: `%A_%a` unexplained; 'lab 10's notebook does not show them' read three times."""
+    text = " ".join(cell("f42d8dd7").split())
+    assert "`%A` is the array's job id and `%a` the task's index" in text
+    assert "These rows stay in `slurm/sweep/`, not in lab 10's report" in text
+
+
+def test_lab_11s_prose_lines_fit_100_columns():
+    """Learner s10m finding 11: markdown lines up to 198 characters."""
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    long = [(i, len(line)) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+            for line in c.source.splitlines() if len(line) > 100]
+    assert not long, long
 
 
 def test_the_chains_cpu_time_line_states_only_figures_and_the_prose_gives_the_theory():

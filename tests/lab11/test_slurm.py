@@ -87,6 +87,8 @@ def test_a_task_leaves_no_port_file_behind(tmp_path, monkeypatch):
     """Task 0 shares the rendezvous port through a file; once the worker has run, the file is removed (they piled up)."""
     monkeypatch.setattr(lab11, "first_node_address", lambda: "127.0.0.1")
     monkeypatch.setattr(lab11, "hold_process_groups", lambda: None)
+    leaving = []
+    monkeypatch.setattr(lab11.slurm, "exit_at_interpreter_exit", lambda: leaving.append(True))  # not in pytest's process
     monkeypatch.setattr(lab11.slurm, "place_task", lambda: {})
     for k, v in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NNODES": "1",
                  "SLURM_JOB_ID": "78"}.items():
@@ -96,6 +98,21 @@ def test_a_task_leaves_no_port_file_behind(tmp_path, monkeypatch):
     seen = []
     out = lab11.task(lambda rank, world, cfg: seen.append((tmp_path / "port-78").exists()) or {"done": True}, None, tmp_path)
     assert out["done"] and seen == [True] and not (tmp_path / "port-78").exists()
+    assert leaving == [True]  # a task leaves without the teardown that can abort it at exit
+
+
+@pytest.mark.parametrize("body, code", [("print('trained')", 0), ("print('trained'); raise ValueError('bad')", 1)])
+def test_a_task_leaves_at_exit_without_teardown_and_with_its_exit_code(tmp_path, body, code):
+    """The exit handler registered earlier (as C++'s teardown of a live process group, which aborted a task with
+    SIGABRT at random) never runs; output is flushed; an uncaught exception still exits with 1."""
+    flag = tmp_path / "teardown-ran"
+    program = (f"import atexit, pathlib\natexit.register(lambda: pathlib.Path({str(flag)!r}).write_text('ran'))\n"
+               "from lab_utils.labs.lab11 import slurm\nslurm.exit_at_interpreter_exit()\n"
+               "slurm.exit_at_interpreter_exit()\n" + body + "\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == code, done.stderr
+    assert done.stdout == "trained\n" and not flag.exists(), (done.stdout, done.stderr)
+    assert ("ValueError: bad" in done.stderr) == (code == 1), done.stderr  # the traceback is still printed
 
 
 def test_no_slurm_here_gives_none(monkeypatch, tmp_path):
@@ -111,7 +128,7 @@ def test_the_local_cluster_prints_the_whole_export_line_for_a_terminal(monkeypat
     export = [line for line in lines if line.startswith("export SLURM_CONF=")]
     assert len(export) == 1 and export[0].endswith(" -m lab_utils cluster conf)"), lines  # a line to paste as it is
     assert not any("/tmp/" in line for line in lines), lines  # the same output on every machine: no path in it
-    assert all(len(line) <= 150 for line in lines), lines
+    assert all(len(line) <= 100 for line in lines), lines  # learner s10m finding 11: 137 columns
     far = slurm.Cluster(None, ("lab",), "lab", (slurm.Node("n1", "idle", 1, 1, "", "n1.far", "10.0.0.1"),))
     assert "SLURM_CONF" not in far.describe()  # a real cluster's login node needs no export
 
@@ -419,12 +436,23 @@ def test_a_busy_machine_is_named_as_the_cause_of_low_efficiency_only_where_a_job
     assert "quiet" in quiet and "waiting for a core" not in quiet
 
 
-def test_efficiency_over_100_and_elapsed_times_apart_are_said_only_when_the_figures_show_them():
-    """Learner s10d finding 3: 'why one of the three jobs ran longer' beside three jobs of 3 s each."""
+def test_efficiency_over_100_is_said_only_when_the_figures_show_it_and_names_the_cores_not_rounding():
+    """Learner s10d finding 3, s10m finding 5: efficiencies read on whole seconds (124 %, '±15 %'); the elapsed time
+    is now the script's own, so above 100 % means more cores than given, and no line blames whole seconds."""
     even = "\n".join(slurm.efficiency_reading({"1": (3.0, 2.9, 1), "2": (3.0, 2.8, 1)}, None))
-    assert "differ" not in even and "above 100" not in even
-    apart = "\n".join(slurm.efficiency_reading({"1": (3.0, 3.1, 1), "2": (4.0, 2.8, 1)}, None))
-    assert "differ (3 to 4 s)" in apart and "above 100" in apart
+    assert "above 100" not in even and "whole seconds" not in even
+    over = "\n".join(slurm.efficiency_reading({"1": (2.61, 2.9, 1), "2": (3.05, 2.8, 1)}, None))
+    assert "above 100 % (job(s) 1)" in over and "more cores than it was given" in over and "whole" not in over
+    assert all(len(line) <= 100 for line in over.splitlines()), over
+
+
+def test_script_times_reads_the_lines_a_batch_script_appended(tmp_path):
+    """chain.sbatch appends `JOBID START END` (date +%s.%N) at its end: the job's run time to the millisecond."""
+    times = tmp_path / "chain.times"
+    times.write_text("1758 1765000000.125000000 1765000002.735000000\n1759 1765000003,5 1765000006,0\nbroken line\n")
+    got = slurm.script_times(times)
+    assert set(got) == {"1758", "1759"} and abs(got["1758"] - 2.61) < 1e-6 and abs(got["1759"] - 2.5) < 1e-6
+    assert slurm.script_times(tmp_path / "none") == {}
 
 
 def test_the_terminal_shows_no_control_bytes_nor_their_caret_echo():

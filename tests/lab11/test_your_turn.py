@@ -42,6 +42,15 @@ def test_each_wrong_request_is_named(wrong, named):
     assert not passed and named in message, message
 
 
+def test_a_time_of_mm_ss_is_read_back_as_seconds_rounded_up():
+    """Learner s10m finding 14: --time=00:02 got 'its time limit is 1 minute(s)' without saying it read 2 seconds."""
+    passed, message = yourturn.judge({**RIGHT, "limit_min": 1.0}, "#SBATCH --nodes=2\n#SBATCH --time=00:02\n")
+    assert not passed and "--time=00:02 is MM:SS, 0 min 2 s, rounded up to 1 minute(s)" in message, message
+    assert "--time=00:02:00" in message
+    passed, message = yourturn.judge({**RIGHT, "limit_min": 60.0}, "#SBATCH --nodes=2\n")  # no --time at all
+    assert not passed and "MM:SS, " not in message, message
+
+
 def test_the_student_stub_says_not_written_as_the_exercises_do():
     student = strip_solutions(script_cell(), "your turn")
     assert "NotImplementedError" in student and "#SBATCH --nodes" not in student

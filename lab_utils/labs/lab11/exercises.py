@@ -362,6 +362,13 @@ def _one_past_the_checkpoint(got, cases) -> bool:
             and any(k + 1 != c["stop_at"] for k, c in zip(checkpoints, cases)))
 
 
+def _one_before_the_checkpoint(got, cases) -> bool:
+    """Every resumed job started one step before its last checkpoint: the checkpoint stored the index of the step just
+    trained (s) instead of the steps done (s + 1)."""
+    starts = [c["steps"] - g["resumed_ran"] for g, c in zip(got, cases)]
+    return all(s == c["stop_at"] // c["every"] * c["every"] - 1 for s, c in zip(starts, cases))
+
+
 def _resume_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         if max_abs_diff(g["uninterrupted"], e["uninterrupted"]) > 1e-6:
@@ -385,6 +392,11 @@ def _resume_judge(got, expected, cases):
             return 0.0, (f"the resumed job started at step {last_checkpoint + 1}, one past the last checkpoint's "
                          f"(step {last_checkpoint}): the checkpoint stores the steps done, {last_checkpoint}, which is "
                          "also the index of the next step to train: continue from it, not from it + 1")
+        if g["resumed_ran"] != e["resumed_ran"] and _one_before_the_checkpoint(got, cases):
+            return 0.0, (f"the resumed job started at step {last_checkpoint - 1}, one before the last checkpoint's "
+                         f"(step {last_checkpoint}): the checkpoint stored the index of the step just trained, "
+                         f"{last_checkpoint - 1}, instead of the steps done, {last_checkpoint} (after the step of "
+                         "index s, s + 1 steps are done): store the steps done")
         if case["stop_at"] % case["every"] == 0 and g["resumed_ran"] == e["resumed_ran"] + case["every"]:
             return 0.0, (f"with stop_at={case['stop_at']}, a multiple of every={case['every']}, the first job must "
                          f"write step {case['stop_at']}'s checkpoint before it stops; yours stopped first, so the "

@@ -108,6 +108,7 @@ def task(worker, cfg, folder) -> dict:
     placed = slurm.place_task()
     clock = FirstStep()
     hold_process_groups()  # keeps the process group until the task exits: gloo's teardown can hang (torch #75097)
+    slurm.exit_at_interpreter_exit()  # ...and exits without that teardown, which can abort a task (SIGABRT) at exit
     try:
         out = worker(int(env["RANK"]), int(env["WORLD_SIZE"]), cfg)
     finally:  # every task has read the port by now (they all joined the group): task 0 removes its file
@@ -190,33 +191,28 @@ def batch_script(python_file, args=(), *, job_name: str = "lab11-ddp", nodes: in
     procs = gpus_per_node or tasks_per_node  # one process per GPU on a GPU node
     lines = ["#!/bin/bash", *sbatch_lines(
         job_name=job_name, nodes=nodes,
-        ntasks_per_node=(1, "one Slurm task per node: the torchrun agent, which starts the node's processes"),
+        ntasks_per_node=(1, "one task per node: torchrun's agent, which starts the rest"),
         cpus_per_task=(cpus_per_task * procs, f"cores for those {procs} process(es): {cpus_per_task} each"),
         gres=gres(gpus_per_node), time=slurm_time(time_limit_min), partition=partition, account=account,
         output=output)]
     if not gpus_per_node:
-        lines.append(f"{'##SBATCH --gres=gpu:N':<39} # on a GPU cluster: N GPUs per node, one process per GPU "
-                     "(gpus_per_node=N)")
+        lines.append(f"{'##SBATCH --gres=gpu:N':<39} # on a GPU cluster: N GPUs per node (gpus_per_node=N)")
     lines += ["", "set -euo pipefail", "", *environment(activate),
               "# the rendezvous: the first node of the allocation (this script runs there), on a port free there",
               'head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-              "head_addr=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')"
-              "  # its host name on most clusters",
+              "# its address (NodeAddr): its host name on most clusters",
+              "head_addr=$(scontrol show node \"$head_node\" -o | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')",
               f"port={free_port_command(python)}",
               f"export OMP_NUM_THREADS={cpus_per_task}             # intra-op threads per process: its share of "
               "the cores",
-              "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun does not take --cpus-per-task from sbatch "
-              "(Slurm >= 22.05)"]
+              "export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK  # srun no longer inherits it (Slurm >= 22.05)"]
     if gpus_per_node:
-        lines += ["export NCCL_DEBUG=WARN                  # NCCL carries the collectives between GPUs (the backend "
-                  "lab_utils.hardware picks when each process owns a GPU)",
-                  "# export NCCL_SOCKET_IFNAME=ib0        # the interface NCCL uses between nodes, where it guesses wrong"]
+        lines += ["export NCCL_DEBUG=WARN                  # NCCL carries the collectives between GPUs",
+                  "# export NCCL_SOCKET_IFNAME=ib0        # the interface NCCL uses between nodes, if it guesses wrong"]
     else:
-        lines.append("# on GPU nodes: gloo -> NCCL, chosen by lab_utils.hardware when each process owns a GPU; "
-                     "export NCCL_DEBUG=WARN")
+        lines.append("# on GPU nodes: NCCL instead of gloo (lab_utils.hardware picks it); export NCCL_DEBUG=WARN")
     if one_host:
-        lines.append("export LAB_ONE_HOST=1                  # every node of the course's local cluster is this "
-                     "machine: ranks share its cores and GPUs")
+        lines.append("export LAB_ONE_HOST=1                  # every node of the local cluster is this machine")
     bind = "--cpu-bind=cores " if gpus_per_node or cpus_per_task > 1 else ""
     lines += ["",
               "# one agent per node; --kill-on-bad-exit: a failed node ends the whole step",
@@ -261,17 +257,17 @@ def restart_script(python_file, args=(), *, attempts: int = 2, job_name: str = "
         lines.append("export NCCL_DEBUG=WARN                  # NCCL carries the collectives between GPUs")
     bind = "--cpu-bind=cores " if gpus_per_node or cpus_per_task > 1 else ""
     lines += ["",
-              f"# the restart: a fresh srun step (new processes, a new port) in the same allocation, at most {attempts} "
+              f"# the restart: a fresh srun step (new processes and port) in the same allocation, at most {attempts} "
               "attempts",
               f"for attempt in $(seq 1 {attempts}); do",
               f"  export MASTER_PORT={free_port_command(python)}",
               '  echo "attempt $attempt: srun step of $SLURM_NNODES node(s), rendezvous on $head_node"',
-              "  # --kill-on-bad-exit: when one task dies, Slurm ends the step's other tasks (no rank waits forever)",
+              "  # --kill-on-bad-exit: when one task dies, Slurm ends the step's other tasks (none waits forever)",
               f'  srun --nodes="$SLURM_NNODES" --ntasks-per-node={procs} --kill-on-bad-exit=1 {bind}\\',
               f"    {shlex.quote(python)} " + " ".join(shlex.quote(str(a)) for a in (python_file, *args)),
               "  status=$?",
               '  if [ "$status" -eq 0 ]; then echo "attempt $attempt completed"; exit 0; fi',
-              '  echo "attempt $attempt failed (exit status $status): a fresh step resumes from the last checkpoint"',
+              '  echo "attempt $attempt failed (exit status $status): a fresh step resumes from the checkpoint"',
               "done",
               "exit 1", ""]
     return "\n".join(lines)

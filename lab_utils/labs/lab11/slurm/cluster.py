@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,9 +59,12 @@ class Cluster:
         where = (f"\nthe course's local cluster, every node on this machine; SLURM_CONF names its {Path(self.conf).name}"
                  if self.one_host and self.conf else "\nthe course's local cluster, every node on this machine"
                  if self.one_host else "")
-        terminal = (f"\nin a terminal in the course folder, Slurm's commands (sinfo, sbatch, squeue) find this cluster only after this line; "
-                    f"paste it first:\nexport SLURM_CONF={self.conf_for_a_shell()}" if self.one_host and self.conf else "")
-        return f"Slurm: partitions {', '.join(self.partitions)} (default {self.default_partition}); nodes {nodes}{where}{terminal}"
+        terminal = (f"\nin a terminal in the course folder, Slurm's commands (sinfo, sbatch, squeue) find this cluster\n"
+                    f"only after this line; paste it first:\nexport SLURM_CONF={self.conf_for_a_shell()}"
+                    if self.one_host and self.conf else "")
+        first = textwrap.fill(f"Slurm: partitions {', '.join(self.partitions)} (default {self.default_partition}); "
+                              f"nodes {nodes}", width=100, subsequent_indent="  ", break_on_hyphens=False)
+        return f"{first}{where}{terminal}"
 
 
 def course_python(executable: str | None = None, root: Path | None = None) -> str:

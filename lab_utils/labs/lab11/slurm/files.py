@@ -1,5 +1,5 @@
 """A job's files as the notebook shows and cleans them: a log's tail, the files named after a run's jobs, scripts
-printed without this machine's paths."""
+printed without this machine's paths, the run times batch scripts wrote."""
 from __future__ import annotations
 
 import contextlib
@@ -64,3 +64,15 @@ def terminal_lines(said) -> str:
     removed, this host as <host>."""
     text = "\n".join(re.sub(r"\^[@A-Z\[\\\]^_?]|[\x00-\x08\x0b-\x1f\x7f]", "", line) for line in said)
     return re.sub(rf"\b{re.escape(socket.gethostname())}\b", "<host>", text)
+
+
+def script_times(path) -> dict[str, float]:
+    """job id -> seconds its batch script ran, from the lines `JOBID START END` (`date +%s.%N`) it appended to `path`."""
+    times = {}
+    with contextlib.suppress(OSError):
+        for line in Path(path).read_text().splitlines():
+            fields = line.replace(",", ".").split()  # a locale may write the decimal point as a comma
+            with contextlib.suppress(ValueError):
+                if len(fields) == 3:
+                    times[fields[0]] = float(fields[2]) - float(fields[1])
+    return times

@@ -84,16 +84,14 @@ LOW_EFFICIENCY = 0.9  # under it, a job paid for core time it did not use (a com
 
 
 def efficiency_reading(used: dict[str, tuple[float, float, int]], busy: str | None) -> list[str]:
-    """What the chain's CPU efficiencies say, read from them: above 100 % (whole seconds), elapsed times apart, and
-    the busy machine named as a cause only for a job that read under LOW_EFFICIENCY (used: usage()'s figures)."""
-    efficiency = {job: cpu / max(1.0, elapsed * cpus) for job, (elapsed, cpu, cpus) in used.items()}
+    """What the chain's CPU efficiencies say, read from them: above 100 % (more cores than given), and the busy machine
+    named as a cause only for a job that read under LOW_EFFICIENCY (used: job -> (elapsed s, CPU s, CPUs))."""
+    efficiency = {job: cpu / max(1e-3, elapsed * cpus) for job, (elapsed, cpu, cpus) in used.items()}
     lines = []
-    if efficiency and max(efficiency.values()) > 1:
-        lines.append("above 100 %: sacct counts elapsed time in whole seconds, so a job of a few seconds reads short")
-    elapsed = sorted(e for e, _, _ in used.values())
-    if elapsed and elapsed[-1] - elapsed[0] >= 1:
-        lines.append(f"the elapsed times differ ({elapsed[0]:.0f} to {elapsed[-1]:.0f} s): whole seconds, so one "
-                     "second apart can be rounding alone")
+    over = [job for job, e in efficiency.items() if e > 1]
+    if over:
+        lines.append(f"above 100 % (job(s) {', '.join(over)}): more CPU time than elapsed time x CPUs, so the job's "
+                     "processes\nran on more cores than it was given (a cluster that binds tasks to their cores stops that)")
     low = [job for job, e in efficiency.items() if e < LOW_EFFICIENCY]
     if not busy:
         lines.append("the machine was quiet while the chain ran: the elapsed time is the job's own")

@@ -115,8 +115,15 @@ def _judge_record(record: dict, script: str, want: dict, said) -> tuple[bool, st
     limit = record.get("limit_min")
     if limit is None or abs(limit - want["minutes"]) > 1e-6:
         shown = "none" if limit is None else f"{limit:g} minute(s)"
-        return False, (f"its time limit is {shown}, not {want['minutes']} minutes: --time=00:{want['minutes']:02d}:00 "
-                       f"(HH:MM:SS; a bare number is minutes, and M:SS is minutes and seconds)")
+        asked = parse_sbatch(script).get("time", "")
+        read = ""
+        if re.fullmatch(r"\d+:\d+", asked):  # one colon: MM:SS, which Slurm rounds up to whole minutes
+            m, sec = (int(x) for x in asked.split(":"))
+            read = (f"--time={asked} is MM:SS, {m} min {sec} s, rounded up to {limit:g} minute(s); "
+                    if sec and limit is not None else "")
+        return False, (f"its time limit is {shown}, not {want['minutes']} minutes: {read}"
+                       f"--time=00:{want['minutes']:02d}:00 (HH:MM:SS; a bare number is minutes, and M:SS is "
+                       "minutes and seconds)")
     if record.get("state") != "COMPLETED":
         return False, (f"the job ended {record.get('state')} (exit code {record.get('exit_code')}): read its output "
                        f"file, {NAME}-JOBID.out")
