@@ -108,3 +108,8 @@ def test_rows_record_the_setting_and_compare_only_within_it(tmp_path, monkeypatc
     assert first.machine.fingerprint != second.machine.fingerprint  # rows of the two settings are not compared
     old = Machine("h", 2, "", "t", "f", "p")
     assert old.allocator == "" and old.fingerprint == ("h", "", "", "", "")
+
+
+def test_the_machine_lines_name_the_allocator():
+    from lab_utils import hardware
+    assert allocator.describe() in hardware.detect().fingerprint().splitlines()
