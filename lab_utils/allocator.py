@@ -57,12 +57,12 @@ def configure(force: bool = False) -> str:
     if _state and not force:
         return _state["state"]
     version = glibc_version()
-    if opted_out():
+    if not version:
+        state, reason = UNSUPPORTED, f"not glibc on Linux ({sys.platform}, libc {platform.libc_ver()[0] or 'unknown'})"
+    elif opted_out():
         inherited = [name for name in ENV if os.environ.pop(name, None) is not None]  # children: the default
         state, reason = DEFAULT, f"{OPT_OUT}=default" + (f", but this process started with {inherited[0]} set"
                                                          if inherited else "")
-    elif not version:
-        state, reason = UNSUPPORTED, f"not glibc on Linux ({sys.platform}, libc {platform.libc_ver()[0] or 'unknown'})"
     else:
         reason = _mallopt()
         state = UNSUPPORTED if reason else SET
