@@ -10,6 +10,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import allocator
+
 # More ranks than this many per core is a mistake, not an experiment.
 MAX_RANKS_PER_CORE = 4
 
@@ -51,7 +53,8 @@ class HardwareReport:
         return bool(set(self.cpu_features.split()) & NATIVE_BF16)
 
     def fingerprint(self) -> str:
-        """The machine in lines a learner can read (and results rows record): CPU, cores, features, memory, GPUs."""
+        """The machine in lines a learner can read (and results rows record): CPU, cores, features, memory, GPUs,
+        and the memory allocator's setting (lab_utils.allocator)."""
         cores = f"{self.physical_cores} physical, " if self.physical_cores else ""
         lines = [f"CPU model:   {self.cpu_model or 'unknown'}",
                  f"CPU cores:   {cores}{self.cpu_count} usable by this process"
@@ -60,6 +63,7 @@ class HardwareReport:
                  f"bf16 on CPU: {'native (avx512_bf16 / AMX)' if self.native_bf16 else 'emulated (no avx512_bf16, no AMX)'}"]
         if self.memory_gib:
             lines.append(f"memory:      {self.memory_gib:.1f} GiB")
+        lines.append(allocator.describe())
         return "\n".join(lines)
 
     def describe(self) -> str:

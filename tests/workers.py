@@ -154,3 +154,10 @@ def dying_in_step_worker(rank, world_size):
             os._exit(1)
         dist.all_reduce(torch.ones(2))
         return rank
+
+
+def allocator_worker(rank, world_size):
+    """The allocator a rank runs: its environment's thresholds, its own line, and its minor page faults a step."""
+    from lab_utils import allocator
+    return {"env": {k: os.environ.get(k) for k in allocator.ENV}, "line": allocator.describe(),
+            "faults": allocator.faults_per_step()}

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import detectors, hardware, workloads
+from .. import allocator, detectors, hardware, workloads
 
 
 def results_dir(path=None) -> Path:
@@ -34,17 +34,19 @@ class Machine:
     python_version: str
     cpu_model: str = ""
     cpu_features: str = ""  # space-separated (hardware.FEATURES this CPU has)
+    allocator: str = ""  # allocator.setting(): the malloc thresholds the run's processes had ("": not recorded)
 
     @classmethod
     def here(cls, hw: hardware.HardwareReport | None = None) -> "Machine":
         hw = hw or hardware.detect()
         return cls(hw.host, hw.cpu_count, hw.gpu_names, hw.torch_version, hw.tf_version, hw.python_version,
-                   hw.cpu_model, hw.cpu_features)
+                   hw.cpu_model, hw.cpu_features, allocator.setting())
 
     @property
     def fingerprint(self) -> tuple:
-        """What makes two machines' rows comparable: host, CPU model and instruction-set features, GPUs."""
-        return (self.host, self.cpu_model, self.cpu_features, self.gpu_names)
+        """What makes two machines' rows comparable: host, CPU model and instruction-set features, GPUs, and the
+        allocator's setting (a step with glibc's default thresholds can run 1.2-1.5x slower: see lab_utils.allocator)."""
+        return (self.host, self.cpu_model, self.cpu_features, self.gpu_names, self.allocator)
 
 
 TRAINING = "training samples/s"  # samples through a whole optimizer step (forward, backward, update)
@@ -98,8 +100,8 @@ class Result:
 RESULT_COLUMNS = ("timestamp", "lab", "framework", "strategy", "variant", "workload", "world_size", "device",
                   "batch_size", "epochs", "accuracy", "samples_per_s", "rate", "wall_s", "threads", "repeats", "spread",
                   "flags", "flag_kinds", "host", "cpu_count", "gpu_names", "torch_version", "tf_version", "python_version", "cpu_model",
-                  "cpu_features")
-_OPTIONAL = ("cpu_model", "cpu_features", "rate", "flag_kinds")  # absent from rows written before them: read as ""
+                  "cpu_features", "allocator")
+_OPTIONAL = ("cpu_model", "cpu_features", "rate", "flag_kinds", "allocator")  # absent from rows written before them: read as ""
 _INTS = ("world_size", "batch_size", "epochs", "threads", "repeats", "cpu_count")
 _FLOATS = ("accuracy", "samples_per_s", "wall_s", "spread")
 _REQUIRED = ("world_size", "batch_size", "samples_per_s", "wall_s", "cpu_count")

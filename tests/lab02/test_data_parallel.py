@@ -436,10 +436,11 @@ def test_chunk_line_computes_the_ceiling_and_reads_no_refused_speedup():
 
 def test_counting_faults_adds_each_calls_page_faults_and_faults_line_names_the_cause():
     counts = {}
-    fresh = data_parallel.counting_faults(lambda: bytearray(8 << 20), counts, "big")  # 8 MiB of new pages
+    # 40 MiB: above the mmap threshold lab_utils.allocator fixes (32 MiB), so mapped afresh, zeroed, at every call
+    fresh = data_parallel.counting_faults(lambda: bytearray(40 << 20), counts, "big")
     fresh()
     fresh()
-    assert counts["big"] > 1000  # two calls, about 2048 pages each (mapped afresh, zeroed)
+    assert counts["big"] > 1000  # two calls, about 10,240 pages each
     # the committed run's figures: DataParallel's own gather faults too, so the baseline is read against the chunks
     many = data_parallel.faults_line({"1 device": 5816, data_parallel.CHUNKED: 1, "DataParallel": 781, "DDP": 7})
     assert "1 device 5,816" in many and "go back to the OS" in many and "exceed the device count" in many
