@@ -153,7 +153,9 @@ def bus_bandwidth(nbytes: float, seconds: float, devices: int) -> float:
 
 
 def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
-    """Latency and bus bandwidth fitted to all-reduce times of message `sizes` on `devices` ranks."""
+    """Latency and bus bandwidth fitted to all-reduce times of message `sizes` on `devices` ranks: least squares on
+    relative errors, the latency term held at or below the fastest measured all-reduce (a few slow small-size medians
+    would otherwise pull it above a point the model says cannot be faster)."""
     sizes, seconds = np.asarray(sizes, float), np.asarray(seconds, float)
     if len(sizes) < 2:
         raise ValueError("need all-reduce times for at least two message sizes")
@@ -162,9 +164,20 @@ def fit_allreduce(sizes, seconds, devices: int) -> AllReduceFit:
     steps = 2 * (devices - 1)
     # least squares on relative errors (w=1/time): small sizes set alpha, large ones the bandwidth; unweighted, the
     # largest sizes' noise would decide alpha
-    slope, intercept = np.polyfit(sizes * steps / devices, seconds, 1, w=1 / seconds)
+    x, weight = sizes * steps / devices, 1 / seconds
+    slope, intercept = np.polyfit(x, seconds, 1, w=weight)
+    if slope > 0 and intercept > seconds.min():
+        intercept, slope = _latency_at_most(x, seconds, weight)
     warnings = tuple(detectors.degenerate_fit(float(slope)))
     return AllReduceFit(max(intercept / steps, 0.0), math.inf if warnings else 1.0 / slope, warnings)
+
+
+def _latency_at_most(x, seconds, weight) -> tuple[float, float]:
+    """The fit with its latency term held at the fastest measured all-reduce, the most the model allows (every
+    all-reduce takes at least that term): (intercept, slope), the slope by the same weighted least squares."""
+    intercept = float(seconds.min())
+    w2 = weight ** 2
+    return intercept, float(np.sum(w2 * x * (seconds - intercept)) / np.sum(w2 * x * x))
 
 
 def data_parallel_speedup(compute_s: float, grad_bytes: float, fit: AllReduceFit, devices: int,

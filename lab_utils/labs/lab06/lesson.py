@@ -338,7 +338,7 @@ def timing_worker(rank, world_size, sizes, repeats):
     ring = functools.partial(ring_all_reduce, rank=rank, world_size=world_size, step=ring_step)
     fns, before, calls = {}, {}, {}
     for nbytes in sizes:
-        calls[nbytes] = max(1, min(16, (1 << 20) // nbytes))  # small messages: several calls back to back per run
+        calls[nbytes] = max(1, min(16, (16 << 20) // nbytes))  # a burst: back to back, as a step calls them
         start = torch.randn(nbytes // 4, generator=torch.Generator().manual_seed(rank)).to(comm)
         for name, call in (("ring", ring), ("library", dist.all_reduce)):
             tensor = start.clone()
