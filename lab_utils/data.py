@@ -67,7 +67,8 @@ def _parse_row(path: Path, line: int, row: list[str]) -> np.ndarray:
         except ValueError:
             raise ValueError(f"{path}, line {line}: column {col} is not a number: {text!r}") from None
         if not math.isfinite(values[col - 1]):
-            raise ValueError(f"{path}, line {line}: column {col} is {text!r}; pixels and labels must be finite numbers (NaN or inf found)")
+            raise ValueError(f"{path}, line {line}: column {col} is {text!r};\n"  # under 100 columns as 'ValueError: ...'
+                             "    pixels and labels must be finite numbers (NaN or inf found)")
     return values
 
 

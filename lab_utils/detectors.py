@@ -599,9 +599,12 @@ def noise_line(spreads, what: str = "medians") -> str:
     singular = what[:-1] if what.endswith("s") else what
     without = (f"; {unspread} more {singular if unspread == 1 else what} recorded no spread (not counted)"
                if unspread else "")
-    return Flag(Kind.NOISE, f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
-                f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
-                "ignores" + _held_up(max(counted)) + f"): read the medians only{without}")
+    from .measure import lines  # here: lab_utils.measure imports this module
+
+    return Flag(Kind.NOISE, lines.wrap(  # at 100 columns, as a verdict (learners: noise lines of 150-200 characters)
+        f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
+        f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
+        "ignores" + _held_up(max(counted)) + f"): read the medians only{without}"))
 
 
 def _held_up(widest: float) -> str:

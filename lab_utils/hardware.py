@@ -407,7 +407,7 @@ class Plan:
         """The decision in words."""
         placement = ", ".join(f"rank {r} -> {d}" for r, d in enumerate(self.devices))
         threads = f"; {self.threads_per_rank} intra-op thread(s) per rank" if self.threads_per_rank else ""
-        why = textwrap.fill(f"why: {self.reason}", width=116, initial_indent="  ", subsequent_indent="    ",
+        why = textwrap.fill(f"why: {self.reason}", width=100, initial_indent="  ", subsequent_indent="    ",
                             break_on_hyphens=False, break_long_words=False)  # learner s10a: 180-320 chars on one line
         return f"world_size={self.world_size}: backend {self.backend}{threads}\n  {placement}\n{why}"
 

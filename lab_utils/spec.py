@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import math
+import textwrap
 from typing import Any
 
 # Each layer is a dict with a "type" and that type's parameters; these are all the types and parameters.
@@ -140,8 +141,9 @@ def output_shapes(spec: list[dict], input_shape) -> list[tuple[int, ...]]:
         return _shapes(spec, input_shape)
     except _Shrunk as err:
         side = min_image_side(spec, tuple(input_shape)[0])
-        raise ValueError(f"{err}: this model needs images of at least {side}x{side} pixels; use larger images, "
-                         "or a model with fewer pooling layers") from None
+        raise ValueError(textwrap.fill(  # under 100 columns as 'ValueError: ...' (learners: a line of 178 characters)
+            f"{err}: this model needs images of at least {side}x{side} pixels; use larger images, or a model with "
+            "fewer pooling layers", 88, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)) from None
 
 
 def parameter_counts(spec: list[dict], input_shape) -> list[int]:

@@ -80,7 +80,8 @@ def test_a_claim_that_holds_in_one_run_and_reverses_in_another_is_flagged():
 
 
 def test_noise_is_one_line_per_table():
-    line = detectors.noise_line([0.1, 0.3, 0.5, None, 0.2])
+    printed = detectors.noise_line([0.1, 0.3, 0.5, None, 0.2])
+    line = " ".join(printed.split())  # one line, wrapped at 100 columns when printed: its words read joined
     assert line.startswith("noise: 2 of 4 medians spread more than 25 %")  # learner s8f: no '4 medians with a spread (1 ...'
     assert line.endswith("read the medians only; 1 more median recorded no spread (not counted)"), line
     assert "read the medians only" in line
@@ -90,11 +91,22 @@ def test_noise_is_one_line_per_table():
     assert detectors.noise_line([0.1, 0.2]) == ""
     # learner s6B, lab 06: "5841%" read as a bug; above 1000 % a spread is a bound, and the noise line says why
     assert detectors.spread_text(58.41) == ">1000%" and detectors.spread_text(0.5) == "50%"
-    wide = detectors.noise_line([58.41, 0.1])
+    wide = " ".join(detectors.noise_line([58.41, 0.1]).split())
     assert "the widest >1000 %" in wide and "one repeat took over 10x its median" in wide and "5841" not in wide
     burst = detectors.noise_line([9.94, 0.1])  # lab 10's all-reduce sweep (learner s10l, finding 6): say what 994 % is
-    assert "above 100 %, one repeat took over 9.94x its median: something held it up" in burst
+    assert "above 100 %, one repeat took over 9.94x its median: something held it up" in " ".join(burst.split())
     assert "took over" not in detectors.noise_line([0.97, 0.1])  # under 100 %: no repeat need have taken twice the median
+
+
+def test_the_noise_line_wraps_at_100_columns_and_stays_a_noise_flag():
+    """Learners (issue 51): noise lines of 150-250 characters in most labs; printed as they come, they fit now."""
+    burst = detectors.noise_line([9.94, 0.1, None], "rows' medians")
+    assert detectors.kind_of(burst) is detectors.Kind.NOISE and "\n    " in burst
+    assert max(len(line) for line in burst.splitlines()) <= 100, burst
+    assert measure.lines.wrap(burst) == burst  # a lab that wraps it again prints the same lines
+
+
+def test_flag_count_reads_lines():
     assert detectors.count("a\n  [!] x\nb [!] y\n") == 2
 
 

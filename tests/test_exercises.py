@@ -608,6 +608,26 @@ def test_check_prints_its_line_even_when_a_print_follows_it_in_the_cell(capsys):
     printed = capsys.readouterr().out
     assert printed.count("FAIL  median_time") == 2, printed
     assert "after" in printed
+    assert max(len(line) for line in printed.splitlines()) <= 100, printed  # wrapped: learners read 200-character lines
+
+
+def test_check_prints_a_long_message_wrapped_at_100_columns_its_words_whole(capsys):
+    """Learners (issue 51): PASS lines of 120-200 characters; the line is wrapped, its later lines indented."""
+    import lab_utils.exercises.core as core
+
+    long = core.CheckResult("exchange_halo", True, "every rank's slab with its halo equals the zero-padded whole "
+                            "image's rows, on 2 and 3 ranks and heights they do not divide; convolved, it equals the "
+                            "unsplit convolution within 1e-5")
+    original = core._checked
+    core._checked = lambda answer, seed: long
+    try:
+        assert check(median_time_mean) is long
+    finally:
+        core._checked = original
+    printed = capsys.readouterr().out
+    assert printed.startswith("PASS  exchange_halo: every rank's slab") and "\n    " in printed
+    assert max(len(line) for line in printed.splitlines()) <= 100
+    assert " ".join(printed.split()) == " ".join(repr(long).split())  # the same words
 
 
 def test_gather_that_never_moves_the_outputs_to_the_device_fails_even_on_a_cpu():

@@ -63,6 +63,8 @@ def test_device_for_rank_checks_range():
 def test_describe_says_what_and_why():
     text = hardware.plan(2, FOUR_GPUS).describe()
     assert "backend nccl" in text and "rank 1 -> cuda:1" in text and "why:" in text
+    cpu = hardware.plan(2, hardware.detect()).describe()  # learners: 'why: no GPU ...' lines of 110 characters
+    assert max(len(line) for line in text.splitlines() + cpu.splitlines()) <= 100, cpu
 
 
 def test_detect_reports_this_machine():

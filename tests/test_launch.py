@@ -130,9 +130,12 @@ def test_a_raising_rank_is_named_with_its_traceback():
 @pytest.mark.slow
 def test_a_hanging_rank_times_out_and_everything_stops():
     start = time.monotonic()
-    with pytest.raises(TimeoutError, match=r"did not finish within 8 s"):
+    with pytest.raises(TimeoutError, match=r"did not finish within 8 s") as stopped:
         launch(workers.hanging_worker, 2, timeout=8)
     assert time.monotonic() - start < 8 + 6
+    said = str(stopped.value).split("\n\nwhere each rank was")[0]  # the table under it is the table's own
+    assert max(len(line) for line in f"TimeoutError: {said}".splitlines()) <= 100, said  # learners: 289 characters
+    assert "for a peer that never comes waits forever" in " ".join(said.split())
 
 
 @pytest.mark.slow
@@ -231,8 +234,11 @@ def test_unsendable_objects_are_named_before_any_rank_starts():
         with lock:
             return rank
 
-    with pytest.raises(ValueError, match=r"cannot send uses_lock to the ranks: it uses lock, a lock"):
+    with pytest.raises(ValueError, match=r"cannot send uses_lock to the ranks: it uses lock, a lock") as refused:
         launch(uses_lock, 1)
+    # shown as 'ValueError: ...' every line fits 100 columns (learners, lab 03: one line of 270 characters)
+    assert max(len(line) for line in f"ValueError: {refused.value}".splitlines()) <= 100, refused.value
+    assert "\nFix: create it inside the worker instead" in str(refused.value)
     with open(__file__) as handle:
         with pytest.raises(ValueError, match=r"it uses args\[0\], an open file"):
             launch(workers.whoami_worker, 1, args=(handle,))

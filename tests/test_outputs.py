@@ -644,3 +644,75 @@ def test_no_printed_verdict_flag_or_note_line_is_longer_than_120_characters(path
     """Fails on outputs committed before measure.lines (one-line verdicts): the integrator checks it after `make
     outputs` re-makes them, when it must pass."""
     assert too_long_lines(path) == [], "verdict, flag or note lines too long to read: run `make outputs`"
+
+
+# ---- every printed line a learner can read (issue 51: lines of 200-400 characters in most labs) ---------------------
+# No line of the committed outputs is longer than measure.lines.LONGEST (120), prose or not, except
+#   - a table's row: after its indent, at least two column gaps (two or more spaces, or ' | ') between its words;
+#   - Python's own traceback: from 'Traceback (most recent call last):' to the exception's line (which is checked), and
+#     an error output's frames (its 'Name: message' is checked);
+#   - printed source code: variants' diff lines ('  -    code', '  +    code'), copied from a function's source.
+# Outputs made before this rule (issue 51, the shared renderer's wrapping) are skipped: `make outputs` re-makes them.
+TABLE_ROW = re.compile(r"\S(?: \| | {2,})\S.*?\S(?: \| | {2,})\S")
+CODE_DIFF = re.compile(r"^\s*[-+] {3,}\S")
+TRACEBACK = "Traceback (most recent call last):"
+LINES_RULE_SINCE = "2026-12-07T12:10"  # committed outputs started (papermill's start_time) before this: not checked
+
+
+def checked_lines(output) -> list[str]:
+    """The lines of one committed output the length rule reads: an error's message, a stream's or a value's text
+    without Python's traceback frames, table rows or printed source."""
+    if output.get("output_type") == "error":
+        text = f"{output.get('ename', '')}: {output.get('evalue', '')}"
+    else:
+        text = "".join(output.get("text", "")) + "".join(
+            "".join(v) if isinstance(v, list) else str(v) for k, v in output.get("data", {}).items() if k == "text/plain")
+    kept, in_traceback = [], False
+    for line in text.splitlines():
+        if line.strip() == TRACEBACK:
+            in_traceback = True
+            continue
+        if in_traceback and (line[:1].isspace() or not line):  # a frame: '  File ...', its source, '    ^^^'
+            continue
+        in_traceback = False  # the exception's line: checked
+        if TABLE_ROW.search(line.strip()) or CODE_DIFF.match(line):
+            continue
+        kept.append(line)
+    return kept
+
+
+def overlong_lines(path) -> list[str]:
+    """'cell N: length: start' for every checked line over measure.lines.LONGEST in a notebook's committed outputs."""
+    from lab_utils.measure import lines as printed
+    return [f"cell {i}: {len(line)}: {line[:80]}" for i, output in outputs(path) for line in checked_lines(output)
+            if len(line) > printed.LONGEST]
+
+
+def made_before_the_lines_rule(path) -> bool:
+    """Whether the notebook's committed outputs were made (papermill's start_time) before LINES_RULE_SINCE."""
+    started = nbformat.read(path, 4).metadata.get("papermill", {}).get("start_time")
+    return bool(started) and str(started) < LINES_RULE_SINCE
+
+
+def test_the_long_line_rule_catches_prose_and_spares_tables_tracebacks_and_source():
+    prose = "noise: 8 of 9 medians spread more than 25 % over their repeats (the widest 253 %: " + "a few slow " * 8
+    table = "one 32px image         spatial              15.35    123%       3,328            14,932" + " " * 3 + "x" * 40
+    piped = "0    | raised RuntimeError | all_reduce #2 [2] float32 (failed) | cell [27], line 6 | " + "y" * 40
+    trace = f"{TRACEBACK}\n  File \"x.py\", line 3, in f\n    {'z' * 130}\n    ^^^\nValueError: {'w' * 130}"
+    diff = "  -    stats = SumOverSlabs.apply(stats)" + " " * 40 + "# the same, over every rank's slab" + "!" * 20
+    stream = nbformat.v4.new_output("stream", name="stdout", text="\n".join([prose, table, piped, trace, diff]))
+    found = checked_lines(stream)
+    assert found == [prose, f"ValueError: {'w' * 130}"], found
+    error = nbformat.v4.new_output("error", ename="ValueError", evalue="v" * 130, traceback=["frame " * 40])
+    assert checked_lines(error) == [f"ValueError: {'v' * 130}"]
+    assert checked_lines(nbformat.v4.new_output("stream", name="stdout", text="PASS  " + "p " * 70)) != []  # one gap
+
+
+@pytest.mark.parametrize("path", labs.solution_notebooks(), ids=lambda p: p.name[:2])
+def test_no_committed_output_line_is_longer_than_120_characters(path):
+    """Every output line fits LONGEST (prose wraps at 100), tables, tracebacks and printed source aside. Outputs made
+    before the rule are skipped (they fail it: `make outputs` re-makes them, after which this must pass)."""
+    long = overlong_lines(path)
+    if made_before_the_lines_rule(path):
+        pytest.skip(f"{path.name}: outputs made before {LINES_RULE_SINCE} ({len(long)} long line(s)): run `make outputs`")
+    assert long == [], f"{path.name}: output lines over 120 characters: {long}"

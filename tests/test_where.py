@@ -170,7 +170,8 @@ def test_a_notebook_cell_is_named_by_the_number_jupyter_shows_and_the_table_says
     reports[0]["calls"][0]["where"] = ("<cell>", 55, "w")
     text = where.rank_table(reports, {0: "running", 1: "running"})
     assert "cell [36], line 55" in text and "Cell In" not in text
-    assert text.splitlines()[-1] == where.CELL_LEGEND and "at its left" in where.CELL_LEGEND
+    assert text.endswith("\n" + where.CELL_LEGEND) and "at its left" in where.CELL_LEGEND
+    assert max(len(line) for line in where.CELL_LEGEND.splitlines()) <= 100  # learners: lines of 145 characters
     assert where.CELL_LEGEND not in where.rank_table({0: {"calls": [call(1, "send", "in progress")], "count": 1}},
                                                      {0: "running"})  # no cell named: no legend
     import re

@@ -271,8 +271,10 @@ def check(answer, *, seed: int = SELF_CHECK_SEED) -> CheckResult:
 
     It prints whatever follows it in the cell (a result shown only as a cell's last expression would vanish behind a
     later print), and returns the result for code that wants it."""
+    from ..measure import lines  # here: lab_utils.measure imports this package's neighbours
+
     result = _checked(answer, seed)
-    print(repr(result))
+    print(lines.wrap(repr(result)))  # at 100 columns, its later lines indented (learners: PASS lines of 200 characters)
     return result
 
 

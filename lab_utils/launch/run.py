@@ -206,9 +206,10 @@ def _collect(processes, results, started, world_size, timeout, n_jobs, answer_to
         raise RankError(rank, message + where_job, tb, hint_for(tb), where)
     if len(values) < world_size:
         pending = [r for r in range(world_size) if r not in values]
-        raise TimeoutError(
-            f"rank(s) {pending} did not finish within {timeout:g} s, so every rank was stopped. A rank that waits "
-            "in a collective (barrier, all_reduce, init_process_group) for a peer that never comes waits forever; "
-            "check that every rank makes the same collective calls, or raise the timeout if the work is just long."
+        raise TimeoutError(  # lines under 100 columns, 'TimeoutError: ' included (learners: one of 289 characters)
+            f"rank(s) {pending} did not finish within {timeout:g} s, so every rank was stopped.\n"
+            "A rank that waits in a collective (barrier, all_reduce, init_process_group) for a peer that never\n"
+            "comes waits forever; check that every rank makes the same collective calls, or raise the timeout\n"
+            "if the work is just long."
             f"\n\nwhere each rank was (its record of collectives, kept by lab_utils):\n{where}")
     return [values[r] for r in range(world_size)]

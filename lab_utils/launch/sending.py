@@ -5,6 +5,16 @@ from __future__ import annotations
 import io
 import socket
 import sys
+import textwrap
+
+RAISED_WIDTH = 88  # an error's message wraps here: shown as 'ValueError: ...', its first line stays under 100 columns
+
+
+def raised_text(*paragraphs: str) -> str:
+    """An error message: each paragraph on lines of its own, wrapped at RAISED_WIDTH, later lines indented."""
+    return "\n".join(textwrap.fill(p, RAISED_WIDTH, subsequent_indent="    ", break_long_words=False,
+                                    break_on_hyphens=False) for p in paragraphs)
+
 
 UNSENDABLE_ADVICE = ("create it inside the worker instead, or pass what it stands for as a plain value "
                      "(a path instead of an open file, tensor.cpu() instead of a CUDA tensor)")
@@ -87,10 +97,10 @@ def serialise(jobs) -> bytes:
             found = _find_unsendable(value, what)
             if found:
                 where, reason = found
-                raise ValueError(f"cannot send {what} to the ranks: it uses {where}, {reason}. "
-                                 f"Fix: {UNSENDABLE_ADVICE}.")
+                raise ValueError(raised_text(f"cannot send {what} to the ranks: it uses {where}, {reason}.",
+                                             f"Fix: {UNSENDABLE_ADVICE}."))
     try:
         return _dumps(list(jobs))
     except Exception as exc:  # cloudpickle raises several types for objects it cannot copy
-        raise ValueError(f"cannot send the worker or its args to another process ({type(exc).__name__}: {exc}). "
-                         f"Fix: {UNSENDABLE_ADVICE}.") from None
+        raise ValueError(raised_text(f"cannot send the worker or its args to another process ({type(exc).__name__}: "
+                                     f"{exc}).", f"Fix: {UNSENDABLE_ADVICE}.")) from None

@@ -30,8 +30,8 @@ def place(where) -> str:
     return f"{shown}:{line}"
 
 
-CELL_LEGEND = ("cell [n]: the cell Jupyter shows with [n] at its left (its execution count, which grows each time a "
-               "cell runs), not the n-th cell of the notebook")
+CELL_LEGEND = ("cell [n]: the cell Jupyter shows with [n] at its left (its execution count, which grows each time a\n"
+               "    cell runs), not the n-th cell of the notebook")  # two lines under 100 columns, the second indented
 
 
 def _cell_number(filename: str):

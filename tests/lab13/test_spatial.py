@@ -148,6 +148,13 @@ def test_library_check_finds_a_wrong_shape_and_a_wrong_placement():
     assert not found.right
     text = str(found)
     assert "WRONG" in text and "(2, 4, 8, 8)" in text and "Replicate" in text
+    # learners (issue 51): 263 characters on one line; now the outcome, then one problem a line, none over 100, a
+    # shape never broken across two lines
+    long_name = spatial.LibraryCheck.compare("F.conv2d on Shard(3), torch 2.13.0, as returned",
+                                             _result(np.zeros((2, 4, 8, 8)), "(Replicate(),)"), reference)
+    shown = str(long_name).splitlines()
+    assert max(map(len, shown)) <= 100 and shown[1].strip() == "WRONG, with no error raised:", shown
+    assert any(line.strip() == "(2, 4, 8, 8)" or line.rstrip().endswith("(2, 4, 8, 8)") for line in shown), shown
 
 
 def test_library_check_finds_wrong_values_and_where():

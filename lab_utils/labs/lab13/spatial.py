@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,7 +205,12 @@ class LibraryCheck:
         return out
 
     def __str__(self) -> str:
+        """The name and right or WRONG on the first line; what is wrong, one problem a line under it (each wrapped at
+        measure.lines.WIDTH)."""
         head = f"library vs unsplit model, {self.name}:"
         if self.right:
-            return f"{head} right (max |difference| {self.max_diff:.1e} <= {self.tolerance:g})"
-        return f"{head} WRONG, with no error raised: " + "; ".join(self.problems())
+            return measure.lines.wrap(f"{head} right (max |difference| {self.max_diff:.1e} <= {self.tolerance:g})")
+        glue = measure.lines.NO_BREAK  # a shape (2, 4, 8, 8) and the outcome's words stay on one line when wrapped
+        problems = [re.sub(r"(?<=\d), (?=\d)", "," + glue, p) for p in self.problems()]
+        return measure.lines.stacked(f"{head} " + "WRONG, with no error raised:".replace(" ", glue),
+                                     [p + (";" if i < len(problems) - 1 else "") for i, p in enumerate(problems)])
