@@ -102,7 +102,7 @@ def setting(env=None) -> str:
     return f"glibc mmap threshold {MMAP_THRESHOLD // 2**20} MiB"
 
 
-def describe() -> str:
+def allocator_line() -> str:
     """One line for the setup output: the allocator this process runs and who set it."""
     state = configure()
     version = glibc_version()

@@ -63,7 +63,7 @@ class HardwareReport:
                  f"bf16 on CPU: {'native (avx512_bf16 / AMX)' if self.native_bf16 else 'emulated (no avx512_bf16, no AMX)'}"]
         if self.memory_gib:
             lines.append(f"memory:      {self.memory_gib:.1f} GiB")
-        lines.append(allocator.describe())
+        lines.append(allocator.allocator_line())
         return "\n".join(lines)
 
     def describe(self) -> str:

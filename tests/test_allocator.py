@@ -31,7 +31,7 @@ STEPS = textwrap.dedent("""
         del activations
         faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
     print(json.dumps({"faults": glibc_faults, "tensor_faults": sorted(faults[10:])[10],
-                      "line": allocator.describe(), "env": {k: os.environ.get(k) for k in allocator.ENV}}))
+                      "line": allocator.allocator_line(), "env": {k: os.environ.get(k) for k in allocator.ENV}}))
 """)
 
 
@@ -79,7 +79,7 @@ def test_configure_is_idempotent_and_the_env_helpers_round_trip():
     assert env == {"OTHER": "1", "LAB_MALLOC": "default"} and allocator.setting(env) in ("glibc default", "")
     env = allocator.use_fixed(env)
     assert "LAB_MALLOC" not in env and allocator.setting(env) in ("glibc mmap threshold 32 MiB", "")
-    assert len(allocator.describe()) <= 100
+    assert len(allocator.allocator_line()) <= 100
 
 
 def test_elsewhere_it_is_a_no_op_with_its_reason(monkeypatch):
@@ -90,7 +90,7 @@ def test_elsewhere_it_is_a_no_op_with_its_reason(monkeypatch):
     monkeypatch.setattr(allocator, "_mallopt", lambda: called.append(1) or "")
     try:
         assert allocator.configure(force=True) == allocator.UNSUPPORTED and not called
-        assert allocator.describe().startswith("memory allocator: left as it is (not glibc on Linux")
+        assert allocator.allocator_line().startswith("memory allocator: left as it is (not glibc on Linux")
         assert allocator.setting() == ""
     finally:
         allocator._state.clear()
@@ -112,4 +112,4 @@ def test_rows_record_the_setting_and_compare_only_within_it(tmp_path, monkeypatc
 
 def test_the_machine_lines_name_the_allocator():
     from lab_utils import hardware
-    assert allocator.describe() in hardware.detect().fingerprint().splitlines()
+    assert allocator.allocator_line() in hardware.detect().fingerprint().splitlines()

@@ -159,5 +159,5 @@ def dying_in_step_worker(rank, world_size):
 def allocator_worker(rank, world_size):
     """The allocator a rank runs: its environment's thresholds, its own line, and its minor page faults a step."""
     from lab_utils import allocator
-    return {"env": {k: os.environ.get(k) for k in allocator.ENV}, "line": allocator.describe(),
+    return {"env": {k: os.environ.get(k) for k in allocator.ENV}, "line": allocator.allocator_line(),
             "faults": allocator.faults_per_step()}
