@@ -202,7 +202,8 @@ def step_rate(batch_size: int, repeats) -> StepRate:
 def loop_conditions(launched_policy: str) -> list:
     """What differs between Lab 01's loop timed in Lab 01's kernel and in take_turns' PyTorch process, as condition
     notes (measured_twice then reads the pair as measured under different conditions): always the launched process
-    and its turns, and the OpenMP wait policy where the two processes' differ."""
+    and its turns, and the OpenMP wait policy where the two processes' differ. Not the memory allocator: lab_utils
+    fixes it in every process the course starts (lab_utils.allocator; results rows record its setting)."""
     from .launch.environment import launched_not_kernel
 
     said = [detectors.condition(f"{launched_not_kernel()}, taking turns with a TensorFlow process")]

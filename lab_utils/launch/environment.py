@@ -32,8 +32,9 @@ def rank_environment(rank: int, world_size: int, port: int, threads: int | None,
 
 def launched_not_kernel() -> str:
     """How a figure timed in a launched rank was measured, beside the same figure timed in a notebook's kernel: words
-    for detectors.condition, so the results table compares the two by its condition rule (the same step code costs a
-    launched process and a Jupyter kernel different CPU time per step, by an amount theory does not fix)."""
+    for detectors.condition, so the results table compares the two by its condition rule (both run the same allocator,
+    lab_utils.allocator, but they are two processes timed at different moments: the machine's load then, and each
+    process's own threads, can move a step)."""
     return "timed in a launched process of its own, not in a notebook's kernel"
 
 

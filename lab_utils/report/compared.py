@@ -234,8 +234,9 @@ def timed_launched(rows: list[Result]) -> bool:
 
 def timed_apart(lab: str, base: Result, launched_here: bool, own_baseline: bool) -> str:
     """Why a row of `lab` gets no speedup against another lab's baseline timed the other way (`launched_here`: the
-    row in launched processes, the baseline in a notebook's kernel; else the reverse): the two ways cost one step
-    different CPU time, by an amount theory does not fix."""
+    row in launched processes, the baseline in a notebook's kernel; else the reverse): the two ways run the same
+    allocator (lab_utils.allocator) but are two processes timed at different moments, a condition that can move a
+    step (detectors.CONDITION_FACTOR)."""
     ways = ("launched processes", "the notebook's kernel")
     row_way, base_way = ways if launched_here else ways[::-1]
     return (f"{measure.N_M} against lab {base.lab}'s row: lab {lab} timed these in {row_way}, lab {base.lab} in "

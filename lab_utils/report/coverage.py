@@ -85,11 +85,16 @@ def _timed_in(lab_rows: list[Result]) -> str:
     return "launched" if timed_launched(lab_rows) else "kernel"
 
 
+LEFT_APART = ("two processes timed at different moments (the machine's load then, each process's own "
+              "threads)")  # what still parts a kernel's step from a launched one's, the allocator being fixed
+
+
 def one_process_baselines(rows: list[Result]) -> list[str]:
     """Where several labs timed one quantity (workloads.Workload.measures, one batch, one machine) on one process of
     one thread, their one-device baselines: a line naming each and that every speedup reads against its own lab's,
-    and a line saying how far they lie apart (computed) and why: a notebook's kernel and a launched process cost a
-    step different CPU time (lab 03 compares the two), and rows timed alike minutes apart move with the machine."""
+    and a line saying how far they lie apart (computed) and why: a notebook's kernel and a launched process run a step
+    with the same allocator (lab_utils.allocator) but are two processes timed at different moments (lab 03 compares
+    the two), and rows timed alike minutes apart move with the machine."""
     groups: dict[tuple, list[Result]] = {}
     for r in rows:
         if r.world_size == 1 and (r.threads or 1) == 1 and r.workload in workloads.REGISTRY:
@@ -115,8 +120,9 @@ def one_process_baselines(rows: list[Result]) -> list[str]:
         if kernel and launched:
             k = statistics.median(r.samples_per_s for r in kernel)
             la = statistics.median(r.samples_per_s for r in launched)
-            why.append(f"the notebook's kernel and a launched process cost a step different CPU time, by an amount "
-                       f"theory does not fix (lab 03 compares the two): here the launched rows (their median) ran "
+            why.append(f"the notebook's kernel and a launched process run the step with the same allocator "
+                       f"(lab_utils fixes it), but are {LEFT_APART} (lab 03 compares the two): "
+                       f"here the launched rows (their median) ran "
                        f"{max(k, la) / min(k, la):.2f}x {'slower' if la < k else 'faster'} than the kernel's")
         for same in (kernel, launched):
             if len(same) > 1:

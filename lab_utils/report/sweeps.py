@@ -105,14 +105,15 @@ def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s
 def step_shorter_than_compute(step_s: float, compute_s: float,
                               factor: float = detectors.CONDITION_FACTOR) -> list[detectors.Flag]:
     """[!] when a whole DDP step (its compute, then its all-reduce) took less time than one rank's compute alone,
-    by more than `factor`, the most that timing one in a launched process and the other in a kernel moves a step:
+    by more than `factor`: a tolerance for timing one in a launched process and the other in a kernel (the same
+    allocator, lab_utils.allocator, but two processes timed at different moments, which the machine's load moves);
     more work cannot take less time, so one of the two medians is off and no ratio built on them is read."""
     if step_s <= 0 or compute_s <= 0 or step_s * factor >= compute_s:
         return []
     return [detectors.Flag(detectors.Kind.LESS_TIME, f"a whole DDP step ({step_s * 1e3:.2f} ms, compute and "
                            f"all-reduce) took less than one rank's compute alone ({compute_s * 1e3:.2f} ms), "
-                           f"{compute_s / step_s:.1f}x less, beyond the {factor:g}x that a launched process against "
-                           "the kernel explains: one of the two medians is off (a busy machine)")]
+                           f"{compute_s / step_s:.1f}x less, beyond the {factor:g}x allowed for two processes (a "
+                           "launched one, the kernel) timed apart: one of the two medians is off (a busy machine)")]
 
 
 WAITED_FACTOR = 10.0  # the all-reduce in the step may take this many times its time alone (it waits for the slower

@@ -250,6 +250,18 @@ def test_the_one_thread_baseline_beside_lab_01_says_how_far_apart_and_where_the_
     one, two = (" ".join(line.split()) for line in said)
     assert "5,139 samples/s here (launched) vs 4,158 in lab 01 (its kernel), 1.24x apart" in one, one
     assert one.endswith("a launched process ran the same step faster (measured in lab 03 of this run)"), one
+    # lab 01's row's allocator known: the same as this run's, what is left is named; another, the allocator is named
+    from lab_utils import allocator
+    here = allocator.setting()
+    same_alloc = " ".join(speed.baseline_lines(S10I_RATES, 2, 4158, 6356, 0.25, lab01_allocator=here)[0].split())
+    other = " ".join(speed.baseline_lines(S10I_RATES, 2, 4158, 6356, 0.25, lab01_allocator="glibc default")[0].split())
+    if here:  # glibc: lab_utils fixes the allocator
+        assert "both take the same page faults" in same_alloc and "what is left is two processes" in same_alloc
+        assert "lab 01's row ran glibc default, this one " + here in other and "same page faults" not in other
+        unrecorded = " ".join(speed.baseline_lines(S10I_RATES, 2, 4158, 6356, 0.25, lab01_allocator="")[0].split())
+        assert "did not record its allocator" in unrecorded and "same page faults" not in unrecorded
+    else:  # nothing fixed here: no claim about page faults either way
+        assert "page faults" not in same_alloc and "fresh pages" not in other
     assert "6,338 here vs 6,356 in lab 01, 1.00x apart: they agree within 25%" in two, two
     assert "(1.23x here, 1.53x in lab 01) differs by the one-thread baseline" in two, two
     # the kernel faster: said that way round, not the launched process

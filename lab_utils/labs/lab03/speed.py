@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ... import measure
+from ... import allocator, measure
 
 
 def slowed_baseline(rates: dict[str, float], base_name: str, world_size: int) -> str | None:
@@ -40,17 +40,31 @@ def _apart(a: float, b: float) -> float:
 
 
 def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | None, lab01_many: float | None,
-                   tolerance: float, cause: str | None = None) -> list[str]:
+                   tolerance: float, cause: str | None = None, lab01_allocator: str | None = None) -> list[str]:
     """This run's launched one-thread baseline beside lab 01's kernel figure: how far apart and why (cause: a measured
-    cause, else the measured fact: which kind of process ran the step faster), then whether the N-thread figures
-    agree, so a learner sees where the two labs' 'x one thread' differ. No lab 01 row: one line saying so."""
+    cause, else the measured fact: which kind of process ran the step faster, and what is left to part them once
+    both ran this run's allocator; `lab01_allocator`: lab 01's row's setting, allocator.setting(), None if unknown),
+    then whether the N-thread figures agree, so a learner sees where the two labs' 'x one thread' differ. No lab 01
+    row: one line saying so."""
     one, many = rates["1 process x 1 thread"], rates[f"1 process x {world_size} threads"]
     if not lab01_one:
         return ["lab 01 has not run here, so there is no lab 01 baseline to compare this one with"]
     apart = _apart(one, lab01_one)
-    why = (f"the same rate within {SAME:.0%}" if apart <= 1 + SAME else cause or
-           f"a {'launched process' if one > lab01_one else 'Jupyter kernel'} ran the same step faster "
-           "(measured in lab 03 of this run)")
+    faster = (f"a {'launched process' if one > lab01_one else 'Jupyter kernel'} ran the same step faster "
+              "(measured in lab 03 of this run)")
+    here = allocator.setting()
+    if lab01_allocator is None or not here:  # unknown, or no allocator lab_utils sets (not glibc): nothing to say
+        left = ""
+    elif not lab01_allocator:  # a row from before results rows recorded it
+        left = ("; lab 01's row did not record its allocator, so the page faults a step (lab_utils.allocator) "
+                "may part the two")
+    elif lab01_allocator != here:  # then the page faults a step may differ
+        left = (f"; lab 01's row ran {lab01_allocator}, this one {here}: another allocator, whose fresh pages "
+                "a step can move a step (lab_utils.allocator)")
+    else:
+        left = ("; both take the same page faults, since lab_utils fixes the allocator, so what is left is two "
+                "processes timed at different moments (the machine's load then, each one's own threads)")
+    why = f"the same rate within {SAME:.0%}" if apart <= 1 + SAME else cause or faster + left
     said = [f"one thread: {one:,.0f} samples/s here (launched) vs {lab01_one:,.0f} in lab 01 (its kernel), "
             f"{apart:.2f}x apart: {why}"]
     if lab01_many:

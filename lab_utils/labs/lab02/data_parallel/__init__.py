@@ -4,7 +4,8 @@
 - `phases`: the phases the exercises write (scatter, gather, reduce_gradients), the bytes they move, a step's report;
 - `threads`: the threads and timer under its step (DevicePool, PhaseTimer), and one device's step;
 - `sweep`: DataParallel and threads against one device over batch sizes (the notebook and `bench dp`);
-- `tables`: the notebook's own table cells and lines (refused hot-spot times, the chunks' ceiling on a speedup).
+- `tables`: the notebook's own table cells and lines (refused hot-spot times, the launched speedup's
+  status, the allocator trap's lines).
 """
 from __future__ import annotations
 
@@ -15,14 +16,12 @@ from .phases import (COORDINATOR_PHASES, PHASES, StepReport, gather, median_phas
     split_sizes, transfer_bytes)
 from .sweep import (ONE_DEVICE, SWEEP_WORKLOAD, Sweep, _sweep_result, dp_name, figures_explained, print_sweep, recorded,
                     refusal_line, refused, sweep, threaded_name, wins_line)
-from .tables import (AGREES, CHUNKED, CONTRADICTS, EXPLAINED, LaunchedFate, chunk_gain, chunk_line, faults_line,
-                     hotspot_times, launched_fate, loose_bound_line, oversubscribed_line, slower_line, speedup_flags,
-                     traced_line)
-from .threads import (DevicePool, PhaseTimer, chunked_device_step, counting_faults, gradients, page_faults, settle,
-                      single_device_step)
+from .tables import (AGREES, CONTRADICTS, LaunchedFate, allocator_lines, hotspot_times, launched_fate, loose_bound_line,
+                     oversubscribed_line, slower_line, traced_line)
+from .threads import DevicePool, PhaseTimer, gradients, page_faults, settle, single_device_step
 
-__all__ = ["AGREES", "CONTRADICTS", "EXPLAINED", "LaunchedFate", "launched_fate", "loose_bound_line", "slower_line", "traced_line", "CHUNKED", "chunk_gain", "chunk_line", "chunked_device_step", "counting_faults", "faults_line",
-           "hotspot_times", "oversubscribed_line", "page_faults", "speedup_flags", "COORDINATOR_PHASES", "ONE_DEVICE", "PHASES", "SWEEP_WORKLOAD", "DevicePlan", "DevicePool", "PhaseTimer",
+__all__ = ["AGREES", "CONTRADICTS", "LaunchedFate", "allocator_lines", "launched_fate", "loose_bound_line", "slower_line",
+           "traced_line", "hotspot_times", "oversubscribed_line", "page_faults", "COORDINATOR_PHASES", "ONE_DEVICE", "PHASES", "SWEEP_WORKLOAD", "DevicePlan", "DevicePool", "PhaseTimer",
            "StepReport", "Sweep", "dp_name", "figures_explained", "gather", "gradients", "max_abs_diff", "median_phase_seconds",
            "plan_devices", "print_sweep", "recorded", "reduce_gradients", "refusal_line", "refused", "scatter", "settle", "single_device_step", "split_sizes", "sweep",
            "tensor_bytes", "threaded_name", "wins_line", "transfer_bytes"]

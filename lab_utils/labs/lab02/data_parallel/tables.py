@@ -1,13 +1,11 @@
-"""Lab 02's own table cells and lines: the hot spot's refused times, and the ceiling that chunks set on a speedup."""
+"""Lab 02's own table cells and lines: the hot spot's refused times, the launched speedup's one status, and the
+allocator trap (one device's step with glibc's default allocator beside the fixed one)."""
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
 
 from .... import detectors, measure
-
-CHUNKED = "1 device in chunks"  # the launched table's extra baseline: one device running DataParallel's chunks in turn
-
 
 def hotspot_times(alone_ms: float, step_ms: float, refused: bool) -> str:
     """The hot spot's time columns (serial phases, step, serial/step): n/m in each where the row is refused
@@ -23,72 +21,30 @@ def oversubscribed_line(cores: int) -> str:
             "the row's times are no speed measurement (its bytes are counted, not timed)")
 
 
-def chunk_gain(whole, chunked) -> tuple[float, float, float]:
-    """(median, low, high) of one device's whole-batch step over its step in chunks, round by round."""
-    ratios = measure.paired_ratios(chunked, whole)
-    low, high, _ = measure.ratio_range(ratios)
-    return statistics.median(ratios), low, high
-
-
-def ceiling(n_devices: int, gain_low: float) -> float:
-    """The most n_devices replicas can give over one device's whole-batch step: n_devices x what running the batch in
-    chunks alone gains (its range's low end; no less than n_devices: a chunk that is slower caps nothing)."""
-    return n_devices * max(1.0, gain_low)
-
-
-def speedup_flags(speedup: float, n_devices: int, gain_low: float, cause: str | None = None) -> list:
-    """The super-linear check of a DataParallel speedup over one device: above n_devices but within the chunks'
-    ceiling, a note that says why (each replica's smaller chunk runs faster per sample); above the ceiling, the usual
-    flag (detectors.above_device_count, against the ceiling's n_devices)."""
-    top = ceiling(n_devices, gain_low)
-    if speedup <= n_devices or speedup > top:
-        return detectors.above_device_count(speedup, n_devices, cause) if speedup > top else []
-    return [detectors.note(f"{speedup:.2f}x on {n_devices} devices, within the {top:.2f}x that {n_devices} chunks "
-                           "allow (the line under the table)")]
-
-
-AGREES, EXPLAINED, CONTRADICTS = "agrees with the sweep", "explained by the chunks", "contradicts the sweep"
+AGREES, CONTRADICTS = "agrees with the sweep", "contradicts the sweep"
 
 
 @dataclass(frozen=True)
 class LaunchedFate:
     """The one status of the launched DataParallel speedup beside the sweep's at the neighbouring batches: `status`
-    (AGREES, EXPLAINED or CONTRADICTS) and the row's warnings (a note, or [!] flags, never both)."""
+    (AGREES or CONTRADICTS) and the row's warnings."""
 
     status: str
     flags: list
 
 
-def launched_fate(speedup: float, n_devices: int, gain: tuple[float, float, float], neighbours: dict, *,
-                  where: str, cause: str | None = None, busy_cores: tuple[float, int] | None = None,
-                  lab_figure: str = "") -> LaunchedFate:
+def launched_fate(speedup: float, n_devices: int, neighbours: dict, *, where: str, cause: str | None = None,
+                  busy_cores: tuple[float, int] | None = None, lab_figure: str = "") -> LaunchedFate:
     """One status for DataParallel's launched speedup, by one rule: within the sweep's figures at the neighbouring
-    batches (`neighbours`: batch -> speedup, +- detectors.TWICE_TOLERANCE), it agrees (a speedup above n_devices then
-    reads against the chunks' ceiling: speedup_flags); outside them, the chunks' own gain (`gain`, chunk_gain) explains
-    the gap only where the speedup without it (speedup / the gain's median) lies within them and the speedup within
-    the ceiling: one note; otherwise the two figures contradict each other: the [!] alone, no note that explains."""
-    values = list(neighbours.values())
-
-    def outside(value: float) -> list:
-        """detectors.outside_neighbours of `value` against the sweep's figures."""
-        return detectors.outside_neighbours(value, values, what="DataParallel", where=where,
-                                            tolerance=detectors.TWICE_TOLERANCE, cause=cause, busy_cores=busy_cores,
-                                            lab_figure=lab_figure)
-
-    if not outside(speedup):
-        return LaunchedFate(AGREES, speedup_flags(speedup, n_devices, gain[1], cause))
-    median, low, _ = gain
-    without = speedup / median  # what the devices gave beyond the chunks' own gain
-    if low > 1 and speedup <= ceiling(n_devices, low) and not outside(without):
-        at = (f"batch {next(iter(neighbours))}" if len(neighbours) == 1 else
-              "batches " + " and ".join(map(str, neighbours)))
-        return LaunchedFate(EXPLAINED, [detectors.note(
-            f"{speedup:.2f}x = the chunks' own {median:.2f}x (the line under the table) x {without:.2f}x from "
-            f"{n_devices} devices, and {without:.2f}x lies within the sweep's {min(values):.2f}-{max(values):.2f}x at "
-            f"{at} (+-{detectors.TWICE_TOLERANCE:.0%}): the chunks explain this figure's gap to the sweep")])
-    flags = outside(speedup)
-    return LaunchedFate(CONTRADICTS, flags + [f for f in speedup_flags(speedup, n_devices, gain[1], cause)
-                                              if detectors.is_impossible(f)])
+    batches (`neighbours`: batch -> speedup, +- detectors.TWICE_TOLERANCE) it agrees, and a speedup above n_devices
+    gets above_device_count's note or [!]; outside them the two figures contradict each other: the [!] alone."""
+    above = detectors.above_device_count(speedup, n_devices, cause)
+    flags = detectors.outside_neighbours(speedup, list(neighbours.values()), what="DataParallel", where=where,
+                                         tolerance=detectors.TWICE_TOLERANCE, cause=cause, busy_cores=busy_cores,
+                                         lab_figure=lab_figure)
+    if not flags:
+        return LaunchedFate(AGREES, above)
+    return LaunchedFate(CONTRADICTS, flags + [f for f in above if detectors.is_impossible(f)])
 
 
 TRACED = ("traced in this notebook's process, {steps} steps in a row with a timer around every phase, against a fresh "
@@ -146,32 +102,21 @@ def loose_bound_line(allreduce_ms) -> str | None:
             "not communication (theory: the all-reduce proper is nearer the smaller time)")
 
 
-def chunk_line(speedup: float | None, n_devices: int, batch: int, gain: tuple[float, float, float]) -> str:
-    """Why DataParallel may beat n_devices x one device here, computed: the chunks' own gain and the ceiling it sets;
-    `speedup`: DataParallel's over one device, None where the run refuses it (then the line does not read it)."""
-    median, low, high = gain
-    head = (f"one device running the batch as DataParallel's {n_devices} chunks of {batch // n_devices}, one after "
-            f"another, in the same rounds: {median:.2f}x its whole-batch step (range {low:.2f}-{high:.2f})")
-    if low <= 1:
-        return (head + f": not faster per sample over the whole range, so {n_devices}x one device is DataParallel's "
-                "ceiling here" + (f" (its {speedup:.2f}x read against {n_devices}x)" if speedup is not None else ""))
-    top = ceiling(n_devices, low)
-    return (head + f": a smaller chunk runs faster per sample (the page faults below are one measured cause), so "
-            f"{n_devices} replicas may reach {n_devices} x {low:.2f} = {top:.2f}x one device (the range's low end), "
-            f"more than {n_devices}x" + (f"; DataParallel's {speedup:.2f}x is {speedup / top:.0%} of that"
-                                         if speedup is not None else ""))
-
-
-def faults_line(per_step: dict, baseline: str = "1 device", same_work: str = CHUNKED) -> str:
-    """The candidates' page faults per step, and what they say: where the whole-batch baseline faults in over 10x the
-    pages that the same work in chunks does, its large tensors were handed back to the OS and mapped afresh each step."""
-    shown = ", ".join(f"{name} {n:,.0f}" for name, n in per_step.items())
-    head = f"page faults per step (pages of fresh memory the OS zeroed): {shown}"
-    whole, chunks = per_step.get(baseline, 0), per_step.get(same_work)
-    if chunks is None:
-        return head
-    if whole > 10 * max(chunks, 10):
-        return (head + f": over 10x as many for {baseline}'s whole batch as for the same work in chunks: its large tensors go back to the OS when freed and are mapped afresh each step, a page "
-                "at a time, where the chunks' smaller ones are reused. That slows the baseline, so a speedup over it "
-                "can exceed the device count")
-    return head + f": {baseline} faults in no more than 10x the pages of the same work in chunks here"
+def allocator_lines(timings: dict, faults: dict, *, batch: int) -> list[str]:
+    """One device's step under two allocator settings timed in the same rounds (`timings`: label -> Timing, the
+    course's fixed thresholds first; `faults`: label -> page faults per step): a line each, and the verdict the paired
+    rounds give on the second against the first (slower as theory predicts, faster against it, or not distinguishable)."""
+    (fixed_name, fixed), (other_name, other) = timings.items()
+    width = max(len(name) for name in timings) + 2
+    lines = [f"{name:<{width}}{t.median * 1e3:9.1f}{t.spread:8.0%}{faults[name]:13,.0f}" for name, t in timings.items()]
+    ratios = measure.paired_ratios(fixed, other)  # the other's time over the fixed one's, round by round: > 1, slower
+    median, (low, high, _) = statistics.median(ratios), measure.ratio_range(ratios)
+    figure = f"{median:.2f}x the fixed one's (range {low:.2f}-{high:.2f}, {len(ratios)} paired rounds)"
+    if low > 1:
+        verdict = f"{other_name} slower: its step took {figure}, as theory predicts for fresh zeroed pages"
+    elif high < 1:
+        verdict = f"[!] {other_name} faster: its step took {figure}, against theory"
+    else:
+        verdict = f"not distinguishable here: {other_name}'s step took {figure}, a range that holds 1"
+    return [f"one device's whole-batch step (batch {batch}), both settings in the same rounds:",
+            f"{'allocator':<{width}}{'ms/step':>9}{'spread':>8}{'faults/step':>13}", *lines, f"verdict: {verdict}"]

@@ -152,23 +152,6 @@ def single_device_step(model, x, y, optimizer=None, loss_fn=F.cross_entropy, thr
     return float(loss.detach())
 
 
-def chunked_device_step(model, x, y, optimizer, chunks: int, threads: int | None = 1) -> float:
-    """One device's step on the batch cut into DataParallel's `chunks`, one after another: the same gradient (each
-    chunk's loss summed, over the whole batch) and one update; what one device would do of each replica's work."""
-    with measure.intra_op_threads(threads):
-        model.zero_grad(set_to_none=True)
-        device = next(model.parameters()).device
-        total = 0.0
-        for xc, yc in zip(torch.split(x, split_sizes(len(x), chunks)), torch.split(y, split_sizes(len(y), chunks))):
-            loss = F.cross_entropy(model(xc.to(device)), yc.to(device), reduction="sum") / len(x)
-            loss.backward()
-            total += float(loss.detach())
-        if optimizer is not None:
-            optimizer.step()
-        measure.synchronize(device)
-    return total
-
-
 SETTLE_LIMIT_S = 0.05  # settle() waits at most this long: OpenMP's worker threads spin for a few ms after an operator
 SETTLE_SLICE_S = 0.002  # the sleeps settle() measures this process's CPU over
 SETTLE_IDLE = 0.25  # a slice in which this process used less than this share of one core: its other threads sleep
@@ -193,16 +176,6 @@ def settle(limit_s: float = SETTLE_LIMIT_S, slice_s: float = SETTLE_SLICE_S, idl
 def page_faults() -> int:
     """Minor page faults of this process so far (every thread): each one is a page of fresh memory the OS zeroed."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
-def counting_faults(fn, counts: dict, key):
-    """`fn` wrapped to add the page faults each call makes to counts[key] (a few microseconds per call)."""
-    def run():
-        before = page_faults()
-        out = fn()
-        counts[key] = counts.get(key, 0) + page_faults() - before
-        return out
-    return run
 
 
 def gradients(model: nn.Module) -> list[torch.Tensor]:
