@@ -598,6 +598,11 @@ def test_worker_1s_compute_against_the_others_is_explained_by_the_cores_shares_o
     assert "the work itself moved it most" in work and "slowed the other(s)" not in work
     assert "38%" in A.others_share_line([0.89, 0.62]) and "not the server" not in A.others_share_line([0.78, 0.97])
     assert "-0%" not in A.others_share_line([0.90, 1.004])  # a share a hair above 1 (clock rounding): 0%, not -0%
+    # review 11, item 3: a share well above 1 is not clamped to 0%: its figure kept, and a [!] (the clocks disagree)
+    impossible = " ".join(A.others_share_line([0.90, 1.08]).split())
+    assert "-8%" in impossible and "0% to other programs" not in impossible, impossible
+    assert "[!]" in impossible and "108% of its wall time" in impossible and "clocks disagree" in impossible, impossible
+    assert "[!]" not in A.others_share_line([0.90, 1.004]) and "[!]" not in A.others_share_line([0.89, 0.62])
 
 
 def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():
