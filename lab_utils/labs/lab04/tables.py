@@ -98,14 +98,19 @@ def decomposition_lines(slow_name: str, slow: StepParts, fast_name: str, fast: S
     return rows
 
 
-def handover_line(labels, steps, ops) -> str:
-    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need (below 0 where a
-    stage's recorded op end came late, which its row's note says)."""
-    below = any(m < s for m, s in zip(steps, ops))
+def handover_line(labels, steps, ops, tolerance_s: float) -> str:
+    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need. Below 0 by more
+    than `tolerance_s` (what the timestamps resolve: detectors.shorter_than_its_ops' rule) its row carries a note or
+    [!]; below 0 by less, the line says it is within that resolution."""
+    late = [label for label, m, s in zip(labels, steps, ops) if m < s - tolerance_s]  # marked beside their rows
+    close = [label for label, m, s in zip(labels, steps, ops) if s - tolerance_s <= m < s]
+    said = ([f"{', '.join(late)}: the mark beside its row"] if late else []) + \
+        ([f"{', '.join(close)}: within the timestamps' resolution ({tolerance_s * 1e3:.2f} ms), so about 0"]
+         if close else [])
     return ("hand-overs in each median step (its makespan minus its own ops in order; idle time the 'bubble' "
             "column counts and 'ideal' leaves out): "
             + ", ".join(f"{label} {(m - s) * 1e3:.1f} ms" for label, m, s in zip(labels, steps, ops))
-            + (" (below 0: the note beside its row)" if below else ""))
+            + (f" (below 0: {'; '.join(said)})" if said else ""))
 
 
 def spread_line(label: str, ops, handovers) -> str:
