@@ -445,8 +445,17 @@ def test_efficiency_over_100_is_said_only_when_the_figures_show_it_and_names_the
     even = "\n".join(slurm.efficiency_reading({"1": (3.0, 2.9, 1), "2": (3.0, 2.8, 1)}, None))
     assert "above 100" not in even and "whole seconds" not in even
     over = "\n".join(slurm.efficiency_reading({"1": (2.61, 2.9, 1), "2": (3.05, 2.8, 1)}, None))
-    assert "above 100 % (job(s) 1)" in over and "more cores than it was given" in over and "whole" not in over
+    flat = " ".join(over.split())
+    assert "above 100 % (job(s) 1)" in flat and "more cores than it was given" in flat and "whole" not in flat
     assert all(len(line) <= 100 for line in over.splitlines()), over
+    # review 11, item 8: a job whose script time is missing fell back to whole seconds: that, not more cores
+    ids = {"1234567": (2.0, 2.9, 1), "1234568": (3.05, 2.8, 1), "1234569": (2.61, 2.9, 1)}
+    said = slurm.efficiency_reading(ids, BUSY, rounded={"1234567"})
+    text = " ".join("\n".join(said).split())
+    assert "above 100 % (job(s) 1234569): more CPU time" in text and "(job(s) 1234567): no time of the batch" in text
+    assert "whole seconds" in text and "1234567, " not in text, text
+    assert all(len(line) <= 100 for line in "\n".join(said).splitlines()), said
+    assert all(line.startswith("    ") for one in said for line in one.splitlines()[1:]), said  # continuations indent
 
 
 def test_script_times_reads_the_lines_a_batch_script_appended(tmp_path):
