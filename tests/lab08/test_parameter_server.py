@@ -634,6 +634,12 @@ def test_the_stragglers_counts_are_read_against_both_workers_measured_iterations
     assert "messages" not in line and all(len(x) <= 100 for x in line.splitlines())
     assert "account for the counts" in A.straggler_count_line(4.0, {1: 90, 2: 48}, workers, server_on_1=False)
     assert "its core also runs the server" not in A.straggler_count_line(4.0, {1: 90, 2: 48}, workers, False)
+    # review 11, item 11: one gradient times no iteration (nan ms); counts below 1x point the other way
+    nan = [dict(workers[0]), dict(workers[1], iteration_ms=float("nan"))]
+    one = A.straggler_count_line(4.0, {1: 90, 2: 1}, nan, server_on_1=False)
+    assert "nan" not in one and "under 2 gradients" in one, one
+    assert "none of" not in A.explained(0.8, 0.9) and "point the other way (0.90x" in A.explained(0.8, 0.9)
+    assert "account for the counts" in A.explained(0.95, 0.9)  # within 10 %: still accounted for
 
 
 def test_a_straggler_reports_its_median_busy_iteration():

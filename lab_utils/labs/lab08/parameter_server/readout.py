@@ -189,9 +189,13 @@ def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict]) -> 
 
 def explained(predicted: float, counted: float) -> str:
     """How far a ratio of iteration times (`predicted`) accounts for a ratio of gradient counts (`counted`): within
-    10 % both ways, more than it (the counts are closer than the times), part of it, or none of it."""
+    10 % both ways, more than it (the counts are closer than the times), part of it, or none of it; counts below 1x
+    point the other way."""
     if counted / 1.10 <= predicted <= counted * 1.10:
         return "the iteration times account for the counts (within 10 %)"
+    if counted < 1:  # the worker with the ratio's longer iterations sent more: the counts point the other way
+        return (f"the counts point the other way ({counted:.2f}x: this worker sent more), which the iteration times' "
+                f"{predicted:.2f}x do not explain")
     if predicted > counted:
         return "the iteration times predict more than the counts show (the counts are closer than the times)"
     return (f"the iteration times account for part of the counts' {counted:.2f}x" if predicted >= 1.10 else
@@ -204,6 +208,9 @@ def straggler_count_line(factor: float, counts: dict[int, int], workers: list[di
     each one's iteration as measured (busy time, times the slowdown) gives the ratio the counts should follow. Short
     indented lines (learner s10l: x4 gave 2x fewer, the lab said messages, the cause is worker 1's core)."""
     last = max(counts)
+    if min(counts[1], counts[last]) < 2:  # one gradient: no iteration timed yet (its busy time is nan)
+        return (f"straggler x{factor:g}: worker 1 sent {counts[1]}, the straggler (worker {last}) {counts[last]}: "
+                "under 2 gradients, so no iteration of that worker was timed and the counts are not read")
     fast, slow = workers[0], workers[last - 1]
     wall_1 = fast["iteration_ms"] * fast.get("slowdown", 1.0)
     wall_s = slow["iteration_ms"] * slow["slowdown"]
