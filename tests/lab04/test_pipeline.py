@@ -589,6 +589,7 @@ def test_the_hand_over_and_spread_lines_give_measured_milliseconds():
     assert "33.0-45.0 ms" in spread and "1.0-9.8 ms" in spread and "2 steps" in spread
     assert spread.endswith("the ops varied more")
     assert tables.spread_line("x", [0.033, 0.034], [0.001, 0.0098]).endswith("the hand-overs varied more")
+    assert tables.spread_line("x", [], []) == tables.spread_line("x", [0.033], [0.001]) == ""  # review 11, item 12
     assert "below 0" not in line
     late = tables.handover_line(["naive"], [0.0590], [0.0604], 0.0003)  # a recorded end came late: its row's mark
     assert "naive -1.4 ms" in late and "below 0: naive: the mark beside its row" in late

@@ -115,7 +115,9 @@ def handover_line(labels, steps, ops, tolerance_s: float) -> str:
 
 def spread_line(label: str, ops, handovers) -> str:
     """Why one configuration's steps spread: the range of its ops-in-order times and of its hand-overs, in ms, and
-    which range is the wider."""
+    which range is the wider ('' for fewer than 2 steps: no spread to read)."""
+    if min(len(ops), len(handovers)) < 2:
+        return ""
     wider = "the ops" if max(ops) - min(ops) >= max(handovers) - min(handovers) else "the hand-overs"
     return (f"why the steps spread ({label}, over its {len(ops)} steps): its ops in order took "
             f"{min(ops) * 1e3:.1f}-{max(ops) * 1e3:.1f} ms, the hand-overs added "
