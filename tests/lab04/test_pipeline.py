@@ -563,6 +563,12 @@ def test_the_1f1b_decomposition_is_exact_and_redone_from_its_printed_figures():
     assert max(len(line) for line in lines[:3]) <= 100
     with pytest.raises(ValueError):
         tables.geometric_mean([0.0, 1.0])
+    # review 11, item 13: one figure per comparison: the verdict's, or the decomposition's said to be another quantity
+    same = tables.verdict_figures_line(1.1204, 1.1196, 1.05, 30)
+    assert "1.12x above is also the verdict's figure" in same and "another quantity" not in same, same
+    other = " ".join(tables.verdict_figures_line(1.15, 1.10, 1.05, 30).split())
+    assert "the verdict's figure for the step is 1.10x, the median of all 30 paired ratios" in other, other
+    assert "the 1.15x above is another quantity, the ratio of the middle rounds' geometric means" in other, other
     # the rounds are the middle half by the paired ratio, where the verdict's median lies: its slow rounds left out
     slow_steps, fast_steps = [0.050, 0.042, 0.090, 0.040, 0.041, 0.044, 0.043, 0.030], [0.040] * 8
     middle = tables.middle_rounds(slow_steps, fast_steps)

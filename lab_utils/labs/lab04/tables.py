@@ -98,6 +98,18 @@ def decomposition_lines(slow_name: str, slow: StepParts, fast_name: str, fast: S
     return rows
 
 
+def verdict_figures_line(total: float, step: float, ops: float, rounds: int) -> str:
+    """The decomposition's step ratio (`total`: a ratio of geometric means over the middle rounds) beside the verdicts'
+    figures (`step`, `ops`: medians of all `rounds` paired ratios): the same figure at two decimals, or said plainly to
+    be another quantity, and why both are shown."""
+    if f"{total:.2f}" == f"{step:.2f}":
+        return (f"the step's {total:.2f}x above is also the verdict's figure (the median of all {rounds} paired "
+                f"ratios); the ops' verdict: {ops:.2f}x")
+    return (f"the verdict's figure for the step is {step:.2f}x, the median of all {rounds} paired ratios (the ops': "
+            f"{ops:.2f}x); the {total:.2f}x above is another quantity, the ratio of the middle rounds' geometric "
+            "means, shown because only means split exactly into the three parts")
+
+
 def handover_line(labels, steps, ops, tolerance_s: float) -> str:
     """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need. Below 0 by more
     than `tolerance_s` (what the timestamps resolve: detectors.shorter_than_its_ops' rule) its row carries a note or
