@@ -274,6 +274,14 @@ def test_the_one_thread_baseline_beside_lab_01_says_how_far_apart_and_where_the_
     # the 2-thread figures disagree too: not blamed on the one-thread baseline
     both = speed.baseline_lines(S10I_RATES, 2, 4158, 9000, 0.25)
     assert "the 2-thread figures differ too" in both[1], both
+    # review 11, item 1: one and two threads apart in opposite directions, each within 25%, the ratios 1.44x apart
+    gaps = {"1 process x 1 thread": 120, "1 process x 2 threads": 200}
+    opposite = " ".join(speed.baseline_lines(dict(S10I_RATES, **gaps), 2, 100, 240, 0.25)[1].split())
+    assert "1.67x here, 2.40x in lab 01, 1.44x apart: beyond the 25%" in opposite, opposite
+    assert "agree" not in opposite and "so are the two labs' ratios" not in opposite, opposite
+    gaps = {"1 process x 1 thread": 110, "1 process x 2 threads": 200}
+    near = " ".join(speed.baseline_lines(dict(S10I_RATES, **gaps), 2, 100, 180, 0.25)[1].split())
+    assert "1.82x here, 1.80x in lab 01, 1.01x apart: they agree within 25%" in near, near
     # no lab 01 2-thread row: one line; no lab 01 at all: one line saying so
     assert len(speed.baseline_lines(S10I_RATES, 2, 4158, None, 0.25)) == 1
     assert speed.baseline_lines(S10I_RATES, 2, None, None, 0.25) == [

@@ -563,6 +563,12 @@ def test_the_1f1b_decomposition_is_exact_and_redone_from_its_printed_figures():
     assert max(len(line) for line in lines[:3]) <= 100
     with pytest.raises(ValueError):
         tables.geometric_mean([0.0, 1.0])
+    # review 11, item 13: one figure per comparison: the verdict's, or the decomposition's said to be another quantity
+    same = tables.verdict_figures_line(1.1204, 1.1196, 1.05, 30)
+    assert "1.12x above is also the verdict's figure" in same and "another quantity" not in same, same
+    other = " ".join(tables.verdict_figures_line(1.15, 1.10, 1.05, 30).split())
+    assert "the verdict's figure for the step is 1.10x, the median of all 30 paired ratios" in other, other
+    assert "the 1.15x above is another quantity, the ratio of the middle rounds' geometric means" in other, other
     # the rounds are the middle half by the paired ratio, where the verdict's median lies: its slow rounds left out
     slow_steps, fast_steps = [0.050, 0.042, 0.090, 0.040, 0.041, 0.044, 0.043, 0.030], [0.040] * 8
     middle = tables.middle_rounds(slow_steps, fast_steps)
@@ -582,12 +588,19 @@ def test_a_compute_factor_outside_its_paired_range_is_noted_and_the_noise_line_n
 
 def test_the_hand_over_and_spread_lines_give_measured_milliseconds():
     from lab_utils.labs.lab04 import tables
-    line = tables.handover_line(["naive", "gpipe M=8"], [0.0537, 0.0417], [0.0533, 0.0366])
+    from lab_utils import detectors
+    line = tables.handover_line(["naive", "gpipe M=8"], [0.0537, 0.0417], [0.0533, 0.0366], 0.0003)
     assert "naive 0.4 ms" in line and "gpipe M=8 5.1 ms" in line and "median step" in line
     spread = tables.spread_line("gpipe M=8", [0.033, 0.045], [0.001, 0.0098])
     assert "33.0-45.0 ms" in spread and "1.0-9.8 ms" in spread and "2 steps" in spread
     assert spread.endswith("the ops varied more")
     assert tables.spread_line("x", [0.033, 0.034], [0.001, 0.0098]).endswith("the hand-overs varied more")
+    assert tables.spread_line("x", [], []) == tables.spread_line("x", [0.033], [0.001]) == ""  # review 11, item 12
     assert "below 0" not in line
-    late = tables.handover_line(["naive"], [0.0590], [0.0604])  # a recorded end came late: its row's note says so
-    assert "naive -1.4 ms" in late and "below 0: the note beside its row" in late
+    late = tables.handover_line(["naive"], [0.0590], [0.0604], 0.0003)  # a recorded end came late: its row's mark
+    assert "naive -1.4 ms" in late and "below 0: naive: the mark beside its row" in late
+    assert detectors.shorter_than_its_ops(0.0590, 0.0604, what="naive", tolerance_s=0.0003)  # the mark it names
+    # review 11, item 4: below 0 by less than the timestamps resolve: no mark beside the row, so none is named
+    close = tables.handover_line(["naive"], [0.0599], [0.0600], 0.0003)
+    assert detectors.shorter_than_its_ops(0.0599, 0.0600, what="naive", tolerance_s=0.0003) == []
+    assert "beside its row" not in close and "naive: within the timestamps' resolution (0.30 ms)" in close, close

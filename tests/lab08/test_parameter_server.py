@@ -598,6 +598,11 @@ def test_worker_1s_compute_against_the_others_is_explained_by_the_cores_shares_o
     assert "the work itself moved it most" in work and "slowed the other(s)" not in work
     assert "38%" in A.others_share_line([0.89, 0.62]) and "not the server" not in A.others_share_line([0.78, 0.97])
     assert "-0%" not in A.others_share_line([0.90, 1.004])  # a share a hair above 1 (clock rounding): 0%, not -0%
+    # review 11, item 3: a share well above 1 is not clamped to 0%: its figure kept, and a [!] (the clocks disagree)
+    impossible = " ".join(A.others_share_line([0.90, 1.08]).split())
+    assert "-8%" in impossible and "0% to other programs" not in impossible, impossible
+    assert "[!]" in impossible and "108% of its wall time" in impossible and "clocks disagree" in impossible, impossible
+    assert "[!]" not in A.others_share_line([0.90, 1.004]) and "[!]" not in A.others_share_line([0.89, 0.62])
 
 
 def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():
@@ -629,6 +634,12 @@ def test_the_stragglers_counts_are_read_against_both_workers_measured_iterations
     assert "messages" not in line and all(len(x) <= 100 for x in line.splitlines())
     assert "account for the counts" in A.straggler_count_line(4.0, {1: 90, 2: 48}, workers, server_on_1=False)
     assert "its core also runs the server" not in A.straggler_count_line(4.0, {1: 90, 2: 48}, workers, False)
+    # review 11, item 11: one gradient times no iteration (nan ms); counts below 1x point the other way
+    nan = [dict(workers[0]), dict(workers[1], iteration_ms=float("nan"))]
+    one = A.straggler_count_line(4.0, {1: 90, 2: 1}, nan, server_on_1=False)
+    assert "nan" not in one and "under 2 gradients" in one, one
+    assert "none of" not in A.explained(0.8, 0.9) and "point the other way (0.90x" in A.explained(0.8, 0.9)
+    assert "account for the counts" in A.explained(0.95, 0.9)  # within 10 %: still accounted for
 
 
 def test_a_straggler_reports_its_median_busy_iteration():

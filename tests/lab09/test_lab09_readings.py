@@ -4,6 +4,7 @@ less time without a flag, padding read from one side, and the cells after the ex
 import json
 from pathlib import Path
 
+from lab_utils import measure
 from lab_utils.labs.lab09 import serving
 from lab_utils.measure.timing import Timing
 from lab_utils.skipping import Skipper, names_bound, names_used
@@ -44,6 +45,16 @@ def test_a_larger_batch_faster_by_less_than_the_flags_margin_gets_a_line():
     lines = serving.unflagged_less_time([2, 4, 8], sweep, [[], [], []])
     assert len(lines) == 1 and "batch 4 took less time than batch 2" in lines[0] and "not flagged" in lines[0]
     assert serving.unflagged_less_time([2, 4, 8], sweep, [[], ["a flag"], []]) == []  # the flag says it
+    # review 11, item 5: one line, no hard break; the cell wraps it to 100 columns; 'within' is computed
+    wide = {64: timing(12.50, 12.50, 12.50), 128: timing(12.34, 12.34, 12.34)}
+    said = serving.unflagged_less_time([64, 128], wide, [[], []])
+    assert len(said) == 1 and "\n" not in said[0] and "within the 10% by which two medians may differ" in said[0]
+    assert all(len(line) <= 100 for line in measure.lines.wrap(said[0]).splitlines())
+    beyond = serving.unflagged_less_time([64, 128], {64: wide[64], 128: timing(10.0, 10.0, 10.0)}, [[], []])
+    assert "20% less" in beyond[0] and "within" not in beyond[0], beyond
+    source = "".join("".join(c["source"]) for c in cells())
+    assert "for line in serving.unflagged_less_time(" in source
+    assert "    print(measure.lines.wrap(line))" in source.split("for line in serving.unflagged_less_time(")[1][:200]
 
 
 def cells():

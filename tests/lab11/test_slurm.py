@@ -101,7 +101,10 @@ def test_a_task_leaves_no_port_file_behind(tmp_path, monkeypatch):
     assert leaving == [True]  # a task leaves without the teardown that can abort it at exit
 
 
-@pytest.mark.parametrize("body, code", [("print('trained')", 0), ("print('trained'); raise ValueError('bad')", 1)])
+@pytest.mark.parametrize("body, code", [("print('trained')", 0), ("print('trained'); raise ValueError('bad')", 1),
+                                        ("print('trained'); import sys; sys.exit(3)", 3),  # review 11, item 7
+                                        ("print('trained'); import sys; sys.exit('bad')", 1),
+                                        ("print('trained'); import sys; sys.exit()", 0)])
 def test_a_task_leaves_at_exit_without_teardown_and_with_its_exit_code(tmp_path, body, code):
     """The exit handler registered earlier (as C++'s teardown of a live process group, which aborted a task with
     SIGABRT at random) never runs; output is flushed; an uncaught exception still exits with 1."""
@@ -112,7 +115,7 @@ def test_a_task_leaves_at_exit_without_teardown_and_with_its_exit_code(tmp_path,
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == code, done.stderr
     assert done.stdout == "trained\n" and not flag.exists(), (done.stdout, done.stderr)
-    assert ("ValueError: bad" in done.stderr) == (code == 1), done.stderr  # the traceback is still printed
+    assert ("bad" in done.stderr) == (code == 1), done.stderr  # the traceback (or sys.exit's message) is printed
 
 
 def test_no_slurm_here_gives_none(monkeypatch, tmp_path):
@@ -442,8 +445,17 @@ def test_efficiency_over_100_is_said_only_when_the_figures_show_it_and_names_the
     even = "\n".join(slurm.efficiency_reading({"1": (3.0, 2.9, 1), "2": (3.0, 2.8, 1)}, None))
     assert "above 100" not in even and "whole seconds" not in even
     over = "\n".join(slurm.efficiency_reading({"1": (2.61, 2.9, 1), "2": (3.05, 2.8, 1)}, None))
-    assert "above 100 % (job(s) 1)" in over and "more cores than it was given" in over and "whole" not in over
+    flat = " ".join(over.split())
+    assert "above 100 % (job(s) 1)" in flat and "more cores than it was given" in flat and "whole" not in flat
     assert all(len(line) <= 100 for line in over.splitlines()), over
+    # review 11, item 8: a job whose script time is missing fell back to whole seconds: that, not more cores
+    ids = {"1234567": (2.0, 2.9, 1), "1234568": (3.05, 2.8, 1), "1234569": (2.61, 2.9, 1)}
+    said = slurm.efficiency_reading(ids, BUSY, rounded={"1234567"})
+    text = " ".join("\n".join(said).split())
+    assert "above 100 % (job(s) 1234569): more CPU time" in text and "(job(s) 1234567): no time of the batch" in text
+    assert "whole seconds" in text and "1234567, " not in text, text
+    assert all(len(line) <= 100 for line in "\n".join(said).splitlines()), said
+    assert all(line.startswith("    ") for one in said for line in one.splitlines()[1:]), said  # continuations indent
 
 
 def test_script_times_reads_the_lines_a_batch_script_appended(tmp_path):

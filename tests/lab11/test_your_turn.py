@@ -47,6 +47,11 @@ def test_a_time_of_mm_ss_is_read_back_as_seconds_rounded_up():
     passed, message = yourturn.judge({**RIGHT, "limit_min": 1.0}, "#SBATCH --nodes=2\n#SBATCH --time=00:02\n")
     assert not passed and "--time=00:02 is MM:SS, 0 min 2 s, rounded up to 1 minute(s)" in message, message
     assert "--time=00:02:00" in message
+    # review 11, item 15: the rounding is computed and compared with sacct's limit; MM:SS with 0 s is read too
+    passed, message = yourturn.judge({**RIGHT, "limit_min": 5.0}, "#SBATCH --nodes=2\n#SBATCH --time=00:02\n")
+    assert "rounds up to 1 minute(s), yet sacct reads 5 minute(s)" in message and "rounded up to 5" not in message
+    passed, message = yourturn.judge({**RIGHT, "limit_min": 5.0}, "#SBATCH --nodes=2\n#SBATCH --time=5:00\n")
+    assert not passed and "--time=5:00 is MM:SS, 5 min 0 s; --time=00:02:00" in message, message
     passed, message = yourturn.judge({**RIGHT, "limit_min": 60.0}, "#SBATCH --nodes=2\n")  # no --time at all
     assert not passed and "MM:SS, " not in message, message
 

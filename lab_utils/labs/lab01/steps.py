@@ -80,9 +80,16 @@ def threads_reading(ratio: float, threads: int) -> str:
     if ratio > threads * (1 + detectors.ABOVE_100_NOISE):
         return (f"{ratio:.2f}x is above the at most {threads}x that {threads} threads can give: "
                 "see its flag above")
+    noise = detectors.ABOVE_100_NOISE
+    if ratio > threads:  # efficiency above 100 %, by less than noise: the unclamped figure, read as about 100 %
+        return (f"{ratio:.2f}x, above the at most {threads}x by less than the {noise:.0%} that noise moves a ratio "
+                f"(efficiency {ratio / threads:.0%}): about the predicted {threads}x")
+    if 1 / (1 + noise) <= ratio <= 1 + noise:
+        return (f"{ratio:.2f}x, within the {noise:.0%} that noise moves a ratio of 1x: too close to one thread to "
+                f"tell a gain (predicted: faster, at most {threads}x); rerun on a quiet machine")
     if ratio > 1:
         return (f"{ratio:.2f}x, within the predicted at most {threads}x (efficiency "
-                f"{min(ratio / threads, 1):.0%}): the rest is the part of each step that does not split (small "
+                f"{ratio / threads:.0%}): the rest is the part of each step that does not split (small "
                 "operators, the threads' wait for each other at each operator's end)")
     return (f"{ratio:.2f}x, no faster than one thread, against the prediction: an operator ends when its "
             "last thread ends, so a thread that waited for a core (another program's) stalls every operator; "

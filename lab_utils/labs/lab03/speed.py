@@ -39,6 +39,14 @@ def _apart(a: float, b: float) -> float:
     return max(a, b) / min(a, b)
 
 
+def _ratios_line(here: float, lab01: float, world_size: int, tolerance: float) -> str:
+    """Both labs' figures within `tolerance`: their 'N threads over one' ratios compared, agreeing only within it."""
+    ratio_apart = _apart(here, lab01)
+    return (f"both within {tolerance:.0%}; '{world_size} threads over one' {here:.2f}x here, {lab01:.2f}x in lab 01, "
+            f"{ratio_apart:.2f}x apart: " + (f"they agree within {tolerance:.0%}" if ratio_apart <= 1 + tolerance else
+                                            f"beyond the {tolerance:.0%} two runs may differ by"))
+
+
 def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | None, lab01_many: float | None,
                    tolerance: float, cause: str | None = None, lab01_allocator: str | None = None) -> list[str]:
     """This run's launched one-thread baseline beside lab 01's kernel figure: how far apart and why (cause: a measured
@@ -73,7 +81,7 @@ def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | 
             f"they agree within {tolerance:.0%}, so '{world_size} threads over one' ({many / one:.2f}x here, "
             f"{lab01_many / lab01_one:.2f}x in lab 01) differs by the one-thread baseline"
             if many_apart <= 1 + tolerance and apart > max(many_apart, 1 + SAME) else
-            f"both within {tolerance:.0%}, and so are the two labs' ratios" if many_apart <= 1 + tolerance else
+            _ratios_line(many / one, lab01_many / lab01_one, world_size, tolerance) if many_apart <= 1 + tolerance else
             f"the {world_size}-thread figures differ too, beyond the {tolerance:.0%} two runs may differ by"))
     return said
 

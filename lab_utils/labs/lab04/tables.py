@@ -98,19 +98,38 @@ def decomposition_lines(slow_name: str, slow: StepParts, fast_name: str, fast: S
     return rows
 
 
-def handover_line(labels, steps, ops) -> str:
-    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need (below 0 where a
-    stage's recorded op end came late, which its row's note says)."""
-    below = any(m < s for m, s in zip(steps, ops))
+def verdict_figures_line(total: float, step: float, ops: float, rounds: int) -> str:
+    """The decomposition's step ratio (`total`: a ratio of geometric means over the middle rounds) beside the verdicts'
+    figures (`step`, `ops`: medians of all `rounds` paired ratios): the same figure at two decimals, or said plainly to
+    be another quantity, and why both are shown."""
+    if f"{total:.2f}" == f"{step:.2f}":
+        return (f"the step's {total:.2f}x above is also the verdict's figure (the median of all {rounds} paired "
+                f"ratios); the ops' verdict: {ops:.2f}x")
+    return (f"the verdict's figure for the step is {step:.2f}x, the median of all {rounds} paired ratios (the ops': "
+            f"{ops:.2f}x); the {total:.2f}x above is another quantity, the ratio of the middle rounds' geometric "
+            "means, shown because only means split exactly into the three parts")
+
+
+def handover_line(labels, steps, ops, tolerance_s: float) -> str:
+    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need. Below 0 by more
+    than `tolerance_s` (what the timestamps resolve: detectors.shorter_than_its_ops' rule) its row carries a note or
+    [!]; below 0 by less, the line says it is within that resolution."""
+    late = [label for label, m, s in zip(labels, steps, ops) if m < s - tolerance_s]  # marked beside their rows
+    close = [label for label, m, s in zip(labels, steps, ops) if s - tolerance_s <= m < s]
+    said = ([f"{', '.join(late)}: the mark beside its row"] if late else []) + \
+        ([f"{', '.join(close)}: within the timestamps' resolution ({tolerance_s * 1e3:.2f} ms), so about 0"]
+         if close else [])
     return ("hand-overs in each median step (its makespan minus its own ops in order; idle time the 'bubble' "
             "column counts and 'ideal' leaves out): "
             + ", ".join(f"{label} {(m - s) * 1e3:.1f} ms" for label, m, s in zip(labels, steps, ops))
-            + (" (below 0: the note beside its row)" if below else ""))
+            + (f" (below 0: {'; '.join(said)})" if said else ""))
 
 
 def spread_line(label: str, ops, handovers) -> str:
     """Why one configuration's steps spread: the range of its ops-in-order times and of its hand-overs, in ms, and
-    which range is the wider."""
+    which range is the wider ('' for fewer than 2 steps: no spread to read)."""
+    if min(len(ops), len(handovers)) < 2:
+        return ""
     wider = "the ops" if max(ops) - min(ops) >= max(handovers) - min(handovers) else "the hand-overs"
     return (f"why the steps spread ({label}, over its {len(ops)} steps): its ops in order took "
             f"{min(ops) * 1e3:.1f}-{max(ops) * 1e3:.1f} ms, the hand-overs added "

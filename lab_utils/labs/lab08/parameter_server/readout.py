@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from .... import measure
+from .... import detectors, measure
 
 
 def summary_line(verdict: measure.Verdict, label: str | None = None, predicted_cost: float | None = None) -> str:
@@ -143,14 +143,28 @@ def core_share_line(compute_ms: list[float], shares: list[float]) -> str:
 def others_share_line(shares: list[float]) -> str:
     """Who took the rest of each worker's core while it computed: the server runs on worker 1's core only, so what
     the other workers lost went to other programs; worker 1's loss is the server's and other programs' together."""
-    rest1, rest_o = max(0.0, 1 - shares[0]), max(0.0, 1 - statistics.median(shares[1:]))  # a CPU clock's rounding: never -0%
+    rest1, rest_o = _rest(shares[0]), _rest(statistics.median(shares[1:]))
     text = (f"the rest of each core: worker 1's {rest1:.0%} went to the server and other programs (not split here),"
             f"\n  the other(s)' {rest_o:.0%} to other programs only (the server is not on their core)")
     if rest_o > max(0.10, rest1):
         text += "\n  so other programs on this machine, not the server, slowed the other(s) most"
     elif rest_o > 0.10:
         text += "\n  so other programs on this machine took part of every core"
+    above = [share for share in shares if 1 - share <= -SHARE_ROUNDING]
+    if above:  # more CPU time than wall time: impossible for one thread, so the two clocks disagree
+        text = measure.flagged(text, [detectors.Flag(detectors.Kind.CONTRADICT, (
+            f"a worker's CPU time is {max(above):.0%} of its wall time, above 100 % for one thread: the two clocks "
+            "disagree (a rest below 0 % is no program's share)"))])
     return text
+
+
+SHARE_ROUNDING = 0.005  # a core share this far above 1 is a CPU clock's rounding: its rest reads 0 %, not -0 %
+
+
+def _rest(share: float) -> float:
+    """What a worker's core spent elsewhere (1 - share): a hair below 0 (clock rounding) is 0; beyond, kept as is."""
+    rest = 1 - share
+    return 0.0 if -SHARE_ROUNDING < rest < 0 else rest
 
 
 def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict]) -> str:
@@ -175,9 +189,13 @@ def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict]) -> 
 
 def explained(predicted: float, counted: float) -> str:
     """How far a ratio of iteration times (`predicted`) accounts for a ratio of gradient counts (`counted`): within
-    10 % both ways, more than it (the counts are closer than the times), part of it, or none of it."""
+    10 % both ways, more than it (the counts are closer than the times), part of it, or none of it; counts below 1x
+    point the other way."""
     if counted / 1.10 <= predicted <= counted * 1.10:
         return "the iteration times account for the counts (within 10 %)"
+    if counted < 1:  # the worker with the ratio's longer iterations sent more: the counts point the other way
+        return (f"the counts point the other way ({counted:.2f}x: this worker sent more), which the iteration times' "
+                f"{predicted:.2f}x do not explain")
     if predicted > counted:
         return "the iteration times predict more than the counts show (the counts are closer than the times)"
     return (f"the iteration times account for part of the counts' {counted:.2f}x" if predicted >= 1.10 else
@@ -190,6 +208,9 @@ def straggler_count_line(factor: float, counts: dict[int, int], workers: list[di
     each one's iteration as measured (busy time, times the slowdown) gives the ratio the counts should follow. Short
     indented lines (learner s10l: x4 gave 2x fewer, the lab said messages, the cause is worker 1's core)."""
     last = max(counts)
+    if min(counts[1], counts[last]) < 2:  # one gradient: no iteration timed yet (its busy time is nan)
+        return (f"straggler x{factor:g}: worker 1 sent {counts[1]}, the straggler (worker {last}) {counts[last]}: "
+                "under 2 gradients, so no iteration of that worker was timed and the counts are not read")
     fast, slow = workers[0], workers[last - 1]
     wall_1 = fast["iteration_ms"] * fast.get("slowdown", 1.0)
     wall_s = slow["iteration_ms"] * slow["slowdown"]

@@ -83,22 +83,31 @@ def usage(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, tuple[
 LOW_EFFICIENCY = 0.9  # under it, a job paid for core time it did not use (a common target: above 90 %)
 
 
-def efficiency_reading(used: dict[str, tuple[float, float, int]], busy: str | None) -> list[str]:
-    """What the chain's CPU efficiencies say, read from them: above 100 % (more cores than given), and the busy machine
-    named as a cause only for a job that read under LOW_EFFICIENCY (used: job -> (elapsed s, CPU s, CPUs))."""
+def efficiency_reading(used: dict[str, tuple[float, float, int]], busy: str | None,
+                       rounded: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """What the chain's CPU efficiencies say, read from them: above 100 % (more cores than given; for a job in
+    `rounded`, whose elapsed time is sacct's whole seconds, that rounding can do it), and the busy machine named as
+    a cause only for a job that read under LOW_EFFICIENCY (used: job -> (elapsed s, CPU s, CPUs)). Lines of at most
+    100 columns."""
+    from ....measure.lines import wrap
     efficiency = {job: cpu / max(1e-3, elapsed * cpus) for job, (elapsed, cpu, cpus) in used.items()}
     lines = []
-    over = [job for job, e in efficiency.items() if e > 1]
+    over = [job for job, e in efficiency.items() if e > 1 and job not in rounded]
     if over:
         lines.append(f"above 100 % (job(s) {', '.join(over)}): more CPU time than elapsed time x CPUs, so the job's "
-                     "processes\nran on more cores than it was given (a cluster that binds tasks to their cores stops that)")
+                     "processes ran on more cores than it was given (a cluster that binds tasks to their cores stops "
+                     "that)")
+    whole = [job for job, e in efficiency.items() if e > 1 and job in rounded]
+    if whole:
+        lines.append(f"above 100 % (job(s) {', '.join(whole)}): no time of the batch script's own, so the elapsed time "
+                     "is sacct's whole seconds, which can read a job of a few seconds short")
     low = [job for job, e in efficiency.items() if e < LOW_EFFICIENCY]
     if not busy:
         lines.append("the machine was quiet while the chain ran: the elapsed time is the job's own")
     elif low:
-        lines.append(f"while the chain ran, {busy}: elapsed time includes waiting for a core,\n"
+        lines.append(f"while the chain ran, {busy}: elapsed time includes waiting for a core, "
                      f"which can explain the efficiency under {LOW_EFFICIENCY:.0%} of job(s) {', '.join(low)}")
     else:
         lines.append(f"while the chain ran, {busy}; still no job read under {LOW_EFFICIENCY:.0%}: "
                      "each got a core when it needed one")
-    return lines
+    return [wrap(line) for line in lines]

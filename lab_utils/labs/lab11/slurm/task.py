@@ -29,7 +29,9 @@ def place_task() -> str:
 
 
 def exit_now(code: int = 0) -> None:
-    """Leave the process at once with `code`, output flushed, skipping the interpreter's clean-up."""
+    """Leave the process at once with `code`, output and log handlers flushed, skipping the interpreter's clean-up."""
+    if "logging" in sys.modules:
+        sys.modules["logging"].shutdown()  # flushes and closes the log handlers: logging's own exit handler, run here
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # with a DDP process group held (launch.hold_process_groups), gloo's teardown can hang
@@ -38,25 +40,41 @@ def exit_now(code: int = 0) -> None:
 _LEAVING: list[bool] = []  # [True] once exit_at_interpreter_exit registered its handler in this process
 
 
+def _exit_code(code) -> int:
+    """The process exit code of sys.exit(code), as Python computes it: None is 0, an int itself, else 1 (Python prints
+    that message before the exit handlers run)."""
+    return (code or 0) if code is None or isinstance(code, int) else 1
+
+
 def exit_at_interpreter_exit() -> None:
-    """When the interpreter exits, leave at once (exit_now): code 1 after an uncaught exception, else 0."""
+    """When the interpreter exits, leave at once (exit_now): with sys.exit(n)'s code, 1 after an uncaught exception,
+    else 0, so Slurm reads a failing task as FAILED."""
     # A process group still alive at exit (held by launch.hold_process_groups or by DDP's reducer) is torn down by
     # C++'s exit handlers while gloo's threads still run: "terminate called without an active exception", SIGABRT,
     # at random (lab 11's submitit job read FAILED 6:0 after its results were saved). Skipping the teardown avoids it.
-    # The last handler registered runs first, so this one runs before any registered earlier. Not seen: the code of
-    # sys.exit(n), which ends the process with 0 here.
+    # The last handler registered runs first, so this one also skips every Python exit handler registered before it:
+    # logging's (run in exit_now instead), multiprocessing's (it would join or end child processes: a task's child
+    # left running ends with the Slurm step, which kills every process of the step), and submitit's and torch's
+    # (submitit has written the task's result file before the interpreter exits; torch's are the teardown above).
+    # The exit code: an uncaught exception is seen by sys.excepthook, sys.exit(n) by the wrapper below;
+    # `raise SystemExit(n)` written out is not seen (it leaves with 0): call sys.exit.
     if _LEAVING:
         return
     _LEAVING.append(True)
-    failed: list[type] = []
-    hook = sys.excepthook
+    code: list[int] = []
+    hook, leave = sys.excepthook, sys.exit
 
     def noted(kind, value, trace):
-        failed.append(kind)
+        code.append(1)
         hook(kind, value, trace)
 
+    def exit(status=None):
+        code.append(_exit_code(status))
+        leave(status)
+
     sys.excepthook = noted  # Python calls it for an uncaught exception before it runs the exit handlers
-    atexit.register(lambda: exit_now(1 if failed else 0))
+    sys.exit = exit
+    atexit.register(lambda: exit_now(code[-1] if code else 0))
 
 
 SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_PROCID",

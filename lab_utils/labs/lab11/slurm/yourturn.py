@@ -119,8 +119,10 @@ def _judge_record(record: dict, script: str, want: dict, said) -> tuple[bool, st
         read = ""
         if re.fullmatch(r"\d+:\d+", asked):  # one colon: MM:SS, which Slurm rounds up to whole minutes
             m, sec = (int(x) for x in asked.split(":"))
-            read = (f"--time={asked} is MM:SS, {m} min {sec} s, rounded up to {limit:g} minute(s); "
-                    if sec and limit is not None else "")
+            rounded = m + (sec > 0)  # whole minutes, rounded up: what Slurm makes of MM:SS
+            read = f"--time={asked} is MM:SS, {m} min {sec} s" + (
+                "; " if not sec else f", rounded up to {rounded} minute(s); " if rounded == limit else
+                f", which rounds up to {rounded} minute(s), yet sacct reads {shown} (the cluster changed it); ")
         return False, (f"its time limit is {shown}, not {want['minutes']} minutes: {read}"
                        f"--time=00:{want['minutes']:02d}:00 (HH:MM:SS; a bare number is minutes, and M:SS is "
                        "minutes and seconds)")
