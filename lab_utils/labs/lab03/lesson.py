@@ -39,7 +39,7 @@ class DDPConfig:
 
 
 def ddp_worker(rank, world_size, cfg):
-    """Train the model `cfg` names with DDP on this rank's share of every global batch; return what this rank measured."""
+    """Train `cfg`'s model with DDP on this rank's share of every global batch; return what this rank measured."""
     # 1. join the process group: MASTER_ADDR/PORT, RANK and WORLD_SIZE come from the launcher (or torchrun)
     device, backend = hardware.rank_device()
     dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s))

@@ -208,9 +208,9 @@ def print_sweep(result: Sweep, decided=None) -> None:
     `decided`: the (batch, variant) a verdict decides: its row prints the verdict's figure, marked so. Where
     `refused` rules the speedups out, no row prints one: each says so, and the reason is printed once."""
     why = refused(result)
-    print(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} interleaved steps; "
-          f"replicas run by {RUN_BY.get(result.plan.backend, result.plan.backend)}, devices "
-          f"{[str(d) for d in result.plan.devices]})")
+    print(measure.short_lines(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} "
+                              f"interleaved steps; replicas run by {RUN_BY.get(result.plan.backend, result.plan.backend)}, "
+                              f"devices {[str(d) for d in result.plan.devices]})"))
     print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}  {'range':<11}")
     for batch in result.batch_sizes:
         for r in (x for x in result.results if x.batch_size == batch):
@@ -232,8 +232,8 @@ def print_sweep(result: Sweep, decided=None) -> None:
     if why is not None:
         print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
     elif decided is not None:
-        print(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, with the same figure "
-              "from the same side (below 1: one device faster)")
+        print(measure.short_lines(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, "
+                                  "with the same figure from the same side (below 1: one device faster)"))
     noise = detectors.noise_line(r.spread for r in result.results)  # where the table's spreads are (learner s10e)
     if noise:
         print(measure.short_lines(str(noise)))
