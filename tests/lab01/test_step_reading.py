@@ -1,4 +1,6 @@
 """Lab 01's reading of one run's step times and of a noisy reference row (learner s10a, cells 23 and 29)."""
+import statistics
+
 from lab_utils.labs.lab01 import steps
 
 
@@ -15,6 +17,26 @@ def test_steps_alternating_slow_and_fast_are_said_with_which_rate_later_labs_com
     few = [0.0012] * 60 + [0.02] * 8  # a few slow steps, not alternating: counted, not called every other one
     rare = steps.step_mix(few)
     assert "8 of 68 steps took over 2x it" in rare and "every other" not in rare, rare
+
+
+def test_the_rates_gap_is_put_on_the_mean_step_when_mean_vs_median_explains_it():
+    """Learner s11a, lab 01 cell 23: training rate 57,547, epoch rate 55,575 (1.035x), median step 1.11 ms, mean
+    1.15 ms (1.036x), yet it printed 'within 25%: the two rates differ only by the epoch's short batch and its start'."""
+    quiet = [0.00111] * 150 + [0.00100] * 30 + [0.00145] * 37  # median 1.11 ms, mean 1.15 ms
+    assert round(statistics.median(quiet) * 1e3, 2) == 1.11 and round(statistics.mean(quiet) * 1e3, 2) == 1.15
+    said = steps.step_mix(quiet, (57547.0, 55575.0))
+    assert "against the rates' 1.035x gap" in said and "explains 100% of it" in said, said
+    assert "follows the mean step" in said and "cost about nothing more" in said, said
+    assert "differ only by" not in said and "the rest is" not in said, said
+    # steps that took the same time, an epoch much slower: its short batch and start, not the mean, are the gap
+    even = steps.step_mix([0.00111] * 217, (57547.0, 50000.0))
+    assert "explains 0% of it" in even and "the rest is the epoch's short batch and its start" in even, even
+    mix = statistics.mean(quiet) / statistics.median(quiet)
+    half = steps.step_mix(quiet, (57547.0, 57547 / mix ** 2))  # mean vs median half of the rates' gap
+    assert "explains 50% of it" in half and "the rest is" in half, half
+    none = steps.step_mix(quiet, (55575.0, 57547.0))
+    assert "not below the training rate" in none and "explains" not in none, none
+    assert steps.gap_share(1.15, 1.11, 57547.0, 55575.0) > 0.8
 
 
 def test_a_noisy_reference_row_is_marked_and_says_whether_it_still_serves():

@@ -3,26 +3,54 @@ threads, and of which earlier rows its results table compared."""
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import statistics
 
 from ... import detectors
 from ...measure.results_table import SAME_RUN_S, same_quantity_before
 
+EXPLAINS = 0.8  # mean/median explains this share of the rates' gap or more: it explains the gap
 SLOW = 2.0  # a step over this many times the median step waited for something: the same work takes the same time
 
 
-def step_mix(step_seconds: list[float]) -> str:
-    """What the timed steps' median and mean say about the two rates: close (within TWICE_TOLERANCE), the mean
-    pulled up by slow steps (how many, how slow, whether every other one), and which rate later labs compare, or the
-    mean below a slow median (the epoch rate then the higher)."""
+def gap_share(mean: float, median: float, training_rate: float, epoch_rate: float) -> float | None:
+    """The share of the rates' gap (training rate / epoch rate) that mean step / median step explains, on a log
+    scale; None where the epoch rate is not below the training rate (no gap to explain)."""
+    if training_rate <= epoch_rate:
+        return None
+    return math.log(mean / median) / math.log(training_rate / epoch_rate)
+
+
+def _close_reading(mean: float, median: float, rates: tuple[float, float] | None) -> str:
+    """Steps within TWICE_TOLERANCE of each other: how much of the rates' gap the mean-vs-median gap explains."""
+    mix = f"mean step {mean / median:.3f}x the median"
+    if rates is None:
+        return f"{mix}: no slow stretch of steps (within {detectors.TWICE_TOLERANCE:.0%})"
+    training_rate, epoch_rate = rates
+    share = gap_share(mean, median, training_rate, epoch_rate)
+    gap = f"the rates' {training_rate / epoch_rate:.3f}x gap"
+    if share is None:
+        return (f"{mix}; the epoch rate is not below the training rate, so there is no gap for the mean step, "
+                "the short batch or the epoch's start to explain")
+    if share >= EXPLAINS:
+        return (f"{mix}, against {gap}: the mean-vs-median gap explains {min(share, 1):.0%} of it, so the epoch "
+                "is slower because it follows the mean step; its short batch and its start cost about nothing more")
+    return (f"{mix}, against {gap}: the mean-vs-median gap explains {max(share, 0):.0%} of it (an epoch follows "
+            "the mean step); the rest is the epoch's short batch and its start")
+
+
+def step_mix(step_seconds: list[float], rates: tuple[float, float] | None = None) -> str:
+    """What the timed steps' median and mean say about the two rates (training, epoch): close (within
+    TWICE_TOLERANCE), how much of the rates' gap the mean-vs-median gap explains; the mean pulled up by slow steps
+    (how many, how slow, whether every other one), and which rate later labs compare; or the mean below a slow
+    median (the epoch rate then the higher)."""
     median, mean = statistics.median(step_seconds), statistics.mean(step_seconds)
     if mean < median * (1 - detectors.TWICE_TOLERANCE):  # many fast steps below a slow median: the epoch comes out faster
         return (f"mean step {mean / median:.2f}x the median: the median is one of the slow steps and many faster ones "
                 "pull the mean below it, so here the epoch rate (the mean) comes out above the training rate (the "
                 "median); steps this uneven waited for something: rerun on a quiet machine")
     if mean <= median * (1 + detectors.TWICE_TOLERANCE):
-        return (f"mean step {mean / median:.2f}x the median, within {detectors.TWICE_TOLERANCE:.0%}: the steps took "
-                "about the same time, so the two rates differ only by the epoch's short batch and its start")
+        return _close_reading(mean, median, rates)
     slow = [t > SLOW * median for t in step_seconds]
     count = sum(slow)
     # every other step: a slow step, a fast one, a slow one again, for most of the slow steps (a stretch of them)
