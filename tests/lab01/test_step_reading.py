@@ -91,3 +91,22 @@ def test_the_reference_threads_ratio_is_read_against_the_prediction():
         assert "within the predicted" not in said, said
     slower = steps.threads_reading(0.9, 2)
     assert "against the prediction" in slower and "within" not in slower
+
+
+def test_the_convolutions_backward_is_read_against_a_range_not_only_a_direction():
+    """Learner s11a, lab 01 cell 25: 'forward 1.74 ms, backward 2.61 ms: backward costs more, as predicted' while the
+    text read as 2x: the prediction is a range, 1x (fixed costs) to the layers' arithmetic (first layer: no input
+    gradient)."""
+    # the 2-conv CNN on 8x8 digits: conv 1->16 on 8x8, conv 16->32 on 4x4 (3x3 kernels), per image
+    macs = [16 * 8 * 8 * 9 * 1, 32 * 4 * 4 * 9 * 16]
+    arithmetic = steps.backward_arithmetic(macs)
+    assert round(arithmetic, 2) == 1.89 and steps.backward_arithmetic([5, 5]) == 1.5
+    assert steps.backward_arithmetic([7]) == 1.0  # one convolution on the images: its weight gradient only
+    inside = steps.backward_reading(1.74, 2.61, arithmetic)
+    assert inside.startswith("backward/forward 1.50x; predicted 1x to 1.89x: within the range, below"), inside
+    assert "fixed cost" in inside and "against" not in inside, inside
+    assert "arithmetic end" in steps.backward_reading(1.0, 1.85, arithmetic)
+    for forward, backward in ((1.0, 2.3), (1.0, 0.8)):  # above the arithmetic's 1.89x, or a backward cheaper
+        said = steps.backward_reading(forward, backward, arithmetic)
+        assert "against the prediction" in said and "within" not in said, said
+    assert "within the range" in steps.backward_reading(1.0, 0.95, arithmetic)  # 1x, moved by noise

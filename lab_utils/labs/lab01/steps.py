@@ -122,3 +122,28 @@ def threads_reading(ratio: float, threads: int) -> str:
     return (f"{ratio:.2f}x, no faster than one thread, against the prediction: an operator ends when its "
             "last thread ends, so a thread that waited for a core (another program's) stalls every operator; "
             "rerun on a quiet machine")
+
+
+def backward_arithmetic(conv_macs: list[int]) -> float:
+    """Theory's backward/forward arithmetic of convolutions whose forwards cost `conv_macs` multiply-adds, in order:
+    each computes a weight gradient and an input gradient (2x its forward), the first only the weight gradient
+    (its input, the images, needs none)."""
+    return (conv_macs[0] + 2 * sum(conv_macs[1:])) / sum(conv_macs)
+
+
+def backward_reading(forward_ms: float, backward_ms: float, arithmetic: float) -> str:
+    """The convolutions' backward/forward time read against theory's range: from 1x (each call's fixed cost rules)
+    to `arithmetic` (the arithmetic rules), each end widened by the ABOVE_100_NOISE that noise moves a ratio."""
+    ratio = backward_ms / forward_ms
+    noise = detectors.ABOVE_100_NOISE
+    said = f"backward/forward {ratio:.2f}x; predicted 1x to {arithmetic:.2f}x: "
+    if ratio > arithmetic * (1 + noise):
+        return said + ("above the range, against the prediction: a few slow backward calls (another program on the "
+                       "core) are enough over 10 steps: run the cell again")
+    if ratio < 1 / (1 + noise):
+        return said + ("below 1x, against the prediction: a few slow forward calls (another program on the core) "
+                       "are enough over 10 steps: run the cell again")
+    if ratio >= arithmetic / (1 + noise):
+        return said + "within the range, at its arithmetic end: the arithmetic rules these convolutions' time"
+    return said + ("within the range, below the arithmetic's figure: each call also pays a fixed cost (dispatch, "
+                   "kernel choice, memory) that does not grow with the arithmetic and pulls the ratio toward 1x")
