@@ -515,6 +515,17 @@ def test_a_wrapped_line_never_splits_a_figure_from_its_unit():
     assert lines.unbroken_units("2 ranks x2, 3 xs") == "2 ranks x2, 3 xs"  # not units: breakable as before
 
 
+def test_a_wrapped_line_never_strands_its_closing_figure():
+    """Learner s11a, lab 00 cell 29: '... (median of 7 interleaved repeats, spread' then '    5%)' alone on a line."""
+    from lab_utils.measure import lines
+    text = ("forward pass of the 2-conv CNN, 1 thread: 13,605 images/s (median of 7 interleaved repeats, spread 5%)")
+    for out in (lines.wrap(text), measure.short_lines(text)):
+        assert out.splitlines()[-1].strip() == "spread 5%)" and lines.NO_BREAK not in out, out
+    for end in ("1.03x.", "12", "0.5"):
+        assert lines.unbroken_units(f"a b {end}") == f"a b{lines.NO_BREAK}{end}"
+    assert lines.unbroken_units("5 ranks then words") == "5 ranks then words"  # a figure inside a line: breakable
+
+
 def test_a_table_whose_cell_printed_the_noise_line_does_not_repeat_it():
     """Learner s10i, lab 00 cell 26: the results table repeated the timing cell's noise line word for word."""
     rows = [measure.Result(lab="00", framework="torch", strategy="single-process", variant=v, world_size=1,

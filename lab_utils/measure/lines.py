@@ -21,10 +21,15 @@ NO_BREAK = _GLUE  # the same, for the other wrappers (measure.short_lines)
 _UNIT = re.compile(r"(?<=\d) (?=(?:%|x|ms|us|ns|s|B|kB|KB|MB|GB|KiB|MiB|GiB|GB/s|MB/s)(?![\w/]))")
 
 
+# '... spread 5%)' at a line's end: the closing figure stays with the word before it, never alone on a wrapped line
+_LAST_FIGURE = re.compile(r" (?=[-+~]?\d[\d.,]*(?:%|x)?[)\].,;:]*$)")
+
+
 def unbroken_units(line: str) -> str:
-    """`line` with the space between each figure and its unit made a no-break space (wrap() and short_lines() turn it
-    back into a plain space after wrapping)."""
-    return _UNIT.sub(_GLUE, line)
+    """`line` with the space between each figure and its unit made a no-break space, and the space before a figure
+    that ends the line ('spread 5%)') too (wrap() and short_lines() turn them back into plain spaces after
+    wrapping)."""
+    return _LAST_FIGURE.sub(_GLUE, _UNIT.sub(_GLUE, line))
 
 
 def wrap(text: str, width: int = WIDTH, hang: str = HANG) -> str:
