@@ -172,3 +172,68 @@ def test_the_minimum_is_told_why_the_course_takes_the_median():
         return min(_timed(fn, warmup, repeats, clock))
     result = check(median_time)
     assert not result.passed and "the minimum is the best case" in result.message, result.message
+
+
+def median_time_of_timestamps(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    stamps = []
+    for _ in range(repeats):
+        fn()
+        stamps.append(clock())  # the moment each call ended, not how long it took
+    return statistics.median(stamps)
+
+
+def median_time_of_start_stamps(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    stamps = []
+    for _ in range(repeats):
+        stamps.append(clock())  # the moment each call began
+        fn()
+    return statistics.median(stamps)
+
+
+def median_time_first_repeats(fn, warmup, repeats, clock=time.perf_counter):
+    times = []
+    for _ in range(warmup + repeats):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return statistics.median(times[:repeats])  # the first `repeats` calls: warm-up in, last calls out
+
+
+def median_time_of_mixed_readings(fn, warmup, repeats, clock=time.perf_counter):
+    for _ in range(warmup):
+        fn()
+    readings = []
+    for _ in range(repeats):
+        readings.append(clock())
+        fn()
+        readings.append(clock())
+    return statistics.median(readings)  # neither the 'after' nor the 'before' readings alone: the fallback names it
+
+
+for _fn in (median_time_of_timestamps, median_time_of_start_stamps, median_time_first_repeats,
+            median_time_of_mixed_readings):
+    _fn.__name__ = _fn.__qualname__ = "median_time"
+
+
+def test_clock_readings_instead_of_durations_are_named_as_timestamps():
+    """Learner s11a, lab 00 cells 24-25: 'expected the median of the 7 timed calls, 12.979 ms, got 202.177 ms' for
+    clock() readings kept instead of differences: the message did not say they were timestamps."""
+    for answer, when in ((median_time_of_timestamps, "after"), (median_time_of_start_stamps, "before")):
+        result = check(answer)
+        assert not result.passed and f"clock() readings taken {when} each timed call" in result.message, result.message
+        assert "timestamps" in result.message and "not durations" in result.message, result.message
+        assert grade(answer)[0] == 0.0
+    mixed = check(median_time_of_mixed_readings)
+    assert not mixed.passed and "longer than the slowest call" in mixed.message, mixed.message
+    assert "not the readings" in mixed.message, mixed.message
+
+
+def test_the_first_repeats_of_every_call_are_named_as_warm_up_included():
+    """Learner s11a: times[:repeats] of warm-up and timed calls got only 'expected ..., got ...'."""
+    result = check(median_time_first_repeats)
+    assert not result.passed and "the first" in result.message and "warm-up included" in result.message, result.message
+    assert grade(median_time_first_repeats)[0] == 0.0

@@ -1,6 +1,7 @@
 """Lab 00: a timer that warms up and takes the median."""
 from __future__ import annotations
 
+import itertools
 import statistics
 
 from ...exercises.core import Exercise, register
@@ -106,7 +107,16 @@ def _judge(got, expected, cases):
                  "the total time of the timed calls: divide nothing, take the median of the per-call times": sum(timed),
                  "the fastest call (the minimum), not the median: the minimum is the best case (timeit's choice); "
                  "the course reports the typical call, the median, and its spread": min(timed),
-                 "the last call only: time each repeat and keep all of them": timed[-1]}
+                 "the last call only: time each repeat and keep all of them": timed[-1],
+                 f"the median of the first {c['repeats']} calls, warm-up included: time the {c['repeats']} calls "
+                 "after the warm-up": statistics.median(everything[:c["repeats"]])}
+        ends = list(itertools.accumulate(everything))  # the check's clock at the end of each call (it starts at 0)
+        stamps = {"the median of clock() readings taken after each timed call": ends[c["warmup"]:],
+                  "the median of clock() readings taken before each timed call": ([0.0] + ends)[c["warmup"]:-1]}
+        for what, readings in stamps.items():
+            if abs(g["seconds"] - statistics.median(readings)) <= 1e-9:
+                return 0.0, (f"that is {what}: timestamps (moments on the clock), not durations; time each call as "
+                             "clock() after it minus clock() before it")
         for what, value in known.items():
             if abs(g["seconds"] - value) <= 1e-9:
                 return 0.0, f"that is {what}"
@@ -125,6 +135,10 @@ def _judge(got, expected, cases):
             return 0.0, (f"your median is {g['seconds'] * 1e3:.4f} ms where every timed call took at least "
                          f"{min(timed) * 1e3:.1f} ms on the clock you were given: time with clock(), the argument, "
                          "not time.perf_counter or another clock of your own")
+        if g["seconds"] > max(everything):  # longer than the slowest call: not a call's duration
+            return 0.0, (f"your median, {g['seconds'] * 1e3:.3f} ms, is longer than the slowest call "
+                         f"({max(everything) * 1e3:.3f} ms): a median of durations cannot be; subtract clock() before "
+                         "a call from clock() after it, and keep those differences, not the readings")
         return 0.0, f"expected the median of the {c['repeats']} timed calls, {e['seconds'] * 1e3:.3f} ms, got {g['seconds'] * 1e3:.3f} ms"
     return 1.0, "warm-up skipped, median of the timed calls"
 
