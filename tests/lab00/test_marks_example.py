@@ -1,0 +1,21 @@
+"""Lab 00's marks paragraph quotes a [!] and a note: the quoted lines are what the course's code prints for them."""
+import re
+from pathlib import Path
+
+import nbformat
+
+from lab_utils import conditions, measure
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "solutions" / "00_setup_and_devices.ipynb"
+
+
+def test_the_quoted_flag_and_note_are_the_lines_the_code_prints(monkeypatch):
+    """Learner s11a, lab 00 cell 22: no [!] or note ever appears in lab 00, so the paragraph shows one of each."""
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)  # no load measured: the lines as on a quiet run
+    cell = next(c.source for c in nbformat.read(NOTEBOOK, 4).cells if "**Marks beside a figure.**" in c.source)
+    quoted = re.search(r"```\n(.*?)\n```", cell, re.S).group(1)
+    printed = "\n".join(measure.flagged(f"2 threads vs 1 thread: {ratio:.2f}x",
+                                        measure.plausibility(speedup=ratio, devices=2, threads=2))
+                        for ratio in (2.5, 2.1))
+    assert quoted == printed
+    assert "    [!] " in quoted and "    note: " in quoted
