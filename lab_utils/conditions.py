@@ -88,7 +88,7 @@ class Load:
     def line(self) -> str:
         """One line for under a table of speeds."""
         text = (f"machine while measuring ({window_text(self.seconds)}): other programs used {self.others:.1f} of "
-                f"{self.cores} cores, the hypervisor stole {self.steal:.1f}")
+                f"{self.cores} cores, the hypervisor stole {self.steal:.1f} cores")
         if self.quota_cpus is not None:
             text += (f", this notebook's {self.quota_source} of {hardware.cpus_text(self.quota_cpus)} throttled it in "
                      f"{self.throttled_share * 100:.0f} % of its periods")

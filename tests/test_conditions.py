@@ -397,3 +397,5 @@ def test_the_load_line_says_each_cause_once_and_a_short_window_in_tenths():
     assert "(0.3 s)" in line and line.count("other programs used 0.8 of 2 cores") == 1, line
     assert "not this machine's quiet speeds: rerun with nothing else running" in line, line
     assert "(27 s)" in conditions.Load(27.2, 2, 1.0, 0.8, 0.0).line()
+    # learner s11a, lab 00 cell 18: 'the hypervisor stole 0.0' had no unit
+    assert "the hypervisor stole 0.0 cores" in conditions.Load(0.2, 2, 1.0, 0.0, 0.0).line()
