@@ -374,8 +374,10 @@ def fit_threads(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) 
     torch.set_num_threads(threads)
     if load is None or free is None:
         return f"torch intra-op threads: {threads} (this notebook may use {budget.describe()})"
+    used = round(load.others + load.steal, 1)
+    joint = "but" if used else "and"  # 'but other programs used 0.0' read oddly (learner s11a, lab 01 cell 2)
     return textwrap.fill(  # at 100 columns, later lines indented (learners: one line of 183 characters)
-        f"torch intra-op threads: {threads}, one per CPU free now: this notebook may use {budget.describe()}, but "
+        f"torch intra-op threads: {threads}, one per CPU free now: this notebook may use {budget.describe()}, {joint} "
         f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it looked, leaving "
         f"{free:.1f} free" + (" (at least 1 thread runs)" if free + FREE_SLACK < 1 else ""), 100,
         subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)

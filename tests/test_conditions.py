@@ -293,6 +293,8 @@ def test_fit_threads_sets_torchs_intra_op_threads_and_says_why(monkeypatch):
                                       "CPUs: 2 cores in the affinity mask, but other programs used 1.0 of 2 cores "
                                       "while it looked, leaving 1.0 free")
     assert max(len(line) for line in said.splitlines()) <= 100  # learners: one line of 183 characters
+    idle, _ = fit_threads_beside(monkeypatch, 0.0)  # learner s11a, lab 01 cell 2: 'but ... used 0.0' read oddly
+    assert "mask, and other programs used 0.0 of 2 cores" in " ".join(idle.split()), idle
 
 
 def test_fit_threads_says_why_it_runs_one_thread_when_others_hold_every_core(monkeypatch):
