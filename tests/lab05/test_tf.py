@@ -343,3 +343,16 @@ def test_the_labs_cost_and_upper_bound_verdicts_read_alike_at_the_same_scatter()
         for v in (cost, upper):
             assert "only a win" not in str(v) and "tested as '" in str(v) and "restated weaker" in str(v), str(v)
         assert cost.verdict == measure.HOLDS  # every pair a clear win: it holds under any restated tolerance
+
+
+def test_the_side_checks_uncapped_restatement_is_said_beside_its_verdicts():
+    # learner s11e, lab 05/06: lab 06 caps a restated cost claim at 30 %, lab 05 restates without limit: said why
+    import nbformat
+
+    from lab_utils import measure
+
+    cells = nbformat.read("solutions/05_tf_distribute.ipynb", 4).cells
+    code = next(i for i, c in enumerate(cells) if c.cell_type == "code" and 'max_restated=float("inf")' in c.source)
+    prose = " ".join(cells[code + 1].source.split())
+    assert f"stop at {measure.MAX_RESTATED:.0%}".replace("%", " %") in prose and "without that cap" in prose
+    assert "3× their scatter" in prose
