@@ -241,11 +241,13 @@ class _TurnTimer:
     """One process's steps (built by its builders, once), timed on its turns: work(round) for in_turns."""
 
     def __init__(self, builders: dict, steps_per_repeat: int, warmup: int, settle: tuple[str, ...] = ()) -> None:
-        from .labs.lab02.data_parallel.threads import settle as wait_idle  # lab 02's wait for spinning threads
-
         self.steps = {name: build() for name, build in builders.items()}
         self.steps_per_repeat, self.warmup = steps_per_repeat, warmup
-        self.before = {name: wait_idle for name in settle if name in self.steps}  # on idle cores, untimed
+        self.before: dict = {}
+        if settle:  # lab 02's wait for spinning threads, untimed: the step starts on idle cores
+            from .labs.lab02.data_parallel.threads import settle as wait_idle
+
+            self.before = {name: wait_idle for name in settle if name in self.steps}
         self.times: dict[str, list] = {name: [] for name in self.steps}
         self.turns: list[tuple[float, float]] = []
 
