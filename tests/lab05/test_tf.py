@@ -401,3 +401,13 @@ def test_rates_far_from_the_verdicts_figure_get_one_line_that_says_why(capsys):
     assert max(map(len, said.splitlines())) <= 100
     namespace["rates_apart"]("a", "b", types.SimpleNamespace(ratio=1.55, verdict=measure.HOLDS))
     assert capsys.readouterr().out == ""  # within 10 %: nothing to explain
+
+
+def test_the_results_table_says_how_the_shared_pool_is_recorded():
+    # learner s11e, lab 05 finding 5: cell 2 says the logical devices share one pool over 2 cores, the table wrote 1
+    import nbformat
+
+    cell = next(c.source for c in nbformat.read("solutions/05_tf_distribute.ipynb", 4).cells
+                if "print(measure.record(recorded, results_dir, hw))" in c.source)
+    assert "shared_threads = max(1, hw.cpu_count // n_devices)" in cell  # devices x threads = the cores used
+    assert "one pool of {hw.cpu_count} thread(s) shared by" in cell and "recorded as {shared_threads} per device" in cell
