@@ -222,11 +222,14 @@ def slower_alone(alone_rate: float, after_rate: float) -> list:
                            "which theory orders no faster: something took this process's cores in its turns")]
 
 
-def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmup: int = 2) -> dict[str, list]:
-    """Each step's times per repeat of `steps_per_repeat` interleaved rounds, after `warmup` untimed calls of each."""
+def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmup: int = 2,
+                      before: dict | None = None) -> dict[str, list]:
+    """Each step's times per repeat of `steps_per_repeat` interleaved rounds, after `warmup` untimed calls of each;
+    `before[name]()` runs untimed right before each call of step `name`."""
     times: dict[str, list[list[float]]] = {name: [] for name in steps}
     for r in range(repeats):
-        timings = measure.time_interleaved(steps, warmup=warmup if r == 0 else 0, repeats=steps_per_repeat)
+        timings = measure.time_interleaved(steps, warmup=warmup if r == 0 else 0, repeats=steps_per_repeat,
+                                           before=before)
         for name, timing in timings.items():
             times[name].append(list(timing.times))
     return times
@@ -237,9 +240,14 @@ def interleaved_steps(steps: dict, *, repeats: int, steps_per_repeat: int, warmu
 class _TurnTimer:
     """One process's steps (built by its builders, once), timed on its turns: work(round) for in_turns."""
 
-    def __init__(self, builders: dict, steps_per_repeat: int, warmup: int) -> None:
+    def __init__(self, builders: dict, steps_per_repeat: int, warmup: int, settle: tuple[str, ...] = ()) -> None:
         self.steps = {name: build() for name, build in builders.items()}
         self.steps_per_repeat, self.warmup = steps_per_repeat, warmup
+        self.before: dict = {}
+        if settle:  # lab 02's wait for spinning threads, untimed: the step starts on idle cores
+            from .labs.lab02.data_parallel.threads import settle as wait_idle
+
+            self.before = {name: wait_idle for name in settle if name in self.steps}
         self.times: dict[str, list] = {name: [] for name in self.steps}
         self.turns: list[tuple[float, float]] = []
 
@@ -255,7 +263,7 @@ class _TurnTimer:
                     "parent": os.getppid()}  # the launcher itself: a fresh interpreter, not a fork server's fork
         start = time.time()
         done = interleaved_steps(self.steps, repeats=1, steps_per_repeat=self.steps_per_repeat if round_ else self.warmup,
-                                 warmup=0)
+                                 warmup=0, before=self.before)
         self.turns.append((start, time.time()))
         for name in self.steps:
             self.times[name] += done[name] if round_ else []
@@ -268,8 +276,11 @@ def omp_wait_policy() -> str:
 
 
 def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: int = 4, steps_per_repeat: int = 20,
-               warmup: int = 5, threads: int | None = None, timeout: float = 180.0) -> list[dict]:
-    """Time the step functions each process builds, one process at a time; per process, a dict of times and turns."""
+               warmup: int = 5, threads: int | None = None, timeout: float = 180.0,
+               settle: tuple[str, ...] = ()) -> list[dict]:
+    """Time the step functions each process builds, one process at a time; per process, a dict of times and turns.
+    `settle`: steps before each of which their process waits, untimed, until its threads stop using CPU (Lab 02's
+    settle: OpenMP threads that still spin after the step before would take its cores)."""
     import cloudpickle
 
     from .launch import launch
@@ -279,7 +290,8 @@ def take_turns(processes: list[dict], *, uses_tensorflow: list[bool], repeats: i
         raise ValueError(f"{len(processes)} processes but {len(uses_tensorflow)} uses_tensorflow flags; give one each")
     threads = threads or hardware.usable_cpu_count()
     # processes[i]: name -> builder, called once in process i, returning a step function (one optimizer step)
-    payloads = [cloudpickle.dumps(lambda b=builders: _TurnTimer(b, steps_per_repeat, warmup)) for builders in processes]
+    payloads = [cloudpickle.dumps(lambda b=builders: _TurnTimer(b, steps_per_repeat, warmup, tuple(settle)))
+                for builders in processes]
     # each process waits as this kernel's OpenMP threads do (its OMP_WAIT_POLICY, or none: libgomp's default), not as
     # launched ranks do (sleep at once): on Lab 01's short step that alone made the loop 2.26x slower than Lab 01's.
     # libgomp reads it when torch loads, so the processes start fresh ("spawn"), not forked from the fork server

@@ -95,21 +95,22 @@ class AllReduceFit:
                      f"(N alpha B, N = {devices})")
         return text
 
-    def summary(self, sizes, seconds, devices: int) -> str:
-        """read() on the points it was fitted to: the refusal of the fit's table reaches the summary that repeats it."""
-        return self.read(devices, self.contradictions(sizes, seconds, devices))
+    def summary(self, sizes, seconds, devices: int, busy_cores: tuple[float, int] | None = None) -> str:
+        """read() on the points it was fitted to: the refusal of the fit's table reaches the summary that repeats it,
+        with the cause its flag measured (`busy_cores` as in contradictions())."""
+        return self.read(devices, self.contradictions(sizes, seconds, devices, busy_cores), busy_cores)
 
     def readable(self, flags) -> bool:
         """False where the fit is degenerate or `flags` say it misses its own points (Kind.NO_FIT): then no figure
         built from it (a time, a ratio, a projection) is printed either."""
         return not self.flags and not any(detectors.kind_of(f) is detectors.Kind.NO_FIT for f in flags)
 
-    def read(self, devices: int, flags) -> str:
+    def read(self, devices: int, flags, busy_cores: tuple[float, int] | None = None) -> str:
         """describe(), or, where `flags` say the fit misses its own points (Kind.NO_FIT), no figure: a summary then
-        refuses alpha and B as the section that fitted them did."""
+        refuses alpha and B as the section that fitted them did, and names the cause its flag measured."""
         if any(detectors.kind_of(f) is detectors.Kind.NO_FIT for f in flags):
-            return ("no alpha or B: not measurable here, this fit's line misses its own points (flagged where it was "
-                    "fitted): read the measured sizes there")
+            return (f"no alpha or B: the fitted line misses its own points (flagged where it was fitted; cause: "
+                    f"{miss_cause(busy_cores, short=True)}): read the measured sizes there")
         return self.describe(devices)
 
     def crossover_bytes(self, devices: int) -> float:
@@ -123,12 +124,8 @@ class AllReduceFit:
         sweep: a load too light to move a median FIT_MISS times is not named as the cause (the ranks' wake-up is)."""
         floor = 2 * (devices - 1) * self.latency_s
         fastest = min(float(t) for t in seconds)
-        quiet = busy_cores is not None and detectors.load_reach(*busy_cores) < detectors.FIT_MISS
-        cause = (f"other programs used {busy_cores[0]:.1f} of {busy_cores[1]:g} cores, too few to move a median "
-                 f"{detectors.FIT_MISS:g}x: not the load but the ranks' wake-up, which moves a small all-reduce up to "
-                 "10x between runs" if quiet and busy_cores is not None else "a busy machine")
         missed = detectors.fit_misses([float(t) for t in seconds], [self.seconds(s, devices) for s in sizes],
-                                      [_size_name(s) for s in sizes], cause=cause)
+                                      [_size_name(s) for s in sizes], cause=miss_cause(busy_cores))
         if floor <= 1.1 * fastest:
             return missed
         return missed + [detectors.Flag(detectors.Kind.CONTRADICT,
@@ -140,6 +137,18 @@ class AllReduceFit:
         if devices < 2:
             return 0.0
         return 2 * (devices - 1) * self.latency_s + 2 * (devices - 1) / devices * nbytes / self.bus_bandwidth
+
+
+def miss_cause(busy_cores: tuple[float, int] | None, short: bool = False) -> str:
+    """What moved the medians off a fit's line: the ranks' wake-up where the measured load (others' mean cores, cores)
+    is too light to move a median FIT_MISS times, else a busy machine; `short`: one clause, for a summary line."""
+    if busy_cores is None or detectors.load_reach(*busy_cores) >= detectors.FIT_MISS:
+        return "a busy machine"
+    others, cores = busy_cores
+    if short:
+        return f"other programs used {others:.1f} of {cores:g} cores: not the load but the ranks' wake-up"
+    return (f"other programs used {others:.1f} of {cores:g} cores, too few to move a median {detectors.FIT_MISS:g}x: "
+            "not the load but the ranks' wake-up, which moves a small all-reduce up to 10x between runs")
 
 
 def _size_name(nbytes: float) -> str:

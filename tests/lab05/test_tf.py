@@ -343,3 +343,71 @@ def test_the_labs_cost_and_upper_bound_verdicts_read_alike_at_the_same_scatter()
         for v in (cost, upper):
             assert "only a win" not in str(v) and "tested as '" in str(v) and "restated weaker" in str(v), str(v)
         assert cost.verdict == measure.HOLDS  # every pair a clear win: it holds under any restated tolerance
+
+
+def test_the_side_checks_uncapped_restatement_is_said_beside_its_verdicts():
+    # learner s11e, lab 05/06: lab 06 caps a restated cost claim at 30 %, lab 05 restates without limit: said why
+    import nbformat
+
+    from lab_utils import measure
+
+    cells = nbformat.read("solutions/05_tf_distribute.ipynb", 4).cells
+    code = next(i for i, c in enumerate(cells) if c.cell_type == "code" and 'max_restated=float("inf")' in c.source)
+    prose = " ".join(cells[code + 1].source.split())
+    assert f"stop at {measure.MAX_RESTATED:.0%}".replace("%", " %") in prose and "without that cap" in prose
+    assert "3× their scatter" in prose
+
+
+def test_the_keras_step_of_the_side_check_starts_on_idle_cores(monkeypatch):
+    # learner s11e, lab 05 finding 1: PyTorch vs Keras (2.27x) read a Keras step timed right after a PyTorch step,
+    # whose OpenMP threads still spun (a clean Keras step gave 1.58x): settle before each timed Keras step
+    import nbformat
+
+    from lab_utils.labs.lab02.data_parallel import threads
+
+    calls = []
+    monkeypatch.setattr(threads, "settle", lambda: calls.append("settle"))
+    order = []
+    builders = {"torch": lambda: (lambda: order.append("torch")), "keras": lambda: (lambda: order.append("keras"))}
+    timer = tf_distribute._TurnTimer(builders, 4, 0, settle=("keras",))
+    timer(1)
+    assert order.count("keras") == 4 and len(calls) == 4  # one wait per Keras step, none for the PyTorch step
+    plain = tf_distribute._TurnTimer(builders, 4, 0)
+    calls.clear()
+    plain(1)
+    assert calls == []  # labs 08 and 09 time as before
+    source = "".join(c.source for c in nbformat.read("solutions/05_tf_distribute.ipynb", 4).cells
+                     if "tf_distribute.take_turns(" in c.source)
+    assert 'settle=("keras",)' in source
+
+
+def test_rates_far_from_the_verdicts_figure_get_one_line_that_says_why(capsys):
+    # learner s11e, lab 05 finding 2: rates 1.59x apart beside a verdict of 1.27x, with no word on why
+    import types
+
+    import nbformat
+
+    from lab_utils import measure
+
+    source = nbformat.read("solutions/05_tf_distribute.ipynb", 4).cells
+    cell = next(c.source for c in source if "def rates_apart" in c.source)
+    namespace = {"measure": measure, "framework_rates": {"a": types.SimpleNamespace(samples_per_s=65276),
+                                                         "b": types.SimpleNamespace(samples_per_s=41148)},
+                 "turns": [{"times": {"a": [[1e-3, 1e-3]]}}, {"times": {"b": [[1.2e-3, 3.1e-3]]}}]}
+    exec(cell[cell.index("def rates_apart"):cell.index('rates_apart("torch"')], namespace)
+    namespace["rates_apart"]("a", "b", types.SimpleNamespace(ratio=1.27, verdict=measure.HOLDS))
+    said = capsys.readouterr().out
+    assert "1.59x" in said and "1.27x" in said and "b 1.20-3.10 ms" in said
+    assert max(map(len, said.splitlines())) <= 100
+    namespace["rates_apart"]("a", "b", types.SimpleNamespace(ratio=1.55, verdict=measure.HOLDS))
+    assert capsys.readouterr().out == ""  # within 10 %: nothing to explain
+
+
+def test_the_results_table_says_how_the_shared_pool_is_recorded():
+    # learner s11e, lab 05 finding 5: cell 2 says the logical devices share one pool over 2 cores, the table wrote 1
+    import nbformat
+
+    cell = next(c.source for c in nbformat.read("solutions/05_tf_distribute.ipynb", 4).cells
+                if "print(measure.record(recorded, results_dir, hw))" in c.source)
+    assert "shared_threads = max(1, hw.cpu_count // n_devices)" in cell  # devices x threads = the cores used
+    assert "one pool of {hw.cpu_count} thread(s) shared by" in cell and "recorded as {shared_threads} per device" in cell

@@ -44,3 +44,28 @@ def test_a_row_marked_suspect_prints_no_library_lead():
     assert measure.table_ratio([19.19] * 5, busy, rows[1]) == "19.19x"  # beyond the load, not suspect: read
     assert measure.table_ratio([1.3] * 5, quiet, rows[1]) == "1.30x"
     assert measure.N_M in measure.verdicts.SUSPECT_N_M and "*" in measure.verdicts.SUSPECT_N_M
+
+
+def test_the_bytes_are_turned_into_time_with_each_calls_latency_and_the_gap_left_is_printed():
+    # learner s11e, lab 06 finding 1: 17x the bytes "explained" a 15 ms gap that the lab's own fit turned into 4.2 ms
+    from lab_utils import learner_code
+    comm_seconds = learner_code.from_notebook("solutions/06_collectives_tensor_parallel.ipynb",
+                                              "comm_seconds").function
+    fit = report.AllReduceFit(100e-6, 1e9)
+    tp = {"all-gather": [2, 1e6], "all-reduce": [3, 3e6]}  # 2 x 1 + 3 x 2 ring steps of 100 us, 4 MB at 1 GB/s
+    assert abs(comm_seconds(tp, fit, 2) - (8 * 100e-6 + 4e-3)) < 1e-12
+    assert abs(comm_seconds({"all-reduce": [1, 1e6]}, fit, 3) - (4 * 100e-6 + 1e-3)) < 1e-12  # 2 (N - 1) steps
+    assert abs(comm_seconds({"send": [4, 2e6]}, fit, 2) - (4 * 100e-6 + 2e-3)) < 1e-12
+    source = next(c.source for c in nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+                  if "def comm_seconds" in c.source)
+    assert 'statistics.median(step_times["tensor parallel"] - step_times["DDP"])' in source  # the paired gap
+    assert "is not measured here" in source and 'fit_read["library"]' in source  # no time from a refused fit
+
+
+def test_the_cap_on_a_restated_cost_claim_is_explained_where_the_first_such_verdict_prints():
+    # learner s11e, lab 06 finding 3: "too noisy to test a cost up to 30%" was explained nowhere in the lab
+    cells = nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+    first = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "no_worse_than=0.10" in c.source)
+    prose = " ".join(cells[first + 1].source.split())
+    assert f"{measure.MAX_RESTATED:.0%}".replace("%", " %") in prose and "measure.MAX_RESTATED" in prose
+    assert f"too noisy to test a cost up to {measure.MAX_RESTATED:.0%}" in prose and "only a win" in prose

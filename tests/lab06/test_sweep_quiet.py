@@ -32,6 +32,20 @@ def test_a_refused_fit_on_a_quiet_sweep_names_the_wake_up():
     assert "a busy machine" in busy and "a busy machine" in " ".join(map(str, fit.contradictions(sizes, seconds, 2)))
 
 
+def test_the_summary_of_a_refused_fit_names_the_cause_its_flag_measured():
+    # learner s11e, lab 06: the summary said "not measurable here" on a quiet run whose flag said "the ranks' wake-up",
+    # then a stray "(flagged above)" line
+    sizes, seconds = [4096, 65536, 1 << 20, 1 << 24], [4e-3, 0.3e-3, 1e-3, 60e-3]
+    fit = report.fit_allreduce(sizes, seconds, 2)
+    quiet, busy = fit.summary(sizes, seconds, 2, QUIET), fit.summary(sizes, seconds, 2, BUSY)
+    assert "wake-up" in quiet and "not the load" in quiet and "not measurable" not in quiet and "us," not in quiet
+    assert "a busy machine" in busy and "wake-up" not in busy
+    summary = next(c.source for c in nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+                   if "alpha-beta fit, {name}" in c.source)
+    assert "fit.summary(sizes, medians[name], world_size, busy_cores)" in summary
+    assert "fit_flags[name] if fit_read[name] else []" in summary  # a refusal is not followed by '(flagged above)'
+
+
 def test_the_sweep_keeps_its_load_for_lab_10(isolated_results):
     report.save_allreduce("06", SIZES, INVERTED, [0.6] * 4, 2, "gloo", isolated_results, busy_cores=QUIET)
     kept = report.recent_allreduce(2, "gloo", isolated_results)
