@@ -637,3 +637,11 @@ def test_a_compute_note_names_the_figure_to_read_and_a_range_near_1_shows_its_si
     assert "read 0.96x as its ops' speed per image" in said[0] and "not the ops, made it" not in said[0]
     assert "faster" in tables.compute_note("gpipe M=2", 1.20, 0.97, 1.01, 1.06)[0]
     assert "holds 1 " in tables.compute_noise_line([]) and "lies off" not in tables.compute_noise_line([])
+
+
+def test_the_summary_names_a_faster_m_than_the_one_it_shows():
+    # learner s11d, lab 04 finding 5: the summary showed M=8 (1.07x) only, while M=4 (1.17x) was the fastest
+    from lab_utils.labs.lab04 import tables
+    assert tables.fastest_other_m({2: 0.0319, 4: 0.0307, 8: 0.0335}, 8) == 4
+    assert tables.fastest_other_m({2: 0.0319, 4: 0.0337, 8: 0.0305}, 8) is None  # the shown M is the fastest
+    assert tables.fastest_other_m({2: 0.0319, 4: 0.0305, 8: 0.0305}, 8) is None  # a tie: nothing faster to name

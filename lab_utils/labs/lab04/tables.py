@@ -176,3 +176,9 @@ def compute_noise_line(within: list[str]) -> str:
                 "speed per image differs from the naive split's in every row")
     return (f"compute within noise (the paired busy-time range holds 1.00x): {', '.join(within)}: those rows' ops "
             "ran as fast per image as the naive split's, as far as this run can tell")
+
+
+def fastest_other_m(makespans: dict[int, float], shown: int) -> int | None:
+    """The M whose median step was the shortest, where it is not the `shown` one (the summary's); None where it is."""
+    fastest = min(makespans, key=makespans.__getitem__)
+    return None if fastest == shown or makespans[fastest] == makespans[shown] else fastest
