@@ -128,7 +128,7 @@ def test_halo_bytes_equal_the_formula_exactly(runs, world_size):
 
 
 def test_batchnorm_per_slab_is_measurably_wrong():
-    line = "    stats = SumOverSlabs.apply(stats)                                  # the same, over every rank's slab\n"
+    line = "    stats = SumOverSlabs.apply(stats)  # the same, over every rank's slab\n"
     per_slab = variant(lab13.slab_batch_norm, {line: ""}, name="statistics per slab", show=False)
     images, labels = _problems()[0]
     ranks = launch(lab13.spatial_step_worker, 2, args=([(images, labels)], 0, per_slab), timeout=120)

@@ -90,6 +90,8 @@ def return_halo_gradient(grad, above, below, padding, rank, world_size):
     top = above if rank > 0 else padding
     bottom = below if rank < world_size - 1 else padding
     mine = grad[:, :, top:rows - bottom].clone()
+    # from the rank above: the gradient of ITS bottom halo, i.e. of my first `below` rows (hence sized `below`);
+    # from the rank below: the gradient of its top halo, my last `above` rows
     from_above, from_below = grad.new_zeros(n, c, below, w), grad.new_zeros(n, c, above, w)
     requests = []
     if rank > 0:
@@ -170,7 +172,7 @@ def slab_batch_norm(bn, x):
     c, n = x.shape[1], x[:, 0].numel()
     var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)         # this slab's statistics
     stats = torch.cat([mean * n, (var + mean * mean) * n, x.new_tensor([n])])  # its sums, sums of squares, count
-    stats = SumOverSlabs.apply(stats)                                  # the same, over every rank's slab
+    stats = SumOverSlabs.apply(stats)  # the same, over every rank's slab
     mean = stats[:c] / stats[-1]
     var = stats[c:2 * c] / stats[-1] - mean * mean
     scale = bn.weight / torch.sqrt(var + bn.eps)
