@@ -244,9 +244,9 @@ def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_s
 # ---- solutions/13_spatial_parallelism.ipynb, cell 39 (id 2bdeb624) -------------------------------------------------
 
 def speed_worker(rank, world_size, workloads, repeats, seed):
-    """Per workload, one training step's forward and backward three ways, interleaved: spatial (every rank a slab of
-    every image), data parallel (every rank its share of the images, gradients all-reduced) and one device (rank 0
-    the whole batch alone). Then the bytes each strategy sends in one step."""
+    """Per workload, one training step's forward and backward three ways, interleaved (`repeats[name]` rounds): spatial
+    (every rank a slab of every image), data parallel (every rank its share of the images, gradients all-reduced) and
+    one device (rank 0 the whole batch alone). Then the bytes each strategy sends in one step."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     full = CourseCNN(seed)
     spatial_model = SpatialCNN(full)
@@ -276,7 +276,8 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
                 F.cross_entropy(full(images), labels).backward()
 
         steps = {"spatial": spatial_step, "data parallel": data_parallel_step, "one device": one_device_step}
-        timing = measure.time_interleaved(steps, warmup=1, repeats=repeats, before={s: dist.barrier for s in steps})
+        timing = measure.time_interleaved(steps, warmup=1, repeats=repeats[name],
+                                          before={s: dist.barrier for s in steps})
         sent = {}
         for strategy, step in steps.items():
             with spatial.count_sends() as sends:
