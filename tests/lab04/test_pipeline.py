@@ -645,3 +645,20 @@ def test_the_summary_names_a_faster_m_than_the_one_it_shows():
     assert tables.fastest_other_m({2: 0.0319, 4: 0.0307, 8: 0.0335}, 8) == 4
     assert tables.fastest_other_m({2: 0.0319, 4: 0.0337, 8: 0.0305}, 8) is None  # the shown M is the fastest
     assert tables.fastest_other_m({2: 0.0319, 4: 0.0305, 8: 0.0305}, 8) is None  # a tie: nothing faster to name
+
+
+@pytest.mark.parametrize("label", ["naive", "gpipe", "1f1b"])
+def test_the_gap_line_reads_a_real_run_and_its_parts_add_up_to_the_step(executed, label):
+    # the table's gap line on measured runs: ideal_makespan works for every schedule, and ideal + the two parts = step
+    from lab_utils.labs.lab04 import tables
+    from lab_utils import detectors
+    m = executed[1][label]
+    ideal, own = pl.ideal_makespan(m), pl.own_ops_makespan(m)
+    assert 0 < ideal and ideal == pytest.approx(pl.makespan(pl.simulate(
+        pl.make_schedule(m.run.schedule, 2, m.run.micro_batches), *pl.median_op_seconds(m))))
+    line = tables.handover_line([label], [m.makespan], [own], detectors.ops_tolerance(2), ideals=[ideal])
+    import re
+    step, base, sign1, mid, sign2, hand = re.search(rf"{label} ([\d.]+) = ([\d.]+) ([+-]) ([\d.]+) ([+-]) ([\d.]+)",
+                                                    line).groups()
+    total = float(base) + float(sign1 + mid) + float(sign2 + hand)  # the printed parts, added as printed
+    assert total == pytest.approx(float(step), abs=1e-9), line
