@@ -273,6 +273,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             tolerance = no_worse_than
         if tolerance > no_worse_than:  # up to a whole percent, as it is printed: its floor then agrees with the text
             tolerance = math.ceil(round(tolerance * 100, 6)) / 100
+        if tolerance > no_worse_than and low > 1 / (1 + no_worse_than) and tolerance <= max_restated:
+            tolerance = no_worse_than  # the whole range already clears the claim as stated: it holds as stated
         if tolerance > no_worse_than:
             notes.append(f"restated: these pairs scatter by {spread_of_pairs:.1%}, so only a cost above {tolerance:.0%} "
                          f"({RESOLVE:g}x that scatter, rounded up) stands out: the claim tested is 'no worse by more than "

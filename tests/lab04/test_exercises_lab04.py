@@ -211,7 +211,7 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
     (no_recv, "deadlock"),
     (grad_to_the_next_stage, "the previous one (rank"),
     (loss_from_the_kept_logits, "from the stage's new output"),
-    (grad_sent_from_the_first_stage_too, "likely on x.grad, which is None there"),
+    (grad_sent_from_the_first_stage_too, "raised an error, likely on x.grad, which is None there"),  # s11d
     (saved_input_not_popped, "ctx.saved.pop(micro)"),
     (recomputed_on_a_detached_copy, "leaves x.grad None"),  # learner s10e: the message was cut before its end
     (grad_from_the_previous_stage, "waited in dist.recv for the gradient of its output from rank"),  # any rank may fail first

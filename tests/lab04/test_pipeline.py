@@ -604,3 +604,61 @@ def test_the_hand_over_and_spread_lines_give_measured_milliseconds():
     close = tables.handover_line(["naive"], [0.0599], [0.0600], 0.0003)
     assert detectors.shorter_than_its_ops(0.0599, 0.0600, what="naive", tolerance_s=0.0003) == []
     assert "beside its row" not in close and "naive: within the timestamps' resolution (0.30 ms)" in close, close
+
+
+def test_the_gap_to_ideal_splits_into_the_steps_own_ops_and_the_hand_overs():
+    # learner s11d, lab 04 finding 3: hand-overs 3.0 ms explained half of GPipe M=8's gap to 'ideal'; the other part
+    # (that step's ops slower than the medians 'ideal' uses) is printed in ms, and the parts add up as printed
+    from lab_utils.labs.lab04 import tables
+    line = tables.handover_line(["naive", "gpipe M=8"], [0.0358, 0.0335], [0.0337, 0.0305], 0.0003,
+                                ideals=[0.0340, 0.0267])
+    assert "gpipe M=8 33.5 = 26.7 + 3.8 + 3.0" in line and "naive 35.8 = 34.0 - 0.3 + 2.1" in line, line
+    assert "ops over the typical ones" in line and "below 0" not in line
+    late = tables.handover_line(["naive"], [0.0590], [0.0604], 0.0003, ideals=[0.0600])
+    assert "naive 59.0 = 60.0 + 0.4 - 1.4" in late and "the mark beside its row" in late, late
+
+
+def test_a_measured_ideal_makespan_is_the_simulated_schedule_with_the_median_op_times():
+    from types import SimpleNamespace
+    fwd, bwd = [0.002, 0.001], [0.001, 0.003]
+    timeline = pl.simulate(pl.gpipe(2, 4), fwd, bwd)
+    run = SimpleNamespace(schedule="gpipe", micro_batches=4)
+    fake = SimpleNamespace(run=run, stages=2, timelines=[timeline, timeline])
+    assert pl.ideal_makespan(fake) == pytest.approx(pl.makespan(timeline))
+    assert pl.ideal_bubble(fake) == pytest.approx(pl.bubble_fraction(timeline, 2))
+
+
+def test_a_compute_note_names_the_figure_to_read_and_a_range_near_1_shows_its_side():
+    # learner s11d, lab 04 findings 1-2: 0.84x in the column, 0.96x in the note, "range 0.93-1.00" beside "off 1.00x"
+    from lab_utils.labs.lab04 import tables
+    said = tables.compute_note("gpipe M=2", 0.84, 0.93, 0.96, 0.998)
+    assert len(said) == 1 and "0.93-0.998" in said[0] and "1.00" not in said[0], said
+    assert "one step's" in said[0] and "slower than this row's usually do" in said[0]
+    assert "read 0.96x as its ops' speed per image" in said[0] and "not the ops, made it" not in said[0]
+    assert "faster" in tables.compute_note("gpipe M=2", 1.20, 0.97, 1.01, 1.06)[0]
+    assert "holds 1 " in tables.compute_noise_line([]) and "lies off" not in tables.compute_noise_line([])
+
+
+def test_the_summary_names_a_faster_m_than_the_one_it_shows():
+    # learner s11d, lab 04 finding 5: the summary showed M=8 (1.07x) only, while M=4 (1.17x) was the fastest
+    from lab_utils.labs.lab04 import tables
+    assert tables.fastest_other_m({2: 0.0319, 4: 0.0307, 8: 0.0335}, 8) == 4
+    assert tables.fastest_other_m({2: 0.0319, 4: 0.0337, 8: 0.0305}, 8) is None  # the shown M is the fastest
+    assert tables.fastest_other_m({2: 0.0319, 4: 0.0305, 8: 0.0305}, 8) is None  # a tie: nothing faster to name
+
+
+@pytest.mark.parametrize("label", ["naive", "gpipe", "1f1b"])
+def test_the_gap_line_reads_a_real_run_and_its_parts_add_up_to_the_step(executed, label):
+    # the table's gap line on measured runs: ideal_makespan works for every schedule, and ideal + the two parts = step
+    from lab_utils.labs.lab04 import tables
+    from lab_utils import detectors
+    m = executed[1][label]
+    ideal, own = pl.ideal_makespan(m), pl.own_ops_makespan(m)
+    assert 0 < ideal and ideal == pytest.approx(pl.makespan(pl.simulate(
+        pl.make_schedule(m.run.schedule, 2, m.run.micro_batches), *pl.median_op_seconds(m))))
+    line = tables.handover_line([label], [m.makespan], [own], detectors.ops_tolerance(2), ideals=[ideal])
+    import re
+    step, base, sign1, mid, sign2, hand = re.search(rf"{label} ([\d.]+) = ([\d.]+) ([+-]) ([\d.]+) ([+-]) ([\d.]+)",
+                                                    line).groups()
+    total = float(base) + float(sign1 + mid) + float(sign2 + hand)  # the printed parts, added as printed
+    assert total == pytest.approx(float(step), abs=1e-9), line

@@ -433,3 +433,12 @@ def test_halo_bytes_with_twice_the_padding_points_at_exercise_1_without_giving_i
         return 2 * (world_size - 1) * rows * width * channels * batch * itemsize
     result = assert_wrong(halo_bytes_per_step, "halo_rows (exercise 1)")
     assert "k - padding - stride" not in result.message and "max(0" not in result.message, result.message
+
+
+def test_halo_bytes_at_the_output_width_names_the_width_not_the_backward_pass():
+    # learner s11d, lab 13: width // stride halved the bytes of the stride-2 case and was called "the backward pass"
+    def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_size, itemsize):
+        rows = padding + max(0, kernel - padding - stride)
+        return 2 * (world_size - 1) * rows * (width // stride) * channels * batch * itemsize
+    result = assert_wrong(halo_bytes_per_step, "layer's input", "not of its output (width // stride = 32)")
+    assert "half the bytes" not in result.message, result.message

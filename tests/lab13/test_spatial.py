@@ -128,7 +128,7 @@ def test_halo_bytes_equal_the_formula_exactly(runs, world_size):
 
 
 def test_batchnorm_per_slab_is_measurably_wrong():
-    line = "    stats = SumOverSlabs.apply(stats)                                  # the same, over every rank's slab\n"
+    line = "    stats = SumOverSlabs.apply(stats)  # the same, over every rank's slab\n"
     per_slab = variant(lab13.slab_batch_norm, {line: ""}, name="statistics per slab", show=False)
     images, labels = _problems()[0]
     ranks = launch(lab13.spatial_step_worker, 2, args=([(images, labels)], 0, per_slab), timeout=120)
@@ -284,3 +284,24 @@ def test_exercise_2s_cell_holds_the_stub_alone_so_replacing_it_keeps_align():
         exercise = next(i for i, s in enumerate(sources) if "def slab_bounds" in s)
         assert "ALIGN =" not in sources[exercise], folder
         assert any(s.startswith("ALIGN = 4") or "\nALIGN = 4" in s for s in sources[:exercise]), folder
+
+
+def test_data_parallel_beside_one_device_is_read_against_theory_with_the_runs_figures():
+    # learner s11d, lab 13 findings 2-3: data parallel faster than one device on one image (within the spread), and
+    # slower on 16 small images although "data parallelism wins whenever there are enough images": one computed line
+    from lab_utils.labs.lab13 import spatial
+    one = [0.170, 0.168, 0.171, 0.165, 0.180]
+    dp = [0.158, 0.175, 0.150, 0.170, 0.160]
+    line = spatial.data_parallel_vs_one_line("one 1024px image", 1, dp, one)
+    assert "the range holds 1" in line and "within the rounds' spread" in line and "1x or slower" in line, line
+    assert "over 5 paired rounds" in line
+    slower = spatial.data_parallel_vs_one_line("16 images of 32px", 16, [0.0030, 0.0031, 0.0032, 0.0029, 0.0030],
+                                               [0.0018, 0.0019, 0.0018, 0.0017, 0.0018])
+    # one device 1.80 ms: the split saves at most 0.90 ms; data parallel 3.00 ms = 0.90 ms share + 2.10 ms added
+    assert "about 8 of the 16 images" in slower and "(0.90 ms)" in slower and "add 2.10 ms" in slower, slower
+    assert "too few images to share out: it adds 2.3x what the split saves" in slower, slower
+    faster = spatial.data_parallel_vs_one_line("64 images", 64, [0.006, 0.0061, 0.0059, 0.0062, 0.006],
+                                               [0.010, 0.0101, 0.0099, 0.0102, 0.010])
+    assert faster.endswith("enough images to share out: the split saves more than it adds"), faster
+    below = spatial.data_parallel_vs_one_line("one 1024px image", 1, [0.150, 0.152, 0.149, 0.151, 0.150], one)
+    assert "whole range lies below 1, which the work does not explain" in below, below

@@ -123,7 +123,7 @@ def _recompute_run(recompute_backward_op, case):
                                "copy (x.detach(), x.clone()): backward fills the copy's .grad and leaves x.grad None"
                                ) from None
         if exc.rank == 0 and "'NoneType' object has no attribute" in exc.message:
-            raise StageFailed(0, "likely on x.grad, which is None there: the first stage's input is the "
+            raise StageFailed(0, "an error, likely on x.grad, which is None there: the first stage's input is the "
                                "images, which need no gradient, so stage 0 sends nothing back (if not ctx.first). It "
                                f"said: {exc.message.splitlines()[0][:100]}") from None
         raise StageFailed(exc.rank, exc.message.splitlines()[0][:380]) from None

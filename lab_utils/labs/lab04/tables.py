@@ -5,6 +5,7 @@ import math
 from dataclasses import dataclass
 
 from ... import measure
+from ...measure.verdicts import shown
 
 WIDTHS = (9, 10, 10, 8, 15)  # 'vs naive', '= overlap', 'x compute', 'bubble', 'steps'
 
@@ -110,19 +111,34 @@ def verdict_figures_line(total: float, step: float, ops: float, rounds: int) -> 
             "means, shown because only means split exactly into the three parts")
 
 
-def handover_line(labels, steps, ops, tolerance_s: float) -> str:
-    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need. Below 0 by more
-    than `tolerance_s` (what the timestamps resolve: detectors.shorter_than_its_ops' rule) its row carries a note or
-    [!]; below 0 by less, the line says it is within that resolution."""
+def handover_line(labels, steps, ops, tolerance_s: float, ideals=None) -> str:
+    """Each row's median step's hand-overs in ms: its makespan minus what its own ops in order need. With `ideals`
+    ('ideal's makespans), each row's step split into the three parts of its gap to 'ideal': ideal + this step's ops
+    over the typical ones + hand-overs, in ms that add up as printed. Below 0 by more than `tolerance_s` (what the
+    timestamps resolve: detectors.shorter_than_its_ops' rule) its row carries a note or [!]; below 0 by less, the
+    line says it is within that resolution."""
     late = [label for label, m, s in zip(labels, steps, ops) if m < s - tolerance_s]  # marked beside their rows
     close = [label for label, m, s in zip(labels, steps, ops) if s - tolerance_s <= m < s]
     said = ([f"{', '.join(late)}: the mark beside its row"] if late else []) + \
         ([f"{', '.join(close)}: within the timestamps' resolution ({tolerance_s * 1e3:.2f} ms), so about 0"]
          if close else [])
-    return ("hand-overs in each median step (its makespan minus its own ops in order; idle time the 'bubble' "
-            "column counts and 'ideal' leaves out): "
-            + ", ".join(f"{label} {(m - s) * 1e3:.1f} ms" for label, m, s in zip(labels, steps, ops))
-            + (f" (below 0: {'; '.join(said)})" if said else ""))
+    below = f" (hand-overs below 0: {'; '.join(said)})" if said else ""
+    if ideals is None:
+        return ("hand-overs in each median step (its makespan minus its own ops in order; idle time the 'bubble' "
+                "column counts and 'ideal' leaves out): "
+                + ", ".join(f"{label} {(m - s) * 1e3:.1f} ms" for label, m, s in zip(labels, steps, ops)) + below)
+    parts = []
+    for label, m, s, i in zip(labels, steps, ops, ideals):
+        step, ideal, hand = (round(v * 1e3, 1) for v in (m, i, m - s))
+        parts.append(f"{label} {step:.1f} = {ideal:.1f} {_signed(step - ideal - hand)} {_signed(hand)}")
+    return ("each median step's gap to 'ideal', in ms: step = ideal (the typical op times, free hand-overs) + "
+            "this step's ops over the typical ones (its own ops in order minus ideal) + hand-overs (its makespan "
+            "minus its own ops in order): " + "; ".join(parts) + below)
+
+
+def _signed(ms: float) -> str:
+    """'+ 3.8' or '- 1.2': a part of a sum in ms, its sign as the operator."""
+    return f"{'-' if ms < -0.05 else '+'} {abs(ms):.1f}"
 
 
 def spread_line(label: str, ops, handovers) -> str:
@@ -138,16 +154,31 @@ def spread_line(label: str, ops, handovers) -> str:
 
 def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
     """A note where a row's compute factor (read on its median step) lies outside the range of the paired rounds'
-    busy-time ratios: that step's ops were atypical, not the configuration's; [] where it lies inside."""
+    busy-time ratios: that step's ops were atypical, not the configuration's, so the note says which figure reads the
+    ops' speed per image; [] where it lies inside."""
     if low <= compute <= high:
         return []
-    return [f"{label}'s compute {compute:.2f}x is its median step's: over the paired rounds the naive split's busy "
-            f"time over this row's is {median:.2f}x (range {low:.2f}-{high:.2f}), so the step, not the ops, made it"]
+    pace = "slower" if compute < low else "faster"
+    return [f"{label}'s compute {compute:.2f}x is one step's (its median step by makespan); over all the paired "
+            f"rounds, the naive split's busy time over this row's is {median:.2f}x (range {_range(low, high)}): "
+            f"that step's ops ran {pace} than this row's usually do, so read {median:.2f}x as its ops' speed per image"]
+
+
+def _range(low: float, high: float) -> str:
+    """'low-high' with the decimals that show on which side of 1 each end lies (0.93-0.998, not 0.93-1.00)."""
+    return f"{shown(low, (1.0,))}-{shown(high, (1.0,))}"
 
 
 def compute_noise_line(within: list[str]) -> str:
     """The table's noise line for the compute column: which rows' paired busy ratios hold 1.00x in their range."""
     if not within:
-        return "compute: every row's paired busy-time range lies off 1.00x: the ops' speed per image differs"
+        return ("compute: no row's paired busy-time range holds 1 (each lies wholly on one side of it): the ops' "
+                "speed per image differs from the naive split's in every row")
     return (f"compute within noise (the paired busy-time range holds 1.00x): {', '.join(within)}: those rows' ops "
             "ran as fast per image as the naive split's, as far as this run can tell")
+
+
+def fastest_other_m(makespans: dict[int, float], shown: int) -> int | None:
+    """The M whose median step was the shortest, where it is not the `shown` one (the summary's); None where it is."""
+    fastest = min(makespans, key=makespans.__getitem__)
+    return None if fastest == shown or makespans[fastest] == makespans[shown] else fastest

@@ -4,4 +4,4 @@ assign` from the notebook's cells tagged `lesson`), exercises.py, spatial.py.
 What no file says is declared here, read by lab_utils.instructor.labs: the parameters its test-size run shrinks,
 its benchmarks ("module.function", imported only when run) and its GPU check."""
 
-TEST_SIZE = {"large_side": 256, "repeats": 3}
+TEST_SIZE = {"large_side": 256, "repeats": 3, "small_repeats": 3}

@@ -370,6 +370,11 @@ def _bytes_judge(answer, reference, cases):
         candidates = [
             # before "half": an answer that reaches a case whose itemsize is not 4 passed the 4-byte cases
             (e * 4 / itemsize, f"the bytes per number are `itemsize` ({itemsize} here), not a fixed 4"),
+            # before "half": with stride 2 the output's width is half the input's, and the earlier stride-1 cases
+            # (the first two) passed, so the backward pass is there (learner s11d)
+            (e * (w // s) / w, f"the halo rows are rows of the layer's input, `width` ({w}) columns wide, not of its "
+                               f"output (width // stride = {w // s}): the neighbour sends the rows the convolution "
+                               "reads"),
             (e / 2, "half the bytes: the backward pass sends every halo row's gradient back, as many bytes again"),
             (e * n / (n - 1), f"{n} ranks have {borders} between their slabs, not {n}"),
             (e * (w + 2 * p) / w, "the halo rows are the neighbour's own rows: `width` columns, without the padding"),
@@ -377,12 +382,12 @@ def _bytes_judge(answer, reference, cases):
             (e / itemsize, "that counts numbers: multiply by the bytes per number (itemsize)"),
             (e / (b * itemsize), "that counts numbers, per image: multiply by the batch and the bytes per number"),
             # the rows per border point at halo_rows (exercise 1), not at its formula: a learner may come here first
-            ((n - 1) * per_border, "2 (k // 2) rows per border holds for stride 1 only; a border carries the rows "
-                                   "halo_rows (exercise 1) gives for this kernel, padding and stride, and the step "
-                                   "has a backward pass too"),
-            (2 * (n - 1) * per_border, "2 (k // 2) rows per border holds only for stride 1 and padding k // 2: a "
-                                       "border carries above + below rows, as halo_rows (exercise 1) gives them for "
-                                       "this kernel, padding and stride"),
+            ((n - 1) * per_border, "k // 2 rows from each side (2 x (k // 2) per border) holds for stride 1 "
+                                   "only; a border carries the rows halo_rows (exercise 1) gives for this kernel, "
+                                   "padding and stride, and the step has a backward pass too"),
+            (2 * (n - 1) * per_border, "k // 2 rows from each side (2 x (k // 2) per border) holds only for "
+                                       "stride 1 and padding k // 2: a border carries above + below rows, as "
+                                       "halo_rows (exercise 1) gives them for this kernel, padding and stride"),
             (e * 2, "twice the bytes: above + below already counts the rows each border carries both ways; the "
                     "factor 2 is the backward pass"),
             (e / n, "that is one border's share: add up every border between the ranks' slabs"),

@@ -90,6 +90,8 @@ def return_halo_gradient(grad, above, below, padding, rank, world_size):
     top = above if rank > 0 else padding
     bottom = below if rank < world_size - 1 else padding
     mine = grad[:, :, top:rows - bottom].clone()
+    # from the rank above: the gradient of ITS bottom halo, i.e. of my first `below` rows (hence sized `below`);
+    # from the rank below: the gradient of its top halo, my last `above` rows
     from_above, from_below = grad.new_zeros(n, c, below, w), grad.new_zeros(n, c, above, w)
     requests = []
     if rank > 0:
@@ -170,7 +172,7 @@ def slab_batch_norm(bn, x):
     c, n = x.shape[1], x[:, 0].numel()
     var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)         # this slab's statistics
     stats = torch.cat([mean * n, (var + mean * mean) * n, x.new_tensor([n])])  # its sums, sums of squares, count
-    stats = SumOverSlabs.apply(stats)                                  # the same, over every rank's slab
+    stats = SumOverSlabs.apply(stats)  # the same, over every rank's slab
     mean = stats[:c] / stats[-1]
     var = stats[c:2 * c] / stats[-1] - mean * mean
     scale = bn.weight / torch.sqrt(var + bn.eps)
@@ -242,9 +244,9 @@ def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_s
 # ---- solutions/13_spatial_parallelism.ipynb, cell 39 (id 2bdeb624) -------------------------------------------------
 
 def speed_worker(rank, world_size, workloads, repeats, seed):
-    """Per workload, one training step's forward and backward three ways, interleaved: spatial (every rank a slab of
-    every image), data parallel (every rank its share of the images, gradients all-reduced) and one device (rank 0
-    the whole batch alone). Then the bytes each strategy sends in one step."""
+    """Per workload, one training step's forward and backward three ways, interleaved (`repeats[name]` rounds): spatial
+    (every rank a slab of every image), data parallel (every rank its share of the images, gradients all-reduced) and
+    one device (rank 0 the whole batch alone). Then the bytes each strategy sends in one step."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     full = CourseCNN(seed)
     spatial_model = SpatialCNN(full)
@@ -274,7 +276,8 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
                 F.cross_entropy(full(images), labels).backward()
 
         steps = {"spatial": spatial_step, "data parallel": data_parallel_step, "one device": one_device_step}
-        timing = measure.time_interleaved(steps, warmup=1, repeats=repeats, before={s: dist.barrier for s in steps})
+        timing = measure.time_interleaved(steps, warmup=1, repeats=repeats[name],
+                                          before={s: dist.barrier for s in steps})
         sent = {}
         for strategy, step in steps.items():
             with spatial.count_sends() as sends:

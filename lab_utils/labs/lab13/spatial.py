@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import data, measure
+from ...measure.verdicts import shown
 
 DIGITS_LEVELS = 16  # the built-in digits' grey levels run 0..16
 
@@ -214,3 +215,34 @@ class LibraryCheck:
         problems = [re.sub(r"(?<=\d), (?=\d)", "," + glue, p) for p in self.problems()]
         return measure.lines.stacked(f"{head} " + "WRONG, with no error raised:".replace(" ", glue),
                                      [p + (";" if i < len(problems) - 1 else "") for i, p in enumerate(problems)])
+
+
+# ---- data parallel beside one device: the comparison no verdict makes ----------------------------------------------
+
+def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device, ranks: int = 2) -> str:
+    """Data parallel's step over one device's on paired rounds (times in seconds, round i beside round i), read against
+    theory: one image leaves the other ranks idle, so data parallel is one device's work plus an all-reduce (no
+    faster); with more images each rank computes its share, and the line says what the split saved and what it added
+    (medians, in ms)."""
+    ratios = measure.paired_ratios(one_device, data_parallel)  # data parallel's time over one device's, per round
+    low, high, _ = measure.ratio_range(ratios)
+    head = (f"{name}: data parallel took {float(np.median(ratios)):.2f}x one device's time (range "
+            f"{shown(low, (1.0,))}-{shown(high, (1.0,))} over {len(ratios)} paired rounds)")
+    within = low <= 1 <= high
+    if images < 2:
+        side = ("the range holds 1: the difference is within the rounds' spread" if within else
+                "the whole range lies below 1, which the work does not explain (rank 0's is the same): the "
+                "difference is the conditions each step met (its place in the round, the caches and memory it found)"
+                if high < 1 else "the whole range lies above 1: the all-reduce's cost")
+        return (f"{head}; rank 0 does one device's whole work plus an all-reduce (the other ranks have no image), "
+                f"so theory puts it at 1x or slower: {side}")
+    one_ms, dp_ms = float(np.median(one_device)) * 1e3, float(np.median(data_parallel)) * 1e3
+    saved = one_ms * (ranks - 1) / ranks  # at most: the compute the other ranks take off rank 0
+    added = dp_ms - (one_ms - saved)  # data parallel's step beyond one rank's share of the compute
+    verdict = ("the range holds 1: no difference this run can tell" if within else
+               f"too few images to share out: it adds {added / saved:.1f}x what the split saves"
+               if low > 1 else "enough images to share out: the split saves more than it adds")
+    return (f"{head}; each rank computes about {images // ranks} of the {images} images, which saves at most "
+            f"{ranks - 1}/{ranks} of one device's {one_ms:.2f} ms ({saved:.2f} ms), while the all-reduce and the wait "
+            f"for the slower rank add {added:.2f} ms (data parallel's {dp_ms:.2f} ms minus one rank's share, "
+            f"{one_ms - saved:.2f} ms; medians): {verdict}")

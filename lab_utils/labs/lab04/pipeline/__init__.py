@@ -13,7 +13,7 @@ lab_utils.labs.lab04.lesson); around them this package keeps one idea per module
 from __future__ import annotations
 
 from .ranks import ONE_STEP, OneStep, Rounds, run_pipelines
-from .results import (KINDS, Measured, busy_seconds, handover_seconds, ideal_bubble, mean_op_seconds,
+from .results import (KINDS, Measured, busy_seconds, handover_seconds, ideal_bubble, ideal_makespan, mean_op_seconds,
     measured_by_label, median_op_seconds, ops_makespans, own_ops_makespan, reference, step_ops_makespan)
 from .schedules import (SCHEDULES, Op, Schedule, bubble_fraction, check_schedule, gpipe, make_schedule, makespan,
     max_in_flight, naive, one_f_one_b, simulate)
@@ -24,7 +24,7 @@ from .watch import OpWatch, watched_step
 
 __all__ = ["busy_seconds", "handover_seconds", "ops_makespans", "step_ops_makespan", "KINDS", "ONE_STEP", "SCHEDULES", "Measured", "OneStep", "Op", "OpWatch", "PipelineRun", "Rounds", "Schedule",
            "StageContext",
-           "balanced_split", "bubble_fraction", "build_stage", "check_schedule", "check_split", "gpipe", "ideal_bubble", "own_ops_makespan",
+           "balanced_split", "bubble_fraction", "build_stage", "check_schedule", "check_split", "gpipe", "ideal_bubble", "ideal_makespan", "own_ops_makespan",
            "layer_timings", "layer_times", "make_schedule", "makespan", "max_in_flight", "mean_op_seconds", "median_op_seconds",
            "measured_by_label", "micro_batch_size", "modules_per_layer", "naive", "one_f_one_b", "overlap_cap",
            "reference", "run_pipelines", "simulate", "split_movers", "stage_input_shape", "stage_layers", "stage_shares",

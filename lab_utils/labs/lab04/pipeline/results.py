@@ -152,6 +152,13 @@ def busy_seconds(timeline) -> float:
     return sum(i.seconds for i in timeline)
 
 
+def ideal_makespan(measured: Measured) -> float:
+    """The makespan 'ideal' simulates: the schedule with each stage's typical op times (median_op_seconds), no
+    transfer cost."""
+    schedule = make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
+    return makespan(simulate(schedule, *median_op_seconds(measured)))
+
+
 def ideal_bubble(measured: Measured) -> float:
     """The bubble of the same schedule simulated with each stage's typical op times (median_op_seconds, the figures
     the lab prints per stage; no transfer cost)."""
