@@ -217,7 +217,8 @@ def test_run_times_are_written_where_they_disagree(tmp_path):
         "# Lab 00\n\n**Run time:** about\n9 s on a 2-core CPU.")]), header)
     committed_outputs.update_run_times({"00": 5.2}, readme=readme, notebooks=[header])
     assert "| 00 setup | things | 5 s | 4 s |" in readme.read_text() and readme.read_text().endswith(other_table)
-    assert "**Run time:** about 5 s on a quiet 2-core CPU." in nbformat.read(header, 4).cells[0].source
+    # the time is rewritten where it stands: the cell's line breaks stay (lab 11's wrapped header became 195 columns)
+    assert "**Run time:** about\n5 s on a quiet 2-core CPU." in nbformat.read(header, 4).cells[0].source
     assert committed_outputs.update_run_times({"00": 4.4}, column="gpu", check=True, readme=readme) == []
     # checking: the times are "about" one run's; another run within 2x agrees, one 2.5x slower does not
     assert committed_outputs.update_run_times({"00": 7.4}, check=True, readme=readme, notebooks=[header]) == []

@@ -93,7 +93,10 @@ def update_run_times(times: dict[str, float], *, column: str = "cpu", check: boo
             elif _disagrees(" ".join(found.group(1).split()), times[lab], check):
                 problems.append(f"{path.name}: header says {found.group(0)!r}, the run took {_about(times[lab])}")
                 if not check:
-                    nb.cells[0].source = RUN_TIME.sub(want, nb.cells[0].source)
+                    source = nb.cells[0].source  # only the time changes: the cell's line breaks stay where they were
+                    said = source[found.start(1):found.end(0)].replace(found.group(1), _about(times[lab]), 1)
+                    said = said if "quiet" in said else re.sub(r"(\s)2-core", r"\1quiet 2-core", said)
+                    nb.cells[0].source = source[:found.start(1)] + said + source[found.end(0):]
                     nbformat.write(nb, path)
     if not check and new_text != text:
         readme.write_text(new_text)
