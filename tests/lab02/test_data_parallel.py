@@ -349,7 +349,7 @@ def test_the_sweep_table_says_how_the_replicas_run_without_the_word_backend(caps
     sweep_mod = importlib.import_module("lab_utils.labs.lab02.data_parallel.sweep")
     plan = data_parallel.plan_devices(2, hardware.detect(), backend="threads")
     sweep_mod.print_sweep(sweep_mod.Sweep(plan, 3, (), {}, {}))
-    header = capsys.readouterr().out.splitlines()[0]
+    header = " ".join(capsys.readouterr().out.split(" batch ")[0].split())  # the header, wrapped to short lines
     assert "replicas run by one thread per device" in header and "backend" not in header
 
 
@@ -571,3 +571,57 @@ def test_the_traced_step_beside_the_launched_one_says_in_its_line_why_two_method
     assert not flags and "they agree" in text and "two methods" not in text
     text, flags = data_parallel.traced_line(0.08, 0.2, 0.0247, 0.23, batch=256, steps=8)
     assert flags and detectors.impossible(flags) == flags and "two methods" not in text
+
+
+def two_batch_sweep(one_ms: dict, dp_ms: dict, phases: dict):
+    """A sweep of one device and DataParallel on 2 at the batches of `one_ms` (batch -> ms, every round alike);
+    `phases`: batch -> (slowest forward, slowest backward) ms."""
+    one, many = data_parallel.ONE_DEVICE, data_parallel.dp_name(2)
+    timings, results = {}, []
+    for b in one_ms:
+        one_t, dp_t = (measure.Timing((ms[b] / 1e3,) * 5, warmup=0) for ms in (one_ms, dp_ms))
+        timings[b] = {one: one_t, many: dp_t}
+        results += [data_parallel._sweep_result(one, "single", 1, 1, b, one_t, one_t, "cpu", CPU_ONLY),
+                    data_parallel._sweep_result(many, "dp", 2, 1, b, dp_t, one_t, "cpu", CPU_ONLY)]
+    phase_ms = {b: {"device 0 (cpu)": {"forward": f, "backward": w}, "device 1 (cpu)": {"forward": f - 1, "backward": w}}
+                for b, (f, w) in phases.items()}
+    return data_parallel.Sweep(types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"]), 5, tuple(results),
+                               phase_ms, timings)
+
+
+def test_the_launched_row_is_checked_against_the_sweep_at_its_own_batch():
+    """Learner s11b finding 1: the launched DataParallel row (1.74x at batch 256) was checked against the sweep at
+    batches 64 and 512 (1.29-1.37x) and got a [!] with no cause: the speedup peaks between them (the replicas slow
+    per row at 512). The sweep now times batch 256 too, and the row is checked there: one figure, one status."""
+    assert data_parallel.launched_batches([8, 64, 256, 512], 256) == [256]
+    assert data_parallel.launched_batches([8, 64, 512], 256) == [64, 512]  # not timed: the neighbours, as before
+    assert data_parallel.launched_batches([8, 64], 256) == [64]
+    kw = dict(where="one device at batch 256 (launched)", busy_cores=(0.0, 2))
+    same = data_parallel.launched_fate(1.74, 2, {256: 1.55}, settings="in the sweep at batch 256", **kw)
+    assert same.status == data_parallel.AGREES and same.flags == []  # 1.74 / 1.55 = 1.12: within 25 %
+    apart = data_parallel.launched_fate(1.74, 2, {256: 1.2}, settings="in the sweep at batch 256", **kw)
+    assert apart.status == data_parallel.CONTRADICTS
+    assert "against 1.20x in the sweep at batch 256" in apart.flags[0] and "neighbouring" not in apart.flags[0]
+    cell = _lab02_cell("checked = data_parallel.launched_batches(sweep_batches, batch_size)")
+    assert "launched_status = fate.status" in cell
+    params = _lab02_cell("sweep_batches = [")
+    batches = eval(params.split("sweep_batches = ")[1].split("#")[0])
+    size = int(params.split("batch_size = ")[1].split()[0])
+    assert size in batches  # the launched batch is one of the sweep's
+    summary = _lab02_cell('print("speedups: medians of the paired ratios')
+    assert "launched_status == data_parallel.AGREES" in summary  # one figure: the sweep's, the launched row's status
+
+
+def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
+    """Learner s11b finding 1: DataParallel's speedup fell from batch 256 to 512; the line under the phases says
+    why from the run's figures: the replicas' forward + backward grew more than their rows, one device's did not."""
+    sweep = two_batch_sweep({256: 42.0, 512: 86.0}, {256: 26.0, 512: 60.0}, {256: (12.8, 9.4), 512: (30.2, 26.5)})
+    line = data_parallel.per_row_line(sweep, 256, 512)
+    assert "(2.0x the rows)" in line and "one device's step took 2.05x as long" in line
+    assert "the replicas' forward + backward 2.55x" in line  # (30.2 + 26.5) / (12.8 + 9.4)
+    assert "per row, the replicas' slowed by more than 10%" in line and "one device's slowed" not in line
+    assert "1.62x one device at batch 256, 1.43x at 512" in line
+    even = two_batch_sweep({256: 42.0, 512: 84.0}, {256: 26.0, 512: 52.0}, {256: (12.0, 9.0), 512: (24.0, 18.0)})
+    assert "per row, neither slowed by more than 10%" in data_parallel.per_row_line(even, 256, 512)
+    cell = _lab02_cell("data_parallel.per_row_line(sweep, sweep_batches[-2], sweep_batches[-1])")
+    assert "for batch in sweep_batches:" in cell

@@ -33,15 +33,27 @@ class LaunchedFate:
     flags: list
 
 
+def launched_batches(sweep_batches, batch: int) -> list[int]:
+    """The sweep's batches the launched row at `batch` is checked against: `batch` itself where the sweep timed it
+    (DataParallel's speedup need not move one way with the batch: it can peak between two sweep batches), else the
+    nearest sweep batch on each side."""
+    if batch in sweep_batches:
+        return [batch]
+    below = [b for b in sweep_batches if b <= batch][-1:] or list(sweep_batches[:1])
+    above = [b for b in sweep_batches if b >= batch][:1] or list(sweep_batches[-1:])
+    return list(dict.fromkeys(below + above))
+
+
 def launched_fate(speedup: float, n_devices: int, neighbours: dict, *, where: str, cause: str | None = None,
-                  busy_cores: tuple[float, int] | None = None, lab_figure: str = "") -> LaunchedFate:
+                  busy_cores: tuple[float, int] | None = None, lab_figure: str = "",
+                  settings: str = "the neighbouring settings") -> LaunchedFate:
     """One status for DataParallel's launched speedup, by one rule: within the sweep's figures at the neighbouring
     batches (`neighbours`: batch -> speedup, +- detectors.TWICE_TOLERANCE) it agrees, and a speedup above n_devices
     gets above_device_count's note or [!]; outside them the two figures contradict each other: the [!] alone."""
     above = detectors.above_device_count(speedup, n_devices, cause)
     flags = detectors.outside_neighbours(speedup, list(neighbours.values()), what="DataParallel", where=where,
                                          tolerance=detectors.TWICE_TOLERANCE, cause=cause, busy_cores=busy_cores,
-                                         lab_figure=lab_figure)
+                                         lab_figure=lab_figure, settings=settings)
     if not flags:
         return LaunchedFate(AGREES, above)
     return LaunchedFate(CONTRADICTS, flags + [f for f in above if detectors.is_impossible(f)])
