@@ -625,3 +625,21 @@ def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
     assert "per row, neither slowed by more than 10%" in data_parallel.per_row_line(even, 256, 512)
     cell = _lab02_cell("data_parallel.per_row_line(sweep, sweep_batches[-2], sweep_batches[-1])")
     assert "for batch in sweep_batches:" in cell
+
+
+def test_the_allocator_section_counts_its_fresh_pages_and_answers_its_question():
+    """Learner s11b finding 6: the prose spoke of ~13 MB and 'thousands of faults', the run showed 44,221 faults a
+    step (~181 MB), and the section titled 'more than 2x?' never said what DataParallel would read as. The run now
+    counts the step's blocks above the threshold (pages beside faults) and computes the trapped speedup."""
+    counted = data_parallel.blocks_above(lambda: (torch.ones(100_000) * 2, torch.ones(10)), 128 * 1024)
+    assert counted is not None and counted[0] == 2 and counted[1] == 2 * 400_000  # the ones and the product; not 10
+    line = data_parallel.fresh_pages_line(73, 172.5 * 2**20, 44221, threshold=128 * 1024, page=4096)
+    assert "172.5 MiB in 73 blocks above 128 KiB" in line and "44,160 pages of 4 KiB" in line
+    assert "against 44,221 faults/step measured (faults / pages = 1.00)" in line
+    fixed = measure.Timing((0.042, 0.041, 0.043, 0.042), warmup=0)
+    trapped = measure.Timing((0.117, 0.115, 0.118, 0.116), warmup=0)
+    payoff = data_parallel.trap_payoff_line(fixed, trapped, 1.55, 2, dp_figure="its speedup from the sweep")
+    assert "would read as 2.77 x 1.55 = 4.30x one device" in payoff and "above the 2x that 2 devices allow" in payoff
+    assert "not above" in data_parallel.trap_payoff_line(fixed, fixed, 1.55, 2, dp_figure="f")
+    cell = _lab02_cell("baselines = launch(baseline_worker")
+    assert "data_parallel.blocks_above(one_step, threshold)" in cell and "data_parallel.trap_payoff_line(" in cell

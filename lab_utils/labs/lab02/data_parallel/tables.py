@@ -2,6 +2,7 @@
 allocator trap (one device's step with glibc's default allocator beside the fixed one)."""
 from __future__ import annotations
 
+import resource
 import statistics
 from dataclasses import dataclass
 
@@ -132,3 +133,25 @@ def allocator_lines(timings: dict, faults: dict, *, batch: int) -> list[str]:
         verdict = f"not distinguishable here: {other_name}'s step took {figure}, a range that holds 1"
     return [f"one device's whole-batch step (batch {batch}), both settings in the same rounds:",
             f"{'allocator':<{width}}{'ms/step':>9}{'spread':>8}{'faults/step':>13}", *lines, f"verdict: {verdict}"]
+
+
+def fresh_pages_line(blocks: int, nbytes: int, faults: float, *, threshold: int, page: int | None = None) -> str:
+    """Why the held-low allocator faults so often: the bytes one step allocates in blocks above `threshold` (each
+    served with fresh pages), in pages of `page` bytes (this machine's page size), beside the faults per step."""
+    page = page or resource.getpagesize()
+    pages = nbytes / page
+    return (f"why so many faults: one step allocates {nbytes / 2**20:.1f} MiB in {blocks} blocks above "
+            f"{threshold // 1024} KiB (activations, their gradients, the backward's temporaries, the weights' "
+            f"gradients; counted by torch's profiler), each served with fresh pages under the held-low threshold: "
+            f"{pages:,.0f} pages of {page // 1024} KiB, against {faults:,.0f} faults/step measured "
+            f"(faults / pages = {faults / pages:.2f})")
+
+
+def trap_payoff_line(fixed, trapped, dp_speedup: float, n_devices: int, *, dp_figure: str) -> str:
+    """The payoff of the allocator section: DataParallel's speedup (`dp_speedup`, over one device with the fixed
+    allocator) as it would read against a one-device baseline caught in the trap (`trapped`, paired with `fixed`)."""
+    slowed = statistics.median(measure.paired_ratios(fixed, trapped))  # the trapped step over the fixed one
+    reads = slowed * dp_speedup
+    over = "above" if reads > n_devices else "not above"
+    return (f"with the trap on one device's step only, DataParallel would read as {slowed:.2f} x {dp_speedup:.2f} = "
+            f"{reads:.2f}x one device ({dp_figure}), {over} the {n_devices}x that {n_devices} devices allow at most")

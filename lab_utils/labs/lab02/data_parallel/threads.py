@@ -181,3 +181,18 @@ def page_faults() -> int:
 def gradients(model: nn.Module) -> list[torch.Tensor]:
     """Copies of the model's gradients, on the CPU."""
     return [p.grad.detach().cpu().clone() for p in model.parameters() if p.grad is not None]
+
+
+def blocks_above(step, threshold: int) -> tuple[int, int] | None:
+    """The CPU memory blocks that one call of step() allocates above `threshold` bytes, counted by torch's profiler:
+    (their number, their bytes); None where this torch's profiler gives no memory events."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    try:  # the profiler's raw events: one "[memory]" event per allocation (bytes > 0) and per free (< 0)
+        sizes = [e.nbytes() for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    except AttributeError:
+        return None
+    big = [n for n in sizes if n > threshold]
+    return len(big), sum(big)
