@@ -643,3 +643,25 @@ def test_the_allocator_section_counts_its_fresh_pages_and_answers_its_question()
     assert "not above" in data_parallel.trap_payoff_line(fixed, fixed, 1.55, 2, dp_figure="f")
     cell = _lab02_cell("baselines = launch(baseline_worker")
     assert "data_parallel.blocks_above(one_step, threshold)" in cell and "data_parallel.trap_payoff_line(" in cell
+
+
+def _lab02_cells():
+    import nbformat
+    from pathlib import Path
+
+    return nbformat.read(Path(__file__).parents[2] / "solutions" / "02_data_parallel.ipynb", 4).cells
+
+
+def test_the_sweeps_method_is_the_prediction_and_a_short_verdict_box_and_the_cpu_bound_comes_before_the_run():
+    """Learner s11b findings 2 and 4: cell 28 was ~45 lines whose first sentence did not parse, and 'holds' beside
+    'DDP was slower' surprised because the CPU bound was explained only after the run."""
+    cells = _lab02_cells()
+    method = next(c.source for c in cells if c.source.startswith("### DataParallel against one device, by batch size"))
+    assert "**The prediction tested here: DataParallel is slower than one device on a small batch.**" in method
+    assert "**How to read a verdict** (Lab 00" in method and len(method.splitlines()) <= 32
+    for word in ("*holds*", "*reversed*", "*not distinguishable here*", "*cannot be seen here*", "**spread**"):
+        assert word in method  # the verdict's words and the spread, defined before the table uses them
+    i_run = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "ranks = launch(compare_worker" in c.source)
+    before = cells[i_run - 1].source
+    assert cells[i_run - 1].cell_type == "markdown" and "**On a CPU the verdict tests a bound, not a win.**" in before
+    assert "*holds* here allows DDP to be slower" in before
