@@ -665,3 +665,57 @@ def test_the_sweeps_method_is_the_prediction_and_a_short_verdict_box_and_the_cpu
     before = cells[i_run - 1].source
     assert cells[i_run - 1].cell_type == "markdown" and "**On a CPU the verdict tests a bound, not a win.**" in before
     assert "*holds* here allows DDP to be slower" in before
+
+
+def _chunked(batch, devices):
+    return [c.to(d) for c, d in zip(batch.chunk(len(devices)), devices)]  # what nn.DataParallel does
+
+
+def _remainder_last(batch, devices):
+    n, k = len(batch), len(devices)
+    return [c.to(d) for c, d in zip(torch.split(batch, [n // k] * (k - 1) + [n - n // k * (k - 1)]), devices)]
+
+
+def _floor(batch, devices):
+    n, k = len(batch), len(devices)
+    return [batch[i * (n // k):(i + 1) * (n // k)].to(d) for i, d in enumerate(devices)]  # drops n % k rows
+
+
+def _gather_reversed(outputs, device):
+    return torch.cat([o.to(device) for o in reversed(outputs)])
+
+
+def _gather_stacked(outputs, device):
+    return torch.stack([o.to(device) for o in outputs])
+
+
+@torch.no_grad()
+def _reduce_first_only(model, replicas):
+    for p, q in zip(model.parameters(), replicas[0].parameters()):
+        p.grad += q.grad.to(p.device)
+
+
+@pytest.mark.parametrize("wrong", ["chunk", "remainder last", "floor", "gather reversed", "gather stacked",
+                                   "reduce first only"])
+def test_the_real_step_check_fails_the_wrong_phases_a_learner_tried(wrong):
+    """Learner s11b, exercises: cell 49 printed True for 6 of 14 wrong answers (a reversed gather among them) and raw
+    tracebacks for others. It now runs 4 devices (uneven chunks, three replicas) on rows that all differ, and checks
+    chunk sizes, loss and gradients; a phase that raises gives a line."""
+    from lab_utils.labs.lab02.exercises import real_step_lines
+    right = dict(scatter=data_parallel.scatter, gather=data_parallel.gather,
+                 reduce_gradients=data_parallel.reduce_gradients)
+    layers = spec.cnn2d_3layer_fullconnected_3layer()
+    good = real_step_lines(lab02.DataParallel, *right.values(), layers)
+    assert good[-1] == "  all: True" and all(line.endswith("True") for line in good[1:]), good
+    phases = dict(right, **{"chunk": dict(scatter=_chunked), "remainder last": dict(scatter=_remainder_last),
+                            "floor": dict(scatter=_floor), "gather reversed": dict(gather=_gather_reversed),
+                            "gather stacked": dict(gather=_gather_stacked),
+                            "reduce first only": dict(reduce_gradients=_reduce_first_only)}[wrong])
+    lines = real_step_lines(lab02.DataParallel, phases["scatter"], phases["gather"], phases["reduce_gradients"], layers)
+    assert lines[-1] == "  all: False", lines
+    assert all(len(line) <= 100 for line in lines), lines
+
+
+def test_the_notebooks_real_step_cell_runs_the_checked_step():
+    cell = _lab02_cell("real_step_lines(DataParallel, scatter, gather, reduce_gradients, layers, seed=seed)")
+    assert "cannot show in this step" in cell  # what the step cannot see on a CPU, said in the cell
