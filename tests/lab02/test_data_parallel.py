@@ -719,3 +719,19 @@ def test_the_real_step_check_fails_the_wrong_phases_a_learner_tried(wrong):
 def test_the_notebooks_real_step_cell_runs_the_checked_step():
     cell = _lab02_cell("real_step_lines(DataParallel, scatter, gather, reduce_gradients, layers, seed=seed)")
     assert "cannot show in this step" in cell  # what the step cannot see on a CPU, said in the cell
+
+
+def test_few_pairs_say_their_range_is_the_min_max_and_the_hot_spot_cells_read_right():
+    """Learner s11b findings 3, 5, 7, 8: a 90 % range over 5 pairs is their min-max (the run says so); the '1 device'
+    line tested no prediction; device 0's bytes were never set beside a ring rank's; the plot drew times the table
+    refused (n/m)."""
+    from lab_utils.labs.lab02.data_parallel.sweep import min_max_lines
+    assert "with 5 pairs the range is simply the lowest to the highest" in min_max_lines(5)[0]
+    assert min_max_lines(20) == [] and min_max_lines(1) == []
+    one = _lab02_cell("the hot spot's DataParallel class on one device")
+    assert "ms of bookkeeping" in one and "twice_agree(*one_args)" not in one
+    ring = _lab02_cell('print("ring all-reduce, per rank per step')
+    assert "DataParallel's device 0 moves" in ring and "dp0 / ring" in ring
+    plot = _lab02_cell("ax2.plot(fits,")
+    assert "crowded]" not in plot.split("ax2.plot(fits,")[1].split("\n")[0] and 'mfc="none"' not in plot
+    assert "measure.N_M" in plot  # the refused count's tick says n/m

@@ -229,6 +229,8 @@ def print_sweep(result: Sweep, decided=None) -> None:
     print(measure.short_lines(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the "
                               f"candidate's in the same round: the comparison's one figure; range: where it lies with "
                               f"{measure.CONFIDENCE:.0%} confidence (how far it moves from round to round)"))
+    for line in min_max_lines(result.repeats):
+        print(line)
     if why is not None:
         print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
     elif decided is not None:
@@ -268,3 +270,15 @@ def per_row_line(result: Sweep, small: int, large: int) -> str:
     return (f"from batch {small} to {large} ({rows:.1f}x the rows): one device's step took {one:.2f}x as long, "
             f"the replicas' forward + backward {replicas:.2f}x: {said}; {many}: {result.speedup(small, many):.2f}x "
             f"one device at batch {small}, {result.speedup(large, many):.2f}x at {large}")
+
+
+def min_max_lines(pairs: int) -> list[str]:
+    """A line where `pairs` paired ratios are so few that their range (measure.ratio_range) is their lowest to their
+    highest (none where it is narrower): a wide range then says only that one round fell far from the others."""
+    if pairs < 2:
+        return []
+    low, high, coverage = measure.ratio_range(range(pairs))
+    if (low, high) != (0, pairs - 1):
+        return []
+    return [measure.short_lines(f"  with {pairs} pairs the range is simply the lowest to the highest of them (the "
+                                f"min-max, {coverage:.0%} confidence): one round far off widens it")]
