@@ -627,12 +627,13 @@ def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
     assert "for batch in sweep_batches:" in cell
 
 
-def test_the_allocator_section_counts_its_fresh_pages_and_answers_its_question():
+def test_the_allocator_section_counts_its_fresh_pages_and_answers_its_question(capfd):
     """Learner s11b finding 6: the prose spoke of ~13 MB and 'thousands of faults', the run showed 44,221 faults a
     step (~181 MB), and the section titled 'more than 2x?' never said what DataParallel would read as. The run now
     counts the step's blocks above the threshold (pages beside faults) and computes the trapped speedup."""
     counted = data_parallel.blocks_above(lambda: (torch.ones(100_000) * 2, torch.ones(10)), 128 * 1024)
     assert counted is not None and counted[0] == 2 and counted[1] == 2 * 400_000  # the ones and the product; not 10
+    assert "profiler" not in capfd.readouterr().err  # the profiler's own lines stay out of the cell's output
     line = data_parallel.fresh_pages_line(73, 172.5 * 2**20, 44221, threshold=128 * 1024, page=4096)
     assert "172.5 MiB in 73 blocks above 128 KiB" in line and "44,160 pages of 4 KiB" in line
     assert "against 44,221 faults/step measured (faults / pages = 1.00)" in line
