@@ -205,8 +205,8 @@ def outside_neighbours(value: float, neighbours, *, what: str, where: str, toler
                          + (f"enough to explain the {gap:.2f}x gap" if gap <= reach else
                             f"too little to explain the {gap:.2f}x gap unless it came in bursts, so the two runs "
                             "also differed in how they ran"))
-    others = f"{low:.2f}x" if low == high else f"{low:.2f}-{high:.2f}x"
-    return [Flag(Kind.CONTRADICT, f"{what} {value:.2f}x {where}, against {others} {settings}: {CONTRADICT} "
+    at_others = f"{low:.2f}x" if low == high else f"{low:.2f}-{high:.2f}x"
+    return [Flag(Kind.CONTRADICT, f"{what} {value:.2f}x {where}, against {at_others} {settings}: {CONTRADICT} "
             f"({measured})" + (f", and the lab's figures are {lab_figure}" if lab_figure else ""))]
 
 
