@@ -178,12 +178,12 @@ def load_reach(others: float, cores: int) -> float:
 
 def outside_neighbours(value: float, neighbours, *, what: str, where: str, tolerance: float = 0.25,
                        cause: str | None = None, busy_cores: tuple[float, int] | None = None,
-                       lab_figure: str = "") -> list[Flag]:
+                       lab_figure: str = "", settings: str = "the neighbouring settings") -> list[Flag]:
     """A ratio beyond every ratio of the same comparison measured at neighbouring settings by more than `tolerance`
     (a speedup at batch 256 far above those at batches 64 and 512): the two tables contradict each other; `cause`:
     what the measuring windows saw (a CPU quota, a busy machine: conditions.Load.cause()); `busy_cores`: (others'
     mean cores, cores), to say whether that load can explain the gap (load_reach); `lab_figure`: whose figures the
-    lab reads (the flag says so, so that a reader knows which to believe)."""
+    lab reads (the flag says so, so that a reader knows which to believe); `settings`: where the others were measured."""
     neighbours = [float(v) for v in neighbours if v and v > 0]
     if not neighbours or value <= 0:
         return []
@@ -205,7 +205,8 @@ def outside_neighbours(value: float, neighbours, *, what: str, where: str, toler
                          + (f"enough to explain the {gap:.2f}x gap" if gap <= reach else
                             f"too little to explain the {gap:.2f}x gap unless it came in bursts, so the two runs "
                             "also differed in how they ran"))
-    return [Flag(Kind.CONTRADICT, f"{what} {value:.2f}x {where}, against {low:.2f}-{high:.2f}x at the neighbouring settings: {CONTRADICT} "
+    at_others = f"{low:.2f}x" if low == high else f"{low:.2f}-{high:.2f}x"
+    return [Flag(Kind.CONTRADICT, f"{what} {value:.2f}x {where}, against {at_others} {settings}: {CONTRADICT} "
             f"({measured})" + (f", and the lab's figures are {lab_figure}" if lab_figure else ""))]
 
 

@@ -349,7 +349,7 @@ def test_the_sweep_table_says_how_the_replicas_run_without_the_word_backend(caps
     sweep_mod = importlib.import_module("lab_utils.labs.lab02.data_parallel.sweep")
     plan = data_parallel.plan_devices(2, hardware.detect(), backend="threads")
     sweep_mod.print_sweep(sweep_mod.Sweep(plan, 3, (), {}, {}))
-    header = capsys.readouterr().out.splitlines()[0]
+    header = " ".join(capsys.readouterr().out.split(" batch ")[0].split())  # the header, wrapped to short lines
     assert "replicas run by one thread per device" in header and "backend" not in header
 
 
@@ -571,3 +571,168 @@ def test_the_traced_step_beside_the_launched_one_says_in_its_line_why_two_method
     assert not flags and "they agree" in text and "two methods" not in text
     text, flags = data_parallel.traced_line(0.08, 0.2, 0.0247, 0.23, batch=256, steps=8)
     assert flags and detectors.impossible(flags) == flags and "two methods" not in text
+
+
+def two_batch_sweep(one_ms: dict, dp_ms: dict, phases: dict):
+    """A sweep of one device and DataParallel on 2 at the batches of `one_ms` (batch -> ms, every round alike);
+    `phases`: batch -> (slowest forward, slowest backward) ms."""
+    one, many = data_parallel.ONE_DEVICE, data_parallel.dp_name(2)
+    timings, results = {}, []
+    for b in one_ms:
+        one_t, dp_t = (measure.Timing((ms[b] / 1e3,) * 5, warmup=0) for ms in (one_ms, dp_ms))
+        timings[b] = {one: one_t, many: dp_t}
+        results += [data_parallel._sweep_result(one, "single", 1, 1, b, one_t, one_t, "cpu", CPU_ONLY),
+                    data_parallel._sweep_result(many, "dp", 2, 1, b, dp_t, one_t, "cpu", CPU_ONLY)]
+    phase_ms = {b: {"device 0 (cpu)": {"forward": f, "backward": w}, "device 1 (cpu)": {"forward": f - 1, "backward": w}}
+                for b, (f, w) in phases.items()}
+    return data_parallel.Sweep(types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"]), 5, tuple(results),
+                               phase_ms, timings)
+
+
+def test_the_launched_row_is_checked_against_the_sweep_at_its_own_batch():
+    """Learner s11b finding 1: the launched DataParallel row (1.74x at batch 256) was checked against the sweep at
+    batches 64 and 512 (1.29-1.37x) and got a [!] with no cause: the speedup peaks between them (the replicas slow
+    per row at 512). The sweep now times batch 256 too, and the row is checked there: one figure, one status."""
+    assert data_parallel.launched_batches([8, 64, 256, 512], 256) == [256]
+    assert data_parallel.launched_batches([8, 64, 512], 256) == [64, 512]  # not timed: the neighbours, as before
+    assert data_parallel.launched_batches([8, 64], 256) == [64]
+    kw = dict(where="one device at batch 256 (launched)", busy_cores=(0.0, 2))
+    same = data_parallel.launched_fate(1.74, 2, {256: 1.55}, settings="in the sweep at batch 256", **kw)
+    assert same.status == data_parallel.AGREES and same.flags == []  # 1.74 / 1.55 = 1.12: within 25 %
+    apart = data_parallel.launched_fate(1.74, 2, {256: 1.2}, settings="in the sweep at batch 256", **kw)
+    assert apart.status == data_parallel.CONTRADICTS
+    assert "against 1.20x in the sweep at batch 256" in apart.flags[0] and "neighbouring" not in apart.flags[0]
+    cell = _lab02_cell("checked = data_parallel.launched_batches(sweep_batches, batch_size)")
+    assert "launched_status = fate.status" in cell
+    params = _lab02_cell("sweep_batches = [")
+    batches = eval(params.split("sweep_batches = ")[1].split("#")[0])
+    size = int(params.split("batch_size = ")[1].split()[0])
+    assert size in batches  # the launched batch is one of the sweep's
+    summary = _lab02_cell('print("speedups: medians of the paired ratios')
+    assert "launched_status == data_parallel.AGREES" in summary  # one figure: the sweep's, the launched row's status
+
+
+def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
+    """Learner s11b finding 1: DataParallel's speedup fell from batch 256 to 512; the line under the phases says
+    why from the run's figures: the replicas' forward + backward grew more than their rows, one device's did not."""
+    sweep = two_batch_sweep({256: 42.0, 512: 86.0}, {256: 26.0, 512: 60.0}, {256: (12.8, 9.4), 512: (30.2, 26.5)})
+    line = data_parallel.per_row_line(sweep, 256, 512)
+    assert "(2.0x the rows)" in line and "one device's step took 2.05x as long" in line
+    assert "the replicas' forward + backward 2.55x" in line  # (30.2 + 26.5) / (12.8 + 9.4)
+    assert "per row, the replicas' slowed by more than 10%" in line and "one device's slowed" not in line
+    assert "1.62x one device at batch 256, 1.43x at 512" in line
+    even = two_batch_sweep({256: 42.0, 512: 84.0}, {256: 26.0, 512: 52.0}, {256: (12.0, 9.0), 512: (24.0, 18.0)})
+    assert "per row, neither slowed by more than 10%" in data_parallel.per_row_line(even, 256, 512)
+    cell = _lab02_cell("data_parallel.per_row_line(sweep, sweep_batches[-2], sweep_batches[-1])")
+    assert "for batch in sweep_batches:" in cell
+
+
+def test_the_allocator_section_counts_its_fresh_pages_and_answers_its_question(capfd):
+    """Learner s11b finding 6: the prose spoke of ~13 MB and 'thousands of faults', the run showed 44,221 faults a
+    step (~181 MB), and the section titled 'more than 2x?' never said what DataParallel would read as. The run now
+    counts the step's blocks above the threshold (pages beside faults) and computes the trapped speedup."""
+    counted = data_parallel.blocks_above(lambda: (torch.ones(100_000) * 2, torch.ones(10)), 128 * 1024)
+    assert counted is not None and counted[0] == 2 and counted[1] == 2 * 400_000  # the ones and the product; not 10
+    assert "profiler" not in capfd.readouterr().err  # the profiler's own lines stay out of the cell's output
+    line = data_parallel.fresh_pages_line(73, 172.5 * 2**20, 44221, threshold=128 * 1024, page=4096)
+    assert "172.5 MiB in 73 blocks above 128 KiB" in line and "44,160 pages of 4 KiB" in line
+    assert "against 44,221 faults/step measured (faults / pages = 1.00)" in line
+    fixed = measure.Timing((0.042, 0.041, 0.043, 0.042), warmup=0)
+    trapped = measure.Timing((0.117, 0.115, 0.118, 0.116), warmup=0)
+    payoff = data_parallel.trap_payoff_line(fixed, trapped, 1.55, 2, dp_figure="its speedup from the sweep")
+    assert "would read as 2.77 x 1.55 = 4.30x one device" in payoff and "above the 2x that 2 devices allow" in payoff
+    assert "not above" in data_parallel.trap_payoff_line(fixed, fixed, 1.55, 2, dp_figure="f")
+    cell = _lab02_cell("baselines = launch(baseline_worker")
+    assert "data_parallel.blocks_above(one_step, threshold)" in cell and "data_parallel.trap_payoff_line(" in cell
+
+
+def _lab02_cells():
+    import nbformat
+    from pathlib import Path
+
+    return nbformat.read(Path(__file__).parents[2] / "solutions" / "02_data_parallel.ipynb", 4).cells
+
+
+def test_the_sweeps_method_is_the_prediction_and_a_short_verdict_box_and_the_cpu_bound_comes_before_the_run():
+    """Learner s11b findings 2 and 4: cell 28 was ~45 lines whose first sentence did not parse, and 'holds' beside
+    'DDP was slower' surprised because the CPU bound was explained only after the run."""
+    cells = _lab02_cells()
+    method = next(c.source for c in cells if c.source.startswith("### DataParallel against one device, by batch size"))
+    assert "**The prediction tested here: DataParallel is slower than one device on a small batch.**" in method
+    assert "**How to read a verdict** (Lab 00" in method and len(method.splitlines()) <= 32
+    for word in ("*holds*", "*reversed*", "*not distinguishable here*", "*cannot be seen here*", "**spread**"):
+        assert word in method  # the verdict's words and the spread, defined before the table uses them
+    i_run = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "ranks = launch(compare_worker" in c.source)
+    before = cells[i_run - 1].source
+    assert cells[i_run - 1].cell_type == "markdown" and "**On a CPU the verdict tests a bound, not a win.**" in before
+    assert "*holds* here allows DDP to be slower" in before
+
+
+def _chunked(batch, devices):
+    return [c.to(d) for c, d in zip(batch.chunk(len(devices)), devices)]  # what nn.DataParallel does
+
+
+def _remainder_last(batch, devices):
+    n, k = len(batch), len(devices)
+    return [c.to(d) for c, d in zip(torch.split(batch, [n // k] * (k - 1) + [n - n // k * (k - 1)]), devices)]
+
+
+def _floor(batch, devices):
+    n, k = len(batch), len(devices)
+    return [batch[i * (n // k):(i + 1) * (n // k)].to(d) for i, d in enumerate(devices)]  # drops n % k rows
+
+
+def _gather_reversed(outputs, device):
+    return torch.cat([o.to(device) for o in reversed(outputs)])
+
+
+def _gather_stacked(outputs, device):
+    return torch.stack([o.to(device) for o in outputs])
+
+
+@torch.no_grad()
+def _reduce_first_only(model, replicas):
+    for p, q in zip(model.parameters(), replicas[0].parameters()):
+        p.grad += q.grad.to(p.device)
+
+
+@pytest.mark.parametrize("wrong", ["chunk", "remainder last", "floor", "gather reversed", "gather stacked",
+                                   "reduce first only"])
+def test_the_real_step_check_fails_the_wrong_phases_a_learner_tried(wrong):
+    """Learner s11b, exercises: cell 49 printed True for 6 of 14 wrong answers (a reversed gather among them) and raw
+    tracebacks for others. It now runs 4 devices (uneven chunks, three replicas) on rows that all differ, and checks
+    chunk sizes, loss and gradients; a phase that raises gives a line."""
+    from lab_utils.labs.lab02.exercises import real_step_lines
+    right = dict(scatter=data_parallel.scatter, gather=data_parallel.gather,
+                 reduce_gradients=data_parallel.reduce_gradients)
+    layers = spec.cnn2d_3layer_fullconnected_3layer()
+    good = real_step_lines(lab02.DataParallel, *right.values(), layers)
+    assert good[-1] == "  all: True" and all(line.endswith("True") for line in good[1:]), good
+    phases = dict(right, **{"chunk": dict(scatter=_chunked), "remainder last": dict(scatter=_remainder_last),
+                            "floor": dict(scatter=_floor), "gather reversed": dict(gather=_gather_reversed),
+                            "gather stacked": dict(gather=_gather_stacked),
+                            "reduce first only": dict(reduce_gradients=_reduce_first_only)}[wrong])
+    lines = real_step_lines(lab02.DataParallel, phases["scatter"], phases["gather"], phases["reduce_gradients"], layers)
+    assert lines[-1] == "  all: False", lines
+    assert all(len(line) <= 100 for line in lines), lines
+
+
+def test_the_notebooks_real_step_cell_runs_the_checked_step():
+    cell = _lab02_cell("real_step_lines(DataParallel, scatter, gather, reduce_gradients, layers, seed=seed)")
+    assert "cannot show in this step" in cell  # what the step cannot see on a CPU, said in the cell
+
+
+def test_few_pairs_say_their_range_is_the_min_max_and_the_hot_spot_cells_read_right():
+    """Learner s11b findings 3, 5, 7, 8: a 90 % range over 5 pairs is their min-max (the run says so); the '1 device'
+    line tested no prediction; device 0's bytes were never set beside a ring rank's; the plot drew times the table
+    refused (n/m)."""
+    from lab_utils.labs.lab02.data_parallel.sweep import min_max_lines
+    assert "with 5 pairs the range is simply the lowest to the highest" in min_max_lines(5)[0]
+    assert min_max_lines(20) == [] and min_max_lines(1) == []
+    one = _lab02_cell("the hot spot's DataParallel class on one device")
+    assert "ms of bookkeeping" in one and "twice_agree(*one_args)" not in one
+    ring = _lab02_cell('print("ring all-reduce, per rank per step')
+    assert "DataParallel's device 0 moves" in ring and "dp0 / ring" in ring
+    plot = _lab02_cell("ax2.plot(fits,")
+    assert "crowded]" not in plot.split("ax2.plot(fits,")[1].split("\n")[0] and 'mfc="none"' not in plot
+    assert "measure.N_M" in plot  # the refused count's tick says n/m

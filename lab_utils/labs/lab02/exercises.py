@@ -221,6 +221,7 @@ def _reduce_cases(rng):  # two replicas or more: with one, dividing its gradient
 
 def _reduce_problem(case):
     import copy
+    import textwrap
 
     import torch
 
@@ -311,3 +312,46 @@ REDUCE = Exercise("02", "reduce_gradients", _reduce_cases, _reduce_run, _reduce_
                   "add (not average) every replica's gradient into the model's", setup="import torch")
 
 register(SCATTER, GATHER, REDUCE)
+
+
+# ---- the three phases in a real step --------------------------------------------------------------------------------
+
+REAL_STEP_BATCH, REAL_STEP_DEVICES = 10, 4  # uneven chunks (3, 3, 2, 2), and three replicas besides device 0's
+
+
+def real_step_lines(parallel_class, scatter, gather, reduce_gradients, layers, *, seed: int = 0,
+                    tolerance: float = 1e-5) -> list[str]:
+    """Lines that say whether a real step of `parallel_class` (lab 02's DataParallel) with these three phases, on
+    REAL_STEP_DEVICES devices and a batch whose rows all differ (so that order matters), matches one device: its
+    chunk sizes, its loss and its gradients; a phase that raises is reported in a line, not a traceback."""
+    import copy
+    import textwrap
+
+    import torch
+
+    from ... import compare, hardware, spec
+    from .data_parallel import gradients, plan_devices, single_device_step, split_sizes
+
+    gen = torch.Generator().manual_seed(seed)
+    n, k = REAL_STEP_BATCH, REAL_STEP_DEVICES
+    scale = torch.arange(1, n + 1, dtype=torch.float32).view(-1, 1, 1, 1)  # row i scaled by i + 1: no two alike
+    x, y = torch.rand(n, 1, 28, 28, generator=gen) * scale, torch.randint(0, 10, (n,), generator=gen)
+    model = spec.build_torch(layers, (1, 28, 28), seed=seed)
+    single = copy.deepcopy(model)
+    one_loss = single_device_step(single, x, y, threads=None)
+    head = f"your phases in a real DataParallel step, batch {n} on {k} devices (rows that all differ):"
+    try:
+        with parallel_class(copy.deepcopy(model), plan_devices(k, hardware.detect()), scatter_fn=scatter,
+                            gather_fn=gather, reduce_fn=reduce_gradients) as parallel:
+            report = parallel.step(x, y)
+            diff = compare.max_abs_diff(gradients(parallel.model), gradients(single))
+    except Exception as error:  # a phase that fails in the step: its error, in one line
+        said = textwrap.wrap(f"the step raised {type(error).__name__}: {(str(error) or '-').splitlines()[0][:200]}",
+                             width=98, initial_indent="  ", subsequent_indent="    ")
+        return [head, *said, "  all: False"]
+    sizes, expected = list(report.chunk_sizes), split_sizes(n, k)
+    checks = {f"chunk sizes {sizes} (expected {expected})": sizes == expected,
+              f"loss equals one device's ({report.loss:.5f} vs {one_loss:.5f})":
+                  abs(report.loss - one_loss) <= tolerance * max(1.0, abs(one_loss)),
+              f"gradients equal one device's within {tolerance:g} (max |difference| {diff:.1e})": diff <= tolerance}
+    return [head, *(f"  {what}: {ok}" for what, ok in checks.items()), f"  all: {all(checks.values())}"]

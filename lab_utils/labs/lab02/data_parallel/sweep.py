@@ -229,6 +229,8 @@ def print_sweep(result: Sweep, decided=None) -> None:
     print(measure.short_lines(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the "
                               f"candidate's in the same round: the comparison's one figure; range: where it lies with "
                               f"{measure.CONFIDENCE:.0%} confidence (how far it moves from round to round)"))
+    for line in min_max_lines(result.repeats):
+        print(line)
     if why is not None:
         print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
     elif decided is not None:
@@ -242,3 +244,41 @@ def print_sweep(result: Sweep, decided=None) -> None:
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
     for line in measure.table_lines([r.flags for r in result.results], names):
         print(line)
+
+
+PER_ROW_SLOWER = 1.10  # a step whose time per row grew by more than this from one batch to a larger one: it slowed
+
+
+def replica_work_ms(result: Sweep, batch: int) -> float:
+    """A DataParallel step's compute at `batch`: the slowest device's forward plus the slowest device's backward
+    (median ms, the sweep's phases)."""
+    phases = result.phase_ms[batch].values()
+    return max(p.get("forward", 0.0) for p in phases) + max(p.get("backward", 0.0) for p in phases)
+
+
+def per_row_line(result: Sweep, small: int, large: int) -> str:
+    """From batch `small` to `large`: how one device's step and the replicas' forward + backward grew against the
+    rows, and DataParallel's speedup at each: where the replicas' time per row grew and one device's did not, their
+    speedup fell with the larger batch (the run says which grew, by PER_ROW_SLOWER)."""
+    rows = large / small
+    one = result.result(large, ONE_DEVICE).wall_s / result.result(small, ONE_DEVICE).wall_s
+    replicas = replica_work_ms(result, large) / replica_work_ms(result, small)
+    slowed = [name for name, grew in (("the replicas'", replicas), ("one device's", one)) if grew / rows > PER_ROW_SLOWER]
+    said = (f"per row, {' and '.join(slowed)} slowed by more than {PER_ROW_SLOWER - 1:.0%}" if slowed else
+            f"per row, neither slowed by more than {PER_ROW_SLOWER - 1:.0%}")
+    many = dp_name(result.n_devices)
+    return (f"from batch {small} to {large} ({rows:.1f}x the rows): one device's step took {one:.2f}x as long, "
+            f"the replicas' forward + backward {replicas:.2f}x: {said}; {many}: {result.speedup(small, many):.2f}x "
+            f"one device at batch {small}, {result.speedup(large, many):.2f}x at {large}")
+
+
+def min_max_lines(pairs: int) -> list[str]:
+    """A line where `pairs` paired ratios are so few that their range (measure.ratio_range) is their lowest to their
+    highest (none where it is narrower): a wide range then says only that one round fell far from the others."""
+    if pairs < 2:
+        return []
+    low, high, coverage = measure.ratio_range(range(pairs))
+    if (low, high) != (0, pairs - 1):
+        return []
+    return [measure.short_lines(f"  with {pairs} pairs the range is simply the lowest to the highest of them (the "
+                                f"min-max, {coverage:.0%} confidence): one round far off widens it")]

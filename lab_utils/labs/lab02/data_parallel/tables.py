@@ -2,6 +2,7 @@
 allocator trap (one device's step with glibc's default allocator beside the fixed one)."""
 from __future__ import annotations
 
+import resource
 import statistics
 from dataclasses import dataclass
 
@@ -33,15 +34,27 @@ class LaunchedFate:
     flags: list
 
 
+def launched_batches(sweep_batches, batch: int) -> list[int]:
+    """The sweep's batches the launched row at `batch` is checked against: `batch` itself where the sweep timed it
+    (DataParallel's speedup need not move one way with the batch: it can peak between two sweep batches), else the
+    nearest sweep batch on each side."""
+    if batch in sweep_batches:
+        return [batch]
+    below = [b for b in sweep_batches if b <= batch][-1:] or list(sweep_batches[:1])
+    above = [b for b in sweep_batches if b >= batch][:1] or list(sweep_batches[-1:])
+    return list(dict.fromkeys(below + above))
+
+
 def launched_fate(speedup: float, n_devices: int, neighbours: dict, *, where: str, cause: str | None = None,
-                  busy_cores: tuple[float, int] | None = None, lab_figure: str = "") -> LaunchedFate:
+                  busy_cores: tuple[float, int] | None = None, lab_figure: str = "",
+                  settings: str = "the neighbouring settings") -> LaunchedFate:
     """One status for DataParallel's launched speedup, by one rule: within the sweep's figures at the neighbouring
     batches (`neighbours`: batch -> speedup, +- detectors.TWICE_TOLERANCE) it agrees, and a speedup above n_devices
     gets above_device_count's note or [!]; outside them the two figures contradict each other: the [!] alone."""
     above = detectors.above_device_count(speedup, n_devices, cause)
     flags = detectors.outside_neighbours(speedup, list(neighbours.values()), what="DataParallel", where=where,
                                          tolerance=detectors.TWICE_TOLERANCE, cause=cause, busy_cores=busy_cores,
-                                         lab_figure=lab_figure)
+                                         lab_figure=lab_figure, settings=settings)
     if not flags:
         return LaunchedFate(AGREES, above)
     return LaunchedFate(CONTRADICTS, flags + [f for f in above if detectors.is_impossible(f)])
@@ -120,3 +133,25 @@ def allocator_lines(timings: dict, faults: dict, *, batch: int) -> list[str]:
         verdict = f"not distinguishable here: {other_name}'s step took {figure}, a range that holds 1"
     return [f"one device's whole-batch step (batch {batch}), both settings in the same rounds:",
             f"{'allocator':<{width}}{'ms/step':>9}{'spread':>8}{'faults/step':>13}", *lines, f"verdict: {verdict}"]
+
+
+def fresh_pages_line(blocks: int, nbytes: int, faults: float, *, threshold: int, page: int | None = None) -> str:
+    """Why the held-low allocator faults so often: the bytes one step allocates in blocks above `threshold` (each
+    served with fresh pages), in pages of `page` bytes (this machine's page size), beside the faults per step."""
+    page = page or resource.getpagesize()
+    pages = nbytes / page
+    return (f"why so many faults: one step allocates {nbytes / 2**20:.1f} MiB in {blocks} blocks above "
+            f"{threshold // 1024} KiB (activations, their gradients, the backward's temporaries, the weights' "
+            f"gradients; counted by torch's profiler), each served with fresh pages under the held-low threshold: "
+            f"{pages:,.0f} pages of {page // 1024} KiB, against {faults:,.0f} faults/step measured "
+            f"(faults / pages = {faults / pages:.2f})")
+
+
+def trap_payoff_line(fixed, trapped, dp_speedup: float, n_devices: int, *, dp_figure: str) -> str:
+    """The payoff of the allocator section: DataParallel's speedup (`dp_speedup`, over one device with the fixed
+    allocator) as it would read against a one-device baseline caught in the trap (`trapped`, paired with `fixed`)."""
+    slowed = statistics.median(measure.paired_ratios(fixed, trapped))  # the trapped step over the fixed one
+    reads = slowed * dp_speedup
+    over = "above" if reads > n_devices else "not above"
+    return (f"with the trap on one device's step only, DataParallel would read as {slowed:.2f} x {dp_speedup:.2f} = "
+            f"{reads:.2f}x one device ({dp_figure}), {over} the {n_devices}x that {n_devices} devices allow at most")

@@ -3,7 +3,9 @@ one device's step, for comparison."""
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self
@@ -181,3 +183,33 @@ def page_faults() -> int:
 def gradients(model: nn.Module) -> list[torch.Tensor]:
     """Copies of the model's gradients, on the CPU."""
     return [p.grad.detach().cpu().clone() for p in model.parameters() if p.grad is not None]
+
+
+def blocks_above(step, threshold: int) -> tuple[int, int] | None:
+    """The CPU memory blocks that one call of step() allocates above `threshold` bytes, counted by torch's profiler:
+    (their number, their bytes); None where this torch's profiler gives no memory events."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    try:  # the profiler's raw events: one "[memory]" event per allocation (bytes > 0) and per free (< 0)
+        sizes = [e.nbytes() for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    except AttributeError:
+        return None
+    big = [n for n in sizes if n > threshold]
+    return len(big), sum(big)
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Standard error (the file descriptor, which C++ writes to) sent to /dev/null: the profiler's start and stop
+    lines and its warning about blocks allocated before it started are no part of the lab's output."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
