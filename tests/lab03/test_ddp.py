@@ -174,9 +174,9 @@ def test_the_recipe_run_beside_lab_01_says_what_theory_predicts_and_checks_it():
     from lab_utils.labs.lab03 import versus_one
 
     slow = versus_one.lines(ddp_rate=16000, allreduce_ms=1.5, batch=64, world_size=2, lab01_rate=37000)
-    assert "slower than one device" in slow[3] and "as predicted" in slow[-1], slow
+    assert "slower than one process" in " ".join(slow[3].split()) and "as predicted" in slow[-1], slow
     fast = versus_one.lines(ddp_rate=60000, allreduce_ms=0.1, batch=64, world_size=2, lab01_rate=37000)
-    assert "faster than one device" in fast[3] and "faster than one device's 1.73 ms, as predicted" in fast[-1], fast
+    assert "faster than one process" in " ".join(fast[3].split()) and "faster than one process's 1.73 ms, as predicted" in fast[-1], fast
     against = versus_one.lines(ddp_rate=16000, allreduce_ms=0.1, batch=64, world_size=2, lab01_rate=37000)
     assert "against the prediction" in against[-1], against
     close = versus_one.lines(ddp_rate=35000, allreduce_ms=1.5, batch=64, world_size=2, lab01_rate=37000)
@@ -207,7 +207,7 @@ def test_the_recipe_runs_check_prints_prediction_measured_and_one_verdict_naming
     assert measured.endswith("= 3.01 ms a step"), measured
     assert "leave out" not in text and "not the figure" not in text, off
     verdict = " ".join(off[-1].split())
-    assert verdict.startswith("verdict: 2 ranks slower than one device's 1.22 ms, as predicted"), verdict
+    assert verdict.startswith("verdict: 2 ranks slower than one process's 1.22 ms, as predicted"), verdict
     assert verdict.endswith("the measured 3.01 ms is 1.92x the predicted 1.57 ms"), verdict
     assert sum(line.startswith("verdict") for line in off) == 1, off
     # the step near the prediction: the figure agrees, said with both figures
@@ -226,6 +226,33 @@ def test_the_recipe_runs_check_prints_prediction_measured_and_one_verdict_naming
                                alone_rate=22378, refused="other programs used 1.5 of 2 cores")
     assert "unaccounted" in refused[4] and "not measurable here" in refused[-1] and "predicted" not in refused[-1]
     assert all(len(line) <= 100 for t in off + near + refused for line in t.split("\n")), off + near + refused
+
+
+def test_the_prediction_gives_each_one_thread_rank_the_work_lab_01_did_on_its_threads():
+    """Learner s11c, cell 26: lab 01's step ran on 2 threads, yet theory halved it as one 1-thread rank's compute
+    (0.56 ms, 'the measured 2.53 ms is 1.70x the predicted 1.49 ms'). With perfect threads, one thread takes 2x as
+    long, so each rank's half batch costs a whole lab 01 step: 1.11 + 0.93 = 2.04 ms."""
+    from lab_utils.labs.lab03 import versus_one
+
+    run = dict(ddp_rate=64 / 2.53e-3, allreduce_ms=0.93, batch=64, world_size=2, lab01_rate=64 / 1.11e-3,
+               alone_rate=32 / 1.25e-3)
+    said = [" ".join(line.split()) for line in versus_one.lines(**run, lab01_threads=2, rank_threads=1)]
+    assert said[0].startswith("lab 01, one process with 2 threads, same CNN"), said
+    assert said[1].startswith("these 2 ranks, 1 thread each:"), said
+    assert "1 thread takes 2x as long" in said[2], said
+    assert said[3].startswith("prediction: 1.11 ms compute (1.11 x 2 / 2) + 0.93 ms all-reduce = 2.04 ms a step, "
+                              "slower"), said
+    assert said[-1].endswith("the measured 2.53 ms within 25% of the predicted 2.04 ms"), said
+    assert versus_one.rank_compute_ms(1.11, 2, 2, 1) == pytest.approx(1.11)
+    assert versus_one.rank_compute_ms(1.2, 4, 4, 2) == pytest.approx(0.6)
+    # lab 01 on as many threads as each rank: theory halves its step, as before
+    same = [" ".join(line.split()) for line in versus_one.lines(**run, lab01_threads=1, rank_threads=1)]
+    assert same[3].startswith("prediction: 0.56 ms compute (1.11 / 2)"), same
+    # ranks on GPUs: no thread count printed
+    gpu = versus_one.lines(**run, rank_threads=None)
+    assert "thread" not in gpu[0] + gpu[1], gpu
+    raw = versus_one.lines(**run, lab01_threads=2, rank_threads=1)
+    assert all(len(line) <= 100 for t in raw for line in t.split("\n")), raw
 
 
 def test_a_slowed_one_thread_baseline_is_read_one_way():
