@@ -399,3 +399,20 @@ def test_lab_03_cells_print_the_lines_learner_s10i_missed():
     assert "print(measure.short_lines(str(err)))" in cell("def hanging_worker(")
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert "hard competitor" not in prose and "Theory still predicts DDP ahead" in prose
+
+
+def test_lab_03_cells_say_what_learner_s11c_asked():
+    """Learner s11c: the summary computes what two ranks buy (finding 4); cell 58 names one tolerance, not a 2x one
+    beside 25% (finding 5); the torchrun script says why it holds the group and exits with os._exit (finding 7)."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"]]
+    (summary,) = [c for c in cells if c.startswith('print(measure.short_lines(f"DDP on')]
+    assert "speed_reading.buys_line(" in summary and "interleaved launches" not in summary
+    (section,) = [c for c in cells if c.startswith("## 6. Measure")]
+    assert "2×" not in section and "within 25%" in section
+    (script,) = [c for c in cells if c.startswith('script = Path("results") / "ddp_torchrun.py"')]
+    assert "hold_process_groups()  # a rank can hang at random in torch's exit teardown (pytorch/pytorch#75097)" in script
+    assert "os._exit(0)  # so leave without tearing the group down; a job whose ranks exit cleanly drops both" in script
