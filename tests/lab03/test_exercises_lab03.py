@@ -116,3 +116,31 @@ def test_gradients_never_all_reduced_are_named(wrong, named_as):
     result = check(wrong)
     assert not result.passed and named_as in result.message, result.message
     assert result.details["fraction"] == 0.0
+
+
+@named("run_epochs")
+def run_epochs_seed_set(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        sampler.seed = epoch  # a new order every epoch, but not DistributedSampler's documented way (learner s11c)
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+
+
+def test_setting_the_samplers_seed_is_told_why_set_epoch():
+    result = check(run_epochs_seed_set)
+    assert not result.passed and "changed sampler.seed" in result.message, result.message
+    assert "reseeds the shuffle with seed + epoch" in result.message and "...." not in result.message
+
+
+@named("shard")
+def shard_overlapping(n, rank, world_size):
+    size = -(-n // world_size)
+    return list(range(max(0, rank * size - 1), min(n, (rank + 1) * size)))  # one row shared with the previous rank
+
+
+def test_overlapping_blocks_are_told_they_overlap_without_a_remainder_hint():
+    result = check(shard_overlapping)
+    assert not result.passed and "the blocks overlap" in result.message, result.message
+    assert "remainder" not in result.message and "missing" not in result.message, result.message

@@ -123,8 +123,12 @@ def _shard_judge(got, expected, cases):
         flat = sorted(i for share in shares for i in share)
         if flat != list(range(n)):
             missing, repeated = set(range(n)) - set(flat), len(flat) - len(set(flat))
+            if not missing:  # nothing left out: the blocks overlap, whatever the remainder
+                return 0.0, (f"n={n}, world_size={w}: {repeated} index(es) read by more than one rank: the blocks "
+                             "overlap; each rank's block must start where the previous rank's stops")
+            remainder = f" (the remainder n % world_size = {n % w} too)" if n % w else ""
             return 0.0, (f"n={n}, world_size={w}: {len(missing)} index(es) missing and {repeated} repeated; "
-                         "every index must land on exactly one rank (the remainder n % world_size too)")
+                         f"every index must land on exactly one rank{remainder}")
         sizes = [len(share) for share in shares]
         if max(sizes) - min(sizes) > 1:
             return 0.0, f"n={n}, world_size={w}: shard sizes {sizes}; they may differ by one at most"
@@ -191,7 +195,7 @@ def _epoch_run(run_epochs, case):
                          for b in batches])
 
     run_epochs(sampler, RecordingLoader(), model, optimizer, case["epochs"])
-    return {"orders": orders, "late": late}
+    return {"orders": orders, "late": late, "seed": sampler.seed}
 
 
 def _epoch_expected(case):
@@ -200,7 +204,7 @@ def _epoch_expected(case):
     for epoch in range(case["epochs"]):
         sampler.set_epoch(epoch)
         orders.append(list(sampler))
-    return {"orders": orders, "late": []}
+    return {"orders": orders, "late": [], "seed": case["seed"]}
 
 
 def _epoch_judge(got, expected, case):
@@ -215,12 +219,16 @@ def _epoch_judge(got, expected, case):
                      "starts), so that epoch read the previous epoch's order; call it before the inner loop")
     if all(g == got_orders[0] for g in got_orders):
         return 0.0, "every epoch reads the data in the same order: call sampler.set_epoch(epoch) at the start of each epoch"
-    return 0.0, "the orders differ from what sampler.set_epoch(epoch) gives for epochs 0, 1, 2, ..."
+    if got.get("seed", expected["seed"]) != expected["seed"]:
+        return 0.0, ("the loop changed sampler.seed: leave it and call sampler.set_epoch(epoch), which reseeds the "
+                     "shuffle with seed + epoch, so every rank (and a resumed run) derives the same new order per "
+                     "epoch from the one seed they share")
+    return 0.0, "the orders differ from those sampler.set_epoch(epoch) gives for epoch = 0, 1, 2 in turn"
 
 
 RUN_EPOCHS = Exercise("03", "run_epochs", _epoch_cases, _epoch_run, _epoch_expected, _epoch_judge,
                       "reshuffle at the start of every epoch", setup=SETUP,
-                      shape=lambda right, case: {"orders": right["orders"], "late": ANY})
+                      shape=lambda right, case: {"orders": right["orders"], "late": ANY, "seed": ANY})
 
 
 # ---- the learning rate for N ranks ------------------------------------------------------------------------------------

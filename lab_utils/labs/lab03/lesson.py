@@ -61,6 +61,7 @@ def ddp_worker(rank, world_size, cfg):
     out: dict = {"first_labels": [], "loss": [], "accuracy": []}
     for epoch in range(cfg.epochs):
         sampler.set_epoch(epoch)
+        optimizer.zero_grad()  # micro-batches left over at an epoch's end (no step) must not reach the next
         totals = torch.zeros(2)  # this rank's (sum of losses, number of samples) this epoch
         for i, (x, y) in enumerate(loader):
             x, y = x.to(device), y.to(device)

@@ -19,16 +19,42 @@ def slowed_baseline(rates: dict[str, float], base_name: str, world_size: int) ->
             "hardware, more than the same work can gain)")
 
 
-def speed_summary(rates: dict[str, float], base_name: str, world_size: int, slowed: str | None) -> str:
-    """The summary's speed figures: over one thread and over N threads, or, with a slowed baseline, only the ratios
-    that do not use it (DDP over N threads, Horovod-style over DDP) and why the others are not read."""
+def speed_summary(rates: dict[str, float], base_name: str, world_size: int, slowed: str | None,
+                  tolerance: float = 0.25) -> str:
+    """The summary's speed figures: over one thread and over N threads (read within `tolerance`), or, with a slowed
+    baseline, only the ratios that do not use it (DDP over N threads, Horovod-style over DDP) and why the others are
+    not read."""
     ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
     horovod, base = rates[f"{world_size} ranks, Horovod-style"], rates[base_name]
     if slowed:
-        return (f"{world_size} DDP ranks {ddp / threads:.2f}x one process with {world_size} threads; Horovod-style "
+        return (f"{world_size} DDP ranks {ddp / threads:.2f}x one process with {world_size} threads "
+                f"({reading(ddp / threads, tolerance)}); Horovod-style "
                 f"{horovod / ddp:.2f}x DDP; over one thread: not read, {slowed}")
     return (f"{world_size} DDP ranks {ddp / base:.2f}x one thread, {ddp / threads:.2f}x one process with {world_size} "
-            f"threads; Horovod-style {horovod / base:.2f}x one thread")
+            f"threads ({reading(ddp / threads, tolerance)}); Horovod-style {horovod / base:.2f}x one thread")
+
+
+def reading(ratio: float, tolerance: float) -> str:
+    """How one speed ratio (above 1: faster) reads: 'too close to tell' within `tolerance`, else faster or slower."""
+    if abs(math.log(ratio)) <= math.log(1 + tolerance):
+        return "too close to tell"
+    return "faster" if ratio > 1 else "slower"
+
+
+def buys_line(rates: dict[str, float], world_size: int, tolerance: float, slowed: str | None,
+              recipe_ratio: float | None = None) -> str:
+    """The lab's question, what N ranks buy here, from this run's own ratios: over one thread (unless the baseline
+    ran slow), and over one process with N threads, the 3-conv CNN's and (recipe_ratio: lab 01's step over the
+    recipe run's, same threads) the digits CNN's, each read within `tolerance`."""
+    ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
+    base = rates["1 process x 1 thread"]
+    against = [("3-conv CNN", ddp / threads)] + ([("digits CNN", recipe_ratio)] if recipe_ratio else [])
+    readings = [(name, ratio, reading(ratio, tolerance)) for name, ratio in against]
+    gain = ("a gain" if all(r == "faster" for _, _, r in readings) else
+            "no gain" if all(r != "faster" for _, _, r in readings) else "a gain on one CNN only")
+    over_one = "" if slowed else f"{ddp / base:.2f}x one thread (3-conv CNN); "
+    return (f"what {world_size} ranks buy here: {over_one}against one process with {world_size} threads, {gain}: " +
+            ", ".join(f"{name} {ratio:.2f}x ({r})" for name, ratio, r in readings))
 
 
 SAME = 0.05  # two rates this close are read as one: below what this machine's repeats resolve
@@ -42,7 +68,8 @@ def _apart(a: float, b: float) -> float:
 def _ratios_line(here: float, lab01: float, world_size: int, tolerance: float) -> str:
     """Both labs' figures within `tolerance`: their 'N threads over one' ratios compared, agreeing only within it."""
     ratio_apart = _apart(here, lab01)
-    return (f"both within {tolerance:.0%}; '{world_size} threads over one' {here:.2f}x here, {lab01:.2f}x in lab 01, "
+    return (f"the two {world_size}-thread figures are within {tolerance:.0%} of each other; '{world_size} threads "
+            f"over one' {here:.2f}x here, {lab01:.2f}x in lab 01, "
             f"{ratio_apart:.2f}x apart: " + (f"they agree within {tolerance:.0%}" if ratio_apart <= 1 + tolerance else
                                             f"beyond the {tolerance:.0%} two runs may differ by"))
 
@@ -58,8 +85,8 @@ def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | 
     if not lab01_one:
         return ["lab 01 has not run here, so there is no lab 01 baseline to compare this one with"]
     apart = _apart(one, lab01_one)
-    faster = (f"a {'launched process' if one > lab01_one else 'Jupyter kernel'} ran the same step faster "
-              "(measured in lab 03 of this run)")
+    faster = ("this launched process ran the same step faster than lab 01's Jupyter kernel" if one > lab01_one else
+              "lab 01's Jupyter kernel ran the same step faster than this launched process")
     here = allocator.setting()
     if lab01_allocator is None or not here:  # unknown, or no allocator lab_utils sets (not glibc): nothing to say
         left = ""
@@ -106,5 +133,5 @@ def threads_verdict(rates: dict[str, float], world_size: int, tolerance: float, 
         return f"{claim}: {measure.NOT_MEASURABLE} ({refused})"
     ratio = ddp / threads
     if abs(math.log(ratio)) <= math.log(1 + tolerance):
-        return f"{claim}: {ratio:.2f}x, too close to tell (runs minutes apart may differ by {tolerance:.0%})"
+        return f"{claim}: {ratio:.2f}x, too close to tell (two launches may differ by {tolerance:.0%})"
     return f"{claim}: {ratio:.2f}x, " + ("as predicted" if ratio > 1 else "against the prediction")

@@ -1,4 +1,4 @@
-"""Lab 03's recipe run beside lab 01's one device on the same digits, CNN and global batch: theory's prediction from
+"""Lab 03's recipe run beside lab 01's one process on the same digits, CNN and global batch: theory's prediction from
 this run's own all-reduce (a step time and its parts), the measured step and its parts, and one verdict naming
 both step times."""
 from __future__ import annotations
@@ -6,17 +6,6 @@ from __future__ import annotations
 import math
 
 from ... import detectors, measure
-
-
-def saving_ms(one_step_ms: float, world_size: int) -> float:
-    """What N ranks can save at best on one device's step t: each computes t/N, so t - t/N (t/2 on 2 ranks)."""
-    return one_step_ms * (1 - 1 / world_size)
-
-
-def predicted_slower(one_step_ms: float, allreduce_ms: float, world_size: int = 2) -> bool:
-    """Theory: N ranks at best split one device's step t (t/N each) and add the gradient all-reduce a, so they lose
-    to one device while a > t - t/N."""
-    return allreduce_ms > saving_ms(one_step_ms, world_size)
 
 
 def _within(ratio: float) -> bool:
@@ -42,11 +31,11 @@ def verdict_line(*, one_ms: float, ddp_ms: float, predicted_ms: float, world_siz
     (the measured step time against the predicted one), naming both."""
     slower, ratio = predicted_ms > one_ms, ddp_ms / one_ms
     if _within(ratio):
-        direction = (f"too close to tell ({ddp_ms:.2f} vs one device's {one_ms:.2f} ms: two runs minutes apart may "
+        direction = (f"too close to tell ({ddp_ms:.2f} vs one process's {one_ms:.2f} ms: two runs minutes apart may "
                      f"differ by up to {detectors.TWICE_TOLERANCE:.0%})")
     else:
         word = "slower" if ratio > 1 else "faster"
-        direction = (f"{world_size} ranks {word} than one device's {one_ms:.2f} ms, " +
+        direction = (f"{world_size} ranks {word} than one process's {one_ms:.2f} ms, " +
                      ("as predicted" if (ratio > 1) == slower else
                       "against the prediction (each lab's load line says what else ran)"))
     figure = (f"the measured {ddp_ms:.2f} ms within {detectors.TWICE_TOLERANCE:.0%} of the predicted "
@@ -55,23 +44,48 @@ def verdict_line(*, one_ms: float, ddp_ms: float, predicted_ms: float, world_siz
     return measure.short_lines(f"verdict: {direction}; {figure}")
 
 
+def rank_compute_ms(one_step_ms: float, world_size: int, lab01_threads: int = 1, rank_threads: int = 1) -> float:
+    """Theory's compute part of one rank: one device's step t on lab01_threads threads is lab01_threads * t of one
+    thread's work if threads split it perfectly; each rank does 1/N of it on rank_threads threads."""
+    return one_step_ms * lab01_threads / rank_threads / world_size
+
+
+def _threads(n: int) -> str:
+    """'1 thread', '2 threads'."""
+    return f"{n} thread{'s' if n != 1 else ''}"
+
+
 def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, lab01_rate: float | None,
-          alone_rate: float | None = None, refused: str | None = None) -> list[str]:
-    """The comparison's lines: both rates and step times, theory's prediction (its step time and parts), the measured
-    step and its parts (alone_rate: one launched rank alone on its batch/N samples), and one verdict naming both step
-    times (refused: the load's reason, measure.unreadable, then no verdict is read). No lab 01 row: one line."""
+          alone_rate: float | None = None, refused: str | None = None, lab01_threads: int | None = None,
+          rank_threads: int | None = 1) -> list[str]:
+    """The comparison's lines: both rates and step times, theory's prediction (its step time and parts; each rank's
+    compute from lab 01's step, its thread count lab01_threads and the ranks' rank_threads), the measured step and
+    its parts (rank_threads None: ranks on GPUs; alone_rate: one launched rank alone on its batch/N samples), and one verdict naming both step times
+    (refused: the load's reason, measure.unreadable, then no verdict is read). No lab 01 row: one line."""
     if not lab01_rate:
         return ["lab 01 has not recorded its training run here: no one-device step to compare these ranks with"]
     one_ms, ddp_ms = batch / lab01_rate * 1e3, batch / ddp_rate * 1e3
-    half = one_ms / world_size
-    predicted = half + allreduce_ms
-    said = [f"lab 01, one device, same CNN, digits and batch {batch}: {lab01_rate:,.0f} samples/s, {one_ms:.2f} ms a "
-            "step (in its kernel)",
-            f"these {world_size} ranks: {ddp_rate:,.0f} samples/s, {ddp_ms:.2f} ms a step (launched processes)",
-            f"theory: the {world_size} ranks split one device's compute and add the all-reduce (median, waits "
-            "included):",
-            f"prediction: {half:.2f} ms compute ({one_ms:.2f} / {world_size}) + {allreduce_ms:.2f} ms all-reduce = "
-            f"{predicted:.2f} ms a step, " + ("slower" if predicted > one_ms else "faster") + " than one device",
+    each = f", {_threads(rank_threads)} each" if rank_threads else ""
+    rank_threads = rank_threads or 1
+    threads = lab01_threads or rank_threads
+    who = f"one process with {_threads(lab01_threads)}" if lab01_threads else "one process"
+    compute = rank_compute_ms(one_ms, world_size, threads, rank_threads)
+    predicted = compute + allreduce_ms
+    how = (f"{one_ms:.2f} / {world_size}" if threads == rank_threads else
+           f"{one_ms:.2f} x {threads} / {rank_threads * world_size}" if rank_threads > 1 else
+           f"{one_ms:.2f} x {threads} / {world_size}")
+    theory = (f"theory: the {world_size} ranks split one process's compute and add the all-reduce (median, waits "
+              "included):" if threads == rank_threads else
+              f"theory: if lab 01's {_threads(threads)} split its step perfectly, {_threads(rank_threads)} takes "
+              f"{threads / rank_threads:g}x as long; each rank computes 1/{world_size} of the batch so, then adds the "
+              "all-reduce (median, waits included):")
+    said = [measure.short_lines(f"lab 01, {who}, same CNN, digits and batch {batch}: "
+            f"{lab01_rate:,.0f} samples/s, {one_ms:.2f} ms a step (in its kernel)"),
+            f"these {world_size} ranks{each}: {ddp_rate:,.0f} samples/s, {ddp_ms:.2f} ms a "
+            "step (launched processes)",
+            measure.short_lines(theory),
+            measure.short_lines(f"prediction: {compute:.2f} ms compute ({how}) + {allreduce_ms:.2f} ms all-reduce = "
+            f"{predicted:.2f} ms a step, " + ("slower" if predicted > one_ms else "faster") + " than one process"),
             measured_line(ddp_ms=ddp_ms, allreduce_ms=allreduce_ms, world_size=world_size, batch=batch,
                           alone_ms=batch / world_size / alone_rate * 1e3 if alone_rate else None)]
     if refused:
