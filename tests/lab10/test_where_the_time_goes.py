@@ -139,3 +139,17 @@ def test_one_setup_timed_by_two_labs_the_fit_reads_the_row_whose_speedup_moves_l
     source = lab10_source()
     assert "then the lower lab" not in source and "rule: the fit reads the row whose speedup moves least" in source
     assert "fitted is best or fitted in report.same_setup(best, mine)" in source  # the summary quotes the fit's row
+
+
+def test_the_allreduce_alone_is_set_beside_the_sweeps_fit_at_the_same_bytes():
+    """Learner s11g, finding 1: lab 06's sweep put 55 kB near 0.26 ms, this lab's launch 1.51 ms, with no line. Both
+    time bursts (probe, 2 gloo ranks, shared machine: whole launches of either worker sat near 0.25 ms or near
+    1.2-1.9 ms), so a gap beyond 2x is named as the launch, and within 2x the two are one figure."""
+    from lab_utils.labs.lab10.lesson import alone_vs_fit
+
+    apart = alone_vs_fit(1.51e-3, 0.262e-3)
+    assert "5.8x" in apart and "launch" in apart and "0.26 ms" in apart and "1.51 ms" in apart
+    assert "within 2x" in alone_vs_fit(0.57e-3, 0.40e-3) and "within 2x" in alone_vs_fit(0.30e-3, 0.57e-3)
+    assert "within" not in alone_vs_fit(0.10e-3, 0.30e-3)  # faster alone by 3x: also apart, either way
+    source = lab10_source()
+    assert "alone_vs_fit(digits_alone_s" in source and "(16 << 20) // max(1, int(nbytes))" in source

@@ -11,7 +11,7 @@ from lab_utils import measure, report
 from lab_utils import detectors
 from lab_utils.launch import process_group
 
-__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration']
+__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'alone_vs_fit', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
@@ -52,7 +52,7 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
     with process_group(timeout_s) as ctx:
         for nbytes in sizes:
             tensor = torch.ones(max(1, int(nbytes) // 4), device=ctx.device)
-            calls = max(1, min(16, (1 << 20) // max(1, int(nbytes))))  # small messages: several calls per timed run
+            calls = max(1, min(16, (16 << 20) // max(1, int(nbytes))))  # a burst, as lab 06's sweep
             times = []
             for i in range(repeats + 2):
                 dist.barrier()                       # every rank starts together: a late peer's lag is not timed
@@ -68,6 +68,15 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
             counts.append(calls)
     return {"rank": rank, "backend": ctx.backend, "device": ctx.device, "sizes": [int(s) for s in sizes],
             "seconds": medians, "spreads": spreads, "calls": counts}
+
+
+def alone_vs_fit(alone_s, fit_s, factor=2.0):
+    """The all-reduce alone against the sweep's fit at the same bytes: both time bursts, so a gap is the launch."""
+    said = f"the sweep's fit gives {fit_s * 1e3:.2f} ms for these bytes, the launch above {alone_s * 1e3:.2f} ms"
+    if max(alone_s / fit_s, fit_s / alone_s) <= factor:
+        return f"{said}: within {factor:g}x, one figure for the transfer"
+    return (f"{said}, {alone_s / fit_s:.1f}x: both time bursts of calls, so what differs is the launch (a small "
+            "all-reduce moves between launches, lab 06); each figure reads against its own launch's figures")
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 30 (id f657a4f5) ------------------------------------------------------
