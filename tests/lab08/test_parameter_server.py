@@ -685,3 +685,21 @@ def test_the_record_table_leaves_hogwilds_rate_out_as_the_accuracy_table_does():
     assert "print(measure.record(hogwild_row" not in record
     summary = "".join(c.source for c in cells if c.cell_type == "code" and "summary_line(v, predicted_cost=" in c.source)
     assert "hogwild_cost if v is hogwild_verdict" in summary
+
+
+def test_the_no_straggler_verdict_is_read_in_every_outcome_against_the_bound_and_the_runs_own_times():
+    """Learner s11g, finding 2: idle 22 % predicted async ahead by at most 1.28x, it measured 0.99x 'not
+    distinguishable', and nothing said why: an async worker still waits for its own update, so sync's round over an
+    async iteration predicts the ratio, whatever the verdict."""
+    import nbformat
+    from lab_utils import measure
+
+    tie = A.overlap_line(_verdict(measure.UNDECIDED, ratio=0.99), 1.28, 21.3, 21.0, 16.6)
+    assert "1.28x" in tie and "0.99x (not distinguishable here)" in tie
+    assert "4.4 ms of it outside its compute" in tie and "predicts 1.01x" in tie and "within 5 %" in tie
+    ahead = A.overlap_line(_verdict(measure.HOLDS, ratio=1.25), 1.28, 21.3, 17.0, 16.6)
+    assert "predicts 1.25x" in ahead and "within 5 %" in ahead and "(holds)" in ahead
+    missed = A.overlap_line(_verdict(measure.UNDECIDED, ratio=0.99), 1.28, 21.3, 17.0, 16.6)
+    assert "21% below it" in missed and "within" not in missed
+    source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
+    assert "parameter_server.overlap_line(" in source and "`reading:` line" in source
