@@ -153,3 +153,17 @@ def test_the_allreduce_alone_is_set_beside_the_sweeps_fit_at_the_same_bytes():
     assert "within" not in alone_vs_fit(0.10e-3, 0.30e-3)  # faster alone by 3x: also apart, either way
     source = lab10_source()
     assert "alone_vs_fit(digits_alone_s" in source and "(16 << 20) // max(1, int(nbytes))" in source
+
+
+def test_every_verdict_line_names_its_prediction_where_the_direction_does_not():
+    """Learner s11g, finding 3: 'holds' beside 0.96x with only 'above 1 favours DDP' read as a contradiction."""
+    from lab_utils.labs.lab10.lesson import prediction_said
+
+    no_worse = {"expected": "DDP no slower than DataParallel by more than its all-reduce",
+                "direction": "above 1 favours DDP"}
+    assert prediction_said(no_worse) == "; predicted: DDP no slower than DataParallel by more than its all-reduce"
+    faster = {"expected": "DDP faster (it sends fewer bytes per step)",
+              "direction": "above 1 means DDP faster (it sends fewer bytes per step)"}
+    assert prediction_said(faster) == ""  # the direction says it already: once is enough
+    assert prediction_said({"expected": "", "direction": ""}) == ""  # an older row without one
+    assert "+ prediction_said(v)" in lab10_source()

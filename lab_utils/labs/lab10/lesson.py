@@ -11,7 +11,7 @@ from lab_utils import measure, report
 from lab_utils import detectors
 from lab_utils.launch import process_group
 
-__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'alone_vs_fit', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration']
+__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'alone_vs_fit', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration', 'prediction_said']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
@@ -131,3 +131,9 @@ def one_configuration(chosen):
     key = min(groups, key=lambda k: (-len({c.hardware_ratio for c in groups[k]}), k[2] != "ddp",
                                      max(speedup_spread(c) for c in groups[k]), k[1], k[0], -k[3]))
     return groups[key], [c for c in chosen if c not in groups[key]]
+
+
+def prediction_said(v):
+    """'; predicted: ...' for a verdicts.csv row whose direction does not already name its prediction; else ''."""
+    expected = v.get("expected") or ""
+    return f"; predicted: {expected}" if expected and expected not in (v.get("direction") or "") else ""
