@@ -167,3 +167,23 @@ def test_every_verdict_line_names_its_prediction_where_the_direction_does_not():
     assert prediction_said(faster) == ""  # the direction says it already: once is enough
     assert prediction_said({"expected": "", "direction": ""}) == ""  # an older row without one
     assert "+ prediction_said(v)" in lab10_source()
+
+
+def test_one_workload_two_labs_says_what_it_compares_and_prints_the_gap_of_the_rows_both_labs_timed():
+    """Learner s11g, finding 4: every lab 03 row n/m after a paragraph promising a comparison. The section's first
+    sentence says no speedup is read across the labs; the configurations both timed print their gap."""
+    from types import SimpleNamespace as R
+    from lab_utils.labs.lab10.lesson import timed_by_both
+
+    def c(lab, strategy, ranks, threads, rate, variant=""):
+        return R(row=R(lab=lab, strategy=strategy, world_size=ranks, threads=threads, samples_per_s=rate,
+                       variant=variant))
+
+    shared = [c("01", "single-process", 1, 1, 5866, "1 process x 1 thread"), c("01", "single-process", 1, 2, 10895),
+              c("03", "single-process", 1, 1, 6402, "1 process x 1 thread"), c("03", "ddp", 2, 1, 10173)]
+    lines = timed_by_both(shared)
+    assert lines == ["single-process 1 process x 1 thread, timed by both: 5,866 (lab 01) vs 6,402 (lab 03) "
+                     "samples/s, 9% apart"]  # a configuration only one lab timed has no gap
+    prose = next(x.source for x in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+                 if x.source.startswith("### One workload, two labs"))
+    assert "reads no speedup across them" in prose.split("\n\n")[1]

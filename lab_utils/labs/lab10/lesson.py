@@ -11,7 +11,7 @@ from lab_utils import measure, report
 from lab_utils import detectors
 from lab_utils.launch import process_group
 
-__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'alone_vs_fit', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration', 'prediction_said']
+__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'timed_by_both', 'allreduce_worker', 'alone_vs_fit', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration', 'prediction_said']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
@@ -41,6 +41,21 @@ def suspect_note(name, flags):
     if detectors.impossible(flags) or not any("suspect" in str(f) for f in flags):
         return []
     return [detectors.note(f"built on {name}'s step times, which section Model's note calls suspect")]
+
+
+def timed_by_both(shared):
+    """Lines for each configuration two labs timed on one workload: its two rates and how far apart they lie."""
+    by = {}
+    for c in shared:
+        key = (c.row.strategy, c.row.world_size, c.row.threads or 1)
+        by.setdefault(key, {}).setdefault(c.row.lab, c.row)
+    lines = []
+    for (strategy, ranks, threads), labs in sorted(by.items()):
+        if len(labs) == 2:
+            (a, ra), (b, rb) = sorted(labs.items())
+            lines.append(f"{f'{strategy} {ra.variant}'.strip()}, timed by both: {ra.samples_per_s:,.0f} (lab {a}) vs "
+                         f"{rb.samples_per_s:,.0f} (lab {b}) samples/s, {abs(rb.samples_per_s / ra.samples_per_s - 1):.0%} apart")
+    return lines
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 20 (id d37f68c4) ------------------------------------------------------
