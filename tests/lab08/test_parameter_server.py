@@ -703,3 +703,15 @@ def test_the_no_straggler_verdict_is_read_in_every_outcome_against_the_bound_and
     assert "21% below it" in missed and "within" not in missed
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
     assert "parameter_server.overlap_line(" in source and "`reading:` line" in source
+
+
+def test_a_missed_prediction_prints_its_median_and_floor_at_the_decimals_that_tell_them_apart():
+    """Learner s11g, finding 5: 'its median 0.95x lies below 0.95x' (0.94958 against 1 / 1.05 = 0.95238)."""
+    from lab_utils import measure
+
+    close = measure.Verdict("Hogwild vs sync, late accuracy", "Hogwild within 5 % of sync's accuracy", 0.94958,
+                            0.92, 0.96, measure.UNDECIDED, 5, holds_from=1 / 1.07)
+    said = A.summary_line(close, predicted_cost=0.05)
+    assert "its median 0.950x lies below 0.952x" in said and "0.95x lies below 0.95x" not in said
+    from lab_utils.labs.lab08.parameter_server.readout import digits_apart
+    assert digits_apart(0.94, 0.9524) == 2 and digits_apart(0.94958, 0.95238) == 3

@@ -22,6 +22,11 @@ def summary_line(verdict: measure.Verdict, label: str | None = None, predicted_c
     return f"{head}: {outcome}; predicted: {verdict.expected}" + prediction_fate(verdict, predicted_cost)
 
 
+def digits_apart(a: float, b: float, least: int = 2, most: int = 6) -> int:
+    """The fewest decimals (at least `least`) at which a and b print differently; `most` where none do."""
+    return next((d for d in range(least, most) if f"{a:.{d}f}" != f"{b:.{d}f}"), most)
+
+
 def prediction_fate(verdict: measure.Verdict, predicted_cost: float | None) -> str:
     """Where a no-worse-than claim was tested weaker than its prediction's `predicted_cost`: '; the predicted 5 %:
     missed by the median ...' or '; the predicted 5 % itself not tested here'; '' otherwise."""
@@ -31,8 +36,9 @@ def prediction_fate(verdict: measure.Verdict, predicted_cost: float | None) -> s
     if verdict.holds_from >= floor - 1e-9:  # tested as predicted (or stricter): the outcome is the prediction's
         return ""
     if verdict.ratio < floor:
-        return (f"; the predicted {predicted_cost:.0%}: missed, its median {verdict.ratio:.2f}{verdict.unit} lies "
-                f"below {floor:.2f}{verdict.unit}")
+        d = digits_apart(verdict.ratio, floor)  # 0.9496 below 0.9524: never 'below' between two equal figures
+        return (f"; the predicted {predicted_cost:.0%}: missed, its median {verdict.ratio:.{d}f}{verdict.unit} lies "
+                f"below {floor:.{d}f}{verdict.unit}")
     return f"; the predicted {predicted_cost:.0%} itself not tested here (these pairs scatter too much)"
 
 
