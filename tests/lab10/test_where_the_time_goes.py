@@ -187,3 +187,11 @@ def test_one_workload_two_labs_says_what_it_compares_and_prints_the_gap_of_the_r
     prose = next(x.source for x in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
                  if x.source.startswith("### One workload, two labs"))
     assert "reads no speedup across them" in prose.split("\n\n")[1]
+
+
+def test_the_summary_names_the_best_setup_with_every_labs_figure_when_two_labs_timed_it():
+    """Learner s11g, finding 6: 'best plausible data-parallel setup here 1.59x' (lab 03) above the same setup's 1.69x
+    (lab 02): the setup is the best, and each lab's figure is listed on a line of its own, the fit's row named."""
+    source = lab10_source()
+    assert "timed by {1 + len(twins)} labs" in source and "for c in [best, *twins]:" in source
+    assert '"; the row Amdahl\'s fit reads" if c is fitted' in source
