@@ -43,3 +43,13 @@ def test_the_staleness_cell_reads_the_stragglers_counts_against_the_measured_ite
     source = cells()[code_with("parameter_server.plot_staleness(")][1]
     assert "parameter_server.straggler_count_line(" in source
     assert "this run's \" + parameter_server.others_share_line" not in source  # 'this run's the rest of ...'
+
+
+def test_the_setup_cells_print_lines_of_at_most_100_columns():
+    """Learner s11g, finding 12: cells 4 and 6 printed 107 and 102 columns (the update sizes; the layer table, whose
+    conv2d rows spelled out every default argument)."""
+    nb = json.loads(LAB.read_text())
+    for marker in ("a synchronous update averages", "spec.describe(model_spec"):
+        cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and marker in "".join(c["source"]))
+        text = "".join("".join(o.get("text", "")) for o in cell["outputs"])
+        assert text and max(len(line) for line in text.splitlines()) <= 100, marker
