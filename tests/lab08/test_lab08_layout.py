@@ -53,3 +53,10 @@ def test_the_setup_cells_print_lines_of_at_most_100_columns():
         cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and marker in "".join(c["source"]))
         text = "".join("".join(o.get("text", "")) for o in cell["outputs"])
         assert text and max(len(line) for line in text.splitlines()) <= 100, marker
+
+
+def test_the_summary_says_why_the_damped_replays_can_decide_where_the_damped_runs_did_not():
+    """Learner s11g, finding 7: runs 1.09x 'not distinguishable', replays 1.10x 'holds', listed one after the other
+    in the summary without the reason the prose gives (each replay pairs with its own run: the scatter cancels)."""
+    summary = next(source for kind, source in cells() if kind == "code" and "each claim's outcome" in source)
+    assert "if v is damped_replay_verdict" in summary and "pairs each run with its own replay" in summary
