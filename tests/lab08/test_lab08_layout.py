@@ -60,3 +60,9 @@ def test_the_summary_says_why_the_damped_replays_can_decide_where_the_damped_run
     in the summary without the reason the prose gives (each replay pairs with its own run: the scatter cancels)."""
     summary = next(source for kind, source in cells() if kind == "code" and "each claim's outcome" in source)
     assert "if v is damped_replay_verdict" in summary and "pairs each run with its own replay" in summary
+
+
+def test_samples_to_the_target_off_the_snapshot_grid_are_named_with_their_cause():
+    """Learner s11g, finding 7 (top list): Hogwild's 4,640 samples under 'moves in steps of 512 samples'."""
+    table = next(source for kind, source in cells() if kind == "code" and "moves in steps of one snapshot" in source)
+    assert "samples % snapshot" in table and "off that grid" in table and "poll finds the count past a step" in table
