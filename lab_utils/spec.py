@@ -164,10 +164,12 @@ def parameter_counts(spec: list[dict], input_shape) -> list[int]:
     return counts
 
 
-def describe(spec: list[dict], input_shape) -> str:
-    """A table of layers, output shapes and parameter counts."""
+def describe(spec: list[dict], input_shape, *, defaults: bool = True) -> str:
+    """A table of layers, output shapes and parameter counts; defaults=False leaves out arguments at their default."""
     full = validate(spec)
-    names = [layer["type"] + "(" + ", ".join(f"{k}={v}" for k, v in layer.items() if k != "type") + ")" for layer in full]
+    names = [layer["type"] + "(" + ", ".join(f"{k}={v}" for k, v in layer.items() if k != "type" and (
+        defaults or LAYER_PARAMS[layer["type"]].get(k) is None or v != LAYER_PARAMS[layer["type"]][k])) + ")"
+             for layer in full]
     names = [n.replace("()", "") for n in names]
     width = max(len(n) for n in names + ["layer"])
     counts = parameter_counts(spec, input_shape)
@@ -176,6 +178,8 @@ def describe(spec: list[dict], input_shape) -> str:
     for i, (name, shape, n) in enumerate(zip(names, output_shapes(spec, input_shape), counts)):
         lines.append(f"{i:>2}  {name:<{width}}  {str(shape):<13} {n:>8,}")
     lines.append(f"total trainable parameters: {sum(counts):,}")
+    if not defaults:
+        lines.append("(arguments at their defaults left out: lab_utils.spec.LAYER_PARAMS lists them)")
     return "\n".join(lines)
 
 

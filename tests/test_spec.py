@@ -87,3 +87,15 @@ def test_describe_lists_every_layer_and_the_total():
     text = spec.describe(spec.preset("cnn2d_2layer_fullconnected_2layer"), (1, 8, 8))
     assert text.count("\n") == 2 + 7
     assert "total trainable parameters: 13,706" in text
+
+
+def test_describe_can_leave_out_arguments_at_their_defaults():
+    """Lab 08's layer table (learner s11g): 102 columns with every default spelled out; defaults=False leaves them out."""
+    from lab_utils import spec as S
+
+    layers = [{"type": "conv2d", "filters": 16, "kernel_size": 3, "stride": 1, "padding": "same", "activation": "relu"},
+              {"type": "flatten"}, {"type": "dense", "units": 10, "activation": None}]
+    short = S.describe(layers, (1, 8, 8), defaults=False)
+    assert "conv2d(filters=16) " in short and "dense(units=10, activation=None)" in short and "stride" not in short
+    assert "defaults left out" in short
+    assert "conv2d(filters=16, kernel_size=3, stride=1, padding=same, activation=relu)" in S.describe(layers, (1, 8, 8))

@@ -103,10 +103,12 @@ class Compared:
                 or self.not_measurable:
             return flag
         quoted = RATIO.search(str(flag))
-        ours = "" if quoted and quoted.group() == f"{self.speedup:.2f}x" else \
-            f"; this table reads the row at {self.speedup:.2f}x, a ratio of two medians"
-        return detectors.Flag(detectors.Kind.CONTRADICT, f"lab {self.row.lab}'s flag, on lab {self.row.lab}'s own "
-                              f"figures{ours}: {flag}")
+        lab = self.row.lab
+        if quoted and quoted.group() == f"{self.speedup:.2f}x":
+            return detectors.Flag(detectors.Kind.CONTRADICT, f"lab {lab}'s flag, on lab {lab}'s own figures: {flag}")
+        which = (f"its {quoted.group()} is lab {lab}'s own figure, " if quoted else "")  # which number is whose
+        return detectors.Flag(detectors.Kind.CONTRADICT, f"lab {lab}'s flag ({which}the table's {self.speedup:.2f}x "
+                              f"a ratio of two medians): {flag}")
 
     def _load(self) -> str | None:
         """What the row's own busy note says others used while it was measured (its words), or None."""

@@ -43,3 +43,26 @@ def test_the_staleness_cell_reads_the_stragglers_counts_against_the_measured_ite
     source = cells()[code_with("parameter_server.plot_staleness(")][1]
     assert "parameter_server.straggler_count_line(" in source
     assert "this run's \" + parameter_server.others_share_line" not in source  # 'this run's the rest of ...'
+
+
+def test_the_setup_cells_print_lines_of_at_most_100_columns():
+    """Learner s11g, finding 12: cells 4 and 6 printed 107 and 102 columns (the update sizes; the layer table, whose
+    conv2d rows spelled out every default argument)."""
+    nb = json.loads(LAB.read_text())
+    for marker in ("a synchronous update averages", "spec.describe(model_spec"):
+        cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and marker in "".join(c["source"]))
+        text = "".join("".join(o.get("text", "")) for o in cell["outputs"])
+        assert text and max(len(line) for line in text.splitlines()) <= 100, marker
+
+
+def test_the_summary_says_why_the_damped_replays_can_decide_where_the_damped_runs_did_not():
+    """Learner s11g, finding 7: runs 1.09x 'not distinguishable', replays 1.10x 'holds', listed one after the other
+    in the summary without the reason the prose gives (each replay pairs with its own run: the scatter cancels)."""
+    summary = next(source for kind, source in cells() if kind == "code" and "each claim's outcome" in source)
+    assert "if v is damped_replay_verdict" in summary and "pairs each run with its own replay" in summary
+
+
+def test_samples_to_the_target_off_the_snapshot_grid_are_named_with_their_cause():
+    """Learner s11g, finding 7 (top list): Hogwild's 4,640 samples under 'moves in steps of 512 samples'."""
+    table = next(source for kind, source in cells() if kind == "code" and "moves in steps of one snapshot" in source)
+    assert "samples % snapshot" in table and "off that grid" in table and "poll finds the count past a step" in table

@@ -139,3 +139,59 @@ def test_one_setup_timed_by_two_labs_the_fit_reads_the_row_whose_speedup_moves_l
     source = lab10_source()
     assert "then the lower lab" not in source and "rule: the fit reads the row whose speedup moves least" in source
     assert "fitted is best or fitted in report.same_setup(best, mine)" in source  # the summary quotes the fit's row
+
+
+def test_the_allreduce_alone_is_set_beside_the_sweeps_fit_at_the_same_bytes():
+    """Learner s11g, finding 1: lab 06's sweep put 55 kB near 0.26 ms, this lab's launch 1.51 ms, with no line. Both
+    time bursts (probe, 2 gloo ranks, shared machine: whole launches of either worker sat near 0.25 ms or near
+    1.2-1.9 ms), so a gap beyond 2x is named as the launch, and within 2x the two are one figure."""
+    from lab_utils.labs.lab10.lesson import alone_vs_fit
+
+    apart = alone_vs_fit(1.51e-3, 0.262e-3)
+    assert "5.8x" in apart and "launch" in apart and "0.26 ms" in apart and "1.51 ms" in apart
+    assert "within 2x" in alone_vs_fit(0.57e-3, 0.40e-3) and "within 2x" in alone_vs_fit(0.30e-3, 0.57e-3)
+    assert "within" not in alone_vs_fit(0.10e-3, 0.30e-3)  # faster alone by 3x: also apart, either way
+    source = lab10_source()
+    assert "alone_vs_fit(digits_alone_s" in source and "(16 << 20) // max(1, int(nbytes))" in source
+
+
+def test_every_verdict_line_names_its_prediction_where_the_direction_does_not():
+    """Learner s11g, finding 3: 'holds' beside 0.96x with only 'above 1 favours DDP' read as a contradiction."""
+    from lab_utils.labs.lab10.lesson import prediction_said
+
+    no_worse = {"expected": "DDP no slower than DataParallel by more than its all-reduce",
+                "direction": "above 1 favours DDP"}
+    assert prediction_said(no_worse) == "; predicted: DDP no slower than DataParallel by more than its all-reduce"
+    faster = {"expected": "DDP faster (it sends fewer bytes per step)",
+              "direction": "above 1 means DDP faster (it sends fewer bytes per step)"}
+    assert prediction_said(faster) == ""  # the direction says it already: once is enough
+    assert prediction_said({"expected": "", "direction": ""}) == ""  # an older row without one
+    assert "+ prediction_said(v)" in lab10_source()
+
+
+def test_one_workload_two_labs_says_what_it_compares_and_prints_the_gap_of_the_rows_both_labs_timed():
+    """Learner s11g, finding 4: every lab 03 row n/m after a paragraph promising a comparison. The section's first
+    sentence says no speedup is read across the labs; the configurations both timed print their gap."""
+    from types import SimpleNamespace as R
+    from lab_utils.labs.lab10.lesson import timed_by_both
+
+    def c(lab, strategy, ranks, threads, rate, variant=""):
+        return R(row=R(lab=lab, strategy=strategy, world_size=ranks, threads=threads, samples_per_s=rate,
+                       variant=variant))
+
+    shared = [c("01", "single-process", 1, 1, 5866, "1 process x 1 thread"), c("01", "single-process", 1, 2, 10895),
+              c("03", "single-process", 1, 1, 6402, "1 process x 1 thread"), c("03", "ddp", 2, 1, 10173)]
+    lines = timed_by_both(shared)
+    assert lines == ["single-process 1 process x 1 thread, timed by both: 5,866 (lab 01) vs 6,402 (lab 03) "
+                     "samples/s, 9% apart"]  # a configuration only one lab timed has no gap
+    prose = next(x.source for x in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+                 if x.source.startswith("### One workload, two labs"))
+    assert "reads no speedup across them" in prose.split("\n\n")[1]
+
+
+def test_the_summary_names_the_best_setup_with_every_labs_figure_when_two_labs_timed_it():
+    """Learner s11g, finding 6: 'best plausible data-parallel setup here 1.59x' (lab 03) above the same setup's 1.69x
+    (lab 02): the setup is the best, and each lab's figure is listed on a line of its own, the fit's row named."""
+    source = lab10_source()
+    assert "timed by {1 + len(twins)} labs" in source and "for c in [best, *twins]:" in source
+    assert '"; the row Amdahl\'s fit reads" if c is fitted' in source

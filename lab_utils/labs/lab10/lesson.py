@@ -11,7 +11,7 @@ from lab_utils import measure, report
 from lab_utils import detectors
 from lab_utils.launch import process_group
 
-__all__ = ['speedup_and_efficiency', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration']
+__all__ = ['speedup_and_efficiency', 'timed_by_both', 'fixed_cost_line', 'suspect_note', 'allreduce_worker', 'alone_vs_fit', 'amdahl_rows', 'speedup_spread', 'speedups_apart', 'spread_said', 'one_configuration', 'prediction_said']
 
 
 # ---- solutions/10_scaling_report.ipynb, cell 7 (id d8620f29) -------------------------------------------------------
@@ -23,7 +23,24 @@ def speedup_and_efficiency(row, baseline):
     return speedup, speedup / hardware_ratio
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 17 (id fixed-cost-line) -----------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 13 (id timed-by-both) -------------------------------------------------
+
+def timed_by_both(shared):
+    """Lines for each configuration two labs timed on one workload: its two rates and how far apart they lie."""
+    by = {}
+    for c in shared:
+        key = (c.row.strategy, c.row.world_size, c.row.threads or 1)
+        by.setdefault(key, {}).setdefault(c.row.lab, c.row)
+    lines = []
+    for (strategy, ranks, threads), labs in sorted(by.items()):
+        if len(labs) == 2:
+            (a, ra), (b, rb) = sorted(labs.items())
+            lines.append(f"{f'{strategy} {ra.variant}'.strip()}, timed by both: {ra.samples_per_s:,.0f} (lab {a}) vs "
+                         f"{rb.samples_per_s:,.0f} (lab {b}) samples/s, {abs(rb.samples_per_s / ra.samples_per_s - 1):.0%} apart")
+    return lines
+
+
+# ---- solutions/10_scaling_report.ipynb, cell 18 (id fixed-cost-line) -----------------------------------------------
 
 def fixed_cost_line(name, small, small_s, large, large_s):
     """What a straight line through two batches' step times says: the per-step cost that does not grow with the batch."""
@@ -43,7 +60,7 @@ def suspect_note(name, flags):
     return [detectors.note(f"built on {name}'s step times, which section Model's note calls suspect")]
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 20 (id d37f68c4) ------------------------------------------------------
+# ---- solutions/10_scaling_report.ipynb, cell 21 (id d37f68c4) ------------------------------------------------------
 
 def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
     """Time all_reduce of float32 tensors of byte `sizes` as lab 06 times its sweep: per size, the median over
@@ -52,7 +69,7 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
     with process_group(timeout_s) as ctx:
         for nbytes in sizes:
             tensor = torch.ones(max(1, int(nbytes) // 4), device=ctx.device)
-            calls = max(1, min(16, (1 << 20) // max(1, int(nbytes))))  # small messages: several calls per timed run
+            calls = max(1, min(16, (16 << 20) // max(1, int(nbytes))))  # a burst, as lab 06's sweep
             times = []
             for i in range(repeats + 2):
                 dist.barrier()                       # every rank starts together: a late peer's lag is not timed
@@ -70,7 +87,16 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
             "seconds": medians, "spreads": spreads, "calls": counts}
 
 
-# ---- solutions/10_scaling_report.ipynb, cell 30 (id f657a4f5) ------------------------------------------------------
+def alone_vs_fit(alone_s, fit_s, factor=2.0):
+    """The all-reduce alone against the sweep's fit at the same bytes: both time bursts, so a gap is the launch."""
+    said = f"the sweep's fit gives {fit_s * 1e3:.2f} ms for these bytes, the launch above {alone_s * 1e3:.2f} ms"
+    if max(alone_s / fit_s, fit_s / alone_s) <= factor:
+        return f"{said}: within {factor:g}x, one figure for the transfer"
+    return (f"{said}, {alone_s / fit_s:.1f}x: both time bursts of calls, so what differs is the launch (a small "
+            "all-reduce moves between launches, lab 06); each figure reads against its own launch's figures")
+
+
+# ---- solutions/10_scaling_report.ipynb, cell 31 (id f657a4f5) ------------------------------------------------------
 
 DATA_PARALLEL = ("dp", "ddp", "horovod-style", "multi-worker", "mirrored")  # the strategies Amdahl's fit reads
 
@@ -122,3 +148,9 @@ def one_configuration(chosen):
     key = min(groups, key=lambda k: (-len({c.hardware_ratio for c in groups[k]}), k[2] != "ddp",
                                      max(speedup_spread(c) for c in groups[k]), k[1], k[0], -k[3]))
     return groups[key], [c for c in chosen if c not in groups[key]]
+
+
+def prediction_said(v):
+    """'; predicted: ...' for a verdicts.csv row whose direction does not already name its prediction; else ''."""
+    expected = v.get("expected") or ""
+    return f"; predicted: {expected}" if expected and expected not in (v.get("direction") or "") else ""
