@@ -340,26 +340,17 @@ def unflagged_less_time(batch_sweep, sweep, sweep_flags) -> list[str]:
     return lines
 
 
-def forward_1_lines(timings: dict) -> list[str]:
-    """The batch-1 forward timed three ways (`timings`: the modes' round, the sweep, back to back, each a
-    measure.Timing), in one place: what each times (what ran just before it), which comparison reads which, and
-    whether the back-to-back pass, whose weights and buffers the previous pass left in place, came out the fastest,
-    as theory predicts (learner s10k: three figures, 2.79, 1.89 and 1.63 ms, in three cells, one explained)."""
-    before = {"the modes' round": "after train mode and no_grad: read by the modes' table",
-              "the sweep": "after the other sizes: read by the sweep's table",
-              "back to back": "after itself, as batch-1 serving runs: the serving bound"}
-    lines = ["the batch-1 forward (inference_mode), timed three ways; each comparison reads its own figure:"]
-    lines += [f"  {t.median * 1e3:6.2f} ms (spread {t.spread:.0%}) {name}, {before.get(name, 'its own run')}"
-              for name, t in timings.items()]
-    if "back to back" in timings and len(timings) > 1:
-        b2b = timings["back to back"].median
-        slowest_name, slowest = max(((n, t.median) for n, t in timings.items()), key=lambda item: item[1])
-        fastest_name, fastest = min(((n, t.median) for n, t in timings.items()), key=lambda item: item[1])
-        lines.append("  theory: back to back the fastest (the weights already in the caches);\n  here it "
-                     + (f"is, {slowest / b2b:.2f}x below the slowest ({slowest_name})" if fastest_name == "back to back"
-                        else f"is not: {fastest_name} is, {b2b / fastest:.2f}x below it (noise, or the caches held "
-                             "something else)"))
-    return lines
+def inversions(batch_sweep, sweep) -> list[tuple[int, int, str]]:
+    """(smaller, larger, how) for each pair of neighbouring sizes whose medians invert theory's order: the larger batch
+    took less time ('less time') or gave fewer samples/s ('fewer samples/s'); the lab tests each, flagged or not."""
+    found = []
+    for small, large in zip(batch_sweep, batch_sweep[1:]):
+        small_s, large_s = sweep[small].median, sweep[large].median
+        if large_s < small_s:
+            found.append((small, large, "less time"))
+        elif large / large_s < small / small_s:
+            found.append((small, large, "fewer samples/s"))
+    return found
 
 
 CAPACITY_CONDITION = ("the bursts queue every request at once, the high load's generator sends them one by one "
@@ -387,13 +378,10 @@ RESTART_HEAD = "this kernel has not run the sections above"
 RESTART_REASON = "run the notebook from the top"
 
 
-BOUND_TOLERANCE = 0.10  # a measured rate may exceed the bound a median forward pass sets by this much unflagged
-
-
-def within_bound_line(value: float, bound: float, tolerance: float = BOUND_TOLERANCE) -> str:
-    """Where a measured rate lies above the bound a median forward pass sets, but within `tolerance` (no flag): one
-    line saying so, so that a figure above its 'upper bound' never stands without a word; '' otherwise."""
-    if not bound or value <= bound or value > bound * (1 + tolerance):
+def within_bound_line(value: float, bound: float, fastest: float) -> str:
+    """Where a measured rate lies above the bound the median forward pass sets, but not above what its fastest pass
+    allows (no flag): one line saying so, so that a figure above its 'about' bound never stands without a word."""
+    if not bound or value <= bound or value > fastest:
         return ""
-    return (f"  {value / bound - 1:.0%} above that bound: within the {tolerance:.0%} by which two medians may differ, "
-            "so no flag (the bound is a median too)")
+    return (f"  {value / bound - 1:.0%} above the median pass's {bound:.0f}/s, below its fastest pass's {fastest:.0f}/s: "
+            "within the forward pass's own range, so no flag")
