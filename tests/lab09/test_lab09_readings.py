@@ -25,8 +25,10 @@ def test_every_inversion_of_theorys_order_is_tested_flagged_or_not():
     assert serving.inversions([1, 2, 4, 8], sweep) == [(1, 2, "fewer samples/s"), (2, 4, "less time")]
     theory = {1: timing(1.0, 1.0), 2: timing(1.5, 1.5), 4: timing(2.5, 2.5)}  # more time, more samples/s: none
     assert serving.inversions([1, 2, 4], theory) == []
+    level = {64: timing(15.0, 15.0), 128: timing(31.0, 31.0)}  # past the knee samples/s levels off: theory's too
+    assert serving.inversions([64, 128], level, knee=64) == [] and serving.inversions([64, 128], level) != []
     source = "".join("".join(c["source"]) for c in cells())
-    assert "for small_b, large_b, how in inverted:" in source and 'per_sample=how == "fewer samples/s"' in source
+    assert "serving.inversions(batch_sweep, sweep, knee=knee)" in source and 'per_sample=how == "fewer samples/s"' in source
     assert "if flags and sweep[b].median < sweep[a].median" not in source  # no longer only under a flag
     assert "caches holding the weights, or a busy machine" not in source  # prose says theory; the run decides
 

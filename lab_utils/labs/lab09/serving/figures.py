@@ -340,15 +340,16 @@ def unflagged_less_time(batch_sweep, sweep, sweep_flags) -> list[str]:
     return lines
 
 
-def inversions(batch_sweep, sweep) -> list[tuple[int, int, str]]:
+def inversions(batch_sweep, sweep, knee: int | None = None) -> list[tuple[int, int, str]]:
     """(smaller, larger, how) for each pair of neighbouring sizes whose medians invert theory's order: the larger batch
-    took less time ('less time') or gave fewer samples/s ('fewer samples/s'); the lab tests each, flagged or not."""
+    took less time ('less time') or, up to the `knee` (where throughput levels off), gave fewer samples/s ('fewer
+    samples/s'); the lab tests each, flagged or not."""
     found = []
     for small, large in zip(batch_sweep, batch_sweep[1:]):
         small_s, large_s = sweep[small].median, sweep[large].median
         if large_s < small_s:
             found.append((small, large, "less time"))
-        elif large / large_s < small / small_s:
+        elif large / large_s < small / small_s and (knee is None or large <= knee):
             found.append((small, large, "fewer samples/s"))
     return found
 
