@@ -120,3 +120,26 @@ def test_a_capacity_above_its_median_bound_but_within_its_fastest_pass_is_said()
     assert "6% above the median pass's 739/s, below its fastest pass's 833/s" in line and "no flag" in line
     assert serving.within_bound_line(690, 739, 833) == "" and serving.within_bound_line(850, 739, 833) == ""
     assert all(len(x) <= 100 for x in measure.lines.wrap(line).splitlines())
+
+
+def test_a_no_worse_than_verdict_that_holds_below_1_says_the_cost_is_within_the_allowance():
+    """Learner s11h finding 5: 'static vs dynamic=True: 0.98x (range 0.97-0.999) -> holds', static slower every round."""
+    slower = measure.decide([0.97, 0.98, 0.975, 0.985, 0.99], claim="static vs dynamic=True torch.compile",
+                            expected="static no slower", no_worse_than=0.10, timed=False)
+    assert slower.verdict == measure.HOLDS and slower.high < 1
+    said = serving.allowed_cost(slower, "static")
+    assert "static was slower here" in said and "less than the 10% the claim allows" in said
+    level = measure.decide([0.97, 1.02, 0.99, 1.01, 1.0], claim="c", expected="e", no_worse_than=0.10, timed=False)
+    assert serving.allowed_cost(level, "static") == ""  # the range reaches 1: not slower here
+    faster = measure.decide([1.2, 1.22, 1.25, 1.21, 1.23], claim="c", expected="e", timed=False)
+    assert serving.allowed_cost(faster, "static") == ""
+    source = next("".join(c["source"]) for c in cells() if c.get("id") == "5c2312d1")
+    assert 'serving.allowed_cost(static_vs_dynamic, "static")' in source
+
+
+def test_the_prose_gives_theory_for_compile_against_bf16_and_for_keras_against_torch_eager():
+    """Learner s11h findings 6 and 7: compile's small gain unexplained; TF eager 1.6x faster than torch eager."""
+    prose = " ".join(next("".join(c["source"]) for c in cells() if c.get("id") == "3b68aaff").split())
+    assert "compiling leaves as it is" in prose and "halves the bytes of every weight" in prose
+    assert "compares within each framework" in prose and "oneDNN" in prose and "oneMKL" in prose
+    assert "The table decides" in prose

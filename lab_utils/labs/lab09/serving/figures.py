@@ -94,6 +94,15 @@ def kept_up_outcome(split: int, rounds: int, headline: str) -> str | None:
     return f"{headline} kept up where batch-1 saturated, in {split} of {rounds} rounds -> holds"
 
 
+def allowed_cost(v, slower: str) -> str:
+    """Where a no-worse-than verdict holds with its whole range below 1: that `slower` was slower here, by less than
+    the cost the claim tested allows (learner s11h: '0.98x (range 0.97-0.999) -> holds' read as a contradiction)."""
+    if v.verdict != measure.HOLDS or v.holds_from is None or v.upper or v.high >= 1:
+        return ""
+    return (f"{slower} was slower here (the whole range below 1), by less than the {1 / v.holds_from - 1:.0%} the "
+            "claim allows")
+
+
 def summary_lines(items) -> list[str]:
     """The summary's comparison lines from (label, outcome, flags) items: an outcome that is not measurable here
     names its reason by number, said once below with the rule once, so a busy run's summary says each reason once."""
