@@ -143,3 +143,10 @@ def test_the_prose_gives_theory_for_compile_against_bf16_and_for_keras_against_t
     assert "compiling leaves as it is" in prose and "halves the bytes of every weight" in prose
     assert "compares within each framework" in prose and "oneDNN" in prose and "oneMKL" in prose
     assert "The table decides" in prose
+
+
+def test_the_tables_with_paired_speed_ups_say_they_may_be_read_and_the_grid_prints_each_loads_rates_once():
+    """Learner s11h findings 2 and 6: 'read the medians only' above paired ratios; grid rows of 110-115 columns."""
+    source = "".join("".join(c["source"]) for c in cells())
+    assert source.count(", paired=True)") == 3  # the modes', the candidates' and TensorFlow's tables
+    assert "print(rows[0].load_line())" in source

@@ -21,7 +21,8 @@ TERMS = (f"offered: the rate asked for\n"
          f"else SATURATED\n"
          f"%: achieved / arrived; 'rounds split': the rounds' own % fall on both sides of {SATURATED_SHARE:.0%}, "
          f"so this\n  run cannot resolve that row's mark\n"
-         f"spread: how far the rounds of the column to its left lie apart; batch: the mean batch")
+         f"spread: how far the rounds of the column to its left lie apart; batch: the mean batch\n"
+         f"each load's line: the rate offered and the rate that arrived (every server met the same arrivals)")
 
 
 def kept_up(achieved_rps: float, arrived_rps: float | None) -> bool:
@@ -161,12 +162,13 @@ class LoadSummary:
         return not kept_up(self.achieved_rps, self.arrived_rps) or self.unanswered > (1 - SATURATED_SHARE) * self.requests
 
     def text(self) -> str:
-        """One line for a table."""
-        offered = f"{self.offered_rps:7.0f}" if self.offered_rps else "  burst"
-        arrived = f"  arrived {self.arrived_rps:7.0f}/s" if self.arrived_rps else ""
-        more = ">=" if self.unanswered else "  "
-        line = (f"{self.label:<16} offered {offered}/s{arrived}  achieved {self.achieved_rps:7.0f}/s  p50 {more}{self.p50_ms:7.1f}  "
-                f"p95 {more}{self.p95_ms:7.1f}  p99 {more}{self.p99_ms:7.1f} ms  mean batch {self.mean_batch:5.1f}")
+        """Two lines under 100 columns: the rates and the mean batch; the latencies and what went wrong."""
+        offered = f"{self.offered_rps:.0f}/s" if self.offered_rps else "a burst"
+        arrived = f"  arrived {self.arrived_rps:.0f}/s" if self.arrived_rps else ""
+        more = ">= " if self.unanswered else ""
+        head = f"{self.label}: " if self.label else ""
+        line = (f"{head}offered {offered}{arrived}  achieved {self.achieved_rps:.0f}/s  mean batch {self.mean_batch:.1f}\n"
+                f"  latency ms: p50 {more}{self.p50_ms:.1f}  p95 {more}{self.p95_ms:.1f}  p99 {more}{self.p99_ms:.1f}")
         if self.unanswered or self.failed:
             line += f"  ({self.unanswered} unanswered, {self.failed} errors)"
         return line
@@ -317,16 +319,22 @@ class LoadStats:
                          "latency")
         return flags
 
-    HEADER = ("server         load   offered arrived achieved spread     p50     p95     p99 spread  batch    %\n"
-              "                      (requests/s)                          (ms)")
+    HEADER = ("server        achieved spread     p50     p95     p99 spread batch    %\n"
+              "              (requests/s)      (latency, ms)")
+
+    def load_line(self) -> str:
+        """The line above this load's rows: the rate offered and the rate that arrived, the same for every server
+        (within a round every server meets the same arrivals)."""
+        arrived = f", {self.arrived_rps:.0f}/s arrived" if self.arrived_rps else ""
+        return f"{self.load} load: {self.offered_rps or 0:.0f} requests/s offered{arrived}"
 
     def text(self) -> str:
-        """One row under HEADER; >= marks a percentile that is a lower bound (requests were left unanswered)."""
+        """One row under HEADER and its load_line; >= marks a percentile that is a lower bound (requests were left
+        unanswered); under 100 columns with both marks (learner s11h: the marks fell off a 100-column screen)."""
         bound = ">=" if any(r.unanswered for r in self.runs) else "  "
         return measure.flagged(
-            f"{self.label:<14} {self.load:<5} {self.offered_rps or 0:8.0f} {self.arrived_rps or 0:7.0f} "
-            f"{self.achieved_rps:8.0f} {self.spread_rps:6.0%} {bound}{self.p50_ms:6.1f} {bound}{self.p95_ms:6.1f} "
-            f"{bound}{self.p99_ms:6.1f} {self.spread_p99:6.0%} {self.mean_batch:6.1f}"
+            f"{self.label:<13} {self.achieved_rps:8.0f} {self.spread_rps:6.0%} {bound}{self.p50_ms:5.1f} "
+            f"{bound}{self.p95_ms:5.1f} {bound}{self.p99_ms:5.1f} {self.spread_p99:6.0%} {self.mean_batch:5.1f}"
             + (f" {self.share:4.0%}" if self.share is not None else "") + ("  SATURATED" if self.saturated else "")
             + ("  (rounds split)" if self.undecided else ""),
             self.flags)
