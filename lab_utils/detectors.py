@@ -587,8 +587,9 @@ def noisy_basis(spread: float | None, what: str) -> list[Flag]:
                  f"{NOISY_BASIS:.0%}: a repeat took twice the median or more): read this ratio as an order of magnitude")]
 
 
-def noise_line(spreads, what: str = "medians") -> str:
-    """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none."""
+def noise_line(spreads, what: str = "medians", *, paired: bool = False) -> str:
+    """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none.
+    `paired`: the table also prints medians of paired ratios, which the line says may be read too."""
     spreads = list(spreads)  # a generator is read twice below
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
     noisy = sum(s > NOISY_SPREAD for s in counted)
@@ -605,7 +606,8 @@ def noise_line(spreads, what: str = "medians") -> str:
     return Flag(Kind.NOISE, lines.wrap(  # at 100 columns, as a verdict (learners: noise lines of 150-200 characters)
         f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
         f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
-        "ignores" + _held_up(max(counted)) + f"): read the medians only{without}"))
+        "ignores" + _held_up(max(counted)) + "): read " + ("the medians and the speed-ups only (medians of per-round "
+        "ratios, which a few slow repeats do not move either)" if paired else "the medians only") + without))
 
 
 def _held_up(widest: float) -> str:

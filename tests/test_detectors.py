@@ -89,6 +89,10 @@ def test_noise_is_one_line_per_table():
     assert detectors.noise_line(s for s in (0.1, 0.3, None)).startswith("noise: 1 of 2 medians spread more")
     assert "the widest 50 %" in line  # named: lab 13's 'spread 2262 %' beside a row read as impossible
     assert detectors.noise_line([0.1, 0.2]) == ""
+    # learner s11h: 'read the medians only' above a column of paired speed-ups: may I read 1.10x? (lab 09)
+    paired = " ".join(detectors.noise_line([0.1, 0.48], paired=True).split())
+    assert "read the medians and the speed-ups only (medians of per-round ratios" in paired
+    assert "speed-ups" not in detectors.noise_line([0.1, 0.48])
     # learner s6B, lab 06: "5841%" read as a bug; above 1000 % a spread is a bound, and the noise line says why
     assert detectors.spread_text(58.41) == ">1000%" and detectors.spread_text(0.5) == "50%"
     wide = " ".join(detectors.noise_line([58.41, 0.1]).split())

@@ -5,10 +5,10 @@ register its exercises; core.py holds the harness they share."""
 import importlib
 from pathlib import Path
 
-from .core import FROM_LESSON, REGISTRY, CheckResult, Exercise, check, close, for_lab, get, max_abs_diff, passes, to_plain
+from .core import FROM_LESSON, REGISTRY, CheckResult, Exercise, Named, check, close, for_lab, get, max_abs_diff, passes, to_plain
 
 for _path in sorted((Path(__file__).resolve().parents[1] / "labs").glob("lab[0-9][0-9]/exercises.py")):
     importlib.import_module(f"lab_utils.labs.{_path.parent.name}.exercises")  # in lab order
 
-__all__ = ["FROM_LESSON", "REGISTRY", "CheckResult", "Exercise", "check", "close", "for_lab", "get", "max_abs_diff",
+__all__ = ["FROM_LESSON", "REGISTRY", "CheckResult", "Exercise", "Named", "check", "close", "for_lab", "get", "max_abs_diff",
            "passes", "to_plain"]

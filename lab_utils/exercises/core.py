@@ -252,6 +252,10 @@ class CheckResult:
         """Nothing more: check() has printed this line already (a cell's last expression would print it twice)."""
 
 
+class Named(str):
+    """A judge's message that names the mistake and its fix itself: check() adds no general hint after it."""
+
+
 NOT_WRITTEN = "not written yet: replace the `raise NotImplementedError(...)` line"
 
 
@@ -319,6 +323,6 @@ def _checked(answer, seed: int) -> CheckResult:
         return CheckResult(name, False, f"your {name} returned {str(exc).split(' is not')[0].replace('an answer of', 'something of')}, "
                                         f"not plain data (numbers, strings, lists, arrays){hint}")
     fraction, message = exercise.score(got, inputs)
-    if fraction < 1.0:
+    if fraction < 1.0 and not isinstance(message, Named):  # a message that names the mistake needs no general hint
         message += hint
     return CheckResult(name, fraction >= 1.0, message, {"fraction": fraction})

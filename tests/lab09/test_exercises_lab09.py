@@ -184,6 +184,27 @@ def test_latency_percentiles_in_seconds_fails():
     assert fails(latency_percentiles, "milliseconds")
 
 
+def test_latency_percentiles_in_seconds_with_numpy_fails_naming_the_unit_and_no_general_hint():
+    """Learner s11h: seconds (and latency 0 for unanswered) printed only numbers, then the general hint."""
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = [(end_s if d is None else d) - a for a, d in zip(arrivals_s, done_s)]
+        return [float(np.percentile(latencies, p)) for p in percentiles]
+    assert fails(latency_percentiles, "they are in seconds") and "Hint:" not in check(latency_percentiles).message
+
+
+def test_latency_percentiles_counting_unanswered_as_zero_fails():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        latencies = sorted(0.0 if d is None else 1e3 * (d - a) for a, d in zip(arrivals_s, done_s))
+        return [latencies[max(0, math.ceil(p / 100 * len(latencies)) - 1)] for p in percentiles]
+    assert fails(latency_percentiles, "as latency 0") and "Hint:" not in check(latency_percentiles).message
+
+
+def test_latency_percentiles_unknown_mistake_keeps_the_general_hint():
+    def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
+        return [1.0 for p in percentiles]
+    assert fails(latency_percentiles, "expected about") and "Hint:" in check(latency_percentiles).message
+
+
 def test_latency_percentiles_dropping_unanswered_fails():
     def latency_percentiles(arrivals_s, done_s, end_s, percentiles):
         latencies = sorted(d - a for a, d in zip(arrivals_s, done_s) if d is not None)

@@ -265,7 +265,11 @@ def test_the_grid_labels_a_row_by_exercise_3s_rule_on_the_medians_it_prints():
     assert not row.saturated and choose_max_wait([exercise_row], 10.0) == 1
     behind = serving.LoadStats.of("x", "low", [_summary(302.0, 280.0), _summary(302.0, 285.0)])
     assert behind.saturated and choose_max_wait([{**exercise_row, "achieved_rps": behind.achieved_rps}], 10.0) is None
-    assert "arrived     302/s" in _summary(302.0, 291.0).text() and "offered     315/s" in _summary(302.0, 291.0).text()
+    assert "arrived 302/s" in _summary(302.0, 291.0).text() and "offered 315/s" in _summary(302.0, 291.0).text()
+    # learner s11h finding 1: the summary ran to 167 columns; two lines, each under 100, '>=' on unanswered runs
+    worst = serving.LoadSummary("", 306.0, 253.0, 25.0, 101, 10, 0, 91, 171.7, 350.2, 359.9, 3.3, 0.0).text()
+    assert all(len(line) <= 100 for line in worst.splitlines()) and len(worst.splitlines()) == 2
+    assert "p99 >= 359.9" in worst and "(91 unanswered, 0 errors)" in worst
     assert "kept up: achieved >= 0.95 x arrived" in serving.TERMS
 
 
@@ -339,6 +343,12 @@ def test_a_grid_row_whose_rounds_fall_on_both_sides_of_the_line_says_its_mark_is
     assert clear.saturated and not clear.undecided and "rounds split" not in clear.text()
     kept = serving.LoadStats.of("max_wait=5ms", "high", [_summary(617.0, 610.0), _summary(617.0, 615.0)])
     assert not kept.saturated and not kept.undecided and "rounds split" in serving.TERMS
+    # learner s11h finding 1: rows of 110-115 columns; the rates offered and arrived move to the load's line
+    assert len(split.text()) <= 100 and "high load: 315 requests/s offered, 617/s arrived" == split.load_line()
+    worst = serving.LoadStats.of("max_wait=20ms", "high", [_summary(617.0, 570.0, unanswered=40),
+                                                           _summary(617.0, 600.0, unanswered=40)])
+    assert ">=" in worst.text() and "SATURATED  (rounds split)" in worst.text() and len(worst.text()) <= 100
+    assert all(len(line) <= 100 for line in (serving.LoadStats.HEADER + "\n" + serving.TERMS).splitlines())
 
 
 def test_the_dense_layer_line_blames_the_matrix_multiply_only_where_every_round_shows_it(small):

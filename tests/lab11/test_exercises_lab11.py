@@ -314,6 +314,15 @@ def test_read_scheduler_wrong_answers_fail_with_their_hint():
         return verdicts
     assert fails(read_scheduler, "first word")
 
+    def read_scheduler(text):  # learner s11h: the whole State, answered as itself: 'CANCELLED by 0' named, no list
+        verdicts = {}
+        for line in text.splitlines()[1:]:
+            job_id, name, state, exit_code, reason = line.split("|")
+            if "." not in job_id:
+                verdicts[job_id] = PENDING.get(reason, "wait") if state == "PENDING" else ENDED.get(state, state)
+        return verdicts
+    assert fails(read_scheduler, "('CANCELLED by 0') got 'CANCELLED by 0': 'CANCELLED by 0' is CANCELLED")
+
     def read_scheduler(text):  # learner s6C: the whole State, and a job whose State is not known left out
         return {k: v for k, v in globals()["read_scheduler"](text).items()
                 if not any(line.startswith(f"{k}|") and "|CANCELLED by 0|" in line for line in text.splitlines())}

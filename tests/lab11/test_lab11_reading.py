@@ -95,3 +95,37 @@ def test_the_chains_cpu_time_line_states_only_figures_and_the_prose_gives_the_th
     """Learner s10h: 'the CPU time is mostly a fresh Python importing torch' printed whatever the figures were."""
     assert "mostly a fresh Python" not in cell("l11-chain")
     assert "importing torch" in cell("l11-depend-md") and "Theory says" in cell("l11-depend-md")
+
+
+def slurm_ahead():
+    """The notebook's slurm_ahead, defined by running the cell that holds it."""
+    space: dict = {"measure": measure}
+    exec(cell("f1fa47cb"), space)
+    return space["slurm_ahead"]
+
+
+SPEED = {"slurm": {"placed": "1 thread(s) on core(s) [0]"}, "launch": {"placed": "1 thread(s) on core(s) [0, 1]"}}
+
+
+def test_a_median_favouring_slurm_without_a_win_prints_how_each_path_was_placed():
+    ahead = steady([0.93, 1.15, 1.1, 0.97, 1.2, 1.02, 1.18, 1.05], load(0.0))
+    assert ahead.ratio > 1 and ahead.low < 1
+    line = slurm_ahead()(ahead, SPEED)
+    assert "core(s) [0]" in line and "core(s) [0, 1]" in line and "session of its own" in line
+    assert "does not measure" in line and "no win read" in line
+
+
+def test_no_placement_line_for_a_median_favouring_launch_a_win_or_a_refusal():
+    assert slurm_ahead()(steady([0.95, 0.97, 0.99, 1.01, 0.96, 0.98, 0.97, 0.99], load(0.0)), SPEED) is None
+    assert slurm_ahead()(steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], load(0.0)), SPEED) is None
+    refused = steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], load(1.5))
+    assert slurm_ahead()(refused, SPEED) is None
+
+
+def test_the_summary_quotes_the_claim_tested_and_the_prose_promises_no_fixed_tolerance():
+    assert "measure.printed_outcome(steady)" in cell("580fb5c4")
+    restated = steady([0.9, 1.05, 1.1, 1.2, 0.95, 1.14, 1.0, 1.09], load(0.0))
+    assert "tested as 'no worse by more than" in measure.printed_outcome(restated)
+    prose = " ".join(cell("5951d863").split())
+    assert "On a quiet machine that changes nothing" not in prose and "kept within 10 %" not in prose
+    assert "the tolerance it tested" in prose and "wider tolerance" in " ".join(cell("e857f865").split())

@@ -166,3 +166,10 @@ def test_on_the_cluster_the_two_findings_are_named(tmp_path, capsys):
     assert time.monotonic() - started < 30
     checked = slurm.check_job(job, per_node)
     assert not checked.passed and "None" not in checked.message and "--ntasks-per-node=1" in checked.message, checked
+
+
+def test_the_checks_line_is_wrapped_at_100_columns():
+    """Learner s11h finding 8: the your-turn FAIL lines ran to 150-200 columns, unlike every other check."""
+    long = yourturn.Checked(False, "its time limit is 1 minute(s), not 2 minutes: --time=00:02 is MM:SS, 0 min 2 s, "
+                                   "rounded up to 1 minute(s); --time=00:02:00 (HH:MM:SS; a bare number is minutes)")
+    assert repr(long).startswith("FAIL  your-turn: its time limit") and all(len(x) <= 100 for x in repr(long).splitlines())

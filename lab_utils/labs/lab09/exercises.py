@@ -5,7 +5,7 @@ import math
 
 from typing import Any
 
-from ...exercises.core import ANY, Exercise, FROM_LESSON, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, Named, register
 
 SETUP = "import math\nimport queue\nimport time\nimport numpy as np"
 
@@ -148,7 +148,15 @@ def _collect_judge(got, expected, cases):
     return 1.0, "flushes at max_batch at once, or at the deadline counted from the start; max_wait_s=0 takes what waits"
 
 
-COLLECT = Exercise("09", "collect", _collect_cases, _collect_run, _collect_expected, _collect_judge,
+def _collect_named(got, expected, cases):
+    """_collect_judge, its messages that name the mistake and its fix marked Named (no general hint after them): all
+    but a bare raised error and a batch compared with the expected one."""
+    fraction, message = _collect_judge(got, expected, cases)
+    generic = message.startswith("your collect raised") and ": once" not in message or "; expected" in message
+    return fraction, message if fraction >= 1.0 or generic else Named(message)
+
+
+COLLECT = Exercise("09", "collect", _collect_cases, _collect_run, _collect_expected, _collect_named,
                    "take requests until the batch holds max_batch or a deadline set once (start + max_wait_s) "
                    "passes; a queue.get timeout must never be negative", setup=SETUP,
                    shape=lambda right, cases: [dict.fromkeys(("ids", "error", "elapsed_s", "in_time", "left"), ANY)] * len(cases))
@@ -175,11 +183,11 @@ def _percentile_run(latency_percentiles, cases):
             for c in cases]
 
 
-def _latencies(case, *, drop_missing=False, sort=True, pair=True) -> list[float]:
+def _latencies(case, *, drop_missing=False, sort=True, pair=True, missing_as_zero=False) -> list[float]:
     arrivals, done = case["arrivals_s"], case["done_s"]
     if drop_missing:
         arrivals, done = zip(*[(a, d) for a, d in zip(arrivals, done) if d is not None])
-    done = [case["end_s"] if d is None else d for d in done]
+    done = [(a if missing_as_zero else case["end_s"]) if d is None else d for a, d in zip(arrivals, done)]
     if not pair:
         arrivals, done = sorted(arrivals), sorted(done)
     values = [1e3 * (d - a) for a, d in zip(arrivals, done)]
@@ -214,24 +222,36 @@ def _percentile_judge(got, expected, cases):
         values, ps = _latencies(c), c["percentiles"]
         if any(_same(g, method) for method in _accepted(values, ps)):  # the first is the reference, e
             continue
-        if _same(g, [v / 1e3 for v in e]):
-            return 0.0, "your latencies are 1000x too small: return milliseconds, not seconds"
-        if any(_same(g, method) for method in _accepted(_latencies(c, drop_missing=True), ps)):
-            return 0.0, ("you left out the requests that were never answered (done is None): count each as waiting "
-                         "until end_s; dropping them hides exactly the slowest requests")
-        if _same(g, [_nearest_rank(_latencies(c, pair=False), p) for p in ps]):
-            return 0.0, ("you sorted the arrival and done times separately: answers come out of order, so pair each "
-                         "request's done time with its own arrival time, then sort the latencies")
-        unsorted = _latencies(c, sort=False)
-        if _same(g, [unsorted[max(0, math.ceil(p / 100 * len(unsorted)) - 1)] for p in ps]):
-            return 0.0, "you picked a rank from the unsorted latencies: sort them first"
-        if _same(g, [values[min(len(values) - 1, int(p / 100 * len(values)))] for p in ps]):
-            return 0.0, ("one rank too high: the p-th percentile of n sorted latencies is the ceil(p/100 * n)-th "
-                         "smallest, at index ceil(p/100 * n) - 1")
-        if _same(g, [sum(values) / len(values)] * len(ps)):
-            return 0.0, "that is the mean latency for every percentile: a percentile is a rank in the sorted latencies"
+        named = _percentile_mistake(g, c, values, ps)
+        if named:  # the mistake named, and its fix: no general hint after it
+            return 0.0, Named(named)
         return 0.0, f"for percentiles {ps} expected about {[round(v, 2) for v in e]} ms, got {[round(v, 2) for v in g]}"
     return 1.0, "percentiles of done - arrival in ms, unanswered requests counted until end_s"
+
+
+def _percentile_mistake(g, c, values, ps) -> str:
+    """The learner's mistake, where `g` is what a known wrong answer gives (by any accepted percentile method); ''."""
+    if any(_same(g, [v / 1e3 for v in method]) for method in _accepted(values, ps)):
+        return ("your latencies are 1000x too small: they are in seconds (done - arrival, as the clock gives them); "
+                "multiply by 1000 to return milliseconds")
+    if any(_same(g, method) for method in _accepted(_latencies(c, drop_missing=True), ps)):
+        return ("you left out the requests that were never answered (done is None): count each as waiting "
+                "until end_s; dropping them hides exactly the slowest requests")
+    if any(_same(g, method) for method in _accepted(_latencies(c, missing_as_zero=True), ps)):
+        return ("you counted the requests never answered (done is None) as latency 0: each waited until end_s, "
+                "so its latency is end_s - arrival, the longest of all, not the shortest")
+    if _same(g, [_nearest_rank(_latencies(c, pair=False), p) for p in ps]):
+        return ("you sorted the arrival and done times separately: answers come out of order, so pair each "
+                "request's done time with its own arrival time, then sort the latencies")
+    unsorted = _latencies(c, sort=False)
+    if _same(g, [unsorted[max(0, math.ceil(p / 100 * len(unsorted)) - 1)] for p in ps]):
+        return "you picked a rank from the unsorted latencies: sort them first"
+    if _same(g, [values[min(len(values) - 1, int(p / 100 * len(values)))] for p in ps]):
+        return ("one rank too high: the p-th percentile of n sorted latencies is the ceil(p/100 * n)-th "
+                "smallest, at index ceil(p/100 * n) - 1")
+    if _same(g, [sum(values) / len(values)] * len(ps)):
+        return "that is the mean latency for every percentile: a percentile is a rank in the sorted latencies"
+    return ""
 
 
 LATENCY_PERCENTILES = Exercise(
@@ -323,13 +343,13 @@ _BUDGET_MISTAKES = (
 
 def _budget_judge(got, expected, cases):
     if any(isinstance(g, dict) for g in got):
-        return 0.0, ("you returned a whole row (a dict); return the chosen row's max_wait_ms, a number (or None when "
-                     "no row fits)")
+        return 0.0, Named("you returned a whole row (a dict); return the chosen row's max_wait_ms, a number (or None "
+                          "when no row fits)")
     if all(g == e for g, e in zip(got, expected)):
         return 1.0, "the largest max_wait_ms whose p99 fits the budget while keeping up with the load"
     for rule, message in _BUDGET_MISTAKES:
         if all(g == rule(c["rows"], c["budget_ms"]) for g, c in zip(got, cases)):
-            return 0.0, message
+            return 0.0, Named(message)  # the mistake named, with its fix: no general hint after it
     g, e, c = next((g, e, c) for g, e, c in zip(got, expected, cases) if g != e)
     if e is None:
         return 0.0, f"with a budget of {c['budget_ms']} ms no setting fits, yet you chose {g}: return None then"

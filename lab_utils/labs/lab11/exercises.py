@@ -519,7 +519,8 @@ def _scheduler_judge(got, expected, cases):
                 continue
             state = states[job_id]
             exit_code = next(line.split("|")[3] for line in text.splitlines()[1:] if line.split("|")[0] == job_id)
-            kind = ("unknown" if have not in ACTIONS else "step" if have == last[job_id] else
+            kind = ("cancelled" if state.startswith("CANCELLED ") else  # 'CANCELLED by 0': first, whatever was answered
+                    "unknown" if have not in ACTIONS else "step" if have == last[job_id] else
                     "signal 9" if state == "FAILED" and exit_code == "0:9" else
                     "pending-wait" if state == "PENDING" and have == "wait" else
                     "pending" if state == "PENDING" else "cancelled" if state.startswith("CANCELLED") else "other")
@@ -541,8 +542,8 @@ def _scheduler_judge(got, expected, cases):
     kinds = [m[0] for m in misses]
     kind = next((k for k in hints if k in kinds), "other")
     _, job_id, state, want, have = next(m for m in misses if m[0] == kind)
-    hint = hints.get(kind, f"job {job_id} ({state}): {want!r}, not {have!r}")
-    return right / total, f"{right} of {total} jobs read right; {hint}"
+    hint = hints.get(kind, f"{want!r}, not {have!r}")
+    return right / total, f"{right} of {total} jobs read right; job {job_id} ({state!r}) got {have!r}: {hint}"
 
 
 # no hint: every message names the first job read wrong, by the rule it breaks

@@ -20,7 +20,7 @@ from lab_utils.labs.lab11 import slurm
 from lab_utils.launch import hold_process_groups, launch
 from lab_utils.labs.lab07.lesson import checkpoint_worker
 
-__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'dcp_task', 'launched', 'side_by_side', 'same_work_win', 'sbatch_header', 'train_resumable', 'read_scheduler']
+__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'dcp_task', 'placement', 'launched', 'side_by_side', 'same_work_win', 'slurm_ahead', 'sbatch_header', 'train_resumable', 'read_scheduler']
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 31 (id 0890b942) --------------------------------------------
@@ -305,13 +305,19 @@ def dcp_task(job_file, out_folder):
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 82 (id f1fa47cb) --------------------------------------------
 
+def placement() -> str:
+    """This process's threads and the cores it may run on, as Slurm's task reports its own."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "any"
+    return f"{torch.get_num_threads()} thread(s) on core(s) {cores}"
+
+
 def launched(worker, cfg):
     """worker wrapped for lab_utils.launch, also returning the wall-clock time of its first optimizer step."""
     def timed(rank, world_size, cfg):
         entered = time.time()
         clock = FirstStep()
         return {**worker(rank, world_size, cfg), "entered_at": entered, "first_step_at": clock.at,
-                "process_at": slurm.process_started_at()}
+                "process_at": slurm.process_started_at(), "placed": placement()}
 
     return timed
 
@@ -326,6 +332,7 @@ def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int =
     batch = cfg.per_rank_batch * world_size
     environments = {"launch": None, **(more_launches or {})}  # each launch path: the ranks' extra variables
     runs = {"slurm": [], **{name: [] for name in environments}}
+    placed = {}  # each path's rank 0: its threads and the cores it may run on
     ours = set()  # this call's Slurm jobs: slurmstepd starts their tasks, so they count as this notebook's CPU
     with conditions.counting_as_own(slurm.job_processes(ours)):
         for path in measure.alternating_rounds(runs, repeats):  # slurm, launch, launch, slurm, ...
@@ -340,6 +347,7 @@ def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int =
                 slurm.wait(job.job_id, timeout, say=lambda line: None)
             else:
                 out = launch(launched(worker, cfg), world_size, args=(cfg,), timeout=timeout, env=environments[path])[0]
+            placed[path] = out.get("placed", "")
             runs[path].append((out["first_step_at"] - start, out["entered_at"] - start, out["samples_per_s"] / batch,
                                out["process_at"] - start))
     result = {}
@@ -349,7 +357,8 @@ def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int =
                         "first_step_s_runs": [round(f, 2) for f in first], "to_worker_s": statistics.median(entered),
                         "to_process_s": statistics.median(process),
                         "steps_per_s": statistics.median(steps), "steps_spread": measure.spread(steps),
-                        "steps_per_s_runs": [round(s, 3) for s in steps], "steps_per_s_all": list(steps)}
+                        "steps_per_s_runs": [round(s, 3) for s in steps], "steps_per_s_all": list(steps),
+                        "placed": placed[path]}
     result["slurm_vs_local_steps"] = result["slurm"]["steps_per_s"] / result["launch"]["steps_per_s"]
     return result
 
@@ -364,6 +373,16 @@ def same_work_win(steady, load) -> str | None:
     return (f"Slurm's steady rate was {steady.ratio:.2f}x launch's, the whole range above 1: no speed-up, since the "
             "same steps cannot run faster for being started by Slurm, and start-up is outside the timed steps (the "
             f"median step after the first {measure.StepTimer().warmup}). What it measured: {why}")
+
+
+def slurm_ahead(steady, speed) -> str | None:
+    """Where Slurm's median step was the faster one but no win was read: what differs in how the two ran; else None."""
+    if steady.verdict == measure.CANNOT_SEE or steady.ratio <= 1 or steady.low > 1:
+        return None
+    return (f"Slurm's median step was {steady.ratio:.2f}x launch's (the range reaches {steady.low:.2f}: no win read). "
+            f"What differs in how the same steps ran: Slurm's task 0 ran {speed['slurm']['placed']}, launch's rank 0 "
+            f"{speed['launch']['placed']}, and each Slurm task in a session of its own. Which of these, if any, "
+            "moved the rate, this run does not measure")
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 90 (id l11-ex2) ---------------------------------------------

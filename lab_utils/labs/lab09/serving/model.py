@@ -43,12 +43,19 @@ def largest_dense_times(model, sizes, *, repeats: int = 5, device: str = "cpu") 
     return f"{layer.in_features}x{layer.out_features}", times
 
 
-def dense_line(shape: str, small_batch: int, small, large_batch: int, large) -> str:
-    """One line on a larger batch that took less time: whether the largest dense layer alone (measure.Timing at each
-    size, same rounds) was slower at the smaller batch in every round, so the matrix multiply itself explains it."""
-    every = all(s > lg for s, lg in zip(small.times, large.times))
-    return (f"the {shape} dense layer alone: {small.median * 1e3:.2f} ms at batch {small_batch}, {large.median * 1e3:.2f} "
-            f"ms at batch {large_batch} (medians of {len(small.times)} rounds):\n  "
-            + ("slower at the smaller batch in every round: the matrix multiply itself, whose kernel the math library "
-               "picks by the batch size" if every else
-               "not slower at the smaller batch in every round: this layer alone does not explain it"))
+def dense_line(shape: str, small_batch: int, small, large_batch: int, large, *, per_sample: bool = False) -> str:
+    """One line on a pair of batch sizes whose figures invert theory's order: whether the largest dense layer alone
+    (measure.Timing at each size, same rounds) inverted the same way in every round (took more time at the smaller
+    batch; with `per_sample`, more time per sample at the larger batch), so the matrix multiply itself explains it."""
+    if per_sample:
+        every = all(lg / large_batch > sm / small_batch for sm, lg in zip(small.times, large.times))
+        figures = (f"{small.median / small_batch * 1e3:.2f} ms per sample at batch {small_batch}, "
+                   f"{large.median / large_batch * 1e3:.2f} at batch {large_batch}")
+        same = "more per sample at the larger batch"
+    else:
+        every = all(sm > lg for sm, lg in zip(small.times, large.times))
+        figures = f"{small.median * 1e3:.2f} ms at batch {small_batch}, {large.median * 1e3:.2f} ms at batch {large_batch}"
+        same = "slower at the smaller batch"
+    return (f"the {shape} dense layer alone: {figures} (medians of {len(small.times)} rounds):\n  "
+            + (f"{same} in every round: the matrix multiply itself, whose kernel the math library picks by the batch "
+               "size" if every else f"not {same} in every round: this layer alone does not explain it"))

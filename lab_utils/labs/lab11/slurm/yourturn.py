@@ -144,7 +144,9 @@ class Checked:
         return self.passed
 
     def __repr__(self) -> str:
-        return f"{'PASS' if self.passed else 'FAIL'}  {NAME}: {self.message}"
+        from ....measure import lines  # at 100 columns, as every other check (learner s11h: 150-200 columns)
+
+        return lines.wrap(f"{'PASS' if self.passed else 'FAIL'}  {NAME}: {self.message}")
 
 
 def check_job(job_id, script_path, said=()) -> Checked:
