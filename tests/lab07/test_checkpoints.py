@@ -267,3 +267,18 @@ def test_the_course_cnns_mixed_precision_verdict_tests_what_the_prose_predicts()
                        expected="bfloat16 no more than 10 % slower", no_worse_than=0.10,
                        workload=workloads.PRECISION, load=quiet)
     assert v.verdict != measure.REVERSED and "[!]" not in str(v)
+
+
+def test_exercise_3s_use_prints_a_none_answer_instead_of_crashing(capsys):
+    """Learner s11f, lab 07 finding 8: a budget nothing fits makes choose_checkpoints return None (a right answer);
+    the cell after Exercise 3 iterated over it and raised TypeError. It now says that nothing fits."""
+    import nbformat
+
+    from lab_utils import memory
+
+    cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "code"]
+    use = next(s for s in cells if "chosen = choose_checkpoints(freed, extra" in s)
+    namespace = {"check": lambda f: True, "choose_checkpoints": lambda *args: None, "freed": [], "extra": [],
+                 "saved_bytes": {"none": 4 * memory.MIB}, "memory": memory}
+    exec(use, namespace)  # names the None branch does not need stay undefined: touching one raises NameError
+    assert "2.00 MiB: nothing fits" in capsys.readouterr().out
