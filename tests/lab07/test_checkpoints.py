@@ -282,3 +282,19 @@ def test_exercise_3s_use_prints_a_none_answer_instead_of_crashing(capsys):
                  "saved_bytes": {"none": 4 * memory.MIB}, "memory": memory}
     exec(use, namespace)  # names the None branch does not need stay undefined: touching one raises NameError
     assert "2.00 MiB: nothing fits" in capsys.readouterr().out
+
+
+def test_the_prose_on_load_lines_says_they_appear_on_a_busy_machine_only():
+    """Learner s11f, lab 07 findings 1-2: the prose explained a 'machine while measuring' line and a verdict's load
+    that a quiet run never prints (results_table prints the line only when Load.note() has something to say)."""
+    import nbformat
+
+    from lab_utils import conditions
+
+    cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "markdown"]
+    speed = next(s for s in cells if s.startswith("**Speed, measured.**"))
+    record = next(s for s in cells if s.startswith("## Record the results"))
+    assert "On a busy machine, a verdict also names the load" in speed and "on a quiet machine it names none" in speed
+    assert 'On a busy machine, a "machine while measuring" line' in record and "quiet machine it is not" in record
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    assert quiet.note() == []  # so the table prints no load line on a quiet run, as the prose says
