@@ -298,3 +298,13 @@ def test_the_prose_on_load_lines_says_they_appear_on_a_busy_machine_only():
     assert 'On a busy machine, a "machine while measuring" line' in record and "quiet machine it is not" in record
     quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
     assert quiet.note() == []  # so the table prints no load line on a quiet run, as the prose says
+
+
+def test_the_trap_explains_the_background_threads_row():
+    """Learner s11f, lab 07 finding 4: the hang table's row paired the save thread's call with the main thread's line;
+    the table now marks both (test_where) and the prose under it says how to read them."""
+    import nbformat
+
+    cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "markdown"]
+    prose = next(s for s in cells if s.startswith("Which failure a run meets"))
+    assert "*background thread*" in prose and "*main thread:*" in prose and "`dcp.async_save`" in prose
