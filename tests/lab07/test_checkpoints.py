@@ -120,10 +120,27 @@ def test_a_shard_files_bytes_are_its_shard_what_one_rank_writes_for_all_and_a_he
     files, layout = checkpoints.checkpoint_files(job.folder), checkpoints.file_layout(job.folder)
     assert sorted(layout) == ["__0_0.distcp", "__1_0.distcp"]
     for name, row in layout.items():
-        assert row["sharded"] + row["once"] + row["overhead"] == files[name] and row["overhead"] > 0
+        assert row["sharded"] + row["once"] + row["pickled"] + row["overhead"] == files[name] and row["overhead"] > 0
     weights = 4 * sum(p.numel() for p in spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), SMALL).parameters())
     assert sum(row["sharded"] for row in layout.values()) == 3 * weights  # the weights and Adam's two states
     assert sorted(row["once"] > 0 for row in layout.values()) == [False, True]  # one rank writes the whole items
+    assert [row["once"] > 0 for row in layout.values()] == [row["pickled"] > 0 for row in layout.values()]
+    writer = next(row for row in layout.values() if row["once"])  # learner s11f: 'once' was 15,300 bytes, pickles
+    assert writer["once"] % 4 == 0 and writer["once"] < 1000 < writer["pickled"]  # and all: now 4-byte step counters
+
+
+def test_a_pickled_value_is_counted_whole_and_a_tensor_by_its_data_and_header(tmp_path):
+    """Learner s11f, lab 07 finding 5: the 'once' column (15,300 bytes) counted each pickled setting's whole record,
+    container and all, beside the step counters' 4 bytes; pickled values have a column of their own now."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save({"w": torch.zeros(100), "step": torch.tensor(3.0), "lr": 1e-3, "n": 48}, checkpoint_id=str(tmp_path),
+             no_dist=True)
+    files, layout = checkpoints.checkpoint_files(tmp_path), checkpoints.file_layout(tmp_path)
+    (name, row), = layout.items()
+    assert row["once"] == 400 + 4 and row["sharded"] == 0 and row["records"] == 4  # one process: every tensor whole
+    assert row["pickled"] > 2 * 8 and row["overhead"] > 0  # two values, each in a torch.save container
+    assert row["once"] + row["pickled"] + row["overhead"] == files[name]
 
 
 def test_a_right_load_equals_the_saved_weights(saved_and_loaded):
