@@ -20,7 +20,7 @@ def culprit_right(text):
     ops = [re.search(r"is in (\w+) #", c).group(1) for c in clauses]
     odd = next(i for i, op in enumerate(ops) if ops.count(op) == 1)
     waited = next(op for op in ops if ops.count(op) > 1)
-    return odd, waited, re.search(r" at (\S+)$", clauses[odd]).group(1)
+    return odd, waited, re.search(r" at (.+)$", clauses[odd]).group(1)
 
 
 @named("hang_culprit")
@@ -39,7 +39,7 @@ def culprit_its_own_op(text):
 def culprit_others_line(text):
     rank, op, _ = culprit_right(text)
     other = _first_difference(text).split(": ")[0].split("; ")[(rank + 1) % 3]
-    return rank, op, re.search(r" at (\S+)$", other).group(1)
+    return rank, op, re.search(r" at (.+)$", other).group(1)
 
 
 @named("hang_culprit")
@@ -53,7 +53,7 @@ def culprit_differs_from_rank_zero(text):  # H5: the first rank whose call diffe
     clauses = _first_difference(text).split(": ")[0].split("; ")
     ops = [re.search(r"is in (\w+) #", c).group(1) for c in clauses]
     odd = next(i for i, op in enumerate(ops) if op != ops[0])
-    return odd, ops[0], re.search(r" at (\S+)$", clauses[odd]).group(1)
+    return odd, ops[0], re.search(r" at (.+)$", clauses[odd]).group(1)
 
 
 @named("hang_culprit")
@@ -61,7 +61,28 @@ def culprit_in_barrier(text):  # H8: the rank that is in barrier
     clauses = _first_difference(text).split(": ")[0].split("; ")
     odd = next(i for i, c in enumerate(clauses) if "in barrier" in c)
     waited = re.search(r"is in (\w+) #", clauses[(odd + 1) % len(clauses)]).group(1)
-    return odd, waited, re.search(r" at (\S+)$", clauses[odd]).group(1)
+    return odd, waited, re.search(r" at (.+)$", clauses[odd]).group(1)
+
+
+@named("hang_culprit")
+def culprit_file_line_rows_only(text):  # learner s11f: reads the rows, and only places written file:line
+    rows = re.findall(r"^(\d+)\s*\|[^|]*\|\s*(\w+)[^|]*\|\s*(\S+:\d+)", text, re.M)
+    ops = [o for _, o, _ in rows]
+    odd = [r for r in rows if ops.count(r[1]) == 1][0]
+    return int(odd[0]), [o for o in ops if o != odd[1]][0], odd[2]
+
+
+def test_hang_culprit_reads_a_notebook_cells_place_as_the_table_writes_it():
+    """Learner s11f, lab 12 finding 8: a reading that understands only 'file:NN' passed, though the notebook's own
+    tables write 'cell [n], line k'. One case's lines are now a notebook cell's."""
+    from lab_utils.labs.lab12 import debugging, exercises as lab12
+
+    cases = lab12._table_cases(__import__("random").Random(0))
+    (cell,) = [c for c in cases if c["cell"]]
+    table = debugging.hang_table(cell)
+    assert f"cell [{cell['cell']}], line {cell['line_odd']}" in table and "train.py" not in table
+    score, message = grade(culprit_file_line_rows_only)
+    assert score == 0.0 and "notebook cell" in message, message
 
 
 def test_hang_culprit_wrong_readings_are_named():

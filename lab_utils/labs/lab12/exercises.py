@@ -6,7 +6,7 @@ import contextlib
 import re
 from unittest import mock
 
-from .debugging import LAYERS, branchy_model, hang_table, one_process, uneven_problem
+from .debugging import LAYERS, branchy_model, hang_table, one_process, place_of, uneven_problem
 from ...exercises.core import Exercise, register
 
 SETUP = ("import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F\n"
@@ -77,7 +77,9 @@ def _join_checked():
 def _table_cases(rng):
     """Tables of 3 or 4 ranks where one rank went its own way: it skipped the collective the others wait in. The
     first table's odd rank is rank 0 (an answer that compares every rank with rank 0 fails it); in the second the
-    odd rank waits in another collective, not in barrier (an answer that looks for barrier fails it)."""
+    odd rank waits in another collective, not in barrier (an answer that looks for barrier fails it); the third's lines
+    are a notebook cell's, "cell [n], line k", as the notebook's own tables write them (an answer that reads only
+    "file:line" fails it)."""
     cases = []
     collectives = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
     for i in range(4):
@@ -87,7 +89,7 @@ def _table_cases(rng):
         now = other if i == 1 else "barrier"
         done, line_others, line_odd = rng.randint(2, 9), rng.randint(10, 30), rng.randint(31, 50)
         cases.append({"world": world, "odd": odd, "waited": waited, "now": now, "done": done,
-                      "line_others": line_others, "line_odd": line_odd})
+                      "line_others": line_others, "line_odd": line_odd, "cell": rng.randint(3, 40) if i == 2 else None})
     return cases
 
 
@@ -97,6 +99,10 @@ def _table_run(culprit, cases):
         try:
             answers.append(list(culprit(hang_table(case))))
         except Exception as exc:  # noqa: BLE001  # name the table it failed on: its odd rank's collective
+            if case["cell"]:
+                raise RuntimeError(f"{type(exc).__name__} on a table whose lines are a notebook cell's "
+                                   f"({place_of(case, case['line_odd'])!r}, as this notebook's tables write them): "
+                                   "read the place as the table writes it, spaces and all") from exc
             if case["now"] == "barrier":
                 raise
             raise RuntimeError(f"{type(exc).__name__} on a table where the odd rank is in {case['now']}, not in "
@@ -106,7 +112,7 @@ def _table_run(culprit, cases):
 
 
 def _table_expected(cases):
-    return [[c["odd"], c["waited"], f"train.py:{c['line_odd']}"] for c in cases]
+    return [[c["odd"], c["waited"], place_of(c, c["line_odd"])] for c in cases]
 
 
 def _table_judge(got, expected, cases):
@@ -128,10 +134,11 @@ def _table_judge(got, expected, cases):
                          "waits in")
         if op != e[1]:
             return 0.0, f"{op!r}: name the collective the other ranks wait in, as the table spells it ({e[1]!r})"
-        if line == f"train.py:{case['line_others']}":
+        if line == place_of(case, case["line_others"]):
             return 0.0, "that is the other ranks' line; the fix starts at the odd rank's line, where it went its own way"
         if line != e[2]:
-            return 0.0, f"{line!r}: give the odd rank's line as the table writes it (file:line)"
+            return 0.0, (f"{line!r}: give the odd rank's line as the table writes it (file:line, or in a notebook "
+                         "'cell [n], line k')")
     return 1.0, "the odd rank, the collective it skipped and its line"
 
 
