@@ -283,3 +283,21 @@ def test_uneven_data_in_real_ranks():
         patch.setattr(lab12, "UNEVEN_TIMEOUT_S", 12)
         score, message = grade(train_all_hangs)
     assert score == 0.0 and "did not finish" in message and "first difference: rank" in message  # one line, no table
+
+
+def test_the_uneven_harness_lives_outside_the_exercise_file_and_the_lab_says_so():
+    """Learner s11f, lab 12 finding 4 (and 3): Bug 3's table named the harness's barrier 'exercises.py:26', and the
+    prose sent the learner to the exercise file; its wait of hang_s + 4 was unexplained."""
+    import os
+
+    import nbformat
+
+    from lab_utils.labs.lab12 import exercises as lab12, harness
+
+    assert os.path.basename(harness.uneven_worker.__code__.co_filename) == "harness.py"  # the table: harness.py:NN
+    assert lab12.uneven_worker is harness.uneven_worker
+    cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
+    prose = next(c.source for c in cells if c.source.startswith("### Bug 3"))
+    assert "exercises.py" not in prose and "`harness.py:NN`" in prose
+    code = next(c.source for c in cells if c.cell_type == "code" and "args=(train_plain, case)" in c.source)
+    assert "timeout=hang_s + ddp_start_s" in code and "for DDP to start" in code
