@@ -265,7 +265,8 @@ def test_committed_outputs_print_one_figure_per_comparison(lab):
 
 # labs whose tables print each side's median beside a verdict on the pair: the cell that prints those medians says
 # that the comparison's figure is the verdict's, the median of the paired ratios (lab 00's words), or prints one side only
-MEDIANS_BESIDE_A_VERDICT = {"02": "step_timings = {n: measure.Timing(", "11": "speed = side_by_side(", "12": "cost = launch(cost_worker", "13": "speed_ranks = launch("}
+MEDIANS_BESIDE_A_VERDICT = {"02": "step_timings = {n: measure.Timing(", "11": "speed = side_by_side(", "13": "speed_ranks = launch("}
+# lab 12 (learner s11f): its cell prints one median, the step's time with the record off, and no pair of medians
 
 
 @pytest.mark.parametrize("lab", sorted(MEDIANS_BESIDE_A_VERDICT))
@@ -277,6 +278,14 @@ def test_medians_printed_beside_a_verdict_say_the_comparisons_figure_is_the_verd
              if c.cell_type == "code" and MEDIANS_BESIDE_A_VERDICT[lab] in c.source]
     assert len(cells) == 1, f"{path.name}: the cell that measures the pair was not found: did it change?"
     assert "median of the paired ratios (lab 00)" in cells[0]
+
+
+def test_lab_12_prints_no_pair_of_medians_beside_its_verdicts():
+    """Lab 12's cost cell prints the step's time once (record off): no median of the other sides to divide."""
+    path = next(p for p in labs.solution_notebooks() if p.name.startswith("12"))
+    (cell,) = [c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code" and "cost = launch(cost_worker"
+               in c.source]
+    assert cell.count("np.median(cost[") == 1 and 'np.median(cost["record off"])' in cell
 
 
 # ---- one name per workload: every results row names a registered workload; "course CNN" one preset; no "speed test" --

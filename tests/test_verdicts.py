@@ -891,3 +891,20 @@ def test_a_claim_whose_whole_range_clears_its_stated_margin_is_not_restated_weak
     u = measure.decide(inside, claim="A vs B", expected="A ahead by at most 10 %", no_worse_than=0.10, upper=True,
                        timed=False)
     assert u.verdict == measure.HOLDS and "restated" not in u.notes, str(u)
+
+
+def test_an_extra_work_cost_claim_too_noisy_to_test_prints_its_own_threshold_and_no_win():
+    """Learner s11f, lab 12 finding 1: 'record on vs off' (extra_work: record on does the step and more) printed
+    'only a win could decide' and 'holds while the whole range lies above 1.00' for a claim of 'under 2 %'. A win of
+    the side doing more work is noise, so these pairs decide nothing, and the threshold printed is the claim's, 0.98."""
+    noisy = [1.04, 0.54, 1.64, 0.9, 1.2, 0.7, 1.3]  # the quiet run's scatter (52.7 %)
+    v = measure.decide(noisy, claim="record on vs off", expected="the record costs under 2 %", no_worse_than=0.02,
+                       extra_work=True, timed=False)
+    text, outcome = flat(v), v.outcome()
+    assert v.verdict == measure.UNDECIDED and v.holds_from == pytest.approx(1 / 1.02)
+    assert "lies above 0.98" in text and "above 1.00" not in text
+    for said in (text, outcome):
+        assert "only a win" not in said and f"test a cost up to {measure.MAX_RESTATED:.0%}: {measure.NO_DECISION}" in said
+    won = measure.decide([1.6, 1.5, 1.9, 1.4, 2.3, 1.5, 0.6], claim="c", expected="A costs under 2 %", no_worse_than=0.02,
+                         extra_work=True, timed=False)
+    assert won.verdict == measure.UNDECIDED  # a wide range above 1 from the side doing more work decides nothing

@@ -190,3 +190,33 @@ def test_a_rank_that_raised_before_a_call_is_named_as_the_cause_not_as_a_skip():
     assert "rank(s) [1] raised before call #2" in text and "the error is the cause" in text
     assert "skipped a collective the others made" not in text and "(it failed: RuntimeError)" in text
     assert "((" not in text and "))" not in text
+
+
+def test_a_call_made_on_a_background_thread_says_so_and_the_main_threads_line_is_named_as_such():
+    """Learner s11f, lab 07 finding 4: 'gather_object #5 (unfinished) | cell [35], line 55' paired the background save
+    thread's collective with the main thread's line (its .backward()), and the learner looked for the bug there."""
+    import threading
+
+    from lab_utils.launch import record
+
+    background = dict(call(5, "gather_object", "in progress"), where=None, thread="save")
+    reports = {0: {"calls": [background], "count": 5, "line": ("tests/x.py", 55, "w")},
+               1: {"calls": [dict(background, state="failed (RuntimeError)")], "count": 5,
+                   "line": ("tests/x.py", 55, "w")}}
+    rows = [" ".join(line.split()) for line in where.rank_table(reports, {0: "running", 1: "raised E"}).splitlines()]
+    assert rows[1].startswith("0 | in a collective | gather_object #5 [4] float32 (background thread) | main thread: "
+                              "tests/x.py:55 |"), rows
+    assert rows[2].startswith("1 | raised E | gather_object #5 [4] float32 (failed, background thread) | main "
+                              "thread: tests/x.py:55 |"), rows
+    main = {0: {"calls": [call(5, "gather_object", "in progress", line=7)], "count": 5, "line": ("tests/x.py", 55, "w")}}
+    assert "main thread" not in where.rank_table(main, {0: "running"})  # the main thread's own call: its own line
+
+    record.clear()  # the record marks a call made off the main thread with that thread's name
+    wrapped = record._wrap("all_reduce", lambda *a, **k: None)
+    thread = threading.Thread(target=wrapped, args=(None,), name="save")
+    thread.start()
+    thread.join()
+    wrapped(None)
+    off_main, on_main = record.snapshot()["calls"]
+    record.clear()
+    assert off_main["thread"] == "save" and "thread" not in on_main

@@ -97,6 +97,8 @@ def _wrap(name: str, function):
         _count[0] += 1
         call = {"seq": _count[0], "op": name, "shapes": shapes, "dtype": dtype,
                 "where": learners_frame(sys._getframe(1)), "state": "in progress"}
+        if threading.current_thread() is not threading.main_thread():  # e.g. an async checkpoint's save thread
+            call["thread"] = threading.current_thread().name
         _calls.append(call)
         _local.depth = 1
         try:

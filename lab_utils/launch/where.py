@@ -64,8 +64,13 @@ def _last_completed(report):
 
 
 def _learners_line(report) -> str:
+    """The learner's line of the call the rank waits in; for a call a background thread made from no line of the
+    learner's, the main thread's line, said to be the main thread's (it is not the line that made the call)."""
     call = _waiting_in(report)
-    return place(call["where"] if call and call["where"] else report.get("line"))
+    if call and call["where"]:
+        return place(call["where"])
+    line = place(report.get("line"))
+    return f"main thread: {line}" if call and call.get("thread") and line != "-" else line
 
 
 def _key(call):
@@ -153,9 +158,10 @@ def _waits_cell(waiting, state: str) -> str:
     the call it raised in or left unfinished, said so, as the first-difference line says it."""
     if not waiting:
         return "-"
+    thread = ", background thread" if waiting.get("thread") else ""  # not the main thread's call
     if state.startswith("raised"):
-        return f"{call_text(waiting)} ({'failed' if waiting['state'].startswith('failed') else 'unfinished'})"
-    return call_text(waiting) if waiting["state"] == "in progress" else "-"
+        return f"{call_text(waiting)} ({'failed' if waiting['state'].startswith('failed') else 'unfinished'}{thread})"
+    return (call_text(waiting) + (f" ({thread[2:]})" if thread else "")) if waiting["state"] == "in progress" else "-"
 
 
 def rank_table(reports: dict, states: dict) -> str:

@@ -23,7 +23,7 @@ from .throughput import StepTimer, samples_per_second, throughput_from_step_time
 from .timing import (Timing, after_warmup, alternating_rounds, intra_op_threads, median_after_warmup, numbered_rounds,
                      spread, synchronize, time_interleaved, time_it)
 from .verdicts import (CANNOT_SEE, CONFIDENCE, HOLDS, MAX_RESTATED, MIN_EFFECT, MIN_PAIRS, RESOLVE, REVERSED,
-                       NOT_MEASURABLE, OTHER_ROUNDS, UNDECIDED, UNREAD, UNREADABLE_SHARE, Verdict, as_paired_result, as_result, condition_notes,
+                       NO_DECISION, NOT_MEASURABLE, OTHER_ROUNDS, UNDECIDED, UNREAD, UNREADABLE_SHARE, Verdict, as_paired_result, as_result, condition_notes,
                        decide,
                        N_M, n_m_line, paired_median, paired_ratios, printed_outcome, ratio_range, ratio_scatter, refusal, refusal_of, table_ratio, unreadable, verdict, write_verdict)
 from .watch import collective_calls
@@ -31,7 +31,7 @@ from .watch import collective_calls
 __all__ = ["lines", "ALLREDUCES", "ANSWERED", "APPLIED", "BASELINE_FACTOR", "CANNOT_SEE", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED",
            "MAX_SPREAD", "MIN_EFFECT", "MIN_PAIRS", "Machine", "RATES", "RESOLVE", "RESULT_COLUMNS", "REVERSED",
            "Result", "SAME_RUN_S", "StepTimer", "AllReduceSweep", "Store", "TRAINING", "Timing", "UNDECIDED", "UNREAD", "UNREADABLE_SHARE",
-           "NOT_MEASURABLE", "OTHER_ROUNDS", "VERDICTS_CSV", "VERDICT_COLUMNS", "Verdict", "after_warmup", "alternating_rounds", "as_paired_result", "as_result",
+           "NO_DECISION", "NOT_MEASURABLE", "OTHER_ROUNDS", "VERDICTS_CSV", "VERDICT_COLUMNS", "Verdict", "after_warmup", "alternating_rounds", "as_paired_result", "as_result",
            "collective_calls", "condition_notes", "decide", "flagged", "forget", "intra_op_threads", "last_recorded_load",
            "measured_before", "measured_cause", "median_after_warmup", "numbered_rounds", "paired_median", "paired_ratios", "printed_outcome",
            "N_M", "n_m_line", "plausibility", "ratio_range", "ratio_scatter", "refusal", "refusal_of", "table_ratio", "read_results", "read_verdicts", "record", "recorded_table",

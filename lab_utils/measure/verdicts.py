@@ -20,6 +20,7 @@ RULE = "the rule: README, 'When a timing is read on a busy machine'"  # where ev
 UNREADABLE_SHARE = 0.5  # other programs (and steal) took more than this share of the cores: no timing reads as a result
 MIN_EFFECT = 0.05  # a median ratio within 5 % of 1 is no effect worth a verdict
 MIN_PAIRS = 5  # fewer paired repeats cannot give a 90 % range (with 5, the range is their min..max at 93.75 %)
+NO_DECISION = "these pairs cannot decide"  # an extra-work cost claim too noisy to test: a win would be noise too
 RESOLVE = 3.0  # a tolerance this many times the pairs' scatter (half their range, relative) can be told apart
 MAX_RESTATED = 0.30  # a no-worse-than claim is restated up to this tolerance; pairs that cannot tell that decide nothing
 #                     (only a win does); an upper bound (decide's `upper`) is restated past it: noise only loosens it
@@ -184,6 +185,8 @@ class Verdict:
                 return "tested as not ahead at all (these pairs are too noisy to test a small lead)"
             return f"tested as 'ahead by no more than {ahead:.0%}'"
         cost = 1 / self.holds_from - 1 if self.holds_from else 0.0
+        if NO_DECISION in self.notes:  # an extra-work cost claim past MAX_RESTATED: no outcome decides
+            return f"too noisy to test a cost up to {MAX_RESTATED:.0%}: {NO_DECISION}"
         if cost < 0.005:  # MAX_RESTATED exceeded: no cost claim is tested, a win is the only outcome that decides
             return f"too noisy to test a cost up to {MAX_RESTATED:.0%}: only a win could decide"  # the note says why
         return f"tested as 'no worse by more than {cost:.0%}'"
@@ -283,7 +286,12 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
         # restated past max_restated: too weak a claim to test (a prediction's own tolerance is tested as it is)
         too_weak = tolerance > max(max_restated, no_worse_than)
         holds_from = 1.0 if too_weak else floor
-        if too_weak and low > 1:  # too noisy to test the tolerance, but A won outright
+        if too_weak and extra_work:  # A does B's work and more: its win is noise, so no outcome of these pairs decides
+            holds_from = 1 / (1 + no_worse_than)  # the claim's own threshold, as predicted
+            notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: a cost would have to exceed {tolerance:.0%} "
+                           f"({RESOLVE:g}x that scatter) to stand out, past {max_restated:.0%}, the largest cost the "
+                           f"course will test, and a win of the side doing more work is noise: {NO_DECISION}")]
+        elif too_weak and low > 1:  # too noisy to test the tolerance, but A won outright
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}, too much to test a cost of {no_worse_than:.0%}, "
                           f"but the whole range lies above 1, a win: no cost at all")]  # replaces the restated note, if any
             verdict = HOLDS

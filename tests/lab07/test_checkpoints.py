@@ -120,10 +120,27 @@ def test_a_shard_files_bytes_are_its_shard_what_one_rank_writes_for_all_and_a_he
     files, layout = checkpoints.checkpoint_files(job.folder), checkpoints.file_layout(job.folder)
     assert sorted(layout) == ["__0_0.distcp", "__1_0.distcp"]
     for name, row in layout.items():
-        assert row["sharded"] + row["once"] + row["overhead"] == files[name] and row["overhead"] > 0
+        assert row["sharded"] + row["once"] + row["pickled"] + row["overhead"] == files[name] and row["overhead"] > 0
     weights = 4 * sum(p.numel() for p in spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), SMALL).parameters())
     assert sum(row["sharded"] for row in layout.values()) == 3 * weights  # the weights and Adam's two states
     assert sorted(row["once"] > 0 for row in layout.values()) == [False, True]  # one rank writes the whole items
+    assert [row["once"] > 0 for row in layout.values()] == [row["pickled"] > 0 for row in layout.values()]
+    writer = next(row for row in layout.values() if row["once"])  # learner s11f: 'once' was 15,300 bytes, pickles
+    assert writer["once"] % 4 == 0 and writer["once"] < 1000 < writer["pickled"]  # and all: now 4-byte step counters
+
+
+def test_a_pickled_value_is_counted_whole_and_a_tensor_by_its_data_and_header(tmp_path):
+    """Learner s11f, lab 07 finding 5: the 'once' column (15,300 bytes) counted each pickled setting's whole record,
+    container and all, beside the step counters' 4 bytes; pickled values have a column of their own now."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save({"w": torch.zeros(100), "step": torch.tensor(3.0), "lr": 1e-3, "n": 48}, checkpoint_id=str(tmp_path),
+             no_dist=True)
+    files, layout = checkpoints.checkpoint_files(tmp_path), checkpoints.file_layout(tmp_path)
+    (name, row), = layout.items()
+    assert row["once"] == 400 + 4 and row["sharded"] == 0 and row["records"] == 4  # one process: every tensor whole
+    assert row["pickled"] > 2 * 8 and row["overhead"] > 0  # two values, each in a torch.save container
+    assert row["once"] + row["pickled"] + row["overhead"] == files[name]
 
 
 def test_a_right_load_equals_the_saved_weights(saved_and_loaded):
@@ -267,3 +284,66 @@ def test_the_course_cnns_mixed_precision_verdict_tests_what_the_prose_predicts()
                        expected="bfloat16 no more than 10 % slower", no_worse_than=0.10,
                        workload=workloads.PRECISION, load=quiet)
     assert v.verdict != measure.REVERSED and "[!]" not in str(v)
+
+
+def test_exercise_3s_use_prints_a_none_answer_instead_of_crashing(capsys):
+    """Learner s11f, lab 07 finding 8: a budget nothing fits makes choose_checkpoints return None (a right answer);
+    the cell after Exercise 3 iterated over it and raised TypeError. It now says that nothing fits."""
+    import nbformat
+
+    from lab_utils import memory
+
+    cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "code"]
+    use = next(s for s in cells if "chosen = choose_checkpoints(freed, extra" in s)
+    namespace = {"check": lambda f: True, "choose_checkpoints": lambda *args: None, "freed": [], "extra": [],
+                 "saved_bytes": {"none": 4 * memory.MIB}, "memory": memory}
+    exec(use, namespace)  # names the None branch does not need stay undefined: touching one raises NameError
+    assert "2.00 MiB: nothing fits" in capsys.readouterr().out
+
+
+def test_the_prose_on_load_lines_says_they_appear_on_a_busy_machine_only():
+    """Learner s11f, lab 07 findings 1-2: the prose explained a 'machine while measuring' line and a verdict's load
+    that a quiet run never prints (results_table prints the line only when Load.note() has something to say)."""
+    import nbformat
+
+    from lab_utils import conditions
+
+    cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "markdown"]
+    speed = next(s for s in cells if s.startswith("**Speed, measured.**"))
+    record = next(s for s in cells if s.startswith("## Record the results"))
+    assert "On a busy machine, a verdict also names the load" in speed and "on a quiet machine it names none" in speed
+    assert 'On a busy machine, a "machine while measuring" line' in record and "quiet machine it is not" in record
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    assert quiet.note() == []  # so the table prints no load line on a quiet run, as the prose says
+
+
+def test_the_trap_explains_the_background_threads_row():
+    """Learner s11f, lab 07 finding 4: the hang table's row paired the save thread's call with the main thread's line;
+    the table now marks both (test_where) and the prose under it says how to read them."""
+    import nbformat
+
+    cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "markdown"]
+    prose = next(s for s in cells if s.startswith("Which failure a run meets"))
+    assert "*background thread*" in prose and "*main thread:*" in prose and "`dcp.async_save`" in prose
+
+
+def test_the_save_timings_say_once_that_the_verdicts_figure_is_the_paired_median(monkeypatch, tmp_path, capsys):
+    """Learner s11f, lab 07 finding 6: medians 19.2 and 5.1 ms (3.8x) sat above a verdict of 4.04x, explained only by
+    a reference to lab 00. The cell says in its own words which figure is the comparison's, in lines of <= 100."""
+    import types
+
+    import nbformat
+
+    from lab_utils import measure, workloads
+
+    monkeypatch.setattr(measure.verdicts, "run_conditions", lambda: None)
+    cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "code"]
+    cell = next(s for s in cells if "save_verdict = measure.verdict(" in s)
+    save = [0.020, 0.019, 0.030, 0.018, 0.021, 0.012]
+    held = {"save": save, "async_save": [t / 4 * (1 + 0.1 * (i % 3)) for i, t in enumerate(save)]}
+    namespace = {"save_timings": [{"held": held}] * 2, "save_timing_job": types.SimpleNamespace(rounds=6), "np": np,
+                 "measure": measure, "workloads": workloads, "results_dir": tmp_path, "save_timing_seconds": 1.2}
+    exec(cell, namespace)
+    out = capsys.readouterr().out
+    assert "the verdict's figure is the median of the 5 rounds' own save / async_save ratios" in out, out
+    assert "ratio of the two medians above" in out and max(len(line) for line in out.splitlines()) <= 100

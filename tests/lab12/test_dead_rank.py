@@ -26,3 +26,29 @@ def test_the_dead_rank_demo_prints_the_table_that_names_the_rank_that_exited():
     table = text[text.index("where each rank was"):]
     assert re.findall(pattern, table, re.M) == ["1"], table  # the cell's own reading of the table
     assert re.search(r"^0\s+\| raised", table, re.M), table
+
+
+def test_a_table_wider_than_100_columns_gives_its_last_column_a_line_of_its_own():
+    """Learner s11f, lab 12 finding 2: the dead rank's table printed a 111-column row, since folded() keeps table rows
+    whole. A table too wide now prints its last column under each row; narrower tables are left as they are."""
+    import ast
+
+    import nbformat
+
+    cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
+    setup = next(c.source for c in cells if c.cell_type == "code" and "def folded(" in c.source)
+    namespace: dict = {}
+    for node in ast.parse(setup).body:  # the helper alone (and textwrap), not the cell's other imports
+        if isinstance(node, ast.FunctionDef) and node.name == "folded":
+            exec("import textwrap\n" + ast.get_source_segment(setup, node), namespace)
+    table = ("where each rank was (its record of collectives, kept by lab_utils):\n"
+             "rank | state               | waits in                           | learner's line    | last completed\n"
+             "0    | raised RuntimeError | all_reduce #2 [2] float32 (failed) | cell [27], line 6 | all_reduce #1 [2] float32\n"
+             "1    | exited              | -                                  | -                 | -")
+    out = namespace["folded"](table).splitlines()
+    assert max(len(line) for line in out) <= 100, out
+    assert out[1].endswith("| learner's line") and out[2].endswith("| cell [27], line 6"), out
+    assert out[3] == "    last completed: all_reduce #1 [2] float32" and out[4].startswith("1    | exited"), out
+    assert len(out) == 5  # the exited rank's '-' gets no line
+    narrow = "rank | state\n0    | exited"
+    assert namespace["folded"](narrow) == narrow

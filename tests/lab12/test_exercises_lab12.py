@@ -20,7 +20,7 @@ def culprit_right(text):
     ops = [re.search(r"is in (\w+) #", c).group(1) for c in clauses]
     odd = next(i for i, op in enumerate(ops) if ops.count(op) == 1)
     waited = next(op for op in ops if ops.count(op) > 1)
-    return odd, waited, re.search(r" at (\S+)$", clauses[odd]).group(1)
+    return odd, waited, re.search(r" at (.+)$", clauses[odd]).group(1)
 
 
 @named("hang_culprit")
@@ -39,7 +39,7 @@ def culprit_its_own_op(text):
 def culprit_others_line(text):
     rank, op, _ = culprit_right(text)
     other = _first_difference(text).split(": ")[0].split("; ")[(rank + 1) % 3]
-    return rank, op, re.search(r" at (\S+)$", other).group(1)
+    return rank, op, re.search(r" at (.+)$", other).group(1)
 
 
 @named("hang_culprit")
@@ -53,7 +53,7 @@ def culprit_differs_from_rank_zero(text):  # H5: the first rank whose call diffe
     clauses = _first_difference(text).split(": ")[0].split("; ")
     ops = [re.search(r"is in (\w+) #", c).group(1) for c in clauses]
     odd = next(i for i, op in enumerate(ops) if op != ops[0])
-    return odd, ops[0], re.search(r" at (\S+)$", clauses[odd]).group(1)
+    return odd, ops[0], re.search(r" at (.+)$", clauses[odd]).group(1)
 
 
 @named("hang_culprit")
@@ -61,7 +61,28 @@ def culprit_in_barrier(text):  # H8: the rank that is in barrier
     clauses = _first_difference(text).split(": ")[0].split("; ")
     odd = next(i for i, c in enumerate(clauses) if "in barrier" in c)
     waited = re.search(r"is in (\w+) #", clauses[(odd + 1) % len(clauses)]).group(1)
-    return odd, waited, re.search(r" at (\S+)$", clauses[odd]).group(1)
+    return odd, waited, re.search(r" at (.+)$", clauses[odd]).group(1)
+
+
+@named("hang_culprit")
+def culprit_file_line_rows_only(text):  # learner s11f: reads the rows, and only places written file:line
+    rows = re.findall(r"^(\d+)\s*\|[^|]*\|\s*(\w+)[^|]*\|\s*(\S+:\d+)", text, re.M)
+    ops = [o for _, o, _ in rows]
+    odd = [r for r in rows if ops.count(r[1]) == 1][0]
+    return int(odd[0]), [o for o in ops if o != odd[1]][0], odd[2]
+
+
+def test_hang_culprit_reads_a_notebook_cells_place_as_the_table_writes_it():
+    """Learner s11f, lab 12 finding 8: a reading that understands only 'file:NN' passed, though the notebook's own
+    tables write 'cell [n], line k'. One case's lines are now a notebook cell's."""
+    from lab_utils.labs.lab12 import debugging, exercises as lab12
+
+    cases = lab12._table_cases(__import__("random").Random(0))
+    (cell,) = [c for c in cases if c["cell"]]
+    table = debugging.hang_table(cell)
+    assert f"cell [{cell['cell']}], line {cell['line_odd']}" in table and "train.py" not in table
+    score, message = grade(culprit_file_line_rows_only)
+    assert score == 0.0 and "notebook cell" in message, message
 
 
 def test_hang_culprit_wrong_readings_are_named():
@@ -262,3 +283,21 @@ def test_uneven_data_in_real_ranks():
         patch.setattr(lab12, "UNEVEN_TIMEOUT_S", 12)
         score, message = grade(train_all_hangs)
     assert score == 0.0 and "did not finish" in message and "first difference: rank" in message  # one line, no table
+
+
+def test_the_uneven_harness_lives_outside_the_exercise_file_and_the_lab_says_so():
+    """Learner s11f, lab 12 finding 4 (and 3): Bug 3's table named the harness's barrier 'exercises.py:26', and the
+    prose sent the learner to the exercise file; its wait of hang_s + 4 was unexplained."""
+    import os
+
+    import nbformat
+
+    from lab_utils.labs.lab12 import exercises as lab12, harness
+
+    assert os.path.basename(harness.uneven_worker.__code__.co_filename) == "harness.py"  # the table: harness.py:NN
+    assert lab12.uneven_worker is harness.uneven_worker
+    cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
+    prose = next(c.source for c in cells if c.source.startswith("### Bug 3"))
+    assert "exercises.py" not in prose and "`harness.py:NN`" in prose
+    code = next(c.source for c in cells if c.cell_type == "code" and "args=(train_plain, case)" in c.source)
+    assert "timeout=hang_s + ddp_start_s" in code and "for DDP to start" in code

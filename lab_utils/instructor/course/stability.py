@@ -64,7 +64,8 @@ def restated_as(row: dict) -> str:
     restated = RESTATED.search(notes)
     if restated:
         return restated.group(1)
-    too_noisy = ("too much to test a cost", "cannot tell a cost below", "so only a win could decide")
+    too_noisy = ("too much to test a cost", "cannot tell a cost below", "so only a win could decide",
+                 "these pairs cannot decide")
     return WIN_ONLY if any(words in notes for words in too_noisy) else ""  # the last: measure's wording since s9
 
 

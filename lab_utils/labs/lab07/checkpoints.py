@@ -44,9 +44,11 @@ def checkpoint_files(path) -> dict[str, int]:
 
 def file_layout(path) -> dict[str, dict[str, int]]:
     """What fills each shard file of a torch.distributed.checkpoint folder, from its .metadata: `sharded`, the data
-    bytes of tensors split over the ranks (this file's shard); `once`, the data bytes of what every rank holds whole
-    (a step counter, the optimizer's settings, a count), which one rank writes for all; `records`, the items it holds;
-    `overhead`, the rest (each item is a record of its own, with its header). The four add up to the file's size."""
+    bytes of tensors split over the ranks (this file's shard); `once`, the data bytes of tensors every rank holds whole
+    (Adam's step counters), which one rank writes for all; `pickled`, the whole records of Python values every rank
+    holds (the optimizer's settings, a count), each saved by torch.save in a container of its own, also written once;
+    `records`, the items it holds; `overhead`, the rest: each tensor is a record of its own, with its header. The four
+    byte counts add up to the file's size."""
     import math
 
     import torch.distributed.checkpoint as dcp
@@ -55,17 +57,17 @@ def file_layout(path) -> dict[str, dict[str, int]]:
     metadata = dcp.FileSystemReader(str(path)).read_metadata()
     layout: dict[str, dict[str, int]] = {}
     for index, info in metadata.storage_data.items():
-        row = layout.setdefault(info.relative_path, {"sharded": 0, "once": 0, "records": 0, "overhead": 0})
+        row = layout.setdefault(info.relative_path, {"sharded": 0, "once": 0, "pickled": 0, "records": 0,
+                                                     "overhead": 0})
         item = metadata.state_dict_metadata[index.fqn]
         if isinstance(item, TensorStorageMetadata):
             chunk = next(c for c in item.chunks if tuple(c.offsets) == tuple(index.offset or c.offsets))
             data = math.prod(chunk.sizes) * torch.empty((), dtype=item.properties.dtype).element_size()
             row["sharded" if len(item.chunks) > 1 else "once"] += data
-        else:  # a pickled Python value (an optimizer setting): all of it is the item's
-            data = info.length
-            row["once"] += data
+            row["overhead"] += info.length - data
+        else:  # a pickled Python value (an optimizer setting): its whole record, container and all
+            row["pickled"] += info.length
         row["records"] += 1
-        row["overhead"] += info.length - data
     return dict(sorted(layout.items()))
 
 

@@ -5,20 +5,35 @@ from __future__ import annotations
 LAYERS = ("stem", "left", "right", "head")
 
 
+NOTEBOOK_CELL_FILE = "<lab12: a notebook cell>"  # a case with "cell": its lines are a notebook cell's, named as such
+
+
 def hang_table(case) -> str:
-    """The launcher's table for one case (built by the same code that prints it after a hang)."""
+    """The launcher's table for one case (built by the same code that prints it after a hang); a case with "cell" (an
+    execution count) names its lines as a notebook's table does, "cell [n], line k", else "train.py:k"."""
+    from unittest import mock
+
     from ...launch import where
+
+    filename = NOTEBOOK_CELL_FILE if case.get("cell") else "train.py"
 
     def call(seq, op, state, line):
         return {"seq": seq, "op": op, "shapes": [[4]] if op != "barrier" else [], "dtype": "float32" if op != "barrier"
-                else "", "where": ("train.py", line, "step"), "state": state}
+                else "", "where": (filename, line, "step"), "state": state}
 
     history = [call(s, "all_reduce", "completed", 5) for s in range(1, case["done"] + 1)]
     seq = case["done"] + 1
     reports = {r: {"calls": history + [call(seq, case["now"] if r == case["odd"] else case["waited"], "in progress",
                                             case["line_odd"] if r == case["odd"] else case["line_others"])],
                    "count": seq} for r in range(case["world"])}
-    return where.rank_table(reports, {r: "running" for r in range(case["world"])})
+    cell = {NOTEBOOK_CELL_FILE: case.get("cell")}.get
+    with mock.patch.object(where, "_cell_number", cell):
+        return where.rank_table(reports, {r: "running" for r in range(case["world"])})
+
+
+def place_of(case, line: int) -> str:
+    """How a case's table writes `line`: "cell [n], line k" for a notebook cell's case, else "train.py:k"."""
+    return f"cell [{case['cell']}], line {line}" if case.get("cell") else f"train.py:{line}"
 
 
 def uneven_problem(case, world_size: int = 2):

@@ -2,74 +2,14 @@
 parameter that gets no gradient."""
 from __future__ import annotations
 
-import contextlib
 import re
-from unittest import mock
 
-from .debugging import LAYERS, branchy_model, hang_table, one_process, uneven_problem
+from .debugging import LAYERS, branchy_model, hang_table, one_process, place_of
+from .harness import uneven_worker
 from ...exercises.core import Exercise, register
 
 SETUP = ("import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F\n"
          "from torch.distributed.algorithms import Join")
-
-
-# ---- the harness of the uneven-data exercise: the learner's train_all in real ranks ----------------------------
-
-def uneven_worker(rank, world_size, train_all, case):
-    """train_all(ddp_model, my_batches, optimizer) on this rank's batches; the weights it ends with."""
-    import torch
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from ... import tensors
-    from ...launch import process_group
-
-    with process_group(timeout_s=60):
-        model, per_rank = uneven_problem(case, world_size)
-        ddp = DDP(model)
-        with mock.patch.object(DDP, "__init__", _wrapping_once(DDP.__init__)), _join_checked():
-            train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
-        return tensors.flat_weights(model).tolist()
-
-
-def _wrapping_once(init):
-    """DDP's __init__ that refuses any second wrapper inside train_all, DDP(model) or DDP(model.module) (wrapped twice,
-    gloo aborts with a size mismatch that names nothing, or a second reducer runs beside the caller's)."""
-    def checked(self, module, *args, **kwargs):
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        inner = "DDP(model)" if isinstance(module, DDP) else "DDP(model.module)"
-        raise TypeError(f"train_all wrapped the model in DDP again ({inner}): the `model` it gets is already a "
-                        "DistributedDataParallel. A second wrapper over the same parameters is a second reducer with "
-                        "gradient buckets of its own, and it drops what the caller set on the first (a communication "
-                        "hook, find_unused_parameters); train `model` as it is")
-    return checked
-
-
-@contextlib.contextmanager
-def _join_checked():
-    """Join as train_all may use it: over the DDP model (a joinable) and entered once, around the whole loop; either
-    mistake raises at once, named (else Join([model.module]) raises a bare AttributeError, and a Join per batch hangs
-    once a rank runs out of batches, outside any Join, while the others wait in an all-reduce)."""
-    from torch.distributed.algorithms.join import Join, Joinable
-
-    init, entered = Join.__init__, []
-
-    def checked_init(self, joinables, *args, **kwargs):
-        for joinable in joinables:
-            if not isinstance(joinable, Joinable):
-                raise TypeError(f"Join got a {type(joinable).__name__}, which cannot join: pass the DDP model you were "
-                                "given (Join([model], ...)), which has the join hooks, not model.module")
-        init(self, joinables, *args, **kwargs)
-
-    def once(self):
-        entered.append(self)
-        if len(entered) > 1:
-            raise RuntimeError("Join was entered a second time: one `with Join(...)` must wrap the whole loop, not each "
-                               "step (a rank out of batches is then outside any Join, and the others' all-reduces wait "
-                               "for it)")
-
-    with mock.patch.object(Join, "__init__", checked_init), mock.patch.object(Join, "__enter__", once):
-        yield
 
 
 # ---- read a hang table ------------------------------------------------------------------------------------------------
@@ -77,7 +17,9 @@ def _join_checked():
 def _table_cases(rng):
     """Tables of 3 or 4 ranks where one rank went its own way: it skipped the collective the others wait in. The
     first table's odd rank is rank 0 (an answer that compares every rank with rank 0 fails it); in the second the
-    odd rank waits in another collective, not in barrier (an answer that looks for barrier fails it)."""
+    odd rank waits in another collective, not in barrier (an answer that looks for barrier fails it); the third's lines
+    are a notebook cell's, "cell [n], line k", as the notebook's own tables write them (an answer that reads only
+    "file:line" fails it)."""
     cases = []
     collectives = ["all_reduce", "broadcast", "all_gather", "reduce_scatter"]
     for i in range(4):
@@ -87,7 +29,7 @@ def _table_cases(rng):
         now = other if i == 1 else "barrier"
         done, line_others, line_odd = rng.randint(2, 9), rng.randint(10, 30), rng.randint(31, 50)
         cases.append({"world": world, "odd": odd, "waited": waited, "now": now, "done": done,
-                      "line_others": line_others, "line_odd": line_odd})
+                      "line_others": line_others, "line_odd": line_odd, "cell": rng.randint(3, 40) if i == 2 else None})
     return cases
 
 
@@ -97,6 +39,10 @@ def _table_run(culprit, cases):
         try:
             answers.append(list(culprit(hang_table(case))))
         except Exception as exc:  # noqa: BLE001  # name the table it failed on: its odd rank's collective
+            if case["cell"]:
+                raise RuntimeError(f"{type(exc).__name__} on a table whose lines are a notebook cell's "
+                                   f"({place_of(case, case['line_odd'])!r}, as this notebook's tables write them): "
+                                   "read the place as the table writes it, spaces and all") from exc
             if case["now"] == "barrier":
                 raise
             raise RuntimeError(f"{type(exc).__name__} on a table where the odd rank is in {case['now']}, not in "
@@ -106,7 +52,7 @@ def _table_run(culprit, cases):
 
 
 def _table_expected(cases):
-    return [[c["odd"], c["waited"], f"train.py:{c['line_odd']}"] for c in cases]
+    return [[c["odd"], c["waited"], place_of(c, c["line_odd"])] for c in cases]
 
 
 def _table_judge(got, expected, cases):
@@ -128,10 +74,11 @@ def _table_judge(got, expected, cases):
                          "waits in")
         if op != e[1]:
             return 0.0, f"{op!r}: name the collective the other ranks wait in, as the table spells it ({e[1]!r})"
-        if line == f"train.py:{case['line_others']}":
+        if line == place_of(case, case["line_others"]):
             return 0.0, "that is the other ranks' line; the fix starts at the odd rank's line, where it went its own way"
         if line != e[2]:
-            return 0.0, f"{line!r}: give the odd rank's line as the table writes it (file:line)"
+            return 0.0, (f"{line!r}: give the odd rank's line as the table writes it (file:line, or in a notebook "
+                         "'cell [n], line k')")
     return 1.0, "the odd rank, the collective it skipped and its line"
 
 
