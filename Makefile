@@ -67,6 +67,8 @@ test-browser: env  ## JupyterLab in headless Chromium: lab 04's explorer and lab
 	$(PY) -m pytest tests/browser_lab.py -p no:cacheprovider -q
 
 lab: env  ## JupyterLab on the course with the venv's kernel
+	@# the kernels start with lab_utils' allocator settings (lab_utils.allocator.ENV): in force from their first allocation
+	env $$($(PY) -c 'from lab_utils import allocator; print(" ".join(f"{k}={v}" for k, v in allocator.ENV.items()))') \
 	$(VENV)/bin/jupyter lab --notebook-dir=$(CURDIR) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 assign: env  ## regenerate notebooks/ from solutions/

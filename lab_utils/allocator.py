@@ -7,8 +7,8 @@ page faults a step (the OS zeroes every fresh page) and runs 1.2-1.5x slower tha
 step, in two processes, timed far apart. Fixed thresholds (what training stacks get from jemalloc, tcmalloc or these
 settings) keep the freed blocks in the process, so every process of the course runs the step the same way.
 
-`configure()` (run at `import lab_utils`) sets both thresholds in this process with mallopt and puts them in
-os.environ (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), so a process the course starts (a rank, a TensorFlow
+`configure()` (run at `import lab_utils`) sets the thresholds and turns mmap off in this process with mallopt and puts
+them in os.environ (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_MAX_), so a process the course starts (a rank, a TensorFlow
 worker, a Slurm job, a server) has them from its first allocation. LAB_MALLOC=default opts out: glibc's default.
 """
 from __future__ import annotations
@@ -19,10 +19,15 @@ import platform
 import sys
 
 MMAP_THRESHOLD = 32 * 2**20  # bytes: blocks up to this size stay in the process after free
-TRIM_THRESHOLD = 64 * 2**20  # bytes: free memory the process keeps at the top of its heap before giving it back
+TRIM_THRESHOLD = 256 * 2**20  # bytes: free memory the process keeps at the top of its heap before giving it back
+# no block from mmap at all: glibc caps the mmap threshold at 32 MiB, and one device's batch-512 step allocates
+# activations above it (lab 02's quiet run: 124 ms a step against 2 x 41 ms at batch 256, fresh pages every step);
+# with mmap off, every block comes from the heap and stays there after free
+MMAP_MAX = 0
 OPT_OUT = "LAB_MALLOC"  # LAB_MALLOC=default: leave glibc's allocator as it is
-ENV = {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD), "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD)}
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
+ENV = {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD), "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+       "MALLOC_MMAP_MAX_": str(MMAP_MAX)}
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4  # mallopt parameters, from glibc's malloc.h
 
 SET, DEFAULT, UNSUPPORTED = "set", "default", "unsupported"
 _state: dict[str, str] = {}  # "state" (SET, DEFAULT or UNSUPPORTED) and "reason", once configure() ran
@@ -45,7 +50,8 @@ def _mallopt() -> str:
     """Set both thresholds in this process; returns "" on success, else why not."""
     try:
         libc = ctypes.CDLL("libc.so.6")
-        done = libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD), libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+        done = (libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD), libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+                libc.mallopt(_M_MMAP_MAX, MMAP_MAX))
     except (OSError, AttributeError) as error:
         return f"mallopt is not reachable ({error})"
     return "" if all(d == 1 for d in done) else f"mallopt refused the thresholds (returned {done})"
@@ -107,8 +113,8 @@ def allocator_line() -> str:
     state = configure()
     version = glibc_version()
     if state == SET:
-        return (f"memory allocator: glibc {version}, mmap threshold {MMAP_THRESHOLD // 2**20} MiB, "
-                f"trim threshold {TRIM_THRESHOLD // 2**20} MiB (set by lab_utils)")
+        return (f"memory allocator: glibc {version}, no blocks from mmap, trim threshold "
+                f"{TRIM_THRESHOLD // 2**20} MiB (set by lab_utils)")
     if state == DEFAULT:
         return f"memory allocator: glibc {version}, default sliding mmap threshold ({_state['reason']})"
     return f"memory allocator: left as it is ({_state['reason']})"
