@@ -53,7 +53,8 @@ class Lesson:
         return f"the course's solutions/{self.notebook.name} (no {self.notebook.name} of yours beside this notebook)"
 
     def describe(self) -> str:
-        return f"{self.function.__name__} from {self.where}, cell {self.cell} (its last definition there)"
+        """Where the function came from, in two lines (the path's length varies: a fixed break, not a wrapped one)."""
+        return f"{self.function.__name__} from {self.where},\n    cell {self.cell} (its last definition there)"
 
 
 def notebook_path(name: str, beside=".") -> Path:
