@@ -237,3 +237,22 @@ def test_the_first_repeats_of_every_call_are_named_as_warm_up_included():
     result = check(median_time_first_repeats)
     assert not result.passed and "the first" in result.message and "warm-up included" in result.message, result.message
     assert grade(median_time_first_repeats)[0] == 0.0
+
+
+def median_time_no_warmup(fn, warmup, repeats, clock=time.perf_counter):
+    return statistics.median(_timed(fn, 0, warmup + repeats, clock))  # every call timed
+
+
+def median_time_mean(fn, warmup, repeats, clock=time.perf_counter):
+    return statistics.mean(_timed(fn, warmup, repeats, clock))
+
+
+for _fn in (median_time_no_warmup, median_time_mean):
+    _fn.__name__ = _fn.__qualname__ = "median_time"
+
+
+def test_a_message_that_names_the_mistake_gets_no_hint_repeating_it():
+    """Learner s11r2a, lab 00 exercise: the appended 'Hint: ...' said again what the message had said."""
+    for wrong, said in ((median_time_no_warmup, "warm-up included"), (median_time_mean, "the mean of the timed")):
+        result = check(wrong)
+        assert not result.passed and said in result.message and "Hint:" not in result.message, result.message
