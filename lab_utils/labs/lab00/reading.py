@@ -1,0 +1,50 @@
+"""Lab 00's reports: what its timing cells print under the lesson's code (the cold call, the thread counts)."""
+from __future__ import annotations
+
+from ... import detectors, measure
+
+
+def cold_lines(cold: float, right) -> list[str]:
+    """The cold call read against the warm repeats (`right`, a measure.Timing): how much slower, and whether this
+    run can show its one-off cost (slower than every warm repeat) or the swings hide it."""
+    said = [f"the cold call took {cold / right.median:.2f}x the warm median; the repeats spread by "
+            f"{right.spread:.0%} of the median"]
+    if detectors.noise_line([right.spread]):  # above 25 %: the repeats disagree, so only their median is read
+        said.append(detectors.noise_line([right.spread], what="timings"))
+    if cold > max(right.times):  # above every warm repeat: the one-off cost shows through the noise
+        said.append(f"here the cold call was slower than every warm repeat: its one-off costs "
+                    f"({(cold - right.median) * 1e3:.1f} ms above the median) are what timing it alone "
+                    "would have mixed into the result")
+    else:  # within (or below) the warm repeats' range: this run cannot tell the one-off cost from the swings
+        where = "within" if cold >= min(right.times) else "below"
+        said.append(f"here the cold cost is hidden by noise: the cold call ({cold * 1e3:.1f} ms) lies {where} the "
+                    f"warm repeats' range ({min(right.times) * 1e3:.1f}-{max(right.times) * 1e3:.1f} ms), so this run "
+                    "cannot show it (the machine's swings are larger than the one-off cost); one cold call is one "
+                    "sample, which is why it cannot stand for the step's time either way")
+    return [measure.short_lines(line) for line in said]
+
+
+def noise_lines(timings: dict) -> str:
+    """The timing table's noise line, naming the rows whose repeats spread more than 25 %, or that none did."""
+    noisy = detectors.noise_line(t.spread for t in timings.values())
+    if not noisy:
+        return f"noise: every median above came from repeats within {detectors.NOISY_SPREAD * 100:.0f} %"
+    rows = ", ".join(f"{name} ({t.spread:.0%})" for name, t in timings.items() if t.spread > detectors.NOISY_SPREAD)
+    return f"{noisy}\n    the noisy row{'s' if ',' in rows else ''}: {rows}"
+
+
+def thread_ratio(rates: dict, settings: dict, noisy: bool, source: str = "") -> tuple[str, list] | None:
+    """The most threads' rate over one thread's, as a flagged line ('not measurable here' where the measured load
+    rules it out) and its flags; `source` says where the figure comes from; None with one thread only."""
+    if len(settings) < 2:
+        return None
+    many = max(settings, key=settings.get)
+    ratio = rates[many] / rates["1 thread"]
+    refused = measure.unreadable(settings[many], what="threads")  # then no flag reads the ratio either
+    flags = measure.plausibility(speedup=ratio, devices=settings[many], threads=settings[many],
+                                 refused=refused is not None)
+    source = source or ("(of the medians: they ignore a few slow repeats, so it stands)" if noisy
+                        else "(of the medians)")
+    line = measure.flagged(f"{many} vs 1 thread: " + measure.as_result(
+        f"{ratio:.2f}x {source}", workers=settings[many], what="threads"), flags)
+    return measure.short_lines(line), flags

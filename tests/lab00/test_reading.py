@@ -1,0 +1,41 @@
+"""Lab 00's reports (lab_utils/labs/lab00/reading.py) on made-up timings: quiet, noisy and busy."""
+from lab_utils import conditions, measure
+from lab_utils.labs.lab00 import reading
+from lab_utils.measure.timing import Timing
+
+
+def timing(times):
+    return Timing(times=[t / 1e3 for t in times], warmup=2)
+
+
+def test_the_cold_call_above_every_repeat_shows_its_one_off_cost():
+    lines = reading.cold_lines(0.050, timing([20, 21, 22]))
+    assert lines[0].startswith("the cold call took 2.38x the warm median")
+    assert "slower than every warm repeat" in lines[-1] and "29.0 ms above the median" in lines[-1]
+
+
+def test_a_cold_call_within_the_repeats_is_said_to_be_hidden_by_noise():
+    lines = reading.cold_lines(0.021, timing([15, 20, 30]))
+    assert any("noise:" in line for line in lines)  # spread 75 %: the noise line
+    assert "hidden by noise" in lines[-1] and "lies within" in lines[-1]
+
+
+def test_the_noise_line_names_the_noisy_row():
+    """Learner s11r2a, lab 00 cell 21: the noise line did not say which row was noisy."""
+    quiet = {"1 thread": timing([19, 20, 21]), "2 threads": timing([11, 11, 11.5])}
+    assert reading.noise_lines(quiet) == "noise: every median above came from repeats within 25 %"
+    noisy = {"1 thread": timing([19, 20, 21]), "2 threads": timing([10, 11, 14])}
+    assert reading.noise_lines(noisy).endswith("the noisy row: 2 threads (36%)")
+
+
+def test_the_thread_ratio_on_a_quiet_and_a_busy_machine(monkeypatch):
+    rates, settings = {"1 thread": 1000.0, "2 threads": 1780.0}, {"1 thread": 1, "2 threads": 2}
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    line, flags = reading.thread_ratio(rates, settings, noisy=False)
+    assert line == "2 threads vs 1 thread: 1.78x (of the medians)" and flags == []
+    assert reading.thread_ratio(rates, settings, False, source="(from above)")[0].endswith("1.78x (from above)")
+    assert reading.thread_ratio({"1 thread": 1000.0}, {"1 thread": 1}, False) is None
+    busy = conditions.Load(0.3, 2, 1.0, 1.8, 0.0)  # others took 1.8 of 2 cores: the ratio is not read
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)
+    line, flags = reading.thread_ratio({"1 thread": 1000.0, "2 threads": 2600.0}, settings, noisy=False)
+    assert measure.NOT_MEASURABLE in line and "2.60x" not in line and flags == []  # refused: no [!] reads 2.6x
