@@ -9,6 +9,7 @@ import nbformat
 import torch
 
 from lab_utils import data, measure, train
+from lab_utils.labs.lab01 import reports
 
 NOTEBOOK = Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb"
 
@@ -26,7 +27,7 @@ def run_loader_cell(monkeypatch, unreadable):
     monkeypatch.setattr(measure, "time_interleaved", lambda fns, **_: {n: FakeTiming(times[n]) for n in fns})
     monkeypatch.setattr(measure, "unreadable", lambda **_: unreadable)
     hw = type("HW", (), {"cpu_count": 2})()
-    names = dict(copy=copy, torch=torch, data=data, train=train, measure=measure, hw=hw, device="cpu", seed=0, lr=0.1,
+    names = dict(copy=copy, torch=torch, reports=reports, data=data, train=train, measure=measure, hw=hw, device="cpu", seed=0, lr=0.1,
                  batch_size=4, train_set=torch.utils.data.TensorDataset(torch.zeros(8, 2)), model=torch.nn.Linear(2, 2))
     out = io.StringIO()
     with redirect_stdout(out):
@@ -47,3 +48,12 @@ def test_readable_loader_ratios_print_as_figures(monkeypatch):
     lines = run_loader_cell(monkeypatch, None)
     assert any("0.28x the speed of num_workers=0" in line for line in lines)
     assert not any("n/m" in line for line in lines)
+    assert lines[-1] == "fastest here: num_workers=0, as predicted for small in-memory data", lines
+
+
+def test_a_worker_setting_that_wins_is_said_to_go_against_the_prediction(monkeypatch):
+    """Learner s11r2a, lab 01 finding 9: the DataLoader table had no line reading it against theory."""
+    monkeypatch.setattr(measure, "unreadable", lambda **_: None)
+    times = {"num_workers=0": FakeTiming(0.1), "num_workers=2": FakeTiming(0.08)}
+    said = reports.loader_lines(times, 2)
+    assert said[-1].startswith("fastest here: num_workers=2, against the prediction"), said

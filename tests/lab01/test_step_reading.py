@@ -25,15 +25,15 @@ def test_the_rates_gap_is_put_on_the_mean_step_when_mean_vs_median_explains_it()
     quiet = [0.00111] * 150 + [0.00100] * 30 + [0.00145] * 37  # median 1.11 ms, mean 1.15 ms
     assert round(statistics.median(quiet) * 1e3, 2) == 1.11 and round(statistics.mean(quiet) * 1e3, 2) == 1.15
     said = steps.step_mix(quiet, (57547.0, 55575.0))
-    assert "against the rates' 1.035x gap" in said and "explains 100% of it" in said, said
+    assert "the training rate 1.035x the epoch rate" in said and "explains 100% of that gap" in said, said
     assert "follows the mean step" in said and "cost about nothing more" in said, said
     assert "differ only by" not in said and "the rest is" not in said, said
     # steps that took the same time, an epoch much slower: its short batch and start, not the mean, are the gap
     even = steps.step_mix([0.00111] * 217, (57547.0, 50000.0))
-    assert "explains 0% of it" in even and "the rest is the epoch's short batch and its start" in even, even
+    assert "explains 0% of that gap" in even and "the rest is the epoch's short batch and its start" in even, even
     mix = statistics.mean(quiet) / statistics.median(quiet)
     half = steps.step_mix(quiet, (57547.0, 57547 / mix ** 2))  # mean vs median half of the rates' gap
-    assert "explains 50% of it" in half and "the rest is" in half, half
+    assert "explains 50% of that gap" in half and "the rest is" in half, half
     none = steps.step_mix(quiet, (55575.0, 57547.0))
     assert "not below the training rate" in none and "explains" not in none, none
     assert steps.gap_share(1.15, 1.11, 57547.0, 55575.0) > 0.8
@@ -60,6 +60,12 @@ def test_the_rows_the_results_table_compared_are_named_or_said_to_be_none(isolat
                                     **dict(one, workload=workloads.TRAINING_RUN.name, batch_size=64))
     none = steps.compared_rows([other_workload, row])
     assert none.startswith("compared with: none") and "last 6 hours" in none, none
+    assert "another workload" not in none, none
+    forward = measure.Result(lab="00", variant="2 threads", samples_per_s=23000.0,
+                             **dict(one, workload=workloads.FORWARD.name, threads=2))
+    measure.record(forward)  # learner s11r2a, lab 01 finding 8: why lab 00's rows, minutes before, were not compared
+    other = steps.compared_rows([other_workload, row])
+    assert other.startswith("compared with: none") and f"lab 00's rows are another workload ({workloads.FORWARD.name})" in other, other
     measure.record(measure.Result(lab="03", variant="1 process x 1 thread", samples_per_s=5100.0, **one))
     named = steps.compared_rows([other_workload, row])
     assert "    1 process x 1 thread: lab 03 (1 process x 1 thread, rate 5,100), " in named, named

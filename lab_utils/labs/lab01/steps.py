@@ -7,7 +7,7 @@ import math
 import statistics
 
 from ... import detectors
-from ...measure.results_table import SAME_RUN_S, same_quantity_before
+from ...measure.results_table import SAME_RUN_S, same_quantity_before, store
 
 EXPLAINS = 0.8  # mean/median explains this share of the rates' gap or more: it explains the gap
 SLOW = 2.0  # a step over this many times the median step waited for something: the same work takes the same time
@@ -28,15 +28,15 @@ def _close_reading(mean: float, median: float, rates: tuple[float, float] | None
         return f"{mix}: no slow stretch of steps (within {detectors.TWICE_TOLERANCE:.0%})"
     training_rate, epoch_rate = rates
     share = gap_share(mean, median, training_rate, epoch_rate)
-    gap = f"the rates' {training_rate / epoch_rate:.3f}x gap"
+    gap = f"the training rate {training_rate / epoch_rate:.3f}x the epoch rate"
     if share is None:
         return (f"{mix}; the epoch rate is not below the training rate, so there is no gap for the mean step, "
                 "the short batch or the epoch's start to explain")
     if share >= EXPLAINS:
-        return (f"{mix}, against {gap}: the mean-vs-median gap explains {min(share, 1):.0%} of it, so the epoch "
-                "is slower because it follows the mean step; its short batch and its start cost about nothing more")
-    return (f"{mix}, against {gap}: the mean-vs-median gap explains {max(share, 0):.0%} of it (an epoch follows "
-            "the mean step); the rest is the epoch's short batch and its start")
+        return (f"{mix}, {gap}: the mean step explains {min(share, 1):.0%} of that gap, so the epoch is slower "
+                "because it follows the mean step; its short batch and its start cost about nothing more")
+    return (f"{mix}, {gap}: the mean step explains {max(share, 0):.0%} of that gap (an epoch follows the mean "
+            "step); the rest is the epoch's short batch and its start")
 
 
 def step_mix(step_seconds: list[float], rates: tuple[float, float] | None = None) -> str:
@@ -93,13 +93,33 @@ def compared_rows(results, directory=None, hw=None) -> str:
              for i, r in enumerate(rows)}
     if not any(found.values()):
         return (f"compared with: none: no other lab recorded these quantities on this machine in the last {window}, "
-                "so no row above was checked against another")
+                "so no row above was checked against another" + _other_workloads(rows, directory))
     now = _dt.datetime.fromisoformat(rows[0].timestamp)
     said = [f"compared with the same quantity recorded on this machine in the last {window}:"]
     for name, others in found.items():
         said.append(f"    {name}: " + ("; ".join(f"lab {o.lab} ({o.variant or o.strategy}, rate {o.samples_per_s:,.0f}), "
                                                  f"{_before(o, now)}" for o in others) if others else "none"))
     return "\n".join(said)
+
+
+def _other_workloads(rows, directory=None) -> str:
+    """Which other labs' rows of the last SAME_RUN_S are another workload than `rows` (so never compared), as a
+    clause: '; lab 00's rows are another workload (...)'; '' if none."""
+    ours = {r.workload for r in rows}
+    now = _dt.datetime.fromisoformat(rows[0].timestamp)
+    others: dict[str, set[str]] = {}
+    for other in store(directory).rows("results"):
+        if other.lab in {r.lab for r in rows} or other.workload in ours or \
+                (other.machine and rows[0].machine and other.machine.fingerprint != rows[0].machine.fingerprint):
+            continue
+        try:
+            if abs((now - _dt.datetime.fromisoformat(other.timestamp)).total_seconds()) > SAME_RUN_S:
+                continue
+        except (TypeError, ValueError):
+            continue
+        others.setdefault(other.lab, set()).add(other.workload)
+    return "".join(f"; lab {lab}'s rows are another workload ({', '.join(sorted(names))})"
+                   for lab, names in sorted(others.items()))
 
 
 def threads_reading(ratio: float, threads: int) -> str:

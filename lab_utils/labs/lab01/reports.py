@@ -1,0 +1,119 @@
+"""Lab 01's reports: what its profiler, DataLoader and reference-workload cells print under the lesson's code."""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ... import measure
+from . import steps
+
+ROLES = ("one-rank reference", "row to beat")  # the names lab 01's prose gives its 1-thread and one-per-core rows
+
+
+def conv_macs(model: torch.nn.Module, sample: torch.Tensor) -> list[int]:
+    """Each convolution's forward multiply-adds for one image (output values x inputs per output), in order."""
+    macs: list[int] = []
+
+    def count(layer, inputs, out):
+        """Forward hook: append this convolution's multiply-adds for one image."""
+        macs.append(out[0].numel() * layer.weight[0].numel())
+
+    hooks = [layer.register_forward_hook(count) for layer in model.modules() if isinstance(layer, torch.nn.Conv2d)]
+    try:
+        with torch.no_grad():
+            model(sample[:1])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return macs
+
+
+def profile_lines(prof, macs: list[int], top: int = 12) -> list[str]:
+    """The profile's top operators by total CPU time, as a table, and the convolutions' backward/forward ratio read
+    against theory's range (steps.backward_reading)."""
+    said = [f"{f'operator (top {top} by total CPU time)':<58} {'self ms':>8} {'total ms':>9} {'calls':>6}"]
+    for event in sorted(prof.key_averages(), key=lambda event: event.cpu_time_total, reverse=True)[:top]:
+        said.append(f"{event.key[:58]:<58} {event.self_cpu_time_total / 1e3:8.3f} {event.cpu_time_total / 1e3:9.3f} "
+                    f"{event.count:6d}")
+    cpu_ms = {event.key: event.cpu_time_total / 1e3 for event in prof.key_averages()}
+    forward, backward = cpu_ms.get("aten::conv2d"), cpu_ms.get("aten::convolution_backward")
+    if not (forward and backward and macs):
+        return said + ["convolutions: this profile has no aten::conv2d or aten::convolution_backward row to compare"]
+    reading = steps.backward_reading(forward, backward, steps.backward_arithmetic(macs))
+    return said + [measure.short_lines(
+        f"convolutions, total CPU time over these steps: forward (aten::conv2d) {forward:.2f} ms, backward "
+        f"(aten::convolution_backward) {backward:.2f} ms; {reading}")]
+
+
+def loader_lines(loader_times: dict, workers: int) -> list[str]:
+    """The DataLoader table (epoch times, speed against num_workers=0, n/m where the measured load rules the ratios
+    out), then the fastest setting read against theory's prediction for small in-memory data."""
+    base = loader_times["num_workers=0"].median
+    refused = measure.unreadable(workers=1 + workers, what="processes")  # a worker beside this process
+    said = []
+    for name, timing in loader_times.items():
+        speed = f"{base / timing.median:.2f}x" if refused is None or name == "num_workers=0" else measure.N_M
+        said.append(f"{name:<28} {timing.median * 1e3:7.1f} ms per epoch (spread {timing.spread:4.0%}), "
+                    f"{speed} the speed of num_workers=0")
+    if refused:  # one figure per comparison: the measured ratios only as what these conditions gave
+        return said + [measure.short_lines(
+            f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}; measured "
+            + ", ".join(f"{n} {base / t.median:.2f}x" for n, t in loader_times.items() if n != "num_workers=0")
+            + " (the conditions', not the knobs')")]
+    fastest = min(loader_times, key=lambda name: loader_times[name].median)
+    verdict = ("as predicted for small in-memory data" if fastest == "num_workers=0" else
+               "against the prediction for small in-memory data: here the batches cost more to build than "
+               "passing them from a worker")
+    return said + [measure.short_lines(f"fastest here: {fastest}, {verdict}")]
+
+
+@dataclasses.dataclass
+class ReferenceReport:
+    """What the reference-workload cell printed, and each row's flags for its results row."""
+
+    lines: list[str]
+    flags: dict
+    threaded: str | None  # the one-per-core row's name, None where it did not run
+    threads_line: str | None  # its ratio over one thread, read against theory (or the load's refusal)
+
+    def row_flags(self, name: str) -> list:
+        """The flags of row `name` for the results CSV: its own, and the refusal of its ratio where it was refused."""
+        refused = measure.refusal(self.threads_line) if name == self.threaded and self.threads_line else []
+        return list(self.flags[name]) + refused
+
+
+def reference_report(ref_threads: dict, ref_timings: dict, device: str, cpu_count: int, default_threads: int,
+                     steps_timed: int) -> ReferenceReport:
+    """The reference workload's rows (rate, ratio to one thread, spread, role), their noise, the one-per-core ratio
+    read against theory's at most N x (n/m where the measured load rules it out), or why that row is missing."""
+    rates = {name: measure.samples_per_second(256, t.median) for name, t in ref_timings.items()}
+    base = next(iter(rates.values()))
+    threaded = max(ref_threads, key=ref_threads.get) if device == "cpu" and len(ref_threads) > 1 else None
+    threads_line = None if threaded is None else measure.as_result(
+        steps.threads_reading(rates[threaded] / base, ref_threads[threaded]),
+        workers=ref_threads[threaded], what="threads", ratio=rates[threaded] / base)
+    threads_refused = bool(threads_line and measure.refusal(threads_line))  # then the row prints n/m, no figure
+    flags, said = {}, []
+    for i, (name, t) in enumerate(ref_timings.items()):
+        threads = ref_threads[name] if device == "cpu" else 1
+        refused = threads_refused and name == threaded
+        flags[name] = measure.plausibility(speedup=rates[name] / base if threads > 1 else None, devices=threads,
+                                           oversubscribed=threads > cpu_count, refused=refused)
+        versus = ((f"{measure.N_M:>5}   " if refused else f"{rates[name] / base:5.2f}x  ") if len(rates) > 1 else "")
+        role = ROLES[0] if i == 0 and device == "cpu" else ROLES[1] if name == threaded else ""
+        said.append(measure.flagged(f"{name:<22} {rates[name]:7.0f} samples/s {versus}(median of {steps_timed} "
+                                    f"steps, spread {t.spread:.0%})  {role}".rstrip(), flags[name]))
+    for name, t in ref_timings.items():  # a noisy reference row: said beside it, with whether it still serves
+        noisy = steps.reference_noise(name, t.spread, steps_timed)
+        if noisy:
+            said.append(measure.short_lines(noisy))
+    if threads_line:  # the ratio of the medians above, read against the prediction
+        said.append(measure.short_lines(f"{threaded} vs 1 thread: {threads_line}"))
+    if device == "cpu" and len(ref_threads) == 1:  # the one-per-core row was promised: say why it is missing
+        said.append(measure.short_lines(f"1 process x {cpu_count} threads: skipped, " + (
+            "this machine has one core" if cpu_count == 1 else
+            f"the thread count fitted at the top of this notebook is {default_threads}: the other core(s) were taken "
+            "then (by other programs or a CPU quota), and a thread per core would wait for them; rerun with nothing "
+            "else running to measure it")))
+    return ReferenceReport(said, flags, threaded, threads_line)

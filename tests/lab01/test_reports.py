@@ -1,0 +1,66 @@
+"""Lab 01's reports (lab_utils/labs/lab01/reports.py) on made-up timings: quiet, noisy, busy, one core only."""
+import torch
+
+from lab_utils import conditions, measure, spec
+from lab_utils.labs.lab01 import reports, steps
+from lab_utils.measure.timing import Timing
+
+THREADS = {"1 process x 1 thread": 1, "1 process x 2 threads": 2}
+
+
+def timings(one_ms, two_ms, spread=0.05):
+    def t(ms):
+        return Timing(times=[ms / 1e3 * (1 - spread / 2), ms / 1e3, ms / 1e3 * (1 + spread / 2)], warmup=3)
+    return {"1 process x 1 thread": t(one_ms), "1 process x 2 threads": t(two_ms)}
+
+
+def test_a_quiet_run_names_each_row_and_reads_the_ratio(monkeypatch):
+    """Learner s11r2a, lab 01 finding 1: the rows say which reference they are (one-rank reference, row to beat)."""
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    report = reports.reference_report(THREADS, timings(42.9, 24.3), "cpu", 2, 2, 8)
+    assert report.lines[0].startswith("1 process x 1 thread") and report.lines[0].endswith("one-rank reference")
+    assert report.lines[1].endswith("row to beat") and "1.77x" in report.lines[1]
+    assert report.lines[-1].startswith("1 process x 2 threads vs 1 thread: 1.77x, within the predicted at most 2x")
+    assert report.threaded == "1 process x 2 threads" and report.row_flags("1 process x 1 thread") == []
+    assert all(len(line) <= 100 for text in report.lines for line in text.splitlines())
+
+
+def test_a_noisy_row_gets_its_noise_line():
+    report = reports.reference_report(THREADS, timings(42.9, 24.3, spread=0.6), "cpu", 2, 2, 8)
+    assert any(line.startswith("noise: 1 process x 1 thread's 8 steps spread") for line in report.lines)
+
+
+def test_a_busy_machine_refuses_the_ratio_and_prints_n_m(monkeypatch):
+    busy = conditions.Load(0.3, 2, 1.0, 1.8, 0.0)  # others took 1.8 of 2 cores
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)
+    report = reports.reference_report(THREADS, timings(42.9, 16.0), "cpu", 2, 2, 8)
+    assert measure.N_M in report.lines[1] and "2.68x" not in "\n".join(report.lines)
+    assert measure.NOT_MEASURABLE in report.lines[-1]
+    assert report.flags["1 process x 2 threads"] == []  # no [!] reads a refused ratio
+    assert report.row_flags("1 process x 2 threads") == measure.refusal(report.threads_line)
+
+
+def test_one_free_core_says_why_the_row_to_beat_is_missing():
+    one = {"1 process x 1 thread": 1}
+    report = reports.reference_report(one, {"1 process x 1 thread": timings(42.9, 24.3)["1 process x 1 thread"]},
+                                      "cpu", 2, 1, 8)
+    assert report.threaded is None and "skipped, the thread count fitted" in report.lines[-1].replace("\n    ", " ")
+
+
+def test_the_profile_lines_read_the_backward_against_the_layers_arithmetic():
+    model = spec.build_torch(spec.preset("cnn2d_2layer_fullconnected_2layer", num_classes=10), (1, 8, 8), seed=0)
+    macs = reports.conv_macs(model, torch.zeros(4, 1, 8, 8))
+    assert len(macs) == 2 and round(steps.backward_arithmetic(macs), 2) == 1.89  # the prose's figure
+
+    class Event:
+        def __init__(self, key, total_us, self_us=1.0):
+            self.key, self.cpu_time_total, self.self_cpu_time_total, self.count = key, total_us, self_us, 20
+
+    class Profile:
+        def key_averages(self):
+            return [Event("aten::conv2d", 1620.0), Event("aten::convolution_backward", 2560.0)]
+
+    lines = reports.profile_lines(Profile(), macs)
+    assert lines[0].startswith("operator (top 12 by total CPU time)") and "backward/forward 1.58x" in lines[-1]
+    assert "predicted 1x to 1.89x: within the range" in lines[-1].replace("\n    ", " ")
+    assert reports.profile_lines(Profile(), [])[-1].startswith("convolutions: this profile has no")
