@@ -32,8 +32,12 @@ def test_the_thread_ratio_on_a_quiet_and_a_busy_machine(monkeypatch):
     rates, settings = {"1 thread": 1000.0, "2 threads": 1780.0}, {"1 thread": 1, "2 threads": 2}
     monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
     line, flags = reading.thread_ratio(rates, settings, noisy=False)
-    assert line == "2 threads vs 1 thread: 1.78x (of the medians)" and flags == []
-    assert reading.thread_ratio(rates, settings, False, source="(from above)")[0].endswith("1.78x (from above)")
+    assert line == ("2 threads vs 1 thread: 1.78x (of the medians), within the at most 2x that 2 threads can give"
+                    " (efficiency 89%)".replace(" (eff", "\n    (eff")) and flags == [], line
+    again = reading.thread_ratio(rates, settings, False, source="(from above)")[0].replace("\n    ", " ")
+    assert "1.78x (from above), within the at most 2x" in again
+    slower = reading.thread_ratio({"1 thread": 1000.0, "2 threads": 980.0}, settings, False)[0]
+    assert "0.98x (of the medians); theory: faster than 1 thread, at most 2x" in slower.replace("\n    ", " ")
     assert reading.thread_ratio({"1 thread": 1000.0}, {"1 thread": 1}, False) is None
     busy = conditions.Load(0.3, 2, 1.0, 1.8, 0.0)  # others took 1.8 of 2 cores: the ratio is not read
     monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)

@@ -38,7 +38,7 @@ def thread_ratio(rates: dict, settings: dict, noisy: bool, source: str = "") -> 
     rules it out) and its flags; `source` says where the figure comes from; None with one thread only."""
     if len(settings) < 2:
         return None
-    many = max(settings, key=settings.get)
+    many = max(settings, key=lambda name: settings[name])
     ratio = rates[many] / rates["1 thread"]
     refused = measure.unreadable(settings[many], what="threads")  # then no flag reads the ratio either
     flags = measure.plausibility(speedup=ratio, devices=settings[many], threads=settings[many],
@@ -46,5 +46,15 @@ def thread_ratio(rates: dict, settings: dict, noisy: bool, source: str = "") -> 
     source = source or ("(of the medians: they ignore a few slow repeats, so it stands)" if noisy
                         else "(of the medians)")
     line = measure.flagged(f"{many} vs 1 thread: " + measure.as_result(
-        f"{ratio:.2f}x {source}", workers=settings[many], what="threads"), flags)
+        f"{ratio:.2f}x {source}" + ("" if flags else _theory(ratio, settings[many])),
+        workers=settings[many], what="threads"), flags)
     return measure.short_lines(line), flags
+
+
+def _theory(ratio: float, threads: int) -> str:
+    """The ratio against theory's 'faster than one thread, at most `threads` x', where no flag reads it already."""
+    if ratio > threads:  # above by less than noise: the note beside it reads it
+        return ""
+    if ratio <= 1:
+        return f"; theory: faster than 1 thread, at most {threads}x"
+    return f", within the at most {threads}x that {threads} threads can give (efficiency {ratio / threads:.0%})"

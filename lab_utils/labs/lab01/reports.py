@@ -89,7 +89,8 @@ def reference_report(ref_threads: dict, ref_timings: dict, device: str, cpu_coun
     read against theory's at most N x (n/m where the measured load rules it out), or why that row is missing."""
     rates = {name: measure.samples_per_second(256, t.median) for name, t in ref_timings.items()}
     base = next(iter(rates.values()))
-    threaded = max(ref_threads, key=ref_threads.get) if device == "cpu" and len(ref_threads) > 1 else None
+    several = device == "cpu" and len(ref_threads) > 1
+    threaded = max(ref_threads, key=lambda name: ref_threads[name]) if several else None
     threads_line = None if threaded is None else measure.as_result(
         steps.threads_reading(rates[threaded] / base, ref_threads[threaded]),
         workers=ref_threads[threaded], what="threads", ratio=rates[threaded] / base)
