@@ -457,11 +457,23 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks(solution):
     assert fraction == 1.0, message
 
 
+def _named(wrong) -> bool:
+    """Whether the judge's message for `wrong` (an exercise run in this process) is core.Named: no hint after it."""
+    from lab_utils.exercises.core import SELF_CHECK_SEED, Named, to_plain
+
+    exercise = exercises.get(wrong.__name__)
+    if exercise.ranks:
+        return False
+    inputs = exercise.cases(random.Random(SELF_CHECK_SEED))
+    return isinstance(exercise.score(to_plain(exercise.run(wrong, inputs)), inputs)[1], Named)
+
+
 @pytest.mark.parametrize("wrong", WRONG, ids=IDS)
 def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong):
     result = check(wrong)
     assert not result.passed
-    assert ("Hint:" in result.message) == bool(exercises.get(wrong.__name__).hint)  # none where no hint is set
+    # none where no hint is set, nor after a message the judge marked Named (it names the mistake itself)
+    assert ("Hint:" in result.message) == (bool(exercises.get(wrong.__name__).hint) and not _named(wrong))
     if exercises.get(wrong.__name__).ranks:  # the grader's judge on the self-check's own draw: one launch, not two
         fraction, message = result.details.get("fraction", 0.0), result.message
     else:
