@@ -19,3 +19,13 @@ def test_the_quoted_flag_and_note_are_the_lines_the_code_prints(monkeypatch):
                         for ratio in (2.5, 2.1))
     assert quoted == printed
     assert "    [!] " in quoted and "    note: " in quoted
+
+
+def test_the_noise_allowance_the_prose_states_is_the_code_s():
+    """Learner s11r2a, lab 00 cell 22: 'tens of percent' beside '10 %': the prose's allowance is the detectors' own."""
+    from lab_utils import detectors
+
+    cell = next(c.source for c in nbformat.read(NOTEBOOK, 4).cells if "**Marks beside a figure.**" in c.source)
+    prose = " ".join(cell.split())
+    assert f"allows it {detectors.ABOVE_100_NOISE * 100:.0f} % of noise" in prose
+    assert "tens of percent" not in prose and "(../README.md#results)" in prose
