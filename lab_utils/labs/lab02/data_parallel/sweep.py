@@ -165,7 +165,7 @@ def wins_line(result: Sweep, batch: int, variant: str) -> str:
     low, high = result.speedup_range(batch, variant)
     said = ("it wins here (the whole range above 1)" if low > 1 else
             "one device wins here (the whole range below 1)" if high < 1 else
-            "the range crosses 1: neither wins by more than these rounds scatter")
+            "the range includes 1: neither wins by more than these rounds scatter")
     return (f"  does {variant} beat one device at batch {batch}? The sweep's paired rounds decide (the hot spot has "
             f"no plain one-device step): {result.speedup(batch, variant):.2f}x (range {low:.2f}-{high:.2f}x): {said}")
 
