@@ -476,8 +476,8 @@ def test_lab_02s_summary_gives_each_sweep_figure_the_sweeps_own_fate_and_a_refus
     from lab_utils.labs.lab02 import report
     sweep_cell = _lab02_cell("small_batch_verdict = measure.verdict(")
     assert "load=sweep.load" in sweep_cell  # the verdict reads the sweep's own windows, as refused() does
-    summary = inspect.getsource(report.summary)  # the summary cell calls it
-    assert "report.summary(sweep, sweep_refused," in _lab02_cell("report.summary(")
+    summary = inspect.getsource(report.lab_summary)  # the summary cell calls it
+    assert "report.lab_summary(sweep, sweep_refused," in _lab02_cell("report.lab_summary(")
     assert "measure.as_result(" not in summary  # no second decision under another load
     assert summary.count("data_parallel.refusal_line(sweep_refused)") == 1 and "elif sweep_refused is None:" in summary
     launched = inspect.getsource(report.launched_table)
@@ -615,7 +615,7 @@ def test_the_launched_row_is_checked_against_the_sweep_at_its_own_batch():
     batches = eval(params.split("sweep_batches = ")[1].split("#")[0])
     size = int(params.split("batch_size = ")[1].split()[0])
     assert size in batches  # the launched batch is one of the sweep's
-    summary = inspect.getsource(report.summary)  # both figures, and the launched row's status
+    summary = inspect.getsource(report.lab_summary)  # both figures, and the launched row's status
     assert "the sweep {sweep.speedup(batch, many):.2f}x: " in summary and "{launched.status}" in summary
 
 
@@ -650,7 +650,7 @@ def test_the_allocator_section_counts_its_fresh_pages_and_answers_its_question(c
     assert "would read as 2.77 x 1.55 = 4.30x one device" in payoff and "above the 2x that 2 devices allow" in payoff
     assert "not above" in data_parallel.trap_payoff_line(fixed, fixed, 1.55, 2, dp_figure="f")
     cell = _lab02_cell("baselines = launch(baseline_worker")
-    assert "data_parallel.blocks_above(one_step, threshold)" in cell and "data_parallel.trap_payoff_line(" in cell
+    assert "data_parallel.blocks_above(one_step, threshold)" in cell and "report.trap_payoff(results," in cell
 
 
 def _lab02_cells():

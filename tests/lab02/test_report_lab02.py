@@ -41,7 +41,7 @@ def test_the_one_device_line_says_why_the_gap_is_smaller_than_the_bookkeeping():
     assert "include the loss and the update, which the plain step runs too" in line
     assert "so the class's own machinery" in line and "0.18 ms, 2% of a step" in line, line
     faster = types.SimpleNamespace(wall_s=0.0125, samples_per_s=64 / 0.0125, spread=0.02)
-    assert "less than the two runs' noise" in " ".join(report.one_device_line(hot1, 0.78, faster, 64).split())
+    assert "did not show: the plain step, timed in other minutes, was the slower" in " ".join(report.one_device_line(hot1, 0.78, faster, 64).split())
 
 
 def test_the_threads_line_reads_one_way_and_answers_at_every_outcome():
@@ -90,7 +90,7 @@ def test_the_sweeps_closing_sentence_is_computed_from_the_verdict_and_the_larges
     verdict = measure.verdict(sweep.timings[8][MANY], sweep.timings[8][ONE], claim=f"{MANY} vs one device, batch 8",
                               expected="DataParallel slower", upper=True)
     said = " ".join(report.sweep_so_what(sweep, verdict, 2).split())
-    assert said.startswith("so: at batch 8 DataParallel over 2 devices was slower than one device, as predicted (")
+    assert said.startswith("so: at batch 8 DataParallel over 2 devices was slower than one device, as predicted: 0.62x")
     assert "at batch 512 it was 1.70x one device" in said and "below the 2x that 2 devices allow" in said, said
 
 
@@ -113,3 +113,76 @@ def test_the_hot_spot_and_the_sweep_figure_say_whether_they_agree():
     hot = {("CNN-3conv", 2): timing(*[sweep.result(64, MANY).wall_s] * 5)}
     line = " ".join(report.twice_line(hot, sweep, 64, 2).split())
     assert "measured twice in different minutes" in line and detectors.TWICE_TOLERANCE > 0
+
+
+def quiet(monkeypatch):
+    """A quiet machine: no refusal from the load (this one may be busy)."""
+    import sys
+    monkeypatch.setattr(sys.modules["lab_utils.labs.lab02.data_parallel.sweep"], "refused", lambda result: None)
+    monkeypatch.setattr(report.data_parallel, "refused", lambda result: None)
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
+    monkeypatch.setattr(measure, "run_conditions", lambda: None)
+
+
+def hot_spot(sweep):
+    """The hot spot's figures at 1, 2 and 4 devices, made up: timings, and bytes and serial phases per row."""
+    timings = {("CNN-3conv", 1): timing(*[0.0120] * 5), ("CNN-3conv", 2): timing(*[sweep.result(64, MANY).wall_s] * 5)}
+    rows = {(name, n): dict(device0_mb=0.9 * (n - 1), alone_ms=0.8 + 0.2 * n, flags=[])
+            for name in ("CNN-3conv", "wide classifier") for n in (1, 2, 4)}
+    return timings, rows
+
+
+def test_on_a_quiet_machine_the_sweep_cell_ends_with_its_answer_and_draws_its_chart(capsys, monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    quiet(monkeypatch)
+    sweep = made_up_sweep({8: 1.6, 64: 1.0, 256: 1 / 1.5, 512: 1 / 1.6})
+    verdict = measure.verdict(sweep.timings[8][MANY], sweep.timings[8][ONE], claim=f"{MANY} vs one device, batch 8",
+                              expected="DataParallel slower", upper=True)
+    hot_timings, hotspot = hot_spot(sweep)
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, hotspot_devices=[1, 2, 4], hotspot_batch=64,
+                        hw=CPU_ONLY)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert any(line.startswith("so: at batch 8 DataParallel over 2 devices was slower") for line in lines), out
+    said = " ".join(out.split())
+    assert "measured twice in different minutes" in said and "include the loss and the update" in said, out
+    assert "the threads' speedup over DataParallel" in said
+    assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
+
+
+def test_the_summary_prints_the_launched_and_the_sweeps_figures_and_the_hot_spots_batch(capsys, monkeypatch):
+    """Findings 1 and 16: the summary said 'agrees' with neither number, and left out batch 64."""
+    quiet(monkeypatch)
+    sweep = made_up_sweep({8: 1.6, 64: 1.0, 256: 1 / 1.5, 512: 1 / 1.6})
+    small = measure.verdict(sweep.timings[8][MANY], sweep.timings[8][ONE], claim=f"{MANY} vs one device, batch 8",
+                            expected="DataParallel slower", upper=True)
+    launched = report.launched_table(launched_timings(), sweep, None, batch=256, rounds=5, steps=2, hw=CPU_ONLY)
+    ddp = measure.decide([0.95, 0.97, 0.96, 0.94, 0.98] * 4, claim="DDP vs DataParallel (gloo)", lab="02",
+                         expected="DDP no slower", no_worse_than=0.15, timed=False, seeded=True)
+    capsys.readouterr()
+    _, hotspot = hot_spot(sweep)
+    report.lab_summary(sweep, None, small, launched, ddp, batch=256, rounds=5, hotspot=hotspot,
+                   hotspot_devices=[1, 2, 4], hotspot_batch=64, models={"CNN-3conv": None, "wide classifier": None},
+                   hw=CPU_ONLY, backend="threads", device="cpu", grad_diff=4e-9, tolerance=1e-5, same=True,
+                   allocator_said=["verdict: glibc at 128 KiB slower: 1.93x"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "batch 64: 1.00x one device" in out, out
+    assert "DataParallel 1.54x one device, the sweep 1.50x: agrees with the sweep" in out, out
+    assert "glibc at 128 KiB slower: 1.93x" in out and out.endswith("many machines.")
+
+
+def test_the_trap_payoff_reads_the_sweeps_figure_else_the_launched_one_else_nothing(capsys, monkeypatch):
+    quiet(monkeypatch)
+    sweep = made_up_sweep({8: 1.6, 256: 1 / 1.5})
+    launched = report.launched_table(launched_timings(), sweep, None, batch=256, rounds=5, steps=2, hw=CPU_ONLY)
+    results = {"trapped": dict(step_s=[0.11] * 6), "fixed": dict(step_s=[0.04] * 6)}
+    capsys.readouterr()
+    kw = dict(trapped="trapped", fixed="fixed", sweep=sweep, launched=launched, batch=256)
+    report.trap_payoff(results, sweep_refused=None, **kw)
+    assert "2.75 x 1.50" in " ".join(capsys.readouterr().out.split())  # the sweep's figure
+    report.trap_payoff(results, sweep_refused="busy", **kw)
+    assert "2.75 x 1.54" in " ".join(capsys.readouterr().out.split())  # the launched one
+    refused = report.Launched(launched.compared, "busy", None)
+    report.trap_payoff(results, sweep_refused="busy", **dict(kw, launched=refused))
+    assert capsys.readouterr().out == ""

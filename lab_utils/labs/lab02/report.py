@@ -39,7 +39,7 @@ def one_device_line(hot1, alone_ms: float, plain, batch: int) -> str:
     share = gap_ms / (plain.wall_s * 1e3)
     so = (f"so the class's own machinery (scatter, replicate, gather, reduce on one device) costs about "
           f"{gap_ms:.2f} ms, {share:.0%} of a step" if gap_ms > 0 else
-          "so the class's own machinery costs less than the two runs' noise: the plain step was the slower here")
+          "so the class's own machinery did not show: the plain step, timed in other minutes, was the slower here")
     text = (f"1 device, CNN-3conv, batch {batch}: {SWEEP_HOT_SPOT_NOTE} {hot1.median * 1e3:.2f} ms per step, the "
             f"sweep's plain step {plain.wall_s * 1e3:.2f} ms ({gap_ms:+.2f} ms). The class's serial phases "
             f"({alone_ms:.2f} ms) include the loss and the update, which the plain step runs too: {so}")
@@ -77,8 +77,8 @@ def sweep_so_what(sweep, verdict, n_devices: int) -> str:
     side = ("slower than one device, as predicted" if verdict.verdict == measure.HOLDS else
             "not slower than one device, against the prediction" if verdict.verdict == measure.REVERSED else
             "not told apart from one device")
-    return measure.short_lines(f"so: at batch {small} DataParallel over {n_devices} devices was {side} "
-                               f"({measure.printed_outcome(verdict)}); at batch {large} it was {gain:.2f}x one device "
+    return measure.short_lines(f"so: at batch {small} DataParallel over {n_devices} devices was {side}: "
+                               f"{measure.printed_outcome(verdict)}; at batch {large} it was {gain:.2f}x one device "
                                f"(range {low:.2f}-{high:.2f}x), {where}")
 
 
@@ -266,7 +266,7 @@ def _with_range(sweep, batch: int, variant: str) -> str:
     return f"{sweep.speedup(batch, variant):.2f}x one device (range {low:.2f}-{high:.2f}x)"
 
 
-def summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_dp, *, batch: int, rounds: int,
+def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_dp, *, batch: int, rounds: int,
             hotspot, hotspot_devices, hotspot_batch: int, models, hw, backend: str, device: str,
             grad_diff: float, tolerance: float, same: bool, allocator_said) -> None:
     """The lab's answers, one line each, every figure the one its own section printed."""
@@ -324,5 +324,20 @@ def summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_dp, 
     print("next: Lab 03 writes DDP's worker in full: sampler, learning rate, traps, and many machines.")
 
 
-__all__ = ["Launched", "agreement_line", "ddp_lines", "ddp_prediction", "launched_table", "one_device_line",
-           "plot_sweep", "summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
+__all__ = ["Launched", "agreement_line", "trap_payoff", "ddp_lines", "ddp_prediction", "launched_table", "one_device_line",
+           "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
+
+
+def trap_payoff(results, *, trapped: str, fixed: str, sweep, sweep_refused, launched: Launched, batch: int) -> None:
+    """The allocator section's answer: DataParallel's speedup (the sweep's at `batch`, else the launched one) against
+    a baseline caught in the trap; nothing where no DataParallel speedup reads as a result."""
+    many = data_parallel.dp_name(sweep.n_devices)
+    if batch in sweep.batch_sizes and sweep_refused is None:
+        dp_x, dp_figure = sweep.speedup(batch, many), f"its speedup from the sweep at batch {batch}"
+    elif launched.unreadable is None:
+        dp_x, dp_figure = launched.compared["DataParallel"]["speedup"], f"its launched speedup at batch {batch}"
+    else:
+        return  # no DataParallel speedup reads as a result here: none to set against the trap
+    print(measure.short_lines(data_parallel.trap_payoff_line(
+        measure.Timing(tuple(results[fixed]["step_s"]), warmup=1),
+        measure.Timing(tuple(results[trapped]["step_s"]), warmup=1), dp_x, sweep.n_devices, dp_figure=dp_figure)))
