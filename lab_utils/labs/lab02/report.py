@@ -292,7 +292,7 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     ddp_c, dp_c = launched.compared["DDP"], launched.compared["DataParallel"]
     head = f"same model, batch {batch}, launched ranks, over {rounds} rounds: "
     if launched.unreadable is not None:  # the launched run's own load, said once
-        print(measure.short_lines(head + data_parallel.refusal_line(launched.unreadable)))
+        print(measure.short_lines(head + (data_parallel.refusal_line(launched.unreadable) or "")))
     else:
         if batch in sweep.batch_sizes and sweep_refused is None:
             said = (f"DataParallel {dp_c['speedup']:.2f}x one device, the sweep {sweep.speedup(batch, many):.2f}x: "
@@ -302,8 +302,9 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
         print(measure.flagged(measure.short_lines(head + said), ddp_c["flags"] + dp_c["flags"]))
     print("    DDP against DataParallel:")
     print(textwrap.indent(str(ddp_vs_dp), "    "))
-    if data_parallel.slower_line(ddp_vs_dp):
-        print(measure.short_lines("    " + data_parallel.slower_line(ddp_vs_dp), indent="        "))
+    slower = data_parallel.slower_line(ddp_vs_dp)
+    if slower:
+        print(measure.short_lines("    " + slower, indent="        "))
     fits = [n for n in hotspot_devices if hw.gpus or n <= hw.cpu_count] or hotspot_devices[:1]
     crowded = [n for n in hotspot_devices if n not in fits]
     for name in models:
