@@ -179,7 +179,7 @@ def reduce_gradients(model, replicas):
     with torch.no_grad():
         for p, *others in zip(model.parameters(), *(r.parameters() for r in replicas)):
             for o in others:
-                p.grad += o.grad
+                p.grad += o.grad.to(p.device)
 
 
 @named("reduce_gradients")

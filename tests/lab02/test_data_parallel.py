@@ -471,12 +471,16 @@ def _lab02_cell(words: str) -> str:
 def test_lab_02s_summary_gives_each_sweep_figure_the_sweeps_own_fate_and_a_refused_row_no_times():
     """Learner s10e findings 1, 3 and 8: the summary refused the sweep's speedups with a later run's load, said the
     refusal five times, and a refused launched row printed the ms/step medians a learner divided himself."""
+    import inspect
+
+    from lab_utils.labs.lab02 import report
     sweep_cell = _lab02_cell("small_batch_verdict = measure.verdict(")
     assert "load=sweep.load" in sweep_cell  # the verdict reads the sweep's own windows, as refused() does
-    summary = _lab02_cell('print("speedups: medians of the paired ratios')
-    assert "measure.as_result(with_range" not in summary  # no second decision under another load
+    summary = inspect.getsource(report.lab_summary)  # the summary cell calls it
+    assert "report.lab_summary(sweep, sweep_refused," in _lab02_cell("report.lab_summary(")
+    assert "measure.as_result(" not in summary  # no second decision under another load
     assert summary.count("data_parallel.refusal_line(sweep_refused)") == 1 and "elif sweep_refused is None:" in summary
-    launched = _lab02_cell("refused_row = unreadable is not None")
+    launched = inspect.getsource(report.launched_table)
     assert 'f"{measure.N_M:>9}{measure.N_M:>11}" if refused_row' in launched
 
 
@@ -554,7 +558,7 @@ def test_whether_dataparallel_wins_at_a_batch_is_read_from_the_sweeps_pairs(monk
     many = data_parallel.dp_name(2)
     line = data_parallel.wins_line(sweep, 8, many)
     low, high = sweep.speedup_range(8, many)
-    expected = ("it wins here" if low > 1 else "one device wins here" if high < 1 else "the range crosses 1")
+    expected = ("it wins here" if low > 1 else "one device wins here" if high < 1 else "the range includes 1")
     assert f"does {many} beat one device at batch 8?" in line and expected in line and f"{low:.2f}-{high:.2f}x" in line
     monkeypatch.setattr(swept, "refused", lambda result: "busy")
     assert "not measurable here" in data_parallel.wins_line(sweep, 8, many)
@@ -602,14 +606,17 @@ def test_the_launched_row_is_checked_against_the_sweep_at_its_own_batch():
     apart = data_parallel.launched_fate(1.74, 2, {256: 1.2}, settings="in the sweep at batch 256", **kw)
     assert apart.status == data_parallel.CONTRADICTS
     assert "against 1.20x in the sweep at batch 256" in apart.flags[0] and "neighbouring" not in apart.flags[0]
-    cell = _lab02_cell("checked = data_parallel.launched_batches(sweep_batches, batch_size)")
-    assert "launched_status = fate.status" in cell
+    import inspect
+
+    from lab_utils.labs.lab02 import report
+    table = inspect.getsource(report.launched_table)  # the launched cell calls it
+    assert "data_parallel.launched_batches(sweep.batch_sizes, batch)" in table and "status = fate.status" in table
     params = _lab02_cell("sweep_batches = [")
     batches = eval(params.split("sweep_batches = ")[1].split("#")[0])
     size = int(params.split("batch_size = ")[1].split()[0])
     assert size in batches  # the launched batch is one of the sweep's
-    summary = _lab02_cell('print("speedups: medians of the paired ratios')
-    assert "launched_status == data_parallel.AGREES" in summary  # one figure: the sweep's, the launched row's status
+    summary = inspect.getsource(report.lab_summary)  # both figures, and the launched row's status
+    assert "the sweep {sweep.speedup(batch, many):.2f}x: " in summary and "{launched.status}" in summary
 
 
 def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
@@ -643,7 +650,7 @@ def test_the_allocator_section_counts_its_fresh_pages_and_answers_its_question(c
     assert "would read as 2.77 x 1.55 = 4.30x one device" in payoff and "above the 2x that 2 devices allow" in payoff
     assert "not above" in data_parallel.trap_payoff_line(fixed, fixed, 1.55, 2, dp_figure="f")
     cell = _lab02_cell("baselines = launch(baseline_worker")
-    assert "data_parallel.blocks_above(one_step, threshold)" in cell and "data_parallel.trap_payoff_line(" in cell
+    assert "data_parallel.blocks_above(one_step, threshold)" in cell and "report.trap_payoff(results," in cell
 
 
 def _lab02_cells():
@@ -729,8 +736,11 @@ def test_few_pairs_say_their_range_is_the_min_max_and_the_hot_spot_cells_read_ri
     from lab_utils.labs.lab02.data_parallel.sweep import min_max_lines
     assert "with 5 pairs the range is simply the lowest to the highest" in min_max_lines(5)[0]
     assert min_max_lines(20) == [] and min_max_lines(1) == []
-    one = _lab02_cell("the hot spot's DataParallel class on one device")
-    assert "ms of bookkeeping" in one and "twice_agree(*one_args)" not in one
+    import inspect
+
+    from lab_utils.labs.lab02 import report
+    one = inspect.getsource(report.one_device_line)  # the sweep's cell calls it through report.sweep_report
+    assert "include the loss and the update" in one and "twice_agree(" not in one
     ring = _lab02_cell('print("ring all-reduce, per rank per step')
     assert "DataParallel's device 0 moves" in ring and "dp0 / ring" in ring
     plot = _lab02_cell("ax2.plot(fits,")

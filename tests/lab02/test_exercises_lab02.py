@@ -89,6 +89,50 @@ def test_reduce_gradients_mistakes_are_named(wrong, named_as):
     assert grade(wrong)[0] == 0.0
 
 
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_never_moved(model, replicas):  # learner s11r2b: right sum, no .to(p.device); passed on a CPU
+    for replica in replicas:
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p.grad += q.grad
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_moved(model, replicas):
+    for replica in replicas:
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p.grad += q.grad.to(p.device)
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_copied_then_moved(model, replicas):  # copy_ crosses devices in torch: no mark may fail it
+    for params in zip(model.parameters(), *(r.parameters() for r in replicas)):
+        params[0].grad.copy_(params[0].grad + sum(q.grad.to(params[0].grad.device) for q in params[1:]))
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_averaged_never_moved(model, replicas):
+    for params in zip(model.parameters(), *(r.parameters() for r in replicas)):
+        params[0].grad = (params[0].grad + sum(q.grad for q in params[1:])) / len(params)
+
+
+def test_reduce_that_never_moves_the_gradients_fails_even_on_a_cpu():
+    result = check(reduce_never_moved)
+    assert not result.passed and "q.grad.to(p.device)" in result.message, result.message
+    assert "device 0 and device 1" in result.message, result.message
+    assert grade(reduce_never_moved)[0] == 0.0
+    assert check(reduce_moved).passed and grade(reduce_moved)[0] == 1.0
+    assert check(reduce_copied_then_moved).passed
+
+
+def test_a_reduce_with_two_mistakes_names_both():
+    message = check(reduce_averaged_never_moved).message
+    assert "you averaged" in message and "q.grad.to(p.device)" in message, message
+
+
 @named("gather")
 def gather_stacked(outputs, device):
     return torch.stack([out.to(device) for out in outputs])

@@ -101,10 +101,11 @@ def _gather_inputs(case):
     return [torch.randn(size, 4, generator=gen) for size in case["sizes"]]
 
 
-def _on_devices(outputs):
-    """The outputs marked as living on devices 0, 1, ... (on a CPU every device is the CPU, so without the marks a
-    gather that forgets `.to(device)` would pass): an op that mixes two marks raises as torch does for two devices,
-    and a move (.to, .cpu, .cuda) gives a plain tensor on the target."""
+def _device_marks(why: str, mixed: list | None = None):
+    """A tensor class whose instances carry a device label (on a CPU every device is the CPU, so without the labels
+    a phase that forgets `.to(device)` would pass): an op that mixes two labels raises as torch does for two devices
+    (copy_ excepted: torch copies across devices), or, given `mixed`, is noted there and runs, its result labelled
+    as its inputs; a move (.to, .cpu, .cuda) gives a plain tensor."""
     import torch
     from torch.utils._pytree import tree_flatten
 
@@ -118,18 +119,30 @@ def _on_devices(outputs):
                 if func in (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda):
                     return func(*args, **kwargs).as_subclass(torch.Tensor)
                 labels = sorted({a.label for a in tree_flatten((args, kwargs))[0] if isinstance(a, OnDevice)})
-                if len(labels) > 1:
+                if len(labels) > 1 and func is not torch.Tensor.copy_ and mixed is not None:
+                    mixed.append(labels)
+                elif len(labels) > 1 and func is not torch.Tensor.copy_:
                     raise RuntimeError("Expected all tensors to be on the same device, but found at least two "
-                                       f"devices, {labels[0]} and {labels[1]} (each output is still on the device "
-                                       "that computed it)")
-                return func(*args, **kwargs)
+                                       f"devices, {labels[0]} and {labels[1]} ({why})")
+                out = func(*args, **kwargs)
+            if mixed is not None and labels and type(out) is torch.Tensor:  # a result stays on its inputs' device
+                out = _mark(out, cls, int(labels[0].split()[-1]))
+            return out
 
-    marked = []
-    for index, out in enumerate(outputs):
-        tensor = out.as_subclass(OnDevice)
-        tensor.label = f"device {index}"
-        marked.append(tensor)
+    return OnDevice
+
+
+def _mark(tensor, cls, index: int):
+    """`tensor` as an instance of `cls` labelled device `index`."""
+    marked = tensor.as_subclass(cls)
+    marked.label = f"device {index}"
     return marked
+
+
+def _on_devices(outputs):
+    """The outputs marked as living on devices 0, 1, ... (see _device_marks)."""
+    cls = _device_marks("each output is still on the device that computed it")
+    return [_mark(out, cls, index) for index, out in enumerate(outputs)]
 
 
 def _shape_of(value) -> list[int]:
@@ -236,6 +249,17 @@ def _reduce_problem(case):
     return model, replicas
 
 
+def _grads_on_devices(model, replicas) -> list:
+    """The model's gradients marked as device 0's, replica i's as device i + 1's (see _device_marks), and the list
+    where each op that mixes two devices is noted: on a CPU a reduce that forgets the move to device 0 would pass."""
+    mixed: list = []
+    cls = _device_marks("", mixed)
+    for index, m in enumerate((model, *replicas)):
+        for p in m.parameters():
+            p.grad = _mark(p.grad, cls, index)
+    return mixed
+
+
 def _flat_grads(model):
     from ... import tensors
 
@@ -251,8 +275,10 @@ def _flat_weights(model):
 def _reduce_run(reduce_gradients, case):
     """The model's gradients after reduce_gradients, and its weights (which summing gradients must leave alone)."""
     model, replicas = _reduce_problem(case)
+    mixed = _grads_on_devices(model, replicas)
     reduce_gradients(model, replicas)
-    return {"gradients": _flat_grads(model), "weights": _flat_weights(model)}
+    return {"gradients": _flat_grads(model), "weights": _flat_weights(model),
+            "unmoved": " and ".join(mixed[0]) if mixed else ""}
 
 
 def _reduce_expected(case):
@@ -270,7 +296,16 @@ def _divided_as_added(own, others, k):
 
 
 def _reduce_judge(got, expected, case):
-    if close(got, expected, 1e-5):
+    score, said = _reduce_value_judge(got, expected, case)
+    if not got["unmoved"]:
+        return score, said
+    moved = (f"an operation mixed {got['unmoved']}: each replica's gradient lives on its own device; move it to "
+             "the model's (q.grad.to(p.device)) before adding (on GPUs torch raises here)")
+    return 0.0, moved if score else f"{said}; and {moved}"
+
+
+def _reduce_value_judge(got, expected, case):
+    if close(got["gradients"], expected["gradients"], 1e-5) and close(got["weights"], expected["weights"], 1e-5):
         return 1.0, "replicas' gradients summed into device 0's model"
     model, replicas = _reduce_problem(case)
     own, others = _flat_grads(model), [_flat_grads(r) for r in replicas]
@@ -309,7 +344,9 @@ def _reduce_judge(got, expected, case):
 
 
 REDUCE = Exercise("02", "reduce_gradients", _reduce_cases, _reduce_run, _reduce_expected, _reduce_judge,
-                  "add (not average) every replica's gradient into the model's", setup="import torch")
+                  "add (not average) every replica's gradient into the model's, each moved to the model's device first "
+                  "(on a CPU the check marks each gradient with its replica's device, so a missing move fails here as "
+                  "it would on GPUs)", setup="import torch")
 
 register(SCATTER, GATHER, REDUCE)
 

@@ -165,7 +165,7 @@ def wins_line(result: Sweep, batch: int, variant: str) -> str:
     low, high = result.speedup_range(batch, variant)
     said = ("it wins here (the whole range above 1)" if low > 1 else
             "one device wins here (the whole range below 1)" if high < 1 else
-            "the range crosses 1: neither wins by more than these rounds scatter")
+            "the range includes 1: neither wins by more than these rounds scatter")
     return (f"  does {variant} beat one device at batch {batch}? The sweep's paired rounds decide (the hot spot has "
             f"no plain one-device step): {result.speedup(batch, variant):.2f}x (range {low:.2f}-{high:.2f}x): {said}")
 
@@ -225,7 +225,7 @@ def print_sweep(result: Sweep, decided=None) -> None:
             print(f"{batch:>6}  {r.variant:<26}{r.wall_s * 1e3:9.2f}{r.spread:8.0%}{figure}"
                   f"{detectors.marked(r.flags)}")
             for note in detectors.notes(r.flags):
-                print(f"{'':>8}note: {note}")
+                print(measure.short_lines(f"{'':>8}note: {note}", indent=" " * 12))  # 100 columns, as the rest
     print(measure.short_lines(f"speedup: the median of the {result.repeats} paired ratios, one device's step over the "
                               f"candidate's in the same round: the comparison's one figure; range: where it lies with "
                               f"{measure.CONFIDENCE:.0%} confidence (how far it moves from round to round)"))

@@ -1,0 +1,344 @@
+"""Lab 02's report cells: what the sweep, the launched table and the summary print, moved out of the notebook so that
+its code cells show DataParallel and one call each. Every sentence here is computed from the figures passed in."""
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from ... import detectors, measure
+from . import data_parallel
+
+SWEEP_HOT_SPOT_NOTE = "the hot spot's DataParallel class on one device"
+
+
+# ---- the sweep: DataParallel against one device, by batch size ----------------------------------------------------
+
+def twice_line(hot_timings, sweep, batch: int, n_devices: int) -> str:
+    """DataParallel at `batch`, timed by the hot spot and by the sweep: both figures and whether they agree."""
+    many = data_parallel.dp_name(n_devices)
+    hot, swept = hot_timings[("CNN-3conv", n_devices)], sweep.result(batch, many)
+    args = (batch / hot.median, hot.spread, swept.samples_per_s, swept.spread)
+    flags = detectors.measured_twice(*args, what=f"{many}, CNN-3conv, batch {batch}", first_name="the hot spot",
+                                     second_name="the sweep",
+                                     notes=[c for c in [measure.measured_cause(n_devices, "devices")] if c])
+    agree = detectors.twice_agree(*args)
+    text = (f"{many}, CNN-3conv, batch {batch}, measured twice in different minutes: the hot spot "
+            f"{args[0]:,.0f} samples/s (spread {args[1]:.0%}), the sweep {args[2]:,.0f} (spread {args[3]:.0%})"
+            + (f": {agree}" if agree else ""))
+    return measure.flagged(measure.short_lines(text), flags)
+
+
+def one_device_line(hot1, alone_ms: float, plain, batch: int) -> str:
+    """The two "1 device" figures (the DataParallel class on one device, the sweep's plain step) and what their gap
+    says: the class's serial phases include the loss and the update, which the plain step runs too."""
+    flags = detectors.measured_twice(batch / hot1.median, hot1.spread, plain.samples_per_s, plain.spread,
+                                     what=f"1 device, CNN-3conv, batch {batch}", first_name="the hot spot",
+                                     second_name="the sweep",
+                                     notes=[c for c in [measure.measured_cause(1, "devices")] if c])
+    gap_ms = (hot1.median - plain.wall_s) * 1e3
+    share = gap_ms / (plain.wall_s * 1e3)
+    so = (f"so the class's own machinery (scatter, replicate, gather, reduce on one device) costs about "
+          f"{gap_ms:.2f} ms, {share:.0%} of a step" if gap_ms > 0 else
+          "so the class's own machinery did not show: the plain step, timed in other minutes, was the slower here")
+    text = (f"1 device, CNN-3conv, batch {batch}: {SWEEP_HOT_SPOT_NOTE} {hot1.median * 1e3:.2f} ms per step, the "
+            f"sweep's plain step {plain.wall_s * 1e3:.2f} ms ({gap_ms:+.2f} ms). The class's serial phases "
+            f"({alone_ms:.2f} ms) include the loss and the update, which the plain step runs too: {so}")
+    return measure.flagged(measure.short_lines(text), flags)
+
+
+def threads_line(sweep, n_devices: int) -> str:
+    """The CPU user's question, from the sweep's pairs: one device on n threads, or DataParallel's n replicas?"""
+    many, threaded = data_parallel.dp_name(n_devices), data_parallel.threaded_name(n_devices)
+    batches = sweep.batch_sizes
+    ranges = {b: measure.ratio_range(measure.paired_ratios(sweep.timings[b][threaded], sweep.timings[b][many]))
+              for b in batches}  # the threads' speedup over DataParallel: DataParallel's time over the threads'
+    ahead = [b for b, (low, _, _) in ranges.items() if low > 1]
+    behind = [b for b, (_, high, _) in ranges.items() if high < 1]
+    answer = ("the threads win at every batch size: on a CPU, give one process the cores as intra-op threads "
+              "rather than split the batch over DataParallel's replicas" if len(ahead) == len(batches) else
+              f"the threads win at batch {', '.join(map(str, ahead))} (whole range above 1)"
+              + (f", DataParallel at batch {', '.join(map(str, behind))}" if behind else "")
+              + "; at the others the range reaches 1 and neither wins" if ahead else
+              "at no batch size do the threads win over the whole range")
+    lesson = (f"one device using {n_devices} threads against {many}, in the same rounds: the threads' speedup over "
+              "DataParallel (DataParallel's time over the threads'; above 1: the threads faster): "
+              + ", ".join(f"batch {b} {lo:.2f}-{hi:.2f}x" for b, (lo, hi, _) in ranges.items()) + ": " + answer)
+    return measure.short_lines(measure.as_result(lesson, workers=n_devices, what="threads"))
+
+
+def sweep_so_what(sweep, verdict, n_devices: int) -> str:
+    """The sweep's answer in one sentence: DataParallel at the smallest batch (the verdict) and at the largest."""
+    many, batches = data_parallel.dp_name(n_devices), sweep.batch_sizes
+    small, large = batches[0], batches[-1]
+    low, high = sweep.speedup_range(large, many)
+    gain = sweep.speedup(large, many)
+    where = (f"below the {n_devices}x that {n_devices} devices allow" if high < n_devices else
+             f"not below the {n_devices}x that {n_devices} devices allow")
+    side = ("slower than one device, as predicted" if verdict.verdict == measure.HOLDS else
+            "not slower than one device, against the prediction" if verdict.verdict == measure.REVERSED else
+            "not told apart from one device")
+    return measure.short_lines(f"so: at batch {small} DataParallel over {n_devices} devices was {side}: "
+                               f"{measure.printed_outcome(verdict)}; at batch {large} it was {gain:.2f}x one device "
+                               f"(range {low:.2f}-{high:.2f}x), {where}")
+
+
+def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotspot_batch: int, hw) -> None:
+    """The sweep's cell: its table, the verdict at the smallest batch, the figures measured twice, the threads'
+    answer on a CPU, one closing sentence, and the chart of the speedups with their ranges."""
+    n_devices = sweep.n_devices
+    many, small = data_parallel.dp_name(n_devices), sweep.batch_sizes[0]
+    refused = data_parallel.refused(sweep)
+    data_parallel.print_sweep(sweep, decided=(small, many))  # the verdict's comparison: the same figure, the same side
+    print(verdict)
+    if n_devices in hotspot_devices and hotspot_batch in sweep.batch_sizes:  # one quantity measured twice
+        print(twice_line(hot_timings, sweep, hotspot_batch, n_devices))
+        print(measure.short_lines(data_parallel.wins_line(sweep, hotspot_batch, many)))
+    if 1 in hotspot_devices and hotspot_batch in sweep.batch_sizes:  # the two "1 device" figures: near, not one
+        print(one_device_line(hot_timings[("CNN-3conv", 1)], hotspot[("CNN-3conv", 1)]["alone_ms"],
+                              sweep.result(hotspot_batch, data_parallel.ONE_DEVICE), hotspot_batch))
+    if not hw.gpus:  # the CPU user's question: threads inside one device's operators, or DataParallel's replicas?
+        print(threads_line(sweep, n_devices))
+    if refused is not None:  # the table's refusal: no speedup to draw, so no chart (an empty axis reads as data)
+        print(f"no chart: the speedups above are {measure.NOT_MEASURABLE} (the line under the table says why)")
+        return
+    print(sweep_so_what(sweep, verdict, n_devices))
+    plot_sweep(sweep)
+
+
+def plot_sweep(sweep) -> None:
+    """Each candidate's speedup over one device against the batch size, bars: its range."""
+    import matplotlib.pyplot as plt
+
+    batches = sweep.batch_sizes
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for variant in dict.fromkeys(r.variant for r in sweep.results if r.variant != data_parallel.ONE_DEVICE):
+        speedups = [sweep.speedup(b, variant) for b in batches]
+        ranges = [sweep.speedup_range(b, variant) for b in batches]
+        ax.errorbar(batches, speedups, yerr=[[s - lo for s, (lo, _) in zip(speedups, ranges)],
+                                             [hi - s for s, (_, hi) in zip(speedups, ranges)]],
+                    fmt="o-", capsize=3, label=f"{variant} vs 1 device")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set(xlabel="batch size", ylabel="speedup (measured)", title="speedup over one device, bars: its range")
+    ax.legend(fontsize=8)
+    plt.show()
+
+
+# ---- the launched table: 1 device, DataParallel and DDP in one launch ------------------------------------------------
+
+@dataclass
+class Launched:
+    """What the launched table decided: each row's timing, speedup and flags (`compared`), the run's refusal
+    (`unreadable`, None where its figures read) and the status of DataParallel's speedup against the sweep's."""
+
+    compared: dict
+    unreadable: str | None
+    status: str | None
+
+
+def agreement_line(speedup: float, sweep, batch: int, status: str | None) -> str | None:
+    """The launched DataParallel speedup beside the sweep's at the same batch, and the check cell 32 promises."""
+    n_devices = sweep.n_devices
+    many = data_parallel.dp_name(n_devices)
+    if batch not in sweep.batch_sizes or status is None:
+        return None
+    swept, (low, high) = sweep.speedup(batch, many), sweep.speedup_range(batch, many)
+    apart = abs(speedup / swept - 1)
+    said = (f"within the {detectors.TWICE_TOLERANCE:.0%} by which two runs may differ: they agree, and the lab's "
+            "figure for this comparison is the sweep's" if status == data_parallel.AGREES else
+            f"beyond the {detectors.TWICE_TOLERANCE:.0%} by which two runs may differ: they contradict each other")
+    return measure.short_lines(f"DataParallel vs one device, batch {batch}: launched {speedup:.2f}x, the sweep "
+                               f"{swept:.2f}x (range {low:.2f}-{high:.2f}x): {apart:.0%} apart, {said}")
+
+
+def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: int, steps: int, hw) -> Launched:
+    """The launched table (ms/step, samples/s, spread, speedup over one device), its flags, its noise, and the
+    DataParallel row checked against the sweep at the same batch."""
+    n_devices = sweep.n_devices
+    many = data_parallel.dp_name(n_devices)
+    base = step_timings["1 device"]
+    devices_of = {"1 device": 1, "DataParallel": n_devices, "DDP": n_devices}
+    compared, order_note, status = {}, None, None
+    unreadable = measure.unreadable(workers=n_devices, what="devices")  # then a speedup is the load's, not a result
+    run_load = measure.run_conditions()  # the measured load: can it explain a contradiction below?
+    print(f"batch {batch}, median of {rounds} interleaved rounds of {steps} steps")
+    print(f"{'candidate':<14}{'ms/step':>9}{'samples/s':>11}{'spread':>8}{'speedup':>9}")
+    for name, timing in step_timings.items():
+        speedup = measure.paired_median(timing, base)  # round i beside round i of one device: a verdict's figure
+        flags = measure.plausibility(oversubscribed=not hw.gpus and devices_of[name] > hw.cpu_count)
+        cause = measure.measured_cause(devices_of[name], "devices")
+        if name == "DDP" and unreadable is None:  # a refused speedup: no flag reads it
+            flags += detectors.above_device_count(speedup, n_devices, cause)  # above n_devices x one device: [!]
+        if name == "DataParallel" and unreadable is None:  # the sweep timed it at this batch or its neighbours
+            checked = data_parallel.launched_batches(sweep.batch_sizes, batch)
+            fate = data_parallel.launched_fate(
+                speedup, n_devices, {b: sweep.speedup(b, many) for b in checked},
+                where=f"one device at batch {batch} (launched)", cause=cause,
+                busy_cores=None if run_load is None else (run_load.others + run_load.steal, run_load.cores),
+                lab_figure="the sweep's (this launched row serves the DDP comparison)",
+                settings=(f"in the sweep at batch {batch}" if checked == [batch]
+                          else "at the neighbouring batches of the sweep"))
+            status = fate.status
+            flags += fate.flags if sweep_refused is None else detectors.above_device_count(speedup, n_devices, cause)
+            order_note = _order_note(speedup, sweep, batch, checked, fate.status)
+        compared[name] = dict(timing=timing, speedup=speedup, flags=flags)
+        # DDP's one comparison here is with DataParallel (the verdict below, their own paired rounds)
+        shown = (f"{'verdict':>9}" if name == "DDP" else
+                 f"{speedup:8.2f}x" if unreadable is None or devices_of[name] == 1 else f"{measure.N_M:>9}")
+        refused_row = unreadable is not None and devices_of[name] > 1  # the refusal allows no figure to divide
+        times = (f"{measure.N_M:>9}{measure.N_M:>11}" if refused_row else
+                 f"{timing.median * 1e3:9.2f}{batch / timing.median:11.0f}")
+        print(measure.table_row(f"{name:<14}{times}{timing.spread:8.0%}{shown}", flags))
+    for line in measure.table_lines([c["flags"] for c in compared.values()], list(compared)):
+        print(line)
+    print(measure.short_lines("DDP vs DataParallel: the verdict below is this comparison's one figure, "
+                              "the median of the paired ratios (lab 00) of their own rounds; the ms/step and "
+                              "samples/s medians above come from each row's own rounds: they do not rank the rows, "
+                              "and may point the other way"))
+    print("speedup: the median of the paired ratios, one device's time over the candidate's in the same round")
+    if unreadable is not None:  # one figure per comparison: the measured ratios only as what these conditions gave
+        print(measure.short_lines(f"{measure.N_M} (the speedup over one device): " + measure.as_result(
+            f"DataParallel {compared['DataParallel']['speedup']:.2f}x", workers=n_devices, what="devices")))
+    elif sweep_refused is None:
+        said = agreement_line(compared["DataParallel"]["speedup"], sweep, batch, status)
+        if said:
+            print(said)
+    print(measure.short_lines(detectors.noise_line(t.spread for t in step_timings.values())
+                              or "noise: every median above came from repeats within 25 %"))
+    if order_note is not None and unreadable is None:
+        print(order_note)
+    return Launched(compared, unreadable, status)
+
+
+def _order_note(speedup: float, sweep, batch: int, checked, status: str) -> str | None:
+    """Where the launched speedup, checked against the sweep's neighbours, lies above the next larger batch's."""
+    many = data_parallel.dp_name(sweep.n_devices)
+    larger = [b for b in sweep.batch_sizes if b > batch][:1]
+    if not (larger and checked != [batch] and status == data_parallel.AGREES
+            and speedup > sweep.speedup(larger[0], many)):
+        return None
+    return (f"order: DataParallel {speedup:.2f}x one device at batch {batch} (launched) lies above the sweep's "
+            f"{sweep.speedup(larger[0], many):.2f}x at batch {larger[0]}, though a larger batch amortises "
+            "DataParallel's fixed costs more; the two are different runs (launched ranks, minutes later) within the "
+            f"{detectors.TWICE_TOLERANCE:.0%} by which two such runs may differ: this order is noise, not a result")
+
+
+def ddp_prediction(ranks, step_timings) -> dict:
+    """What theory predicts for DDP against DataParallel on this backend: a win over NCCL, a bound over gloo (the
+    all-reduce's share of a DataParallel step, printed)."""
+    if ranks[0]["backend"] == "nccl":  # one GPU per rank: theory predicts a win
+        return dict(claim="DDP vs DataParallel (NCCL)", expected="DDP faster (no weight copies, no GIL, no device 0)")
+    share = max(r["allreduce_ms"] for r in ranks) / 1e3 / step_timings["DataParallel"].median
+    print(f"DDP's gloo all-reduce: {share:.0%} of a DataParallel step (the larger of the ranks' medians)")
+    loose = data_parallel.loose_bound_line([r["allreduce_ms"] for r in ranks])  # None: the ranks' times are close
+    if loose:
+        print(measure.short_lines(loose))
+    return dict(claim="DDP vs DataParallel (gloo)", no_worse_than=share,
+                expected="DDP no slower than DataParallel by more than its all-reduce")
+
+
+def ddp_lines(verdict, ranks) -> None:
+    """Under the DDP verdict: who was slower, the bound spelled out, device 0's lone time, the all-reduce by rank,
+    and the section's answer in one sentence."""
+    slower = data_parallel.slower_line(verdict)
+    if slower:  # decided or not, a range wholly below 1 says who was slower
+        print(measure.short_lines(slower))
+    if verdict.holds_from is not None and verdict.holds_from < 1 and verdict.verdict != measure.CANNOT_SEE:
+        allowed = 1 / verdict.holds_from  # DDP's step may take up to this many times DataParallel's
+        print(measure.short_lines(f"  'no worse by more than {allowed - 1:.0%}': DDP's step at most {allowed:.2f}x "
+                                  f"DataParallel's, so DDP's speed over DataParallel's above 1/{allowed:.2f} = "
+                                  f"{verdict.holds_from:.2f}"))
+    print(f"DataParallel: device 0 worked alone {ranks[0]['device0_alone_ms']:.2f} ms per step (median)")
+    print(measure.short_lines("DDP: gradient all-reduce per step, median, by rank: "
+                              + ", ".join(f"rank {r} {v['allreduce_ms']:.2f} ms" for r, v in enumerate(ranks))
+                              + " (waiting for the slower rank included)"))
+    if verdict.verdict != measure.CANNOT_SEE:
+        print(measure.short_lines(f"so: DDP ran at {verdict.ratio:.2f}x DataParallel's speed on the same model and "
+                                  f"batch; theory's prediction {verdict.verdict}"))
+
+
+# ---- the summary -----------------------------------------------------------------------------------------------------
+
+def _with_range(sweep, batch: int, variant: str) -> str:
+    """A sweep speedup with its range, as the table prints it."""
+    low, high = sweep.speedup_range(batch, variant)
+    return f"{sweep.speedup(batch, variant):.2f}x one device (range {low:.2f}-{high:.2f}x)"
+
+
+def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_dp, *, batch: int, rounds: int,
+            hotspot, hotspot_devices, hotspot_batch: int, models, hw, backend: str, device: str,
+            grad_diff: float, tolerance: float, same: bool, allocator_said) -> None:
+    """The lab's answers, one line each, every figure the one its own section printed."""
+    n_devices = sweep.n_devices
+    many, small = data_parallel.dp_name(n_devices), sweep.batch_sizes[0]
+    print("speedups: medians of the paired ratios against one device, in the same rounds")
+    if sweep_refused is not None:  # the load once, for every sweep speedup (DataParallel and threads)
+        print(measure.short_lines(f"sweep speedups over one device (DataParallel and {n_devices} threads, every "
+                                  f"batch): {data_parallel.refusal_line(sweep_refused)}"))
+    shown = (small, hotspot_batch, batch, sweep.batch_sizes[-1])
+    for b in sorted(dict.fromkeys(b for b in shown if b in sweep.batch_sizes)):
+        r = sweep.result(b, many)
+        if b == small:  # decided by a verdict: its one figure is the verdict's
+            print(measure.short_lines(f"DataParallel over {n_devices} devices vs one device, batch {b} (its verdict, "
+                                      f"below 1: one device faster): {measure.printed_outcome(small_verdict)}"))
+        elif sweep_refused is None:
+            print(measure.flagged(f"DataParallel over {n_devices} devices ({backend}, {device}), batch {b}: "
+                                  + _with_range(sweep, b, many), r.flags))
+        if not hw.gpus and sweep_refused is None:
+            t = sweep.result(b, data_parallel.threaded_name(n_devices))
+            print(measure.flagged(f"    one device using {n_devices} threads, batch {b}: "
+                                  + _with_range(sweep, b, t.variant), t.flags))
+    ddp_c, dp_c = launched.compared["DDP"], launched.compared["DataParallel"]
+    head = f"same model, batch {batch}, launched ranks, over {rounds} rounds: "
+    if launched.unreadable is not None:  # the launched run's own load, said once
+        print(measure.short_lines(head + (data_parallel.refusal_line(launched.unreadable) or "")))
+    else:
+        if batch in sweep.batch_sizes and sweep_refused is None:
+            said = (f"DataParallel {dp_c['speedup']:.2f}x one device, the sweep {sweep.speedup(batch, many):.2f}x: "
+                    f"{launched.status}")
+        else:
+            said = f"DataParallel {dp_c['speedup']:.2f}x one device"
+        print(measure.flagged(measure.short_lines(head + said), ddp_c["flags"] + dp_c["flags"]))
+    print("    DDP against DataParallel:")
+    print(textwrap.indent(str(ddp_vs_dp), "    "))
+    slower = data_parallel.slower_line(ddp_vs_dp)
+    if slower:
+        print(measure.short_lines("    " + slower, indent="        "))
+    fits = [n for n in hotspot_devices if hw.gpus or n <= hw.cpu_count] or hotspot_devices[:1]
+    crowded = [n for n in hotspot_devices if n not in fits]
+    for name in models:
+        first, last = hotspot[(name, hotspot_devices[0])], hotspot[(name, hotspot_devices[-1])]
+        timed = hotspot[(name, fits[-1])]  # the serial phases only up to the largest device count that fits
+        print(measure.flagged(measure.short_lines(
+            f"device 0, {name}: {first['device0_mb']:.2f} -> {last['device0_mb']:.2f} MB per step (counted) from "
+            f"{hotspot_devices[0]} to {hotspot_devices[-1]} device(s); serial phases "
+            + (f"{first['alone_ms']:.2f} -> {timed['alone_ms']:.2f} ms per step from {hotspot_devices[0]} to "
+               f"{fits[-1]} device(s) (medians)" if fits[-1] > hotspot_devices[0] else
+               "not compared: only one device count fits the cores")
+            + (f"; {', '.join(map(str, crowded))} device(s) oversubscribed: bytes only" if crowded else "")),
+            first["flags"] + timed["flags"]))
+    print(measure.short_lines(f"DataParallel vs one device: max |gradient difference| {grad_diff:.1e} "
+                              f"(tolerance {tolerance}); weights after the launched run equal: {same}"))
+    print(measure.short_lines("the allocator trap (one device's step, glibc's thresholds held low vs fixed): "
+                              + allocator_said[-1].removeprefix("verdict: ")))
+    print("next: Lab 03 writes DDP's worker in full: sampler, learning rate, traps, and many machines.")
+
+
+__all__ = ["Launched", "agreement_line", "trap_payoff", "ddp_lines", "ddp_prediction", "launched_table", "one_device_line",
+           "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
+
+
+def trap_payoff(results, *, trapped: str, fixed: str, sweep, sweep_refused, launched: Launched, batch: int) -> None:
+    """The allocator section's answer: DataParallel's speedup (the sweep's at `batch`, else the launched one) against
+    a baseline caught in the trap; nothing where no DataParallel speedup reads as a result."""
+    many = data_parallel.dp_name(sweep.n_devices)
+    if batch in sweep.batch_sizes and sweep_refused is None:
+        dp_x, dp_figure = sweep.speedup(batch, many), f"its speedup from the sweep at batch {batch}"
+    elif launched.unreadable is None:
+        dp_x, dp_figure = launched.compared["DataParallel"]["speedup"], f"its launched speedup at batch {batch}"
+    else:
+        return  # no DataParallel speedup reads as a result here: none to set against the trap
+    print(measure.short_lines(data_parallel.trap_payoff_line(
+        measure.Timing(tuple(results[fixed]["step_s"]), warmup=1),
+        measure.Timing(tuple(results[trapped]["step_s"]), warmup=1), dp_x, sweep.n_devices, dp_figure=dp_figure)))

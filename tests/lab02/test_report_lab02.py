@@ -1,0 +1,188 @@
+"""Lab 02's report cells (lab_utils.labs.lab02.report), on made-up figures: each prints one figure per comparison,
+ends its measurement with a computed sentence, and refuses what a busy machine rules out."""
+import types
+
+import pytest
+
+from lab_utils import detectors, hardware, measure
+from lab_utils.labs.lab02 import data_parallel, report
+
+CPU_ONLY = hardware.HardwareReport("laptop", 2, (), "3.11", "2.13.0", "2.21.0")
+ONE, MANY, THREADS = data_parallel.ONE_DEVICE, data_parallel.dp_name(2), data_parallel.threaded_name(2)
+
+
+def timing(*s):
+    """A Timing of these seconds, no warm-up."""
+    return measure.Timing(tuple(s), warmup=0)
+
+
+def made_up_sweep(dp_over_one: dict, threads_over_one: float = 0.5):
+    """A 2-device sweep whose DataParallel takes dp_over_one[batch] x one device's time in every one of 5 rounds
+    (round-to-round jitter on one device's side only, so each paired ratio is close to, not exactly, that)."""
+    timings, results = {}, []
+    for batch, factor in dp_over_one.items():
+        one_t = timing(*(0.010 * batch / 8 * j for j in (1.0, 1.02, 0.98, 1.01, 0.99)))
+        dp_t = timing(*(0.010 * batch / 8 * factor for _ in range(5)))
+        threads_t = timing(*(0.010 * batch / 8 * threads_over_one for _ in range(5)))
+        timings[batch] = {ONE: one_t, THREADS: threads_t, MANY: dp_t}
+        results += [data_parallel._sweep_result(n, s, w, 1, batch, t, one_t, "cpu", CPU_ONLY)
+                    for n, s, w, t in ((ONE, "single", 1, one_t), (THREADS, "single", 1, threads_t),
+                                       (MANY, "dp", 2, dp_t))]
+    plan = types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"])
+    return data_parallel.Sweep(plan, 5, tuple(results), {}, timings)
+
+
+def test_the_one_device_line_says_why_the_gap_is_smaller_than_the_bookkeeping():
+    """Learner s11r2b finding 2: '+0.19 ms apart ... against the 0.78 ms of bookkeeping' drew no conclusion."""
+    hot1 = timing(0.01205, 0.01210, 0.01200)
+    plain = types.SimpleNamespace(wall_s=0.01187, samples_per_s=64 / 0.01187, spread=0.02)
+    line = " ".join(report.one_device_line(hot1, 0.78, plain, 64).split())
+    assert "12.05 ms per step" in line and "11.87 ms (+0.18 ms)" in line, line
+    assert "include the loss and the update, which the plain step runs too" in line
+    assert "so the class's own machinery" in line and "0.18 ms, 2% of a step" in line, line
+    faster = types.SimpleNamespace(wall_s=0.0125, samples_per_s=64 / 0.0125, spread=0.02)
+    assert "did not show: the plain step, timed in other minutes, was the slower" in " ".join(report.one_device_line(hot1, 0.78, faster, 64).split())
+
+
+def test_the_threads_line_reads_one_way_and_answers_at_every_outcome():
+    """Finding 7: the line's ratio is named as the threads' speedup over DataParallel, and the answer always prints."""
+    ahead = " ".join(report.threads_line(made_up_sweep({8: 1.5, 64: 1.0}, threads_over_one=0.5), 2).split())
+    assert "the threads' speedup over DataParallel" in ahead and "the threads win at every batch size" in ahead, ahead
+    mixed = " ".join(report.threads_line(made_up_sweep({8: 1.5, 64: 0.25}, threads_over_one=0.5), 2).split())
+    assert "the threads win at batch 8 (whole range above 1), DataParallel at batch 64" in mixed, mixed
+
+
+def test_the_launched_speedup_prints_beside_the_sweeps_with_the_agreement_check():
+    """Finding 1: 1.72x launched, 1.53x in the sweep, and no line said whether they agree."""
+    sweep = made_up_sweep({8: 1.5, 256: 1 / 1.53})
+    agree = " ".join(report.agreement_line(1.72, sweep, 256, data_parallel.AGREES).split())
+    assert agree.startswith("DataParallel vs one device, batch 256: launched 1.72x, the sweep 1.53x"), agree
+    assert "12% apart, within the 25%" in agree and "they agree" in agree and "the sweep's" in agree
+    apart = " ".join(report.agreement_line(2.5, sweep, 256, data_parallel.CONTRADICTS).split())
+    assert "63% apart, beyond the 25%" in apart and "contradict each other" in apart, apart
+    assert report.agreement_line(1.72, sweep, 128, data_parallel.AGREES) is None  # not timed by the sweep
+
+
+def launched_timings():
+    """1 device 20 ms, DataParallel 13 ms (1.54x), DDP 14 ms, five rounds each."""
+    return {"1 device": timing(*[0.020] * 5), "DataParallel": timing(*[0.013] * 5), "DDP": timing(*[0.014] * 5)}
+
+
+def test_the_launched_table_prints_times_and_one_check_and_refuses_under_load(capsys, monkeypatch):
+    sweep = made_up_sweep({8: 1.5, 256: 1 / 1.5})
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
+    monkeypatch.setattr(measure, "run_conditions", lambda: None)
+    got = report.launched_table(launched_timings(), sweep, None, batch=256, rounds=5, steps=2, hw=CPU_ONLY)
+    out = capsys.readouterr().out
+    assert got.status == data_parallel.AGREES and got.unreadable is None
+    assert "DataParallel vs one device, batch 256: launched 1.54x, the sweep 1.50x" in out, out
+    assert "verdict" in next(line for line in out.splitlines() if line.startswith("DDP"))  # no second DDP figure
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: "other programs used 1.7 of 2 cores")
+    busy = report.launched_table(launched_timings(), sweep, None, batch=256, rounds=5, steps=2, hw=CPU_ONLY)
+    out = capsys.readouterr().out
+    assert busy.unreadable and busy.status is None and "launched 1.54x" not in out, out
+    dp_row = next(line for line in out.splitlines() if line.startswith("DataParallel "))
+    assert measure.N_M in dp_row and "13.00" not in dp_row, dp_row
+
+
+def test_the_sweeps_closing_sentence_is_computed_from_the_verdict_and_the_largest_batch():
+    sweep = made_up_sweep({8: 1.6, 512: 1 / 1.7})
+    verdict = measure.verdict(sweep.timings[8][MANY], sweep.timings[8][ONE], claim=f"{MANY} vs one device, batch 8",
+                              expected="DataParallel slower", upper=True)
+    said = " ".join(report.sweep_so_what(sweep, verdict, 2).split())
+    assert said.startswith("so: at batch 8 DataParallel over 2 devices was slower than one device, as predicted: 0.62x")
+    assert "at batch 512 it was 1.70x one device" in said and "below the 2x that 2 devices allow" in said, said
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_the_ddp_lines_end_with_the_sections_answer(capsys, held):
+    ratios = [0.90, 0.92, 0.91, 0.93, 0.89] * 4 if held else [0.5, 0.52, 0.51, 0.49, 0.5] * 4
+    v = measure.decide(ratios, claim="DDP vs DataParallel (gloo)", expected="DDP no slower", lab="02",
+                       no_worse_than=0.15, timed=False, seeded=True)
+    ranks = [dict(device0_alone_ms=1.2, allreduce_ms=2.0), dict(device0_alone_ms=0.0, allreduce_ms=1.9)]
+    report.ddp_lines(v, ranks)
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"so: DDP ran at {v.ratio:.2f}x DataParallel's speed on the same model and batch; theory's prediction " \
+           f"{v.verdict}" in out, out
+    if not held:  # the whole range below 1: who was slower is said, whatever the verdict
+        assert "DDP was slower than DataParallel here" in out, out
+
+
+def test_the_hot_spot_and_the_sweep_figure_say_whether_they_agree():
+    sweep = made_up_sweep({64: 1 / 1.2})
+    hot = {("CNN-3conv", 2): timing(*[sweep.result(64, MANY).wall_s] * 5)}
+    line = " ".join(report.twice_line(hot, sweep, 64, 2).split())
+    assert "measured twice in different minutes" in line and detectors.TWICE_TOLERANCE > 0
+
+
+def quiet(monkeypatch):
+    """A quiet machine: no refusal from the load (this one may be busy)."""
+    import sys
+    monkeypatch.setattr(sys.modules["lab_utils.labs.lab02.data_parallel.sweep"], "refused", lambda result: None)
+    monkeypatch.setattr(report.data_parallel, "refused", lambda result: None)
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
+    monkeypatch.setattr(measure, "run_conditions", lambda: None)
+
+
+def hot_spot(sweep):
+    """The hot spot's figures at 1, 2 and 4 devices, made up: timings, and bytes and serial phases per row."""
+    timings = {("CNN-3conv", 1): timing(*[0.0120] * 5), ("CNN-3conv", 2): timing(*[sweep.result(64, MANY).wall_s] * 5)}
+    rows = {(name, n): dict(device0_mb=0.9 * (n - 1), alone_ms=0.8 + 0.2 * n, flags=[])
+            for name in ("CNN-3conv", "wide classifier") for n in (1, 2, 4)}
+    return timings, rows
+
+
+def test_on_a_quiet_machine_the_sweep_cell_ends_with_its_answer_and_draws_its_chart(capsys, monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    quiet(monkeypatch)
+    sweep = made_up_sweep({8: 1.6, 64: 1.0, 256: 1 / 1.5, 512: 1 / 1.6})
+    verdict = measure.verdict(sweep.timings[8][MANY], sweep.timings[8][ONE], claim=f"{MANY} vs one device, batch 8",
+                              expected="DataParallel slower", upper=True)
+    hot_timings, hotspot = hot_spot(sweep)
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, hotspot_devices=[1, 2, 4], hotspot_batch=64,
+                        hw=CPU_ONLY)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert any(line.startswith("so: at batch 8 DataParallel over 2 devices was slower") for line in lines), out
+    said = " ".join(out.split())
+    assert "measured twice in different minutes" in said and "include the loss and the update" in said, out
+    assert "the threads' speedup over DataParallel" in said
+    assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
+
+
+def test_the_summary_prints_the_launched_and_the_sweeps_figures_and_the_hot_spots_batch(capsys, monkeypatch):
+    """Findings 1 and 16: the summary said 'agrees' with neither number, and left out batch 64."""
+    quiet(monkeypatch)
+    sweep = made_up_sweep({8: 1.6, 64: 1.0, 256: 1 / 1.5, 512: 1 / 1.6})
+    small = measure.verdict(sweep.timings[8][MANY], sweep.timings[8][ONE], claim=f"{MANY} vs one device, batch 8",
+                            expected="DataParallel slower", upper=True)
+    launched = report.launched_table(launched_timings(), sweep, None, batch=256, rounds=5, steps=2, hw=CPU_ONLY)
+    ddp = measure.decide([0.95, 0.97, 0.96, 0.94, 0.98] * 4, claim="DDP vs DataParallel (gloo)", lab="02",
+                         expected="DDP no slower", no_worse_than=0.15, timed=False, seeded=True)
+    capsys.readouterr()
+    _, hotspot = hot_spot(sweep)
+    report.lab_summary(sweep, None, small, launched, ddp, batch=256, rounds=5, hotspot=hotspot,
+                   hotspot_devices=[1, 2, 4], hotspot_batch=64, models={"CNN-3conv": None, "wide classifier": None},
+                   hw=CPU_ONLY, backend="threads", device="cpu", grad_diff=4e-9, tolerance=1e-5, same=True,
+                   allocator_said=["verdict: glibc at 128 KiB slower: 1.93x"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "batch 64: 1.00x one device" in out, out
+    assert "DataParallel 1.54x one device, the sweep 1.50x: agrees with the sweep" in out, out
+    assert "glibc at 128 KiB slower: 1.93x" in out and out.endswith("many machines.")
+
+
+def test_the_trap_payoff_reads_the_sweeps_figure_else_the_launched_one_else_nothing(capsys, monkeypatch):
+    quiet(monkeypatch)
+    sweep = made_up_sweep({8: 1.6, 256: 1 / 1.5})
+    launched = report.launched_table(launched_timings(), sweep, None, batch=256, rounds=5, steps=2, hw=CPU_ONLY)
+    results = {"trapped": dict(step_s=[0.11] * 6), "fixed": dict(step_s=[0.04] * 6)}
+    capsys.readouterr()
+    kw = dict(trapped="trapped", fixed="fixed", sweep=sweep, launched=launched, batch=256)
+    report.trap_payoff(results, sweep_refused=None, **kw)
+    assert "2.75 x 1.50" in " ".join(capsys.readouterr().out.split())  # the sweep's figure
+    report.trap_payoff(results, sweep_refused="busy", **kw)
+    assert "2.75 x 1.54" in " ".join(capsys.readouterr().out.split())  # the launched one
+    refused = report.Launched(launched.compared, "busy", None)
+    report.trap_payoff(results, sweep_refused="busy", **dict(kw, launched=refused))
+    assert capsys.readouterr().out == ""
