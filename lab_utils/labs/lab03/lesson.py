@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from lab_utils import data, ddp, hardware, measure, spec, tensors
 from lab_utils.train import evaluate
 
-__all__ = ['DDPConfig', 'ddp_worker', 'BucketLog', 'logging_allreduce_hook', 'bucket_worker', 'scaled_lr']
+__all__ = ['DDPConfig', 'ddp_worker', 'BucketLog', 'logging_allreduce_hook', 'bucket_worker']
 
 
 # ---- solutions/03_ddp.ipynb, cell 23 (id 783763d0) -----------------------------------------------------------------
@@ -156,10 +156,3 @@ def bucket_worker(rank, world_size, layers, caps, per_rank_batch, rounds, timeou
     dist.barrier()
     dist.destroy_process_group()
     return out
-
-
-# ---- solutions/03_ddp.ipynb, cell 86 (id cc8182b5) -----------------------------------------------------------------
-
-def scaled_lr(base_lr, world_size):
-    """Learning rate for world_size ranks, from the single-device one (linear scaling)."""
-    return base_lr * world_size
