@@ -392,8 +392,8 @@ def test_lab_03_cells_print_the_lines_learner_s10i_missed():
         (found,) = [c for c in code if marker in c]
         return found
 
-    speed = cell("speed_reading.baseline_lines(")
-    assert "detectors.noise_line(spreads.values())" in speed and "speed_reading.threads_verdict(" in speed
+    speed = cell("speed_reading.report(")  # the table, noise, baseline and verdict lines: in lab_utils (s11r2c)
+    assert "unreadable=measure.unreadable(workers=world_size)" in speed and len(speed.splitlines()) <= 30, speed
     assert "paired ratios" in cell("lr_verdict = measure.verdict(")
     assert "speed_reading.allreduce_pair(" in cell("def nearest_median(")
     assert "print(measure.short_lines(str(err)))" in cell("def hanging_worker(")
@@ -416,3 +416,71 @@ def test_lab_03_cells_say_what_learner_s11c_asked():
     (script,) = [c for c in cells if c.startswith('script = Path("results") / "ddp_torchrun.py"')]
     assert "hold_process_groups()  # a rank can hang at random in torch's exit teardown (pytorch/pytorch#75097)" in script
     assert "os._exit(0)  # so leave without tearing the group down; a job whose ranks exit cleanly drops both" in script
+
+
+def _fake_speed(rates, spread=0.1, allreduce_ms=3.0):
+    """Section 6's launches as the report reads them: two launches a row, each a list of rank results."""
+    return {name: [[{"samples_per_s": rate, "step_spread": spread, "allreduce_ms": allreduce_ms}]] * 2
+            for name, rate in rates.items()}
+
+
+def _fake_hw():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(cpu_count=2, gpus=[])
+
+
+S11R2C_RATES = {"1 process x 1 thread": 5720, "2 ranks, DDP": 8881, "2 ranks, Horovod-style": 5996,
+                "1 process x 2 threads": 8387}  # learner s11r2c's quiet run, cell 59
+
+
+def test_section_6_reads_its_launches_in_one_report_that_starts_with_one_sentence(tmp_path):
+    """Learner s11r2c, findings 3, 5, 7: cell 59's 60 lines of reporting are one call; its first line is the sentence
+    to repeat; the table says whose spread it prints; the lines stay within 100 columns."""
+    from lab_utils.labs.lab03 import speed
+
+    reading = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25)
+    first = " ".join(reading.lines[0].split())
+    assert first == ("2 DDP ranks ran 1.55x one process with one thread and 1.06x one process with 2 threads "
+                     "(too close to tell)"), first
+    assert reading.lines[1] == "" and reading.lines[2].startswith("1 process x 1 thread"), reading.lines
+    assert "(its steps spread 10%)" in reading.lines[2]
+    assert any(line.startswith("noise: every median above") for line in reading.lines)
+    assert any("lab 01 has not run here" in line for line in reading.lines)  # an empty results folder
+    assert any("(predicted: DDP ahead): 1.06x, too close to tell" in line for line in reading.lines)
+    assert reading.lines[-1].startswith("a DDP step took 28.8 ms, of which 3.0 ms (10%)"), reading.lines[-1]
+    assert reading.slowed is None and reading.unreadable is None and reading.comm_ms == 3.0
+    assert all(len(line) <= 100 for text in reading.lines for line in text.split("\n")), reading.lines
+
+
+def test_the_sentence_says_when_lab_01s_thread_figure_reads_otherwise():
+    """Learner s11r2c, finding 3: 1.06x this run's 2-thread figure, 0.84x lab 01's: the sentence prints both and
+    says whether they read the same, so a learner can tell a tie from a loss."""
+    from lab_utils.labs.lab03 import speed
+
+    both = speed.headline(S11R2C_RATES, 2, 0.25, None, None, lab01_many=10544)
+    assert both.endswith("; 0.84x lab 01's 2-thread figure (too close to tell): both read the same"), both
+    apart = speed.headline(S11R2C_RATES, 2, 0.25, None, None, lab01_many=14000)
+    assert "0.63x lab 01's 2-thread figure (slower): the two readings differ, so this run does not settle" in apart
+
+
+def test_a_busy_machine_or_a_slowed_baseline_still_refuses_in_the_report(tmp_path):
+    """The refusals moved into lab_utils with the report: n/m in the table and the sentence, nothing read over a
+    slowed baseline, and the results rows carry the refusal and the conditions."""
+    from lab_utils import measure
+    from lab_utils.labs.lab03 import speed
+
+    busy = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25, unreadable="other programs used 1.5 cores")
+    assert measure.NOT_MEASURABLE in busy.lines[0] and "1.55x" not in busy.lines[0], busy.lines[0]
+    assert "n/m" in busy.lines[3] and any(line.startswith("n/m, speed over one thread") for line in busy.lines)
+    rows = speed.results(busy, _fake_speed(S11R2C_RATES), 2, "cpu", [])
+    by_name = {row.variant: row for row in rows}
+    assert any(measure.NOT_MEASURABLE in str(f) for f in by_name["2 ranks, DDP"].flags)
+    assert not any(measure.NOT_MEASURABLE in str(f) for f in by_name["1 process x 1 thread"].flags)
+    slowed_rates = {"1 process x 1 thread": 4022, "2 ranks, DDP": 7292, "2 ranks, Horovod-style": 5600,
+                    "1 process x 2 threads": 9013}
+    slowed = speed.report(_fake_speed(slowed_rates), 2, _fake_hw(), tmp_path, 0.25)
+    assert slowed.slowed and "one thread" not in slowed.lines[0].split("ran")[1].split("and")[0], slowed.lines[0]
+    assert " ".join(slowed.lines[0].split()).startswith("2 DDP ranks ran 0.81x one process with 2 threads")
+    assert any("is inflated by it" in " ".join(line.split()) for line in slowed.lines)
+    assert by_name["2 ranks, DDP"].threads == 1 and by_name["1 process x 2 threads"].threads == 2
