@@ -201,7 +201,7 @@ def test_the_recipe_runs_check_prints_prediction_measured_and_one_verdict_naming
                            alone_rate=22378)
     text = "\n".join(off)
     assert "prediction: 0.61 ms compute (1.22 / 2) + 0.96 ms all-reduce = 1.57 ms a step, slower" in text, off
-    measured = " ".join(text.split("measured:")[1].split("verdict:")[0].split())
+    measured = " ".join(text.split("measured:")[1].split("verdict:")[0].split("compute alone:")[0].split())
     assert measured.startswith("1.43 ms compute (one rank alone, launched, on its 32 samples) + 0.96 ms all-reduce "
                                "+ 0.62 ms unaccounted"), measured
     assert measured.endswith("= 3.01 ms a step"), measured
@@ -472,7 +472,8 @@ def test_a_busy_machine_or_a_slowed_baseline_still_refuses_in_the_report(tmp_pat
 
     busy = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25, unreadable="other programs used 1.5 cores")
     assert measure.NOT_MEASURABLE in busy.lines[0] and "1.55x" not in busy.lines[0], busy.lines[0]
-    assert "n/m" in busy.lines[3] and any(line.startswith("n/m, speed over one thread") for line in busy.lines)
+    assert "n/m" in busy.lines[3] and sum(measure.NOT_MEASURABLE in line for line in busy.lines) == 2, busy.lines
+    assert not any("x one" in line or "1.55x" in line for line in busy.lines), busy.lines  # no ratio read
     rows = speed.results(busy, _fake_speed(S11R2C_RATES), 2, "cpu", [])
     by_name = {row.variant: row for row in rows}
     assert any(measure.NOT_MEASURABLE in str(f) for f in by_name["2 ranks, DDP"].flags)
@@ -484,3 +485,19 @@ def test_a_busy_machine_or_a_slowed_baseline_still_refuses_in_the_report(tmp_pat
     assert " ".join(slowed.lines[0].split()).startswith("2 DDP ranks ran 0.81x one process with 2 threads")
     assert any("is inflated by it" in " ".join(line.split()) for line in slowed.lines)
     assert by_name["2 ranks, DDP"].threads == 1 and by_name["1 process x 2 threads"].threads == 2
+
+
+def test_the_versus_one_lines_say_when_the_compute_alone_exceeds_lab_01s_step():
+    """Learner s11r2c, finding 13: 1.50 ms of compute (one rank alone) against lab 01's whole 1.20 ms step is the
+    reason 2 ranks lose; the lines say it outright, and the other way round when the compute fits."""
+    from lab_utils.labs.lab03 import versus_one
+
+    run = dict(ddp_rate=23561, allreduce_ms=0.70, batch=64, world_size=2, lab01_rate=53169, lab01_threads=2)
+    slow = versus_one.lines(**run, alone_rate=32 / 1.50e-3)
+    assert " ".join(slow[-2].split()) == ("compute alone: one rank's 1.50 ms already takes longer than lab 01's "
+                                          "whole step (1.20 ms), before any all-reduce"), slow[-2]
+    assert slow[-1].startswith("verdict: 2 ranks slower"), slow
+    fits = versus_one.lines(**run, alone_rate=32 / 0.80e-3)
+    assert "is below lab 01's whole step (1.20 ms): the all-reduce and the unaccounted time decide" in " ".join(fits[-2].split())
+    assert not any(line.startswith("compute alone") for line in versus_one.lines(**run, refused="busy"))
+    assert not any(line.startswith("compute alone") for line in versus_one.lines(**run))

@@ -204,9 +204,7 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
              f"within {detectors.NOISY_SPREAD * 100:.0f} % of it"]
     if slowed:  # one reading everywhere: no ratio over a slowed baseline is read, here, in the table or the summary
         notes.append(f"so {slowed}: every 'x one thread' above is inflated by it")
-    if unreadable:  # one figure per comparison: the measured ratios only as what these conditions gave
-        notes.append("n/m, speed over one thread: " + measure.as_result(", ".join(
-            f"{n} {r / base:.2f}x" for n, r in rates.items() if n != "1 process x 1 thread"), workers=world_size))
+    # busy (unreadable): the table's n/m and the first line's refusal say it once; no ratio is printed
     busy = unreadable and "this run measured under load (said above), which can slow either figure"
     lab01_row = measure.reference_row(step, "1 process x 1 thread", directory=results_dir)
     lab01_allocator = lab01_row.machine.allocator if lab01_row and lab01_row.machine else None  # its malloc setting
