@@ -358,7 +358,7 @@ def accumulating_worker(rank, world_size, accumulation_step, case):
         optimizer.step = _counted(events, "step", optimizer.step)  # type: ignore[method-assign]
         optimizer.zero_grad = _counted(events, "zero_grad", optimizer.zero_grad)  # type: ignore[method-assign]
         ddp_model.zero_grad = _counted(events, "zero_grad", ddp_model.zero_grad)  # type: ignore[method-assign]
-        model.zero_grad = _counted(events, "zero_grad", model.zero_grad)  # type: ignore[method-assign]
+        model.zero_grad = _counted(events, "zero_grad", model.zero_grad)
         for step in range(ACCUMULATION_STEPS):
             events.append("call")
             accumulation_step(ddp_model, optimizer, [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])

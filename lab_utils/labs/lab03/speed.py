@@ -238,6 +238,6 @@ def results(reading: Reading, speed: dict, world_size: int, device: str, launche
             lab="03", framework="torch", strategy=strategy, variant=name, world_size=ranks, device=device,
             batch_size=256, samples_per_s=rate, wall_s=256 / rate, threads=threads, repeats=len(speed[name]),
             spread=reading.spreads[name], workload=workloads.STEP_3CONV.name,
-            flags=[*reading.flags[name], *(refused if parallel else []), *(launched if ranks == 1 else []),
-                   *(slow_base if name == "1 process x 1 thread" else [])]))
+            flags=(*reading.flags[name], *(refused if parallel else []), *(launched if ranks == 1 else []),
+                   *(slow_base if name == "1 process x 1 thread" else []))))
     return rows
