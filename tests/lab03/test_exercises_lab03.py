@@ -263,3 +263,33 @@ def test_accumulation_mistakes_are_named(wrong, named_as):
     result = check(wrong)
     assert not result.passed and named_as in result.message, result.message
     assert result.details["fraction"] == 0.0
+
+
+@named("run_epochs")
+def run_epochs_shifted(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch + 1)  # a new order every epoch, but not epoch's (learner s11r2c)
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+
+
+@named("run_epochs")
+def run_epochs_global_seed(sampler, loader, model, optimizer, epochs):
+    import torch
+
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        torch.manual_seed(epoch)  # DistributedSampler does not read it
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+
+
+def test_set_epoch_off_by_one_and_the_global_seed_are_told_why():
+    """Learner s11r2c: set_epoch(epoch + 1) got 'the orders differ', torch.manual_seed(epoch) the set_epoch text."""
+    shifted = check(run_epochs_shifted)
+    assert not shifted.passed and "set_epoch(epoch + 1)" in shifted.message and "resumed" in shifted.message
+    seeded = check(run_epochs_global_seed)
+    assert not seeded.passed and "ignores torch's global seed" in seeded.message, seeded.message

@@ -218,12 +218,31 @@ def _epoch_judge(got, expected, case):
                      f"{got['late'][0]} had already asked the sampler for its order (a loader draws it when the loop "
                      "starts), so that epoch read the previous epoch's order; call it before the inner loop")
     if all(g == got_orders[0] for g in got_orders):
-        return 0.0, "every epoch reads the data in the same order: call sampler.set_epoch(epoch) at the start of each epoch"
+        return 0.0, ("every epoch reads the data in the same order: call sampler.set_epoch(epoch) at the start of each "
+                     "epoch (DistributedSampler ignores torch's global seed: it shuffles with its own seed + epoch)")
+    shifted = _shifted_epochs(got_orders, case)
+    if shifted:
+        return 0.0, (f"the orders are those of sampler.set_epoch(epoch {'+' if shifted > 0 else '-'} {abs(shifted)}): each epoch does get a new order, "
+                     "but not the one its number gives, so a run resumed at epoch e (or one process checked against "
+                     "the ranks) draws another order than the run that never stopped; pass the loop's own epoch")
     if got.get("seed", expected["seed"]) != expected["seed"]:
         return 0.0, ("the loop changed sampler.seed: leave it and call sampler.set_epoch(epoch), which reseeds the "
                      "shuffle with seed + epoch, so every rank (and a resumed run) derives the same new order per "
                      "epoch from the one seed they share")
     return 0.0, "the orders differ from those sampler.set_epoch(epoch) gives for epoch = 0, 1, 2 in turn"
+
+
+def _shifted_epochs(orders, case) -> int | None:
+    """The offset k (-2..2, not 0) for which `orders` are those of set_epoch(epoch + k), else None."""
+    _, sampler, _, _ = _epoch_problem(case)
+    for k in (1, -1, 2, -2):
+        drawn = []
+        for epoch in range(len(orders)):
+            sampler.set_epoch(epoch + k)
+            drawn.append(list(sampler))
+        if drawn == orders:
+            return k
+    return None
 
 
 RUN_EPOCHS = Exercise("03", "run_epochs", _epoch_cases, _epoch_run, _epoch_expected, _epoch_judge,
