@@ -395,7 +395,7 @@ def test_lab_03_cells_print_the_lines_learner_s10i_missed():
     speed = cell("speed_reading.report(")  # the table, noise, baseline and verdict lines: in lab_utils (s11r2c)
     assert "unreadable=measure.unreadable(workers=world_size)" in speed and len(speed.splitlines()) <= 30, speed
     assert "paired ratios" in cell("lr_verdict = measure.verdict(")
-    assert "speed_reading.allreduce_pair(" in cell("def nearest_median(")
+    assert "buckets.timeline(" in cell("comm_ms=reading.comm_ms")  # the drawing and its lines: lab_utils (s11r2c)
     assert "print(measure.short_lines(str(err)))" in cell("def hanging_worker(")
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert "hard competitor" not in prose and "Theory still predicts DDP ahead" in prose
@@ -501,3 +501,31 @@ def test_the_versus_one_lines_say_when_the_compute_alone_exceeds_lab_01s_step():
     assert "is below lab 01's whole step (1.20 ms): the all-reduce and the unaccounted time decide" in " ".join(fits[-2].split())
     assert not any(line.startswith("compute alone") for line in versus_one.lines(**run, refused="busy"))
     assert not any(line.startswith("compute alone") for line in versus_one.lines(**run))
+
+
+def _round(start, computed, end, buckets):
+    """One fake round of the bucket test: backward() from start to end, the last gradient at computed (seconds)."""
+    return {"start": start, "computed": computed, "end": end, "bytes": 0,
+            "buckets": [{"index": i, "start": a, "end": b} for i, (a, b) in enumerate(buckets)]}
+
+
+def test_the_bucket_lines_print_backwards_median_total_beside_its_split():
+    """Learner s11r2c, finding 1: 4.7 + 2.8 ms beside 5.8 + 1.1 ms looked like 3 buckets faster while the verdict
+    said 1.33x one bucket faster; each setting's line now prints backward()'s median total, what the verdict pairs,
+    and says it is not the sum of the split's two medians."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lab_utils.labs.lab03 import buckets
+
+    one = [_round(0, 0.004 + i * 1e-4, 0.007 + i * 3e-4, [(0.0045, 0.007 + i * 3e-4)]) for i in range(6)]
+    many = [_round(0, 0.005, 0.0062 + i * 1e-4, [(0.001, 0.002), (0.003, 0.004), (0.0051, 0.0062 + i * 1e-4)])
+            for i in range(6)]
+    fig, lines = buckets.timeline({"default": one, "bucket_cap_mb=0.05": many}, comm_ms=3.9, table_batch=128, batch=64)
+    default, pair, small = (" ".join(line.split()) for line in lines)
+    assert default.startswith("default, median of 5 rounds: backward() 7.9 ms in all (not the sum of the next two "
+                              "medians): computing 4.3 ms until the last gradient, then 3.6 ms"), default
+    assert pair.startswith("section 6 timed the same gradients' all-reduce at 3.9 ms a step"), pair
+    assert "backward() 6.5 ms in all" in small and "67% of buckets" in small, small
+    assert len(fig.axes) == 2 and fig.axes[1].get_xlabel() == "ms since loss.backward() began"
+    assert buckets.overlap(many[0])[:2] == (2, 3) and buckets.overlap(_round(0, 1, 1, []))[2] == 0.0
