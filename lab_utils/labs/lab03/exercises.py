@@ -367,9 +367,10 @@ def accumulating_worker(rank, world_size, accumulation_step, case):
     from ... import tensors
     from ...launch import process_group
 
-    with process_group(timeout_s=60):
+    with process_group(timeout_s=60) as ctx:  # on GPU ranks, the model and the data on this rank's GPU
         model, x, y = _accumulate_problem(case, world_size)
-        ddp_model = DDP(model)
+        model, x, y = model.to(ctx.device), x.to(ctx.device), y.to(ctx.device)
+        ddp_model = DDP(model, device_ids=[ctx.device] if ctx.device.startswith("cuda") else None)
         events: list[str] = []
         ddp_model.register_comm_hook(events, _logging_hook)
         ddp_model.register_forward_pre_hook(lambda module, args: events.append("forward"))
@@ -381,7 +382,7 @@ def accumulating_worker(rank, world_size, accumulation_step, case):
         for step in range(ACCUMULATION_STEPS):
             events.append("call")
             accumulation_step(ddp_model, optimizer, [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])
-        return {"weights": tensors.flat_weights(model).tolist(), "events": events}
+        return {"weights": tensors.flat_weights(model).cpu().tolist(), "events": events}
 
 
 def _accumulate_run(accumulation_step, case, world_size: int = 2):
