@@ -54,8 +54,9 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int):
                     color="tab:orange")
         ax.axvline((step["computed"] - step["start"]) * 1e3, color="k", linestyle="--")
         ax.set_yticks(range(len(step["buckets"])))
-        ax.set(ylabel="bucket", title=f"{name}: the round nearest the medians, computing {split_ms(step)[0]:.1f} ms "
-                                      f"+ {split_ms(step)[1]:.1f} ms of all-reduce after it")
+        ax.set_ylabel("bucket")
+        ax.set_title(f"{name}: the round nearest the medians, {split_ms(step)[0]:.1f} ms computing + "
+                     f"{split_ms(step)[1]:.1f} ms all-reduce after it", fontsize=9)  # whole within the figure
         ax.invert_yaxis()
         said.append(line(name, steps))
         if name == "default":  # section 6 timed the same gradients' all-reduce: why the two figures need not agree
