@@ -444,13 +444,14 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
                    what: str, first_name: str, second_name: str, unit: str = "samples/s",
                    tolerance: float = TWICE_TOLERANCE, notes=(), condition: str = "",
                    condition_factor: float = CONDITION_FACTOR, when: str = "in this run",
-                   suspect: str = "") -> list[Flag]:
+                   suspect: str = "", under_row: bool = False) -> list[Flag]:
     """One quantity measured twice in one run: a flag when the two medians are further apart than the spreads of
     their repeats allow (each median +- half its spread) and more than `tolerance` apart; `notes` (what was noted
     about either measurement, e.g. a busy machine) are shown in the flag, as a possible cause. With a `condition`
     (what differed between the two, which its lab says can move the figure): a note naming it up to
     `condition_factor` apart, a flag only beyond. `when`: when the two were measured (e.g. "by two labs' runs 7 min
-    apart"); `suspect`: the one measurement that carries a note, named as the likelier wrong figure."""
+    apart"); `suspect`: the one measurement that carries a note, named as the likelier wrong figure; `under_row`:
+    the note is printed under the second's row, whose own notes name the condition, so it says only the rest."""
     if not first or not second or first <= 0 or second <= 0:
         return []
     reach = [(v * (1 - (s or 0.0) / 2), v * (1 + (s or 0.0) / 2)) for v, s in ((first, first_spread),
@@ -460,6 +461,9 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
         return []
     measured = (f"{what} was measured twice {when}, {figure_text(first)} {unit} by {first_name} and "
                 f"{figure_text(second)} by {second_name}, {ratio:.2f}x apart")
+    if condition and ratio <= condition_factor and under_row:  # learner s11r2c: one short line under the row
+        return [note(f"{first_name} measured {figure_text(first)}: {ratio:.2f}x apart, within the "
+                     f"{condition_factor:g}x the condition above allows")]
     if condition and ratio <= condition_factor:
         return [note(f"{measured}, under different conditions ({condition.rstrip('.')}), which its lab says can move "
                      f"such a figure by an amount theory does not fix: a note, not a contradiction (up to "

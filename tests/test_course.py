@@ -328,7 +328,7 @@ def test_exercise_references_come_from_the_solutions_lesson_cells():
 
     lessons = {path.name[:2]: set(export.defined_functions(nbformat.read(path, 4)))
                for path in labs.solution_notebooks()}
-    for lab, name in [("01", "throughput"), ("03", "scaled_lr"), ("07", "choose_checkpoints"),
+    for lab, name in [("01", "throughput"), ("07", "choose_checkpoints"),
                       ("08", "staleness_from_order"), ("08", "damped_lr"), ("09", "choose_max_wait"),
                       ("10", "speedup_and_efficiency"), ("11", "sbatch_header"),
                       ("11", "train_resumable"), ("13", "halo_rows"), ("13", "slab_bounds"), ("13", "exchange_halo"),

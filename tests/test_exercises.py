@@ -293,21 +293,6 @@ def run_epochs_after_the_loop(sampler, loader, model, optimizer, epochs):
         sampler.set_epoch(epoch)
 
 
-@named("scaled_lr")
-def scaled_lr(base_lr, world_size):
-    return base_lr * world_size
-
-
-@named("scaled_lr")
-def scaled_lr_unchanged(base_lr, world_size):
-    return base_lr
-
-
-@named("scaled_lr")
-def scaled_lr_divided(base_lr, world_size):
-    return base_lr / world_size
-
-
 # ---- lab 04 ---------------------------------------------------------------------------------------------------------
 
 @named("gpipe_order")
@@ -421,7 +406,7 @@ def predict_linear(s, n):
 
 
 SOLUTIONS = [median_time, train_step, throughput, top_self_cpu_op, scatter, gather, reduce_gradients, average_gradients,
-             global_mean, shard, run_epochs, scaled_lr, gpipe_order, bubble, best_split, speedup_and_efficiency,
+             global_mean, shard, run_epochs, gpipe_order, bubble, best_split, speedup_and_efficiency,
              fit_serial_fraction, predict_speedup]
 WRONG = [median_time_mean, median_time_times_warmup, median_time_minimum, median_time_no_warmup_calls,
          median_time_milliseconds, train_step_no_zero_grad, train_step_no_step, train_step_summed_loss,
@@ -429,7 +414,7 @@ WRONG = [median_time_mean, median_time_times_warmup, median_time_minimum, median
          scatter_drop_remainder, scatter_interleaved, gather_stack, gather_reversed, reduce_gradients_mean,
          reduce_gradients_replace, reduce_gradients_replicas_divided, average_gradients_summed, average_gradients_local, global_mean_local,
          global_mean_of_means, global_mean_summed, shard_drop_remainder, shard_last_takes_the_rest,
-         run_epochs_no_set_epoch, run_epochs_after_the_loop, scaled_lr_unchanged, scaled_lr_divided,
+         run_epochs_no_set_epoch, run_epochs_after_the_loop,
          gpipe_order_interleaved, gpipe_order_one_list, bubble_busy_share, bubble_from_zero, best_split_by_count,
          speedup_inverted, efficiency_by_ranks_only, efficiency_ignores_the_baselines_threads, parallel_fraction,
          first_point_only, predict_inverse, predict_linear]
@@ -522,7 +507,7 @@ def test_partial_credit_for_a_right_update_without_the_loss():
 
 
 def test_scores_are_finite_and_clamped():
-    exercise = exercises.get("scaled_lr")
+    exercise = exercises.get("shard")
     inputs = exercise.cases(random.Random(0))
     assert exercise.score(["not", "numbers"], inputs)[0] == 0.0
     odd = exercises.Exercise("99", "odd", lambda r: 0, lambda f, i: 0, lambda i: 0, lambda g, e, i: (math.nan, "nan"), "")

@@ -417,7 +417,9 @@ def test_lab_03_records_its_one_process_rows_as_launched_and_says_so():
 
     cells = nbformat.read(Path(__file__).parents[1] / "solutions" / "03_ddp.ipynb", 4).cells
     record = next(c.source for c in cells if c.cell_type == "code" and "measure.record(recorded" in c.source)
-    assert "detectors.condition(launched_not_kernel())" in record and "launched if ranks == 1" in record
+    assert "detectors.condition(launched_not_kernel())" in record and "brief_notes=True" in record
+    from lab_utils.labs.lab03 import speed  # the rows are built there (learner s11r2c: cell 89's plumbing)
+    assert "launched if ranks == 1" in Path(speed.__file__).read_text()
     prose = " ".join(c.source.replace("\n", " ") for c in cells if c.cell_type == "markdown")
     assert f"a note up to {detectors.CONDITION_FACTOR:g}× apart" in prose
     lr = next(c.source for c in cells if c.cell_type == "code" and "lr_verdict = measure.verdict(" in c.source)
@@ -539,3 +541,23 @@ def test_a_table_whose_cell_printed_the_noise_line_does_not_repeat_it():
     assert "noise: 2 of 2 medians" in measure.recorded_table(rows, None, ["lab00.csv"])
     once = measure.recorded_table(rows, None, ["lab00.csv"], noise_above=True)
     assert "noise" not in once and "2 threads" in once and once.endswith("in the results folder")
+
+
+def test_a_brief_note_is_one_line_under_the_row_whose_own_note_names_the_condition(tmp_path, monkeypatch):
+    """Learner s11r2c, lab 03 cell 89: the cross-lab note was one six-line sentence repeating the row's own note.
+    With brief_notes it is one short line; without (every other lab), the full sentence as before."""
+    from lab_utils import conditions, detectors, workloads
+    from lab_utils.launch import launched_not_kernel
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    step = dict(framework="torch", strategy="single-process", variant="1 process x 2 threads", world_size=1,
+                device="cpu", batch_size=256, threads=2, workload=workloads.STEP_3CONV.name)
+    measure.record(measure.Result(lab="01", samples_per_s=10544.0, wall_s=0.024, repeats=8, spread=0.05, **step),
+                   tmp_path)
+    launched = detectors.condition(launched_not_kernel())
+    row = measure.Result(lab="03", samples_per_s=8387.0, wall_s=0.03, repeats=2, spread=0.06, flags=[launched], **step)
+    brief = measure.record(row, tmp_path, brief_notes=True)
+    (line,) = [x for x in brief.splitlines() if "lab 01 measured" in x]
+    assert line.strip() == "note: lab 01 measured 10,544: 1.26x apart, within the 2x the condition above allows", brief
+    full = measure.record(row, tmp_path)
+    assert "which its lab says can move such a figure" in " ".join(full.split()), full

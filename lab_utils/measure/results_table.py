@@ -151,11 +151,12 @@ def same_quantity_before(row: Result, directory=None, earlier=(), siblings=None)
     return same
 
 
-def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> list[str]:
+def measured_before(row: Result, directory=None, earlier=(), siblings=None, brief: bool = False) -> list[str]:
     """Flags for `row` against the same quantity (measured_what, not its labels) recorded by another lab of this run,
     or among `earlier` rows of the same lab (detectors.measured_twice); a row with a note is compared too, and the
     flag shows its note; a row with a condition note (detectors.condition) is compared by the condition rule.
-    `siblings`: every row the lab records with `row` (default `earlier`)."""
+    `siblings`: every row the lab records with `row` (default `earlier`); `brief`: a condition note that only the
+    row's own notes explain is one short line under the row (its notes, printed above it, name the condition)."""
     row = row.stamped()
     now = _dt.datetime.fromisoformat(row.timestamp)
     said = []
@@ -170,9 +171,11 @@ def measured_before(row: Result, directory=None, earlier=(), siblings=None) -> l
         noted = [n for n in noted if n not in differed]
         carry = [_named(r, o) for r, o in ((other, row), (row, other))
                  if any(n.startswith(f"{_named(r, o)}: ") for n in noted)]
+        own = brief and bool(differed) and all(d.startswith(f"{_named(row, other)}: ") for d in differed)
         said += detectors.measured_twice(other.samples_per_s, other.spread, row.samples_per_s, row.spread,
                                          what=f"{labels}, batch {row.batch_size}, {row.world_size} rank(s)",
-                                         first_name=_named(other, row), second_name=_named(row, other),
+                                         first_name=f"lab {other.lab}" if own and other.lab != row.lab else
+                                         _named(other, row), second_name=_named(row, other), under_row=own,
                                          unit=row.rate, notes=noted, condition=" / ".join(differed),
                                          when=_when(other, row, now), suspect=carry[0] if len(carry) == 1 else "")
     return list(dict.fromkeys(said))
@@ -197,10 +200,12 @@ def run_conditions() -> "conditions.Load | None":
     return conditions.taken() or last_recorded_load()
 
 
-def record(results, directory=None, hw: hardware.HardwareReport | None = None, *, noise_above: bool = False) -> str:
+def record(results, directory=None, hw: hardware.HardwareReport | None = None, *, noise_above: bool = False,
+           brief_notes: bool = False) -> str:
     """Append results (one or many) to the results store; returns their table by workload, as the labs print it. A
     row that another lab of this run measured too is compared with it (measured_before); every flag reaches the CSV.
-    `noise_above`: the cell that timed these rows printed their noise line already, so the table does not repeat it."""
+    `noise_above`: the cell that timed these rows printed their noise line already, so the table does not repeat it;
+    `brief_notes`: measured_before's brief notes (lab 03, learner s11r2c: a six-line note under one row)."""
     results = [results] if isinstance(results, Result) else list(results)
     load = conditions.taken(reset=True)  # what else used the machine while these rows were measured
     _RECORDED[:] = [load] if load else []
@@ -208,7 +213,7 @@ def record(results, directory=None, hw: hardware.HardwareReport | None = None, *
     # a row its lab refused ('not measurable here: <its own load>') or noted with its own load (a verdict's) keeps that
     # one load: the record's mean over every window beside it would name a second load for one measurement
     results = [dataclasses.replace(r, flags=r.flags + (() if _own_load(r) else noted)).stamped(hw) for r in results]
-    results = [dataclasses.replace(r, flags=r.flags + tuple(measured_before(r, directory, results[:i], results)))
+    results = [dataclasses.replace(r, flags=r.flags + tuple(measured_before(r, directory, results[:i], results, brief_notes)))
                for i, r in enumerate(results)]
     files = {store(directory).append(r, hw).name for r in results}
     return recorded_table(results, load, sorted(files), noise_above=noise_above)

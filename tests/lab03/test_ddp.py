@@ -201,7 +201,7 @@ def test_the_recipe_runs_check_prints_prediction_measured_and_one_verdict_naming
                            alone_rate=22378)
     text = "\n".join(off)
     assert "prediction: 0.61 ms compute (1.22 / 2) + 0.96 ms all-reduce = 1.57 ms a step, slower" in text, off
-    measured = " ".join(text.split("measured:")[1].split("verdict:")[0].split())
+    measured = " ".join(text.split("measured:")[1].split("verdict:")[0].split("compute alone:")[0].split())
     assert measured.startswith("1.43 ms compute (one rank alone, launched, on its 32 samples) + 0.96 ms all-reduce "
                                "+ 0.62 ms unaccounted"), measured
     assert measured.endswith("= 3.01 ms a step"), measured
@@ -392,10 +392,10 @@ def test_lab_03_cells_print_the_lines_learner_s10i_missed():
         (found,) = [c for c in code if marker in c]
         return found
 
-    speed = cell("speed_reading.baseline_lines(")
-    assert "detectors.noise_line(spreads.values())" in speed and "speed_reading.threads_verdict(" in speed
+    speed = cell("speed_reading.report(")  # the table, noise, baseline and verdict lines: in lab_utils (s11r2c)
+    assert "unreadable=measure.unreadable(workers=world_size)" in speed and len(speed.splitlines()) <= 30, speed
     assert "paired ratios" in cell("lr_verdict = measure.verdict(")
-    assert "speed_reading.allreduce_pair(" in cell("def nearest_median(")
+    assert "buckets.timeline(" in cell("comm_ms=reading.comm_ms")  # the drawing and its lines: lab_utils (s11r2c)
     assert "print(measure.short_lines(str(err)))" in cell("def hanging_worker(")
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert "hard competitor" not in prose and "Theory still predicts DDP ahead" in prose
@@ -416,3 +416,116 @@ def test_lab_03_cells_say_what_learner_s11c_asked():
     (script,) = [c for c in cells if c.startswith('script = Path("results") / "ddp_torchrun.py"')]
     assert "hold_process_groups()  # a rank can hang at random in torch's exit teardown (pytorch/pytorch#75097)" in script
     assert "os._exit(0)  # so leave without tearing the group down; a job whose ranks exit cleanly drops both" in script
+
+
+def _fake_speed(rates, spread=0.1, allreduce_ms=3.0):
+    """Section 6's launches as the report reads them: two launches a row, each a list of rank results."""
+    return {name: [[{"samples_per_s": rate, "step_spread": spread, "allreduce_ms": allreduce_ms}]] * 2
+            for name, rate in rates.items()}
+
+
+def _fake_hw():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(cpu_count=2, gpus=[])
+
+
+S11R2C_RATES = {"1 process x 1 thread": 5720, "2 ranks, DDP": 8881, "2 ranks, Horovod-style": 5996,
+                "1 process x 2 threads": 8387}  # learner s11r2c's quiet run, cell 59
+
+
+def test_section_6_reads_its_launches_in_one_report_that_starts_with_one_sentence(tmp_path):
+    """Learner s11r2c, findings 3, 5, 7: cell 59's 60 lines of reporting are one call; its first line is the sentence
+    to repeat; the table says whose spread it prints; the lines stay within 100 columns."""
+    from lab_utils.labs.lab03 import speed
+
+    reading = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25)
+    first = " ".join(reading.lines[0].split())
+    assert first == ("2 DDP ranks ran 1.55x one process with one thread and 1.06x one process with 2 threads "
+                     "(too close to tell)"), first
+    assert reading.lines[1] == "" and reading.lines[2].startswith("1 process x 1 thread"), reading.lines
+    assert "(its steps spread 10%)" in reading.lines[2]
+    assert any(line.startswith("noise: every median above") for line in reading.lines)
+    assert any("lab 01 has not run here" in line for line in reading.lines)  # an empty results folder
+    assert any("(predicted: DDP ahead): 1.06x, too close to tell" in line for line in reading.lines)
+    assert reading.lines[-1].startswith("a DDP step took 28.8 ms, of which 3.0 ms (10%)"), reading.lines[-1]
+    assert reading.slowed is None and reading.unreadable is None and reading.comm_ms == 3.0
+    assert all(len(line) <= 100 for text in reading.lines for line in text.split("\n")), reading.lines
+
+
+def test_the_sentence_says_when_lab_01s_thread_figure_reads_otherwise():
+    """Learner s11r2c, finding 3: 1.06x this run's 2-thread figure, 0.84x lab 01's: the sentence prints both and
+    says whether they read the same, so a learner can tell a tie from a loss."""
+    from lab_utils.labs.lab03 import speed
+
+    both = speed.headline(S11R2C_RATES, 2, 0.25, None, None, lab01_many=10544)
+    assert both.endswith("; 0.84x lab 01's 2-thread figure (too close to tell): both read the same"), both
+    apart = speed.headline(S11R2C_RATES, 2, 0.25, None, None, lab01_many=14000)
+    assert "0.63x lab 01's 2-thread figure (slower): the two readings differ, so this run does not settle" in apart
+
+
+def test_a_busy_machine_or_a_slowed_baseline_still_refuses_in_the_report(tmp_path):
+    """The refusals moved into lab_utils with the report: n/m in the table and the sentence, nothing read over a
+    slowed baseline, and the results rows carry the refusal and the conditions."""
+    from lab_utils import measure
+    from lab_utils.labs.lab03 import speed
+
+    busy = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25, unreadable="other programs used 1.5 cores")
+    assert measure.NOT_MEASURABLE in busy.lines[0] and "1.55x" not in busy.lines[0], busy.lines[0]
+    assert "n/m" in busy.lines[3] and sum(measure.NOT_MEASURABLE in line for line in busy.lines) == 2, busy.lines
+    assert not any("x one" in line or "1.55x" in line for line in busy.lines), busy.lines  # no ratio read
+    rows = speed.results(busy, _fake_speed(S11R2C_RATES), 2, "cpu", [])
+    by_name = {row.variant: row for row in rows}
+    assert any(measure.NOT_MEASURABLE in str(f) for f in by_name["2 ranks, DDP"].flags)
+    assert not any(measure.NOT_MEASURABLE in str(f) for f in by_name["1 process x 1 thread"].flags)
+    slowed_rates = {"1 process x 1 thread": 4022, "2 ranks, DDP": 7292, "2 ranks, Horovod-style": 5600,
+                    "1 process x 2 threads": 9013}
+    slowed = speed.report(_fake_speed(slowed_rates), 2, _fake_hw(), tmp_path, 0.25)
+    assert slowed.slowed and "one thread" not in slowed.lines[0].split("ran")[1].split("and")[0], slowed.lines[0]
+    assert " ".join(slowed.lines[0].split()).startswith("2 DDP ranks ran 0.81x one process with 2 threads")
+    assert any("is inflated by it" in " ".join(line.split()) for line in slowed.lines)
+    assert by_name["2 ranks, DDP"].threads == 1 and by_name["1 process x 2 threads"].threads == 2
+
+
+def test_the_versus_one_lines_say_when_the_compute_alone_exceeds_lab_01s_step():
+    """Learner s11r2c, finding 13: 1.50 ms of compute (one rank alone) against lab 01's whole 1.20 ms step is the
+    reason 2 ranks lose; the lines say it outright, and the other way round when the compute fits."""
+    from lab_utils.labs.lab03 import versus_one
+
+    run = dict(ddp_rate=23561, allreduce_ms=0.70, batch=64, world_size=2, lab01_rate=53169, lab01_threads=2)
+    slow = versus_one.lines(**run, alone_rate=32 / 1.50e-3)
+    assert " ".join(slow[-2].split()) == ("compute alone: one rank's 1.50 ms already takes longer than lab 01's "
+                                          "whole step (1.20 ms), before any all-reduce"), slow[-2]
+    assert slow[-1].startswith("verdict: 2 ranks slower"), slow
+    fits = versus_one.lines(**run, alone_rate=32 / 0.80e-3)
+    assert "is below lab 01's whole step (1.20 ms): the all-reduce and the unaccounted time decide" in " ".join(fits[-2].split())
+    assert not any(line.startswith("compute alone") for line in versus_one.lines(**run, refused="busy"))
+    assert not any(line.startswith("compute alone") for line in versus_one.lines(**run))
+
+
+def _round(start, computed, end, buckets):
+    """One fake round of the bucket test: backward() from start to end, the last gradient at computed (seconds)."""
+    return {"start": start, "computed": computed, "end": end, "bytes": 0,
+            "buckets": [{"index": i, "start": a, "end": b} for i, (a, b) in enumerate(buckets)]}
+
+
+def test_the_bucket_lines_print_backwards_median_total_beside_its_split():
+    """Learner s11r2c, finding 1: 4.7 + 2.8 ms beside 5.8 + 1.1 ms looked like 3 buckets faster while the verdict
+    said 1.33x one bucket faster; each setting's line now prints backward()'s median total, what the verdict pairs,
+    and says it is not the sum of the split's two medians."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lab_utils.labs.lab03 import buckets
+
+    one = [_round(0, 0.004 + i * 1e-4, 0.007 + i * 3e-4, [(0.0045, 0.007 + i * 3e-4)]) for i in range(6)]
+    many = [_round(0, 0.005, 0.0062 + i * 1e-4, [(0.001, 0.002), (0.003, 0.004), (0.0051, 0.0062 + i * 1e-4)])
+            for i in range(6)]
+    fig, lines = buckets.timeline({"default": one, "bucket_cap_mb=0.05": many}, comm_ms=3.9, table_batch=128, batch=64)
+    default, pair, small = (" ".join(line.split()) for line in lines)
+    assert default.startswith("default, median of 5 rounds: backward() 7.9 ms in all (not the sum of the next two "
+                              "medians): computing 4.3 ms until the last gradient, then 3.6 ms"), default
+    assert pair.startswith("section 6 timed the same gradients' all-reduce at 3.9 ms a step"), pair
+    assert "backward() 6.5 ms in all" in small and "67% of buckets" in small, small
+    assert len(fig.axes) == 2 and fig.axes[1].get_xlabel() == "ms since loss.backward() began"
+    assert buckets.overlap(many[0])[:2] == (2, 3) and buckets.overlap(_round(0, 1, 1, []))[2] == 0.0

@@ -144,3 +144,152 @@ def test_overlapping_blocks_are_told_they_overlap_without_a_remainder_hint():
     result = check(shard_overlapping)
     assert not result.passed and "the blocks overlap" in result.message, result.message
     assert "remainder" not in result.message and "missing" not in result.message, result.message
+
+
+# ---- exercise 5: gradient accumulation with DDP (learner s11r2c: none of the exercises touched no_sync) ----------
+
+@named("accumulation_step")
+def accumulation_right(ddp_model, optimizer, micro_batches):
+    import contextlib
+
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if i == k - 1 else ddp_model.no_sync():
+            (F.cross_entropy(ddp_model(x), y) / k).backward()
+    optimizer.step()
+
+
+@named("accumulation_step")
+def accumulation_undivided(ddp_model, optimizer, micro_batches):
+    import contextlib
+
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if i == len(micro_batches) - 1 else ddp_model.no_sync():
+            F.cross_entropy(ddp_model(x), y).backward()  # not divided by k
+    optimizer.step()
+
+
+@named("accumulation_step")
+def accumulation_no_sync_everywhere(ddp_model, optimizer, micro_batches):
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()
+    for x, y in micro_batches:
+        with ddp_model.no_sync():  # the last one too: nothing is ever all-reduced
+            (F.cross_entropy(ddp_model(x), y) / len(micro_batches)).backward()
+    optimizer.step()
+
+
+@named("accumulation_step")
+def accumulation_sync_everywhere(ddp_model, optimizer, micro_batches):
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()
+    for x, y in micro_batches:  # no no_sync: right, but one all-reduce per micro-batch
+        (F.cross_entropy(ddp_model(x), y) / len(micro_batches)).backward()
+    optimizer.step()
+
+
+@named("accumulation_step")
+def accumulation_zero_grad_inside(ddp_model, optimizer, micro_batches):
+    import contextlib
+
+    import torch.nn.functional as F
+
+    k = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        optimizer.zero_grad()  # erases what the earlier micro-batches accumulated
+        with contextlib.nullcontext() if i == k - 1 else ddp_model.no_sync():
+            (F.cross_entropy(ddp_model(x), y) / k).backward()
+    optimizer.step()
+
+
+@named("accumulation_step")
+def accumulation_step_each(ddp_model, optimizer, micro_batches):
+    import contextlib
+
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if i == k - 1 else ddp_model.no_sync():
+            (F.cross_entropy(ddp_model(x), y) / k).backward()
+        optimizer.step()  # a step per micro-batch
+
+
+@named("accumulation_step")
+def accumulation_never_zeroed(ddp_model, optimizer, micro_batches):
+    import contextlib
+
+    import torch.nn.functional as F
+
+    k = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        with contextlib.nullcontext() if i == k - 1 else ddp_model.no_sync():
+            (F.cross_entropy(ddp_model(x), y) / k).backward()
+    optimizer.step()  # the first step's gradient stays for the second
+
+
+@pytest.mark.slow  # each check launches two real ranks
+def test_the_accumulation_answer_passes_with_one_all_reduce_a_step():
+    result = check(accumulation_right)
+    assert result.passed and "one all-reduce a step" in result.message, result.message
+    assert result.details["fraction"] == 1.0
+
+
+@pytest.mark.slow
+def test_accumulation_without_no_sync_passes_with_a_note_on_the_extra_all_reduces():
+    result = check(accumulation_sync_everywhere)
+    assert result.passed and "fewer all-reduces a step" in result.message, result.message
+    assert result.details["fraction"] == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrong, named_as", [
+    (accumulation_undivided, "the loss was not divided by the number of micro-batches"),
+    (accumulation_no_sync_everywhere, "no all-reduce ran"),
+    (accumulation_zero_grad_inside, "zero_grad ran between micro-batches"),
+    (accumulation_step_each, "steps every micro-batch"),
+    (accumulation_never_zeroed, "zero_grad never ran")],
+    ids=["undivided", "no-sync-everywhere", "zero-grad-inside", "step-each", "never-zeroed"])
+def test_accumulation_mistakes_are_named(wrong, named_as):
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    assert result.details["fraction"] == 0.0
+
+
+@named("run_epochs")
+def run_epochs_shifted(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch + 1)  # a new order every epoch, but not epoch's (learner s11r2c)
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+
+
+@named("run_epochs")
+def run_epochs_global_seed(sampler, loader, model, optimizer, epochs):
+    import torch
+
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        torch.manual_seed(epoch)  # DistributedSampler does not read it
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+
+
+def test_set_epoch_off_by_one_and_the_global_seed_are_told_why():
+    """Learner s11r2c: set_epoch(epoch + 1) got 'the orders differ', torch.manual_seed(epoch) the set_epoch text."""
+    shifted = check(run_epochs_shifted)
+    assert not shifted.passed and "set_epoch(epoch + 1)" in shifted.message and "resumed" in shifted.message
+    seeded = check(run_epochs_global_seed)
+    assert not seeded.passed and "ignores torch's global seed" in seeded.message, seeded.message

@@ -1,4 +1,4 @@
-"""Lab 03: gradient averaging in real ranks, sharding, the epoch loop, the learning rate for N ranks."""
+"""Lab 03: gradient averaging in real ranks, sharding, the epoch loop, a metric over ranks, gradient accumulation."""
 from __future__ import annotations
 
 from ...exercises.core import ANY, Exercise, FROM_LESSON, close, max_abs_diff, register
@@ -218,7 +218,13 @@ def _epoch_judge(got, expected, case):
                      f"{got['late'][0]} had already asked the sampler for its order (a loader draws it when the loop "
                      "starts), so that epoch read the previous epoch's order; call it before the inner loop")
     if all(g == got_orders[0] for g in got_orders):
-        return 0.0, "every epoch reads the data in the same order: call sampler.set_epoch(epoch) at the start of each epoch"
+        return 0.0, ("every epoch reads the data in the same order: call sampler.set_epoch(epoch) at the start of each "
+                     "epoch (DistributedSampler ignores torch's global seed: it shuffles with its own seed + epoch)")
+    shifted = _shifted_epochs(got_orders, case)
+    if shifted:
+        return 0.0, (f"the orders are those of sampler.set_epoch(epoch {'+' if shifted > 0 else '-'} {abs(shifted)}): each epoch does get a new order, "
+                     "but not the one its number gives, so a run resumed at epoch e (or one process checked against "
+                     "the ranks) draws another order than the run that never stopped; pass the loop's own epoch")
     if got.get("seed", expected["seed"]) != expected["seed"]:
         return 0.0, ("the loop changed sampler.seed: leave it and call sampler.set_epoch(epoch), which reseeds the "
                      "shuffle with seed + epoch, so every rank (and a resumed run) derives the same new order per "
@@ -226,36 +232,25 @@ def _epoch_judge(got, expected, case):
     return 0.0, "the orders differ from those sampler.set_epoch(epoch) gives for epoch = 0, 1, 2 in turn"
 
 
+def _shifted_epochs(orders, case) -> int | None:
+    """The offset k (-2..2, not 0) for which `orders` are those of set_epoch(epoch + k), else None."""
+    _, sampler, _, _ = _epoch_problem(case)
+    for k in (1, -1, 2, -2):
+        drawn = []
+        for epoch in range(len(orders)):
+            sampler.set_epoch(epoch + k)
+            drawn.append(list(sampler))
+        if drawn == orders:
+            return k
+    return None
+
+
 RUN_EPOCHS = Exercise("03", "run_epochs", _epoch_cases, _epoch_run, _epoch_expected, _epoch_judge,
                       "reshuffle at the start of every epoch", setup=SETUP,
                       shape=lambda right, case: {"orders": right["orders"], "late": ANY, "seed": ANY})
 
 
-# ---- the learning rate for N ranks ------------------------------------------------------------------------------------
-
-def _lr_cases(rng):
-    return [[rng.choice([0.01, 0.02, 0.05, 0.1]), rng.choice([2, 3, 4, 8, 16])] for _ in range(4)]
-
-
-def _lr_run(scaled_lr, cases):
-    return [float(scaled_lr(base, n)) for base, n in cases]
-
-
-def _lr_judge(got, expected, cases):
-    for g, e, (base, n) in zip(got, expected, cases):
-        if abs(g - e) > 1e-12:
-            if abs(g - base) <= 1e-12:
-                return 0.0, f"scaled_lr({base}, {n}) returned the single-device rate: the global batch is {n}x larger"
-            if abs(g - base / n) <= 1e-12:
-                return 0.0, "that divides: a larger batch averages out noise, so the step can grow with it (linear scaling)"
-            return 0.0, f"scaled_lr({base}, {n}) gave {g}: scale the learning rate by world_size"
-    return 1.0, "linear scaling"
-
-
-SCALED_LR = Exercise("03", "scaled_lr", _lr_cases, _lr_run, FROM_LESSON, _lr_judge,
-                     "the global batch grows with world_size; so does the learning rate (linear scaling)")
-
-register(AVERAGE_GRADIENTS, SHARD, RUN_EPOCHS, SCALED_LR)
+register(AVERAGE_GRADIENTS, SHARD, RUN_EPOCHS)
 
 
 # ---- a metric over all ranks, run in real ranks --------------------------------------------------------------------
@@ -322,3 +317,163 @@ GLOBAL_MEAN = Exercise("03", "global_mean", _mean_cases, _mean_run,
                        shape=lambda mean, case: [[ANY, mean]] * len(case["counts"]))
 
 register(GLOBAL_MEAN)
+
+
+# ---- gradient accumulation with DDP, run in real ranks --------------------------------------------------------------
+
+ACCUMULATION_STEPS = 2  # optimizer steps per check: a gradient left over from the first reaches the second
+
+
+def _accumulate_cases(rng):
+    return {"seed": rng.randrange(10**6), "micro": rng.choice([2, 3, 4]), "k": rng.choice([3, 4]),
+            "lr": rng.choice([0.05, 0.1, 0.2])}
+
+
+def _accumulate_problem(case, world_size):
+    """A seeded model and, per optimizer step, a global batch of world_size x k micro-batches of `micro` images."""
+    import torch
+
+    from ... import spec
+
+    gen = torch.Generator().manual_seed(case["seed"])
+    shape = (ACCUMULATION_STEPS, world_size, case["k"], case["micro"])
+    x, y = torch.rand(*shape, 1, 8, 8, generator=gen), torch.randint(0, 10, shape, generator=gen)
+    return spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(), (1, 8, 8), seed=case["seed"]), x, y
+
+
+def _counted(events, name, method):
+    """`method`, logging `name` in `events` at each call."""
+    def counting(*args, **kwargs):
+        events.append(name)
+        return method(*args, **kwargs)
+    return counting
+
+
+def _logging_hook(events, bucket):
+    """DDP's averaging of one bucket, logged as an "allreduce" event."""
+    import torch.distributed as dist
+
+    events.append("allreduce")
+    grads = bucket.buffer().div_(dist.get_world_size())
+    return dist.all_reduce(grads, async_op=True).get_future().then(lambda f: f.value()[0])
+
+
+def accumulating_worker(rank, world_size, accumulation_step, case):
+    """Two optimizer steps of the learner's accumulation_step on this rank's micro-batches, in a real DDP model; the
+    weights, and the order of its forwards, all-reduces, zero_grads and steps."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ... import tensors
+    from ...launch import process_group
+
+    with process_group(timeout_s=60) as ctx:  # on GPU ranks, the model and the data on this rank's GPU
+        model, x, y = _accumulate_problem(case, world_size)
+        model, x, y = model.to(ctx.device), x.to(ctx.device), y.to(ctx.device)
+        ddp_model = DDP(model, device_ids=[ctx.device] if ctx.device.startswith("cuda") else None)
+        events: list[str] = []
+        ddp_model.register_comm_hook(events, _logging_hook)
+        ddp_model.register_forward_pre_hook(lambda module, args: events.append("forward"))
+        optimizer = torch.optim.SGD(ddp_model.parameters(), lr=case["lr"])
+        optimizer.step = _counted(events, "step", optimizer.step)  # type: ignore[method-assign]
+        optimizer.zero_grad = _counted(events, "zero_grad", optimizer.zero_grad)  # type: ignore[method-assign]
+        ddp_model.zero_grad = _counted(events, "zero_grad", ddp_model.zero_grad)  # type: ignore[method-assign]
+        model.zero_grad = _counted(events, "zero_grad", model.zero_grad)
+        for step in range(ACCUMULATION_STEPS):
+            events.append("call")
+            accumulation_step(ddp_model, optimizer, [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])
+        return {"weights": tensors.flat_weights(model).cpu().tolist(), "events": events}
+
+
+def _accumulate_run(accumulation_step, case, world_size: int = 2):
+    from ...launch import launch
+
+    return launch(accumulating_worker, world_size, args=(accumulation_step, case), timeout=120)
+
+
+def _accumulate_one_process(case, world_size: int = 2, *, scale: float = 1.0, rank: int | None = None):
+    """One process, one plain step per global batch (its mean loss times `scale`); rank: that rank's data alone."""
+    import torch
+    import torch.nn.functional as F
+
+    model, x, y = _accumulate_problem(case, world_size)
+    optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"])
+    for step in range(ACCUMULATION_STEPS):
+        mine = slice(None) if rank is None else slice(rank, rank + 1)
+        xs, ys = x[step, mine].flatten(0, 2), y[step, mine].flatten(0, 2)
+        optimizer.zero_grad()
+        (F.cross_entropy(model(xs), ys) * scale).backward()
+        optimizer.step()
+    return _flat(model)
+
+
+def _per_call(events):
+    """The events of each call of accumulation_step."""
+    calls: list[list[str]] = []
+    for event in events:
+        if event == "call":
+            calls.append([])
+        elif calls:
+            calls[-1].append(event)
+    return calls
+
+
+def _synced_backwards(call):
+    """How many of a call's micro-batches were all-reduced (an all-reduce after their forward, before the next)."""
+    return sum("allreduce" in part for part in " ".join(call).split("forward")[1:])
+
+
+def _zeroed_midway(call):
+    """Whether a zero_grad ran after the call's first forward and before its step."""
+    if "forward" not in call:
+        return False
+    stop = call.index("step") if "step" in call else len(call)
+    return "zero_grad" in call[call.index("forward") + 1:stop]
+
+
+def _accumulate_judge(got, expected, case):
+    import numpy as np
+
+    k, n = case["k"], len(got)
+    ranks = [np.array(r["weights"]) for r in got]
+    calls = [c for r in got for c in _per_call(r["events"])]  # every rank's calls, in turn
+    if len(calls) != n * ACCUMULATION_STEPS or len(ranks) != n or any(len(r) != len(expected) for r in ranks):
+        return 0.0, "the ranks' record is incomplete: a rank's weights or calls are missing"
+    steps, synced = [c.count("step") for c in calls], [_synced_backwards(c) for c in calls]
+    if any(s > 1 for s in steps):
+        return 0.0, (f"optimizer.step() ran {max(steps)} times in one call: that steps every micro-batch, each on "
+                     f"a part of the batch; accumulate all {k} micro-batches' gradients, then step once")
+    if any(s == 0 for s in steps):
+        return 0.0, "optimizer.step() never ran: step once, after the last micro-batch's backward"
+    if any(_zeroed_midway(c) for c in calls):
+        return 0.0, ("zero_grad ran between micro-batches: it erased the gradients accumulated so far, so only the "
+                     "last micro-batch's reached the step; zero the gradients once, before the first micro-batch")
+    if not any(synced):
+        return 0.0, ("no all-reduce ran: every backward was inside ddp_model.no_sync(), so each rank stepped on its "
+                     "own gradients and the ranks now differ; run the last micro-batch's backward outside no_sync")
+    if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
+        return 0.0, "the ranks ended with different weights: the last micro-batch's backward must run outside no_sync"
+    gap = max_abs_diff(ranks[0], expected)
+    if gap <= 1e-5:
+        if max(synced) > 1:
+            return 1.0, (f"equals one process on the global batch (max diff {gap:.1e}); but {max(synced)} of the "
+                         f"{k} micro-batches were all-reduced where 1 will do: no_sync() on all but the last gives "
+                         f"the same weights with {k - 1} fewer all-reduces a step (counted here, not timed)")
+        return 1.0, f"every rank equals one process on the global batch (max diff {gap:.1e}), one all-reduce a step"
+    if max_abs_diff(ranks[0], _accumulate_one_process(case, n, scale=k)) <= 1e-5:
+        return 0.0, (f"each update is {k}x too large: the loss was not divided by the number of micro-batches ({k}), "
+                     "so the accumulated gradient is the sum of their means, not their mean")
+    if not any("zero_grad" in c for c in calls):
+        return 0.0, ("zero_grad never ran: the first step's gradient stayed in p.grad and was added to the second's; "
+                     "zero the gradients once at the start of each step")
+    return 0.0, (f"after {ACCUMULATION_STEPS} steps the weights differ from one process on the global batch by up to "
+                 f"{gap:.1e}: zero once, divide each micro-batch's loss by {k}, no_sync on all but the last, step once")
+
+
+ACCUMULATION_STEP = Exercise("03", "accumulation_step", _accumulate_cases, _accumulate_run, _accumulate_one_process,
+                             _accumulate_judge, "zero once; each micro-batch's loss divided by their number; no_sync() "
+                             "on all but the last micro-batch's backward; one optimizer.step()",
+                             setup=SETUP + "\nimport contextlib\nimport torch.nn.functional as F", ranks=2,
+                             shape=lambda weights, case: [{"weights": weights, "events": ANY}] * 2)
+
+register(ACCUMULATION_STEP)

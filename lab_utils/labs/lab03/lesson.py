@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from lab_utils import data, ddp, hardware, measure, spec, tensors
 from lab_utils.train import evaluate
 
-__all__ = ['DDPConfig', 'ddp_worker', 'BucketLog', 'logging_allreduce_hook', 'bucket_worker', 'scaled_lr']
+__all__ = ['DDPConfig', 'ddp_worker', 'BucketLog', 'logging_allreduce_hook', 'bucket_worker']
 
 
 # ---- solutions/03_ddp.ipynb, cell 23 (id 783763d0) -----------------------------------------------------------------
@@ -53,8 +53,8 @@ def ddp_worker(rank, world_size, cfg):
     # 3. this rank's share of every epoch, reshuffled each epoch
     sampler = DistributedSampler(train_set, world_size, rank, shuffle=True, seed=cfg.seed, drop_last=True)
     loader = DataLoader(train_set, batch_size=cfg.per_rank_batch, sampler=sampler, drop_last=True)
-    # 4. the global batch is world_size times one device's: scale the learning rate (ramped up to it over
-    #    cfg.warmup_steps steps; 0: no ramp)
+    # 4. the global batch is world_size times one device's: scale the learning rate; a warm-up ramps it up from
+    #    one device's over cfg.warmup_steps steps (0: no ramp; section 5 says when it is needed)
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=cfg.lr * world_size, momentum=0.9)
     warmup = ddp.linear_warmup(optimizer, world_size, cfg.warmup_steps)
     allreduce, timer = ddp.AllReduceTimer(ddp_model, optimizer), measure.StepTimer(device)
@@ -156,10 +156,3 @@ def bucket_worker(rank, world_size, layers, caps, per_rank_batch, rounds, timeou
     dist.barrier()
     dist.destroy_process_group()
     return out
-
-
-# ---- solutions/03_ddp.ipynb, cell 86 (id cc8182b5) -----------------------------------------------------------------
-
-def scaled_lr(base_lr, world_size):
-    """Learning rate for world_size ranks, from the single-device one (linear scaling)."""
-    return base_lr * world_size

@@ -3,6 +3,9 @@ baseline ran slow in this run (the [!] under the table says so), so no ratio ove
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+import numpy as np
 
 from ... import allocator, measure
 
@@ -135,3 +138,106 @@ def threads_verdict(rates: dict[str, float], world_size: int, tolerance: float, 
     if abs(math.log(ratio)) <= math.log(1 + tolerance):
         return f"{claim}: {ratio:.2f}x, too close to tell (two launches may differ by {tolerance:.0%})"
     return f"{claim}: {ratio:.2f}x, " + ("as predicted" if ratio > 1 else "against the prediction")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Section 6's launches read once: medians (samples/s), the widest step spread and the flags of each row, why the
+    comparison is refused (None: read), why the baseline ran slow (None: it did not), DDP's all-reduce per step (ms),
+    and the lines to print, the sentence to repeat first."""
+
+    rates: dict[str, float]
+    spreads: dict[str, float]
+    flags: dict[str, list]
+    unreadable: str | None
+    slowed: str | None
+    comm_ms: float
+    lines: list[str]
+
+
+def headline(rates: dict[str, float], world_size: int, tolerance: float, slowed: str | None,
+             unreadable: str | None, lab01_many: float | None = None) -> str:
+    """The one sentence section 6 answers with: N DDP ranks over one thread and over one process with N threads (read
+    within `tolerance`), and, where lab 01 timed N threads too, over that figure, saying whether the two agree."""
+    ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
+    if unreadable:
+        return f"{world_size} DDP ranks against one process: {measure.NOT_MEASURABLE} ({unreadable})"
+    ours = reading(ddp / threads, tolerance)
+    over_one = "" if slowed else f"{ddp / rates['1 process x 1 thread']:.2f}x one process with one thread and "
+    said = (f"{world_size} DDP ranks ran {over_one}{ddp / threads:.2f}x one process with {world_size} threads "
+            f"({ours})")
+    if not lab01_many:
+        return said
+    theirs = reading(ddp / lab01_many, tolerance)
+    return said + (f"; {ddp / lab01_many:.2f}x lab 01's {world_size}-thread figure ({theirs}" +
+                   ("): both read the same" if theirs == ours else
+                    "): the two readings differ, so this run does not settle DDP against threads"))
+
+
+def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unreadable: str | None = None) -> Reading:
+    """Section 6's table of launches (`speed`: row name -> jobs, each a list of rank results) read against the
+    one-thread row and lab 01's rows, with the busy-machine refusal (`unreadable`) and the slowed-baseline rule."""
+    from ... import detectors, workloads
+
+    rates = {name: float(np.median([job[0]["samples_per_s"] for job in jobs])) for name, jobs in speed.items()}
+    spreads = {name: max(job[0]["step_spread"] for job in jobs) for name, jobs in speed.items()}
+    base = rates["1 process x 1 thread"]
+    step = workloads.STEP_3CONV.name
+    lab01 = measure.reference_rate(step, "1 process x 1 thread", directory=results_dir)
+    lab01_how = measure.reference_conditions(step, "1 process x 1 thread", threads=1, directory=results_dir)
+    lab01_many = measure.reference_rate(step, f"1 process x {world_size} threads", directory=results_dir)
+    flags, table = {}, []
+    for name, rate in rates.items():
+        devices = world_size if "ranks" in name or "threads" in name else 1
+        flags[name] = measure.plausibility(speedup=rate / base if devices > 1 else None, devices=devices,
+                                           oversubscribed=devices > hw.cpu_count and not hw.gpus,
+                                           baseline_rate=rate if devices == 1 and "1 thread" in name else None,
+                                           reference_rate=lab01, reference_cause=lab01_how,
+                                           threads=world_size if name.endswith("threads") else None,
+                                           refused=unreadable is not None)  # a refused speedup (n/m): no flag reads it
+        shown = f"{rate / base:5.2f}x" if unreadable is None or devices == 1 else "n/m"  # n/m: said below the table
+        table.append(measure.table_row(f"{name:<30} {rate:8.0f} samples/s  {shown:>7}  "
+                                       f"(its steps spread {spreads[name]:.0%})", flags[name]))
+    slowed = None if unreadable else slowed_baseline(rates, "1 process x 1 thread", world_size)
+    said = [headline(rates, world_size, tolerance, slowed, unreadable, lab01_many)]  # prose: wrapped at the end
+    notes = [detectors.noise_line(spreads.values(), "step medians") or "noise: every median above came from steps "
+             f"within {detectors.NOISY_SPREAD * 100:.0f} % of it"]
+    if slowed:  # one reading everywhere: no ratio over a slowed baseline is read, here, in the table or the summary
+        notes.append(f"so {slowed}: every 'x one thread' above is inflated by it")
+    # busy (unreadable): the table's n/m and the first line's refusal say it once; no ratio is printed
+    busy = unreadable and "this run measured under load (said above), which can slow either figure"
+    lab01_row = measure.reference_row(step, "1 process x 1 thread", directory=results_dir)
+    lab01_allocator = lab01_row.machine.allocator if lab01_row and lab01_row.machine else None  # its malloc setting
+    notes += baseline_lines(rates, world_size, lab01, lab01_many, tolerance, cause=slowed or busy,
+                            lab01_allocator=lab01_allocator)
+    notes.append(threads_verdict(rates, world_size, tolerance, "the load, said above" if unreadable else None))
+    ddp_step = 256 / rates[f"{world_size} ranks, DDP"] * 1e3
+    comm = float(np.median([job[0]["allreduce_ms"] for job in speed[f"{world_size} ranks, DDP"]]))
+    notes.append(f"a DDP step took {ddp_step:.1f} ms, of which {comm:.1f} ms ({comm / ddp_step:.0%}) in the gradient "
+                 "all-reduce (waiting for the slower rank included)")
+    lines = [*map(measure.short_lines, said), "", *table, *map(measure.short_lines, notes[:1]),
+             *measure.table_lines(flags.values(), list(flags)), *map(measure.short_lines, notes[1:])]
+    return Reading(rates, spreads, flags, unreadable, slowed, comm, lines)
+
+
+def results(reading: Reading, speed: dict, world_size: int, device: str, launched: list) -> list:
+    """The results rows of section 6's launches, each with its flags, the refusal on the rows read over the one-thread
+    row, `launched` (lab 01 timed the 1-process rows in its kernel) on those, and a slowed baseline's condition."""
+    from ... import detectors, workloads
+
+    slow_base = [detectors.condition(reading.slowed)] if reading.slowed else []
+    refused = (measure.refusal(f"{measure.NOT_MEASURABLE}: {reading.unreadable} ({measure.UNREAD})")
+               if reading.unreadable else [])
+    rows = []
+    for name, rate in reading.rates.items():
+        ranks = world_size if "ranks" in name else 1
+        threads = world_size if name.endswith(f"x {world_size} threads") else 1
+        parallel = ranks > 1 or threads > 1  # read over the one-thread row: refused with it
+        strategy = "ddp" if "DDP" in name else ("horovod-style" if "Horovod" in name else "single-process")
+        rows.append(measure.Result(
+            lab="03", framework="torch", strategy=strategy, variant=name, world_size=ranks, device=device,
+            batch_size=256, samples_per_s=rate, wall_s=256 / rate, threads=threads, repeats=len(speed[name]),
+            spread=reading.spreads[name], workload=workloads.STEP_3CONV.name,
+            flags=(*reading.flags[name], *(refused if parallel else []), *(launched if ranks == 1 else []),
+                   *(slow_base if name == "1 process x 1 thread" else []))))
+    return rows

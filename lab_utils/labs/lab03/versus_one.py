@@ -90,4 +90,12 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
                           alone_ms=batch / world_size / alone_rate * 1e3 if alone_rate else None)]
     if refused:
         return said + [measure.short_lines(f"verdict: {measure.NOT_MEASURABLE} ({refused})")]
-    return said + [verdict_line(one_ms=one_ms, ddp_ms=ddp_ms, predicted_ms=predicted, world_size=world_size)]
+    if alone_rate:  # learner s11r2c: the measured compute part against lab 01's whole step, said outright
+        alone_ms = batch / world_size / alone_rate * 1e3
+        said.append(measure.short_lines(
+            f"compute alone: one rank's {alone_ms:.2f} ms already takes longer than lab 01's whole step "
+            f"({one_ms:.2f} ms), before any all-reduce" if alone_ms > one_ms else
+            f"compute alone: one rank's {alone_ms:.2f} ms is below lab 01's whole step ({one_ms:.2f} ms): "
+            "the all-reduce and the unaccounted time decide"))
+    said.append(verdict_line(one_ms=one_ms, ddp_ms=ddp_ms, predicted_ms=predicted, world_size=world_size))
+    return said

@@ -1,0 +1,69 @@
+"""Lab 03's bucket timeline: rank 0's rounds of the bucket test drawn (one panel per bucket setting, the round
+nearest the medians) and read in lines (the split of backward() into computing and all-reduce, the overlap)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ... import measure
+from . import speed
+
+
+def overlap(step: dict) -> tuple[int, int, float]:
+    """(buckets started before the last gradient was ready, all buckets, share of all-reduce time before it)."""
+    early = sum(b["start"] < step["computed"] for b in step["buckets"])
+    busy = sum(b["end"] - b["start"] for b in step["buckets"])
+    hidden = sum(max(0.0, min(b["end"], step["computed"]) - b["start"]) for b in step["buckets"])
+    return early, len(step["buckets"]), hidden / busy if busy else 0.0
+
+
+def split_ms(step: dict) -> tuple[float, float]:
+    """(ms computing until the last gradient was ready, ms of all-reduce after it) of one round."""
+    return 1e3 * (step["computed"] - step["start"]), 1e3 * (step["end"] - step["computed"])
+
+
+def nearest_median(steps: list[dict]) -> tuple[dict, np.ndarray]:
+    """The round whose split is nearest the medians over all rounds (the one the plot shows), and those medians."""
+    medians = np.median([split_ms(s) for s in steps], axis=0)
+    gap = [sum(abs(np.log(max(x, 1e-3) / max(m, 1e-3))) for x, m in zip(split_ms(s), medians)) for s in steps]
+    return steps[int(np.argmin(gap))], medians
+
+
+def line(name: str, steps: list[dict]) -> str:
+    """One setting's reading over its rounds: backward()'s median total, the split's medians, and the overlap."""
+    _, (computing, after) = nearest_median(steps)
+    whole = float(np.median([1e3 * (s["end"] - s["start"]) for s in steps]))  # what the bucket verdict pairs
+    shares = [overlap(s) for s in steps]
+    return measure.short_lines(
+        f"{name}, median of {len(steps)} rounds: backward() {whole:.1f} ms in all (not the sum of the next two "
+        f"medians): computing {computing:.1f} ms until the last gradient, then {after:.1f} ms of all-reduce; "
+        f"before the last gradient started: {float(np.median([s[0] / s[1] for s in shares])):.0%} of buckets, "
+        f"{float(np.median([s[2] for s in shares])):.0%} of all-reduce time")
+
+
+def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int):
+    """(figure, lines) of rank 0's rounds (`rounds`: setting name -> its rounds, the first a warm-up, left out); the
+    default setting's lines also say why section 6's all-reduce figure (comm_ms, at table_batch a rank) differs."""
+    fig, axes = plt.subplots(len(rounds), 1, figsize=(7, 1.2 + 0.9 * len(rounds)), sharex=True)
+    said = []
+    for ax, (name, all_rounds) in zip(np.atleast_1d(axes), rounds.items()):
+        steps = all_rounds[1:]  # the first round warms up
+        step, (_, after) = nearest_median(steps)  # the plot and the line under it: one split
+        for b in step["buckets"]:
+            ax.barh(b["index"], (b["end"] - b["start"]) * 1e3, left=(b["start"] - step["start"]) * 1e3,
+                    color="tab:orange")
+        ax.axvline((step["computed"] - step["start"]) * 1e3, color="k", linestyle="--")
+        ax.set_yticks(range(len(step["buckets"])))
+        ax.set_ylabel("bucket")
+        ax.set_title(f"{name}: the round nearest the medians, {split_ms(step)[0]:.1f} ms computing + "
+                     f"{split_ms(step)[1]:.1f} ms all-reduce after it", fontsize=9)  # whole within the figure
+        ax.invert_yaxis()
+        said.append(line(name, steps))
+        if name == "default":  # section 6 timed the same gradients' all-reduce: why the two figures need not agree
+            sums = [1e3 * sum(b["end"] - b["start"] for b in s["buckets"]) for s in steps]  # as section 6 times it
+            said.append(measure.short_lines(speed.allreduce_pair(table_ms=comm_ms, table_batch=table_batch,
+                                                                 after_ms=after, sum_ms=float(np.median(sums)),
+                                                                 batch=batch)))
+    np.atleast_1d(axes)[-1].set_xlabel("ms since loss.backward() began")
+    fig.tight_layout()
+    return fig, said
