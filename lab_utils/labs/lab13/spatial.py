@@ -246,3 +246,44 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
             f"{ranks - 1}/{ranks} of one device's {one_ms:.2f} ms ({saved:.2f} ms), while the all-reduce and the wait "
             f"for the slower rank add {added:.2f} ms (data parallel's {dp_ms:.2f} ms minus one rank's share, "
             f"{one_ms - saved:.2f} ms; medians): {verdict}")
+
+
+# ---- the spatial code on 1 rank, and the floor of a small image's step ---------------------------------------------
+
+def overhead_lines(alone: dict[str, dict[str, list]]) -> list[str]:
+    """The spatial code on 1 rank over the unsplit model's time, per workload (paired rounds of one launch,
+    {workload: {"spatial": times, "one device": times}}): what the code costs apart from any message."""
+    lines, verdicts = [], []
+    for name, times in alone.items():
+        ratios = measure.paired_ratios(times["one device"], times["spatial"])  # spatial's time over the unsplit's
+        low, high, _ = measure.ratio_range(ratios)
+        lines.append(f"  {name}: {float(np.median(ratios)):.2f}x (range {shown(low, (1.0,))}-{shown(high, (1.0,))} "
+                     f"over {len(ratios)} paired rounds)")
+        verdicts.append((name, low, high))
+    large = [(n, lo, hi) for n, lo, hi in verdicts if "large" in n or "1024" in n] or verdicts[:1]
+    name, low, high = large[0]
+    said = ("costs what the unsplit model costs (the range holds 1)" if low <= 1 <= high else
+            "is faster than the unsplit model" if high < 1 else
+            f"takes at least {low:.2f}x the unsplit model's time")
+    return [f"{name}: on 1 rank the spatial code {said}",
+            "spatial code on 1 rank over the unsplit model's time (no partner: no halo, each all-reduce a copy):"
+            ] + lines
+
+
+def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -> str:
+    """Why a small image's spatial step has a floor: its time on 2 ranks minus the same code's on 1 rank, spread
+    over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians)."""
+    two_ms, one_ms = float(np.median(two_ranks)) * 1e3, float(np.median(one_rank)) * 1e3
+    message_ms = float(np.median(message)) * 1e3
+    n = sum(calls.values())
+    each = (two_ms - one_ms) / n
+    kinds = ", ".join(f"{count} {call}" for call, count in calls.items())
+    if each <= 1.5 * message_ms:
+        cause = "about one bare message's latency each: the messages make the floor"
+    else:
+        cause = (f"{each / message_ms:.1f}x a bare message each: at every message a rank also waits for the other "
+                 "to reach it (their compute and the scheduler's timing differ)")
+    return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
+            f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
+            f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
+            f"barrier: {cause}")
