@@ -10,13 +10,15 @@ from ...measure.verdicts import shown
 WIDTHS = (9, 10, 10, 8, 15)  # 'vs naive', '= overlap', 'x compute', 'bubble', 'steps'
 
 
-def speed_cells(vs_naive: float, overlap: float, compute: float, bubble: float, bubbles, refused: bool) -> str:
+def speed_cells(vs_naive: float, overlap: float, compute: float | None, bubble: float, bubbles, refused: bool) -> str:
     """The GPipe table's load-dependent columns (vs naive, overlap, compute, bubble, steps), or n/m in each where the
-    load refuses them: a refused figure is not printed, so that no eye reads it before the line that refuses it."""
+    load refuses them: a refused figure is not printed, so that no eye reads it before the line that refuses it.
+    compute None: 'note' (the row's note gives the figure to read; one figure per cell)."""
     if refused:
         return "".join(f"{measure.N_M:>{w}}" for w in WIDTHS)
     steps = f"{min(bubbles):.3f}-{max(bubbles):.3f}"
-    return (f"{vs_naive:>8.2f}x{overlap:>9.2f}x{compute:>9.2f}x{bubble:>8.3f}{steps:>15}")
+    said = "note" if compute is None else f"{compute:.2f}x"
+    return (f"{vs_naive:>8.2f}x{overlap:>9.2f}x{said:>10}{bubble:>8.3f}{steps:>15}")
 
 
 def bubble_line(measured: float, ideal: float, theory: float, refused: bool) -> str:
@@ -154,14 +156,45 @@ def spread_line(label: str, ops, handovers) -> str:
 
 def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
     """A note where a row's compute factor (read on its median step) lies outside the range of the paired rounds'
-    busy-time ratios: that step's ops were atypical, not the configuration's, so the note says which figure reads the
-    ops' speed per image; [] where it lies inside."""
+    busy-time ratios: that step's ops were atypical, not the configuration's, so the note gives the figure to read
+    and the table's cell says 'note' instead of that step's; [] where it lies inside."""
     if low <= compute <= high:
         return []
     pace = "slower" if compute < low else "faster"
-    return [f"{label}'s compute {compute:.2f}x is one step's (its median step by makespan); over all the paired "
-            f"rounds, the naive split's busy time over this row's is {median:.2f}x (range {_range(low, high)}): "
-            f"that step's ops ran {pace} than this row's usually do, so read {median:.2f}x as its ops' speed per image"]
+    return [f"{label}'s compute: {median:.2f}x (range {_range(low, high)}), the naive split's busy time over this "
+            f"row's over all the paired rounds, is its ops' speed per image; its median step's ops ran {pace} than "
+            "that, so the column leaves that step's figure out"]
+
+
+def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
+              refused: str | None = None) -> str:
+    """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
+    (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note)."""
+    if refused:
+        return f"whether GPipe M={m} pays here: {measure.NOT_MEASURABLE}: {refused}"
+    head = f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the naive split"
+    if read_compute is None:
+        figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
+    else:
+        figures, c = f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)", read_compute
+    busier = ("the schedule kept the stages busier" if overlap > 1 else
+              "the schedule kept the stages no busier than the naive split")
+    ops = ("its smaller ops ran no slower per image" if c >= 1 else
+           f"its ops ran slower per image: each op's fixed cost is paid {m} times, on tensors {m}x smaller")
+    return f"{head}{figures}: {busier}, and {ops}"
+
+
+def below_ideal_line(rows) -> str:
+    """The table's line for rows whose bubble is below 'ideal' ((label, bubble, ideal, least) each, least the
+    bubble the median step's own op times allow with free transfers): 'ideal' is no bound, 'least' is."""
+    said = []
+    for label, bubble, ideal, least in rows:
+        beyond = ("below it: a wait counted as work, the [!] beside its row" if bubble < least - 0.005 else
+                  "not below it")
+        said.append(f"{label} {bubble:.3f} (ideal {ideal:.3f}; least {least:.3f}, {beyond})")
+    return ("bubble below 'ideal': " + "; ".join(said) + ". 'ideal' gives every op its stage's typical time, so a "
+            "step whose ops vary can beat it; 'least' is the bound: the median step's own op times in order, "
+            "transfers free")
 
 
 def _range(low: float, high: float) -> str:
