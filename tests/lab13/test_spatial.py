@@ -333,4 +333,13 @@ def test_floor_line_spreads_the_partners_cost_over_the_calls_that_wait_for_it():
     assert "the 12.00 ms between is the partner" in line and "12 calls" in line and "(5 isend, 7 all_reduce)" in line
     assert "1.00 ms each, against 1.00 ms" in line and line.endswith("the messages make the floor"), line
     slow = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3)
-    assert "5.0x a bare message each: at every message a rank also waits for the other" in slow, slow
+    assert "5.0x a bare message each: what the step adds is not the messages' own latency but waiting" in slow, slow
+
+
+def test_split_costs_line_adds_up_to_the_spatial_step():
+    from lab_utils.labs.lab13 import spatial
+    line = spatial.split_costs_line("one 1024px image", 0.0600, 0.0800, 1.0, 0.012)
+    assert "spatial 60.0 ms = one device's 80.0 ms / 2 x the code's own 1.00x (40.0 ms) + the floor (12.0 ms" in line
+    assert "+ 8.0 ms more" in line and line.endswith("the floor is the largest cost the split adds"), line
+    slow = spatial.split_costs_line("one 1024px image", 0.1350, 0.0886, 0.89, 0.0122)
+    assert "(39.4 ms)" in slow and slow.endswith("is the largest part"), slow

@@ -281,9 +281,24 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -
     if each <= 1.5 * message_ms:
         cause = "about one bare message's latency each: the messages make the floor"
     else:
-        cause = (f"{each / message_ms:.1f}x a bare message each: at every message a rank also waits for the other "
-                 "to reach it (their compute and the scheduler's timing differ)")
+        cause = (f"{each / message_ms:.1f}x a bare message each: what the step adds is not the messages' own "
+                 "latency but waiting, at each of them, for the other rank to reach it")
     return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
             f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
             f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
             f"barrier: {cause}")
+
+
+def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
+                     ranks: int = 2) -> str:
+    """The large image's spatial step taken apart (medians, seconds): its share of one device's compute at the code's
+    own 1-rank cost, the small image's floor, and the rest (the shared memory bus, longer waits)."""
+    share = one_device_s / ranks * code_ratio
+    rest = spatial_s - share - floor_s
+    return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
+            f"code's own {code_ratio:.2f}x ({share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from the small "
+            f"image) + {rest * 1e3:.1f} ms more (medians): "
+            + ("the rest, two ranks sharing one memory bus and cache and waits longer than a small image's, is "
+               "the largest part" if rest > max(share, floor_s) else
+               "the floor is the largest cost the split adds" if floor_s >= rest else
+               "the rest, the shared memory bus and longer waits, is larger than the floor"))
