@@ -457,6 +457,8 @@ def test_the_ops_tolerance_is_what_a_hand_over_resolves_not_below_it():
     assert detectors.shorter_than_its_ops(0.0480, 0.0483, what="naive", tolerance_s=tolerance) == []
     truly = detectors.shorter_than_its_ops(0.0480, 0.0490, what="naive", tolerance_s=tolerance)  # 1 ms: a stage waited
     assert len(truly) == 1 and detectors.impossible(truly) and "(0.25 ms)" in truly[0]
+    # learner s11r2d, lab 04 finding 4: "waited for a core" beside a load line of 0.0 cores: say whose processes
+    assert "this job's own processes held it: the other ranks, their gloo threads" in truly[0], truly
     assert detectors.shorter_than_its_ops(0.040, 0.043, what="naive", tolerance_s=detectors.ops_tolerance(4))  # 3 ms
 
 
