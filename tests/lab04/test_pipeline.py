@@ -699,3 +699,17 @@ def test_the_below_ideal_line_names_the_bound_and_which_bubble_breaks_it():
     assert "could be as low" not in line and "'least' is the bound" in line
     fine = tables.below_ideal_line([("gpipe M=8", 0.21, 0.229, 0.18)])
     assert "least 0.180, not below it" in fine and "[!]" not in fine
+
+
+def test_the_gap_to_ideal_is_a_table_whose_parts_add_up_and_say_what_a_negative_part_means():
+    # learner s11r2d, lab 04 finding 5: "gpipe M=4 37.0 = 28.6 - 2.9 + 11.3" in 5 wrapped lines, the negative part
+    # unexplained: one row per configuration, and the legend says what below 0 means
+    from lab_utils.labs.lab04 import tables
+    lines = tables.handover_table(["naive", "gpipe M=8"], [0.0358, 0.0335], [0.0337, 0.0305], [0.0340, 0.0267],
+                                  0.0003)
+    assert lines[2].split() == ["naive", "35.8", "=", "34.0", "+", "-0.3", "+", "2.1"], lines
+    assert lines[3].split() == ["gpipe", "M=8", "33.5", "=", "26.7", "+", "3.8", "+", "3.0"], lines
+    assert "below 0: they ran faster than the typical ones" in lines[-1]
+    late = tables.handover_table(["naive"], [0.0590], [0.0604], [0.0600], 0.0003)
+    assert late[2].endswith("(below 0: the mark beside its row above)"), late
+    assert all(len(line) <= 100 for line in lines[:-1])

@@ -215,3 +215,19 @@ def fastest_other_m(makespans: dict[int, float], shown: int) -> int | None:
     """The M whose median step was the shortest, where it is not the `shown` one (the summary's); None where it is."""
     fastest = min(makespans, key=makespans.__getitem__)
     return None if fastest == shown or makespans[fastest] == makespans[shown] else fastest
+
+
+def handover_table(labels, steps, ops, ideals, tolerance_s: float) -> list[str]:
+    """handover_line's split as a table, one row per configuration, in ms that add up as printed: each median step
+    = ideal + its own ops over the typical ones + hand-overs; a row below 0 says why beside it."""
+    lines = ["each median step's gap to 'ideal', in ms (parts that add up as printed):",
+             f"{'':<12}{'step':>6} = {'ideal':>6} + {'its ops over typical':>20} + {'hand-overs':>10}"]
+    for label, m, s, i in zip(labels, steps, ops, ideals):
+        step, ideal, hand = (round(v * 1e3, 1) for v in (m, i, m - s))
+        mark = ("  (below 0: the mark beside its row above)" if m < s - tolerance_s else
+                f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else "")
+        lines.append(f"{label:<12}{step:>6.1f} = {ideal:>6.1f} + {step - ideal - hand:>20.1f} + {hand:>10.1f}{mark}")
+    lines.append("ideal: the typical (median) op times in the schedule, free hand-overs; its ops over typical: this "
+                 "step's own ops in order minus ideal (below 0: they ran faster than the typical ones); hand-overs: "
+                 "the step minus its own ops in order (messages, Python between ops, waits for a core)")
+    return lines
