@@ -713,3 +713,23 @@ def test_the_gap_to_ideal_is_a_table_whose_parts_add_up_and_say_what_a_negative_
     late = tables.handover_table(["naive"], [0.0590], [0.0604], [0.0600], 0.0003)
     assert late[2].endswith("(below 0: the mark beside its row above)"), late
     assert all(len(line) <= 100 for line in lines[:-1])
+
+
+def test_the_lines_under_the_gpipe_table_come_from_lab_utils_with_the_bound_and_the_gap_table():
+    # structural goal (issue 51): the table's reporting moved out of the notebook cell, its behaviour kept
+    from lab_utils.labs.lab04 import pipeline as pl
+    from lab_utils.labs.lab04 import tables
+
+    naive_run, gpipe_run = pl.PipelineRun("naive", "naive", 1), pl.PipelineRun("gpipe M=4", "gpipe", 4)
+    late = [_naive_step(0.003), _naive_step(0.003), _naive_step(0.003)]  # an op end recorded 3 ms late
+    fwd, bwd = [0.002, 0.002], [0.003, 0.003]
+    steps = [pl.simulate(pl.gpipe(2, 4), fwd, bwd) for _ in range(3)]
+    measured = {"naive": pl.Measured(naive_run, 2, late, None, []), "gpipe M=4": pl.Measured(gpipe_run, 2, steps, None, [])}
+    rows = ["naive", "gpipe M=4"]
+    own = {label: pl.own_ops_makespan(m) for label, m in measured.items()}
+    lines = tables.under_table_lines(measured, rows, own, {"gpipe M=4": (0.98, 1.0, 1.02)}, 2, 4, 0.0003)
+    text = "\n".join(lines)
+    assert "bubble below 'ideal': naive" in text and "below it: a wait counted as work" in text, text
+    assert "compute within noise" in text and "gpipe M=4" in text
+    assert any(line.split()[:2] == ["naive", "40.0"] for line in lines), lines
+    assert "why the steps spread (gpipe M=4" in text

@@ -231,3 +231,24 @@ def handover_table(labels, steps, ops, ideals, tolerance_s: float) -> list[str]:
                  "step's own ops in order minus ideal (below 0: they ran faster than the typical ones); hand-overs: "
                  "the step minus its own ops in order (messages, Python between ops, waits for a core)")
     return lines
+
+
+def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: dict, stages: int, largest: int,
+                      tolerance_s: float) -> list[str]:
+    """The lines under the GPipe table where the load allows reading it: bubbles below 'ideal' and their bound, the
+    compute column's noise, each step's gap to 'ideal' (a table) and why the largest M's steps spread."""
+    from . import pipeline as pl
+    out = []
+    below = [(label, measured[label].bubble, pl.ideal_bubble(measured[label]),
+              1 - pl.busy_seconds(measured[label].typical()) / (stages * own[label])) for label in rows
+             if measured[label].bubble < pl.ideal_bubble(measured[label]) - 0.005]
+    if below:  # 'ideal' is no bound: the bound is the step's own op times
+        out.append(measure.short_lines(below_ideal_line(below)))
+    out.append(measure.short_lines(compute_noise_line(
+        [label for label, (low, _, high) in busy_ranges.items() if low <= 1 <= high])))
+    gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
+                         [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s)
+    out += gap[:-1] + [measure.short_lines(gap[-1])]
+    spread = spread_line(f"gpipe M={largest}", pl.ops_makespans(measured[f"gpipe M={largest}"]),
+                         pl.handover_seconds(measured[f"gpipe M={largest}"]))
+    return out + ([measure.short_lines(spread)] if spread else [])  # two steps or more
