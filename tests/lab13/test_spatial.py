@@ -343,3 +343,24 @@ def test_split_costs_line_adds_up_to_the_spatial_step():
     assert "+ 8.0 ms more" in line and line.endswith("the floor is the largest cost the split adds"), line
     slow = spatial.split_costs_line("one 1024px image", 0.1350, 0.0886, 0.89, 0.0122)
     assert "(39.4 ms)" in slow and slow.endswith("is the largest part"), slow
+
+
+def test_speed_table_takes_each_round_on_the_slower_rank_and_counts_the_bytes():
+    # structural goal (issue 51): the timing cell's table moved to lab_utils; its figures unchanged
+    from lab_utils.labs.lab13 import spatial
+
+    def calls(*pairs):
+        return [{"phase": "", "call": call, "bytes": b, "shape": (1, 1, 1, 4)} for call, b in pairs]
+
+    def rank(spatial_s, halo):
+        return {"one 32px image": {
+            "times": {"spatial": spatial_s, "data parallel": [0.001] * 3, "one device": [0.0005] * 3},
+            "sent": {"spatial": calls(("isend", halo), ("all_reduce", 100)), "data parallel": calls(("all_reduce", 700)),
+                     "one device": []}}}
+    rounds, speed, lines = spatial.speed_table([rank([0.010, 0.012, 0.011], 64), rank([0.011, 0.011, 0.013], 64)],
+                                               ["one 32px image"], 680, oversubscribed=False)
+    assert list(rounds["one 32px image"]["spatial"]) == [0.011, 0.012, 0.013]  # the slower rank, round by round
+    assert speed["one 32px image", "spatial"]["step_s"] == 0.012
+    row = next(line for line in lines if "spatial " in line and "32px" in line)
+    assert row.split()[-4:] == ["12.00", "17%", "128", "100"], row  # halo: both ranks' bytes; all-reduce: one rank's
+    assert "80 bytes (one 32px image)" in lines[-1]  # 100 - 700 + 680

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import data, measure
+from ... import data, detectors, measure
 from ...measure.verdicts import shown
 
 DIGITS_LEVELS = 16  # the built-in digits' grey levels run 0..16
@@ -302,3 +302,36 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
                "the largest part" if rest > max(share, floor_s) else
                "the floor is the largest cost the split adds" if floor_s >= rest else
                "the rest, the shared memory bus and longer waits, is larger than the floor"))
+
+
+def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubscribed: bool):
+    """The 2-rank timing as the lab prints it: (rounds, speed, lines). rounds[name][strategy]: each round's time
+    on the slower rank; speed[name, strategy]: its median step, spread and flags; lines: the table of milliseconds
+    and bytes, its noise line and the all-reduce bytes line."""
+    rounds: dict = {}
+    speed: dict = {}
+    lines = ["bytes: sent in one step",
+             f"{'workload':<22} {'strategy':<14} {'ms per step':>11} {'spread':>7} {'halo bytes':>11} "
+             f"{'all-reduce bytes':>17}"]
+    for name in names:
+        rounds[name] = {s: np.max([r[name]["times"][s] for r in per_rank], axis=0) for s in per_rank[0][name]["times"]}
+        for strategy, times in rounds[name].items():
+            sent = [r[name]["sent"][strategy] for r in per_rank]
+            halo = bytes_of(sent, "", "isend")
+            reduced = max(bytes_of([s], "", "all_reduce") for s in sent)  # the tensors one rank all-reduces
+            step_s, spread = float(np.median(times)), measure.spread(times)
+            flags = measure.plausibility(oversubscribed=oversubscribed)
+            speed[name, strategy] = {"step_s": step_s, "spread": spread, "flags": flags}
+            lines.append(measure.table_row(f"{name:<22} {strategy:<14} {step_s * 1e3:>11.2f} {spread:>7.0%} "
+                                           f"{halo:>11,} {reduced:>17,}", flags))
+    noise = detectors.noise_line([v["spread"] for v in speed.values()])
+    lines += [noise] if noise else []
+    added = {name: max(bytes_of([r[name]["sent"]["spatial"]], "", "all_reduce") for r in per_rank)
+             - max(bytes_of([r[name]["sent"]["data parallel"]], "", "all_reduce") for r in per_rank) + fc_bytes
+             for name in names}
+    lines.append(measure.lines.wrap(
+        f"all-reduce bytes: data parallel sends every gradient; spatial leaves out the classifier's ({fc_bytes:,} "
+        "bytes, already whole on every rank) and adds BatchNorm's statistics (all-reduced forward, and their "
+        "gradients again backward), the area and the global mean's sums (one per image and channel): "
+        + ", ".join(f"{b:,} bytes ({n})" for n, b in added.items()), hang="  "))
+    return rounds, speed, lines
