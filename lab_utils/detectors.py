@@ -375,7 +375,8 @@ def shorter_than_its_ops(makespan_s: float, needed_s: float, *, what: str, cause
     if cause:
         return [note(text + f"a stage waited for a core after sending: {_cause(cause)}" + end)]
     return [Flag(Kind.LESS_TIME, text + "a stage waited for a core after sending, longer than handing over a message "
-                 f"takes ({HANDOVER_S * 1e3:.2f} ms)" + end)]
+                 f"takes ({HANDOVER_S * 1e3:.2f} ms); with no other program measured on the cores, this job's own "
+                 "processes held it: the other ranks, their gloo threads, the notebook's" + end)]
 
 
 def saturated(offered_rps: float, answered_rps: float, *, keep_up: float = 0.9, rate: str = "offered") -> list[Flag]:

@@ -10,13 +10,15 @@ from ...measure.verdicts import shown
 WIDTHS = (9, 10, 10, 8, 15)  # 'vs naive', '= overlap', 'x compute', 'bubble', 'steps'
 
 
-def speed_cells(vs_naive: float, overlap: float, compute: float, bubble: float, bubbles, refused: bool) -> str:
+def speed_cells(vs_naive: float, overlap: float, compute: float | None, bubble: float, bubbles, refused: bool) -> str:
     """The GPipe table's load-dependent columns (vs naive, overlap, compute, bubble, steps), or n/m in each where the
-    load refuses them: a refused figure is not printed, so that no eye reads it before the line that refuses it."""
+    load refuses them: a refused figure is not printed, so that no eye reads it before the line that refuses it.
+    compute None: 'note' (the row's note gives the figure to read; one figure per cell)."""
     if refused:
         return "".join(f"{measure.N_M:>{w}}" for w in WIDTHS)
     steps = f"{min(bubbles):.3f}-{max(bubbles):.3f}"
-    return (f"{vs_naive:>8.2f}x{overlap:>9.2f}x{compute:>9.2f}x{bubble:>8.3f}{steps:>15}")
+    said = "note" if compute is None else f"{compute:.2f}x"
+    return (f"{vs_naive:>8.2f}x{overlap:>9.2f}x{said:>10}{bubble:>8.3f}{steps:>15}")
 
 
 def bubble_line(measured: float, ideal: float, theory: float, refused: bool) -> str:
@@ -154,14 +156,45 @@ def spread_line(label: str, ops, handovers) -> str:
 
 def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
     """A note where a row's compute factor (read on its median step) lies outside the range of the paired rounds'
-    busy-time ratios: that step's ops were atypical, not the configuration's, so the note says which figure reads the
-    ops' speed per image; [] where it lies inside."""
+    busy-time ratios: that step's ops were atypical, not the configuration's, so the note gives the figure to read
+    and the table's cell says 'note' instead of that step's; [] where it lies inside."""
     if low <= compute <= high:
         return []
     pace = "slower" if compute < low else "faster"
-    return [f"{label}'s compute {compute:.2f}x is one step's (its median step by makespan); over all the paired "
-            f"rounds, the naive split's busy time over this row's is {median:.2f}x (range {_range(low, high)}): "
-            f"that step's ops ran {pace} than this row's usually do, so read {median:.2f}x as its ops' speed per image"]
+    return [f"{label}'s compute: {median:.2f}x (range {_range(low, high)}), the naive split's busy time over this "
+            f"row's over all the paired rounds, is its ops' speed per image; its median step's ops ran {pace} than "
+            "that, so the column leaves that step's figure out"]
+
+
+def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
+              refused: str | None = None) -> str:
+    """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
+    (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note)."""
+    if refused:
+        return f"whether GPipe M={m} pays here: {measure.NOT_MEASURABLE}: {refused}"
+    head = f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the naive split"
+    if read_compute is None:
+        figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
+    else:
+        figures, c = f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)", read_compute
+    busier = ("the schedule kept the stages busier" if overlap > 1 else
+              "the schedule kept the stages no busier than the naive split")
+    ops = ("its smaller ops ran no slower per image" if c >= 1 else
+           f"its ops ran slower per image: each op's fixed cost is paid {m} times, on tensors {m}x smaller")
+    return f"{head}{figures}: {busier}, and {ops}"
+
+
+def below_ideal_line(rows) -> str:
+    """The table's line for rows whose bubble is below 'ideal' ((label, bubble, ideal, least) each, least the
+    bubble the median step's own op times allow with free transfers): 'ideal' is no bound, 'least' is."""
+    said = []
+    for label, bubble, ideal, least in rows:
+        beyond = ("below it: a wait counted as work, the [!] beside its row" if bubble < least - 0.005 else
+                  "not below it")
+        said.append(f"{label} {bubble:.3f} (ideal {ideal:.3f}; least {least:.3f}, {beyond})")
+    return ("bubble below 'ideal': " + "; ".join(said) + ". 'ideal' gives every op its stage's typical time, so a "
+            "step whose ops vary can beat it; 'least' is the bound: the median step's own op times in order, "
+            "transfers free")
 
 
 def _range(low: float, high: float) -> str:
@@ -182,3 +215,40 @@ def fastest_other_m(makespans: dict[int, float], shown: int) -> int | None:
     """The M whose median step was the shortest, where it is not the `shown` one (the summary's); None where it is."""
     fastest = min(makespans, key=makespans.__getitem__)
     return None if fastest == shown or makespans[fastest] == makespans[shown] else fastest
+
+
+def handover_table(labels, steps, ops, ideals, tolerance_s: float) -> list[str]:
+    """handover_line's split as a table, one row per configuration, in ms that add up as printed: each median step
+    = ideal + its own ops over the typical ones + hand-overs; a row below 0 says why beside it."""
+    lines = ["each median step's gap to 'ideal', in ms (parts that add up as printed):",
+             f"{'':<12}{'step':>6} = {'ideal':>6} + {'its ops over typical':>20} + {'hand-overs':>10}"]
+    for label, m, s, i in zip(labels, steps, ops, ideals):
+        step, ideal, hand = (round(v * 1e3, 1) for v in (m, i, m - s))
+        mark = ("  (below 0: the mark beside its row above)" if m < s - tolerance_s else
+                f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else "")
+        lines.append(f"{label:<12}{step:>6.1f} = {ideal:>6.1f} + {step - ideal - hand:>20.1f} + {hand:>10.1f}{mark}")
+    lines.append("ideal: the typical (median) op times in the schedule, free hand-overs; its ops over typical: this "
+                 "step's own ops in order minus ideal (below 0: they ran faster than the typical ones); hand-overs: "
+                 "the step minus its own ops in order (messages, Python between ops, waits for a core)")
+    return lines
+
+
+def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: dict, stages: int, largest: int,
+                      tolerance_s: float) -> list[str]:
+    """The lines under the GPipe table where the load allows reading it: bubbles below 'ideal' and their bound, the
+    compute column's noise, each step's gap to 'ideal' (a table) and why the largest M's steps spread."""
+    from . import pipeline as pl
+    out = []
+    below = [(label, measured[label].bubble, pl.ideal_bubble(measured[label]),
+              1 - pl.busy_seconds(measured[label].typical()) / (stages * own[label])) for label in rows
+             if measured[label].bubble < pl.ideal_bubble(measured[label]) - 0.005]
+    if below:  # 'ideal' is no bound: the bound is the step's own op times
+        out.append(measure.short_lines(below_ideal_line(below)))
+    out.append(measure.short_lines(compute_noise_line(
+        [label for label, (low, _, high) in busy_ranges.items() if low <= 1 <= high])))
+    gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
+                         [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s)
+    out += gap[:-1] + [measure.short_lines(gap[-1])]
+    spread = spread_line(f"gpipe M={largest}", pl.ops_makespans(measured[f"gpipe M={largest}"]),
+                         pl.handover_seconds(measured[f"gpipe M={largest}"]))
+    return out + ([measure.short_lines(spread)] if spread else [])  # two steps or more

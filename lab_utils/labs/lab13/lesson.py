@@ -11,7 +11,7 @@ from torch import nn
 from lab_utils import measure
 from lab_utils.labs.lab13 import spatial
 
-__all__ = ['CourseCNN', 'halo_rows', 'slab_bounds', 'exchange_halo', 'return_halo_gradient', 'HaloExchange', 'slab_conv', 'SumOverSlabs', 'SumForEveryRank', 'slab_batch_norm', 'SpatialCNN', 'sum_slab_gradients', 'spatial_step_worker', 'halo_bytes_per_step', 'speed_worker', 'activation_worker', 'dtensor_conv_worker']
+__all__ = ['CourseCNN', 'halo_rows', 'slab_bounds', 'exchange_halo', 'return_halo_gradient', 'HaloExchange', 'slab_conv', 'per_channel', 'SlabBatchNorm', 'SumForEveryRank', 'SpatialCNN', 'sum_slab_gradients', 'spatial_step_worker', 'halo_bytes_per_step', 'speed_worker', 'activation_worker', 'dtensor_conv_worker']
 
 
 # ---- solutions/13_spatial_parallelism.ipynb, cell 7 (id 2e475bc6) --------------------------------------------------
@@ -137,20 +137,42 @@ def slab_conv(conv, slab):
 
 # ---- solutions/13_spatial_parallelism.ipynb, cell 24 (id d36e971e) -------------------------------------------------
 
-class SumOverSlabs(torch.autograd.Function):
-    """All-reduce forward; backward all-reduces the gradient too: every rank's slab used the total, so its
-    gradient is the sum of what each slab's part of the computation gives."""
+def per_channel(t):
+    """A (C,) tensor as (1, C, 1, 1): one number per channel, broadcast over the images, rows and columns."""
+    return t.view(1, -1, 1, 1)
+
+
+class SlabBatchNorm(torch.autograd.Function):
+    """BatchNorm (training mode) with the whole image's statistics: each slab's sums, all-reduced forward; the two
+    sums the input's gradient needs, all-reduced backward."""
     @staticmethod
-    def forward(ctx, x):
-        x = x.clone()
-        dist.all_reduce(x)
-        return x
+    def forward(ctx, x, weight, bias, eps):
+        c = x.shape[1]
+        stats = torch.cat([x.sum((0, 2, 3)), (x * x).sum((0, 2, 3)), x.new_tensor([x[:, 0].numel()])])
+        dist.all_reduce(stats)  # this slab's sums, sums of squares and count -> the whole image's
+        count = stats[-1]
+        mean = stats[:c] / count
+        var = stats[c:2 * c] / count - mean * mean
+        invstd = torch.rsqrt(var + eps)
+        ctx.save_for_backward(x, weight, mean, invstd, count)
+        return F.batch_norm(x, mean, var, weight, bias, training=False, eps=eps)  # (x - mean) * invstd * weight + bias
 
     @staticmethod
     def backward(ctx, grad):
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad)
-        return grad
+        x, weight, mean, invstd, count = ctx.saved_tensors
+        c = x.shape[1]
+        grad_bias = grad.sum((0, 2, 3))                                        # this slab's sum(grad)
+        grad_weight = invstd * ((grad * x).sum((0, 2, 3)) - mean * grad_bias)  # its sum(grad * x_hat)
+        totals = torch.cat([grad_bias, grad_weight])
+        dist.all_reduce(totals)  # the same two sums over the whole image
+        grad_mean, grad_x_hat_mean = totals[:c] / count, totals[c:] / count
+        # d loss / d x = weight * invstd * (grad - grad_mean - x_hat * grad_x_hat_mean), x_hat = (x - mean) * invstd,
+        # is per channel a * grad + b * x + shift
+        a = weight * invstd
+        b = -a * invstd * grad_x_hat_mean
+        shift = -a * grad_mean - b * mean
+        grad_x = per_channel(a) * grad + per_channel(b) * x + per_channel(shift)
+        return grad_x, grad_weight, grad_bias, None  # weight, bias: this slab's part (sum_slab_gradients adds them)
 
 
 class SumForEveryRank(torch.autograd.Function):
@@ -167,30 +189,22 @@ class SumForEveryRank(torch.autograd.Function):
         return grad
 
 
-def slab_batch_norm(bn, x):
-    """BatchNorm (training mode) with the statistics of the whole image: each slab's sums, all-reduced."""
-    c, n = x.shape[1], x[:, 0].numel()
-    var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)         # this slab's statistics
-    stats = torch.cat([mean * n, (var + mean * mean) * n, x.new_tensor([n])])  # its sums, sums of squares, count
-    stats = SumOverSlabs.apply(stats)  # the same, over every rank's slab
-    mean = stats[:c] / stats[-1]
-    var = stats[c:2 * c] / stats[-1] - mean * mean
-    scale = bn.weight / torch.sqrt(var + bn.eps)
-    return torch.addcmul((bn.bias - mean * scale).view(1, c, 1, 1), x, scale.view(1, c, 1, 1))  # x * scale + shift
-
-
 # ---- solutions/13_spatial_parallelism.ipynb, cell 26 (id 68a12f49) -------------------------------------------------
 
 class SpatialCNN(nn.Module):
     """The unsplit CNN's own layers and weights, run on this rank's slab of rows."""
-    def __init__(self, full, batch_norm=slab_batch_norm):
+    def __init__(self, full, batch_norm=SlabBatchNorm):
         super().__init__()
         self.full, self.batch_norm = full, batch_norm
 
+    def norm(self, bn, x):
+        """The BatchNorm layer `bn` on this rank's slab, through the autograd.Function self.batch_norm."""
+        return self.batch_norm.apply(x, bn.weight, bn.bias, bn.eps)
+
     def forward(self, slab):
         f = self.full
-        x = F.max_pool2d(F.relu(self.batch_norm(f.bn1, slab_conv(f.conv1, slab))), 2)  # aligned: no halo needed
-        x = F.relu(self.batch_norm(f.bn2, slab_conv(f.conv2, x)))
+        x = F.max_pool2d(F.relu(self.norm(f.bn1, slab_conv(f.conv1, slab))), 2)  # aligned: no halo needed
+        x = F.relu(self.norm(f.bn2, slab_conv(f.conv2, x)))
         x = F.relu(slab_conv(f.conv3, x))
         area = x.new_tensor(float(x.shape[2] * x.shape[3]))
         dist.all_reduce(area)                               # the whole image's final rows x columns
@@ -209,7 +223,7 @@ def sum_slab_gradients(model):
 
 # ---- solutions/13_spatial_parallelism.ipynb, cell 27 (id 0b876796) -------------------------------------------------
 
-def spatial_step_worker(rank, world_size, problems, seed, batch_norm=slab_batch_norm):
+def spatial_step_worker(rank, world_size, problems, seed, batch_norm=SlabBatchNorm):
     """For each (images, labels): one forward and backward of the CNN on this rank's slab, in float64: logits,
     loss, every gradient, and every message this rank sent."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
@@ -246,11 +260,12 @@ def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_s
 def speed_worker(rank, world_size, workloads, repeats, seed):
     """Per workload, one training step's forward and backward three ways, interleaved (`repeats[name]` rounds): spatial
     (every rank a slab of every image), data parallel (every rank its share of the images, gradients all-reduced) and
-    one device (rank 0 the whole batch alone). Then the bytes each strategy sends in one step."""
+    one device (rank 0 the whole batch alone). Then the bytes each strategy sends in one step, and the time of one
+    4-byte all-reduce right after a barrier (key "one message")."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     full = CourseCNN(seed)
     spatial_model = SpatialCNN(full)
-    out = {}
+    out: dict = {}  # per workload its times and bytes; "one message": the bare all-reduce's times
     for name, (images, labels) in workloads.items():
         start, stop = slab_bounds(images.shape[2], rank, world_size, ALIGN)
         slab, mine = images[:, :, start:stop].contiguous(), slice(rank, None, world_size)
@@ -284,6 +299,10 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
                 step()
             sent[strategy] = sends.rows()
         out[name] = {"times": {s: list(t.times) for s, t in timing.items()}, "sent": sent}
+    tiny = torch.zeros(1)
+    message = measure.time_interleaved({"all-reduce": lambda: dist.all_reduce(tiny)}, warmup=1,
+                                       repeats=max(repeats.values()), before={"all-reduce": dist.barrier})
+    out["one message"] = list(message["all-reduce"].times)
     dist.destroy_process_group()
     return out
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import data, measure
+from ... import data, detectors, measure
 from ...measure.verdicts import shown
 
 DIGITS_LEVELS = 16  # the built-in digits' grey levels run 0..16
@@ -246,3 +246,92 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
             f"{ranks - 1}/{ranks} of one device's {one_ms:.2f} ms ({saved:.2f} ms), while the all-reduce and the wait "
             f"for the slower rank add {added:.2f} ms (data parallel's {dp_ms:.2f} ms minus one rank's share, "
             f"{one_ms - saved:.2f} ms; medians): {verdict}")
+
+
+# ---- the spatial code on 1 rank, and the floor of a small image's step ---------------------------------------------
+
+def overhead_lines(alone: dict[str, dict[str, list]]) -> list[str]:
+    """The spatial code on 1 rank over the unsplit model's time, per workload (paired rounds of one launch,
+    {workload: {"spatial": times, "one device": times}}): what the code costs apart from any message."""
+    lines, verdicts = [], []
+    for name, times in alone.items():
+        ratios = measure.paired_ratios(times["one device"], times["spatial"])  # spatial's time over the unsplit's
+        low, high, _ = measure.ratio_range(ratios)
+        lines.append(f"  {name}: {float(np.median(ratios)):.2f}x (range {shown(low, (1.0,))}-{shown(high, (1.0,))} "
+                     f"over {len(ratios)} paired rounds)")
+        verdicts.append((name, low, high))
+    large = [(n, lo, hi) for n, lo, hi in verdicts if "large" in n or "1024" in n] or verdicts[:1]
+    name, low, high = large[0]
+    said = ("costs what the unsplit model costs (the range holds 1)" if low <= 1 <= high else
+            "is faster than the unsplit model" if high < 1 else
+            f"takes at least {low:.2f}x the unsplit model's time")
+    return [f"{name}: on 1 rank the spatial code {said}",
+            "spatial code on 1 rank over the unsplit model's time (no partner: no halo, each all-reduce a copy):"
+            ] + lines
+
+
+def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -> str:
+    """Why a small image's spatial step has a floor: its time on 2 ranks minus the same code's on 1 rank, spread
+    over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians)."""
+    two_ms, one_ms = float(np.median(two_ranks)) * 1e3, float(np.median(one_rank)) * 1e3
+    message_ms = float(np.median(message)) * 1e3
+    n = sum(calls.values())
+    each = (two_ms - one_ms) / n
+    kinds = ", ".join(f"{count} {call}" for call, count in calls.items())
+    if each <= 1.5 * message_ms:
+        cause = "about one bare message's latency each: the messages make the floor"
+    else:
+        cause = (f"{each / message_ms:.1f}x a bare message each: what the step adds is not the messages' own "
+                 "latency but waiting, at each of them, for the other rank to reach it")
+    return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
+            f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
+            f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
+            f"barrier: {cause}")
+
+
+def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
+                     ranks: int = 2) -> str:
+    """The large image's spatial step taken apart (medians, seconds): its share of one device's compute at the code's
+    own 1-rank cost, the small image's floor, and the rest (the shared memory bus, longer waits)."""
+    share = one_device_s / ranks * code_ratio
+    rest = spatial_s - share - floor_s
+    return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
+            f"code's own {code_ratio:.2f}x ({share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from the small "
+            f"image) + {rest * 1e3:.1f} ms more (medians): "
+            + ("the rest, two ranks sharing one memory bus and cache and waits longer than a small image's, is "
+               "the largest part" if rest > max(share, floor_s) else
+               "the floor is the largest cost the split adds" if floor_s >= rest else
+               "the rest, the shared memory bus and longer waits, is larger than the floor"))
+
+
+def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubscribed: bool):
+    """The 2-rank timing as the lab prints it: (rounds, speed, lines). rounds[name][strategy]: each round's time
+    on the slower rank; speed[name, strategy]: its median step, spread and flags; lines: the table of milliseconds
+    and bytes, its noise line and the all-reduce bytes line."""
+    rounds: dict = {}
+    speed: dict = {}
+    lines = ["bytes: sent in one step",
+             f"{'workload':<22} {'strategy':<14} {'ms per step':>11} {'spread':>7} {'halo bytes':>11} "
+             f"{'all-reduce bytes':>17}"]
+    for name in names:
+        rounds[name] = {s: np.max([r[name]["times"][s] for r in per_rank], axis=0) for s in per_rank[0][name]["times"]}
+        for strategy, times in rounds[name].items():
+            sent = [r[name]["sent"][strategy] for r in per_rank]
+            halo = bytes_of(sent, "", "isend")
+            reduced = max(bytes_of([s], "", "all_reduce") for s in sent)  # the tensors one rank all-reduces
+            step_s, spread = float(np.median(times)), measure.spread(times)
+            flags = measure.plausibility(oversubscribed=oversubscribed)
+            speed[name, strategy] = {"step_s": step_s, "spread": spread, "flags": flags}
+            lines.append(measure.table_row(f"{name:<22} {strategy:<14} {step_s * 1e3:>11.2f} {spread:>7.0%} "
+                                           f"{halo:>11,} {reduced:>17,}", flags))
+    noise = detectors.noise_line([v["spread"] for v in speed.values()])
+    lines += [noise] if noise else []
+    added = {name: max(bytes_of([r[name]["sent"]["spatial"]], "", "all_reduce") for r in per_rank)
+             - max(bytes_of([r[name]["sent"]["data parallel"]], "", "all_reduce") for r in per_rank) + fc_bytes
+             for name in names}
+    lines.append(measure.lines.wrap(
+        f"all-reduce bytes: data parallel sends every gradient; spatial leaves out the classifier's ({fc_bytes:,} "
+        "bytes, already whole on every rank) and adds BatchNorm's statistics (all-reduced forward, and their "
+        "gradients again backward), the area and the global mean's sums (one per image and channel): "
+        + ", ".join(f"{b:,} bytes ({n})" for n, b in added.items()), hang="  "))
+    return rounds, speed, lines
