@@ -91,8 +91,8 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None) -
 def lab01_line(rates: dict, flags: dict, lab01_rate, lab01_row, lab01_how, workload: str) -> str:
     """Lab 01's loop timed again in a process of its own, read against Lab 01's own figure (or why it cannot be)."""
     if not lab01_rate:
-        return (f"Lab 01 has not recorded its '{workload}' rate in the results folder: "
-                "run Lab 01 first on this machine to compare")
+        return wrapped(f"Lab 01 has not recorded its '{workload}' rate in the results folder: "
+                       "run Lab 01 first on this machine to compare")
     loop = rates[LOOP]
     said = detectors.conditions_of(flags[LOOP])  # what differs (the side check's table)
     spread = lab01_row.spread if lab01_row else None
