@@ -66,3 +66,35 @@ def test_local_collectives_send_nothing_and_are_restored(tmp_path):
         dist.all_gather(parts, x)
     assert torch.equal(x, torch.arange(3.0)) and all(torch.equal(p, x) for p in parts)
     assert (dist.all_reduce, dist.all_gather) == saved
+
+
+def fake_runs(sizes, lead=1.0, rounds=7):
+    """Rounds of each size: the library `lead` times faster than the ring, the time growing with the size."""
+    rng = np.random.default_rng(0)
+    runs = {}
+    for s in sizes:
+        ring = (1e-4 + s / 1e9) * rng.uniform(0.98, 1.02, rounds)
+        runs[s] = {"ring": ring, "library": ring / lead * rng.uniform(0.99, 1.01, rounds)}
+    medians = {n: [float(np.median(runs[s][n])) for s in sizes] for n in ("ring", "library")}
+    spreads = {n: [measure.spread(runs[s][n]) for s in sizes] for n in ("ring", "library")}
+    return runs, medians, spreads
+
+
+def test_the_allreduce_table_says_its_takeaway_first_and_refuses_its_leads_on_a_busy_machine(capsys):
+    from lab_utils import conditions
+
+    sizes = SIZES[:4]
+    runs, medians, spreads = fake_runs(sizes, lead=1.3)
+    reporting.allreduce_table(sizes, runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0),
+                              oversubscribed=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("the ring and dist.all_reduce within 10 % of each other (library lead 0.90x-1.10x) at 0")
+    assert "the library faster by more at 4 KiB (1.2" in out[1] and "256 KiB (1.30x)" in out[1]
+    rows = [line for line in out if line.strip().endswith("x") and "KiB" in line[:10]]
+    assert len(rows) == 4 and rows[-1].split()[-1] == "1.30x"  # the table shows the figure the sentence reads
+    assert all(len(line) <= 100 for line in out)
+    reporting.allreduce_table(sizes, runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=1.6, steal=0.0),
+                              oversubscribed=False)
+    busy = capsys.readouterr().out
+    assert busy.startswith("the ring against the library: no size's lead could be read here")
+    assert "1.30x" not in busy and measure.N_M in busy

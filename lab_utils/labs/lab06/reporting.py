@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from ... import learner_code, measure
+from ... import detectors, learner_code, measure, report
 
 CLOSE = 0.10  # "within 10 % of each other": the same margin as the no-slower verdicts
 
@@ -76,3 +76,78 @@ def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool) -> st
     elif not fit_readable:
         said += ". No alpha-beta fit of the library to turn the bytes into time (refused above)"
     return measure.short_lines(said)
+
+
+def busy_cores(load) -> tuple[float, int] | None:
+    """(cores other programs and steal used, cores) while `load` was measured: can that load explain a flag?"""
+    return None if load is None else (load.others + load.steal, load.cores)
+
+
+def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool) -> None:
+    """Print the all-reduce table: its one-sentence takeaway, then per size both medians with their spreads and the
+    library lead (n/m where `load` or a suspect median refuses it), then its flags, noise and refusal lines."""
+    busy = busy_cores(load)
+    size_flags = {name: report.allreduce_flags(sizes, medians[name], spreads[name], busy)  # more bytes, less time
+                  for name in medians}
+    row_flags = [size_flags["ring"][i] + size_flags["library"][i] for i in range(len(sizes))]  # '*': suspect
+    lead_cells = [measure.table_ratio(measure.paired_ratios(runs[s]["library"], runs[s]["ring"]), load, row_flags[i])
+                  for i, s in enumerate(sizes)]  # the comparison's one figure per size
+    print(measure.short_lines(takeaway(sizes, lead_cells)))
+    print(f"{'size':>9} {'ring ms':>9} {'spread':>7} {'dist.all_reduce ms':>19} {'spread':>7} {'library lead':>13}")
+    for i, s in enumerate(sizes):
+        flags = measure.plausibility(oversubscribed=oversubscribed) if i == 0 else []  # said once, on the first row
+        lead = measure.paired_median(runs[s]["library"], runs[s]["ring"])
+        if lead_cells[i] != measure.N_M and (lead - 1) * (medians["ring"][i] / medians["library"][i] - 1) < 0:
+            flags = flags + [detectors.note("the two medians, each from other rounds, favour the other side: the "
+                                            "lead is the comparison")]
+        print(measure.table_row(f"{s // 1024:>6} KiB {medians['ring'][i] * 1e3:>9.3f} "
+                                f"{detectors.spread_text(spreads['ring'][i]):>7} {medians['library'][i] * 1e3:>19.3f} "
+                                f"{detectors.spread_text(spreads['library'][i]):>7} {lead_cells[i]:>13}",
+                                flags + row_flags[i]))
+    for line in measure.table_lines(row_flags, [f"{s // 1024} KiB" for s in sizes], "sizes"):
+        print(line)
+    print(measure.short_lines(detectors.noise_line(spreads["ring"] + spreads["library"])))
+    if measure.n_m_line(load):
+        print(measure.n_m_line(load))
+    if any(detectors.impossible(flags) for flags in row_flags):
+        print(measure.verdicts.SUSPECT_N_M)
+
+
+def fit_report(sizes, medians, world_size: int, backend: str, load):
+    """Fit t(S) to each side's medians and print each fit (alpha and B), or its refusal and why; returns the fits,
+    their flags and whether each may be read (a refused fit prints no alpha or B and is not drawn)."""
+    fits = {name: report.fit_allreduce(sizes, medians[name], world_size) for name in medians}
+    fit_flags = {name: fit.contradictions(sizes, medians[name], world_size, busy_cores(load))
+                 for name, fit in fits.items()}
+    fit_read = {name: fit.readable(fit_flags[name]) for name, fit in fits.items()}
+    print(f"\nt(S) = 2(N-1) alpha + 2(N-1)/N S / B, N = {world_size} ({backend}); a fit is refused (no alpha or B)\n"
+          f"  when its time per byte is not positive or its line misses one of its own points by more than "
+          f"{detectors.FIT_MISS:g}x;\n  its latency term is held at or below the fastest measured all-reduce:")
+    for name, fit in fits.items():
+        label = "ring (this notebook)" if name == "ring" else f"dist.all_reduce ({backend})"
+        said = (fit.describe(world_size) if fit_read[name]
+                else "no alpha or B: refused, not drawn (why: the flags under this line)")
+        print(measure.flagged(measure.short_lines(f"  {label:<24} {said}", indent=" " * 27), fit_flags[name]))
+    return fits, fit_flags, fit_read
+
+
+def draw_allreduce(sizes, medians, fits, fit_read, world_size: int) -> None:
+    """Both sides' medians against the message size, each with its alpha-beta fit where it was read."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    grid = np.geomspace(min(sizes), max(sizes), 50)
+    for name, color in (("ring", "tab:blue"), ("library", "tab:orange")):
+        ax.plot(sizes, [t * 1e3 for t in medians[name]], "o", color=color, label=f"{name}: measured (median)")
+        if fit_read[name]:  # a refused fit is not drawn: the legend says so
+            ax.plot(grid, [fits[name].seconds(s, world_size) * 1e3 for s in grid], "--", color=color,
+                    label=f"{name}: α–β fit")
+        else:
+            ax.plot([], [], " ", label=f"{name}: α–β fit refused, not drawn")
+    ax.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="ms per all-reduce",
+           title=f"all-reduce over {world_size} ranks")
+    ax.yaxis.set_major_formatter("{x:g}")
+    ax.yaxis.set_minor_formatter(lambda y, pos: "")  # decades only: minor labels overlapped
+    ax.legend(fontsize=8)
+    plt.show()
