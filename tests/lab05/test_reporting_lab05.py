@@ -75,3 +75,20 @@ def test_the_side_check_on_a_busy_machine_refuses_its_verdicts_and_prints_no_fig
 def test_lab01_line_says_how_to_get_lab01s_figure_when_it_is_missing():
     line = reporting.lab01_line({}, {}, None, None, None, "CNN-2conv/digits8 training run")
     assert "run Lab 01 first" in " ".join(line.split()) and max(map(len, line.splitlines())) <= 100
+
+
+def test_the_kernel_table_says_each_setup_plainly_first_and_shows_the_verdicts_figure_or_n_m(capsys):
+    rng = random.Random(1)
+    one = [1e-3 * rng.uniform(0.98, 1.02) for _ in range(15)]
+    paired = {"one device": one, "MirroredStrategy": [t / 0.65 for t in one]}
+    rates = {name: tf_distribute.step_rate(64, [times]) for name, times in paired.items()}
+    for load, figure in ((QUIET, "0.65x"), (BUSY, measure.N_M)):
+        v = upper_bound(measure.paired_ratios(paired["MirroredStrategy"], one), load)
+        reporting.kernel_table(rates, paired, load, "logical-cpu", {"MirroredStrategy": v})
+        out = capsys.readouterr().out.splitlines()
+        row = next(line for line in out if line.split()[:1] == ["MirroredStrategy"] and line.split()[1].isdigit())
+        assert row.split()[2] == figure and max(map(len, out)) <= 100
+        if load is QUIET:
+            assert out[0].startswith("MirroredStrategy: 0.65x the speed of one device (35 % slower")
+        else:
+            assert measure.NOT_MEASURABLE in out[0] and "0.65" not in " ".join(out)

@@ -33,6 +33,24 @@ def summary(text: str, flags=()) -> None:
     print(measure.flagged(wrapped(text), flags))
 
 
+def kernel_table(rates: dict, paired: dict, load, kind: str, verdicts: dict) -> None:
+    """Print section 5's kernel comparison: one plain sentence per setup, then the table (rate, the verdict's figure
+    'vs one device' or n/m, spread), its noise and load lines, then each setup's verdict."""
+    print(wrapped("; ".join(plain(v, name, "one device", f"for {kind} devices") for name, v in verdicts.items())))
+    print(f"{'keras, this kernel (' + kind + ')':<36} {'samples/s':>10} {'vs one device':>14} {'spread':>7}")
+    for name, rate in rates.items():  # one figure per comparison: its verdict's (the median of the paired ratios)
+        cell = "-" if name == "one device" else measure.table_ratio(measure.paired_ratios(paired[name],
+                                                                                          paired["one device"]), load)
+        print(f"{name:<36} {rate.samples_per_s:10.0f} {cell:>14} {rate.spread:6.0%}")
+    under = [detectors.noise_line(rate.spread for rate in rates.values())
+             or "noise: every rate above came from repeats within 25 %", measure.n_m_line(load),
+             load.line() if load is not None else ""]  # the conditions: one line
+    for line in filter(None, under):
+        print(wrapped(line))
+    for v in verdicts.values():
+        print(v)
+
+
 def no_slower(a, b, claim: str, expected: str, results_dir, load=None) -> measure.Verdict:
     """The verdict that step times `a` are no slower than `b` (within 10 %) on the paired steps, restated weaker as
     far as their noise needs (as section 5's upper bounds are), under `load`; recorded in `results_dir`."""
