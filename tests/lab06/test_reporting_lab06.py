@@ -97,4 +97,19 @@ def test_the_allreduce_table_says_its_takeaway_first_and_refuses_its_leads_on_a_
                               oversubscribed=False)
     busy = capsys.readouterr().out
     assert busy.startswith("the ring against the library: no size's lead could be read here")
-    assert "1.30x" not in busy and measure.N_M in busy
+    assert "1.30x" not in busy and measure.N_M in busy and max(map(len, busy.splitlines())) <= 100
+
+
+def test_the_speed_section_says_its_verdict_plainly_before_its_rows():
+    import nbformat
+
+    from lab_utils import conditions, workloads
+
+    cells = nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+    source = next(c.source for c in cells if "speed_ranks = launch(speed_worker" in c.source)
+    assert source.index("lab06_report.plain(ddp_vs_tp") < source.index("for name, times in step_times.items()")
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    v = measure.decide([1.7, 1.6, 1.8, 1.75, 1.71, 1.5, 2.0], claim="DDP vs tensor parallel", expected="DDP faster",
+                       workload=workloads.TP_VS_DDP, load=quiet)
+    assert reporting.plain(v, "DDP", "tensor parallel") == ("DDP: 1.71x the speed of tensor parallel (71 % faster; "
+                                                            "range 1.50-2.00), as predicted")
