@@ -126,12 +126,14 @@ class local_collectives:
     def __enter__(self):
         import torch.distributed as dist
 
-        self._saved = dist.all_reduce, dist.all_gather
-        dist.all_reduce, dist.all_gather = _local_all_reduce, _local_all_gather
+        self._saved = {"all_reduce": dist.all_reduce, "all_gather": dist.all_gather}
+        setattr(dist, "all_reduce", _local_all_reduce)  # setattr: the no-ops take what the collectives take
+        setattr(dist, "all_gather", _local_all_gather)
         return self
 
     def __exit__(self, *exc):
         import torch.distributed as dist
 
-        dist.all_reduce, dist.all_gather = self._saved
+        for name, function in self._saved.items():
+            setattr(dist, name, function)
         return False
