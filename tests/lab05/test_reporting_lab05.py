@@ -15,7 +15,7 @@ def upper_bound(ratios, load=QUIET):
 
 
 def test_a_slower_setup_reads_as_slower_in_plain_words_not_as_an_upper_bound_that_holds():
-    line = reporting.plain(upper_bound([0.64, 0.65, 0.66, 0.65, 0.63]), "MirroredStrategy", "one device",
+    line = measure.in_plain_words(upper_bound([0.64, 0.65, 0.66, 0.65, 0.63]), "MirroredStrategy", "one device",
                            "for logical-cpu devices")
     assert line.startswith("MirroredStrategy: 0.65x the speed of one device (35 % slower; range 0.63-0.66)")
     assert line.endswith("as predicted for logical-cpu devices") and "tested as" not in line and "-> holds" not in line
@@ -24,18 +24,18 @@ def test_a_slower_setup_reads_as_slower_in_plain_words_not_as_an_upper_bound_tha
 def test_a_faster_setup_says_faster_and_a_reversed_verdict_is_flagged_with_its_prediction():
     faster = measure.decide([1.55, 1.57, 1.6, 1.58, 1.56], lab="05", claim="2 workers vs 1 worker",
                             expected="2 workers faster", workload=workloads.WORKERS, load=QUIET)
-    assert "1.57x the speed of 1 worker (57 % faster;" in reporting.plain(faster, "2 workers", "1 worker")
+    assert "1.57x the speed of 1 worker (57 % faster;" in measure.in_plain_words(faster, "2 workers", "1 worker")
     reversed_ = measure.decide([0.5, 0.52, 0.51, 0.49, 0.5], lab="05", claim="2 workers vs 1 worker",
                                expected="2 workers faster", workload=workloads.WORKERS, load=QUIET)
-    assert "50 % slower" in reporting.plain(reversed_, "2 workers", "1 worker")
-    assert "[!] against the prediction (2 workers faster)" in reporting.plain(reversed_, "2 workers", "1 worker")
+    assert "50 % slower" in measure.in_plain_words(reversed_, "2 workers", "1 worker")
+    assert "[!] against the prediction (2 workers faster)" in measure.in_plain_words(reversed_, "2 workers", "1 worker")
 
 
 def test_a_refused_verdict_prints_no_figure_in_its_plain_sentence():
     refused = measure.decide([0.6, 0.7, 0.65, 0.66, 0.64], lab="05", claim="2 workers vs 1 worker",
                              expected="2 workers faster", workload=workloads.WORKERS, load=BUSY, workers=2)
     assert refused.verdict == measure.CANNOT_SEE
-    line = reporting.plain(refused, "2 workers", "1 worker")
+    line = measure.in_plain_words(refused, "2 workers", "1 worker")
     assert measure.NOT_MEASURABLE in line and "0.6" not in line and "slower" not in line
 
 

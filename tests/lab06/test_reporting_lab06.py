@@ -107,9 +107,9 @@ def test_the_speed_section_says_its_verdict_plainly_before_its_rows():
 
     cells = nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
     source = next(c.source for c in cells if "speed_ranks = launch(speed_worker" in c.source)
-    assert source.index("lab06_report.plain(ddp_vs_tp") < source.index("for name, times in step_times.items()")
+    assert source.index("measure.in_plain_words(ddp_vs_tp") < source.index("for name, times in step_times.items()")
     quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
     v = measure.decide([1.7, 1.6, 1.8, 1.75, 1.71, 1.5, 2.0], claim="DDP vs tensor parallel", expected="DDP faster",
                        workload=workloads.TP_VS_DDP, load=quiet)
-    assert reporting.plain(v, "DDP", "tensor parallel") == ("DDP: 1.71x the speed of tensor parallel (71 % faster; "
+    assert measure.in_plain_words(v, "DDP", "tensor parallel") == ("DDP: 1.71x the speed of tensor parallel (71 % faster; "
                                                             "range 1.50-2.00), as predicted")

@@ -14,21 +14,7 @@ def wrapped(text: str) -> str:
     return textwrap.fill(text, width=WIDTH, subsequent_indent="    ")
 
 
-def plain(v: measure.Verdict, setup: str, baseline: str, why: str = "") -> str:
-    """A verdict in one plain phrase: 'SETUP: 0.65x the speed of BASELINE (35 % slower; range ..), as predicted WHY'."""
-    if v.verdict == measure.CANNOT_SEE:
-        return f"{setup} vs {baseline}: {measure.printed_outcome(v)}"
-    change = abs(v.ratio - 1)
-    how = ("the same speed" if change < 0.005 else
-           f"{change:.0%} {'faster' if v.ratio > 1 else 'slower'}").replace("%", " %")
-    read = {measure.HOLDS: f"as predicted{' ' + why if why else ''}",
-            measure.REVERSED: f"[!] against the prediction ({v.expected})",
-            measure.UNDECIDED: f"too noisy to decide the prediction ({v.expected})"}[v.verdict]
-    notes = f" ({v.notes})" if v.notes else ""
-    return f"{setup}: {v.ratio:.2f}x the speed of {baseline} ({how}; range {v.range_text()}), {read}{notes}"
-
-
-def summary(text: str, flags=()) -> None:
+def print_summary(text: str, flags=()) -> None:
     """Print one summary line, wrapped at 100 columns (its flags, if any, under it)."""
     print(measure.flagged(wrapped(text), flags))
 
@@ -36,7 +22,8 @@ def summary(text: str, flags=()) -> None:
 def kernel_table(rates: dict, paired: dict, load, kind: str, verdicts: dict) -> None:
     """Print section 5's kernel comparison: one plain sentence per setup, then the table (rate, the verdict's figure
     'vs one device' or n/m, spread), its noise and load lines, then each setup's verdict."""
-    print(wrapped("; ".join(plain(v, name, "one device", f"for {kind} devices") for name, v in verdicts.items())))
+    print(wrapped("; ".join(measure.in_plain_words(v, name, "one device", f"for {kind} devices")
+                            for name, v in verdicts.items())))
     print(f"{'keras, this kernel (' + kind + ')':<36} {'samples/s':>10} {'vs one device':>14} {'spread':>7}")
     for name, rate in rates.items():  # one figure per comparison: its verdict's (the median of the paired ratios)
         cell = "-" if name == "one device" else measure.table_ratio(measure.paired_ratios(paired[name],
@@ -73,7 +60,8 @@ def steps_of(turns, name: str) -> list[float]:
 
 def side_check(turns, global_batch: int, threads: int, results_dir, load=None) -> dict:
     """The framework side check: one plain sentence, the table (step times and rates of `threads`-thread processes, no
-    ratio) and its two verdicts, printed; returns the rates, their flags and the verdicts for the results table and the summary."""
+    ratio) and its two verdicts, printed; returns the rates, their flags and the verdicts for the results table and
+    the summary."""
     rates = {name: tf_distribute.step_rate(global_batch, times) for process in turns
              for name, times in process["times"].items()}
     flags: dict[str, list] = {name: [] for name in rates}
@@ -90,8 +78,8 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None) -
     engines = no_slower(steps_of(turns, "torch"), steps_of(turns, "keras"),
                         "PyTorch vs Keras, one device, own processes",
                         "PyTorch no slower (less work around the same arithmetic on a short step)", results_dir, load)
-    print(wrapped(f"{plain(trap, 'PyTorch alone', 'PyTorch where TensorFlow ran')}; "
-                  f"{plain(engines, 'PyTorch', 'Keras', 'for a short step')}"))
+    print(wrapped(f"{measure.in_plain_words(trap, 'PyTorch alone', 'PyTorch where TensorFlow ran')}; "
+                  f"{measure.in_plain_words(engines, 'PyTorch', 'Keras', 'for a short step')}"))
     print(f"each process runs {threads} thread(s), on the digits")
     print(f"{'setup':<24} {'process':<26} {'ms/step':>8} {'samples/s':>10} {'spread':>7}  "
           f"batch {global_batch}")

@@ -1,14 +1,13 @@
-"""Lab 06's reporting: the plain sentences its measured sections end with (solutions/06_collectives_tensor_parallel.ipynb
-calls these; the lesson's code stays in the notebook)."""
+"""Lab 06's reporting: the sentences its measured sections start with, its all-reduce table, fits and figure
+(solutions/06_collectives_tensor_parallel.ipynb calls these; the lesson's code stays in the notebook)."""
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
 
 from ... import detectors, learner_code, measure, report
-from ..lab05.reporting import plain  # a verdict in one plain phrase, as lab 05 says its results
 
-__all__ = ["plain", "takeaway", "lab04_source", "gap_split", "busy_cores", "allreduce_table", "fit_report",
+__all__ = ["takeaway", "lab04_source", "gap_split", "busy_cores", "allreduce_table", "fit_report",
            "draw_allreduce"]
 
 CLOSE = 0.10  # "within 10 % of each other": the same margin as the no-slower verdicts
