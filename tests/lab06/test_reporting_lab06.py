@@ -49,6 +49,10 @@ def test_the_gap_is_split_into_measured_parts_beside_the_model():
     assert "took 18.0 ms longer than DDP's" in line
     assert "10.0 ms of it its collectives" in line and "8.0 ms its layers' compute and copies" in line
     assert "gives the collectives 4.7 ms" in line and "not measured" not in line
+    slower = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp,
+                                           "tensor parallel, no communication": np.full(rounds, 0.045)},
+                                          0.0047, True, False).split())
+    assert "sees no time in the collectives" in slower and "23.0 ms more than DDP's" in slower and " -" not in slower
     refused = reporting.gap_split({"tensor parallel": tp, "DDP": ddp}, 0.0047, True, True)
     assert refused.startswith("no step-time gap to split here")
     no_fit = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp}, None, False, False).split())

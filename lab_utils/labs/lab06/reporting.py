@@ -70,9 +70,14 @@ def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool) -> st
     if local is not None:
         comm = statistics.median(a - b for a, b in zip(tp, local))
         rest = statistics.median(a - b for a, b in zip(local, ddp))
-        said += (f": {comm * 1e3:.1f} ms of it its collectives (the step minus the same step with every collective a "
-                 f"local no-op), {rest * 1e3:.1f} ms its layers' compute and copies (that no-op step minus DDP's); "
-                 "each part is a median of its own paired rounds, so the two need not add up to the gap exactly")
+        if comm <= 0:  # the step without its collectives took as long: nothing left for them that this run sees
+            said += (": the same step with every collective a local no-op took as long or longer, so this run sees "
+                     f"no time in the collectives; that no-op step took {rest * 1e3:.1f} ms more than DDP's")
+        else:
+            said += (f": {comm * 1e3:.1f} ms of it its collectives (the step minus the same step with every "
+                     f"collective a local no-op), {rest * 1e3:.1f} ms its layers' compute and copies (that no-op "
+                     "step minus DDP's); each part is a median of its own paired rounds, so the two need not add up "
+                     "to the gap exactly")
     if fit_readable and comm_model_s is not None:
         said += (f". The alpha-beta model of dist.all_reduce gives the collectives {comm_model_s * 1e3:.1f} ms of it "
                  "(tensor parallel's minus DDP's)")
