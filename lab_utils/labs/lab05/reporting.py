@@ -22,8 +22,8 @@ def print_summary(text: str, flags=()) -> None:
 def kernel_table(rates: dict, paired: dict, load, kind: str, verdicts: dict) -> None:
     """Print section 5's kernel comparison: one plain sentence per setup, then the table (rate, the verdict's figure
     'vs one device' or n/m, spread), its noise and load lines, then each setup's verdict."""
-    print(wrapped("; ".join(measure.in_plain_words(v, name, "one device", f"for {kind} devices")
-                            for name, v in verdicts.items())))
+    for name, v in verdicts.items():  # one line each: the result in plain words
+        print(wrapped(measure.in_plain_words(v, name, "one device", f"for {kind} devices")))
     print(f"{'keras, this kernel (' + kind + ')':<36} {'samples/s':>10} {'vs one device':>14} {'spread':>7}")
     for name, rate in rates.items():  # one figure per comparison: its verdict's (the median of the paired ratios)
         cell = "-" if name == "one device" else measure.table_ratio(measure.paired_ratios(paired[name],
@@ -78,8 +78,8 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None) -
     engines = no_slower(steps_of(turns, "torch"), steps_of(turns, "keras"),
                         "PyTorch vs Keras, one device, own processes",
                         "PyTorch no slower (less work around the same arithmetic on a short step)", results_dir, load)
-    print(wrapped(f"{measure.in_plain_words(trap, 'PyTorch alone', 'PyTorch where TensorFlow ran')}; "
-                  f"{measure.in_plain_words(engines, 'PyTorch', 'Keras', 'for a short step')}"))
+    print(wrapped(measure.in_plain_words(trap, "PyTorch alone", "PyTorch where TensorFlow ran")))
+    print(wrapped(measure.in_plain_words(engines, "PyTorch", "Keras", "for a short step")))
     print(f"each process runs {threads} thread(s), on the digits")
     print(f"{'setup':<24} {'process':<26} {'ms/step':>8} {'samples/s':>10} {'spread':>7}  "
           f"batch {global_batch}")
