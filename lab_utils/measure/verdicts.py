@@ -485,3 +485,18 @@ def verdict(a, b, *, claim: str, expected: str, higher_is_better: bool = False, 
 def write_verdict(verdict: Verdict, directory=None, hw: hardware.HardwareReport | None = None) -> Path:
     """Append one verdict to <results dir>/verdicts.csv with the machine's fingerprint; returns the path."""
     return store(directory).append(verdict, hw)
+
+
+def in_plain_words(v: Verdict, setup: str, baseline: str, why: str = "") -> str:
+    """A verdict in one plain phrase, for a section's first line or a summary: 'SETUP: 0.65x the speed of BASELINE
+    (35 % slower; range ..), as predicted WHY'; a refusal as printed_outcome says it, with no figure."""
+    if v.verdict == CANNOT_SEE:
+        return f"{setup} vs {baseline}: {printed_outcome(v)}"
+    change = abs(v.ratio - 1)
+    how = ("the same speed" if change < 0.005 else
+           f"{change:.0%} {'faster' if v.ratio > 1 else 'slower'}").replace("%", " %")
+    read = {HOLDS: f"as predicted{' ' + why if why else ''}",
+            REVERSED: f"[!] against the prediction ({v.expected})",
+            UNDECIDED: f"too noisy to decide the prediction ({v.expected})"}[v.verdict]
+    notes = f" ({v.notes})" if v.notes else ""
+    return f"{setup}: {v.ratio:.2f}x the speed of {baseline} ({how}; range {v.range_text()}), {read}{notes}"

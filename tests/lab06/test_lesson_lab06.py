@@ -5,8 +5,15 @@ from lab_utils import detectors, measure, report
 
 
 def timing_cell() -> str:
+    """The timing cell and the reporting it calls (lab_utils.labs.lab06.reporting, since learner s11r2e)."""
+    import inspect
+
+    from lab_utils.labs.lab06 import reporting
+
     cells = nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
-    return next(c.source for c in cells if c.cell_type == "code" and "report.fit_allreduce" in c.source)
+    cell = next(c.source for c in cells if c.cell_type == "code" and "lab06_report.fit_report(" in c.source)
+    assert "lab06_report.allreduce_table(" in cell and "load=timing_load" in cell
+    return cell + inspect.getsource(reporting)
 
 
 def test_a_refused_fit_prints_no_alpha_and_is_not_drawn_and_the_header_names_each_refusal():
@@ -23,7 +30,7 @@ def test_a_refused_fit_prints_no_alpha_and_is_not_drawn_and_the_header_names_eac
 
 def test_the_library_lead_column_is_read_under_the_verdicts_load_rule():
     source = timing_cell()
-    assert "measure.table_ratio(" in source and "timing_load" in source and "measure.n_m_line(timing_load)" in source
+    assert "measure.table_ratio(" in source and "timing_load" in source and "measure.n_m_line(load)" in source
     assert "load=timing_load" in source  # the verdict at the largest size reads the same load
     busy = __import__("lab_utils.conditions", fromlist=["Load"]).Load(60.0, 2, own=0.4, others=1.6, steal=0.0)
     assert measure.table_ratio([3.2, 0.9, 5.7, 3.0, 2.0], busy) == measure.N_M
@@ -33,7 +40,7 @@ def test_a_row_marked_suspect_prints_no_library_lead():
     """Learner s9f, lab 06 finding 1: under load the only lead printed (16 KiB, 19.19x, every pair beyond 2x) was on
     the row the table marked '*' (one of its medians suspect): the one figure shown was the one the table disowned."""
     source = timing_cell()
-    assert "timing_load, row_flags)" in source and "measure.verdicts.SUSPECT_N_M" in source
+    assert "load, row_flags[i])" in source and "measure.verdicts.SUSPECT_N_M" in source
     conditions = __import__("lab_utils.conditions", fromlist=["Load"])
     quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
     busy = conditions.Load(60.0, 2, own=0.4, others=1.6, steal=0.0)
@@ -60,8 +67,10 @@ def test_the_bytes_are_turned_into_time_with_each_calls_latency_and_the_gap_left
     at = next(i for i, c in enumerate(cells) if "def comm_seconds" in c.source)
     source = cells[at + 1].source  # the gap's split: the next cell, its timing output not checked by nbval
     assert "nbval-ignore-output" in cells[at + 1].metadata.get("tags", [])
-    assert 'statistics.median(step_times["tensor parallel"] - step_times["DDP"])' in source  # the paired gap
-    assert "is not measured here" in source and 'fit_read["library"]' in source  # no time from a refused fit
+    assert "lab06_report.gap_split(step_times" in source and 'fit_read["library"]' in source  # no refused fit read
+    # learner s11r2e, lab 06 finding 5: the gap's part the model left was "not measured here": now both parts are
+    speed = next(c.source for c in cells if "def speed_worker" in c.source)
+    assert '"tensor parallel, no communication"' in speed and "tensor_parallel.local_collectives()" in speed
 
 
 def test_the_cap_on_a_restated_cost_claim_is_explained_where_the_first_such_verdict_prints():

@@ -55,9 +55,17 @@ def test_the_sweep_keeps_its_load_for_lab_10(isolated_results):
 
 
 def test_lab_06_and_lab_10_pass_the_sweeps_load_to_its_flags():
+    import inspect
+
+    from lab_utils.labs.lab06 import reporting  # the table and the fits print from there (learner s11r2e)
+
     lab06 = "".join(c.source for c in nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells)
-    assert "allreduce_flags(sizes, medians[name], spreads[name], busy_cores)" in lab06
-    assert "contradictions(sizes, medians[name], world_size, busy_cores)" in lab06
+    assert "lab06_report.allreduce_table(sizes, runs, medians, spreads, timing_load" in lab06
+    assert "lab06_report.fit_report(sizes, medians, world_size, plan.backend, timing_load)" in lab06
+    told = inspect.getsource(reporting)
+    assert "busy = busy_cores(load)" in told
+    assert "allreduce_flags(sizes, medians[name], spreads[name], busy)" in told
+    assert "contradictions(sizes, medians[name], world_size, busy_cores(load))" in told
     lab10 = "".join(c.source for c in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells)
     assert 'lab06_sweep["others"]' in lab10 and "busy_cores=sweep_busy" in lab10
 

@@ -103,3 +103,37 @@ def single_device_training(model_spec, input_shape, batch_size: int, steps: int,
         optimizer.step()
         losses.append(float(loss.detach()))
     return [p.detach() for p in model.parameters()], losses
+
+
+# ---- the tensor-parallel step without its communication ---------------------------------------------------------------
+
+def _local_all_reduce(tensor, *args, **kwargs):
+    """all_reduce made local: this rank's tensor stays as it is (no bytes sent, no wait for the other ranks)."""
+    return None
+
+
+def _local_all_gather(parts, tensor, *args, **kwargs):
+    """all_gather made local: every block is a copy of this rank's (the copies stay, the transfers go)."""
+    for part in parts:
+        part.copy_(tensor)
+    return None
+
+
+class local_collectives:
+    """In the block, torch.distributed's all_reduce and all_gather are local no-ops: a step timed inside does its
+    compute and copies but sends nothing (its results are wrong; only its time is read)."""
+
+    def __enter__(self):
+        import torch.distributed as dist
+
+        self._saved = {"all_reduce": dist.all_reduce, "all_gather": dist.all_gather}
+        setattr(dist, "all_reduce", _local_all_reduce)  # setattr: the no-ops take what the collectives take
+        setattr(dist, "all_gather", _local_all_gather)
+        return self
+
+    def __exit__(self, *exc):
+        import torch.distributed as dist
+
+        for name, function in self._saved.items():
+            setattr(dist, name, function)
+        return False

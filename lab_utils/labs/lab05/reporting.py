@@ -1,0 +1,113 @@
+"""Lab 05's reporting: the plain sentences its measured sections end with, and the optional framework side check's
+table and verdicts (solutions/05_tf_distribute.ipynb calls these; the lesson's code stays in the notebook)."""
+from __future__ import annotations
+
+import textwrap
+
+from ... import detectors, measure, tf_distribute, workloads
+
+WIDTH = 100
+
+
+def wrapped(text: str) -> str:
+    """`text` wrapped at 100 columns, its later lines indented."""
+    return textwrap.fill(text, width=WIDTH, subsequent_indent="    ")
+
+
+def print_summary(text: str, flags=()) -> None:
+    """Print one summary line, wrapped at 100 columns (its flags, if any, under it)."""
+    print(measure.flagged(wrapped(text), flags))
+
+
+def kernel_table(rates: dict, paired: dict, load, kind: str, verdicts: dict) -> None:
+    """Print section 5's kernel comparison: one plain sentence per setup, then the table (rate, the verdict's figure
+    'vs one device' or n/m, spread), its noise and load lines, then each setup's verdict."""
+    for name, v in verdicts.items():  # one line each: the result in plain words
+        print(wrapped(measure.in_plain_words(v, name, "one device", f"for {kind} devices")))
+    print(f"{'keras, this kernel (' + kind + ')':<36} {'samples/s':>10} {'vs one device':>14} {'spread':>7}")
+    for name, rate in rates.items():  # one figure per comparison: its verdict's (the median of the paired ratios)
+        cell = "-" if name == "one device" else measure.table_ratio(measure.paired_ratios(paired[name],
+                                                                                          paired["one device"]), load)
+        print(f"{name:<36} {rate.samples_per_s:10.0f} {cell:>14} {rate.spread:6.0%}")
+    under = [detectors.noise_line(rate.spread for rate in rates.values())
+             or "noise: every rate above came from repeats within 25 %", measure.n_m_line(load),
+             load.line() if load is not None else ""]  # the conditions: one line
+    for line in filter(None, under):
+        print(wrapped(line))
+    for v in verdicts.values():
+        print(v)
+
+
+def no_slower(a, b, claim: str, expected: str, results_dir, load=None) -> measure.Verdict:
+    """The verdict that step times `a` are no slower than `b` (within 10 %) on the paired steps, restated weaker as
+    far as their noise needs (as section 5's upper bounds are), under `load`; recorded in `results_dir`."""
+    return measure.decide(measure.paired_ratios(a, b), lab="05", no_worse_than=0.10, max_restated=float("inf"),
+                          workload=workloads.STEP_DIGITS, claim=claim, expected=expected,
+                          load=load).record(results_dir)
+
+
+LOOP = "torch, Lab 01's loop"
+WHERE = {"torch": "own process, no TensorFlow", LOOP: "own process, no TensorFlow",
+         "keras": "own process", "torch after TensorFlow": "the Keras process"}
+KERAS_COMPANY = ("in its process Keras steps alternate with PyTorch steps, each Keras step after a wait until the "
+                 "process's threads are idle (Lab 02's settle)")
+
+
+def steps_of(turns, name: str) -> list[float]:
+    """Every step time of setup `name`, round by round, from whichever process of `turns` timed it."""
+    return next([t for r in process["times"][name] for t in r] for process in turns if name in process["times"])
+
+
+def side_check(turns, global_batch: int, threads: int, results_dir, load=None) -> dict:
+    """The framework side check: one plain sentence, the table (step times and rates of `threads`-thread processes, no
+    ratio) and its two verdicts, printed; returns the rates, their flags and the verdicts for the results table and
+    the summary."""
+    rates = {name: tf_distribute.step_rate(global_batch, times) for process in turns
+             for name, times in process["times"].items()}
+    flags: dict[str, list] = {name: [] for name in rates}
+    loop_differs = tf_distribute.loop_conditions(turns[0]["omp_wait_policy"])  # said with Lab 01's figure
+    flags[LOOP] += loop_differs
+    flags["keras"].append(detectors.condition(KERAS_COMPANY))
+    flags["torch after TensorFlow"] += measure.plausibility(other_framework="TensorFlow")
+    # theory orders the clean row no slower than torch after TensorFlow: where it reads slower, its own row says so
+    flags["torch"] += tf_distribute.slower_alone(rates["torch"].samples_per_s,
+                                                 rates["torch after TensorFlow"].samples_per_s)
+    trap = no_slower(steps_of(turns, "torch"), steps_of(turns, "torch after TensorFlow"),
+                     "PyTorch alone vs PyTorch where TensorFlow ran",
+                     "PyTorch alone no slower (TensorFlow's threads can only take cores from it)", results_dir, load)
+    engines = no_slower(steps_of(turns, "torch"), steps_of(turns, "keras"),
+                        "PyTorch vs Keras, one device, own processes",
+                        "PyTorch no slower (less work around the same arithmetic on a short step)", results_dir, load)
+    print(wrapped(measure.in_plain_words(trap, "PyTorch alone", "PyTorch where TensorFlow ran")))
+    print(wrapped(measure.in_plain_words(engines, "PyTorch", "Keras", "for a short step")))
+    print(f"each process runs {threads} thread(s), on the digits")
+    print(f"{'setup':<24} {'process':<26} {'ms/step':>8} {'samples/s':>10} {'spread':>7}  "
+          f"batch {global_batch}")
+    for name, rate in rates.items():
+        shown = [f for f in flags[name] if name != LOOP or f not in loop_differs]
+        print(measure.flagged(f"{name:<24} {WHERE[name]:<26} {global_batch / rate.samples_per_s * 1e3:8.2f} "
+                              f"{rate.samples_per_s:10.0f} {rate.spread:6.0%}", shown))
+    print(wrapped(detectors.noise_line(rate.spread for rate in rates.values())
+                  or "noise: every rate above came from repeats within 25 %"))
+    print(trap)
+    print(engines)
+    return {"rates": rates, "flags": flags, "where": WHERE, "trap": trap, "engines": engines}
+
+
+def lab01_line(rates: dict, flags: dict, lab01_rate, lab01_row, lab01_how, workload: str) -> str:
+    """Lab 01's loop timed again in a process of its own, read against Lab 01's own figure (or why it cannot be)."""
+    if not lab01_rate:
+        return wrapped(f"Lab 01 has not recorded its '{workload}' rate in the results folder: "
+                       "run Lab 01 first on this machine to compare")
+    loop = rates[LOOP]
+    said = detectors.conditions_of(flags[LOOP])  # what differs (the side check's table)
+    spread = lab01_row.spread if lab01_row else None
+    twice = detectors.measured_twice(lab01_rate, spread, loop.samples_per_s, loop.spread, what="Lab 01's loop",
+                                     first_name="Lab 01", second_name="a process of its own",
+                                     notes=[lab01_how] if lab01_how else [], condition=" / ".join(said),
+                                     when="by two labs' runs")
+    agree = detectors.twice_agree(lab01_rate, spread, loop.samples_per_s, loop.spread)
+    text = (f"Lab 01's loop in a process of its own: {loop.samples_per_s:,.0f} samples/s = "
+            f"{loop.samples_per_s / lab01_rate:.2f}x Lab 01's {lab01_rate:,.0f}: "
+            + (agree or ("see the flag" if detectors.impossible(twice) else "see the note")))
+    return measure.flagged(wrapped(text), twice + [f for f in flags[LOOP] if f not in said])

@@ -1,0 +1,161 @@
+"""Lab 06's reporting: the sentences its measured sections start with, its all-reduce table, fits and figure
+(solutions/06_collectives_tensor_parallel.ipynb calls these; the lesson's code stays in the notebook)."""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from ... import detectors, learner_code, measure, report
+
+__all__ = ["takeaway", "lab04_source", "gap_split", "busy_cores", "allreduce_table", "fit_report",
+           "draw_allreduce"]
+
+CLOSE = 0.10  # "within 10 % of each other": the same margin as the no-slower verdicts
+
+
+def size_text(nbytes: int) -> str:
+    """A message size in words: KiB below 1 MiB, MiB from there."""
+    return f"{nbytes // 1024} KiB" if nbytes < 1 << 20 else f"{nbytes / (1 << 20):g} MiB"
+
+
+def takeaway(sizes, leads) -> str:
+    """The all-reduce table in one sentence, from its library-lead cells ('1.12x', or n/m where refused): at which
+    sizes the ring and the library are within 10 % of each other, and where either is ahead by more."""
+    read = {s: float(cell.rstrip("x")) for s, cell in zip(sizes, leads) if cell != measure.N_M}
+    if not read:
+        return "the ring against the library: no size's lead could be read here (n/m: see under the table)"
+    close = [s for s, lead in read.items() if 1 - CLOSE <= lead <= 1 + CLOSE]  # as printed: 0.90x-1.10x
+    library = [s for s, lead in read.items() if lead > 1 + CLOSE]
+    ring = [s for s, lead in read.items() if lead < 1 - CLOSE]
+
+    def listed(chosen):
+        return ", ".join(f"{size_text(s)} ({read[s]:.2f}x)" for s in chosen)
+
+    parts = [f"the ring and dist.all_reduce within {CLOSE:.0%} of each other (library lead {1 - CLOSE:.2f}x-"
+             f"{1 + CLOSE:.2f}x) at {len(close)} of {len(read)} sizes".replace("%", " %")]
+    if library:
+        parts.append(f"the library faster by more at {listed(library)}")
+    if ring:
+        parts.append(f"the ring faster by more at {listed(ring)}")
+    refused = len(sizes) - len(read)
+    if refused:
+        parts.append(f"{refused} size(s) n/m")
+    return "; ".join(parts)
+
+
+def lab04_source(codes, cwd=None) -> str:
+    """Whose Lab 04 code counted the pipeline's bytes: the learner's copy beside this notebook, or the course's
+    solution, and why, in words true wherever the notebook ran (a learner's notebooks/, solutions/, build/outputs)."""
+    functions = ", ".join(f"{code.function.__name__} (cell {code.cell})" for code in codes)
+    notebook = Path(codes[0].notebook)
+    here = Path(cwd or Path.cwd()).resolve()
+    if notebook.resolve().parent != (learner_code.COURSE / "solutions").resolve():
+        return f"Lab 04's pipeline step: {functions} from your {notebook.name} beside this notebook"
+    said = f"Lab 04's pipeline step: {functions} from the course's solutions/{notebook.name}"
+    if here in ((learner_code.COURSE / "solutions").resolve(), learner_code.COURSE.resolve()):
+        return said
+    return (f"{said}: this run's folder ({here.name}/) holds no {notebook.name}; run beside your own Lab 04 to count "
+            "your pipeline's bytes")
+
+
+def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool) -> str:
+    """Tensor parallel's step-time gap to DDP split in two measured parts (its collectives: the step minus the same
+    step with them local no-ops; the rest: the no-op step minus DDP's), beside what the α–β model gives the bytes."""
+    tp, ddp = step_times["tensor parallel"], step_times["DDP"]
+    gap = statistics.median(a - b for a, b in zip(tp, ddp))  # paired rounds' differences
+    if refused or gap <= 0:
+        return "no step-time gap to split here: the speed verdict above says why"
+    local = step_times.get("tensor parallel, no communication")
+    said = f"tensor parallel's step took {gap * 1e3:.1f} ms longer than DDP's (median of the paired rounds)"
+    if local is not None:
+        comm = statistics.median(a - b for a, b in zip(tp, local))
+        rest = statistics.median(a - b for a, b in zip(local, ddp))
+        if comm <= 0:  # the step without its collectives took as long: nothing left for them that this run sees
+            said += (": the same step with every collective a local no-op took as long or longer, so this run sees "
+                     f"no time in the collectives; that no-op step took {rest * 1e3:.1f} ms more than DDP's")
+        else:
+            said += (f": {comm * 1e3:.1f} ms of it its collectives (the step minus the same step with every "
+                     f"collective a local no-op), {rest * 1e3:.1f} ms its layers' compute and copies (that no-op "
+                     "step minus DDP's); each part is a median of its own paired rounds, so the two need not add up "
+                     "to the gap exactly")
+    if fit_readable and comm_model_s is not None:
+        said += (f". The alpha-beta model of dist.all_reduce gives the collectives {comm_model_s * 1e3:.1f} ms of it "
+                 "(tensor parallel's minus DDP's)")
+    elif not fit_readable:
+        said += ". No alpha-beta fit of the library to turn the bytes into time (refused above)"
+    return measure.short_lines(said)
+
+
+def busy_cores(load) -> tuple[float, int] | None:
+    """(cores other programs and steal used, cores) while `load` was measured: can that load explain a flag?"""
+    return None if load is None else (load.others + load.steal, load.cores)
+
+
+def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool) -> None:
+    """Print the all-reduce table: its one-sentence takeaway, then per size both medians with their spreads and the
+    library lead (n/m where `load` or a suspect median refuses it), then its flags, noise and refusal lines."""
+    busy = busy_cores(load)
+    size_flags = {name: report.allreduce_flags(sizes, medians[name], spreads[name], busy)  # more bytes, less time
+                  for name in medians}
+    row_flags = [size_flags["ring"][i] + size_flags["library"][i] for i in range(len(sizes))]  # '*': suspect
+    lead_cells = [measure.table_ratio(measure.paired_ratios(runs[s]["library"], runs[s]["ring"]), load, row_flags[i])
+                  for i, s in enumerate(sizes)]  # the comparison's one figure per size
+    print(measure.short_lines(takeaway(sizes, lead_cells)))
+    print(f"{'size':>9} {'ring ms':>9} {'spread':>7} {'dist.all_reduce ms':>19} {'spread':>7} {'library lead':>13}")
+    for i, s in enumerate(sizes):
+        flags = measure.plausibility(oversubscribed=oversubscribed) if i == 0 else []  # said once, on the first row
+        lead = measure.paired_median(runs[s]["library"], runs[s]["ring"])
+        if lead_cells[i] != measure.N_M and (lead - 1) * (medians["ring"][i] / medians["library"][i] - 1) < 0:
+            flags = flags + [detectors.note("the two medians, each from other rounds, favour the other side: the "
+                                            "lead is the comparison")]
+        print(measure.table_row(f"{s // 1024:>6} KiB {medians['ring'][i] * 1e3:>9.3f} "
+                                f"{detectors.spread_text(spreads['ring'][i]):>7} {medians['library'][i] * 1e3:>19.3f} "
+                                f"{detectors.spread_text(spreads['library'][i]):>7} {lead_cells[i]:>13}",
+                                flags + row_flags[i]))
+    for line in measure.table_lines(row_flags, [f"{s // 1024} KiB" for s in sizes], "sizes"):
+        print(line)
+    print(measure.short_lines(detectors.noise_line(spreads["ring"] + spreads["library"])))
+    if measure.n_m_line(load):
+        print(measure.short_lines(measure.n_m_line(load)))
+    if any(detectors.impossible(flags) for flags in row_flags):
+        print(measure.verdicts.SUSPECT_N_M)
+
+
+def fit_report(sizes, medians, world_size: int, backend: str, load):
+    """Fit t(S) to each side's medians and print each fit (alpha and B), or its refusal and why; returns the fits,
+    their flags and whether each may be read (a refused fit prints no alpha or B and is not drawn)."""
+    fits = {name: report.fit_allreduce(sizes, medians[name], world_size) for name in medians}
+    fit_flags = {name: fit.contradictions(sizes, medians[name], world_size, busy_cores(load))
+                 for name, fit in fits.items()}
+    fit_read = {name: fit.readable(fit_flags[name]) for name, fit in fits.items()}
+    print(f"\nt(S) = 2(N-1) alpha + 2(N-1)/N S / B, N = {world_size} ({backend}); a fit is refused (no alpha or B)\n"
+          f"  when its time per byte is not positive or its line misses one of its own points by more than "
+          f"{detectors.FIT_MISS:g}x;\n  its latency term is held at or below the fastest measured all-reduce:")
+    for name, fit in fits.items():
+        label = "ring (this notebook)" if name == "ring" else f"dist.all_reduce ({backend})"
+        said = (fit.describe(world_size) if fit_read[name]
+                else "no alpha or B: refused, not drawn (why: the flags under this line)")
+        print(measure.flagged(measure.short_lines(f"  {label:<24} {said}", indent=" " * 27), fit_flags[name]))
+    return fits, fit_flags, fit_read
+
+
+def draw_allreduce(sizes, medians, fits, fit_read, world_size: int) -> None:
+    """Both sides' medians against the message size, each with its alpha-beta fit where it was read."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    grid = np.geomspace(min(sizes), max(sizes), 50)
+    for name, color in (("ring", "tab:blue"), ("library", "tab:orange")):
+        ax.plot(sizes, [t * 1e3 for t in medians[name]], "o", color=color, label=f"{name}: measured (median)")
+        if fit_read[name]:  # a refused fit is not drawn: the legend says so
+            ax.plot(grid, [fits[name].seconds(s, world_size) * 1e3 for s in grid], "--", color=color,
+                    label=f"{name}: α–β fit")
+        else:
+            ax.plot([], [], " ", label=f"{name}: α–β fit refused, not drawn")
+    ax.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="ms per all-reduce",
+           title=f"all-reduce over {world_size} ranks")
+    ax.yaxis.set_major_formatter("{x:g}")
+    ax.yaxis.set_minor_formatter(lambda y, pos: "")  # decades only: minor labels overlapped
+    ax.legend(fontsize=8)
+    plt.show()

@@ -1,0 +1,94 @@
+"""Lab 05's reporting (lab_utils.labs.lab05.reporting): plain sentences and the optional side check, on fake figures
+(learner s11r2e, lab 05 findings 1-5)."""
+import random
+
+from lab_utils import conditions, measure, tf_distribute, workloads
+from lab_utils.labs.lab05 import reporting
+
+QUIET = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+BUSY = conditions.Load(60.0, 2, own=0.4, others=1.6, steal=0.0)
+
+
+def upper_bound(ratios, load=QUIET):
+    return measure.decide(ratios, lab="05", no_worse_than=0.10, upper=True, workload=workloads.STEP_DIGITS_TF,
+                          claim="MirroredStrategy vs one device", expected="no faster than one device", load=load)
+
+
+def test_a_slower_setup_reads_as_slower_in_plain_words_not_as_an_upper_bound_that_holds():
+    line = measure.in_plain_words(upper_bound([0.64, 0.65, 0.66, 0.65, 0.63]), "MirroredStrategy", "one device",
+                           "for logical-cpu devices")
+    assert line.startswith("MirroredStrategy: 0.65x the speed of one device (35 % slower; range 0.63-0.66)")
+    assert line.endswith("as predicted for logical-cpu devices") and "tested as" not in line and "-> holds" not in line
+
+
+def test_a_faster_setup_says_faster_and_a_reversed_verdict_is_flagged_with_its_prediction():
+    faster = measure.decide([1.55, 1.57, 1.6, 1.58, 1.56], lab="05", claim="2 workers vs 1 worker",
+                            expected="2 workers faster", workload=workloads.WORKERS, load=QUIET)
+    assert "1.57x the speed of 1 worker (57 % faster;" in measure.in_plain_words(faster, "2 workers", "1 worker")
+    reversed_ = measure.decide([0.5, 0.52, 0.51, 0.49, 0.5], lab="05", claim="2 workers vs 1 worker",
+                               expected="2 workers faster", workload=workloads.WORKERS, load=QUIET)
+    assert "50 % slower" in measure.in_plain_words(reversed_, "2 workers", "1 worker")
+    assert "[!] against the prediction (2 workers faster)" in measure.in_plain_words(reversed_, "2 workers", "1 worker")
+
+
+def test_a_refused_verdict_prints_no_figure_in_its_plain_sentence():
+    refused = measure.decide([0.6, 0.7, 0.65, 0.66, 0.64], lab="05", claim="2 workers vs 1 worker",
+                             expected="2 workers faster", workload=workloads.WORKERS, load=BUSY, workers=2)
+    assert refused.verdict == measure.CANNOT_SEE
+    line = measure.in_plain_words(refused, "2 workers", "1 worker")
+    assert measure.NOT_MEASURABLE in line and "0.6" not in line and "slower" not in line
+
+
+def fake_turns(torch_ms=1.0, after_ms=1.3, keras_ms=2.0, loop_ms=1.2, rounds=3, steps=5):
+    rng = random.Random(0)
+
+    def times(ms):
+        return [[ms * 1e-3 * rng.uniform(0.97, 1.03) for _ in range(steps)] for _ in range(rounds)]
+
+    return [{"times": {"torch": times(torch_ms), reporting.LOOP: times(loop_ms)},
+             "omp_wait_policy": tf_distribute.omp_wait_policy()},
+            {"times": {"keras": times(keras_ms), "torch after TensorFlow": times(after_ms)}}]
+
+
+def test_the_side_check_says_its_result_first_then_one_table_of_times_and_no_second_ratio(tmp_path, capsys):
+    side = reporting.side_check(fake_turns(), 64, 2, tmp_path, load=QUIET)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("PyTorch alone: 1.")  # the plain sentence leads, before any table
+    assert "faster" in out[0] and "as predicted" in " ".join(out[:3])
+    header = next(line for line in out if line.startswith("setup"))
+    assert "ms/step" in header and "vs" not in header  # times and rates, no ratio column
+    assert not any("rates' ratio" in line for line in out)  # no second figure for a verdict's comparison
+    assert side["trap"].verdict == measure.HOLDS and side["engines"].verdict == measure.HOLDS
+    assert (tmp_path / "verdicts.csv").exists()  # both verdicts recorded
+    assert max(len(line) for line in out) <= 100
+
+
+def test_the_side_check_on_a_busy_machine_refuses_its_verdicts_and_prints_no_figure(tmp_path, capsys):
+    side = reporting.side_check(fake_turns(), 64, 2, tmp_path, load=BUSY)
+    out = capsys.readouterr().out
+    assert side["trap"].verdict == side["engines"].verdict == measure.CANNOT_SEE
+    assert out.startswith("PyTorch alone vs PyTorch where TensorFlow ran: " + measure.NOT_MEASURABLE)
+    assert "1.30x" not in out and "2.00x" not in out and "faster" not in out  # no figure beside a refusal
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_lab01_line_says_how_to_get_lab01s_figure_when_it_is_missing():
+    line = reporting.lab01_line({}, {}, None, None, None, "CNN-2conv/digits8 training run")
+    assert "run Lab 01 first" in " ".join(line.split()) and max(map(len, line.splitlines())) <= 100
+
+
+def test_the_kernel_table_says_each_setup_plainly_first_and_shows_the_verdicts_figure_or_n_m(capsys):
+    rng = random.Random(1)
+    one = [1e-3 * rng.uniform(0.98, 1.02) for _ in range(15)]
+    paired = {"one device": one, "MirroredStrategy": [t / 0.65 for t in one]}
+    rates = {name: tf_distribute.step_rate(64, [times]) for name, times in paired.items()}
+    for load, figure in ((QUIET, "0.65x"), (BUSY, measure.N_M)):
+        v = upper_bound(measure.paired_ratios(paired["MirroredStrategy"], one), load)
+        reporting.kernel_table(rates, paired, load, "logical-cpu", {"MirroredStrategy": v})
+        out = capsys.readouterr().out.splitlines()
+        row = next(line for line in out if line.split()[:1] == ["MirroredStrategy"] and line.split()[1].isdigit())
+        assert row.split()[2] == figure and max(map(len, out)) <= 100
+        if load is QUIET:
+            assert out[0].startswith("MirroredStrategy: 0.65x the speed of one device (35 % slower")
+        else:
+            assert measure.NOT_MEASURABLE in out[0] and "0.65" not in " ".join(out)

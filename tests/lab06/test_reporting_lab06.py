@@ -1,0 +1,119 @@
+"""Lab 06's reporting (lab_utils.labs.lab06.reporting) and the no-communication step, on fake figures (learner
+s11r2e, lab 06 findings 1, 5, 6)."""
+import types
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lab_utils import learner_code, measure
+from lab_utils.labs.lab06 import reporting, tensor_parallel
+
+SIZES = [4096 * 4 ** k for k in range(8)]  # 4 KiB ... 64 MiB
+
+
+def test_the_takeaway_says_where_the_ring_and_the_library_are_close_and_where_one_leads():
+    leads = ["0.90x", "0.89x", "0.99x", "1.07x", "0.92x", "1.03x", "0.90x", "1.12x"]  # the quiet run's
+    line = reporting.takeaway(SIZES, leads)
+    assert line.startswith("the ring and dist.all_reduce within 10 % of each other (library lead 0.90x-1.10x) at 6 "
+                           "of 8 sizes")
+    assert line.endswith("; the library faster by more at 64 MiB (1.12x); the ring faster by more at 16 KiB (0.89x)")
+
+
+def test_the_takeaway_skips_refused_sizes_and_says_so():
+    line = reporting.takeaway(SIZES[:3], ["1.01x", measure.N_M, "1.50x"])
+    assert "at 1 of 2 sizes" in line and "library faster by more at 64 KiB (1.50x)" in line and "1 size(s) n/m" in line
+    assert "no size's lead" in reporting.takeaway(SIZES[:2], [measure.N_M, measure.N_M])
+
+
+def lesson(notebook):
+    return types.SimpleNamespace(function=types.SimpleNamespace(__name__="stage_step"), cell=16, notebook=notebook)
+
+
+def test_the_lab04_line_is_true_where_the_notebook_ran(tmp_path):
+    solution = learner_code.COURSE / "solutions" / "04_model_parallel_pipeline.ipynb"
+    built = reporting.lab04_source([lesson(solution)], cwd=tmp_path)  # build/outputs: no learner's copy there
+    assert f"this run's folder ({tmp_path.name}/) holds no 04_model_parallel_pipeline.ipynb" in built
+    assert "of yours beside" not in built
+    assert reporting.lab04_source([lesson(solution)], cwd=learner_code.COURSE / "solutions").endswith(
+        "from the course's solutions/04_model_parallel_pipeline.ipynb")
+    mine = reporting.lab04_source([lesson(tmp_path / "04_model_parallel_pipeline.ipynb")], cwd=tmp_path)
+    assert mine.endswith("from your 04_model_parallel_pipeline.ipynb beside this notebook")
+
+
+def test_the_gap_is_split_into_measured_parts_beside_the_model():
+    rounds = 7
+    tp, ddp, local = np.full(rounds, 0.040), np.full(rounds, 0.022), np.full(rounds, 0.030)
+    line = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp, "tensor parallel, no communication": local},
+                                        0.0047, True, False).split())
+    assert "took 18.0 ms longer than DDP's" in line
+    assert "10.0 ms of it its collectives" in line and "8.0 ms its layers' compute and copies" in line
+    assert "gives the collectives 4.7 ms" in line and "not measured" not in line
+    slower = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp,
+                                           "tensor parallel, no communication": np.full(rounds, 0.045)},
+                                          0.0047, True, False).split())
+    assert "sees no time in the collectives" in slower and "23.0 ms more than DDP's" in slower and " -" not in slower
+    refused = reporting.gap_split({"tensor parallel": tp, "DDP": ddp}, 0.0047, True, True)
+    assert refused.startswith("no step-time gap to split here")
+    no_fit = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp}, None, False, False).split())
+    assert "No alpha-beta fit" in no_fit and "4.7" not in no_fit
+
+
+def test_local_collectives_send_nothing_and_are_restored(tmp_path):
+    import torch.distributed as dist
+
+    saved = dist.all_reduce, dist.all_gather
+    with tensor_parallel.local_collectives():  # no process group: a real collective would raise
+        x = torch.arange(3.0)
+        dist.all_reduce(x)
+        parts = [torch.empty(3) for _ in range(2)]
+        dist.all_gather(parts, x)
+    assert torch.equal(x, torch.arange(3.0)) and all(torch.equal(p, x) for p in parts)
+    assert (dist.all_reduce, dist.all_gather) == saved
+
+
+def fake_runs(sizes, lead=1.0, rounds=7):
+    """Rounds of each size: the library `lead` times faster than the ring, the time growing with the size."""
+    rng = np.random.default_rng(0)
+    runs = {}
+    for s in sizes:
+        ring = (1e-4 + s / 1e9) * rng.uniform(0.98, 1.02, rounds)
+        runs[s] = {"ring": ring, "library": ring / lead * rng.uniform(0.99, 1.01, rounds)}
+    medians = {n: [float(np.median(runs[s][n])) for s in sizes] for n in ("ring", "library")}
+    spreads = {n: [measure.spread(runs[s][n]) for s in sizes] for n in ("ring", "library")}
+    return runs, medians, spreads
+
+
+def test_the_allreduce_table_says_its_takeaway_first_and_refuses_its_leads_on_a_busy_machine(capsys):
+    from lab_utils import conditions
+
+    sizes = SIZES[:4]
+    runs, medians, spreads = fake_runs(sizes, lead=1.3)
+    reporting.allreduce_table(sizes, runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0),
+                              oversubscribed=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("the ring and dist.all_reduce within 10 % of each other (library lead 0.90x-1.10x) at 0")
+    assert "the library faster by more at 4 KiB (1.2" in out[1] and "256 KiB (1.30x)" in out[1]
+    rows = [line for line in out if line.strip().endswith("x") and "KiB" in line[:10]]
+    assert len(rows) == 4 and rows[-1].split()[-1] == "1.30x"  # the table shows the figure the sentence reads
+    assert all(len(line) <= 100 for line in out)
+    reporting.allreduce_table(sizes, runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=1.6, steal=0.0),
+                              oversubscribed=False)
+    busy = capsys.readouterr().out
+    assert busy.startswith("the ring against the library: no size's lead could be read here")
+    assert "1.30x" not in busy and measure.N_M in busy and max(map(len, busy.splitlines())) <= 100
+
+
+def test_the_speed_section_says_its_verdict_plainly_before_its_rows():
+    import nbformat
+
+    from lab_utils import conditions, workloads
+
+    cells = nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+    source = next(c.source for c in cells if "speed_ranks = launch(speed_worker" in c.source)
+    assert source.index("measure.in_plain_words(ddp_vs_tp") < source.index("for name, times in step_times.items()")
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    v = measure.decide([1.7, 1.6, 1.8, 1.75, 1.71, 1.5, 2.0], claim="DDP vs tensor parallel", expected="DDP faster",
+                       workload=workloads.TP_VS_DDP, load=quiet)
+    assert measure.in_plain_words(v, "DDP", "tensor parallel") == ("DDP: 1.71x the speed of tensor parallel (71 % faster; "
+                                                            "range 1.50-2.00), as predicted")
