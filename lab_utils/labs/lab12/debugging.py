@@ -93,3 +93,17 @@ def branchy_model(case):
             return out
 
     return Branchy()
+
+
+def branchy_layers(case) -> str:
+    """branchy_model(case)'s layers, one a line: its shape, whether it trains, and what forward does with it."""
+    model = branchy_model(case)
+    role = {case["unused"]: "unused: built, never called in forward: no gradient",
+            case["frozen"]: "frozen: requires_grad=False: needs no gradient",
+            case["zeroed"]: "zeroed: forward multiplies its output by 0: a gradient of zeros"}
+    lines = ["forward(x): the sum of the used layers' outputs, every layer reading x"]
+    for name in LAYERS:
+        layer = getattr(model, name)
+        kind = f"Linear({layer.in_features}, {layer.out_features})"
+        lines.append(f"  {name:<6} {kind:<13} {role.get(name, 'used: gets a gradient')}")
+    return "\n".join(lines)
