@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ... import detectors, measure, memory
+from ... import conditions, detectors, measure, memory
 
 
 @dataclass
@@ -15,7 +15,7 @@ class StepReading:
 
     saved: dict
     times: dict
-    load: object = None
+    load: conditions.Load | None = None
     vs_none: dict = field(init=False)   # label -> median of the rounds' own ratios (checkpointed / none)
     cell: dict = field(init=False)      # label -> that figure as a table cell ('1.40x'), or n/m
     refused: dict = field(init=False)   # label -> True where the load refuses the time
