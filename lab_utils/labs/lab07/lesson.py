@@ -56,9 +56,9 @@ def accumulate(model, optimizer, scaler, batches, dtype):
     for i, (x, y) in enumerate(batches):
         with contextlib.nullcontext() if i == k - 1 else model.no_sync():  # all-reduce with the last one only
             with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
-                loss = F.cross_entropy(model(x), y) / k                     # the mean over the whole batch
+                loss = F.cross_entropy(model(x), y) / k  # the mean over the whole batch
             scaler.scale(loss).backward()
-    scaler.step(optimizer)  # unscale the summed gradients, skip the step if one is inf or NaN, else step
+    scaler.step(optimizer)  # unscale the sum; skip the step if a gradient is inf or NaN
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
 
