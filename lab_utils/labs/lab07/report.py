@@ -140,3 +140,28 @@ def block_table(steps: StepReading, names, forward_times: dict) -> str:
         if noise:
             lines.append(noise)
     return "\n".join(lines)
+
+
+SMALL_LAYERS_COST = 0.10  # native 16-bit units, small layers: no clear winner, tested as "no more than 10 % slower"
+
+
+def precision_verdict(name: str, timing: dict, mp_name: str, emulated: bool, small_layers_cost: float = SMALL_LAYERS_COST):
+    """The verdict on float32 against autocast for one model's paired rounds (`timing`: 'float32' and `mp_name`
+    Timings), with the claim theory makes on this hardware: float32 faster where the 16-bit type is emulated; where it
+    is native, the course CNN no more than `small_layers_cost` slower (small layers: the casts eat the gain) and a
+    larger model faster."""
+    from ... import workloads
+
+    workload = {"course CNN": workloads.PRECISION, "wide CNN": workloads.PRECISION_WIDE}[name]
+    if emulated:
+        return measure.verdict(timing["float32"], timing[mp_name], lab="07", workload=workload,
+                               claim=f"float32 vs {mp_name} autocast, {name} train step",
+                               expected=f"float32 faster ({mp_name} emulated on this CPU)")
+    if name == "course CNN":  # small layers: the casts' fixed cost per operation can eat the 16-bit gain
+        return measure.verdict(timing[mp_name], timing["float32"], lab="07", no_worse_than=small_layers_cost,
+                               workload=workload, claim=f"{mp_name} autocast vs float32, {name} train step",
+                               expected=f"{mp_name} no more than {small_layers_cost:.0%} slower (small layers: the "
+                                        "casts eat the 16-bit gain)")
+    return measure.verdict(timing[mp_name], timing["float32"], lab="07", workload=workload,
+                           claim=f"{mp_name} autocast vs float32, {name} train step",
+                           expected=f"{mp_name} faster (half the bytes, native 16-bit units)")
