@@ -238,47 +238,59 @@ def json_text(text: str) -> str:
 def test_every_checkpoint_timing_follows_the_busy_machine_rule_of_the_labs_verdicts():
     """Learner s9a, lab 07 finding 1: the mixed-precision and save verdicts said 'cannot be seen here' on a busy
     machine, while the checkpoint table (x none), its prediction line and the summary's 'time x2.05' read the same
-    kind of paired rounds as results. Each now reads them under one load (timing_load) with the verdicts' rule."""
+    kind of paired rounds as results. Each now reads them under one load with the verdicts' rule: the cell hands the
+    load to report.StepReading, whose table, prediction line and sentence (the summary's too) read n/m under load
+    (tests/lab07/test_report_lab07.py runs them with a busy and a quiet load)."""
     import nbformat
 
     cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "code"]
-    table = next(s for s in cells if "checkpoint_flags = {" in s)
-    assert "timing_load = measure.run_conditions()" in table and "measure.table_ratio(" in table
-    assert "measure.n_m_line(timing_load)" in table and "times_refused" in table
-    prediction = next(s for s in cells if "prediction 'every checkpointed step" in s)
-    assert "times_refused[name]" in prediction and "measure.N_M" in prediction
-    summary = next(s for s in cells if "checkpointing every block of the course CNN" in s)
-    assert "measure.as_paired_result(" in summary and "timing_load" in summary
+    table = next(s for s in cells if "report.StepReading(" in s)
+    assert "measure.run_conditions())" in table and "steps_read.table(" in table
+    assert any("report.block_table(steps_read" in s for s in cells)
+    summary = next(s for s in cells if "next: Lab 08" in s)
+    assert "steps_read.sentence(" in summary
 
 
 def test_the_checkpoint_timings_refused_are_neither_printed_nor_summed_and_the_memory_still_drawn():
     """Learner s9f, lab 07 findings 1-3: under load the block table read n/m, but the step table still printed its
     'ms fwd+bwd' times, Exercise 3's use summed the refused forward times ('expected extra time 2.68 ms') and the
-    chart drew nothing at all. One rule now: a refused time reads n/m everywhere, and the bytes are still drawn."""
+    chart drew nothing at all. One rule now: a refused time reads n/m everywhere, and the bytes are still drawn
+    (report.StepReading.draw; test_report runs it busy)."""
     import nbformat
 
     cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "code"]
-    table = next(s for s in cells if "checkpoint_flags = {" in s)
-    assert 'if not times_refused[label] else (\n        f"{measure.N_M:>10}", f"{measure.N_M:>7}")' in table
-    assert "at_bytes.setdefault(saved_bytes[label], []).append(label)" in table and "ax.axvline(" in table  # memory
+    table = next(s for s in cells if "report.StepReading(" in s)
+    assert "steps_read.draw(ax)" in table
     use = next(s for s in cells if "chosen = choose_checkpoints(freed, extra" in s)
-    assert "any(times_refused[names[i]] for i in chosen)" in use and "measure.N_M" in use
+    assert "any(steps_read.refused[names[i]] for i in chosen)" in use and "measure.N_M" in use
     assert use.index("if refused else") < use.index("sum(extra[i] for i in chosen)")
 
 
-def test_the_course_cnns_mixed_precision_verdict_tests_what_the_prose_predicts():
+def test_the_course_cnns_mixed_precision_verdict_tests_what_the_prose_predicts(monkeypatch):
     """Learner s9f, lab 07 finding 5: the prose says small layers blur either way, but the course CNN's verdict
     expected 'bfloat16 faster (half the bytes, native 16-bit units)' as the wide CNN's did. Where bfloat16 is native,
-    the course CNN's claim is now 'no more than 10 % slower' (no clear winner), the wide CNN's 'faster'."""
+    the course CNN's claim is now 'no more than 10 % slower' (no clear winner), the wide CNN's 'faster'; the choice
+    lives in report.precision_verdict (issue 51: verdict plumbing out of the cell)."""
     import nbformat
+
+    from lab_utils import conditions, measure, workloads
+    from lab_utils.labs.lab07 import report
+    from lab_utils.measure.timing import Timing
 
     cells = nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells
     code = next(c.source for c in cells if c.cell_type == "code" and "mp_verdicts = {}" in c.source)
     prose = next(c.source for c in cells if c.cell_type == "markdown" and "Small layers blur either way" in c.source)
-    assert 'elif name == "course CNN":' in code and "no_worse_than=small_layers_cost" in code
-    assert "small_layers_cost = 0.10" in code and '"bfloat16 no more than 10 % slower"' in prose
-    from lab_utils import conditions, measure, workloads
+    assert "report.precision_verdict(name, timing, mp_name, emulated)" in code
+    assert report.SMALL_LAYERS_COST == 0.10 and '"bfloat16 no more than 10 % slower"' in prose
     quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    monkeypatch.setattr(measure.verdicts, "run_conditions", lambda: quiet)
+    timing = {"float32": Timing((0.0080, 0.0081, 0.0079, 0.0080, 0.0082), 1),
+              "bfloat16": Timing((0.0077, 0.0078, 0.0077, 0.0079, 0.0078), 1)}
+    course = report.precision_verdict("course CNN", timing, "bfloat16", emulated=False)
+    wide = report.precision_verdict("wide CNN", timing, "bfloat16", emulated=False)
+    emulated = report.precision_verdict("course CNN", timing, "bfloat16", emulated=True)
+    assert "no more than 10% slower" in str(course) and "faster (half the bytes" in str(wide)
+    assert "float32 faster (bfloat16 emulated" in str(emulated)
     # the committed quiet run's course CNN (1.04x, range 0.997-1.35): not 'bfloat16 faster', and no [!] against it
     v = measure.decide([1.04, 0.997, 1.35, 1.02, 1.1], claim="bfloat16 autocast vs float32, course CNN train step",
                        expected="bfloat16 no more than 10 % slower", no_worse_than=0.10,
@@ -303,16 +315,17 @@ def test_exercise_3s_use_prints_a_none_answer_instead_of_crashing(capsys):
 
 def test_the_prose_on_load_lines_says_they_appear_on_a_busy_machine_only():
     """Learner s11f, lab 07 findings 1-2: the prose explained a 'machine while measuring' line and a verdict's load
-    that a quiet run never prints (results_table prints the line only when Load.note() has something to say)."""
+    that a quiet run never prints (results_table prints the line only when Load.note() has something to say). Issue
+    51 (s11r2f): the lab says it once, with a link to the README's Results section, not in each section."""
     import nbformat
 
     from lab_utils import conditions
 
     cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "markdown"]
-    speed = next(s for s in cells if s.startswith("**Speed, measured.**"))
+    speed = next(s for s in cells if s.startswith("**Speed, measured.**") or "**Speed, measured.**" in s)
     record = next(s for s in cells if s.startswith("## Record the results"))
-    assert "On a busy machine, a verdict also names the load" in speed and "on a quiet machine it names none" in speed
-    assert 'On a busy machine, a "machine while measuring" line' in record and "quiet machine it is not" in record
+    assert "A quiet run names no load" in speed and "[Results](../README.md#results)" in speed
+    assert "machine while measuring" not in record and "quote the verdict above" in record
     quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
     assert quiet.note() == []  # so the table prints no load line on a quiet run, as the prose says
 
@@ -347,3 +360,15 @@ def test_the_save_timings_say_once_that_the_verdicts_figure_is_the_paired_median
     out = capsys.readouterr().out
     assert "the verdict's figure is the median of the 5 rounds' own save / async_save ratios" in out, out
     assert "ratio of the two medians above" in out and max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_once_items_names_every_whole_tensor_and_its_bytes_the_sample_count_included(tmp_path):
+    """Learner s11r2f, lab 07 finding 2: the sample count, saved as torch.tensor(samples), is an int64 tensor (8 bytes
+    in 'once'), not a pickled value; once_items reads each whole tensor's bytes from the metadata."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save({"w": torch.zeros(100), "opt.0.step": torch.tensor(3.0), "samples": torch.tensor(48), "lr": 1e-3},
+             checkpoint_id=str(tmp_path), no_dist=True)
+    assert checkpoints.once_items(tmp_path) == {"opt.0.step": 4, "samples": 8, "w": 400}
+    (row,) = checkpoints.file_layout(tmp_path).values()
+    assert row["once"] == sum(checkpoints.once_items(tmp_path).values())

@@ -31,16 +31,14 @@ def test_the_dead_rank_demo_prints_the_table_that_names_the_rank_that_exited():
 def test_a_table_wider_than_100_columns_gives_its_last_column_a_line_of_its_own():
     """Learner s11f, lab 12 finding 2: the dead rank's table printed a 111-column row, since folded() keeps table rows
     whole. A table too wide now prints its last column under each row; narrower tables are left as they are."""
-    import ast
-
     import nbformat
 
+    from lab_utils.labs.lab12 import debugging
+
     cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
-    setup = next(c.source for c in cells if c.cell_type == "code" and "def folded(" in c.source)
-    namespace: dict = {}
-    for node in ast.parse(setup).body:  # the helper alone (and textwrap), not the cell's other imports
-        if isinstance(node, ast.FunctionDef) and node.name == "folded":
-            exec("import textwrap\n" + ast.get_source_segment(setup, node), namespace)
+    setup = next(c.source for c in cells if c.cell_type == "code" and "import first_lines, folded, table_of" in c.source)
+    assert "from lab_utils.labs.lab12.debugging import" in setup  # issue 51: the lab's reading helpers in lab_utils
+    namespace = {"folded": debugging.folded}
     table = ("where each rank was (its record of collectives, kept by lab_utils):\n"
              "rank | state               | waits in                           | learner's line    | last completed\n"
              "0    | raised RuntimeError | all_reduce #2 [2] float32 (failed) | cell [27], line 6 | all_reduce #1 [2] float32\n"

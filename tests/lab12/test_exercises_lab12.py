@@ -301,3 +301,40 @@ def test_the_uneven_harness_lives_outside_the_exercise_file_and_the_lab_says_so(
     assert "exercises.py" not in prose and "`harness.py:NN`" in prose
     code = next(c.source for c in cells if c.cell_type == "code" and "args=(train_plain, case)" in c.source)
     assert "timeout=hang_s + ddp_start_s" in code and "for DDP to start" in code
+
+
+def test_the_unused_parameter_models_layers_are_printed_before_the_exercise():
+    """Learner s11r2f, lab 12 finding 4: the exercise hinges on unused, frozen and zeroed layers, but the model was
+    never shown. The lab prints each layer's role (from the model itself) before the exercise cell."""
+    import nbformat
+
+    from lab_utils.labs.lab12.debugging import branchy_layers
+
+    case = {"seed": 0, "unused": "right", "frozen": "stem", "zeroed": "head"}
+    text = branchy_layers(case)
+    rows = {line.split()[0]: line for line in text.splitlines()[1:]}
+    assert list(rows) == ["stem", "left", "right", "head"]
+    assert "frozen" in rows["stem"] and "unused" in rows["right"] and "zeroed" in rows["head"]
+    assert "used: gets a gradient" in rows["left"]
+    assert "frozen" in branchy_layers({**case, "frozen": "left"}).splitlines()[2]  # read from the case, not fixed
+    assert max(len(line) for line in text.splitlines()) <= 100
+    cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
+    shown = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "print(branchy_layers(" in c.source)
+    exercise = next(i for i, c in enumerate(cells) if c.source.startswith("def parameters_without_gradient"))
+    assert shown < exercise
+    assert "".join(o.get("text", "") for o in cells[shown].outputs).rstrip("\n") == text  # the committed output
+
+
+def test_lab12_prose_names_what_its_output_shows():
+    """Learner s11r2f, lab 12 findings 2-3: the summary named monitored_barrier for a dead rank (the lab showed the
+    launcher's table saying 'exited'), and Bug 5 quoted a gloo hint the output never prints; Bug 2's arithmetic is a
+    table (finding 1)."""
+    import nbformat
+
+    cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
+    prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    assert "remote worker hanging" not in prose
+    summary = next(c.source for c in cells if c.source.startswith("**What to remember.**"))
+    assert "A dead rank: the launcher's table says *exited*" in summary and "a late one: `monitored_barrier`" in summary
+    bug2 = next(c.source for c in cells if c.source.startswith("### Bug 2"))
+    assert "| floats (bytes) | 4 (16) | 5 (20) |" in bug2

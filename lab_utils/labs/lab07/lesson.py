@@ -48,7 +48,7 @@ def micro_batch(x, y, step, micro, rank, world_size, per_rank, accumulation=1):
     return x[rows], y[rows]
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 21 (id 2861797a) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 20 (id 2861797a) -----------------------------------------------------
 
 def accumulate(model, optimizer, scaler, batches, dtype):
     "One optimizer step over the micro-batches in `batches`: the correct recipe."
@@ -56,14 +56,14 @@ def accumulate(model, optimizer, scaler, batches, dtype):
     for i, (x, y) in enumerate(batches):
         with contextlib.nullcontext() if i == k - 1 else model.no_sync():  # all-reduce with the last one only
             with torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
-                loss = F.cross_entropy(model(x), y) / k                     # the mean over the whole batch
+                loss = F.cross_entropy(model(x), y) / k  # the mean over the whole batch
             scaler.scale(loss).backward()
-    scaler.step(optimizer)  # unscale the summed gradients, skip the step if one is inf or NaN, else step
+    scaler.step(optimizer)  # unscale the sum; skip the step if a gradient is inf or NaN
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 25 (id 462bbe3d) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 24 (id 462bbe3d) -----------------------------------------------------
 
 @dataclass(frozen=True)
 class AmpJob:
@@ -105,7 +105,7 @@ def amp_worker(rank, world_size, recipe, job):
     return result
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 32 (id 67d7273c) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 31 (id 67d7273c) -----------------------------------------------------
 
 def forward_with_checkpoints(blocks, x, chosen):
     "The model block by block; the blocks whose index is in `chosen` are checkpointed."
@@ -114,7 +114,7 @@ def forward_with_checkpoints(blocks, x, chosen):
     return x
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 42 (id ea8629bd) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 40 (id ea8629bd) -----------------------------------------------------
 
 @dataclass
 class FlatParameters:
@@ -157,7 +157,7 @@ def flat_buffers(model, world_size):
     return flat
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 44 (id 5d3f291a) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 42 (id 5d3f291a) -----------------------------------------------------
 
 def rank_report(model, optimizer, comm, saved, steps):
     "What every strategy worker returns: the whole weights, the bytes this rank holds, the bytes it sent per step."
@@ -229,7 +229,7 @@ def zero1_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 48 (id 785b13fe) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 46 (id 785b13fe) -----------------------------------------------------
 
 def fsdp_worker(rank, world_size, job):
     "Adam steps with FSDP2: parameters, gradients and optimizer state sharded."
@@ -259,7 +259,7 @@ def fsdp_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 59 (id cf7d9362) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 56 (id cf7d9362) -----------------------------------------------------
 
 @dataclass(frozen=True)
 class CheckpointJob:
@@ -330,7 +330,7 @@ def checkpoint_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 64 (id e6b3039a) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 61 (id e6b3039a) -----------------------------------------------------
 
 @dataclass(frozen=True)
 class SaveTimingJob:
@@ -404,7 +404,7 @@ def save_timing_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 83 (id 0336df6e) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 78 (id 0336df6e) -----------------------------------------------------
 
 def choose_checkpoints(freed, extra, total, budget):
     "The cheapest set of blocks to checkpoint for the activations to fit `budget`, or None."
@@ -418,7 +418,7 @@ def choose_checkpoints(freed, extra, total, budget):
     return None if best is None else best[1]
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 88 (id 2cce8469) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 83 (id 2cce8469) -----------------------------------------------------
 
 def resume_order(order, samples_read, rank, world_size):
     "The samples rank `rank` of `world_size` reads in the rest of the epoch after `samples_read` were read."

@@ -93,3 +93,47 @@ def branchy_model(case):
             return out
 
     return Branchy()
+
+
+def branchy_layers(case) -> str:
+    """branchy_model(case)'s layers, one a line: its shape, whether it trains, and what forward does with it."""
+    model = branchy_model(case)
+    role = {case["unused"]: "unused: built, never called in forward: no gradient",
+            case["frozen"]: "frozen: requires_grad=False: needs no gradient",
+            case["zeroed"]: "zeroed: forward multiplies its output by 0: a gradient of zeros"}
+    lines = ["forward(x): the sum of the used layers' outputs, every layer reading x"]
+    for name in LAYERS:
+        layer = getattr(model, name)
+        kind = f"Linear({layer.in_features}, {layer.out_features})"
+        lines.append(f"  {name:<6} {kind:<13} {role.get(name, 'used: gets a gradient')}")
+    return "\n".join(lines)
+
+
+def first_lines(err, n: int = 1) -> str:
+    """The first n lines of an error a launch raised, as a learner would read them at the top."""
+    return "\n".join(str(err).splitlines()[:n])
+
+
+def folded(text: str, width: int = 100) -> str:
+    """Prose longer than `width` cut at spaces and continued indented; a table's row (columns between ' | ') stays
+    whole, as the table lines it up; a table wider than `width` gives its last column a line of its own under each
+    row ('    last completed: ...')."""
+    import textwrap
+
+    lines = text.splitlines()
+    rows = [i for i, line in enumerate(lines) if " | " in line]
+    if rows and max(len(lines[i]) for i in rows) > width:
+        last = lines[rows[0]].rsplit(" | ", 1)[1].strip()
+        for i in rows:
+            line, value = lines[i].rsplit(" | ", 1)
+            lines[i] = line.rstrip() + (f"\n    {last}: {value.strip()}" if i != rows[0] and value.strip() != "-"
+                                        else "")
+    return "\n".join(textwrap.fill(line, width, subsequent_indent=line[:len(line) - len(line.lstrip())] + "    ")
+                     if len(line) > width and " | " not in line else line for line in "\n".join(lines).splitlines())
+
+
+def table_of(err) -> str:
+    """The part of a launch's error that says where every rank was."""
+    text = str(err)
+    return (text[text.index("where each rank was"):].split("\n\n--- traceback")[0] if "where each rank was" in text
+            else "(no table)")

@@ -77,7 +77,7 @@ def unused_worker(rank, world_size, find_unused):
     return "finished"
 
 
-# ---- solutions/12_debugging_hangs.ipynb, cell 40 (id lab12-40) -----------------------------------------------------
+# ---- solutions/12_debugging_hangs.ipynb, cell 42 (id lab12-40) -----------------------------------------------------
 
 def dying_worker(rank, world_size):
     dist.init_process_group("gloo", timeout=timedelta(seconds=30))
@@ -103,7 +103,7 @@ def late_worker(rank, world_size):
         dist.destroy_process_group()       # the failed barrier closed the group's connections
 
 
-# ---- solutions/12_debugging_hangs.ipynb, cell 45 (id lab12-45) -----------------------------------------------------
+# ---- solutions/12_debugging_hangs.ipynb, cell 47 (id lab12-45) -----------------------------------------------------
 
 def cost_worker(rank, world_size, repeats, steps_per_repeat):
     from lab_utils.launch import record

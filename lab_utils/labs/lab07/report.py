@@ -1,0 +1,167 @@
+"""Lab 07's activation-checkpointing report: the steps' and the blocks' tables, the prediction line and the chart. The
+lesson (what is timed, and how) stays in the notebook; these read its timings under one load and print them, with
+the busy-machine rule of the lab's verdicts (a time the load refuses reads n/m everywhere; bytes are never refused)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ... import conditions, detectors, measure, memory
+
+
+@dataclass
+class StepReading:
+    """The checkpoint choices' fwd+bwd steps (`times`, label -> Timing, 'none' first) and the bytes each keeps for
+    backward (`saved`), read under `load`: each step against none's in the same round, one figure per comparison."""
+
+    saved: dict
+    times: dict
+    load: conditions.Load | None = None
+    vs_none: dict = field(init=False)   # label -> median of the rounds' own ratios (checkpointed / none)
+    cell: dict = field(init=False)      # label -> that figure as a table cell ('1.40x'), or n/m
+    refused: dict = field(init=False)   # label -> True where the load refuses the time
+    flags: dict = field(init=False)     # label -> detector flags: more work in less time
+
+    def __post_init__(self):
+        none = self.times["none"]
+        self.vs_none = {k: measure.paired_median(none, t) for k, t in self.times.items()}
+        self.cell = {k: measure.table_ratio(measure.paired_ratios(none, t), self.load) for k, t in self.times.items()}
+        self.refused = {k: c == measure.N_M for k, c in self.cell.items()}
+        # a checkpointed step does the step's work plus one more forward of the block: faster than none beyond the
+        # spreads is more work in less time, which no checkpoint can earn (a busy machine slowed the step without)
+        self.flags = {k: [] if k == "none" or self.refused[k] else detectors.more_work_less_time(
+            1, none.median, 2, t.median, what=f"forward passes of {k} in a step", small_spread=none.spread,
+            large_spread=t.spread) for k, t in self.times.items()}
+
+    def time_of(self, label: str) -> str:
+        """A step's time against none's as a sentence's figure ('1.80x the time'), or why it cannot be read here."""
+        if self.refused[label]:
+            return f"the time {measure.N_M} here (the line under the table)"
+        if detectors.impossible(self.flags[label]):
+            return "the time not measurable here (more work in less time: the machine's, not the checkpoint's)"
+        return f"{self.cell[label]} the time"
+
+    def sentence(self, label: str = "all", prefix: str = "") -> str:
+        """The section's plain sentence: what checkpointing `label` keeps and costs against no checkpoint."""
+        what = "every block" if label == "all" else label
+        return measure.short_lines(f"{prefix}checkpointing {what}: {self.saved[label] / self.saved['none']:.2f}x the "
+                                   f"activations, {self.time_of(label)} of a step without checkpoints")
+
+    def table(self, batch: int) -> str:
+        """The sentence, then one row per choice: bytes kept and time, each against none (one figure each)."""
+        none = self.times["none"]
+        lines = [self.sentence(), f"{'checkpoint':<10} {'MiB kept for backward':>21} {'x none':>7} "
+                 f"{'time x none':>11} {'spread':>7}"]
+        for label, t in self.times.items():
+            spread = f"{measure.N_M:>7}" if self.refused[label] else f"{t.spread:7.0%}"
+            lines.append(measure.table_row(f"{label:<10} {self.saved[label] / memory.MIB:21.2f} "
+                                           f"{self.saved[label] / self.saved['none']:6.2f}x {self.cell[label]:>11} "
+                                           f"{spread}", self.flags[label]))
+        lines += measure.table_lines(self.flags.values(), list(self.times), "checkpoints")
+        base = measure.N_M if self.refused["none"] else f"{none.median * 1e3:.2f} ms"
+        lines.append(measure.short_lines(
+            f"batch of {batch} images. time x none: the median of the {len(none.times)} rounds' own ratios (each "
+            f"round timed every choice once, back to back); the step without checkpoints: {base} (median)"))
+        if any(self.refused.values()):
+            lines.append(measure.short_lines(measure.n_m_line(self.load)))
+        return "\n".join(lines)
+
+    def draw(self, ax):
+        """Memory against time, one point per choice read; a refused time still shows where its bytes lie."""
+        drawn = [k for k in self.times if not self.refused[k]]
+        for k in drawn:
+            ax.scatter(self.saved[k] / memory.MIB, self.vs_none[k])
+            ax.annotate(k, (self.saved[k] / memory.MIB, self.vs_none[k]), fontsize=8)
+        at_bytes: dict = {}  # memory is counted, never n/m: one line per size
+        for k in self.times:
+            if self.refused[k]:
+                at_bytes.setdefault(self.saved[k], []).append(k)
+        for kept, labels in at_bytes.items():
+            ax.axvline(kept / memory.MIB, color="grey", linestyle=":", linewidth=1)
+            ax.annotate(f"{', '.join(labels)} (time n/m)", (kept / memory.MIB, 0.5), xycoords=("data", "axes fraction"),
+                        rotation=90, fontsize=8, va="center", ha="right")
+        ax.set(xlabel="activations saved for backward (MiB)", ylabel="fwd + bwd time / no checkpoint",
+               title="activation checkpointing: memory against time" + (
+                   "" if len(drawn) == len(self.times) else f" ({len(self.times) - len(drawn)} times n/m: memory only)"))
+        if not drawn:
+            ax.set_yticks([])  # no time read: no time scale
+
+
+def prediction_line(steps: StepReading, names) -> str:
+    """The prediction 'every checkpointed step at or above 1.00x none', checked on each block's paired rounds."""
+    read = [n for n in names if not steps.refused[n]]
+    none = steps.times["none"]
+    ranges = {n: measure.ratio_range(measure.paired_ratios(none, steps.times[n]))[:2] for n in read}
+    at_or_above = [n for n in read if ranges[n][0] >= 1 / (1 + measure.MIN_EFFECT)]  # not faster, however read
+    below = [n for n in read if ranges[n][1] < 1]  # faster than the step without, in every plausible reading
+    unsure = [n for n in read if n not in at_or_above + below]
+    said = [f"holds for {', '.join(at_or_above)}"] if at_or_above else []
+    said += ["not distinguishable here for " + ", ".join(f"{n} (range {ranges[n][0]:.2f}-{ranges[n][1]:.2f})"
+                                                         for n in unsure)] if unsure else []
+    said += [f"contradicted for {', '.join(below)} (" + ("flagged above: " if any(steps.flags.get(n) for n in below)
+             else "") + "the step without checkpoints was slowed, so these ratios are the machine's, not the "
+             "checkpoint's)"] if below else []
+    said += [f"n/m for {', '.join(n for n in names if n not in read)} (the line under the table)"] \
+        if len(read) < len(names) else []
+    return measure.short_lines(f"prediction 'every checkpointed step at or above 1.00x none' (the whole 90 % range "
+                               f"of its {len(none.times)} paired rounds above {1 / (1 + measure.MIN_EFFECT):.2f}): "
+                               + "; ".join(said))
+
+
+def block_table(steps: StepReading, names, forward_times: dict) -> str:
+    """The prediction line, then per block: bytes freed, its forward alone, what one more forward predicts (expected
+    x none) beside the step's figure from the table above, and what the step took beyond the prediction."""
+    none = steps.times["none"]
+    base = none.median
+    lines = [prediction_line(steps, names),
+             f"{'block':<8} {'frees MiB':>9} {'+1 forward ms':>13} {'fwd spread':>10} {'expected x none':>15} "
+             f"{'x none (above)':>14} {'beyond ms':>9}"]
+    flags = {n: [] if steps.refused[n] else detectors.part_longer_than_whole(
+        forward_times[n].median, base, part=f"{n}'s forward alone", whole="the step without checkpoints",
+        part_spread=forward_times[n].spread, whole_spread=none.spread) for n in names}
+    for n in names:
+        e = forward_times[n].median
+        expected = 1 + e / base
+        timings = ([f"{e * 1e3:13.2f}", f"{forward_times[n].spread:10.0%}", f"{expected:14.2f}x",
+                    f"{steps.cell[n]:>14}", f"{(steps.vs_none[n] - expected) * base * 1e3:9.2f}"]
+                   if not steps.refused[n] else [f"{measure.N_M:>13}", f"{measure.N_M:>10}", f"{measure.N_M:>15}",
+                                                 f"{measure.N_M:>14}", f"{measure.N_M:>9}"])
+        lines.append(measure.table_row(f"{n:<8} {(steps.saved['none'] - steps.saved[n]) / memory.MIB:9.2f} "
+                                       + " ".join(timings), flags[n]))
+    flags = {n: flags[n] + steps.flags.get(n, []) for n in names}  # the step's [!] from above, repeated
+    lines += measure.table_lines(flags.values(), names, "blocks")
+    lines.append(measure.short_lines("beyond ms: (x none - expected x none) x the step without checkpoints, in ms: "
+                                     "what the step took beyond one more forward of the block"))
+    if any(steps.refused[n] for n in names):
+        lines.append(measure.short_lines(measure.n_m_line(steps.load)))
+    read = [n for n in names if not steps.refused[n]]
+    if read:  # the spreads of the rows read, each printed in a table (the steps' above, the forwards' here)
+        noise = detectors.noise_line([steps.times[n].spread for n in ["none"] + read]
+                                     + [forward_times[n].spread for n in read])
+        if noise:
+            lines.append(noise)
+    return "\n".join(lines)
+
+
+SMALL_LAYERS_COST = 0.10  # native 16-bit units, small layers: no clear winner, tested as "no more than 10 % slower"
+
+
+def precision_verdict(name: str, timing: dict, mp_name: str, emulated: bool, small_layers_cost: float = SMALL_LAYERS_COST):
+    """The verdict on float32 against autocast for one model's paired rounds (`timing`: 'float32' and `mp_name`
+    Timings), with the claim theory makes on this hardware: float32 faster where the 16-bit type is emulated; where it
+    is native, the course CNN no more than `small_layers_cost` slower (small layers: the casts eat the gain) and a
+    larger model faster."""
+    from ... import workloads
+
+    workload = {"course CNN": workloads.PRECISION, "wide CNN": workloads.PRECISION_WIDE}[name]
+    if emulated:
+        return measure.verdict(timing["float32"], timing[mp_name], lab="07", workload=workload,
+                               claim=f"float32 vs {mp_name} autocast, {name} train step",
+                               expected=f"float32 faster ({mp_name} emulated on this CPU)")
+    if name == "course CNN":  # small layers: the casts' fixed cost per operation can eat the 16-bit gain
+        return measure.verdict(timing[mp_name], timing["float32"], lab="07", no_worse_than=small_layers_cost,
+                               workload=workload, claim=f"{mp_name} autocast vs float32, {name} train step",
+                               expected=f"{mp_name} no more than {small_layers_cost:.0%} slower (small layers: the "
+                                        "casts eat the 16-bit gain)")
+    return measure.verdict(timing[mp_name], timing["float32"], lab="07", workload=workload,
+                           claim=f"{mp_name} autocast vs float32, {name} train step",
+                           expected=f"{mp_name} faster (half the bytes, native 16-bit units)")

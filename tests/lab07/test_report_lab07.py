@@ -1,0 +1,140 @@
+"""Lab 07's activation-checkpointing report (lab_utils/labs/lab07/report.py) and the checkpoint tables
+(checkpoints.file_table, fold_table, trap_report), with made-up timings and made-up errors: the quiet case, the busy
+case (n/m, the memory still shown) and a flagged row (learner s11r2f, lab 07 findings 1-4, 8, 10)."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import nbformat  # noqa: E402
+import pytest  # noqa: E402
+
+from lab_utils import conditions, memory  # noqa: E402
+from lab_utils.labs.lab07 import checkpoints, report  # noqa: E402
+from lab_utils.measure.timing import Timing  # noqa: E402
+
+QUIET = conditions.Load(60.0, 2, own=0.9, others=0.0, steal=0.0)
+BUSY = conditions.Load(60.0, 2, own=0.9, others=1.7, steal=0.0)
+NAMES = ["conv 1", "conv 2", "dense 1", "dense 2"]
+NONE_MS = [8.0, 8.2, 7.9, 8.1, 8.0]
+FACTOR = {"none": 1.0, "conv 1": 1.4, "conv 2": 1.33, "dense 1": 1.09, "dense 2": 1.1, "all": 1.8}
+SAVED = {"none": 8.25, "conv 1": 3.66, "conv 2": 5.95, "dense 1": 8.25, "dense 2": 8.25, "all": 1.36}
+
+
+def steps(load, factor=FACTOR):
+    """A StepReading whose rounds are none's times x each choice's factor, with a little noise per round."""
+    times = {k: Timing(tuple(t * f * (1 + 0.01 * (i % 2)) / 1e3 for i, t in enumerate(NONE_MS)), 1)
+             for k, f in factor.items()}
+    times["none"] = Timing(tuple(t / 1e3 for t in NONE_MS), 1)
+    return report.StepReading({k: v * memory.MIB for k, v in SAVED.items()}, times, load)
+
+
+FORWARD = {n: Timing(tuple(s / 1e3 for s in (2.5, 2.6, 2.5, 2.55, 2.6)), 1) for n in NAMES}
+
+
+def test_the_step_table_prints_one_time_figure_per_row_and_says_what_it_is():
+    """Finding 3: the table printed 'ms fwd+bwd' beside 'x none', and ms/ms did not give x none (paired rounds)."""
+    text = steps(QUIET).table(batch=64)
+    lines = text.splitlines()
+    assert lines[0] == "checkpointing every block: 0.16x the activations, 1.80x the time of a step without checkpoints"
+    head = lines[1]
+    assert "ms" not in head and head.count("x none") == 2 and "time x none" in head
+    row = next(line for line in lines if line.startswith("all "))
+    assert row.split()[-2].endswith("x") and "n/m" not in row
+    assert "batch of 64 images" in text and "median of the 5 rounds' own ratios" in text  # finding 4
+    assert all(len(line) <= 100 for line in lines), text
+
+
+def test_a_busy_machine_reads_n_m_for_every_time_and_still_shows_the_bytes():
+    reading = steps(BUSY)
+    text = reading.table(batch=64)
+    assert all(reading.refused.values()) and "the time n/m here" in " ".join(text.split("checkpoint ")[0].split())
+    assert "0.44x" in text and "not measurable here" in text
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    blocks = report.block_table(reading, NAMES, FORWARD)
+    assert "n/m for conv 1, conv 2, dense 1, dense 2" in blocks and "1.32x" not in blocks
+    fig, ax = plt.subplots()
+    reading.draw(ax)  # the memory alone: a line per size, no time scale
+    assert len(ax.lines) == len(set(SAVED.values())) and "memory only" in ax.get_title()
+    plt.close(fig)
+
+
+def test_a_checkpointed_step_faster_than_none_is_flagged_and_not_a_result():
+    reading = steps(QUIET, {**FACTOR, "all": 0.5})
+    assert reading.flags["all"] and "not measurable here (more work in less time" in " ".join(reading.sentence().split())
+    assert "*" in next(line for line in reading.table(64).splitlines() if line.startswith("all "))
+
+
+def test_the_block_table_builds_beyond_from_the_figure_it_prints_and_states_the_prediction_first():
+    """Findings 3 and 10: 'beyond expected ms' came from medians beside a paired 'measured x none'; 'expected x none'
+    printed 1.32 without its x."""
+    reading = steps(QUIET)
+    text = report.block_table(reading, NAMES, FORWARD)
+    lines = text.splitlines()
+    assert lines[0].startswith("prediction 'every checkpointed step at or above 1.00x none'")
+    assert "holds for conv 1, conv 2" in text
+    row = next(line for line in lines if line.startswith("conv 1 "))
+    expected, above, beyond = row.split()[-3:]
+    assert expected.endswith("x") and above == reading.cell["conv 1"]
+    base_ms = reading.times["none"].median * 1e3
+    assert float(beyond) == pytest.approx((float(above[:-1]) - float(expected[:-1])) * base_ms, abs=0.02)
+    assert all(len(line) <= 100 for line in lines), text
+
+
+def test_the_file_table_counts_the_sample_count_as_a_tensor_written_once():
+    """Finding 2: 'once' was 40 bytes; the prose said the step counters (8 x 4 = 32) and called the sample count
+    pickled. The table now lists what 'once' holds, item by item, from the checkpoint's metadata."""
+    files = {".metadata": 15301, "__0_0.distcp": 672792, "__1_0.distcp": 702245}
+    row = {"sharded": 635196, "once": 0, "pickled": 0, "records": 24, "overhead": 37596}
+    layout = {"__0_0.distcp": row, "__1_0.distcp": {**row, "once": 40, "pickled": 15260, "records": 45}}
+    whole = {**{f"optimizer.state.{i}.step": 4 for i in range(8)}, "samples": 8}
+    text = checkpoints.file_table(files, layout, whole, weights_bytes=423464)
+    assert "8 step counters of Adam (one per parameter tensor) x 4 bytes + the sample count" in " ".join(text.split())
+    assert "= 40 bytes = the column's 40: True" in " ".join(text.split())
+    assert "3 x the weights' 423,464: True" in " ".join(text.split())
+    assert "the sample count" not in text.split("pickled:")[-1]
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+
+
+TRAP = ("rank 1 failed: RuntimeError: Read error: Connection reset by peer. This is typically caused by x\n\n"
+        "where each rank was (its record of collectives, kept by lab_utils):\n"
+        "rank | state               | waits in                                         | learner's line"
+        "                                                               | last completed\n"
+        "0    | exited              | -                                                | -"
+        "                                                                            | -\n"
+        "1    | raised RuntimeError | gather_object #5 (unfinished, background thread) | main thread: cell [35], line 55"
+        " (edited: async_save on the training's group) | broadcast_object_list #4\n"
+        "cell [n]: the cell Jupyter shows with [n] at its left (its execution count, which grows each time a cell "
+        "runs), not the n-th cell of the notebook\n\n--- traceback\nTraceback ...")
+ABORT = ("terminate called\n  what():  [enforce fail at pair.cc:1] op.preamble.length <= op.nbytes. 160 vs 4. "
+         "Received data size doesn't match expected size.\n")
+
+
+def test_the_trap_table_is_folded_to_100_columns_and_names_the_rank_that_aborted():
+    """Findings 1 and 8: rows of 160-183 columns; 'a rank aborted' beside a table whose rank 0 'exited'."""
+    text = checkpoints.trap_report(TRAP, ABORT, 0.9, 120)
+    lines = text.splitlines()
+    assert lines[0].startswith("after 0.9 s (the launch's limit: 120 s): rank 0 aborted (the table's 'exited')")
+    assert all(len(line) <= 100 for line in lines), text
+    assert "    learner's line: main thread: cell [35], line 55 (edited: async_save on the training's group)" in lines
+    assert "    last completed: broadcast_object_list #4" in lines
+    assert any(line.startswith("0    | exited") for line in lines) and "--- traceback" not in text
+    assert checkpoints.paired_wrongly(TRAP, ABORT).startswith("a rank aborted")  # the rank unknown: as before
+
+
+def test_a_narrow_table_is_left_as_it_is():
+    table = "rank | state\n0    | exited\n1    | raised"
+    assert checkpoints.fold_table(table) == table
+
+
+def test_lab07_cells_call_the_report_and_show_the_batch():
+    cells = nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells
+    code = [c.source for c in cells if c.cell_type == "code"]
+    table = next(s for s in code if "report.StepReading(" in s)
+    assert "print(steps_read.table(batch=len(xc)))" in table and len(table.splitlines()) <= 30
+    assert any("print(report.block_table(steps_read, names, forward_time))" in s for s in code)
+    assert any("checkpoints.trap_report(said, rank_stderr.text" in s for s in code)
+    counted = next(c for c in cells if c.cell_type == "code" and "saved_bytes, gradients = {}, {}" in c.source)
+    printed = "".join(o.get("text", "") for o in counted.outputs)
+    assert printed.startswith("batch of 64 images: 4x the micro-batch of 16")  # finding 4, committed (nbval-checked)
+    prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    assert prose.count("README.md#results") == 2 and "every ratio and time\nbuilt from these rounds" not in prose
