@@ -28,9 +28,32 @@ def test_every_inversion_of_theorys_order_is_tested_flagged_or_not():
     level = {64: timing(15.0, 15.0), 128: timing(31.0, 31.0)}  # past the knee samples/s levels off: theory's too
     assert serving.inversions([64, 128], level, knee=64) == [] and serving.inversions([64, 128], level) != []
     source = "".join("".join(c["source"]) for c in cells())
-    assert "serving.inversions(batch_sweep, sweep, knee=knee)" in source and 'per_sample=how == "fewer samples/s"' in source
+    assert "serving.inversion_lines(model, batch_sweep, sweep, knee," in source
     assert "if flags and sweep[b].median < sweep[a].median" not in source  # no longer only under a flag
     assert "caches holding the weights, or a busy machine" not in source  # prose says theory; the run decides
+
+
+def test_each_inversion_closes_with_its_gap_against_the_medians_spreads():
+    """Learner s11r2h finding 2: 'this layer alone does not explain it', then nothing; a 4 % gap beside 23 % and 17 %
+    spreads is read as noise, a gap beyond both spreads is not."""
+    noisy = {1: Timing((1.5e-3, 1.75e-3, 2.0e-3), 1), 2: Timing((3.4e-3, 3.63e-3, 4.0e-3), 1)}
+    assert round(serving.inversion_gap(noisy, 1, 2, "fewer samples/s"), 2) == 0.04
+    line = serving.gap_reading(noisy, 1, 2, "fewer samples/s")
+    assert "a gap of 4% against the two medians' spreads of 29% and 17%" in line and "noise alone can" in line
+    steady = {2: timing(3.63, 3.63, 3.63), 4: timing(2.9, 2.9, 2.9)}
+    line = serving.gap_reading(steady, 2, 4, "less time")
+    assert "a gap of 20%" in line and "not noise alone" in line
+    model = serving.wide_head_model(64, (1, 8, 8), seed=0)
+    lines = serving.inversion_lines(model, [1, 2], noisy, 2, repeats=3, device="cpu")
+    assert lines[0].startswith("batch 2: fewer samples/s than batch 1; the ")
+    assert len(lines) == (2 if "does not explain it" in lines[0] else 1)  # a layer that explains it: no noise line
+    assert all(len(x) <= 100 for line in lines + [line] for x in line.splitlines())
+
+
+def test_a_flat_stretch_below_the_knee_is_named_and_an_inverted_pair_is_not():
+    rates = [500, 510, 1000, 990]
+    assert "from batch 1 to 2 (500 -> 510/s)" in serving.flat_line([1, 2, 4, 8], rates, 8)
+    assert serving.flat_line([1, 2, 4, 8], [500, 1000, 2000, 1990], 8) is None
 
 
 def test_the_dense_layer_line_reads_a_per_sample_inversion_per_sample():

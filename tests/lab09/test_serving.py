@@ -245,8 +245,11 @@ def test_a_load_runs_time_split_says_which_side_of_the_race_a_saturated_server_l
     kept_up = serving.time_split(_answered_run(1.0, 1.0), [(2, 0.004)] * 50)
     assert kept_up.startswith("50 passes of 2.0 requests (4.00 ms each), 20% of the run")
     assert "saturated" not in kept_up
+    # learner s11r2h finding 1: each split line says its own arrivals and share, so it is not read against the grid's
+    assert "answered 100/s, 100% of the 100/s that arrived (kept up)" in kept_up
     computing = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.0198)] * 50)  # 1000/s arrived, 100/s answered
     assert "saturated with its forward passes running 99% of the time: batches of 2.0 answer 101/s at most" in computing
+    assert "10% of the 1000/s that arrived (saturated)" in computing
     idle = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.004)] * 50)
     assert "saturated while its forward passes ran only 20% of the time: the rest went outside them" in idle
 

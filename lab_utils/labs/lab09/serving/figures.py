@@ -234,7 +234,9 @@ def time_split(run: LoadRun, passes) -> str:
     served, busy = sum(n for n, _ in passes), sum(s for _, s in passes)
     share, computing_rps, mean = busy / span, served / busy if busy else 0.0, served / max(1, len(passes))
     text = (f"{len(passes)} passes of {mean:.1f} requests ({busy / max(1, len(passes)) * 1e3:.2f} ms each), "
-            f"{share:.0%} of the run; {computing_rps:.0f} requests/s while they ran; answered {stats.achieved_rps:.0f}/s")
+            f"{share:.0%} of the run; {computing_rps:.0f} requests/s while they ran; answered {stats.achieved_rps:.0f}/s"
+            + (f", {stats.achieved_rps / stats.arrived_rps:.0%} of the {stats.arrived_rps:.0f}/s that arrived "
+               f"({'saturated' if stats.saturated else 'kept up'})" if stats.arrived_rps else ""))
     if not stats.saturated:
         return text
     if share >= BUSY_SHARE:
