@@ -152,12 +152,20 @@ def test_a_no_worse_than_verdict_that_holds_below_1_says_the_cost_is_within_the_
     assert slower.verdict == measure.HOLDS and slower.high < 1
     said = serving.allowed_cost(slower, "static")
     assert "static was slower here" in said and "less than the 10% the claim allows" in said
+    # learner s11r2h finding 10: the line leads with the plain reading and prints no 4-digit range end
+    assert serving.allowance_outcome(slower, "static") == ("static was 2% slower here (every pair below 1), within "
+                                                           "the 10% the claim allows, so it holds (0.98x, range 0.97 "
+                                                           "to 0.99)")
     level = measure.decide([0.97, 1.02, 0.99, 1.01, 1.0], claim="c", expected="e", no_worse_than=0.10, timed=False)
     assert serving.allowed_cost(level, "static") == ""  # the range reaches 1: not slower here
+    assert serving.allowance_outcome(level, "static") == measure.printed_outcome(level)
+    near = measure.decide([0.97, 0.98, 0.975, 0.9997, 0.99, 0.985], claim="c", expected="e", no_worse_than=0.10,
+                          timed=False)
+    assert near.high < 1 and "to just below 1)" in serving.allowance_outcome(near, "static")
     faster = measure.decide([1.2, 1.22, 1.25, 1.21, 1.23], claim="c", expected="e", timed=False)
     assert serving.allowed_cost(faster, "static") == ""
     source = next("".join(c["source"]) for c in cells() if c.get("id") == "5c2312d1")
-    assert 'serving.allowed_cost(static_vs_dynamic, "static")' in source
+    assert 'serving.allowance_outcome(static_vs_dynamic, "static")' in source
 
 
 def test_the_prose_gives_theory_for_compile_against_bf16_and_for_keras_against_torch_eager():

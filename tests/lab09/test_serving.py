@@ -352,6 +352,11 @@ def test_a_grid_row_whose_rounds_fall_on_both_sides_of_the_line_says_its_mark_is
                                                            _summary(617.0, 600.0, unanswered=40)])
     assert ">=" in worst.text() and "SATURATED  (rounds split)" in worst.text() and len(worst.text()) <= 100
     assert all(len(line) <= 100 for line in (serving.LoadStats.HEADER + "\n" + serving.TERMS).splitlines())
+    # learner s11r2h finding 7: a low load's 22 % spread on every row was the rounds' arrivals, not noise
+    drawn = serving.LoadStats.of("batch-1", "low", [_summary(245.0, 243.0), _summary(305.0, 303.0)])
+    line = drawn.load_line()
+    assert "(the rounds' own draws: 245 to 305/s, spread" in line and len(line) <= 100
+    assert "each round draws its own" in serving.TERMS
 
 
 def test_the_dense_layer_line_blames_the_matrix_multiply_only_where_every_round_shows_it(small):
