@@ -1,11 +1,13 @@
 """Lab 09's readings of figures it measured twice or more (issue 51, learners s10k, s11h): every inversion of the
 batch sweep tested, the batch-1 bound with its own range, batch-1 serving's capacity from its bursts and from the saturated grid, a larger batch that took
 less time without a flag, padding read from one side, and the cells after the exercises after a kernel restart."""
+import inspect
 import json
 from pathlib import Path
 
 from lab_utils import measure
 from lab_utils.labs.lab09 import serving
+from lab_utils.labs.lab09.serving import candidates
 from lab_utils.measure.timing import Timing
 from lab_utils.skipping import Skipper, names_bound, names_used
 
@@ -108,9 +110,10 @@ def cells():
 
 
 def test_padding_is_read_from_the_unpadded_side_in_the_table_as_in_its_verdict():
-    source = next("".join(c["source"]) for c in cells() if "pad_verdicts[n] = measure.verdict(" in "".join(c["source"]))
-    assert 'reference.update({f"batch {n}": f"batch {n} padded to {bucket(n)}"' in source
+    source = inspect.getsource(candidates)  # the candidates' report moved out of the notebook (issue 51)
+    assert 'ref.update({f"batch {n}": f"batch {n} padded to {bucket(n)}"' in source
     assert "(eager: padding only adds rows)" in source and "no recompile to avoid" not in source
+    assert any("serving.read_candidates(opt, pad_sizes=pad_sizes" in "".join(c["source"]) for c in cells())
 
 
 def test_the_cells_after_the_exercises_say_skipped_after_a_restart_instead_of_a_name_error():
@@ -164,8 +167,7 @@ def test_a_no_worse_than_verdict_that_holds_below_1_says_the_cost_is_within_the_
     assert near.high < 1 and "to just below 1)" in serving.allowance_outcome(near, "static")
     faster = measure.decide([1.2, 1.22, 1.25, 1.21, 1.23], claim="c", expected="e", timed=False)
     assert serving.allowed_cost(faster, "static") == ""
-    source = next("".join(c["source"]) for c in cells() if c.get("id") == "5c2312d1")
-    assert 'serving.allowance_outcome(static_vs_dynamic, "static")' in source
+    assert 'allowance_outcome(static_vs_dynamic, "static")' in inspect.getsource(candidates)
 
 
 def test_the_prose_gives_theory_for_compile_against_bf16_and_for_keras_against_torch_eager():
@@ -179,5 +181,32 @@ def test_the_prose_gives_theory_for_compile_against_bf16_and_for_keras_against_t
 def test_the_tables_with_paired_speed_ups_say_they_may_be_read_and_the_grid_prints_each_loads_rates_once():
     """Learner s11h findings 2 and 6: 'read the medians only' above paired ratios; grid rows of 110-115 columns."""
     source = "".join("".join(c["source"]) for c in cells())
-    assert source.count(", paired=True)") == 3  # the modes', the candidates' and TensorFlow's tables
+    assert source.count(", paired=True)") == 2  # the modes' and TensorFlow's tables; the candidates' below
+    assert "noise_line((t.spread for t in opt.values()), paired=True)" in inspect.getsource(candidates)
     assert "print(rows[0].load_line())" in source
+
+
+def test_the_candidates_report_reads_made_up_timings_in_the_tables_order(tmp_path):
+    """serving.read_candidates (issue 51: the report left the notebook's cell): the table, the shares, the baseline's
+    three runs, padding and bf16, on fake timings; recorded verdicts go to tmp_path."""
+    from lab_utils import conditions, workloads  # noqa: F401  (workloads: the registered names the verdicts use)
+    quiet = conditions.Load(seconds=10.0, cores=2, own=1.0, others=0.0, steal=0.0)
+    base = timing(15.0, 15.2, 15.1, 15.3, 15.0)
+    opt = {"eager fp32 (baseline)": base, "bf16 autocast": timing(8.7, 8.8, 8.7, 8.9, 8.7),
+           "channels_last": timing(12.5, 12.6, 12.5, 12.7, 12.4),
+           "torch.compile": timing(13.4, 13.5, 13.4, 13.6, 13.4),
+           "torch.compile dynamic=True": timing(13.1, 13.2, 13.1, 13.3, 13.1),
+           "batch 40": timing(10.2, 10.3, 10.2, 10.3, 10.2), "batch 40 padded to 64": timing(14.4, 14.5, 14.4, 14.5, 14.3)}
+    read = serving.read_candidates(opt, pad_sizes=(40,), bucket=lambda n: -(-n // 32) * 32, max_batch=64, device="cpu",
+                                   earlier=[("the modes' run", timing(17.9, 18.0, 17.8)),
+                                            ("the sweep", timing(17.3, 17.2, 17.4))],
+                                   results_dir=tmp_path, load=quiet)
+    text = "\n".join(read.lines)
+    assert text.splitlines()[0].startswith("candidate") and "batch 40 padded to 64" in text
+    flat = " ".join(text.split())
+    assert "static was 2% slower here (every pair below 1), within the 10% the claim allows" in flat
+    assert "the third run of it: 17.90 ms (the modes' run), 17.30 ms (the sweep), 15.10 ms" in flat
+    assert set(read.shares) == {"channels_last", "torch.compile", "torch.compile dynamic=True"}
+    assert 40 in read.pad_verdicts and read.bf16_verdict is not None and "fp16 autocast and CUDA graphs" in text
+    assert set(read.flags) == set(opt) and read.speedups["batch 40"] > 1.3
+    assert all(len(x) <= 100 for x in text.splitlines())
