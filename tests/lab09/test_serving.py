@@ -250,6 +250,7 @@ def test_a_load_runs_time_split_says_which_side_of_the_race_a_saturated_server_l
     computing = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.0198)] * 50)  # 1000/s arrived, 100/s answered
     assert "saturated with its forward passes running 99% of the time: batches of 2.0 answer 101/s at most" in computing
     assert "10% of the 1000/s that arrived (saturated)" in computing
+    assert serving.figures.near_line(913 / 965) == "94.6%" and serving.figures.near_line(0.5) == "50%"
     idle = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.004)] * 50)
     assert "saturated while its forward passes ran only 20% of the time: the rest went outside them" in idle
 
