@@ -454,3 +454,19 @@ def test_forward_passes_slower_than_the_sweep_or_than_larger_ones_are_flagged():
     assert "max_wait=20ms: passes of 46.9 requests took less (14.47 ms) than max_wait=5ms's" in flags[1]
     assert serving.pass_flags({"a": [(20, 0.009)], "b": [(40, 0.015)]}, sweep) == []  # as the sweep predicts
     assert serving.pass_flags({"a": [], "b": [(40, 0.015)]}, sweep) == []  # a run without passes says nothing
+
+
+def test_the_grid_report_prints_each_load_once_and_reads_the_model_and_the_low_load():
+    """serving.grid (issue 51: the grid's report left the notebook's cell): table, model order, low-load line."""
+    grid = {}
+    for load, arrived in (("low", 276.0), ("high", 1478.0)):
+        for server, share, p50 in (("batch-1", 0.99 if load == "low" else 0.42, 1.8),
+                                   ("max_wait=0ms", 0.99, 2.1), ("max_wait=5ms", 0.99, 1.5)):
+            runs = [serving.LoadSummary(server, arrived, arrived, share * arrived, 100, 100, 0, 0, p50, p50, p50, 1.0,
+                                        0.0) for _ in range(2)]
+            grid[(server, load)] = serving.LoadStats.of(server, load, runs)
+    lines = serving.grid_table(grid)
+    assert lines[0] == serving.TERMS and sum(line.startswith("low load:") for line in lines) == 1
+    model = serving.against_model(grid, [0, 5])
+    assert any("p50 of max_wait=5ms at the low load 1.5 ms, below max_wait=0ms" in " ".join(m.split()) for m in model)
+    assert serving.low_load_line(grid) == "at the low load every server kept up: True"
