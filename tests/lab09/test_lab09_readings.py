@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lab_utils import measure
 from lab_utils.labs.lab09 import serving
-from lab_utils.labs.lab09.serving import candidates
+from lab_utils.labs.lab09.serving import candidates, grid
 from lab_utils.measure.timing import Timing
 from lab_utils.skipping import Skipper, names_bound, names_used
 
@@ -183,7 +183,7 @@ def test_the_tables_with_paired_speed_ups_say_they_may_be_read_and_the_grid_prin
     source = "".join("".join(c["source"]) for c in cells())
     assert source.count(", paired=True)") == 2  # the modes' and TensorFlow's tables; the candidates' below
     assert "noise_line((t.spread for t in opt.values()), paired=True)" in inspect.getsource(candidates)
-    assert "print(rows[0].load_line())" in source
+    assert "out.append(rows[0].load_line())" in inspect.getsource(grid) and "serving.grid_table(grid)" in source
 
 
 def test_the_candidates_report_reads_made_up_timings_in_the_tables_order(tmp_path):

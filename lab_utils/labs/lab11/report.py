@@ -37,7 +37,7 @@ def startup_lines(speed: dict) -> list[str]:
     extra = _tenth(sum(parts.values()))
     out = [f"Slurm's start-up minus launch's, from the medians above: {extra:+.1f} s, of which",
            *(f"  {v:+5.1f} s  {k}" for k, v in parts.items()),
-           f"the largest part: {max(parts, key=parts.get).split(' (')[0]}"]
+           f"the largest part: {max(parts, key=lambda k: parts[k]).split(' (')[0]}"]
     if extra < 0:  # theory expects > 0 (the scheduler's share); the split says where launch lost the time
         out.append(measure.short_lines(
             f"  launch started slower: its ranks took {speed['launch']['to_worker_s']:.1f} s to reach the worker, "

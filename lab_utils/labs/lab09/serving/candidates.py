@@ -31,7 +31,7 @@ def references(opt, pad_sizes, bucket) -> dict:
     return ref
 
 
-def table(opt, ref, pad_sizes, max_batch: int, load, read: CandidatesRead) -> None:
+def candidates_table(opt, ref, pad_sizes, max_batch: int, load, read: CandidatesRead) -> None:
     """The table: each candidate's batch, median ms, spread and speed-up over its reference (n/m where refused)."""
     baseline = opt[BASELINE]
     read.lines += [f"{'candidate':<28}{'batch':>6}{'ms':>9}{'spread':>8}  speed-up over its reference",
@@ -132,7 +132,7 @@ def read_candidates(opt, *, pad_sizes, bucket, max_batch: int, earlier, device: 
     load = load if load is not None else measure.run_conditions()
     read = CandidatesRead()
     ref = references(opt, pad_sizes, bucket)
-    table(opt, ref, pad_sizes, max_batch, load, read)
+    candidates_table(opt, ref, pad_sizes, max_batch, load, read)
     share_lines(opt, max_batch, results_dir, read)
     read.lines.append(baseline_line(earlier, opt, max_batch))
     padding_lines(opt, pad_sizes, bucket, results_dir, read)
