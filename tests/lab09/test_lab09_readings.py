@@ -8,6 +8,7 @@ from pathlib import Path
 from lab_utils import measure
 from lab_utils.labs.lab09 import serving
 from lab_utils.labs.lab09.serving import candidates, grid
+from lab_utils.labs.lab09.serving import sweep as sweep_module
 from lab_utils.measure.timing import Timing
 from lab_utils.skipping import Skipper, names_bound, names_used
 
@@ -101,8 +102,19 @@ def test_a_larger_batch_faster_by_less_than_the_flags_margin_gets_a_line():
     beyond = serving.unflagged_less_time([64, 128], {64: wide[64], 128: timing(10.0, 10.0, 10.0)}, [[], []])
     assert "20% less" in beyond[0] and "within" not in beyond[0], beyond
     source = "".join("".join(c["source"]) for c in cells())
-    assert "for line in serving.unflagged_less_time(" in source
-    assert "    print(measure.lines.wrap(line))" in source.split("for line in serving.unflagged_less_time(")[1][:200]
+    assert "serving.sweep_table(batch_sweep, sweep)" in source  # the table's report, with the lines below it
+    assert "for line in unflagged_less_time(batch_sweep, sweep, flags_of)" in inspect.getsource(sweep_module)
+
+
+def test_the_sweep_table_flags_a_larger_batch_that_took_less_time_and_says_a_smaller_lead():
+    """serving.sweep_table (issue 51: the table left the notebook's cell), on made-up medians."""
+    sweep = {1: timing(1.3, 1.3, 1.3), 2: timing(2.9, 2.9, 2.9), 4: timing(2.8, 2.8, 2.8), 8: timing(2.0, 2.1, 2.0)}
+    lines, flags = serving.sweep_table([1, 2, 4, 8], sweep)
+    assert lines[0].split() == ["batch", "ms", "per", "batch", "forward", "samples/s", "spread"] and len(flags) == 4
+    assert flags[0] == [] and flags[3] and not flags[2]  # 8 took 29 % less than 4: flagged; 4 under 2 by 3 %: not
+    assert any("batch 4 took less time than batch 2" in line for line in lines)
+    assert all(len(x) <= 100 for line in lines for x in line.splitlines())
+    assert serving.forward_twice_line(timing(15.0, 15.1), timing(15.1, 15.2), 64) is None
 
 
 def cells():

@@ -49,3 +49,38 @@ def flat_line(batch_sweep, rates, knee: int) -> str | None:
                       for a, b in flat)
     return measure.lines.wrap(f"below theory's prediction: samples/s grew by less than 5 % from batch {pairs}, before "
                               "throughput reached 90 % of its maximum")
+
+
+def sweep_table(batch_sweep, sweep) -> tuple[list[str], list[list]]:
+    """The batch sweep's table (ms per batch, samples/s, spread; a flag where a larger batch breaks theory's order),
+    its flags' lines, the noise line and the unflagged smaller leads; (lines, each size's flags for its results row)."""
+    from .... import detectors
+    from .figures import sweep_flags, unflagged_less_time
+
+    lines = [f"{'batch':>6} {'ms per batch':>13} {'forward samples/s':>18} {'spread':>7}"]
+    flags_of: list[list] = []
+    for i, b in enumerate(batch_sweep):
+        t = sweep[b]
+        flags = sweep_flags(batch_sweep[i - 1], sweep[batch_sweep[i - 1]], b, t) if i else []
+        flags_of.append(flags)  # a batch k times larger: at most about k times longer, and not less time
+        lines.append(measure.table_row(f"{b:>6} {t.median * 1e3:>13.2f} {b / t.median:>18.0f} {t.spread:>7.0%}", flags))
+    lines += measure.table_lines(flags_of, [f"batch {b}" for b in batch_sweep])
+    lines.append(measure.lines.wrap(detectors.noise_line(sweep[b].spread for b in batch_sweep)
+                                    or "noise: every median above came from repeats within 25 %"))
+    lines += [measure.lines.wrap(line) for line in unflagged_less_time(batch_sweep, sweep, flags_of)]  # seen: said
+    return lines, flags_of
+
+
+def forward_twice_line(in_modes, in_sweep, max_batch: int) -> str | None:
+    """The batch-max_batch inference_mode forward, timed beside the other modes and beside the other sizes: a line
+    only where the two disagree (a flag or a note); else None."""
+    from .... import detectors
+
+    twice = detectors.measured_twice(in_modes.median * 1e3, in_modes.spread, in_sweep.median * 1e3, in_sweep.spread,
+                                     what=f"the batch-{max_batch} forward", first_name="the modes' run",
+                                     second_name="the sweep", unit="ms")
+    if not twice:
+        return None
+    return measure.flagged(measure.lines.wrap(
+        f"batch {max_batch} forward, two runs: {in_modes.median * 1e3:.2f} ms (beside the other modes), "
+        f"{in_sweep.median * 1e3:.2f} ms (beside the other sizes)"), twice)
