@@ -13,6 +13,15 @@ def test_strip_solutions_keeps_indentation_and_surrounding_code():
     assert "x + 1" not in out
 
 
+def test_a_cell_writing_a_shell_script_gets_a_shell_stub():
+    """Learner s11r2h (lab 11 cell 14): Python's raise inside a %%writefile bash script read as Python."""
+    source = "%%writefile {f}\n#!/bin/bash\n### BEGIN SOLUTION\n#SBATCH --nodes=2\n### END SOLUTION\nsrun hostname"
+    out = assign.strip_solutions(source, "nb")
+    assert out.splitlines()[2:4] == ["# YOUR CODE HERE", assign.SHELL_STUB] and "NotImplementedError" not in out
+    python = "%%writefile f.py\n#!/usr/bin/env python\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION"
+    assert assign.STUB in assign.strip_solutions(python, "nb")
+
+
 @pytest.mark.parametrize("source, message", [
     ("### BEGIN SOLUTION\nx = 1", "never closed"),
     ("x = 1\n### END SOLUTION", "line 2: '### END SOLUTION' without a matching"),

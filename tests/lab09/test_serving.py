@@ -245,8 +245,12 @@ def test_a_load_runs_time_split_says_which_side_of_the_race_a_saturated_server_l
     kept_up = serving.time_split(_answered_run(1.0, 1.0), [(2, 0.004)] * 50)
     assert kept_up.startswith("50 passes of 2.0 requests (4.00 ms each), 20% of the run")
     assert "saturated" not in kept_up
+    # learner s11r2h finding 1: each split line says its own arrivals and share, so it is not read against the grid's
+    assert "answered 100/s, 100% of the 100/s that arrived (kept up)" in kept_up
     computing = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.0198)] * 50)  # 1000/s arrived, 100/s answered
     assert "saturated with its forward passes running 99% of the time: batches of 2.0 answer 101/s at most" in computing
+    assert "10% of the 1000/s that arrived (saturated)" in computing
+    assert serving.figures.near_line(913 / 965) == "94.6%" and serving.figures.near_line(0.5) == "50%"
     idle = serving.time_split(_answered_run(0.1, 1.0), [(2, 0.004)] * 50)
     assert "saturated while its forward passes ran only 20% of the time: the rest went outside them" in idle
 
@@ -349,6 +353,11 @@ def test_a_grid_row_whose_rounds_fall_on_both_sides_of_the_line_says_its_mark_is
                                                            _summary(617.0, 600.0, unanswered=40)])
     assert ">=" in worst.text() and "SATURATED  (rounds split)" in worst.text() and len(worst.text()) <= 100
     assert all(len(line) <= 100 for line in (serving.LoadStats.HEADER + "\n" + serving.TERMS).splitlines())
+    # learner s11r2h finding 7: a low load's 22 % spread on every row was the rounds' arrivals, not noise
+    drawn = serving.LoadStats.of("batch-1", "low", [_summary(245.0, 243.0), _summary(305.0, 303.0)])
+    line = drawn.load_line()
+    assert "(the rounds' own draws: 245 to 305/s, spread" in line and len(line) <= 100
+    assert "each round draws its own" in serving.TERMS
 
 
 def test_the_dense_layer_line_blames_the_matrix_multiply_only_where_every_round_shows_it(small):
@@ -445,3 +454,19 @@ def test_forward_passes_slower_than_the_sweep_or_than_larger_ones_are_flagged():
     assert "max_wait=20ms: passes of 46.9 requests took less (14.47 ms) than max_wait=5ms's" in flags[1]
     assert serving.pass_flags({"a": [(20, 0.009)], "b": [(40, 0.015)]}, sweep) == []  # as the sweep predicts
     assert serving.pass_flags({"a": [], "b": [(40, 0.015)]}, sweep) == []  # a run without passes says nothing
+
+
+def test_the_grid_report_prints_each_load_once_and_reads_the_model_and_the_low_load():
+    """serving.grid (issue 51: the grid's report left the notebook's cell): table, model order, low-load line."""
+    grid = {}
+    for load, arrived in (("low", 276.0), ("high", 1478.0)):
+        for server, share, p50 in (("batch-1", 0.99 if load == "low" else 0.42, 1.8),
+                                   ("max_wait=0ms", 0.99, 2.1), ("max_wait=5ms", 0.99, 1.5)):
+            runs = [serving.LoadSummary(server, arrived, arrived, share * arrived, 100, 100, 0, 0, p50, p50, p50, 1.0,
+                                        0.0) for _ in range(2)]
+            grid[(server, load)] = serving.LoadStats.of(server, load, runs)
+    lines = serving.grid_table(grid)
+    assert lines[0] == serving.TERMS and sum(line.startswith("low load:") for line in lines) == 1
+    model = serving.against_model(grid, [0, 5])
+    assert any("p50 of max_wait=5ms at the low load 1.5 ms, below max_wait=0ms" in " ".join(m.split()) for m in model)
+    assert serving.low_load_line(grid) == "at the low load every server kept up: True"

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from lab_utils.exercises.core import NOT_WRITTEN
+import subprocess
+
 from lab_utils.instructor.course.assign import strip_solutions
 from lab_utils.labs.lab11 import slurm
 from lab_utils.labs.lab11.slurm import yourturn
+from lab_utils.labs.lab11.slurm.yourturn import NOT_WRITTEN
 
 ROOT = Path(__file__).resolve().parents[2]
 RIGHT = {"state": "COMPLETED", "exit_code": "0:0", "nodes": 2, "tasks": 2, "mem_mb_per_node": 300.0, "limit_min": 2.0}
@@ -58,7 +60,11 @@ def test_a_time_of_mm_ss_is_read_back_as_seconds_rounded_up():
 
 def test_the_student_stub_says_not_written_as_the_exercises_do():
     student = strip_solutions(script_cell(), "your turn")
-    assert "NotImplementedError" in student and "#SBATCH --nodes" not in student
+    # learner s11r2h finding 4: the stub of a bash script is a bash line (it fails the job), not Python's raise
+    assert "NotImplementedError" not in student and "exit 1" in student and "#SBATCH --nodes" not in student
+    assert subprocess.run(["bash", "-n"], input=student.split("\n", 1)[1], text=True).returncode == 0
+    assert subprocess.run(["bash"], input=student.split("\n", 1)[1].replace("srun", "true"), text=True,
+                          capture_output=True).returncode == 1
     passed, message = yourturn.judge({"state": "FAILED", "nodes": 1, "tasks": None, "mem_mb_per_node": 6026.0,
                                       "limit_min": 60.0}, student)
     assert not passed and message.startswith(NOT_WRITTEN)

@@ -12,12 +12,22 @@ if TYPE_CHECKING:
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")'
+# a %%writefile cell that writes a shell script gets a shell stub: the line fails the script, as STUB fails Python
+SHELL_STUB = 'echo "Exercise: write your lines here, then run the self-check below." >&2; exit 1'
 LESSONS = ROOT / "lab_utils" / "labs"  # the lab packages: labNN/lesson.py generated for a lab with cells tagged `lesson`
 
 
+def is_shell_script(source: str) -> bool:
+    """True for a cell that writes a shell script: `%%writefile ...` then a `#!` line naming a shell."""
+    lines = source.splitlines()
+    return (len(lines) > 1 and lines[0].startswith("%%writefile") and lines[1].startswith("#!")
+            and lines[1].rstrip().endswith(("sh", "bash")))
+
+
 def strip_solutions(source: str, where: str) -> str:
-    """Replace each BEGIN/END SOLUTION region of a code cell by an indented stub."""
+    """Replace each BEGIN/END SOLUTION region of a code cell by an indented stub (a shell line in a shell script)."""
     out, inside, indent = [], False, ""
+    stub = SHELL_STUB if is_shell_script(source) else STUB
     for number, line in enumerate(source.splitlines(), start=1):
         marker = line.strip()
         if marker == BEGIN:
@@ -25,7 +35,7 @@ def strip_solutions(source: str, where: str) -> str:
                 raise ValueError(f"{where}, line {number}: '{BEGIN}' inside another solution region; close it with '{END}' first")
             inside, indent = True, line[: len(line) - len(line.lstrip())]
             out.append(f"{indent}# YOUR CODE HERE")
-            out.append(f"{indent}{STUB}")
+            out.append(f"{indent}{stub}")
         elif marker == END:
             if not inside:
                 raise ValueError(f"{where}, line {number}: '{END}' without a matching '{BEGIN}'")

@@ -10,7 +10,13 @@ from .options import parse_sbatch
 from .sacct import seconds, settled
 
 NAME = "your-turn"
-NOT_WRITTEN = "not written yet: replace the `raise NotImplementedError(...)` line"  # the exercises' words for a stub
+NOT_WRITTEN = "not written yet: replace the `exit 1` line"  # the exercises' words for a stub
+STUB_MARKS = ("Exercise: write your", "NotImplementedError")  # the student stub: assign's shell line (or Python's)
+
+
+def stub_left(script: str) -> bool:
+    """True while the script still holds the student stub."""
+    return any(mark in script for mark in STUB_MARKS)
 REQUEST = {"nodes": 2, "tasks_per_node": 1, "mem_mb_per_node": 300, "minutes": 2}  # what the markdown asks for
 
 
@@ -64,8 +70,8 @@ def sbatch_warnings(said) -> list[str]:
 def judge(record: dict, script: str, want: dict = REQUEST, said=()) -> tuple[bool, str]:
     """(passed, message) for sacct's record of the job the learner's script made (`said`: what sbatch printed when
     it took the script); the first wrong request named, by the line at fault where the script or sbatch shows it."""
-    if "NotImplementedError" in script:
-        return False, NOT_WRITTEN + " in the script (it is bash: the line fails, and so does the job)"
+    if stub_left(script):
+        return False, NOT_WRITTEN + " in the script by your #SBATCH lines (it ends the script, so the job fails)"
     passed, message = _judge_record(record, script, want, said)
     ignored = ignored_lines(script)
     if not passed and ignored:
@@ -155,7 +161,7 @@ def check_job(job_id, script_path, said=()) -> Checked:
     script = open(script_path).read()
     if not job_id:
         result = Checked(False, "sbatch made no job (see what it said above): fix the #SBATCH lines and run the "
-                                "submit cell again" if "NotImplementedError" not in script else NOT_WRITTEN + " in the script")
+                                "submit cell again" if not stub_left(script) else NOT_WRITTEN + " in the script")
     else:
         settled([job_id])
         passed, message = judge(job_request(job_id), script, said=said)

@@ -1,0 +1,49 @@
+"""Section Measure's report on the grid of servers x loads (medians of interleaved rounds, LoadStats each): its table,
+the pairs whose latencies the queueing model orders, and whether every server kept up at the low load."""
+from __future__ import annotations
+
+from .... import measure
+from .figures import TERMS, LoadStats, behind_at_low
+
+
+def grid_table(grid: dict) -> list[str]:
+    """The legend, the header, then per load its line (offered and arrived) and one row per server."""
+    out = [TERMS, LoadStats.HEADER]
+    for load in dict.fromkeys(at for _, at in grid):
+        rows = [stats for (_, at), stats in grid.items() if at == load]
+        out.append(rows[0].load_line())
+        out += [stats.text() for stats in rows]
+    return out
+
+
+def against_model(grid: dict, max_waits_ms) -> list[str]:
+    """Where the grid's medians order two servers against the model (at one load, a longer max_wait with a lower p50;
+    with no wait, a lower p99 at the higher load, both kept up), and whether every round orders them so."""
+    pairs = []
+    for load in dict.fromkeys(at for _, at in grid):
+        waits = [f"max_wait={w}ms" for w in sorted(max_waits_ms) if not grid[(f"max_wait={w}ms", load)].saturated]
+        pairs += [("p50_ms", (short, load), (long, load)) for short, long in zip(waits, waits[1:])]
+    for server in ("batch-1", "max_wait=0ms"):
+        if not any(grid[(server, load)].saturated for load in ("low", "high")):
+            pairs.append(("p99_ms", (server, "low"), (server, "high")))
+    lines = []
+    for what, lower, higher in pairs:  # the model: `higher` has the larger latency
+        a, b = grid[lower], grid[higher]
+        if getattr(b, what) >= getattr(a, what):
+            continue
+        every = all(getattr(rb, what) < getattr(ra, what) for ra, rb in zip(a.runs, b.runs))
+        lines.append(measure.lines.wrap(
+            f"against the model: {what[:3]} of {higher[0]} at the {higher[1]} load {getattr(b, what):.1f} ms, "
+            f"below {lower[0]} at the {lower[1]} load {getattr(a, what):.1f} ms; "
+            + ("every round orders them so: an effect the model leaves out, not noise" if every
+               else "the rounds disagree, so this order is the rounds' noise, not an effect")))
+    return lines or [measure.lines.wrap("the medians above order every pair the model orders (a longer wait, or more "
+                                        "load with no wait: more latency)")]
+
+
+def low_load_line(grid: dict, load=None) -> str:
+    """Whether every server kept up at the low load (sized below the loads' rate: one that saturated there
+    contradicts that rate, flagged with the machine's `load` while the grid ran)."""
+    behind = {label: s for (label, at), s in grid.items() if at == "low" and s.saturated}
+    return measure.flagged(f"at the low load every server kept up: {not behind}",
+                           [behind_at_low(label, s, load) for label, s in behind.items()][:1])

@@ -1,0 +1,96 @@
+"""Lab 11's section 4 report: the start-up table and its split (one figure per quantity), the verdict read in plain
+words, and the load rule printed only where a load was named. The notebook measures; these functions print."""
+from __future__ import annotations
+
+import re
+
+from ... import conditions, measure
+
+LABELS = {"slurm": "Slurm", "launch": "launch"}
+PARTS = (("to_process_s", "until the task's process existed (sbatch, the scheduler's pass, slurmstepd)"),
+         ("to_worker_s", "from that process's start to the worker (Python, importing torch, unpickling)"),
+         ("first_step_s", "after the worker started (process group, DDP, data)"))
+
+
+def _tenth(x: float) -> float:
+    """x rounded to the table's 0.1 s, without a printed '-0.0'."""
+    return round(x, 1) + 0.0
+
+
+def startup_table(speed: dict, labels: dict) -> list[str]:
+    """The medians of each path's three start-up clocks, seconds from submission (or launch), 0.1 s as printed."""
+    head = f"{'':<20}{'to its process':>15}{'to the worker':>15}{'to first step':>15}   (medians)"
+    rows = [f"{labels[p]:<20}" + "".join(f"{speed[p][k]:>13.1f} s" for k, _ in PARTS) for p in labels]
+    return [head, *rows]
+
+
+def startup_split(speed: dict) -> dict[str, float]:
+    """Slurm's start-up minus launch's in three parts, each a difference of the table's rounded medians (they add up)."""
+    gaps = [_tenth(_tenth(speed["slurm"][k]) - _tenth(speed["launch"][k])) for k, _ in PARTS]
+    parts = [gaps[0], gaps[1] - gaps[0], gaps[2] - gaps[1]]
+    return {what: _tenth(v) for (_, what), v in zip(PARTS, parts)}
+
+
+def startup_lines(speed: dict) -> list[str]:
+    """The split printed from the table's figures, the largest part named, and why launch lost where it did."""
+    parts = startup_split(speed)
+    extra = _tenth(sum(parts.values()))
+    out = [f"Slurm's start-up minus launch's, from the medians above: {extra:+.1f} s, of which",
+           *(f"  {v:+5.1f} s  {k}" for k, v in parts.items()),
+           f"the largest part: {max(parts, key=lambda k: parts[k]).split(' (')[0]}"]
+    if extra < 0:  # theory expects > 0 (the scheduler's share); the split says where launch lost the time
+        out.append(measure.short_lines(
+            f"  launch started slower: its ranks took {speed['launch']['to_worker_s']:.1f} s to reach the worker, "
+            f"Slurm's tasks {speed['slurm']['to_worker_s']:.1f} s with the queue included. A launch rank is forked "
+            "from launch's fork server (on a GPU machine it is a fresh Python that imports torch) and unpickles the "
+            "worker; a Slurm task imports only submitit and what the worker needs"))
+    return out
+
+
+def plain_startup(speed: dict) -> str:
+    """How much longer (or shorter) Slurm took to its first step than launch, from the table's figures."""
+    extra = _tenth(sum(startup_split(speed).values()))
+    return (f"Slurm took {abs(extra):.1f} s {'longer' if extra >= 0 else 'less'} than launch to reach its first "
+            "step")
+
+
+def load_rule(load: conditions.Load | None) -> str | None:
+    """The verdict's two load thresholds, printed only where other programs took enough to be named; else None."""
+    if load is None or not load.busy:
+        return None
+    return (f"the verdict names the load once other programs used over {conditions.BUSY_SHARE * load.cores:.1f} of "
+            f"{load.cores} cores (here {load.others + load.steal:.1f}), and reads nothing over "
+            f"{measure.UNREADABLE_SHARE * load.cores:.1f}")
+
+
+def _needed_cost(steady: measure.Verdict) -> str | None:
+    """The smallest cost these pairs could tell from noise, as the verdict's note says it ('33%'), or None."""
+    found = re.search(r"a cost would have to exceed (\d+%)", steady.notes) or \
+        re.search(r"only a cost above (\d+%)", steady.notes)
+    return found.group(1) if found else None
+
+
+def plain_steady(steady: measure.Verdict) -> str:
+    """The steady-rate verdict in one plain sentence: the median pair's gap, then what the pairs could and could not
+    tell (the verdict's details follow it)."""
+    if steady.verdict == measure.CANNOT_SEE:
+        return f"the steady rates cannot be compared on this run: {measure.printed_outcome(steady)}"
+    gap = abs(1 - steady.ratio)
+    median = (f"Slurm's steady rate was {steady.ratio:.2f}x launch's "
+              f"({gap:.0%} {'lower' if steady.ratio < 1 else 'higher'} in the median pair)")
+    cost = 1 / steady.holds_from - 1 if steady.holds_from else 0.0
+    needed = _needed_cost(steady)
+    if steady.verdict == measure.HOLDS and cost < 0.005:
+        return f"{median}, ahead in the whole range: no cost at all, as theory predicts"
+    if steady.verdict == measure.HOLDS:
+        stated = re.search(r"not (\d+%) \(a noisier run", steady.notes)
+        if stated:  # restated weaker: the claim tested is not theory's
+            return (f"{median}: no more than {cost:.0%} slower, the tightest claim these pairs could test "
+                    f"(theory: within {stated.group(1)})")
+        return f"{median}: no more than {cost:.0%} slower, as theory predicts"
+    if steady.verdict == measure.REVERSED:
+        return f"{median}: more than {cost:.0%} slower, against theory"
+    if cost < 0.005:  # too noisy to test any cost: only a win could have decided
+        return (f"{median}, but the pairs scatter too much to tell a cost under {needed or 'their scatter'} from "
+                "noise: no verdict either way")
+    return f"{median}, but the range reaches below 1: these pairs cannot tell whether it costs {cost:.0%} or less"

@@ -1,0 +1,69 @@
+"""Lab 11 section 4's printed report (lab_utils/labs/lab11/report.py), on made-up figures: the start-up split adds
+up to the table's own figures, the verdict gets a plain first sentence in every outcome, and the load rule is printed
+only where a load was named (learner s11r2h findings 1-3)."""
+import pytest
+
+from lab_utils import conditions, measure
+from lab_utils.labs.lab11 import report
+
+QUIET = conditions.Load(seconds=10.0, cores=2, own=1.0, others=0.0, steal=0.0)
+BUSY = conditions.Load(seconds=10.0, cores=2, own=1.0, others=0.5, steal=0.0)
+# the quiet run's medians: the table printed 2.1 / 0.0 s to the worker, the old split 0.7 + 1.3 (differences of
+# unrounded medians), so the split did not add up to the table
+SPEED = {"slurm": {"to_process_s": 0.74, "to_worker_s": 2.14, "first_step_s": 2.57},
+         "launch": {"to_process_s": 0.02, "to_worker_s": 0.04, "first_step_s": 0.12}}
+
+
+def steady(ratios, load=QUIET):
+    """The section's verdict on these paired ratios (Slurm over launch)."""
+    return measure.decide(ratios, claim="Slurm vs launch, steady steps/s", no_worse_than=0.10, same_work=True,
+                          expected="Slurm no more than 10 % slower", load=load)
+
+
+def test_the_split_is_made_of_the_tables_printed_figures():
+    table = report.startup_table(SPEED, {"slurm": "2 Slurm nodes", "launch": "launch, 2 ranks"})
+    assert table[1].split()[3:] == ["0.7", "s", "2.1", "s", "2.6", "s"]
+    split = list(report.startup_split(SPEED).values())
+    assert split == [0.7, 1.4, 0.4]  # 0.7 - 0.0, 2.1 - 0.0 - 0.7, (2.6 - 0.1) - 2.1
+    lines = report.startup_lines(SPEED)
+    assert "+2.5 s" in lines[0] and "+1.4 s" in lines[2] and "+0.4 s" in lines[3]
+    assert lines[-1] == "the largest part: from that process's start to the worker"
+    assert report.plain_startup(SPEED) == "Slurm took 2.5 s longer than launch to reach its first step"
+    assert all(len(line) <= 100 for line in table + lines)
+
+
+def test_a_launch_that_started_slower_is_said_and_explained():
+    slower = {"slurm": {"to_process_s": 0.3, "to_worker_s": 0.6, "first_step_s": 0.9},
+              "launch": {"to_process_s": 0.1, "to_worker_s": 1.2, "first_step_s": 1.4}}
+    assert report.plain_startup(slower) == "Slurm took 0.5 s less than launch to reach its first step"
+    assert "launch started slower" in "\n".join(report.startup_lines(slower))
+
+
+def test_the_load_rule_is_printed_only_where_a_load_is_named():
+    assert report.load_rule(QUIET) is None and report.load_rule(None) is None
+    line = report.load_rule(BUSY)
+    assert "over 0.2 of 2 cores (here 0.5)" in line and "nothing over 1.0" in line
+
+
+def test_too_noisy_pairs_read_plainly_as_no_verdict_with_the_cost_they_could_not_see():
+    v = steady([0.92, 0.72, 1.02, 0.95, 0.85, 0.99, 0.8, 0.93, 1.1])
+    assert v.verdict == measure.UNDECIDED
+    line = report.plain_steady(v)
+    assert line.startswith("Slurm's steady rate was 0.93x launch's (7% lower in the median pair)")
+    assert "cost under 36% from noise: no verdict either way" in line
+
+
+@pytest.mark.parametrize("ratios, words", [
+    ([0.97, 0.99, 1.0, 0.98, 0.96, 1.01, 0.99, 0.98], "no more than 10% slower, as theory predicts"),
+    ([0.85, 0.95, 0.9, 1.0, 0.92, 0.88, 0.97, 0.93], "the tightest claim these pairs could test (theory: within 10%)"),
+    ([0.7, 0.72, 0.71, 0.69, 0.73, 0.7, 0.68, 0.71], "more than 10% slower, against theory"),
+])
+def test_every_decided_outcome_gets_its_plain_sentence(ratios, words):
+    assert report.plain_steady(steady(ratios)).endswith(words)
+
+
+def test_a_refused_verdict_reads_as_not_comparable_with_its_reason():
+    refused = steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], conditions.Load(10.0, 2, 1.0, 1.5, 0.0))
+    assert refused.verdict == measure.CANNOT_SEE
+    line = report.plain_steady(refused)
+    assert line.startswith("the steady rates cannot be compared on this run: ") and "0.9" not in line
