@@ -511,7 +511,10 @@ def test_the_cause_line_names_staleness_only_where_its_verdict_holds():
     holds, undecided = _verdict(measure.HOLDS, ratio=1.7), _verdict(measure.UNDECIDED, ratio=1.1)
     both = A.cause_line(holds, holds, sync=0.88, as_run=0.50, fresh=0.90, per_worker=0.78)
     first, second = both.splitlines()
-    assert "measured: staleness" in first and "all of the gap" in first and "90.0%" in first
+    assert "measured: staleness" in first and "more than the gap: 2.0 points above sync" in first and "90.0%" in first
+    # learner s11r2g: "all of the gap" beside replays above sync; below sync it still says all of the gap
+    below = A.cause_line(holds, holds, sync=0.88, as_run=0.50, fresh=0.88, per_worker=0.78).splitlines()[0]
+    assert "all of the gap to sync" in below and "above sync" not in below
     assert "wins back 70%" in second and "most of it" in second
     part = A.cause_line(holds, undecided, sync=0.88, as_run=0.50, fresh=0.69, per_worker=0.55).splitlines()
     assert "50% of the gap" in part[0] and "does not show the shared buffer" in part[1]
@@ -630,6 +633,8 @@ def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():
     assert "account for none of the counts' 1.42x" in A.iteration_line(1, {1: 66, 2: 94}, alike)
     # learner s10l: '2.18x as long explain all of its 1.62x fewer gradients': the times predict more than the counts
     assert "predict more than the counts show" in A.iteration_line(1, {1: 62, 2: 100}, workers_long)
+    # learner s11r2g: "predict more" was left without a reason: the line says why medians and counts can differ
+    assert "mean iteration" in A.iteration_line(1, {1: 62, 2: 100}, workers_long)
     assert "account for part of" in A.iteration_line(1, {1: 60, 2: 94}, [{"compute_ms": 0.9, "iteration_ms": 3.6},
                                                                     {"compute_ms": 0.9, "iteration_ms": 3.0}])
 
