@@ -257,3 +257,13 @@ def overlap_line(verdict: measure.Verdict, bound: float, round_ms: float, iterat
            if abs(off) <= 0.05 else
            f"; the measured figure is {abs(off):.0%} {'above' if off > 0 else 'below'} it, which these times "
            "do not explain")])
+
+
+def gap_pointer(sync: float, async_: float, staleness: float, factor: float) -> str:
+    """Where async ends below sync: how far (points), at what mean staleness, and where the lab tests theory's cause
+    (learner s11r2g: 30 points at staleness ~1 went unexplained for 8 cells); '' where async did not end lower."""
+    if async_ >= sync:
+        return ""
+    return (f"straggler x{factor:g}: async ends {100 * (sync - async_):.1f} points below sync (medians) with its "
+            f"gradients {staleness:.2f} versions old on average; theory's suspect is the one momentum buffer all "
+            "workers share (a stale gradient stays in it for about 10 steps): the replay section tests it")
