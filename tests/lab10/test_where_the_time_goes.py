@@ -24,7 +24,7 @@ def test_the_same_gap_under_a_load_that_explains_it_still_refuses():
 
 def test_the_ratio_is_named_all_reduce_wait_over_compute():
     source = lab10_source()
-    assert "all-reduce wait / compute" in source and "transfer / compute" in source
+    assert "all-reduce wait / compute" in source and "transfer / compute" not in source  # one ratio (s11r2g)
     assert "communication / compute" not in source
     assert "busy_cores=ar_busy" in source
 
@@ -148,7 +148,7 @@ def test_the_allreduce_alone_is_set_beside_the_sweeps_fit_at_the_same_bytes():
     from lab_utils.labs.lab10.lesson import alone_vs_fit
 
     apart = alone_vs_fit(1.51e-3, 0.262e-3)
-    assert "5.8x" in apart and "launch" in apart and "0.26 ms" in apart and "1.51 ms" in apart
+    assert "5.8x" in apart and "launch" in apart and "alone 1.51 ms, the sweep's fit 0.26 ms" in apart
     assert "within 2x" in alone_vs_fit(0.57e-3, 0.40e-3) and "within 2x" in alone_vs_fit(0.30e-3, 0.57e-3)
     assert "within" not in alone_vs_fit(0.10e-3, 0.30e-3)  # faster alone by 3x: also apart, either way
     source = lab10_source()

@@ -1,0 +1,48 @@
+"""Lab 10's one-sentence answers (lab_utils.labs.lab10.readout) on fake rows: the table's question answered from its
+own rows, and why the two projections differ, computed (learner s11r2g, findings 1 and 7)."""
+import pytest
+
+from lab_utils import report
+from lab_utils.labs.lab10 import readout
+from lab_utils.measure import Result
+
+W2, W3 = "CNN-3conv/synthetic28 step, launched ranks", "CNN-3conv/synthetic28 step"
+
+
+def row(lab, strategy, ranks, rate, workload, threads=1, batch=256):
+    """One results row, as the labs record them."""
+    return Result(lab=lab, framework="torch", strategy=strategy, world_size=ranks, device="cpu", batch_size=batch,
+                  samples_per_s=rate, wall_s=1.0, workload=workload, threads=threads)
+
+
+def quiet_rows():
+    """The quiet run's rows of the three ways (learner s11r2g's figures), each lab with its own baseline."""
+    b2, b3 = row("02", "single", 1, 5921, W2), row("03", "single-process", 1, 5720, W3)
+    return [report.Compared(b2, b2), report.Compared(row("02", "ddp", 2, 9460, W2), b2),
+            report.Compared(row("02", "dp", 2, 9900, W2), b2), report.Compared(b3, b3),
+            report.Compared(row("03", "single-process", 1, 8387, W3, threads=2), b3),
+            report.Compared(row("03", "ddp", 2, 8881, W3), b3), report.Compared(row("03", "horovod-style", 2, 5996, W3), b3)]
+
+
+def test_the_split_answer_names_each_way_its_lab_the_threads_and_theorys_reason():
+    said = readout.split_answer(quiet_rows())
+    assert said.startswith("answer: one batch of 256 split over 2 ranks")
+    assert "DataParallel 1.67x (lab 02); DDP 1.60x (lab 02) and 1.55x (lab 03); Horovod-style 1.05x (lab 03)" in said
+    assert "highest here: DataParallel" in said and "2 threads, no split: 1.47x (lab 03)" in said
+    assert "one bucket" in said  # why Horovod-style trails: theory's, said as lab 03's
+
+
+def test_the_split_answer_leaves_out_refused_rows_and_says_nothing_without_the_three():
+    rows = quiet_rows()
+    rows[2] = report.Compared(rows[2].row, rows[2].baseline, refused="two ways of timing")
+    said = readout.split_answer(rows)
+    assert "DataParallel" not in said and "highest here: DDP" in said
+    assert readout.split_answer(quiet_rows()[:1]) == ""
+    assert "Theory for Horovod" not in readout.split_answer(quiet_rows()[:3])  # no Horovod-style row: no reason
+
+
+def test_the_projections_gap_is_computed_as_serial_fractions_at_the_fitted_count():
+    said = readout.projections_apart(4, 2.28, 3.32, 2, 1.60, 1.87)
+    assert "(2.28x vs 3.32x)" in said and "s = 0.250 measured, 0.070 in the model" in said
+    assert "the other 0.180" in said
+    assert readout.implied_s(1.60, 2) == pytest.approx(0.25)
