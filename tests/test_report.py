@@ -1036,6 +1036,15 @@ def test_one_workload_timed_by_three_labs_names_each_baseline_how_far_apart_and_
     assert report.one_process_baselines([r for r in rows if r.lab == "03"]) == []  # one lab: nothing to say
     alike = [r for r in rows if r.lab != "01"]
     assert "kernel" not in " ".join(report.one_process_baselines(alike))  # both launched: no kernel to blame
+    # learner s11r2g, finding 3: lab 02's two baselines (5,864 and 5,921) read as one lab twice, never said which
+    twice = rows + [replace(row("single", 1, 4500, lab="02", workload=workloads.SWEEP_3CONV.name), spread=0.08)]
+    first, second = report.one_process_baselines(twice)
+    assert "lab 02 4,500 (in the kernel, step in one process)" in first  # each row as its own workload was timed
+    assert "lab 02 4,638 (launched, step, launched ranks)" in first
+    assert "labs 02 and 03, timed alike" in second
+    both = rows + [replace(row("single", 1, 4500, lab="02", workload=workloads.SWEEP_3CONV.name, flags=launched),
+                           spread=0.08)]
+    assert "labs 02 (2 rows) and 03, timed alike" in report.one_process_baselines(both)[1]
 
 
 def test_a_short_table_fits_100_columns_and_drops_an_empty_accuracy_column():
