@@ -33,19 +33,25 @@ def idle_share(sync_runs: list, n_workers: int) -> tuple[float, float, float]:
 
 def headline(verdicts: dict, theory: dict, bounded: set) -> str:
     """The section's answer in one sentence, from the verdicts' figures (a refused verdict gives none) and theory's."""
-    figures, theories, outcomes = [], [], []
-    for f, v in sorted(verdicts.items()):
-        where = "with no straggler" if f == 1 else f"with a {f:g}x straggler"
-        figure = measure.CANNOT_SEE if v.verdict == measure.CANNOT_SEE else f"{v.ratio:.2f}x"
-        figures.append(f"{figure}{' as many gradients per second as sync' if not figures else ''} {where}")
-        theories.append(("at most " if f in bounded else "") + f"{theory[f]:.2f}x")
-        outcomes.append(v.verdict)
-    if not figures:
-        return ""
-    said = (f"the verdict {outcomes[0]}" if len(outcomes) == 1 else
-            f"both verdicts {'hold' if outcomes[0] == measure.HOLDS else outcomes[0]}" if len(set(outcomes)) == 1
-            else "verdicts: " + ", ".join(outcomes))
-    return f"answer: async applied {' and '.join(figures)} (theory: {' and '.join(theories)}; {said})"
+    def where(f):
+        return "with no straggler" if f == 1 else f"with a {f:g}x straggler"
+
+    read = {f: v for f, v in sorted(verdicts.items()) if v.verdict != measure.CANNOT_SEE}
+    refused = [f for f in sorted(verdicts) if f not in read]
+    text = ""
+    if read:
+        figures = [f"{v.ratio:.2f}x{' as many gradients per second as sync' if i == 0 else ''} {where(f)}"
+                   for i, (f, v) in enumerate(read.items())]
+        theories = [("at most " if f in bounded else "") + f"{theory[f]:.2f}x" for f in read]
+        outcomes = [v.verdict for v in read.values()]
+        said = (f"the verdict {outcomes[0]}" if len(outcomes) == 1 else
+                f"both verdicts {'hold' if outcomes[0] == measure.HOLDS else outcomes[0]}" if len(set(outcomes)) == 1
+                else "verdicts: " + ", ".join(outcomes))
+        text = f"answer: async applied {' and '.join(figures)} (theory: {' and '.join(theories)}; {said})"
+    if refused:
+        text += ("; " if text else "answer: async vs sync ") + " and ".join(where(f) for f in refused) + (
+            f": {measure.CANNOT_SEE} (its verdict below says why)")
+    return text
 
 
 def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results_dir,
@@ -164,5 +170,5 @@ def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results
     if details:
         print("details:")
         for line in details:
-            print(measure.lines.wrap("  " + line.replace("\n", "\n  ")))
+            print(measure.lines.wrap(line))
     return out
