@@ -696,6 +696,10 @@ def test_the_table_takes_speedup_and_efficiency_from_the_function_it_is_given():
     text = report.table(compared, figures=halved)
     assert sorted(calls) == [(2, 1), (4, 1)]  # every row with a baseline, never a baseline against itself
     assert text.count("    0.50    25%") == 2 and "1.80" not in text
+    # learner s11r2g, lab 10 finding 9: lab 05's device scopes, 2 devices on the same cores: 0.90x and 'efficiency
+    # 90 %'; on the same hardware the efficiency is the speedup again, so the column shows '-'
+    scoped = report.compare([row("single", 1, 100, threads=2), row("device-scopes", 2, 90, threads=1)])
+    assert scoped[1].hardware_ratio == 1 and "    0.90      -" in report.table(scoped) and "90%" not in report.table(scoped)
 
 
 def test_a_summary_refuses_the_bandwidth_of_a_fit_that_misses_its_own_points():
