@@ -46,3 +46,12 @@ def test_the_projections_gap_is_computed_as_serial_fractions_at_the_fitted_count
     assert "(2.28x vs 3.32x)" in said and "s = 0.250 measured, 0.070 in the model" in said
     assert "the other 0.180" in said
     assert readout.implied_s(1.60, 2) == pytest.approx(0.25)
+
+
+def test_a_one_row_fit_says_how_far_its_s_moves_with_the_rows_spread():
+    """Learner s11r2g, finding 8: s = 0.252 'no range' beside speedups that spread ~50 % with their repeats."""
+    low, high = readout.s_range(1.60, 2, 0.45)
+    assert low == pytest.approx(readout.implied_s(1.60 * 1.225, 2)) and high == pytest.approx(readout.implied_s(1.24, 2))
+    line = readout.s_range_line(0.252, 1.60, 2, 0.45)
+    assert "moves 45%" in line and f"{low:.2f}-{high:.2f}" in line and "s = 0.252" in line
+    assert readout.s_range_line(0.252, 1.60, 2, float("inf")) == ""

@@ -52,3 +52,23 @@ def projections_apart(n: int, amdahl: float, compute_ar: float, m: float, measur
             f"{measured:.2f}x, compute+AR predicts {model_m:.2f}x; as serial fractions, s = {s:.3f} measured, "
             f"{s_model:.3f} in the model (one rank's compute and the all-reduce): the other {s - s_model:.3f} is time "
             "the measured step lost that the model leaves out, and Amdahl carries it to more devices")
+
+
+def s_range(speedup: float, n: float, spread: float) -> tuple[float, float] | None:
+    """The serial fraction's range where one row's speedup moves by `spread` with its repeats (half each way); None
+    where the spread is unknown (inf)."""
+    if spread == float("inf"):
+        return None
+    low, high = speedup * (1 - spread / 2), speedup * (1 + spread / 2)
+    return implied_s(high, n), implied_s(max(low, 1e-9), n)
+
+
+def s_range_line(s: float, speedup: float, n: float, spread: float) -> str:
+    """'  s = 0.252 moves with its row's speedup: 0.02-0.61 ...' for a fit to one row (learner s11r2g: s read as
+    precise beside speedups that spread ~50 %); '' where the spread is unknown."""
+    span = s_range(speedup, n, spread)
+    if span is None:
+        return ""
+    return (f"  how precise: the row's speedup moves {spread:.0%} with its repeats (its rate's spread plus its "
+            f"baseline's), so s = {s:.3f} could lie anywhere in {span[0]:.2f}-{span[1]:.2f}: read it, and what it "
+            "projects, as that rough")
