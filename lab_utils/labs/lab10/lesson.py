@@ -36,7 +36,8 @@ def timed_by_both(shared):
         if len(labs) == 2:
             (a, ra), (b, rb) = sorted(labs.items())
             lines.append(f"{f'{strategy} {ra.variant}'.strip()}, timed by both: {ra.samples_per_s:,.0f} (lab {a}) vs "
-                         f"{rb.samples_per_s:,.0f} (lab {b}) samples/s, {abs(rb.samples_per_s / ra.samples_per_s - 1):.0%} apart")
+                         f"{rb.samples_per_s:,.0f} (lab {b}) samples/s, "
+                         f"{max(ra.samples_per_s, rb.samples_per_s) / min(ra.samples_per_s, rb.samples_per_s):.2f}x apart")
     return lines
 
 
