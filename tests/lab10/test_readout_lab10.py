@@ -36,7 +36,8 @@ def test_the_split_answer_leaves_out_refused_rows_and_says_nothing_without_the_t
     rows = quiet_rows()
     rows[2] = report.Compared(rows[2].row, rows[2].baseline, refused="two ways of timing")
     said = readout.split_answer(rows)
-    assert "DataParallel" not in said and "highest here: DDP" in said
+    assert "DataParallel 1.67x" not in said and "highest here: DDP" in said
+    assert "not read here (n/m or [!] in the table): DataParallel (lab 02)" in said
     assert readout.split_answer(quiet_rows()[:1]) == ""
     assert "Theory for Horovod" not in readout.split_answer(quiet_rows()[:3])  # no Horovod-style row: no reason
 

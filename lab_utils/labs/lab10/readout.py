@@ -14,14 +14,17 @@ def _readable(c) -> bool:
 def split_answer(compared, batch: int = 256, ranks: int = 2) -> str:
     """'answer: one batch of 256 over 2 ranks: DataParallel 1.67x (lab 02), ...' with one process's threads beside
     them and theory's reason Horovod-style trails DDP; '' where the table holds none of the three."""
-    def ours(c) -> bool:
-        return c.row.batch_size == batch and c.row.workload.startswith(WORKLOAD) and _readable(c)
+    def ours(c, readable=True) -> bool:
+        return (c.row.batch_size == batch and c.row.workload.startswith(WORKLOAD) and not c.is_baseline
+                and _readable(c) == readable)
 
     picked: dict[str, list[str]] = {}
     for c in sorted((c for c in compared if ours(c) and c.row.world_size == ranks), key=lambda c: c.row.lab):
         name = dict(SPLITS).get(c.row.strategy)
         if name:
             picked.setdefault(name, []).append(f"{c.speedup:.2f}x (lab {c.row.lab})")
+    unread = sorted({f"{dict(SPLITS)[c.row.strategy]} (lab {c.row.lab})" for c in compared
+                     if ours(c, readable=False) and c.row.world_size == ranks and c.row.strategy in dict(SPLITS)})
     if not picked:
         return ""
     threads = [f"{c.speedup:.2f}x (lab {c.row.lab})" for c in compared
@@ -32,6 +35,8 @@ def split_answer(compared, batch: int = 256, ranks: int = 2) -> str:
             f"highest here: {best}")
     if threads:
         text += f"; one process with {ranks} threads, no split: {' and '.join(threads)}"
+    if unread:  # n/m, refused or flagged in the table: no figure of theirs is an answer
+        text += f"; not read here (n/m or [!] in the table): {', '.join(unread)}"
     if "Horovod-style" in picked and "DDP" in picked:
         text += (". Theory for Horovod-style's place (lab 03): it all-reduces each gradient tensor in a call of its "
                  "own, each paying a call's fixed cost, where DDP sends them all in one bucket")
