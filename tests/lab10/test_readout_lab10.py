@@ -56,3 +56,18 @@ def test_a_one_row_fit_says_how_far_its_s_moves_with_the_rows_spread():
     line = readout.s_range_line(0.252, 1.60, 2, 0.45)
     assert "moves 45%" in line and f"{low:.2f}-{high:.2f}" in line and "s = 0.252" in line
     assert readout.s_range_line(0.252, 1.60, 2, float("inf")) == ""
+
+
+def test_amdahls_fit_prints_its_row_the_rows_beside_it_the_rule_and_how_precise_s_is(capsys):
+    """The fit's report, moved out of the notebook's cell (issue 51): one configuration fitted, the twin row of another
+    lab named with the rule that chose between them, and s's spread said (learner s11r2g, finding 8)."""
+    from dataclasses import replace
+    spread = [replace(c.row, spread=0.2) for c in quiet_rows()]  # every rate's repeats spread 20 %
+    baselines = {r.lab: r for r in spread if r.world_size == 1 and (r.threads or 1) == 1}
+    rows = [report.Compared(r, baselines[r.lab]) for r in spread]
+    candidates, per_machine, serial, configuration, twins = readout.amdahl_fits(rows, "")
+    text = capsys.readouterr().out
+    assert len(serial) == 1 and list(configuration.values())[0].startswith("lab 02 ddp")
+    assert "rule: the fit reads the row whose speedup moves least" in " ".join(text.split())
+    assert "how precise: the row's speedup moves 40%" in " ".join(text.split())
+    assert max(len(line) for line in text.splitlines()) <= 100

@@ -77,3 +77,74 @@ def s_range_line(s: float, speedup: float, n: float, spread: float) -> str:
     return (f"  how precise: the row's speedup moves {spread:.0%} with its repeats (its rate's spread plus its "
             f"baseline's), so s = {s:.3f} could lie anywhere in {span[0]:.2f}-{span[1]:.2f}: read it, and what it "
             "projects, as that rough")
+
+
+def amdahl_fits(compared, this_host: str):
+    """Print Amdahl's fit per machine (one configuration's rows, the rows left beside it with their own s, one setup
+    timed by two labs); return (candidates, per_machine, serial, configuration, twin_projection) for the cells after."""
+    from ... import measure, report
+    from .lesson import amdahl_rows, one_configuration, speedup_spread, speedups_apart, spread_said
+
+    candidates, left_out = amdahl_rows(compared)  # every plausible data-parallel row, per machine
+    per_machine, serial, configuration = {}, {}, {}  # the rows of the one configuration fitted, per machine
+    twin_projection = {}  # per machine: (lab, its projection on 4) of the fitted setup timed by another lab
+    for host, chosen in candidates.items():
+        name = "this machine" if host == this_host else host
+        per_machine[host], others = one_configuration(chosen)
+        first = per_machine[host][0].row
+        configuration[name] = f"lab {first.lab} {first.strategy} on {first.workload}, batch {first.batch_size}"
+        points = [(c.hardware_ratio, c.speedup) for c in per_machine[host]]
+        serial[name] = report.serial_fit(points)
+        counts = sorted({n for n, _ in points})
+        print(measure.flagged(measure.short_lines(
+            f"{name}: Amdahl fit to {configuration[name]} ({len(points)} row(s), "
+            f"{' and '.join(f'{n:g}' for n in counts)}x the hardware): serial fraction "
+            f"{serial[name].describe()}"), serial[name].flags))  # own s outside 0..1: a note, or [!]
+        for c, (n, sp) in zip(per_machine[host], points):
+            print(measure.short_lines(f"  lab {c.row.lab} {c.row.strategy} {c.row.variant}, batch {c.row.batch_size}: {sp:.2f}x on {n:g}x the "
+                  "hardware" + "".join(f"\n    note: {note}" for note in c.notes)))  # a note is no implausibility
+        if len(counts) == 1:
+            print(measure.short_lines(f"  one device count ({counts[0]:g}x): s is what these rows lost there; it projects "
+                                      "Amdahl's law, it does not test it", indent="      "))
+        if len(points) == 1:  # one row: its s moves with that row's speedup
+            rough = s_range_line(serial[name].per_row[0], points[0][1], points[0][0],
+                                         speedup_spread(per_machine[host][0]))
+            if rough:
+                print(measure.short_lines(rough, indent="      "))
+        if others:  # not mixed in: another workload or strategy loses other things
+            print(measure.short_lines(
+                f"  not in the fit ({len(others)} row(s) of other configurations; each row's own s, and where it lies "
+                "in 0..1, what it projects on 4 devices):", indent="      "))
+            print(measure.short_lines(
+                f"  which s to believe: for {first.strategy} on this machine, the fit's; each row below describes only "
+                "its own strategy (how much more a Horovod-style all-reduce after the backward, or a framework's "
+                "workers, lose here), not this one", indent="      "))
+            for c in others:
+                own_s = report.serial_fit([(c.hardware_ratio, c.speedup)]).per_row[0]
+                print(measure.short_lines(f"    lab {c.row.lab} {c.row.strategy} {c.row.variant}, batch {c.row.batch_size} "
+                                          f"({c.row.workload}): {c.speedup:.2f}x on {c.hardware_ratio:g}x, s = {own_s:.3f}"
+                                          + (f" -> {report.amdahl_speedup(own_s, 4):.2f}x on 4" if 0 <= own_s <= 1 else ""),
+                                          indent="        "))
+            twins = [c for c in others if c.row.strategy == first.strategy and c.row.batch_size == first.batch_size
+                     and c.row.workload.split(" ")[0] == first.workload.split(" ")[0]]  # the same model, strategy, batch
+            if twins and 0 <= serial[name].per_row[0] <= 1:  # one setup, two labs: both projections, side by side
+                twin_s = report.serial_fit([(twins[0].hardware_ratio, twins[0].speedup)]).per_row[0]
+                theirs = (f"{report.amdahl_speedup(twin_s, 4):.2f}x" if 0 <= twin_s <= 1 else "none (its s lies outside 0..1)")
+                twin_projection[name] = (twins[0].row.lab, theirs)
+                fit_row, twin_row = per_machine[host][0], twins[0]
+                print(measure.short_lines(
+                    f"  {first.strategy} at batch {first.batch_size} on this model, timed by two labs: lab {first.lab} "
+                    f"{fit_row.speedup:.2f}x ({fit_row.row.samples_per_s:,.0f} samples/s over its one process's "
+                    f"{fit_row.baseline.samples_per_s:,.0f}), lab {twin_row.row.lab} {twin_row.speedup:.2f}x "
+                    f"({twin_row.row.samples_per_s:,.0f} over {twin_row.baseline.samples_per_s:,.0f}): the two rows "
+                    f"{speedups_apart(fit_row, twin_row)}, each divided by its own lab's one-process baseline", indent="      "))
+                print(measure.short_lines(
+                    f"  rule: the fit reads the row whose speedup moves least with its repeats (its rate's spread plus "
+                    f"its baseline's): lab {first.lab} {spread_said(fit_row)}, lab {twin_row.row.lab} "
+                    f"{spread_said(twin_row)}; it projects "
+                    f"{report.amdahl_speedup(serial[name].per_row[0], 4):.2f}x on 4 devices, lab {twin_row.row.lab}'s row "
+                    f"{theirs}", indent="      "))
+    for c in left_out:
+        print(measure.short_lines(f"left out (an impossible figure, flagged in the table): lab {c.row.lab} {c.row.strategy} {c.row.variant}, "
+              f"batch {c.row.batch_size}, {c.speedup:.2f}x on {c.hardware_ratio:g}x the hardware"))
+    return candidates, per_machine, serial, configuration, twin_projection
