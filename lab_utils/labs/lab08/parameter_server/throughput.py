@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from .... import detectors, measure, workloads
 from .readout import bound_line, core_share_line, above_bound_line, overlap_line
@@ -109,7 +110,7 @@ def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results
             f"{ratio:>10.2f}x {('≤' if f in bounded else '') + f'{theory[f]:.2f}x':>7}   "
             f"{', '.join(f'{c:.2f}' for c in compute)}", flags))
     if factors[0] == 1:  # the direction (idle share above 10 %) or the bound itself (at most 10 %)
-        extra = dict(upper=True, no_worse_than=idle_gain) if free_messages else {}
+        extra: dict[str, Any] = dict(upper=True, no_worse_than=idle_gain) if free_messages else {}
         out.verdicts[1.0] = measure.verdict(
             rates[("async", 1.0)], rates[("sync", 1.0)], higher_is_better=True, lab="08", workload=workloads.PS_THROUGHPUT,
             claim="async vs sync, no straggler", **extra,
