@@ -71,3 +71,14 @@ def test_amdahls_fit_prints_its_row_the_rows_beside_it_the_rule_and_how_precise_
     assert "rule: the fit reads the row whose speedup moves least" in " ".join(text.split())
     assert "how precise: the row's speedup moves 40%" in " ".join(text.split())
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_the_per_tensor_cost_is_set_against_the_time_horovod_style_lost():
+    """Learner s11r2g, finding 1: 'no line says why Horovod-style is so much slower than DDP': theory's reason (one
+    call per tensor), computed against the step time it lost, says how much of the gap it explains."""
+    said = readout.per_tensor_cost_line(quiet_rows(), 12, 0.256e-3)
+    assert "12 all-reduce calls per step" in said and "11 extra calls" in said and "2.8 ms per step" in said
+    assert "of the 13.9 ms it lost to DDP" in said and "explains 20% of it" in said and "this lab does not time" in said
+    assert readout.per_tensor_cost_line(quiet_rows()[:3], 12, 0.256e-3) == ""  # no lab 03 rows
+    assert "explains" in readout.per_tensor_cost_line(quiet_rows(), 12, 1.5e-3) and "does not time" not in \
+        readout.per_tensor_cost_line(quiet_rows(), 12, 1.5e-3)

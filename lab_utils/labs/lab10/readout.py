@@ -38,8 +38,9 @@ def split_answer(compared, batch: int = 256, ranks: int = 2) -> str:
     if unread:  # n/m, refused or flagged in the table: no figure of theirs is an answer
         text += f"; not read here (n/m or [!] in the table): {', '.join(unread)}"
     if "Horovod-style" in picked and "DDP" in picked:
-        text += (". Theory for Horovod-style's place (lab 03): it all-reduces each gradient tensor in a call of its "
-                 "own, each paying a call's fixed cost, where DDP sends them all in one bucket")
+        text += (". Theory for Horovod-style's place (lab 03): it all-reduces each gradient tensor in a call of "
+                 "its own, each paying a call's fixed cost, where DDP sends them all in one bucket (section "
+                 "Communication against compute computes how much of the gap that explains)")
     return text
 
 
@@ -148,3 +149,28 @@ def amdahl_fits(compared, this_host: str):
         print(measure.short_lines(f"left out (an impossible figure, flagged in the table): lab {c.row.lab} {c.row.strategy} {c.row.variant}, "
               f"batch {c.row.batch_size}, {c.speedup:.2f}x on {c.hardware_ratio:g}x the hardware"))
     return candidates, per_machine, serial, configuration, twin_projection
+
+
+def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256, ranks: int = 2) -> str:
+    """Theory's reason Horovod-style trails DDP (one all-reduce per gradient tensor, each paying a call's fixed cost),
+    computed: the extra calls at the fit's fixed cost against the time per step lab 03's Horovod-style row lost to its
+    DDP row; '' where the table lacks either row (or one is not read)."""
+    def rate(strategy):
+        return next((c.row.samples_per_s for c in compared if c.row.lab == "03" and c.row.strategy == strategy
+                     and c.row.world_size == ranks and c.row.batch_size == batch and not c.is_baseline
+                     and _readable(c)), None)
+
+    ddp, horovod = rate("ddp"), rate("horovod-style")
+    if not ddp or not horovod:
+        return ""
+    lost = batch / horovod - batch / ddp  # seconds per step, the whole batch
+    extra = (tensors - 1) * call_s
+    if lost <= 0:
+        return (f"Horovod-style (lab 03) was not slower than DDP here ({horovod:,.0f} vs {ddp:,.0f} samples/s): no "
+                "per-tensor cost to explain")
+    return (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes one; "
+            f"{tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms per step, "
+            f"of the {lost * 1e3:.1f} ms it lost to DDP (a batch of {batch} at {horovod:,.0f} vs {ddp:,.0f} "
+            f"samples/s): the fixed cost explains {min(extra / lost, 9.99):.0%} of it"
+            + ("" if extra >= 0.5 * lost else "; the rest is not the calls' fixed cost, and this lab does not time "
+               "what it is"))
