@@ -47,6 +47,8 @@ def test_the_projections_gap_is_computed_as_serial_fractions_at_the_fitted_count
     assert "(2.28x vs 3.32x)" in said and "s = 0.250 measured, 0.070 in the model" in said
     assert "the other 0.180" in said
     assert readout.implied_s(1.60, 2) == pytest.approx(0.25)
+    faster = readout.projections_apart(4, 1.78, 3.24, 2, 1.41, 2.24)  # the model above 2x on 2 devices: s below 0
+    assert "-0.107 in the model" in faster and "below 0: one rank's share ran faster per image" in faster
 
 
 def test_a_one_row_fit_says_how_far_its_s_moves_with_the_rows_spread():
@@ -56,6 +58,7 @@ def test_a_one_row_fit_says_how_far_its_s_moves_with_the_rows_spread():
     line = readout.s_range_line(0.252, 1.60, 2, 0.45)
     assert "moves 45%" in line and f"{low:.2f}-{high:.2f}" in line and "s = 0.252" in line
     assert readout.s_range_line(0.252, 1.60, 2, float("inf")) == ""
+    assert readout.s_range(1.41, 2, 0.64) == (pytest.approx(readout.implied_s(1.41 * 1.32, 2)), 1.0)  # s above 1: 1
 
 
 def test_amdahls_fit_prints_its_row_the_rows_beside_it_the_rule_and_how_precise_s_is(capsys):

@@ -56,8 +56,10 @@ def projections_apart(n: int, amdahl: float, compute_ar: float, m: float, measur
     s, s_model = implied_s(measured, m), implied_s(model_m, m)
     return (f"why the two differ on {n} devices ({amdahl:.2f}x vs {compute_ar:.2f}x): on {m:g} the row measured "
             f"{measured:.2f}x, compute+AR predicts {model_m:.2f}x; as serial fractions, s = {s:.3f} measured, "
-            f"{s_model:.3f} in the model (one rank's compute and the all-reduce): the other {s - s_model:.3f} is time "
-            "the measured step lost that the model leaves out, and Amdahl carries it to more devices")
+            f"{s_model:.3f} in the model (one rank's compute and the all-reduce"
+            + ("; below 0: one rank's share ran faster per image than the whole batch" if s_model < 0 else "")
+            + f"): the other {s - s_model:.3f} is time the measured step lost that the model leaves out, and Amdahl "
+            "carries it to more devices")
 
 
 def s_range(speedup: float, n: float, spread: float) -> tuple[float, float] | None:
@@ -66,7 +68,7 @@ def s_range(speedup: float, n: float, spread: float) -> tuple[float, float] | No
     if spread == float("inf"):
         return None
     low, high = speedup * (1 - spread / 2), speedup * (1 + spread / 2)
-    return implied_s(high, n), implied_s(max(low, 1e-9), n)
+    return max(0.0, implied_s(high, n)), min(1.0, implied_s(max(low, 1e-9), n))  # s means something in 0..1 only
 
 
 def s_range_line(s: float, speedup: float, n: float, spread: float) -> str:
