@@ -68,3 +68,24 @@ def test_the_answer_names_a_verdict_that_did_not_hold():
 def test_the_idle_share_is_the_median_of_each_runs_round_against_its_compute():
     idle, round_ms, compute = T.idle_share([fake_run("sync", 1.0, 1.0, round_ms=20.0, compute_ms=15.0)], 2)
     assert idle == pytest.approx(0.25) and round_ms == pytest.approx(20.0) and compute == 15.0
+
+
+def test_a_refused_verdict_prints_no_figure_in_the_answer_nor_in_the_table(tmp_path, capsys, monkeypatch):
+    """The busy-machine refusal moved with the report: its verdict line says why, the answer and the table's
+    async/sync column give no figure for it (n/m), and the other factor's verdict still reads."""
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
+    real = measure.verdict
+
+    def refusing(a, b, **kw):
+        if kw["claim"] != "async vs sync, no straggler":
+            return real(a, b, **kw)
+        return measure.Verdict(kw["claim"], kw["expected"], 1.39, 1.2, 1.5, measure.CANNOT_SEE, 5, lab="08",
+                               workload=kw["workload"], reason="other programs used 1.1 of 2 cores while it was measured")
+    monkeypatch.setattr(measure, "verdict", refusing)
+    T.report(runs_of_from(fake_runs()), [1.0, 4.0], 2, 128, 48, tmp_path, True)
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("1 "))
+    assert "n/m" in row and "1.09x" not in row and "1.39" not in text
+    assert "with no straggler: cannot be seen here" in " ".join(text.split())
+    assert "reading: theory's bound" not in text  # no reading of a figure the verdict refused
+    assert "2.47x" in text.splitlines()[0]

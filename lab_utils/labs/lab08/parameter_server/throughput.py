@@ -69,7 +69,8 @@ def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results
         idle, round_ms, slowest_ms = idle_share(sync1, n_workers)
         free_messages = idle <= IDLE_TIE
     idle_gain = idle / (1 - idle)  # async ahead by this much when sync pays the idle share and async overlaps it
-    rows, spreads, theory, bounded, compute_of, notes = [], [], {}, set(), {}, []
+    rows: list[tuple] = []
+    spreads, theory, bounded, compute_of, notes = [], {}, set(), {}, []
     for f in factors:
         ratio = measure.paired_median(rates[("async", f)], rates[("sync", f)], higher_is_better=True)
         spreads += [measure.spread(rates[("sync", f)]), measure.spread(rates[("async", f)])]
@@ -105,10 +106,10 @@ def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results
                          f"gives {own_bound:.2f}x: " + ("the unequal workers explain the gap" if ratio <= own_bound * 1.25
                                                         else "still below (noted above): the server's time and the "
                                                              "shared cores are left out"))
-        rows.append(measure.flagged(
-            f"{f:>11g} {slowdown:>8.2f}x {median[('sync', f)] / batch:>12,.1f} {median[('async', f)] / batch:>13,.1f} "
-            f"{ratio:>10.2f}x {('≤' if f in bounded else '') + f'{theory[f]:.2f}x':>7}   "
-            f"{', '.join(f'{c:.2f}' for c in compute)}", flags))
+        rows.append((f, f"{f:>11g} {slowdown:>8.2f}x {median[('sync', f)] / batch:>12,.1f} "
+                        f"{median[('async', f)] / batch:>13,.1f} ", f"{ratio:>10.2f}x",
+                     f" {('≤' if f in bounded else '') + f'{theory[f]:.2f}x':>7}   "
+                     f"{', '.join(f'{c:.2f}' for c in compute)}", flags))
     if factors[0] == 1:  # the direction (idle share above 10 %) or the bound itself (at most 10 %)
         extra: dict[str, Any] = dict(upper=True, no_worse_than=idle_gain) if free_messages else {}
         out.verdicts[1.0] = measure.verdict(
@@ -128,10 +129,11 @@ def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results
     print(measure.lines.wrap(f"throughput runs: {gradients} gradients of {batch} procedural 28x28 images each"))
     print(f"{'straggler k':>11} {'slowdown':>9} {'sync grad/s':>12} {'async grad/s':>13} {'async/sync':>11} "
           f"{'theory':>7}   compute ms per gradient")
-    for row in rows:
-        print(row)
+    for f, head, figure, tail, flags in rows:  # a refused verdict's figure is not printed here either: n/m
+        refused = f in out.verdicts and out.verdicts[f].verdict == measure.CANNOT_SEE
+        print(measure.flagged(head + (f"{'n/m':>11}" if refused else figure) + tail, flags))
     print("grad/s: gradients the server applied per second\nslowdown: the straggler's iteration over its busy time\n"
-          "async/sync: the verdict's figure (the median of the paired rounds' ratios)\n"
+          "async/sync: the verdict's figure (the median of the paired rounds' ratios; n/m: its verdict refused)\n"
           "theory: the free-message model" + (" (k = 1, ≤: the idle-share bound, below)" if bounded else "") + "\n"
           f"compute ms per gradient: worker 1 .. {n_workers}, the median of the sync runs")
     if factors[0] == 1:
