@@ -85,3 +85,13 @@ def test_the_per_tensor_cost_is_set_against_the_time_horovod_style_lost():
     assert readout.per_tensor_cost_line(quiet_rows()[:3], 12, 0.256e-3) == ""  # no lab 03 rows
     assert "explains" in readout.per_tensor_cost_line(quiet_rows(), 12, 1.5e-3) and "does not time" not in \
         readout.per_tensor_cost_line(quiet_rows(), 12, 1.5e-3)
+
+
+def test_the_summary_opens_with_the_tables_answer_said_to_come_from_above():
+    """Issue 51: a summary answers the lab's question in one sentence; a figure printed twice says '(from above)'."""
+    import nbformat
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    table = next(c.source for c in cells if c.cell_type == "code" and "report.scaling(compared)" in c.source)
+    summary = next(c.source for c in cells if c.cell_type == "code" and "best = report.best_speedup(mine)" in c.source)
+    assert "answer = readout.split_answer(shown_rows)" in table
+    assert '"answer (from the table above):"' in summary and summary.index("if answer:") < summary.index("print(f\"{len(rows)}")
