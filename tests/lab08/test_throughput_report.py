@@ -37,6 +37,7 @@ def test_the_answer_comes_first_with_the_verdicts_figures_and_theory(tmp_path, c
     out = T.report(runs_of_from(fake_runs()), [1.0, 4.0], 2, 128, 48, tmp_path, True)
     text = capsys.readouterr().out
     first = text.splitlines()[0]
+    assert out.answer.startswith(first)  # the summary repeats it, from above
     assert first.startswith("answer: async applied 1.09x as many gradients per second as sync with no straggler")
     assert "2.47x with a 4x straggler" in " ".join(text.split()) and "at most 1.27x and 2.50x" in " ".join(text.split())
     assert set(out.verdicts) == {1.0, 4.0} and out.verdicts[4.0].ratio == pytest.approx(2.47, abs=0.01)
@@ -89,3 +90,12 @@ def test_a_refused_verdict_prints_no_figure_in_the_answer_nor_in_the_table(tmp_p
     assert "with no straggler: cannot be seen here" in " ".join(text.split())
     assert "reading: theory's bound" not in text  # no reading of a figure the verdict refused
     assert "2.47x" in text.splitlines()[0]
+
+
+def test_the_summary_opens_with_both_answers_from_above():
+    """Issue 51: the summary answers the lab's questions in one sentence each, said to come from above."""
+    import nbformat
+    cells = nbformat.read("solutions/08_sync_async.ipynb", 4).cells
+    summary = next(c.source for c in cells if c.cell_type == "code" and "each claim's outcome" in c.source)
+    assert summary.index('"throughput (from above):"') < summary.index('"accuracy (from above): "') < \
+        summary.index("workers + 1 server")

@@ -21,6 +21,7 @@ class Throughput:
     flags: dict = field(default_factory=dict)  # straggler factor -> the table row's flags
     rates: dict = field(default_factory=dict)  # (mode, factor) -> samples/s of each run
     share_of: dict = field(default_factory=dict)  # factor -> each worker's share of its core (sync medians)
+    answer: str = ""  # the section's answer, as printed first (the summary repeats it, from above)
 
 
 def idle_share(sync_runs: list, n_workers: int) -> tuple[float, float, float]:
@@ -125,7 +126,8 @@ def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results
             expected="async applies more gradients per second").record(results_dir)
 
     if out.verdicts:
-        print(measure.lines.wrap(headline(out.verdicts, theory, bounded)))
+        out.answer = headline(out.verdicts, theory, bounded)
+        print(measure.lines.wrap(out.answer))
     print(measure.lines.wrap(f"throughput runs: {gradients} gradients of {batch} procedural 28x28 images each"))
     print(f"{'straggler k':>11} {'slowdown':>9} {'sync grad/s':>12} {'async grad/s':>13} {'async/sync':>11} "
           f"{'theory':>7}   compute ms per gradient")
