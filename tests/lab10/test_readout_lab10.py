@@ -68,7 +68,9 @@ def test_amdahls_fit_prints_its_row_the_rows_beside_it_the_rule_and_how_precise_
     spread = [replace(c.row, spread=0.2) for c in quiet_rows()]  # every rate's repeats spread 20 %
     baselines = {r.lab: r for r in spread if r.world_size == 1 and (r.threads or 1) == 1}
     rows = [report.Compared(r, baselines[r.lab]) for r in spread]
-    candidates, per_machine, serial, configuration, twins = readout.amdahl_fits(rows, "")
+    from lab_utils.labs.lab10 import lesson
+    candidates, per_machine, serial, configuration, twins = readout.amdahl_fits(rows, "", (
+        lesson.amdahl_rows, lesson.one_configuration, lesson.speedup_spread, lesson.speedups_apart, lesson.spread_said))
     text = capsys.readouterr().out
     assert len(serial) == 1 and list(configuration.values())[0].startswith("lab 02 ddp")
     assert "rule: the fit reads the row whose speedup moves least" in " ".join(text.split())

@@ -140,7 +140,7 @@ def test_one_setup_timed_by_two_labs_the_fit_reads_the_row_whose_speedup_moves_l
     from lab_utils.labs.lab10 import readout  # the fit's report moved there (issue 51: plumbing out of the cell)
     fits = open(readout.__file__).read()
     assert "then the lower lab" not in source + fits and "rule: the fit reads the row whose speedup moves least" in fits
-    assert "readout.amdahl_fits(compared, hw.host)" in source
+    assert "readout.amdahl_fits(\n    compared, hw.host, (amdahl_rows, one_configuration" in source
     assert "fitted is best or fitted in report.same_setup(best, mine)" in source  # the summary quotes the fit's row
 
 

@@ -82,11 +82,13 @@ def s_range_line(s: float, speedup: float, n: float, spread: float) -> str:
             "projects, as that rough")
 
 
-def amdahl_fits(compared, this_host: str):
+def amdahl_fits(compared, this_host: str, lesson):
     """Print Amdahl's fit per machine (one configuration's rows, the rows left beside it with their own s, one setup
-    timed by two labs); return (candidates, per_machine, serial, configuration, twin_projection) for the cells after."""
+    timed by two labs); return (candidates, per_machine, serial, configuration, twin_projection) for the cells after.
+    `lesson`: the notebook's own functions (amdahl_rows, one_configuration, speedup_spread, speedups_apart,
+    spread_said), passed in: a core module imports no generated lesson."""
     from ... import measure, report
-    from .lesson import amdahl_rows, one_configuration, speedup_spread, speedups_apart, spread_said
+    amdahl_rows, one_configuration, speedup_spread, speedups_apart, spread_said = lesson
 
     candidates, left_out = amdahl_rows(compared)  # every plausible data-parallel row, per machine
     per_machine, serial, configuration = {}, {}, {}  # the rows of the one configuration fitted, per machine
