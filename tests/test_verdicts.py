@@ -908,3 +908,13 @@ def test_an_extra_work_cost_claim_too_noisy_to_test_prints_its_own_threshold_and
     won = measure.decide([1.6, 1.5, 1.9, 1.4, 2.3, 1.5, 0.6], claim="c", expected="A costs under 2 %", no_worse_than=0.02,
                          extra_work=True, timed=False)
     assert won.verdict == measure.UNDECIDED  # a wide range above 1 from the side doing more work decides nothing
+
+
+def test_a_cost_claims_threshold_says_it_is_one_over_one_plus_the_cost():
+    """Learner s11r2g, lab 08: "no worse by more than 8%" beside "lies above 0.93": a learner reads 8 % worse as 0.92
+    and the range's 0.92 as on the limit; the threshold names its source, 1/1.08."""
+    said = measure.decide([0.96, 0.92, 0.97, 0.95, 0.96], claim="A vs B", expected="e", no_worse_than=0.05)
+    assert "no worse by more than 8%'" in str(said)
+    assert "lies above 0.93 (= 1/1.08);" in " ".join(str(said).split())
+    upper = measure.decide([1.05, 1.1, 1.08, 1.07, 1.06], claim="A vs B", expected="e", no_worse_than=0.3, upper=True)
+    assert "(= 1/" not in str(upper)  # an upper bound is the lead itself, 1 + lead

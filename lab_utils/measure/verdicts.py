@@ -143,7 +143,8 @@ class Verdict:
         side = "below" if self.upper else "above"
         direction = self.direction()
         meaning = (f"{direction}; it holds while the whole range lies {side} "
-                   f"{shown(self.holds_from, (self.low, self.high))}" if self.holds_from is not None else direction)
+                   f"{shown(self.holds_from, (self.low, self.high))}{self._threshold_source()}"
+                   if self.holds_from is not None else direction)
         own = f"{CANNOT_SEE}: {self.reason}"
         notes = [n for n in self.notes.replace(own, "").split("; ") if n]  # the reason itself may hold "; "
         claim = f"{self.claim} [{self.workload}]" if self.workload else self.claim
@@ -190,6 +191,13 @@ class Verdict:
         if cost < 0.005:  # MAX_RESTATED exceeded: no cost claim is tested, a win is the only outcome that decides
             return f"too noisy to test a cost up to {MAX_RESTATED:.0%}: only a win could decide"  # the note says why
         return f"tested as 'no worse by more than {cost:.0%}'"
+
+    def _threshold_source(self) -> str:
+        """' (= 1/1.08)' where a cost claim's threshold is 1/(1 + cost): a learner reads 8 % worse as 0.92 (issue 51)."""
+        if self.upper or not self.holds_from or self.holds_from >= 1:
+            return ""
+        cost = round(100 * (1 / self.holds_from - 1))
+        return f" (= 1/{1 + cost / 100:.2f})" if abs(1 / (1 + cost / 100) - self.holds_from) < 1e-3 else ""
 
     def _restated(self) -> str:
         """'; restated weaker, see the note' where the pairs' noise made the claim tested weaker than the prediction."""

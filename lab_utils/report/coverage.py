@@ -106,29 +106,34 @@ def one_process_baselines(rows: list[Result]) -> list[str]:
         if len({r.lab for r in group}) < 2:
             continue
         group = sorted(group, key=lambda r: r.lab)
-        way = {r.lab: _timed_in([o for o in rows if o.lab == r.lab and o.workload == r.workload]) for r in group}
+        way = {id(r): _timed_in([o for o in rows if o.lab == r.lab and o.workload == r.workload]) for r in group}
         unit = group[0].rate or "samples/s"
+        twice = {r.lab for r in group if sum(o.lab == r.lab for o in group) > 1}  # a lab with two rows: name each
         named = ", ".join(f"lab {r.lab} {r.samples_per_s:,.0f} "
-                          f"({'launched' if way[r.lab] == 'launched' else 'in the kernel'})" for r in group)
+                          f"({'launched' if way[id(r)] == 'launched' else 'in the kernel'}"
+                          + (f", {r.workload.split(' ', 1)[-1]}" if r.lab in twice else "") + ")" for r in group)
         what = workloads.named(group[0].workload).at(group[0].batch_size)
         lines.append(f"one workload, {len(group)} one-process baselines ({what}, 1 thread, {unit}): {named}; each "
                      "speedup above reads against the baseline of its own lab")
         fast, slow = max(group, key=lambda r: r.samples_per_s), min(group, key=lambda r: r.samples_per_s)
         why = []
-        kernel = [r for r in group if way[r.lab] == "kernel"]
-        launched = [r for r in group if way[r.lab] == "launched"]
+        kernel = [r for r in group if way[id(r)] == "kernel"]
+        launched = [r for r in group if way[id(r)] == "launched"]
         if kernel and launched:
             k = statistics.median(r.samples_per_s for r in kernel)
             la = statistics.median(r.samples_per_s for r in launched)
-            why.append(f"the notebook's kernel and a launched process run the step with the same allocator "
-                       f"(lab_utils fixes it), but are {LEFT_APART} (lab 03 compares the two): "
-                       f"here the launched rows (their median) ran "
-                       f"{max(k, la) / min(k, la):.2f}x {'slower' if la < k else 'faster'} than the kernel's")
+            why.append(f"the launched rows (their median) ran {max(k, la) / min(k, la):.2f}x "
+                       f"{'slower' if la < k else 'faster'} than the kernel's (the same allocator, but "
+                       f"{LEFT_APART}; lab 03 compares the two)")
         for same in (kernel, launched):
             if len(same) > 1:
                 a, b = max(same, key=lambda r: r.samples_per_s), min(same, key=lambda r: r.samples_per_s)
                 apart = a.samples_per_s * (1 - (a.spread or 0) / 2) > b.samples_per_s * (1 + (b.spread or 0) / 2)
-                why.append(f"{lab_names([r.lab for r in same])}, timed alike minutes apart: "
+                labs = sorted({r.lab for r in same})
+                named_labs = lab_names(labs) if len(labs) == len(same) else lab_names(
+                    [f"{lab} ({sum(r.lab == lab for r in same)} rows)" if sum(r.lab == lab for r in same) > 1 else lab
+                     for lab in labs])
+                why.append(f"{named_labs}, timed alike minutes apart: "
                            f"{a.samples_per_s / b.samples_per_s:.2f}x, "
                            + ("beyond" if apart else "within") + " their repeats' spreads ("
                            + ", ".join(f"{r.spread:.0%}" if r.spread is not None else "none" for r in same) + ")")

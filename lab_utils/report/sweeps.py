@@ -161,8 +161,11 @@ def allreduce_share(step_s: float, alone_s: float, in_step_s: float) -> str:
         return f"{seconds * 1e3:.2f} ms ({seconds / step_s * 100:.0f} %)"
 
     whole = f"a step took {step_s * 1e3:.2f} ms (median), of which {part(in_step_s)} in the gradient all-reduce"
+    if in_step_s < alone_s / 1.1:  # below its time alone: two launches' figures, no waiting to split off
+        return (f"{whole}: {alone_s / in_step_s:.1f}x below its time alone ({alone_s * 1e3:.2f} ms, another launch): "
+                "no waiting for a slower rank shows, so all of it the transfer")
     if in_step_s <= WAITING_SHOWN * alone_s:
-        return f"{whole}: about its time alone ({alone_s * 1e3:.2f} ms), so mostly the transfer"
+        return f"{whole}: within 1.5x of its time alone ({alone_s * 1e3:.2f} ms), so mostly the transfer"
     return (f"{whole}: {part(alone_s)} the transfer (its time alone, {in_step_s / alone_s:.1f}x less) and "
             f"{part(in_step_s - alone_s)} waiting for the slower rank, which more bandwidth would not shorten")
 

@@ -36,7 +36,8 @@ def timed_by_both(shared):
         if len(labs) == 2:
             (a, ra), (b, rb) = sorted(labs.items())
             lines.append(f"{f'{strategy} {ra.variant}'.strip()}, timed by both: {ra.samples_per_s:,.0f} (lab {a}) vs "
-                         f"{rb.samples_per_s:,.0f} (lab {b}) samples/s, {abs(rb.samples_per_s / ra.samples_per_s - 1):.0%} apart")
+                         f"{rb.samples_per_s:,.0f} (lab {b}) samples/s, "
+                         f"{max(ra.samples_per_s, rb.samples_per_s) / min(ra.samples_per_s, rb.samples_per_s):.2f}x apart")
     return lines
 
 
@@ -89,7 +90,7 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
 
 def alone_vs_fit(alone_s, fit_s, factor=2.0):
     """The all-reduce alone against the sweep's fit at the same bytes: both time bursts, so a gap is the launch."""
-    said = f"the sweep's fit gives {fit_s * 1e3:.2f} ms for these bytes, the launch above {alone_s * 1e3:.2f} ms"
+    said = f"alone {alone_s * 1e3:.2f} ms, the sweep's fit {fit_s * 1e3:.2f} ms"
     if max(alone_s / fit_s, fit_s / alone_s) <= factor:
         return f"{said}: within {factor:g}x, one figure for the transfer"
     return (f"{said}, {alone_s / fit_s:.1f}x: both time bursts of calls, so what differs is the launch (a small "

@@ -13,6 +13,7 @@ are its notebook's: lab_utils.labs.lab08.lesson), one idea per module:
 - `plots`: accuracy, staleness and throughput figures;
 - `readout`: short lines about lab 08's verdicts (the summary's, a median above theory's bound);
 - `rules`: the server's update and damped rate, which the exercises ask for (hidden from the notebook's code);
+- `throughput`: the stragglers section's report (its answer first, the table, the verdicts, the details);
 - `tf_cluster`: TensorFlow's ParameterServerStrategy servers in one process.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .config import MODEL, MODES, PSConfig
 from .hogwild import ShareWithRanks, hogwild_result, shared, watch
 from .plots import plot_accuracy, plot_staleness, plot_throughput
 from .ranks import interleaved, pin_server_beside_worker_1, run
-from .readout import (above_bound_line, bound_line, cause_line, core_share_line, explained, iteration_line, overlap_line,
+from .readout import (above_bound_line, bound_line, cause_line, gap_pointer, core_share_line, explained, iteration_line, overlap_line,
                       straggler_count_line, nearest, order_line,
                       others_share_line, restated_within_line, summary_line)
 from .record import RunRecord, round_seconds
@@ -33,10 +34,11 @@ from .shards import build_model, dataset_split, global_batch, initial_weights, i
 from .staleness import CHANCE, chance_of, rank_correlation, staleness_by_worker
 from .straggler import Straggler, straggle
 from .tf_cluster import tf_in_process_cluster
+from . import throughput
 
-__all__ = ["LATE", "average_and_apply", "damped_lr", "above_bound_line", "bound_line", "overlap_line", "core_share_line", "iteration_line", "explained", "straggler_count_line", "others_share_line", "nearest", "cause_line", "order_line", "restated_within_line", "round_seconds", "summary_line", "MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
+__all__ = ["LATE", "average_and_apply", "damped_lr", "above_bound_line", "bound_line", "overlap_line", "core_share_line", "iteration_line", "explained", "straggler_count_line", "others_share_line", "nearest", "cause_line", "gap_pointer", "order_line", "restated_within_line", "round_seconds", "summary_line", "MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
            "build_model", "clocks_legend", "dataset_split", "diverged", "divergence_flags", "first_reaching", "late_accuracy", "global_batch",
            "hogwild_result", "initial_weights", "input_shape", "interleaved", "pin_server_beside_worker_1",
            "plot_accuracy", "plot_staleness", "plot_throughput", "rank_correlation", "CHANCE", "chance_of", "run", "shared",
-           "single_process_weights", "staleness_by_worker", "straggle", "tf_in_process_cluster", "watch",
+           "single_process_weights", "staleness_by_worker", "straggle", "tf_in_process_cluster", "throughput", "watch",
            "worker_batch"]

@@ -1,0 +1,180 @@
+"""Lab 10's one-sentence answers, computed from the table's rows and the fits: which way of splitting a batch pays
+here (under the main table), and how far the two projections lie apart and why (under the projections)."""
+from __future__ import annotations
+
+WORKLOAD = "CNN-3conv/synthetic28 step"  # the model all three ways split (labs 02 and 03), one batch, 2 ranks
+SPLITS = (("dp", "DataParallel"), ("ddp", "DDP"), ("horovod-style", "Horovod-style"))
+
+
+def _readable(c) -> bool:
+    """A row with a speedup the table prints as a result: not a baseline, not refused, not n/m, not flagged."""
+    return not (c.is_baseline or c.speedup is None or c.refused or c.not_measurable or getattr(c, "flags", ()))
+
+
+def split_answer(compared, batch: int = 256, ranks: int = 2) -> str:
+    """'answer: one batch of 256 over 2 ranks: DataParallel 1.67x (lab 02), ...' with one process's threads beside
+    them and theory's reason Horovod-style trails DDP; '' where the table holds none of the three."""
+    def ours(c, readable=True) -> bool:
+        return (c.row.batch_size == batch and c.row.workload.startswith(WORKLOAD) and not c.is_baseline
+                and _readable(c) == readable)
+
+    picked: dict[str, list[str]] = {}
+    for c in sorted((c for c in compared if ours(c) and c.row.world_size == ranks), key=lambda c: c.row.lab):
+        name = dict(SPLITS).get(c.row.strategy)
+        if name:
+            picked.setdefault(name, []).append(f"{c.speedup:.2f}x (lab {c.row.lab})")
+    unread = sorted({f"{dict(SPLITS)[c.row.strategy]} (lab {c.row.lab})" for c in compared
+                     if ours(c, readable=False) and c.row.world_size == ranks and c.row.strategy in dict(SPLITS)})
+    if not picked:
+        return ""
+    threads = [f"{c.speedup:.2f}x (lab {c.row.lab})" for c in compared
+               if ours(c) and c.row.world_size == 1 and (c.row.threads or 1) == ranks]
+    said = "; ".join(f"{name} {' and '.join(picked[name])}" for _, name in SPLITS if name in picked)
+    best = max(((float(f.split('x')[0]), name) for name, figs in picked.items() for f in figs))[1]
+    text = (f"answer: one batch of {batch} split over {ranks} ranks, speedup over its lab's one process: {said}; "
+            f"highest here: {best}")
+    if threads:
+        text += f"; one process with {ranks} threads, no split: {' and '.join(threads)}"
+    if unread:  # n/m, refused or flagged in the table: no figure of theirs is an answer
+        text += f"; not read here (n/m or [!] in the table): {', '.join(unread)}"
+    if "Horovod-style" in picked and "DDP" in picked:
+        text += (". Theory for Horovod-style's place (lab 03): it all-reduces each gradient tensor in a call of "
+                 "its own, each paying a call's fixed cost, where DDP sends them all in one bucket (section "
+                 "Communication against compute computes how much of the gap that explains)")
+    return text
+
+
+def implied_s(speedup: float, n: float) -> float:
+    """The serial fraction Amdahl's law gives one speedup on n devices: (1/S - 1/n) / (1 - 1/n)."""
+    return (1 / speedup - 1 / n) / (1 - 1 / n)
+
+
+def projections_apart(n: int, amdahl: float, compute_ar: float, m: float, measured: float, model_m: float) -> str:
+    """Why Amdahl's projection and compute+all-reduce's differ on n devices, computed: at the fitted device count m,
+    each as a serial fraction (the measured row's s against the one compute+all-reduce's own figure implies); what
+    the model leaves out, Amdahl carries to n devices."""
+    s, s_model = implied_s(measured, m), implied_s(model_m, m)
+    return (f"why the two differ on {n} devices ({amdahl:.2f}x vs {compute_ar:.2f}x): on {m:g} the row measured "
+            f"{measured:.2f}x, compute+AR predicts {model_m:.2f}x; as serial fractions, s = {s:.3f} measured, "
+            f"{s_model:.3f} in the model (one rank's compute and the all-reduce"
+            + ("; below 0: one rank's share ran faster per image than the whole batch" if s_model < 0 else "")
+            + f"): the other {s - s_model:.3f} is time the measured step lost that the model leaves out, and Amdahl "
+            "carries it to more devices")
+
+
+def s_range(speedup: float, n: float, spread: float) -> tuple[float, float] | None:
+    """The serial fraction's range where one row's speedup moves by `spread` with its repeats (half each way); None
+    where the spread is unknown (inf)."""
+    if spread == float("inf"):
+        return None
+    low, high = speedup * (1 - spread / 2), speedup * (1 + spread / 2)
+    return max(0.0, implied_s(high, n)), min(1.0, implied_s(max(low, 1e-9), n))  # s means something in 0..1 only
+
+
+def s_range_line(s: float, speedup: float, n: float, spread: float) -> str:
+    """'  s = 0.252 moves with its row's speedup: 0.02-0.61 ...' for a fit to one row (learner s11r2g: s read as
+    precise beside speedups that spread ~50 %); '' where the spread is unknown."""
+    span = s_range(speedup, n, spread)
+    if span is None:
+        return ""
+    return (f"  how precise: the row's speedup moves {spread:.0%} with its repeats (its rate's spread plus its "
+            f"baseline's), so s = {s:.3f} could lie anywhere in {span[0]:.2f}-{span[1]:.2f}: read it, and what it "
+            "projects, as that rough")
+
+
+def amdahl_fits(compared, this_host: str, lesson):
+    """Print Amdahl's fit per machine (one configuration's rows, the rows left beside it with their own s, one setup
+    timed by two labs); return (candidates, per_machine, serial, configuration, twin_projection) for the cells after.
+    `lesson`: the notebook's own functions (amdahl_rows, one_configuration, speedup_spread, speedups_apart,
+    spread_said), passed in: a core module imports no generated lesson."""
+    from ... import measure, report
+    amdahl_rows, one_configuration, speedup_spread, speedups_apart, spread_said = lesson
+
+    candidates, left_out = amdahl_rows(compared)  # every plausible data-parallel row, per machine
+    per_machine, serial, configuration = {}, {}, {}  # the rows of the one configuration fitted, per machine
+    twin_projection = {}  # per machine: (lab, its projection on 4) of the fitted setup timed by another lab
+    for host, chosen in candidates.items():
+        name = "this machine" if host == this_host else host
+        per_machine[host], others = one_configuration(chosen)
+        first = per_machine[host][0].row
+        configuration[name] = f"lab {first.lab} {first.strategy} on {first.workload}, batch {first.batch_size}"
+        points = [(c.hardware_ratio, c.speedup) for c in per_machine[host]]
+        serial[name] = report.serial_fit(points)
+        counts = sorted({n for n, _ in points})
+        print(measure.flagged(measure.short_lines(
+            f"{name}: Amdahl fit to {configuration[name]} ({len(points)} row(s), "
+            f"{' and '.join(f'{n:g}' for n in counts)}x the hardware): serial fraction "
+            f"{serial[name].describe()}"), serial[name].flags))  # own s outside 0..1: a note, or [!]
+        for c, (n, sp) in zip(per_machine[host], points):
+            print(measure.short_lines(f"  lab {c.row.lab} {c.row.strategy} {c.row.variant}, batch {c.row.batch_size}: {sp:.2f}x on {n:g}x the "
+                  "hardware" + "".join(f"\n    note: {note}" for note in c.notes)))  # a note is no implausibility
+        if len(counts) == 1:
+            print(measure.short_lines(f"  one device count ({counts[0]:g}x): s is what these rows lost there; it projects "
+                                      "Amdahl's law, it does not test it", indent="      "))
+        if len(points) == 1:  # one row: its s moves with that row's speedup
+            rough = s_range_line(serial[name].per_row[0], points[0][1], points[0][0],
+                                         speedup_spread(per_machine[host][0]))
+            if rough:
+                print(measure.short_lines(rough, indent="      "))
+        if others:  # not mixed in: another workload or strategy loses other things
+            print(measure.short_lines(
+                f"  not in the fit ({len(others)} row(s) of other configurations; each row's own s, and where it lies "
+                "in 0..1, what it projects on 4 devices):", indent="      "))
+            print(measure.short_lines(
+                f"  which s to believe: for {first.strategy} on this machine, the fit's; each row below describes only "
+                "its own strategy (how much more a Horovod-style all-reduce after the backward, or a framework's "
+                "workers, lose here), not this one", indent="      "))
+            for c in others:
+                own_s = report.serial_fit([(c.hardware_ratio, c.speedup)]).per_row[0]
+                print(measure.short_lines(f"    lab {c.row.lab} {c.row.strategy} {c.row.variant}, batch {c.row.batch_size} "
+                                          f"({c.row.workload}): {c.speedup:.2f}x on {c.hardware_ratio:g}x, s = {own_s:.3f}"
+                                          + (f" -> {report.amdahl_speedup(own_s, 4):.2f}x on 4" if 0 <= own_s <= 1 else ""),
+                                          indent="        "))
+            twins = [c for c in others if c.row.strategy == first.strategy and c.row.batch_size == first.batch_size
+                     and c.row.workload.split(" ")[0] == first.workload.split(" ")[0]]  # the same model, strategy, batch
+            if twins and 0 <= serial[name].per_row[0] <= 1:  # one setup, two labs: both projections, side by side
+                twin_s = report.serial_fit([(twins[0].hardware_ratio, twins[0].speedup)]).per_row[0]
+                theirs = (f"{report.amdahl_speedup(twin_s, 4):.2f}x" if 0 <= twin_s <= 1 else "none (its s lies outside 0..1)")
+                twin_projection[name] = (twins[0].row.lab, theirs)
+                fit_row, twin_row = per_machine[host][0], twins[0]
+                print(measure.short_lines(
+                    f"  {first.strategy} at batch {first.batch_size} on this model, timed by two labs: lab {first.lab} "
+                    f"{fit_row.speedup:.2f}x ({fit_row.row.samples_per_s:,.0f} samples/s over its one process's "
+                    f"{fit_row.baseline.samples_per_s:,.0f}), lab {twin_row.row.lab} {twin_row.speedup:.2f}x "
+                    f"({twin_row.row.samples_per_s:,.0f} over {twin_row.baseline.samples_per_s:,.0f}): the two rows "
+                    f"{speedups_apart(fit_row, twin_row)}, each divided by its own lab's one-process baseline", indent="      "))
+                print(measure.short_lines(
+                    f"  rule: the fit reads the row whose speedup moves least with its repeats (its rate's spread plus "
+                    f"its baseline's): lab {first.lab} {spread_said(fit_row)}, lab {twin_row.row.lab} "
+                    f"{spread_said(twin_row)}; it projects "
+                    f"{report.amdahl_speedup(serial[name].per_row[0], 4):.2f}x on 4 devices, lab {twin_row.row.lab}'s row "
+                    f"{theirs}", indent="      "))
+    for c in left_out:
+        print(measure.short_lines(f"left out (an impossible figure, flagged in the table): lab {c.row.lab} {c.row.strategy} {c.row.variant}, "
+              f"batch {c.row.batch_size}, {c.speedup:.2f}x on {c.hardware_ratio:g}x the hardware"))
+    return candidates, per_machine, serial, configuration, twin_projection
+
+
+def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256, ranks: int = 2) -> str:
+    """Theory's reason Horovod-style trails DDP (one all-reduce per gradient tensor, each paying a call's fixed cost),
+    computed: the extra calls at the fit's fixed cost against the time per step lab 03's Horovod-style row lost to its
+    DDP row; '' where the table lacks either row (or one is not read)."""
+    def rate(strategy):
+        return next((c.row.samples_per_s for c in compared if c.row.lab == "03" and c.row.strategy == strategy
+                     and c.row.world_size == ranks and c.row.batch_size == batch and not c.is_baseline
+                     and _readable(c)), None)
+
+    ddp, horovod = rate("ddp"), rate("horovod-style")
+    if not ddp or not horovod:
+        return ""
+    lost = batch / horovod - batch / ddp  # seconds per step, the whole batch
+    extra = (tensors - 1) * call_s
+    if lost <= 0:
+        return (f"Horovod-style (lab 03) was not slower than DDP here ({horovod:,.0f} vs {ddp:,.0f} samples/s): no "
+                "per-tensor cost to explain")
+    return (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes one; "
+            f"{tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms per step, "
+            f"of the {lost * 1e3:.1f} ms it lost to DDP (a batch of {batch} at {horovod:,.0f} vs {ddp:,.0f} "
+            f"samples/s): the fixed cost explains {min(extra / lost, 9.99):.0%} of it"
+            + ("" if extra >= 0.5 * lost else "; the rest is not the calls' fixed cost, and this lab does not time "
+               "what it is"))

@@ -1,0 +1,99 @@
+"""Lab 10's one-sentence answers (lab_utils.labs.lab10.readout) on fake rows: the table's question answered from its
+own rows, and why the two projections differ, computed (learner s11r2g, findings 1 and 7)."""
+import pytest
+
+from lab_utils import report
+from lab_utils.labs.lab10 import readout
+from lab_utils.measure import Result
+
+W2, W3 = "CNN-3conv/synthetic28 step, launched ranks", "CNN-3conv/synthetic28 step"
+
+
+def row(lab, strategy, ranks, rate, workload, threads=1, batch=256):
+    """One results row, as the labs record them."""
+    return Result(lab=lab, framework="torch", strategy=strategy, world_size=ranks, device="cpu", batch_size=batch,
+                  samples_per_s=rate, wall_s=1.0, workload=workload, threads=threads)
+
+
+def quiet_rows():
+    """The quiet run's rows of the three ways (learner s11r2g's figures), each lab with its own baseline."""
+    b2, b3 = row("02", "single", 1, 5921, W2), row("03", "single-process", 1, 5720, W3)
+    return [report.Compared(b2, b2), report.Compared(row("02", "ddp", 2, 9460, W2), b2),
+            report.Compared(row("02", "dp", 2, 9900, W2), b2), report.Compared(b3, b3),
+            report.Compared(row("03", "single-process", 1, 8387, W3, threads=2), b3),
+            report.Compared(row("03", "ddp", 2, 8881, W3), b3), report.Compared(row("03", "horovod-style", 2, 5996, W3), b3)]
+
+
+def test_the_split_answer_names_each_way_its_lab_the_threads_and_theorys_reason():
+    said = readout.split_answer(quiet_rows())
+    assert said.startswith("answer: one batch of 256 split over 2 ranks")
+    assert "DataParallel 1.67x (lab 02); DDP 1.60x (lab 02) and 1.55x (lab 03); Horovod-style 1.05x (lab 03)" in said
+    assert "highest here: DataParallel" in said and "2 threads, no split: 1.47x (lab 03)" in said
+    assert "one bucket" in said  # why Horovod-style trails: theory's, said as lab 03's
+
+
+def test_the_split_answer_leaves_out_refused_rows_and_says_nothing_without_the_three():
+    rows = quiet_rows()
+    rows[2] = report.Compared(rows[2].row, rows[2].baseline, refused="two ways of timing")
+    said = readout.split_answer(rows)
+    assert "DataParallel 1.67x" not in said and "highest here: DDP" in said
+    assert "not read here (n/m or [!] in the table): DataParallel (lab 02)" in said
+    assert readout.split_answer(quiet_rows()[:1]) == ""
+    assert "Theory for Horovod" not in readout.split_answer(quiet_rows()[:3])  # no Horovod-style row: no reason
+
+
+def test_the_projections_gap_is_computed_as_serial_fractions_at_the_fitted_count():
+    said = readout.projections_apart(4, 2.28, 3.32, 2, 1.60, 1.87)
+    assert "(2.28x vs 3.32x)" in said and "s = 0.250 measured, 0.070 in the model" in said
+    assert "the other 0.180" in said
+    assert readout.implied_s(1.60, 2) == pytest.approx(0.25)
+    faster = readout.projections_apart(4, 1.78, 3.24, 2, 1.41, 2.24)  # the model above 2x on 2 devices: s below 0
+    assert "-0.107 in the model" in faster and "below 0: one rank's share ran faster per image" in faster
+
+
+def test_a_one_row_fit_says_how_far_its_s_moves_with_the_rows_spread():
+    """Learner s11r2g, finding 8: s = 0.252 'no range' beside speedups that spread ~50 % with their repeats."""
+    low, high = readout.s_range(1.60, 2, 0.45)
+    assert low == pytest.approx(readout.implied_s(1.60 * 1.225, 2)) and high == pytest.approx(readout.implied_s(1.24, 2))
+    line = readout.s_range_line(0.252, 1.60, 2, 0.45)
+    assert "moves 45%" in line and f"{low:.2f}-{high:.2f}" in line and "s = 0.252" in line
+    assert readout.s_range_line(0.252, 1.60, 2, float("inf")) == ""
+    assert readout.s_range(1.41, 2, 0.64) == (pytest.approx(readout.implied_s(1.41 * 1.32, 2)), 1.0)  # s above 1: 1
+
+
+def test_amdahls_fit_prints_its_row_the_rows_beside_it_the_rule_and_how_precise_s_is(capsys):
+    """The fit's report, moved out of the notebook's cell (issue 51): one configuration fitted, the twin row of another
+    lab named with the rule that chose between them, and s's spread said (learner s11r2g, finding 8)."""
+    from dataclasses import replace
+    spread = [replace(c.row, spread=0.2) for c in quiet_rows()]  # every rate's repeats spread 20 %
+    baselines = {r.lab: r for r in spread if r.world_size == 1 and (r.threads or 1) == 1}
+    rows = [report.Compared(r, baselines[r.lab]) for r in spread]
+    from lab_utils.labs.lab10 import lesson
+    candidates, per_machine, serial, configuration, twins = readout.amdahl_fits(rows, "", (
+        lesson.amdahl_rows, lesson.one_configuration, lesson.speedup_spread, lesson.speedups_apart, lesson.spread_said))
+    text = capsys.readouterr().out
+    assert len(serial) == 1 and list(configuration.values())[0].startswith("lab 02 ddp")
+    assert "rule: the fit reads the row whose speedup moves least" in " ".join(text.split())
+    assert "how precise: the row's speedup moves 40%" in " ".join(text.split())
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_the_per_tensor_cost_is_set_against_the_time_horovod_style_lost():
+    """Learner s11r2g, finding 1: 'no line says why Horovod-style is so much slower than DDP': theory's reason (one
+    call per tensor), computed against the step time it lost, says how much of the gap it explains."""
+    said = readout.per_tensor_cost_line(quiet_rows(), 12, 0.256e-3)
+    assert "12 all-reduce calls per step" in said and "11 extra calls" in said and "2.8 ms per step" in said
+    assert "of the 13.9 ms it lost to DDP" in said and "explains 20% of it" in said and "this lab does not time" in said
+    assert readout.per_tensor_cost_line(quiet_rows()[:3], 12, 0.256e-3) == ""  # no lab 03 rows
+    assert "explains" in readout.per_tensor_cost_line(quiet_rows(), 12, 1.5e-3) and "does not time" not in \
+        readout.per_tensor_cost_line(quiet_rows(), 12, 1.5e-3)
+
+
+def test_the_summary_opens_with_the_tables_answer_said_to_come_from_above():
+    """Issue 51: a summary answers the lab's question in one sentence; a figure printed twice says '(from above)'."""
+    import nbformat
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    table = next(c.source for c in cells if c.cell_type == "code" and "report.scaling(compared)" in c.source)
+    summary = next(c.source for c in cells if c.cell_type == "code" and "best = report.best_speedup(mine)" in c.source)
+    assert "answer = readout.split_answer(shown_rows)" in table
+    assert '"answer (from the table above):"' in summary and summary.index("if answer:") < summary.index("print(f\"{len(rows)}")
