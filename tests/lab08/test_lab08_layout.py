@@ -25,8 +25,8 @@ def markdown_with(text):
 
 
 def test_each_prediction_comes_before_the_table_that_reads_it():
-    assert markdown_with("**What theory predicts.** A synchronous update waits") < code_with("parameter_server.throughput.report(")
-    assert markdown_with("How to read it.** The first line is the section's answer") > code_with("parameter_server.throughput.report(")
+    assert markdown_with("**What theory predicts.** A synchronous update waits") < code_with("parameter_server.throughput.throughput_report(")
+    assert markdown_with("How to read it.** The first line is the section's answer") > code_with("parameter_server.throughput.throughput_report(")
     assert markdown_with("### Staleness: who sends how many") < code_with("parameter_server.plot_staleness(")
     assert markdown_with("The **rank correlation** (Spearman's") < code_with("rank_correlation(")
     assert markdown_with("What theory predicts for its accuracy") < code_with("hogwild_verdict = measure.verdict(")

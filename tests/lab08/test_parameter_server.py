@@ -719,7 +719,7 @@ def test_the_no_straggler_verdict_is_read_in_every_outcome_against_the_bound_and
     missed = A.overlap_line(_verdict(measure.UNDECIDED, ratio=0.99), 1.28, 21.3, 17.0, 16.6)
     assert "21% below it" in missed and "within" not in missed
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
-    assert "parameter_server.throughput.report(" in source and "`reading:` line" in source
+    assert "parameter_server.throughput.throughput_report(" in source and "`reading:` line" in source
     from lab_utils.labs.lab08.parameter_server import throughput
     assert "overlap_line(" in open(throughput.__file__).read()  # the report reads it (issue 51: plumbing moved)
 

@@ -34,7 +34,7 @@ def fake_runs(scale=1.0, jitter=(1.0, 1.02, 0.98, 1.01, 0.99)):
 
 def test_the_answer_comes_first_with_the_verdicts_figures_and_theory(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
-    out = T.report(runs_of_from(fake_runs()), [1.0, 4.0], 2, 128, 48, tmp_path, True)
+    out = T.throughput_report(runs_of_from(fake_runs()), [1.0, 4.0], 2, 128, 48, tmp_path, True)
     text = capsys.readouterr().out
     first = text.splitlines()[0]
     assert out.answer.startswith(first)  # the summary repeats it, from above
@@ -51,17 +51,17 @@ def test_the_answer_comes_first_with_the_verdicts_figures_and_theory(tmp_path, c
 
 
 def test_a_refused_verdict_gives_no_figure_in_the_answer():
-    said = T.headline({1.0: measure.Verdict("c", "e", 1.5, 1.2, 1.8, measure.CANNOT_SEE, 5),
+    said = T.answer_line({1.0: measure.Verdict("c", "e", 1.5, 1.2, 1.8, measure.CANNOT_SEE, 5),
                        4.0: measure.Verdict("c", "e", 2.4, 2.2, 2.6, measure.HOLDS, 5)}, {1.0: 1.3, 4.0: 2.5}, {1.0})
     assert "1.50" not in said and "1.30" not in said
     assert said == ("answer: async applied 2.40x as many gradients per second as sync with a 4x straggler (theory: "
                     "2.50x; the verdict holds); with no straggler: cannot be seen here (its verdict below says why)")
-    alone = T.headline({1.0: measure.Verdict("c", "e", 1.5, 1.2, 1.8, measure.CANNOT_SEE, 5)}, {1.0: 1.3}, {1.0})
+    alone = T.answer_line({1.0: measure.Verdict("c", "e", 1.5, 1.2, 1.8, measure.CANNOT_SEE, 5)}, {1.0: 1.3}, {1.0})
     assert alone == "answer: async vs sync with no straggler: cannot be seen here (its verdict below says why)"
 
 
 def test_the_answer_names_a_verdict_that_did_not_hold():
-    said = T.headline({4.0: measure.Verdict("c", "e", 1.04, 0.9, 1.2, measure.UNDECIDED, 5)}, {4.0: 2.5}, set())
+    said = T.answer_line({4.0: measure.Verdict("c", "e", 1.04, 0.9, 1.2, measure.UNDECIDED, 5)}, {4.0: 2.5}, set())
     assert said == ("answer: async applied 1.04x as many gradients per second as sync with a 4x straggler "
                     "(theory: 2.50x; the verdict not distinguishable here)")
 
@@ -83,7 +83,7 @@ def test_a_refused_verdict_prints_no_figure_in_the_answer_nor_in_the_table(tmp_p
         return measure.Verdict(kw["claim"], kw["expected"], 1.39, 1.2, 1.5, measure.CANNOT_SEE, 5, lab="08",
                                workload=kw["workload"], reason="other programs used 1.1 of 2 cores while it was measured")
     monkeypatch.setattr(measure, "verdict", refusing)
-    T.report(runs_of_from(fake_runs()), [1.0, 4.0], 2, 128, 48, tmp_path, True)
+    T.throughput_report(runs_of_from(fake_runs()), [1.0, 4.0], 2, 128, 48, tmp_path, True)
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if line.lstrip().startswith("1 "))
     assert "n/m" in row and "1.09x" not in row and "1.39" not in text

@@ -33,7 +33,7 @@ def idle_share(sync_runs: list, n_workers: int) -> tuple[float, float, float]:
     return idle, statistics.median(round_ms), statistics.median(slowest_ms)
 
 
-def headline(verdicts: dict, theory: dict, bounded: set) -> str:
+def answer_line(verdicts: dict, theory: dict, bounded: set) -> str:
     """The section's answer in one sentence, from the verdicts' figures (a refused verdict gives none) and theory's."""
     def where(f):
         return "with no straggler" if f == 1 else f"with a {f:g}x straggler"
@@ -56,7 +56,7 @@ def headline(verdicts: dict, theory: dict, bounded: set) -> str:
     return text
 
 
-def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results_dir,
+def throughput_report(runs_of, factors, n_workers: int, batch: int, gradients: int, results_dir,
            server_shares_a_core: bool) -> Throughput:
     """Print the throughput section's output, its answer first; return the verdicts and figures for the summary."""
     out = Throughput()
@@ -126,7 +126,7 @@ def report(runs_of, factors, n_workers: int, batch: int, gradients: int, results
             expected="async applies more gradients per second").record(results_dir)
 
     if out.verdicts:
-        out.answer = headline(out.verdicts, theory, bounded)
+        out.answer = answer_line(out.verdicts, theory, bounded)
         print(measure.lines.wrap(out.answer))
     print(measure.lines.wrap(f"throughput runs: {gradients} gradients of {batch} procedural 28x28 images each"))
     print(f"{'straggler k':>11} {'slowdown':>9} {'sync grad/s':>12} {'async grad/s':>13} {'async/sync':>11} "
