@@ -176,6 +176,21 @@ def test_staleness_first_gradient_fresh_and_all_zeros_are_named():
     assert_wrong(staleness_from_order, "got only zeros")
 
 
+def test_staleness_returned_as_a_tuple_is_named():
+    """Learner s12r3g, finding 12: `return tuple(out)` passed, then the lab's `== r["staleness"]` (a list) printed
+    False with no explanation."""
+    def staleness_from_order(order):
+        version, pulled, out = 0, {}, []
+        for w in order:
+            out.append(version - pulled.get(w, 0))
+            version += 1
+            pulled[w] = version
+        return tuple(out)
+    assert_wrong(staleness_from_order, "returned a tuple: return a list")
+
+
+# ---- damped_lr -----------------------------------------------------------------------------------------------------
+
 def test_damped_lr_solution():
     assert_right(lesson08.damped_lr)
 

@@ -26,7 +26,7 @@ def markdown_with(text):
 
 def test_each_prediction_comes_before_the_table_that_reads_it():
     assert markdown_with("**What theory predicts.** A synchronous update waits") < code_with("parameter_server.throughput.throughput_report(")
-    assert markdown_with("How to read it.** The first line is the section's answer") > code_with("parameter_server.throughput.throughput_report(")
+    assert markdown_with("How to read it.** The first line is the section's answer") < code_with("parameter_server.throughput.throughput_report(")
     assert markdown_with("### Staleness: who sends how many") < code_with("parameter_server.plot_staleness(")
     assert markdown_with("The **rank correlation** (Spearman's") < code_with("rank_correlation(")
     assert markdown_with("What theory predicts for its accuracy") < code_with("hogwild_verdict = measure.verdict(")
@@ -59,7 +59,7 @@ def test_the_summary_says_why_the_damped_replays_can_decide_where_the_damped_run
     """Learner s11g, finding 7: runs 1.09x 'not distinguishable', replays 1.10x 'holds', listed one after the other
     in the summary without the reason the prose gives (each replay pairs with its own run: the scatter cancels)."""
     summary = next(source for kind, source in cells() if kind == "code" and "each claim's outcome" in source)
-    assert "if v is damped_replay_verdict" in summary and "pairs each run with its own replay" in summary
+    assert "if v is damped_replay_verdict" in summary and "each run paired with its own replay" in summary
 
 
 def test_samples_to_the_target_off_the_snapshot_grid_are_named_with_their_cause():

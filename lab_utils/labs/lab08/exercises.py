@@ -207,7 +207,9 @@ def _staleness_cases(rng):
 
 
 def _staleness_run(staleness_from_order, cases):
-    return [[int(s) for s in staleness_from_order(list(order))] for order in cases]
+    out = [staleness_from_order(list(order)) for order in cases]
+    kind = next((type(o).__name__ for o in out if not isinstance(o, list)), None)
+    return f"returned a {kind}" if kind else [[int(s) for s in o] for o in out]
 
 
 def _never_pulled(order):
@@ -225,6 +227,9 @@ def _pulled_before_update(order):
 
 
 def _staleness_judge(got, expected, cases):
+    if isinstance(got, str):  # learner s12r3g: a tuple passed, then the lab's list comparison printed False
+        return 0.0, (f"{got}: return a list (the server records staleness as a list, and the lab compares yours "
+                     "with it: a tuple never equals a list)")
     for g, e, order in zip(got, expected, cases):
         if g == e:
             continue

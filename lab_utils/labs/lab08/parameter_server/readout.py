@@ -38,7 +38,7 @@ def prediction_fate(verdict: measure.Verdict, predicted_cost: float | None) -> s
     if verdict.ratio < floor:
         d = digits_apart(verdict.ratio, floor)  # 0.9496 below 0.9524: never 'below' between two equal figures
         return (f"; the predicted {predicted_cost:.0%}: missed, its median {verdict.ratio:.{d}f}{verdict.unit} lies "
-                f"below {floor:.{d}f}{verdict.unit}")
+                f"below {floor:.{d}f}{verdict.unit} (= 1/{1 + predicted_cost:g}, a {predicted_cost:.0%} cost)")
     return f"; the predicted {predicted_cost:.0%} itself not tested here (these pairs scatter too much)"
 
 
@@ -152,8 +152,8 @@ def others_share_line(shares: list[float]) -> str:
     """Who took the rest of each worker's core while it computed: the server runs on worker 1's core only, so what
     the other workers lost went to other programs; worker 1's loss is the server's and other programs' together."""
     rest1, rest_o = _rest(shares[0]), _rest(statistics.median(shares[1:]))
-    text = (f"the rest of each core: worker 1's {rest1:.0%} went to the server and other programs (not split here),"
-            f"\n  the other(s)' {rest_o:.0%} to other programs only (the server is not on their core)")
+    text = (f"the rest of worker 1's core, {rest1:.0%}, went to the server and other programs (not split here)"
+            f"\n  the rest of the other(s)' cores, {rest_o:.0%}, went to other programs only (the server is not there)")
     if rest_o > max(0.10, rest1):
         text += "\n  so other programs on this machine, not the server, slowed the other(s) most"
     elif rest_o > 0.10:
@@ -234,6 +234,30 @@ def straggler_count_line(factor: float, counts: dict[int, int], workers: list[di
         f"{fast['iteration_ms'] - fast['compute_ms']:.2f})" + (", its core also runs the server" if server_on_1 else ""),
         f"the straggler stretches its own iteration, not worker 1's: {wall_s:.2f} / {wall_1:.2f} = {predicted:.2f}x;",
         explained(predicted, counted)])
+
+
+def staleness_count_line(factor: float, by_worker: dict[int, float], counts: dict[int, int]) -> str:
+    """The staleness section's prediction checked: the worker that sent fewest gradients is about as many versions
+    old as the others' gradients per gradient of its own (learner s12r3g: 1.91 printed twice, never said equal)."""
+    fewest = min(counts, key=counts.get)
+    if counts[fewest] == 0:
+        return ""
+    others = sum(n for w, n in counts.items() if w != fewest)
+    per_own, stale = others / counts[fewest], by_worker[fewest]
+    said = ("as predicted (within 10 %)" if per_own / 1.10 <= stale <= per_own * 1.10 else
+            f"not as predicted: {stale / per_own:.2f}x that ratio")
+    return (f"straggler x{factor:g}: worker {fewest} (fewest gradients) has mean staleness {stale:.2f}; the others "
+            f"sent {others}/{counts[fewest]} = {per_own:.2f} gradients per gradient of its own: {said}")
+
+
+def fell_back_line(rows: dict[str, tuple], target: float) -> str:
+    """Rows whose median run reached `target` at a snapshot but whose median late accuracy lies below it: one line
+    saying that a run can pass the target and fall back (late accuracy is the mean of the last snapshots); '' if none."""
+    fell = [row for row, (hit, late) in rows.items() if hit and late < target]
+    if not fell:
+        return ""
+    return (f"{', '.join(fell)}: reached {target:.0%} at a snapshot, yet its late accuracy lies below it: a run can "
+            "pass the target and fall back (late accuracy is the mean of its last snapshots)")
 
 
 def nearest(figures: dict[str, float], value: float) -> str:
