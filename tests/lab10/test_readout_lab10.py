@@ -28,7 +28,8 @@ def test_the_split_answer_names_each_way_its_lab_the_threads_and_theorys_reason(
     said = readout.split_answer(quiet_rows())
     assert said.startswith("answer: one batch of 256 split over 2 ranks")
     assert "DataParallel 1.67x (lab 02); DDP 1.60x (lab 02) and 1.55x (lab 03); Horovod-style 1.05x (lab 03)" in said
-    assert "highest here: DataParallel" in said and "2 threads, no split: 1.47x (lab 03)" in said
+    assert "lab 02 DataParallel 1.67x over DDP 1.60x; lab 03 DDP 1.55x over Horovod-style 1.05x" in said
+    assert "highest" not in said and "2 threads, no split: 1.47x (lab 03)" in said
     assert "one bucket" in said  # why Horovod-style trails: theory's, said as lab 03's
 
 
@@ -36,10 +37,25 @@ def test_the_split_answer_leaves_out_refused_rows_and_says_nothing_without_the_t
     rows = quiet_rows()
     rows[2] = report.Compared(rows[2].row, rows[2].baseline, refused="two ways of timing")
     said = readout.split_answer(rows)
-    assert "DataParallel 1.67x" not in said and "highest here: DDP" in said
+    assert "DataParallel 1.67x" not in said and "lab 03 DDP 1.55x over Horovod-style 1.05x" in said
+    assert "lab 02 " not in said.split("faster within each lab")[1]  # lab 02 has one readable way left: no ranking
     assert "not read here (n/m or [!] in the table): DataParallel (lab 02)" in said
     assert readout.split_answer(quiet_rows()[:1]) == ""
     assert "Theory for Horovod" not in readout.split_answer(quiet_rows()[:3])  # no Horovod-style row: no reason
+
+
+def test_the_split_answer_ranks_only_within_one_lab():
+    """Learner s12r3g, finding 1: 'highest here: DDP' held only because lab 03's baseline was lower than lab 02's;
+    within lab 02 DataParallel 1.65x beat DDP 1.55x."""
+    b2, b3 = row("02", "single", 1, 5940, W2), row("03", "single-process", 1, 5684, W3)
+    rows = [report.Compared(b2, b2), report.Compared(row("02", "ddp", 2, 9232, W2), b2),
+            report.Compared(row("02", "dp", 2, 9787, W2), b2), report.Compared(b3, b3),
+            report.Compared(row("03", "ddp", 2, 10385, W3), b3), report.Compared(row("03", "horovod-style", 2, 6798, W3), b3)]
+    said = readout.split_answer(rows)
+    assert "lab 02 DataParallel 1.65x over DDP 1.55x; lab 03 DDP 1.83x over Horovod-style 1.20x" in said
+    assert "highest here: DDP" not in said
+    alone = readout.split_answer(rows[:2] + rows[3:5])  # one way per lab: nothing to rank
+    assert "none is ranked" in alone
 
 
 def test_the_projections_gap_is_computed_as_serial_fractions_at_the_fitted_count():
@@ -83,7 +99,7 @@ def test_the_per_tensor_cost_is_set_against_the_time_horovod_style_lost():
     call per tensor), computed against the step time it lost, says how much of the gap it explains."""
     said = readout.per_tensor_cost_line(quiet_rows(), 12, 0.256e-3)
     assert "12 all-reduce calls per step" in said and "11 extra calls" in said and "2.8 ms per step" in said
-    assert "of the 13.9 ms it lost to DDP" in said and "explains 20% of it" in said and "this lab does not time" in said
+    assert "of the 13.9 ms it lost to DDP" in said and "explains 20% of it" in said and "none timed here" in said
     assert readout.per_tensor_cost_line(quiet_rows()[:3], 12, 0.256e-3) == ""  # no lab 03 rows
     assert "explains" in readout.per_tensor_cost_line(quiet_rows(), 12, 1.5e-3) and "does not time" not in \
         readout.per_tensor_cost_line(quiet_rows(), 12, 1.5e-3)
@@ -97,3 +113,31 @@ def test_the_summary_opens_with_the_tables_answer_said_to_come_from_above():
     summary = next(c.source for c in cells if c.cell_type == "code" and "best = report.best_speedup(mine)" in c.source)
     assert "answer = readout.split_answer(shown_rows)" in table
     assert '"answer (from the table above):"' in summary and summary.index("if answer:") < summary.index("print(f\"{len(rows)}")
+
+
+def test_the_ddp_step_names_what_compute_and_the_all_reduce_leave():
+    """Learner s12r3g, finding 5: 2.49 ms = 1.07 compute + 0.58 all-reduce + 0.84 ms unnamed."""
+    said = readout.step_rest_line(2.49e-3, 1.07e-3, 0.58e-3)
+    assert "the rest, 0.84 ms (34%)" in said and "optimizer step" in said
+    assert "account for the step" in readout.step_rest_line(1.7e-3, 1.1e-3, 0.58e-3)
+
+
+def test_the_per_tensor_line_names_theorys_candidates_for_the_rest():
+    """Learner s12r3g, finding 6: the fixed cost explained 19 % of the gap and nothing named the rest."""
+    b3 = row("03", "single-process", 1, 5684, W3)
+    rows = [report.Compared(b3, b3), report.Compared(row("03", "ddp", 2, 10385, W3), b3),
+            report.Compared(row("03", "horovod-style", 2, 6798, W3), b3)]
+    said = readout.per_tensor_cost_line(rows, 12, 0.229e-3)
+    assert "explains 19% of it" in said and "waits for the slower rank (12 waits" in said
+
+
+def test_a_one_row_amdahl_projection_carries_its_s_range():
+    """Learner s12r3g, finding 3: 's could lie anywhere in 0.00-0.43', then a bare 3.12x on 4 devices."""
+    from types import SimpleNamespace
+    fit = report.serial_fit([(2, 1.83)])
+    one = [SimpleNamespace(speedup=1.83, hardware_ratio=2)]
+    low, fitted, high = readout.amdahl_projection(fit, 4, one, lambda c: 0.47)
+    span = readout.s_range(1.83, 2, 0.47)
+    assert fitted == pytest.approx(fit.projection(4)[1]) and high == pytest.approx(4.0)  # s = 0: linear
+    assert low == pytest.approx(1 / (span[1] + (1 - span[1]) / 4)) and low < 2.0
+    assert readout.amdahl_projection(fit, 4, one, lambda c: float("inf")) == fit.projection(4)  # spread unknown
