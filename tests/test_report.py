@@ -991,7 +991,7 @@ def test_lab_10s_long_lines_are_wrapped_and_its_table_has_a_reading_guide():
     def wrapped(cell: str, words: str) -> bool:
         return re.search(r'measure\.short_lines\(\s*f?"' + re.escape(words), _lab10_cell(cell)) is not None
 
-    for words in ("workloads: Amdahl fitted to", "GPipe: its ideal formula"):
+    for words in ("workloads: Amdahl fitted to", "GPipe's ideal, K x"):
         assert wrapped("projected speedups: fitted value", words), words
     from lab_utils.labs.lab10 import readout  # the fit's own lines moved there (issue 51): wrapped there
     assert re.search(r'measure\.short_lines\(\s*f?"  which s to believe', open(readout.__file__).read())
