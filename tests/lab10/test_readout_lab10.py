@@ -141,3 +141,11 @@ def test_a_one_row_amdahl_projection_carries_its_s_range():
     assert fitted == pytest.approx(fit.projection(4)[1]) and high == pytest.approx(4.0)  # s = 0: linear
     assert low == pytest.approx(1 / (span[1] + (1 - span[1]) / 4)) and low < 2.0
     assert readout.amdahl_projection(fit, 4, one, lambda c: float("inf")) == fit.projection(4)  # spread unknown
+
+
+def test_a_speedups_spread_says_which_of_its_two_spreads_makes_it():
+    """Learner s12r3g, finding 2: lab 02's 147 % came from its baseline's 75 %, and nothing said so."""
+    from types import SimpleNamespace
+    c = SimpleNamespace(row=SimpleNamespace(spread=0.72), baseline=SimpleNamespace(spread=0.75))
+    assert readout.spread_parts(c) == " (rate 72% + baseline 75%)"
+    assert readout.spread_parts(SimpleNamespace(row=SimpleNamespace(spread=None), baseline=None)) == ""

@@ -114,6 +114,14 @@ def s_range_line(s: float, speedup: float, n: float, spread: float) -> str:
             "projects, as that rough")
 
 
+def spread_parts(c) -> str:
+    """' (rate 26 % + baseline 21 %)': which of a row's two spreads makes its speedup's (learner s12r3g: lab 02's 147 %
+    came from its baseline's 75 %, unsaid); '' where either is unknown."""
+    if c.row.spread is None or c.baseline is None or c.baseline.spread is None:
+        return ""
+    return f" (rate {c.row.spread:.0%} + baseline {c.baseline.spread:.0%})"
+
+
 def amdahl_fits(compared, this_host: str, lesson):
     """Print Amdahl's fit per machine (one configuration's rows, the rows left beside it with their own s, one setup
     timed by two labs); return (candidates, per_machine, serial, configuration, twin_projection) for the cells after.
@@ -177,8 +185,8 @@ def amdahl_fits(compared, this_host: str, lesson):
                     f"{speedups_apart(fit_row, twin_row)}, each divided by its own lab's one-process baseline", indent="      "))
                 print(measure.short_lines(
                     f"  rule: the fit reads the row whose speedup moves least with its repeats (its rate's spread plus "
-                    f"its baseline's): lab {first.lab} {spread_said(fit_row)}, lab {twin_row.row.lab} "
-                    f"{spread_said(twin_row)}; it projects "
+                    f"its baseline's): lab {first.lab} {spread_said(fit_row)}{spread_parts(fit_row)}, lab "
+                    f"{twin_row.row.lab} {spread_said(twin_row)}{spread_parts(twin_row)}; it projects "
                     f"{report.amdahl_speedup(serial[name].per_row[0], 4):.2f}x on 4 devices, lab {twin_row.row.lab}'s row "
                     f"{theirs}", indent="      "))
     for c in left_out:
