@@ -167,6 +167,17 @@ def test_the_mean_of_one_over_s_minus_one_over_n_without_its_factor_is_named():
     assert fails(fit_serial_fraction, "without the factor (1 - 1/N)")
 
 
+def test_one_over_s_regressed_without_subtracting_one_over_n_is_named():
+    """Learner s12r3g, exercise 2 E: least squares of 1/S on 1 - 1/N (the 1/N term kept) got the generic law."""
+    import numpy as np
+
+    def fit_serial_fraction(points):
+        x = np.array([1 - 1 / n for n, _ in points])
+        y = np.array([1 / sp for n, sp in points])
+        return float((x @ y) / (x @ x))
+    assert fails(fit_serial_fraction, "subtract the 1/N term")
+
+
 def test_lab_10s_failures_carry_no_hint_that_restates_the_message():
     """Learner s10g: every FAIL ended with the same 'Hint:' sentence after a message that already named the mistake."""
     def speedup_and_efficiency(row, baseline):

@@ -210,6 +210,10 @@ def _serial_judge(answers, references, points):
     if any(abs(got - fitted) <= 2e-3 for fitted in [_fit_on_speedups(points), *_lines_on_speedups(points)]):
         return 0.0, ("that fits the speedups S themselves; Amdahl is linear in 1/S, not in S: least squares on "
                      "1/S - 1/N = s (1 - 1/N)")
+    x = np.array([1 - 1 / n for n, _ in points])
+    if abs(got - float(x @ np.array([1 / s for _, s in points]) / (x @ x))) <= 1e-3:  # learner s12r3g, 2E
+        return 0.0, ("that regresses 1/S itself on 1 - 1/N: 1/S = s (1 - 1/N) + 1/N, so subtract the 1/N term "
+                     "first and fit s to 1/S - 1/N = s (1 - 1/N)")
     return 0.0, "Amdahl: 1/S = s + (1 - s)/N is linear in s; fit s to all points by least squares"
 
 
