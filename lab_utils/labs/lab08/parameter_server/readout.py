@@ -239,7 +239,7 @@ def straggler_count_line(factor: float, counts: dict[int, int], workers: list[di
 def staleness_count_line(factor: float, by_worker: dict[int, float], counts: dict[int, int]) -> str:
     """The staleness section's prediction checked: the worker that sent fewest gradients is about as many versions
     old as the others' gradients per gradient of its own (learner s12r3g: 1.91 printed twice, never said equal)."""
-    fewest = min(counts, key=counts.get)
+    fewest = min(counts, key=lambda w: counts[w])
     if counts[fewest] == 0:
         return ""
     others = sum(n for w, n in counts.items() if w != fewest)
