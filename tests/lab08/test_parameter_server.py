@@ -773,3 +773,26 @@ def test_the_damped_verdicts_expect_what_the_markdown_predicts():
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
     assert "by a few % at most" not in source
     assert "theory gives no size with a straggler" in source and "DAMPED_EXPECTED[factors[0] == 1]" in source
+
+
+def test_the_staleness_report_reads_the_histograms_runs_as_the_quiet_run_did():
+    """Issue 51: the staleness cell's plumbing moved here; the quiet run's figures (learner s12r3g): x1 worker 1 sent
+    65 of 160 at 1.46, x4 the straggler 55 of 160 at 1.91 = 105/55."""
+    def run(order, staleness, workers):
+        return {"order": order, "staleness": staleness, "workers": workers}
+    w1 = [{"compute_ms": 0.92, "iteration_ms": 4.02, "core_share": 0.93, "slowdown": 1.0},
+          {"compute_ms": 0.90, "iteration_ms": 2.70, "core_share": 1.0, "slowdown": 1.0}]
+    w4 = [{"compute_ms": 0.91, "iteration_ms": 3.87, "core_share": 0.93, "slowdown": 1.0},
+          {"compute_ms": 0.90, "iteration_ms": 1.74, "core_share": 1.0, "slowdown": 4.23}]
+    x1 = run([1] * 65 + [2] * 95, [95 / 65] * 65 + [65 / 95] * 95, w1)
+    x4 = run([1] * 105 + [2] * 55, [0.51] * 105 + [105 / 55] * 55, w4)
+    lines = A.staleness_report({1.0: x1, 4.0: x4}, [1.0, 4.0], 2, True)
+    text = "\n".join(lines)
+    assert lines[0].startswith("straggler x1, the first run: mean staleness") and "worker 1 1.46 (65 gradients)" in lines[0]
+    assert "95/65 = 1.46 gradients per gradient of its own: as predicted" in lines[1]
+    assert "worker 2 (fewest gradients) has mean staleness 1.91" in text and "105/55 = 1.91" in text
+    assert "straggler x4: worker 1 sent 105, the straggler (worker 2) 55: 1.91x as many, not 4x" in text
+    assert "no straggler: worker 1 sent fewest (65 of 160): the worker the prediction names" in text
+    assert "in this run, the rest of worker 1's core, 7%" in text
+    alike = A.staleness_report({1.0: run([1, 2] * 80, [1] * 160, w1)}, [1.0], 2, True)
+    assert alike[-1] == "no straggler: the workers sent alike (within 25 %): as predicted"

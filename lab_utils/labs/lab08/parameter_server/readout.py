@@ -250,6 +250,41 @@ def staleness_count_line(factor: float, by_worker: dict[int, float], counts: dic
             f"sent {others}/{counts[fewest]} = {per_own:.2f} gradients per gradient of its own: {said}")
 
 
+def staleness_report(async_first: dict, factors, n_workers: int, server_on_1: bool) -> list[str]:
+    """The lines under the staleness histograms (one run per straggler factor): each worker's mean staleness and count,
+    that staleness against the others' gradients per own, the straggler's counts against both iterations, and which
+    worker sent fewest without a straggler, with why (issue 51: the plumbing out of the notebook's cell)."""
+    from .staleness import staleness_by_worker
+    lines = []
+    for f, r in async_first.items():
+        by_worker = staleness_by_worker(r)
+        counts = {w: r["order"].count(w) for w in by_worker}
+        lines.append(f"straggler x{f:g}, the first run: mean staleness {statistics.mean(r['staleness']):.2f}, largest "
+                     f"{max(r['staleness'])}; " + ", ".join(f"worker {w} {s:.2f} ({counts[w]} gradients)"
+                                                             for w, s in by_worker.items()))
+        lines.append(staleness_count_line(f, by_worker, counts))
+    if factors[-1] > 1 and n_workers > 1:  # the prediction: the counts follow the two measured iterations, not k
+        r = async_first[factors[-1]]
+        counts = {w: r["order"].count(w) for w in range(1, n_workers + 1)}
+        if counts[1] and counts[n_workers]:
+            lines.append(straggler_count_line(factors[-1], counts, r["workers"], server_on_1))
+    if factors[0] == 1:  # the prediction, checked: which worker sent fewest without a straggler
+        r = async_first[factors[0]]
+        counts = {w: r["order"].count(w) for w in staleness_by_worker(r)}
+        fewest = min(counts, key=lambda w: counts[w])
+        if max(counts.values()) <= 1.25 * min(counts.values()):
+            lines.append("no straggler: the workers sent alike (within 25 %): as predicted")
+        else:
+            lines.append(
+                f"no straggler: worker {fewest} sent fewest ({counts[fewest]} of {sum(counts.values())}): "
+                + ("the worker the prediction names (its core also runs the server)" if fewest == 1 and server_on_1
+                   else "not the worker the prediction names")
+                + "\n  this digits run (the throughput runs above are other runs):\n  "
+                + iteration_line(fewest, counts, r["workers"])
+                + "\n  in this run, " + others_share_line([w["core_share"] for w in r["workers"]]))
+    return [line for line in lines if line]
+
+
 def fell_back_line(rows: dict[str, tuple], target: float) -> str:
     """Rows whose median run reached `target` at a snapshot but whose median late accuracy lies below it: one line
     saying that a run can pass the target and fall back (late accuracy is the mean of the last snapshots); '' if none."""
