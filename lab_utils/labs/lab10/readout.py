@@ -195,7 +195,8 @@ def amdahl_fits(compared, this_host: str, lesson):
     return candidates, per_machine, serial, configuration, twin_projection
 
 
-def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256, ranks: int = 2) -> str:
+def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256, ranks: int = 2,
+                         spread: float | None = None) -> str:
     """Theory's reason Horovod-style trails DDP (one all-reduce per gradient tensor, each paying a call's fixed cost),
     computed: the extra calls at the fit's fixed cost against the time per step lab 03's Horovod-style row lost to its
     DDP row; '' where the table lacks either row (or one is not read)."""
@@ -216,6 +217,8 @@ def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256
             f"{tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms per step, "
             f"of the {lost * 1e3:.1f} ms it lost to DDP (a batch of {batch} at {horovod:,.0f} vs {ddp:,.0f} "
             f"samples/s): the fixed cost explains {min(extra / lost, 9.99):.0%} of it"
+            + (f" (a rough share: the sweep's medians spread up to {spread:.0%} over their repeats)"
+               if spread is not None and spread > 1.0 else "")
             + ("" if extra >= 0.5 * lost else "; the rest is not the calls' fixed cost as the sweep timed it. "
                f"Candidates theory names, none timed here: each call waits for the slower rank ({tensors} waits "
                "per step, DDP's one), and the Python and tensor copies around each call"))
