@@ -94,3 +94,23 @@ def plain_steady(steady: measure.Verdict) -> str:
         return (f"{median}, but the pairs scatter too much to tell a cost under {needed or 'their scatter'} from "
                 "noise: no verdict either way")
     return f"{median}, but the range reaches below 1: these pairs cannot tell whether it costs {cost:.0%} or less"
+
+
+def array_order_line(rates: dict, spreads: dict, busy: str | None) -> str:
+    """The job array's closing line: the larger batch's samples/s over the smaller's, read where the machine was
+    quiet and the gap between the two medians is wider than the widest spread of their repeats (noise alone could
+    not make it); else why no order is read (learner s12r3h: a 3.3x gap refused for one row's 44 % spread)."""
+    small, large = min(rates), max(rates)
+    ratio = rates[large] / rates[small]
+    widest = max((s for s in spreads.values() if s is not None), default=0.0)
+    gap = max(ratio, 1 / ratio) - 1
+    if busy:
+        return measure.lines.wrap(f"no order read from these rates: {busy};\nthe table shows how an array's rows are gathered, not the "
+                "batch sizes' speeds (lab 02 measures them)")
+    if gap <= widest:
+        return measure.lines.wrap(f"no order read from these rates: a gap of {gap:.0%} between the medians, within the widest spread "
+                f"of their repeats ({widest:.0%});\nthe table shows how an array's rows are gathered (lab 02 measures "
+                "the batch sizes' speeds)")
+    said = "more, as lab 02 predicts" if ratio > 1 else "not more, against lab 02's prediction"
+    return measure.lines.wrap(f"batch {large} vs {small}: {ratio:.2f}x the samples/s: {said} (a gap of {gap:.0%}, wider than the "
+            f"widest spread of the repeats, {widest:.0%})")
