@@ -251,3 +251,12 @@ def test_the_candidates_report_reads_made_up_timings_in_the_tables_order(tmp_pat
     assert 40 in read.pad_verdicts and read.bf16_verdict is not None and "fp16 autocast and CUDA graphs" in text
     assert set(read.flags) == set(opt) and read.speedups["batch 40"] > 1.3
     assert all(len(x) <= 100 for x in text.splitlines())
+
+
+def test_the_five_percent_rule_is_read_before_the_output_it_decides():
+    """Learner s12r3h finding 4: '1.05x (range 1.05-1.06) -> not distinguishable here' printed, its 5 % rule came
+    only in the markdown after the output."""
+    nb = cells()
+    rule = next(i for i, c in enumerate(nb) if c["cell_type"] == "markdown" and "within 5 % of it" in " ".join("".join(c["source"]).split()))
+    shares = next(i for i, c in enumerate(nb) if c["cell_type"] == "code" and "read_candidates(" in "".join(c["source"]))
+    assert rule < shares
