@@ -269,3 +269,16 @@ def test_the_summarys_flag_sits_on_the_capacity_line_alone():
     call = call[:call.index("capacity_flags + capacity_twice")]
     assert "\\n" not in call and "p99" not in call
     assert measure.flagged("  batch-1 serving answered about 638 requests/s", ["(flagged above)"]).count("\n") == 0
+
+
+def test_the_grid_says_how_few_requests_each_p99_rests_on():
+    """Learner s12r3h finding 5: p99 from ~110 requests per round (its one or two slowest), never said."""
+    from types import SimpleNamespace as NS
+    grid_ = {("batch-1", "low"): NS(runs=(NS(requests=108), NS(requests=112))),
+             ("max_wait=0ms", "low"): NS(runs=(NS(requests=108), NS(requests=112))),
+             ("batch-1", "high"): NS(runs=(NS(requests=598), NS(requests=604)))}
+    line = " ".join(serving.p99_depth_line(grid_, 0.4).split())
+    assert "about 110 requests per round at the low load (its 2 slowest)" in line
+    assert "about 601 requests per round at the high load (its 7 slowest)" in line and "longer than 0.4 s" in line
+    assert all(len(x) <= 100 for x in serving.p99_depth_line(grid_, 0.4).splitlines())
+    assert "serving.p99_depth_line(grid, run_s)" in "".join("".join(c["source"]) for c in cells())

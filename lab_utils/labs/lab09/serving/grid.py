@@ -47,3 +47,18 @@ def low_load_line(grid: dict, load=None) -> str:
     behind = {label: s for (label, at), s in grid.items() if at == "low" and s.saturated}
     return measure.flagged(f"at the low load every server kept up: {not behind}",
                            [behind_at_low(label, s, load) for label, s in behind.items()][:1])
+
+
+def p99_depth_line(grid: dict, run_s: float) -> str:
+    """How few requests each load's p99 rests on: a round's request count (the median over its rounds and servers)
+    and its slowest 1 % (learner s12r3h: a p99 of ~100 requests is its one or two slowest, never said)."""
+    import math
+    import statistics
+
+    counts = {}
+    for (_, load), stats in grid.items():
+        counts.setdefault(load, []).extend(r.requests for r in stats.runs)
+    parts = [f"about {n:.0f} requests per round at the {load} load (its {max(1, math.ceil(n / 100))} slowest)"
+             for load, n in ((load, statistics.median(c)) for load, c in counts.items() if c)]
+    return measure.lines.wrap(f"each p99 rests on a round's slowest 1 %: {'; '.join(parts)}. A p99 moves with those "
+                              f"few requests (its spread column); a run_s longer than {run_s:g} s gives it more")
