@@ -55,7 +55,7 @@ def p99_depth_line(grid: dict, run_s: float) -> str:
     import math
     import statistics
 
-    counts = {}
+    counts: dict[str, list[int]] = {}
     for (_, load), stats in grid.items():
         counts.setdefault(load, []).extend(r.requests for r in stats.runs)
     parts = [f"about {n:.0f} requests per round at the {load} load (its {max(1, math.ceil(n / 100))} slowest)"
