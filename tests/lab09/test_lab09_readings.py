@@ -282,3 +282,20 @@ def test_the_grid_says_how_few_requests_each_p99_rests_on():
     assert "about 601 requests per round at the high load (its 7 slowest)" in line and "longer than 0.4 s" in line
     assert all(len(x) <= 100 for x in serving.p99_depth_line(grid_, 0.4).splitlines())
     assert "serving.p99_depth_line(grid, run_s)" in "".join("".join(c["source"]) for c in cells())
+
+
+def test_batch_1_at_the_high_load_reads_its_backlog_and_its_capacity_a_second_time_only_when_saturated():
+    """Cell 39's report of batch-1 at the high load, moved to lab_utils (issue 51: a cell shows the lesson)."""
+    from types import SimpleNamespace as NS
+    sat = NS(arrived_rps=1494, offered_rps=1512, achieved_rps=603, saturated=True, p99_ms=419, spread_rps=0.12)
+    lines, twice = serving.batch1_high_lines(638, 0.15, sat, 1512, 0.4)
+    text = " ".join(" ".join(lines).split())
+    assert "offered 1512/s it answered 603/s (saturated: True), p99 419 ms" in text
+    assert "its queue grew by about 356 requests over the 0.4 s run" in text
+    assert "its capacity twice: 638/s (bursts) and 603/s" in text and not twice
+    kept = NS(arrived_rps=600, offered_rps=610, achieved_rps=598, saturated=False, p99_ms=9, spread_rps=0.05)
+    lines, twice = serving.batch1_high_lines(638, 0.15, kept, 610, 0.4)
+    assert len(lines) == 1 and "queue grew" not in lines[0] and "twice" not in lines[0] and twice == []
+    far = NS(arrived_rps=1494, offered_rps=1512, achieved_rps=200, saturated=True, p99_ms=900, spread_rps=0.02)
+    assert serving.batch1_high_lines(638, 0.02, far, 1512, 0.4)[1]  # the two capacities contradict: flagged
+    assert all(len(x) <= 100 for line in lines for x in line.splitlines())

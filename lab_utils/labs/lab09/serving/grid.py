@@ -62,3 +62,21 @@ def p99_depth_line(grid: dict, run_s: float) -> str:
              for load, n in ((load, statistics.median(c)) for load, c in counts.items() if c)]
     return measure.lines.wrap(f"each p99 rests on a round's slowest 1 %: {'; '.join(parts)}. A p99 moves with those "
                               f"few requests (its spread column); a run_s longer than {run_s:g} s gives it more")
+
+
+def batch1_high_lines(capacity_rps: float, capacity_spread: float, b1, offered_rps: float,
+                      run_s: float) -> tuple[list[str], list]:
+    """Batch-1 serving at the high load: what it answered beside its bursts' capacity, its backlog where it saturated,
+    and its capacity measured a second time (saturated, it answers as fast as it can); (lines, the flags of that)."""
+    from .figures import capacity_agreement
+
+    backlog = ((b1.arrived_rps or b1.offered_rps) - b1.achieved_rps) * run_s  # requests waiting when the run ended
+    lines = [measure.lines.wrap(
+        f"batch-1 serving answered about {capacity_rps:.0f} requests/s in its bursts; offered {offered_rps:.0f}/s it "
+        f"answered {b1.achieved_rps:.0f}/s (saturated: {b1.saturated}), p99 {b1.p99_ms:.0f} ms"
+        + (f":\n  its queue grew by about {backlog:.0f} requests over the {run_s:g} s run, so its latency grows with "
+           "the run's length" if b1.saturated else ""))]
+    if not b1.saturated:
+        return lines, []
+    said, twice = capacity_agreement(capacity_rps, capacity_spread, b1.achieved_rps, b1.spread_rps)
+    return lines + [measure.flagged(measure.lines.wrap(f"  {said}"), twice)], twice
