@@ -150,3 +150,16 @@ def steady_lines(steady: measure.Verdict, recorded: str, load: conditions.Load |
                    f"{steady.repeats} paired repeats): no verdict, the sentence above says why")
     lines = [load_rule(load), verdict, same_work_win(steady, load), slurm_ahead(steady, speed)]
     return [line for line in lines if line]
+
+
+def startup_noise(speed: dict, labels: dict) -> list[str]:
+    """The start-up table's noise line, then which path's median it means (learner s12r3h: '1 of 2 medians spread
+    more than 25 %', which one not said); [] where every median came from repeats within 25 %."""
+    from ... import detectors
+
+    spreads = {path: speed[path]["first_step_spread"] for path in labels}
+    noise = detectors.noise_line(spreads.values())
+    if not noise:
+        return []
+    named = ", ".join(f"{labels[p]} ({s:.0%})" for p, s in spreads.items() if s > detectors.NOISY_SPREAD)
+    return [measure.short_lines(noise), measure.lines.wrap(f"  the time to first step that spread so: {named}")]
