@@ -144,3 +144,15 @@ def test_a_too_noisy_verdict_prints_one_line_of_thresholds_and_no_placement_para
     assert full[0] == str(decided)  # a decided verdict keeps every detail line
     assert "lab11_report.steady_lines(steady," in cell("369c6a8e")
     assert "def same_work_win" not in cell("f1fa47cb") and "def slurm_ahead" not in cell("f1fa47cb")
+
+
+def test_the_where_cells_messages_wrap_at_100_and_its_table_rows_stay_whole():
+    """Learner s12r3h finding 7: the hang's message and 'first difference' lines were filled at 118 columns."""
+    source = cell("l11-where")
+    assert 'line if " | " in line else measure.lines.wrap(line)' in source and "118" not in source
+    told = ("Slurm job 2544 made no progress for 3 s: every task waited in the same collective call, so it was "
+            "cancelled\n0    | in a collective | all_reduce #3 [1] float32 | results/slurm/skip.py:19 | all_reduce #2 "
+            "[1] float32\nfirst difference: rank 0 made all_reduce #2 at results/slurm/skip.py:19 (it failed: "
+            "RuntimeError); rank 1 finished #1 and raised ValueError")
+    shown = [line if " | " in line else measure.lines.wrap(line) for line in told.splitlines()]
+    assert all(len(x) <= 100 for x in shown[0].splitlines() + shown[2].splitlines()) and shown[1] == told.splitlines()[1]
