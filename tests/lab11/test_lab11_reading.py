@@ -7,6 +7,7 @@ import io
 import nbformat
 
 from lab_utils import conditions, learner_code, measure
+from lab_utils.labs.lab11 import report as lab11_report
 
 
 def cell(cell_id: str) -> str:
@@ -16,10 +17,8 @@ def cell(cell_id: str) -> str:
 
 
 def same_work_win():
-    """The notebook's same_work_win, defined by running the cell that holds it."""
-    space: dict = {"measure": measure}
-    exec(cell("f1fa47cb"), space)
-    return space["same_work_win"]
+    """Section 4's same_work_win (lab11 report; learner s12r3h: report plumbing leaves the notebook)."""
+    return lab11_report.same_work_win
 
 
 def steady(ratios, load=None):
@@ -53,7 +52,7 @@ def test_a_range_that_reaches_1_or_a_refused_verdict_gets_no_line():
 
 def test_the_section_prints_the_verdicts_own_thresholds_and_the_summary_does_not_repeat_the_verdict():
     source = cell("369c6a8e")
-    assert "lab11_report.load_rule(load)" in source and "lab11_report.plain_steady(steady)" in source
+    assert "lab11_report.steady_lines(steady," in source and "lab11_report.plain_steady(steady)" in source
     assert "not even a clear win, once" not in cell("5951d863") and "two thresholds" in cell("5951d863")
     # learner s11r2h finding 1: the summary prints the verdict's plain sentence, not its 5-line outcome
     summary = cell("580fb5c4")
@@ -100,10 +99,8 @@ def test_the_chains_cpu_time_line_states_only_figures_and_the_prose_gives_the_th
 
 
 def slurm_ahead():
-    """The notebook's slurm_ahead, defined by running the cell that holds it."""
-    space: dict = {"measure": measure}
-    exec(cell("f1fa47cb"), space)
-    return space["slurm_ahead"]
+    """Section 4's slurm_ahead (lab11 report)."""
+    return lab11_report.slurm_ahead
 
 
 SPEED = {"slurm": {"placed": "1 thread(s) on core(s) [0]"}, "launch": {"placed": "1 thread(s) on core(s) [0, 1]"}}
@@ -130,3 +127,32 @@ def test_the_summary_quotes_the_claim_tested_and_the_prose_promises_no_fixed_tol
     prose = " ".join(cell("5951d863").split())
     assert "On a quiet machine that changes nothing" not in prose and "kept within 10 %" not in prose
     assert "the tolerance it tested" in prose and "wider tolerance" in " ".join(cell("e857f865").split())
+
+
+def test_a_too_noisy_verdict_prints_one_line_of_thresholds_and_no_placement_paragraph():
+    """Learner s12r3h findings 1 and 2: four thresholds (10 %, 30 %, 33 %, 'above 1.00') under a plain 'no verdict
+    either way', then a placement paragraph explaining a difference the verdict called not there."""
+    noisy = steady([0.9, 1.25, 0.95, 1.2, 1.02, 1.15, 0.92, 1.05], load(0.0))
+    assert noisy.verdict == measure.UNDECIDED and "no verdict either way" in lab11_report.plain_steady(noisy)
+    lines = lab11_report.steady_lines(noisy, str(noisy), load(0.0), SPEED)
+    text = "\n".join(lines)
+    assert len(lines) == 1 and "not distinguishable here" in lines[0] and "no verdict, the sentence above" in text
+    assert "33%" not in text and "30%" not in text and "1.00" not in text and "core(s)" not in text
+    assert slurm_ahead()(noisy, SPEED) is None
+    decided = steady([1.01, 1.0, 1.02, 0.99, 1.01, 1.0, 1.02, 1.01], load(0.0))
+    full = lab11_report.steady_lines(decided, str(decided), load(0.0), SPEED)
+    assert full[0] == str(decided)  # a decided verdict keeps every detail line
+    assert "lab11_report.steady_lines(steady," in cell("369c6a8e")
+    assert "def same_work_win" not in cell("f1fa47cb") and "def slurm_ahead" not in cell("f1fa47cb")
+
+
+def test_the_where_cells_messages_wrap_at_100_and_its_table_rows_stay_whole():
+    """Learner s12r3h finding 7: the hang's message and 'first difference' lines were filled at 118 columns."""
+    source = cell("l11-where")
+    assert 'line if " | " in line else measure.lines.wrap(line)' in source and "118" not in source
+    told = ("Slurm job 2544 made no progress for 3 s: every task waited in the same collective call, so it was "
+            "cancelled\n0    | in a collective | all_reduce #3 [1] float32 | results/slurm/skip.py:19 | all_reduce #2 "
+            "[1] float32\nfirst difference: rank 0 made all_reduce #2 at results/slurm/skip.py:19 (it failed: "
+            "RuntimeError); rank 1 finished #1 and raised ValueError")
+    shown = [line if " | " in line else measure.lines.wrap(line) for line in told.splitlines()]
+    assert all(len(x) <= 100 for x in shown[0].splitlines() + shown[2].splitlines()) and shown[1] == told.splitlines()[1]

@@ -67,3 +67,28 @@ def test_a_refused_verdict_reads_as_not_comparable_with_its_reason():
     assert refused.verdict == measure.CANNOT_SEE
     line = report.plain_steady(refused)
     assert line.startswith("the steady rates cannot be compared on this run: ") and "0.9" not in line
+
+
+def test_the_array_reads_an_order_wider_than_its_repeats_spread_and_refuses_a_narrower_one():
+    """Learner s12r3h finding 4: a quiet run refused 16505 vs 54706 samples/s (3.3x) for one row's 44 % spread."""
+    from lab_utils.labs.lab11 import report as lab11_report
+    quiet = lab11_report.array_order_line({16: 16505, 256: 54706}, {16: 0.44, 256: 0.1}, None)
+    assert quiet.startswith("batch 256 vs 16: 3.31x the samples/s: more, as lab 02 predicts")
+    close = lab11_report.array_order_line({16: 40000, 256: 50000}, {16: 0.44, 256: 0.1}, None)
+    assert close.startswith("no order read") and "a gap of 25%" in close and "(44%)" in close
+    against = lab11_report.array_order_line({16: 50000, 256: 20000}, {16: 0.05, 256: 0.05}, None)
+    assert "not more, against lab 02's prediction" in against
+    busy = lab11_report.array_order_line({16: 16505, 256: 54706}, {16: 0.05, 256: 0.05}, "other programs used 1.2 of 2 cores")
+    assert busy.startswith("no order read from these rates: other programs used 1.2 of 2 cores")
+    assert all(len(x) <= 100 for t in (quiet, close, against, busy) for x in t.splitlines())
+
+
+def test_the_start_up_noise_line_names_the_path_whose_median_spread():
+    """Learner s12r3h finding 8: '1 of 2 medians spread more than 25 %' on the quiet run, which one not said."""
+    from lab_utils.labs.lab11 import report as lab11_report
+    labels = {"slurm": "2 Slurm nodes", "launch": "launch, 2 ranks"}
+    lines = lab11_report.startup_noise({"slurm": {"first_step_spread": 0.51}, "launch": {"first_step_spread": 0.1}},
+                                       labels)
+    assert "1 of 2 medians" in lines[0] and lines[-1].strip() == "the time to first step that spread so: 2 Slurm nodes (51%)"
+    assert lab11_report.startup_noise({"slurm": {"first_step_spread": 0.2}, "launch": {"first_step_spread": 0.1}},
+                                      labels) == []

@@ -20,7 +20,7 @@ from lab_utils.labs.lab11 import slurm
 from lab_utils.launch import hold_process_groups, launch
 from lab_utils.labs.lab07.lesson import checkpoint_worker
 
-__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'dcp_task', 'placement', 'launched', 'side_by_side', 'same_work_win', 'slurm_ahead', 'sbatch_header', 'train_resumable', 'read_scheduler']
+__all__ = ['first_node_address', 'shared_free_port', 'TorchEnvironment', 'torch_environment', 'FirstStep', 'task', 'submitit_executor', 'slurm_time', 'check_sizes', 'sbatch_lines', 'gres', 'environment', 'free_port_command', 'batch_script', 'restart_script', 'ranks_from_slurm', 'dcp_task', 'placement', 'launched', 'side_by_side', 'sbatch_header', 'train_resumable', 'read_scheduler']
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 31 (id 0890b942) --------------------------------------------
@@ -361,28 +361,6 @@ def side_by_side(worker, cfg, ex, folder, *, world_size: int = 2, repeats: int =
                         "placed": placed[path]}
     result["slurm_vs_local_steps"] = result["slurm"]["steps_per_s"] / result["launch"]["steps_per_s"]
     return result
-
-
-def same_work_win(steady, load) -> str | None:
-    """What a Slurm 'win' on the same steps measured, where the verdict read one beyond the pairs' noise; else None."""
-    if steady.verdict == measure.CANNOT_SEE or steady.low <= 1:
-        return None
-    why = (f"how the cores were shared while other programs used {load.others + load.steal:.1f} of {load.cores} "
-           "(Slurm's tasks run in sessions of their own: the note below)" if load and load.busy else
-           "nothing this run measured: rerun it on a quiet machine")
-    return (f"Slurm's steady rate was {steady.ratio:.2f}x launch's, the whole range above 1: no speed-up, since the "
-            "same steps cannot run faster for being started by Slurm, and start-up is outside the timed steps (the "
-            f"median step after the first {measure.StepTimer().warmup}). What it measured: {why}")
-
-
-def slurm_ahead(steady, speed) -> str | None:
-    """Where Slurm's median step was the faster one but no win was read: what differs in how the two ran; else None."""
-    if steady.verdict == measure.CANNOT_SEE or steady.ratio <= 1 or steady.low > 1:
-        return None
-    return (f"Slurm's median step was {steady.ratio:.2f}x launch's (the range reaches {steady.low:.2f}: no win read). "
-            f"What differs in how the same steps ran: Slurm's task 0 ran {speed['slurm']['placed']}, launch's rank 0 "
-            f"{speed['launch']['placed']}, and each Slurm task in a session of its own. Which of these, if any, "
-            "moved the rate, this run does not measure")
 
 
 # ---- solutions/11_from_notebook_to_cluster.ipynb, cell 90 (id l11-ex2) ---------------------------------------------

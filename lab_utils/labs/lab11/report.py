@@ -94,3 +94,72 @@ def plain_steady(steady: measure.Verdict) -> str:
         return (f"{median}, but the pairs scatter too much to tell a cost under {needed or 'their scatter'} from "
                 "noise: no verdict either way")
     return f"{median}, but the range reaches below 1: these pairs cannot tell whether it costs {cost:.0%} or less"
+
+
+def array_order_line(rates: dict, spreads: dict, busy: str | None) -> str:
+    """The job array's closing line: the larger batch's samples/s over the smaller's, read where the machine was
+    quiet and the gap between the two medians is wider than the widest spread of their repeats (noise alone could
+    not make it); else why no order is read (learner s12r3h: a 3.3x gap refused for one row's 44 % spread)."""
+    small, large = min(rates), max(rates)
+    ratio = rates[large] / rates[small]
+    widest = max((s for s in spreads.values() if s is not None), default=0.0)
+    gap = max(ratio, 1 / ratio) - 1
+    if busy:
+        return measure.lines.wrap(f"no order read from these rates: {busy};\nthe table shows how an array's rows are gathered, not the "
+                "batch sizes' speeds (lab 02 measures them)")
+    if gap <= widest:
+        return measure.lines.wrap(f"no order read from these rates: a gap of {gap:.0%} between the medians, within the widest spread "
+                f"of their repeats ({widest:.0%});\nthe table shows how an array's rows are gathered (lab 02 measures "
+                "the batch sizes' speeds)")
+    said = "more, as lab 02 predicts" if ratio > 1 else "not more, against lab 02's prediction"
+    return measure.lines.wrap(f"batch {large} vs {small}: {ratio:.2f}x the samples/s: {said} (a gap of {gap:.0%}, wider than the "
+            f"widest spread of the repeats, {widest:.0%})")
+
+
+def same_work_win(steady, load) -> str | None:
+    """What a Slurm 'win' on the same steps measured, where the verdict read one beyond the pairs' noise; else None."""
+    if steady.verdict == measure.CANNOT_SEE or steady.low <= 1:
+        return None
+    why = (f"how the cores were shared while other programs used {load.others + load.steal:.1f} of {load.cores} "
+           "(Slurm's tasks run in sessions of their own: the note below)" if load and load.busy else
+           "nothing this run measured: rerun it on a quiet machine")
+    return (f"Slurm's steady rate was {steady.ratio:.2f}x launch's, the whole range above 1: no speed-up, since the "
+            "same steps cannot run faster for being started by Slurm, and start-up is outside the timed steps (the "
+            f"median step after the first {measure.StepTimer().warmup}). What it measured: {why}")
+
+
+def slurm_ahead(steady, speed) -> str | None:
+    """Where Slurm's median step was the faster one, no win was read and the verdict decided: what differs in how the
+    two ran; else None (learner s12r3h: it explained a difference the verdict had just called not there)."""
+    if steady.verdict in (measure.CANNOT_SEE, measure.UNDECIDED) or steady.ratio <= 1 or steady.low > 1:
+        return None
+    return (f"Slurm's median step was {steady.ratio:.2f}x launch's (the range reaches {steady.low:.2f}: no win read). "
+            f"What differs in how the same steps ran: Slurm's task 0 ran {speed['slurm']['placed']}, launch's rank 0 "
+            f"{speed['launch']['placed']}, and each Slurm task in a session of its own. Which of these, if any, "
+            "moved the rate, this run does not measure")
+
+
+def steady_lines(steady: measure.Verdict, recorded: str, load: conditions.Load | None, speed: dict) -> list[str]:
+    """Section 4's lines under its plain sentence: the load rule where a load is named, the verdict (where the pairs
+    were too noisy to test any cost, its first line and its ratio only: the plain sentence said why), then what a
+    win or a Slurm-ahead median measured."""
+    verdict = recorded
+    too_noisy = steady.verdict == measure.UNDECIDED and not (steady.holds_from and 1 / steady.holds_from - 1 >= 0.005)
+    if too_noisy:
+        verdict = (recorded.splitlines()[0] + f"\n    {steady.ratio:.2f}x (range {steady.low:.2f}-{steady.high:.2f} over "
+                   f"{steady.repeats} paired repeats): no verdict, the sentence above says why")
+    lines = [load_rule(load), verdict, same_work_win(steady, load), slurm_ahead(steady, speed)]
+    return [line for line in lines if line]
+
+
+def startup_noise(speed: dict, labels: dict) -> list[str]:
+    """The start-up table's noise line, then which path's median it means (learner s12r3h: '1 of 2 medians spread
+    more than 25 %', which one not said); [] where every median came from repeats within 25 %."""
+    from ... import detectors
+
+    spreads = {path: speed[path]["first_step_spread"] for path in labels}
+    noise = detectors.noise_line(spreads.values())
+    if not noise:
+        return []
+    named = ", ".join(f"{labels[p]} ({s:.0%})" for p, s in spreads.items() if s > detectors.NOISY_SPREAD)
+    return [measure.short_lines(noise), measure.lines.wrap(f"  the time to first step that spread so: {named}")]

@@ -61,7 +61,7 @@ def sweep_flags(small_batch: int, small, large_batch: int, large) -> list:
     work = large_batch / small_batch
     if large.median < small.median:  # less time for more work: the notebook times the dense layer alone next
         every = all(lg < sm for sm, lg in zip(small.times, large.times))
-        said, cause = f"less time than batch {small_batch}", "whether the matrix multiply explains it: the line below"
+        said, cause = f"less time than batch {small_batch}", "its reading: the lines below"
     else:  # far more than proportional
         every = all(lg > report.SUPERLINEAR_MARGIN * work * sm for sm, lg in zip(small.times, large.times))
         said, cause = f"over {report.SUPERLINEAR_MARGIN * work:g}x batch {small_batch}'s time", "its cause: not tested here"

@@ -47,3 +47,36 @@ def low_load_line(grid: dict, load=None) -> str:
     behind = {label: s for (label, at), s in grid.items() if at == "low" and s.saturated}
     return measure.flagged(f"at the low load every server kept up: {not behind}",
                            [behind_at_low(label, s, load) for label, s in behind.items()][:1])
+
+
+def p99_depth_line(grid: dict, run_s: float) -> str:
+    """How few requests each load's p99 rests on: a round's request count (the median over its rounds and servers)
+    and its slowest 1 % (learner s12r3h: a p99 of ~100 requests is its one or two slowest, never said)."""
+    import math
+    import statistics
+
+    counts: dict[str, list[int]] = {}
+    for (_, load), stats in grid.items():
+        counts.setdefault(load, []).extend(r.requests for r in stats.runs)
+    parts = [f"about {n:.0f} requests per round at the {load} load (its {max(1, math.ceil(n / 100))} slowest)"
+             for load, n in ((load, statistics.median(c)) for load, c in counts.items() if c)]
+    return measure.lines.wrap(f"each p99 rests on a round's slowest 1 %: {'; '.join(parts)}. A p99 moves with those "
+                              f"few requests (its spread column); a run_s longer than {run_s:g} s gives it more")
+
+
+def batch1_high_lines(capacity_rps: float, capacity_spread: float, b1, offered_rps: float,
+                      run_s: float) -> tuple[list[str], list]:
+    """Batch-1 serving at the high load: what it answered beside its bursts' capacity, its backlog where it saturated,
+    and its capacity measured a second time (saturated, it answers as fast as it can); (lines, the flags of that)."""
+    from .figures import capacity_agreement
+
+    backlog = ((b1.arrived_rps or b1.offered_rps) - b1.achieved_rps) * run_s  # requests waiting when the run ended
+    lines = [measure.lines.wrap(
+        f"batch-1 serving answered about {capacity_rps:.0f} requests/s in its bursts; offered {offered_rps:.0f}/s it "
+        f"answered {b1.achieved_rps:.0f}/s (saturated: {b1.saturated}), p99 {b1.p99_ms:.0f} ms"
+        + (f":\n  its queue grew by about {backlog:.0f} requests over the {run_s:g} s run, so its latency grows with "
+           "the run's length" if b1.saturated else ""))]
+    if not b1.saturated:
+        return lines, []
+    said, twice = capacity_agreement(capacity_rps, capacity_spread, b1.achieved_rps, b1.spread_rps)
+    return lines + [measure.flagged(measure.lines.wrap(f"  {said}"), twice)], twice

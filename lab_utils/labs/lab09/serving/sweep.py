@@ -16,14 +16,30 @@ def inversion_gap(sweep, small: int, large: int, how: str) -> float:
     return 1 - (large / large_s) / (small / small_s)
 
 
+def inverted_rounds(sweep, small: int, large: int, how: str) -> tuple[int, int]:
+    """In how many of the interleaved rounds the pair inverts theory's order, each round judged on its own: (those
+    rounds, all rounds)."""
+    work = large / small
+    pairs = list(zip(sweep[small].times, sweep[large].times))
+    if how == "less time":
+        return sum(lg < sm for sm, lg in pairs), len(pairs)
+    return sum(lg > work * sm for sm, lg in pairs), len(pairs)
+
+
 def gap_reading(sweep, small: int, large: int, how: str) -> str:
-    """The closing line on one inverted pair: its gap against the spreads of the two medians it compares."""
+    """The closing line on one inverted pair, judged round by round (the sizes ran side by side in each round): in
+    every round, a repeatable effect whose cause this run leaves unexplained; else noise, the sizes read as equal
+    (learner s12r3h: 'repeatable, not noise' stood above 'noise alone can explain it' for the same pair)."""
     gap = inversion_gap(sweep, small, large, how)
+    inverted, rounds = inverted_rounds(sweep, small, large, how)
+    if rounds >= 2 and inverted == rounds:
+        return measure.lines.wrap(f"  so: a gap of {gap:.0%}, in all {rounds} paired rounds: repeatable, not noise; "
+                                  "its cause is not this layer and this lab times nothing else: unexplained on "
+                                  "this run")
     spreads = (sweep[small].spread, sweep[large].spread)
-    said = f"  so: a gap of {gap:.0%} against the two medians' spreads of {spreads[0]:.0%} and {spreads[1]:.0%}:"
-    if gap < max(spreads):
-        return measure.lines.wrap(f"{said} noise alone can explain it; read the two sizes as equal")
-    return measure.lines.wrap(f"{said} not noise alone; a cause this lab does not time")
+    return measure.lines.wrap(f"  so: a gap of {gap:.0%}, in {inverted} of {rounds} paired rounds only (the two "
+                              f"medians spread {spreads[0]:.0%} and {spreads[1]:.0%}): noise alone can explain it; "
+                              "read the two sizes as equal")
 
 
 def inversion_lines(model, batch_sweep, sweep, knee: int, *, repeats: int, device: str) -> list[str]:
@@ -84,3 +100,30 @@ def forward_twice_line(in_modes, in_sweep, max_batch: int) -> str | None:
     return measure.flagged(measure.lines.wrap(
         f"batch {max_batch} forward, two runs: {in_modes.median * 1e3:.2f} ms (beside the other modes), "
         f"{in_sweep.median * 1e3:.2f} ms (beside the other sizes)"), twice)
+
+
+def capacity_report(capacity_runs, bound_runs, n_burst: int) -> tuple[list[str], list, float, float]:
+    """Batch-1 serving's bursts against the forward pass's bound, each round's bound timed right before its burst
+    (one machine state for both): (lines, flags, the bound in requests/s, the load basis in requests/s)."""
+    import statistics
+
+    from .... import detectors
+    from .figures import load_basis, within_bound_line
+
+    capacity = statistics.median(r.achieved_rps for r in capacity_runs)
+    spread = measure.spread([r.achieved_rps for r in capacity_runs])
+    bound = statistics.median(1 / t.median for t in bound_runs)  # 1 / the median pass, per round
+    fastest = statistics.median(1 / min(t.times) for t in bound_runs)  # the bound is 'about': up to the fastest pass
+    flags = detectors.above_bound(capacity, bound, what="batch-1 serving answered",
+                                  bound_name="what its median forward pass allows,", tolerance=fastest / bound - 1)
+    n_passes = len(bound_runs[0].times)
+    lines = [measure.flagged(measure.lines.wrap(
+        f"batch-1 serving answered {capacity:.0f} requests/s (median of {len(capacity_runs)} bursts of {n_burst}, "
+        f"spread {spread:.0%}); the forward pass alone allows about {bound:.0f}/s (1 / the median of {n_passes} "
+        f"passes timed back to back right before each burst; its fastest pass: {fastest:.0f}/s)"), flags)]
+    within = within_bound_line(capacity, bound, fastest)
+    if within:  # above the median pass's bound, inside the forward pass's own range: said
+        lines.append(measure.lines.wrap(within))
+    base, base_name = load_basis(capacity, flags, bound)  # never a multiple of a flagged figure
+    lines.append(measure.lines.wrap(f"the loads of section Measure are multiples of {base:.0f} requests/s: {base_name}"))
+    return lines, flags, bound, base
