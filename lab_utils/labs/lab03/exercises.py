@@ -1,7 +1,7 @@
 """Lab 03: gradient averaging in real ranks, sharding, the epoch loop, a metric over ranks, gradient accumulation."""
 from __future__ import annotations
 
-from ...exercises.core import ANY, Exercise, FROM_LESSON, close, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, Named, close, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom lab_utils.train import train_step"
 
@@ -379,6 +379,7 @@ def accumulating_worker(rank, world_size, accumulation_step, case):
         optimizer.zero_grad = _counted(events, "zero_grad", optimizer.zero_grad)  # type: ignore[method-assign]
         ddp_model.zero_grad = _counted(events, "zero_grad", ddp_model.zero_grad)  # type: ignore[method-assign]
         model.zero_grad = _counted(events, "zero_grad", model.zero_grad)
+        ddp_model.no_sync = _counted(events, "no_sync", ddp_model.no_sync)  # type: ignore[method-assign]
         for step in range(ACCUMULATION_STEPS):
             events.append("call")
             accumulation_step(ddp_model, optimizer, [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])
@@ -423,6 +424,13 @@ def _synced_backwards(call):
     return sum("allreduce" in part for part in " ".join(call).split("forward")[1:])
 
 
+def _backward_only_no_sync(call):
+    """Whether a micro-batch's forward ran outside no_sync and its backward inside (no_sync entered, then its
+    all-reduce ran anyway: DDP decides at the forward)."""
+    return any("no_sync" in part and "allreduce" in part.split("no_sync", 1)[1]
+               for part in " ".join(call).split("forward")[1:])
+
+
 def _zeroed_midway(call):
     """Whether a zero_grad ran after the call's first forward and before its step."""
     if "forward" not in call:
@@ -431,7 +439,7 @@ def _zeroed_midway(call):
     return "zero_grad" in call[call.index("forward") + 1:stop]
 
 
-def _accumulate_judge(got, expected, case):
+def _accumulate_judge_plain(got, expected, case):
     import numpy as np
 
     k, n = case["k"], len(got)
@@ -450,15 +458,21 @@ def _accumulate_judge(got, expected, case):
                      "last micro-batch's reached the step; zero the gradients once, before the first micro-batch")
     if not any(synced):
         return 0.0, ("no all-reduce ran: every backward was inside ddp_model.no_sync(), so each rank stepped on its "
-                     "own gradients and the ranks now differ; run the last micro-batch's backward outside no_sync")
+                     "own gradients and the ranks now differ; run the last micro-batch's forward and backward outside "
+                     "no_sync")
     if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
-        return 0.0, "the ranks ended with different weights: the last micro-batch's backward must run outside no_sync"
+        return 0.0, ("the ranks ended with different weights: the last micro-batch's forward and backward must run "
+                "outside no_sync, so that its backward all-reduces the accumulated gradients")
     gap = max_abs_diff(ranks[0], expected)
     if gap <= 1e-5:
+        if any(_backward_only_no_sync(c) for c in calls):
+            return 0.0, (f"the weights are right, but {max(synced)} of the {k} micro-batches were all-reduced: "
+                         "no_sync() wrapped only loss.backward(), and DDP decides during the forward whether the "
+                         "backward all-reduces; run each micro-batch's forward inside no_sync() too")
         if max(synced) > 1:
-            return 1.0, (f"equals one process on the global batch (max diff {gap:.1e}); but {max(synced)} of the "
-                         f"{k} micro-batches were all-reduced where 1 will do: no_sync() on all but the last gives "
-                         f"the same weights with {k - 1} fewer all-reduces a step (counted here, not timed)")
+            return 0.0, (f"the weights are right, but {max(synced)} of the {k} micro-batches were all-reduced "
+                         f"where 1 will do: run all but the last micro-batch inside ddp_model.no_sync() "
+                         f"({k - 1} fewer all-reduces a step, counted here)")
         return 1.0, f"every rank equals one process on the global batch (max diff {gap:.1e}), one all-reduce a step"
     if max_abs_diff(ranks[0], _accumulate_one_process(case, n, scale=k)) <= 1e-5:
         return 0.0, (f"each update is {k}x too large: the loss was not divided by the number of micro-batches ({k}), "
@@ -470,9 +484,15 @@ def _accumulate_judge(got, expected, case):
                  f"{gap:.1e}: zero once, divide each micro-batch's loss by {k}, no_sync on all but the last, step once")
 
 
+def _accumulate_judge(got, expected, case):
+    """_accumulate_judge_plain's score; every failing message names its mistake, so check() adds no hint."""
+    fraction, message = _accumulate_judge_plain(got, expected, case)
+    return fraction, message if fraction >= 1.0 or message.startswith("after ") else Named(message)
+
+
 ACCUMULATION_STEP = Exercise("03", "accumulation_step", _accumulate_cases, _accumulate_run, _accumulate_one_process,
-                             _accumulate_judge, "zero once; each micro-batch's loss divided by their number; no_sync() "
-                             "on all but the last micro-batch's backward; one optimizer.step()",
+                             _accumulate_judge, "zero once; each micro-batch's loss divided by their number; the forward and "
+                             "backward of all but the last micro-batch inside no_sync(); one optimizer.step()",
                              setup=SETUP + "\nimport contextlib\nimport torch.nn.functional as F", ranks=2,
                              shape=lambda weights, case: [{"weights": weights, "events": ANY}] * 2)
 
