@@ -116,15 +116,21 @@ def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | 
     return said
 
 
-def allreduce_pair(*, table_ms: float, table_batch: int, after_ms: float, sum_ms: float, batch: int) -> str:
-    """Why section 6's all-reduce per step and the bucket test's 'after the last gradient' need not agree for the
-    same gradients: another batch per rank (another compute, so another wait for the slower rank), and another
-    span timed (after the last gradient also holds DDP's work around the sum; sum_ms: the sum timed as section 6
-    times it, from the bucket's hand-over to its result)."""
-    return (f"section 6 timed the same gradients' all-reduce at {table_ms:.1f} ms a step: {table_batch} samples a "
-            f"rank, from the bucket's hand-over to its sum. Here {batch} a rank, and the {after_ms:.1f} ms after the "
-            f"last gradient also hold DDP's work around the sum (the sum alone, timed as there: {sum_ms:.1f} ms). "
-            "Each includes waiting for the slower rank, which another batch changes: the figures need not agree")
+def allreduce_pair(*, table_ms: float, table_batch: int, after_ms: float, sum_ms: float, batch: int,
+                   wait_ms: float | None = None) -> str:
+    """Why section 6's all-reduce per step and the bucket test's sum need not agree for the same gradients: another
+    batch per rank, so another wait for the slower rank (wait_ms: rank 0's wait, measured from both ranks' hand-over
+    times, where given); and 'after the last gradient' (after_ms) also holds DDP's work around the sum (sum_ms: the
+    sum timed as section 6 times it, from the bucket's hand-over to its result)."""
+    said = (f"section 6 timed the same gradients' all-reduce at {table_ms:.1f} ms a step, at {table_batch} samples a "
+            f"rank; here, at {batch} a rank, the sum took {sum_ms:.1f} ms from the bucket's hand-over to its result "
+            f"(the {after_ms:.1f} ms after the last gradient also hold DDP's work around it)")
+    if wait_ms is None:
+        return said + (". Each includes waiting for the slower rank, which another batch changes: the figures need "
+                       "not agree")
+    return said + (f". Of the {sum_ms:.1f} ms, rank 0 waited {wait_ms:.1f} ms (median) for the other rank to hand "
+                   f"over the same bucket, so the sum itself took about {max(0.0, sum_ms - wait_ms):.1f} ms: "
+                   "the wait depends on the batch and what else runs, so the two figures need not agree")
 
 
 def threads_verdict(rates: dict[str, float], world_size: int, tolerance: float, refused: str | None = None) -> str:
