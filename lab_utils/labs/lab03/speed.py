@@ -57,7 +57,23 @@ def buys_line(rates: dict[str, float], world_size: int, tolerance: float, slowed
             "no gain" if all(r != "faster" for _, _, r in readings) else "a gain on one CNN only")
     over_one = "" if slowed else f"{ddp / base:.2f}x one thread (3-conv CNN); "
     return (f"what {world_size} ranks buy here: {over_one}against one process with {world_size} threads, {gain}: " +
-            ", ".join(f"{name} {ratio:.2f}x ({r})" for name, ratio, r in readings))
+            ", ".join(f"{name} {ratio:.2f}x ({r})" for name, ratio, r in readings) + ". " +
+            settle_line(readings[0][2], readings[1][2] if len(readings) > 1 else None, tolerance))
+
+
+def settle_line(conv: str, digits: str | None, tolerance: float) -> str:
+    """Sections 4 and 6 read together (learner s12r3c): section 6's 'DDP ahead of threads' against the 3-conv CNN's
+    reading, section 4's 'slower' against the digits CNN's."""
+    six = {"faster": "section 6's prediction, DDP ahead of threads, held on the 3-conv CNN",
+           "too close to tell": (f"section 6's prediction, DDP ahead of threads, is not confirmed: any gain on the "
+                                 f"3-conv CNN is within the {tolerance:.0%} two launches may differ by"),
+           "slower": "section 6's prediction, DDP ahead of threads, failed on the 3-conv CNN"}[conv]
+    if digits is None:
+        return six
+    four = {"slower": "section 4's, slower on the digits CNN, held",
+            "too close to tell": "section 4's, slower on the digits CNN, is too close to tell",
+            "faster": "section 4's, slower on the digits CNN, failed"}[digits]
+    return f"{six}; {four}"
 
 
 SAME = 0.05  # two rates this close are read as one: below what this machine's repeats resolve
@@ -175,8 +191,9 @@ def headline(rates: dict[str, float], world_size: int, tolerance: float, slowed:
     if not lab01_many:
         return said
     theirs = reading(ddp / lab01_many, tolerance)
-    return said + (f"; {ddp / lab01_many:.2f}x lab 01's {world_size}-thread figure ({theirs}" +
-                   ("): both read the same" if theirs == ours else
+    # learner s12r3c: 'both read the same' named nothing; say it is the same reading from either 2-thread figure
+    return said + (f"; against lab 01's {world_size}-thread figure instead, {ddp / lab01_many:.2f}x ({theirs}" +
+                   (f"): the same reading from either {world_size}-thread figure" if theirs == ours else
                     "): the two readings differ, so this run does not settle DDP against threads"))
 
 

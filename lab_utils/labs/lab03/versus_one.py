@@ -61,15 +61,16 @@ def rank_compute_ms(one_step_ms: float, world_size: int, lab01_threads: int = 1,
 
 def compute_line(*, alone_ms: float, theory_ms: float, one_ms: float) -> str:
     """The measured compute part against theory's, with the reason the markdown gives for its side (learner s12r3c:
-    above theory's bound, with no reason said), and against lab 01's whole step."""
-    side = (f"above theory's {theory_ms:.2f} ms: the fixed costs each step pays whatever its batch outweighed the "
-            "room imperfect threads leave (the markdown above)" if alone_ms > theory_ms else
-            f"below theory's {theory_ms:.2f} ms: lab 01's threads split its step less than perfectly, which leaves "
-            "the ranks room (the markdown above)")
-    whole = (f"it already takes longer than lab 01's whole step ({one_ms:.2f} ms), before any all-reduce"
-             if alone_ms > one_ms else f"it is below lab 01's whole step ({one_ms:.2f} ms): the all-reduce and the "
-             "unaccounted time decide")
-    return f"compute alone: one rank's {alone_ms:.2f} ms is {side}; {whole}"
+    above theory's bound, with no reason said), and against lab 01's whole step where that is another figure."""
+    same = abs(theory_ms / one_ms - 1) < 0.01  # lab 01's threads = the ranks': theory's compute is its whole step
+    theory = f"theory's {theory_ms:.2f} ms" + (" (lab 01's whole step)" if same else "")
+    side = (f"above {theory}, before any all-reduce: the fixed costs each step pays whatever its batch outweighed "
+            "the room imperfect threads leave (the markdown above)" if alone_ms > theory_ms else
+            f"below {theory}: lab 01's threads split its step less than perfectly, which leaves the ranks room "
+            "(the markdown above)")
+    whole = ("" if same else f"; it already takes longer than lab 01's whole step ({one_ms:.2f} ms)"
+             if alone_ms > one_ms else f"; it is below lab 01's whole step ({one_ms:.2f} ms)")
+    return f"compute alone: one rank's {alone_ms:.2f} ms is {side}{whole}"
 
 
 def _threads(n: int) -> str:
