@@ -437,7 +437,7 @@ def test_lab_03_cells_say_what_learner_s11c_asked():
     assert "2×" not in section and "within 25%" in section
     (script,) = [c for c in cells if c.startswith('script = Path("results") / "ddp_torchrun.py"')]
     assert "hold_process_groups()  # a rank can hang at random in torch's exit teardown (pytorch/pytorch#75097)" in script
-    assert "os._exit(0)  # so leave without tearing the group down; a job whose ranks exit cleanly drops both" in script
+    assert "os._exit(0)  # so leave without tearing the group down; where ranks exit cleanly, drop it and" in script
 
 
 def _fake_speed(rates, spread=0.1, allreduce_ms=3.0):

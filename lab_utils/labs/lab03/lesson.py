@@ -71,6 +71,7 @@ def ddp_worker(rank, world_size, cfg):
             with contextlib.nullcontext() if step_ends else ddp_model.no_sync():  # no_sync: no all-reduce
                 loss = F.cross_entropy(ddp_model(x), y) / cfg.accumulation
                 loss.backward()
+            # undo the division by cfg.accumulation, then weigh by the samples: this micro-batch's summed loss
             totals += torch.tensor([loss.item() * cfg.accumulation * len(y), len(y)])
             if step_ends:
                 optimizer.step()
