@@ -47,7 +47,7 @@ def wait_ms(steps: list[dict], others: list[list[dict]]) -> float:
     bucket (perf_counter is one clock for every process of one machine), in ms."""
     waits = []
     for r, step in enumerate(steps):
-        latest = {}
+        latest: dict[int, float] = {}
         for rounds in others:
             for b in rounds[r]["buckets"]:
                 latest[b["index"]] = max(latest.get(b["index"], b["start"]), b["start"])
