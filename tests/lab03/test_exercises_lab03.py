@@ -5,6 +5,7 @@ import torch
 import torch.distributed as dist
 
 from lab_utils.exercises import check
+from lab_utils.exercises.core import Named
 from answers import grade, named
 
 
@@ -330,3 +331,26 @@ def test_set_epoch_off_by_one_and_the_global_seed_are_told_why():
     assert not shifted.passed and "set_epoch(epoch + 1)" in shifted.message and "resumed" in shifted.message
     seeded = check(run_epochs_global_seed)
     assert not seeded.passed and "ignores torch's global seed" in seeded.message, seeded.message
+
+
+@named("average_gradients")
+def average_gradients_undivided(model, world_size):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)  # a sum: the update is world_size times too large
+
+
+@pytest.mark.parametrize("wrong, named_as", [
+    (shard_strided, "not one row range"), (average_gradients_undivided, "too large")], ids=["shard", "average"])
+def test_a_message_that_names_the_mistake_gets_no_hint_that_hands_the_answer_over(wrong, named_as):
+    """Learner s12r3c, the brief's rule (lab 00's): 'the update is 2x too large: ... divide by world_size' was followed
+    by 'Hint: all_reduce each gradient (a sum), then divide by world_size'; a named mistake stands alone."""
+    result = check(wrong)
+    assert not result.passed and named_as in result.message and "Hint:" not in result.message, result.message
+    assert result.details["named"], result.details
+
+
+def test_a_message_that_names_nothing_keeps_the_hint():
+    from lab_utils.labs.lab03 import exercises as lab03
+
+    fraction, message = lab03._mean_judge([["float", 1.0], ["float", 2.0]], 5.0, {"totals": [3, 7], "counts": [1, 1]})
+    assert fraction == 0.0 and message.startswith("the ranks returned") and not isinstance(message, Named)

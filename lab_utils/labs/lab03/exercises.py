@@ -77,7 +77,7 @@ def _local_step(case, world_size: int, rank: int, scale: float) -> list[float]:
     return _flat(model)
 
 
-def _average_judge(got, expected, case):
+def _average_judge_plain(got, expected, case):
     import numpy as np
 
     before, ranks = np.array(got["before"]), [np.array(r) for r in got["ranks"]]
@@ -103,6 +103,18 @@ def _average_judge(got, expected, case):
                  f"{max_abs_diff(ranks[0], expected):.1e}: all_reduce each p.grad, then divide by world_size")
 
 
+def _naming(judge, generic: tuple[str, ...] = ()):
+    """`judge` whose failing messages name their mistake (all but those starting with `generic`) marked Named, so
+    check() adds no Hint: that repeats or hands over the answer (learner s12r3c; lab 00's rule)."""
+    def named(got, expected, case):
+        fraction, message = judge(got, expected, case)
+        return fraction, message if fraction >= 1.0 or message.startswith(generic) else Named(message)
+    return named
+
+
+_average_judge = _naming(_average_judge_plain)  # every message names the mistake and its fix
+
+
 AVERAGE_GRADIENTS = Exercise("03", "average_gradients", _average_cases, _average_run, _average_expected,
                              _average_judge, "all_reduce each gradient (a sum), then divide by world_size",
                              setup=SETUP, ranks=2, shape=lambda weights, case: {"before": weights, "ranks": [weights] * 2})
@@ -118,7 +130,7 @@ def _shard_run(shard, cases):
     return [[[int(i) for i in shard(n, r, w)] for r in range(w)] for n, w in cases]
 
 
-def _shard_judge(got, expected, cases):
+def _shard_judge_plain(got, expected, cases):
     for shares, (n, w) in zip(got, cases):
         flat = sorted(i for share in shares for i in share)
         if flat != list(range(n)):
@@ -143,6 +155,9 @@ def _shard_judge(got, expected, cases):
 
 def _shown(indices: list[int]) -> str:
     return str(indices if len(indices) <= 6 else [*indices[:5], "..."]).replace("'...'", "...")
+
+
+_shard_judge = _naming(_shard_judge_plain)
 
 
 SHARD = Exercise("03", "shard", _shard_cases, _shard_run, lambda cases: [[ANY] * w for _, w in cases], _shard_judge,
@@ -207,7 +222,7 @@ def _epoch_expected(case):
     return {"orders": orders, "late": [], "seed": case["seed"]}
 
 
-def _epoch_judge(got, expected, case):
+def _epoch_judge_plain(got, expected, case):
     got_orders, orders = got["orders"], expected["orders"]
     if len(got_orders) != len(orders):
         return 0.0, f"the loop ran {len(got_orders)} epochs instead of {len(orders)}"
@@ -245,6 +260,9 @@ def _shifted_epochs(orders, case) -> int | None:
     return None
 
 
+_epoch_judge = _naming(_epoch_judge_plain, ("the orders differ",))
+
+
 RUN_EPOCHS = Exercise("03", "run_epochs", _epoch_cases, _epoch_run, _epoch_expected, _epoch_judge,
                       "reshuffle at the start of every epoch", setup=SETUP,
                       shape=lambda right, case: {"orders": right["orders"], "late": ANY, "seed": ANY})
@@ -279,7 +297,7 @@ def _mean_run(global_mean, case):
     return launch(metric_worker, len(case["counts"]), args=(global_mean, case), timeout=120)
 
 
-def _mean_judge(kinds_and_values, expected, case):
+def _mean_judge_plain(kinds_and_values, expected, case):
     totals, counts = case["totals"], case["counts"]
     got = [value for _, value in kinds_and_values]
     right = all(abs(g - expected) <= 1e-6 * abs(expected) for g in got)  # float32 sums are exact to about 1e-7
@@ -309,6 +327,9 @@ def _mean_judge(kinds_and_values, expected, case):
     return 0.0, (f"the ranks returned {got}; expected {expected!r} on every rank (off by up to {worst:.2e})"
                  + (": the ranks disagree, so something each rank divides by (or adds) was not all-reduced"
                     if disagree else ""))
+
+
+_mean_judge = _naming(_mean_judge_plain, ("the ranks returned",))
 
 
 GLOBAL_MEAN = Exercise("03", "global_mean", _mean_cases, _mean_run,
@@ -484,10 +505,7 @@ def _accumulate_judge_plain(got, expected, case):
                  f"{gap:.1e}: zero once, divide each micro-batch's loss by {k}, no_sync on all but the last, step once")
 
 
-def _accumulate_judge(got, expected, case):
-    """_accumulate_judge_plain's score; every failing message names its mistake, so check() adds no hint."""
-    fraction, message = _accumulate_judge_plain(got, expected, case)
-    return fraction, message if fraction >= 1.0 or message.startswith("after ") else Named(message)
+_accumulate_judge = _naming(_accumulate_judge_plain, ("after ",))  # the last fallback keeps the hint
 
 
 ACCUMULATION_STEP = Exercise("03", "accumulation_step", _accumulate_cases, _accumulate_run, _accumulate_one_process,
