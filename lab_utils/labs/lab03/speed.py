@@ -264,3 +264,21 @@ def results(reading: Reading, speed: dict, world_size: int, device: str, launche
             flags=(*reading.flags[name], *(refused if parallel else []), *(launched if ranks == 1 else []),
                    *(slow_base if name == "1 process x 1 thread" else []))))
     return rows
+
+
+def summary_lines(reading: Reading, world_size: int, launches: int, tolerance: float, *, recipe_rate: float,
+                  lab01_rate: float | None, lab01_threads: int | None, load=None) -> list[str]:
+    """The summary's speed lines: section 6's figures (flagged as its rows are, refused under load) and what N ranks
+    buy, with the recipe run against lab 01's step where lab 01 used N threads (load: conditions.Load, for tests)."""
+    ddp_name, threads_name = f"{world_size} ranks, DDP", f"1 process x {world_size} threads"
+    figures = measure.as_result(speed_summary(reading.rates, "1 process x 1 thread", world_size, reading.slowed,
+                                              tolerance), workers=world_size, load=load)
+    said = [measure.short_lines(measure.flagged(
+        f"speed (medians of {launches} launches each; the DDP and Horovod-style launches alternating): {figures}",
+        reading.flags[ddp_name] + reading.flags[threads_name]))]
+    if reading.unreadable:  # section 6 under load: the line above already refused these ratios
+        return said
+    recipe_ratio = recipe_rate / lab01_rate if lab01_rate and lab01_threads == world_size else None
+    said.append(measure.short_lines(measure.as_result(buys_line(reading.rates, world_size, tolerance, reading.slowed,
+                                                                recipe_ratio), workers=world_size, load=load)))
+    return said
