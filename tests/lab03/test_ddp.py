@@ -432,7 +432,7 @@ def test_lab_03_cells_say_what_learner_s11c_asked():
     nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
     cells = ["".join(c["source"]) for c in nb["cells"]]
     (summary,) = [c for c in cells if c.startswith('print(measure.short_lines(f"DDP on')]
-    assert "speed_reading.summary_lines(" in summary and "interleaved launches" not in summary
+    assert "speed_reading.speed_summary_lines(" in summary and "interleaved launches" not in summary
     (section,) = [c for c in cells if c.startswith("## 6. Measure")]
     assert "2×" not in section and "within 25%" in section
     (script,) = [c for c in cells if c.startswith('script = Path("results") / "ddp_torchrun.py"')]
@@ -576,24 +576,26 @@ def test_the_measured_compute_says_which_side_of_theory_it_fell_and_why():
 
 
 def test_the_summary_lines_read_section_6_once_and_refuse_under_load(tmp_path):
-    """The summary cell's plumbing moved into speed.summary_lines (issue 51's structure): section 6's figures, then what
-    two ranks buy with sections 4 and 6 read together; a busy section 6 prints its refusal once and no ratio."""
+    """The summary cell's plumbing moved into speed.speed_summary_lines (issue 51's structure): section 6's figures,
+    then what two ranks buy with sections 4 and 6 read together; a busy section 6 prints its refusal once, no ratio."""
     from lab_utils.conditions import Load
     from lab_utils.labs.lab03 import speed
 
     quiet = Load(5.0, 2, 2.0, 0.0, 0.0)
     reading = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25)
-    lines = [" ".join(line.split()) for line in speed.summary_lines(
+    lines = [" ".join(line.split()) for line in speed.speed_summary_lines(
         reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=2, load=quiet)]
     assert lines[0].startswith("speed (medians of 2 launches each; the DDP and Horovod-style launches alternating): "
                                "2 DDP ranks 1.55x one thread"), lines
     assert "digits CNN 0.50x (slower)" in lines[1] and "section 4's, slower on the digits CNN, held" in lines[1], lines
-    other = speed.summary_lines(reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=1, load=quiet)
+    other = speed.speed_summary_lines(reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=1,
+                                      load=quiet)
     assert "digits" not in other[1], other  # lab 01 on another thread count: not the same comparison
     busy = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25, unreadable="other programs used 1.5")
-    refused = speed.summary_lines(busy, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=2, load=quiet)
+    refused = speed.speed_summary_lines(busy, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=2,
+                                        load=quiet)
     assert len(refused) == 1, refused
     crowded = Load(5.0, 2, 0.5, 1.5, 0.0)
-    crowded_lines = speed.summary_lines(reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=2,
-                                        load=crowded)
+    crowded_lines = speed.speed_summary_lines(reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951,
+                                              lab01_threads=2, load=crowded)
     assert "not measurable here" in " ".join(crowded_lines[0].split()) and "1.55x" not in crowded_lines[0]

@@ -266,7 +266,7 @@ def results(reading: Reading, speed: dict, world_size: int, device: str, launche
     return rows
 
 
-def summary_lines(reading: Reading, world_size: int, launches: int, tolerance: float, *, recipe_rate: float,
+def speed_summary_lines(reading: Reading, world_size: int, launches: int, tolerance: float, *, recipe_rate: float,
                   lab01_rate: float | None, lab01_threads: int | None, load=None) -> list[str]:
     """The summary's speed lines: section 6's figures (flagged as its rows are, refused under load) and what N ranks
     buy, with the recipe run against lab 01's step where lab 01 used N threads (load: conditions.Load, for tests)."""
