@@ -362,11 +362,11 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
     assert said.startswith("what 2 ranks buy here: 1.59x one thread (3-conv CNN); against one process with 2 "
                            "threads, no gain: 3-conv CNN 1.05x (too close to tell), digits CNN 0.44x (slower). "), said
     # learner s12r3c: sections 4 and 6 settled together, in one computed sentence
-    assert said.endswith("section 6's prediction, DDP ahead of threads, is not confirmed: any gain on the 3-conv CNN "
+    assert said.endswith("Section 6's prediction, DDP ahead of threads, is not confirmed: any gain on the 3-conv CNN "
                          "is within the 25% two launches may differ by; section 4's, slower on the digits CNN, held")
     ahead = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25, None)
     assert "digits" not in ahead and "a gain: 3-conv CNN 1.28x (faster)" in ahead, ahead
-    assert ahead.endswith("section 6's prediction, DDP ahead of threads, held on the 3-conv CNN"), ahead
+    assert ahead.endswith("Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN"), ahead
     mixed = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25, None, recipe_ratio=0.5)
     assert "a gain on one CNN only" in mixed, mixed
     slowed = speed.buys_line(rates, 2, 0.25, "the one-thread baseline ran slow")

@@ -64,10 +64,10 @@ def buys_line(rates: dict[str, float], world_size: int, tolerance: float, slowed
 def settle_line(conv: str, digits: str | None, tolerance: float) -> str:
     """Sections 4 and 6 read together (learner s12r3c): section 6's 'DDP ahead of threads' against the 3-conv CNN's
     reading, section 4's 'slower' against the digits CNN's."""
-    six = {"faster": "section 6's prediction, DDP ahead of threads, held on the 3-conv CNN",
-           "too close to tell": (f"section 6's prediction, DDP ahead of threads, is not confirmed: any gain on the "
+    six = {"faster": "Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN",
+           "too close to tell": (f"Section 6's prediction, DDP ahead of threads, is not confirmed: any gain on the "
                                  f"3-conv CNN is within the {tolerance:.0%} two launches may differ by"),
-           "slower": "section 6's prediction, DDP ahead of threads, failed on the 3-conv CNN"}[conv]
+           "slower": "Section 6's prediction, DDP ahead of threads, failed on the 3-conv CNN"}[conv]
     if digits is None:
         return six
     four = {"slower": "section 4's, slower on the digits CNN, held",
