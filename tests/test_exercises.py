@@ -442,13 +442,14 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks(solution):
     assert fraction == 1.0, message
 
 
-def _named(wrong) -> bool:
-    """Whether the judge's message for `wrong` (an exercise run in this process) is core.Named: no hint after it."""
+def _named(wrong, result=None) -> bool:
+    """Whether the judge's message for `wrong` is core.Named (no hint after it): run in this process, or, for an
+    exercise run in ranks, as the self-check's result recorded it."""
     from lab_utils.exercises.core import SELF_CHECK_SEED, Named, to_plain
 
     exercise = exercises.get(wrong.__name__)
     if exercise.ranks:
-        return False
+        return bool(result is not None and result.details.get("named"))
     inputs = exercise.cases(random.Random(SELF_CHECK_SEED))
     return isinstance(exercise.score(to_plain(exercise.run(wrong, inputs)), inputs)[1], Named)
 
@@ -458,7 +459,7 @@ def test_a_plausible_wrong_answer_fails_the_self_check_and_scores_zero(wrong):
     result = check(wrong)
     assert not result.passed
     # none where no hint is set, nor after a message the judge marked Named (it names the mistake itself)
-    assert ("Hint:" in result.message) == (bool(exercises.get(wrong.__name__).hint) and not _named(wrong))
+    assert ("Hint:" in result.message) == (bool(exercises.get(wrong.__name__).hint) and not _named(wrong, result))
     if exercises.get(wrong.__name__).ranks:  # the grader's judge on the self-check's own draw: one launch, not two
         fraction, message = result.details.get("fraction", 0.0), result.message
     else:

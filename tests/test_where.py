@@ -31,6 +31,7 @@ def test_the_first_difference_names_a_skipped_call_and_different_shapes():
     text = where.first_difference(skipped)
     assert "rank 1 finished #1 and is not in a collective, at tests/x.py:20" in text
     assert "rank(s) [1] never made call #2" in text
+    assert "or its buffer broadcast at the start of a forward" in text  # learner s12r3c: DDP's other unseen call
     shapes = {0: {"calls": [call(1, "all_reduce", "in progress", ((4,),))], "count": 1},
               1: {"calls": [call(1, "all_reduce", "in progress", ((5,),))], "count": 1}}
     assert where.first_difference(shapes).endswith("tensors of different shapes or dtypes to the same collective")

@@ -325,4 +325,4 @@ def _checked(answer, seed: int) -> CheckResult:
     fraction, message = exercise.score(got, inputs)
     if fraction < 1.0 and not isinstance(message, Named):  # a message that names the mistake needs no general hint
         message += hint
-    return CheckResult(name, fraction >= 1.0, message, {"fraction": fraction})
+    return CheckResult(name, fraction >= 1.0, message, {"fraction": fraction, "named": isinstance(message, Named)})

@@ -119,7 +119,8 @@ def first_difference(reports: dict, states: dict | None = None) -> str:
             else:
                 why = (f"rank(s) {missing} never made call #{seq}: a rank skipped a collective the others made "
                        "(a condition that holds on some ranks only), has not reached it yet, or waits in a call the "
-                       "record does not see (DDP's gradient all-reduce, in C++)")
+                       "record does not see (DDP's gradient all-reduce, or its buffer broadcast at the start of a "
+                       "forward, both in C++)")
         elif len({c["op"] for c in present}) > 1:
             why = "the ranks called different collectives"
         else:

@@ -5,6 +5,7 @@ import torch
 import torch.distributed as dist
 
 from lab_utils.exercises import check
+from lab_utils.exercises.core import Named
 from answers import grade, named
 
 
@@ -197,6 +198,35 @@ def accumulation_sync_everywhere(ddp_model, optimizer, micro_batches):
 
 
 @named("accumulation_step")
+def accumulation_no_sync_backward_only(ddp_model, optimizer, micro_batches):
+    import contextlib
+
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        loss = F.cross_entropy(ddp_model(x), y) / k  # the forward outside no_sync: DDP already chose to all-reduce
+        with contextlib.nullcontext() if i == k - 1 else ddp_model.no_sync():
+            loss.backward()
+    optimizer.step()
+
+
+@named("accumulation_step")
+def accumulation_no_sync_first_only(ddp_model, optimizer, micro_batches):
+    import contextlib
+
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()
+    k = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        with ddp_model.no_sync() if i == 0 else contextlib.nullcontext():  # the rest all-reduced
+            (F.cross_entropy(ddp_model(x), y) / k).backward()
+    optimizer.step()
+
+
+@named("accumulation_step")
 def accumulation_zero_grad_inside(ddp_model, optimizer, micro_batches):
     import contextlib
 
@@ -245,10 +275,18 @@ def test_the_accumulation_answer_passes_with_one_all_reduce_a_step():
 
 
 @pytest.mark.slow
-def test_accumulation_without_no_sync_passes_with_a_note_on_the_extra_all_reduces():
-    result = check(accumulation_sync_everywhere)
-    assert result.passed and "fewer all-reduces a step" in result.message, result.message
-    assert result.details["fraction"] == 1.0
+@pytest.mark.parametrize("wrong, named_as", [
+    (accumulation_sync_everywhere, "micro-batches were all-reduced where 1 will do"),
+    (accumulation_no_sync_first_only, "micro-batches were all-reduced where 1 will do"),
+    (accumulation_no_sync_backward_only, "no_sync() wrapped only loss.backward()")],
+    ids=["no-no-sync", "no-sync-first-only", "no-sync-backward-only"])
+def test_right_weights_with_extra_all_reduces_fail_and_name_why(wrong, named_as):
+    """The task asks for one all-reduce a step (learner s12r3c: the backward-only no_sync passed with a note that
+    named nothing); the message names the mistake, and no Hint: follows it."""
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    assert "Hint:" not in result.message, result.message
+    assert result.details["fraction"] == 0.0
 
 
 @pytest.mark.slow
@@ -293,3 +331,26 @@ def test_set_epoch_off_by_one_and_the_global_seed_are_told_why():
     assert not shifted.passed and "set_epoch(epoch + 1)" in shifted.message and "resumed" in shifted.message
     seeded = check(run_epochs_global_seed)
     assert not seeded.passed and "ignores torch's global seed" in seeded.message, seeded.message
+
+
+@named("average_gradients")
+def average_gradients_undivided(model, world_size):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)  # a sum: the update is world_size times too large
+
+
+@pytest.mark.parametrize("wrong, named_as", [
+    (shard_strided, "not one row range"), (average_gradients_undivided, "too large")], ids=["shard", "average"])
+def test_a_message_that_names_the_mistake_gets_no_hint_that_hands_the_answer_over(wrong, named_as):
+    """Learner s12r3c, the brief's rule (lab 00's): 'the update is 2x too large: ... divide by world_size' was followed
+    by 'Hint: all_reduce each gradient (a sum), then divide by world_size'; a named mistake stands alone."""
+    result = check(wrong)
+    assert not result.passed and named_as in result.message and "Hint:" not in result.message, result.message
+    assert result.details["named"], result.details
+
+
+def test_a_message_that_names_nothing_keeps_the_hint():
+    from lab_utils.labs.lab03 import exercises as lab03
+
+    fraction, message = lab03._mean_judge([["float", 1.0], ["float", 2.0]], 5.0, {"totals": [3, 7], "counts": [1, 1]})
+    assert fraction == 0.0 and message.startswith("the ranks returned") and not isinstance(message, Named)

@@ -34,16 +34,31 @@ def line(name: str, steps: list[dict]) -> str:
     _, (computing, after) = nearest_median(steps)
     whole = float(np.median([1e3 * (s["end"] - s["start"]) for s in steps]))  # what the bucket verdict pairs
     shares = [overlap(s) for s in steps]
-    return measure.short_lines(
+    early, count = float(np.median([s[0] for s in shares])), shares[-1][1]
+    return measure.short_lines(  # learner s12r3c: '67% of buckets, 67% of all-reduce time' read as one figure twice
         f"{name}, median of {len(steps)} rounds: backward() {whole:.1f} ms in all (not the sum of the next two "
         f"medians): computing {computing:.1f} ms until the last gradient, then {after:.1f} ms of all-reduce; "
-        f"before the last gradient started: {float(np.median([s[0] / s[1] for s in shares])):.0%} of buckets, "
-        f"{float(np.median([s[2] for s in shares])):.0%} of all-reduce time")
+        f"overlap: {early:g} of {count} bucket(s) handed over before the last gradient was ready, and "
+        f"{float(np.median([s[2] for s in shares])):.0%} of the buckets' all-reduce time ran before it")
 
 
-def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int):
+def wait_ms(steps: list[dict], others: list[list[dict]]) -> float:
+    """Median over rounds of the time this rank's buckets waited for the slowest other rank to hand over the same
+    bucket (perf_counter is one clock for every process of one machine), in ms."""
+    waits = []
+    for r, step in enumerate(steps):
+        latest: dict[int, float] = {}
+        for rounds in others:
+            for b in rounds[r]["buckets"]:
+                latest[b["index"]] = max(latest.get(b["index"], b["start"]), b["start"])
+        waits.append(sum(max(0.0, latest.get(b["index"], b["start"]) - b["start"]) for b in step["buckets"]))
+    return 1e3 * float(np.median(waits))
+
+
+def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, others: list | None = None):
     """(figure, lines) of rank 0's rounds (`rounds`: setting name -> its rounds, the first a warm-up, left out); the
-    default setting's lines also say why section 6's all-reduce figure (comm_ms, at table_batch a rank) differs."""
+    default setting's lines also say why section 6's all-reduce figure (comm_ms, at table_batch a rank) differs,
+    with the wait for the other ranks (`others`: their rounds, as `rounds`) measured where given."""
     fig, axes = plt.subplots(len(rounds), 1, figsize=(7, 1.2 + 0.9 * len(rounds)), sharex=True)
     said = []
     for ax, (name, all_rounds) in zip(np.atleast_1d(axes), rounds.items()):
@@ -63,7 +78,9 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int):
             sums = [1e3 * sum(b["end"] - b["start"] for b in s["buckets"]) for s in steps]  # as section 6 times it
             said.append(measure.short_lines(speed.allreduce_pair(table_ms=comm_ms, table_batch=table_batch,
                                                                  after_ms=after, sum_ms=float(np.median(sums)),
-                                                                 batch=batch)))
+                                                                 batch=batch, wait_ms=wait_ms(
+                                                                     steps, [o[name][1:] for o in others])
+                                                                 if others else None)))
     np.atleast_1d(axes)[-1].set_xlabel("ms since loss.backward() began")
     fig.tight_layout()
     return fig, said

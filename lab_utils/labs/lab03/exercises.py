@@ -1,7 +1,7 @@
 """Lab 03: gradient averaging in real ranks, sharding, the epoch loop, a metric over ranks, gradient accumulation."""
 from __future__ import annotations
 
-from ...exercises.core import ANY, Exercise, FROM_LESSON, close, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, Named, close, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom lab_utils.train import train_step"
 
@@ -77,7 +77,7 @@ def _local_step(case, world_size: int, rank: int, scale: float) -> list[float]:
     return _flat(model)
 
 
-def _average_judge(got, expected, case):
+def _average_judge_plain(got, expected, case):
     import numpy as np
 
     before, ranks = np.array(got["before"]), [np.array(r) for r in got["ranks"]]
@@ -103,6 +103,18 @@ def _average_judge(got, expected, case):
                  f"{max_abs_diff(ranks[0], expected):.1e}: all_reduce each p.grad, then divide by world_size")
 
 
+def _naming(judge, generic: tuple[str, ...] = ()):
+    """`judge` whose failing messages name their mistake (all but those starting with `generic`) marked Named, so
+    check() adds no Hint: that repeats or hands over the answer (learner s12r3c; lab 00's rule)."""
+    def named(got, expected, case):
+        fraction, message = judge(got, expected, case)
+        return fraction, message if fraction >= 1.0 or message.startswith(generic) else Named(message)
+    return named
+
+
+_average_judge = _naming(_average_judge_plain)  # every message names the mistake and its fix
+
+
 AVERAGE_GRADIENTS = Exercise("03", "average_gradients", _average_cases, _average_run, _average_expected,
                              _average_judge, "all_reduce each gradient (a sum), then divide by world_size",
                              setup=SETUP, ranks=2, shape=lambda weights, case: {"before": weights, "ranks": [weights] * 2})
@@ -118,7 +130,7 @@ def _shard_run(shard, cases):
     return [[[int(i) for i in shard(n, r, w)] for r in range(w)] for n, w in cases]
 
 
-def _shard_judge(got, expected, cases):
+def _shard_judge_plain(got, expected, cases):
     for shares, (n, w) in zip(got, cases):
         flat = sorted(i for share in shares for i in share)
         if flat != list(range(n)):
@@ -143,6 +155,9 @@ def _shard_judge(got, expected, cases):
 
 def _shown(indices: list[int]) -> str:
     return str(indices if len(indices) <= 6 else [*indices[:5], "..."]).replace("'...'", "...")
+
+
+_shard_judge = _naming(_shard_judge_plain)
 
 
 SHARD = Exercise("03", "shard", _shard_cases, _shard_run, lambda cases: [[ANY] * w for _, w in cases], _shard_judge,
@@ -207,7 +222,7 @@ def _epoch_expected(case):
     return {"orders": orders, "late": [], "seed": case["seed"]}
 
 
-def _epoch_judge(got, expected, case):
+def _epoch_judge_plain(got, expected, case):
     got_orders, orders = got["orders"], expected["orders"]
     if len(got_orders) != len(orders):
         return 0.0, f"the loop ran {len(got_orders)} epochs instead of {len(orders)}"
@@ -245,6 +260,9 @@ def _shifted_epochs(orders, case) -> int | None:
     return None
 
 
+_epoch_judge = _naming(_epoch_judge_plain, ("the orders differ",))
+
+
 RUN_EPOCHS = Exercise("03", "run_epochs", _epoch_cases, _epoch_run, _epoch_expected, _epoch_judge,
                       "reshuffle at the start of every epoch", setup=SETUP,
                       shape=lambda right, case: {"orders": right["orders"], "late": ANY, "seed": ANY})
@@ -279,7 +297,7 @@ def _mean_run(global_mean, case):
     return launch(metric_worker, len(case["counts"]), args=(global_mean, case), timeout=120)
 
 
-def _mean_judge(kinds_and_values, expected, case):
+def _mean_judge_plain(kinds_and_values, expected, case):
     totals, counts = case["totals"], case["counts"]
     got = [value for _, value in kinds_and_values]
     right = all(abs(g - expected) <= 1e-6 * abs(expected) for g in got)  # float32 sums are exact to about 1e-7
@@ -309,6 +327,9 @@ def _mean_judge(kinds_and_values, expected, case):
     return 0.0, (f"the ranks returned {got}; expected {expected!r} on every rank (off by up to {worst:.2e})"
                  + (": the ranks disagree, so something each rank divides by (or adds) was not all-reduced"
                     if disagree else ""))
+
+
+_mean_judge = _naming(_mean_judge_plain, ("the ranks returned",))
 
 
 GLOBAL_MEAN = Exercise("03", "global_mean", _mean_cases, _mean_run,
@@ -379,6 +400,7 @@ def accumulating_worker(rank, world_size, accumulation_step, case):
         optimizer.zero_grad = _counted(events, "zero_grad", optimizer.zero_grad)  # type: ignore[method-assign]
         ddp_model.zero_grad = _counted(events, "zero_grad", ddp_model.zero_grad)  # type: ignore[method-assign]
         model.zero_grad = _counted(events, "zero_grad", model.zero_grad)
+        ddp_model.no_sync = _counted(events, "no_sync", ddp_model.no_sync)  # type: ignore[method-assign]
         for step in range(ACCUMULATION_STEPS):
             events.append("call")
             accumulation_step(ddp_model, optimizer, [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])
@@ -423,6 +445,13 @@ def _synced_backwards(call):
     return sum("allreduce" in part for part in " ".join(call).split("forward")[1:])
 
 
+def _backward_only_no_sync(call):
+    """Whether a micro-batch's forward ran outside no_sync and its backward inside (no_sync entered, then its
+    all-reduce ran anyway: DDP decides at the forward)."""
+    return any("no_sync" in part and "allreduce" in part.split("no_sync", 1)[1]
+               for part in " ".join(call).split("forward")[1:])
+
+
 def _zeroed_midway(call):
     """Whether a zero_grad ran after the call's first forward and before its step."""
     if "forward" not in call:
@@ -431,7 +460,7 @@ def _zeroed_midway(call):
     return "zero_grad" in call[call.index("forward") + 1:stop]
 
 
-def _accumulate_judge(got, expected, case):
+def _accumulate_judge_plain(got, expected, case):
     import numpy as np
 
     k, n = case["k"], len(got)
@@ -450,15 +479,21 @@ def _accumulate_judge(got, expected, case):
                      "last micro-batch's reached the step; zero the gradients once, before the first micro-batch")
     if not any(synced):
         return 0.0, ("no all-reduce ran: every backward was inside ddp_model.no_sync(), so each rank stepped on its "
-                     "own gradients and the ranks now differ; run the last micro-batch's backward outside no_sync")
+                     "own gradients and the ranks now differ; run the last micro-batch's forward and backward outside "
+                     "no_sync")
     if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
-        return 0.0, "the ranks ended with different weights: the last micro-batch's backward must run outside no_sync"
+        return 0.0, ("the ranks ended with different weights: the last micro-batch's forward and backward must run "
+                "outside no_sync, so that its backward all-reduces the accumulated gradients")
     gap = max_abs_diff(ranks[0], expected)
     if gap <= 1e-5:
+        if any(_backward_only_no_sync(c) for c in calls):
+            return 0.0, (f"the weights are right, but {max(synced)} of the {k} micro-batches were all-reduced: "
+                         "no_sync() wrapped only loss.backward(), and DDP decides during the forward whether the "
+                         "backward all-reduces; run each micro-batch's forward inside no_sync() too")
         if max(synced) > 1:
-            return 1.0, (f"equals one process on the global batch (max diff {gap:.1e}); but {max(synced)} of the "
-                         f"{k} micro-batches were all-reduced where 1 will do: no_sync() on all but the last gives "
-                         f"the same weights with {k - 1} fewer all-reduces a step (counted here, not timed)")
+            return 0.0, (f"the weights are right, but {max(synced)} of the {k} micro-batches were all-reduced "
+                         f"where 1 will do: run all but the last micro-batch inside ddp_model.no_sync() "
+                         f"({k - 1} fewer all-reduces a step, counted here)")
         return 1.0, f"every rank equals one process on the global batch (max diff {gap:.1e}), one all-reduce a step"
     if max_abs_diff(ranks[0], _accumulate_one_process(case, n, scale=k)) <= 1e-5:
         return 0.0, (f"each update is {k}x too large: the loss was not divided by the number of micro-batches ({k}), "
@@ -470,9 +505,12 @@ def _accumulate_judge(got, expected, case):
                  f"{gap:.1e}: zero once, divide each micro-batch's loss by {k}, no_sync on all but the last, step once")
 
 
+_accumulate_judge = _naming(_accumulate_judge_plain, ("after ",))  # the last fallback keeps the hint
+
+
 ACCUMULATION_STEP = Exercise("03", "accumulation_step", _accumulate_cases, _accumulate_run, _accumulate_one_process,
-                             _accumulate_judge, "zero once; each micro-batch's loss divided by their number; no_sync() "
-                             "on all but the last micro-batch's backward; one optimizer.step()",
+                             _accumulate_judge, "zero once; each micro-batch's loss divided by their number; the forward and "
+                             "backward of all but the last micro-batch inside no_sync(); one optimizer.step()",
                              setup=SETUP + "\nimport contextlib\nimport torch.nn.functional as F", ranks=2,
                              shape=lambda weights, case: [{"weights": weights, "events": ANY}] * 2)
 

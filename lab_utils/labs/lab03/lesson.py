@@ -71,6 +71,7 @@ def ddp_worker(rank, world_size, cfg):
             with contextlib.nullcontext() if step_ends else ddp_model.no_sync():  # no_sync: no all-reduce
                 loss = F.cross_entropy(ddp_model(x), y) / cfg.accumulation
                 loss.backward()
+            # undo the division by cfg.accumulation, then weigh by the samples: this micro-batch's summed loss
             totals += torch.tensor([loss.item() * cfg.accumulation * len(y), len(y)])
             if step_ends:
                 optimizer.step()
@@ -80,7 +81,9 @@ def ddp_worker(rank, world_size, cfg):
         # 5. metrics over all ranks: all_reduce sums, so divide the summed loss by the summed count
         dist.all_reduce(totals)
         out["loss"].append((totals[0] / totals[1]).item())
-        if rank == 0:  # evaluate once, not world_size times
+        # evaluate once, not world_size times, and on the plain model: ddp_model's forward starts with a broadcast of
+        # BatchNorm's buffers (section 5), a collective the other ranks would never join, so rank 0 would hang
+        if rank == 0:
             out["accuracy"].append(evaluate(model, DataLoader(test_set, batch_size=512), device)[1])
     if rank == 0 and cfg.checkpoint:  # one writer; the plain model's keys; the optimizer, to resume
         torch.save({"model": ddp_model.module.state_dict(), "optimizer": optimizer.state_dict()}, cfg.checkpoint)

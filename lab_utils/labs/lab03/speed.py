@@ -57,7 +57,23 @@ def buys_line(rates: dict[str, float], world_size: int, tolerance: float, slowed
             "no gain" if all(r != "faster" for _, _, r in readings) else "a gain on one CNN only")
     over_one = "" if slowed else f"{ddp / base:.2f}x one thread (3-conv CNN); "
     return (f"what {world_size} ranks buy here: {over_one}against one process with {world_size} threads, {gain}: " +
-            ", ".join(f"{name} {ratio:.2f}x ({r})" for name, ratio, r in readings))
+            ", ".join(f"{name} {ratio:.2f}x ({r})" for name, ratio, r in readings) + ". " +
+            settle_line(readings[0][2], readings[1][2] if len(readings) > 1 else None, tolerance))
+
+
+def settle_line(conv: str, digits: str | None, tolerance: float) -> str:
+    """Sections 4 and 6 read together (learner s12r3c): section 6's 'DDP ahead of threads' against the 3-conv CNN's
+    reading, section 4's 'slower' against the digits CNN's."""
+    six = {"faster": "Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN",
+           "too close to tell": (f"Section 6's prediction, DDP ahead of threads, is not confirmed: any gain on the "
+                                 f"3-conv CNN is within the {tolerance:.0%} two launches may differ by"),
+           "slower": "Section 6's prediction, DDP ahead of threads, failed on the 3-conv CNN"}[conv]
+    if digits is None:
+        return six
+    four = {"slower": "section 4's, slower on the digits CNN, held",
+            "too close to tell": "section 4's, slower on the digits CNN, is too close to tell",
+            "faster": "section 4's, slower on the digits CNN, failed"}[digits]
+    return f"{six}; {four}"
 
 
 SAME = 0.05  # two rates this close are read as one: below what this machine's repeats resolve
@@ -116,15 +132,21 @@ def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | 
     return said
 
 
-def allreduce_pair(*, table_ms: float, table_batch: int, after_ms: float, sum_ms: float, batch: int) -> str:
-    """Why section 6's all-reduce per step and the bucket test's 'after the last gradient' need not agree for the
-    same gradients: another batch per rank (another compute, so another wait for the slower rank), and another
-    span timed (after the last gradient also holds DDP's work around the sum; sum_ms: the sum timed as section 6
-    times it, from the bucket's hand-over to its result)."""
-    return (f"section 6 timed the same gradients' all-reduce at {table_ms:.1f} ms a step: {table_batch} samples a "
-            f"rank, from the bucket's hand-over to its sum. Here {batch} a rank, and the {after_ms:.1f} ms after the "
-            f"last gradient also hold DDP's work around the sum (the sum alone, timed as there: {sum_ms:.1f} ms). "
-            "Each includes waiting for the slower rank, which another batch changes: the figures need not agree")
+def allreduce_pair(*, table_ms: float, table_batch: int, after_ms: float, sum_ms: float, batch: int,
+                   wait_ms: float | None = None) -> str:
+    """Why section 6's all-reduce per step and the bucket test's sum need not agree for the same gradients: another
+    batch per rank, so another wait for the slower rank (wait_ms: rank 0's wait, measured from both ranks' hand-over
+    times, where given); and 'after the last gradient' (after_ms) also holds DDP's work around the sum (sum_ms: the
+    sum timed as section 6 times it, from the bucket's hand-over to its result)."""
+    said = (f"section 6 timed the same gradients' all-reduce at {table_ms:.1f} ms a step, at {table_batch} samples a "
+            f"rank; here, at {batch} a rank, the sum took {sum_ms:.1f} ms from the bucket's hand-over to its result "
+            f"(the {after_ms:.1f} ms after the last gradient also hold DDP's work around it)")
+    if wait_ms is None:
+        return said + (". Each includes waiting for the slower rank, which another batch changes: the figures need "
+                       "not agree")
+    return said + (f". Of the {sum_ms:.1f} ms, rank 0 waited {wait_ms:.1f} ms (median) for the other rank to hand "
+                   f"over the same bucket, so the sum itself took about {max(0.0, sum_ms - wait_ms):.1f} ms: "
+                   "the wait depends on the batch and what else runs, so the two figures need not agree")
 
 
 def threads_verdict(rates: dict[str, float], world_size: int, tolerance: float, refused: str | None = None) -> str:
@@ -169,8 +191,9 @@ def headline(rates: dict[str, float], world_size: int, tolerance: float, slowed:
     if not lab01_many:
         return said
     theirs = reading(ddp / lab01_many, tolerance)
-    return said + (f"; {ddp / lab01_many:.2f}x lab 01's {world_size}-thread figure ({theirs}" +
-                   ("): both read the same" if theirs == ours else
+    # learner s12r3c: 'both read the same' named nothing; say it is the same reading from either 2-thread figure
+    return said + (f"; against lab 01's {world_size}-thread figure instead, {ddp / lab01_many:.2f}x ({theirs}" +
+                   (f"): the same reading from either {world_size}-thread figure" if theirs == ours else
                     "): the two readings differ, so this run does not settle DDP against threads"))
 
 
@@ -241,3 +264,21 @@ def results(reading: Reading, speed: dict, world_size: int, device: str, launche
             flags=(*reading.flags[name], *(refused if parallel else []), *(launched if ranks == 1 else []),
                    *(slow_base if name == "1 process x 1 thread" else []))))
     return rows
+
+
+def speed_summary_lines(reading: Reading, world_size: int, launches: int, tolerance: float, *, recipe_rate: float,
+                  lab01_rate: float | None, lab01_threads: int | None, load=None) -> list[str]:
+    """The summary's speed lines: section 6's figures (flagged as its rows are, refused under load) and what N ranks
+    buy, with the recipe run against lab 01's step where lab 01 used N threads (load: conditions.Load, for tests)."""
+    ddp_name, threads_name = f"{world_size} ranks, DDP", f"1 process x {world_size} threads"
+    figures = measure.as_result(speed_summary(reading.rates, "1 process x 1 thread", world_size, reading.slowed,
+                                              tolerance), workers=world_size, load=load)
+    said = [measure.short_lines(measure.flagged(
+        f"speed (medians of {launches} launches each; the DDP and Horovod-style launches alternating): {figures}",
+        reading.flags[ddp_name] + reading.flags[threads_name]))]
+    if reading.unreadable:  # section 6 under load: the line above already refused these ratios
+        return said
+    recipe_ratio = recipe_rate / lab01_rate if lab01_rate and lab01_threads == world_size else None
+    said.append(measure.short_lines(measure.as_result(buys_line(reading.rates, world_size, tolerance, reading.slowed,
+                                                                recipe_ratio), workers=world_size, load=load)))
+    return said
