@@ -28,6 +28,19 @@ def bubble_line(measured: float, ideal: float, theory: float, refused: bool) -> 
     return f"bubble measured {shown}, ideal {ideal:.3f} (these stage times), theory {theory:.3f} (equal stages)"
 
 
+def below_floor_line(bubbles, makespans, ops_makespans, floor: float, median_bubble: float) -> str:
+    """Why some naive steps' bubbles fall below (K-1)/K ('' when none does): their ops' recorded times overlap."""
+    below = [m - o for b, m, o in zip(bubbles, makespans, ops_makespans) if b < floor]
+    if not below:
+        return ""
+    overlap_ms = max(0.0, -min(below)) * 1e3
+    return (f"{len(below)} of {len(bubbles)} steps below {floor:.3f}: their ops' recorded times overlap (by up to "
+            f"{overlap_ms:.2f} ms), which one stage at a time cannot do: an op's end was recorded after the next "
+            "stage had started, as when a stage waits for a core after sending; "
+            + ("the median step is one of them (its flag says more)" if median_bubble < floor else
+               "the median step, the figure to read, is not one of them"))
+
+
 def pool_line(layer_types, times, batch: int) -> str:
     """Each max-pool's time over the convolution's before it, on one line ('' without a pool after a convolution)."""
     pairs = []
@@ -155,15 +168,15 @@ def spread_line(label: str, ops, handovers) -> str:
 
 
 def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
-    """A note where a row's compute factor (read on its median step) lies outside the range of the paired rounds'
-    busy-time ratios: that step's ops were atypical, not the configuration's, so the note gives the figure to read
-    and the table's cell says 'note' instead of that step's; [] where it lies inside."""
+    """A note where a row's compute factor (read on its median step, the column's, which keeps 'vs naive = overlap x
+    compute' true) lies outside the range of the paired rounds' busy-time ratios: that step's ops were atypical, not
+    the configuration's, so the note gives the ops' speed per image to read; [] where it lies inside."""
     if low <= compute <= high:
         return []
     pace = "slower" if compute < low else "faster"
-    return [f"{label}'s compute: {median:.2f}x (range {_range(low, high)}), the naive split's busy time over this "
-            f"row's over all the paired rounds, is its ops' speed per image; its median step's ops ran {pace} than "
-            "that, so the column leaves that step's figure out"]
+    return [f"{label}: the column's compute is its median step's, whose ops ran {pace} than usual; its ops' speed "
+            f"per image is {median:.2f}x (range {_range(low, high)}), the naive split's busy time over this row's "
+            "over all the paired rounds"]
 
 
 def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
@@ -211,10 +224,19 @@ def compute_noise_line(within: list[str]) -> str:
             "ran as fast per image as the naive split's, as far as this run can tell")
 
 
-def fastest_other_m(makespans: dict[int, float], shown: int) -> int | None:
-    """The M whose median step was the shortest, where it is not the `shown` one (the summary's); None where it is."""
-    fastest = min(makespans, key=makespans.__getitem__)
-    return None if fastest == shown or makespans[fastest] == makespans[shown] else fastest
+def fastest_other_m(makespans: dict[int, float], shown: int) -> list[int]:
+    """The M whose median step was the shortest as printed (0.1 ms), every M tied with it included, where the `shown`
+    one (the summary's) is not among them; [] where it is."""
+    def ms(m):
+        return round(makespans[m] * 1e3, 1)
+    best = min(ms(m) for m in makespans)
+    fastest = sorted(m for m in makespans if ms(m) == best)
+    return [] if shown in fastest else fastest
+
+
+def fastest_words(ms: list[int]) -> str:
+    """'M=4', or 'M=2 and M=4 (a tie)' for the summary's fastest-M line."""
+    return " and ".join(f"M={m}" for m in ms) + (" (a tie)" if len(ms) > 1 else "")
 
 
 def handover_table(labels, steps, ops, ideals, tolerance_s: float) -> list[str]:
