@@ -751,3 +751,23 @@ def test_naive_steps_below_the_floor_are_explained_by_their_overlapping_ops():
     assert line.endswith("is not one of them"), line
     median = tables.below_floor_line([0.45, 0.46], [0.030, 0.031], [0.033, 0.0335], 0.5, 0.45)
     assert median.startswith("2 of 2") and median.endswith("(its flag says more)"), median
+
+
+def test_the_deadlock_table_numbers_calls_as_calls_and_keeps_the_legend_whole():
+    # learner s12r3d, lab 04 finding 8: 'waits in send #2 ... last completed: recv #1' read as a second send; and the
+    # legend's wrapped second line left a one-word line ('a')
+    from lab_utils.labs.lab04 import tables
+    from lab_utils.launch.where import CELL_LEGEND
+    where = "\n".join([
+        "where was every rank", "rank | state | waits in | learner's line | last completed",
+        "0 | in a collective | send #2 [32, 16] float32 | cell [7], line 14 | send #1 [32, 16] float32",
+        "1 | in a collective | send #2 [32, 16] float32 | cell [8], line 11 | recv #1 [32, 16] float32",
+        "first difference: every rank is in send #2", CELL_LEGEND])
+    lines = tables.deadlock_lines(where)
+    assert "rank 1 waits in call #2 (a send) [32, 16] float32" in lines[1], lines
+    assert "its last completed: call #1 (a recv)" in lines[1].replace("\n    ", " "), lines
+    assert tables.call_words("all_reduce #3 [1] float32") == "call #3 (an all_reduce) [1] float32"
+    assert "every rank is in call #2 (a send)" in lines[2], lines
+    legend = lines[-1].split("\n")
+    assert len(lines) == 4 and all(len(part.strip()) > 10 for part in legend), lines
+    assert all(len(part) <= 100 for line in lines for part in line.split("\n")), lines

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from ... import measure
@@ -39,6 +40,28 @@ def below_floor_line(bubbles, makespans, ops_makespans, floor: float, median_bub
             "stage had started, as when a stage waits for a core after sending; "
             + ("the median step is one of them (its flag says more)" if median_bubble < floor else
                "the median step, the figure to read, is not one of them"))
+
+
+def call_words(text: str) -> str:
+    """Each numbered call as what it is: 'send #2' (the rank's 2nd call, a send) -> 'call #2 (a send)'."""
+    return re.sub(r"\b([a-z_]+) #(\d+)",
+                  lambda m: f"call #{m[2]} ({'an' if m[1][0] in 'aeiou' else 'a'} {m[1]})", text)
+
+
+def deadlock_lines(where: str) -> list[str]:
+    """The 'where was every rank' note as the lab prints it: one line per rank (its call numbered in the rank's
+    sequence of calls), then the note's other lines, each joined with its continuation lines before wrapping."""
+    out: list[str] = []
+    for row in where.splitlines()[2:]:  # after the note's title and the table's header; the state column left out
+        if " | " in row:
+            rank, _, waits_in, line, last = [cell.strip() for cell in row.split(" | ")]
+            out.append(f"  rank {rank} waits in {call_words(waits_in)} at {line}; its last completed: "
+                       f"{call_words(last)}")
+        elif row.startswith("  ") and out and not out[-1].startswith("  rank"):  # a wrapped line's continuation
+            out[-1] += " " + row.strip()
+        elif row.strip():
+            out.append("  " + call_words(row.strip()))
+    return [measure.short_lines(line) for line in out]
 
 
 def pool_line(layer_types, times, batch: int) -> str:
