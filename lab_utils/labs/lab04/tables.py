@@ -131,22 +131,43 @@ def decomposition_lines(slow_name: str, slow: StepParts, fast_name: str, fast: S
     rows = [f"{'':<7}{'step':>7} = {'ops in order':>12} + {'hand-overs':>10}{'busy':>8}   (ms)"]
     for name, p in ((slow_name, slow), (fast_name, fast)):
         rows.append(f"{name:<7}{p.step * ms:>7.1f} = {p.ops * ms:>12.1f} + {p.handovers * ms:>10.1f}{p.busy * ms:>8.1f}")
-    rows.append(f"{slow_name}'s over {fast_name}'s, from the columns: step {f['total']:.2f}x = the ops "
-                f"{f['the ops']:.2f}x (busy) x the schedule {f['the schedule']:.2f}x (ops in order / busy) x the "
-                f"hand-overs {f['the hand-overs']:.2f}x (step / ops in order); the largest part: {largest_factor(f)}")
+    rows.append(f"{slow_name}'s step over {fast_name}'s, in parts from the columns: the ops {f['the ops']:.2f}x "
+                f"(busy) x the schedule {f['the schedule']:.2f}x (ops in order / busy) x the hand-overs "
+                f"{f['the hand-overs']:.2f}x (step / ops in order); the largest part: {largest_factor(f)}")
     return rows
 
 
-def verdict_figures_line(total: float, step: float, ops: float, rounds: int) -> str:
-    """The decomposition's step ratio (`total`: a ratio of geometric means over the middle rounds) beside the verdicts'
-    figures (`step`, `ops`: medians of all `rounds` paired ratios): the same figure at two decimals, or said plainly to
-    be another quantity, and why both are shown."""
-    if f"{total:.2f}" == f"{step:.2f}":
-        return (f"the step's {total:.2f}x above is also the verdict's figure (the median of all {rounds} paired "
-                f"ratios); the ops' verdict: {ops:.2f}x")
-    return (f"the verdict's figure for the step is {step:.2f}x, the median of all {rounds} paired ratios (the ops': "
-            f"{ops:.2f}x); the {total:.2f}x above is another quantity, the ratio of the middle rounds' geometric "
-            "means, shown because only means split exactly into the three parts")
+def verdict_figures_line(step: float) -> str:
+    """Under the decomposition: its parts are ratios of geometric means; the comparison's one figure stays the
+    verdict's (`step`, the median of the paired ratios), said as from above."""
+    return (f"(the parts are ratios of geometric means, which multiply exactly; the comparison's figure stays the "
+            f"verdict's {step:.2f}x, from above)")
+
+
+def other_side_line(v, a: str, b: str) -> str:
+    """Where theory predicts A and B equal and the verdict tests one side ('A no slower'): the other side ('A no
+    faster') read on the same paired range ('' where the load refused the verdict)."""
+    if v.verdict == measure.CANNOT_SEE:
+        return ""
+    if v.low > 1:
+        return (f"theory's other half, '{a} no faster than {b}', does not hold here: the whole range "
+                f"{v.range_text()} lies above 1: {a} was faster than the equal bubble predicts; the parts below "
+                "say where")
+    if v.high < 1:
+        return f"theory's other half, '{a} no faster than {b}', holds: the whole range {v.range_text()} lies below 1"
+    return (f"theory's other half, '{a} no faster than {b}', holds too: the range {v.range_text()} holds 1: "
+            "no difference this run can tell")
+
+
+def library_reading(v, what: str) -> str:
+    """What a library verdict's 'holds' means where the library was the slower one at the median: no cost beyond the
+    threshold this run's scatter can test stood out, which neither shows nor refutes 'no slower' ('' otherwise)."""
+    if v.verdict != "holds" or v.ratio >= 1 or not v.holds_from:
+        return ""
+    said = ("'no slower' does not hold: the whole range lies below 1" if v.high < 1 else
+             "'no slower' is neither shown nor refuted here (more `rounds` narrow the range)")
+    return (f"read as: {what} was {1 / v.ratio - 1:.0%} slower at the median; 'holds' says only that no cost above "
+            f"{1 / v.holds_from - 1:.0%} stood out of these pairs' scatter; {said}")
 
 
 def handover_line(labels, steps, ops, tolerance_s: float, ideals=None) -> str:
