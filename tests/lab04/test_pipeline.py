@@ -696,6 +696,13 @@ def test_the_summary_says_whether_gpipe_pays_and_why_in_its_two_factors():
     assert "no busier" in paired and "slower per image" in paired
     refused = tables.pays_line(8, 0.97, 1.17, 0.83, refused="other programs used 1.2 of 2 cores")
     assert "0.97" not in refused and "not measurable here" in refused and "1.2 of 2 cores" in refused
+    # learner s12r3d, lab 04 finding 7: 'pays: 1.08x' from two noisy medians, where every other comparison is paired
+    unsure = tables.pays_line(8, 1.08, 1.20, 0.89, paired=(1.06, 0.97, 1.15))
+    assert unsure.startswith("GPipe M=8 neither pays nor loses as far as this run can tell on this machine: 1.06x "
+                             "the naive split (the median of the paired rounds' ratios, range 0.97-1.15)"), unsure
+    assert "1.08" not in unsure and "its median step: overlap 1.20x, compute 0.89x" in unsure, unsure
+    assert tables.pays_line(8, 1.08, 1.2, 0.89, paired=(1.06, 1.02, 1.15)).startswith("GPipe M=8 pays")
+    assert tables.pays_line(8, 0.9, 1.2, 0.7, paired=(0.9, 0.85, 0.95)).startswith("GPipe M=8 does not pay")
 
 
 def test_the_below_ideal_line_names_the_bound_and_which_bubble_breaks_it():

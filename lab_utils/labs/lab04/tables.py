@@ -224,16 +224,28 @@ def compute_note(label: str, compute: float, low: float, median: float, high: fl
 
 
 def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
-              refused: str | None = None) -> str:
+              refused: str | None = None, paired: tuple[float, float, float] | None = None) -> str:
     """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
-    (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note)."""
+    (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note). paired:
+    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then 'pays' needs the whole range
+    above 1, and the factors are said as the median step's."""
     if refused:
         return f"whether GPipe M={m} pays here: {measure.NOT_MEASURABLE}: {refused}"
-    head = f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the naive split"
-    if read_compute is None:
-        figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
+    if paired is not None:
+        median, low, high = paired
+        pays = ("pays" if low > 1 else "does not pay" if high < 1 else
+                "neither pays nor loses as far as this run can tell")
+        head = (f"GPipe M={m} {pays} on this machine: {median:.2f}x the naive split (the median of the paired "
+                f"rounds' ratios, range {_range(low, high)})")
+        figures = f"; its median step: overlap {overlap:.2f}x, compute {compute if read_compute is None else read_compute:.2f}x"
+        figures += "" if read_compute is None else " (over all the paired rounds)"
+        c = compute if read_compute is None else read_compute
     else:
-        figures, c = f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)", read_compute
+        head = f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the naive split"
+        if read_compute is None:
+            figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
+        else:
+            figures, c = f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)", read_compute
     busier = ("the schedule kept the stages busier" if overlap > 1 else
               "the schedule kept the stages no busier than the naive split")
     ops = ("its smaller ops ran no slower per image" if c >= 1 else
