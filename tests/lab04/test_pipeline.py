@@ -801,3 +801,12 @@ def test_the_other_half_of_an_equal_prediction_and_a_library_holds_are_read_in_w
     assert "'no slower' does not hold: the whole range lies below 1" in always, always
     assert tables.library_reading(fake("holds", 1.10, 1.07, 1.24, 1 / 1.10), "the library") == ""
     assert tables.library_reading(fake("reversed", 0.80, 0.75, 0.85, 1 / 1.10), "the library") == ""
+
+
+def test_a_wide_layer_spread_that_cannot_move_the_split_is_said():
+    # learner s12r3d, lab 04 finding 9: 'layer 0 conv2d 0.60 ms (spread 152%)' beside the split with no word
+    from lab_utils.labs.lab04 import tables
+    said = tables.layer_spread_line([1.52, 0.07, 0.09], [])
+    assert said.startswith("the widest spread, layer 0's 152%") and "no layer's range" in said, said
+    assert tables.layer_spread_line([1.52, 0.07], [0]) == ""  # the split's flag names the movers
+    assert tables.layer_spread_line([0.10, 0.07], []) == ""

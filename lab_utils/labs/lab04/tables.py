@@ -64,6 +64,16 @@ def deadlock_lines(where: str) -> list[str]:
     return [measure.short_lines(line) for line in out]
 
 
+def layer_spread_line(spreads, movers) -> str:
+    """Where a layer's repeats spread widely but no layer's range moves the split: said, so a wide spread beside the
+    times is read ('' where no spread exceeds measure.MAX_SPREAD or where the split's own flag names the movers)."""
+    wide = max(range(len(spreads)), key=lambda i: spreads[i]) if spreads else None
+    if movers or wide is None or spreads[wide] <= measure.MAX_SPREAD:
+        return ""
+    return (f"the widest spread, layer {wide}'s {spreads[wide]:.0%}, is its repeats' range (the split reads the "
+            "median): no layer's range of repeats moves the split")
+
+
 def pool_line(layer_types, times, batch: int) -> str:
     """Each max-pool's time over the convolution's before it, on one line ('' without a pool after a convolution)."""
     pairs = []
@@ -237,15 +247,17 @@ def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_comp
                 "neither pays nor loses as far as this run can tell")
         head = (f"GPipe M={m} {pays} on this machine: {median:.2f}x the naive split (the median of the paired "
                 f"rounds' ratios, range {_range(low, high)})")
-        figures = f"; its median step: overlap {overlap:.2f}x, compute {compute if read_compute is None else read_compute:.2f}x"
-        figures += "" if read_compute is None else " (over all the paired rounds)"
         c = compute if read_compute is None else read_compute
+        figures = f"; its median step: overlap {overlap:.2f}x, compute {c:.2f}x"
+        figures += "" if read_compute is None else " (over all the paired rounds)"
     else:
-        head = f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the naive split"
+        head = (f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the "
+                "naive split")
         if read_compute is None:
             figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
         else:
-            figures, c = f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)", read_compute
+            figures, c = (f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)",
+                          read_compute)
     busier = ("the schedule kept the stages busier" if overlap > 1 else
               "the schedule kept the stages no busier than the naive split")
     ops = ("its smaller ops ran no slower per image" if c >= 1 else

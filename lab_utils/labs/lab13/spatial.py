@@ -234,8 +234,8 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
         side = ("the range holds 1: the difference is within the rounds' spread" if within else
                 "the whole range lies below 1, which the work does not explain (rank 0's is the same): the "
                 "difference is the conditions each step met (its place in the round, the caches and memory it found)"
-                if high < 1 else f"the whole range lies above 1: {dp_ms - one_ms:.2f} ms more at the medians, the all-reduce's "
-                "message and its wait cost (the floor line names it)")
+                if high < 1 else f"the whole range lies above 1: {dp_ms - one_ms:.2f} ms more at the medians, the "
+                "all-reduce's message and its wait cost (the floor line names it)")
         return (f"{head}; rank 0 does one device's whole work plus an all-reduce (the other ranks have no image), "
                 f"so theory puts it at 1x or slower: {side}")
     saved = one_ms * (ranks - 1) / ranks  # at most: the compute the other ranks take off rank 0
@@ -299,8 +299,8 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
     share = one_device_s / ranks * code_ratio
     rest = spatial_s - share - floor_s
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
-            f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from the small "
-            f"image) + {rest * 1e3:.1f} ms more (medians): "
+            f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
+            f"the small image) + {rest * 1e3:.1f} ms more (medians): "
             + ("the rest, which this run does not take apart (theory names two ranks sharing one memory bus and "
                "cache, and waits longer than a small image's), is the largest part" if rest > max(share, floor_s)
                else "the floor is the largest cost the split adds" if floor_s >= rest else
