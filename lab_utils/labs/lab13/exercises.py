@@ -21,11 +21,24 @@ def _rows_run(halo_rows, cases):
     return [[int(v) for v in halo_rows(k, p, s)] for k, p, s in cases]
 
 
+ROWS_MISTAKES = (  # a wrong formula the answer follows in every case: named, whichever case shows it first
+    (lambda k, p, s: [k // 2, k // 2], "k // 2 on each side holds only for a stride-1 convolution padded by k // 2: "
+     "the rows above are the padding, the rows below shrink with the stride"),
+    (lambda k, p, s: [p, p], "the padding on both sides: above is right (the first output row reads p rows above "
+     "the slab), but the rows below are not the padding: count which input rows the last output row reads"),
+    (lambda k, p, s: [p, k - 1 - p], "below = k - 1 - p holds for stride 1 only: the slab's last output row i reads "
+     "input rows up to i*s - p + k - 1, and the slab's last input row is i*s + s - 1: count the rows between"),
+)
+
+
 def _rows_judge(got, expected, cases):
     for g, e, (k, p, s) in zip(got, expected, cases):
         if g == e:
             continue
-        where = f"kernel {k}, padding {p}, stride {s}: you gave {g}, "
+        where = f"kernel {k}, padding {p}, stride {s}: you gave {tuple(g)}, "
+        for formula, said in ROWS_MISTAKES:
+            if all(gg == formula(*c) for gg, c in zip(got, cases)):
+                return 0.0, where + said
         if s > 1 and g == [p, k - 1 - p]:
             return 0.0, where + ("right for stride 1; with stride s the slab's last output row starts s - 1 rows "
                                  "earlier than its last input row")
