@@ -810,3 +810,32 @@ def test_a_wide_layer_spread_that_cannot_move_the_split_is_said():
     assert said.startswith("the widest spread, layer 0's 152%") and "no layer's range" in said, said
     assert tables.layer_spread_line([1.52, 0.07], [0]) == ""  # the split's flag names the movers
     assert tables.layer_spread_line([0.10, 0.07], []) == ""
+
+
+def test_the_gpipe_table_keeps_its_identity_on_every_row_and_refuses_under_load(executed):
+    # structural goal (issue 51): the table's plumbing moved to lab_utils; learner s12r3d finding 1: the '=' holds
+    import re
+    from lab_utils.labs.lab04 import tables
+    from lab_utils import detectors, measure
+    measured = {"naive": executed[1]["naive"], "gpipe M=4": executed[1]["gpipe"], "1f1b M=4": executed[1]["1f1b"]}
+    naive = measured["naive"]
+
+    def factors(m):
+        return ((1 - m.bubble) / (1 - naive.bubble),
+                pl.busy_seconds(naive.typical()) / pl.busy_seconds(m.typical()))
+    kwargs = dict(stages=2, largest=4, factors=factors, speedup_flags=lambda m: [], load_cause=None,
+                  tolerance_s=detectors.ops_tolerance(2))
+    lines, step_flags, busy_ranges = tables.gpipe_table(measured, ["naive", "gpipe M=4"], list(measured),
+                                                        refused=None, **kwargs)
+    assert set(step_flags) == set(measured) and set(busy_ranges) == {"gpipe M=4"}
+    low, median, high = busy_ranges["gpipe M=4"]
+    assert low <= median <= high
+    row = next(line for line in lines if line.startswith("gpipe M=4"))
+    vs, overlap, compute = (float(v) for v in re.findall(r"(\d+\.\d\d)x", row)[:3])
+    assert vs == pytest.approx(overlap * compute, abs=0.015), row  # the header's '=' holds, note or not
+    assert "note" not in row.split("\n")[0], row
+    refused, _, _ = tables.gpipe_table(measured, ["naive", "gpipe M=4"], list(measured),
+                                       refused="other programs used 1.5 of 2 cores", **kwargs)
+    assert refused[3].count(measure.N_M) == 5, refused  # vs naive, overlap, compute, bubble, steps
+    assert any(line.startswith(f"{measure.N_M}: {measure.NOT_MEASURABLE}") for line in refused), refused
+    assert not any("gap to 'ideal'" in line for line in refused), refused

@@ -342,3 +342,52 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
     spread = spread_line(f"gpipe M={largest}", pl.ops_makespans(measured[f"gpipe M={largest}"]),
                          pl.handover_seconds(measured[f"gpipe M={largest}"]))
     return out + ([measure.short_lines(spread)] if spread else [])  # two steps or more
+
+
+def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stages: int, largest: int, factors,
+                speedup_flags, refused: str | None, load_cause, tolerance_s: float):
+    """The GPipe speed table as the lab prints it: (lines, step_flags, busy_ranges). step_flags: per hand-built run,
+    the flag of a step shorter than its own ops; busy_ranges: per GPipe row, the naive split's busy time over the
+    row's, paired by round (low, median, high). factors(m) -> (overlap, compute) and speedup_flags(m) are the
+    notebook's; refused: the load's reason where it rules the columns out (they print n/m)."""
+    import statistics
+
+    from ... import detectors
+    from . import pipeline as pl
+    naive = measured[rows[0]]
+    own = {label: pl.own_ops_makespan(measured[label]) for label in hand_built}
+    step_flags = {label: detectors.shorter_than_its_ops(measured[label].makespan, needed, what=label, cause=load_cause,
+                                                        tolerance_s=tolerance_s) for label, needed in own.items()}
+    busy_ranges = {}
+    for label in rows[1:]:
+        ratios = measure.paired_ratios([pl.busy_seconds(t) for t in measured[label].timelines],
+                                       [pl.busy_seconds(t) for t in naive.timelines])
+        low, high, _ = measure.ratio_range(ratios)
+        busy_ranges[label] = (low, statistics.median(ratios), high)
+    lines = ["each row is its median step by makespan (the 'steps' column: the bubble's range over every step)",
+             f"{'':<12}{'makespan':>9}{'spread':>8}{'vs naive':>9}{'= overlap':>10}{'x compute':>10}{'bubble':>8}"
+             f"{'steps':>15}{'theory':>8}{'ideal':>7}"]
+    for label in rows:
+        m = measured[label]
+        theory = pl.make_schedule(m.run.schedule, stages, m.run.micro_batches).theoretical_bubble
+        overlap, compute = factors(m)
+        note = (compute_note(label, compute, *busy_ranges[label])  # the figure to read, where one step misleads
+                if label in busy_ranges and refused is None else [])
+        cells = speed_cells(naive.makespan / m.makespan, overlap, compute, m.bubble, m.bubbles,
+                            refused=refused is not None)  # n/m where the load line below refuses them
+        lines.append(measure.flagged(f"{label:<12}{m.makespan * 1e3:>7.1f}ms{m.spread:>8.0%}{cells}{theory:>8.3f}"
+                                     f"{pl.ideal_bubble(m):>7.3f}",
+                                     (speedup_flags(m) if m is not naive else []) + step_flags[label] + note))
+    if refused is None:  # each line reads the rounds' waits, which a refusing load would fill
+        lines += under_table_lines(measured, rows, own, busy_ranges, stages, largest, tolerance_s)
+    noise = detectors.noise_line(measured[label].spread for label in rows)
+    if noise:
+        lines.append(measure.short_lines(str(noise)))
+    if refused is not None:
+        lines.append(measure.short_lines(
+            f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}. GPipe keeps {stages} stages computing at once, the "
+            "naive split one at a time: a stage waiting for a core counts as idle, so these columns would show the "
+            "load as well as the schedule. 'theory' is the schedule's own bubble, which no load changes; 'ideal' "
+            "simulates it with this run's op times, not its waits: on a busy machine, read the lesson in 'theory' and "
+            "'ideal'"))
+    return lines, step_flags, busy_ranges
