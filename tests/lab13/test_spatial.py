@@ -373,3 +373,47 @@ def test_speed_table_takes_each_round_on_the_slower_rank_and_counts_the_bytes():
     row = next(line for line in lines if "spatial " in line and "32px" in line)
     assert row.split()[-4:] == ["12.00", "17%", "128", "100"], row  # halo: both ranks' bytes; all-reduce: one rank's
     assert "80 bytes (one 32px image)" in lines[-1]  # 100 - 700 + 680
+
+
+def test_cost_lines_build_the_two_lines_under_the_table_from_the_launches():
+    # structural goal (issue 51): the 1-rank cost and the floor lines' plumbing moved out of the timing cell
+    from lab_utils.labs.lab13 import spatial
+    small, large = "one 32px image", "one 1024px image"
+    alone = {small: {"times": {"spatial": [0.0015] * 5, "one device": [0.0005] * 5}},
+             large: {"times": {"spatial": [0.130] * 5, "one device": [0.095] * 5}}, "one message": [0.0002] * 5}
+    sent = [{"call": "isend"}] * 4 + [{"call": "all_reduce"}] * 7
+    per_rank = [{small: {"sent": {"spatial": sent}}, "one message": [0.00017] * 5}]
+    overhead, lines = spatial.cost_lines(alone, per_rank, {small: {"spatial": [0.0167] * 5}}, small)
+    assert lines[:len(overhead)] == overhead and len(lines) == len(overhead) + 1
+    assert "  one 32px image: 3.00x" in overhead[2] and "  one 1024px image: 1.37x" in overhead[3], overhead
+    assert "(4 isend, 7 all_reduce)" in lines[-1].replace("\n  ", " ") and "wait cost" in lines[-1], lines[-1]
+    assert all(len(part) <= 100 for line in lines for part in line.split("\n")), lines
+
+
+def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict():
+    # structural goal (issue 51): the lines under the verdicts, moved out of the verdict cell, with the busy,
+    # refused and reversed cases
+    from types import SimpleNamespace
+    from lab_utils import measure
+    from lab_utils.labs.lab13 import spatial
+    small, large, many = "one 32px image", "one 1024px image", "16 images of 32px"
+
+    def verdicts(large_word, many_word="holds"):
+        return {(large, "spatial", "one device"): SimpleNamespace(verdict=large_word),
+                (large, "spatial", "data parallel"): SimpleNamespace(verdict=large_word),
+                (small, "one device", "spatial"): SimpleNamespace(verdict="holds"),
+                (many, "data parallel", "spatial"): SimpleNamespace(verdict=many_word)}
+    speed = {(small, "spatial"): {"step_s": 0.0167}, (large, "spatial"): {"step_s": 0.1214},
+             (large, "one device"): {"step_s": 0.0949}}
+    alone = {small: {"times": {"spatial": [0.0015] * 5}},
+             large: {"times": {"spatial": [0.129] * 5, "one device": [0.095] * 5}}}
+    rounds = {large: {"data parallel": [0.111] * 5, "one device": [0.095] * 5},
+              many: {"data parallel": [0.0036] * 5, "one device": [0.0019] * 5}}
+    args = (speed, rounds, alone, {small: 1, large: 1, many: 16}, small, large, many)
+    lines = spatial.after_verdicts_lines(verdicts("not distinguishable here"), *args, None)
+    assert lines[0].startswith("one 1024px image: spatial 121.4 ms = one device's 94.9 ms / 2") and len(lines) == 3
+    assert "why the [!]" not in lines[0] and lines[2].startswith(many), lines
+    lost = spatial.after_verdicts_lines(verdicts(measure.REVERSED), *args, None)
+    assert lost[0].startswith("why the [!] above, measured: one 1024px image: spatial"), lost
+    busy = spatial.after_verdicts_lines(verdicts(measure.CANNOT_SEE, measure.CANNOT_SEE), *args, "2 cores busy")
+    assert all(measure.NOT_MEASURABLE in line for line in busy) and len(busy) == 3, busy

@@ -339,3 +339,42 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
         "gradients again backward), the area and the global mean's sums (one per image and channel): "
         + ", ".join(f"{b:,} bytes ({n})" for n, b in added.items()), hang="  "))
     return rounds, speed, lines
+
+
+def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> tuple[list[str], list[str]]:
+    """The two lines under the speed table, where the load allows them: (overhead, lines). overhead: overhead_lines
+    of the 1-rank launch `alone`; lines: those, then the small image's floor_line from rank 0's calls in one spatial
+    step (per_rank: the 2-rank launch's results; rounds: speed_table's)."""
+    overhead = overhead_lines({n: {s: alone[n]["times"][s] for s in ("spatial", "one device")}
+                               for n in alone if n != "one message"})
+    calls: dict[str, int] = {}
+    for row in per_rank[0][small]["sent"]["spatial"]:  # rank 0's calls in one spatial step on the small image
+        calls[row["call"]] = calls.get(row["call"], 0) + 1
+    floor = floor_line(small, rounds[small]["spatial"], alone[small]["times"]["spatial"], calls,
+                       per_rank[0]["one message"])
+    return overhead, overhead + [measure.lines.wrap(floor, hang="  ")]
+
+
+def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict, images: dict[str, int], small: str,
+                         large: str, many: str, busy: str | None, ranks: int = 2) -> list[str]:
+    """The lines under the verdicts: the large image's spatial step taken apart (split_costs_line; the [!]'s cause
+    where its verdict is reversed), then data parallel beside one device on the large and the many images
+    (data_parallel_vs_one_line); each refused where the load refused its verdicts. images: per workload, its
+    number of images."""
+    out = []
+    if busy or verdicts[large, "spatial", "one device"].verdict == measure.CANNOT_SEE:
+        out.append(f"{large}: spatial's step taken apart: {measure.NOT_MEASURABLE}, as its verdict above")
+    else:  # the medians of the table and of the two lines under it, added up
+        floor_s = speed[small, "spatial"]["step_s"] - float(np.median(alone[small]["times"]["spatial"]))
+        code_ratio = measure.paired_median(alone[large]["times"]["one device"], alone[large]["times"]["spatial"])
+        lost = verdicts[large, "spatial", "one device"].verdict == measure.REVERSED  # the line is the [!]'s cause
+        out.append(measure.lines.wrap(("why the [!] above, measured: " if lost else "") + split_costs_line(
+            large, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio, floor_s,
+            ranks), hang="  "))
+    for name in (large, many):  # no claim of its own: read against theory, on the same rounds
+        if any(v.verdict == measure.CANNOT_SEE for (w, _, _), v in verdicts.items() if w == name):
+            out.append(f"{name}: data parallel beside one device: {measure.NOT_MEASURABLE}, as its verdicts above")
+            continue
+        out.append(measure.lines.wrap(data_parallel_vs_one_line(
+            name, images[name], rounds[name]["data parallel"], rounds[name]["one device"], ranks), hang="  "))
+    return out
