@@ -269,6 +269,18 @@ def _bubble_judge(got, expected, cases):
             return 0.0, ("your makespan is the last interval's end minus the first's start, in list order; the "
                          "intervals come in no particular order: take the earliest start and the latest end "
                          "(min and max over all of them)")
+        span = last - min(a for _, _, a, _ in c["intervals"])
+        if abs(g - (1 - busy / span)) <= 1e-9:
+            return 0.0, (f"expected {e:.4f}, got {g:.4f}: every one of the {c['stages']} stages is idle or busy for the "
+                         "whole makespan, so the time available is the makespan once per stage, not once")
+        spans = {}
+        for row, _, a, b in c["intervals"]:
+            lo, hi = spans.get(row, (a, b))
+            spans[row] = (min(lo, a), max(hi, b))
+        longest = max(hi - lo for lo, hi in spans.values())
+        if longest < span and abs(g - (1 - busy / (c["stages"] * longest))) <= 1e-9:
+            return 0.0, ("your makespan is the longest single stage's span; the makespan is the whole step's, from "
+                         "the first op's start on any stage to the last op's end on any stage")
         return 0.0, (f"on a {c['stages']}-stage timeline expected {e:.4f}, got {g:.4f}: bubble = 1 - (sum of op "
                      "durations) / (stages x makespan)")
     return 1.0, "idle share of stages x makespan"
