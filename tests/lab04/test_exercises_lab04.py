@@ -435,3 +435,14 @@ def test_bubble_mistakes_on_the_makespan_are_named(wrong, named_as):
     for seed in (1, 2, 3):
         fraction, message = grade(wrong, seed)
         assert fraction == 0.0, message
+
+
+def test_a_one_based_gpipe_order_is_told_it_is_off_by_one():
+    # learner s12r3d, lab 04 exercise 2: F1..FM got 'expected vs got' with no word on the numbering
+    from lab_utils.labs.lab04 import pipeline as pl
+
+    def gpipe_order(stages, micro_batches):
+        one = [pl.Op("F", m) for m in range(1, micro_batches + 1)] + [pl.Op("B", m) for m in range(1, micro_batches + 1)]
+        return [list(one) for _ in range(stages)]
+    result = check(gpipe_order)
+    assert not result.passed and "numbered from 0" in result.message, result.message

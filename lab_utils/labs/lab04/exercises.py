@@ -210,6 +210,10 @@ def _gpipe_judge(got, expected, cases):
                          f"B0 ... B{m - 1}. Both orders add up the same gradients; this lab's GPipe (like "
                          "torch.distributed.pipelining's ScheduleGPipe) takes the forwards' order, so that every stage "
                          "sends and receives the gradients in one agreed order")
+        one_based = [f"F{i}" for i in range(1, m + 1)] + [f"B{i}" for i in range(1, m + 1)]
+        if g and all(ops == one_based for ops in g):
+            return 0.0, (f"your micro-batches are numbered 1 to {m}; they are numbered from 0, like the lists that "
+                         f"hold them: F0 ... F{m - 1}")
         if g and sorted(g[0]) == sorted(e[0]):
             return 0.0, ("every op is there, in the wrong order: all forwards F0 ... F{M-1}, then all backwards "
                          "B0 ... B{M-1}, the same on every stage")
