@@ -119,8 +119,8 @@ def exchange_exercise_worker(rank, world_size, exchange_halo, cases):
 
 
 BLOCKING_SEND = ("rank {rank} used a blocking dist.send (to rank {peer}), a deadlock when every rank sends first: it "
-                 "waits until that rank receives, and an order that avoids it makes the ranks exchange one after another "
-                 "instead of at once. Post irecv and isend, then .wait() on each")
+                 "waits until that rank receives, and an order that avoids it makes the ranks exchange one after "
+                 "another instead of at once. Post irecv and isend, then .wait() on each")
 
 
 class _Waited:
