@@ -446,3 +446,15 @@ def test_a_one_based_gpipe_order_is_told_it_is_off_by_one():
         return [list(one) for _ in range(stages)]
     result = check(gpipe_order)
     assert not result.passed and "numbered from 0" in result.message, result.message
+
+
+def test_named_bubble_and_order_mistakes_get_no_hint_repeating_them():
+    # a message that names the mistake gets no 'Hint:' tail that hands the formula over (lab 00's rule)
+    from lab_utils.labs.lab04 import pipeline as pl
+
+    def gpipe_order(stages, micro_batches):
+        one = [pl.Op("F", m) for m in range(1, micro_batches + 1)] + [pl.Op("B", m) for m in range(1, micro_batches + 1)]
+        return [list(one) for _ in range(stages)]
+    for wrong in (bubble_without_stages, bubble_in_list_order, gpipe_order):
+        result = check(wrong)
+        assert not result.passed and "Hint:" not in result.message, result.message

@@ -446,3 +446,11 @@ def test_halo_bytes_at_the_output_width_names_the_width_not_the_backward_pass():
         return 2 * (world_size - 1) * rows * (width // stride) * channels * batch * itemsize
     result = assert_wrong(halo_bytes_per_step, "layer's input", "not of its output (width // stride = 32)")
     assert "half the bytes" not in result.message, result.message
+
+
+def test_halo_rows_named_mistakes_get_no_hint_repeating_the_arithmetic():
+    # a message that names the mistake already gives the i*s arithmetic: no 'Hint:' tail repeats it (lab 00's rule)
+    def halo_rows(kernel, padding, stride):
+        return padding, kernel - 1 - padding
+    said = assert_wrong(halo_rows, "holds for stride 1 only").message
+    assert "Hint:" not in said, said

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ...exercises.core import ANY, Exercise, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, Named, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F"
 GROUP_TIMEOUT_S = 10  # a send or recv that waits longer than this is a deadlock, not a slow machine
@@ -193,7 +193,7 @@ def _gpipe_expected(cases):
     return [[[str(op) for op in ops] for ops in pl.gpipe(k, m).ops] for k, m in cases]
 
 
-def _gpipe_judge(got, expected, cases):
+def _gpipe_judge_said(got, expected, cases):
     from . import pipeline as pl
 
     for g, e, (k, m) in zip(got, expected, cases):
@@ -219,6 +219,13 @@ def _gpipe_judge(got, expected, cases):
                          "B0 ... B{M-1}, the same on every stage")
         return 0.0, f"gpipe_order({k}, {m}) should give {e[0]} on each stage, got {g[0] if g else g}"
     return 1.0, "all forwards, then all backwards, on every stage"
+
+
+def _gpipe_judge(got, expected, cases):
+    """_gpipe_judge_said's score; a message that names the mistake is Named, so check() adds no hint repeating it."""
+    fraction, message = _gpipe_judge_said(got, expected, cases)
+    generic = fraction >= 1.0 or message.startswith('gpipe_order(')
+    return fraction, message if generic else Named(message)
 
 
 GPIPE_ORDER = Exercise("04", "gpipe_order", _gpipe_cases, _gpipe_run, _gpipe_expected, _gpipe_judge,
@@ -258,7 +265,7 @@ def _bubble_expected(cases):
     return [pl.bubble_fraction([Interval(*i) for i in c["intervals"]], c["stages"]) for c in cases]
 
 
-def _bubble_judge(got, expected, cases):
+def _bubble_judge_said(got, expected, cases):
     for g, e, c in zip(got, expected, cases):
         if abs(g - e) <= 1e-9:
             continue
@@ -288,6 +295,13 @@ def _bubble_judge(got, expected, cases):
         return 0.0, (f"on a {c['stages']}-stage timeline expected {e:.4f}, got {g:.4f}: bubble = 1 - (sum of op "
                      "durations) / (stages x makespan)")
     return 1.0, "idle share of stages x makespan"
+
+
+def _bubble_judge(got, expected, cases):
+    """_bubble_judge_said's score; a message that names the mistake is Named, so check() adds no hint repeating it."""
+    fraction, message = _bubble_judge_said(got, expected, cases)
+    generic = fraction >= 1.0 or message.startswith('on a ')
+    return fraction, message if generic else Named(message)
 
 
 BUBBLE = Exercise("04", "bubble", _bubble_cases, _bubble_run, _bubble_expected, _bubble_judge,

@@ -3,7 +3,7 @@ whole image, and a convolution of it = the unsplit convolution), the halo bytes 
 that balances rows when the height does not divide."""
 from __future__ import annotations
 
-from ...exercises.core import ANY, Exercise, FROM_LESSON, last_line, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, Named, last_line, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\nimport torch.nn.functional as F"
 EXCHANGE_TIMEOUT_S = 10  # an exchange that waits for a message nobody sends is stopped after this long
@@ -31,7 +31,7 @@ ROWS_MISTAKES = (  # a wrong formula the answer follows in every case: named, wh
 )
 
 
-def _rows_judge(got, expected, cases):
+def _rows_judge_said(got, expected, cases):
     for g, e, (k, p, s) in zip(got, expected, cases):
         if g == e:
             continue
@@ -56,6 +56,13 @@ def _rows_judge(got, expected, cases):
         return 0.0, where + ("not the rows the slab's first and last output rows read beyond it: list the input rows "
                              "each reads and count those outside the slab")
     return 1.0, "the rows above are the padding, the rows below k - p - s (never negative), for every case"
+
+
+def _rows_judge(got, expected, cases):
+    """_rows_judge_said's score; a message that names the mistake is Named, so check() adds no hint repeating it."""
+    fraction, message = _rows_judge_said(got, expected, cases)
+    generic = fraction >= 1.0 or "not the rows the slab's first and last" in message
+    return fraction, message if generic else Named(message)
 
 
 HALO_ROWS = Exercise("13", "halo_rows", _rows_cases, _rows_run, FROM_LESSON, _rows_judge,
