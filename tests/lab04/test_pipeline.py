@@ -703,6 +703,8 @@ def test_the_summary_says_whether_gpipe_pays_and_why_in_its_two_factors():
     assert "1.08" not in unsure and "its median step: overlap 1.20x, compute 0.89x" in unsure, unsure
     assert tables.pays_line(8, 1.08, 1.2, 0.89, paired=(1.06, 1.02, 1.15)).startswith("GPipe M=8 pays")
     assert tables.pays_line(8, 0.9, 1.2, 0.7, paired=(0.9, 0.85, 0.95)).startswith("GPipe M=8 does not pay")
+    noted = tables.pays_line(8, 1.08, 1.20, 0.82, read_compute=0.94, paired=(1.06, 1.02, 1.15))
+    assert "overlap 1.20x (its median step), compute 0.94x (over all the paired rounds)" in noted, noted
 
 
 def test_the_below_ideal_line_names_the_bound_and_which_bubble_breaks_it():

@@ -248,8 +248,8 @@ def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_comp
         head = (f"GPipe M={m} {pays} on this machine: {median:.2f}x the naive split (the median of the paired "
                 f"rounds' ratios, range {_range(low, high)})")
         c = compute if read_compute is None else read_compute
-        figures = f"; its median step: overlap {overlap:.2f}x, compute {c:.2f}x"
-        figures += "" if read_compute is None else " (over all the paired rounds)"
+        figures = (f"; its median step: overlap {overlap:.2f}x, compute {c:.2f}x" if read_compute is None else
+                   f"; overlap {overlap:.2f}x (its median step), compute {c:.2f}x (over all the paired rounds)")
     else:
         head = (f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the "
                 "naive split")
