@@ -284,7 +284,7 @@ def _bubble_judge_said(got, expected, cases):
         if abs(g - (1 - busy / span)) <= 1e-9:
             return 0.0, (f"expected {e:.4f}, got {g:.4f}: every one of the {c['stages']} stages is idle or busy for the "
                          "whole makespan, so the time available is the makespan once per stage, not once")
-        spans = {}
+        spans: dict[str, tuple[float, float]] = {}
         for row, _, a, b in c["intervals"]:
             lo, hi = spans.get(row, (a, b))
             spans[row] = (min(lo, a), max(hi, b))
