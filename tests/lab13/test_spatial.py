@@ -327,7 +327,9 @@ def test_overhead_lines_say_what_the_spatial_code_costs_on_one_rank():
     assert all(len(line) <= 100 for line in slow), slow
     assert "  one 32px image: 4.00x" in slow[2], slow
     summary = spatial.code_cost_summary(slow, "one 1024px image")
-    assert summary.startswith("spatial code on 1 rank over the unsplit model's time, one 1024px image: 1.6"), summary
+    assert summary.replace("\n  ", " ").startswith("spatial code on 1 rank over the unsplit model's time, one 1024px "
+                                                   "image: 1.6"), summary
+    assert all(len(part) <= 100 for part in summary.split("\n")), summary
     assert spatial.code_cost_summary(["busy: not measurable"], "one 1024px image") == "busy: not measurable"
 
 
