@@ -165,8 +165,8 @@ def other_side_line(v, a: str, b: str) -> str:
                 "say where")
     if v.high < 1:
         return f"theory's other half, '{a} no faster than {b}', holds: the whole range {v.range_text()} lies below 1"
-    return (f"theory's other half, '{a} no faster than {b}', holds too: the range {v.range_text()} holds 1: "
-            "no difference this run can tell")
+    return (f"theory's other half, '{a} no faster than {b}': the range {v.range_text()} holds 1, so this run "
+            "tells no difference")
 
 
 def library_reading(v, what: str) -> str:
