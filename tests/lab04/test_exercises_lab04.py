@@ -405,3 +405,56 @@ def test_gpipe_order_with_reversed_backwards_is_told_b0_runs_first():
     gpipe_order.__name__ = gpipe_order.__qualname__ = "gpipe_order"
     result = check(gpipe_order)
     assert not result.passed and "B0 first" in result.message, result.message
+
+
+def bubble_without_stages(intervals, stages):
+    span = max(i.end_s for i in intervals) - min(i.start_s for i in intervals)
+    return 1 - sum(i.end_s - i.start_s for i in intervals) / span
+
+
+def bubble_longest_stage(intervals, stages):
+    spans = {}
+    for i in intervals:
+        lo, hi = spans.get(i.row, (i.start_s, i.end_s))
+        spans[i.row] = (min(lo, i.start_s), max(hi, i.end_s))
+    span = max(hi - lo for lo, hi in spans.values())
+    return 1 - sum(i.end_s - i.start_s for i in intervals) / (stages * span)
+
+
+for _fn in (bubble_without_stages, bubble_longest_stage):
+    _fn.__name__ = _fn.__qualname__ = "bubble"
+
+
+@pytest.mark.parametrize("wrong, named_as", [(bubble_without_stages, "once per stage"),
+                                             (bubble_longest_stage, "longest single stage's span")],
+                         ids=["no stages factor", "longest stage"])
+def test_bubble_mistakes_on_the_makespan_are_named(wrong, named_as):
+    # learner s12r3d, lab 04 exercise 3: a missing stages factor and a one-stage makespan got 'expected x, got y'
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    for seed in (1, 2, 3):
+        fraction, message = grade(wrong, seed)
+        assert fraction == 0.0, message
+
+
+def test_a_one_based_gpipe_order_is_told_it_is_off_by_one():
+    # learner s12r3d, lab 04 exercise 2: F1..FM got 'expected vs got' with no word on the numbering
+    from lab_utils.labs.lab04 import pipeline as pl
+
+    def gpipe_order(stages, micro_batches):
+        one = [pl.Op("F", m) for m in range(1, micro_batches + 1)] + [pl.Op("B", m) for m in range(1, micro_batches + 1)]
+        return [list(one) for _ in range(stages)]
+    result = check(gpipe_order)
+    assert not result.passed and "numbered from 0" in result.message, result.message
+
+
+def test_named_bubble_and_order_mistakes_get_no_hint_repeating_them():
+    # a message that names the mistake gets no 'Hint:' tail that hands the formula over (lab 00's rule)
+    from lab_utils.labs.lab04 import pipeline as pl
+
+    def gpipe_order(stages, micro_batches):
+        one = [pl.Op("F", m) for m in range(1, micro_batches + 1)] + [pl.Op("B", m) for m in range(1, micro_batches + 1)]
+        return [list(one) for _ in range(stages)]
+    for wrong in (bubble_without_stages, bubble_in_list_order, gpipe_order):
+        result = check(wrong)
+        assert not result.passed and "Hint:" not in result.message, result.message

@@ -34,14 +34,17 @@ def test_halo_rows_solution_passes_and_scores_full():
 def test_halo_rows_k_half_on_each_side_fails():
     def halo_rows(kernel, padding, stride):
         return kernel // 2, kernel // 2
-    assert_wrong(halo_rows, "stride")
+    assert_wrong(halo_rows, "stride", "k // 2 on each side", "(1, 1)")
     assert score(halo_rows)[0] == 0.0
 
 
 def test_halo_rows_ignoring_the_stride_fails():
     def halo_rows(kernel, padding, stride):
         return padding, kernel - 1 - padding
-    assert_wrong(halo_rows, "right for stride 1")
+    # learner s12r3d, lab 13 finding 7: three mistakes, one message: each formula named, with the i*s arithmetic
+    said = assert_wrong(halo_rows, "below = k - 1 - p holds for stride 1 only", "i*s + s - 1").message
+    assert "k - p - s" not in said, said  # the message names the mistake; the answer stays the learner's
+    assert "k // 2" not in said and "[1, 1]" not in said, said
 
 
 def test_halo_rows_swapped_fails():
@@ -59,7 +62,8 @@ def test_halo_rows_negative_rows_fail():
 def test_halo_rows_padding_both_sides_fails():
     def halo_rows(kernel, padding, stride):
         return padding, padding
-    assert not check(halo_rows)
+    said = assert_wrong(halo_rows, "the padding on both sides", "rows below are not the padding").message
+    assert "k // 2" not in said and "k - 1 - p" not in said, said
 
 
 # ---- exchange_halo, in 2 and 3 real ranks ----------------------------------------------------------------------------
@@ -442,3 +446,11 @@ def test_halo_bytes_at_the_output_width_names_the_width_not_the_backward_pass():
         return 2 * (world_size - 1) * rows * (width // stride) * channels * batch * itemsize
     result = assert_wrong(halo_bytes_per_step, "layer's input", "not of its output (width // stride = 32)")
     assert "half the bytes" not in result.message, result.message
+
+
+def test_halo_rows_named_mistakes_get_no_hint_repeating_the_arithmetic():
+    # a message that names the mistake already gives the i*s arithmetic: no 'Hint:' tail repeats it (lab 00's rule)
+    def halo_rows(kernel, padding, stride):
+        return padding, kernel - 1 - padding
+    said = assert_wrong(halo_rows, "holds for stride 1 only").message
+    assert "Hint:" not in said, said

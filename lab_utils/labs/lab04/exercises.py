@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ...exercises.core import ANY, Exercise, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, Named, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F"
 GROUP_TIMEOUT_S = 10  # a send or recv that waits longer than this is a deadlock, not a slow machine
@@ -193,7 +193,7 @@ def _gpipe_expected(cases):
     return [[[str(op) for op in ops] for ops in pl.gpipe(k, m).ops] for k, m in cases]
 
 
-def _gpipe_judge(got, expected, cases):
+def _gpipe_judge_said(got, expected, cases):
     from . import pipeline as pl
 
     for g, e, (k, m) in zip(got, expected, cases):
@@ -210,11 +210,22 @@ def _gpipe_judge(got, expected, cases):
                          f"B0 ... B{m - 1}. Both orders add up the same gradients; this lab's GPipe (like "
                          "torch.distributed.pipelining's ScheduleGPipe) takes the forwards' order, so that every stage "
                          "sends and receives the gradients in one agreed order")
+        one_based = [f"F{i}" for i in range(1, m + 1)] + [f"B{i}" for i in range(1, m + 1)]
+        if g and all(ops == one_based for ops in g):
+            return 0.0, (f"your micro-batches are numbered 1 to {m}; they are numbered from 0, like the lists that "
+                         f"hold them: F0 ... F{m - 1}")
         if g and sorted(g[0]) == sorted(e[0]):
             return 0.0, ("every op is there, in the wrong order: all forwards F0 ... F{M-1}, then all backwards "
                          "B0 ... B{M-1}, the same on every stage")
         return 0.0, f"gpipe_order({k}, {m}) should give {e[0]} on each stage, got {g[0] if g else g}"
     return 1.0, "all forwards, then all backwards, on every stage"
+
+
+def _gpipe_judge(got, expected, cases):
+    """_gpipe_judge_said's score; a message that names the mistake is Named, so check() adds no hint repeating it."""
+    fraction, message = _gpipe_judge_said(got, expected, cases)
+    generic = fraction >= 1.0 or message.startswith('gpipe_order(')
+    return fraction, message if generic else Named(message)
 
 
 GPIPE_ORDER = Exercise("04", "gpipe_order", _gpipe_cases, _gpipe_run, _gpipe_expected, _gpipe_judge,
@@ -254,7 +265,7 @@ def _bubble_expected(cases):
     return [pl.bubble_fraction([Interval(*i) for i in c["intervals"]], c["stages"]) for c in cases]
 
 
-def _bubble_judge(got, expected, cases):
+def _bubble_judge_said(got, expected, cases):
     for g, e, c in zip(got, expected, cases):
         if abs(g - e) <= 1e-9:
             continue
@@ -269,9 +280,28 @@ def _bubble_judge(got, expected, cases):
             return 0.0, ("your makespan is the last interval's end minus the first's start, in list order; the "
                          "intervals come in no particular order: take the earliest start and the latest end "
                          "(min and max over all of them)")
+        span = last - min(a for _, _, a, _ in c["intervals"])
+        if abs(g - (1 - busy / span)) <= 1e-9:
+            return 0.0, (f"expected {e:.4f}, got {g:.4f}: every one of the {c['stages']} stages is idle or busy for the "
+                         "whole makespan, so the time available is the makespan once per stage, not once")
+        spans: dict[str, tuple[float, float]] = {}
+        for row, _, a, b in c["intervals"]:
+            lo, hi = spans.get(row, (a, b))
+            spans[row] = (min(lo, a), max(hi, b))
+        longest = max(hi - lo for lo, hi in spans.values())
+        if longest < span and abs(g - (1 - busy / (c["stages"] * longest))) <= 1e-9:
+            return 0.0, ("your makespan is the longest single stage's span; the makespan is the whole step's, from "
+                         "the first op's start on any stage to the last op's end on any stage")
         return 0.0, (f"on a {c['stages']}-stage timeline expected {e:.4f}, got {g:.4f}: bubble = 1 - (sum of op "
                      "durations) / (stages x makespan)")
     return 1.0, "idle share of stages x makespan"
+
+
+def _bubble_judge(got, expected, cases):
+    """_bubble_judge_said's score; a message that names the mistake is Named, so check() adds no hint repeating it."""
+    fraction, message = _bubble_judge_said(got, expected, cases)
+    generic = fraction >= 1.0 or message.startswith('on a ')
+    return fraction, message if generic else Named(message)
 
 
 BUBBLE = Exercise("04", "bubble", _bubble_cases, _bubble_run, _bubble_expected, _bubble_judge,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from ... import measure
@@ -26,6 +27,51 @@ def bubble_line(measured: float, ideal: float, theory: float, refused: bool) -> 
     run's own stage times) and theory (equal stages, free transfers)."""
     shown = measure.N_M if refused else f"{measured:.3f}"
     return f"bubble measured {shown}, ideal {ideal:.3f} (these stage times), theory {theory:.3f} (equal stages)"
+
+
+def below_floor_line(bubbles, makespans, ops_makespans, floor: float, median_bubble: float) -> str:
+    """Why some naive steps' bubbles fall below (K-1)/K ('' when none does): their ops' recorded times overlap."""
+    below = [m - o for b, m, o in zip(bubbles, makespans, ops_makespans) if b < floor]
+    if not below:
+        return ""
+    overlap_ms = max(0.0, -min(below)) * 1e3
+    return (f"{len(below)} of {len(bubbles)} steps below {floor:.3f}: their ops' recorded times overlap (by up to "
+            f"{overlap_ms:.2f} ms), which one stage at a time cannot do: an op's end was recorded after the next "
+            "stage had started, as when a stage waits for a core after sending; "
+            + ("the median step is one of them (its flag says more)" if median_bubble < floor else
+               "the median step, the figure to read, is not one of them"))
+
+
+def call_words(text: str) -> str:
+    """Each numbered call as what it is: 'send #2' (the rank's 2nd call, a send) -> 'call #2 (a send)'."""
+    return re.sub(r"\b([a-z_]+) #(\d+)",
+                  lambda m: f"call #{m[2]} ({'an' if m[1][0] in 'aeiou' else 'a'} {m[1]})", text)
+
+
+def deadlock_lines(where: str) -> list[str]:
+    """The 'where was every rank' note as the lab prints it: one line per rank (its call numbered in the rank's
+    sequence of calls), then the note's other lines, each joined with its continuation lines before wrapping."""
+    out: list[str] = []
+    for row in where.splitlines()[2:]:  # after the note's title and the table's header; the state column left out
+        if " | " in row:
+            rank, _, waits_in, line, last = [cell.strip() for cell in row.split(" | ")]
+            out.append(f"  rank {rank} waits in {call_words(waits_in)} at {line}; its last completed: "
+                       f"{call_words(last)}")
+        elif row.startswith("  ") and out and not out[-1].startswith("  rank"):  # a wrapped line's continuation
+            out[-1] += " " + row.strip()
+        elif row.strip():
+            out.append("  " + call_words(row.strip()))
+    return [measure.short_lines(line) for line in out]
+
+
+def layer_spread_line(spreads, movers) -> str:
+    """Where a layer's repeats spread widely but no layer's range moves the split: said, so a wide spread beside the
+    times is read ('' where no spread exceeds measure.MAX_SPREAD or where the split's own flag names the movers)."""
+    wide = max(range(len(spreads)), key=lambda i: spreads[i]) if spreads else None
+    if movers or wide is None or spreads[wide] <= measure.MAX_SPREAD:
+        return ""
+    return (f"the widest spread, layer {wide}'s {spreads[wide]:.0%}, is its repeats' range (the split reads the "
+            "median): no layer's range of repeats moves the split")
 
 
 def pool_line(layer_types, times, batch: int) -> str:
@@ -95,22 +141,43 @@ def decomposition_lines(slow_name: str, slow: StepParts, fast_name: str, fast: S
     rows = [f"{'':<7}{'step':>7} = {'ops in order':>12} + {'hand-overs':>10}{'busy':>8}   (ms)"]
     for name, p in ((slow_name, slow), (fast_name, fast)):
         rows.append(f"{name:<7}{p.step * ms:>7.1f} = {p.ops * ms:>12.1f} + {p.handovers * ms:>10.1f}{p.busy * ms:>8.1f}")
-    rows.append(f"{slow_name}'s over {fast_name}'s, from the columns: step {f['total']:.2f}x = the ops "
-                f"{f['the ops']:.2f}x (busy) x the schedule {f['the schedule']:.2f}x (ops in order / busy) x the "
-                f"hand-overs {f['the hand-overs']:.2f}x (step / ops in order); the largest part: {largest_factor(f)}")
+    rows.append(f"{slow_name}'s step over {fast_name}'s, in parts from the columns: the ops {f['the ops']:.2f}x "
+                f"(busy) x the schedule {f['the schedule']:.2f}x (ops in order / busy) x the hand-overs "
+                f"{f['the hand-overs']:.2f}x (step / ops in order); the largest part: {largest_factor(f)}")
     return rows
 
 
-def verdict_figures_line(total: float, step: float, ops: float, rounds: int) -> str:
-    """The decomposition's step ratio (`total`: a ratio of geometric means over the middle rounds) beside the verdicts'
-    figures (`step`, `ops`: medians of all `rounds` paired ratios): the same figure at two decimals, or said plainly to
-    be another quantity, and why both are shown."""
-    if f"{total:.2f}" == f"{step:.2f}":
-        return (f"the step's {total:.2f}x above is also the verdict's figure (the median of all {rounds} paired "
-                f"ratios); the ops' verdict: {ops:.2f}x")
-    return (f"the verdict's figure for the step is {step:.2f}x, the median of all {rounds} paired ratios (the ops': "
-            f"{ops:.2f}x); the {total:.2f}x above is another quantity, the ratio of the middle rounds' geometric "
-            "means, shown because only means split exactly into the three parts")
+def verdict_figures_line(step: float) -> str:
+    """Under the decomposition: its parts are ratios of geometric means; the comparison's one figure stays the
+    verdict's (`step`, the median of the paired ratios), said as from above."""
+    return (f"(the parts are ratios of geometric means, which multiply exactly; the comparison's figure stays the "
+            f"verdict's {step:.2f}x, from above)")
+
+
+def other_side_line(v, a: str, b: str) -> str:
+    """Where theory predicts A and B equal and the verdict tests one side ('A no slower'): the other side ('A no
+    faster') read on the same paired range ('' where the load refused the verdict)."""
+    if v.verdict == measure.CANNOT_SEE:
+        return ""
+    if v.low > 1:
+        return (f"theory's other half, '{a} no faster than {b}', does not hold here: the whole range "
+                f"{v.range_text()} lies above 1: {a} was faster than the equal bubble predicts; the parts below "
+                "say where")
+    if v.high < 1:
+        return f"theory's other half, '{a} no faster than {b}', holds: the whole range {v.range_text()} lies below 1"
+    return (f"theory's other half, '{a} no faster than {b}': the range {v.range_text()} holds 1, so this run "
+            "tells no difference")
+
+
+def library_reading(v, what: str) -> str:
+    """What a library verdict's 'holds' means where the library was the slower one at the median: no cost beyond the
+    threshold this run's scatter can test stood out, which neither shows nor refutes 'no slower' ('' otherwise)."""
+    if v.verdict != "holds" or v.ratio >= 1 or not v.holds_from:
+        return ""
+    said = ("'no slower' does not hold: the whole range lies below 1" if v.high < 1 else
+             "'no slower' is neither shown nor refuted here (more `rounds` narrow the range)")
+    return (f"read as: {what} was {1 / v.ratio - 1:.0%} slower at the median; 'holds' says only that no cost above "
+            f"{1 / v.holds_from - 1:.0%} stood out of these pairs' scatter; {said}")
 
 
 def handover_line(labels, steps, ops, tolerance_s: float, ideals=None) -> str:
@@ -155,28 +222,42 @@ def spread_line(label: str, ops, handovers) -> str:
 
 
 def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
-    """A note where a row's compute factor (read on its median step) lies outside the range of the paired rounds'
-    busy-time ratios: that step's ops were atypical, not the configuration's, so the note gives the figure to read
-    and the table's cell says 'note' instead of that step's; [] where it lies inside."""
+    """A note where a row's compute factor (read on its median step, the column's, which keeps 'vs naive = overlap x
+    compute' true) lies outside the range of the paired rounds' busy-time ratios: that step's ops were atypical, not
+    the configuration's, so the note gives the ops' speed per image to read; [] where it lies inside."""
     if low <= compute <= high:
         return []
     pace = "slower" if compute < low else "faster"
-    return [f"{label}'s compute: {median:.2f}x (range {_range(low, high)}), the naive split's busy time over this "
-            f"row's over all the paired rounds, is its ops' speed per image; its median step's ops ran {pace} than "
-            "that, so the column leaves that step's figure out"]
+    return [f"{label}: the column's compute is its median step's, whose ops ran {pace} than usual; its ops' speed "
+            f"per image is {median:.2f}x (range {_range(low, high)}), the naive split's busy time over this row's "
+            "over all the paired rounds"]
 
 
 def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
-              refused: str | None = None) -> str:
+              refused: str | None = None, paired: tuple[float, float, float] | None = None) -> str:
     """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
-    (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note)."""
+    (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note). paired:
+    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then 'pays' needs the whole range
+    above 1, and the factors are said as the median step's."""
     if refused:
         return f"whether GPipe M={m} pays here: {measure.NOT_MEASURABLE}: {refused}"
-    head = f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the naive split"
-    if read_compute is None:
-        figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
+    if paired is not None:
+        median, low, high = paired
+        pays = ("pays" if low > 1 else "does not pay" if high < 1 else
+                "neither pays nor loses as far as this run can tell")
+        head = (f"GPipe M={m} {pays} on this machine: {median:.2f}x the naive split (the median of the paired "
+                f"rounds' ratios, range {_range(low, high)})")
+        c = compute if read_compute is None else read_compute
+        figures = (f"; its median step: overlap {overlap:.2f}x, compute {c:.2f}x" if read_compute is None else
+                   f"; overlap {overlap:.2f}x (its median step), compute {c:.2f}x (over all the paired rounds)")
     else:
-        figures, c = f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)", read_compute
+        head = (f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the "
+                "naive split")
+        if read_compute is None:
+            figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
+        else:
+            figures, c = (f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)",
+                          read_compute)
     busier = ("the schedule kept the stages busier" if overlap > 1 else
               "the schedule kept the stages no busier than the naive split")
     ops = ("its smaller ops ran no slower per image" if c >= 1 else
@@ -211,10 +292,19 @@ def compute_noise_line(within: list[str]) -> str:
             "ran as fast per image as the naive split's, as far as this run can tell")
 
 
-def fastest_other_m(makespans: dict[int, float], shown: int) -> int | None:
-    """The M whose median step was the shortest, where it is not the `shown` one (the summary's); None where it is."""
-    fastest = min(makespans, key=makespans.__getitem__)
-    return None if fastest == shown or makespans[fastest] == makespans[shown] else fastest
+def fastest_other_m(makespans: dict[int, float], shown: int) -> list[int]:
+    """The M whose median step was the shortest as printed (0.1 ms), every M tied with it included, where the `shown`
+    one (the summary's) is not among them; [] where it is."""
+    def ms(m):
+        return round(makespans[m] * 1e3, 1)
+    best = min(ms(m) for m in makespans)
+    fastest = sorted(m for m in makespans if ms(m) == best)
+    return [] if shown in fastest else fastest
+
+
+def fastest_words(ms: list[int]) -> str:
+    """'M=4', or 'M=2 and M=4 (a tie)' for the summary's fastest-M line."""
+    return " and ".join(f"M={m}" for m in ms) + (" (a tie)" if len(ms) > 1 else "")
 
 
 def handover_table(labels, steps, ops, ideals, tolerance_s: float) -> list[str]:
@@ -252,3 +342,52 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
     spread = spread_line(f"gpipe M={largest}", pl.ops_makespans(measured[f"gpipe M={largest}"]),
                          pl.handover_seconds(measured[f"gpipe M={largest}"]))
     return out + ([measure.short_lines(spread)] if spread else [])  # two steps or more
+
+
+def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stages: int, largest: int, factors,
+                speedup_flags, refused: str | None, load_cause, tolerance_s: float):
+    """The GPipe speed table as the lab prints it: (lines, step_flags, busy_ranges). step_flags: per hand-built run,
+    the flag of a step shorter than its own ops; busy_ranges: per GPipe row, the naive split's busy time over the
+    row's, paired by round (low, median, high). factors(m) -> (overlap, compute) and speedup_flags(m) are the
+    notebook's; refused: the load's reason where it rules the columns out (they print n/m)."""
+    import statistics
+
+    from ... import detectors
+    from . import pipeline as pl
+    naive = measured[rows[0]]
+    own = {label: pl.own_ops_makespan(measured[label]) for label in hand_built}
+    step_flags = {label: detectors.shorter_than_its_ops(measured[label].makespan, needed, what=label, cause=load_cause,
+                                                        tolerance_s=tolerance_s) for label, needed in own.items()}
+    busy_ranges = {}
+    for label in rows[1:]:
+        ratios = measure.paired_ratios([pl.busy_seconds(t) for t in measured[label].timelines],
+                                       [pl.busy_seconds(t) for t in naive.timelines])
+        low, high, _ = measure.ratio_range(ratios)
+        busy_ranges[label] = (low, statistics.median(ratios), high)
+    lines = ["each row is its median step by makespan (the 'steps' column: the bubble's range over every step)",
+             f"{'':<12}{'makespan':>9}{'spread':>8}{'vs naive':>9}{'= overlap':>10}{'x compute':>10}{'bubble':>8}"
+             f"{'steps':>15}{'theory':>8}{'ideal':>7}"]
+    for label in rows:
+        m = measured[label]
+        theory = pl.make_schedule(m.run.schedule, stages, m.run.micro_batches).theoretical_bubble
+        overlap, compute = factors(m)
+        note = (compute_note(label, compute, *busy_ranges[label])  # the figure to read, where one step misleads
+                if label in busy_ranges and refused is None else [])
+        cells = speed_cells(naive.makespan / m.makespan, overlap, compute, m.bubble, m.bubbles,
+                            refused=refused is not None)  # n/m where the load line below refuses them
+        lines.append(measure.flagged(f"{label:<12}{m.makespan * 1e3:>7.1f}ms{m.spread:>8.0%}{cells}{theory:>8.3f}"
+                                     f"{pl.ideal_bubble(m):>7.3f}",
+                                     (speedup_flags(m) if m is not naive else []) + step_flags[label] + note))
+    if refused is None:  # each line reads the rounds' waits, which a refusing load would fill
+        lines += under_table_lines(measured, rows, own, busy_ranges, stages, largest, tolerance_s)
+    noise = detectors.noise_line(measured[label].spread for label in rows)
+    if noise:
+        lines.append(measure.short_lines(str(noise)))
+    if refused is not None:
+        lines.append(measure.short_lines(
+            f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}. GPipe keeps {stages} stages computing at once, the "
+            "naive split one at a time: a stage waiting for a core counts as idle, so these columns would show the "
+            "load as well as the schedule. 'theory' is the schedule's own bubble, which no load changes; 'ideal' "
+            "simulates it with this run's op times, not its waits: on a busy machine, read the lesson in 'theory' and "
+            "'ideal'"))
+    return lines, step_flags, busy_ranges

@@ -3,7 +3,7 @@ whole image, and a convolution of it = the unsplit convolution), the halo bytes 
 that balances rows when the height does not divide."""
 from __future__ import annotations
 
-from ...exercises.core import ANY, Exercise, FROM_LESSON, last_line, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, Named, last_line, max_abs_diff, register
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\nimport torch.nn.functional as F"
 EXCHANGE_TIMEOUT_S = 10  # an exchange that waits for a message nobody sends is stopped after this long
@@ -21,11 +21,24 @@ def _rows_run(halo_rows, cases):
     return [[int(v) for v in halo_rows(k, p, s)] for k, p, s in cases]
 
 
-def _rows_judge(got, expected, cases):
+ROWS_MISTAKES = (  # a wrong formula the answer follows in every case: named, whichever case shows it first
+    (lambda k, p, s: [k // 2, k // 2], "k // 2 on each side holds only for a stride-1 convolution padded by k // 2: "
+     "the rows above are the padding, the rows below shrink with the stride"),
+    (lambda k, p, s: [p, p], "the padding on both sides: above is right (the first output row reads p rows above "
+     "the slab), but the rows below are not the padding: count which input rows the last output row reads"),
+    (lambda k, p, s: [p, k - 1 - p], "below = k - 1 - p holds for stride 1 only: the slab's last output row i reads "
+     "input rows up to i*s - p + k - 1, and the slab's last input row is i*s + s - 1: count the rows between"),
+)
+
+
+def _rows_judge_said(got, expected, cases):
     for g, e, (k, p, s) in zip(got, expected, cases):
         if g == e:
             continue
-        where = f"kernel {k}, padding {p}, stride {s}: you gave {g}, "
+        where = f"kernel {k}, padding {p}, stride {s}: you gave {tuple(g)}, "
+        for formula, said in ROWS_MISTAKES:
+            if all(gg == formula(*c) for gg, c in zip(got, cases)):
+                return 0.0, where + said
         if s > 1 and g == [p, k - 1 - p]:
             return 0.0, where + ("right for stride 1; with stride s the slab's last output row starts s - 1 rows "
                                  "earlier than its last input row")
@@ -43,6 +56,13 @@ def _rows_judge(got, expected, cases):
         return 0.0, where + ("not the rows the slab's first and last output rows read beyond it: list the input rows "
                              "each reads and count those outside the slab")
     return 1.0, "the rows above are the padding, the rows below k - p - s (never negative), for every case"
+
+
+def _rows_judge(got, expected, cases):
+    """_rows_judge_said's score; a message that names the mistake is Named, so check() adds no hint repeating it."""
+    fraction, message = _rows_judge_said(got, expected, cases)
+    generic = fraction >= 1.0 or "not the rows the slab's first and last" in message
+    return fraction, message if generic else Named(message)
 
 
 HALO_ROWS = Exercise("13", "halo_rows", _rows_cases, _rows_run, FROM_LESSON, _rows_judge,
@@ -106,8 +126,8 @@ def exchange_exercise_worker(rank, world_size, exchange_halo, cases):
 
 
 BLOCKING_SEND = ("rank {rank} used a blocking dist.send (to rank {peer}), a deadlock when every rank sends first: it "
-                 "waits until that rank receives (a safe order runs the exchanges one after another). Post irecv and "
-                 "isend, then .wait() on each")
+                 "waits until that rank receives, and an order that avoids it makes the ranks exchange one after "
+                 "another instead of at once. Post irecv and isend, then .wait() on each")
 
 
 class _Waited:

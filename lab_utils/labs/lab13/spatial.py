@@ -229,14 +229,15 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
     head = (f"{name}: data parallel took {float(np.median(ratios)):.2f}x one device's time (range "
             f"{shown(low, (1.0,))}-{shown(high, (1.0,))} over {len(ratios)} paired rounds)")
     within = low <= 1 <= high
+    one_ms, dp_ms = float(np.median(one_device)) * 1e3, float(np.median(data_parallel)) * 1e3
     if images < 2:
         side = ("the range holds 1: the difference is within the rounds' spread" if within else
                 "the whole range lies below 1, which the work does not explain (rank 0's is the same): the "
                 "difference is the conditions each step met (its place in the round, the caches and memory it found)"
-                if high < 1 else "the whole range lies above 1: the all-reduce's cost")
+                if high < 1 else f"the whole range lies above 1: {dp_ms - one_ms:.2f} ms more at the medians, the "
+                "all-reduce's message and its wait cost (the floor line names it)")
         return (f"{head}; rank 0 does one device's whole work plus an all-reduce (the other ranks have no image), "
                 f"so theory puts it at 1x or slower: {side}")
-    one_ms, dp_ms = float(np.median(one_device)) * 1e3, float(np.median(data_parallel)) * 1e3
     saved = one_ms * (ranks - 1) / ranks  # at most: the compute the other ranks take off rank 0
     added = dp_ms - (one_ms - saved)  # data parallel's step beyond one rank's share of the compute
     verdict = ("the range holds 1: no difference this run can tell" if within else
@@ -253,21 +254,21 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
 def overhead_lines(alone: dict[str, dict[str, list]]) -> list[str]:
     """The spatial code on 1 rank over the unsplit model's time, per workload (paired rounds of one launch,
     {workload: {"spatial": times, "one device": times}}): what the code costs apart from any message."""
-    lines, verdicts = [], []
+    lines = []
     for name, times in alone.items():
         ratios = measure.paired_ratios(times["one device"], times["spatial"])  # spatial's time over the unsplit's
         low, high, _ = measure.ratio_range(ratios)
         lines.append(f"  {name}: {float(np.median(ratios)):.2f}x (range {shown(low, (1.0,))}-{shown(high, (1.0,))} "
                      f"over {len(ratios)} paired rounds)")
-        verdicts.append((name, low, high))
-    large = [(n, lo, hi) for n, lo, hi in verdicts if "large" in n or "1024" in n] or verdicts[:1]
-    name, low, high = large[0]
-    said = ("costs what the unsplit model costs (the range holds 1)" if low <= 1 <= high else
-            "is faster than the unsplit model" if high < 1 else
-            f"takes at least {low:.2f}x the unsplit model's time")
-    return [f"{name}: on 1 rank the spatial code {said}",
-            "spatial code on 1 rank over the unsplit model's time (no partner: no halo, each all-reduce a copy):"
-            ] + lines
+    return ["spatial code on 1 rank over the unsplit model's time (no partner: no halo, each all-reduce a copy;",
+            "  the median of the paired ratios, the figure the step's decomposition below uses):"] + lines
+
+
+def code_cost_summary(overhead: list[str], name: str) -> str:
+    """The summary's line for the spatial code's own cost on `name` (from overhead_lines), or the busy line as is."""
+    found = [line.strip() for line in overhead if line.strip().startswith(f"{name}:")]
+    return (measure.lines.wrap(f"spatial code on 1 rank over the unsplit model's time, {found[0]}", hang="  ")
+            if found else overhead[0])
 
 
 def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -> str:
@@ -280,9 +281,12 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -
     kinds = ", ".join(f"{count} {call}" for call, count in calls.items())
     if each <= 1.5 * message_ms:
         cause = "about one bare message's latency each: the messages make the floor"
-    else:
-        cause = (f"{each / message_ms:.1f}x a bare message each: what the step adds is not the messages' own "
-                 "latency but waiting, at each of them, for the other rank to reach it")
+    else:  # the partner's whole step bounds how long waiting for its compute can take
+        wait = max(0.0, two_ms - one_ms - one_ms - n * message_ms)
+        cause = (f"{each / message_ms:.1f}x a bare message each. The partner's compute explains at most its whole "
+                 f"step ({one_ms:.2f} ms) and the messages' latency {n} x {message_ms:.2f} ms; the other "
+                 f"{wait:.2f} ms ({wait / n:.2f} ms a call) is the wait cost: what a call that must wait for its "
+                 "partner costs here beyond both (this run does not take it apart)")
     return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
             f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
             f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
@@ -296,12 +300,13 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
     share = one_device_s / ranks * code_ratio
     rest = spatial_s - share - floor_s
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
-            f"code's own {code_ratio:.2f}x ({share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from the small "
-            f"image) + {rest * 1e3:.1f} ms more (medians): "
-            + ("the rest, two ranks sharing one memory bus and cache and waits longer than a small image's, is "
-               "the largest part" if rest > max(share, floor_s) else
-               "the floor is the largest cost the split adds" if floor_s >= rest else
-               "the rest, the shared memory bus and longer waits, is larger than the floor"))
+            f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
+            f"the small image) + {rest * 1e3:.1f} ms more (medians): "
+            + ("the rest, which this run does not take apart (theory names two ranks sharing one memory bus and "
+               "cache, and waits longer than a small image's), is the largest part" if rest > max(share, floor_s)
+               else "the floor is the largest cost the split adds" if floor_s >= rest else
+               "the rest, which this run does not take apart (theory names the shared memory bus and longer "
+               "waits), is larger than the floor"))
 
 
 def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubscribed: bool):
@@ -335,3 +340,42 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
         "gradients again backward), the area and the global mean's sums (one per image and channel): "
         + ", ".join(f"{b:,} bytes ({n})" for n, b in added.items()), hang="  "))
     return rounds, speed, lines
+
+
+def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> tuple[list[str], list[str]]:
+    """The two lines under the speed table, where the load allows them: (overhead, lines). overhead: overhead_lines
+    of the 1-rank launch `alone`; lines: those, then the small image's floor_line from rank 0's calls in one spatial
+    step (per_rank: the 2-rank launch's results; rounds: speed_table's)."""
+    overhead = overhead_lines({n: {s: alone[n]["times"][s] for s in ("spatial", "one device")}
+                               for n in alone if n != "one message"})
+    calls: dict[str, int] = {}
+    for row in per_rank[0][small]["sent"]["spatial"]:  # rank 0's calls in one spatial step on the small image
+        calls[row["call"]] = calls.get(row["call"], 0) + 1
+    floor = floor_line(small, rounds[small]["spatial"], alone[small]["times"]["spatial"], calls,
+                       per_rank[0]["one message"])
+    return overhead, overhead + [measure.lines.wrap(floor, hang="  ")]
+
+
+def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict, images: dict[str, int], small: str,
+                         large: str, many: str, busy: str | None, ranks: int = 2) -> list[str]:
+    """The lines under the verdicts: the large image's spatial step taken apart (split_costs_line; the [!]'s cause
+    where its verdict is reversed), then data parallel beside one device on the large and the many images
+    (data_parallel_vs_one_line); each refused where the load refused its verdicts. images: per workload, its
+    number of images."""
+    out = []
+    if busy or verdicts[large, "spatial", "one device"].verdict == measure.CANNOT_SEE:
+        out.append(f"{large}: spatial's step taken apart: {measure.NOT_MEASURABLE}, as its verdict above")
+    else:  # the medians of the table and of the two lines under it, added up
+        floor_s = speed[small, "spatial"]["step_s"] - float(np.median(alone[small]["times"]["spatial"]))
+        code_ratio = measure.paired_median(alone[large]["times"]["one device"], alone[large]["times"]["spatial"])
+        lost = verdicts[large, "spatial", "one device"].verdict == measure.REVERSED  # the line is the [!]'s cause
+        out.append(measure.lines.wrap(("why the [!] above, measured: " if lost else "") + split_costs_line(
+            large, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio, floor_s,
+            ranks), hang="  "))
+    for name in (large, many):  # no claim of its own: read against theory, on the same rounds
+        if any(v.verdict == measure.CANNOT_SEE for (w, _, _), v in verdicts.items() if w == name):
+            out.append(f"{name}: data parallel beside one device: {measure.NOT_MEASURABLE}, as its verdicts above")
+            continue
+        out.append(measure.lines.wrap(data_parallel_vs_one_line(
+            name, images[name], rounds[name]["data parallel"], rounds[name]["one device"], ranks), hang="  "))
+    return out
