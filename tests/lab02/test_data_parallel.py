@@ -617,8 +617,9 @@ def test_the_launched_row_is_checked_against_the_sweep_at_its_own_batch():
     batches = eval(params.split("sweep_batches = ")[1].split("#")[0])
     size = int(params.split("batch_size = ")[1].split()[0])
     assert size in batches  # the launched batch is one of the sweep's
-    summary = inspect.getsource(report.lab_summary)  # both figures, and the launched row's status
+    summary = inspect.getsource(report.lab_summary)  # both figures where they contradict; else one cross-check line
     assert "the sweep {sweep.speedup(batch, many):.2f}x: " in summary and "{launched.status}" in summary
+    assert "cross-checked against the sweep's" in summary
 
 
 def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():

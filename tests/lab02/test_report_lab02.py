@@ -183,8 +183,18 @@ def test_the_summary_prints_the_launched_and_the_sweeps_figures_and_the_hot_spot
                    allocator_said=["verdict: glibc at 128 KiB slower: 1.93x"])
     out = " ".join(capsys.readouterr().out.split())
     assert "batch 64: 1.00x one device" in out, out
-    assert "DataParallel 1.54x one device, the sweep 1.50x: agrees with the sweep" in out, out
+    # s12r3b 'a 5' item a: one figure per quantity; the launched speedup that agrees is a cross-check line
+    assert "DataParallel's speedup cross-checked against the sweep's at batch 256 (above): agrees" in out, out
+    assert "1.54x" not in out, out
     assert "glibc at 128 KiB slower: 1.93x" in out and out.endswith("many machines.")
+    assert "verdict, DDP vs DataParallel" in out  # no bound passed: the verdict as it printed
+    report.lab_summary(sweep, None, small, launched, ddp, batch=256, rounds=5, hotspot=hotspot,
+                   hotspot_devices=[1, 2, 4], hotspot_batch=64, models={"CNN-3conv": None, "wide classifier": None},
+                   hw=CPU_ONLY, backend="threads", device="cpu", grad_diff=4e-9, tolerance=1e-5, same=True,
+                   allocator_said=["verdict: glibc at 128 KiB slower: 1.93x"], ddp_bound=0.15)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "DDP against DataParallel: DDP ran at 0.96x DataParallel's speed" in out and "holds as stated" in out, out
+    assert "verdict, DDP vs DataParallel" not in out
 
 
 def test_the_trap_payoff_reads_the_sweeps_figure_else_the_launched_one_else_nothing(capsys, monkeypatch):

@@ -291,8 +291,9 @@ def _with_range(sweep, batch: int, variant: str) -> str:
 
 def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_dp, *, batch: int, rounds: int,
             hotspot, hotspot_devices, hotspot_batch: int, models, hw, backend: str, device: str,
-            grad_diff: float, tolerance: float, same: bool, allocator_said) -> None:
-    """The lab's answers, one line each, every figure the one its own section printed."""
+            grad_diff: float, tolerance: float, same: bool, allocator_said, ddp_bound: float | None = None) -> None:
+    """The lab's answers, one line each, every figure the one its own section printed (`ddp_bound`: the DDP bound
+    predicted before the run, as ddp_lines reads it)."""
     n_devices = sweep.n_devices
     many, small = data_parallel.dp_name(n_devices), sweep.batch_sizes[0]
     print("speedups: medians of the paired ratios against one device, in the same rounds")
@@ -317,17 +318,22 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     if launched.unreadable is not None:  # the launched run's own load, said once
         print(measure.short_lines(head + (data_parallel.refusal_line(launched.unreadable) or "")))
     else:
-        if batch in sweep.batch_sizes and sweep_refused is None:
+        if batch in sweep.batch_sizes and sweep_refused is None and launched.status == data_parallel.AGREES:
+            said = f"DataParallel's speedup cross-checked against the sweep's at batch {batch} (above): agrees"
+        elif batch in sweep.batch_sizes and sweep_refused is None:  # a contradiction shows both figures
             said = (f"DataParallel {dp_c['speedup']:.2f}x one device, the sweep {sweep.speedup(batch, many):.2f}x: "
                     f"{launched.status}")
         else:
             said = f"DataParallel {dp_c['speedup']:.2f}x one device"
         print(measure.flagged(measure.short_lines(head + said), ddp_c["flags"] + dp_c["flags"]))
-    print("    DDP against DataParallel:")
-    print(textwrap.indent(str(ddp_vs_dp), "    "))
-    slower = data_parallel.slower_line(ddp_vs_dp)
-    if slower:
-        print(measure.short_lines("    " + slower, indent="        "))
+    if ddp_bound is not None and ddp_vs_dp.verdict != measure.CANNOT_SEE:  # the section's answer, as it printed it
+        print(measure.short_lines("DDP against DataParallel: " + ddp_answer(ddp_vs_dp, ddp_bound).removeprefix("so: ")))
+    else:
+        print("    DDP against DataParallel:")
+        print(textwrap.indent(str(ddp_vs_dp), "    "))
+        slower = data_parallel.slower_line(ddp_vs_dp)
+        if slower:
+            print(measure.short_lines("    " + slower, indent="        "))
     fits = [n for n in hotspot_devices if hw.gpus or n <= hw.cpu_count] or hotspot_devices[:1]
     crowded = [n for n in hotspot_devices if n not in fits]
     for name in models:
