@@ -23,7 +23,8 @@ def twice_line(hot_timings, sweep, batch: int, n_devices: int) -> str:
                                      notes=[c for c in [measure.measured_cause(n_devices, "devices")] if c])
     agree = detectors.twice_agree(*args)
     text = (f"{many}, CNN-3conv, batch {batch}, measured twice in different minutes: the hot spot "
-            f"{args[0]:,.0f} samples/s (spread {args[1]:.0%}), the sweep {args[2]:,.0f} (spread {args[3]:.0%})"
+            f"{batch / args[0] * 1e3:.2f} ms/step (spread {args[1]:.0%}), the sweep {batch / args[2] * 1e3:.2f} "
+            f"(spread {args[3]:.0%})"
             + (f": {agree}" if agree else ""))
     return measure.flagged(measure.short_lines(text), flags)
 
@@ -211,9 +212,22 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
             print(said)
     print(measure.short_lines(detectors.noise_line(t.spread for t in step_timings.values())
                               or "noise: every median above came from repeats within 25 %"))
+    if "DDP" in step_timings and "DataParallel" in step_timings:
+        print(spread_beside_pairs(step_timings))
     if order_note is not None and unreadable is None:
         print(order_note)
     return Launched(compared, unreadable, status)
+
+
+def spread_beside_pairs(step_timings) -> str:
+    """The rows' spread (each row's own repeats) beside how little the DDP-vs-DataParallel pairs scatter: a slow moment
+    of the machine slows both sides of a pair alike, so the verdict reads through the rows' noise."""
+    widest = max(t.spread for t in step_timings.values())
+    pairs = measure.ratio_scatter(measure.paired_ratios(step_timings["DDP"], step_timings["DataParallel"]))
+    return measure.short_lines(
+        f"spread is one row's repeats, (slowest - fastest) / median, up to {widest:.0%} here; the DDP-vs-DataParallel "
+        f"pairs scatter by {pairs:.1%} (half their range over their median), since a slow moment slows both sides "
+        "of a pair alike: read the speedups and the verdict, which come from pairs, not the ms/step columns")
 
 
 def _order_note(speedup: float, sweep, batch: int, checked, status: str) -> str | None:
@@ -354,7 +368,7 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     print("next: Lab 03 writes DDP's worker in full: sampler, learning rate, traps, and many machines.")
 
 
-__all__ = ["Launched", "agreement_line", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_prediction", "launched_table", "one_device_line",
+__all__ = ["Launched", "agreement_line", "spread_beside_pairs", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_prediction", "launched_table", "one_device_line",
            "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
 
 
