@@ -44,6 +44,9 @@ def test_the_one_device_line_says_why_the_gap_is_smaller_than_the_bookkeeping():
     assert "costs about" not in line
     faster = types.SimpleNamespace(wall_s=0.0125, samples_per_s=64 / 0.0125, spread=0.02)
     assert "does not measure" in " ".join(report.one_device_line(hot1, 0.78, faster, 64).split())
+    slow_plain = types.SimpleNamespace(wall_s=0.0326, samples_per_s=64 / 0.0326, spread=1.0)  # a busy run: -63 %
+    said = " ".join(report.one_device_line(hot1, 0.78, slow_plain, 64).split())
+    assert "was the slower by 63%, beyond the 25%" in said and "within" not in said, said
     slow_class = timing(0.016, 0.0161, 0.0159)  # 35 % above the plain step: beyond what two medians may differ by
     said = " ".join(report.one_device_line(slow_class, 0.78, plain, 64).split())
     assert "beyond the 25%" in said and "costs about 4.13 ms, 35% of a step" in said, said
@@ -96,6 +99,7 @@ def test_the_launched_table_prints_times_and_one_check_and_refuses_under_load(ca
     busy = report.launched_table(launched_timings(), sweep, None, batch=256, rounds=5, steps=2, hw=CPU_ONLY)
     out = capsys.readouterr().out
     assert busy.unreadable and busy.status is None and "launched 1.54x" not in out, out
+    assert "pairs scatter by" not in out  # refused: no pair is read, so none is pointed to
     dp_row = next(line for line in out.splitlines() if line.startswith("DataParallel "))
     assert measure.N_M in dp_row and "13.00" not in dp_row, dp_row
 

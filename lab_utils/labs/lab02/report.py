@@ -43,6 +43,9 @@ def one_device_line(hot1, alone_ms: float, plain, batch: int) -> str:
     so = (f"a gap beyond the {detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart may differ: the "
           f"class's own machinery (scatter, replicate, gather, reduce) costs about {gap_ms:.2f} ms, {share:.0%} of a "
           "step" if share > detectors.TWICE_TOLERANCE else
+          f"the plain step, timed in other minutes, was the slower by {-share:.0%}, beyond the "
+          f"{detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart may differ: these two medians say "
+          f"nothing about the class's own machinery; {bound}" if share < -detectors.TWICE_TOLERANCE else
           f"a gap of {abs(share):.0%}, within the {detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart "
           f"may differ, so it does not measure the class's own machinery (scatter, replicate, gather, reduce); {bound}")
     text = (f"1 device, CNN-3conv, batch {batch}: {SWEEP_HOT_SPOT_NOTE} {hot1.median * 1e3:.2f} ms per step, the "
@@ -212,7 +215,7 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
             print(said)
     print(measure.short_lines(detectors.noise_line(t.spread for t in step_timings.values())
                               or "noise: every median above came from repeats within 25 %"))
-    if "DDP" in step_timings and "DataParallel" in step_timings:
+    if "DDP" in step_timings and "DataParallel" in step_timings and unreadable is None:  # refused: no pair reads
         print(spread_beside_pairs(step_timings))
     if order_note is not None and unreadable is None:
         print(order_note)
