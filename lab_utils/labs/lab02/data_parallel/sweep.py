@@ -266,7 +266,7 @@ def phase_table(result: Sweep) -> list[str]:
     device 0 alone, and the unaccounted time (the median of each step's own residual), then the answer line."""
     lines = [f"{'batch':>5}{'step':>9}{'slowest':>10}{'slowest':>10}{'device 0':>10}{'unaccounted':>13}",
              f"{'':>5}{'ms':>9}{'forward':>10}{'backward':>10}{'alone':>10}{'ms':>13}"]
-    share = {}
+    share: dict[int, float] = {}
     for batch in result.batch_sizes:
         phases = result.phase_ms[batch]
         row0 = next(iter(phases.values()))
@@ -283,7 +283,8 @@ def phase_table(result: Sweep) -> list[str]:
     lines.append(measure.short_lines(
         "so: the time no phase accounts for took " + ", ".join(f"{s:.0%} of the step at batch {b}"
                                                              for b, s in share.items())
-        + f": the largest share at batch {max(share, key=share.get)}, the smallest at batch {min(share, key=share.get)}"))
+        + f": the largest share at batch {max(share, key=lambda b: share[b])}, the smallest at batch "
+        f"{min(share, key=lambda b: share[b])}"))
     return lines
 
 
