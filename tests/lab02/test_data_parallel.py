@@ -1,7 +1,7 @@
 """DataParallel's phases run for real: split rules, equivalence with one device, concurrency, errors; the sweep's
 typed results; the GPU check."""
-import dataclasses
 import copy
+import dataclasses
 import threading
 import time
 import types
@@ -210,6 +210,7 @@ def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
     assert figures["batch_size"] == 6 and figures["grad_max_abs_diff"] == 1e-9 and figures["speedup"] == round(sweep.speedup(6, data_parallel.dp_name(2)), 3)
     assert {"single_spread", "dp_spread", "threads_spread", "flags"} <= set(figures["by_batch"][0])
     assert set(figures["phase_ms"][6]) == {"device 0 (cpu)", "device 1 (cpu)"}
+    assert set(sweep.unaccounted_ms) == {4, 6} and all(0 < sweep.step_ms[b] for b in (4, 6))  # each step's own residual
     with pytest.raises(KeyError, match="no result"):
         sweep.result(5, data_parallel.ONE_DEVICE)
 
@@ -571,6 +572,7 @@ def test_the_traced_step_beside_the_launched_one_says_in_its_line_why_two_method
     text, flags = data_parallel.traced_line(0.0336, 0.2, 0.0247, 0.23, batch=256, steps=8)
     assert not flags and "1.36x apart" in text and "two methods, not one timed twice" in text
     assert "8 steps in a row with a timer around every phase" in text and "up to 2x" in text and "25%" in text
+    assert text.endswith("a cross-check only: the lab's figures for DataParallel at this batch are the sweep's")  # s12r3b 1
     text, flags = data_parallel.traced_line(0.0291, 0.2, 0.0307, 0.23, batch=256, steps=8)
     assert not flags and "they agree" in text and "two methods" not in text
     text, flags = data_parallel.traced_line(0.08, 0.2, 0.0247, 0.23, batch=256, steps=8)
@@ -615,8 +617,9 @@ def test_the_launched_row_is_checked_against_the_sweep_at_its_own_batch():
     batches = eval(params.split("sweep_batches = ")[1].split("#")[0])
     size = int(params.split("batch_size = ")[1].split()[0])
     assert size in batches  # the launched batch is one of the sweep's
-    summary = inspect.getsource(report.lab_summary)  # both figures, and the launched row's status
+    summary = inspect.getsource(report.lab_summary)  # both figures where they contradict; else one cross-check line
     assert "the sweep {sweep.speedup(batch, many):.2f}x: " in summary and "{launched.status}" in summary
+    assert "cross-checked against the sweep's" in summary
 
 
 def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
@@ -631,7 +634,7 @@ def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
     even = two_batch_sweep({256: 42.0, 512: 84.0}, {256: 26.0, 512: 52.0}, {256: (12.0, 9.0), 512: (24.0, 18.0)})
     assert "per row, neither slowed by more than 10%" in data_parallel.per_row_line(even, 256, 512)
     cell = _lab02_cell("data_parallel.per_row_line(sweep, sweep_batches[-2], sweep_batches[-1])")
-    assert "for batch in sweep_batches:" in cell
+    assert "data_parallel.phase_table(sweep)" in cell  # the table's plumbing lives in sweep.py (issue 51)
 
 
 def test_the_allocator_section_counts_its_fresh_pages_and_answers_its_question(capfd):
@@ -746,3 +749,24 @@ def test_few_pairs_say_their_range_is_the_min_max_and_the_hot_spot_cells_read_ri
     plot = _lab02_cell("ax2.plot(fits,")
     assert "crowded]" not in plot.split("ax2.plot(fits,")[1].split("\n")[0] and 'mfc="none"' not in plot
     assert "measure.N_M" in plot  # the refused count's tick says n/m
+
+
+def test_the_unaccounted_time_is_each_steps_own_residual_not_a_difference_of_medians():
+    """Learner s12r3b finding 4: the unaccounted column subtracted medians of different steps (the slowest forward's,
+    the slowest backward's, device 0's) from the median step. Each step's residual comes from that step alone."""
+    from lab_utils.plots import Interval
+    from lab_utils.labs.lab02.data_parallel.phases import unaccounted_seconds
+
+    def step(fwd0, fwd1, bwd, span):
+        parts = [Interval("device 0", "scatter", 0.0, 0.001), Interval("device 0", "forward", 0.001, 0.001 + fwd0),
+                 Interval("device 1", "forward", 0.001, 0.001 + fwd1), Interval("device 0", "backward", 0.02, 0.02 + bwd),
+                 Interval("device 0", "update", span - 0.002, span)]
+        return data_parallel.StepReport(0.0, 8, [4, 4], parts, {})
+    one = step(0.010, 0.012, 0.005, 0.030)  # 30 - 12 (slowest forward) - 5 - 3 (device 0: scatter 1 + update 2) ms
+    assert unaccounted_seconds(one) == pytest.approx(0.010)
+    sweep = two_batch_sweep({8: 10.0}, {8: 8.0}, {8: (12.0, 5.0)})
+    sweep = dataclasses.replace(sweep, step_ms={8: 30.0}, unaccounted_ms={8: 10.0})
+    lines = data_parallel.phase_table(sweep)
+    assert lines[2].split() == ["8", "30.00", "12.00", "5.00", "0.00", "10.00"], lines
+    said = " ".join(" ".join(lines).split())
+    assert "each step's time minus its own slowest forward" in said and "33% of the step at batch 8" in said, said

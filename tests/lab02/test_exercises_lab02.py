@@ -164,3 +164,33 @@ def test_gather_mistakes_name_the_shape_returned(wrong, named_as):
     assert not result.passed and named_as in result.message, result.message
     assert "do not stack" not in result.message and "stacks" not in result.message.replace(named_as, "")
     assert grade(wrong)[0] == 0.0
+
+
+@named("scatter")
+def scatter_by_chunk(batch, devices):  # learner s12r3b: torch.chunk, named exactly, then a 3-line generic Hint
+    return [c.to(d) for c, d in zip(batch.chunk(len(devices)), devices)]
+
+
+@named("gather")
+def gather_reversed(outputs, device):
+    return torch.cat([o.to(device) for o in outputs[::-1]])
+
+
+@named("reduce_gradients")
+def reduce_garbled(model, replicas):  # no recognised mistake: the generic message keeps its hint
+    for p in model.parameters():
+        p.grad.mul_(3.0)
+
+
+def test_a_message_that_names_the_mistake_gets_no_hint_and_a_generic_one_keeps_it():
+    """Learner s12r3b: every FAIL repeated the exercise's long 'Hint: ...' after a message that already named the
+    mistake (lab 00's rule, 179bfda: a named message stands alone)."""
+    named = check(scatter_by_chunk)
+    assert not named.passed and "that is torch.chunk" in named.message and "Hint:" not in named.message
+    reversed_ = check(gather_reversed)
+    assert not reversed_.passed and "out of order" in reversed_.message and "Hint:" not in reversed_.message
+    averaged = check(reduce_overwrites)
+    assert not averaged.passed and "Hint:" not in averaged.message
+    generic = check(reduce_garbled)
+    assert not generic.passed and "expected the model's gradient plus the sum" in generic.message
+    assert "Hint: add (not average)" in generic.message

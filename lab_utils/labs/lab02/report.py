@@ -23,7 +23,8 @@ def twice_line(hot_timings, sweep, batch: int, n_devices: int) -> str:
                                      notes=[c for c in [measure.measured_cause(n_devices, "devices")] if c])
     agree = detectors.twice_agree(*args)
     text = (f"{many}, CNN-3conv, batch {batch}, measured twice in different minutes: the hot spot "
-            f"{args[0]:,.0f} samples/s (spread {args[1]:.0%}), the sweep {args[2]:,.0f} (spread {args[3]:.0%})"
+            f"{batch / args[0] * 1e3:.2f} ms/step (spread {args[1]:.0%}), the sweep {batch / args[2] * 1e3:.2f} "
+            f"(spread {args[3]:.0%})"
             + (f": {agree}" if agree else ""))
     return measure.flagged(measure.short_lines(text), flags)
 
@@ -37,12 +38,18 @@ def one_device_line(hot1, alone_ms: float, plain, batch: int) -> str:
                                      notes=[c for c in [measure.measured_cause(1, "devices")] if c])
     gap_ms = (hot1.median - plain.wall_s) * 1e3
     share = gap_ms / (plain.wall_s * 1e3)
-    so = (f"so the class's own machinery (scatter, replicate, gather, reduce on one device) costs about "
-          f"{gap_ms:.2f} ms, {share:.0%} of a step" if gap_ms > 0 else
-          "so the class's own machinery did not show: the plain step, timed in other minutes, was the slower here")
+    bound = (f"the traced phases bound it instead: at most the class's serial phases, {alone_ms:.2f} ms, which "
+             "include the loss and the update that the plain step runs too")
+    so = (f"a gap beyond the {detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart may differ: the "
+          f"class's own machinery (scatter, replicate, gather, reduce) costs about {gap_ms:.2f} ms, {share:.0%} of a "
+          "step" if share > detectors.TWICE_TOLERANCE else
+          f"the plain step, timed in other minutes, was the slower by {-share:.0%}, beyond the "
+          f"{detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart may differ: these two medians say "
+          f"nothing about the class's own machinery; {bound}" if share < -detectors.TWICE_TOLERANCE else
+          f"a gap of {abs(share):.0%}, within the {detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart "
+          f"may differ, so it does not measure the class's own machinery (scatter, replicate, gather, reduce); {bound}")
     text = (f"1 device, CNN-3conv, batch {batch}: {SWEEP_HOT_SPOT_NOTE} {hot1.median * 1e3:.2f} ms per step, the "
-            f"sweep's plain step {plain.wall_s * 1e3:.2f} ms ({gap_ms:+.2f} ms). The class's serial phases "
-            f"({alone_ms:.2f} ms) include the loss and the update, which the plain step runs too: {so}")
+            f"sweep's plain step {plain.wall_s * 1e3:.2f} ms ({gap_ms:+.2f} ms): {so}")
     return measure.flagged(measure.short_lines(text), flags)
 
 
@@ -54,11 +61,13 @@ def threads_line(sweep, n_devices: int) -> str:
               for b in batches}  # the threads' speedup over DataParallel: DataParallel's time over the threads'
     ahead = [b for b, (low, _, _) in ranges.items() if low > 1]
     behind = [b for b, (_, high, _) in ranges.items() if high < 1]
+    even = [b for b in batches if b not in ahead and b not in behind]
     answer = ("the threads win at every batch size: on a CPU, give one process the cores as intra-op threads "
               "rather than split the batch over DataParallel's replicas" if len(ahead) == len(batches) else
               f"the threads win at batch {', '.join(map(str, ahead))} (whole range above 1)"
               + (f", DataParallel at batch {', '.join(map(str, behind))}" if behind else "")
-              + "; at the others the range reaches 1 and neither wins" if ahead else
+              + (f"; at batch {', '.join(map(str, even))} the range reaches 1: the rounds cannot rank them "
+                 "there, though the table's speedup columns differ" if even else "") if ahead else
               "at no batch size do the threads win over the whole range")
     lesson = (f"one device using {n_devices} threads against {many}, in the same rounds: the threads' speedup over "
               "DataParallel (DataParallel's time over the threads'; above 1: the threads faster): "
@@ -206,9 +215,22 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
             print(said)
     print(measure.short_lines(detectors.noise_line(t.spread for t in step_timings.values())
                               or "noise: every median above came from repeats within 25 %"))
+    if "DDP" in step_timings and "DataParallel" in step_timings and unreadable is None:  # refused: no pair reads
+        print(spread_beside_pairs(step_timings))
     if order_note is not None and unreadable is None:
         print(order_note)
     return Launched(compared, unreadable, status)
+
+
+def spread_beside_pairs(step_timings) -> str:
+    """The rows' spread (each row's own repeats) beside how little the DDP-vs-DataParallel pairs scatter: a slow moment
+    of the machine slows both sides of a pair alike, so the verdict reads through the rows' noise."""
+    widest = max(t.spread for t in step_timings.values())
+    pairs = measure.ratio_scatter(measure.paired_ratios(step_timings["DDP"], step_timings["DataParallel"]))
+    return measure.short_lines(
+        f"spread is one row's repeats, (slowest - fastest) / median, up to {widest:.0%} here; the DDP-vs-DataParallel "
+        f"pairs scatter by {pairs:.1%} (half their range over their median), since a slow moment slows both sides "
+        "of a pair alike: read the speedups and the verdict, which come from pairs, not the ms/step columns")
 
 
 def _order_note(speedup: float, sweep, batch: int, checked, status: str) -> str | None:
@@ -238,9 +260,28 @@ def ddp_prediction(ranks, step_timings) -> dict:
                 expected="DDP no slower than DataParallel by more than its all-reduce")
 
 
-def ddp_lines(verdict, ranks) -> None:
+def ddp_answer(verdict, predicted: float | None = None) -> str:
+    """The DDP section's answer in one sentence. `predicted`: the bound theory gave before the run (the all-reduce's
+    share of a step, gloo); the sentence says whether the range establishes that bound as stated, not only the
+    weaker one a noisy run's verdict may have tested."""
+    head = f"so: DDP ran at {verdict.ratio:.2f}x DataParallel's speed on the same model and batch"
+    if predicted is None or verdict.verdict == measure.CANNOT_SEE:
+        return f"{head}; theory's prediction {verdict.verdict}"
+    floor = 1 / (1 + predicted)  # DDP's step at most (1 + predicted) x DataParallel's: its speed above this
+    steps = f"its step {1 / verdict.high:.2f}-{1 / verdict.low:.2f}x DataParallel's"
+    if verdict.low > floor:
+        return f"{head} ({steps}): the prediction, at most {predicted:.0%} slower (its all-reduce), holds as stated"
+    if verdict.high < floor:
+        return f"{head} ({steps}): more than the predicted {predicted:.0%} slower (its all-reduce): reversed"
+    weaker = ("" if verdict.verdict != measure.HOLDS or verdict.holds_from is None else
+              f"; they establish only the weaker 'at most {1 / verdict.holds_from - 1:.0%} slower' (the verdict above)")
+    return (f"{head} ({steps}): the range reaches past the predicted {predicted:.0%} (its all-reduce), so these "
+            f"rounds do not establish the prediction as stated{weaker}")
+
+
+def ddp_lines(verdict, ranks, predicted: float | None = None) -> None:
     """Under the DDP verdict: who was slower, the bound spelled out, device 0's lone time, the all-reduce by rank,
-    and the section's answer in one sentence."""
+    and the section's answer in one sentence (against `predicted`, the bound stated before the run)."""
     slower = data_parallel.slower_line(verdict)
     if slower:  # decided or not, a range wholly below 1 says who was slower
         print(measure.short_lines(slower))
@@ -254,8 +295,7 @@ def ddp_lines(verdict, ranks) -> None:
                               + ", ".join(f"rank {r} {v['allreduce_ms']:.2f} ms" for r, v in enumerate(ranks))
                               + " (waiting for the slower rank included)"))
     if verdict.verdict != measure.CANNOT_SEE:
-        print(measure.short_lines(f"so: DDP ran at {verdict.ratio:.2f}x DataParallel's speed on the same model and "
-                                  f"batch; theory's prediction {verdict.verdict}"))
+        print(measure.short_lines(ddp_answer(verdict, predicted)))
 
 
 # ---- the summary -----------------------------------------------------------------------------------------------------
@@ -268,8 +308,9 @@ def _with_range(sweep, batch: int, variant: str) -> str:
 
 def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_dp, *, batch: int, rounds: int,
             hotspot, hotspot_devices, hotspot_batch: int, models, hw, backend: str, device: str,
-            grad_diff: float, tolerance: float, same: bool, allocator_said) -> None:
-    """The lab's answers, one line each, every figure the one its own section printed."""
+            grad_diff: float, tolerance: float, same: bool, allocator_said, ddp_bound: float | None = None) -> None:
+    """The lab's answers, one line each, every figure the one its own section printed (`ddp_bound`: the DDP bound
+    predicted before the run, as ddp_lines reads it)."""
     n_devices = sweep.n_devices
     many, small = data_parallel.dp_name(n_devices), sweep.batch_sizes[0]
     print("speedups: medians of the paired ratios against one device, in the same rounds")
@@ -294,17 +335,22 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     if launched.unreadable is not None:  # the launched run's own load, said once
         print(measure.short_lines(head + (data_parallel.refusal_line(launched.unreadable) or "")))
     else:
-        if batch in sweep.batch_sizes and sweep_refused is None:
+        if batch in sweep.batch_sizes and sweep_refused is None and launched.status == data_parallel.AGREES:
+            said = f"DataParallel's speedup cross-checked against the sweep's at batch {batch} (above): agrees"
+        elif batch in sweep.batch_sizes and sweep_refused is None:  # a contradiction shows both figures
             said = (f"DataParallel {dp_c['speedup']:.2f}x one device, the sweep {sweep.speedup(batch, many):.2f}x: "
                     f"{launched.status}")
         else:
             said = f"DataParallel {dp_c['speedup']:.2f}x one device"
         print(measure.flagged(measure.short_lines(head + said), ddp_c["flags"] + dp_c["flags"]))
-    print("    DDP against DataParallel:")
-    print(textwrap.indent(str(ddp_vs_dp), "    "))
-    slower = data_parallel.slower_line(ddp_vs_dp)
-    if slower:
-        print(measure.short_lines("    " + slower, indent="        "))
+    if ddp_bound is not None and ddp_vs_dp.verdict != measure.CANNOT_SEE:  # the section's answer, as it printed it
+        print(measure.short_lines("DDP against DataParallel: " + ddp_answer(ddp_vs_dp, ddp_bound).removeprefix("so: ")))
+    else:
+        print("    DDP against DataParallel:")
+        print(textwrap.indent(str(ddp_vs_dp), "    "))
+        slower = data_parallel.slower_line(ddp_vs_dp)
+        if slower:
+            print(measure.short_lines("    " + slower, indent="        "))
     fits = [n for n in hotspot_devices if hw.gpus or n <= hw.cpu_count] or hotspot_devices[:1]
     crowded = [n for n in hotspot_devices if n not in fits]
     for name in models:
@@ -325,8 +371,26 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     print("next: Lab 03 writes DDP's worker in full: sampler, learning rate, traps, and many machines.")
 
 
-__all__ = ["Launched", "agreement_line", "trap_payoff", "ddp_lines", "ddp_prediction", "launched_table", "one_device_line",
+__all__ = ["Launched", "agreement_line", "spread_beside_pairs", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_prediction", "launched_table", "one_device_line",
            "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
+
+
+def record_note(n_devices: int) -> str:
+    """What the record table's ranks and threads columns mean for DataParallel, which has no ranks."""
+    return measure.short_lines(
+        f"ranks: the workers a row ran on; for DataParallel its {n_devices} devices, threads of one process (not "
+        f"ranks); threads: intra-op threads per worker (DataParallel's replicas 1 each, one device x {n_devices}: "
+        f"{n_devices})")
+
+
+def fixed_beside_sweep(fixed_s: float, sweep_s: float, batch: int) -> str:
+    """The trap's fixed row beside the sweep's one-device step at the same batch: the same step, timed while the
+    other rank steps at the same moment (the sweep ran one candidate at a time)."""
+    gap = fixed_s / sweep_s - 1
+    return (f"the fixed row's step, {fixed_s * 1e3:.1f} ms, is the sweep's one-device step at batch {batch} "
+            f"({sweep_s * 1e3:.1f} ms) {abs(gap):.0%} {'slower' if gap >= 0 else 'faster'}: here the other rank "
+            "steps at the same moment on the other core, sharing the cache and the memory bandwidth with it, "
+            "while the sweep ran one candidate at a time")
 
 
 def trap_payoff(results, *, trapped: str, fixed: str, sweep, sweep_refused, launched: Launched, batch: int) -> None:
@@ -339,6 +403,10 @@ def trap_payoff(results, *, trapped: str, fixed: str, sweep, sweep_refused, laun
         dp_x, dp_figure = launched.compared["DataParallel"]["speedup"], f"its launched speedup at batch {batch}"
     else:
         return  # no DataParallel speedup reads as a result here: none to set against the trap
+    if batch in sweep.batch_sizes:  # the fixed row is one device's step again: why it differs from the sweep's
+        print(measure.short_lines(fixed_beside_sweep(float(measure.Timing(tuple(results[fixed]["step_s"]),
+                                                                          warmup=1).median),
+                                                     sweep.result(batch, data_parallel.ONE_DEVICE).wall_s, batch)))
     print(measure.short_lines(data_parallel.trap_payoff_line(
         measure.Timing(tuple(results[fixed]["step_s"]), warmup=1),
         measure.Timing(tuple(results[trapped]["step_s"]), warmup=1), dp_x, sweep.n_devices, dp_figure=dp_figure)))

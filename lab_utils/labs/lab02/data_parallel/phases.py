@@ -97,6 +97,15 @@ class StepReport:
         return table
 
 
+def unaccounted_seconds(report) -> float:
+    """One step's time that no phase accounts for: its span minus its slowest forward, its slowest backward and
+    device 0's serial phases, all from this one step (not medians of different steps)."""
+    table = report.phase_seconds()
+    forward = max((t.get("forward", 0.0) for t in table.values()), default=0.0)
+    backward = max((t.get("backward", 0.0) for t in table.values()), default=0.0)
+    return report.seconds - forward - backward - report.device0_alone_seconds()
+
+
 def median_phase_seconds(reports) -> dict:
     """Per device, the median over steps of each phase's seconds."""
     tables = [r.phase_seconds() for r in reports]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -11,7 +12,7 @@ import torch
 from .... import conditions, data, hardware, measure, spec, workloads
 from .... import detectors
 from .devices import DevicePlan, plan_devices
-from .phases import median_phase_seconds
+from .phases import COORDINATOR_PHASES, median_phase_seconds, unaccounted_seconds
 from .threads import settle, single_device_step
 
 SWEEP_WORKLOAD = workloads.SWEEP_3CONV.name
@@ -38,6 +39,8 @@ class Sweep:
     phase_ms: dict  # batch size -> device row -> phase -> median ms
     timings: dict = field(default_factory=dict)  # batch size -> candidate -> measure.Timing (its interleaved repeats)
     load: conditions.Load | None = None  # the machine over the sweep's own windows: every line on its speedups reads it
+    step_ms: dict = field(default_factory=dict)  # batch size -> median traced DataParallel step, ms
+    unaccounted_ms: dict = field(default_factory=dict)  # batch size -> median over steps of each step's unaccounted ms
 
     @property
     def n_devices(self) -> int:
@@ -95,7 +98,7 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     if single_plan.threads_per_device:
         singles[threaded_name(n_devices)] = n_devices
     many = dp_name(n_devices)
-    rows, phases, all_timings, windows = [], {}, {}, []
+    rows, phases, all_timings, windows, step_ms, unaccounted_ms = [], {}, {}, [], {}, {}
     started = time.perf_counter()
     for i, batch in enumerate(batch_sizes):
         x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
@@ -119,6 +122,8 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
         rows.append((many, "dp", n_devices, plan.threads_per_device, batch, timings[many], base, plan.devices[0], hw))
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
                          for r, parts in median_phase_seconds(reports[warmup:]).items()}
+        step_ms[batch] = round(statistics.median(r.seconds for r in reports[warmup:]) * 1e3, 3)
+        unaccounted_ms[batch] = round(statistics.median(unaccounted_seconds(r) for r in reports[warmup:]) * 1e3, 3)
         if progress:
             print(f"sweep: batch {batch} timed, {i + 1} of {len(batch_sizes)} batch sizes done "
                   f"({elapsed_text(time.perf_counter() - started)} so far)", flush=True)
@@ -126,7 +131,7 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     load = conditions.mean_load(windows)
     refused_now = _refused_over_one(n_devices, load) is not None
     results = [_sweep_result(*row, refused=refused_now) for row in rows]
-    return Sweep(plan, repeats, tuple(results), phases, all_timings, load)
+    return Sweep(plan, repeats, tuple(results), phases, all_timings, load, step_ms, unaccounted_ms)
 
 
 RUN_BY = {"threads": "one thread per device", "torch": "torch.nn.parallel"}  # a plan's backend, in words (lab 02
@@ -254,6 +259,33 @@ def replica_work_ms(result: Sweep, batch: int) -> float:
     (median ms, the sweep's phases)."""
     phases = result.phase_ms[batch].values()
     return max(p.get("forward", 0.0) for p in phases) + max(p.get("backward", 0.0) for p in phases)
+
+
+def phase_table(result: Sweep) -> list[str]:
+    """Where a DataParallel step went at each batch (median ms): the traced step, its slowest forward and backward,
+    device 0 alone, and the unaccounted time (the median of each step's own residual), then the answer line."""
+    lines = [f"{'batch':>5}{'step':>9}{'slowest':>10}{'slowest':>10}{'device 0':>10}{'unaccounted':>13}",
+             f"{'':>5}{'ms':>9}{'forward':>10}{'backward':>10}{'alone':>10}{'ms':>13}"]
+    share: dict[int, float] = {}
+    for batch in result.batch_sizes:
+        phases = result.phase_ms[batch]
+        row0 = next(iter(phases.values()))
+        forward = max(p.get("forward", 0.0) for p in phases.values())
+        backward = max(p.get("backward", 0.0) for p in phases.values())
+        device0 = sum(v for k, v in row0.items() if k in COORDINATOR_PHASES)
+        step, left = result.step_ms[batch], result.unaccounted_ms[batch]
+        share[batch] = left / step
+        lines.append(f"{batch:>5}{step:9.2f}{forward:10.2f}{backward:10.2f}{device0:10.2f}{left:13.2f}")
+    lines.append(measure.short_lines(
+        "step: the median span of the same steps, from their first phase to their last; "
+        "unaccounted: the median over steps of each step's time minus its own slowest forward, slowest backward "
+        "and device 0's phases (so the columns need not add up)"))
+    lines.append(measure.short_lines(
+        "so: the time no phase accounts for took " + ", ".join(f"{s:.0%} of the step at batch {b}"
+                                                             for b, s in share.items())
+        + f": the largest share at batch {max(share, key=lambda b: share[b])}, the smallest at batch "
+        f"{min(share, key=lambda b: share[b])}"))
+    return lines
 
 
 def per_row_line(result: Sweep, small: int, large: int) -> str:

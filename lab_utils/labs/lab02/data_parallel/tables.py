@@ -87,7 +87,7 @@ def traced_line(traced_s: float, traced_spread: float, table_s: float, table_spr
         why = (f": two methods, not one timed twice ({condition}), so they may part by up to "
                f"{detectors.CONDITION_FACTOR:g}x (the {detectors.TWICE_TOLERANCE:.0%} rule bounds one method timed "
                "twice)")
-    return head + why + "; this table's is the lab's figure (interleaved with one device)", flags
+    return head + why + "; a cross-check only: the lab's figures for DataParallel at this batch are the sweep's", flags
 
 
 def slower_line(verdict) -> str | None:
