@@ -141,3 +141,21 @@ def test_lab07_cells_call_the_report_and_show_the_batch():
     assert printed.startswith("batch of 64 images: 4x the micro-batch of 16")  # finding 4, committed (nbval-checked)
     prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     assert prose.count("README.md#results") == 2 and "every ratio and time\nbuilt from these rounds" not in prose
+
+
+def test_the_summary_carries_the_accuracy_verdict_and_strategy_5():
+    """Learner s12r3f findings 1 and 12: the summary printed two bare accuracies (read as 'bfloat16 trains better')
+    and nothing of Strategy 5 (the resumed runs, async_save's verdict)."""
+    assert report.accuracy_verdict(0.0167, 0.012, "bfloat16").startswith("within two standard errors: this test set "
+                                                                        "cannot tell")
+    beyond = report.accuracy_verdict(-0.03, 0.01, "bfloat16")
+    assert beyond.startswith("beyond two") and "float32 trains better" in beyond and "cannot say" in beyond
+    from lab_utils import measure
+    held = measure.verdict([0.006, 0.0065, 0.0062, 0.0061, 0.0063], [0.02, 0.021, 0.0205, 0.02, 0.022],
+                           claim="async_save vs save", expected="async_save holds the training loop for less time")
+    said = " ".join(report.checkpoint_summary({1: 7.5e-09, 3: 1.5e-08, 2: 0.0}, held).split())
+    assert "resumed on 1, 3, 2 ranks: max |final weights - uninterrupted| 1.5e-08" in said, said
+    assert f"async_save against save: holds (save held the loop {held.ratio:.2f}x as long" in said, said
+    refused = measure.Verdict("async_save vs save", "less", 3.0, 2.0, 4.0, measure.CANNOT_SEE, 5)
+    said = report.checkpoint_summary({2: 0.0}, refused)
+    assert said.endswith(measure.CANNOT_SEE) and "3.00x" not in said

@@ -169,3 +169,24 @@ def precision_verdict(name: str, timing: dict, mp_name: str, emulated: bool, sma
     return measure.verdict(timing[mp_name], timing["float32"], lab="07", workload=workload,
                            claim=f"{mp_name} autocast vs float32, {name} train step",
                            expected=f"{mp_name} faster (half the bytes, native 16-bit units)")
+
+
+def accuracy_verdict(gap: float, standard_error: float, mp_name: str) -> str:
+    """What a test-accuracy gap (16-bit minus float32) says, against its paired standard error: within two, no
+    difference this test set can see; beyond two, different models, but one run of each cannot rank the precisions."""
+    if abs(gap) <= 2 * standard_error:
+        return "within two standard errors: this test set cannot tell the two precisions apart"
+    return ("beyond two standard errors: these two runs learned measurably different models, but one run of each "
+            f"cannot say that {mp_name if gap > 0 else 'float32'} trains better (the rounding may have favoured this "
+            "seed; rerun with another seed)")
+
+
+def checkpoint_summary(resume_error: dict, save_verdict) -> str:
+    """Strategy 5 in one sentence: the worst resumed run's distance to the run without a stop, and async_save's
+    verdict against save (its figure only where the verdict read one)."""
+    sizes = ", ".join(str(n) for n in resume_error)
+    said = f"sharded checkpoint resumed on {sizes} ranks: max |final weights - uninterrupted| " \
+           f"{max(resume_error.values()):.1e}; async_save against save: {save_verdict.verdict}"
+    if save_verdict.verdict != measure.CANNOT_SEE:
+        said += f" (save held the loop {save_verdict.ratio:.2f}x as long: the verdict's figure)"
+    return measure.short_lines(said)
