@@ -918,3 +918,13 @@ def test_a_cost_claims_threshold_says_it_is_one_over_one_plus_the_cost():
     assert "lies above 0.93 (= 1/1.08);" in " ".join(str(said).split())
     upper = measure.decide([1.05, 1.1, 1.08, 1.07, 1.06], claim="A vs B", expected="e", no_worse_than=0.3, upper=True)
     assert "(= 1/" not in str(upper)  # an upper bound is the lead itself, 1 + lead
+
+
+def test_a_verdicts_figure_has_the_decimals_of_its_range():
+    """Learner s12r3f, lab 12 finding 1: '1.00x ... range 0.998-0.998' printed the figure outside its own range."""
+    v = measure.decide([0.9979] * 21, claim="record on vs off", expected="the record costs under 2 %",
+                       no_worse_than=0.02, extra_work=True, load=None, timed=False)
+    text = str(v)
+    assert "0.998x" in text and "1.00x" not in text and "range 0.998-0.998" in text, text
+    plain = measure.decide([1.21, 1.3, 1.25, 1.22, 1.28], claim="a vs b", expected="a faster", load=None, timed=False)
+    assert f"{plain.ratio:.2f}x (" in str(plain)  # two decimals where the range needs no more

@@ -163,14 +163,20 @@ class Verdict:
         tested = ""
         if self.holds_from is not None:  # the claim tested leads; the prediction, if restated weaker, after it
             tested = f"{self.tested()} (predicted: {self.expected}{self._restated()})"
-        figure = (f"{self.ratio:.2f}{self.unit} ({meaning}; range {self.range_text()} over {self.repeats} paired "
-                  "repeats)")
+        figure = (f"{self.figure_text()}{self.unit} ({meaning}; range {self.range_text()} over {self.repeats} "
+                  "paired repeats)")
         said = list(dict.fromkeys(detectors.notes(notes)))
         warned = parts(flags + detectors.extra_work_faster(self, MIN_EFFECT))  # [!] under the verdict's figure
         head = lines.glued(f"verdict, {claim}:", self.verdict)
         if warned and warned[0].startswith("("):  # said before: the verdict's first line points to it
             head, warned = f"{head}  {warned[0]}", warned[1:]
         return lines.stacked(head, [tested, figure, f"note: {'; '.join(said)}" if said else "", *warned])
+
+    def figure_text(self) -> str:
+        """The ratio with as many decimals as its range's ends show (lab 12: '1.00x' beside a range 0.998-0.998)."""
+        edges = (1.0,) if self.holds_from is None else (1.0, self.holds_from)
+        digits = max(len(shown(end, edges).split(".")[-1]) for end in (self.low, self.high))
+        return f"{self.ratio:.{max(2, digits)}f}"
 
     def range_text(self) -> str:
         """'low-high', each end with the decimals that show which side of 1 (and of the claim's threshold) it lies."""

@@ -298,3 +298,16 @@ def test_resume_order_returning_positions_instead_of_samples_is_told_so():
 
 def test_resume_order_is_registered_for_lab_07():
     assert get("resume_order").lab == "07"
+
+
+def test_a_message_that_names_the_mistake_gets_no_hint_and_the_fallback_hands_over_no_recipe():
+    """Learner s12r3f, lab 07: every FAIL appended the whole recipe as 'Hint: ...', after a message that had named
+    the mistake; the fallback said 'skip the samples_read first samples of the order, then split the rest by
+    stride' (the answer)."""
+    named = fails(edited(RESUME, "resume_order", {RESUME_LINE: "return list(order[samples_read:])"}), "whole rest")
+    assert "Hint:" not in named.message, named.message
+    greedy = fails(learner(GREEDY, "choose_checkpoints"), "free the most bytes first")
+    assert "Hint:" not in greedy.message, greedy.message
+    odd = fails(edited(RESUME, "resume_order", {RESUME_LINE: "return list(order[samples_read + 1:][rank::world_size])"}),
+                lab07.RESUME_GENERIC)  # no named mistake: the hint stays, the answer does not come with it
+    assert "Hint:" in odd.message and "split the rest by stride" not in odd.message, odd.message

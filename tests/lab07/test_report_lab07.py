@@ -38,6 +38,7 @@ def test_the_step_table_prints_one_time_figure_per_row_and_says_what_it_is():
     assert lines[0] == "checkpointing every block: 0.16x the activations, 1.80x the time of a step without checkpoints"
     head = lines[1]
     assert "ms" not in head and head.count("x none") == 2 and "time x none" in head
+    assert "MiB x none" in head  # learner s12r3f finding 2: the two columns were both headed 'x none'
     row = next(line for line in lines if line.startswith("all "))
     assert row.split()[-2].endswith("x") and "n/m" not in row
     assert "batch of 64 images" in text and "median of the 5 rounds' own ratios" in text  # finding 4
@@ -51,7 +52,7 @@ def test_a_busy_machine_reads_n_m_for_every_time_and_still_shows_the_bytes():
     assert "0.44x" in text and "not measurable here" in text
     assert all(len(line) <= 100 for line in text.splitlines()), text
     blocks = report.block_table(reading, NAMES, FORWARD)
-    assert "n/m for conv 1, conv 2, dense 1, dense 2" in blocks and "1.32x" not in blocks
+    assert "n/m for conv 1, conv 2, dense 1, dense 2" in " ".join(blocks.split()) and "1.32x" not in blocks
     fig, ax = plt.subplots()
     reading.draw(ax)  # the memory alone: a line per size, no time scale
     assert len(ax.lines) == len(set(SAVED.values())) and "memory only" in ax.get_title()
@@ -71,7 +72,9 @@ def test_the_block_table_builds_beyond_from_the_figure_it_prints_and_states_the_
     text = report.block_table(reading, NAMES, FORWARD)
     lines = text.splitlines()
     assert lines[0].startswith("prediction 'every checkpointed step at or above 1.00x none'")
-    assert "holds for conv 1, conv 2" in text
+    assert "holds for conv 1, conv 2" in " ".join(text.split())
+    said = " ".join(text.split())  # learner s12r3f finding 3: '90 % range' and 0.95 were never defined
+    assert "the lowest of its 5 paired ratios at or above 0.95 (1.00 less the 5% no verdict" in said, text
     row = next(line for line in lines if line.startswith("conv 1 "))
     expected, above, beyond = row.split()[-3:]
     assert expected.endswith("x") and above == reading.cell["conv 1"]
@@ -138,3 +141,21 @@ def test_lab07_cells_call_the_report_and_show_the_batch():
     assert printed.startswith("batch of 64 images: 4x the micro-batch of 16")  # finding 4, committed (nbval-checked)
     prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     assert prose.count("README.md#results") == 2 and "every ratio and time\nbuilt from these rounds" not in prose
+
+
+def test_the_summary_carries_the_accuracy_verdict_and_strategy_5():
+    """Learner s12r3f findings 1 and 12: the summary printed two bare accuracies (read as 'bfloat16 trains better')
+    and nothing of Strategy 5 (the resumed runs, async_save's verdict)."""
+    assert report.accuracy_verdict(0.0167, 0.012, "bfloat16").startswith("within two standard errors: this test set "
+                                                                        "cannot tell")
+    beyond = report.accuracy_verdict(-0.03, 0.01, "bfloat16")
+    assert beyond.startswith("beyond two") and "float32 trains better" in beyond and "cannot say" in beyond
+    from lab_utils import measure
+    held = measure.verdict([0.006, 0.0065, 0.0062, 0.0061, 0.0063], [0.02, 0.021, 0.0205, 0.02, 0.022],
+                           claim="async_save vs save", expected="async_save holds the training loop for less time")
+    said = " ".join(report.checkpoint_summary({1: 7.5e-09, 3: 1.5e-08, 2: 0.0}, held).split())
+    assert "resumed on 1, 3, 2 ranks: max |final weights - uninterrupted| 1.5e-08" in said, said
+    assert f"async_save against save: holds (save held the loop {held.ratio:.2f}x as long" in said, said
+    refused = measure.Verdict("async_save vs save", "less", 3.0, 2.0, 4.0, measure.CANNOT_SEE, 5)
+    said = report.checkpoint_summary({2: 0.0}, refused)
+    assert said.endswith(measure.CANNOT_SEE) and "3.00x" not in said

@@ -8,6 +8,7 @@ import pytest
 
 from lab_utils import measure, workloads
 from lab_utils.labs.lab12 import bench as debugging
+from lab_utils.labs.lab12 import report
 
 
 
@@ -127,9 +128,28 @@ def test_the_notebooks_record_cost_is_decided_from_its_cost_per_call(quiet, monk
     step = [0.0136 * (1 + 0.5 * ((i * 7) % 5 - 2) / 2) for i in range(7)]  # the quiet run's scatter, about 50 %
     times = {"record on": step, "record off": step[::-1], "DETAIL": [3 * s for s in step]}
     namespace = {"launch": lambda *a, **k: [times], "cost_worker": None, "world_size": 2, "repeats": 7, "np": np,
-                 "spec": spec, "bench": debugging, "measure": measure, "workloads": workloads,
+                 "spec": spec, "bench": debugging, "report": report, "measure": measure, "workloads": workloads,
                  "results_dir": tmp_path}
-    exec(notebook_cell("record_cost = measure.decide("), namespace)
+    exec(notebook_cell("report.cost_report(cost"), namespace)
     out = capsys.readouterr().out
-    assert "8 recorded calls" in out and said in out and "above 1.00" not in out
+    flat = " ".join(out.split())
+    assert "8 recorded calls" in flat and said in flat and "above 1.00" not in out, out
+    assert out.splitlines()[1].startswith("in plain words: ")  # learner s12r3f: the plain sentence before the detail
+    assert "record on against off (7 pairs), scatter +-" in flat  # the 'record on' windows, and why they cannot read 2 %
     assert namespace["record_cost"].holds_from <= 1 / 1.02 + 1e-9  # the claim's threshold, or a restated weaker one
+
+
+def test_the_cost_report_under_load_prints_no_figure_and_still_says_why_the_windows_cannot_read(monkeypatch, tmp_path):
+    """Learner s12r3f findings 1, 2, 5: the report leads with its plain sentence; on a busy machine both verdicts are
+    refused (no figure), the plain sentence says this run cannot tell, the windows' scatter line still prints."""
+    from lab_utils import conditions
+
+    busy = conditions.Load(60.0, 2, own=0.9, others=1.7, steal=0.0)
+    monkeypatch.setattr(measure.verdicts, "run_conditions", lambda: busy)
+    step = [0.0136 * (1 + 0.5 * ((i * 7) % 5 - 2) / 2) for i in range(7)]
+    cost = {"record on": step, "record off": step[::-1], "DETAIL": [3 * s for s in step]}
+    record, detail, said = report.cost_report(cost, [5e-6] * 21, 8, tmp_path)
+    assert record.verdict == detail.verdict == measure.CANNOT_SEE, said
+    first = " ".join(said.split("\nper step")[0].split())
+    assert first.startswith("in plain words: this run cannot tell") and "DETAIL's cost: cannot be seen here" in first
+    assert "3.00x" not in said and "record on against off (7 pairs)" in " ".join(said.split())

@@ -338,3 +338,11 @@ def test_lab12_prose_names_what_its_output_shows():
     assert "A dead rank: the launcher's table says *exited*" in summary and "a late one: `monitored_barrier`" in summary
     bug2 = next(c.source for c in cells if c.source.startswith("### Bug 2"))
     assert "| floats (bytes) | 4 (16) | 5 (20) |" in bug2
+
+
+def test_a_message_that_names_the_mistake_gets_no_hint_after_it():
+    """Learner s12r3f, lab 12: a FAIL that had named the mistake appended the exercise's whole 'Hint: ...'."""
+    for wrong, said in ((culprit_differs_from_rank_zero, "here rank 0 is the odd one"),
+                        (unused_with_frozen, "is frozen"), (unused_with_zero, "gradient is zero, but it exists")):
+        result = exercises.check(wrong)
+        assert not result and said in result.message and "Hint:" not in result.message, result.message

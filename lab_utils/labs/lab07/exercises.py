@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from ...exercises.core import ANY, Exercise, FROM_LESSON, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, Named, max_abs_diff, register
 
 KEYS = ("parameters", "gradients", "optimizer")
 GROUP_TIMEOUT_S = 15  # a collective waits this long for a peer: two steps of a tiny CNN take well under a second
@@ -85,7 +85,18 @@ def _per_kind(n, w, strategy, optimizer, kind, how):
     return each * _numbers(n, w, kind in SHARDED[strategy], how)
 
 
-MEMORY_PER_RANK = Exercise("07", "memory_per_rank", _formula_cases, _formula_run, _formula_expected, _formula_judge,
+
+def _named(judge, *generic):
+    """`judge`, whose failing messages name the mistake (Named: check() adds no hint repeating it), except those that
+    hold one of the `generic` phrases: they name no mistake, and keep the exercise's hint."""
+    def named(got, expected, cases):
+        fraction, message = judge(got, expected, cases)
+        return fraction, message if fraction >= 1.0 or any(g in message for g in generic) else Named(message)
+    return named
+
+
+MEMORY_PER_RANK = Exercise("07", "memory_per_rank", _formula_cases, _formula_run, _formula_expected,
+                           _named(_formula_judge, ": check "),
                            "4 bytes per number; optimizer numbers per parameter: sgd 0, momentum 1, adam 2; a sharded "
                            "kind holds ceil(n / world_size) numbers per rank")
 
@@ -331,7 +342,8 @@ def _budget_judge(got, expected, cases):
     return 1.0, "the cheapest set of checkpoints that fits, every time"
 
 
-CHOOSE_CHECKPOINTS = Exercise("07", "choose_checkpoints", _budget_cases, _budget_run, FROM_LESSON, _budget_judge,
+CHOOSE_CHECKPOINTS = Exercise("07", "choose_checkpoints", _budget_cases, _budget_run, FROM_LESSON,
+                              _named(_budget_judge, ": your set costs"),
                               "among the sets of blocks whose checkpointing brings the bytes under the budget, keep the "
                               "one with the least extra time (a few blocks: try every set); None when none fits",
                               setup="import itertools")
@@ -363,6 +375,9 @@ def _counted(got, c):
     return sum(k - 1 for k in read.values() if k > 1), sum(1 for i in c["order"] if read[i] == 0)
 
 
+RESUME_GENERIC = "a rank's list must continue the order of the run that stopped"  # names no mistake
+
+
 def _resume_judge(got, expected, cases):
     for g, e, c in zip(got, expected, cases):
         if g == e:
@@ -391,11 +406,12 @@ def _resume_judge(got, expected, cases):
             return 0.0, (f"resume_order(order of {c['n']}, samples_read={done}, world_size={w}): every sample once, "
                          "but not in the order of a run without a stop: rank r takes every world_size-th sample of "
                          "the rest, starting at r, as DistributedSampler does")
-        return 0.0, f"{where}: skip the samples_read first samples of the order, then split the rest by stride"
+        return 0.0, f"{where}: {RESUME_GENERIC}"
     return 1.0, "every sample once, in the order of a run without a stop, on every number of ranks"
 
 
-RESUME_ORDER = Exercise("07", "resume_order", _resume_cases, _resume_run, FROM_LESSON, _resume_judge,
+RESUME_ORDER = Exercise("07", "resume_order", _resume_cases, _resume_run, FROM_LESSON,
+                        _named(_resume_judge, RESUME_GENERIC),
                         "samples_read is a position in the epoch's order, counted over all ranks: start there, then "
                         "share the rest among the new ranks as DistributedSampler shares an epoch")
 

@@ -49,12 +49,12 @@ class StepReading:
     def table(self, batch: int) -> str:
         """The sentence, then one row per choice: bytes kept and time, each against none (one figure each)."""
         none = self.times["none"]
-        lines = [self.sentence(), f"{'checkpoint':<10} {'MiB kept for backward':>21} {'x none':>7} "
+        lines = [self.sentence(), f"{'checkpoint':<10} {'MiB kept for backward':>21} {'MiB x none':>10} "
                  f"{'time x none':>11} {'spread':>7}"]
         for label, t in self.times.items():
             spread = f"{measure.N_M:>7}" if self.refused[label] else f"{t.spread:7.0%}"
             lines.append(measure.table_row(f"{label:<10} {self.saved[label] / memory.MIB:21.2f} "
-                                           f"{self.saved[label] / self.saved['none']:6.2f}x {self.cell[label]:>11} "
+                                           f"{self.saved[label] / self.saved['none']:9.2f}x {self.cell[label]:>11} "
                                            f"{spread}", self.flags[label]))
         lines += measure.table_lines(self.flags.values(), list(self.times), "checkpoints")
         base = measure.N_M if self.refused["none"] else f"{none.median * 1e3:.2f} ms"
@@ -102,8 +102,12 @@ def prediction_line(steps: StepReading, names) -> str:
              "checkpoint's)"] if below else []
     said += [f"n/m for {', '.join(n for n in names if n not in read)} (the line under the table)"] \
         if len(read) < len(names) else []
-    return measure.short_lines(f"prediction 'every checkpointed step at or above 1.00x none' (the whole 90 % range "
-                               f"of its {len(none.times)} paired rounds above {1 / (1 + measure.MIN_EFFECT):.2f}): "
+    n = len(none.times)
+    k = int(measure.ratio_range(range(n))[0])  # the range's low end is the (k + 1)-th lowest ratio (5 rounds: the lowest)
+    span = "the lowest of its" if k == 0 else f"the {k + 1}th lowest (its 90 % range's low end) of its"
+    return measure.short_lines(f"prediction 'every checkpointed step at or above 1.00x none', tested as: {span} {n} "
+                               f"paired ratios at or above {1 / (1 + measure.MIN_EFFECT):.2f} (1.00 less the "
+                               f"{measure.MIN_EFFECT:.0%} no verdict of the course reads as an effect): "
                                + "; ".join(said))
 
 
@@ -165,3 +169,24 @@ def precision_verdict(name: str, timing: dict, mp_name: str, emulated: bool, sma
     return measure.verdict(timing[mp_name], timing["float32"], lab="07", workload=workload,
                            claim=f"{mp_name} autocast vs float32, {name} train step",
                            expected=f"{mp_name} faster (half the bytes, native 16-bit units)")
+
+
+def accuracy_verdict(gap: float, standard_error: float, mp_name: str) -> str:
+    """What a test-accuracy gap (16-bit minus float32) says, against its paired standard error: within two, no
+    difference this test set can see; beyond two, different models, but one run of each cannot rank the precisions."""
+    if abs(gap) <= 2 * standard_error:
+        return "within two standard errors: this test set cannot tell the two precisions apart"
+    return ("beyond two standard errors: these two runs learned measurably different models, but one run of each "
+            f"cannot say that {mp_name if gap > 0 else 'float32'} trains better (the rounding may have favoured this "
+            "seed; rerun with another seed)")
+
+
+def checkpoint_summary(resume_error: dict, save_verdict) -> str:
+    """Strategy 5 in one sentence: the worst resumed run's distance to the run without a stop, and async_save's
+    verdict against save (its figure only where the verdict read one)."""
+    sizes = ", ".join(str(n) for n in resume_error)
+    said = f"sharded checkpoint resumed on {sizes} ranks: max |final weights - uninterrupted| " \
+           f"{max(resume_error.values()):.1e}; async_save against save: {save_verdict.verdict}"
+    if save_verdict.verdict != measure.CANNOT_SEE:
+        said += f" (save held the loop {save_verdict.ratio:.2f}x as long: the verdict's figure)"
+    return measure.short_lines(said)
