@@ -2,6 +2,8 @@
 worker processes (TensorFlow imported lazily)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ...exercises.core import ANY, CannotRunHere, Exercise, close, max_abs_diff, register
@@ -35,14 +37,24 @@ def _batch_run(per_replica_batch, case):
         uneven = "no error"
     except ValueError as exc:
         uneven = "ValueError" + (" naming both numbers" if str(g) in str(exc) and str(r) in str(exc) else "")
+        uneven += " and a fix" if says_a_fix(str(exc), g, r) else ""
     except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         uneven = type(exc).__name__
     return {"values": values, "types": [type(v).__name__ for v in values], "uneven": uneven}
 
 
+FIX_WORDS = ("multiple", "divisible", "divide", "drop", "use ", "choose", "pick", "set ", "change", "try", "instead")
+
+
+def says_a_fix(message: str, global_batch: int, replicas: int) -> bool:
+    """Whether an uneven batch's error says how to fix it: a fix word, or a global batch that would split."""
+    numbers = {int(n) for n in re.findall(r"\d+", message)} - {global_batch, replicas, 0}
+    return any(w in message.lower() for w in FIX_WORDS) or any(n % replicas == 0 for n in numbers)
+
+
 def _batch_expected(case):
     return {"values": [g // r for g, r in case["even"]], "types": ["int"] * len(case["even"]),
-            "uneven": "ValueError naming both numbers"}
+            "uneven": "ValueError naming both numbers and a fix"}
 
 
 def _batch_judge(got, expected, case):
@@ -58,6 +70,10 @@ def _batch_judge(got, expected, case):
     if got["uneven"] == "AssertionError":
         return 0.5, (f"per_replica_batch{tuple(case['uneven'])} raised AssertionError (an assert), not ValueError: "
                      "raise ValueError naming both numbers (an assert is for your own bugs, and python -O removes it)")
+    if got["uneven"] == "ValueError naming both numbers":  # learner s12r3e: the exercise asks for the fix too
+        g, r = case["uneven"]
+        return 0.5, (f"your ValueError names {g} and {r} but not how to fix it: say what global batch would split "
+                     f"over {r} replicas")
     if got["uneven"] != expected["uneven"]:
         return 0.5, "raise a ValueError whose message names the global batch and the replica count"
     return 1.0, "global / replicas, uneven batches refused"
