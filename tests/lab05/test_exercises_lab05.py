@@ -109,3 +109,15 @@ def test_a_value_error_that_names_both_numbers_but_no_fix_is_told_to_say_the_fix
             return global_batch // replicas
 
         assert _batch_judge(_batch_run(fixed, case), _batch_expected(case), case)[0] == 1.0, fix
+
+
+def test_the_batch_judge_names_its_mistakes_so_no_hint_repeats_them():
+    """Issue 51 (lab 00's rule): a named mistake's message gets no 'Hint:'; the generic one keeps it."""
+    from lab_utils.exercises.core import Named
+    from lab_utils.labs.lab05.exercises import _batch_expected, _batch_judge, _batch_run
+
+    case = {"even": [[8, 2], [12, 3]], "uneven": [9, 2]}
+    _, floats = _batch_judge(_batch_run(lambda g, r: g / r, case), _batch_expected(case), case)
+    assert isinstance(floats, Named) and "return an int" in floats
+    _, wrong = _batch_judge(_batch_run(lambda g, r: g // r + 1, case), _batch_expected(case), case)
+    assert not isinstance(wrong, Named) and "should give" in wrong
