@@ -334,7 +334,8 @@ def _step_judge(got, expected, case):
         if abs(ratio - got["replicas"]) < 0.05:
             return 0.0, (f"the update is {got['replicas']}x too large: a per-replica mean (reduce_mean) is summed over "
                          f"{got['replicas']} replicas; divide by the global batch (tf.nn.compute_average_loss)")
-        return 0.0, (f"the update is {ratio:.2f}x one device's on the whole batch: scale the per-example losses by the "
+        return 0.0, (f"the update is {ratio:.2f}x one device's on the whole batch (the check's global batch: "
+                     f"{case['per_replica'] * WORKERS} samples): scale the per-example losses by the "
                      "GLOBAL batch, tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)")
     if abs(got["loss"] - reference["loss"]) > 1e-5:
         return 0.5, "the update is right; return the scaled loss (the one you differentiated)"
