@@ -57,15 +57,17 @@ def lab04_source(codes, cwd=None) -> str:
     return f"{said} (no {notebook.name} of yours beside this notebook to count instead)"
 
 
-def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool) -> str:
+def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool, tp_model_s=None) -> str:
     """Tensor parallel's step-time gap to DDP split in two measured parts (its collectives: the step minus the same
-    step with them local no-ops; the rest: the no-op step minus DDP's), beside what the α–β model gives the bytes."""
+    step with them local no-ops; the rest: the no-op step minus DDP's), beside what the α–β model gives the bytes
+    (`comm_model_s`: tensor parallel's minus DDP's; `tp_model_s`: tensor parallel's own, set beside its measured)."""
     tp, ddp = step_times["tensor parallel"], step_times["DDP"]
     gap = statistics.median(a - b for a, b in zip(tp, ddp))  # paired rounds' differences
     if refused or gap <= 0:
         return "no step-time gap to split here: the speed verdict above says why"
     local = step_times.get("tensor parallel, no communication")
-    said = f"tensor parallel's step took {gap * 1e3:.1f} ms longer than DDP's (median of the paired rounds)"
+    said = f"tensor parallel's step took {gap * 1e3:.1f} ms longer than DDP's"
+    lines = []
     if local is not None:
         comm = statistics.median(a - b for a, b in zip(tp, local))
         rest = statistics.median(a - b for a, b in zip(local, ddp))
@@ -73,28 +75,28 @@ def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool) -> st
             said += (": the same step with every collective a local no-op took as long or longer, so this run sees "
                      f"no time in the collectives; that no-op step took {rest * 1e3:.1f} ms more than DDP's")
         else:
-            said += (f": {comm * 1e3:.1f} ms of it its collectives (the step minus the same step with every "
-                     f"collective a local no-op), {rest * 1e3:.1f} ms its layers' compute and copies (that no-op "
-                     "step minus DDP's); each part is a median of its own paired rounds, so the two need not add up "
-                     "to the gap exactly")
-        said += (f". {compute_sentence(rest)}" if comm > 0 else "")
+            said += f": {comm * 1e3:.1f} ms in its collectives, {compute_sentence(rest)}"
+            lines.append("(collectives: the step minus the same step with every collective a local no-op; compute "
+                         "and copies: that no-op step minus DDP's; each a median of its own paired rounds, so the "
+                         "two need not add up to the gap exactly)")
     if fit_readable and comm_model_s is not None:
-        said += (f". The alpha-beta model of dist.all_reduce gives the collectives {comm_model_s * 1e3:.1f} ms of it "
-                 "(tensor parallel's minus DDP's)")
-        if local is not None and comm > 0:
-            said += f"; {model_share_sentence(comm_model_s, comm)}"
+        model = (f"the alpha-beta model of dist.all_reduce gives the collectives {comm_model_s * 1e3:.1f} ms of the "
+                 "gap (tensor parallel's minus DDP's)")
+        if local is not None and comm > 0 and tp_model_s is not None:
+            model += (f"; to tensor parallel's own it gives {tp_model_s * 1e3:.1f} ms, "
+                      f"{model_share_sentence(tp_model_s, comm)}")
+        lines.append(model)
     elif not fit_readable:
-        said += ". No alpha-beta fit of the library to turn the bytes into time (refused above)"
-    return measure.short_lines(said)
+        lines.append("no alpha-beta fit of the library to turn the bytes into time (refused above)")
+    return "\n".join(measure.short_lines(line) for line in [said] + lines)
 
 
 def compute_sentence(rest_s: float) -> str:
     """Whether tensor parallel's compute and copies (its no-op step minus DDP's) cost more than DDP's, in words."""
     if rest_s > 0:
-        return (f"Here tensor parallel's compute and copies cost {rest_s * 1e3:.1f} ms more than DDP's, "
-                "as theory allows (sliced layers, copies)")
-    return (f"Here tensor parallel's compute and copies cost no more than DDP's ({rest_s * 1e3:.1f} ms): "
-            "the whole gap is its collectives")
+        return (f"{rest_s * 1e3:.1f} ms in its compute and copies (more than DDP's, as theory allows: sliced "
+                "layers, copies)")
+    return f"{rest_s * 1e3:.1f} ms in its compute and copies (no more than DDP's: the gap is its collectives)"
 
 
 def model_share_sentence(model_s: float, measured_s: float) -> str:
