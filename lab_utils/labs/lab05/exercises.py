@@ -6,18 +6,7 @@ import re
 
 import numpy as np
 
-from ...exercises.core import ANY, CannotRunHere, Exercise, Named, close, max_abs_diff, register
-
-
-def named_unless(*generic):
-    """A judge whose failing messages name the mistake (Named: check() adds no hint) unless they contain `generic`."""
-    def wrap(judge):
-        def judged(got, expected, case):
-            fraction, message = judge(got, expected, case)
-            plain = fraction >= 1.0 or any(g in message for g in generic)
-            return fraction, message if plain else Named(message)
-        return judged
-    return wrap
+from ...exercises.core import ANY, CannotRunHere, Exercise, close, max_abs_diff, named_unless, register
 
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
@@ -69,7 +58,7 @@ def _batch_expected(case):
             "uneven": "ValueError naming both numbers and a fix"}
 
 
-@named_unless('should give')
+@named_unless("should give")
 def _batch_judge(got, expected, case):
     right = expected["values"]
     if got["values"] != right:
@@ -314,7 +303,7 @@ def _step_expected(case):
             "workers_differ_by": 0.0}
 
 
-@named_unless('replicas in sync')
+@named_unless("replicas in sync")
 def _step_judge(got, expected, case):
     reference = expected
     update, right = np.array(got["update"], dtype=float), np.array(reference["update"])

@@ -5,18 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ...exercises.core import ANY, Exercise, Named, close, last_line, max_abs_diff, register
-
-
-def named_unless(*generic):
-    """A judge whose failing messages name the mistake (Named: check() adds no hint) unless they contain `generic`."""
-    def wrap(judge):
-        def judged(got, expected, case):
-            fraction, message = judge(got, expected, case)
-            plain = fraction >= 1.0 or any(g in message for g in generic)
-            return fraction, message if plain else Named(message)
-        return judged
-    return wrap
+from ...exercises.core import ANY, Exercise, close, last_line, max_abs_diff, named_unless, register
 
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\nimport torch.nn.functional as F"
@@ -336,7 +325,7 @@ def _off_by_a_constant_per_channel(got, want) -> bool:
     return bool(np.abs(per_channel - per_channel[:, :1]).max() <= 1e-5)
 
 
-@named_unless('the concatenated outputs differ', "the shards' outputs are", 'failed (')
+@named_unless("the concatenated outputs differ", "the shards' outputs are", "failed (")
 def _split_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         n, c_out = case["world_size"], case["out_channels"]
@@ -498,7 +487,7 @@ def _row_expected(case, world_size: int = 2):
             "bias": bias.tolist(), "untransposed": None if untransposed is None else untransposed.tolist()}
 
 
-@named_unless('the output differs from the unsplit')
+@named_unless("the output differs from the unsplit")
 def _row_judge(got, expected, case):
     import numpy as np
 
