@@ -130,3 +130,17 @@ def test_the_speed_section_says_its_verdict_plainly_before_its_rows():
                        workload=workloads.TP_VS_DDP, load=quiet)
     assert measure.in_plain_words(v, "DDP", "tensor parallel") == ("DDP: 1.71x the speed of tensor parallel (71 % faster; "
                                                             "range 1.50-2.00), as predicted")
+
+
+def test_a_row_whose_medians_favour_the_other_side_says_to_trust_the_lead(capsys):
+    """Learner s12r3e, lab 06 finding 5: 'the lead is the comparison' was cryptic; the note says which figure to read."""
+    from lab_utils import conditions
+
+    ring, library = np.array([2, 3, 4, 1, 5]) * 1e-3, np.array([1.8, 2.7, 3.6, 10, 10]) * 1e-3  # paired: 1.11x
+    runs = {4096: {"ring": ring, "library": library}}
+    medians = {"ring": [float(np.median(ring))], "library": [float(np.median(library))]}  # 3 ms < 3.6 ms: the ring
+    spreads = {"ring": [0.1], "library": [0.1]}
+    reporting.allreduce_table([4096], runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0),
+                              oversubscribed=False)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "favour the other side: trust the library lead, the paired rounds' figure" in out, out
