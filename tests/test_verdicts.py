@@ -870,7 +870,7 @@ def test_a_claim_too_weak_to_test_says_why_in_plain_words():
     # learner s10j: 'past the 30% the course restates a claim to' was opaque
     v = measure.decide([0.7, 1.3, 0.9, 1.2, 0.8, 1.1, 1.0], claim="c", expected="e", no_worse_than=0.05, timed=False,
                        seeded=True)
-    assert "the largest cost the course will test (a looser claim says nothing)" in v.notes
+    assert "more than the 30% the course tests, so only a win could decide" in v.notes
     assert "restates a claim to" not in v.notes and "only a win could decide" in v.notes
 
 

@@ -256,6 +256,17 @@ class Named(str):
     """A judge's message that names the mistake and its fix itself: check() adds no general hint after it."""
 
 
+def named_unless(*generic):
+    """A judge whose failing messages name the mistake (Named: check() adds no hint) unless they contain `generic`."""
+    def wrap(judge):
+        def judged(got, expected, case):
+            fraction, message = judge(got, expected, case)
+            plain = fraction >= 1.0 or any(g in message for g in generic)
+            return fraction, message if plain else Named(message)
+        return judged
+    return wrap
+
+
 NOT_WRITTEN = "not written yet: replace the `raise NotImplementedError(...)` line"
 
 

@@ -311,8 +311,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = HOLDS
         elif too_weak:  # a claim this weak says nothing: the pairs cannot decide
             notes[-1:] = [(f"these pairs scatter by {spread_of_pairs:.1%}: a cost would have to exceed {tolerance:.0%} "
-                           f"({RESOLVE:g}x that scatter) to stand out, past {max_restated:.0%}, the largest cost the "
-                           "course will test (a looser claim says nothing), so only a win could decide")]
+                           f"({RESOLVE:g}x that scatter) to stand out, more than the {max_restated:.0%} the course "
+                           "tests, so only a win could decide")]  # learner s12r3e lab 06: the longer note took 3 readings
         elif low > floor:
             verdict = HOLDS
         elif high < 1 and middle <= floor:

@@ -87,3 +87,37 @@ def test_len_of_the_labels_in_the_replica_step_is_told_as_the_local_batch_mistak
 
     with pytest.raises(TypeError, match="^unsupported operand$"):  # any other TypeError passes through as it was
         len_named(other)(None, None, None, None, 16)
+
+
+def test_a_value_error_that_names_both_numbers_but_no_fix_is_told_to_say_the_fix():
+    """Learner s12r3e, lab 05 exercise 1: the exercise asks the message to say how to fix it; that part passed unchecked."""
+    from lab_utils.labs.lab05.exercises import _batch_expected, _batch_judge, _batch_run
+
+    def no_fix(global_batch, replicas):
+        if global_batch % replicas:
+            raise ValueError(f"a global batch of {global_batch} does not split evenly over {replicas} replicas")
+        return global_batch // replicas
+
+    case = {"even": [[8, 2], [12, 3]], "uneven": [9, 2]}
+    grade, said = _batch_judge(_batch_run(no_fix, case), _batch_expected(case), case)
+    assert grade == 0.5 and "not how to fix it" in said, said
+    for fix in ("use a multiple of {r}", "make it divisible by {r}", "try {g1} instead", "use {g1}"):
+        def fixed(global_batch, replicas, fix=fix):
+            if global_batch % replicas:
+                raise ValueError(f"global batch {global_batch} over {replicas} replicas: " +
+                                 fix.format(r=replicas, g1=global_batch + 1))
+            return global_batch // replicas
+
+        assert _batch_judge(_batch_run(fixed, case), _batch_expected(case), case)[0] == 1.0, fix
+
+
+def test_the_batch_judge_names_its_mistakes_so_no_hint_repeats_them():
+    """Issue 51 (lab 00's rule): a named mistake's message gets no 'Hint:'; the generic one keeps it."""
+    from lab_utils.exercises.core import Named
+    from lab_utils.labs.lab05.exercises import _batch_expected, _batch_judge, _batch_run
+
+    case = {"even": [[8, 2], [12, 3]], "uneven": [9, 2]}
+    _, floats = _batch_judge(_batch_run(lambda g, r: g / r, case), _batch_expected(case), case)
+    assert isinstance(floats, Named) and "return an int" in floats
+    _, wrong = _batch_judge(_batch_run(lambda g, r: g // r + 1, case), _batch_expected(case), case)
+    assert not isinstance(wrong, Named) and "should give" in wrong

@@ -92,3 +92,23 @@ def test_the_kernel_table_says_each_setup_plainly_first_and_shows_the_verdicts_f
             assert out[0].startswith("MirroredStrategy: 0.65x the speed of one device (35 % slower")
         else:
             assert measure.NOT_MEASURABLE in out[0] and "0.65" not in " ".join(out)
+
+
+def test_the_side_checks_keras_twin_of_the_kernels_step_is_one_short_note(tmp_path, monkeypatch):
+    """Learner s12r3e, lab 05 finding 3: the record's note on Keras measured twice (kernel, own process) was a 9-line
+    sentence; the lab records with brief_notes, so it is one line under the row whose own note says why."""
+    from lab_utils import detectors
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    same = dict(lab="05", framework="keras", strategy="single-device", world_size=1, device="cpu", batch_size=64,
+                threads=2, repeats=30)
+    rows = [measure.Result(variant="one device", samples_per_s=51522.0, wall_s=64 / 51522, spread=0.12,
+                           workload=workloads.STEP_DIGITS_TF.name, **same),
+            measure.Result(variant="keras (own process)", samples_per_s=36763.0, wall_s=64 / 36763, spread=0.29,
+                           flags=[detectors.condition(reporting.KERAS_COMPANY)], workload=workloads.STEP_DIGITS.name,
+                           **same)]
+    table = measure.record(rows, tmp_path, brief_notes=True)
+    notes = [line for line in table.splitlines() if "measured 51,522" in line]
+    assert len(notes) == 1 and "1.40x apart, within the 2x" in " ".join(table.split()), table
+    assert "one quantity under two workload labels" not in table and "theory does not fix" not in table
+    assert "wakes them" in " ".join(table.split())  # the row's own note says why this Keras figure is lower

@@ -71,7 +71,7 @@ def test_my_ring_step_blocking_send_is_named_a_deadlock():
         incoming = torch.empty_like(chunks[recv_index])
         dist.recv(incoming, (rank - 1) % world_size)
         return incoming
-    assert_wrong(my_ring_step, "deadlock", "isend")
+    assert_wrong(my_ring_step, "deadlock", "isend", "dist.irecv then dist.isend, then wait for both")
 
 
 @pytest.mark.slow
@@ -411,3 +411,17 @@ def test_row_parallel_forward_without_the_transpose_is_named_where_the_shapes_ha
 @pytest.mark.parametrize("name", ["my_ring_step", "split_output_channels", "row_parallel_forward"])
 def test_lab06_exercises_are_registered(name):
     assert get(name).lab == "06"
+
+
+def test_a_message_that_names_the_mistake_gets_no_hint_a_generic_one_keeps_it():
+    """Issue 51 (lab 00's rule, learner s12r3e): a 'Hint:' that hands over the recipe after a message that already
+    named the mistake is cut; a message that names none (the result differs) keeps the hint."""
+    from lab_utils.exercises import core as ex
+    from lab_utils.exercises.core import Named
+
+    for message in ("the ring's result on rank 0 (n=4) differs", "the output differs from the unsplit layer's"):
+        plain = ex.named_unless("differs")(lambda got, expected, case, m=message: (0.0, m))
+        assert not isinstance(plain(None, None, None)[1], Named)
+    said = ex.named_unless("differs")(lambda got, expected, case: (0.0, "the bias is missing"))(None, None, None)[1]
+    assert isinstance(said, Named) and said == "the bias is missing"
+    assert not isinstance(ex.named_unless()(lambda g, e, c: (1.0, "right"))(None, None, None)[1], Named)

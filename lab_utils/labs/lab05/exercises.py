@@ -2,9 +2,12 @@
 worker processes (TensorFlow imported lazily)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from ...exercises.core import ANY, CannotRunHere, Exercise, close, max_abs_diff, register
+from ...exercises.core import ANY, CannotRunHere, Exercise, close, max_abs_diff, named_unless, register
+
 
 SETUP = ("from lab_utils import tf_distribute\ntf_distribute.configure_devices(2)\n"
          "import keras\nimport numpy as np\nimport tensorflow as tf")
@@ -35,16 +38,27 @@ def _batch_run(per_replica_batch, case):
         uneven = "no error"
     except ValueError as exc:
         uneven = "ValueError" + (" naming both numbers" if str(g) in str(exc) and str(r) in str(exc) else "")
+        uneven += " and a fix" if says_a_fix(str(exc), g, r) else ""
     except Exception as exc:  # noqa: BLE001 - the learner's code may raise anything
         uneven = type(exc).__name__
     return {"values": values, "types": [type(v).__name__ for v in values], "uneven": uneven}
 
 
+FIX_WORDS = ("multiple", "divisible", "divide", "drop", "use ", "choose", "pick", "set ", "change", "try", "instead")
+
+
+def says_a_fix(message: str, global_batch: int, replicas: int) -> bool:
+    """Whether an uneven batch's error says how to fix it: a fix word, or a global batch that would split."""
+    numbers = {int(n) for n in re.findall(r"\d+", message)} - {global_batch, replicas, 0}
+    return any(w in message.lower() for w in FIX_WORDS) or any(n % replicas == 0 for n in numbers)
+
+
 def _batch_expected(case):
     return {"values": [g // r for g, r in case["even"]], "types": ["int"] * len(case["even"]),
-            "uneven": "ValueError naming both numbers"}
+            "uneven": "ValueError naming both numbers and a fix"}
 
 
+@named_unless("should give")
 def _batch_judge(got, expected, case):
     right = expected["values"]
     if got["values"] != right:
@@ -58,6 +72,10 @@ def _batch_judge(got, expected, case):
     if got["uneven"] == "AssertionError":
         return 0.5, (f"per_replica_batch{tuple(case['uneven'])} raised AssertionError (an assert), not ValueError: "
                      "raise ValueError naming both numbers (an assert is for your own bugs, and python -O removes it)")
+    if got["uneven"] == "ValueError naming both numbers":  # learner s12r3e: the exercise asks for the fix too
+        g, r = case["uneven"]
+        return 0.5, (f"your ValueError names {g} and {r} but not how to fix it: say what global batch would split "
+                     f"over {r} replicas")
     if got["uneven"] != expected["uneven"]:
         return 0.5, "raise a ValueError whose message names the global batch and the replica count"
     return 1.0, "global / replicas, uneven batches refused"
@@ -105,6 +123,7 @@ def _local_expected(case):
             "single": [[case["offset"]] * case["size"]]}
 
 
+@named_unless()
 def _local_judge(got, expected, case):
     if got["type"] != "list":
         return 0.0, (f"return a list (one entry per replica), got {got['type']}: "
@@ -284,6 +303,7 @@ def _step_expected(case):
             "workers_differ_by": 0.0}
 
 
+@named_unless("replicas in sync")
 def _step_judge(got, expected, case):
     reference = expected
     update, right = np.array(got["update"], dtype=float), np.array(reference["update"])
@@ -303,7 +323,8 @@ def _step_judge(got, expected, case):
         if abs(ratio - got["replicas"]) < 0.05:
             return 0.0, (f"the update is {got['replicas']}x too large: a per-replica mean (reduce_mean) is summed over "
                          f"{got['replicas']} replicas; divide by the global batch (tf.nn.compute_average_loss)")
-        return 0.0, (f"the update is {ratio:.2f}x one device's on the whole batch: scale the per-example losses by the "
+        return 0.0, (f"the update is {ratio:.2f}x one device's on the whole batch (the check's global batch: "
+                     f"{case['per_replica'] * WORKERS} samples): scale the per-example losses by the "
                      "GLOBAL batch, tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)")
     if abs(got["loss"] - reference["loss"]) > 1e-5:
         return 0.5, "the update is right; return the scaled loss (the one you differentiated)"

@@ -49,8 +49,8 @@ def no_slower(a, b, claim: str, expected: str, results_dir, load=None) -> measur
 LOOP = "torch, Lab 01's loop"
 WHERE = {"torch": "own process, no TensorFlow", LOOP: "own process, no TensorFlow",
          "keras": "own process", "torch after TensorFlow": "the Keras process"}
-KERAS_COMPANY = ("in its process Keras steps alternate with PyTorch steps, each Keras step after a wait until the "
-                 "process's threads are idle (Lab 02's settle)")
+KERAS_COMPANY = ("Keras steps alternate with PyTorch steps here, each after a wait until the threads are idle "
+                 "(Lab 02's settle), so each first wakes them: theory puts it below section 5's back-to-back steps")
 
 
 def steps_of(turns, name: str) -> list[float]:

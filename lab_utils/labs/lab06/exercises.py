@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 
-from ...exercises.core import ANY, Exercise, close, last_line, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, close, last_line, max_abs_diff, named_unless, register
+
 
 SETUP = "import torch\nimport torch.distributed as dist\nfrom torch import nn\nimport torch.nn.functional as F"
 DEADLOCK_TIMEOUT_S = 10  # a ring step that deadlocks is stopped after this long
@@ -97,7 +98,7 @@ class _RingGuard:
                     "isend, then wait for both")
         return (f"deadlock: rank {self.rank} waited {seconds} s in a send that no receive matched. Each rank's "
                 "neighbour was itself stuck sending (a blocking dist.send returns only once the receiver takes the "
-                "data): start the send with dist.isend, then recv, then wait for the send")
+                "data): start both transfers without blocking, dist.irecv then dist.isend, then wait for both")
 
     def check_send(self, tensor, dst):
         if dst != self.right:
@@ -187,6 +188,7 @@ def _ring_expected(case):
     return [sum(_ring_input(case["seed"], r, n) for r in range(case["world_size"])).tolist() for n in case["sizes"]]
 
 
+@named_unless("the ring's result on rank")
 def _ring_judge(got, expected, case):
     world_size = case["world_size"]
     for rank, result in enumerate(got):
@@ -323,6 +325,7 @@ def _off_by_a_constant_per_channel(got, want) -> bool:
     return bool(np.abs(per_channel - per_channel[:, :1]).max() <= 1e-5)
 
 
+@named_unless("the concatenated outputs differ", "the shards' outputs are", "failed (")
 def _split_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         n, c_out = case["world_size"], case["out_channels"]
@@ -484,6 +487,7 @@ def _row_expected(case, world_size: int = 2):
             "bias": bias.tolist(), "untransposed": None if untransposed is None else untransposed.tolist()}
 
 
+@named_unless("the output differs from the unsplit")
 def _row_judge(got, expected, case):
     import numpy as np
 

@@ -51,22 +51,23 @@ def lab04_source(codes, cwd=None) -> str:
     here = Path(cwd or Path.cwd()).resolve()
     if notebook.resolve().parent != (learner_code.COURSE / "solutions").resolve():
         return f"Lab 04's pipeline step: {functions} from your {notebook.name} beside this notebook"
-    said = f"Lab 04's pipeline step: {functions} from the course's solutions/{notebook.name}"
+    said = f"Lab 04's pipeline step: {functions} from the course's solution of Lab 04"
     if here in ((learner_code.COURSE / "solutions").resolve(), learner_code.COURSE.resolve()):
         return said
-    return (f"{said}: this run's folder ({here.name}/) holds no {notebook.name}; run beside your own Lab 04 to count "
-            "your pipeline's bytes")
+    return f"{said} (no {notebook.name} of yours beside this notebook to count instead)"
 
 
-def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool) -> str:
+def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool, tp_model_s=None) -> str:
     """Tensor parallel's step-time gap to DDP split in two measured parts (its collectives: the step minus the same
-    step with them local no-ops; the rest: the no-op step minus DDP's), beside what the α–β model gives the bytes."""
+    step with them local no-ops; the rest: the no-op step minus DDP's), beside what the α–β model gives the bytes
+    (`comm_model_s`: tensor parallel's minus DDP's; `tp_model_s`: tensor parallel's own, set beside its measured)."""
     tp, ddp = step_times["tensor parallel"], step_times["DDP"]
     gap = statistics.median(a - b for a, b in zip(tp, ddp))  # paired rounds' differences
     if refused or gap <= 0:
         return "no step-time gap to split here: the speed verdict above says why"
     local = step_times.get("tensor parallel, no communication")
-    said = f"tensor parallel's step took {gap * 1e3:.1f} ms longer than DDP's (median of the paired rounds)"
+    said = f"tensor parallel's step took {gap * 1e3:.1f} ms longer than DDP's"
+    lines = []
     if local is not None:
         comm = statistics.median(a - b for a, b in zip(tp, local))
         rest = statistics.median(a - b for a, b in zip(local, ddp))
@@ -74,16 +75,39 @@ def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool) -> st
             said += (": the same step with every collective a local no-op took as long or longer, so this run sees "
                      f"no time in the collectives; that no-op step took {rest * 1e3:.1f} ms more than DDP's")
         else:
-            said += (f": {comm * 1e3:.1f} ms of it its collectives (the step minus the same step with every "
-                     f"collective a local no-op), {rest * 1e3:.1f} ms its layers' compute and copies (that no-op "
-                     "step minus DDP's); each part is a median of its own paired rounds, so the two need not add up "
-                     "to the gap exactly")
+            said += f": {comm * 1e3:.1f} ms in its collectives, {compute_sentence(rest)}"
+            lines.append("(collectives: the step minus the same step with every collective a local no-op; compute "
+                         "and copies: that no-op step minus DDP's; each a median of its own paired rounds, so the "
+                         "two need not add up to the gap exactly)")
     if fit_readable and comm_model_s is not None:
-        said += (f". The alpha-beta model of dist.all_reduce gives the collectives {comm_model_s * 1e3:.1f} ms of it "
-                 "(tensor parallel's minus DDP's)")
+        model = (f"the alpha-beta model of dist.all_reduce gives the collectives {comm_model_s * 1e3:.1f} ms of the "
+                 "gap (tensor parallel's minus DDP's)")
+        if local is not None and comm > 0 and tp_model_s is not None:
+            model += (f"; to tensor parallel's own it gives {tp_model_s * 1e3:.1f} ms, "
+                      f"{model_share_sentence(tp_model_s, comm)}")
+        lines.append(model)
     elif not fit_readable:
-        said += ". No alpha-beta fit of the library to turn the bytes into time (refused above)"
-    return measure.short_lines(said)
+        lines.append("no alpha-beta fit of the library to turn the bytes into time (refused above)")
+    return "\n".join(measure.short_lines(line) for line in [said] + lines)
+
+
+def compute_sentence(rest_s: float) -> str:
+    """Whether tensor parallel's compute and copies (its no-op step minus DDP's) cost more than DDP's, in words."""
+    if rest_s > 0:
+        return (f"{rest_s * 1e3:.1f} ms in its compute and copies (more than DDP's, as theory allows: sliced "
+                "layers, copies)")
+    return f"{rest_s * 1e3:.1f} ms in its compute and copies (no more than DDP's: the gap is its collectives)"
+
+
+def model_share_sentence(model_s: float, measured_s: float) -> str:
+    """How much of the collectives' measured time the alpha-beta model gives them, and what it leaves."""
+    share = model_s / measured_s
+    if share > 1.1:
+        return f"{share:.0%} of their measured {measured_s * 1e3:.1f} ms: more than this run measured"
+    if share >= 0.9:
+        return f"{share:.0%} of their measured {measured_s * 1e3:.1f} ms: the bytes and calls explain them"
+    return (f"{share:.0%} of their measured {measured_s * 1e3:.1f} ms; the model leaves "
+            f"{(measured_s - model_s) * 1e3:.1f} ms (waits and Python work it does not count: see below)")
 
 
 def busy_cores(load) -> tuple[float, int] | None:
@@ -106,8 +130,8 @@ def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool) -
         flags = measure.plausibility(oversubscribed=oversubscribed) if i == 0 else []  # said once, on the first row
         lead = measure.paired_median(runs[s]["library"], runs[s]["ring"])
         if lead_cells[i] != measure.N_M and (lead - 1) * (medians["ring"][i] / medians["library"][i] - 1) < 0:
-            flags = flags + [detectors.note("the two medians, each from other rounds, favour the other side: the "
-                                            "lead is the comparison")]
+            flags = flags + [detectors.note("the two medians (each from other rounds) favour the other side: "
+                                            "trust the library lead, the paired rounds' figure")]
         print(measure.table_row(f"{s // 1024:>6} KiB {medians['ring'][i] * 1e3:>9.3f} "
                                 f"{detectors.spread_text(spreads['ring'][i]):>7} {medians['library'][i] * 1e3:>19.3f} "
                                 f"{detectors.spread_text(spreads['library'][i]):>7} {lead_cells[i]:>13}",

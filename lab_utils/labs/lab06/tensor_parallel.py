@@ -26,8 +26,8 @@ class SplitLayer:
         if not self.how:
             return f"layer {self.index} ({self.kind}): not split; {NOT_SPLIT.get(self.kind, 'runs whole on every rank')}"
         unit = "channels" if self.kind == "conv2d" else "features"
-        return (f"layer {self.index} ({self.kind}): split by {self.how}, {self.size} {unit}, "
-                f"valid world sizes {divisors(self.size)}")
+        return (f"layer {self.index} ({self.kind}): split by {self.how}, {self.size} {unit},\n"
+                f"    valid world sizes {divisors(self.size)}")  # two lines: within 100 columns
 
 
 NOT_SPLIT = {"maxpool2d": "it works channel by channel, so each rank pools its own channels",

@@ -1,0 +1,30 @@
+"""Lab 05's lesson text against its code (learner s12r3e): what the prose says a line does, the code does."""
+import nbformat
+
+NOTEBOOK = "solutions/05_tf_distribute.ipynb"
+
+
+def cells():
+    return nbformat.read(NOTEBOOK, 4).cells
+
+
+def test_the_uneven_batch_prose_names_drop_remainder_as_the_fix_the_lab_uses():
+    """Finding 1: the prose said passing global_batch_size fixes a short last batch; it divides by the full batch."""
+    prose = next(" ".join(c.source.split()) for c in cells() if c.cell_type == "markdown" and "empty**" in c.source)
+    assert "is also why `make_train_step` passes" not in prose and "1 × 2, not by 1" not in prose
+    assert "Neither fixes a short last batch" in prose and "drop_remainder=True" in prose
+    assert "same weight" in prose  # what global_batch_size is for: every sample weighs 1 / global batch
+    # the prose's claim: every dataset the lab trains or times on with its train step drops the remainder
+    batched = [line for c in cells() if c.cell_type == "code" for line in c.source.splitlines()
+               if ".batch(" in line and "global_batch" in line and "[:global_batch]" not in line]
+    assert batched and all("drop_remainder=True" in line for line in batched), batched
+
+
+def test_the_side_check_says_before_its_table_why_its_keras_figure_is_below_section_5s():
+    """Finding 2: two Keras figures for one step; the prose before the table says which is which and why."""
+    source = cells()
+    side = next(i for i, c in enumerate(source) if "tf_distribute.take_turns(" in c.source)
+    prose = " ".join(source[side - 1].source.split())
+    assert "below section 5's one-device figure" in prose and "waking them" in prose
+    record = next(c.source for c in source if "measure.record(recorded" in c.source)
+    assert "brief_notes=True" in record  # the twin figures' note: one line under the row (test_reporting_lab05)
