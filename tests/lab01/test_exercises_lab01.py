@@ -182,6 +182,8 @@ def test_zero_grad_between_backward_and_step_is_named_not_told_to_call_step():
     result = check(zero_grad_between_backward_and_step)
     assert not result.passed and "between loss.backward() and optimizer.step()" in result.message, result.message
     assert "call optimizer.step()" not in result.message
+    # learner s12r3a, finding 7: the order it asks for is the exercise's ("anywhere before the backward pass")
+    assert "before the forward pass" not in result.message and "before loss.backward()" in result.message
     missing = check(no_step)
     assert not missing.passed and "call optimizer.step()" in missing.message, missing.message
     assert "gradients your backward pass computed were gone" not in missing.message

@@ -64,3 +64,17 @@ def test_the_profile_lines_read_the_backward_against_the_layers_arithmetic():
     assert lines[0].startswith("operator (top 12 by total CPU time)") and "backward/forward 1.58x" in lines[-1]
     assert "predicted 1x to 1.89x: within the range" in lines[-1].replace("\n    ", " ")
     assert reports.profile_lines(Profile(), [])[-1].startswith("convolutions: this profile has no")
+
+
+def test_a_cut_operator_name_ends_in_an_ellipsis():
+    """Learner s12r3a, lab 01 finding 8: '..._SingleProcessDataLoaderIter.__next_' read as a typo of __next__."""
+    class Event:
+        key, cpu_time_total, self_cpu_time_total, count = (
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 2921.0, 1517.0, 10)
+
+    class Profile:
+        def key_averages(self):
+            return [Event()]
+
+    row = reports.profile_lines(Profile(), [])[1]
+    assert row[:58].rstrip().endswith("...") and "__next_ " not in row and len(row) == len(row.rstrip())

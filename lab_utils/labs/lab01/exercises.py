@@ -96,7 +96,7 @@ def _train_judge(got, expected, case):
     if max_abs_diff(got["weights"][0], got["before"]) == 0 and got.get("backward") and not got.get("grads_left"):
         return 0.0, ("the weights did not change, and the gradients your backward pass computed were gone after your "
                      "step: you zeroed them between loss.backward() and optimizer.step(), so the step had none to "
-                     "use; zero them first, before the forward pass")
+                     "use; zero them anywhere before loss.backward() (as in: forward, loss, zero, backward, step)")
     if max_abs_diff(got["weights"][0], got["before"]) == 0:
         return 0.0, ("the weights did not change: call optimizer.step() after loss.backward(), and zero the gradients "
                      "before the backward pass (zeroing them between backward() and step() throws them away)")
