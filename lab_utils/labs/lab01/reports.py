@@ -5,7 +5,7 @@ import dataclasses
 
 import torch
 
-from ... import detectors, measure
+from ... import detectors, measure, workloads
 from . import steps
 
 ROLES = ("one-rank reference", "row to beat")  # the names lab 01's prose gives its 1-thread and one-per-core rows
@@ -121,3 +121,19 @@ def reference_report(ref_threads: dict, ref_timings: dict, device: str, cpu_coun
             "then (by other programs or a CPU quota), and a thread per core would wait for them; rerun with nothing "
             "else running to measure it")))
     return ReferenceReport(said, flags, threaded, threads_line)
+
+
+def summary_rows(ref_rates: dict, reference: ReferenceReport, ref_timings: dict, device: str, steps_timed: int,
+                  loader_report: list[str]) -> list[str]:
+    """The summary's reference rows (each named by its role, with its flags) and the DataLoader cell's last line
+    (its verdict, or its refusal as 'not measurable here'), each marked '(from above)' where the figure is repeated."""
+    said = []
+    for i, (name, rate) in enumerate(ref_rates.items()):  # another model on larger images: the rates later labs use
+        role = ROLES[0] if i == 0 and device == "cpu" else ROLES[1] if name == reference.threaded else ""
+        said.append(measure.short_lines(measure.flagged(
+            f"{role or 'reference workload'}, {workloads.STEP_3CONV.name} (batch 256), {name}: {rate:,.0f} samples/s "
+            f"(median of {steps_timed} interleaved steps, spread {ref_timings[name].spread:.0%})",
+            reference.flags[name])))
+    if loader_report[-1].startswith(measure.N_M):  # the DataLoader cell's refusal: one comparison, one load figure
+        return said + [f"DataLoader settings: {measure.NOT_MEASURABLE} (from above)"]
+    return said + [measure.short_lines(f"DataLoader (3 interleaved epochs each), {loader_report[-1]} (from above)")]
