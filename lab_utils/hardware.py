@@ -52,6 +52,11 @@ class HardwareReport:
         """True when the CPU does bfloat16 in hardware (avx512_bf16 or AMX); emulated bf16 is slower than float32."""
         return bool(set(self.cpu_features.split()) & NATIVE_BF16)
 
+    def _bf16_text(self) -> str:
+        """'native (' the features found ')', or 'emulated': only what this CPU has (learner s12r3a: no AMX read)."""
+        found = [f for f in sorted(NATIVE_BF16) if f in self.cpu_features.split()]
+        return f"native ({', '.join(found)})" if found else "emulated (no avx512_bf16, no amx_bf16)"
+
     def fingerprint(self) -> str:
         """The machine in lines a learner can read (and results rows record): CPU, cores, features, memory, GPUs,
         and the memory allocator's setting (lab_utils.allocator)."""
@@ -60,7 +65,7 @@ class HardwareReport:
                  f"CPU cores:   {cores}{self.cpu_count} usable by this process"
                  + (f" (its CPU time: {self.cpu_limit})" if self.cpu_limit else ""),
                  f"CPU features (those that matter here): {self.cpu_features or 'none of ' + ' '.join(FEATURES)}",
-                 f"bf16 on CPU: {'native (avx512_bf16 / AMX)' if self.native_bf16 else 'emulated (no avx512_bf16, no AMX)'}"]
+                 f"bf16 on CPU: {self._bf16_text()}"]
         if self.memory_gib:
             lines.append(f"memory:      {self.memory_gib:.1f} GiB")
         lines.append(allocator.allocator_line())

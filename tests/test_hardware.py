@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,13 @@ def test_an_impossible_world_size_is_said_in_lines_a_notebook_shows_whole():
                         f"{4 * hw.cpu_count} ranks", "ranks per core, enough to show what oversubscribing does",
                         "their timeouts fire", "Ideally one rank per core (or GPU): only that many compute at once"):
             assert meaning in said, said
+
+
+def test_the_bf16_line_names_only_the_features_this_cpu_has():
+    """Learner s12r3a, lab 00 finding 2: 'native (avx512_bf16 / AMX)' read as 'AMX present' without amx_bf16."""
+    def line(features):
+        hw = dataclasses.replace(CPU_ONLY, cpu_features=features)
+        return next(x for x in hw.fingerprint().splitlines() if x.startswith("bf16 on CPU"))
+    assert line("avx2 avx512_bf16") == "bf16 on CPU: native (avx512_bf16)"
+    assert line("avx512_bf16 amx_bf16") == "bf16 on CPU: native (amx_bf16, avx512_bf16)"
+    assert line("avx2 fma").startswith("bf16 on CPU: emulated")

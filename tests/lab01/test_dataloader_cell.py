@@ -57,3 +57,20 @@ def test_a_worker_setting_that_wins_is_said_to_go_against_the_prediction(monkeyp
     times = {"num_workers=0": FakeTiming(0.1), "num_workers=2": FakeTiming(0.08)}
     said = reports.loader_lines(times, 2)
     assert said[-1].startswith("fastest here: num_workers=2, against the prediction"), said
+
+
+def test_a_noisy_setting_gets_the_noise_line_lab_00_taught(monkeypatch):
+    """Learner s12r3a, lab 01 finding 1: a row spread 49 % and the table printed no noise line."""
+    monkeypatch.setattr(measure, "unreadable", lambda **_: None)
+    noisy = FakeTiming(0.0592)
+    noisy.spread = 0.49
+    times = {"num_workers=0": FakeTiming(0.0304), "num_workers=2": FakeTiming(0.1164),
+             "num_workers=2, persistent": noisy}
+    said = reports.loader_lines(times, 2)
+    assert said[-2].startswith("noise: 1 of 3 settings spread more than 25 %") and "49 %" in said[-2], said
+    assert said[-1].startswith("fastest here: num_workers=0"), said
+    quiet = reports.loader_lines({n: FakeTiming(t.median) for n, t in times.items()}, 2)
+    assert not any(line.startswith("noise") for line in quiet), quiet
+    monkeypatch.setattr(measure, "unreadable", lambda **_: "other programs used 1.1 of 2 cores")
+    refused = reports.loader_lines(times, 2)
+    assert refused[-2].startswith("noise: 1 of 3") and refused[-1].startswith("n/m: not measurable"), refused

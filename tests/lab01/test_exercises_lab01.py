@@ -182,9 +182,12 @@ def test_zero_grad_between_backward_and_step_is_named_not_told_to_call_step():
     result = check(zero_grad_between_backward_and_step)
     assert not result.passed and "between loss.backward() and optimizer.step()" in result.message, result.message
     assert "call optimizer.step()" not in result.message
+    # learner s12r3a, finding 7: the order it asks for is the exercise's ("anywhere before the backward pass")
+    assert "before the forward pass" not in result.message and "before loss.backward()" in result.message
     missing = check(no_step)
     assert not missing.passed and "call optimizer.step()" in missing.message, missing.message
     assert "gradients your backward pass computed were gone" not in missing.message
+    assert "zero" not in missing.message  # learner s12r3a: a clause about zeroing that does not apply here
 
 
 def throughput_mean_step(batch_size, step_times, warmup):
@@ -200,3 +203,22 @@ def test_a_rate_from_the_mean_step_says_the_slow_step_pulls_the_rate_down():
     assert not result.passed, result.message
     assert "pulls the mean time up, and so the rate down" in result.message, result.message
     assert grade(throughput_mean_step)[0] == 0.0
+
+
+def no_zero_grad(model, x, y, optimizer):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+no_zero_grad.__name__ = no_zero_grad.__qualname__ = "train_step"
+
+
+def test_a_train_step_message_that_names_the_mistake_gets_no_hint_repeating_the_recipe():
+    """Learner s12r3a, lab 01 T4/T8: 'call optimizer.step() after loss.backward()' then a Hint with the whole order."""
+    for wrong, said in ((no_step, "call optimizer.step() after loss.backward()"),
+                        (zero_grad_between_backward_and_step, "between loss.backward() and optimizer.step()"),
+                        (no_zero_grad, "gradients add up across backward() calls")):
+        result = check(wrong)
+        assert not result.passed and said in result.message and "Hint:" not in result.message, result.message

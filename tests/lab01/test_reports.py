@@ -64,3 +64,42 @@ def test_the_profile_lines_read_the_backward_against_the_layers_arithmetic():
     assert lines[0].startswith("operator (top 12 by total CPU time)") and "backward/forward 1.58x" in lines[-1]
     assert "predicted 1x to 1.89x: within the range" in lines[-1].replace("\n    ", " ")
     assert reports.profile_lines(Profile(), [])[-1].startswith("convolutions: this profile has no")
+
+
+def test_a_cut_operator_name_ends_in_an_ellipsis():
+    """Learner s12r3a, lab 01 finding 8: '..._SingleProcessDataLoaderIter.__next_' read as a typo of __next__."""
+    class Event:
+        key, cpu_time_total, self_cpu_time_total, count = (
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 2921.0, 1517.0, 10)
+
+    class Profile:
+        def key_averages(self):
+            return [Event()]
+
+    row = reports.profile_lines(Profile(), [])[1]
+    assert row[:58].rstrip().endswith("...") and "__next_ " not in row and len(row) == len(row.rstrip())
+
+
+def test_the_summary_names_each_reference_row_by_role_and_repeats_the_loader_line(monkeypatch):
+    """Issue 51 structure: the summary's plumbing lives here; the DataLoader verdict or refusal is said '(from above)'."""
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    t = timings(42.9, 24.3)
+    report = reports.reference_report(THREADS, t, "cpu", 2, 2, 8)
+    rates = {name: 256 / timing.median for name, timing in t.items()}
+    verdict = "fastest here: num_workers=0, as predicted for small in-memory data"
+    said = reports.summary_rows(rates, report, t, "cpu", 8, ["row", verdict])
+    assert said[0].startswith("one-rank reference, CNN-3conv/synthetic28 step (batch 256), 1 process x 1 thread:")
+    assert said[1].startswith("row to beat, CNN-3conv/synthetic28 step (batch 256), 1 process x 2 threads:")
+    assert said[-1].replace("\n    ", " ") == f"DataLoader (3 interleaved epochs each), {verdict} (from above)"
+    refused = reports.summary_rows(rates, report, t, "cpu", 8, ["row", f"{measure.N_M}: {measure.NOT_MEASURABLE}: x"])
+    assert refused[-1] == f"DataLoader settings: {measure.NOT_MEASURABLE} (from above)"
+    assert all(len(line) <= 100 for text in said for line in text.splitlines())
+
+
+def test_the_summary_keeps_a_rows_flag():
+    t = timings(42.9, 24.3)
+    report = reports.reference_report(THREADS, t, "cpu", 2, 2, 8)
+    flag = measure.plausibility(speedup=2.5, devices=2, threads=2)
+    report.flags["1 process x 2 threads"] = flag
+    said = reports.summary_rows({n: 1.0 for n in t}, report, t, "cpu", 8, ["fastest here: x"])
+    assert "[!]" in said[1] and "[!]" not in said[0], said

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...exercises.core import Exercise, FROM_LESSON, max_abs_diff, register
+from ...exercises.core import Exercise, FROM_LESSON, Named, max_abs_diff, register
 
 
 def tiny_problem(seed: int):
@@ -96,10 +96,10 @@ def _train_judge(got, expected, case):
     if max_abs_diff(got["weights"][0], got["before"]) == 0 and got.get("backward") and not got.get("grads_left"):
         return 0.0, ("the weights did not change, and the gradients your backward pass computed were gone after your "
                      "step: you zeroed them between loss.backward() and optimizer.step(), so the step had none to "
-                     "use; zero them first, before the forward pass")
+                     "use; zero them anywhere before loss.backward() (as in: forward, loss, zero, backward, step)")
     if max_abs_diff(got["weights"][0], got["before"]) == 0:
-        return 0.0, ("the weights did not change: call optimizer.step() after loss.backward(), and zero the gradients "
-                     "before the backward pass (zeroing them between backward() and step() throws them away)")
+        return 0.0, ("the weights did not change: call optimizer.step() after loss.backward() (a step before it, or "
+                     "none, has no gradients to apply)")
     if max_abs_diff(got["weights"][0], expected["weights"][0]) > 1e-5:
         for what, wrong_step in _WRONG_LOSSES.items():
             if max_abs_diff(got["weights"][0], _train_run(wrong_step, case, steps=1)["weights"][0]) <= 1e-5:
@@ -117,7 +117,16 @@ def _train_judge(got, expected, case):
     return 1.0, "weights and loss equal the reference after two steps"
 
 
-TRAIN_STEP = Exercise("01", "train_step", _train_cases, _train_run, _train_expected, _train_judge,
+_TRAIN_GENERIC = "after one step the weights differ from the reference: "
+
+
+def _train_named(got, expected, case):
+    """_train_judge's verdict; a message that names the mistake is Named, so no hint repeats the whole recipe."""
+    fraction, message = _train_judge(got, expected, case)
+    return fraction, message if fraction >= 1.0 or message.startswith(_TRAIN_GENERIC) else Named(message)
+
+
+TRAIN_STEP = Exercise("01", "train_step", _train_cases, _train_run, _train_expected, _train_named,
                       "forward, loss, zero the old gradients, backward, step; return the loss",
                       setup="import torch\nimport torch.nn.functional as F")
 

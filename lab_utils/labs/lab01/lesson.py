@@ -8,7 +8,7 @@ import statistics
 __all__ = ['throughput']
 
 
-# ---- solutions/01_single_device_cnn.ipynb, cell 35 (id d93ec357) ---------------------------------------------------
+# ---- solutions/01_single_device_cnn.ipynb, cell 36 (id d93ec357) ---------------------------------------------------
 
 def throughput(batch_size, step_times, warmup):
     """Samples per second from per-step durations, warm-up steps excluded."""

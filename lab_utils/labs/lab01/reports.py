@@ -5,7 +5,7 @@ import dataclasses
 
 import torch
 
-from ... import measure
+from ... import detectors, measure, workloads
 from . import steps
 
 ROLES = ("one-rank reference", "row to beat")  # the names lab 01's prose gives its 1-thread and one-per-core rows
@@ -34,7 +34,8 @@ def profile_lines(prof, macs: list[int], top: int = 12) -> list[str]:
     against theory's range (steps.backward_reading)."""
     said = [f"{f'operator (top {top} by total CPU time)':<58} {'self ms':>8} {'total ms':>9} {'calls':>6}"]
     for event in sorted(prof.key_averages(), key=lambda event: event.cpu_time_total, reverse=True)[:top]:
-        said.append(f"{event.key[:58]:<58} {event.self_cpu_time_total / 1e3:8.3f} {event.cpu_time_total / 1e3:9.3f} "
+        key = event.key if len(event.key) <= 58 else event.key[:55] + "..."  # cut names say so
+        said.append(f"{key:<58} {event.self_cpu_time_total / 1e3:8.3f} {event.cpu_time_total / 1e3:9.3f} "
                     f"{event.count:6d}")
     cpu_ms = {event.key: event.cpu_time_total / 1e3 for event in prof.key_averages()}
     forward, backward = cpu_ms.get("aten::conv2d"), cpu_ms.get("aten::convolution_backward")
@@ -48,7 +49,7 @@ def profile_lines(prof, macs: list[int], top: int = 12) -> list[str]:
 
 def loader_lines(loader_times: dict, workers: int) -> list[str]:
     """The DataLoader table (epoch times, speed against num_workers=0, n/m where the measured load rules the ratios
-    out), then the fastest setting read against theory's prediction for small in-memory data."""
+    out), its noise line where a setting's epochs spread above 25 %, then the fastest setting read against theory."""
     base = loader_times["num_workers=0"].median
     refused = measure.unreadable(workers=1 + workers, what="processes")  # a worker beside this process
     said = []
@@ -56,6 +57,8 @@ def loader_lines(loader_times: dict, workers: int) -> list[str]:
         speed = f"{base / timing.median:.2f}x" if refused is None or name == "num_workers=0" else measure.N_M
         said.append(f"{name:<28} {timing.median * 1e3:7.1f} ms per epoch (spread {timing.spread:4.0%}), "
                     f"{speed} the speed of num_workers=0")
+    noise = detectors.noise_line((t.spread for t in loader_times.values()), what="settings")
+    said += [noise] if noise else []  # the rule lab 00 taught: above 25 %, read the median only
     if refused:  # one figure per comparison: the measured ratios only as what these conditions gave
         return said + [measure.short_lines(
             f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}; measured "
@@ -118,3 +121,19 @@ def reference_report(ref_threads: dict, ref_timings: dict, device: str, cpu_coun
             "then (by other programs or a CPU quota), and a thread per core would wait for them; rerun with nothing "
             "else running to measure it")))
     return ReferenceReport(said, flags, threaded, threads_line)
+
+
+def summary_rows(ref_rates: dict, reference: ReferenceReport, ref_timings: dict, device: str, steps_timed: int,
+                  loader_report: list[str]) -> list[str]:
+    """The summary's reference rows (each named by its role, with its flags) and the DataLoader cell's last line
+    (its verdict, or its refusal as 'not measurable here'), each marked '(from above)' where the figure is repeated."""
+    said = []
+    for i, (name, rate) in enumerate(ref_rates.items()):  # another model on larger images: the rates later labs use
+        role = ROLES[0] if i == 0 and device == "cpu" else ROLES[1] if name == reference.threaded else ""
+        said.append(measure.short_lines(measure.flagged(
+            f"{role or 'reference workload'}, {workloads.STEP_3CONV.name} (batch 256), {name}: {rate:,.0f} samples/s "
+            f"(median of {steps_timed} interleaved steps, spread {ref_timings[name].spread:.0%})",
+            reference.flags[name])))
+    if loader_report[-1].startswith(measure.N_M):  # the DataLoader cell's refusal: one comparison, one load figure
+        return said + [f"DataLoader settings: {measure.NOT_MEASURABLE} (from above)"]
+    return said + [measure.short_lines(f"DataLoader (3 interleaved epochs each), {loader_report[-1]} (from above)")]
