@@ -302,3 +302,26 @@ def test_a_rank_in_a_session_of_its_own_on_request():
 
     assert launch(_session_and_group, 2, timeout=60) == [[False, True], [False, True]]
     assert launch(_session_and_group, 2, timeout=60, env={OWN_SESSION: "1"}) == [[True, True], [True, True]]
+
+
+def test_free_ports_are_picked_below_the_oss_ephemeral_range_and_are_free(tmp_path, monkeypatch):
+    """make test (beside learners): lab 03's jobs launched in turn hung at init_process_group, one rank past it: the
+    ports picked up front for later jobs came from the OS's own range, which it hands out again (bind(0), gloo's
+    connections) before the job starts. Ports now come from below that range, and are free when picked."""
+    import socket
+
+    from lab_utils.launch import environment
+
+    low = environment.ephemeral_low()
+    ports = {environment.free_port() for _ in range(20)}
+    if low > environment.PICKED_FROM + 1000:
+        assert all(environment.PICKED_FROM <= p < low for p in ports), (sorted(ports), low)
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((environment.LOOPBACK, port))
+    fake = tmp_path / "range"
+    fake.write_text("1024\t60999\n")
+    assert environment.ephemeral_low(str(fake)) == 1024
+    assert environment.ephemeral_low(str(tmp_path / "missing")) == 0
+    monkeypatch.setattr(environment, "ephemeral_low", lambda: 1024)  # no room below: the OS picks, as before
+    assert environment.free_port() >= 1024

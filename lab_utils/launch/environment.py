@@ -10,9 +10,37 @@ LOOPBACK = "127.0.0.1"
 OWN_SESSION = "LAB_RANK_OWN_SESSION"  # in a rank's env: start it in a session (and process group) of its own
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+PICKED_FROM = 20000  # the lowest port picked; below the OS's ephemeral range (Linux: 32768-60999)
+
+
+def ephemeral_low(path: str = EPHEMERAL_RANGE) -> int:
+    """The lowest port the OS hands out on its own (to bind(0) and outgoing connections), or 0 where unknown."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def free_port(host: str = LOOPBACK, rng=None) -> int:
+    """A TCP port that was free a moment ago, picked below the OS's ephemeral range where there is room: a launch picks
+    its later jobs' ports up front, and a port the OS picked (bind(0)) can be handed out again by the OS, to another
+    program's bind(0) or to an outgoing connection (gloo opens many), before the job that needs it starts."""
+    import random
+
+    rng = rng or random.SystemRandom()
+    low = ephemeral_low()
+    if low > PICKED_FROM + 1000:
+        for _ in range(50):
+            port = rng.randrange(PICKED_FROM, low)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room below the range: the OS picks
         s.bind((host, 0))
         return s.getsockname()[1]
 

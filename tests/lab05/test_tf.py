@@ -391,6 +391,6 @@ def test_the_results_table_says_how_the_shared_pool_is_recorded():
     import nbformat
 
     cell = next(c.source for c in nbformat.read("solutions/05_tf_distribute.ipynb", 4).cells
-                if "print(measure.record(recorded, results_dir, hw))" in c.source)
+                if "print(measure.record(recorded, results_dir, hw" in c.source)
     assert "shared_threads = max(1, hw.cpu_count // n_devices)" in cell  # devices x threads = the cores used
     assert "one pool of {hw.cpu_count} thread(s) shared by" in cell and "recorded as {shared_threads} per device" in cell

@@ -156,3 +156,16 @@ def test_the_where_cells_messages_wrap_at_100_and_its_table_rows_stay_whole():
             "RuntimeError); rank 1 finished #1 and raised ValueError")
     shown = [line if " | " in line else measure.lines.wrap(line) for line in told.splitlines()]
     assert all(len(x) <= 100 for x in shown[0].splitlines() + shown[2].splitlines()) and shown[1] == told.splitlines()[1]
+
+
+def test_a_too_noisy_verdicts_head_keeps_its_whole_workload_when_the_name_wraps():
+    """Learner s12r4h finding 6: the quiet run printed 'verdict, Slurm vs launch, steady steps/s [CNN-3conv/synthetic28
+    step, Slurm vs' and stopped: the head was the printed verdict's first line, cut inside the workload's bracket."""
+    recorded = ("verdict, Slurm vs launch, steady steps/s [CNN-3conv/synthetic28 step, Slurm vs\n"
+                "    launch]: not distinguishable here\n    1.02x (range 0.93-1.15 over 8 paired repeats)")
+    head = lab11_report.verdict_head(recorded)
+    assert head.endswith("launch]: not distinguishable here") and "1.02x" not in head
+    assert lab11_report.verdict_head("verdict, a vs b [w]: holds\n    1.1x") == "verdict, a vs b [w]: holds"
+    noisy = steady([0.9, 1.25, 0.95, 1.2, 1.02, 1.15, 0.92, 1.05], load(0.0))
+    text = "\n".join(lab11_report.steady_lines(noisy, recorded, load(0.0), SPEED))
+    assert "launch]: not distinguishable here" in text and "no verdict, the sentence above says why" in text

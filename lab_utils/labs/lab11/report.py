@@ -139,6 +139,16 @@ def slurm_ahead(steady, speed) -> str | None:
             "moved the rate, this run does not measure")
 
 
+def verdict_head(recorded: str) -> str:
+    """A printed verdict's claim and outcome, the lines up to the one that closes its workload's bracket (a long
+    workload wraps inside it: its first line alone is cut mid-name, learner s12r4h)."""
+    lines = recorded.splitlines()
+    for i, line in enumerate(lines):
+        if "]:" in line:
+            return "\n".join(lines[:i + 1])
+    return lines[0] if lines else ""
+
+
 def steady_lines(steady: measure.Verdict, recorded: str, load: conditions.Load | None, speed: dict) -> list[str]:
     """Section 4's lines under its plain sentence: the load rule where a load is named, the verdict (where the pairs
     were too noisy to test any cost, its first line and its ratio only: the plain sentence said why), then what a
@@ -146,7 +156,7 @@ def steady_lines(steady: measure.Verdict, recorded: str, load: conditions.Load |
     verdict = recorded
     too_noisy = steady.verdict == measure.UNDECIDED and not (steady.holds_from and 1 / steady.holds_from - 1 >= 0.005)
     if too_noisy:
-        verdict = (recorded.splitlines()[0] + f"\n    {steady.ratio:.2f}x (range {steady.low:.2f}-{steady.high:.2f} over "
+        verdict = (verdict_head(recorded) + f"\n    {steady.ratio:.2f}x (range {steady.low:.2f}-{steady.high:.2f} over "
                    f"{steady.repeats} paired repeats): no verdict, the sentence above says why")
     lines = [load_rule(load), verdict, same_work_win(steady, load), slurm_ahead(steady, speed)]
     return [line for line in lines if line]
