@@ -148,6 +148,7 @@ def test_a_pending_reason_that_never_resolves_is_named_at_once():
     pending = [{"JobState": "PENDING", "Reason": "PartitionConfig", "NumNodes": "2", "NumCPUs": "4"}]
     never = slurm.never_starts(7, pending)
     assert "PartitionConfig" in never and "never resolves" in never and "NumCPUs=4" in never
+    assert "more time than its limit" in never  # learner s12r4h: --time=120 (minutes) over the 60-minute limit
     for reason in ("Resources", "Priority", "BeginTime", "Dependency", "JobHeldUser", "None"):
         assert slurm.never_starts(7, [{"JobState": "PENDING", "Reason": reason}]) is None
     assert slurm.never_starts(7, [{"JobState": "RUNNING", "Reason": "PartitionConfig"}]) is None

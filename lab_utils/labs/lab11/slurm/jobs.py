@@ -61,8 +61,9 @@ def _ended(jobs: list[dict]) -> bool:
 
 # pending reasons that never resolve by themselves: what each means (wait() stops at once on them)
 NEVER_STARTS = {
-    "PartitionConfig": "it asks more CPUs or memory per node than the partition's nodes have "
-                       "(`sinfo -N -o '%N %c %m'`)",
+    "PartitionConfig": "it asks more than the partition is configured for: more CPUs or memory per node than "
+                       "its nodes have (`sinfo -N -o '%N %c %m'`), or more time than its limit (`sinfo -o '%P %l'`; "
+                       "--time=120 is 120 minutes)",
     "PartitionNodeLimit": "it asks more nodes than the partition allows or has",
     "PartitionTimeLimit": "it asks more time than the partition allows",
     "DependencyNeverSatisfied": "the job it depends on ended in a way its dependency excludes",
