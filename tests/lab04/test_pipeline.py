@@ -835,7 +835,8 @@ def test_the_gpipe_table_keeps_its_identity_on_every_row_and_refuses_under_load(
     assert low <= median <= high
     row = next(line for line in lines if line.startswith("gpipe M=4"))
     vs, overlap, compute = (float(v) for v in re.findall(r"(\d+\.\d\d)x", row)[:3])
-    assert vs == pytest.approx(overlap * compute, abs=0.015), row  # the header's '=' holds, note or not
+    # the header's '=' holds, note or not, within what printing each factor to 2 decimals can move the product
+    assert abs(vs - overlap * compute) <= 0.005 * (overlap + compute + 1) + 0.001, row
     assert "note" not in row.split("\n")[0], row
     refused, _, _ = tables.gpipe_table(measured, ["naive", "gpipe M=4"], list(measured),
                                        refused="other programs used 1.5 of 2 cores", **kwargs)
