@@ -1,7 +1,7 @@
 """Lab 02: DataParallel's scatter, gather and gradient reduce."""
 from __future__ import annotations
 
-from ...exercises.core import Exercise, Named, close, register
+from ...exercises.core import Exercise, close, named_unless, register
 
 
 # ---- scatter ------------------------------------------------------------------------------------------------------
@@ -85,15 +85,8 @@ def _scatter_judge(got, expected, cases):
 GENERIC = ("expected the model's gradient plus the sum",)  # the one message that names no mistake: its hint stays
 
 
-def _named(judge):
-    """`judge` whose failing messages, each naming the mistake, are Named, so check() adds no hint repeating them."""
-    def named(got, expected, case):
-        fraction, message = judge(got, expected, case)
-        return fraction, message if fraction >= 1.0 or message.startswith(GENERIC) else Named(message)
-    return named
-
-
-SCATTER = Exercise("02", "scatter", _scatter_cases, _scatter_run, _scatter_expected, _named(_scatter_judge),
+SCATTER = Exercise("02", "scatter", _scatter_cases, _scatter_run, _scatter_expected,
+                   named_unless(*GENERIC)(_scatter_judge),
                    "one chunk per device, consecutive rows, sizes differing by one at most, chunk i moved to "
                    "devices[i] (on a CPU the check marks the batch as the host's, so a missing move fails here as it "
                    "would on GPUs)", setup="import torch")
@@ -231,7 +224,8 @@ def _gather_judge(got, expected, case):
     return 0.0, "the rows are out of order: concatenate the outputs in device order"
 
 
-GATHER = Exercise("02", "gather", _gather_cases, _gather_run, _gather_expected, _named(_gather_judge),
+GATHER = Exercise("02", "gather", _gather_cases, _gather_run, _gather_expected,
+                  named_unless(*GENERIC)(_gather_judge),
                   "move each output to `device` (out.to(device)), then concatenate along the batch dimension, in "
                   "device order (on a CPU the check marks each output with the device that computed it, so a missing "
                   "move fails here as it would on GPUs)", setup="import torch")
@@ -354,7 +348,8 @@ def _reduce_value_judge(got, expected, case):
     return 0.0, "expected the model's gradient plus the sum of the replicas' gradients, for every parameter"
 
 
-REDUCE = Exercise("02", "reduce_gradients", _reduce_cases, _reduce_run, _reduce_expected, _named(_reduce_judge),
+REDUCE = Exercise("02", "reduce_gradients", _reduce_cases, _reduce_run, _reduce_expected,
+                  named_unless(*GENERIC)(_reduce_judge),
                   "add (not average) every replica's gradient into the model's, each moved to the model's device first "
                   "(on a CPU the check marks each gradient with its replica's device, so a missing move fails here as "
                   "it would on GPUs)", setup="import torch")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from ...exercises.core import ANY, Exercise, FROM_LESSON, Named, max_abs_diff, register
+from ...exercises.core import ANY, Exercise, FROM_LESSON, max_abs_diff, named_unless, register
 
 KEYS = ("parameters", "gradients", "optimizer")
 GROUP_TIMEOUT_S = 15  # a collective waits this long for a peer: two steps of a tiny CNN take well under a second
@@ -85,18 +85,8 @@ def _per_kind(n, w, strategy, optimizer, kind, how):
     return each * _numbers(n, w, kind in SHARDED[strategy], how)
 
 
-
-def _named(judge, *generic):
-    """`judge`, whose failing messages name the mistake (Named: check() adds no hint repeating it), except those that
-    hold one of the `generic` phrases: they name no mistake, and keep the exercise's hint."""
-    def named(got, expected, cases):
-        fraction, message = judge(got, expected, cases)
-        return fraction, message if fraction >= 1.0 or any(g in message for g in generic) else Named(message)
-    return named
-
-
 MEMORY_PER_RANK = Exercise("07", "memory_per_rank", _formula_cases, _formula_run, _formula_expected,
-                           _named(_formula_judge, ": check "),
+                           named_unless(": check ")(_formula_judge),
                            "4 bytes per number; optimizer numbers per parameter: sgd 0, momentum 1, adam 2; a sharded "
                            "kind holds ceil(n / world_size) numbers per rank")
 
@@ -343,7 +333,7 @@ def _budget_judge(got, expected, cases):
 
 
 CHOOSE_CHECKPOINTS = Exercise("07", "choose_checkpoints", _budget_cases, _budget_run, FROM_LESSON,
-                              _named(_budget_judge, ": your set costs"),
+                              named_unless(": your set costs")(_budget_judge),
                               "among the sets of blocks whose checkpointing brings the bytes under the budget, keep the "
                               "one with the least extra time (a few blocks: try every set); None when none fits",
                               setup="import itertools")
@@ -411,7 +401,7 @@ def _resume_judge(got, expected, cases):
 
 
 RESUME_ORDER = Exercise("07", "resume_order", _resume_cases, _resume_run, FROM_LESSON,
-                        _named(_resume_judge, RESUME_GENERIC),
+                        named_unless(RESUME_GENERIC)(_resume_judge),
                         "samples_read is a position in the epoch's order, counted over all ranks: start there, then "
                         "share the rest among the new ranks as DistributedSampler shares an epoch")
 

@@ -6,7 +6,7 @@ import re
 
 from .debugging import LAYERS, branchy_model, hang_table, one_process, place_of
 from .harness import uneven_worker
-from ...exercises.core import Exercise, Named, register
+from ...exercises.core import Exercise, named_unless, register
 
 SETUP = ("import torch\nimport torch.distributed as dist\nimport torch.nn.functional as F\n"
          "from torch.distributed.algorithms import Join")
@@ -82,18 +82,8 @@ def _table_judge(got, expected, cases):
     return 1.0, "the odd rank, the collective it skipped and its line"
 
 
-
-def _named(judge, *generic):
-    """`judge`, whose failing messages name the mistake (Named: check() adds no hint repeating it), except those that
-    hold one of the `generic` phrases: they name no mistake, and keep the exercise's hint."""
-    def named(got, expected, cases):
-        fraction, message = judge(got, expected, cases)
-        return fraction, message if fraction >= 1.0 or any(g in message for g in generic) else Named(message)
-    return named
-
-
 HANG_CULPRIT = Exercise("12", "hang_culprit", _table_cases, _table_run, _table_expected,
-                         _named(_table_judge, "is not the rank whose call"),
+                         named_unless("is not the rank whose call")(_table_judge),
                         "read the 'first difference' line: which rank's call differs, what the others wait in, "
                         "and where that rank is")
 
@@ -216,7 +206,7 @@ def _unused_judge(got, expected, cases):
 
 PARAMETERS_WITHOUT_GRADIENT = Exercise(
     "12", "parameters_without_gradient", _unused_cases, _unused_run, _unused_expected,
-    _named(_unused_judge, ": expected the names"),
+    named_unless(": expected the names")(_unused_judge),
     "one backward pass, then look at p.grad of every parameter that requires a gradient", setup=SETUP)
 
 register(HANG_CULPRIT, TRAIN_ALL, PARAMETERS_WITHOUT_GRADIENT)
