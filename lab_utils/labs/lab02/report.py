@@ -22,7 +22,7 @@ def twice_line(hot_timings, sweep, batch: int, n_devices: int) -> str:
                                      second_name="the sweep",
                                      notes=[c for c in [measure.measured_cause(n_devices, "devices")] if c])
     agree = detectors.twice_agree(*args)
-    text = (f"{many}, CNN-3conv, batch {batch}, measured twice in different minutes: the hot spot "
+    text = (f"{many}, CNN-3conv, batch {batch}, timed in two cells: the hot spot "
             f"{batch / args[0] * 1e3:.2f} ms/step (spread {args[1]:.0%}), the sweep {batch / args[2] * 1e3:.2f} "
             f"(spread {args[3]:.0%})"
             + (f": {agree}" if agree else ""))
@@ -38,17 +38,15 @@ def one_device_line(hot1, alone_ms: float, plain, batch: int) -> str:
                                      notes=[c for c in [measure.measured_cause(1, "devices")] if c])
     gap_ms = (hot1.median - plain.wall_s) * 1e3
     share = gap_ms / (plain.wall_s * 1e3)
-    bound = (f"the traced phases bound it instead: at most the class's serial phases, {alone_ms:.2f} ms, which "
-             "include the loss and the update that the plain step runs too")
-    so = (f"a gap beyond the {detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart may differ: the "
-          f"class's own machinery (scatter, replicate, gather, reduce) costs about {gap_ms:.2f} ms, {share:.0%} of a "
-          "step" if share > detectors.TWICE_TOLERANCE else
-          f"the plain step, timed in other minutes, was the slower by {-share:.0%}, beyond the "
-          f"{detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart may differ: these two medians say "
-          f"nothing about the class's own machinery; {bound}" if share < -detectors.TWICE_TOLERANCE else
-          f"a gap of {abs(share):.0%}, within the {detectors.TWICE_TOLERANCE:.0%} by which two medians minutes apart "
-          f"may differ, so it does not measure the class's own machinery (scatter, replicate, gather, reduce); {bound}")
-    text = (f"1 device, CNN-3conv, batch {batch}: {SWEEP_HOT_SPOT_NOTE} {hot1.median * 1e3:.2f} ms per step, the "
+    tol = f"{detectors.TWICE_TOLERANCE:.0%}"
+    bound = f"the class's machinery is at most {alone_ms:.2f} ms (its traced serial phases)"
+    so = (f"{share:.0%} apart, beyond the {tol} two timings of one step may differ: the class's own machinery "
+          f"(scatter, replicate, gather, reduce) costs about {gap_ms:.2f} ms" if share > detectors.TWICE_TOLERANCE else
+          f"the plain step was the slower by {-share:.0%}, beyond the {tol} two timings of one step may differ: "
+          f"noise, which does not measure the class; {bound}" if share < -detectors.TWICE_TOLERANCE else
+          f"{abs(share):.0%} apart, within the {tol} two timings of one step may differ: the gap is noise and does "
+          f"not measure the class; {bound}")
+    text = (f"1 device, CNN-3conv, batch {batch}: {SWEEP_HOT_SPOT_NOTE} {hot1.median * 1e3:.2f} ms, the "
             f"sweep's plain step {plain.wall_s * 1e3:.2f} ms ({gap_ms:+.2f} ms): {so}")
     return measure.flagged(measure.short_lines(text), flags)
 
@@ -91,6 +89,20 @@ def sweep_so_what(sweep, verdict, n_devices: int) -> str:
                                f"(range {low:.2f}-{high:.2f}x), {where}")
 
 
+def small_batch_sentence(verdict, small: int, n_devices: int) -> str:
+    """The small-batch verdict in one plain sentence, before its mechanics: how DataParallel compared at `small`."""
+    if verdict.verdict == measure.CANNOT_SEE:
+        return f"at batch {small}: {measure.NOT_MEASURABLE} (the load line says why)"
+    ratio = verdict.ratio
+    said = (f"DataParallel over {n_devices} devices was {1 / ratio:.2f}x slower than one device at batch {small}"
+            if ratio < 1 else
+            f"DataParallel over {n_devices} devices was {ratio:.2f}x as fast as one device at batch {small}")
+    outcome = ("as theory predicts for a small batch" if verdict.verdict == measure.HOLDS else
+               "against theory's prediction (slower)" if verdict.verdict == measure.REVERSED else
+               "too close to one device for these rounds to tell")
+    return f"{said}: {outcome}"
+
+
 def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotspot_batch: int, hw) -> None:
     """The sweep's cell: its table, the verdict at the smallest batch, the figures measured twice, the threads'
     answer on a CPU, one closing sentence, and the chart of the speedups with their ranges."""
@@ -98,6 +110,9 @@ def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotsp
     many, small = data_parallel.dp_name(n_devices), sweep.batch_sizes[0]
     refused = data_parallel.refused(sweep)
     data_parallel.print_sweep(sweep, decided=(small, many))  # the verdict's comparison: the same figure, the same side
+    if sweep.load is not None:  # cell 0's promise: every timing cell prints the machine's load while it measured
+        print(measure.short_lines(sweep.load.line()))
+    print(measure.short_lines(small_batch_sentence(verdict, small, n_devices)))
     print(verdict)
     if n_devices in hotspot_devices and hotspot_batch in sweep.batch_sizes:  # one quantity measured twice
         print(twice_line(hot_timings, sweep, hotspot_batch, n_devices))
@@ -161,9 +176,10 @@ def agreement_line(speedup: float, sweep, batch: int, status: str | None) -> str
                                f"{swept:.2f}x (range {low:.2f}-{high:.2f}x): {apart:.0%} apart, {said}")
 
 
-def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: int, steps: int, hw) -> Launched:
-    """The launched table (ms/step, samples/s, spread, speedup over one device), its flags, its noise, and the
-    DataParallel row checked against the sweep at the same batch."""
+def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: int, steps: int, hw,
+                   load=None) -> Launched:
+    """The launched table (ms/step, samples/s, spread, speedup over one device), its flags, its noise, the
+    DataParallel row checked against the sweep at the same batch, and `load` (the launch's conditions.Load) under it."""
     n_devices = sweep.n_devices
     many = data_parallel.dp_name(n_devices)
     base = step_timings["1 device"]
@@ -201,11 +217,8 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
         print(measure.table_row(f"{name:<14}{times}{timing.spread:8.0%}{shown}", flags))
     for line in measure.table_lines([c["flags"] for c in compared.values()], list(compared)):
         print(line)
-    print(measure.short_lines("DDP vs DataParallel: the verdict below is this comparison's one figure, "
-                              "the median of the paired ratios (lab 00) of their own rounds; the ms/step and "
-                              "samples/s medians above come from each row's own rounds: they do not rank the rows, "
-                              "and may point the other way"))
     print("speedup: the median of the paired ratios, one device's time over the candidate's in the same round")
+    print("DDP vs DataParallel: decided by the verdict below, from their own paired rounds, not by the medians")
     if unreadable is not None:  # one figure per comparison: the measured ratios only as what these conditions gave
         print(measure.short_lines(f"{measure.N_M} (the speedup over one device): " + measure.as_result(
             f"DataParallel {compared['DataParallel']['speedup']:.2f}x", workers=n_devices, what="devices")))
@@ -215,8 +228,8 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
             print(said)
     print(measure.short_lines(detectors.noise_line(t.spread for t in step_timings.values())
                               or "noise: every median above came from repeats within 25 %"))
-    if "DDP" in step_timings and "DataParallel" in step_timings and unreadable is None:  # refused: no pair reads
-        print(spread_beside_pairs(step_timings))
+    if load is not None:  # cell 0's promise: every timing cell prints the machine's load while it measured
+        print(measure.short_lines(load.line()))
     if order_note is not None and unreadable is None:
         print(order_note)
     return Launched(compared, unreadable, status)
@@ -260,42 +273,80 @@ def ddp_prediction(ranks, step_timings) -> dict:
                 expected="DDP no slower than DataParallel by more than its all-reduce")
 
 
+def ddp_who(verdict) -> str:
+    """Who was faster, in plain words, from the range of DDP's speed over DataParallel's."""
+    if verdict.high < 1:
+        return (f"DDP was {1 / verdict.high - 1:.0%}-{1 / verdict.low - 1:.0%} slower than DataParallel here (its "
+                f"step {1 / verdict.high:.2f}-{1 / verdict.low:.2f}x DataParallel's)")
+    if verdict.low > 1:
+        return f"DDP was faster than DataParallel here ({verdict.low:.2f}-{verdict.high:.2f}x its speed)"
+    return (f"DDP and DataParallel were not told apart here (DDP {verdict.low:.2f}-{verdict.high:.2f}x "
+            "DataParallel's speed)")
+
+
 def ddp_answer(verdict, predicted: float | None = None) -> str:
-    """The DDP section's answer in one sentence. `predicted`: the bound theory gave before the run (the all-reduce's
-    share of a step, gloo); the sentence says whether the range establishes that bound as stated, not only the
-    weaker one a noisy run's verdict may have tested."""
-    head = f"so: DDP ran at {verdict.ratio:.2f}x DataParallel's speed on the same model and batch"
+    """The DDP section's answer in one plain sentence: who was faster, then whether that is within `predicted` (the
+    bound theory gave before the run, the all-reduce's share of a step, gloo) as stated, not only within the weaker
+    bound a noisy run's verdict may have tested."""
+    head = ddp_who(verdict)
     if predicted is None or verdict.verdict == measure.CANNOT_SEE:
         return f"{head}; theory's prediction {verdict.verdict}"
     floor = 1 / (1 + predicted)  # DDP's step at most (1 + predicted) x DataParallel's: its speed above this
-    steps = f"its step {1 / verdict.high:.2f}-{1 / verdict.low:.2f}x DataParallel's"
+    gpus = "DDP's win needs one GPU per rank (theory, not measurable on a CPU)"
     if verdict.low > floor:
-        return f"{head} ({steps}): the prediction, at most {predicted:.0%} slower (its all-reduce), holds as stated"
+        return (f"{head}, within the {predicted:.0%} its all-reduce costs, as theory predicts on shared cores; "
+                f"{gpus}")
     if verdict.high < floor:
-        return f"{head} ({steps}): more than the predicted {predicted:.0%} slower (its all-reduce): reversed"
+        return f"{head}: more than the predicted {predicted:.0%} slower (its all-reduce), against theory"
     weaker = ("" if verdict.verdict != measure.HOLDS or verdict.holds_from is None else
-              f"; they establish only the weaker 'at most {1 / verdict.holds_from - 1:.0%} slower' (the verdict above)")
-    return (f"{head} ({steps}): the range reaches past the predicted {predicted:.0%} (its all-reduce), so these "
-            f"rounds do not establish the prediction as stated{weaker}")
+              f"; they establish only the weaker 'at most {1 / verdict.holds_from - 1:.0%} slower' (the verdict)")
+    return (f"{head}: the range reaches past the predicted {predicted:.0%} (its all-reduce), so these rounds do not "
+            f"establish the prediction as stated{weaker}")
 
 
 def ddp_lines(verdict, ranks, predicted: float | None = None) -> None:
-    """Under the DDP verdict: who was slower, the bound spelled out, device 0's lone time, the all-reduce by rank,
-    and the section's answer in one sentence (against `predicted`, the bound stated before the run)."""
-    slower = data_parallel.slower_line(verdict)
-    if slower:  # decided or not, a range wholly below 1 says who was slower
-        print(measure.short_lines(slower))
+    """Under the DDP verdict: the bound spelled out and the all-reduce by rank (the plain answer, ddp_answer, is
+    printed above the verdict)."""
     if verdict.holds_from is not None and verdict.holds_from < 1 and verdict.verdict != measure.CANNOT_SEE:
         allowed = 1 / verdict.holds_from  # DDP's step may take up to this many times DataParallel's
         print(measure.short_lines(f"  'no worse by more than {allowed - 1:.0%}': DDP's step at most {allowed:.2f}x "
                                   f"DataParallel's, so DDP's speed over DataParallel's above 1/{allowed:.2f} = "
                                   f"{verdict.holds_from:.2f}"))
-    print(f"DataParallel: device 0 worked alone {ranks[0]['device0_alone_ms']:.2f} ms per step (median)")
     print(measure.short_lines("DDP: gradient all-reduce per step, median, by rank: "
                               + ", ".join(f"rank {r} {v['allreduce_ms']:.2f} ms" for r, v in enumerate(ranks))
                               + " (waiting for the slower rank included)"))
+
+
+def ddp_verdict(verdict, ranks, predicted: float | None = None) -> None:
+    """The DDP verdict block: one plain sentence first (who was faster, against the bound), then the verdict's
+    mechanics, then the bound spelled out and the all-reduce by rank."""
     if verdict.verdict != measure.CANNOT_SEE:
         print(measure.short_lines(ddp_answer(verdict, predicted)))
+    print(verdict)
+    ddp_lines(verdict, ranks, predicted)
+
+
+def one_figure(sweep, traced, typical, launched_timing, launched_alone_ms: float, *, batch: int, steps: int) -> None:
+    """DataParallel's step at `batch`, timed in the sweep (the lab's figure), traced (`typical`: the median traced
+    step, `traced`: the traced steps' Timing) and launched: one table, which is the lab's and what the others are."""
+    if batch not in sweep.batch_sizes:  # no sweep figure at this batch: the traced step beside the launched one
+        text, flags = data_parallel.traced_line(typical.seconds, traced.spread, launched_timing.median,
+                                                launched_timing.spread, batch=batch, steps=len(traced.times),
+                                                launched=True)
+        print(measure.flagged(measure.short_lines(text), flags))
+        return
+    r = sweep.result(batch, data_parallel.dp_name(sweep.n_devices))
+    lab = data_parallel.StepFigure("the sweep (Measure)", r.wall_s, r.spread, data_parallel.device0_alone_ms(sweep, batch),
+                                   "steps one by one after idle cores, beside one device")
+    others = [data_parallel.StepFigure("traced (Strategy 2)", typical.seconds, traced.spread,
+                                       typical.device0_alone_seconds() * 1e3,
+                                       f"{len(traced.times)} steps in a row, every phase timed"),
+              data_parallel.StepFigure("launched (above)", launched_timing.median, launched_timing.spread,
+                                       launched_alone_ms, f"a fresh process, rounds of {steps} steps in a row")]
+    lines, flags = data_parallel.one_figure_lines(lab, others, batch=batch)
+    for line in lines[:-1]:
+        print(line)
+    print(measure.flagged(lines[-1], flags))
 
 
 # ---- the summary -----------------------------------------------------------------------------------------------------
@@ -344,7 +395,7 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
             said = f"DataParallel {dp_c['speedup']:.2f}x one device"
         print(measure.flagged(measure.short_lines(head + said), ddp_c["flags"] + dp_c["flags"]))
     if ddp_bound is not None and ddp_vs_dp.verdict != measure.CANNOT_SEE:  # the section's answer, as it printed it
-        print(measure.short_lines("DDP against DataParallel: " + ddp_answer(ddp_vs_dp, ddp_bound).removeprefix("so: ")))
+        print(measure.short_lines("DDP against DataParallel: " + ddp_answer(ddp_vs_dp, ddp_bound)))
     else:
         print("    DDP against DataParallel:")
         print(textwrap.indent(str(ddp_vs_dp), "    "))
@@ -371,7 +422,7 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     print("next: Lab 03 writes DDP's worker in full: sampler, learning rate, traps, and many machines.")
 
 
-__all__ = ["Launched", "agreement_line", "spread_beside_pairs", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_prediction", "launched_table", "one_device_line",
+__all__ = ["Launched", "agreement_line", "spread_beside_pairs", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_verdict", "ddp_who", "one_figure", "ddp_prediction", "launched_table", "one_device_line",
            "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
 
 

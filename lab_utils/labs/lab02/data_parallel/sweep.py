@@ -261,23 +261,29 @@ def replica_work_ms(result: Sweep, batch: int) -> float:
     return max(p.get("forward", 0.0) for p in phases) + max(p.get("backward", 0.0) for p in phases)
 
 
+def device0_alone_ms(result: Sweep, batch: int) -> float:
+    """Device 0's serial phases in the sweep's DataParallel step at `batch` (the sum of their medians, ms)."""
+    row0 = next(iter(result.phase_ms[batch].values()))
+    return sum(v for k, v in row0.items() if k in COORDINATOR_PHASES)
+
+
 def phase_table(result: Sweep) -> list[str]:
-    """Where a DataParallel step went at each batch (median ms): the traced step, its slowest forward and backward,
-    device 0 alone, and the unaccounted time (the median of each step's own residual), then the answer line."""
+    """Where a DataParallel step went at each batch (median ms): the sweep's step (the table's ms/step, one figure
+    per quantity), its slowest forward and backward, device 0 alone, and the unaccounted time (the median of each
+    step's own residual), then the answer line."""
     lines = [f"{'batch':>5}{'step':>9}{'slowest':>10}{'slowest':>10}{'device 0':>10}{'unaccounted':>13}",
              f"{'':>5}{'ms':>9}{'forward':>10}{'backward':>10}{'alone':>10}{'ms':>13}"]
     share: dict[int, float] = {}
     for batch in result.batch_sizes:
         phases = result.phase_ms[batch]
-        row0 = next(iter(phases.values()))
         forward = max(p.get("forward", 0.0) for p in phases.values())
         backward = max(p.get("backward", 0.0) for p in phases.values())
-        device0 = sum(v for k, v in row0.items() if k in COORDINATOR_PHASES)
-        step, left = result.step_ms[batch], result.unaccounted_ms[batch]
+        device0 = device0_alone_ms(result, batch)
+        step, left = result.result(batch, dp_name(result.n_devices)).wall_s * 1e3, result.unaccounted_ms[batch]
         share[batch] = left / step
         lines.append(f"{batch:>5}{step:9.2f}{forward:10.2f}{backward:10.2f}{device0:10.2f}{left:13.2f}")
     lines.append(measure.short_lines(
-        "step: the median span of the same steps, from their first phase to their last; "
+        "step: the sweep's ms/step above (the same steps); "
         "unaccounted: the median over steps of each step's time minus its own slowest forward, slowest backward "
         "and device 0's phases (so the columns need not add up)"))
     lines.append(measure.short_lines(
@@ -295,13 +301,17 @@ def per_row_line(result: Sweep, small: int, large: int) -> str:
     rows = large / small
     one = result.result(large, ONE_DEVICE).wall_s / result.result(small, ONE_DEVICE).wall_s
     replicas = replica_work_ms(result, large) / replica_work_ms(result, small)
-    slowed = [name for name, grew in (("the replicas'", replicas), ("one device's", one)) if grew / rows > PER_ROW_SLOWER]
-    said = (f"per row, {' and '.join(slowed)} slowed by more than {PER_ROW_SLOWER - 1:.0%}" if slowed else
-            f"per row, neither slowed by more than {PER_ROW_SLOWER - 1:.0%}")
-    many = dp_name(result.n_devices)
+    slowed = [name for name, grew in (("the replicas' time", replicas), ("one device's time", one))
+              if grew / rows > PER_ROW_SLOWER]
+    said = (f"{' and '.join(slowed)} per row grew by more than {PER_ROW_SLOWER - 1:.0%}" if slowed else
+            f"neither's time per row grew by more than {PER_ROW_SLOWER - 1:.0%}")
+    many, threaded = dp_name(result.n_devices), threaded_name(result.n_devices)
+    threads = (f"; {threaded}: {result.speedup(small, threaded):.2f}x at batch {small}, "
+               f"{result.speedup(large, threaded):.2f}x at {large}"
+               if threaded in result.timings.get(small, {}) else "")
     return (f"from batch {small} to {large} ({rows:.1f}x the rows): one device's step took {one:.2f}x as long, "
             f"the replicas' forward + backward {replicas:.2f}x: {said}; {many}: {result.speedup(small, many):.2f}x "
-            f"one device at batch {small}, {result.speedup(large, many):.2f}x at {large}")
+            f"one device at batch {small}, {result.speedup(large, many):.2f}x at {large}{threads}")
 
 
 def min_max_lines(pairs: int) -> list[str]:

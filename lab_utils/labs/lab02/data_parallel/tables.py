@@ -155,3 +155,43 @@ def trap_payoff_line(fixed, trapped, dp_speedup: float, n_devices: int, *, dp_fi
     over = "above" if reads > n_devices else "not above"
     return (f"with the trap on one device's step only, DataParallel would read as {slowed:.2f} x {dp_speedup:.2f} = "
             f"{reads:.2f}x one device ({dp_figure}), {over} the {n_devices}x that {n_devices} devices allow at most")
+
+
+@dataclass(frozen=True)
+class StepFigure:
+    """One timing of DataParallel's step at one batch: where it was taken, its median and spread (seconds), device 0's
+    lone time in it (ms) and how it was timed (the method, in words)."""
+
+    where: str
+    step_s: float
+    spread: float
+    alone_ms: float
+    how: str
+
+
+def one_figure_lines(lab: StepFigure, others, *, batch: int) -> tuple[list[str], list]:
+    """DataParallel's step at `batch` as the lab timed it in several cells: one row each, the lab's figure (`lab`,
+    the sweep's, the only one timed beside one device) first, the others as a factor of it with their method, then
+    whether each lies within detectors.TWICE_TOLERANCE of it, within CONDITION_FACTOR (two methods), or beyond ([!])."""
+    width = max(len(f.where) for f in (lab, *others)) + 2
+    lines = [f"DataParallel's step at batch {batch}, timed in {1 + len(others)} cells (ms per step; device 0 alone in brackets):",
+             f"  {lab.where:<{width}}{lab.step_s * 1e3:7.2f} ({lab.alone_ms:.2f})  the lab's: {lab.how}"]
+    flags: list = []
+    far = []
+    for f in others:
+        lines.append(f"  {f.where:<{width}}{f.step_s * 1e3:7.2f} ({f.alone_ms:.2f})  {f.step_s / lab.step_s:.2f}x "
+                     f"the lab's: {f.how}")
+        flags += [x for x in detectors.measured_twice(batch / lab.step_s, lab.spread, batch / f.step_s, f.spread,
+                                                      what=f"DataParallel's step (batch {batch})",
+                                                      first_name=lab.where, second_name=f.where,
+                                                      condition="timed singly after idle cores, against steps in a row")
+                  if detectors.is_impossible(x)]
+        if max(f.step_s, lab.step_s) / min(f.step_s, lab.step_s) - 1 > detectors.TWICE_TOLERANCE:
+            far.append(f.where)
+    said = (f"all within the {detectors.TWICE_TOLERANCE:.0%} by which two timings of one step may differ: quote the "
+            "lab's" if not far else
+            f"{' and '.join(far)} beyond {detectors.TWICE_TOLERANCE:.0%} of the lab's figure, within the "
+            f"{detectors.CONDITION_FACTOR:g}x two methods may part: quote the lab's, which one device shares")
+    lines.append(measure.short_lines(f"so: {said}; theory: a step timed right after another finds the threads awake "
+                                     "and the caches warm, one timed alone after an idle wait does not"))
+    return lines, flags
