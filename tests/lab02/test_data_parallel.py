@@ -772,3 +772,35 @@ def test_the_unaccounted_time_is_each_steps_own_residual_not_a_difference_of_med
     said = " ".join(" ".join(lines).split())
     assert "each step's time minus its own slowest forward" in said and "33% of the step at batch 8" in said, said
     assert "step: the sweep's ms/step above (the same steps)" in said and "28.5" not in said, said
+
+
+def test_every_timing_cell_prints_its_load_and_the_step_is_reconciled_once():
+    """Learner s12r4b: cell 0 promises a load line under every timing cell (the sweep, the launched table and the
+    allocator printed none); DataParallel's step at the launched batch is set against the sweep's once."""
+    import inspect
+
+    from lab_utils.labs.lab02 import report
+    assert "load=compare_load" in _lab02_cell("report.launched_table(")
+    assert "compare_load = conditions.last_window()" in _lab02_cell("ranks = launch(compare_worker")
+    allocator = _lab02_cell("def baseline_worker(")
+    assert "allocator_load = conditions.last_window()" in allocator and "allocator_load.line()" in allocator
+    assert "sweep.load.line()" in inspect.getsource(report.sweep_report)
+    launched = _lab02_cell("report.launched_table(")
+    assert "report.one_figure(" in launched and "report.ddp_verdict(" in launched and "traced_line" not in launched
+
+
+def test_the_hot_spot_plot_keeps_one_colour_per_model_and_the_sweep_plot_draws_the_ceiling(monkeypatch):
+    """Learner s12r4b findings 6 and 12: orange meant another thing in each panel; no line at n_devices x."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lab_utils.labs.lab02 import report
+    cell = _lab02_cell("ax1.set_yscale(")
+    assert 'zip(models, ("tab:blue", "tab:orange"))' in cell and cell.count("color=colour") == 3
+    monkeypatch.setattr(plt, "show", lambda: None)
+    sweep = two_batch_sweep({8: 10.0, 64: 60.0}, {8: 12.0, 64: 40.0}, {8: (5.0, 4.0), 64: (20.0, 15.0)})
+    report.plot_sweep(sweep)
+    dashed = [line for line in plt.gca().get_lines() if line.get_linestyle() == "--"]
+    assert any(set(line.get_ydata()) == {2} for line in dashed)
+    plt.close("all")

@@ -142,6 +142,8 @@ def plot_sweep(sweep) -> None:
                                              [hi - s for s, (_, hi) in zip(speedups, ranges)]],
                     fmt="o-", capsize=3, label=f"{variant} vs 1 device")
     ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axhline(sweep.n_devices, color="grey", lw=0.8, ls="--",
+               label=f"{sweep.n_devices}x: the most {sweep.n_devices} devices allow")  # learner s12r4b finding 12
     ax.set_xscale("log", base=2)
     ax.set_xticks(batches, [str(b) for b in batches])
     ax.set(xlabel="batch size", ylabel="speedup (measured)", title="speedup over one device, bars: its range")

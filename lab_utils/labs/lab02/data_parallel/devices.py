@@ -1,6 +1,7 @@
 """The devices DataParallel's replicas run on, planned for this machine (DevicePlan, plan_devices)."""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +22,9 @@ class DevicePlan:
         names = ", ".join(f"device {i} -> {d}" for i, d in enumerate(self.devices))
         runs = ("torch.nn.parallel's scatter/replicate/parallel_apply/gather" if self.backend == "torch"
                 else "lab 02's DataParallel class, one thread per device")
-        return f"{len(self.devices)} device(s), phases run by {runs}\n  {names}\n  why: {self.reason}"
+        why = textwrap.fill(f"why: {self.reason}", width=100, initial_indent="  ", subsequent_indent="    ",
+                            break_on_hyphens=False, break_long_words=False)  # learner s12r4b: 115 columns
+        return f"{len(self.devices)} device(s), phases run by {runs}\n  {names}\n{why}"
 
 
 def plan_devices(n_devices: int | None = None, hw: hardware.HardwareReport | None = None,
@@ -52,7 +55,8 @@ def plan_devices(n_devices: int | None = None, hw: hardware.HardwareReport | Non
     if n_devices > limit:
         raise ValueError(f"n_devices={n_devices} is impossible here: each device is a thread on a CPU core and this "
                          f"machine has {cores}; use at most {limit} (ideally <= {hw.cpu_count}).")
-    reason = (f"no GPU: each device is a thread of this process with one intra-op thread, so {n_devices} device(s) "
+    reason = (f"no GPU: each device is a thread of this process on one core (torch's own threads inside one "
+              f"operator, its intra-op threads, limited to one), so {n_devices} device(s) "
               f"use {n_devices} of {hw.cpu_count} core(s).")
     if n_devices > hw.cpu_count:
         reason += f" Warning: {n_devices} devices on {hw.cpu_count} core(s) are oversubscribed; do not read speed from it."
