@@ -194,3 +194,31 @@ def test_a_message_that_names_the_mistake_gets_no_hint_and_a_generic_one_keeps_i
     generic = check(reduce_garbled)
     assert not generic.passed and "expected the model's gradient plus the sum" in generic.message
     assert "Hint: add (not average)" in generic.message
+
+
+@named("scatter")
+def scatter_generator(batch, devices):  # learner s12r4b: a generator drew the generic "shape differs" message
+    return (chunk.to(device) for chunk, device in zip(torch.tensor_split(batch, len(devices)), devices))
+
+
+@named("scatter")
+def scatter_tuple(batch, devices):  # a tuple indexes and reads twice like a list: right
+    return tuple(chunk.to(device) for chunk, device in zip(torch.tensor_split(batch, len(devices)), devices))
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_model_counted_twice(model, replicas):  # learner s12r4b: looped over [model] + replicas
+    for replica in [model] + list(replicas):
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p.grad += q.grad.to(p.device)
+
+
+def test_a_generator_and_a_model_counted_twice_are_named():
+    result = check(scatter_generator)
+    assert not result.passed and "returned a generator, not a list: return a list" in result.message, result.message
+    assert "shape differs" not in result.message and grade(scatter_generator)[0] == 0.0
+    assert check(scatter_tuple).passed
+    result = check(reduce_model_counted_twice)
+    assert not result.passed and "the model's own gradient was counted twice" in result.message, result.message
+    assert grade(reduce_model_counted_twice)[0] == 0.0

@@ -36,8 +36,10 @@ def _scatter_run(scatter, cases):
     out = []
     for n, k in cases:
         batch = _on_host(torch.arange(n * 3, dtype=torch.float32).reshape(n, 3))
-        chunks = scatter(batch, [torch.device("cpu")] * k)
-        out.append({"rows": [c.as_subclass(torch.Tensor).tolist() for c in chunks],
+        returned = scatter(batch, [torch.device("cpu")] * k)
+        kind = "list" if isinstance(returned, (list, tuple)) else type(returned).__name__  # a generator: read once
+        chunks = list(returned) if kind != "list" and hasattr(returned, "__iter__") else returned
+        out.append({"kind": kind, "rows": [c.as_subclass(torch.Tensor).tolist() for c in chunks],
                     "moved": [type(c) is torch.Tensor for c in chunks]})
     return out
 
@@ -58,6 +60,11 @@ def _chunk_sizes(n: int, k: int) -> list[int]:
 
 
 def _scatter_judge(got, expected, cases):
+    kinds = {g["kind"] for g in got} - {"list"}
+    if kinds:  # learner s12r4b: a generator drew the generic 'shape differs' message
+        return 0.0, (f"scatter returned a {kinds.pop()}, not a list: return a list (a list comprehension [...]); "
+                     "the step indexes the chunks (chunk i for device i) and reads them more than once, and a "
+                     "generator can be read only once")
     for moved_and_rows, expected_rows, (n, k) in zip(got, expected, cases):
         g, e = moved_and_rows["rows"], expected_rows["rows"]
         if close(g, e):
@@ -340,6 +347,9 @@ def _reduce_value_judge(got, expected, case):
                f"copy_); add with += so that all {n} gradients (the model's own included) end up summed": others[-1],
                "the model's gradient is the first replica's alone: it was overwritten, and the other replicas were "
                "never added; add every replica's gradient with +=": others[0],
+               "the model's own gradient was counted twice: loop over `replicas` only (it holds the other "
+               "devices' replicas, not `model`), or p.grad += p.grad doubled it":
+                   [2 * o + sum(v) for o, *v in zip(own, *others)],
                f"only the first replica was added: loop over all {len(others)} replicas": [
                    o + r for o, r in zip(own, others[0])]}
     for what, value in guesses.items():
