@@ -58,10 +58,10 @@ def test_the_one_device_line_says_why_the_gap_is_smaller_than_the_bookkeeping():
 def test_the_threads_line_reads_one_way_and_answers_at_every_outcome():
     """Finding 7: the line's ratio is named as the threads' speedup over DataParallel, and the answer always prints."""
     ahead = " ".join(report.threads_line(made_up_sweep({8: 1.5, 64: 1.0}, threads_over_one=0.5), 2).split())
-    assert "the threads' speedup over DataParallel" in ahead and "the threads win at every batch size" in ahead, ahead
+    assert "The threads' speedup over DataParallel" in ahead and "the threads win at every batch size" in ahead, ahead
     mixed = " ".join(report.threads_line(made_up_sweep({8: 1.5, 64: 0.25}, threads_over_one=0.5), 2).split())
     assert "the threads win at batch 8 (whole range above 1), DataParallel at batch 64" in mixed, mixed
-    assert "reaches 1" not in mixed  # no batch left over: no sentence about 'the others'
+    assert "too close to call" not in mixed  # no batch left over: no sentence about 'the others'
 
 
 def test_the_threads_line_names_the_batch_where_the_range_reaches_1():
@@ -69,7 +69,8 @@ def test_the_threads_line_names_the_batch_where_the_range_reaches_1():
     sweep = made_up_sweep({8: 1.5, 256: 0.5}, threads_over_one=0.5)
     sweep.timings[256][THREADS] = timing(*(0.16 * j for j in (1.3, 0.7, 1.2, 0.8, 1.0)))  # DataParallel: 0.16 s
     said = " ".join(report.threads_line(sweep, 2).split())
-    assert "at batch 256 the range reaches 1: the rounds cannot rank them there" in said, said
+    # learner s12r4b finding 13: a cleaner single line for the batch the pairs cannot rank
+    assert "at batch 256 too close to call: the range holds 1" in said, said
     assert "the others" not in said
 
 
@@ -192,7 +193,7 @@ def test_on_a_quiet_machine_the_sweep_cell_ends_with_its_answer_and_draws_its_ch
     assert "DataParallel over 2 devices was 1.60x slower than one device at batch 8: as theory predicts" in said, out
     assert said.index("1.60x slower than one device") < said.index("verdict, ")
     assert "machine while measuring" in said, out
-    assert "the threads' speedup over DataParallel" in said
+    assert "The threads' speedup over DataParallel" in said
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
 
 

@@ -64,11 +64,11 @@ def threads_line(sweep, n_devices: int) -> str:
               "rather than split the batch over DataParallel's replicas" if len(ahead) == len(batches) else
               f"the threads win at batch {', '.join(map(str, ahead))} (whole range above 1)"
               + (f", DataParallel at batch {', '.join(map(str, behind))}" if behind else "")
-              + (f"; at batch {', '.join(map(str, even))} the range reaches 1: the rounds cannot rank them "
-                 "there, though the table's speedup columns differ" if even else "") if ahead else
+              + (f"; at batch {', '.join(map(str, even))} too close to call: the range holds 1 (the table's two "
+                 "speedup columns come from other pairs, each against one device)" if even else "") if ahead else
               "at no batch size do the threads win over the whole range")
-    lesson = (f"one device using {n_devices} threads against {many}, in the same rounds: the threads' speedup over "
-              "DataParallel (DataParallel's time over the threads'; above 1: the threads faster): "
+    lesson = (f"on a CPU, {n_devices} intra-op threads or {many}? The threads' speedup over DataParallel, "
+              "paired in the same rounds (above 1: the threads faster): "
               + ", ".join(f"batch {b} {lo:.2f}-{hi:.2f}x" for b, (lo, hi, _) in ranges.items()) + ": " + answer)
     return measure.short_lines(measure.as_result(lesson, workers=n_devices, what="threads"))
 
