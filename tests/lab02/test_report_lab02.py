@@ -304,3 +304,16 @@ def test_dataparallels_step_is_one_figure_the_others_set_against_it(capsys):
     said = " ".join(capsys.readouterr().out.split())
     assert "traced (Strategy 2) beyond 25% of the lab's figure, within the 2x two methods may part" in said, said
     assert "launched (above) beyond" not in said, said
+
+
+def test_the_one_figure_table_reads_no_refused_launched_time_and_gives_theory_only_where_it_applies(capsys):
+    """A busy launch prints n/m for DataParallel's times: the table then leaves that row out; the warm-steps theory
+    is printed only where steps in a row were the faster (scratch run: a busy traced step was 1.80x the sweep's)."""
+    sweep = made_up_sweep({256: 1 / 1.5})
+    sweep = dataclasses.replace(sweep, phase_ms={256: {"device 0 (cpu)": {"scatter": 0.2}}})
+    dp_s = sweep.result(256, MANY).wall_s
+    slow = types.SimpleNamespace(seconds=1.5 * dp_s, device0_alone_seconds=lambda: 0.001)
+    report.one_figure(sweep, timing(1.5 * dp_s, 1.5 * dp_s), slow, timing(2 * dp_s, 2 * dp_s), 1.2, batch=256,
+                      steps=4, launched_refused=True)
+    out = capsys.readouterr().out
+    assert "launched" not in out and "timed in 2 cells" in out and "theory" not in out, out

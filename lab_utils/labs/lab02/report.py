@@ -328,9 +328,11 @@ def ddp_verdict(verdict, ranks, predicted: float | None = None) -> None:
     ddp_lines(verdict, ranks, predicted)
 
 
-def one_figure(sweep, traced, typical, launched_timing, launched_alone_ms: float, *, batch: int, steps: int) -> None:
+def one_figure(sweep, traced, typical, launched_timing, launched_alone_ms: float, *, batch: int, steps: int,
+               launched_refused: bool = False) -> None:
     """DataParallel's step at `batch`, timed in the sweep (the lab's figure), traced (`typical`: the median traced
-    step, `traced`: the traced steps' Timing) and launched: one table, which is the lab's and what the others are."""
+    step, `traced`: the traced steps' Timing) and launched: one table, which is the lab's and what the others are.
+    `launched_refused`: the launched table printed n/m for DataParallel's times (the load), so no row here reads them."""
     if batch not in sweep.batch_sizes:  # no sweep figure at this batch: the traced step beside the launched one
         text, flags = data_parallel.traced_line(typical.seconds, traced.spread, launched_timing.median,
                                                 launched_timing.spread, batch=batch, steps=len(traced.times),
@@ -345,6 +347,8 @@ def one_figure(sweep, traced, typical, launched_timing, launched_alone_ms: float
                                        f"{len(traced.times)} steps in a row, every phase timed"),
               data_parallel.StepFigure("launched (above)", launched_timing.median, launched_timing.spread,
                                        launched_alone_ms, f"a fresh process, rounds of {steps} steps in a row")]
+    if launched_refused:  # the launched table refused these times: no figure here that it printed as n/m
+        others = others[:1]
     lines, flags = data_parallel.one_figure_lines(lab, others, batch=batch)
     for line in lines[:-1]:
         print(line)
