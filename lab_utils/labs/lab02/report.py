@@ -444,8 +444,8 @@ def fixed_beside_sweep(fixed_s: float, sweep_s: float, batch: int) -> str:
     """The trap's fixed row beside the sweep's one-device step at the same batch: the same step, timed while the
     other rank steps at the same moment (the sweep ran one candidate at a time)."""
     gap = fixed_s / sweep_s - 1
-    return (f"the fixed row's step, {fixed_s * 1e3:.1f} ms, is the sweep's one-device step at batch {batch} "
-            f"({sweep_s * 1e3:.1f} ms) {abs(gap):.0%} {'slower' if gap >= 0 else 'faster'}: here the other rank "
+    return (f"the fixed row's step, {fixed_s * 1e3:.1f} ms, is {abs(gap):.0%} {'slower' if gap >= 0 else 'faster'} "
+            f"than the sweep's one-device step at batch {batch} ({sweep_s * 1e3:.1f} ms): here the other rank "
             "steps at the same moment on the other core, sharing the cache and the memory bandwidth with it, "
             "while the sweep ran one candidate at a time")
 
