@@ -279,7 +279,8 @@ def test_the_trap_fixed_row_says_how_far_it_is_from_the_sweeps_one_device_step()
     assert said.startswith("the fixed row's step, 47.1 ms, is 17% slower than the sweep's one-device step at batch "
                            "256 (40.4 ms)"), said
     assert "the other rank steps at the same moment" in said
-    assert "3% faster" in report.fixed_beside_sweep(0.039, 0.0403, 256)
+    assert "3% faster than" in report.fixed_beside_sweep(0.039, 0.0403, 256)
+    assert "is 4.35x the sweep's" in report.fixed_beside_sweep(0.1796, 0.0413, 256)  # not "335% slower"
 
 
 def test_dataparallels_step_is_one_figure_the_others_set_against_it(capsys):
