@@ -260,8 +260,9 @@ def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_s
 def speed_worker(rank, world_size, workloads, repeats, seed):
     """Per workload, one training step's forward and backward three ways, interleaved (`repeats[name]` rounds): spatial
     (every rank a slab of every image), data parallel (every rank its share of the images, gradients all-reduced) and
-    one device (rank 0 the whole batch alone). Then the bytes each strategy sends in one step, and the time of one
-    4-byte all-reduce right after a barrier (key "one message")."""
+    one device (rank 0 the whole batch alone). Then, on 2 ranks or more, the unsplit model on each rank's slab with no
+    message, rank 0 alone and every rank at once (key "shared": what ranks computing at the same time cost each
+    other); the bytes each strategy sends in one step; one 4-byte all-reduce after a barrier ("one message")."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     full = CourseCNN(seed)
     spatial_model = SpatialCNN(full)
@@ -299,6 +300,16 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
                 step()
             sent[strategy] = sends.rows()
         out[name] = {"times": {s: list(t.times) for s, t in timing.items()}, "sent": sent}
+        if world_size > 1:  # the same slab's compute, the other ranks idle or computing theirs: no message either way
+
+            def slab_step(me_too):
+                full.zero_grad()
+                if me_too:
+                    F.cross_entropy(full(slab), labels).backward()
+            shared = {"alone": lambda: slab_step(rank == 0), "at once": lambda: slab_step(True)}
+            timing = measure.time_interleaved(shared, warmup=1, repeats=repeats[name],
+                                              before={s: dist.barrier for s in shared})
+            out[name]["shared"] = {s: list(t.times) for s, t in timing.items()}
     tiny = torch.zeros(1)
     message = measure.time_interleaved({"all-reduce": lambda: dist.all_reduce(tiny)}, warmup=1,
                                        repeats=max(repeats.values()), before={"all-reduce": dist.barrier})

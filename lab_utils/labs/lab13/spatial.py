@@ -294,19 +294,35 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -
 
 
 def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
-                     ranks: int = 2) -> str:
+                     ranks: int = 2, shared: tuple[float, float] | None = None) -> str:
     """The large image's spatial step taken apart (medians, seconds): its share of one device's compute at the code's
-    own 1-rank cost, the small image's floor, and the rest (the shared memory bus, longer waits)."""
+    own 1-rank cost, the small image's floor, what ranks computing at once cost each other (shared: the unsplit model
+    on one slab, (rank 0 alone, every rank at once), shared_medians), and the rest (longer waits)."""
     share = one_device_s / ranks * code_ratio
-    rest = spatial_s - share - floor_s
+    both = 0.0 if shared is None else shared[1] - shared[0]
+    rest = spatial_s - share - floor_s - both
+    measured = ("" if shared is None else
+                f" + {ranks} ranks computing at once ({both * 1e3:.1f} ms: the unsplit model on one slab took "
+                f"{shared[0] * 1e3:.1f} ms with the other rank idle, {shared[1] * 1e3:.1f} ms with every rank computing "
+                "its own, no message either way: the ranks share the memory bus and caches)")
+    costs = [(floor_s, "the floor"), (rest, "the rest")] + ([(both, "computing at once")] if shared else [])
+    theory = ("waits longer than a small image's" + (", and two ranks sharing one memory bus and cache"
+                                                     if shared is None else ""))
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
             f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
-            f"the small image) + {rest * 1e3:.1f} ms more (medians): "
-            + ("the rest, which this run does not take apart (theory names two ranks sharing one memory bus and "
-               "cache, and waits longer than a small image's), is the largest part" if rest > max(share, floor_s)
-               else "the floor is the largest cost the split adds" if floor_s >= rest else
-               "the rest, which this run does not take apart (theory names the shared memory bus and longer "
-               "waits), is larger than the floor"))
+            f"the small image){measured} + {rest * 1e3:.1f} ms more (medians; this run does not take the rest apart: "
+            f"theory names {theory}). So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute and added "
+            f"{(spatial_s - share) * 1e3:.1f} ms, most of it {max(costs)[1]}: spatial gains where the first exceeds "
+            "the second")
+
+
+def shared_medians(per_rank: list[dict], name: str) -> tuple[float, float] | None:
+    """The unsplit model on one slab (speed_worker's "shared"), median seconds: (rank 0 alone, every rank at once, each
+    round on the slower rank); None where the launch had one rank."""
+    if "shared" not in per_rank[0][name]:
+        return None
+    at_once = np.max([r[name]["shared"]["at once"] for r in per_rank], axis=0)
+    return float(np.median(per_rank[0][name]["shared"]["alone"])), float(np.median(at_once))
 
 
 def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubscribed: bool):
@@ -357,11 +373,12 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
 
 
 def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict, images: dict[str, int], small: str,
-                         large: str, many: str, busy: str | None, ranks: int = 2) -> list[str]:
+                         large: str, many: str, busy: str | None, ranks: int = 2,
+                         shared: tuple[float, float] | None = None) -> list[str]:
     """The lines under the verdicts: the large image's spatial step taken apart (split_costs_line; the [!]'s cause
     where its verdict is reversed), then data parallel beside one device on the large and the many images
     (data_parallel_vs_one_line); each refused where the load refused its verdicts. images: per workload, its
-    number of images."""
+    number of images; shared: the large image's shared_medians."""
     out = []
     if busy or verdicts[large, "spatial", "one device"].verdict == measure.CANNOT_SEE:
         out.append(f"{large}: spatial's step taken apart: {measure.NOT_MEASURABLE}, as its verdict above")
@@ -371,7 +388,7 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
         lost = verdicts[large, "spatial", "one device"].verdict == measure.REVERSED  # the line is the [!]'s cause
         out.append(measure.lines.wrap(("why the [!] above, measured: " if lost else "") + split_costs_line(
             large, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio, floor_s,
-            ranks), hang="  "))
+            ranks, shared), hang="  "))
     for name in (large, many):  # no claim of its own: read against theory, on the same rounds
         if any(v.verdict == measure.CANNOT_SEE for (w, _, _), v in verdicts.items() if w == name):
             out.append(f"{name}: data parallel beside one device: {measure.NOT_MEASURABLE}, as its verdicts above")
