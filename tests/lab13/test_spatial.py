@@ -344,6 +344,12 @@ def test_floor_line_spreads_the_partners_cost_over_the_calls_that_wait_for_it():
     # the partner's compute and the messages' latency are taken off, the rest is named the wait cost
     assert "5.0x a bare message each" in slow and "at most its whole step (3.20 ms)" in slow, slow
     assert "the other 6.40 ms (0.53 ms a call) is the wait cost" in slow, slow
+    # learner s12r4d, lab 13 finding 2: the wait cost stayed a name; one part, the wake-up, is now measured: rank 0's
+    # time beyond its partner's on an all-reduce the partner called 1 ms late, round by round
+    woken = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
+                               ([0.0015, 0.0016, 0.0014], [0.0011, 0.0012, 0.0011]))
+    assert "this run does not take it apart" not in woken and "rank 0 took 0.40 ms longer than the partner" in woken
+    assert woken.endswith("were all 12 calls to wait, that would be 4.80 ms of the 6.40 ms"), woken
 
 
 def test_split_costs_line_adds_up_to_the_spatial_step():
@@ -405,6 +411,9 @@ def test_cost_lines_build_the_two_lines_under_the_table_from_the_launches():
     assert "  one 32px image: 3.00x" in overhead[2] and "  one 1024px image: 1.37x" in overhead[3], overhead
     assert "(4 isend, 7 all_reduce)" in lines[-1].replace("\n  ", " ") and "wait cost" in lines[-1], lines[-1]
     assert all(len(part) <= 100 for line in lines for part in line.split("\n")), lines
+    late = [{**per_rank[0], "late partner": [0.0016] * 5}, {"late partner": [0.0011] * 5}]
+    _, woken = spatial.cost_lines(alone, late, {small: {"spatial": [0.0167] * 5}}, small)
+    assert "rank 0 took 0.50 ms longer than the partner" in woken[-1].replace("\n  ", " "), woken[-1]
 
 
 def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict():

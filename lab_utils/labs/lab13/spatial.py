@@ -271,9 +271,10 @@ def code_cost_summary(overhead: list[str], name: str) -> str:
             if found else overhead[0])
 
 
-def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -> str:
+def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None) -> str:
     """Why a small image's spatial step has a floor: its time on 2 ranks minus the same code's on 1 rank, spread
-    over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians)."""
+    over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians). late:
+    (rank 0's times, rank 1's) of an all-reduce rank 1 called 1 ms late: what a wait costs beyond the delay."""
     two_ms, one_ms = float(np.median(two_ranks)) * 1e3, float(np.median(one_rank)) * 1e3
     message_ms = float(np.median(message)) * 1e3
     n = sum(calls.values())
@@ -286,11 +287,22 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -
         cause = (f"{each / message_ms:.1f}x a bare message each. The partner's compute explains at most its whole "
                  f"step ({one_ms:.2f} ms) and the messages' latency {n} x {message_ms:.2f} ms; the other "
                  f"{wait:.2f} ms ({wait / n:.2f} ms a call) is the wait cost: what a call that must wait for its "
-                 "partner costs here beyond both (this run does not take it apart)")
+                 "partner costs here beyond both" + (" (this run does not take it apart)" if late is None else
+                                                     wake_words(late, n, wait)))
     return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
             f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
             f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
             f"barrier: {cause}")
+
+
+def wake_words(late, calls: int, wait_ms: float) -> str:
+    """The wait cost's measured part: rank 0's time beyond rank 1's on an all-reduce rank 1 called 1 ms late (paired
+    rounds, seconds): what waiting itself costs, a rank asleep in gloo's wait woken when the partner's message comes."""
+    wake = float(np.median([a - b for a, b in zip(*late)])) * 1e3
+    return (f". One part, measured: on a 4-byte all-reduce its partner called 1 ms late, rank 0 took {wake:.2f} ms "
+            f"longer than the partner (median of {len(late[0])} rounds): a rank that waits sleeps in gloo and must be "
+            f"woken and given a core again; were all {calls} calls to wait, that would be {calls * wake:.2f} ms of "
+            f"the {wait_ms:.2f} ms")
 
 
 def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
@@ -367,8 +379,9 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
     calls: dict[str, int] = {}
     for row in per_rank[0][small]["sent"]["spatial"]:  # rank 0's calls in one spatial step on the small image
         calls[row["call"]] = calls.get(row["call"], 0) + 1
+    late = (per_rank[0]["late partner"], per_rank[1]["late partner"]) if "late partner" in per_rank[0] else None
     floor = floor_line(small, rounds[small]["spatial"], alone[small]["times"]["spatial"], calls,
-                       per_rank[0]["one message"])
+                       per_rank[0]["one message"], late)
     return overhead, overhead + [measure.lines.wrap(floor, hang="  ")]
 
 
