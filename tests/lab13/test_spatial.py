@@ -439,6 +439,16 @@ def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict(
     lines = spatial.after_verdicts_lines(verdicts("not distinguishable here"), *args, None)
     assert lines[0].startswith("one 1024px image: spatial 121.4 ms = one device's 94.9 ms / 2") and len(lines) == 3
     assert "why the [!]" not in lines[0] and lines[2].startswith(many), lines
+    assert "holds because data parallel lost" not in " ".join(lines), lines  # its spatial-vs-DP verdict: undecided
+    # learner s12r4d, lab 13 finding 3: 'spatial vs data parallel: holds' read as spatial gaining, while spatial only
+    # tied one device and data parallel lost to it
+    tie = verdicts("not distinguishable here")
+    tie[large, "spatial", "data parallel"] = SimpleNamespace(verdict="holds")
+    said = spatial.after_verdicts_lines(tie, *args, None)[1].replace("\n  ", " ")
+    assert said.endswith("holds because data parallel lost to one device here, not because spatial gained: "
+                         "spatial did not beat one device"), said
+    won = verdicts("holds")
+    assert "lost to one device" not in " ".join(spatial.after_verdicts_lines(won, *args, None))
     measured = spatial.after_verdicts_lines(verdicts("not distinguishable here"), *args, None, 2, (0.041, 0.058))
     assert "2 ranks computing at once (17.0 ms" in measured[0].replace("\n  ", " "), measured[0]
     lost = spatial.after_verdicts_lines(verdicts(measure.REVERSED), *args, None)

@@ -406,6 +406,11 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
         if any(v.verdict == measure.CANNOT_SEE for (w, _, _), v in verdicts.items() if w == name):
             out.append(f"{name}: data parallel beside one device: {measure.NOT_MEASURABLE}, as its verdicts above")
             continue
-        out.append(measure.lines.wrap(data_parallel_vs_one_line(
-            name, images[name], rounds[name]["data parallel"], rounds[name]["one device"], ranks), hang="  "))
+        line = data_parallel_vs_one_line(name, images[name], rounds[name]["data parallel"], rounds[name]["one device"],
+                                         ranks)
+        if name == large and verdicts[large, "spatial", "data parallel"].verdict == measure.HOLDS and \
+                verdicts[large, "spatial", "one device"].verdict != measure.HOLDS:  # a win over a loser only
+            line += (". So 'spatial faster' than data parallel, above, holds because data parallel lost to one device "
+                     "here, not because spatial gained: spatial did not beat one device")
+        out.append(measure.lines.wrap(line, hang="  "))
     return out
