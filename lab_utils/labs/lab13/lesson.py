@@ -317,8 +317,12 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
                                        repeats=max(repeats.values()), before={"all-reduce": dist.barrier})
     out["one message"] = list(message["all-reduce"].times)
     if world_size == 2:  # rank 0 waits for its partner, then must be woken: what a wait costs beyond the partner's delay
-        late = measure.time_interleaved({"late": lambda: (time.sleep(0.001 * rank), dist.all_reduce(tiny))}, warmup=1,
-                                        repeats=max(repeats.values()), before={"late": dist.barrier})
+
+        def late_call():
+            time.sleep(0.001 * rank)  # rank 1 calls 1 ms after rank 0
+            dist.all_reduce(tiny)
+        late = measure.time_interleaved({"late": late_call}, warmup=1, repeats=max(repeats.values()),
+                                        before={"late": dist.barrier})
         out["late partner"] = list(late["late"].times)
     dist.destroy_process_group()
     return out
