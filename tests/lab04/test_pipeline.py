@@ -863,3 +863,13 @@ def test_the_fixed_costs_line_says_why_gpipe_gains_little_in_ms_a_call():
     assert "its 12 extra op calls took 2.0 ms (0.17 ms each; smaller tensors' cache gains included) off the " \
         "stages' busy time" in faster, faster
     assert "its 6 extra messages added 0.0 ms (0.00 ms each) to the hand-overs" in faster, faster
+
+
+def test_the_library_schedules_line_sets_its_1f1b_beside_its_gpipe_as_the_verdict_does_yours():
+    # learner s12r4d, lab 04 finding 10: the record table's library rows differ by 19 % (1F1B the faster), uncommented
+    from lab_utils.labs.lab04 import tables
+    line = tables.library_schedules_line([1.15, 1.18, 1.20, 1.22, 1.25] * 6, 1.12)
+    assert line.startswith("the library's two schedules, as yours: its GPipe step over its 1F1B step 1.20x"), line
+    assert "the whole range above 1: its 1F1B the faster" in line and line.endswith("yours 1.12x (the 1F1B verdict above)"), line
+    tied = tables.library_schedules_line([0.95, 1.0, 1.05] * 10, 1.01)
+    assert "the range holds 1: no difference" in tied, tied

@@ -416,3 +416,17 @@ def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpi
             + said(handed, messages, "messages", "the hand-overs") + ", and "
             + said(busier, calls, "op calls", "the stages' busy time", "; smaller tensors' cache gains included")
             + f", against the naive step's {naive[0] * 1e3:.1f} ms")
+
+
+def library_schedules_line(ratios, yours: float) -> str:
+    """The library's GPipe step over its 1F1B step, round by round (ratios), beside the verdict's figure for your
+    ops' (yours): whether the library's two schedules differ as yours do."""
+    import statistics
+    low, high, _ = measure.ratio_range(ratios)
+    median = statistics.median(ratios)
+    faster = ("the whole range above 1: its 1F1B the faster" if low > 1 else
+              "the whole range below 1: its GPipe the faster" if high < 1 else
+              "the range holds 1: no difference this run can tell")
+    return (f"the library's two schedules, as yours: its GPipe step over its 1F1B step {median:.2f}x (range "
+            f"{_range(low, high)} over {len(ratios)} paired rounds; {faster}); yours {yours:.2f}x (the 1F1B "
+            "verdict above)")
