@@ -261,10 +261,10 @@ def halo_bytes_per_step(kernel, padding, stride, channels, width, batch, world_s
 def speed_worker(rank, world_size, workloads, repeats, seed):
     """Per workload, one training step's forward and backward three ways, interleaved (`repeats[name]` rounds): spatial
     (every rank a slab of every image), data parallel (every rank its share of the images, gradients all-reduced) and
-    one device (rank 0 the whole batch alone). Then, on 2 ranks or more, the unsplit model on each rank's slab with no
-    message, rank 0 alone and every rank at once (key "shared": what ranks computing at the same time cost each
-    other); the bytes each strategy sends in one step; one 4-byte all-reduce after a barrier ("one message"), and
-    on 2 ranks one whose partner (rank 1) calls it 1 ms late ("late partner": each rank's times)."""
+    one device (rank 0 the whole batch alone); on 2 ranks or more, interleaved with them, the unsplit model on each
+    rank's slab with no message, rank 0 alone and every rank at once (key "shared": what ranks computing at the same
+    time cost each other). Then the bytes each strategy sends in one step; one 4-byte all-reduce after a barrier ("one message"), and
+    one that rank 1 calls 1 ms late ("late partner": each rank's times, and how long rank 1 slept)."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     full = CourseCNN(seed)
     spatial_model = SpatialCNN(full)
@@ -294,36 +294,36 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
                 F.cross_entropy(full(images), labels).backward()
 
         steps = {"spatial": spatial_step, "data parallel": data_parallel_step, "one device": one_device_step}
-        timing = measure.time_interleaved(steps, warmup=1, repeats=repeats[name],
-                                          before={s: dist.barrier for s in steps})
+
+        def slab_step(me_too):  # the unsplit model on this rank's slab, no message
+            full.zero_grad()
+            if me_too:
+                F.cross_entropy(full(slab), labels).backward()
+        shared = {"slab alone": lambda: slab_step(rank == 0), "slabs at once": lambda: slab_step(True)}
+        timed = {**steps, **shared} if world_size > 1 else steps  # on 1 rank, both are one device's step
+        timing = measure.time_interleaved(timed, warmup=1, repeats=repeats[name],
+                                          before={s: dist.barrier for s in timed})
         sent = {}
         for strategy, step in steps.items():
             with spatial.count_sends() as sends:
                 step()
             sent[strategy] = sends.rows()
-        out[name] = {"times": {s: list(t.times) for s, t in timing.items()}, "sent": sent}
-        if world_size > 1:  # the same slab's compute, the other ranks idle or computing theirs: no message either way
+        out[name] = {"times": {s: list(timing[s].times) for s in steps}, "sent": sent}
+        if world_size > 1:
+            out[name]["shared"] = {s: list(timing[s].times) for s in shared}
+    tiny, slept = torch.zeros(1), []
 
-            def slab_step(me_too):
-                full.zero_grad()
-                if me_too:
-                    F.cross_entropy(full(slab), labels).backward()
-            shared = {"alone": lambda: slab_step(rank == 0), "at once": lambda: slab_step(True)}
-            timing = measure.time_interleaved(shared, warmup=1, repeats=repeats[name],
-                                              before={s: dist.barrier for s in shared})
-            out[name]["shared"] = {s: list(t.times) for s, t in timing.items()}
-    tiny = torch.zeros(1)
-    message = measure.time_interleaved({"all-reduce": lambda: dist.all_reduce(tiny)}, warmup=1,
-                                       repeats=max(repeats.values()), before={"all-reduce": dist.barrier})
+    def late_call():  # rank 1 calls 1 ms after rank 0, and notes how long it really slept
+        if rank == 1:
+            start = time.perf_counter()
+            time.sleep(0.001)
+            slept.append(time.perf_counter() - start)
+        dist.all_reduce(tiny)
+    calls = {"all-reduce": lambda: dist.all_reduce(tiny), "late": late_call}
+    message = measure.time_interleaved(calls, warmup=1, repeats=max(repeats.values()),
+                                       before={s: dist.barrier for s in calls})
     out["one message"] = list(message["all-reduce"].times)
-    if world_size == 2:  # rank 0 waits for its partner, then must be woken: what a wait costs beyond the partner's delay
-
-        def late_call():
-            time.sleep(0.001 * rank)  # rank 1 calls 1 ms after rank 0
-            dist.all_reduce(tiny)
-        late = measure.time_interleaved({"late": late_call}, warmup=1, repeats=max(repeats.values()),
-                                        before={"late": dist.barrier})
-        out["late partner"] = list(late["late"].times)
+    out["late partner"] = {"times": list(message["late"].times), "slept": slept[-len(message["late"].times):]}
     dist.destroy_process_group()
     return out
 

@@ -274,7 +274,7 @@ def code_cost_summary(overhead: list[str], name: str) -> str:
 def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None) -> str:
     """Why a small image's spatial step has a floor: its time on 2 ranks minus the same code's on 1 rank, spread
     over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians). late:
-    (rank 0's times, rank 1's) of an all-reduce rank 1 called 1 ms late: what a wait costs beyond the delay."""
+    wake_words' figures, what a wait costs beyond the partner's delay."""
     two_ms, one_ms = float(np.median(two_ranks)) * 1e3, float(np.median(one_rank)) * 1e3
     message_ms = float(np.median(message)) * 1e3
     n = sum(calls.values())
@@ -296,13 +296,17 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, l
 
 
 def wake_words(late, calls: int, wait_ms: float) -> str:
-    """The wait cost's measured part: rank 0's time beyond rank 1's on an all-reduce rank 1 called 1 ms late (paired
-    rounds, seconds): what waiting itself costs, a rank asleep in gloo's wait woken when the partner's message comes."""
-    wake = float(np.median([a - b for a, b in zip(*late)])) * 1e3
-    return (f". One part, measured: on a 4-byte all-reduce its partner called 1 ms late, rank 0 took {wake:.2f} ms "
-            f"longer than the partner (median of {len(late[0])} rounds): a rank that waits sleeps in gloo and must be "
-            f"woken and given a core again; were all {calls} calls to wait, that would be {calls * wake:.2f} ms of "
-            f"the {wait_ms:.2f} ms")
+    """The wait cost's measured part (late: rank 0's times of an all-reduce rank 1 called late, how long rank 1 slept,
+    rank 0's times of the same call made at once; paired rounds, seconds): what rank 0 lost beyond the delay and a
+    bare message, round by round, where it slept in gloo's wait and had to be woken."""
+    wake = float(np.median([t - s - m for t, s, m in zip(*late)])) * 1e3
+    head = (f". One part, measured: on a 4-byte all-reduce its partner called late, rank 0's time beyond the "
+            f"partner's sleep and a bare message was {wake:.2f} ms (median of {len(late[0])} rounds)")
+    if wake < 0.05:
+        return (f"{head}: waking a rank that slept waiting costs almost nothing here, so the wait cost lies "
+                "elsewhere (this run does not take the rest apart)")
+    return (f"{head}: a rank that waits sleeps in gloo and must be woken and given a core again; were all {calls} "
+            f"calls to wait, that would be {min(calls * wake, wait_ms):.2f} ms of the {wait_ms:.2f} ms")
 
 
 def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
@@ -322,8 +326,11 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
                                                      if shared is None else ""))
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
             f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
-            f"the small image){measured} + {rest * 1e3:.1f} ms more (medians; this run does not take the rest apart: "
-            f"theory names {theory}). So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute and added "
+            f"the small image){measured} "
+            + (f"+ {rest * 1e3:.1f} ms more (medians; this run does not take the rest apart: theory names {theory})"
+               if rest >= 0 else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
+               "up: here they overlap)")
+            + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute and added "
             f"{(spatial_s - share) * 1e3:.1f} ms, most of it {max(costs)[1]}: spatial gains where the first exceeds "
             "the second")
 
@@ -333,8 +340,8 @@ def shared_medians(per_rank: list[dict], name: str) -> tuple[float, float] | Non
     round on the slower rank); None where the launch had one rank."""
     if "shared" not in per_rank[0][name]:
         return None
-    at_once = np.max([r[name]["shared"]["at once"] for r in per_rank], axis=0)
-    return float(np.median(per_rank[0][name]["shared"]["alone"])), float(np.median(at_once))
+    at_once = np.max([r[name]["shared"]["slabs at once"] for r in per_rank], axis=0)
+    return float(np.median(per_rank[0][name]["shared"]["slab alone"])), float(np.median(at_once))
 
 
 def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubscribed: bool):
@@ -375,11 +382,12 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
     of the 1-rank launch `alone`; lines: those, then the small image's floor_line from rank 0's calls in one spatial
     step (per_rank: the 2-rank launch's results; rounds: speed_table's)."""
     overhead = overhead_lines({n: {s: alone[n]["times"][s] for s in ("spatial", "one device")}
-                               for n in alone if n != "one message"})
+                               for n in alone if n not in ("one message", "late partner")})
     calls: dict[str, int] = {}
     for row in per_rank[0][small]["sent"]["spatial"]:  # rank 0's calls in one spatial step on the small image
         calls[row["call"]] = calls.get(row["call"], 0) + 1
-    late = (per_rank[0]["late partner"], per_rank[1]["late partner"]) if "late partner" in per_rank[0] else None
+    late = ((per_rank[0]["late partner"]["times"], per_rank[1]["late partner"]["slept"], per_rank[0]["one message"])
+            if len(per_rank) == 2 and "late partner" in per_rank[0] else None)
     floor = floor_line(small, rounds[small]["spatial"], alone[small]["times"]["spatial"], calls,
                        per_rank[0]["one message"], late)
     return overhead, overhead + [measure.lines.wrap(floor, hang="  ")]
