@@ -344,16 +344,43 @@ def test_floor_line_spreads_the_partners_cost_over_the_calls_that_wait_for_it():
     # the partner's compute and the messages' latency are taken off, the rest is named the wait cost
     assert "5.0x a bare message each" in slow and "at most its whole step (3.20 ms)" in slow, slow
     assert "the other 6.40 ms (0.53 ms a call) is the wait cost" in slow, slow
+    # learner s12r4d, lab 13 finding 2: the wait cost stayed a name; one part, the wake-up, is now measured: rank 0's
+    # time on an all-reduce rank 1 called late, beyond rank 1's sleep and the same call made at once, round by round
+    late = ([0.0016, 0.0017, 0.0015], [0.0011, 0.0011, 0.0011], [0.0002, 0.0002, 0.0002])
+    woken = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3, late)
+    assert "this run does not take it apart" not in woken and "a bare message was 0.30 ms" in woken, woken
+    assert woken.endswith("were all 12 calls to wait, that would be 3.60 ms of the 6.40 ms"), woken
+    # a wake-up that costs nothing (rank 0 done as soon as the partner's delay and one message are over): said so
+    quick = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
+                               ([0.00131] * 3, [0.0011] * 3, [0.0002] * 3))
+    assert "a bare message was 0.01 ms" in quick and "the wait cost lies elsewhere" in quick, quick
 
 
 def test_split_costs_line_adds_up_to_the_spatial_step():
     from lab_utils.labs.lab13 import spatial
     line = spatial.split_costs_line("one 1024px image", 0.0600, 0.0800, 1.0, 0.012)
     assert "spatial 60.0 ms = one device's 80.0 ms / 2 x the code's own 1.00x (from above; 40.0 ms) + the floor (12.0 ms" in line
-    assert "+ 8.0 ms more" in line and line.endswith("the floor is the largest cost the split adds"), line
+    assert "+ 8.0 ms more" in line and "saved 40.0 ms of compute and added 20.0 ms, most of it the floor" in line, line
     slow = spatial.split_costs_line("one 1024px image", 0.1350, 0.0886, 0.89, 0.0122)
-    assert "(from above; 39.4 ms)" in slow and slow.endswith("is the largest part"), slow
-    assert "does not take apart" in slow, slow
+    assert "(from above; 39.4 ms)" in slow and "most of it the rest" in slow, slow
+    assert "does not take the rest apart" in slow and "sharing one memory bus" in slow, slow
+    # learner s12r4d, lab 13 finding 1: '26.1 ms more' left unexplained; one cause, two ranks computing at once, is
+    # measured: the unsplit model on one slab with the other rank idle, then with every rank computing its own
+    shared = spatial.split_costs_line("one 1024px image", 0.0809, 0.0796, 1.08, 0.0119, shared=(0.0410, 0.0560))
+    assert "+ 2 ranks computing at once (15.0 ms: the unsplit model on one slab took 41.0 ms" in shared, shared
+    assert "+ 11.0 ms more" in shared and "sharing one memory bus" not in shared, shared
+    assert "saved 36.6 ms of compute and added 37.9 ms, most of it computing at once" in shared, shared
+    over = spatial.split_costs_line("one 1024px image", 0.0809, 0.0796, 1.08, 0.0119, shared=(0.0410, 0.0800))
+    assert "+ -" not in over and "- 13.0 ms (medians, each of its own rounds" in over, over
+
+
+def test_shared_medians_take_rank_0_alone_and_every_round_at_once_on_the_slower_rank():
+    from lab_utils.labs.lab13 import spatial
+    name = "one 1024px image"
+    per_rank = [{name: {"shared": {"slab alone": [0.040, 0.042, 0.041], "slabs at once": [0.050, 0.060, 0.055]}}},
+                {name: {"shared": {"slab alone": [0.001, 0.001, 0.001], "slabs at once": [0.058, 0.052, 0.056]}}}]
+    assert spatial.shared_medians(per_rank, name) == (0.041, 0.058)  # rounds: max(0.050, 0.058), 0.060, 0.056
+    assert spatial.shared_medians([{name: {"times": {}}}], name) is None  # the 1-rank launch: none
 
 
 def test_speed_table_takes_each_round_on_the_slower_rank_and_counts_the_bytes():
@@ -390,6 +417,10 @@ def test_cost_lines_build_the_two_lines_under_the_table_from_the_launches():
     assert "  one 32px image: 3.00x" in overhead[2] and "  one 1024px image: 1.37x" in overhead[3], overhead
     assert "(4 isend, 7 all_reduce)" in lines[-1].replace("\n  ", " ") and "wait cost" in lines[-1], lines[-1]
     assert all(len(part) <= 100 for line in lines for part in line.split("\n")), lines
+    late = [{**per_rank[0], "late partner": {"times": [0.0016] * 5, "slept": []}},
+            {"late partner": {"times": [0.0016] * 5, "slept": [0.0011] * 5}}]
+    _, woken = spatial.cost_lines(alone, late, {small: {"spatial": [0.0167] * 5}}, small)
+    assert "a bare message was 0.33 ms" in woken[-1].replace("\n  ", " "), woken[-1]  # 1.6 - 1.1 - 0.17
 
 
 def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict():
@@ -415,6 +446,18 @@ def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict(
     lines = spatial.after_verdicts_lines(verdicts("not distinguishable here"), *args, None)
     assert lines[0].startswith("one 1024px image: spatial 121.4 ms = one device's 94.9 ms / 2") and len(lines) == 3
     assert "why the [!]" not in lines[0] and lines[2].startswith(many), lines
+    assert "holds because data parallel lost" not in " ".join(lines), lines  # its spatial-vs-DP verdict: undecided
+    # learner s12r4d, lab 13 finding 3: 'spatial vs data parallel: holds' read as spatial gaining, while spatial only
+    # tied one device and data parallel lost to it
+    tie = verdicts("not distinguishable here")
+    tie[large, "spatial", "data parallel"] = SimpleNamespace(verdict="holds")
+    said = spatial.after_verdicts_lines(tie, *args, None)[1].replace("\n  ", " ")
+    assert said.endswith("holds because data parallel lost to one device here, not because spatial gained: "
+                         "spatial did not beat one device"), said
+    won = verdicts("holds")
+    assert "lost to one device" not in " ".join(spatial.after_verdicts_lines(won, *args, None))
+    measured = spatial.after_verdicts_lines(verdicts("not distinguishable here"), *args, None, 2, (0.041, 0.058))
+    assert "2 ranks computing at once (17.0 ms" in measured[0].replace("\n  ", " "), measured[0]
     lost = spatial.after_verdicts_lines(verdicts(measure.REVERSED), *args, None)
     assert lost[0].startswith("why the [!] above, measured: one 1024px image: spatial"), lost
     busy = spatial.after_verdicts_lines(verdicts(measure.CANNOT_SEE, measure.CANNOT_SEE), *args, "2 cores busy")

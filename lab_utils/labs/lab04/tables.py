@@ -237,27 +237,30 @@ def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_comp
               refused: str | None = None, paired: tuple[float, float, float] | None = None) -> str:
     """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
     (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note). paired:
-    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then 'pays' needs the whole range
-    above 1, and the factors are said as the median step's."""
+    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then the line repeats the table's
+    row (its speedup = overlap x compute, which multiply as printed) and 'pays' needs the whole range above 1."""
     if refused:
         return f"whether GPipe M={m} pays here: {measure.NOT_MEASURABLE}: {refused}"
-    if paired is not None:
-        median, low, high = paired
-        pays = ("pays" if low > 1 else "does not pay" if high < 1 else
-                "neither pays nor loses as far as this run can tell")
-        head = (f"GPipe M={m} {pays} on this machine: {median:.2f}x the naive split (the median of the paired "
-                f"rounds' ratios, range {_range(low, high)})")
-        c = compute if read_compute is None else read_compute
-        figures = (f"; its median step: overlap {overlap:.2f}x, compute {c:.2f}x" if read_compute is None else
-                   f"; overlap {overlap:.2f}x (its median step), compute {c:.2f}x (over all the paired rounds)")
+    if paired is not None:  # the table's row, whose factors multiply; the paired range decides 'pays'
+        _, low, high = paired
+        pays = ("so it pays" if low > 1 else "so it loses" if high < 1 else
+                "so this run cannot tell whether it pays (it does where the whole range lies above 1)")
+        odd = ("" if read_compute is None else
+               f" (this step's ops ran {'slower' if compute < read_compute else 'faster'} than usual: the table's note)")
+        busier = ("the schedule kept the stages busier" if overlap > 1 else
+                  "the schedule kept the stages no busier than the naive split")
+        ops = ("its smaller ops ran no slower per image" if compute >= 1 else
+               f"its ops ran slower per image: each op's fixed cost is paid {m} times, on tensors {m}x smaller")
+        return (f"GPipe M={m} ran {vs_naive:.2f}x as fast as the naive split (the table's row, its median step) = "
+                f"overlap {overlap:.2f}x x compute {compute:.2f}x{odd}: {busier}, and {ops}. Round by round, "
+                f"naive's step over GPipe's ranged {_range(low, high)}, {pays}")
+    head = (f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the "
+            "naive split")
+    if read_compute is None:
+        figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
     else:
-        head = (f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the "
-                "naive split")
-        if read_compute is None:
-            figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
-        else:
-            figures, c = (f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)",
-                          read_compute)
+        figures, c = (f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)",
+                      read_compute)
     busier = ("the schedule kept the stages busier" if overlap > 1 else
               "the schedule kept the stages no busier than the naive split")
     ops = ("its smaller ops ran no slower per image" if c >= 1 else
@@ -391,3 +394,39 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
             "simulates it with this run's op times, not its waits: on a busy machine, read the lesson in 'theory' and "
             "'ideal'"))
     return lines, step_flags, busy_ranges
+
+
+def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpipe: tuple[float, float, float],
+                     cap: float) -> str:
+    """Why GPipe at M gains little on this machine, in ms a call: what its extra messages added to the hand-overs
+    and its extra op calls to the busy time, over the naive split's. naive, gpipe: (step, own ops in order, busy) of
+    each median step, in seconds (the table's figures); cap: the most any schedule could overlap."""
+    messages = 2 * (stages - 1) * (m - 1)  # one activation forward and one gradient back per boundary, M times
+    calls = 2 * stages * (m - 1)  # one forward and one backward op per stage, M times
+    handed = (gpipe[0] - gpipe[1]) - (naive[0] - naive[1])
+    busier = gpipe[2] - naive[2]
+
+    def said(seconds: float, n: int, what: str, to: str, net: str = "") -> str:
+        """'its 14 extra messages added 6.4 ms (0.46 ms each) to the hand-overs', or 'took ... off' them."""
+        ms = round(seconds * 1e3, 1)
+        verb, prep = ("added", "to") if ms >= 0 else ("took", "off")
+        return f"its {n} extra {what} {verb} {abs(ms):.1f} ms ({abs(seconds) / n * 1e3:.2f} ms each{net}) {prep} {to}"
+    return (f"why GPipe M={m} ran {naive[0] / gpipe[0]:.2f}x as fast as the naive split, not the split's cap of "
+            f"{cap:.2f}x (above): each call's fixed cost, over the naive split's median step: "
+            + said(handed, messages, "messages", "the hand-overs") + ", and "
+            + said(busier, calls, "op calls", "the stages' busy time", "; smaller tensors' cache gains included")
+            + f", against the naive step's {naive[0] * 1e3:.1f} ms")
+
+
+def library_schedules_line(ratios, yours: float) -> str:
+    """The library's GPipe step over its 1F1B step, round by round (ratios), beside the verdict's figure for your
+    ops' (yours): whether the library's two schedules differ as yours do."""
+    import statistics
+    low, high, _ = measure.ratio_range(ratios)
+    median = statistics.median(ratios)
+    faster = ("the whole range above 1: its 1F1B the faster" if low > 1 else
+              "the whole range below 1: its GPipe the faster" if high < 1 else
+              "the range holds 1: no difference this run can tell")
+    return (f"the library's two schedules, as yours: its GPipe step over its 1F1B step {median:.2f}x (range "
+            f"{_range(low, high)} over {len(ratios)} paired rounds; {faster}); yours {yours:.2f}x (the 1F1B "
+            "verdict above)")

@@ -271,9 +271,10 @@ def code_cost_summary(overhead: list[str], name: str) -> str:
             if found else overhead[0])
 
 
-def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -> str:
+def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None) -> str:
     """Why a small image's spatial step has a floor: its time on 2 ranks minus the same code's on 1 rank, spread
-    over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians)."""
+    over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians). late:
+    wake_words' figures, what a wait costs beyond the partner's delay."""
     two_ms, one_ms = float(np.median(two_ranks)) * 1e3, float(np.median(one_rank)) * 1e3
     message_ms = float(np.median(message)) * 1e3
     n = sum(calls.values())
@@ -286,27 +287,61 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message) -
         cause = (f"{each / message_ms:.1f}x a bare message each. The partner's compute explains at most its whole "
                  f"step ({one_ms:.2f} ms) and the messages' latency {n} x {message_ms:.2f} ms; the other "
                  f"{wait:.2f} ms ({wait / n:.2f} ms a call) is the wait cost: what a call that must wait for its "
-                 "partner costs here beyond both (this run does not take it apart)")
+                 "partner costs here beyond both" + (" (this run does not take it apart)" if late is None else
+                                                     wake_words(late, n, wait)))
     return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
             f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
             f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
             f"barrier: {cause}")
 
 
+def wake_words(late, calls: int, wait_ms: float) -> str:
+    """The wait cost's measured part (late: rank 0's times of an all-reduce rank 1 called late, how long rank 1 slept,
+    rank 0's times of the same call made at once; paired rounds, seconds): what rank 0 lost beyond the delay and a
+    bare message, round by round, where it slept in gloo's wait and had to be woken."""
+    wake = float(np.median([t - s - m for t, s, m in zip(*late)])) * 1e3
+    head = (f". One part, measured: on a 4-byte all-reduce its partner called late, rank 0's time beyond the "
+            f"partner's sleep and a bare message was {wake:.2f} ms (median of {len(late[0])} rounds)")
+    if wake < 0.05:
+        return (f"{head}: waking a rank that slept waiting costs almost nothing here, so the wait cost lies "
+                "elsewhere (this run does not take the rest apart)")
+    return (f"{head}: a rank that waits sleeps in gloo and must be woken and given a core again; were all {calls} "
+            f"calls to wait, that would be {min(calls * wake, wait_ms):.2f} ms of the {wait_ms:.2f} ms")
+
+
 def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
-                     ranks: int = 2) -> str:
+                     ranks: int = 2, shared: tuple[float, float] | None = None) -> str:
     """The large image's spatial step taken apart (medians, seconds): its share of one device's compute at the code's
-    own 1-rank cost, the small image's floor, and the rest (the shared memory bus, longer waits)."""
+    own 1-rank cost, the small image's floor, what ranks computing at once cost each other (shared: the unsplit model
+    on one slab, (rank 0 alone, every rank at once), shared_medians), and the rest (longer waits)."""
     share = one_device_s / ranks * code_ratio
-    rest = spatial_s - share - floor_s
+    both = 0.0 if shared is None else shared[1] - shared[0]
+    rest = spatial_s - share - floor_s - both
+    measured = ("" if shared is None else
+                f" + {ranks} ranks computing at once ({both * 1e3:.1f} ms: the unsplit model on one slab took "
+                f"{shared[0] * 1e3:.1f} ms with the other rank idle, {shared[1] * 1e3:.1f} ms with every rank computing "
+                "its own, no message either way: the ranks share the memory bus and caches)")
+    costs = [(floor_s, "the floor"), (rest, "the rest")] + ([(both, "computing at once")] if shared else [])
+    theory = ("waits longer than a small image's" + (", and two ranks sharing one memory bus and cache"
+                                                     if shared is None else ""))
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
             f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
-            f"the small image) + {rest * 1e3:.1f} ms more (medians): "
-            + ("the rest, which this run does not take apart (theory names two ranks sharing one memory bus and "
-               "cache, and waits longer than a small image's), is the largest part" if rest > max(share, floor_s)
-               else "the floor is the largest cost the split adds" if floor_s >= rest else
-               "the rest, which this run does not take apart (theory names the shared memory bus and longer "
-               "waits), is larger than the floor"))
+            f"the small image){measured} "
+            + (f"+ {rest * 1e3:.1f} ms more (medians; this run does not take the rest apart: theory names {theory})"
+               if rest >= 0 else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
+               "up: here they overlap)")
+            + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute and added "
+            f"{(spatial_s - share) * 1e3:.1f} ms, most of it {max(costs)[1]}: spatial gains where the first exceeds "
+            "the second")
+
+
+def shared_medians(per_rank: list[dict], name: str) -> tuple[float, float] | None:
+    """The unsplit model on one slab (speed_worker's "shared"), median seconds: (rank 0 alone, every rank at once, each
+    round on the slower rank); None where the launch had one rank."""
+    if "shared" not in per_rank[0][name]:
+        return None
+    at_once = np.max([r[name]["shared"]["slabs at once"] for r in per_rank], axis=0)
+    return float(np.median(per_rank[0][name]["shared"]["slab alone"])), float(np.median(at_once))
 
 
 def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubscribed: bool):
@@ -347,21 +382,24 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
     of the 1-rank launch `alone`; lines: those, then the small image's floor_line from rank 0's calls in one spatial
     step (per_rank: the 2-rank launch's results; rounds: speed_table's)."""
     overhead = overhead_lines({n: {s: alone[n]["times"][s] for s in ("spatial", "one device")}
-                               for n in alone if n != "one message"})
+                               for n in alone if n not in ("one message", "late partner")})
     calls: dict[str, int] = {}
     for row in per_rank[0][small]["sent"]["spatial"]:  # rank 0's calls in one spatial step on the small image
         calls[row["call"]] = calls.get(row["call"], 0) + 1
+    late = ((per_rank[0]["late partner"]["times"], per_rank[1]["late partner"]["slept"], per_rank[0]["one message"])
+            if len(per_rank) == 2 and "late partner" in per_rank[0] else None)
     floor = floor_line(small, rounds[small]["spatial"], alone[small]["times"]["spatial"], calls,
-                       per_rank[0]["one message"])
+                       per_rank[0]["one message"], late)
     return overhead, overhead + [measure.lines.wrap(floor, hang="  ")]
 
 
 def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict, images: dict[str, int], small: str,
-                         large: str, many: str, busy: str | None, ranks: int = 2) -> list[str]:
+                         large: str, many: str, busy: str | None, ranks: int = 2,
+                         shared: tuple[float, float] | None = None) -> list[str]:
     """The lines under the verdicts: the large image's spatial step taken apart (split_costs_line; the [!]'s cause
     where its verdict is reversed), then data parallel beside one device on the large and the many images
     (data_parallel_vs_one_line); each refused where the load refused its verdicts. images: per workload, its
-    number of images."""
+    number of images; shared: the large image's shared_medians."""
     out = []
     if busy or verdicts[large, "spatial", "one device"].verdict == measure.CANNOT_SEE:
         out.append(f"{large}: spatial's step taken apart: {measure.NOT_MEASURABLE}, as its verdict above")
@@ -371,11 +409,16 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
         lost = verdicts[large, "spatial", "one device"].verdict == measure.REVERSED  # the line is the [!]'s cause
         out.append(measure.lines.wrap(("why the [!] above, measured: " if lost else "") + split_costs_line(
             large, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio, floor_s,
-            ranks), hang="  "))
+            ranks, shared), hang="  "))
     for name in (large, many):  # no claim of its own: read against theory, on the same rounds
         if any(v.verdict == measure.CANNOT_SEE for (w, _, _), v in verdicts.items() if w == name):
             out.append(f"{name}: data parallel beside one device: {measure.NOT_MEASURABLE}, as its verdicts above")
             continue
-        out.append(measure.lines.wrap(data_parallel_vs_one_line(
-            name, images[name], rounds[name]["data parallel"], rounds[name]["one device"], ranks), hang="  "))
+        line = data_parallel_vs_one_line(name, images[name], rounds[name]["data parallel"], rounds[name]["one device"],
+                                         ranks)
+        if name == large and verdicts[large, "spatial", "data parallel"].verdict == measure.HOLDS and \
+                verdicts[large, "spatial", "one device"].verdict != measure.HOLDS:  # a win over a loser only
+            line += (". So 'spatial faster' than data parallel, above, holds because data parallel lost to one device "
+                     "here, not because spatial gained: spatial did not beat one device")
+        out.append(measure.lines.wrap(line, hang="  "))
     return out
