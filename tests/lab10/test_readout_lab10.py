@@ -42,6 +42,30 @@ def test_the_split_answer_leaves_out_refused_rows_and_says_nothing_without_the_t
     assert "Theory for Horovod" not in readout.split_answer(quiet_rows()[:3])  # no Horovod-style row: no reason
 
 
+def test_the_split_answer_sets_other_labs_threads_beside_the_tables_and_says_when_they_flip_the_reading():
+    """Learner s12r4g, findings 1-2: the answer quoted lab 03's two threads (1.31x, below its DDP 1.58x) while labs 01
+    and 02 timed the same configuration at 1.75x: which lab you read decided whether threads beat DDP, unsaid."""
+    rows = quiet_rows()
+    b1 = row("01", "single-process", 1, 5954, W3)
+    lab01 = [report.Compared(b1, b1), report.Compared(row("01", "single-process", 1, 10406, W3, threads=2), b1)]
+    said = readout.split_answer(rows, others=rows + lab01)
+    assert "2 threads, no split: 1.47x (lab 03) (other labs timed it over their own baselines: 1.75x (lab 01, " \
+           "batch 256); lab 03's 1.47x lies 1.19x below lab 01's" in said
+    assert "threads trail lab 03's DDP (1.55x) on its own row, beat it on lab 01's" in said
+    assert "other labs" not in readout.split_answer(rows)  # no other lab's threads: nothing to set beside
+    low = [report.Compared(b1, b1), report.Compared(row("01", "single-process", 1, 7000, W3, threads=2), b1)]
+    assert "lab 03's is the highest" in readout.split_answer(rows, others=low)
+
+
+def test_the_split_answer_ranks_only_rows_apart_beyond_their_spreads():
+    """Learner s12r4g, finding 5: 'DataParallel 1.70x > DDP 1.62x' with half the table's medians noisy."""
+    rows = quiet_rows()
+    rows[1] = report.Compared(row("02", "ddp", 2, 9460, W2).__class__(**{**vars(rows[1].row), "spread": 0.2}),
+                              rows[1].baseline)
+    said = readout.split_answer(rows)
+    assert "lab 02: DataParallel 1.67x ~ DDP 1.60x; lab 03: DDP 1.55x > Horovod-style 1.05x (~: apart by less" in said
+
+
 def test_the_split_answer_ranks_only_within_one_lab():
     """Learner s12r3g, finding 1: 'highest here: DDP' held only because lab 03's baseline was lower than lab 02's;
     within lab 02 DataParallel 1.65x beat DDP 1.55x."""
@@ -109,7 +133,7 @@ def test_the_summary_opens_with_the_tables_answer_said_to_come_from_above():
     cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
     table = next(c.source for c in cells if c.cell_type == "code" and "report.scaling(compared)" in c.source)
     summary = next(c.source for c in cells if c.cell_type == "code" and "best = report.best_speedup(mine)" in c.source)
-    assert "answer = readout.split_answer(shown_rows)" in table
+    assert "answer = readout.split_answer(shown_rows, others=compared)" in table
     assert '"answer (from the table above):"' in summary and summary.index("if answer:") < summary.index("print(f\"{len(rows)}")
 
 

@@ -11,9 +11,10 @@ def _readable(c) -> bool:
     return not (c.is_baseline or c.speedup is None or c.refused or c.not_measurable or getattr(c, "flags", ()))
 
 
-def split_answer(compared, batch: int = 256, ranks: int = 2) -> str:
+def split_answer(compared, batch: int = 256, ranks: int = 2, others=()) -> str:
     """'answer: one batch of 256 over 2 ranks: DataParallel 1.67x (lab 02), ...' with one process's threads beside
-    them and theory's reason Horovod-style trails DDP; '' where the table holds none of the three."""
+    them and theory's reason Horovod-style trails DDP; '' where the table holds none of the three. `others`: rows
+    outside the table (lab 01's threads), whose figure for the threads is set beside the table's (threads_elsewhere)."""
     def ours(c, readable=True) -> bool:
         return (c.row.batch_size == batch and c.row.workload.startswith(WORKLOAD) and not c.is_baseline
                 and _readable(c) == readable)
@@ -34,6 +35,7 @@ def split_answer(compared, batch: int = 256, ranks: int = 2) -> str:
             + within_each_lab(compared, ours, ranks))
     if threads:
         text += f"; one process with {ranks} threads, no split: {' and '.join(threads)}"
+        text += threads_elsewhere(compared, list(others), ranks, batch)
     if unread:  # n/m, refused or flagged in the table: no figure of theirs is an answer
         text += f"; not read here (n/m or [!] in the table): {', '.join(unread)}"
     if "Horovod-style" in picked and "DDP" in picked:
@@ -51,9 +53,52 @@ def within_each_lab(compared, ours, ranks: int) -> str:
     for c in compared:
         if ours(c) and c.row.world_size == ranks and c.row.strategy in dict(SPLITS):
             by_lab.setdefault(c.row.lab, []).append(c)
-    return "; ".join(f"lab {lab}: " + " > ".join(f"{dict(SPLITS)[c.row.strategy]} {c.speedup:.2f}x"
-                                                 for c in sorted(rows, key=lambda c: -c.speedup))
-                     for lab, rows in sorted(by_lab.items()))
+    said = []
+    for lab, rows in sorted(by_lab.items()):
+        rows = sorted(rows, key=lambda c: -c.speedup)
+        text = f"{dict(SPLITS)[rows[0].row.strategy]} {rows[0].speedup:.2f}x"
+        for faster, c in zip(rows, rows[1:]):
+            text += f" {'>' if apart(faster.row, c.row) else '~'} {dict(SPLITS)[c.row.strategy]} {c.speedup:.2f}x"
+        said.append(f"lab {lab}: {text}")
+    text = "; ".join(said)
+    return text + (" (~: apart by less than their repeats' spreads, no ranking)" if " ~ " in text else "")
+
+
+def apart(faster, slower) -> bool:
+    """True where two rows' rates lie apart beyond their repeats' spreads (each rate +- half its spread): only then
+    does '>' rank them (learner s12r4g: 'DataParallel 1.70x > DDP 1.62x' with half the table's medians noisy)."""
+    return faster.samples_per_s * (1 - (faster.spread or 0.0) / 2) > slower.samples_per_s * (1 + (slower.spread or 0.0) / 2)
+
+
+def threads_elsewhere(compared, others, ranks: int, batch: int = 256) -> str:
+    """' (other labs timed it: 1.75x (lab 01, batch 256) ...; the table's 1.52x lies 1.15x below the highest ...)':
+    where labs outside the table's threads row timed one process with as many threads on this model, their figures
+    and how far the table's lies from the highest, and whether that flips threads against its lab's DDP (learner
+    s12r4g: lab 03's low two-thread row decided 'threads vs DDP'; labs 01 and 02 timed it higher)."""
+    def threads_row(c) -> bool:
+        return (c.row.workload.startswith(WORKLOAD) and c.row.world_size == 1 and (c.row.threads or 1) == ranks
+                and _readable(c))
+    table = [c for c in compared if threads_row(c) and c.row.batch_size == batch]
+    seen = {(c.row.lab, c.row.batch_size) for c in table}
+    per_lab: dict[str, object] = {}  # one figure per lab: its row at the table's batch, else its largest batch
+    for c in sorted((c for c in [*compared, *others] if threads_row(c) and (c.row.lab, c.row.batch_size) not in seen),
+                    key=lambda c: (c.row.batch_size == batch, c.row.batch_size)):
+        per_lab[c.row.lab] = c
+    elsewhere = [per_lab[lab] for lab in sorted(per_lab)]
+    if not table or not elsewhere:
+        return ""
+    ours, high = table[0], max(elsewhere, key=lambda c: c.speedup)
+    text = (" (other labs timed it over their own baselines: "
+            + ", ".join(f"{c.speedup:.2f}x (lab {c.row.lab}, batch {c.row.batch_size})" for c in elsewhere))
+    if high.speedup <= ours.speedup:
+        return text + f"; lab {ours.row.lab}'s is the highest)"
+    text += f"; lab {ours.row.lab}'s {ours.speedup:.2f}x lies {high.speedup / ours.speedup:.2f}x below lab {high.row.lab}'s"
+    ddp = [c for c in compared if c.row.lab == ours.row.lab and c.row.strategy == "ddp" and c.row.world_size == ranks
+           and c.row.batch_size == ours.row.batch_size and _readable(c)]
+    if ddp and ours.speedup < ddp[0].speedup < high.speedup:
+        text += (f": threads trail lab {ours.row.lab}'s DDP ({ddp[0].speedup:.2f}x) on its own row, beat it on lab "
+                 f"{high.row.lab}'s, so threads against DDP is not settled on this machine")
+    return text + ")"
 
 
 def implied_s(speedup: float, n: float) -> float:
