@@ -201,3 +201,13 @@ def test_the_summary_names_the_best_setup_with_every_labs_figure_when_two_labs_t
     source = lab10_source()
     assert "timed by {1 + len(twins)} labs" in source and "for c in [best, *twins]:" in source
     assert '"; the row Amdahl\'s fit reads" if c is fitted' in source
+
+
+def test_the_loss_curves_line_reads_the_last_steps_mean_and_counts_the_steps_below_the_baseline():
+    """Learner s12r4g, finding 7: 'final loss 1.015 (one process 0.489)' was one spiky step, while the summed run lay
+    below the correct one for most of steps 18-62; the markdown said only 'early on'."""
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    code = next(c.source for c in cells if c.cell_type == "code" and "mean loss of the last" in c.source)
+    assert "losses[-1]" not in code and "np.mean(losses[-last:])" in code and "below one process's on" in code
+    prose = next(c.source for c in cells if c.source.startswith("The correct DDP curve lies on top"))
+    assert "early on" not in prose and "the line above counts them" in prose
