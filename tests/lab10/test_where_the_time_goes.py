@@ -211,3 +211,15 @@ def test_the_loss_curves_line_reads_the_last_steps_mean_and_counts_the_steps_bel
     assert "losses[-1]" not in code and "np.mean(losses[-last:])" in code and "below one process's on" in code
     prose = next(c.source for c in cells if c.source.startswith("The correct DDP curve lies on top"))
     assert "early on" not in prose and "the line above counts them" in prose
+
+
+def test_the_tables_legend_lists_the_marks_a_learner_meets_and_moves_the_rest_to_details():
+    """Learner s12r4g, finding 13: two long legends (cell 5 ~15 lines, cell 11 nine bullets), several about marks a
+    quiet run never prints; the legend now has four bullets, the rarer marks behind a Details paragraph."""
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    legend = next(c.source for c in cells if c.source.startswith("What the table shows:"))
+    bullets = [line for line in legend.splitlines() if line.startswith("- ")]
+    assert [b.split(":")[0] for b in bullets] == ["- `-`", "- `note", "- `noise", "- `n/m` and `[!]`"], bullets
+    assert legend.index("Details (marks that appear only in some runs)") > legend.index(bullets[-1])
+    first = next(c.source for c in cells if c.source.startswith("A lab run twice appends its rows twice"))
+    assert len(first.splitlines()) <= 6 and "**efficiency**" in first
