@@ -173,3 +173,13 @@ def test_a_speedups_spread_says_which_of_its_two_spreads_makes_it():
     c = SimpleNamespace(row=SimpleNamespace(spread=0.72), baseline=SimpleNamespace(spread=0.75))
     assert readout.spread_parts(c) == " (rate 72% + baseline 75%)"
     assert readout.spread_parts(SimpleNamespace(row=SimpleNamespace(spread=None), baseline=None)) == ""
+
+
+def test_the_communication_section_ends_with_one_computed_sentence():
+    """Learner s12r4g: 'give the learner one concluding sentence per section'; theory's thresholds (cell 'The ratio
+    tells you ...': a few percent leaves room, tens of percent cap) decide each model's reading."""
+    said = readout.communication_answer({"digits CNN": 1.11, "CNN-3conv": 0.024})
+    assert said.startswith("section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for "
+                           "near-linear scaling; digits CNN's all-reduce is 111 % of one rank's compute: it caps"), said
+    assert "a noticeable share" in readout.communication_answer({"x": 0.2, "y": None})
+    assert readout.communication_answer({"x": None}) == ""

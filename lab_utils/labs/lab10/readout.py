@@ -273,3 +273,24 @@ def step_rest_line(step_s: float, compute_s: float, allreduce_s: float) -> str:
     return (f"  the rest, {rest * 1e3:.2f} ms ({rest / step_s:.0%}), is neither one rank's compute ({compute_s * 1e3:.2f}"
             " ms, timed alone in section Model) nor the all-reduce: the optimizer step, reading the batch, and DDP's "
             "Python around them, which this lab does not time apart")
+
+
+NEAR_LINEAR, CAPS = 0.10, 0.30  # all-reduce over compute: below the first, room for near-linear scaling; above, a cap
+
+
+def communication_answer(ratio: dict) -> str:
+    """'section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for near-linear scaling; ...':
+    one concluding sentence for section Communication against compute, from its ratios (learner s12r4g: one
+    concluding sentence per section); '' where no ratio was read."""
+    def reading(r: float) -> str:
+        return ("room for near-linear scaling" if r < NEAR_LINEAR else "it caps the scaling" if r > CAPS
+                else "a noticeable share of each step")
+    read = {name: r for name, r in ratio.items() if r is not None}
+    if not read:
+        return ""
+    from ... import report
+    return ("section's answer: " + "; ".join(f"{name}'s all-reduce is {report.percent(r)} of one rank's compute: "
+                                             f"{reading(r)}"
+                                             for name, r in sorted(read.items(), key=lambda x: x[1]))
+            + f" (theory: below {NEAR_LINEAR:.0%} near-linear, above {CAPS:.0%} a cap); what the DDP rows lost "
+            "beyond it, section Project reads as Amdahl's serial fraction")
