@@ -80,7 +80,7 @@ def threads_elsewhere(compared, others, ranks: int, batch: int = 256) -> str:
                 and _readable(c))
     table = [c for c in compared if threads_row(c) and c.row.batch_size == batch]
     seen = {(c.row.lab, c.row.batch_size) for c in table}
-    per_lab: dict[str, object] = {}  # one figure per lab: its row at the table's batch, else its largest batch
+    per_lab: dict = {}  # one figure per lab: its row at the table's batch, else its largest batch
     for c in sorted((c for c in [*compared, *others] if threads_row(c) and (c.row.lab, c.row.batch_size) not in seen),
                     key=lambda c: (c.row.batch_size == batch, c.row.batch_size)):
         per_lab[c.row.lab] = c
