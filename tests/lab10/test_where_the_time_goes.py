@@ -104,7 +104,8 @@ def test_a_median_section_model_calls_suspect_carries_its_note_into_every_figure
     assert "suspect[name] = suspect_note(name, flags)" in source
     assert "+ suspect[name])" in source  # the ratio's basis, which the summary repeats
     assert 'suspect["CNN-3conv"]' in source  # compute+AR
-    assert re.search(r"compute\[\(name, batch\)\]\.median\)\),\s*suspect\[name\]\)\)", source)  # the fixed-cost line
+    assert re.search(r"spread=max\(compute\[\(name, half\)\]\.spread, compute\[\(name, batch\)\]\.spread\)\)\),\s*"
+                     r"suspect\[name\]\)\)", source)  # the fixed-cost line
 
 
 def _ddp_row(lab, rate, spread, base_rate, base_spread, workload="CNN-3conv/synthetic28 step"):
@@ -223,3 +224,11 @@ def test_the_tables_legend_lists_the_marks_a_learner_meets_and_moves_the_rest_to
     assert legend.index("Details (marks that appear only in some runs)") > legend.index(bullets[-1])
     first = next(c.source for c in cells if c.source.startswith("A lab run twice appends its rows twice"))
     assert len(first.splitlines()) <= 6 and "**efficiency**" in first
+
+
+def test_the_fixed_cost_line_says_rough_when_a_median_it_reads_is_noisy():
+    """Learner s12r4g, finding 9: 'digits CNN batch 32: 0.90 ms, spread 91 %' built a fixed cost with no note."""
+    from lab_utils.labs.lab10.lesson import fixed_cost_line
+    rough = fixed_cost_line("digits CNN", 32, 0.90e-3, 64, 1.26e-3, spread=0.91)
+    assert "fixed cost of 0.54 ms" in rough and rough.endswith("rough: a median it reads spread 91% over its repeats")
+    assert "; rough" not in fixed_cost_line("digits CNN", 32, 0.90e-3, 64, 1.26e-3, spread=0.2)
