@@ -183,3 +183,10 @@ def test_the_communication_section_ends_with_one_computed_sentence():
                            "near-linear scaling; digits CNN's all-reduce is 111 % of one rank's compute: it caps"), said
     assert "a noticeable share" in readout.communication_answer({"x": 0.2, "y": None})
     assert readout.communication_answer({"x": None}) == ""
+
+
+def test_the_rows_not_in_the_fit_follow_their_heading_and_which_s_to_believe_comes_after_them():
+    """Learner s12r4g, finding 12: 'not in the fit (4 row(s) ...):' was cut from its rows by the paragraph."""
+    import inspect
+    source = inspect.getsource(readout.amdahl_fits)
+    assert source.index("not in the fit (") < source.index("for c in others:") < source.index("which s to believe")

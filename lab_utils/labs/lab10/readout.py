@@ -199,16 +199,17 @@ def amdahl_fits(compared, this_host: str, lesson):
             print(measure.short_lines(
                 f"  not in the fit ({len(others)} row(s) of other configurations; each row's own s, and where it lies "
                 "in 0..1, what it projects on 4 devices):", indent="      "))
-            print(measure.short_lines(
-                f"  which s to believe: for {first.strategy} on this machine, the fit's; each row below describes only "
-                "its own strategy (how much more a Horovod-style all-reduce after the backward, or a framework's "
-                "workers, lose here), not this one", indent="      "))
             for c in others:
                 own_s = report.serial_fit([(c.hardware_ratio, c.speedup)]).per_row[0]
                 print(measure.short_lines(f"    lab {c.row.lab} {c.row.strategy} {c.row.variant}, batch {c.row.batch_size} "
                                           f"({c.row.workload}): {c.speedup:.2f}x on {c.hardware_ratio:g}x, s = {own_s:.3f}"
                                           + (f" -> {report.amdahl_speedup(own_s, 4):.2f}x on 4" if 0 <= own_s <= 1 else ""),
                                           indent="        "))
+            # after the rows it reads (learner s12r4g: the list of rows was cut by this paragraph)
+            print(measure.short_lines(
+                f"  which s to believe: for {first.strategy} on this machine, the fit's; each row above describes only "
+                "its own strategy (how much more a Horovod-style all-reduce after the backward, or a framework's "
+                "workers, lose here), not this one", indent="      "))
             twins = [c for c in others if c.row.strategy == first.strategy and c.row.batch_size == first.batch_size
                      and c.row.workload.split(" ")[0] == first.workload.split(" ")[0]]  # the same model, strategy, batch
             if twins and 0 <= serial[name].per_row[0] <= 1:  # one setup, two labs: both projections, side by side
