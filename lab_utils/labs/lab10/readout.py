@@ -271,9 +271,13 @@ def step_rest_line(step_s: float, compute_s: float, allreduce_s: float) -> str:
     if rest <= 0.1 * step_s:
         return (f"  compute ({compute_s * 1e3:.2f} ms, section Model) and the all-reduce account for the step "
                 f"within 10 %")
-    return (f"  the rest, {rest * 1e3:.2f} ms ({rest / step_s:.0%}), is neither one rank's compute ({compute_s * 1e3:.2f}"
-            " ms, timed alone in section Model) nor the all-reduce: the optimizer step, reading the batch, and DDP's "
-            "Python around them, which this lab does not time apart")
+    said = (f"  the step {step_s * 1e3:.2f} ms - one rank's compute {compute_s * 1e3:.2f} ms (timed alone, section "
+            f"Model) - the all-reduce {allreduce_s * 1e3:.2f} ms = {rest * 1e3:.2f} ms ({rest / step_s:.0%}) for the "
+            "rest: the optimizer step, reading the batch, and DDP's Python around them, which this lab does not time "
+            "apart")
+    if abs(rest - compute_s) <= 0.05 * compute_s:  # learner s12r4g: 0.90 ms beside 0.90 ms read as a bug
+        said += "; that the rest about equals the compute is a coincidence of this run"
+    return said
 
 
 NEAR_LINEAR, CAPS = 0.10, 0.30  # all-reduce over compute: below the first, room for near-linear scaling; above, a cap
