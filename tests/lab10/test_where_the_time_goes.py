@@ -232,3 +232,11 @@ def test_the_fixed_cost_line_says_rough_when_a_median_it_reads_is_noisy():
     rough = fixed_cost_line("digits CNN", 32, 0.90e-3, 64, 1.26e-3, spread=0.91)
     assert "fixed cost of 0.54 ms" in rough and rough.endswith("rough: a median it reads spread 91% over its repeats")
     assert "; rough" not in fixed_cost_line("digits CNN", 32, 0.90e-3, 64, 1.26e-3, spread=0.2)
+
+
+def test_no_unsourced_anchor_is_printed_beside_measured_projections():
+    """Learner s12r4g, finding 11: the 'anchor' column (~1.8, 3.2-3.4) was 'a guide, not a measurement, and not one
+    this course can source': printed beside measured figures, it invited the comparison the lab then disclaimed."""
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    source = "\n".join(c.source for c in cells)
+    assert "anchor" not in source and "3.2-3.4" not in source and "rule of thumb" not in source
