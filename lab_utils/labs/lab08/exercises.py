@@ -315,7 +315,7 @@ def _lr_judge(got, expected, cases):
             return 0.0, ("that damps with a square: a stale step shrinks far below an even share of one step over "
                          "the updates it spans")
         return 0.0, f"damped_lr({base}, {s}) should be {e:g}, got {g:g}"
-    return 1.0, "fresh gradients get the base rate, stale ones an even share of one step (the formula stays yours)"
+    return 1.0, "fresh gradients get the base rate, stale ones an even share of one step"
 
 
 DAMPED_LR = Exercise("08", "damped_lr", _lr_cases, _lr_run, FROM_LESSON, named_unless("should be")(_lr_judge),
