@@ -193,3 +193,15 @@ def test_the_rows_not_in_the_fit_follow_their_heading_and_which_s_to_believe_com
     import inspect
     source = inspect.getsource(readout.amdahl_fits)
     assert source.index("not in the fit (") < source.index("for c in others:") < source.index("which s to believe")
+
+
+def test_one_way_timed_in_two_workloads_gets_a_line_naming_both_setups():
+    """Learner s12r4g, finding 4: lab 02's DataParallel scaled 1.29x at batch 512 and 1.70x at batch 256 ('launched
+    ranks'), a larger batch scaling worse, unexplained: the two are two workloads timed two ways."""
+    rows = quiet_rows()
+    b = row("02", "single", 1, 6035, "CNN-3conv/synthetic28 step in one process", batch=512)
+    rows += [report.Compared(b, b), report.Compared(row("02", "dp", 2, 7783, b.workload, batch=512), b)]
+    (line,) = readout.one_way_twice(rows)
+    assert line.startswith("lab 02 timed DataParallel (2 devices) in 2 workloads: 1.29x (batch 512, in one "
+                           "process), 1.67x (batch 256, launched ranks): each against its own workload's"), line
+    assert "not one measured twice" in line and readout.one_way_twice(quiet_rows()) == []

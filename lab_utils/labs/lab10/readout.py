@@ -299,3 +299,24 @@ def communication_answer(ratio: dict) -> str:
                                              for name, r in sorted(read.items(), key=lambda x: x[1]))
             + f" (theory: below {NEAR_LINEAR:.0%} near-linear, above {CAPS:.0%} a cap); what the DDP rows lost "
             "beyond it, section Project reads as Amdahl's serial fraction")
+
+
+def one_way_twice(compared, batch: int = 256) -> list[str]:
+    """'lab 02 timed DataParallel in 2 workloads: 1.44x (batch 512, step in one process), 1.68x (batch 256, step,
+    launched ranks): ...': where one lab's table holds one way of splitting in several workloads, both figures and
+    what parts them (learner s12r4g, finding 4: batch 512 scaled 1.29x, batch 256 1.70x, unexplained)."""
+    groups: dict = {}
+    for c in compared:
+        if _readable(c) and c.row.strategy in dict(SPLITS) and c.row.workload.startswith(WORKLOAD):
+            groups.setdefault((c.row.lab, c.row.strategy, c.row.world_size), {})[c.row.workload] = c
+    lines = []
+    for (lab, strategy, ranks), by_workload in sorted(groups.items()):
+        if len(by_workload) < 2:
+            continue
+        rows = sorted(by_workload.values(), key=lambda c: -c.row.batch_size)
+        lines.append(f"lab {lab} timed {dict(SPLITS)[strategy]} ({ranks:g} devices) in {len(rows)} workloads: "
+                     + ", ".join(f"{c.speedup:.2f}x (batch {c.row.batch_size}, "
+                                 f"{c.row.workload[len(WORKLOAD):].lstrip(', ') or 'step'})" for c in rows)
+                     + ": each against its own workload's one-device row, timed its own way (the workload names "
+                     f"how), so two figures of two setups, not one measured twice; the answer reads batch {batch}'s")
+    return lines
