@@ -60,9 +60,15 @@ def ranks_vs_threads(shared: list[Compared]) -> list[str]:
         for rival_c in rivals:
             rival = rival_c.row
             if bool(rival_c.refused) != bool(ddp_c.refused):  # one timed in launched processes, one in a kernel
+                own = [c.row for c in rivals if bool(c.refused) == bool(ddp_c.refused)]
                 lines.append(f"prediction, {ddp.world_size} DDP ranks (lab {ddp.lab}) against 1 process x "
                              f"{ddp.resources:g} threads (lab {rival.lab}): not compared, lab {ddp.lab} timed its ranks "
-                             f"in launched processes, lab {rival.lab} its threads in the notebook's kernel")
+                             f"in launched processes, lab {rival.lab} its threads in the notebook's kernel"
+                             + (f" (its threads' {rival.samples_per_s:,.0f} samples/s lie "  # learner s12r4g: the
+                                f"{rival.samples_per_s / own[0].samples_per_s:.2f}x from lab {ddp.lab}'s own "
+                                f"{own[0].samples_per_s:,.0f}, read below; against them DDP's "  # outcome depends on
+                                f"{ddp.samples_per_s:,.0f} would be {ddp.samples_per_s / rival.samples_per_s:.2f}x)"
+                                if own else ""))  # which of two disagreeing rows is read: both figures, computed
                 continue
             ratio = ddp.samples_per_s / rival.samples_per_s
             low = ddp.samples_per_s * (1 - (ddp.spread or 0.0) / 2)

@@ -257,3 +257,28 @@ def test_damped_lr_plausible_readings_of_the_even_share_are_caught():
     def damped_lr(base_lr, staleness):  # noqa: F811 — the momentum's decay, not an even share
         return base_lr * 0.9 ** staleness
     assert_wrong(damped_lr, "should be")
+
+
+def test_named_mistakes_get_no_hint_and_the_pass_line_does_not_print_the_formula():
+    """Learner s12r4g: every FAIL ended with a 'Hint:' that was nearly the solution, ex 2's 'count since the start'
+    and ex 3's '2**s' got messages that restate the rule, and ex 3's PASS line printed base_lr / (1 + staleness)."""
+    def staleness_from_order(order):  # the other workers' gradients since the start, no pulls
+        return [sum(1 for v in order[:i] if v != w) for i, w in enumerate(order)]
+    assert_wrong(staleness_from_order, "counts the other workers' gradients since the start")
+    assert "Hint" not in check(staleness_from_order).message
+
+    def damped_lr(base_lr, staleness):
+        return base_lr / 2 ** staleness
+    assert_wrong(damped_lr, "halves the rate for every version of staleness")
+    assert "Hint" not in check(damped_lr).message
+
+    def damped_lr(base_lr, staleness):  # noqa: F811
+        return base_lr / staleness
+    said = check(damped_lr).message
+    assert "divides by zero" in said and "1 + staleness" not in said and "Hint" not in said
+    passed = check(lesson08.damped_lr)
+    assert passed and "1 + staleness" not in str(passed) and "(1 +" not in str(passed), passed
+
+    def damped_lr(base_lr, staleness):  # noqa: F811 — generic: keeps its hint
+        return base_lr * 0.9 ** staleness
+    assert "Hint" in check(damped_lr).message

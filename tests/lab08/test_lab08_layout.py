@@ -67,3 +67,22 @@ def test_samples_to_the_target_off_the_snapshot_grid_are_named_with_their_cause(
     """Learner s11g, finding 7 (top list): Hogwild's 4,640 samples under 'moves in steps of 512 samples'."""
     table = next(source for kind, source in cells() if kind == "code" and "moves in steps of one snapshot" in source)
     assert "samples % snapshot" in table and "off that grid" in table and "poll finds the count past a step" in table
+
+
+def test_the_rank_correlation_reads_one_straggler_factor_at_a_time_in_a_cell_of_its_own():
+    """Learner s12r4g, findings 5 and 8: the correlation pooled the x1 and x4 runs (the factor moves both stale share
+    and accuracy), and it and the run-clock/steady-rate bookkeeping sat in the main table's cell."""
+    table = cells()[code_with("late_of = {}")][1]
+    assert "rank_correlation(" not in table and "steady" not in table and "clocks_legend" not in table
+    corr = cells()[code_with("rank_correlation(")][1]
+    assert 'for f in (factors[0], factors[-1]):' in corr and 'settings[f]["async"]' in corr
+    assert code_with("rank_correlation(") == code_with("late_of = {}") + 1
+
+
+def test_keras_fits_failure_is_printed_as_expected_and_the_markdown_gives_no_direction_for_tfs_accuracy():
+    """Learner s12r4g, findings 10-11: 'failed: ValueError ...' alarmed before cell 28 explained it; cell 28's 'can
+    still end far above the torch server's' prepared for the opposite of what the run showed."""
+    source = cells()[code_with("Keras model.fit under ParameterServerStrategy")][1]
+    assert 'failed, as the next cell expects of Keras 3' in source and '"create_per_worker_dataset" in fit_error' in source
+    prose = cells()[markdown_with("The lines above say whether each of the two ways ran here.")][1]
+    assert "far above" not in prose and "Theory gives no direction" in " ".join(prose.split())

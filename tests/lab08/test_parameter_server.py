@@ -796,3 +796,16 @@ def test_the_staleness_report_reads_the_histograms_runs_as_the_quiet_run_did():
     assert "in this run, the rest of worker 1's core, 7%" in text
     alike = A.staleness_report({1.0: run([1, 2] * 80, [1] * 160, w1)}, [1.0], 2, True)
     assert alike[-1] == "no straggler: the workers sent alike (within 25 %): as predicted"
+
+
+def test_damping_is_sized_by_the_runs_mean_step_not_by_one_stale_gradients_push():
+    """Learner s12r4g, finding 5/6: theory 'damping removes ~5 % of a stale push', repeated in every damped verdict,
+    beside a damped replay 17.6 points higher. A damped step moves the whole momentum buffer, so the runs' mean rate
+    (1 / (1 + staleness) over their gradients) sizes damping; the 5 % claim is gone."""
+    import nbformat
+
+    line = A.damped_rate_line({1.0: [1, 1, 0, 1], 4.0: [0, 0, 0, 3]})
+    assert "stepped at 62% of the base rate at x1, 81% of the base rate at x4" in line  # (.5+.5+1+.5)/4, (3+.25)/4
+    assert "whole momentum buffer" in line and A.damped_rate_line({1.0: []}) == ""
+    source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
+    assert "5 % of a stale" not in source and "~5 %" not in source and "parameter_server.damped_rate_line(" in source

@@ -42,6 +42,30 @@ def test_the_split_answer_leaves_out_refused_rows_and_says_nothing_without_the_t
     assert "Theory for Horovod" not in readout.split_answer(quiet_rows()[:3])  # no Horovod-style row: no reason
 
 
+def test_the_split_answer_sets_other_labs_threads_beside_the_tables_and_says_when_they_flip_the_reading():
+    """Learner s12r4g, findings 1-2: the answer quoted lab 03's two threads (1.31x, below its DDP 1.58x) while labs 01
+    and 02 timed the same configuration at 1.75x: which lab you read decided whether threads beat DDP, unsaid."""
+    rows = quiet_rows()
+    b1 = row("01", "single-process", 1, 5954, W3)
+    lab01 = [report.Compared(b1, b1), report.Compared(row("01", "single-process", 1, 10406, W3, threads=2), b1)]
+    said = readout.split_answer(rows, others=rows + lab01)
+    assert "2 threads, no split: 1.47x (lab 03) (other labs timed it over their own baselines: 1.75x (lab 01, " \
+           "batch 256); lab 03's 1.47x lies 1.19x below lab 01's" in said
+    assert "threads trail lab 03's DDP (1.55x) on its own row, beat it on lab 01's" in said
+    assert "other labs" not in readout.split_answer(rows)  # no other lab's threads: nothing to set beside
+    low = [report.Compared(b1, b1), report.Compared(row("01", "single-process", 1, 7000, W3, threads=2), b1)]
+    assert "lab 03's is the highest" in readout.split_answer(rows, others=low)
+
+
+def test_the_split_answer_ranks_only_rows_apart_beyond_their_spreads():
+    """Learner s12r4g, finding 5: 'DataParallel 1.70x > DDP 1.62x' with half the table's medians noisy."""
+    rows = quiet_rows()
+    rows[1] = report.Compared(row("02", "ddp", 2, 9460, W2).__class__(**{**vars(rows[1].row), "spread": 0.2}),
+                              rows[1].baseline)
+    said = readout.split_answer(rows)
+    assert "lab 02: DataParallel 1.67x ~ DDP 1.60x; lab 03: DDP 1.55x > Horovod-style 1.05x (~: apart by less" in said
+
+
 def test_the_split_answer_ranks_only_within_one_lab():
     """Learner s12r3g, finding 1: 'highest here: DDP' held only because lab 03's baseline was lower than lab 02's;
     within lab 02 DataParallel 1.65x beat DDP 1.55x."""
@@ -109,14 +133,17 @@ def test_the_summary_opens_with_the_tables_answer_said_to_come_from_above():
     cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
     table = next(c.source for c in cells if c.cell_type == "code" and "report.scaling(compared)" in c.source)
     summary = next(c.source for c in cells if c.cell_type == "code" and "best = report.best_speedup(mine)" in c.source)
-    assert "answer = readout.split_answer(shown_rows)" in table
+    assert "answer = readout.split_answer(shown_rows, others=compared)" in table
     assert '"answer (from the table above):"' in summary and summary.index("if answer:") < summary.index("print(f\"{len(rows)}")
 
 
 def test_the_ddp_step_names_what_compute_and_the_all_reduce_leave():
     """Learner s12r3g, finding 5: 2.49 ms = 1.07 compute + 0.58 all-reduce + 0.84 ms unnamed."""
     said = readout.step_rest_line(2.49e-3, 1.07e-3, 0.58e-3)
-    assert "the rest, 0.84 ms (34%)" in said and "optimizer step" in said
+    assert "= 0.84 ms (34%) for the rest" in said and "optimizer step" in said and "coincidence" not in said
+    # learner s12r4g, finding 8: 'the rest, 0.90 ms, is neither one rank's compute (0.90 ms ...)' read as a bug
+    same = readout.step_rest_line(2.38e-3, 0.90e-3, 0.59e-3)
+    assert "the step 2.38 ms - one rank's compute 0.90 ms" in same and "= 0.89 ms" in same and "coincidence" in same
     assert "account for the step" in readout.step_rest_line(1.7e-3, 1.1e-3, 0.58e-3)
 
 
@@ -149,3 +176,32 @@ def test_a_speedups_spread_says_which_of_its_two_spreads_makes_it():
     c = SimpleNamespace(row=SimpleNamespace(spread=0.72), baseline=SimpleNamespace(spread=0.75))
     assert readout.spread_parts(c) == " (rate 72% + baseline 75%)"
     assert readout.spread_parts(SimpleNamespace(row=SimpleNamespace(spread=None), baseline=None)) == ""
+
+
+def test_the_communication_section_ends_with_one_computed_sentence():
+    """Learner s12r4g: 'give the learner one concluding sentence per section'; theory's thresholds (cell 'The ratio
+    tells you ...': a few percent leaves room, tens of percent cap) decide each model's reading."""
+    said = readout.communication_answer({"digits CNN": 1.11, "CNN-3conv": 0.024})
+    assert said.startswith("section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for "
+                           "near-linear scaling; digits CNN's all-reduce is 111 % of one rank's compute: it caps"), said
+    assert "a noticeable share" in readout.communication_answer({"x": 0.2, "y": None})
+    assert readout.communication_answer({"x": None}) == ""
+
+
+def test_the_rows_not_in_the_fit_follow_their_heading_and_which_s_to_believe_comes_after_them():
+    """Learner s12r4g, finding 12: 'not in the fit (4 row(s) ...):' was cut from its rows by the paragraph."""
+    import inspect
+    source = inspect.getsource(readout.amdahl_fits)
+    assert source.index("not in the fit (") < source.index("for c in others:") < source.index("which s to believe")
+
+
+def test_one_way_timed_in_two_workloads_gets_a_line_naming_both_setups():
+    """Learner s12r4g, finding 4: lab 02's DataParallel scaled 1.29x at batch 512 and 1.70x at batch 256 ('launched
+    ranks'), a larger batch scaling worse, unexplained: the two are two workloads timed two ways."""
+    rows = quiet_rows()
+    b = row("02", "single", 1, 6035, "CNN-3conv/synthetic28 step in one process", batch=512)
+    rows += [report.Compared(b, b), report.Compared(row("02", "dp", 2, 7783, b.workload, batch=512), b)]
+    (line,) = readout.one_way_twice(rows)
+    assert line.startswith("lab 02 timed DataParallel (2 devices) in 2 workloads: 1.29x (batch 512, in one "
+                           "process), 1.67x (batch 256, launched ranks): each against its own workload's"), line
+    assert "not one measured twice" in line and readout.one_way_twice(quiet_rows()) == []

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from ...exercises.core import Exercise, FROM_LESSON, close, max_abs_diff, register
+from ...exercises.core import Exercise, FROM_LESSON, close, max_abs_diff, named_unless, register
 
 SETUP = "import torch"
 SYNC_TOLERANCE = 1e-5
@@ -191,7 +191,8 @@ def _average_judge(got, expected, case):
 
 
 AVERAGE_AND_APPLY = Exercise("08", "average_and_apply", _average_cases, _average_run, _average_expected,
-                             _average_judge, "weights.grad = the mean of the gradients (summed in rank order, divided "
+                             named_unless("differ from one process on the global batch by up to",  # generic: a hint
+                                          "expected the weights of")(_average_judge), "weights.grad = the mean of the gradients (summed in rank order, divided "
                              "by how many there are), then one optimizer.step()", setup=SETUP,
                              ranks=1 + max(WORKER_COUNTS))
 
@@ -214,6 +215,11 @@ def _staleness_run(staleness_from_order, cases):
 
 def _never_pulled(order):
     return list(range(len(order)))
+
+
+def _others_since_start(order):
+    """Each gradient's count of the other workers' gradients applied before it since the start (no pulls at all)."""
+    return [sum(1 for v in order[:i] if v != w) for i, w in enumerate(order)]
 
 
 def _pulled_before_update(order):
@@ -241,6 +247,10 @@ def _staleness_judge(got, expected, cases):
         if g == _never_pulled(order):
             return 0.0, ("that counts every update since the start: after its gradient is applied, a worker pulls the "
                          "new weights, so remember the version each worker pulled last")
+        if g == _others_since_start(order) and g != e:  # learner s12r4g: got a message restating the rule
+            return 0.0, (f"for the order {order} expected {e}, got {g}: that counts the other workers' gradients since "
+                         "the start; a worker pulls fresh weights after each of its own gradients, so count only "
+                         "the updates since its last pull")
         if g == _pulled_before_update(order):
             return 0.0, (f"for the order {order} expected {e}, got {g}: each value is one too large after a worker's "
                          "first gradient; the weights it pulls next are the ones its own update produced, so record "
@@ -260,7 +270,8 @@ def _staleness_judge(got, expected, cases):
 
 
 STALENESS_FROM_ORDER = Exercise("08", "staleness_from_order", _staleness_cases, _staleness_run, FROM_LESSON,
-                                _staleness_judge, "keep the server's version and, per worker, the version it pulled "
+                                named_unless("staleness = the server's version when the gradient is applied",
+                                             "return one staleness per")(_staleness_judge), "keep the server's version and, per worker, the version it pulled "
                                 "last; staleness = version now - version pulled")
 
 
@@ -282,13 +293,13 @@ def _lr_run(damped_lr, cases):
 
 def _lr_judge(got, expected, cases):
     if "ZeroDivisionError" in got:
-        return 0.0, ("staleness 0 divides by zero: a fresh gradient (staleness 0) gets the full learning rate, "
-                     "so divide by 1 + staleness")
+        return 0.0, ("staleness 0 divides by zero: a fresh gradient (staleness 0) must get the full learning rate, "
+                     "and your rule has to hold there too")
     stale = [(g, base, s) for g, (base, s) in zip(got, cases) if s]
     # divided by the staleness itself: at staleness 1 that is the full rate, so name the division, not staleness 1
     if stale and all(close(g, base / s, 1e-9) for g, base, s in stale):
         return 0.0, ("that divides by the staleness itself: base_lr / s gives a gradient of staleness 1 the full rate, "
-                     "the same step as a fresh one; divide by 1 + staleness")
+                     "the same step as a fresh one, though it spans two updates")
     for g, e, (base, s) in zip(got, expected, cases):
         if close(g, e, 1e-9):
             continue
@@ -296,13 +307,18 @@ def _lr_judge(got, expected, cases):
             return 0.0, f"damped_lr({base}, {s}) returned the base rate: a stale gradient must get a smaller step"
         if close(g, base * (1 + s), 1e-9):
             return 0.0, "that grows with staleness: the older the gradient, the SMALLER its learning rate"
+        if close(g, base / 2 ** s, 1e-9):  # learner s12r4g: got only 'should be ... got ...'
+            return 0.0, (f"that halves the rate for every version of staleness: at staleness {s} it gives "
+                         f"1/{2 ** s} of the base rate, where an even share of one step over the {s + 1} updates "
+                         "the gradient spans falls far more slowly")
         if close(g, base / (1 + s) ** 2, 1e-9):
-            return 0.0, "that damps with the square of (1 + staleness): divide by (1 + staleness) once"
+            return 0.0, ("that damps with a square: a stale step shrinks far below an even share of one step over "
+                         "the updates it spans")
         return 0.0, f"damped_lr({base}, {s}) should be {e:g}, got {g:g}"
-    return 1.0, "base_lr / (1 + staleness)"
+    return 1.0, "fresh gradients get the base rate, stale ones an even share of one step"
 
 
-DAMPED_LR = Exercise("08", "damped_lr", _lr_cases, _lr_run, FROM_LESSON, _lr_judge,
+DAMPED_LR = Exercise("08", "damped_lr", _lr_cases, _lr_run, FROM_LESSON, named_unless("should be")(_lr_judge),
                      "a fresh gradient (staleness 0) gets base_lr; one s versions old spans s + 1 updates (the s since its "
                      "weights and its own): share one fresh step evenly over them")
 

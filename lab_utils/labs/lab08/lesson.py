@@ -186,7 +186,7 @@ def run_all(rank, world_size, configs, worker=work, server=serve):
     return results
 
 
-# ---- solutions/08_sync_async.ipynb, cell 41 (id b571334b) ----------------------------------------------------------
+# ---- solutions/08_sync_async.ipynb, cell 42 (id b571334b) ----------------------------------------------------------
 
 def replay(run, n_workers, fresh=False, buffer_per_worker=False, damped=False):
     """An undamped asynchronous run's updates again, in this process: each worker's batches in the run's order, each
@@ -222,7 +222,7 @@ def replay(run, n_workers, fresh=False, buffer_per_worker=False, damped=False):
             "snapshot_samples": [(i + 1) * cfg.snapshot_every * cfg.batch_size for i in range(len(snapshots))]}
 
 
-# ---- solutions/08_sync_async.ipynb, cell 49 (id 47187d3a) ----------------------------------------------------------
+# ---- solutions/08_sync_async.ipynb, cell 50 (id 47187d3a) ----------------------------------------------------------
 
 def staleness_from_order(order):
     """The staleness of each applied gradient, from the order of the workers that sent them."""
@@ -234,7 +234,7 @@ def staleness_from_order(order):
     return staleness
 
 
-# ---- solutions/08_sync_async.ipynb, cell 53 (id 3314b46f) ----------------------------------------------------------
+# ---- solutions/08_sync_async.ipynb, cell 54 (id 3314b46f) ----------------------------------------------------------
 
 def damped_lr(base_lr, staleness):
     """The learning rate for a gradient this many versions old."""

@@ -43,15 +43,18 @@ def timed_by_both(shared):
 
 # ---- solutions/10_scaling_report.ipynb, cell 18 (id fixed-cost-line) -----------------------------------------------
 
-def fixed_cost_line(name, small, small_s, large, large_s):
-    """What a straight line through two batches' step times says: the per-step cost that does not grow with the batch."""
+def fixed_cost_line(name, small, small_s, large, large_s, spread=0.0):
+    """What a straight line through two batches' step times says: the per-step cost that does not grow with the batch.
+    `spread`: the larger of the two medians' spreads; above detectors.NOISY_SPREAD the line says the figure is rough."""
     per_image = (large_s - small_s) / (large - small)
     fixed = small_s - per_image * small  # time = fixed + per_image x batch, through both points
     said = f"{name}: batch {small} took {small_s / large_s:.0%} of batch {large}'s time"
     if fixed <= 0 or per_image <= 0:
         return f"{said}: no fixed cost per step shows (the time grows at least in proportion to the batch)"
+    rough = (f"; rough: a median it reads spread {spread:.0%} over its repeats" if spread > detectors.NOISY_SPREAD
+             else "")  # learner s12r4g: a fixed cost built on a 91 % spread, unnoted
     return (f"{said}: a line through the two gives a fixed cost of {fixed * 1e3:.2f} ms per step "
-            f"({fixed / small_s:.0%} of batch {small}'s step), which halving the batch does not halve")
+            f"({fixed / small_s:.0%} of batch {small}'s step), which halving the batch does not halve{rough}")
 
 
 def suspect_note(name, flags):

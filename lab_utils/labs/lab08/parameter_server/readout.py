@@ -326,3 +326,17 @@ def gap_pointer(sync: float, async_: float, staleness: float, factor: float) -> 
     return (f"straggler x{factor:g}: async ends {100 * (sync - async_):.1f} points below sync (medians) with its "
             f"gradients {staleness:.2f} versions old on average; theory's suspect is the one momentum buffer all "
             "workers share (a stale gradient stays in it for about 10 steps): the replay section tests it")
+
+
+def damped_rate_line(staleness_by_factor: dict) -> str:
+    """'damping's size here: the damped runs stepped at 58 % of the base rate on average at x1, ...': the mean of
+    1 / (1 + staleness) over the damped runs' gradients, per straggler factor (learner s12r4g: '~5 % of a stale push'
+    beside a +17.6-point gain; each step moves the whole momentum buffer, so damping slows the run as a smaller
+    learning rate would); '' without recorded staleness."""
+    means = {f: statistics.fmean(1 / (1 + s) for s in stale) for f, stale in staleness_by_factor.items() if stale}
+    if not means:
+        return ""
+    return ("damping's size here: the damped runs stepped at "
+            + ", ".join(f"{m:.0%} of the base rate at x{f:g}" for f, m in sorted(means.items()))
+            + " (the mean of 1 / (1 + staleness) over their gradients); each step moves the whole momentum buffer, "
+            "so damping slows the run as a smaller learning rate would, not only a stale gradient's own push")
