@@ -222,3 +222,43 @@ def test_a_train_step_message_that_names_the_mistake_gets_no_hint_repeating_the_
                         (no_zero_grad, "gradients add up across backward() calls")):
         result = check(wrong)
         assert not result.passed and said in result.message and "Hint:" not in result.message, result.message
+
+
+def _run_use_cell(throughput):
+    """Lab 01's use cell of throughput on a training run of 217 timed steps (odd, as in the quiet run)."""
+    import io
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import nbformat
+
+    from lab_utils import measure
+    from lab_utils.exercises import passes
+
+    notebook = Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb"
+    source = next(c.source for c in nbformat.read(notebook, 4).cells
+                  if c.cell_type == "code" and c.source.startswith("yours = throughput("))
+    steps = [0.01, 0.005, 0.003] + [0.001 + i * 1e-6 for i in range(217)]
+    history = type("History", (), {"batch_size": 64, "step_seconds": steps, "warmup_steps": 3, "timed_steps": 217,
+                                    "samples_per_s": 64 / statistics.median(steps[3:])})()
+    names = {"throughput": throughput, "history": history, "passes": passes, "measure": measure}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(compile(source, "lab 01 throughput use cell", "exec"), names)
+    return out.getvalue()
+
+
+def test_the_use_cell_agrees_with_the_self_check():
+    """Learner s12r4a, lab 01 finding 6: the median of per-step rates FAILed its self-check, and the next cell printed
+    'equals the training rate above: True' (217 timed steps: odd, so the two medians coincide)."""
+    def throughput(batch_size, step_times, warmup):
+        return statistics.median(batch_size / t for t in step_times[warmup:])
+
+    said = _run_use_cell(throughput)
+    assert not check(throughput).passed
+    assert "True" not in said and "failed its self-check" in said and "217 timed steps" in said, said
+
+    def throughput(batch_size, step_times, warmup):  # noqa: F811 -- the right answer
+        return batch_size / statistics.median(step_times[warmup:])
+
+    assert _run_use_cell(throughput).strip().endswith("equals the training rate above: True")
