@@ -262,3 +262,58 @@ def test_the_use_cell_agrees_with_the_self_check():
         return batch_size / statistics.median(step_times[warmup:])
 
     assert _run_use_cell(throughput).strip().endswith("equals the training rate above: True")
+
+
+# ---- efficiency (learner s12r4a, lab 01 'make it a 5': an exercise on the reference workload itself) ---------------
+
+def _efficiency(rule):
+    rule.__name__ = rule.__qualname__ = "efficiency"
+    return rule
+
+
+@pytest.mark.parametrize("wrong, named", [
+    (lambda one, many, n: one / many, "not divided by the threads"),
+    (lambda one, many, n: many / one / n, "upside down"),
+    (lambda one, many, n: 100 * one / many / n, "a percentage"),
+    (lambda one, many, n: one / many / (n - 1), "threads - 1"),
+    (lambda one, many, n: (one / many - 1) / n, "the speedup minus 1"),
+    (lambda one, many, n: min(one / many / n, 1.0), "clamped at 1.0"),
+], ids=["speedup", "inverted", "percent", "n-1", "gain", "clamped"])
+def test_a_wrong_efficiency_is_named(wrong, named):
+    result = check(_efficiency(wrong))
+    assert not result.passed and named in result.message and "Hint" not in result.message, result.message
+    assert grade(_efficiency(wrong))[0] == 0.0
+
+
+def test_the_efficiency_use_cell_reads_the_self_check_and_the_reference_s_refusal():
+    import io
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import nbformat
+
+    from lab_utils import measure
+    from lab_utils.exercises import passes
+    from lab_utils.labs.lab01 import reports
+    from lab_utils.measure.timing import Timing
+
+    right = _efficiency(lambda one, many, n: one / many / n)
+    assert check(right).passed and grade(right)[0] == 1.0
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    source = next(c.source for c in cells if c.cell_type == "code" and "by your efficiency" in c.source)
+    timings = {"1 process x 1 thread": Timing(times=[0.040] * 3, warmup=3),
+               "1 process x 2 threads": Timing(times=[0.0228] * 3, warmup=3)}
+    threads = {"1 process x 1 thread": 1, "1 process x 2 threads": 2}
+
+    def said(answer, threads_line="1.75x, within"):
+        report = reports.ReferenceReport([], {}, "1 process x 2 threads", threads_line)
+        out = io.StringIO()
+        with redirect_stdout(out):
+            exec(source, {"efficiency": answer, "passes": passes, "measure": measure, "reference": report,
+                          "ref_timings": timings, "ref_threads": threads})
+        return out.getvalue()
+
+    assert "by your efficiency: 88% on 2 threads" in said(right)
+    assert "failed its self-check" in said(_efficiency(lambda one, many, n: one / many))
+    refused = f"{measure.NOT_MEASURABLE}: other programs used 1.2 of 2 cores while this measured"
+    assert "ruled the threads' ratio out" in said(right, refused), said(right, refused)
