@@ -317,3 +317,23 @@ def test_the_efficiency_use_cell_reads_the_self_check_and_the_reference_s_refusa
     assert "failed its self-check" in said(_efficiency(lambda one, many, n: one / many))
     refused = f"{measure.NOT_MEASURABLE}: other programs used 1.2 of 2 cores while this measured"
     assert "ruled the threads' ratio out" in said(right, refused), said(right, refused)
+
+
+def test_a_float_loss_passes_as_the_exercise_text_now_says():
+    """Learner s12r4a, lab 01 finding 14: loss.item() passed while the text asked for a detached loss; the text now
+    names both (a detached tensor, or the float loss.item()), and the check keeps accepting both."""
+    from pathlib import Path
+
+    import nbformat
+
+    def train_step(model, x, y, optimizer):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    assert check(train_step).passed
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    text = " ".join(next(c.source for c in cells if "### Exercise 1 — the training step" in c.source).split())
+    assert "`loss.detach()`, or the float `loss.item()`" in text
