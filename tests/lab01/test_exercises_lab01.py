@@ -237,7 +237,7 @@ def _run_use_cell(throughput):
 
     notebook = Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb"
     source = next(c.source for c in nbformat.read(notebook, 4).cells
-                  if c.cell_type == "code" and c.source.startswith("yours = throughput("))
+                  if c.cell_type == "code" and "your throughput of the training run" in c.source)
     steps = [0.01, 0.005, 0.003] + [0.001 + i * 1e-6 for i in range(217)]
     history = type("History", (), {"batch_size": 64, "step_seconds": steps, "warmup_steps": 3, "timed_steps": 217,
                                     "samples_per_s": 64 / statistics.median(steps[3:])})()
@@ -337,3 +337,12 @@ def test_a_float_loss_passes_as_the_exercise_text_now_says():
     cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
     text = " ".join(next(c.source for c in cells if "### Exercise 1 — the training step" in c.source).split())
     assert "`loss.detach()`, or the float `loss.item()`" in text
+
+
+def test_the_use_cell_of_an_unwritten_throughput_does_not_raise():
+    """The student notebook's stub raises NotImplementedError: its use cell asks the self-check first, so it says
+    'failed its self-check' instead of a traceback."""
+    def throughput(batch_size, step_times, warmup):
+        raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")
+
+    assert "failed its self-check" in _run_use_cell(throughput)
