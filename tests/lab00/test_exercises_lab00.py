@@ -2,6 +2,8 @@
 import statistics
 import time
 
+import pytest
+
 from lab_utils.exercises import check
 from answers import grade
 
@@ -256,3 +258,51 @@ def test_a_message_that_names_the_mistake_gets_no_hint_repeating_it():
     for wrong, said in ((median_time_no_warmup, "warm-up included"), (median_time_mean, "the mean of the timed")):
         result = check(wrong)
         assert not result.passed and said in result.message and "Hint:" not in result.message, result.message
+
+
+# ---- one_off_cost (learner s12r4a, lab 00 'make it a 5': a second exercise that makes the learner see a cold call) --
+
+def _one_off(rule):
+    rule.__name__ = rule.__qualname__ = "one_off_cost"
+    return rule
+
+
+@pytest.mark.parametrize("wrong, named", [
+    (lambda cold, warm: cold - statistics.mean(warm) if cold > max(warm) else 0.0, "*mean* warm repeat"),
+    (lambda cold, warm: cold - min(warm) if cold > max(warm) else 0.0, "*fastest* warm repeat"),
+    (lambda cold, warm: cold - max(warm) if cold > max(warm) else 0.0, "*slowest* warm repeat"),
+    (lambda cold, warm: cold - statistics.median(warm), "return 0.0"),
+    (lambda cold, warm: max(cold - statistics.median(warm), 0.0), "only one slower than every warm repeat"),
+    (lambda cold, warm: cold - statistics.median(warm) if cold > 2 * statistics.median(warm) else 0.0,
+     "above a multiple of it"),
+    (lambda cold, warm: 1e3 * (cold - statistics.median(warm)) if cold > max(warm) else 0.0, "milliseconds"),
+    (lambda cold, warm: cold / statistics.median(warm) if cold > max(warm) else 0.0, "a ratio"),
+], ids=["mean", "fastest", "slowest", "never-hidden", "above-median", "twice-median", "ms", "ratio"])
+def test_a_wrong_one_off_cost_is_named(wrong, named):
+    result = check(_one_off(wrong))
+    assert not result.passed and named in result.message, result.message
+    assert "Hint" not in result.message
+    assert grade(_one_off(wrong))[0] == 0.0
+
+
+def test_the_right_one_off_cost_passes_and_the_use_cell_reads_the_self_check_first():
+    right = _one_off(lambda cold, warm: cold - statistics.median(warm) if cold > max(warm) else 0.0)
+    assert check(right).passed and grade(right)[0] == 1.0
+    import io
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import nbformat
+
+    from lab_utils.exercises import passes
+    from lab_utils.measure.timing import Timing
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "00_setup_and_devices.ipynb", 4).cells
+    source = next(c.source for c in cells if c.cell_type == "code" and "by your one_off_cost" in c.source)
+    for answer, said in ((right, "23.7 ms of one-off cost above the warm median"),
+                         (_one_off(lambda cold, warm: cold - statistics.median(warm)), "failed its self-check")):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            exec(source, {"one_off_cost": answer, "passes": passes, "cold": 0.0457,
+                          "right": Timing(times=[0.022, 0.0216, 0.0225], warmup=2)})
+        assert said in out.getvalue(), out.getvalue()

@@ -29,3 +29,28 @@ def test_the_noise_allowance_the_prose_states_is_the_code_s():
     prose = " ".join(cell.split())
     assert f"allows it {detectors.ABOVE_100_NOISE * 100:.0f} % of noise" in prose
     assert "tens of percent" not in prose and "(../README.md#results)" in prose
+
+
+def _cells():
+    return [c.source for c in nbformat.read(NOTEBOOK, 4).cells]
+
+
+def test_the_marks_rule_comes_first_and_its_details_after_the_examples():
+    """Learner s12r4a, lab 00 finding 6: one 90-word sentence with a parenthetical exception after the examples; now
+    the rule, the two examples, then a 'Details' paragraph with the below-1/N case."""
+    cell = next(c for c in _cells() if "**Marks beside a figure.**" in c)
+    rule, _, rest = cell.partition("```")
+    assert "**efficiency**" in rule and "1/N" not in rule
+    details = rest.split("```")[-1]
+    assert details.lstrip().startswith("*Details.*") and "1/N" in details
+    assert max(len(s.split()) for s in re.split(r"(?<=[.:])\s", " ".join(details.split()))) <= 40
+
+
+def test_the_first_cells_define_before_use_and_skip_the_allocator_internals():
+    """Learner s12r4a, lab 00 findings 1 and 3: mmap/trim vocabulary in cell 3, and 'rank' used before its definition."""
+    cells = _cells()
+    machine = next(c for c in cells if "`hardware.detect()` looks once" in c)
+    assert "mmap" not in machine and "trim" not in machine and "machine's name" not in machine
+    strategy = " ".join(next(c for c in cells if c.startswith("## 4. Strategy")).split())
+    assert strategy.index("a **rank** is") < strategy.index("each rank gets one thread")
+    assert strategy.index("a **device** is") < strategy.index("play the part of a device")

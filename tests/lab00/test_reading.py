@@ -43,3 +43,17 @@ def test_the_thread_ratio_on_a_quiet_and_a_busy_machine(monkeypatch):
     monkeypatch.setattr(conditions, "taken", lambda reset=False: busy)
     line, flags = reading.thread_ratio({"1 thread": 1000.0, "2 threads": 2600.0}, settings, noisy=False)
     assert measure.NOT_MEASURABLE in line and "2.60x" not in line and flags == []  # refused: no [!] reads 2.6x
+
+
+def test_the_budget_cell_says_checked_not_note():
+    """Learner s12r4a, lab 00 finding 2: 'note:' named both a budget check (cell 6) and the mark beside an odd but
+    possible figure (the marks paragraph); the budget cell's lines now say 'checked:', and the prose defines it."""
+    from pathlib import Path
+
+    import nbformat
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "00_setup_and_devices.ipynb", 4).cells
+    budget = next(c for c in cells if c.cell_type == "code" and "budget.notes" in c.source)
+    assert 'f"checked: {note}"' in budget.source and '"note:' not in budget.source
+    before = next(c.source for c in cells if "`hardware.cpu_budget()` reads each" in c.source)
+    assert "A `checked:` line says" in before

@@ -222,3 +222,127 @@ def test_a_train_step_message_that_names_the_mistake_gets_no_hint_repeating_the_
                         (no_zero_grad, "gradients add up across backward() calls")):
         result = check(wrong)
         assert not result.passed and said in result.message and "Hint:" not in result.message, result.message
+
+
+def _run_use_cell(throughput):
+    """Lab 01's use cell of throughput on a training run of 217 timed steps (odd, as in the quiet run)."""
+    import io
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import nbformat
+
+    from lab_utils import measure
+    from lab_utils.exercises import passes
+
+    notebook = Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb"
+    source = next(c.source for c in nbformat.read(notebook, 4).cells
+                  if c.cell_type == "code" and "your throughput of the training run" in c.source)
+    steps = [0.01, 0.005, 0.003] + [0.001 + i * 1e-6 for i in range(217)]
+    history = type("History", (), {"batch_size": 64, "step_seconds": steps, "warmup_steps": 3, "timed_steps": 217,
+                                    "samples_per_s": 64 / statistics.median(steps[3:])})()
+    names = {"throughput": throughput, "history": history, "passes": passes, "measure": measure}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(compile(source, "lab 01 throughput use cell", "exec"), names)
+    return out.getvalue()
+
+
+def test_the_use_cell_agrees_with_the_self_check():
+    """Learner s12r4a, lab 01 finding 6: the median of per-step rates FAILed its self-check, and the next cell printed
+    'equals the training rate above: True' (217 timed steps: odd, so the two medians coincide)."""
+    def throughput(batch_size, step_times, warmup):
+        return statistics.median(batch_size / t for t in step_times[warmup:])
+
+    said = _run_use_cell(throughput)
+    assert not check(throughput).passed
+    assert "True" not in said and "failed its self-check" in said and "217 timed steps" in said, said
+
+    def throughput(batch_size, step_times, warmup):  # noqa: F811 -- the right answer
+        return batch_size / statistics.median(step_times[warmup:])
+
+    assert _run_use_cell(throughput).strip().endswith("equals the training rate above: True")
+
+
+# ---- efficiency (learner s12r4a, lab 01 'make it a 5': an exercise on the reference workload itself) ---------------
+
+def _efficiency(rule):
+    rule.__name__ = rule.__qualname__ = "efficiency"
+    return rule
+
+
+@pytest.mark.parametrize("wrong, named", [
+    (lambda one, many, n: one / many, "not divided by the threads"),
+    (lambda one, many, n: many / one / n, "upside down"),
+    (lambda one, many, n: 100 * one / many / n, "a percentage"),
+    (lambda one, many, n: one / many / (n - 1), "threads - 1"),
+    (lambda one, many, n: (one / many - 1) / n, "the speedup minus 1"),
+    (lambda one, many, n: min(one / many / n, 1.0), "clamped at 1.0"),
+], ids=["speedup", "inverted", "percent", "n-1", "gain", "clamped"])
+def test_a_wrong_efficiency_is_named(wrong, named):
+    result = check(_efficiency(wrong))
+    assert not result.passed and named in result.message and "Hint" not in result.message, result.message
+    assert grade(_efficiency(wrong))[0] == 0.0
+
+
+def test_the_efficiency_use_cell_reads_the_self_check_and_the_reference_s_refusal():
+    import io
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import nbformat
+
+    from lab_utils import measure
+    from lab_utils.exercises import passes
+    from lab_utils.labs.lab01 import reports
+    from lab_utils.measure.timing import Timing
+
+    right = _efficiency(lambda one, many, n: one / many / n)
+    assert check(right).passed and grade(right)[0] == 1.0
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    source = next(c.source for c in cells if c.cell_type == "code" and "by your efficiency" in c.source)
+    timings = {"1 process x 1 thread": Timing(times=[0.040] * 3, warmup=3),
+               "1 process x 2 threads": Timing(times=[0.0228] * 3, warmup=3)}
+    threads = {"1 process x 1 thread": 1, "1 process x 2 threads": 2}
+
+    def said(answer, threads_line="1.75x, within"):
+        report = reports.ReferenceReport([], {}, "1 process x 2 threads", threads_line)
+        out = io.StringIO()
+        with redirect_stdout(out):
+            exec(source, {"efficiency": answer, "passes": passes, "measure": measure, "reference": report,
+                          "ref_timings": timings, "ref_threads": threads})
+        return out.getvalue()
+
+    assert "by your efficiency: 88% on 2 threads" in said(right)
+    assert "failed its self-check" in said(_efficiency(lambda one, many, n: one / many))
+    refused = f"{measure.NOT_MEASURABLE}: other programs used 1.2 of 2 cores while this measured"
+    assert "ruled the threads' ratio out" in said(right, refused), said(right, refused)
+
+
+def test_a_float_loss_passes_as_the_exercise_text_now_says():
+    """Learner s12r4a, lab 01 finding 14: loss.item() passed while the text asked for a detached loss; the text now
+    names both (a detached tensor, or the float loss.item()), and the check keeps accepting both."""
+    from pathlib import Path
+
+    import nbformat
+
+    def train_step(model, x, y, optimizer):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    assert check(train_step).passed
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    text = " ".join(next(c.source for c in cells if "### Exercise 1 — the training step" in c.source).split())
+    assert "`loss.detach()`, or the float `loss.item()`" in text
+
+
+def test_the_use_cell_of_an_unwritten_throughput_does_not_raise():
+    """The student notebook's stub raises NotImplementedError: its use cell asks the self-check first, so it says
+    'failed its self-check' instead of a traceback."""
+    def throughput(batch_size, step_times, warmup):
+        raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")
+
+    assert "failed its self-check" in _run_use_cell(throughput)

@@ -66,18 +66,26 @@ def test_the_profile_lines_read_the_backward_against_the_layers_arithmetic():
     assert reports.profile_lines(Profile(), [])[-1].startswith("convolutions: this profile has no")
 
 
-def test_a_cut_operator_name_ends_in_an_ellipsis():
-    """Learner s12r3a, lab 01 finding 8: '..._SingleProcessDataLoaderIter.__next_' read as a typo of __next__."""
+def test_the_loader_row_is_whole_and_a_longer_name_ends_in_an_ellipsis():
+    """Learner s12r3a, lab 01 finding 8: '..._SingleProcessDataLoaderIter.__next_' read as a typo of __next__; learner
+    s12r4a, finding 10: '...Iter.__ne...' still looked like a glitch: the column now fits the loader's whole name."""
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
     class Event:
-        key, cpu_time_total, self_cpu_time_total, count = (
-            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 2921.0, 1517.0, 10)
+        def __init__(self, key):
+            self.key, self.cpu_time_total, self.self_cpu_time_total, self.count = key, 2921.0, 1517.0, 10
 
     class Profile:
-        def key_averages(self):
-            return [Event()]
+        def __init__(self, key):
+            self.key = key
 
-    row = reports.profile_lines(Profile(), [])[1]
-    assert row[:58].rstrip().endswith("...") and "__next_ " not in row and len(row) == len(row.rstrip())
+        def key_averages(self):
+            return [Event(self.key)]
+
+    row = reports.profile_lines(Profile(loader), [])[1]
+    assert row.startswith(loader + " ") and len(row) <= 100, row
+    longer = reports.profile_lines(Profile(loader + "_and_more_text"), [])[1]
+    assert longer[:60].rstrip().endswith("...") and len(longer) == len(row), longer
 
 
 def test_the_summary_names_each_reference_row_by_role_and_repeats_the_loader_line(monkeypatch):

@@ -116,3 +116,32 @@ def test_the_convolutions_backward_is_read_against_a_range_not_only_a_direction(
         said = steps.backward_reading(forward, backward, arithmetic)
         assert "against the prediction" in said and "within" not in said, said
     assert "within the range" in steps.backward_reading(1.0, 0.95, arithmetic)  # 1x, moved by noise
+
+
+def test_the_epoch_rate_is_read_in_one_line_against_the_training_rate():
+    """Learner s12r4a, lab 01 cells 22-23: two lines of machinery (step_mix) for a 3 % gap between two rates; one line
+    now says how much lower the epoch rate is and whether the mean step explains it."""
+    quiet = [0.00111] * 150 + [0.00100] * 30 + [0.00145] * 37  # median 1.11 ms, mean 1.15 ms
+    said = steps.epoch_lines(quiet, 57547.0, 55575.0)
+    assert len(said) == 1 and said[0].startswith("epoch rate:      55,575 samples/s"), said
+    assert "1.035x below the training rate, because an epoch follows the mean step (mean step 1.039x" in said[0], said
+    even = steps.epoch_lines([0.00111] * 217, 57547.0, 50000.0)  # same steps, a much slower epoch: not the mean
+    assert "explains 0% of that, the rest is each epoch's short batch and its start" in even[0], even
+    assert "because" not in even[0]
+    above = steps.epoch_lines(quiet, 55575.0, 57547.0)
+    assert "not below the training rate" in above[0] and "because" not in above[0], above
+    busy = steps.epoch_lines([0.0015, 0.0101] * 20 + [0.0015] * 30, 40000.0, 22000.0)  # uneven: the slow steps said
+    assert len(busy) == 2 and "20 of 70 steps took over 2x it" in busy[1] and "because" not in busy[0], busy
+
+
+def test_the_training_rate_cell_prints_no_step_mix_detour():
+    """Learner s12r4a, lab 01 'what would make it a 5': drop the step_mix line; the spread's rule comes before it."""
+    from pathlib import Path
+
+    import nbformat
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    i = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "epoch_lines(" in c.source)
+    assert "step_mix" not in cells[i].source
+    prose = " ".join(cells[i - 1].source.split())
+    assert "the epochs are the repeats" in prose and "**epoch rate**" in prose

@@ -1,4 +1,4 @@
-"""Lab 00: a timer that warms up and takes the median."""
+"""Lab 00: a timer that warms up and takes the median; the one-off cost a cold call shows."""
 from __future__ import annotations
 
 import itertools
@@ -156,4 +156,73 @@ MEDIAN_TIME = Exercise(
     "00", "median_time", _cases, _run, _expected, _judge,
     "call fn warmup times untimed, then time each of the repeats with clock() and return their median",
     setup="import statistics\nimport time")
-register(MEDIAN_TIME)
+
+
+# ---- one_off_cost -------------------------------------------------------------------------------------------------
+
+def _cold_cases(rng):
+    """Three runs, each with one slow warm repeat (mean above median), one an even count: a cold call just above every
+    warm repeat (its cost shows), one far above the median yet below the slow repeat, one below the median (both
+    hidden): a rule that compares the cold call with a multiple of the median, not with every repeat, fails one."""
+    cases = []
+    for where, n in (("above", rng.choice([5, 7])), ("between", rng.choice([6, 8])), ("below", rng.choice([5, 7]))):
+        warm = [round(rng.uniform(0.018, 0.024), 5) for _ in range(n)]
+        warm[rng.randrange(n)] = round(rng.uniform(0.075, 0.090), 5)  # one slow repeat
+        median = statistics.median(warm)
+        cold = {"above": max(warm) + rng.uniform(0.003, 0.010), "between": rng.uniform(3 * median, max(warm) - 0.003),
+                "below": rng.uniform(min(warm), median - 0.0005)}[where]
+        cases.append({"cold": round(cold, 5), "warm_times": warm})
+    return cases
+
+
+def _cold_run(one_off_cost, cases):
+    return [one_off_cost(c["cold"], list(c["warm_times"])) for c in cases]
+
+
+def _cold_right(cold, warm):
+    return cold - statistics.median(warm) if cold > max(warm) else 0.0
+
+
+def _cold_expected(cases):
+    return [_cold_right(c["cold"], c["warm_times"]) for c in cases]
+
+
+_COLD_MISTAKES = {  # what each mistake returns for one case, by the words that name it
+    "the cold call minus the *mean* warm repeat: one slow repeat pulls the mean up; subtract the median":
+        lambda cold, warm: cold - statistics.mean(warm) if cold > max(warm) else 0.0,
+    "the cold call minus the *fastest* warm repeat: a warm call costs the median; subtract that":
+        lambda cold, warm: cold - min(warm) if cold > max(warm) else 0.0,
+    "the cold call minus the *slowest* warm repeat: the slowest only decides whether the cost shows; the cost is "
+    "measured from the median": lambda cold, warm: cold - max(warm) if cold > max(warm) else 0.0,
+    "cold minus the median even where the cold call is not slower than every warm repeat: there the swings of the "
+    "warm repeats are as large as the one-off cost, so it cannot be told from them: return 0.0":
+        lambda cold, warm: cold - statistics.median(warm),
+    "cold minus the median wherever the cold call is well above the median (above it, or above a multiple of it): a "
+    "cold call below the slowest warm repeat is within the swings; only one slower than every warm repeat shows its "
+    "cost":
+        lambda cold, warm: max(cold - statistics.median(warm), 0.0),
+    "the cost in milliseconds: return seconds, as the times are given":
+        lambda cold, warm: 1e3 * _cold_right(cold, warm),
+    "a ratio (cold / median): return the seconds the cold call paid above the median, cold - median":
+        lambda cold, warm: cold / statistics.median(warm) if cold > max(warm) else 0.0}
+
+
+def _cold_judge(got, expected, cases):
+    if any(g is None or isinstance(g, bool) or not isinstance(g, (int, float)) for g in got):
+        return 0.0, "return the one-off cost in seconds, a number (0.0 where it is hidden)"
+    close = lambda g, value: abs(g - value) <= 1e-9 + 1e-6 * abs(value)  # noqa: E731
+    if all(close(g, e) for g, e in zip(got, expected)):
+        return 1.0, "the cold call's cost above the median where it shows, 0.0 where the swings hide it"
+    for what, way in _COLD_MISTAKES.items():  # named where it explains every case
+        if all(close(g, way(c["cold"], c["warm_times"])) for g, c in zip(got, cases)):
+            return 0.0, Named(f"that is {what}")
+    g, e, c = next((g, e, c) for g, e, c in zip(got, expected, cases) if not close(g, e))
+    return 0.0, (f"for a cold call of {c['cold'] * 1e3:.2f} ms and warm repeats {[round(t * 1e3, 2) for t in c['warm_times']]} "
+                 f"ms, expected {e:.5f} s, got {g:.5f}")
+
+
+ONE_OFF_COST = Exercise(
+    "00", "one_off_cost", _cold_cases, _cold_run, _cold_expected, _cold_judge,
+    "if the cold call is slower than every warm repeat, return cold - statistics.median(warm_times); else 0.0",
+    setup="import statistics")
+register(MEDIAN_TIME, ONE_OFF_COST)

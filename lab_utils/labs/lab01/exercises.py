@@ -1,4 +1,4 @@
-"""Lab 01: the training step, throughput from step times, reading a profile."""
+"""Lab 01: the training step, throughput from step times, reading a profile, the efficiency of threads."""
 from __future__ import annotations
 
 import statistics
@@ -329,4 +329,65 @@ def _profile_judge(got, expected, cases):
 TOP_OP = Exercise("01", "top_self_cpu_op", _profile_cases, _profile_run, _profile_expected, _profile_judge,
                   "take the entry of prof.key_averages() with the largest self_cpu_time_total and return its .key (a string)")
 
-register(TRAIN_STEP, THROUGHPUT, TOP_OP)
+
+
+# ---- efficiency of threads ----------------------------------------------------------------------------------------
+
+def _efficiency_cases(rng):
+    """Four made-up pairs of median step times (s) on 2, 3 and 4 threads, efficiencies drawn apart (so no mistake
+    gives every right answer): one pair slower with threads than without (efficiency below 1/N), one a little above
+    100 % (noise: returned as measured, never clamped)."""
+    cases = []
+    for threads, low, high in ((2, 0.55, 0.95), (3, 0.40, 0.90), (4, 0.15, 0.24), (2, 1.03, 1.08)):
+        one = round(rng.uniform(0.030, 0.050), 5)
+        cases.append({"one_thread_s": one, "many_threads_s": round(one / (threads * rng.uniform(low, high)), 5),
+                      "threads": threads})
+    return cases
+
+
+def _efficiency_run(efficiency, cases):
+    return [efficiency(c["one_thread_s"], c["many_threads_s"], c["threads"]) for c in cases]
+
+
+def _efficiency_right(one: float, many: float, threads: int) -> float:
+    return one / many / threads
+
+
+def _efficiency_expected(cases):
+    return [_efficiency_right(c["one_thread_s"], c["many_threads_s"], c["threads"]) for c in cases]
+
+
+_EFFICIENCY_MISTAKES = {
+    "the speedup, not divided by the threads: efficiency is speedup / threads":
+        lambda one, many, n: one / many,
+    "the step times' ratio upside down (many / one): the speedup is the one-thread time over the many-thread time "
+    "(the faster step is the shorter one)": lambda one, many, n: many / one / n,
+    "the time ratio many / one, not divided either: the speedup is one_thread_s / many_threads_s, then divide by the "
+    "threads": lambda one, many, n: many / one,
+    "a percentage: return the fraction (0.88, not 88)": lambda one, many, n: 100 * one / many / n,
+    "the speedup over threads - 1: every thread, the first too, shares the work, so divide by threads":
+        lambda one, many, n: one / many / (n - 1),
+    "the speedup minus 1 (the gain) over the threads: the speedup itself is one_thread_s / many_threads_s":
+        lambda one, many, n: (one / many - 1) / n,
+    "clamped at 1.0: return the efficiency as measured; one above 100 % says the baseline was slowed or noise moved "
+    "the ratio, and the course's marks read it": lambda one, many, n: min(one / many / n, 1.0)}
+
+
+def _efficiency_judge(got, expected, cases):
+    if any(g is None or isinstance(g, bool) or not isinstance(g, (int, float)) for g in got):
+        return 0.0, "return the efficiency, a number (a fraction: 1.0 is every thread fully used)"
+    close = lambda g, value: abs(g - value) <= 1e-6 * abs(value) + 1e-12  # noqa: E731
+    if all(close(g, e) for g, e in zip(got, expected)):
+        return 1.0, "speedup (one-thread step / N-thread step) over the N threads"
+    for what, way in _EFFICIENCY_MISTAKES.items():  # named where it explains every case
+        if all(close(g, way(c["one_thread_s"], c["many_threads_s"], c["threads"])) for g, c in zip(got, cases)):
+            return 0.0, Named(f"that is {what}")
+    g, e, c = next((g, e, c) for g, e, c in zip(got, expected, cases) if not close(g, e))
+    return 0.0, (f"for steps of {c['one_thread_s'] * 1e3:.2f} ms on 1 thread and {c['many_threads_s'] * 1e3:.2f} ms on "
+                 f"{c['threads']}, expected {e:.3f}, got {g:.3f}")
+
+
+EFFICIENCY = Exercise("01", "efficiency", _efficiency_cases, _efficiency_run, _efficiency_expected, _efficiency_judge,
+                      "speedup = one_thread_s / many_threads_s; efficiency = speedup / threads")
+
+register(TRAIN_STEP, THROUGHPUT, TOP_OP, EFFICIENCY)

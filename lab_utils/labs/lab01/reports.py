@@ -32,10 +32,11 @@ def conv_macs(model: torch.nn.Module, sample: torch.Tensor) -> list[int]:
 def profile_lines(prof, macs: list[int], top: int = 12) -> list[str]:
     """The profile's top operators by total CPU time, as a table, and the convolutions' backward/forward ratio read
     against theory's range (steps.backward_reading)."""
-    said = [f"{f'operator (top {top} by total CPU time)':<58} {'self ms':>8} {'total ms':>9} {'calls':>6}"]
+    width = 60  # the DataLoader's row, enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__, whole
+    said = [f"{f'operator (top {top} by total CPU time)':<{width}} {'self ms':>8} {'total ms':>9} {'calls':>6}"]
     for event in sorted(prof.key_averages(), key=lambda event: event.cpu_time_total, reverse=True)[:top]:
-        key = event.key if len(event.key) <= 58 else event.key[:55] + "..."  # cut names say so
-        said.append(f"{key:<58} {event.self_cpu_time_total / 1e3:8.3f} {event.cpu_time_total / 1e3:9.3f} "
+        key = event.key if len(event.key) <= width else event.key[:width - 3] + "..."  # cut names say so
+        said.append(f"{key:<{width}} {event.self_cpu_time_total / 1e3:8.3f} {event.cpu_time_total / 1e3:9.3f} "
                     f"{event.count:6d}")
     cpu_ms = {event.key: event.cpu_time_total / 1e3 for event in prof.key_averages()}
     forward, backward = cpu_ms.get("aten::conv2d"), cpu_ms.get("aten::convolution_backward")

@@ -65,6 +65,24 @@ def step_mix(step_seconds: list[float], rates: tuple[float, float] | None = None
               "speed of a step that did not wait, the figure later labs compare; the epoch rate adds the waits")
 
 
+def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: float) -> list[str]:
+    """The epoch rate read against the training rate in one line: how much lower, and whether the mean step (an epoch
+    follows it) explains the gap; steps too uneven for that add step_mix's line on the slow steps."""
+    median, mean = statistics.median(step_seconds), statistics.mean(step_seconds)
+    head = f"epoch rate:    {epoch_rate:8,.0f} samples/s (whole epochs, the first excluded)"
+    mix = f"mean step {mean / median:.3f}x the median"
+    if abs(mean / median - 1) > detectors.TWICE_TOLERANCE:  # uneven steps: the slow ones are the story
+        return [head, step_mix(step_seconds, (training_rate, epoch_rate))]
+    share = gap_share(mean, median, training_rate, epoch_rate)
+    if share is None:
+        return [f"{head}: not below the training rate ({mix})"]
+    gap = f"{training_rate / epoch_rate:.3f}x below the training rate"
+    if share >= EXPLAINS:
+        return [f"{head}: {gap}, because an epoch follows the mean step ({mix})"]
+    return [f"{head}: {gap}; the mean step ({mix}) explains {max(share, 0):.0%} of that, the rest is each epoch's "
+            "short batch and its start"]
+
+
 def reference_noise(name: str, spread: float, steps: int) -> str | None:
     """A line for a reference row whose steps spread more than NOISY_SPREAD: it still serves (labs compare with the
     newest row) but only a gap beyond 2x to it is read; None when its steps agree."""
