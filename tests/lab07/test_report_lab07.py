@@ -100,6 +100,7 @@ def test_the_file_table_counts_the_sample_count_as_a_tensor_written_once():
     assert "= 40 bytes = the column's 40: True" in " ".join(text.split())
     assert "3 x the weights' 423,464: True" in " ".join(text.split())
     assert "the sample count" not in text.split("pickled:")[-1]
+    assert "records: the items a file holds, one per tensor or pickled value" in " ".join(text.split())  # s12r4f 13
     assert all(len(line) <= 100 for line in text.splitlines()), text
 
 

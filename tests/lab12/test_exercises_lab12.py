@@ -153,6 +153,21 @@ def unused_clearing_to_zeros(model, x):  # P2: cleared, but to zeros
     return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
 
 
+@named("parameters_without_gradient")
+def unused_non_scalar_backward(model, x):  # learner s12r4f: backward on the (3, n) output, not one number
+    model.zero_grad()
+    model(x).backward()
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
+def test_a_backward_on_a_non_scalar_output_is_told_how_to_get_one_number():
+    from lab_utils.exercises import check
+
+    result = check(unused_non_scalar_backward)
+    assert not result and "grad can be implicitly created only for scalar outputs" in result.message, result.message
+    assert "backward needs one number, such as model(x).sum()" in result.message, result.message
+
+
 def test_finding_the_parameter_without_gradient():
     score, message = grade(unused_clearing_to_zeros)
     assert score == 0.0 and "set_to_none=False" in message and "never None" in message, message

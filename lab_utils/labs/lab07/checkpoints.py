@@ -112,6 +112,8 @@ def file_table(files: dict, layout: dict, whole: dict, weights_bytes: int) -> st
             f"{sum(whole.values())} bytes = the column's {once}: {sum(whole.values()) == once}"
             "\n  pickled: Python values every rank holds (Adam's settings), each saved with torch.save in a "
             "container of its own, by the same rank"
+            "\n  records: the items a file holds, one per tensor or pickled value (a rank's shard file: one per "
+            "parameter tensor for each of the weights, exp_avg and exp_avg_sq)"
             "\n  headers: each tensor is a record of its own with a header whatever its size, so a 4-byte step "
             "counter's record is mostly header")
     return "\n".join(lines) + "\n" + measure.short_lines(text)

@@ -169,8 +169,14 @@ def _unused_run(parameters_without_gradient, cases):
             for p in model.parameters():
                 if p.requires_grad:
                     p.grad = torch.zeros_like(p)  # as zero_grad(set_to_none=False) leaves them
-        answers.append(sorted(n if isinstance(n, str) else f"<{type(n).__name__}>"
-                              for n in parameters_without_gradient(model, x)))
+        try:
+            names = parameters_without_gradient(model, x)
+        except RuntimeError as exc:  # learner s12r4f: torch's words alone did not say how to get a scalar
+            if "only for scalar outputs" not in str(exc):
+                raise
+            raise RuntimeError(f"{str(exc).splitlines()[0]}: the model's output holds one row per sample; backward needs "
+                               "one number, such as model(x).sum()") from None
+        answers.append(sorted(n if isinstance(n, str) else f"<{type(n).__name__}>" for n in names))
     return answers
 
 

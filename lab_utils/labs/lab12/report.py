@@ -33,8 +33,8 @@ def window_scatter(on_s, off_s) -> str:
     smallest cost it lets stand out (measure.RESOLVE times the scatter)."""
     scatter = measure.ratio_scatter(measure.paired_ratios(on_s, off_s))
     return measure.short_lines(
-        f"the step's own windows, record on against off ({len(off_s)} pairs), scatter +-{scatter:.0%}: a cost stands "
-        f"out of them only above {measure.RESOLVE:.0f} x that ({measure.RESOLVE * scatter:.0%}), so they cannot read "
+        f"the step's own windows, record on against off ({len(off_s)} pairs), scatter +-{scatter:.1%}: a cost stands "
+        f"out of them only above {measure.RESOLVE:.0f} x that ({measure.RESOLVE * scatter:.1%}), so they cannot read "
         f"one under {BOUND:.0%}")
 
 
