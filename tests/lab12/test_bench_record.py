@@ -140,6 +140,8 @@ def test_the_notebooks_record_cost_is_decided_from_its_cost_per_call(quiet, monk
 
     printed = re.search(r"scatter \+-([\d.]+)%: a cost stands out of them only above (\d+) x that \(([\d.]+)%\)", flat)
     assert printed and abs(float(printed[2]) * float(printed[1]) - float(printed[3])) <= 0.15, flat
+    assert "(a derived figure: each repeat is 1 / (1 + cost per call x 8 calls / " in flat, flat  # learner s12r4f 5
+    assert "so the figure cannot exceed 1)" in flat
     assert namespace["record_cost"].holds_from <= 1 / 1.02 + 1e-9  # the claim's threshold, or a restated weaker one
 
 
