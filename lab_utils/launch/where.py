@@ -182,7 +182,9 @@ def rank_table(reports: dict, states: dict) -> str:
     lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     finding = first_difference({r: reports.get(r) for r in states}, states)
     legend = [CELL_LEGEND] if any("cell [" in row[3] for row in rows[1:]) else []  # a notebook's cell, said how to find
-    shaped = next((c for r in sorted(states) for c in (reports.get(r) or {}).get("calls", []) if c.get("shapes")), None)
+    shown = [c for r in sorted(states) for c in (_waiting_in(reports.get(r) or {}), _last_completed(reports.get(r) or {}))
+             if c]  # a call the table shows
+    shaped = next((c for c in shown if c.get("shapes")), None)
     if shaped and legend:  # learner s12r4f: 'all_reduce #3 [1] float32 | cell [5]': [1] read as a cell, like [5]
         legend.insert(0, f"{call_text(shaped)}: the operation, its sequence number, its tensors' shape "
                          f"{' '.join(str(s) for s in shaped['shapes'])}, their dtype")

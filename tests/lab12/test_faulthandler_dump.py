@@ -27,8 +27,8 @@ def test_a_dump_is_read_as_the_main_threads_collective_and_the_workers_line():
     assert frames[0] == ("/venv/site-packages/torch/distributed/distributed_c10d.py", 5356, "barrier")
     assert debugging.dumped_frames(DUMP, "nowhere") == []
     [line] = debugging.dump_lines({1: DUMP}, "metric_sum_worker")
-    assert line.startswith("rank 1: barrier (torch/distributed/distributed_c10d.py:5356) <- metric_sum_worker (")
-    assert line.endswith("train.py:15)") and "wrapper" not in line and "answer" not in line, line
+    assert line.startswith("rank 1: in barrier (distributed_c10d.py:5356), called from metric_sum_worker at ")
+    assert line.endswith("train.py:15") and "wrapper" not in line and "answer" not in line, line
     assert debugging.dump_lines({0: ""}, "metric_sum_worker") == ["rank 0: no dump"]
 
 

@@ -161,10 +161,11 @@ def dump_lines(dumps: dict, function: str) -> list[str]:
     out = []
     for rank, dump in sorted(dumps.items()):
         frames = dumped_frames(dump, function)
-        torch_call = next((f"{name} ({'/'.join(file.split(os.sep)[-3:])}:{line})" for file, line, name in frames
-                           if f"{os.sep}torch{os.sep}distributed{os.sep}" in file and name != "wrapper"), "-")
-        mine = [f"{function} ({where.place((file, line))})" for file, line, name in frames if name == function]
-        out.append(f"rank {rank}: {torch_call} <- " + " <- ".join(mine) if frames else f"rank {rank}: no dump")
+        torch_call = next((f"in {name} ({os.path.basename(file)}:{line})" for file, line, name in frames
+                           if f"{os.sep}torch{os.sep}distributed{os.sep}" in file and name != "wrapper"), "in -")
+        mine = [where.place((file, line)) for file, line, name in frames if name == function]
+        out.append(f"rank {rank}: {torch_call}, called from {function} at " + ", from ".join(mine) if frames
+                   else f"rank {rank}: no dump")
     return out
 
 
