@@ -158,6 +158,9 @@ def test_lab07_cells_call_the_report_and_show_the_batch():
     code = [c.source for c in cells if c.cell_type == "code"]
     table = next(s for s in code if "report.StepReading(" in s)
     assert "print(steps_read.table(batch=len(xc)))" in table and len(table.splitlines()) <= 30
+    # learner s12r4f finding 1: the training step is timed in the checkpoint rounds too, and set beside none there
+    assert 'runs["training step"] = functools.partial(training_step, ' in table
+    assert 'report.update_line(steps_read, timed["training step"], speed["course CNN"]["float32"])' in table
     assert any("print(report.block_table(steps_read, names, forward_time))" in s for s in code)
     assert any("checkpoints.trap_report(said, rank_stderr.text" in s for s in code)
     counted = next(c for c in cells if c.cell_type == "code" and "saved_bytes, gradients = {}, {}" in c.source)
