@@ -200,6 +200,13 @@ def test_choose_checkpoints_greedy_by_bytes_fails():
     fails(learner(GREEDY, "choose_checkpoints"), "free the most bytes first")
 
 
+def test_choose_checkpoints_greedy_by_bytes_per_second_fails_with_its_own_message():
+    """Learner s12r4f: a greedy pick ranked by bytes freed per second was told 'the most bytes first'."""
+    by_rate = GREEDY.replace("key=lambda i: -freed[i]", "key=lambda i: -freed[i] / extra[i]")
+    result = fails(learner(by_rate, "choose_checkpoints"), "most bytes per second of recomputation first")
+    assert "Hint:" not in result.message, result.message
+
+
 def test_choose_checkpoints_fewest_blocks_fails_with_its_own_hint():  # learner B got the greedy-by-bytes hint
     fails(learner(FEWEST_BLOCKS, "choose_checkpoints"), "the fewest blocks is not the cheapest")
 

@@ -262,6 +262,17 @@ def _greedy_by_freed(c):
     return sorted(chosen)
 
 
+def _greedy_by_rate(c):
+    """The greedy pick by bytes freed per second of recomputation (learner s12r4f: told 'the most bytes first')."""
+    chosen, held = [], c["total"]
+    for i in sorted(range(len(c["freed"])), key=lambda i: -c["freed"][i] / max(c["extra"][i], 1e-12)):
+        if held <= c["budget"]:
+            break
+        chosen.append(i)
+        held -= c["freed"][i]
+    return sorted(chosen)
+
+
 def _fewest_blocks(c, *, ties_by_time=False):
     """A set that fits among those with the fewest blocks (the mistake: fewest blocks, not least time)."""
     for k in range(len(c["freed"]) + 1):
@@ -293,9 +304,17 @@ STRICT = ("a set that brings the bytes exactly to the budget fits too: the budge
           "compare with <=, not <")
 
 
+BY_RATE = ("taking the blocks that free the most bytes per second of recomputation first (a greedy pick) fits, but "
+           "is not the cheapest: its last block can free far more than still needed, where a cheaper set would just "
+           "fit; compare the extra time of every set that fits")
+
+
 def _budget_judge(got, expected, cases):
     if got != expected and got == [_cheapest_strictly_under(c) for c in cases]:
         return 0.0, STRICT
+    wrong = [(g, c) for g, e, c in zip(got, expected, cases) if g != e and g is not None and e]
+    if wrong and all(g == _greedy_by_rate(c) for g, c in wrong) and any(g != _greedy_by_freed(c) for g, c in wrong):
+        return 0.0, BY_RATE  # learner s12r4f: the first wrong case is greedy by bytes too; the rate tells them apart
     for ties_by_time in (False, True):
         reference = [_fewest_blocks(c, ties_by_time=ties_by_time) for c in cases]
         fewest, empty_for_none = _like(got, reference)
@@ -327,6 +346,8 @@ def _budget_judge(got, expected, cases):
             if g == _greedy_by_freed(c):
                 return 0.0, ("taking the blocks that free the most bytes first fits, but is not the cheapest: compare the "
                              "extra time of every set that fits")
+            if g == _greedy_by_rate(c):
+                return 0.0, BY_RATE
             return 0.0, (f"freed {c['freed']}, extra {c['extra']}, budget {c['budget']} of {c['total']}: your set costs "
                          f"{cost:g} extra seconds, but a set that fits costs {best:g}: try every set")
     return 1.0, "the cheapest set of checkpoints that fits, every time"
