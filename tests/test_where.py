@@ -29,7 +29,7 @@ def test_the_first_difference_names_a_skipped_call_and_different_shapes():
     skipped = {0: {"calls": [call(1, "all_reduce"), call(2, "all_reduce", "in progress")], "count": 2},
                1: {"calls": [call(1, "all_reduce")], "count": 1, "line": ("tests/x.py", 20, "w")}}
     text = where.first_difference(skipped)
-    assert "rank 1 finished #1 and is not in a collective, at tests/x.py:20" in text
+    assert "rank 1 finished #1 and is not in a recorded collective, at tests/x.py:20" in text
     assert "rank(s) [1] never made call #2" in text
     assert "or its buffer broadcast at the start of a forward" in text  # learner s12r3c: DDP's other unseen call
     shapes = {0: {"calls": [call(1, "all_reduce", "in progress", ((4,),))], "count": 1},
@@ -105,7 +105,7 @@ def test_lab03s_hanging_worker_prints_the_table():
         launch(workers.hanging_worker, 2, timeout=6)  # lab 03's hanging_worker: the last rank never arrives
     text = str(info.value)
     assert "rank 0 is in barrier #1 at tests/workers.py:47" in text, text
-    assert "rank 1 made no recorded collective call and is not in a collective, at tests/workers.py:46" in text, text
+    assert "rank 1 made no recorded collective call and is not in a recorded collective, at tests/workers.py:46" in text, text
     assert time.monotonic() - start < 6 + 10
 
 
@@ -172,6 +172,8 @@ def test_a_notebook_cell_is_named_by_the_number_jupyter_shows_and_the_table_says
     text = where.rank_table(reports, {0: "running", 1: "running"})
     assert "cell [36], line 55" in text and "Cell In" not in text
     assert text.endswith("\n" + where.CELL_LEGEND) and "at its left" in where.CELL_LEGEND
+    # learner s12r4f: 'all_reduce #3 [1] float32 | cell [5]': the call's [1] (a shape) read as a cell, like [5]
+    assert "\nsend #1 [4] float32: the operation, its sequence number, its tensors' shape [4], their dtype\n" in text
     assert max(len(line) for line in where.CELL_LEGEND.splitlines()) <= 100  # learners: lines of 145 characters
     assert where.CELL_LEGEND not in where.rank_table({0: {"calls": [call(1, "send", "in progress")], "count": 1}},
                                                      {0: "running"})  # no cell named: no legend

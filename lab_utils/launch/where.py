@@ -92,7 +92,7 @@ def _doing(rank: int, report, seq: int, state: str) -> str:
     waiting = _waiting_in(report)
     now = (f"{state} at {place(report.get('line'))}" if state.startswith("raised")
            else f"is in {waiting['op']} #{waiting['seq']} at {place(waiting['where'])}" if waiting
-           else f"is not in a collective, at {place(report.get('line'))}")
+           else f"is not in a recorded collective, at {place(report.get('line'))}")
     return (f"rank {rank} finished #{last} and {now}" if last
             else f"rank {rank} made no recorded collective call and {now}")
 
@@ -147,7 +147,7 @@ def _ended(rank: int, report, state: str) -> str:
     call = _waiting_in(report)
     where = f"{call['op']} #{call['seq']}" if call else ""
     if not state.startswith("raised"):
-        return f"rank {rank} is in {where}" if call else f"rank {rank} is not in a collective"
+        return f"rank {rank} is in {where}" if call else f"rank {rank} is not in a recorded collective"
     if call and call["state"].startswith("failed"):
         return f"rank {rank} {state} in {where} (that call failed)"
     unfinished = f" while its {where} was unfinished (that call itself had not failed)"
@@ -174,11 +174,18 @@ def rank_table(reports: dict, states: dict) -> str:
         waiting = _waiting_in(report)
         state = states[rank]
         if report and state == "running":
-            state = "in a collective" if waiting and waiting["state"] == "in progress" else "not in a collective"
+            state = ("in a collective" if waiting and waiting["state"] == "in progress"
+                     else "not in a recorded collective")  # learner s12r4f: DDP's C++ all-reduce is one
         rows.append((str(rank), state, _waits_cell(waiting, state),
                      _learners_line(report) if report else "-", call_text(_last_completed(report))))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     finding = first_difference({r: reports.get(r) for r in states}, states)
     legend = [CELL_LEGEND] if any("cell [" in row[3] for row in rows[1:]) else []  # a notebook's cell, said how to find
+    shown = [c for r in sorted(states) for c in (_waiting_in(reports.get(r) or {}), _last_completed(reports.get(r) or {}))
+             if c]  # a call the table shows
+    shaped = next((c for c in shown if c.get("shapes")), None)
+    if shaped and legend:  # learner s12r4f: 'all_reduce #3 [1] float32 | cell [5]': [1] read as a cell, like [5]
+        legend.insert(0, f"{call_text(shaped)}: the operation, its sequence number, its tensors' shape "
+                         f"{' '.join(str(s) for s in shaped['shapes'])}, their dtype")
     return "\n".join(lines + ([f"first difference: {finding}"] if finding else []) + legend)

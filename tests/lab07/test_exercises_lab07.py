@@ -129,6 +129,12 @@ def test_sharded_step_broadcast_from_rank_0_fails():
     fails(step("src=owner", "src=0"), "never changed")
 
 
+def test_sharded_step_reducing_to_rank_0_not_the_owner_is_named():
+    """Learner s12r4f: dist.reduce(dst=0) got the generic 'averaged over all ranks', not the wrong destination."""
+    result = fails(step("dst=owner", "dst=0"), "(dst=0), but rank 1 owns it")
+    assert "reduce each gradient to its owner (dst=owners[i])" in result.message, result.message
+
+
 def test_sharded_step_without_averaging_fails():
     fails(edited(STEP, "sharded_step", {REDUCE: "        pass  #", "        p.grad /= world_size\n": ""}),
           "averaged over all ranks")
@@ -198,6 +204,13 @@ def test_choose_checkpoints_solution_passes():
 
 def test_choose_checkpoints_greedy_by_bytes_fails():
     fails(learner(GREEDY, "choose_checkpoints"), "free the most bytes first")
+
+
+def test_choose_checkpoints_greedy_by_bytes_per_second_fails_with_its_own_message():
+    """Learner s12r4f: a greedy pick ranked by bytes freed per second was told 'the most bytes first'."""
+    by_rate = GREEDY.replace("key=lambda i: -freed[i]", "key=lambda i: -freed[i] / extra[i]")
+    result = fails(learner(by_rate, "choose_checkpoints"), "most bytes per second of recomputation first")
+    assert "Hint:" not in result.message, result.message
 
 
 def test_choose_checkpoints_fewest_blocks_fails_with_its_own_hint():  # learner B got the greedy-by-bytes hint

@@ -153,6 +153,21 @@ def unused_clearing_to_zeros(model, x):  # P2: cleared, but to zeros
     return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
 
 
+@named("parameters_without_gradient")
+def unused_non_scalar_backward(model, x):  # learner s12r4f: backward on the (3, n) output, not one number
+    model.zero_grad()
+    model(x).backward()
+    return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
+def test_a_backward_on_a_non_scalar_output_is_told_how_to_get_one_number():
+    from lab_utils.exercises import check
+
+    result = check(unused_non_scalar_backward)
+    assert not result and "grad can be implicitly created only for scalar outputs" in result.message, result.message
+    assert "backward needs one number, such as model(x).sum()" in result.message, result.message
+
+
 def test_finding_the_parameter_without_gradient():
     score, message = grade(unused_clearing_to_zeros)
     assert score == 0.0 and "set_to_none=False" in message and "never None" in message, message
@@ -235,6 +250,13 @@ def train_all_join_per_batch(model, batches, optimizer):  # J4: Join around each
 
 
 @named("train_all")
+def train_all_join_optimizer(model, batches, optimizer):  # learner s12r4f: the optimizer passed to Join too
+    with Join([model, optimizer], divide_by_initial_world_size=False):
+        for x, y in batches:
+            _step(model, optimizer, x, y)
+
+
+@named("train_all")
 def train_all_join_inner_module(model, batches, optimizer):  # learner s9h: Join over model.module, not the DDP model
     with Join([model.module], divide_by_initial_world_size=False):
         for x, y in batches:
@@ -266,8 +288,12 @@ def test_train_all_wrapping_again_and_hanging_are_named(hangs_stopped_sooner):
     result = exercises.check(train_all_join_per_batch)
     assert not result and "must wrap the whole loop, not each step" in result.message, result.message
     result = exercises.check(train_all_join_inner_module)
-    assert not result and "pass the DDP model you were given" in result.message, result.message
+    assert not result and "the DDP model you were given has the join hooks, not model.module" in result.message, \
+        result.message
     assert "join_hook" not in result.message
+    result = exercises.check(train_all_join_optimizer)  # learner s12r4f: 'not model.module' beside an optimizer
+    assert not result and "Join got a SGD, which cannot join" in result.message, result.message
+    assert "an optimizer needs none" in result.message and "model.module" not in result.message, result.message
 
 
 @pytest.mark.slow
@@ -276,7 +302,10 @@ def test_uneven_data_in_real_ranks():
     score, message = grade(train_all_balanced)  # the lesson's fix, copied: it drops the batch the exercise keeps
     assert score == 0.0 and "extra batch was dropped" in message
     score, message = grade(train_all_join_divided)
-    assert score == 0.0 and "divide_by_initial_world_size=False" in message
+    # learner s12r4f: the message handed out the whole line; it names the two conventions, not the keyword's value
+    assert score == 0.0 and "divided by the initial world size (DDP's default" in message, message
+    assert "weighs every step the same" in message and "divide_by_initial_world_size=False" not in message
+    assert "divide_by_initial_world_size=False" not in grade(train_all_balanced)[1]
     from lab_utils.labs.lab12 import exercises as lab12
 
     with pytest.MonkeyPatch.context() as patch:  # a known hang: stopped sooner, as above

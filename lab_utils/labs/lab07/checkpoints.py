@@ -112,6 +112,8 @@ def file_table(files: dict, layout: dict, whole: dict, weights_bytes: int) -> st
             f"{sum(whole.values())} bytes = the column's {once}: {sum(whole.values()) == once}"
             "\n  pickled: Python values every rank holds (Adam's settings), each saved with torch.save in a "
             "container of its own, by the same rank"
+            "\n  records: the items a file holds, one per tensor or pickled value (a rank's shard file: one per "
+            "parameter tensor for each of the weights, exp_avg and exp_avg_sq)"
             "\n  headers: each tensor is a record of its own with a header whatever its size, so a 4-byte step "
             "counter's record is mostly header")
     return "\n".join(lines) + "\n" + measure.short_lines(text)
@@ -188,4 +190,12 @@ def trap_report(said: str | None, stderr_text: str, seconds: float, limit_s: flo
         table = said[said.index("where each rank was"):].split("\n\n--- traceback")[0]
         out += [line if " | " in line or line.startswith("    ") and len(line) <= 100 else measure.short_lines(line)
                 for line in fold_table(table).splitlines()]
+        if "the recorded calls match so far" in " ".join(table.split()):  # learner s12r4f: the table showed no mismatch
+            out.append(measure.short_lines(UNRECORDED))
     return "\n".join(out)
+
+
+UNRECORDED = ("why the recorded calls match: the record holds the calls made through torch.distributed's collective "
+              "functions; FSDP gathers and reduce-scatters the weights with dist.all_gather_single and "
+              "reduce_scatter_single, which it does not hold. Two ranks in the same recorded call would have paired "
+              "and gone on; so each rank's checkpoint call met the other rank's FSDP call, outside the record")

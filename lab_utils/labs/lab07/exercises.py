@@ -124,9 +124,10 @@ def sharded_worker(rank, world_size, sharded_step, case):
     from ...launch import process_group
     from ...memory import assign_owners, optimizer_state_bytes
 
-    with process_group(timeout_s=GROUP_TIMEOUT_S):
+    with process_group(timeout_s=GROUP_TIMEOUT_S), _reduces_recorded() as reduced:
         model, x, y = _sharded_problem(case, world_size)
         params = list(model.parameters())
+        reduced.append(params)  # the first item: what a reduced tensor is matched against
         owners = assign_owners([p.numel() for p in params], world_size)
         optimizer = torch.optim.SGD([p for p, o in zip(params, owners) if o == rank], lr=case["lr"], momentum=0.9)
         per_rank, global_batch = case["per_rank"], world_size * case["per_rank"]
@@ -135,7 +136,35 @@ def sharded_worker(rank, world_size, sharded_step, case):
             model.zero_grad(set_to_none=True)
             F.cross_entropy(model(x[mine]), y[mine]).backward()
             sharded_step(params, owners, optimizer, world_size)
-        return {"weights": _flat(model), "optimizer_bytes": optimizer_state_bytes(optimizer)}
+        return {"weights": _flat(model), "optimizer_bytes": optimizer_state_bytes(optimizer),
+                "reduced": [(i, dst) for i, dst in reduced[1:] if i is not None]}
+
+
+def _reduces_recorded():
+    """While it runs, every dist.reduce on a parameter's gradient is noted as (parameter index, dst) in the list it
+    yields (after the parameters, which the worker appends first): a reduce to a rank that does not own the
+    parameter is named by the judge (learner s12r4f: dst=0 got the generic 'averaged over all ranks')."""
+    import contextlib
+    from unittest import mock
+
+    import torch.distributed as dist
+
+    @contextlib.contextmanager
+    def recording():
+        noted: list = []
+        original = dist.reduce
+
+        def reduce(tensor, dst=None, *args, **kwargs):
+            target = dst if dst is not None else kwargs.get("group_dst")
+            grads = [p.grad for p in noted[0]] if noted else []
+            index = next((i for i, g in enumerate(grads) if g is not None and g.data_ptr() == tensor.data_ptr()), None)
+            noted.append((index, target))
+            return original(tensor, dst, *args, **kwargs)
+
+        with mock.patch.object(dist, "reduce", reduce):
+            yield noted
+
+    return recording()
 
 
 # what gloo says when the ranks' collectives do not match: the peer's side, or this side's size check
@@ -165,7 +194,8 @@ def _sharded_run(sharded_step, case, world_size: int = 2):
                                "collective, in the same order, on tensors of the same size") from None
         raise
     return {"before": _flat(model), "sizes": sizes, "owners": assign_owners(sizes, world_size),
-            "ranks": [r["weights"] for r in ranks], "optimizer_bytes": [r["optimizer_bytes"] for r in ranks]}
+            "ranks": [r["weights"] for r in ranks], "optimizer_bytes": [r["optimizer_bytes"] for r in ranks],
+            "reduced": [[list(pair) for pair in r["reduced"]] for r in ranks]}
 
 
 def _sharded_expected(case, world_size: int = 2):
@@ -202,6 +232,13 @@ def _sharded_judge(got, expected, case):
     if unchanged and set(unchanged) != {0}:
         return 0.0, (f"the parameters owned by rank(s) {sorted(set(unchanged))} never changed: broadcast each parameter "
                      "from its owner (src=owners[i]), not from one rank")
+    elsewhere = sorted({(i, dst) for rank in got.get("reduced", []) for i, dst in rank
+                        if i is not None and dst is not None and dst != got["owners"][i]})
+    if elsewhere:
+        i, dst = elsewhere[0]
+        return 0.0, (f"parameter {i}'s gradient was reduced to rank {dst} (dst={dst}), but rank {got['owners'][i]} owns "
+                     "it and steps it with its own unreduced gradient: reduce each gradient to its owner "
+                     "(dst=owners[i])")
     update, wanted = ranks[0] - before, right - before
     ratio = float(update @ wanted / (wanted @ wanted))
     if abs(ratio - len(ranks)) < 0.05:
@@ -218,7 +255,8 @@ SHARDED_STEP = Exercise("07", "sharded_step", _sharded_cases, _sharded_run, _sha
                         "collective, the owner and the receivers alike",
                         setup="import torch\nimport torch.distributed as dist", ranks=2,
                         shape=lambda weights, case: {"before": weights, "sizes": ANY, "owners": ANY,
-                                                     "ranks": [weights] * 2, "optimizer_bytes": [ANY] * 2})
+                                                     "ranks": [weights] * 2, "optimizer_bytes": [ANY] * 2,
+                                                     "reduced": [ANY] * 2})
 
 
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------
@@ -262,6 +300,17 @@ def _greedy_by_freed(c):
     return sorted(chosen)
 
 
+def _greedy_by_rate(c):
+    """The greedy pick by bytes freed per second of recomputation (learner s12r4f: told 'the most bytes first')."""
+    chosen, held = [], c["total"]
+    for i in sorted(range(len(c["freed"])), key=lambda i: -c["freed"][i] / max(c["extra"][i], 1e-12)):
+        if held <= c["budget"]:
+            break
+        chosen.append(i)
+        held -= c["freed"][i]
+    return sorted(chosen)
+
+
 def _fewest_blocks(c, *, ties_by_time=False):
     """A set that fits among those with the fewest blocks (the mistake: fewest blocks, not least time)."""
     for k in range(len(c["freed"]) + 1):
@@ -293,9 +342,17 @@ STRICT = ("a set that brings the bytes exactly to the budget fits too: the budge
           "compare with <=, not <")
 
 
+BY_RATE = ("taking the blocks that free the most bytes per second of recomputation first (a greedy pick) fits, but "
+           "is not the cheapest: its last block can free far more than still needed, where a cheaper set would just "
+           "fit; compare the extra time of every set that fits")
+
+
 def _budget_judge(got, expected, cases):
     if got != expected and got == [_cheapest_strictly_under(c) for c in cases]:
         return 0.0, STRICT
+    wrong = [(g, c) for g, e, c in zip(got, expected, cases) if g != e and g is not None and e]
+    if wrong and all(g == _greedy_by_rate(c) for g, c in wrong) and any(g != _greedy_by_freed(c) for g, c in wrong):
+        return 0.0, BY_RATE  # learner s12r4f: the first wrong case is greedy by bytes too; the rate tells them apart
     for ties_by_time in (False, True):
         reference = [_fewest_blocks(c, ties_by_time=ties_by_time) for c in cases]
         fewest, empty_for_none = _like(got, reference)
@@ -327,6 +384,8 @@ def _budget_judge(got, expected, cases):
             if g == _greedy_by_freed(c):
                 return 0.0, ("taking the blocks that free the most bytes first fits, but is not the cheapest: compare the "
                              "extra time of every set that fits")
+            if g == _greedy_by_rate(c):
+                return 0.0, BY_RATE
             return 0.0, (f"freed {c['freed']}, extra {c['extra']}, budget {c['budget']} of {c['total']}: your set costs "
                          f"{cost:g} extra seconds, but a set that fits costs {best:g}: try every set")
     return 1.0, "the cheapest set of checkpoints that fits, every time"

@@ -68,9 +68,17 @@ class StepReading:
     def draw(self, ax):
         """Memory against time, one point per choice read; a refused time still shows where its bytes lie."""
         drawn = [k for k in self.times if not self.refused[k]]
-        for k in drawn:
-            ax.scatter(self.saved[k] / memory.MIB, self.vs_none[k])
-            ax.annotate(k, (self.saved[k] / memory.MIB, self.vs_none[k]), fontsize=8)
+        none = self.times["none"]
+        spots: dict = {}  # points that would print their labels on top of each other share one label
+        for k in drawn:  # the bar: the range of the rounds' own ratios (the verdicts' range), around their median
+            low, high = measure.ratio_range(measure.paired_ratios(none, self.times[k]))[:2]
+            at = self.saved[k] / memory.MIB
+            ax.errorbar(at, self.vs_none[k], yerr=[[self.vs_none[k] - low], [high - self.vs_none[k]]], fmt="o",
+                        capsize=3)
+            near = next((s for s in spots if abs(s[0] - at) < 0.3 and abs(s[1] - self.vs_none[k]) < 0.06), None)
+            spots.setdefault(near or (at, self.vs_none[k]), []).append(k)
+        for (at, ratio), labels in spots.items():
+            ax.annotate(", ".join(labels), (at, ratio), xytext=(4, 2), textcoords="offset points", fontsize=8)
         at_bytes: dict = {}  # memory is counted, never n/m: one line per size
         for k in self.times:
             if self.refused[k]:
@@ -79,7 +87,7 @@ class StepReading:
             ax.axvline(kept / memory.MIB, color="grey", linestyle=":", linewidth=1)
             ax.annotate(f"{', '.join(labels)} (time n/m)", (kept / memory.MIB, 0.5), xycoords=("data", "axes fraction"),
                         rotation=90, fontsize=8, va="center", ha="right")
-        ax.set(xlabel="activations saved for backward (MiB)", ylabel="fwd + bwd time / no checkpoint",
+        ax.set(xlabel="activations saved for backward (MiB)", ylabel="fwd + bwd time / no checkpoint\n(bar: range of rounds)",
                title="activation checkpointing: memory against time" + (
                    "" if len(drawn) == len(self.times) else f" ({len(self.times) - len(drawn)} times n/m: memory only)"))
         if not drawn:
@@ -106,8 +114,9 @@ def prediction_line(steps: StepReading, names) -> str:
     k = int(measure.ratio_range(range(n))[0])  # the range's low end is the (k + 1)-th lowest ratio (5 rounds: the lowest)
     span = "the lowest of its" if k == 0 else f"the {k + 1}th lowest (its 90 % range's low end) of its"
     return measure.short_lines(f"prediction 'every checkpointed step at or above 1.00x none', tested as: {span} {n} "
-                               f"paired ratios at or above {1 / (1 + measure.MIN_EFFECT):.2f} (1.00 less the "
-                               f"{measure.MIN_EFFECT:.0%} no verdict of the course reads as an effect): "
+                               f"paired ratios at or above {1 / (1 + measure.MIN_EFFECT):.2f} (a step up to "
+                               f"{measure.MIN_EFFECT:.0%} faster counts as equal: the course reads no smaller "
+                               "difference as an effect): "
                                + "; ".join(said))
 
 
@@ -133,14 +142,20 @@ def block_table(steps: StepReading, names, forward_times: dict) -> str:
                                        + " ".join(timings), flags[n]))
     flags = {n: flags[n] + steps.flags.get(n, []) for n in names}  # the step's [!] from above, repeated
     lines += measure.table_lines(flags.values(), names, "blocks")
+    spreads = [steps.times[k].spread for k in ["none"] + names if not steps.refused[k]]
+    floor = (f"; the steps' spreads ({min(spreads):.0%}-{max(spreads):.0%}) are {min(spreads) * base * 1e3:.2f}-"
+             f"{max(spreads) * base * 1e3:.2f} ms of that step: a difference between beyond figures smaller than that "
+             "is noise") if len(spreads) > 1 and not steps.refused["none"] else ""  # learner s12r4f: 0.11 vs 0.52 ms
     lines.append(measure.short_lines("beyond ms: (x none - expected x none) x the step without checkpoints, in ms: "
-                                     "what the step took beyond one more forward of the block"))
+                                     "what the step took beyond one more forward of the block" + floor))
     if any(steps.refused[n] for n in names):
         lines.append(measure.short_lines(measure.n_m_line(steps.load)))
     read = [n for n in names if not steps.refused[n]]
-    if read:  # the spreads of the rows read, each printed in a table (the steps' above, the forwards' here)
-        noise = detectors.noise_line([steps.times[n].spread for n in ["none"] + read]
-                                     + [forward_times[n].spread for n in read])
+    if read:  # the spreads of the rows read, each printed in a table (the steps' above, the forwards' here), named
+        # (learner s12r4f: '2 of 9 medians': which nine? 'all' has a spread column too)
+        stepped = [k for k in steps.times if not steps.refused[k]]
+        noise = detectors.noise_line([steps.times[k].spread for k in stepped] + [forward_times[n].spread for n in read],
+                                     f"medians ({len(stepped)} steps of the table above, {len(read)} forwards here)")
         if noise:
             lines.append(noise)
     return "\n".join(lines)
@@ -190,3 +205,18 @@ def checkpoint_summary(resume_error: dict, save_verdict) -> str:
     if save_verdict.verdict != measure.CANNOT_SEE:
         said += f" (save held the loop {save_verdict.ratio:.2f}x as long: the verdict's figure)"
     return measure.short_lines(said)
+
+
+def update_line(steps: StepReading, training_step, speed_step) -> str:
+    """The speed section's training step (forward, backward, update), timed again in the checkpoint rounds, against
+    the step without checkpoints of the same rounds; `speed_step` is its Timing from the speed section's own rounds.
+    (Learner s12r4f: fwd+bwd here read 7.95 ms beside the full step's 7.1 ms there: less work, more time.)"""
+    none = steps.times["none"]
+    ratio = measure.table_ratio(measure.paired_ratios(none, training_step), steps.load)
+    if ratio == measure.N_M:
+        return measure.short_lines(f"the training step (with the SGD update), timed in these rounds too: {ratio}")
+    return measure.short_lines(
+        f"the training step (forward, backward and the SGD update), timed in these rounds too: "
+        f"{training_step.median * 1e3:.2f} ms, {ratio} the step without checkpoints ({none.median * 1e3:.2f} ms); "
+        f"the speed section timed it at {speed_step.median * 1e3:.2f} ms in rounds of its own (beside a 16-bit step): "
+        f"compare a time with those of its own rounds only")

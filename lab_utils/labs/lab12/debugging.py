@@ -137,3 +137,40 @@ def table_of(err) -> str:
     text = str(err)
     return (text[text.index("where each rank was"):].split("\n\n--- traceback")[0] if "where each rank was" in text
             else "(no table)")
+
+
+def dumped_frames(dump: str, function: str) -> list[tuple[str, int, str]]:
+    """The frames (file, line, function), most recent first, of the thread in a faulthandler dump that runs
+    `function` (each rank's main thread: the others are the launcher's); [] when no thread does."""
+    import re
+
+    for block in dump.split("\n\n"):
+        frames = [(m[1], int(m[2]), m[3]) for m in re.finditer(r'File "([^"]+)", line (\d+) in (\S+)', block)]
+        if any(name == function for _, _, name in frames):
+            return frames
+    return []
+
+
+def dump_lines(dumps: dict, function: str) -> list[str]:
+    """One line per rank from its faulthandler dump: the torch.distributed call it is in, then the frames of
+    `function` (where.place: a notebook cell as 'cell [n], line k'); lab_utils' and Python's own frames left out."""
+    import os
+
+    from ...launch import where
+
+    out = []
+    for rank, dump in sorted(dumps.items()):
+        frames = dumped_frames(dump, function)
+        torch_call = next((f"in {name} ({os.path.basename(file)}:{line})" for file, line, name in frames
+                           if f"{os.sep}torch{os.sep}distributed{os.sep}" in file and name != "wrapper"), "in -")
+        mine = [where.place((file, line)) for file, line, name in frames if name == function]
+        out.append(f"rank {rank}: {torch_call}, called from {function} at " + ", from ".join(mine) if frames
+                   else f"rank {rank}: no dump")
+    return out
+
+
+def table_lines(table: str) -> dict:
+    """rank -> the learner's line in the launcher's table ('cell [5], line 9')."""
+    import re
+
+    return {int(m[1]): m[2].strip() for m in re.finditer(r"^(\d+)\s+\|[^|\n]*\|[^|\n]*\|([^|\n]+)\|", table, re.M)}

@@ -43,6 +43,7 @@ def _join_checked():
     """Join as train_all may use it: over the DDP model (a joinable) and entered once, around the whole loop; either
     mistake raises at once, named (else Join([model.module]) raises a bare AttributeError, and a Join per batch hangs
     once a rank runs out of batches, outside any Join, while the others wait in an all-reduce)."""
+    import torch
     from torch.distributed.algorithms.join import Join, Joinable
 
     init, entered = Join.__init__, []
@@ -50,8 +51,11 @@ def _join_checked():
     def checked_init(self, joinables, *args, **kwargs):
         for joinable in joinables:
             if not isinstance(joinable, Joinable):
-                raise TypeError(f"Join got a {type(joinable).__name__}, which cannot join: pass the DDP model you were "
-                                "given (Join([model], ...)), which has the join hooks, not model.module")
+                inner = isinstance(joinable, torch.nn.Module)  # learner s12r4f: 'not model.module' beside an optimizer
+                raise TypeError(f"Join got a {type(joinable).__name__}, which cannot join: only a Joinable can (the "
+                                "DDP model you were given has the join hooks" + (", not model.module)" if inner else
+                                "; an optimizer needs none, it steps on the gradients DDP averaged): "
+                                "Join([model], ...)"))
         init(self, joinables, *args, **kwargs)
 
     def once(self):

@@ -103,7 +103,7 @@ def late_worker(rank, world_size):
         dist.destroy_process_group()       # the failed barrier closed the group's connections
 
 
-# ---- solutions/12_debugging_hangs.ipynb, cell 47 (id lab12-45) -----------------------------------------------------
+# ---- solutions/12_debugging_hangs.ipynb, cell 50 (id lab12-45) -----------------------------------------------------
 
 def cost_worker(rank, world_size, repeats, steps_per_repeat):
     from lab_utils.launch import record

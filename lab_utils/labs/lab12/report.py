@@ -33,8 +33,8 @@ def window_scatter(on_s, off_s) -> str:
     smallest cost it lets stand out (measure.RESOLVE times the scatter)."""
     scatter = measure.ratio_scatter(measure.paired_ratios(on_s, off_s))
     return measure.short_lines(
-        f"the step's own windows, record on against off ({len(off_s)} pairs), scatter +-{scatter:.0%}: a cost stands "
-        f"out of them only above {measure.RESOLVE:.0f} x that ({measure.RESOLVE * scatter:.0%}), so they cannot read "
+        f"the step's own windows, record on against off ({len(off_s)} pairs), scatter +-{scatter:.1%}: a cost stands "
+        f"out of them only above {measure.RESOLVE:.0f} x that ({measure.RESOLVE * scatter:.1%}), so they cannot read "
         f"one under {BOUND:.0%}")
 
 
@@ -54,5 +54,13 @@ def cost_report(cost: dict, per_call, calls: int, results_dir=None) -> tuple:
                  f"rank 0), {calls} recorded calls; the record's own cost per call: "
                  f"{statistics.median(per_call) * 1e6:.1f} us (median of {len(per_call)} pairs of blocks of calls, "
                  "each pair one of the verdict's paired repeats)"),
-             window_scatter(cost["record on"], cost["record off"]), str(record), str(detail)]
+             window_scatter(cost["record on"], cost["record off"]), str(record)]
+    if record.verdict != measure.CANNOT_SEE:  # learner s12r4f: 'range 0.998-0.998 over 21 paired repeats' read as
+        low, high = min(per_call), max(per_call)  # suspiciously exact: it is a model's range, and says so
+        lines.append(measure.short_lines(
+            f"(a derived figure: each repeat is 1 / (1 + cost per call x {calls} calls / {step_s * 1e3:.2f} ms); the "
+            f"cost per call ranged {low * 1e6:.1f}-{high * 1e6:.1f} us, {max(low, 0) * calls / step_s:.2%}-"
+            f"{max(high, 0) * calls / step_s:.2%} of the step, so the range is narrow; the record only adds work, "
+            "so the figure cannot exceed 1)"))
+    lines.append(str(detail))
     return record, detail, "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Lab 12's 'outside this course' section (learner s12r4f: the hang table exists only in the course's launcher; where
+is every rank in my own job?): faulthandler's dump of Bug 1's hang, read per rank beside the launcher's table."""
+import faulthandler
+import tempfile
+import threading
+
+import nbformat
+
+from lab_utils.labs.lab12 import debugging
+
+DUMP = """Timeout (0:00:02)!
+Thread 0x00007f7ca74796c0 (most recent call first):
+  File "/usr/lib/python3.11/signal.py", line 82 in sigwait
+  File "/work/lab_utils/launch/record.py", line 207 in answer
+
+Thread 0x00007f7cc99d3b80 (most recent call first):
+  File "/venv/site-packages/torch/distributed/distributed_c10d.py", line 5356 in barrier
+  File "/venv/site-packages/torch/distributed/c10d_logger.py", line 83 in wrapper
+  File "/work/train.py", line 15 in metric_sum_worker
+  File "/work/train.py", line 22 in dumped_worker
+  File "<string>", line 1 in <module>
+"""
+
+
+def test_a_dump_is_read_as_the_main_threads_collective_and_the_workers_line():
+    frames = debugging.dumped_frames(DUMP, "metric_sum_worker")
+    assert frames[0] == ("/venv/site-packages/torch/distributed/distributed_c10d.py", 5356, "barrier")
+    assert debugging.dumped_frames(DUMP, "nowhere") == []
+    [line] = debugging.dump_lines({1: DUMP}, "metric_sum_worker")
+    assert line.startswith("rank 1: in barrier (distributed_c10d.py:5356), called from metric_sum_worker at ")
+    assert line.endswith("train.py:15") and "wrapper" not in line and "answer" not in line, line
+    assert debugging.dump_lines({0: ""}, "metric_sum_worker") == ["rank 0: no dump"]
+
+
+def test_a_real_faulthandler_dump_names_the_waiting_function():
+    """The reader reads what faulthandler writes (not only the made-up text above)."""
+    release = threading.Event()
+
+    def metric_sum_worker():
+        release.wait(10)
+
+    waiter = threading.Thread(target=metric_sum_worker)
+    waiter.start()
+    with tempfile.TemporaryFile("w+") as dump:
+        faulthandler.dump_traceback(file=dump, all_threads=True)
+        dump.seek(0)
+        text = dump.read()
+    release.set()
+    waiter.join()
+    frames = debugging.dumped_frames(text, "metric_sum_worker")
+    assert frames and frames[0][2] == "wait" and any(name == "metric_sum_worker" for _, _, name in frames)
+
+
+def test_the_table_lines_are_read_per_rank():
+    table = ("rank | state           | waits in                  | learner's line    | last completed\n"
+             "0    | in a collective | all_reduce #3 [1] float32 | cell [5], line 9  | all_reduce #2 [1] float32\n"
+             "1    | in a collective | barrier #3                | cell [5], line 11 | all_reduce #2 [1] float32\n")
+    assert debugging.table_lines(table) == {0: "cell [5], line 9", 1: "cell [5], line 11"}
+
+
+def test_the_lab_dumps_bug_1_as_a_plain_job_and_checks_the_dump_against_the_table():
+    cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
+    code = next(c.source for c in cells if c.cell_type == "code" and "faulthandler.dump_traceback_later" in c.source)
+    assert '"LAB_COLLECTIVE_RECORD": "0"' in code and "dump_lines(dumps" in code and "table_lines(table_of(hang))" in code
+    prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    assert "faulthandler.register(signal.SIGUSR1" in prose and "py-spy dump --pid" in prose
+    assert "divide_by_initial_world_size" not in prose.split("Join` context manager")[-1].split("`check` runs it")[0]
