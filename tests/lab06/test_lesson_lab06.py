@@ -84,3 +84,15 @@ def test_the_cap_on_a_restated_cost_claim_is_explained_where_the_first_such_verd
     for outcome in (measure.HOLDS, measure.REVERSED, measure.UNDECIDED, measure.CANNOT_SEE):
         assert f"**{outcome}**" in prose, outcome
     assert "measure.MAX_RESTATED" not in prose  # an internal name, not the learner's
+
+
+def test_the_trap_prints_every_gradient_it_makes_n_times_too_large():
+    """Learner s12r4e, lab 06 finding 12: the prose says the input gradient is N times too large too, but only fc1's
+    ratio was printed (its x_grad difference, 8.3e-04, looked small beside fc1's 1.6e-02); all three are printed."""
+    cells = nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+    trap = next(c for c in cells if c.cell_type == "code" and "trapped = {" in c.source)
+    assert '"input": trap[0]["x_grad"]' in trap.source  # the input's gradient is whole on every rank
+    printed = " ".join("".join(o.get("text", "") for o in trap.outputs).split())
+    assert "but the gradients are input 2.00x, fc1 2.00x, fc2 2.00x the unsplit classifier's" in printed
+    prose = " ".join(cells[cells.index(trap) + 2].source.split())
+    assert "N times too large" in prose and "(and of the input)" in prose
