@@ -130,6 +130,8 @@ def test_the_allreduce_table_says_its_takeaway_first_and_refuses_its_leads_on_a_
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("the ring and dist.all_reduce within 10 % of each other (library lead 0.90x-1.10x) at 0")
     assert "the library faster by more at 4 KiB (1.2" in out[1] and "256 KiB (1.30x)" in out[1]
+    header = next(line for line in out if line.split()[:1] == ["size"])
+    assert header.split() == ["size", "ring", "ms", "dist.all_reduce", "ms", "library", "lead"]  # s12r4e: no spreads
     rows = [line for line in out if line.strip().endswith("x") and "KiB" in line[:10]]
     assert len(rows) == 4 and rows[-1].split()[-1] == "1.30x"  # the table shows the figure the sentence reads
     assert all(len(line) <= 100 for line in out)

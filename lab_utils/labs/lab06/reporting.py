@@ -141,8 +141,8 @@ def named_column(flags, name: str) -> list:
 
 
 def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool, decided=None) -> None:
-    """Print the all-reduce table: its one-sentence takeaway, then per size both medians with their spreads and the
-    library lead (n/m where `load` or a suspect median refuses it), then its flags, noise and refusal lines.
+    """Print the all-reduce table: its one-sentence takeaway, then per size both medians and the library lead (n/m
+    where `load` or a suspect median refuses it), then its flags, noise and refusal lines.
     `decided`: {size: verdict word} for the sizes a verdict below tests (the takeaway says them with that word)."""
     busy = busy_cores(load)
     size_flags = {name: [named_column(flags, name) for flags in  # more bytes, less time: named by its column
@@ -152,7 +152,9 @@ def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool, d
     lead_cells = [measure.table_ratio(measure.paired_ratios(runs[s]["library"], runs[s]["ring"]), load, row_flags[i])
                   for i, s in enumerate(sizes)]  # the comparison's one figure per size
     print(measure.short_lines(takeaway(sizes, lead_cells, decided)))
-    print(f"{'size':>9} {'ring ms':>9} {'spread':>7} {'dist.all_reduce ms':>19} {'spread':>7} {'library lead':>13}")
+    # no spread columns (learner s12r4e, lab 06 'make it a 5': '>1000%' cells made the table read as noise): the
+    # noise line under the table counts and names the widest; the flags still read every spread
+    print(f"{'size':>9} {'ring ms':>9} {'dist.all_reduce ms':>19} {'library lead':>13}")
     for i, s in enumerate(sizes):
         flags = measure.plausibility(oversubscribed=oversubscribed) if i == 0 else []  # said once, on the first row
         lead = measure.paired_median(runs[s]["library"], runs[s]["ring"])
@@ -160,9 +162,7 @@ def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool, d
             flags = flags + [detectors.note("the two medians (each from other rounds) favour the other side: "
                                             "trust the library lead, the paired rounds' figure")]
         print(measure.table_row(f"{s // 1024:>6} KiB {medians['ring'][i] * 1e3:>9.3f} "
-                                f"{detectors.spread_text(spreads['ring'][i]):>7} {medians['library'][i] * 1e3:>19.3f} "
-                                f"{detectors.spread_text(spreads['library'][i]):>7} {lead_cells[i]:>13}",
-                                flags + row_flags[i]))
+                                f"{medians['library'][i] * 1e3:>19.3f} {lead_cells[i]:>13}", flags + row_flags[i]))
     for line in measure.table_lines(row_flags, [f"{s // 1024} KiB" for s in sizes], "sizes"):
         print(line)
     print(measure.short_lines(detectors.noise_line(spreads["ring"] + spreads["library"])))
