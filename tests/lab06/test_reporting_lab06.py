@@ -29,6 +29,8 @@ def test_the_takeaway_says_a_tested_size_with_its_verdict_word_not_as_a_lead():
     assert line.endswith(f"; 64 MiB, which the verdict below tests: {measure.UNDECIDED} (lead 1.12x)")
     alone = reporting.takeaway(SIZES[-1:], leads[-1:], {SIZES[-1]: measure.HOLDS})
     assert alone == f"the ring against the library: 64 MiB, which the verdict below tests: {measure.HOLDS} (lead 1.12x)"
+    refused = reporting.takeaway(SIZES[-1:], leads[-1:], {SIZES[-1]: measure.CANNOT_SEE})
+    assert refused.endswith(measure.CANNOT_SEE) and "1.12" not in refused  # no figure beside a refusal
 
 
 def test_the_takeaway_skips_refused_sizes_and_says_so():

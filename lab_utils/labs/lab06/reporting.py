@@ -26,7 +26,8 @@ def takeaway(sizes, leads, decided=None) -> str:
     decided = decided or {}
     tested = {s: float(cell.rstrip("x")) for s, cell in zip(sizes, leads) if cell != measure.N_M and s in decided}
     read = {s: float(cell.rstrip("x")) for s, cell in zip(sizes, leads) if cell != measure.N_M and s not in decided}
-    verdicts = [f"{size_text(s)}, which the verdict below tests: {decided[s]} (lead {lead:.2f}x)"
+    verdicts = [f"{size_text(s)}, which the verdict below tests: {decided[s]}"
+                + ("" if decided[s] == measure.CANNOT_SEE else f" (lead {lead:.2f}x)")  # no figure beside a refusal
                 for s, lead in tested.items()]
     if not read:
         if verdicts:
