@@ -592,12 +592,18 @@ def noisy_basis(spread: float | None, what: str) -> list[Flag]:
                  f"{NOISY_BASIS:.0%}: a repeat took twice the median or more): read this ratio as an order of magnitude")]
 
 
+def noisy_as_printed(spread: float) -> bool:
+    """Whether a spread lies above NOISY_SPREAD as tables print it (whole percent): 25.4 % prints as '25%', which is
+    not more than 25 % (learner s12r4e, lab 05 finding 1: '3 of 3 spread more than 25 %' beside a printed '25%')."""
+    return spread > NOISY_SPREAD and f"{spread:.0%}" != f"{NOISY_SPREAD:.0%}"
+
+
 def noise_line(spreads, what: str = "medians", *, paired: bool = False) -> str:
     """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none.
     `paired`: the table also prints medians of paired ratios, which the line says may be read too."""
     spreads = list(spreads)  # a generator is read twice below
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
-    noisy = sum(s > NOISY_SPREAD for s in counted)
+    noisy = sum(noisy_as_printed(s) for s in counted)  # counted as printed: a '25%' is not more than 25 %
     if not noisy:
         return ""
     # the widest named: a spread of 2262 % reads as impossible beside its row unless the line says it is noise too;

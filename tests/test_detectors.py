@@ -89,6 +89,9 @@ def test_noise_is_one_line_per_table():
     assert detectors.noise_line(s for s in (0.1, 0.3, None)).startswith("noise: 1 of 2 medians spread more")
     assert "the widest 50 %" in line  # named: lab 13's 'spread 2262 %' beside a row read as impossible
     assert detectors.noise_line([0.1, 0.2]) == ""
+    # counted as the tables print them (learner s12r4e, lab 05 finding 1): 25.4 % prints '25%', not more than 25 %
+    assert detectors.noise_line([0.254, 0.3, 0.4]).startswith("noise: 2 of 3 medians spread more than 25 %")
+    assert detectors.noise_line([0.254, 0.1]) == "" and detectors.noise_line([0.256]).startswith("noise: 1 of 1")
     # learner s11h: 'read the medians only' above a column of paired speed-ups: may I read 1.10x? (lab 09)
     paired = " ".join(detectors.noise_line([0.1, 0.48], paired=True).split())
     assert "read the medians and the speed-ups only (medians of per-round ratios" in paired

@@ -568,6 +568,11 @@ def test_a_failed_rank_is_reported_by_its_own_message_and_hint_not_its_traceback
     line = last_line(error)
     assert line.startswith("RuntimeError: Timed out waiting 60000ms for recv (in rank 1); why: every rank")
     assert "/build" not in line and len(line) <= 400 and line.endswith("rank…")
+    # learner s12r4e, lab 06 exercise 1: a message that names its rank gets no "(in rank 1)" after its advice
+    named = last_line(RankError(1, "RuntimeError: deadlock: rank 1 waited 10 s in a send: wait for both", "Traceback"))
+    assert named == "RuntimeError: deadlock: rank 1 waited 10 s in a send: wait for both", named
+    other = last_line(RankError(1, "RuntimeError: rank 10 sends to rank 2", "Traceback"))
+    assert other.endswith("(in rank 1)"), other
 
 
 def test_the_reference_is_computed_once_per_inputs_and_a_judge_cannot_change_it():

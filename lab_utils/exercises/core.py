@@ -225,7 +225,10 @@ def last_line(exc: BaseException) -> str:
 
     if hasattr(exc, "rank") and hasattr(exc, "message"):
         hint = getattr(exc, "hint", "")
-        return short_error(f"{exc.message} (in rank {exc.rank})" + (f"; why: {hint}" if hint else ""), 400)
+        # a message that names its rank already says where (learner s12r4e: "... then wait for both (in rank 1)"
+        # read as if the advice were for rank 1 only)
+        where = "" if f"rank {exc.rank} " in f"{exc.message} " else f" (in rank {exc.rank})"
+        return short_error(f"{exc.message}{where}" + (f"; why: {hint}" if hint else ""), 400)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
     return short_error(text[-1] if text else type(exc).__name__, 300)
 

@@ -67,7 +67,8 @@ def test_the_bytes_are_turned_into_time_with_each_calls_latency_and_the_gap_left
     at = next(i for i, c in enumerate(cells) if "def comm_seconds" in c.source)
     source = cells[at + 1].source  # the gap's split: the next cell, its timing output not checked by nbval
     assert "nbval-ignore-output" in cells[at + 1].metadata.get("tags", [])
-    assert "lab06_report.gap_split(step_times" in source and 'fit_read["library"]' in source  # no refused fit read
+    assert "lab06_report.gap_split(step_times" in source and "if fit_read[name]" in source  # no refused fit read
+    assert 'for name in ("library", "ring")' in source  # the library's fit, or where refused the ring's (s12r4e)
     # learner s11r2e, lab 06 finding 5: the gap's part the model left was "not measured here": now both parts are
     speed = next(c.source for c in cells if "def speed_worker" in c.source)
     assert '"tensor parallel, no communication"' in speed and "tensor_parallel.local_collectives()" in speed
@@ -83,3 +84,15 @@ def test_the_cap_on_a_restated_cost_claim_is_explained_where_the_first_such_verd
     for outcome in (measure.HOLDS, measure.REVERSED, measure.UNDECIDED, measure.CANNOT_SEE):
         assert f"**{outcome}**" in prose, outcome
     assert "measure.MAX_RESTATED" not in prose  # an internal name, not the learner's
+
+
+def test_the_trap_prints_every_gradient_it_makes_n_times_too_large():
+    """Learner s12r4e, lab 06 finding 12: the prose says the input gradient is N times too large too, but only fc1's
+    ratio was printed (its x_grad difference, 8.3e-04, looked small beside fc1's 1.6e-02); all three are printed."""
+    cells = nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
+    trap = next(c for c in cells if c.cell_type == "code" and "trapped = {" in c.source)
+    assert '"input": trap[0]["x_grad"]' in trap.source  # the input's gradient is whole on every rank
+    printed = " ".join("".join(o.get("text", "") for o in trap.outputs).split())
+    assert "but the gradients are input 2.00x, fc1 2.00x, fc2 2.00x the unsplit classifier's" in printed
+    prose = " ".join(cells[cells.index(trap) + 2].source.split())
+    assert "N times too large" in prose and "(and of the input)" in prose

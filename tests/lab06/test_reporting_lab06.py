@@ -20,6 +20,19 @@ def test_the_takeaway_says_where_the_ring_and_the_library_are_close_and_where_on
     assert line.endswith("; the library faster by more at 64 MiB (1.12x); the ring faster by more at 16 KiB (0.89x)")
 
 
+def test_the_takeaway_says_a_tested_size_with_its_verdict_word_not_as_a_lead():
+    """Learner s12r4e, lab 06 finding 1: 'the library faster by more at ... 64 MiB (1.12x)' above the verdict on 64 MiB
+    'not distinguishable here': the size a verdict tests is said with the verdict's word, once."""
+    leads = ["0.90x", "0.89x", "0.99x", "1.07x", "0.92x", "1.03x", "0.90x", "1.12x"]
+    line = reporting.takeaway(SIZES, leads, {SIZES[-1]: measure.UNDECIDED})
+    assert "at 6 of 7 sizes" in line and "faster by more at 64 MiB" not in line
+    assert line.endswith(f"; 64 MiB, which the verdict below tests: {measure.UNDECIDED} (lead 1.12x)")
+    alone = reporting.takeaway(SIZES[-1:], leads[-1:], {SIZES[-1]: measure.HOLDS})
+    assert alone == f"the ring against the library: 64 MiB, which the verdict below tests: {measure.HOLDS} (lead 1.12x)"
+    refused = reporting.takeaway(SIZES[-1:], leads[-1:], {SIZES[-1]: measure.CANNOT_SEE})
+    assert refused.endswith(measure.CANNOT_SEE) and "1.12" not in refused  # no figure beside a refusal
+
+
 def test_the_takeaway_skips_refused_sizes_and_says_so():
     line = reporting.takeaway(SIZES[:3], ["1.01x", measure.N_M, "1.50x"])
     assert "at 1 of 2 sizes" in line and "library faster by more at 64 KiB (1.50x)" in line and "1 size(s) n/m" in line
@@ -45,7 +58,7 @@ def test_the_gap_is_split_into_measured_parts_beside_the_model():
     rounds = 7
     tp, ddp, local = np.full(rounds, 0.040), np.full(rounds, 0.022), np.full(rounds, 0.030)
     line = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp, "tensor parallel, no communication": local},
-                                        0.0047, True, False, tp_model_s=0.0052).split())
+                                        0.0047, "library", False, tp_model_s=0.0052).split())
     assert "took 18.0 ms longer than DDP's" in line
     assert line.startswith("tensor parallel's step took 18.0 ms longer than DDP's: 10.0 ms in its collectives, 8.0 ms "
                            "in its compute and copies (more than DDP's")  # the plain sentence first
@@ -55,12 +68,24 @@ def test_the_gap_is_split_into_measured_parts_beside_the_model():
 
     slower = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp,
                                            "tensor parallel, no communication": np.full(rounds, 0.045)},
-                                          0.0047, True, False).split())
+                                          0.0047, "library", False).split())
     assert "sees no time in the collectives" in slower and "23.0 ms more than DDP's" in slower and " -" not in slower
-    refused = reporting.gap_split({"tensor parallel": tp, "DDP": ddp}, 0.0047, True, True)
+    refused = reporting.gap_split({"tensor parallel": tp, "DDP": ddp}, 0.0047, "library", True)
     assert refused.startswith("no step-time gap to split here")
-    no_fit = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp}, None, False, False).split())
-    assert "no alpha-beta fit" in no_fit and "4.7" not in no_fit
+    no_fit = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp}, None, None, False).split())
+    assert "no alpha-beta fit" in no_fit and "both refused" in no_fit and "4.7" not in no_fit
+
+
+def test_a_refused_library_fit_falls_back_to_the_ring_s_and_says_so():
+    """Learner s12r4e, lab 06 finding 5: the library's fit refused left 'how much the bytes explain' unsaid, while the
+    ring's fit was accepted: the line turns the bytes into time with the ring's, and names it."""
+    rounds = 7
+    tp, ddp, local = np.full(rounds, 0.040), np.full(rounds, 0.022), np.full(rounds, 0.030)
+    line = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp, "tensor parallel, no communication": local},
+                                        0.0047, "ring", False, tp_model_s=0.0052).split())
+    assert "the alpha-beta model of the ring (dist.all_reduce's fit was refused above" in line
+    assert "gives the collectives 4.7 ms" in line and "the model leaves 4.8 ms" in line
+    assert "model of dist.all_reduce gives" not in line and "no alpha-beta fit" not in line
 
 
 def test_the_compute_and_the_model_share_are_said_as_measured():
@@ -107,6 +132,8 @@ def test_the_allreduce_table_says_its_takeaway_first_and_refuses_its_leads_on_a_
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("the ring and dist.all_reduce within 10 % of each other (library lead 0.90x-1.10x) at 0")
     assert "the library faster by more at 4 KiB (1.2" in out[1] and "256 KiB (1.30x)" in out[1]
+    header = next(line for line in out if line.split()[:1] == ["size"])
+    assert header.split() == ["size", "ring", "ms", "dist.all_reduce", "ms", "library", "lead"]  # s12r4e: no spreads
     rows = [line for line in out if line.strip().endswith("x") and "KiB" in line[:10]]
     assert len(rows) == 4 and rows[-1].split()[-1] == "1.30x"  # the table shows the figure the sentence reads
     assert all(len(line) <= 100 for line in out)
@@ -144,3 +171,21 @@ def test_a_row_whose_medians_favour_the_other_side_says_to_trust_the_lead(capsys
                               oversubscribed=False)
     out = " ".join(capsys.readouterr().out.split())
     assert "favour the other side: trust the library lead, the paired rounds' figure" in out, out
+
+
+def test_a_flag_on_a_median_names_its_column(capsys):
+    """Learner s12r4e, lab 06 finding 4: '16 KiB took less time (0.277 ms) than 4 KiB (0.595 ms)' did not say it read
+    the dist.all_reduce column (the ring's was monotone there)."""
+    from lab_utils import conditions
+
+    sizes = SIZES[:2]
+    ring = {4096: np.full(5, 0.2e-3), 16384: np.full(5, 0.25e-3)}
+    library = {4096: np.full(5, 0.6e-3), 16384: np.full(5, 0.28e-3)}  # more bytes, half the time
+    runs = {s: {"ring": ring[s], "library": library[s]} for s in sizes}
+    medians = {"ring": [0.2e-3, 0.25e-3], "library": [0.6e-3, 0.28e-3]}
+    spreads = {"ring": [0.05, 0.05], "library": [0.05, 0.05]}
+    reporting.allreduce_table(sizes, runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0),
+                              oversubscribed=False)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "dist.all_reduce ms column: 16 KiB took less time" in out, out
+    assert "ring ms column:" not in out

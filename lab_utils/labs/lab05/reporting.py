@@ -19,6 +19,28 @@ def print_summary(text: str, flags=()) -> None:
     print(measure.flagged(wrapped(text), flags))
 
 
+def brief(v: measure.Verdict) -> str:
+    """A verdict that holds, after the plain sentence that said its result: its word and figure on one line, then what
+    held in one short line (learner s12r4e, lab 05 finding 6: a 4-line block restated a 29 % slowdown in test words).
+    Any other verdict (reversed, undecided, refused, with notes or flags) prints whole: its notes are its reading."""
+    if v.verdict != measure.HOLDS or v.notes or detectors.reverses_theory(v):
+        return str(v)
+    first, _, second = v.claim.partition(" vs ")
+    if v.holds_from is None:  # a direction claim: the whole range on the predicted side of 1
+        held = f"{v.expected}, the whole range {'below' if v.upper else 'above'} 1"
+    else:  # a bound: how far ahead (an upper bound) or behind (a cost) the first named was allowed to be
+        margin = v.holds_from - 1 if v.upper else 1 / v.holds_from - 1
+        if margin < 0.005 or not second:  # no margin tested: the whole block says what was
+            return str(v)
+        bound = measure.verdicts.shown(v.holds_from, (v.low, v.high))
+        held = (f"{first} at most {margin * 100:.0f} % {'faster' if v.upper else 'slower'} than {second} (the whole "
+                f"range {'below' if v.upper else 'above'} {bound}{v._threshold_source()})")
+    claim = f"{v.claim} [{v.workload}]" if v.workload else v.claim
+    head = f"verdict, {claim}: holds at {v.figure_text()}x (range {v.range_text()} over {v.repeats} paired repeats)"
+    return wrapped(head) + "\n" + textwrap.fill("what held: " + held, width=WIDTH, initial_indent="    ",
+                                                subsequent_indent="        ")
+
+
 def kernel_table(rates: dict, paired: dict, load, kind: str, verdicts: dict) -> None:
     """Print section 5's kernel comparison: one plain sentence per setup, then the table (rate, the verdict's figure
     'vs one device' or n/m, spread), its noise and load lines, then each setup's verdict."""
@@ -35,7 +57,7 @@ def kernel_table(rates: dict, paired: dict, load, kind: str, verdicts: dict) -> 
     for line in filter(None, under):
         print(wrapped(line))
     for v in verdicts.values():
-        print(v)
+        print(brief(v))
 
 
 def no_slower(a, b, claim: str, expected: str, results_dir, load=None) -> measure.Verdict:
@@ -89,8 +111,10 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None) -
                               f"{rate.samples_per_s:10.0f} {rate.spread:6.0%}", shown))
     print(wrapped(detectors.noise_line(rate.spread for rate in rates.values())
                   or "noise: every rate above came from repeats within 25 %"))
-    print(trap)
-    print(engines)
+    if measure.CANNOT_SEE not in (trap.verdict, engines.verdict):  # a refused verdict prints no figure to set against
+        print(wrapped(f"({measure.OTHER_ROUNDS})"))  # learner s12r4e, lab 05 finding 4: 1.09x beside 1.04 / 0.91 ms
+    print(brief(trap))
+    print(brief(engines))
     return {"rates": rates, "flags": flags, "where": WHERE, "trap": trap, "engines": engines}
 
 

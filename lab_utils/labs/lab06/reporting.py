@@ -18,11 +18,20 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes // 1024} KiB" if nbytes < 1 << 20 else f"{nbytes / (1 << 20):g} MiB"
 
 
-def takeaway(sizes, leads) -> str:
+def takeaway(sizes, leads, decided=None) -> str:
     """The all-reduce table in one sentence, from its library-lead cells ('1.12x', or n/m where refused): at which
-    sizes the ring and the library are within 10 % of each other, and where either is ahead by more."""
-    read = {s: float(cell.rstrip("x")) for s, cell in zip(sizes, leads) if cell != measure.N_M}
+    sizes the ring and the library are within 10 % of each other, and where either is ahead by more. `decided`:
+    {size: its verdict's word} for the sizes a verdict tests, said with that word, never as a lead alone (learner
+    s12r4e, lab 06 finding 1: 'faster by more at 64 MiB' above 'not distinguishable here' for 64 MiB)."""
+    decided = decided or {}
+    tested = {s: float(cell.rstrip("x")) for s, cell in zip(sizes, leads) if cell != measure.N_M and s in decided}
+    read = {s: float(cell.rstrip("x")) for s, cell in zip(sizes, leads) if cell != measure.N_M and s not in decided}
+    verdicts = [f"{size_text(s)}, which the verdict below tests: {decided[s]}"
+                + ("" if decided[s] == measure.CANNOT_SEE else f" (lead {lead:.2f}x)")  # no figure beside a refusal
+                for s, lead in tested.items()]
     if not read:
+        if verdicts:
+            return "the ring against the library: " + "; ".join(verdicts)
         return "the ring against the library: no size's lead could be read here (n/m: see under the table)"
     close = [s for s, lead in read.items() if 1 - CLOSE <= lead <= 1 + CLOSE]  # as printed: 0.90x-1.10x
     library = [s for s, lead in read.items() if lead > 1 + CLOSE]
@@ -37,10 +46,10 @@ def takeaway(sizes, leads) -> str:
         parts.append(f"the library faster by more at {listed(library)}")
     if ring:
         parts.append(f"the ring faster by more at {listed(ring)}")
-    refused = len(sizes) - len(read)
+    refused = len(sizes) - len(read) - len(tested)
     if refused:
         parts.append(f"{refused} size(s) n/m")
-    return "; ".join(parts)
+    return "; ".join(parts + verdicts)
 
 
 def lab04_source(codes, cwd=None) -> str:
@@ -57,10 +66,17 @@ def lab04_source(codes, cwd=None) -> str:
     return f"{said} (no {notebook.name} of yours beside this notebook to count instead)"
 
 
-def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool, tp_model_s=None) -> str:
+FIT_USED = {"library": "the alpha-beta model of dist.all_reduce",
+            "ring": "the alpha-beta model of the ring (dist.all_reduce's fit was refused above; the ring's was "
+                    "accepted, and it sends the same bytes in the same steps)"}
+
+
+def gap_split(step_times, comm_model_s, fit_used: str | None, refused: bool, tp_model_s=None) -> str:
     """Tensor parallel's step-time gap to DDP split in two measured parts (its collectives: the step minus the same
     step with them local no-ops; the rest: the no-op step minus DDP's), beside what the α–β model gives the bytes
-    (`comm_model_s`: tensor parallel's minus DDP's; `tp_model_s`: tensor parallel's own, set beside its measured)."""
+    (`comm_model_s`: tensor parallel's minus DDP's; `tp_model_s`: tensor parallel's own, set beside its measured).
+    `fit_used`: whose accepted fit turned the bytes into time, "library" or, where it was refused, "ring" (learner
+    s12r4e, lab 06 finding 5: a refused library fit left the lab's last point unmade); None: both refused."""
     tp, ddp = step_times["tensor parallel"], step_times["DDP"]
     gap = statistics.median(a - b for a, b in zip(tp, ddp))  # paired rounds' differences
     if refused or gap <= 0:
@@ -79,15 +95,16 @@ def gap_split(step_times, comm_model_s, fit_readable: bool, refused: bool, tp_mo
             lines.append("(collectives: the step minus the same step with every collective a local no-op; compute "
                          "and copies: that no-op step minus DDP's; each a median of its own paired rounds, so the "
                          "two need not add up to the gap exactly)")
-    if fit_readable and comm_model_s is not None:
-        model = (f"the alpha-beta model of dist.all_reduce gives the collectives {comm_model_s * 1e3:.1f} ms of the "
+    if fit_used and comm_model_s is not None:
+        model = (f"{FIT_USED[fit_used]} gives the collectives {comm_model_s * 1e3:.1f} ms of the "
                  "gap (tensor parallel's minus DDP's)")
         if local is not None and comm > 0 and tp_model_s is not None:
             model += (f"; to tensor parallel's own it gives {tp_model_s * 1e3:.1f} ms, "
                       f"{model_share_sentence(tp_model_s, comm)}")
         lines.append(model)
-    elif not fit_readable:
-        lines.append("no alpha-beta fit of the library to turn the bytes into time (refused above)")
+    elif not fit_used:
+        lines.append("no alpha-beta fit to turn the bytes into time: the ring's and the library's were both refused "
+                     "above")
     return "\n".join(measure.short_lines(line) for line in [said] + lines)
 
 
@@ -115,17 +132,30 @@ def busy_cores(load) -> tuple[float, int] | None:
     return None if load is None else (load.others + load.steal, load.cores)
 
 
-def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool) -> None:
-    """Print the all-reduce table: its one-sentence takeaway, then per size both medians with their spreads and the
-    library lead (n/m where `load` or a suspect median refuses it), then its flags, noise and refusal lines."""
+COLUMNS = {"ring": "ring ms", "library": "dist.all_reduce ms"}  # the table's column of each side's medians
+
+
+def named_column(flags, name: str) -> list:
+    """`flags` on one side's medians, each starting with the table column it read (learner s12r4e, lab 06 finding 4:
+    a bare '16 KiB took less time than 4 KiB' had to be matched to its column by its numbers)."""
+    return [detectors.Flag(detectors.kind_of(f), f"{COLUMNS[name]} column: {f}") for f in flags]
+
+
+def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool, decided=None) -> None:
+    """Print the all-reduce table: its one-sentence takeaway, then per size both medians and the library lead (n/m
+    where `load` or a suspect median refuses it), then its flags, noise and refusal lines.
+    `decided`: {size: verdict word} for the sizes a verdict below tests (the takeaway says them with that word)."""
     busy = busy_cores(load)
-    size_flags = {name: report.allreduce_flags(sizes, medians[name], spreads[name], busy)  # more bytes, less time
+    size_flags = {name: [named_column(flags, name) for flags in  # more bytes, less time: named by its column
+                         report.allreduce_flags(sizes, medians[name], spreads[name], busy)]
                   for name in medians}
     row_flags = [size_flags["ring"][i] + size_flags["library"][i] for i in range(len(sizes))]  # '*': suspect
     lead_cells = [measure.table_ratio(measure.paired_ratios(runs[s]["library"], runs[s]["ring"]), load, row_flags[i])
                   for i, s in enumerate(sizes)]  # the comparison's one figure per size
-    print(measure.short_lines(takeaway(sizes, lead_cells)))
-    print(f"{'size':>9} {'ring ms':>9} {'spread':>7} {'dist.all_reduce ms':>19} {'spread':>7} {'library lead':>13}")
+    print(measure.short_lines(takeaway(sizes, lead_cells, decided)))
+    # no spread columns (learner s12r4e, lab 06 'make it a 5': '>1000%' cells made the table read as noise): the
+    # noise line under the table counts and names the widest; the flags still read every spread
+    print(f"{'size':>9} {'ring ms':>9} {'dist.all_reduce ms':>19} {'library lead':>13}")
     for i, s in enumerate(sizes):
         flags = measure.plausibility(oversubscribed=oversubscribed) if i == 0 else []  # said once, on the first row
         lead = measure.paired_median(runs[s]["library"], runs[s]["ring"])
@@ -133,9 +163,7 @@ def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool) -
             flags = flags + [detectors.note("the two medians (each from other rounds) favour the other side: "
                                             "trust the library lead, the paired rounds' figure")]
         print(measure.table_row(f"{s // 1024:>6} KiB {medians['ring'][i] * 1e3:>9.3f} "
-                                f"{detectors.spread_text(spreads['ring'][i]):>7} {medians['library'][i] * 1e3:>19.3f} "
-                                f"{detectors.spread_text(spreads['library'][i]):>7} {lead_cells[i]:>13}",
-                                flags + row_flags[i]))
+                                f"{medians['library'][i] * 1e3:>19.3f} {lead_cells[i]:>13}", flags + row_flags[i]))
     for line in measure.table_lines(row_flags, [f"{s // 1024} KiB" for s in sizes], "sizes"):
         print(line)
     print(measure.short_lines(detectors.noise_line(spreads["ring"] + spreads["library"])))
