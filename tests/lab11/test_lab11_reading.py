@@ -175,3 +175,15 @@ def test_a_too_noisy_verdicts_head_keeps_its_whole_workload_when_the_name_wraps(
     noisy = steady([0.9, 1.25, 0.95, 1.2, 1.02, 1.15, 0.92, 1.05], load(0.0))
     text = "\n".join(lab11_report.steady_lines(noisy, recorded, load(0.0), SPEED))
     assert "launch]: not distinguishable here" in text and "no verdict, the sentence above says why" in text
+
+
+def test_the_trap_is_scaled_to_a_real_step_and_slurmstepd_is_defined_before_its_log():
+    """Learner s12r4h findings 6 and 12: the trap's 'ms redone' argued the other way at a toy's millisecond steps;
+    slurmstepd's log lines came a cell before the term was defined."""
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    sources = [c.source for c in nb.cells]
+    fault = next(i for i, s in enumerate(sources) if "redone_s = at[fail_at_step] - at[0]" in s)
+    assert "the trap costs more than the restart once a step takes over" in sources[fault]
+    assert "at 1 s per step:" in sources[fault]
+    first = next(i for i, s in enumerate(sources) if "slurmstepd" in s)
+    assert first < fault and "the Slurm daemon that starts and watches" in " ".join(sources[first].split())
