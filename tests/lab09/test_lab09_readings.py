@@ -326,7 +326,11 @@ def test_the_batch_1_forward_is_one_figure_with_its_other_timings_read_against_i
     lines, short = serving.forward_1_figures(timing(1.75, 1.6, 2.0), timing(1.99, 1.9, 2.2), bounds)
     text = " ".join(" ".join(lines).split())
     assert "1.75 ms beside the other sizes (the sweep: the lab's figure), 1.99 ms beside the other modes" in text
-    assert "14% apart at most, within the widest spread of their repeats (23%)" in text and "within" in short
+    assert "14% apart at most, within the widest spread of their repeats (23%, beside the other sizes)" in text
+    assert "within" in short
+    preempted = [timing(1.8, 1.8, 9.0), timing(1.85, 1.8, 1.9)]  # one pass preempted: its spread is not the bound's
+    lines, short = serving.forward_1_figures(timing(1.4, 1.39, 1.41), timing(1.41, 1.4, 1.42), preempted)
+    assert "beyond" in short and "(3%, back to back before the bursts)" in " ".join(" ".join(lines).split())
     lines, short = serving.forward_1_figures(timing(1.77, 1.75, 1.8), timing(2.69, 2.6, 2.7), bounds)
     text = " ".join(" ".join(lines).split())
     assert "52% apart, more than the widest spread" in text and "uses the figure timed beside it" in text
