@@ -139,7 +139,8 @@ def test_the_capacity_measured_twice_agrees_or_is_flagged_never_called_a_bound()
     assert "they agree: 9% apart, within the scatter of their rounds (7%, 29%)" in said
     said, flags = serving.capacity_agreement(595, 0.05, 736, 0.04)  # learner s12r4h: 24% apart, called 'agree'
     assert not flags and "agree" not in said and "24% apart, more than their rounds scatter" in said
-    assert "within the 25% the course allows such a pair, so no flag" in said
+    assert "within the 25% the course allows such a pair (minutes apart; the bursts queue every request at once): no " \
+        "flag" in said
     assert "too noisy" in serving.agreement_words(500, 0.6, 700, 0.6)  # ranges overlap, 40% apart: no 'agree'
     said, flags = serving.capacity_agreement(563, 0.16, 417, 0.21)  # a busy run: apart, under another condition
     assert [detectors.kind_of(f) for f in flags] == [detectors.Kind.NOTE] and "see the note" in said
@@ -158,6 +159,8 @@ def test_a_larger_batch_faster_by_less_than_the_flags_margin_gets_a_line():
     said = serving.unflagged_less_time([64, 128], wide, [[], []])
     assert len(said) == 1 and "\n" not in said[0] and "within the 10% by which two medians may differ" in said[0]
     assert all(len(line) <= 100 for line in measure.lines.wrap(said[0]).splitlines())
+    same = serving.unflagged_less_time([2, 4], {2: timing(3.092), 4: timing(3.088)}, [[], []])  # a scratch run
+    assert "(3.088 vs 3.092 ms, 0.1% less)" in same[0], same  # not '3.09 vs 3.09 ms, 0% less'
     beyond = serving.unflagged_less_time([64, 128], {64: wide[64], 128: timing(10.0, 10.0, 10.0)}, [[], []])
     assert "20% less" in beyond[0] and "within" not in beyond[0], beyond
     source = "".join("".join(c["source"]) for c in cells())
@@ -347,6 +350,9 @@ def test_the_batch_1_forward_is_one_figure_with_its_other_timings_read_against_i
     text = " ".join(" ".join(lines).split())
     assert "52% apart, more than the widest spread" in text and "uses the figure timed beside it" in text
     assert "beyond" in short and all(len(x) <= 100 for line in lines for x in line.splitlines())
+    # a scratch run: '10% apart, more than the widest spread of their repeats (10%, ...)': decimals where equal
+    lines, short = serving.forward_1_figures(timing(1.524, 1.52, 1.53), timing(1.49, 1.42, 1.57), [timing(1.38, 1.38)])
+    assert "10.4% apart, more than the widest spread of their repeats (10.1%" in " ".join(" ".join(lines).split())
     source = "".join("".join(c["source"]) for c in cells())
     assert "back_to_back" not in source  # no unprinted sixth timing: the demo is sized by the sweep's figure
     assert "batch1_forward_rps, load_base = serving.capacity_report" not in source  # one meaning per name

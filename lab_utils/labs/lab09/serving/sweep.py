@@ -164,13 +164,14 @@ def forward_1_figures(in_sweep, in_modes, bound_runs) -> tuple[list[str], str]:
     widest_at, (_, widest) = max(figures.items(), key=lambda item: item[1][1])
     whose = widest_at.split(" (")[0]
     said = ", ".join(f"{ms:.2f} ms {where}" for where, (ms, _) in figures.items())
+    digits = 1 if f"{gap:.0%}" == f"{widest:.0%}" else 0  # '10% apart, more than ... (10%)': one decimal each
     if gap <= widest:
-        short = f"{gap:.0%} apart at most, within their repeats' scatter"
-        reading = (f"  {gap:.0%} apart at most, within the widest spread of their repeats ({widest:.0%}, {whose}): "
-                   "one figure, read within its noise")
+        short = f"{gap:.{digits}%} apart at most, within their repeats' scatter"
+        reading = (f"  {gap:.{digits}%} apart at most, within the widest spread of their repeats "
+                   f"({widest:.{digits}%}, {whose}): one figure, read within its noise")
     else:
-        short = f"{gap:.0%} apart, beyond their repeats' scatter"
-        reading = (f"  {gap:.0%} apart, more than the widest spread of their repeats ({widest:.0%}, {whose}): each "
-                   "ran beside other work and at another moment, and this lab does not separate the two; so each "
+        short = f"{gap:.{digits}%} apart, beyond their repeats' scatter"
+        reading = (f"  {gap:.{digits}%} apart, more than the widest spread of their repeats "
+                   f"({widest:.{digits}%}, {whose}): each ran beside other work and at another moment, and this lab does not separate the two; so each "
                    "comparison uses the figure timed beside it (the bursts: the back-to-back one)")
     return [measure.lines.wrap(f"the batch-1 forward, timed three times: {said}"), measure.lines.wrap(reading)], short
