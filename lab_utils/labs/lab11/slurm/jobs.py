@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .cluster import command
+from .cluster import command, seconds
 
 DONE_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                "BOOT_FAIL", "DEADLINE")
@@ -77,8 +77,6 @@ class NeverStarts(RuntimeError):
 
 def partition_limit_min(partition: str) -> float | None:
     """The partition's time limit in minutes (`sinfo -o %l`), None where it has none or sinfo cannot say."""
-    from .sacct import seconds
-
     try:
         limit = command(["sinfo", "-h", "-p", partition, "-o", "%l"]).split()[0]
         return seconds(limit) / 60
@@ -88,8 +86,6 @@ def partition_limit_min(partition: str) -> float | None:
 
 def over_time_limit(job: dict, limit_of: Callable[[str], float | None] = partition_limit_min) -> str | None:
     """Where a job asks more time than its partition allows: that, in minutes, with the fix; else None."""
-    from .sacct import seconds
-
     try:
         asked = seconds(job["TimeLimit"]) / 60  # a ValueError for UNLIMITED
     except (KeyError, ValueError):
