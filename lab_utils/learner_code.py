@@ -46,8 +46,11 @@ class Lesson:
         solutions = (COURSE / "solutions").resolve()
         if self.notebook.resolve().parent != solutions:
             return f"{self.notebook.name} beside this notebook"
-        if Path.cwd().resolve() in (solutions, COURSE.resolve()):  # a solution run in its folder, or by nbval from the
-            # course's root (make test): no learner's copy was expected
+        cwd = Path.cwd().resolve()
+        if cwd in (solutions, COURSE.resolve()) or cwd.is_relative_to((COURSE / "build").resolve()):
+            # a solution run in its folder, by nbval from the course's root (make test), or by make outputs (its
+            # kernels run in build/outputs; learner s12r4h read '(no 03_ddp.ipynb of yours)' in the committed
+            # output, beside their own copy): no learner's copy was expected
             return f"the course's solutions/{self.notebook.name}"
         # the learner's copy was not found: say whose code ran, and why
         return f"the course's solutions/{self.notebook.name} (no {self.notebook.name} of yours beside this notebook)"

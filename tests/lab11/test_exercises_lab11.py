@@ -210,6 +210,15 @@ def test_train_resumable_wrong_answers_fail_with_their_hint():
     assert "one before the last checkpoint's" in check(index_saved).message
 
 
+def test_train_resumable_checkpointing_after_the_index_is_named_not_where_the_first_one_died():
+    """Learner s12r4h: a checkpoint after the step of index s with s % every == 0 (steps done s + 1 stored right) was
+    told 'the resumed job started at step 7, where the first one died'."""
+    on_index = resume_edit({"if step % every == 0:": "if (step - 1) % every == 0:"})
+    message = check(on_index).message
+    assert not check(on_index) and "where the first one died" not in message, message
+    assert "came after the step of index 6, a multiple of every" in message and "steps DONE" in message
+
+
 def test_train_resumable_checkpointing_on_the_index_is_told_the_index_is_not_the_steps_done():
     """Learner s10h checkpointed after the step of index s when s % every == 0, storing s as the steps done: the
     message was the generic one; it now names the mix-up, and no message says 'step % every' (the text's words are

@@ -38,9 +38,15 @@ def test_a_win_beyond_noise_on_a_busy_machine_is_no_speed_up_and_names_the_load(
     assert "no speed-up" in line and "0.9 of 2" in line and "sessions of their own" in line
 
 
-def test_a_win_on_a_quiet_machine_is_no_speed_up_and_says_nothing_measured_explains_it():
-    line = same_work_win()(steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], load(0.0)), load(0.0))
-    assert "no speed-up" in line and "rerun it on a quiet machine" in line
+def test_a_win_on_a_quiet_machine_is_no_speed_up_and_names_how_each_path_was_placed():
+    """Learner s12r4h's quiet run (range 1.003-1.04) read 'What it measured: nothing this run measured: rerun it on a
+    quiet machine' on a quiet machine."""
+    win = steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], load(0.0))
+    line = same_work_win()(win, load(0.0), SPEED)
+    assert "no speed-up" in line and "quiet machine" not in line and "core(s) [0, 1]" in line
+    assert "this run does not measure" in line and "session of its own" in line
+    assert "quiet machine" not in same_work_win()(win, load(0.0))
+    assert "quiet machine" not in "".join(lab11_report.steady_lines(win, "verdict ...: holds", load(0.0), SPEED))
 
 
 def test_a_range_that_reaches_1_or_a_refused_verdict_gets_no_line():
@@ -169,3 +175,15 @@ def test_a_too_noisy_verdicts_head_keeps_its_whole_workload_when_the_name_wraps(
     noisy = steady([0.9, 1.25, 0.95, 1.2, 1.02, 1.15, 0.92, 1.05], load(0.0))
     text = "\n".join(lab11_report.steady_lines(noisy, recorded, load(0.0), SPEED))
     assert "launch]: not distinguishable here" in text and "no verdict, the sentence above says why" in text
+
+
+def test_the_trap_is_scaled_to_a_real_step_and_slurmstepd_is_defined_before_its_log():
+    """Learner s12r4h findings 6 and 12: the trap's 'ms redone' argued the other way at a toy's millisecond steps;
+    slurmstepd's log lines came a cell before the term was defined."""
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    sources = [c.source for c in nb.cells]
+    fault = next(i for i, s in enumerate(sources) if "redone_s = at[fail_at_step] - at[0]" in s)
+    assert "the trap costs more than the restart once a step takes over" in sources[fault]
+    assert "at 1 s per step:" in sources[fault]
+    first = next(i for i, s in enumerate(sources) if "slurmstepd" in s)
+    assert first < fault and "the Slurm daemon that starts and watches" in " ".join(sources[first].split())

@@ -144,11 +144,33 @@ def test_a_job_that_never_ran_a_step_names_tasks_per_node_not_none():
     assert not passed and "None" not in message and "output file" in message, message
 
 
+def test_a_job_cancelled_while_pending_on_its_time_is_told_its_time_not_to_read_a_log():
+    """Learner s12r4h: --time=120 (meant as seconds) pended on PartitionConfig, was cancelled, and the check said
+    'read its output file' of a job that never started."""
+    script = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --mem=300M\n#SBATCH --time=120\n"
+    never = {**RIGHT, "state": "CANCELLED", "tasks": None, "limit_min": 120.0, "started": False}
+    passed, message = yourturn.judge(never, script)
+    assert not passed and "never started" in message and "no output file" in message, message
+    assert "--time=120 is 120 minutes, not seconds" in message and "--time=00:02:00" in message
+    assert "read its output file" not in message
+    other = {**never, "limit_min": 2.0}  # never started, time right: no log to read either, the reason says why
+    passed, message = yourturn.judge(other, script.replace("--time=120", "--time=00:02:00"))
+    assert not passed and "no output file" in message and "read its output file" not in message, message
+    ran = {**never, "state": "FAILED", "limit_min": 2.0, "started": True}  # it ran, and died: its log says why
+    assert "read its output file" in yourturn.judge(ran, script.replace("--time=120", "--time=00:02:00"))[1]
+
+
 def test_a_pending_reason_that_never_resolves_is_named_at_once():
     pending = [{"JobState": "PENDING", "Reason": "PartitionConfig", "NumNodes": "2", "NumCPUs": "4"}]
     never = slurm.never_starts(7, pending)
     assert "PartitionConfig" in never and "never resolves" in never and "NumCPUs=4" in never
     assert "more time than its limit" in never  # learner s12r4h: --time=120 (minutes) over the 60-minute limit
+    over = dict(pending[0], TimeLimit="02:00:00", Partition="lab")  # learner s12r4h: --time=120 meant as seconds
+    named = slurm.never_starts(7, [over], limit_of=lambda partition: 60.0)
+    assert "TimeLimit=02:00:00 (120 minutes)" in named and "MaxTime of 60 minutes" in named, named
+    assert "no output file" in named and "CPUs or memory" not in named
+    within = slurm.never_starts(7, [dict(over, TimeLimit="00:02:00")], limit_of=lambda partition: 60.0)
+    assert "MaxTime" not in within and "CPUs or memory" in within  # not the time: the general reading
     for reason in ("Resources", "Priority", "BeginTime", "Dependency", "JobHeldUser", "None"):
         assert slurm.never_starts(7, [{"JobState": "PENDING", "Reason": reason}]) is None
     assert slurm.never_starts(7, [{"JobState": "RUNNING", "Reason": "PartitionConfig"}]) is None

@@ -369,6 +369,15 @@ def _one_before_the_checkpoint(got, cases) -> bool:
     return all(s == c["stop_at"] // c["every"] * c["every"] - 1 for s, c in zip(starts, cases))
 
 
+def _checkpoint_after_the_index(got, cases) -> bool:
+    """Every resumed job started where a checkpoint after the step of INDEX s with s % every == 0 leaves it (steps
+    done s + 1 = 1, every + 1, ...), and some case tells that apart from the right checkpoint and from stop_at."""
+    starts = [c["steps"] - g["resumed_ran"] for g, c in zip(got, cases)]
+    on_index = [(c["stop_at"] - 1) // c["every"] * c["every"] + 1 for c in cases]
+    return (starts == on_index and any(k != c["stop_at"] // c["every"] * c["every"] and k != c["stop_at"]
+                                       for k, c in zip(on_index, cases)))
+
+
 def _resume_judge(got, expected, cases):
     for g, e, case in zip(got, expected, cases):
         if max_abs_diff(g["uninterrupted"], e["uninterrupted"]) > 1e-6:
@@ -401,6 +410,12 @@ def _resume_judge(got, expected, cases):
             return 0.0, (f"with stop_at={case['stop_at']}, a multiple of every={case['every']}, the first job must "
                          f"write step {case['stop_at']}'s checkpoint before it stops; yours stopped first, so the "
                          f"resumed job redid {case['every']} steps from step {case['stop_at'] - case['every']}")
+        if g["resumed_ran"] != e["resumed_ran"] and _checkpoint_after_the_index(got, cases):
+            start = case["steps"] - g["resumed_ran"]
+            return 0.0, (f"with every={case['every']} and stop_at={case['stop_at']} the resumed job started at step "
+                         f"{start}: your last checkpoint came after the step of index {start - 1}, a multiple of "
+                         f"every; a checkpoint belongs where the steps DONE are a multiple of every (step "
+                         f"{last_checkpoint} here), after the step of index s with (s + 1) % every == 0")
         if g["resumed_ran"] != e["resumed_ran"] and g["resumed_ran"] == case["steps"] - case["stop_at"]:
             return 0.0, (f"the resumed job started at step {case['stop_at']}, where the first one died: it can only "
                          f"know step {last_checkpoint}, the last checkpoint (one whenever the steps done are a multiple of `every`)")

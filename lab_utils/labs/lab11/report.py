@@ -116,13 +116,17 @@ def array_order_line(rates: dict, spreads: dict, busy: str | None) -> str:
             f"widest spread of the repeats, {widest:.0%})")
 
 
-def same_work_win(steady, load) -> str | None:
-    """What a Slurm 'win' on the same steps measured, where the verdict read one beyond the pairs' noise; else None."""
+def same_work_win(steady, load, speed: dict | None = None) -> str | None:
+    """What a Slurm 'win' on the same steps measured, where the verdict read one beyond the pairs' noise; else None.
+    On a quiet machine: how each path's processes were placed (learner s12r4h's quiet run was told to 'rerun it on a
+    quiet machine')."""
     if steady.verdict == measure.CANNOT_SEE or steady.low <= 1:
         return None
+    placed = (f"how the same steps ran: Slurm's task 0 {speed['slurm']['placed']}, launch's rank 0 "
+              f"{speed['launch']['placed']}, and each Slurm task in a session of its own (the note below); which of "
+              "these moved the rate, this run does not measure" if speed else "nothing this run measured")
     why = (f"how the cores were shared while other programs used {load.others + load.steal:.1f} of {load.cores} "
-           "(Slurm's tasks run in sessions of their own: the note below)" if load and load.busy else
-           "nothing this run measured: rerun it on a quiet machine")
+           "(Slurm's tasks run in sessions of their own: the note below)" if load and load.busy else placed)
     return (f"Slurm's steady rate was {steady.ratio:.2f}x launch's, the whole range above 1: no speed-up, since the "
             "same steps cannot run faster for being started by Slurm, and start-up is outside the timed steps (the "
             f"median step after the first {measure.StepTimer().warmup}). What it measured: {why}")
@@ -158,7 +162,7 @@ def steady_lines(steady: measure.Verdict, recorded: str, load: conditions.Load |
     if too_noisy:
         verdict = (verdict_head(recorded) + f"\n    {steady.ratio:.2f}x (range {steady.low:.2f}-{steady.high:.2f} over "
                    f"{steady.repeats} paired repeats): no verdict, the sentence above says why")
-    lines = [load_rule(load), verdict, same_work_win(steady, load), slurm_ahead(steady, speed)]
+    lines = [load_rule(load), verdict, same_work_win(steady, load, speed), slurm_ahead(steady, speed)]
     return [line for line in lines if line]
 
 

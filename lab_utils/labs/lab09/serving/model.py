@@ -44,18 +44,17 @@ def largest_dense_times(model, sizes, *, repeats: int = 5, device: str = "cpu") 
 
 
 def dense_line(shape: str, small_batch: int, small, large_batch: int, large, *, per_sample: bool = False) -> str:
-    """One line on a pair of batch sizes whose figures invert theory's order: whether the largest dense layer alone
-    (measure.Timing at each size, same rounds) inverted the same way in every round (took more time at the smaller
-    batch; with `per_sample`, more time per sample at the larger batch), so the matrix multiply itself explains it."""
+    """One line on a pair of batch sizes whose figures invert theory's order in every round: the largest dense layer
+    alone (measure.Timing at each size, same rounds) and whether it inverted the same way in every round (more time at
+    the smaller batch; with `per_sample`, more time per sample at the larger batch), so explains it, or not."""
     if per_sample:
         every = all(lg / large_batch > sm / small_batch for sm, lg in zip(small.times, large.times))
-        figures = (f"{small.median / small_batch * 1e3:.2f} ms per sample at batch {small_batch}, "
-                   f"{large.median / large_batch * 1e3:.2f} at batch {large_batch}")
-        same = "more per sample at the larger batch"
+        figures = (f"{small.median / small_batch * 1e3:.2f} vs {large.median / large_batch * 1e3:.2f} ms per sample "
+                   f"at batch {small_batch} and {large_batch}")
     else:
         every = all(sm > lg for sm, lg in zip(small.times, large.times))
-        figures = f"{small.median * 1e3:.2f} ms at batch {small_batch}, {large.median * 1e3:.2f} ms at batch {large_batch}"
-        same = "slower at the smaller batch"
-    return (f"the {shape} dense layer alone: {figures} (medians of {len(small.times)} rounds):\n  "
-            + (f"{same} in every round: the matrix multiply itself, whose kernel the math library picks by the batch "
-               "size" if every else f"not {same} in every round: this layer alone does not explain it"))
+        figures = f"{small.median * 1e3:.2f} vs {large.median * 1e3:.2f} ms at batch {small_batch} and {large_batch}"
+    return (f"the {shape} dense layer alone: {figures} (medians of {len(small.times)} rounds): "
+            + ("the same in every round, so the matrix multiply itself explains it (the math library picks its "
+               "kernel by the batch size)" if every else "not the same in every round, so this layer does not explain "
+               "it; this lab times nothing else: unexplained on this run"))

@@ -146,3 +146,9 @@ def command(cmd: list[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
     if done.returncode:
         raise RuntimeError(f"`{shlex.join(cmd)}` failed: {(done.stderr or done.stdout).strip()}")
     return done.stdout
+
+
+def seconds(text: str) -> float:
+    """sacct's or scontrol's [D-][HH:]MM:SS[.mmm] as seconds."""
+    days, _, rest = text.rpartition("-")
+    return (float(days) * 86400 if days else 0.0) + sum(float(x) * 60 ** i for i, x in enumerate(reversed(rest.split(":"))))

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .cluster import command
+from .cluster import command, seconds
 
 DONE_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                "BOOT_FAIL", "DEADLINE")
@@ -75,16 +75,45 @@ class NeverStarts(RuntimeError):
     """A job that pends for a reason that never resolves by itself; wait() cancelled it."""
 
 
-def never_starts(job_id, jobs: list[dict]) -> str | None:
-    """Why a pending job can never start (its reason, what that means), None while it may still start."""
+def partition_limit_min(partition: str) -> float | None:
+    """The partition's time limit in minutes (`sinfo -o %l`), None where it has none or sinfo cannot say."""
+    try:
+        limit = command(["sinfo", "-h", "-p", partition, "-o", "%l"]).split()[0]
+        return seconds(limit) / 60
+    except (RuntimeError, ValueError, IndexError):
+        return None
+
+
+def over_time_limit(job: dict, limit_of: Callable[[str], float | None] = partition_limit_min) -> str | None:
+    """Where a job asks more time than its partition allows: that, in minutes, with the fix; else None."""
+    try:
+        asked = seconds(job["TimeLimit"]) / 60  # a ValueError for UNLIMITED
+    except (KeyError, ValueError):
+        return None
+    partition = str(job.get("Partition", ""))
+    limit = limit_of(partition) if partition else None
+    if limit is None or asked <= limit:
+        return None
+    return (f"its time limit, TimeLimit={job['TimeLimit']} ({asked:g} minutes), is over partition {partition}'s "
+            f"MaxTime of {limit:g} minutes (`sinfo -o '%P %l'`); a bare --time number is minutes: "
+            "write HH:MM:SS to say hours, minutes and seconds")
+
+
+def never_starts(job_id, jobs: list[dict],
+                 limit_of: Callable[[str], float | None] = partition_limit_min) -> str | None:
+    """Why a pending job can never start (its reason, what that means: the time limit by name where the job asks
+    more than its partition's), None while it may still start."""
     reasons = {str(j.get("Reason")) for j in jobs if j.get("JobState") == "PENDING"} & set(NEVER_STARTS)
     if not reasons:
         return None
     reason = sorted(reasons)[0]
     asked = ", ".join(f"{k}={jobs[0][k]}" for k in ("NumNodes", "NumCPUs", "NumTasks") if k in jobs[0])
-    return (f"Slurm job {job_id} pends with reason {reason}" + (f" ({asked})" if asked else "")
-            + f", which never resolves by itself,\nso it was cancelled: {NEVER_STARTS[reason]}.\n"
-            "Fix the request and submit again")
+    over = over_time_limit(jobs[0], limit_of) if reason in ("PartitionConfig", "PartitionTimeLimit") else None
+    from ....measure import lines
+
+    return lines.wrap(f"Slurm job {job_id} pends with reason {reason}" + (f" ({asked})" if asked else "")
+                      + ", which never resolves by itself, so it was cancelled before it started (no output "
+                      f"file): {over or NEVER_STARTS[reason]}.\nFix the request and submit again")
 
 
 def wait(job_id, timeout: float, *, say=print, poll: float = 0.2) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-from .cluster import command
+from .cluster import command, seconds
 from .jobs import DONE_STATES
 
 
@@ -58,12 +58,6 @@ def settled(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, str]
         if (ended and all(recorded.get(job) == name for job, name in names.items())) or time.monotonic() > deadline:
             return states
         time.sleep(poll)
-
-
-def seconds(text: str) -> float:
-    """sacct's or scontrol's [D-][HH:]MM:SS[.mmm] as seconds."""
-    days, _, rest = text.rpartition("-")
-    return (float(days) * 86400 if days else 0.0) + sum(float(x) * 60 ** i for i, x in enumerate(reversed(rest.split(":"))))
 
 
 def usage(job_ids, timeout: float = 15.0, poll: float = 0.3) -> dict[str, tuple[float, float, int]]:

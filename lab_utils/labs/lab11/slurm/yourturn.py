@@ -37,6 +37,9 @@ def job_request(job_id) -> dict:
                          mem_mb_per_node=mem_mb(mem) / max(asked_nodes, 1))
         elif job == f"{job_id}.0" and tasks:
             found["tasks"] = int(tasks)
+        elif job == f"{job_id}.batch":
+            found["started"] = True  # the batch step ran: the job started (a job cancelled while pending has none)
+    found.setdefault("started", False)
     return found
 
 
@@ -101,10 +104,16 @@ def _judge_record(record: dict, script: str, want: dict, said) -> tuple[bool, st
     if record.get("tasks") is None:
         per_node = parse_sbatch(script).get("ntasks-per-node")
         wrong = per_node is not None and per_node != str(want["tasks_per_node"])
+        never = record.get("started") is False  # cancelled while pending: no step, no output file
+        if never and not wrong and record.get("limit_min") not in (None, want["minutes"]):
+            return False, ("Slurm never started the job (the pending reason above), so it wrote no output file: "
+                           + time_message(record, script, want))
         return False, (f"the job ran no srun step (it ended {record.get('state')})"
                        + (f": --ntasks-per-node={per_node} asks {per_node} tasks on EACH node, one CPU each, and "
                           f"each node here has one CPU, so it could never start; ask "
                           f"#SBATCH --ntasks-per-node={want['tasks_per_node']}" if wrong else
+                          ": it never started, so it wrote no output file; the pending reason printed when it was "
+                          "cancelled (above) says what it asked that Slurm cannot give" if never else
                           f": read its output file, {NAME}-JOBID.out"))
     if record.get("tasks") != tasks:
         return False, (f"its srun step ran {record.get('tasks')} task(s), not {tasks}: --ntasks-per-node counts the "
@@ -120,23 +129,31 @@ def _judge_record(record: dict, script: str, want: dict, said) -> tuple[bool, st
         return False, f"it asked {mem:.0f} MB per node, not {want['mem_mb_per_node']} (--mem={want['mem_mb_per_node']}M)"
     limit = record.get("limit_min")
     if limit is None or abs(limit - want["minutes"]) > 1e-6:
-        shown = "none" if limit is None else f"{limit:g} minute(s)"
-        asked = parse_sbatch(script).get("time", "")
-        read = ""
-        if re.fullmatch(r"\d+:\d+", asked):  # one colon: MM:SS, which Slurm rounds up to whole minutes
-            m, sec = (int(x) for x in asked.split(":"))
-            rounded = m + (sec > 0)  # whole minutes, rounded up: what Slurm makes of MM:SS
-            read = f"--time={asked} is MM:SS, {m} min {sec} s" + (
-                "; " if not sec else f", rounded up to {rounded} minute(s); " if rounded == limit else
-                f", which rounds up to {rounded} minute(s), yet sacct reads {shown} (the cluster changed it); ")
-        return False, (f"its time limit is {shown}, not {want['minutes']} minutes: {read}"
-                       f"--time=00:{want['minutes']:02d}:00 (HH:MM:SS; a bare number is minutes, and M:SS is "
-                       "minutes and seconds)")
+        return False, time_message(record, script, want)
     if record.get("state") != "COMPLETED":
         return False, (f"the job ended {record.get('state')} (exit code {record.get('exit_code')}): read its output "
                        f"file, {NAME}-JOBID.out")
     return True, (f"{want['nodes']} nodes, {tasks} tasks, {want['mem_mb_per_node']} MB per node, "
                   f"{want['minutes']} minutes, COMPLETED")
+
+
+def time_message(record: dict, script: str, want: dict) -> str:
+    """What is wrong with the job's time limit (sacct's, in minutes) and how to write the one asked."""
+    limit = record.get("limit_min")
+    shown = "none" if limit is None else f"{limit:g} minute(s)"
+    asked = parse_sbatch(script).get("time", "")
+    read = ""
+    if re.fullmatch(r"\d+:\d+", asked):  # one colon: MM:SS, which Slurm rounds up to whole minutes
+        m, sec = (int(x) for x in asked.split(":"))
+        rounded = m + (sec > 0)  # whole minutes, rounded up: what Slurm makes of MM:SS
+        read = f"--time={asked} is MM:SS, {m} min {sec} s" + (
+            "; " if not sec else f", rounded up to {rounded} minute(s); " if rounded == limit else
+            f", which rounds up to {rounded} minute(s), yet sacct reads {shown} (the cluster changed it); ")
+    if re.fullmatch(r"\d+", asked):  # a bare number: minutes (the learner may have meant seconds)
+        read = f"--time={asked} is {asked} minutes, not seconds; "
+    return (f"its time limit is {shown}, not {want['minutes']} minutes: {read}"
+            f"--time=00:{want['minutes']:02d}:00 (HH:MM:SS; a bare number is minutes, and M:SS is "
+            "minutes and seconds)")
 
 
 @dataclass(frozen=True)
