@@ -3,6 +3,7 @@ baseline ran slow in this run (the [!] under the table says so), so no ratio ove
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +75,22 @@ def settle_line(conv: str, digits: str | None, tolerance: float) -> str:
             "too close to tell": "section 4's, slower on the digits CNN, is too close to tell",
             "faster": "section 4's, slower on the digits CNN, failed"}[digits]
     return f"{six}; {four}"
+
+
+def as_lab01_kernel() -> dict:
+    """launch_jobs' settings for the one-process rows: a fresh interpreter that reads this kernel's OpenMP wait policy
+    when torch loads, so its threads wait between operations as lab 01's kernel's did. A rank forked from the fork
+    server has PASSIVE (launch's default: idle threads sleep at once, no spinning on a core other ranks need): learner
+    s12r4c saw lab 03's 2-thread row 1.37x below lab 01's while the 1-thread rows agreed within 2%; measured here, a
+    2-thread step of this CNN slept and woke its threads 132 times with PASSIVE, 0 times with the policy unset."""
+    return {"start": "spawn", "env": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}}
+
+
+def wait_policy_line() -> str:
+    """How the one-process rows' threads waited (the kernel's policy, as lab 01's), and why the ranks' does not matter."""
+    policy = os.environ.get("OMP_WAIT_POLICY") or "unset: idle threads spin a while, then sleep"
+    return (f"the one-process rows ran in fresh processes with this kernel's OpenMP wait policy ({policy}), as "
+            f"lab 01's did; a DDP rank runs one thread, so it has no idle OpenMP thread to wait")
 
 
 SAME = 0.05  # two rates this close are read as one: below what this machine's repeats resolve
@@ -179,22 +196,29 @@ class Reading:
 
 def headline(rates: dict[str, float], world_size: int, tolerance: float, slowed: str | None,
              unreadable: str | None, lab01_many: float | None = None) -> str:
-    """The one sentence section 6 answers with: N DDP ranks over one thread and over one process with N threads (read
-    within `tolerance`), and, where lab 01 timed N threads too, over that figure, saying whether the two agree."""
+    """The one plain sentence section 6 answers with: N DDP ranks over one thread, then against one process with N
+    threads (this run's figure and, where lab 01 timed it, lab 01's), read within `tolerance`, then the lesson the
+    reading gives (learner s12r4c: one reading, said plainly, not 'the same reading' for 1.21x and 0.88x)."""
     ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
     if unreadable:
         return f"{world_size} DDP ranks against one process: {measure.NOT_MEASURABLE} ({unreadable})"
     ours = reading(ddp / threads, tolerance)
-    over_one = "" if slowed else f"{ddp / rates['1 process x 1 thread']:.2f}x one process with one thread and "
-    said = (f"{world_size} DDP ranks ran {over_one}{ddp / threads:.2f}x one process with {world_size} threads "
-            f"({ours})")
-    if not lab01_many:
-        return said
-    theirs = reading(ddp / lab01_many, tolerance)
-    # learner s12r3c: 'both read the same' named nothing; say it is the same reading from either 2-thread figure
-    return said + (f"; against lab 01's {world_size}-thread figure instead, {ddp / lab01_many:.2f}x ({theirs}" +
-                   (f"): the same reading from either {world_size}-thread figure" if theirs == ours else
-                    "): the two readings differ, so this run does not settle DDP against threads"))
+    over_one = "" if slowed else f"{ddp / rates['1 process x 1 thread']:.2f}x one process with one thread; "
+    theirs = reading(ddp / lab01_many, tolerance) if lab01_many else ours
+    figures = (f"{ddp / threads:.2f}x this run's figure" +
+               (f", {ddp / lab01_many:.2f}x lab 01's" if lab01_many else ""))
+    if theirs != ours:
+        return (f"{world_size} DDP ranks ran {over_one}against one process with {world_size} threads, {ddp / threads:.2f}x"
+                f" this run's figure ({ours}), {ddp / lab01_many:.2f}x lab 01's ({theirs}): the two readings differ, so "
+                "this run does not settle DDP against threads")
+    against = {"too close to tell": f"no faster than one process with {world_size} threads ({figures}: "
+                                    f"within the {tolerance:.0%} two launches may differ by)",
+               "faster": f"faster than one process with {world_size} threads ({figures})",
+               "slower": f"slower than one process with {world_size} threads ({figures})"}[ours]
+    lesson = ("DDP's ranks beat one process's threads on this CPU" if ours == "faster" else
+              "on this CPU, DDP's ranks do not beat one process's threads; DDP pays off where one process cannot "
+              "use the other devices (a GPU or a machine per rank)")
+    return f"{world_size} DDP ranks ran {over_one}{against}. The lesson: {lesson}"
 
 
 def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unreadable: str | None = None) -> Reading:
@@ -233,6 +257,7 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
     lab01_allocator = lab01_row.machine.allocator if lab01_row and lab01_row.machine else None  # its malloc setting
     notes += baseline_lines(rates, world_size, lab01, lab01_many, tolerance, cause=slowed or busy,
                             lab01_allocator=lab01_allocator)
+    notes.append(wait_policy_line())
     notes.append(threads_verdict(rates, world_size, tolerance, "the load, said above" if unreadable else None))
     ddp_step = 256 / rates[f"{world_size} ranks, DDP"] * 1e3
     comm = float(np.median([job[0]["allreduce_ms"] for job in speed[f"{world_size} ranks, DDP"]]))
