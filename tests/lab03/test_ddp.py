@@ -633,3 +633,16 @@ def test_the_summary_lines_read_section_6_once_and_refuse_under_load(tmp_path):
     crowded_lines = speed.speed_summary_lines(reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951,
                                               lab01_threads=2, load=crowded)
     assert "not measurable here" in " ".join(crowded_lines[0].split()) and "1.55x" not in crowded_lines[0]
+
+
+def test_the_state_dict_numbers_every_module_as_cell_46_says():
+    """Learner s12r4c, finding 11: the spec table numbers the second conv 2, the error names "3.weight"; cell 46 says
+    the keys number the nn.Sequential's modules, each activation one of its own (so the second conv is 3)."""
+    import json
+    from pathlib import Path
+
+    model = spec.build_torch(spec.cnn2d_2layer_fullconnected_2layer(10), (1, 8, 8))
+    assert list(model.state_dict())[:4] == ["0.weight", "0.bias", "3.weight", "3.bias"]
+    nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
+    (text,) = ["".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("### Saving a checkpoint")]
+    assert "the second convolution, `2` in the spec table, is `3` here" in " ".join(text.split()), text
