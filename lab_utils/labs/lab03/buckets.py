@@ -37,9 +37,10 @@ def line(name: str, steps: list[dict]) -> str:
     early, count = float(np.median([s[0] for s in shares])), shares[-1][1]
     # learner s12r4c: 'not the sum of the next two medians' printed beside 4.7 + 4.3 = 9.0: said only where it holds
     apart = abs(round(whole, 1) - round(computing, 1) - round(after, 1)) >= 0.05
+    why = " (each part below is its own median, so they need not add up to it)" if apart else ""
     return measure.short_lines(  # learner s12r3c: '67% of buckets, 67% of all-reduce time' read as one figure twice
-        f"{name}, median of {len(steps)} rounds: backward() {whole:.1f} ms in all"
-        f"{' (each part below is its own median, so they need not add up to it)' if apart else ''}: computing {computing:.1f} ms until the last gradient, then {after:.1f} ms of all-reduce; "
+        f"{name}, median of {len(steps)} rounds: backward() {whole:.1f} ms in all{why}: computing {computing:.1f} ms "
+        f"until the last gradient, then {after:.1f} ms of all-reduce; "
         f"overlap: {early:g} of {count} bucket(s) handed over before the last gradient was ready, and "
         f"{float(np.median([s[2] for s in shares])):.0%} of the buckets' all-reduce time ran before it")
 

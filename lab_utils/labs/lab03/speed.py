@@ -204,10 +204,10 @@ def headline(rates: dict[str, float], world_size: int, tolerance: float, slowed:
     theirs = reading(ddp / lab01_many, tolerance) if lab01_many else ours
     figures = (f"{ddp / threads:.2f}x this run's figure" +
                (f", {ddp / lab01_many:.2f}x lab 01's" if lab01_many else ""))
-    if theirs != ours:
-        return (f"{world_size} DDP ranks ran {over_one}against one process with {world_size} threads, {ddp / threads:.2f}x"
-                f" this run's figure ({ours}), {ddp / lab01_many:.2f}x lab 01's ({theirs}): the two readings differ, so "
-                "this run does not settle DDP against threads")
+    if lab01_many and theirs != ours:
+        return (f"{world_size} DDP ranks ran {over_one}against one process with {world_size} threads, "
+                f"{ddp / threads:.2f}x this run's figure ({ours}), {ddp / lab01_many:.2f}x lab 01's ({theirs}): the "
+                "two readings differ, so this run does not settle DDP against threads")
     against = {"too close to tell": f"no faster than one process with {world_size} threads ({figures}: "
                                     f"within the {tolerance:.0%} two launches may differ by)",
                "faster": f"faster than one process with {world_size} threads ({figures})",
