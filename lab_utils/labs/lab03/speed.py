@@ -89,8 +89,9 @@ def as_lab01_kernel() -> dict:
 def wait_policy_line() -> str:
     """How the one-process rows' threads waited (the kernel's policy, as lab 01's), and why the ranks' does not matter."""
     policy = os.environ.get("OMP_WAIT_POLICY") or "unset: idle threads spin a while, then sleep"
-    return (f"the one-process rows ran in fresh processes with this kernel's OpenMP wait policy ({policy}), as "
-            f"lab 01's did; a DDP rank runs one thread, so it has no idle OpenMP thread to wait")
+    return (f"the one-process rows ran in fresh processes with this kernel's OpenMP wait policy ({policy}), the "
+            "policy lab 01's kernel timed its rows with when started the same way; a DDP rank runs one thread, so "
+            "it has no idle OpenMP thread to wait")
 
 
 SAME = 0.05  # two rates this close are read as one: below what this machine's repeats resolve
