@@ -647,3 +647,17 @@ def test_the_state_dict_numbers_every_module_as_cell_46_says():
     nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
     (text,) = ["".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("### Saving a checkpoint")]
     assert "the second convolution, `2` in the spec table, is `3` here" in " ".join(text.split()), text
+
+
+def test_a_busy_run_names_its_load_on_the_thread_figures_line_too():
+    """A busy scratch run: 2 threads 940 here vs 10,842 in lab 01, 11.5x apart, said only 'differ too'; the line names
+    the load as the one-thread line does."""
+    from lab_utils.labs.lab03 import speed
+
+    rates = {**S11R2C_RATES, "1 process x 2 threads": 940}
+    lines = speed.baseline_lines(rates, 2, 6462, 10842, 0.25, cause="this run measured under load (said above)",
+                                 busy="this run measured under load (said above)")
+    assert "11.53x apart: the 2-thread figures differ too, beyond the 25% two runs may differ by: this run measured " \
+        "under load" in " ".join(lines[1].split()), lines
+    quiet = speed.baseline_lines(rates, 2, 6462, 10842, 0.25, cause="the one-thread baseline ran slow")  # not the load
+    assert quiet[1].endswith("beyond the 25% two runs may differ by"), quiet

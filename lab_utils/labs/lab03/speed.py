@@ -112,11 +112,13 @@ def _ratios_line(here: float, lab01: float, world_size: int, tolerance: float) -
 
 
 def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | None, lab01_many: float | None,
-                   tolerance: float, cause: str | None = None, lab01_allocator: str | None = None) -> list[str]:
+                   tolerance: float, cause: str | None = None, lab01_allocator: str | None = None,
+                   busy: str | None = None) -> list[str]:
     """This run's launched one-thread baseline beside lab 01's kernel figure: how far apart and why (cause: a measured
     cause, else the measured fact: which kind of process ran the step faster, and what is left to part them once
     both ran this run's allocator; `lab01_allocator`: lab 01's row's setting, allocator.setting(), None if unknown),
-    then whether the N-thread figures agree, so a learner sees where the two labs' 'x one thread' differ. No lab 01
+    then whether the N-thread figures agree (busy: the load, named where they do not), so a learner sees where the
+    two labs' 'x one thread' differ. No lab 01
     row: one line saying so."""
     one, many = rates["1 process x 1 thread"], rates[f"1 process x {world_size} threads"]
     if not lab01_one:
@@ -146,7 +148,8 @@ def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | 
             f"{lab01_many / lab01_one:.2f}x in lab 01) differs by the one-thread baseline"
             if many_apart <= 1 + tolerance and apart > max(many_apart, 1 + SAME) else
             _ratios_line(many / one, lab01_many / lab01_one, world_size, tolerance) if many_apart <= 1 + tolerance else
-            f"the {world_size}-thread figures differ too, beyond the {tolerance:.0%} two runs may differ by"))
+            f"the {world_size}-thread figures differ too, beyond the {tolerance:.0%} two runs may differ by" +
+            (f": {busy}" if busy else "")))  # a busy run's 11x (scratch run, s13-h3) names its load here too
     return said
 
 
@@ -254,7 +257,7 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
     lab01_row = measure.reference_row(step, "1 process x 1 thread", directory=results_dir)
     lab01_allocator = lab01_row.machine.allocator if lab01_row and lab01_row.machine else None  # its malloc setting
     notes += baseline_lines(rates, world_size, lab01, lab01_many, tolerance, cause=slowed or busy,
-                            lab01_allocator=lab01_allocator)
+                            lab01_allocator=lab01_allocator, busy=busy)
     notes.append(wait_policy_line())
     notes.append(threads_verdict(rates, world_size, tolerance, "the load, said above" if unreadable else None))
     ddp_step = 256 / rates[f"{world_size} ranks, DDP"] * 1e3
