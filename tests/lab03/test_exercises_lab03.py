@@ -108,6 +108,21 @@ def divide_only(model, world_size):
         p.grad /= world_size
 
 
+@named("average_gradients")
+def average_then_divide(model, world_size):
+    for p in model.parameters():
+        dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)  # already the mean
+        p.grad /= world_size  # divided a second time
+
+
+@pytest.mark.slow  # launches two real ranks
+def test_avg_then_a_division_is_named_divided_twice():
+    result = check(average_then_divide)
+    assert not result.passed and "2x too small" in result.message and "divided by world_size twice" in result.message
+    assert "ReduceOp.AVG already divides" in result.message and "Hint" not in result.message, result.message
+    assert result.details["fraction"] == 0.0
+
+
 @pytest.mark.slow  # each check launches two real ranks
 @pytest.mark.parametrize("wrong, named_as", [(average_the_weights, "p.grad was never all-reduced"),
                                              (average_a_copy, "p.grad was never all-reduced"),

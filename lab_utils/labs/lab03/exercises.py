@@ -99,6 +99,9 @@ def _average_judge_plain(got, expected, case):
     if abs(ratio - len(ranks)) < 0.05:
         return 0.0, (f"the update is {len(ranks)}x too large: all_reduce sums the gradients, so divide by world_size "
                      "(summed gradients act like a learning rate world_size times larger)")
+    if abs(ratio * len(ranks) - 1) < 0.05:  # learner s12r4c: ReduceOp.AVG, then /= world_size (cell 52 names AVG)
+        return 0.0, (f"the update is {len(ranks)}x too small: the gradients were divided by world_size twice "
+                     "(op=ReduceOp.AVG already divides the sum by world_size): keep AVG or the division, not both")
     return 0.0, (f"after one step the weights differ from one process on the global batch by up to "
                  f"{max_abs_diff(ranks[0], expected):.1e}: all_reduce each p.grad, then divide by world_size")
 

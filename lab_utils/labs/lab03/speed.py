@@ -3,6 +3,7 @@ baseline ran slow in this run (the [!] under the table says so), so no ratio ove
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +77,23 @@ def settle_line(conv: str, digits: str | None, tolerance: float) -> str:
     return f"{six}; {four}"
 
 
+def as_lab01_kernel() -> dict:
+    """launch_jobs' settings for the one-process rows: a fresh interpreter that reads this kernel's OpenMP wait policy
+    when torch loads, so its threads wait between operations as lab 01's kernel's did. A rank forked from the fork
+    server has PASSIVE (launch's default: idle threads sleep at once, no spinning on a core other ranks need): learner
+    s12r4c saw lab 03's 2-thread row 1.37x below lab 01's while the 1-thread rows agreed within 2%; measured here, a
+    2-thread step of this CNN slept and woke its threads 132 times with PASSIVE, 0 times with the policy unset."""
+    return {"start": "spawn", "env": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}}
+
+
+def wait_policy_line() -> str:
+    """How the one-process rows' threads waited (the kernel's policy, as lab 01's), and why the ranks' does not matter."""
+    policy = os.environ.get("OMP_WAIT_POLICY") or "unset: idle threads spin a while, then sleep"
+    return (f"the one-process rows ran in fresh processes with this kernel's OpenMP wait policy ({policy}), the "
+            "policy lab 01's kernel timed its rows with when started the same way; a DDP rank runs one thread, so "
+            "it has no idle OpenMP thread to wait")
+
+
 SAME = 0.05  # two rates this close are read as one: below what this machine's repeats resolve
 
 
@@ -94,11 +112,13 @@ def _ratios_line(here: float, lab01: float, world_size: int, tolerance: float) -
 
 
 def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | None, lab01_many: float | None,
-                   tolerance: float, cause: str | None = None, lab01_allocator: str | None = None) -> list[str]:
+                   tolerance: float, cause: str | None = None, lab01_allocator: str | None = None,
+                   busy: str | None = None) -> list[str]:
     """This run's launched one-thread baseline beside lab 01's kernel figure: how far apart and why (cause: a measured
     cause, else the measured fact: which kind of process ran the step faster, and what is left to part them once
     both ran this run's allocator; `lab01_allocator`: lab 01's row's setting, allocator.setting(), None if unknown),
-    then whether the N-thread figures agree, so a learner sees where the two labs' 'x one thread' differ. No lab 01
+    then whether the N-thread figures agree (busy: the load, named where they do not), so a learner sees where the
+    two labs' 'x one thread' differ. No lab 01
     row: one line saying so."""
     one, many = rates["1 process x 1 thread"], rates[f"1 process x {world_size} threads"]
     if not lab01_one:
@@ -128,25 +148,23 @@ def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | 
             f"{lab01_many / lab01_one:.2f}x in lab 01) differs by the one-thread baseline"
             if many_apart <= 1 + tolerance and apart > max(many_apart, 1 + SAME) else
             _ratios_line(many / one, lab01_many / lab01_one, world_size, tolerance) if many_apart <= 1 + tolerance else
-            f"the {world_size}-thread figures differ too, beyond the {tolerance:.0%} two runs may differ by"))
+            f"the {world_size}-thread figures differ too, beyond the {tolerance:.0%} two runs may differ by" +
+            (f": {busy}" if busy else "")))  # a busy run's 11x (scratch run, s13-h3) names its load here too
     return said
 
 
-def allreduce_pair(*, table_ms: float, table_batch: int, after_ms: float, sum_ms: float, batch: int,
+def allreduce_pair(*, table_ms: float, table_batch: int, sum_ms: float, batch: int,
                    wait_ms: float | None = None) -> str:
-    """Why section 6's all-reduce per step and the bucket test's sum need not agree for the same gradients: another
-    batch per rank, so another wait for the slower rank (wait_ms: rank 0's wait, measured from both ranks' hand-over
-    times, where given); and 'after the last gradient' (after_ms) also holds DDP's work around the sum (sum_ms: the
-    sum timed as section 6 times it, from the bucket's hand-over to its result)."""
-    said = (f"section 6 timed the same gradients' all-reduce at {table_ms:.1f} ms a step, at {table_batch} samples a "
-            f"rank; here, at {batch} a rank, the sum took {sum_ms:.1f} ms from the bucket's hand-over to its result "
-            f"(the {after_ms:.1f} ms after the last gradient also hold DDP's work around it)")
+    """Why section 6's all-reduce per step and the bucket test's need not agree for the same gradients: another batch
+    per rank, so another wait for the slower rank (wait_ms: rank 0's wait, measured from both ranks' hand-over times,
+    where given). sum_ms: the sum timed as section 6 times it, from the bucket's hand-over to its result. Learner
+    s12r4c: four figures (4.4, 4.3, 4.1, 4.0 ms) for one all-reduce; three now, each a different quantity."""
+    said = (f"the same gradients' all-reduce: {table_ms:.1f} ms a step in section 6 ({table_batch} samples a rank), "
+            f"{sum_ms:.1f} ms here ({batch} a rank)")
     if wait_ms is None:
-        return said + (". Each includes waiting for the slower rank, which another batch changes: the figures need "
-                       "not agree")
-    return said + (f". Of the {sum_ms:.1f} ms, rank 0 waited {wait_ms:.1f} ms (median) for the other rank to hand "
-                   f"over the same bucket, so the sum itself took about {max(0.0, sum_ms - wait_ms):.1f} ms: "
-                   "the wait depends on the batch and what else runs, so the two figures need not agree")
+        return said + "; each includes waiting for the slower rank, which another batch changes, so they need not agree"
+    return said + (f", {wait_ms:.1f} ms of it rank 0 waiting for the other rank (median): that wait changes with the "
+                   "batch and what else runs, so the two need not agree")
 
 
 def threads_verdict(rates: dict[str, float], world_size: int, tolerance: float, refused: str | None = None) -> str:
@@ -179,22 +197,29 @@ class Reading:
 
 def headline(rates: dict[str, float], world_size: int, tolerance: float, slowed: str | None,
              unreadable: str | None, lab01_many: float | None = None) -> str:
-    """The one sentence section 6 answers with: N DDP ranks over one thread and over one process with N threads (read
-    within `tolerance`), and, where lab 01 timed N threads too, over that figure, saying whether the two agree."""
+    """The one plain sentence section 6 answers with: N DDP ranks over one thread, then against one process with N
+    threads (this run's figure and, where lab 01 timed it, lab 01's), read within `tolerance`, then the lesson the
+    reading gives (learner s12r4c: one reading, said plainly, not 'the same reading' for 1.21x and 0.88x)."""
     ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
     if unreadable:
         return f"{world_size} DDP ranks against one process: {measure.NOT_MEASURABLE} ({unreadable})"
     ours = reading(ddp / threads, tolerance)
-    over_one = "" if slowed else f"{ddp / rates['1 process x 1 thread']:.2f}x one process with one thread and "
-    said = (f"{world_size} DDP ranks ran {over_one}{ddp / threads:.2f}x one process with {world_size} threads "
-            f"({ours})")
-    if not lab01_many:
-        return said
-    theirs = reading(ddp / lab01_many, tolerance)
-    # learner s12r3c: 'both read the same' named nothing; say it is the same reading from either 2-thread figure
-    return said + (f"; against lab 01's {world_size}-thread figure instead, {ddp / lab01_many:.2f}x ({theirs}" +
-                   (f"): the same reading from either {world_size}-thread figure" if theirs == ours else
-                    "): the two readings differ, so this run does not settle DDP against threads"))
+    over_one = "" if slowed else f"{ddp / rates['1 process x 1 thread']:.2f}x one process with one thread; "
+    theirs = reading(ddp / lab01_many, tolerance) if lab01_many else ours
+    figures = (f"{ddp / threads:.2f}x this run's figure" +
+               (f", {ddp / lab01_many:.2f}x lab 01's" if lab01_many else ""))
+    if lab01_many and theirs != ours:
+        return (f"{world_size} DDP ranks ran {over_one}against one process with {world_size} threads, "
+                f"{ddp / threads:.2f}x this run's figure ({ours}), {ddp / lab01_many:.2f}x lab 01's ({theirs}): the "
+                "two readings differ, so this run does not settle DDP against threads")
+    against = {"too close to tell": f"no faster than one process with {world_size} threads ({figures}: "
+                                    f"within the {tolerance:.0%} two launches may differ by)",
+               "faster": f"faster than one process with {world_size} threads ({figures})",
+               "slower": f"slower than one process with {world_size} threads ({figures})"}[ours]
+    lesson = ("DDP's ranks beat one process's threads on this CPU" if ours == "faster" else
+              "on this CPU, DDP's ranks do not beat one process's threads; DDP pays off where one process cannot "
+              "use the other devices (a GPU or a machine per rank)")
+    return f"{world_size} DDP ranks ran {over_one}{against}. The lesson: {lesson}"
 
 
 def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unreadable: str | None = None) -> Reading:
@@ -232,7 +257,8 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
     lab01_row = measure.reference_row(step, "1 process x 1 thread", directory=results_dir)
     lab01_allocator = lab01_row.machine.allocator if lab01_row and lab01_row.machine else None  # its malloc setting
     notes += baseline_lines(rates, world_size, lab01, lab01_many, tolerance, cause=slowed or busy,
-                            lab01_allocator=lab01_allocator)
+                            lab01_allocator=lab01_allocator, busy=busy)
+    notes.append(wait_policy_line())
     notes.append(threads_verdict(rates, world_size, tolerance, "the load, said above" if unreadable else None))
     ddp_step = 256 / rates[f"{world_size} ranks, DDP"] * 1e3
     comm = float(np.median([job[0]["allreduce_ms"] for job in speed[f"{world_size} ranks, DDP"]]))

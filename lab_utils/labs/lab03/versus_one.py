@@ -64,10 +64,11 @@ def compute_line(*, alone_ms: float, theory_ms: float, one_ms: float) -> str:
     above theory's bound, with no reason said), and against lab 01's whole step where that is another figure."""
     same = abs(theory_ms / one_ms - 1) < 0.01  # lab 01's threads = the ranks': theory's compute is its whole step
     theory = f"theory's {theory_ms:.2f} ms" + (" (lab 01's whole step)" if same else "")
-    side = (f"above {theory}, before any all-reduce: the fixed costs each step pays whatever its batch outweighed "
-            "the room imperfect threads leave (the markdown above)" if alone_ms > theory_ms else
-            f"below {theory}: lab 01's threads split its step less than perfectly, which leaves the ranks room "
-            "(the markdown above)")
+    # learner s12r4c: 'fixed costs ... outweighed the room imperfect threads leave' took three readings; one claim
+    side = (f"above {theory}, before any all-reduce: half the batch did not halve the step, since its fixed costs "
+            "(Python, one call per operator, DDP's hooks) stay whole" if alone_ms > theory_ms else
+            f"below {theory}: lab 01's threads split its step less than perfectly, so one thread on a share of "
+            "the batch did better than that share of their work")
     whole = ("" if same else f"; it already takes longer than lab 01's whole step ({one_ms:.2f} ms)"
              if alone_ms > one_ms else f"; it is below lab 01's whole step ({one_ms:.2f} ms)")
     return f"compute alone: one rank's {alone_ms:.2f} ms is {side}{whole}"
