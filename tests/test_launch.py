@@ -325,3 +325,55 @@ def test_free_ports_are_picked_below_the_oss_ephemeral_range_and_are_free(tmp_pa
     assert environment.ephemeral_low(str(tmp_path / "missing")) == 0
     monkeypatch.setattr(environment, "ephemeral_low", lambda: 1024)  # no room below: the OS picks, as before
     assert environment.free_port() >= 1024
+
+
+class _Repeating:
+    """A random source that draws the same few ports again and again (a launch's later jobs drawn alike)."""
+
+    def __init__(self, ports):
+        self.ports, self.i = list(ports), 0
+
+    def randrange(self, low, high):
+        self.i += 1
+        return self.ports[(self.i - 1) % len(self.ports)]
+
+
+def test_a_launchs_jobs_get_different_ports_even_when_the_draws_repeat(monkeypatch):
+    """make test (beside learners): lab 07's 3-job launch hung in job 2, rank 0 in init_process_group and rank 1 timed
+    out in its first collective. Two jobs given one port do exactly that (reproduced with launch_jobs): the later job's
+    rank 1 joins the store rank 0 still holds from the earlier job. A launch's job ports are now all different."""
+    import random
+
+    from lab_utils.launch import environment
+
+    low = environment.ephemeral_low()
+    if low <= environment.PICKED_FROM + 1000:
+        pytest.skip("no room below the OS's ephemeral range here: the OS picks, and hands out different ports")
+    drawn = [environment.PICKED_FROM + 7, environment.PICKED_FROM + 7, environment.PICKED_FROM + 7,
+             environment.PICKED_FROM + 11]
+    monkeypatch.setattr(random, "SystemRandom", lambda: _Repeating(drawn))
+    ports = environment.job_ports(environment.PICKED_FROM + 7, 3)
+    assert len(set(ports)) == 3 and ports[0] == environment.PICKED_FROM + 7, ports
+    assert environment.free_port(avoid={environment.PICKED_FROM + 7, environment.PICKED_FROM + 11}) not in (
+        environment.PICKED_FROM + 7, environment.PICKED_FROM + 11)
+
+
+def _rank_pair(rank, world_size):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    out = [None] * world_size
+    dist.all_gather_object(out, rank)
+    dist.destroy_process_group()
+    return out
+
+
+def test_three_jobs_in_one_launch_each_join_their_own_group(monkeypatch):
+    """The same, end to end: with every draw repeating the first job's port, three jobs in turn still run."""
+    import random
+
+    from lab_utils.launch import environment, launch_jobs
+
+    first = environment.free_port()
+    monkeypatch.setattr(random, "SystemRandom", lambda: _Repeating([first]))
+    assert launch_jobs([(_rank_pair, ())] * 3, 2, timeout=60, port=first) == [[[0, 1], [0, 1]]] * 3

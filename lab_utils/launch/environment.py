@@ -23,10 +23,11 @@ def ephemeral_low(path: str = EPHEMERAL_RANGE) -> int:
         return 0
 
 
-def free_port(host: str = LOOPBACK, rng=None) -> int:
+def free_port(host: str = LOOPBACK, rng=None, avoid=()) -> int:
     """A TCP port that was free a moment ago, picked below the OS's ephemeral range where there is room: a launch picks
     its later jobs' ports up front, and a port the OS picked (bind(0)) can be handed out again by the OS, to another
-    program's bind(0) or to an outgoing connection (gloo opens many), before the job that needs it starts."""
+    program's bind(0) or to an outgoing connection (gloo opens many), before the job that needs it starts. `avoid`:
+    ports already handed out for the same launch (free now, but taken once their jobs start)."""
     import random
 
     rng = rng or random.SystemRandom()
@@ -34,15 +35,29 @@ def free_port(host: str = LOOPBACK, rng=None) -> int:
     if low > PICKED_FROM + 1000:
         for _ in range(50):
             port = rng.randrange(PICKED_FROM, low)
+            if port in avoid:
+                continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 try:
                     s.bind((host, port))
                 except OSError:
                     continue
                 return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room below the range: the OS picks
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    for _ in range(50):  # no room below the range: the OS picks
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            if s.getsockname()[1] not in avoid:
+                return s.getsockname()[1]
+    raise OSError(f"no free TCP port on {host} outside {sorted(avoid)} after 50 tries: is something holding them all?")
+
+
+def job_ports(first: int, n_jobs: int, host: str = LOOPBACK) -> list[int]:
+    """One rendezvous port per job of a launch, all different: two jobs given one port hang (the later job's rank 1
+    joins the earlier job's store, which its rank 0 still holds, while rank 0 waits for it on the same port)."""
+    ports = [first]
+    while len(ports) < n_jobs:
+        ports.append(free_port(host, avoid=set(ports)))
+    return ports
 
 
 def rank_environment(rank: int, world_size: int, port: int, threads: int | None, addr: str = LOOPBACK) -> dict:
