@@ -338,10 +338,12 @@ class _Repeating:
         return self.ports[(self.i - 1) % len(self.ports)]
 
 
-def test_a_launchs_jobs_get_different_ports_even_when_the_draws_repeat(monkeypatch):
+def test_a_launchs_later_jobs_ports_are_picked_by_rank_0_as_each_job_starts_and_differ(monkeypatch):
     """make test (beside learners): lab 07's 3-job launch hung in job 2, rank 0 in init_process_group and rank 1 timed
     out in its first collective. Two jobs given one port do exactly that (reproduced with launch_jobs): the later job's
-    rank 1 joins the store rank 0 still holds from the earlier job. A launch's job ports are now all different."""
+    rank 1 joins the store rank 0 still holds from the earlier job; a port picked up front can also be taken by another
+    launch before its job starts. Rank 0 now picks each later job's port as the job starts, unlike the earlier ones;
+    the other ranks wait for it."""
     import random
 
     from lab_utils.launch import environment
@@ -349,13 +351,19 @@ def test_a_launchs_jobs_get_different_ports_even_when_the_draws_repeat(monkeypat
     low = environment.ephemeral_low()
     if low <= environment.PICKED_FROM + 1000:
         pytest.skip("no room below the OS's ephemeral range here: the OS picks, and hands out different ports")
-    drawn = [environment.PICKED_FROM + 7, environment.PICKED_FROM + 7, environment.PICKED_FROM + 7,
-             environment.PICKED_FROM + 11]
-    monkeypatch.setattr(random, "SystemRandom", lambda: _Repeating(drawn))
-    ports = environment.job_ports(environment.PICKED_FROM + 7, 3)
-    assert len(set(ports)) == 3 and ports[0] == environment.PICKED_FROM + 7, ports
-    assert environment.free_port(avoid={environment.PICKED_FROM + 7, environment.PICKED_FROM + 11}) not in (
-        environment.PICKED_FROM + 7, environment.PICKED_FROM + 11)
+    first, other = environment.PICKED_FROM + 7, environment.PICKED_FROM + 11
+    monkeypatch.setattr(random, "SystemRandom", lambda: _Repeating([first, first, first, other]))
+    ports = [first, 0, 0]
+    assert environment.job_port(ports, 0, rank=1) == first  # the first job's port: the launcher's
+    waited: list[int] = []
+    later = threading.Thread(target=lambda: waited.append(environment.job_port(ports, 1, rank=1)))
+    later.start()
+    time.sleep(0.05)
+    assert later.is_alive() and not waited, "rank 1 must wait for rank 0's pick, not pick its own"
+    assert environment.job_port(ports, 1, rank=0) == other  # the repeated draws of job 0's port are skipped
+    later.join(5)
+    assert waited == [other] and ports[1] == other
+    assert environment.free_port(avoid={first, other}) not in (first, other)
 
 
 def _rank_pair(rank, world_size):
@@ -368,12 +376,8 @@ def _rank_pair(rank, world_size):
     return out
 
 
-def test_three_jobs_in_one_launch_each_join_their_own_group(monkeypatch):
-    """The same, end to end: with every draw repeating the first job's port, three jobs in turn still run."""
-    import random
+def test_three_jobs_in_one_launch_each_join_their_own_group():
+    """The same, end to end: three jobs in turn, each with a process group of its own, on the ports rank 0 picked."""
+    from lab_utils.launch import launch_jobs
 
-    from lab_utils.launch import environment, launch_jobs
-
-    first = environment.free_port()
-    monkeypatch.setattr(random, "SystemRandom", lambda: _Repeating([first]))
-    assert launch_jobs([(_rank_pair, ())] * 3, 2, timeout=60, port=first) == [[[0, 1], [0, 1]]] * 3
+    assert launch_jobs([(_rank_pair, ())] * 3, 2, timeout=60) == [[[0, 1], [0, 1]]] * 3

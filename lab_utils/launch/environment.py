@@ -51,13 +51,17 @@ def free_port(host: str = LOOPBACK, rng=None, avoid=()) -> int:
     raise OSError(f"no free TCP port on {host} outside {sorted(avoid)} after 50 tries: is something holding them all?")
 
 
-def job_ports(first: int, n_jobs: int, host: str = LOOPBACK) -> list[int]:
-    """One rendezvous port per job of a launch, all different: two jobs given one port hang (the later job's rank 1
-    joins the earlier job's store, which its rank 0 still holds, while rank 0 waits for it on the same port)."""
-    ports = [first]
-    while len(ports) < n_jobs:
-        ports.append(free_port(host, avoid=set(ports)))
-    return ports
+def job_port(ports, job: int, rank: int, host: str = LOOPBACK, poll_s: float = 0.002) -> int:
+    """Job `job`'s rendezvous port, in a rank: rank 0 picks it as the job starts and writes it to `ports` (shared by
+    the ranks), the others wait for it. Picked up front, a later job's port could be taken by another launch before the
+    job starts, and two jobs given one port hang: the later job's rank 1 joins the store rank 0 still holds."""
+    import time
+
+    if rank == 0 and not ports[job]:
+        ports[job] = free_port(host, avoid=set(ports[:job]))
+    while not ports[job]:  # rank 0 is still in the previous job; the launcher's timeout ends a wait that never ends
+        time.sleep(poll_s)
+    return ports[job]
 
 
 def rank_environment(rank: int, world_size: int, port: int, threads: int | None, addr: str = LOOPBACK) -> dict:

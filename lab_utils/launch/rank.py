@@ -8,7 +8,7 @@ import threading
 import time
 import traceback
 
-from .environment import OWN_SESSION
+from .environment import OWN_SESSION, job_port
 from .stderr import send_stderr_to_capture
 from . import record
 from .group import destroy_process_group, hold_process_groups
@@ -116,7 +116,7 @@ def rank_main(prepare, payload: bytes, ports, rank: int, world_size: int, env: d
         values = []
         for job, (worker, args) in enumerate(jobs):
             record.clear()  # each job's process group counts its calls from 1
-            os.environ["MASTER_PORT"] = str(ports[job])  # a fresh rendezvous for each job's process group
+            os.environ["MASTER_PORT"] = str(job_port(ports, job, rank))  # a fresh rendezvous for each job's group
             with record.step_marks(os.environ.get(record.STEP_MARKS), rank, job):  # an instrument, when asked
                 values.append(tensors_as_numpy(worker(rank, world_size, *args)))
             destroy_process_group(wait_for_peers=True)  # a worker that did not leave its group must not block the next

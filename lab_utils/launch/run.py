@@ -10,7 +10,7 @@ import signal
 import time
 
 from ..process_tree import descendants
-from .environment import job_ports, patched_environ, rank_environment
+from .environment import patched_environ, rank_environment
 from .errors import RankError, StartedWhileImporting, describe_exit, hint_for, importing_main
 from .record import ASK
 from .rank import rank_main, started_at
@@ -55,7 +55,7 @@ def run_once(prepare, payload, n_jobs, world_size, port, threads, cores, timeout
     ctx = context(method)
     results = ctx.Queue()
     started = ctx.Array("b", world_size, lock=False)
-    ports = job_ports(port, n_jobs)
+    ports = ctx.Array("i", [port] + [0] * (n_jobs - 1), lock=False)  # later jobs' ports: rank 0 picks each as it starts
     launcher = (os.getpid(), started_at(os.getpid()))
     processes = []
     pipes = [ctx.Pipe(duplex=False) for _ in range(world_size)]  # launcher -> rank: the table a timed-out call asked for
