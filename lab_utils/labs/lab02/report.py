@@ -65,12 +65,13 @@ def threads_line(sweep, n_devices: int) -> str:
               "rather than split the batch over DataParallel's replicas" if len(ahead) == len(batches) else
               f"the threads win at batch {', '.join(map(str, ahead))} (whole range above 1)"
               + (f", DataParallel at batch {', '.join(map(str, behind))}" if behind else "")
-              + (f"; at batch {', '.join(map(str, even))} too close to call: the range holds 1 (the table's two "
+              + (f"; at batch {', '.join(map(str, even))} too close to call: the range includes 1 (the table's two "
                  "speedup columns come from other pairs, each against one device)" if even else "") if ahead else
               "at no batch size do the threads win over the whole range")
     lesson = (f"on a CPU, {n_devices} intra-op threads or {many}? The threads' speedup over DataParallel, "
               "paired in the same rounds (above 1: the threads faster): "
-              + ", ".join(f"batch {b} {lo:.2f}-{hi:.2f}x" for b, (lo, hi, _) in ranges.items()) + ": " + answer)
+              + ", ".join(f"batch {b} {data_parallel.range_text(lo, hi)}x" for b, (lo, hi, _) in ranges.items())
+              + ": " + answer)
     return measure.short_lines(measure.as_result(lesson, workers=n_devices, what="threads"))
 
 
@@ -170,13 +171,15 @@ def agreement_line(speedup: float, sweep, batch: int, status: str | None) -> str
     many = data_parallel.dp_name(n_devices)
     if batch not in sweep.batch_sizes or status is None:
         return None
-    swept, (low, high) = sweep.speedup(batch, many), sweep.speedup_range(batch, many)
+    swept = sweep.speedup(batch, many)
     apart = abs(speedup / swept - 1)
-    said = (f"within the {detectors.TWICE_TOLERANCE:.0%} by which two runs may differ: they agree, and the lab's "
-            "figure for this comparison is the sweep's" if status == data_parallel.AGREES else
-            f"beyond the {detectors.TWICE_TOLERANCE:.0%} by which two runs may differ: they contradict each other")
+    # no range here: a range covers one run's rounds; two runs (two processes) may differ by more (learner s13r5b)
+    said = (f"within the {detectors.TWICE_TOLERANCE:.0%} by which two separate runs may differ (more than one "
+            "run's range allows): they agree; the lab's figure is the sweep's" if status == data_parallel.AGREES else
+            f"beyond the {detectors.TWICE_TOLERANCE:.0%} by which two separate runs may differ: they contradict "
+            "each other")
     return measure.short_lines(f"DataParallel vs one device, batch {batch}: launched {speedup:.2f}x, the sweep "
-                               f"{swept:.2f}x (range {low:.2f}-{high:.2f}x): {apart:.0%} apart, {said}")
+                               f"{swept:.2f}x: {apart:.0%} apart, {said}")
 
 
 def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: int, steps: int, hw,
