@@ -281,13 +281,15 @@ def test_the_sweep_says_which_figure_is_the_comparisons_and_why_the_others_diffe
     threads_paired = sweep.speedup(8, threads)
     lines = data_parallel.figures_explained(sweep)
     medians = one_t.median / threads_t.median  # the threads' row: its medians are furthest off its pairs
-    assert len(lines) == 1 and f"batch 8, {threads}: medians {medians:.2f}x" in " ".join(lines[0].split()), lines
+    assert len(lines) == 1 and f"batch 8, {threads} (medians {medians:.2f}x" in " ".join(lines[0].split()), lines
     assert " ".join(measure.OTHER_ROUNDS.split()) in " ".join(lines[0].split()), lines
-    assert "not a comparison's figure" in lines[0], lines
-    way = "point opposite ways" if (medians - 1) * (threads_paired - 1) < 0 else "differ by"
-    assert lines[0].startswith(f"  here the medians and the paired speedup {way}"), lines  # s10e: why this row
+    # learner s13r5b finding 5: the threads row's mismatch went unexplained; the line says it holds on every row
+    said = " ".join(lines[0].split())
+    assert said.startswith("the ratio of two rows' ms/step is not the speedup: on 2 of 2 rows they differ by more "
+                           "than 5%, most at batch 8"), said
+    assert ("opposite sides of 1" in said) == ((medians - 1) * (threads_paired - 1) < 0), said
     same = swept(measure.Timing(tuple(2 * t for t in one_t.times), 0))  # every DataParallel pair 0.5x, so its medians
-    assert f"batch 8, {threads}:" in data_parallel.figures_explained(same)[0]  # the row furthest off is explained
+    assert f"batch 8, {threads} (" in data_parallel.figures_explained(same)[0]  # the row furthest off is explained
 
 
 def batch_8_sweep():

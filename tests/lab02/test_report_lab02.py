@@ -334,3 +334,29 @@ def test_the_one_figure_table_reads_no_refused_launched_time_and_gives_theory_on
                       steps=4, launched_refused=True)
     out = capsys.readouterr().out
     assert "launched" not in out and "timed in 2 cells" in out and "theory" not in out, out
+
+
+def test_the_sweep_cell_prints_its_cross_checks_as_one_line_unless_they_disagree_or_details(capsys, monkeypatch):
+    """Learner s13r5b finding 6 / item (e): ~40 lines under the sweep; the cross-checks of steps timed in two cells
+    shrink to one computed line where they agree, and print in full where they do not, or with details=True."""
+    import matplotlib
+    matplotlib.use("Agg")
+    quiet(monkeypatch)
+    sweep = made_up_sweep({8: 1.6, 64: 1.0, 256: 1 / 1.5, 512: 1 / 1.6})
+    verdict = measure.verdict(sweep.timings[8][MANY], sweep.timings[8][ONE], claim=f"{MANY} vs one device, batch 8",
+                              expected="DataParallel slower", upper=True)
+    hot_timings, hotspot = hot_spot(sweep)
+    hot_timings[("CNN-3conv", 1)] = timing(*[sweep.result(64, ONE).wall_s * 1.04] * 5)  # 4 % off the plain step
+    args = dict(hotspot_devices=[1, 2, 4], hotspot_batch=64, hw=CPU_ONLY)
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, **args)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "the hot spot timed batch 64 too: its DataParallel, 2 devices step is 0% from the sweep's, its DP class " \
+           "on 1 device 4% from the sweep's plain step: within the 25%" in said, said
+    assert "timed in two cells" not in said and "does DataParallel, 2 devices beat" not in said, said
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, details=True, **args)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "timed in two cells" in said and "its traced serial phases" in said and "the hot spot timed" in said
+    hot_timings[("CNN-3conv", 1)] = timing(*[sweep.result(64, ONE).wall_s * 1.4] * 5)  # 40 %: beyond, printed
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, **args)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "timed in two cells" in said and "40% from the sweep's plain step: beyond the 25%" in said, said

@@ -105,9 +105,46 @@ def small_batch_sentence(verdict, small: int, n_devices: int) -> str:
     return f"{said}: {outcome}"
 
 
-def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotspot_batch: int, hw) -> None:
-    """The sweep's cell: its table, the verdict at the smallest batch, the figures measured twice, the threads'
-    answer on a CPU, one closing sentence, and the chart of the speedups with their ranges."""
+def cross_checks(sweep, hot_timings, hotspot, *, hotspot_devices, hotspot_batch: int) -> list[str]:
+    """The steps the hot spot timed too, against the sweep's: each check's lines, then a one-line summary (last)."""
+    n_devices, batch = sweep.n_devices, hotspot_batch
+    many = data_parallel.dp_name(n_devices)
+    if batch not in sweep.batch_sizes:
+        return []
+    lines, apart = [], []
+    if n_devices in hotspot_devices:  # one quantity measured twice
+        lines += [twice_line(hot_timings, sweep, batch, n_devices),
+                  measure.short_lines(data_parallel.wins_line(sweep, batch, many))]
+        apart.append((f"its {many} step is", "the sweep's",
+                      hot_timings[("CNN-3conv", n_devices)].median / sweep.result(batch, many).wall_s))
+    if 1 in hotspot_devices:  # the two one-device figures: near, not one
+        plain = sweep.result(batch, data_parallel.ONE_DEVICE)
+        lines.append(one_device_line(hot_timings[("CNN-3conv", 1)], hotspot[("CNN-3conv", 1)]["alone_ms"],
+                                     plain, batch))
+        apart.append(("its DP class on 1 device", "the sweep's plain step",
+                      hot_timings[("CNN-3conv", 1)].median / plain.wall_s))
+    if not apart:
+        return lines
+    tol = detectors.TWICE_TOLERANCE
+    within = all(abs(r - 1) <= tol for *_, r in apart)
+    return lines + [measure.short_lines(
+        f"the hot spot timed batch {batch} too: " + ", ".join(f"{name} {abs(r - 1):.0%} from {theirs}"
+                                                             for name, theirs, r in apart)
+        + (f": within the {tol:.0%} two timings of one step may differ, so the sweep's figures are the lab's "
+           "(details = True in the parameters prints each check)" if within else
+           f": beyond the {tol:.0%} two timings of one step may differ (the lines above say how)"))]
+
+
+def cross_checks_disagree(checks: list[str]) -> bool:
+    """Whether the cross-checks' summary (their last line) reports a gap beyond the tolerance: then all print."""
+    return bool(checks) and "beyond the" in checks[-1]
+
+
+def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotspot_batch: int, hw,
+                 details: bool = False) -> None:
+    """The sweep's cell: its table, the verdict at the smallest batch, the figures measured twice (one summary line
+    unless they disagree or `details`), the threads' answer on a CPU, one closing sentence, and the chart of the
+    speedups with their ranges."""
     n_devices = sweep.n_devices
     many, small = data_parallel.dp_name(n_devices), sweep.batch_sizes[0]
     refused = data_parallel.refused(sweep)
@@ -116,12 +153,9 @@ def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotsp
         print(measure.short_lines(sweep.load.line()))
     print(measure.short_lines(small_batch_sentence(verdict, small, n_devices)))
     print(verdict)
-    if n_devices in hotspot_devices and hotspot_batch in sweep.batch_sizes:  # one quantity measured twice
-        print(twice_line(hot_timings, sweep, hotspot_batch, n_devices))
-        print(measure.short_lines(data_parallel.wins_line(sweep, hotspot_batch, many)))
-    if 1 in hotspot_devices and hotspot_batch in sweep.batch_sizes:  # the two "1 device" figures: near, not one
-        print(one_device_line(hot_timings[("CNN-3conv", 1)], hotspot[("CNN-3conv", 1)]["alone_ms"],
-                              sweep.result(hotspot_batch, data_parallel.ONE_DEVICE), hotspot_batch))
+    checks = cross_checks(sweep, hot_timings, hotspot, hotspot_devices=hotspot_devices, hotspot_batch=hotspot_batch)
+    for line in checks if details or len(checks) < 2 or cross_checks_disagree(checks) else checks[-1:]:
+        print(line)
     if not hw.gpus:  # the CPU user's question: threads inside one device's operators, or DataParallel's replicas?
         print(threads_line(sweep, n_devices))
     if refused is not None:  # the table's refusal: no speedup to draw, so no chart (an empty axis reads as data)
