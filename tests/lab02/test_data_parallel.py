@@ -823,3 +823,11 @@ def test_a_batch_whose_unaccounted_time_stands_out_is_flagged_with_its_steps():
     assert "4 of its 5 steps paid it (from 0.80 to 5.90 ms)" in line and "not a trend" in line, line
     calm = dataclasses.replace(sweep, unaccounted_ms={8: 0.94, 64: 1.2, 256: 0.89, 512: 0.90})
     assert not any("stands out" in x for x in data_parallel.phase_table(calm))
+
+
+def test_the_details_parameter_reaches_the_sweep_cell_and_the_hot_spot_names_its_class_row():
+    """Learner s13r5b items (e), (f): the cross-checks behind `details`, and '1 device' meaning one thing."""
+    assert "details = False" in _lab02_cell("results_dir = None")
+    assert "details=details" in _lab02_cell("report.sweep_report(")
+    hot = _lab02_cell("hot_timings = measure.time_interleaved(")
+    assert '"1 (DP class)" if n == 1' in hot and 'print("1 device:' not in hot

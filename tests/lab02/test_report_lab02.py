@@ -364,3 +364,18 @@ def test_the_sweep_cell_prints_its_cross_checks_as_one_line_unless_they_disagree
     report.sweep_report(sweep, verdict, hot_timings, hotspot, **args)
     said = " ".join(capsys.readouterr().out.split())
     assert "timed in two cells" in said and "40% from the sweep's plain step: beyond the 25%" in said, said
+
+
+def test_the_record_note_says_which_rows_its_noise_line_counts():
+    """Learner s13r5b finding 17: "7 of 15 medians" under the record, "7 of 12" under the sweep, unexplained."""
+    note = " ".join(report.record_note(2, rows={"the sweep's": 12, "the launch's": 3}).split())
+    assert note.endswith("its noise line counts all 15 rows (the sweep's 12, the launch's 3)"), note
+    assert "noise" not in report.record_note(2)
+
+
+def test_only_ddps_launched_row_carries_the_ddp_verdict():
+    v = types.SimpleNamespace(outcome=lambda: "0.94x (range 0.91-0.97) -> holds")
+    refused = {"DataParallel": ["n/m: busy"], "DDP": []}
+    assert report.launched_row_flags("DataParallel", ["a"], refused, v) == ["a", "n/m: busy"]
+    ddp = report.launched_row_flags("DDP", [], refused, v)
+    assert len(ddp) == 1 and ddp[0].endswith("0.94x (range 0.91-0.97) -> holds") and "own pairs" in ddp[0]

@@ -472,12 +472,24 @@ __all__ = ["Launched", "agreement_line", "spread_beside_pairs", "ddp_answer", "f
            "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
 
 
-def record_note(n_devices: int) -> str:
-    """What the record table's ranks and threads columns mean for DataParallel, which has no ranks."""
+def record_note(n_devices: int, rows: dict | None = None) -> str:
+    """What the record table's ranks and threads columns mean for DataParallel, which has no ranks; `rows`: where
+    each row came from (name -> count), so that the record's noise count reads against the sweep cell's."""
+    counted = ("" if not rows else
+               f"; its noise line counts all {sum(rows.values())} rows ("
+               + ", ".join(f"{name} {n}" for name, n in rows.items()) + ")")
     return measure.short_lines(
         f"ranks: the workers a row ran on; for DataParallel its {n_devices} devices, threads of one process (not "
         f"ranks); threads: intra-op threads per worker (DataParallel's replicas 1 each, one device x {n_devices}: "
-        f"{n_devices})")
+        f"{n_devices}){counted}")
+
+
+def launched_row_flags(name: str, flags: list, refused_rows: dict, ddp_vs_dp) -> list:
+    """A launched row's flags for the record: its own, the launch's refusal in its words, and on DDP's row the DDP
+    verdict (from its own pairs, not these rows' medians), which lab 10 shows."""
+    verdict = ([f"lab 02's verdict on DDP vs DataParallel (its own pairs, not these rows' medians): "
+                f"{ddp_vs_dp.outcome()}"] if name == "DDP" else [])
+    return list(flags) + list(refused_rows.get(name, [])) + verdict
 
 
 def fixed_beside_sweep(fixed_s: float, sweep_s: float, batch: int) -> str:
