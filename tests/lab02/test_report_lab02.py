@@ -364,6 +364,10 @@ def test_the_sweep_cell_prints_its_cross_checks_as_one_line_unless_they_disagree
     report.sweep_report(sweep, verdict, hot_timings, hotspot, **args)
     said = " ".join(capsys.readouterr().out.split())
     assert "timed in two cells" in said and "40% from the sweep's plain step: beyond the 25%" in said, said
+    monkeypatch.setattr(report.data_parallel, "refused", lambda result: "busy")  # refused: every line, no summary
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, **args)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "timed in two cells" in said and "the hot spot timed batch 64 too" not in said, said
 
 
 def test_the_record_note_says_which_rows_its_noise_line_counts():

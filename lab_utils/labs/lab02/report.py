@@ -123,7 +123,7 @@ def cross_checks(sweep, hot_timings, hotspot, *, hotspot_devices, hotspot_batch:
                                      plain, batch))
         apart.append(("its DP class on 1 device", "the sweep's plain step",
                       hot_timings[("CNN-3conv", 1)].median / plain.wall_s))
-    if not apart:
+    if not apart or data_parallel.refused(sweep) is not None:  # refused: the lines above say so, no summary
         return lines
     tol = detectors.TWICE_TOLERANCE
     within = all(abs(r - 1) <= tol for *_, r in apart)
@@ -154,7 +154,8 @@ def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotsp
     print(measure.short_lines(small_batch_sentence(verdict, small, n_devices)))
     print(verdict)
     checks = cross_checks(sweep, hot_timings, hotspot, hotspot_devices=hotspot_devices, hotspot_batch=hotspot_batch)
-    for line in checks if details or len(checks) < 2 or cross_checks_disagree(checks) else checks[-1:]:
+    short = len(checks) > 1 and not cross_checks_disagree(checks) and refused is None
+    for line in checks if details or not short else checks[-1:]:
         print(line)
     if not hw.gpus:  # the CPU user's question: threads inside one device's operators, or DataParallel's replicas?
         print(threads_line(sweep, n_devices))

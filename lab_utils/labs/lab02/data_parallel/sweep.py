@@ -318,7 +318,7 @@ def odd_unaccounted_line(result: Sweep) -> str | None:
     """A line on the batch whose unaccounted time stands out (ODD_UNACCOUNTED times the others' median), with its
     steps' own lowest and highest: theory's costs (wake-ups, hand-offs, GIL waits) do not jump at one batch only."""
     left = result.unaccounted_ms
-    if len(left) < 3:
+    if len(left) < 3 or refused(result) is not None:  # under a refusing load every batch's time is the load's
         return None
     batch = max(left, key=lambda b: left[b])
     others = statistics.median(v for b, v in left.items() if b != batch)
