@@ -319,6 +319,7 @@ def test_the_sweep_prints_the_verdicts_comparison_once_and_every_speedup_with_it
     assert f"{verdict.ratio:.2f}x" in dp_row and "(verdict below)" in dp_row, out  # the verdict's figure, its side
     assert verdict.ratio == sweep.speedup(8, many) and "below 1 means DataParallel slower" in str(verdict)
     assert f"1/{sweep.speedup(8, many):.2f}" not in out, out  # no inverse beside the verdict's own figure
+    assert "decides this comparison" not in out  # learner s13r5b: the row's "(verdict below)" says it once
     low, high = sweep.speedup_range(8, threads)
     assert low < sweep.speedup(8, threads) < high
     assert f"{sweep.speedup(8, threads):.2f}x  {low:.2f}-{high:.2f}x" in out, out

@@ -254,9 +254,7 @@ def print_sweep(result: Sweep, decided=None) -> None:
         print(line)
     if why is not None:
         print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
-    elif decided is not None:
-        print(measure.short_lines(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, "
-                                  "with the same figure from the same side (below 1: one device faster)"))
+    # the decided row says "(verdict below)" and the verdict prints the same figure: no third line (learner s13r5b)
     noise = detectors.noise_line(r.spread for r in result.results)  # where the table's spreads are (learner s10e)
     if noise:
         print(measure.short_lines(str(noise)))
