@@ -70,8 +70,19 @@ def test_the_threads_line_names_the_batch_where_the_range_reaches_1():
     sweep.timings[256][THREADS] = timing(*(0.16 * j for j in (1.3, 0.7, 1.2, 0.8, 1.0)))  # DataParallel: 0.16 s
     said = " ".join(report.threads_line(sweep, 2).split())
     # learner s12r4b finding 13: a cleaner single line for the batch the pairs cannot rank
-    assert "at batch 256 too close to call: the range holds 1" in said, said
+    assert "at batch 256 too close to call: the range includes 1" in said, said
     assert "the others" not in said
+
+
+def test_a_range_bound_never_prints_1_00_unless_it_is_1():
+    """Learner s13r5b finding 1: "1.00-1.33x" called "above 1" beside "1.00-1.23x" called "holds 1"."""
+    assert data_parallel.range_text(1.0004, 1.33) == "1.0004-1.33"
+    assert data_parallel.range_text(0.9996, 1.23) == "0.9996-1.23"  # below 1: never printed as 1.000
+    assert data_parallel.range_text(1.004, 1.33) == "1.004-1.33" and data_parallel.range_text(0.87, 1.15) == "0.87-1.15"
+    assert data_parallel.range_text(1.0, 1.2) == "1.00-1.20"
+    sweep = made_up_sweep({8: 1.5, 64: 1.0}, threads_over_one=0.5)
+    said = " ".join(report.threads_line(sweep, 2).split())
+    assert "1.00-" not in said.replace("1.00x", ""), said
 
 
 def test_the_launched_speedup_prints_beside_the_sweeps_with_the_agreement_check():
@@ -80,6 +91,9 @@ def test_the_launched_speedup_prints_beside_the_sweeps_with_the_agreement_check(
     agree = " ".join(report.agreement_line(1.72, sweep, 256, data_parallel.AGREES).split())
     assert agree.startswith("DataParallel vs one device, batch 256: launched 1.72x, the sweep 1.53x"), agree
     assert "12% apart, within the 25%" in agree and "they agree" in agree and "the sweep's" in agree
+    # learner s13r5b finding 2: 1.66x beside "range 1.26-1.59x" read as outside, yet "agree": one run's range is not
+    # the rule for two runs, so the range is not printed here and the line says which rule decides
+    assert "range" not in agree.replace("one run's range", "") and "two separate runs" in agree, agree
     apart = " ".join(report.agreement_line(2.5, sweep, 256, data_parallel.CONTRADICTS).split())
     assert "63% apart, beyond the 25%" in apart and "contradict each other" in apart, apart
     assert report.agreement_line(1.72, sweep, 128, data_parallel.AGREES) is None  # not timed by the sweep
@@ -128,8 +142,11 @@ def test_the_ddp_verdict_starts_with_the_plain_answer(capsys, held):
     out = capsys.readouterr().out
     first = " ".join(out.split("verdict,")[0].split())
     assert first.startswith(f"DDP was {1 / v.high - 1:.0%}-{1 / v.low - 1:.0%} slower than DataParallel here"), out
+    # learner s13r5b finding 8: one direction, the verdict's (speed), and the bound as a speed beside it
+    assert f"({v.low:.2f}-{v.high:.2f}x its speed" in first and "its step" not in first, first
     if held:
-        assert "within the 15% its all-reduce costs" in first and "needs one GPU per rank" in first, first
+        assert "above the 0.87x (1/1.15) that its all-reduce, 15% of a step, allows" in first, first
+        assert "needs one GPU per rank" in first and "1/1.15 = 0.87" not in out, out
     else:
         assert "more than the predicted 15% slower (its all-reduce), against theory" in first, first
     report.ddp_verdict(v, ranks)  # no bound passed (NCCL's win): the verdict's word
@@ -259,7 +276,8 @@ def test_the_ddp_answer_tests_the_bound_as_predicted_not_only_the_restated_one()
     assert "they establish only the weaker 'at most 19% slower'" in said, said
     clear = measure.decide([0.97, 0.98, 0.99, 0.97, 0.98] * 4, claim="c", expected="e", no_worse_than=0.13,
                            timed=False, seeded=True)
-    assert "within the 13% its all-reduce costs, as theory predicts" in report.ddp_answer(clear, 0.13)
+    assert "above the 0.88x (1/1.13) that its all-reduce, 13% of a step, allows: as theory predicts" in \
+        report.ddp_answer(clear, 0.13)
     far = measure.decide([0.70, 0.71, 0.72, 0.70, 0.71] * 4, claim="c", expected="e", no_worse_than=0.13,
                          timed=False, seeded=True)
     assert "more than the predicted 13% slower (its all-reduce), against theory" in report.ddp_answer(far, 0.13)
@@ -320,3 +338,48 @@ def test_the_one_figure_table_reads_no_refused_launched_time_and_gives_theory_on
                       steps=4, launched_refused=True)
     out = capsys.readouterr().out
     assert "launched" not in out and "timed in 2 cells" in out and "theory" not in out, out
+
+
+def test_the_sweep_cell_prints_its_cross_checks_as_one_line_unless_they_disagree_or_details(capsys, monkeypatch):
+    """Learner s13r5b finding 6 / item (e): ~40 lines under the sweep; the cross-checks of steps timed in two cells
+    shrink to one computed line where they agree, and print in full where they do not, or with details=True."""
+    import matplotlib
+    matplotlib.use("Agg")
+    quiet(monkeypatch)
+    sweep = made_up_sweep({8: 1.6, 64: 1.0, 256: 1 / 1.5, 512: 1 / 1.6})
+    verdict = measure.verdict(sweep.timings[8][MANY], sweep.timings[8][ONE], claim=f"{MANY} vs one device, batch 8",
+                              expected="DataParallel slower", upper=True)
+    hot_timings, hotspot = hot_spot(sweep)
+    hot_timings[("CNN-3conv", 1)] = timing(*[sweep.result(64, ONE).wall_s * 1.04] * 5)  # 4 % off the plain step
+    args = dict(hotspot_devices=[1, 2, 4], hotspot_batch=64, hw=CPU_ONLY)
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, **args)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "the hot spot timed batch 64 too: its DataParallel, 2 devices step is 0% from the sweep's, its DP class " \
+           "on 1 device 4% from the sweep's plain step: within the 25%" in said, said
+    assert "timed in two cells" not in said and "does DataParallel, 2 devices beat" not in said, said
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, details=True, **args)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "timed in two cells" in said and "its traced serial phases" in said and "the hot spot timed" in said
+    hot_timings[("CNN-3conv", 1)] = timing(*[sweep.result(64, ONE).wall_s * 1.4] * 5)  # 40 %: beyond, printed
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, **args)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "timed in two cells" in said and "40% from the sweep's plain step: beyond the 25%" in said, said
+    monkeypatch.setattr(report.data_parallel, "refused", lambda result: "busy")  # refused: every line, no summary
+    report.sweep_report(sweep, verdict, hot_timings, hotspot, **args)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "timed in two cells" in said and "the hot spot timed batch 64 too" not in said, said
+
+
+def test_the_record_note_says_which_rows_its_noise_line_counts():
+    """Learner s13r5b finding 17: "7 of 15 medians" under the record, "7 of 12" under the sweep, unexplained."""
+    note = " ".join(report.record_note(2, rows={"the sweep's": 12, "the launch's": 3}).split())
+    assert note.endswith("its noise line counts all 15 rows (the sweep's 12, the launch's 3)"), note
+    assert "noise" not in report.record_note(2)
+
+
+def test_only_ddps_launched_row_carries_the_ddp_verdict():
+    v = types.SimpleNamespace(outcome=lambda: "0.94x (range 0.91-0.97) -> holds")
+    refused = {"DataParallel": ["n/m: busy"], "DDP": []}
+    assert report.launched_row_flags("DataParallel", ["a"], refused, v) == ["a", "n/m: busy"]
+    ddp = report.launched_row_flags("DDP", [], refused, v)
+    assert len(ddp) == 1 and ddp[0].endswith("0.94x (range 0.91-0.97) -> holds") and "own pairs" in ddp[0]

@@ -65,12 +65,13 @@ def threads_line(sweep, n_devices: int) -> str:
               "rather than split the batch over DataParallel's replicas" if len(ahead) == len(batches) else
               f"the threads win at batch {', '.join(map(str, ahead))} (whole range above 1)"
               + (f", DataParallel at batch {', '.join(map(str, behind))}" if behind else "")
-              + (f"; at batch {', '.join(map(str, even))} too close to call: the range holds 1 (the table's two "
+              + (f"; at batch {', '.join(map(str, even))} too close to call: the range includes 1 (the table's two "
                  "speedup columns come from other pairs, each against one device)" if even else "") if ahead else
               "at no batch size do the threads win over the whole range")
     lesson = (f"on a CPU, {n_devices} intra-op threads or {many}? The threads' speedup over DataParallel, "
               "paired in the same rounds (above 1: the threads faster): "
-              + ", ".join(f"batch {b} {lo:.2f}-{hi:.2f}x" for b, (lo, hi, _) in ranges.items()) + ": " + answer)
+              + ", ".join(f"batch {b} {data_parallel.range_text(lo, hi)}x" for b, (lo, hi, _) in ranges.items())
+              + ": " + answer)
     return measure.short_lines(measure.as_result(lesson, workers=n_devices, what="threads"))
 
 
@@ -104,9 +105,46 @@ def small_batch_sentence(verdict, small: int, n_devices: int) -> str:
     return f"{said}: {outcome}"
 
 
-def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotspot_batch: int, hw) -> None:
-    """The sweep's cell: its table, the verdict at the smallest batch, the figures measured twice, the threads'
-    answer on a CPU, one closing sentence, and the chart of the speedups with their ranges."""
+def cross_checks(sweep, hot_timings, hotspot, *, hotspot_devices, hotspot_batch: int) -> list[str]:
+    """The steps the hot spot timed too, against the sweep's: each check's lines, then a one-line summary (last)."""
+    n_devices, batch = sweep.n_devices, hotspot_batch
+    many = data_parallel.dp_name(n_devices)
+    if batch not in sweep.batch_sizes:
+        return []
+    lines, apart = [], []
+    if n_devices in hotspot_devices:  # one quantity measured twice
+        lines += [twice_line(hot_timings, sweep, batch, n_devices),
+                  measure.short_lines(data_parallel.wins_line(sweep, batch, many))]
+        apart.append((f"its {many} step is", "the sweep's",
+                      hot_timings[("CNN-3conv", n_devices)].median / sweep.result(batch, many).wall_s))
+    if 1 in hotspot_devices:  # the two one-device figures: near, not one
+        plain = sweep.result(batch, data_parallel.ONE_DEVICE)
+        lines.append(one_device_line(hot_timings[("CNN-3conv", 1)], hotspot[("CNN-3conv", 1)]["alone_ms"],
+                                     plain, batch))
+        apart.append(("its DP class on 1 device", "the sweep's plain step",
+                      hot_timings[("CNN-3conv", 1)].median / plain.wall_s))
+    if not apart or data_parallel.refused(sweep) is not None:  # refused: the lines above say so, no summary
+        return lines
+    tol = detectors.TWICE_TOLERANCE
+    within = all(abs(r - 1) <= tol for *_, r in apart)
+    return lines + [measure.short_lines(
+        f"the hot spot timed batch {batch} too: " + ", ".join(f"{name} {abs(r - 1):.0%} from {theirs}"
+                                                             for name, theirs, r in apart)
+        + (f": within the {tol:.0%} two timings of one step may differ, so the sweep's figures are the lab's "
+           "(details = True in the parameters prints each check)" if within else
+           f": beyond the {tol:.0%} two timings of one step may differ (the lines above say how)"))]
+
+
+def cross_checks_disagree(checks: list[str]) -> bool:
+    """Whether the cross-checks' summary (their last line) reports a gap beyond the tolerance: then all print."""
+    return bool(checks) and "beyond the" in checks[-1]
+
+
+def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotspot_batch: int, hw,
+                 details: bool = False) -> None:
+    """The sweep's cell: its table, the verdict at the smallest batch, the figures measured twice (one summary line
+    unless they disagree or `details`), the threads' answer on a CPU, one closing sentence, and the chart of the
+    speedups with their ranges."""
     n_devices = sweep.n_devices
     many, small = data_parallel.dp_name(n_devices), sweep.batch_sizes[0]
     refused = data_parallel.refused(sweep)
@@ -115,12 +153,10 @@ def sweep_report(sweep, verdict, hot_timings, hotspot, *, hotspot_devices, hotsp
         print(measure.short_lines(sweep.load.line()))
     print(measure.short_lines(small_batch_sentence(verdict, small, n_devices)))
     print(verdict)
-    if n_devices in hotspot_devices and hotspot_batch in sweep.batch_sizes:  # one quantity measured twice
-        print(twice_line(hot_timings, sweep, hotspot_batch, n_devices))
-        print(measure.short_lines(data_parallel.wins_line(sweep, hotspot_batch, many)))
-    if 1 in hotspot_devices and hotspot_batch in sweep.batch_sizes:  # the two "1 device" figures: near, not one
-        print(one_device_line(hot_timings[("CNN-3conv", 1)], hotspot[("CNN-3conv", 1)]["alone_ms"],
-                              sweep.result(hotspot_batch, data_parallel.ONE_DEVICE), hotspot_batch))
+    checks = cross_checks(sweep, hot_timings, hotspot, hotspot_devices=hotspot_devices, hotspot_batch=hotspot_batch)
+    short = len(checks) > 1 and not cross_checks_disagree(checks) and refused is None
+    for line in checks if details or not short else checks[-1:]:
+        print(line)
     if not hw.gpus:  # the CPU user's question: threads inside one device's operators, or DataParallel's replicas?
         print(threads_line(sweep, n_devices))
     if refused is not None:  # the table's refusal: no speedup to draw, so no chart (an empty axis reads as data)
@@ -170,13 +206,15 @@ def agreement_line(speedup: float, sweep, batch: int, status: str | None) -> str
     many = data_parallel.dp_name(n_devices)
     if batch not in sweep.batch_sizes or status is None:
         return None
-    swept, (low, high) = sweep.speedup(batch, many), sweep.speedup_range(batch, many)
+    swept = sweep.speedup(batch, many)
     apart = abs(speedup / swept - 1)
-    said = (f"within the {detectors.TWICE_TOLERANCE:.0%} by which two runs may differ: they agree, and the lab's "
-            "figure for this comparison is the sweep's" if status == data_parallel.AGREES else
-            f"beyond the {detectors.TWICE_TOLERANCE:.0%} by which two runs may differ: they contradict each other")
+    # no range here: a range covers one run's rounds; two runs (two processes) may differ by more (learner s13r5b)
+    said = (f"within the {detectors.TWICE_TOLERANCE:.0%} by which two separate runs may differ (more than one "
+            "run's range allows): they agree; the lab's figure is the sweep's" if status == data_parallel.AGREES else
+            f"beyond the {detectors.TWICE_TOLERANCE:.0%} by which two separate runs may differ: they contradict "
+            "each other")
     return measure.short_lines(f"DataParallel vs one device, batch {batch}: launched {speedup:.2f}x, the sweep "
-                               f"{swept:.2f}x (range {low:.2f}-{high:.2f}x): {apart:.0%} apart, {said}")
+                               f"{swept:.2f}x: {apart:.0%} apart, {said}")
 
 
 def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: int, steps: int, hw,
@@ -279,8 +317,8 @@ def ddp_prediction(ranks, step_timings) -> dict:
 def ddp_who(verdict) -> str:
     """Who was faster, in plain words, from the range of DDP's speed over DataParallel's."""
     if verdict.high < 1:
-        return (f"DDP was {1 / verdict.high - 1:.0%}-{1 / verdict.low - 1:.0%} slower than DataParallel here (its "
-                f"step {1 / verdict.high:.2f}-{1 / verdict.low:.2f}x DataParallel's)")
+        return (f"DDP was {1 / verdict.high - 1:.0%}-{1 / verdict.low - 1:.0%} slower than DataParallel here "
+                f"({verdict.low:.2f}-{verdict.high:.2f}x its speed, the verdict's direction)")
     if verdict.low > 1:
         return f"DDP was faster than DataParallel here ({verdict.low:.2f}-{verdict.high:.2f}x its speed)"
     return (f"DDP and DataParallel were not told apart here (DDP {verdict.low:.2f}-{verdict.high:.2f}x "
@@ -296,9 +334,9 @@ def ddp_answer(verdict, predicted: float | None = None) -> str:
         return f"{head}; theory's prediction {verdict.verdict}"
     floor = 1 / (1 + predicted)  # DDP's step at most (1 + predicted) x DataParallel's: its speed above this
     gpus = "DDP's win needs one GPU per rank (theory, not measurable on a CPU)"
-    if verdict.low > floor:
-        return (f"{head}, within the {predicted:.0%} its all-reduce costs, as theory predicts on shared cores; "
-                f"{gpus}")
+    if verdict.low > floor:  # one direction, the verdict's: speeds (learner s13r5b finding 8)
+        return (f"{head}, above the {floor:.2f}x (1/{1 + predicted:.2f}) that its all-reduce, {predicted:.0%} of a "
+                f"step, allows: as theory predicts on shared cores; {gpus}")
     if verdict.high < floor:
         return f"{head}: more than the predicted {predicted:.0%} slower (its all-reduce), against theory"
     weaker = ("" if verdict.verdict != measure.HOLDS or verdict.holds_from is None else
@@ -310,7 +348,9 @@ def ddp_answer(verdict, predicted: float | None = None) -> str:
 def ddp_lines(verdict, ranks, predicted: float | None = None) -> None:
     """Under the DDP verdict: the bound spelled out and the all-reduce by rank (the plain answer, ddp_answer, is
     printed above the verdict)."""
-    if verdict.holds_from is not None and verdict.holds_from < 1 and verdict.verdict != measure.CANNOT_SEE:
+    stated = None if predicted is None else 1 / (1 + predicted)  # the plain answer above already did this sum
+    if (verdict.holds_from is not None and verdict.holds_from < 1 and verdict.verdict != measure.CANNOT_SEE
+            and (stated is None or abs(verdict.holds_from - stated) > 0.005)):
         allowed = 1 / verdict.holds_from  # DDP's step may take up to this many times DataParallel's
         print(measure.short_lines(f"  'no worse by more than {allowed - 1:.0%}': DDP's step at most {allowed:.2f}x "
                                   f"DataParallel's, so DDP's speed over DataParallel's above 1/{allowed:.2f} = "
@@ -433,12 +473,24 @@ __all__ = ["Launched", "agreement_line", "spread_beside_pairs", "ddp_answer", "f
            "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
 
 
-def record_note(n_devices: int) -> str:
-    """What the record table's ranks and threads columns mean for DataParallel, which has no ranks."""
+def record_note(n_devices: int, rows: dict | None = None) -> str:
+    """What the record table's ranks and threads columns mean for DataParallel, which has no ranks; `rows`: where
+    each row came from (name -> count), so that the record's noise count reads against the sweep cell's."""
+    counted = ("" if not rows else
+               f"; its noise line counts all {sum(rows.values())} rows ("
+               + ", ".join(f"{name} {n}" for name, n in rows.items()) + ")")
     return measure.short_lines(
         f"ranks: the workers a row ran on; for DataParallel its {n_devices} devices, threads of one process (not "
         f"ranks); threads: intra-op threads per worker (DataParallel's replicas 1 each, one device x {n_devices}: "
-        f"{n_devices})")
+        f"{n_devices}){counted}")
+
+
+def launched_row_flags(name: str, flags: list, refused_rows: dict, ddp_vs_dp) -> list:
+    """A launched row's flags for the record: its own, the launch's refusal in its words, and on DDP's row the DDP
+    verdict (from its own pairs, not these rows' medians), which lab 10 shows."""
+    verdict = ([f"lab 02's verdict on DDP vs DataParallel (its own pairs, not these rows' medians): "
+                f"{ddp_vs_dp.outcome()}"] if name == "DDP" else [])
+    return list(flags) + list(refused_rows.get(name, [])) + verdict
 
 
 def fixed_beside_sweep(fixed_s: float, sweep_s: float, batch: int) -> str:

@@ -41,6 +41,7 @@ class Sweep:
     load: conditions.Load | None = None  # the machine over the sweep's own windows: every line on its speedups reads it
     step_ms: dict = field(default_factory=dict)  # batch size -> median traced DataParallel step, ms
     unaccounted_ms: dict = field(default_factory=dict)  # batch size -> median over steps of each step's unaccounted ms
+    unaccounted_steps_ms: dict = field(default_factory=dict)  # batch size -> each timed step's unaccounted ms
 
     @property
     def n_devices(self) -> int:
@@ -99,6 +100,7 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
         singles[threaded_name(n_devices)] = n_devices
     many = dp_name(n_devices)
     rows, phases, all_timings, windows, step_ms, unaccounted_ms = [], {}, {}, [], {}, {}
+    unaccounted_steps: dict[int, tuple[float, ...]] = {}
     started = time.perf_counter()
     for i, batch in enumerate(batch_sizes):
         x, y = (torch.from_numpy(a) for a in data.synthetic_images(batch, image_shape=(1, 28, 28), seed=seed))
@@ -123,7 +125,8 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
                          for r, parts in median_phase_seconds(reports[warmup:]).items()}
         step_ms[batch] = round(statistics.median(r.seconds for r in reports[warmup:]) * 1e3, 3)
-        unaccounted_ms[batch] = round(statistics.median(unaccounted_seconds(r) for r in reports[warmup:]) * 1e3, 3)
+        unaccounted_steps[batch] = tuple(round(unaccounted_seconds(r) * 1e3, 3) for r in reports[warmup:])
+        unaccounted_ms[batch] = round(statistics.median(unaccounted_steps[batch]), 3)
         if progress:
             print(f"sweep: batch {batch} timed, {i + 1} of {len(batch_sizes)} batch sizes done "
                   f"({elapsed_text(time.perf_counter() - started)} so far)", flush=True)
@@ -131,7 +134,7 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     load = conditions.mean_load(windows)
     refused_now = _refused_over_one(n_devices, load) is not None
     results = [_sweep_result(*row, refused=refused_now) for row in rows]
-    return Sweep(plan, repeats, tuple(results), phases, all_timings, load, step_ms, unaccounted_ms)
+    return Sweep(plan, repeats, tuple(results), phases, all_timings, load, step_ms, unaccounted_ms, unaccounted_steps)
 
 
 RUN_BY = {"threads": "one thread per device", "torch": "torch.nn.parallel"}  # a plan's backend, in words (lab 02
@@ -155,11 +158,24 @@ def figures_explained(result: Sweep, *, gap: float = 0.05, decided=None) -> list
     r, paired, medians = max(rows, key=lambda row: abs(math.log(row[2] / row[1])))
     if abs(medians / paired - 1) <= gap:
         return []
-    way = ("point opposite ways" if (medians - 1) * (paired - 1) < 0 else
-           f"differ by {abs(medians / paired - 1):.0%}")  # why this row: its two figures part most
-    return [measure.short_lines(f"  here the medians and the paired speedup {way} (batch {r.batch_size}, {r.variant}: "
-                                f"medians {medians:.2f}x, speedup {paired:.2f}x): the ratio of two ms/step medians is "
-                                f"not a comparison's figure; {measure.OTHER_ROUNDS}")]
+    off = sum(abs(m / p - 1) > gap for _, p, m in rows)  # learner s13r5b finding 5: not only the row named
+    way = ": opposite sides of 1" if (medians - 1) * (paired - 1) < 0 else ""
+    return [measure.short_lines(f"  the ratio of two rows' ms/step is not the speedup: on {off} of {len(rows)} rows "
+                                f"they differ by more than {gap:.0%}, most at batch {r.batch_size}, {r.variant} "
+                                f"(medians {medians:.2f}x, speedup {paired:.2f}x{way}); {measure.OTHER_ROUNDS}")]
+
+
+def bound_text(x: float) -> str:
+    """A range's bound with two decimals, more (up to 5) where fewer would print 1.00 for a bound off 1."""
+    digits = 2
+    while x != 1 and digits < 5 and float(f"{x:.{digits}f}") == 1:
+        digits += 1
+    return f"{x:.{digits}f}"
+
+
+def range_text(low: float, high: float) -> str:
+    """A range as "low-high", each bound by bound_text: "1.00" never prints for a bound above or below 1."""
+    return f"{bound_text(low)}-{bound_text(high)}"
 
 
 def wins_line(result: Sweep, batch: int, variant: str) -> str:
@@ -172,7 +188,7 @@ def wins_line(result: Sweep, batch: int, variant: str) -> str:
             "one device wins here (the whole range below 1)" if high < 1 else
             "the range includes 1: neither wins by more than these rounds scatter")
     return (f"  does {variant} beat one device at batch {batch}? The sweep's paired rounds decide (the hot spot has "
-            f"no plain one-device step): {result.speedup(batch, variant):.2f}x (range {low:.2f}-{high:.2f}x): {said}")
+            f"no plain one-device step): {result.speedup(batch, variant):.2f}x (range {range_text(low, high)}x): {said}")
 
 
 def refused(result: Sweep) -> str | None:
@@ -238,9 +254,7 @@ def print_sweep(result: Sweep, decided=None) -> None:
         print(line)
     if why is not None:
         print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
-    elif decided is not None:
-        print(measure.short_lines(f"  batch {decided[0]}, {decided[1]}: the verdict below decides this comparison, "
-                                  "with the same figure from the same side (below 1: one device faster)"))
+    # the decided row says "(verdict below)" and the verdict prints the same figure: no third line (learner s13r5b)
     noise = detectors.noise_line(r.spread for r in result.results)  # where the table's spreads are (learner s10e)
     if noise:
         print(measure.short_lines(str(noise)))
@@ -291,27 +305,52 @@ def phase_table(result: Sweep) -> list[str]:
                                                              for b, s in share.items())
         + f": the largest share at batch {max(share, key=lambda b: share[b])}, the smallest at batch "
         f"{min(share, key=lambda b: share[b])}"))
-    return lines
+    odd = odd_unaccounted_line(result)
+    return lines + ([measure.short_lines(odd)] if odd else [])
+
+
+ODD_UNACCOUNTED = 2.0  # a batch whose unaccounted median is this many times the other batches' median stands out
+
+
+def odd_unaccounted_line(result: Sweep) -> str | None:
+    """A line on the batch whose unaccounted time stands out (ODD_UNACCOUNTED times the others' median), with its
+    steps' own lowest and highest: theory's costs (wake-ups, hand-offs, GIL waits) do not jump at one batch only."""
+    left = result.unaccounted_ms
+    if len(left) < 3 or refused(result) is not None:  # under a refusing load every batch's time is the load's
+        return None
+    batch = max(left, key=lambda b: left[b])
+    others = statistics.median(v for b, v in left.items() if b != batch)
+    if others <= 0 or left[batch] < ODD_UNACCOUNTED * others:
+        return None
+    steps = result.unaccounted_steps_ms.get(batch, ())
+    high = sum(v > ODD_UNACCOUNTED * others for v in steps)
+    which = ("" if not steps else
+             f"every one of its {len(steps)} steps paid it; " if high == len(steps) else
+             f"{high} of its {len(steps)} steps paid it (from {min(steps):.2f} to {max(steps):.2f} ms); ")
+    return (f"batch {batch} stands out: its unaccounted time is {left[batch] / others:.1f}x the other batches' "
+            f"median ({others:.2f} ms); {which}no phase times it, so this run cannot say what it was; theory's "
+            "fixed costs would not jump at one batch only: read it as this run's, not a trend")
 
 
 def per_row_line(result: Sweep, small: int, large: int) -> str:
-    """From batch `small` to `large`: how one device's step and the replicas' forward + backward grew against the
-    rows, and DataParallel's speedup at each: where the replicas' time per row grew and one device's did not, their
-    speedup fell with the larger batch (the run says which grew, by PER_ROW_SLOWER)."""
+    """From batch `small` to `large`: the growth per row of one device's step and of the replicas' forward + backward,
+    DataParallel's (and the threads') speedup at each, and last the conclusion: did the replicas slow per row more
+    than one device (by PER_ROW_SLOWER), as the shared-cache argument predicts?"""
     rows = large / small
-    one = result.result(large, ONE_DEVICE).wall_s / result.result(small, ONE_DEVICE).wall_s
-    replicas = replica_work_ms(result, large) / replica_work_ms(result, small)
-    slowed = [name for name, grew in (("the replicas' time", replicas), ("one device's time", one))
-              if grew / rows > PER_ROW_SLOWER]
-    said = (f"{' and '.join(slowed)} per row grew by more than {PER_ROW_SLOWER - 1:.0%}" if slowed else
-            f"neither's time per row grew by more than {PER_ROW_SLOWER - 1:.0%}")
+    one = result.result(large, ONE_DEVICE).wall_s / result.result(small, ONE_DEVICE).wall_s / rows
+    replicas = replica_work_ms(result, large) / replica_work_ms(result, small) / rows
     many, threaded = dp_name(result.n_devices), threaded_name(result.n_devices)
-    threads = (f"; {threaded}: {result.speedup(small, threaded):.2f}x at batch {small}, "
-               f"{result.speedup(large, threaded):.2f}x at {large}"
+    threads = (f", {threaded} from {result.speedup(small, threaded):.2f}x to {result.speedup(large, threaded):.2f}x"
                if threaded in result.timings.get(small, {}) else "")
-    return (f"from batch {small} to {large} ({rows:.1f}x the rows): one device's step took {one:.2f}x as long, "
-            f"the replicas' forward + backward {replicas:.2f}x: {said}; {many}: {result.speedup(small, many):.2f}x "
-            f"one device at batch {small}, {result.speedup(large, many):.2f}x at {large}{threads}")
+    so = ("so the replicas slowed per row more than one device did: as the shared-cache argument above predicts"
+          if replicas > one * PER_ROW_SLOWER else
+          "so one device slowed per row more than the replicas did: against the shared-cache argument above"
+          if one > replicas * PER_ROW_SLOWER else
+          f"so neither slowed per row by more than {PER_ROW_SLOWER - 1:.0%} beyond the other: the shared-cache "
+          "argument above is not seen in this run")
+    return (f"from batch {small} to {large} ({rows:.1f}x the rows), time per row: one device's step {one:.2f}x, "
+            f"the replicas' forward + backward {replicas:.2f}x; speedup over one device: {many} from "
+            f"{result.speedup(small, many):.2f}x to {result.speedup(large, many):.2f}x{threads}; {so}")
 
 
 def min_max_lines(pairs: int) -> list[str]:
