@@ -585,9 +585,10 @@ def test_a_compute_factor_outside_its_paired_range_is_noted_and_the_noise_line_n
     said = tables.compute_note("gpipe M=2", 1.20, 0.97, 1.01, 1.06)
     assert len(said) == 1 and "1.01x" in said[0] and "0.97-1.06" in said[0]
     assert "1.20x" not in said[0], said  # learner s11r2d finding 2: one figure per quantity, the paired one
-    line = tables.compute_noise_line(["gpipe M=4", "gpipe M=8"])
-    assert "gpipe M=4, gpipe M=8" in line and "noise" in line
-    assert "every row" in tables.compute_noise_line([])
+    line = tables.compute_line({"gpipe M=2": (1.02, 1.04, 1.08), "gpipe M=4": (0.95, 1.00, 1.04),
+                                "gpipe M=8": (0.97, 0.99, 1.02)})
+    assert "the range holds 1 for gpipe M=4, gpipe M=8" in line, line
+    assert "every row" in tables.compute_line({"gpipe M=2": (0.91, 0.92, 0.94)})
 
 
 def test_the_hand_over_and_spread_lines_give_measured_milliseconds():
@@ -643,7 +644,18 @@ def test_a_compute_note_names_the_figure_to_read_and_a_range_near_1_shows_its_si
     # keeps the median step's compute (the product holds) and the note names it as that step's
     assert "the column's compute is its median step's" in said[0], said
     assert "faster" in tables.compute_note("gpipe M=2", 1.20, 0.97, 1.01, 1.06)[0]
-    assert "holds 1 " in tables.compute_noise_line([]) and "lies off" not in tables.compute_noise_line([])
+    assert "holds 1" in tables.compute_line({"gpipe M=2": (0.91, 0.92, 0.94)})
+
+
+def test_the_compute_line_gives_each_rows_one_figure_to_carry_away():
+    # learner s13r5d, lab 04 finding 2: a column (the median step's 0.70x) and a note per row (the paired 0.82x):
+    # three notes of three lines; now one line names the paired figure as the one to carry away, for every row
+    from lab_utils.labs.lab04 import tables
+    line = tables.compute_line({"gpipe M=2": (0.91, 0.92, 0.94), "gpipe M=8": (0.77, 0.82, 0.85)})
+    assert "the figure to carry away" in line and "gpipe M=2 0.92x (0.91-0.94), gpipe M=8 0.82x (0.77-0.85)" in line
+    assert "the column is each median step's own" in line, line
+    near = tables.compute_line({"gpipe M=4": (0.93, 0.96, 0.998)})
+    assert "0.93-0.998" in near and "1.00)" not in near, near
 
 
 def test_the_summary_names_a_faster_m_than_the_one_it_shows():
@@ -709,7 +721,8 @@ def test_the_summary_says_whether_gpipe_pays_and_why_in_its_two_factors():
     assert tables.pays_line(8, 1.08, 1.2, 0.9, paired=(1.06, 1.02, 1.15)).endswith("so it pays")
     assert tables.pays_line(8, 0.84, 1.2, 0.7, paired=(0.9, 0.85, 0.95)).endswith("so it loses")
     noted = tables.pays_line(8, 1.03, 1.23, 0.84, read_compute=0.95, paired=(1.06, 1.02, 1.15))
-    assert "compute 0.84x (this step's ops ran slower than usual: the table's note)" in noted, noted
+    assert "compute 0.84x (this step's ops ran slower than usual: the compute line under the table gives the figure " \
+        "to carry away)" in noted, noted
     assert "0.95" not in noted, noted
 
 
@@ -752,7 +765,7 @@ def test_the_lines_under_the_gpipe_table_come_from_lab_utils_with_the_bound_and_
     lines = tables.under_table_lines(measured, rows, own, {"gpipe M=4": (0.98, 1.0, 1.02)}, 2, 4, 0.0003)
     text = "\n".join(lines)
     assert "bubble below 'ideal': naive" in text and "below it: a wait counted as work" in text, text
-    assert "compute within noise" in text and "gpipe M=4" in text
+    assert "the range holds 1 for gpipe M=4" in text
     assert any(line.split()[:2] == ["naive", "40.0"] for line in lines), lines
     assert "why the steps spread (gpipe M=4" in text
 
@@ -863,6 +876,19 @@ def test_the_fixed_costs_line_says_why_gpipe_gains_little_in_ms_a_call():
     assert "its 12 extra op calls took 2.0 ms (0.17 ms each; smaller tensors' cache gains included) off the " \
         "stages' busy time" in faster, faster
     assert "its 6 extra messages added 0.0 ms (0.00 ms each) to the hand-overs" in faster, faster
+    assert "cheapest op" not in line  # no op given: nothing to set the fixed cost against
+
+
+def test_the_fixed_costs_line_sets_an_op_calls_cost_beside_the_cheapest_op():
+    # learner s13r5d, lab 04 finding 8: 0.61 ms of fixed cost per op call beside a 0.65 ms stage-0 backward, unsaid
+    from lab_utils.labs.lab04 import tables
+    line = tables.fixed_costs_line(8, 2, (0.0401, 0.0397, 0.0399), (0.0392, 0.0378, 0.0568), 1.76,
+                                   ("stage 0's backward", 0.00065))
+    assert "(0.60 ms each;" in line and "93% of the cheapest op at M=8 (stage 0's backward, 0.65 ms)" in line, line
+    assert "rival the compute here" in line and "GPU" in line, line
+    small = tables.fixed_costs_line(8, 2, (0.0401, 0.0397, 0.0399), (0.0392, 0.0378, 0.0410), 1.76,
+                                    ("stage 0's backward", 0.0020))
+    assert "the bubble's gain can show" in small and "rival" not in small, small
 
 
 def test_the_library_schedules_line_sets_its_1f1b_beside_its_gpipe_as_the_verdict_does_yours():

@@ -246,7 +246,8 @@ def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_comp
         pays = ("so it pays" if low > 1 else "so it loses" if high < 1 else
                 "so this run cannot tell whether it pays (it does where the whole range lies above 1)")
         odd = ("" if read_compute is None else
-               f" (this step's ops ran {'slower' if compute < read_compute else 'faster'} than usual: the table's note)")
+               f" (this step's ops ran {'slower' if compute < read_compute else 'faster'} than usual: the compute line "
+               "under the table gives the figure to carry away)")
         busier = ("the schedule kept the stages busier" if overlap > 1 else
                   "the schedule kept the stages no busier than the naive split")
         ops = ("its smaller ops ran no slower per image" if compute >= 1 else
@@ -286,13 +287,20 @@ def _range(low: float, high: float) -> str:
     return f"{shown(low, (1.0,))}-{shown(high, (1.0,))}"
 
 
-def compute_noise_line(within: list[str]) -> str:
-    """The table's noise line for the compute column: which rows' paired busy ratios hold 1.00x in their range."""
+def compute_line(busy_ranges: dict) -> str:
+    """The one figure to carry away for the compute factor: per GPipe row, the naive split's busy time over the
+    row's, the median of the paired rounds (busy_ranges: label -> (low, median, high)), and whether a range holds
+    1. The column keeps each median step's own figure, so that its row multiplies (learner s13r5d, finding 2)."""
+    within = [label for label, (low, _, high) in busy_ranges.items() if low <= 1 <= high]
+    figures = ", ".join(f"{label} {median:.2f}x ({_range(low, high)})"
+                        for label, (low, median, high) in busy_ranges.items())
     if not within:
-        return ("compute: no row's paired busy-time range holds 1 (each lies wholly on one side of it): the ops' "
-                "speed per image differs from the naive split's in every row")
-    return (f"compute within noise (the paired busy-time range holds 1.00x): {', '.join(within)}: those rows' ops "
-            "ran as fast per image as the naive split's, as far as this run can tell")
+        said = "no range holds 1: the ops' speed per image differs from the naive split's in every row"
+    else:
+        said = (f"the range holds 1 for {', '.join(within)}: those rows' ops ran as fast per image as the naive "
+                "split's, as far as this run can tell")
+    return ("compute, the figure to carry away: the naive split's busy time over the row's, median of the paired "
+            f"rounds: {figures}; {said} (the column is each median step's own, so that its row multiplies)")
 
 
 def fastest_other_m(makespans: dict[int, float], shown: int) -> list[int]:
@@ -337,8 +345,7 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
              if measured[label].bubble < pl.ideal_bubble(measured[label]) - 0.005]
     if below:  # 'ideal' is no bound: the bound is the step's own op times
         out.append(measure.short_lines(below_ideal_line(below)))
-    out.append(measure.short_lines(compute_noise_line(
-        [label for label, (low, _, high) in busy_ranges.items() if low <= 1 <= high])))
+    out.append(measure.short_lines(compute_line(busy_ranges)))
     gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
                          [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s)
     out += gap[:-1] + [measure.short_lines(gap[-1])]
@@ -367,25 +374,26 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
                                        [pl.busy_seconds(t) for t in naive.timelines])
         low, high, _ = measure.ratio_range(ratios)
         busy_ranges[label] = (low, statistics.median(ratios), high)
-    lines = ["each row is its median step by makespan (the 'steps' column: the bubble's range over every step)",
+    lines = ["each row is its median step by makespan; 'steps': the bubble's range over every step (the median "
+             "step's bubble may lie anywhere in it, even at an end)",
              f"{'':<12}{'makespan':>9}{'spread':>8}{'vs naive':>9}{'= overlap':>10}{'x compute':>10}{'bubble':>8}"
              f"{'steps':>15}{'theory':>8}{'ideal':>7}"]
     for label in rows:
         m = measured[label]
         theory = pl.make_schedule(m.run.schedule, stages, m.run.micro_batches).theoretical_bubble
         overlap, compute = factors(m)
-        note = (compute_note(label, compute, *busy_ranges[label])  # the figure to read, where one step misleads
-                if label in busy_ranges and refused is None else [])
         cells = speed_cells(naive.makespan / m.makespan, overlap, compute, m.bubble, m.bubbles,
                             refused=refused is not None)  # n/m where the load line below refuses them
         lines.append(measure.flagged(f"{label:<12}{m.makespan * 1e3:>7.1f}ms{m.spread:>8.0%}{cells}{theory:>8.3f}"
                                      f"{pl.ideal_bubble(m):>7.3f}",
-                                     (speedup_flags(m) if m is not naive else []) + step_flags[label] + note))
+                                     (speedup_flags(m) if m is not naive else []) + step_flags[label]))
     if refused is None:  # each line reads the rounds' waits, which a refusing load would fill
         lines += under_table_lines(measured, rows, own, busy_ranges, stages, largest, tolerance_s)
     noise = detectors.noise_line(measured[label].spread for label in rows)
     if noise:
         lines.append(measure.short_lines(str(noise)))
+        middle = detectors.middle_half_line({label: measured[label].makespans for label in rows})
+        lines += [measure.short_lines(middle)] if middle and refused is None else []
     if refused is not None:
         lines.append(measure.short_lines(
             f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}. GPipe keeps {stages} stages computing at once, the "
@@ -397,10 +405,11 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
 
 
 def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpipe: tuple[float, float, float],
-                     cap: float) -> str:
+                     cap: float, smallest_op: tuple[str, float] | None = None) -> str:
     """Why GPipe at M gains little on this machine, in ms a call: what its extra messages added to the hand-overs
     and its extra op calls to the busy time, over the naive split's. naive, gpipe: (step, own ops in order, busy) of
-    each median step, in seconds (the table's figures); cap: the most any schedule could overlap."""
+    each median step, in seconds (the table's figures); cap: the most any schedule could overlap; smallest_op:
+    (name, seconds) of the cheapest op at M, against which an op call's fixed cost is set (learner s13r5d, 8)."""
     messages = 2 * (stages - 1) * (m - 1)  # one activation forward and one gradient back per boundary, M times
     calls = 2 * stages * (m - 1)  # one forward and one backward op per stage, M times
     handed = (gpipe[0] - gpipe[1]) - (naive[0] - naive[1])
@@ -415,7 +424,21 @@ def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpi
             f"{cap:.2f}x (above): each call's fixed cost, over the naive split's median step: "
             + said(handed, messages, "messages", "the hand-overs") + ", and "
             + said(busier, calls, "op calls", "the stages' busy time", "; smaller tensors' cache gains included")
-            + f", against the naive step's {naive[0] * 1e3:.1f} ms")
+            + f", against the naive step's {naive[0] * 1e3:.1f} ms" + _fixed_against(busier / calls, m, smallest_op))
+
+
+def _fixed_against(per_call: float, m: int, smallest_op: tuple[str, float] | None) -> str:
+    """The fixed cost of one op call beside the cheapest op at M: where it is a large share of that op, the
+    per-call costs (Python, the per-layer dispatch) weigh as much as the compute; '' without an op to compare."""
+    if smallest_op is None or per_call <= 0:
+        return ""
+    name, seconds = smallest_op
+    share = per_call / seconds
+    weight = ("the per-call costs (Python, each layer's dispatch) rival the compute here; with large layers (a "
+              "GPU's) they would not, and the bubble's gain would show" if share >= 0.5
+              else "small against it, so the bubble's gain can show")
+    return (f". Per op call that is {share:.0%} of the cheapest op at M={m} ({name}, {seconds * 1e3:.2f} ms): "
+            f"{weight}")
 
 
 def library_schedules_line(ratios, yours: float) -> str:
