@@ -402,6 +402,24 @@ def test_speed_table_takes_each_round_on_the_slower_rank_and_counts_the_bytes():
     row = next(line for line in lines if "spatial " in line and "32px" in line)
     assert row.split()[-4:] == ["12.00", "17%", "128", "100"], row  # halo: both ranks' bytes; all-reduce: one rank's
     assert "80 bytes (one 32px image)" in lines[-1]  # 100 - 700 + 680
+    assert not any("middle half" in line for line in lines)  # no noise line: nothing to explain
+
+
+def test_speed_table_says_why_a_quiet_runs_medians_spread():
+    # learner s13r5d, lab 13 finding 3: 'noise: 9 of 9 medians spread more than 25 %' on a quiet run, unexplained:
+    # the line under it computes the middle half of each row's rounds (a few slow rounds: the medians stand)
+    from lab_utils.labs.lab13 import spatial
+
+    def rank(spatial_s):
+        return {"one 32px image": {"times": {"spatial": spatial_s, "data parallel": [0.001] * 6,
+                                             "one device": [0.0005] * 6},
+                                   "sent": {"spatial": [], "data parallel": [], "one device": []}}}
+    steady = [0.010, 0.010, 0.011, 0.010, 0.011, 0.030]  # one slow round: spread 200 %
+    _, _, lines = spatial.speed_table([rank(steady), rank([0.001] * 6)], ["one 32px image"], 680, oversubscribed=False)
+    why = next(line for line in lines if "middle half" in line)
+    assert "the slower rank's time" in why and "a few slow repeats, so the medians stand" in why, why
+    assert all(len(part) <= 100 for part in why.split("\n")), why
+    assert lines[-1].startswith("all-reduce bytes"), lines  # the notebook prints table[-1] on its own
 
 
 def test_cost_lines_build_the_two_lines_under_the_table_from_the_launches():

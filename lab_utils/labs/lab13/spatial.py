@@ -365,7 +365,11 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
             lines.append(measure.table_row(f"{name:<22} {strategy:<14} {step_s * 1e3:>11.2f} {spread:>7.0%} "
                                            f"{halo:>11,} {reduced:>17,}", flags))
     noise = detectors.noise_line([v["spread"] for v in speed.values()])
+    middle = detectors.middle_half_line({f"{name}, {strategy}": times for name in names
+                                         for strategy, times in rounds[name].items()}) if noise else ""
     lines += [noise] if noise else []
+    lines += [measure.lines.wrap("why, on a quiet machine too: each round takes the slower rank's time, so a hold-up "
+                                 "on either rank counts; " + middle, hang="    ")] if middle else []
     added = {name: max(bytes_of([r[name]["sent"]["spatial"]], "", "all_reduce") for r in per_rank)
              - max(bytes_of([r[name]["sent"]["data parallel"]], "", "all_reduce") for r in per_rank) + fc_bytes
              for name in names}
