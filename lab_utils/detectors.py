@@ -643,10 +643,10 @@ def middle_half_line(named: dict) -> str:
         return ""
     label = max(spreads, key=spreads.get)
     widest = spreads[label]
-    head = f"the middle half of each row's repeats spans at most {widest:.0%} of its median ({label}'s)"
+    head = f"the middle half of each row's repeats spans at most {widest * 100:.0f} % of its median ({label}'s)"
     if widest <= NOISY_SPREAD:
         return head + ": the spreads come from a few slow repeats, so the medians stand"
-    return head + f": more than {NOISY_SPREAD:.0%}, so the repeats vary throughout: read the medians as rough"
+    return head + f": more than {NOISY_SPREAD * 100:.0f} %, so the repeats vary throughout: read the medians as rough"
 
 
 def _held_up(widest: float) -> str:

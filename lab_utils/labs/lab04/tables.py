@@ -393,7 +393,8 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
     if noise:
         lines.append(measure.short_lines(str(noise)))
         middle = detectors.middle_half_line({label: measured[label].makespans for label in rows})
-        lines += [measure.short_lines(middle)] if middle and refused is None else []
+        lines += [measure.short_lines("why, on a quiet machine too: a step ends when its last stage does, so a "
+                                      "hold-up on either stage counts; " + middle)] if middle and refused is None else []
     if refused is not None:
         lines.append(measure.short_lines(
             f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}. GPipe keeps {stages} stages computing at once, the "
