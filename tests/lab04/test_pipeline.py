@@ -899,3 +899,17 @@ def test_the_library_schedules_line_sets_its_1f1b_beside_its_gpipe_as_the_verdic
     assert "the whole range above 1: its 1F1B the faster" in line and line.endswith("yours 1.12x (the 1F1B verdict above)"), line
     tied = tables.library_schedules_line([0.95, 1.0, 1.05] * 10, 1.01)
     assert "the range holds 1: no difference" in tied, tied
+
+
+def test_the_gap_table_marks_a_median_step_whose_hand_overs_were_atypically_slow():
+    # learner s13r5d, lab 04 finding 4: 'gpipe M=4 35.4 = 32.2 + -5.6 + 8.8', 6-12x the other rows' hand-overs, unsaid
+    from lab_utils.labs.lab04 import tables
+    every = {"naive": [0.0004] * 5, "gpipe M=4": [0.0012, 0.0010, 0.0088, 0.0011, 0.0013]}
+    lines = tables.handover_table(["naive", "gpipe M=4"], [0.0401, 0.0354], [0.0397, 0.0266], [0.0396, 0.0322],
+                                  0.0003, every)
+    slow = next(line for line in lines if line.startswith("gpipe M=4"))
+    assert slow.endswith("(its 5 steps' median: 1.2)") and len(slow) <= 100, slow
+    assert "steps' median" not in next(line for line in lines if line.startswith("naive"))
+    assert "one slow step's, not the configuration's" in lines[-1], lines[-1]
+    plain = tables.handover_table(["naive"], [0.0401], [0.0397], [0.0396], 0.0003, {"naive": [0.0004] * 5})
+    assert "steps' median" not in "\n".join(plain)

@@ -318,20 +318,36 @@ def fastest_words(ms: list[int]) -> str:
     return " and ".join(f"M={m}" for m in ms) + (" (a tie)" if len(ms) > 1 else "")
 
 
-def handover_table(labels, steps, ops, ideals, tolerance_s: float) -> list[str]:
+def handover_table(labels, steps, ops, ideals, tolerance_s: float, every_step: dict | None = None) -> list[str]:
     """handover_line's split as a table, one row per configuration, in ms that add up as printed: each median step
-    = ideal + its own ops over the typical ones + hand-overs; a row below 0 says why beside it."""
+    = ideal + its own ops over the typical ones + hand-overs; a row below 0 says why beside it. every_step: per
+    label, every step's hand-overs in seconds; a row whose median step's hand-overs are over twice their median (and
+    1 ms more) says so beside it (learner s13r5d, finding 4: 8.8 ms in one step where the others had ~1 ms)."""
     lines = ["each median step's gap to 'ideal', in ms (parts that add up as printed):",
              f"{'':<12}{'step':>6} = {'ideal':>6} + {'its ops over typical':>20} + {'hand-overs':>10}"]
     for label, m, s, i in zip(labels, steps, ops, ideals):
         step, ideal, hand = (round(v * 1e3, 1) for v in (m, i, m - s))
         mark = ("  (below 0: the mark beside its row above)" if m < s - tolerance_s else
-                f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else "")
+                f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else
+                _slow_handovers(m - s, (every_step or {}).get(label, [])))
         lines.append(f"{label:<12}{step:>6.1f} = {ideal:>6.1f} + {step - ideal - hand:>20.1f} + {hand:>10.1f}{mark}")
     lines.append("ideal: the typical (median) op times in the schedule, free hand-overs; its ops over typical: this "
                  "step's own ops in order minus ideal (below 0: they ran faster than the typical ones); hand-overs: "
-                 "the step minus its own ops in order (messages, Python between ops, waits for a core)")
+                 "the step minus its own ops in order (messages, Python between ops, waits for a core)"
+                 + ("; a row marked 'its steps' median': this step's hand-overs were over twice that median, one slow "
+                    "step's, not the configuration's" if any("steps' median" in line for line in lines) else ""))
     return lines
+
+
+def _slow_handovers(seconds: float, every: list) -> str:
+    """'  (its 30 steps' median: 1.2)' beside a row whose step's hand-overs are atypically slow; '' otherwise."""
+    import statistics
+    if len(every) < 2:
+        return ""
+    usual = statistics.median(every)
+    if seconds <= 2 * usual or seconds - usual <= 1e-3:
+        return ""
+    return f"  (its {len(every)} steps' median: {usual * 1e3:.1f})"
 
 
 def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: dict, stages: int, largest: int,
@@ -347,7 +363,8 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
         out.append(measure.short_lines(below_ideal_line(below)))
     out.append(measure.short_lines(compute_line(busy_ranges)))
     gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
-                         [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s)
+                         [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s,
+                         {label: pl.handover_seconds(measured[label]) for label in rows})
     out += gap[:-1] + [measure.short_lines(gap[-1])]
     spread = spread_line(f"gpipe M={largest}", pl.ops_makespans(measured[f"gpipe M={largest}"]),
                          pl.handover_seconds(measured[f"gpipe M={largest}"]))
