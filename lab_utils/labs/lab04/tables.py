@@ -391,8 +391,8 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
                                        [pl.busy_seconds(t) for t in naive.timelines])
         low, high, _ = measure.ratio_range(ratios)
         busy_ranges[label] = (low, statistics.median(ratios), high)
-    lines = ["each row is its median step by makespan; 'steps': the bubble's range over every step (the median "
-             "step's bubble may lie anywhere in it, even at an end)",
+    lines = [measure.short_lines("each row is its median step by makespan; 'steps': the bubble's range over every "
+                                 "step, anywhere in which the median step's may lie, even at an end"),
              f"{'':<12}{'makespan':>9}{'spread':>8}{'vs naive':>9}{'= overlap':>10}{'x compute':>10}{'bubble':>8}"
              f"{'steps':>15}{'theory':>8}{'ideal':>7}"]
     for label in rows:
@@ -410,7 +410,7 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
     if noise:
         lines.append(measure.short_lines(str(noise)))
         middle = detectors.middle_half_line({label: measured[label].makespans for label in rows})
-        lines += [measure.short_lines("why, on a quiet machine too: a step ends when its last stage does, so a "
+        lines += [measure.short_lines("why: a step ends when its last stage does, so a "
                                       "hold-up on either stage counts; " + middle)] if middle and refused is None else []
     if refused is not None:
         lines.append(measure.short_lines(

@@ -368,7 +368,7 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
     middle = detectors.middle_half_line({f"{name}, {strategy}": times for name in names
                                          for strategy, times in rounds[name].items()}) if noise else ""
     lines += [noise] if noise else []
-    lines += [measure.lines.wrap("why, on a quiet machine too: each round takes the slower rank's time, so a hold-up "
+    lines += [measure.lines.wrap("why: each round takes the slower rank's time, so a hold-up "
                                  "on either rank counts; " + middle, hang="    ")] if middle else []
     added = {name: max(bytes_of([r[name]["sent"]["spatial"]], "", "all_reduce") for r in per_rank)
              - max(bytes_of([r[name]["sent"]["data parallel"]], "", "all_reduce") for r in per_rank) + fc_bytes
