@@ -354,6 +354,8 @@ def test_floor_line_spreads_the_partners_cost_over_the_calls_that_wait_for_it():
     quick = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
                                ([0.00131] * 3, [0.0011] * 3, [0.0002] * 3))
     assert "a bare message was 0.01 ms" in quick and "the wait cost lies elsewhere" in quick, quick
+    # learner s13r5d, lab 13 finding 2: the one hypothesis ruled out, the rest unnamed: theory's next suspect named
+    assert "theory's next suspect" in quick and "wait for a core" in quick and "slept and left one free" in quick
 
 
 def test_split_costs_line_adds_up_to_the_spatial_step():
@@ -364,6 +366,8 @@ def test_split_costs_line_adds_up_to_the_spatial_step():
     slow = spatial.split_costs_line("one 1024px image", 0.1350, 0.0886, 0.89, 0.0122)
     assert "(from above; 39.4 ms)" in slow and "most of it the rest" in slow, slow
     assert "does not take the rest apart" in slow and "sharing one memory bus" in slow, slow
+    # learner s13r5d, lab 13 finding 1: 'waits longer than a small image's' said why
+    assert "the two ranks reach each call further apart, and the earlier one waits" in slow, slow
     # learner s12r4d, lab 13 finding 1: '26.1 ms more' left unexplained; one cause, two ranks computing at once, is
     # measured: the unsplit model on one slab with the other rank idle, then with every rank computing its own
     shared = spatial.split_costs_line("one 1024px image", 0.0809, 0.0796, 1.08, 0.0119, shared=(0.0410, 0.0560))

@@ -304,7 +304,9 @@ def wake_words(late, calls: int, wait_ms: float) -> str:
             f"partner's sleep and a bare message was {wake:.2f} ms (median of {len(late[0])} rounds)")
     if wake < 0.05:
         return (f"{head}: waking a rank that slept waiting costs almost nothing here, so the wait cost lies "
-                "elsewhere (this run does not take the rest apart)")
+                "elsewhere (this run does not take the rest apart; theory's next suspect: in the step, a message "
+                "lands while both ranks compute, and gloo's thread that receives it must wait for a core they hold, "
+                "where this test's partner slept and left one free)")
     return (f"{head}: a rank that waits sleeps in gloo and must be woken and given a core again; were all {calls} "
             f"calls to wait, that would be {min(calls * wake, wait_ms):.2f} ms of the {wait_ms:.2f} ms")
 
@@ -322,8 +324,9 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
                 f"{shared[0] * 1e3:.1f} ms with the other rank idle, {shared[1] * 1e3:.1f} ms with every rank computing "
                 "its own, no message either way: the ranks share the memory bus and caches)")
     costs = [(floor_s, "the floor"), (rest, "the rest")] + ([(both, "computing at once")] if shared else [])
-    theory = ("waits longer than a small image's" + (", and two ranks sharing one memory bus and cache"
-                                                     if shared is None else ""))
+    theory = ("waits longer than a small image's: between two calls each rank computes far longer than on a small "
+              "image, so the two ranks reach each call further apart, and the earlier one waits"
+              + (", and two ranks sharing one memory bus and cache" if shared is None else ""))
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
             f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
             f"the small image){measured} "
