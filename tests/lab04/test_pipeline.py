@@ -777,6 +777,8 @@ def test_naive_steps_below_the_floor_are_explained_by_their_overlapping_ops():
     line = tables.below_floor_line([0.52, 0.442, 0.537], [0.035, 0.030, 0.036], [0.0336, 0.0335, 0.0333], 0.5, 0.52)
     assert line.startswith("1 of 3 steps below 0.500") and "(by up to 3.50 ms)" in line, line
     assert line.endswith("is not one of them"), line
+    # learner s13r5d, lab 04 finding 9: 'as when a stage waits for a core after sending' assumed recorded-time skew
+    assert "reads the clock for its op's end after the op's send" in line and "records the end late" in line, line
     median = tables.below_floor_line([0.45, 0.46], [0.030, 0.031], [0.033, 0.0335], 0.5, 0.45)
     assert median.startswith("2 of 2") and median.endswith("(its flag says more)"), median
 

@@ -36,8 +36,8 @@ def below_floor_line(bubbles, makespans, ops_makespans, floor: float, median_bub
         return ""
     overlap_ms = max(0.0, -min(below)) * 1e3
     return (f"{len(below)} of {len(bubbles)} steps below {floor:.3f}: their ops' recorded times overlap (by up to "
-            f"{overlap_ms:.2f} ms), which one stage at a time cannot do: an op's end was recorded after the next "
-            "stage had started, as when a stage waits for a core after sending; "
+            f"{overlap_ms:.2f} ms), which one stage at a time cannot do: a stage reads the clock for its op's end "
+            "after the op's send, so a stage that lost its core right after sending records the end late; "
             + ("the median step is one of them (its flag says more)" if median_bubble < floor else
                "the median step, the figure to read, is not one of them"))
 
