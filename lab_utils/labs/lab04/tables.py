@@ -470,4 +470,5 @@ def library_schedules_line(ratios, yours: float) -> str:
               "the range holds 1: no difference this run can tell")
     return (f"the library's two schedules, as yours: its GPipe step over its 1F1B step {median:.2f}x (range "
             f"{_range(low, high)} over {len(ratios)} paired rounds; {faster}); yours {yours:.2f}x (the 1F1B "
-            "verdict above)")
+            "verdict above)" + ("; theory's reason its 1F1B gains more: it posts each forward's send with a "
+                                "backward's receive in one batch, as the text above says" if low > yours else ""))
