@@ -641,7 +641,7 @@ def middle_half_line(named: dict) -> str:
     spreads = {label: s for label, s in spreads.items() if math.isfinite(s)}
     if not spreads:
         return ""
-    label = max(spreads, key=spreads.get)
+    label = max(spreads, key=lambda name: spreads[name])
     widest = spreads[label]
     head = f"the middle half of each row's repeats spans at most {widest * 100:.0f} % of its median ({label}'s)"
     if widest <= NOISY_SPREAD:
