@@ -484,3 +484,16 @@ def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict(
     assert lost[0].startswith("why the [!] above, measured: one 1024px image: spatial"), lost
     busy = spatial.after_verdicts_lines(verdicts(measure.CANNOT_SEE, measure.CANNOT_SEE), *args, "2 cores busy")
     assert all(measure.NOT_MEASURABLE in line for line in busy) and len(busy) == 3, busy
+
+
+def test_the_crossover_line_extrapolates_where_spatial_would_beat_one_device():
+    # learner s13r5d, lab 13 'what would make it a 5': the crossover the prose promises was only described; the
+    # quiet run's parts (82.9 = 79.9 / 2 x 1.11 + 15.9 + 8.3 + 14.3 ms) put it just above 1024 px
+    from lab_utils.labs.lab13 import spatial
+    line = spatial.crossover_line(1024, 0.0829, 0.0799, 1.11, 0.0159, (0.0300, 0.0383))
+    assert "a prediction, not a measurement" in line and "(the floor and the rest, 30.3 ms)" in line, line
+    assert "above about 1079 px a side; set large_side to 2304" in line, line
+    won = spatial.crossover_line(1024, 0.0500, 0.0799, 1.0, 0.0050, None)
+    assert "at 1024 px already" in won, won
+    never = spatial.crossover_line(1024, 0.0900, 0.0799, 1.9, 0.0159, (0.0300, 0.0400))
+    assert "nowhere" in never and "whatever the image" in never, never

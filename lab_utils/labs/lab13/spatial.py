@@ -338,6 +338,34 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
             "the second")
 
 
+def crossover_line(side: int, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
+                   shared: tuple[float, float] | None) -> str:
+    """Where spatial on 2 ranks would beat one device, extrapolated from split_costs_line's parts (learner s13r5d,
+    lab 13 'what would make it a 5'): the floor and the rest held fixed, the half-image compute and the cost of
+    computing at once grown with the area. A prediction from this run's medians, said to be one."""
+    both = 0.0 if shared is None else shared[1] - shared[0]
+    grows = one_device_s * (1 - code_ratio / 2) - both  # per image area: what the split saves, less what grows with it
+    fixed = max(0.0, spatial_s - one_device_s / 2 * code_ratio - both)  # the floor and the rest
+    head = "where spatial would pay, extrapolated from these parts (a prediction, not a measurement): "
+    if grows <= 0:
+        return (head + "nowhere: the costs that grow with the area (the code's own and computing at once) already "
+                "take back all the split saves, whatever the image")
+    area = fixed / grows  # the image's area, in this image's areas, where the saving covers the fixed costs
+    if area <= 1:
+        return (head + f"at {side} px already, by these medians (the fixed costs, {fixed * 1e3:.1f} ms, are below "
+                f"the saving that grows with the area, {grows * 1e3:.1f} ms here)")
+    at = side * area ** 0.5
+    return (head + f"the saving that grows with the area ({grows * 1e3:.1f} ms here) covers the fixed costs (the "
+            f"floor and the rest, {fixed * 1e3:.1f} ms) above about {at:.0f} px a side; set large_side to "
+            f"{_round_side(2 * at)} in the parameters cell to see it (the rest may grow too, which this run cannot "
+            "tell)")
+
+
+def _round_side(side: float) -> int:
+    """A side to try, rounded up to a multiple of 256 px."""
+    return int(-(-side // 256) * 256)
+
+
 def shared_medians(per_rank: list[dict], name: str) -> tuple[float, float] | None:
     """The unsplit model on one slab (speed_worker's "shared"), median seconds: (rank 0 alone, every rank at once, each
     round on the slower rank); None where the launch had one rank."""
@@ -402,9 +430,9 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
 
 def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict, images: dict[str, int], small: str,
                          large: str, many: str, busy: str | None, ranks: int = 2,
-                         shared: tuple[float, float] | None = None) -> list[str]:
+                         shared: tuple[float, float] | None = None, large_side: int | None = None) -> list[str]:
     """The lines under the verdicts: the large image's spatial step taken apart (split_costs_line; the [!]'s cause
-    where its verdict is reversed), then data parallel beside one device on the large and the many images
+    where its verdict is reversed; with large_side, the crossover_line under it), then data parallel beside one device on the large and the many images
     (data_parallel_vs_one_line); each refused where the load refused its verdicts. images: per workload, its
     number of images; shared: the large image's shared_medians."""
     out = []
@@ -417,6 +445,10 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
         out.append(measure.lines.wrap(("why the [!] above, measured: " if lost else "") + split_costs_line(
             large, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio, floor_s,
             ranks, shared), hang="  "))
+        if large_side is not None and ranks == 2:
+            out.append(measure.lines.wrap(crossover_line(
+                large_side, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio,
+                floor_s, shared), hang="  "))
     for name in (large, many):  # no claim of its own: read against theory, on the same rounds
         if any(v.verdict == measure.CANNOT_SEE for (w, _, _), v in verdicts.items() if w == name):
             out.append(f"{name}: data parallel beside one device: {measure.NOT_MEASURABLE}, as its verdicts above")
