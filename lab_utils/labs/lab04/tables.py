@@ -236,7 +236,8 @@ def compute_note(label: str, compute: float, low: float, median: float, high: fl
 def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
               refused: str | None = None, paired: tuple[float, float, float] | None = None) -> str:
     """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
-    (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note). paired:
+    (read_compute: the paired rounds' figure where the median step's compute is atypical (compute_note finds it;
+    the compute line under the table prints it)). paired:
     (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then the line repeats the table's
     row (its speedup = overlap x compute, which multiply as printed) and 'pays' needs the whole range above 1."""
     if refused:
