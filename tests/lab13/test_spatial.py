@@ -331,6 +331,10 @@ def test_overhead_lines_say_what_the_spatial_code_costs_on_one_rank():
                                                    "image: 1.6"), summary
     assert all(len(part) <= 100 for part in summary.split("\n")), summary
     assert spatial.code_cost_summary(["busy: not measurable"], "one 1024px image") == "busy: not measurable"
+    # a busy scratch run (s13-i4): the summary printed the busy line unwrapped, 273 characters
+    busy = spatial.code_cost_summary(["the spatial code on 1 rank: not measurable here: " + "other programs " * 15],
+                                     "one 1024px image")
+    assert all(len(part) <= 100 for part in busy.split("\n")) and busy.count("\n") >= 2, busy
 
 
 def test_floor_line_spreads_the_partners_cost_over_the_calls_that_wait_for_it():

@@ -268,7 +268,7 @@ def code_cost_summary(overhead: list[str], name: str) -> str:
     """The summary's line for the spatial code's own cost on `name` (from overhead_lines), or the busy line as is."""
     found = [line.strip() for line in overhead if line.strip().startswith(f"{name}:")]
     return (measure.lines.wrap(f"spatial code on 1 rank over the unsplit model's time, {found[0]}", hang="  ")
-            if found else overhead[0])
+            if found else measure.lines.wrap(overhead[0], hang="    "))  # the busy line, at 100 columns as above
 
 
 def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None) -> str:
