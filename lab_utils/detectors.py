@@ -621,6 +621,34 @@ def noise_line(spreads, what: str = "medians", *, paired: bool = False) -> str:
         "ratios, which a few slow repeats do not move either)" if paired else "the medians only") + without))
 
 
+def middle_spread(values) -> float:
+    """The middle half of `values` (upper minus lower quartile) over their median: the spread a few slow repeats do
+    not move; NaN for fewer than 4 values or a median of 0."""
+    import statistics
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if len(values) < 4 or statistics.median(values) == 0:
+        return math.nan
+    low, _, high = statistics.quantiles(values, n=4, method="inclusive")
+    return (high - low) / statistics.median(values)
+
+
+def middle_half_line(named: dict) -> str:
+    """Under a noise line: why a quiet machine's medians spread, computed (learner s13r5d, labs 04 and 13 finding 1).
+    named: each row's label -> its repeats. The line gives the widest middle-half spread (middle_spread) and says
+    whether the medians stand (it is within NOISY_SPREAD: a few slow repeats made the spread) or are rough; ''
+    where no row has 4 repeats."""
+    spreads = {label: middle_spread(values) for label, values in named.items()}
+    spreads = {label: s for label, s in spreads.items() if math.isfinite(s)}
+    if not spreads:
+        return ""
+    label = max(spreads, key=lambda name: spreads[name])
+    widest = spreads[label]
+    head = f"the middle half of each row's repeats spans at most {widest * 100:.0f} % of its median ({label}'s)"
+    if widest <= NOISY_SPREAD:
+        return head + ": the spreads come from a few slow repeats, so the medians stand"
+    return head + f": more than {NOISY_SPREAD * 100:.0f} %, so the repeats vary throughout: read the medians as rough"
+
+
 def _held_up(widest: float) -> str:
     """What a spread above NOISY_BASIS (100 %) means, for the noise line: the slowest repeat took over 1 + `widest`
     times the fastest (max - min = spread x median, and median >= min), so something held that repeat up; '' for a

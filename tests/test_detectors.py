@@ -453,3 +453,17 @@ def test_lab_02_neighbours_contradiction_on_a_machine_nobody_else_used_says_so_p
                                         busy_cores=(0.02, 2))
     assert "the machine was quiet, other programs using 0.0 of 2 cores, so load does not explain the 1.35x gap" in said[0]
     assert "2 / (2 - 0.0)" not in said[0] and "bursts" not in said[0] and "; " not in said[0]
+
+
+def test_the_middle_half_line_says_whether_a_wide_spread_is_a_few_slow_repeats():
+    # learner s13r5d, labs 04 and 13 finding 1: spreads of 54-366 % on a quiet machine, with nothing saying why; the
+    # middle half of the repeats (the quartiles) shows whether a few slow repeats made the spread or all of them vary
+    from lab_utils import detectors
+    few_slow = [0.040, 0.041, 0.039, 0.040, 0.042, 0.040, 0.041, 0.080]  # spread 100 %, one slow repeat
+    line = detectors.middle_half_line({"naive": few_slow, "gpipe M=8": [0.035, 0.036, 0.036, 0.037, 0.035]})
+    assert "spans at most" in line and "a few slow repeats, so the medians stand" in line, line
+    assert "(naive's)" in line, line  # the widest is named
+    varied = detectors.middle_half_line({"naive": [0.020, 0.030, 0.040, 0.050, 0.060, 0.045]})
+    assert "vary throughout: read the medians as rough" in varied and "stand" not in varied, varied
+    assert detectors.middle_half_line({"naive": [0.04, 0.05]}) == ""  # too few repeats for quartiles
+    assert abs(detectors.middle_spread([1.0, 1.0, 1.0, 1.0, 9.0]) - 0.0) < 1e-9  # one outlier moves no quartile

@@ -331,6 +331,10 @@ def test_overhead_lines_say_what_the_spatial_code_costs_on_one_rank():
                                                    "image: 1.6"), summary
     assert all(len(part) <= 100 for part in summary.split("\n")), summary
     assert spatial.code_cost_summary(["busy: not measurable"], "one 1024px image") == "busy: not measurable"
+    # a busy scratch run (s13-i4): the summary printed the busy line unwrapped, 273 characters
+    busy = spatial.code_cost_summary(["the spatial code on 1 rank: not measurable here: " + "other programs " * 15],
+                                     "one 1024px image")
+    assert all(len(part) <= 100 for part in busy.split("\n")) and busy.count("\n") >= 2, busy
 
 
 def test_floor_line_spreads_the_partners_cost_over_the_calls_that_wait_for_it():
@@ -354,6 +358,8 @@ def test_floor_line_spreads_the_partners_cost_over_the_calls_that_wait_for_it():
     quick = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
                                ([0.00131] * 3, [0.0011] * 3, [0.0002] * 3))
     assert "a bare message was 0.01 ms" in quick and "the wait cost lies elsewhere" in quick, quick
+    # learner s13r5d, lab 13 finding 2: the one hypothesis ruled out, the rest unnamed: theory's next suspect named
+    assert "theory's next suspect" in quick and "wait for a core" in quick and "slept and left one free" in quick
 
 
 def test_split_costs_line_adds_up_to_the_spatial_step():
@@ -364,6 +370,8 @@ def test_split_costs_line_adds_up_to_the_spatial_step():
     slow = spatial.split_costs_line("one 1024px image", 0.1350, 0.0886, 0.89, 0.0122)
     assert "(from above; 39.4 ms)" in slow and "most of it the rest" in slow, slow
     assert "does not take the rest apart" in slow and "sharing one memory bus" in slow, slow
+    # learner s13r5d, lab 13 finding 1: 'waits longer than a small image's' said why
+    assert "the two ranks reach each call further apart, and the earlier one waits" in slow, slow
     # learner s12r4d, lab 13 finding 1: '26.1 ms more' left unexplained; one cause, two ranks computing at once, is
     # measured: the unsplit model on one slab with the other rank idle, then with every rank computing its own
     shared = spatial.split_costs_line("one 1024px image", 0.0809, 0.0796, 1.08, 0.0119, shared=(0.0410, 0.0560))
@@ -402,6 +410,24 @@ def test_speed_table_takes_each_round_on_the_slower_rank_and_counts_the_bytes():
     row = next(line for line in lines if "spatial " in line and "32px" in line)
     assert row.split()[-4:] == ["12.00", "17%", "128", "100"], row  # halo: both ranks' bytes; all-reduce: one rank's
     assert "80 bytes (one 32px image)" in lines[-1]  # 100 - 700 + 680
+    assert not any("middle half" in line for line in lines)  # no noise line: nothing to explain
+
+
+def test_speed_table_says_why_a_quiet_runs_medians_spread():
+    # learner s13r5d, lab 13 finding 3: 'noise: 9 of 9 medians spread more than 25 %' on a quiet run, unexplained:
+    # the line under it computes the middle half of each row's rounds (a few slow rounds: the medians stand)
+    from lab_utils.labs.lab13 import spatial
+
+    def rank(spatial_s):
+        return {"one 32px image": {"times": {"spatial": spatial_s, "data parallel": [0.001] * 6,
+                                             "one device": [0.0005] * 6},
+                                   "sent": {"spatial": [], "data parallel": [], "one device": []}}}
+    steady = [0.010, 0.010, 0.011, 0.010, 0.011, 0.030]  # one slow round: spread 200 %
+    _, _, lines = spatial.speed_table([rank(steady), rank([0.001] * 6)], ["one 32px image"], 680, oversubscribed=False)
+    why = next(line for line in lines if "middle half" in line)
+    assert "the slower rank's time" in why and "a few slow repeats, so the medians stand" in why, why
+    assert all(len(part) <= 100 for part in why.split("\n")), why
+    assert lines[-1].startswith("all-reduce bytes"), lines  # the notebook prints table[-1] on its own
 
 
 def test_cost_lines_build_the_two_lines_under_the_table_from_the_launches():
@@ -462,3 +488,16 @@ def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict(
     assert lost[0].startswith("why the [!] above, measured: one 1024px image: spatial"), lost
     busy = spatial.after_verdicts_lines(verdicts(measure.CANNOT_SEE, measure.CANNOT_SEE), *args, "2 cores busy")
     assert all(measure.NOT_MEASURABLE in line for line in busy) and len(busy) == 3, busy
+
+
+def test_the_crossover_line_extrapolates_where_spatial_would_beat_one_device():
+    # learner s13r5d, lab 13 'what would make it a 5': the crossover the prose promises was only described; the
+    # quiet run's parts (82.9 = 79.9 / 2 x 1.11 + 15.9 + 8.3 + 14.3 ms) put it just above 1024 px
+    from lab_utils.labs.lab13 import spatial
+    line = spatial.crossover_line(1024, 0.0829, 0.0799, 1.11, 0.0159, (0.0300, 0.0383))
+    assert "a prediction, not a measurement" in line and "(the floor and the rest, 30.3 ms)" in line, line
+    assert "above about 1079 px a side; set large_side to 2304" in line, line
+    won = spatial.crossover_line(1024, 0.0500, 0.0799, 1.0, 0.0050, None)
+    assert "at 1024 px already" in won, won
+    never = spatial.crossover_line(1024, 0.0900, 0.0799, 1.9, 0.0159, (0.0300, 0.0400))
+    assert "nowhere" in never and "whatever the image" in never, never

@@ -36,8 +36,8 @@ def below_floor_line(bubbles, makespans, ops_makespans, floor: float, median_bub
         return ""
     overlap_ms = max(0.0, -min(below)) * 1e3
     return (f"{len(below)} of {len(bubbles)} steps below {floor:.3f}: their ops' recorded times overlap (by up to "
-            f"{overlap_ms:.2f} ms), which one stage at a time cannot do: an op's end was recorded after the next "
-            "stage had started, as when a stage waits for a core after sending; "
+            f"{overlap_ms:.2f} ms), which one stage at a time cannot do: a stage reads the clock for its op's end "
+            "after the op's send, so a stage that lost its core right after sending records the end late; "
             + ("the median step is one of them (its flag says more)" if median_bubble < floor else
                "the median step, the figure to read, is not one of them"))
 
@@ -236,7 +236,8 @@ def compute_note(label: str, compute: float, low: float, median: float, high: fl
 def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
               refused: str | None = None, paired: tuple[float, float, float] | None = None) -> str:
     """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
-    (read_compute: the paired rounds' figure where the median step's compute is atypical, compute_note). paired:
+    (read_compute: the paired rounds' figure where the median step's compute is atypical (compute_note finds it;
+    the compute line under the table prints it)). paired:
     (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then the line repeats the table's
     row (its speedup = overlap x compute, which multiply as printed) and 'pays' needs the whole range above 1."""
     if refused:
@@ -246,7 +247,8 @@ def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_comp
         pays = ("so it pays" if low > 1 else "so it loses" if high < 1 else
                 "so this run cannot tell whether it pays (it does where the whole range lies above 1)")
         odd = ("" if read_compute is None else
-               f" (this step's ops ran {'slower' if compute < read_compute else 'faster'} than usual: the table's note)")
+               f" (this step's ops ran {'slower' if compute < read_compute else 'faster'} than usual: the compute line "
+               "under the table gives the figure to carry away)")
         busier = ("the schedule kept the stages busier" if overlap > 1 else
                   "the schedule kept the stages no busier than the naive split")
         ops = ("its smaller ops ran no slower per image" if compute >= 1 else
@@ -286,13 +288,20 @@ def _range(low: float, high: float) -> str:
     return f"{shown(low, (1.0,))}-{shown(high, (1.0,))}"
 
 
-def compute_noise_line(within: list[str]) -> str:
-    """The table's noise line for the compute column: which rows' paired busy ratios hold 1.00x in their range."""
+def compute_line(busy_ranges: dict) -> str:
+    """The one figure to carry away for the compute factor: per GPipe row, the naive split's busy time over the
+    row's, the median of the paired rounds (busy_ranges: label -> (low, median, high)), and whether a range holds
+    1. The column keeps each median step's own figure, so that its row multiplies (learner s13r5d, finding 2)."""
+    within = [label for label, (low, _, high) in busy_ranges.items() if low <= 1 <= high]
+    figures = ", ".join(f"{label} {median:.2f}x ({_range(low, high)})"
+                        for label, (low, median, high) in busy_ranges.items())
     if not within:
-        return ("compute: no row's paired busy-time range holds 1 (each lies wholly on one side of it): the ops' "
-                "speed per image differs from the naive split's in every row")
-    return (f"compute within noise (the paired busy-time range holds 1.00x): {', '.join(within)}: those rows' ops "
-            "ran as fast per image as the naive split's, as far as this run can tell")
+        said = "no range holds 1: the ops' speed per image differs from the naive split's in every row"
+    else:
+        said = (f"the range holds 1 for {', '.join(within)}: those rows' ops ran as fast per image as the naive "
+                "split's, as far as this run can tell")
+    return ("compute, the figure to carry away: the naive split's busy time over the row's, median of the paired "
+            f"rounds: {figures}; {said} (the column is each median step's own, so that its row multiplies)")
 
 
 def fastest_other_m(makespans: dict[int, float], shown: int) -> list[int]:
@@ -310,20 +319,36 @@ def fastest_words(ms: list[int]) -> str:
     return " and ".join(f"M={m}" for m in ms) + (" (a tie)" if len(ms) > 1 else "")
 
 
-def handover_table(labels, steps, ops, ideals, tolerance_s: float) -> list[str]:
+def handover_table(labels, steps, ops, ideals, tolerance_s: float, every_step: dict | None = None) -> list[str]:
     """handover_line's split as a table, one row per configuration, in ms that add up as printed: each median step
-    = ideal + its own ops over the typical ones + hand-overs; a row below 0 says why beside it."""
+    = ideal + its own ops over the typical ones + hand-overs; a row below 0 says why beside it. every_step: per
+    label, every step's hand-overs in seconds; a row whose median step's hand-overs are over twice their median (and
+    1 ms more) says so beside it (learner s13r5d, finding 4: 8.8 ms in one step where the others had ~1 ms)."""
     lines = ["each median step's gap to 'ideal', in ms (parts that add up as printed):",
              f"{'':<12}{'step':>6} = {'ideal':>6} + {'its ops over typical':>20} + {'hand-overs':>10}"]
     for label, m, s, i in zip(labels, steps, ops, ideals):
         step, ideal, hand = (round(v * 1e3, 1) for v in (m, i, m - s))
         mark = ("  (below 0: the mark beside its row above)" if m < s - tolerance_s else
-                f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else "")
+                f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else
+                _slow_handovers(m - s, (every_step or {}).get(label, [])))
         lines.append(f"{label:<12}{step:>6.1f} = {ideal:>6.1f} + {step - ideal - hand:>20.1f} + {hand:>10.1f}{mark}")
     lines.append("ideal: the typical (median) op times in the schedule, free hand-overs; its ops over typical: this "
                  "step's own ops in order minus ideal (below 0: they ran faster than the typical ones); hand-overs: "
-                 "the step minus its own ops in order (messages, Python between ops, waits for a core)")
+                 "the step minus its own ops in order (messages, Python between ops, waits for a core)"
+                 + ("; a row marked 'its steps' median': this step's hand-overs were over twice that median, one slow "
+                    "step's, not the configuration's" if any("steps' median" in line for line in lines) else ""))
     return lines
+
+
+def _slow_handovers(seconds: float, every: list) -> str:
+    """'  (its 30 steps' median: 1.2)' beside a row whose step's hand-overs are atypically slow; '' otherwise."""
+    import statistics
+    if len(every) < 2:
+        return ""
+    usual = statistics.median(every)
+    if seconds <= 2 * usual or seconds - usual <= 1e-3:
+        return ""
+    return f"  (its {len(every)} steps' median: {usual * 1e3:.1f})"
 
 
 def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: dict, stages: int, largest: int,
@@ -337,10 +362,10 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
              if measured[label].bubble < pl.ideal_bubble(measured[label]) - 0.005]
     if below:  # 'ideal' is no bound: the bound is the step's own op times
         out.append(measure.short_lines(below_ideal_line(below)))
-    out.append(measure.short_lines(compute_noise_line(
-        [label for label, (low, _, high) in busy_ranges.items() if low <= 1 <= high])))
+    out.append(measure.short_lines(compute_line(busy_ranges)))
     gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
-                         [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s)
+                         [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s,
+                         {label: pl.handover_seconds(measured[label]) for label in rows})
     out += gap[:-1] + [measure.short_lines(gap[-1])]
     spread = spread_line(f"gpipe M={largest}", pl.ops_makespans(measured[f"gpipe M={largest}"]),
                          pl.handover_seconds(measured[f"gpipe M={largest}"]))
@@ -367,25 +392,27 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
                                        [pl.busy_seconds(t) for t in naive.timelines])
         low, high, _ = measure.ratio_range(ratios)
         busy_ranges[label] = (low, statistics.median(ratios), high)
-    lines = ["each row is its median step by makespan (the 'steps' column: the bubble's range over every step)",
+    lines = [measure.short_lines("each row is its median step by makespan; 'steps': the bubble's range over every "
+                                 "step, anywhere in which the median step's may lie, even at an end"),
              f"{'':<12}{'makespan':>9}{'spread':>8}{'vs naive':>9}{'= overlap':>10}{'x compute':>10}{'bubble':>8}"
              f"{'steps':>15}{'theory':>8}{'ideal':>7}"]
     for label in rows:
         m = measured[label]
         theory = pl.make_schedule(m.run.schedule, stages, m.run.micro_batches).theoretical_bubble
         overlap, compute = factors(m)
-        note = (compute_note(label, compute, *busy_ranges[label])  # the figure to read, where one step misleads
-                if label in busy_ranges and refused is None else [])
         cells = speed_cells(naive.makespan / m.makespan, overlap, compute, m.bubble, m.bubbles,
                             refused=refused is not None)  # n/m where the load line below refuses them
         lines.append(measure.flagged(f"{label:<12}{m.makespan * 1e3:>7.1f}ms{m.spread:>8.0%}{cells}{theory:>8.3f}"
                                      f"{pl.ideal_bubble(m):>7.3f}",
-                                     (speedup_flags(m) if m is not naive else []) + step_flags[label] + note))
+                                     (speedup_flags(m) if m is not naive else []) + step_flags[label]))
     if refused is None:  # each line reads the rounds' waits, which a refusing load would fill
         lines += under_table_lines(measured, rows, own, busy_ranges, stages, largest, tolerance_s)
     noise = detectors.noise_line(measured[label].spread for label in rows)
     if noise:
         lines.append(measure.short_lines(str(noise)))
+        middle = detectors.middle_half_line({label: measured[label].makespans for label in rows})
+        lines += [measure.short_lines("why: a step ends when its last stage does, so a "
+                                      "hold-up on either stage counts; " + middle)] if middle and refused is None else []
     if refused is not None:
         lines.append(measure.short_lines(
             f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}. GPipe keeps {stages} stages computing at once, the "
@@ -397,10 +424,11 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
 
 
 def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpipe: tuple[float, float, float],
-                     cap: float) -> str:
+                     cap: float, smallest_op: tuple[str, float] | None = None) -> str:
     """Why GPipe at M gains little on this machine, in ms a call: what its extra messages added to the hand-overs
     and its extra op calls to the busy time, over the naive split's. naive, gpipe: (step, own ops in order, busy) of
-    each median step, in seconds (the table's figures); cap: the most any schedule could overlap."""
+    each median step, in seconds (the table's figures); cap: the most any schedule could overlap; smallest_op:
+    (name, seconds) of the cheapest op at M, against which an op call's fixed cost is set (learner s13r5d, 8)."""
     messages = 2 * (stages - 1) * (m - 1)  # one activation forward and one gradient back per boundary, M times
     calls = 2 * stages * (m - 1)  # one forward and one backward op per stage, M times
     handed = (gpipe[0] - gpipe[1]) - (naive[0] - naive[1])
@@ -415,7 +443,21 @@ def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpi
             f"{cap:.2f}x (above): each call's fixed cost, over the naive split's median step: "
             + said(handed, messages, "messages", "the hand-overs") + ", and "
             + said(busier, calls, "op calls", "the stages' busy time", "; smaller tensors' cache gains included")
-            + f", against the naive step's {naive[0] * 1e3:.1f} ms")
+            + f", against the naive step's {naive[0] * 1e3:.1f} ms" + _fixed_against(busier / calls, m, smallest_op))
+
+
+def _fixed_against(per_call: float, m: int, smallest_op: tuple[str, float] | None) -> str:
+    """The fixed cost of one op call beside the cheapest op at M: where it is a large share of that op, the
+    per-call costs (Python, the per-layer dispatch) weigh as much as the compute; '' without an op to compare."""
+    if smallest_op is None or per_call <= 0:
+        return ""
+    name, seconds = smallest_op
+    share = per_call / seconds
+    weight = ("the per-call costs (Python, each layer's dispatch) rival the compute here; with large layers (a "
+              "GPU's) they would not, and the bubble's gain would show" if share >= 0.5
+              else "small against it, so the bubble's gain can show")
+    return (f". Per op call that is {share:.0%} of the cheapest op at M={m} ({name}, {seconds * 1e3:.2f} ms): "
+            f"{weight}")
 
 
 def library_schedules_line(ratios, yours: float) -> str:
@@ -429,4 +471,5 @@ def library_schedules_line(ratios, yours: float) -> str:
               "the range holds 1: no difference this run can tell")
     return (f"the library's two schedules, as yours: its GPipe step over its 1F1B step {median:.2f}x (range "
             f"{_range(low, high)} over {len(ratios)} paired rounds; {faster}); yours {yours:.2f}x (the 1F1B "
-            "verdict above)")
+            "verdict above)" + ("; theory's reason its 1F1B gains more: it posts each forward's send with a "
+                                "backward's receive in one batch, as the text above says" if low > yours else ""))

@@ -263,8 +263,8 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
     (every rank a slab of every image), data parallel (every rank its share of the images, gradients all-reduced) and
     one device (rank 0 the whole batch alone); on 2 ranks or more, interleaved with them, the unsplit model on each
     rank's slab with no message, rank 0 alone and every rank at once (key "shared": what ranks computing at the same
-    time cost each other). Then the bytes each strategy sends in one step; one 4-byte all-reduce after a barrier ("one message"), and
-    one that rank 1 calls 1 ms late ("late partner": each rank's times, and how long rank 1 slept)."""
+    time cost each other). Then the bytes each strategy sends in one step; one 4-byte all-reduce after a barrier
+    ("one message"), and one that rank 1 calls 1 ms late ("late partner": each rank's times, how long rank 1 slept)."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     full = CourseCNN(seed)
     spatial_model = SpatialCNN(full)

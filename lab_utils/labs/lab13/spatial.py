@@ -268,7 +268,7 @@ def code_cost_summary(overhead: list[str], name: str) -> str:
     """The summary's line for the spatial code's own cost on `name` (from overhead_lines), or the busy line as is."""
     found = [line.strip() for line in overhead if line.strip().startswith(f"{name}:")]
     return (measure.lines.wrap(f"spatial code on 1 rank over the unsplit model's time, {found[0]}", hang="  ")
-            if found else overhead[0])
+            if found else measure.lines.wrap(overhead[0], hang="    "))  # the busy line, at 100 columns as above
 
 
 def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None) -> str:
@@ -304,7 +304,9 @@ def wake_words(late, calls: int, wait_ms: float) -> str:
             f"partner's sleep and a bare message was {wake:.2f} ms (median of {len(late[0])} rounds)")
     if wake < 0.05:
         return (f"{head}: waking a rank that slept waiting costs almost nothing here, so the wait cost lies "
-                "elsewhere (this run does not take the rest apart)")
+                "elsewhere (this run does not take the rest apart; theory's next suspect: in the step, a message "
+                "lands while both ranks compute, and gloo's thread that receives it must wait for a core they hold, "
+                "where this test's partner slept and left one free)")
     return (f"{head}: a rank that waits sleeps in gloo and must be woken and given a core again; were all {calls} "
             f"calls to wait, that would be {min(calls * wake, wait_ms):.2f} ms of the {wait_ms:.2f} ms")
 
@@ -322,8 +324,9 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
                 f"{shared[0] * 1e3:.1f} ms with the other rank idle, {shared[1] * 1e3:.1f} ms with every rank computing "
                 "its own, no message either way: the ranks share the memory bus and caches)")
     costs = [(floor_s, "the floor"), (rest, "the rest")] + ([(both, "computing at once")] if shared else [])
-    theory = ("waits longer than a small image's" + (", and two ranks sharing one memory bus and cache"
-                                                     if shared is None else ""))
+    theory = ("waits longer than a small image's: between two calls each rank computes far longer than on a small "
+              "image, so the two ranks reach each call further apart, and the earlier one waits"
+              + (", and two ranks sharing one memory bus and cache" if shared is None else ""))
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
             f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
             f"the small image){measured} "
@@ -333,6 +336,34 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
             + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute and added "
             f"{(spatial_s - share) * 1e3:.1f} ms, most of it {max(costs)[1]}: spatial gains where the first exceeds "
             "the second")
+
+
+def crossover_line(side: int, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
+                   shared: tuple[float, float] | None) -> str:
+    """Where spatial on 2 ranks would beat one device, extrapolated from split_costs_line's parts (learner s13r5d,
+    lab 13 'what would make it a 5'): the floor and the rest held fixed, the half-image compute and the cost of
+    computing at once grown with the area. A prediction from this run's medians, said to be one."""
+    both = 0.0 if shared is None else shared[1] - shared[0]
+    grows = one_device_s * (1 - code_ratio / 2) - both  # per image area: what the split saves, less what grows with it
+    fixed = max(0.0, spatial_s - one_device_s / 2 * code_ratio - both)  # the floor and the rest
+    head = "where spatial would pay, extrapolated from these parts (a prediction, not a measurement): "
+    if grows <= 0:
+        return (head + "nowhere: the costs that grow with the area (the code's own and computing at once) already "
+                "take back all the split saves, whatever the image")
+    area = fixed / grows  # the image's area, in this image's areas, where the saving covers the fixed costs
+    if area <= 1:
+        return (head + f"at {side} px already, by these medians (the fixed costs, {fixed * 1e3:.1f} ms, are below "
+                f"the saving that grows with the area, {grows * 1e3:.1f} ms here)")
+    at = side * area ** 0.5
+    return (head + f"the saving that grows with the area ({grows * 1e3:.1f} ms here) covers the fixed costs (the "
+            f"floor and the rest, {fixed * 1e3:.1f} ms) above about {at:.0f} px a side; set large_side to "
+            f"{_round_side(2 * at)} in the parameters cell to see it (the rest may grow too, which this run cannot "
+            "tell)")
+
+
+def _round_side(side: float) -> int:
+    """A side to try, rounded up to a multiple of 256 px."""
+    return int(-(-side // 256) * 256)
 
 
 def shared_medians(per_rank: list[dict], name: str) -> tuple[float, float] | None:
@@ -365,7 +396,11 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
             lines.append(measure.table_row(f"{name:<22} {strategy:<14} {step_s * 1e3:>11.2f} {spread:>7.0%} "
                                            f"{halo:>11,} {reduced:>17,}", flags))
     noise = detectors.noise_line([v["spread"] for v in speed.values()])
+    middle = detectors.middle_half_line({f"{name}, {strategy}": times for name in names
+                                         for strategy, times in rounds[name].items()}) if noise else ""
     lines += [noise] if noise else []
+    lines += [measure.lines.wrap("why: each round takes the slower rank's time, so a hold-up "
+                                 "on either rank counts; " + middle, hang="    ")] if middle else []
     added = {name: max(bytes_of([r[name]["sent"]["spatial"]], "", "all_reduce") for r in per_rank)
              - max(bytes_of([r[name]["sent"]["data parallel"]], "", "all_reduce") for r in per_rank) + fc_bytes
              for name in names}
@@ -395,9 +430,9 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
 
 def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict, images: dict[str, int], small: str,
                          large: str, many: str, busy: str | None, ranks: int = 2,
-                         shared: tuple[float, float] | None = None) -> list[str]:
+                         shared: tuple[float, float] | None = None, large_side: int | None = None) -> list[str]:
     """The lines under the verdicts: the large image's spatial step taken apart (split_costs_line; the [!]'s cause
-    where its verdict is reversed), then data parallel beside one device on the large and the many images
+    where its verdict is reversed; with large_side, the crossover_line under it), then data parallel beside one device on the large and the many images
     (data_parallel_vs_one_line); each refused where the load refused its verdicts. images: per workload, its
     number of images; shared: the large image's shared_medians."""
     out = []
@@ -410,6 +445,10 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
         out.append(measure.lines.wrap(("why the [!] above, measured: " if lost else "") + split_costs_line(
             large, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio, floor_s,
             ranks, shared), hang="  "))
+        if large_side is not None and ranks == 2:
+            out.append(measure.lines.wrap(crossover_line(
+                large_side, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio,
+                floor_s, shared), hang="  "))
     for name in (large, many):  # no claim of its own: read against theory, on the same rounds
         if any(v.verdict == measure.CANNOT_SEE for (w, _, _), v in verdicts.items() if w == name):
             out.append(f"{name}: data parallel beside one device: {measure.NOT_MEASURABLE}, as its verdicts above")
