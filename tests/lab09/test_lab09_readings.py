@@ -301,6 +301,7 @@ def test_the_candidates_report_reads_made_up_timings_in_the_tables_order(tmp_pat
                                    results_dir=tmp_path, load=quiet)
     text = "\n".join(read.lines)
     assert text.splitlines()[0].startswith("candidate") and "batch 40 padded to 64" in text
+    assert text.splitlines()[0].split()[1] == "requests"  # learner s13r5h: a "batch" column read 40 for 64 rows
     flat = " ".join(text.split())
     assert "static was 2% slower here (every pair below 1), within the 10% the claim allows" in flat
     assert "the third run of it: 17.90 ms (the modes' run), 17.30 ms (the sweep), 15.10 ms" in flat
