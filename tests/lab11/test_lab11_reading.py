@@ -203,3 +203,12 @@ def test_the_first_screen_is_five_goals_and_side_topics_sit_behind_details():
     assert auto.index("<details>") < auto.index("*autogroups*") < auto.index("</details>")
     worker = next(s for s in md if "learner_code.from_notebook" in s)
     assert "if you have not solved lab 03's exercise yet" in " ".join(worker.split())
+
+
+def test_the_workers_lines_fit_and_sprios_refusal_is_announced_before_it_prints():
+    """Learner s13r5h findings 6 and 12: sprio's refusal printed raw, then explained; worker lines of 107-114."""
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    worker = next(c for c in nb.cells if c.cell_type == "code" and "lab03.source.splitlines()[:6]" in c.source)
+    assert all(len(line) <= 100 for o in worker.outputs for line in o.get("text", "").splitlines())
+    sprio = next(c.source for c in nb.cells if c.cell_type == "code" and "!sprio" in c.source)
+    assert sprio.index("sprio reads only priority/multifactor: it refuses") < sprio.index("!sprio")
