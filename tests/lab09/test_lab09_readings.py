@@ -394,3 +394,9 @@ def test_the_back_to_back_bound_is_one_figure_in_every_line_and_the_summary_prin
     assert f"{1e3 / bound:.2f} back to back" in " ".join(" ".join(lines).split())
     summary = next("".join(c["source"]) for c in cells() if "forward of batch 1:" in "".join(c["source"]))
     assert "batch1_bound_rps" not in summary and "forward_1_said" not in summary
+
+
+def test_the_knee_line_places_max_batch_against_the_knee():
+    """Learner s13r5h finding 4: the knee at 64 = max_batch, with no word linking the two."""
+    source = "".join("".join(c["source"]) for c in cells())
+    assert "at_knee = \"that batch\" if knee == max_batch else" in source and "is {at_knee}" in source
