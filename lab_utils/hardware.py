@@ -536,6 +536,10 @@ def launch_limit(timeout_s: float | None, reference_s: float = 120.0) -> float:
         factor = slowness()
         timeout_s = round(reference_s * factor)
         # two short lines (learner s10j: one 170-character line): the limit, then how it was sized
+        if timeout_s == reference_s:  # learner s13r5h: '180 s (180 s on the course's machine...)': one figure
+            print(f"every launch may run up to {timeout_s:g} s, as on the course's machine\n    (this machine "
+                  "measured as fast as the course's just now; a busy moment measures slower)")
+            return timeout_s
         print(f"every launch may run up to {timeout_s:g} s\n    ({reference_s:g} s on the course's machine"
               f"{speed_words(factor)};\n    a busy moment measures slower)")
         return timeout_s

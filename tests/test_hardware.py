@@ -110,9 +110,9 @@ def test_a_labs_set_up_prints_its_plan_and_the_launch_limit(monkeypatch, capsys)
     monkeypatch.setattr(hardware, "slowness", lambda: 1.0)
     assert hardware.launch_limit(None, 120) == 120
     printed = capsys.readouterr().out
-    assert printed == (
-        "every launch may run up to 120 s\n    (120 s on the course's machine: this machine measured as fast as the "
-        "course's just now;\n    a busy moment measures slower)\n")
+    assert printed == (  # learner s13r5h: '120 s (120 s on the course's machine ...)' printed one figure twice
+        "every launch may run up to 120 s, as on the course's machine\n    (this machine measured as fast as the "
+        "course's just now; a busy moment measures slower)\n")
     assert max(len(line) for line in printed.splitlines()) <= 100  # learner s10j: a 170-character line
     assert "slower" not in hardware.speed_words(1.004) and "0.80" in hardware.speed_words(0.8)
     assert "1.25x faster" in hardware.speed_words(0.8) and "2.00x slower" in hardware.speed_words(2.0)

@@ -308,6 +308,14 @@ def test_choose_max_wait_first_fitting_row_in_list_order_fails():
     assert fails(choose_max_wait, "first row that fits")
 
 
+def test_choose_max_wait_strict_and_list_order_at_once_names_both():
+    """Learner s13r5h: '<' and the last fitting row in list order got the generic hint, naming the order only."""
+    def choose_max_wait(rows, budget_ms):
+        fits = [r["max_wait_ms"] for r in rows if r["p99_ms"] < budget_ms and r["achieved_rps"] >= 0.95 * r["offered_rps"]]
+        return fits[-1] if fits else None
+    assert fails(choose_max_wait, "last row that fits") and fails(choose_max_wait, "<=, not <")
+
+
 def test_choose_max_wait_smallest_and_without_slack_are_named():
     # learner s5B: both got only "expected max_wait_ms=..., got ..."
     def choose_max_wait(rows, budget_ms):

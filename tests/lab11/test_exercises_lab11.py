@@ -49,7 +49,11 @@ def test_rank_from_slurm_solution_passes():
 def test_rank_from_slurm_wrong_answers_fail_with_their_hint():
     def rank_from_slurm(env):  # the global rank as local rank
         return {**right(env), "LOCAL_RANK": env["SLURM_PROCID"]}
-    assert fails(rank_from_slurm, "SLURM_LOCALID")
+    assert fails(rank_from_slurm, "SLURM_LOCALID") and fails(rank_from_slurm, "SLURM_PROCID counts across nodes")
+
+    def rank_from_slurm(env):  # the node's number as local rank (learner s13r5h: the hint named SLURM_PROCID)
+        return {**right(env), "LOCAL_RANK": env["SLURM_NODEID"]}
+    assert fails(rank_from_slurm, "SLURM_NODEID numbers the node, not the task on it")
 
     def rank_from_slurm(env):  # nodes counted, not tasks
         return {**right(env), "WORLD_SIZE": env["SLURM_NNODES"]}

@@ -187,3 +187,28 @@ def test_the_trap_is_scaled_to_a_real_step_and_slurmstepd_is_defined_before_its_
     assert "at 1 s per step:" in sources[fault]
     first = next(i for i, s in enumerate(sources) if "slurmstepd" in s)
     assert first < fault and "the Slurm daemon that starts and watches" in " ".join(sources[first].split())
+
+
+def test_the_first_screen_is_five_goals_and_side_topics_sit_behind_details():
+    """Learner s13r5h findings 5, 6 and 7: 14 goals on the first screen, a c10d back-off paragraph before the hang
+    checklist, an autogroups paragraph in the measured section, and lab 03's solution printed without a warning."""
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    head = nb.cells[0].source
+    goals = head[head.index("**What you will learn**"):head.index("<details>")]
+    assert sum(line.startswith("- ") for line in goals.splitlines()) <= 6
+    md = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    hang = next(s for s in md if "How to find a hang like this" in s)
+    assert hang.index("How to find a hang") < hang.index("<details>") < hang.index("Neither task gives up exactly")
+    auto = next(s for s in md if "*autogroups*" in s)
+    assert auto.index("<details>") < auto.index("*autogroups*") < auto.index("</details>")
+    worker = next(s for s in md if "learner_code.from_notebook" in s)
+    assert "if you have not solved lab 03's exercise yet" in " ".join(worker.split())
+
+
+def test_the_workers_lines_fit_and_sprios_refusal_is_announced_before_it_prints():
+    """Learner s13r5h findings 6 and 12: sprio's refusal printed raw, then explained; worker lines of 107-114."""
+    nb = nbformat.read(learner_code.notebook_path("11_from_notebook_to_cluster.ipynb", beside="/nonexistent"), 4)
+    worker = next(c for c in nb.cells if c.cell_type == "code" and "lab03.source.splitlines()[:6]" in c.source)
+    assert all(len(line) <= 100 for o in worker.outputs for line in o.get("text", "").splitlines())
+    sprio = next(c.source for c in nb.cells if c.cell_type == "code" and "!sprio" in c.source)
+    assert sprio.index("sprio reads only priority/multifactor: it refuses") < sprio.index("!sprio")

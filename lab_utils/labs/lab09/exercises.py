@@ -308,8 +308,9 @@ def _keeps_up(r) -> bool:
     return r["achieved_rps"] >= KEEP_UP * r["offered_rps"]
 
 
-def _fitting_in_list_order(rows, budget_ms) -> list:
-    return [r["max_wait_ms"] for r in rows if r["p99_ms"] <= budget_ms and _keeps_up(r)]
+def _fitting_in_list_order(rows, budget_ms, strict: bool = False) -> list:
+    return [r["max_wait_ms"] for r in rows
+            if (r["p99_ms"] < budget_ms if strict else r["p99_ms"] <= budget_ms) and _keeps_up(r)]
 
 
 # the wrong rules a learner plausibly writes, and what to say about each
@@ -338,6 +339,11 @@ _BUDGET_MISTAKES = (
     (lambda rows, b: (_fitting_in_list_order(rows, b) or [None])[0],
      "you took the first row that fits, in the order of the list; the rows come in no particular order: take the "
      "largest max_wait_ms among the rows that fit"),
+    # both at once (learner s13r5h: told only of the order): each half named
+    (lambda rows, b: (_fitting_in_list_order(rows, b, strict=True) or [None])[-1],
+     "two mistakes: you took the last row that fits, in the order of the list (the rows come in no particular "
+     "order: take the largest max_wait_ms among the rows that fit), and a p99 exactly on the budget meets it: "
+     "compare with <=, not <"),
 )
 
 

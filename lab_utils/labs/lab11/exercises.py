@@ -67,6 +67,12 @@ def _rank_expected(cases):
              "MASTER_PORT": str(master_port(env["SLURM_JOB_ID"]))} for env in cases]
 
 
+def _read_from(got, cases, key: str, sources) -> str | None:
+    """The SLURM_* variable among `sources` that the answer's `key` equals in every case, or None."""
+    return next((source for source in sources
+                 if all(isinstance(g, dict) and g.get(key) == env[source] for g, env in zip(got, cases))), None)
+
+
 def _rank_judge(got, expected, cases):
     for g, e, env in zip(got, expected, cases):
         if set(g) != set(TORCH_KEYS):
@@ -82,7 +88,11 @@ def _rank_judge(got, expected, cases):
                 return 0.0, "WORLD_SIZE counts processes (tasks: SLURM_NTASKS), not nodes (SLURM_NNODES)"
             return 0.0, f"WORLD_SIZE should be {e['WORLD_SIZE']} (every task of the job), got {g['WORLD_SIZE']}"
         if g["LOCAL_RANK"] != e["LOCAL_RANK"]:
-            if g["LOCAL_RANK"] == env["SLURM_PROCID"]:
+            read = _read_from(got, cases, "LOCAL_RANK", ("SLURM_NODEID", "SLURM_PROCID"))  # learner s13r5h: NODEID
+            if read == "SLURM_NODEID":
+                return 0.0, ("LOCAL_RANK is the task's number on its own node (SLURM_LOCALID), which picks its GPU; "
+                             "SLURM_NODEID numbers the node, not the task on it")
+            if read == "SLURM_PROCID" or g["LOCAL_RANK"] == env["SLURM_PROCID"]:
                 return 0.0, ("LOCAL_RANK is the task's number on its own node (SLURM_LOCALID), which picks its GPU; "
                              "SLURM_PROCID counts across nodes")
             return 0.0, f"LOCAL_RANK should be {e['LOCAL_RANK']}, got {g['LOCAL_RANK']}"

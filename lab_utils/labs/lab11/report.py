@@ -64,10 +64,15 @@ def load_rule(load: conditions.Load | None) -> str | None:
 
 
 def _needed_cost(steady: measure.Verdict) -> str | None:
-    """The smallest cost these pairs could tell from noise, as the verdict's note says it ('33%'), or None."""
-    found = re.search(r"a cost would have to exceed (\d+%)", steady.notes) or \
-        re.search(r"only a cost above (\d+%)", steady.notes)
-    return found.group(1) if found else None
+    """The smallest cost these pairs could tell from noise with where it comes from, from the verdict's note ('34%
+    (3x their scatter of +-11.4%: half their range 0.87-1.10)'), or None. Learner s13r5h: '34%' was never derived."""
+    found = re.search(r"scatter by ([\d.]+%)[:,] (?:a cost would have to exceed|so only a cost above) (\d+%) "
+                      r"\((\S+)x that scatter", steady.notes)
+    if not found:
+        return None
+    spread, needed, times = found.groups()
+    return (f"{needed} ({times}x their scatter of +-{spread}: half their range "
+            f"{steady.low:.2f}-{steady.high:.2f})")
 
 
 def plain_steady(steady: measure.Verdict) -> str:

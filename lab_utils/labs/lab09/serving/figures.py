@@ -359,14 +359,15 @@ class LoadStats:
             self.flags)
 
 
-def unflagged_less_time(batch_sweep, sweep, sweep_flags) -> list[str]:
+def unflagged_less_time(batch_sweep, sweep, sweep_flags, skip=()) -> list[str]:
     """One line per pair of neighbouring sizes where the larger batch's median took less time than the smaller one's
     but by no more than the margin that raises a flag (detectors.LESS_TIME_TOLERANCE): the run says it saw it and why
-    no flag stands beside it (learner s10k: batch 4 under batch 2, no flag, no word). One line each: the caller wraps."""
+    no flag stands beside it (learner s10k: batch 4 under batch 2, no flag, no word). One line each: the caller wraps.
+    skip: (small, large) pairs said elsewhere (learner s13r5h: 'not flagged' here, 'repeatable, not noise' below)."""
     lines = []
     for (small, large), flags in zip(zip(batch_sweep, batch_sweep[1:]), sweep_flags[1:]):
         small_s, large_s = sweep[small].median, sweep[large].median
-        if flags or large_s >= small_s:
+        if flags or large_s >= small_s or (small, large) in skip:
             continue
         less, margin = 1 - large_s / small_s, detectors.LESS_TIME_TOLERANCE
         fine = f"{large_s * 1e3:.2f}" == f"{small_s * 1e3:.2f}"  # equal at 2 decimals: show a third ('3.09 vs 3.09')

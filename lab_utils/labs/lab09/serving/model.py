@@ -57,4 +57,4 @@ def dense_line(shape: str, small_batch: int, small, large_batch: int, large, *, 
     return (f"the {shape} dense layer alone: {figures} (medians of {len(small.times)} rounds): "
             + ("the same in every round, so the matrix multiply itself explains it (the math library picks its "
                "kernel by the batch size)" if every else "not the same in every round, so this layer does not explain "
-               "it; this lab times nothing else: unexplained on this run"))
+               "it: the gap lies in the model's other layers, which this lab does not time one by one"))

@@ -40,23 +40,33 @@ def gap_reading(sweep, small: int, large: int, how: str) -> str:
 
 def inversion_lines(model, batch_sweep, sweep, knee: int, *, repeats: int, device: str,
                     flags_of: list | None = None) -> list[str]:
-    """Every pair that inverts theory's order (up to the knee for samples/s): one line on its gap round by round;
-    where every round shows it, a second line, the largest dense layer timed alone at both sizes (learner s12r4h:
-    eight lines, a dense test read against its own medians, for two pairs). flags_of: sweep_table's flags per size;
-    an unflagged 'less time' pair that not every round shows has its line under the table already (no second)."""
+    """Every pair that inverts theory's order (up to the knee for samples/s): one sentence on its gap round by round;
+    where every round shows it, the same sentence goes on with the largest dense layer timed alone at both sizes
+    (learner s13r5h: 'not flagged', 'repeatable, not noise' and 'unexplained' in three lines for one pair). flags_of:
+    sweep_table's flags per size; an unflagged 'less time' pair that not every round shows has its line under the
+    table already (no second)."""
     out = []
     for small, large, how in inversions(batch_sweep, sweep, knee=knee):
         line = gap_reading(sweep, small, large, how)
         unflagged = flags_of is not None and not flags_of[batch_sweep.index(large)]
         if "repeatable" not in line and how == "less time" and unflagged:
             continue  # 'within the 10% ..., so not flagged' under the table says it
+        if "repeatable" in line:
+            shape, dense = largest_dense_times(model, (small, large), repeats=repeats, device=device)
+            line = measure.lines.wrap(" ".join(line.split()) + "; " + dense_line(
+                shape, small, dense[small], large, dense[large], per_sample=how == "fewer samples/s"))
         out.append(line)
-        if "repeatable" not in line:
-            continue
-        shape, dense = largest_dense_times(model, (small, large), repeats=repeats, device=device)
-        out.append(measure.lines.wrap("  " + dense_line(shape, small, dense[small], large, dense[large],
-                                                        per_sample=how == "fewer samples/s")))
     return out
+
+
+def repeatable_pairs(batch_sweep, sweep) -> set[tuple[int, int]]:
+    """The neighbouring sizes whose larger batch took less time in every paired round (inversion_lines says those)."""
+    pairs = set()
+    for small, large in zip(batch_sweep, batch_sweep[1:]):
+        inverted, rounds = inverted_rounds(sweep, small, large, "less time")
+        if sweep[large].median < sweep[small].median and rounds >= 2 and inverted == rounds:
+            pairs.add((small, large))
+    return pairs
 
 
 def gain_line(batch_sweep, sweep, knee: int) -> str:
@@ -96,7 +106,8 @@ def sweep_table(batch_sweep, sweep) -> tuple[list[str], list[list]]:
     lines += measure.table_lines(flags_of, [f"batch {b}" for b in batch_sweep])
     lines.append(measure.lines.wrap(detectors.noise_line(sweep[b].spread for b in batch_sweep)
                                     or "noise: every median above came from repeats within 25 %"))
-    lines += [measure.lines.wrap(line) for line in unflagged_less_time(batch_sweep, sweep, flags_of)]  # seen: said
+    repeatable = repeatable_pairs(batch_sweep, sweep)  # one sentence each, with its dense layer, from inversion_lines
+    lines += [measure.lines.wrap(line) for line in unflagged_less_time(batch_sweep, sweep, flags_of, skip=repeatable)]
     return lines, flags_of
 
 
@@ -127,7 +138,7 @@ def capacity_report(capacity_runs, bound_runs, n_burst: int, earlier=()) -> tupl
 
     capacity = statistics.median(r.achieved_rps for r in capacity_runs)
     spread = measure.spread([r.achieved_rps for r in capacity_runs])
-    bound = statistics.median(1 / t.median for t in bound_runs)  # 1 / the median pass, per round
+    bound = 1 / statistics.median(t.median for t in bound_runs)  # one figure: forward_1_figures prints 1e3 / bound ms
     fastest = statistics.median(1 / min(t.times) for t in bound_runs)  # the bound is 'about': up to the fastest pass
     fastest_anywhere = max([fastest] + [1 / min(t.times) for t in earlier])  # no server beats the fastest pass seen
     where = "" if fastest_anywhere == fastest else ", of every batch-1 timing in this lab"
@@ -150,20 +161,20 @@ def capacity_report(capacity_runs, bound_runs, n_burst: int, earlier=()) -> tupl
 def forward_1_figures(in_sweep, in_modes, bound_runs) -> tuple[list[str], str]:
     """The batch-1 forward, timed three times (beside the other sizes: the lab's figure; beside the other modes; back
     to back before the bursts): one line with the three, one that sets their largest gap against the widest spread of
-    their repeats; (lines, the short reading the summary repeats). Learner s12r4h: five figures, no word on why."""
+    their repeats; (lines, the short reading). Learners s12r4h (five figures, no word on why), s13r5h (one row)."""
     import statistics
 
-    bound_ms = statistics.median(t.median for t in bound_runs) * 1e3
+    bound_ms = statistics.median(t.median for t in bound_runs) * 1e3  # capacity_report's bound is 1e3 / this
     # the bound's scatter: how far its rounds' medians lie apart (one pass of 20 can be preempted: a 300 % spread)
     bound_spread = measure.spread(t.median for t in bound_runs) if len(bound_runs) > 1 else bound_runs[0].spread
-    figures = {"beside the other sizes (the sweep: the lab's figure)": (in_sweep.median * 1e3, in_sweep.spread),
+    figures = {"in the sweep (the lab's figure)": (in_sweep.median * 1e3, in_sweep.spread),
                "beside the other modes": (in_modes.median * 1e3, in_modes.spread),
                "back to back before the bursts": (bound_ms, bound_spread)}
     values = [ms for ms, _ in figures.values()]
     gap = max(values) / min(values) - 1
     widest_at, (_, widest) = max(figures.items(), key=lambda item: item[1][1])
     whose = widest_at.split(" (")[0]
-    said = ", ".join(f"{ms:.2f} ms {where}" for where, (ms, _) in figures.items())
+    said = ", ".join(f"{ms:.2f} {where}" for where, (ms, _) in figures.items())
     digits = 1 if f"{gap:.0%}" == f"{widest:.0%}" else 0  # '10% apart, more than ... (10%)': one decimal each
     if gap <= widest:
         short = f"{gap:.{digits}%} apart at most, within their repeats' scatter"
@@ -171,7 +182,8 @@ def forward_1_figures(in_sweep, in_modes, bound_runs) -> tuple[list[str], str]:
                    f"({widest:.{digits}%}, {whose}): one figure, read within its noise")
     else:
         short = f"{gap:.{digits}%} apart, beyond their repeats' scatter"
-        reading = (f"  {gap:.{digits}%} apart, more than the widest spread of their repeats "
-                   f"({widest:.{digits}%}, {whose}): each ran beside other work and at another moment, and this lab does not separate the two; so each "
-                   "comparison uses the figure timed beside it (the bursts: the back-to-back one)")
-    return [measure.lines.wrap(f"the batch-1 forward, timed three times: {said}"), measure.lines.wrap(reading)], short
+        reading = (f"  {gap:.{digits}%} apart, more than the widest spread of their repeats ({widest:.{digits}%}, "
+                   f"{whose}): each ran at another moment beside other work, so each comparison uses the figure "
+                   "timed beside it")
+    return [measure.lines.wrap(f"the batch-1 forward, timed three times (ms): {said}"),
+            measure.lines.wrap(reading)], short
