@@ -141,6 +141,7 @@ def test_the_summary_opens_with_the_tables_answer_said_to_come_from_above():
     table = next(c.source for c in cells if c.cell_type == "code" and "report.scaling(compared)" in c.source)
     summary = next(c.source for c in cells if c.cell_type == "code" and "best = report.best_speedup(mine)" in c.source)
     assert "answer = readout.split_answer(shown_rows, others=compared)" in table
+    assert 'answer.split("\\n")[0]' in summary  # the answer line only: its notes stay under the table
     assert '"answer (from the table above):"' in summary and summary.index("if answer:") < summary.index("print(f\"{len(rows)}")
 
 
