@@ -690,6 +690,28 @@ def test_a_restated_no_worse_than_verdict_says_in_the_summary_what_became_of_its
     assert "5%" not in A.summary_line(hogwild(0.94, 1 / 1.16))  # without the prediction's cost, nothing invented
 
 
+def test_a_missed_prediction_leads_the_summary_and_the_verdict_opens_with_a_plain_sentence_about_it():
+    """Learner s13r5g, finding 3: 'Hogwild ... -> holds; ... the predicted 5%: missed' read first as 'the prediction
+    was right': the prediction's fate leads, and the verdict block opens with one plain sentence about it."""
+    import nbformat
+    from lab_utils import measure
+
+    def hogwild(ratio, holds_from):
+        return measure.Verdict("Hogwild vs sync, late accuracy", "Hogwild within 5 % of sync's accuracy", ratio,
+                               ratio - 0.03, ratio + 0.02, measure.HOLDS, 5, holds_from=holds_from)
+    said = A.summary_line(hogwild(0.94958, 1 / 1.10), predicted_cost=0.05)
+    assert said.index("missed") < said.index("-> holds") and "only a weaker claim held" in said
+    head = A.prediction_headline(hogwild(0.94958, 1 / 1.10), 0.05, "Hogwild", "sync", "late accuracy")
+    assert head.startswith("Hogwild ended at 0.95x sync's late accuracy (median of 5 pairs): the predicted 5% is "
+                           "missed (0.950x lies below 0.952x = 1/1.05)") and head.endswith("10%': holds")
+    inside = A.prediction_headline(hogwild(0.97, 1 / 1.10), 0.05, "Hogwild", "sync", "late accuracy")
+    assert "inside the predicted 5%, which these pairs scatter too much to test" in inside and "missed" not in inside
+    tested = A.prediction_headline(hogwild(0.97, 1 / 1.05), 0.05, "Hogwild", "sync", "late accuracy")
+    assert tested.endswith("'within 5%', as predicted and tested: holds")
+    source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells if c.cell_type == "code")
+    assert source.index("prediction_headline(hogwild_verdict") < source.index("print(hogwild_verdict)")
+
+
 def test_the_record_table_leaves_hogwilds_rate_out_as_the_accuracy_table_does():
     """Learner s10l, lab 08: cell 42 left Hogwild's rate out (it does not compare), cell 54 printed it beside ps-sync."""
     import nbformat
