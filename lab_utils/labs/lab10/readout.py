@@ -2,6 +2,8 @@
 here (under the main table), and how far the two projections lie apart and why (under the projections)."""
 from __future__ import annotations
 
+import re
+
 WORKLOAD = "CNN-3conv/synthetic28 step"  # the model all three ways split (labs 02 and 03), one batch, 2 ranks
 SPLITS = (("dp", "DataParallel"), ("ddp", "DDP"), ("horovod-style", "Horovod-style"))
 
@@ -340,3 +342,18 @@ def one_way_twice(compared, batch: int = 256) -> list[str]:
                      + ": each against its own workload's one-device row, timed its own way (the workload names "
                      f"how), so two figures of two setups, not one measured twice; the answer reads batch {batch}'s")
     return lines
+
+
+def prediction_missed(v: dict) -> str:
+    """'; the predicted 5%: missed (median 0.950x below 0.952x = 1/1.05)' for a verdicts.csv row restated to a weaker
+    cost whose median lies below its predicted cost's floor; '' otherwise (learner s13r5g: lab 08 said 'the predicted
+    5%: missed', this list only 'holds')."""
+    found = re.search(r"the claim tested is 'no worse by more than \d+%', not (\d+)%", v.get("notes") or "")
+    if not found:
+        return ""
+    cost = int(found.group(1)) / 100
+    floor, ratio = 1 / (1 + cost), float(v["ratio"])
+    if ratio >= floor:
+        return ""
+    d = next((d for d in range(2, 6) if f"{ratio:.{d}f}" != f"{floor:.{d}f}"), 6)
+    return f"; the predicted {cost:.0%}: missed (median {ratio:.{d}f}x below {floor:.{d}f}x = 1/{1 + cost:g})"
