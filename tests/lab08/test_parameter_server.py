@@ -639,6 +639,23 @@ def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():
                                                                     {"compute_ms": 0.9, "iteration_ms": 3.0}])
 
 
+def test_a_slowdown_off_its_factor_says_why_from_the_stragglers_own_sleeps():
+    """Learner s13r5g, finding 1: the digits straggler's slowdown was 4.72 at k = 4, unexplained beside the
+    throughput table's 4.00: each sleep is (k - 1) x the running median busy time, which the record now keeps."""
+    from lab_utils.labs.lab08.parameter_server import Straggler
+    fast = {"compute_ms": 0.98, "iteration_ms": 4.11, "slowdown": 1.0}
+    slow = {"compute_ms": 0.9, "iteration_ms": 2.44, "slowdown": 4.72, "sleep_basis_ms": 3.02}
+    line = A.straggler_count_line(4.0, {1: 116, 2: 44}, [fast, slow], server_on_1=True)
+    assert "4.72x, not 4x: each sleep is 3 x the median busy time so far, and those running medians (3.02 ms, " \
+           "median) lie above the whole run's 2.44 ms" in line
+    assert "not 4x: each" not in A.straggler_count_line(4.0, {1: 116, 2: 44}, [fast, dict(slow, slowdown=4.1)], True)
+    assert "not 4x: each" not in A.straggler_count_line(4.0, {1: 116, 2: 44}, [fast, {**slow, "sleep_basis_ms":
+                                                                                        float("nan")}], True)
+    s = Straggler(4.0)
+    s.slept = [0.009, 0.006, 0.009]  # the first stood on the first compute time: left out
+    assert s.sleep_basis_ms == pytest.approx(2.5) and math.isnan(Straggler(1.0).sleep_basis_ms)
+
+
 def test_the_stragglers_counts_are_read_against_both_workers_measured_iterations():
     """Learner s10l: at x4 the straggler sent 2x fewer, not 4x, and the lab blamed the messages, which the straggler's
     design removes; the cause is worker 1's longer iterations (its core also runs the server): k x 1.82 / 4.00."""
