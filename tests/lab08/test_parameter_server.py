@@ -656,6 +656,16 @@ def test_a_slowdown_off_its_factor_says_why_from_the_stragglers_own_sleeps():
     assert s.sleep_basis_ms == pytest.approx(2.5) and math.isnan(Straggler(1.0).sleep_basis_ms)
 
 
+def test_medians_above_the_counts_print_each_workers_mean_over_its_median():
+    """Learner s13r5g, finding 7: 'the iteration times predict more than the counts show ... these are medians' was a
+    hedge a learner could not check: each worker's mean iteration (the run's time over its count) is printed."""
+    workers = [{"compute_ms": 1.28, "iteration_ms": 3.98}, {"compute_ms": 0.91, "iteration_ms": 1.68}]
+    line = A.iteration_line(1, {1: 58, 2: 102}, workers, 0.30)
+    assert "by 1.30x for worker 1, 1.75x for worker 2: a tail of long iterations" in line
+    assert "these are medians" not in line
+    assert "a tail" not in A.iteration_line(1, {1: 58, 2: 102}, workers)  # no run time: the plain reading
+
+
 def test_the_stragglers_counts_are_read_against_both_workers_measured_iterations():
     """Learner s10l: at x4 the straggler sent 2x fewer, not 4x, and the lab blamed the messages, which the straggler's
     design removes; the cause is worker 1's longer iterations (its core also runs the server): k x 1.82 / 4.00."""

@@ -198,7 +198,7 @@ def _rest(share: float) -> float:
     return 0.0 if -SHARE_ROUNDING < rest < 0 else rest
 
 
-def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict]) -> str:
+def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict], seconds: float | None = None) -> str:
     """Why worker `fewest` sent fewest gradients in an asynchronous run, from each worker's medians per gradient:
     compute, and the rest of an iteration (pull with its wait, push); how much of the count ratio its longer
     iterations explain (all, part or none), and which part of the iteration is longer. Short indented lines."""
@@ -212,8 +212,13 @@ def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict]) -> 
     waits = rest[fewest] / statistics.median(rest[w] for w in others)
     lines = [f"worker {w}: compute {compute[w]:.2f} ms + pull and push {rest[w]:.2f} ms per gradient (medians)"
              for w in counts]
-    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long, its gradients {fewer:.2f}x fewer:",
-              explained(longer, fewer) + ";",
+    said = explained(longer, fewer)
+    if seconds and longer > fewer * 1.10:  # medians above the counts: each worker's mean, computed (learner s13r5g)
+        tail = {w: seconds * 1e3 / counts[w] / (compute[w] + rest[w]) for w in counts}
+        said = ("the medians predict more than the counts show; a count follows the mean iteration (the run's "
+                f"{seconds:.2f} s over its count), which lies above the median by "
+                + ", ".join(f"{tail[w]:.2f}x for worker {w}" for w in counts) + ": a tail of long iterations")
+    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long, its gradients {fewer:.2f}x fewer:", said + ";",
               f"its compute {slower:.2f}x, its pull and push {waits:.2f}x as long"]
     return "\n  ".join(lines)
 
@@ -315,7 +320,7 @@ def staleness_report(async_first: dict, factors, n_workers: int, server_on_1: bo
                 + ("the worker the prediction names (its core also runs the server)" if fewest == 1 and server_on_1
                    else "not the worker the prediction names")
                 + "\n  this digits run (the throughput runs above are other runs):\n  "
-                + iteration_line(fewest, counts, r["workers"])
+                + iteration_line(fewest, counts, r["workers"], r.get("seconds"))
                 + "\n  in this run, " + others_share_line([w["core_share"] for w in r["workers"]]))
     return [line for line in lines if line]
 
