@@ -739,6 +739,14 @@ def test_a_missed_prediction_leads_the_summary_and_the_verdict_opens_with_a_plai
     assert source.index("prediction_headline(hogwild_verdict") < source.index("print(hogwild_verdict)")
 
 
+def test_the_accuracy_table_gives_hogwild_no_run_clock():
+    """Learner s13r5g, finding 2: Hogwild's 0.08 s beside sync's 0.45 s invited the comparison the lab refuses."""
+    import nbformat
+    cells = nbformat.read("solutions/08_sync_async.ipynb", 4).cells
+    table = next(c.source for c in cells if c.cell_type == "code" and "{'run clock s':>11}" in c.source)
+    assert 'if label != "Hogwild" else f"{\'-\':>11}"' in table
+
+
 def test_the_record_table_leaves_hogwilds_rate_out_as_the_accuracy_table_does():
     """Learner s10l, lab 08: cell 42 left Hogwild's rate out (it does not compare), cell 54 printed it beside ps-sync."""
     import nbformat
