@@ -204,6 +204,12 @@ def test_the_communication_section_ends_with_one_computed_sentence():
                            "near-linear scaling; digits CNN's all-reduce is 111 % of one rank's compute: it caps"), said
     assert "a noticeable share" in readout.communication_answer({"x": 0.2, "y": None})
     assert readout.communication_answer({"x": None}) == ""
+    # learner s13r5g, finding 6: the step's 53 % caps, the sweep's fit 23 % would not: said, not left to the reader
+    two = readout.communication_answer({"digits CNN": 0.53}, {"digits CNN": (0.23, "the sweep's fit")})
+    assert "53 % of one rank's compute: it caps the scaling (the sweep's fit gives 23 %: a noticeable share of " \
+           "each step; the reading rests on which figure one reads)" in two
+    same = readout.communication_answer({"digits CNN": 0.53}, {"digits CNN": (0.45, "the sweep's fit")})
+    assert "(the sweep's fit gives 45 %: the same reading)" in same
 
 
 def test_the_rows_not_in_the_fit_follow_their_heading_and_which_s_to_believe_comes_after_them():

@@ -305,10 +305,12 @@ def step_rest_line(step_s: float, compute_s: float, allreduce_s: float) -> str:
 NEAR_LINEAR, CAPS = 0.10, 0.30  # all-reduce over compute: below the first, room for near-linear scaling; above, a cap
 
 
-def communication_answer(ratio: dict) -> str:
+def communication_answer(ratio: dict, other: dict | None = None) -> str:
     """'section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for near-linear scaling; ...':
     one concluding sentence for section Communication against compute, from its ratios (learner s12r4g: one
-    concluding sentence per section); '' where no ratio was read."""
+    concluding sentence per section); '' where no ratio was read. `other`: name -> (ratio, its source), a second
+    all-reduce figure for the same bytes: whether it reads the same (learner s13r5g: the step's 53 % caps, the fit's
+    23 % would not)."""
     def reading(r: float) -> str:
         return ("room for near-linear scaling" if r < NEAR_LINEAR else "it caps the scaling" if r > CAPS
                 else "a noticeable share of each step")
@@ -316,8 +318,15 @@ def communication_answer(ratio: dict) -> str:
     if not read:
         return ""
     from ... import report
+    def second(name: str) -> str:
+        if not other or other.get(name) is None or name not in read:
+            return ""
+        r, source = other[name]
+        same = reading(r) == reading(read[name])
+        return (f" ({source} gives {report.percent(r)}: " + ("the same reading)" if same else
+                f"{reading(r)}; the reading rests on which figure one reads)"))
     return ("section's answer: " + "; ".join(f"{name}'s all-reduce is {report.percent(r)} of one rank's compute: "
-                                             f"{reading(r)}"
+                                             f"{reading(r)}" + second(name)
                                              for name, r in sorted(read.items(), key=lambda x: x[1]))
             + f" (theory: below {NEAR_LINEAR:.0%} near-linear, above {CAPS:.0%} a cap); what the DDP rows lost "
             "beyond it, section Project reads as Amdahl's serial fraction")
