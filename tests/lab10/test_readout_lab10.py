@@ -241,3 +241,13 @@ def test_the_verdict_list_carries_a_labs_missed_prediction():
     assert readout.prediction_missed({"ratio": "0.90", "notes": ""}) == ""  # tested as predicted: its verdict says
     source = "".join(c.source for c in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells)
     assert "+ readout.prediction_missed(v)" in source and "its prediction missed)" in source
+
+
+def test_one_way_to_read_other_machines_and_the_reused_sweep_names_its_sizes():
+    """Learner s13r5g, findings 4 and 10: the intro said copy into results/, section Project said a folder of its own;
+    the reused lab 06 sweep reached 64 MiB beside this lab's allreduce_max_bytes of 16 MiB, unsaid."""
+    import nbformat
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    assert "`extra_results`" in cells[0].source and "append its `verdicts.csv`" not in cells[0].source
+    source = "".join(c.source for c in cells if c.cell_type == "code")
+    assert "{max(sweep['sizes']) / 2**20:g} MiB, not this lab's allreduce_max_bytes" in source
