@@ -188,11 +188,12 @@ def digits_line(runs_of, n_workers: int, throughput: Throughput) -> str:
     never stated); '' without a no-straggler verdict above or runs of both modes."""
     verdict = throughput.verdicts.get(1.0)
     sync, fast = runs_of(mode="sync", factor=1.0), runs_of(mode="async", factor=1.0)
-    if verdict is None or verdict.verdict == measure.CANNOT_SEE or not sync or not fast:
+    sync_tp = runs_of(mode="sync", factor=1.0, label="throughput")
+    if verdict is None or verdict.verdict == measure.CANNOT_SEE or not (sync and fast and sync_tp):
         return ""
     ratio = statistics.median(r["samples_per_s"] for r in fast) / statistics.median(r["samples_per_s"] for r in sync)
     idle, round_ms, slowest_ms = idle_share(sync, n_workers)
-    idle_tp = idle_share(runs_of(mode="sync", factor=1.0, label="throughput"), n_workers)[0]
+    idle_tp = idle_share(sync_tp, n_workers)[0]
     return (f"async/sync with no straggler: {ratio:.2f}x in these runs, {verdict.ratio:.2f}x in the throughput runs: "
             f"here a synchronous round ({round_ms:.1f} ms) holds {slowest_ms:.1f} ms of compute, so {idle:.0%} of it "
             f"idles (theory's bound {1 / (1 - idle):.2f}x); the throughput runs idle {idle_tp:.0%} (bound "
