@@ -81,8 +81,8 @@ def cause_line(staleness: measure.Verdict, buffer: measure.Verdict, *, sync: flo
     runs replayed as run, without staleness, with a momentum buffer per worker; sync's): two short lines."""
     if staleness.verdict == measure.HOLDS:
         share = (fresh - as_run) / (sync - as_run) if sync > as_run else float("nan")
-        part = ("" if share != share else (f"; more than the gap: {100 * (fresh - sync):.1f} points above sync (theory: a replay steps once "
-                "per gradient, sync once per average of n)") if fresh > sync else "; that is all of the gap to sync" if share >= 1 else
+        part = ("" if share != share else (f"; more than the gap: {100 * (fresh - sync):.1f} points above sync (theory: a replay steps per "
+                "gradient, n times sync's steps for the same samples)") if fresh > sync else "; that is all of the gap to sync" if share >= 1 else
                 f"; that is {share:.0%} of the gap to sync")
         first = (f"why async ended lower, measured: staleness. The same updates without it end at {fresh:.1%}, the "
                  f"runs at {as_run:.1%}, sync at {sync:.1%}{part}")
