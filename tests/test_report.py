@@ -677,8 +677,8 @@ def test_lab_10s_prediction_ddp_no_faster_than_threads_is_checked_beyond_the_spr
     not_compared, compared = lines(150)
     assert "(lab 01): not compared, lab 03 timed its ranks in launched processes" in not_compared
     # learner s12r4g, finding 2: the outcome rests on lab 03's threads row; the other lab's figure, and DDP against it
-    assert "(its threads' 190 samples/s lie 1.00x from lab 03's own 190, read below; against them DDP's 150 would " \
-           "be 0.79x)" in not_compared
+    assert "(its threads' 190 samples/s lie 1.00x from lab 03's own 190, read below)" in not_compared
+    assert "would be" not in not_compared  # learner s13r5g: no ratio of the comparison it declined
     assert compared.endswith("-> holds: DDP no faster") and "0.79x" in compared and "(lab 03)" in compared
     assert lines(200)[1].endswith("not distinguishable: within the rows' spreads")  # 5 % faster, spreads 10 %
     assert lines(250)[1].endswith("reversed: DDP faster beyond both rows' spreads")

@@ -92,7 +92,7 @@ class AllReduceFit:
         text = f"{alpha}, B = {self.bus_bandwidth / 1e9:6.2f} GB/s"
         if devices and devices > 1 and self.latency_s > 0:
             text += (f"; latency dominates below {self.crossover_bytes(devices) / 1024:,.0f} KiB, bandwidth above "
-                     f"(N alpha B, N = {devices})")
+                     f"(at N alpha B bytes the fit's two terms are equal; N = {devices} ranks)")
         return text
 
     def summary(self, sizes, seconds, devices: int, busy_cores: tuple[float, int] | None = None) -> str:

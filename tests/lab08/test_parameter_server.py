@@ -639,6 +639,33 @@ def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():
                                                                     {"compute_ms": 0.9, "iteration_ms": 3.0}])
 
 
+def test_a_slowdown_off_its_factor_says_why_from_the_stragglers_own_sleeps():
+    """Learner s13r5g, finding 1: the digits straggler's slowdown was 4.72 at k = 4, unexplained beside the
+    throughput table's 4.00: each sleep is (k - 1) x the running median busy time, which the record now keeps."""
+    from lab_utils.labs.lab08.parameter_server import Straggler
+    fast = {"compute_ms": 0.98, "iteration_ms": 4.11, "slowdown": 1.0}
+    slow = {"compute_ms": 0.9, "iteration_ms": 2.44, "slowdown": 4.72, "sleep_basis_ms": 3.02}
+    line = A.straggler_count_line(4.0, {1: 116, 2: 44}, [fast, slow], server_on_1=True)
+    assert "4.72x, not 4x: each sleep is 3 x the median busy time so far, and those running medians (3.02 ms, " \
+           "median) lie above the whole run's 2.44 ms" in line
+    assert "not 4x: each" not in A.straggler_count_line(4.0, {1: 116, 2: 44}, [fast, dict(slow, slowdown=4.1)], True)
+    assert "not 4x: each" not in A.straggler_count_line(4.0, {1: 116, 2: 44}, [fast, {**slow, "sleep_basis_ms":
+                                                                                        float("nan")}], True)
+    s = Straggler(4.0)
+    s.slept = [0.009, 0.006, 0.009]  # the first stood on the first compute time: left out
+    assert s.sleep_basis_ms == pytest.approx(2.5) and math.isnan(Straggler(1.0).sleep_basis_ms)
+
+
+def test_medians_above_the_counts_print_each_workers_mean_over_its_median():
+    """Learner s13r5g, finding 7: 'the iteration times predict more than the counts show ... these are medians' was a
+    hedge a learner could not check: each worker's mean iteration (the run's time over its count) is printed."""
+    workers = [{"compute_ms": 1.28, "iteration_ms": 3.98}, {"compute_ms": 0.91, "iteration_ms": 1.68}]
+    line = A.iteration_line(1, {1: 58, 2: 102}, workers, 0.30)
+    assert "by 1.30x for worker 1, 1.75x for worker 2: a tail of long iterations" in line
+    assert "these are medians" not in line
+    assert "for worker 2" not in A.iteration_line(1, {1: 58, 2: 102}, workers)  # no run time: the plain reading
+
+
 def test_the_stragglers_counts_are_read_against_both_workers_measured_iterations():
     """Learner s10l: at x4 the straggler sent 2x fewer, not 4x, and the lab blamed the messages, which the straggler's
     design removes; the cause is worker 1's longer iterations (its core also runs the server): k x 1.82 / 4.00."""
@@ -688,6 +715,36 @@ def test_a_restated_no_worse_than_verdict_says_in_the_summary_what_became_of_its
     assert as_predicted.endswith("predicted: Hogwild within 5 % of sync's accuracy")
     assert A.summary_line(hogwild(0.94, 1 / 1.16)) == A.summary_line(hogwild(0.94, 1 / 1.16), predicted_cost=None)
     assert "5%" not in A.summary_line(hogwild(0.94, 1 / 1.16))  # without the prediction's cost, nothing invented
+
+
+def test_a_missed_prediction_leads_the_summary_and_the_verdict_opens_with_a_plain_sentence_about_it():
+    """Learner s13r5g, finding 3: 'Hogwild ... -> holds; ... the predicted 5%: missed' read first as 'the prediction
+    was right': the prediction's fate leads, and the verdict block opens with one plain sentence about it."""
+    import nbformat
+    from lab_utils import measure
+
+    def hogwild(ratio, holds_from):
+        return measure.Verdict("Hogwild vs sync, late accuracy", "Hogwild within 5 % of sync's accuracy", ratio,
+                               ratio - 0.03, ratio + 0.02, measure.HOLDS, 5, holds_from=holds_from)
+    said = A.summary_line(hogwild(0.94958, 1 / 1.10), predicted_cost=0.05)
+    assert said.index("missed") < said.index("-> holds") and "only a weaker claim held" in said
+    head = A.prediction_headline(hogwild(0.94958, 1 / 1.10), 0.05, "Hogwild", "sync", "late accuracy")
+    assert head.startswith("Hogwild ended at 0.95x sync's late accuracy (median of 5 pairs): the predicted 5% is "
+                           "missed (0.950x lies below 0.952x = 1/1.05)") and head.endswith("10%': holds")
+    inside = A.prediction_headline(hogwild(0.97, 1 / 1.10), 0.05, "Hogwild", "sync", "late accuracy")
+    assert "inside the predicted 5%, which these pairs scatter too much to test" in inside and "missed" not in inside
+    tested = A.prediction_headline(hogwild(0.97, 1 / 1.05), 0.05, "Hogwild", "sync", "late accuracy")
+    assert tested.endswith("'within 5%', as predicted and tested: holds")
+    source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells if c.cell_type == "code")
+    assert source.index("prediction_headline(hogwild_verdict") < source.index("print(hogwild_verdict)")
+
+
+def test_the_accuracy_table_gives_hogwild_no_run_clock():
+    """Learner s13r5g, finding 2: Hogwild's 0.08 s beside sync's 0.45 s invited the comparison the lab refuses."""
+    import nbformat
+    cells = nbformat.read("solutions/08_sync_async.ipynb", 4).cells
+    table = next(c.source for c in cells if c.cell_type == "code" and "{'run clock s':>11}" in c.source)
+    assert 'if label != "Hogwild" else f"{\'-\':>11}"' in table
 
 
 def test_the_record_table_leaves_hogwilds_rate_out_as_the_accuracy_table_does():

@@ -108,5 +108,31 @@ def test_the_idle_share_line_drops_its_other_runs_caveat_where_compute_over_roun
     monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
     T.throughput_report(runs_of_from(fake_runs()), [1.0, 4.0], 2, 128, 48, tmp_path, True)
     text = " ".join(capsys.readouterr().out.split())
-    assert "no worker computes in 21.1% of a synchronous round (the median of each run's own share)" in text
-    assert "need not give it" not in text
+    assert "no worker computes in 21.1% of a synchronous round (the median run: its slower worker computes 18.0 " \
+           "of its 22.8 ms)" in text  # one run's figures: 1 - 18.0 / 22.8 gives the share (learner s13r5g)
+    assert "need not give it" not in text and "1 / (1 - idle) = 1.27x" in text
+
+
+def test_the_digits_runs_async_over_sync_is_set_beside_the_throughput_runs_with_each_idle_share():
+    """Learner s13r5g, finding 4: async 1.48x sync in the digits runs beside 1.05x in the throughput runs, never
+    stated: each set's idle share of a synchronous round and theory's bound from it, computed."""
+    from lab_utils import measure
+    from lab_utils.labs.lab08.parameter_server import throughput as T
+
+    def sync_run(round_s, compute_ms, rate):  # two workers, rounds of round_s seconds
+        ends = [round_s * (i + 1) for i in range(10)]
+        return {"staleness": [0] * 20, "applied_seconds": [t for e in ends for t in (e - 1e-4, e)],
+                "workers": [{"compute_ms": compute_ms}, {"compute_ms": compute_ms * 0.9}], "samples_per_s": rate}
+
+    runs = {("sync", ""): [sync_run(6.8e-3, 1.3, 9352)], ("async", ""): [{"samples_per_s": 13847}],
+            ("sync", "throughput"): [sync_run(22.2e-3, 17.9, 1000)]}
+
+    def runs_of(mode=None, factor=None, label=""):
+        return runs.get((mode, label), [])
+    out = T.Throughput(verdicts={1.0: measure.Verdict("async vs sync", "async ahead", 1.05, 1.01, 1.12,
+                                                      measure.HOLDS, 5)})
+    said = T.digits_line(runs_of, 2, out)
+    assert said.startswith("async/sync with no straggler: 1.48x in these runs, 1.05x in the throughput runs")
+    assert "(6.8 ms) holds 1.3 ms of compute, so 81% of it idles (theory's bound 5.23x)" in said
+    assert "the throughput runs idle 19% (bound 1.24x)" in said
+    assert T.digits_line(runs_of, 2, T.Throughput()) == ""  # no verdict above: nothing to set beside

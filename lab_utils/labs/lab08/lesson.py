@@ -61,7 +61,8 @@ def work(rank, n_workers, cfg, device):
     send(0, STOP, torch.zeros(message.numel() - 1))                # done: the server stops listening to this worker
     return {"gradients": step, "compute_ms": 1e3 * statistics.median(compute_s), "slowdown": straggler.slowdown,
             "core_share": sum(cpu_s) / sum(compute_s),           # the share of its core it had while computing
-            "iteration_ms": straggler.busy_ms}                    # pull (with its wait), compute and push
+            "iteration_ms": straggler.busy_ms,                    # pull (with its wait), compute and push
+            "sleep_basis_ms": straggler.sleep_basis_ms}           # the busy time its sleeps were set from
 
 
 # ---- solutions/08_sync_async.ipynb, cell 10 (id 90af9cfc) ----------------------------------------------------------

@@ -42,6 +42,15 @@ class Straggler:
         return 1e3 * statistics.median(self.busy) if self.busy else float("nan")
 
     @property
+    def sleep_basis_ms(self) -> float:
+        """Measured: the median busy time its sleeps were set from (each sleep / (factor - 1)), in ms; nan without
+        one: a running median, so it differs from busy_ms where early iterations ran longer or shorter."""
+        sleeps = self.slept[1:]  # the first sleep stood on the first compute time, and slowdown leaves it out too
+        if self.factor <= 1 or not sleeps:
+            return float("nan")
+        return 1e3 * statistics.median(sleeps) / (self.factor - 1)
+
+    @property
     def slowdown(self) -> float:
         """Measured: an iteration's median wall time (sleep included) over its median busy time (1.0 unknown)."""
         pairs = list(zip(self.busy, self.slept[1:]))  # busy[i] ran between sleeps i and i + 1
