@@ -278,7 +278,8 @@ def _one_off(rule):
      "above a multiple of it"),
     (lambda cold, warm: 1e3 * (cold - statistics.median(warm)) if cold > max(warm) else 0.0, "milliseconds"),
     (lambda cold, warm: cold / statistics.median(warm) if cold > max(warm) else 0.0, "a ratio"),
-], ids=["mean", "fastest", "slowest", "never-hidden", "above-median", "twice-median", "ms", "ratio"])
+    (lambda cold, warm: cold - statistics.median(warm) if cold >= max(warm) else 0.0, "(>=)"),  # learner s13r5a
+], ids=["mean", "fastest", "slowest", "never-hidden", "above-median", "twice-median", "ms", "ratio", "at-least"])
 def test_a_wrong_one_off_cost_is_named(wrong, named):
     result = check(_one_off(wrong))
     assert not result.passed and named in result.message, result.message

@@ -132,6 +132,7 @@ for _fn in (throughput_one_step_too_many, throughput_last_steps_dropped, through
 def test_each_throughput_slip_is_named(wrong, named):
     result = check(wrong)
     assert not result.passed and named in result.message, result.message
+    assert "Hint:" not in result.message  # learner s13r5a: the recipe's hint repeated after a named mistake
     assert grade(wrong)[0] == 0.0
 
 
@@ -365,3 +366,14 @@ def test_the_efficiency_is_read_against_the_predictions_bounds_not_lab_00s_mark(
     cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
     prose = " ".join(next(c.source for c in cells if c.source.startswith("### Exercise 4")).split())
     assert "Lab 00's `[!]` below 0.50x is another rule" in prose and "*impossible*" in prose
+
+
+def test_a_mean_throughput_is_named_without_the_recipes_hint():
+    """Learner s13r5a, lab 01 Ex2: every message ended with the same 'Hint: drop the warm-up steps, then divide...',
+    even where the only mistake was the mean; a named mistake now stands alone."""
+    def throughput(batch_size, step_times, warmup):
+        return batch_size / statistics.mean(step_times[warmup:])
+
+    result = check(throughput)
+    assert not result.passed and "the batch over the mean step time" in result.message, result.message
+    assert "Hint:" not in result.message, result.message

@@ -165,7 +165,8 @@ MEDIAN_TIME = Exercise(
 def _cold_cases(rng):
     """Three runs, each with one slow warm repeat (mean above median), one an even count: a cold call just above every
     warm repeat (its cost shows), one far above the median yet below the slow repeat, one below the median (both
-    hidden): a rule that compares the cold call with a multiple of the median, not with every repeat, fails one."""
+    hidden): a rule that compares the cold call with a multiple of the median, not with every repeat, fails one; and a
+    cold call equal to the slowest repeat (not slower than every one: hidden), which `>=` for `>` gets wrong."""
     cases = []
     for where, n in (("above", rng.choice([5, 7])), ("between", rng.choice([6, 8])), ("below", rng.choice([5, 7]))):
         warm = [round(rng.uniform(0.018, 0.024), 5) for _ in range(n)]
@@ -174,6 +175,8 @@ def _cold_cases(rng):
         cold = {"above": max(warm) + rng.uniform(0.003, 0.010), "between": rng.uniform(3 * median, max(warm) - 0.003),
                 "below": rng.uniform(min(warm), median - 0.0005)}[where]
         cases.append({"cold": round(cold, 5), "warm_times": warm})
+    warm = [round(rng.uniform(0.018, 0.024), 5) for _ in range(4)] + [round(rng.uniform(0.075, 0.090), 5)]
+    cases.append({"cold": max(warm), "warm_times": warm})  # exactly as slow as the slowest (slow) repeat
     return cases
 
 
@@ -203,6 +206,9 @@ _COLD_MISTAKES = {  # what each mistake returns for one case, by the words that 
     "cold call below the slowest warm repeat is within the swings; only one slower than every warm repeat shows its "
     "cost":
         lambda cold, warm: max(cold - statistics.median(warm), 0.0),
+    "cold minus the median where the cold call is as slow as the slowest warm repeat (>=): one equal to it is not "
+    "slower than every warm repeat, so its cost is within the swings: use >":
+        lambda cold, warm: cold - statistics.median(warm) if cold >= max(warm) else 0.0,
     "the cost in milliseconds: return seconds, as the times are given":
         lambda cold, warm: 1e3 * _cold_right(cold, warm),
     "a ratio (cold / median): return the seconds the cold call paid above the median, cold - median":
