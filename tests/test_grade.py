@@ -1178,6 +1178,9 @@ def throughput(batch_size, step_times, warmup):
 TOP_OP = '''def top_self_cpu_op(prof):
     return max(prof.key_averages(), key=lambda event: event.self_cpu_time_total).key
 '''
+EFFICIENCY = '''def efficiency(one_thread_s, many_threads_s, threads):
+    return one_thread_s / many_threads_s / threads
+'''
 
 
 def lab01(*cells) -> nbformat.NotebookNode:
@@ -1202,12 +1205,13 @@ HONEST_LAB01 = {
         "check(train_step)", THROUGHPUT, "check(throughput)",
         "batch_size = 64\nthroughput = batch_size / 0.05\nprint(f'{throughput:.0f} samples/s')",
         "SORT = {}", "SORT.update(key=lambda event: event.self_cpu_time_total)",
-        "def top_self_cpu_op(prof):\n    return max(prof.key_averages(), **SORT).key", "check(top_self_cpu_op)"),
+        "def top_self_cpu_op(prof):\n    return max(prof.key_averages(), **SORT).key", "check(top_self_cpu_op)",
+        EFFICIENCY, "check(efficiency)", "efficiency = efficiency(0.030, 0.020, 2)\nprint(f'{efficiency:.0%}')"),
     "ipython_layout": lab01(
         textwrap.indent(TRAIN_STEP, "    "), "check(train_step)",
         ">>> import statistics\n>>> def throughput(batch_size, step_times, warmup):\n"
         "...     return batch_size / statistics.median(step_times[warmup:])\n", "check(throughput)",
-        "\n%%time\n" + TOP_OP, "check(top_self_cpu_op)"),
+        "\n%%time\n" + TOP_OP, "check(top_self_cpu_op)", textwrap.indent(EFFICIENCY, "    "), "check(efficiency)"),
     "blocks_files_deep": lab01(
         TRAIN_STEP.replace("    optimizer.zero_grad()\n", "    optimizer.zero_grad()\n    scale = 1" + " + 0" * (DEEP_TERMS - 1) + "\n")
         .replace("loss = F", "loss = scale * F"), "check(train_step)",
@@ -1217,7 +1221,9 @@ HONEST_LAB01 = {
         "check(throughput)",
         "SETTINGS = {'by': 'cpu_time_total'}", "SETTINGS['by'] = 'self_cpu_time_total'",
         "def top_self_cpu_op(prof):\n    return max(prof.key_averages(), key=lambda event: getattr(event, SETTINGS['by'])).key",
-        "check(top_self_cpu_op)"),
+        "check(top_self_cpu_op)",
+        "def efficiency(one_thread_s, many_threads_s, threads):\n    return rates.samples_per_s(one_thread_s, many_threads_s)"
+        " / threads", "check(efficiency)"),
 }
 # each way IPython runs a cell that once cost the point its self-check shows: (notebook, exercise)
 HONEST_CASES = {"a_later_value_reuses_the_name": ("rebound_and_mutated", "throughput"),
@@ -1228,7 +1234,10 @@ HONEST_CASES = {"a_later_value_reuses_the_name": ("rebound_and_mutated", "throug
                 "an_empty_line_then_a_cell_magic": ("ipython_layout", "top_self_cpu_op"),
                 "an_import_in_a_with_block_and_a_written_module": ("blocks_files_deep", "throughput"),
                 "an_item_set_after_the_assignment": ("blocks_files_deep", "top_self_cpu_op"),
-                "a_long_sum": ("blocks_files_deep", "train_step")}
+                "a_long_sum": ("blocks_files_deep", "train_step"),
+                "a_later_value_reuses_the_fourth_exercises_name": ("rebound_and_mutated", "efficiency"),
+                "an_indented_cell_in_the_fourth_exercise": ("ipython_layout", "efficiency"),
+                "a_helper_from_a_written_module_in_the_fourth_exercise": ("blocks_files_deep", "efficiency")}
 
 
 def _who_can_read(root: Path) -> list[tuple[str, int, bool]]:
@@ -1301,7 +1310,7 @@ def test_an_honest_notebook_is_graded_as_the_kernel_had_it_at_its_self_check(hon
     scores = {s.name: (s.points, s.max_points, s.message) for s in row.scores}
     assert scores[exercise][0] == scores[exercise][1] == 1, scores[exercise]
     assert f"PASS  {exercise}" in printed_by(honest_lab01["out"] / f"{notebook_name}.executed.ipynb")
-    assert row.score == row.max_score == 3, scores
+    assert row.score == row.max_score == 4, scores  # lab 01's four exercises, each solved
 
 
 def test_submissions_are_readable_by_the_grader_alone_while_they_are_graded(honest_lab01):

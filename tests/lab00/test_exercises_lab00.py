@@ -5,6 +5,7 @@ import time
 import pytest
 
 from lab_utils.exercises import check
+from lab_utils.labs.lab00 import reading
 from answers import grade
 
 
@@ -277,7 +278,8 @@ def _one_off(rule):
      "above a multiple of it"),
     (lambda cold, warm: 1e3 * (cold - statistics.median(warm)) if cold > max(warm) else 0.0, "milliseconds"),
     (lambda cold, warm: cold / statistics.median(warm) if cold > max(warm) else 0.0, "a ratio"),
-], ids=["mean", "fastest", "slowest", "never-hidden", "above-median", "twice-median", "ms", "ratio"])
+    (lambda cold, warm: cold - statistics.median(warm) if cold >= max(warm) else 0.0, "(>=)"),  # learner s13r5a
+], ids=["mean", "fastest", "slowest", "never-hidden", "above-median", "twice-median", "ms", "ratio", "at-least"])
 def test_a_wrong_one_off_cost_is_named(wrong, named):
     result = check(_one_off(wrong))
     assert not result.passed and named in result.message, result.message
@@ -298,11 +300,83 @@ def test_the_right_one_off_cost_passes_and_the_use_cell_reads_the_self_check_fir
     from lab_utils.measure.timing import Timing
 
     cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "00_setup_and_devices.ipynb", 4).cells
-    source = next(c.source for c in cells if c.cell_type == "code" and "by your one_off_cost" in c.source)
+    source = next(c.source for c in cells if c.cell_type == "code" and "reading.cost_lines(one_off_cost(" in c.source)
     for answer, said in ((right, "23.7 ms of one-off cost above the warm median"),
                          (_one_off(lambda cold, warm: cold - statistics.median(warm)), "failed its self-check")):
         out = io.StringIO()
         with redirect_stdout(out):
-            exec(source, {"one_off_cost": answer, "passes": passes, "cold": 0.0457,
+            exec(source, {"one_off_cost": answer, "passes": passes, "cold": 0.0457, "reading": reading,
                           "right": Timing(times=[0.022, 0.0216, 0.0225], warmup=2)})
         assert said in out.getvalue(), out.getvalue()
+
+
+# ---- speedup_verdict (learner s13r5a, lab 00 'make it a 5', learned: an exercise that reads a ratio against theory) -
+
+def _verdict(rule):
+    rule.__name__ = rule.__qualname__ = "speedup_verdict"
+    return rule
+
+
+def _reading(speedup, n, noise=0.10, low=None, up=1.0):
+    low = 1 / n if low is None else low
+    if speedup > n * (1 + noise) or speedup < low:
+        return "impossible"
+    if speedup > n:
+        return "at the limit"
+    return "as predicted" if speedup > up else "not faster"
+
+
+@pytest.mark.parametrize("wrong, named", [
+    (lambda one, many, n: _reading(many / one, n), "upside down"),
+    (lambda one, many, n: _reading(one / many, n, noise=0.0), "no allowance for noise"),
+    (lambda one, many, n: _reading(one / many, n, low=0.0), "no lower bound"),
+    (lambda one, many, n: _reading(one / many, n, low=1.0000001), "every speedup up to 1 called impossible"),
+    (lambda one, many, n: _reading(one / many, n, noise=0.25), "the noise line's allowance for one setting's repeats"),
+], ids=["inverted", "no-noise", "no-lower-bound", "below-1-impossible", "spread-allowance"])
+def test_a_wrong_speedup_verdict_is_named(wrong, named):
+    result = check(_verdict(wrong))
+    assert not result.passed and named in result.message and "Hint" not in result.message, result.message
+    assert grade(_verdict(wrong))[0] == 0.0
+
+
+@pytest.mark.parametrize("wrong, said", [
+    (lambda one, many, n: _reading(one / many, n, up=0.9), "expected 'not faster'"),  # 'faster' read loosely
+    (lambda one, many, n: "within", "return one of 'as predicted'"),
+    (lambda one, many, n: one / many, "return one of"),  # the speedup itself, not its verdict
+], ids=["loose-faster", "other-word", "a-number"])
+def test_other_wrong_verdicts_fail_with_the_case_that_shows_them(wrong, said):
+    result = check(_verdict(wrong))
+    assert not result.passed and said in result.message, result.message
+    assert grade(_verdict(wrong))[0] == 0.0
+
+
+def test_the_right_speedup_verdict_passes_and_the_use_cell_reads_the_self_check_and_the_load_first():
+    import io
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import nbformat
+
+    from lab_utils import measure
+    from lab_utils.exercises import passes
+    from lab_utils.measure.timing import Timing
+
+    right = _verdict(lambda one, many, n: _reading(one / many, n))
+    assert check(right).passed and grade(right)[0] == 1.0
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "00_setup_and_devices.ipynb", 4).cells
+    source = next(c.source for c in cells if c.cell_type == "code" and "by your speedup_verdict" in c.source)
+    timings = {"1 thread": Timing(times=[0.020] * 3, warmup=2), "2 threads": Timing(times=[0.0139] * 3, warmup=2)}
+    settings, rates = {"1 thread": 1, "2 threads": 2}, {"1 thread": 12800.0, "2 threads": 18420.0}
+
+    def said(answer, compared=("2 threads vs 1 thread: 1.44x (of the medians)", [])):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            exec(source, {"speedup_verdict": answer, "passes": passes, "measure": measure, "compared": compared,
+                          "timings": timings, "settings": settings, "rates": rates})
+        return out.getvalue()
+
+    assert "(1.44x, from above), by your speedup_verdict: 'as predicted'" in said(right)
+    assert "failed its self-check" in said(_verdict(lambda one, many, n: _reading(many / one, n)))
+    refused = (f"2 threads vs 1 thread: {measure.NOT_MEASURABLE}: other programs used 1.2 of 2 cores", [])
+    assert "not measurable under the measured load" in said(right, refused)
+    assert "no speedup to read" in said(right, None)

@@ -132,6 +132,7 @@ for _fn in (throughput_one_step_too_many, throughput_last_steps_dropped, through
 def test_each_throughput_slip_is_named(wrong, named):
     result = check(wrong)
     assert not result.passed and named in result.message, result.message
+    assert "Hint:" not in result.message  # learner s13r5a: the recipe's hint repeated after a named mistake
     assert grade(wrong)[0] == 0.0
 
 
@@ -309,11 +310,12 @@ def test_the_efficiency_use_cell_reads_the_self_check_and_the_reference_s_refusa
         report = reports.ReferenceReport([], {}, "1 process x 2 threads", threads_line)
         out = io.StringIO()
         with redirect_stdout(out):
-            exec(source, {"efficiency": answer, "passes": passes, "measure": measure, "reference": report,
+            exec(source, {"efficiency": answer, "passes": passes, "measure": measure, "reference": report, "reports": reports,
                           "ref_timings": timings, "ref_threads": threads})
         return out.getvalue()
 
     assert "by your efficiency: 88% on 2 threads" in said(right)
+    assert "within the predicted 50%-100% (faster than one thread, at most 2x)" in said(right).replace("\n    ", " ")
     assert "failed its self-check" in said(_efficiency(lambda one, many, n: one / many))
     refused = f"{measure.NOT_MEASURABLE}: other programs used 1.2 of 2 cores while this measured"
     assert "ruled the threads' ratio out" in said(right, refused), said(right, refused)
@@ -346,3 +348,32 @@ def test_the_use_cell_of_an_unwritten_throughput_does_not_raise():
         raise NotImplementedError("Exercise: write your solution here, then run the self-check below.")
 
     assert "failed its self-check" in _run_use_cell(throughput)
+
+
+def test_the_efficiency_is_read_against_the_predictions_bounds_not_lab_00s_mark():
+    """Learner s13r5a, lab 01 finding 3: Exercise 4's bounds (50-100 %, from 'faster than one thread') and Lab 00's
+    [!] below 0.50x (25 %) were never told apart, and the lab never said the bounds after the prediction."""
+    from pathlib import Path
+
+    import nbformat
+
+    from lab_utils.labs.lab01 import reports
+
+    assert reports.efficiency_reading(0.87, 2) == "within the predicted 50%-100% (faster than one thread, at most 2x)"
+    assert reports.efficiency_reading(0.40, 2).startswith("below the predicted 50%-100%")  # slower: not predicted
+    assert reports.efficiency_reading(1.04, 2).startswith("above the predicted 50%-100%")
+    assert reports.efficiency_reading(0.30, 4).startswith("within the predicted 25%-100%")
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    prose = " ".join(next(c.source for c in cells if c.source.startswith("### Exercise 4")).split())
+    assert "Lab 00's `[!]` below 0.50x is another rule" in prose and "*impossible*" in prose
+
+
+def test_a_mean_throughput_is_named_without_the_recipes_hint():
+    """Learner s13r5a, lab 01 Ex2: every message ended with the same 'Hint: drop the warm-up steps, then divide...',
+    even where the only mistake was the mean; a named mistake now stands alone."""
+    def throughput(batch_size, step_times, warmup):
+        return batch_size / statistics.mean(step_times[warmup:])
+
+    result = check(throughput)
+    assert not result.passed and "the batch over the mean step time" in result.message, result.message
+    assert "Hint:" not in result.message, result.message

@@ -134,6 +134,30 @@ def test_the_epoch_rate_is_read_in_one_line_against_the_training_rate():
     assert len(busy) == 2 and "20 of 70 steps took over 2x it" in busy[1] and "because" not in busy[0], busy
 
 
+def test_the_epoch_rate_says_it_is_a_median_and_names_the_gap_the_mean_step_leaves():
+    """Learner s13r5a, lab 01 findings 1-2: 'whole epochs, the first excluded' did not say the epoch rate is the median
+    of epochs 2-10's rates, and '1.061x below ... (mean step 1.054x the median)' left 12 % of the gap unsaid."""
+    steps_ = [0.001165] * 120 + [0.00110] * 40 + [0.00140] * 57  # mean/median about 1.054
+    median, mean = statistics.median(steps_), statistics.mean(steps_)
+    training = 64 / median
+    epoch = training / (mean / median) ** (1 / 0.88)  # the mean step explains 88 % of the gap (log scale)
+    said = steps.epoch_lines(steps_, training, epoch, epochs=10)[0].replace("\n    ", " ")
+    assert "samples/s (the median of the rates of epochs 2-10)" in said, said
+    assert "because an epoch follows the mean step" in said and ": 88% of the gap; the rest is each epoch's short batch" in said
+    whole = steps.epoch_lines(steps_, training, training / (mean / median), epochs=10)[0]
+    assert "the rest" not in whole and "because an epoch follows the mean step" in whole  # all of it: nothing left
+
+
+def test_the_epoch_rate_cell_passes_the_epochs():
+    from pathlib import Path
+
+    import nbformat
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    cell = next(c.source for c in cells if c.cell_type == "code" and "epoch_lines(" in c.source)
+    assert "epochs=len(history.epochs)" in cell
+
+
 def test_the_training_rate_cell_prints_no_step_mix_detour():
     """Learner s12r4a, lab 01 'what would make it a 5': drop the step_mix line; the spread's rule comes before it."""
     from pathlib import Path
@@ -145,3 +169,22 @@ def test_the_training_rate_cell_prints_no_step_mix_detour():
     assert "step_mix" not in cells[i].source
     prose = " ".join(cells[i - 1].source.split())
     assert "the epochs are the repeats" in prose and "**epoch rate**" in prose
+
+
+def test_n_m_is_defined_in_prose_and_no_markdown_line_is_long():
+    """Learner s13r5a, lab 01 findings 4-5: n/m was defined only in a code comment, and one markdown line ran 157
+    characters."""
+    from pathlib import Path
+
+    import nbformat
+
+    root = Path(__file__).parents[2] / "solutions"
+    cells = nbformat.read(root / "01_single_device_cnn.ipynb", 4).cells
+    prose = [c.source for c in cells if c.cell_type == "markdown"]
+    first = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "reports.loader_lines(" in c.source)
+    assert any("**n/m** (not measurable under the measured load)" in c.source for c in cells[:first])
+    for name in ("00_setup_and_devices.ipynb", "01_single_device_cnn.ipynb"):
+        for cell in nbformat.read(root / name, 4).cells:
+            if cell.cell_type == "markdown":
+                assert max(len(line) for line in cell.source.split("\n")) <= 120, (name, cell.source[:60])
+    assert prose

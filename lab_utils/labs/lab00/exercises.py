@@ -1,9 +1,11 @@
-"""Lab 00: a timer that warms up and takes the median; the one-off cost a cold call shows."""
+"""Lab 00: a timer that warms up and takes the median; the one-off cost a cold call shows; a speedup read against
+theory."""
 from __future__ import annotations
 
 import itertools
 import statistics
 
+from ... import detectors
 from ...exercises.core import Exercise, Named, register
 
 
@@ -163,7 +165,8 @@ MEDIAN_TIME = Exercise(
 def _cold_cases(rng):
     """Three runs, each with one slow warm repeat (mean above median), one an even count: a cold call just above every
     warm repeat (its cost shows), one far above the median yet below the slow repeat, one below the median (both
-    hidden): a rule that compares the cold call with a multiple of the median, not with every repeat, fails one."""
+    hidden): a rule that compares the cold call with a multiple of the median, not with every repeat, fails one; and a
+    cold call equal to the slowest repeat (not slower than every one: hidden), which `>=` for `>` gets wrong."""
     cases = []
     for where, n in (("above", rng.choice([5, 7])), ("between", rng.choice([6, 8])), ("below", rng.choice([5, 7]))):
         warm = [round(rng.uniform(0.018, 0.024), 5) for _ in range(n)]
@@ -172,6 +175,8 @@ def _cold_cases(rng):
         cold = {"above": max(warm) + rng.uniform(0.003, 0.010), "between": rng.uniform(3 * median, max(warm) - 0.003),
                 "below": rng.uniform(min(warm), median - 0.0005)}[where]
         cases.append({"cold": round(cold, 5), "warm_times": warm})
+    warm = [round(rng.uniform(0.018, 0.024), 5) for _ in range(4)] + [round(rng.uniform(0.075, 0.090), 5)]
+    cases.append({"cold": max(warm), "warm_times": warm})  # exactly as slow as the slowest (slow) repeat
     return cases
 
 
@@ -201,6 +206,9 @@ _COLD_MISTAKES = {  # what each mistake returns for one case, by the words that 
     "cold call below the slowest warm repeat is within the swings; only one slower than every warm repeat shows its "
     "cost":
         lambda cold, warm: max(cold - statistics.median(warm), 0.0),
+    "cold minus the median where the cold call is as slow as the slowest warm repeat (>=): one equal to it is not "
+    "slower than every warm repeat, so its cost is within the swings: use >":
+        lambda cold, warm: cold - statistics.median(warm) if cold >= max(warm) else 0.0,
     "the cost in milliseconds: return seconds, as the times are given":
         lambda cold, warm: 1e3 * _cold_right(cold, warm),
     "a ratio (cold / median): return the seconds the cold call paid above the median, cold - median":
@@ -225,4 +233,75 @@ ONE_OFF_COST = Exercise(
     "00", "one_off_cost", _cold_cases, _cold_run, _cold_expected, _cold_judge,
     "if the cold call is slower than every warm repeat, return cold - statistics.median(warm_times); else 0.0",
     setup="import statistics")
-register(MEDIAN_TIME, ONE_OFF_COST)
+
+
+# ---- speedup_verdict ----------------------------------------------------------------------------------------------
+
+RATIO_NOISE = detectors.ABOVE_100_NOISE  # how far a ratio of two medians may pass N by noise alone
+VERDICTS = ("as predicted", "at the limit", "not faster", "impossible")
+
+
+def _verdict_cases(rng):
+    """Nine made-up pairs of median step times (s) on 2 and 4 threads, speedups drawn inside each verdict's range and
+    away from its edges: two as predicted, one at the limit, three not faster (one just below 1x), and the two
+    impossible ends (one above N by more than 10 % but less than 25 %)."""
+    cases = []
+    for threads, low, high in ((2, 1.2, 1.8), (4, 1.5, 3.6), (2, 2.03, 2.17), (2, 0.62, 0.92), (2, 0.93, 0.98),
+                               (4, 0.30, 0.90), (2, 2.6, 3.0), (4, 4.55, 4.9), (4, 0.12, 0.22)):
+        one = round(rng.uniform(0.015, 0.030), 5)
+        cases.append({"one_thread_s": one, "many_threads_s": round(one / rng.uniform(low, high), 6),
+                      "threads": threads})
+    return cases
+
+
+def _verdict_run(speedup_verdict, cases):
+    return [speedup_verdict(c["one_thread_s"], c["many_threads_s"], c["threads"]) for c in cases]
+
+
+def _verdict_of(speedup: float, threads: int, noise: float = RATIO_NOISE, low: float | None = None) -> str:
+    """The verdict on `speedup` with N = `threads`: noise above N allowed, impossible below `low` (1/N)."""
+    low = 1 / threads if low is None else low
+    if speedup > threads * (1 + noise) or speedup < low:
+        return "impossible"
+    if speedup > threads:
+        return "at the limit"
+    return "as predicted" if speedup > 1 else "not faster"
+
+
+def _verdict_expected(cases):
+    return [_verdict_of(c["one_thread_s"] / c["many_threads_s"], c["threads"]) for c in cases]
+
+
+_VERDICT_MISTAKES = {
+    "the speedup upside down (many_threads_s / one_thread_s): the speedup is the one-thread time over the N-thread "
+    "time (the faster step is the shorter one)": lambda one, many, n: _verdict_of(many / one, n),
+    "a speedup above N called impossible with no allowance for noise: a ratio of two medians moves by up to 10 % "
+    "alone, so up to 1.1 N is 'at the limit'": lambda one, many, n: _verdict_of(one / many, n, noise=0.0),
+    "an allowance of 25 % above N: that is the noise line's allowance for one setting's repeats; a ratio of two "
+    "medians is steadier and gets 10 %": lambda one, many, n: _verdict_of(one / many, n, noise=0.25),
+    "no lower bound: a speedup below 1/N is impossible too (splitting the work adds only coordination, never N times "
+    "the whole work), not merely 'not faster'": lambda one, many, n: _verdict_of(one / many, n, low=0.0),
+    "every speedup up to 1 called impossible: from 1/N to 1 the threads' coordination cost more than it saved, "
+    "possible though not predicted ('not faster'); only below 1/N is impossible":
+        lambda one, many, n: _verdict_of(one / many, n, low=1.0 + 1e-12)}
+
+
+def _verdict_judge(got, expected, cases):
+    if any(g not in VERDICTS for g in got):
+        wrong = next(g for g in got if g not in VERDICTS)
+        return 0.0, f"return one of {', '.join(repr(v) for v in VERDICTS)} (got {wrong!r})"
+    if got == expected:
+        return 1.0, "each speedup read against at most N (10 % noise allowed) and at least 1/N"
+    for what, way in _VERDICT_MISTAKES.items():  # named where it explains every case
+        if got == [way(c["one_thread_s"], c["many_threads_s"], c["threads"]) for c in cases]:
+            return 0.0, Named(f"that is {what}")
+    g, e, c = next((g, e, c) for g, e, c in zip(got, expected, cases) if g != e)
+    return 0.0, (f"for steps of {c['one_thread_s'] * 1e3:.2f} ms on 1 thread and {c['many_threads_s'] * 1e3:.2f} ms on "
+                 f"{c['threads']} (speedup {c['one_thread_s'] / c['many_threads_s']:.2f}x), expected {e!r}, got {g!r}")
+
+
+SPEEDUP_VERDICT = Exercise(
+    "00", "speedup_verdict", _verdict_cases, _verdict_run, _verdict_expected, _verdict_judge,
+    "speedup = one_thread_s / many_threads_s; above 1.1 N or below 1/N: 'impossible'; above N: 'at the limit'; "
+    "above 1: 'as predicted'; else 'not faster'")
+register(MEDIAN_TIME, ONE_OFF_COST, SPEEDUP_VERDICT)

@@ -5,23 +5,28 @@ from ... import detectors, measure
 
 
 def cold_lines(cold: float, right) -> list[str]:
-    """The cold call read against the warm repeats (`right`, a measure.Timing): how much slower, and whether this
-    run can show its one-off cost (slower than every warm repeat) or the swings hide it."""
+    """The cold call read against the warm repeats (`right`, a measure.Timing): how much slower, and how much the
+    repeats swing; whether its one-off cost shows is Exercise 2's to compute (cost_lines reads it after)."""
     said = [f"the cold call took {cold / right.median:.2f}x the warm median; the repeats spread by "
             f"{right.spread:.0%} of the median"]
     if detectors.noise_line([right.spread]):  # above 25 %: the repeats disagree, so only their median is read
         said.append(detectors.noise_line([right.spread], what="timings"))
-    if cold > max(right.times):  # above every warm repeat: the one-off cost shows through the noise
-        said.append(f"here the cold call was slower than every warm repeat: its one-off costs "
-                    f"({(cold - right.median) * 1e3:.1f} ms above the median) are what timing it alone "
-                    "would have mixed into the result")
-    else:  # within (or below) the warm repeats' range: this run cannot tell the one-off cost from the swings
-        where = "within" if cold >= min(right.times) else "below"
-        said.append(f"here the cold cost is hidden by noise: the cold call ({cold * 1e3:.1f} ms) lies {where} the "
-                    f"warm repeats' range ({min(right.times) * 1e3:.1f}-{max(right.times) * 1e3:.1f} ms), so this run "
-                    "cannot show it (the machine's swings are larger than the one-off cost); one cold call is one "
-                    "sample, which is why it cannot stand for the step's time either way")
     return [measure.short_lines(line) for line in said]
+
+
+def cost_lines(cost: float, cold: float, right) -> list[str]:
+    """Exercise 2's one-off cost (`cost`, in s) of the cold call read against the warm repeats (`right`): what it is,
+    or why this run cannot show it (the cold call within or below the repeats' range)."""
+    if cost > 0:  # above every warm repeat: the one-off cost shows through the swings
+        return [measure.short_lines(f"section 5's cold call, by your one_off_cost: {cost * 1e3:.1f} ms of one-off "
+                                    "cost above the warm median: what timing one cold call would have mixed into "
+                                    "the result")]
+    where = "within" if cold >= min(right.times) else "below"
+    return [measure.short_lines(
+        f"section 5's cold call, by your one_off_cost: 0.0 ms: the cold call ({cold * 1e3:.1f} ms) lies {where} the "
+        f"warm repeats' range ({min(right.times) * 1e3:.1f}-{max(right.times) * 1e3:.1f} ms), so the machine's "
+        "swings hide its one-off cost in this run; one cold call is one sample, so it cannot stand for the step's "
+        "time either way")]
 
 
 def noise_lines(timings: dict) -> str:

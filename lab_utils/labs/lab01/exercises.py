@@ -199,13 +199,13 @@ def _throughput_judge(got, expected, cases):
     same = lambda g, value: abs(g - value) <= 1e-6 * abs(value)  # noqa: E731
     for what in mistakes[0]:  # the mistake that gives every case's answer: one case alone can fit two of them
         if all(same(g, m[what]) for g, m in zip(got, mistakes)):
-            return 0.0, f"that is {what}"
+            return 0.0, Named(f"that is {what}")
     for g, e, c, m in zip(got, expected, cases, mistakes):  # else the first wrong case's
         if abs(g - e) <= 1e-6 * e:
             continue
         for what, value in m.items():
             if same(g, value):
-                return 0.0, f"that is {what}"
+                return 0.0, Named(f"that is {what}")
         return 0.0, f"expected {e:.1f} samples/s for batch {c['batch_size']}, got {g:.1f}"
     return 1.0, "warm-up dropped, median step time used"
 

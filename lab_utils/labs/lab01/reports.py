@@ -138,3 +138,14 @@ def summary_rows(ref_rates: dict, reference: ReferenceReport, ref_timings: dict,
     if loader_report[-1].startswith(measure.N_M):  # the DataLoader cell's refusal: one comparison, one load figure
         return said + [f"DataLoader settings: {measure.NOT_MEASURABLE} (from above)"]
     return said + [measure.short_lines(f"DataLoader (3 interleaved epochs each), {loader_report[-1]} (from above)")]
+
+
+def efficiency_reading(yours: float, threads: int) -> str:
+    """Exercise 4's efficiency read against section 4's prediction (faster than one thread, at most `threads` x):
+    within, above or below its bounds, 1/threads to 100 %."""
+    bounds = f"the predicted {1 / threads:.0%}-100% (faster than one thread, at most {threads}x)"
+    if yours > 1:  # section 4's line carries the note or the [!] that reads it
+        return f"above {bounds}: section 4's line says how to read it"
+    if yours <= 1 / threads:
+        return f"below {bounds}: the threads were not faster than one thread here"
+    return f"within {bounds}"

@@ -65,11 +65,13 @@ def step_mix(step_seconds: list[float], rates: tuple[float, float] | None = None
               "speed of a step that did not wait, the figure later labs compare; the epoch rate adds the waits")
 
 
-def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: float) -> list[str]:
-    """The epoch rate read against the training rate in one line: how much lower, and whether the mean step (an epoch
-    follows it) explains the gap; steps too uneven for that add step_mix's line on the slow steps."""
+def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: float, epochs: int | None = None) -> list[str]:
+    """The epoch rate (the median of the epochs' rates, the first epoch excluded; `epochs`: how many ran) read against
+    the training rate in one line: how much lower, and how much of that the mean step (an epoch follows it) explains,
+    the rest named; steps too uneven for that add step_mix's line on the slow steps."""
     median, mean = statistics.median(step_seconds), statistics.mean(step_seconds)
-    head = f"epoch rate:    {epoch_rate:8,.0f} samples/s (whole epochs, the first excluded)"
+    which = f"epochs 2-{epochs}" if epochs and epochs > 2 else "the epochs after the first"
+    head = f"epoch rate:    {epoch_rate:8,.0f} samples/s (the median of the rates of {which})"
     mix = f"mean step {mean / median:.3f}x the median"
     if abs(mean / median - 1) > detectors.TWICE_TOLERANCE:  # uneven steps: the slow ones are the story
         return [head, step_mix(step_seconds, (training_rate, epoch_rate))]
@@ -78,7 +80,8 @@ def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: flo
         return [f"{head}: not below the training rate ({mix})"]
     gap = f"{training_rate / epoch_rate:.3f}x below the training rate"
     if share >= EXPLAINS:
-        return [f"{head}: {gap}, because an epoch follows the mean step ({mix})"]
+        rest = "" if share >= 0.995 else f": {share:.0%} of the gap; the rest is each epoch's short batch and its start"
+        return [f"{head}: {gap}, because an epoch follows the mean step ({mix}{rest})"]
     return [f"{head}: {gap}; the mean step ({mix}) explains {max(share, 0):.0%} of that, the rest is each epoch's "
             "short batch and its start"]
 
