@@ -214,3 +214,49 @@ def test_a_flag_on_a_median_names_its_column(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "dist.all_reduce ms column: 16 KiB took less time" in out, out
     assert "ring ms column:" not in out
+
+
+def test_a_noisy_win_says_how_it_was_decided_in_one_plain_line():
+    """Learner s13r5e, lab 06 finding 1: 'holds', 'too noisy to test a cost up to 30%' and 'these pairs scatter by
+    14.6%, too much to test a cost of 10%' under one verdict: one line with the word and figure, one saying why only a
+    win could decide, and no 30 % or 10 % to decode."""
+    from lab_utils import conditions, workloads
+
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    v = measure.decide([1.08, 1.43, 1.17, 1.12, 1.3, 1.2, 1.15], claim="dist.all_reduce vs the ring, 65536 KiB",
+                       expected="the library no slower", no_worse_than=0.10, workload=workloads.ALLREDUCE_SIZES,
+                       load=quiet)
+    assert v.verdict == measure.HOLDS and reporting.SCATTER in v.notes
+    text = reporting.brief(v)
+    lines = text.splitlines()
+    joined = " ".join(text.split())
+    assert joined.startswith("verdict, dist.all_reduce vs the ring, 65536 KiB [") and len(lines) <= 4  # two lines, wrapped
+    assert "holds as predicted at 1.17x (range 1.08-1.43 over 7 paired repeats)" in joined
+    assert ("dist.all_reduce faster across the whole range; these pairs scatter by 15.0 %, too much to test a small "
+            "cost, so only a win could decide") in joined
+    assert "30%" not in joined and "10%" not in joined and max(map(len, lines)) <= 100
+    said = reporting.plain(v, "dist.all_reduce", "the ring")
+    assert said.startswith("dist.all_reduce: 1.17x the speed of the ring") and "scatter" not in said
+    undecided = measure.decide([0.9, 1.43, 1.17, 1.12, 1.3, 1.2, 1.15], claim="dist.all_reduce vs the ring, 64 KiB",
+                               expected="the library no slower", no_worse_than=0.10, load=quiet)
+    assert reporting.brief(undecided) == str(undecided)  # not a plain win: the whole block
+    ddp = measure.decide([1.7, 1.6, 1.8, 1.75, 1.71, 1.5, 2.0], claim="DDP vs tensor parallel", expected="DDP faster",
+                         workload=workloads.TP_VS_DDP, load=quiet)
+    assert reporting.brief(ddp).count("\n") <= 1 and "holds as predicted at 1.71x" in reporting.brief(ddp)
+
+
+def test_the_fit_says_how_far_alpha_and_b_move_between_halves_of_the_rounds():
+    """Learner s13r5e, lab 06 finding 8: every median spread over 25 %, yet alpha and B were printed unqualified."""
+    sizes = SIZES[:4]
+    alpha, bw = 100e-6, 1.5e9
+
+    def times(scale):
+        return np.array([2 * alpha + s / bw * scale for s in sizes])
+
+    runs = {s: {name: np.array([times(k)[i] for k in (1.0, 1.2, 1.0, 1.2, 1.1, 1.2)]) for name in ("ring", "library")}
+            for i, s in enumerate(sizes)}
+    line = " ".join(reporting.fit_halves(sizes, runs, 2).split())
+    assert line.startswith("how far to trust them: fitted to the even and to the odd rounds alone, ring alpha")
+    assert "alpha 100-100 us, B 1.25-1.50 GB/s" in line and "read alpha and B within these ranges" in line
+    short = {s: {name: v[:3] for name, v in r.items()} for s, r in runs.items()}
+    assert reporting.fit_halves(sizes, short, 2) == ""  # too few rounds to halve

@@ -2,12 +2,14 @@
 (solutions/06_collectives_tensor_parallel.ipynb calls these; the lesson's code stays in the notebook)."""
 from __future__ import annotations
 
+import dataclasses
+import re
 import statistics
 from pathlib import Path
 
 from ... import detectors, learner_code, measure, report
 
-__all__ = ["takeaway", "lab04_source", "gap_split", "busy_cores", "allreduce_table", "fit_report",
+__all__ = ["brief", "plain", "takeaway", "lab04_source", "gap_split", "busy_cores", "allreduce_table", "fit_report", "fit_halves",
            "draw_allreduce"]
 
 CLOSE = 0.10  # "within 10 % of each other": the same margin as the no-slower verdicts
@@ -50,6 +52,38 @@ def takeaway(sizes, leads, decided=None) -> str:
     if refused:
         parts.append(f"{refused} size(s) n/m")
     return "; ".join(parts + verdicts)
+
+
+SCATTER = "these pairs scatter by"  # the note of a no-worse-than claim too noisy to test: only a win decided
+
+
+def _won_past_noise(v: measure.Verdict) -> bool:
+    """Whether v held as a win on pairs too noisy to test a cost: its only note is that scatter note."""
+    notes = [n for n in v.notes.split("; ") if n]
+    return len(notes) == 1 and notes[0].startswith(SCATTER) and v.low > 1
+
+
+def brief(v: measure.Verdict) -> str:
+    """A verdict that held, after the plain sentence that said its result: word and figure on one line, then, for a
+    win on pairs too noisy to test a cost, how it was decided in one plain line (learner s13r5e, lab 06 finding 1:
+    'holds' beside 'too noisy to test a cost up to 30%' and three noise figures). Any other verdict prints whole."""
+    plain_direction = v.holds_from is None and not v.notes
+    if v.verdict != measure.HOLDS or detectors.reverses_theory(v) or not (plain_direction or _won_past_noise(v)):
+        return str(v)
+    claim = f"{v.claim} [{v.workload}]" if v.workload else v.claim
+    head = measure.short_lines(f"verdict, {claim}: holds as predicted at {v.figure_text()}x (range {v.range_text()} "
+                               f"over {v.repeats} paired repeats)")
+    if plain_direction:
+        return head
+    scatter = re.search(r"scatter by ([\d.]+)%", v.notes)[1]
+    how = (f"{v.claim.split(' vs ')[0]} faster across the whole range; these pairs scatter by {scatter} %, too much "
+           "to test a small cost, so only a win could decide")
+    return head + "\n" + measure.short_lines("    " + how, indent="        ")
+
+
+def plain(v: measure.Verdict, setup: str, baseline: str) -> str:
+    """measure.in_plain_words, without the scatter note of a win on noisy pairs (brief says how it was decided)."""
+    return measure.in_plain_words(dataclasses.replace(v, notes="") if _won_past_noise(v) else v, setup, baseline)
 
 
 def lab04_source(codes, cwd=None) -> str:
@@ -200,6 +234,27 @@ def fit_report(sizes, medians, world_size: int, backend: str, load):
                 else "no alpha or B: refused, not drawn (why: the flags under this line)")
         print(measure.flagged(measure.short_lines(f"  {label:<24} {said}", indent=" " * 27), fit_flags[name]))
     return fits, fit_flags, fit_read
+
+
+def fit_halves(sizes, runs, world_size: int) -> str:
+    """How far to trust a fit read from noisy medians, measured: each side fitted again to the even and to the odd
+    rounds alone, the range alpha and B then span (learner s13r5e, lab 06 finding 8: every median was flagged noisy,
+    the fit not). Empty where fewer than 4 rounds ran or a half's fit is degenerate."""
+    rounds = min(len(runs[s][name]) for s in sizes for name in ("ring", "library"))
+    if rounds < 4:
+        return ""
+    said = []
+    for name, label in (("ring", "ring"), ("library", "dist.all_reduce")):
+        halves = [report.fit_allreduce(sizes, [statistics.median(runs[s][name][start::2]) for s in sizes], world_size)
+                  for start in (0, 1)]
+        if any(fit.flags for fit in halves):
+            return ""
+        alphas = sorted(fit.latency_s * 1e6 for fit in halves)
+        bws = sorted(fit.bus_bandwidth / 1e9 for fit in halves)
+        said.append(f"{label} alpha {alphas[0]:.0f}-{alphas[1]:.0f} us, B {bws[0]:.2f}-{bws[1]:.2f} GB/s")
+    return measure.short_lines("how far to trust them: fitted to the even and to the odd rounds alone, "
+                               + "; ".join(said) + " (the medians above are noisy: read alpha and B within these "
+                               "ranges)")
 
 
 def draw_allreduce(sizes, medians, fits, fit_read, world_size: int) -> None:
