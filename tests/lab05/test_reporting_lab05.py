@@ -153,3 +153,11 @@ def test_a_verdict_that_does_not_simply_hold_prints_whole():
     refused = upper_bound([0.7, 0.71, 0.69, 0.7, 0.72], load=BUSY)
     said = reporting.brief(refused)
     assert measure.CANNOT_SEE in said and "what held" not in said and "0.70" not in said
+
+
+def test_the_two_keras_figures_are_set_side_by_side_with_their_ratio():
+    """Learner s13r5e, lab 05 finding 8: cell 47 promised the results table says how far apart the two Keras figures
+    came out (29374 and 26140); the 0.89x was never printed."""
+    line = reporting.keras_twins(29374.0, 26140.4)
+    assert "26140 samples/s = 0.89x section 5's 29374, below it, as theory puts it" in line
+    assert "not below it" in reporting.keras_twins(26140.4, 29374.0)
