@@ -75,7 +75,10 @@ def brief(v: measure.Verdict) -> str:
                                f"over {v.repeats} paired repeats)")
     if plain_direction:
         return head
-    scatter = re.search(r"scatter by ([\d.]+)%", v.notes)[1]
+    found = re.search(r"scatter by ([\d.]+)%", v.notes)
+    if found is None:  # a note of another wording: the whole block says it
+        return str(v)
+    scatter = found[1]
     how = (f"{v.claim.split(' vs ')[0]} faster across the whole range; these pairs scatter by {scatter} %, too much "
            "to test a small cost, so only a win could decide")
     return head + "\n" + measure.short_lines("    " + how, indent="        ")
