@@ -161,3 +161,5 @@ def test_the_two_keras_figures_are_set_side_by_side_with_their_ratio():
     line = reporting.keras_twins(29374.0, 26140.4)
     assert "26140 samples/s = 0.89x section 5's 29374, below it, as theory puts it" in line
     assert "not below it" in reporting.keras_twins(26140.4, 29374.0)
+    busy = reporting.keras_twins(29374.0, 26140.4, busy=True)
+    assert "0.89x" in busy and "as theory puts it" not in busy and "no order is read" in busy

@@ -83,11 +83,12 @@ def steps_of(turns, name: str) -> list[float]:
     return next([t for r in process["times"][name] for t in r] for process in turns if name in process["times"])
 
 
-def keras_twins(kernel_rate: float, own_rate: float) -> str:
+def keras_twins(kernel_rate: float, own_rate: float, busy: bool = False) -> str:
     """Keras' one-device step measured twice (section 5 in this kernel, the side check in its own process): how far
     apart, and whether on the side theory puts it (learner s13r5e, lab 05 finding 8: the promised ratio never printed)."""
     ratio = own_rate / kernel_rate
-    side = ("below it, as theory puts it: each of those steps first wakes its threads" if ratio < 1 else
+    side = ("a busy machine refused one of the two comparisons above, so no order is read from them" if busy else
+            "below it, as theory puts it: each of those steps first wakes its threads" if ratio < 1 else
             "not below it, though theory puts it below: the wake-up cost nothing measurable here")
     return (f"keras, one device, timed twice: in its own process {own_rate:.0f} samples/s = {ratio:.2f}x section 5's "
             f"{kernel_rate:.0f}, {side}")
