@@ -44,6 +44,8 @@ class Exercise:
                                                     # only part of the answer (one rank's weights); ANY: not checked
     requires: tuple[str, ...] = ()                # what the probe needs of the machine: "gpu", "slurm"; where it is
                                                     # missing the grader marks the exercise blocked, never 0
+    named_errors: tuple[str, ...] = ()            # phrases of the check's own raised messages that name the mistake
+                                                    # and its fix: no general hint after them (learner s13r5e, lab 06)
 
     def score(self, got, inputs) -> tuple[float, str]:
         """(fraction, message) for plain data `got` on `inputs`; any surprise in the data scores 0, and so does an
@@ -312,6 +314,10 @@ def _checked(answer, seed: int) -> CheckResult:
         return CheckResult(name, False, NOT_WRITTEN)
     inputs = exercise.cases(random.Random(seed))
     hint = f". Hint: {exercise.hint}" if exercise.hint else ""  # none where every message names the mistake itself
+
+    def hint_after(exc) -> str:
+        """The hint after a raised error, unless the check's own message in it names the mistake already."""
+        return "" if any(phrase in str(exc) for phrase in exercise.named_errors) else hint
     try:
         with conditions.not_measuring():  # its ranks are no measurement: a later record reads the lab's own windows
             raw = exercise.run(answer, inputs)
@@ -321,12 +327,12 @@ def _checked(answer, seed: int) -> CheckResult:
         if isinstance(exc, TimeoutError):  # a hang raised nothing: the launcher stopped it
             from ..launch import short_error
 
-            return CheckResult(name, False, f"your {name} did not finish: {short_error(exc, 400)}{hint}")
+            return CheckResult(name, False, f"your {name} did not finish: {short_error(exc, 400)}{hint_after(exc)}")
         from ..launch.errors import StartedWhileImporting
 
         if isinstance(exc, (CannotRunHere, StartedWhileImporting)):  # the place the check ran, not the function
             return CheckResult(name, False, f"the check could not run {name} here (not a mistake in it): {exc}")
-        return CheckResult(name, False, f"your {name} raised {last_line(exc)}{hint}")
+        return CheckResult(name, False, f"your {name} raised {last_line(exc)}{hint_after(exc)}")
     try:
         got = to_plain(raw)
     except TypeError as exc:

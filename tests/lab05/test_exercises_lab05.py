@@ -121,3 +121,26 @@ def test_the_batch_judge_names_its_mistakes_so_no_hint_repeats_them():
     assert isinstance(floats, Named) and "return an int" in floats
     _, wrong = _batch_judge(_batch_run(lambda g, r: g // r + 1, case), _batch_expected(case), case)
     assert not isinstance(wrong, Named) and "should give" in wrong
+
+
+def test_swapped_arguments_are_named():
+    """Learner s13r5e, lab 05 Ex 1: `replicas // global_batch` got 'should give [...], got [0, 0, 0, 0]' and a hint
+    that did not mention the order."""
+    from lab_utils.labs.lab05.exercises import _batch_expected, _batch_judge, _batch_run
+
+    def per_replica_batch(global_batch, replicas):
+        return replicas // global_batch
+
+    case = {"even": [[8, 2], [12, 3]], "uneven": [9, 2]}
+    grade, said = _batch_judge(_batch_run(per_replica_batch, case), _batch_expected(case), case)
+    assert grade == 0.0 and "the arguments are swapped" in said and "global_batch // replicas" in said
+
+
+def test_a_reduced_value_is_told_as_combining_the_replicas():
+    """Learner s13r5e, lab 05 Ex 2: strategy.reduce(SUM, ...) got only 'expected 2 values (one per replica), got 1'."""
+    from lab_utils.labs.lab05.exercises import _local_judge
+
+    right = {"replicas": 2, "type": "list", "types": ["ndarray"] * 2, "values": [[1.0], [2.0]], "single": [[1.0]]}
+    got = {**right, "values": [[3.0]]}
+    grade, said = _local_judge(got, right, {})
+    assert grade == 0.0 and "strategy.reduce combines the replicas into one" in said

@@ -12,12 +12,15 @@ def test_the_uneven_batch_prose_names_drop_remainder_as_the_fix_the_lab_uses():
     """Finding 1: the prose said passing global_batch_size fixes a short last batch; it divides by the full batch."""
     prose = next(" ".join(c.source.split()) for c in cells() if c.cell_type == "markdown" and "empty**" in c.source)
     assert "is also why `make_train_step` passes" not in prose and "1 × 2, not by 1" not in prose
-    assert "neither way gives a short last batch its mean" in prose and "drop_remainder=True" in prose
+    assert "Neither way gives the short batch its own mean" in prose and "drop_remainder=True" in prose
     # learner s12r4e, lab 05 finding 5: the prose argued with a 2 + 1 split beside a demo that printed 1 + 0; it
     # now works the demo's own last step (sample 8 alone on replica 0), which the committed output shows
     demo = next(c for c in cells() if c.cell_type == "code" and "Dataset.range(9).batch(4)" in c.source)
     assert "step 2: replica 0 gets [8], replica 1 gets []" in "".join(o.get("text", "") for o in demo.outputs)
-    assert "2 + 1" not in prose and "sample 8 weighs 1/2, twice a full batch's 1/4" in prose
+    assert "2 + 1" not in prose
+    # learner s13r5e, lab 05 finding 2: the weights as a 3-row table, not a sentence with two references
+    assert "| no `global_batch_size` | its slice size × replicas = 1 × 2 | 1/2: twice a full batch's |" in prose
+    assert "| `global_batch_size=4` | the global batch, 4 | 1/4: as in a full batch |" in prose
     assert "same weight" in prose  # what global_batch_size is for: every sample weighs 1 / global batch
     # the prose's claim: every dataset the lab trains or times on with its train step drops the remainder
     batched = [line for c in cells() if c.cell_type == "code" for line in c.source.splitlines()

@@ -169,6 +169,35 @@ def test_my_ring_step_receiving_into_the_own_chunk_fails():
     assert judged(assert_wrong(my_ring_step, "new buffer")) == 0.0
 
 
+def test_my_ring_step_adding_into_chunks_after_a_new_buffer_is_named():
+    """Learner s13r5e, lab 06 Ex 1: a new buffer, then chunks[recv_index].add_(buf): 'receive into a new buffer' was
+    advice already taken; the message names the add into chunks."""
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
+        incoming = torch.empty_like(chunks[recv_index])
+        receiving = dist.irecv(incoming, (rank - 1) % world_size)
+        dist.isend(chunks[send_index], (rank + 1) % world_size).wait()
+        receiving.wait()
+        chunks[recv_index].add_(incoming)
+        return incoming
+    result = assert_wrong(my_ring_step, "Leave chunks unchanged", "the ring adds it")
+    assert "new buffer (torch.empty_like)" not in result.message and judged(result) == 0.0
+
+
+def test_a_raised_message_that_names_the_mistake_gets_no_general_hint():
+    """Learner s13r5e, lab 06 Ex 1: every ring FAIL appended the same 3-line generic hint after its own message."""
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):
+        incoming = torch.empty_like(chunks[recv_index])
+        receiving = dist.irecv(incoming, (rank + 1) % world_size)
+        dist.isend(chunks[send_index], (rank - 1) % world_size).wait()
+        receiving.wait()
+        return incoming
+    assert "Hint:" not in assert_wrong(my_ring_step, "left neighbour").message
+
+    def my_ring_step(chunks, send_index, recv_index, rank, world_size):  # noqa: F811  a learner's own error
+        raise KeyError("mine")
+    assert "Hint:" in assert_wrong(my_ring_step).message  # an error of its own still gets the hint
+
+
 # ---- split_output_channels --------------------------------------------------------------------------------------------
 
 def split_output_channels(conv, rank, world_size):

@@ -25,7 +25,7 @@ def test_the_takeaway_says_a_tested_size_with_its_verdict_word_not_as_a_lead():
     'not distinguishable here': the size a verdict tests is said with the verdict's word, once."""
     leads = ["0.90x", "0.89x", "0.99x", "1.07x", "0.92x", "1.03x", "0.90x", "1.12x"]
     line = reporting.takeaway(SIZES, leads, {SIZES[-1]: measure.UNDECIDED})
-    assert "at 6 of 7 sizes" in line and "faster by more at 64 MiB" not in line
+    assert "at 6 of the 7 other sizes" in line and "faster by more at 64 MiB" not in line  # s13r5e: 7 of 8 rows
     assert line.endswith(f"; 64 MiB, which the verdict below tests: {measure.UNDECIDED} (lead 1.12x)")
     alone = reporting.takeaway(SIZES[-1:], leads[-1:], {SIZES[-1]: measure.HOLDS})
     assert alone == f"the ring against the library: 64 MiB, which the verdict below tests: {measure.HOLDS} (lead 1.12x)"
@@ -88,9 +88,26 @@ def test_a_refused_library_fit_falls_back_to_the_ring_s_and_says_so():
     assert "model of dist.all_reduce gives" not in line and "no alpha-beta fit" not in line
 
 
+def test_the_split_reads_the_table_s_medians_and_adds_up():
+    """Learner s13r5e, lab 06 finding 2: the split said 1.7 ms of compute (paired rounds' median) under a table whose
+    medians stood 0.2 ms apart: the split now reads the table's medians, so its parts add up to the gap."""
+    tp = np.array([0.039, 0.050, 0.038, 0.041, 0.039, 0.036, 0.040])
+    ddp = np.array([0.0211, 0.019, 0.030, 0.021, 0.022, 0.020, 0.0215])
+    local = np.array([0.0213, 0.031, 0.018, 0.026, 0.019, 0.024, 0.021])
+    line = " ".join(reporting.gap_split({"tensor parallel": tp, "DDP": ddp, "tensor parallel, no communication": local},
+                                        0.0047, "library", False).split())
+    gap, comm, rest = (np.median(tp) - np.median(ddp), np.median(tp) - np.median(local),
+                       np.median(local) - np.median(ddp))
+    assert f"took {gap * 1e3:.1f} ms longer" in line and f"{comm * 1e3:.1f} ms in its collectives" in line
+    assert f"{rest * 1e3:.1f} ms in its compute and copies: within this run's noise" in line
+    assert "need not add up" not in line and "from the medians in the table above" in line
+
+
 def test_the_compute_and_the_model_share_are_said_as_measured():
     """A no-op step faster than DDP's is said as no extra compute cost; the model's share as measured."""
     assert "-0.8 ms in its compute and copies (no more than DDP's" in reporting.compute_sentence(-0.0008)
+    noisy = reporting.compute_sentence(0.0002, (-0.004, 0.006))  # learner s13r5e: a 0.2 ms lead inside the noise
+    assert "within this run's noise (paired rounds -4.0 to +6.0 ms)" in noisy and "more than DDP's" not in noisy
     assert "2.0 ms in its compute and copies (more than DDP's" in reporting.compute_sentence(0.002)
     assert "the model leaves" in reporting.model_share_sentence(0.0046, 0.0119)
     assert "explain them" in reporting.model_share_sentence(0.0115, 0.0119)
@@ -171,6 +188,14 @@ def test_a_row_whose_medians_favour_the_other_side_says_to_trust_the_lead(capsys
                               oversubscribed=False)
     out = " ".join(capsys.readouterr().out.split())
     assert "favour the other side: trust the library lead, the paired rounds' figure" in out, out
+    # learner s13r5e, lab 06 finding 7: at a lead printed as 1.00x no side is favoured, so no note
+    even = np.array([2.0, 3.0, 4.0, 1.0, 5.0]) * 1e-3
+    runs = {4096: {"ring": ring, "library": even * np.array([1.0, 1.0, 1.0, 0.5, 0.8])}}  # paired median: 1.00x
+    medians = {"ring": [float(np.median(ring))], "library": [3.1e-3]}  # medians: the library slower
+    reporting.allreduce_table([4096], runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0),
+                              oversubscribed=False)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1.00x" in out and "favour the other side" not in out, out
 
 
 def test_a_flag_on_a_median_names_its_column(capsys):
@@ -189,3 +214,49 @@ def test_a_flag_on_a_median_names_its_column(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "dist.all_reduce ms column: 16 KiB took less time" in out, out
     assert "ring ms column:" not in out
+
+
+def test_a_noisy_win_says_how_it_was_decided_in_one_plain_line():
+    """Learner s13r5e, lab 06 finding 1: 'holds', 'too noisy to test a cost up to 30%' and 'these pairs scatter by
+    14.6%, too much to test a cost of 10%' under one verdict: one line with the word and figure, one saying why only a
+    win could decide, and no 30 % or 10 % to decode."""
+    from lab_utils import conditions, workloads
+
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    v = measure.decide([1.08, 1.43, 1.17, 1.12, 1.3, 1.2, 1.15], claim="dist.all_reduce vs the ring, 65536 KiB",
+                       expected="the library no slower", no_worse_than=0.10, workload=workloads.ALLREDUCE_SIZES,
+                       load=quiet)
+    assert v.verdict == measure.HOLDS and reporting.SCATTER in v.notes
+    text = reporting.brief(v)
+    lines = text.splitlines()
+    joined = " ".join(text.split())
+    assert joined.startswith("verdict, dist.all_reduce vs the ring, 65536 KiB [") and len(lines) <= 4  # two lines, wrapped
+    assert "holds as predicted at 1.17x (range 1.08-1.43 over 7 paired repeats)" in joined
+    assert ("dist.all_reduce faster across the whole range; these pairs scatter by 15.0 %, too much to test a small "
+            "cost, so only a win could decide") in joined
+    assert "30%" not in joined and "10%" not in joined and max(map(len, lines)) <= 100
+    said = reporting.plain(v, "dist.all_reduce", "the ring")
+    assert said.startswith("dist.all_reduce: 1.17x the speed of the ring") and "scatter" not in said
+    undecided = measure.decide([0.9, 1.43, 1.17, 1.12, 1.3, 1.2, 1.15], claim="dist.all_reduce vs the ring, 64 KiB",
+                               expected="the library no slower", no_worse_than=0.10, load=quiet)
+    assert reporting.brief(undecided) == str(undecided)  # not a plain win: the whole block
+    ddp = measure.decide([1.7, 1.6, 1.8, 1.75, 1.71, 1.5, 2.0], claim="DDP vs tensor parallel", expected="DDP faster",
+                         workload=workloads.TP_VS_DDP, load=quiet)
+    assert reporting.brief(ddp).count("\n") <= 1 and "holds as predicted at 1.71x" in reporting.brief(ddp)
+
+
+def test_the_fit_says_how_far_alpha_and_b_move_between_halves_of_the_rounds():
+    """Learner s13r5e, lab 06 finding 8: every median spread over 25 %, yet alpha and B were printed unqualified."""
+    sizes = SIZES[:4]
+    alpha, bw = 100e-6, 1.5e9
+
+    def times(scale):
+        return np.array([2 * alpha + s / bw * scale for s in sizes])
+
+    runs = {s: {name: np.array([times(k)[i] for k in (1.0, 1.2, 1.0, 1.2, 1.1, 1.2)]) for name in ("ring", "library")}
+            for i, s in enumerate(sizes)}
+    line = " ".join(reporting.fit_halves(sizes, runs, 2).split())
+    assert line.startswith("how far to trust them: fitted to the even and to the odd rounds alone, ring alpha")
+    assert "alpha 100-100 us, B 1.25-1.50 GB/s" in line and "read alpha and B within these ranges" in line
+    short = {s: {name: v[:3] for name, v in r.items()} for s, r in runs.items()}
+    assert reporting.fit_halves(sizes, short, 2) == ""  # too few rounds to halve

@@ -64,6 +64,9 @@ def _batch_judge(got, expected, case):
     if got["values"] != right:
         if got["values"] == [g * r for g, r in case["even"]]:
             return 0.0, "the global batch is split over the replicas, not multiplied"
+        if got["values"] == [r // g for g, r in case["even"]]:  # learner s13r5e, lab 05 Ex 1
+            return 0.0, ("the arguments are swapped: replicas // global_batch is 0; divide the global batch by the "
+                         "replicas, global_batch // replicas")
         return 0.0, f"per_replica_batch should give {right}, got {got['values']}"
     if got["types"] != expected["types"]:
         return 0.0, "return an int (integer division //): a batch size is a count"
@@ -130,7 +133,10 @@ def _local_judge(got, expected, case):
                      "strategy.experimental_local_results(value) gives the per-replica tensors")
     right = expected["values"]
     if got["replicas"] != expected["replicas"] or len(got["values"]) != len(right):
-        return 0.0, f"expected {len(right)} values (one per replica), got {len(got['values'])}"
+        combined = len(got["values"]) == 1 and len(right) > 1
+        return 0.0, (f"expected {len(right)} values (one per replica), got {len(got['values'])}"
+                     + (": strategy.reduce combines the replicas into one; you want each replica's own, from "
+                        "strategy.experimental_local_results(value)" if combined else ""))
     if not close(got["values"], right, 1e-6):
         return 0.0, "the values are not the replicas' own values, in replica order"
     if got["types"] != expected["types"]:

@@ -198,6 +198,9 @@ def _ring_judge(got, expected, case):
         if received and all(v == own + sent for v in received):
             return 0.0, ("the step added the incoming chunk into this rank's own: return what arrived; the ring adds "
                          "it (reduce-scatter) or copies it (all-gather) itself")
+        if received and own_after and all(v == own + sent for v in own_after):  # added into chunks itself
+            return 0.0, (f"rank {rank}'s own chunk {left} changed during the step: the step added what arrived into "
+                         "chunks[recv_index]. Leave chunks unchanged and return the received buffer: the ring adds it")
         if len(own_after) != left + 2 or any(v != own for v in own_after):
             return 0.0, (f"rank {rank}'s own chunk {left} changed during the step: receive into a new buffer "
                          "(torch.empty_like), not into chunks[recv_index], whose values the ring still needs")
@@ -227,7 +230,9 @@ MY_RING_STEP = Exercise("06", "my_ring_step", _ring_cases, _ring_run, _ring_expe
                         "irecv from (rank - 1) % world_size into a new buffer shaped like chunks[recv_index], isend "
                         "chunks[send_index] to (rank + 1) % world_size, wait for both requests, return the buffer",
                         setup=SETUP, ranks=3,
-                        shape=lambda sums, case: [{"probe": ANY, "results": sums}] * case["world_size"])
+                        shape=lambda sums, case: [{"probe": ANY, "results": sums}] * case["world_size"],
+                        named_errors=("in this ring every rank", "gloo needs the receive buffer", "deadlock: rank",
+                                      "returned from the step without waiting", "send chunks[send_index]"))
 
 
 # ---- split_output_channels ------------------------------------------------------------------------------------------
