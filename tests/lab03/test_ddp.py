@@ -286,56 +286,6 @@ S10I_RATES = {"1 process x 1 thread": 5139, "2 ranks, DDP": 9782, "2 ranks, Horo
               "1 process x 2 threads": 6338}  # learner s10i's quiet run, cell 59
 
 
-def test_the_one_thread_baseline_beside_lab_01_says_how_far_apart_and_where_the_difference_is():
-    """Learner s10i, findings 2-3: the one-thread step 4,158 samples/s in lab 01 (kernel) and 5,139 here (launched),
-    1.24x, and 2 threads over one 1.53x there, 1.23x here, with nothing saying the 2-thread figures agree (6,356 vs
-    6,338) so the difference is all in the one-thread baseline."""
-    from lab_utils.labs.lab03 import speed
-
-    said = speed.baseline_lines(S10I_RATES, 2, 4158, 6356, 0.25)
-    one, two = (" ".join(line.split()) for line in said)
-    assert "5,139 samples/s here (launched) vs 4,158 in lab 01 (its kernel), 1.24x apart" in one, one
-    assert one.endswith("this launched process ran the same step faster than lab 01's Jupyter kernel"), one
-    assert "lab 03 of this run" not in one, one  # learner s11c, finding 6: read oddly inside lab 03
-    # lab 01's row's allocator known: the same as this run's, what is left is named; another, the allocator is named
-    from lab_utils import allocator
-    here = allocator.setting()
-    same_alloc = " ".join(speed.baseline_lines(S10I_RATES, 2, 4158, 6356, 0.25, lab01_allocator=here)[0].split())
-    other = " ".join(speed.baseline_lines(S10I_RATES, 2, 4158, 6356, 0.25, lab01_allocator="glibc default")[0].split())
-    if here:  # glibc: lab_utils fixes the allocator
-        assert "both take the same page faults" in same_alloc and "what is left is two processes" in same_alloc
-        assert "lab 01's row ran glibc default, this one " + here in other and "same page faults" not in other
-        unrecorded = " ".join(speed.baseline_lines(S10I_RATES, 2, 4158, 6356, 0.25, lab01_allocator="")[0].split())
-        assert "did not record its allocator" in unrecorded and "same page faults" not in unrecorded
-    else:  # nothing fixed here: no claim about page faults either way
-        assert "page faults" not in same_alloc and "fresh pages" not in other
-    assert "6,338 here vs 6,356 in lab 01, 1.00x apart: they agree within 25%" in two, two
-    assert "(1.23x here, 1.53x in lab 01) differs by the one-thread baseline" in two, two
-    # the kernel faster: said that way round, not the launched process
-    kernel = speed.baseline_lines(S10I_RATES, 2, 6200, 6356, 0.25)
-    assert "lab 01's Jupyter kernel ran the same step faster than this launched process" in kernel[0], kernel
-    # a measured cause replaces the fallback; nearly equal rates are said equal, and no difference is blamed
-    assert speed.baseline_lines(S10I_RATES, 2, 4158, 6356, 0.25, cause="X")[0].endswith("apart: X")
-    same = speed.baseline_lines(S10I_RATES, 2, 5200, 6356, 0.25)
-    assert "the same rate within 5%" in same[0] and "differs by the one-thread baseline" not in same[1], same
-    # the 2-thread figures disagree too: not blamed on the one-thread baseline
-    both = speed.baseline_lines(S10I_RATES, 2, 4158, 9000, 0.25)
-    assert "the 2-thread figures differ too" in both[1], both
-    # review 11, item 1: one and two threads apart in opposite directions, each within 25%, the ratios 1.44x apart
-    gaps = {"1 process x 1 thread": 120, "1 process x 2 threads": 200}
-    opposite = " ".join(speed.baseline_lines(dict(S10I_RATES, **gaps), 2, 100, 240, 0.25)[1].split())
-    assert "1.67x here, 2.40x in lab 01, 1.44x apart: beyond the 25%" in opposite, opposite
-    assert "agree" not in opposite and "so are the two labs' ratios" not in opposite, opposite
-    gaps = {"1 process x 1 thread": 110, "1 process x 2 threads": 200}
-    near = " ".join(speed.baseline_lines(dict(S10I_RATES, **gaps), 2, 100, 180, 0.25)[1].split())
-    assert "1.82x here, 1.80x in lab 01, 1.01x apart: they agree within 25%" in near, near
-    assert "the two 2-thread figures are within 25% of each other;" in near and "both within" not in near, near
-    # no lab 01 2-thread row: one line; no lab 01 at all: one line saying so
-    assert len(speed.baseline_lines(S10I_RATES, 2, 4158, None, 0.25)) == 1
-    assert speed.baseline_lines(S10I_RATES, 2, None, None, 0.25) == [
-        "lab 01 has not run here, so there is no lab 01 baseline to compare this one with"]
-
-
 def test_ddp_against_threads_is_a_prediction_the_run_checks():
     """Learner s10i, finding 7: 'one process with world_size threads ... is a hard competitor' beside DDP 1.54x it.
     The prose states theory's prediction (DDP ahead on a CPU); the run prints the verdict."""
@@ -363,11 +313,16 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
     assert said.startswith("what 2 ranks buy here: 1.59x one thread (3-conv CNN); against one process with 2 "
                            "threads, no gain: 3-conv CNN 1.05x (too close to tell), digits CNN 0.44x (slower). "), said
     # learner s12r3c: sections 4 and 6 settled together, in one computed sentence
-    assert said.endswith("Section 6's prediction, DDP ahead of threads, is not confirmed: any gain on the 3-conv CNN "
-                         "is within the 25% two launches may differ by; section 4's, slower on the digits CNN, held")
+    # learner s13r5c: 'any gain' about a loss; the summary ends on the takeaway, not on 'not confirmed'
+    assert ("Section 6's prediction, DDP ahead of threads, did not show: the 3-conv CNN's 1.05x is within the 25% two "
+            "launches may differ by; section 4's, slower on the digits CNN, held. The takeaway: on a CPU, ranks and "
+            "threads share the same cores") in said, said
+    assert said.endswith("DDP pays off where one process cannot use the other devices (a GPU or a machine per rank)")
+    assert "any gain" not in said and "not confirmed" not in said, said
     ahead = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25, None)
     assert "digits" not in ahead and "a gain: 3-conv CNN 1.28x (faster)" in ahead, ahead
-    assert ahead.endswith("Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN"), ahead
+    assert ahead.endswith("Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN. The takeaway: "
+                          "DDP's ranks beat one process's threads even on this CPU"), ahead
     mixed = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25, None, recipe_ratio=0.5)
     assert "a gain on one CNN only" in mixed, mixed
     slowed = speed.buys_line(rates, 2, 0.25, "the one-thread baseline ran slow")
@@ -382,13 +337,18 @@ def test_the_two_allreduce_figures_of_the_same_gradients_say_why_they_differ():
     from lab_utils.labs.lab03 import speed
 
     line = " ".join(speed.allreduce_pair(table_ms=2.3, table_batch=128, sum_ms=3.9, batch=64).split())
-    assert "all-reduce: 2.3 ms a step in section 6 (128 samples a rank), 3.9 ms here (64 a rank)" in line, line
+    assert "as section 6 times it: 2.3 ms a step in section 6 (128 samples a rank), 3.9 ms here (64 a rank)" in line
     assert "waiting for the slower rank" in line and "need not agree" in line, line
     # learner s12r3c: 'waiting for the slower rank' was taken on trust; where both ranks' times are given, it is shown
     shown = " ".join(speed.allreduce_pair(table_ms=3.2, table_batch=128, sum_ms=1.6, batch=64, wait_ms=1.1).split())
     assert "1.6 ms here (64 a rank), 1.1 ms of it rank 0 waiting for the other rank (median)" in shown, shown
     # learner s12r4c: four figures for one all-reduce; three now, no 'sum itself', no 'after the last gradient'
     assert len(re.findall(r"\d+\.\d ms", shown)) == 3 and "itself" not in shown and "after the last" not in shown
+    # learner s13r5c: 3.3 ms above and 3.1 ms here for one bucket, unexplained: the line names both spans
+    named = " ".join(speed.allreduce_pair(table_ms=6.0, table_batch=128, sum_ms=3.1, batch=64, wait_ms=0.0,
+                                          after_ms=3.3).split())
+    assert "from hand-over to sum as section 6 times it" in named, named
+    assert "3.1 ms here (64 a rank; the 3.3 ms above spans the last gradient to backward()'s return)" in named, named
 
 
 def test_the_wait_for_the_other_rank_is_read_from_both_ranks_hand_over_times():
@@ -465,34 +425,34 @@ def test_section_6_reads_its_launches_in_one_report_that_starts_with_one_sentenc
 
     reading = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25)
     first = " ".join(reading.lines[0].split())
-    assert first.startswith("2 DDP ranks ran 1.55x one process with one thread; no faster than one process with 2 "
-                            "threads (1.06x this run's figure: within the 25% two launches may differ by). The "
-                            "lesson: on this CPU, DDP's ranks do not beat"), first
+    assert first.startswith("2 DDP ranks ran 1.55x one process with one thread; level with one process with 2 "
+                            "threads (1.06x it: within the 25% two launches may differ by). The lesson: on a CPU, "
+                            "ranks and threads share the same cores"), first
     assert reading.lines[1] == "" and reading.lines[2].startswith("1 process x 1 thread"), reading.lines
-    assert "(its steps spread 10%)" in reading.lines[2]
-    assert any(line.startswith("noise: every median above") for line in reading.lines)
-    assert any("lab 01 has not run here" in line for line in reading.lines)  # an empty results folder
+    assert "(steps spread 10%)" in reading.lines[2]
+    assert any(line.startswith("noise: no row's steps spread more than 25 %") for line in reading.lines)
+    # learner s13r5c: one figure per comparison; the other labs' figures are the results table's notes
+    assert not any("lab 01" in line or "lab 02" in line for line in reading.lines), reading.lines
     assert any("(predicted: DDP ahead): 1.06x, too close to tell" in line for line in reading.lines)
     assert reading.lines[-1].startswith("a DDP step took 28.8 ms, of which 3.0 ms (10%)"), reading.lines[-1]
     assert reading.slowed is None and reading.unreadable is None and reading.comm_ms == 3.0
     assert all(len(line) <= 100 for text in reading.lines for line in text.split("\n")), reading.lines
 
 
-def test_the_sentence_says_when_lab_01s_thread_figure_reads_otherwise():
-    """Learner s11r2c, finding 3: 1.06x this run's 2-thread figure, 0.84x lab 01's: the sentence prints both and
-    says whether they read the same, so a learner can tell a tie from a loss."""
+def test_the_sentence_reads_this_runs_own_thread_row_once():
+    """Learner s13r5c, findings 1-2: 0.97x this run's 2-thread figure and 0.72x lab 01's in one sentence, which then
+    'does not settle' the question. The sentence reads this run's row alone, says level, faster or slower, and
+    gives the lesson that reading teaches."""
     from lab_utils.labs.lab03 import speed
 
-    both = speed.headline(S11R2C_RATES, 2, 0.25, None, None, lab01_many=10544)
-    assert ("no faster than one process with 2 threads (1.06x this run's figure, 0.84x lab 01's: within the 25%"
-            in both and "The lesson: on this CPU, DDP's ranks do not beat one process's threads" in both), both
-    apart = speed.headline(S11R2C_RATES, 2, 0.25, None, None, lab01_many=14000)
-    assert "(too close to tell), 0.63x lab 01's (slower): the two readings differ, so this run does not settle" in apart
-    assert "lesson" not in apart, apart  # no lesson from readings that disagree
-    ahead = speed.headline({**S11R2C_RATES, "2 ranks, DDP": 12000}, 2, 0.25, None, None, lab01_many=8000)
-    assert "faster than one process with 2 threads (1.43x this run's figure, 1.50x lab 01's)" in ahead, ahead
+    level = speed.headline(S11R2C_RATES, 2, 0.25, None, None)
+    assert "level with one process with 2 threads (1.06x it: within the 25%" in level, level
+    assert "lab 01" not in level and "settle" not in level and "a GPU or a machine per rank" in level, level
+    ahead = speed.headline({**S11R2C_RATES, "2 ranks, DDP": 12000}, 2, 0.25, None, None)
+    assert "faster than one process with 2 threads (1.43x it)" in ahead, ahead
     assert "do not beat" not in ahead and "DDP's ranks beat one process's threads" in ahead, ahead
-
+    behind = speed.headline({**S11R2C_RATES, "2 ranks, DDP": 6000}, 2, 0.25, None, None)
+    assert "slower than one process with 2 threads (0.72x it)" in behind and "do not beat" in behind, behind
 
 def test_the_one_process_rows_wait_as_lab_01s_kernel(monkeypatch, tmp_path):
     """Learner s12r4c, the central item: lab 03's launched 2-thread row ran 1.37x below lab 01's kernel figure while the
@@ -507,11 +467,8 @@ def test_the_one_process_rows_wait_as_lab_01s_kernel(monkeypatch, tmp_path):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     assert rank_environment(0, 1, 1234, 2)["OMP_WAIT_POLICY"] == "PASSIVE"  # what a forked rank would get
     assert speed.as_lab01_kernel() == {"start": "spawn", "env": {"OMP_WAIT_POLICY": None}}  # None: unset in the rank
-    assert "(unset: idle threads spin a while, then sleep)" in speed.wait_policy_line()
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # a kernel started under the test plugin
-    assert speed.as_lab01_kernel()["env"] == {"OMP_WAIT_POLICY": "PASSIVE"} and "(PASSIVE)" in speed.wait_policy_line()
-    reading = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25)
-    assert any("this kernel's OpenMP wait policy" in line for line in reading.lines), reading.lines
+    assert speed.as_lab01_kernel()["env"] == {"OMP_WAIT_POLICY": "PASSIVE"}
     nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
     (cell,) = ["".join(c["source"]) for c in nb["cells"] if "speed_reading.report(" in "".join(c["source"])]
     assert "as_lab01 = speed_reading.as_lab01_kernel()" in cell and cell.count("**as_lab01)") == 2, cell
@@ -535,7 +492,7 @@ def test_a_busy_machine_or_a_slowed_baseline_still_refuses_in_the_report(tmp_pat
                     "1 process x 2 threads": 9013}
     slowed = speed.report(_fake_speed(slowed_rates), 2, _fake_hw(), tmp_path, 0.25)
     assert slowed.slowed and "one thread" not in slowed.lines[0].split("ran")[1].split("and")[0], slowed.lines[0]
-    assert " ".join(slowed.lines[0].split()).startswith("2 DDP ranks ran no faster than one process with 2 threads (0.81x")
+    assert " ".join(slowed.lines[0].split()).startswith("2 DDP ranks ran level with one process with 2 threads (0.81x")
     assert any("is inflated by it" in " ".join(line.split()) for line in slowed.lines)
     assert by_name["2 ranks, DDP"].threads == 1 and by_name["1 process x 2 threads"].threads == 2
 
@@ -578,7 +535,8 @@ def test_the_bucket_lines_print_backwards_median_total_beside_its_split():
     default, pair, small = (" ".join(line.split()) for line in lines)
     assert default.startswith("default, median of 5 rounds: backward() 7.9 ms in all: computing 4.3 ms until the "
                               "last gradient, then 3.6 ms"), default  # 4.3 + 3.6 = 7.9: no 'need not add up'
-    assert pair.startswith("the same gradients' all-reduce: 3.9 ms a step in section 6"), pair
+    assert pair.startswith("the same gradients' all-reduce, from hand-over to sum as section 6 times it: 3.9 ms a "
+                           "step in section 6"), pair
     assert "backward() 6.5 ms in all: computing 5.0 ms" in small, small  # 5.0 + 1.5 = 6.5
     uneven = [_round(0, 0.001, 0.002, []), _round(0, 0.002, 0.010, []), _round(0, 0.008, 0.010, [])]
     uneven_line = " ".join(buckets.line("default", uneven).split())  # totals 2, 10, 10; parts' medians 2 and 2
@@ -649,15 +607,19 @@ def test_the_state_dict_numbers_every_module_as_cell_46_says():
     assert "the second convolution, `2` in the spec table, is `3` here" in " ".join(text.split()), text
 
 
-def test_a_busy_run_names_its_load_on_the_thread_figures_line_too():
-    """A busy scratch run: 2 threads 940 here vs 10,842 in lab 01, 11.5x apart, said only 'differ too'; the line names
-    the load as the one-thread line does."""
-    from lab_utils.labs.lab03 import speed
+def test_the_versus_one_parts_add_up_as_printed():
+    """Learner s13r5c, finding 5: '1.16 ms compute + 1.18 ms all-reduce = 2.35 ms' and '1.75 + 1.18 + 0.90 = 3.84'
+    (the quiet run's figures): every printed sum, and the verdict's 'took X ms more', holds to its last digit."""
+    from lab_utils.labs.lab03 import versus_one
 
-    rates = {**S11R2C_RATES, "1 process x 2 threads": 940}
-    lines = speed.baseline_lines(rates, 2, 6462, 10842, 0.25, cause="this run measured under load (said above)",
-                                 busy="this run measured under load (said above)")
-    assert "11.53x apart: the 2-thread figures differ too, beyond the 25% two runs may differ by: this run measured " \
-        "under load" in " ".join(lines[1].split()), lines
-    quiet = speed.baseline_lines(rates, 2, 6462, 10842, 0.25, cause="the one-thread baseline ran slow")  # not the load
-    assert quiet[1].endswith("beyond the 25% two runs may differ by"), quiet
+    said = " ".join(" ".join(versus_one.lines(ddp_rate=16682.4, allreduce_ms=1.1849, batch=64, world_size=2,
+                                              lab01_rate=54952.3, alone_rate=32 / 1.7549e-3, lab01_threads=2,
+                                              rank_threads=1)).split())
+    sums = [re.search(rf"{label}: (.*?)= (\d+\.\d\d) ms", said).groups() for label in ("prediction", "measured")]
+    for parts, total in sums:
+        terms = re.findall(r"(?:([+-]) )?(\d+\.\d\d) ms", parts)
+        assert len(terms) >= 2, parts
+        assert round(sum(float(v) * (-1 if sign == "-" else 1) for sign, v in terms), 2) == float(total), (parts, total)
+    theory, alone = re.search(r"compute alone: one rank's (\d+\.\d\d) ms is above theory's (\d+\.\d\d)", said).groups()[::-1]
+    more = re.search(r"the compute took (\d+\.\d\d) ms more", said).group(1)
+    assert round(float(alone) - float(theory), 2) == float(more), said
