@@ -25,17 +25,12 @@ def slowed_baseline(rates: dict[str, float], base_name: str, world_size: int) ->
 
 def speed_summary(rates: dict[str, float], base_name: str, world_size: int, slowed: str | None,
                   tolerance: float = 0.25) -> str:
-    """The summary's speed figures: over one thread and over N threads (read within `tolerance`), or, with a slowed
-    baseline, only the ratios that do not use it (DDP over N threads, Horovod-style over DDP) and why the others are
-    not read."""
-    ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
-    horovod, base = rates[f"{world_size} ranks, Horovod-style"], rates[base_name]
+    """The summary's speed figures over one thread, or, with a slowed baseline, Horovod-style over DDP and why the
+    others are not read; DDP over N threads is buys_line's (learner s13r5c: each figure once in the summary)."""
+    ddp, horovod, base = rates[f"{world_size} ranks, DDP"], rates[f"{world_size} ranks, Horovod-style"], rates[base_name]
     if slowed:
-        return (f"{world_size} DDP ranks {ddp / threads:.2f}x one process with {world_size} threads "
-                f"({reading(ddp / threads, tolerance)}); Horovod-style "
-                f"{horovod / ddp:.2f}x DDP; over one thread: not read, {slowed}")
-    return (f"{world_size} DDP ranks {ddp / base:.2f}x one thread, {ddp / threads:.2f}x one process with {world_size} "
-            f"threads ({reading(ddp / threads, tolerance)}); Horovod-style {horovod / base:.2f}x one thread")
+        return f"Horovod-style {horovod / ddp:.2f}x DDP; over one thread: not read, {slowed}"
+    return f"{world_size} DDP ranks {ddp / base:.2f}x one thread; Horovod-style {horovod / base:.2f}x one thread"
 
 
 def reading(ratio: float, tolerance: float) -> str:
@@ -45,30 +40,28 @@ def reading(ratio: float, tolerance: float) -> str:
     return "faster" if ratio > 1 else "slower"
 
 
-def buys_line(rates: dict[str, float], world_size: int, tolerance: float, slowed: str | None,
+def buys_line(rates: dict[str, float], world_size: int, tolerance: float,
               recipe_ratio: float | None = None) -> str:
-    """The lab's question, what N ranks buy here, from this run's own ratios: over one thread (unless the baseline
-    ran slow), and over one process with N threads, the 3-conv CNN's and (recipe_ratio: lab 01's step over the
-    recipe run's, same threads) the digits CNN's, each read within `tolerance`."""
+    """The lab's question, what N ranks buy here, against one process with N threads: the 3-conv CNN's ratio and
+    (recipe_ratio: lab 01's step over the recipe run's, same threads) the digits CNN's, each read within `tolerance`,
+    then the predictions they settle and the takeaway (the ratios over one thread: speed_summary's line)."""
     ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
-    base = rates["1 process x 1 thread"]
     against = [("3-conv CNN", ddp / threads)] + ([("digits CNN", recipe_ratio)] if recipe_ratio else [])
     readings = [(name, ratio, reading(ratio, tolerance)) for name, ratio in against]
     gain = ("a gain" if all(r == "faster" for _, _, r in readings) else
             "no gain" if all(r != "faster" for _, _, r in readings) else "a gain on one CNN only")
-    over_one = "" if slowed else f"{ddp / base:.2f}x one thread (3-conv CNN); "
-    return (f"what {world_size} ranks buy here: {over_one}against one process with {world_size} threads, {gain}: " +
+    return (f"what {world_size} ranks buy here: against one process with {world_size} threads, {gain}: " +
             ", ".join(f"{name} {ratio:.2f}x ({r})" for name, ratio, r in readings) + ". " +
-            settle_line(readings[0][2], readings[1][2] if len(readings) > 1 else None, tolerance, readings[0][1]) +
+            settle_line(readings[0][2], readings[1][2] if len(readings) > 1 else None, tolerance) +
             f". The takeaway: {lesson(readings[0][2])}")
 
 
-def settle_line(conv: str, digits: str | None, tolerance: float, conv_ratio: float) -> str:
+def settle_line(conv: str, digits: str | None, tolerance: float) -> str:
     """Sections 4 and 6 read together (learner s12r3c): section 6's 'DDP ahead of threads' against the 3-conv CNN's
-    reading (its ratio `conv_ratio`), section 4's 'slower' against the digits CNN's."""
+    reading, section 4's 'slower' against the digits CNN's."""
     six = {"faster": "Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN",
-           "too close to tell": (f"Section 6's prediction, DDP ahead of threads, did not show: the 3-conv CNN's "
-                                 f"{conv_ratio:.2f}x is within the {tolerance:.0%} two launches may differ by"),
+           "too close to tell": (f"Section 6's prediction, DDP ahead of threads, did not show on the 3-conv CNN "
+                                 f"(within the {tolerance:.0%} two launches may differ by)"),
            "slower": "Section 6's prediction, DDP ahead of threads, failed on the 3-conv CNN"}[conv]
     if digits is None:
         return six
@@ -232,6 +225,6 @@ def speed_summary_lines(reading: Reading, world_size: int, launches: int, tolera
     if reading.unreadable:  # section 6 under load: the line above already refused these ratios
         return said
     recipe_ratio = recipe_rate / lab01_rate if lab01_rate and lab01_threads == world_size else None
-    said.append(measure.short_lines(measure.as_result(buys_line(reading.rates, world_size, tolerance, reading.slowed,
-                                                                recipe_ratio), workers=world_size, load=load)))
+    said.append(measure.short_lines(measure.as_result(buys_line(reading.rates, world_size, tolerance, recipe_ratio),
+                                                      workers=world_size, load=load)))
     return said
