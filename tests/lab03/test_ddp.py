@@ -285,19 +285,22 @@ S10I_RATES = {"1 process x 1 thread": 5139, "2 ranks, DDP": 9782, "2 ranks, Horo
               "1 process x 2 threads": 6338}  # learner s10i's quiet run, cell 59
 
 
-def test_ddp_against_threads_is_a_prediction_the_run_checks():
-    """Learner s10i, finding 7: 'one process with world_size threads ... is a hard competitor' beside DDP 1.54x it.
-    The prose states theory's prediction (DDP ahead on a CPU); the run prints the verdict."""
+def test_ddp_against_threads_is_read_once_in_the_first_line():
+    """Learner s10i, finding 7: the prose states theory's prediction (DDP ahead on a CPU); the run reads it. Learner
+    s13r5c: one figure per comparison, so the first line reads it and no verdict line repeats the figure."""
     from lab_utils.labs.lab03 import speed
 
-    assert speed.threads_verdict(S10I_RATES, 2, 0.25).endswith("1.54x, as predicted")
+    assert "faster than one process with 2 threads (1.54x it)" in speed.headline(S10I_RATES, 2, 0.25, None, None)
     behind = dict(S10I_RATES, **{"2 ranks, DDP": 4000})
-    assert speed.threads_verdict(behind, 2, 0.25).endswith("0.63x, against the prediction")
+    assert "slower than one process with 2 threads (0.63x it)" in speed.headline(behind, 2, 0.25, None, None)
     close = dict(S10I_RATES, **{"2 ranks, DDP": 7000})
-    assert "1.10x, too close to tell (two launches may differ by 25%)" in speed.threads_verdict(close, 2, 0.25)
-    assert "minutes apart" not in speed.threads_verdict(close, 2, 0.25)  # learner s11c: they ran seconds apart
-    refused = speed.threads_verdict(S10I_RATES, 2, 0.25, "other programs used 1.5 of 2 cores")
+    level = speed.headline(close, 2, 0.25, None, None)
+    assert "level with one process with 2 threads (1.10x it: within the 25% two launches may differ by)" in level
+    assert "minutes apart" not in level  # learner s11c: they ran seconds apart
+    refused = speed.headline(S10I_RATES, 2, 0.25, None, "other programs used 1.5 of 2 cores")
     assert "not measurable here (other programs used 1.5" in refused and "1.54x" not in refused, refused
+    reading = speed.report(_fake_speed(close), 2, _fake_hw(), None, 0.25)
+    assert sum("1.10x" in line for line in reading.lines) == 1, reading.lines
 
 
 def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
@@ -432,7 +435,6 @@ def test_section_6_reads_its_launches_in_one_report_that_starts_with_one_sentenc
     assert any(line.startswith("noise: no row's steps spread more than 25 %") for line in reading.lines)
     # learner s13r5c: one figure per comparison; the other labs' figures are the results table's notes
     assert not any("lab 01" in line or "lab 02" in line for line in reading.lines), reading.lines
-    assert any("(predicted: DDP ahead): 1.06x, too close to tell" in line for line in reading.lines)
     assert reading.lines[-1].startswith("a DDP step took 28.8 ms, of which 3.0 ms (10%)"), reading.lines[-1]
     assert reading.slowed is None and reading.unreadable is None and reading.comm_ms == 3.0
     assert all(len(line) <= 100 for text in reading.lines for line in text.split("\n")), reading.lines
@@ -481,7 +483,7 @@ def test_a_busy_machine_or_a_slowed_baseline_still_refuses_in_the_report(tmp_pat
 
     busy = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25, unreadable="other programs used 1.5 cores")
     assert measure.NOT_MEASURABLE in busy.lines[0] and "1.55x" not in busy.lines[0], busy.lines[0]
-    assert "n/m" in busy.lines[3] and sum(measure.NOT_MEASURABLE in line for line in busy.lines) == 2, busy.lines
+    assert "n/m" in busy.lines[3] and sum(measure.NOT_MEASURABLE in line for line in busy.lines) == 1, busy.lines
     assert not any("x one" in line or "1.55x" in line for line in busy.lines), busy.lines  # no ratio read
     rows = speed.results(busy, _fake_speed(S11R2C_RATES), 2, "cpu", [])
     by_name = {row.variant: row for row in rows}

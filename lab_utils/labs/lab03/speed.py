@@ -96,19 +96,6 @@ def allreduce_pair(*, table_ms: float, table_batch: int, sum_ms: float, batch: i
                    "batch and what else runs, so the two need not agree")
 
 
-def threads_verdict(rates: dict[str, float], world_size: int, tolerance: float, refused: str | None = None) -> str:
-    """Theory's prediction, DDP's N one-thread ranks ahead of one process with N threads, checked by this run's
-    medians (within `tolerance`: too close to tell; refused: the load's reason, then not read)."""
-    ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
-    claim = f"{world_size} DDP ranks vs 1 process x {world_size} threads (predicted: DDP ahead)"
-    if refused:
-        return f"{claim}: {measure.NOT_MEASURABLE} ({refused})"
-    ratio = ddp / threads
-    if abs(math.log(ratio)) <= math.log(1 + tolerance):
-        return f"{claim}: {ratio:.2f}x, too close to tell (two launches may differ by {tolerance:.0%})"
-    return f"{claim}: {ratio:.2f}x, " + ("as predicted" if ratio > 1 else "against the prediction")
-
-
 @dataclass(frozen=True)
 class Reading:
     """Section 6's launches read once: medians (samples/s), the widest step spread and the flags of each row, why the
@@ -179,7 +166,7 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
     if slowed:  # one reading everywhere: no ratio over a slowed baseline is read, here, in the table or the summary
         notes.append(f"so {slowed}: every 'x one thread' above is inflated by it")
     # busy (unreadable): the table's n/m and the first line's refusal say it once; no ratio is printed
-    notes.append(threads_verdict(rates, world_size, tolerance, "the load, said above" if unreadable else None))
+    # the first line reads DDP against threads: no second line repeats its figure (learner s13r5c)
     ddp_step = 256 / rates[f"{world_size} ranks, DDP"] * 1e3
     comm = float(np.median([job[0]["allreduce_ms"] for job in speed[f"{world_size} ranks, DDP"]]))
     notes.append(f"a DDP step took {ddp_step:.1f} ms, of which {comm:.1f} ms ({comm / ddp_step:.0%}) in the gradient "
