@@ -624,3 +624,17 @@ def test_the_versus_one_parts_add_up_as_printed():
     theory, alone = re.search(r"compute alone: one rank's (\d+\.\d\d) ms is above theory's (\d+\.\d\d)", said).groups()[::-1]
     more = re.search(r"the compute took (\d+\.\d\d) ms more", said).group(1)
     assert round(float(alone) - float(theory), 2) == float(more), said
+
+
+def test_the_learning_rate_prose_claims_what_the_run_computes():
+    """Learner s13r5c, finding 11: the prose said lr x N gets 'most of the way back', the verdict tests only 'more
+    accurate'; the prose says 'part of the way', and the cell prints how much of one device's lead was won back."""
+    import nbformat
+
+    from pathlib import Path
+
+    cells = nbformat.read(Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb", 4).cells
+    prose = " ".join(c.source.replace("\n", " ") for c in cells if c.cell_type == "markdown")
+    assert "most of the way back" not in prose and "get part of the way back" in prose
+    (cell,) = [c.source for c in cells if "lr_verdict = measure.verdict(" in c.source]
+    assert "won back {back * 100:.1f} of the {gap * 100:.1f} accuracy points" in cell and "if gap > 0:" in cell
