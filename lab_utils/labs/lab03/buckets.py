@@ -81,6 +81,7 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, othe
             sums = [1e3 * sum(b["end"] - b["start"] for b in s["buckets"]) for s in steps]  # as section 6 times it
             said.append(measure.short_lines(speed.allreduce_pair(table_ms=comm_ms, table_batch=table_batch,
                                                                  sum_ms=float(np.median(sums)),
+                                                                 after_ms=float(nearest_median(steps)[1][1]),
                                                                  batch=batch, wait_ms=wait_ms(
                                                                      steps, [o[name][1:] for o in others])
                                                                  if others else None)))

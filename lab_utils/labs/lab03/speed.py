@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import allocator, measure
+from ... import measure
 
 
 def slowed_baseline(rates: dict[str, float], base_name: str, world_size: int) -> str | None:
@@ -25,17 +25,12 @@ def slowed_baseline(rates: dict[str, float], base_name: str, world_size: int) ->
 
 def speed_summary(rates: dict[str, float], base_name: str, world_size: int, slowed: str | None,
                   tolerance: float = 0.25) -> str:
-    """The summary's speed figures: over one thread and over N threads (read within `tolerance`), or, with a slowed
-    baseline, only the ratios that do not use it (DDP over N threads, Horovod-style over DDP) and why the others are
-    not read."""
-    ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
-    horovod, base = rates[f"{world_size} ranks, Horovod-style"], rates[base_name]
+    """The summary's speed figures over one thread, or, with a slowed baseline, Horovod-style over DDP and why the
+    others are not read; DDP over N threads is buys_line's (learner s13r5c: each figure once in the summary)."""
+    ddp, horovod, base = rates[f"{world_size} ranks, DDP"], rates[f"{world_size} ranks, Horovod-style"], rates[base_name]
     if slowed:
-        return (f"{world_size} DDP ranks {ddp / threads:.2f}x one process with {world_size} threads "
-                f"({reading(ddp / threads, tolerance)}); Horovod-style "
-                f"{horovod / ddp:.2f}x DDP; over one thread: not read, {slowed}")
-    return (f"{world_size} DDP ranks {ddp / base:.2f}x one thread, {ddp / threads:.2f}x one process with {world_size} "
-            f"threads ({reading(ddp / threads, tolerance)}); Horovod-style {horovod / base:.2f}x one thread")
+        return f"Horovod-style {horovod / ddp:.2f}x DDP; over one thread: not read, {slowed}"
+    return f"{world_size} DDP ranks {ddp / base:.2f}x one thread; Horovod-style {horovod / base:.2f}x one thread"
 
 
 def reading(ratio: float, tolerance: float) -> str:
@@ -45,29 +40,28 @@ def reading(ratio: float, tolerance: float) -> str:
     return "faster" if ratio > 1 else "slower"
 
 
-def buys_line(rates: dict[str, float], world_size: int, tolerance: float, slowed: str | None,
+def buys_line(rates: dict[str, float], world_size: int, tolerance: float,
               recipe_ratio: float | None = None) -> str:
-    """The lab's question, what N ranks buy here, from this run's own ratios: over one thread (unless the baseline
-    ran slow), and over one process with N threads, the 3-conv CNN's and (recipe_ratio: lab 01's step over the
-    recipe run's, same threads) the digits CNN's, each read within `tolerance`."""
+    """The lab's question, what N ranks buy here, against one process with N threads: the 3-conv CNN's ratio and
+    (recipe_ratio: lab 01's step over the recipe run's, same threads) the digits CNN's, each read within `tolerance`,
+    then the predictions they settle and the takeaway (the ratios over one thread: speed_summary's line)."""
     ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
-    base = rates["1 process x 1 thread"]
     against = [("3-conv CNN", ddp / threads)] + ([("digits CNN", recipe_ratio)] if recipe_ratio else [])
     readings = [(name, ratio, reading(ratio, tolerance)) for name, ratio in against]
     gain = ("a gain" if all(r == "faster" for _, _, r in readings) else
             "no gain" if all(r != "faster" for _, _, r in readings) else "a gain on one CNN only")
-    over_one = "" if slowed else f"{ddp / base:.2f}x one thread (3-conv CNN); "
-    return (f"what {world_size} ranks buy here: {over_one}against one process with {world_size} threads, {gain}: " +
+    return (f"what {world_size} ranks buy here: against one process with {world_size} threads, {gain}: " +
             ", ".join(f"{name} {ratio:.2f}x ({r})" for name, ratio, r in readings) + ". " +
-            settle_line(readings[0][2], readings[1][2] if len(readings) > 1 else None, tolerance))
+            settle_line(readings[0][2], readings[1][2] if len(readings) > 1 else None, tolerance) +
+            f". The takeaway: {lesson(readings[0][2])}")
 
 
 def settle_line(conv: str, digits: str | None, tolerance: float) -> str:
     """Sections 4 and 6 read together (learner s12r3c): section 6's 'DDP ahead of threads' against the 3-conv CNN's
     reading, section 4's 'slower' against the digits CNN's."""
     six = {"faster": "Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN",
-           "too close to tell": (f"Section 6's prediction, DDP ahead of threads, is not confirmed: any gain on the "
-                                 f"3-conv CNN is within the {tolerance:.0%} two launches may differ by"),
+           "too close to tell": (f"Section 6's prediction, DDP ahead of threads, did not show on the 3-conv CNN "
+                                 f"(within the {tolerance:.0%} two launches may differ by)"),
            "slower": "Section 6's prediction, DDP ahead of threads, failed on the 3-conv CNN"}[conv]
     if digits is None:
         return six
@@ -86,98 +80,20 @@ def as_lab01_kernel() -> dict:
     return {"start": "spawn", "env": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}}
 
 
-def wait_policy_line() -> str:
-    """How the one-process rows' threads waited (the kernel's policy, as lab 01's), and why the ranks' does not matter."""
-    policy = os.environ.get("OMP_WAIT_POLICY") or "unset: idle threads spin a while, then sleep"
-    return (f"the one-process rows ran in fresh processes with this kernel's OpenMP wait policy ({policy}), the "
-            "policy lab 01's kernel timed its rows with when started the same way; a DDP rank runs one thread, so "
-            "it has no idle OpenMP thread to wait")
-
-
-SAME = 0.05  # two rates this close are read as one: below what this machine's repeats resolve
-
-
-def _apart(a: float, b: float) -> float:
-    """How far apart two rates are, as the larger over the smaller (1.00x: equal)."""
-    return max(a, b) / min(a, b)
-
-
-def _ratios_line(here: float, lab01: float, world_size: int, tolerance: float) -> str:
-    """Both labs' figures within `tolerance`: their 'N threads over one' ratios compared, agreeing only within it."""
-    ratio_apart = _apart(here, lab01)
-    return (f"the two {world_size}-thread figures are within {tolerance:.0%} of each other; '{world_size} threads "
-            f"over one' {here:.2f}x here, {lab01:.2f}x in lab 01, "
-            f"{ratio_apart:.2f}x apart: " + (f"they agree within {tolerance:.0%}" if ratio_apart <= 1 + tolerance else
-                                            f"beyond the {tolerance:.0%} two runs may differ by"))
-
-
-def baseline_lines(rates: dict[str, float], world_size: int, lab01_one: float | None, lab01_many: float | None,
-                   tolerance: float, cause: str | None = None, lab01_allocator: str | None = None,
-                   busy: str | None = None) -> list[str]:
-    """This run's launched one-thread baseline beside lab 01's kernel figure: how far apart and why (cause: a measured
-    cause, else the measured fact: which kind of process ran the step faster, and what is left to part them once
-    both ran this run's allocator; `lab01_allocator`: lab 01's row's setting, allocator.setting(), None if unknown),
-    then whether the N-thread figures agree (busy: the load, named where they do not), so a learner sees where the
-    two labs' 'x one thread' differ. No lab 01
-    row: one line saying so."""
-    one, many = rates["1 process x 1 thread"], rates[f"1 process x {world_size} threads"]
-    if not lab01_one:
-        return ["lab 01 has not run here, so there is no lab 01 baseline to compare this one with"]
-    apart = _apart(one, lab01_one)
-    faster = ("this launched process ran the same step faster than lab 01's Jupyter kernel" if one > lab01_one else
-              "lab 01's Jupyter kernel ran the same step faster than this launched process")
-    here = allocator.setting()
-    if lab01_allocator is None or not here:  # unknown, or no allocator lab_utils sets (not glibc): nothing to say
-        left = ""
-    elif not lab01_allocator:  # a row from before results rows recorded it
-        left = ("; lab 01's row did not record its allocator, so the page faults a step (lab_utils.allocator) "
-                "may part the two")
-    elif lab01_allocator != here:  # then the page faults a step may differ
-        left = (f"; lab 01's row ran {lab01_allocator}, this one {here}: another allocator, whose fresh pages "
-                "a step can move a step (lab_utils.allocator)")
-    else:
-        left = ("; both take the same page faults, since lab_utils fixes the allocator, so what is left is two "
-                "processes timed at different moments (the machine's load then, each one's own threads)")
-    why = f"the same rate within {SAME:.0%}" if apart <= 1 + SAME else cause or faster + left
-    said = [f"one thread: {one:,.0f} samples/s here (launched) vs {lab01_one:,.0f} in lab 01 (its kernel), "
-            f"{apart:.2f}x apart: {why}"]
-    if lab01_many:
-        many_apart = _apart(many, lab01_many)
-        said.append(f"{world_size} threads: {many:,.0f} here vs {lab01_many:,.0f} in lab 01, {many_apart:.2f}x apart: " + (
-            f"they agree within {tolerance:.0%}, so '{world_size} threads over one' ({many / one:.2f}x here, "
-            f"{lab01_many / lab01_one:.2f}x in lab 01) differs by the one-thread baseline"
-            if many_apart <= 1 + tolerance and apart > max(many_apart, 1 + SAME) else
-            _ratios_line(many / one, lab01_many / lab01_one, world_size, tolerance) if many_apart <= 1 + tolerance else
-            f"the {world_size}-thread figures differ too, beyond the {tolerance:.0%} two runs may differ by" +
-            (f": {busy}" if busy else "")))  # a busy run's 11x (scratch run, s13-h3) names its load here too
-    return said
-
-
 def allreduce_pair(*, table_ms: float, table_batch: int, sum_ms: float, batch: int,
-                   wait_ms: float | None = None) -> str:
+                   wait_ms: float | None = None, after_ms: float | None = None) -> str:
     """Why section 6's all-reduce per step and the bucket test's need not agree for the same gradients: another batch
     per rank, so another wait for the slower rank (wait_ms: rank 0's wait, measured from both ranks' hand-over times,
-    where given). sum_ms: the sum timed as section 6 times it, from the bucket's hand-over to its result. Learner
-    s12r4c: four figures (4.4, 4.3, 4.1, 4.0 ms) for one all-reduce; three now, each a different quantity."""
-    said = (f"the same gradients' all-reduce: {table_ms:.1f} ms a step in section 6 ({table_batch} samples a rank), "
-            f"{sum_ms:.1f} ms here ({batch} a rank)")
+    where given). sum_ms: the sum timed as section 6 times it, from the bucket's hand-over to its result; after_ms:
+    the line above's 'all-reduce after the last gradient', named with its span (learner s13r5c: 3.3 vs 3.1 ms)."""
+    above = (f"; the {after_ms:.1f} ms above spans the last gradient to backward()'s return"
+             if after_ms is not None else "")
+    said = (f"the same gradients' all-reduce, from hand-over to sum as section 6 times it: {table_ms:.1f} ms a step "
+            f"in section 6 ({table_batch} samples a rank), {sum_ms:.1f} ms here ({batch} a rank{above})")
     if wait_ms is None:
         return said + "; each includes waiting for the slower rank, which another batch changes, so they need not agree"
     return said + (f", {wait_ms:.1f} ms of it rank 0 waiting for the other rank (median): that wait changes with the "
                    "batch and what else runs, so the two need not agree")
-
-
-def threads_verdict(rates: dict[str, float], world_size: int, tolerance: float, refused: str | None = None) -> str:
-    """Theory's prediction, DDP's N one-thread ranks ahead of one process with N threads, checked by this run's
-    medians (within `tolerance`: too close to tell; refused: the load's reason, then not read)."""
-    ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
-    claim = f"{world_size} DDP ranks vs 1 process x {world_size} threads (predicted: DDP ahead)"
-    if refused:
-        return f"{claim}: {measure.NOT_MEASURABLE} ({refused})"
-    ratio = ddp / threads
-    if abs(math.log(ratio)) <= math.log(1 + tolerance):
-        return f"{claim}: {ratio:.2f}x, too close to tell (two launches may differ by {tolerance:.0%})"
-    return f"{claim}: {ratio:.2f}x, " + ("as predicted" if ratio > 1 else "against the prediction")
 
 
 @dataclass(frozen=True)
@@ -196,30 +112,28 @@ class Reading:
 
 
 def headline(rates: dict[str, float], world_size: int, tolerance: float, slowed: str | None,
-             unreadable: str | None, lab01_many: float | None = None) -> str:
-    """The one plain sentence section 6 answers with: N DDP ranks over one thread, then against one process with N
-    threads (this run's figure and, where lab 01 timed it, lab 01's), read within `tolerance`, then the lesson the
-    reading gives (learner s12r4c: one reading, said plainly, not 'the same reading' for 1.21x and 0.88x)."""
+             unreadable: str | None) -> str:
+    """The one plain sentence section 6 answers with: N DDP ranks over one thread, then against this run's own one
+    process with N threads, read within `tolerance`, then the lesson the reading gives (learner s13r5c: one figure
+    per comparison; the other labs' figures are the results table's notes, not a second reading here)."""
     ddp, threads = rates[f"{world_size} ranks, DDP"], rates[f"1 process x {world_size} threads"]
     if unreadable:
         return f"{world_size} DDP ranks against one process: {measure.NOT_MEASURABLE} ({unreadable})"
     ours = reading(ddp / threads, tolerance)
     over_one = "" if slowed else f"{ddp / rates['1 process x 1 thread']:.2f}x one process with one thread; "
-    theirs = reading(ddp / lab01_many, tolerance) if lab01_many else ours
-    figures = (f"{ddp / threads:.2f}x this run's figure" +
-               (f", {ddp / lab01_many:.2f}x lab 01's" if lab01_many else ""))
-    if lab01_many and theirs != ours:
-        return (f"{world_size} DDP ranks ran {over_one}against one process with {world_size} threads, "
-                f"{ddp / threads:.2f}x this run's figure ({ours}), {ddp / lab01_many:.2f}x lab 01's ({theirs}): the "
-                "two readings differ, so this run does not settle DDP against threads")
-    against = {"too close to tell": f"no faster than one process with {world_size} threads ({figures}: "
+    against = {"too close to tell": f"level with one process with {world_size} threads ({ddp / threads:.2f}x it: "
                                     f"within the {tolerance:.0%} two launches may differ by)",
-               "faster": f"faster than one process with {world_size} threads ({figures})",
-               "slower": f"slower than one process with {world_size} threads ({figures})"}[ours]
-    lesson = ("DDP's ranks beat one process's threads on this CPU" if ours == "faster" else
-              "on this CPU, DDP's ranks do not beat one process's threads; DDP pays off where one process cannot "
-              "use the other devices (a GPU or a machine per rank)")
-    return f"{world_size} DDP ranks ran {over_one}{against}. The lesson: {lesson}"
+               "faster": f"faster than one process with {world_size} threads ({ddp / threads:.2f}x it)",
+               "slower": f"slower than one process with {world_size} threads ({ddp / threads:.2f}x it)"}[ours]
+    return f"{world_size} DDP ranks ran {over_one}{against}. The lesson: {lesson(ours)}"
+
+
+def lesson(conv: str) -> str:
+    """What the 3-conv CNN's reading of DDP against threads teaches (conv: reading()'s word), said where it is read."""
+    if conv == "faster":
+        return "DDP's ranks beat one process's threads even on this CPU"
+    return ("on a CPU, ranks and threads share the same cores, so DDP's ranks do not beat one process's threads; "
+            "DDP pays off where one process cannot use the other devices (a GPU or a machine per rank)")
 
 
 def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unreadable: str | None = None) -> Reading:
@@ -233,7 +147,6 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
     step = workloads.STEP_3CONV.name
     lab01 = measure.reference_rate(step, "1 process x 1 thread", directory=results_dir)
     lab01_how = measure.reference_conditions(step, "1 process x 1 thread", threads=1, directory=results_dir)
-    lab01_many = measure.reference_rate(step, f"1 process x {world_size} threads", directory=results_dir)
     flags, table = {}, []
     for name, rate in rates.items():
         devices = world_size if "ranks" in name or "threads" in name else 1
@@ -245,21 +158,15 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
                                            refused=unreadable is not None)  # a refused speedup (n/m): no flag reads it
         shown = f"{rate / base:5.2f}x" if unreadable is None or devices == 1 else "n/m"  # n/m: said below the table
         table.append(measure.table_row(f"{name:<30} {rate:8.0f} samples/s  {shown:>7}  "
-                                       f"(its steps spread {spreads[name]:.0%})", flags[name]))
+                                       f"(steps spread {spreads[name]:.0%})", flags[name]))
     slowed = None if unreadable else slowed_baseline(rates, "1 process x 1 thread", world_size)
-    said = [headline(rates, world_size, tolerance, slowed, unreadable, lab01_many)]  # prose: wrapped at the end
-    notes = [detectors.noise_line(spreads.values(), "step medians") or "noise: every median above came from steps "
-             f"within {detectors.NOISY_SPREAD * 100:.0f} % of it"]
+    said = [headline(rates, world_size, tolerance, slowed, unreadable)]  # prose: wrapped at the end
+    notes = [detectors.noise_line(spreads.values(), "rows") or "noise: no row's steps spread more than "
+             f"{detectors.NOISY_SPREAD * 100:.0f} %"]
     if slowed:  # one reading everywhere: no ratio over a slowed baseline is read, here, in the table or the summary
         notes.append(f"so {slowed}: every 'x one thread' above is inflated by it")
     # busy (unreadable): the table's n/m and the first line's refusal say it once; no ratio is printed
-    busy = unreadable and "this run measured under load (said above), which can slow either figure"
-    lab01_row = measure.reference_row(step, "1 process x 1 thread", directory=results_dir)
-    lab01_allocator = lab01_row.machine.allocator if lab01_row and lab01_row.machine else None  # its malloc setting
-    notes += baseline_lines(rates, world_size, lab01, lab01_many, tolerance, cause=slowed or busy,
-                            lab01_allocator=lab01_allocator, busy=busy)
-    notes.append(wait_policy_line())
-    notes.append(threads_verdict(rates, world_size, tolerance, "the load, said above" if unreadable else None))
+    # the first line reads DDP against threads: no second line repeats its figure (learner s13r5c)
     ddp_step = 256 / rates[f"{world_size} ranks, DDP"] * 1e3
     comm = float(np.median([job[0]["allreduce_ms"] for job in speed[f"{world_size} ranks, DDP"]]))
     notes.append(f"a DDP step took {ddp_step:.1f} ms, of which {comm:.1f} ms ({comm / ddp_step:.0%}) in the gradient "
@@ -305,6 +212,6 @@ def speed_summary_lines(reading: Reading, world_size: int, launches: int, tolera
     if reading.unreadable:  # section 6 under load: the line above already refused these ratios
         return said
     recipe_ratio = recipe_rate / lab01_rate if lab01_rate and lab01_threads == world_size else None
-    said.append(measure.short_lines(measure.as_result(buys_line(reading.rates, world_size, tolerance, reading.slowed,
-                                                                recipe_ratio), workers=world_size, load=load)))
+    said.append(measure.short_lines(measure.as_result(buys_line(reading.rates, world_size, tolerance, recipe_ratio),
+                                                      workers=world_size, load=load)))
     return said

@@ -74,6 +74,11 @@ def compute_line(*, alone_ms: float, theory_ms: float, one_ms: float) -> str:
     return f"compute alone: one rank's {alone_ms:.2f} ms is {side}{whole}"
 
 
+def _ms(value: float) -> float:
+    """A time in ms at the 2 decimals the lines print it with."""
+    return round(value, 2)
+
+
 def _threads(n: int) -> str:
     """'1 thread', '2 threads'."""
     return f"{n} thread{'s' if n != 1 else ''}"
@@ -88,12 +93,13 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
     (refused: the load's reason, measure.unreadable, then no verdict is read). No lab 01 row: one line."""
     if not lab01_rate:
         return ["lab 01 has not recorded its training run here: no one-device step to compare these ranks with"]
-    one_ms, ddp_ms = batch / lab01_rate * 1e3, batch / ddp_rate * 1e3
+    # every part at the 2 decimals it prints, so the printed sums add up (learner s13r5c: 1.16 + 1.18 = 2.35)
+    one_ms, ddp_ms, allreduce_ms = _ms(batch / lab01_rate * 1e3), _ms(batch / ddp_rate * 1e3), _ms(allreduce_ms)
     each = f", {_threads(rank_threads)} each" if rank_threads else ""
     rank_threads = rank_threads or 1
     threads = lab01_threads or rank_threads
     who = f"one process with {_threads(lab01_threads)}" if lab01_threads else "one process"
-    compute = rank_compute_ms(one_ms, world_size, threads, rank_threads)
+    compute = _ms(rank_compute_ms(one_ms, world_size, threads, rank_threads))
     predicted = compute + allreduce_ms
     how = (f"{one_ms:.2f} / {world_size}" if threads == rank_threads else
            f"{one_ms:.2f} x {threads} / {rank_threads * world_size}" if rank_threads > 1 else
@@ -111,12 +117,12 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
             measure.short_lines(f"prediction: {compute:.2f} ms compute ({how}) + {allreduce_ms:.2f} ms all-reduce = "
             f"{predicted:.2f} ms a step, " + ("slower" if predicted > one_ms else "faster") + " than one process"),
             measured_line(ddp_ms=ddp_ms, allreduce_ms=allreduce_ms, world_size=world_size, batch=batch,
-                          alone_ms=batch / world_size / alone_rate * 1e3 if alone_rate else None)]
+                          alone_ms=_ms(batch / world_size / alone_rate * 1e3) if alone_rate else None)]
     if refused:
         return said + [measure.short_lines(f"verdict: {measure.NOT_MEASURABLE} ({refused})")]
     gaps: dict = {}
     if alone_rate:  # learner s11r2c: the measured compute part against lab 01's whole step, said outright
-        alone_ms = batch / world_size / alone_rate * 1e3
+        alone_ms = _ms(batch / world_size / alone_rate * 1e3)
         gaps = {"compute_gap_ms": alone_ms - compute, "unaccounted_ms": ddp_ms - alone_ms - allreduce_ms}
         said.append(measure.short_lines(compute_line(alone_ms=alone_ms, theory_ms=compute, one_ms=one_ms)))
     said.append(verdict_line(one_ms=one_ms, ddp_ms=ddp_ms, predicted_ms=predicted, world_size=world_size, **gaps))
