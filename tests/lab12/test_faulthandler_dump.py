@@ -51,17 +51,17 @@ def test_a_real_faulthandler_dump_names_the_waiting_function():
     assert frames and frames[0][2] == "wait" and any(name == "metric_sum_worker" for _, _, name in frames)
 
 
-def test_the_table_lines_are_read_per_rank():
+def test_the_learner_line_per_rank_is_read_from_the_table():
     table = ("rank | state           | waits in                  | learner's line    | last completed\n"
              "0    | in a collective | all_reduce #3 [1] float32 | cell [5], line 9  | all_reduce #2 [1] float32\n"
              "1    | in a collective | barrier #3                | cell [5], line 11 | all_reduce #2 [1] float32\n")
-    assert debugging.table_lines(table) == {0: "cell [5], line 9", 1: "cell [5], line 11"}
+    assert debugging.learner_line_per_rank(table) == {0: "cell [5], line 9", 1: "cell [5], line 11"}
 
 
 def test_the_lab_dumps_bug_1_as_a_plain_job_and_checks_the_dump_against_the_table():
     cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
     code = next(c.source for c in cells if c.cell_type == "code" and "faulthandler.dump_traceback_later" in c.source)
-    assert '"LAB_COLLECTIVE_RECORD": "0"' in code and "dump_lines(dumps" in code and "table_lines(table_of(hang))" in code
+    assert '"LAB_COLLECTIVE_RECORD": "0"' in code and "dump_lines(dumps" in code and "learner_line_per_rank(table_of(hang))" in code
     prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     assert "faulthandler.register(signal.SIGUSR1" in prose and "py-spy dump --pid" in prose
     assert "divide_by_initial_world_size" not in prose.split("Join` context manager")[-1].split("`check` runs it")[0]

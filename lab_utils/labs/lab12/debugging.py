@@ -169,7 +169,7 @@ def dump_lines(dumps: dict, function: str) -> list[str]:
     return out
 
 
-def table_lines(table: str) -> dict:
+def learner_line_per_rank(table: str) -> dict:
     """rank -> the learner's line in the launcher's table ('cell [5], line 9')."""
     import re
 
