@@ -164,6 +164,20 @@ def block_table(steps: StepReading, names, forward_times: dict) -> str:
 SMALL_LAYERS_COST = 0.10  # native 16-bit units, small layers: no clear winner, tested as "no more than 10 % slower"
 
 
+def medians_note(speed: dict, verdicts: dict, mp_name: str) -> str:
+    """Where the ratio of a model's two printed medians is not its verdict's figure, the reason, once (learner
+    s13r5f: 'each median comes from other rounds' was cryptic beside 8.0 / 7.8 ms = 1.03 and a verdict of 1.01x)."""
+    differ = [(name, speed[name]["float32"].median / speed[name][mp_name].median, v) for name, v in verdicts.items()
+              if v.verdict != measure.CANNOT_SEE]
+    differ = [(name, r, v) for name, r, v in differ if f"{r:.2f}" != f"{v.ratio:.2f}"]
+    if not differ:
+        return ""
+    said = "; ".join(f"{name}: {r:.2f}, not the verdict's {v.ratio:.2f}x" for name, r, v in differ)
+    return measure.short_lines(
+        f"(the ratio of the two medians, {said}: a verdict divides the two times of each round, then takes the median "
+        f"of those {differ[0][2].repeats} ratios; the two medians can come from different rounds)")
+
+
 def precision_verdict(name: str, timing: dict, mp_name: str, emulated: bool, small_layers_cost: float = SMALL_LAYERS_COST):
     """The verdict on float32 against autocast for one model's paired rounds (`timing`: 'float32' and `mp_name`
     Timings), with the claim theory makes on this hardware: float32 faster where the 16-bit type is emulated; where it
@@ -207,16 +221,12 @@ def checkpoint_summary(resume_error: dict, save_verdict) -> str:
     return measure.short_lines(said)
 
 
-def update_line(steps: StepReading, training_step, speed_step) -> str:
-    """The speed section's training step (forward, backward, update), timed again in the checkpoint rounds, against
-    the step without checkpoints of the same rounds; `speed_step` is its Timing from the speed section's own rounds.
-    (Learner s12r4f: fwd+bwd here read 7.95 ms beside the full step's 7.1 ms there: less work, more time.)"""
+def update_line(steps: StepReading, training_step) -> str:
+    """The speed section's training step (forward, backward, update), timed again in the checkpoint rounds, as a ratio
+    to the step without checkpoints of the same rounds: no second time in ms for a step the speed section timed
+    (learner s13r5f: 8.01 ms there, 8.43 ms here, for one step)."""
     none = steps.times["none"]
     ratio = measure.table_ratio(measure.paired_ratios(none, training_step), steps.load)
-    if ratio == measure.N_M:
-        return measure.short_lines(f"the training step (with the SGD update), timed in these rounds too: {ratio}")
     return measure.short_lines(
-        f"the training step (forward, backward and the SGD update), timed in these rounds too: "
-        f"{training_step.median * 1e3:.2f} ms, {ratio} the step without checkpoints ({none.median * 1e3:.2f} ms); "
-        f"the speed section timed it at {speed_step.median * 1e3:.2f} ms in rounds of its own (beside a 16-bit step): "
-        f"compare a time with those of its own rounds only")
+        f"the speed section's float32 training step (forward, backward and the SGD update), timed in these rounds "
+        f"too: {ratio} the step without checkpoints (its time in ms is the speed section's, above)")
