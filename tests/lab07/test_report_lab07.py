@@ -71,10 +71,12 @@ def test_the_block_table_builds_beyond_from_the_figure_it_prints_and_states_the_
     reading = steps(QUIET)
     text = report.block_table(reading, NAMES, FORWARD)
     lines = text.splitlines()
-    assert lines[0].startswith("prediction 'every checkpointed step at or above 1.00x none'")
+    assert lines[0].startswith("prediction, no checkpoint makes a step faster: holds for conv 1, conv 2")
     assert "holds for conv 1, conv 2" in " ".join(text.split())
     said = " ".join(text.split())  # learner s12r3f finding 3: '90 % range' and 0.95 were never defined
-    assert "the lowest of its 5 paired ratios at or above 0.95 (a step up to 5% faster counts as equal" in said, text
+    assert "(tested: the lowest of its 5 paired ratios >= 0.95: up to 5% faster counts as equal)" \
+        in said, text  # learner s13r5f finding 3: the test on one short line, after the outcome
+    assert lines[1].startswith("    (tested: ") and len(lines[1]) <= 100
     # learner s12r4f finding 8: conv 2's 'beyond' 0.11 beside 0.52 read as a counterexample: the noise floor in ms
     spreads = [reading.times[k].spread for k in ["none"] + NAMES]
     base = reading.times["none"].median * 1e3
