@@ -65,3 +65,13 @@ def test_the_lab_dumps_bug_1_as_a_plain_job_and_checks_the_dump_against_the_tabl
     prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     assert "faulthandler.register(signal.SIGUSR1" in prose and "py-spy dump --pid" in prose
     assert "divide_by_initial_world_size" not in prose.split("Join` context manager")[-1].split("`check` runs it")[0]
+
+
+def test_the_cell_legend_is_printed_under_the_first_table_only(monkeypatch):
+    """Learner s13r5f finding 4: 'cell [n]: the cell Jupyter shows ...' was printed under every table (3 times)."""
+    from lab_utils.launch.where import CELL_LEGEND
+
+    monkeypatch.setattr(debugging, "_LEGEND_SHOWN", [])
+    table = "rank | state | waits in | learner's line | last completed\n0    | x | y | cell [5], line 9 | -\n"
+    first, second = debugging.folded(table + CELL_LEGEND), debugging.folded(table + CELL_LEGEND)
+    assert CELL_LEGEND.splitlines()[0] in first and "cell [n]:" not in second and "cell [5], line 9" in second

@@ -114,13 +114,29 @@ def first_lines(err, n: int = 1) -> str:
     return "\n".join(str(err).splitlines()[:n])
 
 
+_LEGEND_SHOWN: list = []  # whether a table's 'cell [n]: ...' legend was printed in this kernel
+
+
+def legend_once(text: str) -> str:
+    """`text` with the launcher's 'cell [n]: ...' legend kept under the first table this kernel prints only
+    (learner s13r5f: the same two lines under every table)."""
+    from ...launch.where import CELL_LEGEND
+
+    if CELL_LEGEND not in text:
+        return text
+    if _LEGEND_SHOWN:
+        return text.replace("\n" + CELL_LEGEND, "").replace(CELL_LEGEND, "")
+    _LEGEND_SHOWN.append(True)
+    return text
+
+
 def folded(text: str, width: int = 100) -> str:
     """Prose longer than `width` cut at spaces and continued indented; a table's row (columns between ' | ') stays
     whole, as the table lines it up; a table wider than `width` gives its last column a line of its own under each
-    row ('    last completed: ...')."""
+    row ('    last completed: ...'); the 'cell [n]' legend under the first table only (legend_once)."""
     import textwrap
 
-    lines = text.splitlines()
+    lines = legend_once(text).splitlines()
     rows = [i for i, line in enumerate(lines) if " | " in line]
     if rows and max(len(lines[i]) for i in rows) > width:
         last = lines[rows[0]].rsplit(" | ", 1)[1].strip()
