@@ -75,3 +75,21 @@ def test_the_cell_legend_is_printed_under_the_first_table_only(monkeypatch):
     table = "rank | state | waits in | learner's line | last completed\n0    | x | y | cell [5], line 9 | -\n"
     first, second = debugging.folded(table + CELL_LEGEND), debugging.folded(table + CELL_LEGEND)
     assert CELL_LEGEND.splitlines()[0] in first and "cell [n]:" not in second and "cell [5], line 9" in second
+
+
+def test_the_mismatch_lines_say_who_aborted_what_came_back_and_whose_shape_is_first():
+    """Learner s13r5f finding 7: the shapes cell parsed the error in 15 lines; debugging.mismatch_lines does it, and
+    the lines are those of the quiet run."""
+    abort = ("terminate called\n  what():  [enforce fail at pair.cc:1] op.preamble.length <= op.nbytes. 8 vs 4. "
+             "Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?")
+    bare = debugging.mismatch_lines("rank 1 failed: RuntimeError: Read error: Connection reset by peer.\nmore", 1,
+                                    abort, 2)
+    assert bare.splitlines()[0].startswith("   rank 0 aborted: op.preamble.length <= op.nbytes. 8 vs 4."), bare
+    assert "rank 1 failed: RuntimeError: Read error: Connection reset by peer." in bare
+    said = ("rank 0 failed: RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
+            "collective: CollectiveFingerPrint(SequenceNumber=1, OpType=ALLREDUCE, TensorShape=[4]). Collectives "
+            "differ in the following aspects: \tTensor Tensor shapes: 4vs 5\nwhere each rank was ...")
+    detail = debugging.mismatch_lines(said, 0, "", 2)
+    assert "DETAIL's fingerprints differ in: Tensor Tensor shapes: 4vs 5" in detail, detail
+    assert detail.splitlines()[-1] == "   rank 0 reported it: its own tensor first (4 elements), then rank 1's (5)"
+    assert "aborted" not in detail and max(len(line) for line in (bare + "\n" + detail).splitlines()) <= 100

@@ -190,3 +190,29 @@ def learner_line_per_rank(table: str) -> dict:
     import re
 
     return {int(m[1]): m[2].strip() for m in re.finditer(r"^(\d+)\s+\|[^|\n]*\|[^|\n]*\|([^|\n]+)\|", table, re.M)}
+
+
+def mismatch_lines(said: str, reporter, stderr_text: str, world_size: int) -> str:
+    """What a shape mismatch's launch said, at 100 columns: the rank gloo aborted (from the ranks' stderr), the error
+    that came back, and, under DETAIL, the fingerprints that differ and whose shape is first (display only: the
+    lesson is the two launches, learner s13r5f finding 7)."""
+    import re
+
+    from ...launch import short_error
+
+    lines = []
+    aborted = [line for line in stderr_text.splitlines() if "op.preamble.length" in line]
+    if aborted:
+        peer_lost = "by peer" in said and reporter in (0, 1) and world_size == 2  # the reporter only lost its peer
+        other = f"rank {1 - reporter}" if peer_lost else "a rank"
+        lines.append(folded(f"   {other} aborted: {short_error(aborted[0][aborted[0].index('op.preamble'):], 150)}"))
+    lines.append(folded(f"   {short_error(said.split(chr(10))[0], 150, sentences=1)}"))
+    differ = said.split("Collectives differ in the following aspects:")
+    if len(differ) > 1:
+        lines.append(f"   DETAIL's fingerprints differ in: "
+                     f"{short_error(differ[1].split('where each rank was')[0], 200)}")
+        shapes = re.search(r"shapes: *\[?(\d+)\]? *vs *\[?(\d+)", differ[1])
+        if shapes and reporter in (0, 1) and world_size == 2:
+            lines.append(f"   rank {reporter} reported it: its own tensor first ({shapes[1]} elements), then rank "
+                         f"{1 - reporter}'s ({shapes[2]})")
+    return "\n".join(lines)
