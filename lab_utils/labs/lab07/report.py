@@ -153,8 +153,17 @@ def block_table(steps: StepReading, names, forward_times: dict) -> str:
     if read:  # the spreads of the rows read, each printed in a table (the steps' above, the forwards' here), named
         # (learner s12r4f: '2 of 9 medians': which nine? 'all' has a spread column too)
         stepped = [k for k in steps.times if not steps.refused[k]]
-        noise = detectors.noise_line([steps.times[k].spread for k in stepped] + [forward_times[n].spread for n in read],
-                                     f"medians ({len(stepped)} steps of the table above, {len(read)} forwards here)")
+        # a forward whose spread, in ms, is under the steps' smallest cannot move a figure of the table: not counted
+        # (learner s13r5f: the noise line's worst case was dense 2's 0.01 ms forward)
+        floor_s = min(steps.times[k].spread for k in stepped) * base if stepped else 0.0
+        counted = [n for n in read if forward_times[n].spread * forward_times[n].median >= floor_s]
+        plural = {1: ""}
+        left = (f"; {len(read) - len(counted)} forward{plural.get(len(read) - len(counted), 's')} spreading under "
+                f"{floor_s * 1e3:.2f} ms, too little to move a step, left out") if len(counted) < len(read) else ""
+        noise = detectors.noise_line([steps.times[k].spread for k in stepped] +
+                                     [forward_times[n].spread for n in counted],
+                                     f"medians ({len(stepped)} steps of the table above, {len(counted)} "
+                                     f"forward{plural.get(len(counted), 's')} here{left})")
         if noise:
             lines.append(noise)
     return "\n".join(lines)
