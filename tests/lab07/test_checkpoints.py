@@ -359,10 +359,12 @@ def test_the_save_timings_say_once_that_the_verdicts_figure_is_the_paired_median
                  "detectors": detectors}
     exec(cell, namespace)
     out = capsys.readouterr().out
-    assert "the verdict's figure is the median of the 5 rounds' own save / async_save ratios" in out, out
+    assert "the verdict's figure is the median of the 5 rounds' own save / async_save ratios" in " ".join(out.split())
     # learner s12r3f finding 11: medians that spread widely get the noise line, which lets the verdict be read
     assert "noise: " in out and "read the medians and the speed-ups only" in " ".join(out.split()), out
-    assert "ratio of the two medians above" in out and max(len(line) for line in out.splitlines()) <= 100
+    assert "ratio of the two medians above is 3." in out and max(len(line) for line in out.splitlines()) <= 100
+    # learner s13r5f finding 11: a 60 % spread on a quiet run read as doubt: the rounds' order is said, computed
+    assert "every round's is above 1: the times scatter, not their order" in " ".join(out.split()), out
 
 
 def test_once_items_names_every_whole_tensor_and_its_bytes_the_sample_count_included(tmp_path):

@@ -114,6 +114,19 @@ def test_sharded_step_with_all_reduce_passes():
     assert check(step(REDUCE, "        dist.all_reduce(p.grad)")).passed
 
 
+def test_sharded_step_judge_refuses_a_reduce_record_that_differs_between_ranks():
+    """make test s13: an answer with one rank's reduce record emptied (or one pair dropped) scored 1.0."""
+    exercise = get("sharded_step")
+    inputs = exercise.cases(random.Random(7))
+    got = to_plain(exercise.run(step(), inputs))
+    assert exercise.score(got, inputs)[0] == 1.0 and got["reduced"][0]
+    for forged in ([[], got["reduced"][1]], [got["reduced"][0][1:], got["reduced"][1]], [[[]] * 2] * 2, []):
+        fraction, message = exercise.score({**got, "reduced": forged}, inputs)
+        assert fraction == 0.0, (forged, message)
+    all_reduce = {**got, "reduced": [[], []]}  # an all_reduce answer records no reduce on any rank: right
+    assert exercise.score(all_reduce, inputs)[0] == 1.0
+
+
 def test_sharded_step_summed_gradients_fails():
     fails(step("        p.grad /= world_size\n", ""), "divide by world_size")
 

@@ -36,7 +36,7 @@ def test_a_table_wider_than_100_columns_gives_its_last_column_a_line_of_its_own(
     from lab_utils.labs.lab12 import debugging
 
     cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
-    setup = next(c.source for c in cells if c.cell_type == "code" and "import first_lines, folded, table_of" in c.source)
+    setup = next(c.source for c in cells if c.cell_type == "code" and "import first_lines, folded, mismatch_lines, table_of" in c.source)
     assert "from lab_utils.labs.lab12.debugging import" in setup  # issue 51: the lab's reading helpers in lab_utils
     namespace = {"folded": debugging.folded}
     table = ("where each rank was (its record of collectives, kept by lab_utils):\n"

@@ -278,6 +278,7 @@ def test_train_all_wrapping_again_and_hanging_are_named(hangs_stopped_sooner):
     assert not result and "wrapped the model in DDP again (DDP(model))" in result.message, result.message
     result = exercises.check(train_all_wrapped_module_again)  # its weights equal one process: only the wrapper tells
     assert not result and "wrapped the model in DDP again (DDP(model.module))" in result.message, result.message
+    assert "(rank " in result.message and "(in rank" not in result.message, result.message  # s13r5f: no odd tail
     result = exercises.check(train_all_hangs)  # J6: a hang is said to be one, not "raised"
     assert not result and "did not finish: it hung, nothing raised" in result.message, result.message
     assert "first difference" in result.message and " raised " not in result.message.split("Hint")[0], result.message

@@ -51,17 +51,45 @@ def test_a_real_faulthandler_dump_names_the_waiting_function():
     assert frames and frames[0][2] == "wait" and any(name == "metric_sum_worker" for _, _, name in frames)
 
 
-def test_the_table_lines_are_read_per_rank():
+def test_the_learner_line_per_rank_is_read_from_the_table():
     table = ("rank | state           | waits in                  | learner's line    | last completed\n"
              "0    | in a collective | all_reduce #3 [1] float32 | cell [5], line 9  | all_reduce #2 [1] float32\n"
              "1    | in a collective | barrier #3                | cell [5], line 11 | all_reduce #2 [1] float32\n")
-    assert debugging.table_lines(table) == {0: "cell [5], line 9", 1: "cell [5], line 11"}
+    assert debugging.learner_line_per_rank(table) == {0: "cell [5], line 9", 1: "cell [5], line 11"}
 
 
 def test_the_lab_dumps_bug_1_as_a_plain_job_and_checks_the_dump_against_the_table():
     cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
     code = next(c.source for c in cells if c.cell_type == "code" and "faulthandler.dump_traceback_later" in c.source)
-    assert '"LAB_COLLECTIVE_RECORD": "0"' in code and "dump_lines(dumps" in code and "table_lines(table_of(hang))" in code
+    assert '"LAB_COLLECTIVE_RECORD": "0"' in code and "dump_lines(dumps" in code and "learner_line_per_rank(table_of(hang))" in code
     prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     assert "faulthandler.register(signal.SIGUSR1" in prose and "py-spy dump --pid" in prose
     assert "divide_by_initial_world_size" not in prose.split("Join` context manager")[-1].split("`check` runs it")[0]
+
+
+def test_the_cell_legend_is_printed_under_the_first_table_only(monkeypatch):
+    """Learner s13r5f finding 4: 'cell [n]: the cell Jupyter shows ...' was printed under every table (3 times)."""
+    from lab_utils.launch.where import CELL_LEGEND
+
+    monkeypatch.setattr(debugging, "_LEGEND_SHOWN", [])
+    table = "rank | state | waits in | learner's line | last completed\n0    | x | y | cell [5], line 9 | -\n"
+    first, second = debugging.folded(table + CELL_LEGEND), debugging.folded(table + CELL_LEGEND)
+    assert CELL_LEGEND.splitlines()[0] in first and "cell [n]:" not in second and "cell [5], line 9" in second
+
+
+def test_the_mismatch_lines_say_who_aborted_what_came_back_and_whose_shape_is_first():
+    """Learner s13r5f finding 7: the shapes cell parsed the error in 15 lines; debugging.mismatch_lines does it, and
+    the lines are those of the quiet run."""
+    abort = ("terminate called\n  what():  [enforce fail at pair.cc:1] op.preamble.length <= op.nbytes. 8 vs 4. "
+             "Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?")
+    bare = debugging.mismatch_lines("rank 1 failed: RuntimeError: Read error: Connection reset by peer.\nmore", 1,
+                                    abort, 2)
+    assert bare.splitlines()[0].startswith("   rank 0 aborted: op.preamble.length <= op.nbytes. 8 vs 4."), bare
+    assert "rank 1 failed: RuntimeError: Read error: Connection reset by peer." in bare
+    said = ("rank 0 failed: RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
+            "collective: CollectiveFingerPrint(SequenceNumber=1, OpType=ALLREDUCE, TensorShape=[4]). Collectives "
+            "differ in the following aspects: \tTensor Tensor shapes: 4vs 5\nwhere each rank was ...")
+    detail = debugging.mismatch_lines(said, 0, "", 2)
+    assert "DETAIL's fingerprints differ in: Tensor Tensor shapes: 4vs 5" in detail, detail
+    assert detail.splitlines()[-1] == "   rank 0 reported it: its own tensor first (4 elements), then rank 1's (5)"
+    assert "aborted" not in detail and max(len(line) for line in (bare + "\n" + detail).splitlines()) <= 100

@@ -214,6 +214,14 @@ def _sharded_expected(case, world_size: int = 2):
     return _flat(model)
 
 
+def _reduce_logs_agree(reduced) -> bool:
+    """Every rank's reduce record is the same list of [parameter index, dst] pairs (an all_reduce answer: all empty)."""
+    if not isinstance(reduced, list) or not reduced:
+        return False
+    pairs = all(isinstance(r, list) and all(isinstance(p, list) and len(p) == 2 for p in r) for r in reduced)
+    return pairs and all(r == reduced[0] for r in reduced)
+
+
 def _sharded_judge(got, expected, case):
     import numpy as np
 
@@ -225,6 +233,9 @@ def _sharded_judge(got, expected, case):
     diff = max_abs_diff(ranks[0], right)
     if diff <= 1e-5 and (sum(got["sizes"]) != len(right) or len(got["owners"]) != len(got["sizes"])):
         return 0.0, "the parameter sizes and owners do not describe the model"
+    if diff <= 1e-5 and not _reduce_logs_agree(got.get("reduced")):
+        return 0.0, ("the record of dist.reduce calls differs between ranks: every rank calls every reduce, "
+                     "in the same order, so each rank's record is the same list of (parameter, dst) pairs")
     if diff <= 1e-5:
         return 1.0, "every rank equals one process on the global batch (within 1e-5)"
     bounds = np.cumsum([0, *got["sizes"]])

@@ -114,13 +114,29 @@ def first_lines(err, n: int = 1) -> str:
     return "\n".join(str(err).splitlines()[:n])
 
 
+_LEGEND_SHOWN: list = []  # whether a table's 'cell [n]: ...' legend was printed in this kernel
+
+
+def legend_once(text: str) -> str:
+    """`text` with the launcher's 'cell [n]: ...' legend kept under the first table this kernel prints only
+    (learner s13r5f: the same two lines under every table)."""
+    from ...launch.where import CELL_LEGEND
+
+    if CELL_LEGEND not in text:
+        return text
+    if _LEGEND_SHOWN:
+        return text.replace("\n" + CELL_LEGEND, "").replace(CELL_LEGEND, "")
+    _LEGEND_SHOWN.append(True)
+    return text
+
+
 def folded(text: str, width: int = 100) -> str:
     """Prose longer than `width` cut at spaces and continued indented; a table's row (columns between ' | ') stays
     whole, as the table lines it up; a table wider than `width` gives its last column a line of its own under each
-    row ('    last completed: ...')."""
+    row ('    last completed: ...'); the 'cell [n]' legend under the first table only (legend_once)."""
     import textwrap
 
-    lines = text.splitlines()
+    lines = legend_once(text).splitlines()
     rows = [i for i, line in enumerate(lines) if " | " in line]
     if rows and max(len(lines[i]) for i in rows) > width:
         last = lines[rows[0]].rsplit(" | ", 1)[1].strip()
@@ -169,8 +185,34 @@ def dump_lines(dumps: dict, function: str) -> list[str]:
     return out
 
 
-def table_lines(table: str) -> dict:
+def learner_line_per_rank(table: str) -> dict:
     """rank -> the learner's line in the launcher's table ('cell [5], line 9')."""
     import re
 
     return {int(m[1]): m[2].strip() for m in re.finditer(r"^(\d+)\s+\|[^|\n]*\|[^|\n]*\|([^|\n]+)\|", table, re.M)}
+
+
+def mismatch_lines(said: str, reporter, stderr_text: str, world_size: int) -> str:
+    """What a shape mismatch's launch said, at 100 columns: the rank gloo aborted (from the ranks' stderr), the error
+    that came back, and, under DETAIL, the fingerprints that differ and whose shape is first (display only: the
+    lesson is the two launches, learner s13r5f finding 7)."""
+    import re
+
+    from ...launch import short_error
+
+    lines = []
+    aborted = [line for line in stderr_text.splitlines() if "op.preamble.length" in line]
+    if aborted:
+        peer_lost = "by peer" in said and reporter in (0, 1) and world_size == 2  # the reporter only lost its peer
+        other = f"rank {1 - reporter}" if peer_lost else "a rank"
+        lines.append(folded(f"   {other} aborted: {short_error(aborted[0][aborted[0].index('op.preamble'):], 150)}"))
+    lines.append(folded(f"   {short_error(said.split(chr(10))[0], 150, sentences=1)}"))
+    differ = said.split("Collectives differ in the following aspects:")
+    if len(differ) > 1:
+        lines.append(f"   DETAIL's fingerprints differ in: "
+                     f"{short_error(differ[1].split('where each rank was')[0], 200)}")
+        shapes = re.search(r"shapes: *\[?(\d+)\]? *vs *\[?(\d+)", differ[1])
+        if shapes and reporter in (0, 1) and world_size == 2:
+            lines.append(f"   rank {reporter} reported it: its own tensor first ({shapes[1]} elements), then rank "
+                         f"{1 - reporter}'s ({shapes[2]})")
+    return "\n".join(lines)

@@ -19,19 +19,20 @@ def uneven_worker(rank, world_size, train_all, case):
     with process_group(timeout_s=60):
         model, per_rank = uneven_problem(case, world_size)
         ddp = DDP(model)
-        with mock.patch.object(DDP, "__init__", _wrapping_once(DDP.__init__)), _join_checked():
+        with mock.patch.object(DDP, "__init__", _wrapping_once(DDP.__init__, rank)), _join_checked():
             train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
         return tensors.flat_weights(model).tolist()
 
 
-def _wrapping_once(init):
+def _wrapping_once(init, rank: int):
     """DDP's __init__ that refuses any second wrapper inside train_all, DDP(model) or DDP(model.module) (wrapped twice,
-    gloo aborts with a size mismatch that names nothing, or a second reducer runs beside the caller's)."""
+    gloo aborts with a size mismatch that names nothing, or a second reducer runs beside the caller's). The message
+    names the rank in its first words (learner s13r5f: a trailing '(in rank 1)' read like a leftover)."""
     def checked(self, module, *args, **kwargs):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         inner = "DDP(model)" if isinstance(module, DDP) else "DDP(model.module)"
-        raise TypeError(f"train_all wrapped the model in DDP again ({inner}): the `model` it gets is already a "
+        raise TypeError(f"train_all (rank {rank} here) wrapped the model in DDP again ({inner}): the `model` it gets is already a "
                         "DistributedDataParallel. A second wrapper over the same parameters is a second reducer with "
                         "gradient buckets of its own, and it drops what the caller set on the first (a communication "
                         "hook, find_unused_parameters); train `model` as it is")
