@@ -72,6 +72,6 @@ def test_exercise_2s_prediction_is_not_answered_before_it():
     the cost is printed after the exercise, by the learner's function."""
     cells = _cells()
     demo = next(c for c in cells if "cold = time.perf_counter() - start" in c)
-    assert "reading.cold_lines(cold, right)" in demo and "cost_lines" not in demo
-    after = next(c for c in cells if "reading.cost_lines(one_off_cost(cold, right.times), cold, right)" in c)
+    assert "reading.cold_lines(cold, right)" in demo and "one_off_cost_lines" not in demo
+    after = next(c for c in cells if "reading.one_off_cost_lines(one_off_cost(cold, right.times), cold, right)" in c)
     assert cells.index(after) > next(i for i, c in enumerate(cells) if c.startswith("### Exercise 2"))

@@ -11,7 +11,7 @@ def timing(times):
 def test_the_cold_call_above_every_repeat_shows_its_one_off_cost():
     lines = reading.cold_lines(0.050, timing([20, 21, 22]))
     assert lines == ["the cold call took 2.38x the warm median; the repeats spread by 10% of the median"]
-    said = reading.cost_lines(0.029, 0.050, timing([20, 21, 22]))[0].replace("\n    ", " ")
+    said = reading.one_off_cost_lines(0.029, 0.050, timing([20, 21, 22]))[0].replace("\n    ", " ")
     assert "by your one_off_cost: 29.0 ms of one-off cost above the warm median" in said
 
 
@@ -26,10 +26,10 @@ def test_the_cold_lines_leave_exercise_2s_answer_to_the_exercise():
 def test_a_cold_call_within_the_repeats_is_said_to_be_hidden_by_noise():
     lines = reading.cold_lines(0.021, timing([15, 20, 30]))
     assert any("noise:" in line for line in lines)  # spread 75 %: the noise line
-    said = reading.cost_lines(0.0, 0.021, timing([15, 20, 30]))[0].replace("\n    ", " ")
+    said = reading.one_off_cost_lines(0.0, 0.021, timing([15, 20, 30]))[0].replace("\n    ", " ")
     assert "0.0 ms: the cold call (21.0 ms) lies within the warm repeats' range (15.0-30.0 ms)" in said
     assert "hide its one-off cost" in said
-    assert "lies below" in reading.cost_lines(0.0, 0.010, timing([15, 20, 30]))[0].replace("\n    ", " ")
+    assert "lies below" in reading.one_off_cost_lines(0.0, 0.010, timing([15, 20, 30]))[0].replace("\n    ", " ")
 
 
 def test_the_noise_line_names_the_noisy_row():

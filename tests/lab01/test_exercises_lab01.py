@@ -359,10 +359,10 @@ def test_the_efficiency_is_read_against_the_predictions_bounds_not_lab_00s_mark(
 
     from lab_utils.labs.lab01 import reports
 
-    assert reports.efficiency_reading(0.87, 2) == "within the predicted 50%-100% (faster than one thread, at most 2x)"
-    assert reports.efficiency_reading(0.40, 2).startswith("below the predicted 50%-100%")  # slower: not predicted
-    assert reports.efficiency_reading(1.04, 2).startswith("above the predicted 50%-100%")
-    assert reports.efficiency_reading(0.30, 4).startswith("within the predicted 25%-100%")
+    assert reports.efficiency_against_prediction(0.87, 2) == "within the predicted 50%-100% (faster than one thread, at most 2x)"
+    assert reports.efficiency_against_prediction(0.40, 2).startswith("below the predicted 50%-100%")  # slower: not predicted
+    assert reports.efficiency_against_prediction(1.04, 2).startswith("above the predicted 50%-100%")
+    assert reports.efficiency_against_prediction(0.30, 4).startswith("within the predicted 25%-100%")
     cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
     prose = " ".join(next(c.source for c in cells if c.source.startswith("### Exercise 4")).split())
     assert "Lab 00's `[!]` below 0.50x is another rule" in prose and "*impossible*" in prose

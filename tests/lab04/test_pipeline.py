@@ -585,10 +585,10 @@ def test_a_compute_factor_outside_its_paired_range_is_noted_and_the_noise_line_n
     said = tables.compute_note("gpipe M=2", 1.20, 0.97, 1.01, 1.06)
     assert len(said) == 1 and "1.01x" in said[0] and "0.97-1.06" in said[0]
     assert "1.20x" not in said[0], said  # learner s11r2d finding 2: one figure per quantity, the paired one
-    line = tables.compute_line({"gpipe M=2": (1.02, 1.04, 1.08), "gpipe M=4": (0.95, 1.00, 1.04),
+    line = tables.paired_compute_line({"gpipe M=2": (1.02, 1.04, 1.08), "gpipe M=4": (0.95, 1.00, 1.04),
                                 "gpipe M=8": (0.97, 0.99, 1.02)})
     assert "the range holds 1 for gpipe M=4, gpipe M=8" in line, line
-    assert "every row" in tables.compute_line({"gpipe M=2": (0.91, 0.92, 0.94)})
+    assert "every row" in tables.paired_compute_line({"gpipe M=2": (0.91, 0.92, 0.94)})
 
 
 def test_the_hand_over_and_spread_lines_give_measured_milliseconds():
@@ -644,17 +644,17 @@ def test_a_compute_note_names_the_figure_to_read_and_a_range_near_1_shows_its_si
     # keeps the median step's compute (the product holds) and the note names it as that step's
     assert "the column's compute is its median step's" in said[0], said
     assert "faster" in tables.compute_note("gpipe M=2", 1.20, 0.97, 1.01, 1.06)[0]
-    assert "holds 1" in tables.compute_line({"gpipe M=2": (0.91, 0.92, 0.94)})
+    assert "holds 1" in tables.paired_compute_line({"gpipe M=2": (0.91, 0.92, 0.94)})
 
 
 def test_the_compute_line_gives_each_rows_one_figure_to_carry_away():
     # learner s13r5d, lab 04 finding 2: a column (the median step's 0.70x) and a note per row (the paired 0.82x):
     # three notes of three lines; now one line names the paired figure as the one to carry away, for every row
     from lab_utils.labs.lab04 import tables
-    line = tables.compute_line({"gpipe M=2": (0.91, 0.92, 0.94), "gpipe M=8": (0.77, 0.82, 0.85)})
+    line = tables.paired_compute_line({"gpipe M=2": (0.91, 0.92, 0.94), "gpipe M=8": (0.77, 0.82, 0.85)})
     assert "the figure to carry away" in line and "gpipe M=2 0.92x (0.91-0.94), gpipe M=8 0.82x (0.77-0.85)" in line
     assert "the column is each median step's own" in line, line
-    near = tables.compute_line({"gpipe M=4": (0.93, 0.96, 0.998)})
+    near = tables.paired_compute_line({"gpipe M=4": (0.93, 0.96, 0.998)})
     assert "0.93-0.998" in near and "1.00)" not in near, near
 
 

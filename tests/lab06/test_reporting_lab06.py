@@ -227,7 +227,7 @@ def test_a_noisy_win_says_how_it_was_decided_in_one_plain_line():
                        expected="the library no slower", no_worse_than=0.10, workload=workloads.ALLREDUCE_SIZES,
                        load=quiet)
     assert v.verdict == measure.HOLDS and reporting.SCATTER in v.notes
-    text = reporting.brief(v)
+    text = reporting.verdict_brief(v)
     lines = text.splitlines()
     joined = " ".join(text.split())
     assert joined.startswith("verdict, dist.all_reduce vs the ring, 65536 KiB [") and len(lines) <= 4  # two lines, wrapped
@@ -235,14 +235,14 @@ def test_a_noisy_win_says_how_it_was_decided_in_one_plain_line():
     assert ("dist.all_reduce faster across the whole range; these pairs scatter by 15.0 %, too much to test a small "
             "cost, so only a win could decide") in joined
     assert "30%" not in joined and "10%" not in joined and max(map(len, lines)) <= 100
-    said = reporting.plain(v, "dist.all_reduce", "the ring")
+    said = reporting.plain_verdict(v, "dist.all_reduce", "the ring")
     assert said.startswith("dist.all_reduce: 1.17x the speed of the ring") and "scatter" not in said
     undecided = measure.decide([0.9, 1.43, 1.17, 1.12, 1.3, 1.2, 1.15], claim="dist.all_reduce vs the ring, 64 KiB",
                                expected="the library no slower", no_worse_than=0.10, load=quiet)
-    assert reporting.brief(undecided) == str(undecided)  # not a plain win: the whole block
+    assert reporting.verdict_brief(undecided) == str(undecided)  # not a plain win: the whole block
     ddp = measure.decide([1.7, 1.6, 1.8, 1.75, 1.71, 1.5, 2.0], claim="DDP vs tensor parallel", expected="DDP faster",
                          workload=workloads.TP_VS_DDP, load=quiet)
-    assert reporting.brief(ddp).count("\n") <= 1 and "holds as predicted at 1.71x" in reporting.brief(ddp)
+    assert reporting.verdict_brief(ddp).count("\n") <= 1 and "holds as predicted at 1.71x" in reporting.verdict_brief(ddp)
 
 
 def test_the_fit_says_how_far_alpha_and_b_move_between_halves_of_the_rounds():

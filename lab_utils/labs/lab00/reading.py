@@ -6,7 +6,7 @@ from ... import detectors, measure
 
 def cold_lines(cold: float, right) -> list[str]:
     """The cold call read against the warm repeats (`right`, a measure.Timing): how much slower, and how much the
-    repeats swing; whether its one-off cost shows is Exercise 2's to compute (cost_lines reads it after)."""
+    repeats swing; whether its one-off cost shows is Exercise 2's to compute (one_off_cost_lines reads it after)."""
     said = [f"the cold call took {cold / right.median:.2f}x the warm median; the repeats spread by "
             f"{right.spread:.0%} of the median"]
     if detectors.noise_line([right.spread]):  # above 25 %: the repeats disagree, so only their median is read
@@ -14,7 +14,7 @@ def cold_lines(cold: float, right) -> list[str]:
     return [measure.short_lines(line) for line in said]
 
 
-def cost_lines(cost: float, cold: float, right) -> list[str]:
+def one_off_cost_lines(cost: float, cold: float, right) -> list[str]:
     """Exercise 2's one-off cost (`cost`, in s) of the cold call read against the warm repeats (`right`): what it is,
     or why this run cannot show it (the cold call within or below the repeats' range)."""
     if cost > 0:  # above every warm repeat: the one-off cost shows through the swings

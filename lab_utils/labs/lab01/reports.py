@@ -140,7 +140,7 @@ def summary_rows(ref_rates: dict, reference: ReferenceReport, ref_timings: dict,
     return said + [measure.short_lines(f"DataLoader (3 interleaved epochs each), {loader_report[-1]} (from above)")]
 
 
-def efficiency_reading(yours: float, threads: int) -> str:
+def efficiency_against_prediction(yours: float, threads: int) -> str:
     """Exercise 4's efficiency read against section 4's prediction (faster than one thread, at most `threads` x):
     within, above or below its bounds, 1/threads to 100 %."""
     bounds = f"the predicted {1 / threads:.0%}-100% (faster than one thread, at most {threads}x)"

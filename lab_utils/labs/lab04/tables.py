@@ -288,7 +288,7 @@ def _range(low: float, high: float) -> str:
     return f"{shown(low, (1.0,))}-{shown(high, (1.0,))}"
 
 
-def compute_line(busy_ranges: dict) -> str:
+def paired_compute_line(busy_ranges: dict) -> str:
     """The one figure to carry away for the compute factor: per GPipe row, the naive split's busy time over the
     row's, the median of the paired rounds (busy_ranges: label -> (low, median, high)), and whether a range holds
     1. The column keeps each median step's own figure, so that its row multiplies (learner s13r5d, finding 2)."""
@@ -362,7 +362,7 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
              if measured[label].bubble < pl.ideal_bubble(measured[label]) - 0.005]
     if below:  # 'ideal' is no bound: the bound is the step's own op times
         out.append(measure.short_lines(below_ideal_line(below)))
-    out.append(measure.short_lines(compute_line(busy_ranges)))
+    out.append(measure.short_lines(paired_compute_line(busy_ranges)))
     gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
                          [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s,
                          {label: pl.handover_seconds(measured[label]) for label in rows})

@@ -63,7 +63,7 @@ def _won_past_noise(v: measure.Verdict) -> bool:
     return len(notes) == 1 and notes[0].startswith(SCATTER) and v.low > 1
 
 
-def brief(v: measure.Verdict) -> str:
+def verdict_brief(v: measure.Verdict) -> str:
     """A verdict that held, after the plain sentence that said its result: word and figure on one line, then, for a
     win on pairs too noisy to test a cost, how it was decided in one plain line (learner s13r5e, lab 06 finding 1:
     'holds' beside 'too noisy to test a cost up to 30%' and three noise figures). Any other verdict prints whole."""
@@ -84,7 +84,7 @@ def brief(v: measure.Verdict) -> str:
     return head + "\n" + measure.short_lines("    " + how, indent="        ")
 
 
-def plain(v: measure.Verdict, setup: str, baseline: str) -> str:
+def plain_verdict(v: measure.Verdict, setup: str, baseline: str) -> str:
     """measure.in_plain_words, without the scatter note of a win on noisy pairs (brief says how it was decided)."""
     return measure.in_plain_words(dataclasses.replace(v, notes="") if _won_past_noise(v) else v, setup, baseline)
 
