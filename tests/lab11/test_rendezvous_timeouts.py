@@ -3,6 +3,7 @@ its own port: task 0 (the store's server) gives up at the first whole second pas
 N seconds" naming that second; task 1 (a client of a port nobody listens on) when a dial fails after the timeout: each dial waits up to the
 timeout on its own clock, with a back-off its C++ log names between dials (retrying (try=0, ..., delay=Nms))."""
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -26,9 +27,23 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+def free_pair() -> int:
+    """A port whose next port is free too: task 1 dials port + 1, which must have no listener (make test once found
+    another test's rendezvous store there, and task 1's dial met it instead of backing off)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise OSError("no two free ports in a row after 50 tries")
+
+
 @pytest.mark.parametrize("timeout", [2.0, 2.5])
 def test_the_listening_task_stops_at_the_next_whole_second_and_the_dialing_one_after_its_back_off(timeout):
-    port = free_port()
+    port = free_pair()
     tasks = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(rank), str(port), str(timeout)], text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for rank in (0, 1)]
     said = [task.communicate(timeout=60) for task in tasks]
