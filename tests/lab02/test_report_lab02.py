@@ -164,16 +164,6 @@ def test_the_hot_spot_and_the_sweep_figure_say_whether_they_agree():
     assert f"the hot spot {ms:.2f} ms/step" in line and f"the sweep {ms:.2f} (spread" in line and "samples/s" not in line
 
 
-def test_the_rows_spread_is_set_beside_the_pairs_scatter():
-    """Learner s12r3b finding 3: 'spread 70-75 %' and 'these pairs scatter by 5.6 %' on consecutive lines, unrelated."""
-    rounds = (1.0, 1.7, 1.1, 1.0, 1.3)  # a slow moment hits both sides of a round alike
-    step = {"1 device": timing(*(0.020 * r for r in rounds)), "DataParallel": timing(*(0.013 * r for r in rounds)),
-            "DDP": timing(*(0.014 * r for r in rounds))}
-    said = " ".join(report.spread_beside_pairs(step).split())
-    assert "up to 64% here" in said and "pairs scatter by 0.0%" in said, said
-    assert "a slow moment slows both sides of a pair alike" in said and "not the ms/step columns" in said
-
-
 def quiet(monkeypatch):
     """A quiet machine: no refusal from the load (this one may be busy)."""
     import sys

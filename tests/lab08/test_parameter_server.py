@@ -332,27 +332,6 @@ def test_rank_correlation_is_spearmans():
         rank_correlation([1, 2, 3], [1, 2])
 
 
-def test_the_clocks_legend_says_what_the_rows_show_never_that_the_first_gradients_ran_slower_unless_they_did():
-    """s8b: the legend said the run clock includes 'its first gradients, which run slower' beside run clock 1.04 <
-    steady-rate 1.06 in both runs; it now counts the rows where the run clock is the larger."""
-    both = A.clocks_legend([(1.04, 1.06), (0.38, 0.35)])
-    assert "1 of the 2 rows" in both and "below it in 1" in both  # learner s10f: below is not 'nothing extra'
-    assert "equal within 0.01 s in the other one: its first gradients cost nothing extra" in \
-        A.clocks_legend([(1.04, 1.04), (0.38, 0.35)])
-    assert "equal within 0.01 s in the other 2: their first" in \
-        A.clocks_legend([(1.04, 1.04), (0.3, 0.3), (0.38, 0.35)])
-    assert "which run slower" not in both
-    slower = A.clocks_legend([(0.40, 0.35), (0.70, 0.62)])
-    assert "2 of the 2 rows" in slower and "cost nothing extra" not in slower
-    assert "0 of the 0 rows" in A.clocks_legend([])
-    # learner s8e: '2 of 3 rows here' under a table of 7 rows: the 3 are those that reached the target
-    assert "1 of the 2 rows that reached 85%" in A.clocks_legend([(1.04, 1.06), (0.38, 0.35)], 0.85)
-    # learner s11g: 0.07 vs 0.08 and 0.52 vs 0.53 read as 'the first gradients ran faster': one printed unit apart
-    rounding = A.clocks_legend([(0.29, 0.29), (0.07, 0.08), (0.52, 0.53)], 0.85)
-    assert "below it" not in rounding and "0 of the 3 rows" in rounding and "in all 3" in rounding
-    assert "cost nothing extra" not in A.clocks_legend([(0.87, 0.89), (0.38, 0.36)], 0.85)
-
-
 def test_late_accuracy_averages_the_last_snapshots_not_one_noisy_final_one(monkeypatch):
     # learner s8c: async curves zig-zag 25-65 % between snapshots, and a run's final snapshot (44 %) lay far below
     # its own peak (64 %): one snapshot is a noisy figure for 'how far did it get'
@@ -367,12 +346,6 @@ def test_the_throughput_plot_names_the_unit_its_table_uses():
     # learner s8c: the table printed gradients/s, the plot under it samples/s
     fig = A.plot_throughput([1, 4], {"sync": [80.0, 24.0]}, unit="gradients/s")
     assert fig.axes[0].get_ylabel() == "gradients/s applied by the server"
-
-
-def test_the_clocks_line_is_short_its_definitions_live_in_the_markdown():
-    # learner s8c: the printed legend ran to ~900 characters
-    # three clauses (above, below, equal within the printed 0.01 s), wrapped at 100 columns when printed
-    assert len(A.clocks_legend([(1.04, 1.06), (0.36, 0.35), (0.5, 0.4)])) < 220
 
 
 def test_a_rank_correlation_is_read_as_an_order_only_where_shuffled_runs_rarely_reach_it():

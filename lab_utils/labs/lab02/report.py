@@ -276,17 +276,6 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
     return Launched(compared, unreadable, status)
 
 
-def spread_beside_pairs(step_timings) -> str:
-    """The rows' spread (each row's own repeats) beside how little the DDP-vs-DataParallel pairs scatter: a slow moment
-    of the machine slows both sides of a pair alike, so the verdict reads through the rows' noise."""
-    widest = max(t.spread for t in step_timings.values())
-    pairs = measure.ratio_scatter(measure.paired_ratios(step_timings["DDP"], step_timings["DataParallel"]))
-    return measure.short_lines(
-        f"spread is one row's repeats, (slowest - fastest) / median, up to {widest:.0%} here; the DDP-vs-DataParallel "
-        f"pairs scatter by {pairs:.1%} (half their range over their median), since a slow moment slows both sides "
-        "of a pair alike: read the speedups and the verdict, which come from pairs, not the ms/step columns")
-
-
 def _order_note(speedup: float, sweep, batch: int, checked, status: str) -> str | None:
     """Where the launched speedup, checked against the sweep's neighbours, lies above the next larger batch's."""
     many = data_parallel.dp_name(sweep.n_devices)
@@ -469,7 +458,7 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     print("next: Lab 03 writes DDP's worker in full: sampler, learning rate, traps, and many machines.")
 
 
-__all__ = ["Launched", "agreement_line", "spread_beside_pairs", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_verdict", "ddp_who", "one_figure", "ddp_prediction", "launched_table", "one_device_line",
+__all__ = ["Launched", "agreement_line", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_verdict", "ddp_who", "one_figure", "ddp_prediction", "launched_table", "one_device_line",
            "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
 
 

@@ -18,7 +18,7 @@ are its notebook's: lab_utils.labs.lab08.lesson), one idea per module:
 """
 from __future__ import annotations
 
-from .accuracy import (LATE, accuracy_curve, accuracy_of, clocks_legend, diverged, divergence_flags, first_reaching,
+from .accuracy import (LATE, accuracy_curve, accuracy_of, diverged, divergence_flags, first_reaching,
                        late_accuracy)
 from .baseline import single_process_weights
 from .config import MODEL, MODES, PSConfig
@@ -37,7 +37,7 @@ from .tf_cluster import tf_in_process_cluster
 from . import throughput
 
 __all__ = ["LATE", "average_and_apply", "damped_lr", "above_bound_line", "damped_rate_line", "bound_line", "overlap_line", "core_share_line", "iteration_line", "explained", "straggler_count_line", "staleness_count_line", "staleness_report", "fell_back_line", "others_share_line", "nearest", "cause_line", "gap_pointer", "order_line", "prediction_headline", "restated_within_line", "round_seconds", "summary_line", "MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
-           "build_model", "clocks_legend", "dataset_split", "diverged", "divergence_flags", "first_reaching", "late_accuracy", "global_batch",
+           "build_model", "dataset_split", "diverged", "divergence_flags", "first_reaching", "late_accuracy", "global_batch",
            "hogwild_result", "initial_weights", "input_shape", "interleaved", "pin_server_beside_worker_1",
            "plot_accuracy", "plot_staleness", "plot_throughput", "rank_correlation", "CHANCE", "chance_of", "run", "shared",
            "single_process_weights", "staleness_by_worker", "straggle", "tf_in_process_cluster", "throughput", "watch",

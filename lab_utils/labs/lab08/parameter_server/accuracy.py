@@ -59,25 +59,3 @@ def first_reaching(curve: dict, target: float):
         if accuracy >= target:
             return samples, seconds
     return None
-
-
-def clocks_legend(clocks, target: float | None = None) -> str:
-    """What the accuracy table's rows show of its two clocks (defined in the markdown above it): `clocks` are (run
-    clock s, steady-rate s) of the rows that reached `target` (the others have no clocks); one short computed line."""
-    clocks = list(clocks)
-    clocks = [(round(run, 2), round(steady, 2)) for run, steady in clocks]  # as the table prints them
-    # one unit of the printed 0.01 s apart is the table's rounding, not a finding (learner s11g: 0.07 vs 0.08)
-    larger = sum(run - steady > 0.015 for run, steady in clocks)
-    smaller = sum(steady - run > 0.015 for run, steady in clocks)
-    reached = f" that reached {target:.0%}" if target is not None else ""
-    text = (f"run clock s above steady-rate s (the first gradients ran slower): {larger} of the "
-            f"{len(clocks)} rows{reached}")
-    if smaller:  # the run's first stretch ran faster than its own later rate (a busier machine later, say)
-        text += f"; below it in {smaller} (the first gradients ran faster)"
-    same = len(clocks) - larger - smaller
-    if same:  # learner s10l: 'in the others' stood for one row
-        text += ("; equal within 0.01 s in the other one: its first gradients cost nothing extra"
-                 if same == 1 else
-                 f"; equal within 0.01 s in {'all' if same == len(clocks) else 'the other'} {same}: their first "
-                 "gradients cost nothing extra")
-    return text + "."
