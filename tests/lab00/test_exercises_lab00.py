@@ -334,7 +334,11 @@ def _reading(speedup, n, noise=0.10, low=None, up=1.0):
     (lambda one, many, n: _reading(one / many, n, noise=0.25), "the noise line's allowance for one setting's repeats"),
     # learner s13r6a: N + 0.1 for '10 % above N' passed when the one at-the-limit case drew below 2.1 on 2 threads
     (lambda one, many, n: "impossible" if one / many > n + 0.1 else _reading(one / many, n), "10 % OF N"),
-], ids=["inverted", "no-noise", "no-lower-bound", "below-1-impossible", "spread-allowance", "plus-0.1"])
+    # learner s13r6a: a speedup of exactly 1x read as 'as predicted' (1 <= s) passed; its mirror at exactly N
+    (lambda one, many, n: _reading(one / many, n, up=1.0 - 1e-12), "exactly 1x called 'as predicted'"),
+    (lambda one, many, n: "at the limit" if one / many == n else _reading(one / many, n), "exactly N called"),
+], ids=["inverted", "no-noise", "no-lower-bound", "below-1-impossible", "spread-allowance", "plus-0.1", "at-least-1",
+        "at-least-N"])
 def test_a_wrong_speedup_verdict_is_named(wrong, named):
     result = check(_verdict(wrong))
     assert not result.passed and named in result.message and "Hint" not in result.message, result.message
@@ -382,3 +386,15 @@ def test_the_right_speedup_verdict_passes_and_the_use_cell_reads_the_self_check_
     refused = (f"2 threads vs 1 thread: {measure.NOT_MEASURABLE}: other programs used 1.2 of 2 cores", [])
     assert "not measurable under the measured load" in said(right, refused)
     assert "no speedup to read" in said(right, None)
+
+
+def test_the_verdict_cases_hold_a_speedup_of_exactly_1_and_exactly_n():
+    """The two edges the rules name ('above 1', 'at most N') are in every self-check, exactly (no rounding)."""
+    import random
+
+    from lab_utils.labs.lab00.exercises import SPEEDUP_VERDICT
+
+    for seed in range(20):
+        cases = SPEEDUP_VERDICT.cases(random.Random(seed))
+        speedups = [(c["one_thread_s"] / c["many_threads_s"], c["threads"]) for c in cases]
+        assert any(s == 1.0 for s, n in speedups) and any(s == n for s, n in speedups if n > 1)
