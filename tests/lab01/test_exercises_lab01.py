@@ -315,7 +315,7 @@ def test_the_efficiency_use_cell_reads_the_self_check_and_the_reference_s_refusa
         return out.getvalue()
 
     assert "by your efficiency: 88% on 2 threads" in said(right)
-    assert "within the predicted 50%-100% (faster than one thread, at most 2x)" in said(right).replace("\n    ", " ")
+    assert "within the predicted efficiency of 50%-100% (a speedup above 1x, at most 2x)" in said(right).replace("\n    ", " ")
     assert "failed its self-check" in said(_efficiency(lambda one, many, n: one / many))
     refused = f"{measure.NOT_MEASURABLE}: other programs used 1.2 of 2 cores while this measured"
     assert "ruled the threads' ratio out" in said(right, refused), said(right, refused)
@@ -359,13 +359,16 @@ def test_the_efficiency_is_read_against_the_predictions_bounds_not_lab_00s_mark(
 
     from lab_utils.labs.lab01 import reports
 
-    assert reports.efficiency_against_prediction(0.87, 2) == "within the predicted 50%-100% (faster than one thread, at most 2x)"
-    assert reports.efficiency_against_prediction(0.40, 2).startswith("below the predicted 50%-100%")  # slower: not predicted
-    assert reports.efficiency_against_prediction(1.04, 2).startswith("above the predicted 50%-100%")
-    assert reports.efficiency_against_prediction(0.30, 4).startswith("within the predicted 25%-100%")
+    assert reports.efficiency_against_prediction(0.87, 2) == "within the predicted efficiency of 50%-100% (a speedup above 1x, at most 2x)"
+    assert reports.efficiency_against_prediction(0.40, 2).startswith("below the predicted efficiency of 50%-100%")  # slower: not predicted
+    assert reports.efficiency_against_prediction(1.04, 2).startswith("above the predicted efficiency of 50%-100%")
+    assert reports.efficiency_against_prediction(0.30, 4).startswith("within the predicted efficiency of 25%-100%")
     cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
     prose = " ".join(next(c.source for c in cells if c.source.startswith("### Exercise 4")).split())
-    assert "Lab 00's `[!]` below 0.50x is another rule" in prose and "*impossible*" in prose
+    # learner s13r6a, lab 01 finding 1: '0.50x' (a speedup) and '50 %' (an efficiency) read as one bound; the prose
+    # names each quantity beside its digits
+    assert "Lab 00's `[!]` is another rule, about impossible figures" in prose
+    assert "a *speedup* below 0.50x, which is an *efficiency* below 25 %" in prose
 
 
 def test_a_mean_throughput_is_named_without_the_recipes_hint():

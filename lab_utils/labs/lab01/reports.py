@@ -143,7 +143,7 @@ def summary_rows(ref_rates: dict, reference: ReferenceReport, ref_timings: dict,
 def efficiency_against_prediction(yours: float, threads: int) -> str:
     """Exercise 4's efficiency read against section 4's prediction (faster than one thread, at most `threads` x):
     within, above or below its bounds, 1/threads to 100 %."""
-    bounds = f"the predicted {1 / threads:.0%}-100% (faster than one thread, at most {threads}x)"
+    bounds = f"the predicted efficiency of {1 / threads:.0%}-100% (a speedup above 1x, at most {threads}x)"
     if yours > 1:  # section 4's line carries the note or the [!] that reads it
         return f"above {bounds}: section 4's line says how to read it"
     if yours <= 1 / threads:
