@@ -300,7 +300,7 @@ def test_the_right_one_off_cost_passes_and_the_use_cell_reads_the_self_check_fir
     from lab_utils.measure.timing import Timing
 
     cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "00_setup_and_devices.ipynb", 4).cells
-    source = next(c.source for c in cells if c.cell_type == "code" and "reading.one_off_cost_lines(one_off_cost(" in c.source)
+    source = next(c.source for c in cells if c.cell_type == "code" and "reading.one_off_cost_lines(cost, cold, right)" in c.source)
     for answer, said in ((right, "23.7 ms of one-off cost above the warm median"),
                          (_one_off(lambda cold, warm: cold - statistics.median(warm)), "failed its self-check")):
         out = io.StringIO()

@@ -73,5 +73,27 @@ def test_exercise_2s_prediction_is_not_answered_before_it():
     cells = _cells()
     demo = next(c for c in cells if "cold = time.perf_counter() - start" in c)
     assert "reading.cold_lines(cold, right)" in demo and "one_off_cost_lines" not in demo
-    after = next(c for c in cells if "reading.one_off_cost_lines(one_off_cost(cold, right.times), cold, right)" in c)
+    after = next(c for c in cells if "cost = one_off_cost(cold, right.times)" in c)
     assert cells.index(after) > next(i for i, c in enumerate(cells) if c.startswith("### Exercise 2"))
+
+
+def test_the_thread_table_prints_each_rows_spread_where_it_is_measured():
+    """Learner s13r6a, lab 00 finding 5: cell 23 printed min and max per row; the spreads (7 %, 15 %) first appeared
+    in the summary. Each row now ends with its spread."""
+    table = next(c for c in _cells() if "measure.time_interleaved(candidates" in c)
+    assert "spread {t.spread:.0%})" in table and "slowest, the spread" in table
+
+
+def test_the_machine_and_budget_prose_put_later_detail_last():
+    """Learner s13r6a, lab 00 findings 2-4: the allocator line unexplained, a dense cgroup paragraph, and a one-rank
+    plan read as 'a process on its own'. The allocator and bf16 lines are marked 'need not read now'; the quota
+    paragraph is one claim with one worked number, its four limits in a Details paragraph after."""
+    cells = _cells()
+    machine = " ".join(next(c for c in cells if "`hardware.detect()` looks once" in c).split())
+    assert "you need not read them now" in machine and "**memory allocator** line" in machine
+    budget = next(c for c in cells if "`hardware.cpu_budget()` reads each" in c)
+    claim, _, details = budget.partition("*Details.*")
+    assert "quota of 1 CPU on this 2-core machine" in claim and "throttling" not in claim and "cgroup" not in claim
+    assert all(word in details for word in ("**affinity mask**", "**cgroup**", "**throttling**", "Slurm"))
+    strategy = " ".join(next(c for c in cells if c.startswith("## 4. Strategy")).split())
+    assert "even a one-rank plan does" in strategy and "A process that is no rank" in strategy
