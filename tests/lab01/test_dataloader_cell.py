@@ -15,8 +15,17 @@ NOTEBOOK = Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb
 
 
 class FakeTiming:
-    def __init__(self, median):
+    def __init__(self, median, times=None):
         self.median, self.spread = median, 0.1
+        self.times = times or (median,) * 3
+
+
+class FakeHistory:
+    """What train.fit returns, as far as the cell reads it: one epoch and its own seconds."""
+
+    def __init__(self, seconds):
+        self.epochs = [type("Epoch", (), {"seconds": seconds})()]
+        self.epoch_samples_per_s = 1437 / 0.0274
 
 
 def run_loader_cell(monkeypatch, unreadable):
@@ -24,11 +33,20 @@ def run_loader_cell(monkeypatch, unreadable):
     source = next(c.source for c in nbformat.read(NOTEBOOK, 4).cells
                   if c.cell_type == "code" and "loader_times = measure.time_interleaved(" in c.source)
     times = {"num_workers=0": 0.1, "num_workers=2": 0.1 / 0.28, "num_workers=2, persistent": 0.1 / 0.57}
-    monkeypatch.setattr(measure, "time_interleaved", lambda fns, **_: {n: FakeTiming(times[n]) for n in fns})
+
+    def interleaved(fns, warmup, repeats, **_):  # calls each setting as often as the real one, times made up
+        for _ in range(warmup + repeats):
+            for fn in fns.values():
+                fn()
+        return {n: FakeTiming(times[n]) for n in fns}
+
+    monkeypatch.setattr(measure, "time_interleaved", interleaved)
+    monkeypatch.setattr(train, "fit", lambda *args, **kwargs: FakeHistory(0.0992))  # 0.8 ms less than the call
     monkeypatch.setattr(measure, "unreadable", lambda **_: unreadable)
     hw = type("HW", (), {"cpu_count": 2})()
     names = dict(copy=copy, torch=torch, reports=reports, data=data, train=train, measure=measure, hw=hw, device="cpu", seed=0, lr=0.1,
-                 batch_size=4, train_set=torch.utils.data.TensorDataset(torch.zeros(8, 2)), model=torch.nn.Linear(2, 2))
+                 history=FakeHistory(0.0274),
+                 batch_size=4, train_set=torch.utils.data.TensorDataset(torch.zeros(1437, 2)), model=torch.nn.Linear(2, 2))
     out = io.StringIO()
     with redirect_stdout(out):
         exec(compile(source, "lab 01 DataLoader cell", "exec"), names)
@@ -48,7 +66,21 @@ def test_readable_loader_ratios_print_as_figures(monkeypatch):
     lines = run_loader_cell(monkeypatch, None)
     assert any("0.28x the speed of num_workers=0" in line for line in lines)
     assert not any("n/m" in line for line in lines)
-    assert lines[-1] == "fastest here: num_workers=0, as predicted for small in-memory data", lines
+    fastest = next(i for i, line in enumerate(lines) if line.startswith("fastest here"))
+    assert lines[fastest] == "fastest here: num_workers=0, as predicted for small in-memory data", lines
+    assert lines[fastest + 1].startswith("section 3's epochs") and fastest + 1 < len(lines) <= fastest + 4, lines
+
+
+def test_the_last_line_lines_the_three_epoch_figures_up(monkeypatch):
+    """Learner s13r6a, lab 01 'make it a 5' and finding 2: section 3's table (27 ms per epoch), its epoch rate and the
+    DataLoader's num_workers=0 (34 ms) were three epoch figures to reconcile by hand. The last line gives section 3's
+    epoch as the images over the epoch rate, and splits num_workers=0's call into its start and its epoch, each
+    measured (the call's time less the History's epoch seconds)."""
+    lines = run_loader_cell(monkeypatch, None)
+    said = " ".join(line.strip() for line in lines[next(i for i, x in enumerate(lines) if x.startswith("section 3")):])
+    assert said == ("section 3's epochs, the lab's epoch figure, took 27.4 ms each (1,437 images at its epoch rate, "
+                    "52,445 samples/s); num_workers=0's 100.0 ms here is one call of fit: 0.8 ms to start the call "
+                    "(the median), 99.2 ms its epoch, timed between the worker settings' epochs"), said
 
 
 def test_a_worker_setting_that_wins_is_said_to_go_against_the_prediction(monkeypatch):

@@ -380,3 +380,15 @@ def test_a_mean_throughput_is_named_without_the_recipes_hint():
     result = check(throughput)
     assert not result.passed and "the batch over the mean step time" in result.message, result.message
     assert "Hint:" not in result.message, result.message
+
+
+def test_all_samples_over_all_the_time_is_named_as_what_the_learner_wrote():
+    """Learner s13r6a, lab 01 Ex2: total samples / total time was caught as 'the batch over the mean step time', true
+    (the two are equal) but not what they wrote; the message now names both forms."""
+    def throughput(batch_size, step_times, warmup):
+        timed = step_times[warmup:]
+        return batch_size * len(timed) / sum(timed)
+
+    result = check(throughput)
+    assert not result.passed and "all samples over all the time" in result.message, result.message
+    assert "Hint:" not in result.message, result.message

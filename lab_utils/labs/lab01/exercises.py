@@ -168,8 +168,9 @@ def _throughput_run(throughput, cases):
 def _throughput_mistakes(case) -> dict:
     """What each mistake learners make returns for one case, by the words that name it."""
     b, t, w = case["batch_size"], case["step_times"], case["warmup"]
-    return {"the batch over the mean step time: one slow step pulls the mean time up, and so the rate down; the "
-            "median step ignores it": b / statistics.mean(t[w:]),
+    return {"the batch over the mean step time (the same as all samples over all the time: batch x steps over their "
+            "sum): one slow step pulls the mean time up, and so the rate down; the median step ignores it":
+                b / statistics.mean(t[w:]),
             "the median of every step, warm-up included: drop step_times[:warmup]": b / statistics.median(t),
             "the mean of all steps, warm-up included": b / statistics.mean(t),
             "seconds per sample: the rate is samples per second, batch / time": statistics.median(t[w:]) / b,

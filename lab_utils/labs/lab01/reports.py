@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 
 import torch
 
@@ -70,6 +71,19 @@ def loader_lines(loader_times: dict, workers: int) -> list[str]:
                "against the prediction for small in-memory data: here the batches cost more to build than "
                "passing them from a worker")
     return said + [measure.short_lines(f"fastest here: {fastest}, {verdict}")]
+
+
+def epoch_figures_line(call, fits: list, images: int, epoch_rate: float) -> str:
+    """num_workers=0's epoch time (`call`, a Timing of whole calls of train.fit) lined up with section 3's epochs: each
+    call is its start plus one epoch, whose own seconds its History (`fits`, warm-up round first) holds; section 3's
+    epoch is the `images` over its epoch rate, the lab's epoch figure."""
+    timed = fits[-len(call.times):]  # the calls of the timed rounds, after the warm-up round's
+    start = statistics.median(t - fit.epochs[0].seconds for t, fit in zip(call.times, timed))
+    return measure.short_lines(
+        f"section 3's epochs, the lab's epoch figure, took {images / epoch_rate * 1e3:.1f} ms each ({images:,} images "
+        f"at its epoch rate, {epoch_rate:,.0f} samples/s); num_workers=0's {call.median * 1e3:.1f} ms here is one call "
+        f"of fit: {start * 1e3:.1f} ms to start the call (the median), {(call.median - start) * 1e3:.1f} ms its epoch, "
+        "timed between the worker settings' epochs")
 
 
 @dataclasses.dataclass

@@ -78,7 +78,7 @@ def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: flo
     share = gap_share(mean, median, training_rate, epoch_rate)
     if share is None:
         return [f"{head}: not below the training rate ({mix})"]
-    gap = f"{training_rate / epoch_rate:.3f}x below the training rate"
+    gap = f"below the training rate, which is {training_rate / epoch_rate:.3f}x it"
     if share >= EXPLAINS:
         rest = "" if share >= 0.995 else f": {share:.0%} of the gap; the rest is each epoch's short batch and its start"
         return [f"{head}: {gap}, because an epoch follows the mean step ({mix}{rest})"]
