@@ -37,7 +37,8 @@ def test_the_noise_line_names_the_noisy_row():
     quiet = {"1 thread": timing([19, 20, 21]), "2 threads": timing([11, 11, 11.5])}
     assert reading.noise_lines(quiet) == "noise: every median above came from repeats within 25 %"
     noisy = {"1 thread": timing([19, 20, 21]), "2 threads": timing([10, 11, 14])}
-    assert reading.noise_lines(noisy).endswith("the noisy row: 2 threads (36%)")
+    # learner s13r6a finding 5: each row prints its spread now, so the noise line names the row without a second figure
+    assert reading.noise_lines(noisy).endswith("the noisy row: 2 threads")
 
 
 def test_the_thread_ratio_on_a_quiet_and_a_busy_machine(monkeypatch):

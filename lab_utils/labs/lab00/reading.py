@@ -34,7 +34,7 @@ def noise_lines(timings: dict) -> str:
     noisy = detectors.noise_line(t.spread for t in timings.values())
     if not noisy:
         return f"noise: every median above came from repeats within {detectors.NOISY_SPREAD * 100:.0f} %"
-    rows = ", ".join(f"{name} ({t.spread:.0%})" for name, t in timings.items() if t.spread > detectors.NOISY_SPREAD)
+    rows = ", ".join(name for name, t in timings.items() if t.spread > detectors.NOISY_SPREAD)  # spreads: in its row
     return f"{noisy}\n    the noisy row{'s' if ',' in rows else ''}: {rows}"
 
 
