@@ -97,3 +97,11 @@ def test_the_machine_and_budget_prose_put_later_detail_last():
     assert all(word in details for word in ("**affinity mask**", "**cgroup**", "**throttling**", "Slurm"))
     strategy = " ".join(next(c for c in cells if c.startswith("## 4. Strategy")).split())
     assert "even a one-rank plan does" in strategy and "A process that is no rank" in strategy
+
+
+def test_the_thread_paragraph_promises_no_speedup_a_later_run_can_contradict():
+    """Lab 03 on a 2-core CPU measures one-thread processes (DDP) slower than two threads in one process; the prose
+    said processes 'scale better'. It now says what differs (they wait only where they exchange data) and that the
+    parallel labs measure whether it pays."""
+    cell = " ".join(next(c for c in _cells() if c.startswith("Read the ratio with care")).split())
+    assert "scale better" not in cell and "measure whether that pays on this machine" in cell
