@@ -335,22 +335,28 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
 def test_the_two_allreduce_figures_of_the_same_gradients_say_why_they_differ():
     """Learner s10i, finding 4: the same 424,232-byte all-reduce is 2.3 ms a step in section 6 and 4.3 ms 'after the
     last gradient' in the bucket test, unreconciled. The line names each one's batch per rank and span timed, and the
-    sum timed as section 6 times it."""
+    sum timed as section 6 times it; learner s13r6c: a 0.0 ms wait was offered as the reason for 4.5 vs 2.0 ms."""
     from lab_utils.labs.lab03 import speed
 
     line = " ".join(speed.allreduce_pair(table_ms=2.3, table_batch=128, sum_ms=3.9, batch=64).split())
     assert "as section 6 times it: 2.3 ms a step in section 6 (128 samples a rank), 3.9 ms here (64 a rank)" in line
-    assert "waiting for the slower rank" in line and "need not agree" in line, line
+    assert "1.7x apart: this run did not time the wait for the other rank" in line, line
     # learner s12r3c: 'waiting for the slower rank' was taken on trust; where both ranks' times are given, it is shown
     shown = " ".join(speed.allreduce_pair(table_ms=3.2, table_batch=128, sum_ms=1.6, batch=64, wait_ms=1.1).split())
-    assert "1.6 ms here (64 a rank), 1.1 ms of it rank 0 waiting for the other rank (median)" in shown, shown
+    assert "1.6 ms here (64 a rank), 2.0x apart; 1.1 ms of it here was rank 0 waiting for the other rank" in shown, shown
     # learner s12r4c: four figures for one all-reduce; three now, no 'sum itself', no 'after the last gradient'
     assert len(re.findall(r"\d+\.\d ms", shown)) == 3 and "itself" not in shown and "after the last" not in shown
     # learner s13r5c: 3.3 ms above and 3.1 ms here for one bucket, unexplained: the line names both spans
-    named = " ".join(speed.allreduce_pair(table_ms=6.0, table_batch=128, sum_ms=3.1, batch=64, wait_ms=0.0,
-                                          after_ms=3.3).split())
+    named = " ".join(speed.allreduce_pair(table_ms=4.5, table_batch=128, sum_ms=2.0, batch=64, wait_ms=0.0,
+                                          after_ms=2.2).split())
     assert "from hand-over to sum as section 6 times it" in named, named
-    assert "3.1 ms here (64 a rank; the 3.3 ms above spans the last gradient to backward()'s return)" in named, named
+    assert "2.0 ms here (64 a rank; the 2.2 ms above spans the last gradient to backward()'s return)" in named, named
+    # learner s13r6c: a wait too small for the gap is said not to explain it, never offered as the reason
+    assert ("rank 0 waited 0.0 ms of it here for the other rank, too little to explain the 2.5 ms gap: this lab "
+            "does not measure what does") in named, named
+    assert "need not agree" not in named and "changes with the batch" not in named
+    agree = " ".join(speed.allreduce_pair(table_ms=2.2, table_batch=128, sum_ms=2.0, batch=64, wait_ms=0.0).split())
+    assert agree.endswith("(64 a rank): within the 25% two timings apart may differ by"), agree
 
 
 def test_the_wait_for_the_other_rank_is_read_from_both_ranks_hand_over_times():
@@ -534,21 +540,23 @@ def test_the_bucket_lines_print_backwards_median_total_beside_its_split():
             for i in range(6)]
     fig, lines = buckets.timeline({"default": one, "bucket_cap_mb=0.05": many}, comm_ms=3.9, table_batch=128, batch=64)
     default, pair, small = (" ".join(line.split()) for line in lines)
-    assert default.startswith("default, median of 5 rounds: backward() 7.9 ms in all: computing 4.3 ms until the "
-                              "last gradient, then 3.6 ms"), default  # 4.3 + 3.6 = 7.9: no 'need not add up'
+    assert default.startswith("default, the median of 5 rounds: backward() 7.9 ms = computing 4.3 ms until the "
+                              "last gradient + 3.6 ms of all-reduce after it"), default
     assert pair.startswith("the same gradients' all-reduce, from hand-over to sum as section 6 times it: 3.9 ms a "
                            "step in section 6"), pair
-    assert "backward() 6.5 ms in all: computing 5.0 ms" in small, small  # 5.0 + 1.5 = 6.5
-    uneven = [_round(0, 0.001, 0.002, []), _round(0, 0.002, 0.010, []), _round(0, 0.008, 0.010, [])]
-    uneven_line = " ".join(buckets.line("default", uneven).split())  # totals 2, 10, 10; parts' medians 2 and 2
-    assert ("backward() 10.0 ms in all (each part below is its own median, so they need not add up to it): "
-            "computing 2.0 ms") in uneven_line, uneven_line
+    assert "backward() 6.5 ms = computing 5.0 ms" in small, small  # 5.0 + 1.5 = 6.5
+    # learner s13r6c: medians of each part (8.3 beside 5.8 + 0.9) did not add up; the median round's parts do
+    uneven = [_round(0, 0.001, 0.002, []), _round(0, 0.002, 0.010, []), _round(0, 0.008, 0.011, [])]
+    uneven_line = " ".join(buckets.line("default", uneven).split())  # totals 2, 10, 11 ms: the median round, 10
+    assert "backward() 10.0 ms = computing 2.0 ms until the last gradient + 8.0 ms of all-reduce" in uneven_line, \
+        uneven_line
+    assert "need not add up" not in uneven_line
     assert "overlap: 2 of 3 bucket(s) handed over before the last gradient was ready, and" in small, small
     assert "of the buckets' all-reduce time ran before it" in small, small
     assert len(fig.axes) == 2 and fig.axes[1].get_xlabel() == "ms since loss.backward() began"
     _, with_others = buckets.timeline({"default": one}, comm_ms=3.9, table_batch=128, batch=64,
                                       others=[{"default": one}])
-    assert "0.0 ms of it rank 0 waiting for the other rank (median)" in " ".join(with_others[1].split()), with_others
+    assert "3.4 ms here" in with_others[1] and "within the 25%" in " ".join(with_others[1].split()), with_others
     assert buckets.overlap(many[0])[:2] == (2, 3) and buckets.overlap(_round(0, 1, 1, []))[2] == 0.0
 
 
