@@ -206,13 +206,15 @@ def test_the_recipe_runs_check_prints_prediction_measured_and_one_verdict_naming
     assert measured.startswith("1.43 ms compute (one rank alone, launched, on its 32 samples) + 0.96 ms all-reduce "
                                "+ 0.62 ms unaccounted"), measured
     assert measured.endswith("= 3.01 ms a step"), measured
+    # learner s13r6c: the unaccounted part was blamed on an unmeasured cause; it is said plainly to be unexplained
+    assert "unaccounted (neither part times it; this lab does not say where it goes)" in measured, measured
     assert "leave out" not in text and "not the figure" not in text, off
     verdict = " ".join(off[-1].split())
     assert verdict.startswith("verdict: 2 ranks slower than one process's 1.22 ms, as predicted"), verdict
     # learner s12r3c: 'as predicted' beside '1.92x the predicted' read as one claim; the size is its own clause,
     # and the gap is split into the measured parts that made it (1.43 - 0.61 = 0.82 compute, 0.62 unaccounted)
     assert ("as predicted; but 1.92x slower than predicted (3.01 vs 1.57 ms): the compute took 0.82 ms more than "
-            "theory's, and 0.62 ms went to neither part") in verdict, verdict
+            "theory's, and 0.62 ms is unaccounted") in verdict, verdict
     assert "is above theory's 0.61 ms, before any all-reduce: half the batch did not halve the step" in " ".join(text.split()), off
     assert sum(line.startswith("verdict") for line in off) == 1, off
     # the step near the prediction: the figure agrees, said with both figures
@@ -314,17 +316,22 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
     said = speed.buys_line(rates, 2, 0.25, recipe_ratio=1.11 / 2.53)
     assert said.startswith("what 2 ranks buy here: against one process with 2 threads, no gain: 3-conv CNN 1.05x "
                            "(too close to tell), digits CNN 0.44x (slower). "), said
-    # learner s12r3c: sections 4 and 6 settled together, in one computed sentence
-    # learner s13r5c: 'any gain' about a loss; the summary ends on the takeaway, not on 'not confirmed'
-    assert ("Section 6's prediction, DDP ahead of threads, did not show on the 3-conv CNN (within the 25% two "
-            "launches may differ by); section 4's, slower on the digits CNN, held. The takeaway: on a CPU, ranks and "
-            "threads share the same cores") in said, said
+    # learner s12r3c: sections 4 and 6 settled together, in one computed sentence; learner s13r6c: as one theory
+    # (ranks win at most what threads waste: 9729 / 6402 = 1.52x on 2 cores, a ceiling of 2 / 1.52 = 1.32x), then
+    # which form this run confirmed, on which CNN
+    assert ("One theory covers sections 4 and 6: ranks beat threads by at most what the threads waste (perfect "
+            "threads: ranks lose; section 6's threads left at most 1.32x). This run showed neither form's direction "
+            "(level within 25%) on the 3-conv CNN and the perfect-thread form (ranks lose) on the digits CNN. The "
+            "takeaway: on a CPU, ranks and threads share the same cores, so ranks win at most what threads waste"
+            ) in said, said
     assert said.endswith("DDP pays off where one process cannot use the other devices (a GPU or a machine per rank)")
-    assert "any gain" not in said and "not confirmed" not in said, said
+    assert "any gain" not in said and "not confirmed" not in said and "prediction" not in said, said
     ahead = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25)
     assert "digits" not in ahead and "a gain: 3-conv CNN 1.28x (faster)" in ahead, ahead
-    assert ahead.endswith("Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN. The takeaway: "
+    assert ahead.endswith("This run showed the waste form (ranks win) on the 3-conv CNN. The takeaway: "
                           "DDP's ranks beat one process's threads even on this CPU"), ahead
+    slowed = speed.buys_line(rates, 2, 0.25, slowed="the one-thread baseline ran slow")
+    assert "left at most" not in slowed, slowed  # no ceiling over a slowed baseline
     mixed = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25, recipe_ratio=0.5)
     assert "a gain on one CNN only" in mixed, mixed
     # learner s13r5c: each figure once in the summary: the ratios over one thread are speed_summary's line
@@ -390,7 +397,9 @@ def test_lab_03_cells_print_the_lines_learner_s10i_missed():
     assert "buckets.timeline(" in cell("comm_ms=reading.comm_ms")  # the drawing and its lines: lab_utils (s11r2c)
     assert "print(measure.short_lines(str(err)))" in cell("def hanging_worker(")
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    assert "hard competitor" not in prose and "Theory still predicts DDP ahead" in prose
+    assert "hard competitor" not in prose and "Theory still predicts DDP ahead" not in prose
+    # learner s13r6c: sections 4 and 6 state one theory; the unaccounted part is not blamed on an unmeasured cause
+    assert "at most what the threads waste" in prose and "most likely the price of sharing" not in prose
 
 
 def test_lab_03_cells_say_what_learner_s11c_asked():
@@ -434,8 +443,9 @@ def test_section_6_reads_its_launches_in_one_report_that_starts_with_one_sentenc
     reading = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25)
     first = " ".join(reading.lines[0].split())
     assert first.startswith("2 DDP ranks ran 1.55x one process with one thread; level with one process with 2 "
-                            "threads (1.06x it: within the 25% two launches may differ by). The lesson: on a CPU, "
-                            "ranks and threads share the same cores"), first
+                            "threads (1.06x it: within the 25% two launches may differ by). 2 threads ran 1.47x "
+                            "one thread on 2 cores, wasting 27% of them, so ranks could beat them by at most 1.36x "
+                            "here. The lesson: on a CPU, ranks and threads share the same cores"), first
     assert reading.lines[1] == "" and reading.lines[2].startswith("1 process x 1 thread"), reading.lines
     assert "(steps spread 10%)" in reading.lines[2]
     assert any(line.startswith("noise: no row's steps spread more than 25 %") for line in reading.lines)
@@ -457,9 +467,9 @@ def test_the_sentence_reads_this_runs_own_thread_row_once():
     assert "lab 01" not in level and "settle" not in level and "a GPU or a machine per rank" in level, level
     ahead = speed.headline({**S11R2C_RATES, "2 ranks, DDP": 12000}, 2, 0.25, None, None)
     assert "faster than one process with 2 threads (1.43x it)" in ahead, ahead
-    assert "do not beat" not in ahead and "DDP's ranks beat one process's threads" in ahead, ahead
+    assert "at most what threads waste" not in ahead and "DDP's ranks beat one process's threads" in ahead, ahead
     behind = speed.headline({**S11R2C_RATES, "2 ranks, DDP": 6000}, 2, 0.25, None, None)
-    assert "slower than one process with 2 threads (0.72x it)" in behind and "do not beat" in behind, behind
+    assert "slower than one process with 2 threads (0.72x it)" in behind and "win at most what threads" in behind, behind
 
 def test_the_one_process_rows_wait_as_lab_01s_kernel(monkeypatch, tmp_path):
     """Learner s12r4c, the central item: lab 03's launched 2-thread row ran 1.37x below lab 01's kernel figure while the
@@ -589,7 +599,7 @@ def test_the_summary_lines_read_section_6_once_and_refuse_under_load(tmp_path):
         reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=2, load=quiet)]
     assert lines[0].startswith("speed (medians of 2 launches each; the DDP and Horovod-style launches alternating): "
                                "2 DDP ranks 1.55x one thread"), lines
-    assert "digits CNN 0.50x (slower)" in lines[1] and "section 4's, slower on the digits CNN, held" in lines[1], lines
+    assert "digits CNN 0.50x (slower)" in lines[1] and "the perfect-thread form (ranks lose) on the digits" in lines[1], lines
     other = speed.speed_summary_lines(reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=1,
                                       load=quiet)
     assert "digits" not in other[1], other  # lab 01 on another thread count: not the same comparison

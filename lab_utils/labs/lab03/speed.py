@@ -41,7 +41,7 @@ def reading(ratio: float, tolerance: float) -> str:
 
 
 def buys_line(rates: dict[str, float], world_size: int, tolerance: float,
-              recipe_ratio: float | None = None) -> str:
+              recipe_ratio: float | None = None, slowed: str | None = None) -> str:
     """The lab's question, what N ranks buy here, against one process with N threads: the 3-conv CNN's ratio and
     (recipe_ratio: lab 01's step over the recipe run's, same threads) the digits CNN's, each read within `tolerance`,
     then the predictions they settle and the takeaway (the ratios over one thread: speed_summary's line)."""
@@ -52,23 +52,40 @@ def buys_line(rates: dict[str, float], world_size: int, tolerance: float,
             "no gain" if all(r != "faster" for _, _, r in readings) else "a gain on one CNN only")
     return (f"what {world_size} ranks buy here: against one process with {world_size} threads, {gain}: " +
             ", ".join(f"{name} {ratio:.2f}x ({r})" for name, ratio, r in readings) + ". " +
-            settle_line(readings[0][2], readings[1][2] if len(readings) > 1 else None, tolerance) +
+            settle_line(readings[0][2], readings[1][2] if len(readings) > 1 else None, tolerance,
+                        ceiling(rates, world_size, slowed)) +
             f". The takeaway: {lesson(readings[0][2])}")
 
 
-def settle_line(conv: str, digits: str | None, tolerance: float) -> str:
-    """Sections 4 and 6 read together (learner s12r3c): section 6's 'DDP ahead of threads' against the 3-conv CNN's
-    reading, section 4's 'slower' against the digits CNN's."""
-    six = {"faster": "Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN",
-           "too close to tell": (f"Section 6's prediction, DDP ahead of threads, did not show on the 3-conv CNN "
-                                 f"(within the {tolerance:.0%} two launches may differ by)"),
-           "slower": "Section 6's prediction, DDP ahead of threads, failed on the 3-conv CNN"}[conv]
-    if digits is None:
-        return six
-    four = {"slower": "section 4's, slower on the digits CNN, held",
-            "too close to tell": "section 4's, slower on the digits CNN, is too close to tell",
-            "faster": "section 4's, slower on the digits CNN, failed"}[digits]
-    return f"{six}; {four}"
+def ceiling(rates: dict[str, float], world_size: int, slowed: str | None = None) -> float | None:
+    """The most N ranks can beat one process's N threads by on the same cores (sections 4 and 6 joined): N threads
+    that reach s times one thread waste 1 - s/N of the cores, which ranks can win at most, N/s; None where the
+    one-thread baseline ran slow (slowed) or the threads wasted nothing."""
+    speedup = rates[f"1 process x {world_size} threads"] / rates["1 process x 1 thread"]
+    return None if slowed or speedup >= world_size else world_size / speedup
+
+
+def ceiling_line(rates: dict[str, float], world_size: int, slowed: str | None = None) -> str:
+    """The threads' measured waste and the ceiling it sets on the ranks' gain ('' where ceiling() is None)."""
+    top = ceiling(rates, world_size, slowed)
+    if top is None:
+        return ""
+    speedup = world_size / top
+    return (f"{world_size} threads ran {speedup:.2f}x one thread on {world_size} cores, wasting "
+            f"{1 - speedup / world_size:.0%} of them, so ranks could beat them by at most {top:.2f}x here")
+
+
+def settle_line(conv: str, digits: str | None, tolerance: float, top: float | None = None) -> str:
+    """Sections 4 and 6 as one theory (learner s13r6c): ranks beat threads by at most what threads waste (top: that
+    ceiling, measured in section 6); then which form this run confirmed, on which CNN: the perfect-thread form
+    (ranks lose) where they were slower, the waste form (ranks win, within the ceiling) where faster, neither where
+    too close to tell."""
+    theory = ("One theory covers sections 4 and 6: ranks beat threads by at most what the threads waste (perfect "
+              "threads: ranks lose" + (f"; section 6's threads left at most {top:.2f}x" if top else "") + ")")
+    form = {"slower": "the perfect-thread form (ranks lose)", "faster": "the waste form (ranks win)",
+            "too close to tell": f"neither form's direction (level within {tolerance:.0%})"}
+    said = [f"{form[conv]} on the 3-conv CNN"] + ([f"{form[digits]} on the digits CNN"] if digits else [])
+    return f"{theory}. This run showed {' and '.join(said)}"
 
 
 def as_lab01_kernel() -> dict:
@@ -135,14 +152,16 @@ def headline(rates: dict[str, float], world_size: int, tolerance: float, slowed:
                                     f"within the {tolerance:.0%} two launches may differ by)",
                "faster": f"faster than one process with {world_size} threads ({ddp / threads:.2f}x it)",
                "slower": f"slower than one process with {world_size} threads ({ddp / threads:.2f}x it)"}[ours]
-    return f"{world_size} DDP ranks ran {over_one}{against}. The lesson: {lesson(ours)}"
+    top = ceiling_line(rates, world_size, slowed)  # sections 4 and 6 joined: the most ranks could win (s13r6c)
+    return f"{world_size} DDP ranks ran {over_one}{against}. " + (f"{top[0].upper()}{top[1:]}. " if top else "") + \
+        f"The lesson: {lesson(ours)}"
 
 
 def lesson(conv: str) -> str:
     """What the 3-conv CNN's reading of DDP against threads teaches (conv: reading()'s word), said where it is read."""
     if conv == "faster":
         return "DDP's ranks beat one process's threads even on this CPU"
-    return ("on a CPU, ranks and threads share the same cores, so DDP's ranks do not beat one process's threads; "
+    return ("on a CPU, ranks and threads share the same cores, so ranks win at most what threads waste; "
             "DDP pays off where one process cannot use the other devices (a GPU or a machine per rank)")
 
 
@@ -222,6 +241,7 @@ def speed_summary_lines(reading: Reading, world_size: int, launches: int, tolera
     if reading.unreadable:  # section 6 under load: the line above already refused these ratios
         return said
     recipe_ratio = recipe_rate / lab01_rate if lab01_rate and lab01_threads == world_size else None
-    said.append(measure.short_lines(measure.as_result(buys_line(reading.rates, world_size, tolerance, recipe_ratio),
+    said.append(measure.short_lines(measure.as_result(buys_line(reading.rates, world_size, tolerance, recipe_ratio,
+                                                                reading.slowed),
                                                       workers=world_size, load=load)))
     return said
