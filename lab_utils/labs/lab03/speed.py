@@ -205,9 +205,25 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
     return Reading(rates, spreads, flags, unreadable, slowed, comm, lines)
 
 
-def results(reading: Reading, speed: dict, world_size: int, device: str, launched: list) -> list:
+def beside_lab01(name: str, rate: float, spread: float | None, directory=None) -> str:
+    """Lab 01's figure for the same one-process row and how far apart the two are, to add to the row's launched note
+    (learner s13r6c: cell 88 promised each note names the other lab's figure; 10,776 vs 9,018 went unsaid), or ''
+    where lab 01 has no such row or the results table's own note will name it (more apart than its repeats allow)."""
+    from ... import detectors, workloads
+
+    lab01 = measure.reference_row(workloads.STEP_3CONV.name, name, directory=directory)
+    if lab01 is None or not lab01.samples_per_s or detectors.measured_twice(
+            lab01.samples_per_s, lab01.spread, rate, spread, what="", first_name="", second_name="",
+            condition="launched", under_row=True):
+        return ""
+    apart = max(rate, lab01.samples_per_s) / min(rate, lab01.samples_per_s)
+    return f"; lab 01 measured {detectors.figure_text(lab01.samples_per_s)} in its kernel, {apart:.2f}x apart"
+
+
+def results(reading: Reading, speed: dict, world_size: int, device: str, launched: list, directory=None) -> list:
     """The results rows of section 6's launches, each with its flags, the refusal on the rows read over the one-thread
-    row, `launched` (lab 01 timed the 1-process rows in its kernel) on those, and a slowed baseline's condition."""
+    row, `launched` (lab 01 timed the 1-process rows in its kernel; its note names lab 01's figure, beside_lab01) on
+    those, and a slowed baseline's condition."""
     from ... import detectors, workloads
 
     slow_base = [detectors.condition(reading.slowed)] if reading.slowed else []
@@ -219,11 +235,13 @@ def results(reading: Reading, speed: dict, world_size: int, device: str, launche
         threads = world_size if name.endswith(f"x {world_size} threads") else 1
         parallel = ranks > 1 or threads > 1  # read over the one-thread row: refused with it
         strategy = "ddp" if "DDP" in name else ("horovod-style" if "Horovod" in name else "single-process")
+        beside = beside_lab01(name, rate, reading.spreads[name], directory) if ranks == 1 else ""
+        own = [detectors.condition(c + beside) for c in detectors.conditions_of(launched)] if beside else launched
         rows.append(measure.Result(
             lab="03", framework="torch", strategy=strategy, variant=name, world_size=ranks, device=device,
             batch_size=256, samples_per_s=rate, wall_s=256 / rate, threads=threads, repeats=len(speed[name]),
             spread=reading.spreads[name], workload=workloads.STEP_3CONV.name,
-            flags=(*reading.flags[name], *(refused if parallel else []), *(launched if ranks == 1 else []),
+            flags=(*reading.flags[name], *(refused if parallel else []), *(own if ranks == 1 else []),
                    *(slow_base if name == "1 process x 1 thread" else []))))
     return rows
 
