@@ -414,9 +414,43 @@ def test_lab_03_cells_say_what_learner_s11c_asked():
     assert "speed_reading.speed_summary_lines(" in summary and "interleaved launches" not in summary
     (section,) = [c for c in cells if c.startswith("## 6. Measure")]
     assert "2×" not in section and "within 25%" in section
-    (script,) = [c for c in cells if c.startswith('script = Path("results") / "ddp_torchrun.py"')]
+    # learner s13r6c, item 4: the script is written by lab_utils, not built from strings in the cell
+    (cell,) = [c for c in cells if "torchrun_script(ddp_worker" in c]
+    assert "write_text" not in cell and "hold_process_groups" not in cell, cell
+    from lab_utils.labs.lab03 import plumbing
+    script = plumbing._MAIN
     assert "hold_process_groups()  # a rank can hang at random in torch's exit teardown (pytorch/pytorch#75097)" in script
     assert "os._exit(0)  # so leave without tearing the group down; where ranks exit cleanly, drop it and" in script
+
+
+def test_the_torchrun_script_is_the_worker_with_a_main_that_reads_the_environment(tmp_path):
+    """plumbing.torchrun_script writes a script that parses, defines the worker as the notebook wrote it, and calls it
+    with RANK and WORLD_SIZE from the environment."""
+    import ast
+
+    from lab_utils.labs.lab03 import lesson, plumbing
+
+    path = plumbing.torchrun_script(lesson.ddp_worker, tmp_path / "sub" / "ddp_torchrun.py")
+    text = path.read_text()
+    tree = ast.parse(text)
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == ["ddp_worker"]
+    assert "out = ddp_worker(int(os.environ['RANK']), int(os.environ['WORLD_SIZE']), cfg)" in text
+    assert max(map(len, text.splitlines())) <= 120
+
+
+def test_the_spawn_failure_lines_name_the_exit_and_the_childs_error_or_say_the_line_arrived_cut():
+    """Learner s13r6c, finding 10: the regexes over captured stderr live in lab_utils; the cell shows the lesson."""
+    from lab_utils.labs.lab03 import plumbing
+
+    err = RuntimeError("process 1 terminated with exit code 1")
+    said = plumbing.spawn_lines(err, "Traceback ...\nAttributeError: Can't get attribute 'hello_worker' on "
+                                     "<module '__main__' (built-in)>\n")
+    assert said == ["torch.multiprocessing.spawn: RuntimeError: a process terminated with exit code 1",
+                    "a child said: AttributeError: Can't get attribute 'hello_worker' on <module '__main__' "
+                    "(built-in)>"], said
+    cut = plumbing.spawn_lines(None, "AttributeError: Can't get attr")
+    assert cut == ["a child said (cut or mixed with the other's line; its last): \"AttributeError: Can't get attr\""]
+    assert all(len(line) <= 100 for line in said + cut)
 
 
 def _fake_speed(rates, spread=0.1, allreduce_ms=3.0):
