@@ -740,3 +740,14 @@ def test_a_launched_note_naming_lab_01s_figure_still_reads_as_launched():
     assert timed_launched([row(f"{launched_not_kernel()}; lab 01 measured 6,157 in its kernel, 1.04x apart")])
     assert timed_launched([row(launched_not_kernel())])
     assert not timed_launched([row(f"{launched_not_kernel()}, taking turns with a TensorFlow process")])
+
+
+def test_the_buffer_copy_theory_gets_its_own_computed_line():
+    """Learner s13r6c, finding 13: cell 41's theory (ranks further apart without the buffer copy) had no line of its
+    own; cell 43 now computes it from the two runs' running-mean gaps."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
+    (cell,) = ["".join(c["source"]) for c in nb["cells"] if "def rank_gap(" in "".join(c["source"])]
+    assert "if not_copied > copied" in cell and "as theory expects" in cell and "against theory" in cell, cell
