@@ -330,6 +330,8 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
     assert "digits" not in ahead and "a gain: 3-conv CNN 1.28x (faster)" in ahead, ahead
     assert ahead.endswith("This run showed the waste form (ranks win) on the 3-conv CNN. The takeaway: "
                           "DDP's ranks beat one process's threads even on this CPU"), ahead
+    both = speed.buys_line(dict(rates, **{"2 ranks, DDP": 4212}), 2, 0.25, recipe_ratio=0.29)
+    assert "This run showed the perfect-thread form (ranks lose) on both CNNs." in both, both  # said once
     slowed = speed.buys_line(rates, 2, 0.25, slowed="the one-thread baseline ran slow")
     assert "left at most" not in slowed, slowed  # no ceiling over a slowed baseline
     mixed = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25, recipe_ratio=0.5)

@@ -84,6 +84,8 @@ def settle_line(conv: str, digits: str | None, tolerance: float, top: float | No
               "threads: ranks lose" + (f"; section 6's threads left at most {top:.2f}x" if top else "") + ")")
     form = {"slower": "the perfect-thread form (ranks lose)", "faster": "the waste form (ranks win)",
             "too close to tell": f"neither form's direction (level within {tolerance:.0%})"}
+    if digits == conv:
+        return f"{theory}. This run showed {form[conv]} on both CNNs"
     said = [f"{form[conv]} on the 3-conv CNN"] + ([f"{form[digits]} on the digits CNN"] if digits else [])
     return f"{theory}. This run showed {' and '.join(said)}"
 
