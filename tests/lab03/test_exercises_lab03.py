@@ -401,3 +401,18 @@ def test_a_message_that_names_nothing_keeps_the_hint():
 
     fraction, message = lab03._mean_judge([["float", 1.0], ["float", 2.0]], 5.0, {"totals": [3, 7], "counts": [1, 1]})
     assert fraction == 0.0 and message.startswith("the ranks returned") and not isinstance(message, Named)
+
+
+def test_floor_blocks_are_told_the_left_over_indices_even_when_n_is_below_world_size():
+    """Learner s13r6c: '(the remainder n % world_size = 3 too)' read oddly for n=3, world_size=4, where every index
+    is left over; the message names the left-over indices and, for n < world_size, why all of them are."""
+    from lab_utils.labs.lab03 import exercises as lab03
+
+    def floor_blocks(n, w):
+        size = n // w
+        return [list(range(r * size, (r + 1) * size)) for r in range(w)]
+
+    _, small = lab03._shard_judge_plain([floor_blocks(3, 4)], None, [[3, 4]])
+    assert "the last 3 index(es)" in small and "n // world_size is 0, so every index is left over" in small, small
+    _, big = lab03._shard_judge_plain([floor_blocks(10, 4)], None, [[10, 4]])
+    assert "the last 2 index(es)" in big and "n < world_size" not in big, big

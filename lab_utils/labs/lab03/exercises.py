@@ -170,9 +170,13 @@ def _shard_judge_plain(got, expected, cases):
             if not missing:  # nothing left out: the blocks overlap, whatever the remainder
                 return 0.0, (f"n={n}, world_size={w}: {repeated} index(es) read by more than one rank: the blocks "
                              "overlap; each rank's block must start where the previous rank's stops")
-            remainder = f" (the remainder n % world_size = {n % w} too)" if n % w else ""
+            left = n % w
+            if left and missing == set(range(n - left, n)) and not repeated:  # floor blocks (learner s13r6c)
+                every = " (n < world_size: n // world_size is 0, so every index is left over)" if n < w else ""
+                return 0.0, (f"n={n}, world_size={w}: the last {left} index(es), the n % world_size left over "
+                             f"after equal blocks, are on no rank{every}; give {left} of the ranks one row more")
             return 0.0, (f"n={n}, world_size={w}: {len(missing)} index(es) missing and {repeated} repeated; "
-                         f"every index must land on exactly one rank{remainder}")
+                         "every index must land on exactly one rank")
         sizes = [len(share) for share in shares]
         if max(sizes) - min(sizes) > 1:
             return 0.0, f"n={n}, world_size={w}: shard sizes {sizes}; they may differ by one at most"
