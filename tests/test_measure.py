@@ -419,7 +419,7 @@ def test_lab_03_records_its_one_process_rows_as_launched_and_says_so():
     record = next(c.source for c in cells if c.cell_type == "code" and "measure.record(recorded" in c.source)
     assert "detectors.condition(launched_not_kernel())" in record and "brief_notes=True" in record
     from lab_utils.labs.lab03 import speed  # the rows are built there (learner s11r2c: cell 89's plumbing)
-    assert "launched if ranks == 1" in Path(speed.__file__).read_text()
+    assert "own if ranks == 1" in Path(speed.__file__).read_text() and "beside_lab01(" in Path(speed.__file__).read_text()
     prose = " ".join(c.source.replace("\n", " ") for c in cells if c.cell_type == "markdown")
     factor = f"{detectors.CONDITION_FACTOR:g}×"  # the factor itself, in either wording (s13 merge: the prose moved)
     assert f"up to {factor} apart" in prose and f"beyond {factor}" in prose, "lab 03 must state the rule's factor"

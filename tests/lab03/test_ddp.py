@@ -206,13 +206,15 @@ def test_the_recipe_runs_check_prints_prediction_measured_and_one_verdict_naming
     assert measured.startswith("1.43 ms compute (one rank alone, launched, on its 32 samples) + 0.96 ms all-reduce "
                                "+ 0.62 ms unaccounted"), measured
     assert measured.endswith("= 3.01 ms a step"), measured
+    # learner s13r6c: the unaccounted part was blamed on an unmeasured cause; it is said plainly to be unexplained
+    assert "unaccounted (neither part times it; this lab does not say where it goes)" in measured, measured
     assert "leave out" not in text and "not the figure" not in text, off
     verdict = " ".join(off[-1].split())
     assert verdict.startswith("verdict: 2 ranks slower than one process's 1.22 ms, as predicted"), verdict
     # learner s12r3c: 'as predicted' beside '1.92x the predicted' read as one claim; the size is its own clause,
     # and the gap is split into the measured parts that made it (1.43 - 0.61 = 0.82 compute, 0.62 unaccounted)
     assert ("as predicted; but 1.92x slower than predicted (3.01 vs 1.57 ms): the compute took 0.82 ms more than "
-            "theory's, and 0.62 ms went to neither part") in verdict, verdict
+            "theory's, and 0.62 ms is unaccounted") in verdict, verdict
     assert "is above theory's 0.61 ms, before any all-reduce: half the batch did not halve the step" in " ".join(text.split()), off
     assert sum(line.startswith("verdict") for line in off) == 1, off
     # the step near the prediction: the figure agrees, said with both figures
@@ -314,17 +316,24 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
     said = speed.buys_line(rates, 2, 0.25, recipe_ratio=1.11 / 2.53)
     assert said.startswith("what 2 ranks buy here: against one process with 2 threads, no gain: 3-conv CNN 1.05x "
                            "(too close to tell), digits CNN 0.44x (slower). "), said
-    # learner s12r3c: sections 4 and 6 settled together, in one computed sentence
-    # learner s13r5c: 'any gain' about a loss; the summary ends on the takeaway, not on 'not confirmed'
-    assert ("Section 6's prediction, DDP ahead of threads, did not show on the 3-conv CNN (within the 25% two "
-            "launches may differ by); section 4's, slower on the digits CNN, held. The takeaway: on a CPU, ranks and "
-            "threads share the same cores") in said, said
+    # learner s12r3c: sections 4 and 6 settled together, in one computed sentence; learner s13r6c: as one theory
+    # (ranks win at most what threads waste: 9729 / 6402 = 1.52x on 2 cores, a ceiling of 2 / 1.52 = 1.32x), then
+    # which form this run confirmed, on which CNN
+    assert ("One theory covers sections 4 and 6: ranks beat threads by at most what the threads waste (perfect "
+            "threads: ranks lose; section 6's threads left at most 1.32x). This run showed neither form's direction "
+            "(level within 25%) on the 3-conv CNN and the perfect-thread form (ranks lose) on the digits CNN. The "
+            "takeaway: on a CPU, ranks and threads share the same cores, so ranks win at most what threads waste"
+            ) in said, said
     assert said.endswith("DDP pays off where one process cannot use the other devices (a GPU or a machine per rank)")
-    assert "any gain" not in said and "not confirmed" not in said, said
+    assert "any gain" not in said and "not confirmed" not in said and "prediction" not in said, said
     ahead = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25)
     assert "digits" not in ahead and "a gain: 3-conv CNN 1.28x (faster)" in ahead, ahead
-    assert ahead.endswith("Section 6's prediction, DDP ahead of threads, held on the 3-conv CNN. The takeaway: "
+    assert ahead.endswith("This run showed the waste form (ranks win) on the 3-conv CNN. The takeaway: "
                           "DDP's ranks beat one process's threads even on this CPU"), ahead
+    both = speed.buys_line(dict(rates, **{"2 ranks, DDP": 4212}), 2, 0.25, recipe_ratio=0.29)
+    assert "This run showed the perfect-thread form (ranks lose) on both CNNs." in both, both  # said once
+    slowed = speed.buys_line(rates, 2, 0.25, slowed="the one-thread baseline ran slow")
+    assert "left at most" not in slowed, slowed  # no ceiling over a slowed baseline
     mixed = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25, recipe_ratio=0.5)
     assert "a gain on one CNN only" in mixed, mixed
     # learner s13r5c: each figure once in the summary: the ratios over one thread are speed_summary's line
@@ -335,22 +344,28 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
 def test_the_two_allreduce_figures_of_the_same_gradients_say_why_they_differ():
     """Learner s10i, finding 4: the same 424,232-byte all-reduce is 2.3 ms a step in section 6 and 4.3 ms 'after the
     last gradient' in the bucket test, unreconciled. The line names each one's batch per rank and span timed, and the
-    sum timed as section 6 times it."""
+    sum timed as section 6 times it; learner s13r6c: a 0.0 ms wait was offered as the reason for 4.5 vs 2.0 ms."""
     from lab_utils.labs.lab03 import speed
 
     line = " ".join(speed.allreduce_pair(table_ms=2.3, table_batch=128, sum_ms=3.9, batch=64).split())
     assert "as section 6 times it: 2.3 ms a step in section 6 (128 samples a rank), 3.9 ms here (64 a rank)" in line
-    assert "waiting for the slower rank" in line and "need not agree" in line, line
+    assert "1.7x apart: this run did not time the wait for the other rank" in line, line
     # learner s12r3c: 'waiting for the slower rank' was taken on trust; where both ranks' times are given, it is shown
     shown = " ".join(speed.allreduce_pair(table_ms=3.2, table_batch=128, sum_ms=1.6, batch=64, wait_ms=1.1).split())
-    assert "1.6 ms here (64 a rank), 1.1 ms of it rank 0 waiting for the other rank (median)" in shown, shown
+    assert "1.6 ms here (64 a rank), 2.0x apart; 1.1 ms of it here was rank 0 waiting for the other rank" in shown, shown
     # learner s12r4c: four figures for one all-reduce; three now, no 'sum itself', no 'after the last gradient'
     assert len(re.findall(r"\d+\.\d ms", shown)) == 3 and "itself" not in shown and "after the last" not in shown
     # learner s13r5c: 3.3 ms above and 3.1 ms here for one bucket, unexplained: the line names both spans
-    named = " ".join(speed.allreduce_pair(table_ms=6.0, table_batch=128, sum_ms=3.1, batch=64, wait_ms=0.0,
-                                          after_ms=3.3).split())
+    named = " ".join(speed.allreduce_pair(table_ms=4.5, table_batch=128, sum_ms=2.0, batch=64, wait_ms=0.0,
+                                          after_ms=2.2).split())
     assert "from hand-over to sum as section 6 times it" in named, named
-    assert "3.1 ms here (64 a rank; the 3.3 ms above spans the last gradient to backward()'s return)" in named, named
+    assert "2.0 ms here (64 a rank; the 2.2 ms above spans the last gradient to backward()'s return)" in named, named
+    # learner s13r6c: a wait too small for the gap is said not to explain it, never offered as the reason
+    assert ("rank 0 waited 0.0 ms of it here for the other rank, too little to explain the 2.5 ms gap: this lab "
+            "does not measure what does") in named, named
+    assert "need not agree" not in named and "changes with the batch" not in named
+    agree = " ".join(speed.allreduce_pair(table_ms=2.2, table_batch=128, sum_ms=2.0, batch=64, wait_ms=0.0).split())
+    assert agree.endswith("(64 a rank): within the 25% two timings apart may differ by"), agree
 
 
 def test_the_wait_for_the_other_rank_is_read_from_both_ranks_hand_over_times():
@@ -384,7 +399,9 @@ def test_lab_03_cells_print_the_lines_learner_s10i_missed():
     assert "buckets.timeline(" in cell("comm_ms=reading.comm_ms")  # the drawing and its lines: lab_utils (s11r2c)
     assert "print(measure.short_lines(str(err)))" in cell("def hanging_worker(")
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    assert "hard competitor" not in prose and "Theory still predicts DDP ahead" in prose
+    assert "hard competitor" not in prose and "Theory still predicts DDP ahead" not in prose
+    # learner s13r6c: sections 4 and 6 state one theory; the unaccounted part is not blamed on an unmeasured cause
+    assert "at most what the threads waste" in prose and "most likely the price of sharing" not in prose
 
 
 def test_lab_03_cells_say_what_learner_s11c_asked():
@@ -399,9 +416,43 @@ def test_lab_03_cells_say_what_learner_s11c_asked():
     assert "speed_reading.speed_summary_lines(" in summary and "interleaved launches" not in summary
     (section,) = [c for c in cells if c.startswith("## 6. Measure")]
     assert "2×" not in section and "within 25%" in section
-    (script,) = [c for c in cells if c.startswith('script = Path("results") / "ddp_torchrun.py"')]
+    # learner s13r6c, item 4: the script is written by lab_utils, not built from strings in the cell
+    (cell,) = [c for c in cells if "torchrun_script(ddp_worker" in c]
+    assert "write_text" not in cell and "hold_process_groups" not in cell, cell
+    from lab_utils.labs.lab03 import plumbing
+    script = plumbing._MAIN
     assert "hold_process_groups()  # a rank can hang at random in torch's exit teardown (pytorch/pytorch#75097)" in script
     assert "os._exit(0)  # so leave without tearing the group down; where ranks exit cleanly, drop it and" in script
+
+
+def test_the_torchrun_script_is_the_worker_with_a_main_that_reads_the_environment(tmp_path):
+    """plumbing.torchrun_script writes a script that parses, defines the worker as the notebook wrote it, and calls it
+    with RANK and WORLD_SIZE from the environment."""
+    import ast
+
+    from lab_utils.labs.lab03 import lesson, plumbing
+
+    path = plumbing.torchrun_script(lesson.ddp_worker, tmp_path / "sub" / "ddp_torchrun.py")
+    text = path.read_text()
+    tree = ast.parse(text)
+    assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef)] == ["ddp_worker"]
+    assert "out = ddp_worker(int(os.environ['RANK']), int(os.environ['WORLD_SIZE']), cfg)" in text
+    assert max(map(len, text.splitlines())) <= 120
+
+
+def test_the_spawn_failure_lines_name_the_exit_and_the_childs_error_or_say_the_line_arrived_cut():
+    """Learner s13r6c, finding 10: the regexes over captured stderr live in lab_utils; the cell shows the lesson."""
+    from lab_utils.labs.lab03 import plumbing
+
+    err = RuntimeError("process 1 terminated with exit code 1")
+    said = plumbing.spawn_lines(err, "Traceback ...\nAttributeError: Can't get attribute 'hello_worker' on "
+                                     "<module '__main__' (built-in)>\n")
+    assert said == ["torch.multiprocessing.spawn: RuntimeError: a process terminated with exit code 1",
+                    "a child said: AttributeError: Can't get attribute 'hello_worker' on <module '__main__' "
+                    "(built-in)>"], said
+    cut = plumbing.spawn_lines(None, "AttributeError: Can't get attr")
+    assert cut == ["a child said (cut or mixed with the other's line; its last): \"AttributeError: Can't get attr\""]
+    assert all(len(line) <= 100 for line in said + cut)
 
 
 def _fake_speed(rates, spread=0.1, allreduce_ms=3.0):
@@ -428,8 +479,9 @@ def test_section_6_reads_its_launches_in_one_report_that_starts_with_one_sentenc
     reading = speed.report(_fake_speed(S11R2C_RATES), 2, _fake_hw(), tmp_path, 0.25)
     first = " ".join(reading.lines[0].split())
     assert first.startswith("2 DDP ranks ran 1.55x one process with one thread; level with one process with 2 "
-                            "threads (1.06x it: within the 25% two launches may differ by). The lesson: on a CPU, "
-                            "ranks and threads share the same cores"), first
+                            "threads (1.06x it: within the 25% two launches may differ by). 2 threads ran 1.47x "
+                            "one thread on 2 cores, wasting 27% of them, so ranks could beat them by at most 1.36x "
+                            "here. The lesson: on a CPU, ranks and threads share the same cores"), first
     assert reading.lines[1] == "" and reading.lines[2].startswith("1 process x 1 thread"), reading.lines
     assert "(steps spread 10%)" in reading.lines[2]
     assert any(line.startswith("noise: no row's steps spread more than 25 %") for line in reading.lines)
@@ -451,9 +503,9 @@ def test_the_sentence_reads_this_runs_own_thread_row_once():
     assert "lab 01" not in level and "settle" not in level and "a GPU or a machine per rank" in level, level
     ahead = speed.headline({**S11R2C_RATES, "2 ranks, DDP": 12000}, 2, 0.25, None, None)
     assert "faster than one process with 2 threads (1.43x it)" in ahead, ahead
-    assert "do not beat" not in ahead and "DDP's ranks beat one process's threads" in ahead, ahead
+    assert "at most what threads waste" not in ahead and "DDP's ranks beat one process's threads" in ahead, ahead
     behind = speed.headline({**S11R2C_RATES, "2 ranks, DDP": 6000}, 2, 0.25, None, None)
-    assert "slower than one process with 2 threads (0.72x it)" in behind and "do not beat" in behind, behind
+    assert "slower than one process with 2 threads (0.72x it)" in behind and "win at most what threads" in behind, behind
 
 def test_the_one_process_rows_wait_as_lab_01s_kernel(monkeypatch, tmp_path):
     """Learner s12r4c, the central item: lab 03's launched 2-thread row ran 1.37x below lab 01's kernel figure while the
@@ -534,21 +586,23 @@ def test_the_bucket_lines_print_backwards_median_total_beside_its_split():
             for i in range(6)]
     fig, lines = buckets.timeline({"default": one, "bucket_cap_mb=0.05": many}, comm_ms=3.9, table_batch=128, batch=64)
     default, pair, small = (" ".join(line.split()) for line in lines)
-    assert default.startswith("default, median of 5 rounds: backward() 7.9 ms in all: computing 4.3 ms until the "
-                              "last gradient, then 3.6 ms"), default  # 4.3 + 3.6 = 7.9: no 'need not add up'
+    assert default.startswith("default, the median of 5 rounds: backward() 7.9 ms = computing 4.3 ms until the "
+                              "last gradient + 3.6 ms of all-reduce after it"), default
     assert pair.startswith("the same gradients' all-reduce, from hand-over to sum as section 6 times it: 3.9 ms a "
                            "step in section 6"), pair
-    assert "backward() 6.5 ms in all: computing 5.0 ms" in small, small  # 5.0 + 1.5 = 6.5
-    uneven = [_round(0, 0.001, 0.002, []), _round(0, 0.002, 0.010, []), _round(0, 0.008, 0.010, [])]
-    uneven_line = " ".join(buckets.line("default", uneven).split())  # totals 2, 10, 10; parts' medians 2 and 2
-    assert ("backward() 10.0 ms in all (each part below is its own median, so they need not add up to it): "
-            "computing 2.0 ms") in uneven_line, uneven_line
+    assert "backward() 6.5 ms = computing 5.0 ms" in small, small  # 5.0 + 1.5 = 6.5
+    # learner s13r6c: medians of each part (8.3 beside 5.8 + 0.9) did not add up; the median round's parts do
+    uneven = [_round(0, 0.001, 0.002, []), _round(0, 0.002, 0.010, []), _round(0, 0.008, 0.011, [])]
+    uneven_line = " ".join(buckets.line("default", uneven).split())  # totals 2, 10, 11 ms: the median round, 10
+    assert "backward() 10.0 ms = computing 2.0 ms until the last gradient + 8.0 ms of all-reduce" in uneven_line, \
+        uneven_line
+    assert "need not add up" not in uneven_line
     assert "overlap: 2 of 3 bucket(s) handed over before the last gradient was ready, and" in small, small
     assert "of the buckets' all-reduce time ran before it" in small, small
     assert len(fig.axes) == 2 and fig.axes[1].get_xlabel() == "ms since loss.backward() began"
     _, with_others = buckets.timeline({"default": one}, comm_ms=3.9, table_batch=128, batch=64,
                                       others=[{"default": one}])
-    assert "0.0 ms of it rank 0 waiting for the other rank (median)" in " ".join(with_others[1].split()), with_others
+    assert "3.4 ms here" in with_others[1] and "within the 25%" in " ".join(with_others[1].split()), with_others
     assert buckets.overlap(many[0])[:2] == (2, 3) and buckets.overlap(_round(0, 1, 1, []))[2] == 0.0
 
 
@@ -581,7 +635,7 @@ def test_the_summary_lines_read_section_6_once_and_refuse_under_load(tmp_path):
         reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=2, load=quiet)]
     assert lines[0].startswith("speed (medians of 2 launches each; the DDP and Horovod-style launches alternating): "
                                "2 DDP ranks 1.55x one thread"), lines
-    assert "digits CNN 0.50x (slower)" in lines[1] and "section 4's, slower on the digits CNN, held" in lines[1], lines
+    assert "digits CNN 0.50x (slower)" in lines[1] and "the perfect-thread form (ranks lose) on the digits" in lines[1], lines
     other = speed.speed_summary_lines(reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=1,
                                       load=quiet)
     assert "digits" not in other[1], other  # lab 01 on another thread count: not the same comparison
@@ -638,3 +692,64 @@ def test_the_learning_rate_prose_claims_what_the_run_computes():
     assert "most of the way back" not in prose and "get part of the way back" in prose
     (cell,) = [c.source for c in cells if "lr_verdict = measure.verdict(" in c.source]
     assert "won back {back * 100:.1f} of the {gap * 100:.1f} accuracy points" in cell and "if gap > 0:" in cell
+
+
+def test_the_one_process_rows_notes_name_lab_01s_figure_and_how_far_apart(tmp_path, monkeypatch):
+    """Learner s13r6c, finding 1: cell 88 promised that each note names the other lab and how far apart the two are;
+    lab 01's 2-thread 10,776 against this lab's 9,018 (1.19x, within the 25% the table lets pass silently) was never
+    shown. The launched note now names lab 01's figure, read from the results the run wrote; where the table's own
+    note names it (further apart than the repeats allow) it is not said twice."""
+    from lab_utils import conditions, detectors, measure, workloads
+    from lab_utils.labs.lab03 import speed
+    from lab_utils.launch import launched_not_kernel
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    for variant, rate, threads in (("1 process x 1 thread", 6157.3, 1), ("1 process x 2 threads", 10775.9, 2)):
+        measure.record(measure.Result(lab="01", framework="torch", strategy="single-process", variant=variant,
+                                      world_size=1, device="cpu", batch_size=256, threads=threads, samples_per_s=rate,
+                                      wall_s=256 / rate, repeats=8, spread=0.07, workload=workloads.STEP_3CONV.name),
+                       tmp_path)
+    rates = {"1 process x 1 thread": 5935.1, "2 ranks, DDP": 9221.6, "2 ranks, Horovod-style": 7453.9,
+             "1 process x 2 threads": 9018.4}  # the quiet run of f02a368, cell 59
+    reading = speed.report(_fake_speed(rates, spread=0.34), 2, _fake_hw(), tmp_path, 0.25)
+    rows = {r.variant: r for r in speed.results(reading, _fake_speed(rates, spread=0.34), 2, "cpu",
+                                                [detectors.condition(launched_not_kernel())], tmp_path)}
+    two = " ".join(detectors.conditions_of(rows["1 process x 2 threads"].flags))
+    assert two == f"{launched_not_kernel()}; lab 01 measured 10,776 in its kernel, 1.19x apart", two
+    assert "lab 01 measured 6,157 in its kernel, 1.04x apart" in " ".join(
+        detectors.conditions_of(rows["1 process x 1 thread"].flags))
+    assert not detectors.conditions_of(rows["2 ranks, DDP"].flags)  # no lab 01 row measures ranks
+    text = measure.record(list(rows.values()), tmp_path, brief_notes=True)
+    assert " ".join(text.split()).count("lab 01 measured 10,776") == 1, text
+    # further apart than the repeats allow: the table's own line names lab 01's figure, the note does not repeat it
+    far = speed.report(_fake_speed(dict(rates, **{"1 process x 2 threads": 7200.0}), spread=0.05), 2, _fake_hw(),
+                       tmp_path, 0.25)
+    assert speed.beside_lab01("1 process x 2 threads", 7200.0, 0.05, tmp_path) == "", far
+
+
+def test_a_launched_note_naming_lab_01s_figure_still_reads_as_launched():
+    """The results report tells launched rows from kernel rows by their condition note; lab 03's note now adds lab
+    01's figure after '; ' (learner s13r6c) and must still read as launched; lab 05's other wording is unchanged."""
+    from lab_utils import detectors, measure
+    from lab_utils.launch import launched_not_kernel
+    from lab_utils.report.compared import timed_launched
+
+    def row(note):
+        return measure.Result(lab="03", framework="torch", strategy="single-process", variant="1 process x 1 thread",
+                              world_size=1, device="cpu", batch_size=256, samples_per_s=6000.0, wall_s=0.04,
+                              workload="w", flags=[detectors.condition(note)])
+
+    assert timed_launched([row(f"{launched_not_kernel()}; lab 01 measured 6,157 in its kernel, 1.04x apart")])
+    assert timed_launched([row(launched_not_kernel())])
+    assert not timed_launched([row(f"{launched_not_kernel()}, taking turns with a TensorFlow process")])
+
+
+def test_the_buffer_copy_theory_gets_its_own_computed_line():
+    """Learner s13r6c, finding 13: cell 41's theory (ranks further apart without the buffer copy) had no line of its
+    own; cell 43 now computes it from the two runs' running-mean gaps."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
+    (cell,) = ["".join(c["source"]) for c in nb["cells"] if "def rank_gap(" in "".join(c["source"])]
+    assert "if not_copied > copied" in cell and "as theory expects" in cell and "against theory" in cell, cell

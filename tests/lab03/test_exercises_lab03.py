@@ -124,14 +124,46 @@ def test_avg_then_a_division_is_named_divided_twice():
 
 
 @pytest.mark.slow  # each check launches two real ranks
-@pytest.mark.parametrize("wrong, named_as", [(average_the_weights, "p.grad was never all-reduced"),
-                                             (average_a_copy, "p.grad was never all-reduced"),
+@pytest.mark.parametrize("wrong, named_as", [(average_the_weights, "you all-reduced p.data, the weights"),
+                                             (average_a_copy, "you all-reduced a copy (p.grad.clone()"),
                                              (divide_only, "divided its own gradient by world_size (2) but never")],
                          ids=["weights", "copy", "divide-only"])
 def test_gradients_never_all_reduced_are_named(wrong, named_as):
+    """Learner s13r6c: p.data and a copy of p.grad shared one message; each now names which the answer reduced."""
     result = check(wrong)
     assert not result.passed and named_as in result.message, result.message
     assert result.details["fraction"] == 0.0
+    if wrong is not divide_only:  # one mistake named, not both
+        assert ("p.data" in result.message) != ("a copy" in result.message), result.message
+
+
+def test_the_unreduced_message_names_what_the_all_reduce_was_given():
+    """The judge reads what each all_reduce call was given (averaging_worker records it): no launch needed."""
+    from lab_utils.labs.lab03 import exercises as lab03
+
+    assert "you all-reduced p.data" in lab03._unreduced_message(["data"])
+    assert "you all-reduced a copy" in lab03._unreduced_message(["other"])
+    assert "call dist.all_reduce(p.grad) for every parameter" in lab03._unreduced_message([])
+
+
+@named("run_epochs")
+def run_epochs_random_epoch(sampler, loader, model, optimizer, epochs):
+    import random
+
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        sampler.set_epoch(random.randint(10, 10**6))  # at the start, but not the epoch number (learner s13r6c)
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+
+
+def test_set_epoch_with_a_random_number_is_told_to_pass_the_epoch():
+    """Learner s13r6c: set_epoch(random) at the start of each epoch got 'Hint: reshuffle at the start of every
+    epoch', which it did; the message names the values it passed and asks for the loop's epoch."""
+    result = check(run_epochs_random_epoch)
+    assert not result.passed and "not the loop's epoch numbers 0, 1, 2" in result.message, result.message
+    assert "Hint" not in result.message and result.details["fraction"] == 0.0, result.message
 
 
 @named("run_epochs")
@@ -369,3 +401,18 @@ def test_a_message_that_names_nothing_keeps_the_hint():
 
     fraction, message = lab03._mean_judge([["float", 1.0], ["float", 2.0]], 5.0, {"totals": [3, 7], "counts": [1, 1]})
     assert fraction == 0.0 and message.startswith("the ranks returned") and not isinstance(message, Named)
+
+
+def test_floor_blocks_are_told_the_left_over_indices_even_when_n_is_below_world_size():
+    """Learner s13r6c: '(the remainder n % world_size = 3 too)' read oddly for n=3, world_size=4, where every index
+    is left over; the message names the left-over indices and, for n < world_size, why all of them are."""
+    from lab_utils.labs.lab03 import exercises as lab03
+
+    def floor_blocks(n, w):
+        size = n // w
+        return [list(range(r * size, (r + 1) * size)) for r in range(w)]
+
+    _, small = lab03._shard_judge_plain([floor_blocks(3, 4)], None, [[3, 4]])
+    assert "the last 3 index(es)" in small and "n // world_size is 0, so every index is left over" in small, small
+    _, big = lab03._shard_judge_plain([floor_blocks(10, 4)], None, [[10, 4]])
+    assert "the last 2 index(es)" in big and "n < world_size" not in big, big

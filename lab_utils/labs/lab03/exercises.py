@@ -32,20 +32,37 @@ def averaging_worker(rank, world_size, average_gradients, case):
     from ... import tensors
     from ...launch import process_group
 
+    import torch.distributed as dist
+
     with process_group(timeout_s=60):
         model, x, y = _average_problem(case, world_size)
         mine = slice(rank * case["per_rank"], (rank + 1) * case["per_rank"])
         F.cross_entropy(model(x[mine]), y[mine]).backward()
-        average_gradients(model, world_size)
+        reduced = []  # what each all_reduce call was given: a p.grad, a p.data, or another tensor (a copy)
+        weights = {p.data_ptr() for p in model.parameters()}
+        grads = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
+        all_reduce = dist.all_reduce
+
+        def recording_all_reduce(tensor, *args, **kwargs):
+            ptr = tensor.data_ptr()
+            reduced.append("grad" if ptr in grads else "data" if ptr in weights else "other")
+            return all_reduce(tensor, *args, **kwargs)
+
+        dist.all_reduce = recording_all_reduce
+        try:
+            average_gradients(model, world_size)
+        finally:
+            dist.all_reduce = all_reduce
         torch.optim.SGD(model.parameters(), lr=case["lr"]).step()
-        return tensors.flat_weights(model).tolist()
+        return {"weights": tensors.flat_weights(model).tolist(), "reduced": sorted(set(reduced))}
 
 
 def _average_run(average_gradients, case, world_size: int = 2):
     from ...launch import launch
 
-    return {"before": _flat(_average_problem(case, world_size)[0]),
-            "ranks": launch(averaging_worker, world_size, args=(average_gradients, case), timeout=120)}
+    ranks = launch(averaging_worker, world_size, args=(average_gradients, case), timeout=120)
+    return {"before": _flat(_average_problem(case, world_size)[0]), "ranks": [r["weights"] for r in ranks],
+            "reduced": ranks[0]["reduced"]}
 
 
 def _flat(model):
@@ -84,9 +101,7 @@ def _average_judge_plain(got, expected, case):
     if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
         n = len(ranks)
         if all(max_abs_diff(r, _local_step(case, n, i, 1.0)) <= 1e-5 for i, r in enumerate(ranks)):
-            return 0.0, ("each rank stepped on its own gradient, as it was: p.grad was never all-reduced (an "
-                         "all-reduce of p.data averages the weights, which every rank already shares before the "
-                         "step; one of a copy of p.grad leaves p.grad as it was): all_reduce p.grad itself")
+            return 0.0, _unreduced_message(got.get("reduced", []))
         if all(max_abs_diff(r, _local_step(case, n, i, 1.0 / n)) <= 1e-5 for i, r in enumerate(ranks)):
             return 0.0, (f"each rank divided its own gradient by world_size ({n}) but never all-reduced it: "
                          "all_reduce p.grad first (a sum over the ranks), then divide")
@@ -106,6 +121,19 @@ def _average_judge_plain(got, expected, case):
                  f"{max_abs_diff(ranks[0], expected):.1e}: all_reduce each p.grad, then divide by world_size")
 
 
+def _unreduced_message(reduced: list[str]) -> str:
+    """Why p.grad stayed each rank's own, named from what the all_reduce calls were given (learner s13r6c: one
+    message for p.data and for a copy of p.grad was hard to parse)."""
+    said = "each rank stepped on its own gradient, as it was: p.grad was never all-reduced"
+    if "data" in reduced:
+        return (f"{said}; you all-reduced p.data, the weights, which every rank already shares before the step: "
+                "all_reduce p.grad instead")
+    if "other" in reduced:
+        return (f"{said}; you all-reduced a copy (p.grad.clone(), or a new tensor), and p.grad kept its own value: "
+                "all_reduce p.grad itself, in place, or copy the result back into it")
+    return f"{said}: call dist.all_reduce(p.grad) for every parameter"
+
+
 def _naming(judge, generic: tuple[str, ...] = ()):
     """`judge` whose failing messages name their mistake (all but those starting with `generic`) marked Named, so
     check() adds no Hint: that repeats or hands over the answer (learner s12r3c; lab 00's rule)."""
@@ -120,7 +148,8 @@ _average_judge = _naming(_average_judge_plain)  # every message names the mistak
 
 AVERAGE_GRADIENTS = Exercise("03", "average_gradients", _average_cases, _average_run, _average_expected,
                              _average_judge, "all_reduce each gradient (a sum), then divide by world_size",
-                             setup=SETUP, ranks=2, shape=lambda weights, case: {"before": weights, "ranks": [weights] * 2})
+                             setup=SETUP, ranks=2,
+                             shape=lambda weights, case: {"before": weights, "ranks": [weights] * 2, "reduced": ANY})
 
 
 # ---- shard ----------------------------------------------------------------------------------------------------------
@@ -141,9 +170,13 @@ def _shard_judge_plain(got, expected, cases):
             if not missing:  # nothing left out: the blocks overlap, whatever the remainder
                 return 0.0, (f"n={n}, world_size={w}: {repeated} index(es) read by more than one rank: the blocks "
                              "overlap; each rank's block must start where the previous rank's stops")
-            remainder = f" (the remainder n % world_size = {n % w} too)" if n % w else ""
+            left = n % w
+            if left and missing == set(range(n - left, n)) and not repeated:  # floor blocks (learner s13r6c)
+                every = " (n < world_size: n // world_size is 0, so every index is left over)" if n < w else ""
+                return 0.0, (f"n={n}, world_size={w}: the last {left} index(es), the n % world_size left over "
+                             f"after equal blocks, are on no rank{every}; give {left} of the ranks one row more")
             return 0.0, (f"n={n}, world_size={w}: {len(missing)} index(es) missing and {repeated} repeated; "
-                         f"every index must land on exactly one rank{remainder}")
+                         "every index must land on exactly one rank")
         sizes = [len(share) for share in shares]
         if max(sizes) - min(sizes) > 1:
             return 0.0, f"n={n}, world_size={w}: shard sizes {sizes}; they may differ by one at most"
@@ -194,9 +227,11 @@ def _epoch_run(run_epochs, case):
     dataset, sampler, model, optimizer = _epoch_problem(case)
     orders: list[list[int]] = []
     late: list[int] = []  # late: epochs whose set_epoch came only after their order was drawn
+    set_to: list = []  # every value set_epoch was called with, in order
     set_epoch = sampler.set_epoch
 
     def recording_set_epoch(epoch):
+        set_to.append(epoch)
         if epoch == len(orders) - 1 and sampler.epoch != epoch:  # this epoch's `for` has already drawn its order
             late.append(epoch)
         set_epoch(epoch)
@@ -213,7 +248,7 @@ def _epoch_run(run_epochs, case):
                          for b in batches])
 
     run_epochs(sampler, RecordingLoader(), model, optimizer, case["epochs"])
-    return {"orders": orders, "late": late, "seed": sampler.seed}
+    return {"orders": orders, "late": late, "seed": sampler.seed, "set_to": set_to}
 
 
 def _epoch_expected(case):
@@ -243,6 +278,12 @@ def _epoch_judge_plain(got, expected, case):
         return 0.0, (f"the orders are those of sampler.set_epoch(epoch {'+' if shifted > 0 else '-'} {abs(shifted)}): each epoch does get a new order, "
                      "but not the one its number gives, so a run resumed at epoch e (or one process checked against "
                      "the ranks) draws another order than the run that never stopped; pass the loop's own epoch")
+    called = list(dict.fromkeys(got.get("set_to", [])))  # each value once, in order
+    if called and called != list(range(len(orders))):  # learner s13r6c: set_epoch(random) got the generic hint
+        shown = ", ".join(map(str, called[:4])) + (", ..." if len(called) > 4 else "")
+        return 0.0, (f"sampler.set_epoch was called with {shown}, not the loop's epoch numbers 0, 1, 2, ...: each "
+                     "epoch does get a new order, but one that another rank (or a resumed run) cannot derive; pass "
+                     "the loop's own epoch")
     if got.get("seed", expected["seed"]) != expected["seed"]:
         return 0.0, ("the loop changed sampler.seed: leave it and call sampler.set_epoch(epoch), which reseeds the "
                      "shuffle with seed + epoch, so every rank (and a resumed run) derives the same new order per "
@@ -268,7 +309,8 @@ _epoch_judge = _naming(_epoch_judge_plain, ("the orders differ",))
 
 RUN_EPOCHS = Exercise("03", "run_epochs", _epoch_cases, _epoch_run, _epoch_expected, _epoch_judge,
                       "reshuffle at the start of every epoch", setup=SETUP,
-                      shape=lambda right, case: {"orders": right["orders"], "late": ANY, "seed": ANY})
+                      shape=lambda right, case: {"orders": right["orders"], "late": ANY, "seed": ANY,
+                                                 "set_to": ANY})
 
 
 register(AVERAGE_GRADIENTS, SHARD, RUN_EPOCHS)

@@ -113,7 +113,7 @@ def logging_allreduce_hook(log, bucket):
     entry = {"index": bucket.index(), "bytes": grads.numel() * grads.element_size(), "start": time.perf_counter()}
     log.buckets.append(entry)
     grads.div_(dist.get_world_size())
-    future = dist.all_reduce(grads, async_op=True).get_future()  # starts now; DDP waits for it before backward() returns
+    future = dist.all_reduce(grads, async_op=True).get_future()  # DDP waits for it before backward() returns
 
     def done(fut):
         entry["end"] = time.perf_counter()

@@ -22,8 +22,8 @@ def measured_line(*, ddp_ms: float, allreduce_ms: float, alone_ms: float | None,
     rest = ddp_ms - alone_ms - allreduce_ms
     return measure.short_lines(
         f"measured:   {alone_ms:.2f} ms compute (one rank alone, launched, on its {batch // world_size} samples) + "
-        f"{allreduce_ms:.2f} ms all-reduce {'+' if rest >= 0 else '-'} {abs(rest):.2f} ms unaccounted (timed by "
-        f"neither part) = {ddp_ms:.2f} ms a step", indent="            ")
+        f"{allreduce_ms:.2f} ms all-reduce {'+' if rest >= 0 else '-'} {abs(rest):.2f} ms unaccounted (neither "
+        f"part times it; this lab does not say where it goes) = {ddp_ms:.2f} ms a step", indent="            ")
 
 
 def verdict_line(*, one_ms: float, ddp_ms: float, predicted_ms: float, world_size: int,
@@ -49,7 +49,7 @@ def verdict_line(*, one_ms: float, ddp_ms: float, predicted_ms: float, world_siz
         if compute_gap_ms is not None and unaccounted_ms is not None:
             figure += (f": the compute took {abs(compute_gap_ms):.2f} ms "
                        + ("more" if compute_gap_ms > 0 else "less") + f" than theory's, and {unaccounted_ms:.2f} ms "
-                       "went to neither part")
+                       "is unaccounted")
     return measure.short_lines(f"verdict: {direction}; {figure}")
 
 
