@@ -151,10 +151,14 @@ def test_the_allreduce_alone_is_set_beside_the_sweeps_fit_at_the_same_bytes():
     1.2-1.9 ms), so a gap beyond 2x is named as the launch, and within 2x the two are one figure."""
     from lab_utils.labs.lab10.lesson import alone_vs_fit
 
-    apart = alone_vs_fit(1.51e-3, 0.262e-3)
-    assert "5.8x" in apart and "launch" in apart and "alone 1.51 ms, the sweep's fit 0.26 ms" in apart
-    assert "within 2x" in alone_vs_fit(0.57e-3, 0.40e-3) and "within 2x" in alone_vs_fit(0.30e-3, 0.57e-3)
-    assert "within" not in alone_vs_fit(0.10e-3, 0.30e-3)  # faster alone by 3x: also apart, either way
+    # learner s13r6g, finding 1: one figure, the step's; the line says how far the others lie from it, and why
+    said = alone_vs_fit(1.84e-3, 0.30e-3, 1.80e-3, 6.43)
+    assert said.startswith("cross-check, the same bytes in other launches: alone 1.84 ms, within 2x of the step's")
+    assert "the sweep's fit 0.30 ms, 6.0x below the step's: its small sizes' medians spread up to 643%" in said
+    assert said.endswith("the step's figure is the lab's")
+    assert "another launch" in alone_vs_fit(0.30e-3, 0.30e-3, 1.80e-3)  # alone 6x from the step
+    assert "launches (lab 06)" in alone_vs_fit(1.8e-3, 0.3e-3, 1.8e-3, 0.10)  # tight spreads: the launch, not noise
+    assert "within 2x of the step's; the step's" in alone_vs_fit(1.8e-3, 1.2e-3, 1.8e-3, 6.0)
     source = lab10_source()
     assert "alone_vs_fit(digits_alone_s" in source and "(16 << 20) // max(1, int(nbytes))" in source
 

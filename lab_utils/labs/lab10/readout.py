@@ -305,12 +305,12 @@ def step_rest_line(step_s: float, compute_s: float, allreduce_s: float) -> str:
 NEAR_LINEAR, CAPS = 0.10, 0.30  # all-reduce over compute: below the first, room for near-linear scaling; above, a cap
 
 
-def communication_answer(ratio: dict, other: dict | None = None) -> str:
+def communication_answer(ratio: dict) -> str:
     """'section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for near-linear scaling; ...':
     one concluding sentence for section Communication against compute, from its ratios (learner s12r4g: one
-    concluding sentence per section); '' where no ratio was read. `other`: name -> (ratio, its source), a second
-    all-reduce figure for the same bytes: whether it reads the same (learner s13r5g: the step's 53 % caps, the fit's
-    23 % would not)."""
+    concluding sentence per section); '' where no ratio was read. One figure per model: the digits CNN's is the
+    step's; the fit's figure for the same bytes is a cross-check line above it, never a second reading here (learner
+    s13r6g: 'the reading rests on which figure one reads' left the choice to the learner)."""
     def reading(r: float) -> str:
         return ("room for near-linear scaling" if r < NEAR_LINEAR else "it caps the scaling" if r > CAPS
                 else "a noticeable share of each step")
@@ -318,18 +318,27 @@ def communication_answer(ratio: dict, other: dict | None = None) -> str:
     if not read:
         return ""
     from ... import report
-    def second(name: str) -> str:
-        if not other or other.get(name) is None or name not in read:
-            return ""
-        r, source = other[name]
-        same = reading(r) == reading(read[name])
-        return (f" ({source} gives {report.percent(r)}: " + ("the same reading)" if same else
-                f"{reading(r)}; the reading rests on which figure one reads)"))
     return ("section's answer: " + "; ".join(f"{name}'s all-reduce is {report.percent(r)} of one rank's compute: "
-                                             f"{reading(r)}" + second(name)
-                                             for name, r in sorted(read.items(), key=lambda x: x[1]))
+                                             f"{reading(r)}" for name, r in sorted(read.items(), key=lambda x: x[1]))
             + f" (theory: below {NEAR_LINEAR:.0%} near-linear, above {CAPS:.0%} a cap); what the DDP rows lost "
             "beyond it, section Project reads as Amdahl's serial fraction")
+
+
+def out_of_order(sizes, seconds, flags, tolerance=0.10) -> list[str]:
+    """Per size, '~' where a larger size's median took over `tolerance` less time and no `*` marks it (the spreads
+    were too wide for the `*` rule), else '' (learner s13r6g: 65,536 B 0.531 ms above 262,144 B 0.344 ms, unmarked)."""
+    return ["" if flags[i] or not any(t < (1 - tolerance) * s for t in seconds[i + 1:]) else "~"
+            for i, s in enumerate(seconds)]
+
+
+def out_of_order_line(sizes, seconds, marks) -> str:
+    """The one line under the sweep's table for its '~' rows: which sizes, and what it means for the fit."""
+    shown = [f"{n:,} B ({s * 1e3:.3f} ms)" for n, s, m in zip(sizes, seconds, marks) if m]
+    if not shown:
+        return ""
+    largest = max(n for n, m in zip(sizes, marks) if m)
+    return (f"~ {', '.join(shown)}: took longer than a larger message, which more bytes cannot; the spreads are too "
+            f"wide to say which median is off, so the fit reads them: an order of magnitude up to {largest:,} B")
 
 
 def one_way_twice(compared, batch: int = 256) -> list[str]:
