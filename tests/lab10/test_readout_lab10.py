@@ -249,7 +249,10 @@ def test_the_verdict_list_carries_a_labs_missed_prediction():
     assert readout.prediction_missed({**row, "ratio": "0.97"}) == ""  # inside the 5 %: nothing missed
     assert readout.prediction_missed({"ratio": "0.90", "notes": ""}) == ""  # tested as predicted: its verdict says
     source = "".join(c.source for c in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells)
-    assert "+ readout.prediction_missed(v)" in source and "held only as a weaker claim, its prediction missed" in source
+    assert "missed = readout.prediction_missed(v)" in source and "held only as a weaker claim, its prediction missed" in source
+    # learner s13r6g, finding 12: the line's first word is the prediction's outcome, the weaker claim's after it
+    assert "f\"  {'prediction missed' if missed else v['verdict']}: {claim}" in source
+    assert "f\": it {v['verdict']})\" if missed" in source
 
 
 def test_one_way_to_read_other_machines_and_the_reused_sweep_names_its_sizes():

@@ -21,7 +21,8 @@ def summary_line(verdict: measure.Verdict, label: str | None = None, predicted_c
         outcome = outcome[:-len(verdict.notes) - 3]  # its notes stay under the verdict above
     fate = prediction_fate(verdict, predicted_cost)
     if "missed" in fate:  # the prediction's fate leads: 'holds' then reads as the weaker claim's (learner s13r5g)
-        return f"{head}: predicted: {verdict.expected}{fate}; only a weaker claim held: {outcome}"
+        return (f"{head}: prediction missed ({verdict.expected}): {fate.split('missed, ', 1)[1]}; only a weaker "
+                f"claim held: {outcome}")
     return f"{head}: {outcome}; predicted: {verdict.expected}" + fate
 
 
@@ -31,18 +32,29 @@ def prediction_headline(verdict: measure.Verdict, predicted_cost: float, first: 
     resolve holds' (learner s13r5g: 'holds' read as 'the prediction was right' while its 5 % was missed)."""
     if verdict.verdict == measure.CANNOT_SEE:
         return f"{first} vs {second}: {measure.CANNOT_SEE} (the verdict below says why)"
-    said = f"{first} ended at {verdict.ratio:.2f}x {second}'s {what} (median of {verdict.repeats} pairs): "
     floor = 1 / (1 + predicted_cost)
+    d = digits_apart(verdict.ratio, floor)  # 0.9496 below 0.9524: never 'below' between two equal figures
+    said = f"{first} ended at {verdict.ratio:.{d}f}x {second}'s {what} (median of {verdict.repeats} pairs)"
     tested = verdict.tested().removeprefix("tested as ").strip("'")
     if verdict.holds_from is None or verdict.holds_from >= floor - 1e-9:  # tested as predicted
-        return said + f"'within {predicted_cost:.0%}', as predicted and tested: {verdict.verdict}"
-    if verdict.ratio < floor:
-        d = digits_apart(verdict.ratio, floor)
-        said += (f"the predicted {predicted_cost:.0%} is missed ({verdict.ratio:.{d}f}x lies below "
-                 f"{floor:.{d}f}x = 1/{1 + predicted_cost:g})")
-    else:
-        said += f"inside the predicted {predicted_cost:.0%}, which these pairs scatter too much to test"
+        return said + f": 'within {predicted_cost:.0%}', as predicted and tested: {verdict.verdict}"
+    if verdict.ratio < floor:  # the outcome of the markdown's prediction leads (learner s13r6g: 'holds' remembered)
+        return (f"prediction missed: {said}, below the {floor:.{d}f}x (= 1/{1 + predicted_cost:g}) that the predicted "
+                f"{predicted_cost:.0%} allows; these pairs resolve only the weaker '{tested}': {verdict.verdict}")
+    said += f": inside the predicted {predicted_cost:.0%}, which these pairs scatter too much to test"
     return said + f"; the weaker claim they can resolve, '{tested}': {verdict.verdict}"
+
+
+def verdict_text(verdict: measure.Verdict, predicted_cost: float) -> str:
+    """The verdict as printed, its first line's outcome 'prediction missed' where its median missed the prediction's
+    own cost and only a weaker claim was tested (learner s13r6g: the block opened 'holds' for a missed prediction)."""
+    text = str(verdict)
+    if "missed" not in prediction_fate(verdict, predicted_cost):
+        return text
+    first, _, rest = text.partition("\n")
+    if first.endswith(f": {verdict.verdict}"):
+        first = first[:-len(verdict.verdict)] + "prediction missed"  # the weaker claim's outcome: the line above
+    return measure.lines.wrap(first) + ("\n" + rest if rest else "")
 
 
 def digits_apart(a: float, b: float, least: int = 2, most: int = 6) -> int:
