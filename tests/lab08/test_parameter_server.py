@@ -782,6 +782,10 @@ def test_the_gap_pointer_says_how_far_async_ends_below_sync_and_where_the_cause_
     cells = nbformat.read("solutions/08_sync_async.ipynb", 4).cells
     table = next(c.source for c in cells if c.cell_type == "code" and "samples to {target:.0%}" in c.source)
     assert "parameter_server.gap_pointer(" in table  # where the accuracies are first shown
+    # learner s13r6g, finding 2: the markdown before the table prepares a gap of tens of points, as theory's
+    index = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "samples to {target:.0%}" in c.source)
+    before = next(c.source for c in cells[:index] if c.source.startswith("### Accuracy: per sample and per second"))
+    assert "*tens of points* below synchronous" in before and "one momentum buffer" in before
 
 
 def test_the_fewest_senders_staleness_is_read_against_the_others_gradients_per_own():
