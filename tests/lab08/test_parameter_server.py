@@ -600,8 +600,8 @@ def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():
     workers_long = [{"compute_ms": 1.2, "iteration_ms": 3.9}, {"compute_ms": 0.9, "iteration_ms": 1.8}]
     line = A.iteration_line(1, {1: 66, 2: 94}, workers)
     assert "worker 1: compute 0.88 ms + pull and push 3.32 ms" in line
-    assert "1.40x as long, its gradients 1.42x fewer:\n  the iteration times account for the counts" in line
-    assert "its compute 0.97x, its pull and push 1.59x as long" in line
+    assert ("1.40x as long (its compute 0.97x, its pull and push 1.59x), its gradients 1.42x fewer: the iteration "
+            "times account for the counts") in line  # learner s13r6g: one sentence, not three fragments
     alike = [{"compute_ms": 0.9, "iteration_ms": 3.0}, {"compute_ms": 0.9, "iteration_ms": 3.0}]
     assert "account for none of the counts' 1.42x" in A.iteration_line(1, {1: 66, 2: 94}, alike)
     # learner s10l: '2.18x as long explain all of its 1.62x fewer gradients': the times predict more than the counts
@@ -828,14 +828,20 @@ def test_the_staleness_report_reads_the_histograms_runs_as_the_quiet_run_did():
     x4 = run([1] * 105 + [2] * 55, [0.51] * 105 + [105 / 55] * 55, w4)
     lines = A.staleness_report({1.0: x1, 4.0: x4}, [1.0, 4.0], 2, True)
     text = "\n".join(lines)
-    assert lines[0].startswith("straggler x1, the first run: mean staleness") and "worker 1 1.46 (65 gradients)" in lines[0]
-    assert "95/65 = 1.46 gradients per gradient of its own: as predicted" in lines[1]
+    # learner s13r6g, finding 3: the checked predictions first, every figure behind them under 'details:'
+    assert "95/65 = 1.46 gradients per gradient of its own: as predicted" in lines[0]
+    assert "105/55 = 1.91 gradients per gradient of its own: as predicted" in lines[1]
+    assert lines[2] == "straggler x4: worker 1 sent 105, the straggler (worker 2) 55: 1.91x as many, not 4x (why: " \
+                       "under details)"
+    assert lines[3].startswith("no straggler: worker 1 sent fewest") and lines[4] == "details:"
+    assert lines[5].startswith("  straggler x1, the first run: mean staleness") and "worker 1 1.46 (65 gradients)" in lines[5]
+    assert all(line.startswith("  ") for line in lines[5:]) and lines[7].startswith("  why not 4x: the straggler's")
     assert "worker 2 (fewest gradients) has mean staleness 1.91" in text and "105/55 = 1.91" in text
     assert "straggler x4: worker 1 sent 105, the straggler (worker 2) 55: 1.91x as many, not 4x" in text
     assert "no straggler: worker 1 sent fewest (65 of 160): the worker the prediction names" in text
     assert "in this run, the rest of worker 1's core, 7%" in text
     alike = A.staleness_report({1.0: run([1, 2] * 80, [1] * 160, w1)}, [1.0], 2, True)
-    assert alike[-1] == "no straggler: the workers sent alike (within 25 %): as predicted"
+    assert "no straggler: the workers sent alike (within 25 %): as predicted" in alike
 
 
 def test_damping_is_sized_by_the_runs_mean_step_not_by_one_stale_gradients_push():

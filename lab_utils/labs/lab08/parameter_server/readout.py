@@ -230,8 +230,8 @@ def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict], sec
         said = ("the medians predict more than the counts show; a count follows the mean iteration (the run's "
                 f"{seconds:.2f} s over its count), which lies above the median by "
                 + ", ".join(f"{tail[w]:.2f}x for worker {w}" for w in counts) + ": a tail of long iterations")
-    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long, its gradients {fewer:.2f}x fewer:", said + ";",
-              f"its compute {slower:.2f}x, its pull and push {waits:.2f}x as long"]
+    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long (its compute {slower:.2f}x, its pull and push "
+              f"{waits:.2f}x), its gradients {fewer:.2f}x fewer: {said}"]
     return "\n  ".join(lines)
 
 
@@ -303,38 +303,43 @@ def staleness_count_line(factor: float, by_worker: dict[int, float], counts: dic
 
 
 def staleness_report(async_first: dict, factors, n_workers: int, server_on_1: bool) -> list[str]:
-    """The lines under the staleness histograms (one run per straggler factor): each worker's mean staleness and count,
-    that staleness against the others' gradients per own, the straggler's counts against both iterations, and which
-    worker sent fewest without a straggler, with why (issue 51: the plumbing out of the notebook's cell)."""
+    """The lines under the staleness histograms (one run per straggler factor): first the checked predictions (each
+    fewest sender's staleness against the others' gradients per own; the straggler's counts, not k; who sent fewest
+    without a straggler), then a `details:` block with the figures behind them (learner s13r6g: 25 lines of fragments
+    hid the one checked prediction)."""
     from .staleness import staleness_by_worker
-    lines = []
+    checked, details = [], []
     for f, r in async_first.items():
         by_worker = staleness_by_worker(r)
         counts = {w: r["order"].count(w) for w in by_worker}
-        lines.append(f"straggler x{f:g}, the first run: mean staleness {statistics.mean(r['staleness']):.2f}, largest "
-                     f"{max(r['staleness'])}; " + ", ".join(f"worker {w} {s:.2f} ({counts[w]} gradients)"
-                                                             for w, s in by_worker.items()))
-        lines.append(staleness_count_line(f, by_worker, counts))
+        details.append(f"straggler x{f:g}, the first run: mean staleness {statistics.mean(r['staleness']):.2f}, largest "
+                       f"{max(r['staleness'])}; " + ", ".join(f"worker {w} {s:.2f} ({counts[w]} gradients)"
+                                                              for w, s in by_worker.items()))
+        checked.append(staleness_count_line(f, by_worker, counts))
     if factors[-1] > 1 and n_workers > 1:  # the prediction: the counts follow the two measured iterations, not k
         r = async_first[factors[-1]]
         counts = {w: r["order"].count(w) for w in range(1, n_workers + 1)}
         if counts[1] and counts[n_workers]:
-            lines.append(straggler_count_line(factors[-1], counts, r["workers"], server_on_1))
+            head, _, rest = straggler_count_line(factors[-1], counts, r["workers"], server_on_1).partition("\n  ")
+            checked.append(head + (" (why: under details)" if rest else ""))
+            details.append(f"why not {factors[-1]:g}x: {rest}" if rest else "")
     if factors[0] == 1:  # the prediction, checked: which worker sent fewest without a straggler
         r = async_first[factors[0]]
         counts = {w: r["order"].count(w) for w in staleness_by_worker(r)}
         fewest = min(counts, key=lambda w: counts[w])
         if max(counts.values()) <= 1.25 * min(counts.values()):
-            lines.append("no straggler: the workers sent alike (within 25 %): as predicted")
+            checked.append("no straggler: the workers sent alike (within 25 %): as predicted")
         else:
-            lines.append(
+            checked.append(
                 f"no straggler: worker {fewest} sent fewest ({counts[fewest]} of {sum(counts.values())}): "
                 + ("the worker the prediction names (its core also runs the server)" if fewest == 1 and server_on_1
-                   else "not the worker the prediction names")
-                + "\n  this digits run (the throughput runs above are other runs):\n  "
-                + iteration_line(fewest, counts, r["workers"], r.get("seconds"))
-                + "\n  in this run, " + others_share_line([w["core_share"] for w in r["workers"]]))
-    return [line for line in lines if line]
+                   else "not the worker the prediction names"))
+            details.append("no straggler, this digits run (the throughput runs above are other runs):\n  "
+                           + iteration_line(fewest, counts, r["workers"], r.get("seconds"))
+                           + "\n  in this run, " + others_share_line([w["core_share"] for w in r["workers"]]))
+    details = [line for line in details if line]
+    return [line for line in checked if line] + (["details:"] + ["  " + line.replace("\n", "\n  ")
+                                                                 for line in details] if details else [])
 
 
 def fell_back_line(rows: dict[str, tuple], target: float) -> str:
