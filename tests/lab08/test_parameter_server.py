@@ -855,3 +855,13 @@ def test_damping_is_sized_by_the_runs_mean_step_not_by_one_stale_gradients_push(
     assert "whole momentum buffer" in line and A.damped_rate_line({1.0: []}) == ""
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
     assert "5 % of a stale" not in source and "~5 %" not in source and "parameter_server.damped_rate_line(" in source
+
+
+def test_the_shared_models_accuracy_says_when_it_equals_tensorflows_by_chance():
+    """Learner s13r6g, finding 6: TensorFlow's 87.5 % and the shared hogwild_model's 87.5 % on one screen read as one
+    figure: the shared model's line names its own statistic and says when the two are equal by chance."""
+    import nbformat
+    source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells if c.cell_type == "code")
+    assert 'same_as_tf = abs(hogwild_model_accuracy - tf_result["accuracy"]) < 1e-9' in source
+    assert "the same figure as TensorFlow's final accuracy by chance" in source
+    assert "holds the last Hogwild run's \"\n      f\"final weights: their test accuracy" in source
