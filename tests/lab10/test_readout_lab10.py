@@ -263,3 +263,31 @@ def test_one_way_to_read_other_machines_and_the_reused_sweep_names_its_sizes():
     assert "`extra_results`" in cells[0].source and "append its `verdicts.csv`" not in cells[0].source
     source = "".join(c.source for c in cells if c.cell_type == "code")
     assert "{max(sweep['sizes']) / 2**20:g} MiB, not this lab's allreduce_max_bytes" in source
+
+
+def test_a_flagged_split_row_names_the_figure_its_own_lab_reads_instead():
+    """Learner s13r6g, finding 3: DataParallel at batch 256 had three figures (1.69x, 1.65x, 1.23x) and a 7-line [!];
+    the answer says which one lab 02 reads: its other run of the same way, devices and batch."""
+    from lab_utils import detectors
+    rows = quiet_rows()
+    flagged = row("02", "dp", 2, 9900, W2)
+    flagged = Result(**{**flagged.__dict__, "flags": (detectors.Flag(detectors.Kind.CONTRADICT, "1.65x against 1.23x"),)})
+    rows[2] = report.Compared(flagged, rows[0].baseline)
+    one = row("02", "single", 1, 5540, W3 + " in one process")
+    sweep = report.Compared(row("02", "dp", 2, 6810, W3 + " in one process"), one)
+    said = readout.split_answer(rows, others=[report.Compared(one, one), sweep])
+    assert ("not read here (n/m or [!] in the table): DataParallel (lab 02; its two runs at batch 256 disagree, and "
+            "lab 02 reads the other one: 1.23x (in one process))") in said, said
+    assert "its two runs" not in readout.split_answer(rows)  # no other run: nothing invented
+
+
+def test_the_summarys_best_speedup_names_its_way_batch_and_workload_and_a_one_row_fit_claims_no_missing_range():
+    """Learner s13r6g, findings 4-5: 'best ... 1.59x (lab 02 dp, batch 512 ...)' read against the answer's DataParallel
+    'not read here' at batch 256; 's = 0.287 (one row: its own s, no range)' beside a printed range."""
+    import nbformat
+    source = "".join(c.source for c in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells)
+    assert "{dict(readout.SPLITS).get(best.row.strategy, best.row.strategy)} at batch {best.row.batch_size}" in source
+    assert "({best.row.workload}{'' if best.row.batch_size == 256 else '; not the batch 256 of the answer above'})" \
+        in source
+    said = report.serial_fit([(2, 1.554)]).describe()
+    assert said == "s = 0.287 (one row, not a fit over several)" and "no range" not in said

@@ -27,7 +27,8 @@ def split_answer(compared, batch: int = 256, ranks: int = 2, others=()) -> str:
         name = dict(SPLITS).get(c.row.strategy)
         if name:
             picked.setdefault(name, []).append(f"{c.speedup:.2f}x (lab {c.row.lab})")
-    unread = sorted({f"{dict(SPLITS)[c.row.strategy]} (lab {c.row.lab})" for c in compared
+    unread = sorted({f"{dict(SPLITS)[c.row.strategy]} (lab {c.row.lab}" + other_run(c, [*compared, *others]) + ")"
+                     for c in compared
                      if ours(c, readable=False) and c.row.world_size == ranks and c.row.strategy in dict(SPLITS)})
     if not picked:
         return ""
@@ -47,6 +48,22 @@ def split_answer(compared, batch: int = 256, ranks: int = 2, others=()) -> str:
                      "(section Communication against compute times the calls' cost)")
     return text + "".join(f"\n  note: {n}" for n in notes if n)
     return text
+
+
+def other_run(c, rows) -> str:
+    """'; its flag: its two runs disagree, and it reads 1.23x (batch 256, step in one process)': for a flagged row,
+    the same lab's readable row of the same way, devices and batch in another workload, the figure its flag points
+    to; '' where there is none (learner s13r6g: three DataParallel figures at batch 256, none named the one to read)."""
+    if not getattr(c, "flags", ()):
+        return ""
+    twin = next((o for o in rows if _readable(o) and o.row.lab == c.row.lab and o.row.strategy == c.row.strategy
+                 and o.row.world_size == c.row.world_size and o.row.batch_size == c.row.batch_size
+                 and o.row.workload != c.row.workload and o.row.workload.startswith(WORKLOAD)), None)
+    if twin is None:
+        return ""
+    how = twin.row.workload[len(WORKLOAD):].lstrip(", ") or "step"
+    return (f"; its two runs at batch {c.row.batch_size} disagree, and lab {c.row.lab} reads the other one: "
+            f"{twin.speedup:.2f}x ({how})")
 
 
 def within_each_lab(compared, ours, ranks: int) -> str:
