@@ -286,17 +286,19 @@ def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256
     if not ddp_row or not horovod_row:
         return ""
     ddp, horovod = ddp_row.samples_per_s, horovod_row.samples_per_s
-    unranked = ("; the table's ~: a gap of medians within their repeats' spreads, so a loss theory expects but "
-                "these runs do not rank" if not apart(ddp_row, horovod_row) else "")
     lost = batch / horovod - batch / ddp  # seconds per step, the whole batch
     extra = (tensors - 1) * call_s
+    calls = (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes "
+             f"one: {tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms "
+             "per step")
+    if not apart(ddp_row, horovod_row):  # a gap the table does not rank: no share of it is read (learner s13r6g)
+        return (calls + ", a loss theory expects; the table does not rank the two rows (its ~), so no share of "
+                "a measured loss is read")
     if lost <= 0:
         return (f"Horovod-style (lab 03) was not slower than DDP here ({horovod:,.0f} vs {ddp:,.0f} samples/s): no "
                 "per-tensor cost to explain")
-    return (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes one; "
-            f"{tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms per step, "
-            f"of the {lost * 1e3:.1f} ms it lost to DDP (a batch of {batch} at {horovod:,.0f} vs {ddp:,.0f} "
-            f"samples/s{unranked}): the fixed cost explains {min(extra / lost, 9.99):.0%} of it"
+    return (f"{calls}, of the {lost * 1e3:.1f} ms it lost to DDP (a batch of {batch} at {horovod:,.0f} vs "
+            f"{ddp:,.0f} samples/s): the fixed cost explains {min(extra / lost, 9.99):.0%} of it"
             + (f" (a rough share: the sweep's medians spread up to {spread:.0%} over their repeats)"
                if spread is not None and spread > 1.0 else "")
             + ("" if extra >= 0.5 * lost else f"; the rest, theory says, is {tensors} waits per step for the slower "
