@@ -752,6 +752,9 @@ def test_the_no_straggler_verdict_is_read_in_every_outcome_against_the_bound_and
     assert "4.4 ms of it outside its compute" in tie and "predicts 1.01x" in tie and "within 5 %" in tie
     ahead = A.overlap_line(_verdict(measure.HOLDS, ratio=1.25), 1.28, 21.3, 17.0, 16.6)
     assert "predicts 1.25x" in ahead and "within 5 %" in ahead and "(holds)" in ahead
+    # learner s13r6g, finding 7: 1.07 over 1.02 read as a bare 'within 5 %': the offset is printed
+    near = A.overlap_line(_verdict(measure.HOLDS, ratio=1.07), 1.27, 22.0, 21.4, 16.6)
+    assert "predicts 1.03x, the measured figure 4.1% above it (within 5 %)" in near, near
     missed = A.overlap_line(_verdict(measure.UNDECIDED, ratio=0.99), 1.28, 21.3, 17.0, 16.6)
     assert "21% below it" in missed and "within" not in missed
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)

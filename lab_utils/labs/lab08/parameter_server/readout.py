@@ -369,7 +369,8 @@ def overlap_line(verdict: measure.Verdict, bound: float, round_ms: float, iterat
         f"async runs: a worker's iteration {iteration_ms:.1f} ms, {iteration_ms - compute_ms:.1f} ms of it outside "
         "its compute (its push, the server's update, its pull: a worker waits for its own update)",
         f"sync's round {round_ms:.1f} ms over that iteration predicts {predicted:.2f}x"
-        + (f", the measured figure within 5 %: async hid only what a worker does not wait for itself"
+        + (f", the measured figure {abs(off):.1%} {'above' if off > 0 else 'below'} it (within 5 %): async hid only "
+           "what a worker does not wait for itself"
            if abs(off) <= 0.05 else
            f"; the measured figure is {abs(off):.0%} {'above' if off > 0 else 'below'} it, which these times "
            "do not explain")])
