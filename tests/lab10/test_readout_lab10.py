@@ -293,5 +293,6 @@ def test_the_summarys_best_speedup_names_its_way_batch_and_workload_and_a_one_ro
     assert "{dict(readout.SPLITS).get(best.row.strategy, best.row.strategy)} at batch {best.row.batch_size}" in source
     assert "({best.row.workload}{'' if best.row.batch_size == 256 else '; not the batch 256 of the answer above'})" \
         in source
+    assert "at batch {best.row.batch_size} on {best.row.workload.split()[0]}" in source  # one setup, two labs
     said = report.serial_fit([(2, 1.554)]).describe()
     assert said == "s = 0.287 (one row, not a fit over several)" and "no range" not in said
