@@ -296,3 +296,18 @@ def test_the_summarys_best_speedup_names_its_way_batch_and_workload_and_a_one_ro
     assert "at batch {best.row.batch_size} on {best.row.workload.split()[0]}" in source  # one setup, two labs
     said = report.serial_fit([(2, 1.554)]).describe()
     assert said == "s = 0.287 (one row, not a fit over several)" and "no range" not in said
+
+
+def test_a_flagged_row_of_the_short_table_keeps_100_columns():
+    """Learner s13r6g, finding 13: the DataParallel row with its ' *' printed 101 columns (the row itself 99)."""
+    from lab_utils import detectors
+
+    def table(variant, flags=()):
+        base = Result(**{**row("03", "single-process", 1, 5935, W3).__dict__, "variant": variant})
+        dp = Result(**{**row("03", "dp", 2, 9710, W3).__dict__, "flags": flags})
+        text = report.table([report.Compared(base, base), report.Compared(dp, base)], short=True)
+        return next(line for line in text.splitlines() if " dp " in line)
+    variant = next("x" * k for k in range(1, 80) if len(table("x" * k)) == 99)  # 99 columns, as the quiet run's
+    flagged = table(variant, (detectors.Flag(detectors.Kind.CONTRADICT, "1.65x against 1.23x"),))
+    assert flagged.endswith("%*") and len(flagged) == 100, (len(flagged), flagged)
+    assert table("x", (detectors.Flag(detectors.Kind.CONTRADICT, "1.65x against 1.23x"),)).endswith("% *")
