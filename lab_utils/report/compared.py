@@ -415,9 +415,11 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
         same_hardware = c.hardware_ratio is not None and c.hardware_ratio <= 1  # more devices, the same cores (lab 05)
         speed += (f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline and not same_hardware
                   else f"{'-':>7}")  # an efficiency on the same hardware is its speedup again (learner s11r2g)
-        lines.append((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
-                     f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
-                     f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>{rate_w}}{speed}{detectors.marked(c.flags)}")
+        line = ((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
+                f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
+                f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>{rate_w}}{speed}")
+        mark = detectors.marked(c.flags)  # a short table's row keeps 100 columns: its '*' without the space if need be
+        lines.append(line + (mark.strip() if short and len(line + mark) > measure.lines.WIDTH else mark))
         lines += [fit(f"      note: {said(note)}") for note in c.notes
                   if workload is None or note not in shared.get(workload, [])]
     lines += [textwrap.fill(f"[{k}] {note}", measure.lines.WIDTH if short else FLAG_WIDTH, subsequent_indent="    ",

@@ -59,7 +59,7 @@ class SerialFit:
     def describe(self) -> str:
         """The fitted value with the rows' range, or why no projection follows from it."""
         rows = (f"rows' own {min(self.per_row):.3f} to {max(self.per_row):.3f}" if len(self.per_row) > 1 else
-                "one row: its own s, no range")
+                "one row, not a fit over several")
         if self.at_bound:
             side = ("above 1: slower than one device, a cost Amdahl's law leaves out" if self.serial_fraction > 1
                     else "below 0: faster than linear, which no serial share gives")

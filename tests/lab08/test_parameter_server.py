@@ -600,8 +600,8 @@ def test_the_worker_that_sent_fewest_is_explained_by_its_timed_iterations():
     workers_long = [{"compute_ms": 1.2, "iteration_ms": 3.9}, {"compute_ms": 0.9, "iteration_ms": 1.8}]
     line = A.iteration_line(1, {1: 66, 2: 94}, workers)
     assert "worker 1: compute 0.88 ms + pull and push 3.32 ms" in line
-    assert "1.40x as long, its gradients 1.42x fewer:\n  the iteration times account for the counts" in line
-    assert "its compute 0.97x, its pull and push 1.59x as long" in line
+    assert ("1.40x as long (its compute 0.97x, its pull and push 1.59x), its gradients 1.42x fewer: the iteration "
+            "times account for the counts") in line  # learner s13r6g: one sentence, not three fragments
     alike = [{"compute_ms": 0.9, "iteration_ms": 3.0}, {"compute_ms": 0.9, "iteration_ms": 3.0}]
     assert "account for none of the counts' 1.42x" in A.iteration_line(1, {1: 66, 2: 94}, alike)
     # learner s10l: '2.18x as long explain all of its 1.62x fewer gradients': the times predict more than the counts
@@ -681,7 +681,7 @@ def test_a_restated_no_worse_than_verdict_says_in_the_summary_what_became_of_its
         return measure.Verdict("Hogwild vs sync, late accuracy", "Hogwild within 5 % of sync's accuracy", ratio,
                                ratio - 0.05, ratio + 0.04, measure.HOLDS, 5, holds_from=holds_from)
     missed = A.summary_line(hogwild(0.94, 1 / 1.16), predicted_cost=0.05)  # the quiet run: restated to 16 %
-    assert "0.94x (range 0.89-0.98) -> holds" in missed and "the predicted 5%: missed, its median 0.94x lies below 0.95x (= 1/1.05, a 5% cost)" in missed
+    assert "0.94x (range 0.89-0.98) -> holds" in missed and "missed (Hogwild within 5 % of sync's accuracy): its median 0.94x lies below 0.95x (= 1/1.05, a 5% cost)" in missed
     untested = A.summary_line(hogwild(0.97, 1 / 1.16), predicted_cost=0.05)
     assert "the predicted 5% itself not tested here" in untested and "missed" not in untested
     as_predicted = A.summary_line(hogwild(0.97, 1 / 1.05), predicted_cost=0.05)  # tested as predicted: nothing added
@@ -701,15 +701,21 @@ def test_a_missed_prediction_leads_the_summary_and_the_verdict_opens_with_a_plai
                                ratio - 0.03, ratio + 0.02, measure.HOLDS, 5, holds_from=holds_from)
     said = A.summary_line(hogwild(0.94958, 1 / 1.10), predicted_cost=0.05)
     assert said.index("missed") < said.index("-> holds") and "only a weaker claim held" in said
+    # learner s13r6g, finding 1: the first word is the outcome of the markdown's prediction, never 'holds'
+    assert said.startswith("Hogwild vs sync, late accuracy: prediction missed (Hogwild within 5 % of sync's "
+                           "accuracy): its median 0.950x lies below 0.952x"), said
     head = A.prediction_headline(hogwild(0.94958, 1 / 1.10), 0.05, "Hogwild", "sync", "late accuracy")
-    assert head.startswith("Hogwild ended at 0.95x sync's late accuracy (median of 5 pairs): the predicted 5% is "
-                           "missed (0.950x lies below 0.952x = 1/1.05)") and head.endswith("10%': holds")
+    assert head.startswith("prediction missed: Hogwild ended at 0.950x sync's late accuracy (median of 5 pairs), "
+                           "below the 0.952x (= 1/1.05) that the predicted 5% allows") and head.endswith("10%': holds")
+    block = A.verdict_text(hogwild(0.94958, 1 / 1.10), 0.05)
+    assert block.startswith("verdict, Hogwild vs sync, late accuracy: prediction missed\n"), block
+    assert A.verdict_text(hogwild(0.97, 1 / 1.10), 0.05).startswith("verdict, Hogwild vs sync, late accuracy: holds")
     inside = A.prediction_headline(hogwild(0.97, 1 / 1.10), 0.05, "Hogwild", "sync", "late accuracy")
     assert "inside the predicted 5%, which these pairs scatter too much to test" in inside and "missed" not in inside
     tested = A.prediction_headline(hogwild(0.97, 1 / 1.05), 0.05, "Hogwild", "sync", "late accuracy")
     assert tested.endswith("'within 5%', as predicted and tested: holds")
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells if c.cell_type == "code")
-    assert source.index("prediction_headline(hogwild_verdict") < source.index("print(hogwild_verdict)")
+    assert source.index("prediction_headline(hogwild_verdict") < source.index("verdict_text(hogwild_verdict, hogwild_cost)")
 
 
 def test_the_accuracy_table_gives_hogwild_no_run_clock():
@@ -746,6 +752,9 @@ def test_the_no_straggler_verdict_is_read_in_every_outcome_against_the_bound_and
     assert "4.4 ms of it outside its compute" in tie and "predicts 1.01x" in tie and "within 5 %" in tie
     ahead = A.overlap_line(_verdict(measure.HOLDS, ratio=1.25), 1.28, 21.3, 17.0, 16.6)
     assert "predicts 1.25x" in ahead and "within 5 %" in ahead and "(holds)" in ahead
+    # learner s13r6g, finding 7: 1.07 over 1.02 read as a bare 'within 5 %': the offset is printed
+    near = A.overlap_line(_verdict(measure.HOLDS, ratio=1.07), 1.27, 22.0, 21.4, 16.6)
+    assert "predicts 1.03x, the measured figure 4.1% above it (within 5 %)" in near, near
     missed = A.overlap_line(_verdict(measure.UNDECIDED, ratio=0.99), 1.28, 21.3, 17.0, 16.6)
     assert "21% below it" in missed and "within" not in missed
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
@@ -776,6 +785,10 @@ def test_the_gap_pointer_says_how_far_async_ends_below_sync_and_where_the_cause_
     cells = nbformat.read("solutions/08_sync_async.ipynb", 4).cells
     table = next(c.source for c in cells if c.cell_type == "code" and "samples to {target:.0%}" in c.source)
     assert "parameter_server.gap_pointer(" in table  # where the accuracies are first shown
+    # learner s13r6g, finding 2: the markdown before the table prepares a gap of tens of points, as theory's
+    index = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "samples to {target:.0%}" in c.source)
+    before = next(c.source for c in cells[:index] if c.source.startswith("### Accuracy: per sample and per second"))
+    assert "*tens of points* below synchronous" in before and "one momentum buffer" in before
 
 
 def test_the_fewest_senders_staleness_is_read_against_the_others_gradients_per_own():
@@ -818,14 +831,20 @@ def test_the_staleness_report_reads_the_histograms_runs_as_the_quiet_run_did():
     x4 = run([1] * 105 + [2] * 55, [0.51] * 105 + [105 / 55] * 55, w4)
     lines = A.staleness_report({1.0: x1, 4.0: x4}, [1.0, 4.0], 2, True)
     text = "\n".join(lines)
-    assert lines[0].startswith("straggler x1, the first run: mean staleness") and "worker 1 1.46 (65 gradients)" in lines[0]
-    assert "95/65 = 1.46 gradients per gradient of its own: as predicted" in lines[1]
+    # learner s13r6g, finding 3: the checked predictions first, every figure behind them under 'details:'
+    assert "95/65 = 1.46 gradients per gradient of its own: as predicted" in lines[0]
+    assert "105/55 = 1.91 gradients per gradient of its own: as predicted" in lines[1]
+    assert lines[2] == "straggler x4: worker 1 sent 105, the straggler (worker 2) 55: 1.91x as many, not 4x (why: " \
+                       "under details)"
+    assert lines[3].startswith("no straggler: worker 1 sent fewest") and lines[4] == "details:"
+    assert lines[5].startswith("  straggler x1, the first run: mean staleness") and "worker 1 1.46 (65 gradients)" in lines[5]
+    assert all(line.startswith("  ") for line in lines[5:]) and lines[7].startswith("  why not 4x: the straggler's")
     assert "worker 2 (fewest gradients) has mean staleness 1.91" in text and "105/55 = 1.91" in text
     assert "straggler x4: worker 1 sent 105, the straggler (worker 2) 55: 1.91x as many, not 4x" in text
     assert "no straggler: worker 1 sent fewest (65 of 160): the worker the prediction names" in text
     assert "in this run, the rest of worker 1's core, 7%" in text
     alike = A.staleness_report({1.0: run([1, 2] * 80, [1] * 160, w1)}, [1.0], 2, True)
-    assert alike[-1] == "no straggler: the workers sent alike (within 25 %): as predicted"
+    assert "no straggler: the workers sent alike (within 25 %): as predicted" in alike
 
 
 def test_damping_is_sized_by_the_runs_mean_step_not_by_one_stale_gradients_push():
@@ -839,3 +858,13 @@ def test_damping_is_sized_by_the_runs_mean_step_not_by_one_stale_gradients_push(
     assert "whole momentum buffer" in line and A.damped_rate_line({1.0: []}) == ""
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
     assert "5 % of a stale" not in source and "~5 %" not in source and "parameter_server.damped_rate_line(" in source
+
+
+def test_the_shared_models_accuracy_says_when_it_equals_tensorflows_by_chance():
+    """Learner s13r6g, finding 6: TensorFlow's 87.5 % and the shared hogwild_model's 87.5 % on one screen read as one
+    figure: the shared model's line names its own statistic and says when the two are equal by chance."""
+    import nbformat
+    source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells if c.cell_type == "code")
+    assert 'same_as_tf = abs(hogwild_model_accuracy - tf_result["accuracy"]) < 1e-9' in source
+    assert "the same figure as TensorFlow's final accuracy by chance" in source
+    assert "holds the last Hogwild run's \"\n      f\"final weights: their test accuracy" in source

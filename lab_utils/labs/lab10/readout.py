@@ -27,7 +27,8 @@ def split_answer(compared, batch: int = 256, ranks: int = 2, others=()) -> str:
         name = dict(SPLITS).get(c.row.strategy)
         if name:
             picked.setdefault(name, []).append(f"{c.speedup:.2f}x (lab {c.row.lab})")
-    unread = sorted({f"{dict(SPLITS)[c.row.strategy]} (lab {c.row.lab})" for c in compared
+    unread = sorted({f"{dict(SPLITS)[c.row.strategy]} (lab {c.row.lab}" + other_run(c, [*compared, *others]) + ")"
+                     for c in compared
                      if ours(c, readable=False) and c.row.world_size == ranks and c.row.strategy in dict(SPLITS)})
     if not picked:
         return ""
@@ -47,6 +48,22 @@ def split_answer(compared, batch: int = 256, ranks: int = 2, others=()) -> str:
                      "(section Communication against compute times the calls' cost)")
     return text + "".join(f"\n  note: {n}" for n in notes if n)
     return text
+
+
+def other_run(c, rows) -> str:
+    """'; its flag: its two runs disagree, and it reads 1.23x (batch 256, step in one process)': for a flagged row,
+    the same lab's readable row of the same way, devices and batch in another workload, the figure its flag points
+    to; '' where there is none (learner s13r6g: three DataParallel figures at batch 256, none named the one to read)."""
+    if not getattr(c, "flags", ()):
+        return ""
+    twin = next((o for o in rows if _readable(o) and o.row.lab == c.row.lab and o.row.strategy == c.row.strategy
+                 and o.row.world_size == c.row.world_size and o.row.batch_size == c.row.batch_size
+                 and o.row.workload != c.row.workload and o.row.workload.startswith(WORKLOAD)), None)
+    if twin is None:
+        return ""
+    how = twin.row.workload[len(WORKLOAD):].lstrip(", ") or "step"
+    return (f"; its two runs at batch {c.row.batch_size} disagree, and lab {c.row.lab} reads the other one: "
+            f"{twin.speedup:.2f}x ({how})")
 
 
 def within_each_lab(compared, ours, ranks: int) -> str:
@@ -269,17 +286,19 @@ def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256
     if not ddp_row or not horovod_row:
         return ""
     ddp, horovod = ddp_row.samples_per_s, horovod_row.samples_per_s
-    unranked = ("; the table's ~: a gap of medians within their repeats' spreads, so a loss theory expects but "
-                "these runs do not rank" if not apart(ddp_row, horovod_row) else "")
     lost = batch / horovod - batch / ddp  # seconds per step, the whole batch
     extra = (tensors - 1) * call_s
+    calls = (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes "
+             f"one: {tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms "
+             "per step")
+    if not apart(ddp_row, horovod_row):  # a gap the table does not rank: no share of it is read (learner s13r6g)
+        return (calls + ", a loss theory expects; the table does not rank the two rows (its ~), so no share of "
+                "a measured loss is read")
     if lost <= 0:
         return (f"Horovod-style (lab 03) was not slower than DDP here ({horovod:,.0f} vs {ddp:,.0f} samples/s): no "
                 "per-tensor cost to explain")
-    return (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes one; "
-            f"{tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms per step, "
-            f"of the {lost * 1e3:.1f} ms it lost to DDP (a batch of {batch} at {horovod:,.0f} vs {ddp:,.0f} "
-            f"samples/s{unranked}): the fixed cost explains {min(extra / lost, 9.99):.0%} of it"
+    return (f"{calls}, of the {lost * 1e3:.1f} ms it lost to DDP (a batch of {batch} at {horovod:,.0f} vs "
+            f"{ddp:,.0f} samples/s): the fixed cost explains {min(extra / lost, 9.99):.0%} of it"
             + (f" (a rough share: the sweep's medians spread up to {spread:.0%} over their repeats)"
                if spread is not None and spread > 1.0 else "")
             + ("" if extra >= 0.5 * lost else f"; the rest, theory says, is {tensors} waits per step for the slower "
@@ -305,12 +324,12 @@ def step_rest_line(step_s: float, compute_s: float, allreduce_s: float) -> str:
 NEAR_LINEAR, CAPS = 0.10, 0.30  # all-reduce over compute: below the first, room for near-linear scaling; above, a cap
 
 
-def communication_answer(ratio: dict, other: dict | None = None) -> str:
+def communication_answer(ratio: dict) -> str:
     """'section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for near-linear scaling; ...':
     one concluding sentence for section Communication against compute, from its ratios (learner s12r4g: one
-    concluding sentence per section); '' where no ratio was read. `other`: name -> (ratio, its source), a second
-    all-reduce figure for the same bytes: whether it reads the same (learner s13r5g: the step's 53 % caps, the fit's
-    23 % would not)."""
+    concluding sentence per section); '' where no ratio was read. One figure per model: the digits CNN's is the
+    step's; the fit's figure for the same bytes is a cross-check line above it, never a second reading here (learner
+    s13r6g: 'the reading rests on which figure one reads' left the choice to the learner)."""
     def reading(r: float) -> str:
         return ("room for near-linear scaling" if r < NEAR_LINEAR else "it caps the scaling" if r > CAPS
                 else "a noticeable share of each step")
@@ -318,18 +337,27 @@ def communication_answer(ratio: dict, other: dict | None = None) -> str:
     if not read:
         return ""
     from ... import report
-    def second(name: str) -> str:
-        if not other or other.get(name) is None or name not in read:
-            return ""
-        r, source = other[name]
-        same = reading(r) == reading(read[name])
-        return (f" ({source} gives {report.percent(r)}: " + ("the same reading)" if same else
-                f"{reading(r)}; the reading rests on which figure one reads)"))
     return ("section's answer: " + "; ".join(f"{name}'s all-reduce is {report.percent(r)} of one rank's compute: "
-                                             f"{reading(r)}" + second(name)
-                                             for name, r in sorted(read.items(), key=lambda x: x[1]))
+                                             f"{reading(r)}" for name, r in sorted(read.items(), key=lambda x: x[1]))
             + f" (theory: below {NEAR_LINEAR:.0%} near-linear, above {CAPS:.0%} a cap); what the DDP rows lost "
             "beyond it, section Project reads as Amdahl's serial fraction")
+
+
+def out_of_order(sizes, seconds, flags, tolerance=0.10) -> list[str]:
+    """Per size, '~' where a larger size's median took over `tolerance` less time and no `*` marks it (the spreads
+    were too wide for the `*` rule), else '' (learner s13r6g: 65,536 B 0.531 ms above 262,144 B 0.344 ms, unmarked)."""
+    return ["" if flags[i] or not any(t < (1 - tolerance) * s for t in seconds[i + 1:]) else "~"
+            for i, s in enumerate(seconds)]
+
+
+def out_of_order_line(sizes, seconds, marks) -> str:
+    """The one line under the sweep's table for its '~' rows: which sizes, and what it means for the fit."""
+    shown = [f"{n:,} B ({s * 1e3:.3f} ms)" for n, s, m in zip(sizes, seconds, marks) if m]
+    if not shown:
+        return ""
+    largest = max(n for n, m in zip(sizes, marks) if m)
+    return (f"~ {', '.join(shown)}: took longer than a larger message, which more bytes cannot; the spreads are too "
+            f"wide to say which median is off, so the fit reads them: an order of magnitude up to {largest:,} B")
 
 
 def one_way_twice(compared, batch: int = 256) -> list[str]:

@@ -21,7 +21,8 @@ def summary_line(verdict: measure.Verdict, label: str | None = None, predicted_c
         outcome = outcome[:-len(verdict.notes) - 3]  # its notes stay under the verdict above
     fate = prediction_fate(verdict, predicted_cost)
     if "missed" in fate:  # the prediction's fate leads: 'holds' then reads as the weaker claim's (learner s13r5g)
-        return f"{head}: predicted: {verdict.expected}{fate}; only a weaker claim held: {outcome}"
+        return (f"{head}: prediction missed ({verdict.expected}): {fate.split('missed, ', 1)[1]}; only a weaker "
+                f"claim held: {outcome}")
     return f"{head}: {outcome}; predicted: {verdict.expected}" + fate
 
 
@@ -31,18 +32,29 @@ def prediction_headline(verdict: measure.Verdict, predicted_cost: float, first: 
     resolve holds' (learner s13r5g: 'holds' read as 'the prediction was right' while its 5 % was missed)."""
     if verdict.verdict == measure.CANNOT_SEE:
         return f"{first} vs {second}: {measure.CANNOT_SEE} (the verdict below says why)"
-    said = f"{first} ended at {verdict.ratio:.2f}x {second}'s {what} (median of {verdict.repeats} pairs): "
     floor = 1 / (1 + predicted_cost)
+    d = digits_apart(verdict.ratio, floor)  # 0.9496 below 0.9524: never 'below' between two equal figures
+    said = f"{first} ended at {verdict.ratio:.{d}f}x {second}'s {what} (median of {verdict.repeats} pairs)"
     tested = verdict.tested().removeprefix("tested as ").strip("'")
     if verdict.holds_from is None or verdict.holds_from >= floor - 1e-9:  # tested as predicted
-        return said + f"'within {predicted_cost:.0%}', as predicted and tested: {verdict.verdict}"
-    if verdict.ratio < floor:
-        d = digits_apart(verdict.ratio, floor)
-        said += (f"the predicted {predicted_cost:.0%} is missed ({verdict.ratio:.{d}f}x lies below "
-                 f"{floor:.{d}f}x = 1/{1 + predicted_cost:g})")
-    else:
-        said += f"inside the predicted {predicted_cost:.0%}, which these pairs scatter too much to test"
+        return said + f": 'within {predicted_cost:.0%}', as predicted and tested: {verdict.verdict}"
+    if verdict.ratio < floor:  # the outcome of the markdown's prediction leads (learner s13r6g: 'holds' remembered)
+        return (f"prediction missed: {said}, below the {floor:.{d}f}x (= 1/{1 + predicted_cost:g}) that the predicted "
+                f"{predicted_cost:.0%} allows; these pairs resolve only the weaker '{tested}': {verdict.verdict}")
+    said += f": inside the predicted {predicted_cost:.0%}, which these pairs scatter too much to test"
     return said + f"; the weaker claim they can resolve, '{tested}': {verdict.verdict}"
+
+
+def verdict_text(verdict: measure.Verdict, predicted_cost: float) -> str:
+    """The verdict as printed, its first line's outcome 'prediction missed' where its median missed the prediction's
+    own cost and only a weaker claim was tested (learner s13r6g: the block opened 'holds' for a missed prediction)."""
+    text = str(verdict)
+    if "missed" not in prediction_fate(verdict, predicted_cost):
+        return text
+    first, _, rest = text.partition("\n")
+    if first.endswith(f": {verdict.verdict}"):
+        first = first[:-len(verdict.verdict)] + "prediction missed"  # the weaker claim's outcome: the line above
+    return measure.lines.wrap(first) + ("\n" + rest if rest else "")
 
 
 def digits_apart(a: float, b: float, least: int = 2, most: int = 6) -> int:
@@ -218,8 +230,8 @@ def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict], sec
         said = ("the medians predict more than the counts show; a count follows the mean iteration (the run's "
                 f"{seconds:.2f} s over its count), which lies above the median by "
                 + ", ".join(f"{tail[w]:.2f}x for worker {w}" for w in counts) + ": a tail of long iterations")
-    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long, its gradients {fewer:.2f}x fewer:", said + ";",
-              f"its compute {slower:.2f}x, its pull and push {waits:.2f}x as long"]
+    lines += [f"worker {fewest}'s iterations {longer:.2f}x as long (its compute {slower:.2f}x, its pull and push "
+              f"{waits:.2f}x), its gradients {fewer:.2f}x fewer: {said}"]
     return "\n  ".join(lines)
 
 
@@ -291,38 +303,43 @@ def staleness_count_line(factor: float, by_worker: dict[int, float], counts: dic
 
 
 def staleness_report(async_first: dict, factors, n_workers: int, server_on_1: bool) -> list[str]:
-    """The lines under the staleness histograms (one run per straggler factor): each worker's mean staleness and count,
-    that staleness against the others' gradients per own, the straggler's counts against both iterations, and which
-    worker sent fewest without a straggler, with why (issue 51: the plumbing out of the notebook's cell)."""
+    """The lines under the staleness histograms (one run per straggler factor): first the checked predictions (each
+    fewest sender's staleness against the others' gradients per own; the straggler's counts, not k; who sent fewest
+    without a straggler), then a `details:` block with the figures behind them (learner s13r6g: 25 lines of fragments
+    hid the one checked prediction)."""
     from .staleness import staleness_by_worker
-    lines = []
+    checked, details = [], []
     for f, r in async_first.items():
         by_worker = staleness_by_worker(r)
         counts = {w: r["order"].count(w) for w in by_worker}
-        lines.append(f"straggler x{f:g}, the first run: mean staleness {statistics.mean(r['staleness']):.2f}, largest "
-                     f"{max(r['staleness'])}; " + ", ".join(f"worker {w} {s:.2f} ({counts[w]} gradients)"
-                                                             for w, s in by_worker.items()))
-        lines.append(staleness_count_line(f, by_worker, counts))
+        details.append(f"straggler x{f:g}, the first run: mean staleness {statistics.mean(r['staleness']):.2f}, largest "
+                       f"{max(r['staleness'])}; " + ", ".join(f"worker {w} {s:.2f} ({counts[w]} gradients)"
+                                                              for w, s in by_worker.items()))
+        checked.append(staleness_count_line(f, by_worker, counts))
     if factors[-1] > 1 and n_workers > 1:  # the prediction: the counts follow the two measured iterations, not k
         r = async_first[factors[-1]]
         counts = {w: r["order"].count(w) for w in range(1, n_workers + 1)}
         if counts[1] and counts[n_workers]:
-            lines.append(straggler_count_line(factors[-1], counts, r["workers"], server_on_1))
+            head, _, rest = straggler_count_line(factors[-1], counts, r["workers"], server_on_1).partition("\n  ")
+            checked.append(head + (" (why: under details)" if rest else ""))
+            details.append(f"why not {factors[-1]:g}x: {rest}" if rest else "")
     if factors[0] == 1:  # the prediction, checked: which worker sent fewest without a straggler
         r = async_first[factors[0]]
         counts = {w: r["order"].count(w) for w in staleness_by_worker(r)}
         fewest = min(counts, key=lambda w: counts[w])
         if max(counts.values()) <= 1.25 * min(counts.values()):
-            lines.append("no straggler: the workers sent alike (within 25 %): as predicted")
+            checked.append("no straggler: the workers sent alike (within 25 %): as predicted")
         else:
-            lines.append(
+            checked.append(
                 f"no straggler: worker {fewest} sent fewest ({counts[fewest]} of {sum(counts.values())}): "
                 + ("the worker the prediction names (its core also runs the server)" if fewest == 1 and server_on_1
-                   else "not the worker the prediction names")
-                + "\n  this digits run (the throughput runs above are other runs):\n  "
-                + iteration_line(fewest, counts, r["workers"], r.get("seconds"))
-                + "\n  in this run, " + others_share_line([w["core_share"] for w in r["workers"]]))
-    return [line for line in lines if line]
+                   else "not the worker the prediction names"))
+            details.append("no straggler, this digits run (the throughput runs above are other runs):\n  "
+                           + iteration_line(fewest, counts, r["workers"], r.get("seconds"))
+                           + "\n  in this run, " + others_share_line([w["core_share"] for w in r["workers"]]))
+    details = [line for line in details if line]
+    return [line for line in checked if line] + (["details:"] + ["  " + line.replace("\n", "\n  ")
+                                                                 for line in details] if details else [])
 
 
 def fell_back_line(rows: dict[str, tuple], target: float) -> str:
@@ -352,7 +369,8 @@ def overlap_line(verdict: measure.Verdict, bound: float, round_ms: float, iterat
         f"async runs: a worker's iteration {iteration_ms:.1f} ms, {iteration_ms - compute_ms:.1f} ms of it outside "
         "its compute (its push, the server's update, its pull: a worker waits for its own update)",
         f"sync's round {round_ms:.1f} ms over that iteration predicts {predicted:.2f}x"
-        + (f", the measured figure within 5 %: async hid only what a worker does not wait for itself"
+        + (f", the measured figure {abs(off):.1%} {'above' if off > 0 else 'below'} it (within 5 %): async hid only "
+           "what a worker does not wait for itself"
            if abs(off) <= 0.05 else
            f"; the measured figure is {abs(off):.0%} {'above' if off > 0 else 'below'} it, which these times "
            "do not explain")])
