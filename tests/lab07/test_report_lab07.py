@@ -136,6 +136,10 @@ def test_the_trap_table_is_folded_to_100_columns_and_names_the_rank_that_aborted
     assert "    last completed: broadcast_object_list #4" in lines
     assert any(line.startswith("0    | exited") for line in lines) and "--- traceback" not in text
     assert checkpoints.paired_wrongly(TRAP, ABORT).startswith("a rank aborted")  # the rank unknown: as before
+    # learner s13r6f finding 5: the 'cell [n]' legend comes before the rows that say 'cell [35]'
+    legend = next(i for i, line in enumerate(lines) if line.startswith("cell [n]:"))
+    assert lines[legend - 1].startswith("where each rank was") and legend < lines.index(
+        "    learner's line: main thread: cell [35], line 55 (edited: async_save on the training's group)"), text
 
 
 MATCHED = ("rank 0 failed: RuntimeError: Application timeout caused pair closure\n\n"

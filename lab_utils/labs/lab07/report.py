@@ -212,7 +212,8 @@ def accuracy_verdict(gap: float, standard_error: float, mp_name: str) -> str:
     """What a test-accuracy gap (16-bit minus float32) says, against its paired standard error: within two, no
     difference this test set can see; beyond two, different models, but one run of each cannot rank the precisions."""
     if abs(gap) <= 2 * standard_error:
-        return "within two standard errors: this test set cannot tell the two precisions apart"
+        return ("within two standard errors: this test set cannot tell the two precisions apart (another seed could "
+                "reverse their order)")
     return ("beyond two standard errors: these two runs learned measurably different models, but one run of each "
             f"cannot say that {mp_name if gap > 0 else 'float32'} trains better (the rounding may have favoured this "
             "seed; rerun with another seed)")
