@@ -381,3 +381,21 @@ def test_once_items_names_every_whole_tensor_and_its_bytes_the_sample_count_incl
     assert checkpoints.once_items(tmp_path) == {"opt.0.step": 4, "samples": 8, "w": 400}
     (row,) = checkpoints.file_layout(tmp_path).values()
     assert row["once"] == sum(checkpoints.once_items(tmp_path).values())
+
+
+def test_strategy_5_is_an_optional_appendix_after_the_summary():
+    """Learner s13r6f, 'what would make 07 a 5': Strategy 5 (DCP, async_save, the data order) and Exercise 4 read as a
+    second lab inside the first. They follow the summary under an 'Optional:' heading, the top of the lab says so, and
+    the main line (Exercises 1-3, the record, the summary) uses nothing the appendix defines."""
+    import nbformat
+
+    cells = nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells
+    at = {key: next(i for i, c in enumerate(cells) if f"\n{c.source}".count(f"\n{key}"))
+          for key in ("## Summary", "## Optional: Strategy 5", "### Exercise 3", "### Exercise 4", "## Record")}
+    assert at["### Exercise 3"] < at["## Record"] < at["## Summary"] < at["## Optional: Strategy 5"] \
+        < at["### Exercise 4"], at
+    assert "**Optional:** Strategy 5" in cells[0].source and "appendix after the summary" in " ".join(
+        cells[0].source.split())
+    main = "\n".join(c.source for c in cells[:at["## Optional: Strategy 5"]] if c.cell_type == "code")
+    assert "resume_error" not in main and "save_verdict" not in main and "resume_order" not in main
+    assert "report.checkpoint_summary(resume_error, save_verdict)" in cells[-1].source
