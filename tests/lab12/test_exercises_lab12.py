@@ -1,4 +1,5 @@
 """Lab 12's exercises: the right answers get full marks; each plausible wrong answer scores 0 with its message."""
+import contextlib
 import re
 
 import pytest
@@ -263,6 +264,13 @@ def train_all_join_inner_module(model, batches, optimizer):  # learner s9h: Join
             _step(model, optimizer, x, y)
 
 
+@named("train_all")
+def train_all_join_last_batch(model, batches, optimizer):  # learner s13r6f: Join around the last batch only
+    for i, (x, y) in enumerate(batches):
+        with Join([model], divide_by_initial_world_size=False) if i == len(batches) - 1 else contextlib.nullcontext():
+            _step(model, optimizer, x, y)
+
+
 @pytest.fixture
 def hangs_stopped_sooner(monkeypatch):
     """A hang is stopped after 12 s, not the exercise's 25 s: these answers are known to hang (the ranks are in their
@@ -288,6 +296,10 @@ def test_train_all_wrapping_again_and_hanging_are_named(hangs_stopped_sooner):
     # model.module raised a bare AttributeError ('Sequential' object has no attribute 'join_hook'): each is named
     result = exercises.check(train_all_join_per_batch)
     assert not result and "must wrap the whole loop, not each step" in result.message, result.message
+    # learner s13r6f: Join around the last batch only aborted in gloo ('op.preamble.length <= op.nbytes'): named
+    result = exercises.check(train_all_join_last_batch)
+    assert not result and "step(s) had run outside it" in result.message, result.message
+    assert "from the first batch" in result.message and "Hint:" not in result.message, result.message
     result = exercises.check(train_all_join_inner_module)
     assert not result and "the DDP model you were given has the join hooks, not model.module" in result.message, \
         result.message

@@ -188,11 +188,26 @@ def trap_report(said: str | None, stderr_text: str, seconds: float, limit_s: flo
                                f"{paired_wrongly(said, stderr_text, world_size)}")]
     if said and "where each rank was" in said:  # the launcher's table: each rank's last collectives and its line
         table = said[said.index("where each rank was"):].split("\n\n--- traceback")[0]
+        table = legend_first(table)
         out += [line if " | " in line or line.startswith("    ") and len(line) <= 100 else measure.short_lines(line)
                 for line in fold_table(table).splitlines()]
         if "the recorded calls match so far" in " ".join(table.split()):  # learner s12r4f: the table showed no mismatch
             out.append(measure.short_lines(UNRECORDED))
     return "\n".join(out)
+
+
+def legend_first(table: str) -> str:
+    """The launcher's 'cell [n]: ...' legend (and its indented continuation) moved under the table's title, before the
+    rows that use it (learner s13r6f: 'cell [35]' read as the notebook's 35th cell before the legend said otherwise)."""
+    lines = table.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("cell [n]:")), None)
+    if start is None or start == 0:
+        return table
+    end = start + 1
+    while end < len(lines) and lines[end].startswith("    ") and " | " not in lines[end]:
+        end += 1
+    rest = lines[:start] + lines[end:]
+    return "\n".join(rest[:1] + lines[start:end] + rest[1:])
 
 
 UNRECORDED = ("why the recorded calls match: the record holds the calls made through torch.distributed's collective "

@@ -19,7 +19,7 @@ from lab_utils.labs.lab07 import checkpoints
 from lab_utils import collectives, hardware, measure, memory, spec
 from lab_utils.tensors import flat_weights
 
-__all__ = ['join_group', 'leave_group', 'micro_batch', 'accumulate', 'AmpJob', 'amp_worker', 'forward_with_checkpoints', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker', 'CheckpointJob', 'global_rows', 'checkpoint_worker', 'SaveTimingJob', 'save_timing_worker', 'choose_checkpoints', 'resume_order']
+__all__ = ['join_group', 'leave_group', 'micro_batch', 'accumulate', 'AmpJob', 'amp_worker', 'forward_with_checkpoints', 'FlatParameters', 'flat_buffers', 'rank_report', 'StrategyJob', 'ddp_baseline_worker', 'zero1_worker', 'fsdp_worker', 'choose_checkpoints', 'CheckpointJob', 'global_rows', 'checkpoint_worker', 'SaveTimingJob', 'save_timing_worker', 'resume_order']
 
 
 # ---- solutions/07_memory_sharding.ipynb, cell 4 (id 509f91b4) ------------------------------------------------------
@@ -259,7 +259,21 @@ def fsdp_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 56 (id cf7d9362) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 66 (id 0336df6e) -----------------------------------------------------
+
+def choose_checkpoints(freed, extra, total, budget):
+    "The cheapest set of blocks to checkpoint for the activations to fit `budget`, or None."
+    best = None
+    for k in range(len(freed) + 1):
+        for chosen in itertools.combinations(range(len(freed)), k):
+            if total - sum(freed[i] for i in chosen) <= budget:
+                cost = sum(extra[i] for i in chosen)
+                if best is None or cost < best[0]:
+                    best = (cost, list(chosen))
+    return None if best is None else best[1]
+
+
+# ---- solutions/07_memory_sharding.ipynb, cell 75 (id cf7d9362) -----------------------------------------------------
 
 @dataclass(frozen=True)
 class CheckpointJob:
@@ -330,7 +344,7 @@ def checkpoint_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 61 (id e6b3039a) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 80 (id e6b3039a) -----------------------------------------------------
 
 @dataclass(frozen=True)
 class SaveTimingJob:
@@ -404,21 +418,7 @@ def save_timing_worker(rank, world_size, job):
     return report
 
 
-# ---- solutions/07_memory_sharding.ipynb, cell 78 (id 0336df6e) -----------------------------------------------------
-
-def choose_checkpoints(freed, extra, total, budget):
-    "The cheapest set of blocks to checkpoint for the activations to fit `budget`, or None."
-    best = None
-    for k in range(len(freed) + 1):
-        for chosen in itertools.combinations(range(len(freed)), k):
-            if total - sum(freed[i] for i in chosen) <= budget:
-                cost = sum(extra[i] for i in chosen)
-                if best is None or cost < best[0]:
-                    best = (cost, list(chosen))
-    return None if best is None else best[1]
-
-
-# ---- solutions/07_memory_sharding.ipynb, cell 83 (id 2cce8469) -----------------------------------------------------
+# ---- solutions/07_memory_sharding.ipynb, cell 88 (id 2cce8469) -----------------------------------------------------
 
 def resume_order(order, samples_read, rank, world_size):
     "The samples rank `rank` of `world_size` reads in the rest of the epoch after `samples_read` were read."

@@ -114,7 +114,7 @@ def prediction_line(steps: StepReading, names) -> str:
     k = int(measure.ratio_range(range(n))[0])  # the range's low end is the (k + 1)-th lowest ratio (5 rounds: the lowest)
     span = "the lowest of its" if k == 0 else f"the {k + 1}th lowest (its 90 % range's low end) of its"
     return "\n".join([  # the plain claim and its outcome first, the test on one short line (learner s13r5f)
-        measure.short_lines("prediction, no checkpoint makes a step faster: " + "; ".join(said)),
+        measure.short_lines("prediction: no checkpointed block makes the step faster: " + "; ".join(said)),
         measure.short_lines(f"    (tested: {span} {n} paired ratios >= {1 / (1 + measure.MIN_EFFECT):.2f}: up to "
                             f"{measure.MIN_EFFECT:.0%} faster counts as equal)", indent="        ")])
 
@@ -125,7 +125,7 @@ def block_table(steps: StepReading, names, forward_times: dict) -> str:
     none = steps.times["none"]
     base = none.median
     lines = [prediction_line(steps, names),
-             f"{'block':<8} {'frees MiB':>9} {'+1 forward ms':>13} {'fwd spread':>10} {'expected x none':>15} "
+             f"{'block':<8} {'frees MiB':>9} {'+1 forward ms':>13} {'fwd range ms':>12} {'expected x none':>15} "
              f"{'x none (above)':>14} {'beyond ms':>9}"]
     flags = {n: [] if steps.refused[n] else detectors.part_longer_than_whole(
         forward_times[n].median, base, part=f"{n}'s forward alone", whole="the step without checkpoints",
@@ -133,20 +133,20 @@ def block_table(steps: StepReading, names, forward_times: dict) -> str:
     for n in names:
         e = forward_times[n].median
         expected = 1 + e / base
-        timings = ([f"{e * 1e3:13.2f}", f"{forward_times[n].spread:10.0%}", f"{expected:14.2f}x",
+        # the forward's range in ms, beside the steps' (learner s13r6f: dense 2's '218%' of a 0.01 ms forward alarmed)
+        timings = ([f"{e * 1e3:13.2f}", f"{forward_times[n].spread * e * 1e3:12.2f}", f"{expected:14.2f}x",
                     f"{steps.cell[n]:>14}", f"{(steps.vs_none[n] - expected) * base * 1e3:9.2f}"]
-                   if not steps.refused[n] else [f"{measure.N_M:>13}", f"{measure.N_M:>10}", f"{measure.N_M:>15}",
+                   if not steps.refused[n] else [f"{measure.N_M:>13}", f"{measure.N_M:>12}", f"{measure.N_M:>15}",
                                                  f"{measure.N_M:>14}", f"{measure.N_M:>9}"])
         lines.append(measure.table_row(f"{n:<8} {(steps.saved['none'] - steps.saved[n]) / memory.MIB:9.2f} "
                                        + " ".join(timings), flags[n]))
     flags = {n: flags[n] + steps.flags.get(n, []) for n in names}  # the step's [!] from above, repeated
     lines += measure.table_lines(flags.values(), names, "blocks")
     spreads = [steps.times[k].spread for k in ["none"] + names if not steps.refused[k]]
-    floor = (f"; the steps' spreads ({min(spreads):.0%}-{max(spreads):.0%}) are {min(spreads) * base * 1e3:.2f}-"
-             f"{max(spreads) * base * 1e3:.2f} ms of that step: a difference between beyond figures smaller than that "
-             "is noise") if len(spreads) > 1 and not steps.refused["none"] else ""  # learner s12r4f: 0.11 vs 0.52 ms
-    lines.append(measure.short_lines("beyond ms: (x none - expected x none) x the step without checkpoints, in ms: "
-                                     "what the step took beyond one more forward of the block" + floor))
+    # one line (learner s13r6f: a three-line legend): what beyond is, and the steps' ranges in ms as its noise floor
+    floor = (f"; under the steps' ranges ({min(spreads) * base * 1e3:.2f}-{max(spreads) * base * 1e3:.2f} ms): noise"
+             if len(spreads) > 1 and not steps.refused["none"] else "")  # learner s12r4f: 0.11 vs 0.52 ms
+    lines.append(measure.short_lines(f"beyond ms = (x none - expected x none) x {base * 1e3:.2f} ms" + floor))
     if any(steps.refused[n] for n in names):
         lines.append(measure.short_lines(measure.n_m_line(steps.load)))
     read = [n for n in names if not steps.refused[n]]
@@ -212,7 +212,8 @@ def accuracy_verdict(gap: float, standard_error: float, mp_name: str) -> str:
     """What a test-accuracy gap (16-bit minus float32) says, against its paired standard error: within two, no
     difference this test set can see; beyond two, different models, but one run of each cannot rank the precisions."""
     if abs(gap) <= 2 * standard_error:
-        return "within two standard errors: this test set cannot tell the two precisions apart"
+        return ("within two standard errors: this test set cannot tell the two precisions apart (another seed could "
+                "reverse their order)")
     return ("beyond two standard errors: these two runs learned measurably different models, but one run of each "
             f"cannot say that {mp_name if gap > 0 else 'float32'} trains better (the rounding may have favoured this "
             "seed; rerun with another seed)")
@@ -238,3 +239,14 @@ def update_line(steps: StepReading, training_step) -> str:
     return measure.short_lines(
         f"the speed section's float32 training step (forward, backward and the SGD update), timed in these rounds "
         f"too: {ratio} the step without checkpoints (its time in ms is the speed section's, above)")
+
+
+def save_noise_note(held: dict, verdict) -> str:
+    """One line where a checkpoint kind's times spread widely: which figure to read (the verdict's paired one); ''
+    otherwise (learner s13r6f: a noise line and a ratio-of-medians line, three lines of caveat around one figure)."""
+    if not any(detectors.noisy_as_printed(measure.spread(times)) for times in held.values()):
+        return ""
+    read = ("read the verdict's ratio" if verdict.verdict != measure.CANNOT_SEE
+            else "no figure read")
+    return measure.short_lines(f"noise: spread over {detectors.NOISY_SPREAD:.0%}: a few slow checkpoints, which a "
+                               f"median ignores; {read}")

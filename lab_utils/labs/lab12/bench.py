@@ -24,11 +24,11 @@ import time
 from ... import measure, spec, workloads
 from ...launch import record
 from .lesson import cost_worker
+from .report import CALLS_PER_BLOCK  # stub calls per timed block of the per-call measure
 
 BOUND = 0.02  # the record's cost per step that issue 48 accepts
 WINDOW_STEPS = 60  # steps per timed window: a window of a few hundred ms to seconds, long against its noise
 NOTEBOOK_STEPS = 5  # steps per window in lab 12's notebook (section 4)
-CALLS_PER_BLOCK = 2000  # stub calls per timed block of the per-call measure
 DDP_STEPS = 20  # optimizer steps of each lab 03 run that counts the recorded calls (the first 3 are not timed)
 WARMUP_STEPS = 3
 TARGET = (workloads.DDP_RECIPE.name, workloads.STEP_3CONV.name)  # lab 03's DDP step, which the 2 % bound is on

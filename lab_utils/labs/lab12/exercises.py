@@ -143,6 +143,7 @@ def _uneven_judge(got, expected, case):
 TRAIN_ALL = Exercise("12", "train_all", _uneven_cases, _uneven_run, _uneven_expected, _uneven_judge,
                      "the rank with fewer batches must keep answering the others' all-reduces until every rank is "
                      "done (Join)", setup=SETUP, ranks=2,
+                     named_errors=("must wrap the whole loop",),  # a misplaced Join is named: no hint after it
                      shape=lambda expected, case: [expected["join"]] * 2)
 
 

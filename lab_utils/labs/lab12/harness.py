@@ -19,7 +19,9 @@ def uneven_worker(rank, world_size, train_all, case):
     with process_group(timeout_s=60):
         model, per_rank = uneven_problem(case, world_size)
         ddp = DDP(model)
-        with mock.patch.object(DDP, "__init__", _wrapping_once(DDP.__init__, rank)), _join_checked():
+        steps: list = []  # one entry per forward of the DDP model, so Join can tell it came late
+        ddp.register_forward_pre_hook(lambda module, args: steps.append(1))
+        with mock.patch.object(DDP, "__init__", _wrapping_once(DDP.__init__, rank)), _join_checked(steps):
             train_all(ddp, per_rank[rank], torch.optim.SGD(ddp.parameters(), lr=case["lr"]))
         return tensors.flat_weights(model).tolist()
 
@@ -39,11 +41,19 @@ def _wrapping_once(init, rank: int):
     return checked
 
 
+def late_join(steps: int) -> str:
+    """What a Join entered after `steps` steps of the loop meets, named (learner s13r6f: gloo's raw abort instead)."""
+    return (f"Join was entered after {steps} step(s) had run outside it: one `with Join(...)` must wrap the whole loop, "
+            "from the first batch (inside Join every step starts with Join's own all-reduce, which would meet the "
+            "other rank's gradient all-reduce: two different collectives, which gloo aborts on)")
+
+
 @contextlib.contextmanager
-def _join_checked():
-    """Join as train_all may use it: over the DDP model (a joinable) and entered once, around the whole loop; either
-    mistake raises at once, named (else Join([model.module]) raises a bare AttributeError, and a Join per batch hangs
-    once a rank runs out of batches, outside any Join, while the others wait in an all-reduce)."""
+def _join_checked(steps: list):
+    """Join as train_all may use it: over the DDP model (a joinable) and entered once, before the first step (`steps`:
+    the forwards run so far); each mistake raises at once, named (else Join([model.module]) raises a bare
+    AttributeError, a Join per batch hangs once a rank runs out of batches, outside any Join, while the others wait in
+    an all-reduce, and a Join entered late aborts in gloo: 'op.preamble.length <= op.nbytes', learner s13r6f)."""
     import torch
     from torch.distributed.algorithms.join import Join, Joinable
 
@@ -65,6 +75,8 @@ def _join_checked():
             raise RuntimeError("Join was entered a second time: one `with Join(...)` must wrap the whole loop, not each "
                                "step (a rank out of batches is then outside any Join, and the others' all-reduces wait "
                                "for it)")
+        if steps:
+            raise RuntimeError(late_join(len(steps)))
 
     with mock.patch.object(Join, "__init__", checked_init), mock.patch.object(Join, "__enter__", once):
         yield
