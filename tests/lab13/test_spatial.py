@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lab_utils import measure
 from lab_utils.labs.lab13 import spatial
 from lab_utils.launch import launch
 from lab_utils.labs.lab13 import lesson as lab13
@@ -311,6 +312,12 @@ def test_data_parallel_beside_one_device_is_read_against_theory_with_the_runs_fi
     above = spatial.data_parallel_vs_one_line("one 1024px image", 1, [0.111, 0.112, 0.110, 0.113, 0.111],
                                               [0.095] * 5)
     assert "16.00 ms more at the medians" in above and "wait cost" in above, above
+    # learner s13r6d, lab 13 finding 1: 1.03x (range 1.02-1.03) read as decided two lines under a 1.021x verdict that
+    # the 5 % rule left undecided: one rule for both
+    barely = spatial.data_parallel_vs_one_line("one 1024px image", 1, [0.0977, 0.0978, 0.0979, 0.0976, 0.0978],
+                                               [0.095] * 5)
+    assert f"within {measure.MIN_EFFECT:.0%} of 1, too small an effect to call" in barely, barely
+    assert "wait cost" not in barely, barely
 
 
 def test_overhead_lines_say_what_the_spatial_code_costs_on_one_rank():
@@ -501,3 +508,12 @@ def test_the_crossover_line_extrapolates_where_spatial_would_beat_one_device():
     assert "at 1024 px already" in won, won
     never = spatial.crossover_line(1024, 0.0900, 0.0799, 1.9, 0.0159, (0.0300, 0.0400))
     assert "nowhere" in never and "whatever the image" in never, never
+
+
+def test_the_verdict_rule_printed_where_it_is_defined_is_the_one_the_verdicts_use():
+    """Learner s13r6d, lab 13 finding 1: 'not distinguishable here' defined as 'the range crosses 1' only, while the
+    5 % minimum effect (measure.MIN_EFFECT) decided a verdict whose range lay wholly above 1."""
+    cells = json.loads((Path(__file__).parents[2] / "solutions" / "13_spatial_parallelism.ipynb").read_text())["cells"]
+    text = next("".join(c["source"]) for c in cells
+                if c["cell_type"] == "markdown" and "**not distinguishable here**" in "".join(c["source"]))
+    assert f"within {round(measure.MIN_EFFECT * 100)} % of 1" in " ".join(text.split()), text

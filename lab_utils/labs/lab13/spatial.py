@@ -226,12 +226,16 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
     (medians, in ms)."""
     ratios = measure.paired_ratios(one_device, data_parallel)  # data parallel's time over one device's, per round
     low, high, _ = measure.ratio_range(ratios)
-    head = (f"{name}: data parallel took {float(np.median(ratios)):.2f}x one device's time (range "
+    middle = float(np.median(ratios))
+    head = (f"{name}: data parallel took {middle:.2f}x one device's time (range "
             f"{shown(low, (1.0,))}-{shown(high, (1.0,))} over {len(ratios)} paired rounds)")
     within = low <= 1 <= high
+    small = not within and 1 / (1 + measure.MIN_EFFECT) < middle < 1 + measure.MIN_EFFECT  # the verdicts' rule
     one_ms, dp_ms = float(np.median(one_device)) * 1e3, float(np.median(data_parallel)) * 1e3
     if images < 2:
         side = ("the range holds 1: the difference is within the rounds' spread" if within else
+                f"the whole range lies {'above' if low > 1 else 'below'} 1, but within {measure.MIN_EFFECT:.0%} of 1, "
+                f"too small an effect to call, as for the verdicts ({dp_ms - one_ms:+.2f} ms at the medians)" if small else
                 "the whole range lies below 1, which the work does not explain (rank 0's is the same): the "
                 "difference is the conditions each step met (its place in the round, the caches and memory it found)"
                 if high < 1 else f"the whole range lies above 1: {dp_ms - one_ms:.2f} ms more at the medians, the "
@@ -241,6 +245,7 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
     saved = one_ms * (ranks - 1) / ranks  # at most: the compute the other ranks take off rank 0
     added = dp_ms - (one_ms - saved)  # data parallel's step beyond one rank's share of the compute
     verdict = ("the range holds 1: no difference this run can tell" if within else
+               f"within {measure.MIN_EFFECT:.0%} of 1: too small an effect to call" if small else
                f"too few images to share out: it adds {added / saved:.1f}x what the split saves"
                if low > 1 else "enough images to share out: the split saves more than it adds")
     return (f"{head}; each rank computes about {images // ranks} of the {images} images, which saves at most "
