@@ -7,6 +7,7 @@ import contextlib
 import csv
 import math
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +131,90 @@ def count_sends():
     sends = Sends()
     with measure.collective_calls(COUNTED_CALLS, sends.record):
         yield sends
+
+
+# ---- when each rank enters and leaves each blocking call: the ranks' arrival skew -------------------------------
+
+CLOCKED_CALLS = ("all_reduce", "isend", "irecv")
+
+
+class CallClock:
+    """Per step, every blocking call this rank made: (call, entered, left), time.perf_counter() seconds. On Linux
+    perf_counter reads CLOCK_MONOTONIC, one clock for every process of the machine: ranks' times compare directly."""
+
+    def __init__(self):
+        self.steps: list[list[tuple[str, float, float]]] = []
+
+    def step(self) -> None:
+        """The calls after this belong to a new step."""
+        self.steps.append([])
+
+    def record(self, call: str, entered: float, left: float) -> None:
+        self.steps[-1].append((call, entered, left))
+
+
+class _ClockedRequest:
+    """An isend's or irecv's request whose wait() is clocked: that is where a halo exchange blocks."""
+
+    def __init__(self, request, clock: CallClock, call: str):
+        self._request, self._clock, self._call = request, clock, call
+
+    def wait(self, *args, **kwargs):
+        entered = time.perf_counter()
+        result = self._request.wait(*args, **kwargs)
+        self._clock.record(self._call, entered, time.perf_counter())
+        return result
+
+
+@contextlib.contextmanager
+def clock_calls():
+    """`with clock_calls() as clock:` clocks this rank's all_reduce calls and its isend/irecv waits; call clock.step()
+    before each step."""
+    import torch.distributed as dist
+
+    clock = CallClock()
+    originals = {name: getattr(dist, name) for name in CLOCKED_CALLS}
+
+    def all_reduce(*args, **kwargs):
+        entered = time.perf_counter()
+        result = originals["all_reduce"](*args, **kwargs)
+        clock.record("all_reduce", entered, time.perf_counter())
+        return result
+
+    def requester(name):
+        return lambda *args, **kwargs: _ClockedRequest(originals[name](*args, **kwargs), clock, name)
+
+    dist.all_reduce, dist.isend, dist.irecv = all_reduce, requester("isend"), requester("irecv")
+    try:
+        yield clock
+    finally:
+        for name, fn in originals.items():
+            setattr(dist, name, fn)
+
+
+def arrival_skew(per_rank: list[list[list]]) -> dict | None:
+    """Two ranks' clocked steps (CallClock.steps, one list per rank) taken apart, medians over the steps, seconds:
+    "skew": the ranks' arrival times at each call, |rank 0's - rank 1's|, added up over the step's calls (the rank
+    that arrives first waits about that long); "inside": each rank's time inside the calls; "calls": per step. None
+    where the ranks' calls do not pair up (not 2 ranks, or another count of calls)."""
+    if len(per_rank) != 2 or not per_rank[0] or len(per_rank[0]) != len(per_rank[1]):
+        return None
+    skews, inside = [], [[], []]
+    for first, second in zip(*per_rank):
+        if len(first) != len(second) or not first:
+            return None
+        skews.append(sum(abs(a[1] - b[1]) for a, b in zip(first, second)))
+        for r, calls in enumerate((first, second)):
+            inside[r].append(sum(left - entered for _, entered, left in calls))
+    return {"skew": float(np.median(skews)), "inside": [float(np.median(t)) for t in inside],
+            "calls": len(per_rank[0][0]), "steps": len(skews)}
+
+
+def skew_words(skew: dict) -> str:
+    """The clocked calls in words (arrival_skew's figures)."""
+    return (f"clocked at its {skew['calls']} blocking calls ({skew['steps']} more steps): the ranks reached them "
+            f"{skew['skew'] * 1e3:.2f} ms apart in all, a step (the earlier rank waits about that long), and spent "
+            f"{skew['inside'][0] * 1e3:.2f} ms (rank 0) and {skew['inside'][1] * 1e3:.2f} ms (rank 1) inside them")
 
 
 def halo_bytes_by_layer(per_rank: list[list[dict]], phase: str) -> dict[tuple[int, int], int]:
@@ -276,10 +361,11 @@ def code_cost_summary(overhead: list[str], name: str) -> str:
             if found else measure.lines.wrap(overhead[0], hang="    "))  # the busy line, at 100 columns as above
 
 
-def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None) -> str:
+def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None,
+               skew: dict | None = None) -> str:
     """Why a small image's spatial step has a floor: its time on 2 ranks minus the same code's on 1 rank, spread
     over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians). late:
-    wake_words' figures, what a wait costs beyond the partner's delay."""
+    wake_words' figures, what a wait costs beyond the partner's delay; skew: arrival_skew's, the wait taken apart."""
     two_ms, one_ms = float(np.median(two_ranks)) * 1e3, float(np.median(one_rank)) * 1e3
     message_ms = float(np.median(message)) * 1e3
     n = sum(calls.values())
@@ -292,35 +378,39 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, l
         cause = (f"{each / message_ms:.1f}x a bare message each. The partner's compute explains at most its whole "
                  f"step ({one_ms:.2f} ms) and the messages' latency {n} x {message_ms:.2f} ms; the other "
                  f"{wait:.2f} ms ({wait / n:.2f} ms a call) is the wait cost: what a call that must wait for its "
-                 "partner costs here beyond both" + (" (this run does not take it apart)" if late is None else
-                                                     wake_words(late, n, wait)))
+                 "partner costs here beyond both" + ("" if late is None else wake_words(late, n, wait, skew is None))
+                 + (" (this run does not take it apart)" if late is None and skew is None else "")
+                 + ("" if skew is None else f". Taken apart, {skew_words(skew)}: "
+                    f"{skew['skew'] * 1e3:.2f} ms of rank 0's step is waiting for the partner to arrive"))
     return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
             f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
             f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
             f"barrier: {cause}")
 
 
-def wake_words(late, calls: int, wait_ms: float) -> str:
+def wake_words(late, calls: int, wait_ms: float, suspect: bool = True) -> str:
     """The wait cost's measured part (late: rank 0's times of an all-reduce rank 1 called late, how long rank 1 slept,
     rank 0's times of the same call made at once; paired rounds, seconds): what rank 0 lost beyond the delay and a
-    bare message, round by round, where it slept in gloo's wait and had to be woken."""
+    bare message, round by round, where it slept in gloo's wait and had to be woken. suspect: name theory's next
+    suspect, where no clock takes the wait apart."""
     wake = float(np.median([t - s - m for t, s, m in zip(*late)])) * 1e3
     head = (f". One part, measured: on a 4-byte all-reduce its partner called late, rank 0's time beyond the "
             f"partner's sleep and a bare message was {wake:.2f} ms (median of {len(late[0])} rounds)")
     if wake < 0.05:
         return (f"{head}: waking a rank that slept waiting costs almost nothing here, so the wait cost lies "
-                "elsewhere (this run does not take the rest apart; theory's next suspect: in the step, a message "
-                "lands while both ranks compute, and gloo's thread that receives it must wait for a core they hold, "
-                "where this test's partner slept and left one free)")
+                "elsewhere" + (" (this run does not take the rest apart; theory's next suspect: in the step, a message "
+                               "lands while both ranks compute, and gloo's thread that receives it must wait for a core "
+                               "they hold, where this test's partner slept and left one free)" if suspect else ""))
     return (f"{head}: a rank that waits sleeps in gloo and must be woken and given a core again; were all {calls} "
             f"calls to wait, that would be {min(calls * wake, wait_ms):.2f} ms of the {wait_ms:.2f} ms")
 
 
 def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
-                     ranks: int = 2, shared: tuple[float, float] | None = None) -> str:
+                     ranks: int = 2, shared: tuple[float, float] | None = None, skew: dict | None = None) -> str:
     """The large image's spatial step taken apart (medians, seconds): its share of one device's compute at the code's
     own 1-rank cost, the small image's floor, what ranks computing at once cost each other (shared: the unsplit model
-    on one slab, (rank 0 alone, every rank at once), shared_medians), and the rest (longer waits)."""
+    on one slab, (rank 0 alone, every rank at once), shared_medians), and the rest (longer waits), which skew
+    (arrival_skew, the large image's) takes apart where given."""
     share = one_device_s / ranks * code_ratio
     both = 0.0 if shared is None else shared[1] - shared[0]
     rest = spatial_s - share - floor_s - both
@@ -335,10 +425,14 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
             f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
             f"the small image){measured} "
-            + (f"+ {rest * 1e3:.1f} ms more (medians; this run does not take the rest apart: theory names {theory})"
-               if rest >= 0 else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
+            + (f"+ {rest * 1e3:.1f} ms more, the rest (medians; this run does not take it apart: theory names "
+               f"{theory})" if rest >= 0 and skew is None else
+               f"+ {rest * 1e3:.1f} ms more, the rest (medians). Taken apart, {skew_words(skew)}: of the floor and the "
+               f"rest ({(floor_s + rest) * 1e3:.1f} ms), {skew['skew'] * 1e3:.1f} ms is one rank waiting for the other "
+               "to arrive" if rest >= 0 and skew is not None else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
                "up: here they overlap)")
-            + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute and added "
+            + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute (one device's less this share) "
+            f"and added "
             f"{(spatial_s - share) * 1e3:.1f} ms, most of it {max(costs)[1]}: spatial gains where the first exceeds "
             "the second")
 
@@ -360,10 +454,14 @@ def crossover_line(side: int, spatial_s: float, one_device_s: float, code_ratio:
         return (head + f"at {side} px already, by these medians (the fixed costs, {fixed * 1e3:.1f} ms, are below "
                 f"the saving that grows with the area, {grows * 1e3:.1f} ms here)")
     at = side * area ** 0.5
-    return (head + f"the saving that grows with the area ({grows * 1e3:.1f} ms here) covers the fixed costs (the "
-            f"floor and the rest, {fixed * 1e3:.1f} ms) above about {at:.0f} px a side; set large_side to "
-            f"{_round_side(2 * at)} in the parameters cell to see it (the rest may grow too, which this run cannot "
-            "tell)")
+    try_side = _round_side(2 * at)
+    scale = (try_side / side) ** 2  # the tried image's area, in this image's
+    predicted = one_device_s * scale / (one_device_s * scale - grows * scale + fixed)
+    return (head + f"the saving less computing at once ({grows * 1e3:.1f} ms here: both grow with the area) covers "
+            f"the fixed costs (the floor and the rest, {fixed * 1e3:.1f} ms) above about {at:.0f} px a side. Set "
+            f"large_side to {try_side} (twice that, rounded up to 256 px) in the parameters cell to see it: there "
+            f"these parts predict spatial {predicted:.2f}x as fast as one device, clear of the "
+            f"{measure.MIN_EFFECT:.0%} a verdict needs (the rest may grow too, which this run cannot tell)")
 
 
 def _round_side(side: float) -> int:
@@ -417,6 +515,13 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
     return rounds, speed, lines
 
 
+def clocked_skew(per_rank: list[dict], name: str) -> dict | None:
+    """arrival_skew of the spatial steps speed_worker clocked on `name` (its "clocked"), or None."""
+    if any("clocked" not in r.get(name, {}) for r in per_rank):
+        return None
+    return arrival_skew([r[name]["clocked"] for r in per_rank])
+
+
 def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> tuple[list[str], list[str]]:
     """The two lines under the speed table, where the load allows them: (overhead, lines). overhead: overhead_lines
     of the 1-rank launch `alone`; lines: those, then the small image's floor_line from rank 0's calls in one spatial
@@ -429,17 +534,18 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
     late = ((per_rank[0]["late partner"]["times"], per_rank[1]["late partner"]["slept"], per_rank[0]["one message"])
             if len(per_rank) == 2 and "late partner" in per_rank[0] else None)
     floor = floor_line(small, rounds[small]["spatial"], alone[small]["times"]["spatial"], calls,
-                       per_rank[0]["one message"], late)
+                       per_rank[0]["one message"], late, clocked_skew(per_rank, small))
     return overhead, overhead + [measure.lines.wrap(floor, hang="  ")]
 
 
 def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict, images: dict[str, int], small: str,
                          large: str, many: str, busy: str | None, ranks: int = 2,
-                         shared: tuple[float, float] | None = None, large_side: int | None = None) -> list[str]:
+                         shared: tuple[float, float] | None = None, large_side: int | None = None,
+                         skew: dict | None = None) -> list[str]:
     """The lines under the verdicts: the large image's spatial step taken apart (split_costs_line; the [!]'s cause
     where its verdict is reversed; with large_side, the crossover_line under it), then data parallel beside one device on the large and the many images
     (data_parallel_vs_one_line); each refused where the load refused its verdicts. images: per workload, its
-    number of images; shared: the large image's shared_medians."""
+    number of images; shared: the large image's shared_medians; skew: its clocked_skew."""
     out = []
     if busy or verdicts[large, "spatial", "one device"].verdict == measure.CANNOT_SEE:
         out.append(f"{large}: spatial's step taken apart: {measure.NOT_MEASURABLE}, as its verdict above")
@@ -449,7 +555,7 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
         lost = verdicts[large, "spatial", "one device"].verdict == measure.REVERSED  # the line is the [!]'s cause
         out.append(measure.lines.wrap(("why the [!] above, measured: " if lost else "") + split_costs_line(
             large, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio, floor_s,
-            ranks, shared), hang="  "))
+            ranks, shared, skew), hang="  "))
         if large_side is not None and ranks == 2:
             out.append(measure.lines.wrap(crossover_line(
                 large_side, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio,
