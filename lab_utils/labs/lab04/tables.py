@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass
 
 from ... import measure
@@ -154,19 +155,35 @@ def verdict_figures_line(step: float) -> str:
             f"verdict's {step:.2f}x, from above)")
 
 
-def other_side_line(v, a: str, b: str) -> str:
-    """Where theory predicts A and B equal and the verdict tests one side ('A no slower'): the other side ('A no
-    faster') read on the same paired range ('' where the load refused the verdict)."""
+def pair_conclusion(v, a: str, b: str) -> str:
+    """One plain sentence for a verdict where theory predicts A and B equal and the claim tests one side ('A no
+    slower'): what the paired rounds showed, and which half of 'equal' held (learner s13r6d, lab 04 finding 3:
+    'holds' beside "the other half does not hold"); '' where the load refused the verdict."""
     if v.verdict == measure.CANNOT_SEE:
         return ""
+    head = f"{a} vs {b}: {a} ran {v.ratio:.2f}x as fast as {b} (range {v.range_text()} over {v.repeats} paired rounds)"
     if v.low > 1:
-        return (f"theory's other half, '{a} no faster than {b}', does not hold here: the whole range "
-                f"{v.range_text()} lies above 1: {a} was faster than the equal bubble predicts; the parts below "
-                "say where")
+        return (f"{head}: faster, where theory expects them equal: '{a} no slower' holds, '{a} no faster' does not "
+                "(the parts after it say where the time went)")
     if v.high < 1:
-        return f"theory's other half, '{a} no faster than {b}', holds: the whole range {v.range_text()} lies below 1"
-    return (f"theory's other half, '{a} no faster than {b}': the range {v.range_text()} holds 1, so this run "
-            "tells no difference")
+        return f"{head}: slower, where theory expects them equal (the verdict says whether beyond its margin)"
+    return f"{head}: no difference this run can tell, as theory expects"
+
+
+def library_conclusion(v, schedule: str) -> str:
+    """The plain sentence before a library verdict (v.ratio: your ops' step over the library's): which was faster,
+    with the paired range, and, where the pairs were too noisy to test a cost, what the course's 30 % limit is
+    (learner s13r6d, lab 04 findings 4-5)."""
+    if v.verdict == measure.CANNOT_SEE:
+        return ""
+    head = (f"the library's {schedule} ran {v.ratio:.2f}x as fast as your ops (range {v.range_text()} over "
+            f"{v.repeats} paired rounds)")
+    said = ("faster: the library beats your ops" if v.low > 1 else "slower than your ops" if v.high < 1 else
+            "no difference this run can tell")
+    noisy = (f"; the verdict's {measure.MAX_RESTATED:.0%} is the largest cost the course widens a 'no slower' claim "
+             "to, for pairs this noisy: past it a claim says nothing, so only a win could decide"
+             if "only a win could decide" in v.notes else "")
+    return f"{head}: {said}{noisy}"
 
 
 def library_reading(v, what: str) -> str:
@@ -234,14 +251,30 @@ def compute_note(label: str, compute: float, low: float, median: float, high: fl
 
 
 def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
-              refused: str | None = None, paired: tuple[float, float, float] | None = None) -> str:
+              refused: str | None = None, paired: tuple[float, float, float] | None = None,
+              compute_range: tuple[float, float, float] | None = None) -> str:
     """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
     (read_compute: the paired rounds' figure where the median step's compute is atypical (compute_note finds it;
     the compute line under the table prints it)). paired:
-    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then the line repeats the table's
-    row (its speedup = overlap x compute, which multiply as printed) and 'pays' needs the whole range above 1."""
+    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then the line leads with their
+    median and range, the comparison's one figure ('pays' needs the whole range above 1), and says why in the two
+    factors: the overlap of the table's median step, and the compute of the paired rounds (compute_range: (low,
+    median, high), the compute line's figure; learner s13r6d, lab 04 findings 1-2)."""
     if refused:
         return f"whether GPipe M={m} pays here: {measure.NOT_MEASURABLE}: {refused}"
+    if paired is not None and compute_range is not None:  # the paired figures lead: one per comparison
+        middle, low, high = paired
+        c_low, c_mid, c_high = compute_range
+        pays = ("it pays" if low > 1 else "it loses" if high < 1 else
+                "this run cannot tell whether it pays (it does where the whole range lies above 1)")
+        busier = (f"the schedule kept the stages {overlap:.2f}x busier (overlap, the table's median step)" if overlap > 1
+                  else "the schedule kept the stages no busier than the naive split (overlap, the table's median step)")
+        ops = (f"its ops ran {'slower' if c_mid < 1 else 'no slower'} per image (compute {c_mid:.2f}x, range "
+               f"{_range(c_low, c_high)}, paired rounds)"
+               + (f": each op's fixed cost is paid {m} times, on tensors {m}x smaller" if c_mid < 1 else ""))
+        head = (f"GPipe M={m} ran {middle:.2f}x as fast as the naive split (median of the paired rounds, range "
+                f"{_range(low, high)}; the table's {vs_naive:.2f}x reads one step): {pays}")
+        return f"{head}. Why: {busier}, {'but' if c_mid < 1 and overlap > 1 else 'and'} {ops}"
     if paired is not None:  # the table's row, whose factors multiply; the paired range decides 'pays'
         _, low, high = paired
         pays = ("so it pays" if low > 1 else "so it loses" if high < 1 else
@@ -312,6 +345,15 @@ def fastest_other_m(makespans: dict[int, float], shown: int) -> list[int]:
     best = min(ms(m) for m in makespans)
     fastest = sorted(m for m in makespans if ms(m) == best)
     return [] if shown in fastest else fastest
+
+
+def fastest_line(words: str, ratios) -> str:
+    """The summary's line for GPipe's fastest M (words: fastest_words), with the comparison's one figure: the median
+    of the paired rounds' ratios (naive's step over its) and their range (learner s13r6d, lab 04 finding 2)."""
+    low, high, _ = measure.ratio_range(ratios)
+    pays = ("it pays" if low > 1 else "it loses" if high < 1 else "this run cannot tell whether it pays")
+    return (f"GPipe's fastest M here: {words} (the table's medians), {statistics.median(ratios):.2f}x as fast as the "
+            f"naive split (range {_range(low, high)} over {len(ratios)} paired rounds): {pays}")
 
 
 def fastest_words(ms: list[int]) -> str:
