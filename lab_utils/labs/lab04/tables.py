@@ -227,17 +227,6 @@ def _signed(ms: float) -> str:
     return f"{'-' if ms < -0.05 else '+'} {abs(ms):.1f}"
 
 
-def spread_line(label: str, ops, handovers) -> str:
-    """Why one configuration's steps spread: the range of its ops-in-order times and of its hand-overs, in ms, and
-    which range is the wider ('' for fewer than 2 steps: no spread to read)."""
-    if min(len(ops), len(handovers)) < 2:
-        return ""
-    wider = "the ops" if max(ops) - min(ops) >= max(handovers) - min(handovers) else "the hand-overs"
-    return (f"why the steps spread ({label}, over its {len(ops)} steps): its ops in order took "
-            f"{min(ops) * 1e3:.1f}-{max(ops) * 1e3:.1f} ms, the hand-overs added "
-            f"{min(handovers) * 1e3:.1f}-{max(handovers) * 1e3:.1f} ms: {wider} varied more")
-
-
 def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
     """A note where a row's compute factor (read on its median step, the column's, which keeps 'vs naive = overlap x
     compute' true) lies outside the range of the paired rounds' busy-time ratios: that step's ops were atypical, not
@@ -374,9 +363,8 @@ def handover_table(labels, steps, ops, ideals, tolerance_s: float, every_step: d
                 f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else
                 _slow_handovers(m - s, (every_step or {}).get(label, [])))
         lines.append(f"{label:<12}{step:>6.1f} = {ideal:>6.1f} + {step - ideal - hand:>20.1f} + {hand:>10.1f}{mark}")
-    lines.append("ideal: the typical (median) op times in the schedule, free hand-overs; its ops over typical: this "
-                 "step's own ops in order minus ideal (below 0: they ran faster than the typical ones); hand-overs: "
-                 "the step minus its own ops in order (messages, Python between ops, waits for a core)"
+    lines.append("ideal: the typical op times in the schedule; its ops over typical: this step's own ops minus "
+                 "ideal (below 0: faster); hand-overs: the rest (messages, Python between ops, waits for a core)"
                  + ("; a row marked 'its steps' median': this step's hand-overs were over twice that median, one slow "
                     "step's, not the configuration's" if any("steps' median" in line for line in lines) else ""))
     return lines
@@ -408,10 +396,7 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
     gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
                          [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s,
                          {label: pl.handover_seconds(measured[label]) for label in rows})
-    out += gap[:-1] + [measure.short_lines(gap[-1])]
-    spread = spread_line(f"gpipe M={largest}", pl.ops_makespans(measured[f"gpipe M={largest}"]),
-                         pl.handover_seconds(measured[f"gpipe M={largest}"]))
-    return out + ([measure.short_lines(spread)] if spread else [])  # two steps or more
+    return out + gap[:-1] + [measure.short_lines(gap[-1])]  # learner s13r6d, 9: the notes halved, no spread line
 
 
 def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stages: int, largest: int, factors,
@@ -434,8 +419,8 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
                                        [pl.busy_seconds(t) for t in naive.timelines])
         low, high, _ = measure.ratio_range(ratios)
         busy_ranges[label] = (low, statistics.median(ratios), high)
-    lines = [measure.short_lines("each row is its median step by makespan; 'steps': the bubble's range over every "
-                                 "step, anywhere in which the median step's may lie, even at an end"),
+    lines = [measure.short_lines("each row is its median step by makespan; 'steps': the range of every step's bubble "
+                                 "(the median step's lies in it)"),
              f"{'':<12}{'makespan':>9}{'spread':>8}{'vs naive':>9}{'= overlap':>10}{'x compute':>10}{'bubble':>8}"
              f"{'steps':>15}{'theory':>8}{'ideal':>7}"]
     for label in rows:
@@ -452,9 +437,6 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
     noise = detectors.noise_line(measured[label].spread for label in rows)
     if noise:
         lines.append(measure.short_lines(str(noise)))
-        middle = detectors.middle_half_line({label: measured[label].makespans for label in rows})
-        lines += [measure.short_lines("why: a step ends when its last stage does, so a "
-                                      "hold-up on either stage counts; " + middle)] if middle and refused is None else []
     if refused is not None:
         lines.append(measure.short_lines(
             f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}. GPipe keeps {stages} stages computing at once, the "
@@ -482,10 +464,10 @@ def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpi
         verb, prep = ("added", "to") if ms >= 0 else ("took", "off")
         return f"its {n} extra {what} {verb} {abs(ms):.1f} ms ({abs(seconds) / n * 1e3:.2f} ms each{net}) {prep} {to}"
     return (f"why GPipe M={m} ran {naive[0] / gpipe[0]:.2f}x as fast as the naive split, not the split's cap of "
-            f"{cap:.2f}x (above): each call's fixed cost, over the naive split's median step: "
+            f"{cap:.2f}x: over the naive step ({naive[0] * 1e3:.1f} ms), "
             + said(handed, messages, "messages", "the hand-overs") + ", and "
-            + said(busier, calls, "op calls", "the stages' busy time", "; smaller tensors' cache gains included")
-            + f", against the naive step's {naive[0] * 1e3:.1f} ms" + _fixed_against(busier / calls, m, smallest_op))
+            + said(busier, calls, "op calls", "the busy time")
+            + _fixed_against(busier / calls, m, smallest_op))
 
 
 def _fixed_against(per_call: float, m: int, smallest_op: tuple[str, float] | None) -> str:
@@ -495,11 +477,9 @@ def _fixed_against(per_call: float, m: int, smallest_op: tuple[str, float] | Non
         return ""
     name, seconds = smallest_op
     share = per_call / seconds
-    weight = ("the per-call costs (Python, each layer's dispatch) rival the compute here; with large layers (a "
-              "GPU's) they would not, and the bubble's gain would show" if share >= 0.5
+    weight = ("fixed costs rival the compute here, as a GPU's large layers would not" if share >= 0.5
               else "small against it, so the bubble's gain can show")
-    return (f". Per op call that is {share:.0%} of the cheapest op at M={m} ({name}, {seconds * 1e3:.2f} ms): "
-            f"{weight}")
+    return f", {share:.0%} of the cheapest op ({name}, {seconds * 1e3:.2f} ms): {weight}"
 
 
 def library_schedules_line(ratios, yours: float) -> str:
