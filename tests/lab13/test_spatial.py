@@ -549,14 +549,21 @@ def test_the_call_clock_times_each_blocking_call_and_the_skew_takes_the_wait_apa
     rank0 = [[("isend", 0.000, 0.004), ("all_reduce", 0.010, 0.011)]] * 3
     rank1 = [[("isend", 0.003, 0.004), ("all_reduce", 0.009, 0.011)]] * 3
     skew = spatial.arrival_skew([rank0, rank1])
+    # inside: 5 ms and 3 ms; with both there: (5 + 3 - 4) / 2 = 2 ms a rank
     assert skew == {"skew": pytest.approx(0.004), "inside": [pytest.approx(0.005), pytest.approx(0.003)],
-                    "calls": 2, "steps": 3}, skew
+                    "together": pytest.approx(0.002), "calls": 2, "kinds": {"isend": 1, "all_reduce": 1},
+                    "steps": 3}, skew
     assert spatial.arrival_skew([rank0, rank1[:1] * 2]) is None and spatial.arrival_skew([rank0]) is None
     split = spatial.split_costs_line("one 1024px image", 0.0818, 0.0792, 1.10, 0.0100, shared=(0.0416, 0.0467),
                                      skew={**skew, "skew": 0.0150})
     assert "does not take it apart" not in split and "theory names" not in split, split
-    assert "of the floor and the rest (33.1 ms), 15.0 ms is one rank waiting for the other to arrive" in split, split
+    assert "The floor and the rest (33.1 ms) taken apart, clocked over 3 more steps at its 2 blocking waits " \
+        "(1 isend, 1 all_reduce)" in split, split
+    assert "their arrival skew (how far apart they reached each wait, added up: the first to arrive waits) was " \
+        "15.00 ms" in split, split
     calls = {"isend": 5, "all_reduce": 7}
     floor = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
                                ([0.00131] * 3, [0.0011] * 3, [0.0002] * 3), skew)
-    assert "theory's next suspect" not in floor and "4.00 ms of rank 0's step is waiting for the partner" in floor
+    assert "theory's next suspect" not in floor and "One part, measured" not in floor, floor  # a nil wake-up: unsaid
+    assert floor.endswith("about 2.00 ms a rank (1.00 ms a wait) passed with both ranks there, against 0.20 ms for a "
+                          "bare message"), floor

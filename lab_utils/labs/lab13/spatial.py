@@ -194,27 +194,38 @@ def clock_calls():
 
 def arrival_skew(per_rank: list[list[list]]) -> dict | None:
     """Two ranks' clocked steps (CallClock.steps, one list per rank) taken apart, medians over the steps, seconds:
-    "skew": the ranks' arrival times at each call, |rank 0's - rank 1's|, added up over the step's calls (the rank
-    that arrives first waits about that long); "inside": each rank's time inside the calls; "calls": per step. None
-    where the ranks' calls do not pair up (not 2 ranks, or another count of calls)."""
+    "skew": how far apart the ranks reached each blocking wait, |rank 0's - rank 1's|, added up over the step (the
+    rank that came first waits that long); "inside": each rank's time inside the waits; "together": the time a rank
+    spent inside them with both ranks there, (both ranks' inside - skew) / 2; "kinds": the waits a step, by call.
+    None where the ranks' waits do not pair up (not 2 ranks, or another count of waits)."""
     if len(per_rank) != 2 or not per_rank[0] or len(per_rank[0]) != len(per_rank[1]):
         return None
-    skews, inside = [], [[], []]
+    skews, inside, together = [], [[], []], []
     for first, second in zip(*per_rank):
         if len(first) != len(second) or not first:
             return None
         skews.append(sum(abs(a[1] - b[1]) for a, b in zip(first, second)))
         for r, calls in enumerate((first, second)):
             inside[r].append(sum(left - entered for _, entered, left in calls))
+        together.append((inside[0][-1] + inside[1][-1] - skews[-1]) / 2)
+    kinds: dict[str, int] = {}
+    for call, _, _ in per_rank[0][0]:
+        kinds[call] = kinds.get(call, 0) + 1
     return {"skew": float(np.median(skews)), "inside": [float(np.median(t)) for t in inside],
-            "calls": len(per_rank[0][0]), "steps": len(skews)}
+            "together": float(np.median(together)), "calls": len(per_rank[0][0]), "kinds": kinds, "steps": len(skews)}
 
 
-def skew_words(skew: dict) -> str:
-    """The clocked calls in words (arrival_skew's figures)."""
-    return (f"clocked at its {skew['calls']} blocking calls ({skew['steps']} more steps): the ranks reached them "
-            f"{skew['skew'] * 1e3:.2f} ms apart in all, a step (the earlier rank waits about that long), and spent "
-            f"{skew['inside'][0] * 1e3:.2f} ms (rank 0) and {skew['inside'][1] * 1e3:.2f} ms (rank 1) inside them")
+def skew_words(skew: dict, message_s: float | None = None) -> str:
+    """The clocked waits in words (arrival_skew's figures; message_s: a bare 4-byte all-reduce, to set a wait with
+    both ranks there beside)."""
+    kinds = ", ".join(f"{n} {call}" for call, n in skew["kinds"].items())
+    each = skew["together"] / skew["calls"]
+    bare = "" if message_s is None else f", against {message_s * 1e3:.2f} ms for a bare message"
+    return (f"clocked over {skew['steps']} more steps at its {skew['calls']} blocking waits ({kinds}): the ranks spent "
+            f"{skew['inside'][0] * 1e3:.2f} and {skew['inside'][1] * 1e3:.2f} ms a step inside them; their arrival "
+            f"skew (how far apart they reached each wait, added up: the first to arrive waits) was "
+            f"{skew['skew'] * 1e3:.2f} ms, so about {skew['together'] * 1e3:.2f} ms a rank ({each * 1e3:.2f} ms a "
+            f"wait) passed with both ranks there{bare}")
 
 
 def halo_bytes_by_layer(per_rank: list[list[dict]], phase: str) -> dict[tuple[int, int], int]:
@@ -380,8 +391,7 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, l
                  f"{wait:.2f} ms ({wait / n:.2f} ms a call) is the wait cost: what a call that must wait for its "
                  "partner costs here beyond both" + ("" if late is None else wake_words(late, n, wait, skew is None))
                  + (" (this run does not take it apart)" if late is None and skew is None else "")
-                 + ("" if skew is None else f". Taken apart, {skew_words(skew)}: "
-                    f"{skew['skew'] * 1e3:.2f} ms of rank 0's step is waiting for the partner to arrive"))
+                 + ("" if skew is None else f". Taken apart, {skew_words(skew, message_ms / 1e3)}"))
     return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
             f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
             f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
@@ -392,10 +402,12 @@ def wake_words(late, calls: int, wait_ms: float, suspect: bool = True) -> str:
     """The wait cost's measured part (late: rank 0's times of an all-reduce rank 1 called late, how long rank 1 slept,
     rank 0's times of the same call made at once; paired rounds, seconds): what rank 0 lost beyond the delay and a
     bare message, round by round, where it slept in gloo's wait and had to be woken. suspect: name theory's next
-    suspect, where no clock takes the wait apart."""
+    suspect, where no clock takes the wait apart; without it, a wake-up that costs almost nothing is not said."""
     wake = float(np.median([t - s - m for t, s, m in zip(*late)])) * 1e3
     head = (f". One part, measured: on a 4-byte all-reduce its partner called late, rank 0's time beyond the "
             f"partner's sleep and a bare message was {wake:.2f} ms (median of {len(late[0])} rounds)")
+    if wake < 0.05 and not suspect:  # the clocked waits below take the wait cost apart: no detour through a nil
+        return ""
     if wake < 0.05:
         return (f"{head}: waking a rank that slept waiting costs almost nothing here, so the wait cost lies "
                 "elsewhere" + (" (this run does not take the rest apart; theory's next suspect: in the step, a message "
@@ -427,9 +439,8 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
             f"the small image){measured} "
             + (f"+ {rest * 1e3:.1f} ms more, the rest (medians; this run does not take it apart: theory names "
                f"{theory})" if rest >= 0 and skew is None else
-               f"+ {rest * 1e3:.1f} ms more, the rest (medians). Taken apart, {skew_words(skew)}: of the floor and the "
-               f"rest ({(floor_s + rest) * 1e3:.1f} ms), {skew['skew'] * 1e3:.1f} ms is one rank waiting for the other "
-               "to arrive" if rest >= 0 and skew is not None else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
+               f"+ {rest * 1e3:.1f} ms more, the rest (medians). The floor and the rest ({(floor_s + rest) * 1e3:.1f} "
+               f"ms) taken apart, {skew_words(skew)}" if rest >= 0 and skew is not None else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
                "up: here they overlap)")
             + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute (one device's less this share) "
             f"and added "
