@@ -200,7 +200,9 @@ def arrival_skew(per_rank: list[list[list]]) -> dict | None:
     None where the ranks' waits do not pair up (not 2 ranks, or another count of waits)."""
     if len(per_rank) != 2 or not per_rank[0] or len(per_rank[0]) != len(per_rank[1]):
         return None
-    skews, inside, together = [], [[], []], []
+    skews: list[float] = []
+    inside: list[list[float]] = [[], []]
+    together: list[float] = []
     for first, second in zip(*per_rank):
         if len(first) != len(second) or not first:
             return None
