@@ -948,3 +948,15 @@ def test_the_library_prose_names_the_largest_restated_cost_the_verdicts_use():
     cells = json.loads((Path(__file__).parents[2] / "solutions" / "04_model_parallel_pipeline.ipynb").read_text())
     text = " ".join(" ".join("".join(c["source"]).split()) for c in cells["cells"] if c["cell_type"] == "markdown")
     assert f"up to {round(measure.MAX_RESTATED * 100)} % (past that a claim says nothing)" in text
+
+
+def test_the_plain_sentences_read_real_verdicts():
+    """pair_conclusion and library_conclusion on measure.decide's Verdicts, as the notebook's cells hand them over."""
+    from lab_utils.labs.lab04 import tables
+    pairs = [1.09, 1.12, 1.05, 1.10, 1.08, 1.15, 1.07, 1.11, 1.09, 1.06, 1.13, 1.08]
+    v = measure.decide(pairs, claim="1F1B vs GPipe, M=8", expected="1F1B no slower", no_worse_than=0.10, timed=False)
+    assert tables.pair_conclusion(v, "1F1B", "GPipe").startswith("1F1B vs GPipe: 1F1B ran 1.09x as fast as GPipe")
+    noisy = measure.decide([0.7, 1.3, 0.8, 1.25, 0.75, 1.2, 0.9, 1.1, 0.85, 1.35, 0.72, 1.15], claim="lib vs yours",
+                           expected="no slower", no_worse_than=0.10, timed=False)
+    said = tables.library_conclusion(noisy, "gpipe")
+    assert "no difference this run can tell" in said and "largest cost the course widens" in said, (said, noisy.notes)
