@@ -941,3 +941,9 @@ def test_a_verdicts_figure_has_the_decimals_of_its_range():
     assert "0.998x" in text and "1.00x" not in text and "range 0.998-0.998" in text, text
     plain = measure.decide([1.21, 1.3, 1.25, 1.22, 1.28], claim="a vs b", expected="a faster", load=None, timed=False)
     assert f"{plain.ratio:.2f}x (" in str(plain)  # two decimals where the range needs no more
+
+
+def test_the_readme_states_the_minimum_effect_the_verdicts_use():
+    """Learner s13r6d: the 5 % rule decided verdicts while no page a learner reads stated it."""
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    assert f"at least {round(measure.MIN_EFFECT * 100)} % from 1, `measure.MIN_EFFECT`" in readme
