@@ -76,6 +76,19 @@ def test_too_few_pairs_or_too_small_an_effect_decide_nothing():
     assert measure.verdict([1.0] * 9, [1.02] * 9, claim="c", expected="A faster").verdict == "not distinguishable here"
 
 
+def test_a_small_effect_says_the_rule_that_decided_it():
+    """Learner s13r6d, lab 13: 1.021x, range 1.004-1.06, read 'not distinguishable here' with no word of the 5 % rule."""
+    v = measure.verdict([1.0] * 9, [1.02] * 9, claim="A vs B", expected="A faster")
+    assert v.verdict == measure.UNDECIDED and f"within {measure.MIN_EFFECT:.0%} of 1" in str(v)
+    assert "whole range lies above 1" in str(v)
+    slower = measure.verdict([1.02] * 9, [1.0] * 9, claim="A vs B", expected="A faster")
+    assert "whole range lies below 1" in str(slower)
+    crossing = measure.verdict([1.0] * 7, [1.3, 0.8, 1.4, 0.7, 1.2, 0.9, 1.35], claim="c", expected="A faster")
+    assert f"within {measure.MIN_EFFECT:.0%}" not in str(crossing)  # the range itself decided: no rule to name
+    assert f"within {measure.MIN_EFFECT:.0%}" not in str(measure.verdict([1.0] * 9, [1.2] * 9, claim="c",
+                                                                         expected="A faster"))
+
+
 def test_pure_noise_is_almost_never_a_confident_answer():
     rng = random.Random(0)
     decided = 0
@@ -928,3 +941,9 @@ def test_a_verdicts_figure_has_the_decimals_of_its_range():
     assert "0.998x" in text and "1.00x" not in text and "range 0.998-0.998" in text, text
     plain = measure.decide([1.21, 1.3, 1.25, 1.22, 1.28], claim="a vs b", expected="a faster", load=None, timed=False)
     assert f"{plain.ratio:.2f}x (" in str(plain)  # two decimals where the range needs no more
+
+
+def test_the_readme_states_the_minimum_effect_the_verdicts_use():
+    """Learner s13r6d: the 5 % rule decided verdicts while no page a learner reads stated it."""
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    assert f"at least {round(measure.MIN_EFFECT * 100)} % from 1, `measure.MIN_EFFECT`" in readme

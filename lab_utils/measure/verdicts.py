@@ -100,7 +100,7 @@ def _split_reason(reason: str) -> tuple[str, str]:
 def _refused_figure_note(note: str) -> bool:
     """A note about the pairs' figure, scatter or range, or the claim they let a verdict test: a refused verdict
     prints no figure (it stays in verdicts.csv), so none of these either."""
-    return note.startswith(("these pairs scatter by", "restated:"))
+    return note.startswith(("these pairs scatter by", "restated:", "the whole range lies"))
 
 
 @dataclass(frozen=True)
@@ -238,6 +238,13 @@ def printed_outcome(v: Verdict) -> str:
     return v.outcome()
 
 
+def small_effect_note(ratio: float, above: bool, min_effect: float = MIN_EFFECT) -> str:
+    """Why a range wholly on one side of 1 decides nothing: its median lies within `min_effect` of 1 (learner s13r6d,
+    lab 13: 1.021x with range 1.004-1.06 read 'not distinguishable' with the rule unprinted)."""
+    return (f"the whole range lies {'above' if above else 'below'} 1, but {ratio:.3f}x is within {min_effect:.0%} of 1, "
+            f"the smallest effect the course calls a result")
+
+
 def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: float = MIN_EFFECT,
            confidence: float = CONFIDENCE, unit: str = "x", no_worse_than: float | None = None,
            workers: int | None = None, timed: bool = True, same_work: bool = False, workload=None,
@@ -322,6 +329,8 @@ def decide(ratios, *, claim: str, expected: str, lab: str = "", min_effect: floa
             verdict = HOLDS
         elif high < 1 and middle <= 1 / (1 + min_effect):
             verdict = REVERSED
+        elif low > 1 or high < 1:  # one side of 1, but too small an effect: the rule says so where it decides
+            notes.append(small_effect_note(middle, low > 1, min_effect))
     load = load if load is not None else run_conditions()
     decided = Verdict(claim, expected, middle, low, high, verdict, len(ratios), unit, lab, "", holds_from,
                       same_work=same_work, workload=named, extra_work=extra_work)

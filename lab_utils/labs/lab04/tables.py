@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass
 
 from ... import measure
@@ -154,19 +155,35 @@ def verdict_figures_line(step: float) -> str:
             f"verdict's {step:.2f}x, from above)")
 
 
-def other_side_line(v, a: str, b: str) -> str:
-    """Where theory predicts A and B equal and the verdict tests one side ('A no slower'): the other side ('A no
-    faster') read on the same paired range ('' where the load refused the verdict)."""
+def pair_conclusion(v, a: str, b: str) -> str:
+    """One plain sentence for a verdict where theory predicts A and B equal and the claim tests one side ('A no
+    slower'): what the paired rounds showed, and which half of 'equal' held (learner s13r6d, lab 04 finding 3:
+    'holds' beside "the other half does not hold"); '' where the load refused the verdict."""
     if v.verdict == measure.CANNOT_SEE:
         return ""
+    head = f"{a} vs {b}: {a} ran {v.ratio:.2f}x as fast as {b} (range {v.range_text()} over {v.repeats} paired rounds)"
     if v.low > 1:
-        return (f"theory's other half, '{a} no faster than {b}', does not hold here: the whole range "
-                f"{v.range_text()} lies above 1: {a} was faster than the equal bubble predicts; the parts below "
-                "say where")
+        return (f"{head}: faster, where theory expects them equal: '{a} no slower' holds, '{a} no faster' does not "
+                "(the parts after it say where the time went)")
     if v.high < 1:
-        return f"theory's other half, '{a} no faster than {b}', holds: the whole range {v.range_text()} lies below 1"
-    return (f"theory's other half, '{a} no faster than {b}': the range {v.range_text()} holds 1, so this run "
-            "tells no difference")
+        return f"{head}: slower, where theory expects them equal (the verdict says whether beyond its margin)"
+    return f"{head}: no difference this run can tell, as theory expects"
+
+
+def library_conclusion(v, schedule: str) -> str:
+    """The plain sentence before a library verdict (v.ratio: your ops' step over the library's): which was faster,
+    with the paired range, and, where the pairs were too noisy to test a cost, what the course's 30 % limit is
+    (learner s13r6d, lab 04 findings 4-5)."""
+    if v.verdict == measure.CANNOT_SEE:
+        return ""
+    head = (f"the library's {schedule} ran {v.ratio:.2f}x as fast as your ops (range {v.range_text()} over "
+            f"{v.repeats} paired rounds)")
+    said = ("faster: the library beats your ops" if v.low > 1 else "slower than your ops" if v.high < 1 else
+            "no difference this run can tell")
+    noisy = (f"; the verdict's {measure.MAX_RESTATED:.0%} is the largest cost the course widens a 'no slower' claim "
+             "to, for pairs this noisy: past it a claim says nothing, so only a win could decide"
+             if "only a win could decide" in v.notes else "")
+    return f"{head}: {said}{noisy}"
 
 
 def library_reading(v, what: str) -> str:
@@ -210,17 +227,6 @@ def _signed(ms: float) -> str:
     return f"{'-' if ms < -0.05 else '+'} {abs(ms):.1f}"
 
 
-def spread_line(label: str, ops, handovers) -> str:
-    """Why one configuration's steps spread: the range of its ops-in-order times and of its hand-overs, in ms, and
-    which range is the wider ('' for fewer than 2 steps: no spread to read)."""
-    if min(len(ops), len(handovers)) < 2:
-        return ""
-    wider = "the ops" if max(ops) - min(ops) >= max(handovers) - min(handovers) else "the hand-overs"
-    return (f"why the steps spread ({label}, over its {len(ops)} steps): its ops in order took "
-            f"{min(ops) * 1e3:.1f}-{max(ops) * 1e3:.1f} ms, the hand-overs added "
-            f"{min(handovers) * 1e3:.1f}-{max(handovers) * 1e3:.1f} ms: {wider} varied more")
-
-
 def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
     """A note where a row's compute factor (read on its median step, the column's, which keeps 'vs naive = overlap x
     compute' true) lies outside the range of the paired rounds' busy-time ratios: that step's ops were atypical, not
@@ -234,14 +240,30 @@ def compute_note(label: str, compute: float, low: float, median: float, high: fl
 
 
 def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
-              refused: str | None = None, paired: tuple[float, float, float] | None = None) -> str:
+              refused: str | None = None, paired: tuple[float, float, float] | None = None,
+              compute_range: tuple[float, float, float] | None = None) -> str:
     """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
     (read_compute: the paired rounds' figure where the median step's compute is atypical (compute_note finds it;
     the compute line under the table prints it)). paired:
-    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then the line repeats the table's
-    row (its speedup = overlap x compute, which multiply as printed) and 'pays' needs the whole range above 1."""
+    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then the line leads with their
+    median and range, the comparison's one figure ('pays' needs the whole range above 1), and says why in the two
+    factors: the overlap of the table's median step, and the compute of the paired rounds (compute_range: (low,
+    median, high), the compute line's figure; learner s13r6d, lab 04 findings 1-2)."""
     if refused:
         return f"whether GPipe M={m} pays here: {measure.NOT_MEASURABLE}: {refused}"
+    if paired is not None and compute_range is not None:  # the paired figures lead: one per comparison
+        middle, low, high = paired
+        c_low, c_mid, c_high = compute_range
+        pays = ("it pays" if low > 1 else "it loses" if high < 1 else
+                "this run cannot tell whether it pays (it does where the whole range lies above 1)")
+        busier = (f"the schedule kept the stages {overlap:.2f}x busier (overlap, the table's median step)" if overlap > 1
+                  else "the schedule kept the stages no busier than the naive split (overlap, the table's median step)")
+        ops = (f"its ops ran {'slower' if c_mid < 1 else 'no slower'} per image (compute {c_mid:.2f}x, range "
+               f"{_range(c_low, c_high)}, paired rounds)"
+               + (f": each op's fixed cost is paid {m} times, on tensors {m}x smaller" if c_mid < 1 else ""))
+        head = (f"GPipe M={m} ran {middle:.2f}x as fast as the naive split (median of the paired rounds, range "
+                f"{_range(low, high)}; the table's {vs_naive:.2f}x reads one step): {pays}")
+        return f"{head}. Why: {busier}, {'but' if c_mid < 1 and overlap > 1 else 'and'} {ops}"
     if paired is not None:  # the table's row, whose factors multiply; the paired range decides 'pays'
         _, low, high = paired
         pays = ("so it pays" if low > 1 else "so it loses" if high < 1 else
@@ -314,6 +336,15 @@ def fastest_other_m(makespans: dict[int, float], shown: int) -> list[int]:
     return [] if shown in fastest else fastest
 
 
+def fastest_line(words: str, ratios) -> str:
+    """The summary's line for GPipe's fastest M (words: fastest_words), with the comparison's one figure: the median
+    of the paired rounds' ratios (naive's step over its) and their range (learner s13r6d, lab 04 finding 2)."""
+    low, high, _ = measure.ratio_range(ratios)
+    pays = ("it pays" if low > 1 else "it loses" if high < 1 else "this run cannot tell whether it pays")
+    return (f"GPipe's fastest M here: {words} (the table's medians), {statistics.median(ratios):.2f}x as fast as the "
+            f"naive split (range {_range(low, high)} over {len(ratios)} paired rounds): {pays}")
+
+
 def fastest_words(ms: list[int]) -> str:
     """'M=4', or 'M=2 and M=4 (a tie)' for the summary's fastest-M line."""
     return " and ".join(f"M={m}" for m in ms) + (" (a tie)" if len(ms) > 1 else "")
@@ -332,9 +363,8 @@ def handover_table(labels, steps, ops, ideals, tolerance_s: float, every_step: d
                 f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else
                 _slow_handovers(m - s, (every_step or {}).get(label, [])))
         lines.append(f"{label:<12}{step:>6.1f} = {ideal:>6.1f} + {step - ideal - hand:>20.1f} + {hand:>10.1f}{mark}")
-    lines.append("ideal: the typical (median) op times in the schedule, free hand-overs; its ops over typical: this "
-                 "step's own ops in order minus ideal (below 0: they ran faster than the typical ones); hand-overs: "
-                 "the step minus its own ops in order (messages, Python between ops, waits for a core)"
+    lines.append("ideal: the typical op times in the schedule; its ops over typical: this step's own ops minus "
+                 "ideal (below 0: faster); hand-overs: the rest (messages, Python between ops, waits for a core)"
                  + ("; a row marked 'its steps' median': this step's hand-overs were over twice that median, one slow "
                     "step's, not the configuration's" if any("steps' median" in line for line in lines) else ""))
     return lines
@@ -366,10 +396,7 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
     gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
                          [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s,
                          {label: pl.handover_seconds(measured[label]) for label in rows})
-    out += gap[:-1] + [measure.short_lines(gap[-1])]
-    spread = spread_line(f"gpipe M={largest}", pl.ops_makespans(measured[f"gpipe M={largest}"]),
-                         pl.handover_seconds(measured[f"gpipe M={largest}"]))
-    return out + ([measure.short_lines(spread)] if spread else [])  # two steps or more
+    return out + gap[:-1] + [measure.short_lines(gap[-1])]  # learner s13r6d, 9: the notes halved, no spread line
 
 
 def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stages: int, largest: int, factors,
@@ -392,8 +419,8 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
                                        [pl.busy_seconds(t) for t in naive.timelines])
         low, high, _ = measure.ratio_range(ratios)
         busy_ranges[label] = (low, statistics.median(ratios), high)
-    lines = [measure.short_lines("each row is its median step by makespan; 'steps': the bubble's range over every "
-                                 "step, anywhere in which the median step's may lie, even at an end"),
+    lines = [measure.short_lines("each row is its median step by makespan; 'steps': the range of every step's bubble "
+                                 "(the median step's lies in it)"),
              f"{'':<12}{'makespan':>9}{'spread':>8}{'vs naive':>9}{'= overlap':>10}{'x compute':>10}{'bubble':>8}"
              f"{'steps':>15}{'theory':>8}{'ideal':>7}"]
     for label in rows:
@@ -410,9 +437,6 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
     noise = detectors.noise_line(measured[label].spread for label in rows)
     if noise:
         lines.append(measure.short_lines(str(noise)))
-        middle = detectors.middle_half_line({label: measured[label].makespans for label in rows})
-        lines += [measure.short_lines("why: a step ends when its last stage does, so a "
-                                      "hold-up on either stage counts; " + middle)] if middle and refused is None else []
     if refused is not None:
         lines.append(measure.short_lines(
             f"{measure.N_M}: {measure.NOT_MEASURABLE}: {refused}. GPipe keeps {stages} stages computing at once, the "
@@ -440,10 +464,10 @@ def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpi
         verb, prep = ("added", "to") if ms >= 0 else ("took", "off")
         return f"its {n} extra {what} {verb} {abs(ms):.1f} ms ({abs(seconds) / n * 1e3:.2f} ms each{net}) {prep} {to}"
     return (f"why GPipe M={m} ran {naive[0] / gpipe[0]:.2f}x as fast as the naive split, not the split's cap of "
-            f"{cap:.2f}x (above): each call's fixed cost, over the naive split's median step: "
+            f"{cap:.2f}x: over the naive step ({naive[0] * 1e3:.1f} ms), "
             + said(handed, messages, "messages", "the hand-overs") + ", and "
-            + said(busier, calls, "op calls", "the stages' busy time", "; smaller tensors' cache gains included")
-            + f", against the naive step's {naive[0] * 1e3:.1f} ms" + _fixed_against(busier / calls, m, smallest_op))
+            + said(busier, calls, "op calls", "the busy time")
+            + _fixed_against(busier / calls, m, smallest_op))
 
 
 def _fixed_against(per_call: float, m: int, smallest_op: tuple[str, float] | None) -> str:
@@ -453,11 +477,9 @@ def _fixed_against(per_call: float, m: int, smallest_op: tuple[str, float] | Non
         return ""
     name, seconds = smallest_op
     share = per_call / seconds
-    weight = ("the per-call costs (Python, each layer's dispatch) rival the compute here; with large layers (a "
-              "GPU's) they would not, and the bubble's gain would show" if share >= 0.5
+    weight = ("fixed costs rival the compute here, as a GPU's large layers would not" if share >= 0.5
               else "small against it, so the bubble's gain can show")
-    return (f". Per op call that is {share:.0%} of the cheapest op at M={m} ({name}, {seconds * 1e3:.2f} ms): "
-            f"{weight}")
+    return f", {share:.0%} of the cheapest op ({name}, {seconds * 1e3:.2f} ms): {weight}"
 
 
 def library_schedules_line(ratios, yours: float) -> str:

@@ -263,7 +263,8 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
     (every rank a slab of every image), data parallel (every rank its share of the images, gradients all-reduced) and
     one device (rank 0 the whole batch alone); on 2 ranks or more, interleaved with them, the unsplit model on each
     rank's slab with no message, rank 0 alone and every rank at once (key "shared": what ranks computing at the same
-    time cost each other). Then the bytes each strategy sends in one step; one 4-byte all-reduce after a barrier
+    time cost each other), and 5 more spatial steps clocked at each blocking call (key "clocked"). Then the bytes
+    each strategy sends in one step; one 4-byte all-reduce after a barrier
     ("one message"), and one that rank 1 calls 1 ms late ("late partner": each rank's times, how long rank 1 slept)."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     full = CourseCNN(seed)
@@ -311,6 +312,12 @@ def speed_worker(rank, world_size, workloads, repeats, seed):
         out[name] = {"times": {s: list(timing[s].times) for s in steps}, "sent": sent}
         if world_size > 1:
             out[name]["shared"] = {s: list(timing[s].times) for s in shared}
+            with spatial.clock_calls() as clock:  # 5 more spatial steps: when this rank enters and leaves each call
+                for _ in range(5):
+                    dist.barrier()
+                    clock.step()
+                    spatial_step()
+            out[name]["clocked"] = clock.steps
     tiny, slept = torch.zeros(1), []
 
     def late_call():  # rank 1 calls 1 ms after rank 0, and notes how long it really slept

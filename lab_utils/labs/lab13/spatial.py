@@ -7,6 +7,7 @@ import contextlib
 import csv
 import math
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +133,103 @@ def count_sends():
         yield sends
 
 
+# ---- when each rank enters and leaves each blocking call: the ranks' arrival skew -------------------------------
+
+CLOCKED_CALLS = ("all_reduce", "isend", "irecv")
+
+
+class CallClock:
+    """Per step, every blocking call this rank made: (call, entered, left), time.perf_counter() seconds. On Linux
+    perf_counter reads CLOCK_MONOTONIC, one clock for every process of the machine: ranks' times compare directly."""
+
+    def __init__(self):
+        self.steps: list[list[tuple[str, float, float]]] = []
+
+    def step(self) -> None:
+        """The calls after this belong to a new step."""
+        self.steps.append([])
+
+    def record(self, call: str, entered: float, left: float) -> None:
+        self.steps[-1].append((call, entered, left))
+
+
+class _ClockedRequest:
+    """An isend's or irecv's request whose wait() is clocked: that is where a halo exchange blocks."""
+
+    def __init__(self, request, clock: CallClock, call: str):
+        self._request, self._clock, self._call = request, clock, call
+
+    def wait(self, *args, **kwargs):
+        entered = time.perf_counter()
+        result = self._request.wait(*args, **kwargs)
+        self._clock.record(self._call, entered, time.perf_counter())
+        return result
+
+
+@contextlib.contextmanager
+def clock_calls():
+    """`with clock_calls() as clock:` clocks this rank's all_reduce calls and its isend/irecv waits; call clock.step()
+    before each step."""
+    import torch.distributed as dist
+
+    clock = CallClock()
+    originals = {name: getattr(dist, name) for name in CLOCKED_CALLS}
+
+    def all_reduce(*args, **kwargs):
+        entered = time.perf_counter()
+        result = originals["all_reduce"](*args, **kwargs)
+        clock.record("all_reduce", entered, time.perf_counter())
+        return result
+
+    def requester(name):
+        return lambda *args, **kwargs: _ClockedRequest(originals[name](*args, **kwargs), clock, name)
+
+    dist.all_reduce, dist.isend, dist.irecv = all_reduce, requester("isend"), requester("irecv")
+    try:
+        yield clock
+    finally:
+        for name, fn in originals.items():
+            setattr(dist, name, fn)
+
+
+def arrival_skew(per_rank: list[list[list]]) -> dict | None:
+    """Two ranks' clocked steps (CallClock.steps, one list per rank) taken apart, medians over the steps, seconds:
+    "skew": how far apart the ranks reached each blocking wait, |rank 0's - rank 1's|, added up over the step (the
+    rank that came first waits that long); "inside": each rank's time inside the waits; "together": the time a rank
+    spent inside them with both ranks there, (both ranks' inside - skew) / 2; "kinds": the waits a step, by call.
+    None where the ranks' waits do not pair up (not 2 ranks, or another count of waits)."""
+    if len(per_rank) != 2 or not per_rank[0] or len(per_rank[0]) != len(per_rank[1]):
+        return None
+    skews: list[float] = []
+    inside: list[list[float]] = [[], []]
+    together: list[float] = []
+    for first, second in zip(*per_rank):
+        if len(first) != len(second) or not first:
+            return None
+        skews.append(sum(abs(a[1] - b[1]) for a, b in zip(first, second)))
+        for r, calls in enumerate((first, second)):
+            inside[r].append(sum(left - entered for _, entered, left in calls))
+        together.append((inside[0][-1] + inside[1][-1] - skews[-1]) / 2)
+    kinds: dict[str, int] = {}
+    for call, _, _ in per_rank[0][0]:
+        kinds[call] = kinds.get(call, 0) + 1
+    return {"skew": float(np.median(skews)), "inside": [float(np.median(t)) for t in inside],
+            "together": float(np.median(together)), "calls": len(per_rank[0][0]), "kinds": kinds, "steps": len(skews)}
+
+
+def skew_words(skew: dict, message_s: float | None = None) -> str:
+    """The clocked waits in words (arrival_skew's figures; message_s: a bare 4-byte all-reduce, to set a wait with
+    both ranks there beside)."""
+    kinds = ", ".join(f"{n} {call}" for call, n in skew["kinds"].items())
+    each = skew["together"] / skew["calls"]
+    bare = "" if message_s is None else f", against {message_s * 1e3:.2f} ms for a bare message"
+    return (f"clocked over {skew['steps']} more steps at its {skew['calls']} blocking waits ({kinds}): the ranks spent "
+            f"{skew['inside'][0] * 1e3:.2f} and {skew['inside'][1] * 1e3:.2f} ms a step inside them; their arrival "
+            f"skew (how far apart they reached each wait, added up: the first to arrive waits) was "
+            f"{skew['skew'] * 1e3:.2f} ms, so about {skew['together'] * 1e3:.2f} ms a rank ({each * 1e3:.2f} ms a "
+            f"wait) passed with both ranks there{bare}")
+
+
 def halo_bytes_by_layer(per_rank: list[list[dict]], phase: str) -> dict[tuple[int, int], int]:
     """{(channels, width): bytes} of the halo messages (isend) every rank sent in `phase`, summed over the ranks."""
     out: dict[tuple[int, int], int] = {}
@@ -226,12 +324,16 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
     (medians, in ms)."""
     ratios = measure.paired_ratios(one_device, data_parallel)  # data parallel's time over one device's, per round
     low, high, _ = measure.ratio_range(ratios)
-    head = (f"{name}: data parallel took {float(np.median(ratios)):.2f}x one device's time (range "
+    middle = float(np.median(ratios))
+    head = (f"{name}: data parallel took {middle:.2f}x one device's time (range "
             f"{shown(low, (1.0,))}-{shown(high, (1.0,))} over {len(ratios)} paired rounds)")
     within = low <= 1 <= high
+    small = not within and 1 / (1 + measure.MIN_EFFECT) < middle < 1 + measure.MIN_EFFECT  # the verdicts' rule
     one_ms, dp_ms = float(np.median(one_device)) * 1e3, float(np.median(data_parallel)) * 1e3
     if images < 2:
         side = ("the range holds 1: the difference is within the rounds' spread" if within else
+                f"the whole range lies {'above' if low > 1 else 'below'} 1, but within {measure.MIN_EFFECT:.0%} of 1, "
+                f"too small an effect to call, as for the verdicts ({dp_ms - one_ms:+.2f} ms at the medians)" if small else
                 "the whole range lies below 1, which the work does not explain (rank 0's is the same): the "
                 "difference is the conditions each step met (its place in the round, the caches and memory it found)"
                 if high < 1 else f"the whole range lies above 1: {dp_ms - one_ms:.2f} ms more at the medians, the "
@@ -241,6 +343,7 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
     saved = one_ms * (ranks - 1) / ranks  # at most: the compute the other ranks take off rank 0
     added = dp_ms - (one_ms - saved)  # data parallel's step beyond one rank's share of the compute
     verdict = ("the range holds 1: no difference this run can tell" if within else
+               f"within {measure.MIN_EFFECT:.0%} of 1: too small an effect to call" if small else
                f"too few images to share out: it adds {added / saved:.1f}x what the split saves"
                if low > 1 else "enough images to share out: the split saves more than it adds")
     return (f"{head}; each rank computes about {images // ranks} of the {images} images, which saves at most "
@@ -271,10 +374,11 @@ def code_cost_summary(overhead: list[str], name: str) -> str:
             if found else measure.lines.wrap(overhead[0], hang="    "))  # the busy line, at 100 columns as above
 
 
-def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None) -> str:
+def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None,
+               skew: dict | None = None) -> str:
     """Why a small image's spatial step has a floor: its time on 2 ranks minus the same code's on 1 rank, spread
     over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians). late:
-    wake_words' figures, what a wait costs beyond the partner's delay."""
+    wake_words' figures, what a wait costs beyond the partner's delay; skew: arrival_skew's, the wait taken apart."""
     two_ms, one_ms = float(np.median(two_ranks)) * 1e3, float(np.median(one_rank)) * 1e3
     message_ms = float(np.median(message)) * 1e3
     n = sum(calls.values())
@@ -287,35 +391,40 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, l
         cause = (f"{each / message_ms:.1f}x a bare message each. The partner's compute explains at most its whole "
                  f"step ({one_ms:.2f} ms) and the messages' latency {n} x {message_ms:.2f} ms; the other "
                  f"{wait:.2f} ms ({wait / n:.2f} ms a call) is the wait cost: what a call that must wait for its "
-                 "partner costs here beyond both" + (" (this run does not take it apart)" if late is None else
-                                                     wake_words(late, n, wait)))
+                 "partner costs here beyond both" + ("" if late is None else wake_words(late, n, wait, skew is None))
+                 + (" (this run does not take it apart)" if late is None and skew is None else "")
+                 + ("" if skew is None else f". Taken apart, {skew_words(skew, message_ms / 1e3)}"))
     return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
             f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
             f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
             f"barrier: {cause}")
 
 
-def wake_words(late, calls: int, wait_ms: float) -> str:
+def wake_words(late, calls: int, wait_ms: float, suspect: bool = True) -> str:
     """The wait cost's measured part (late: rank 0's times of an all-reduce rank 1 called late, how long rank 1 slept,
     rank 0's times of the same call made at once; paired rounds, seconds): what rank 0 lost beyond the delay and a
-    bare message, round by round, where it slept in gloo's wait and had to be woken."""
+    bare message, round by round, where it slept in gloo's wait and had to be woken. suspect: name theory's next
+    suspect, where no clock takes the wait apart; without it, a wake-up that costs almost nothing is not said."""
     wake = float(np.median([t - s - m for t, s, m in zip(*late)])) * 1e3
     head = (f". One part, measured: on a 4-byte all-reduce its partner called late, rank 0's time beyond the "
             f"partner's sleep and a bare message was {wake:.2f} ms (median of {len(late[0])} rounds)")
+    if wake < 0.05 and not suspect:  # the clocked waits below take the wait cost apart: no detour through a nil
+        return ""
     if wake < 0.05:
         return (f"{head}: waking a rank that slept waiting costs almost nothing here, so the wait cost lies "
-                "elsewhere (this run does not take the rest apart; theory's next suspect: in the step, a message "
-                "lands while both ranks compute, and gloo's thread that receives it must wait for a core they hold, "
-                "where this test's partner slept and left one free)")
+                "elsewhere" + (" (this run does not take the rest apart; theory's next suspect: in the step, a message "
+                               "lands while both ranks compute, and gloo's thread that receives it must wait for a core "
+                               "they hold, where this test's partner slept and left one free)" if suspect else ""))
     return (f"{head}: a rank that waits sleeps in gloo and must be woken and given a core again; were all {calls} "
             f"calls to wait, that would be {min(calls * wake, wait_ms):.2f} ms of the {wait_ms:.2f} ms")
 
 
 def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
-                     ranks: int = 2, shared: tuple[float, float] | None = None) -> str:
+                     ranks: int = 2, shared: tuple[float, float] | None = None, skew: dict | None = None) -> str:
     """The large image's spatial step taken apart (medians, seconds): its share of one device's compute at the code's
     own 1-rank cost, the small image's floor, what ranks computing at once cost each other (shared: the unsplit model
-    on one slab, (rank 0 alone, every rank at once), shared_medians), and the rest (longer waits)."""
+    on one slab, (rank 0 alone, every rank at once), shared_medians), and the rest (longer waits), which skew
+    (arrival_skew, the large image's) takes apart where given."""
     share = one_device_s / ranks * code_ratio
     both = 0.0 if shared is None else shared[1] - shared[0]
     rest = spatial_s - share - floor_s - both
@@ -330,10 +439,13 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
             f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
             f"the small image){measured} "
-            + (f"+ {rest * 1e3:.1f} ms more (medians; this run does not take the rest apart: theory names {theory})"
-               if rest >= 0 else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
+            + (f"+ {rest * 1e3:.1f} ms more, the rest (medians; this run does not take it apart: theory names "
+               f"{theory})" if rest >= 0 and skew is None else
+               f"+ {rest * 1e3:.1f} ms more, the rest (medians). The floor and the rest ({(floor_s + rest) * 1e3:.1f} "
+               f"ms) taken apart, {skew_words(skew)}" if rest >= 0 and skew is not None else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
                "up: here they overlap)")
-            + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute and added "
+            + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute (one device's less this share) "
+            f"and added "
             f"{(spatial_s - share) * 1e3:.1f} ms, most of it {max(costs)[1]}: spatial gains where the first exceeds "
             "the second")
 
@@ -355,10 +467,14 @@ def crossover_line(side: int, spatial_s: float, one_device_s: float, code_ratio:
         return (head + f"at {side} px already, by these medians (the fixed costs, {fixed * 1e3:.1f} ms, are below "
                 f"the saving that grows with the area, {grows * 1e3:.1f} ms here)")
     at = side * area ** 0.5
-    return (head + f"the saving that grows with the area ({grows * 1e3:.1f} ms here) covers the fixed costs (the "
-            f"floor and the rest, {fixed * 1e3:.1f} ms) above about {at:.0f} px a side; set large_side to "
-            f"{_round_side(2 * at)} in the parameters cell to see it (the rest may grow too, which this run cannot "
-            "tell)")
+    try_side = _round_side(2 * at)
+    scale = (try_side / side) ** 2  # the tried image's area, in this image's
+    predicted = one_device_s * scale / (one_device_s * scale - grows * scale + fixed)
+    return (head + f"the saving less computing at once ({grows * 1e3:.1f} ms here: both grow with the area) covers "
+            f"the fixed costs (the floor and the rest, {fixed * 1e3:.1f} ms) above about {at:.0f} px a side. Set "
+            f"large_side to {try_side} (twice that, rounded up to 256 px) in the parameters cell to see it: there "
+            f"these parts predict spatial {predicted:.2f}x as fast as one device, clear of the "
+            f"{measure.MIN_EFFECT:.0%} a verdict needs (the rest may grow too, which this run cannot tell)")
 
 
 def _round_side(side: float) -> int:
@@ -412,6 +528,13 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
     return rounds, speed, lines
 
 
+def clocked_skew(per_rank: list[dict], name: str) -> dict | None:
+    """arrival_skew of the spatial steps speed_worker clocked on `name` (its "clocked"), or None."""
+    if any("clocked" not in r.get(name, {}) for r in per_rank):
+        return None
+    return arrival_skew([r[name]["clocked"] for r in per_rank])
+
+
 def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> tuple[list[str], list[str]]:
     """The two lines under the speed table, where the load allows them: (overhead, lines). overhead: overhead_lines
     of the 1-rank launch `alone`; lines: those, then the small image's floor_line from rank 0's calls in one spatial
@@ -424,17 +547,18 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
     late = ((per_rank[0]["late partner"]["times"], per_rank[1]["late partner"]["slept"], per_rank[0]["one message"])
             if len(per_rank) == 2 and "late partner" in per_rank[0] else None)
     floor = floor_line(small, rounds[small]["spatial"], alone[small]["times"]["spatial"], calls,
-                       per_rank[0]["one message"], late)
+                       per_rank[0]["one message"], late, clocked_skew(per_rank, small))
     return overhead, overhead + [measure.lines.wrap(floor, hang="  ")]
 
 
 def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict, images: dict[str, int], small: str,
                          large: str, many: str, busy: str | None, ranks: int = 2,
-                         shared: tuple[float, float] | None = None, large_side: int | None = None) -> list[str]:
+                         shared: tuple[float, float] | None = None, large_side: int | None = None,
+                         skew: dict | None = None) -> list[str]:
     """The lines under the verdicts: the large image's spatial step taken apart (split_costs_line; the [!]'s cause
     where its verdict is reversed; with large_side, the crossover_line under it), then data parallel beside one device on the large and the many images
     (data_parallel_vs_one_line); each refused where the load refused its verdicts. images: per workload, its
-    number of images; shared: the large image's shared_medians."""
+    number of images; shared: the large image's shared_medians; skew: its clocked_skew."""
     out = []
     if busy or verdicts[large, "spatial", "one device"].verdict == measure.CANNOT_SEE:
         out.append(f"{large}: spatial's step taken apart: {measure.NOT_MEASURABLE}, as its verdict above")
@@ -444,7 +568,7 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
         lost = verdicts[large, "spatial", "one device"].verdict == measure.REVERSED  # the line is the [!]'s cause
         out.append(measure.lines.wrap(("why the [!] above, measured: " if lost else "") + split_costs_line(
             large, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio, floor_s,
-            ranks, shared), hang="  "))
+            ranks, shared, skew), hang="  "))
         if large_side is not None and ranks == 2:
             out.append(measure.lines.wrap(crossover_line(
                 large_side, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio,
