@@ -46,7 +46,8 @@ def lesson(notebook):
 def test_the_lab04_line_is_true_where_the_notebook_ran(tmp_path):
     solution = learner_code.COURSE / "solutions" / "04_model_parallel_pipeline.ipynb"
     built = reporting.lab04_source([lesson(solution)], cwd=tmp_path)  # build/outputs: no learner's copy there
-    assert built.endswith("(no 04_model_parallel_pipeline.ipynb of yours beside this notebook to count instead)")
+    assert built.endswith("(lesson code, nothing for you to write; no 04_model_parallel_pipeline.ipynb beside this "
+                          "notebook)")  # learner s13r6e: 'of yours' read as missing work
     assert "this run's folder" not in built and "solutions/" not in built  # learner s12r3e lab 06 finding 8
     assert reporting.lab04_source([lesson(solution)], cwd=learner_code.COURSE / "solutions").endswith(
         "from the course's solution of Lab 04")
@@ -267,6 +268,8 @@ def test_a_noisy_win_says_how_it_was_decided_in_one_plain_line():
     # learner s13r6e, lab 06 finding 2: undecided on noisy pairs: word and figure, then one plain line (no 30 %
     # hedge, no second note)
     brief = reporting.verdict_brief(undecided)
+    summary = reporting.plain_verdict(undecided, "dist.all_reduce", "the ring")  # the summary: no note repeated
+    assert "too noisy to decide" in summary and "scatter" not in summary and "30%" not in summary
     assert " ".join(brief.split()).startswith(f"verdict, dist.all_reduce vs the ring, 64 KiB: {measure.UNDECIDED} at "
                                               "1.17x (range 0.90-1.43 over 7 paired repeats)")
     assert "not a clear win for dist.all_reduce (the range reaches 0.90x, below 1)" in " ".join(brief.split())
