@@ -115,8 +115,8 @@ def test_the_side_checks_keras_twin_of_the_kernels_step_is_one_short_note(tmp_pa
                            **same)]
     table = measure.record(rows, tmp_path, brief_notes=True)
     notes = [line for line in table.splitlines() if "measured 51,522" in line]
-    assert len(notes) == 1 and ("1.40x apart, allowed: rows timed under different conditions (the note one line "
-                                "up) may lie up to 2x apart") in " ".join(table.split()), table  # shared note (s13-h7)
+    assert len(notes) == 1 and ("1.40x apart, allowed: rows timed under different conditions (the note just "
+                                "above) may lie up to 2x apart") in " ".join(table.split()), table  # shared note (s13-h7)
     assert "one quantity under two workload labels" not in table and "theory does not fix" not in table
     assert "wakes them" in " ".join(table.split())  # the row's own note says why this Keras figure is lower
 
