@@ -165,6 +165,9 @@ def test_the_two_keras_figures_are_set_side_by_side_with_their_ratio():
     assert line == ("keras' 27,173 samples/s lies below section 5's 44,822 from back-to-back steps (1.65x apart), as "
                     "theory puts it")
     assert "not below" in reporting.keras_twins(26140.4, 29374.0)
+    # a scratch run beside other helpers: 2.11x apart, which the results table flags as a contradiction
+    far = reporting.keras_twins(45545.0, 21612.0)
+    assert "(2.11x apart): more than the 2x" in far and "flags it" in far and "as theory puts it" not in far
     busy = reporting.keras_twins(29374.0, 26140.4, busy=True)
     assert "1.12x apart" in busy and "as theory puts it" not in busy and "no order is read" in busy
 
