@@ -97,6 +97,8 @@ def undecided_brief(v: measure.Verdict, claim: str) -> str:
     """An undecided no-worse-than verdict on noisy pairs: its word and figure on one line, then in one plain line
     what would have decided it (a clear win) and why a cost could not be tested (the pairs' scatter, measured)."""
     found = re.match(SCATTER + r" ([\d.]+)%: a cost would have to exceed (\d+)%", v.notes)
+    if found is None:  # a note of another wording: the whole block says it
+        return str(v)
     scatter, cost = float(found[1]), found[2]
     first = v.claim.split(" vs ")[0]
     head = measure.short_lines(f"verdict, {claim}: {v.verdict} at {v.figure_text()}x (range {v.range_text()} over "
