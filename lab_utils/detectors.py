@@ -464,7 +464,7 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
                 f"{figure_text(second)} by {second_name}, {ratio:.2f}x apart")
     if condition and ratio <= condition_factor and under_row:  # learner s11r2c: one short line under the row
         return [note(f"{first_name} measured {figure_text(first)}: {ratio:.2f}x apart, allowed: rows timed under "
-                     f"different conditions (the note one line up) may lie up to {condition_factor:g}x apart")]
+                     f"different conditions (the note just above) may lie up to {condition_factor:g}x apart")]
     if condition and ratio <= condition_factor:
         return [note(f"{measured}, under different conditions ({condition.rstrip('.')}), which its lab says can move "
                      f"such a figure by an amount theory does not fix: a note, not a contradiction (up to "

@@ -560,7 +560,7 @@ def test_a_brief_note_is_one_line_under_the_row_whose_own_note_names_the_conditi
     brief = measure.record(row, tmp_path, brief_notes=True)
     assert " ".join(brief.split()).count("lab 01 measured") == 1
     assert ("note: lab 01 measured 10,544: 1.26x apart, allowed: rows timed under different "
-                "conditions (the note one line up) may lie up to 2x apart") in " ".join(brief.split()), brief
+                "conditions (the note just above) may lie up to 2x apart") in " ".join(brief.split()), brief
     assert "condition above" not in brief  # learner s12r4g: read as a rule stated above, which lab 10 never states
     full = measure.record(row, tmp_path)
     assert "which its lab says can move such a figure" in " ".join(full.split()), full

@@ -947,3 +947,16 @@ def test_the_readme_states_the_minimum_effect_the_verdicts_use():
     """Learner s13r6d: the 5 % rule decided verdicts while no page a learner reads stated it."""
     readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
     assert f"at least {round(measure.MIN_EFFECT * 100)} % from 1, `measure.MIN_EFFECT`" in readme
+
+
+def test_medians_beside_a_verdict_are_said_once_with_both_numbers():
+    """Learner s13r6e (lab 05 finding 1, lab 06 finding 6): a table's medians gave 1.55x beside a verdict's 1.25x and
+    only a generic 'each median comes from other rounds' line explained it: the line names both figures."""
+    from lab_utils import conditions, measure
+
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    v = measure.decide([1.25, 1.17, 1.68, 1.2, 1.3, 1.22, 1.4], claim="a vs b", expected="a faster", load=quiet)
+    line = measure.medians_beside(v, 1.5478, [0.69, 0.26])
+    assert line.startswith("the two medians give 1.55x, the verdict 1.25x") and "spreads 69 % and 26 %" in line
+    assert line.endswith("the comparison's figure is the verdict's")
+    assert measure.medians_beside(v, 1.2514) == ""  # printed alike: nothing to explain

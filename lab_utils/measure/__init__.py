@@ -25,7 +25,7 @@ from .timing import (Timing, after_warmup, alternating_rounds, intra_op_threads,
 from .verdicts import (CANNOT_SEE, CONFIDENCE, HOLDS, MAX_RESTATED, MIN_EFFECT, MIN_PAIRS, RESOLVE, REVERSED,
                        NO_DECISION, NOT_MEASURABLE, OTHER_ROUNDS, UNDECIDED, UNREAD, UNREADABLE_SHARE, Verdict, as_paired_result, as_result, condition_notes,
                        decide,
-                       N_M, n_m_line, paired_median, paired_ratios, printed_outcome, ratio_range, ratio_scatter, refusal, refusal_of, table_ratio, unreadable, verdict, write_verdict)
+                       N_M, medians_beside, n_m_line, paired_median, paired_ratios, printed_outcome, ratio_range, ratio_scatter, refusal, refusal_of, table_ratio, unreadable, verdict, write_verdict)
 from .watch import collective_calls
 
 __all__ = ["lines", "ALLREDUCES", "ANSWERED", "APPLIED", "BASELINE_FACTOR", "CANNOT_SEE", "CONFIDENCE", "FORWARD", "HOLDS", "MAX_RESTATED",
@@ -33,7 +33,7 @@ __all__ = ["lines", "ALLREDUCES", "ANSWERED", "APPLIED", "BASELINE_FACTOR", "CAN
            "Result", "SAME_RUN_S", "StepTimer", "AllReduceSweep", "Store", "TRAINING", "Timing", "UNDECIDED", "UNREAD", "UNREADABLE_SHARE",
            "NO_DECISION", "NOT_MEASURABLE", "OTHER_ROUNDS", "VERDICTS_CSV", "VERDICT_COLUMNS", "Verdict", "after_warmup", "alternating_rounds", "as_paired_result", "as_result",
            "collective_calls", "condition_notes", "decide", "flagged", "forget", "intra_op_threads", "last_recorded_load",
-           "measured_before", "measured_cause", "median_after_warmup", "numbered_rounds", "paired_median", "paired_ratios", "printed_outcome",
+           "measured_before", "measured_cause", "median_after_warmup", "medians_beside", "numbered_rounds", "paired_median", "paired_ratios", "printed_outcome",
            "N_M", "n_m_line", "plausibility", "ratio_range", "ratio_scatter", "refusal", "refusal_of", "table_ratio", "read_results", "read_verdicts", "record", "recorded_table",
            "reference_conditions", "reference_rate", "reference_row", "refusal_lines", "results_dir", "short_lines",
            "run_conditions", "samples_per_second", "spread", "store", "synchronize", "table_lines", "table_row",

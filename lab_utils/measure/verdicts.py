@@ -43,6 +43,18 @@ OTHER_ROUNDS = ("each median comes from other rounds: the comparison's figure is
                 "paired rounds' ratios")  # printed where medians of a pair stand beside its verdict
 
 
+def medians_beside(v: "Verdict", medians_ratio: float, spreads=()) -> str:
+    """Where a pair's two medians give another figure than its verdict: both figures, and why the verdict's is the
+    comparison's, said once with the numbers (learner s13r6e: 1.55x from a table's rates beside a verdict's 1.25x,
+    explained only by OTHER_ROUNDS); "" where they print alike or the verdict was refused (no figure)."""
+    if v.verdict == CANNOT_SEE or f"{medians_ratio:.2f}" == f"{v.ratio:.2f}":
+        return ""
+    spread = (f", spreads {' and '.join(f'{s:.0%}'.replace('%', ' %') for s in spreads)}" if spreads else "")
+    return (f"the two medians give {medians_ratio:.2f}x, the verdict {v.ratio:.2f}x: each median comes from other "
+            f"rounds{spread}, while each paired ratio compares two steps timed side by side; the comparison's "
+            "figure is the verdict's")
+
+
 def paired_median(a, b, *, higher_is_better: bool = False) -> float:
     """The figure a verdict on paired repeats a, b prints: the median of paired_ratios (A's advantage over B). A
     table that compares the same pair prints this, not the ratio of its two medians (each from other rounds)."""

@@ -42,7 +42,7 @@ def test_forged_empty_nan_and_constant_answers_score_zero(results, name):
 @pytest.mark.parametrize("label, grade, says", [
     ("batch float", 0.0, "return an int"), ("batch times", 0.0, "not multiplied"),
     ("batch no error", 0.5, "raise ValueError"), ("local tensors", 0.5, ".numpy()"),
-    ("local reversed", 0.0, "replica order"), ("local .values", 0.0, "on one replica (the default strategy)"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
+    ("local reversed", 0.0, "in reverse order"), ("local .values", 0.0, "on one replica (the default strategy)"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
     ("step no apply", 0.0, "did not change"), ("step mean / global", 0.0, "GLOBAL batch"),
     ("step no logits", 0.0, "from_logits=True")])
 @pytest.mark.slow
@@ -144,3 +144,16 @@ def test_a_reduced_value_is_told_as_combining_the_replicas():
     got = {**right, "values": [[3.0]]}
     grade, said = _local_judge(got, right, {})
     assert grade == 0.0 and "strategy.reduce combines the replicas into one" in said
+
+
+def test_local_values_in_reverse_order_are_named_as_reversed():
+    """Learner s13r6e, lab 05 Ex 2: the reversed list got the generic 'not ... in replica order'."""
+    from lab_utils.labs.lab05 import exercises as lab05_exercises
+
+    case = {"scale": 10.0, "offset": 1.0, "size": 3}
+    expected = lab05_exercises._local_expected(case)
+    backwards = dict(expected, values=expected["values"][::-1])
+    grade, message = lab05_exercises._local_judge(backwards, expected, case)
+    assert grade == 0.0 and "in reverse order" in message, message
+    wrong = dict(expected, values=[[0.0] * 3, [5.0] * 3])
+    assert "in reverse order" not in lab05_exercises._local_judge(wrong, expected, case)[1]

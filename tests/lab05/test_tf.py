@@ -394,4 +394,6 @@ def test_the_results_table_says_how_the_shared_pool_is_recorded():
                 if "print(measure.record(recorded, results_dir, hw" in c.source)
     assert "shared_threads = max(1, hw.cpu_count // n_devices)" in cell  # devices x threads = the cores used
     # learner s12r4e, lab 05 finding 7: one short line (the devices x threads bookkeeping cut)
-    assert "shared one pool of {hw.cpu_count}, recorded as" in cell and "{shared_threads} per device" in cell
+    assert "shared one pool of {hw.cpu_count} threads, so" in cell and "{shared_threads} per device" in cell
+    # learner s13r6e, lab 05 finding 9: said before the table, not after it ('1' read as fewer threads given)
+    assert cell.index("shared one pool of") < cell.index("print(measure.record(recorded")

@@ -447,3 +447,15 @@ def test_a_message_that_names_the_mistake_gets_no_hint_a_generic_one_keeps_it():
     said = ex.named_unless("differs")(lambda got, expected, case: (0.0, "the bias is missing"))(None, None, None)[1]
     assert isinstance(said, Named) and said == "the bias is missing"
     assert not isinstance(ex.named_unless()(lambda g, e, c: (1.0, "right"))(None, None, None)[1], Named)
+
+
+def test_an_all_gather_in_a_row_parallel_forward_is_named_where_its_shape_fails():
+    """Learner s13r6e, lab 06 Ex 3: all_gather + cat failed with a shape RuntimeError and the generic hint; the message
+    now says that a gather sets the partial products side by side where a row split needs their sum."""
+    from lab_utils.labs.lab06 import exercises as lab06_exercises
+
+    exc = RuntimeError("The size of tensor a (8) must match the size of tensor b (4) at non-singleton dimension 1")
+    said = lab06_exercises._row_error_named(exc, {"gather"}, (3, 4), (4, 4))
+    assert said is not None and "all_gather sets the partial products side by side" in said
+    assert "all_reduce them (SUM), then add the bias once" in said and "must match" in said
+    assert lab06_exercises._row_error_named(exc, {"blocking"}, (3, 4), (4, 4)) is None  # no gather: not named

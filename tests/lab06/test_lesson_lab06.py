@@ -18,7 +18,7 @@ def timing_cell() -> str:
 
 def test_a_refused_fit_prints_no_alpha_and_is_not_drawn_and_the_header_names_each_refusal():
     source = timing_cell()
-    assert "fit.describe(world_size) if fit_read[name]" in source  # no alpha or B printed beside its refusal
+    assert "shape_text(fit, world_size) if fit_read[name]" in source  # no alpha or B printed beside its refusal
     assert "if fit_read[name]:" in source and "refused, not drawn" in source  # nor a dashed line drawn
     assert "not positive" in source and "detectors.FIT_MISS" in source  # both reasons a fit is refused
     # the rule the cell relies on: a fit whose line misses its own points by more than FIT_MISS is not readable

@@ -42,7 +42,7 @@ def test_the_summary_of_a_refused_fit_names_the_cause_its_flag_measured():
     assert "a busy machine" in busy and "wake-up" not in busy
     summary = next(c.source for c in nbformat.read("solutions/06_collectives_tensor_parallel.ipynb", 4).cells
                    if "alpha-beta fit, {name}" in c.source)
-    assert "fit.summary(sizes, medians[name], world_size, busy_cores)" in summary
+    assert "else fit.summary(sizes, medians[name], world_size, busy_cores)" in summary  # a read fit: shape_text
     assert "fit_flags[name] if fit_read[name] else []" in summary  # a refusal is not followed by '(flagged above)'
 
 

@@ -138,6 +138,9 @@ def _local_judge(got, expected, case):
                      + (": strategy.reduce combines the replicas into one; you want each replica's own, from "
                         "strategy.experimental_local_results(value)" if combined else ""))
     if not close(got["values"], right, 1e-6):
+        if close(got["values"][::-1], right, 1e-6):  # learner s13r6e, lab 05 Ex 2: a generic message for reversed
+            return 0.0, ("the replicas' values in reverse order: keep the order experimental_local_results gives "
+                         "(replica 0 first)")
         return 0.0, "the values are not the replicas' own values, in replica order"
     if got["types"] != expected["types"]:
         return 0.5, "the values are right: convert each tensor to numpy with .numpy()"

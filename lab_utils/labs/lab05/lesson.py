@@ -82,16 +82,16 @@ def mwms_worker(rank, world_size, cfg):
         optimizer = keras.optimizers.SGD(cfg["lr"], momentum=0.9)
         optimizer.build(model.trainable_variables)  # its momentum variables too, mirrored, made now in the scope
     train_step = make_train_step(strategy, model, optimizer, cfg["global_batch"])
-    losses, seconds, first_labels = [], [], []
+    losses, seconds, batch_labels = [], [], []
     for step in range(cfg["steps"]):
         batch = next(batches)
         if step == 0:  # the labels this worker itself read first
             local = strategy.experimental_local_results(batch[1])  # this worker's replicas' parts
-            first_labels = np.concatenate([t.numpy() for t in local])[:6].tolist()
+            batch_labels = np.concatenate([t.numpy() for t in local]).tolist()
         start = time.perf_counter()
         losses.append(float(train_step(batch)))  # float(): waits for the step to finish
         seconds.append(time.perf_counter() - start)
     logits = model(channels_last(split.x_test), training=False).numpy()  # evaluated locally, no collectives
     return {"replicas": strategy.num_replicas_in_sync, "losses": losses, "weights": keras_flat_weights(model),
-            "first_labels": first_labels, "accuracy": float((logits.argmax(axis=1) == split.y_test).mean()),
+            "first_labels": batch_labels[:6], "batch_labels": batch_labels, "accuracy": float((logits.argmax(axis=1) == split.y_test).mean()),
             "step_seconds": seconds}

@@ -426,7 +426,8 @@ def row_exercise_worker(rank, world_size, row_parallel_forward, case):
 
 def _row_error_named(exc, calls, x_shape, weight_shape) -> str | None:
     """What a learner's error in row_parallel_forward means, or None: a result of dist.all_reduce used as the sum
-    (None, or a work handle with async_op=True), or the weight shard multiplied without its transpose."""
+    (None, or a work handle with async_op=True), the partial products all-gathered instead of summed, or the weight
+    shard multiplied without its transpose."""
     text = str(exc)
     if isinstance(exc, TypeError) and "NoneType" in text and "blocking" in calls:
         return ("dist.all_reduce works in place: it sums the tensor you pass it on every rank and returns None, so "
@@ -434,6 +435,10 @@ def _row_error_named(exc, calls, x_shape, weight_shape) -> str | None:
     if isinstance(exc, TypeError) and "_Request" in text and "async" in calls:
         return ("dist.all_reduce(..., async_op=True) returns a work handle, not the sum: the tensor you pass it is "
                 f"summed in place once the work is done ({text})")
+    if isinstance(exc, RuntimeError) and "gather" in calls:  # learner s13r6e, lab 06 Ex 3: all_gather + cat
+        return ("an all_gather sets the partial products side by side, so their shape no longer fits the layer's "
+                "output; in a row-parallel layer each rank's partial product is a piece of a SUM over the input "
+                f"features: all_reduce them (SUM), then add the bias once ({text.splitlines()[0] if text else exc!r})")
     if isinstance(exc, RuntimeError) and "cannot be multiplied" in text:
         return (f"x_shard {x_shape} cannot be multiplied by weight_shard {weight_shape} as it is: the weight is "
                 "stored (out_features, in_features), and the layer computes x Wᵀ + b")
@@ -466,12 +471,18 @@ def _waited_all_reduces(rank: int):
                              "work it returns and call .wait() on it before using the tensor (or call it without "
                              "async_op)")
 
-    check_waited.calls = calls  # type: ignore[attr-defined]  # which kinds of all_reduce this rank called
-    dist.all_reduce = all_reduce
+    gather = dist.all_gather
+
+    def all_gather(*args, **kwargs):
+        calls.add("gather")  # a row-parallel layer sums; a gather is named where the learner's code then fails
+        return gather(*args, **kwargs)
+
+    check_waited.calls = calls  # type: ignore[attr-defined]  # which kinds of all_reduce (or all_gather) it called
+    dist.all_reduce, dist.all_gather = all_reduce, all_gather
     try:
         yield check_waited
     finally:
-        dist.all_reduce = original
+        dist.all_reduce, dist.all_gather = original, gather
 
 
 def _row_run(row_parallel_forward, case, world_size: int = 2):

@@ -363,7 +363,8 @@ def pipeline_traffic(batch_size, seed, device, *, model="cnn2d_2layer_fullconnec
     rank, world_size = dist.get_rank(), dist.get_world_size()
     run = pipeline.PipelineRun("gpipe", "gpipe", micro_batches, batch_size, tuple(split), model, seed=seed)
     if len(pipeline.stage_layers(run.model_spec(), run.split)) != world_size:
-        raise ValueError(f"split {list(split)} makes {len(split) + 1} stages, but {world_size} ranks run: one stage per rank")
+        raise ValueError(f"split {list(split)} makes {len(split) + 1} stages, but {world_size} ranks run: "
+                         "one stage per rank")
     stage = pipeline.build_stage(run.model_spec(), run.input_shape, run.split, rank, seed=seed).to(device)
     ctx = pipeline.StageContext.for_run(run, stage, rank, world_size, device, dist.get_backend())
     with collectives.count_traffic() as traffic:

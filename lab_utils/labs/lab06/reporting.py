@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ... import detectors, learner_code, measure, report
 
-__all__ = ["brief", "plain", "takeaway", "lab04_source", "gap_split", "busy_cores", "allreduce_table", "fit_report", "fit_halves",
-           "draw_allreduce"]
+__all__ = ["verdict_brief", "plain_verdict", "takeaway", "lab04_source", "gap_split", "busy_cores", "allreduce_table",
+           "fit_report", "fit_halves", "details", "draw_allreduce"]
 
 CLOSE = 0.10  # "within 10 % of each other": the same margin as the no-slower verdicts
 
@@ -68,9 +68,11 @@ def verdict_brief(v: measure.Verdict) -> str:
     win on pairs too noisy to test a cost, how it was decided in one plain line (learner s13r5e, lab 06 finding 1:
     'holds' beside 'too noisy to test a cost up to 30%' and three noise figures). Any other verdict prints whole."""
     plain_direction = v.holds_from is None and not v.notes
+    claim = f"{v.claim} [{v.workload}]" if v.workload else v.claim
+    if _undecided_past_noise(v):  # learner s13r6e, lab 06 finding 2: a three-part hedge under 'not distinguishable'
+        return undecided_brief(v, claim)
     if v.verdict != measure.HOLDS or detectors.reverses_theory(v) or not (plain_direction or _won_past_noise(v)):
         return str(v)
-    claim = f"{v.claim} [{v.workload}]" if v.workload else v.claim
     head = measure.short_lines(f"verdict, {claim}: holds as predicted at {v.figure_text()}x (range {v.range_text()} "
                                f"over {v.repeats} paired repeats)")
     if plain_direction:
@@ -84,9 +86,33 @@ def verdict_brief(v: measure.Verdict) -> str:
     return head + "\n" + measure.short_lines("    " + how, indent="        ")
 
 
+def _undecided_past_noise(v: measure.Verdict) -> bool:
+    """Whether v is a no-worse-than claim left undecided because its pairs scatter too much to test a cost."""
+    notes = [n for n in v.notes.split("; ") if n]
+    return (v.verdict == measure.UNDECIDED and v.holds_from == 1.0 and not detectors.reverses_theory(v)
+            and len(notes) == 1 and re.match(SCATTER + r" [\d.]+%: a cost would have to exceed \d+%", notes[0]) is not None)
+
+
+def undecided_brief(v: measure.Verdict, claim: str) -> str:
+    """An undecided no-worse-than verdict on noisy pairs: its word and figure on one line, then in one plain line
+    what would have decided it (a clear win) and why a cost could not be tested (the pairs' scatter, measured)."""
+    found = re.match(SCATTER + r" ([\d.]+)%: a cost would have to exceed (\d+)%", v.notes)
+    if found is None:  # a note of another wording: the whole block says it
+        return str(v)
+    scatter, cost = float(found[1]), found[2]
+    first = v.claim.split(" vs ")[0]
+    head = measure.short_lines(f"verdict, {claim}: {v.verdict} at {v.figure_text()}x (range {v.range_text()} over "
+                               f"{v.repeats} paired repeats)")
+    why = (f"not a clear win for {first} (the range reaches {v.low:.2f}x, below 1), and these pairs scatter by "
+           f"{scatter:.0f} %: only a cost over {cost} % could stand out, so a small cost cannot be tested")
+    return head + "\n" + measure.short_lines("    " + why, indent="        ")
+
+
 def plain_verdict(v: measure.Verdict, setup: str, baseline: str) -> str:
-    """measure.in_plain_words, without the scatter note of a win on noisy pairs (brief says how it was decided)."""
-    return measure.in_plain_words(dataclasses.replace(v, notes="") if _won_past_noise(v) else v, setup, baseline)
+    """measure.in_plain_words, without the scatter note of a win or an undecided verdict on noisy pairs (brief says
+    how it was decided; learner s13r6e: the summary repeated the whole note)."""
+    noisy = _won_past_noise(v) or _undecided_past_noise(v)
+    return measure.in_plain_words(dataclasses.replace(v, notes="") if noisy else v, setup, baseline)
 
 
 def lab04_source(codes, cwd=None) -> str:
@@ -100,7 +126,8 @@ def lab04_source(codes, cwd=None) -> str:
     said = f"Lab 04's pipeline step: {functions} from the course's solution of Lab 04"
     if here in ((learner_code.COURSE / "solutions").resolve(), learner_code.COURSE.resolve()):
         return said
-    return f"{said} (no {notebook.name} of yours beside this notebook to count instead)"
+    # learner s13r6e, lab 06 finding 11: 'of yours' read as work the learner should have done: it is lesson code
+    return f"{said} (lesson code, nothing for you to write; no {notebook.name} beside this notebook)"
 
 
 FIT_USED = {"library": "the alpha-beta model of dist.all_reduce",
@@ -131,13 +158,14 @@ def gap_split(step_times, comm_model_s, fit_used: str | None, refused: bool, tp_
             said += f": {comm * 1e3:.1f} ms in its collectives, {compute_sentence(rest, paired_range(local, ddp))}"
             lines.append("(collectives: the step minus the no-op step; compute and copies: the no-op step minus "
                          "DDP's; all three from the medians in the table above)")
-    if fit_used and comm_model_s is not None:
-        model = (f"{FIT_USED[fit_used]} gives the collectives {comm_model_s * 1e3:.1f} ms of the "
-                 "gap (tensor parallel's minus DDP's)")
-        if local is not None and comm > 0 and tp_model_s is not None:
-            model += (f"; to tensor parallel's own it gives {tp_model_s * 1e3:.1f} ms, "
-                      f"{model_share_sentence(tp_model_s, comm)}")
-        lines.append(model)
+    if fit_used and local is not None and comm > 0 and tp_model_s is not None:
+        # one model figure, set beside the one measured figure it models (learner s13r6e, lab 06 finding 4: 'the
+        # collectives 4.8 ms of the gap' beside 'tensor parallel's own 5.3 ms' read as two answers to one question)
+        lines.append(f"of the {comm * 1e3:.1f} ms in its collectives, {FIT_USED[fit_used]} explains "
+                     f"{model_share_sentence(tp_model_s, comm)}")
+    elif fit_used and comm_model_s is not None:
+        lines.append(f"{FIT_USED[fit_used]} gives the collectives {comm_model_s * 1e3:.1f} ms of the gap (tensor "
+                     "parallel's minus DDP's)")
     elif not fit_used:
         lines.append("no alpha-beta fit to turn the bytes into time: the ring's and the library's were both refused "
                      "above")
@@ -163,14 +191,15 @@ def compute_sentence(rest_s: float, noise=None) -> str:
 
 
 def model_share_sentence(model_s: float, measured_s: float) -> str:
-    """How much of the collectives' measured time the alpha-beta model gives them, and what it leaves."""
+    """The model's time for the collectives as a share of their measured time, and what it leaves, in words."""
     share = model_s / measured_s
+    said = f"{model_s * 1e3:.1f} ms ({share * 100:.0f} %)"
     if share > 1.1:
-        return f"{share:.0%} of their measured {measured_s * 1e3:.1f} ms: more than this run measured"
+        return f"{said}: more than this run measured"
     if share >= 0.9:
-        return f"{share:.0%} of their measured {measured_s * 1e3:.1f} ms: the bytes and calls explain them"
-    return (f"{share:.0%} of their measured {measured_s * 1e3:.1f} ms; the model leaves "
-            f"{(measured_s - model_s) * 1e3:.1f} ms (waits and Python work it does not count: see below)")
+        return f"{said}: the bytes and calls explain them"
+    return (f"{said}; the other {(measured_s - model_s) * 1e3:.1f} ms is waiting and Python work the model does not "
+            "count (see below)")
 
 
 def busy_cores(load) -> tuple[float, int] | None:
@@ -178,43 +207,34 @@ def busy_cores(load) -> tuple[float, int] | None:
     return None if load is None else (load.others + load.steal, load.cores)
 
 
-COLUMNS = {"ring": "ring ms", "library": "dist.all_reduce ms"}  # the table's column of each side's medians
+COLUMNS = {"ring": "the ring's median", "library": "dist.all_reduce's median"}  # the figure's points, by side
 
 
 def named_column(flags, name: str) -> list:
-    """`flags` on one side's medians, each starting with the table column it read (learner s12r4e, lab 06 finding 4:
-    a bare '16 KiB took less time than 4 KiB' had to be matched to its column by its numbers)."""
-    return [detectors.Flag(detectors.kind_of(f), f"{COLUMNS[name]} column: {f}") for f in flags]
+    """`flags` on one side's medians, each starting with the side it read (learner s12r4e, lab 06 finding 4: a bare
+    '16 KiB took less time than 4 KiB' had to be matched to its side by its numbers)."""
+    return [detectors.Flag(detectors.kind_of(f), f"{COLUMNS[name]}: {f}") for f in flags]
 
 
 def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool, decided=None) -> None:
-    """Print the all-reduce table: its one-sentence takeaway, then per size both medians and the library lead (n/m
-    where `load` or a suspect median refuses it), then its flags, noise and refusal lines.
+    """Print the all-reduce table: its one-sentence takeaway, then per size the library lead (n/m where `load` or a
+    suspect median refuses it), then its flags and refusal lines. The medians are drawn, not printed (learner s13r6e,
+    lab 06 'make it a 5': medians beside the lead disagreed by up to 2x); their noise is under details().
     `decided`: {size: verdict word} for the sizes a verdict below tests (the takeaway says them with that word)."""
     busy = busy_cores(load)
-    size_flags = {name: [named_column(flags, name) for flags in  # more bytes, less time: named by its column
+    size_flags = {name: [named_column(flags, name) for flags in  # more bytes, less time: named by its side
                          report.allreduce_flags(sizes, medians[name], spreads[name], busy)]
                   for name in medians}
     row_flags = [size_flags["ring"][i] + size_flags["library"][i] for i in range(len(sizes))]  # '*': suspect
     lead_cells = [measure.table_ratio(measure.paired_ratios(runs[s]["library"], runs[s]["ring"]), load, row_flags[i])
                   for i, s in enumerate(sizes)]  # the comparison's one figure per size
     print(measure.short_lines(takeaway(sizes, lead_cells, decided)))
-    # no spread columns (learner s12r4e, lab 06 'make it a 5': '>1000%' cells made the table read as noise): the
-    # noise line under the table counts and names the widest; the flags still read every spread
-    print(f"{'size':>9} {'ring ms':>9} {'dist.all_reduce ms':>19} {'library lead':>13}")
+    print(f"{'size':>9} {'library lead':>13}")
     for i, s in enumerate(sizes):
         flags = measure.plausibility(oversubscribed=oversubscribed) if i == 0 else []  # said once, on the first row
-        lead = measure.paired_median(runs[s]["library"], runs[s]["ring"])
-        # a lead printed as 1.00x favours no side: no note that the medians favour "the other" (learner s13r5e)
-        if lead_cells[i] != measure.N_M and round(lead, 2) != 1 and \
-                (lead - 1) * (medians["ring"][i] / medians["library"][i] - 1) < 0:
-            flags = flags + [detectors.note("the two medians (each from other rounds) favour the other side: "
-                                            "trust the library lead, the paired rounds' figure")]
-        print(measure.table_row(f"{s // 1024:>6} KiB {medians['ring'][i] * 1e3:>9.3f} "
-                                f"{medians['library'][i] * 1e3:>19.3f} {lead_cells[i]:>13}", flags + row_flags[i]))
+        print(measure.table_row(f"{s // 1024:>6} KiB {lead_cells[i]:>13}", flags + row_flags[i]))
     for line in measure.table_lines(row_flags, [f"{s // 1024} KiB" for s in sizes], "sizes"):
         print(line)
-    print(measure.short_lines(detectors.noise_line(spreads["ring"] + spreads["library"])))
     if measure.n_m_line(load):
         print(measure.short_lines(measure.n_m_line(load)))
     if any(detectors.impossible(flags) for flags in row_flags):
@@ -222,21 +242,39 @@ def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool, d
 
 
 def fit_report(sizes, medians, world_size: int, backend: str, load):
-    """Fit t(S) to each side's medians and print each fit (alpha and B), or its refusal and why; returns the fits,
-    their flags and whether each may be read (a refused fit prints no alpha or B and is not drawn)."""
+    """Fit t(S) to each side's medians and print, per side, where latency and where bandwidth dominates (alpha, B
+    and the crossover), or its refusal; returns the fits, their flags and whether each may be read (a refused fit
+    prints no alpha or B and is not drawn). How a fit is refused is said under details()."""
     fits = {name: report.fit_allreduce(sizes, medians[name], world_size) for name in medians}
     fit_flags = {name: fit.contradictions(sizes, medians[name], world_size, busy_cores(load))
                  for name, fit in fits.items()}
     fit_read = {name: fit.readable(fit_flags[name]) for name, fit in fits.items()}
-    print(f"\nt(S) = 2(N-1) alpha + 2(N-1)/N S / B, N = {world_size} ({backend}); a fit is refused (no alpha or B)\n"
-          f"  when its time per byte is not positive or its line misses one of its own points by more than "
-          f"{detectors.FIT_MISS:g}x;\n  its latency term is held at or below the fastest measured all-reduce:")
+    print(f"where each term of the alpha-beta fit t(S) = 2(N-1) alpha + 2(N-1)/N S / B dominates (N = {world_size}, "
+          f"{backend}):")
     for name, fit in fits.items():
-        label = "ring (this notebook)" if name == "ring" else f"dist.all_reduce ({backend})"
-        said = (fit.describe(world_size) if fit_read[name]
+        label = "ring" if name == "ring" else "dist.all_reduce"
+        said = (shape_text(fit, world_size) if fit_read[name]
                 else "no alpha or B: refused, not drawn (why: the flags under this line)")
-        print(measure.flagged(measure.short_lines(f"  {label:<24} {said}", indent=" " * 27), fit_flags[name]))
+        print(measure.flagged(measure.short_lines(f"  {label:<16} {said}", indent=" " * 19), fit_flags[name]))
     return fits, fit_flags, fit_read
+
+
+def shape_text(fit, world_size: int) -> str:
+    """Where a read fit's latency term dominates and where its bandwidth term does, with alpha and B."""
+    return (f"latency below {fit.crossover_bytes(world_size) / 1024:,.0f} KiB (alpha = {fit.latency_s * 1e6:.0f} us "
+            f"per step), bandwidth above (B = {fit.bus_bandwidth / 1e9:.2f} GB/s)")
+
+
+def details(spreads, halves: str) -> str:
+    """The all-reduce section's details, after its results: the medians' noise, how a fit is refused, and how far
+    alpha and B move between halves of the rounds (`halves`: fit_halves' line, or empty)."""
+    noise = " ".join(detectors.noise_line(spreads["ring"] + spreads["library"]).split())
+    fit_rule = (f"a fit is refused when its time per byte is not positive or its line misses one of its own points "
+                f"by more than {detectors.FIT_MISS:g}x; alpha is capped so that its latency term alone is no longer "
+                "than the fastest all-reduce measured")
+    said = [f"details: the figure draws each size's medians; {noise}", fit_rule] + ([halves] if halves else [])
+    return "\n".join(measure.short_lines(("    " if i else "") + " ".join(line.split()), indent="        " if i else "    ")
+                     for i, line in enumerate(said))
 
 
 def fit_halves(sizes, runs, world_size: int) -> str:
@@ -255,9 +293,8 @@ def fit_halves(sizes, runs, world_size: int) -> str:
         alphas = sorted(fit.latency_s * 1e6 for fit in halves)
         bws = sorted(fit.bus_bandwidth / 1e9 for fit in halves)
         said.append(f"{label} alpha {alphas[0]:.0f}-{alphas[1]:.0f} us, B {bws[0]:.2f}-{bws[1]:.2f} GB/s")
-    return measure.short_lines("how far to trust them: fitted to the even and to the odd rounds alone, "
-                               + "; ".join(said) + " (the medians above are noisy: read alpha and B within these "
-                               "ranges)")
+    return measure.short_lines("alpha and B fitted to the even and to the odd rounds alone: "
+                               + "; ".join(said) + " (read alpha and B within these ranges)")
 
 
 def draw_allreduce(sizes, medians, fits, fit_read, world_size: int) -> None:
