@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .... import measure
 from .figures import inversions
-from .model import dense_line, largest_dense_times
+from .model import layer_line, layer_times
 
 
 def inversion_gap(sweep, small: int, large: int, how: str) -> float:
@@ -38,10 +38,11 @@ def gap_reading(sweep, small: int, large: int, how: str) -> str:
                               "two sizes as equal")
 
 
-def inversion_lines(model, batch_sweep, sweep, knee: int, *, repeats: int, device: str,
+def inversion_lines(model, batch_sweep, sweep, knee: int, *, images, repeats: int, device: str,
                     flags_of: list | None = None) -> list[str]:
     """Every pair that inverts theory's order (up to the knee for samples/s): one sentence on its gap round by round;
-    where every round shows it, the same sentence goes on with the largest dense layer timed alone at both sizes
+    where every round shows it, the same sentence goes on with every layer timed alone at both sizes (images: the
+    sweep's inputs)
     (learner s13r5h: 'not flagged', 'repeatable, not noise' and 'unexplained' in three lines for one pair). flags_of:
     sweep_table's flags per size; an unflagged 'less time' pair that not every round shows has its line under the
     table already (no second)."""
@@ -52,9 +53,9 @@ def inversion_lines(model, batch_sweep, sweep, knee: int, *, repeats: int, devic
         if "repeatable" not in line and how == "less time" and unflagged:
             continue  # 'within the 10% ..., so not flagged' under the table says it
         if "repeatable" in line:
-            shape, dense = largest_dense_times(model, (small, large), repeats=repeats, device=device)
-            line = measure.lines.wrap(" ".join(line.split()) + "; " + dense_line(
-                shape, small, dense[small], large, dense[large], per_sample=how == "fewer samples/s"))
+            layers = layer_times(model, images, (small, large), repeats=repeats, device=device)
+            line = measure.lines.wrap(" ".join(line.split()) + "; " + layer_line(
+                layers, small, large, per_sample=how == "fewer samples/s"))
         out.append(line)
     return out
 
