@@ -179,7 +179,7 @@ def steady_lines(steady: measure.Verdict, recorded: str, load: conditions.Load |
         verdict = (verdict_head(recorded) + f"\n    {steady.ratio:.2f}x (range {steady.low:.2f}-{steady.high:.2f} over "
                    f"{steady.repeats} paired repeats): no verdict, the sentence above says why")
     restated = _restated(steady)
-    if restated:  # learner s13r6h: the headline word is what was decided at theory's tolerance, not 'holds'
+    if restated and steady.holds_from:  # learner s13r6h: the headline is what theory's tolerance decided, not 'holds'
         verdict = (verdict_head(recorded).replace(": holds", f": not decidable at {restated[0]} here")
                    + f"\n    {steady.ratio:.2f}x (range {steady.low:.2f}-{steady.high:.2f} over {steady.repeats} paired "
                    f"repeats): the weaker claim 'no worse by more than {1 / steady.holds_from - 1:.0%}' holds")
