@@ -312,7 +312,7 @@ def test_the_five_percent_rule_is_read_before_the_output_it_decides():
 def test_the_summarys_flag_sits_on_the_capacity_line_alone():
     """Learner s12r3h finding 6: '(flagged above)' hung under two lines, batch-1's rate and the dynamic batcher's."""
     source = next("".join(c["source"]) for c in cells() if c.get("id") == "4e0247d2")
-    call = source[source.index('print(measure.flagged(f"  batch-1 serving answered about'):]
+    call = source[source.index('print(measure.flagged(f"  batch-1 serving\'s capacity: '):]
     call = call[:call.index("capacity_flags + capacity_twice")]
     assert "\\n" not in call and "p99" not in call
     assert measure.flagged("  batch-1 serving answered about 638 requests/s", ["(flagged above)"]).count("\n") == 0
