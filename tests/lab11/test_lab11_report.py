@@ -105,3 +105,12 @@ def test_a_verdict_restated_weaker_leads_with_not_decidable_at_theorys_tolerance
     assert ": holds" not in lines[0].splitlines()[0] and "'no worse by more than 15%' holds" in lines[0]
     kept = steady([0.97, 0.99, 1.0, 0.98, 0.96, 1.01, 0.99, 0.98])
     assert report.steady_lines(kept, str(kept), QUIET, {})[0] == str(kept)  # theory's own claim: every line kept
+
+
+def test_the_fault_logs_exit_status_is_read_from_the_log_with_its_signal_named():
+    """Learner s13r6h finding 1: the prose read 143 (SIGTERM) beside a log that said 137."""
+    log = ("srun: error: node1: task 0: Aborted\nattempt 1 failed (exit status 137): a fresh step resumes from the "
+           "checkpoint\nattempt 2 completed")
+    assert report.exit_status_line(log) == "exit status 137 = 128 + 9: the step ended by SIGKILL, as srun reports it"
+    assert "SIGTERM" in report.exit_status_line(log.replace("137", "143"))
+    assert report.exit_status_line(log.replace("137", "1")) is None and report.exit_status_line("") is None

@@ -198,3 +198,19 @@ def startup_noise(speed: dict, labels: dict) -> list[str]:
         return []
     named = ", ".join(f"{labels[p]} ({s:.0%})" for p, s in spreads.items() if s > detectors.NOISY_SPREAD)
     return [measure.short_lines(noise), measure.lines.wrap(f"  the time to first step that spread so: {named}")]
+
+
+def exit_status_line(log: str) -> str | None:
+    """What the restart loop's 'exit status N' of a failed attempt means, read from the log: above 128, 128 + the
+    signal that ended the step, named (learner s13r6h: the prose said 143 beside a log that said 137); else None."""
+    import signal
+
+    found = re.search(r"failed \(exit status (\d+)\)", log)
+    if not found or int(found.group(1)) <= 128:
+        return None
+    status = int(found.group(1))
+    try:
+        name = signal.Signals(status - 128).name
+    except ValueError:
+        return None
+    return f"exit status {status} = 128 + {status - 128}: the step ended by {name}, as srun reports it"
