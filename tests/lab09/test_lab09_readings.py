@@ -56,7 +56,7 @@ def test_each_inversion_closes_with_its_gap_against_the_medians_spreads():
     # learner s13r5h finding 3: a repeatable pair is one sentence, its layers in it, and never 'unexplained'
     text = " ".join(lines[0].split())
     assert len(lines) == 1 and "repeatable, not noise; each layer alone at batch 2 and 4 (medians of 3 rounds): " in text
-    assert ("in every round: its own kernel" in text) != ("so no one layer alone explains it" in text)
+    assert ("in every round: its own kernel" in text) != ("no one layer carries it" in text)
     assert "unexplained" not in text
     near = {2: timing(3.6, 3.5, 3.7), 4: timing(3.4, 3.6, 3.3)}  # less time in 2 of 3 rounds, 6 % less: no flag
     assert serving.inversion_lines(model, [2, 4], near, 4, images=images, repeats=3, device="cpu",

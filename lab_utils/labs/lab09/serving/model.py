@@ -66,11 +66,12 @@ def layer_times(model, images, sizes, *, repeats: int = 5, device: str = "cpu") 
     return {name: {b: times[(name, b)] for b in sizes} for name, _ in counted}
 
 
-def layer_line(layers: dict, small_batch: int, large_batch: int, *, per_sample: bool = False) -> str:
+def layer_line(layers: dict, small_batch: int, large_batch: int, gap_s: float, *, per_sample: bool = False) -> str:
     """Which layer carries a pair's inversion, from layer_times: the one whose own time inverts most (less time at the
     larger batch; with `per_sample`, more than the batch ratio times its time at the smaller one), named where it
-    inverts in every round; else that no layer alone does (learner s13r6h: 'the model's other layers, which this lab
-    does not time one by one')."""
+    inverts in every round and by at least half the whole forward's gap `gap_s` (seconds, the sweep's medians: a
+    tiny layer can invert in every round by chance); else that no layer alone does (learner s13r6h: 'the model's
+    other layers, which this lab does not time one by one')."""
     import statistics
 
     work = large_batch / small_batch
@@ -79,18 +80,22 @@ def layer_line(layers: dict, small_batch: int, large_batch: int, *, per_sample: 
         small, large = timings[small_batch].times, timings[large_batch].times
         return [lg - work * sm if per_sample else sm - lg for sm, lg in zip(small, large)]
 
-    def rank(item) -> tuple[bool, float]:  # a layer that inverts in every round first, then by its median excess
-        return all(e > 0 for e in excess(item[1])), statistics.median(excess(item[1]))
+    def carries(timings) -> bool:
+        return all(e > 0 for e in excess(timings)) and statistics.median(excess(timings)) >= 0.5 * gap_s
+
+    def rank(item) -> tuple[bool, float]:  # a layer that carries it first, then by its median excess
+        return carries(item[1]), statistics.median(excess(item[1]))
 
     name, timings = max(layers.items(), key=rank)
     small, large = timings[small_batch].median, timings[large_batch].median
     figures = (f"{small / small_batch * 1e3:.3f} vs {large / large_batch * 1e3:.3f} ms per sample" if per_sample else
                f"{small * 1e3:.3f} vs {large * 1e3:.3f} ms")
+    share = statistics.median(excess(timings)) / gap_s if gap_s > 0 else 0.0
     rounds = len(timings[small_batch].times)
     head = f"each layer alone at batch {small_batch} and {large_batch} (medians of {rounds} rounds): "
+    if carries(timings):
+        return (head + f"the {name} layer carries it, {figures} ({share:.0%} of the whole pass's gap), in every "
+                "round: its own kernel does it (the math library picks one by the batch size)")
     inverted = sum(e > 0 for e in excess(timings))
-    if inverted == rounds:
-        return (head + f"the {name} layer carries it, {figures}, in every round: its own kernel does it (the math "
-                "library picks one by the batch size)")
-    return (head + f"none inverts in every round (the most: the {name} layer, {figures}, in {inverted} of {rounds}), "
-            "so no one layer alone explains it")
+    return (head + f"no one layer carries it (the most: the {name} layer, {figures}, {share:.0%} of the whole pass's "
+            f"gap, in {inverted} of {rounds} rounds)")

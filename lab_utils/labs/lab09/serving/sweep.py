@@ -54,8 +54,11 @@ def inversion_lines(model, batch_sweep, sweep, knee: int, *, images, repeats: in
             continue  # 'within the 10% ..., so not flagged' under the table says it
         if "repeatable" in line:
             layers = layer_times(model, images, (small, large), repeats=repeats, device=device)
+            per_sample = how == "fewer samples/s"  # the whole pass's gap, in seconds of the larger batch's pass
+            gap_s = (sweep[large].median - large / small * sweep[small].median if per_sample else
+                     sweep[small].median - sweep[large].median)
             line = measure.lines.wrap(" ".join(line.split()) + "; " + layer_line(
-                layers, small, large, per_sample=how == "fewer samples/s"))
+                layers, small, large, gap_s, per_sample=per_sample))
         out.append(line)
     return out
 
