@@ -380,7 +380,7 @@ def test_the_layer_line_names_the_layer_that_inverts_in_every_round_or_says_none
                              per_sample=True)
     assert "1.000 vs 1.100 ms per sample" in per and "in every round" in per
     model, images = small
-    times = serving.layer_times(model, images, (2, 4), repeats=2)
+    times = serving.layer_times_by_batch(model, images, (2, 4), repeats=2)
     assert all(set(t) == {2, 4} and len(t[2].times) == 2 for t in times.values())
     assert list(times)[:4] == ["conv2d 1->16", "relu #1", "maxpool2d #1", "conv2d 16->32"]
     assert list(times)[-1] == "dense 64x10" and len(times) == 12  # every leaf layer, each by a name of its own

@@ -39,7 +39,7 @@ def layer_name(module, before=()) -> str:
     return f"{kind} #{1 + sum(type(m) is type(module) for m in before)}"
 
 
-def layer_times(model, images, sizes, *, repeats: int = 5, device: str = "cpu") -> dict:
+def layer_times_by_batch(model, images, sizes, *, repeats: int = 5, device: str = "cpu") -> dict:
     """Every leaf layer of the model alone, timed at each batch size in `sizes` on the inputs the model gives it
     (interleaved rounds): {layer name: {size: measure.Timing}}, in the model's order."""
     import functools
@@ -67,8 +67,8 @@ def layer_times(model, images, sizes, *, repeats: int = 5, device: str = "cpu") 
 
 
 def layer_line(layers: dict, small_batch: int, large_batch: int, gap_s: float, *, per_sample: bool = False) -> str:
-    """Which layer carries a pair's inversion, from layer_times: the one whose own time inverts most (less time at the
-    larger batch; with `per_sample`, more than the batch ratio times its time at the smaller one), named where it
+    """Which layer carries a pair's inversion, from layer_times_by_batch: the one whose own time inverts most (less
+    time at the larger batch; with `per_sample`, more than the batch ratio times its time at the smaller one), named where it
     inverts in every round and by at least half the whole forward's gap `gap_s` (seconds, the sweep's medians: a
     tiny layer can invert in every round by chance); else that no layer alone does (learner s13r6h: 'the model's
     other layers, which this lab does not time one by one')."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .... import measure
 from .figures import inversions
-from .model import layer_line, layer_times
+from .model import layer_line, layer_times_by_batch
 
 
 def inversion_gap(sweep, small: int, large: int, how: str) -> float:
@@ -53,7 +53,7 @@ def inversion_lines(model, batch_sweep, sweep, knee: int, *, images, repeats: in
         if "repeatable" not in line and how == "less time" and unflagged:
             continue  # 'within the 10% ..., so not flagged' under the table says it
         if "repeatable" in line:
-            layers = layer_times(model, images, (small, large), repeats=repeats, device=device)
+            layers = layer_times_by_batch(model, images, (small, large), repeats=repeats, device=device)
             per_sample = how == "fewer samples/s"  # the whole pass's gap, in seconds of the larger batch's pass
             gap_s = (sweep[large].median - large / small * sweep[small].median if per_sample else
                      sweep[small].median - sweep[large].median)
