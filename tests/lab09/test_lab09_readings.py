@@ -49,17 +49,20 @@ def test_each_inversion_closes_with_its_gap_against_the_medians_spreads():
     assert "batch 4 vs 2: 20% less time at the larger batch, in all 3 paired rounds: repeatable, not noise" in line
     assert "noise" not in line.replace("not noise", "")
     model = serving.wide_head_model(64, (1, 8, 8), seed=0)
-    lines = serving.inversion_lines(model, [1, 2], noisy, 2, repeats=3, device="cpu")
+    images = serving.request_images(8, (1, 8, 8))
+    lines = serving.inversion_lines(model, [1, 2], noisy, 2, images=images, repeats=3, device="cpu")
     assert lines == [serving.gap_reading(noisy, 1, 2, "fewer samples/s")]  # noise: one line, no layer to time
-    lines = serving.inversion_lines(model, [2, 4], steady, 4, repeats=3, device="cpu")
-    # learner s13r5h finding 3: a repeatable pair is one sentence, its dense layer in it, and never 'unexplained'
-    assert len(lines) == 1 and "repeatable, not noise; the 128x64 dense layer alone: " in " ".join(lines[0].split())
+    lines = serving.inversion_lines(model, [2, 4], steady, 4, images=images, repeats=3, device="cpu")
+    # learner s13r5h finding 3: a repeatable pair is one sentence, its layers in it, and never 'unexplained'
     text = " ".join(lines[0].split())
-    assert ("the matrix multiply itself" in text) != ("the gap lies in the model's other layers" in text)
+    assert len(lines) == 1 and "repeatable, not noise; each layer alone at batch 2 and 4 (medians of 3 rounds): " in text
+    assert ("in every round: its own kernel" in text) != ("no one layer carries it" in text)
     assert "unexplained" not in text
     near = {2: timing(3.6, 3.5, 3.7), 4: timing(3.4, 3.6, 3.3)}  # less time in 2 of 3 rounds, 6 % less: no flag
-    assert serving.inversion_lines(model, [2, 4], near, 4, repeats=3, device="cpu", flags_of=[[], []]) == []
-    assert len(serving.inversion_lines(model, [2, 4], near, 4, repeats=3, device="cpu", flags_of=[[], ["[!] x"]])) == 1
+    assert serving.inversion_lines(model, [2, 4], near, 4, images=images, repeats=3, device="cpu",
+                                   flags_of=[[], []]) == []
+    assert len(serving.inversion_lines(model, [2, 4], near, 4, images=images, repeats=3, device="cpu",
+                                       flags_of=[[], ["[!] x"]])) == 1
     assert all(len(x) <= 100 for line in lines + [line] for x in line.splitlines())
 
 
@@ -88,62 +91,55 @@ def test_a_flat_stretch_below_the_knee_is_named_and_an_inverted_pair_is_not():
     assert serving.flat_line([1, 2, 4, 8], [500, 1000, 2000, 1990], 8) is None
 
 
-def test_the_dense_layer_line_reads_a_per_sample_inversion_per_sample():
-    per = serving.dense_line("2048x2048", 1, timing(1.0, 1.0, 1.0), 2, timing(2.2, 2.1, 2.3), per_sample=True)
-    assert "1.00 vs 1.10 ms per sample at batch 1 and 2" in per and "the matrix multiply itself" in per
-    mixed = serving.dense_line("2048x2048", 1, timing(1.0, 1.0, 1.0), 2, timing(2.2, 1.8, 2.3), per_sample=True)
-    assert "does not explain it" in mixed and "matrix multiply itself" not in mixed
-    assert all(len(line) <= 100 for line in measure.lines.wrap("  " + per)
-               .splitlines())
-
-
-def test_the_batch_1_bound_is_about_with_its_own_range_and_no_three_way_block():
-    """Learner s11h findings 3 and 4: batch-1 serving at 786/s above a 739/s bound 'no server can beat'; a six-line
-    block on the batch-1 forward timed three ways."""
-    source = "".join("".join(c["source"]) for c in cells())
-    assert "serving.forward_1_lines" not in source and "capacity_runs, bound_runs, n_burst, earlier=[sweep[1]" in source
-    assert len(serving.forward_1_figures(timing(1.7, 1.8), timing(1.9, 2.0), [timing(1.8, 1.9)])[0]) == 2  # not six
-    prose = " ".join(next("".join(c["source"]) for c in cells() if c.get("id") == "b1capmd0").split())
-    assert "no server can beat" not in prose and '"about"' in prose and "from the median pass to the fastest" in prose
-    assert "right before its burst" in prose
-
-
-def test_the_batch_1_bound_is_timed_beside_each_burst_and_flagged_only_past_its_fastest_pass():
-    """Learner s12r3h finding 1: on a quiet run the bound, timed minutes before the bursts, read 605/s and the
-    bursts 638/s: a [!] blaming a busy machine; each round now times its bound right before its burst."""
+def test_batch_1_capacity_is_one_figure_with_its_forward_pass_said_once_and_flagged_only_past_its_fastest_pass():
+    """Learner s13r6h findings 1-2: four figures for batch-1 serving's capacity (498 bound, 553 bursts, 600 sweep,
+    654 saturated) and its forward pass 'timed three times'; the bursts are the lab's figure, the sweep's pass the
+    bound, and a second line says what the pass leaves out, or, above the sweep's median, that the passes scatter."""
     from types import SimpleNamespace as NS
     source = "".join("".join(c["source"]) for c in cells())
-    loop = source[source.index("bound_runs, capacity_runs = [], []"):source.index("serving.capacity_report(")]
-    assert loop.index("bound_runs.append(") < loop.index("capacity_runs.append(")  # one loop, the bound first
-    bounds = [timing(1.6, 1.65, 1.7, 1.55), timing(1.62, 1.66, 1.7, 1.56)]  # ~606/s median, ~643/s fastest
-    lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (620, 630)], bounds, 240)
-    assert not flags and round(bound) == 613 and base == 625 and "within the forward pass's own range" in " ".join(" ".join(lines).split())
-    assert "right before each burst" in " ".join(" ".join(lines).split())
-    lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (700, 710)], bounds, 240)
+    assert "bound_runs" not in source and "forward_1_figures" not in source
+    assert "serving.capacity_report(\n    capacity_runs, sweep[1], n_burst, earlier=[mode_timings[1][\"inference_mode\"]])" \
+        in source
+    sweep1 = timing(1.67, 1.67, 1.6, 1.7, 1.57)  # the quiet run's sweep: 599/s at the median, 637/s at the fastest pass
+    lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (527, 580)], sweep1, 240)
+    text = " ".join(" ".join(lines).split())
+    assert not flags and base == 553.5 and round(bound) == 599 and len(lines) == 2
+    assert text.startswith("batch-1 serving's capacity: 554 requests/s (median of 2 bursts of 240, spread 10%): the "
+                           "lab's figure; section Measure's loads are multiples of it")
+    assert "its forward pass alone, the sweep's 1.67 ms, allows 599/s: the server's own work per request" in text
+    assert "the other 8%" in text and "498" not in text and "back to back" not in text
+    lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (620, 630)], sweep1, 240)
+    text = " ".join(" ".join(lines).split())
+    assert not flags and base == 625 and "4% above what its forward pass alone allows at the sweep's median" in text
+    assert "below its fastest batch-1 pass (637/s): the passes scatter that much, so no flag" in text
+    lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (700, 710)], sweep1, 240)
     assert flags and base == bound and "not the flagged capacity" in "".join(lines)
-    # learner s12r4h: a quiet run's bursts (595/s) beat a slow back-to-back bound (422/s, fastest 477/s) while the
-    # sweep timed the same forward at 1.77 ms: its fastest pass sets the top end, no [!] blaming a busy machine
-    quiet = [timing(2.37, 2.4, 2.1, 2.5), timing(2.37, 2.3, 2.2, 2.4)]
-    lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (590, 600)], quiet, 240,
-                                                        earlier=[timing(1.77, 1.6, 1.9, 1.5)])
-    assert not flags and "its fastest pass, of every batch-1 timing in this lab: 667/s" in " ".join(" ".join(lines).split())
-    lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (700, 710)], quiet, 240,
-                                                        earlier=[timing(1.77, 1.6, 1.9, 1.5)])
-    assert flags  # faster than any pass the lab ever timed: still a flag
-    slow = serving.capacity_report([NS(achieved_rps=r) for r in (500, 520)], bounds, 240)
-    assert not slow[1] and slow[3] == 510 and "within" not in "".join(slow[0])
-    assert all(len(x) <= 100 for line in lines + slow[0] for x in line.splitlines())
+    # a faster pass in the modes' run widens the range: what the lab timed, never a flag on a capacity within it
+    lines, flags, _, _ = serving.capacity_report([NS(achieved_rps=r) for r in (700, 710)], sweep1, 240,
+                                                 earlier=[timing(2.5, 1.4, 2.6)])
+    assert not flags and "(714/s)" in " ".join(" ".join(lines).split())
+    assert all(len(x) <= 100 for line in lines for x in line.splitlines())
+
+
+def test_the_modes_timing_of_the_batch_1_pass_is_said_only_where_it_disagrees_with_the_sweeps():
+    """Learner s13r6h finding 2: '1.67, 2.52, 2.01 ms ... 51% apart ... one figure' for one pass."""
+    assert serving.forward_1_note(timing(1.75, 1.6, 2.0), timing(1.99, 1.9, 2.2)) is None  # 14%, within 23%
+    line = serving.forward_1_note(timing(1.67, 1.6, 1.9), timing(2.52, 2.1, 2.9))
+    text = " ".join(line.split())
+    assert "timed the same pass at 2.52 ms, 51% from the sweep's, beyond the widest spread of their repeats (32%)" \
+        in text and "the sweep's as the lab's figure" in text
+    assert all(len(x) <= 100 for x in line.splitlines())
 
 
 def test_the_capacity_measured_twice_agrees_or_is_flagged_never_called_a_bound():
     said, flags = serving.capacity_agreement(529, 0.07, 577, 0.29)  # the learner's run: within the spreads
-    assert not flags and "529/s (bursts) and 577/s" in said and "at most" not in said
+    assert not flags and said.startswith("saturated, it answered as fast as it can: its capacity a second time")
+    assert said.endswith("the lab's figure stays the bursts'") and "at most" not in said
     from lab_utils import detectors
-    assert "they agree: 9% apart, within the scatter of their rounds (7%, 29%)" in said
+    assert "which agrees: 9% from the bursts', within the scatter of their rounds (7%, 29%)" in said
     said, flags = serving.capacity_agreement(595, 0.05, 736, 0.04)  # learner s12r4h: 24% apart, called 'agree'
-    assert not flags and "agree" not in said and "24% apart, more than their rounds scatter" in said
-    assert "within the 25% the course allows such a pair (minutes apart; the bursts queue every request at once): no " \
-        "flag" in said
+    assert not flags and "agree" not in said and "24% from the bursts', more than their rounds scatter" in said
+    assert "within the 25% the course allows two runs minutes apart: no flag" in said
     assert "too noisy" in serving.agreement_words(500, 0.6, 700, 0.6)  # ranges overlap, 40% apart: no 'agree'
     said, flags = serving.capacity_agreement(563, 0.16, 417, 0.21)  # a busy run: apart, under another condition
     assert [detectors.kind_of(f) for f in flags] == [detectors.Kind.NOTE] and "see the note" in said
@@ -226,14 +222,6 @@ def test_the_cells_after_the_exercises_say_skipped_after_a_restart_instead_of_a_
     assert all(Skipper(serving.MEASURED_NAMES, "", full).source(s) == s for s in uses)
 
 
-def test_a_capacity_above_its_median_bound_but_within_its_fastest_pass_is_said():
-    """The quiet run: batch-1 serving answered 786/s, the median pass's bound 739/s; inside the forward pass's range."""
-    line = serving.within_bound_line(786, 739, 833)
-    assert "6% above the median pass's 739/s, below its fastest pass's 833/s" in line and "no flag" in line
-    assert serving.within_bound_line(690, 739, 833) == "" and serving.within_bound_line(850, 739, 833) == ""
-    assert all(len(x) <= 100 for x in measure.lines.wrap(line).splitlines())
-
-
 def test_a_no_worse_than_verdict_that_holds_below_1_says_the_cost_is_within_the_allowance():
     """Learner s11h finding 5: 'static vs dynamic=True: 0.98x (range 0.97-0.999) -> holds', static slower every round."""
     slower = measure.decide([0.97, 0.98, 0.975, 0.985, 0.99], claim="static vs dynamic=True torch.compile",
@@ -304,7 +292,8 @@ def test_the_candidates_report_reads_made_up_timings_in_the_tables_order(tmp_pat
     assert text.splitlines()[0].split()[1] == "requests"  # learner s13r5h: a "batch" column read 40 for 64 rows
     flat = " ".join(text.split())
     assert "static was 2% slower here (every pair below 1), within the 10% the claim allows" in flat
-    assert "the third run of it: 17.90 ms (the modes' run), 17.30 ms (the sweep), 15.10 ms" in flat
+    assert ("the baseline, the batch-64 forward: 15.10 ms here (the table's figure), 17.90 ms in the modes' run, "
+            "17.30 ms in the sweep: at most 19% apart, within the 25% two runs minutes apart may differ") in flat
     assert set(read.shares) == {"channels_last", "torch.compile", "torch.compile dynamic=True"}
     assert 40 in read.pad_verdicts and read.bf16_verdict is not None and "fp16 autocast and CUDA graphs" in text
     assert set(read.flags) == set(opt) and read.speedups["batch 40"] > 1.3
@@ -323,7 +312,7 @@ def test_the_five_percent_rule_is_read_before_the_output_it_decides():
 def test_the_summarys_flag_sits_on_the_capacity_line_alone():
     """Learner s12r3h finding 6: '(flagged above)' hung under two lines, batch-1's rate and the dynamic batcher's."""
     source = next("".join(c["source"]) for c in cells() if c.get("id") == "4e0247d2")
-    call = source[source.index('print(measure.flagged(f"  batch-1 serving answered about'):]
+    call = source[source.index('print(measure.flagged(f"  batch-1 serving\'s capacity: '):]
     call = call[:call.index("capacity_flags + capacity_twice")]
     assert "\\n" not in call and "p99" not in call
     assert measure.flagged("  batch-1 serving answered about 638 requests/s", ["(flagged above)"]).count("\n") == 0
@@ -350,50 +339,13 @@ def test_batch_1_at_the_high_load_reads_its_backlog_and_its_capacity_a_second_ti
     text = " ".join(" ".join(lines).split())
     assert "offered 1512/s it answered 603/s (saturated: True), p99 419 ms" in text
     assert "its queue grew by about 356 requests over the 0.4 s run" in text
-    assert "its capacity twice: 638/s (bursts) and 603/s" in text and not twice
+    assert "its capacity a second time, which agrees: 6% from the bursts'" in text and not twice
     kept = NS(arrived_rps=600, offered_rps=610, achieved_rps=598, saturated=False, p99_ms=9, spread_rps=0.05)
     lines, twice = serving.batch1_high_lines(638, 0.15, kept, 610, 0.4)
     assert len(lines) == 1 and "queue grew" not in lines[0] and "twice" not in lines[0] and twice == []
     far = NS(arrived_rps=1494, offered_rps=1512, achieved_rps=200, saturated=True, p99_ms=900, spread_rps=0.02)
     assert serving.batch1_high_lines(638, 0.02, far, 1512, 0.4)[1]  # the two capacities contradict: flagged
     assert all(len(x) <= 100 for line in lines for x in line.splitlines())
-
-
-def test_the_batch_1_forward_is_one_figure_with_its_other_timings_read_against_its_noise():
-    """Learner s12r4h finding 2: the batch-1 forward printed at five speeds (1.36-2.69 ms) with no word on why; the
-    demo was sized by a sixth, unprinted timing, and batch1_forward_rps changed meaning between cells."""
-    bounds = [timing(1.9, 1.8, 2.0), timing(1.85, 1.9, 1.8)]
-    lines, short = serving.forward_1_figures(timing(1.75, 1.6, 2.0), timing(1.99, 1.9, 2.2), bounds)
-    text = " ".join(" ".join(lines).split())
-    assert "timed three times (ms): 1.75 in the sweep (the lab's figure), 1.99 beside the other modes, 1.88" in text
-    assert "14% apart at most, within the widest spread of their repeats (23%, in the sweep)" in text
-    assert "within" in short
-    preempted = [timing(1.8, 1.8, 9.0), timing(1.85, 1.8, 1.9)]  # one pass preempted: its spread is not the bound's
-    lines, short = serving.forward_1_figures(timing(1.4, 1.39, 1.41), timing(1.41, 1.4, 1.42), preempted)
-    assert "beyond" in short and "(3%, back to back before the bursts)" in " ".join(" ".join(lines).split())
-    lines, short = serving.forward_1_figures(timing(1.77, 1.75, 1.8), timing(2.69, 2.6, 2.7), bounds)
-    text = " ".join(" ".join(lines).split())
-    assert "52% apart, more than the widest spread" in text and "uses the figure timed beside it" in text
-    assert "beyond" in short and all(len(x) <= 100 for line in lines for x in line.splitlines())
-    # a scratch run: '10% apart, more than the widest spread of their repeats (10%, ...)': decimals where equal
-    lines, short = serving.forward_1_figures(timing(1.524, 1.52, 1.53), timing(1.49, 1.42, 1.57), [timing(1.38, 1.38)])
-    assert "10.4% apart, more than the widest spread of their repeats (10.1%" in " ".join(" ".join(lines).split())
-    source = "".join("".join(c["source"]) for c in cells())
-    assert "back_to_back" not in source  # no unprinted sixth timing: the demo is sized by the sweep's figure
-    assert "batch1_forward_rps, load_base = serving.capacity_report" not in source  # one meaning per name
-    assert "serving.forward_1_figures(sweep[1], mode_timings[1][\"inference_mode\"], bound_runs)" in source
-
-
-def test_the_back_to_back_bound_is_one_figure_in_every_line_and_the_summary_prints_the_labs_only():
-    """Learner s13r5h findings 1-2: '537/s' (1.862 ms) and '1.87 ms back to back' for one measurement (the median of
-    1/median against 1/the median), and a fourth batch-1 figure in the summary."""
-    from types import SimpleNamespace as NS
-    bounds = [timing(1.80, 1.8, 1.8), timing(1.94, 1.94, 1.94)]
-    _, _, bound, _ = serving.capacity_report([NS(achieved_rps=r) for r in (480, 484)], bounds, 174)
-    lines, _ = serving.forward_1_figures(timing(2.29, 2.2, 2.4), timing(1.92, 1.9, 2.0), bounds)
-    assert f"{1e3 / bound:.2f} back to back" in " ".join(" ".join(lines).split())
-    summary = next("".join(c["source"]) for c in cells() if "forward of batch 1:" in "".join(c["source"]))
-    assert "batch1_bound_rps" not in summary and "forward_1_said" not in summary
 
 
 def test_the_knee_line_places_max_batch_against_the_knee():

@@ -85,6 +85,16 @@ def right(env):
     return rank_from_slurm(env)
 
 
+def test_rank_from_slurm_rank_from_localid_names_localid_not_nodeid():
+    """Learner s13r6h finding 17: RANK read from SLURM_LOCALID was told it had read SLURM_NODEID."""
+    def rank_from_slurm(env):  # the task's number on its node as its rank
+        return {**right(env), "RANK": env["SLURM_LOCALID"]}
+    result = check(rank_from_slurm)
+    assert not result and "SLURM_LOCALID numbers it on its own node" in result.message, result.message
+    assert "SLURM_NODEID" not in result.message
+    assert score(rank_from_slurm) < 1.0
+
+
 def test_rank_from_slurm_hint_gives_no_formula_away():
     """Learner s9h: every FAIL's hint restated all five formulas, so the first wrong try handed over the answer."""
     hint = exercises.get("rank_from_slurm").hint

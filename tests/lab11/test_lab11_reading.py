@@ -211,4 +211,14 @@ def test_the_workers_lines_fit_and_sprios_refusal_is_announced_before_it_prints(
     worker = next(c for c in nb.cells if c.cell_type == "code" and "lab03.source.splitlines()[:6]" in c.source)
     assert all(len(line) <= 100 for o in worker.outputs for line in o.get("text", "").splitlines())
     sprio = next(c.source for c in nb.cells if c.cell_type == "code" and "!sprio" in c.source)
-    assert sprio.index("sprio reads only priority/multifactor: it refuses") < sprio.index("!sprio")
+    # learner s13r6h finding 9: under another plugin sprio refuses and sshare prints zeros: neither runs there
+    assert sprio.index('if plugin != "priority/multifactor":') < sprio.index("!sprio")
+    assert "sprio and sshare read only priority/multifactor, so this cell does not run them" in sprio
+
+
+def test_exercise_1_says_when_its_port_formula_is_safe_beside_the_lessons_port_file():
+    """Learner s13r6h finding 3: the lesson shares a free port through a file, exercise 1 uses 10000 + id % 10000."""
+    text = " ".join(cell("l11-ex-md").split())
+    assert "shared_free_port" in text and "It is safe only where nothing else holds that port" in text
+    assert "(12345 and 22345 both get 12345)" in text
+    assert 10000 + 12345 % 10000 == 10000 + 22345 % 10000 == 12345

@@ -202,3 +202,14 @@ def test_the_checks_line_is_wrapped_at_100_columns():
     long = yourturn.Checked(False, "its time limit is 1 minute(s), not 2 minutes: --time=00:02 is MM:SS, 0 min 2 s, "
                                    "rounded up to 1 minute(s); --time=00:02:00 (HH:MM:SS; a bare number is minutes)")
     assert repr(long).startswith("FAIL  your-turn: its time limit") and all(len(x) <= 100 for x in repr(long).splitlines())
+
+
+def test_total_tasks_instead_of_tasks_per_node_fails_as_exercise_2_does():
+    """Learner s13r6h finding 16: --nodes=2 --ntasks=2 passed here while exercise 2 refused --ntasks."""
+    from lab_utils.labs.lab11.slurm.options import total_tasks_message
+
+    script = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks=2\n#SBATCH --mem=300M\n#SBATCH --time=00:02:00\n"
+    passed, message = yourturn.judge(RIGHT, script)
+    assert not passed and total_tasks_message(1) in message, message
+    passed, _ = yourturn.judge(RIGHT, script.replace("--ntasks=2", "--ntasks-per-node=1"))
+    assert passed

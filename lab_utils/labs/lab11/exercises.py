@@ -6,7 +6,7 @@ import contextlib
 import re
 
 from ...exercises.core import Exercise, FROM_LESSON, max_abs_diff, register
-from .slurm.options import SHORT, parse_sbatch  # noqa: F401  (SHORT: the short options, read by tests)
+from .slurm.options import SHORT, parse_sbatch, total_tasks_message  # noqa: F401  (SHORT: the short options, read by tests)
 
 # ---- rank_from_slurm: SLURM_* -> RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT -----------------------------
 
@@ -80,7 +80,11 @@ def _rank_judge(got, expected, cases):
         if any(not isinstance(v, str) for v in g.values()):
             return 0.0, "environment variables are strings: os.environ.update() refuses an int (str(...) each value)"
         if g["RANK"] != e["RANK"]:
-            if g["RANK"] == env["SLURM_NODEID"]:
+            read = _read_from(got, cases, "RANK", ("SLURM_LOCALID", "SLURM_NODEID"))  # learner s13r6h: LOCALID
+            if read == "SLURM_LOCALID":
+                return 0.0, ("RANK is the task's number in the whole job (SLURM_PROCID); SLURM_LOCALID numbers it "
+                             "on its own node only, so two nodes both hold a rank 0")
+            if read == "SLURM_NODEID" or g["RANK"] == env["SLURM_NODEID"]:
                 return 0.0, "RANK is the task's number in the whole job (SLURM_PROCID), not its node's (SLURM_NODEID)"
             return 0.0, f"RANK of task {env['SLURM_PROCID']} should be {e['RANK']}, got {g['RANK']}"
         if g["WORLD_SIZE"] != e["WORLD_SIZE"]:
@@ -191,8 +195,7 @@ def _header_judge(got, expected, cases):
             return 0.0, f"ask for {want['nodes']} node(s): --nodes={want['nodes']}"
         if "ntasks-per-node" not in options:
             if "ntasks" in options:
-                return 0.0, ("--ntasks is the job's total and lets Slurm spread the tasks unevenly: ask "
-                             f"--ntasks-per-node={want['tasks_per_node']} (one per GPU on GPU nodes)")
+                return 0.0, total_tasks_message(want["tasks_per_node"])
             return 0.0, "say how many tasks (processes) each node runs: --ntasks-per-node"
         if options["ntasks-per-node"] != str(want["tasks_per_node"]):
             return 0.0, f"--ntasks-per-node={options['ntasks-per-node']}, but each node runs {want['tasks_per_node']} process(es)"

@@ -406,8 +406,9 @@ def capacity_agreement(burst_rps: float, burst_spread: float, saturated_rps: flo
                                      condition=CAPACITY_CONDITION)
     said = agreement_words(burst_rps, burst_spread, saturated_rps, saturated_spread) if not flags else (
         "see the flag" if any(detectors.kind_of(f) is not detectors.Kind.NOTE for f in flags) else "see the note")
-    return (f"its capacity twice: {burst_rps:.0f}/s (bursts) and {saturated_rps:.0f}/s (saturated at the high load): "
-            f"{said}"), flags
+    # learner s13r6h: the two figures stand on the line above; this one says what the second is, and which one counts
+    return (f"saturated, it answered as fast as it can: its capacity a second time, {said}; the lab's figure stays the "
+            "bursts'"), flags
 
 
 def agreement_words(first: float, first_spread: float, second: float, second_spread: float) -> str:
@@ -417,12 +418,13 @@ def agreement_words(first: float, first_spread: float, second: float, second_spr
     gap = max(first, second) / min(first, second) - 1
     reach = [(v * (1 - s / 2), v * (1 + s / 2)) for v, s in ((first, first_spread), (second, second_spread))]
     if reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1] and gap > detectors.TWICE_TOLERANCE:
-        return (f"cannot be compared here: {gap:.0%} apart, but their rounds scatter by {first_spread:.0%} and "
+        return (f"not comparable here: {gap:.0%} from the bursts', but their rounds scatter by {first_spread:.0%} and "
                 f"{second_spread:.0%}: too noisy to tell agreement from disagreement")
     if reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1]:
-        return f"they agree: {gap:.0%} apart, within the scatter of their rounds ({first_spread:.0%}, {second_spread:.0%})"
-    return (f"{gap:.0%} apart, more than their rounds scatter, within the {detectors.TWICE_TOLERANCE:.0%} the course "
-            "allows such a pair (minutes apart; the bursts queue every request at once): no flag")
+        return (f"which agrees: {gap:.0%} from the bursts', within the scatter of their rounds ({first_spread:.0%}, "
+                f"{second_spread:.0%})")
+    return (f"{gap:.0%} from the bursts', more than their rounds scatter, within the {detectors.TWICE_TOLERANCE:.0%} "
+            "the course allows two runs minutes apart: no flag")
 
 
 # what lab 09's cells after its exercises read from the lab's own runs (the models, the servers, the loads, the grid):
@@ -430,12 +432,3 @@ def agreement_words(first: float, first_spread: float, second: float, second_spr
 MEASURED_NAMES = frozenset({"images", "input_shape", "model", "answer_here", "batcher", "loads", "broken", "grid"})
 RESTART_HEAD = "this kernel has not run the sections above"
 RESTART_REASON = "run the notebook from the top"
-
-
-def within_bound_line(value: float, bound: float, fastest: float) -> str:
-    """Where a measured rate lies above the bound the median forward pass sets, but not above what its fastest pass
-    allows (no flag): one line saying so, so that a figure above its 'about' bound never stands without a word."""
-    if not bound or value <= bound or value > fastest:
-        return ""
-    return (f"  {value / bound - 1:.0%} above the median pass's {bound:.0f}/s, below its fastest pass's {fastest:.0f}/s: "
-            "within the forward pass's own range, so no flag")

@@ -26,35 +26,76 @@ def request_images(n: int = 256, image_shape=DEFAULT_SHAPE, seed: int = 0):
     return torch.from_numpy(data.synthetic_images(n, image_shape=image_shape, seed=seed)[0])
 
 
-def largest_dense_times(model, sizes, *, repeats: int = 5, device: str = "cpu") -> tuple[str, dict]:
-    """The model's largest dense layer alone, timed at each batch size in `sizes` (interleaved rounds, on random
-    inputs: speed does not depend on the values): its shape as text, and {size: measure.Timing}."""
+def layer_name(module, before=()) -> str:
+    """A leaf layer of the model by its kind and shape ('dense 1568x2048', 'conv2d 1->16'); a layer without weights by
+    its kind and how many of that kind come before it in `before` ('relu #2')."""
+    import torch
+
+    if isinstance(module, torch.nn.Linear):
+        return f"dense {module.in_features}x{module.out_features}"
+    if isinstance(module, torch.nn.Conv2d):
+        return f"conv2d {module.in_channels}->{module.out_channels}"
+    kind = type(module).__name__.lower()
+    return f"{kind} #{1 + sum(type(m) is type(module) for m in before)}"
+
+
+def layer_times_by_batch(model, images, sizes, *, repeats: int = 5, device: str = "cpu") -> dict:
+    """Every leaf layer of the model alone, timed at each batch size in `sizes` on the inputs the model gives it
+    (interleaved rounds): {layer name: {size: measure.Timing}}, in the model's order."""
     import functools
 
     import torch
 
     from .... import measure
 
-    layer = max((m for m in model.modules() if isinstance(m, torch.nn.Linear)), key=lambda m: m.weight.numel())
-    inputs = {b: torch.randn(b, layer.in_features, device=device) for b in sizes}
+    leaves = [m for m in model.modules() if not list(m.children())]
+    inputs: dict = {}
+    hooks = [m.register_forward_pre_hook(lambda m, args: inputs.setdefault((id(m), len(args[0])), args[0]))
+             for m in leaves]
+    try:
+        with torch.inference_mode():
+            for b in sizes:
+                model(images[:b].to(device))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    counted = [(layer_name(m, leaves[:i]), m) for i, m in enumerate(leaves)]
+    fns = {(name, b): functools.partial(m, inputs[(id(m), b)]) for name, m in counted for b in sizes}
     with torch.inference_mode():
-        times = measure.time_interleaved({b: functools.partial(layer, x) for b, x in inputs.items()},
-                                         warmup=1, repeats=repeats, device=device)
-    return f"{layer.in_features}x{layer.out_features}", times
+        times = measure.time_interleaved(fns, warmup=1, repeats=repeats, device=device)
+    return {name: {b: times[(name, b)] for b in sizes} for name, _ in counted}
 
 
-def dense_line(shape: str, small_batch: int, small, large_batch: int, large, *, per_sample: bool = False) -> str:
-    """One line on a pair of batch sizes whose figures invert theory's order in every round: the largest dense layer
-    alone (measure.Timing at each size, same rounds) and whether it inverted the same way in every round (more time at
-    the smaller batch; with `per_sample`, more time per sample at the larger batch), so explains it, or not."""
-    if per_sample:
-        every = all(lg / large_batch > sm / small_batch for sm, lg in zip(small.times, large.times))
-        figures = (f"{small.median / small_batch * 1e3:.2f} vs {large.median / large_batch * 1e3:.2f} ms per sample "
-                   f"at batch {small_batch} and {large_batch}")
-    else:
-        every = all(sm > lg for sm, lg in zip(small.times, large.times))
-        figures = f"{small.median * 1e3:.2f} vs {large.median * 1e3:.2f} ms at batch {small_batch} and {large_batch}"
-    return (f"the {shape} dense layer alone: {figures} (medians of {len(small.times)} rounds): "
-            + ("the same in every round, so the matrix multiply itself explains it (the math library picks its "
-               "kernel by the batch size)" if every else "not the same in every round, so this layer does not explain "
-               "it: the gap lies in the model's other layers, which this lab does not time one by one"))
+def layer_line(layers: dict, small_batch: int, large_batch: int, gap_s: float, *, per_sample: bool = False) -> str:
+    """Which layer carries a pair's inversion, from layer_times_by_batch: the one whose own time inverts most (less
+    time at the larger batch; with `per_sample`, more than the batch ratio times its time at the smaller one), named where it
+    inverts in every round and by at least half the whole forward's gap `gap_s` (seconds, the sweep's medians: a
+    tiny layer can invert in every round by chance); else that no layer alone does (learner s13r6h: 'the model's
+    other layers, which this lab does not time one by one')."""
+    import statistics
+
+    work = large_batch / small_batch
+
+    def excess(timings) -> list[float]:  # per round: how far this layer inverts theory's order (> 0: it does)
+        small, large = timings[small_batch].times, timings[large_batch].times
+        return [lg - work * sm if per_sample else sm - lg for sm, lg in zip(small, large)]
+
+    def carries(timings) -> bool:
+        return all(e > 0 for e in excess(timings)) and statistics.median(excess(timings)) >= 0.5 * gap_s
+
+    def rank(item) -> tuple[bool, float]:  # a layer that carries it first, then by its median excess
+        return carries(item[1]), statistics.median(excess(item[1]))
+
+    name, timings = max(layers.items(), key=rank)
+    small, large = timings[small_batch].median, timings[large_batch].median
+    figures = (f"{small / small_batch * 1e3:.3f} vs {large / large_batch * 1e3:.3f} ms per sample" if per_sample else
+               f"{small * 1e3:.3f} vs {large * 1e3:.3f} ms")
+    share = statistics.median(excess(timings)) / gap_s if gap_s > 0 else 0.0
+    rounds = len(timings[small_batch].times)
+    head = f"each layer alone at batch {small_batch} and {large_batch} (medians of {rounds} rounds): "
+    if carries(timings):
+        return (head + f"the {name} layer carries it, {figures} ({share:.0%} of the whole pass's gap), in every "
+                "round: its own kernel does it (the math library picks one by the batch size)")
+    inverted = sum(e > 0 for e in excess(timings))
+    return (head + f"no one layer carries it (the most: the {name} layer, {figures}, {share:.0%} of the whole pass's "
+            f"gap, in {inverted} of {rounds} rounds)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .... import measure
 from .figures import inversions
-from .model import dense_line, largest_dense_times
+from .model import layer_line, layer_times_by_batch
 
 
 def inversion_gap(sweep, small: int, large: int, how: str) -> float:
@@ -38,10 +38,11 @@ def gap_reading(sweep, small: int, large: int, how: str) -> str:
                               "two sizes as equal")
 
 
-def inversion_lines(model, batch_sweep, sweep, knee: int, *, repeats: int, device: str,
+def inversion_lines(model, batch_sweep, sweep, knee: int, *, images, repeats: int, device: str,
                     flags_of: list | None = None) -> list[str]:
     """Every pair that inverts theory's order (up to the knee for samples/s): one sentence on its gap round by round;
-    where every round shows it, the same sentence goes on with the largest dense layer timed alone at both sizes
+    where every round shows it, the same sentence goes on with every layer timed alone at both sizes (images: the
+    sweep's inputs)
     (learner s13r5h: 'not flagged', 'repeatable, not noise' and 'unexplained' in three lines for one pair). flags_of:
     sweep_table's flags per size; an unflagged 'less time' pair that not every round shows has its line under the
     table already (no second)."""
@@ -52,9 +53,12 @@ def inversion_lines(model, batch_sweep, sweep, knee: int, *, repeats: int, devic
         if "repeatable" not in line and how == "less time" and unflagged:
             continue  # 'within the 10% ..., so not flagged' under the table says it
         if "repeatable" in line:
-            shape, dense = largest_dense_times(model, (small, large), repeats=repeats, device=device)
-            line = measure.lines.wrap(" ".join(line.split()) + "; " + dense_line(
-                shape, small, dense[small], large, dense[large], per_sample=how == "fewer samples/s"))
+            layers = layer_times_by_batch(model, images, (small, large), repeats=repeats, device=device)
+            per_sample = how == "fewer samples/s"  # the whole pass's gap, in seconds of the larger batch's pass
+            gap_s = (sweep[large].median - large / small * sweep[small].median if per_sample else
+                     sweep[small].median - sweep[large].median)
+            line = measure.lines.wrap(" ".join(line.split()) + "; " + layer_line(
+                layers, small, large, gap_s, per_sample=per_sample))
         out.append(line)
     return out
 
@@ -126,64 +130,55 @@ def forward_twice_line(in_modes, in_sweep, max_batch: int) -> str | None:
         f"{in_sweep.median * 1e3:.2f} ms (beside the other sizes)"), twice)
 
 
-def capacity_report(capacity_runs, bound_runs, n_burst: int, earlier=()) -> tuple[list[str], list, float, float]:
-    """Batch-1 serving's bursts against the forward pass's bound, each round's bound timed right before its burst
-    (one machine state for both): (lines, flags, the bound in requests/s, the load basis in requests/s). `earlier`:
-    the lab's other timings of the same batch-1 forward (measure.Timing); the bound's top end is the fastest pass of
-    any of them (learner s12r4h: a quiet run's bursts beat a slow back-to-back bound, 'a busy machine' was blamed)."""
+def capacity_report(capacity_runs, in_sweep, n_burst: int, earlier=()) -> tuple[list[str], list, float, float]:
+    """Batch-1 serving's bursts, the lab's one figure for its capacity, against its forward pass alone (the sweep's
+    median, the lab's one figure for the pass): (lines, flags, the bound in requests/s, the load basis in requests/s).
+    `earlier`: the lab's other timings of the same pass (measure.Timing); the bound is 'about': up to the fastest pass
+    of any of them, and only a capacity above that is flagged. Learner s13r6h: four figures (498, 553, 600, 654/s)
+    for one capacity; a second line only where the bursts beat the sweep's pass or were flagged."""
     import statistics
 
     from .... import detectors
-    from .figures import load_basis, within_bound_line
+    from .figures import load_basis
 
     capacity = statistics.median(r.achieved_rps for r in capacity_runs)
     spread = measure.spread([r.achieved_rps for r in capacity_runs])
-    bound = 1 / statistics.median(t.median for t in bound_runs)  # one figure: forward_1_figures prints 1e3 / bound ms
-    fastest = statistics.median(1 / min(t.times) for t in bound_runs)  # the bound is 'about': up to the fastest pass
-    fastest_anywhere = max([fastest] + [1 / min(t.times) for t in earlier])  # no server beats the fastest pass seen
-    where = "" if fastest_anywhere == fastest else ", of every batch-1 timing in this lab"
-    fastest = fastest_anywhere
+    bound = 1 / in_sweep.median
+    fastest = max(1 / min(t.times) for t in [in_sweep, *earlier])  # no server beats the fastest pass the lab timed
     flags = detectors.above_bound(capacity, bound, what="batch-1 serving answered",
-                                  bound_name="what its median forward pass allows,", tolerance=fastest / bound - 1)
-    n_passes = len(bound_runs[0].times)
-    lines = [measure.flagged(measure.lines.wrap(
-        f"batch-1 serving answered {capacity:.0f} requests/s (median of {len(capacity_runs)} bursts of {n_burst}, "
-        f"spread {spread:.0%}); the forward pass alone allows about {bound:.0f}/s (1 / the median of {n_passes} "
-        f"passes timed back to back right before each burst; its fastest pass{where}: {fastest:.0f}/s)"), flags)]
-    within = within_bound_line(capacity, bound, fastest)
-    if within:  # above the median pass's bound, inside the forward pass's own range: said
-        lines.append(measure.lines.wrap(within))
+                                  bound_name="what its forward pass alone allows (the sweep's median),",
+                                  tolerance=fastest / bound - 1)
     base, base_name = load_basis(capacity, flags, bound)  # never a multiple of a flagged figure
-    lines.append(measure.lines.wrap(f"the loads of section Measure are multiples of {base:.0f} requests/s: {base_name}"))
+    head = (f"batch-1 serving's capacity: {capacity:.0f} requests/s (median of {len(capacity_runs)} bursts of "
+            f"{n_burst}, spread {spread:.0%})")
+    pass_ms = in_sweep.median * 1e3
+    if flags:
+        return [measure.flagged(measure.lines.wrap(
+            f"{head}; its forward pass alone allows about {bound:.0f}/s (the sweep's {pass_ms:.2f} ms), at most "
+            f"{fastest:.0f}/s (the fastest batch-1 pass the lab timed)"), flags),
+            measure.lines.wrap(f"the loads of section Measure are multiples of {base:.0f} requests/s: {base_name}")], \
+            flags, bound, base
+    lines = [measure.lines.wrap(f"{head}: the lab's figure; section Measure's loads are multiples of it")]
+    if capacity <= bound:
+        lines.append(measure.lines.wrap(
+            f"  its forward pass alone, the sweep's {pass_ms:.2f} ms, allows {bound:.0f}/s: the server's own work "
+            f"per request (queue, checks, stacking, answer) takes the other {1 - capacity / bound:.0%}"))
+    else:  # above the sweep's median pass, within the passes' own range: said once, no flag
+        lines.append(measure.lines.wrap(
+            f"  {capacity / bound - 1:.0%} above what its forward pass alone allows at the sweep's median "
+            f"({pass_ms:.2f} ms, {bound:.0f}/s), below its fastest batch-1 pass ({fastest:.0f}/s): the passes "
+            "scatter that much, so no flag"))
     return lines, flags, bound, base
 
 
-def forward_1_figures(in_sweep, in_modes, bound_runs) -> tuple[list[str], str]:
-    """The batch-1 forward, timed three times (beside the other sizes: the lab's figure; beside the other modes; back
-    to back before the bursts): one line with the three, one that sets their largest gap against the widest spread of
-    their repeats; (lines, the short reading). Learners s12r4h (five figures, no word on why), s13r5h (one row)."""
-    import statistics
-
-    bound_ms = statistics.median(t.median for t in bound_runs) * 1e3  # capacity_report's bound is 1e3 / this
-    # the bound's scatter: how far its rounds' medians lie apart (one pass of 20 can be preempted: a 300 % spread)
-    bound_spread = measure.spread(t.median for t in bound_runs) if len(bound_runs) > 1 else bound_runs[0].spread
-    figures = {"in the sweep (the lab's figure)": (in_sweep.median * 1e3, in_sweep.spread),
-               "beside the other modes": (in_modes.median * 1e3, in_modes.spread),
-               "back to back before the bursts": (bound_ms, bound_spread)}
-    values = [ms for ms, _ in figures.values()]
-    gap = max(values) / min(values) - 1
-    widest_at, (_, widest) = max(figures.items(), key=lambda item: item[1][1])
-    whose = widest_at.split(" (")[0]
-    said = ", ".join(f"{ms:.2f} {where}" for where, (ms, _) in figures.items())
-    digits = 1 if f"{gap:.0%}" == f"{widest:.0%}" else 0  # '10% apart, more than ... (10%)': one decimal each
+def forward_1_note(in_sweep, in_modes) -> str | None:
+    """The batch-1 forward has one figure, the sweep's; the modes' table timed it too: a line only where that figure
+    lies beyond the widest spread of the two (learner s13r6h: '1.67, 2.52, 2.01 ms ... one figure' was heavy)."""
+    gap = max(in_modes.median, in_sweep.median) / min(in_modes.median, in_sweep.median) - 1
+    widest = max(in_modes.spread, in_sweep.spread)
     if gap <= widest:
-        short = f"{gap:.{digits}%} apart at most, within their repeats' scatter"
-        reading = (f"  {gap:.{digits}%} apart at most, within the widest spread of their repeats "
-                   f"({widest:.{digits}%}, {whose}): one figure, read within its noise")
-    else:
-        short = f"{gap:.{digits}%} apart, beyond their repeats' scatter"
-        reading = (f"  {gap:.{digits}%} apart, more than the widest spread of their repeats ({widest:.{digits}%}, "
-                   f"{whose}): each ran at another moment beside other work, so each comparison uses the figure "
-                   "timed beside it")
-    return [measure.lines.wrap(f"the batch-1 forward, timed three times (ms): {said}"),
-            measure.lines.wrap(reading)], short
+        return None
+    return measure.lines.wrap(
+        f"  the modes' table above timed the same pass at {in_modes.median * 1e3:.2f} ms, {gap:.0%} from the sweep's, "
+        f"beyond the widest spread of their repeats ({widest:.0%}): read that table's times only against each other "
+        "(its speed-ups), and the sweep's as the lab's figure")

@@ -5,6 +5,12 @@ SHORT = {"N": "nodes", "n": "ntasks", "c": "cpus-per-task", "t": "time", "J": "j
          "G": "gpus", "o": "output", "A": "account"}
 
 
+def total_tasks_message(tasks_per_node) -> str:
+    """The one answer to --ntasks without --ntasks-per-node, shared by the your-turn check and exercise 2."""
+    return ("--ntasks is the job's total and lets Slurm spread the tasks unevenly: ask "
+            f"--ntasks-per-node={tasks_per_node} (one per GPU on GPU nodes)")
+
+
 def parse_sbatch(header: str) -> dict:
     """The options Slurm reads from a script's #SBATCH lines (it stops at the first command), name -> value."""
     options = {}

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from .cluster import command
-from .options import parse_sbatch
+from .options import parse_sbatch, total_tasks_message
 from .sacct import seconds, settled
 
 NAME = "your-turn"
@@ -76,6 +76,9 @@ def judge(record: dict, script: str, want: dict = REQUEST, said=()) -> tuple[boo
     if stub_left(script):
         return False, NOT_WRITTEN + " in the script by your #SBATCH lines (it ends the script, so the job fails)"
     passed, message = _judge_record(record, script, want, said)
+    options = parse_sbatch(script)
+    if passed and "ntasks" in options and "ntasks-per-node" not in options:  # learner s13r6h: as exercise 2 does
+        return False, "the job ran as asked here, but " + total_tasks_message(want["tasks_per_node"])
     ignored = ignored_lines(script)
     if not passed and ignored:
         return False, (f"sbatch read {ignored[0]!r} as a plain comment: only lines that start with exactly "
