@@ -371,7 +371,7 @@ def one_figure(sweep, traced, typical, launched_timing, launched_alone_ms: float
         return
     r = sweep.result(batch, data_parallel.dp_name(sweep.n_devices))
     lab = data_parallel.StepFigure("the sweep (Measure)", r.wall_s, r.spread, data_parallel.device0_alone_ms(sweep, batch),
-                                   "one step at a time, each after idle cores")
+                                   f"rounds of {sweep.steps} steps in a row, beside one device")
     others = [data_parallel.StepFigure("traced (Strategy 2)", typical.seconds, traced.spread,
                                        typical.device0_alone_seconds() * 1e3,
                                        f"{len(traced.times)} steps in a row, every phase timed"),
