@@ -862,5 +862,7 @@ def test_the_details_parameter_reaches_the_sweep_cell_and_the_hot_spot_names_its
     """Learner s13r5b items (e), (f): the cross-checks behind `details`, and '1 device' meaning one thing."""
     assert "details = False" in _lab02_cell("results_dir = None")
     assert "details=details" in _lab02_cell("report.sweep_report(")
-    hot = _lab02_cell("hot_timings = measure.time_interleaved(")
+    hot = _lab02_cell("hot_timings = data_parallel.time_in_rounds(")
     assert '"1 (DP class)" if n == 1' in hot and 'print("1 device:' not in hot
+    # learner s13r6b finding 1: the hot spot's steps, checked against the sweep's, are timed as the sweep's are
+    assert "steps=compare_steps" in hot and "steps=compare_steps" in _lab02_cell("data_parallel.sweep(DataParallel")
