@@ -226,6 +226,8 @@ def test_the_summary_prints_the_launched_and_the_sweeps_figures_and_the_hot_spot
                    allocator_said=["verdict: glibc at 128 KiB slower: 1.93x"])
     out = " ".join(capsys.readouterr().out.split())
     assert "batch 64: 1.00x one device" in out, out
+    # learner s13r6b: the batch-8 line without nested parentheses ('(its verdict, below 1: one device faster)')
+    assert "vs one device, batch 8, its verdict: 0.6" in out and "; below 1: one device faster" in out, out
     # s12r3b 'a 5' item a: one figure per quantity; the launched speedup that agrees is a cross-check line
     assert "DataParallel's speedup cross-checked against the sweep's at batch 256 (above): agrees" in out, out
     assert "1.54x" not in out, out

@@ -406,8 +406,8 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     for b in sorted(dict.fromkeys(b for b in shown if b in sweep.batch_sizes)):
         r = sweep.result(b, many)
         if b == small:  # decided by a verdict: its one figure is the verdict's
-            print(measure.short_lines(f"DataParallel over {n_devices} devices vs one device, batch {b} (its verdict, "
-                                      f"below 1: one device faster): {measure.printed_outcome(small_verdict)}"))
+            print(measure.short_lines(f"DataParallel over {n_devices} devices vs one device, batch {b}, its verdict: "
+                                      f"{measure.printed_outcome(small_verdict)}; below 1: one device faster"))
         elif sweep_refused is None:
             print(measure.flagged(f"DataParallel over {n_devices} devices ({backend}, {device}), batch {b}: "
                                   + _with_range(sweep, b, many), r.flags))
