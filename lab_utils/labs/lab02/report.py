@@ -240,7 +240,7 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
                 speedup, n_devices, {b: sweep.speedup(b, many) for b in checked},
                 where=f"one device at batch {batch} (launched)", cause=cause,
                 busy_cores=None if run_load is None else (run_load.others + run_load.steal, run_load.cores),
-                lab_figure="the sweep's (this launched row serves the DDP comparison)",
+                lab_figure="the sweep's",
                 settings=(f"in the sweep at batch {batch}" if checked == [batch]
                           else "at the neighbouring batches of the sweep"))
             status = fate.status
