@@ -216,9 +216,9 @@ def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
 
 
 def test_the_sweep_times_rounds_of_steps_in_a_row_and_reports_the_time_per_step(monkeypatch, capsys):
-    """Learner s13r6b finding 1: timing one step after settle()'s idle wait paid to wake DataParallel's threads
-    (1.23x in the sweep, 1.65x launched on a quiet run): each round now runs `steps` steps in a row, as the launch
-    does, and a repeat is the round's time per step; the warm-up is whole rounds of steps."""
+    """Learner s13r6b finding 1: the sweep timed one step after settle()'s idle wait, the launch steps in a row
+    (1.23x against 1.65x on a quiet run): each round now runs `steps` steps in a row, as the launch does, and a
+    repeat is the round's time per step; the warm-up is whole rounds of steps."""
     import importlib
     sweep_module = importlib.import_module("lab_utils.labs.lab02.data_parallel.sweep")
     calls = []

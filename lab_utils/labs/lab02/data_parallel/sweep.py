@@ -93,8 +93,9 @@ def time_in_rounds(fns: dict, *, steps: int, warmup: int, repeats: int, device=N
     """{name: Timing per step} of `fns` (one step each) in `warmup` + `repeats` interleaved rounds of `steps` calls in a
     row, a repeat being its round's time per step. Each round starts once the last one's OpenMP threads stopped
     spinning (settle: a threads candidate's spin took the next one's cores); its steps then run in a row, as lab 02's
-    launched run times them: a step timed alone after that idle wait paid to wake the sleeping threads (learner
-    s13r6b: DataParallel 1.23x one device timed so, 1.65x launched, on a quiet machine)."""
+    launched run times them: a step timed alone after that idle wait also pays to wake the sleeping threads
+    (learner s13r6b's quiet run: the sweep 1.23x, launched 1.65x; probed near quiet in fresh processes, batch 256:
+    DataParallel's step 0-8 % slower timed alone, its spread 20-41 % against 13-16 % in rounds of 4)."""
     if steps < 1:
         raise ValueError(f"need steps >= 1, got {steps}")
     rounds = measure.time_interleaved({n: (lambda f=f: [f() for _ in range(steps)]) for n, f in fns.items()},
