@@ -866,3 +866,15 @@ def test_the_details_parameter_reaches_the_sweep_cell_and_the_hot_spot_names_its
     assert '"1 (DP class)" if n == 1' in hot and 'print("1 device:' not in hot
     # learner s13r6b finding 1: the hot spot's steps, checked against the sweep's, are timed as the sweep's are
     assert "steps=compare_steps" in hot and "steps=compare_steps" in _lab02_cell("data_parallel.sweep(DataParallel")
+
+
+def test_the_ddp_section_promises_no_agreement_the_run_may_contradict():
+    """Learner s13r6b finding 2: cell 43 said 'theory expects the two speedups to agree' and the quiet run disagreed
+    by 34 %; it now says the two are timed by the same method and that a computed line compares them."""
+    import nbformat
+    from pathlib import Path
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "02_data_parallel.ipynb", 4).cells
+    ddp = next(c.source for c in cells if c.cell_type == "markdown" and c.source.startswith("### DataParallel vs DDP"))
+    assert "expects the two speedups to agree" not in ddp and "by the same method" in ddp, ddp
+    assert all(len(line) <= 120 for c in cells if c.cell_type == "markdown" for line in c.source.splitlines())  # 156
