@@ -215,6 +215,33 @@ def test_the_sweep_returns_one_typed_result_per_candidate_and_batch():
         sweep.result(5, data_parallel.ONE_DEVICE)
 
 
+def test_the_sweep_times_rounds_of_steps_in_a_row_and_reports_the_time_per_step(monkeypatch, capsys):
+    """Learner s13r6b finding 1: the sweep timed one step after settle()'s idle wait, the launch steps in a row
+    (1.23x against 1.65x on a quiet run): each round now runs `steps` steps in a row, as the launch does, and a
+    repeat is the round's time per step; the warm-up is whole rounds of steps."""
+    import importlib
+    sweep_module = importlib.import_module("lab_utils.labs.lab02.data_parallel.sweep")
+    calls = []
+    monkeypatch.setattr(sweep_module, "single_device_step", lambda *a, **k: (calls.append(1), time.sleep(0.01)))
+    counted = []
+
+    class Counted(lab02.DataParallel):
+        def step(self, x, y, optimizer=None):
+            counted.append(1)
+            return super().step(x, y, optimizer)
+
+    sweep = data_parallel.sweep(Counted, n_devices=2, batch_sizes=(4,), repeats=2, warmup=2, steps=3, hw=CPU_ONLY,
+                                progress=False)
+    assert len(counted) == (1 + 2) * 3 and len(calls) == 2 * (1 + 2) * 3  # 1 warm-up round + 2 timed, 3 steps each
+    assert sweep.steps == 3 and len(sweep.unaccounted_steps_ms[4]) == 2 * 3  # the phases read the timed steps only
+    one = sweep.timings[4][data_parallel.ONE_DEVICE].times
+    assert len(one) == 2 and all(0.01 <= t < 0.025 for t in one), one  # per step (a round of 3 took >= 30 ms)
+    data_parallel.print_sweep(sweep)
+    assert "median of 2 interleaved rounds of 3 steps in a row" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(ValueError, match="steps >= 1"):
+        data_parallel.sweep(Counted, batch_sizes=(4,), repeats=1, steps=0, hw=CPU_ONLY)
+
+
 def test_sweep_rows_more_devices_than_cores_are_flagged_oversubscribed():
     one_core = hardware.HardwareReport("tiny", 1, (), "3.11", "2.13.0", "-")
     sweep = data_parallel.sweep(lab02.DataParallel, n_devices=2, batch_sizes=(4,), repeats=1, warmup=0, hw=one_core)
@@ -835,5 +862,19 @@ def test_the_details_parameter_reaches_the_sweep_cell_and_the_hot_spot_names_its
     """Learner s13r5b items (e), (f): the cross-checks behind `details`, and '1 device' meaning one thing."""
     assert "details = False" in _lab02_cell("results_dir = None")
     assert "details=details" in _lab02_cell("report.sweep_report(")
-    hot = _lab02_cell("hot_timings = measure.time_interleaved(")
+    hot = _lab02_cell("hot_timings = data_parallel.time_in_rounds(")
     assert '"1 (DP class)" if n == 1' in hot and 'print("1 device:' not in hot
+    # learner s13r6b finding 1: the hot spot's steps, checked against the sweep's, are timed as the sweep's are
+    assert "steps=compare_steps" in hot and "steps=compare_steps" in _lab02_cell("data_parallel.sweep(DataParallel")
+
+
+def test_the_ddp_section_promises_no_agreement_the_run_may_contradict():
+    """Learner s13r6b finding 2: cell 43 said 'theory expects the two speedups to agree' and the quiet run disagreed
+    by 34 %; it now says the two are timed by the same method and that a computed line compares them."""
+    import nbformat
+    from pathlib import Path
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "02_data_parallel.ipynb", 4).cells
+    ddp = next(c.source for c in cells if c.cell_type == "markdown" and c.source.startswith("### DataParallel vs DDP"))
+    assert "expects the two speedups to agree" not in ddp and "by the same method" in ddp, ddp
+    assert all(len(line) <= 120 for c in cells if c.cell_type == "markdown" for line in c.source.splitlines())  # 156

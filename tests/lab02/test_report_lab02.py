@@ -30,7 +30,7 @@ def made_up_sweep(dp_over_one: dict, threads_over_one: float = 0.5):
                     for n, s, w, t in ((ONE, "single", 1, one_t), (THREADS, "single", 1, threads_t),
                                        (MANY, "dp", 2, dp_t))]
     plan = types.SimpleNamespace(backend="threads", devices=["cpu", "cpu"])
-    return data_parallel.Sweep(plan, 5, tuple(results), {}, timings)
+    return data_parallel.Sweep(plan, 5, tuple(results), {}, timings, steps=4)
 
 
 def test_the_one_device_line_says_why_the_gap_is_smaller_than_the_bookkeeping():
@@ -142,11 +142,12 @@ def test_the_ddp_verdict_starts_with_the_plain_answer(capsys, held):
     out = capsys.readouterr().out
     first = " ".join(out.split("verdict,")[0].split())
     assert first.startswith(f"DDP was {1 / v.high - 1:.0%}-{1 / v.low - 1:.0%} slower than DataParallel here"), out
-    # learner s13r5b finding 8: one direction, the verdict's (speed), and the bound as a speed beside it
-    assert f"({v.low:.2f}-{v.high:.2f}x its speed" in first and "its step" not in first, first
+    # learner s13r6b finding 7: one clause, in step time, the bound in the same unit ('above ... allows' read as over)
+    assert "its speed" not in first and "(" not in first.split("here")[0], first
     if held:
-        assert "above the 0.87x (1/1.15) that its all-reduce, 15% of a step, allows" in first, first
-        assert "needs one GPU per rank" in first and "1/1.15 = 0.87" not in out, out
+        assert first.startswith(f"DDP was {1 / v.high - 1:.0%}-{1 / v.low - 1:.0%} slower than DataParallel here, "
+                                "inside the 15% its all-reduce allows: as theory predicts on shared cores"), first
+        assert "above the" not in first and "1/1.15 = 0.87" not in out, out
     else:
         assert "more than the predicted 15% slower (its all-reduce), against theory" in first, first
     report.ddp_verdict(v, ranks)  # no bound passed (NCCL's win): the verdict's word
@@ -198,8 +199,11 @@ def test_on_a_quiet_machine_the_sweep_cell_ends_with_its_answer_and_draws_its_ch
     said = " ".join(out.split())
     assert "timed in two cells" in said and "its traced serial phases" in said, out
     # learner s12r4b: the verdict block opens with one plain sentence, and the sweep prints its load (cell 0's promise)
-    assert "DataParallel over 2 devices was 1.60x slower than one device at batch 8: as theory predicts" in said, out
-    assert said.index("1.60x slower than one device") < said.index("verdict, ")
+    # learner s13r6b finding 6: the verdict's figure once, not its inverse beside it ('2.07x slower' and 0.48x)
+    ratio = f"{verdict.ratio:.2f}x"
+    assert (f"DataParallel over 2 devices ran at {ratio} one device's speed at batch 8: slower, as theory predicts"
+            in said), out
+    assert said.index(f"{ratio} one device's speed") < said.index("verdict, ") and "1.60x slower" not in said, out
     assert "machine while measuring" in said, out
     assert "The threads' speedup over DataParallel" in said
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
@@ -222,6 +226,8 @@ def test_the_summary_prints_the_launched_and_the_sweeps_figures_and_the_hot_spot
                    allocator_said=["verdict: glibc at 128 KiB slower: 1.93x"])
     out = " ".join(capsys.readouterr().out.split())
     assert "batch 64: 1.00x one device" in out, out
+    # learner s13r6b: the batch-8 line without nested parentheses ('(its verdict, below 1: one device faster)')
+    assert "vs one device, batch 8, its verdict: 0.6" in out and "; below 1: one device faster" in out, out
     # s12r3b 'a 5' item a: one figure per quantity; the launched speedup that agrees is a cross-check line
     assert "DataParallel's speedup cross-checked against the sweep's at batch 256 (above): agrees" in out, out
     assert "1.54x" not in out, out
@@ -266,8 +272,15 @@ def test_the_ddp_answer_tests_the_bound_as_predicted_not_only_the_restated_one()
     assert "they establish only the weaker 'at most 19% slower'" in said, said
     clear = measure.decide([0.97, 0.98, 0.99, 0.97, 0.98] * 4, claim="c", expected="e", no_worse_than=0.13,
                            timed=False, seeded=True)
-    assert "above the 0.88x (1/1.13) that its all-reduce, 13% of a step, allows: as theory predicts" in \
-        report.ddp_answer(clear, 0.13)
+    assert report.ddp_answer(clear, 0.13).endswith("slower than DataParallel here, inside the 13% its all-reduce "
+                                                   "allows: as theory predicts on shared cores")
+    # learner s13r6b finding 7: a range whose fast end rounds to 0 % slower reads 'at most', not '0%-11%'
+    edge = types.SimpleNamespace(low=0.90, high=0.998)  # the quiet run's range
+    assert report.ddp_who(edge).startswith("DDP was at most ") and "0%-" not in report.ddp_who(edge), \
+        report.ddp_who(edge)
+    faster = measure.decide([1.05, 1.08, 1.06, 1.07, 1.09] * 4, claim="c", expected="e", timed=False, seeded=True)
+    assert report.ddp_who(faster).startswith("DDP was ") and "% faster than DataParallel here" in \
+        report.ddp_who(faster), report.ddp_who(faster)
     far = measure.decide([0.70, 0.71, 0.72, 0.70, 0.71] * 4, claim="c", expected="e", no_worse_than=0.13,
                          timed=False, seeded=True)
     assert "more than the predicted 13% slower (its all-reduce), against theory" in report.ddp_answer(far, 0.13)
@@ -304,7 +317,7 @@ def test_dataparallels_step_is_one_figure_the_others_set_against_it(capsys):
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[1].split()[:4] == ["the", "sweep", "(Measure)", f"{dp_s * 1e3:.2f}"], out
-    assert "(1.30)  the lab's: one step at a time" in lines[1], out  # device 0 alone: scatter + update, not the forward
+    assert "(1.30)  the lab's: rounds of 4 steps in a row, beside one device" in lines[1], out  # device 0 alone: scatter + update, not the forward
     assert "0.80x the lab's" in lines[2] and "(1.25)" in lines[2] and "3 steps in a row" in lines[2], out
     assert "0.85x the lab's" in lines[3] and "(1.22)" in lines[3] and "rounds of 4 steps" in lines[3], out
     assert "all within the 25%" in out and "quote the lab's" in out and "[!]" not in out, out
@@ -317,9 +330,9 @@ def test_dataparallels_step_is_one_figure_the_others_set_against_it(capsys):
     assert "launched (above) beyond" not in said, said
 
 
-def test_the_one_figure_table_reads_no_refused_launched_time_and_gives_theory_only_where_it_applies(capsys):
-    """A busy launch prints n/m for DataParallel's times: the table then leaves that row out; the warm-steps theory
-    is printed only where steps in a row were the faster (scratch run: a busy traced step was 1.80x the sweep's)."""
+def test_the_one_figure_table_reads_no_refused_launched_time_and_gives_no_theory_of_its_own(capsys):
+    """A busy launch prints n/m for DataParallel's times: the table then leaves that row out; no warm-steps theory
+    (learner s13r6b: every method now times steps in a row, so that theory no longer tells them apart)."""
     sweep = made_up_sweep({256: 1 / 1.5})
     sweep = dataclasses.replace(sweep, phase_ms={256: {"device 0 (cpu)": {"scatter": 0.2}}})
     dp_s = sweep.result(256, MANY).wall_s

@@ -16,8 +16,8 @@ __all__ = ['copy_weights', 'DataParallel', 'gradient_difference']
 @torch.no_grad()
 def copy_weights(source, replica):
     """Overwrite the replica's parameters and buffers with the source's (the broadcast of `replicate`)."""
-    for dst, src in zip(replica.parameters(), source.parameters()):
-        dst.copy_(src, non_blocking=True)
+    for dst, src in zip(replica.parameters(), source.parameters()):  # non_blocking: between GPUs the copy is queued
+        dst.copy_(src, non_blocking=True)                              # and the CPU goes on (on a CPU: copied at once)
     for dst, src in zip(replica.buffers(), source.buffers()):
         dst.copy_(src, non_blocking=True)
 

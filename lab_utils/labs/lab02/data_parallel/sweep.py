@@ -16,6 +16,7 @@ from .phases import COORDINATOR_PHASES, median_phase_seconds, unaccounted_second
 from .threads import settle, single_device_step
 
 SWEEP_WORKLOAD = workloads.SWEEP_3CONV.name
+STEPS_IN_A_ROW = 4  # steps a sweep round times per candidate, as the launched run of lab 02 does (compare_steps)
 ONE_DEVICE = "1 device"
 
 
@@ -42,6 +43,7 @@ class Sweep:
     step_ms: dict = field(default_factory=dict)  # batch size -> median traced DataParallel step, ms
     unaccounted_ms: dict = field(default_factory=dict)  # batch size -> median over steps of each step's unaccounted ms
     unaccounted_steps_ms: dict = field(default_factory=dict)  # batch size -> each timed step's unaccounted ms
+    steps: int = 1  # steps timed in a row per candidate per round (each repeat is their mean)
 
     @property
     def n_devices(self) -> int:
@@ -87,10 +89,28 @@ def _sweep_result(variant, strategy, world_size, threads, batch, timing, baselin
                           threads=threads, repeats=len(timing.times), spread=timing.spread, flags=tuple(flags))
 
 
+def time_in_rounds(fns: dict, *, steps: int, warmup: int, repeats: int, device=None) -> dict:
+    """{name: Timing per step} of `fns` (one step each) in `warmup` + `repeats` interleaved rounds of `steps` calls in a
+    row, a repeat being its round's time per step. Each round starts once the last one's OpenMP threads stopped
+    spinning (settle: a threads candidate's spin took the next one's cores); its steps then run in a row, as lab 02's
+    launched run times them: a step timed alone after that idle wait also pays to wake the sleeping threads
+    (learner s13r6b's quiet run: the sweep 1.23x, launched 1.65x; probed near quiet in fresh processes, batch 256:
+    DataParallel's step 0-8 % slower timed alone, its spread 20-41 % against 13-16 % in rounds of 4)."""
+    if steps < 1:
+        raise ValueError(f"need steps >= 1, got {steps}")
+    rounds = measure.time_interleaved({n: (lambda f=f: [f() for _ in range(steps)]) for n, f in fns.items()},
+                                      warmup=warmup, repeats=repeats, device=device, before={n: settle for n in fns})
+    return {n: measure.Timing(tuple(t / steps for t in r.times), r.warmup) for n, r in rounds.items()}
+
+
 def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats: int = 15, warmup: int = 3, seed: int = 0,
-          hw: hardware.HardwareReport | None = None, progress: bool = True) -> Sweep:
-    """Time interleaved steps of one device vs DataParallel over `n_devices`, for each batch size; returns a Sweep.
-    `progress`: a line as each batch size is done (a busy machine can take minutes)."""
+          hw: hardware.HardwareReport | None = None, progress: bool = True, steps: int = STEPS_IN_A_ROW) -> Sweep:
+    """Time one device vs DataParallel over `n_devices`, for each batch size, in `repeats` interleaved rounds of
+    `steps` steps in a row per candidate (each repeat: the round's time per step), after `warmup` steps (whole
+    rounds); returns a Sweep. `progress`: a line as each batch size is done (a busy machine can take minutes)."""
+    if steps < 1:
+        raise ValueError(f"need steps >= 1, got {steps}")
+    warmup_rounds = -(-warmup // steps)  # whole rounds: every candidate's warm-up ends as its timed rounds begin
     hw = hw or hardware.detect()
     plan, single_plan = plan_devices(n_devices, hw), plan_devices(1, hw)
     model_spec = spec.cnn2d_3layer_fullconnected_3layer()
@@ -109,23 +129,22 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
         with parallel_class(spec.build_torch(model_spec, (1, 28, 28), seed=seed), plan) as parallel:
             parallel_opt = torch.optim.SGD(parallel.model.parameters(), lr=0.01)
             reports = []
-            candidates: dict[str, Callable[..., Any]] = {
+            one_step: dict[str, Callable[..., Any]] = {
                 n: (lambda n=n: single_device_step(models[n], x, y, optimizers[n], threads=singles[n])) for n in singles}
-            candidates[many] = lambda: reports.append(parallel.step(x, y, parallel_opt))
-            # each candidate starts once the last one's OpenMP threads stopped spinning (the threads candidate's
-            # spin took the cores of the next one: DataParallel's most, since it needs them all)
-            timings = measure.time_interleaved(candidates, warmup=warmup, repeats=repeats, device=plan.devices[0],
-                                               before={n: settle for n in candidates})
+            one_step[many] = lambda: reports.append(parallel.step(x, y, parallel_opt))
+            timings = time_in_rounds(one_step, steps=steps, warmup=warmup_rounds, repeats=repeats,
+                                     device=plan.devices[0])
             windows.append(conditions.last_window())  # this batch's measuring window: the sweep's load is theirs
         base = timings[ONE_DEVICE]
         all_timings[batch] = timings
         rows += [(n, "single", 1, threads, batch, timings[n], base, single_plan.devices[0], hw)
                  for n, threads in singles.items()]
         rows.append((many, "dp", n_devices, plan.threads_per_device, batch, timings[many], base, plan.devices[0], hw))
+        timed = reports[warmup_rounds * steps:]
         phases[batch] = {r: {k: round(v * 1e3, 3) for k, v in parts.items()}
-                         for r, parts in median_phase_seconds(reports[warmup:]).items()}
-        step_ms[batch] = round(statistics.median(r.seconds for r in reports[warmup:]) * 1e3, 3)
-        unaccounted_steps[batch] = tuple(round(unaccounted_seconds(r) * 1e3, 3) for r in reports[warmup:])
+                         for r, parts in median_phase_seconds(timed).items()}
+        step_ms[batch] = round(statistics.median(r.seconds for r in timed) * 1e3, 3)
+        unaccounted_steps[batch] = tuple(round(unaccounted_seconds(r) * 1e3, 3) for r in timed)
         unaccounted_ms[batch] = round(statistics.median(unaccounted_steps[batch]), 3)
         if progress:
             print(f"sweep: batch {batch} timed, {i + 1} of {len(batch_sizes)} batch sizes done "
@@ -134,7 +153,8 @@ def sweep(parallel_class, *, n_devices: int = 2, batch_sizes=(16, 256), repeats:
     load = conditions.mean_load(windows)
     refused_now = _refused_over_one(n_devices, load) is not None
     results = [_sweep_result(*row, refused=refused_now) for row in rows]
-    return Sweep(plan, repeats, tuple(results), phases, all_timings, load, step_ms, unaccounted_ms, unaccounted_steps)
+    return Sweep(plan, repeats, tuple(results), phases, all_timings, load, step_ms, unaccounted_ms, unaccounted_steps,
+                 steps)
 
 
 RUN_BY = {"threads": "one thread per device", "torch": "torch.nn.parallel"}  # a plan's backend, in words (lab 02
@@ -229,8 +249,10 @@ def print_sweep(result: Sweep, decided=None) -> None:
     `decided`: the (batch, variant) a verdict decides: its row prints the verdict's figure, marked so. Where
     `refused` rules the speedups out, no row prints one: each says so, and the reason is printed once."""
     why = refused(result)
-    print(measure.short_lines(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {result.repeats} "
-                              f"interleaved steps; replicas run by {RUN_BY.get(result.plan.backend, result.plan.backend)}, "
+    rounds = (f"{result.repeats} interleaved rounds of {result.steps} steps in a row" if result.steps > 1 else
+              f"{result.repeats} interleaved steps")
+    print(measure.short_lines(f"(cnn2d_3layer_fullconnected_3layer, one training step, median of {rounds}; "
+                              f"replicas run by {RUN_BY.get(result.plan.backend, result.plan.backend)}, "
                               f"devices {[str(d) for d in result.plan.devices]})"))
     print(f"{'batch':>6}  {'candidate':<26}{'ms/step':>9}{'spread':>8}{'speedup':>9}  {'range':<11}")
     for batch in result.batch_sizes:

@@ -184,7 +184,7 @@ def one_figure_lines(lab: StepFigure, others, *, batch: int) -> tuple[list[str],
         flags += [x for x in detectors.measured_twice(batch / lab.step_s, lab.spread, batch / f.step_s, f.spread,
                                                       what=f"DataParallel's step (batch {batch})",
                                                       first_name=lab.where, second_name=f.where,
-                                                      condition="timed singly after idle cores, against steps in a row")
+                                                      condition="timed in another cell, by another method")
                   if detectors.is_impossible(x)]
         if max(f.step_s, lab.step_s) / min(f.step_s, lab.step_s) - 1 > detectors.TWICE_TOLERANCE:
             far.append(f.where)
@@ -192,8 +192,5 @@ def one_figure_lines(lab: StepFigure, others, *, batch: int) -> tuple[list[str],
             "lab's" if not far else
             f"{' and '.join(far)} beyond {detectors.TWICE_TOLERANCE:.0%} of the lab's figure, within the "
             f"{detectors.CONDITION_FACTOR:g}x two methods may part: quote the lab's, which one device shares")
-    warm = [f.where for f in others if f.step_s < lab.step_s]  # steps in a row were the faster: theory says why
-    theory = ("; theory: a step timed right after another finds the threads awake and the caches warm, one timed "
-              "alone after an idle wait does not" if warm else "")
-    lines.append(measure.short_lines(f"so: {said}{theory}"))
+    lines.append(measure.short_lines(f"so: {said}"))
     return lines, flags
