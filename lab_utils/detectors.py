@@ -462,6 +462,8 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
         return []
     measured = (f"{what} was measured twice {when}, {figure_text(first)} {unit} by {first_name} and "
                 f"{figure_text(second)} by {second_name}, {ratio:.2f}x apart")
+    if condition and ratio <= condition_factor and under_row and figure_text(first) in condition:
+        return []  # the row's own note already names the other figure and how far apart (learner s13r7e, lab 05)
     if condition and ratio <= condition_factor and under_row:  # learner s11r2c: one short line under the row
         return [note(f"{first_name} measured {figure_text(first)}: {ratio:.2f}x apart, allowed: rows timed under "
                      f"different conditions (the note just above) may lie up to {condition_factor:g}x apart")]

@@ -19,8 +19,12 @@ def test_the_uneven_batch_prose_names_drop_remainder_as_the_fix_the_lab_uses():
     assert "step 2: replica 0 gets [8], replica 1 gets []" in "".join(o.get("text", "") for o in demo.outputs)
     assert "2 + 1" not in prose
     # learner s13r5e, lab 05 finding 2: the weights as a 3-row table, not a sentence with two references
-    assert "| no `global_batch_size` | its slice size × replicas = 1 × 2 | 1/2: twice a full batch's |" in prose
-    assert "| `global_batch_size=4` | the global batch, 4 | 1/4: as in a full batch |" in prose
+    assert ("| `compute_average_loss`, no `global_batch_size` | its slice size × replicas = 1 × 2 | 1/2: twice a full "
+            "batch's |") in prose
+    assert "| `compute_average_loss(..., global_batch_size=4)` | the global batch, 4 | 1/4: as in a full batch |" in prose
+    # learner s13r7e, lab 05 finding 8: the row without global_batch_size said why it divides by slice x replicas,
+    # and the own-mean row does not sit under a 'compute_average_loss given' header
+    assert "assumes each holds as many samples as this one" in prose and "| (that batch's own mean)" not in prose
     assert "same weight" in prose  # what global_batch_size is for: every sample weighs 1 / global batch
     # the prose's claim: every dataset the lab trains or times on with its train step drops the remainder
     batched = [line for c in cells() if c.cell_type == "code" for line in c.source.splitlines()

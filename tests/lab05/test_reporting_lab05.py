@@ -184,4 +184,40 @@ def test_the_side_check_says_the_medians_point_once_with_its_numbers_and_the_ker
     out = capsys.readouterr().out
     joined = " ".join(out.split())
     assert "lies below section 5's 53,333 from back-to-back steps" in joined and "(a settle, as in Lab 02)" in joined
-    assert joined.count("the two medians give") == 1 and max(map(len, out.splitlines())) <= 100, out
+    assert joined.count("the table's two medians give") == 1 and max(map(len, out.splitlines())) <= 100, out
+
+
+def test_each_medians_note_sits_under_its_own_comparison(tmp_path, capsys):
+    """Learner s13r7e, lab 05 finding 1: 'the two medians give 1.57x, the verdict 1.27x' (the trap's pair) was printed
+    under the PyTorch-vs-Keras line, whose own medians (2.54x against 2.32x) got no note."""
+    turns = fake_turns(keras_ms=2.6)
+    rng = random.Random(26)  # slow steps here and there: both pairs' medians drift from their paired ratios
+    for process, name, ms in ((0, "torch", 1.0), (1, "torch after TensorFlow", 1.3), (1, "keras", 2.6)):
+        turns[process]["times"][name] = [[ms * 1e-3 * rng.choice([1, 1, 2.5]) for _ in range(5)] for _ in range(3)]
+    side = reporting.side_check(turns, 64, 2, tmp_path, load=QUIET)
+    lines = capsys.readouterr().out.splitlines()
+    trap, engines = (next(i for i, line in enumerate(lines) if line.startswith(head))
+                     for head in ("PyTorch alone:", "PyTorch: "))
+    between = " ".join(" ".join(lines[trap + 1:engines]).split())
+    after = " ".join(" ".join(lines[engines + 1:engines + 3]).split())
+    assert f"the verdict {side['trap'].ratio:.2f}x" in between and "side by side" in between, lines
+    assert f"the verdict {side['engines'].ratio:.2f}x" in after and "as above" in after, lines
+    assert f"{side['engines'].ratio:.2f}x" not in between and "as above" not in between
+
+
+def test_the_keras_row_in_the_results_table_says_in_one_note_why_and_how_far_below(tmp_path, monkeypatch):
+    """Learner s13r7e, lab 05 finding 2: two notes under the Keras row, the second 'allowed ... may lie up to 2x apart'
+    read as a fudge: one note says the settle and how far below the one-device row it came, computed."""
+    from lab_utils import detectors
+
+    monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
+    same = dict(lab="05", framework="keras", strategy="single-device", world_size=1, device="cpu", batch_size=64,
+                threads=2, repeats=30)
+    rows = [measure.Result(variant="one device", samples_per_s=36291.1, wall_s=64 / 36291.1, spread=0.23,
+                           workload=workloads.STEP_DIGITS_TF.name, **same),
+            measure.Result(variant="keras (own process)", samples_per_s=22605.0, wall_s=64 / 22605, spread=0.05,
+                           flags=[detectors.condition(reporting.settled_note(36291.1, 22605.0))],
+                           workload=workloads.STEP_DIGITS.name, **same)]
+    table = " ".join(measure.record(rows, tmp_path, brief_notes=True).split())
+    assert table.count("note:") == 1 and "may lie up to" not in table and "[!]" not in table, table
+    assert "then wakes them: 1.61x below the one-device row's 36,291, whose steps ran back to back" in table, table

@@ -56,7 +56,9 @@ def one_step(make_step, strategy, build, images, labels, global_batch, lr):
         optimizer = keras.optimizers.SGD(lr)
     before = keras_flat_weights(model)
     first = tf.data.Dataset.from_tensor_slices((images[:global_batch], labels[:global_batch])).batch(global_batch)
-    options = tf.data.Options()  # worker processes split the batch by element (arrays in memory have no files)
+    # DATA: every worker keeps its share of each batch's elements (arrays in memory have no files to split by);
+    # one process, as in this kernel, needs none: it is set so that worker processes (Exercise 3's check) reuse it
+    options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     batch = next(iter(strategy.experimental_distribute_dataset(first.with_options(options))))
     loss = float(make_step(strategy, model, optimizer, global_batch)(batch))
