@@ -11,6 +11,7 @@ import importlib
 import json
 import math
 import random
+import re
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -332,6 +333,9 @@ def _checked(answer, seed: int) -> CheckResult:
 
         if isinstance(exc, (CannotRunHere, StartedWhileImporting)):  # the place the check ran, not the function
             return CheckResult(name, False, f"the check could not run {name} here (not a mistake in it): {exc}")
+        if any(phrase in str(exc) for phrase in exercise.named_errors):  # the check's own message: not the learner's
+            said = re.sub(r"^\w+(?:Error|Exception): ", "", last_line(exc))  # error (learner s13r7e, lab 06)
+            return CheckResult(name, False, f"the check stopped your {name}: {said}")
         return CheckResult(name, False, f"your {name} raised {last_line(exc)}{hint_after(exc)}")
     try:
         got = to_plain(raw)
