@@ -168,10 +168,10 @@ SAME_PAIR = {
             lambda m: rf"^\s*{m['batch']}\s+{re.escape(m['candidate'])}\s+[\d.]+\s+\d+%\s+{FIGURE}", True),
            (re.compile(r"(?P<candidate>.+) vs one device, batch (?P<batch>\d+)$"),  # read from DataParallel's side
             lambda m: rf"^\s*{m['batch']}\s+{re.escape(m['candidate'])}\s+[\d.]+\s+\d+%\s+{FIGURE}", False)],
-    "06": [(re.compile(r"dist\.all_reduce vs the ring, (?P<kib>\d+) KiB$"),
+    "06": [(re.compile(r"dist\.all_reduce vs the ring, (?P<kib>\d+ [KM]iB)$"),  # MiB from 1 MiB (learner s13r7e)
             # the spread columns are optional: the table dropped them (learner s12r4e); older outputs print them; the
             # median columns too: the table prints the lead alone (learner s13r6e)
-            lambda m: rf"^\s*{m['kib']} KiB\s+(?:[\d.]+\s+(?:\d+%\s+)?[\d.]+\s+(?:\d+%\s+)?)?{FIGURE}", False)],
+            lambda m: rf"^\s*{m['kib']}\s+(?:[\d.]+\s+(?:\d+%\s+)?[\d.]+\s+(?:\d+%\s+)?)?{FIGURE}", False)],
     # lab 08's theory column reads '≤1.24x' where theory predicts a lead of at most that (k = 1, the idle share)
     "08": [(re.compile(r"async vs sync, straggler x(?P<k>\d+)$"), lambda m: rf"^\s*{m['k']}\s+[\d.]+x.*?{FIGURE}\s+≤?[\d.]+x", False),
            (re.compile(r"sync vs async, no straggler$"), lambda m: rf"^\s*1\s+[\d.]+x.*?{FIGURE}\s+≤?[\d.]+x", True),
