@@ -276,8 +276,8 @@ def test_a_noisy_win_says_how_it_was_decided_in_one_plain_line():
     summary = reporting.plain_verdict(undecided, "dist.all_reduce", "the ring")  # the summary: no note repeated
     assert "too noisy to decide" in summary and "scatter" not in summary and "30%" not in summary
     # learner s13r7e, lab 06 finding 5: the word first, then the figure; no parentheses inside parentheses
-    assert summary == ("too noisy to decide the prediction, the library no slower: dist.all_reduce 1.17x the speed of "
-                       "the ring (range 0.90-1.43)"), summary
+    assert summary == ("too noisy to decide: dist.all_reduce 1.17x the speed of the ring (range 0.90-1.43); "
+                       "predicted: the library no slower"), summary
     assert " ".join(brief.split()).startswith(f"verdict, dist.all_reduce vs the ring, 64 KiB: {measure.UNDECIDED} at "
                                               "1.17x (range 0.90-1.43 over 7 paired repeats)")
     assert "not a clear win for dist.all_reduce (the range reaches 0.90x, below 1)" in " ".join(brief.split())
