@@ -436,9 +436,10 @@ def _row_error_named(exc, calls, x_shape, weight_shape) -> str | None:
         return ("dist.all_reduce(..., async_op=True) returns a work handle, not the sum: the tensor you pass it is "
                 f"summed in place once the work is done ({text})")
     if isinstance(exc, RuntimeError) and "gather" in calls:  # learner s13r6e, lab 06 Ex 3: all_gather + cat
+        # learner s13r7e, lab 06 Ex 3: torch's shape error in the middle made it 5 lines: the shapes say it
         return ("an all_gather sets the partial products side by side, so their shape no longer fits the layer's "
                 "output; in a row-parallel layer each rank's partial product is a piece of a SUM over the input "
-                f"features: all_reduce them (SUM), then add the bias once ({text.splitlines()[0] if text else exc!r})")
+                "features: all_reduce them (SUM), then add the bias once")
     if isinstance(exc, RuntimeError) and "cannot be multiplied" in text:
         return (f"x_shard {x_shape} cannot be multiplied by weight_shard {weight_shape} as it is: the weight is "
                 "stored (out_features, in_features), and the layer computes x Wᵀ + b")
