@@ -148,10 +148,10 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None, k
                                                  rates["torch after TensorFlow"].samples_per_s)
     trap = no_slower(steps_of(turns, "torch"), steps_of(turns, "torch after TensorFlow"),
                      "PyTorch alone vs PyTorch where TensorFlow ran",
-                     "PyTorch alone no slower (TensorFlow's threads can only take cores from it)", results_dir, load)
+                     "PyTorch alone no slower: TensorFlow's threads can only take cores from it", results_dir, load)
     engines = no_slower(steps_of(turns, "torch"), steps_of(turns, "keras"),
                         "PyTorch vs Keras, one device, own processes",
-                        "PyTorch no slower (less work around the same arithmetic on a short step)", results_dir, load)
+                        "PyTorch no slower: less work around the same arithmetic on a short step", results_dir, load)
     said_why = False  # the first note says why the verdict's figure is the comparison's; a later one refers to it
     for v, setup, baseline, name, where in ((trap, "PyTorch alone", "PyTorch where TensorFlow ran",
                                              "torch after TensorFlow", ""),
