@@ -261,7 +261,7 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
     for line in measure.table_lines([c["flags"] for c in compared.values()], list(compared)):
         print(line)
     print("speedup: the median of the paired ratios, one device's time over the candidate's in the same round")
-    print("DDP vs DataParallel: the verdict below, from their own paired rounds (not these two speedups)")
+    print("DDP vs DataParallel: the verdict below, the median of the paired ratios (lab 00) of their own rounds")
     if unreadable is not None:  # one figure per comparison: the measured ratios only as what these conditions gave
         print(measure.short_lines(f"{measure.N_M} (the speedup over one device): " + measure.as_result(
             f"DataParallel {compared['DataParallel']['speedup']:.2f}x", workers=n_devices, what="devices")))
