@@ -901,13 +901,16 @@ def test_device_0s_wait_for_the_slower_replica_is_named_and_its_cause_read_from_
         return data_parallel.StepReport(0.0, 8, [4, 4], parts, {}, cpu_seconds=cpu)
 
     waited = [" ".join(x.split()) for x in data_parallel.replica_lines([step(0.016, 0.0121)] * 3)]
-    assert waited[0].startswith("device 0 waited for the slower replica 4.00 ms after its forward and 0.00 ms"), waited
+    assert waited[0].startswith("device 0 waited for the slower replica 4.00 ms after its forward and 0.00 ms after "
+                                "its backward (medians over 3 steps)"), waited
     assert "the white gap after its bar is that wait" in waited[0]
     assert waited[1].startswith("device 1's forward took 16.00 ms, device 0's 12.00 ms; their threads' CPU time "
                                 "12.10 vs 12.00 ms: it computed about as long and waited the rest"), waited
     assert len(waited) == 2  # the backwards took the same time: no line
     computed = " ".join(data_parallel.replica_lines([step(0.016, 0.0158)])[1].split())
     assert "15.80 vs 12.00 ms: it computed longer" in computed, computed
+    level = data_parallel.replica_lines([step(0.010, 0.010)])  # device 0 the slower: it waited for nobody
+    assert level[0] == "device 0 waited for no slower replica (one step): its forward and backward ended last or level"
     cells = _lab02_cells()
     gantt = next(c.source for c in cells if c.source.startswith("The forward bars (and the backward bars)"))
     assert "**waiting\nfor the slower replica**" in gantt and "white gaps between bars are time no phase" not in gantt

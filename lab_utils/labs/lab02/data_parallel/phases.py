@@ -117,6 +117,7 @@ def median_phase_seconds(reports) -> dict:
 
 PARALLEL_PHASES = ("forward", "backward")
 SAME_PASS = 0.05  # replicas' passes within this share of each other took about the same time
+NO_WAIT_MS = 0.05  # device 0's wait for the slower replica below this (ms): no wait worth a line
 
 
 def replica_lines(reports) -> list[str]:
@@ -131,8 +132,11 @@ def replica_lines(reports) -> list[str]:
             for row in rows for ph in PARALLEL_PHASES}
     cpu = {key: med([r.cpu_seconds.get(key, 0.0) for r in reports]) * 1e3 for key in wall}
     waits = {ph: med([_wait_after(r, rows[0], ph) for r in reports]) * 1e3 for ph in PARALLEL_PHASES}
+    over = f"medians over {len(reports)} steps" if len(reports) > 1 else "one step"
     lines = [f"device 0 waited for the slower replica {waits['forward']:.2f} ms after its forward and "
-             f"{waits['backward']:.2f} ms after its backward: the white gap after its bar is that wait"]
+             f"{waits['backward']:.2f} ms after its backward ({over}): the white gap after its bar is that wait"
+             if max(waits.values()) >= NO_WAIT_MS else
+             f"device 0 waited for no slower replica ({over}): its forward and backward ended last or level"]
     for ph in PARALLEL_PHASES:
         slow, fast = max(rows, key=lambda row: wall[(row, ph)]), min(rows, key=lambda row: wall[(row, ph)])
         if wall[(slow, ph)] <= (1 + SAME_PASS) * wall[(fast, ph)] or not any(cpu.values()):
