@@ -154,6 +154,8 @@ def test_a_range_above_the_device_bound_says_it_is_a_range_of_rounds():
     assert "in 2 of 5 rounds one device's step took over 2x the candidate's" in said, said
     assert f"the figure is the median, {sweep.speedup(256, MANY):.2f}x" in said, said
     assert above_bound_lines(made_up_sweep({256: 1 / 1.66}, threads_over_one=0.7)) == []
+    assert report._with_range(sweep, 256, MANY).endswith("; above 2x: rounds whose one device ran slow)")  # summary
+    assert "above" not in report._with_range(made_up_sweep({256: 1 / 1.66}, threads_over_one=0.7), 256, MANY)
 
 
 @pytest.mark.parametrize("held", [True, False])

@@ -393,7 +393,9 @@ def one_figure(sweep, traced, typical, launched_timing, launched_alone_ms: float
 def _with_range(sweep, batch: int, variant: str) -> str:
     """A sweep speedup with its range, as the table prints it."""
     low, high = sweep.speedup_range(batch, variant)
-    return f"{sweep.speedup(batch, variant):.2f}x one device (range {low:.2f}-{high:.2f}x)"
+    bound = sweep.n_devices  # the most n devices (or n threads) allow: a range past it is one of rounds (the sweep)
+    past = f"; above {bound}x: rounds whose one device ran slow" if high > bound else ""
+    return f"{sweep.speedup(batch, variant):.2f}x one device (range {low:.2f}-{high:.2f}x{past})"
 
 
 def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_dp, *, batch: int, rounds: int,
