@@ -78,6 +78,7 @@ class StepReport:
     bytes_moved: dict
     peak_memory_bytes: dict | None = None  # per device, only when the replicas are on distinct GPUs
     notes: list[str] = field(default_factory=list)
+    cpu_seconds: dict = field(default_factory=dict)  # (device row, phase) -> its thread's CPU seconds (the threads)
 
     @property
     def seconds(self) -> float:
@@ -112,3 +113,45 @@ def median_phase_seconds(reports) -> dict:
     rows = list(dict.fromkeys(row for t in tables for row in t))
     return {row: {phase: statistics.median(t.get(row, {}).get(phase, 0.0) for t in tables)
                   for phase in PHASES if any(phase in t.get(row, {}) for t in tables)} for row in rows}
+
+
+PARALLEL_PHASES = ("forward", "backward")
+SAME_PASS = 0.05  # replicas' passes within this share of each other took about the same time
+NO_WAIT_MS = 0.05  # device 0's wait for the slower replica below this (ms): no wait worth a line
+
+
+def replica_lines(reports) -> list[str]:
+    """Under the traced step: device 0's wait for the slower replica after each parallel phase (the white gap after
+    its bar, which is no unaccounted time), and where one replica's pass took longer, whether its thread used more CPU
+    (it computed longer) or not (it waited: for a core, or for the GIL); medians over `reports` (learner s13r7b)."""
+    rows = list(dict.fromkeys(i.row for r in reports for i in r.intervals))
+    if len(rows) < 2 or not reports:
+        return []
+    med = lambda values: statistics.median(values)  # noqa: E731
+    wall = {(row, ph): med([r.phase_seconds().get(row, {}).get(ph, 0.0) for r in reports]) * 1e3
+            for row in rows for ph in PARALLEL_PHASES}
+    cpu = {key: med([r.cpu_seconds.get(key, 0.0) for r in reports]) * 1e3 for key in wall}
+    waits = {ph: med([_wait_after(r, rows[0], ph) for r in reports]) * 1e3 for ph in PARALLEL_PHASES}
+    over = f"medians over {len(reports)} steps" if len(reports) > 1 else "one step"
+    lines = [f"device 0 waited for the slower replica {waits['forward']:.2f} ms after its forward and "
+             f"{waits['backward']:.2f} ms after its backward ({over}): the white gap after its bar is that wait"
+             if max(waits.values()) >= NO_WAIT_MS else
+             f"device 0 waited for no slower replica ({over}): its forward and backward ended last or level"]
+    for ph in PARALLEL_PHASES:
+        slow, fast = max(rows, key=lambda row: wall[(row, ph)]), min(rows, key=lambda row: wall[(row, ph)])
+        if wall[(slow, ph)] <= (1 + SAME_PASS) * wall[(fast, ph)] or not any(cpu.values()):
+            continue
+        extra, extra_cpu = wall[(slow, ph)] - wall[(fast, ph)], cpu[(slow, ph)] - cpu[(fast, ph)]
+        why = ("it computed longer: the same work at a lower speed (its core, cache or memory)" if extra_cpu > extra / 2
+               else "it computed about as long and waited the rest: for a core, or for the GIL")
+        lines.append(f"{slow.split(' (')[0]}'s {ph} took {wall[(slow, ph)]:.2f} ms, {fast.split(' (')[0]}'s "
+                     f"{wall[(fast, ph)]:.2f} ms; their threads' CPU time {cpu[(slow, ph)]:.2f} vs "
+                     f"{cpu[(fast, ph)]:.2f} ms: {why}")
+    return lines
+
+
+def _wait_after(report, row: str, phase: str) -> float:
+    """Seconds between `row`'s end of `phase` and the last device's end of it (0 where `row` ended last)."""
+    ends = [i.end_s for i in report.intervals if i.kind == phase]
+    own = [i.end_s for i in report.intervals if i.kind == phase and i.row == row]
+    return max(ends) - max(own) if ends and own else 0.0

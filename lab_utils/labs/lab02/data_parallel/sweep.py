@@ -274,6 +274,8 @@ def print_sweep(result: Sweep, decided=None) -> None:
                               f"{measure.CONFIDENCE:.0%} confidence (how far it moves from round to round)"))
     for line in min_max_lines(result.repeats):
         print(line)
+    for line in above_bound_lines(result) if why is None else []:
+        print(line)
     if why is not None:
         print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
     # the decided row says "(verdict below)" and the verdict prints the same figure: no third line (learner s13r5b)
@@ -285,6 +287,29 @@ def print_sweep(result: Sweep, decided=None) -> None:
     names = [f"batch {r.batch_size} {r.variant}" for r in result.results]
     for line in measure.table_lines([r.flags for r in result.results], names):
         print(line)
+
+
+def above_bound_lines(result: Sweep) -> list[str]:
+    """A line for each row whose range reaches above the most its devices (or threads) allow: the range is of the
+    rounds' own ratios, and a round whose one-device step ran slow gives a ratio above the bound (learner s13r7b
+    finding 2: 1.66x, range 1.61-2.06x, beside a plot line '2x: the most 2 devices allow')."""
+    lines = []
+    for r in result.results:
+        workers = r.world_size * (r.threads or 1)
+        high = result.speedup_range(r.batch_size, r.variant)[1] if r.variant != ONE_DEVICE else 0.0
+        if workers < 2 or high <= workers:
+            continue
+        timings = result.timings[r.batch_size]
+        ratios = measure.paired_ratios(timings[r.variant], timings[ONE_DEVICE])
+        over = sum(x > workers for x in ratios)
+        one, what = result.result(r.batch_size, ONE_DEVICE), "devices" if r.world_size > 1 else "threads"
+        lines.append(measure.short_lines(
+            f"  batch {r.batch_size}, {r.variant}: the range reaches {high:.2f}x, above the {workers}x that {workers} "
+            f"{what} allow, because it is a range of rounds: in {over} of {len(ratios)} rounds one device's step took "
+            f"over {workers}x the candidate's, which {workers} {what} "
+            f"cannot give, so that step ran slow (one device's spread {one.spread:.0%}); the figure is the median, "
+            f"{result.speedup(r.batch_size, r.variant):.2f}x"))
+    return lines
 
 
 PER_ROW_SLOWER = 1.10  # a step whose time per row grew by more than this from one batch to a larger one: it slowed
@@ -307,8 +332,9 @@ def phase_table(result: Sweep) -> list[str]:
     """Where a DataParallel step went at each batch (median ms): the sweep's step (the table's ms/step, one figure
     per quantity), its slowest forward and backward, device 0 alone, and the unaccounted time (the median of each
     step's own residual), then the answer line."""
-    lines = [f"{'batch':>5}{'step':>9}{'slowest':>10}{'slowest':>10}{'device 0':>10}{'unaccounted':>13}",
-             f"{'':>5}{'ms':>9}{'forward':>10}{'backward':>10}{'alone':>10}{'ms':>13}"]
+    lines = [f"{'batch':>5}{'step':>9}{'slowest':>10}{'slowest':>10}{'device 0':>10}{'unaccounted':>13}"
+             f"{'outside':>9}",
+             f"{'':>5}{'ms':>9}{'forward':>10}{'backward':>10}{'alone':>10}{'ms':>13}{'phases':>9}"]
     share: dict[int, float] = {}
     for batch in result.batch_sizes:
         phases = result.phase_ms[batch]
@@ -317,11 +343,15 @@ def phase_table(result: Sweep) -> list[str]:
         device0 = device0_alone_ms(result, batch)
         step, left = result.result(batch, dp_name(result.n_devices)).wall_s * 1e3, result.unaccounted_ms[batch]
         share[batch] = left / step
-        lines.append(f"{batch:>5}{step:9.2f}{forward:10.2f}{backward:10.2f}{device0:10.2f}{left:13.2f}")
+        outside = step - result.step_ms.get(batch, step)  # the step beyond its phases' span (learner s13r7b)
+        lines.append(f"{batch:>5}{step:9.2f}{forward:10.2f}{backward:10.2f}{device0:10.2f}{left:13.2f}"
+                     f"{outside:9.2f}")
     lines.append(measure.short_lines(
         "step: the sweep's ms/step above (the same steps); "
-        "unaccounted: the median over steps of each step's time minus its own slowest forward, slowest backward "
-        "and device 0's phases (so the columns need not add up)"))
+        "unaccounted: the median over steps of each step's span (first phase to last) minus its own slowest "
+        "forward, slowest backward and device 0's phases; outside phases: the step minus that span's median, "
+        "the step's own bookkeeping before its first phase and after its last (medians of other steps: the columns "
+        "add up only roughly)"))
     lines.append(measure.short_lines(
         "so: the time no phase accounts for took " + ", ".join(f"{s:.0%} of the step at batch {b}"
                                                              for b, s in share.items())

@@ -99,20 +99,6 @@ def slower_line(verdict) -> str | None:
             f"{1 / verdict.high:.2f}-{1 / verdict.low:.2f}x DataParallel's")
 
 
-LOOSE = 2.0  # one rank's all-reduce median over this many times another's: mostly waiting, a loose bound
-
-
-def loose_bound_line(allreduce_ms) -> str | None:
-    """Where one rank's all-reduce median is over LOOSE x another's, the line that says the bound built on the larger
-    (the verdict's all-reduce share) is loose: that rank mostly waited inside the all-reduce for the other to arrive,
-    and the faster rank's time is nearer the communication itself; None where the ranks' times are close."""
-    times = [float(t) for t in allreduce_ms]
-    if len(times) < 2 or min(times) <= 0 or max(times) <= LOOSE * min(times):
-        return None
-    slow, fast = times.index(max(times)), times.index(min(times))
-    return (f"  the bound the verdict below tests is loose: rank {slow}'s {max(times):.2f} ms includes waiting inside the all-reduce for rank "
-            f"{fast}, whose own took {min(times):.2f} ms, so up to {1 - min(times) / max(times):.0%} of it is waiting, "
-            "not communication (theory: the all-reduce proper is nearer the smaller time)")
 
 
 def allocator_lines(timings: dict, faults: dict, *, batch: int) -> list[str]:

@@ -84,6 +84,7 @@ class PhaseTimer:
     def __init__(self, pool: DevicePool):
         self.pool = pool
         self.intervals: list[Interval] = []
+        self.cpu_seconds: dict[tuple[str, str], float] = {}  # (device row, phase) -> CPU time its thread used
         if pool.distinct_gpus():
             for d in pool.devices:
                 torch.cuda.reset_peak_memory_stats(d)
@@ -119,10 +120,12 @@ class PhaseTimer:
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             if stream is not None:
                 stream.wait_stream(torch.cuda.default_stream(device))
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             result = fn()
             if stream is not None:
                 stream.synchronize()
+        # the thread's CPU time beside its wall time: a pass that took longer but used no more CPU waited
+        self.cpu_seconds[(self.pool.rows[i], name)] = time.thread_time() - cpu
         return result, self._interval(self.pool.rows[i], name, start)
 
     def on_all(self, name: str, fn, n_devices: int):
@@ -138,7 +141,7 @@ class PhaseTimer:
         peak = ({i: torch.cuda.max_memory_allocated(d) for i, d in enumerate(self.pool.devices)}
                 if self.pool.distinct_gpus() else None)
         return StepReport(float(loss), len(x), [len(c) for c in xs], self.intervals,
-                          transfer_bytes(model, xs, outputs), peak, list(notes))
+                          transfer_bytes(model, xs, outputs), peak, list(notes), dict(self.cpu_seconds))
 
 
 def single_device_step(model, x, y, optimizer=None, loss_fn=F.cross_entropy, threads: int | None = 1) -> float:
