@@ -195,6 +195,7 @@ def speed_scale(none, training_here, training_there) -> float:
 def anchor_line(steps: StepReading) -> str:
     """The step without checkpoints in ms, from the speed section's training step (one figure for one step), and how
     much slower these rounds ran that step (the factor every ms of this section is divided by)."""
+    assert steps.anchor is not None, "anchor_line needs the speed section's step"
     here, there = steps.anchor
     ratio = measure.table_ratio(measure.paired_ratios(steps.times["none"], here), steps.load)
     if ratio == measure.N_M or steps.refused["none"]:
