@@ -267,3 +267,14 @@ def test_the_medians_note_says_which_ratio_differs_from_the_verdict_and_why():
     assert report.medians_note(speed, verdicts, "bfloat16") == ""
     verdicts["course CNN"] = SimpleNamespace(verdict=measure.CANNOT_SEE, ratio=1.01, repeats=5)
     assert report.medians_note(speed, verdicts, "bfloat16") == ""
+
+
+def test_the_step_table_says_in_plain_words_when_its_rounds_were_noisy():
+    """Learner s13r7f finding 2: the quiet run's steps spread 23-29 %, and the only noise line (under the block table,
+    counting forwards 'left out') was unreadable: one plain line under the step table, only where steps spread."""
+    assert "noise:" not in steps(QUIET).table(batch=64)
+    noisy = steps(QUIET)
+    noisy.times["conv 1"] = Timing((11.2e-3, 14.5e-3, 11.0e-3, 11.3e-3, 11.1e-3), 1)
+    said = " ".join(report.StepReading(noisy.saved, noisy.times, QUIET).table(batch=64).split())
+    assert ("noise: 1 of the 6 steps spread more than 25% over their 5 rounds (the widest 31%: a few slow rounds); "
+            "time x none, a median of per-round ratios, is not moved by a few") in said, said

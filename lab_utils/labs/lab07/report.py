@@ -68,6 +68,12 @@ class StepReading:
             base = measure.N_M if self.refused["none"] else f"{none.median * 1e3:.2f} ms"
             said += f"; the step without checkpoints: {base} (median)"
         lines.append(measure.short_lines(said))
+        noisy = [t.spread for k, t in self.times.items() if not self.refused[k]]
+        if sum(detectors.noisy_as_printed(x) for x in noisy):  # learner s13r7f: these rounds' noise in plain words
+            lines.append(measure.short_lines(
+                f"noise: {sum(detectors.noisy_as_printed(x) for x in noisy)} of the {len(noisy)} steps spread more "
+                f"than {detectors.NOISY_SPREAD:.0%} over their {len(none.times)} rounds (the widest {max(noisy):.0%}: "
+                "a few slow rounds); time x none, a median of per-round ratios, is not moved by a few"))
         if self.anchor is not None:
             lines.append(anchor_line(self))
         if any(self.refused.values()):
