@@ -122,7 +122,7 @@ def test_every_ms_of_the_checkpoint_section_is_on_the_speed_sections_scale():
     said = " ".join(reading.table(batch=64).split())
     assert ("timed in these rounds too: 1.07x the step without checkpoints; so that step takes 7.2 / 1.07 = "
             f"{none_ms:.2f} ms on the speed section's scale") in said or ("7.3 / 1.07" in said), said
-    assert f"ran the training step {8.0 * 1.07 / 7.25:.2f}x as long as that section did" in said, said
+    assert f"these rounds ran that training step {8.0 * 1.07 / 7.25:.2f}x as long)" in said, said
     assert "8.00 ms" not in said and "(median)" not in said  # no second time for the step
     blocks = " ".join(report.block_table(reading, NAMES, FORWARD).split())
     assert f"/ {none_ms:.2f} ms (the step without checkpoints)" in blocks, blocks

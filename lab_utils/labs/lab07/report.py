@@ -209,10 +209,10 @@ def anchor_line(steps: StepReading) -> str:
                                    "without checkpoints")
     there_ms = round(there.median * 1e3, 1)  # as the speed section printed it
     return measure.short_lines(
-        f"the speed section's training step (forward, backward and the SGD update), timed in these rounds too: {ratio} "
+        f"the speed section's training step (with the SGD update), timed in these rounds too: {ratio} "
         f"the step without checkpoints; so that step takes {there_ms:.1f} / {ratio[:-1]} = "
         f"{steps.times['none'].median * steps.scale * 1e3:.2f} ms on the speed section's scale, which every ms below "
-        f"uses (these rounds ran the training step {1 / steps.scale:.2f}x as long as that section did)")
+        f"uses (these rounds ran that training step {1 / steps.scale:.2f}x as long)")
 
 
 SMALL_LAYERS_COST = 0.10  # native 16-bit units, small layers: no clear winner, tested as "no more than 10 % slower"
