@@ -32,6 +32,16 @@ def test_the_first_difference_names_a_skipped_call_and_different_shapes():
     assert "rank 1 finished #1 and is not in a recorded collective, at tests/x.py:20" in text
     assert "rank(s) [1] never made call #2" in text
     assert "or its buffer broadcast at the start of a forward" in text  # learner s12r3c: DDP's other unseen call
+    # learner s13r7f (lab 12 cell 25): a rank that sits at a backward line is in DDP's all-reduce, said plainly
+    source = Path(__file__).parent / "fixtures" / "_where_backward.py"
+    source.write_text("loss = model(x).sum()\nloss.backward()\n")
+    try:
+        skipped[1]["line"] = (str(source), 2, "w")
+        said = where.first_difference(skipped)
+    finally:
+        source.unlink()
+    assert said.endswith("rank(s) [1] never made call #2 and sit at a backward: under DDP that is its gradient "
+                         "all-reduce (C++: not in the record), waiting for ranks that never joined it"), said
     shapes = {0: {"calls": [call(1, "all_reduce", "in progress", ((4,),))], "count": 1},
               1: {"calls": [call(1, "all_reduce", "in progress", ((5,),))], "count": 1}}
     assert where.first_difference(shapes).endswith("tensors of different shapes or dtypes to the same collective")

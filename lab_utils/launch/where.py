@@ -97,6 +97,13 @@ def _doing(rank: int, report, seq: int, state: str) -> str:
             else f"rank {rank} made no recorded collective call and {now}")
 
 
+def _calls_backward(where) -> bool:
+    """Whether a learner's line (filename, line) calls backward(), read from its source (a cell's too: linecache)."""
+    import linecache
+
+    return bool(where) and ".backward(" in linecache.getline(where[0], where[1])
+
+
 def first_difference(reports: dict, states: dict | None = None) -> str:
     """The first sequence number where the ranks' calls differ, in words (or what they all wait in)."""
     answered = {r: rep for r, rep in reports.items() if rep and "calls" in rep}
@@ -116,6 +123,9 @@ def first_difference(reports: dict, states: dict | None = None) -> str:
             if all(str((states or {}).get(r, "")).startswith("raised") for r in missing):
                 why = (f"rank(s) {missing} raised before call #{seq}, so the others' call #{seq} lost its peer: "
                        "the error is the cause, not a skipped collective")
+            elif all(_calls_backward(answered[r].get("line")) for r in missing):  # learner s13r7f: as Join's check says
+                why = (f"rank(s) {missing} never made call #{seq} and sit at a backward: under DDP that is its gradient "
+                       "all-reduce (C++: not in the record), waiting for ranks that never joined it")
             else:
                 why = (f"rank(s) {missing} never made call #{seq}: a rank skipped a collective the others made "
                        "(a condition that holds on some ranks only), has not reached it yet, or waits in a call the "

@@ -245,7 +245,7 @@ def test_every_checkpoint_timing_follows_the_busy_machine_rule_of_the_labs_verdi
 
     cells = [c.source for c in nbformat.read("solutions/07_memory_sharding.ipynb", 4).cells if c.cell_type == "code"]
     table = next(s for s in cells if "report.StepReading(" in s)
-    assert "measure.run_conditions())" in table and "steps_read.table(" in table
+    assert "measure.run_conditions()," in table and "steps_read.table(" in table
     assert any("report.block_table(steps_read" in s for s in cells)
     summary = next(s for s in cells if "next: Lab 08" in s)
     assert "steps_read.sentence(" in summary

@@ -16,6 +16,10 @@ class StepReading:
     saved: dict
     times: dict
     load: conditions.Load | None = None
+    # (the speed section's training step timed in these rounds, the same step as the speed section timed it): every
+    # ms printed goes on the speed section's scale, so that one step has one time in the lab (learner s13r7f)
+    anchor: tuple | None = None
+    scale: float = field(init=False)    # these rounds' seconds -> the speed section's
     vs_none: dict = field(init=False)   # label -> median of the rounds' own ratios (checkpointed / none)
     cell: dict = field(init=False)      # label -> that figure as a table cell ('1.40x'), or n/m
     refused: dict = field(init=False)   # label -> True where the load refuses the time
@@ -23,6 +27,7 @@ class StepReading:
 
     def __post_init__(self):
         none = self.times["none"]
+        self.scale = 1.0 if self.anchor is None else speed_scale(none, *self.anchor)
         self.vs_none = {k: measure.paired_median(none, t) for k, t in self.times.items()}
         self.cell = {k: measure.table_ratio(measure.paired_ratios(none, t), self.load) for k, t in self.times.items()}
         self.refused = {k: c == measure.N_M for k, c in self.cell.items()}
@@ -49,18 +54,28 @@ class StepReading:
     def table(self, batch: int) -> str:
         """The sentence, then one row per choice: bytes kept and time, each against none (one figure each)."""
         none = self.times["none"]
-        lines = [self.sentence(), f"{'checkpoint':<10} {'MiB kept for backward':>21} {'MiB x none':>10} "
+        lines = [self.sentence(), f"{'checkpoint':<10} {'MiB saved for backward':>22} {'MiB x none':>10} "
                  f"{'time x none':>11} {'spread':>7}"]
         for label, t in self.times.items():
             spread = f"{measure.N_M:>7}" if self.refused[label] else f"{t.spread:7.0%}"
-            lines.append(measure.table_row(f"{label:<10} {self.saved[label] / memory.MIB:21.2f} "
+            lines.append(measure.table_row(f"{label:<10} {self.saved[label] / memory.MIB:22.2f} "
                                            f"{self.saved[label] / self.saved['none']:9.2f}x {self.cell[label]:>11} "
                                            f"{spread}", self.flags[label]))
         lines += measure.table_lines(self.flags.values(), list(self.times), "checkpoints")
-        base = measure.N_M if self.refused["none"] else f"{none.median * 1e3:.2f} ms"
-        lines.append(measure.short_lines(
-            f"batch of {batch} images. time x none: the median of the {len(none.times)} rounds' own ratios (each "
-            f"round timed every choice once, back to back); the step without checkpoints: {base} (median)"))
+        said = (f"batch of {batch} images. time x none: the median of the {len(none.times)} rounds' own ratios (each "
+                f"round timed every choice once, back to back)")
+        if self.anchor is None:
+            base = measure.N_M if self.refused["none"] else f"{none.median * 1e3:.2f} ms"
+            said += f"; the step without checkpoints: {base} (median)"
+        lines.append(measure.short_lines(said))
+        noisy = [t.spread for k, t in self.times.items() if not self.refused[k]]
+        if sum(detectors.noisy_as_printed(x) for x in noisy):  # learner s13r7f: these rounds' noise in plain words
+            lines.append(measure.short_lines(
+                f"noise: {sum(detectors.noisy_as_printed(x) for x in noisy)} of the {len(noisy)} steps spread more "
+                f"than {detectors.NOISY_SPREAD:.0%} over their {len(none.times)} rounds (the widest {max(noisy):.0%}: "
+                "a few slow rounds); time x none, a median of per-round ratios, is not moved by a few"))
+        if self.anchor is not None:
+            lines.append(anchor_line(self))
         if any(self.refused.values()):
             lines.append(measure.short_lines(measure.n_m_line(self.load)))
         return "\n".join(lines)
@@ -120,53 +135,84 @@ def prediction_line(steps: StepReading, names) -> str:
 
 
 def block_table(steps: StepReading, names, forward_times: dict) -> str:
-    """The prediction line, then per block: bytes freed, its forward alone, what one more forward predicts (expected
-    x none) beside the step's figure from the table above, and what the step took beyond the prediction."""
+    """The prediction line, then per block: bytes freed, its forward alone, what one more forward predicts (predicted
+    x none) beside the step's figure from the table above (measured x none), the gap in ms, and one computed line on
+    whether that gap is a cost beyond one forward or the rounds' noise (learner s13r7f: both were said)."""
     none = steps.times["none"]
-    base = none.median
+    base = none.median * steps.scale  # ms on the speed section's scale (the line under the table above)
     lines = [prediction_line(steps, names),
-             f"{'block':<8} {'frees MiB':>9} {'+1 forward ms':>13} {'fwd range ms':>12} {'expected x none':>15} "
-             f"{'x none (above)':>14} {'beyond ms':>9}"]
+             f"{'block':<8} {'frees MiB':>9} {'forward ms':>10} {'predicted x none':>16} {'measured x none':>15} "
+             f"{'gap ms':>7}"]
     flags = {n: [] if steps.refused[n] else detectors.part_longer_than_whole(
-        forward_times[n].median, base, part=f"{n}'s forward alone", whole="the step without checkpoints",
+        forward_times[n].median, none.median, part=f"{n}'s forward alone", whole="the step without checkpoints",
         part_spread=forward_times[n].spread, whole_spread=none.spread) for n in names}
     for n in names:
-        e = forward_times[n].median
-        expected = 1 + e / base
-        # the forward's range in ms, beside the steps' (learner s13r6f: dense 2's '218%' of a 0.01 ms forward alarmed)
-        timings = ([f"{e * 1e3:13.2f}", f"{forward_times[n].spread * e * 1e3:12.2f}", f"{expected:14.2f}x",
-                    f"{steps.cell[n]:>14}", f"{(steps.vs_none[n] - expected) * base * 1e3:9.2f}"]
-                   if not steps.refused[n] else [f"{measure.N_M:>13}", f"{measure.N_M:>12}", f"{measure.N_M:>15}",
-                                                 f"{measure.N_M:>14}", f"{measure.N_M:>9}"])
+        predicted = 1 + forward_times[n].median / none.median  # both from these rounds: the scale cancels
+        timings = ([f"{forward_times[n].median * steps.scale * 1e3:10.2f}", f"{predicted:15.2f}x",
+                    f"{steps.cell[n]:>15}", f"{(steps.vs_none[n] - predicted) * base * 1e3:7.2f}"]
+                   if not steps.refused[n] else [f"{measure.N_M:>10}", f"{measure.N_M:>16}", f"{measure.N_M:>15}",
+                                                 f"{measure.N_M:>7}"])
         lines.append(measure.table_row(f"{n:<8} {(steps.saved['none'] - steps.saved[n]) / memory.MIB:9.2f} "
                                        + " ".join(timings), flags[n]))
     flags = {n: flags[n] + steps.flags.get(n, []) for n in names}  # the step's [!] from above, repeated
     lines += measure.table_lines(flags.values(), names, "blocks")
-    spreads = [steps.times[k].spread for k in ["none"] + names if not steps.refused[k]]
-    # one line (learner s13r6f: a three-line legend): what beyond is, and the steps' ranges in ms as its noise floor
-    floor = (f"; under the steps' ranges ({min(spreads) * base * 1e3:.2f}-{max(spreads) * base * 1e3:.2f} ms): noise"
-             if len(spreads) > 1 and not steps.refused["none"] else "")  # learner s12r4f: 0.11 vs 0.52 ms
-    lines.append(measure.short_lines(f"beyond ms = (x none - expected x none) x {base * 1e3:.2f} ms" + floor))
+    base_ms = measure.N_M if steps.refused["none"] else f"{base * 1e3:.2f} ms"
+    lines.append(measure.short_lines(
+        f"predicted x none = 1 + forward ms / {base_ms} (the step without checkpoints); measured: the table "
+        "above; gap ms = (measured - predicted) x that step"))
     if any(steps.refused[n] for n in names):
         lines.append(measure.short_lines(measure.n_m_line(steps.load)))
     read = [n for n in names if not steps.refused[n]]
-    if read:  # the spreads of the rows read, each printed in a table (the steps' above, the forwards' here), named
-        # (learner s12r4f: '2 of 9 medians': which nine? 'all' has a spread column too)
-        stepped = [k for k in steps.times if not steps.refused[k]]
-        # a forward whose spread, in ms, is under the steps' smallest cannot move a figure of the table: not counted
-        # (learner s13r5f: the noise line's worst case was dense 2's 0.01 ms forward)
-        floor_s = min(steps.times[k].spread for k in stepped) * base if stepped else 0.0
-        counted = [n for n in read if forward_times[n].spread * forward_times[n].median >= floor_s]
-        plural = {1: ""}
-        left = (f"; {len(read) - len(counted)} forward{plural.get(len(read) - len(counted), 's')} spreading under "
-                f"{floor_s * 1e3:.2f} ms, too little to move a step, left out") if len(counted) < len(read) else ""
-        noise = detectors.noise_line([steps.times[k].spread for k in stepped] +
-                                     [forward_times[n].spread for n in counted],
-                                     f"medians ({len(stepped)} steps of the table above, {len(counted)} "
-                                     f"forward{plural.get(len(counted), 's')} here{left})")
-        if noise:
-            lines.append(noise)
+    if read:
+        lines.append(gap_line(steps, read, forward_times))
     return "\n".join(lines)
+
+
+def round_gaps(steps: StepReading, name: str, forward) -> list[float]:
+    """Per round: the checkpointed step minus the step without checkpoints minus the block's forward, in seconds on
+    the speed section's scale (each round timed all three back to back)."""
+    return [(t - n - f) * steps.scale for t, n, f in zip(steps.times[name].times, steps.times["none"].times,
+                                                         forward.times)]
+
+
+def gap_line(steps: StepReading, read, forward_times: dict) -> str:
+    """Whether a checkpoint cost more than one forward of its block: seen where every plausible reading of its
+    rounds' gaps lies above 0, noise where their range includes 0 (one reading of 'gap ms', computed)."""
+    ranges = {n: measure.ratio_range(round_gaps(steps, n, forward_times[n]))[:2] for n in read}
+    n_rounds = len(steps.times["none"].times)
+    ms = {n: f"{n} ({ranges[n][0] * 1e3:.2f} to {ranges[n][1] * 1e3:.2f} ms)" for n in read}
+    seen = [n for n in read if ranges[n][0] > 0]
+    below = [n for n in read if ranges[n][1] < 0]
+    noise = [n for n in read if n not in seen + below]
+    said = [f"seen for {', '.join(ms[n] for n in seen)}: the wrapper's own cost"] if seen else []
+    said += [f"not seen for {', '.join(noise)}: the range of {'its' if len(noise) == 1 else 'their'} rounds' gaps "
+             "includes 0 ms (noise)"] if noise else []
+    said += [f"less than one forward for {', '.join(ms[n] for n in below)}"] if below else []
+    return measure.short_lines(f"a cost beyond one forward (each block's range of its {n_rounds} rounds' own gaps): "
+                               + "; ".join(said))
+
+
+def speed_scale(none, training_here, training_there) -> float:
+    """The factor that puts these rounds' seconds on the speed section's scale: the step without checkpoints becomes
+    the speed section's training step divided by the training step's time x none in these rounds."""
+    return training_there.median / (measure.paired_median(none, training_here) * none.median)
+
+
+def anchor_line(steps: StepReading) -> str:
+    """The step without checkpoints in ms, from the speed section's training step (one figure for one step), and how
+    much slower these rounds ran that step (the factor every ms of this section is divided by)."""
+    assert steps.anchor is not None, "anchor_line needs the speed section's step"
+    here, there = steps.anchor
+    ratio = measure.table_ratio(measure.paired_ratios(steps.times["none"], here), steps.load)
+    if ratio == measure.N_M or steps.refused["none"]:
+        return measure.short_lines(f"the speed section's training step, timed in these rounds too: {ratio} the step "
+                                   "without checkpoints")
+    there_ms = round(there.median * 1e3, 1)  # as the speed section printed it
+    return measure.short_lines(
+        f"the speed section's training step (with the SGD update), timed in these rounds too: {ratio} "
+        f"the step without checkpoints; so that step takes {there_ms:.1f} / {ratio[:-1]} = "
+        f"{steps.times['none'].median * steps.scale * 1e3:.2f} ms on the speed section's scale, which every ms below "
+        f"uses (these rounds ran that training step {1 / steps.scale:.2f}x as long)")
 
 
 SMALL_LAYERS_COST = 0.10  # native 16-bit units, small layers: no clear winner, tested as "no more than 10 % slower"
@@ -228,17 +274,6 @@ def checkpoint_summary(resume_error: dict, save_verdict) -> str:
     if save_verdict.verdict != measure.CANNOT_SEE:
         said += f" (save held the loop {save_verdict.ratio:.2f}x as long: the verdict's figure)"
     return measure.short_lines(said)
-
-
-def update_line(steps: StepReading, training_step) -> str:
-    """The speed section's training step (forward, backward, update), timed again in the checkpoint rounds, as a ratio
-    to the step without checkpoints of the same rounds: no second time in ms for a step the speed section timed
-    (learner s13r5f: 8.01 ms there, 8.43 ms here, for one step)."""
-    none = steps.times["none"]
-    ratio = measure.table_ratio(measure.paired_ratios(none, training_step), steps.load)
-    return measure.short_lines(
-        f"the speed section's float32 training step (forward, backward and the SGD update), timed in these rounds "
-        f"too: {ratio} the step without checkpoints (its time in ms is the speed section's, above)")
 
 
 def save_noise_note(held: dict, verdict) -> str:

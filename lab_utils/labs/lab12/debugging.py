@@ -144,6 +144,8 @@ def folded(text: str, width: int = 100) -> str:
             line, value = lines[i].rsplit(" | ", 1)
             lines[i] = line.rstrip() + (f"\n    {last}: {value.strip()}" if i != rows[0] and value.strip() != "-"
                                         else "")
+        # learner s13r7f 12-F7: the moved column read as another layout with a meaning of its own: say why
+        lines[rows[-1]] += f"\n({last}: on a line of its own under its row, to fit {width} columns)"
     return "\n".join(textwrap.fill(line, width, subsequent_indent=line[:len(line) - len(line.lstrip())] + "    ")
                      if len(line) > width and " | " not in line else line for line in "\n".join(lines).splitlines())
 

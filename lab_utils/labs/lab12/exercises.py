@@ -111,7 +111,7 @@ def _uneven_run(train_all, case, world_size: int = 2):
         # three general causes of a call never made cut to this exercise's one
         difference = re.sub(r" at \S*/(\S+:\d+)", r" at \1", difference)
         if "never made call" in difference:
-            difference = (difference.split(": a rank skipped")[0] + ": it waits in DDP's gradient all-reduce (C++: "
+            difference = (re.split(r": a rank skipped| and sit at a backward", difference)[0] + ": it waits in DDP's gradient all-reduce (C++: "
                           "not in the record) for a rank that left the loop")
         raise TimeoutError(f"it hung, nothing raised: {first}; {difference}") from None
 

@@ -29,17 +29,20 @@ def share_sentence(verdict) -> str:
         verdict.verdict, f"this run cannot tell whether the record adds under {BOUND * 100:.0f} % to this step")
 
 
-def window_scatter(on_s, off_s) -> str:
+def window_scatter(on_s, off_s, detail=None) -> str:
     """Why the step's own times cannot read the record's cost (one unwrapped sentence): their paired on/off ratios'
     scatter against the smallest cost it lets stand out (measure.RESOLVE times the scatter); learner s13r6f: the
     rule's '3 x that' and 'windows' were never defined, so the line says the outcome only."""
     scatter = measure.ratio_scatter(measure.paired_ratios(on_s, off_s))
     can = measure.RESOLVE * scatter < BOUND  # a very quiet run: the step's times could read it this time
-    return (f"the step's own times, record on against off ({len(off_s)} pairs), scatter +-{scatter:.1%}: "
+    said = (f"the step's own times, record on against off ({len(off_s)} pairs), scatter +-{scatter:.1%}: "
             f"{'little enough' if can else 'too much'} to show a cost under {BOUND:.0%}")
+    if detail is not None and detail.verdict == measure.HOLDS and detail.low > 1 + scatter:  # learner s13r7f 12-F4
+        said += (f", not DETAIL's: even its lowest reading, {detail.low:.2f}x, lies beyond that scatter")
+    return said
 
 
-def share_line(per_call, calls: int, step_s: float, block: int = CALLS_PER_BLOCK) -> str:
+def share_line(per_call, calls: int, step_s: float, block: int = CALLS_PER_BLOCK, rounds: int = 0) -> str:
     """The record's verdict figure as what it is, a share of the step: cost per call x calls / step, median and
     range over the timings of `block` calls each (learner s13r5f: 'above 1 means faster' offered an impossible
     reading; s13r6f: 'pairs of blocks of calls' was never defined)."""
@@ -47,7 +50,8 @@ def share_line(per_call, calls: int, step_s: float, block: int = CALLS_PER_BLOCK
     return measure.short_lines(
         f"    {statistics.median(per_call) * 1e6:.1f} us per call x {calls} calls / {step_s * 1e3:.2f} ms per step = "
         f"{statistics.median(shares):.2%} of the step; {shares[0]:.2%}-{shares[-1]:.2%} over {len(shares)} timings of "
-        f"{block:,} calls each ({'all' if shares[-1] < BOUND else 'not all'} under {BOUND:.0%})", indent="        ")
+        f"{block:,} calls each" + (f" ({len(shares) // rounds} per round x {rounds} rounds)" if rounds else "")
+        + f" ({'all' if shares[-1] < BOUND else 'not all'} under {BOUND:.0%})", indent="        ")
 
 
 def cost_report(cost: dict, per_call, calls: int, results_dir=None) -> tuple:
@@ -56,7 +60,7 @@ def cost_report(cost: dict, per_call, calls: int, results_dir=None) -> tuple:
     cost per call."""
     step_s = statistics.median(cost["record off"])
     record = record_share(per_call, calls, step_s, results_dir)
-    detail = measure.verdict(cost["record off"], cost["DETAIL"], claim="OFF vs DETAIL", workload=workloads.RECORD_STEP,
+    detail = measure.verdict(cost["record off"], cost["DETAIL"], claim="TORCH_DISTRIBUTED_DEBUG OFF vs DETAIL", workload=workloads.RECORD_STEP,
                              expected="DETAIL's fingerprint check (one more collective per call) makes the step slower",
                              lab="12").record(results_dir)
     detail_said = (f"DETAIL made it {detail.ratio:.2f}x slower" if detail.verdict == measure.HOLDS
@@ -65,11 +69,11 @@ def cost_report(cost: dict, per_call, calls: int, results_dir=None) -> tuple:
     as_tested = record.holds_from is not None and abs(record.holds_from * (1 + BOUND) - 1) < 1e-9  # not restated
     if record.verdict in (measure.HOLDS, measure.UNDECIDED) and as_tested:  # a share of the step, never below 0
         lines += [measure.short_lines(f"verdict, {record.claim} [{record.workload}]: {record.verdict}"),
-                  share_line(per_call, calls, step_s)]
+                  share_line(per_call, calls, step_s, rounds=len(cost["record off"]))]
     else:  # a refusal (no figure) or a cost above 2 %: the verdict as every lab prints it
         lines.append(str(record))
     lines += [str(detail), measure.short_lines(
         f"(method: the step {step_s * 1e3:.2f} ms is the median of {len(cost['record off'])} repeats with the record "
         "off, rank 0; the cost per call is the record's wrapper around a do-nothing collective minus that "
-        "collective, timed in this process; " + window_scatter(cost["record on"], cost["record off"]) + ")")]
+        "collective, timed in this process; " + window_scatter(cost["record on"], cost["record off"], detail) + ")")]
     return record, detail, "\n".join(lines)
