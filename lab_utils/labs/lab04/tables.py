@@ -48,9 +48,11 @@ def call_words(text: str) -> str:
                   lambda m: f"call #{m[2]} ({'an' if m[1][0] in 'aeiou' else 'a'} {m[1]})", text)
 
 
-def deadlock_lines(where: str) -> list[str]:
+def deadlock_lines(where: str, timed_out: bool = False) -> list[str]:
     """The 'where was every rank' note as the lab prints it: one line per rank (its call numbered in the rank's
-    sequence of calls), then the note's other lines, each joined with its continuation lines before wrapping."""
+    sequence of calls), then the note's other lines, each joined with its continuation lines before wrapping.
+    timed_out: a send or recv timed out, so the note's hedge 'or the work is only slow' gives way to what it was
+    (learner s13r7d, lab 04 finding 10)."""
     out: list[str] = []
     for row in where.splitlines()[2:]:  # after the note's title and the table's header; the state column left out
         if " | " in row:
@@ -61,6 +63,8 @@ def deadlock_lines(where: str) -> list[str]:
             out[-1] += " " + row.strip()
         elif row.strip():
             out.append("  " + call_words(row.strip()))
+    if timed_out:
+        out = [line.replace(", or the work is only slow", ": a deadlock") for line in out]
     return [measure.short_lines(line) for line in out]
 
 
@@ -74,13 +78,17 @@ def layer_spread_line(spreads, movers) -> str:
             "median): no layer's range of repeats moves the split")
 
 
-def pool_line(layer_types, times, batch: int) -> str:
-    """Each max-pool's time over the convolution's before it, on one line ('' without a pool after a convolution)."""
+def pool_line(layer_types, times, batch: int, spreads=None) -> str:
+    """Each max-pool's time over the convolution's before it, on one line ('' without a pool after a convolution);
+    with `spreads`, a ratio read off a layer whose repeats spread over measure.MAX_SPREAD says so (learner s13r7d,
+    lab 04 finding 9: 2.65x off a 125 % spread, unmarked)."""
     pairs = []
     for i, kind in enumerate(layer_types):
         conv = next((j for j in range(i - 1, -1, -1) if layer_types[j] == "conv2d"), None)
         if kind == "maxpool2d" and conv is not None and times[conv] > 0:
-            pairs.append(f"layer {i} {times[i] / times[conv]:.2f}x layer {conv}")
+            wide = [j for j in (i, conv) if spreads is not None and spreads[j] > measure.MAX_SPREAD]
+            rough = "".join(f" (rough: layer {j}'s repeats spread {spreads[j]:.0%})" for j in wide)
+            pairs.append(f"layer {i} {times[i] / times[conv]:.2f}x layer {conv}{rough}")
     return f"max-pool over the convolution before it (batch {batch}): {', '.join(pairs)}" if pairs else ""
 
 
@@ -166,7 +174,7 @@ def pair_conclusion(v, a: str, b: str) -> str:
                 "(the parts after it say where the time went)")
     if v.high < 1:
         return f"{head}: slower, where theory expects them equal (the verdict says whether beyond its margin)"
-    return f"{head}: no difference this run can tell, as theory expects"
+    return f"{head}: no difference this run can tell (theory expects none; the verdict says what it could test)"
 
 
 def library_conclusion(v, schedule: str) -> str:
@@ -178,7 +186,8 @@ def library_conclusion(v, schedule: str) -> str:
     head = (f"the library's {schedule} ran {v.ratio:.2f}x as fast as your ops (range {v.range_text()} over "
             f"{v.repeats} paired rounds)")
     said = ("faster: the library beats your ops" if v.low > 1 else "slower than your ops" if v.high < 1 else
-            "no difference this run can tell")
+            "no difference this run can tell" + (f", and not {1 / v.holds_from - 1:.0%} slower: the 'holds' below"
+                                                 if v.verdict == "holds" and v.holds_from else ""))
     noisy = (f"; the verdict's {measure.MAX_RESTATED:.0%} is the largest cost the course widens a 'no slower' claim "
              "to, for pairs this noisy: past it a claim says nothing, so only a win could decide"
              if "only a win could decide" in v.notes else "")
