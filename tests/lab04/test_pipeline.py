@@ -964,3 +964,16 @@ def test_one_slow_step_does_not_speak_for_the_configuration():
     assert m.bubble == pytest.approx(1 - m.busy / (2 * m.makespan))
     assert m.typical() is steps[1] and m.bubble == pytest.approx(1 - 0.012 / 0.020)
     assert pl.bubble_fraction(steps[1], 2) > m.bubble + 0.2  # the median step's own bubble: not the configuration's
+
+
+def test_the_busy_rise_with_m_is_fit_to_one_cause_or_said_not_to_be():
+    # learner s13r7d, lab 04 finding 2: busy 40.3 -> 48.8 ms from M=1 to 8, of which the why-line explained 1.0 ms
+    from lab_utils.labs.lab04 import tables
+    ms = [1, 2, 4, 8, 16, 32]
+    quiet = [b / 1e3 for b in (40.3, 42.5, 45.8, 48.8, 58.8, 77.8)]  # the quiet run's medians
+    line = tables.busy_fit_line(ms, quiet, 2, 8)
+    assert "0.30 ms more per op call" in line and "explains the rise" in line, line
+    assert line.endswith("28 extra calls x 0.30 ms = 8.3 ms of the 8.5 ms rise"), line
+    bent = [b / 1e3 for b in (40.0, 41.0, 60.0, 45.0, 58.0, 78.0)]  # a jump no fixed cost per call makes
+    said = tables.busy_fit_line(ms, bent, 2, 8)
+    assert said.endswith("not a straight line, so a fixed cost per call is not the only cause of the rise"), said

@@ -460,3 +460,24 @@ def library_schedules_line(ratios, yours: float) -> str:
             f"{_range(low, high)} over {len(ratios)} paired rounds; {faster}); yours {yours:.2f}x (the 1F1B "
             "verdict above)" + ("; theory's reason its 1F1B gains more: it posts each forward's send with a "
                                 "backward's receive in one batch, as the text above says" if low > yours else ""))
+
+
+def busy_fit_line(ms, busy, stages: int, largest: int, fits: float = 0.10) -> str:
+    """Whether one cause explains the busy time's rise with M, measured: a least-squares line of busy time against M
+    (each M's median, seconds) whose slope, over the 2 x stages op calls one more micro-batch adds, is a fixed cost
+    per call; where every point lies within `fits` of the line, that cost explains the rise, and the line says how
+    much of it at M=largest (learner s13r7d, lab 04 finding 2: 40.3 -> 48.8 ms busy, 1.0 ms of it explained)."""
+    n = len(ms)
+    mean_m, mean_b = sum(ms) / n, sum(busy) / n
+    slope = sum((m - mean_m) * (b - mean_b) for m, b in zip(ms, busy)) / sum((m - mean_m) ** 2 for m in ms)
+    miss = max(abs(b - (mean_b + slope * (m - mean_m))) / b for m, b in zip(ms, busy))
+    per_call = slope / (2 * stages)
+    head = (f"busy against M, a straight line through the {n} medians: {per_call * 1e3:.2f} ms more per op call "
+            f"(2 x {stages} calls per micro-batch), the largest miss {miss:.0%} of a point")
+    if miss > fits:
+        return f"{head}: not a straight line, so a fixed cost per call is not the only cause of the rise"
+    i1, ib = ms.index(1), ms.index(largest)
+    calls = 2 * stages * (largest - 1)
+    return (f"{head}: a fixed cost each call pays whatever its micro-batch explains the rise; at M={largest}, "
+            f"{calls} extra calls x {per_call * 1e3:.2f} ms = {calls * per_call * 1e3:.1f} ms of the "
+            f"{(busy[ib] - busy[i1]) * 1e3:.1f} ms rise")
