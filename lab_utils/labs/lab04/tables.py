@@ -268,8 +268,8 @@ def below_ideal_line(rows) -> str:
                   "not below it")
         said.append(f"{label} {bubble:.3f} (ideal {ideal:.3f}; least {least:.3f}, {beyond})")
     return ("bubble below 'ideal': " + "; ".join(said) + ". 'ideal' gives every op its stage's typical time, so a "
-            "step whose ops vary can beat it; 'least' is the bound: the median step's own op times in order, "
-            "transfers free")
+            "step whose ops vary can beat it; 'least' is the bound: each step's own op times in order (their "
+            "median), transfers free")
 
 
 def _range(low: float, high: float) -> str:
