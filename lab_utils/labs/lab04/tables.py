@@ -324,7 +324,7 @@ def handover_table(labels, steps, ops, ideals, tolerance_s: float, every_step: d
              f"{'':<12}{'step':>6} = {'ideal':>6} + {'its ops over typical':>20} + {'hand-overs':>10}"]
     for label, m, s, i in zip(labels, steps, ops, ideals):
         step, ideal, hand = (round(v * 1e3, 1) for v in (m, i, m - s))
-        mark = ("  (below 0: the mark beside its row above)" if m < s - tolerance_s else
+        mark = ("  (below 0: its mark above)" if m < s - tolerance_s else
                 f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else
                 _slow_handovers(m - s, (every_step or {}).get(label, [])))
         lines.append(f"{label:<12}{step:>6.1f} = {ideal:>6.1f} + {step - ideal - hand:>20.1f} + {hand:>10.1f}{mark}")
