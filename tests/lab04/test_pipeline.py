@@ -977,3 +977,11 @@ def test_the_busy_rise_with_m_is_fit_to_one_cause_or_said_not_to_be():
     bent = [b / 1e3 for b in (40.0, 41.0, 60.0, 45.0, 58.0, 78.0)]  # a jump no fixed cost per call makes
     said = tables.busy_fit_line(ms, bent, 2, 8)
     assert said.endswith("not a straight line, so a fixed cost per call is not the only cause of the rise"), said
+
+
+def test_the_m_where_the_stages_no_longer_overlap_is_said():
+    # learner s13r7d, lab 04 finding 5: M=32's makespan 77.8 ms = its busy time 77.8 ms, and nothing said so
+    from lab_utils.labs.lab04 import tables
+    line = tables.no_overlap_line([1, 2, 8, 32], [0.4975, 0.39, 0.37, 0.50], 0.4975, 2)
+    assert line.startswith("at M=32 the stages no longer overlap: the bubble is at least the naive split's 0.497"), line
+    assert tables.no_overlap_line([1, 2, 8], [0.4975, 0.39, 0.37], 0.4975, 2) == ""

@@ -481,3 +481,13 @@ def busy_fit_line(ms, busy, stages: int, largest: int, fits: float = 0.10) -> st
     return (f"{head}: a fixed cost each call pays whatever its micro-batch explains the rise; at M={largest}, "
             f"{calls} extra calls x {per_call * 1e3:.2f} ms = {calls * per_call * 1e3:.1f} ms of the "
             f"{(busy[ib] - busy[i1]) * 1e3:.1f} ms rise")
+
+
+def no_overlap_line(ms, bubbles, naive_bubble: float, stages: int) -> str:
+    """The M whose bubble (from the medians) is at least the naive split's: there the stages no longer overlap, one
+    line ('' where every M still overlaps; learner s13r7d, lab 04 finding 5: M=32's makespan = its busy time, unsaid)."""
+    serial = [m for m, b in zip(ms, bubbles) if m > 1 and b >= naive_bubble]
+    if not serial:
+        return ""
+    return (f"at M={', M='.join(map(str, serial))} the stages no longer overlap: the bubble is at least the naive "
+            f"split's {naive_bubble:.3f} (busy / ({stages} x makespan)): all that the schedule saved was taken back")
