@@ -485,8 +485,9 @@ def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict(
     tie = verdicts("not distinguishable here")
     tie[large, "spatial", "data parallel"] = SimpleNamespace(verdict="holds")
     said = spatial.after_verdicts_lines(tie, *args, None)[1].replace("\n  ", " ")
+    # learner s13r7d finding 1: 'spatial did not beat one device' beside 'pays at 1024 px already': one conclusion
     assert said.endswith("holds because data parallel lost to one device here, not because spatial gained: "
-                         "spatial did not beat one device"), said
+                         "its gain over one device was too small to tell (its verdict above)"), said
     won = verdicts("holds")
     assert "lost to one device" not in " ".join(spatial.after_verdicts_lines(won, *args, None))
     measured = spatial.after_verdicts_lines(verdicts("not distinguishable here"), *args, None, 2, (0.041, 0.058))
@@ -505,11 +506,19 @@ def test_the_crossover_line_extrapolates_where_spatial_would_beat_one_device():
     assert "a prediction, not a measurement" in line and "(the floor and the rest, 30.3 ms)" in line, line
     assert "above about 1079 px a side. Set large_side to 2304 (twice that, rounded up to 256 px)" in line, line
     # learner s13r6d, lab 13 finding 3: the 2304 unexplained, and two unlabelled 'saved' figures (35.5 vs 30.4 ms)
-    assert "the saving less computing at once (27.3 ms here" in line, line  # 79.9 x (1 - 1.11 / 2) - 8.3
+    assert "the saving less computing at once (35.6 - 8.3 = 27.3 ms here" in line, line  # 79.9 x (1 - 1.11 / 2) - 8.3
     # at 2304 px, 5.06x the area: one device 404.4 ms, spatial 404.4 - 138.2 + 30.3 = 296.5 ms
     assert "predict spatial 1.36x as fast as one device, clear of the 5% a verdict needs" in line, line
     won = spatial.crossover_line(1024, 0.0500, 0.0799, 1.0, 0.0050, None)
     assert "at 1024 px already" in won, won
+    # learner s13r7d findings 1-2: the quiet run's 77.3 = 79.1 / 2 x 1.20 + 12.7 + 6.8 + 10.5 ms 'paid at 1024 px
+    # already' beside a verdict not distinguishable; and its 24.9 ms appeared with no sum to 31.7 and 6.8
+    tie = spatial.crossover_line(1024, 0.0773, 0.0791, 1.20, 0.0127, (0.0397, 0.0465), "not distinguishable here")
+    assert "spatial gains 1.8 ms (2%) at 1024 px already" in tie and "raise `repeats` to decide" in tie, tie
+    assert "the saving less computing at once (31.6 - 6.8 = 24.8 ms)" in tie, tie
+    assert "fixed costs (the floor and the rest, 23.0 ms)" in tie, tie
+    held = spatial.crossover_line(1024, 0.0773, 0.0791, 1.20, 0.0127, (0.0397, 0.0465), "holds")
+    assert "at 1024 px already, by these medians (the fixed costs" in held and "noise" not in held, held
     never = spatial.crossover_line(1024, 0.0900, 0.0799, 1.9, 0.0159, (0.0300, 0.0400))
     assert "nowhere" in never and "whatever the image" in never, never
 
@@ -549,7 +558,7 @@ def test_the_call_clock_times_each_blocking_call_and_the_skew_takes_the_wait_apa
     rank0 = [[("isend", 0.000, 0.004), ("all_reduce", 0.010, 0.011)]] * 3
     rank1 = [[("isend", 0.003, 0.004), ("all_reduce", 0.009, 0.011)]] * 3
     skew = spatial.arrival_skew([rank0, rank1])
-    # inside: 5 ms and 3 ms; with both there: (5 + 3 - 4) / 2 = 2 ms a rank
+    # inside: 5 ms and 3 ms; with both there: (5 + 3 - 4) / 2 = 2 ms a rank, from the medians (learner s13r7d, 3)
     assert skew == {"skew": pytest.approx(0.004), "inside": [pytest.approx(0.005), pytest.approx(0.003)],
                     "together": pytest.approx(0.002), "calls": 2, "kinds": {"isend": 1, "all_reduce": 1},
                     "steps": 3}, skew
@@ -565,5 +574,32 @@ def test_the_call_clock_times_each_blocking_call_and_the_skew_takes_the_wait_apa
     floor = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
                                ([0.00131] * 3, [0.0011] * 3, [0.0002] * 3), skew)
     assert "theory's next suspect" not in floor and "One part, measured" not in floor, floor  # a nil wake-up: unsaid
-    assert floor.endswith("about 2.00 ms a rank (1.00 ms a wait) passed with both ranks there, against 0.20 ms for a "
-                          "bare message"), floor
+    # learner s13r7d finding 3: the 'so' figure follows from the printed ones: (5.00 + 3.00 - 4.00) / 2 = 2.00
+    assert "about 2.00 ms a rank ((the two less the skew) / 2; 1.00 ms a wait) passed with both ranks there, against " \
+        "0.20 ms for a bare message. So the floor is mostly" in floor, floor
+    # finding 6: the paragraph ends on what it shows, computed from the clocked figures
+    late = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3, None,
+                              {**skew, "skew": 0.007, "together": 0.0005})
+    assert late.endswith("So the floor is mostly a partner arriving late (the skew), not the waits themselves"), late
+    there = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3, None,
+                               {**skew, "skew": 0.001, "together": 0.0035})
+    assert there.endswith("So the floor is mostly time both ranks spend inside a wait, 8.8x a bare message each, not "
+                          "a partner arriving late"), there
+    # finding 4: 11 calls counted, 15 clocked: the irecv said in one clause
+    clocked = {**skew, "calls": 15, "kinds": {"irecv": 4, "isend": 4, "all_reduce": 7}}
+    eleven = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, {"isend": 4, "all_reduce": 7},
+                                [0.0002] * 3, None, clocked)
+    assert "(4 irecv, 4 isend, 7 all_reduce; the 11 calls above and the irecv, each waited in the same halo " \
+        "exchange as an isend, so no extra call to the partner)" in eleven, eleven
+
+
+def test_the_time_with_both_ranks_there_follows_from_the_printed_medians():
+    # learner s13r7d, lab 13 finding 3: 'inside 19.05 and 17.33 ms, skew 16.33 ms, so about 11.02 ms a rank', where
+    # (19.05 + 17.33 - 16.33) / 2 = 10.03: the median of per-step values is not the combination of the medians
+    rank0 = [[("isend", 0.000, 0.004)], [("isend", 0.000, 0.010)], [("isend", 0.000, 0.006)]]
+    rank1 = [[("isend", 0.003, 0.004)], [("isend", 0.001, 0.004)], [("isend", 0.005, 0.006)]]
+    skew = spatial.arrival_skew([rank0, rank1])
+    inside, apart = skew["inside"], skew["skew"]
+    assert skew["together"] == pytest.approx((inside[0] + inside[1] - apart) / 2)
+    per_step = sorted((a[0][2] - a[0][1] + b[0][2] - b[0][1] - abs(a[0][1] - b[0][1])) / 2 for a, b in zip(rank0, rank1))
+    assert skew["together"] != pytest.approx(per_step[1])  # what the old line printed, which did not add up

@@ -21,12 +21,13 @@ def draw_ideal(stages: int, micro_batches: int, schedule: str, ax=None, forward_
 
 
 def draw_measured(measured: pl.Measured, ax=None, title: str = "", refused: bool = False):
-    """The Gantt chart of the median step (typical()), titled with Measured.makespan and .bubble beside the theory;
+    """The Gantt chart of the median step (typical()), titled with Measured.makespan and .bubble (from the medians over
+    the steps, the figure the lines print) beside the theory;
     `refused`: the load refuses the bubble, so the title prints n/m, as the lines do."""
     sched = pl.make_schedule(measured.run.schedule, measured.stages, measured.run.micro_batches)
     bubble = f"{measure.N_M} (the load)" if refused else f"{measured.bubble:.3f}"
     title = title or (f"measured {measured.run.label} (median step): makespan {measured.makespan * 1e3:.1f} ms, "
-                      f"bubble {bubble} (theory {sched.theoretical_bubble:.3f})")
+                      f"bubble {bubble} (medians; theory {sched.theoretical_bubble:.3f})")
     return plots.gantt(measured.typical(), ax, rows=[f"stage {s}" for s in range(measured.stages)], title=title,
                        colors=phase_colors())
 

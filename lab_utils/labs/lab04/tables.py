@@ -36,11 +36,10 @@ def below_floor_line(bubbles, makespans, ops_makespans, floor: float, median_bub
     if not below:
         return ""
     overlap_ms = max(0.0, -min(below)) * 1e3
-    return (f"{len(below)} of {len(bubbles)} steps below {floor:.3f}: their ops' recorded times overlap (by up to "
-            f"{overlap_ms:.2f} ms), which one stage at a time cannot do: a stage reads the clock for its op's end "
-            "after the op's send, so a stage that lost its core right after sending records the end late; "
-            + ("the median step is one of them (its flag says more)" if median_bubble < floor else
-               "the median step, the figure to read, is not one of them"))
+    return (f"{len(below)} of {len(bubbles)} steps below {floor:.3f}: a stage reads the clock for its op's end after "
+            f"the op's send, so one that lost its core right then records the end late (ops overlapping by up to "
+            f"{overlap_ms:.2f} ms); " + ("so is the run's bubble, from the medians (its flag says more)"
+                                        if median_bubble < floor else "the run's bubble, from the medians, is not"))
 
 
 def call_words(text: str) -> str:
@@ -49,9 +48,11 @@ def call_words(text: str) -> str:
                   lambda m: f"call #{m[2]} ({'an' if m[1][0] in 'aeiou' else 'a'} {m[1]})", text)
 
 
-def deadlock_lines(where: str) -> list[str]:
+def deadlock_lines(where: str, timed_out: bool = False) -> list[str]:
     """The 'where was every rank' note as the lab prints it: one line per rank (its call numbered in the rank's
-    sequence of calls), then the note's other lines, each joined with its continuation lines before wrapping."""
+    sequence of calls), then the note's other lines, each joined with its continuation lines before wrapping.
+    timed_out: a send or recv timed out, so the note's hedge 'or the work is only slow' gives way to what it was
+    (learner s13r7d, lab 04 finding 10)."""
     out: list[str] = []
     for row in where.splitlines()[2:]:  # after the note's title and the table's header; the state column left out
         if " | " in row:
@@ -62,6 +63,8 @@ def deadlock_lines(where: str) -> list[str]:
             out[-1] += " " + row.strip()
         elif row.strip():
             out.append("  " + call_words(row.strip()))
+    if timed_out:
+        out = [line.replace(", or the work is only slow", ": a deadlock") for line in out]
     return [measure.short_lines(line) for line in out]
 
 
@@ -75,13 +78,17 @@ def layer_spread_line(spreads, movers) -> str:
             "median): no layer's range of repeats moves the split")
 
 
-def pool_line(layer_types, times, batch: int) -> str:
-    """Each max-pool's time over the convolution's before it, on one line ('' without a pool after a convolution)."""
+def pool_line(layer_types, times, batch: int, spreads=None) -> str:
+    """Each max-pool's time over the convolution's before it, on one line ('' without a pool after a convolution);
+    with `spreads`, a ratio read off a layer whose repeats spread over measure.MAX_SPREAD says so (learner s13r7d,
+    lab 04 finding 9: 2.65x off a 125 % spread, unmarked)."""
     pairs = []
     for i, kind in enumerate(layer_types):
         conv = next((j for j in range(i - 1, -1, -1) if layer_types[j] == "conv2d"), None)
         if kind == "maxpool2d" and conv is not None and times[conv] > 0:
-            pairs.append(f"layer {i} {times[i] / times[conv]:.2f}x layer {conv}")
+            wide = [j for j in (i, conv) if spreads is not None and spreads[j] > measure.MAX_SPREAD]
+            rough = "".join(f" (rough: layer {j}'s repeats spread {spreads[j]:.0%})" for j in wide)
+            pairs.append(f"layer {i} {times[i] / times[conv]:.2f}x layer {conv}{rough}")
     return f"max-pool over the convolution before it (batch {batch}): {', '.join(pairs)}" if pairs else ""
 
 
@@ -167,7 +174,7 @@ def pair_conclusion(v, a: str, b: str) -> str:
                 "(the parts after it say where the time went)")
     if v.high < 1:
         return f"{head}: slower, where theory expects them equal (the verdict says whether beyond its margin)"
-    return f"{head}: no difference this run can tell, as theory expects"
+    return f"{head}: no difference this run can tell (theory expects none; the verdict says what it could test)"
 
 
 def library_conclusion(v, schedule: str) -> str:
@@ -179,7 +186,8 @@ def library_conclusion(v, schedule: str) -> str:
     head = (f"the library's {schedule} ran {v.ratio:.2f}x as fast as your ops (range {v.range_text()} over "
             f"{v.repeats} paired rounds)")
     said = ("faster: the library beats your ops" if v.low > 1 else "slower than your ops" if v.high < 1 else
-            "no difference this run can tell")
+            "no difference this run can tell" + (f", and not {1 / v.holds_from - 1:.0%} slower: the 'holds' below"
+                                                 if v.verdict == "holds" and v.holds_from else ""))
     noisy = (f"; the verdict's {measure.MAX_RESTATED:.0%} is the largest cost the course widens a 'no slower' claim "
              "to, for pairs this noisy: past it a claim says nothing, so only a win could decide"
              if "only a win could decide" in v.notes else "")
@@ -227,69 +235,28 @@ def _signed(ms: float) -> str:
     return f"{'-' if ms < -0.05 else '+'} {abs(ms):.1f}"
 
 
-def compute_note(label: str, compute: float, low: float, median: float, high: float) -> list[str]:
-    """A note where a row's compute factor (read on its median step, the column's, which keeps 'vs naive = overlap x
-    compute' true) lies outside the range of the paired rounds' busy-time ratios: that step's ops were atypical, not
-    the configuration's, so the note gives the ops' speed per image to read; [] where it lies inside."""
-    if low <= compute <= high:
-        return []
-    pace = "slower" if compute < low else "faster"
-    return [f"{label}: the column's compute is its median step's, whose ops ran {pace} than usual; its ops' speed "
-            f"per image is {median:.2f}x (range {_range(low, high)}), the naive split's busy time over this row's "
-            "over all the paired rounds"]
-
-
-def pays_line(m: int, vs_naive: float, overlap: float, compute: float, read_compute: float | None = None,
-              refused: str | None = None, paired: tuple[float, float, float] | None = None,
-              compute_range: tuple[float, float, float] | None = None) -> str:
-    """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors
-    (read_compute: the paired rounds' figure where the median step's compute is atypical (compute_note finds it;
-    the compute line under the table prints it)). paired:
-    (median, low, high) of the paired rounds' ratios (naive's step over GPipe's): then the line leads with their
-    median and range, the comparison's one figure ('pays' needs the whole range above 1), and says why in the two
-    factors: the overlap of the table's median step, and the compute of the paired rounds (compute_range: (low,
-    median, high), the compute line's figure; learner s13r6d, lab 04 findings 1-2)."""
+def pays_line(m: int, vs_naive: float, overlap: float, compute: float, refused: str | None = None,
+              paired: tuple[float, float] | None = None) -> str:
+    """The summary's first line: whether GPipe at M pays over the naive split here, and why, in its two factors, all
+    three the table's (medians over the steps), so that vs naive = overlap x compute holds as printed (learner
+    s13r7d, lab 04 finding 3: 1.02x paired beside overlap 1.06x x compute 0.84x from two other sources). paired:
+    (low, high) of the paired rounds' ratios (naive's step over GPipe's), which decide 'pays' (the whole range
+    above 1)."""
     if refused:
         return f"whether GPipe M={m} pays here: {measure.NOT_MEASURABLE}: {refused}"
-    if paired is not None and compute_range is not None:  # the paired figures lead: one per comparison
-        middle, low, high = paired
-        c_low, c_mid, c_high = compute_range
-        pays = ("it pays" if low > 1 else "it loses" if high < 1 else
-                "this run cannot tell whether it pays (it does where the whole range lies above 1)")
-        busier = (f"the schedule kept the stages {overlap:.2f}x busier (overlap, the table's median step)" if overlap > 1
-                  else "the schedule kept the stages no busier than the naive split (overlap, the table's median step)")
-        ops = (f"its ops ran {'slower' if c_mid < 1 else 'no slower'} per image (compute {c_mid:.2f}x, range "
-               f"{_range(c_low, c_high)}, paired rounds)"
-               + (f": each op's fixed cost is paid {m} times, on tensors {m}x smaller" if c_mid < 1 else ""))
-        head = (f"GPipe M={m} ran {middle:.2f}x as fast as the naive split (median of the paired rounds, range "
-                f"{_range(low, high)}; the table's {vs_naive:.2f}x reads one step): {pays}")
-        return f"{head}. Why: {busier}, {'but' if c_mid < 1 and overlap > 1 else 'and'} {ops}"
-    if paired is not None:  # the table's row, whose factors multiply; the paired range decides 'pays'
-        _, low, high = paired
-        pays = ("so it pays" if low > 1 else "so it loses" if high < 1 else
-                "so this run cannot tell whether it pays (it does where the whole range lies above 1)")
-        odd = ("" if read_compute is None else
-               f" (this step's ops ran {'slower' if compute < read_compute else 'faster'} than usual: the compute line "
-               "under the table gives the figure to carry away)")
-        busier = ("the schedule kept the stages busier" if overlap > 1 else
-                  "the schedule kept the stages no busier than the naive split")
-        ops = ("its smaller ops ran no slower per image" if compute >= 1 else
-               f"its ops ran slower per image: each op's fixed cost is paid {m} times, on tensors {m}x smaller")
-        return (f"GPipe M={m} ran {vs_naive:.2f}x as fast as the naive split (the table's row, its median step) = "
-                f"overlap {overlap:.2f}x x compute {compute:.2f}x{odd}: {busier}, and {ops}. Round by round, "
-                f"naive's step over GPipe's ranged {_range(low, high)}, {pays}")
-    head = (f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the "
-            "naive split")
-    if read_compute is None:
-        figures, c = f" = overlap {overlap:.2f}x x compute {compute:.2f}x", compute
-    else:
-        figures, c = (f"; overlap {overlap:.2f}x, compute {read_compute:.2f}x (over all the paired rounds)",
-                      read_compute)
     busier = ("the schedule kept the stages busier" if overlap > 1 else
               "the schedule kept the stages no busier than the naive split")
-    ops = ("its smaller ops ran no slower per image" if c >= 1 else
+    ops = ("its smaller ops ran no slower per image" if compute >= 1 else
            f"its ops ran slower per image: each op's fixed cost is paid {m} times, on tensors {m}x smaller")
-    return f"{head}{figures}: {busier}, and {ops}"
+    if paired is not None:  # the table's row, whose factors multiply; the paired range decides 'pays'
+        low, high = paired
+        pays = ("so it pays" if low > 1 else "so it loses" if high < 1 else
+                "so this run cannot tell whether it pays (it does where the whole range lies above 1)")
+        return (f"GPipe M={m} ran {vs_naive:.2f}x as fast as the naive split (the table's medians) = overlap "
+                f"{overlap:.2f}x x compute {compute:.2f}x: {busier}, {'but' if compute < 1 < overlap else 'and'} "
+                f"{ops}. Round by round, naive's step over GPipe's ranged {_range(low, high)}, {pays}")
+    head = f"GPipe M={m} {'pays' if vs_naive > 1 else 'does not pay'} on this machine: {vs_naive:.2f}x the naive split"
+    return f"{head} = overlap {overlap:.2f}x x compute {compute:.2f}x: {busier}, and {ops}"
 
 
 def below_ideal_line(rows) -> str:
@@ -301,8 +268,8 @@ def below_ideal_line(rows) -> str:
                   "not below it")
         said.append(f"{label} {bubble:.3f} (ideal {ideal:.3f}; least {least:.3f}, {beyond})")
     return ("bubble below 'ideal': " + "; ".join(said) + ". 'ideal' gives every op its stage's typical time, so a "
-            "step whose ops vary can beat it; 'least' is the bound: the median step's own op times in order, "
-            "transfers free")
+            "step whose ops vary can beat it; 'least' is the bound: each step's own op times in order (their "
+            "median), transfers free")
 
 
 def _range(low: float, high: float) -> str:
@@ -315,15 +282,13 @@ def paired_compute_line(busy_ranges: dict) -> str:
     row's, the median of the paired rounds (busy_ranges: label -> (low, median, high)), and whether a range holds
     1. The column keeps each median step's own figure, so that its row multiplies (learner s13r5d, finding 2)."""
     within = [label for label, (low, _, high) in busy_ranges.items() if low <= 1 <= high]
-    figures = ", ".join(f"{label} {median:.2f}x ({_range(low, high)})"
-                        for label, (low, median, high) in busy_ranges.items())
+    figures = ", ".join(f"{label} {_range(low, high)}" for label, (low, _, high) in busy_ranges.items())
     if not within:
         said = "no range holds 1: the ops' speed per image differs from the naive split's in every row"
     else:
         said = (f"the range holds 1 for {', '.join(within)}: those rows' ops ran as fast per image as the naive "
                 "split's, as far as this run can tell")
-    return ("compute, the figure to carry away: the naive split's busy time over the row's, median of the paired "
-            f"rounds: {figures}; {said} (the column is each median step's own, so that its row multiplies)")
+    return (f"compute round by round (the naive split's busy time over the row's, paired rounds): {figures}; {said}")
 
 
 def fastest_other_m(makespans: dict[int, float], shown: int) -> list[int]:
@@ -355,16 +320,17 @@ def handover_table(labels, steps, ops, ideals, tolerance_s: float, every_step: d
     = ideal + its own ops over the typical ones + hand-overs; a row below 0 says why beside it. every_step: per
     label, every step's hand-overs in seconds; a row whose median step's hand-overs are over twice their median (and
     1 ms more) says so beside it (learner s13r5d, finding 4: 8.8 ms in one step where the others had ~1 ms)."""
-    lines = ["each median step's gap to 'ideal', in ms (parts that add up as printed):",
+    lines = ["each row's gap to 'ideal', in ms (medians over its steps; parts that add up as printed):",
              f"{'':<12}{'step':>6} = {'ideal':>6} + {'its ops over typical':>20} + {'hand-overs':>10}"]
     for label, m, s, i in zip(labels, steps, ops, ideals):
         step, ideal, hand = (round(v * 1e3, 1) for v in (m, i, m - s))
-        mark = ("  (below 0: the mark beside its row above)" if m < s - tolerance_s else
+        mark = ("  (below 0: its mark above)" if m < s - tolerance_s else
                 f"  (below 0 within the timestamps' {tolerance_s * 1e3:.2f} ms: about 0)" if m < s else
                 _slow_handovers(m - s, (every_step or {}).get(label, [])))
         lines.append(f"{label:<12}{step:>6.1f} = {ideal:>6.1f} + {step - ideal - hand:>20.1f} + {hand:>10.1f}{mark}")
-    lines.append("ideal: the typical op times in the schedule; its ops over typical: this step's own ops minus "
-                 "ideal (below 0: faster); hand-overs: the rest (messages, Python between ops, waits for a core)"
+    lines.append("ideal: the typical op times in the schedule; its ops over typical: each step's own ops in order, "
+                 "their median, minus ideal (below 0: faster); hand-overs: the rest (messages, Python between ops, "
+                 "waits for a core)"
                  + ("; a row marked 'its steps' median': this step's hand-overs were over twice that median, one slow "
                     "step's, not the configuration's" if any("steps' median" in line for line in lines) else ""))
     return lines
@@ -388,14 +354,13 @@ def under_table_lines(measured: dict, rows: list[str], own: dict, busy_ranges: d
     from . import pipeline as pl
     out = []
     below = [(label, measured[label].bubble, pl.ideal_bubble(measured[label]),
-              1 - pl.busy_seconds(measured[label].typical()) / (stages * own[label])) for label in rows
+              1 - measured[label].busy / (stages * own[label])) for label in rows
              if measured[label].bubble < pl.ideal_bubble(measured[label]) - 0.005]
     if below:  # 'ideal' is no bound: the bound is the step's own op times
         out.append(measure.short_lines(below_ideal_line(below)))
     out.append(measure.short_lines(paired_compute_line(busy_ranges)))
     gap = handover_table(rows, [measured[label].makespan for label in rows], [own[label] for label in rows],
-                         [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s,
-                         {label: pl.handover_seconds(measured[label]) for label in rows})
+                         [pl.ideal_makespan(measured[label]) for label in rows], tolerance_s)  # medians: no slow step
     return out + gap[:-1] + [measure.short_lines(gap[-1])]  # learner s13r6d, 9: the notes halved, no spread line
 
 
@@ -419,8 +384,8 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
                                        [pl.busy_seconds(t) for t in naive.timelines])
         low, high, _ = measure.ratio_range(ratios)
         busy_ranges[label] = (low, statistics.median(ratios), high)
-    lines = [measure.short_lines("each row is its median step by makespan; 'steps': the range of every step's bubble "
-                                 "(the median step's lies in it)"),
+    lines = [measure.short_lines("each row: medians over its steps (makespan, busy time; the bubble from those two); "
+                                 "'steps': the range of every step's own bubble"),
              f"{'':<12}{'makespan':>9}{'spread':>8}{'vs naive':>9}{'= overlap':>10}{'x compute':>10}{'bubble':>8}"
              f"{'steps':>15}{'theory':>8}{'ideal':>7}"]
     for label in rows:
@@ -450,8 +415,8 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
 def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpipe: tuple[float, float, float],
                      cap: float, smallest_op: tuple[str, float] | None = None) -> str:
     """Why GPipe at M gains little on this machine, in ms a call: what its extra messages added to the hand-overs
-    and its extra op calls to the busy time, over the naive split's. naive, gpipe: (step, own ops in order, busy) of
-    each median step, in seconds (the table's figures); cap: the most any schedule could overlap; smallest_op:
+    and its extra op calls to the busy time, over the naive split's. naive, gpipe: (step, own ops in order, busy),
+    each the median over the steps, in seconds (the table's figures); cap: the most any schedule could overlap; smallest_op:
     (name, seconds) of the cheapest op at M, against which an op call's fixed cost is set (learner s13r5d, 8)."""
     messages = 2 * (stages - 1) * (m - 1)  # one activation forward and one gradient back per boundary, M times
     calls = 2 * stages * (m - 1)  # one forward and one backward op per stage, M times
@@ -495,3 +460,34 @@ def library_schedules_line(ratios, yours: float) -> str:
             f"{_range(low, high)} over {len(ratios)} paired rounds; {faster}); yours {yours:.2f}x (the 1F1B "
             "verdict above)" + ("; theory's reason its 1F1B gains more: it posts each forward's send with a "
                                 "backward's receive in one batch, as the text above says" if low > yours else ""))
+
+
+def busy_fit_line(ms, busy, stages: int, largest: int, fits: float = 0.10) -> str:
+    """Whether one cause explains the busy time's rise with M, measured: a least-squares line of busy time against M
+    (each M's median, seconds) whose slope, over the 2 x stages op calls one more micro-batch adds, is a fixed cost
+    per call; where every point lies within `fits` of the line, that cost explains the rise, and the line says how
+    much of it at M=largest (learner s13r7d, lab 04 finding 2: 40.3 -> 48.8 ms busy, 1.0 ms of it explained)."""
+    n = len(ms)
+    mean_m, mean_b = sum(ms) / n, sum(busy) / n
+    slope = sum((m - mean_m) * (b - mean_b) for m, b in zip(ms, busy)) / sum((m - mean_m) ** 2 for m in ms)
+    miss = max(abs(b - (mean_b + slope * (m - mean_m))) / b for m, b in zip(ms, busy))
+    per_call = slope / (2 * stages)
+    head = (f"busy against M, a straight line through the {n} medians: {per_call * 1e3:.2f} ms more per op call "
+            f"(2 x {stages} calls per micro-batch), the largest miss {miss:.0%} of a point")
+    if miss > fits:
+        return f"{head}: not a straight line, so a fixed cost per call is not the only cause of the rise"
+    i1, ib = ms.index(1), ms.index(largest)
+    calls = 2 * stages * (largest - 1)
+    return (f"{head}: a fixed cost each call pays whatever its micro-batch explains the rise; at M={largest}, "
+            f"{calls} extra calls x {per_call * 1e3:.2f} ms = {calls * per_call * 1e3:.1f} ms of the "
+            f"{(busy[ib] - busy[i1]) * 1e3:.1f} ms rise")
+
+
+def no_overlap_line(ms, bubbles, naive_bubble: float, stages: int) -> str:
+    """The M whose bubble (from the medians) is at least the naive split's: there the stages no longer overlap, one
+    line ('' where every M still overlaps; learner s13r7d, lab 04 finding 5: M=32's makespan = its busy time, unsaid)."""
+    serial = [m for m, b in zip(ms, bubbles) if m > 1 and b >= naive_bubble]
+    if not serial:
+        return ""
+    return (f"at M={', M='.join(map(str, serial))} the stages no longer overlap: the bubble is at least the naive "
+            f"split's {naive_bubble:.3f} (busy / ({stages} x makespan)): all that the schedule saved was taken back")

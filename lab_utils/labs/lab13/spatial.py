@@ -196,38 +196,43 @@ def arrival_skew(per_rank: list[list[list]]) -> dict | None:
     """Two ranks' clocked steps (CallClock.steps, one list per rank) taken apart, medians over the steps, seconds:
     "skew": how far apart the ranks reached each blocking wait, |rank 0's - rank 1's|, added up over the step (the
     rank that came first waits that long); "inside": each rank's time inside the waits; "together": the time a rank
-    spent inside them with both ranks there, (both ranks' inside - skew) / 2; "kinds": the waits a step, by call.
+    spent inside them with both ranks there, (both ranks' inside - skew) / 2 from those medians, so that it follows
+    from the printed figures (learner s13r7d, lab 13 finding 3: a median of per-step values did not); "kinds": the
+    waits a step, by call.
     None where the ranks' waits do not pair up (not 2 ranks, or another count of waits)."""
     if len(per_rank) != 2 or not per_rank[0] or len(per_rank[0]) != len(per_rank[1]):
         return None
     skews: list[float] = []
     inside: list[list[float]] = [[], []]
-    together: list[float] = []
     for first, second in zip(*per_rank):
         if len(first) != len(second) or not first:
             return None
         skews.append(sum(abs(a[1] - b[1]) for a, b in zip(first, second)))
         for r, calls in enumerate((first, second)):
             inside[r].append(sum(left - entered for _, entered, left in calls))
-        together.append((inside[0][-1] + inside[1][-1] - skews[-1]) / 2)
     kinds: dict[str, int] = {}
     for call, _, _ in per_rank[0][0]:
         kinds[call] = kinds.get(call, 0) + 1
-    return {"skew": float(np.median(skews)), "inside": [float(np.median(t)) for t in inside],
-            "together": float(np.median(together)), "calls": len(per_rank[0][0]), "kinds": kinds, "steps": len(skews)}
+    medians = [float(np.median(t)) for t in inside]
+    return {"skew": float(np.median(skews)), "inside": medians,
+            "together": (sum(medians) - float(np.median(skews))) / 2, "calls": len(per_rank[0][0]), "kinds": kinds, "steps": len(skews)}
 
 
-def skew_words(skew: dict, message_s: float | None = None) -> str:
+def skew_words(skew: dict, message_s: float | None = None, counted: int | None = None) -> str:
     """The clocked waits in words (arrival_skew's figures; message_s: a bare 4-byte all-reduce, to set a wait with
-    both ranks there beside)."""
+    both ranks there beside; counted: the calls a floor line counted (sends), where the clock's count differs:
+    the irecv it adds wait in the same exchange as an isend, said in one clause (learner s13r7d, lab 13 finding 4))."""
     kinds = ", ".join(f"{n} {call}" for call, n in skew["kinds"].items())
+    if counted is not None and counted != skew["calls"] and "irecv" in skew["kinds"]:
+        kinds += (f"; the {counted} calls above and the irecv, each waited in the same halo exchange as an isend, so "
+                  "no extra call to the partner")
     each = skew["together"] / skew["calls"]
     bare = "" if message_s is None else f", against {message_s * 1e3:.2f} ms for a bare message"
     return (f"clocked over {skew['steps']} more steps at its {skew['calls']} blocking waits ({kinds}): the ranks spent "
             f"{skew['inside'][0] * 1e3:.2f} and {skew['inside'][1] * 1e3:.2f} ms a step inside them; their arrival "
             f"skew (how far apart they reached each wait, added up: the first to arrive waits) was "
-            f"{skew['skew'] * 1e3:.2f} ms, so about {skew['together'] * 1e3:.2f} ms a rank ({each * 1e3:.2f} ms a "
-            f"wait) passed with both ranks there{bare}")
+            f"{skew['skew'] * 1e3:.2f} ms, so about {skew['together'] * 1e3:.2f} ms a rank ((the two less the skew) / 2; {each * 1e3:.2f} ms "
+            f"a wait) passed with both ranks there{bare}")
 
 
 def halo_bytes_by_layer(per_rank: list[list[dict]], phase: str) -> dict[tuple[int, int], int]:
@@ -393,11 +398,22 @@ def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, l
                  f"{wait:.2f} ms ({wait / n:.2f} ms a call) is the wait cost: what a call that must wait for its "
                  "partner costs here beyond both" + ("" if late is None else wake_words(late, n, wait, skew is None))
                  + (" (this run does not take it apart)" if late is None and skew is None else "")
-                 + ("" if skew is None else f". Taken apart, {skew_words(skew, message_ms / 1e3)}"))
+                 + ("" if skew is None else f". Taken apart, {skew_words(skew, message_ms / 1e3, n)}. "
+                    + _floor_reading(skew, message_ms / 1e3)))
     return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
             f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
             f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
             f"barrier: {cause}")
+
+
+def _floor_reading(skew: dict, message_s: float) -> str:
+    """What the clocked waits say the floor is, computed: time with both ranks inside a wait, or a partner arriving
+    late (the skew), whichever is the larger share of a rank's time inside the waits (learner s13r7d finding 6)."""
+    each = skew["together"] / skew["calls"]
+    if skew["together"] >= skew["skew"] / 2:
+        return (f"So the floor is mostly time both ranks spend inside a wait, {each / message_s:.1f}x a bare message "
+                "each, not a partner arriving late")
+    return "So the floor is mostly a partner arriving late (the skew), not the waits themselves"
 
 
 def wake_words(late, calls: int, wait_ms: float, suspect: bool = True) -> str:
@@ -451,12 +467,16 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
 
 
 def crossover_line(side: int, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
-                   shared: tuple[float, float] | None) -> str:
+                   shared: tuple[float, float] | None, verdict: str | None = None) -> str:
     """Where spatial on 2 ranks would beat one device, extrapolated from split_costs_line's parts (learner s13r5d,
     lab 13 'what would make it a 5'): the floor and the rest held fixed, the half-image compute and the cost of
-    computing at once grown with the area. A prediction from this run's medians, said to be one."""
+    computing at once grown with the area. A prediction from this run's medians, said to be one. verdict: spatial vs
+    one device's on this image; where it did not hold, a gain by the medians is said to lie inside its noise, so the
+    cell draws one conclusion (learner s13r7d, lab 13 finding 1)."""
     both = 0.0 if shared is None else shared[1] - shared[0]
-    grows = one_device_s * (1 - code_ratio / 2) - both  # per image area: what the split saves, less what grows with it
+    saved = one_device_s * (1 - code_ratio / 2)  # split_costs_line's 'saved'
+    grows = saved - both  # per image area: what the split saves, less what grows with it
+    less = f"{saved * 1e3:.1f} - {both * 1e3:.1f} = " if shared is not None else ""
     fixed = max(0.0, spatial_s - one_device_s / 2 * code_ratio - both)  # the floor and the rest
     head = "where spatial would pay, extrapolated from these parts (a prediction, not a measurement): "
     if grows <= 0:
@@ -464,13 +484,19 @@ def crossover_line(side: int, spatial_s: float, one_device_s: float, code_ratio:
                 "take back all the split saves, whatever the image")
     area = fixed / grows  # the image's area, in this image's areas, where the saving covers the fixed costs
     if area <= 1:
-        return (head + f"at {side} px already, by these medians (the fixed costs, {fixed * 1e3:.1f} ms, are below "
-                f"the saving that grows with the area, {grows * 1e3:.1f} ms here)")
+        gain = one_device_s - spatial_s  # = the saving less computing at once, less the fixed costs
+        why = (f"the fixed costs (the floor and the rest, {fixed * 1e3:.1f} ms) are below the saving less computing "
+               f"at once ({less}{grows * 1e3:.1f} ms)")
+        if verdict is not None and verdict != measure.HOLDS:
+            return (head + f"by these medians spatial gains {gain * 1e3:.1f} ms ({gain / one_device_s:.0%}) at {side} "
+                    f"px already ({why}), but inside the noise of its verdict above ({verdict}): raise `repeats` to "
+                    "decide")
+        return head + f"at {side} px already, by these medians ({why})"
     at = side * area ** 0.5
     try_side = _round_side(2 * at)
     scale = (try_side / side) ** 2  # the tried image's area, in this image's
     predicted = one_device_s * scale / (one_device_s * scale - grows * scale + fixed)
-    return (head + f"the saving less computing at once ({grows * 1e3:.1f} ms here: both grow with the area) covers "
+    return (head + f"the saving less computing at once ({less}{grows * 1e3:.1f} ms here: both grow with the area) covers "
             f"the fixed costs (the floor and the rest, {fixed * 1e3:.1f} ms) above about {at:.0f} px a side. Set "
             f"large_side to {try_side} (twice that, rounded up to 256 px) in the parameters cell to see it: there "
             f"these parts predict spatial {predicted:.2f}x as fast as one device, clear of the "
@@ -572,7 +598,7 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
         if large_side is not None and ranks == 2:
             out.append(measure.lines.wrap(crossover_line(
                 large_side, speed[large, "spatial"]["step_s"], speed[large, "one device"]["step_s"], code_ratio,
-                floor_s, shared), hang="  "))
+                floor_s, shared, verdicts[large, "spatial", "one device"].verdict), hang="  "))
     for name in (large, many):  # no claim of its own: read against theory, on the same rounds
         if any(v.verdict == measure.CANNOT_SEE for (w, _, _), v in verdicts.items() if w == name):
             out.append(f"{name}: data parallel beside one device: {measure.NOT_MEASURABLE}, as its verdicts above")
@@ -581,7 +607,9 @@ def after_verdicts_lines(verdicts: dict, speed: dict, rounds: dict, alone: dict,
                                          ranks)
         if name == large and verdicts[large, "spatial", "data parallel"].verdict == measure.HOLDS and \
                 verdicts[large, "spatial", "one device"].verdict != measure.HOLDS:  # a win over a loser only
+            tie = verdicts[large, "spatial", "one device"].verdict != measure.REVERSED
             line += (". So 'spatial faster' than data parallel, above, holds because data parallel lost to one device "
-                     "here, not because spatial gained: spatial did not beat one device")
+                     "here, not because spatial gained: " + ("its gain over one device was too small to tell (its "
+                                                            "verdict above)" if tie else "spatial lost to one device"))
         out.append(measure.lines.wrap(line, hang="  "))
     return out
