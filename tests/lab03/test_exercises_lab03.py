@@ -416,3 +416,31 @@ def test_floor_blocks_are_told_the_left_over_indices_even_when_n_is_below_world_
     assert "the last 3 index(es)" in small and "n // world_size is 0, so every index is left over" in small, small
     _, big = lab03._shard_judge_plain([floor_blocks(10, 4)], None, [[10, 4]])
     assert "the last 2 index(es)" in big and "n < world_size" not in big, big
+
+
+@named("run_epochs")
+def run_epochs_epoch_assigned(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        sampler.epoch = epoch  # what set_epoch does: harmless
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+
+
+@named("run_epochs")
+def run_epochs_epoch_assigned_late(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+        sampler.epoch = epoch  # after this epoch's order was drawn
+
+
+def test_the_epoch_record_sees_an_assignment_as_set_epoch_does():
+    """The epoch record (a forged, emptied one scores 0: tests/test_judges.py) counts `sampler.epoch =` too, so that
+    right answer passes and the same assignment after the loop is told it came too late."""
+    assert check(run_epochs_epoch_assigned).passed
+    late = check(run_epochs_epoch_assigned_late)
+    assert not late.passed and "came too late" in late.message, late.message
