@@ -260,20 +260,6 @@ def accumulation_no_sync_backward_only(ddp_model, optimizer, micro_batches):
 
 
 @named("accumulation_step")
-def accumulation_no_sync_first_only(ddp_model, optimizer, micro_batches):
-    import contextlib
-
-    import torch.nn.functional as F
-
-    optimizer.zero_grad()
-    k = len(micro_batches)
-    for i, (x, y) in enumerate(micro_batches):
-        with ddp_model.no_sync() if i == 0 else contextlib.nullcontext():  # the rest all-reduced
-            (F.cross_entropy(ddp_model(x), y) / k).backward()
-    optimizer.step()
-
-
-@named("accumulation_step")
 def accumulation_zero_grad_inside(ddp_model, optimizer, micro_batches):
     import contextlib
 
@@ -315,6 +301,25 @@ def accumulation_never_zeroed(ddp_model, optimizer, micro_batches):
 
 
 @pytest.mark.slow  # each check launches two real ranks
+@named("accumulation_step")
+def accumulation_losses_summed(ddp_model, optimizer, micro_batches):
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()  # learner s13r7c: no no_sync, all k graphs held at once, one backward: it passed
+    loss = sum(F.cross_entropy(ddp_model(x), y) for x, y in micro_batches) / len(micro_batches)
+    loss.backward()
+    optimizer.step()
+
+
+def test_graphs_held_counts_forwards_before_a_backward():
+    """The record of the summed-loss answer (k forwards, one backward) fails; one backward per forward passes."""
+    from lab_utils.labs.lab03.exercises import _graphs_held
+
+    assert _graphs_held(["zero_grad", "forward", "forward", "forward", "backward", "allreduce", "step"]) == 3
+    assert _graphs_held(["zero_grad", "no_sync", "forward", "backward", "forward", "backward", "allreduce",
+                         "step"]) == 1
+
+
 def test_the_accumulation_answer_passes_with_one_all_reduce_a_step():
     result = check(accumulation_right)
     assert result.passed and "one all-reduce a step" in result.message, result.message
@@ -324,9 +329,9 @@ def test_the_accumulation_answer_passes_with_one_all_reduce_a_step():
 @pytest.mark.slow
 @pytest.mark.parametrize("wrong, named_as", [
     (accumulation_sync_everywhere, "micro-batches were all-reduced where 1 will do"),
-    (accumulation_no_sync_first_only, "micro-batches were all-reduced where 1 will do"),
+    (accumulation_losses_summed, "graphs (every activation of every micro-batch) were held in memory at once"),
     (accumulation_no_sync_backward_only, "no_sync() wrapped only loss.backward()")],
-    ids=["no-no-sync", "no-sync-first-only", "no-sync-backward-only"])
+    ids=["no-no-sync", "losses-summed", "no-sync-backward-only"])
 def test_right_weights_with_extra_all_reduces_fail_and_name_why(wrong, named_as):
     """The task asks for one all-reduce a step (learner s12r3c: the backward-only no_sync passed with a note that
     named nothing); the message names the mistake, and no Hint: follows it."""

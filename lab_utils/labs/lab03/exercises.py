@@ -463,9 +463,15 @@ def accumulating_worker(rank, world_size, accumulation_step, case):
         ddp_model.zero_grad = _counted(events, "zero_grad", ddp_model.zero_grad)  # type: ignore[method-assign]
         model.zero_grad = _counted(events, "zero_grad", model.zero_grad)
         ddp_model.no_sync = _counted(events, "no_sync", ddp_model.no_sync)  # type: ignore[method-assign]
-        for step in range(ACCUMULATION_STEPS):
-            events.append("call")
-            accumulation_step(ddp_model, optimizer, [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])
+        backward = torch.autograd.backward  # loss.backward() calls it: one event per backward pass
+        torch.autograd.backward = _counted(events, "backward", backward)
+        try:
+            for step in range(ACCUMULATION_STEPS):
+                events.append("call")
+                accumulation_step(ddp_model, optimizer,
+                                  [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])
+        finally:
+            torch.autograd.backward = backward
         return {"weights": tensors.flat_weights(model).cpu().tolist(), "events": events}
 
 
@@ -514,6 +520,15 @@ def _backward_only_no_sync(call):
                for part in " ".join(call).split("forward")[1:])
 
 
+def _graphs_held(call):
+    """The most forwards whose graphs were held at once: forwards in a row with no backward between them."""
+    held = most = 0
+    for event in call:
+        held = held + 1 if event == "forward" else 0 if event == "backward" else held
+        most = max(most, held)
+    return most
+
+
 def _zeroed_midway(call):
     """Whether a zero_grad ran after the call's first forward and before its step."""
     if "forward" not in call:
@@ -552,6 +567,12 @@ def _accumulate_judge_plain(got, expected, case):
             return 0.0, (f"the weights are right, but {max(synced)} of the {k} micro-batches were all-reduced: "
                          "no_sync() wrapped only loss.backward(), and DDP decides during the forward whether the "
                          "backward all-reduces; run each micro-batch's forward inside no_sync() too")
+        held = max(_graphs_held(c) for c in calls)
+        if held > 1:  # learner s13r7c: the k losses summed, one backward(), passed as 'one all-reduce a step'
+            return 0.0, (f"the weights are right, but {held} micro-batches' forwards ran before one backward(): "
+                         f"all {held} graphs (every activation of every micro-batch) were held in memory at once, "
+                         "the memory accumulation exists to save; call backward() on each micro-batch's loss "
+                         "(divided by k) before the next forward")
         if max(synced) > 1:
             return 0.0, (f"the weights are right, but {max(synced)} of the {k} micro-batches were all-reduced "
                          f"where 1 will do: run all but the last micro-batch inside ddp_model.no_sync() "
