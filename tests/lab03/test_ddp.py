@@ -753,3 +753,26 @@ def test_the_buffer_copy_theory_gets_its_own_computed_line():
     nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
     (cell,) = ["".join(c["source"]) for c in nb["cells"] if "def rank_gap(" in "".join(c["source"])]
     assert "if not_copied > copied" in cell and "as theory expects" in cell and "against theory" in cell, cell
+
+
+def test_the_unaccounted_part_is_measured_as_compute_lost_beside_the_other_rank():
+    """Learner s13r7c, cell 26: '1.11 ms unaccounted (this lab does not say where it goes)', a third of the step. The
+    run times a rank's compute while both ranks run (each step minus its own all-reduce, median); the lines split the
+    step into compute alone + compute lost beside the other rank + all-reduce + what medians leave, adding up."""
+    from lab_utils.ddp import AllReduceTimer
+    from lab_utils.labs.lab03 import versus_one
+
+    timer = AllReduceTimer(None, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))
+    timer.seconds_per_step = [0.001] * 4 + [0.0009, 0.0008, 0.0007]
+    assert timer.compute_ms([0.004] * 4 + [0.0035, 0.0034, 0.0036], warmup=4) == pytest.approx(2.6)
+    assert timer.compute_ms([0.004]) is None  # steps that do not pair with the all-reduces: not timed
+    lines = versus_one.lines(ddp_rate=64 / 3.51e-3, allreduce_ms=0.86, batch=64, world_size=2,
+                             lab01_rate=64 / 1.51e-3, alone_rate=32 / 1.54e-3, lab01_threads=2, beside_ms=2.49)
+    text = "\n".join(lines)
+    assert "unaccounted" not in text and "does not say" not in text and "computes 1/2 of the batch so," not in text
+    measured = text.split("measured:")[1].split("compute alone:")[0]
+    parts = [float(line.split("ms")[0].strip(" +-=")) * (-1 if line.strip().startswith("-") else 1)
+             for line in measured.split("\n") if "ms" in line]
+    assert parts[:3] == [1.54, 0.95, 0.86] and sum(parts[:4]) == pytest.approx(parts[4]) and parts[4] == 3.51, parts
+    assert "0.95 ms more beside the other rank" in " ".join(lines[-1].split()), lines[-1]
+    assert all(len(line) <= 100 for line in text.split("\n")), text
