@@ -351,18 +351,23 @@ def test_the_two_allreduce_figures_of_the_same_gradients_say_why_they_differ():
     assert "as section 6 times it: 2.3 ms a step in section 6 (128 samples a rank), 3.9 ms here (64 a rank)" in line
     assert "1.7x apart: this run did not time the wait for the other rank" in line, line
     # learner s12r3c: 'waiting for the slower rank' was taken on trust; where both ranks' times are given, it is shown
+    # learner s12r3c: 'waiting for the slower rank' was taken on trust; where both ranks' times are given, it is shown
     shown = " ".join(speed.allreduce_pair(table_ms=3.2, table_batch=128, sum_ms=1.6, batch=64, wait_ms=1.1).split())
-    assert "1.6 ms here (64 a rank), 2.0x apart; 1.1 ms of it here was rank 0 waiting for the other rank" in shown, shown
-    # learner s12r4c: four figures for one all-reduce; three now, no 'sum itself', no 'after the last gradient'
-    assert len(re.findall(r"\d+\.\d ms", shown)) == 3 and "itself" not in shown and "after the last" not in shown
-    # learner s13r5c: 3.3 ms above and 3.1 ms here for one bucket, unexplained: the line names both spans
+    assert "1.6 ms here (64 samples a rank), of which 1.1 ms was rank 0 waiting for the other rank" in shown, shown
+    # learner s12r4c: four figures for one all-reduce; no 'sum itself', no 'after the last gradient'
+    assert "itself" not in shown and "after the last" not in shown
+    # learner s13r7c: 4.2 ms here less a 0.6 ms wait left 3.6 ms against section 6's 3.2 ms, with nothing said; the
+    # rest is derived from the printed figures and read against the lab's one 25 % threshold
+    rest = " ".join(speed.allreduce_pair(table_ms=3.2, table_batch=128, sum_ms=4.24, batch=64, wait_ms=0.64,
+                                         after_ms=4.4).split())
+    assert "4.2 ms here (64 samples a rank; the 4.4 ms above spans the last gradient to backward()'s return)" in rest
+    assert "of which 0.6 ms was rank 0 waiting" in rest and rest.endswith(
+        "the other 3.6 ms is within 25% of section 6's 3.2 ms (128 a rank)"), rest
+    # learner s13r6c: a wait too small for the gap is said not to explain it, never offered as the reason
     named = " ".join(speed.allreduce_pair(table_ms=4.5, table_batch=128, sum_ms=2.0, batch=64, wait_ms=0.0,
                                           after_ms=2.2).split())
-    assert "from hand-over to sum as section 6 times it" in named, named
-    assert "2.0 ms here (64 a rank; the 2.2 ms above spans the last gradient to backward()'s return)" in named, named
-    # learner s13r6c: a wait too small for the gap is said not to explain it, never offered as the reason
-    assert ("rank 0 waited 0.0 ms of it here for the other rank, too little to explain the 2.5 ms gap: this lab "
-            "does not measure what does") in named, named
+    assert named.endswith("the other 2.0 ms is 2.2x section 6's 4.5 ms (128 a rank), beyond the 25% two timings "
+                          "may differ by: this lab does not measure why"), named
     assert "need not agree" not in named and "changes with the batch" not in named
     agree = " ".join(speed.allreduce_pair(table_ms=2.2, table_batch=128, sum_ms=2.0, batch=64, wait_ms=0.0).split())
     assert agree.endswith("(64 a rank): within the 25% two timings apart may differ by"), agree
@@ -585,11 +590,10 @@ def test_the_bucket_lines_print_backwards_median_total_beside_its_split():
     many = [_round(0, 0.005, 0.0062 + i * 1e-4, [(0.001, 0.002), (0.003, 0.004), (0.0051, 0.0062 + i * 1e-4)])
             for i in range(6)]
     fig, lines = buckets.timeline({"default": one, "bucket_cap_mb=0.05": many}, comm_ms=3.9, table_batch=128, batch=64)
-    default, pair, small = (" ".join(line.split()) for line in lines)
+    default, pair, small, _ = (" ".join(line.split()) for line in lines)
     assert default.startswith("default, the median of 5 rounds: backward() 7.9 ms = computing 4.3 ms until the "
                               "last gradient + 3.6 ms of all-reduce after it"), default
-    assert pair.startswith("the same gradients' all-reduce, from hand-over to sum as section 6 times it: 3.9 ms a "
-                           "step in section 6"), pair
+    assert pair.startswith("the same gradients' all-reduce, from hand-over to sum as section 6 times it: 3.9 ms"), pair
     assert "backward() 6.5 ms = computing 5.0 ms" in small, small  # 5.0 + 1.5 = 6.5
     # learner s13r6c: medians of each part (8.3 beside 5.8 + 0.9) did not add up; the median round's parts do
     uneven = [_round(0, 0.001, 0.002, []), _round(0, 0.002, 0.010, []), _round(0, 0.008, 0.011, [])]
@@ -603,6 +607,22 @@ def test_the_bucket_lines_print_backwards_median_total_beside_its_split():
     _, with_others = buckets.timeline({"default": one}, comm_ms=3.9, table_batch=128, batch=64,
                                       others=[{"default": one}])
     assert "3.4 ms here" in with_others[1] and "within the 25%" in " ".join(with_others[1].split()), with_others
+    # learner s13r7c: the title said 4.4 ms where the line printed 9.0 - 4.5 = 4.5; both now print the line's figures
+    assert fig.axes[0].get_title().endswith("4.3 ms computing + 3.6 ms all-reduce after it"), fig.axes[0].get_title()
+    assert fig.axes[1].get_xlim()[0] == 0  # the axis starts where backward() began
+    # learner s13r7c: small buckets slowed the computing 4.5 -> 8.8 ms and no line said so
+    slowed = " ".join(lines[-1].split())
+    assert slowed.startswith("computing until the last gradient: 4.3 ms with default, 5.0 ms with "
+                             "bucket_cap_mb=0.05, which ran 2.0 ms of all-reduce beside it"), slowed
+    assert "did not slow" in slowed  # 5.0 is within 25 % of 4.3
+    plain = _round(0, 0.0045, 0.009, [(0.0045, 0.009)])
+    slow = _round(0, 0.0088, 0.0102, [(0.001, 0.004), (0.005, 0.0085), (0.0089, 0.0102)])
+    said = " ".join(buckets.slowdown_line(("1 bucket", plain), ("3 buckets", slow)).split())
+    assert said == ("computing until the last gradient: 4.5 ms with 1 bucket, 8.8 ms with 3 buckets, which ran 6.5 ms "
+                    "of all-reduce beside it: the overlap slowed the computing by 4.3 ms (the next cell's theory "
+                    "says why)"), said
+    alone = _round(0, 0.0045, 0.009, [(0.0046, 0.009)])
+    assert "no all-reduce ran before the last gradient" in buckets.slowdown_line(("a", plain), ("b", alone))
     assert buckets.overlap(many[0])[:2] == (2, 3) and buckets.overlap(_round(0, 1, 1, []))[2] == 0.0
 
 
