@@ -319,19 +319,20 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
     # learner s12r3c: sections 4 and 6 settled together, in one computed sentence; learner s13r6c: as one theory
     # (ranks win at most what threads waste: 9729 / 6402 = 1.52x on 2 cores, a ceiling of 2 / 1.52 = 1.32x), then
     # which form this run confirmed, on which CNN
-    assert ("One theory covers sections 4 and 6: ranks beat threads by at most what the threads waste (perfect "
-            "threads: ranks lose; section 6's threads left at most 1.32x). This run showed neither form's direction "
-            "(level within 25%) on the 3-conv CNN and the perfect-thread form (ranks lose) on the digits CNN. The "
-            "takeaway: on a CPU, ranks and threads share the same cores, so ranks win at most what threads waste"
-            ) in said, said
+    # learner s13r7c: 'neither form's direction' needed decoding; plain words per CNN, the theory said once
+    assert ("Section 6's threads left the ranks at most 1.32x to win. 3-conv CNN: level (within 25%), inside the "
+            "1.32x the threads' waste allows; digits CNN: ranks lose, as section 4's threads that waste nothing "
+            "predict. The takeaway: on a CPU, ranks and threads share the same cores, so ranks win at most what "
+            "threads waste") in said, said
+    assert "form" not in said and said.count("at most what") == 1, said
     assert said.endswith("DDP pays off where one process cannot use the other devices (a GPU or a machine per rank)")
     assert "any gain" not in said and "not confirmed" not in said and "prediction" not in said, said
     ahead = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25)
     assert "digits" not in ahead and "a gain: 3-conv CNN 1.28x (faster)" in ahead, ahead
-    assert ahead.endswith("This run showed the waste form (ranks win) on the 3-conv CNN. The takeaway: "
+    assert ahead.endswith("3-conv CNN: ranks win, as threads that waste cores allow (at most 1.32x). The takeaway: "
                           "DDP's ranks beat one process's threads even on this CPU"), ahead
     both = speed.buys_line(dict(rates, **{"2 ranks, DDP": 4212}), 2, 0.25, recipe_ratio=0.29)
-    assert "This run showed the perfect-thread form (ranks lose) on both CNNs." in both, both  # said once
+    assert "Both CNNs: ranks lose, as section 4's threads that waste nothing predict." in both, both  # said once
     slowed = speed.buys_line(rates, 2, 0.25, slowed="the one-thread baseline ran slow")
     assert "left at most" not in slowed, slowed  # no ceiling over a slowed baseline
     mixed = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25, recipe_ratio=0.5)
@@ -655,7 +656,7 @@ def test_the_summary_lines_read_section_6_once_and_refuse_under_load(tmp_path):
         reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=2, load=quiet)]
     assert lines[0].startswith("speed (medians of 2 launches each; the DDP and Horovod-style launches alternating): "
                                "2 DDP ranks 1.55x one thread"), lines
-    assert "digits CNN 0.50x (slower)" in lines[1] and "the perfect-thread form (ranks lose) on the digits" in lines[1], lines
+    assert "digits CNN 0.50x (slower)" in lines[1] and "digits CNN: ranks lose" in lines[1], lines
     other = speed.speed_summary_lines(reading, 2, 2, 0.25, recipe_rate=28644, lab01_rate=56951, lab01_threads=1,
                                       load=quiet)
     assert "digits" not in other[1], other  # lab 01 on another thread count: not the same comparison

@@ -77,17 +77,17 @@ def ceiling_line(rates: dict[str, float], world_size: int, slowed: str | None = 
 
 def settle_line(conv: str, digits: str | None, tolerance: float, top: float | None = None) -> str:
     """Sections 4 and 6 as one theory (learner s13r6c): ranks beat threads by at most what threads waste (top: that
-    ceiling, measured in section 6); then which form this run confirmed, on which CNN: the perfect-thread form
-    (ranks lose) where they were slower, the waste form (ranks win, within the ceiling) where faster, neither where
-    too close to tell."""
-    theory = ("One theory covers sections 4 and 6: ranks beat threads by at most what the threads waste (perfect "
-              "threads: ranks lose" + (f"; section 6's threads left at most {top:.2f}x" if top else "") + ")")
-    form = {"slower": "the perfect-thread form (ranks lose)", "faster": "the waste form (ranks win)",
-            "too close to tell": f"neither form's direction (level within {tolerance:.0%})"}
+    ceiling, measured in section 6); then, in plain words per CNN (learner s13r7c: 'neither form's direction' needed
+    decoding), what this run showed: ranks lose (as threads that waste nothing predict), win, or level."""
+    allows = f"the {top:.2f}x the threads' waste allows" if top else "what the threads' waste allows"
+    said = {"slower": "ranks lose, as section 4's threads that waste nothing predict",
+            "faster": "ranks win, as threads that waste cores allow" + (f" (at most {top:.2f}x)" if top else ""),
+            "too close to tell": f"level (within {tolerance:.0%}), inside {allows}"}
+    # the takeaway that follows states the theory itself: here only the ceiling section 6 measured
+    theory = f"Section 6's threads left the ranks at most {top:.2f}x to win. " if top else ""
     if digits == conv:
-        return f"{theory}. This run showed {form[conv]} on both CNNs"
-    said = [f"{form[conv]} on the 3-conv CNN"] + ([f"{form[digits]} on the digits CNN"] if digits else [])
-    return f"{theory}. This run showed {' and '.join(said)}"
+        return f"{theory}Both CNNs: {said[conv]}"
+    return f"{theory}3-conv CNN: {said[conv]}" + (f"; digits CNN: {said[digits]}" if digits else "")
 
 
 def as_lab01_kernel() -> dict:
