@@ -797,3 +797,23 @@ def test_the_unaccounted_part_is_measured_as_compute_lost_beside_the_other_rank(
     assert parts[:3] == [1.54, 0.95, 0.86] and sum(parts[:4]) == pytest.approx(parts[4]) and parts[4] == 3.51, parts
     assert "0.95 ms more beside the other rank" in " ".join(lines[-1].split()), lines[-1]
     assert all(len(line) <= 100 for line in text.split("\n")), text
+
+
+def test_section_6_has_one_limit_for_too_far_apart_and_its_noise_line_says_steps():
+    """Learner s13r7c, finding 8: '25 %' (two medians), 'spread more than 25 % over their repeats' (a row's steps)
+    and 2x (lab 01) read as three thresholds; section 6 defines the one limit once, and the noise line names what
+    scattered: the steps. Finding 7: the Horovod row's 'each paying a call's fixed cost' was never measured, and
+    finding 12: 'pin' is defined where it is used."""
+    import json
+    from pathlib import Path
+
+    from lab_utils.labs.lab03 import speed
+
+    reading = speed.report(_fake_speed(S11R2C_RATES, spread=0.5), 2, _fake_hw(), None, 0.25)
+    noise = " ".join(next(line for line in reading.lines if line.startswith("noise")).split())
+    assert "spread more than 25 % over their steps" in noise and "repeats" not in noise, noise
+    nb = json.loads((Path(__file__).resolve().parents[2] / "solutions" / "03_ddp.ipynb").read_text())
+    text = " ".join(" ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown").split())
+    assert "one limit for \"too far apart\", **25 %**" in text and "get 2×" in text, "cell 58"
+    assert "fixed cost" not in text.split("Horovod-style optimizer makes one per tensor")[1][:80]
+    assert "**pin** a rank to a core (restrict the process to that one core" in text

@@ -196,7 +196,7 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
                                        f"(steps spread {spreads[name]:.0%})", flags[name]))
     slowed = None if unreadable else slowed_baseline(rates, "1 process x 1 thread", world_size)
     said = [headline(rates, world_size, tolerance, slowed, unreadable)]  # prose: wrapped at the end
-    notes = [detectors.noise_line(spreads.values(), "rows") or "noise: no row's steps spread more than "
+    notes = [detectors.noise_line(spreads.values(), "rows", over="steps") or "noise: no row's steps spread more than "
              f"{detectors.NOISY_SPREAD * 100:.0f} %"]
     if slowed:  # one reading everywhere: no ratio over a slowed baseline is read, here, in the table or the summary
         notes.append(f"so {slowed}: every 'x one thread' above is inflated by it")
