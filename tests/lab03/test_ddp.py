@@ -797,6 +797,11 @@ def test_the_unaccounted_part_is_measured_as_compute_lost_beside_the_other_rank(
     assert parts[:3] == [1.54, 0.95, 0.86] and sum(parts[:4]) == pytest.approx(parts[4]) and parts[4] == 3.51, parts
     assert "0.95 ms more beside the other rank" in " ".join(lines[-1].split()), lines[-1]
     assert all(len(line) <= 100 for line in text.split("\n")), text
+    # a busy run's rank alone can be slower than beside the other: the sign is said, never '+ -1.90'
+    busy = "\n".join(versus_one.lines(ddp_rate=64 / 3.69e-3, allreduce_ms=2.0, batch=64, world_size=2,
+                                      lab01_rate=64 / 1.51e-3, alone_rate=32 / 3.49e-3, lab01_threads=2,
+                                      beside_ms=1.59))
+    assert "- 1.90 ms less compute beside the other rank" in busy and "+ -" not in busy, busy
 
 
 def test_section_6_has_one_limit_for_too_far_apart_and_its_noise_line_says_steps():

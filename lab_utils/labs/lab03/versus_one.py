@@ -22,10 +22,11 @@ def measured_line(*, ddp_ms: float, allreduce_ms: float, alone_ms: float | None,
         return (f"measured:   {ddp_ms:.2f} ms a step, of which {allreduce_ms:.2f} ms all-reduce "
                 "(compute not timed on its own)")
     if beside_ms is not None:  # learner s13r7c: the unaccounted third of the step, measured
-        rest = ddp_ms - beside_ms - allreduce_ms
+        rest, lost = ddp_ms - beside_ms - allreduce_ms, beside_ms - alone_ms
         return "\n".join([
             f"measured:   {alone_ms:.2f} ms compute alone (one rank launched alone, on its {batch // world_size} samples)",
-            f"          + {beside_ms - alone_ms:.2f} ms more compute beside the other rank{'s' if world_size > 2 else ''} "
+            f"          {'+' if lost >= 0 else '-'} {abs(lost):.2f} ms {'more' if lost >= 0 else 'less'} compute beside "
+            f"the other rank{'s' if world_size > 2 else ''} "
             f"({beside_ms:.2f} ms: each step minus its all-reduce)",
             f"          + {allreduce_ms:.2f} ms all-reduce",
             f"          {'+' if rest >= 0 else '-'} {abs(rest):.2f} ms left (the median step is not the sum of its "
@@ -62,8 +63,8 @@ def verdict_line(*, one_ms: float, ddp_ms: float, predicted_ms: float, world_siz
         if compute_gap_ms is not None and beside_gap_ms is not None:
             figure += (f": the compute took {abs(compute_gap_ms):.2f} ms "
                        + ("more" if compute_gap_ms > 0 else "less") + f" than theory's alone, and "
-                       f"{beside_gap_ms:.2f} ms more beside the other rank (two processes and gloo's threads "
-                       "sharing the cores)")
+                       f"{abs(beside_gap_ms):.2f} ms " + ("more" if beside_gap_ms >= 0 else "less") + " beside the "
+                       "other rank (two processes and gloo's threads sharing the cores)")
         elif compute_gap_ms is not None and unaccounted_ms is not None:
             figure += (f": the compute took {abs(compute_gap_ms):.2f} ms "
                        + ("more" if compute_gap_ms > 0 else "less") + f" than theory's, and {unaccounted_ms:.2f} ms "
