@@ -102,6 +102,14 @@ class AllReduceTimer:
     def median_ms(self, warmup: int = 3) -> float | None:
         return measure.median_after_warmup(self.seconds_per_step, warmup) * 1e3 if self.seconds_per_step else None
 
+    def compute_ms(self, step_seconds: list[float], warmup: int = 3) -> float | None:
+        """The median over steps of a step's time minus its own all-reduce: the step's compute, as this rank ran it
+        (step_seconds: a StepTimer's, one per optimizer step, as these are)."""
+        if not self.seconds_per_step or len(step_seconds) != len(self.seconds_per_step):
+            return None
+        own = [step - reduce for step, reduce in zip(step_seconds, self.seconds_per_step)]
+        return measure.median_after_warmup(own, warmup) * 1e3
+
 
 def linear_warmup(optimizer, world_size: int, steps: int):
     """A scheduler ramping the learning rate from 1/world_size of its value (one device's) to all of it in `steps`."""

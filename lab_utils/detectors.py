@@ -600,9 +600,10 @@ def noisy_as_printed(spread: float) -> bool:
     return spread > NOISY_SPREAD and f"{spread:.0%}" != f"{NOISY_SPREAD:.0%}"
 
 
-def noise_line(spreads, what: str = "medians", *, paired: bool = False) -> str:
+def noise_line(spreads, what: str = "medians", *, paired: bool = False, over: str = "repeats") -> str:
     """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none.
-    `paired`: the table also prints medians of paired ratios, which the line says may be read too."""
+    `paired`: the table also prints medians of paired ratios, which the line says may be read too; `over`: what
+    scattered (a row's repeats, or its steps)."""
     spreads = list(spreads)  # a generator is read twice below
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
     noisy = sum(noisy_as_printed(s) for s in counted)  # counted as printed: a '25%' is not more than 25 %
@@ -618,8 +619,8 @@ def noise_line(spreads, what: str = "medians", *, paired: bool = False) -> str:
 
     return Flag(Kind.NOISE, lines.wrap(  # at 100 columns, as a verdict (learners: noise lines of 150-200 characters)
         f"noise: {noisy} of {len(counted)} {what} spread more than {NOISY_SPREAD * 100:.0f} % "
-        f"over their repeats (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow repeats, which a median "
-        "ignores" + _held_up(max(counted)) + "): read " + ("the medians and the speed-ups only (medians of per-round "
+        f"over their {over} (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow {over}, which a median "
+        "ignores" + _held_up(max(counted), over[:-1] if over.endswith("s") else over) + "): read " + ("the medians and the speed-ups only (medians of per-round "
         "ratios, which a few slow repeats do not move either)" if paired else "the medians only") + without))
 
 
@@ -651,13 +652,13 @@ def middle_half_line(named: dict) -> str:
     return head + f": more than {NOISY_SPREAD * 100:.0f} %, so the repeats vary throughout: read the medians as rough"
 
 
-def _held_up(widest: float) -> str:
+def _held_up(widest: float, one: str = "repeat") -> str:
     """What a spread above NOISY_BASIS (100 %) means, for the noise line: the slowest repeat took over 1 + `widest`
     times the fastest (max - min = spread x median, and median >= min), so something held that repeat up; '' for a
     narrower spread. (Learner s12r4f: 'one repeat took over 1.09x its median' read as a 9 % slowdown, not a hold-up.)"""
     if widest <= NOISY_BASIS:
         return ""
-    return (f"; above {NOISY_BASIS * 100:.0f} %, the slowest repeat took over {1 + min(widest, WIDE_SPREAD):.3g}x the "
+    return (f"; above {NOISY_BASIS * 100:.0f} %, the slowest {one} took over {1 + min(widest, WIDE_SPREAD):.3g}x the "
             "fastest: something held it up: a burst of other work, the operating system's scheduling or a core waking "
             "from idle")
 

@@ -260,20 +260,6 @@ def accumulation_no_sync_backward_only(ddp_model, optimizer, micro_batches):
 
 
 @named("accumulation_step")
-def accumulation_no_sync_first_only(ddp_model, optimizer, micro_batches):
-    import contextlib
-
-    import torch.nn.functional as F
-
-    optimizer.zero_grad()
-    k = len(micro_batches)
-    for i, (x, y) in enumerate(micro_batches):
-        with ddp_model.no_sync() if i == 0 else contextlib.nullcontext():  # the rest all-reduced
-            (F.cross_entropy(ddp_model(x), y) / k).backward()
-    optimizer.step()
-
-
-@named("accumulation_step")
 def accumulation_zero_grad_inside(ddp_model, optimizer, micro_batches):
     import contextlib
 
@@ -315,6 +301,25 @@ def accumulation_never_zeroed(ddp_model, optimizer, micro_batches):
 
 
 @pytest.mark.slow  # each check launches two real ranks
+@named("accumulation_step")
+def accumulation_losses_summed(ddp_model, optimizer, micro_batches):
+    import torch.nn.functional as F
+
+    optimizer.zero_grad()  # learner s13r7c: no no_sync, all k graphs held at once, one backward: it passed
+    loss = sum(F.cross_entropy(ddp_model(x), y) for x, y in micro_batches) / len(micro_batches)
+    loss.backward()
+    optimizer.step()
+
+
+def test_graphs_held_counts_forwards_before_a_backward():
+    """The record of the summed-loss answer (k forwards, one backward) fails; one backward per forward passes."""
+    from lab_utils.labs.lab03.exercises import _graphs_held
+
+    assert _graphs_held(["zero_grad", "forward", "forward", "forward", "backward", "allreduce", "step"]) == 3
+    assert _graphs_held(["zero_grad", "no_sync", "forward", "backward", "forward", "backward", "allreduce",
+                         "step"]) == 1
+
+
 def test_the_accumulation_answer_passes_with_one_all_reduce_a_step():
     result = check(accumulation_right)
     assert result.passed and "one all-reduce a step" in result.message, result.message
@@ -324,9 +329,9 @@ def test_the_accumulation_answer_passes_with_one_all_reduce_a_step():
 @pytest.mark.slow
 @pytest.mark.parametrize("wrong, named_as", [
     (accumulation_sync_everywhere, "micro-batches were all-reduced where 1 will do"),
-    (accumulation_no_sync_first_only, "micro-batches were all-reduced where 1 will do"),
+    (accumulation_losses_summed, "graphs (every activation of every micro-batch) were held in memory at once"),
     (accumulation_no_sync_backward_only, "no_sync() wrapped only loss.backward()")],
-    ids=["no-no-sync", "no-sync-first-only", "no-sync-backward-only"])
+    ids=["no-no-sync", "losses-summed", "no-sync-backward-only"])
 def test_right_weights_with_extra_all_reduces_fail_and_name_why(wrong, named_as):
     """The task asks for one all-reduce a step (learner s12r3c: the backward-only no_sync passed with a note that
     named nothing); the message names the mistake, and no Hint: follows it."""
@@ -416,3 +421,31 @@ def test_floor_blocks_are_told_the_left_over_indices_even_when_n_is_below_world_
     assert "the last 3 index(es)" in small and "n // world_size is 0, so every index is left over" in small, small
     _, big = lab03._shard_judge_plain([floor_blocks(10, 4)], None, [[10, 4]])
     assert "the last 2 index(es)" in big and "n < world_size" not in big, big
+
+
+@named("run_epochs")
+def run_epochs_epoch_assigned(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        sampler.epoch = epoch  # what set_epoch does: harmless
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+
+
+@named("run_epochs")
+def run_epochs_epoch_assigned_late(sampler, loader, model, optimizer, epochs):
+    from lab_utils.train import train_step
+
+    for epoch in range(epochs):
+        for x, y in loader:
+            train_step(model, x, y, optimizer)
+        sampler.epoch = epoch  # after this epoch's order was drawn
+
+
+def test_the_epoch_record_sees_an_assignment_as_set_epoch_does():
+    """The epoch record (a forged, emptied one scores 0: tests/test_judges.py) counts `sampler.epoch =` too, so that
+    right answer passes and the same assignment after the loop is told it came too late."""
+    assert check(run_epochs_epoch_assigned).passed
+    late = check(run_epochs_epoch_assigned_late)
+    assert not late.passed and "came too late" in late.message, late.message

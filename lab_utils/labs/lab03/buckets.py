@@ -22,6 +22,33 @@ def split_ms(step: dict) -> tuple[float, float]:
     return 1e3 * (step["computed"] - step["start"]), 1e3 * (step["end"] - step["computed"])
 
 
+def printed_split(step: dict) -> tuple[float, float, float]:
+    """(backward() total, computing, all-reduce after it) of one round in ms, at the 1 decimal they print with, the
+    last the difference of the first two as printed (learner s13r7c: 9.0 = 4.5 + 4.5 beside a title's 4.4)."""
+    whole, computing = round(1e3 * (step["end"] - step["start"]), 1), round(split_ms(step)[0], 1)
+    return whole, computing, round(whole - computing, 1)
+
+
+def hidden_ms(step: dict) -> float:
+    """ms of one round's all-reduce time that ran before its last gradient was ready (beside the backward pass)."""
+    return 1e3 * sum(max(0.0, min(b["end"], step["computed"]) - b["start"]) for b in step["buckets"])
+
+
+def slowdown_line(one: tuple[str, dict], many: tuple[str, dict]) -> str:
+    """The backward pass's computing with one bucket against several (median rounds), beside the all-reduce time that
+    ran during it: what overlap cost the computing (learner s13r7c: 4.5 -> 8.8 ms, said by no line)."""
+    (one_name, one_step), (many_name, many_step) = one, many
+    before, after, beside = printed_split(one_step)[1], printed_split(many_step)[1], round(hidden_ms(many_step), 1)
+    if beside <= 0:
+        return f"{many_name}: no all-reduce ran before the last gradient, so none could slow the computing"
+    said = (f"computing until the last gradient: {before:.1f} ms with {one_name}, {after:.1f} ms with {many_name}, "
+            f"which ran {beside:.1f} ms of all-reduce beside it: ")
+    if after > before * 1.25:  # the lab's one threshold: two timings of one quantity may differ by 25 %
+        return measure.short_lines(said + f"the overlap slowed the computing by {after - before:.1f} ms (the "
+                                   "next cell's theory says why)")
+    return measure.short_lines(said + "the computing did not slow by more than the 25% two timings may differ by")
+
+
 def median_round(steps: list[dict]) -> dict:
     """The round whose backward() total is the median over all rounds (the lower middle one for an even count): the
     one the plot shows and the lines split, so its parts add up to its total (learner s13r6c: 5.8 + 0.9 != 8.3)."""
@@ -32,12 +59,12 @@ def median_round(steps: list[dict]) -> dict:
 def line(name: str, steps: list[dict]) -> str:
     """One setting's reading over its rounds: the median round's backward() total and its split, and the overlap."""
     step = median_round(steps)
-    whole, computing = round(1e3 * (step["end"] - step["start"]), 1), round(split_ms(step)[0], 1)
+    whole, computing, after = printed_split(step)
     shares = [overlap(s) for s in steps]
     early, count = float(np.median([s[0] for s in shares])), shares[-1][1]
     return measure.short_lines(  # learner s12r3c: '67% of buckets, 67% of all-reduce time' read as one figure twice
         f"{name}, the median of {len(steps)} rounds: backward() {whole:.1f} ms = computing {computing:.1f} ms "
-        f"until the last gradient + {whole - computing:.1f} ms of all-reduce after it; "
+        f"until the last gradient + {after:.1f} ms of all-reduce after it; "
         f"overlap: {early:g} of {count} bucket(s) handed over before the last gradient was ready, and "
         f"{float(np.median([s[2] for s in shares])):.0%} of the buckets' all-reduce time ran before it")
 
@@ -70,18 +97,22 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, othe
         ax.axvline((step["computed"] - step["start"]) * 1e3, color="k", linestyle="--")
         ax.set_yticks(range(len(step["buckets"])))
         ax.set_ylabel("bucket")
-        ax.set_title(f"{name}: the median round, {split_ms(step)[0]:.1f} ms computing + "
-                     f"{split_ms(step)[1]:.1f} ms all-reduce after it", fontsize=9)  # whole within the figure
+        ax.set_title(f"{name}: the median round, {printed_split(step)[1]:.1f} ms computing + "
+                     f"{printed_split(step)[2]:.1f} ms all-reduce after it", fontsize=9)  # as the lines print it
         ax.invert_yaxis()
         said.append(line(name, steps))
         if name == "default":  # section 6 timed the same gradients' all-reduce: why the two figures need not agree
             sums = [1e3 * sum(b["end"] - b["start"] for b in s["buckets"]) for s in steps]  # as section 6 times it
             said.append(measure.short_lines(speed.allreduce_pair(table_ms=comm_ms, table_batch=table_batch,
                                                                  sum_ms=float(np.median(sums)),
-                                                                 after_ms=split_ms(median_round(steps))[1],
+                                                                 after_ms=printed_split(step)[2],
                                                                  batch=batch, wait_ms=wait_ms(
                                                                      steps, [o[name][1:] for o in others])
                                                                  if others else None)))
+    medians = [(name, median_round(all_rounds[1:])) for name, all_rounds in rounds.items()]
+    if len(medians) == 2:
+        said.append(slowdown_line(medians[0], medians[1]))
     np.atleast_1d(axes)[-1].set_xlabel("ms since loss.backward() began")
+    np.atleast_1d(axes)[-1].set_xlim(left=0)  # learner s13r7c: an axis from 0.8 ms hid whether a bar was clipped
     fig.tight_layout()
     return fig, said

@@ -48,11 +48,17 @@ def averaging_worker(rank, world_size, average_gradients, case):
             reduced.append("grad" if ptr in grads else "data" if ptr in weights else "other")
             return all_reduce(tensor, *args, **kwargs)
 
+        # also the learner's own name for it (`from torch.distributed import all_reduce`), so no call goes unseen
+        names = [k for k, v in getattr(average_gradients, "__globals__", {}).items() if v is all_reduce]
         dist.all_reduce = recording_all_reduce
+        for name in names:
+            average_gradients.__globals__[name] = recording_all_reduce
         try:
             average_gradients(model, world_size)
         finally:
             dist.all_reduce = all_reduce
+            for name in names:
+                average_gradients.__globals__[name] = all_reduce
         torch.optim.SGD(model.parameters(), lr=case["lr"]).step()
         return {"weights": tensors.flat_weights(model).tolist(), "reduced": sorted(set(reduced))}
 
@@ -107,6 +113,8 @@ def _average_judge_plain(got, expected, case):
                          "all_reduce p.grad first (a sum over the ranks), then divide")
         return 0.0, ("the ranks ended with different weights: every rank must all_reduce every gradient, in place on "
                      "p.grad (an all-reduce of a copy leaves p.grad as it was)")
+    if max_abs_diff(ranks[0], expected) <= 1e-5 and not got.get("reduced"):  # only a forged record gets here
+        return 0.0, "the weights are right, but no dist.all_reduce call was recorded: all_reduce each p.grad"
     if max_abs_diff(ranks[0], expected) <= 1e-5:
         return 1.0, f"every rank equals one process on the global batch (max diff {max_abs_diff(ranks[0], expected):.1e})"
     update, right = ranks[0] - before, np.array(expected) - before
@@ -227,16 +235,23 @@ def _epoch_run(run_epochs, case):
     dataset, sampler, model, optimizer = _epoch_problem(case)
     orders: list[list[int]] = []
     late: list[int] = []  # late: epochs whose set_epoch came only after their order was drawn
-    set_to: list = []  # every value set_epoch was called with, in order
-    set_epoch = sampler.set_epoch
+    set_to: list = []  # every value the sampler's epoch was set to (by set_epoch or `sampler.epoch =`), in order
 
-    def recording_set_epoch(epoch):
-        set_to.append(epoch)
-        if epoch == len(orders) - 1 and sampler.epoch != epoch:  # this epoch's `for` has already drawn its order
-            late.append(epoch)
-        set_epoch(epoch)
+    class RecordingSampler(type(sampler)):  # type: ignore[misc]
+        """The same sampler; records every epoch it is given and whether it came after its order was drawn."""
 
-    sampler.set_epoch = recording_set_epoch
+        @property
+        def epoch(self):
+            return self.__dict__["epoch"]
+
+        @epoch.setter
+        def epoch(self, epoch):
+            set_to.append(epoch)
+            if epoch == len(orders) - 1 and self.__dict__["epoch"] != epoch:  # its `for` has drawn its order
+                late.append(epoch)
+            self.__dict__["epoch"] = epoch
+
+    sampler.__class__ = RecordingSampler
 
     class RecordingLoader:
         """Draws the sampler's order when an epoch's `for` starts, as a DataLoader does; yields two small batches."""
@@ -264,6 +279,8 @@ def _epoch_judge_plain(got, expected, case):
     got_orders, orders = got["orders"], expected["orders"]
     if len(got_orders) != len(orders):
         return 0.0, f"the loop ran {len(got_orders)} epochs instead of {len(orders)}"
+    if close(got_orders, orders) and not set(range(1, len(orders))) <= set(got.get("set_to", [])):
+        return 0.0, "the orders are right, but no set_epoch call was recorded for every epoch"  # only a forgery
     if close(got_orders, orders):
         return 1.0, "a new order every epoch, the one set_epoch gives"
     if got["late"]:
@@ -281,7 +298,7 @@ def _epoch_judge_plain(got, expected, case):
     called = list(dict.fromkeys(got.get("set_to", [])))  # each value once, in order
     if called and called != list(range(len(orders))):  # learner s13r6c: set_epoch(random) got the generic hint
         shown = ", ".join(map(str, called[:4])) + (", ..." if len(called) > 4 else "")
-        return 0.0, (f"sampler.set_epoch was called with {shown}, not the loop's epoch numbers 0, 1, 2, ...: each "
+        return 0.0, (f"the sampler's epoch was set to {shown}, not the loop's epoch numbers 0, 1, 2, ...: each "
                      "epoch does get a new order, but one that another rank (or a resumed run) cannot derive; pass "
                      "the loop's own epoch")
     if got.get("seed", expected["seed"]) != expected["seed"]:
@@ -446,9 +463,15 @@ def accumulating_worker(rank, world_size, accumulation_step, case):
         ddp_model.zero_grad = _counted(events, "zero_grad", ddp_model.zero_grad)  # type: ignore[method-assign]
         model.zero_grad = _counted(events, "zero_grad", model.zero_grad)
         ddp_model.no_sync = _counted(events, "no_sync", ddp_model.no_sync)  # type: ignore[method-assign]
-        for step in range(ACCUMULATION_STEPS):
-            events.append("call")
-            accumulation_step(ddp_model, optimizer, [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])
+        backward = torch.autograd.backward  # loss.backward() calls it: one event per backward pass
+        torch.autograd.backward = _counted(events, "backward", backward)
+        try:
+            for step in range(ACCUMULATION_STEPS):
+                events.append("call")
+                accumulation_step(ddp_model, optimizer,
+                                  [(x[step, rank, i], y[step, rank, i]) for i in range(case["k"])])
+        finally:
+            torch.autograd.backward = backward
         return {"weights": tensors.flat_weights(model).cpu().tolist(), "events": events}
 
 
@@ -497,6 +520,15 @@ def _backward_only_no_sync(call):
                for part in " ".join(call).split("forward")[1:])
 
 
+def _graphs_held(call):
+    """The most forwards whose graphs were held at once: forwards in a row with no backward between them."""
+    held = most = 0
+    for event in call:
+        held = held + 1 if event == "forward" else 0 if event == "backward" else held
+        most = max(most, held)
+    return most
+
+
 def _zeroed_midway(call):
     """Whether a zero_grad ran after the call's first forward and before its step."""
     if "forward" not in call:
@@ -535,6 +567,12 @@ def _accumulate_judge_plain(got, expected, case):
             return 0.0, (f"the weights are right, but {max(synced)} of the {k} micro-batches were all-reduced: "
                          "no_sync() wrapped only loss.backward(), and DDP decides during the forward whether the "
                          "backward all-reduces; run each micro-batch's forward inside no_sync() too")
+        held = max(_graphs_held(c) for c in calls)
+        if held > 1:  # learner s13r7c: the k losses summed, one backward(), passed as 'one all-reduce a step'
+            return 0.0, (f"the weights are right, but {held} micro-batches' forwards ran before one backward(): "
+                         f"all {held} graphs (every activation of every micro-batch) were held in memory at once, "
+                         "the memory accumulation exists to save; call backward() on each micro-batch's loss "
+                         "(divided by k) before the next forward")
         if max(synced) > 1:
             return 0.0, (f"the weights are right, but {max(synced)} of the {k} micro-batches were all-reduced "
                          f"where 1 will do: run all but the last micro-batch inside ddp_model.no_sync() "

@@ -90,7 +90,7 @@ def ddp_worker(rank, world_size, cfg):
     out.update(weights=tensors.flat_weights(model).numpy(), running_mean=ddp.bn_running_mean(model),
                samples_per_s=timer.samples_per_s(cfg.per_rank_batch * world_size * cfg.accumulation),
                step_spread=timer.spread(), optimizer_steps=len(timer.seconds), allreduce_ms=allreduce.median_ms(),
-               allreduce_calls=allreduce.calls)
+               allreduce_calls=allreduce.calls, compute_ms=allreduce.compute_ms(timer.seconds))
     # 6. leave together: a rank that tears down early can abort a peer still using the group
     dist.barrier()
     dist.destroy_process_group()

@@ -13,12 +13,25 @@ def _within(ratio: float) -> bool:
     return abs(math.log(ratio)) <= math.log(1 + detectors.TWICE_TOLERANCE)
 
 
-def measured_line(*, ddp_ms: float, allreduce_ms: float, alone_ms: float | None, world_size: int, batch: int) -> str:
+def measured_line(*, ddp_ms: float, allreduce_ms: float, alone_ms: float | None, world_size: int, batch: int,
+                  beside_ms: float | None = None) -> str:
     """The measured step and its parts: the compute part (one rank alone, launched, on its batch/N samples, where
-    timed), the all-reduce, and what neither times, labelled plainly as unaccounted."""
+    timed), what the compute lost beside the other ranks (beside_ms: a rank's compute while all ran, each step minus
+    its own all-reduce, median), the all-reduce, and what neither times, labelled plainly as unaccounted."""
     if alone_ms is None:
         return (f"measured:   {ddp_ms:.2f} ms a step, of which {allreduce_ms:.2f} ms all-reduce "
                 "(compute not timed on its own)")
+    if beside_ms is not None:  # learner s13r7c: the unaccounted third of the step, measured
+        rest, lost = ddp_ms - beside_ms - allreduce_ms, beside_ms - alone_ms
+        return "\n".join([
+            f"measured:   {alone_ms:.2f} ms compute alone (one rank launched alone, on its {batch // world_size} samples)",
+            f"          {'+' if lost >= 0 else '-'} {abs(lost):.2f} ms {'more' if lost >= 0 else 'less'} compute beside "
+            f"the other rank{'s' if world_size > 2 else ''} "
+            f"({beside_ms:.2f} ms: each step minus its all-reduce)",
+            f"          + {allreduce_ms:.2f} ms all-reduce",
+            f"          {'+' if rest >= 0 else '-'} {abs(rest):.2f} ms left (the median step is not the sum of its "
+            "parts' medians)",
+            f"          = {ddp_ms:.2f} ms a step"])
     rest = ddp_ms - alone_ms - allreduce_ms
     return measure.short_lines(
         f"measured:   {alone_ms:.2f} ms compute (one rank alone, launched, on its {batch // world_size} samples) + "
@@ -27,7 +40,8 @@ def measured_line(*, ddp_ms: float, allreduce_ms: float, alone_ms: float | None,
 
 
 def verdict_line(*, one_ms: float, ddp_ms: float, predicted_ms: float, world_size: int,
-                 compute_gap_ms: float | None = None, unaccounted_ms: float | None = None) -> str:
+                 compute_gap_ms: float | None = None, unaccounted_ms: float | None = None,
+                 beside_gap_ms: float | None = None) -> str:
     """One verdict: the direction (N ranks slower or faster than one process, as predicted or not), then the size
     (the measured step against the predicted one) and, where the parts were timed, which parts made the gap."""
     slower, ratio = predicted_ms > one_ms, ddp_ms / one_ms
@@ -46,7 +60,12 @@ def verdict_line(*, one_ms: float, ddp_ms: float, predicted_ms: float, world_siz
     else:  # learner s12r3c: 'as predicted' beside '1.41x the predicted' read as a contradiction; say it is the size
         figure = (f"but {size:.2f}x " + ("slower" if size > 1 else "faster") + f" than predicted ({ddp_ms:.2f} vs "
                   f"{predicted_ms:.2f} ms)")
-        if compute_gap_ms is not None and unaccounted_ms is not None:
+        if compute_gap_ms is not None and beside_gap_ms is not None:
+            figure += (f": the compute took {abs(compute_gap_ms):.2f} ms "
+                       + ("more" if compute_gap_ms > 0 else "less") + f" than theory's alone, and "
+                       f"{abs(beside_gap_ms):.2f} ms " + ("more" if beside_gap_ms >= 0 else "less") + " beside the "
+                       "other rank (two processes and gloo's threads sharing the cores)")
+        elif compute_gap_ms is not None and unaccounted_ms is not None:
             figure += (f": the compute took {abs(compute_gap_ms):.2f} ms "
                        + ("more" if compute_gap_ms > 0 else "less") + f" than theory's, and {unaccounted_ms:.2f} ms "
                        "is unaccounted")
@@ -86,7 +105,7 @@ def _threads(n: int) -> str:
 
 def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, lab01_rate: float | None,
           alone_rate: float | None = None, refused: str | None = None, lab01_threads: int | None = None,
-          rank_threads: int | None = 1) -> list[str]:
+          rank_threads: int | None = 1, beside_ms: float | None = None) -> list[str]:
     """The comparison's lines: both rates and step times, theory's prediction (its step time and parts; each rank's
     compute from lab 01's step, its thread count lab01_threads and the ranks' rank_threads), the measured step and
     its parts (rank_threads None: ranks on GPUs; alone_rate: one launched rank alone on its batch/N samples), and one verdict naming both step times
@@ -107,8 +126,8 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
     theory = (f"theory: the {world_size} ranks split one process's compute and add the all-reduce (median, waits "
               "included):" if threads == rank_threads else
               f"theory: if lab 01's {_threads(threads)} split its step perfectly, {_threads(rank_threads)} takes "
-              f"{threads / rank_threads:g}x as long; each rank computes 1/{world_size} of the batch so, then adds the "
-              "all-reduce (median, waits included):")
+              f"{threads / rank_threads:g}x as long; each rank computes 1/{world_size} of the batch at that speed, then "
+              "adds the all-reduce (median, waits included):")
     said = [measure.short_lines(f"lab 01, {who}, same CNN, digits and batch {batch}: "
             f"{lab01_rate:,.0f} samples/s, {one_ms:.2f} ms a step (in its kernel)"),
             f"these {world_size} ranks{each}: {ddp_rate:,.0f} samples/s, {ddp_ms:.2f} ms a "
@@ -117,13 +136,16 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
             measure.short_lines(f"prediction: {compute:.2f} ms compute ({how}) + {allreduce_ms:.2f} ms all-reduce = "
             f"{predicted:.2f} ms a step, " + ("slower" if predicted > one_ms else "faster") + " than one process"),
             measured_line(ddp_ms=ddp_ms, allreduce_ms=allreduce_ms, world_size=world_size, batch=batch,
-                          alone_ms=_ms(batch / world_size / alone_rate * 1e3) if alone_rate else None)]
+                          alone_ms=_ms(batch / world_size / alone_rate * 1e3) if alone_rate else None,
+                          beside_ms=_ms(beside_ms) if beside_ms is not None and alone_rate else None)]
     if refused:
         return said + [measure.short_lines(f"verdict: {measure.NOT_MEASURABLE} ({refused})")]
     gaps: dict = {}
     if alone_rate:  # learner s11r2c: the measured compute part against lab 01's whole step, said outright
         alone_ms = _ms(batch / world_size / alone_rate * 1e3)
         gaps = {"compute_gap_ms": alone_ms - compute, "unaccounted_ms": ddp_ms - alone_ms - allreduce_ms}
+        if beside_ms is not None:
+            gaps["beside_gap_ms"] = _ms(beside_ms) - alone_ms
         said.append(measure.short_lines(compute_line(alone_ms=alone_ms, theory_ms=compute, one_ms=one_ms)))
     said.append(verdict_line(one_ms=one_ms, ddp_ms=ddp_ms, predicted_ms=predicted, world_size=world_size, **gaps))
     return said
