@@ -123,10 +123,9 @@ def reference_report(ref_threads: dict, ref_timings: dict, device: str, cpu_coun
         role = ROLES[0] if i == 0 and device == "cpu" else ROLES[1] if name == threaded else ""
         said.append(measure.flagged(f"{name:<22} {rates[name]:7.0f} samples/s {versus}(median of {steps_timed} "
                                     f"steps, spread {t.spread:.0%})  {role}".rstrip(), flags[name]))
-    for name, t in ref_timings.items():  # a noisy reference row: said beside it, with whether it still serves
-        noisy = steps.reference_noise(name, t.spread, steps_timed)
-        if noisy:
-            said.append(measure.short_lines(noisy))
+    noisy = steps.reference_noise({name: t.spread for name, t in ref_timings.items()}, steps_timed)
+    if noisy:  # the noisy rows, in one line: whether they still serve
+        said.append(measure.short_lines(noisy))
     if threads_line:  # the ratio of the medians above, read against the prediction
         said.append(measure.short_lines(f"{threaded} vs 1 thread: {threads_line}"))
     if device == "cpu" and len(ref_threads) == 1:  # the one-per-core row was promised: say why it is missing

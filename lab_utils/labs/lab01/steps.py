@@ -7,6 +7,7 @@ import math
 import statistics
 
 from ... import detectors
+from ...measure.plausible import BASELINE_FACTOR
 from ...measure.results_table import SAME_RUN_S, same_quantity_before, store
 
 EXPLAINS = 0.8  # mean/median explains this share of the rates' gap or more: it explains the gap
@@ -86,14 +87,18 @@ def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: flo
             "short batch and its start"]
 
 
-def reference_noise(name: str, spread: float, steps: int) -> str | None:
-    """A line for a reference row whose steps spread more than NOISY_SPREAD: it still serves (labs compare with the
-    newest row) but only a gap beyond 2x to it is read; None when its steps agree."""
-    if spread <= detectors.NOISY_SPREAD:
+def reference_noise(spreads: dict, steps: int) -> str | None:
+    """One line for the reference rows whose steps spread more than NOISY_SPREAD (`spreads`: row name -> spread): read
+    their medians only; later labs flag their own rate only more than 2x away from them, so the rows still serve;
+    None when every row's steps agree."""
+    noisy = {name: s for name, s in spreads.items() if detectors.noisy_as_printed(s)}
+    if not noisy:
         return None
-    return (f"noise: {name}'s {steps} steps spread {spread:.0%}, above {detectors.NOISY_SPREAD:.0%}: its median is "
-            "still the reference the parallel labs compare with (the newest row of this workload), but they read "
-            "only a gap beyond 2x to it as a contradiction; rerun this cell on a quiet machine for a firmer one")
+    rows = (f"{len(noisy)} of {len(spreads)} rows" if len(spreads) > 1 else "the row")
+    widest = max(noisy.values())
+    return (f"noise: {rows} spread more than {detectors.NOISY_SPREAD:.0%} over their {steps} steps (the widest "
+            f"{widest:.0%}): read the medians only. They still serve: later labs flag a rate of theirs only when it "
+            f"is more than {BASELINE_FACTOR:g}x away from these")
 
 
 def _before(other, now: _dt.datetime) -> str:
