@@ -79,12 +79,21 @@ def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: flo
     share = gap_share(mean, median, training_rate, epoch_rate)
     if share is None:
         return [f"{head}: not below the training rate ({mix})"]
-    gap = f"below the training rate, which is {training_rate / epoch_rate:.3f}x it"
+    gap, longer = training_rate / epoch_rate - 1, mean / median - 1  # per image, per step: how much longer
+    rest = (training_rate / epoch_rate) / (mean / median) - 1 if longer > 0 else gap
+    said = f"{head}: an image took {_pct(gap)} longer than at the training rate"
+    tail = f"; the other {_pct(rest)} is each epoch's short batch and its start" if rest >= 0.0005 else ""
     if share >= EXPLAINS:
-        rest = "" if share >= 0.995 else f": {share:.0%} of the gap; the rest is each epoch's short batch and its start"
-        return [f"{head}: {gap}, because an epoch follows the mean step ({mix}{rest})"]
-    return [f"{head}: {gap}; the mean step ({mix}) explains {max(share, 0):.0%} of that, the rest is each epoch's "
-            "short batch and its start"]
+        return [f"{said}, because an epoch follows the mean step, {_pct(longer)} longer than the median step{tail}"]
+    if longer <= 0:
+        return [f"{said}; the mean step (an epoch follows it) is no longer than the median step: all of it is each "
+                "epoch's short batch and its start"]
+    return [f"{said}; the mean step (an epoch follows it) is only {_pct(longer)} longer than the median step{tail}"]
+
+
+def _pct(fraction: float) -> str:
+    """A small fraction as a percentage with one decimal: 0.044 -> '4.4 %'."""
+    return f"{fraction * 100:.1f} %"
 
 
 def reference_noise(spreads: dict, steps: int) -> str | None:
