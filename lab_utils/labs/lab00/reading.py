@@ -38,6 +38,8 @@ def noise_lines(timings: dict) -> str:
     rows = [name for name, t in timings.items() if detectors.noisy_as_printed(t.spread)]  # spreads: in its row
     middle = detectors.middle_half_line({name: t.times for name, t in timings.items()})  # why they spread
     named = f"the noisy row{'s' if len(rows) > 1 else ''}: {', '.join(rows)}" + (f"; {middle}" if middle else "")
+    if middle.endswith("rough"):  # not a few slow repeats, then: the noise line must not say so above it
+        noisy = measure.short_lines(" ".join(noisy.split()).replace(": a few slow repeats, which a median ignores", ""))
     return f"{noisy}\n" + measure.short_lines("    " + named, indent="        ")
 
 

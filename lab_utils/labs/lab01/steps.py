@@ -103,11 +103,15 @@ def reference_noise(spreads: dict, steps: int) -> str | None:
     noisy = {name: s for name, s in spreads.items() if detectors.noisy_as_printed(s)}
     if not noisy:
         return None
-    rows = (f"{len(noisy)} of {len(spreads)} rows" if len(spreads) > 1 else "the row")
     widest = max(noisy.values())
-    return (f"noise: {rows} spread more than {detectors.NOISY_SPREAD:.0%} over their {steps} steps (the widest "
-            f"{widest:.0%}): read the medians only. They still serve: later labs flag a rate of theirs only when it "
-            f"is more than {BASELINE_FACTOR:g}x away from these")
+    if len(spreads) == 1:
+        head, which = f"the row's {steps} steps spread {widest:.0%}, above {detectors.NOISY_SPREAD:.0%}", "its median"
+    else:
+        head = (f"{len(noisy)} of {len(spreads)} rows spread more than {detectors.NOISY_SPREAD:.0%} over their {steps} "
+                f"steps (the widest {widest:.0%})")
+        which = "their medians" if len(noisy) > 1 else "the medians"
+    return (f"noise: {head}: read {which} only. A noisy row still serves: later labs flag a rate of theirs only when "
+            f"it is more than {BASELINE_FACTOR:g}x away from it")
 
 
 def _before(other, now: _dt.datetime) -> str:
