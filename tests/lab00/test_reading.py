@@ -64,11 +64,11 @@ def test_the_summary_marks_every_noisy_row_the_same_way():
 
     import nbformat
 
-    assert reading.spread_text(0.37) == "spread 37%; noisy: above 25 %, read the median only"
-    assert reading.spread_text(0.17) == "spread 17%" and reading.spread_text(0.254) == "spread 25%"
+    assert reading.marked_spread(0.37) == "spread 37%; noisy: above 25 %, read the median only"
+    assert reading.marked_spread(0.17) == "spread 17%" and reading.marked_spread(0.254) == "spread 25%"
     cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "00_setup_and_devices.ipynb", 4).cells
     summary = next(c.source for c in cells if c.cell_type == "code" and "one training step of the 3-conv CNN" in c.source)
-    assert summary.count("reading.spread_text(") == 2 and "NOISY_SPREAD" not in summary
+    assert summary.count("reading.marked_spread(") == 2 and "NOISY_SPREAD" not in summary
     assert "images/s" not in summary and "forward samples/s" in summary
 
 

@@ -43,7 +43,7 @@ def noise_lines(timings: dict) -> str:
     return f"{noisy}\n" + measure.short_lines("    " + named, indent="        ")
 
 
-def spread_text(spread: float) -> str:
+def marked_spread(spread: float) -> str:
     """A summary row's spread, marked noisy the one way lab 00 teaches when it is above 25 % (as printed)."""
     noisy = f"; noisy: above {detectors.NOISY_SPREAD * 100:.0f} %, read the median only"
     return f"spread {spread:.0%}" + (noisy if detectors.noisy_as_printed(spread) else "")
