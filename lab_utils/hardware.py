@@ -296,7 +296,8 @@ def _quota_source(root: Path, notes: list[str]) -> CpuSource | None:
             best = CpuSource(QUOTA, quota[0] / quota[1], f"cgroup quota {quota[0]}/{quota[1]} us{where}")
     if groups and best is None:
         read = "cpu.max is 'max'" if version == 2 else "cpu.cfs_quota_us is -1"
-        notes.append(f"no cgroup CPU quota: {read} (or absent) in this process's cgroup (v{version}) and its parents")
+        notes.append(f"no cgroup CPU quota: none on this process's cgroup or its parents ({read} or absent, "
+                     f"cgroup v{version})")
     return best
 
 

@@ -96,7 +96,7 @@ def test_the_machine_and_budget_prose_put_later_detail_last():
     assert "quota of 1 CPU on this 2-core machine" in claim and "throttling" not in claim and "cgroup" not in claim
     assert all(word in details for word in ("**affinity mask**", "**cgroup**", "**throttling**", "Slurm"))
     strategy = " ".join(next(c for c in cells if c.startswith("## 4. Strategy")).split())
-    assert "even a one-rank plan does" in strategy and "A process that is no rank" in strategy
+    assert "A one-rank plan gets one thread too" in strategy and "A process that is no rank" in strategy
 
 
 def test_the_thread_paragraph_promises_no_speedup_a_later_run_can_contradict():
@@ -105,3 +105,20 @@ def test_the_thread_paragraph_promises_no_speedup_a_later_run_can_contradict():
     parallel labs measure whether it pays."""
     cell = " ".join(next(c for c in _cells() if c.startswith("Read the ratio with care")).split())
     assert "scale better" not in cell and "measure whether that pays on this machine" in cell
+
+
+def test_the_marks_details_name_not_measurable_and_the_pronouns_are_plain():
+    """Learner s13r7a, lab 00 findings 5-7: a busy run printed 'not measurable here' where cell 24 promised only a
+    `note:`; 'even a one-rank plan does' and 'even one rank gets one' left the reader to find what 'does' and 'one'
+    stood for; cell 5's Details paragraph was more than a newcomer takes in."""
+    from lab_utils import measure
+
+    cells = [" ".join(c.split()) for c in _cells()]
+    marks = next(c for c in cells if "**Marks beside a figure.**" in c)
+    assert f"**{measure.NOT_MEASURABLE}** (**{measure.N_M}** in a table)" in marks
+    strategy = next(c for c in cells if c.startswith("## 4. Strategy"))
+    plan = next(c for c in cells if "`hardware.plan(world_size)` picks" in c)
+    assert "even a one-rank plan does" not in strategy and "A one-rank plan gets one thread too" in strategy
+    assert "even one rank gets one" not in plan and "one rank gets a device and a backend too" in plan
+    budget = next(c for c in cells if "`hardware.cpu_budget()` reads each" in c)
+    assert len(budget.partition("*Details.*")[2].split()) <= 80  # it was 100 words

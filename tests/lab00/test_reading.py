@@ -41,6 +41,37 @@ def test_the_noise_line_names_the_noisy_row():
     assert reading.noise_lines(noisy).endswith("the noisy row: 2 threads")
 
 
+def test_noisy_rows_say_whether_their_medians_stand_computed():
+    """Learner s13r7a, lab 00 finding 2: both rows of the quiet run spread above 25 %; 'why believe 1.66x?' The line
+    now computes it from the middle half of the repeats, and the ratio no longer asserts that the medians stand."""
+    few_slow = {"1 thread": timing([20.5, 21.5, 22.1, 22.2, 22.5, 26.0, 28.6]),
+                "2 threads": timing([11.0, 12.5, 13.0, 13.3, 13.8, 14.0, 15.5])}
+    said = reading.noise_lines(few_slow).replace("\n        ", " ")
+    assert "the noisy rows: 1 thread, 2 threads; the middle half of each row's repeats spans at most 11 %" in said, said
+    assert said.endswith("a few slow repeats, so the medians stand"), said
+    throughout = {"1 thread": timing([14, 17, 20, 23, 26, 29, 32]), "2 threads": timing([11, 11, 11.5, 11, 11])}
+    rough = reading.noise_lines(throughout).replace("\n        ", " ")
+    assert "so the repeats vary throughout: read the medians as rough" in rough and "a few slow" not in rough, rough
+    line = reading.thread_ratio({"1 thread": 1000.0, "2 threads": 1660.0}, {"1 thread": 1, "2 threads": 2}, True)[0]
+    assert "so it stands" not in line and "the noise line says whether they stand" in line.replace("\n    ", " ")
+
+
+def test_the_summary_marks_every_noisy_row_the_same_way():
+    """Learner s13r7a, lab 00 finding 3: the summary's forward rows printed 'spread 37%' unmarked while the training
+    step's line added '; noisy: above 25 %, read the median only'; and 'images/s' named cell 23's 'forward
+    samples/s' (finding 4)."""
+    from pathlib import Path
+
+    import nbformat
+
+    assert reading.marked_spread(0.37) == "spread 37%; noisy: above 25 %, read the median only"
+    assert reading.marked_spread(0.17) == "spread 17%" and reading.marked_spread(0.254) == "spread 25%"
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "00_setup_and_devices.ipynb", 4).cells
+    summary = next(c.source for c in cells if c.cell_type == "code" and "one training step of the 3-conv CNN" in c.source)
+    assert summary.count("reading.marked_spread(") == 2 and "NOISY_SPREAD" not in summary
+    assert "images/s" not in summary and "forward samples/s" in summary
+
+
 def test_the_thread_ratio_on_a_quiet_and_a_busy_machine(monkeypatch):
     rates, settings = {"1 thread": 1000.0, "2 threads": 1780.0}, {"1 thread": 1, "2 threads": 2}
     monkeypatch.setattr(conditions, "taken", lambda reset=False: None)

@@ -392,3 +392,44 @@ def test_all_samples_over_all_the_time_is_named_as_what_the_learner_wrote():
     result = check(throughput)
     assert not result.passed and "all samples over all the time" in result.message, result.message
     assert "Hint:" not in result.message, result.message
+
+
+def test_the_profile_use_cell_reads_the_self_check_first():
+    """Learner s13r7a, lab 01 finding 1: the follow-up of exercise 3 printed a wrong answer's operator (total time,
+    first row, smallest) as 'the operator with the largest self CPU time here', right under its FAIL."""
+    import io
+    from contextlib import redirect_stdout
+    from pathlib import Path
+
+    import nbformat
+
+    from lab_utils.exercises import passes
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    source = next(c.source for c in cells if c.cell_type == "code" and "largest self CPU time here" in c.source)
+    profile = object()  # never read by a wrong answer: the cell must refuse it before calling it
+
+    def said(answer):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            exec(source, {"top_self_cpu_op": answer, "passes": passes, "prof": profile})
+        return out.getvalue()
+
+    def total_time(prof):
+        return max(prof.key_averages(), key=lambda e: e.cpu_time_total).key
+
+    def entry(prof):
+        return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total)
+
+    for wrong in (total_time, entry, top_self_cpu_op_first_row, top_self_cpu_op_minimum):
+        wrong.__name__ = wrong.__qualname__ = "top_self_cpu_op"
+        assert not check(wrong).passed
+        text = said(wrong)
+        assert "failed its self-check" in text and "time here:" not in text, text
+
+    def right(prof):
+        return "aten::convolution_backward" if prof is profile else \
+            max(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
+
+    right.__name__ = right.__qualname__ = "top_self_cpu_op"
+    assert said(right).strip() == "the operator with the largest self CPU time here: aten::convolution_backward"

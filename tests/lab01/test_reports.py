@@ -27,7 +27,8 @@ def test_a_quiet_run_names_each_row_and_reads_the_ratio(monkeypatch):
 
 def test_a_noisy_row_gets_its_noise_line():
     report = reports.reference_report(THREADS, timings(42.9, 24.3, spread=0.6), "cpu", 2, 2, 8)
-    assert any(line.startswith("noise: 1 process x 1 thread's 8 steps spread") for line in report.lines)
+    noise = [line for line in report.lines if line.startswith("noise:")]
+    assert len(noise) == 1 and noise[0].startswith("noise: 2 of 2 rows spread more than 25% over their 8 steps"), noise
 
 
 def test_a_busy_machine_refuses_the_ratio_and_prints_n_m(monkeypatch):

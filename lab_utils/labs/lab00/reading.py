@@ -30,12 +30,23 @@ def one_off_cost_lines(cost: float, cold: float, right) -> list[str]:
 
 
 def noise_lines(timings: dict) -> str:
-    """The timing table's noise line, naming the rows whose repeats spread more than 25 %, or that none did."""
+    """The timing table's noise line, naming the rows whose repeats spread more than 25 % and whether their medians
+    stand (the middle half of the repeats, computed), or that none did."""
     noisy = detectors.noise_line(t.spread for t in timings.values())
     if not noisy:
         return f"noise: every median above came from repeats within {detectors.NOISY_SPREAD * 100:.0f} %"
-    rows = ", ".join(name for name, t in timings.items() if t.spread > detectors.NOISY_SPREAD)  # spreads: in its row
-    return f"{noisy}\n    the noisy row{'s' if ',' in rows else ''}: {rows}"
+    rows = [name for name, t in timings.items() if detectors.noisy_as_printed(t.spread)]  # spreads: in its row
+    middle = detectors.middle_half_line({name: t.times for name, t in timings.items()})  # why they spread
+    named = f"the noisy row{'s' if len(rows) > 1 else ''}: {', '.join(rows)}" + (f"; {middle}" if middle else "")
+    if middle.endswith("rough"):  # not a few slow repeats, then: the noise line must not say so above it
+        noisy = measure.short_lines(" ".join(noisy.split()).replace(": a few slow repeats, which a median ignores", ""))
+    return f"{noisy}\n" + measure.short_lines("    " + named, indent="        ")
+
+
+def marked_spread(spread: float) -> str:
+    """A summary row's spread, marked noisy the one way lab 00 teaches when it is above 25 % (as printed)."""
+    noisy = f"; noisy: above {detectors.NOISY_SPREAD * 100:.0f} %, read the median only"
+    return f"spread {spread:.0%}" + (noisy if detectors.noisy_as_printed(spread) else "")
 
 
 def thread_ratio(rates: dict, settings: dict, noisy: bool, source: str = "") -> tuple[str, list] | None:
@@ -48,8 +59,7 @@ def thread_ratio(rates: dict, settings: dict, noisy: bool, source: str = "") -> 
     refused = measure.unreadable(settings[many], what="threads")  # then no flag reads the ratio either
     flags = measure.plausibility(speedup=ratio, devices=settings[many], threads=settings[many],
                                  refused=refused is not None)
-    source = source or ("(of the medians: they ignore a few slow repeats, so it stands)" if noisy
-                        else "(of the medians)")
+    source = source or ("(of the medians; the noise line says whether they stand)" if noisy else "(of the medians)")
     line = measure.flagged(f"{many} vs 1 thread: " + measure.as_result(
         f"{ratio:.2f}x {source}" + ("" if flags else _theory(ratio, settings[many])),
         workers=settings[many], what="threads"), flags)

@@ -73,17 +73,23 @@ def loader_lines(loader_times: dict, workers: int) -> list[str]:
     return said + [measure.short_lines(f"fastest here: {fastest}, {verdict}")]
 
 
-def epoch_figures_line(call, fits: list, images: int, epoch_rate: float) -> str:
-    """num_workers=0's epoch time (`call`, a Timing of whole calls of train.fit) lined up with section 3's epochs: each
-    call is its start plus one epoch, whose own seconds its History (`fits`, warm-up round first) holds; section 3's
-    epoch is the `images` over its epoch rate, the lab's epoch figure."""
+def epoch_figures_line(call, fits: list, history, images: int) -> str:
+    """num_workers=0's epoch (`call`, a Timing of whole calls of train.fit, less each call's start: its History in
+    `fits`, warm-up round first, holds the epoch's own seconds) against section 3's (`history`: its epochs after the
+    first, `images` each, at its epoch rate), with a verdict: the same epoch agrees within the two sets' spreads."""
     timed = fits[-len(call.times):]  # the calls of the timed rounds, after the warm-up round's
     start = statistics.median(t - fit.epochs[0].seconds for t, fit in zip(call.times, timed))
+    here, there = call.median - start, images / history.epoch_samples_per_s
+    spreads = (measure.spread([fit.epochs[0].seconds for fit in timed]),
+               measure.spread([e.seconds for e in history.epochs[1:] or history.epochs]))
+    apart, noise = max(here, there) / min(here, there) - 1, max(spreads)
+    within = f"their epochs' spread (here {spreads[0]:.0%}, section 3 {spreads[1]:.0%})"
+    verdict = (f"within {within}: the same epoch, as expected" if apart <= noise else
+               f"more than {within}: the load differed between the two moments; section 3's is the lab's figure")
     return measure.short_lines(
-        f"section 3's epochs, the lab's epoch figure, took {images / epoch_rate * 1e3:.1f} ms each ({images:,} images "
-        f"at its epoch rate, {epoch_rate:,.0f} samples/s); num_workers=0's {call.median * 1e3:.1f} ms here is one call "
-        f"of fit: {start * 1e3:.1f} ms to start the call (the median), {(call.median - start) * 1e3:.1f} ms its epoch, "
-        "timed between the worker settings' epochs")
+        f"num_workers=0's epoch: {here * 1e3:.1f} ms (its {call.median * 1e3:.1f} ms call of fit less {start * 1e3:.1f} "
+        f"ms to start it), section 3's {there * 1e3:.1f} ms ({images:,} images at its epoch rate): {apart:.0%} apart, "
+        f"{verdict}")
 
 
 @dataclasses.dataclass
@@ -123,10 +129,9 @@ def reference_report(ref_threads: dict, ref_timings: dict, device: str, cpu_coun
         role = ROLES[0] if i == 0 and device == "cpu" else ROLES[1] if name == threaded else ""
         said.append(measure.flagged(f"{name:<22} {rates[name]:7.0f} samples/s {versus}(median of {steps_timed} "
                                     f"steps, spread {t.spread:.0%})  {role}".rstrip(), flags[name]))
-    for name, t in ref_timings.items():  # a noisy reference row: said beside it, with whether it still serves
-        noisy = steps.reference_noise(name, t.spread, steps_timed)
-        if noisy:
-            said.append(measure.short_lines(noisy))
+    noisy = steps.reference_noise({name: t.spread for name, t in ref_timings.items()}, steps_timed)
+    if noisy:  # the noisy rows, in one line: whether they still serve
+        said.append(measure.short_lines(noisy))
     if threads_line:  # the ratio of the medians above, read against the prediction
         said.append(measure.short_lines(f"{threaded} vs 1 thread: {threads_line}"))
     if device == "cpu" and len(ref_threads) == 1:  # the one-per-core row was promised: say why it is missing

@@ -7,6 +7,7 @@ import math
 import statistics
 
 from ... import detectors
+from ...measure.plausible import BASELINE_FACTOR
 from ...measure.results_table import SAME_RUN_S, same_quantity_before, store
 
 EXPLAINS = 0.8  # mean/median explains this share of the rates' gap or more: it explains the gap
@@ -78,22 +79,39 @@ def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: flo
     share = gap_share(mean, median, training_rate, epoch_rate)
     if share is None:
         return [f"{head}: not below the training rate ({mix})"]
-    gap = f"below the training rate, which is {training_rate / epoch_rate:.3f}x it"
+    gap, longer = training_rate / epoch_rate - 1, mean / median - 1  # per image, per step: how much longer
+    rest = (training_rate / epoch_rate) / (mean / median) - 1 if longer > 0 else gap
+    said = f"{head}: an image took {_pct(gap)} longer than at the training rate"
+    tail = f"; the other {_pct(rest)} is each epoch's short batch and its start" if rest >= 0.0005 else ""
     if share >= EXPLAINS:
-        rest = "" if share >= 0.995 else f": {share:.0%} of the gap; the rest is each epoch's short batch and its start"
-        return [f"{head}: {gap}, because an epoch follows the mean step ({mix}{rest})"]
-    return [f"{head}: {gap}; the mean step ({mix}) explains {max(share, 0):.0%} of that, the rest is each epoch's "
-            "short batch and its start"]
+        return [f"{said}, because an epoch follows the mean step, {_pct(longer)} longer than the median step{tail}"]
+    if longer <= 0:
+        return [f"{said}; the mean step (an epoch follows it) is no longer than the median step: all of it is each "
+                "epoch's short batch and its start"]
+    return [f"{said}; the mean step (an epoch follows it) is only {_pct(longer)} longer than the median step{tail}"]
 
 
-def reference_noise(name: str, spread: float, steps: int) -> str | None:
-    """A line for a reference row whose steps spread more than NOISY_SPREAD: it still serves (labs compare with the
-    newest row) but only a gap beyond 2x to it is read; None when its steps agree."""
-    if spread <= detectors.NOISY_SPREAD:
+def _pct(fraction: float) -> str:
+    """A small fraction as a percentage with one decimal: 0.044 -> '4.4 %'."""
+    return f"{fraction * 100:.1f} %"
+
+
+def reference_noise(spreads: dict, steps: int) -> str | None:
+    """One line for the reference rows whose steps spread more than NOISY_SPREAD (`spreads`: row name -> spread): read
+    their medians only; later labs flag their own rate only more than 2x away from them, so the rows still serve;
+    None when every row's steps agree."""
+    noisy = {name: s for name, s in spreads.items() if detectors.noisy_as_printed(s)}
+    if not noisy:
         return None
-    return (f"noise: {name}'s {steps} steps spread {spread:.0%}, above {detectors.NOISY_SPREAD:.0%}: its median is "
-            "still the reference the parallel labs compare with (the newest row of this workload), but they read "
-            "only a gap beyond 2x to it as a contradiction; rerun this cell on a quiet machine for a firmer one")
+    widest = max(noisy.values())
+    if len(spreads) == 1:
+        head, which = f"the row's {steps} steps spread {widest:.0%}, above {detectors.NOISY_SPREAD:.0%}", "its median"
+    else:
+        head = (f"{len(noisy)} of {len(spreads)} rows spread more than {detectors.NOISY_SPREAD:.0%} over their {steps} "
+                f"steps (the widest {widest:.0%})")
+        which = "their medians" if len(noisy) > 1 else "the medians"
+    return (f"noise: {head}: read {which} only. A noisy row still serves: later labs flag a rate of theirs only when "
+            f"it is more than {BASELINE_FACTOR:g}x away from it")
 
 
 def _before(other, now: _dt.datetime) -> str:
