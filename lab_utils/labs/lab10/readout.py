@@ -88,7 +88,8 @@ def why_not_ranked(compared, ours, ranks: int) -> str:
     """'~: the rates lie within their repeats' spreads (DDP 38%, Horovod-style 86%), so not ranked; ...': each '~'
     of the answer with the spreads that make it (learner s13r5g: DDP 1.60x ~ Horovod-style 1.05x read as a contradiction
     beside the 17.7 ms loss section Communication analyses)."""
-    pairs = []
+    from ... import detectors
+    pairs, by_gap = [], False
     for lab in sorted({c.row.lab for c in compared}):
         rows = sorted((c for c in compared if c.row.lab == lab and ours(c) and c.row.world_size == ranks
                        and c.row.strategy in dict(SPLITS)), key=lambda c: -c.speedup)
@@ -96,16 +97,29 @@ def why_not_ranked(compared, ours, ranks: int) -> str:
             if not apart(faster.row, c.row):
                 pairs.append(f"{dict(SPLITS)[faster.row.strategy]} {faster.row.spread or 0:.0%}, "
                              f"{dict(SPLITS)[c.row.strategy]} {c.row.spread or 0:.0%} (lab {lab})")
-    if not pairs:
-        return "speedups of two labs read two baselines, so none ranks across labs"
-    return ("~: not ranked, the two rates lie within their repeats' spreads (" + "; ".join(pairs)
-            + "); speedups of two labs read two baselines, so none ranks across labs")
+            else:
+                by_gap = by_gap or faster.row.samples_per_s * (1 - (faster.row.spread or 0) / 2) <= \
+                    c.row.samples_per_s * (1 + (c.row.spread or 0) / 2)
+    said = []
+    if by_gap:  # ranked by the gap of the medians, not by the spreads (learner s13r7g)
+        said.append(f">: faster, the medians lie more than {detectors.TWICE_TOLERANCE:.0%} apart, more than two "
+                    "timings of one step differ by, or apart beyond their spreads")
+    if pairs:
+        said.append("~: not ranked, the two medians lie within that and within their repeats' spreads ("
+                    + "; ".join(pairs) + ")")
+    return "; ".join(said + ["speedups of two labs read two baselines, so none ranks across labs"])
 
 
 def apart(faster, slower) -> bool:
-    """True where two rows' rates lie apart beyond their repeats' spreads (each rate +- half its spread): only then
-    does '>' rank them (learner s12r4g: 'DataParallel 1.70x > DDP 1.62x' with half the table's medians noisy)."""
-    return faster.samples_per_s * (1 - (faster.spread or 0.0) / 2) > slower.samples_per_s * (1 + (slower.spread or 0.0) / 2)
+    """True where '>' ranks two rows: their rates lie apart beyond their repeats' spreads (each rate +- half its
+    spread; learner s12r4g: 'DataParallel 1.70x > DDP 1.62x' with half the table's medians noisy), or their medians
+    lie further apart than two medians of one quantity ever do (detectors.TWICE_TOLERANCE, whatever the spreads: a
+    spread is the range of single steps, a median ignores its few slow ones; learner s13r7g: DDP 1.63x ~
+    Horovod-style 1.09x, 1.49x apart, called a tie)."""
+    from ... import detectors
+    beyond_spreads = (faster.samples_per_s * (1 - (faster.spread or 0.0) / 2)
+                      > slower.samples_per_s * (1 + (slower.spread or 0.0) / 2))
+    return beyond_spreads or faster.samples_per_s > (1 + detectors.TWICE_TOLERANCE) * slower.samples_per_s
 
 
 def threads_elsewhere(compared, others, ranks: int, batch: int = 256) -> str:
