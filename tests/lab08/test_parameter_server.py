@@ -879,3 +879,16 @@ def test_the_damped_rows_stale_share_is_read_against_the_undamped_runs_range():
     off = A.damped_staleness_line({4.0: ([0.50, 0.52, 0.55], [0.70, 0.72])})
     assert "at x4 the damped median lies outside the undamped runs' range" in off and "within" not in off
     assert A.damped_staleness_line({1.0: ([], [0.5])}) == ""
+
+
+def test_the_damped_lr_verdicts_read_as_one_take_away():
+    """Learner s13r7g, finding 3: x1 not distinguishable, x4 holds, replay not distinguishable: the take-away buried."""
+    from lab_utils import measure
+    v = lambda ratio, word: measure.Verdict("c", "e", ratio, ratio - 0.1, ratio + 0.1, word, 5)
+    line = A.damping_takeaway({1.0: v(0.97, measure.UNDECIDED), 4.0: v(1.08, measure.HOLDS)},
+                              v(0.95, measure.UNDECIDED), v(1.35, measure.HOLDS))
+    assert line == ("damping, in one line: damped lr against undamped, late accuracy: no gain this run can see at x1 "
+                    "(0.97x) and in the replays (0.95x); higher at x4 (1.08x); a momentum buffer per worker beat it "
+                    "(1.35x)")
+    source = "".join(c.source for c in __import__("nbformat").read("solutions/08_sync_async.ipynb", 4).cells)
+    assert "parameter_server.damping_takeaway(" in source

@@ -423,3 +423,21 @@ def damped_staleness_line(shares_by_factor: dict) -> str:
                 "not explain")
     return (f"stale share, damped vs undamped runs (medians): {', '.join(said)}: each damped median lies within the "
             f"undamped runs' own range, the run-to-run scatter of arrival order; {theory}")
+
+
+def damping_takeaway(damped: dict, replay: measure.Verdict, remedies: measure.Verdict) -> str:
+    """'damping, in one line: higher at x4 (1.08x); no gain this run can see at x1 (0.97x) and in the replays (0.95x);
+    a buffer per worker beat it (1.35x)': the damped-lr verdicts (runs per straggler factor, the replays, against a
+    buffer per worker) as one take-away (learner s13r7g, finding 3: x1 n.d., x4 holds, replay n.d., buried)."""
+    def word(v: measure.Verdict) -> str:
+        return {measure.HOLDS: "higher", measure.UNDECIDED: "no gain this run can see",
+                measure.REVERSED: "lower"}.get(v.verdict, "not read (its verdict says why)")
+    cases = [(f"at x{f:g}", v) for f, v in sorted(damped.items())] + [("in the replays", replay)]
+    by_word: dict[str, list[str]] = {}
+    for where, v in cases:
+        by_word.setdefault(word(v), []).append(f"{where} ({v.ratio:.2f}x)")
+    said = "; ".join(f"{w} {' and '.join(places)}" for w, places in by_word.items())
+    buffer = {measure.HOLDS: "beat it", measure.REVERSED: "lost to it"}.get(remedies.verdict,
+                                                                          "not distinguishable from it")
+    return (f"damping, in one line: damped lr against undamped, late accuracy: {said}; a momentum buffer per "
+            f"worker {buffer} ({remedies.ratio:.2f}x)")
