@@ -89,6 +89,8 @@ def test_the_split_answer_ranks_medians_further_apart_than_one_quantity_ever_is(
     lines = readout.per_tensor_cost_line([report.Compared(b3, b3), report.Compared(ddp, b3), report.Compared(hvd, b3)],
                                          12, 0.43e-3)
     assert "of the 13.3 ms it lost to DDP" in lines  # ranked: theory's share of the measured loss is read
+    # finding 4: '0.43 ms' per call beside alpha = 213.9 us looked wrong: the line says it is 2(N-1) x alpha
+    assert "fixed cost per call, 2(N-1) x alpha = 0.43 ms (N = 2), = 4.7 ms per step" in lines
 
 
 def test_the_split_answer_ranks_only_within_one_lab():

@@ -303,8 +303,8 @@ def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256
     lost = batch / horovod - batch / ddp  # seconds per step, the whole batch
     extra = (tensors - 1) * call_s
     calls = (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes "
-             f"one: {tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms "
-             "per step")
+             f"one: {tensors - 1} extra calls at the fit's fixed cost per call, 2(N-1) x alpha = {call_s * 1e3:.2f} ms "
+             f"(N = {ranks}), = {extra * 1e3:.1f} ms per step")
     if not apart(ddp_row, horovod_row):  # a gap the table does not rank: no share of it is read (learner s13r6g)
         return (calls + ", a loss theory expects; the table does not rank the two rows (its ~), so no share of "
                 "a measured loss is read")
