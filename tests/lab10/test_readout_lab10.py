@@ -333,3 +333,19 @@ def test_a_flagged_row_of_the_short_table_keeps_100_columns():
     flagged = table(variant, (detectors.Flag(detectors.Kind.CONTRADICT, "1.65x against 1.23x"),))
     assert flagged.endswith("%*") and len(flagged) == 100, (len(flagged), flagged)
     assert table("x", (detectors.Flag(detectors.Kind.CONTRADICT, "1.65x against 1.23x"),)).endswith("% *")
+
+
+def test_one_all_reduce_gets_the_steps_figure_and_one_measured_line_for_the_others():
+    """Learner s13r7g, findings 2 and 3: 0.54 ms in the step, 1.61 ms alone, 0.46 ms from the fit, and two shares
+    (51 %, 25 %) back to back: the share of a step names its whole; the figures alone get one line, measured."""
+    share = readout.step_share_line(2.21e-3, 1.61e-3, 0.54e-3)
+    assert share == ("the DDP digits run: a step took 2.21 ms (median); the same 0.54 ms all-reduce is 24% of that "
+                     "whole step (above: of one rank's compute)") and "1.61" not in share
+    assert "mostly the transfer" in readout.step_share_line(2.21e-3, 0.4e-3, 0.54e-3)  # above alone: the split
+    line = readout.alone_line(55000, 1.61e-3, 0.46e-3, [4096, 65536, 262144], [0.807e-3, 0.607e-3, 0.428e-3],
+                              [1.81, 1.45, 1.38])
+    assert ("1.61 ms in this launch and 0.61 ms in the sweep's launch at 65,536 B, spread 145% (its fit: 0.46 ms at "
+            "55,000 B): 2.7x apart between two launches") in line and line.endswith("the step's figure is the lab's")
+    assert "this launch's sweep" in readout.alone_line(55000, 1.61e-3, None, [65536], [0.6e-3], [None],
+                                                       other_launch=False)
+    assert readout.alone_line(55000, 1.61e-3, None, [], [], []) == ""

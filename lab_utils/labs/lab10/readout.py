@@ -408,3 +408,33 @@ def prediction_missed(v: dict) -> str:
         return ""
     d = next((d for d in range(2, 6) if f"{ratio:.{d}f}" != f"{floor:.{d}f}"), 6)
     return f"; the predicted {cost:.0%}: missed (median {ratio:.{d}f}x below {floor:.{d}f}x = 1/{1 + cost:g})"
+
+
+def step_share_line(step_s: float, alone_s: float, in_step_s: float) -> str:
+    """The all-reduce's share of a whole DDP step, said as the same figure over another whole (learner s13r7g: 51 % and
+    25 % for one all-reduce, back to back); where the step's figure lies below the one alone, no split into transfer
+    and waiting (the note above says why), else report.allreduce_share's split."""
+    from ... import report
+    if in_step_s < alone_s / 1.1:
+        return (f"the DDP digits run: a step took {step_s * 1e3:.2f} ms (median); the same {in_step_s * 1e3:.2f} ms "
+                f"all-reduce is {in_step_s / step_s:.0%} of that whole step (above: of one rank's compute)")
+    return "the DDP digits run: " + report.allreduce_share(step_s, alone_s, in_step_s)
+
+
+def alone_line(nbytes: float, alone_s: float, fit_s: float | None, sizes, seconds, spreads,
+               other_launch: bool = True) -> str:
+    """Why the figures for one all-reduce timed alone differ, measured: this launch's against the sweep's median at
+    the nearest size (another launch) and its fit (learner s13r7g: 1.61 ms alone beside 0.46 ms from the fit, 3.5x
+    apart, unexplained); '' without a sweep."""
+    if not sizes:
+        return ""
+    i = min(range(len(sizes)), key=lambda k: abs(sizes[k] - nbytes))
+    spread = f", spread {spreads[i]:.0%}" if spreads[i] is not None else ""
+    fitted = f" (its fit: {fit_s * 1e3:.2f} ms at {nbytes:,.0f} B)" if fit_s is not None else ""
+    apart = max(alone_s, seconds[i]) / max(min(alone_s, seconds[i]), 1e-12)
+    where = "the sweep's launch" if other_launch else "this launch's sweep"
+    return (f"  timed alone, the all-reduce took {alone_s * 1e3:.2f} ms in this launch and {seconds[i] * 1e3:.2f} ms "
+            f"in {where} at {sizes[i]:,} B{spread}{fitted}: {apart:.1f}x apart"
+            + (" between two launches" if other_launch else "")
+            + ", as theory expects of a small all-reduce alone (its ranks wake between calls, the note above); the "
+            "step's figure is the lab's")
