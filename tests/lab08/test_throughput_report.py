@@ -136,3 +136,18 @@ def test_the_digits_runs_async_over_sync_is_set_beside_the_throughput_runs_with_
     assert "(6.8 ms) holds 1.3 ms of compute, so 81% of it idles (theory's bound 5.23x)" in said
     assert "the throughput runs idle 19% (bound 1.24x)" in said
     assert T.digits_line(runs_of, 2, T.Throughput()) == ""  # no verdict above: nothing to set beside
+
+
+def test_a_figure_above_the_free_message_model_is_not_called_within_a_bound(tmp_path, capsys, monkeypatch):
+    """Learner s13r7g, finding 1: 'theory: at most 1.26x and 2.50x; both verdicts hold' beside 2.77x, then 'the unequal
+    workers explain the gap' with 2.61x: the model is 'about', and its note says how far it lies from the figure."""
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
+    runs = []
+    for j in (1.0, 1.02, 0.98, 1.01, 0.99):
+        runs += [fake_run("sync", 1.0, 86.8 * 128 * j), fake_run("async", 1.0, 94.4 * 128 * j),
+                 fake_run("sync", 4.0, 23.3 * 128 * j), fake_run("async", 4.0, 64.5 * 128 * j)]
+    out = T.throughput_report(runs_of_from(runs), [1.0, 4.0], 2, 128, 48, tmp_path, True)
+    text = " ".join(capsys.readouterr().out.split())
+    assert "2.77x with a 4x straggler" in out.answer and "about 2.50x with a 4x straggler" in out.answer
+    assert "at most 2.50x" not in text and "explain the gap" not in text
+    assert "the model gives 2.50x, 11% below the measured figure: within the 25 %" in text

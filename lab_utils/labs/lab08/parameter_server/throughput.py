@@ -108,7 +108,8 @@ def throughput_report(runs_of, factors, n_workers: int, batch: int, gradients: i
         if f > 1 and readable and ratio > theory[f] * (1 + measure.MIN_EFFECT):  # above the model: what it leaves out
             notes.append(f"x{f:g}: async/sync {ratio:.2f}x is above theory's {theory[f]:.2f}x ({n_workers} equal "
                          f"workers); on this run's compute times ({', '.join(f'{c:.1f}' for c in own)} ms) the model "
-                         f"gives {own_bound:.2f}x, {ratio / own_bound - 1:.0%} below the measured figure: "
+                         f"gives {own_bound:.2f}x, {abs(ratio / own_bound - 1):.0%} "
+                         f"{'below' if own_bound < ratio else 'above'} the measured figure: "
                          + ("within the 25 % the model may miss by, as it leaves out sync's idle share (above), "
                             "which favours async" if ratio <= own_bound * 1.25
                             else "beyond 25 % (noted above): the server's time and the shared cores are left out"))
