@@ -224,7 +224,10 @@ def test_the_tables_legend_lists_the_marks_a_learner_meets_and_moves_the_rest_to
     legend = next(c.source for c in cells if c.source.startswith("What the table shows:"))
     bullets = [line for line in legend.splitlines() if line.startswith("- ")]
     assert [b.split(":")[0] for b in bullets] == ["- `-`", "- `note", "- `noise", "- `n/m` and `[!]`"], bullets
-    assert legend.index("Details (marks that appear only in some runs)") > legend.index(bullets[-1])
+    assert legend.index("Details:") > legend.index(bullets[-1])
+    # learner s13r7g, finding 7: a legend for marks the run never printed; they explain themselves where they appear
+    assert "`[n]` is a note over 200" not in legend and "explain themselves where they appear" in legend
+    assert not any("marked `*`" in c.source for c in cells if c.cell_type == "markdown")
     first = next(c.source for c in cells if c.source.startswith("A lab run twice appends its rows twice"))
     assert len(first.splitlines()) <= 6 and "**efficiency**" in first
 
