@@ -349,3 +349,10 @@ def test_one_all_reduce_gets_the_steps_figure_and_one_measured_line_for_the_othe
     assert "this launch's sweep" in readout.alone_line(55000, 1.61e-3, None, [65536], [0.6e-3], [None],
                                                        other_launch=False)
     assert readout.alone_line(55000, 1.61e-3, None, [], [], []) == ""
+
+
+def test_a_ratio_on_the_fit_says_how_far_off_the_fit_may_be_before_its_reading_changes():
+    """Learner s13r7g, finding 5: the sweep spread 42-331 %, yet its fit's 3.1 % ratio came with no error."""
+    assert readout.fit_margin(0.031) == "; the fit would have to be 3.2x too low for it to reach 10%"
+    assert readout.fit_margin(0.6) == "; the fit would have to be 2.0x too high for it to fall below 30%"
+    assert readout.fit_margin(0.2) == ""

@@ -438,3 +438,15 @@ def alone_line(nbytes: float, alone_s: float, fit_s: float | None, sizes, second
             + (" between two launches" if other_launch else "")
             + ", as theory expects of a small all-reduce alone (its ranks wake between calls, the note above); the "
             "step's figure is the lab's")
+
+
+def fit_margin(ratio: float) -> str:
+    """'; the fit would have to be 3.2x too low for it to reach 10 %': how far off the sweep's fit may be before the
+    ratio's reading changes (learner s13r7g, finding 5: a fit on medians that spread 42-331 % read with no error)."""
+    if ratio <= 0:
+        return ""
+    if ratio < NEAR_LINEAR:
+        return f"; the fit would have to be {NEAR_LINEAR / ratio:.1f}x too low for it to reach {NEAR_LINEAR:.0%}"
+    if ratio > CAPS:
+        return f"; the fit would have to be {ratio / CAPS:.1f}x too high for it to fall below {CAPS:.0%}"
+    return ""
