@@ -705,8 +705,12 @@ def test_a_missed_prediction_leads_the_summary_and_the_verdict_opens_with_a_plai
     assert said.startswith("Hogwild vs sync, late accuracy: prediction missed (Hogwild within 5 % of sync's "
                            "accuracy): its median 0.950x lies below 0.952x"), said
     head = A.prediction_headline(hogwild(0.94958, 1 / 1.10), 0.05, "Hogwild", "sync", "late accuracy")
-    assert head.startswith("prediction missed: Hogwild ended at 0.950x sync's late accuracy (median of 5 pairs), "
-                           "below the 0.952x (= 1/1.05) that the predicted 5% allows") and head.endswith("10%': holds")
+    # learner s13r7g, finding 6: 0.94x against 0.95x read in three restatements; a near miss says so in the sentence
+    assert head.startswith("prediction missed, narrowly: Hogwild ended at 0.950x sync's late accuracy (median of 5 "
+                           "pairs), below the 0.952x (= 1/1.05) that the predicted 5% allows (its range 0.92-0.97 "
+                           "reaches above it)") and head.endswith("10%': holds"), head
+    far = measure.Verdict("Hogwild vs sync, late accuracy", "e", 0.85, 0.80, 0.90, measure.HOLDS, 5, holds_from=0.75)
+    assert A.prediction_headline(far, 0.05, "Hogwild", "sync", "late accuracy").startswith("prediction missed: ")
     block = A.verdict_text(hogwild(0.94958, 1 / 1.10), 0.05)
     assert block.startswith("verdict, Hogwild vs sync, late accuracy: prediction missed\n"), block
     assert A.verdict_text(hogwild(0.97, 1 / 1.10), 0.05).startswith("verdict, Hogwild vs sync, late accuracy: holds")

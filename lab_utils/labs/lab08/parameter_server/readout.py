@@ -39,8 +39,11 @@ def prediction_headline(verdict: measure.Verdict, predicted_cost: float, first: 
     if verdict.holds_from is None or verdict.holds_from >= floor - 1e-9:  # tested as predicted
         return said + f": 'within {predicted_cost:.0%}', as predicted and tested: {verdict.verdict}"
     if verdict.ratio < floor:  # the outcome of the markdown's prediction leads (learner s13r6g: 'holds' remembered)
-        return (f"prediction missed: {said}, below the {floor:.{d}f}x (= 1/{1 + predicted_cost:g}) that the predicted "
-                f"{predicted_cost:.0%} allows; these pairs resolve only the weaker '{tested}': {verdict.verdict}")
+        near = verdict.high >= floor  # a near miss: the pairs' range reaches the prediction (learner s13r7g)
+        return (f"prediction missed{', narrowly' if near else ''}: {said}, below the {floor:.{d}f}x "
+                f"(= 1/{1 + predicted_cost:g}) that the predicted {predicted_cost:.0%} allows"
+                + (f" (its range {verdict.range_text()} reaches above it)" if near else "")
+                + f"; these pairs resolve only the weaker '{tested}': {verdict.verdict}")
     said += f": inside the predicted {predicted_cost:.0%}, which these pairs scatter too much to test"
     return said + f"; the weaker claim they can resolve, '{tested}': {verdict.verdict}"
 
