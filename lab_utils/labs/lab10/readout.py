@@ -102,11 +102,11 @@ def why_not_ranked(compared, ours, ranks: int) -> str:
                     c.row.samples_per_s * (1 + (c.row.spread or 0) / 2)
     said = []
     if by_gap:  # ranked by the gap of the medians, not by the spreads (learner s13r7g)
-        said.append(f">: faster, the medians lie more than {detectors.TWICE_TOLERANCE:.0%} apart, more than two "
-                    "timings of one step differ by, or apart beyond their spreads")
+        said.append(f">: faster, the medians lie more than {detectors.TWICE_TOLERANCE:.0%} apart (more than two "
+                    "timings of one step differ by) or apart beyond their spreads")
     if pairs:
-        said.append("~: not ranked, the two medians lie within that and within their repeats' spreads ("
-                    + "; ".join(pairs) + ")")
+        said.append(f"~: not ranked, the two medians lie within {detectors.TWICE_TOLERANCE:.0%} of each other and "
+                    "within their repeats' spreads (" + "; ".join(pairs) + ")")
     return "; ".join(said + ["speedups of two labs read two baselines, so none ranks across labs"])
 
 
