@@ -860,6 +860,7 @@ def test_damping_is_sized_by_the_runs_mean_step_not_by_one_stale_gradients_push(
     line = A.damped_rate_line({1.0: [1, 1, 0, 1], 4.0: [0, 0, 0, 3]})
     assert "stepped at 62% of the base rate at x1, 81% of the base rate at x4" in line  # (.5+.5+1+.5)/4, (3+.25)/4
     assert "whole momentum buffer" in line and A.damped_rate_line({1.0: []}) == ""
+    assert "1 / (1 + staleness)" not in line  # learner s13r7g: printed before exercise 3, it handed over the answer
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
     assert "5 % of a stale" not in source and "~5 %" not in source and "parameter_server.damped_rate_line(" in source
 

@@ -399,7 +399,8 @@ def damped_rate_line(staleness_by_factor: dict) -> str:
         return ""
     return ("damping's size here: the damped runs stepped at "
             + ", ".join(f"{m:.0%} of the base rate at x{f:g}" for f, m in sorted(means.items()))
-            + " (the mean of 1 / (1 + staleness) over their gradients); each step moves the whole momentum buffer, "
+            + " (the mean, over their gradients, of exercise 3's damped rate as a share of the base rate); each step "
+            "moves the whole momentum buffer, "
             "so damping slows the run as a smaller learning rate would, not only a stale gradient's own push")
 
 
