@@ -356,3 +356,10 @@ def test_a_ratio_on_the_fit_says_how_far_off_the_fit_may_be_before_its_reading_c
     assert readout.fit_margin(0.031) == "; the fit would have to be 3.2x too low for it to reach 10%"
     assert readout.fit_margin(0.6) == "; the fit would have to be 2.0x too high for it to fall below 30%"
     assert readout.fit_margin(0.2) == ""
+
+
+def test_the_sections_answer_says_rough_where_a_ratio_rests_on_a_noisy_median():
+    """Learner s13r7g, finding 3: 51 % on a compute median spread 102 %, then 'it caps the scaling' unqualified."""
+    said = readout.communication_answer({"digits CNN": 0.51, "CNN-3conv": 0.031}, rough={"digits CNN"})
+    assert "digits CNN's all-reduce is 51 % of one rank's compute: it caps the scaling (roughly: its note above)" \
+        in said.replace("51%", "51 %") and "3.1 % of one rank's compute: room for near-linear scaling;" in said

@@ -338,7 +338,7 @@ def step_rest_line(step_s: float, compute_s: float, allreduce_s: float) -> str:
 NEAR_LINEAR, CAPS = 0.10, 0.30  # all-reduce over compute: below the first, room for near-linear scaling; above, a cap
 
 
-def communication_answer(ratio: dict) -> str:
+def communication_answer(ratio: dict, rough: tuple | set | list = ()) -> str:
     """'section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for near-linear scaling; ...':
     one concluding sentence for section Communication against compute, from its ratios (learner s12r4g: one
     concluding sentence per section); '' where no ratio was read. One figure per model: the digits CNN's is the
@@ -352,7 +352,8 @@ def communication_answer(ratio: dict) -> str:
         return ""
     from ... import report
     return ("section's answer: " + "; ".join(f"{name}'s all-reduce is {report.percent(r)} of one rank's compute: "
-                                             f"{reading(r)}" for name, r in sorted(read.items(), key=lambda x: x[1]))
+                                             f"{reading(r)}" + (" (roughly: its note above)" if name in rough else "")
+                                             for name, r in sorted(read.items(), key=lambda x: x[1]))
             + f" (theory: below {NEAR_LINEAR:.0%} near-linear, above {CAPS:.0%} a cap); what the DDP rows lost "
             "beyond it, section Project reads as Amdahl's serial fraction")
 
