@@ -897,3 +897,6 @@ def test_the_damped_lr_verdicts_read_as_one_take_away():
                     "(1.35x)")
     source = "".join(c.source for c in __import__("nbformat").read("solutions/08_sync_async.ipynb", 4).cells)
     assert "parameter_server.damping_takeaway(" in source
+    three = A.damping_takeaway({1.0: v(1.13, measure.UNDECIDED), 4.0: v(0.97, measure.UNDECIDED)},
+                               v(1.15, measure.UNDECIDED), v(1.41, measure.HOLDS))
+    assert "no gain this run can see at x1 (1.13x), at x4 (0.97x) and in the replays (1.15x);" in three

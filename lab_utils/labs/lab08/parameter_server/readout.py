@@ -440,7 +440,9 @@ def damping_takeaway(damped: dict, replay: measure.Verdict, remedies: measure.Ve
     by_word: dict[str, list[str]] = {}
     for where, v in cases:
         by_word.setdefault(word(v), []).append(f"{where} ({v.ratio:.2f}x)")
-    said = "; ".join(f"{w} {' and '.join(places)}" for w, places in by_word.items())
+    def listed(places: list[str]) -> str:
+        return places[0] if len(places) == 1 else ", ".join(places[:-1]) + " and " + places[-1]
+    said = "; ".join(f"{w} {listed(places)}" for w, places in by_word.items())
     buffer = {measure.HOLDS: "beat it", measure.REVERSED: "lost to it"}.get(remedies.verdict,
                                                                           "not distinguishable from it")
     return (f"damping, in one line: damped lr against undamped, late accuracy: {said}; a momentum buffer per "
