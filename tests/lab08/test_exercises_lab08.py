@@ -154,7 +154,9 @@ def test_staleness_counting_positions_is_named():  # learner B kept no versions 
             staleness.append(i - last.get(worker, 0))
             last[worker] = i
         return staleness
-    assert_wrong(staleness_from_order, "with positions in the order: i - last - 1")
+    # learner s13r7g: the tail '(with positions in the order: i - last - 1)' was cryptic; the plain reason stays
+    assert_wrong(staleness_from_order, "one too large after a worker's first gradient")
+    assert_wrong(staleness_from_order, "the one its own update produced")
 
 
 # ---- damped_lr -----------------------------------------------------------------------------------------------------
@@ -200,7 +202,9 @@ def test_damped_lr_solution():
     (lambda base_lr, staleness: base_lr / staleness, "divides by zero"),
     (lambda base_lr, staleness: base_lr * (1 + staleness), "grows with staleness"),
     (lambda base_lr, staleness: base_lr / (1 + staleness) ** 2, "square"),
-], ids=["ignores staleness", "divides by staleness", "multiplies", "squares"])
+    (lambda base_lr, staleness: base_lr // (staleness + 1), "use /, not //"),  # learner s13r7g: 'got 0' only
+    (lambda base_lr, staleness: base_lr / 2 ** staleness, "gives 1/"),
+], ids=["ignores staleness", "divides by staleness", "multiplies", "squares", "integer division", "halves"])
 def test_damped_lr_wrong(wrong, words):
     wrong.__name__ = "damped_lr"
     assert_wrong(wrong, words)

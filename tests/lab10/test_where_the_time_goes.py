@@ -104,7 +104,7 @@ def test_a_median_section_model_calls_suspect_carries_its_note_into_every_figure
     assert "suspect[name] = suspect_note(name, flags)" in source
     assert "+ suspect[name])" in source  # the ratio's basis, which the summary repeats
     assert 'suspect["CNN-3conv"]' in source  # compute+AR
-    assert re.search(r"spread=max\(compute\[\(name, half\)\]\.spread, compute\[\(name, batch\)\]\.spread\)\)\),\s*"
+    assert re.search(r"spread=max\(compute\[\(name, small\)\]\.spread, compute\[\(name, batch\)\]\.spread\)\)\),\s*"
                      r"suspect\[name\]\)\)", source)  # the fixed-cost line
 
 
@@ -224,7 +224,10 @@ def test_the_tables_legend_lists_the_marks_a_learner_meets_and_moves_the_rest_to
     legend = next(c.source for c in cells if c.source.startswith("What the table shows:"))
     bullets = [line for line in legend.splitlines() if line.startswith("- ")]
     assert [b.split(":")[0] for b in bullets] == ["- `-`", "- `note", "- `noise", "- `n/m` and `[!]`"], bullets
-    assert legend.index("Details (marks that appear only in some runs)") > legend.index(bullets[-1])
+    assert legend.index("Details:") > legend.index(bullets[-1])
+    # learner s13r7g, finding 7: a legend for marks the run never printed; they explain themselves where they appear
+    assert "`[n]` is a note over 200" not in legend and "explain themselves where they appear" in legend
+    assert not any("marked `*`" in c.source for c in cells if c.cell_type == "markdown")
     first = next(c.source for c in cells if c.source.startswith("A lab run twice appends its rows twice"))
     assert len(first.splitlines()) <= 6 and "**efficiency**" in first
 
@@ -243,3 +246,14 @@ def test_no_unsourced_anchor_is_printed_beside_measured_projections():
     cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
     source = "\n".join(c.source for c in cells)
     assert "anchor" not in source and "3.2-3.4" not in source and "rule of thumb" not in source
+
+
+def test_the_fixed_cost_is_read_through_the_smallest_batch_timed():
+    """Learner s13r7g, finding 9: a line through batches 128 and 256 gave 0.09 ms while batch 32 took 6.40 ms against
+    T/8 = 5.30 ms: the line runs through the smallest batch timed, where a fixed cost shows most."""
+    from lab_utils.labs.lab10.lesson import fixed_cost_line
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    code = next(c.source for c in cells if c.cell_type == "code" and "fixed_cost_line(\n" in c.source)
+    assert "small = min(n for m, n in compute if m == name)" in code and "half = batch" not in code
+    said = fixed_cost_line("CNN-3conv", 32, 6.40e-3, 256, 42.40e-3)
+    assert "a fixed cost of 1.26 ms per step (20% of batch 32's step)" in said

@@ -254,7 +254,7 @@ def _staleness_judge(got, expected, cases):
         if g == _pulled_before_update(order):
             return 0.0, (f"for the order {order} expected {e}, got {g}: each value is one too large after a worker's "
                          "first gradient; the weights it pulls next are the ones its own update produced, so record "
-                         "the version after the counter moves on (with positions in the order: i - last - 1)")
+                         "the version after the counter moves on, the one its own update produced")
         first = [0 if order.index(w) == i else s for i, (w, s) in enumerate(zip(order, e))]
         if g == first and first != e:
             return 0.0, (f"for the order {order} expected {e}, got {g}: each worker's first gradient counted as fresh, "
@@ -307,10 +307,13 @@ def _lr_judge(got, expected, cases):
             return 0.0, f"damped_lr({base}, {s}) returned the base rate: a stale gradient must get a smaller step"
         if close(g, base * (1 + s), 1e-9):
             return 0.0, "that grows with staleness: the older the gradient, the SMALLER its learning rate"
+        if close(g, base // (1 + s), 1e-9) and not close(g, e, 1e-9):  # learner s13r7g: only 'should be 0.05, got 0'
+            return 0.0, (f"damped_lr({base}, {s}) gave {g:g}: that is integer division; use /, not //, so that "
+                         f"{base} / {s + 1} keeps its fraction")
         if close(g, base / 2 ** s, 1e-9):  # learner s12r4g: got only 'should be ... got ...'
             return 0.0, (f"that halves the rate for every version of staleness: at staleness {s} it gives "
-                         f"1/{2 ** s} of the base rate, where an even share of one step over the {s + 1} updates "
-                         "the gradient spans falls far more slowly")
+                         f"1/{2 ** s} of the base rate; an even share of one step over the {s + 1} updates the "
+                         f"gradient spans gives 1/{s + 1}")
         if close(g, base / (1 + s) ** 2, 1e-9):
             return 0.0, ("that damps with a square: a stale step shrinks far below an even share of one step over "
                          "the updates it spans")

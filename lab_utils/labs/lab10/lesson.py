@@ -54,7 +54,7 @@ def fixed_cost_line(name, small, small_s, large, large_s, spread=0.0):
     rough = (f"; rough: a median it reads spread {spread:.0%} over its repeats" if spread > detectors.NOISY_SPREAD
              else "")  # learner s12r4g: a fixed cost built on a 91 % spread, unnoted
     return (f"{said}: a line through the two gives a fixed cost of {fixed * 1e3:.2f} ms per step "
-            f"({fixed / small_s:.0%} of batch {small}'s step), which halving the batch does not halve{rough}")
+            f"({fixed / small_s:.0%} of batch {small}'s step), which a smaller batch does not shrink{rough}")
 
 
 def suspect_note(name, flags):

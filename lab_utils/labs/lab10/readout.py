@@ -88,7 +88,8 @@ def why_not_ranked(compared, ours, ranks: int) -> str:
     """'~: the rates lie within their repeats' spreads (DDP 38%, Horovod-style 86%), so not ranked; ...': each '~'
     of the answer with the spreads that make it (learner s13r5g: DDP 1.60x ~ Horovod-style 1.05x read as a contradiction
     beside the 17.7 ms loss section Communication analyses)."""
-    pairs = []
+    from ... import detectors
+    pairs, by_gap = [], False
     for lab in sorted({c.row.lab for c in compared}):
         rows = sorted((c for c in compared if c.row.lab == lab and ours(c) and c.row.world_size == ranks
                        and c.row.strategy in dict(SPLITS)), key=lambda c: -c.speedup)
@@ -96,16 +97,29 @@ def why_not_ranked(compared, ours, ranks: int) -> str:
             if not apart(faster.row, c.row):
                 pairs.append(f"{dict(SPLITS)[faster.row.strategy]} {faster.row.spread or 0:.0%}, "
                              f"{dict(SPLITS)[c.row.strategy]} {c.row.spread or 0:.0%} (lab {lab})")
-    if not pairs:
-        return "speedups of two labs read two baselines, so none ranks across labs"
-    return ("~: not ranked, the two rates lie within their repeats' spreads (" + "; ".join(pairs)
-            + "); speedups of two labs read two baselines, so none ranks across labs")
+            else:
+                by_gap = by_gap or faster.row.samples_per_s * (1 - (faster.row.spread or 0) / 2) <= \
+                    c.row.samples_per_s * (1 + (c.row.spread or 0) / 2)
+    said = []
+    if by_gap:  # ranked by the gap of the medians, not by the spreads (learner s13r7g)
+        said.append(f">: faster, the medians lie more than {detectors.TWICE_TOLERANCE:.0%} apart (more than two "
+                    "timings of one step differ by) or apart beyond their spreads")
+    if pairs:
+        said.append(f"~: not ranked, the two medians lie within {detectors.TWICE_TOLERANCE:.0%} of each other and "
+                    "within their repeats' spreads (" + "; ".join(pairs) + ")")
+    return "; ".join(said + ["speedups of two labs read two baselines, so none ranks across labs"])
 
 
 def apart(faster, slower) -> bool:
-    """True where two rows' rates lie apart beyond their repeats' spreads (each rate +- half its spread): only then
-    does '>' rank them (learner s12r4g: 'DataParallel 1.70x > DDP 1.62x' with half the table's medians noisy)."""
-    return faster.samples_per_s * (1 - (faster.spread or 0.0) / 2) > slower.samples_per_s * (1 + (slower.spread or 0.0) / 2)
+    """True where '>' ranks two rows: their rates lie apart beyond their repeats' spreads (each rate +- half its
+    spread; learner s12r4g: 'DataParallel 1.70x > DDP 1.62x' with half the table's medians noisy), or their medians
+    lie further apart than two medians of one quantity ever do (detectors.TWICE_TOLERANCE, whatever the spreads: a
+    spread is the range of single steps, a median ignores its few slow ones; learner s13r7g: DDP 1.63x ~
+    Horovod-style 1.09x, 1.49x apart, called a tie)."""
+    from ... import detectors
+    beyond_spreads = (faster.samples_per_s * (1 - (faster.spread or 0.0) / 2)
+                      > slower.samples_per_s * (1 + (slower.spread or 0.0) / 2))
+    return beyond_spreads or faster.samples_per_s > (1 + detectors.TWICE_TOLERANCE) * slower.samples_per_s
 
 
 def threads_elsewhere(compared, others, ranks: int, batch: int = 256) -> str:
@@ -289,8 +303,8 @@ def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256
     lost = batch / horovod - batch / ddp  # seconds per step, the whole batch
     extra = (tensors - 1) * call_s
     calls = (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes "
-             f"one: {tensors - 1} extra calls at the fit's fixed cost of {call_s * 1e3:.2f} ms = {extra * 1e3:.1f} ms "
-             "per step")
+             f"one: {tensors - 1} extra calls at the fit's fixed cost per call, 2(N-1) x alpha = {call_s * 1e3:.2f} ms "
+             f"(N = {ranks}), = {extra * 1e3:.1f} ms per step")
     if not apart(ddp_row, horovod_row):  # a gap the table does not rank: no share of it is read (learner s13r6g)
         return (calls + ", a loss theory expects; the table does not rank the two rows (its ~), so no share of "
                 "a measured loss is read")
@@ -324,7 +338,7 @@ def step_rest_line(step_s: float, compute_s: float, allreduce_s: float) -> str:
 NEAR_LINEAR, CAPS = 0.10, 0.30  # all-reduce over compute: below the first, room for near-linear scaling; above, a cap
 
 
-def communication_answer(ratio: dict) -> str:
+def communication_answer(ratio: dict, rough: tuple | set | list = ()) -> str:
     """'section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for near-linear scaling; ...':
     one concluding sentence for section Communication against compute, from its ratios (learner s12r4g: one
     concluding sentence per section); '' where no ratio was read. One figure per model: the digits CNN's is the
@@ -338,7 +352,8 @@ def communication_answer(ratio: dict) -> str:
         return ""
     from ... import report
     return ("section's answer: " + "; ".join(f"{name}'s all-reduce is {report.percent(r)} of one rank's compute: "
-                                             f"{reading(r)}" for name, r in sorted(read.items(), key=lambda x: x[1]))
+                                             f"{reading(r)}" + (" (roughly: its note above)" if name in rough else "")
+                                             for name, r in sorted(read.items(), key=lambda x: x[1]))
             + f" (theory: below {NEAR_LINEAR:.0%} near-linear, above {CAPS:.0%} a cap); what the DDP rows lost "
             "beyond it, section Project reads as Amdahl's serial fraction")
 
@@ -394,3 +409,45 @@ def prediction_missed(v: dict) -> str:
         return ""
     d = next((d for d in range(2, 6) if f"{ratio:.{d}f}" != f"{floor:.{d}f}"), 6)
     return f"; the predicted {cost:.0%}: missed (median {ratio:.{d}f}x below {floor:.{d}f}x = 1/{1 + cost:g})"
+
+
+def step_share_line(step_s: float, alone_s: float, in_step_s: float) -> str:
+    """The all-reduce's share of a whole DDP step, said as the same figure over another whole (learner s13r7g: 51 % and
+    25 % for one all-reduce, back to back); where the step's figure lies below the one alone, no split into transfer
+    and waiting (the note above says why), else report.allreduce_share's split."""
+    from ... import report
+    if in_step_s < alone_s / 1.1:
+        return (f"the DDP digits run: a step took {step_s * 1e3:.2f} ms (median); the same {in_step_s * 1e3:.2f} ms "
+                f"all-reduce is {in_step_s / step_s:.0%} of that whole step (above: of one rank's compute)")
+    return "the DDP digits run: " + report.allreduce_share(step_s, alone_s, in_step_s)
+
+
+def alone_line(nbytes: float, alone_s: float, fit_s: float | None, sizes, seconds, spreads,
+               other_launch: bool = True) -> str:
+    """Why the figures for one all-reduce timed alone differ, measured: this launch's against the sweep's median at
+    the nearest size (another launch) and its fit (learner s13r7g: 1.61 ms alone beside 0.46 ms from the fit, 3.5x
+    apart, unexplained); '' without a sweep."""
+    if not sizes:
+        return ""
+    i = min(range(len(sizes)), key=lambda k: abs(sizes[k] - nbytes))
+    spread = f", spread {spreads[i]:.0%}" if spreads[i] is not None else ""
+    fitted = f" (its fit: {fit_s * 1e3:.2f} ms at {nbytes:,.0f} B)" if fit_s is not None else ""
+    apart = max(alone_s, seconds[i]) / max(min(alone_s, seconds[i]), 1e-12)
+    where = "the sweep's launch" if other_launch else "this launch's sweep"
+    return (f"  timed alone, the all-reduce took {alone_s * 1e3:.2f} ms in this launch and {seconds[i] * 1e3:.2f} ms "
+            f"in {where} at {sizes[i]:,} B{spread}{fitted}: {apart:.1f}x apart"
+            + (" between two launches" if other_launch else "")
+            + ", as theory expects of a small all-reduce alone (its ranks wake between calls, the note above); the "
+            "step's figure is the lab's")
+
+
+def fit_margin(ratio: float) -> str:
+    """'; the fit would have to be 3.2x too low for it to reach 10 %': how far off the sweep's fit may be before the
+    ratio's reading changes (learner s13r7g, finding 5: a fit on medians that spread 42-331 % read with no error)."""
+    if ratio <= 0:
+        return ""
+    if ratio < NEAR_LINEAR:
+        return f"; the fit would have to be {NEAR_LINEAR / ratio:.1f}x too low for it to reach {NEAR_LINEAR:.0%}"
+    if ratio > CAPS:
+        return f"; the fit would have to be {ratio / CAPS:.1f}x too high for it to fall below {CAPS:.0%}"
+    return ""
