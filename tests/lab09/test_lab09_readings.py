@@ -358,3 +358,16 @@ def test_the_knee_line_places_max_batch_against_the_knee():
     """Learner s13r5h finding 4: the knee at 64 = max_batch, with no word linking the two."""
     source = "".join("".join(c["source"]) for c in cells())
     assert "at_knee = \"that batch\" if knee == max_batch else" in source and "is {at_knee}" in source
+
+
+def test_the_modes_table_says_why_its_medians_and_its_paired_speed_up_disagree():
+    """Learner s13r7h finding 1: no_grad 1.881 vs train 2.141 ms (14 % apart) beside a '1.00x' speed-up, explained
+    only 20 cells later; a line under the table now says which figure to read and why, where the two disagree."""
+    apart = {1: {"train mode": timing(2.0, 2.6, 1.9, 2.2), "no_grad": timing(2.0, 2.6, 1.9, 1.8)}}
+    line = serving.medians_apart_line(apart)
+    assert "batch 1 no_grad: 1.08x from the medians, 1.00x paired" in " ".join(line.split())
+    assert "read the speed-up column" in line and all(len(x) <= 100 for x in line.splitlines())
+    alike = {64: {"train mode": timing(16.0, 16.2, 16.1), "no_grad": timing(15.9, 16.1, 16.0)}}
+    assert serving.medians_apart_line(alike) is None
+    source = "".join(cells()[9]["source"])
+    assert "serving.medians_apart_line(mode_timings)" in source
