@@ -371,3 +371,15 @@ def test_the_modes_table_says_why_its_medians_and_its_paired_speed_up_disagree()
     assert serving.medians_apart_line(alike) is None
     source = "".join(cells()[9]["source"])
     assert "serving.medians_apart_line(mode_timings)" in source
+
+
+def test_channels_last_is_read_against_the_image_layers_share_of_the_time():
+    """Learner s13r7h finding 6: 'channels_last can gain at most the convolutions' share' with that share unprinted."""
+    layers = {"conv2d 1->16": {64: timing(3.0)}, "relu #1": {64: timing(1.0)}, "flatten #1": {64: timing(0.0)},
+              "dense 1568x2048": {64: timing(6.0)}}
+    line = " ".join(serving.conv_share_line(layers, 64, 1.25).split())
+    assert "take 40% of the batch-64 forward's time" in line and "saved 20% of the forward: within that share" in line
+    over = serving.conv_share_line(layers, 64, 2.0)  # saved 50 % > 40 %: theory's bound broken
+    assert "[!] more than that share" in over and all(len(x) <= 100 for x in over.splitlines())
+    assert "not read here" in serving.conv_share_line(layers, 64, None)
+    assert "serving.conv_share_line(" in "".join(cells()[31]["source"])
