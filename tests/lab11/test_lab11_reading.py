@@ -227,3 +227,12 @@ def test_exercise_1_says_when_its_port_formula_is_safe_beside_the_lessons_port_f
     assert "shared_free_port" in text and "It is safe only where nothing else holds that port" in text
     assert "(12345 and 22345 both get 12345)" in text
     assert 10000 + 12345 % 10000 == 10000 + 22345 % 10000 == 12345
+
+
+def test_the_fault_logs_signals_are_explained_before_the_log_is_printed():
+    """Learner s13r7h finding 4: the prose said rank 1 gets SIGKILL, the log showed task 0 and SIGTERM, explained only
+    in the cell after the output."""
+    before = " ".join(cell("7a3262cb").split())
+    assert "What its log can show:** not rank 1's `SIGKILL`" in before and "surviving task (task 0) `SIGTERM`" in before
+    assert "137: `SIGKILL`, 143: `SIGTERM`" in before and "SIGTERM" not in cell("f42d8dd7")
+    assert "<details>" in cell("ca27fd45") and "torchrun --max-restarts" in cell("ca27fd45").split("<details>")[1]
