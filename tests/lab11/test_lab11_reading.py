@@ -236,3 +236,13 @@ def test_the_fault_logs_signals_are_explained_before_the_log_is_printed():
     assert "What its log can show:** not rank 1's `SIGKILL`" in before and "surviving task (task 0) `SIGTERM`" in before
     assert "137: `SIGKILL`, 143: `SIGTERM`" in before and "SIGTERM" not in cell("f42d8dd7")
     assert "<details>" in cell("ca27fd45") and "torchrun --max-restarts" in cell("ca27fd45").split("<details>")[1]
+
+
+def test_the_densest_markdown_cells_keep_one_claim_and_fold_their_detail():
+    """Learner s13r7h finding 8: cells 23, 25, 48, 73 and 81 were 15-25 packed lines; each now keeps its claim above
+    a <details> block, at most 12 lines of prose before it."""
+    for cell_id in ("l11-pending-md", "677e0bf4", "ca27fd45", "l11-resources-md", "e857f865"):
+        text = cell(cell_id)
+        assert "<details>" in text, cell_id
+        paragraphs = [p for p in text.split("<details>")[0].split("\n\n") if not p.startswith("#")]
+        assert max(len(p.splitlines()) for p in paragraphs) <= 12, cell_id
