@@ -139,13 +139,14 @@ def test_the_modes_timing_of_the_batch_1_pass_is_said_only_where_it_disagrees_wi
 
 def test_the_capacity_measured_twice_agrees_or_is_flagged_never_called_a_bound():
     said, flags = serving.capacity_agreement(529, 0.07, 577, 0.29)  # the learner's run: within the spreads
-    assert not flags and said.startswith("saturated, it answered as fast as it can: its capacity a second time")
-    assert said.endswith("the lab's figure stays the bursts'") and "at most" not in said
+    assert not flags and said.startswith("saturated, it answered as fast as it can: 577/s is its capacity measured a "
+                                         "second time, against the bursts' 529/s: ")
+    assert said.endswith("the lab keeps the bursts'") and "at most" not in said
     from lab_utils import detectors
-    assert "which agrees: 9% from the bursts', within the scatter of their rounds (7%, 29%)" in said
+    assert "they agree: 9% apart, within the scatter of their rounds (7%, 29%)" in said
     said, flags = serving.capacity_agreement(595, 0.05, 736, 0.04)  # learner s12r4h: 24% apart, called 'agree'
-    assert not flags and "agree" not in said and "24% from the bursts', more than their rounds scatter" in said
-    assert "within the 25% the course allows two runs minutes apart: no flag" in said
+    assert not flags and "agree" not in said and "24% apart, close enough: more than their rounds scatter" in said
+    assert "within the 25% two runs minutes apart may differ (no flag)" in said
     assert "too noisy" in serving.agreement_words(500, 0.6, 700, 0.6)  # ranges overlap, 40% apart: no 'agree'
     said, flags = serving.capacity_agreement(563, 0.16, 417, 0.21)  # a busy run: apart, under another condition
     assert [detectors.kind_of(f) for f in flags] == [detectors.Kind.NOTE] and "see the note" in said
@@ -345,7 +346,8 @@ def test_batch_1_at_the_high_load_reads_its_backlog_and_its_capacity_a_second_ti
     text = " ".join(" ".join(lines).split())
     assert "offered 1512/s it answered 603/s (saturated: True), p99 419 ms" in text
     assert "its queue grew by about 356 requests over the 0.4 s run" in text
-    assert "its capacity a second time, which agrees: 6% from the bursts'" in text and not twice
+    assert "its capacity measured a second time, against the bursts' 638/s: they agree: 6% apart" \
+        in text and not twice
     kept = NS(arrived_rps=600, offered_rps=610, achieved_rps=598, saturated=False, p99_ms=9, spread_rps=0.05)
     lines, twice = serving.batch1_high_lines(638, 0.15, kept, 610, 0.4)
     assert len(lines) == 1 and "queue grew" not in lines[0] and "twice" not in lines[0] and twice == []

@@ -409,8 +409,10 @@ def capacity_agreement(burst_rps: float, burst_spread: float, saturated_rps: flo
     said = agreement_words(burst_rps, burst_spread, saturated_rps, saturated_spread) if not flags else (
         "see the flag" if any(detectors.kind_of(f) is not detectors.Kind.NOTE for f in flags) else "see the note")
     # learner s13r6h: the two figures stand on the line above; this one says what the second is, and which one counts
-    return (f"saturated, it answered as fast as it can: its capacity a second time, {said}; the lab's figure stays the "
-            "bursts'"), flags
+    # learner s13r7h: 'its capacity a second time, 5% from the bursts', more than ..., within ...: no flag; the lab's
+    # figure stays the bursts'' was four clauses for 'this figure, close enough, the lab keeps that one'
+    return (f"saturated, it answered as fast as it can: {saturated_rps:.0f}/s is its capacity measured a second time, "
+            f"against the bursts' {burst_rps:.0f}/s: {said}; the lab keeps the bursts'"), flags
 
 
 def agreement_words(first: float, first_spread: float, second: float, second_spread: float) -> str:
@@ -420,13 +422,13 @@ def agreement_words(first: float, first_spread: float, second: float, second_spr
     gap = max(first, second) / min(first, second) - 1
     reach = [(v * (1 - s / 2), v * (1 + s / 2)) for v, s in ((first, first_spread), (second, second_spread))]
     if reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1] and gap > detectors.TWICE_TOLERANCE:
-        return (f"not comparable here: {gap:.0%} from the bursts', but their rounds scatter by {first_spread:.0%} and "
+        return (f"not comparable here: {gap:.0%} apart, but their rounds scatter by {first_spread:.0%} and "
                 f"{second_spread:.0%}: too noisy to tell agreement from disagreement")
     if reach[0][0] <= reach[1][1] and reach[1][0] <= reach[0][1]:
-        return (f"which agrees: {gap:.0%} from the bursts', within the scatter of their rounds ({first_spread:.0%}, "
+        return (f"they agree: {gap:.0%} apart, within the scatter of their rounds ({first_spread:.0%}, "
                 f"{second_spread:.0%})")
-    return (f"{gap:.0%} from the bursts', more than their rounds scatter, within the {detectors.TWICE_TOLERANCE:.0%} "
-            "the course allows two runs minutes apart: no flag")
+    return (f"{gap:.0%} apart, close enough: more than their rounds scatter, within the "
+            f"{detectors.TWICE_TOLERANCE:.0%} two runs minutes apart may differ (no flag)")
 
 
 # what lab 09's cells after its exercises read from the lab's own runs (the models, the servers, the loads, the grid):
