@@ -78,6 +78,8 @@ def test_the_sweep_is_read_against_theorys_gain():
     sweep = {1: timing(1.77), 2: timing(3.56), 4: timing(3.36), 128: timing(31.2)}
     line = serving.gain_line([1, 2, 4, 128], sweep, 128)
     assert "batch 128 took 17.6x batch 1's time for 128x the samples, so 7.3x the samples/s" in " ".join(line.split())
+    # learner s13r7h finding 4: 'against theory' read as a failure where the line confirms theory
+    assert line.startswith("theory says a batch of b costs much less than b batches of one; measured:")
     source = "".join("".join(c["source"]) for c in cells())
     assert "serving.gain_line(batch_sweep, sweep, knee)" in source
 

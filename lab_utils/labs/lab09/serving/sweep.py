@@ -95,7 +95,7 @@ def gain_line(batch_sweep, sweep, knee: int) -> str:
     t1, tk = sweep[batch_sweep[0]].median, sweep[knee].median
     first = batch_sweep[0]
     return measure.lines.wrap(
-        f"against theory (a batch of b costs much less than b batches of one): batch {knee} took {tk / t1:.1f}x batch "
+        f"theory says a batch of b costs much less than b batches of one; measured: batch {knee} took {tk / t1:.1f}x batch "
         f"{first}'s time for {knee // first}x the samples, so {(knee / tk) / (first / t1):.1f}x the samples/s")
 
 
