@@ -368,13 +368,17 @@ def test_the_modes_table_says_why_its_medians_and_its_paired_speed_up_disagree()
     """Learner s13r7h finding 1: no_grad 1.881 vs train 2.141 ms (14 % apart) beside a '1.00x' speed-up, explained
     only 20 cells later; a line under the table now says which figure to read and why, where the two disagree."""
     apart = {1: {"train mode": timing(2.0, 2.6, 1.9, 2.2), "no_grad": timing(2.0, 2.6, 1.9, 1.8)}}
-    line = serving.medians_apart_line(apart)
+    from lab_utils import conditions
+    quiet = conditions.Load(seconds=1.0, cores=2, own=1.0, others=0.0, steal=0.0)
+    line = serving.medians_apart_line(apart, quiet)
+    busy = conditions.Load(seconds=1.0, cores=2, own=1.0, others=1.5, steal=0.0)
+    assert serving.medians_apart_line(apart, busy) is None  # the column reads n/m there: no figure to prefer
     assert "batch 1 no_grad: 1.08x from the medians, 1.00x paired" in " ".join(line.split())
     assert "read the speed-up column" in line and all(len(x) <= 100 for x in line.splitlines())
     alike = {64: {"train mode": timing(16.0, 16.2, 16.1), "no_grad": timing(15.9, 16.1, 16.0)}}
-    assert serving.medians_apart_line(alike) is None
+    assert serving.medians_apart_line(alike, quiet) is None
     source = "".join(cells()[9]["source"])
-    assert "serving.medians_apart_line(mode_timings)" in source
+    assert "serving.medians_apart_line(mode_timings, mode_load)" in source
 
 
 def test_channels_last_is_read_against_the_image_layers_share_of_the_time():

@@ -438,9 +438,10 @@ RESTART_HEAD = "this kernel has not run the sections above"
 RESTART_REASON = "run the notebook from the top"
 
 
-def medians_apart_line(mode_timings, base: str = "train mode", apart: float = 0.05) -> str | None:
+def medians_apart_line(mode_timings, load=None, base: str = "train mode", apart: float = 0.05) -> str | None:
     """Under the modes' table: the rows whose two medians give a speed-up `apart` or more from the paired column, and
-    why the column is the figure (learner s13r7h: 'no_grad 1.881 vs train 2.141 ms, yet 1.00x'); None where none."""
+    why the column is the figure (learner s13r7h: 'no_grad 1.881 vs train 2.141 ms, yet 1.00x'); None where none.
+    A row whose column reads n/m under `load` (measure.table_ratio) is left out: it has no figure to prefer."""
     import statistics
 
     rows = []
@@ -448,9 +449,10 @@ def medians_apart_line(mode_timings, base: str = "train mode", apart: float = 0.
         for name, t in timings.items():
             if name == base:
                 continue
-            paired = statistics.median(measure.paired_ratios(t, timings[base]))
+            ratios = measure.paired_ratios(t, timings[base])
+            paired = statistics.median(ratios)
             medians = timings[base].median / t.median
-            if abs(medians / paired - 1) >= apart:
+            if abs(medians / paired - 1) >= apart and measure.table_ratio(ratios, load) != measure.N_M:
                 rows.append(f"batch {b} {name}: {medians:.2f}x from the medians, {paired:.2f}x paired, spreads "
                             f"{timings[base].spread:.0%} and {t.spread:.0%}")
     if not rows:
