@@ -391,3 +391,11 @@ def test_channels_last_is_read_against_the_image_layers_share_of_the_time():
     assert "[!] more than that share" in over and all(len(x) <= 100 for x in over.splitlines())
     assert "not read here" in serving.conv_share_line(layers, 64, None)
     assert "serving.conv_share_line(" in "".join(cells()[31]["source"])
+
+
+def test_the_demos_arrival_count_is_set_against_the_count_expected():
+    """Learner s13r7h finding 5: '# about 40 requests' beside 101 arrived, and 101 against about 124 expected left to
+    the learner; the line prints the expected count and its square-root scatter."""
+    source = "".join(cells()[16]["source"])
+    assert "were expected, give or take {(demo_rate * demo_s) ** 0.5:.0f}" in source
+    assert "about 40 requests" not in "".join(cells()[15]["source"])
