@@ -299,7 +299,7 @@ def test_lab_12_prints_no_pair_of_medians_beside_its_verdicts():
 
 # ---- one name per workload: every results row names a registered workload; "course CNN" one preset; no "speed test" --
 
-ROW_WORKLOAD = re.compile(r"workload: (?P<name>.+?)  \(rate: ")
+ROW_WORKLOAD = re.compile(r"workload: (?P<name>.+?)  \(rate:\s")  # the rate may wrap to the next line
 COURSE_CNN_DEFINED = re.compile(rf"course CNN.{{0,80}}?(?:{workloads.model_name(workloads.COURSE_CNN)}(?![\w-])|"
                                 rf"{workloads.COURSE_CNN})", re.S)
 

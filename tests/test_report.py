@@ -308,6 +308,14 @@ def test_record_prints_each_workload_once_above_its_rows_and_cuts_no_name(tmp_pa
     assert lines[1] == "    workload: forward modes  (rate: training samples/s)" and "bf16" in lines[3]
     assert lines[4] == "    workload: serving, low load  (rate: training samples/s)"
     assert long in lines[5] and "2 workload(s)" in lines[-1] and len(measure.read_results(tmp_path)) == 3
+    # learner s13r7h finding 15: lab 09's workload lines ran to 102-114 columns; past 100 the rate wraps, and the
+    # outputs' workload reader still finds the name
+    name = "CNN-widehead/synthetic28 forward pass, train vs no_grad vs inference_mode"
+    text = measure.record([row("forward", 1, 100, lab="09", workload=name)], tmp_path / "w", hardware.detect())
+    assert f"    workload: {name}  (rate:\n        training samples/s)" in text
+    assert all(len(line) <= 100 for line in text.splitlines()[:3])
+    import re
+    assert re.search(r"workload: (?P<name>.+?)  \(rate:\s", text)["name"] == name
 
 
 def test_load_skips_missing_folders_and_reads_another_machines_rows():

@@ -175,7 +175,12 @@ def test_sbatch_header_wrong_answers_fail_with_their_hint():
     def sbatch_header(request):  # learner B: a GPU line on CPU nodes too, asking for 0 (it passed)
         header = globals()["sbatch_header"](request)
         return header if request["gpus_per_node"] else header + "\n#SBATCH --gres=gpu:0"
-    assert fails(sbatch_header, "on CPU nodes leave the GPU line out")
+    assert fails(sbatch_header, "on CPU nodes leave the GPU line out: --gres=gpu:0 names")
+
+    def sbatch_header(request):  # noqa: F811 learner s13r7h: '--gpus-per-node=0' was answered with '--gres=gpu:0' quoted
+        header = globals()["sbatch_header"](request)
+        return header if request["gpus_per_node"] else header + "\n#SBATCH --gpus-per-node=0"
+    assert fails(sbatch_header, "on CPU nodes leave the GPU line out: --gpus-per-node=0 names")
 
 
 # ---- train_resumable ------------------------------------------------------------------------------------------------
@@ -201,7 +206,7 @@ def test_train_resumable_solution_passes():
 
 
 def test_train_resumable_wrong_answers_fail_with_their_hint():
-    assert fails(resume_edit({'optimizer.load_state_dict(state["optimizer"])': "pass"}), "momentum")
+    assert fails(resume_edit({'optimizer.load_state_dict(state["optimizer"])': "pass"}), "restores the weights but not the optimizer's momentum")
     assert fails(resume_edit({'step = state["step"]': "pass"}), "from step 0")
     assert fails(resume_edit({"if os.path.exists(path):": "if False:"}), "from step 0")
     assert fails(resume_edit({"slurm.resume_batch(step)": "slurm.resume_batch(ran)"}), "data order")

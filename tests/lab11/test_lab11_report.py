@@ -49,7 +49,8 @@ def test_too_noisy_pairs_read_plainly_as_no_verdict_with_the_cost_they_could_not
     v = steady([0.92, 0.72, 1.02, 0.95, 0.85, 0.99, 0.8, 0.93, 1.1])
     assert v.verdict == measure.UNDECIDED
     line = report.plain_steady(v)
-    assert line.startswith("Slurm's steady rate was 0.93x launch's (7% lower in the median pair)")
+    # learner s13r7h finding 1: '1.01x launch's' then 'median step 1.01x' read both ways: one direction, in words
+    assert line.startswith("Slurm's steady rate (steps/s) was 7% lower than launch's in the median pair (0.93x)")
     # learner s13r5h finding 2: the '34%' was never derived; the sentence says where it comes from
     assert "cost under 36% (3x their scatter of +-11.8%: half their range 0.80-1.02) from noise: no verdict" in line
 
@@ -99,7 +100,8 @@ def test_a_verdict_restated_weaker_leads_with_not_decidable_at_theorys_tolerance
     """Learner s13r6h finding 2: 'holds' headlined a 27 % claim while theory's 10 % went untested."""
     v = steady([0.85, 0.95, 0.9, 1.0, 0.92, 0.88, 0.97, 0.93])
     assert v.verdict == measure.HOLDS and "restated" in v.notes
-    assert "theory's 'within 10%' is not decidable here (the pairs scatter by 4.9%" in report.plain_steady(v)
+    assert "theory's 'within 10%' is not decidable here, since the pairs scatter by +-4.9% (half their range " \
+           "0.88-0.97x) and only a cost above 15%, 3x that, would stand out" in report.plain_steady(v)
     lines = report.steady_lines(v, str(v), QUIET, {})
     assert lines[0].startswith("verdict, Slurm vs launch, steady steps/s: not decidable at 10% here")
     assert ": holds" not in lines[0].splitlines()[0] and "'no worse by more than 15%' holds" in lines[0]

@@ -244,10 +244,12 @@ def _header_judge(got, expected, cases):
                 return 0.0, "a bare --time number is minutes, not hours"
             return 0.0, f"--time={options['time']} is {minutes:g} minutes, not {want['minutes']}"
         gpus = _gpus_per_node(options, want["nodes"])
-        if not want["gpus_per_node"] and any(k in options for k in ("gres", "gpus-per-node", "gpus")):
-            # a GPU line asking for 0 names a resource CPU nodes do not declare: Slurm can refuse the job
-            return 0.0, ("on CPU nodes leave the GPU line out: --gres=gpu:0 names a GPU resource these nodes may not "
-                         "have, and Slurm can refuse the job (Invalid generic resource specification)")
+        asked = next((k for k in ("gres", "gpus-per-node", "gpus") if k in options), None)
+        if not want["gpus_per_node"] and asked:
+            # a GPU line asking for 0 names a resource CPU nodes do not declare: Slurm can refuse the job; the message
+            # quotes the learner's own line (learner s13r7h: it quoted --gres=gpu:0 for --gpus-per-node=0)
+            return 0.0, (f"on CPU nodes leave the GPU line out: --{asked}={options[asked]} names a GPU resource these "
+                         "nodes may not have, and Slurm can refuse the job (Invalid generic resource specification)")
         if gpus != want["gpus_per_node"]:
             if gpus is None:
                 return 0.0, "--gpus is the job's total: ask per node (--gres=gpu:N or --gpus-per-node=N)"
@@ -442,7 +444,8 @@ def _resume_judge(got, expected, cases):
                              "os.replace(path + '.tmp', path)")
             continue
         if max_abs_diff(g["weights"], _one_thread(_resume_variant, case, "keep_momentum")["weights"]) <= 1e-6:
-            return 0.0, ("the weights are right but the momentum is not: save and load optimizer.state_dict() too "
+            return 0.0, ("your checkpoint restores the weights but not the optimizer's momentum, so the resumed "
+                         "updates differ from the uninterrupted run's: save and load optimizer.state_dict() too "
                          "(SGD with momentum remembers the last updates)")
         if max_abs_diff(g["weights"], _one_thread(_resume_variant, case, "batch_of_step")["weights"]) <= 1e-6:
             return 0.0, "after the resume, step s must train on resume_batch(s): the data order continues, it does not restart"

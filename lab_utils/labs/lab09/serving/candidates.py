@@ -150,3 +150,24 @@ def read_candidates(opt, *, pad_sizes, bucket, max_batch: int, earlier, device: 
             "replays a recorded sequence of GPU kernel launches and removes their per-launch cost, which only a GPU "
             "has."))
     return read
+
+
+def conv_share_line(layers: dict, batch: int, speedup: float | None) -> str:
+    """The image layers' share of the forward's time (every leaf layer before the flatten, timed alone at `batch`:
+    layer_times_by_batch) against what channels_last saved (1 - 1 / its paired speed-up): theory bounds the saving
+    by that share, [!] where it saved more (learner s13r7h: 'at most the convolutions' share' was unprinted)."""
+    names = list(layers)
+    image = names[:next((i for i, n in enumerate(names) if n.startswith("flatten")), len(names))]
+    total = sum(t[batch].median for t in layers.values())
+    share = sum(layers[n][batch].median for n in image) / total if total > 0 else 0.0
+    head = (f"the layers on images (convolutions, their ReLUs and pools) take {share:.0%} of the batch-{batch} "
+            "forward's time (each layer timed alone)")
+    if speedup is None:
+        return measure.lines.wrap(head + "; channels_last's saving was not read here")
+    saved = 1 - 1 / speedup
+    if saved <= share:
+        return measure.lines.wrap(head + f"; channels_last saved {saved:.0%} of the forward: within that share, as "
+                                  "theory allows")
+    return measure.flagged(measure.lines.wrap(head + f"; channels_last saved {saved:.0%} of the forward"),
+                           [detectors.Flag(detectors.Kind.ABOVE_BOUND, "more than that share, the most theory allows "
+                                           "it (layers timed alone and in the whole pass differ)")])

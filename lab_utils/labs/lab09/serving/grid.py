@@ -61,7 +61,7 @@ def p99_depth_line(grid: dict, run_s: float) -> str:
     parts = [f"about {n:.0f} requests per round at the {load} load (its {max(1, math.ceil(n / 100))} slowest)"
              for load, n in ((load, statistics.median(c)) for load, c in counts.items() if c)]
     return measure.lines.wrap(f"each p99 rests on a round's slowest 1 %: {'; '.join(parts)}. A p99 moves with those "
-                              f"few requests (its spread column); a run_s longer than {run_s:g} s gives it more")
+                              f"few requests (its p99 spread column); a run_s longer than {run_s:g} s gives it more")
 
 
 def batch1_high_lines(capacity_rps: float, capacity_spread: float, b1, offered_rps: float,

@@ -26,38 +26,55 @@ def inverted_rounds(sweep, small: int, large: int, how: str) -> tuple[int, int]:
     return sum(lg > work * sm for sm, lg in pairs), len(pairs)
 
 
+THEORY_ORDER = {"less time": "a larger batch cannot take less time",
+                "fewer samples/s": "samples/s grows with the batch"}  # what each inversion contradicts (cell 5)
+
+
+def inversion_flags(sweep, small: int, large: int, how: str) -> list:
+    """[!] where a pair inverts theory's order in every paired round (learner s13r7h: 'batch 2 gives 7 % fewer
+    samples/s in all 5 rounds' carried no [!] though the legend says [!] marks what contradicts theory); [] where
+    some round does not (noise can explain it)."""
+    from .... import detectors
+
+    inverted, rounds = inverted_rounds(sweep, small, large, how)
+    if rounds < 2 or inverted < rounds:
+        return []
+    return [detectors.Flag(detectors.Kind.REVERSED, f"against theory ({THEORY_ORDER[how]}): batch {large} vs {small} "
+                           "in every round, so it is this machine's, not noise")]
+
+
 def gap_reading(sweep, small: int, large: int, how: str) -> str:
     """The first line on one inverted pair, judged round by round (the sizes ran side by side in each round): its gap,
-    in how many rounds; repeatable where every round shows it, else noise, the two sizes read as equal."""
+    in how many rounds; [!] where every round shows it, else noise, the two sizes read as equal."""
     gap = inversion_gap(sweep, small, large, how)
     inverted, rounds = inverted_rounds(sweep, small, large, how)
     head = f"batch {large} vs {small}: {gap:.0%} {how} at the larger batch"
-    if rounds >= 2 and inverted == rounds:
-        return measure.lines.wrap(f"{head}, in all {rounds} paired rounds: repeatable, not noise")
+    flags = inversion_flags(sweep, small, large, how)
+    if flags:
+        return measure.flagged(measure.lines.wrap(f"{head}, in all {rounds} paired rounds"), flags)
     return measure.lines.wrap(f"{head}, in {inverted} of {rounds} paired rounds only: noise can explain it, so read the "
                               "two sizes as equal")
 
 
 def inversion_lines(model, batch_sweep, sweep, knee: int, *, images, repeats: int, device: str,
                     flags_of: list | None = None) -> list[str]:
-    """Every pair that inverts theory's order (up to the knee for samples/s): one sentence on its gap round by round;
-    where every round shows it, the same sentence goes on with every layer timed alone at both sizes (images: the
-    sweep's inputs)
-    (learner s13r5h: 'not flagged', 'repeatable, not noise' and 'unexplained' in three lines for one pair). flags_of:
-    sweep_table's flags per size; an unflagged 'less time' pair that not every round shows has its line under the
-    table already (no second)."""
+    """Every pair that inverts theory's order (up to the knee for samples/s): one line on its gap round by round;
+    where every round shows it, a [!] and a line with every layer timed alone at both sizes (images: the sweep's
+    inputs). flags_of: sweep_table's flags per size; an unflagged 'less time' pair that not every round shows has
+    its line under the table already (no second)."""
     out = []
     for small, large, how in inversions(batch_sweep, sweep, knee=knee):
         line = gap_reading(sweep, small, large, how)
+        repeatable = bool(inversion_flags(sweep, small, large, how))
         unflagged = flags_of is not None and not flags_of[batch_sweep.index(large)]
-        if "repeatable" not in line and how == "less time" and unflagged:
+        if not repeatable and how == "less time" and unflagged:
             continue  # 'within the 10% ..., so not flagged' under the table says it
-        if "repeatable" in line:
+        if repeatable:
             layers = layer_times_by_batch(model, images, (small, large), repeats=repeats, device=device)
             per_sample = how == "fewer samples/s"  # the whole pass's gap, in seconds of the larger batch's pass
             gap_s = (sweep[large].median - large / small * sweep[small].median if per_sample else
                      sweep[small].median - sweep[large].median)
-            line = measure.lines.wrap(" ".join(line.split()) + "; " + layer_line(
+            line += "\n" + measure.lines.wrap(measure.lines.HANG + layer_line(
                 layers, small, large, gap_s, per_sample=per_sample))
         out.append(line)
     return out
@@ -78,7 +95,7 @@ def gain_line(batch_sweep, sweep, knee: int) -> str:
     t1, tk = sweep[batch_sweep[0]].median, sweep[knee].median
     first = batch_sweep[0]
     return measure.lines.wrap(
-        f"against theory (a batch of b costs much less than b batches of one): batch {knee} took {tk / t1:.1f}x batch "
+        f"theory says a batch of b costs much less than b batches of one; measured: batch {knee} took {tk / t1:.1f}x batch "
         f"{first}'s time for {knee // first}x the samples, so {(knee / tk) / (first / t1):.1f}x the samples/s")
 
 
