@@ -104,7 +104,7 @@ def keras_twins(kernel_rate: float, own_rate: float, busy: bool = False) -> str:
 MEDIANS_CLOSE = 0.05  # a table's medians within 5 % of the verdict's figure read as the same figure: no note
 
 
-def medians_note(v: measure.Verdict, first, second, said_why: bool = False) -> str:
+def pair_medians_note(v: measure.Verdict, first, second, said_why: bool = False) -> str:
     """Where the table's two medians (`first` over `second`) print another figure than verdict `v`: both figures,
     for the line under v's own plain sentence (learner s13r7e, lab 05 finding 1: one note, under the wrong pair);
     `said_why`: an earlier note said why the verdict's figure is the comparison's, so this one refers to it."""
@@ -157,7 +157,7 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None, k
                                              "torch after TensorFlow", ""),
                                             (engines, "PyTorch", "Keras", "keras", "for a short step")):
         print(wrapped(measure.in_plain_words(v, setup, baseline, where)))
-        note = medians_note(v, rates["torch"], rates[name], said_why)  # under its own comparison (learner s13r7e)
+        note = pair_medians_note(v, rates["torch"], rates[name], said_why)  # under its own comparison (learner s13r7e)
         said_why = said_why or bool(note)
         if note:
             print(textwrap.fill(note, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
