@@ -900,3 +900,21 @@ def test_the_damped_lr_verdicts_read_as_one_take_away():
     three = A.damping_takeaway({1.0: v(1.13, measure.UNDECIDED), 4.0: v(0.97, measure.UNDECIDED)},
                                v(1.15, measure.UNDECIDED), v(1.41, measure.HOLDS))
     assert "no gain this run can see at x1 (1.13x), at x4 (0.97x) and in the replays (1.15x);" in three
+
+
+def test_the_tf_cluster_gives_every_task_its_own_port_on_the_checked_address():
+    """make outputs (s14): the in-process TF cluster failed once with gRPC's 'Unable to parse request'; its three
+    ports were drawn independently (a repeat lets two SO_REUSEPORT servers share one port) on 'localhost'."""
+    from lab_utils.labs.lab08.parameter_server.tf_cluster import cluster_addresses
+
+    draws = iter([23456, 23456, 23456, 24000, 23456, 24000, 25000])
+
+    def repeating_picker(avoid=()):
+        port = next(draws)
+        while port in avoid:
+            port = next(draws)
+        return port
+
+    spec = cluster_addresses(2, 1, repeating_picker)
+    addresses = spec["worker"] + spec["ps"]
+    assert addresses == ["127.0.0.1:23456", "127.0.0.1:24000", "127.0.0.1:25000"], spec
