@@ -399,3 +399,14 @@ def test_the_demos_arrival_count_is_set_against_the_count_expected():
     source = "".join(cells()[16]["source"])
     assert "were expected, give or take {(demo_rate * demo_s) ** 0.5:.0f}" in source
     assert "about 40 requests" not in "".join(cells()[15]["source"])
+
+
+def test_a_candidate_the_table_read_is_not_taken_for_refused():
+    """Learner s13r8h finding 1: the notebook asked `"channels_last" in read.refused`, true on every run (each
+    candidate has an entry, empty when read), so the share line always said channels_last was not read."""
+    read = serving.CandidatesRead(speedups={"channels_last": 1.21, "bf16 autocast": 1.7},
+                                  refused={"channels_last": [], "bf16 autocast": ["not measurable here: busy"]})
+    assert read.speedup_read("channels_last") == 1.21
+    assert read.speedup_read("bf16 autocast") is None and read.speedup_read("torch.compile") is None
+    source = next("".join(c["source"]) for c in cells() if "conv_share_line(" in "".join(c["source"]))
+    assert 'read.speedup_read("channels_last")' in source and "in read.refused" not in source

@@ -40,6 +40,7 @@ def test_nodelists_expand_as_scontrol_does():
     assert expand_nodelist("gpu[007-008]") == ["gpu007", "gpu008"]
     assert expand_nodelist("cn[09-10],cn42") == ["cn09", "cn10", "cn42"]
     assert expand_nodelist("n[1-2,5]") == ["n1", "n2", "n5"] and expand_nodelist("login1") == ["login1"]
+    assert expand_nodelist("gpu-node[01-02]") == ["gpu-node01", "gpu-node02"]
 
 
 def test_rank_from_slurm_solution_passes():
@@ -71,6 +72,11 @@ def test_rank_from_slurm_wrong_answers_fail_with_their_hint():
         name = first_host(env["SLURM_JOB_NODELIST"])
         return {**right(env), "MASTER_ADDR": name.rstrip("0123456789") + str(int(name[len(name.rstrip("0123456789")):]))}
     assert fails(rank_from_slurm, "zero padding")
+
+    def rank_from_slurm(env):  # the first host cut at the first "-" (learner s13r8h: passed before gpu-node[01-02])
+        first = env["SLURM_JOB_NODELIST"].split(",")[0].replace("[", "").split("-")[0]
+        return {**right(env), "MASTER_ADDR": first}
+    assert fails(rank_from_slurm, "'gpu-node01'")
 
     def rank_from_slurm(env):  # numbers, not strings
         return {k: int(v) if v.isdigit() else v for k, v in right(env).items()}

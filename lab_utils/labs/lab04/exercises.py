@@ -202,7 +202,7 @@ def _gpipe_judge_said(got, expected, cases):
         if len(g) != k:
             return 0.0, f"return one list per stage ({k} lists for {k} stages), got {len(g)}"
         if g == [[str(op) for op in ops] for ops in pl.one_f_one_b(k, m).ops]:
-            return 0.0, "that is 1F1B; GPipe runs every forward first (F0 ... F{M-1}), then every backward"
+            return 0.0, "that is 1F1B; GPipe runs every forward first (F0 ... F(M-1)), then every backward"
         forwards = [f"F{i}" for i in range(m)]
         if all(ops == forwards + [f"B{i}" for i in reversed(range(m))] for ops in g) and m > 1:
             return 0.0, (f"your backwards run B{m - 1} first (B{m - 1} ... B0), the way a backward pass unwinds the "
@@ -215,8 +215,8 @@ def _gpipe_judge_said(got, expected, cases):
             return 0.0, (f"your micro-batches are numbered 1 to {m}; they are numbered from 0, like the lists that "
                          f"hold them: F0 ... F{m - 1}")
         if g and sorted(g[0]) == sorted(e[0]):
-            return 0.0, ("every op is there, in the wrong order: all forwards F0 ... F{M-1}, then all backwards "
-                         "B0 ... B{M-1}, the same on every stage")
+            return 0.0, ("every op is there, in the wrong order: all forwards F0 ... F(M-1), then all backwards "
+                         "B0 ... B(M-1), the same on every stage")
         return 0.0, f"gpipe_order({k}, {m}) should give {e[0]} on each stage, got {g[0] if g else g}"
     return 1.0, "all forwards, then all backwards, on every stage"
 

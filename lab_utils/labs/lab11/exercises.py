@@ -41,6 +41,10 @@ def _rank_cases(rng):
         {"SLURM_PROCID": "2", "SLURM_NTASKS": "3", "SLURM_LOCALID": "0", "SLURM_NODEID": "2", "SLURM_NNODES": "3",
          "SLURM_NTASKS_PER_NODE": "1(x3)", "SLURM_JOB_NODELIST": "cn[09-10],cn42", "SLURMD_NODENAME": "cn42",
          "SLURM_JOB_ID": "77", "SLURM_CPUS_PER_TASK": "1"},
+        # host names with a hyphen (learner s13r8h: a parse that cut at the first "-" passed every other case)
+        {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_NODEID": "1", "SLURM_NNODES": "2",
+         "SLURM_NTASKS_PER_NODE": "1(x2)", "SLURM_JOB_NODELIST": "gpu-node[01-02]", "SLURMD_NODENAME": "gpu-node02",
+         "SLURM_JOB_ID": "912345", "SLURM_CPUS_PER_TASK": "4"},
     ]
     drawn = []
     for _ in range(3):

@@ -23,6 +23,11 @@ class CandidatesRead:
     pad_verdicts: dict = field(default_factory=dict)  # n: padding's verdict, where the pairs can resolve it
     bf16_verdict: measure.Verdict | None = None
 
+    def speedup_read(self, name: str):
+        """`name`'s speed-up where the table read it, None where it refused it (every candidate has a `refused` entry,
+        empty when read: learner s13r8h found `name in refused` true on every run)."""
+        return None if self.refused.get(name) else self.speedups.get(name)
+
 
 def references(opt, pad_sizes, bucket) -> dict:
     """Each candidate's reference: the baseline, and for an unpadded batch its padded twin (read from that side)."""
