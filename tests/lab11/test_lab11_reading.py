@@ -35,7 +35,7 @@ def load(others: float) -> conditions.Load:
 def test_a_win_beyond_noise_on_a_busy_machine_is_no_speed_up_and_names_the_load():
     busy = load(0.9)
     line = same_work_win()(steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], busy), busy)
-    assert "no speed-up" in line and "0.9 of 2" in line and "sessions of their own" in line
+    assert "not Slurm itself" in line and "0.9 of 2" in line and "sessions of their own" in line
 
 
 def test_a_win_on_a_quiet_machine_is_no_speed_up_and_names_how_each_path_was_placed():
@@ -43,9 +43,12 @@ def test_a_win_on_a_quiet_machine_is_no_speed_up_and_names_how_each_path_was_pla
     quiet machine' on a quiet machine."""
     win = steady([1.15, 1.2, 1.22, 1.26, 1.21, 1.19, 1.23, 1.24], load(0.0))
     line = same_work_win()(win, load(0.0), SPEED)
-    assert "no speed-up" in line and "quiet machine" not in line and "core(s) [0, 1]" in line
+    assert "not Slurm itself" in line and "quiet machine" not in line and "core(s) [0, 1]" in line
     assert "this run does not measure" in line and "session of its own" in line
     assert "quiet machine" not in same_work_win()(win, load(0.0))
+    # learner s13r8h: "no cost at all, as theory predicts" above a 1.15x win, then "no speed-up" under it
+    plain = lab11_report.plain_steady(steady([1.02, 1.34, 1.1, 1.2, 1.05, 1.3, 1.15, 1.25], load(0.0)))
+    assert "no cost, as theory predicts" in plain and "not Slurm's" in plain and "no cost at all" not in plain
     assert "quiet machine" not in "".join(lab11_report.steady_lines(win, "verdict ...: holds", load(0.0), SPEED))
 
 
