@@ -337,8 +337,10 @@ def _reading(speedup, n, noise=0.10, low=None, up=1.0):
     # learner s13r6a: a speedup of exactly 1x read as 'as predicted' (1 <= s) passed; its mirror at exactly N
     (lambda one, many, n: _reading(one / many, n, up=1.0 - 1e-12), "exactly 1x called 'as predicted'"),
     (lambda one, many, n: "at the limit" if one / many == n else _reading(one / many, n), "exactly N called"),
+    # learner s13r8a: 0.5 as the lower bound on every N passed when the 4-thread not-faster case drew above 0.5
+    (lambda one, many, n: _reading(one / many, n, low=0.5), "a lower bound of 0.5 on every N"),
 ], ids=["inverted", "no-noise", "no-lower-bound", "below-1-impossible", "spread-allowance", "plus-0.1", "at-least-1",
-        "at-least-N"])
+        "at-least-N", "half-as-lower-bound"])
 def test_a_wrong_speedup_verdict_is_named(wrong, named):
     result = check(_verdict(wrong))
     assert not result.passed and named in result.message and "Hint" not in result.message, result.message

@@ -242,14 +242,15 @@ VERDICTS = ("as predicted", "at the limit", "not faster", "impossible")
 
 
 def _verdict_cases(rng):
-    """Twelve made-up pairs of median step times (s) on 2 and 4 threads, speedups drawn inside each verdict's range and
-    away from its edges: two as predicted, two at the limit (one on 4 threads above N + 0.1: 10 % of N, not 0.1),
-    three not faster (one just below 1x), and the two impossible ends (one above N by more than 10 % but less than
+    """Thirteen made-up pairs of median step times (s) on 2 and 4 threads, speedups drawn inside each verdict's range
+    and away from its edges: two as predicted, two at the limit (one on 4 threads above N + 0.1: 10 % of N, not 0.1),
+    four not faster (one just below 1x, one on 4 threads between 1/4 and 1/2: the lower bound is 1/N, not the 0.5 of
+    2 threads), and the two impossible ends (one above N by more than 10 % but less than
     25 %); then two exact edges: a speedup of exactly 1x (N threads as slow as one: not faster) and exactly N (as
     predicted, the bound itself)."""
     cases = []
     for threads, low, high in ((2, 1.2, 1.8), (4, 1.5, 3.6), (2, 2.03, 2.17), (4, 4.15, 4.35), (2, 0.62, 0.92),
-                               (2, 0.93, 0.98), (4, 0.30, 0.90), (2, 2.6, 3.0), (4, 4.55, 4.9), (4, 0.12, 0.22)):
+                               (2, 0.93, 0.98), (4, 0.55, 0.90), (4, 0.30, 0.45), (2, 2.6, 3.0), (4, 4.55, 4.9), (4, 0.12, 0.22)):
         one = round(rng.uniform(0.015, 0.030), 5)
         cases.append({"one_thread_s": one, "many_threads_s": round(one / rng.uniform(low, high), 6),
                       "threads": threads})
@@ -293,6 +294,8 @@ _VERDICT_MISTAKES = {
     "a speedup of exactly N called 'at the limit': 'at most N' includes N itself, so it is 'as predicted'; 'at the "
     "limit' starts ABOVE N (speedup > N, not >= N)":
         lambda one, many, n: "at the limit" if one / many == n else _verdict_of(one / many, n),
+    "a lower bound of 0.5 on every N: the lower bound is 1/N (0.25 on 4 threads); 0.5 is 1/N for 2 threads only":
+        lambda one, many, n: _verdict_of(one / many, n, low=0.5),
     "no lower bound: a speedup below 1/N is impossible too (splitting the work adds only coordination, never N times "
     "the whole work), not merely 'not faster'": lambda one, many, n: _verdict_of(one / many, n, low=0.0),
     "every speedup up to 1 called impossible: from 1/N to 1 the threads' coordination cost more than it saved, "
