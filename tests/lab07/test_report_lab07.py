@@ -278,3 +278,17 @@ def test_the_step_table_says_in_plain_words_when_its_rounds_were_noisy():
     said = " ".join(report.StepReading(noisy.saved, noisy.times, QUIET).table(batch=64).split())
     assert ("noise: 1 of the 6 steps spread more than 25% over their 5 rounds (the widest 31%: a few slow rounds); "
             "time x none, a median of per-round ratios, is not moved by a few") in said, said
+
+
+def test_the_anchor_lines_division_adds_up_as_printed():
+    """Learner s13r8f, lab 07 finding 2: '8.7 / 1.04 = 8.39 ms' (8.37 by hand): the printed division used the
+    rounded ratio of the table and the rounded time; it prints the figures it divides."""
+    import re
+
+    here = Timing(tuple(t * 1.043 / 1e3 for t in NONE_MS), 1)  # the training step timed in these rounds
+    there = Timing(tuple(s / 1e3 for s in (8.66, 8.71, 8.69, 8.7, 8.72)), 1)  # as the speed section timed it
+    times = {"none": Timing(tuple(t / 1e3 for t in NONE_MS), 1), "all": Timing(tuple(t * 1.8 / 1e3 for t in NONE_MS), 1)}
+    read = report.StepReading({k: SAVED[k] * memory.MIB for k in times}, times, QUIET, anchor=(here, there))
+    line = " ".join(report.anchor_line(read).split())
+    top, below, result = map(float, re.search(r"takes ([\d.]+) / ([\d.]+) = ([\d.]+) ms", line).groups())
+    assert abs(top / below - result) < 0.006, line

@@ -207,10 +207,10 @@ def anchor_line(steps: StepReading) -> str:
     if ratio == measure.N_M or steps.refused["none"]:
         return measure.short_lines(f"the speed section's training step, timed in these rounds too: {ratio} the step "
                                    "without checkpoints")
-    there_ms = round(there.median * 1e3, 1)  # as the speed section printed it
+    paired = measure.paired_median(steps.times["none"], here)  # the ratio above, unrounded: the division adds up
     return measure.short_lines(
         f"the speed section's training step (with the SGD update), timed in these rounds too: {ratio} "
-        f"the step without checkpoints; so that step takes {there_ms:.1f} / {ratio[:-1]} = "
+        f"the step without checkpoints; so that step takes {there.median * 1e3:.2f} / {paired:.3f} = "
         f"{steps.times['none'].median * steps.scale * 1e3:.2f} ms on the speed section's scale, which every ms below "
         f"uses (these rounds ran that training step {1 / steps.scale:.2f}x as long)")
 
