@@ -316,7 +316,9 @@ def test_a_larger_batch_faster_in_every_round_is_a_repeatable_note_and_in_some_r
     assert "all 5 rounds" in every[0] and "not noise" in every[0] and "busy" not in every[0]
     assert "math library" not in every[0] and "the lines below" in every[0]  # no cause the run has not tested
     some = serving.sweep_flags(2, ms(11.6, 6.0, 11.5, 7.0, 11.6), 4, ms(7.5, 7.4, 7.6, 7.5, 7.5))  # 2 rounds disagree
-    assert [detectors.kind_of(f) for f in some] == [detectors.Kind.LESS_TIME] and "busy machine" in some[0]
+    assert [detectors.kind_of(f) for f in some] == [detectors.Kind.LESS_TIME]
+    # learner s13r8h: "(a busy machine)" beside a quiet load line and "noise can explain it" below
+    assert "busy machine" not in some[0] and "in 3 of 5 rounds only: noise" in some[0], some[0]
     slow = serving.sweep_flags(2, ms(1, 1, 1, 1, 1), 4, ms(3, 3, 3, 3, 3))  # 3x the time for 2x the images, every round
     assert len(slow) == 1 and detectors.kind_of(slow[0]) is detectors.Kind.NOTE and "repeatable" in slow[0]
     assert "not tested here" in slow[0] and "math library" not in slow[0]

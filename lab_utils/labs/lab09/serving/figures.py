@@ -62,6 +62,10 @@ def sweep_flags(small_batch: int, small, large_batch: int, large) -> list:
         every = all(lg > report.SUPERLINEAR_MARGIN * work * sm for sm, lg in zip(small.times, large.times))
         said, cause = f"over {report.SUPERLINEAR_MARGIN * work:g}x batch {small_batch}'s time", "its cause: not tested here"
     if not every:
+        if large.median < small.median:  # learner s13r8h: "(a busy machine)" on a quiet run, beside "noise can explain it"
+            inverted = sum(lg < sm for sm, lg in zip(small.times, large.times))
+            cause = f"in {inverted} of {len(small.times)} rounds only: noise, the lines below"
+            return [detectors.Flag(f.kind, str(f).replace("(a busy machine)", f"({cause})")) for f in flags]
         return flags
     # the note names no cause the run did not test (learner s10c: 'likely the math library's kernel' stood above a
     # line that found the dense layer does not explain it)
