@@ -204,3 +204,14 @@ def test_n_m_is_defined_in_prose_and_no_markdown_line_is_long():
             if cell.cell_type == "markdown":
                 assert max(len(line) for line in cell.source.split("\n")) <= 120, (name, cell.source[:60])
     assert prose
+
+
+def test_the_epoch_rate_prose_names_both_reasons_the_line_can_print():
+    """Learner s13r8a finding 2: the prose gave the mean step as the reason, and the quiet run's line said the mean step
+    was no longer than the median: all of the gap was each epoch's short batch and its start, unnamed above."""
+    import nbformat
+    from pathlib import Path
+
+    cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
+    prose = next(" ".join(c.source.split()) for c in cells if c.cell_type == "markdown" and "**epoch rate**" in c.source)
+    assert "*mean* step" in prose and "short last batch and its start" in prose, prose
