@@ -718,6 +718,14 @@ def test_a_missed_prediction_leads_the_summary_and_the_verdict_opens_with_a_plai
     assert "inside the predicted 5%, which these pairs scatter too much to test" in inside and "missed" not in inside
     tested = A.prediction_headline(hogwild(0.97, 1 / 1.05), 0.05, "Hogwild", "sync", "late accuracy")
     assert tested.endswith("'within 5%', as predicted and tested: holds")
+    # learner s13r8g: pairs too noisy to test any cost (only a win decides) and a median 0.92x: the prediction was
+    # missed by the median and not tested, never "as predicted and tested"
+    noisy = measure.Verdict("Hogwild vs sync, late accuracy", "e", 0.92, 0.72, 0.98, measure.UNDECIDED, 5,
+                            holds_from=1.0)
+    said = A.prediction_headline(noisy, 0.05, "Hogwild", "sync", "late accuracy")
+    assert said.startswith("prediction missed, narrowly: Hogwild ended at 0.92x"), said
+    assert "as predicted and tested" not in said
+    assert said.endswith("these pairs resolve only a win: not distinguishable here"), said
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells if c.cell_type == "code")
     assert source.index("prediction_headline(hogwild_verdict") < source.index("verdict_text(hogwild_verdict, hogwild_cost)")
 

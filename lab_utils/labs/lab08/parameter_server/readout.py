@@ -36,15 +36,20 @@ def prediction_headline(verdict: measure.Verdict, predicted_cost: float, first: 
     d = digits_apart(verdict.ratio, floor)  # 0.9496 below 0.9524: never 'below' between two equal figures
     said = f"{first} ended at {verdict.ratio:.{d}f}x {second}'s {what} (median of {verdict.repeats} pairs)"
     tested = verdict.tested().removeprefix("tested as ").strip("'")
-    if verdict.holds_from is None or verdict.holds_from >= floor - 1e-9:  # tested as predicted
+    win_only = verdict.holds_from is not None and verdict.holds_from >= 1 - 1e-9  # too noisy: only a win decides
+    # learner s13r8g: "'within 5%', as predicted and tested" over 0.92x from pairs too noisy to test any cost
+    if not win_only and (verdict.holds_from is None or verdict.holds_from >= floor - 1e-9):  # tested as predicted
         return said + f": 'within {predicted_cost:.0%}', as predicted and tested: {verdict.verdict}"
     if verdict.ratio < floor:  # the outcome of the markdown's prediction leads (learner s13r6g: 'holds' remembered)
         near = verdict.high >= floor  # a near miss: the pairs' range reaches the prediction (learner s13r7g)
         return (f"prediction missed{', narrowly' if near else ''}: {said}, below the {floor:.{d}f}x "
                 f"(= 1/{1 + predicted_cost:g}) that the predicted {predicted_cost:.0%} allows"
                 + (f" (its range {verdict.range_text()} reaches above it)" if near else "")
-                + f"; these pairs resolve only the weaker '{tested}': {verdict.verdict}")
+                + (f"; these pairs resolve only a win: {verdict.verdict}" if win_only else
+                   f"; these pairs resolve only the weaker '{tested}': {verdict.verdict}"))
     said += f": inside the predicted {predicted_cost:.0%}, which these pairs scatter too much to test"
+    if win_only:
+        return said + f"; they resolve only a win: {verdict.verdict}"
     return said + f"; the weaker claim they can resolve, '{tested}': {verdict.verdict}"
 
 
