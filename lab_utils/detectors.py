@@ -302,12 +302,14 @@ LESS_TIME_TOLERANCE = 0.10  # more work may take up to 10 % less time before it 
 def more_work_less_time(small_work: float, small_s: float, large_work: float, large_s: float, *,
                         what: str = "work", tolerance: float = LESS_TIME_TOLERANCE, small_spread: float | None = None,
                         large_spread: float | None = None, show=None,
-                        busy_cores: tuple[float, int] | None = None, quiet_cause: str | None = None) -> list[Flag]:
+                        busy_cores: tuple[float, int] | None = None, quiet_cause: str | None = None,
+                        cause: str | None = None) -> list[Flag]:
     """More work that took less time, by more than `tolerance` (a fraction of small_s) and, where the spreads of the
     repeats are given, beyond them (each median +- half its spread): one of the medians is off. `show` writes an amount
     of work as the table beside the flag does (e.g. bytes as KiB); by default '<amount> <what>'. `busy_cores`:
     (others' mean cores, cores) measured over the window: the flag then names the cause that load can or cannot be;
-    `quiet_cause`: what theory says moves such a time where that load cannot (e.g. the ranks' wake-up)."""
+    `quiet_cause`: what theory says moves such a time where that load cannot (e.g. the ranks' wake-up); `cause`: what
+    the caller measured to be off (e.g. an inversion in some rounds only: noise), said instead of either."""
     if large_work <= small_work or large_s >= small_s * (1 - tolerance):
         return []
     if not _apart(small_s, small_spread, large_s, large_spread):
@@ -317,7 +319,7 @@ def more_work_less_time(small_work: float, small_s: float, large_work: float, la
             return f"{amount:g} {what}"
     return [Flag(Kind.LESS_TIME, f"{show(large_work)} took less time ({large_s * 1e3:.3g} ms) than {show(small_work)} "
             f"({small_s * 1e3:.3g} ms): more work {LESS_TIME}, so one of the two medians is off "
-            f"({_slowed_by(small_s / large_s, busy_cores, quiet_cause)}) and ratios built on them are suspect")]
+            f"({cause or _slowed_by(small_s / large_s, busy_cores, quiet_cause)}) and ratios built on them are suspect")]
 
 
 def _slowed_by(gap: float, busy_cores: tuple[float, int] | None, quiet_cause: str | None = None) -> str:
@@ -462,9 +464,9 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
         return []
     measured = (f"{what} was measured twice {when}, {figure_text(first)} {unit} by {first_name} and "
                 f"{figure_text(second)} by {second_name}, {ratio:.2f}x apart")
-    if condition and ratio <= condition_factor and under_row and figure_text(first) in condition:
-        return []  # the row's own note already names the other figure and how far apart (learner s13r7e, lab 05)
     if condition and ratio <= condition_factor and under_row:  # learner s11r2c: one short line under the row
+        if figure_text(first) in condition:
+            return []  # the row's own note already names the other figure and how far apart (learner s13r7e, lab 05)
         return [note(f"{first_name} measured {figure_text(first)}: {ratio:.2f}x apart, allowed: rows timed under "
                      f"different conditions (the note just above) may lie up to {condition_factor:g}x apart")]
     if condition and ratio <= condition_factor:

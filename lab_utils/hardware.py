@@ -47,11 +47,6 @@ class HardwareReport:
         """GPU names joined with '; ' (empty string when there is none)."""
         return "; ".join(g.name for g in self.gpus)
 
-    @property
-    def native_bf16(self) -> bool:
-        """True when the CPU does bfloat16 in hardware (avx512_bf16 or AMX); emulated bf16 is slower than float32."""
-        return bool(set(self.cpu_features.split()) & NATIVE_BF16)
-
     def _bf16_text(self) -> str:
         """'native (' the features found ')', or 'emulated': only what this CPU has (learner s12r3a: no AMX read)."""
         found = [f for f in sorted(NATIVE_BF16) if f in self.cpu_features.split()]

@@ -188,10 +188,6 @@ def conforms(got, expected) -> bool:
     return True
 
 
-def all_or_nothing(ok: bool, good: str, bad: str) -> tuple[float, str]:
-    return (1.0, good) if ok else (0.0, bad)
-
-
 class CannotRunHere(RuntimeError):
     """An exercise's run could not run the learner's function where it was called (not a mistake in the function)."""
 

@@ -91,14 +91,17 @@ def allreduce_flags(sizes, seconds, spreads=None, busy_cores=None) -> list[list[
 SUPERLINEAR_MARGIN = 1.2  # a batch k times larger may take up to 1.2 k times longer before it is flagged
 
 
-def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float) -> list[detectors.Flag]:
-    """A warning when a larger batch took far more than proportionally longer than a smaller one, or less time."""
+def batch_time_flags(small_batch: int, small_s: float, large_batch: int, large_s: float,
+                     less_time_cause: str | None = None) -> list[detectors.Flag]:
+    """A warning when a larger batch took far more than proportionally longer than a smaller one, or less time
+    (`less_time_cause`: what the caller measured to be off, for the less-time flag)."""
     ratio, work = large_s / small_s, large_batch / small_batch
     if ratio > SUPERLINEAR_MARGIN * work:
         return [detectors.note(f"batch {large_batch} took {ratio:.1f}x the time of batch {small_batch} for {work:g}x the "
                                "images: more than proportional, so one of the two medians is off (a busy machine, or "
                                "the larger batch spilled out of the cache) and ratios built on them are suspect")]
-    return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images")
+    return detectors.more_work_less_time(small_batch, small_s, large_batch, large_s, what="images",
+                                         cause=less_time_cause)
 
 
 def step_shorter_than_compute(step_s: float, compute_s: float,

@@ -100,19 +100,23 @@ def test_the_kernel_table_says_each_setup_plainly_first_and_shows_the_verdicts_f
             assert measure.NOT_MEASURABLE in out[0] and "0.65" not in " ".join(out)
 
 
+def keras_rows(one_device_rate, one_device_spread, keras_rate, keras_spread, keras_flag):
+    """Lab 05's one-device row and the side check's Keras row (its own process) under `keras_flag`, as recorded."""
+    same = dict(lab="05", framework="keras", strategy="single-device", world_size=1, device="cpu", batch_size=64,
+                threads=2, repeats=30)
+    return [measure.Result(variant="one device", samples_per_s=one_device_rate, wall_s=64 / one_device_rate,
+                           spread=one_device_spread, workload=workloads.STEP_DIGITS_TF.name, **same),
+            measure.Result(variant="keras (own process)", samples_per_s=keras_rate, wall_s=64 / keras_rate,
+                           spread=keras_spread, flags=[keras_flag], workload=workloads.STEP_DIGITS.name, **same)]
+
+
 def test_the_side_checks_keras_twin_of_the_kernels_step_is_one_short_note(tmp_path, monkeypatch):
     """Learner s12r3e, lab 05 finding 3: the record's note on Keras measured twice (kernel, own process) was a 9-line
     sentence; the lab records with brief_notes, so it is one line under the row whose own note says why."""
     from lab_utils import detectors
 
     monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
-    same = dict(lab="05", framework="keras", strategy="single-device", world_size=1, device="cpu", batch_size=64,
-                threads=2, repeats=30)
-    rows = [measure.Result(variant="one device", samples_per_s=51522.0, wall_s=64 / 51522, spread=0.12,
-                           workload=workloads.STEP_DIGITS_TF.name, **same),
-            measure.Result(variant="keras (own process)", samples_per_s=36763.0, wall_s=64 / 36763, spread=0.29,
-                           flags=[detectors.condition(reporting.KERAS_COMPANY)], workload=workloads.STEP_DIGITS.name,
-                           **same)]
+    rows = keras_rows(51522.0, 0.12, 36763.0, 0.29, detectors.condition(reporting.KERAS_COMPANY))
     table = measure.record(rows, tmp_path, brief_notes=True)
     notes = [line for line in table.splitlines() if "measured 51,522" in line]
     assert len(notes) == 1 and ("1.40x apart, allowed: rows timed under different conditions (the note just "
@@ -211,13 +215,7 @@ def test_the_keras_row_in_the_results_table_says_in_one_note_why_and_how_far_bel
     from lab_utils import detectors
 
     monkeypatch.setattr(conditions, "taken", lambda reset=False: None)
-    same = dict(lab="05", framework="keras", strategy="single-device", world_size=1, device="cpu", batch_size=64,
-                threads=2, repeats=30)
-    rows = [measure.Result(variant="one device", samples_per_s=36291.1, wall_s=64 / 36291.1, spread=0.23,
-                           workload=workloads.STEP_DIGITS_TF.name, **same),
-            measure.Result(variant="keras (own process)", samples_per_s=22605.0, wall_s=64 / 22605, spread=0.05,
-                           flags=[detectors.condition(reporting.settled_note(36291.1, 22605.0))],
-                           workload=workloads.STEP_DIGITS.name, **same)]
+    rows = keras_rows(36291.1, 0.23, 22605.0, 0.05, detectors.condition(reporting.settled_note(36291.1, 22605.0)))
     table = " ".join(measure.record(rows, tmp_path, brief_notes=True).split())
     assert table.count("note:") == 1 and "may lie up to" not in table and "[!]" not in table, table
     assert "then wakes them: 1.61x below the one-device row's 36,291, whose steps ran back to back" in table, table

@@ -51,21 +51,20 @@ def sweep_flags(small_batch: int, small, large_batch: int, large) -> list:
     """The batch sweep's flags on two neighbouring sizes (measure.Timing each, timed in the same interleaved rounds):
     report.batch_time_flags on their medians; where every round breaks the same rule, the effect repeats, so it is
     no busy machine's noise but a property of this machine, and it becomes a note saying so."""
-    flags = report.batch_time_flags(small_batch, small.median, large_batch, large.median)
+    inverted = sum(lg < sm for sm, lg in zip(small.times, large.times))  # rounds where the larger batch took less time
+    some = 2 <= len(small.times) and inverted < len(small.times)  # learner s13r8h: not "(a busy machine)" on a quiet run
+    flags = report.batch_time_flags(small_batch, small.median, large_batch, large.median, less_time_cause=(
+        f"in {inverted} of {len(small.times)} rounds only: noise, the lines below" if some else None))
     if not flags or len(small.times) < 2:
         return flags
     work = large_batch / small_batch
     if large.median < small.median:  # less time for more work: the notebook times the dense layer alone next
-        every = all(lg < sm for sm, lg in zip(small.times, large.times))
+        every = inverted == len(small.times)
         said, cause = f"less time than batch {small_batch}", "its reading: the lines below"
     else:  # far more than proportional
         every = all(lg > report.SUPERLINEAR_MARGIN * work * sm for sm, lg in zip(small.times, large.times))
         said, cause = f"over {report.SUPERLINEAR_MARGIN * work:g}x batch {small_batch}'s time", "its cause: not tested here"
     if not every:
-        if large.median < small.median:  # learner s13r8h: "(a busy machine)" on a quiet run, beside "noise can explain it"
-            inverted = sum(lg < sm for sm, lg in zip(small.times, large.times))
-            cause = f"in {inverted} of {len(small.times)} rounds only: noise, the lines below"
-            return [detectors.Flag(f.kind, str(f).replace("(a busy machine)", f"({cause})")) for f in flags]
         return flags
     # the note names no cause the run did not test (learner s10c: 'likely the math library's kernel' stood above a
     # line that found the dense layer does not explain it)
