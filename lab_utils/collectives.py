@@ -93,7 +93,7 @@ def chunk_boundaries(numel: int, world_size: int) -> list[int]:
     return list(np.cumsum(sizes)[:-1])
 
 
-TRACE_FONTSIZE = 10  # the ring trace's digits: one panel per row, so they print at a readable size (learner s9a)
+TRACE_FONTSIZE = 10  # the ring trace's digits: one panel per row, so they print at a readable size
 
 
 def draw_ring_trace(traces, titles):

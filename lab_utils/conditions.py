@@ -375,7 +375,7 @@ def fit_threads(seconds: float = 0.3, budget: hardware.CpuBudget | None = None) 
     if load is None or free is None:
         return f"torch intra-op threads: {threads} (this notebook may use {budget.describe()})"
     used = round(load.others + load.steal, 1)
-    joint = "but" if used else "and"  # 'but other programs used 0.0' read oddly (learner s11a, lab 01 cell 2)
+    joint = "but" if used else "and"  # 'but other programs used 0.0' read oddly
     return textwrap.fill(  # at 100 columns, later lines indented (learners: one line of 183 characters)
         f"torch intra-op threads: {threads}, one per CPU free now: this notebook may use {budget.describe()}, {joint} "
         f"other programs used {load.others + load.steal:.1f} of {load.cores} cores while it looked, leaving "

@@ -195,7 +195,7 @@ def outside_neighbours(value: float, neighbours, *, what: str, where: str, toler
     if busy_cores is not None:  # the load measured, busy or not: can it explain the gap?
         others, cores = busy_cores
         reach = load_reach(others, cores)
-        if round(others, 1) == 0 and not cause:  # nothing to weigh: say it plainly (learner s10j)
+        if round(others, 1) == 0 and not cause:  # nothing to weigh: say it plainly
             measured = (f"the machine was quiet, other programs using 0.0 of {cores:g} cores, so load does not "
                         f"explain the {gap:.2f}x gap: the two runs differed in how they ran")
         else:
@@ -466,7 +466,7 @@ def measured_twice(first: float, first_spread: float | None, second: float, seco
                 f"{figure_text(second)} by {second_name}, {ratio:.2f}x apart")
     if condition and ratio <= condition_factor and under_row:  # learner s11r2c: one short line under the row
         if figure_text(first) in condition:
-            return []  # the row's own note already names the other figure and how far apart (learner s13r7e, lab 05)
+            return []  # the row's own note already names the other figure and how far apart
         return [note(f"{first_name} measured {figure_text(first)}: {ratio:.2f}x apart, allowed: rows timed under "
                      f"different conditions (the note just above) may lie up to {condition_factor:g}x apart")]
     if condition and ratio <= condition_factor:
@@ -638,7 +638,7 @@ def middle_spread(values) -> float:
 
 
 def middle_half_line(named: dict) -> str:
-    """Under a noise line: why a quiet machine's medians spread, computed (learner s13r5d, labs 04 and 13 finding 1).
+    """Under a noise line: why a quiet machine's medians spread, computed.
     named: each row's label -> its repeats. The line gives the widest middle-half spread (middle_spread) and says
     whether the medians stand (it is within NOISY_SPREAD: a few slow repeats made the spread) or are rough; ''
     where no row has 4 repeats."""

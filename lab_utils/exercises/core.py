@@ -46,7 +46,7 @@ class Exercise:
     requires: tuple[str, ...] = ()                # what the probe needs of the machine: "gpu", "slurm"; where it is
                                                     # missing the grader marks the exercise blocked, never 0
     named_errors: tuple[str, ...] = ()            # phrases of the check's own raised messages that name the mistake
-                                                    # and its fix: no general hint after them (learner s13r5e, lab 06)
+                                                    # and its fix: no general hint after them
 
     def score(self, got, inputs) -> tuple[float, str]:
         """(fraction, message) for plain data `got` on `inputs`; any surprise in the data scores 0, and so does an
@@ -330,7 +330,7 @@ def _checked(answer, seed: int) -> CheckResult:
         if isinstance(exc, (CannotRunHere, StartedWhileImporting)):  # the place the check ran, not the function
             return CheckResult(name, False, f"the check could not run {name} here (not a mistake in it): {exc}")
         if any(phrase in str(exc) for phrase in exercise.named_errors):  # the check's own message: not the learner's
-            said = re.sub(r"^\w+(?:Error|Exception): ", "", last_line(exc))  # error (learner s13r7e, lab 06)
+            said = re.sub(r"^\w+(?:Error|Exception): ", "", last_line(exc))  # the error type is not the learner's
             return CheckResult(name, False, f"the check stopped your {name}: {said}")
         return CheckResult(name, False, f"your {name} raised {last_line(exc)}{hint_after(exc)}")
     try:

@@ -414,7 +414,7 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
                  f"{speedup:8.2f}" if c.baseline and not c.is_baseline else f"{'-':>8}")
         same_hardware = c.hardware_ratio is not None and c.hardware_ratio <= 1  # more devices, the same cores (lab 05)
         speed += (f"{efficiency:7.0%}" if c.efficiency is not None and not c.is_baseline and not same_hardware
-                  else f"{'-':>7}")  # an efficiency on the same hardware is its speedup again (learner s11r2g)
+                  else f"{'-':>7}")  # an efficiency on the same hardware is its speedup again
         line = ((f"{host_name(r, this_host)[:12]:<13}" if hosts else "") +
                 f"{r.lab:<4}{r.framework:<{framework_w}}{name:<{name_w}}{r.world_size:7d}{threads}"
                 f"{r.batch_size:6d}{acc}{rate_text(r.samples_per_s):>{rate_w}}{speed}")

@@ -67,7 +67,7 @@ def ranks_vs_threads(shared: list[Compared]) -> list[str]:
                              + (f" (its threads' {rival.samples_per_s:,.0f} samples/s lie "  # learner s12r4g: the
                                 f"{rival.samples_per_s / own[0].samples_per_s:.2f}x from lab {ddp.lab}'s own "
                                 f"{own[0].samples_per_s:,.0f}, read below)"  # no ratio of a comparison declined
-                                if own else ""))  # (learner s13r5g, lab 10 finding 8)
+                                if own else ""))
                 continue
             ratio = ddp.samples_per_s / rival.samples_per_s
             low = ddp.samples_per_s * (1 - (ddp.spread or 0.0) / 2)

@@ -64,7 +64,7 @@ def kib(nbytes: float) -> str:
 
 # what moves a small all-reduce's median on a quiet machine: theory, said where the load cannot explain a flag
 WAKE_UP = ("a small all-reduce's time is mostly the ranks waking each other up, which moves up to 10x between runs "
-           "with where the scheduler puts them, not with the message size")  # one clause (learner s12r4e, lab 06 f. 4)
+           "with where the scheduler puts them, not with the message size")  # one clause
 
 
 def allreduce_flags(sizes, seconds, spreads=None, busy_cores=None) -> list[list[detectors.Flag]]:

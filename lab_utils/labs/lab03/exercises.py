@@ -179,7 +179,7 @@ def _shard_judge_plain(got, expected, cases):
                 return 0.0, (f"n={n}, world_size={w}: {repeated} index(es) read by more than one rank: the blocks "
                              "overlap; each rank's block must start where the previous rank's stops")
             left = n % w
-            if left and missing == set(range(n - left, n)) and not repeated:  # floor blocks (learner s13r6c)
+            if left and missing == set(range(n - left, n)) and not repeated:  # floor blocks
                 every = " (n < world_size: n // world_size is 0, so every index is left over)" if n < w else ""
                 return 0.0, (f"n={n}, world_size={w}: the last {left} index(es), the n % world_size left over "
                              f"after equal blocks, are on no rank{every}; give {left} of the ranks one row more")

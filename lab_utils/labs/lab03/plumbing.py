@@ -1,4 +1,4 @@
-"""Lab 03's plumbing that is not the lesson (learner s13r6c, item 4): catching torch.multiprocessing.spawn's failure
+"""Lab 03's plumbing that is not the lesson: catching torch.multiprocessing.spawn's failure
 and reading what a child said from the captured stderr (section 1), and writing the torchrun script around the
 notebook's worker (section 7)."""
 from __future__ import annotations

@@ -76,7 +76,7 @@ def ceiling_line(rates: dict[str, float], world_size: int, slowed: str | None = 
 
 
 def settle_line(conv: str, digits: str | None, tolerance: float, top: float | None = None) -> str:
-    """Sections 4 and 6 as one theory (learner s13r6c): ranks beat threads by at most what threads waste (top: that
+    """Sections 4 and 6 as one theory: ranks beat threads by at most what threads waste (top: that
     ceiling, measured in section 6); then, in plain words per CNN (learner s13r7c: 'neither form's direction' needed
     decoding), what this run showed: ranks lose (as threads that waste nothing predict), win, or level."""
     allows = f"the {top:.2f}x the threads' waste allows" if top else "what the threads' waste allows"
@@ -201,7 +201,7 @@ def report(speed: dict, world_size: int, hw, results_dir, tolerance: float, unre
     if slowed:  # one reading everywhere: no ratio over a slowed baseline is read, here, in the table or the summary
         notes.append(f"so {slowed}: every 'x one thread' above is inflated by it")
     # busy (unreadable): the table's n/m and the first line's refusal say it once; no ratio is printed
-    # the first line reads DDP against threads: no second line repeats its figure (learner s13r5c)
+    # the first line reads DDP against threads: no second line repeats its figure
     ddp_step = 256 / rates[f"{world_size} ranks, DDP"] * 1e3
     comm = float(np.median([job[0]["allreduce_ms"] for job in speed[f"{world_size} ranks, DDP"]]))
     notes.append(f"a DDP step took {ddp_step:.1f} ms, of which {comm:.1f} ms ({comm / ddp_step:.0%}) in the gradient "

@@ -51,8 +51,7 @@ def call_words(text: str) -> str:
 def deadlock_lines(where: str, timed_out: bool = False) -> list[str]:
     """The 'where was every rank' note as the lab prints it: one line per rank (its call numbered in the rank's
     sequence of calls), then the note's other lines, each joined with its continuation lines before wrapping.
-    timed_out: a send or recv timed out, so the note's hedge 'or the work is only slow' gives way to what it was
-    (learner s13r7d, lab 04 finding 10)."""
+    timed_out: a send or recv timed out, so the note's hedge 'or the work is only slow' gives way to what it was."""
     out: list[str] = []
     for row in where.splitlines()[2:]:  # after the note's title and the table's header; the state column left out
         if " | " in row:
@@ -179,8 +178,7 @@ def pair_conclusion(v, a: str, b: str) -> str:
 
 def library_conclusion(v, schedule: str) -> str:
     """The plain sentence before a library verdict (v.ratio: your ops' step over the library's): which was faster,
-    with the paired range, and, where the pairs were too noisy to test a cost, what the course's 30 % limit is
-    (learner s13r6d, lab 04 findings 4-5)."""
+    with the paired range, and, where the pairs were too noisy to test a cost, what the course's 30 % limit is."""
     if v.verdict == measure.CANNOT_SEE:
         return ""
     head = (f"the library's {schedule} ran {v.ratio:.2f}x as fast as your ops (range {v.range_text()} over "
@@ -280,7 +278,7 @@ def _range(low: float, high: float) -> str:
 def paired_compute_line(busy_ranges: dict) -> str:
     """The one figure to carry away for the compute factor: per GPipe row, the naive split's busy time over the
     row's, the median of the paired rounds (busy_ranges: label -> (low, median, high)), and whether a range holds
-    1. The column keeps each median step's own figure, so that its row multiplies (learner s13r5d, finding 2)."""
+    1. The column keeps each median step's own figure, so that its row multiplies."""
     within = [label for label, (low, _, high) in busy_ranges.items() if low <= 1 <= high]
     figures = ", ".join(f"{label} {_range(low, high)}" for label, (low, _, high) in busy_ranges.items())
     if not within:
@@ -303,7 +301,7 @@ def fastest_other_m(makespans: dict[int, float], shown: int) -> list[int]:
 
 def fastest_line(words: str, ratios) -> str:
     """The summary's line for GPipe's fastest M (words: fastest_words), with the comparison's one figure: the median
-    of the paired rounds' ratios (naive's step over its) and their range (learner s13r6d, lab 04 finding 2)."""
+    of the paired rounds' ratios (naive's step over its) and their range."""
     low, high, _ = measure.ratio_range(ratios)
     pays = ("it pays" if low > 1 else "it loses" if high < 1 else "this run cannot tell whether it pays")
     return (f"GPipe's fastest M here: {words} (the table's medians), {statistics.median(ratios):.2f}x as fast as the "
@@ -417,7 +415,7 @@ def fixed_costs_line(m: int, stages: int, naive: tuple[float, float, float], gpi
     """Why GPipe at M gains little on this machine, in ms a call: what its extra messages added to the hand-overs
     and its extra op calls to the busy time, over the naive split's. naive, gpipe: (step, own ops in order, busy),
     each the median over the steps, in seconds (the table's figures); cap: the most any schedule could overlap; smallest_op:
-    (name, seconds) of the cheapest op at M, against which an op call's fixed cost is set (learner s13r5d, 8)."""
+    (name, seconds) of the cheapest op at M, against which an op call's fixed cost is set."""
     messages = 2 * (stages - 1) * (m - 1)  # one activation forward and one gradient back per boundary, M times
     calls = 2 * stages * (m - 1)  # one forward and one backward op per stage, M times
     handed = (gpipe[0] - gpipe[1]) - (naive[0] - naive[1])

@@ -134,7 +134,7 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None, k
     """The framework side check: one plain sentence per verdict, each with the table's medians' ratio under it where
     it prints another figure, one table (step times and rates, no ratio) and one line saying how it was timed
     and why its Keras rate is below section 5's `kernel_rate`, then the two verdicts; returns the rates, their flags
-    and the verdicts for the results table and the summary (learner s13r6e, lab 05 'make it a 5')."""
+    and the verdicts for the results table and the summary."""
     rates = {name: tf_distribute.step_rate(global_batch, times) for process in turns
              for name, times in process["times"].items()}
     flags: dict[str, list] = {name: [] for name in rates}
@@ -157,7 +157,7 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None, k
                                              "torch after TensorFlow", ""),
                                             (engines, "PyTorch", "Keras", "keras", "for a short step")):
         print(wrapped(measure.in_plain_words(v, setup, baseline, where)))
-        note = pair_medians_note(v, rates["torch"], rates[name], said_why)  # under its own comparison (learner s13r7e)
+        note = pair_medians_note(v, rates["torch"], rates[name], said_why)  # under its own comparison
         said_why = said_why or bool(note)
         if note:
             print(textwrap.fill(note, width=WIDTH, initial_indent="    ", subsequent_indent="    "))

@@ -131,7 +131,7 @@ def plain_verdict(v: measure.Verdict, setup: str, baseline: str) -> str:
     """measure.in_plain_words, without the scatter note of a win or an undecided verdict on noisy pairs (brief says
     how it was decided; learner s13r6e: the summary repeated the whole note)."""
     noisy = _won_past_noise(v) or _undecided_past_noise(v)
-    if v.verdict == measure.UNDECIDED:  # the word first: its figure is no finding (learner s13r7e, lab 06 finding 5)
+    if v.verdict == measure.UNDECIDED:  # the word first: its figure is no finding
         return (f"too noisy to decide: {setup} {v.ratio:.2f}x the speed of {baseline} (range {v.range_text()}); "
                 f"predicted: {v.expected}")
     return measure.in_plain_words(dataclasses.replace(v, notes="") if noisy else v, setup, baseline)

@@ -17,7 +17,7 @@ class StepReading:
     times: dict
     load: conditions.Load | None = None
     # (the speed section's training step timed in these rounds, the same step as the speed section timed it): every
-    # ms printed goes on the speed section's scale, so that one step has one time in the lab (learner s13r7f)
+    # ms printed goes on the speed section's scale, so that one step has one time in the lab
     anchor: tuple | None = None
     scale: float = field(init=False)    # these rounds' seconds -> the speed section's
     vs_none: dict = field(init=False)   # label -> median of the rounds' own ratios (checkpointed / none)
@@ -128,7 +128,7 @@ def prediction_line(steps: StepReading, names) -> str:
     n = len(none.times)
     k = int(measure.ratio_range(range(n))[0])  # the range's low end is the (k + 1)-th lowest ratio (5 rounds: the lowest)
     span = "the lowest of its" if k == 0 else f"the {k + 1}th lowest (its 90 % range's low end) of its"
-    return "\n".join([  # the plain claim and its outcome first, the test on one short line (learner s13r5f)
+    return "\n".join([  # the plain claim and its outcome first, the test on one short line
         measure.short_lines("prediction: no checkpointed block makes the step faster: " + "; ".join(said)),
         measure.short_lines(f"    (tested: {span} {n} paired ratios >= {1 / (1 + measure.MIN_EFFECT):.2f}: up to "
                             f"{measure.MIN_EFFECT:.0%} faster counts as equal)", indent="        ")])

@@ -245,7 +245,7 @@ def _predict_expected(cases):
     return [float(report.amdahl_speedup(s, n)) for s, n in cases]
 
 
-# wrong formulas learners wrote (learner s8), each named by its mistake when every case matches it
+# wrong formulas learners wrote, each named by its mistake when every case matches it
 _PREDICT_MISTAKES = (
     (lambda s, n: s + (1 - s) / n, "that is 1/S: the speedup is its inverse"),
     (lambda s, n: n - s * (n - 1), "that is Gustafson's law, the speedup when the work grows with N; Amdahl's law "

@@ -52,7 +52,7 @@ def fixed_cost_line(name, small, small_s, large, large_s, spread=0.0):
     if fixed <= 0 or per_image <= 0:
         return f"{said}: no fixed cost per step shows (the time grows at least in proportion to the batch)"
     rough = (f"; rough: a median it reads spread {spread:.0%} over its repeats" if spread > detectors.NOISY_SPREAD
-             else "")  # learner s12r4g: a fixed cost built on a 91 % spread, unnoted
+             else "")  # a fixed cost built on a wide spread is said to be one
     return (f"{said}: a line through the two gives a fixed cost of {fixed * 1e3:.2f} ms per step "
             f"({fixed / small_s:.0%} of batch {small}'s step), which a smaller batch does not shrink{rough}")
 
@@ -92,8 +92,7 @@ def allreduce_worker(rank, world_size, sizes, repeats=10, timeout_s=60.0):
 
 
 def fit_cross_check(fit_s, step_s, small_spread=None, factor=2.0):
-    """'cross-check: the sweep's fit ...': the fit at the step's bytes against the step's figure, the lab's one figure
-    (learner s13r6g: 162 % from the step beside 27 % from the fit, the choice left to the learner)."""
+    """'cross-check: the sweep's fit ...': the fit at the step's bytes against the step's figure, the lab's one figure."""
     said = f"cross-check: the sweep's fit gives {fit_s * 1e3:.2f} ms for these bytes"
     if max(fit_s / step_s, step_s / fit_s) <= factor:
         return f"{said}, within {factor:g}x of the step's: one figure"

@@ -101,7 +101,7 @@ def why_not_ranked(compared, ours, ranks: int) -> str:
                 by_gap = by_gap or faster.row.samples_per_s * (1 - (faster.row.spread or 0) / 2) <= \
                     c.row.samples_per_s * (1 + (c.row.spread or 0) / 2)
     said = []
-    if by_gap:  # ranked by the gap of the medians, not by the spreads (learner s13r7g)
+    if by_gap:  # ranked by the gap of the medians, not by the spreads
         said.append(f">: faster, the medians lie more than {detectors.TWICE_TOLERANCE:.0%} apart (more than two "
                     "timings of one step differ by) or apart beyond their spreads")
     if pairs:
@@ -305,7 +305,7 @@ def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256
     calls = (f"Horovod-style (lab 03): {tensors} all-reduce calls per step, one per gradient tensor, where DDP makes "
              f"one: {tensors - 1} extra calls at the fit's fixed cost per call, 2(N-1) x alpha = {call_s * 1e3:.2f} ms "
              f"(N = {ranks}), = {extra * 1e3:.1f} ms per step")
-    if not apart(ddp_row, horovod_row):  # a gap the table does not rank: no share of it is read (learner s13r6g)
+    if not apart(ddp_row, horovod_row):  # a gap the table does not rank: no share of it is read
         return (calls + ", a loss theory expects; the table does not rank the two rows (its ~), so no share of "
                 "a measured loss is read")
     if lost <= 0:

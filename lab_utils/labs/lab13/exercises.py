@@ -391,7 +391,7 @@ def _bytes_judge(answer, reference, cases):
             # before "half": an answer that reaches a case whose itemsize is not 4 passed the 4-byte cases
             (e * 4 / itemsize, f"the bytes per number are `itemsize` ({itemsize} here), not a fixed 4"),
             # before "half": with stride 2 the output's width is half the input's, and the earlier stride-1 cases
-            # (the first two) passed, so the backward pass is there (learner s11d)
+            # (the first two) passed, so the backward pass is there
             (e * (w // s) / w, f"the halo rows are rows of the layer's input, `width` ({w}) columns wide, not of its "
                                f"output (width // stride = {w // s}): the neighbour sends the rows the convolution "
                                "reads"),

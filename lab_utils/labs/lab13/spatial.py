@@ -221,7 +221,7 @@ def arrival_skew(per_rank: list[list[list]]) -> dict | None:
 def skew_words(skew: dict, message_s: float | None = None, counted: int | None = None) -> str:
     """The clocked waits in words (arrival_skew's figures; message_s: a bare 4-byte all-reduce, to set a wait with
     both ranks there beside; counted: the calls a floor line counted (sends), where the clock's count differs:
-    the irecv it adds wait in the same exchange as an isend, said in one clause (learner s13r7d, lab 13 finding 4))."""
+    the irecv it adds wait in the same exchange as an isend, said in one clause)."""
     kinds = ", ".join(f"{n} {call}" for call, n in skew["kinds"].items())
     if counted is not None and counted != skew["calls"] and "irecv" in skew["kinds"]:
         kinds += (f"; the {counted} calls above and the irecv, each waited in the same halo exchange as an isend, so "
@@ -472,7 +472,7 @@ def crossover_line(side: int, spatial_s: float, one_device_s: float, code_ratio:
     lab 13 'what would make it a 5'): the floor and the rest held fixed, the half-image compute and the cost of
     computing at once grown with the area. A prediction from this run's medians, said to be one. verdict: spatial vs
     one device's on this image; where it did not hold, a gain by the medians is said to lie inside its noise, so the
-    cell draws one conclusion (learner s13r7d, lab 13 finding 1)."""
+    cell draws one conclusion."""
     both = 0.0 if shared is None else shared[1] - shared[0]
     saved = one_device_s * (1 - code_ratio / 2)  # split_costs_line's 'saved'
     grows = saved - both  # per image area: what the split saves, less what grows with it

@@ -123,7 +123,7 @@ NO_WAIT_MS = 0.05  # device 0's wait for the slower replica below this (ms): no 
 def replica_lines(reports) -> list[str]:
     """Under the traced step: device 0's wait for the slower replica after each parallel phase (the white gap after
     its bar, which is no unaccounted time), and where one replica's pass took longer, whether its thread used more CPU
-    (it computed longer) or not (it waited: for a core, or for the GIL); medians over `reports` (learner s13r7b)."""
+    (it computed longer) or not (it waited: for a core, or for the GIL); medians over `reports`."""
     rows = list(dict.fromkeys(i.row for r in reports for i in r.intervals))
     if len(rows) < 2 or not reports:
         return []

@@ -278,8 +278,8 @@ def print_sweep(result: Sweep, decided=None) -> None:
         print(line)
     if why is not None:
         print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
-    # the decided row says "(verdict below)" and the verdict prints the same figure: no third line (learner s13r5b)
-    noise = detectors.noise_line(r.spread for r in result.results)  # where the table's spreads are (learner s10e)
+    # the decided row says "(verdict below)" and the verdict prints the same figure: no third line
+    noise = detectors.noise_line(r.spread for r in result.results)  # where the table's spreads are
     if noise:
         print(measure.short_lines(str(noise)))
     for line in figures_explained(result) if why is None else []:
@@ -343,7 +343,7 @@ def phase_table(result: Sweep) -> list[str]:
         device0 = device0_alone_ms(result, batch)
         step, left = result.result(batch, dp_name(result.n_devices)).wall_s * 1e3, result.unaccounted_ms[batch]
         share[batch] = left / step
-        outside = step - result.step_ms.get(batch, step)  # the step beyond its phases' span (learner s13r7b)
+        outside = step - result.step_ms.get(batch, step)  # the step beyond its phases' span
         lines.append(f"{batch:>5}{step:9.2f}{forward:10.2f}{backward:10.2f}{device0:10.2f}{left:13.2f}"
                      f"{outside:9.2f}")
     lines.append(measure.short_lines(

@@ -20,7 +20,7 @@ def summary_line(verdict: measure.Verdict, label: str | None = None, predicted_c
     if verdict.notes and outcome.endswith(f" ({verdict.notes})"):
         outcome = outcome[:-len(verdict.notes) - 3]  # its notes stay under the verdict above
     fate = prediction_fate(verdict, predicted_cost)
-    if "missed" in fate:  # the prediction's fate leads: 'holds' then reads as the weaker claim's (learner s13r5g)
+    if "missed" in fate:  # the prediction's fate leads: 'holds' then reads as the weaker claim's
         return (f"{head}: prediction missed ({verdict.expected}): {fate.split('missed, ', 1)[1]}; only a weaker "
                 f"claim held: {outcome}")
     return f"{head}: {outcome}; predicted: {verdict.expected}" + fate
@@ -41,7 +41,7 @@ def prediction_headline(verdict: measure.Verdict, predicted_cost: float, first: 
     if not win_only and (verdict.holds_from is None or verdict.holds_from >= floor - 1e-9):  # tested as predicted
         return said + f": 'within {predicted_cost:.0%}', as predicted and tested: {verdict.verdict}"
     if verdict.ratio < floor:  # the outcome of the markdown's prediction leads (learner s13r6g: 'holds' remembered)
-        near = verdict.high >= floor  # a near miss: the pairs' range reaches the prediction (learner s13r7g)
+        near = verdict.high >= floor  # a near miss: the pairs' range reaches the prediction
         return (f"prediction missed{', narrowly' if near else ''}: {said}, below the {floor:.{d}f}x "
                 f"(= 1/{1 + predicted_cost:g}) that the predicted {predicted_cost:.0%} allows"
                 + (f" (its range {verdict.range_text()} reaches above it)" if near else "")
@@ -233,7 +233,7 @@ def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict], sec
     lines = [f"worker {w}: compute {compute[w]:.2f} ms + pull and push {rest[w]:.2f} ms per gradient (medians)"
              for w in counts]
     said = explained(longer, fewer)
-    if seconds and longer > fewer * 1.10:  # medians above the counts: each worker's mean, computed (learner s13r5g)
+    if seconds and longer > fewer * 1.10:  # medians above the counts: each worker's mean, computed
         tail = {w: seconds * 1e3 / counts[w] / (compute[w] + rest[w]) for w in counts}
         said = ("the medians predict more than the counts show; a count follows the mean iteration (the run's "
                 f"{seconds:.2f} s over its count), which lies above the median by "

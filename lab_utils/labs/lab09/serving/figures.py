@@ -346,7 +346,7 @@ class LoadStats:
         (within a round every server meets the same arrivals)."""
         arrived = f", {self.arrived_rps:.0f}/s arrived" if self.arrived_rps else ""
         draws = [r.arrived_rps for r in self.runs if r.arrived_rps]
-        if len(draws) > 1 and measure.spread(draws) >= 0.05:  # each round draws its own arrivals (learner s11r2h)
+        if len(draws) > 1 and measure.spread(draws) >= 0.05:  # each round draws its own arrivals
             arrived += (f" (the rounds' own draws: {min(draws):.0f} to {max(draws):.0f}/s, "
                         f"spread {measure.spread(draws):.0%})")
         return f"{self.load} load: {self.offered_rps or 0:.0f} requests/s offered{arrived}"
