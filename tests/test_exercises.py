@@ -653,3 +653,44 @@ def test_lab_05_replica_step_hint_fits_each_mistake_its_judge_names():
     from lab_utils import exercises
     hint = exercises.get("replica_step").hint
     assert all(part in hint for part in ("logits", "GLOBAL batch", "gradients", "applied"))
+
+
+def _solution_bodies() -> dict[str, str]:
+    """Each exercise's solution body (between BEGIN and END SOLUTION) in the solution notebooks, by function name."""
+    import json
+    import re
+    from pathlib import Path
+
+    bodies = {}
+    for notebook in sorted((Path(__file__).resolve().parents[1] / "solutions").glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text())["cells"]:
+            source = "".join(cell["source"])
+            name = re.search(r"def (\w+)\(", source)
+            if "### BEGIN SOLUTION" in source and name:
+                bodies[name.group(1)] = source.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+    return bodies
+
+
+def _code_lines(body: str) -> list[str]:
+    """The solution's lines a hint must not print: statements, not a bare API call such as optimizer.step()."""
+    import re
+
+    return [line.strip() for line in body.splitlines()
+            if len(line.strip()) > 12 and not re.fullmatch(r"[\w.]+\(\)", line.strip())]
+
+
+def test_no_hint_prints_a_line_of_its_solution():
+    """A learner who asks for a hint after a wrong first try gets the idea (what, which API, which pitfall), never the
+    solution's code."""
+    bodies = _solution_bodies()
+    assert {"median_time", "one_off_cost", "speedup_verdict", "efficiency", "throughput"} <= set(bodies)
+    for name, exercise in exercises.REGISTRY.items():
+        leaked = [line for line in _code_lines(bodies.get(name, "")) if line in exercise.hint]
+        assert not leaked, f"{name}'s hint prints its solution: {leaked}"
+
+
+def test_lab_00_and_01_hints_name_no_formula_of_the_answer():
+    """The hints of labs 00 and 01 point at the idea: no assignment or return of the answer's formula."""
+    for exercise in exercises.for_lab("00") + exercises.for_lab("01"):
+        assert exercise.hint and " = " not in exercise.hint and "return cold" not in exercise.hint, exercise.hint
+        assert "/ many_threads_s" not in exercise.hint and "statistics.median(" not in exercise.hint, exercise.hint

@@ -156,7 +156,8 @@ def _judge(got, expected, cases):
 
 MEDIAN_TIME = Exercise(
     "00", "median_time", _cases, _run, _expected, _judge,
-    "call fn warmup times untimed, then time each of the repeats with clock() and return their median",
+    "rules 1 and 3 of section 5: the warm-up calls run but are not timed; each timed call is timed on its own, with "
+    "the clock you are given, not time.perf_counter; the result is a median, not a mean",
     setup="import statistics\nimport time")
 
 
@@ -231,7 +232,8 @@ def _cold_judge(got, expected, cases):
 
 ONE_OFF_COST = Exercise(
     "00", "one_off_cost", _cold_cases, _cold_run, _cold_expected, _cold_judge,
-    "if the cold call is slower than every warm repeat, return cold - statistics.median(warm_times); else 0.0",
+    "two questions: is the cold call slower than the slowest warm repeat (equal is not slower)? If so, how far does "
+    "it lie above the warm median (not the mean, not the fastest repeat)?",
     setup="import statistics")
 
 
@@ -319,6 +321,6 @@ def _verdict_judge(got, expected, cases):
 
 SPEEDUP_VERDICT = Exercise(
     "00", "speedup_verdict", _verdict_cases, _verdict_run, _verdict_expected, _verdict_judge,
-    "speedup = one_thread_s / many_threads_s; above 1.1 N or below 1/N: 'impossible'; above N: 'at the limit'; "
-    "above 1: 'as predicted'; else 'not faster'")
+    "the speedup is a ratio of step times, so the one-thread time goes on top; test the 'impossible' bounds (1.1 N, "
+    "1/N) before 'at the limit', since a speedup above 1.1 N is above N too")
 register(MEDIAN_TIME, ONE_OFF_COST, SPEEDUP_VERDICT)

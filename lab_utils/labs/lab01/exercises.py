@@ -127,7 +127,8 @@ def _train_named(got, expected, case):
 
 
 TRAIN_STEP = Exercise("01", "train_step", _train_cases, _train_run, _train_expected, _train_named,
-                      "forward, loss, zero the old gradients, backward, step; return the loss",
+                      "one step has five parts (forward, loss, backward, optimizer step, clearing the old gradients): "
+                      "which must come before backward, and what does the optimizer step read? Return the loss",
                       setup="import torch\nimport torch.nn.functional as F")
 
 
@@ -212,7 +213,8 @@ def _throughput_judge(got, expected, cases):
 
 
 THROUGHPUT = Exercise("01", "throughput", _throughput_cases, _throughput_run, FROM_LESSON, _throughput_judge,
-                      "drop the warm-up steps, then divide the batch size by the median step time",
+                      "the first steps pay one-off costs (rule 1 of Lab 00) and one slow step must not move the figure "
+                      "(rule 3); samples per second is samples over the seconds of one step",
                       setup="import statistics")
 
 
@@ -328,7 +330,8 @@ def _profile_judge(got, expected, cases):
 
 
 TOP_OP = Exercise("01", "top_self_cpu_op", _profile_cases, _profile_run, _profile_expected, _profile_judge,
-                  "take the entry of prof.key_averages() with the largest self_cpu_time_total and return its .key (a string)")
+                  "self CPU time counts an operator's own work, not that of the operators it calls; "
+                  "prof.key_averages() has one entry per operator, with that figure; return a name (a string)")
 
 
 
@@ -389,6 +392,7 @@ def _efficiency_judge(got, expected, cases):
 
 
 EFFICIENCY = Exercise("01", "efficiency", _efficiency_cases, _efficiency_run, _efficiency_expected, _efficiency_judge,
-                      "speedup = one_thread_s / many_threads_s; efficiency = speedup / threads")
+                      "efficiency is the speedup shared out over the threads; the speedup is a ratio of step times, "
+                      "so the one-thread time goes on top")
 
 register(TRAIN_STEP, THROUGHPUT, TOP_OP, EFFICIENCY)
