@@ -215,3 +215,28 @@ def test_the_epoch_rate_prose_names_both_reasons_the_line_can_print():
     cells = nbformat.read(Path(__file__).parents[2] / "solutions" / "01_single_device_cnn.ipynb", 4).cells
     prose = next(" ".join(c.source.split()) for c in cells if c.cell_type == "markdown" and "**epoch rate**" in c.source)
     assert "*mean* step" in prose and "short last batch and its start" in prose, prose
+
+
+def _run(epoch_seconds, step_seconds_of_epoch):
+    """A History of epochs with these seconds; epoch i's 22 steps take step_seconds_of_epoch(i) each."""
+    from lab_utils import train
+
+    history = train.History(batch_size=64)
+    for epoch, seconds in enumerate(epoch_seconds, 1):
+        history.epochs.append(train.EpochStats(epoch, 1.0, seconds, 1437 / seconds))
+        history.steps_per_epoch.append(22)
+        history.step_seconds += [step_seconds_of_epoch(epoch)] * 22
+    return history
+
+
+def test_faster_last_epochs_are_said_to_do_the_same_work_and_their_cause_read_from_the_steps():
+    """A learner saw epochs 9-10 faster and wondered whether the model got cheaper: the line under the table says each
+    epoch ran the same steps, names the fastest and slowest, and reads the cause from the epochs' median steps."""
+    seconds = [0.036, 0.027, 0.027, 0.027, 0.027, 0.027, 0.027, 0.027, 0.024, 0.0235]
+    few_slow = steps.epoch_pace_line(_run(seconds, lambda epoch: 0.0011)).replace("\n    ", " ")
+    assert few_slow.startswith("epochs 2-10 took 23.5 to 27.0 ms (fastest: epoch 10, slowest: epoch 2;"), few_slow
+    assert "the same 22 full steps of 64 images on the same model, so no epoch was cheaper" in few_slow, few_slow
+    assert "spread by only 0%: a few slow steps" in few_slow, few_slow
+    every_step = steps.epoch_pace_line(_run(seconds, lambda epoch: 0.0010 if epoch >= 9 else 0.0012))
+    assert "spread by 17% too: most steps of the faster epochs were faster" in every_step, every_step
+    assert steps.epoch_pace_line(_run([0.03, 0.02], lambda epoch: 0.001)) is None  # one epoch after the first

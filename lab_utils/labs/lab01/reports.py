@@ -76,14 +76,16 @@ def loader_lines(loader_times: dict, workers: int) -> list[str]:
 def epoch_figures_line(call, fits: list, history, images: int) -> str:
     """num_workers=0's epoch (`call`, a Timing of whole calls of train.fit, less each call's start: its History in
     `fits`, warm-up round first, holds the epoch's own seconds) against section 3's (`history`: its epochs after the
-    first, `images` each, at its epoch rate), with a verdict: the same epoch agrees within the two sets' spreads."""
+    first, `images` each, at its epoch rate), with a verdict: the same epoch agrees within the two spreads printed
+    before (the table's, and section 3's epochs' seconds)."""
     timed = fits[-len(call.times):]  # the calls of the timed rounds, after the warm-up round's
     start = statistics.median(t - fit.epochs[0].seconds for t, fit in zip(call.times, timed))
     here, there = call.median - start, images / history.epoch_samples_per_s
-    spreads = (measure.spread([fit.epochs[0].seconds for fit in timed]),
-               measure.spread([e.seconds for e in history.epochs[1:] or history.epochs]))
+    # the spreads printed before for these two epochs: the table's above, and section 3's epochs' seconds (its
+    # training rate's spread is of the epochs' median steps, another figure)
+    spreads = (call.spread, measure.spread([e.seconds for e in history.epochs[1:] or history.epochs]))
     apart, noise = max(here, there) / min(here, there) - 1, max(spreads)
-    within = f"their epochs' spread (here {spreads[0]:.0%}, section 3 {spreads[1]:.0%})"
+    within = f"their spreads (here {spreads[0]:.0%}, the table's; section 3 {spreads[1]:.0%}, its epochs' seconds)"
     verdict = (f"within {within}: the same epoch, as expected" if apart <= noise else
                f"more than {within}: the load differed between the two moments; section 3's is the lab's figure")
     return measure.short_lines(

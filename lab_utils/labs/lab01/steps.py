@@ -6,7 +6,7 @@ import datetime as _dt
 import math
 import statistics
 
-from ... import detectors
+from ... import detectors, measure
 from ...measure.plausible import BASELINE_FACTOR
 from ...measure.results_table import SAME_RUN_S, same_quantity_before, store
 
@@ -89,6 +89,28 @@ def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: flo
         return [f"{said}; the mean step (an epoch follows it) is no longer than the median step: all of it is each "
                 "epoch's short batch and its start"]
     return [f"{said}; the mean step (an epoch follows it) is only {_pct(longer)} longer than the median step{tail}"]
+
+
+def epoch_pace_line(history) -> str | None:
+    """Why the epochs after the first took different seconds, from the run: each did the same work (its steps
+    counted), so the model did not get cheaper; their median steps' spread says whether every step or a few moved."""
+    later = history.epochs[1:]
+    if len(later) < 2:
+        return None
+    seconds = [e.seconds for e in later]
+    fastest, slowest = min(later, key=lambda e: e.seconds), max(later, key=lambda e: e.seconds)
+    steps = sorted(set(history.steps_per_epoch[1:]))
+    work = (f"the same {steps[0]}" if len(steps) == 1 else f"{steps[0]}-{steps[-1]}") + \
+        f" full steps of {history.batch_size} images"
+    by_seconds, by_medians = measure.spread(seconds), history.spread  # the training rate's spread, as section 4 prints
+    few = by_medians < by_seconds / 2
+    cause = (f"only {by_medians:.0%}: a few slow steps made the slower epochs (steps that waited for a core another "
+             "program held, or for this process's own pauses)" if few else
+             f"{by_medians:.0%} too: most steps of the faster epochs were faster, so the machine ran faster then "
+             "(fewer other programs, a higher clock)")
+    return (f"epochs 2-{len(history.epochs)} took {min(seconds) * 1e3:.1f} to {max(seconds) * 1e3:.1f} ms (fastest: "
+            f"epoch {fastest.epoch}, slowest: epoch {slowest.epoch}; their seconds spread by {by_seconds:.0%}): each "
+            f"ran {work} on the same model, so no epoch was cheaper; their median steps spread by {cause}")
 
 
 def _pct(fraction: float) -> str:
