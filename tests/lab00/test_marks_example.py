@@ -122,3 +122,27 @@ def test_the_marks_details_name_not_measurable_and_the_pronouns_are_plain():
     assert "even one rank gets one" not in plan and "one rank gets a device and a backend too" in plan
     budget = next(c for c in cells if "`hardware.cpu_budget()` reads each" in c)
     assert len(budget.partition("*Details.*")[2].split()) <= 80  # it was 100 words
+
+
+def test_the_marks_paragraph_defines_each_word_of_its_quoted_lines_before_them():
+    """A day-one learner met 'baseline', '2x the hardware', 'another framework in its process', 'the load' and 'the
+    parallel labs' in the marks cell, none defined in lab 00: each is now said plainly before its first use."""
+    cell = " ".join(next(c for c in _cells() if "**Marks beside a figure.**" in c).split())
+    prose, quoted, details = cell.split("```")
+    for word in ("baseline", "2x the hardware", "another framework in its process"):
+        assert word in quoted and f"**{word}** " in prose, word
+    assert "the parallel labs" not in cell and "(the ranks of section 4)" in prose
+    assert details.index("(the **load**)") < details.index("the load in place of the figure")
+
+
+def test_sections_end_with_what_the_learner_now_knows():
+    """Lab 00 learned 4/5: the machine, strategy and timing sections ended on a figure or an error with no takeaway;
+    each now ends with one, before the next section, and the summary says what the lab taught."""
+    cells = _cells()
+    takeaways = [i for i, c in enumerate(cells) if c.startswith("**What this section gives you.**")]
+    assert len(takeaways) == 3
+    for i in takeaways:
+        assert cells[i + 1].startswith("#"), cells[i + 1][:60]  # the last cell of its section
+    summary = next(c for c in cells if c.startswith("## Summary"))
+    assert "What you now know:" in summary and "1/N" in summary
+    assert not any(ch.isdigit() for c in (cells[i] for i in takeaways) for ch in c)  # no figure a run can contradict
