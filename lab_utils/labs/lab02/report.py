@@ -269,8 +269,9 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
         said = agreement_line(compared["DataParallel"]["speedup"], sweep, batch, status)
         if said:
             print(said)
-    print(measure.short_lines(detectors.noise_line(t.spread for t in step_timings.values())
-                              or "noise: every median above came from repeats within 25 %"))
+    noise = detectors.noise_line(t.times for t in step_timings.values())  # '' where every median stands
+    if noise:
+        print(measure.short_lines(noise))
     if load is not None:  # cell 0's promise: every timing cell prints the machine's load while it measured
         print(measure.short_lines(load.line()))
     if order_note is not None and unreadable is None:
