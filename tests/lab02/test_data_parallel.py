@@ -730,6 +730,31 @@ def test_the_sweeps_method_is_the_prediction_and_a_short_verdict_box_and_the_cpu
     assert "*holds* here allows DDP to be slower" in before
 
 
+def test_the_ddp_section_defines_the_scatter_and_the_30_percent_limit_before_the_verdict_uses_them():
+    """Learner: the verdict's '3x that scatter' and the course's 30 % limit were used, never defined; the plain
+    sentence under the verdict is announced where the verdict is."""
+    cells = _lab02_cells()
+    i_run = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "ranks = launch(compare_worker" in c.source)
+    before = " ".join(cells[i_run - 1].source.split())
+    assert "**scatter**: half the width of their range, over their median" in before, before
+    assert "3x the scatter" in before and f"{measure.RESOLVE:g}x" == "3x"  # the prose's factor is the verdict's
+    assert f"The course tests no cost above {measure.MAX_RESTATED:.0%}" in before.replace("30 %", "30%"), before
+    assert "*in short*" in before and "sentence above the verdict" not in before
+
+
+def test_the_gpu_prediction_is_a_prediction_no_figure():
+    """Learner: where the lab says what GPUs would show, it says why (DataParallel's one process copies through GPU
+    0 and launches every replica's kernels) as theory, and that a CPU-only machine cannot measure it: no GPU figure."""
+    import re
+    cells = _lab02_cells()
+    theory = next(c.source for c in cells if c.cell_type == "markdown" and "**What theory predicts**" in c.source)
+    gpu = " ".join(theory.split("- **One GPU per rank (NCCL)")[1].split("- **Shared cores")[0].split())
+    assert "A prediction: a CPU-only machine, like the course's, cannot measure it" in gpu, gpu
+    assert "no GPU figure appears here" in gpu and "one Python process launches every replica's kernels" in gpu
+    assert not re.search(r"\d+(\.\d+)? ?(x|%|ms)\b", gpu), gpu  # theory in words: no number a run did not measure
+    assert "cannot** test the GPU prediction above" in theory and "DDP's win" not in theory
+
+
 def _chunked(batch, devices):
     return [c.to(d) for c, d in zip(batch.chunk(len(devices)), devices)]  # what nn.DataParallel does
 
