@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from lab_utils.labs.lab02 import data_parallel
-from lab_utils import hardware, measure, spec
+from lab_utils import detectors, hardware, measure, spec
 from lab_utils.labs.lab02 import lesson as lab02  # lab 02's DataParallel, generated from its notebook
 from lab_utils.labs.lab02 import bench as bench_dp
 from lab_utils.labs.lab02 import gpu_check as gpu_dp
@@ -502,6 +502,10 @@ def test_the_sweep_table_says_nothing_of_noise_where_only_a_few_slow_repeats_wid
                                                   10, results, {}, {8: {one: one_t, many: dp_t}}))
     out = capsys.readouterr().out
     assert "151%" in out and "noise" not in out, out  # the spread is printed; no line calls the medians uncertain
+    method = next(c.source for c in _lab02_cells() if c.source.startswith("### DataParallel against one device"))
+    said = " ".join(method.split())  # the prose says when a noise line speaks, with the detector's own limit
+    assert (f"a `noise:` line speaks only where the middle half of a row's rounds spans more than "
+            f"{detectors.NOISY_SPREAD * 100:.0f} % of its median") in said, said
 
 
 def _lab02_cell(words: str) -> str:
