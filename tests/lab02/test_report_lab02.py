@@ -319,6 +319,13 @@ def test_the_ddp_answer_tests_the_bound_as_predicted_not_only_the_restated_one()
     assert report.ddp_who(faster).startswith("DDP was faster than DataParallel here, at 1.07x its speed")
     assert report.ddp_answer(faster).endswith(f"this run could tell: the whole range, {faster.range_text()}, lies "
                                               "above 1")
+    # a median below 1 whose range holds 1: no side was faster (the quiet run's 0.99x, range 0.93-1.04)
+    alike = measure.decide([0.93, 0.95, 0.97, 0.99, 1.0, 1.02, 1.04, 0.98, 0.99, 1.01] * 2, claim="c", expected="e",
+                           no_worse_than=0.07, timed=False, seeded=True)
+    said = " ".join(report.ddp_answer(alike, 0.07).split())
+    assert said.startswith(f"neither was faster here: DDP ran at {alike.figure_text()}x DataParallel's speed (the "
+                           f"verdict's figure), its range {alike.range_text()} on both sides of 1; ") and \
+        "slower" not in said.split(";")[0], said
     far = measure.decide([0.70, 0.71, 0.72, 0.70, 0.71] * 4, claim="c", expected="e", no_worse_than=0.13,
                          timed=False, seeded=True)
     assert "more than the predicted 13% slower (its all-reduce): against theory" in report.ddp_answer(far, 0.13)

@@ -314,12 +314,15 @@ def ddp_prediction(ranks, step_timings) -> dict:
 
 def ddp_who(verdict) -> str:
     """Who was faster and by how much, in the verdict's own figure (DDP's speed over DataParallel's, the median of
-    the paired rounds): one figure for the comparison, the one the verdict prints."""
+    the paired rounds): one figure for the comparison, the one the verdict prints; neither where the range holds 1."""
+    if verdict.low <= 1 <= verdict.high:  # the median leans one way, the rounds both: no side was faster
+        return (f"neither was faster here: DDP ran at {verdict.figure_text()}x DataParallel's speed (the verdict's "
+                f"figure), its range {verdict.range_text()} on both sides of 1")
     if verdict.ratio < 1:
         return f"DDP was slower than DataParallel here, at {verdict.figure_text()}x its speed (the verdict's figure)"
     if verdict.ratio > 1:
         return f"DDP was faster than DataParallel here, at {verdict.figure_text()}x its speed (the verdict's figure)"
-    return "DDP and DataParallel ran at the same speed here (the verdict's figure: 1.00x)"
+    return "DDP and DataParallel ran at the same speed here (the verdict's figure: 1.00x)"  # a range of one point
 
 
 def _scatter_clause(verdict) -> str:
