@@ -3,7 +3,6 @@ its code cells show DataParallel and one call each. Every sentence here is compu
 from __future__ import annotations
 
 import math
-
 import textwrap
 from dataclasses import dataclass
 
@@ -317,7 +316,7 @@ def ddp_who(verdict) -> str:
     the paired rounds): one figure for the comparison, the one the verdict prints; neither where the range holds 1."""
     if verdict.low <= 1 <= verdict.high:  # the median leans one way, the rounds both: no side was faster
         return (f"neither was faster here: DDP ran at {verdict.figure_text()}x DataParallel's speed (the verdict's "
-                f"figure), its range {verdict.range_text()} on both sides of 1")
+                f"figure), its range {verdict.range_text()} includes 1")
     if verdict.ratio < 1:
         return f"DDP was slower than DataParallel here, at {verdict.figure_text()}x its speed (the verdict's figure)"
     if verdict.ratio > 1:
@@ -345,7 +344,7 @@ def _could_tell(verdict, predicted: float | None) -> str:
         if verdict.low > 1 or verdict.high < 1:
             return (f"this run could not tell: the difference is under the {measure.MIN_EFFECT:.0%} the course "
                     "counts as an effect")
-        return f"this run could not tell: its range, {verdict.range_text()}, reaches both sides of 1"
+        return "so this run could not tell whether DDP is faster, as theory predicts"  # the range: said by ddp_who
     floor = 1 / (1 + predicted)  # DDP's step at most (1 + predicted) x DataParallel's: its speed above this
     if verdict.low > floor:
         return (f"this run could tell that DDP stayed within the {predicted:.0%} its all-reduce allows: as theory "
