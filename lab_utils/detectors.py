@@ -7,8 +7,9 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import numbers
 
-NOISY_SPREAD = 0.25  # repeats spread more than this (max - min over the median) are "noisy"
+NOISY_SPREAD = 0.25  # repeats spread more than this (max - min, or the middle half, over the median) are "noisy"
 
 # Phrases the detectors' texts share (their wording only: a flag's kind, not its text, decides how it is shown).
 ABOVE_100 = "above 100 %"
@@ -603,10 +604,16 @@ def noisy_as_printed(spread: float) -> bool:
 
 
 def noise_line(spreads, what: str = "medians", *, paired: bool = False, over: str = "repeats") -> str:
-    """How many of a table's `what` spread more than NOISY_SPREAD (None, NaN not counted), as one line; '' if none.
-    `paired`: the table also prints medians of paired ratios, which the line says may be read too; `over`: what
-    scattered (a row's repeats, or its steps)."""
-    spreads = list(spreads)  # a generator is read twice below
+    """One line for a table's noise; '' when it has nothing to say. Each of `spreads` is a row's spread (max - min
+    over the median; None, NaN not counted) or its repeats (a sequence of times). Rows given by their repeats (4 or
+    more) count as uncertain only when their middle half spans more than NOISY_SPREAD of the median (middle_spread):
+    a few slow repeats widen the range, not the middle, and move no median. `paired`: the table also prints medians
+    of paired ratios, which the line says may be read too; `over`: what scattered (a row's repeats, or its steps)."""
+    rows = [_row_spreads(s) for s in spreads]
+    middles = [m for _, m in rows if m is not None]
+    if middles and len(middles) == len(rows):  # every row has its repeats: the line counts the middle halves
+        return _uncertain_line(middles, what, paired=paired, over=over)
+    spreads = [s for s, _ in rows]
     counted = [s for s in spreads if s is not None and math.isfinite(s)]
     noisy = sum(noisy_as_printed(s) for s in counted)  # counted as printed: a '25%' is not more than 25 %
     if not noisy:
@@ -624,6 +631,33 @@ def noise_line(spreads, what: str = "medians", *, paired: bool = False, over: st
         f"over their {over} (the widest {spread_text(max(counted)).replace('%', ' %')}: a few slow {over}, which a median "
         "ignores" + _held_up(max(counted), over[:-1] if over.endswith("s") else over) + "): read " + ("the medians and the speed-ups only (medians of per-round "
         "ratios, which a few slow repeats do not move either)" if paired else "the medians only") + without))
+
+
+def _row_spreads(row) -> tuple[float | None, float | None]:
+    """A noise_line row as (its max - min spread, its middle-half spread): a number has no middle half (None); a
+    sequence of repeats has both, its middle half None below 4 repeats."""
+    if row is None or isinstance(row, numbers.Real):
+        return (None if row is None else float(row)), None
+    times = [float(t) for t in row]
+    from .measure import timing  # here: lab_utils.measure imports this module
+
+    middle = middle_spread(times)
+    return timing.spread(times), (middle if math.isfinite(middle) else None)
+
+
+def _uncertain_line(middles: list[float], what: str, *, paired: bool, over: str) -> str:
+    """noise_line for rows given by their repeats: the rows whose middle half spans more than NOISY_SPREAD of the
+    median, as one line; '' when none does (a few slow repeats at most: the medians stand)."""
+    uncertain = sum(noisy_as_printed(m) for m in middles)
+    if not uncertain:
+        return ""
+    from .measure import lines  # here: lab_utils.measure imports this module
+
+    ratios = " and the speed-ups (medians of per-round ratios) are steadier" if paired else ""
+    return Flag(Kind.NOISE, lines.wrap(
+        f"noise: {uncertain} of {len(middles)} {what} are uncertain: the middle half of their {over} spans more "
+        f"than {NOISY_SPREAD * 100:.0f} % of the median (the widest {spread_text(max(middles)).replace('%', ' %')}), "
+        f"so the {over} vary throughout, not just a few slow ones: read those {what} as rough{ratios}"))
 
 
 def middle_spread(values) -> float:

@@ -107,6 +107,26 @@ def test_noise_is_one_line_per_table():
     assert "took over" not in detectors.noise_line([0.97, 0.1])  # under 100 %: no repeat need have taken twice the median
 
 
+def test_a_table_whose_rows_give_their_repeats_gets_a_noise_line_only_where_a_median_is_uncertain():
+    # learners read 'noise: N of M medians spread more than 25 %' under nearly every quiet table as 'unreliable':
+    # one slow repeat of 10 widens max - min past 25 %, but moves neither the median nor the middle half
+    one_slow = [0.040, 0.041, 0.039, 0.040, 0.042, 0.040, 0.041, 0.040, 0.039, 0.080]  # range 100 %
+    steady = [0.030, 0.031, 0.030, 0.029, 0.030, 0.031, 0.030, 0.030, 0.029, 0.030]
+    assert detectors.noise_line([0.1, 1.0]) != ""  # the same table given its (max - min) spreads: the old line
+    assert detectors.noise_line([one_slow, steady]) == ""
+    assert detectors.noise_line(t for t in (tuple(one_slow), steady)) == ""  # tuples (Timing.times), a generator
+    varied = [0.020, 0.030, 0.040, 0.050, 0.060, 0.045, 0.025, 0.055, 0.035, 0.040]  # middle half 44 % of median
+    line = " ".join(detectors.noise_line([one_slow, steady, varied]).split())
+    assert line.startswith("noise: 1 of 3 medians are uncertain: the middle half of their repeats spans more than "
+                           "25 % of the median (the widest 44 %)"), line
+    assert "read those medians as rough" in line and "a few slow repeats, which a median ignores" not in line
+    assert detectors.kind_of(detectors.noise_line([varied])) is detectors.Kind.NOISE
+    assert "speed-ups (medians of per-round ratios) are steadier" in " ".join(
+        detectors.noise_line([varied], paired=True).split())
+    # fewer than 4 repeats have no middle half: the table falls back to the (max - min) spread
+    assert detectors.noise_line([[0.04, 0.08], steady]).startswith("noise: 1 of 2 medians spread more than 25 %")
+
+
 def test_the_noise_line_wraps_at_100_columns_and_stays_a_noise_flag():
     """Learners (issue 51): noise lines of 150-250 characters in most labs; printed as they come, they fit now."""
     burst = detectors.noise_line([9.94, 0.1, None], "rows' medians")

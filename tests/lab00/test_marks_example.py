@@ -30,6 +30,8 @@ def test_the_noise_allowance_the_prose_states_is_the_code_s():
     assert f"allows it only {detectors.ABOVE_100_NOISE * 100:.0f} %" in prose
     assert f"up to {detectors.NOISY_SPREAD * 100:.0f} % before they get a noise line" in prose  # why two allowances
     assert "tens of percent" not in prose and "(../README.md#results)" in prose
+    # a table that keeps its repeats counts their middle half (detectors.noise_line): the prose says so
+    assert "its noise line counts the middle half of them" in prose and "one slow repeat widens the spread" in prose
 
 
 def _cells():

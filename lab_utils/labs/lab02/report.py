@@ -2,6 +2,7 @@
 its code cells show DataParallel and one call each. Every sentence here is computed from the figures passed in."""
 from __future__ import annotations
 
+import math
 import textwrap
 from dataclasses import dataclass
 
@@ -269,8 +270,9 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
         said = agreement_line(compared["DataParallel"]["speedup"], sweep, batch, status)
         if said:
             print(said)
-    print(measure.short_lines(detectors.noise_line(t.spread for t in step_timings.values())
-                              or "noise: every median above came from repeats within 25 %"))
+    noise = detectors.noise_line(t.times for t in step_timings.values())  # '' where every median stands
+    if noise:
+        print(measure.short_lines(noise))
     if load is not None:  # cell 0's promise: every timing cell prints the machine's load while it measured
         print(measure.short_lines(load.line()))
     if order_note is not None and unreadable is None:
@@ -310,40 +312,69 @@ def ddp_prediction(ranks, step_timings) -> dict:
 
 
 def ddp_who(verdict) -> str:
-    """Who was faster, in plain words and in step time, from the range of DDP's speed over DataParallel's (one
-    clause: learner s13r6b finding 7 read '0%-11% slower (0.90-1.00x its speed, the verdict's direction)' twice)."""
-    if verdict.high < 1:
-        least, most = 1 / verdict.high - 1, 1 / verdict.low - 1  # DDP's step over DataParallel's, minus 1
-        return (f"DDP was at most {most:.0%} slower than DataParallel here" if least < 0.005 else
-                f"DDP was {least:.0%}-{most:.0%} slower than DataParallel here")
-    if verdict.low > 1:
-        return f"DDP was {verdict.low - 1:.0%}-{verdict.high - 1:.0%} faster than DataParallel here"
-    return (f"DDP and DataParallel were not told apart here (DDP {verdict.low:.2f}-{verdict.high:.2f}x "
-            "DataParallel's speed)")
+    """Who was faster and by how much, in the verdict's own figure (DDP's speed over DataParallel's, the median of
+    the paired rounds): one figure for the comparison, the one the verdict prints; neither where the range holds 1."""
+    if verdict.low <= 1 <= verdict.high:  # the median leans one way, the rounds both: no side was faster
+        return (f"neither was faster here: DDP ran at {verdict.figure_text()}x DataParallel's speed (the verdict's "
+                f"figure), its range {verdict.range_text()} includes 1")
+    if verdict.ratio < 1:
+        return f"DDP was slower than DataParallel here, at {verdict.figure_text()}x its speed (the verdict's figure)"
+    if verdict.ratio > 1:
+        return f"DDP was faster than DataParallel here, at {verdict.figure_text()}x its speed (the verdict's figure)"
+    return "DDP and DataParallel ran at the same speed here (the verdict's figure: 1.00x)"  # a range of one point
+
+
+def _scatter_clause(verdict) -> str:
+    """The pairs' scatter (defined in the lab's prose) and the smallest cost it lets a run tell apart: RESOLVE x it,
+    rounded up to a whole percent as the verdict's note rounds it."""
+    scatter = (verdict.high - verdict.low) / (2 * verdict.ratio)  # measure.ratio_scatter, from the verdict's range
+    resolved = math.ceil(round(measure.RESOLVE * scatter * 100, 6))
+    return (f"its paired rounds scatter by {scatter:.1%}, so a cost stands out only above {measure.RESOLVE:g}x that, "
+            f"{resolved}%")
+
+
+def _could_tell(verdict, predicted: float | None) -> str:
+    """Whether this run could tell what theory predicts, and why not where it could not."""
+    if predicted is None:  # a win (NCCL): the whole range on one side of 1
+        if verdict.verdict == measure.HOLDS:
+            return f"this run could tell: the whole range, {verdict.range_text()}, lies above 1"
+        if verdict.verdict == measure.REVERSED:
+            return (f"this run could tell, against theory: the whole range, {verdict.range_text()}, "
+                    "lies below 1")
+        if verdict.low > 1 or verdict.high < 1:
+            return (f"this run could not tell: the difference is under the {measure.MIN_EFFECT:.0%} the course "
+                    "counts as an effect")
+        return "so this run could not tell whether DDP is faster, as theory predicts"  # the range: said by ddp_who
+    floor = 1 / (1 + predicted)  # DDP's step at most (1 + predicted) x DataParallel's: its speed above this
+    if verdict.low > floor:
+        return (f"this run could tell that DDP stayed within the {predicted:.0%} its all-reduce allows: as theory "
+                "predicts on shared cores")
+    if verdict.high < floor:
+        return (f"this run could tell that DDP was more than the predicted {predicted:.0%} slower (its all-reduce): "
+                "against theory")
+    head = f"this run could not tell whether DDP stays within the predicted {predicted:.0%} (its all-reduce): "
+    tested = None if verdict.holds_from is None or verdict.holds_from >= 1 else 1 / verdict.holds_from - 1
+    if tested is not None and tested > predicted + 0.005:  # restated: the weaker claim these pairs can resolve
+        said = {measure.HOLDS: f"; DDP stayed within that {tested:.0%}",
+                measure.REVERSED: f"; DDP was slower by more than even that {tested:.0%}"}.get(verdict.verdict, "")
+        return head + _scatter_clause(verdict) + said
+    if verdict.holds_from is not None:  # too noisy for any cost the course tests: only a win could decide
+        return (head + _scatter_clause(verdict) + f", more than the {measure.MAX_RESTATED:.0%} the course tests at "
+                "most: only a win could have decided")
+    return head + f"its range, {verdict.range_text()}, reaches both sides of {floor:.2f}"
 
 
 def ddp_answer(verdict, predicted: float | None = None) -> str:
-    """The DDP section's answer in one plain sentence: who was faster, then whether that is within `predicted` (the
-    bound theory gave before the run, the all-reduce's share of a step, gloo) as stated, not only within the weaker
-    bound a noisy run's verdict may have tested."""
-    head = ddp_who(verdict)
-    if predicted is None or verdict.verdict == measure.CANNOT_SEE:
-        return f"{head}; theory's prediction {verdict.verdict}"
-    floor = 1 / (1 + predicted)  # DDP's step at most (1 + predicted) x DataParallel's: its speed above this
-    if verdict.low > floor:  # within the bound, said in step time as the head is (learner s13r6b finding 7)
-        return f"{head}, inside the {predicted:.0%} its all-reduce allows: as theory predicts on shared cores"
-    if verdict.high < floor:
-        return f"{head}: more than the predicted {predicted:.0%} slower (its all-reduce), against theory"
-    weaker = ("" if verdict.verdict != measure.HOLDS or verdict.holds_from is None else
-              f"; they establish only the weaker 'at most {1 / verdict.holds_from - 1:.0%} slower' (the verdict)")
-    return (f"{head}: the range reaches past the predicted {predicted:.0%} (its all-reduce), so these rounds do not "
-            f"establish the prediction as stated{weaker}")
+    """The DDP verdict restated in one plain sentence: who was faster, by the verdict's figure, and whether this run
+    could tell what theory predicts (`predicted`: the bound theory gave before the run, the all-reduce's share of a
+    step, gloo; None: a win, NCCL), and why not where it could not."""
+    return f"{ddp_who(verdict)}; {_could_tell(verdict, predicted)}"
 
 
 def ddp_lines(verdict, ranks, predicted: float | None = None) -> None:
     """Under the DDP verdict: the bound spelled out where the verdict tested another (the plain answer, ddp_answer,
-    is printed above the verdict; the all-reduce by rank above the bound, ddp_prediction)."""
-    stated = None if predicted is None else 1 / (1 + predicted)  # the plain answer above already did this sum
+    is printed under these lines; the all-reduce by rank above the bound, ddp_prediction)."""
+    stated = None if predicted is None else 1 / (1 + predicted)  # the plain answer below does this sum
     if (verdict.holds_from is not None and verdict.holds_from < 1 and verdict.verdict != measure.CANNOT_SEE
             and (stated is None or abs(verdict.holds_from - stated) > 0.005)):
         allowed = 1 / verdict.holds_from  # DDP's step may take up to this many times DataParallel's
@@ -353,12 +384,12 @@ def ddp_lines(verdict, ranks, predicted: float | None = None) -> None:
 
 
 def ddp_verdict(verdict, ranks, predicted: float | None = None) -> None:
-    """The DDP verdict block: one plain sentence first (who was faster, against the bound), then the verdict's
-    mechanics, then the bound spelled out where it differs."""
-    if verdict.verdict != measure.CANNOT_SEE:
-        print(measure.short_lines(ddp_answer(verdict, predicted)))
+    """The DDP verdict block: the verdict, the bound spelled out where it differs, then the verdict in one plain
+    sentence (who was faster, by how much, and whether this run could tell)."""
     print(verdict)
     ddp_lines(verdict, ranks, predicted)
+    if verdict.verdict != measure.CANNOT_SEE:
+        print(measure.short_lines("in short: " + ddp_answer(verdict, predicted)))
 
 
 def one_figure(sweep, traced, typical, launched_timing, launched_alone_ms: float, *, batch: int, steps: int,

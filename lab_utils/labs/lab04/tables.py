@@ -397,7 +397,7 @@ def gpipe_table(measured: dict, rows: list[str], hand_built: list[str], *, stage
                                      (speedup_flags(m) if m is not naive else []) + step_flags[label]))
     if refused is None:  # each line reads the rounds' waits, which a refusing load would fill
         lines += under_table_lines(measured, rows, own, busy_ranges, stages, largest, tolerance_s)
-    noise = detectors.noise_line(measured[label].spread for label in rows)
+    noise = detectors.noise_line(measured[label].makespans for label in rows)  # its steps
     if noise:
         lines.append(measure.short_lines(str(noise)))
     if refused is not None:

@@ -279,7 +279,8 @@ def print_sweep(result: Sweep, decided=None) -> None:
     if why is not None:
         print(measure.short_lines(f"  {refusal_line(why)}; the summary refuses the same speedups"))
     # the decided row says "(verdict below)" and the verdict prints the same figure: no third line
-    noise = detectors.noise_line(r.spread for r in result.results)  # where the table's spreads are
+    # each row's repeats: the line speaks only where a median itself is uncertain (not a few slow repeats)
+    noise = detectors.noise_line(result.timings[r.batch_size][r.variant].times for r in result.results)
     if noise:
         print(measure.short_lines(str(noise)))
     for line in figures_explained(result) if why is None else []:
