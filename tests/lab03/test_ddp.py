@@ -320,8 +320,9 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
     # (ranks win at most what threads waste: 9729 / 6402 = 1.52x on 2 cores, a ceiling of 2 / 1.52 = 1.32x), then
     # which form this run confirmed, on which CNN
     # learner s13r7c: 'neither form's direction' needed decoding; plain words per CNN, the theory said once
-    assert ("Section 6's threads left the ranks at most 1.32x to win. 3-conv CNN: level (within 25%), inside the "
-            "1.32x the threads' waste allows; digits CNN: ranks lose, as section 4's threads that waste nothing "
+    # lab 03's clarity walk: the ceiling's figure once in the line, not again after 'inside'
+    assert ("Section 6's threads left the ranks at most 1.32x to win. 3-conv CNN: level (within 25%), inside that "
+            "ceiling; digits CNN: ranks lose, as section 4's threads that waste nothing "
             "predict. The takeaway: on a CPU, ranks and threads share the same cores, so ranks win at most what "
             "threads waste") in said, said
     assert "form" not in said and said.count("at most what") == 1, said
@@ -329,7 +330,7 @@ def test_the_summary_answers_what_two_ranks_buy_from_the_runs_own_ratios():
     assert "any gain" not in said and "not confirmed" not in said and "prediction" not in said, said
     ahead = speed.buys_line(dict(rates, **{"2 ranks, DDP": 12500}), 2, 0.25)
     assert "digits" not in ahead and "a gain: 3-conv CNN 1.28x (faster)" in ahead, ahead
-    assert ahead.endswith("3-conv CNN: ranks win, as threads that waste cores allow (at most 1.32x). The takeaway: "
+    assert ahead.endswith("3-conv CNN: ranks win, as threads that waste cores allow, within that ceiling. The takeaway: "
                           "DDP's ranks beat one process's threads even on this CPU"), ahead
     both = speed.buys_line(dict(rates, **{"2 ranks, DDP": 4212}), 2, 0.25, recipe_ratio=0.29)
     assert "Both CNNs: ranks lose, as section 4's threads that waste nothing predict." in both, both  # said once
