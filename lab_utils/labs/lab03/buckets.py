@@ -9,12 +9,28 @@ from ... import measure
 from . import speed
 
 
+BARS_OVERLAP = ("bars overlap each other and the computing (to the dashed line); backward() returns at the solid "
+                "line,\nso the bars' lengths do not add up to it")
+
+
+def in_flight_s(buckets: list[dict], until: float | None = None) -> float:
+    """Seconds during which at least one bucket was being all-reduced (before `until`, where given): buckets that
+    overlap each other count once, so the figure never exceeds the time it spans."""
+    spans = sorted((b["start"], b["end"] if until is None else min(b["end"], until)) for b in buckets)
+    total, reach = 0.0, float("-inf")
+    for start, end in spans:
+        start = max(start, reach)
+        if end > start:
+            total, reach = total + end - start, end
+    return total
+
+
 def overlap(step: dict) -> tuple[int, int, float]:
-    """(buckets started before the last gradient was ready, all buckets, share of all-reduce time before it)."""
+    """(buckets started before the last gradient was ready, all buckets, share of the time some bucket was being
+    all-reduced that lay before it)."""
     early = sum(b["start"] < step["computed"] for b in step["buckets"])
-    busy = sum(b["end"] - b["start"] for b in step["buckets"])
-    hidden = sum(max(0.0, min(b["end"], step["computed"]) - b["start"]) for b in step["buckets"])
-    return early, len(step["buckets"]), hidden / busy if busy else 0.0
+    busy = in_flight_s(step["buckets"])
+    return early, len(step["buckets"]), in_flight_s(step["buckets"], step["computed"]) / busy if busy else 0.0
 
 
 def split_ms(step: dict) -> tuple[float, float]:
@@ -30,8 +46,8 @@ def printed_split(step: dict) -> tuple[float, float, float]:
 
 
 def hidden_ms(step: dict) -> float:
-    """ms of one round's all-reduce time that ran before its last gradient was ready (beside the backward pass)."""
-    return 1e3 * sum(max(0.0, min(b["end"], step["computed"]) - b["start"]) for b in step["buckets"])
+    """ms before one round's last gradient was ready during which some bucket was being all-reduced."""
+    return 1e3 * in_flight_s(step["buckets"], step["computed"])
 
 
 def slowdown_line(one: tuple[str, dict], many: tuple[str, dict]) -> str:
@@ -42,7 +58,7 @@ def slowdown_line(one: tuple[str, dict], many: tuple[str, dict]) -> str:
     if beside <= 0:
         return f"{many_name}: no all-reduce ran before the last gradient, so none could slow the computing"
     said = (f"computing until the last gradient: {before:.1f} ms with {one_name}, {after:.1f} ms with {many_name}, "
-            f"which ran {beside:.1f} ms of all-reduce beside it: ")
+            f"with a bucket all-reducing during {beside:.1f} ms of it: ")
     if after > before * 1.25:  # the lab's one threshold: two timings of one quantity may differ by 25 %
         return measure.short_lines(said + f"the overlap slowed the computing by {after - before:.1f} ms (the "
                                    "next cell's theory says why)")
@@ -66,7 +82,7 @@ def line(name: str, steps: list[dict]) -> str:
         f"{name}, the median of {len(steps)} rounds: backward() {whole:.1f} ms = computing {computing:.1f} ms "
         f"until the last gradient + {after:.1f} ms of all-reduce after it; "
         f"overlap: {early:g} of {count} bucket(s) handed over before the last gradient was ready, and "
-        f"{float(np.median([s[2] for s in shares])):.0%} of the buckets' all-reduce time ran before it")
+        f"{float(np.median([s[2] for s in shares])):.0%} of the time a bucket was in flight lay before it")
 
 
 def wait_ms(steps: list[dict], others: list[list[dict]]) -> float:
@@ -86,7 +102,7 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, othe
     """(figure, lines) of rank 0's rounds (`rounds`: setting name -> its rounds, the first a warm-up, left out); the
     default setting's lines also say why section 6's all-reduce figure (comm_ms, at table_batch a rank) differs,
     with the wait for the other ranks (`others`: their rounds, as `rounds`) measured where given."""
-    fig, axes = plt.subplots(len(rounds), 1, figsize=(7, 1.2 + 0.9 * len(rounds)), sharex=True)
+    fig, axes = plt.subplots(len(rounds), 1, figsize=(7, 1.6 + 0.9 * len(rounds)), sharex=True)
     said = []
     for ax, (name, all_rounds) in zip(np.atleast_1d(axes), rounds.items()):
         steps = all_rounds[1:]  # the first round warms up
@@ -95,6 +111,7 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, othe
             ax.barh(b["index"], (b["end"] - b["start"]) * 1e3, left=(b["start"] - step["start"]) * 1e3,
                     color="tab:orange")
         ax.axvline((step["computed"] - step["start"]) * 1e3, color="k", linestyle="--")
+        ax.axvline((step["end"] - step["start"]) * 1e3, color="k")  # backward() returned: every bar ends by here
         ax.set_yticks(range(len(step["buckets"])))
         ax.set_ylabel("bucket")
         ax.set_title(f"{name}: the median round, {printed_split(step)[1]:.1f} ms computing + "
@@ -112,7 +129,15 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, othe
     medians = [(name, median_round(all_rounds[1:])) for name, all_rounds in rounds.items()]
     if len(medians) == 2:
         said.append(slowdown_line(medians[0], medians[1]))
-    np.atleast_1d(axes)[-1].set_xlabel("ms since loss.backward() began")
+    np.atleast_1d(axes)[-1].set_xlabel(f"ms since loss.backward() began\n{BARS_OVERLAP}")
     np.atleast_1d(axes)[-1].set_xlim(left=0)  # learner s13r7c: an axis from 0.8 ms hid whether a bar was clipped
     fig.tight_layout()
     return fig, said
+
+
+def medians_line(v: measure.Verdict, rounds: dict, *, faster: str, slower: str) -> str:
+    """Why the timeline's two backward() medians (rank 0's rounds, `rounds` as timeline's) give another ratio than the
+    bucket verdict `v` (faster's advantage over slower), said once with both figures; "" where they print alike."""
+    ms = {name: printed_split(median_round(rounds[name][1:]))[0] for name in (faster, slower)}
+    beside = measure.medians_beside(v, ms[slower] / ms[faster])
+    return measure.short_lines(f"backward() above, {ms[faster]:.1f} vs {ms[slower]:.1f} ms: {beside}") if beside else ""

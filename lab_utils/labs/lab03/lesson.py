@@ -53,8 +53,8 @@ def ddp_worker(rank, world_size, cfg):
     # 3. this rank's share of every epoch, reshuffled each epoch
     sampler = DistributedSampler(train_set, world_size, rank, shuffle=True, seed=cfg.seed, drop_last=True)
     loader = DataLoader(train_set, batch_size=cfg.per_rank_batch, sampler=sampler, drop_last=True)
-    # 4. the global batch is world_size times one device's: scale the learning rate; a warm-up ramps it up from
-    #    one device's over cfg.warmup_steps steps (0: no ramp; section 5 says when it is needed)
+    # 4. the global batch is world_size times one rank's batch: scale the learning rate; a warm-up ramps it up
+    #    from one device's over cfg.warmup_steps steps (0: no ramp; section 5 says when it is needed)
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=cfg.lr * world_size, momentum=0.9)
     warmup = ddp.linear_warmup(optimizer, world_size, cfg.warmup_steps)
     allreduce, timer = ddp.AllReduceTimer(ddp_model, optimizer), measure.StepTimer(device)

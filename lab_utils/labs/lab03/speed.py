@@ -79,9 +79,9 @@ def settle_line(conv: str, digits: str | None, tolerance: float, top: float | No
     """Sections 4 and 6 as one theory: ranks beat threads by at most what threads waste (top: that
     ceiling, measured in section 6); then, in plain words per CNN (learner s13r7c: 'neither form's direction' needed
     decoding), what this run showed: ranks lose (as threads that waste nothing predict), win, or level."""
-    allows = f"the {top:.2f}x the threads' waste allows" if top else "what the threads' waste allows"
+    allows = "that ceiling" if top else "what the threads' waste allows"  # the ceiling's figure: said once, before
     said = {"slower": "ranks lose, as section 4's threads that waste nothing predict",
-            "faster": "ranks win, as threads that waste cores allow" + (f" (at most {top:.2f}x)" if top else ""),
+            "faster": "ranks win, as threads that waste cores allow" + (", within that ceiling" if top else ""),
             "too close to tell": f"level (within {tolerance:.0%}), inside {allows}"}
     # the takeaway that follows states the theory itself: here only the ceiling section 6 measured
     theory = f"Section 6's threads left the ranks at most {top:.2f}x to win. " if top else ""

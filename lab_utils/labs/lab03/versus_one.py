@@ -128,8 +128,9 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
               f"theory: if lab 01's {_threads(threads)} split its step perfectly, {_threads(rank_threads)} takes "
               f"{threads / rank_threads:g}x as long; each rank computes 1/{world_size} of the batch at that speed, then "
               "adds the all-reduce (median, waits included):")
-    said = [measure.short_lines(f"lab 01, {who}, same CNN, digits and batch {batch}: "
-            f"{lab01_rate:,.0f} samples/s, {one_ms:.2f} ms a step (in its kernel)"),
+    said = [measure.short_lines(f"lab 01, {who}, same CNN and digits, batch {batch} (the ranks' global batch, "
+                                f"{world_size} x {batch // world_size} a rank): {lab01_rate:,.0f} samples/s, "
+                                f"{one_ms:.2f} ms a step (in its kernel)"),
             f"these {world_size} ranks{each}: {ddp_rate:,.0f} samples/s, {ddp_ms:.2f} ms a "
             "step (launched processes)",
             measure.short_lines(theory),
