@@ -169,8 +169,7 @@ def pair_conclusion(v, a: str, b: str) -> str:
         return ""
     head = f"{a} vs {b}: {a} ran {v.ratio:.2f}x as fast as {b} (range {v.range_text()} over {v.repeats} paired rounds)"
     if v.low > 1:
-        return (f"{head}: faster, where theory expects them equal: '{a} no slower' holds, '{a} no faster' does not "
-                "(the parts after it say where the time went)")
+        return f"{head}: faster, where theory expects them equal: '{a} no slower' holds, 'equal' does not"
     if v.high < 1:
         return f"{head}: slower, where theory expects them equal (the verdict says whether beyond its margin)"
     return f"{head}: no difference this run can tell (theory expects none; the verdict says what it could test)"
