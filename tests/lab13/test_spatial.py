@@ -311,13 +311,15 @@ def test_data_parallel_beside_one_device_is_read_against_theory_with_the_runs_fi
     # learner s12r3d, lab 13 finding 4: 16 ms called "the all-reduce's cost" beside a 0.17 ms bare message
     above = spatial.data_parallel_vs_one_line("one 1024px image", 1, [0.111, 0.112, 0.110, 0.113, 0.111],
                                               [0.095] * 5)
-    assert "16.00 ms more at the medians" in above and "wait cost" in above, above
+    # one comparison, one figure (learner walk): the paired ratio only, no ms difference of medians beside it
+    assert "ms more at the medians" not in above and "waits for the partner as the floor line's calls do" in above
+    assert "1.17x one device's time" in above, above
     # learner s13r6d, lab 13 finding 1: 1.03x (range 1.02-1.03) read as decided two lines under a 1.021x verdict that
     # the 5 % rule left undecided: one rule for both
     barely = spatial.data_parallel_vs_one_line("one 1024px image", 1, [0.0977, 0.0978, 0.0979, 0.0976, 0.0978],
                                                [0.095] * 5)
     assert f"within {measure.MIN_EFFECT:.0%} of 1, too small an effect to call" in barely, barely
-    assert "wait cost" not in barely, barely
+    assert "at the medians" not in barely and barely.endswith("too small an effect to call, as for the verdicts")
 
 
 def test_overhead_lines_say_what_the_spatial_code_costs_on_one_rank():
@@ -344,29 +346,24 @@ def test_overhead_lines_say_what_the_spatial_code_costs_on_one_rank():
     assert all(len(part) <= 100 for part in busy.split("\n")) and busy.count("\n") >= 2, busy
 
 
-def test_floor_line_spreads_the_partners_cost_over_the_calls_that_wait_for_it():
+def test_floor_line_is_one_figure_and_one_sentence_of_at_most_four_lines():
+    # learner walk: a 14-line paragraph on the floor; now what it is, the figure, and what it means for the verdicts
+    from lab_utils import measure
     from lab_utils.labs.lab13 import spatial
     calls = {"isend": 5, "all_reduce": 7}
     line = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0010] * 3)
-    assert "the 12.00 ms between is the partner" in line and "12 calls" in line and "(5 isend, 7 all_reduce)" in line
-    assert "1.00 ms each, against 1.00 ms" in line and line.endswith("the messages make the floor"), line
-    slow = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3)
-    # learner s12r3d, lab 13 finding 3: "waiting for the other rank" although its whole step is shorter than the wait:
-    # the partner's compute and the messages' latency are taken off, the rest is named the wait cost
-    assert "5.0x a bare message each" in slow and "at most its whole step (3.20 ms)" in slow, slow
-    assert "the other 6.40 ms (0.53 ms a call) is the wait cost" in slow, slow
-    # learner s12r4d, lab 13 finding 2: the wait cost stayed a name; one part, the wake-up, is now measured: rank 0's
-    # time on an all-reduce rank 1 called late, beyond rank 1's sleep and the same call made at once, round by round
-    late = ([0.0016, 0.0017, 0.0015], [0.0011, 0.0011, 0.0011], [0.0002, 0.0002, 0.0002])
-    woken = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3, late)
-    assert "this run does not take it apart" not in woken and "a bare message was 0.30 ms" in woken, woken
-    assert woken.endswith("were all 12 calls to wait, that would be 3.60 ms of the 6.40 ms"), woken
-    # a wake-up that costs nothing (rank 0 done as soon as the partner's delay and one message are over): said so
-    quick = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
-                               ([0.00131] * 3, [0.0011] * 3, [0.0002] * 3))
-    assert "a bare message was 0.01 ms" in quick and "the wait cost lies elsewhere" in quick, quick
-    # learner s13r5d, lab 13 finding 2: the one hypothesis ruled out, the rest unnamed: theory's next suspect named
-    assert "theory's next suspect" in quick and "wait for a core" in quick and "slept and left one free" in quick
+    assert "the floor, what the partner adds to a spatial step (2 ranks' time less 1 rank's), is 12.00 ms" in line
+    assert "12 calls wait for it, 1.00 ms each against 1.00 ms for a bare 4-byte all-reduce. It does not" in line, line
+    assert line.endswith("spatial pays only where half the compute saves more (the verdicts below)"), line
+    assert "clocked" not in line  # no clocked steps: no clause on them
+    skew = {"skew": 0.0019, "together": 0.0081, "calls": 15, "inside": [0.0092, 0.0089], "steps": 5,
+            "kinds": {"irecv": 4, "isend": 4, "all_reduce": 7}}
+    there = spatial.floor_line("16 images of 32px", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3, skew)
+    assert "(clocked: mostly both ranks inside the wait, not a late partner)" in there, there
+    assert len(measure.lines.wrap(there, hang="  ").split("\n")) <= 4, there
+    late = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
+                              {**skew, "skew": 0.007, "together": 0.0005})
+    assert "(clocked: mostly a partner arriving late)" in late, late
 
 
 def test_split_costs_line_adds_up_to_the_spatial_step():
@@ -448,12 +445,8 @@ def test_cost_lines_build_the_two_lines_under_the_table_from_the_launches():
     overhead, lines = spatial.cost_lines(alone, per_rank, {small: {"spatial": [0.0167] * 5}}, small)
     assert lines[:len(overhead)] == overhead and len(lines) == len(overhead) + 1
     assert "  one 32px image: 3.00x" in overhead[2] and "  one 1024px image: 1.37x" in overhead[3], overhead
-    assert "(4 isend, 7 all_reduce)" in lines[-1].replace("\n  ", " ") and "wait cost" in lines[-1], lines[-1]
+    assert "is 15.20 ms: 11 calls wait for it, 1.38 ms each against 0.17 ms" in lines[-1].replace("\n  ", " "), lines[-1]
     assert all(len(part) <= 100 for line in lines for part in line.split("\n")), lines
-    late = [{**per_rank[0], "late partner": {"times": [0.0016] * 5, "slept": []}},
-            {"late partner": {"times": [0.0016] * 5, "slept": [0.0011] * 5}}]
-    _, woken = spatial.cost_lines(alone, late, {small: {"spatial": [0.0167] * 5}}, small)
-    assert "a bare message was 0.33 ms" in woken[-1].replace("\n  ", " "), woken[-1]  # 1.6 - 1.1 - 0.17
 
 
 def test_after_verdicts_lines_take_the_step_apart_or_refuse_it_with_its_verdict():
@@ -566,31 +559,12 @@ def test_the_call_clock_times_each_blocking_call_and_the_skew_takes_the_wait_apa
     split = spatial.split_costs_line("one 1024px image", 0.0818, 0.0792, 1.10, 0.0100, shared=(0.0416, 0.0467),
                                      skew={**skew, "skew": 0.0150})
     assert "does not take it apart" not in split and "theory names" not in split, split
-    assert "The floor and the rest (33.1 ms) taken apart, clocked over 3 more steps at its 2 blocking waits " \
-        "(1 isend, 1 all_reduce)" in split, split
-    assert "their arrival skew (how far apart they reached each wait, added up: the first to arrive waits) was " \
-        "15.00 ms" in split, split
+    # where the floor and the rest go, in one clause (learner walk: one figure, one sentence), from the clocked figures
+    assert "the rest (medians; clocked: mostly a partner arriving late)" in split, split  # 2 ms together < 15 / 2
     calls = {"isend": 5, "all_reduce": 7}
-    floor = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
-                               ([0.00131] * 3, [0.0011] * 3, [0.0002] * 3), skew)
-    assert "theory's next suspect" not in floor and "One part, measured" not in floor, floor  # a nil wake-up: unsaid
-    # learner s13r7d finding 3: the 'so' figure follows from the printed ones: (5.00 + 3.00 - 4.00) / 2 = 2.00
-    assert "about 2.00 ms a rank ((the two less the skew) / 2; 1.00 ms a wait) passed with both ranks there, against " \
-        "0.20 ms for a bare message. So the floor is mostly" in floor, floor
-    # finding 6: the paragraph ends on what it shows, computed from the clocked figures
-    late = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3, None,
-                              {**skew, "skew": 0.007, "together": 0.0005})
-    assert late.endswith("So the floor is mostly a partner arriving late (the skew), not the waits themselves"), late
-    there = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3, None,
-                               {**skew, "skew": 0.001, "together": 0.0035})
-    assert there.endswith("So the floor is mostly time both ranks spend inside a wait, 8.8x a bare message each, not "
-                          "a partner arriving late"), there
-    # finding 4: 11 calls counted, 15 clocked: the irecv said in one clause
-    clocked = {**skew, "calls": 15, "kinds": {"irecv": 4, "isend": 4, "all_reduce": 7}}
-    eleven = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, {"isend": 4, "all_reduce": 7},
-                                [0.0002] * 3, None, clocked)
-    assert "(4 irecv, 4 isend, 7 all_reduce; the 11 calls above and the irecv, each waited in the same halo " \
-        "exchange as an isend, so no extra call to the partner)" in eleven, eleven
+    there = spatial.floor_line("one 32px image", [0.0152] * 3, [0.0032] * 3, calls, [0.0002] * 3,
+                               {**skew, "skew": 0.001})
+    assert "(clocked: mostly both ranks inside the wait, not a late partner)" in there, there  # 2 ms >= 1 / 2
 
 
 def test_the_time_with_both_ranks_there_follows_from_the_printed_medians():

@@ -169,8 +169,7 @@ def pair_conclusion(v, a: str, b: str) -> str:
         return ""
     head = f"{a} vs {b}: {a} ran {v.ratio:.2f}x as fast as {b} (range {v.range_text()} over {v.repeats} paired rounds)"
     if v.low > 1:
-        return (f"{head}: faster, where theory expects them equal: '{a} no slower' holds, '{a} no faster' does not "
-                "(the parts after it say where the time went)")
+        return f"{head}: faster, where theory expects them equal: '{a} no slower' holds, 'equal' does not"
     if v.high < 1:
         return f"{head}: slower, where theory expects them equal (the verdict says whether beyond its margin)"
     return f"{head}: no difference this run can tell (theory expects none; the verdict says what it could test)"
@@ -461,30 +460,23 @@ def library_schedules_line(ratios, yours: float) -> str:
 
 
 def busy_fit_line(ms, busy, stages: int, largest: int, fits: float = 0.10) -> str:
-    """Whether one cause explains the busy time's rise with M, measured: a least-squares line of busy time against M
-    (each M's median, seconds) whose slope, over the 2 x stages op calls one more micro-batch adds, is a fixed cost
-    per call; where every point lies within `fits` of the line, that cost explains the rise, and the line says how
-    much of it at M=largest (learner s13r7d, lab 04 finding 2: 40.3 -> 48.8 ms busy, 1.0 ms of it explained)."""
-    n = len(ms)
-    mean_m, mean_b = sum(ms) / n, sum(busy) / n
-    slope = sum((m - mean_m) * (b - mean_b) for m, b in zip(ms, busy)) / sum((m - mean_m) ** 2 for m in ms)
-    miss = max(abs(b - (mean_b + slope * (m - mean_m))) / b for m, b in zip(ms, busy))
-    per_call = slope / (2 * stages)
-    head = (f"busy against M, a straight line through the {n} medians: {per_call * 1e3:.2f} ms more per op call "
-            f"(2 x {stages} calls per micro-batch), the largest miss {miss:.0%} of a point")
-    if miss > fits:
-        return f"{head}: not a straight line, so a fixed cost per call is not the only cause of the rise"
+    """Whether one fixed cost per op call explains the busy time's rise with M: the cost per call the why-line
+    under the speed table measured (M=largest's busy time over the naive split's, over its extra calls) predicts
+    every other M's busy time (each M's median, seconds); one figure for that cost, the why-line's."""
     i1, ib = ms.index(1), ms.index(largest)
-    calls = 2 * stages * (largest - 1)
-    explained, rise = calls * per_call, busy[ib] - busy[i1]
-    said = f"{calls} extra calls x {per_call * 1e3:.2f} ms = {explained * 1e3:.1f} ms"
-    if abs(explained - rise) > fits * max(abs(rise), explained):
-        # the line fits every point within `fits` of its busy time, yet misses M=largest's rise itself (learner
-        # s13r8d: "7.2 ms of the 4.3 ms rise"): the large M's points set the slope
-        return (f"{head}: close to every point, but at M={largest} {said} against the measured "
-                f"{rise * 1e3:.1f} ms rise: one cost per call does not account for the rise there")
-    return (f"{head}: a fixed cost each call pays whatever its micro-batch explains the rise; at M={largest}, "
-            f"{said} of the {rise * 1e3:.1f} ms rise")
+    calls = 2 * stages * (largest - 1)  # one forward and one backward op per stage, M - 1 more times
+    per_call = (busy[ib] - busy[i1]) / calls
+    if per_call <= 0:
+        return f"busy time did not rise from M=1 to M={largest}: no fixed cost per op call shows here"
+    predicted = [busy[i1] + per_call * 2 * stages * (m - 1) for m in ms]
+    worst = max(range(len(ms)), key=lambda i: abs(busy[i] - predicted[i]) / busy[i])
+    miss = round(abs(busy[worst] - predicted[worst]) / busy[worst], 2)  # decided as printed
+    head = (f"the {per_call * 1e3:.2f} ms per op call above (M={largest} against the naive split), applied to every "
+            f"M: the largest miss is M={ms[worst]}, {predicted[worst] * 1e3:.1f} ms predicted against "
+            f"{busy[worst] * 1e3:.1f} ms measured ({miss:.0%})")
+    if miss > fits:
+        return f"{head}: a fixed cost per call is not the only cause of the rise"
+    return f"{head}: one fixed cost per call explains the rise with M"
 
 
 def no_overlap_line(ms, bubbles, naive_bubble: float, stages: int) -> str:

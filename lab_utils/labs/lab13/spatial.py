@@ -218,21 +218,12 @@ def arrival_skew(per_rank: list[list[list]]) -> dict | None:
             "together": (sum(medians) - float(np.median(skews))) / 2, "calls": len(per_rank[0][0]), "kinds": kinds, "steps": len(skews)}
 
 
-def skew_words(skew: dict, message_s: float | None = None, counted: int | None = None) -> str:
-    """The clocked waits in words (arrival_skew's figures; message_s: a bare 4-byte all-reduce, to set a wait with
-    both ranks there beside; counted: the calls a floor line counted (sends), where the clock's count differs:
-    the irecv it adds wait in the same exchange as an isend, said in one clause)."""
-    kinds = ", ".join(f"{n} {call}" for call, n in skew["kinds"].items())
-    if counted is not None and counted != skew["calls"] and "irecv" in skew["kinds"]:
-        kinds += (f"; the {counted} calls above and the irecv, each waited in the same halo exchange as an isend, so "
-                  "no extra call to the partner")
-    each = skew["together"] / skew["calls"]
-    bare = "" if message_s is None else f", against {message_s * 1e3:.2f} ms for a bare message"
-    return (f"clocked over {skew['steps']} more steps at its {skew['calls']} blocking waits ({kinds}): the ranks spent "
-            f"{skew['inside'][0] * 1e3:.2f} and {skew['inside'][1] * 1e3:.2f} ms a step inside them; their arrival "
-            f"skew (how far apart they reached each wait, added up: the first to arrive waits) was "
-            f"{skew['skew'] * 1e3:.2f} ms, so about {skew['together'] * 1e3:.2f} ms a rank ((the two less the skew) / 2; {each * 1e3:.2f} ms "
-            f"a wait) passed with both ranks there{bare}")
+def wait_clause(skew: dict) -> str:
+    """Where the clocked waits go (arrival_skew's figures), in one clause: time with both ranks inside a wait, or a
+    partner arriving late (the skew), whichever is the larger share of a rank's time inside the waits."""
+    if skew["together"] >= skew["skew"] / 2:
+        return "clocked: mostly both ranks inside the wait, not a late partner"
+    return "clocked: mostly a partner arriving late"
 
 
 def halo_bytes_by_layer(per_rank: list[list[dict]], phase: str) -> dict[tuple[int, int], int]:
@@ -338,11 +329,11 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
     if images < 2:
         side = ("the range holds 1: the difference is within the rounds' spread" if within else
                 f"the whole range lies {'above' if low > 1 else 'below'} 1, but within {measure.MIN_EFFECT:.0%} of 1, "
-                f"too small an effect to call, as for the verdicts ({dp_ms - one_ms:+.2f} ms at the medians)" if small else
+                "too small an effect to call, as for the verdicts" if small else
                 "the whole range lies below 1, which the work does not explain (rank 0's is the same): the "
                 "difference is the conditions each step met (its place in the round, the caches and memory it found)"
-                if high < 1 else f"the whole range lies above 1: {dp_ms - one_ms:.2f} ms more at the medians, the "
-                "all-reduce's message and its wait cost (the floor line names it)")
+                if high < 1 else "the whole range lies above 1: the all-reduce, which waits for the partner as the floor "
+                "line's calls do, far longer than a bare message")
         return (f"{head}; rank 0 does one device's whole work plus an all-reduce (the other ranks have no image), "
                 f"so theory puts it at 1x or slower: {side}")
     saved = one_ms * (ranks - 1) / ranks  # at most: the compute the other ranks take off rank 0
@@ -379,60 +370,19 @@ def code_cost_summary(overhead: list[str], name: str) -> str:
             if found else measure.lines.wrap(overhead[0], hang="    "))  # the busy line, at 100 columns as above
 
 
-def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, late=None,
-               skew: dict | None = None) -> str:
-    """Why a small image's spatial step has a floor: its time on 2 ranks minus the same code's on 1 rank, spread
-    over the calls that wait for the partner, beside one bare 4-byte all-reduce (times in seconds, medians). late:
-    wake_words' figures, what a wait costs beyond the partner's delay; skew: arrival_skew's, the wait taken apart."""
+def floor_line(name: str, two_ranks, one_rank, calls: dict[str, int], message, skew: dict | None = None) -> str:
+    """The small image's floor in one figure and one sentence: what the partner adds to its spatial step (its time on
+    2 ranks less the same code's on 1 rank, medians, seconds), per call that waits for it beside one bare 4-byte
+    all-reduce, and what it means for the verdicts; skew (arrival_skew's) adds where the waits go, in one clause."""
     two_ms, one_ms = float(np.median(two_ranks)) * 1e3, float(np.median(one_rank)) * 1e3
     message_ms = float(np.median(message)) * 1e3
+    floor = two_ms - one_ms
     n = sum(calls.values())
-    each = (two_ms - one_ms) / n
-    kinds = ", ".join(f"{count} {call}" for call, count in calls.items())
-    if each <= 1.5 * message_ms:
-        cause = "about one bare message's latency each: the messages make the floor"
-    else:  # the partner's whole step bounds how long waiting for its compute can take
-        wait = max(0.0, two_ms - one_ms - one_ms - n * message_ms)
-        cause = (f"{each / message_ms:.1f}x a bare message each. The partner's compute explains at most its whole "
-                 f"step ({one_ms:.2f} ms) and the messages' latency {n} x {message_ms:.2f} ms; the other "
-                 f"{wait:.2f} ms ({wait / n:.2f} ms a call) is the wait cost: what a call that must wait for its "
-                 "partner costs here beyond both" + ("" if late is None else wake_words(late, n, wait, skew is None))
-                 + (" (this run does not take it apart)" if late is None and skew is None else "")
-                 + ("" if skew is None else f". Taken apart, {skew_words(skew, message_ms / 1e3, n)}. "
-                    + _floor_reading(skew, message_ms / 1e3)))
-    return (f"{name}: spatial took {two_ms:.2f} ms a step on 2 ranks and {one_ms:.2f} ms on 1 rank; the "
-            f"{two_ms - one_ms:.2f} ms between is the partner: rank 0 makes {n} calls a step that wait for it "
-            f"({kinds}), {each:.2f} ms each, against {message_ms:.2f} ms for one 4-byte all-reduce right after a "
-            f"barrier: {cause}")
-
-
-def _floor_reading(skew: dict, message_s: float) -> str:
-    """What the clocked waits say the floor is, computed: time with both ranks inside a wait, or a partner arriving
-    late (the skew), whichever is the larger share of a rank's time inside the waits (learner s13r7d finding 6)."""
-    each = skew["together"] / skew["calls"]
-    if skew["together"] >= skew["skew"] / 2:
-        return (f"So the floor is mostly time both ranks spend inside a wait, {each / message_s:.1f}x a bare message "
-                "each, not a partner arriving late")
-    return "So the floor is mostly a partner arriving late (the skew), not the waits themselves"
-
-
-def wake_words(late, calls: int, wait_ms: float, suspect: bool = True) -> str:
-    """The wait cost's measured part (late: rank 0's times of an all-reduce rank 1 called late, how long rank 1 slept,
-    rank 0's times of the same call made at once; paired rounds, seconds): what rank 0 lost beyond the delay and a
-    bare message, round by round, where it slept in gloo's wait and had to be woken. suspect: name theory's next
-    suspect, where no clock takes the wait apart; without it, a wake-up that costs almost nothing is not said."""
-    wake = float(np.median([t - s - m for t, s, m in zip(*late)])) * 1e3
-    head = (f". One part, measured: on a 4-byte all-reduce its partner called late, rank 0's time beyond the "
-            f"partner's sleep and a bare message was {wake:.2f} ms (median of {len(late[0])} rounds)")
-    if wake < 0.05 and not suspect:  # the clocked waits below take the wait cost apart: no detour through a nil
-        return ""
-    if wake < 0.05:
-        return (f"{head}: waking a rank that slept waiting costs almost nothing here, so the wait cost lies "
-                "elsewhere" + (" (this run does not take the rest apart; theory's next suspect: in the step, a message "
-                               "lands while both ranks compute, and gloo's thread that receives it must wait for a core "
-                               "they hold, where this test's partner slept and left one free)" if suspect else ""))
-    return (f"{head}: a rank that waits sleeps in gloo and must be woken and given a core again; were all {calls} "
-            f"calls to wait, that would be {min(calls * wake, wait_ms):.2f} ms of the {wait_ms:.2f} ms")
+    each = floor / n
+    return (f"{name}: the floor, what the partner adds to a spatial step (2 ranks' time less 1 rank's), is "
+            f"{floor:.2f} ms: {n} calls wait for it, {each:.2f} ms each against {message_ms:.2f} ms for a bare "
+            f"4-byte all-reduce{'' if skew is None else f' ({wait_clause(skew)})'}. It does not shrink with the image: spatial pays only where half the "
+            "compute saves more (the verdicts below)")
 
 
 def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_ratio: float, floor_s: float,
@@ -452,14 +402,17 @@ def split_costs_line(name: str, spatial_s: float, one_device_s: float, code_rati
     theory = ("waits longer than a small image's: between two calls each rank computes far longer than on a small "
               "image, so the two ranks reach each call further apart, and the earlier one waits"
               + (", and two ranks sharing one memory bus and cache" if shared is None else ""))
+    if rest < 0:
+        rest_words = (f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add up: here "
+                      "they overlap)")
+    elif skew is None:
+        rest_words = (f"+ {rest * 1e3:.1f} ms more, the rest (medians; this run does not take it apart: theory names "
+                      f"{theory})")
+    else:
+        rest_words = f"+ {rest * 1e3:.1f} ms more, the rest (medians; {wait_clause(skew)})"
     return (f"{name}: spatial {spatial_s * 1e3:.1f} ms = one device's {one_device_s * 1e3:.1f} ms / {ranks} x the "
             f"code's own {code_ratio:.2f}x (from above; {share * 1e3:.1f} ms) + the floor ({floor_s * 1e3:.1f} ms, from "
-            f"the small image){measured} "
-            + (f"+ {rest * 1e3:.1f} ms more, the rest (medians; this run does not take it apart: theory names "
-               f"{theory})" if rest >= 0 and skew is None else
-               f"+ {rest * 1e3:.1f} ms more, the rest (medians). The floor and the rest ({(floor_s + rest) * 1e3:.1f} "
-               f"ms) taken apart, {skew_words(skew)}" if rest >= 0 and skew is not None else f"- {-rest * 1e3:.1f} ms (medians, each of its own rounds, so the parts need not add "
-               "up: here they overlap)")
+            f"the small image){measured} {rest_words}"
             + f". So the split saved {(one_device_s - share) * 1e3:.1f} ms of compute (one device's less this share) "
             f"and added "
             f"{(spatial_s - share) * 1e3:.1f} ms, most of it {max(costs)[1]}: spatial gains where the first exceeds "
@@ -566,14 +519,12 @@ def cost_lines(alone: dict, per_rank: list[dict], rounds: dict, small: str) -> t
     of the 1-rank launch `alone`; lines: those, then the small image's floor_line from rank 0's calls in one spatial
     step (per_rank: the 2-rank launch's results; rounds: speed_table's)."""
     overhead = overhead_lines({n: {s: alone[n]["times"][s] for s in ("spatial", "one device")}
-                               for n in alone if n not in ("one message", "late partner")})
+                               for n in alone if n != "one message"})
     calls: dict[str, int] = {}
     for row in per_rank[0][small]["sent"]["spatial"]:  # rank 0's calls in one spatial step on the small image
         calls[row["call"]] = calls.get(row["call"], 0) + 1
-    late = ((per_rank[0]["late partner"]["times"], per_rank[1]["late partner"]["slept"], per_rank[0]["one message"])
-            if len(per_rank) == 2 and "late partner" in per_rank[0] else None)
     floor = floor_line(small, rounds[small]["spatial"], alone[small]["times"]["spatial"], calls,
-                       per_rank[0]["one message"], late, clocked_skew(per_rank, small))
+                       per_rank[0]["one message"], clocked_skew(per_rank, small))
     return overhead, overhead + [measure.lines.wrap(floor, hang="  ")]
 
 
