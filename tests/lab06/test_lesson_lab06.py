@@ -99,3 +99,12 @@ def test_the_trap_prints_every_gradient_it_makes_n_times_too_large():
     assert "but the gradients are input 2.00x, fc1 2.00x, fc2 2.00x the unsplit classifier's" in printed
     prose = " ".join(cells[cells.index(trap) + 2].source.split())
     assert "N times too large" in prose and "(and of the input)" in prose
+
+
+def test_the_tensor_parallel_worker_trains_with_the_single_device_baselines_optimizer():
+    """The training check compares the worker with tensor_parallel.single_device_training step by step: both must
+    use the same SGD momentum, or the losses part after the first step."""
+    import inspect
+
+    from lab_utils.labs.lab06 import lesson, tensor_parallel
+    assert f"momentum={tensor_parallel.MOMENTUM}" in inspect.getsource(lesson.tp_train_worker)

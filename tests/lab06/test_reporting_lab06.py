@@ -4,9 +4,10 @@ import types
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
-from lab_utils import learner_code, measure
+from lab_utils import learner_code, measure, spec
 from lab_utils.labs.lab06 import reporting, tensor_parallel
 
 SIZES = [4096 * 4 ** k for k in range(8)]  # 4 KiB ... 64 MiB
@@ -323,3 +324,29 @@ def test_leads_past_ten_percent_say_whether_their_range_clears_noise():
     assert "clear of noise (whole paired range past 1) at 1 MiB; noise at 64 KiB, 4 KiB" in clear, clear
     assert "paired range" not in reporting.takeaway(sizes, ["1.01x", "0.95x", "1.02x", "1.14x"],
                                                     {64 << 20: measure.UNDECIDED}, noisy)
+
+
+def test_the_training_check_says_how_many_steps_equal_one_device_and_whether_the_loss_fell():
+    """Learner walk, lab 06: four losses that did not fall left it open whether tensor parallel trains at all; the
+    check prints the step-by-step equality and the first and last loss, and says whether it fell."""
+    fell = reporting.training_lines([2.28, 2.3, 1.25], [2.28, 2.3, 1.2500001])
+    assert fell.splitlines() == ["losses equal to one device's within 1e-5, step by step: 3 of 3 steps",
+                                 "loss at step 1: 2.280; at step 3: 1.250: it fell by 45 %"]
+    flat = reporting.training_lines([2.28, 2.31, 2.3], [2.28, 2.4, 2.3])
+    assert "2 of 3 steps" in flat and flat.endswith("it did not fall") and "fell by" not in flat
+    with pytest.raises(ValueError, match="3 tensor-parallel losses against 2"):
+        reporting.training_lines([2.3, 2.2, 2.1], [2.3, 2.2])
+
+
+def test_the_course_batches_teach_one_task_so_the_single_device_loss_falls():
+    """Each step's batch comes from the same class patterns (a new seed per step drew new patterns, which no model
+    can learn across steps): the lesson's 25 steps at its learning rate lower the loss; step 0's batch is unchanged."""
+    x0, y0 = tensor_parallel.course_batch(32, 0)
+    from lab_utils import data
+    x, y = data.synthetic_images(32, image_shape=(1, 28, 28), seed=0)
+    assert torch.equal(x0, torch.from_numpy(x)) and torch.equal(y0, torch.from_numpy(y))
+    x3, _ = tensor_parallel.course_batch(32, 0, step=3)
+    assert x3.shape == x0.shape and not torch.equal(x3, x0)  # a new batch each step
+    model_spec = spec.preset("cnn2d_2layer_fullconnected_2layer")
+    _, losses = tensor_parallel.single_device_training(model_spec, (1, 28, 28), 32, 25, 0.04, 0)
+    assert losses[-1] < 0.8 * losses[0], losses

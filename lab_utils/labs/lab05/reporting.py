@@ -101,23 +101,6 @@ def keras_twins(kernel_rate: float, own_rate: float, busy: bool = False) -> str:
             "nothing measurable here")
 
 
-MEDIANS_CLOSE = 0.05  # a table's medians within 5 % of the verdict's figure read as the same figure: no note
-
-
-def pair_medians_note(v: measure.Verdict, first, second, said_why: bool = False) -> str:
-    """Where the table's two medians (`first` over `second`) print another figure than verdict `v`: both figures,
-    for the line under v's own plain sentence (learner s13r7e, lab 05 finding 1: one note, under the wrong pair);
-    `said_why`: an earlier note said why the verdict's figure is the comparison's, so this one refers to it."""
-    medians = first.samples_per_s / second.samples_per_s
-    if v.verdict == measure.CANNOT_SEE or abs(medians / v.ratio - 1) <= MEDIANS_CLOSE:
-        return ""  # no figure, or two a reader takes for one
-    if said_why:
-        return (f"the table's two medians give {medians:.2f}x, the verdict {v.ratio:.2f}x: the comparison's figure "
-                "is the verdict's, as above")
-    said = measure.medians_beside(v, medians, [first.spread, second.spread])
-    return said.replace("the two medians", "the table's two medians", 1)
-
-
 def settled_note(kernel_rate: float | None, own_rate: float) -> str:
     """The Keras row's note in the results table: why it was timed otherwise than section 5's one-device row, and how
     far apart the two came out, in one line (learner s13r7e, lab 05 finding 2: a second note 'allowed ... up to 2x')."""
@@ -131,8 +114,8 @@ def settled_note(kernel_rate: float | None, own_rate: float) -> str:
 
 def side_check(turns, global_batch: int, threads: int, results_dir, load=None, kernel_rate: float | None = None,
                kernel_refused: bool = False) -> dict:
-    """The framework side check: one plain sentence per verdict, each with the table's medians' ratio under it where
-    it prints another figure, one table (step times and rates, no ratio) and one line saying how it was timed
+    """The framework side check: one plain sentence per verdict (its figure the comparison's only one), one table
+    (step times and rates, no ratio) and one line saying how it was timed
     and why its Keras rate is below section 5's `kernel_rate`, then the two verdicts; returns the rates, their flags
     and the verdicts for the results table and the summary."""
     rates = {name: tf_distribute.step_rate(global_batch, times) for process in turns
@@ -152,15 +135,10 @@ def side_check(turns, global_batch: int, threads: int, results_dir, load=None, k
     engines = no_slower(steps_of(turns, "torch"), steps_of(turns, "keras"),
                         "PyTorch vs Keras, one device, own processes",
                         "PyTorch no slower: less work around the same arithmetic on a short step", results_dir, load)
-    said_why = False  # the first note says why the verdict's figure is the comparison's; a later one refers to it
-    for v, setup, baseline, name, where in ((trap, "PyTorch alone", "PyTorch where TensorFlow ran",
-                                             "torch after TensorFlow", ""),
-                                            (engines, "PyTorch", "Keras", "keras", "for a short step")):
+    # one figure per comparison: the verdict's (the median of the paired ratios), never the table's rates' ratio
+    for v, setup, baseline, where in ((trap, "PyTorch alone", "PyTorch where TensorFlow ran", ""),
+                                      (engines, "PyTorch", "Keras", "for a short step")):
         print(wrapped(measure.in_plain_words(v, setup, baseline, where)))
-        note = pair_medians_note(v, rates["torch"], rates[name], said_why)  # under its own comparison
-        said_why = said_why or bool(note)
-        if note:
-            print(textwrap.fill(note, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
     print(f"{'setup':<24} {'process':<26} {'ms/step':>8} {'samples/s':>10} {'spread':>7}")
     for name, rate in rates.items():  # the rows' conditions are the one line under the table; any other flag shows
         print(measure.flagged(f"{name:<24} {WHERE[name]:<26} {global_batch / rate.samples_per_s * 1e3:8.2f} "
@@ -192,7 +170,9 @@ def lab01_line(rates: dict, flags: dict, lab01_rate, lab01_row, lab01_how, workl
                                      notes=[lab01_how] if lab01_how else [], condition=" / ".join(said),
                                      when="by two labs' runs")
     agree = detectors.twice_agree(lab01_rate, spread, loop.samples_per_s, loop.spread)
-    text = (f"Lab 01's loop in a process of its own: {loop.samples_per_s:,.0f} samples/s = "
-            f"{loop.samples_per_s / lab01_rate:.2f}x Lab 01's {lab01_rate:,.0f}: "
-            + (agree or ("see the flag" if detectors.impossible(twice) else "see the note")))
+    # one figure for the pair: the agreement's gap where it speaks, else the ratio beside the note or flag
+    pair = (f"against Lab 01's {lab01_rate:,.0f}: {agree}" if agree
+            else f"= {loop.samples_per_s / lab01_rate:.2f}x Lab 01's {lab01_rate:,.0f}: "
+            + ("see the flag" if detectors.impossible(twice) else "see the note"))
+    text = f"Lab 01's loop in a process of its own: {loop.samples_per_s:,.0f} samples/s {pair}"
     return measure.flagged(wrapped(text), twice + [f for f in flags[LOOP] if f not in said])

@@ -293,7 +293,7 @@ def tp_train_worker(rank, world_size, model_spec, input_shape, steps, batch, lr,
     dist.init_process_group(backend, timeout=timedelta(seconds=60))
     full = spec.build_torch(model_spec, input_shape, seed=seed)      # the same initial weights on every rank ...
     model = TensorParallelCNN(full, rank, world_size).to(device)     # ... of which each rank keeps its slices
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)  # as single_device_training's
     losses = []
     for step in range(steps):
         images, labels = tensor_parallel.course_batch(batch, seed, step)  # the whole batch, on every rank

@@ -10,7 +10,7 @@ from pathlib import Path
 from ... import detectors, learner_code, measure, report
 
 __all__ = ["verdict_brief", "plain_verdict", "takeaway", "lab04_source", "gap_split", "busy_cores", "allreduce_table",
-           "fit_report", "fit_halves", "details", "draw_allreduce"]
+           "fit_report", "fit_halves", "details", "draw_allreduce", "training_lines"]
 
 CLOSE = 0.10  # "within 10 % of each other": the same margin as the no-slower verdicts
 
@@ -135,6 +135,20 @@ def plain_verdict(v: measure.Verdict, setup: str, baseline: str) -> str:
         return (f"too noisy to decide: {setup} {v.ratio:.2f}x the speed of {baseline} (range {v.range_text()}); "
                 f"predicted: {v.expected}")
     return measure.in_plain_words(dataclasses.replace(v, notes="") if noisy else v, setup, baseline)
+
+
+def training_lines(tp_losses, single_losses, tolerance: float = 1e-5) -> str:
+    """The tensor-parallel training check in two lines: how many steps' losses equal one device's within
+    `tolerance`, then the first and the last loss, and whether the loss fell between them."""
+    if not tp_losses or len(tp_losses) != len(single_losses):
+        raise ValueError(f"{len(tp_losses)} tensor-parallel losses against {len(single_losses)} of one device: "
+                         "give one per step for both, from the same run")
+    equal = sum(abs(a - b) <= tolerance for a, b in zip(tp_losses, single_losses))
+    steps, first, last = len(tp_losses), tp_losses[0], tp_losses[-1]
+    moved = f"it fell by {(1 - last / first):.0%}".replace("%", " %") if last < first else "it did not fall"
+    within = f"{tolerance:.0e}".replace("e-0", "e-")
+    return (f"losses equal to one device's within {within}, step by step: {equal} of {steps} steps\n"
+            f"loss at step 1: {first:.3f}; at step {steps}: {last:.3f}: {moved}")
 
 
 def lab04_source(codes, cwd=None) -> str:

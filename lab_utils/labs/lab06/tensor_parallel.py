@@ -83,17 +83,21 @@ def check_tensor_parallel(model_spec, input_shape, world_size: int) -> list[Spli
 # ---- the course batch, and the unsplit CNN trained on it ------------------------------------------------------
 
 def course_batch(batch_size: int, seed: int, step: int = 0, image_side: int = 28):
-    """The procedural images and labels of one training step (the same on every rank)."""
+    """The procedural images and labels of training step `step` (the same on every rank): one slice of a single
+    stream, so that every step draws on the same ten class patterns and the steps teach one task."""
     from ... import data
 
-    x, y = data.synthetic_images(batch_size, image_shape=(1, image_side, image_side), seed=seed * 1000 + step)
-    return torch.from_numpy(x), torch.from_numpy(y)
+    x, y = data.synthetic_images(batch_size * (step + 1), image_shape=(1, image_side, image_side), seed=seed * 1000)
+    return torch.from_numpy(x[-batch_size:]), torch.from_numpy(y[-batch_size:])
+
+
+MOMENTUM = 0.9  # the SGD momentum of the tensor-parallel training check, as in Labs 01 and 03
 
 
 def single_device_training(model_spec, input_shape, batch_size: int, steps: int, lr: float, seed: int):
-    """The unsplit CNN trained with SGD on the same batches: its parameters and per-step losses."""
+    """The unsplit CNN trained with SGD (momentum MOMENTUM) on the same batches: its parameters and per-step losses."""
     model = spec.build_torch(model_spec, input_shape, seed=seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=MOMENTUM)
     losses = []
     for step in range(steps):
         x, y = course_batch(batch_size, seed, step, input_shape[-1])
