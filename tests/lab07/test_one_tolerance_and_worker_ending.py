@@ -20,10 +20,13 @@ def test_every_float32_equality_check_reads_the_one_tolerance_defined_at_the_top
     assert len(re.findall(r"^equal_within = 1e-5\b", code, re.M)) == 1
     # a comparison against a literal 1e-N (a second tolerance) is what the learner could not explain
     assert not re.findall(r"(?:<=|>=|<|>)\s*1e-\d|(?:rtol|atol|tolerance)=1e-\d", code), code
-    for words in ("gradients equal those without checkpoints", "ZeRO-1 equals DDP within",
-                  "FSDP2 (float32) equals DDP within", "= uninterrupted within"):
+    for words in ("gradients equal those without checkpoints", "ZeRO-1 equals DDP", "FSDP2 (float32) equals DDP",
+                  "final weights = uninterrupted"):
         cell = next(c for c in code_cells() if words in c)
-        assert "equal_within" in cell, words
+        assert "equal_within" in cell and "{within}" in cell, words  # compared with it, and printed from it
+    namespace: dict = {}
+    exec(next(line for line in code.splitlines() if line.startswith("within = ")), {"equal_within": 1e-5}, namespace)
+    assert namespace["within"] == "within 1e-5"  # printed as the top defines it, not Python's '1e-05'
 
 
 def test_a_literal_tolerance_in_a_check_would_fail_the_test():
