@@ -109,7 +109,8 @@ def notebook_cell(marker: str) -> str:
     return next(c.source for c in cells if c.cell_type == "code" and marker in c.source)
 
 
-@pytest.mark.parametrize("per_call_us, said", [(5.0, "to this step, under 2 %: leaving it on is cheap"),
+@pytest.mark.parametrize("per_call_us, said", [(5.0, "in plain words: leaving the record on is cheap (its share of this "
+                                                      "step, below, is under 2 %); DETAIL makes the step slower"),
                                                (100.0, "in plain words: the record adds 5.88% to this step, more than 2 %"),
                                                (1e4, "in plain words: this run cannot tell whether")])
 def test_the_notebooks_record_cost_is_decided_from_its_cost_per_call(quiet, monkeypatch, tmp_path, capsys,
@@ -146,9 +147,12 @@ def test_the_notebooks_record_cost_is_decided_from_its_cost_per_call(quiet, monk
     # learner s13r5f: the record's figure is a share of the step (cost per call x calls / step), never 'above 1
     # means faster'; the method is one footnote, last
     if per_call_us == 5.0:
-        assert re.search(r"5\.0 us per call x 8 calls / [\d.]+ ms per step = 0\.\d\d% of the step; "
-                         r"[\d.]+%-[\d.]+% over 21 timings of 2,000 calls each \(3 per round x 7 rounds\) "
-                         r"\(all under 2%\)", flat), flat  # learner s13r7f 12-F3: where 21 comes from
+        assert re.search(r"5\.0 us per call x 8 calls / [\d.]+ ms per step = 0\.\d\d% of the step \(median of 21 "
+                         r"timings of 2,000 calls each, 3 per round x 7 rounds: range [\d.]+%-[\d.]+%, all under 2%\)",
+                         flat), flat  # learner s13r7f 12-F3: where 21 comes from
+        # learner walk: the cost was said three times (plain line, verdict, range); the share is printed once
+        assert len(re.findall(r"0\.\d\d% of the step|adds 0\.\d\d%", flat)) == 1, flat
+        assert len(re.findall(r"\d\.\d\dx", flat.split("(method: ")[0])) == 1, flat  # DETAIL's factor, once
         assert "above 1 means record on" not in flat and "cannot exceed 1" not in flat
     assert flat.endswith("to show a cost under 2%)") and "(method: " in flat
     assert max(map(len, out.splitlines())) <= 100
@@ -200,3 +204,25 @@ def test_the_scatter_line_says_why_detail_stands_out_where_its_lowest_reading_li
     assert said.endswith("not DETAIL's: even its lowest reading, 2.40x, lies beyond that scatter"), said
     near = measure.verdict(off, [1.1 * t for t in off], claim="x", expected="DETAIL slower", lab="12")
     assert "DETAIL" not in report.window_scatter(on, off, near) and "DETAIL" not in report.window_scatter(on, off)
+
+
+def test_a_share_the_same_in_every_timing_is_printed_once_not_as_a_range():
+    """Learner walk, lab 12 cell 51: '0.14% of the step; 0.14%-0.14%' and the plain line's 0.14% said one cost three
+    times: the share line prints the figure once, and says when every timing gave it."""
+    said = " ".join(report.share_line([2.4e-6] * 21, 8, 0.01374, rounds=7).split())
+    assert said == ("2.4 us per call x 8 calls / 13.74 ms per step = 0.14% of the step (the same in all 21 timings "
+                    "of 2,000 calls each, 3 per round x 7 rounds; all under 2%)"), said
+    spread = " ".join(report.share_line([2.0e-6, 2.4e-6, 3.0e-6], 8, 0.01374).split())
+    assert "= 0.14% of the step (median of 3 timings of 2,000 calls each: range 0.12%-0.17%, all under 2%)" in spread
+
+
+def test_the_plain_sentence_keeps_the_share_only_where_no_share_line_follows():
+    """The plain words carry the figure when the verdict prints none as a share (a cost above 2 %), not otherwise."""
+    from types import SimpleNamespace
+
+    holds = SimpleNamespace(verdict=measure.HOLDS, ratio=1 / 1.0014)
+    assert report.share_sentence(holds, with_share=False) == ("leaving the record on is cheap (its share of this "
+                                                              "step, below, is under 2 %)")
+    assert report.share_sentence(holds).startswith("the record adds 0.14% to this step, under 2 %")
+    reversed_ = SimpleNamespace(verdict=measure.REVERSED, ratio=1 / 1.0588)
+    assert report.share_sentence(reversed_, with_share=False) == "the record adds 5.88% to this step, more than 2 %"

@@ -32,6 +32,26 @@ def test_a_dump_is_read_as_the_main_threads_collective_and_the_workers_line():
     assert debugging.dump_lines({0: ""}, "metric_sum_worker") == ["rank 0: no dump"]
 
 
+def test_the_excerpt_is_the_waiting_thread_as_written_cut_below_the_workers_frame():
+    """Learner walk, lab 12: the raw dump had to be decoded. The excerpt keeps faulthandler's own lines for the thread
+    that runs the worker only, from the hanging call down to the worker's frame, with paths shortened."""
+    excerpt = debugging.dump_excerpt(DUMP, "metric_sum_worker")
+    assert excerpt == ["Thread 0x00007f7cc99d3b80 (most recent call first):",
+                       '  File ".../torch/distributed/distributed_c10d.py", line 5356 in barrier',
+                       '  File ".../torch/distributed/c10d_logger.py", line 83 in wrapper',
+                       '  File "train.py", line 15 in metric_sum_worker'], excerpt
+    assert debugging.dump_excerpt(DUMP, "nowhere") == [] and debugging.dump_excerpt("", "metric_sum_worker") == []
+
+
+def test_the_lab_says_what_to_read_before_the_raw_excerpt():
+    """One line before the excerpt names the frame that is the hang and the rank the excerpt is from."""
+    cells = nbformat.read("solutions/12_debugging_hangs.ipynb", 4).cells
+    code = next(c.source for c in cells if c.cell_type == "code" and "faulthandler.dump_traceback_later" in c.source)
+    said, excerpt = code.index("(top frame: the call it hangs in; metric_sum_worker: your line)"), code.index("dump_excerpt(")
+    assert said < excerpt and "rank 0's dump" in code[code.rindex("print(", 0, said):said], code
+    assert "dump_excerpt(dumps[0]" in code  # the excerpt is rank 0's, as the line says
+
+
 def test_a_real_faulthandler_dump_names_the_waiting_function():
     """The reader reads what faulthandler writes (not only the made-up text above)."""
     release = threading.Event()
@@ -49,6 +69,9 @@ def test_a_real_faulthandler_dump_names_the_waiting_function():
     waiter.join()
     frames = debugging.dumped_frames(text, "metric_sum_worker")
     assert frames and frames[0][2] == "wait" and any(name == "metric_sum_worker" for _, _, name in frames)
+    excerpt = debugging.dump_excerpt(text, "metric_sum_worker")
+    assert "most recent call first" in excerpt[0] and excerpt[-1].endswith(" in metric_sum_worker"), excerpt
+    assert excerpt[1].strip().startswith('File "') and " in wait" in excerpt[1], excerpt
 
 
 def test_the_learner_line_per_rank_is_read_from_the_table():

@@ -101,6 +101,7 @@ def amp_worker(rank, world_size, recipe, job):
             logits = model.module(torch.from_numpy(job.test[0]).to(device))
         correct = logits.argmax(1).cpu() == torch.from_numpy(job.test[1])
         result["accuracy"], result["correct"] = correct.float().mean().item(), correct.tolist()  # per test image
+    del model, optimizer                                     # before the group goes
     leave_group()
     return result
 
@@ -197,6 +198,7 @@ def ddp_baseline_worker(rank, world_size, job):
             loss.backward()                                  # the gradients all-reduced inside this call
         optimizer.step()
     report = rank_report(model, optimizer, comm, saved, job.steps)
+    del model, optimizer                                     # before the group goes
     leave_group()
     return report
 
@@ -225,6 +227,7 @@ def zero1_worker(rank, world_size, job):
             dist.all_gather_single(flat.params, shard.detach().clone())  # every rank gets every new shard
     report = rank_report(model, optimizer, comm, saved, job.steps)
     report["padding"] = flat.padding
+    del model, optimizer                                     # before the group goes
     leave_group()
     return report
 
@@ -255,6 +258,7 @@ def fsdp_worker(rank, world_size, job):
             loss.backward()                                  # all-gathers again, reduce-scatters the gradients
         optimizer.step()
     report = rank_report(model, optimizer, comm, saved, job.steps)
+    del model, optimizer                                     # before the group goes
     leave_group()
     return report
 

@@ -169,6 +169,41 @@ def dumped_frames(dump: str, function: str) -> list[tuple[str, int, str]]:
     return []
 
 
+def _short_path(path: str, line: int) -> str:
+    """A dumped frame's file, cut to what names it: '.../torch/...', the notebook cell ('cell [5]'), or its name."""
+    import os
+
+    from ...launch import where
+
+    cut = path.find(f"{os.sep}torch{os.sep}")
+    if cut >= 0:
+        return f"...{path[cut:]}"
+    place = where.place((path, line))
+    return place.split(",")[0] if place.startswith("cell [") else os.path.basename(path)
+
+
+def dump_excerpt(dump: str, function: str) -> list[str]:
+    """The thread of a faulthandler dump that runs `function`, as faulthandler writes it but short: its header, then
+    its frames from the most recent down to `function`'s (the launcher's frames below it left out), each path cut to
+    what names it (.../torch/..., a notebook cell, a file's name)."""
+    import re
+
+    frame = re.compile(r'(\s*File ")([^"]+)(", line )(\d+)( in )(\S+)')
+    for block in dump.split("\n\n"):
+        lines = block.strip("\n").splitlines()
+        if not any((m := frame.match(line)) and m[6] == function for line in lines):
+            continue
+        out = [line for line in lines[:1] if "most recent call first" in line]  # 'Thread 0x... (most recent ...)'
+        for line in lines:
+            m = frame.match(line)
+            if m is None:
+                continue
+            out.append(f"{m[1]}{_short_path(m[2], int(m[4]))}{m[3]}{m[4]}{m[5]}{m[6]}")
+            if m[6] == function:
+                return out
+    return []
+
+
 def dump_lines(dumps: dict, function: str) -> list[str]:
     """One line per rank from its faulthandler dump: the torch.distributed call it is in, then the frames of
     `function` (where.place: a notebook cell as 'cell [n], line k'); lab_utils' and Python's own frames left out."""

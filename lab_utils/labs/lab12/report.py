@@ -21,11 +21,13 @@ def record_share(per_call, calls: int, step_s: float, results_dir=None):
                           extra_work=True).record(results_dir)
 
 
-def share_sentence(verdict) -> str:
-    """The record's verdict in plain words: its share of the step, or that this run cannot tell."""
+def share_sentence(verdict, with_share: bool = True) -> str:
+    """The record's verdict in plain words: its share of the step, or that this run cannot tell; without the share
+    where the verdict's own line below prints it (one figure per comparison)."""
     share = f"the record adds {1 / verdict.ratio - 1:.2%} to this step"  # the verdict's figure as a share
-    return {measure.HOLDS: f"{share}, under {BOUND * 100:.0f} %: leaving it on is cheap",
-            measure.REVERSED: f"{share}, more than {BOUND * 100:.0f} %"}.get(
+    cheap = (f"{share}, under {BOUND * 100:.0f} %: leaving it on is cheap" if with_share
+             else f"leaving the record on is cheap (its share of this step, below, is under {BOUND * 100:.0f} %)")
+    return {measure.HOLDS: cheap, measure.REVERSED: f"{share}, more than {BOUND * 100:.0f} %"}.get(
         verdict.verdict, f"this run cannot tell whether the record adds under {BOUND * 100:.0f} % to this step")
 
 
@@ -47,11 +49,15 @@ def share_line(per_call, calls: int, step_s: float, block: int = CALLS_PER_BLOCK
     range over the timings of `block` calls each (learner s13r5f: 'above 1 means faster' offered an impossible
     reading; s13r6f: 'pairs of blocks of calls' was never defined)."""
     shares = sorted(max(c, 0.0) * calls / step_s for c in per_call)
+    median, low, high = (f"{v:.2%}" for v in (statistics.median(shares), shares[0], shares[-1]))
+    timings = f"{len(shares)} timings of {block:,} calls each" + (
+        f", {len(shares) // rounds} per round x {rounds} rounds" if rounds else "")
+    under = f"{'all' if shares[-1] < BOUND else 'not all'} under {BOUND:.0%}"
+    spread = (f"the same in all {timings}; {under}" if low == high  # the share said once, not as 'x%-x%'
+              else f"median of {timings}: range {low}-{high}, {under}")
     return measure.short_lines(
         f"    {statistics.median(per_call) * 1e6:.1f} us per call x {calls} calls / {step_s * 1e3:.2f} ms per step = "
-        f"{statistics.median(shares):.2%} of the step; {shares[0]:.2%}-{shares[-1]:.2%} over {len(shares)} timings of "
-        f"{block:,} calls each" + (f" ({len(shares) // rounds} per round x {rounds} rounds)" if rounds else "")
-        + f" ({'all' if shares[-1] < BOUND else 'not all'} under {BOUND:.0%})", indent="        ")
+        f"{median} of the step ({spread})", indent="        ")
 
 
 def cost_report(cost: dict, per_call, calls: int, results_dir=None) -> tuple:
@@ -63,17 +69,18 @@ def cost_report(cost: dict, per_call, calls: int, results_dir=None) -> tuple:
     detail = measure.verdict(cost["record off"], cost["DETAIL"], claim="TORCH_DISTRIBUTED_DEBUG OFF vs DETAIL", workload=workloads.RECORD_STEP,
                              expected="DETAIL's fingerprint check (one more collective per call) makes the step slower",
                              lab="12").record(results_dir)
-    detail_said = (f"DETAIL made it {detail.ratio:.2f}x slower" if detail.verdict == measure.HOLDS
-                   else f"DETAIL's cost: {detail.verdict} (its verdict below)")
-    lines = [measure.short_lines(f"in plain words: {share_sentence(record)}; {detail_said}")]
+    detail_said = ("DETAIL makes the step slower (by the factor in its verdict below)"
+                   if detail.verdict == measure.HOLDS else f"DETAIL's cost: {detail.verdict} (its verdict below)")
     as_tested = record.holds_from is not None and abs(record.holds_from * (1 + BOUND) - 1) < 1e-9  # not restated
-    if record.verdict in (measure.HOLDS, measure.UNDECIDED) and as_tested:  # a share of the step, never below 0
+    share_below = record.verdict in (measure.HOLDS, measure.UNDECIDED) and as_tested  # the share line prints it
+    lines = [measure.short_lines(f"in plain words: {share_sentence(record, not share_below)}; {detail_said}")]
+    if share_below:  # a share of the step, never below 0
         lines += [measure.short_lines(f"verdict, {record.claim} [{record.workload}]: {record.verdict}"),
                   share_line(per_call, calls, step_s, rounds=len(cost["record off"]))]
     else:  # a refusal (no figure) or a cost above 2 %: the verdict as every lab prints it
         lines.append(str(record))
     lines += [str(detail), measure.short_lines(
-        f"(method: the step {step_s * 1e3:.2f} ms is the median of {len(cost['record off'])} repeats with the record "
+        f"(method: the step's time is the median of {len(cost['record off'])} repeats with the record "
         "off, rank 0; the cost per call is the record's wrapper around a do-nothing collective minus that "
         "collective, timed in this process; " + window_scatter(cost["record on"], cost["record off"], detail) + ")")]
     return record, detail, "\n".join(lines)
