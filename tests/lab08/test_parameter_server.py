@@ -672,6 +672,24 @@ def test_tensorflows_accuracy_is_named_by_the_figure_it_lies_nearest():
     assert A.nearest(figures, 0.60) == "the torch runs as run"
 
 
+def test_tensorflows_accuracy_is_one_sentence_that_names_its_statistic_and_why_it_can_lie_above_sync():
+    """A learner read TensorFlow's 95.3 % beside sync's 88.1 % without knowing what was compared, or why TF's could be
+    higher: one sentence names the statistic and, where the replays without staleness also end above sync, the step
+    per gradient that both take."""
+    kwargs = dict(sync=0.881, as_run=0.552, tf_steps=160, sync_steps=80, n_workers=2)
+    above = A.tf_accuracy_line(0.953, fresh=0.905, **kwargs)
+    assert above.startswith("TensorFlow's 95.3% is one run's final accuracy, so it ranks against no median above;")
+    assert "above sync's 88.1%, as the torch replays without staleness (90.5%) do" in above
+    assert "(160 steps here), where sync averages 2 gradients per step (80 steps)" in above
+    unexplained = A.tf_accuracy_line(0.953, fresh=0.85, **kwargs)
+    assert "does not measure which lifts it" in unexplained and "step per gradient" not in unexplained
+    below = A.tf_accuracy_line(0.811, fresh=0.905, **kwargs)
+    assert "lies nearer the torch replays without staleness (replays 90.5%, runs 55.2%)" in below
+    assert "above sync" not in below
+    assert A.tf_accuracy_line(0.60, fresh=0.905, **kwargs).count("nearer the torch runs as run") == 1
+    assert all(line.count(";") == 1 for line in (above, unexplained))
+
+
 def test_a_restated_no_worse_than_verdict_says_in_the_summary_what_became_of_its_prediction():
     """Learner s10l, lab 08: 'Hogwild vs sync ... 0.94x -> holds; predicted: Hogwild within 5 %' read as 'within 5 %',
     which 0.94x contradicts: the summary now says the 5 % was missed by the median (or not tested)."""

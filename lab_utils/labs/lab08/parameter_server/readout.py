@@ -452,3 +452,21 @@ def damping_takeaway(damped: dict, replay: measure.Verdict, remedies: measure.Ve
                                                                           "not distinguishable from it")
     return (f"damping, in one line: damped lr against undamped, late accuracy: {said}; a momentum buffer per "
             f"worker {buffer} ({remedies.ratio:.2f}x)")
+
+
+
+def tf_accuracy_line(tf_accuracy: float, *, sync: float, as_run: float, fresh: float, tf_steps: int,
+                     sync_steps: int, n_workers: int) -> str:
+    """TensorFlow's accuracy in one sentence: which statistic it is, which torch figure it lies nearest, and, where it
+    lies above sync, the measured reason a run can (a step per gradient, as the replays without staleness take)."""
+    head = f"TensorFlow's {tf_accuracy:.1%} is one run's final accuracy, so it ranks against no median above;"
+    if tf_accuracy > sync and fresh > sync:
+        return (f"{head} it lies above sync's {sync:.1%}, as the torch replays without staleness ({fresh:.1%}) do: "
+                f"both take a step per gradient ({tf_steps} steps here), where sync averages {n_workers} gradients "
+                f"per step ({sync_steps} steps)")
+    if tf_accuracy > sync:
+        return (f"{head} it lies above sync's {sync:.1%} and the torch replays without staleness ({fresh:.1%}): "
+                "its initial weights and batches differ (Strategy 3), and this lab does not measure which lifts it")
+    near = nearest({"the torch replays without staleness": fresh, "the torch runs as run": as_run}, tf_accuracy)
+    return (f"{head} it lies nearer {near} (replays {fresh:.1%}, runs {as_run:.1%}); TensorFlow counts no versions, "
+            "so its staleness is not measured")
