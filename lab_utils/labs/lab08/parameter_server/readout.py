@@ -133,9 +133,9 @@ def order_line(a, b, a_name: str, b_name: str) -> str:
     if (paired > 1) == (ma > mb) or paired == 1 or ma == mb:
         return ""
     return measure.lines.wrap(
-        f"{a_name} vs {b_name}: the medians ({ma:.1%} vs {mb:.1%}) point the other way from the rounds; round by "
-        f"round, {a_name} over {b_name}: {', '.join(f'{r:.2f}' for r in pairs)}, median {paired:.2f}x, the "
-        "verdict's figure (each median comes from other rounds)")
+        f"{a_name} vs {b_name}: the two medians ({ma:.1%} vs {mb:.1%}) come from different rounds, so they can point "
+        f"the other way from the rounds' own ratios, {', '.join(f'{r:.2f}' for r in pairs)}, whose median the "
+        "verdict below reads")
 
 
 def restated_within_line(verdict: measure.Verdict, predicted: float) -> str:
