@@ -410,28 +410,30 @@ def damped_rate_line(staleness_by_factor: dict) -> str:
 
 
 def damped_staleness_line(shares_by_factor: dict) -> str:
-    """'stale share, damped against undamped: x1 76% vs 72% (undamped runs 71-95%) ...': per straggler factor, the
+    """'stale share, damped vs undamped runs (medians): x1 76% vs 72%, ...': per straggler factor, the
     damped runs' median stale share beside the undamped runs' median and range, read against theory (a learning rate
     does not change how long a gradient takes, so no change): within the range, run-to-run arrival order; outside,
     said unexplained (learner s13r7g: the damped rows staler, 76 vs 72 %, unexplained). `shares_by_factor`: factor ->
     (undamped runs' shares, damped runs' shares); '' without both."""
-    said, outside = [], []
+    said, ranges, outside = [], [], []
     for f, (plain, damped) in sorted(shares_by_factor.items()):
         if not plain or not damped:
             continue
         d = statistics.median(damped)
-        said.append(f"x{f:g} {d:.0%} vs {statistics.median(plain):.0%} (undamped runs {min(plain):.0%}-{max(plain):.0%})")
+        said.append(f"x{f:g} {d:.0%} vs {statistics.median(plain):.0%}")
+        ranges.append(f"x{f:g} {min(plain):.0%}-{max(plain):.0%}")
         if not min(plain) <= d <= max(plain):
             outside.append(f"x{f:g}")
     if not said:
         return ""
-    theory = "theory expects no change: a learning rate does not change how long a gradient takes to compute"
+    theory = "a learning rate does not change how long a gradient takes to compute"
     if outside:
-        return (f"stale share, damped vs undamped runs (medians): {', '.join(said)}: {theory}; at "
-                f"{', '.join(outside)} the damped median lies outside the undamped runs' range, which this lab does "
-                "not explain")
-    return (f"stale share, damped vs undamped runs (medians): {', '.join(said)}: each damped median lies within the "
-            f"undamped runs' own range, the run-to-run scatter of arrival order; {theory}")
+        return (f"stale share, damped vs undamped runs (medians): {', '.join(said)} (undamped runs {', '.join(ranges)})"
+                f": theory expects no change ({theory}); at {', '.join(outside)} the damped median lies outside the "
+                "undamped runs' range, which this lab does not explain")
+    # one sentence: the medians, then the one reading (the undamped runs' own range is their arrival-order scatter)
+    return (f"stale share, damped vs undamped runs (medians): {', '.join(said)}, no change beyond the undamped runs' "
+            f"own scatter ({', '.join(ranges)}), as theory expects: {theory}")
 
 
 def damping_takeaway(damped: dict, replay: measure.Verdict, remedies: measure.Verdict) -> str:
