@@ -241,8 +241,8 @@ def test_a_no_worse_than_verdict_that_holds_below_1_says_the_cost_is_within_the_
     assert "static was slower here" in said and "less than the 10% the claim allows" in said
     # learner s11r2h finding 10: the line leads with the plain reading and prints no 4-digit range end
     # one figure, one sentence: '2% slower' beside '0.98x' was the same figure twice
-    assert serving.allowance_outcome(slower, "static") == ("holds: 0.98x (range 0.97 to 0.99), static slower in every "
-                                                           "pair but by less than the 10% the claim allows")
+    assert serving.allowance_outcome(slower, "static") == ("0.98x (range 0.97 to 0.99) -> holds: static slower in "
+                                                           "every pair, but by less than the 10% the claim allows")
     level = measure.decide([0.97, 1.02, 0.99, 1.01, 1.0], claim="c", expected="e", no_worse_than=0.10, timed=False)
     assert serving.allowed_cost(level, "static") == ""  # the range reaches 1: not slower here
     assert serving.allowance_outcome(level, "static") == measure.printed_outcome(level)
@@ -301,7 +301,7 @@ def test_the_candidates_report_reads_made_up_timings_in_the_tables_order(tmp_pat
     assert text.splitlines()[0].startswith("candidate") and "batch 40 padded to 64" in text
     assert text.splitlines()[0].split()[1] == "requests"  # learner s13r5h: a "batch" column read 40 for 64 rows
     flat = " ".join(text.split())
-    assert "static slower in every pair but by less than the 10% the claim allows" in flat
+    assert "-> holds: static slower in every pair, but by less than the 10% the claim allows" in flat
     # one quantity, one figure: the earlier runs' timings of the same forward are said by their gap only
     assert ("the baseline, the batch-64 forward: 15.10 ms, the table's figure; the modes' run and the sweep timed it "
             "too, all within 19% of each other (runs minutes apart may differ by 25%)") in flat

@@ -116,8 +116,8 @@ def allowance_outcome(v, slower: str) -> str:
     if not allowed_cost(v, slower):
         return measure.printed_outcome(v)
     top = "just below 1" if v.high >= 0.995 else f"{v.high:.2f}"
-    return (f"holds: {v.ratio:.2f}x (range {v.low:.2f} to {top}), {slower} slower in every pair but by less than the "
-            f"{1 / v.holds_from - 1:.0%} the claim allows")
+    return (f"{v.ratio:.2f}x (range {v.low:.2f} to {top}) -> holds: {slower} slower in every pair, but by less than "
+            f"the {1 / v.holds_from - 1:.0%} the claim allows")
 
 
 def summary_lines(items) -> list[str]:
