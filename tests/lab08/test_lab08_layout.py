@@ -86,3 +86,17 @@ def test_keras_fits_failure_is_printed_as_expected_and_the_markdown_gives_no_dir
     assert 'failed, as the next cell expects of Keras 3' in source and '"create_per_worker_dataset" in fit_error' in source
     prose = cells()[markdown_with("The lines above say whether each of the two ways ran here.")][1]
     assert "far above" not in prose and "Theory gives no direction" in " ".join(prose.split())
+
+
+def test_the_labs_rates_are_printed_in_one_unit_and_the_record_tables_samples_per_s_is_converted():
+    """A learner met grad/s in the throughput table, samples/s in the side-by-side table and TensorFlow's line for the
+    same comparisons: every rate the lab prints is grad/s, and the record table's samples/s (every lab's unit) comes
+    with its conversion."""
+    tf_cell = cells()[code_with("tf_parameter_server, 1, args=")][1]
+    assert "grad/s" in tf_cell and "samples/s" not in tf_cell and "tf_rate = tf_steps / tf_result" in tf_cell
+    side = cells()[code_with("the digits runs (")][1]
+    assert "'grad/s'" in side and "rate / batch_size" in side and "samples/s" not in side.replace('"samples_per_s"', "")
+    record = cells()[code_with("print(measure.record(rows, results_dir, hw))")][1]
+    assert "the grad/s above times the samples per" in record
+    prose = cells()[markdown_with("### Everything side by side")][1]
+    assert "gradients applied per second (grad/s" in prose and "rows: samples/s" not in prose

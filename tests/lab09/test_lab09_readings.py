@@ -118,14 +118,15 @@ def test_batch_1_capacity_is_one_figure_with_its_forward_pass_said_once_and_flag
     assert "the other 8%" in text and "498" not in text and "back to back" not in text
     lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (620, 630)], sweep1, 240)
     text = " ".join(" ".join(lines).split())
-    assert not flags and base == 625 and "4% above what its forward pass alone allows at the sweep's median" in text
-    assert "below its fastest batch-1 pass (637/s): the passes scatter that much, so no flag" in text
+    assert not flags and base == 625 and "above the 599/s its forward pass alone allows at the sweep's median" in text
+    assert "within its fastest batch-1 pass's 637/s: the passes scatter that much, so no flag" in text
+    assert "4%" not in text  # one sentence on two rates, not also their gap
     lines, flags, bound, base = serving.capacity_report([NS(achieved_rps=r) for r in (700, 710)], sweep1, 240)
     assert flags and base == bound and "not the flagged capacity" in "".join(lines)
     # a faster pass in the modes' run widens the range: what the lab timed, never a flag on a capacity within it
     lines, flags, _, _ = serving.capacity_report([NS(achieved_rps=r) for r in (700, 710)], sweep1, 240,
                                                  earlier=[timing(2.5, 1.4, 2.6)])
-    assert not flags and "(714/s)" in " ".join(" ".join(lines).split())
+    assert not flags and "fastest batch-1 pass's 714/s" in " ".join(" ".join(lines).split())
     assert all(len(x) <= 100 for line in lines for x in line.splitlines())
 
 
@@ -239,9 +240,9 @@ def test_a_no_worse_than_verdict_that_holds_below_1_says_the_cost_is_within_the_
     said = serving.allowed_cost(slower, "static")
     assert "static was slower here" in said and "less than the 10% the claim allows" in said
     # learner s11r2h finding 10: the line leads with the plain reading and prints no 4-digit range end
-    assert serving.allowance_outcome(slower, "static") == ("static was 2% slower here (every pair below 1), within "
-                                                           "the 10% the claim allows, so it holds (0.98x, range 0.97 "
-                                                           "to 0.99)")
+    # one figure, one sentence: '2% slower' beside '0.98x' was the same figure twice
+    assert serving.allowance_outcome(slower, "static") == ("0.98x (range 0.97 to 0.99) -> holds: static slower in "
+                                                           "every pair, but by less than the 10% the claim allows")
     level = measure.decide([0.97, 1.02, 0.99, 1.01, 1.0], claim="c", expected="e", no_worse_than=0.10, timed=False)
     assert serving.allowed_cost(level, "static") == ""  # the range reaches 1: not slower here
     assert serving.allowance_outcome(level, "static") == measure.printed_outcome(level)
@@ -300,9 +301,11 @@ def test_the_candidates_report_reads_made_up_timings_in_the_tables_order(tmp_pat
     assert text.splitlines()[0].startswith("candidate") and "batch 40 padded to 64" in text
     assert text.splitlines()[0].split()[1] == "requests"  # learner s13r5h: a "batch" column read 40 for 64 rows
     flat = " ".join(text.split())
-    assert "static was 2% slower here (every pair below 1), within the 10% the claim allows" in flat
-    assert ("the baseline, the batch-64 forward: 15.10 ms here (the table's figure), 17.90 ms in the modes' run, "
-            "17.30 ms in the sweep: at most 19% apart, within the 25% two runs minutes apart may differ") in flat
+    assert "-> holds: static slower in every pair, but by less than the 10% the claim allows" in flat
+    # one quantity, one figure: the earlier runs' timings of the same forward are said by their gap only
+    assert ("the baseline, the batch-64 forward: 15.10 ms, the table's figure; the modes' run and the sweep timed it "
+            "too, all within 19% of each other (runs minutes apart may differ by 25%)") in flat
+    assert "17.90" not in flat and "17.30" not in flat
     assert set(read.shares) == {"channels_last", "torch.compile", "torch.compile dynamic=True"}
     assert 40 in read.pad_verdicts and read.bf16_verdict is not None and "fp16 autocast and CUDA graphs" in text
     assert set(read.flags) == set(opt) and read.speedups["batch 40"] > 1.3

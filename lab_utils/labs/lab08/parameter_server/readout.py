@@ -133,9 +133,9 @@ def order_line(a, b, a_name: str, b_name: str) -> str:
     if (paired > 1) == (ma > mb) or paired == 1 or ma == mb:
         return ""
     return measure.lines.wrap(
-        f"{a_name} vs {b_name}: the medians ({ma:.1%} vs {mb:.1%}) point the other way from the rounds; round by "
-        f"round, {a_name} over {b_name}: {', '.join(f'{r:.2f}' for r in pairs)}, median {paired:.2f}x, the "
-        "verdict's figure (each median comes from other rounds)")
+        f"{a_name} vs {b_name}: the two medians ({ma:.1%} vs {mb:.1%}) come from different rounds, so they can point "
+        f"the other way from the rounds' own ratios, {', '.join(f'{r:.2f}' for r in pairs)}, whose median the "
+        "verdict below reads")
 
 
 def restated_within_line(verdict: measure.Verdict, predicted: float) -> str:
@@ -410,28 +410,30 @@ def damped_rate_line(staleness_by_factor: dict) -> str:
 
 
 def damped_staleness_line(shares_by_factor: dict) -> str:
-    """'stale share, damped against undamped: x1 76% vs 72% (undamped runs 71-95%) ...': per straggler factor, the
+    """'stale share, damped vs undamped runs (medians): x1 76% vs 72%, ...': per straggler factor, the
     damped runs' median stale share beside the undamped runs' median and range, read against theory (a learning rate
     does not change how long a gradient takes, so no change): within the range, run-to-run arrival order; outside,
     said unexplained (learner s13r7g: the damped rows staler, 76 vs 72 %, unexplained). `shares_by_factor`: factor ->
     (undamped runs' shares, damped runs' shares); '' without both."""
-    said, outside = [], []
+    said, ranges, outside = [], [], []
     for f, (plain, damped) in sorted(shares_by_factor.items()):
         if not plain or not damped:
             continue
         d = statistics.median(damped)
-        said.append(f"x{f:g} {d:.0%} vs {statistics.median(plain):.0%} (undamped runs {min(plain):.0%}-{max(plain):.0%})")
+        said.append(f"x{f:g} {d:.0%} vs {statistics.median(plain):.0%}")
+        ranges.append(f"x{f:g} {min(plain):.0%}-{max(plain):.0%}")
         if not min(plain) <= d <= max(plain):
             outside.append(f"x{f:g}")
     if not said:
         return ""
-    theory = "theory expects no change: a learning rate does not change how long a gradient takes to compute"
+    theory = "a learning rate does not change how long a gradient takes to compute"
     if outside:
-        return (f"stale share, damped vs undamped runs (medians): {', '.join(said)}: {theory}; at "
-                f"{', '.join(outside)} the damped median lies outside the undamped runs' range, which this lab does "
-                "not explain")
-    return (f"stale share, damped vs undamped runs (medians): {', '.join(said)}: each damped median lies within the "
-            f"undamped runs' own range, the run-to-run scatter of arrival order; {theory}")
+        return (f"stale share, damped vs undamped runs (medians): {', '.join(said)} (undamped runs {', '.join(ranges)})"
+                f": theory expects no change ({theory}); at {', '.join(outside)} the damped median lies outside the "
+                "undamped runs' range, which this lab does not explain")
+    # one sentence: the medians, then the one reading (the undamped runs' own range is their arrival-order scatter)
+    return (f"stale share, damped vs undamped runs (medians): {', '.join(said)}, no change beyond the undamped runs' "
+            f"own scatter ({', '.join(ranges)}), as theory expects: {theory}")
 
 
 def damping_takeaway(damped: dict, replay: measure.Verdict, remedies: measure.Verdict) -> str:
@@ -452,3 +454,21 @@ def damping_takeaway(damped: dict, replay: measure.Verdict, remedies: measure.Ve
                                                                           "not distinguishable from it")
     return (f"damping, in one line: damped lr against undamped, late accuracy: {said}; a momentum buffer per "
             f"worker {buffer} ({remedies.ratio:.2f}x)")
+
+
+
+def tf_accuracy_line(tf_accuracy: float, *, sync: float, as_run: float, fresh: float, tf_steps: int,
+                     sync_steps: int, n_workers: int) -> str:
+    """TensorFlow's accuracy in one sentence: which statistic it is, which torch figure it lies nearest, and, where it
+    lies above sync, the measured reason a run can (a step per gradient, as the replays without staleness take)."""
+    head = f"TensorFlow's {tf_accuracy:.1%} is one run's final accuracy, so it ranks against no median above;"
+    if tf_accuracy > sync and fresh > sync:
+        return (f"{head} it lies above sync's {sync:.1%}, as the torch replays without staleness ({fresh:.1%}) do: "
+                f"both take a step per gradient ({tf_steps} steps here), where sync averages {n_workers} gradients "
+                f"per step ({sync_steps} steps)")
+    if tf_accuracy > sync:
+        return (f"{head} it lies above sync's {sync:.1%} and the torch replays without staleness ({fresh:.1%}): "
+                "its initial weights and batches differ (Strategy 3), and this lab does not measure which lifts it")
+    near = nearest({"the torch replays without staleness": fresh, "the torch runs as run": as_run}, tf_accuracy)
+    return (f"{head} it lies nearer {near} (replays {fresh:.1%}, runs {as_run:.1%}); TensorFlow counts no versions, "
+            "so its staleness is not measured")

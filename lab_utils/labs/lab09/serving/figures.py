@@ -111,13 +111,13 @@ def allowed_cost(v, slower: str) -> str:
 
 def allowance_outcome(v, slower: str) -> str:
     """A no-worse-than verdict's outcome that reads plainly where it holds with `slower` slower in every pair: the
-    cost and the allowance first, then the figure (learner s11r2h: 'holds; static was slower' read as a contradiction);
+    figure once, then why slower still holds (learner s11r2h: 'holds; static was slower' read as a contradiction);
     any other outcome as measure.printed_outcome."""
     if not allowed_cost(v, slower):
         return measure.printed_outcome(v)
     top = "just below 1" if v.high >= 0.995 else f"{v.high:.2f}"
-    return (f"{slower} was {1 - v.ratio:.0%} slower here (every pair below 1), within the {1 / v.holds_from - 1:.0%} "
-            f"the claim allows, so it holds ({v.ratio:.2f}x, range {v.low:.2f} to {top})")
+    return (f"{v.ratio:.2f}x (range {v.low:.2f} to {top}) -> holds: {slower} slower in every pair, but by less than "
+            f"the {1 / v.holds_from - 1:.0%} the claim allows")
 
 
 def summary_lines(items) -> list[str]:
@@ -342,14 +342,16 @@ class LoadStats:
               "              (requests/s)             (latency, ms)")  # % beside achieved, away from the spreads
 
     def load_line(self) -> str:
-        """The line above this load's rows: the rate offered and the rate that arrived, the same for every server
-        (within a round every server meets the same arrivals)."""
-        arrived = f", {self.arrived_rps:.0f}/s arrived" if self.arrived_rps else ""
+        """The line above this load's rows: the rate offered and, in the same sentence, why the rate that arrived
+        differs (random arrivals; it is the % column's base); the same for every server (within a round every server
+        meets the same arrivals)."""
+        head = f"{self.load} load: {self.offered_rps or 0:.0f} requests/s offered"
+        if not self.arrived_rps:
+            return head
         draws = [r.arrived_rps for r in self.runs if r.arrived_rps]
-        if len(draws) > 1 and measure.spread(draws) >= 0.05:  # each round draws its own arrivals
-            arrived += (f" (the rounds' own draws: {min(draws):.0f} to {max(draws):.0f}/s, "
-                        f"spread {measure.spread(draws):.0%})")
-        return f"{self.load} load: {self.offered_rps or 0:.0f} requests/s offered{arrived}"
+        rounds = (f" (rounds: {min(draws):.0f} to {max(draws):.0f}/s)"  # each round draws its own arrivals
+                  if len(draws) > 1 and measure.spread(draws) >= 0.05 else "")
+        return f"{head}; random arrivals brought {self.arrived_rps:.0f}/s{rounds}, the % base"
 
     def text(self) -> str:
         """One row under HEADER and its load_line; >= marks a percentile that is a lower bound (requests were left

@@ -181,10 +181,9 @@ def capacity_report(capacity_runs, in_sweep, n_burst: int, earlier=()) -> tuple[
             f"  its forward pass alone, the sweep's {pass_ms:.2f} ms, allows {bound:.0f}/s: the server's own work "
             f"per request (queue, checks, stacking, answer) takes the other {1 - capacity / bound:.0%}"))
     else:  # above the sweep's median pass, within the passes' own range: said once, no flag
-        lines.append(measure.lines.wrap(
-            f"  {capacity / bound - 1:.0%} above what its forward pass alone allows at the sweep's median "
-            f"({pass_ms:.2f} ms, {bound:.0f}/s), below its fastest batch-1 pass ({fastest:.0f}/s): the passes "
-            "scatter that much, so no flag"))
+        lines.append(measure.lines.wrap(  # one sentence, the two rates it rests on and no third figure
+            f"  above the {bound:.0f}/s its forward pass alone allows at the sweep's median ({pass_ms:.2f} ms), "
+            f"within its fastest batch-1 pass's {fastest:.0f}/s: the passes scatter that much, so no flag"))
     return lines, flags, bound, base
 
 
