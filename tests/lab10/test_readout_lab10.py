@@ -165,6 +165,20 @@ def test_the_summary_opens_with_the_tables_answer_said_to_come_from_above():
     assert '"answer (from the table above):"' in summary and summary.index("if answer:") < summary.index("print(f\"{len(rows)}")
 
 
+def test_the_table_section_leads_with_its_answer_and_keeps_the_answers_notes_under_the_table():
+    """Learner s15, finding 3: each section leads with one figure and one sentence; the table's answer came some 20
+    lines below the row count, after the table, its notes and a footnote."""
+    import nbformat
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    table = next(c.source for c in cells if c.cell_type == "code" and "report.scaling(compared)" in c.source)
+    lead, notes, shown = (table.index(t) for t in ('print(measure.short_lines(lead', 'if answer_notes:',
+                                                   "print(report.table("))
+    assert lead < shown < notes and 'answer.partition("\\n")' in table
+    assert "note on the answer above the table: " in table  # a note under the table names what it is about
+    prose = next(c.source for c in cells if c.cell_type == "markdown" and "Where to look first:" in c.source)
+    assert "the `answer:` line above the table" in " ".join(prose.split())
+
+
 def test_the_ddp_step_names_what_compute_and_the_all_reduce_leave():
     """Learner s12r3g, finding 5: 2.49 ms = 1.07 compute + 0.58 all-reduce + 0.84 ms unnamed."""
     said = readout.step_rest_line(2.49e-3, 1.07e-3, 0.58e-3)
