@@ -276,3 +276,13 @@ def test_the_legend_defines_rough_and_order_of_magnitude_once_with_the_threshold
     defined = [c.source for c in cells if c.cell_type == "markdown" and "**Rough**" in c.source]
     assert len(defined) == 1
     assert detectors.spread_reading(0.3).startswith("rough") and detectors.spread_reading(1.2).startswith("an order")
+
+
+def test_the_sweep_section_leads_with_its_fit_line_before_the_medians():
+    """Learner s15, finding 3: the sweep's one figure (the fit, or its refusal) came after 15 rows, a [!], a '~' line
+    and the noise line; it now leads, the table of medians under it."""
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    code = next(c.source for c in cells if c.cell_type == "code" and "fit = report.fit_allreduce(fit_on" in c.source)
+    fit_line = code.index('print(measure.flagged(measure.short_lines(f"fit: {fit.describe(world_size)}"), fit_flags))')
+    assert fit_line < code.index("""print(f"{'bytes':>10}""") < code.index("detectors.noise_line(sweep[")
+    assert '" (* marks one the fit leaves out):" if len(kept) < len(ar_flags)' in code  # true only when it does
