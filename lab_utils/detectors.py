@@ -597,6 +597,16 @@ def noisy_basis(spread: float | None, what: str) -> list[Flag]:
                  f"{NOISY_BASIS:.0%}: a repeat took twice the median or more): read this ratio as an order of magnitude")]
 
 
+def spread_reading(spread: float | None) -> str:
+    """How far a figure built on a median of this spread is read, in the course's two words, each with its threshold:
+    'an order of magnitude (above 100 %)', 'rough (above 25 %)', or '' for a steadier median."""
+    if spread is None or not math.isfinite(spread):
+        return ""
+    if spread > NOISY_BASIS:
+        return f"an order of magnitude (above {NOISY_BASIS * 100:.0f} %)"
+    return f"rough (above {NOISY_SPREAD * 100:.0f} %)" if noisy_as_printed(spread) else ""
+
+
 def noisy_as_printed(spread: float) -> bool:
     """Whether a spread lies above NOISY_SPREAD as tables print it (whole percent): 25.4 % prints as '25%', which is
     not more than 25 % (learner s12r4e, lab 05 finding 1: '3 of 3 spread more than 25 %' beside a printed '25%')."""

@@ -487,3 +487,12 @@ def test_the_middle_half_line_says_whether_a_wide_spread_is_a_few_slow_repeats()
     assert "vary throughout: read the medians as rough" in varied and "stand" not in varied, varied
     assert detectors.middle_half_line({"naive": [0.04, 0.05]}) == ""  # too few repeats for quartiles
     assert abs(detectors.middle_spread([1.0, 1.0, 1.0, 1.0, 9.0]) - 0.0) < 1e-9  # one outlier moves no quartile
+
+
+def test_spread_reading_gives_each_word_with_its_one_threshold():
+    """Learner s15, lab 10 finding 1: 'rough' at 25 % and a 100 % note beside it; one word per threshold, named."""
+    assert detectors.spread_reading(0.74) == "rough (above 25 %)"
+    assert detectors.spread_reading(1.01) == "an order of magnitude (above 100 %)"
+    assert detectors.spread_reading(0.254) == ""  # prints as 25 %: not above it
+    assert detectors.spread_reading(0.2) == "" and detectors.spread_reading(None) == ""
+    assert detectors.spread_reading(float("nan")) == ""

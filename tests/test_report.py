@@ -1078,3 +1078,14 @@ def test_a_short_table_fits_100_columns_and_drops_an_empty_accuracy_column():
     assert "1.69" in short and "3340" in short
     graded = [replace(r, accuracy=0.9) for r in rows]
     assert "accuracy" in report.table(report.compare(graded), short=True)  # a column with figures stays
+
+
+def test_the_tables_noise_line_names_the_rows_that_spread():
+    """Learner s15, lab 10 finding 2: 'noise: 1 of 3 rows' medians spread more than 25 %' named no row."""
+    base, quiet = (Result(**{**vars(r), "spread": 0.1}) for r in (row("single", 1, 100), row("dp", 2, 150, lab="02")))
+    noisy = Result(**{**vars(row("ddp", 2, 180)), "spread": 0.49})
+    text = report.table(report.compare([base, noisy, quiet]))
+    assert "noise: 1 of 3 rows' medians spread more than 25 %" in " ".join(text.split())
+    named = [line for line in text.splitlines() if line.startswith("  the rows that spread so:")]
+    assert named == ["  the rows that spread so: lab 03 ddp (2 devices, batch 256): 49%"]
+    assert "spread so" not in report.table(report.compare([base, quiet]))  # no noise line, no names

@@ -428,7 +428,10 @@ def table(compared: list[Compared], *, hosts: bool = False, this_host: str | Non
     flags = table_lines([c.flags for c in compared], [flag_name(c, n) for c, n in zip(compared, names)])
     lines += flags  # measure.table_lines wraps each at measure.lines.WIDTH (under FLAG_WIDTH)
     noise = detectors.noise_line([c.row.spread for c in compared], "rows' medians")
-    return "\n".join(lines + ([measure.lines.wrap(noise)] if noise else []))  # wrapped at 100 columns as the flags
+    noisy = [f"lab {flag_name(c, n)}: {detectors.spread_text(c.row.spread)}" for c, n in zip(compared, names)
+             if c.row.spread is not None and detectors.noisy_as_printed(c.row.spread)]  # the noise line's rows, named
+    named = [measure.lines.wrap(f"  the rows that spread so: {'; '.join(noisy)}")] if noise else []
+    return "\n".join(lines + ([measure.lines.wrap(noise)] if noise else []) + named)  # at 100 columns, as the flags
 
 
 def _shared_notes(compared: list[Compared]) -> dict[tuple, list[str]]:

@@ -165,6 +165,20 @@ def test_the_summary_opens_with_the_tables_answer_said_to_come_from_above():
     assert '"answer (from the table above):"' in summary and summary.index("if answer:") < summary.index("print(f\"{len(rows)}")
 
 
+def test_the_table_section_leads_with_its_answer_and_keeps_the_answers_notes_under_the_table():
+    """Learner s15, finding 3: each section leads with one figure and one sentence; the table's answer came some 20
+    lines below the row count, after the table, its notes and a footnote."""
+    import nbformat
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    table = next(c.source for c in cells if c.cell_type == "code" and "report.scaling(compared)" in c.source)
+    lead, notes, shown = (table.index(t) for t in ('print(measure.short_lines(lead', 'if answer_notes:',
+                                                   "print(report.table("))
+    assert lead < shown < notes and 'answer.partition("\\n")' in table
+    assert "note on the answer above the table: " in table  # a note under the table names what it is about
+    prose = next(c.source for c in cells if c.cell_type == "markdown" and "Where to look first:" in c.source)
+    assert "the `answer:` line above the table" in " ".join(prose.split())
+
+
 def test_the_ddp_step_names_what_compute_and_the_all_reduce_leave():
     """Learner s12r3g, finding 5: 2.49 ms = 1.07 compute + 0.58 all-reduce + 0.84 ms unnamed."""
     said = readout.step_rest_line(2.49e-3, 1.07e-3, 0.58e-3)
@@ -197,7 +211,12 @@ def test_the_per_tensor_line_names_theorys_candidates_for_the_rest():
     said = readout.per_tensor_cost_line(rows, 12, 0.229e-3)
     assert "explains 19% of it" in said and "12 waits per step for the slower rank" in said and "rough" not in said
     noisy = readout.per_tensor_cost_line(rows, 12, 0.229e-3, spread=8.09)  # learner s12r3g, finding 7: 809 %
-    assert "explains 19% of it (a rough share: the sweep's medians spread up to 809%" in noisy
+    assert "explains 19% of it (a share read as an order of magnitude (above 100 %): the sweep's medians spread up " \
+        "to 809%" in noisy
+    # lab 10's one definition per word: 'rough' is above 25 %, 'an order of magnitude' above 100 % (learner s15)
+    middling = readout.per_tensor_cost_line(rows, 12, 0.229e-3, spread=0.6)
+    assert "(a share read as rough (above 25 %): the sweep's medians spread up to 60%" in middling
+    assert "order of magnitude" not in middling
 
 
 def test_a_one_row_amdahl_projection_carries_its_s_range():
@@ -358,8 +377,20 @@ def test_a_ratio_on_the_fit_says_how_far_off_the_fit_may_be_before_its_reading_c
     assert readout.fit_margin(0.2) == ""
 
 
-def test_the_sections_answer_says_rough_where_a_ratio_rests_on_a_noisy_median():
-    """Learner s13r7g, finding 3: 51 % on a compute median spread 102 %, then 'it caps the scaling' unqualified."""
-    said = readout.communication_answer({"digits CNN": 0.51, "CNN-3conv": 0.031}, rough={"digits CNN"})
-    assert "digits CNN's all-reduce is 51 % of one rank's compute: it caps the scaling (roughly: its note above)" \
-        in said.replace("51%", "51 %") and "3.1 % of one rank's compute: room for near-linear scaling;" in said
+def test_the_sections_answer_points_to_the_note_where_a_ratio_rests_on_a_noisy_median():
+    """Learner s13r7g, finding 3: 51 % on a compute median spread 102 %, then 'it caps the scaling' unqualified; the
+    answer points to the note (an order of magnitude), never 'roughly', the lab's word for spreads above 25 %."""
+    said = readout.communication_answer({"digits CNN": 0.51, "CNN-3conv": 0.031}, noted={"digits CNN"})
+    assert "digits CNN's all-reduce is 51 % of one rank's compute: it caps the scaling (read it as its note above " \
+        "says)" in said.replace("51%", "51 %") and "3.1 % of one rank's compute: room for near-linear scaling;" in said
+    assert "rough" not in said
+
+
+def test_the_summarys_flip_flag_names_each_claim_it_means():
+    """Learner s15, lab 10 finding 2: '[!] a claim of lab 08 held in one run and reversed in another' named no claim."""
+    said = readout.flips_line([("08", "Hogwild vs sync, late accuracy"), ("02", "DDP vs DataParallel (gloo)")])
+    assert said.startswith("  [!] 2 claims held in one run and reversed in another")
+    assert said.index("lab 02: DDP vs DataParallel (gloo)") < said.index("lab 08: Hogwild vs sync, late accuracy")
+    one = readout.flips_line([("03", "lr x 2 vs one device's lr")])
+    assert "[!] 1 claim held" in one and "decided it)" in one and "lab 03: lr x 2 vs one device's lr" in one
+    assert readout.flips_line([]) == ""

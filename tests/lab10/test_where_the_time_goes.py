@@ -155,7 +155,9 @@ def test_the_sweeps_fit_at_the_same_bytes_is_a_cross_check_of_the_steps_figure()
     said = fit_cross_check(0.30e-3, 1.80e-3, 6.43)
     assert said == ("cross-check: the sweep's fit gives 0.30 ms for these bytes, 6.0x below the step's: its small "
                     "sizes' medians spread up to 643% over their repeats, so at these bytes it is an order of "
-                    "magnitude; the step's figure is the lab's")
+                    "magnitude (above 100 %); the step's figure is the lab's")
+    # learner s15, finding 1: 'order of magnitude' is the word above 100 % only; above 25 % the figure is rough
+    assert "so at these bytes it is rough (above 25 %)" in fit_cross_check(0.30e-3, 1.80e-3, 0.5)
     assert "launches (lab 06)" in fit_cross_check(0.3e-3, 1.8e-3, 0.10)  # tight spreads: the launch, not noise
     assert fit_cross_check(1.2e-3, 1.8e-3, 6.0).endswith("within 2x of the step's: one figure")
     source = lab10_source()
@@ -236,7 +238,10 @@ def test_the_fixed_cost_line_says_rough_when_a_median_it_reads_is_noisy():
     """Learner s12r4g, finding 9: 'digits CNN batch 32: 0.90 ms, spread 91 %' built a fixed cost with no note."""
     from lab_utils.labs.lab10.lesson import fixed_cost_line
     rough = fixed_cost_line("digits CNN", 32, 0.90e-3, 64, 1.26e-3, spread=0.91)
-    assert "fixed cost of 0.54 ms" in rough and rough.endswith("rough: a median it reads spread 91% over its repeats")
+    assert "fixed cost of 0.54 ms" in rough and rough.endswith(
+        "; rough (above 25 %): a median it reads spread 91% over its repeats")  # the threshold named (learner s15)
+    wild = fixed_cost_line("digits CNN", 32, 0.90e-3, 64, 1.26e-3, spread=1.5)
+    assert wild.endswith("; an order of magnitude (above 100 %): a median it reads spread 150% over its repeats")
     assert "; rough" not in fixed_cost_line("digits CNN", 32, 0.90e-3, 64, 1.26e-3, spread=0.2)
 
 
@@ -257,3 +262,27 @@ def test_the_fixed_cost_is_read_through_the_smallest_batch_timed():
     assert "small = min(n for m, n in compute if m == name)" in code and "half = batch" not in code
     said = fixed_cost_line("CNN-3conv", 32, 6.40e-3, 256, 42.40e-3)
     assert "a fixed cost of 1.26 ms per step (20% of batch 32's step)" in said
+
+
+def test_the_legend_defines_rough_and_order_of_magnitude_once_with_the_thresholds_the_code_applies():
+    """Learner s15, finding 1: 'rough' at 25 % in one line and a 100 % note in another, neither word defined: the
+    legend defines each word once, with the threshold detectors applies."""
+    from lab_utils import detectors
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    legend = next(c.source for c in cells if c.source.startswith("What the table shows:"))
+    flat = " ".join(legend.split())
+    assert f"**Rough**: above {detectors.NOISY_SPREAD:.0%}".replace("%", " %") in flat
+    assert f"**An order of magnitude**: above {detectors.NOISY_BASIS:.0%}".replace("%", " %") in flat
+    defined = [c.source for c in cells if c.cell_type == "markdown" and "**Rough**" in c.source]
+    assert len(defined) == 1
+    assert detectors.spread_reading(0.3).startswith("rough") and detectors.spread_reading(1.2).startswith("an order")
+
+
+def test_the_sweep_section_leads_with_its_fit_line_before_the_medians():
+    """Learner s15, finding 3: the sweep's one figure (the fit, or its refusal) came after 15 rows, a [!], a '~' line
+    and the noise line; it now leads, the table of medians under it."""
+    cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
+    code = next(c.source for c in cells if c.cell_type == "code" and "fit = report.fit_allreduce(fit_on" in c.source)
+    fit_line = code.index('print(measure.flagged(measure.short_lines(f"fit: {fit.describe(world_size)}"), fit_flags))')
+    assert fit_line < code.index("""print(f"{'bytes':>10}""") < code.index("detectors.noise_line(sweep[")
+    assert '" (* marks one the fit leaves out):" if len(kept) < len(ar_flags)' in code  # true only when it does

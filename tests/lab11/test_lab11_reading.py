@@ -249,3 +249,18 @@ def test_the_densest_markdown_cells_keep_one_claim_and_fold_their_detail():
         assert "<details>" in text, cell_id
         paragraphs = [p for p in text.split("<details>")[0].split("\n\n") if not p.startswith("#")]
         assert max(len(p.splitlines()) for p in paragraphs) <= 12, cell_id
+
+
+def test_the_30_percent_cap_is_defined_where_section_4_uses_it():
+    """Learner s15 finding 4: 'too noisy to test a cost up to 30%' with the course's cap defined nowhere in lab 11."""
+    from lab_utils import measure
+    text = " ".join(cell("e857f865").split())
+    assert f"the course's **{measure.MAX_RESTATED:.0%} cap**".replace("%", " %") in text
+    assert "only a clear win decides" in text and "README.md#results" in text
+
+
+def test_the_node_failure_cell_says_the_fresh_step_once():
+    """Learner s15 finding 5: cell 48 told the fresh-srun-step restart three times (prose, a bullet, a paragraph)."""
+    text = " ".join(cell("ca27fd45").split())
+    assert text.count("every Slurm cluster has") == 1 and text.count("--kill-on-bad-exit=1") == 1
+    assert text.count("under `--requeue` resumes the same way") == 1

@@ -45,14 +45,14 @@ def timed_by_both(shared):
 
 def fixed_cost_line(name, small, small_s, large, large_s, spread=0.0):
     """What a straight line through two batches' step times says: the per-step cost that does not grow with the batch.
-    `spread`: the larger of the two medians' spreads; above detectors.NOISY_SPREAD the line says the figure is rough."""
+    `spread`: the larger of the two medians' spreads; above 25 % the line says how far to read it."""
     per_image = (large_s - small_s) / (large - small)
     fixed = small_s - per_image * small  # time = fixed + per_image x batch, through both points
     said = f"{name}: batch {small} took {small_s / large_s:.0%} of batch {large}'s time"
     if fixed <= 0 or per_image <= 0:
         return f"{said}: no fixed cost per step shows (the time grows at least in proportion to the batch)"
-    rough = (f"; rough: a median it reads spread {spread:.0%} over its repeats" if spread > detectors.NOISY_SPREAD
-             else "")  # a fixed cost built on a wide spread is said to be one
+    reading = detectors.spread_reading(spread)  # 'rough (above 25 %)' or 'an order of magnitude (...)', or ''
+    rough = f"; {reading}: a median it reads spread {spread:.0%} over its repeats" if reading else ""
     return (f"{said}: a line through the two gives a fixed cost of {fixed * 1e3:.2f} ms per step "
             f"({fixed / small_s:.0%} of batch {small}'s step), which a smaller batch does not shrink{rough}")
 
@@ -96,9 +96,9 @@ def fit_cross_check(fit_s, step_s, small_spread=None, factor=2.0):
     said = f"cross-check: the sweep's fit gives {fit_s * 1e3:.2f} ms for these bytes"
     if max(fit_s / step_s, step_s / fit_s) <= factor:
         return f"{said}, within {factor:g}x of the step's: one figure"
-    why = (f"its small sizes' medians spread up to {small_spread:.0%} over their repeats, so at these bytes it is an "
-           "order of magnitude" if small_spread is not None and small_spread > 0.25 else
-           "a small all-reduce moves between launches (lab 06)")
+    reading = detectors.spread_reading(small_spread)  # the lab's word for a median this noisy, with its threshold
+    why = (f"its small sizes' medians spread up to {small_spread:.0%} over their repeats, so at these bytes it is "
+           f"{reading}" if reading else "a small all-reduce moves between launches (lab 06)")
     return (f"{said}, {max(fit_s / step_s, step_s / fit_s):.1f}x {'below' if fit_s < step_s else 'above'} the "
             f"step's: {why}; the step's figure is the lab's")
 

@@ -201,7 +201,7 @@ def s_range_line(s: float, speedup: float, n: float, spread: float) -> str:
         return ""
     return (f"  how precise: the row's speedup moves {spread:.0%} with its repeats (its rate's spread plus its "
             f"baseline's), so s = {s:.3f} could lie anywhere in {span[0]:.2f}-{span[1]:.2f}: read it, and what it "
-            "projects, as that rough")
+            "projects, as that range")
 
 
 def spread_parts(c) -> str:
@@ -291,6 +291,8 @@ def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256
     """Theory's reason Horovod-style trails DDP (one all-reduce per gradient tensor, each paying a call's fixed cost),
     computed: the extra calls at the fit's fixed cost against the time per step lab 03's Horovod-style row lost to its
     DDP row; '' where the table lacks either row (or one is not read)."""
+    from ... import detectors
+
     def found(strategy):
         return next((c.row for c in compared if c.row.lab == "03" and c.row.strategy == strategy
                      and c.row.world_size == ranks and c.row.batch_size == batch and not c.is_baseline
@@ -313,8 +315,9 @@ def per_tensor_cost_line(compared, tensors: int, call_s: float, batch: int = 256
                 "per-tensor cost to explain")
     return (f"{calls}, of the {lost * 1e3:.1f} ms it lost to DDP (a batch of {batch} at {horovod:,.0f} vs "
             f"{ddp:,.0f} samples/s): the fixed cost explains {min(extra / lost, 9.99):.0%} of it"
-            + (f" (a rough share: the sweep's medians spread up to {spread:.0%} over their repeats)"
-               if spread is not None and spread > 1.0 else "")
+            + (f" (a share read as {detectors.spread_reading(spread)}: the sweep's medians spread up to "
+               f"{detectors.spread_text(spread)} over their repeats)"
+               if spread is not None and detectors.spread_reading(spread) else "")
             + ("" if extra >= 0.5 * lost else f"; the rest, theory says, is {tensors} waits per step for the slower "
                "rank (DDP's one) and the Python around each call, none timed here"))
 
@@ -338,12 +341,14 @@ def step_rest_line(step_s: float, compute_s: float, allreduce_s: float) -> str:
 NEAR_LINEAR, CAPS = 0.10, 0.30  # all-reduce over compute: below the first, room for near-linear scaling; above, a cap
 
 
-def communication_answer(ratio: dict, rough: tuple | set | list = ()) -> str:
+def communication_answer(ratio: dict, noted: tuple | set | list = ()) -> str:
     """'section's answer: CNN-3conv's all-reduce is 2.4 % of one rank's compute: room for near-linear scaling; ...':
     one concluding sentence for section Communication against compute, from its ratios (learner s12r4g: one
     concluding sentence per section); '' where no ratio was read. One figure per model: the digits CNN's is the
     step's; the fit's figure for the same bytes is a cross-check line above it, never a second reading here (learner
-    s13r6g: 'the reading rests on which figure one reads' left the choice to the learner)."""
+    s13r6g: 'the reading rests on which figure one reads' left the choice to the learner). `noted`: the models whose
+    ratio stands on a median with a note on its line above (an order of magnitude, or suspect): the answer points
+    there rather than saying 'roughly', a word the lab keeps for spreads above 25 %."""
     def reading(r: float) -> str:
         return ("room for near-linear scaling" if r < NEAR_LINEAR else "it caps the scaling" if r > CAPS
                 else "a noticeable share of each step")
@@ -352,7 +357,7 @@ def communication_answer(ratio: dict, rough: tuple | set | list = ()) -> str:
         return ""
     from ... import report
     return ("section's answer: " + "; ".join(f"{name}'s all-reduce is {report.percent(r)} of one rank's compute: "
-                                             f"{reading(r)}" + (" (roughly: its note above)" if name in rough else "")
+                                             f"{reading(r)}" + (" (read it as its note above says)" if name in noted else "")
                                              for name, r in sorted(read.items(), key=lambda x: x[1]))
             + f" (theory: below {NEAR_LINEAR:.0%} near-linear, above {CAPS:.0%} a cap); what the DDP rows lost "
             "beyond it, section Project reads as Amdahl's serial fraction")
@@ -451,3 +456,15 @@ def fit_margin(ratio: float) -> str:
     if ratio > CAPS:
         return f"; the fit would have to be {ratio / CAPS:.1f}x too high for it to fall below {CAPS:.0%}"
     return ""
+
+
+def flips_line(flips) -> str:
+    """The summary's `[!]` for claims that held in one run and reversed in another, each named by its lab and claim
+    (a flag names its row: 'a claim of lab 08' left the learner to search the list); '' where there is none.
+    flips: (lab, claim) pairs."""
+    if not flips:
+        return ""
+    named = "; ".join(f"lab {lab}: {claim}" for lab, claim in sorted(flips))
+    return (f"  [!] {len(flips)} claim{'s' if len(flips) > 1 else ''} held in one run and reversed in another "
+            f"(this machine's noise decided {'them' if len(flips) > 1 else 'it'}): {named}; each is marked in the "
+            "list below")

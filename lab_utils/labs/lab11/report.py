@@ -111,7 +111,8 @@ def plain_steady(steady: measure.Verdict) -> str:
         return f"{median}: more than {cost:.0%} slower, against theory"
     if cost < 0.005:  # too noisy to test any cost: only a win could have decided
         return (f"{median}, but the pairs scatter too much to tell a cost under {needed or 'their scatter'} from "
-                "noise: no verdict either way")
+                f"noise, past the course's {measure.MAX_RESTATED:.0%} cap on a widened claim (section 4): no verdict "
+                "either way")
     return f"{median}, but the range reaches below 1: these pairs cannot tell whether it costs {cost:.0%} or less"
 
 
