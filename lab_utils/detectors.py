@@ -643,6 +643,12 @@ def noise_line(spreads, what: str = "medians", *, paired: bool = False, over: st
         "ratios, which a few slow repeats do not move either)" if paired else "the medians only") + without))
 
 
+def medians_stand_line(what: str = "median") -> str:
+    """The line for a table whose rows gave their repeats and none is uncertain (noise_line said nothing)."""
+    return (f"noise: every {what} above stands: the middle half of each row's repeats lies within "
+            f"{NOISY_SPREAD * 100:.0f} % of it")
+
+
 def _row_spreads(row) -> tuple[float | None, float | None]:
     """A noise_line row as (its max - min spread, its middle-half spread): a number has no middle half (None); a
     sequence of repeats has both, its middle half None below 4 repeats."""

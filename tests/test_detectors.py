@@ -496,3 +496,13 @@ def test_spread_reading_gives_each_word_with_its_one_threshold():
     assert detectors.spread_reading(0.254) == ""  # prints as 25 %: not above it
     assert detectors.spread_reading(0.2) == "" and detectors.spread_reading(None) == ""
     assert detectors.spread_reading(float("nan")) == ""
+
+
+def test_a_table_whose_rows_stand_says_so_without_claiming_narrow_spreads():
+    """A row with one slow repeat in 10 stands (noise_line says nothing); the fallback line names the middle half,
+    not the whole spread, which that slow repeat took past 25 %."""
+    rows = [[1.0] * 9 + [3.0], [2.0, 2.1, 1.9, 2.0, 2.05, 1.95]]
+    assert detectors.noise_line(rows) == ""
+    line = detectors.medians_stand_line()
+    assert line.startswith("noise: every median above stands") and "middle half" in line and "25 %" in line
+    assert "came from repeats within" not in line

@@ -278,7 +278,7 @@ def test_the_tables_with_paired_speed_ups_say_they_may_be_read_and_the_grid_prin
     """Learner s11h findings 2 and 6: 'read the medians only' above paired ratios; grid rows of 110-115 columns."""
     source = "".join("".join(c["source"]) for c in cells())
     assert source.count(", paired=True)") == 2  # the modes' and TensorFlow's tables; the candidates' below
-    assert "noise_line((t.spread for t in opt.values()), paired=True)" in inspect.getsource(candidates)
+    assert "noise_line((t.times for t in opt.values()), paired=True)" in inspect.getsource(candidates)
     assert "out.append(rows[0].load_line())" in inspect.getsource(grid) and "serving.grid_table(grid)" in source
 
 

@@ -55,8 +55,8 @@ def candidates_table(opt, ref, pad_sizes, max_batch: int, load, read: Candidates
             versus = f"{cell:>5} {ref[name]}"
         read.flags[name] = flags
         read.lines.append(measure.flagged(f"{name:<28}{size:>9}{t.median * 1e3:9.2f}{t.spread:8.0%}  {versus}", flags))
-    read.lines.append(measure.lines.wrap(detectors.noise_line((t.spread for t in opt.values()), paired=True)
-                                         or "noise: every median above came from repeats within 25 %"))
+    read.lines.append(measure.lines.wrap(detectors.noise_line((t.times for t in opt.values()), paired=True)
+                                         or detectors.medians_stand_line()))
     if measure.n_m_line(load):
         read.lines.append(measure.lines.wrap(measure.n_m_line(load)))
 

@@ -125,8 +125,8 @@ def sweep_table(batch_sweep, sweep) -> tuple[list[str], list[list]]:
         flags_of.append(flags)  # a batch k times larger: at most about k times longer, and not less time
         lines.append(measure.table_row(f"{b:>6} {t.median * 1e3:>13.2f} {b / t.median:>18.0f} {t.spread:>7.0%}", flags))
     lines += measure.table_lines(flags_of, [f"batch {b}" for b in batch_sweep])
-    lines.append(measure.lines.wrap(detectors.noise_line(sweep[b].spread for b in batch_sweep)
-                                    or "noise: every median above came from repeats within 25 %"))
+    lines.append(measure.lines.wrap(detectors.noise_line(sweep[b].times for b in batch_sweep)
+                                    or detectors.medians_stand_line()))
     repeatable = repeatable_pairs(batch_sweep, sweep)  # one sentence each, with its dense layer, from inversion_lines
     lines += [measure.lines.wrap(line) for line in unflagged_less_time(batch_sweep, sweep, flags_of, skip=repeatable)]
     return lines, flags_of
