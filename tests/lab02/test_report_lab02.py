@@ -51,8 +51,12 @@ def test_the_one_device_line_says_why_the_gap_is_smaller_than_the_bookkeeping():
     assert "was the slower by 63%, beyond the 25%" in said and "within" not in said, said
     assert len(line.split()) < 60, line  # learner s12r4b finding 2: an 80-word sentence
     slow_class = timing(0.016, 0.0161, 0.0159)  # 35 % above the plain step: beyond what two medians may differ by
-    said = " ".join(report.one_device_line(slow_class, 0.78, plain, 64).split())
-    assert "beyond the 25%" in said and "costs about 4.13 ms" in said and "35% apart" in said, said
+    said = " ".join(report.one_device_line(slow_class, 0.78, plain, 64).split())  # 4.13 ms > the 0.78 ms traced
+    assert "beyond the 25%" in said and "35% apart" in said and "costs about" not in said, said
+    assert "more than the class's traced serial phases (0.78 ms, all its machinery) can explain" in said and "[!]" in said, said
+    explained = " ".join(report.one_device_line(slow_class, 5.0, plain, 64).split())  # within the traced 5 ms
+    assert "costs about 4.13 ms, within its traced serial phases' 5.00 ms" in explained, explained
+    assert "[!]" not in explained, explained
 
 
 def test_the_threads_line_reads_one_way_and_answers_at_every_outcome():
