@@ -224,3 +224,81 @@ def test_a_generator_and_a_model_counted_twice_are_named():
     result = check(reduce_model_counted_twice)
     assert not result.passed and "the model's own gradient was counted twice" in result.message, result.message
     assert grade(reduce_model_counted_twice)[0] == 0.0
+
+
+@named("scatter")
+def scatter_all_on_device_0(batch, devices):  # learner s15r9b: moved the whole batch, then split: passed
+    return list(torch.split(batch.to(devices[0]), [len(c) for c in torch.tensor_split(batch, len(devices))]))
+
+
+@named("scatter")
+def scatter_shifted(batch, devices):  # chunk i on the next device: the wrong device, not one device for all
+    chunks = torch.tensor_split(batch, len(devices))
+    return [c.to(devices[(i + 1) % len(devices)]) for i, c in enumerate(chunks)]
+
+
+@named("scatter")
+def scatter_moved_then_split_again(batch, devices):  # every chunk on devices[0] first, then each to its own: right
+    sizes = [len(c) for c in torch.tensor_split(batch, len(devices))]
+    return [c.to(d) for c, d in zip(torch.split(batch.to(devices[0]), sizes), devices)]
+
+
+def test_a_scatter_that_puts_every_chunk_on_one_device_fails():
+    result = check(scatter_all_on_device_0)
+    assert not result.passed and "every chunk is on devices[0]" in result.message, result.message
+    assert "split first, then move chunk i to devices[i]" in result.message and "Hint:" not in result.message
+    assert grade(scatter_all_on_device_0)[0] == 0.0
+    shifted = check(scatter_shifted)
+    assert not shifted.passed and "chunk 0 is on devices[1], not devices[0]" in shifted.message, shifted.message
+    assert check(scatter_moved_then_split_again).passed and check(scatter_moved).passed
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_moves_the_wrong_tensor(model, replicas):  # learner s15r9b: on GPUs the add lands in a copy
+    for replica in replicas:
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p.grad.to(q.device).add_(q.grad)
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_moves_both_and_assigns(model, replicas):  # moving the model's gradient is right when the sum is assigned
+    for replica in replicas:
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p.grad = p.grad.to(p.device) + q.grad.to(p.device)
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_skips_the_first_replica(model, replicas):  # learner s15r9b: replicas[1:], as if replicas[0] were model's
+    for replica in replicas[1:]:
+        for p, q in zip(model.parameters(), replica.parameters()):
+            p.grad += q.grad.to(p.device)
+
+
+@named("reduce_gradients")
+@torch.no_grad()
+def reduce_one_replica_per_parameter(model, replicas):  # learner s15r9b: a zip over parameters and replicas
+    replica_params = [list(r.parameters()) for r in replicas]
+    for j, (p, params) in enumerate(zip(model.parameters(), replica_params)):
+        p.grad += params[j].grad.to(p.device)
+
+
+def test_a_reduce_that_moves_the_models_gradient_fails_and_says_so():
+    result = check(reduce_moves_the_wrong_tensor)
+    assert not result.passed and "you moved the model's gradient (p.grad.to(...)) instead" in result.message, \
+        result.message
+    assert "q.grad.to(p.device)" in result.message and grade(reduce_moves_the_wrong_tensor)[0] == 0.0
+    assert check(reduce_moves_both_and_assigns).passed and check(reduce_moved).passed
+
+
+@pytest.mark.parametrize("wrong, named_as", [(reduce_skips_the_first_replica, "the first replica was skipped"),
+                                             (reduce_one_replica_per_parameter,
+                                              "each parameter got a different set of replicas' gradients")],
+                         ids=["skipped-first", "zip"])
+def test_a_reduce_that_leaves_out_replicas_names_which(wrong, named_as):
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    assert "expected the model's gradient plus the sum" not in result.message and "Hint:" not in result.message
+    assert grade(wrong)[0] == 0.0

@@ -13,21 +13,53 @@ def _scatter_cases(rng):
     return cases + [(k, k) for k in (rng.randint(2, 5),)] + [(rng.randint(2, 5) * 4, 4), (rng.randint(2, 6) * 4 + 1, 4)]
 
 
-def _on_host(batch):
-    """The batch marked as living on the host (on a CPU every device is the CPU, so without the mark a scatter that
-    forgets `.to(device)` would pass): slices keep the mark, a move (.to, .cpu, .cuda) gives a plain tensor."""
+def _place_of_move(func, args, kwargs) -> str:
+    """Where a move (.to, .cpu, .cuda) sends a tensor: "device i" for a device with index i, else "host"."""
     import torch
 
-    class OnHost(torch.Tensor):
+    if func is not torch.Tensor.to:
+        return "host"
+    targets = [a for a in (*args[1:], kwargs.get("device")) if isinstance(a, (torch.device, str))]
+    index = torch.device(targets[0]).index if targets else None
+    return "host" if index is None else f"device {index}"
+
+
+def _on_host(batch):
+    """The batch marked as living on the host (on a CPU every device is the CPU, so without the mark a scatter that
+    forgets `.to(device)` would pass): slices keep the mark, and a move to devices[i] (the check's devices are cpu:i)
+    marks the result as device i's, so that a chunk moved to the wrong device fails as well."""
+    import torch
+
+    class Placed(torch.Tensor):
+        place = "host"
+
         @classmethod
         def __torch_function__(cls, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
             with torch._C.DisableTorchFunctionSubclass():
-                out = func(*args, **(kwargs or {}))
+                out = func(*args, **kwargs)
             if func in (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda):
-                return out.as_subclass(torch.Tensor)
-            return torch._tensor._convert(out, cls)
+                place = _place_of_move(func, args, kwargs)
+            else:
+                places = {a.place for a in (*args, *kwargs.values()) if isinstance(a, cls)}
+                place = places.pop() if len(places) == 1 else "host"
+            return _placed(out, cls, place)
 
-    return batch.as_subclass(OnHost)
+    return _placed(batch, Placed, "host")
+
+
+def _placed(out, cls, place: str):
+    """`out` (a tensor, or a tuple or list of them) as instances of `cls` marked with `place`."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        marked = out.as_subclass(cls)
+        marked.place = place
+        return marked
+    if isinstance(out, (tuple, list)) and not isinstance(out, torch.Size) and out \
+            and all(isinstance(o, torch.Tensor) for o in out):
+        return type(out)(_placed(o, cls, place) for o in out)
+    return out
 
 
 def _scatter_run(scatter, cases):
@@ -36,12 +68,29 @@ def _scatter_run(scatter, cases):
     out = []
     for n, k in cases:
         batch = _on_host(torch.arange(n * 3, dtype=torch.float32).reshape(n, 3))
-        returned = scatter(batch, [torch.device("cpu")] * k)
+        returned = scatter(batch, [torch.device("cpu", index) for index in range(k)])
         kind = "list" if isinstance(returned, (list, tuple)) else type(returned).__name__  # a generator: read once
         chunks = list(returned) if kind != "list" and hasattr(returned, "__iter__") else returned
         out.append({"kind": kind, "rows": [c.as_subclass(torch.Tensor).tolist() for c in chunks],
-                    "moved": [type(c) is torch.Tensor for c in chunks]})
+                    "places": [getattr(c, "place", "host") for c in chunks]})
     return out
+
+
+def _misplaced(places: list[str]) -> str:
+    """What is wrong with where the chunks are (chunk i belongs on device i), or "" if nothing."""
+    if all(place == "host" for place in places):
+        return ("the rows are right, but the chunks are still on the batch's device: move chunk i to devices[i] "
+                "(chunk.to(devices[i])); the replica on device i can only read its own device's memory")
+    wrong = [(i, place) for i, place in enumerate(places) if place != f"device {i}"]
+    if not wrong:
+        return ""
+    if len(set(places)) == 1:
+        return (f"the rows are right, but every chunk is on {places[0].replace('device ', 'devices[')}]: moving the "
+                "whole batch before splitting puts all the chunks on that one device; split first, then move chunk "
+                "i to devices[i]")
+    i, place = wrong[0]
+    where = "the batch's device" if place == "host" else place.replace("device ", "devices[") + "]"
+    return f"the rows are right, but chunk {i} is on {where}, not devices[{i}]: move chunk i to devices[i]"
 
 
 def _scatter_expected(cases):
@@ -68,10 +117,9 @@ def _scatter_judge(got, expected, cases):
     for moved_and_rows, expected_rows, (n, k) in zip(got, expected, cases):
         g, e = moved_and_rows["rows"], expected_rows["rows"]
         if close(g, e):
-            if not all(moved_and_rows["moved"]):
-                return 0.0, ("the rows are right, but the chunks are still on the batch's device: move chunk i to "
-                             "devices[i] (chunk.to(devices[i])); the replica on device i can only read its own "
-                             "device's memory")
+            misplaced = _misplaced(moved_and_rows["places"])
+            if misplaced:
+                return 0.0, misplaced
             continue
         sizes, right = [len(c) for c in g], [len(c) for c in e]
         if sizes == right:
@@ -95,8 +143,8 @@ GENERIC = ("expected the model's gradient plus the sum",)  # the one message tha
 SCATTER = Exercise("02", "scatter", _scatter_cases, _scatter_run, _scatter_expected,
                    named_unless(*GENERIC)(_scatter_judge),
                    "one chunk per device, consecutive rows, sizes differing by one at most, chunk i moved to "
-                   "devices[i] (on a CPU the check marks the batch as the host's, so a missing move fails here as it "
-                   "would on GPUs)", setup="import torch")
+                   "devices[i] (on a CPU the check marks the batch as the host's and each chunk with the device it was "
+                   "moved to, so a missing or wrong move fails here as it would on GPUs)", setup="import torch")
 
 
 # ---- gather -------------------------------------------------------------------------------------------------------
@@ -112,11 +160,12 @@ def _gather_inputs(case):
     return [torch.randn(size, 4, generator=gen) for size in case["sizes"]]
 
 
-def _device_marks(why: str, mixed: list | None = None):
+def _device_marks(why: str, mixed: list | None = None, moved: list | None = None):
     """A tensor class whose instances carry a device label (on a CPU every device is the CPU, so without the labels
     a phase that forgets `.to(device)` would pass): an op that mixes two labels raises as torch does for two devices
     (copy_ excepted: torch copies across devices), or, given `mixed`, is noted there and runs, its result labelled
-    as its inputs; a move (.to, .cpu, .cuda) gives a plain tensor."""
+    as its inputs; a move (.to, .cpu, .cuda) gives a plain tensor, always a new one (as a move to another device
+    does on GPUs, where an in-place add into the moved tensor is lost), and its label is noted in `moved`."""
     import torch
     from torch.utils._pytree import tree_flatten
 
@@ -128,7 +177,10 @@ def _device_marks(why: str, mixed: list | None = None):
             kwargs = kwargs or {}
             with torch._C.DisableTorchFunctionSubclass():
                 if func in (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda):
-                    return func(*args, **kwargs).as_subclass(torch.Tensor)
+                    out = func(*args, **kwargs)
+                    if moved is not None and isinstance(args[0], OnDevice):
+                        moved.append(args[0].label)
+                    return (out.clone() if out is args[0] else out).as_subclass(torch.Tensor)
                 labels = sorted({a.label for a in tree_flatten((args, kwargs))[0] if isinstance(a, OnDevice)})
                 if len(labels) > 1 and func is not torch.Tensor.copy_ and mixed is not None:
                     mixed.append(labels)
@@ -262,15 +314,17 @@ def _reduce_problem(case):
     return model, replicas
 
 
-def _grads_on_devices(model, replicas) -> list:
-    """The model's gradients marked as device 0's, replica i's as device i + 1's (see _device_marks), and the list
-    where each op that mixes two devices is noted: on a CPU a reduce that forgets the move to device 0 would pass."""
+def _grads_on_devices(model, replicas) -> tuple[list, list]:
+    """The model's gradients marked as device 0's, replica i's as device i + 1's (see _device_marks), the list where
+    each op that mixes two devices is noted (on a CPU a reduce that forgets the move to device 0 would pass), and the
+    list of the labels of the gradients moved."""
     mixed: list = []
-    cls = _device_marks("", mixed)
+    moved: list = []
+    cls = _device_marks("", mixed, moved)
     for index, m in enumerate((model, *replicas)):
         for p in m.parameters():
             p.grad = _mark(p.grad, cls, index)
-    return mixed
+    return mixed, moved
 
 
 def _flat_grads(model):
@@ -288,10 +342,11 @@ def _flat_weights(model):
 def _reduce_run(reduce_gradients, case):
     """The model's gradients after reduce_gradients, and its weights (which summing gradients must leave alone)."""
     model, replicas = _reduce_problem(case)
-    mixed = _grads_on_devices(model, replicas)
+    mixed, moved = _grads_on_devices(model, replicas)
     reduce_gradients(model, replicas)
+    moved_model = "device 0" in moved  # read before _flat_grads, whose .cpu() moves every gradient
     return {"gradients": _flat_grads(model), "weights": _flat_weights(model),
-            "unmoved": " and ".join(mixed[0]) if mixed else ""}
+            "unmoved": " and ".join(mixed[0]) if mixed else "", "moved_model": moved_model}
 
 
 def _reduce_expected(case):
@@ -308,13 +363,55 @@ def _divided_as_added(own, others, k):
     return total
 
 
+MOVED_THE_MODEL = ("you moved the model's gradient (p.grad.to(...)) instead of the replica's: on GPUs that makes a "
+                   "copy on the replica's device, the add lands in the copy, and the model's gradient does not "
+                   "change; move the replica's gradient to the model's device: p.grad += q.grad.to(p.device)")
+
+
 def _reduce_judge(got, expected, case):
     score, said = _reduce_value_judge(got, expected, case)
+    if not score and got.get("moved_model") and said.startswith(("the model's gradients did not change", GENERIC[0])):
+        said = MOVED_THE_MODEL
     if not got["unmoved"]:
         return score, said
     moved = (f"an operation mixed {got['unmoved']}: each replica's gradient lives on its own device; move it to "
              "the model's (q.grad.to(p.device)) before adding (on GPUs torch raises here)")
     return 0.0, moved if score else f"{said}; and {moved}"
+
+
+def _replicas_added(got, own, others, sizes) -> list[tuple[int, ...]]:
+    """For each parameter, the indices of the replicas whose gradients were added to the model's own, or [] if some
+    parameter's gradient is no such sum."""
+    import itertools
+
+    added, start = [], 0
+    for size in sizes:
+        part = slice(start, start + size)
+        start += size
+        subsets = (s for r in range(len(others) + 1) for s in itertools.combinations(range(len(others)), r))
+        found = next((s for s in subsets if close(got[part], [o + sum(others[i][j] for i in s)
+                                                              for j, o in enumerate(own[part], part.start)], 1e-5)),
+                     None)
+        if found is None:
+            return []
+        added.append(found)
+    return added
+
+
+def _replicas_added_says(added: list[tuple[int, ...]], replicas: int) -> str:
+    """The mistake that adds the replicas `added[j]` to parameter j, out of `replicas` replicas."""
+    if len(set(added)) > 1:
+        shown = "; ".join(f"parameter {j}: {', '.join(f'replicas[{i}]' for i in s) or 'none'}"
+                          for j, s in enumerate(added[:4]))
+        return (f"each parameter got a different set of replicas' gradients ({shown}): "
+                "a zip over the parameters and the replicas pairs each parameter with one replica; loop over every "
+                "replica, and inside it over zip(model.parameters(), replica.parameters())")
+    missing = sorted(set(range(replicas)) - set(added[0]))
+    if missing == [0]:
+        return ("the first replica was skipped (replicas[1:]?): `replicas` holds only the other devices' copies "
+                "(device 0's is `model`), so loop over all of `replicas`")
+    return (f"replica{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never added: loop over all "
+            f"{replicas} replicas")
 
 
 def _reduce_value_judge(got, expected, case):
@@ -356,14 +453,17 @@ def _reduce_value_judge(got, expected, case):
     for what, value in guesses.items():
         if close(got, value, 1e-5):
             return 0.0, what
+    added = _replicas_added(got, own, others, [p.numel() for p in model.parameters()])
+    if added:
+        return 0.0, _replicas_added_says(added, len(others))
     return 0.0, "expected the model's gradient plus the sum of the replicas' gradients, for every parameter"
 
 
 REDUCE = Exercise("02", "reduce_gradients", _reduce_cases, _reduce_run, _reduce_expected,
                   named_unless(*GENERIC)(_reduce_judge),
                   "add (not average) every replica's gradient into the model's, each moved to the model's device first "
-                  "(on a CPU the check marks each gradient with its replica's device, so a missing move fails here as "
-                  "it would on GPUs)", setup="import torch")
+                  "(on a CPU the check marks each gradient with its replica's device, so a missing move, or a move of "
+                  "the model's gradient instead, fails here as it would on GPUs)", setup="import torch")
 
 register(SCATTER, GATHER, REDUCE)
 
