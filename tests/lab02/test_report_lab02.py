@@ -60,12 +60,16 @@ def test_the_one_device_line_says_why_the_gap_is_smaller_than_the_bookkeeping():
 
 
 def test_the_threads_line_reads_one_way_and_answers_at_every_outcome():
-    """Finding 7: the line's ratio is named as the threads' speedup over DataParallel, and the answer always prints."""
+    """Finding 7: the line's ratio is named as the threads' speed over DataParallel's, and the answer always prints;
+    learner s15r9b: the answer comes first, as one plain sentence, then the figures (medians, with their ranges)."""
     ahead = " ".join(report.threads_line(made_up_sweep({8: 1.5, 64: 1.0}, threads_over_one=0.5), 2).split())
-    assert "The threads' speedup over DataParallel" in ahead and "the threads win at every batch size" in ahead, ahead
+    assert ahead.startswith("on a CPU, one device using 2 intra-op threads beat DataParallel's 2 replicas at every "
+                            "batch size: the threads' speed over DataParallel's"), ahead
+    assert "3.00x at batch 8 (range 3.00-3.00x), 2.00x at batch 64" in ahead and "so give one process" in ahead, ahead
     mixed = " ".join(report.threads_line(made_up_sweep({8: 1.5, 64: 0.25}, threads_over_one=0.5), 2).split())
-    assert "the threads win at batch 8 (whole range above 1), DataParallel at batch 64" in mixed, mixed
-    assert "too close to call" not in mixed  # no batch left over: no sentence about 'the others'
+    assert mixed.startswith("on a CPU, one device using 2 intra-op threads beat DataParallel's 2 replicas at batch 8; "
+                            "DataParallel's 2 replicas won at batch 64:"), mixed
+    assert "too close to call" not in mixed and "so give one process" not in mixed, mixed
 
 
 def test_the_threads_line_names_the_batch_where_the_range_reaches_1():
@@ -74,7 +78,7 @@ def test_the_threads_line_names_the_batch_where_the_range_reaches_1():
     sweep.timings[256][THREADS] = timing(*(0.16 * j for j in (1.3, 0.7, 1.2, 0.8, 1.0)))  # DataParallel: 0.16 s
     said = " ".join(report.threads_line(sweep, 2).split())
     # learner s12r4b finding 13: a cleaner single line for the batch the pairs cannot rank
-    assert "at batch 256 too close to call: the range includes 1" in said, said
+    assert "at batch 256 too close to call (the range includes 1)" in said, said
     assert "the others" not in said
 
 
@@ -241,7 +245,7 @@ def test_on_a_quiet_machine_the_sweep_cell_ends_with_its_answer_and_draws_its_ch
             in said), out
     assert said.index(f"{ratio} one device's speed") < said.index("verdict, ") and "1.60x slower" not in said, out
     assert "machine while measuring" in said, out
-    assert "The threads' speedup over DataParallel" in said
+    assert "the threads' speed over DataParallel's" in said
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
 
 
@@ -269,6 +273,8 @@ def test_the_summary_prints_the_launched_and_the_sweeps_figures_and_the_hot_spot
     assert "1.54x" not in out, out
     assert "glibc at 128 KiB slower: 1.93x" in out and out.endswith("many machines.")
     assert "verdict, DDP vs DataParallel" in out  # no bound passed: the verdict as it printed
+    # learner s15r9b: the summary answers the practical question, not only the numbers
+    assert "on a CPU, one device using 2 intra-op threads beat DataParallel's 2 replicas at" in out, out
     report.lab_summary(sweep, None, small, launched, ddp, batch=256, rounds=5, hotspot=hotspot,
                    hotspot_devices=[1, 2, 4], hotspot_batch=64, models={"CNN-3conv": None, "wide classifier": None},
                    hw=CPU_ONLY, backend="threads", device="cpu", grad_diff=4e-9, tolerance=1e-5, same=True,

@@ -59,26 +59,47 @@ def one_device_line(hot1, alone_ms: float, plain, batch: int) -> str:
     return measure.flagged(measure.short_lines(text), flags)
 
 
-def threads_line(sweep, n_devices: int) -> str:
-    """The CPU user's question, from the sweep's pairs: one device on n threads, or DataParallel's n replicas?"""
+def _threads_over_dp(sweep, n_devices: int) -> dict:
+    """Per batch, the threads' speed over DataParallel's from the sweep's pairs: (median, low, high)."""
+    import statistics
+
     many, threaded = data_parallel.dp_name(n_devices), data_parallel.threaded_name(n_devices)
-    batches = sweep.batch_sizes
-    ranges = {b: measure.ratio_range(measure.paired_ratios(sweep.timings[b][threaded], sweep.timings[b][many]))
-              for b in batches}  # the threads' speedup over DataParallel: DataParallel's time over the threads'
-    ahead = [b for b, (low, _, _) in ranges.items() if low > 1]
-    behind = [b for b, (_, high, _) in ranges.items() if high < 1]
-    even = [b for b in batches if b not in ahead and b not in behind]
-    answer = ("the threads win at every batch size: on a CPU, give one process the cores as intra-op threads "
-              "rather than split the batch over DataParallel's replicas" if len(ahead) == len(batches) else
-              f"the threads win at batch {', '.join(map(str, ahead))} (whole range above 1)"
-              + (f", DataParallel at batch {', '.join(map(str, behind))}" if behind else "")
-              + (f"; at batch {', '.join(map(str, even))} too close to call: the range includes 1 (the table's two "
-                 "speedup columns come from other pairs, each against one device)" if even else "") if ahead else
-              "at no batch size do the threads win over the whole range")
-    lesson = (f"on a CPU, {n_devices} intra-op threads or {many}? The threads' speedup over DataParallel, "
-              "paired in the same rounds (above 1: the threads faster): "
-              + ", ".join(f"batch {b} {data_parallel.range_text(lo, hi)}x" for b, (lo, hi, _) in ranges.items())
-              + ": " + answer)
+    out = {}
+    for b in sweep.batch_sizes:  # DataParallel's time over the threads', round by round
+        ratios = measure.paired_ratios(sweep.timings[b][threaded], sweep.timings[b][many])
+        low, high, _ = measure.ratio_range(ratios)
+        out[b] = (statistics.median(ratios), low, high)
+    return out
+
+
+def threads_answer(sweep, n_devices: int) -> str:
+    """The CPU user's question answered in one plain clause: who won at which batch sizes (no figures)."""
+    many = f"DataParallel's {n_devices} replicas"
+    ratios = _threads_over_dp(sweep, n_devices)
+    ahead = [b for b, (_, low, _) in ratios.items() if low > 1]
+    behind = [b for b, (_, _, high) in ratios.items() if high < 1]
+    even = [b for b in ratios if b not in ahead and b not in behind]
+    who = f"one device using {n_devices} intra-op threads"
+    if len(ahead) == len(ratios):
+        return f"{who} beat {many} at every batch size"
+    said = [f"{who} beat {many} at batch {', '.join(map(str, ahead))}" if ahead else
+            f"{who} beat {many} at no batch size"]
+    if behind:
+        said.append(f"{many} won at batch {', '.join(map(str, behind))}")
+    if even:
+        said.append(f"at batch {', '.join(map(str, even))} too close to call (the range includes 1)")
+    return "; ".join(said)
+
+
+def threads_line(sweep, n_devices: int) -> str:
+    """The CPU user's question, from the sweep's pairs, as one sentence: its answer, then the figures that give it."""
+    ratios = _threads_over_dp(sweep, n_devices)
+    figures = ", ".join(f"{m:.2f}x at batch {b} (range {data_parallel.range_text(lo, hi)}x)"
+                        for b, (m, lo, hi) in ratios.items())
+    advice = ("; so give one process the cores as threads rather than split the batch over replicas"
+              if all(lo > 1 for _, lo, _ in ratios.values()) else "")
+    lesson = (f"on a CPU, {threads_answer(sweep, n_devices)}: the threads' speed over DataParallel's (medians of "
+              f"the ratios paired in the same rounds) was {figures}{advice}")
     return measure.short_lines(measure.as_result(lesson, workers=n_devices, what="threads"))
 
 
@@ -459,6 +480,9 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
             t = sweep.result(b, data_parallel.threaded_name(n_devices))
             print(measure.flagged(f"    one device using {n_devices} threads, batch {b}: "
                                   + _with_range(sweep, b, t.variant), t.flags))
+    if not hw.gpus and sweep_refused is None:  # the practical question's answer, as the sweep's line gave it
+        print(measure.short_lines(f"on a CPU, {threads_answer(sweep, n_devices)} (the threads' speed over "
+                                  "DataParallel's, paired in the same rounds)"))
     ddp_c, dp_c = launched.compared["DDP"], launched.compared["DataParallel"]
     head = f"same model, batch {batch}, launched ranks, over {rounds} rounds: "
     if launched.unreadable is not None:  # the launched run's own load, said once
@@ -501,7 +525,7 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
 
 
 __all__ = ["Launched", "agreement_line", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_verdict", "ddp_who", "one_figure", "ddp_prediction", "launched_table", "one_device_line",
-           "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_line", "twice_line"]
+           "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_answer", "threads_line", "twice_line"]
 
 
 def record_note(n_devices: int, rows: dict | None = None) -> str:
