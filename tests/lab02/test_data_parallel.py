@@ -678,17 +678,25 @@ def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
     why from the run's figures: the replicas' forward + backward grew more than their rows, one device's did not."""
     sweep = two_batch_sweep({256: 42.0, 512: 86.0}, {256: 26.0, 512: 60.0}, {256: (12.8, 9.4), 512: (30.2, 26.5)})
     line = data_parallel.per_row_line(sweep, 256, 512)
-    assert "(2.0x the rows), time per row: one device's step 1.02x" in line, line
-    assert "the replicas' forward + backward 1.28x" in line  # (30.2 + 26.5) / (12.8 + 9.4) / 2
-    assert "from 1.62x to 1.43x" in line
-    # learner s13r5b finding 4: the line ends with its conclusion, against the theory of the cell above
-    assert line.endswith("so the replicas slowed per row more than one device did: as the shared-cache argument "
-                         "above predicts"), line
+    # learner s15r9b finding 3: the line opens with what the run found about the prediction, in one sentence
+    assert line.startswith("the shared-cache prediction, batch 256 to 512 (2.0x the rows): seen: the replicas slowed "
+                           "per row more than one device did"), line
+    assert "1.28x for the replicas' forward + backward, 1.02x for one device's step" in line, line
+    assert "speedup went from 1.62x to 1.43x, beyond its ranges" in line and "rest of its step" not in line, line
     even = two_batch_sweep({256: 42.0, 512: 84.0}, {256: 26.0, 512: 52.0}, {256: (12.0, 9.0), 512: (24.0, 18.0)})
-    assert "so neither slowed per row by more than 10% beyond the other" in data_parallel.per_row_line(even, 256, 512)
+    said = data_parallel.per_row_line(even, 256, 512)
+    assert "not seen: neither slowed per row by more than 10% beyond the other" in said, said
     flipped = two_batch_sweep({256: 42.0, 512: 100.0}, {256: 26.0, 512: 52.0}, {256: (12.0, 9.0), 512: (24.0, 18.0)})
-    assert "so one device slowed per row more than the replicas did: against" in data_parallel.per_row_line(
-        flipped, 256, 512)
+    said = data_parallel.per_row_line(flipped, 256, 512)
+    assert "not seen: one device's step slowed per row more than the replicas' work did" in said, said
+    fell = two_batch_sweep({256: 42.0, 512: 84.0}, {256: 26.0, 512: 70.0}, {256: (12.0, 9.0), 512: (24.0, 18.0)})
+    said = data_parallel.per_row_line(fell, 256, 512)  # the replicas' work doubled with the rows, the step did not
+    assert "beyond its ranges: the change is in the rest of its step" in said, said
+    noisy = two_batch_sweep({256: 42.0, 512: 84.0}, {256: 26.0, 512: 52.0}, {256: (12.0, 9.0), 512: (24.0, 18.0)})
+    many = data_parallel.dp_name(2)
+    noisy.timings[512][many] = measure.Timing(tuple(x / 1e3 for x in (40.0, 52.0, 60.0, 52.0, 70.0)), warmup=0)
+    noisy.timings[256][many] = measure.Timing(tuple(x / 1e3 for x in (20.0, 26.0, 30.0, 26.0, 35.0)), warmup=0)
+    assert "its ranges overlap: not distinguishable here" in data_parallel.per_row_line(noisy, 256, 512)
     cell = _lab02_cell("data_parallel.per_row_line(sweep, sweep_batches[-2], sweep_batches[-1])")
     assert "data_parallel.phase_table(sweep)" in cell  # the table's plumbing lives in sweep.py (issue 51)
 
@@ -853,6 +861,16 @@ def test_the_unaccounted_time_is_each_steps_own_residual_not_a_difference_of_med
     assert "each step's span (first phase to last) minus its own slowest forward" in said and "33% of the step at batch 8" in said, said
     assert "step: the sweep's ms/step above (the same steps)" in said and "28.5" not in said, said
     assert "outside phases: the step minus that span's median" in said, said  # learner s13r7b finding 7
+    # learner s15r9b finding 7: a jump in "outside phases" is set against the step's spread, in one clause
+    assert "the smallest at batch 8" in said and "outside phases moved" not in said, said  # one batch: no jump
+    two = dataclasses.replace(two_batch_sweep({8: 10.0, 64: 60.0}, {8: 30.0, 64: 50.0}, {8: (12.0, 5.0), 64: (20.0, 9.0)}),
+                              step_ms={8: 28.5, 64: 40.0}, unaccounted_ms={8: 10.0, 64: 9.0})
+    said = " ".join(" ".join(data_parallel.phase_table(two)).split())  # every round alike: a spread of 0 ms
+    assert ("outside phases moved most from batch 8 to 64 (1.50 to 10.00 ms), beyond the 0.00 ms its step's rounds "
+            "spread: bookkeeping outside the phases grew there") in said, said
+    wide = dataclasses.replace(two, results=tuple(dataclasses.replace(r, spread=0.5) for r in two.results))
+    said = " ".join(" ".join(data_parallel.phase_table(wide)).split())  # 50 % of 50 ms: 25 ms
+    assert "within the 25.00 ms its step's rounds spread: a difference of two medians" in said, said
 
 
 def test_every_timing_cell_prints_its_load_and_the_step_is_reconciled_once():

@@ -337,6 +337,7 @@ def phase_table(result: Sweep) -> list[str]:
              f"{'outside':>9}",
              f"{'':>5}{'ms':>9}{'forward':>10}{'backward':>10}{'alone':>10}{'ms':>13}{'phases':>9}"]
     share: dict[int, float] = {}
+    outside_ms: dict[int, float] = {}
     for batch in result.batch_sizes:
         phases = result.phase_ms[batch]
         forward = max(p.get("forward", 0.0) for p in phases.values())
@@ -345,6 +346,7 @@ def phase_table(result: Sweep) -> list[str]:
         step, left = result.result(batch, dp_name(result.n_devices)).wall_s * 1e3, result.unaccounted_ms[batch]
         share[batch] = left / step
         outside = step - result.step_ms.get(batch, step)  # the step beyond its phases' span
+        outside_ms[batch] = outside
         lines.append(f"{batch:>5}{step:9.2f}{forward:10.2f}{backward:10.2f}{device0:10.2f}{left:13.2f}"
                      f"{outside:9.2f}")
     lines.append(measure.short_lines(
@@ -357,9 +359,27 @@ def phase_table(result: Sweep) -> list[str]:
         "so: the time no phase accounts for took " + ", ".join(f"{s:.0%} of the step at batch {b}"
                                                              for b, s in share.items())
         + f": the largest share at batch {max(share, key=lambda b: share[b])}, the smallest at batch "
-        f"{min(share, key=lambda b: share[b])}"))
+        f"{min(share, key=lambda b: share[b])}" + _outside_jump_clause(result, outside_ms)))
     odd = odd_unaccounted_line(result)
     return lines + ([measure.short_lines(odd)] if odd else [])
+
+
+def _outside_jump_clause(result: Sweep, outside_ms: dict[int, float]) -> str:
+    """A clause on the largest change of "outside phases" between neighbouring batches, set against the larger
+    batch's step spread: a difference of two medians of other steps moves with that spread."""
+    batches = list(outside_ms)
+    if len(batches) < 2:
+        return ""
+    small, large = max(zip(batches, batches[1:]), key=lambda p: abs(outside_ms[p[1]] - outside_ms[p[0]]))
+    jump = outside_ms[large] - outside_ms[small]
+    row = result.result(large, dp_name(result.n_devices))
+    scatter_ms = row.spread * row.wall_s * 1e3  # how far that batch's rounds spread, in ms
+    said = (f"; outside phases moved most from batch {small} to {large} ({outside_ms[small]:.2f} to "
+            f"{outside_ms[large]:.2f} ms)")
+    return (said + f", within the {scatter_ms:.2f} ms its step's rounds spread: a difference of two medians, "
+            "not a cost seen to grow" if abs(jump) <= scatter_ms else
+            said + f", beyond the {scatter_ms:.2f} ms its step's rounds spread: bookkeeping outside the phases "
+            "grew there")
 
 
 ODD_UNACCOUNTED = 2.0  # a batch whose unaccounted median is this many times the other batches' median stands out
@@ -386,24 +406,24 @@ def odd_unaccounted_line(result: Sweep) -> str | None:
 
 
 def per_row_line(result: Sweep, small: int, large: int) -> str:
-    """From batch `small` to `large`: the growth per row of one device's step and of the replicas' forward + backward,
-    DataParallel's (and the threads') speedup at each, and last the conclusion: did the replicas slow per row more
-    than one device (by PER_ROW_SLOWER), as the shared-cache argument predicts?"""
+    """The shared-cache prediction (the replicas slow per row more than one device as the batch grows) checked from
+    batch `small` to `large`, in one sentence: what the run found first, then the figures, and whether DataParallel's
+    speedup moved beyond its ranges."""
     rows = large / small
     one = result.result(large, ONE_DEVICE).wall_s / result.result(small, ONE_DEVICE).wall_s / rows
     replicas = replica_work_ms(result, large) / replica_work_ms(result, small) / rows
-    many, threaded = dp_name(result.n_devices), threaded_name(result.n_devices)
-    threads = (f", {threaded} from {result.speedup(small, threaded):.2f}x to {result.speedup(large, threaded):.2f}x"
-               if threaded in result.timings.get(small, {}) else "")
-    so = ("so the replicas slowed per row more than one device did: as the shared-cache argument above predicts"
-          if replicas > one * PER_ROW_SLOWER else
-          "so one device slowed per row more than the replicas did: against the shared-cache argument above"
-          if one > replicas * PER_ROW_SLOWER else
-          f"so neither slowed per row by more than {PER_ROW_SLOWER - 1:.0%} beyond the other: the shared-cache "
-          "argument above is not seen in this run")
-    return (f"from batch {small} to {large} ({rows:.1f}x the rows), time per row: one device's step {one:.2f}x, "
-            f"the replicas' forward + backward {replicas:.2f}x; speedup over one device: {many} from "
-            f"{result.speedup(small, many):.2f}x to {result.speedup(large, many):.2f}x{threads}; {so}")
+    many = dp_name(result.n_devices)
+    found = ("seen: the replicas slowed per row more than one device did" if replicas > one * PER_ROW_SLOWER else
+             "not seen: one device's step slowed per row more than the replicas' work did" if one > replicas * PER_ROW_SLOWER
+             else f"not seen: neither slowed per row by more than {PER_ROW_SLOWER - 1:.0%} beyond the other")
+    (lo_s, hi_s), (lo_l, hi_l) = result.speedup_range(small, many), result.speedup_range(large, many)
+    before, after = result.speedup(small, many), result.speedup(large, many)
+    moved = ("its ranges overlap: not distinguishable here" if lo_s <= hi_l and lo_l <= hi_s else
+             "beyond its ranges" + ("" if replicas > one * PER_ROW_SLOWER else
+                                    ": the change is in the rest of its step (the columns beside the replicas')"))
+    return (f"the shared-cache prediction, batch {small} to {large} ({rows:.1f}x the rows): {found} (time per row "
+            f"{replicas:.2f}x for the replicas' forward + backward, {one:.2f}x for one device's step); {many}'s "
+            f"speedup went from {before:.2f}x to {after:.2f}x, {moved}")
 
 
 def min_max_lines(pairs: int) -> list[str]:
