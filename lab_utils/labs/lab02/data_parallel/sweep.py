@@ -373,6 +373,8 @@ def _outside_jump_clause(result: Sweep, outside_ms: dict[int, float]) -> str:
     small, large = max(zip(batches, batches[1:]), key=lambda p: abs(outside_ms[p[1]] - outside_ms[p[0]]))
     jump = outside_ms[large] - outside_ms[small]
     row = result.result(large, dp_name(result.n_devices))
+    if row.spread is None:  # too few rounds to say how far they spread
+        return ""
     scatter_ms = row.spread * row.wall_s * 1e3  # how far that batch's rounds spread, in ms
     said = (f"; outside phases moved most from batch {small} to {large} ({outside_ms[small]:.2f} to "
             f"{outside_ms[large]:.2f} ms)")
