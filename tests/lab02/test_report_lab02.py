@@ -446,3 +446,31 @@ def test_only_ddps_launched_row_carries_the_ddp_verdict():
     assert report.launched_row_flags("DataParallel", ["a"], refused, v) == ["a", "n/m: busy"]
     ddp = report.launched_row_flags("DDP", [], refused, v)
     assert len(ddp) == 1 and ddp[0].endswith("0.94x (range 0.91-0.97) -> holds") and "own pairs" in ddp[0]
+
+
+def test_the_launched_one_device_is_set_against_the_sweeps_and_the_speedups_own_baseline_is_named():
+    """Learner s15r9b finding 4: launched '1 device 101.94 ms/step (2511 samples/s)' beside the sweep's 3,354 at the
+    same batch, compared nowhere, and no cell said which one-device figure the speedups use."""
+    sweep = made_up_sweep({8: 1.5, 256: 1 / 1.5})  # one device at batch 256: 0.32 s a step in every round
+    near = " ".join(report.one_device_twice_line(timing(*[0.33] * 5), sweep, 256).split())
+    assert near.startswith("1 device, batch 256: launched 776 samples/s, the sweep 800: they agree: 3% apart"), near
+    assert "each speedup divides by the one device timed in its own rounds" in near and "[!]" not in near, near
+    far = " ".join(report.one_device_twice_line(timing(*[0.43] * 5), sweep, 256).split())
+    assert "launched 595 samples/s, the sweep 800" in far and "[!]" in far and "1.34x apart" in far, far
+    noisy = " ".join(report.one_device_twice_line(timing(0.2, 0.43, 0.43, 0.43, 0.6), sweep, 256).split())
+    assert "cannot be compared here: 34% apart" in noisy and "[!]" not in noisy, noisy
+
+
+def test_identical_spreads_are_said_to_be_each_rows_own(capsys, monkeypatch):
+    """Learner s15r9b finding 8: 'spread 37%' on all three launched rows read as one value copied."""
+    sweep = made_up_sweep({8: 1.5, 256: 1 / 1.5})
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
+    monkeypatch.setattr(measure, "run_conditions", lambda: None)
+    alike = {"1 device": timing(0.020, 0.022, 0.024), "DataParallel": timing(0.013, 0.0143, 0.0156),
+             "DDP": timing(0.014, 0.0154, 0.0168)}  # each 18 %, from its own rounds
+    report.launched_table(alike, sweep, None, batch=256, rounds=3, steps=2, hw=CPU_ONLY)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "spread: each row's own rounds, (slowest - fastest) / median; 18% on every row here" in out, out
+    apart = dict(alike, DDP=timing(0.014, 0.015, 0.0168))
+    report.launched_table(apart, sweep, None, batch=256, rounds=3, steps=2, hw=CPU_ONLY)
+    assert "on every row here" not in capsys.readouterr().out

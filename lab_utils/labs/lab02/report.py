@@ -289,6 +289,9 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
     for line in measure.table_lines([c["flags"] for c in compared.values()], list(compared)):
         print(line)
     print("speedup: the median of the paired ratios, one device's time over the candidate's in the same round")
+    same_spread = _same_spread_note(compared)
+    if same_spread:
+        print(measure.short_lines(same_spread))
     print("DDP vs DataParallel: the verdict below, the median of the paired ratios (lab 00) of their own rounds")
     if unreadable is not None:  # one figure per comparison: the measured ratios only as what these conditions gave
         print(measure.short_lines(f"{measure.N_M} (the speedup over one device): " + measure.as_result(
@@ -297,6 +300,8 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
         said = agreement_line(compared["DataParallel"]["speedup"], sweep, batch, status)
         if said:
             print(said)
+        if batch in sweep.batch_sizes:
+            print(one_device_twice_line(base, sweep, batch))
     noise = detectors.noise_line(t.times for t in step_timings.values())  # '' where every median stands
     if noise:
         print(measure.short_lines(noise))
@@ -305,6 +310,29 @@ def launched_table(step_timings, sweep, sweep_refused, *, batch: int, rounds: in
     if order_note is not None and unreadable is None:
         print(order_note)
     return Launched(compared, unreadable, status)
+
+
+def one_device_twice_line(launched_one, sweep, batch: int) -> str:
+    """One device's step at `batch`, launched and in the sweep, by the course's measured-twice rule, and which of the
+    two each speedup divides by: the one device of its own rounds."""
+    swept = sweep.result(batch, data_parallel.ONE_DEVICE)
+    args = (batch / launched_one.median, launched_one.spread, swept.samples_per_s, swept.spread)
+    flags = detectors.measured_twice(*args, what=f"1 device, batch {batch}", first_name="the launched run",
+                                     second_name="the sweep")
+    agree = detectors.twice_agree(*args)
+    text = (f"1 device, batch {batch}: launched {args[0]:,.0f} samples/s, the sweep {args[2]:,.0f}"
+            + (f": {agree}" if agree else "") + "; each speedup divides by the one device timed in its own rounds "
+            "(the sweep's by the sweep's, the launched by the launched), so this gap moves neither")
+    return measure.flagged(measure.short_lines(text), flags)
+
+
+def _same_spread_note(compared) -> str | None:
+    """Where every row prints the same spread: say it is each row's own, not one value copied."""
+    shown = {f"{c['timing'].spread:.0%}" for c in compared.values()}
+    if len(compared) < 2 or len(shown) > 1:
+        return None
+    return (f"spread: each row's own rounds, (slowest - fastest) / median; {shown.pop()} on every row here, as when "
+            "the interleaved rounds slow down and speed up alike for every candidate")
 
 
 def _order_note(speedup: float, sweep, batch: int, checked, status: str) -> str | None:
@@ -524,7 +552,7 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
     print("next: Lab 03 writes DDP's worker in full: sampler, learning rate, traps, and many machines.")
 
 
-__all__ = ["Launched", "agreement_line", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_verdict", "ddp_who", "one_figure", "ddp_prediction", "launched_table", "one_device_line",
+__all__ = ["Launched", "agreement_line", "ddp_answer", "fixed_beside_sweep", "record_note", "trap_payoff", "ddp_lines", "ddp_verdict", "ddp_who", "one_figure", "ddp_prediction", "launched_table", "one_device_line", "one_device_twice_line",
            "plot_sweep", "lab_summary", "sweep_report", "sweep_so_what", "threads_answer", "threads_line", "twice_line"]
 
 
