@@ -929,6 +929,11 @@ def test_the_details_parameter_reaches_the_sweep_cell_and_the_hot_spot_names_its
     assert "details=details" in _lab02_cell("report.sweep_report(")
     hot = _lab02_cell("hot_timings = data_parallel.time_in_rounds(")
     assert '"1 (DP class)" if n == 1' in hot and 'print("1 device:' not in hot
+    # learner s15r9b finding 5: the class's row ~8 ms above a plain step with 1.07 ms of serial phases: the note
+    # under the table says what the row holds beyond a plain step, in the one-device line's words
+    note = " ".join(hot.split()).replace('" "', "")  # the print's string literals joined
+    assert "a plain step plus the class's machinery, at most its serial phases" in note, note
+    assert "beyond them is the two timings' conditions, not the class" in note, note
     # learner s13r6b finding 1: the hot spot's steps, checked against the sweep's, are timed as the sweep's are
     assert "steps=compare_steps" in hot and "steps=compare_steps" in _lab02_cell("data_parallel.sweep(DataParallel")
 
