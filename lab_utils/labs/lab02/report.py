@@ -439,12 +439,12 @@ def ddp_lines(verdict, ranks, predicted: float | None = None) -> None:
 
 
 def ddp_verdict(verdict, ranks, predicted: float | None = None) -> None:
-    """The DDP verdict block: the verdict, the bound spelled out where it differs, then the verdict in one plain
-    sentence (who was faster, by how much, and whether this run could tell)."""
-    print(verdict)
-    ddp_lines(verdict, ranks, predicted)
+    """The DDP verdict block: the verdict in one plain sentence first (who was faster, by how much, and whether this
+    run could tell), then the verdict and the bound spelled out where it differs."""
     if verdict.verdict != measure.CANNOT_SEE:
         print(measure.short_lines("in short: " + ddp_answer(verdict, predicted)))
+    print(verdict)
+    ddp_lines(verdict, ranks, predicted)
 
 
 def one_figure(sweep, traced, typical, launched_timing, launched_alone_ms: float, *, batch: int, steps: int,
