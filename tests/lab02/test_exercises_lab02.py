@@ -243,6 +243,11 @@ def scatter_moved_then_split_again(batch, devices):  # every chunk on devices[0]
     return [c.to(d) for c, d in zip(torch.split(batch.to(devices[0]), sizes), devices)]
 
 
+@named("scatter")
+def scatter_moved_then_cast(batch, devices):
+    return [c.to(d).to(torch.float32) for c, d in zip(torch.tensor_split(batch, len(devices)), devices)]
+
+
 def test_a_scatter_that_puts_every_chunk_on_one_device_fails():
     result = check(scatter_all_on_device_0)
     assert not result.passed and "every chunk is on devices[0]" in result.message, result.message
@@ -251,6 +256,7 @@ def test_a_scatter_that_puts_every_chunk_on_one_device_fails():
     shifted = check(scatter_shifted)
     assert not shifted.passed and "chunk 0 is on devices[1], not devices[0]" in shifted.message, shifted.message
     assert check(scatter_moved_then_split_again).passed and check(scatter_moved).passed
+    assert check(scatter_moved_then_cast).passed  # a .to(dtype) names no device: the chunk stays where it was
 
 
 @named("reduce_gradients")

@@ -14,13 +14,16 @@ def _scatter_cases(rng):
 
 
 def _place_of_move(func, args, kwargs) -> str:
-    """Where a move (.to, .cpu, .cuda) sends a tensor: "device i" for a device with index i, else "host"."""
+    """Where a move (.to, .cpu, .cuda) sends a tensor: "device i" for a device with index i, else "host"; a .to()
+    that names no device (a dtype only) leaves it where it was."""
     import torch
 
     if func is not torch.Tensor.to:
         return "host"
     targets = [a for a in (*args[1:], kwargs.get("device")) if isinstance(a, (torch.device, str))]
-    index = torch.device(targets[0]).index if targets else None
+    if not targets:
+        return getattr(args[0], "place", "host")
+    index = torch.device(targets[0]).index
     return "host" if index is None else f"device {index}"
 
 
