@@ -682,7 +682,7 @@ def test_the_per_row_line_says_whose_time_per_row_grew_from_the_numbers():
     assert line.startswith("the shared-cache prediction, batch 256 to 512 (2.0x the rows): seen: the replicas slowed "
                            "per row more than one device did"), line
     assert "1.28x for the replicas' forward + backward, 1.02x for one device's step" in line, line
-    assert "speedup went from 1.62x to 1.43x, beyond its ranges" in line and "rest of its step" not in line, line
+    assert "DataParallel's speedup over one device went from 1.62x to 1.43x, beyond its ranges" in line and "rest of its step" not in line, line
     even = two_batch_sweep({256: 42.0, 512: 84.0}, {256: 26.0, 512: 52.0}, {256: (12.0, 9.0), 512: (24.0, 18.0)})
     said = data_parallel.per_row_line(even, 256, 512)
     assert "not seen: neither slowed per row by more than 10% beyond the other" in said, said

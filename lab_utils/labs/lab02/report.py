@@ -509,8 +509,8 @@ def lab_summary(sweep, sweep_refused, small_verdict, launched: Launched, ddp_vs_
             print(measure.flagged(f"    one device using {n_devices} threads, batch {b}: "
                                   + _with_range(sweep, b, t.variant), t.flags))
     if not hw.gpus and sweep_refused is None:  # the practical question's answer, as the sweep's line gave it
-        print(measure.short_lines(f"on a CPU, {threads_answer(sweep, n_devices)} (the threads' speed over "
-                                  "DataParallel's, paired in the same rounds)"))
+        print(measure.short_lines(f"on a CPU, by the threads' speed over DataParallel's in the same rounds: "
+                                  f"{threads_answer(sweep, n_devices)}"))
     ddp_c, dp_c = launched.compared["DDP"], launched.compared["DataParallel"]
     head = f"same model, batch {batch}, launched ranks, over {rounds} rounds: "
     if launched.unreadable is not None:  # the launched run's own load, said once

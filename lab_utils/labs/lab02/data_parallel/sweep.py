@@ -414,7 +414,7 @@ def per_row_line(result: Sweep, small: int, large: int) -> str:
     rows = large / small
     one = result.result(large, ONE_DEVICE).wall_s / result.result(small, ONE_DEVICE).wall_s / rows
     replicas = replica_work_ms(result, large) / replica_work_ms(result, small) / rows
-    many = dp_name(result.n_devices)
+    many = dp_name(result.n_devices)  # the sweep's name for DataParallel's row
     found = ("seen: the replicas slowed per row more than one device did" if replicas > one * PER_ROW_SLOWER else
              "not seen: one device's step slowed per row more than the replicas' work did" if one > replicas * PER_ROW_SLOWER
              else f"not seen: neither slowed per row by more than {PER_ROW_SLOWER - 1:.0%} beyond the other")
@@ -424,8 +424,8 @@ def per_row_line(result: Sweep, small: int, large: int) -> str:
              "beyond its ranges" + ("" if replicas > one * PER_ROW_SLOWER else
                                     ": the change is in the rest of its step (the columns beside the replicas')"))
     return (f"the shared-cache prediction, batch {small} to {large} ({rows:.1f}x the rows): {found} (time per row "
-            f"{replicas:.2f}x for the replicas' forward + backward, {one:.2f}x for one device's step); {many}'s "
-            f"speedup went from {before:.2f}x to {after:.2f}x, {moved}")
+            f"{replicas:.2f}x for the replicas' forward + backward, {one:.2f}x for one device's step); DataParallel's "
+            f"speedup over one device went from {before:.2f}x to {after:.2f}x, {moved}")
 
 
 def min_max_lines(pairs: int) -> list[str]:
