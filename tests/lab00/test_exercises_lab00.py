@@ -339,8 +339,11 @@ def _reading(speedup, n, noise=0.10, low=None, up=1.0):
     (lambda one, many, n: "at the limit" if one / many == n else _reading(one / many, n), "exactly N called"),
     # learner s13r8a: 0.5 as the lower bound on every N passed when the 4-thread not-faster case drew above 0.5
     (lambda one, many, n: _reading(one / many, n, low=0.5), "a lower bound of 0.5 on every N"),
+    # learner s15r9a: exactly 1/N or exactly 1.1 N called impossible passed (the boundaries were not in the cases)
+    (lambda one, many, n: "impossible" if one / many <= 1 / n else _reading(one / many, n), "exactly 1/N called"),
+    (lambda one, many, n: "impossible" if one / many >= 1.1 * n else _reading(one / many, n), "exactly 1.1 N called"),
 ], ids=["inverted", "no-noise", "no-lower-bound", "below-1-impossible", "spread-allowance", "plus-0.1", "at-least-1",
-        "at-least-N", "half-as-lower-bound"])
+        "at-least-N", "half-as-lower-bound", "at-most-1/N-impossible", "at-least-1.1N-impossible"])
 def test_a_wrong_speedup_verdict_is_named(wrong, named):
     result = check(_verdict(wrong))
     assert not result.passed and named in result.message and "Hint" not in result.message, result.message
@@ -390,8 +393,9 @@ def test_the_right_speedup_verdict_passes_and_the_use_cell_reads_the_self_check_
     assert "no speedup to read" in said(right, None)
 
 
-def test_the_verdict_cases_hold_a_speedup_of_exactly_1_and_exactly_n():
-    """The two edges the rules name ('above 1', 'at most N') are in every self-check, exactly (no rounding)."""
+def test_the_verdict_cases_hold_a_speedup_of_exactly_1_n_1_over_n_and_1_1_n():
+    """The four edges the rules name ('above 1', 'at most N', 'from 1/N', 'at most 10 % above N') are in every
+    self-check, exactly (no rounding)."""
     import random
 
     from lab_utils.labs.lab00.exercises import SPEEDUP_VERDICT
@@ -400,3 +404,4 @@ def test_the_verdict_cases_hold_a_speedup_of_exactly_1_and_exactly_n():
         cases = SPEEDUP_VERDICT.cases(random.Random(seed))
         speedups = [(c["one_thread_s"] / c["many_threads_s"], c["threads"]) for c in cases]
         assert any(s == 1.0 for s, n in speedups) and any(s == n for s, n in speedups if n > 1)
+        assert any(s == 1 / n for s, n in speedups) and any(s == 1.1 * n for s, n in speedups)

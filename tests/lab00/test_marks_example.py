@@ -133,7 +133,8 @@ def test_the_marks_paragraph_defines_each_word_of_its_quoted_lines_before_them()
     prose, quoted, details = cell.split("```")
     for word in ("baseline", "2x the hardware", "another framework in its process"):
         assert word in quoted and f"**{word}** " in prose, word
-    assert "the parallel labs" not in cell and "(the ranks of section 4)" in prose
+    ratio = " ".join(next(c for c in _cells() if c.startswith("Read the ratio with care")).split())
+    assert "the parallel labs" not in cell + ratio and "(the ranks of section 4)" in ratio
     assert details.index("(the **load**)") < details.index("the load in place of the figure")
 
 
@@ -148,3 +149,14 @@ def test_sections_end_with_what_the_learner_now_knows():
     summary = next(c for c in cells if c.startswith("## Summary"))
     assert "What you now know:" in summary and "1/N" in summary
     assert not any(ch.isdigit() for c in (cells[i] for i in takeaways) for ch in c)  # no figure a run can contradict
+
+
+def test_the_marks_come_before_the_thread_ratio_and_its_noise_is_one_sentence():
+    """Learner s15r9a, lab 00 finding 5: the 2.05x ratio printed a `note` and five noise lines ('read the medians
+    only', then 'the medians stand') one cell before the marks were explained. The marks now come first, and the
+    table's noise line is one sentence that says whether the medians stand (reading.noise_lines, tested)."""
+    cells = _cells()
+    prints = next(i for i, c in enumerate(cells) if "reading.thread_ratio(rates, settings, noisy)" in c)
+    marks = next(i for i, c in enumerate(cells) if "**Marks beside a figure.**" in c)
+    assert marks < prints
+    assert "noisy = reading.medians_uncertain(timings)" in cells[prints]  # 'the noise line says' only where in doubt

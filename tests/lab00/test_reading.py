@@ -38,7 +38,9 @@ def test_the_noise_line_names_the_noisy_row():
     assert reading.noise_lines(quiet) == "noise: every median above came from repeats within 25 %"
     noisy = {"1 thread": timing([19, 20, 21]), "2 threads": timing([10, 11, 14])}
     # learner s13r6a finding 5: each row prints its spread now, so the noise line names the row without a second figure
-    assert reading.noise_lines(noisy).endswith("the noisy row: 2 threads")
+    # learner s15r9a: the noise text is one sentence now, naming the row and what to read
+    assert reading.noise_lines(noisy) == "noise: the row 2 threads spread more than 25 %: read the median only"
+    assert reading.medians_uncertain(noisy) and not reading.medians_uncertain(quiet)
 
 
 def test_noisy_rows_say_whether_their_medians_stand_computed():
@@ -46,11 +48,16 @@ def test_noisy_rows_say_whether_their_medians_stand_computed():
     now computes it from the middle half of the repeats, and the ratio no longer asserts that the medians stand."""
     few_slow = {"1 thread": timing([20.5, 21.5, 22.1, 22.2, 22.5, 26.0, 28.6]),
                 "2 threads": timing([11.0, 12.5, 13.0, 13.3, 13.8, 14.0, 15.5])}
-    said = reading.noise_lines(few_slow).replace("\n        ", " ")
-    assert "the noisy rows: 1 thread, 2 threads; the middle half of each row's repeats spans at most 11 %" in said, said
+    said = reading.noise_lines(few_slow).replace("\n    ", " ")
+    # learner s15r9a, lab 00 finding 2: five lines said 'read the medians only' then 'the medians stand'; one now
+    assert said.count("noise:") == 1 and "read the medians only" not in said, said
+    assert "2 rows spread more than 25 % (1 thread, 2 threads); the middle half of each row's repeats spans at most " \
+           "11 %" in said, said
     assert said.endswith("a few slow repeats, so the medians stand"), said
+    assert not reading.medians_uncertain(few_slow)
     throughout = {"1 thread": timing([14, 17, 20, 23, 26, 29, 32]), "2 threads": timing([11, 11, 11.5, 11, 11])}
-    rough = reading.noise_lines(throughout).replace("\n        ", " ")
+    rough = reading.noise_lines(throughout).replace("\n    ", " ")
+    assert reading.medians_uncertain(throughout)
     assert "so the repeats vary throughout: read the medians as rough" in rough and "a few slow" not in rough, rough
     line = reading.thread_ratio({"1 thread": 1000.0, "2 threads": 1660.0}, {"1 thread": 1, "2 threads": 2}, True)[0]
     assert "so it stands" not in line and "the noise line says whether they stand" in line.replace("\n    ", " ")

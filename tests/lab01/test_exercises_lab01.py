@@ -118,7 +118,11 @@ def throughput_times_batch(batch_size, step_times, warmup):
     return batch_size * statistics.median(step_times[warmup:])
 
 
-for _fn in (throughput_one_step_too_many, throughput_last_steps_dropped, throughput_median_low,
+def throughput_one_step_too_few(batch_size, step_times, warmup):
+    return batch_size / statistics.median(step_times[warmup - 1:])  # learner s15r9a's: keeps the last warm-up step
+
+
+for _fn in (throughput_one_step_too_many, throughput_one_step_too_few, throughput_last_steps_dropped, throughput_median_low,
             throughput_median_seconds, throughput_times_batch):
     _fn.__name__ = _fn.__qualname__ = "throughput"
 
@@ -146,8 +150,10 @@ throughput_upper_median.__name__ = throughput_upper_median.__qualname__ = "throu
 
 @pytest.mark.parametrize("wrong, named", [(throughput_upper_median, "the upper of the two middle steps"),
                                           (throughput_one_step_too_many, "one step too many dropped"),
-                                          (throughput_median_low, "statistics.median_low")],
-                         ids=["upper-median", "warmup+1", "median_low"])
+                                          (throughput_median_low, "statistics.median_low"),
+                                          # learner s15r9a: [warmup - 1:] was told 'one step too many dropped'
+                                          (throughput_one_step_too_few, "step_times[warmup - 1:] keeps the last")],
+                         ids=["upper-median", "warmup+1", "median_low", "warmup-1"])
 def test_a_median_slip_is_named_as_such_whatever_the_cases(wrong, named):
     # learner s8c: sorted(t)[n // 2] was told 'one step too many dropped' (dropping the first steady step can leave
     # the upper middle one as the median); every seed's cases must tell the three apart
@@ -279,7 +285,10 @@ def _efficiency(rule):
     (lambda one, many, n: one / many / (n - 1), "threads - 1"),
     (lambda one, many, n: (one / many - 1) / n, "the speedup minus 1"),
     (lambda one, many, n: min(one / many / n, 1.0), "clamped at 1.0"),
-], ids=["speedup", "inverted", "percent", "n-1", "gain", "clamped"])
+    # learner s15r9a: round(x, 2) got the hint about a ratio upside down
+    (lambda one, many, n: round(one / many / n, 2), "the right efficiency rounded to 2 decimal places"),
+    (lambda one, many, n: round(one / many / n, 3), "the right efficiency rounded to 3 decimal places"),
+], ids=["speedup", "inverted", "percent", "n-1", "gain", "clamped", "rounded-2", "rounded-3"])
 def test_a_wrong_efficiency_is_named(wrong, named):
     result = check(_efficiency(wrong))
     assert not result.passed and named in result.message and "Hint" not in result.message, result.message

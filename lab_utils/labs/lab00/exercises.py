@@ -248,8 +248,9 @@ def _verdict_cases(rng):
     and away from its edges: two as predicted, two at the limit (one on 4 threads above N + 0.1: 10 % of N, not 0.1),
     four not faster (one just below 1x, one on 4 threads between 1/4 and 1/2: the lower bound is 1/N, not the 0.5 of
     2 threads), and the two impossible ends (one above N by more than 10 % but less than
-    25 %); then two exact edges: a speedup of exactly 1x (N threads as slow as one: not faster) and exactly N (as
-    predicted, the bound itself)."""
+    25 %); then four exact edges: a speedup of exactly 1x (N threads as slow as one: not faster), exactly N (as
+    predicted, the bound itself), exactly 1/N (not faster: impossible starts below it) and exactly 1.1 N (at the
+    limit: impossible starts above it)."""
     cases = []
     for threads, low, high in ((2, 1.2, 1.8), (4, 1.5, 3.6), (2, 2.03, 2.17), (4, 4.15, 4.35), (2, 0.62, 0.92),
                                (2, 0.93, 0.98), (4, 0.55, 0.90), (4, 0.30, 0.45), (2, 2.6, 3.0), (4, 4.55, 4.9), (4, 0.12, 0.22)):
@@ -260,6 +261,10 @@ def _verdict_cases(rng):
     cases.append({"one_thread_s": one, "many_threads_s": one, "threads": 2})  # exactly 1x
     one = round(rng.uniform(0.015, 0.030), 5)
     cases.append({"one_thread_s": one, "many_threads_s": one / 4, "threads": 4})  # exactly N (one / 4 is exact)
+    one = round(rng.uniform(0.015, 0.030), 5)
+    cases.append({"one_thread_s": one, "many_threads_s": one * 4, "threads": 4})  # exactly 1/N (one * 4 is exact)
+    many = 2.0 ** -6  # a power of two, so one / many gives back exactly 1.1 N (1.1 * 2 as Python computes it)
+    cases.append({"one_thread_s": 2 * (1 + RATIO_NOISE) * many, "many_threads_s": many, "threads": 2})
     return cases
 
 
@@ -296,6 +301,12 @@ _VERDICT_MISTAKES = {
     "a speedup of exactly N called 'at the limit': 'at most N' includes N itself, so it is 'as predicted'; 'at the "
     "limit' starts ABOVE N (speedup > N, not >= N)":
         lambda one, many, n: "at the limit" if one / many == n else _verdict_of(one / many, n),
+    "a speedup of exactly 1/N called 'impossible': 'from 1/N to 1' includes 1/N itself, so it is 'not faster'; "
+    "'impossible' starts BELOW 1/N (speedup < 1/N, not <= 1/N)":
+        lambda one, many, n: "impossible" if one / many == 1 / n else _verdict_of(one / many, n),
+    "a speedup of exactly 1.1 N called 'impossible': 'above N by at most 10 %' includes 1.1 N itself, so it is 'at "
+    "the limit'; 'impossible' starts ABOVE 1.1 N (speedup > 1.1 N, not >= 1.1 N)":
+        lambda one, many, n: "impossible" if one / many == n * (1 + RATIO_NOISE) else _verdict_of(one / many, n),
     "a lower bound of 0.5 on every N: the lower bound is 1/N (0.25 on 4 threads); 0.5 is 1/N for 2 threads only":
         lambda one, many, n: _verdict_of(one / many, n, low=0.5),
     "no lower bound: a speedup below 1/N is impossible too (splitting the work adds only coordination, never N times "

@@ -1,6 +1,8 @@
 """Lab 00's reports: what its timing cells print under the lesson's code (the cold call, the thread counts)."""
 from __future__ import annotations
 
+import math
+
 from ... import detectors, measure
 
 
@@ -30,17 +32,24 @@ def one_off_cost_lines(cost: float, cold: float, right) -> list[str]:
 
 
 def noise_lines(timings: dict) -> str:
-    """The timing table's noise line, naming the rows whose repeats spread more than 25 % and whether their medians
-    stand (the middle half of the repeats, computed), or that none did."""
-    noisy = detectors.noise_line(t.spread for t in timings.values())
-    if not noisy:
-        return f"noise: every median above came from repeats within {detectors.NOISY_SPREAD * 100:.0f} %"
+    """The timing table's noise line, one sentence: that every row's repeats stayed within 25 %, or which rows spread
+    more and whether their medians stand (the middle half of the repeats, computed)."""
     rows = [name for name, t in timings.items() if detectors.noisy_as_printed(t.spread)]  # spreads: in its row
-    middle = detectors.middle_half_line({name: t.times for name, t in timings.items()})  # why they spread
-    named = f"the noisy row{'s' if len(rows) > 1 else ''}: {', '.join(rows)}" + (f"; {middle}" if middle else "")
-    if middle.endswith("rough"):  # not a few slow repeats, then: the noise line must not say so above it
-        noisy = measure.short_lines(" ".join(noisy.split()).replace(": a few slow repeats, which a median ignores", ""))
-    return f"{noisy}\n" + measure.short_lines("    " + named, indent="        ")
+    if not rows:
+        return f"noise: every median above came from repeats within {detectors.NOISY_SPREAD * 100:.0f} %"
+    named = (f"noise: {len(rows)} rows spread more than {detectors.NOISY_SPREAD * 100:.0f} % ({', '.join(rows)})"
+             if len(rows) > 1 else f"noise: the row {rows[0]} spread more than {detectors.NOISY_SPREAD * 100:.0f} %")
+    middle = detectors.middle_half_line({name: timings[name].times for name in rows})  # why they spread
+    return measure.short_lines(named + (f"; {middle}" if middle else ": read the median only"))
+
+
+def medians_uncertain(timings: dict) -> bool:
+    """Whether a row's median is in doubt: its repeats spread more than 25 % and their middle half does too (or
+    there are too few repeats to have a middle half)."""
+    middles = {name: detectors.middle_spread(t.times) for name, t in timings.items()}
+    return any(detectors.noisy_as_printed(t.spread)
+               and (math.isnan(middles[name]) or detectors.noisy_as_printed(middles[name]))
+               for name, t in timings.items())
 
 
 def marked_spread(spread: float) -> str:

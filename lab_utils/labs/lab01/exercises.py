@@ -181,6 +181,8 @@ def _throughput_mistakes(case) -> dict:
             "mean of the two middle ones, statistics.median": b / statistics.median_high(t[w:]),
             "statistics.median_low: of an even number of steps the median is the mean of the two middle ones, "
             "statistics.median": b / statistics.median_low(t[w:]),
+            "one step too few dropped (step_times[warmup - 1:] keeps the last warm-up step): the warm-up is exactly "
+            "the first `warmup` steps, step_times[warmup:]": b / statistics.median(t[w - 1:]),
             "one step too many dropped: the warm-up is exactly the first `warmup` steps, step_times[warmup:]":
                 b / statistics.median(t[w + 1:]),
             "the last `warmup` steps dropped; the warm-up steps are the first ones: step_times[warmup:]":
@@ -386,9 +388,22 @@ def _efficiency_judge(got, expected, cases):
     for what, way in _EFFICIENCY_MISTAKES.items():  # named where it explains every case
         if all(close(g, way(c["one_thread_s"], c["many_threads_s"], c["threads"])) for g, c in zip(got, cases)):
             return 0.0, Named(f"that is {what}")
+    rounded = _rounded_to(got, expected)
+    if rounded is not None:  # the right figure, rounded: no hint about the ratio, which is the right way up
+        return 0.0, Named(f"that is the right efficiency rounded to {rounded} decimal place{'s' * (rounded != 1)} "
+                          f"(expected {expected[0]:.6f}, got {got[0]}): return it unrounded; round only where you "
+                          "print it")
     g, e, c = next((g, e, c) for g, e, c in zip(got, expected, cases) if not close(g, e))
     return 0.0, (f"for steps of {c['one_thread_s'] * 1e3:.2f} ms on 1 thread and {c['many_threads_s'] * 1e3:.2f} ms on "
                  f"{c['threads']}, expected {e:.3f}, got {g:.3f}")
+
+
+def _rounded_to(got, expected) -> int | None:
+    """The decimal places (0 to 6) that turn every expected efficiency into the one returned, if any."""
+    for places in range(7):
+        if all(abs(g - round(e, places)) <= 1e-9 for g, e in zip(got, expected)):
+            return places
+    return None
 
 
 EFFICIENCY = Exercise("01", "efficiency", _efficiency_cases, _efficiency_run, _efficiency_expected, _efficiency_judge,

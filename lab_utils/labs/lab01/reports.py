@@ -87,7 +87,8 @@ def epoch_figures_line(call, fits: list, history, images: int) -> str:
     apart, noise = max(here, there) / min(here, there) - 1, max(spreads)
     within = f"their spreads (here {spreads[0]:.0%}, the table's; section 3 {spreads[1]:.0%}, its epochs' seconds)"
     verdict = (f"within {within}: the same epoch, as expected" if apart <= noise else
-               f"more than {within}: the load differed between the two moments; section 3's is the lab's figure")
+               f"more than {within}: the same work took different times at the two moments, and this cell measured "
+               "no cause for it; section 3's is the lab's figure")
     return measure.short_lines(
         f"num_workers=0's epoch: {here * 1e3:.1f} ms (its {call.median * 1e3:.1f} ms call of fit less {start * 1e3:.1f} "
         f"ms to start it), section 3's {there * 1e3:.1f} ms ({images:,} images at its epoch rate): {apart:.0%} apart, "

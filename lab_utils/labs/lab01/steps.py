@@ -82,6 +82,10 @@ def epoch_lines(step_seconds: list[float], training_rate: float, epoch_rate: flo
     gap, longer = training_rate / epoch_rate - 1, mean / median - 1  # per image, per step: how much longer
     rest = (training_rate / epoch_rate) / (mean / median) - 1 if longer > 0 else gap
     said = f"{head}: an image took {_pct(gap)} longer than at the training rate"
+    if share > 1 / EXPLAINS:  # the mean of every step is no cause: it exceeds the effect by more than noise
+        return [f"{said}, less than the {_pct(longer)} by which the mean of all {len(step_seconds)} steps exceeds "
+                "their median: that mean counts the slowest epochs' steps too, while the epoch rate is the median "
+                "epoch's, which leaves them out"]
     tail = f"; the other {_pct(rest)} is each epoch's short batch and its start" if rest >= 0.0005 else ""
     if share >= EXPLAINS:
         return [f"{said}, because an epoch follows the mean step, {_pct(longer)} longer than the median step{tail}"]
@@ -104,13 +108,42 @@ def epoch_pace_line(history) -> str | None:
         f" full steps of {history.batch_size} images"
     by_seconds, by_medians = measure.spread(seconds), history.spread  # the training rate's spread, as section 4 prints
     few = by_medians < by_seconds / 2
-    cause = (f"only {by_medians:.0%}: a few slow steps made the slower epochs (steps that waited for a core another "
-             "program held, or for this process's own pauses)" if few else
-             f"{by_medians:.0%} too: most steps of the faster epochs were faster, so the machine ran faster then "
-             "(fewer other programs, a higher clock)")
+    cause = (f"only {by_medians:.0%}: " if few else f"{by_medians:.0%} too: ") + _spread_cause(history)
     return (f"epochs 2-{len(history.epochs)} took {min(seconds) * 1e3:.1f} to {max(seconds) * 1e3:.1f} ms (fastest: "
             f"epoch {fastest.epoch}, slowest: epoch {slowest.epoch}; their seconds spread by {by_seconds:.0%}): each "
             f"ran {work} on the same model, so no epoch was cheaper; their median steps spread by {cause}")
+
+
+def _spread_cause(history) -> str:
+    """Why the epochs after the first took different seconds, read from their median steps (computed once, said in
+    section 3's line and in the results table's noise line): a few slow steps, or most steps of some epochs."""
+    seconds = [e.seconds for e in history.epochs[1:]]
+    if history.spread < measure.spread(seconds) / 2:
+        return ("a few slow steps made the slower epochs (steps that waited for a core another program held, or for "
+                "this process's own pauses)")
+    return "most steps of the faster epochs were faster, so the machine ran faster then (fewer other programs, a higher clock)"
+
+
+def first_epoch_line(history) -> str | None:
+    """Theory's prediction that epoch 1 is the slowest (it pays the warm-up steps), checked against the table."""
+    if len(history.epochs) < 2:
+        return None
+    first, slowest = history.epochs[0], max(history.epochs[1:], key=lambda e: e.seconds)
+    said = (f"epoch 1 took {first.seconds * 1e3:.1f} ms; theory predicts it the slowest, as it pays the "
+            f"{history.warmup_steps} warm-up steps: ")
+    if first.seconds > slowest.seconds:
+        return said + f"holds (the slowest later epoch, epoch {slowest.epoch}, took {slowest.seconds * 1e3:.1f} ms)"
+    return said + f"not here: epoch {slowest.epoch} took longer, {slowest.seconds * 1e3:.1f} ms"
+
+
+def training_noise_line(history) -> str | None:
+    """The results table's noise line for the training run row: its spread is section 4's, and its cause the one
+    section 3's line gave; None where the spread is within NOISY_SPREAD."""
+    if not detectors.noisy_as_printed(history.spread):
+        return None
+    cause = f"as the line under section 3's table says, {_spread_cause(history)}: " if len(history.epochs) > 2 else ""
+    return (f"noise: the training run's spread, {history.spread:.0%} over its epochs' median steps, is section 4's; "
+            f"{cause}read its median only")
 
 
 def _pct(fraction: float) -> str:
