@@ -368,8 +368,15 @@ def test_the_two_allreduce_figures_of_the_same_gradients_say_why_they_differ():
     # learner s13r6c: a wait too small for the gap is said not to explain it, never offered as the reason
     named = " ".join(speed.allreduce_pair(table_ms=4.5, table_batch=128, sum_ms=2.0, batch=64, wait_ms=0.0,
                                           after_ms=2.2).split())
-    assert named.endswith("the other 2.0 ms is 2.2x section 6's 4.5 ms (128 a rank), beyond the 25% two timings "
-                          "may differ by: this lab does not measure why"), named
+    # a learner walk: "the other 1.9 ms is 5.1x section 6's 9.8 ms" put the ratio the wrong way round, and blamed the
+    # batch for an all-reduce of the same bytes; the larger figure now comes first, and the batch is not offered
+    assert named.endswith("section 6's 4.5 ms is 2.2x this 2.0 ms, beyond the 25% two timings may differ by: the "
+                          "gradient bytes are the same, and section 6's figure also holds its rank's wait for the "
+                          "slower one, which it does not time apart"), named
+    assert "does not measure why" not in named and "(128 a rank)" not in named.split("; ")[-1]
+    smaller = " ".join(speed.allreduce_pair(table_ms=1.0, table_batch=128, sum_ms=3.0, batch=64, wait_ms=0.5).split())
+    assert smaller.endswith("this 2.5 ms is 2.5x section 6's 1.0 ms, beyond the 25% two timings may differ by, for the "
+                            "same gradient bytes: this run does not time what else differs"), smaller
     assert "need not agree" not in named and "changes with the batch" not in named
     agree = " ".join(speed.allreduce_pair(table_ms=2.2, table_batch=128, sum_ms=2.0, batch=64, wait_ms=0.0).split())
     assert agree.endswith("(64 a rank): within the 25% two timings apart may differ by"), agree
