@@ -78,9 +78,10 @@ def ceiling_line(rates: dict[str, float], world_size: int, slowed: str | None = 
 def settle_line(conv: str, digits: str | None, tolerance: float, top: float | None = None) -> str:
     """Sections 4 and 6 as one theory: ranks beat threads by at most what threads waste (top: that
     ceiling, measured in section 6); then, in plain words per CNN (learner s13r7c: 'neither form's direction' needed
-    decoding), what this run showed: ranks lose (as threads that waste nothing predict), win, or level."""
+    decoding), what this run showed: ranks lose (what they pay exceeded the threads' waste), win, or level."""
     allows = "that ceiling" if top else "what the threads' waste allows"  # the ceiling's figure: said once, before
-    said = {"slower": "ranks lose, as section 4's threads that waste nothing predict",
+    # a learner walk: 'as section 4's threads that waste nothing predict' read against section 6's measured waste
+    said = {"slower": "ranks lose: what they pay (the all-reduce, one more process) exceeded what the threads wasted",
             "faster": "ranks win, as threads that waste cores allow" + (", within that ceiling" if top else ""),
             "too close to tell": f"level (within {tolerance:.0%}), inside {allows}"}
     # the takeaway that follows states the theory itself: here only the ceiling section 6 measured
