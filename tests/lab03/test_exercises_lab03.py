@@ -507,3 +507,12 @@ def test_the_epoch_record_sees_an_assignment_as_set_epoch_does():
     assert check(run_epochs_epoch_assigned).passed
     late = check(run_epochs_epoch_assigned_late)
     assert not late.passed and "came too late" in late.message, late.message
+
+
+def test_a_forged_all_reduce_record_is_not_read_as_one():
+    """The record holds what each call reduced and its op, once each: a repeated or op-less record is forged."""
+    from lab_utils.labs.lab03 import exercises as lab03
+
+    assert lab03._recorded(["grad", "op:SUM"]) and lab03._recorded(["op:SUM", "other"])
+    assert not lab03._recorded(["grad", "grad"]) and not lab03._recorded(["op:SUM", "op:SUM"])
+    assert not lab03._recorded(["grad"]) and not lab03._recorded([])

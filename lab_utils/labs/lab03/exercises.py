@@ -154,7 +154,7 @@ def _average_judge_plain(got, expected, case):
                          "all_reduce p.grad first (a sum over the ranks), then divide")
         return 0.0, ("the ranks ended with different weights: every rank must all_reduce every gradient, in place on "
                      "p.grad (an all-reduce of a copy leaves p.grad as it was)")
-    if max_abs_diff(ranks[0], expected) <= 1e-5 and not got.get("reduced"):  # only a forged record gets here
+    if max_abs_diff(ranks[0], expected) <= 1e-5 and not _recorded(reduced):  # only a forged record gets here
         return 0.0, "the weights are right, but no dist.all_reduce call was recorded: all_reduce each p.grad"
     if max_abs_diff(ranks[0], expected) <= 1e-5:
         return 1.0, f"every rank equals one process on the global batch (max diff {max_abs_diff(ranks[0], expected):.1e})"
@@ -173,6 +173,13 @@ def _average_judge_plain(got, expected, case):
                      f"hard-coded {divisor} is right on {divisor} ranks only; divide by the world_size argument")
     return 0.0, (f"after one step the weights differ from one process on the global batch by up to "
                  f"{max_abs_diff(ranks[0], expected):.1e}: all_reduce each p.grad, then divide by world_size")
+
+
+def _recorded(reduced: list[str]) -> bool:
+    """Whether `reduced` reads as averaging_worker's record of at least one call: distinct entries, sorted, naming
+    what was reduced and with which op."""
+    return (reduced == sorted(set(reduced)) and any(r in ("grad", "data", "other") for r in reduced)
+            and any(r.startswith("op:") for r in reduced))
 
 
 def _hard_coded_divisor(ratio: float, world_size: int) -> int | None:
