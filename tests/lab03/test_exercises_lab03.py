@@ -118,15 +118,73 @@ def average_then_divide(model, world_size):
 @pytest.mark.slow  # launches two real ranks
 def test_avg_then_a_division_is_named_divided_twice():
     result = check(average_then_divide)
-    assert not result.passed and "2x too small" in result.message and "divided by world_size twice" in result.message
+    assert not result.passed and "3x too small" in result.message and "divided by world_size twice" in result.message
     assert "ReduceOp.AVG already divides" in result.message and "Hint" not in result.message, result.message
     assert result.details["fraction"] == 0.0
 
 
-@pytest.mark.slow  # each check launches two real ranks
+@named("average_gradients")
+def divide_by_a_fixed_two(model, world_size):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= 2  # the lesson's world size, hard-coded
+
+
+@named("average_gradients")
+def async_never_waited(model, world_size):
+    for p in model.parameters():
+        dist.all_reduce(p.grad, async_op=True)  # the handle is dropped: the sum may not have arrived
+        p.grad /= world_size
+
+
+@named("average_gradients")
+def divide_then_max(model, world_size):
+    for p in model.parameters():
+        p.grad /= world_size
+        dist.all_reduce(p.grad, op=dist.ReduceOp.MAX)
+
+
+@named("average_gradients")
+def async_then_wait(model, world_size):
+    handles = [(p, dist.all_reduce(p.grad, async_op=True)) for p in model.parameters()]
+    for p, handle in handles:
+        handle.wait()
+        p.grad /= world_size
+
+
+@pytest.mark.slow  # each check launches real ranks
+@pytest.mark.parametrize("wrong, named_as", [
+    (divide_by_a_fixed_two, "divided by 2, not by world_size (3 in this check)"),
+    (async_never_waited, "async_op=True) was never waited on"),
+    (divide_then_max, "you all-reduced with ReduceOp.MAX")], ids=["fixed-two", "async-unwaited", "max"])
+def test_average_gradients_mistakes_learners_made_are_named(wrong, named_as):
+    """A learner walk: a hard-coded 2 passed a 2-rank check; an unwaited handle and ReduceOp.MAX got other names."""
+    result = check(wrong)
+    assert not result.passed and named_as in result.message, result.message
+    assert "AVG" not in result.message and "a copy" not in result.message, result.message
+    assert result.details["fraction"] == 0.0
+
+
+@pytest.mark.slow  # launches real ranks
+def test_async_all_reduces_each_waited_on_pass():
+    result = check(async_then_wait)
+    assert result.passed, result.message
+
+
+def test_a_hard_coded_divisor_is_read_from_the_update_ratio():
+    """On 3 ranks a division by 2 makes the update 1.5x the right one; the right one and a double division name none."""
+    from lab_utils.labs.lab03 import exercises as lab03
+
+    assert lab03._hard_coded_divisor(1.5, 3) == 2
+    assert lab03._hard_coded_divisor(0.75, 3) == 4
+    assert lab03._hard_coded_divisor(1.0, 3) is None and lab03._hard_coded_divisor(3.0, 3) is None
+    assert lab03._hard_coded_divisor(1.23, 3) is None and lab03._hard_coded_divisor(-1.0, 3) is None
+
+
+@pytest.mark.slow  # each check launches real ranks
 @pytest.mark.parametrize("wrong, named_as", [(average_the_weights, "you all-reduced p.data, the weights"),
                                              (average_a_copy, "you all-reduced a copy (p.grad.clone()"),
-                                             (divide_only, "divided its own gradient by world_size (2) but never")],
+                                             (divide_only, "divided its own gradient by world_size (3) but never")],
                          ids=["weights", "copy", "divide-only"])
 def test_gradients_never_all_reduced_are_named(wrong, named_as):
     """Learner s13r6c: p.data and a copy of p.grad shared one message; each now names which the answer reduced."""
@@ -449,3 +507,12 @@ def test_the_epoch_record_sees_an_assignment_as_set_epoch_does():
     assert check(run_epochs_epoch_assigned).passed
     late = check(run_epochs_epoch_assigned_late)
     assert not late.passed and "came too late" in late.message, late.message
+
+
+def test_a_forged_all_reduce_record_is_not_read_as_one():
+    """The record holds what each call reduced and its op, once each: a repeated or op-less record is forged."""
+    from lab_utils.labs.lab03 import exercises as lab03
+
+    assert lab03._recorded(["grad", "op:SUM"]) and lab03._recorded(["op:SUM", "other"])
+    assert not lab03._recorded(["grad", "grad"]) and not lab03._recorded(["op:SUM", "op:SUM"])
+    assert not lab03._recorded(["grad"]) and not lab03._recorded([])

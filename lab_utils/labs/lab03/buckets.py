@@ -99,11 +99,11 @@ def wait_ms(steps: list[dict], others: list[list[dict]]) -> float:
 
 
 def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, others: list | None = None):
-    """(figure, lines) of rank 0's rounds (`rounds`: setting name -> its rounds, the first a warm-up, left out); the
-    default setting's lines also say why section 6's all-reduce figure (comm_ms, at table_batch a rank) differs,
-    with the wait for the other ranks (`others`: their rounds, as `rounds`) measured where given."""
+    """(figure, lines) of rank 0's rounds (`rounds`: setting name -> its rounds, the first a warm-up, left out): each
+    setting's overlap first; a last line sets the default's all-reduce beside section 6's figure (comm_ms, at
+    table_batch a rank), with the wait for the other ranks (`others`: their rounds, as `rounds`) where given."""
     fig, axes = plt.subplots(len(rounds), 1, figsize=(7, 1.6 + 0.9 * len(rounds)), sharex=True)
-    said = []
+    said, aside = [], []  # aside: section 6's figure beside this one, after the overlap's lines (a learner walk)
     for ax, (name, all_rounds) in zip(np.atleast_1d(axes), rounds.items()):
         steps = all_rounds[1:]  # the first round warms up
         step = median_round(steps)  # the plot and the line under it: one round, one split
@@ -120,7 +120,7 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, othe
         said.append(line(name, steps))
         if name == "default":  # section 6 timed the same gradients' all-reduce: why the two figures need not agree
             sums = [1e3 * sum(b["end"] - b["start"] for b in s["buckets"]) for s in steps]  # as section 6 times it
-            said.append(measure.short_lines(speed.allreduce_pair(table_ms=comm_ms, table_batch=table_batch,
+            aside.append(measure.short_lines(speed.allreduce_pair(table_ms=comm_ms, table_batch=table_batch,
                                                                  sum_ms=float(np.median(sums)),
                                                                  after_ms=printed_split(step)[2],
                                                                  batch=batch, wait_ms=wait_ms(
@@ -129,6 +129,7 @@ def timeline(rounds: dict, *, comm_ms: float, table_batch: int, batch: int, othe
     medians = [(name, median_round(all_rounds[1:])) for name, all_rounds in rounds.items()]
     if len(medians) == 2:
         said.append(slowdown_line(medians[0], medians[1]))
+    said += aside
     np.atleast_1d(axes)[-1].set_xlabel(f"ms since loss.backward() began\n{BARS_OVERLAP}")
     np.atleast_1d(axes)[-1].set_xlim(left=0)  # learner s13r7c: an axis from 0.8 ms hid whether a bar was clipped
     fig.tight_layout()

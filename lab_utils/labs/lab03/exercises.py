@@ -8,6 +8,9 @@ SETUP = "import torch\nimport torch.distributed as dist\nfrom lab_utils.train im
 
 # ---- average_gradients, run in real ranks -------------------------------------------------------------------------
 
+CHECK_RANKS = 3  # not the lesson's 2: a world size hard-coded as 2 must fail
+
+
 def _average_cases(rng):
     return {"seed": rng.randrange(10**6), "per_rank": rng.choice([4, 8, 12]), "lr": rng.choice([0.05, 0.1, 0.3])}
 
@@ -43,10 +46,18 @@ def averaging_worker(rank, world_size, average_gradients, case):
         grads = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
         all_reduce = dist.all_reduce
 
+        handles = []  # an async_op=True call's handle, and whether the learner waited on it
+
         def recording_all_reduce(tensor, *args, **kwargs):
             ptr = tensor.data_ptr()
             reduced.append("grad" if ptr in grads else "data" if ptr in weights else "other")
-            return all_reduce(tensor, *args, **kwargs)
+            op = kwargs.get("op", args[0] if args else dist.ReduceOp.SUM)
+            reduced.append(f"op:{getattr(op, 'name', op)}")
+            work = all_reduce(tensor, *args, **kwargs)
+            if work is None:
+                return None
+            handles.append(_Handle(work))
+            return handles[-1]
 
         # also the learner's own name for it (`from torch.distributed import all_reduce`), so no call goes unseen
         names = [k for k, v in getattr(average_gradients, "__globals__", {}).items() if v is all_reduce]
@@ -60,10 +71,32 @@ def averaging_worker(rank, world_size, average_gradients, case):
             for name in names:
                 average_gradients.__globals__[name] = all_reduce
         torch.optim.SGD(model.parameters(), lr=case["lr"]).step()
-        return {"weights": tensors.flat_weights(model).tolist(), "reduced": sorted(set(reduced))}
+        flat = tensors.flat_weights(model).tolist()
+        reduced += ["unwaited"] * any(not h.waited for h in handles)
+        for handle in handles:  # none left in flight when the process group closes
+            handle.work.wait()
+        return {"weights": flat, "reduced": sorted(set(reduced))}
 
 
-def _average_run(average_gradients, case, world_size: int = 2):
+class _Handle:
+    """An async all_reduce's work handle, noting whether the learner waited on it (wait() or get_future())."""
+
+    def __init__(self, work):
+        self.work, self.waited = work, False
+
+    def wait(self, *args, **kwargs):
+        self.waited = True
+        return self.work.wait(*args, **kwargs)
+
+    def get_future(self):
+        self.waited = True  # the future's own wait() is the learner's to call
+        return self.work.get_future()
+
+    def __getattr__(self, name):
+        return getattr(self.work, name)
+
+
+def _average_run(average_gradients, case, world_size: int = CHECK_RANKS):
     from ...launch import launch
 
     ranks = launch(averaging_worker, world_size, args=(average_gradients, case), timeout=120)
@@ -77,7 +110,7 @@ def _flat(model):
     return tensors.flat_weights(model).tolist()
 
 
-def _average_expected(case, world_size: int = 2):
+def _average_expected(case, world_size: int = CHECK_RANKS):
     """One process, one step on the whole global batch."""
     import torch
     import torch.nn.functional as F
@@ -104,6 +137,14 @@ def _average_judge_plain(got, expected, case):
     import numpy as np
 
     before, ranks = np.array(got["before"]), [np.array(r) for r in got["ranks"]]
+    reduced = got.get("reduced", [])
+    if "unwaited" in reduced:  # right or wrong weights, it raced the all-reduce
+        return 0.0, ("an all_reduce(..., async_op=True) was never waited on: p.grad was read before the sum arrived; "
+                     "call .wait() on each returned handle before dividing (or drop async_op)")
+    ops = sorted({r[3:] for r in reduced if r.startswith("op:")} - {"SUM", "AVG"})
+    if ops and max_abs_diff(ranks[0], expected) > 1e-5:
+        return 0.0, (f"you all-reduced with ReduceOp.{ops[0]}: an average needs the sum, ReduceOp.SUM (the default), "
+                     "divided by world_size")
     if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
         n = len(ranks)
         if all(max_abs_diff(r, _local_step(case, n, i, 1.0)) <= 1e-5 for i, r in enumerate(ranks)):
@@ -113,7 +154,7 @@ def _average_judge_plain(got, expected, case):
                          "all_reduce p.grad first (a sum over the ranks), then divide")
         return 0.0, ("the ranks ended with different weights: every rank must all_reduce every gradient, in place on "
                      "p.grad (an all-reduce of a copy leaves p.grad as it was)")
-    if max_abs_diff(ranks[0], expected) <= 1e-5 and not got.get("reduced"):  # only a forged record gets here
+    if max_abs_diff(ranks[0], expected) <= 1e-5 and not _recorded(reduced):  # only a forged record gets here
         return 0.0, "the weights are right, but no dist.all_reduce call was recorded: all_reduce each p.grad"
     if max_abs_diff(ranks[0], expected) <= 1e-5:
         return 1.0, f"every rank equals one process on the global batch (max diff {max_abs_diff(ranks[0], expected):.1e})"
@@ -123,10 +164,30 @@ def _average_judge_plain(got, expected, case):
         return 0.0, (f"the update is {len(ranks)}x too large: all_reduce sums the gradients, so divide by world_size "
                      "(summed gradients act like a learning rate world_size times larger)")
     if abs(ratio * len(ranks) - 1) < 0.05:  # learner s12r4c: ReduceOp.AVG, then /= world_size (cell 52 names AVG)
-        return 0.0, (f"the update is {len(ranks)}x too small: the gradients were divided by world_size twice "
-                     "(op=ReduceOp.AVG already divides the sum by world_size): keep AVG or the division, not both")
+        why = ("op=ReduceOp.AVG already divides the sum by world_size): keep AVG or the division, not both"
+               if "op:AVG" in reduced else "once is enough): divide the summed gradient once")
+        return 0.0, f"the update is {len(ranks)}x too small: the gradients were divided by world_size twice ({why}"
+    divisor = _hard_coded_divisor(ratio, len(ranks))
+    if divisor:
+        return 0.0, (f"the gradients were divided by {divisor}, not by world_size ({len(ranks)} in this check): a "
+                     f"hard-coded {divisor} is right on {divisor} ranks only; divide by the world_size argument")
     return 0.0, (f"after one step the weights differ from one process on the global batch by up to "
                  f"{max_abs_diff(ranks[0], expected):.1e}: all_reduce each p.grad, then divide by world_size")
+
+
+def _recorded(reduced: list[str]) -> bool:
+    """Whether `reduced` reads as averaging_worker's record of at least one call: distinct entries, sorted, naming
+    what was reduced and with which op."""
+    return (reduced == sorted(set(reduced)) and any(r in ("grad", "data", "other") for r in reduced)
+            and any(r.startswith("op:") for r in reduced))
+
+
+def _hard_coded_divisor(ratio: float, world_size: int) -> int | None:
+    """The whole number k >= 2, other than world_size, that an update `ratio` times the right one was divided by."""
+    if ratio <= 0:
+        return None
+    k = world_size / ratio
+    return round(k) if 2 <= round(k) <= 64 and round(k) != world_size and abs(k - round(k)) < 0.05 * k else None
 
 
 def _unreduced_message(reduced: list[str]) -> str:
@@ -156,8 +217,9 @@ _average_judge = _naming(_average_judge_plain)  # every message names the mistak
 
 AVERAGE_GRADIENTS = Exercise("03", "average_gradients", _average_cases, _average_run, _average_expected,
                              _average_judge, "all_reduce each gradient (a sum), then divide by world_size",
-                             setup=SETUP, ranks=2,
-                             shape=lambda weights, case: {"before": weights, "ranks": [weights] * 2, "reduced": ANY})
+                             setup=SETUP, ranks=CHECK_RANKS,
+                             shape=lambda weights, case: {"before": weights, "ranks": [weights] * CHECK_RANKS,
+                                                          "reduced": ANY})
 
 
 # ---- shard ----------------------------------------------------------------------------------------------------------

@@ -108,8 +108,9 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
           rank_threads: int | None = 1, beside_ms: float | None = None) -> list[str]:
     """The comparison's lines: both rates and step times, theory's prediction (its step time and parts; each rank's
     compute from lab 01's step, its thread count lab01_threads and the ranks' rank_threads), the measured step and
-    its parts (rank_threads None: ranks on GPUs; alone_rate: one launched rank alone on its batch/N samples), and one verdict naming both step times
-    (refused: the load's reason, measure.unreadable, then no verdict is read). No lab 01 row: one line."""
+    its parts (rank_threads None: ranks on GPUs; alone_rate: one launched rank alone on its batch/N samples), after one
+    verdict naming both step times, which leads (refused: the load's reason, measure.unreadable, then no verdict is
+    read). No lab 01 row: one line."""
     if not lab01_rate:
         return ["lab 01 has not recorded its training run here: no one-device step to compare these ranks with"]
     # every part at the 2 decimals it prints, so the printed sums add up (learner s13r5c: 1.16 + 1.18 = 2.35)
@@ -139,8 +140,8 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
             measured_line(ddp_ms=ddp_ms, allreduce_ms=allreduce_ms, world_size=world_size, batch=batch,
                           alone_ms=_ms(batch / world_size / alone_rate * 1e3) if alone_rate else None,
                           beside_ms=_ms(beside_ms) if beside_ms is not None and alone_rate else None)]
-    if refused:
-        return said + [measure.short_lines(f"verdict: {measure.NOT_MEASURABLE} ({refused})")]
+    if refused:  # the verdict first, its figures after it (a learner walk: 15 lines buried it at the bottom)
+        return [measure.short_lines(f"verdict: {measure.NOT_MEASURABLE} ({refused})"), *said]
     gaps: dict = {}
     if alone_rate:  # learner s11r2c: the measured compute part against lab 01's whole step, said outright
         alone_ms = _ms(batch / world_size / alone_rate * 1e3)
@@ -148,5 +149,4 @@ def lines(*, ddp_rate: float, allreduce_ms: float, batch: int, world_size: int, 
         if beside_ms is not None:
             gaps["beside_gap_ms"] = _ms(beside_ms) - alone_ms
         said.append(measure.short_lines(compute_line(alone_ms=alone_ms, theory_ms=compute, one_ms=one_ms)))
-    said.append(verdict_line(one_ms=one_ms, ddp_ms=ddp_ms, predicted_ms=predicted, world_size=world_size, **gaps))
-    return said
+    return [verdict_line(one_ms=one_ms, ddp_ms=ddp_ms, predicted_ms=predicted, world_size=world_size, **gaps), *said]
