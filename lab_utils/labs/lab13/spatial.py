@@ -478,9 +478,9 @@ def shared_medians(per_rank: list[dict], name: str) -> tuple[float, float] | Non
     return float(np.median(per_rank[0][name]["shared"]["slab alone"])), float(np.median(at_once))
 
 
-MEDIANS_NOTE = ("ms per step: each strategy's median over its own rounds. Compare two strategies by their verdict "
-                "below (the median of the paired ratios, lab 00), not by dividing two of these medians: a pair's two "
-                "steps share one round's conditions, two medians do not, so the two figures can differ")
+MEDIANS_NOTE = ("ms per step: each strategy's median over its own rounds. Compare strategies by the verdicts below "
+                "(the median of the paired ratios, lab 00), not by dividing two of these medians: a pair shares one "
+                "round's conditions, so the two figures can differ")
 
 
 def halo_formula_line(counted: dict[str, int], formula: dict[str, list[int]]) -> str:
@@ -536,9 +536,8 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
              - max(bytes_of([r[name]["sent"]["data parallel"]], "", "all_reduce") for r in per_rank) + fc_bytes
              for name in names}
     lines.append(measure.lines.wrap(
-        f"all-reduce bytes: data parallel sends every gradient; spatial leaves out the classifier's ({fc_bytes:,} "
-        "bytes, already whole on every rank) and adds BatchNorm's statistics (all-reduced forward, and their "
-        "gradients again backward), the area and the global mean's sums (one per image and channel): "
+        f"all-reduce bytes: spatial leaves out the classifier's gradients ({fc_bytes:,} bytes, whole on every rank) "
+        "and adds BatchNorm's statistics (forward, and their gradients backward) and the area's and mean's sums: "
         + ", ".join(f"{b:,} bytes ({n})" for n, b in added.items()), hang="  "))
     return rounds, speed, lines
 
