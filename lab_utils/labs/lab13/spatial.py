@@ -478,9 +478,9 @@ def shared_medians(per_rank: list[dict], name: str) -> tuple[float, float] | Non
     return float(np.median(per_rank[0][name]["shared"]["slab alone"])), float(np.median(at_once))
 
 
-MEDIANS_NOTE = ("ms per step: each strategy's median over its own rounds. Compare strategies by the verdicts below "
-                "(the median of the paired ratios, lab 00), not by dividing two of these medians: a pair shares one "
-                "round's conditions, so the two figures can differ")
+MEDIANS_NOTE = ("ms per step: each strategy's median over its own rounds. Compare strategies by the verdicts below, "
+                "the median of the paired ratios (lab 00), not by dividing two of these medians: a pair shares "
+                "one round's conditions, so the two figures can differ")
 
 
 def halo_formula_line(counted: dict[str, int], formula: dict[str, list[int]]) -> str:
