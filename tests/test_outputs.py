@@ -268,7 +268,8 @@ def test_committed_outputs_print_one_figure_per_comparison(lab):
 # labs whose tables print each side's median beside a verdict on the pair: the cell that prints those medians says
 # that the comparison's figure is the verdict's, the median of the paired ratios (lab 00's words), or prints one side only
 MEDIANS_BESIDE_A_VERDICT = {"02": "step_timings = {n: measure.Timing(", "11": "speed = side_by_side(", "13": "speed_ranks = launch("}
-REPORTED_BY = {"02": ("report.launched_table(", "labs/lab02/report.py")}  # (the call, the module printing the table)
+REPORTED_BY = {"02": ("report.launched_table(", "labs/lab02/report.py"),  # (the call, the module printing the table)
+               "13": ("spatial.speed_table(", "labs/lab13/spatial.py")}
 # lab 12 (learner s11f): its cell prints one median, the step's time with the record off, and no pair of medians
 
 

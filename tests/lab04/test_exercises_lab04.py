@@ -94,6 +94,19 @@ def recomputed_without_autograd(ctx, micro):
 
 
 @named
+def recomputed_under_no_grad_then_marked(ctx, micro):
+    x = ctx.saved.pop(micro)
+    with torch.no_grad():  # copied from the forward op; requires_grad_ then hides the missing graph
+        out = ctx.stage(x)
+    out.requires_grad_()
+    if ctx.last:
+        (F.cross_entropy(out, ctx.labels[micro]) / ctx.micro_batches).backward()
+    else:
+        out.backward(_recv_grad(ctx, out))
+    _send_input_grad(ctx, x)
+
+
+@named
 def two_stage_branches(ctx, micro):
     """Right on two stages: the last stage sends back, the first receives; a middle stage never sends."""
     x = ctx.saved.pop(micro)
@@ -206,6 +219,7 @@ def test_the_solution_passes_the_self_check_and_gets_full_marks():
     (received_gradient_divided_again, "without dividing it again"),
     (input_sent_instead_of_its_gradient, "send back x.grad (the gradient of the stage's input, not x itself)"),
     (recomputed_without_autograd, "outside torch.no_grad()"),
+    (recomputed_under_no_grad_then_marked, "ran again under torch.no_grad()"),  # not blamed on a copy of x
     (two_stage_branches, "stage 1 sent no gradient back"),
     (blocking_send, "blocking dist.send"),
     (no_recv, "deadlock"),

@@ -514,6 +514,11 @@ def test_bubble_line_shows_measured_ideal_and_theory_together():
     line = tables.bubble_line(0.600, 0.282, 0.111, refused=False)
     assert "measured 0.600" in line and "ideal 0.282" in line and "theory 0.111" in line and "\n" not in line
     assert "measured n/m" in tables.bubble_line(0.600, 0.282, 0.111, refused=True)
+    # learner s15r9d, lab 04: four bubbles with no line ordering them: each is the one before plus what it adds
+    assert "theory 0.111 (equal stages, free transfers) + 0.171 from the unequal stages = ideal 0.282" in line, line
+    assert line.endswith("+ 0.318 from the hand-overs and the ops' own variation = measured 0.600"), line
+    below = tables.bubble_line(0.2581, 0.2084, 0.2086, refused=False)  # measured below none; ideal a hair below
+    assert "transfers) - 0.001 from the unequal stages = ideal 0.208" in below and "+ 0.050" in below, below
 
 
 def test_pool_line_gives_each_max_pool_against_its_convolution():
@@ -811,6 +816,12 @@ def test_the_other_half_of_an_equal_prediction_and_a_library_holds_are_read_in_w
     # learner walk: one figure and one sentence: no pointer to the parts after it
     assert faster == ("1F1B vs GPipe: 1F1B ran 1.09x as fast as GPipe (range 1.01-1.16 over 30 paired rounds): faster, "
                       "where theory expects them equal: '1F1B no slower' holds, 'equal' does not"), faster
+    # learner s15r9d, lab 04: the reason in the line that states the figure, not in a later paragraph
+    why = tables.pair_conclusion(fake("holds", 1.09, 1.01, 1.16, 0.91), "1F1B", "GPipe", tables.ONE_F_ONE_B_FASTER)
+    assert why.startswith(faster) and "'equal' does not (theory's 'equal' counts the bubble only" in why, why
+    within_why = tables.pair_conclusion(fake("not distinguishable here", 1.01, 0.97, 1.06, 0.91), "1F1B", "GPipe",
+                                        tables.ONE_F_ONE_B_FASTER)
+    assert "in cache" not in within_why, within_why  # no win, no reason for one
     within = tables.pair_conclusion(fake("not distinguishable here", 1.01, 0.97, 1.06, 0.91), "1F1B", "GPipe")
     # learner s13r7d finding 6: 'as theory expects' read as a confirmation beside 'too noisy to test'
     assert within.endswith("no difference this run can tell (theory expects none; the verdict says what it could "
@@ -899,6 +910,12 @@ def test_the_fixed_costs_line_sets_an_op_calls_cost_beside_the_cheapest_op():
     small = tables.fixed_costs_line(8, 2, (0.0401, 0.0397, 0.0399), (0.0392, 0.0378, 0.0410), 1.76,
                                     ("stage 0's backward", 0.0020))
     assert "the bubble's gain can show" in small and "rival" not in small, small
+    # learner s15r9d, lab 04: "42% of the cheapest op ... small against it": the word now follows the figure
+    assert "under a quarter" in small, small
+    between = tables.fixed_costs_line(8, 2, (0.0401, 0.0397, 0.0399), (0.0392, 0.0378, 0.0588), 1.76,
+                                      ("stage 0's backward", 0.00161))
+    assert "42% of the cheapest op" in between and "less than the op, but not small" in between, between
+    assert "small against it" not in between and "rival" not in between, between
     assert "the naive step (40.1 ms)" in line, line
 
 

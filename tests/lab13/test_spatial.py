@@ -322,6 +322,36 @@ def test_data_parallel_beside_one_device_is_read_against_theory_with_the_runs_fi
     assert "at the medians" not in barely and barely.endswith("too small an effect to call, as for the verdicts")
 
 
+def test_data_parallel_line_says_why_its_medians_ratio_is_not_the_paired_figure():
+    # learner s15r9d, lab 13: "data parallel took 1.41x one device's time" beside medians 6.42 and 5.27 ms (1.22x)
+    from lab_utils.labs.lab13 import spatial
+    one = [0.0050, 0.0050, 0.0060, 0.0060, 0.0050]
+    dp = [0.0080, 0.0080, 0.0060, 0.0060, 0.0080]  # paired: 1.6, 1.6, 1.0, 1.0, 1.6; medians 8.0 / 5.0 ms
+    line = spatial.data_parallel_vs_one_line("16 images of 32px", 16, dp, one)
+    assert "took 1.60x one device's time" in line, line
+    assert "whose ratio, 1.60x" not in line  # 8.0 / 5.0 is 1.60x: nothing to explain
+    dp = [0.0080, 0.0070, 0.0060, 0.0066, 0.0075]  # paired: 1.6, 1.4, 1.0, 1.1, 1.5; medians 7.0 / 5.0 ms
+    line = spatial.data_parallel_vs_one_line("16 images of 32px", 16, dp, one)
+    assert "took 1.40x" in line and "whose ratio, 1.40x" not in line, line
+    dp = [0.0080, 0.0080, 0.0062, 0.0063, 0.0079]  # paired: 1.6, 1.6, 1.03, 1.05, 1.58; medians 7.9 / 5.0 ms
+    line = spatial.data_parallel_vs_one_line("16 images of 32px", 16, dp, one)
+    assert "took 1.58x" in line and "medians, whose ratio, 1.58x" not in line, line
+    dp = [0.0080, 0.0085, 0.0062, 0.0063, 0.0079]  # paired: 1.6, 1.7, 1.03, 1.05, 1.58; medians 7.9 / 5.0 ms
+    line = spatial.data_parallel_vs_one_line("16 images of 32px", 16, dp, [0.0050, 0.0050, 0.0060, 0.0060, 0.0045])
+    assert "took 1.60x" in line and "medians, whose ratio, 1.58x, is not the paired 1.60x" in line, line
+
+
+def test_halo_line_reads_the_table_against_exercise_4s_formula_less_conv1s_backward():
+    # learner s15r9d, lab 13: the table's 106,496 beside exercise 4's 114,688, the reason only in later markdown
+    from lab_utils.labs.lab13 import spatial
+    formula = {"one 32px image": [512, 1024, 2048], "one 1024px image": [16384, 32768, 65536]}
+    line = spatial.halo_formula_line({"one 32px image": 3328, "one 1024px image": 106496}, formula)
+    assert "114,688 - 8,192 = 106,496 (one 1024px image)" in line and "3,584 - 256 = 3,328" in line, line
+    assert "image needs no gradient" in line and line.endswith("the table's figures"), line
+    wrong = spatial.halo_formula_line({"one 32px image": 3328, "one 1024px image": 114688}, formula)
+    assert wrong.endswith("but the table counts 114,688 (one 1024px image): check exercises 1 and 4"), wrong
+
+
 def test_overhead_lines_say_what_the_spatial_code_costs_on_one_rank():
     from lab_utils.labs.lab13 import spatial
     one = [0.080, 0.081, 0.079, 0.082, 0.080]
@@ -414,6 +444,13 @@ def test_speed_table_takes_each_round_on_the_slower_rank_and_counts_the_bytes():
     row = next(line for line in lines if "spatial " in line and "32px" in line)
     assert row.split()[-4:] == ["12.00", "17%", "128", "100"], row  # halo: both ranks' bytes; all-reduce: one rank's
     assert "80 bytes (one 32px image)" in lines[-1]  # 100 - 700 + 680
+    # learner s15r9d: medians whose ratio differs from the verdicts' paired figure: the note says to use the verdicts
+    note = next(line for line in lines if line.startswith("ms per step"))
+    assert "not by dividing two of these medians" in note and lines.index(note) == len(lines) - 2, lines
+    _, _, with_formula = spatial.speed_table([rank([0.010] * 3, 64), rank([0.011] * 3, 64)], ["one 32px image"], 680,
+                                             oversubscribed=False, formula={"one 32px image": [64, 128]})
+    halo = next(line for line in with_formula if line.startswith("halo bytes")).replace("\n  ", " ")
+    assert "192 - 32 = 160 (one 32px image), but the table counts 128 (one 32px image)" in halo, halo
     assert not any("middle half" in line for line in lines)  # no noise line: nothing to explain
 
 
@@ -431,7 +468,7 @@ def test_speed_table_says_why_a_quiet_runs_medians_spread():
     why = next(line for line in lines if "middle half" in line)
     assert "the slower rank's time" in why and "a few slow repeats, so the medians stand" in why, why
     assert all(len(part) <= 100 for part in why.split("\n")), why
-    assert lines[-1].startswith("all-reduce bytes"), lines  # the notebook prints table[-1] on its own
+    assert lines[-1].startswith("all-reduce bytes"), lines  # the table's last line
 
 
 def test_cost_lines_build_the_two_lines_under_the_table_from_the_launches():

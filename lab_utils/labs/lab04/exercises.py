@@ -34,6 +34,11 @@ def _recompute_problem(case):
                           split=(2, 5), model="cnn2d_2layer_fullconnected_2layer", image_side=8, seed=case["seed"])
 
 
+RAN_UNDER_NO_GRAD = ("the stage ran again under torch.no_grad(), so autograd recorded no graph from x through the "
+                     "weights to the output (out.requires_grad_() only makes out a new leaf, cut from both): run the "
+                     "stage outside torch.no_grad(), so that backward reaches the weights and x.grad")
+
+
 def _watched(backward_op):
     """The learner's op, run with its sends checked (the gradient of a stage's input goes back to the stage before)
     and, when backward finds no autograd history, a message that says which tensor had none."""
@@ -75,6 +80,8 @@ def _watched(backward_op):
         try:
             with collective_calls(("send", "isend", "recv", "irecv"), check_destination):
                 backward_op(ctx, micro)
+            if grad_modes and not any(grad_modes):  # e.g. out.requires_grad_() after a no_grad run: no error, no graph
+                raise RuntimeError(RAN_UNDER_NO_GRAD)
             if micro in ctx.saved:  # kept: every micro-batch's input would stay in memory until the step ends
                 raise ValueError(f"stage {ctx.rank} left micro-batch {micro}'s input in ctx.saved after its backward "
                                  "op: take it out with x = ctx.saved.pop(micro), so that it is freed after this op "
@@ -84,14 +91,14 @@ def _watched(backward_op):
                 raise ValueError(f"stage {ctx.rank} sent no gradient back in its backward op: every stage but the "
                                  "first sends the gradient of its input (x.grad) to the stage before it, which waits "
                                  "for it in dist.recv")
-        except RuntimeError as exc:
-            if "does not require grad" not in str(exc):
+        except Exception as exc:
+            if grad_modes and not any(grad_modes):  # told first: the x.grad error it causes would point elsewhere
+                raise RuntimeError(RAN_UNDER_NO_GRAD) from None
+            if not isinstance(exc, RuntimeError) or "does not require grad" not in str(exc):
                 raise
             if any(grad_modes):
                 why = ("the loss was computed from a tensor without it (like ctx.logits, kept by the forward op "
                        "under torch.no_grad()): compute the loss from the stage's new output")
-            elif grad_modes:
-                why = "the stage ran again under torch.no_grad(): run it outside torch.no_grad()"
             else:
                 why = "the stage did not run again, and ctx.logits has none: run the stage on the saved input"
             raise RuntimeError(f"backward found no autograd history: {why}") from None

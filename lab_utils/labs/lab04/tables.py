@@ -24,10 +24,21 @@ def speed_cells(vs_naive: float, overlap: float, compute: float | None, bubble: 
 
 
 def bubble_line(measured: float, ideal: float, theory: float, refused: bool) -> str:
-    """One bubble three ways on one line: measured (n/m where the load refuses it), ideal (the schedule with this
-    run's own stage times) and theory (equal stages, free transfers)."""
-    shown = measure.N_M if refused else f"{measured:.3f}"
-    return f"bubble measured {shown}, ideal {ideal:.3f} (these stage times), theory {theory:.3f} (equal stages)"
+    """One bubble three ways on one line, each from the one before plus what it adds: theory (equal stages, free
+    transfers), ideal (the schedule with this run's own stage times) and measured (n/m where the load refuses it)."""
+    theory, ideal = round(theory, 3), round(ideal, 3)
+    head = (f"bubble theory {theory:.3f} (equal stages, free transfers) {_signed_bubble(ideal - theory)} from the "
+            f"unequal stages = ideal {ideal:.3f} (these stage times)")
+    if refused:
+        return f"{head}, measured {measure.N_M}"
+    measured = round(measured, 3)
+    return (f"{head} {_signed_bubble(measured - ideal)} from the hand-overs and the ops' own variation = measured "
+            f"{measured:.3f}")
+
+
+def _signed_bubble(difference: float) -> str:
+    """'+ 0.097' or '- 0.004': a part added to a bubble, to three places."""
+    return f"{'-' if difference < -0.0005 else '+'} {abs(difference):.3f}"
 
 
 def below_floor_line(bubbles, makespans, ops_makespans, floor: float, median_bubble: float) -> str:
@@ -161,15 +172,22 @@ def verdict_figures_line(step: float) -> str:
             f"verdict's {step:.2f}x, from above)")
 
 
-def pair_conclusion(v, a: str, b: str) -> str:
+ONE_F_ONE_B_FASTER = ("theory's 'equal' counts the bubble only: 1F1B runs each backward soon after its forward, "
+                      "while the activations may still be in cache, and its alternation fills waits between unequal "
+                      "stages")
+
+
+def pair_conclusion(v, a: str, b: str, why_faster: str = "") -> str:
     """One plain sentence for a verdict where theory predicts A and B equal and the claim tests one side ('A no
     slower'): what the paired rounds showed, and which half of 'equal' held (learner s13r6d, lab 04 finding 3:
-    'holds' beside "the other half does not hold"); '' where the load refused the verdict."""
+    'holds' beside "the other half does not hold"), with why_faster, theory's reason A can win, where it did; ''
+    where the load refused the verdict."""
     if v.verdict == measure.CANNOT_SEE:
         return ""
     head = f"{a} vs {b}: {a} ran {v.ratio:.2f}x as fast as {b} (range {v.range_text()} over {v.repeats} paired rounds)"
     if v.low > 1:
-        return f"{head}: faster, where theory expects them equal: '{a} no slower' holds, 'equal' does not"
+        return (f"{head}: faster, where theory expects them equal: '{a} no slower' holds, 'equal' does not"
+                + (f" ({why_faster})" if why_faster else ""))
     if v.high < 1:
         return f"{head}: slower, where theory expects them equal (the verdict says whether beyond its margin)"
     return f"{head}: no difference this run can tell (theory expects none; the verdict says what it could test)"
@@ -440,7 +458,8 @@ def _fixed_against(per_call: float, m: int, smallest_op: tuple[str, float] | Non
     name, seconds = smallest_op
     share = per_call / seconds
     weight = ("fixed costs rival the compute here, as a GPU's large layers would not" if share >= 0.5
-              else "small against it, so the bubble's gain can show")
+              else "less than the op, but not small: it takes back part of the bubble's gain" if share >= 0.25
+              else "small against it (under a quarter), so the bubble's gain can show")
     return f", {share:.0%} of the cheapest op ({name}, {seconds * 1e3:.2f} ms): {weight}"
 
 

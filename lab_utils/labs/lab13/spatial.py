@@ -345,7 +345,15 @@ def data_parallel_vs_one_line(name: str, images: int, data_parallel, one_device,
     return (f"{head}; each rank computes about {images // ranks} of the {images} images, which saves at most "
             f"{ranks - 1}/{ranks} of one device's {one_ms:.2f} ms ({saved:.2f} ms), while the all-reduce and the wait "
             f"for the slower rank add {added:.2f} ms (data parallel's {dp_ms:.2f} ms minus one rank's share, "
-            f"{one_ms - saved:.2f} ms; medians): {verdict}")
+            f"{one_ms - saved:.2f} ms; medians{_medians_ratio_clause(dp_ms / one_ms, middle)}): {verdict}")
+
+
+def _medians_ratio_clause(of_medians: float, paired: float) -> str:
+    """Where two medians' ratio shows otherwise than the paired figure beside it, the clause that says why."""
+    if f"{of_medians:.2f}" == f"{paired:.2f}":
+        return ""
+    return (f", whose ratio, {of_medians:.2f}x, is not the paired {paired:.2f}x: a pair sets one round's two steps "
+            "side by side")
 
 
 # ---- the spatial code on 1 rank, and the floor of a small image's step ---------------------------------------------
@@ -470,10 +478,33 @@ def shared_medians(per_rank: list[dict], name: str) -> tuple[float, float] | Non
     return float(np.median(per_rank[0][name]["shared"]["slab alone"])), float(np.median(at_once))
 
 
-def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubscribed: bool):
+MEDIANS_NOTE = ("ms per step: each strategy's median over its own rounds. Compare strategies by the verdicts below, "
+                "the median of the paired ratios (lab 00), not by dividing two of these medians: a pair shares "
+                "one round's conditions, so the two figures can differ")
+
+
+def halo_formula_line(counted: dict[str, int], formula: dict[str, list[int]]) -> str:
+    """The halo column read against exercise 4's formula: per workload, the formula over the convolutions (first
+    layer first), less the first convolution's backward half, which is never sent (the image needs no gradient)."""
+    parts, unexplained = [], []
+    for name, per_layer in formula.items():
+        total, first_back = sum(per_layer), per_layer[0] // 2
+        parts.append(f"{total:,} - {first_back:,} = {total - first_back:,} ({name})")
+        if total - first_back != counted[name]:
+            unexplained.append(f"{counted[name]:,} ({name})")
+    line = ("halo bytes: exercise 4's halo_bytes_per_step over the convolutions, less conv1's backward half (the "
+            "image needs no gradient, so that halo is never sent back): " + ", ".join(parts))
+    if unexplained:
+        return line + ", but the table counts " + ", ".join(unexplained) + ": check exercises 1 and 4"
+    return line + ", the table's figures"
+
+
+def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubscribed: bool,
+                formula: dict[str, list[int]] | None = None):
     """The 2-rank timing as the lab prints it: (rounds, speed, lines). rounds[name][strategy]: each round's time
     on the slower rank; speed[name, strategy]: its median step, spread and flags; lines: the table of milliseconds
-    and bytes, its noise line and the all-reduce bytes line."""
+    and bytes, what its medians are, the halo column against exercise 4's `formula` (per workload, bytes per
+    convolution), its noise line and the all-reduce bytes line."""
     rounds: dict = {}
     speed: dict = {}
     lines = ["bytes: sent in one step",
@@ -490,6 +521,11 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
             speed[name, strategy] = {"step_s": step_s, "spread": spread, "flags": flags}
             lines.append(measure.table_row(f"{name:<22} {strategy:<14} {step_s * 1e3:>11.2f} {spread:>7.0%} "
                                            f"{halo:>11,} {reduced:>17,}", flags))
+    lines.append(measure.lines.wrap(MEDIANS_NOTE, hang="  "))
+    if formula:
+        lines.append(measure.lines.wrap(halo_formula_line(
+            {name: bytes_of([r[name]["sent"]["spatial"] for r in per_rank], "", "isend") for name in formula},
+            formula), hang="  "))
     noise = detectors.noise_line([v["spread"] for v in speed.values()])
     middle = detectors.middle_half_line({f"{name}, {strategy}": times for name in names
                                          for strategy, times in rounds[name].items()}) if noise else ""
@@ -500,9 +536,8 @@ def speed_table(per_rank: list[dict], names: list[str], fc_bytes: int, oversubsc
              - max(bytes_of([r[name]["sent"]["data parallel"]], "", "all_reduce") for r in per_rank) + fc_bytes
              for name in names}
     lines.append(measure.lines.wrap(
-        f"all-reduce bytes: data parallel sends every gradient; spatial leaves out the classifier's ({fc_bytes:,} "
-        "bytes, already whole on every rank) and adds BatchNorm's statistics (all-reduced forward, and their "
-        "gradients again backward), the area and the global mean's sums (one per image and channel): "
+        f"all-reduce bytes: spatial leaves out the classifier's gradients ({fc_bytes:,} bytes, whole on every rank) "
+        "and adds BatchNorm's statistics (forward, and their gradients backward) and the area's and mean's sums: "
         + ", ".join(f"{b:,} bytes ({n})" for n, b in added.items()), hang="  "))
     return rounds, speed, lines
 
