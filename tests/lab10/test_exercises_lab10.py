@@ -189,3 +189,13 @@ def test_lab_10s_failures_carry_no_hint_that_restates_the_message():
     for fn in (speedup_and_efficiency, predict_speedup):
         result = check(fn)
         assert not result and "Hint:" not in result.message, result.message
+
+
+def test_fit_serial_fraction_task_names_the_residual_the_check_wants():
+    """A fit of S itself (curve_fit) is least squares too: the task names the residual that the check accepts."""
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).parents[2] / "notebooks" / "10_scaling_report.ipynb").read_text())["cells"]
+    task = next("".join(c["source"]) for c in cells if "### Exercise 2" in "".join(c["source"]))
+    assert "Σ (1/S − 1/N − s (1 − 1/N))²" in task and "curve_fit" in task

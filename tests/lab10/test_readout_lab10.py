@@ -394,3 +394,29 @@ def test_the_summarys_flip_flag_names_each_claim_it_means():
     one = readout.flips_line([("03", "lr x 2 vs one device's lr")])
     assert "[!] 1 claim held" in one and "decided it)" in one and "lab 03: lr x 2 vs one device's lr" in one
     assert readout.flips_line([]) == ""
+
+
+def test_one_setup_timed_by_two_labs_says_whether_the_rates_or_the_baselines_make_the_gap():
+    """Learner s15r9g, finding 1: DDP was 1.35x in lab 03 and 1.91x in lab 02, the cause left to assemble: the DDP
+    rates agreed within 1.10x, the labs' one-process baselines lay 1.29x apart."""
+    b2, b3 = row("02", "single", 1, 2511, W2), row("03", "single-process", 1, 3233, W3)
+    lab02, lab03 = report.Compared(row("02", "ddp", 2, 4795, W2), b2), report.Compared(row("03", "ddp", 2, 4377, W3), b3)
+    said = readout.rates_or_baselines(lab03, lab02)
+    assert said.startswith("1.35x (lab 03) vs 1.91x (lab 02): the DDP rates agree within 1.10x (lab 03 4,377, lab 02 "
+                           "4,795 samples/s); the one-process baselines lie 1.29x apart (lab 03 3,233, lab 02 2,511")
+    assert said.endswith("the baselines make most of the gap")
+    same_base = report.Compared(row("02", "ddp", 2, 6000, W2), row("02", "single", 1, 3233, W2))
+    said = readout.rates_or_baselines(lab03, same_base)  # equal baselines: the rates make the gap
+    assert "the DDP rates lie 1.37x apart" in said and said.endswith("the rates make most of the gap")
+    lines = readout.two_labs_lines([report.Compared(b2, b2), lab02, report.Compared(b3, b3), lab03])
+    assert len(lines) == 1 and lines[0].startswith("DDP at batch 256 on 2x the hardware, timed by two labs: 1.91x")
+    assert readout.two_labs_lines(quiet_rows()[:3]) == []  # one lab: nothing to set beside
+
+
+def test_the_summary_lists_one_setups_labs_highest_speedup_first_and_names_each_projections_baseline():
+    """Learner s15r9g, finding 1: 'best' listed the lower 1.35x first; the projections did not say whose baseline."""
+    import nbformat
+    source = "".join(c.source for c in nbformat.read("solutions/10_scaling_report.ipynb", 4).cells)
+    assert "sorted([best, *twins], key=lambda c: -c.speedup)" in source and "highest speedup first" in source
+    assert "readout.rates_or_baselines(*ranked[:2])" in source and "readout.two_labs_lines(shown_rows)" in source
+    assert "over lab {fitted.row.lab}'s baseline" in source

@@ -205,7 +205,7 @@ def test_the_summary_names_the_best_setup_with_every_labs_figure_when_two_labs_t
     """Learner s11g, finding 6: 'best plausible data-parallel setup here 1.59x' (lab 03) above the same setup's 1.69x
     (lab 02): the setup is the best, and each lab's figure is listed on a line of its own, the fit's row named."""
     source = lab10_source()
-    assert "timed by {1 + len(twins)} labs" in source and "for c in [best, *twins]:" in source
+    assert "timed by {1 + len(twins)} labs, highest speedup first" in source and "for c in ranked:" in source
     assert '"; the row Amdahl\'s fit reads" if c is fitted' in source
 
 
@@ -224,9 +224,11 @@ def test_the_tables_legend_lists_the_marks_a_learner_meets_and_moves_the_rest_to
     quiet run never prints; the legend now has four bullets, the rarer marks behind a Details paragraph."""
     cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
     legend = next(c.source for c in cells if c.source.startswith("What the table shows:"))
-    bullets = [line for line in legend.splitlines() if line.startswith("- ")]
-    assert [b.split(":")[0] for b in bullets] == ["- `-`", "- `note", "- `noise", "- `n/m` and `[!]`"], bullets
-    assert legend.index("Details:") > legend.index(bullets[-1])
+    rows = [line for line in legend.splitlines() if line.startswith("| ") and not line.startswith("| mark")]
+    # learner s15r9g: the bullets and the two words' paragraph became one table, a row per mark or word
+    assert [r.split(" | ")[0] for r in rows] == ["| `-`", "| `note:`", "| `noise:`", "| `~`", "| `n/m`, `[!]`",
+                                                 "| **Rough**", "| **An order of magnitude**"], rows
+    assert legend.index("Details:") > legend.index(rows[-1])
     # learner s13r7g, finding 7: a legend for marks the run never printed; they explain themselves where they appear
     assert "`[n]` is a note over 200" not in legend and "explain themselves where they appear" in legend
     assert not any("marked `*`" in c.source for c in cells if c.cell_type == "markdown")
@@ -271,8 +273,9 @@ def test_the_legend_defines_rough_and_order_of_magnitude_once_with_the_threshold
     cells = nbformat.read("solutions/10_scaling_report.ipynb", 4).cells
     legend = next(c.source for c in cells if c.source.startswith("What the table shows:"))
     flat = " ".join(legend.split())
-    assert f"**Rough**: above {detectors.NOISY_SPREAD:.0%}".replace("%", " %") in flat
-    assert f"**An order of magnitude**: above {detectors.NOISY_BASIS:.0%}".replace("%", " %") in flat
+    assert f"| **Rough** | a figure's line | above {detectors.NOISY_SPREAD:.0%}".replace("%", " %") in flat
+    assert f"| **An order of magnitude** | a figure's line | above {detectors.NOISY_BASIS:.0%}".replace("%", " %") in flat
+    assert "| mark | where | what it says |" in legend  # a legend table, a row per mark (learner s15r9g)
     defined = [c.source for c in cells if c.cell_type == "markdown" and "**Rough**" in c.source]
     assert len(defined) == 1
     assert detectors.spread_reading(0.3).startswith("rough") and detectors.spread_reading(1.2).startswith("an order")

@@ -509,3 +509,17 @@ def test_the_processes_of_the_notebooks_own_slurm_jobs_count_as_its_own_not_othe
     # another job's processes, or a set still empty, stay other programs'
     assert _burned_as_own({"987654"}, {"SLURM_JOB_ID": "111"}) < 0.3
     assert _burned_as_own(set(), {"SLURM_JOB_ID": "987654"}) < 0.3
+
+
+def test_cpus_per_task_is_per_task_in_the_lesson_and_in_exercise_2():
+    """One task per process: --cpus-per-task is a process's cores in the restart script and exercise 2 alike; the
+    torchrun agent, one task holding all of a node's processes, asks for their cores together."""
+    def cpus(script):
+        return int(re.search(r"^#SBATCH --cpus-per-task=(\d+)", script, re.M).group(1))
+    per_process = lab11.restart_script("resumable.py", gpus_per_node=4, cpus_per_task=8, python="python")
+    request = {"job_name": "a", "nodes": 2, "tasks_per_node": 4, "cpus_per_task": 8, "mem_gb": 64, "minutes": 90,
+               "gpus_per_node": 4}
+    assert cpus(per_process) == cpus(lab11.sbatch_header(request)) == 8
+    assert re.search(r"^#SBATCH --ntasks-per-node=4\b", per_process, re.M)
+    agent = lab11.batch_script("train.py", nodes=2, gpus_per_node=4, cpus_per_task=8, python="python")
+    assert cpus(agent) == 32 and re.search(r"^#SBATCH --ntasks-per-node=1\b", agent, re.M)

@@ -208,8 +208,9 @@ def _serial_judge(answers, references, points):
         return 0.0, ("that is 1 minus the mean efficiency (S/N): efficiency falls with N even when s is fixed, so it "
                      "is not the serial share; Amdahl's s comes from 1/S = s + (1 - s)/N, fitted to all the points")
     if any(abs(got - fitted) <= 2e-3 for fitted in [_fit_on_speedups(points), *_lines_on_speedups(points)]):
-        return 0.0, ("that fits the speedups S themselves; Amdahl is linear in 1/S, not in S: least squares on "
-                     "1/S - 1/N = s (1 - 1/N)")
+        return 0.0, ("that fits the speedups S themselves: a least-squares fit too, but of another residual, so "
+                     "another s. The task asks for least squares on 1/S, where Amdahl is linear in s: minimise "
+                     "the sum of (1/S - 1/N - s (1 - 1/N))^2")
     x = np.array([1 - 1 / n for n, _ in points])
     if abs(got - float(x @ np.array([1 / s for _, s in points]) / (x @ x))) <= 1e-3:  # learner s12r3g, 2E
         return 0.0, ("that regresses 1/S itself on 1 - 1/N: 1/S = s (1 - 1/N) + 1/N, so subtract the 1/N term "

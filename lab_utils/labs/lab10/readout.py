@@ -269,17 +269,15 @@ def amdahl_fits(compared, this_host: str, lesson):
                 twin_projection[name] = (twins[0].row.lab, theirs)
                 fit_row, twin_row = per_machine[host][0], twins[0]
                 print(measure.short_lines(
-                    f"  {first.strategy} at batch {first.batch_size} on this model, timed by two labs: lab {first.lab} "
-                    f"{fit_row.speedup:.2f}x ({fit_row.row.samples_per_s:,.0f} samples/s over its one process's "
-                    f"{fit_row.baseline.samples_per_s:,.0f}), lab {twin_row.row.lab} {twin_row.speedup:.2f}x "
-                    f"({twin_row.row.samples_per_s:,.0f} over {twin_row.baseline.samples_per_s:,.0f}): the two rows "
-                    f"{speedups_apart(fit_row, twin_row)}, each divided by its own lab's one-process baseline", indent="      "))
+                    f"  {first.strategy} at batch {first.batch_size} on this model, timed by two labs: "
+                    f"{rates_or_baselines(fit_row, twin_row)}; the two speedups "
+                    f"{speedups_apart(fit_row, twin_row)}", indent="      "))
                 print(measure.short_lines(
                     f"  rule: the fit reads the row whose speedup moves least with its repeats (its rate's spread plus "
                     f"its baseline's): lab {first.lab} {spread_said(fit_row)}{spread_parts(fit_row)}, lab "
-                    f"{twin_row.row.lab} {spread_said(twin_row)}{spread_parts(twin_row)}; it projects "
-                    f"{report.amdahl_speedup(serial[name].per_row[0], 4):.2f}x on 4 devices, lab {twin_row.row.lab}'s row "
-                    f"{theirs}", indent="      "))
+                    f"{twin_row.row.lab} {spread_said(twin_row)}{spread_parts(twin_row)}. On 4 devices: "
+                    f"{report.amdahl_speedup(serial[name].per_row[0], 4):.2f}x over lab {first.lab}'s baseline, "
+                    f"{theirs} over lab {twin_row.row.lab}'s", indent="      "))
     for c in left_out:
         print(measure.short_lines(f"left out (an impossible figure, flagged in the table): lab {c.row.lab} {c.row.strategy} {c.row.variant}, "
               f"batch {c.row.batch_size}, {c.speedup:.2f}x on {c.hardware_ratio:g}x the hardware"))
@@ -468,3 +466,40 @@ def flips_line(flips) -> str:
     return (f"  [!] {len(flips)} claim{'s' if len(flips) > 1 else ''} held in one run and reversed in another "
             f"(this machine's noise decided {'them' if len(flips) > 1 else 'it'}): {named}; each is marked in the "
             "list below")
+
+
+def rates_or_baselines(a, b) -> str:
+    """Why one setup's speedups from two labs differ, computed: 'the DDP rates agree within 1.10x (...); the
+    one-process baselines lie 1.29x apart (...): the baselines make the gap' (learner s15r9g: 1.35x vs 1.91x
+    read as two answers, the cause left to assemble from two lines); '' without both baselines."""
+    if a.baseline is None or b.baseline is None:
+        return ""
+    unit = "requests/s" if "serving" in a.row.workload else "samples/s"
+    name = dict(SPLITS).get(a.row.strategy, a.row.strategy)
+    rates = max(a.row.samples_per_s, b.row.samples_per_s) / min(a.row.samples_per_s, b.row.samples_per_s)
+    bases = (max(a.baseline.samples_per_s, b.baseline.samples_per_s)
+             / min(a.baseline.samples_per_s, b.baseline.samples_per_s))
+    each = (lambda rate: ", ".join(f"lab {c.row.lab} {rate(c):,.0f}" for c in (a, b)) + f" {unit}")
+    rate_said = f"the {name} rates {'agree within' if rates <= bases else 'lie'} {rates:.2f}x" + (
+        "" if rates <= bases else " apart")
+    base_said = f"the one-process baselines lie {bases:.2f}x apart"
+    cause = "the baselines make most of the gap" if bases > rates else "the rates make most of the gap"
+    return (f"{a.speedup:.2f}x (lab {a.row.lab}) vs {b.speedup:.2f}x (lab {b.row.lab}): {rate_said} "
+            f"({each(lambda c: c.row.samples_per_s)}); {base_said} ({each(lambda c: c.baseline.samples_per_s)}): "
+            f"{cause}")
+
+
+def two_labs_lines(compared) -> list[str]:
+    """One line per setup whose speedup two labs measured (the table's rows): the figures and why they differ."""
+    from ... import report
+    readable = [c for c in compared if _readable(c)]
+    lines, seen = [], set()
+    for c in sorted(readable, key=lambda c: c.row.lab):
+        for twin in report.same_setup(c, readable):
+            key = frozenset((id(c), id(twin)))
+            if key not in seen and rates_or_baselines(c, twin):
+                seen.add(key)
+                lines.append(f"{dict(SPLITS).get(c.row.strategy, c.row.strategy)} at batch {c.row.batch_size} on "
+                             f"{c.hardware_ratio:g}x the hardware, timed by two labs: "
+                             + rates_or_baselines(c, twin))
+    return lines
