@@ -635,7 +635,12 @@ def test_medians_above_the_counts_print_each_workers_mean_over_its_median():
     hedge a learner could not check: each worker's mean iteration (the run's time over its count) is printed."""
     workers = [{"compute_ms": 1.28, "iteration_ms": 3.98}, {"compute_ms": 0.91, "iteration_ms": 1.68}]
     line = A.iteration_line(1, {1: 58, 2: 102}, workers, 0.30)
-    assert "by 1.30x for worker 1, 1.75x for worker 2: a tail of long iterations" in line
+    assert ("mean / median 1.30x for worker 1 (above: a tail of long iterations), 1.75x for worker 2 (above: a tail "
+            "of long iterations)") in line
+    # learner s15r9g: 'lies above the median by 0.92x' was below it: each ratio names its side
+    below = A.iteration_line(1, {1: 58, 2: 102}, workers, 0.21)
+    ratio = 0.21e3 / 58 / 3.98
+    assert ratio < 1 and f"{ratio:.2f}x for worker 1 (below)" in below and "lies above" not in below
     assert "these are medians" not in line
     assert "for worker 2" not in A.iteration_line(1, {1: 58, 2: 102}, workers)  # no run time: the plain reading
 

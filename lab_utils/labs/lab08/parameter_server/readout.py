@@ -236,11 +236,18 @@ def iteration_line(fewest: int, counts: dict[int, int], workers: list[dict], sec
     if seconds and longer > fewer * 1.10:  # medians above the counts: each worker's mean, computed
         tail = {w: seconds * 1e3 / counts[w] / (compute[w] + rest[w]) for w in counts}
         said = ("the medians predict more than the counts show; a count follows the mean iteration (the run's "
-                f"{seconds:.2f} s over its count), which lies above the median by "
-                + ", ".join(f"{tail[w]:.2f}x for worker {w}" for w in counts) + ": a tail of long iterations")
+                f"{seconds:.2f} s over its count), not the median: " + mean_over_median(tail))
     lines += [f"worker {fewest}'s iterations {longer:.2f}x as long (its compute {slower:.2f}x, its pull and push "
               f"{waits:.2f}x), its gradients {fewer:.2f}x fewer: {said}"]
     return "\n  ".join(lines)
+
+
+def mean_over_median(ratios: dict[int, float]) -> str:
+    """Each worker's mean iteration over its median, with the side it lies on (learner s15r9g: 'above the median by
+    0.92x' was below it); a mean above the median is a tail of long iterations."""
+    parts = [f"{r:.2f}x for worker {w} (" + ("above: a tail of long iterations" if r > 1 else "below") + ")"
+             for w, r in ratios.items()]
+    return "mean / median " + ", ".join(parts)
 
 
 def explained(predicted: float, counted: float) -> str:
