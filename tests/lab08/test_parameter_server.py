@@ -572,10 +572,10 @@ def test_at_k1_a_direction_verdict_is_read_against_theorys_bound_in_one_line():
 def test_worker_1s_compute_against_the_others_is_explained_by_the_cores_shares_or_the_work():
     # learner s9j: 'worker 1 ... 12% faster, against theory (slower): the cores' sharing moved the workers', unmeasured
     faster = A.core_share_line([16.38, 18.57], [0.97, 0.855])  # the same CPU ms per gradient, worker 2 had less core
-    assert "worker 1 12% faster, not as theory predicts (slower)" in faster
+    assert "worker 1 12% faster in these runs (theory: slower; set against the digits run" in faster
     assert "the same CPU time per gradient" in faster and "took more of the other core" in faster
     slower = A.core_share_line([20.0, 16.0], [0.78, 0.97])  # worker 1's core shared with the server
-    assert "worker 1 25% slower, as theory predicts" in slower and "took more of worker 1's core" in slower
+    assert "worker 1 25% slower in these runs (theory: slower" in slower and "took more of worker 1's core" in slower
     assert "alike within 5 %" in A.core_share_line([16.0, 16.5], [0.95, 0.95])
     work = A.core_share_line([16.0, 20.0], [0.95, 0.95])  # the same shares, different CPU time: the work itself
     assert "the work itself moved it most" in work and "shares explain" not in work
@@ -879,6 +879,16 @@ def test_the_staleness_report_reads_the_histograms_runs_as_the_quiet_run_did():
     assert "straggler x4: worker 1 sent 105, the straggler (worker 2) 55: 1.91x as many, not 4x" in text
     assert "no straggler: worker 1 sent fewest (65 of 160): the worker the prediction names" in text
     assert "in this run, the rest of worker 1's core, 7%" in text
+    # learner s15r9g: the throughput runs said 'faster, not as theory predicts', the digits run showed it slower
+    both = A.staleness_report({1.0: x1, 4.0: x4}, [1.0, 4.0], 2, True, throughput_worker_1=0.83)
+    said = [line for line in both if line.startswith("worker 1's compute per gradient")]
+    assert said == ["worker 1's compute per gradient over the others': 0.83x in the throughput runs, 1.02x in this "
+                    "digits run: the runs disagree, so whether the server slows worker 1's compute is not "
+                    "distinguishable across these runs (theory: slower)"]
+    assert "slower in both, as theory predicts" in A.worker_1_runs_line(1.2, 1.88)
+    assert "faster in both, not as theory predicts" in A.worker_1_runs_line(0.8, 0.9)
+    assert "the runs disagree" in A.worker_1_runs_line(0.83, 1.88)
+    assert not any(line.startswith("worker 1's compute") for line in lines)  # no throughput figure: no sentence
     alike = A.staleness_report({1.0: run([1, 2] * 80, [1] * 160, w1)}, [1.0], 2, True)
     assert "no straggler: the workers sent alike (within 25 %): as predicted" in alike
 

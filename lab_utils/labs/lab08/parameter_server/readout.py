@@ -175,8 +175,10 @@ def core_share_line(compute_ms: list[float], shares: list[float]) -> str:
     d = c1 / co - 1
     if abs(d) <= 0.05:
         return "\n  ".join(lines + ["alike within 5 %: the server's share did not show here"])
-    lines.append(f"worker 1 {d:.0%} slower, as theory predicts" if d > 0 else
-                 f"worker 1 {-d:.0%} faster, not as theory predicts (slower)")
+    lines.append(f"worker 1 {d:.0%} slower in these runs (theory: slower; set against the digits run under the "
+                 "staleness histograms)" if d > 0 else
+                 f"worker 1 {-d:.0%} faster in these runs (theory: slower; set against the digits run under the "
+                 "staleness histograms)")
     if abs(cpu1 / cpuo - 1) <= 0.05:  # the same work per gradient: the shares explain the difference
         lower = "worker 1's core" if s1 < so else "the other core"
         lines += [f"the same CPU time per gradient ({cpu1:.2f} and {cpuo:.2f} ms), so the cores' shares explain it:",
@@ -317,7 +319,23 @@ def staleness_count_line(factor: float, by_worker: dict[int, float], counts: dic
             f"sent {others}/{counts[fewest]} = {per_own:.2f} gradients per gradient of its own: {said}")
 
 
-def staleness_report(async_first: dict, factors, n_workers: int, server_on_1: bool) -> list[str]:
+def worker_1_runs_line(throughput_ratio: float, digits_ratio: float) -> str:
+    """Worker 1's compute per gradient over the others' in the throughput runs and in the digits run, in one sentence:
+    slower in both (as theory predicts), faster in both, or the runs disagree (learner s15r9g: one section printed
+    'faster, not as theory predicts', the other showed it slower)."""
+    figures = (f"worker 1's compute per gradient over the others': {throughput_ratio:.2f}x in the throughput runs, "
+               f"{digits_ratio:.2f}x in this digits run")
+    side = {r > 1.05 if abs(r - 1) > 0.05 else None for r in (throughput_ratio, digits_ratio)}
+    if side == {True}:
+        return f"{figures}: slower in both, as theory predicts (its core also runs the server)"
+    if side == {False}:
+        return f"{figures}: faster in both, not as theory predicts (slower: its core also runs the server)"
+    return (f"{figures}: the runs disagree, so whether the server slows worker 1's compute is not distinguishable "
+            "across these runs (theory: slower)")
+
+
+def staleness_report(async_first: dict, factors, n_workers: int, server_on_1: bool,
+                     throughput_worker_1: float | None = None) -> list[str]:
     """The lines under the staleness histograms (one run per straggler factor): first the checked predictions (each
     fewest sender's staleness against the others' gradients per own; the straggler's counts, not k; who sent fewest
     without a straggler), then a `details:` block with the figures behind them (learner s13r6g: 25 lines of fragments
@@ -349,6 +367,9 @@ def staleness_report(async_first: dict, factors, n_workers: int, server_on_1: bo
                 f"no straggler: worker {fewest} sent fewest ({counts[fewest]} of {sum(counts.values())}): "
                 + ("the worker the prediction names (its core also runs the server)" if fewest == 1 and server_on_1
                    else "not the worker the prediction names"))
+            if throughput_worker_1 and server_on_1:  # worker 1's compute against the others': both sections' runs
+                digits = r["workers"][0]["compute_ms"] / statistics.median(w["compute_ms"] for w in r["workers"][1:])
+                checked.append(worker_1_runs_line(throughput_worker_1, digits))
             details.append("no straggler, this digits run (the throughput runs above are other runs):\n  "
                            + iteration_line(fewest, counts, r["workers"], r.get("seconds"))
                            + "\n  in this run, " + others_share_line([w["core_share"] for w in r["workers"]]))

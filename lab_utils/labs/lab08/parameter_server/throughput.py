@@ -21,6 +21,7 @@ class Throughput:
     flags: dict = field(default_factory=dict)  # straggler factor -> the table row's flags
     rates: dict = field(default_factory=dict)  # (mode, factor) -> samples/s of each run
     share_of: dict = field(default_factory=dict)  # factor -> each worker's share of its core (sync medians)
+    worker_1: float | None = None  # worker 1's compute per gradient over the others' (no straggler, sync medians)
     answer: str = ""  # the section's answer, as printed first (the summary repeats it, from above)
 
 
@@ -85,6 +86,8 @@ def throughput_report(runs_of, factors, n_workers: int, batch: int, gradients: i
         compute = [statistics.median(r["workers"][w]["compute_ms"] for r in syncs) for w in range(len(syncs[0]["workers"]))]
         compute_of[f] = compute
         out.share_of[f] = [statistics.median(r["workers"][w]["core_share"] for r in syncs) for w in range(len(compute))]
+        if f == 1 and len(compute) > 1:
+            out.worker_1 = compute[0] / statistics.median(compute[1:])
         theory[f] = ((n_workers - 1) * f + 1) / n_workers
         if f == 1 and not free_messages:  # the tie does not apply: theory predicts a lead of at most the bound
             theory[f] = 1 + idle_gain
