@@ -792,7 +792,8 @@ def test_the_no_straggler_verdict_is_read_in_every_outcome_against_the_bound_and
     near = A.overlap_line(_verdict(measure.HOLDS, ratio=1.07), 1.27, 22.0, 21.4, 16.6)
     assert "predicts 1.03x, the measured figure 4.1% above it (within 5 %)" in near, near
     missed = A.overlap_line(_verdict(measure.UNDECIDED, ratio=0.99), 1.28, 21.3, 17.0, 16.6)
-    assert "21% below it" in missed and "within" not in missed
+    assert "within" not in missed and "predicts" not in missed and "1.25x" not in missed  # one theory figure
+    assert "1.28x" in missed and "the bound is not reached" in missed  # learner s15r9g: 1.13x, 1.22x and 2.50x
     source = "".join(c.source for c in nbformat.read("solutions/08_sync_async.ipynb", 4).cells)
     assert "parameter_server.throughput.throughput_report(" in source and "`reading:` line" in source
     from lab_utils.labs.lab08.parameter_server import throughput
