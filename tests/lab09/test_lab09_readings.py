@@ -425,3 +425,10 @@ def test_a_candidate_the_table_read_is_not_taken_for_refused():
     assert read.speedup_read("bf16 autocast") is None and read.speedup_read("torch.compile") is None
     source = next("".join(c["source"]) for c in cells() if "conv_share_line(" in "".join(c["source"]))
     assert 'read.speedup_read("channels_last")' in source and "in read.refused" not in source
+
+
+def test_the_headline_cell_prints_the_comparisons_outcome_first():
+    """Learner s15r9h: the headline cell's one outcome came last, under 5 lines of figures: it leads now."""
+    source = next("".join(c["source"]) for c in cells() if "headline setting" in "".join(c["source"]))
+    assert source.index("serving.summary_lines(") < source.index('f"headline setting:')
+    assert source.index("serving.summary_lines(") < source.index("serving.batch1_high_lines(")
