@@ -151,3 +151,16 @@ def test_a_figure_above_the_free_message_model_is_not_called_within_a_bound(tmp_
     assert "2.77x with a 4x straggler" in out.answer and "about 2.50x with a 4x straggler" in out.answer
     assert "at most 2.50x" not in text and "explain the gap" not in text
     assert "the model gives 2.50x, 11% below the measured figure: within the 25 %" in text
+
+
+def test_a_figure_beyond_the_free_message_model_is_said_once(tmp_path, capsys, monkeypatch):
+    """Learner s15r9g: 3.09x beyond the model was said in the row's note and again under details ('noted above')."""
+    monkeypatch.setattr(measure, "unreadable", lambda *a, **k: None)
+    runs = []
+    for j in (1.0, 1.02, 0.98, 1.01, 0.99):
+        runs += [fake_run("sync", 1.0, 86.8 * 128 * j), fake_run("async", 1.0, 94.4 * 128 * j),
+                 fake_run("sync", 4.0, 23.3 * 128 * j), fake_run("async", 4.0, 80.0 * 128 * j)]
+    T.throughput_report(runs_of_from(runs), [1.0, 4.0], 2, 128, 48, tmp_path, True)
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the free-message model on this run's compute times" in text  # the row's note
+    assert "the model gives" not in text and "noted above" not in text

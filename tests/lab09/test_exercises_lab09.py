@@ -9,6 +9,7 @@ import pytest
 
 from lab_utils import exercises
 from lab_utils.exercises import check
+from lab_utils.labs.lab09 import exercises as lab09_exercises
 from lab_utils.labs.lab09 import lesson as lesson09
 from test_judges import solution_function, solution_source
 
@@ -47,6 +48,25 @@ def test_collect_with_a_deadline_reset_by_every_request_fails():
                 break
         return batch
     assert fails(collect, "deadline moved")
+
+
+def test_collect_that_spins_on_get_nowait_until_the_deadline_fails():
+    def collect(first, requests, max_batch, max_wait_s):  # learner s15r9h: busy-waits, burning a core
+        batch, deadline = [first], time.perf_counter() + max_wait_s
+        while len(batch) < max_batch:
+            try:
+                batch.append(requests.get_nowait())
+            except queue.Empty:
+                if time.perf_counter() >= deadline:
+                    break
+        return batch
+    assert fails(collect, "it spins")
+
+
+def test_collect_that_blocks_is_not_called_spinning():
+    cases = exercises.get("collect").cases(random.Random(7))
+    got = exercises.get("collect").run(COLLECT_SOLUTION, cases)
+    assert not any(lab09_exercises.spinning(g) for g in got)
 
 
 @pytest.mark.slow

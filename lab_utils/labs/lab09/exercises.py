@@ -13,6 +13,7 @@ SETUP = "import math\nimport queue\nimport time\nimport numpy as np"
 # ---- collect: the flush rule ------------------------------------------------------------------------------------------
 
 COLLECT_PATIENCE_S = 2.0  # how long the check waits for collect before it feeds it enough to return
+SPIN_CPU_SHARE = 0.1  # a blocking get uses ~0 % of a core while it waits; a loop spinning on get_nowait ~100 %
 
 
 def _collect_cases(rng):
@@ -45,7 +46,7 @@ def _collect_one(collect, case) -> dict:
         threading.Thread(target=_feed, args=(requests, 1, case["n"], case["every_s"]), daemon=True).start()
 
     def call():
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.thread_time()
         try:
             box["ids"] = [int(i) for i in collect(0, requests, case["max_batch"], case["max_wait_s"])]
         except NotImplementedError as exc:  # the exercise stub: re-raised below, outside the thread
@@ -53,6 +54,7 @@ def _collect_one(collect, case) -> dict:
         except Exception as exc:  # the learner's code may raise anything
             box["error"] = f"{type(exc).__name__}: {exc}"
         box["elapsed_s"] = time.perf_counter() - start
+        box["cpu_s"] = time.thread_time() - cpu_start  # CPU time of this thread alone: what waiting cost a core
 
     worker = threading.Thread(target=call, daemon=True)
     worker.start()
@@ -71,7 +73,7 @@ def _collect_one(collect, case) -> dict:
         except queue.Empty:
             break
     return {"ids": box.get("ids"), "error": box.get("error"), "elapsed_s": box.get("elapsed_s"), "in_time": in_time,
-            "left": left}
+            "left": left, "cpu_s": box.get("cpu_s")}
 
 
 def _collect_run(collect, cases):
@@ -82,6 +84,12 @@ def _collect_expected(cases):
     """The batch each case must give (requests 0, 1, 2, ... in order), or None where arrivals race the deadline."""
     return [{"full": list(range(c["max_batch"])), "deadline": list(range(c.get("queued", 0) + 1)), "stream": None,
              "zero": list(range(min(c.get("queued", 0) + 1, c["max_batch"])))}[c["kind"]] for c in cases]
+
+
+def spinning(got: dict) -> bool:
+    """Whether collect kept a core busy while it waited (50 ms or more): its CPU time is a large share of its wall time."""
+    waited = got.get("cpu_s") is not None and got.get("elapsed_s") is not None and got["elapsed_s"] >= 0.05
+    return waited and got["cpu_s"] > SPIN_CPU_SHARE * got["elapsed_s"]
 
 
 def _collect_judge(got, expected, cases):
@@ -120,6 +128,11 @@ def _collect_judge(got, expected, cases):
                              "more requests until max_wait_s has passed")
             if elapsed > wait + 0.9:
                 return 0.0, f"collect returned after {elapsed:.2f} s with max_wait_s={wait}: stop at the deadline"
+            if spinning(g):
+                return 0.0, (f"collect waited {elapsed * 1e3:.0f} ms for requests that did not come and used "
+                             f"{g['cpu_s'] * 1e3:.0f} ms of CPU time doing it: it spins (get_nowait in a loop) and "
+                             "burns the core the load generator and the model need; block in "
+                             "requests.get(timeout=deadline - now) instead")
         elif kind == "stream":
             if len(ids) == 1:
                 return 0.0, (f"requests arrived every {case['every_s'] * 1e3:.0f} ms and max_wait_s={wait}, but the "
@@ -159,7 +172,8 @@ def _collect_named(got, expected, cases):
 COLLECT = Exercise("09", "collect", _collect_cases, _collect_run, _collect_expected, _collect_named,
                    "take requests until the batch holds max_batch or a deadline set once (start + max_wait_s) "
                    "passes; a queue.get timeout must never be negative", setup=SETUP,
-                   shape=lambda right, cases: [dict.fromkeys(("ids", "error", "elapsed_s", "in_time", "left"), ANY)] * len(cases))
+                   shape=lambda right, cases: [dict.fromkeys(("ids", "error", "elapsed_s", "in_time", "left", "cpu_s"),
+                                                             ANY)] * len(cases))
 
 
 # ---- latency percentiles from timestamps ------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from .config import MODEL, MODES, PSConfig
 from .hogwild import ShareWithRanks, hogwild_result, shared, watch
 from .plots import plot_accuracy, plot_staleness, plot_throughput
 from .ranks import interleaved, pin_server_beside_worker_1, run
-from .readout import (above_bound_line, bound_line, cause_line, damped_rate_line, damped_staleness_line, damping_takeaway, gap_pointer, core_share_line, explained, iteration_line, overlap_line,
+from .readout import (above_bound_line, bound_line, cause_line, worker_1_runs_line, damped_rate_line, damped_staleness_line, damping_takeaway, gap_pointer, core_share_line, explained, iteration_line, overlap_line,
                       straggler_count_line, staleness_count_line, staleness_report, fell_back_line, nearest, order_line,
                       others_share_line, prediction_headline, restated_within_line, summary_line, tf_accuracy_line, verdict_text)
 from .record import RunRecord, round_seconds
@@ -36,7 +36,7 @@ from .straggler import Straggler, straggle
 from .tf_cluster import tf_in_process_cluster
 from . import throughput
 
-__all__ = ["LATE", "average_and_apply", "damped_lr", "above_bound_line", "damped_rate_line", "damped_staleness_line", "damping_takeaway", "bound_line", "overlap_line", "core_share_line", "iteration_line", "explained", "straggler_count_line", "staleness_count_line", "staleness_report", "fell_back_line", "others_share_line", "nearest", "cause_line", "gap_pointer", "order_line", "prediction_headline", "restated_within_line", "round_seconds", "summary_line", "tf_accuracy_line", "verdict_text", "MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
+__all__ = ["LATE", "worker_1_runs_line", "average_and_apply", "damped_lr", "above_bound_line", "damped_rate_line", "damped_staleness_line", "damping_takeaway", "bound_line", "overlap_line", "core_share_line", "iteration_line", "explained", "straggler_count_line", "staleness_count_line", "staleness_report", "fell_back_line", "others_share_line", "nearest", "cause_line", "gap_pointer", "order_line", "prediction_headline", "restated_within_line", "round_seconds", "summary_line", "tf_accuracy_line", "verdict_text", "MODEL", "MODES", "PSConfig", "RunRecord", "ShareWithRanks", "Straggler", "accuracy_curve", "accuracy_of",
            "build_model", "dataset_split", "diverged", "divergence_flags", "first_reaching", "late_accuracy", "global_batch",
            "hogwild_result", "initial_weights", "input_shape", "interleaved", "pin_server_beside_worker_1",
            "plot_accuracy", "plot_staleness", "plot_throughput", "rank_correlation", "CHANCE", "chance_of", "run", "shared",

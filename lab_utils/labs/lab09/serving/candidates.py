@@ -9,6 +9,7 @@ from .... import detectors, measure, memory, report, workloads
 from .figures import allowance_outcome, summary_lines
 
 BASELINE = "eager fp32 (baseline)"
+STATIC_COST = 0.10  # the cost static torch.compile may show against dynamic=True at its own size (two programs differ)
 
 
 @dataclass
@@ -71,11 +72,12 @@ def share_lines(opt, max_batch: int, results_dir, read: CandidatesRead) -> None:
     items = [(f"{name} vs eager fp32", measure.printed_outcome(v), read.flags[name]) for name, v in read.shares.items()]
     if {"torch.compile", "torch.compile dynamic=True"} <= set(opt):  # theory: at its own size static is no slower
         static_vs_dynamic = measure.verdict(opt["torch.compile"], opt["torch.compile dynamic=True"], lab="09",
-                                            claim="static vs dynamic=True torch.compile", no_worse_than=0.10,
+                                            claim="static vs dynamic=True torch.compile",
+                                            no_worse_than=STATIC_COST,
                                             expected="static no slower (its graph is built for this size)",
                                             workload=workloads.SERVE_OPTIMISED).record(results_dir)
         items.append((f"torch.compile static vs dynamic=True at batch {max_batch} (theory: static no slower)",
-                      allowance_outcome(static_vs_dynamic, "static"), []))
+                      allowance_outcome(static_vs_dynamic, "static", STATIC_COST), []))
     read.lines += [line.strip() for line in summary_lines(items)]  # a reason not to read one: said once, under them
 
 
