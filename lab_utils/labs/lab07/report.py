@@ -199,20 +199,19 @@ def speed_scale(none, training_here, training_there) -> float:
 
 
 def anchor_line(steps: StepReading) -> str:
-    """The step without checkpoints in ms, from the speed section's training step (one figure for one step), and how
-    much slower these rounds ran that step (the factor every ms of this section is divided by)."""
+    """The step without checkpoints in ms on the speed section's scale, as one division of printed figures (one
+    figure for one step; learner s15r9f: three ratios for one number buried it)."""
     assert steps.anchor is not None, "anchor_line needs the speed section's step"
     here, there = steps.anchor
     ratio = measure.table_ratio(measure.paired_ratios(steps.times["none"], here), steps.load)
     if ratio == measure.N_M or steps.refused["none"]:
         return measure.short_lines(f"the speed section's training step, timed in these rounds too: {ratio} the step "
                                    "without checkpoints")
-    paired = measure.paired_median(steps.times["none"], here)  # the ratio above, unrounded: the division adds up
+    paired = measure.paired_median(steps.times["none"], here)  # unrounded: the division adds up as printed
     return measure.short_lines(
-        f"the speed section's training step (with the SGD update), timed in these rounds too: {ratio} "
-        f"the step without checkpoints; so that step takes {there.median * 1e3:.2f} / {paired:.3f} = "
-        f"{steps.times['none'].median * steps.scale * 1e3:.2f} ms on the speed section's scale, which every ms below "
-        f"uses (these rounds ran that training step {1 / steps.scale:.2f}x as long)")
+        f"every ms below is on the speed section's scale: the step without checkpoints takes "
+        f"{there.median * 1e3:.2f} / {paired:.3f} = {steps.times['none'].median * steps.scale * 1e3:.2f} ms "
+        f"(that section's training step, timed in these rounds too, / its paired ratio to this step)")
 
 
 SMALL_LAYERS_COST = 0.10  # native 16-bit units, small layers: no clear winner, tested as "no more than 10 % slower"
