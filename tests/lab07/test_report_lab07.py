@@ -230,6 +230,7 @@ def test_the_summary_carries_the_accuracy_verdict_and_strategy_5():
                                                                         "cannot tell")
     beyond = report.accuracy_verdict(-0.03, 0.01, "bfloat16")
     assert beyond.startswith("beyond two") and "float32 trains better" in beyond and "cannot say" in beyond
+    assert "not how much one training varies from seed to seed" in beyond, beyond  # learner s15r9f finding 5
     from lab_utils import measure
     held = measure.verdict([0.006, 0.0065, 0.0062, 0.0061, 0.0063], [0.02, 0.021, 0.0205, 0.02, 0.022],
                            claim="async_save vs save", expected="async_save holds the training loop for less time")

@@ -255,13 +255,14 @@ def precision_verdict(name: str, timing: dict, mp_name: str, emulated: bool, sma
 
 def accuracy_verdict(gap: float, standard_error: float, mp_name: str) -> str:
     """What a test-accuracy gap (16-bit minus float32) says, against its paired standard error: within two, no
-    difference this test set can see; beyond two, different models, but one run of each cannot rank the precisions."""
+    difference this test set can see; beyond two, different models, but one run of each cannot rank the precisions
+    (learner s15r9f read 'beyond two standard errors' as 'bfloat16 is better': the line says what it does not cover)."""
     if abs(gap) <= 2 * standard_error:
         return ("within two standard errors: this test set cannot tell the two precisions apart (another seed could "
                 "reverse their order)")
-    return ("beyond two standard errors: these two runs learned measurably different models, but one run of each "
-            f"cannot say that {mp_name if gap > 0 else 'float32'} trains better (the rounding may have favoured this "
-            "seed; rerun with another seed)")
+    return ("beyond two standard errors: these two runs learned different models; one run of each cannot say that "
+            f"{mp_name if gap > 0 else 'float32'} trains better, because the standard error covers the choice of test "
+            "images, not how much one training varies from seed to seed")
 
 
 def checkpoint_summary(resume_error: dict, save_verdict) -> str:
