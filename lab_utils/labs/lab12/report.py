@@ -60,7 +60,7 @@ def share_line(per_call, calls: int, step_s: float, block: int = CALLS_PER_BLOCK
         f"{median} of the step ({spread})", indent="        ")
 
 
-def headline(record, detail, share: str) -> str:
+def figures_first_line(record, detail, share: str) -> str:
     """The section's two figures first, in one line (learner s15r9f: 'record: 0.32 % of a step; DETAIL: 2.12x
     slower' sat on line 5, under the method): each verdict's own figure, or its plain sentence where it has none."""
     record_said = (f"record on: {share} of a step, under {BOUND * 100:.0f} % (cheap to leave on)"
@@ -82,7 +82,7 @@ def cost_report(cost: dict, per_call, calls: int, results_dir=None) -> tuple:
     as_tested = record.holds_from is not None and abs(record.holds_from * (1 + BOUND) - 1) < 1e-9  # not restated
     share_below = record.verdict in (measure.HOLDS, measure.UNDECIDED) and as_tested  # the share line prints it
     share = f"{statistics.median(max(c, 0.0) * calls / step_s for c in per_call):.2%}" if share_below else ""
-    lines = [headline(record, detail, share)]
+    lines = [figures_first_line(record, detail, share)]
     if share_below:  # a share of the step, never below 0
         lines += [measure.short_lines(f"verdict, {record.claim} [{record.workload}]: {record.verdict}"),
                   share_line(per_call, calls, step_s, rounds=len(cost["record off"]))]
