@@ -193,7 +193,8 @@ def test_a_trap_table_whose_recorded_calls_match_says_where_the_pairing_went_wro
     """Learner s12r4f finding 3: both ranks in the same gather_object #5, not the mismatch the prose told."""
     said = " ".join(checkpoints.trap_report(MATCHED, "", 5.9, 120).split())
     assert "deadlocked until a timeout" in said
-    assert "dist.all_gather_single and reduce_scatter_single, which it does not hold" in said, said
+    assert "the record does not hold FSDP's own collectives (dist.all_gather_single and reduce_scatter_single)" in said
+    assert said.count("why the recorded calls match") == 1 and len(said.split("why the recorded")[1]) < 200  # 2 lines
     assert "each rank's checkpoint call met the other rank's FSDP call" in said
     assert "why the recorded calls match" not in checkpoints.trap_report(TRAP, ABORT, 0.9, 120)
 
