@@ -337,3 +337,16 @@ def test_a_message_that_names_the_mistake_gets_no_hint_and_the_fallback_hands_ov
     odd = fails(edited(RESUME, "resume_order", {RESUME_LINE: "return list(order[samples_read + 1:][rank::world_size])"}),
                 lab07.RESUME_GENERIC)  # no named mistake: the hint stays, the answer does not come with it
     assert "Hint:" in odd.message and "split the rest by stride" not in odd.message, odd.message
+
+
+def test_sharded_step_async_broadcast_never_waited_names_the_missing_wait():
+    """Learner s15r9f: an un-waited async broadcast got 'no other rank ever received their new values', which reads
+    as a missing broadcast; the message now names async_op=True and .wait()."""
+    result = fails(step("dist.broadcast(p.data, src=owner)", "dist.broadcast(p.data, src=owner, async_op=True)"),
+                   "dist.broadcast ran with async_op=True and was never waited on")
+    assert ".wait()" in result.message, result.message
+
+
+def test_sharded_step_async_broadcast_waited_passes():
+    assert check(step("dist.broadcast(p.data, src=owner)",
+                      "dist.broadcast(p.data, src=owner, async_op=True).wait()")).passed

@@ -120,9 +120,9 @@ def test_every_ms_of_the_checkpoint_section_is_on_the_speed_sections_scale():
     none_ms = 7.25 / 1.07
     assert reading.times["none"].median * reading.scale * 1e3 == pytest.approx(none_ms, rel=1e-6)
     said = " ".join(reading.table(batch=64).split())
-    assert ("timed in these rounds too: 1.07x the step without checkpoints; so that step takes 7.25 / 1.070 = "
-            f"{none_ms:.2f} ms on the speed section's scale") in said, said  # the division adds up (learner s13r8f)
-    assert f"these rounds ran that training step {8.0 * 1.07 / 7.25:.2f}x as long)" in said, said
+    assert ("every ms below is on the speed section's scale: the step without checkpoints takes 7.25 / 1.070 = "
+            f"{none_ms:.2f} ms") in said, said  # the division adds up (learner s13r8f)
+    assert "x as long" not in said and "1.07x the step" not in said, said  # one figure (learner s15r9f)
     assert "8.00 ms" not in said and "(median)" not in said  # no second time for the step
     blocks = " ".join(report.block_table(reading, NAMES, FORWARD).split())
     assert f"/ {none_ms:.2f} ms (the step without checkpoints)" in blocks, blocks
@@ -193,7 +193,8 @@ def test_a_trap_table_whose_recorded_calls_match_says_where_the_pairing_went_wro
     """Learner s12r4f finding 3: both ranks in the same gather_object #5, not the mismatch the prose told."""
     said = " ".join(checkpoints.trap_report(MATCHED, "", 5.9, 120).split())
     assert "deadlocked until a timeout" in said
-    assert "dist.all_gather_single and reduce_scatter_single, which it does not hold" in said, said
+    assert "the record does not hold FSDP's own collectives (dist.all_gather_single and reduce_scatter_single)" in said
+    assert said.count("why the recorded calls match") == 1 and len(said.split("why the recorded")[1]) < 200  # 2 lines
     assert "each rank's checkpoint call met the other rank's FSDP call" in said
     assert "why the recorded calls match" not in checkpoints.trap_report(TRAP, ABORT, 0.9, 120)
 
@@ -230,6 +231,7 @@ def test_the_summary_carries_the_accuracy_verdict_and_strategy_5():
                                                                         "cannot tell")
     beyond = report.accuracy_verdict(-0.03, 0.01, "bfloat16")
     assert beyond.startswith("beyond two") and "float32 trains better" in beyond and "cannot say" in beyond
+    assert "not how much one training varies from seed to seed" in beyond, beyond  # learner s15r9f finding 5
     from lab_utils import measure
     held = measure.verdict([0.006, 0.0065, 0.0062, 0.0061, 0.0063], [0.02, 0.021, 0.0205, 0.02, 0.022],
                            claim="async_save vs save", expected="async_save holds the training loop for less time")

@@ -210,7 +210,6 @@ def legend_first(table: str) -> str:
     return "\n".join(rest[:1] + lines[start:end] + rest[1:])
 
 
-UNRECORDED = ("why the recorded calls match: the record holds the calls made through torch.distributed's collective "
-              "functions; FSDP gathers and reduce-scatters the weights with dist.all_gather_single and "
-              "reduce_scatter_single, which it does not hold. Two ranks in the same recorded call would have paired "
-              "and gone on; so each rank's checkpoint call met the other rank's FSDP call, outside the record")
+UNRECORDED = ("why the recorded calls match: the record does not hold FSDP's own collectives "
+              "(dist.all_gather_single and reduce_scatter_single), so each rank's checkpoint call met the other "
+              "rank's FSDP call, outside the record")

@@ -124,7 +124,7 @@ def sharded_worker(rank, world_size, sharded_step, case):
     from ...launch import process_group
     from ...memory import assign_owners, optimizer_state_bytes
 
-    with process_group(timeout_s=GROUP_TIMEOUT_S), _reduces_recorded() as reduced:
+    with process_group(timeout_s=GROUP_TIMEOUT_S), _async_unwaited() as unwaited, _reduces_recorded() as reduced:
         model, x, y = _sharded_problem(case, world_size)
         params = list(model.parameters())
         reduced.append(params)  # the first item: what a reduced tensor is matched against
@@ -137,7 +137,58 @@ def sharded_worker(rank, world_size, sharded_step, case):
             F.cross_entropy(model(x[mine]), y[mine]).backward()
             sharded_step(params, owners, optimizer, world_size)
         return {"weights": _flat(model), "optimizer_bytes": optimizer_state_bytes(optimizer),
-                "reduced": [(i, dst) for i, dst in reduced[1:] if i is not None]}
+                "reduced": [(i, dst) for i, dst in reduced[1:] if i is not None],
+                "unwaited": sorted({work.name for work in unwaited if not work.waited})}
+
+
+ASYNC_COLLECTIVES = ("broadcast", "reduce", "all_reduce")
+
+
+class _NotedWork:
+    """An async collective's handle that notes whether anyone waited on it (or took its future to wait on)."""
+
+    def __init__(self, name, work):
+        self.name, self.work, self.waited = name, work, False
+
+    def wait(self, *args, **kwargs):
+        self.waited = True
+        return self.work.wait(*args, **kwargs)
+
+    def get_future(self, *args, **kwargs):
+        self.waited = True
+        return self.work.get_future(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.work, name)
+
+
+def _async_unwaited():
+    """While it runs, every broadcast, reduce or all_reduce called with async_op=True returns a handle noted in the
+    list it yields: one never waited on is named by the judge (learner s15r9f: an un-waited broadcast got 'no other
+    rank ever received their new values', which reads as a missing broadcast)."""
+    import contextlib
+    from unittest import mock
+
+    import torch.distributed as dist
+
+    def noting(name, original, noted):
+        def collective(*args, **kwargs):
+            work = original(*args, **kwargs)
+            if work is not None:  # only async_op=True returns a handle
+                work = _NotedWork(name, work)
+                noted.append(work)
+            return work
+        return collective
+
+    @contextlib.contextmanager
+    def recording():
+        noted: list = []
+        with contextlib.ExitStack() as stack:
+            for name in ASYNC_COLLECTIVES:
+                stack.enter_context(mock.patch.object(dist, name, noting(name, getattr(dist, name), noted)))
+            yield noted
+
+    return recording()
 
 
 def _reduces_recorded():
@@ -195,7 +246,8 @@ def _sharded_run(sharded_step, case, world_size: int = 2):
         raise
     return {"before": _flat(model), "sizes": sizes, "owners": assign_owners(sizes, world_size),
             "ranks": [r["weights"] for r in ranks], "optimizer_bytes": [r["optimizer_bytes"] for r in ranks],
-            "reduced": [[list(pair) for pair in r["reduced"]] for r in ranks]}
+            "reduced": [[list(pair) for pair in r["reduced"]] for r in ranks],
+            "unwaited": sorted({name for r in ranks for name in r["unwaited"]})}
 
 
 def _sharded_expected(case, world_size: int = 2):
@@ -226,6 +278,12 @@ def _sharded_judge(got, expected, case):
     import numpy as np
 
     before, ranks, right = np.array(got["before"]), [np.array(r) for r in got["ranks"]], np.array(expected)
+    unwaited = got.get("unwaited") or []
+    if unwaited:  # a race even where the values happened to arrive in time
+        said = " and ".join(f"dist.{name}" for name in unwaited)
+        return 0.0, (f"{said} ran with async_op=True and was never waited on: that call only starts the "
+                     "collective, and the step may go on before the values arrive; call .wait() on the handle it "
+                     "returns (or leave async_op out)")
     if any(max_abs_diff(r, ranks[0]) > 1e-6 for r in ranks):
         return 0.0, ("the ranks ended with different weights: each owner stepped its own parameters, and no other "
                      "rank ever received their new values; after the step, each parameter must travel from its owner "
@@ -267,7 +325,7 @@ SHARDED_STEP = Exercise("07", "sharded_step", _sharded_cases, _sharded_run, _sha
                         setup="import torch\nimport torch.distributed as dist", ranks=2,
                         shape=lambda weights, case: {"before": weights, "sizes": ANY, "owners": ANY,
                                                      "ranks": [weights] * 2, "optimizer_bytes": [ANY] * 2,
-                                                     "reduced": [ANY] * 2})
+                                                     "reduced": [ANY] * 2, "unwaited": ANY})
 
 
 # ---- choose_checkpoints ----------------------------------------------------------------------------------------------

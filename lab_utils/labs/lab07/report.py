@@ -199,20 +199,19 @@ def speed_scale(none, training_here, training_there) -> float:
 
 
 def anchor_line(steps: StepReading) -> str:
-    """The step without checkpoints in ms, from the speed section's training step (one figure for one step), and how
-    much slower these rounds ran that step (the factor every ms of this section is divided by)."""
+    """The step without checkpoints in ms on the speed section's scale, as one division of printed figures (one
+    figure for one step; learner s15r9f: three ratios for one number buried it)."""
     assert steps.anchor is not None, "anchor_line needs the speed section's step"
     here, there = steps.anchor
     ratio = measure.table_ratio(measure.paired_ratios(steps.times["none"], here), steps.load)
     if ratio == measure.N_M or steps.refused["none"]:
         return measure.short_lines(f"the speed section's training step, timed in these rounds too: {ratio} the step "
                                    "without checkpoints")
-    paired = measure.paired_median(steps.times["none"], here)  # the ratio above, unrounded: the division adds up
+    paired = measure.paired_median(steps.times["none"], here)  # unrounded: the division adds up as printed
     return measure.short_lines(
-        f"the speed section's training step (with the SGD update), timed in these rounds too: {ratio} "
-        f"the step without checkpoints; so that step takes {there.median * 1e3:.2f} / {paired:.3f} = "
-        f"{steps.times['none'].median * steps.scale * 1e3:.2f} ms on the speed section's scale, which every ms below "
-        f"uses (these rounds ran that training step {1 / steps.scale:.2f}x as long)")
+        f"every ms below is on the speed section's scale: the step without checkpoints takes "
+        f"{there.median * 1e3:.2f} / {paired:.3f} = {steps.times['none'].median * steps.scale * 1e3:.2f} ms "
+        f"(that section's training step, timed in these rounds too, / its paired ratio to this step)")
 
 
 SMALL_LAYERS_COST = 0.10  # native 16-bit units, small layers: no clear winner, tested as "no more than 10 % slower"
@@ -256,13 +255,14 @@ def precision_verdict(name: str, timing: dict, mp_name: str, emulated: bool, sma
 
 def accuracy_verdict(gap: float, standard_error: float, mp_name: str) -> str:
     """What a test-accuracy gap (16-bit minus float32) says, against its paired standard error: within two, no
-    difference this test set can see; beyond two, different models, but one run of each cannot rank the precisions."""
+    difference this test set can see; beyond two, different models, but one run of each cannot rank the precisions
+    (learner s15r9f read 'beyond two standard errors' as 'bfloat16 is better': the line says what it does not cover)."""
     if abs(gap) <= 2 * standard_error:
         return ("within two standard errors: this test set cannot tell the two precisions apart (another seed could "
                 "reverse their order)")
-    return ("beyond two standard errors: these two runs learned measurably different models, but one run of each "
-            f"cannot say that {mp_name if gap > 0 else 'float32'} trains better (the rounding may have favoured this "
-            "seed; rerun with another seed)")
+    return ("beyond two standard errors: these two runs learned different models; one run of each cannot say that "
+            f"{mp_name if gap > 0 else 'float32'} trains better, because the standard error covers the choice of test "
+            "images, not how much one training varies from seed to seed")
 
 
 def checkpoint_summary(resume_error: dict, save_verdict) -> str:

@@ -32,15 +32,15 @@ def share_sentence(verdict, with_share: bool = True) -> str:
 
 
 def window_scatter(on_s, off_s, detail=None) -> str:
-    """Why the step's own times cannot read the record's cost (one unwrapped sentence): their paired on/off ratios'
-    scatter against the smallest cost it lets stand out (measure.RESOLVE times the scatter); learner s13r6f: the
+    """Why the step's own times ('its times', after the step's time) cannot read the record's cost: their paired
+    on/off ratios' scatter against the smallest cost it lets stand out (measure.RESOLVE times the scatter); learner s13r6f: the
     rule's '3 x that' and 'windows' were never defined, so the line says the outcome only."""
     scatter = measure.ratio_scatter(measure.paired_ratios(on_s, off_s))
     can = measure.RESOLVE * scatter < BOUND  # a very quiet run: the step's times could read it this time
-    said = (f"the step's own times, record on against off ({len(off_s)} pairs), scatter +-{scatter:.1%}: "
+    said = (f"its times, record on vs off ({len(off_s)} pairs), scatter +-{scatter:.1%}: "
             f"{'little enough' if can else 'too much'} to show a cost under {BOUND:.0%}")
     if detail is not None and detail.verdict == measure.HOLDS and detail.low > 1 + scatter:  # learner s13r7f 12-F4
-        said += (f", not DETAIL's: even its lowest reading, {detail.low:.2f}x, lies beyond that scatter")
+        said += f"; DETAIL's lowest, {detail.low:.2f}x, lies beyond it"
     return said
 
 
@@ -60,27 +60,35 @@ def share_line(per_call, calls: int, step_s: float, block: int = CALLS_PER_BLOCK
         f"{median} of the step ({spread})", indent="        ")
 
 
+def figures_first_line(record, detail, share: str) -> str:
+    """The section's two figures first, in one line (learner s15r9f: 'record: 0.32 % of a step; DETAIL: 2.12x
+    slower' sat on line 5, under the method): each verdict's own figure, or its plain sentence where it has none."""
+    record_said = (f"record on: {share} of a step, under {BOUND * 100:.0f} % (cheap to leave on)"
+                   if record.verdict == measure.HOLDS and share else share_sentence(record))
+    detail_said = (f"DETAIL: {detail.ratio:.2f}x the step's time (slower)" if detail.verdict == measure.HOLDS
+                   else f"DETAIL's cost: {detail.verdict} (its verdict below)")
+    return measure.short_lines(f"{record_said}; {detail_said}")
+
+
 def cost_report(cost: dict, per_call, calls: int, results_dir=None) -> tuple:
-    """(the record's verdict, DETAIL's verdict, the text): one plain sentence first, then each verdict on its own
-    figure, then one footnote on the method. `cost`: the worker's seconds per step by side; `per_call`: the record's
-    cost per call."""
+    """(the record's verdict, DETAIL's verdict, the text): the two figures first, then each verdict with how its
+    figure was found, then one short footnote on the method. `cost`: the worker's seconds per step by side;
+    `per_call`: the record's cost per call."""
     step_s = statistics.median(cost["record off"])
     record = record_share(per_call, calls, step_s, results_dir)
     detail = measure.verdict(cost["record off"], cost["DETAIL"], claim="TORCH_DISTRIBUTED_DEBUG OFF vs DETAIL", workload=workloads.RECORD_STEP,
                              expected="DETAIL's fingerprint check (one more collective per call) makes the step slower",
                              lab="12").record(results_dir)
-    detail_said = ("DETAIL makes the step slower (by the factor in its verdict below)"
-                   if detail.verdict == measure.HOLDS else f"DETAIL's cost: {detail.verdict} (its verdict below)")
     as_tested = record.holds_from is not None and abs(record.holds_from * (1 + BOUND) - 1) < 1e-9  # not restated
     share_below = record.verdict in (measure.HOLDS, measure.UNDECIDED) and as_tested  # the share line prints it
-    lines = [measure.short_lines(f"in plain words: {share_sentence(record, not share_below)}; {detail_said}")]
+    share = f"{statistics.median(max(c, 0.0) * calls / step_s for c in per_call):.2%}" if share_below else ""
+    lines = [figures_first_line(record, detail, share)]
     if share_below:  # a share of the step, never below 0
         lines += [measure.short_lines(f"verdict, {record.claim} [{record.workload}]: {record.verdict}"),
                   share_line(per_call, calls, step_s, rounds=len(cost["record off"]))]
     else:  # a refusal (no figure) or a cost above 2 %: the verdict as every lab prints it
         lines.append(str(record))
     lines += [str(detail), measure.short_lines(
-        f"(method: the step's time is the median of {len(cost['record off'])} repeats with the record "
-        "off, rank 0; the cost per call is the record's wrapper around a do-nothing collective minus that "
-        "collective, timed in this process; " + window_scatter(cost["record on"], cost["record off"], detail) + ")")]
+        f"(method: the step's time: median of {len(cost['record off'])} record-off repeats; "
+        + window_scatter(cost["record on"], cost["record off"], detail) + ")")]
     return record, detail, "\n".join(lines)
