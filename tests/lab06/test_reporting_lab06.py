@@ -47,8 +47,10 @@ def lesson(notebook):
 def test_the_lab04_line_is_true_where_the_notebook_ran(tmp_path):
     solution = learner_code.COURSE / "solutions" / "04_model_parallel_pipeline.ipynb"
     built = reporting.lab04_source([lesson(solution)], cwd=tmp_path)  # build/outputs: no learner's copy there
-    assert built.endswith(": no 04_model_parallel_pipeline.ipynb beside this notebook (these are lesson cells, no "
-                          "exercise of yours)")  # learner s13r6e: 'of yours' read as missing work; s13r7e: and Lab 04?
+    assert built.endswith(": the folder this run was made in held no 04_model_parallel_pipeline.ipynb of yours (run "
+                          "here, the cell reads the one beside this notebook; these are lesson cells, no exercise of "
+                          "yours)")  # learner s13r6e: 'of yours' read as missing work; s13r7e: and Lab 04?
+    assert "no 04_model_parallel_pipeline.ipynb beside this notebook" not in built  # s15r9e: the reader has one
     assert "this run's folder" not in built and "solutions/" not in built  # learner s12r3e lab 06 finding 8
     assert reporting.lab04_source([lesson(solution)], cwd=learner_code.COURSE / "solutions").endswith(
         "from the course's solution of Lab 04")

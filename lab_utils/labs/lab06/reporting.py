@@ -164,7 +164,9 @@ def lab04_source(codes, cwd=None) -> str:
         return said
     # learner s13r6e, lab 06 finding 11: 'of yours' read as work the learner should have done: it is lesson code
     # learner s13r7e, lab 06 finding 6: 'nothing for you to write' left open whether an unfinished Lab 04 matters
-    return f"{said}: no {notebook.name} beside this notebook (these are lesson cells, no exercise of yours)"
+    # learner s15r9e: 'no ... beside this notebook' was false for a reader whose folder holds Lab 04: say where
+    return (f"{said}: the folder this run was made in held no {notebook.name} of yours (run here, the cell reads "
+            "the one beside this notebook; these are lesson cells, no exercise of yours)")
 
 
 FIT_USED = {"library": "the alpha-beta model of dist.all_reduce",
