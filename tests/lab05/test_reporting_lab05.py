@@ -237,3 +237,18 @@ def test_the_keras_row_in_the_results_table_says_in_one_note_why_and_how_far_bel
     table = " ".join(measure.record(rows, tmp_path, brief_notes=True).split())
     assert table.count("note:") == 1 and "may lie up to" not in table and "[!]" not in table, table
     assert "then wakes them: 1.61x below the one-device row's 36,291, whose steps ran back to back" in table, table
+
+
+def test_a_no_worse_claim_held_below_1_is_not_said_as_predicted():
+    """Learner s15r9e, lab 05 finding 2: 0.95x (range 0.87-0.97) read 'as predicted' for 'PyTorch alone no slower'."""
+    def no_slower(ratios):
+        return measure.decide(ratios, lab="05", no_worse_than=0.10, max_restated=float("inf"), load=QUIET,
+                              workload=workloads.STEP_DIGITS, claim="PyTorch alone vs PyTorch where TensorFlow ran",
+                              expected="PyTorch alone no slower")
+    behind = no_slower([0.95, 0.93, 0.96, 0.94, 0.97, 0.92, 0.95, 0.94])
+    assert behind.verdict == measure.HOLDS and behind.ratio < 1
+    line = measure.in_plain_words(behind, "PyTorch alone", "PyTorch where TensorFlow ran")
+    assert "as predicted" not in line and "slower" in line
+    assert "against the predicted direction (PyTorch alone no slower)" in line and "no difference it can" in line
+    ahead = no_slower([1.05, 1.03, 1.06, 1.04, 1.07, 1.02, 1.05, 1.04])
+    assert measure.in_plain_words(ahead, "PyTorch alone", "PyTorch where TensorFlow ran").endswith("as predicted")
