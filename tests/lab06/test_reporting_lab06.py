@@ -199,7 +199,8 @@ def test_the_table_prints_the_lead_alone_so_no_median_contradicts_it(capsys):
     reporting.allreduce_table([4096], runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0),
                               oversubscribed=False)
     out = capsys.readouterr().out
-    assert "1.11x" in out and "3.000" not in out and "3.600" not in out and "favour the other side" not in out, out
+    # the paired lead is 1.11x, its range reaching across 1 (0.1 and 0.5 among the pairs): the cell says so instead
+    assert "not dist." in out and "3.000" not in out and "3.600" not in out and "favour the other side" not in out, out
 
 
 def test_details_are_the_halves_then_one_noise_line():
@@ -320,10 +321,15 @@ def test_leads_past_ten_percent_say_whether_their_range_clears_noise():
     leads = ["0.87x", "1.19x", "0.77x", "1.14x"]
     noisy = {4096: (0.6, 1.2), 65536: (0.9, 1.5), 1 << 20: (0.5, 1.1), 64 << 20: (0.91, 1.72)}
     line = reporting.takeaway(sizes, leads, {64 << 20: measure.UNDECIDED}, noisy)
-    assert "1 MiB (0.77x)" in line and "each of these leads' paired ranges reaches across 1: noise" in line, line
+    # learner s15r9e, lab 06 finding 4: a lead whose paired range reaches across 1 prints no figure
+    assert "not distinguishable here at 4 KiB, 64 KiB, 1 MiB (a median lead past 10 %, but its paired range " \
+           "reaches across 1)" in line, line
+    assert "0.77x" not in line and "1.19x" not in line and "0.87x" not in line and "faster by more" not in line
     assert "1024 KiB" not in line and "64 MiB, which the verdict below tests" in line
     clear = reporting.takeaway(sizes, leads, {64 << 20: measure.UNDECIDED}, {**noisy, 1 << 20: (0.6, 0.9)})
-    assert "clear of noise (whole paired range past 1) at 1 MiB; noise at 64 KiB, 4 KiB" in clear, clear
+    assert "the ring faster by more at 1 MiB (0.77x)" in clear and "not distinguishable here at 4 KiB, 64 KiB" in clear
+    assert reporting.lead_cell("2.48x", (0.9, 3.1)) == "not dist." and reporting.lead_cell("2.48x", (1.2, 3.1)) == \
+        "2.48x" and reporting.lead_cell("1.05x", (0.9, 1.2)) == "1.05x"
     assert "paired range" not in reporting.takeaway(sizes, ["1.01x", "0.95x", "1.02x", "1.14x"],
                                                     {64 << 20: measure.UNDECIDED}, noisy)
 

@@ -38,8 +38,10 @@ def takeaway(sizes, leads, decided=None, ranges=None) -> str:
             return "the ring against the library: " + "; ".join(verdicts)
         return "the ring against the library: no size's lead could be read here (n/m: see under the table)"
     close = [s for s, lead in read.items() if 1 - CLOSE <= lead <= 1 + CLOSE]  # as printed: 0.90x-1.10x
-    library = [s for s, lead in read.items() if lead > 1 + CLOSE]
-    ring = [s for s, lead in read.items() if lead < 1 - CLOSE]
+    # learner s15r9e, lab 06 finding 4: a 2.48x lead printed, then called noise: such a lead prints no figure
+    noisy = [s for s in read if s not in close and ranges and across_one(ranges[s])]
+    library = [s for s, lead in read.items() if lead > 1 + CLOSE and s not in noisy]
+    ring = [s for s, lead in read.items() if lead < 1 - CLOSE and s not in noisy]
 
     def listed(chosen):
         return ", ".join(f"{size_text(s)} ({read[s]:.2f}x)" for s in chosen)
@@ -50,23 +52,29 @@ def takeaway(sizes, leads, decided=None, ranges=None) -> str:
         parts.append(f"the library faster by more at {listed(library)}")
     if ring:
         parts.append(f"the ring faster by more at {listed(ring)}")
-    if (library or ring) and ranges:
-        parts.append(noise_of_leads(library + ring, ranges))
+    if noisy:
+        parts.append(f"{NOT_DISTINGUISHABLE} at {', '.join(size_text(s) for s in noisy)} (a median lead past "
+                     f"{CLOSE:.0%}, but its paired range reaches across 1)".replace("%", " %"))
     refused = len(sizes) - len(read) - len(tested)
     if refused:
         parts.append(f"{refused} size(s) n/m")
     return "; ".join(parts + verdicts)
 
 
-def noise_of_leads(past, ranges) -> str:
-    """Whether the leads past 10 % at sizes `past` are clear of this run's noise: their paired ranges, {size: (low,
-    high)}, wholly on one side of 1, or reaching across it (then no order is read at that size)."""
-    clear = [s for s in past if ranges[s][0] > 1 or ranges[s][1] < 1]
-    if not clear:
-        return "each of these leads' paired ranges reaches across 1: noise, no order read"
-    across = [size_text(s) for s in past if s not in clear]
-    said = f"clear of noise (whole paired range past 1) at {', '.join(size_text(s) for s in clear)}"
-    return said + (f"; noise at {', '.join(across)}" if across else "")
+NOT_DISTINGUISHABLE = "not distinguishable here"
+
+
+def across_one(paired_range) -> bool:
+    """Whether a lead's paired range (low, high) reaches across 1: no order can be read from it."""
+    return paired_range[0] <= 1 <= paired_range[1]
+
+
+def lead_cell(cell: str, paired_range) -> str:
+    """The table's lead cell: the ratio, or where it is past 10 % but its paired range reaches across 1, the
+    takeaway's word for it (no figure that the line above calls noise)."""
+    if cell == measure.N_M or 1 - CLOSE <= float(cell.rstrip("x")) <= 1 + CLOSE or not across_one(paired_range):
+        return cell
+    return "not dist."
 
 
 SCATTER = "these pairs scatter by"  # the note of a no-worse-than claim too noisy to test: only a win decided
@@ -273,7 +281,8 @@ def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool, d
     print(f"{'size':>9} {'library lead':>13}")
     for i, s in enumerate(sizes):
         flags = measure.plausibility(oversubscribed=oversubscribed) if i == 0 else []  # said once, on the first row
-        print(measure.table_row(f"{size_text(s):>9} {lead_cells[i]:>13}", flags + row_flags[i]))
+        cell = lead_cells[i] if s in (decided or {}) else lead_cell(lead_cells[i], ranges[s])
+        print(measure.table_row(f"{size_text(s):>9} {cell:>13}", flags + row_flags[i]))
     for line in measure.table_lines(row_flags, [size_text(s) for s in sizes], "sizes"):
         print(line)
     if measure.n_m_line(load):
