@@ -312,6 +312,10 @@ def test_the_fit_says_how_far_alpha_and_b_move_between_halves_of_the_rounds():
     assert "alpha 100-100 us, B 1.25-1.50 GB/s" in line and "read alpha and B within these ranges" in line
     short = {s: {name: v[:3] for name, v in r.items()} for s, r in runs.items()}
     assert reporting.fit_halves(sizes, short, 2) == ""  # too few rounds to halve
+    # learner s15r9e, lab 06 finding 4: the ring's fit refused, the library's read: its trust range still printed
+    library_only = " ".join(reporting.fit_halves(sizes, runs, 2, {"ring": False, "library": True}).split())
+    assert "dist.all_reduce alpha 100-100 us" in library_only and "ring alpha" not in library_only
+    assert reporting.fit_halves(sizes, runs, 2, {"ring": False, "library": False}) == ""
 
 
 def test_leads_past_ten_percent_say_whether_their_range_clears_noise():
@@ -358,3 +362,19 @@ def test_the_course_batches_teach_one_task_so_the_single_device_loss_falls():
     model_spec = spec.preset("cnn2d_2layer_fullconnected_2layer")
     _, losses = tensor_parallel.single_device_training(model_spec, (1, 28, 28), 32, 25, 0.04, 0)
     assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_one_fit_refused_and_one_read_says_the_one_rule_once(capsys):
+    """Learner s15r9e, lab 06 finding 4: the ring's fit refused, the library's B read, from the same noisy sweep."""
+    from lab_utils import conditions
+
+    sizes = [4096 * 4 ** k for k in range(6)]
+    line = [2 * 100e-6 + s / 1.5e9 for s in sizes]  # alpha 100 us, B 1.5 GB/s, N = 2
+    bent = [t * (8.0 if i == 2 else 1.0) for i, t in enumerate(line)]  # one median far off any straight line
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    _, _, read = reporting.fit_report(sizes, {"ring": bent, "library": line}, 2, "gloo", quiet)
+    out = " ".join(capsys.readouterr().out.split())
+    assert read == {"ring": False, "library": True}, out
+    assert out.count("one rule for both fits") == 1 and "misses one of its own medians by more than 2x" in out
+    reporting.fit_report(sizes, {"ring": line, "library": line}, 2, "gloo", quiet)
+    assert "one rule" not in capsys.readouterr().out  # both read: nothing to reconcile

@@ -306,7 +306,14 @@ def fit_report(sizes, medians, world_size: int, backend: str, load):
         said = (shape_text(fit, world_size) if fit_read[name]
                 else "no alpha or B: refused, not drawn (why: the flags under this line)")
         print(measure.flagged(measure.short_lines(f"  {label:<16} {said}", indent=" " * 19), fit_flags[name]))
+    if len(set(fit_read.values())) > 1:  # one read, one refused: the same rule, said once
+        print(measure.short_lines(ONE_RULE))
     return fits, fit_flags, fit_read
+
+
+ONE_RULE = ("one rule for both fits (the section's end): a fit is refused where its line misses one of its own "
+            "medians by more than 2x, never for their spread; how far a read fit's alpha and B move with that spread: "
+            "the line fitting the even and the odd rounds alone, where enough rounds ran")
 
 
 def shape_text(fit, world_size: int) -> str:
@@ -329,15 +336,19 @@ def details(spreads, halves: str) -> str:
                      for line in ([halves] if halves else []) + [noise])
 
 
-def fit_halves(sizes, runs, world_size: int) -> str:
+def fit_halves(sizes, runs, world_size: int, read: dict | None = None) -> str:
     """How far to trust a fit read from noisy medians, measured: each side fitted again to the even and to the odd
     rounds alone, the range alpha and B then span (learner s13r5e, lab 06 finding 8: every median was flagged noisy,
-    the fit not). Empty where fewer than 4 rounds ran or a half's fit is degenerate."""
+    the fit not). `read`: {side: whether its fit was read}; a refused side is left out (learner s15r9e, lab 06
+    finding 4: the library's B printed with no measure of trust beside the ring's refusal). Empty where fewer than 4
+    rounds ran, no side was read, or a half's fit is degenerate."""
     rounds = min(len(runs[s][name]) for s in sizes for name in ("ring", "library"))
     if rounds < 4:
         return ""
     said = []
     for name, label in (("ring", "ring"), ("library", "dist.all_reduce")):
+        if read is not None and not read.get(name):
+            continue
         halves = [report.fit_allreduce(sizes, [statistics.median(runs[s][name][start::2]) for s in sizes], world_size)
                   for start in (0, 1)]
         if any(fit.flags for fit in halves):
@@ -345,6 +356,8 @@ def fit_halves(sizes, runs, world_size: int) -> str:
         alphas = sorted(fit.latency_s * 1e6 for fit in halves)
         bws = sorted(fit.bus_bandwidth / 1e9 for fit in halves)
         said.append(f"{label} alpha {alphas[0]:.0f}-{alphas[1]:.0f} us, B {bws[0]:.2f}-{bws[1]:.2f} GB/s")
+    if not said:
+        return ""
     return measure.short_lines("alpha and B fitted to the even and to the odd rounds alone: "
                                + "; ".join(said) + " (read alpha and B within these ranges)")
 
