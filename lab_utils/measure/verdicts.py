@@ -534,4 +534,10 @@ def in_plain_words(v: Verdict, setup: str, baseline: str, why: str = "") -> str:
             REVERSED: f"[!] against the prediction ({v.expected})",
             UNDECIDED: f"too noisy to decide the prediction ({v.expected})"}[v.verdict]
     notes = f" ({v.notes})" if v.notes else ""
+    if v.verdict == HOLDS and v.holds_from is not None and (v.ratio > 1 if v.upper else v.ratio < 1):
+        # a no-worse-than claim held on the other side of 1: never 'as predicted' over a figure pointing the other way
+        margin = (v.holds_from - 1) if v.upper else (1 / v.holds_from - 1)
+        read = (f"against the predicted direction ({v.expected}), but within the {margin:.0%} margin this run's "
+                "test allows: no difference it can resolve").replace("%", " %")
+        notes = ""  # the margin is said here; the verdict below says how it was set
     return f"{setup}: {v.ratio:.2f}x the speed of {baseline} ({how}; range {v.range_text()}), {read}{notes}"

@@ -108,6 +108,8 @@ SCRIPT = textwrap.dedent('''
                     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, model(images))
                 elif scale in ("global", "no logits"):
                     loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+                elif scale == "no global batch":           # slice size x replicas: right only for even slices
+                    loss = tf.nn.compute_average_loss(per_example)
                 elif scale == "mean":                      # a mean over this replica's slice
                     loss = tf.reduce_mean(per_example)
                 elif scale == "sum":                       # no scaling at all
@@ -188,7 +190,8 @@ SCRIPT = textwrap.dedent('''
     # one launch for the replica step: each job is what the grader's (and the self-check's) run launches for one
     # answer, scored by the same judge (check() adds only the "Hint:" prefix, which tests/test_exercises.py checks)
     wrong = {"step mean": step("mean"), "step sum": step("sum"), "step no apply": step("no apply"), "step mean / global": step("mean / global"),
-             "step keras default": step("keras default"), "step no logits": step("no logits")}
+             "step keras default": step("keras default"), "step no logits": step("no logits"),
+             "step no global batch": step("no global batch")}
     exercise = exercises.get("replica_step")
     case = exercise.cases(random.Random(99))
     solution = solution_function(exercise)  # the notebook's replica_step, as the judges' draws take it

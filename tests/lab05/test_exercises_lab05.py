@@ -44,7 +44,9 @@ def test_forged_empty_nan_and_constant_answers_score_zero(results, name):
     ("batch no error", 0.5, "raise ValueError"), ("local tensors", 0.5, ".numpy()"),
     ("local reversed", 0.0, "in reverse order"), ("local .values", 0.0, "on one replica (the default strategy)"), ("step mean", 0.0, "2x too large"), ("step sum", 0.0, "GLOBAL batch"),
     ("step no apply", 0.0, "did not change"), ("step mean / global", 0.0, "GLOBAL batch"),
-    ("step no logits", 0.0, "from_logits=True")])
+    ("step no logits", 0.0, "from_logits=True"),
+    ("step no global batch", 0.0, "wrong on a short last batch"),
+    ("step keras default", 0.0, "wrong on a short last batch")])
 @pytest.mark.slow
 def test_wrong_answers_fail_with_their_hint(results, label, grade, says):
     assert not results[label]["passed"] and results[label]["grade"] == grade, results[label]
@@ -52,10 +54,12 @@ def test_wrong_answers_fail_with_their_hint(results, label, grade, says):
 
 
 @pytest.mark.slow
-def test_keras_own_loss_with_its_default_reduction_is_right_inside_a_strategy(results):
-    """Keras 3 divides a loss object's mean by num_replicas_in_sync inside a replica: the same as compute_average_loss."""
-    outcome = results["step keras default"]
-    assert outcome["passed"] and outcome["grade"] == 1.0, outcome
+@pytest.mark.parametrize("label", ["step keras default", "step no global batch"])
+def test_a_slice_size_divisor_is_right_on_the_full_batch_and_fails_only_on_the_short_one(results, label):
+    """Keras 3's default reduction (slice mean / num_replicas_in_sync) and compute_average_loss without
+    global_batch_size equal one device on even slices (section 3): the check fails them on its short last batch only."""
+    outcome = results[label]
+    assert "right on a full global batch" in outcome["message"] and "global_batch_size=global_batch" in outcome["message"]
 
 
 def test_an_assert_instead_of_a_value_error_is_named():

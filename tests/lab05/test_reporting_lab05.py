@@ -237,3 +237,36 @@ def test_the_keras_row_in_the_results_table_says_in_one_note_why_and_how_far_bel
     table = " ".join(measure.record(rows, tmp_path, brief_notes=True).split())
     assert table.count("note:") == 1 and "may lie up to" not in table and "[!]" not in table, table
     assert "then wakes them: 1.61x below the one-device row's 36,291, whose steps ran back to back" in table, table
+
+
+def test_a_no_worse_claim_held_below_1_is_not_said_as_predicted():
+    """Learner s15r9e, lab 05 finding 2: 0.95x (range 0.87-0.97) read 'as predicted' for 'PyTorch alone no slower'."""
+    def no_slower(ratios):
+        return measure.decide(ratios, lab="05", no_worse_than=0.10, max_restated=float("inf"), load=QUIET,
+                              workload=workloads.STEP_DIGITS, claim="PyTorch alone vs PyTorch where TensorFlow ran",
+                              expected="PyTorch alone no slower")
+    behind = no_slower([0.95, 0.93, 0.96, 0.94, 0.97, 0.92, 0.95, 0.94])
+    assert behind.verdict == measure.HOLDS and behind.ratio < 1
+    line = measure.in_plain_words(behind, "PyTorch alone", "PyTorch where TensorFlow ran")
+    assert "as predicted" not in line and "slower" in line
+    assert "against the predicted direction (PyTorch alone no slower)" in line and "no difference it can" in line
+    ahead = no_slower([1.05, 1.03, 1.06, 1.04, 1.07, 1.02, 1.05, 1.04])
+    assert measure.in_plain_words(ahead, "PyTorch alone", "PyTorch where TensorFlow ran").endswith("as predicted")
+
+
+def test_a_launched_loop_below_lab01_says_the_measured_reason_when_the_bare_step_is_below_too():
+    """Learner s15r9e, lab 05 cell 52: 17,173 against Lab 01's 26,180 (1.52x) was 'a note, not a contradiction' with
+    no measured reason; the same process's bare step below Lab 01's loop is one."""
+    import types
+
+    def line(bare):
+        rates = {reporting.LOOP: tf_distribute.StepRate(17173.0, 0.05, 3, 30),
+                 "torch": tf_distribute.StepRate(bare, 0.03, 3, 30)}
+        flags = {reporting.LOOP: tf_distribute.loop_conditions(tf_distribute.omp_wait_policy())}
+        return " ".join(reporting.lab01_line(rates, flags, 26180.0, types.SimpleNamespace(spread=0.03), None,
+                                             "CNN-2conv/digits8 training run").split())
+    slow_process = line(21449.0)
+    assert "a note, not a contradiction" in slow_process
+    assert "why: this process's step without the fetch (the torch row, 21,449 samples/s) also ran below Lab 01's " \
+           "26,180" in slow_process and "not the loop's" in slow_process
+    assert "why:" not in line(30000.0)  # the bare step not below Lab 01's: no such reason to give

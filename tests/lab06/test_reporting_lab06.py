@@ -47,8 +47,10 @@ def lesson(notebook):
 def test_the_lab04_line_is_true_where_the_notebook_ran(tmp_path):
     solution = learner_code.COURSE / "solutions" / "04_model_parallel_pipeline.ipynb"
     built = reporting.lab04_source([lesson(solution)], cwd=tmp_path)  # build/outputs: no learner's copy there
-    assert built.endswith(": no 04_model_parallel_pipeline.ipynb beside this notebook (these are lesson cells, no "
-                          "exercise of yours)")  # learner s13r6e: 'of yours' read as missing work; s13r7e: and Lab 04?
+    assert built.endswith(": the folder this run was made in held no 04_model_parallel_pipeline.ipynb of yours (run "
+                          "here, the cell reads the one beside this notebook; these are lesson cells, no exercise of "
+                          "yours)")  # learner s13r6e: 'of yours' read as missing work; s13r7e: and Lab 04?
+    assert "no 04_model_parallel_pipeline.ipynb beside this notebook" not in built  # s15r9e: the reader has one
     assert "this run's folder" not in built and "solutions/" not in built  # learner s12r3e lab 06 finding 8
     assert reporting.lab04_source([lesson(solution)], cwd=learner_code.COURSE / "solutions").endswith(
         "from the course's solution of Lab 04")
@@ -197,7 +199,8 @@ def test_the_table_prints_the_lead_alone_so_no_median_contradicts_it(capsys):
     reporting.allreduce_table([4096], runs, medians, spreads, conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0),
                               oversubscribed=False)
     out = capsys.readouterr().out
-    assert "1.11x" in out and "3.000" not in out and "3.600" not in out and "favour the other side" not in out, out
+    # the paired lead is 1.11x, its range reaching across 1 (0.1 and 0.5 among the pairs): the cell says so instead
+    assert "not dist." in out and "3.000" not in out and "3.600" not in out and "favour the other side" not in out, out
 
 
 def test_details_are_the_halves_then_one_noise_line():
@@ -309,6 +312,10 @@ def test_the_fit_says_how_far_alpha_and_b_move_between_halves_of_the_rounds():
     assert "alpha 100-100 us, B 1.25-1.50 GB/s" in line and "read alpha and B within these ranges" in line
     short = {s: {name: v[:3] for name, v in r.items()} for s, r in runs.items()}
     assert reporting.fit_halves(sizes, short, 2) == ""  # too few rounds to halve
+    # learner s15r9e, lab 06 finding 4: the ring's fit refused, the library's read: its trust range still printed
+    library_only = " ".join(reporting.fit_halves(sizes, runs, 2, {"ring": False, "library": True}).split())
+    assert "dist.all_reduce alpha 100-100 us" in library_only and "ring alpha" not in library_only
+    assert reporting.fit_halves(sizes, runs, 2, {"ring": False, "library": False}) == ""
 
 
 def test_leads_past_ten_percent_say_whether_their_range_clears_noise():
@@ -318,10 +325,15 @@ def test_leads_past_ten_percent_say_whether_their_range_clears_noise():
     leads = ["0.87x", "1.19x", "0.77x", "1.14x"]
     noisy = {4096: (0.6, 1.2), 65536: (0.9, 1.5), 1 << 20: (0.5, 1.1), 64 << 20: (0.91, 1.72)}
     line = reporting.takeaway(sizes, leads, {64 << 20: measure.UNDECIDED}, noisy)
-    assert "1 MiB (0.77x)" in line and "each of these leads' paired ranges reaches across 1: noise" in line, line
+    # learner s15r9e, lab 06 finding 4: a lead whose paired range reaches across 1 prints no figure
+    assert "not distinguishable here at 4 KiB, 64 KiB, 1 MiB (a median lead past 10 %, but its paired range " \
+           "reaches across 1)" in line, line
+    assert "0.77x" not in line and "1.19x" not in line and "0.87x" not in line and "faster by more" not in line
     assert "1024 KiB" not in line and "64 MiB, which the verdict below tests" in line
     clear = reporting.takeaway(sizes, leads, {64 << 20: measure.UNDECIDED}, {**noisy, 1 << 20: (0.6, 0.9)})
-    assert "clear of noise (whole paired range past 1) at 1 MiB; noise at 64 KiB, 4 KiB" in clear, clear
+    assert "the ring faster by more at 1 MiB (0.77x)" in clear and "not distinguishable here at 4 KiB, 64 KiB" in clear
+    assert reporting.lead_cell("2.48x", (0.9, 3.1)) == "not dist." and reporting.lead_cell("2.48x", (1.2, 3.1)) == \
+        "2.48x" and reporting.lead_cell("1.05x", (0.9, 1.2)) == "1.05x"
     assert "paired range" not in reporting.takeaway(sizes, ["1.01x", "0.95x", "1.02x", "1.14x"],
                                                     {64 << 20: measure.UNDECIDED}, noisy)
 
@@ -350,3 +362,19 @@ def test_the_course_batches_teach_one_task_so_the_single_device_loss_falls():
     model_spec = spec.preset("cnn2d_2layer_fullconnected_2layer")
     _, losses = tensor_parallel.single_device_training(model_spec, (1, 28, 28), 32, 25, 0.04, 0)
     assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_one_fit_refused_and_one_read_says_the_one_rule_once(capsys):
+    """Learner s15r9e, lab 06 finding 4: the ring's fit refused, the library's B read, from the same noisy sweep."""
+    from lab_utils import conditions
+
+    sizes = [4096 * 4 ** k for k in range(6)]
+    line = [2 * 100e-6 + s / 1.5e9 for s in sizes]  # alpha 100 us, B 1.5 GB/s, N = 2
+    bent = [t * (8.0 if i == 2 else 1.0) for i, t in enumerate(line)]  # one median far off any straight line
+    quiet = conditions.Load(60.0, 2, own=0.4, others=0.0, steal=0.0)
+    _, _, read = reporting.fit_report(sizes, {"ring": bent, "library": line}, 2, "gloo", quiet)
+    out = " ".join(capsys.readouterr().out.split())
+    assert read == {"ring": False, "library": True}, out
+    assert out.count("one rule for both fits") == 1 and "misses one of its own medians by more than 2x" in out
+    reporting.fit_report(sizes, {"ring": line, "library": line}, 2, "gloo", quiet)
+    assert "one rule" not in capsys.readouterr().out  # both read: nothing to reconcile

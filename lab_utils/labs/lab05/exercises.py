@@ -234,11 +234,13 @@ def _around(replica_step):
     return make
 
 
-def _run_step(make_step, strategy, global_batch: int, seed: int) -> dict:
-    """Lab 05's one_step (lab_utils.labs.lab05.lesson) of the seeded problem: its update, its loss, the replicas."""
+def _run_step(make_step, strategy, global_batch: int, seed: int, samples: int | None = None) -> dict:
+    """Lab 05's one_step (lab_utils.labs.lab05.lesson) of the seeded problem, on its first `samples` (default: a full
+    global batch; fewer: a short last batch): its update, its loss, the replicas."""
     from .lesson import one_step
 
     images, labels = _step_batch(global_batch, seed)
+    images, labels = images[:samples], labels[:samples]
     update, loss = one_step(make_step, strategy, lambda: _seeded_model(seed), images, labels, global_batch, STEP_LR)
     return {"update": update.tolist(), "loss": loss, "replicas": strategy.num_replicas_in_sync}
 
@@ -249,6 +251,14 @@ def single_device_update(global_batch: int, seed: int) -> dict:
 
     done = _run_step(_one_device_step, tf.distribute.get_strategy(), global_batch, seed)
     return {"update": done["update"], "loss": done["loss"]}
+
+
+def short_batch_update(global_batch: int, seed: int, samples: int) -> list[float]:
+    """The reference on a short last batch of `samples`: every sample weighs 1 / global_batch, as in a full batch."""
+    import tensorflow as tf
+
+    done = _run_step(_one_device_step, tf.distribute.get_strategy(), global_batch, seed, samples)
+    return (np.array(done["update"]) * samples / global_batch).tolist()  # plain SGD: the update scales with the loss
 
 
 def one_step_update(replica_step, strategy, global_batch: int, seed: int, *, make_train_step=None) -> dict:
@@ -264,7 +274,15 @@ def replica_step_worker(rank: int, world_size: int, replica_step, case: dict) ->
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    return one_step_update(replica_step, strategy, case["per_replica"] * world_size, case["seed"])
+    global_batch = case["per_replica"] * world_size
+    full = one_step_update(replica_step, strategy, global_batch, case["seed"])
+    short = _run_step(_around(replica_step), strategy, global_batch, case["seed"], short_samples(global_batch))
+    return {**full, "short_update": short["update"]}
+
+
+def short_samples(global_batch: int) -> int:
+    """The check's short last batch: one sample short, so the workers' slices differ in size."""
+    return global_batch - 1
 
 
 WORKERS = 2
@@ -276,8 +294,9 @@ def _step_cases(rng):
 
 def step_answer(workers: list[dict]) -> dict:
     """What the judge sees of one run of the workers: worker 0's update and loss, and how far the others differ."""
-    updates = [np.array(w["update"]) for w in workers]
-    return {**workers[0], "workers_differ_by": max(max_abs_diff(u, updates[0]) for u in updates)}
+    differ = max(max_abs_diff(np.array(w[key]), np.array(workers[0][key]))
+                 for w in workers for key in ("update", "short_update"))
+    return {**workers[0], "workers_differ_by": differ}
 
 
 def _step_run(replica_step, case):
@@ -307,9 +326,10 @@ SCRIPT_ADVICE = ("the check starts 2 TensorFlow worker processes, and each impor
 
 
 def _step_expected(case):
-    """One device, one step on the whole global batch (WORKERS replicas' worth)."""
-    return {**single_device_update(case["per_replica"] * WORKERS, case["seed"]), "replicas": WORKERS,
-            "workers_differ_by": 0.0}
+    """One device, one step on the whole global batch (WORKERS replicas' worth), and on a short last batch."""
+    global_batch = case["per_replica"] * WORKERS
+    return {**single_device_update(global_batch, case["seed"]), "replicas": WORKERS, "workers_differ_by": 0.0,
+            "short_update": short_batch_update(global_batch, case["seed"], short_samples(global_batch))}
 
 
 @named_unless("replicas in sync")
@@ -337,7 +357,15 @@ def _step_judge(got, expected, case):
                      "GLOBAL batch, tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)")
     if abs(got["loss"] - reference["loss"]) > 1e-5:
         return 0.5, "the update is right; return the scaled loss (the one you differentiated)"
-    return 1.0, f"loss scaled by the global batch: {WORKERS} workers make the same update as one device"
+    global_batch = case["per_replica"] * WORKERS
+    if max_abs_diff(np.array(got["short_update"], dtype=float), np.array(reference["short_update"])) > 1e-5:
+        return 0.0, (f"right on a full global batch, wrong on a short last batch ({short_samples(global_batch)} "
+                     f"samples for a global batch of {global_batch}, so the {WORKERS} workers' slices differ in "
+                     "size): each replica divided by its own slice size x replicas, so the workers weigh their "
+                     "samples differently (section 3's table, 'What each replica sees'). Divide by the GLOBAL "
+                     "batch: tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)")
+    return 1.0, (f"loss scaled by the global batch: {WORKERS} workers make the same update as one device, on a "
+                 "full batch and on a short last one")
 
 
 REPLICA_STEP = Exercise("05", "replica_step", _step_cases, _step_run, _step_expected, _step_judge,

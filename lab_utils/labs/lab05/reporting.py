@@ -175,4 +175,16 @@ def lab01_line(rates: dict, flags: dict, lab01_rate, lab01_row, lab01_how, workl
             else f"= {loop.samples_per_s / lab01_rate:.2f}x Lab 01's {lab01_rate:,.0f}: "
             + ("see the flag" if detectors.impossible(twice) else "see the note"))
     text = f"Lab 01's loop in a process of its own: {loop.samples_per_s:,.0f} samples/s {pair}"
-    return measure.flagged(wrapped(text), twice + [f for f in flags[LOOP] if f not in said])
+    lines = measure.flagged(wrapped(text), twice + [f for f in flags[LOOP] if f not in said])
+    why = process_not_loop(rates.get("torch"), lab01_rate) if twice and not detectors.impossible(twice) else ""
+    return lines + ("\n" + wrapped(why) if why else "")
+
+
+def process_not_loop(step_rate, lab01_rate: float) -> str:
+    """Where the launched loop ran below Lab 01's figure, the measured reason: the same process's bare step (no
+    fetch, less work than the loop) ran below Lab 01's loop too, so the process is slower, not the loop."""
+    if step_rate is None or step_rate.samples_per_s >= lab01_rate:
+        return ""
+    return (f"why: this process's step without the fetch (the torch row, {step_rate.samples_per_s:,.0f} samples/s) "
+            f"also ran below Lab 01's {lab01_rate:,.0f} with it: the gap is this launched process's, taking turns "
+            "with TensorFlow, not the loop's")

@@ -38,8 +38,10 @@ def takeaway(sizes, leads, decided=None, ranges=None) -> str:
             return "the ring against the library: " + "; ".join(verdicts)
         return "the ring against the library: no size's lead could be read here (n/m: see under the table)"
     close = [s for s, lead in read.items() if 1 - CLOSE <= lead <= 1 + CLOSE]  # as printed: 0.90x-1.10x
-    library = [s for s, lead in read.items() if lead > 1 + CLOSE]
-    ring = [s for s, lead in read.items() if lead < 1 - CLOSE]
+    # learner s15r9e, lab 06 finding 4: a 2.48x lead printed, then called noise: such a lead prints no figure
+    noisy = [s for s in read if s not in close and ranges and across_one(ranges[s])]
+    library = [s for s, lead in read.items() if lead > 1 + CLOSE and s not in noisy]
+    ring = [s for s, lead in read.items() if lead < 1 - CLOSE and s not in noisy]
 
     def listed(chosen):
         return ", ".join(f"{size_text(s)} ({read[s]:.2f}x)" for s in chosen)
@@ -50,23 +52,29 @@ def takeaway(sizes, leads, decided=None, ranges=None) -> str:
         parts.append(f"the library faster by more at {listed(library)}")
     if ring:
         parts.append(f"the ring faster by more at {listed(ring)}")
-    if (library or ring) and ranges:
-        parts.append(noise_of_leads(library + ring, ranges))
+    if noisy:
+        parts.append(f"{NOT_DISTINGUISHABLE} at {', '.join(size_text(s) for s in noisy)} (a median lead past "
+                     f"{CLOSE:.0%}, but its paired range reaches across 1)".replace("%", " %"))
     refused = len(sizes) - len(read) - len(tested)
     if refused:
         parts.append(f"{refused} size(s) n/m")
     return "; ".join(parts + verdicts)
 
 
-def noise_of_leads(past, ranges) -> str:
-    """Whether the leads past 10 % at sizes `past` are clear of this run's noise: their paired ranges, {size: (low,
-    high)}, wholly on one side of 1, or reaching across it (then no order is read at that size)."""
-    clear = [s for s in past if ranges[s][0] > 1 or ranges[s][1] < 1]
-    if not clear:
-        return "each of these leads' paired ranges reaches across 1: noise, no order read"
-    across = [size_text(s) for s in past if s not in clear]
-    said = f"clear of noise (whole paired range past 1) at {', '.join(size_text(s) for s in clear)}"
-    return said + (f"; noise at {', '.join(across)}" if across else "")
+NOT_DISTINGUISHABLE = "not distinguishable here"
+
+
+def across_one(paired_range) -> bool:
+    """Whether a lead's paired range (low, high) reaches across 1: no order can be read from it."""
+    return paired_range[0] <= 1 <= paired_range[1]
+
+
+def lead_cell(cell: str, paired_range) -> str:
+    """The table's lead cell: the ratio, or where it is past 10 % but its paired range reaches across 1, the
+    takeaway's word for it (no figure that the line above calls noise)."""
+    if cell == measure.N_M or 1 - CLOSE <= float(cell.rstrip("x")) <= 1 + CLOSE or not across_one(paired_range):
+        return cell
+    return "not dist."
 
 
 SCATTER = "these pairs scatter by"  # the note of a no-worse-than claim too noisy to test: only a win decided
@@ -164,7 +172,9 @@ def lab04_source(codes, cwd=None) -> str:
         return said
     # learner s13r6e, lab 06 finding 11: 'of yours' read as work the learner should have done: it is lesson code
     # learner s13r7e, lab 06 finding 6: 'nothing for you to write' left open whether an unfinished Lab 04 matters
-    return f"{said}: no {notebook.name} beside this notebook (these are lesson cells, no exercise of yours)"
+    # learner s15r9e: 'no ... beside this notebook' was false for a reader whose folder holds Lab 04: say where
+    return (f"{said}: the folder this run was made in held no {notebook.name} of yours (run here, the cell reads "
+            "the one beside this notebook; these are lesson cells, no exercise of yours)")
 
 
 FIT_USED = {"library": "the alpha-beta model of dist.all_reduce",
@@ -271,7 +281,8 @@ def allreduce_table(sizes, runs, medians, spreads, load, oversubscribed: bool, d
     print(f"{'size':>9} {'library lead':>13}")
     for i, s in enumerate(sizes):
         flags = measure.plausibility(oversubscribed=oversubscribed) if i == 0 else []  # said once, on the first row
-        print(measure.table_row(f"{size_text(s):>9} {lead_cells[i]:>13}", flags + row_flags[i]))
+        cell = lead_cells[i] if s in (decided or {}) else lead_cell(lead_cells[i], ranges[s])
+        print(measure.table_row(f"{size_text(s):>9} {cell:>13}", flags + row_flags[i]))
     for line in measure.table_lines(row_flags, [size_text(s) for s in sizes], "sizes"):
         print(line)
     if measure.n_m_line(load):
@@ -295,7 +306,14 @@ def fit_report(sizes, medians, world_size: int, backend: str, load):
         said = (shape_text(fit, world_size) if fit_read[name]
                 else "no alpha or B: refused, not drawn (why: the flags under this line)")
         print(measure.flagged(measure.short_lines(f"  {label:<16} {said}", indent=" " * 19), fit_flags[name]))
+    if len(set(fit_read.values())) > 1:  # one read, one refused: the same rule, said once
+        print(measure.short_lines(ONE_RULE))
     return fits, fit_flags, fit_read
+
+
+ONE_RULE = ("one rule for both fits (the section's end): a fit is refused where its line misses one of its own "
+            "medians by more than 2x, never for their spread; how far a read fit's alpha and B move with that spread: "
+            "the line fitting the even and the odd rounds alone, where enough rounds ran")
 
 
 def shape_text(fit, world_size: int) -> str:
@@ -318,15 +336,19 @@ def details(spreads, halves: str) -> str:
                      for line in ([halves] if halves else []) + [noise])
 
 
-def fit_halves(sizes, runs, world_size: int) -> str:
+def fit_halves(sizes, runs, world_size: int, read: dict | None = None) -> str:
     """How far to trust a fit read from noisy medians, measured: each side fitted again to the even and to the odd
     rounds alone, the range alpha and B then span (learner s13r5e, lab 06 finding 8: every median was flagged noisy,
-    the fit not). Empty where fewer than 4 rounds ran or a half's fit is degenerate."""
+    the fit not). `read`: {side: whether its fit was read}; a refused side is left out (learner s15r9e, lab 06
+    finding 4: the library's B printed with no measure of trust beside the ring's refusal). Empty where fewer than 4
+    rounds ran, no side was read, or a half's fit is degenerate."""
     rounds = min(len(runs[s][name]) for s in sizes for name in ("ring", "library"))
     if rounds < 4:
         return ""
     said = []
     for name, label in (("ring", "ring"), ("library", "dist.all_reduce")):
+        if read is not None and not read.get(name):
+            continue
         halves = [report.fit_allreduce(sizes, [statistics.median(runs[s][name][start::2]) for s in sizes], world_size)
                   for start in (0, 1)]
         if any(fit.flags for fit in halves):
@@ -334,6 +356,8 @@ def fit_halves(sizes, runs, world_size: int) -> str:
         alphas = sorted(fit.latency_s * 1e6 for fit in halves)
         bws = sorted(fit.bus_bandwidth / 1e9 for fit in halves)
         said.append(f"{label} alpha {alphas[0]:.0f}-{alphas[1]:.0f} us, B {bws[0]:.2f}-{bws[1]:.2f} GB/s")
+    if not said:
+        return ""
     return measure.short_lines("alpha and B fitted to the even and to the odd rounds alone: "
                                + "; ".join(said) + " (read alpha and B within these ranges)")
 
