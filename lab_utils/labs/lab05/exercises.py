@@ -364,8 +364,7 @@ def _step_judge(got, expected, case):
                      "size): each replica divided by its own slice size x replicas, so the workers weigh their "
                      "samples differently (section 3's table, 'What each replica sees'). Divide by the GLOBAL "
                      "batch: tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)")
-    return 1.0, (f"loss scaled by the global batch: {WORKERS} workers make the same update as one device, on a "
-                 "full batch and on a short last one")
+    return 1.0, f"global batch: {WORKERS} workers update as one device, on a full and a short last batch"
 
 
 REPLICA_STEP = Exercise("05", "replica_step", _step_cases, _step_run, _step_expected, _step_judge,
