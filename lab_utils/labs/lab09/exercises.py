@@ -19,7 +19,9 @@ SPIN_CPU_SHARE = 0.1  # a blocking get uses ~0 % of a core while it waits; a loo
 def _collect_cases(rng):
     return [{"kind": "full", "queued": rng.randint(8, 12), "max_batch": rng.randint(3, 6), "max_wait_s": 1.0},
             {"kind": "deadline", "queued": rng.randint(1, 3), "max_batch": 16, "max_wait_s": 0.1},
-            {"kind": "stream", "every_s": 0.04, "n": 15, "max_batch": 64, "max_wait_s": rng.choice([0.1, 0.12])},
+            # a request every 20 ms against a 100 ms deadline: a deadline reset by each request keeps the batch growing
+            # even where a busy machine delays the feeder several times over
+            {"kind": "stream", "every_s": 0.02, "n": 30, "max_batch": 64, "max_wait_s": rng.choice([0.1, 0.12])},
             {"kind": "zero", "queued": rng.randint(2, 5), "max_batch": 16, "max_wait_s": 0.0}]
 
 
